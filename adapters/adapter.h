@@ -1,0 +1,302 @@
+/*
+ * adapter.h - THE adapter contract: what a backend must offer sandgate.
+ *
+ * An adapter turns one provider (a cloud API, an ssh host, a container
+ * runtime, this machine) into a handful of *primitives*.  The gateway builds
+ * everything the protocol promises on top of them, once: the tool catalogue,
+ * path containment, permission modes, the process supervisor, exports.  An
+ * adapter therefore never sees a tool name, a permission mode's rules or a
+ * process id; it creates environments, runs argv in them, and removes them.
+ *
+ * Invariants every adapter keeps:
+ *  - Methods are straight-line blocking code, called on a gateway worker
+ *    thread.  Every wait (HTTP, a child process, a sleep) honours the
+ *    struct sg_cancel passed in and returns SG_E_CANCELLED (or the token's
+ *    reason) promptly, leaving nothing behind that the state registry does
+ *    not know about.
+ *  - A failure sets exactly one sentence on the struct sg_errinfo and
+ *    returns its code.  The sentence never contains a credential.
+ *  - Never fail open.  A profile field the backend cannot enforce is refused
+ *    by validate() with SG_E_UNSUPPORTED naming the field; a persistent
+ *    environment that is gone is SG_E_WORKSPACE_LOST, never a fresh one.
+ *  - Nothing leaks.  Remote resources are tagged with the identity, session,
+ *    creation time and expiry, get a provider-side lifetime as a backstop,
+ *    and a provision() that fails halfway deletes what it made.
+ *  - A NULL method means "not supported"; the matching SG_CAP_* bit says so
+ *    to the gateway, and registry.c checks that the two agree.
+ *  - exec() may be called from several threads at once for one environment.
+ *
+ * How the five remote backends map onto these primitives:
+ *
+ *   backend      provision             exec                    files      teardown (keep / remove)    list
+ *   modal        SandboxCreate, or     ContainerExec through   fs API     SnapshotFilesystem then     SandboxList
+ *                restore a snapshot    the command router                 terminate / terminate       by tags
+ *   daytona      POST /sandbox with    toolbox /process/       upload,    stop / delete               GET /sandbox
+ *                labels, or start      execute; sessions for   download                               ?labels=
+ *                a stopped one         long commands
+ *   vercel       POST /v1/sandboxes    POST .../cmd, then      writeFiles stop (persistent) /         GET /v1/
+ *                (persistent, tags)    NDJSON logs             read file  stop + delete               sandboxes
+ *   ssh          master connection,    ssh -S master -- the    (none:     close master /              marked dirs
+ *                mkdir the workspace   shell-quoted argv       via exec)  rm -rf, close master         under workspace
+ *   singularity  overlay + instance    apptainer exec          host fs    stop instance, keep dir /   state dirs
+ *                start                 instance://...                     stop, rm dir
+ *
+ * The environment helper (sg-helper, see helper/README.md) is a static
+ * program built with sandgate.  provision() makes it available inside the
+ * environment and records its path in env->helper; the gateway runs file
+ * tools, process spooling and Landlock confinement through it with exec(),
+ * so each tool call is one exec (one provider round trip).  An adapter whose
+ * environment's files are directories on this host (local, singularity) sets
+ * SG_CAP_HOST_FS and env->host_root; the gateway then runs the same helper
+ * code in-process and skips the round trip.
+ *
+ * Writing a sixth adapter: copy adapters/local/local.c's shape, fill one
+ * `const struct sg_adapter sg_adapter_<name>`, list it in registry.c under
+ * SG_WITH_<NAME>, and run the end-to-end suite against a profile for it
+ * (tests/e2e/README.md).
+ */
+#ifndef SG_ADAPTER_H
+#define SG_ADAPTER_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../gateway/base/buf.h"
+#include "../gateway/base/cancel.h"
+#include "../gateway/base/err.h"
+
+/* ---- Profiles: the configuration an adapter is given ------------------ */
+
+enum sg_network {
+	SG_NET_DEFAULT = 0, /* whatever the backend gives */
+	SG_NET_NONE,        /* no network at all */
+	SG_NET_ALLOW,       /* only the allow list */
+};
+
+/*
+ * One validated profile, merged with the binding's `environment` (which can
+ * only narrow it).  Field names are the host's (protocol-v4.md 8.1).  Strings
+ * are NULL when absent; numbers are 0 when absent.  Owned by the gateway and
+ * valid for the environment's whole life; adapters only read it.
+ */
+struct sg_profile {
+	const char *name;    /* the profile's key in the config file */
+	const char *backend; /* the adapter's name */
+	const char *image, *snapshot, *workspace, *user;
+	const char *host_workspace; /* local, singularity: a host directory */
+	bool mount_read_only;
+	enum sg_network network;
+	const char *const *network_allow; /* NULL-terminated CIDRs or domains */
+	double cpus;                      /* 0: backend default */
+	int64_t memory_mb;                /* 0: backend default */
+	bool persistent, shared;
+	int64_t lifetime_seconds;    /* already mapped: 0 -> SG_LIFETIME_DEFAULT_S */
+	int64_t shutdown_timeout_ms; /* 0: the gateway's default budget */
+	const char *const *forward_env; /* NULL-terminated "NAME=value" */
+	/* ssh */
+	const char *host, *identity_file, *known_hosts_file;
+	int port;
+	/* Fields this profile marks best-effort: refusing them is not required. */
+	const char *const *best_effort;
+	/* The whole profile object, for backend-specific fields (borrowed). */
+	json_t *raw;
+};
+
+/* ---- Environments ------------------------------------------------------ */
+
+/*
+ * The base of every environment.  The gateway allocates ad->env_size bytes
+ * (zeroed), fills the fields above the line, and hands it to provision();
+ * an adapter's own struct begins with `struct sg_env base;`.
+ */
+struct sg_env {
+	const struct sg_adapter *ad;      /* first; never NULL */
+	const struct sg_profile *profile; /* borrowed */
+	const char *root;      /* binding.root: where commands see the workspace */
+	const char *session;   /* binding.session */
+	const char *identity;  /* binding.identity, or the session */
+	const char *state_dir; /* sandgate's state directory on this host */
+	bool require_existing; /* binding.require_existing_workspace */
+	bool remove_on_exit;   /* binding.remove_workspace_on_exit */
+	/* ---- set by provision() ---- */
+	char id[128];    /* the provider's id for the environment */
+	bool resumed;    /* an existing environment was attached */
+	char *helper;    /* sg-helper's path inside the environment (malloc) */
+	char *ctl_dir;   /* inside the environment: process spools (malloc) */
+	char *host_root; /* SG_CAP_HOST_FS: root's directory on this host */
+	char *host_ctl;  /* SG_CAP_HOST_FS: ctl_dir's directory on this host */
+	/*
+	 * Facts only the adapter can observe (resources requested vs applied,
+	 * mechanism, safety_class); new reference owned by the env, merged by
+	 * the gateway with what sg-helper observes inside.
+	 */
+	json_t *facts;
+};
+
+/* How a command is confined, mirroring the request's permission mode. */
+enum sg_confine {
+	SG_CONFINE_NONE = 0, /* `full`: no gateway restriction */
+	SG_CONFINE_STANDARD, /* writes only under root */
+	SG_CONFINE_READ_ONLY /* no writes at all */
+};
+
+enum {
+	SG_EXEC_MERGE = 1 << 0, /* stderr goes into out, interleaved */
+	/*
+	 * The command leaves a daemon behind (sg-helper spawn) and exits: the
+	 * adapter must not run it in anything that dies with the call (a pid
+	 * namespace, PDEATHSIG, a killed process group).
+	 */
+	SG_EXEC_DETACHES = 1 << 1,
+};
+
+struct sg_exec {
+	const char *const *argv; /* argv[0] looked up in the environment's PATH */
+	const char *cwd;         /* inside the environment; NULL means root */
+	/*
+	 * The command's whole environment, "NAME=value", NULL-terminated.  The
+	 * gateway builds it (a minimal set plus forward_env); adapters pass it
+	 * as it is and add nothing of sandgate's own.
+	 */
+	const char *const *envp;
+	const void *stdin_data; /* NULL: stdin is empty */
+	size_t stdin_len;
+	int64_t timeout_ms;       /* 0: no timeout */
+	size_t max_output;        /* bytes of out kept; the rest is drained */
+	enum sg_confine confine;  /* adapters may add their own layer for it */
+	unsigned flags;           /* SG_EXEC_* */
+};
+
+struct sg_exec_result {
+	int exit_code;      /* -1 when killed by a signal */
+	int signal;         /* the signal number, or 0 */
+	bool timed_out;     /* killed because timeout_ms passed */
+	bool truncated;     /* out was clipped at max_output */
+	int64_t duration_ms;
+	struct sg_buf out;  /* stdout (and stderr with SG_EXEC_MERGE) */
+	struct sg_buf err;  /* stderr, clipped to SG_HELPER_STDERR */
+};
+
+/* Prepare r for exec() with a capture bound; release with the next call. */
+void sg_exec_result_init(struct sg_exec_result *r, size_t max_output);
+void sg_exec_result_release(struct sg_exec_result *r);
+
+/* What teardown() should do with the environment. */
+enum sg_fate {
+	SG_FATE_KEEP,   /* persistent: snapshot or stop, keep the workspace */
+	SG_FATE_REMOVE, /* delete the environment and its workspace */
+	SG_FATE_DETACH, /* shared and still in use: just let go */
+};
+
+/* One environment as an operator sees it (sandgate envs list). */
+struct sg_env_info {
+	char id[128];
+	char state[32];    /* provider words: running, stopped, archived ... */
+	char identity[128];
+	char session[128];
+	char profile[64];
+	int64_t created;   /* unix seconds, 0 if unknown */
+	int64_t expires;   /* unix seconds, 0 if none */
+	bool persistent;
+};
+typedef int (*sg_env_list_cb)(const struct sg_env_info *info, void *payload);
+
+/* ---- The adapter ------------------------------------------------------- */
+
+enum {
+	SG_CAP_HOST_FS = 1 << 0,   /* env->host_root is valid; files are local */
+	SG_CAP_FILES = 1 << 1,     /* get_file and put_file */
+	SG_CAP_LIST = 1 << 2,      /* list and destroy */
+	SG_CAP_PROBE = 1 << 3,     /* probe */
+};
+
+struct sg_adapter {
+	const char *name; /* the profile's `backend` value */
+	unsigned caps;    /* SG_CAP_* */
+	size_t env_size;  /* sizeof the adapter's env struct, >= sizeof(struct sg_env) */
+
+	/*
+	 * Refuse, before anything is created, every profile field this backend
+	 * cannot enforce (SG_E_UNSUPPORTED, naming the field and the backend)
+	 * or that is malformed for it (SG_E_INVALID_ARGUMENT).  Fields listed in
+	 * profile->best_effort may be accepted without enforcement.  Pure: no
+	 * I/O beyond looking at this host.  Mandatory.
+	 */
+	sg_err (*validate)(const struct sg_profile *p, struct sg_errinfo *err);
+
+	/*
+	 * Create the environment, or attach to the existing one for
+	 * env->identity (env->resumed).  With env->require_existing and no
+	 * environment, SG_E_WORKSPACE_LOST.  Sets id, helper, ctl_dir (and
+	 * host_root, host_ctl with SG_CAP_HOST_FS), and facts.  On failure,
+	 * whatever was created is removed before returning.  Mandatory.
+	 */
+	sg_err (*provision)(struct sg_env *env, struct sg_cancel *cancel,
+			    struct sg_errinfo *err);
+
+	/*
+	 * Run x->argv in the environment and wait for it, capturing at most
+	 * x->max_output bytes.  SG_OK whenever the command ran, whatever its
+	 * exit code; a command that could not be found or started reports exit
+	 * code 127 and a sentence on err.  On timeout the command's process
+	 * group is killed and out->timed_out set.  Errors are for the
+	 * transport: SG_E_UNAVAILABLE (host gone), SG_E_PROVIDER, or the cancel
+	 * token's reason, after the command has been killed.  out must have
+	 * been initialised with sg_exec_result_init().  Mandatory.
+	 */
+	sg_err (*exec)(struct sg_env *env, const struct sg_exec *x,
+		       struct sg_exec_result *out, struct sg_cancel *cancel,
+		       struct sg_errinfo *err);
+
+	/*
+	 * Optional native file transfer (SG_CAP_FILES).  get_file writes at
+	 * most max bytes of the file at path (inside the environment) to fd,
+	 * SG_E_TOO_LARGE beyond; put_file creates or replaces it with mode.
+	 * Containment is the gateway's job: paths arrive already checked.
+	 */
+	sg_err (*get_file)(struct sg_env *env, const char *path, int fd,
+			   size_t max, struct sg_cancel *cancel,
+			   struct sg_errinfo *err);
+	sg_err (*put_file)(struct sg_env *env, const char *path,
+			   const void *data, size_t len, unsigned mode,
+			   struct sg_cancel *cancel, struct sg_errinfo *err);
+
+	/*
+	 * Optional (SG_CAP_PROBE): refresh env->facts from the provider (for
+	 * sandgate probe).  Facts are observed, never inferred from a name.
+	 */
+	sg_err (*probe)(struct sg_env *env, struct sg_cancel *cancel,
+			struct sg_errinfo *err);
+
+	/*
+	 * Keep, remove or let go of the environment as fate says, within the
+	 * cancel token's deadline (the shutdown budget).  Mandatory.
+	 */
+	sg_err (*teardown)(struct sg_env *env, enum sg_fate fate,
+			   struct sg_cancel *cancel, struct sg_errinfo *err);
+
+	/*
+	 * Optional (SG_CAP_LIST), for operators: every environment sandgate
+	 * made for this profile, found through the provider's own tags (so
+	 * orphans show too); and removing one by id.  cb returns non-zero to
+	 * stop the listing.
+	 */
+	sg_err (*list)(const struct sg_profile *p, const char *state_dir,
+		       sg_env_list_cb cb, void *payload,
+		       struct sg_cancel *cancel, struct sg_errinfo *err);
+	sg_err (*destroy)(const struct sg_profile *p, const char *state_dir,
+			  const char *id, struct sg_cancel *cancel,
+			  struct sg_errinfo *err);
+
+	/* Free the adapter's local state (never remote calls).  Cannot fail. */
+	void (*release)(struct sg_env *env);
+};
+
+/* The adapter for a backend name, or NULL (registry.c). */
+const struct sg_adapter *sg_adapter_find(const char *name);
+/* The NULL-terminated list of compiled-in adapters. */
+const struct sg_adapter *const *sg_adapter_all(void);
+
+#endif

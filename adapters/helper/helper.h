@@ -1,0 +1,80 @@
+/*
+ * helper.h - sg-helper, the program sandgate runs inside environments.
+ *
+ * sg-helper is built twice from the same sources: as a static program that
+ * adapters install in remote environments (it needs nothing there but a
+ * Linux kernel), and as this library, which the gateway calls in-process for
+ * environments whose files live on this host (SG_CAP_HOST_FS).  Either way
+ * one invocation is one tool step: one provider round trip for remote
+ * environments, none for local ones.
+ *
+ * Invariants:
+ *  - Every command writes exactly one JSON object to `out` (stdout for the
+ *    program), then returns 0.  The object is one of
+ *        {"ok":true, ...}                     the step succeeded
+ *        {"ok":false,"tool_error":"..."}      the tool ran and failed
+ *                                             (ToolResult is_error)
+ *        {"error":"<protocol word>","message":"..."}   refused or failed
+ *    A non-zero return (exit status) means a usage error or a crash: the
+ *    gateway reports it as `internal`.
+ *  - Paths on the command line are paths *inside the environment*.  --root
+ *    is binding.root there; --host-root is where that directory is on the
+ *    machine running the code (the same as --root inside an environment,
+ *    a directory under the state dir for the local backend).  Containment
+ *    is checked by walking components with symlinks resolved the way the
+ *    environment would (adapters/path.h); escaping root is `path_escape`.
+ *  - Paths in replies are relative to root.
+ *  - The library is thread-safe: no globals, no chdir, no getopt, no signal
+ *    handlers, no exit().  Waits poll the cancel token (NULL in the program).
+ *
+ * Commands (argv after the program name; options may come in any order
+ * before the positional arguments; `--` ends options):
+ *
+ *   fs read   --root R [--host-root H] PATH [--offset N] [--limit N]
+ *             [--base64] [--max BYTES]
+ *   fs write  ... PATH [--mode OCTAL] [--base64]     content on stdin
+ *   fs edit   ... PATH [--all]      stdin: "<len of old>\n" old new
+ *   fs list   ... [PATH] [--depth N] [--hidden] [--max N]
+ *   fs glob   ... PATTERN [--path PATH] [--max N]
+ *   fs grep   ... PATTERN [--path PATH] [--glob G] [--ignore-case] [--max N]
+ *   fs stat   ... PATH
+ *   fs delete ... PATH [--recursive]
+ *   fs move   ... SRC DST [--overwrite]
+ *   fs mkdir  ... PATH
+ *   fs resolve ... PATH [--for-write]      {"ok":true,"path":"/abs/in/env"}
+ *
+ *   proc spawn --ctl C --id ID --session S [--op OPID] [--cwd DIR]
+ *              [--timeout-ms N] [--retain BYTES]
+ *              [--confine standard|read_only --root R]
+ *              (--command STRING | -- ARGV...)
+ *   proc read  --ctl C --id ID [--offset N] [--max N] [--wait-ns N]
+ *              [--min-dwell-ns N]
+ *   proc get   --ctl C --id ID
+ *   proc list  --ctl C --session S
+ *   proc stop  --ctl C --id ID [--grace-ms N]
+ *   proc wait  --ctl C --session S --since STAMP [--timeout-ms N]
+ *
+ *   confine --mode standard|read_only --root R [--allow-write DIR]... -- ARGV
+ *   probe
+ *
+ * README.md beside this file gives each reply's fields.
+ */
+#ifndef SG_HELPER_H
+#define SG_HELPER_H
+
+#include <stddef.h>
+
+#include "../../gateway/base/buf.h"
+#include "../../gateway/base/cancel.h"
+
+/*
+ * Run one sg-helper command in-process: argv as the program would get it
+ * (argv[0] is the first command word, e.g. "fs"), stdin given as in/inlen.
+ * The JSON reply is appended to out (its max bounds it).  Returns the exit
+ * status the program would have.  `proc spawn` and `confine` are refused
+ * here: they must run inside the environment, through the adapter's exec.
+ */
+int sg_helper_run(int argc, char *const *argv, const void *in, size_t inlen,
+		  struct sg_buf *out, const struct sg_cancel *cancel);
+
+#endif

@@ -1,0 +1,2 @@
+#include "helper.h"
+int main(void) { return 2; }

@@ -1,0 +1,76 @@
+#define _GNU_SOURCE
+#include "cancel.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <time.h>
+#include <unistd.h>
+
+sg_err sg_cancel_init(struct sg_cancel *c)
+{
+	atomic_init(&c->why, SG_OK);
+	c->fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	return c->fd < 0 ? SG_E_INTERNAL : SG_OK;
+}
+
+void sg_cancel_release(struct sg_cancel *c)
+{
+	if (c->fd >= 0)
+		close(c->fd);
+	c->fd = -1;
+}
+
+void sg_cancel_fire(struct sg_cancel *c, sg_err why)
+{
+	int expected = SG_OK;
+	uint64_t one = 1;
+
+	if (!c)
+		return;
+	if (atomic_compare_exchange_strong(&c->why, &expected, (int)why) &&
+	    c->fd >= 0) {
+		/* The counter is never read, so the fd stays readable for good. */
+		while (write(c->fd, &one, sizeof(one)) < 0 && errno == EINTR)
+			;
+	}
+}
+
+sg_err sg_cancel_check(const struct sg_cancel *c)
+{
+	return c ? (sg_err)atomic_load(&((struct sg_cancel *)c)->why) : SG_OK;
+}
+
+int sg_cancel_fd(const struct sg_cancel *c)
+{
+	return c ? c->fd : -1;
+}
+
+int64_t sg_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+int64_t sg_now_ms(void)
+{
+	return sg_now_ns() / 1000000;
+}
+
+sg_err sg_cancel_sleep(const struct sg_cancel *c, int64_t ms)
+{
+	int64_t end = sg_now_ms() + ms;
+	struct pollfd pfd = { .fd = sg_cancel_fd(c), .events = POLLIN };
+	sg_err rc;
+
+	while ((rc = sg_cancel_check(c)) == SG_OK) {
+		int64_t left = end - sg_now_ms();
+
+		if (left <= 0)
+			break;
+		poll(&pfd, pfd.fd >= 0 ? 1 : 0, left > 1000000 ? 1000000 : (int)left);
+	}
+	return rc;
+}

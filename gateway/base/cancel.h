@@ -1,0 +1,42 @@
+/*
+ * cancel.h - the cancel token every blocking wait honours.
+ *
+ * Invariants: a token fires at most once and never un-fires; firing is safe
+ * from any thread and wakes every waiter at once through an eventfd that
+ * stays readable afterwards, so a waiter can poll() the fd beside its own
+ * descriptors.  A NULL token is valid everywhere and never fires.
+ */
+#ifndef SG_CANCEL_H
+#define SG_CANCEL_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "err.h"
+
+struct sg_cancel {
+	atomic_int why; /* SG_OK until fired, then SG_E_CANCELLED or another code */
+	int fd;         /* eventfd, readable once fired; -1 if creation failed */
+};
+
+sg_err sg_cancel_init(struct sg_cancel *c) SG_MUST_CHECK;
+void sg_cancel_release(struct sg_cancel *c);
+
+/* Fire with a reason (SG_E_CANCELLED, SG_E_TIMEOUT ...); later fires are ignored. */
+void sg_cancel_fire(struct sg_cancel *c, sg_err why);
+
+/* SG_OK, or the reason the token fired. */
+sg_err sg_cancel_check(const struct sg_cancel *c);
+
+/* The descriptor to poll for POLLIN, or -1 for a NULL token. */
+int sg_cancel_fd(const struct sg_cancel *c);
+
+/* Sleep ms milliseconds or until fired; returns SG_OK or the reason. */
+sg_err sg_cancel_sleep(const struct sg_cancel *c, int64_t ms);
+
+/* Monotonic clock helpers used by every deadline. */
+int64_t sg_now_ms(void);
+int64_t sg_now_ns(void);
+
+#endif

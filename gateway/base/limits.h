@@ -1,0 +1,48 @@
+/*
+ * limits.h - every size and time limit sandgate enforces, named once.
+ *
+ * Invariants: the protocol's numbers (protocol-v4.md) appear here and nowhere
+ * else; code refers to these names, never to a literal.  Sizes are bytes,
+ * times carry their unit in the name.
+ */
+#ifndef SG_LIMITS_H
+#define SG_LIMITS_H
+
+#define SG_KiB ((size_t)1024)
+#define SG_MiB (SG_KiB * 1024)
+
+/* Framing (protocol section 1): one frame, newline included. */
+#define SG_MAX_FRAME (16 * SG_MiB)
+
+/* Tool output kept per call before `truncated: true` (section 3). */
+#define SG_TOOL_OUTPUT (1 * SG_MiB)
+
+/* Processes (section 4). */
+#define SG_PROC_RETAIN (8 * SG_MiB)   /* newest output kept per process */
+#define SG_READ_DEFAULT (64 * SG_KiB) /* process/read MaxBytes default */
+#define SG_READ_CAP (4 * SG_MiB)      /* process/read MaxBytes cap */
+#define SG_PROC_GRACE_MS 2000         /* process/stop grace default */
+
+/* Exports (section 6). */
+#define SG_EXPORT_MAX (256 * SG_MiB) /* one exported file */
+#define SG_EXPORT_CHUNK (4 * SG_MiB) /* export/read length default and cap */
+
+/* run_command (section 10). */
+#define SG_COMMAND_TIMEOUT_MS 120000
+
+/* Shutdown budgets (section 8.2). */
+#define SG_SHUTDOWN_BUDGET_MS 60000   /* as a command backend */
+#define SG_PEER_SHUTDOWN_MS 10000     /* as a delegated peer */
+#define SG_LIFETIME_DEFAULT_S 600     /* lifetime_seconds 0 -> 600 */
+
+/* Internal bounds that are not protocol numbers. */
+#define SG_ERR_MSG 256             /* one error sentence */
+#define SG_ENVTOOL_REPLY (24 * SG_MiB) /* an env-tool reply: 16 MiB of base64 at most */
+#define SG_HELPER_STDERR (16 * SG_KiB) /* stderr kept for an error message */
+#define SG_WORKERS_MAX 64          /* worker threads, grown on demand */
+#define SG_LIST_MAX 10000          /* list_dir / glob entries */
+#define SG_GREP_DEFAULT 500        /* grep max_results default */
+#define SG_SYMLINK_MAX 40          /* symlinks followed while resolving */
+#define SG_PATH_MAX 4096
+
+#endif

@@ -1,0 +1,2 @@
+#include "../adapters/adapter.h"
+int main(void) { return 0; }
