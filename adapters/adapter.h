@@ -118,13 +118,23 @@ struct sg_env {
 	const char *session;   /* binding.session */
 	const char *identity;  /* binding.identity, or the session */
 	const char *state_dir; /* sandgate's state directory on this host */
+	/*
+	 * The static sg-helper program on this host; provision() makes it
+	 * available inside the environment (bind, upload, checksum-cached).
+	 */
+	const char *helper_host;
 	bool require_existing; /* binding.require_existing_workspace */
 	bool remove_on_exit;   /* binding.remove_workspace_on_exit */
 	/* ---- set by provision() ---- */
 	char id[128];    /* the provider's id for the environment */
 	bool resumed;    /* an existing environment was attached */
 	char *helper;    /* sg-helper's path inside the environment (malloc) */
-	char *ctl_dir;   /* inside the environment: process spools (malloc) */
+	/*
+	 * A private directory inside the environment, outside root, that
+	 * provision() creates (mode 0700) with the subdirectories proc/ (the
+	 * process spools), home/ and tmp/ (commands' HOME and TMPDIR).
+	 */
+	char *ctl_dir;   /* malloc */
 	char *host_root; /* SG_CAP_HOST_FS: root's directory on this host */
 	char *host_ctl;  /* SG_CAP_HOST_FS: ctl_dir's directory on this host */
 	/*

@@ -1,3 +1,65 @@
-# sg-helper: placeholder, replaced by the helper's real build rules.
-add_executable(sg-helper adapters/helper/main.c)
-target_link_libraries(sg-helper PRIVATE sg_helperlib)
+# sg-helper: the program sandgate runs inside environments.
+#
+# It travels into remote environments that may have no libc at all, so it
+# is built static against musl when musl-gcc is installed (Debian:
+# musl-tools).  It lands beside the sandgate executable, which finds it
+# there (SG_HELPER_BUILD_PATH in the top CMakeLists.txt).
+#
+# musl-gcc puts no kernel headers on its include path, so helper code must
+# not need <linux/*.h> under musl; and sanitizers are never passed to it
+# (musl has no sanitizer runtime): only the project's warning flags are.
+
+find_program(SG_MUSL_GCC musl-gcc)
+
+# The sandgate executable's output directory (CMAKE_BINARY_DIR unless the
+# project sets CMAKE_RUNTIME_OUTPUT_DIRECTORY).
+if(CMAKE_RUNTIME_OUTPUT_DIRECTORY)
+  set(SG_HELPER_DIR ${CMAKE_RUNTIME_OUTPUT_DIRECTORY})
+else()
+  set(SG_HELPER_DIR ${CMAKE_BINARY_DIR})
+endif()
+
+if(SG_MUSL_GCC)
+  file(GLOB SG_HELPER_MUSL_SOURCES CONFIGURE_DEPENDS
+    ${CMAKE_SOURCE_DIR}/adapters/helper/*.c
+    ${CMAKE_SOURCE_DIR}/adapters/path.c
+    ${CMAKE_SOURCE_DIR}/gateway/base/*.c)
+  file(GLOB SG_HELPER_MUSL_HEADERS CONFIGURE_DEPENDS
+    ${CMAKE_SOURCE_DIR}/adapters/helper/*.h
+    ${CMAKE_SOURCE_DIR}/adapters/path.h
+    ${CMAKE_SOURCE_DIR}/gateway/base/*.h)
+
+  # The project's warning flags, as sg_warnings() gave them to the helper's
+  # library; everything sanitizer-related is dropped.
+  get_target_property(SG_HELPER_MUSL_WARNINGS sg_helperlib COMPILE_OPTIONS)
+  if(NOT SG_HELPER_MUSL_WARNINGS)
+    set(SG_HELPER_MUSL_WARNINGS "")
+  endif()
+  list(FILTER SG_HELPER_MUSL_WARNINGS EXCLUDE REGEX "sanitize|omit-frame-pointer")
+
+  set(SG_HELPER_OUT ${CMAKE_BINARY_DIR}/sg-helper)
+  add_custom_command(OUTPUT ${SG_HELPER_OUT}
+    COMMAND ${SG_MUSL_GCC} -static -Os -std=c11 -D_POSIX_C_SOURCE=200809L
+      ${SG_HELPER_MUSL_WARNINGS} -I${CMAKE_BINARY_DIR}
+      -o ${SG_HELPER_OUT} ${SG_HELPER_MUSL_SOURCES}
+    DEPENDS ${SG_HELPER_MUSL_SOURCES} ${SG_HELPER_MUSL_HEADERS}
+      ${CMAKE_BINARY_DIR}/sg_config.h
+    COMMENT "Building the static sg-helper with musl"
+    COMMAND_EXPAND_LISTS
+    VERBATIM)
+  add_custom_target(sg-helper ALL DEPENDS ${SG_HELPER_OUT})
+  if(NOT SG_HELPER_DIR STREQUAL CMAKE_BINARY_DIR)
+    add_custom_command(TARGET sg-helper POST_BUILD
+      COMMAND ${CMAKE_COMMAND} -E copy_if_different ${SG_HELPER_OUT}
+        ${SG_HELPER_DIR}/sg-helper
+      VERBATIM)
+  endif()
+else()
+  message(STATUS "musl-gcc not found: sg-helper is built with the system "
+    "compiler and is NOT static (install musl-tools for the static helper)")
+  add_executable(sg-helper adapters/helper/main.c)
+  target_link_libraries(sg-helper PRIVATE sg_helperlib)
+  sg_warnings(sg-helper)
+  set_target_properties(sg-helper PROPERTIES
+    RUNTIME_OUTPUT_DIRECTORY ${SG_HELPER_DIR})
+endif()

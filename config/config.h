@@ -10,7 +10,11 @@
  * every message names the file, the profile and the field, e.g.
  *   /etc/sandgate.json: profile "lab": field "cpus": must be a positive number
  * A profile returned by sg_config_profile() is complete and immutable; its
- * strings live as long as the profile.
+ * strings live as long as the profile, which owns them and may outlive the
+ * config.  Its arrays (network_allow, forward_env, best_effort) are never
+ * NULL: an empty one holds just the terminator.  A config is read-only once
+ * loaded, so several threads may build profiles from it at once.
+ * config/README.md documents every field and the narrowing rules.
  */
 #ifndef SG_CONFIG_H_
 #define SG_CONFIG_H_
@@ -48,7 +52,15 @@ const char *const *sg_config_names(const struct sg_config *cfg);
  * `shutdown_grace_ms` describe the host's side of a command backend and
  * are ignored.  forward_env given as a list of names takes the values from
  * this process's environment (a missing one is SG_E_INVALID_ARGUMENT), as
- * an object its values as given.  *out is new; free with sg_profile_free().
+ * an object its values as given; a name in both takes the binding's value.
+ * A binding field sandgate does not know must repeat the profile's value.
+ * Errors: SG_E_NOT_FOUND (no such profile; the message lists them),
+ * SG_E_INVALID_ARGUMENT (a malformed environment value, as
+ * "environment.FIELD: ..."), SG_E_PERMISSION (a widening).  No message ever
+ * holds a forward_env value.  profile->raw is a private deep copy of the
+ * file's profile object as written (not narrowed): adapters read their own
+ * fields there and the generic ones from the struct.
+ * *out is new; free with sg_profile_free().
  */
 sg_err sg_config_profile(const struct sg_config *cfg, const char *name,
 			 json_t *environment, struct sg_profile **out,
@@ -57,9 +69,11 @@ void sg_profile_free(struct sg_profile *p);
 
 /*
  * The default config file: $SANDGATE_CONFIG, else
- * $XDG_CONFIG_HOME/sandgate/config.json, else ~/.config/sandgate/config.json;
- * NULL when that file does not exist (then the embedded default applies).
- * New string.
+ * $XDG_CONFIG_HOME/sandgate/config.json (when absolute), else
+ * $HOME/.config/sandgate/config.json; NULL when that file does not exist
+ * (then the embedded default applies).  $SANDGATE_CONFIG is returned even
+ * when its file is missing, so that sg_config_load() reports the mistake
+ * instead of quietly running the embedded default.  New string.
  */
 char *sg_config_default_path(void);
 

@@ -1,2 +1,313 @@
-#include "../adapters/adapter.h"
-int main(void) { return 0; }
+/*
+ * main.c - the sandgate command line.
+ *
+ *   sandgate serve [options]      the command backend (protocol v4 on stdio)
+ *   sandgate config check         validate every profile of the config
+ *   sandgate --help | --version
+ *
+ * Everything here runs before any thread starts, so getopt_long is safe.
+ */
+#define _GNU_SOURCE /* getopt_long, readlink of /proc/self/exe */
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "../config/config.h"
+#include "base/limits.h"
+#include "base/log.h"
+#include "server.h"
+#include "sg_config.h"
+
+#define EX_USAGE 64
+#define EX_CONFIG 78
+
+static const char usage[] =
+	"usage: sandgate serve [--config FILE] [--profile NAME] [--state-dir DIR]\n"
+	"                      [--audit-log FILE] [--log-level LEVEL]\n"
+	"                      [--shutdown-budget-ms N] [--max-output BYTES]\n"
+	"       sandgate config check [--config FILE]\n"
+	"       sandgate --help | --version\n"
+	"\n"
+	"serve speaks the execution backend protocol, version 4, on stdin and\n"
+	"stdout; an agent host starts it as its command backend.\n"
+	"\n"
+	"  --config FILE          profiles (default $SANDGATE_CONFIG, else\n"
+	"                         $XDG_CONFIG_HOME/sandgate/config.json; with no\n"
+	"                         file, one embedded profile on the local backend)\n"
+	"  --profile NAME         the profile to serve (default: the config's default)\n"
+	"  --state-dir DIR        local state (default $XDG_STATE_HOME/sandgate)\n"
+	"  --audit-log FILE       one JSON line per request: method, tool, outcome,\n"
+	"                         duration; never arguments or secrets\n"
+	"  --log-level LEVEL      error, warn (default), info or debug, on stderr\n"
+	"  --shutdown-budget-ms N time from stdin EOF to exit, cleanup included\n"
+	"                         (default: the profile's shutdown_timeout_ms, else 60000)\n"
+	"  --max-output BYTES     output kept per tool call (default 1048576)\n";
+
+/* mkdir -p with mode 0700 for the parts it creates. */
+static int make_dirs(const char *path)
+{
+	char buf[SG_PATH_MAX];
+	size_t n = strlen(path);
+
+	if (n == 0 || n >= sizeof(buf))
+		return -1;
+	memcpy(buf, path, n + 1);
+	for (char *p = buf + 1; *p; p++) {
+		if (*p != '/')
+			continue;
+		*p = '\0';
+		if (mkdir(buf, 0700) && errno != EEXIST)
+			return -1;
+		*p = '/';
+	}
+	return mkdir(buf, 0700) && errno != EEXIST ? -1 : 0;
+}
+
+static char *default_state_dir(void)
+{
+	const char *xdg = getenv("XDG_STATE_HOME");
+	const char *home = getenv("HOME");
+	char *p = NULL;
+
+	if (xdg && *xdg)
+		return asprintf(&p, "%s/sandgate", xdg) < 0 ? NULL : p;
+	if (home && *home)
+		return asprintf(&p, "%s/.local/state/sandgate", home) < 0 ? NULL : p;
+	return strdup("/tmp/sandgate-state");
+}
+
+/*
+ * sg-helper on this host: $SANDGATE_HELPER, else beside this executable
+ * (the build tree), else ../libexec/sandgate/ (an installed tree).
+ */
+static char *find_helper(void)
+{
+	const char *env = getenv("SANDGATE_HELPER");
+	char self[PATH_MAX], *slash, *p = NULL;
+	ssize_t n;
+
+	if (env && *env)
+		return strdup(env);
+	n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	if (n <= 0)
+		return NULL;
+	self[n] = '\0';
+	slash = strrchr(self, '/');
+	if (!slash)
+		return NULL;
+	*slash = '\0';
+	if (asprintf(&p, "%s/sg-helper", self) >= 0 && access(p, X_OK) == 0)
+		return p;
+	free(p);
+	p = NULL;
+	if (asprintf(&p, "%s/../libexec/sandgate/sg-helper", self) >= 0 &&
+	    access(p, X_OK) == 0)
+		return p;
+	free(p);
+	return NULL;
+}
+
+static int load_config(const char *path, struct sg_config **cfg)
+{
+	struct sg_errinfo err = { 0 };
+	char *def = path ? NULL : sg_config_default_path();
+	int status = 0;
+
+	if (sg_config_load(path ? path : def, cfg, &err)) {
+		fprintf(stderr, "sandgate: %s\n", err.msg);
+		status = EX_CONFIG;
+	}
+	free(def);
+	return status;
+}
+
+static int cmd_serve(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "config", required_argument, NULL, 'c' },
+		{ "profile", required_argument, NULL, 'p' },
+		{ "state-dir", required_argument, NULL, 's' },
+		{ "audit-log", required_argument, NULL, 'a' },
+		{ "log-level", required_argument, NULL, 'l' },
+		{ "shutdown-budget-ms", required_argument, NULL, 'b' },
+		{ "max-output", required_argument, NULL, 'm' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct sg_server_opts o = { 0 };
+	const char *config = NULL;
+	char *state = NULL, *helper = NULL, *end;
+	struct sg_config *cfg = NULL;
+	enum sg_log_level level;
+	int c, status = 0;
+
+	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		switch (c) {
+		case 'c': config = optarg; break;
+		case 'p': o.profile = optarg; break;
+		case 's': o.state_dir = optarg; break;
+		case 'a': o.audit_log = optarg; break;
+		case 'l':
+			if (!sg_log_parse_level(optarg, &level)) {
+				fprintf(stderr, "sandgate: --log-level must be error, warn, info or debug\n");
+				return EX_USAGE;
+			}
+			sg_log_set_level(level);
+			break;
+		case 'b':
+			o.budget_ms = strtoll(optarg, &end, 10);
+			if (*end || o.budget_ms < 1 || o.budget_ms > 2147483647) {
+				fprintf(stderr, "sandgate: --shutdown-budget-ms must be 1 to 2147483647\n");
+				return EX_USAGE;
+			}
+			break;
+		case 'm':
+			o.tool_output = (size_t)strtoull(optarg, &end, 10);
+			if (*end || o.tool_output < 1024 || o.tool_output > SG_MAX_FRAME / 2) {
+				fprintf(stderr, "sandgate: --max-output must be 1024 to %zu\n",
+					SG_MAX_FRAME / 2);
+				return EX_USAGE;
+			}
+			break;
+		case 'h': fputs(usage, stderr); return 0;
+		default: fputs(usage, stderr); return EX_USAGE;
+		}
+	}
+	if (optind != argc) {
+		fputs(usage, stderr);
+		return EX_USAGE;
+	}
+	status = load_config(config, &cfg);
+	if (status)
+		return status;
+	if (!o.state_dir)
+		o.state_dir = state = default_state_dir();
+	if (!o.state_dir || make_dirs(o.state_dir)) {
+		fprintf(stderr, "sandgate: cannot create the state directory %s: %s\n",
+			o.state_dir ? o.state_dir : "(none)", strerror(errno));
+		status = EX_CONFIG;
+		goto out;
+	}
+	helper = find_helper();
+	if (!helper) {
+		fprintf(stderr, "sandgate: sg-helper was not found beside sandgate; set SANDGATE_HELPER\n");
+		status = EX_CONFIG;
+		goto out;
+	}
+	o.cfg = cfg;
+	o.helper_path = helper;
+	status = sg_server_run(&o);
+out:
+	sg_config_free(cfg);
+	free(state);
+	free(helper);
+	return status;
+}
+
+static int cmd_config(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "config", required_argument, NULL, 'c' },
+		{ NULL, 0, NULL, 0 },
+	};
+	const char *config = NULL;
+	struct sg_config *cfg = NULL;
+	int c, status, bad = 0;
+
+	if (argc < 2 || strcmp(argv[1], "check") != 0) {
+		fputs(usage, stderr);
+		return EX_USAGE;
+	}
+	argv++;
+	argc--;
+	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		if (c != 'c') {
+			fputs(usage, stderr);
+			return EX_USAGE;
+		}
+		config = optarg;
+	}
+	status = load_config(config, &cfg);
+	if (status)
+		return status;
+	for (const char *const *n = sg_config_names(cfg); *n; n++) {
+		struct sg_errinfo err = { 0 };
+		struct sg_profile *p = NULL;
+		const struct sg_adapter *ad = NULL;
+
+		if (sg_config_profile(cfg, *n, NULL, &p, &err) == SG_OK) {
+			ad = sg_adapter_find(p->backend);
+			if (!ad)
+				sg_err_set(&err, SG_E_UNSUPPORTED,
+					   "profile \"%s\": backend \"%s\" is not built into this sandgate",
+					   *n, p->backend);
+			else
+				ad->validate(p, &err);
+		}
+		if (err.code) {
+			fprintf(stderr, "%s: %s: %s\n", sg_config_path(cfg),
+				sg_err_word(err.code), err.msg);
+			bad = 1;
+		} else {
+			fprintf(stderr, "%s: profile \"%s\" (%s): ok\n",
+				sg_config_path(cfg), *n, p->backend);
+		}
+		sg_profile_free(p);
+	}
+	sg_config_free(cfg);
+	return bad ? EX_CONFIG : 0;
+}
+
+/*
+ * `sandgate __cgroup-exec FILE... -- ARGV`: move this process into the
+ * cgroups whose cgroup.procs files are given, then exec ARGV.  The local
+ * backend prefixes commands with it so that a command is inside its limits
+ * before its first instruction (moving it after spawning would race with
+ * the children it forks).  Internal: not in --help.
+ */
+static int cmd_cgroup_exec(int argc, char **argv)
+{
+	int i;
+
+	for (i = 1; i < argc && strcmp(argv[i], "--") != 0; i++) {
+		FILE *f = fopen(argv[i], "we");
+
+		if (!f || fputs("0\n", f) == EOF || fclose(f) == EOF) {
+			fprintf(stderr, "sandgate: cannot join the cgroup %s: %s\n",
+				argv[i], strerror(errno));
+			return 126;
+		}
+	}
+	if (i + 1 >= argc) {
+		fprintf(stderr, "sandgate: __cgroup-exec needs -- and a command\n");
+		return 126;
+	}
+	execvp(argv[i + 1], argv + i + 1);
+	fprintf(stderr, "sandgate: %s: %s\n", argv[i + 1], strerror(errno));
+	return 127;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc >= 2 && strcmp(argv[1], "__cgroup-exec") == 0)
+		return cmd_cgroup_exec(argc - 1, argv + 1);
+	if (argc >= 2 && strcmp(argv[1], "serve") == 0)
+		return cmd_serve(argc - 1, argv + 1);
+	if (argc >= 2 && strcmp(argv[1], "config") == 0)
+		return cmd_config(argc - 1, argv + 1);
+	if (argc >= 2 && strcmp(argv[1], "--version") == 0) {
+		fprintf(stdout, "sandgate %s (protocol 4)\n", SG_VERSION);
+		return 0;
+	}
+	if (argc >= 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
+		fputs(usage, stdout);
+		return 0;
+	}
+	fputs(usage, stderr);
+	return EX_USAGE;
+}

@@ -1,2 +1,93 @@
-#include "helper.h"
-int main(void) { return 2; }
+/*
+ * main.c - the sg-helper program (see helper.h for the commands).
+ *
+ * This is the only place in sandgate where the helper's reply is printed:
+ * the reply is built in a buffer by the same code the gateway runs
+ * in-process, then written to stdout whole, with a newline.  stdin is read
+ * only by the commands that take content from it (fs write, fs edit), so
+ * every other command leaves the caller's stdin alone.
+ *
+ * `confine` and `proc spawn` are called directly: sg_helper_run refuses
+ * them because they must run inside the environment.  confine execs the
+ * command in this process (stdout is then the command's); proc spawn
+ * leaves a detached supervisor behind and replies at once.
+ */
+#include "internal.h"
+
+#include <errno.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../../gateway/base/limits.h"
+
+static bool wants_stdin(int argc, char **argv)
+{
+	return argc >= 3 && strcmp(argv[1], "fs") == 0 &&
+	       (strcmp(argv[2], "write") == 0 || strcmp(argv[2], "edit") == 0);
+}
+
+/* All of fd into b; a frame is the most the gateway can ever send. */
+static sg_err slurp(int fd, struct sg_buf *b)
+{
+	for (;;) {
+		char chunk[65536];
+		ssize_t k = read(fd, chunk, sizeof(chunk));
+		sg_err rc;
+
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k < 0)
+			return SG_E_INTERNAL;
+		if (k == 0)
+			return SG_OK;
+		rc = sg_buf_add(b, chunk, (size_t)k);
+		if (rc)
+			return rc;
+	}
+}
+
+static int write_all(int fd, const char *p, size_t n)
+{
+	while (n > 0) {
+		ssize_t k = write(fd, p, n);
+
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k <= 0)
+			return -1;
+		p += k;
+		n -= (size_t)k;
+	}
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	struct sg_buf in = SG_BUF_INIT(SG_MAX_FRAME);
+	struct sg_buf out = SG_BUF_INIT(SG_ENVTOOL_REPLY);
+	int status = 0;
+	sg_err rc;
+
+	if (argc >= 2 && strcmp(argv[1], "confine") == 0)
+		return sg_helper_confine(argc - 1, argv + 1);
+	if (wants_stdin(argc, argv) && (rc = slurp(0, &in)) != SG_OK) {
+		struct sg_errinfo err = { 0 };
+
+		sg_err_set(&err, rc,
+			   rc == SG_E_TOO_LARGE
+				   ? "the content on stdin is larger than a frame"
+				   : "cannot read the content on stdin");
+		sg_reply_error(&out, &err);
+	} else if (argc >= 3 && strcmp(argv[1], "proc") == 0 &&
+		   strcmp(argv[2], "spawn") == 0) {
+		status = sg_helper_proc(argc - 2, argv + 2, NULL, 0, &out, NULL);
+	} else {
+		status = sg_helper_run(argc - 1, argv + 1, in.p, in.len, &out,
+				       NULL);
+	}
+	if (write_all(1, out.p, out.len) || write_all(1, "\n", 1))
+		status = status ? status : 1;
+	sg_buf_release(&in);
+	sg_buf_release(&out);
+	return status;
+}

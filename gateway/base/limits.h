@@ -8,6 +8,8 @@
 #ifndef SG_LIMITS_H
 #define SG_LIMITS_H
 
+#include <stddef.h>
+
 #define SG_KiB ((size_t)1024)
 #define SG_MiB (SG_KiB * 1024)
 
@@ -44,5 +46,8 @@
 #define SG_GREP_DEFAULT 500        /* grep max_results default */
 #define SG_SYMLINK_MAX 40          /* symlinks followed while resolving */
 #define SG_PATH_MAX 4096
+#define SG_PROBE_TOOL_MS 2000           /* each toolchain's --version */
+#define SG_PROBE_CAPTURE (4 * SG_KiB)   /* its output kept */
+#define SG_PROBE_FILE_MAX (256 * SG_KiB) /* a /proc or cgroup file read */
 
 #endif

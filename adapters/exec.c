@@ -1,0 +1,655 @@
+/*
+ * exec.c - child processes on this host: posix_spawn, a pidfd, one poll loop.
+ *
+ * One call is one child.  Everything the child needs is prepared before
+ * posix_spawn (argv[0] resolved against the PATH in envp, pipes, file
+ * actions), so nothing runs between fork and exec but glibc's own spawn
+ * code.  The parent then polls, in one loop, the stdin pipe it feeds, the
+ * stdout and stderr pipes it drains, a pidfd that becomes readable when the
+ * child exits, the cancel token's eventfd and the deadlines (timeout, the
+ * SIGKILL that follows term_signal, the drain that follows the exit).
+ */
+
+/*
+ * _GNU_SOURCE: posix_spawn_file_actions_addchdir_np and _addclosefrom_np,
+ * pipe2, the GNU strerror_r and syscall(SYS_pidfd_open) are GNU/Linux APIs.
+ */
+#define _GNU_SOURCE
+#include "exec.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../gateway/base/limits.h"
+
+/*
+ * How long the pipes are still read after the child exited.  A daemon the
+ * child left behind may hold them open for ever; what it writes after this
+ * is not the command's output.
+ */
+#define EXEC_DRAIN_MS 100
+
+/* Without a pidfd (kernels before 5.3) the exit is polled this often. */
+#define EXEC_REAP_POLL_MS 10
+
+/* One read from a pipe; the kernel's default pipe holds 64 KiB. */
+#define EXEC_CHUNK (32 * SG_KiB)
+
+/* Used when envp has no PATH, as confstr(_CS_PATH) would say. */
+#define EXEC_DEFAULT_PATH "/usr/bin:/bin"
+
+void sg_exec_result_init(struct sg_exec_result *r, size_t max_output)
+{
+	r->exit_code = -1;
+	r->signal = 0;
+	r->timed_out = false;
+	r->truncated = false;
+	r->duration_ms = 0;
+	sg_buf_init(&r->out, max_output);
+	sg_buf_init(&r->err, SG_HELPER_STDERR);
+}
+
+void sg_exec_result_release(struct sg_exec_result *r)
+{
+	sg_buf_release(&r->out);
+	sg_buf_release(&r->err);
+}
+
+const char *sg_exec_signame(int sig)
+{
+	/*
+	 * A fixed table, so the answer is a static string even for the
+	 * real-time signals, and the function stays thread-safe.
+	 */
+	static const char *const names[] = {
+		"SIG0", "SIGHUP", "SIGINT", "SIGQUIT", "SIGILL", "SIGTRAP",
+		"SIGABRT", "SIGBUS", "SIGFPE", "SIGKILL", "SIGUSR1", "SIGSEGV",
+		"SIGUSR2", "SIGPIPE", "SIGALRM", "SIGTERM", "SIGSTKFLT",
+		"SIGCHLD", "SIGCONT", "SIGSTOP", "SIGTSTP", "SIGTTIN", "SIGTTOU",
+		"SIGURG", "SIGXCPU", "SIGXFSZ", "SIGVTALRM", "SIGPROF",
+		"SIGWINCH", "SIGIO", "SIGPWR", "SIGSYS", "SIG32", "SIG33",
+		"SIG34", "SIG35", "SIG36", "SIG37", "SIG38", "SIG39", "SIG40",
+		"SIG41", "SIG42", "SIG43", "SIG44", "SIG45", "SIG46", "SIG47",
+		"SIG48", "SIG49", "SIG50", "SIG51", "SIG52", "SIG53", "SIG54",
+		"SIG55", "SIG56", "SIG57", "SIG58", "SIG59", "SIG60", "SIG61",
+		"SIG62", "SIG63", "SIG64",
+	};
+
+	if (sig < 0 || (size_t)sig >= sizeof(names) / sizeof(names[0]))
+		return "SIG?";
+	return names[sig];
+}
+
+/* strerror is not guaranteed thread-safe; the GNU strerror_r is. */
+static const char *errtext(int e, char *buf, size_t n)
+{
+	return strerror_r(e, buf, n);
+}
+
+/*
+ * The command could not be started: exit code 127 and a sentence on the
+ * result's stderr, as a shell would report it.
+ */
+static void not_started(struct sg_exec_result *out, const char *what, int e)
+{
+	char ebuf[128], line[SG_ERR_MSG];
+	int n;
+
+	out->exit_code = 127;
+	out->signal = 0;
+	n = snprintf(line, sizeof(line), "%s: %s", what,
+		     errtext(e, ebuf, sizeof(ebuf)));
+	if (n > 0)
+		sg_buf_add_clipped(&out->err, line,
+				   (size_t)n < sizeof(line) ? (size_t)n
+							    : sizeof(line) - 1);
+}
+
+/*
+ * Resolve name the way execvp would, but against the PATH of the child's
+ * environment (posix_spawnp would use ours).  Relative and empty PATH
+ * entries are skipped: they would be resolved against a working directory
+ * nobody chose.  Returns 0 with the path in out, or an errno value.
+ */
+static int find_program(const char *name, const char *const *envp, char *out,
+			size_t n)
+{
+	const char *path = NULL;
+	const char *p;
+	int e = ENOENT;
+
+	if (name[0] == '\0')
+		return ENOENT;
+	if (strchr(name, '/')) {
+		if ((size_t)snprintf(out, n, "%s", name) >= n)
+			return ENAMETOOLONG;
+		return 0;
+	}
+	for (const char *const *v = envp; v && *v; v++) {
+		if (strncmp(*v, "PATH=", 5) == 0) {
+			path = *v + 5;
+			break;
+		}
+	}
+	if (!path)
+		path = EXEC_DEFAULT_PATH;
+	for (p = path;; p++) {
+		const char *end = strchr(p, ':');
+		size_t len = end ? (size_t)(end - p) : strlen(p);
+		struct stat st;
+		int w;
+
+		if (len > 0 && p[0] == '/') {
+			w = snprintf(out, n, "%.*s/%s", (int)len, p, name);
+			if (w < 0 || (size_t)w >= n) {
+				e = ENAMETOOLONG;
+			} else if (stat(out, &st) == 0 && S_ISREG(st.st_mode)) {
+				if (access(out, X_OK) == 0)
+					return 0;
+				e = EACCES;
+			}
+		}
+		if (!end)
+			break;
+		p = end;
+	}
+	return e;
+}
+
+/*
+ * Keep the child's ends of the pipes off 0, 1 and 2, so that the dup2
+ * file actions can never overwrite one another (possible only when this
+ * process runs with a standard descriptor closed).
+ */
+static int lift_fd(int fd)
+{
+	int nfd;
+
+	if (fd < 0 || fd > 2)
+		return fd;
+	nfd = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+	close(fd);
+	return nfd;
+}
+
+static void close_fd(int *fd)
+{
+	if (*fd >= 0)
+		close(*fd);
+	*fd = -1;
+}
+
+/* A pipe, both ends close-on-exec, both off the standard descriptors. */
+static int make_pipe(int fds[2])
+{
+	if (pipe2(fds, O_CLOEXEC) < 0)
+		return errno;
+	fds[0] = lift_fd(fds[0]);
+	fds[1] = lift_fd(fds[1]);
+	if (fds[0] < 0 || fds[1] < 0) {
+		close_fd(&fds[0]);
+		close_fd(&fds[1]);
+		return EMFILE;
+	}
+	return 0;
+}
+
+static int set_nonblock(int fd)
+{
+	int fl = fcntl(fd, F_GETFL);
+
+	if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0)
+		return errno;
+	return 0;
+}
+
+/*
+ * write() that never raises SIGPIPE in this process, whatever the process's
+ * disposition for it (the gateway ignores it at startup; tests and other
+ * embedders may not).  SIGPIPE from write() is delivered to the writing
+ * thread, so blocking it here and consuming the one our write raised
+ * leaves every other thread's signals alone.
+ */
+static ssize_t write_nosigpipe(int fd, const void *p, size_t n)
+{
+	sigset_t pipe_set, old, pending;
+	struct timespec zero = { 0, 0 };
+	bool was_pending;
+	ssize_t w;
+	int saved;
+
+	sigemptyset(&pipe_set);
+	sigaddset(&pipe_set, SIGPIPE);
+	sigemptyset(&pending);
+	sigpending(&pending);
+	was_pending = sigismember(&pending, SIGPIPE) == 1;
+	pthread_sigmask(SIG_BLOCK, &pipe_set, &old);
+	w = write(fd, p, n);
+	saved = errno;
+	if (w < 0 && saved == EPIPE && !was_pending) {
+		while (sigtimedwait(&pipe_set, NULL, &zero) < 0 &&
+		       errno == EINTR)
+			;
+	}
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	errno = saved;
+	return w;
+}
+
+/* The state of one run, between the spawn and the return. */
+struct run {
+	const struct sg_child *c;
+	struct sg_exec_result *out;
+	pid_t pid;
+	int pidfd;            /* -1: exit is polled with waitid instead */
+	int in_w, out_r, err_r; /* our ends; -1 once closed */
+	size_t in_off;        /* bytes of stdin_data written */
+	bool exited;          /* reaped; out's status fields are final */
+	bool killing;         /* the group was signalled (timeout, cancel) */
+	int64_t start_ms;
+	int64_t deadline_ms;  /* timeout; 0: none or already fired */
+	int64_t kill_at_ms;   /* SIGKILL after term_signal; 0: none */
+	int64_t drain_until_ms; /* after the exit: stop reading pipes */
+	sg_err why;           /* the cancel token's reason, once fired */
+};
+
+/* Signal the group: term_signal now and SIGKILL after the grace, or SIGKILL. */
+static void start_kill(struct run *r, int64_t now)
+{
+	if (r->killing || r->exited)
+		return;
+	r->killing = true;
+	if (r->c->term_signal > 0 && r->c->term_signal != SIGKILL) {
+		kill(-r->pid, r->c->term_signal);
+		/* The monotonic clock is far past 0, so 0 still means "none". */
+		r->kill_at_ms = now + (r->c->term_grace_ms > 0
+					       ? r->c->term_grace_ms : 0);
+	} else {
+		kill(-r->pid, SIGKILL);
+	}
+}
+
+/*
+ * If the child has exited, finish it.  The group is killed *before* the
+ * child is reaped: while the zombie exists its pid (the group's id) cannot
+ * be reused, so the signal cannot reach an unrelated group.
+ */
+static void try_reap(struct run *r, int64_t now)
+{
+	siginfo_t si;
+	int status;
+
+	memset(&si, 0, sizeof(si));
+	if (waitid(P_PID, (id_t)r->pid, &si, WEXITED | WNOHANG | WNOWAIT) < 0 ||
+	    si.si_pid != r->pid)
+		return;
+	if (!r->c->detaches || r->killing)
+		kill(-r->pid, SIGKILL);
+	while (waitpid(r->pid, &status, 0) < 0 && errno == EINTR)
+		;
+	r->exited = true;
+	r->kill_at_ms = 0;
+	r->out->duration_ms = now - r->start_ms;
+	if (WIFSIGNALED(status)) {
+		r->out->exit_code = -1;
+		r->out->signal = WTERMSIG(status);
+	} else {
+		r->out->exit_code = WEXITSTATUS(status);
+		r->out->signal = 0;
+	}
+	r->drain_until_ms = now + EXEC_DRAIN_MS;
+	close_fd(&r->pidfd);
+	/* Nobody we wait for reads stdin any more. */
+	close_fd(&r->in_w);
+}
+
+static void feed_stdin(struct run *r)
+{
+	const char *data = r->c->stdin_data;
+	size_t left = r->c->stdin_len - r->in_off;
+	ssize_t w;
+
+	w = write_nosigpipe(r->in_w, data + r->in_off, left);
+	if (w < 0) {
+		/* EPIPE: the child closed stdin early; that is its right. */
+		if (errno != EAGAIN && errno != EINTR)
+			close_fd(&r->in_w);
+		return;
+	}
+	r->in_off += (size_t)w;
+	if (r->in_off >= r->c->stdin_len)
+		close_fd(&r->in_w);
+}
+
+static void drain_pipe(struct run *r, int *fd, bool is_err)
+{
+	char chunk[EXEC_CHUNK];
+	ssize_t n;
+
+	n = read(*fd, chunk, sizeof(chunk));
+	if (n < 0) {
+		if (errno != EAGAIN && errno != EINTR)
+			close_fd(fd);
+		return;
+	}
+	if (n == 0) {
+		close_fd(fd);
+		return;
+	}
+	if (is_err)
+		sg_buf_add_clipped(&r->out->err, chunk, (size_t)n);
+	else if (sg_buf_add_clipped(&r->out->out, chunk, (size_t)n))
+		r->out->truncated = true;
+}
+
+static int64_t earliest(int64_t a, int64_t b)
+{
+	if (a <= 0)
+		return b;
+	if (b <= 0)
+		return a;
+	return a < b ? a : b;
+}
+
+/*
+ * The loop: runs until the child is reaped and both pipes are at EOF (or
+ * the drain time after the exit has passed).  Returns 0 or an errno value
+ * from poll(), in which case the caller kills and reaps the child.
+ */
+static int supervise(struct run *r, struct sg_cancel *cancel)
+{
+	int cfd = sg_cancel_fd(cancel);
+
+	for (;;) {
+		struct pollfd pfd[5];
+		int idx_in = -1, idx_out = -1, idx_err = -1, idx_pid = -1;
+		int idx_cancel = -1, nfds = 0, timeout;
+		int64_t now = sg_now_ms(), wake;
+
+		if (!r->exited && r->deadline_ms && now >= r->deadline_ms) {
+			r->deadline_ms = 0;
+			r->out->timed_out = true;
+			start_kill(r, now);
+		}
+		if (!r->exited && r->kill_at_ms && now >= r->kill_at_ms) {
+			r->kill_at_ms = 0;
+			kill(-r->pid, SIGKILL);
+		}
+		if (!r->exited && r->pidfd < 0)
+			try_reap(r, now);
+		if (r->exited && r->out_r < 0 && r->err_r < 0)
+			return 0;
+		if (r->exited && now >= r->drain_until_ms)
+			return 0;
+
+		if (r->in_w >= 0) {
+			idx_in = nfds;
+			pfd[nfds++] = (struct pollfd){ r->in_w, POLLOUT, 0 };
+		}
+		if (r->out_r >= 0) {
+			idx_out = nfds;
+			pfd[nfds++] = (struct pollfd){ r->out_r, POLLIN, 0 };
+		}
+		if (r->err_r >= 0) {
+			idx_err = nfds;
+			pfd[nfds++] = (struct pollfd){ r->err_r, POLLIN, 0 };
+		}
+		if (r->pidfd >= 0) {
+			idx_pid = nfds;
+			pfd[nfds++] = (struct pollfd){ r->pidfd, POLLIN, 0 };
+		}
+		if (cfd >= 0 && r->why == SG_OK && !r->exited) {
+			idx_cancel = nfds;
+			pfd[nfds++] = (struct pollfd){ cfd, POLLIN, 0 };
+		}
+
+		wake = 0;
+		if (!r->exited) {
+			wake = earliest(r->deadline_ms, r->kill_at_ms);
+			if (r->pidfd < 0)
+				wake = earliest(wake, now + EXEC_REAP_POLL_MS);
+		} else {
+			wake = r->drain_until_ms;
+		}
+		if (wake <= 0)
+			timeout = -1;
+		else if (wake - now > 60000)
+			timeout = 60000;
+		else
+			timeout = wake > now ? (int)(wake - now) : 0;
+
+		if (poll(pfd, (nfds_t)nfds, timeout) < 0) {
+			if (errno == EINTR)
+				continue;
+			return errno;
+		}
+		now = sg_now_ms();
+		if (idx_in >= 0 && pfd[idx_in].revents)
+			feed_stdin(r);
+		if (idx_out >= 0 && pfd[idx_out].revents)
+			drain_pipe(r, &r->out_r, false);
+		if (idx_err >= 0 && pfd[idx_err].revents)
+			drain_pipe(r, &r->err_r, true);
+		if (idx_pid >= 0 && pfd[idx_pid].revents)
+			try_reap(r, now);
+		if (idx_cancel >= 0 && pfd[idx_cancel].revents) {
+			r->why = sg_cancel_check(cancel);
+			if (r->why != SG_OK)
+				start_kill(r, now);
+		}
+	}
+}
+
+static int pidfd_open_compat(pid_t pid)
+{
+#ifdef SYS_pidfd_open
+	int fd = (int)syscall(SYS_pidfd_open, pid, 0);
+
+	if (fd >= 0) {
+		/* pidfd_open sets O_CLOEXEC itself; say so for older kernels. */
+		fcntl(fd, F_SETFD, FD_CLOEXEC);
+	}
+	return fd;
+#else
+	(void)pid;
+	return -1;
+#endif
+}
+
+sg_err sg_exec_run(const struct sg_child *c, struct sg_exec_result *out,
+		   struct sg_cancel *cancel, struct sg_errinfo *err)
+{
+	static char *const empty_env[] = { NULL };
+	char path[SG_PATH_MAX], ebuf[128];
+	int in_p[2] = { -1, -1 }, out_p[2] = { -1, -1 }, err_p[2] = { -1, -1 };
+	posix_spawn_file_actions_t fa;
+	posix_spawnattr_t sa;
+	bool fa_ok = false, sa_ok = false;
+	sigset_t mask, def;
+	struct run r;
+	int e;
+	sg_err rc;
+
+	memset(&r, 0, sizeof(r));
+	r.c = c;
+	r.out = out;
+	r.pidfd = r.in_w = r.out_r = r.err_r = -1;
+	out->exit_code = -1;
+	out->signal = 0;
+	out->timed_out = out->truncated = false;
+	out->duration_ms = 0;
+	sg_buf_reset(&out->out);
+	sg_buf_reset(&out->err);
+
+	if (!c->argv || !c->argv[0]) {
+		rc = sg_err_set(err, SG_E_INVALID_ARGUMENT,
+				"a command needs at least argv[0]");
+		goto out;
+	}
+	rc = sg_cancel_check(cancel);
+	if (rc) {
+		sg_err_set(err, rc, "%s was cancelled before it started",
+			   c->argv[0]);
+		goto out;
+	}
+	e = find_program(c->argv[0], c->envp, path, sizeof(path));
+	if (e) {
+		not_started(out, c->argv[0], e);
+		rc = SG_OK;
+		goto out;
+	}
+	if (c->cwd) {
+		struct stat st;
+
+		e = stat(c->cwd, &st) < 0 ? errno
+					  : S_ISDIR(st.st_mode) ? 0 : ENOTDIR;
+		if (e) {
+			not_started(out, c->cwd, e);
+			rc = SG_OK;
+			goto out;
+		}
+	}
+
+	if ((c->stdin_len > 0 && (e = make_pipe(in_p))) ||
+	    (e = make_pipe(out_p)) || (!c->merge && (e = make_pipe(err_p)))) {
+		rc = sg_err_set(err, SG_E_INTERNAL, "cannot make pipes for %s: %s",
+				c->argv[0], errtext(e, ebuf, sizeof(ebuf)));
+		goto out;
+	}
+
+	if ((e = posix_spawn_file_actions_init(&fa))) {
+		rc = sg_err_set(err, SG_E_INTERNAL, "cannot prepare %s: %s",
+				c->argv[0], errtext(e, ebuf, sizeof(ebuf)));
+		goto out;
+	}
+	fa_ok = true;
+	if ((e = posix_spawnattr_init(&sa))) {
+		rc = sg_err_set(err, SG_E_INTERNAL, "cannot prepare %s: %s",
+				c->argv[0], errtext(e, ebuf, sizeof(ebuf)));
+		goto out;
+	}
+	sa_ok = true;
+
+	/*
+	 * The file actions run in order: stdio first, then the directory,
+	 * then every other descriptor is closed.  Our pipes are close-on-exec
+	 * already; closefrom also catches descriptors another thread (or a
+	 * library) opened without O_CLOEXEC.
+	 */
+	if (in_p[0] >= 0)
+		e = posix_spawn_file_actions_adddup2(&fa, in_p[0], 0);
+	else
+		e = posix_spawn_file_actions_addopen(&fa, 0, "/dev/null",
+						     O_RDONLY, 0);
+	if (!e)
+		e = posix_spawn_file_actions_adddup2(&fa, out_p[1], 1);
+	if (!e)
+		e = posix_spawn_file_actions_adddup2(
+			&fa, c->merge ? out_p[1] : err_p[1], 2);
+	if (!e && c->cwd)
+		e = posix_spawn_file_actions_addchdir_np(&fa, c->cwd);
+	if (!e)
+		e = posix_spawn_file_actions_addclosefrom_np(&fa, 3);
+
+	/*
+	 * Its own process group, no blocked signals, and every signal at its
+	 * default action (we may ignore SIGPIPE; the child must not inherit
+	 * that).
+	 */
+	sigemptyset(&mask);
+	sigfillset(&def);
+	if (!e)
+		e = posix_spawnattr_setpgroup(&sa, 0);
+	if (!e)
+		e = posix_spawnattr_setsigmask(&sa, &mask);
+	if (!e)
+		e = posix_spawnattr_setsigdefault(&sa, &def);
+	if (!e)
+		e = posix_spawnattr_setflags(&sa, POSIX_SPAWN_SETPGROUP |
+							  POSIX_SPAWN_SETSIGMASK |
+							  POSIX_SPAWN_SETSIGDEF);
+	if (e) {
+		rc = sg_err_set(err, SG_E_INTERNAL, "cannot prepare %s: %s",
+				c->argv[0], errtext(e, ebuf, sizeof(ebuf)));
+		goto out;
+	}
+
+	r.start_ms = sg_now_ms();
+	e = posix_spawn(&r.pid, path, &fa, &sa, (char *const *)c->argv,
+			c->envp ? (char *const *)c->envp : empty_env);
+	if (e == EAGAIN || e == ENOMEM) {
+		rc = sg_err_set(err, SG_E_INTERNAL, "cannot start %s: %s",
+				c->argv[0], errtext(e, ebuf, sizeof(ebuf)));
+		goto out;
+	}
+	if (e) {
+		/* glibc reports the exec's failure here (and reaps the child). */
+		not_started(out, c->argv[0], e);
+		out->duration_ms = sg_now_ms() - r.start_ms;
+		rc = SG_OK;
+		goto out;
+	}
+
+	/* Our ends: theirs are closed so EOF means "every writer is gone". */
+	close_fd(&in_p[0]);
+	close_fd(&out_p[1]);
+	close_fd(&err_p[1]);
+	r.in_w = in_p[1];
+	r.out_r = out_p[0];
+	r.err_r = err_p[0];
+	in_p[1] = out_p[0] = err_p[0] = -1;
+	if (r.in_w >= 0)
+		set_nonblock(r.in_w);
+	set_nonblock(r.out_r);
+	if (r.err_r >= 0)
+		set_nonblock(r.err_r);
+	r.pidfd = pidfd_open_compat(r.pid);
+	if (c->timeout_ms > 0)
+		r.deadline_ms = r.start_ms + c->timeout_ms;
+
+	e = supervise(&r, cancel);
+	if (e) {
+		/* poll() itself failed: do not leave the child behind. */
+		if (!r.exited) {
+			kill(-r.pid, SIGKILL);
+			while (waitpid(r.pid, NULL, 0) < 0 && errno == EINTR)
+				;
+		}
+		rc = sg_err_set(err, SG_E_INTERNAL, "waiting for %s failed: %s",
+				c->argv[0], errtext(e, ebuf, sizeof(ebuf)));
+		goto out;
+	}
+	if (r.why != SG_OK) {
+		rc = sg_err_set(err, r.why, "%s was stopped: the call was cancelled",
+				c->argv[0]);
+		goto out;
+	}
+	rc = SG_OK;
+out:
+	if (fa_ok)
+		posix_spawn_file_actions_destroy(&fa);
+	if (sa_ok)
+		posix_spawnattr_destroy(&sa);
+	close_fd(&in_p[0]);
+	close_fd(&in_p[1]);
+	close_fd(&out_p[0]);
+	close_fd(&out_p[1]);
+	close_fd(&err_p[0]);
+	close_fd(&err_p[1]);
+	close_fd(&r.in_w);
+	close_fd(&r.out_r);
+	close_fd(&r.err_r);
+	close_fd(&r.pidfd);
+	return rc;
+}

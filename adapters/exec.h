@@ -1,0 +1,73 @@
+/*
+ * exec.h - child processes on this host, for adapters and the gateway.
+ *
+ * Invariants: argv only, never a shell; the child gets exactly the
+ * environment given (nothing of sandgate's own) and never inherits fd 1 or
+ * any descriptor but its three stdio pipes; it leads its own process group,
+ * so the whole group can be signalled.  A run is finished only when the
+ * child has been reaped *and* its output pipes are at EOF (or given up on
+ * shortly after the exit, when a daemon it left keeps them open).  Only
+ * this child is reaped, by its pidfd, never with waitpid(-1).
+ *
+ * What the process around it must keep: SIGCHLD is not ignored (that would
+ * reap children behind our back) and nobody calls waitpid(-1).  SIGPIPE may
+ * be ignored or not: stdin is written with SIGPIPE blocked in the calling
+ * thread, so a child that closes its stdin early costs an EPIPE, never a
+ * signal.  The child starts with an empty signal mask and every signal at
+ * its default action, whatever this process ignores or blocks.
+ *
+ * Thread-safe: any number of runs may proceed at once on different
+ * threads; each owns its pipes, pidfd and child.
+ */
+#ifndef SG_EXEC_H
+#define SG_EXEC_H
+
+#include "adapter.h"
+
+struct sg_child {
+	/*
+	 * argv[0] without a slash is looked up in the PATH from envp (not
+	 * ours; "/usr/bin:/bin" when envp has none), skipping relative PATH
+	 * entries.  With a slash it is used as it is (relative to cwd).
+	 */
+	const char *const *argv;
+	const char *const *envp; /* the whole environment; NULL means empty */
+	const char *cwd;         /* NULL: inherit */
+	const void *stdin_data;  /* NULL: stdin is /dev/null */
+	size_t stdin_len;
+	int64_t timeout_ms;      /* 0: none; on expiry the group is killed */
+	bool merge;              /* stderr into the same capture as stdout */
+	/*
+	 * The child leaves a daemon behind on purpose (sg-helper proc spawn):
+	 * its process group is not killed when it exits.
+	 */
+	bool detaches;
+	/* Sent to the group on timeout or cancel before SIGKILL; 0 means
+	 * SIGKILL at once. */
+	int term_signal;
+	int64_t term_grace_ms;
+};
+
+/*
+ * Run c to completion, capturing stdout into out->out (up to the max it was
+ * initialised with; the rest is read and dropped, out->truncated set) and
+ * stderr into out->err (clipped).  After the child exits, anything left in
+ * its process group is killed (unless c->detaches and neither a timeout
+ * nor a cancel signalled the group).  out must have been initialised with
+ * sg_exec_result_init(); its fields and buffers are reset on entry, so one
+ * result can serve several runs.
+ *
+ * Returns SG_OK when the child ran, whatever its exit status (127 with a
+ * sentence in out->err when argv[0] or cwd could not be used); on cancel,
+ * the group is killed, the child reaped, and the token's reason returned
+ * (out holds what was captured until then).  SG_E_INTERNAL when pipes or
+ * the spawn itself failed (sentence in err).
+ */
+sg_err sg_exec_run(const struct sg_child *c, struct sg_exec_result *out,
+		   struct sg_cancel *cancel, struct sg_errinfo *err)
+	SG_MUST_CHECK;
+
+/* "SIGTERM" for SIGTERM ...; "SIG<n>" for others.  Static string. */
+const char *sg_exec_signame(int sig);
+
+#endif

@@ -1,0 +1,298 @@
+/*
+ * confine.c - run a command under Landlock so that it can write only where
+ * the request's permission mode allows (protocol-v4.md section 3).
+ *
+ * "standard": read and execute everywhere, write beneath the root (and the
+ * --allow-write directories); "read_only": write nowhere.  In both modes
+ * the character devices ordinary commands open for writing (/dev/null,
+ * /dev/tty ...) stay writable as files.  Every filesystem right the kernel
+ * knows is handled, so nothing is allowed by omission; a kernel older than
+ * ABI 3 cannot handle truncation and is refused rather than used weaker.
+ *
+ * sg_confine_apply runs between fork() and exec() in the process
+ * supervisor of a multi-threaded gateway, where another thread may hold
+ * the allocator's lock: it uses only syscalls and stack buffers.
+ */
+/* _GNU_SOURCE: syscall() for Landlock and O_PATH are GNU/Linux APIs. */
+#define _GNU_SOURCE
+
+#include "internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "../../gateway/base/limits.h"
+#include "landlock.h"
+
+/* The oldest ABI that can refuse truncation (LANDLOCK_ACCESS_FS_TRUNCATE). */
+#define CONFINE_MIN_ABI 3
+
+/*
+ * Devices commands write to as a matter of course; each gets file rights
+ * only, so nothing can be created or removed in /dev.  /dev/pts is the
+ * directory of terminals that /dev/ptmx hands out.
+ */
+static const char *const confine_devices[] = {
+	"/dev/null", "/dev/zero", "/dev/full", "/dev/tty", "/dev/ptmx",
+	"/dev/pts",  NULL,
+};
+
+/* A bounded message under construction; always terminated. */
+struct confine_msg {
+	char *p;
+	size_t cap, len;
+};
+
+static void msg_add(struct confine_msg *m, const char *s)
+{
+	if (m->cap == 0)
+		return;
+	while (*s && m->len + 1 < m->cap)
+		m->p[m->len++] = *s++;
+	m->p[m->len] = '\0';
+}
+
+static void msg_add_int(struct confine_msg *m, long v)
+{
+	char digits[24];
+	size_t n = sizeof(digits);
+	unsigned long u = v < 0 ? 0UL - (unsigned long)v : (unsigned long)v;
+
+	digits[--n] = '\0';
+	do {
+		digits[--n] = (char)('0' + u % 10);
+		u /= 10;
+	} while (u && n > 1);
+	if (v < 0)
+		digits[--n] = '-';
+	msg_add(m, digits + n);
+}
+
+/*
+ * strerror() may translate through gettext and allocate, which is not
+ * allowed here; the causes worth naming get a fixed text.
+ */
+static void msg_add_errno(struct confine_msg *m, int e)
+{
+	switch (e) {
+	case ENOENT: msg_add(m, "it does not exist"); break;
+	case EACCES: msg_add(m, "permission denied"); break;
+	case ENOTDIR: msg_add(m, "a component is not a directory"); break;
+	case ELOOP: msg_add(m, "too many symbolic links"); break;
+	case ENAMETOOLONG: msg_add(m, "the name is too long"); break;
+	case EPERM: msg_add(m, "operation not permitted"); break;
+	case EINVAL: msg_add(m, "invalid argument"); break;
+	case ENOMEM: msg_add(m, "out of memory"); break;
+	case E2BIG: msg_add(m, "too many rules"); break;
+	default:
+		msg_add(m, "errno ");
+		msg_add_int(m, e);
+		break;
+	}
+}
+
+/*
+ * Allow `access` beneath path.  A missing path is skipped when optional.
+ * On a file (not a directory) only the file rights are kept, since the
+ * kernel refuses directory rights there.
+ */
+static int confine_rule(int ruleset, const char *path, uint64_t access,
+			bool optional, struct confine_msg *m)
+{
+	struct landlock_path_beneath_attr pb;
+	struct stat st;
+	int fd, rc = -1;
+
+	fd = open(path, O_PATH | O_CLOEXEC);
+	if (fd < 0) {
+		if (optional && (errno == ENOENT || errno == ENOTDIR))
+			return 0;
+		msg_add(m, "cannot open ");
+		msg_add(m, path);
+		msg_add(m, " to confine the command: ");
+		msg_add_errno(m, errno);
+		return -1;
+	}
+	if (fstat(fd, &st) != 0) {
+		msg_add(m, "cannot inspect ");
+		msg_add(m, path);
+		msg_add(m, " to confine the command: ");
+		msg_add_errno(m, errno);
+		goto out;
+	}
+	if (!S_ISDIR(st.st_mode))
+		access &= SG_LANDLOCK_FILE_RIGHTS;
+	if (access == 0) {
+		rc = 0;
+		goto out;
+	}
+	memset(&pb, 0, sizeof(pb));
+	pb.allowed_access = access;
+	pb.parent_fd = fd;
+	if (sg_landlock_add_path(ruleset, &pb) != 0) {
+		msg_add(m, "cannot add the Landlock rule for ");
+		msg_add(m, path);
+		msg_add(m, ": ");
+		msg_add_errno(m, errno);
+		goto out;
+	}
+	rc = 0;
+out:
+	close(fd);
+	return rc;
+}
+
+int sg_confine_apply(const char *mode, const char *root,
+		     const char *const *allow_write, char *msg, size_t msglen)
+{
+	struct confine_msg m = { .p = msg, .cap = msglen, .len = 0 };
+	struct landlock_ruleset_attr attr;
+	uint64_t handled, dev_access;
+	bool standard;
+	int abi, ruleset = -1, rc = -1;
+
+	if (msglen)
+		msg[0] = '\0';
+	if (mode && strcmp(mode, "standard") == 0) {
+		standard = true;
+	} else if (mode && strcmp(mode, "read_only") == 0) {
+		standard = false;
+	} else {
+		msg_add(&m, "the confinement mode must be standard or "
+			    "read_only");
+		goto out;
+	}
+	if (standard && (!root || !root[0])) {
+		msg_add(&m, "standard confinement needs the workspace root");
+		goto out;
+	}
+
+	abi = sg_landlock_abi();
+	if (abi < 0) {
+		if (errno == EOPNOTSUPP)
+			msg_add(&m, "Landlock is disabled in this kernel, so "
+				    "commands cannot be confined");
+		else
+			msg_add(&m, "Landlock is not available in this "
+				    "kernel");
+		goto out;
+	}
+	if (abi < CONFINE_MIN_ABI) {
+		msg_add(&m, "Landlock ABI ");
+		msg_add_int(&m, CONFINE_MIN_ABI);
+		msg_add(&m, " or newer is required to confine commands; this "
+			    "kernel has ABI ");
+		msg_add_int(&m, abi);
+		goto out;
+	}
+
+	handled = sg_landlock_fs_rights(abi);
+	memset(&attr, 0, sizeof(attr));
+	attr.handled_access_fs = handled;
+	ruleset = sg_landlock_create_ruleset(&attr, sizeof(attr));
+	if (ruleset < 0) {
+		msg_add(&m, "cannot create a Landlock ruleset: ");
+		msg_add_errno(&m, errno);
+		goto out;
+	}
+
+	if (confine_rule(ruleset, "/", SG_LANDLOCK_READ & handled, false, &m))
+		goto out;
+	dev_access = (LANDLOCK_ACCESS_FS_READ_FILE |
+		      LANDLOCK_ACCESS_FS_WRITE_FILE |
+		      LANDLOCK_ACCESS_FS_TRUNCATE |
+		      LANDLOCK_ACCESS_FS_IOCTL_DEV) & handled;
+	for (size_t i = 0; confine_devices[i]; i++)
+		if (confine_rule(ruleset, confine_devices[i], dev_access, true,
+				 &m))
+			goto out;
+	if (standard) {
+		if (confine_rule(ruleset, root, handled, false, &m))
+			goto out;
+		for (size_t i = 0; allow_write && allow_write[i]; i++)
+			if (confine_rule(ruleset, allow_write[i], handled,
+					 true, &m))
+				goto out;
+	}
+
+	/*
+	 * Without no_new_privs an unprivileged process may not restrict
+	 * itself, and a setuid program could otherwise shed the ruleset.
+	 */
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1L, 0L, 0L, 0L) != 0) {
+		msg_add(&m, "cannot set no_new_privs: ");
+		msg_add_errno(&m, errno);
+		goto out;
+	}
+	if (sg_landlock_restrict_self(ruleset) != 0) {
+		msg_add(&m, "cannot enforce the Landlock ruleset: ");
+		msg_add_errno(&m, errno);
+		goto out;
+	}
+	rc = 0;
+out:
+	if (ruleset >= 0)
+		close(ruleset);
+	return rc;
+}
+
+/* The command could not be confined, so it must not run: status 126. */
+static int confine_fail(const char *sentence)
+{
+	fprintf(stderr, "sg-helper: %s\n", sentence);
+	return 126;
+}
+
+int sg_helper_confine(int argc, char *const *argv)
+{
+	struct sg_errinfo err = { 0 };
+	struct sg_args a;
+	const char *allow[SG_ARGS_MAX + 1];
+	const char *mode, *root;
+	char msg[SG_ERR_MSG];
+	int nallow = 0;
+
+	/* argv[0] is the command word "confine". */
+	if (argc < 1)
+		return confine_fail("confine needs its arguments");
+	if (sg_args_parse(&a, argc - 1, argv + 1, "", &err))
+		return confine_fail(err.msg);
+	mode = sg_args_str(&a, "mode", NULL);
+	root = sg_args_str(&a, "root", NULL);
+	/*
+	 * sg_args keeps every occurrence in opt[] but answers only the last
+	 * one, while --allow-write is repeatable: collect them all here.
+	 */
+	for (int i = 0; i < a.nopt; i++) {
+		if (strcmp(a.opt[i].name, "allow-write") != 0)
+			continue;
+		a.opt[i].used = true;
+		allow[nallow++] = a.opt[i].value;
+	}
+	allow[nallow] = NULL;
+	if (sg_args_unused(&a, &err))
+		return confine_fail(err.msg);
+	if (!mode)
+		return confine_fail("confine needs --mode standard or --mode "
+				    "read_only");
+	if (!root)
+		return confine_fail("confine needs --root");
+	if (a.npos > 0) {
+		snprintf(msg, sizeof(msg),
+			 "unexpected argument %s: the command goes after --",
+			 a.pos[0]);
+		return confine_fail(msg);
+	}
+	if (!a.rest || a.nrest < 1)
+		return confine_fail("confine needs the command after --");
+	if (sg_confine_apply(mode, root, allow, msg, sizeof(msg)) != 0)
+		return confine_fail(msg);
+	execvp(a.rest[0], a.rest);
+	fprintf(stderr, "sg-helper: %s: %s\n", a.rest[0], strerror(errno));
+	return 127;
+}

@@ -1,0 +1,2155 @@
+/*
+ * fs.c - sg-helper's file tools: read, write, edit, list, glob, grep, stat,
+ * delete, move, mkdir and resolve.
+ *
+ * Every command first resolves its paths with sg_path_resolve(), which
+ * walks them the way the environment sees them and refuses anything that
+ * leaves root.  From then on files are reached only through *at() calls on
+ * the resolved relative path, relative to an O_PATH descriptor of
+ * host_root, with O_NOFOLLOW wherever the final component is opened: the
+ * resolved path holds no symlinks, so a link that appears later fails the
+ * call instead of being followed.
+ *
+ * Inside this file SG_E_NOT_FOUND carries every tool failure (the tool ran
+ * and failed: a missing file, an old_string that is not unique ...).  The
+ * dispatcher turns it into {"ok":false,"tool_error":...}; every other code
+ * becomes {"error":"<word>",...}.  fs never answers the protocol's
+ * not_found, so nothing is lost by the overloading.
+ *
+ * _GNU_SOURCE is defined for O_PATH, memmem() and
+ * posix_spawn_file_actions_addfchdir_np(), which glibc and musl declare
+ * only with it.
+ */
+#define _GNU_SOURCE
+#include "internal.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <fnmatch.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../../gateway/base/jw.h"
+#include "../../gateway/base/limits.h"
+#include "../../gateway/base/utf8.h"
+#include "../path.h"
+
+/*
+ * The raw bytes one read may return: their base64 is the 16 MiB an
+ * env-tool reply is sized for (SG_ENVTOOL_REPLY).
+ */
+#define FS_MAX_BYTES (SG_ENVTOOL_REPLY / 2)
+/*
+ * edit holds a file twice in memory; a file larger than one frame could
+ * not have been written through the tools either.
+ */
+#define FS_EDIT_MAX SG_MAX_FRAME
+/* Read size for streaming files and child output. */
+#define FS_CHUNK (64 * SG_KiB)
+/* A path of SG_PATH_MAX bytes has at most this many components. */
+#define FS_DEPTH_MAX (SG_PATH_MAX / 2)
+
+/* One invocation. */
+struct fs {
+	struct sg_args a;
+	const char *cmd;        /* the sub-command, for messages */
+	const char *pos[SG_ARGS_MAX];
+	int npos;               /* positionals, those after `--` included */
+	char root[SG_PATH_MAX + 1]; /* --root, normalised */
+	const char *host_root;
+	int rootfd;             /* O_PATH of host_root, -1 until opened */
+	const void *in;
+	size_t inlen;
+	struct sg_buf *out;
+	const struct sg_cancel *cancel;
+	struct sg_errinfo err;
+};
+
+/* errno as a sentence fragment; strerror() is not thread-safe in POSIX. */
+static const char *errstr(int e)
+{
+	switch (e) {
+	case ENOENT: return "no such file or directory";
+	case EACCES:
+	case EPERM: return "permission denied";
+	case ENOTDIR: return "not a directory";
+	case EISDIR: return "is a directory";
+	case ENOTEMPTY: return "directory not empty";
+	case EEXIST: return "file exists";
+	case ENOSPC: return "no space left on device";
+	case EDQUOT: return "disk quota exceeded";
+	case EROFS: return "read-only file system";
+	case EXDEV: return "source and destination are on different file "
+			   "systems";
+	case ELOOP: return "too many levels of symbolic links";
+	case ENAMETOOLONG: return "file name too long";
+	case EMFILE:
+	case ENFILE: return "too many open files";
+	case EBUSY: return "device or resource busy";
+	case ETXTBSY: return "text file busy";
+	case EINVAL: return "invalid argument";
+	case EIO: return "input/output error";
+	case ENOMEM: return "out of memory";
+	case ENXIO: return "no such device or address";
+	default: return "system error";
+	}
+}
+
+static sg_err tool_fail(struct fs *c, const char *fmt, ...) SG_PRINTF(2, 3);
+
+/* Record a tool failure (see the top of the file). */
+static sg_err tool_fail(struct fs *c, const char *fmt, ...)
+{
+	va_list ap;
+	sg_err rc;
+
+	va_start(ap, fmt);
+	rc = sg_err_vset(&c->err, SG_E_NOT_FOUND, fmt, ap);
+	va_end(ap);
+	return rc;
+}
+
+static sg_err cancelled(struct fs *c, const char *what)
+{
+	sg_err why = sg_cancel_check(c->cancel);
+
+	return sg_err_set(&c->err, why ? why : SG_E_CANCELLED,
+			  "%s was cancelled", what);
+}
+
+static void close_fd(int *fd)
+{
+	if (*fd >= 0)
+		close(*fd);
+	*fd = -1;
+}
+
+/* The resolved path as an *at() argument: root itself is ".". */
+static const char *at_path(const struct sg_buf *rel)
+{
+	return rel->len ? rel->p : ".";
+}
+
+/*
+ * Split a resolved relative path into its directory (into parent, "."
+ * for root) and last component (a pointer into rel).
+ */
+static const char *split_rel(const char *rel, char *parent, size_t cap)
+{
+	const char *slash = strrchr(rel, '/');
+	size_t n = slash ? (size_t)(slash - rel) : 0;
+
+	if (!slash || n >= cap) {
+		snprintf(parent, cap, ".");
+		return rel;
+	}
+	memcpy(parent, rel, n);
+	parent[n] = '\0';
+	return slash + 1;
+}
+
+/* Reply helpers: ,"key":value after sg_reply_ok(). */
+static sg_err kv_strn(struct sg_buf *o, const char *k, const char *s, size_t n)
+{
+	sg_err rc = sg_jw_key(o, k, 0);
+
+	return rc ? rc : sg_jw_str(o, s, n);
+}
+
+static sg_err kv_str(struct sg_buf *o, const char *k, const char *s)
+{
+	return kv_strn(o, k, s, strlen(s));
+}
+
+static sg_err kv_int(struct sg_buf *o, const char *k, long long v)
+{
+	sg_err rc = sg_jw_key(o, k, 0);
+
+	return rc ? rc : sg_buf_addf(o, "%lld", v);
+}
+
+static sg_err kv_bool(struct sg_buf *o, const char *k, bool v)
+{
+	sg_err rc = sg_jw_key(o, k, 0);
+
+	return rc ? rc : sg_buf_adds(o, v ? "true" : "false");
+}
+
+/*
+ * Every option known, the right number of positionals; then open
+ * host_root, so a malformed command never touches the disk.
+ */
+static sg_err args_done(struct fs *c, int min, int max)
+{
+	sg_err rc = sg_args_unused(&c->a, &c->err);
+	int e;
+
+	if (rc)
+		return rc;
+	if (c->npos < min || c->npos > max)
+		return sg_err_set(&c->err, SG_E_INVALID_ARGUMENT,
+				  "fs %s takes %d to %d arguments, not %d",
+				  c->cmd, min, max, c->npos);
+	c->rootfd = open(c->host_root, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (c->rootfd >= 0)
+		return SG_OK;
+	e = errno;
+	if (e == ENOENT)
+		return tool_fail(c, "the workspace root %s does not exist",
+				 c->root);
+	return sg_err_set(&c->err, SG_E_INTERNAL,
+			  "the workspace root %s cannot be opened: %s", c->root,
+			  errstr(e));
+}
+
+static sg_err resolve(struct fs *c, const char *path, enum sg_path_mode m,
+		      struct sg_buf *rel)
+{
+	return sg_path_resolve(c->root, c->host_root, path, m, rel, &c->err);
+}
+
+/*
+ * Create the missing directories of rel (resolved, relative to root) and
+ * return an O_PATH descriptor of the last one in *fdp (owned).  *created
+ * (may be NULL) tells whether that last one was made here.
+ */
+static sg_err make_dirs(struct fs *c, const char *rel, int *fdp, bool *created)
+{
+	char name[NAME_MAX + 1];
+	const char *p = rel, *end;
+	int fd, nfd;
+	bool made = false;
+	size_t n;
+	sg_err rc = SG_OK;
+
+	*fdp = -1;
+	fd = openat(c->rootfd, ".", O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return tool_fail(c, "the workspace root cannot be opened: %s",
+				 errstr(errno));
+	while (*p) {
+		while (*p == '/')
+			p++;
+		n = strcspn(p, "/");
+		if (n == 0)
+			break;
+		end = p + n;
+		if (n > NAME_MAX) {
+			rc = tool_fail(c, "%.*s: %s", (int)(end - rel), rel,
+				       errstr(ENAMETOOLONG));
+			goto out;
+		}
+		memcpy(name, p, n);
+		name[n] = '\0';
+		made = mkdirat(fd, name, 0755) == 0;
+		if (!made && errno != EEXIST) {
+			rc = tool_fail(c, "cannot create directory %.*s: %s",
+				       (int)(end - rel), rel, errstr(errno));
+			goto out;
+		}
+		nfd = openat(fd, name, O_PATH | O_DIRECTORY | O_NOFOLLOW |
+					       O_CLOEXEC);
+		if (nfd < 0) {
+			rc = tool_fail(c, "%.*s exists and is not a directory",
+				       (int)(end - rel), rel);
+			goto out;
+		}
+		close(fd);
+		fd = nfd;
+		p = end;
+	}
+	*fdp = fd;
+	fd = -1;
+	if (created)
+		*created = made;
+out:
+	close_fd(&fd);
+	return rc;
+}
+
+/* Open a resolved path for reading; tool failure unless a regular file. */
+static sg_err open_file(struct fs *c, const struct sg_buf *rel,
+			const char *shown, int *fdp, struct stat *st)
+{
+	/* O_NONBLOCK: opening a FIFO must not wait for a writer. */
+	int fd = openat(c->rootfd, at_path(rel),
+			O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+
+	*fdp = -1;
+	if (fd < 0)
+		return tool_fail(c, "%s: %s", shown, errstr(errno));
+	if (fstat(fd, st) != 0) {
+		close(fd);
+		return tool_fail(c, "%s: %s", shown, errstr(errno));
+	}
+	if (S_ISDIR(st->st_mode)) {
+		close(fd);
+		return tool_fail(c, "%s is a directory", shown);
+	}
+	if (!S_ISREG(st->st_mode)) {
+		close(fd);
+		return tool_fail(c, "%s is not a regular file", shown);
+	}
+	*fdp = fd;
+	return SG_OK;
+}
+
+/* Read all of fd into b (its max bounds it: SG_E_TOO_LARGE past it). */
+static sg_err slurp(struct fs *c, int fd, const char *shown, struct sg_buf *b)
+{
+	char probe, *dst;
+	ssize_t n;
+	sg_err rc;
+
+	for (;;) {
+		size_t want = b->max - b->len;
+
+		if (sg_cancel_check(c->cancel))
+			return cancelled(c, "the read");
+		if (want > FS_CHUNK)
+			want = FS_CHUNK;
+		if (want == 0) {
+			/* Full: one more byte means the file is too large. */
+			n = read(fd, &probe, 1);
+			if (n > 0)
+				return SG_E_TOO_LARGE;
+		} else {
+			rc = sg_buf_reserve(b, want, &dst);
+			if (rc)
+				return rc;
+			n = read(fd, dst, want);
+			if (n > 0)
+				sg_buf_commit(b, (size_t)n);
+		}
+		if (n == 0)
+			return SG_OK;
+		if (n < 0 && errno != EINTR)
+			return tool_fail(c, "%s: %s", shown, errstr(errno));
+	}
+}
+
+static const char b64_chars[] =
+	"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+static sg_err b64_encode(struct sg_buf *o, const unsigned char *s, size_t n)
+{
+	size_t need = (n + 2) / 3 * 4, i, j = 0;
+	char *d;
+	sg_err rc = sg_buf_reserve(o, need, &d);
+
+	if (rc)
+		return rc;
+	for (i = 0; i + 2 < n; i += 3) {
+		unsigned v = (unsigned)s[i] << 16 | (unsigned)s[i + 1] << 8 |
+			     s[i + 2];
+
+		d[j++] = b64_chars[v >> 18 & 63];
+		d[j++] = b64_chars[v >> 12 & 63];
+		d[j++] = b64_chars[v >> 6 & 63];
+		d[j++] = b64_chars[v & 63];
+	}
+	if (i < n) {
+		unsigned v = (unsigned)s[i] << 16 |
+			     (i + 1 < n ? (unsigned)s[i + 1] << 8 : 0);
+
+		d[j++] = b64_chars[v >> 18 & 63];
+		d[j++] = b64_chars[v >> 12 & 63];
+		d[j++] = i + 1 < n ? b64_chars[v >> 6 & 63] : '=';
+		d[j++] = '=';
+	}
+	sg_buf_commit(o, need);
+	return SG_OK;
+}
+
+static int b64_value(unsigned char ch)
+{
+	const char *p = ch ? strchr(b64_chars, ch) : NULL;
+
+	return p ? (int)(p - b64_chars) : -1;
+}
+
+/*
+ * Decode base64 text (whitespace ignored, padding optional) into o.
+ * SG_E_INVALID_ARGUMENT for anything else.
+ */
+static sg_err b64_decode(const char *s, size_t n, struct sg_buf *o)
+{
+	unsigned acc = 0;
+	size_t nd = 0, pad = 0;
+	sg_err rc;
+
+	for (size_t i = 0; i < n; i++) {
+		unsigned char ch = (unsigned char)s[i];
+		int v;
+
+		if (ch == ' ' || ch == '\n' || ch == '\r' || ch == '\t')
+			continue;
+		if (ch == '=') {
+			pad++;
+			continue;
+		}
+		v = b64_value(ch);
+		if (v < 0 || pad)
+			return SG_E_INVALID_ARGUMENT;
+		acc = acc << 6 | (unsigned)v;
+		if (++nd % 4 == 0) {
+			char bytes[3] = { (char)(acc >> 16), (char)(acc >> 8),
+					  (char)acc };
+
+			rc = sg_buf_add(o, bytes, 3);
+			if (rc)
+				return rc;
+			acc = 0;
+		}
+	}
+	if (nd % 4 == 1 || pad > 2 || (pad && (nd + pad) % 4))
+		return SG_E_INVALID_ARGUMENT;
+	if (nd % 4 == 2) {
+		char b = (char)(acc >> 4);
+
+		return sg_buf_add(o, &b, 1);
+	}
+	if (nd % 4 == 3) {
+		char bytes[2] = { (char)(acc >> 10), (char)(acc >> 2) };
+
+		return sg_buf_add(o, bytes, 2);
+	}
+	return SG_OK;
+}
+
+/* ---- read ---- */
+
+static long long count_lines(const char *s, size_t n, long long *newlines)
+{
+	const char *p = s, *end = s + n;
+
+	while ((p = memchr(p, '\n', (size_t)(end - p))) != NULL) {
+		(*newlines)++;
+		p++;
+	}
+	return *newlines;
+}
+
+static sg_err read_base64(struct fs *c, int fd, const struct sg_buf *rel,
+			  int64_t max)
+{
+	struct sg_buf data = SG_BUF_INIT((size_t)max);
+	long long nl = 0, lines;
+	sg_err rc = slurp(c, fd, c->pos[0], &data);
+
+	if (rc == SG_E_TOO_LARGE)
+		rc = sg_err_set(&c->err, SG_E_TOO_LARGE,
+				"%s is larger than %lld bytes", c->pos[0],
+				(long long)max);
+	if (rc)
+		goto out;
+	count_lines(data.p, data.len, &nl);
+	lines = nl + (data.len && data.p[data.len - 1] != '\n');
+	rc = sg_reply_ok(c->out);
+	if (!rc)
+		rc = sg_jw_key(c->out, "content", 0);
+	if (!rc)
+		rc = sg_buf_addc(c->out, '"');
+	if (!rc)
+		rc = b64_encode(c->out, (const unsigned char *)data.p, data.len);
+	if (!rc)
+		rc = sg_buf_addc(c->out, '"');
+	if (!rc)
+		rc = kv_int(c->out, "size", (long long)data.len);
+	if (!rc)
+		rc = kv_int(c->out, "total_lines", lines);
+	if (!rc)
+		rc = kv_bool(c->out, "truncated", false);
+	if (!rc)
+		rc = kv_strn(c->out, "path", rel->p, rel->len);
+	if (!rc)
+		rc = sg_reply_end(c->out);
+out:
+	sg_buf_release(&data);
+	return rc;
+}
+
+/*
+ * Stream the file once: every line is counted, and only the lines of the
+ * window [first, end) are kept, up to max bytes (plus a few so that the
+ * cut can be moved back to a character boundary).
+ */
+static sg_err read_text(struct fs *c, int fd, const struct sg_buf *rel,
+			int64_t first, int64_t limit, int64_t max)
+{
+	struct sg_buf text = SG_BUF_INIT((size_t)max + 4);
+	int64_t end = limit && limit <= INT64_MAX - first ? first + limit
+							  : INT64_MAX;
+	long long line = 1, size = 0, lines;
+	char *chunk = malloc(FS_CHUNK), last = '\n';
+	bool full = false, truncated;
+	size_t keep;
+	ssize_t n;
+	sg_err rc = SG_OK;
+
+	if (!chunk) {
+		rc = SG_E_INTERNAL;
+		goto out;
+	}
+	for (;;) {
+		const char *p, *e, *nl;
+
+		n = read(fd, chunk, FS_CHUNK);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			rc = tool_fail(c, "%s: %s", c->pos[0], errstr(errno));
+			goto out;
+		}
+		if (n == 0)
+			break;
+		if (sg_cancel_check(c->cancel)) {
+			rc = cancelled(c, "the read");
+			goto out;
+		}
+		size += n;
+		last = chunk[n - 1];
+		for (p = chunk, e = chunk + n; p < e; p = nl ? nl + 1 : e) {
+			nl = memchr(p, '\n', (size_t)(e - p));
+			if (line >= first && line < end && !full)
+				full = sg_buf_add_clipped(
+					&text, p, (size_t)((nl ? nl + 1 : e) - p));
+			if (nl)
+				line++;
+		}
+	}
+	lines = line - 1 + (size && last != '\n');
+	keep = text.len > (size_t)max ? sg_utf8_clip(text.p, text.len, (size_t)max)
+				      : text.len;
+	truncated = keep < text.len || (limit && lines >= end);
+	rc = sg_reply_ok(c->out);
+	if (!rc)
+		rc = kv_strn(c->out, "content", text.p, keep);
+	if (!rc)
+		rc = kv_int(c->out, "size", size);
+	if (!rc)
+		rc = kv_int(c->out, "total_lines", lines);
+	if (!rc)
+		rc = kv_bool(c->out, "truncated", truncated);
+	if (!rc)
+		rc = kv_strn(c->out, "path", rel->p, rel->len);
+	if (!rc)
+		rc = sg_reply_end(c->out);
+out:
+	free(chunk);
+	sg_buf_release(&text);
+	return rc;
+}
+
+/*
+ * fs read PATH [--offset N] [--limit N] [--base64] [--max BYTES]
+ * --offset 0 is taken as 1 and --limit 0 as "no limit"; --base64 returns
+ * the whole file, so the window options do not apply to it.
+ */
+static sg_err fs_read(struct fs *c)
+{
+	struct sg_buf rel = SG_BUF_INIT(SG_PATH_MAX);
+	bool b64 = sg_args_flag(&c->a, "base64");
+	int64_t offset, limit, max;
+	struct stat st;
+	int fd = -1;
+	sg_err rc;
+
+	rc = sg_args_int(&c->a, "offset", 1, INT64_MAX, &offset, &c->err);
+	if (!rc)
+		rc = sg_args_int(&c->a, "limit", 0, INT64_MAX, &limit, &c->err);
+	if (!rc)
+		rc = sg_args_int(&c->a, "max", (int64_t)SG_TOOL_OUTPUT,
+				 (int64_t)FS_MAX_BYTES, &max, &c->err);
+	if (!rc)
+		rc = args_done(c, 1, 1);
+	if (!rc)
+		rc = resolve(c, c->pos[0], SG_PATH_EXISTING, &rel);
+	if (!rc)
+		rc = open_file(c, &rel, c->pos[0], &fd, &st);
+	if (rc)
+		goto out;
+	if (b64 && st.st_size > max) {
+		rc = sg_err_set(&c->err, SG_E_TOO_LARGE,
+				"%s is %lld bytes, more than the %lld a read "
+				"may return", c->pos[0], (long long)st.st_size,
+				(long long)max);
+		goto out;
+	}
+	if (b64)
+		rc = read_base64(c, fd, &rel, max);
+	else
+		rc = read_text(c, fd, &rel, offset ? offset : 1, limit, max);
+out:
+	close_fd(&fd);
+	sg_buf_release(&rel);
+	return rc;
+}
+
+/* ---- write and edit ---- */
+
+static sg_err write_all(int fd, const char *p, size_t n, int *e)
+{
+	while (n > 0) {
+		ssize_t w = write(fd, p, n);
+
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0) {
+			*e = errno;
+			return SG_E_INTERNAL;
+		}
+		p += w;
+		n -= (size_t)w;
+	}
+	return SG_OK;
+}
+
+/*
+ * A fresh temporary name beside the target.  Uniqueness comes from
+ * O_EXCL; the clock and the stack address only make collisions between
+ * concurrent writers (threads or processes) unlikely.
+ */
+static int open_temp(int dirfd, const char *name, char *tmp, size_t cap)
+{
+	unsigned long long seed = (unsigned long long)sg_now_ns() ^
+				  (unsigned long long)(uintptr_t)tmp;
+
+	for (int i = 0; i < 100; i++) {
+		int fd;
+
+		seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+		snprintf(tmp, cap, ".%.64s.sg-%012llx", name, seed >> 16);
+		fd = openat(dirfd, tmp,
+			    O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+			    0600);
+		if (fd >= 0 || errno != EEXIST)
+			return fd;
+	}
+	errno = EEXIST;
+	return -1;
+}
+
+/*
+ * Replace the file at rel (resolved, relative to root) with data: missing
+ * parents are made, the new content goes to a temporary file in the same
+ * directory and is renamed over the target, so readers see the old or the
+ * new file, never half of one.  An existing file keeps its mode and owner
+ * unless has_mode.
+ */
+static sg_err put_file(struct fs *c, const char *rel, const char *shown,
+		       const char *data, size_t n, bool has_mode, mode_t mode,
+		       bool *created)
+{
+	char parent[SG_PATH_MAX + 1], tmp[NAME_MAX + 1];
+	const char *name = split_rel(rel, parent, sizeof(parent));
+	bool exists = false, fix_owner = false;
+	int dirfd = -1, fd = -1, e = 0;
+	struct stat st;
+	sg_err rc;
+
+	*created = false;
+	if (!rel[0])
+		return tool_fail(c, "%s is a directory", shown);
+	rc = make_dirs(c, strcmp(parent, ".") ? parent : "", &dirfd, NULL);
+	if (rc)
+		goto out;
+	if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0) {
+		exists = true;
+		if (S_ISDIR(st.st_mode)) {
+			rc = tool_fail(c, "%s is a directory", shown);
+			goto out;
+		}
+		if (!S_ISREG(st.st_mode)) {
+			rc = tool_fail(c, "%s is not a regular file", shown);
+			goto out;
+		}
+		if (!has_mode)
+			mode = st.st_mode & 07777;
+		fix_owner = true;
+	} else if (errno != ENOENT) {
+		rc = tool_fail(c, "%s: %s", shown, errstr(errno));
+		goto out;
+	} else if (!has_mode) {
+		mode = 0644;
+	}
+	fd = open_temp(dirfd, name, tmp, sizeof(tmp));
+	if (fd < 0) {
+		rc = tool_fail(c, "cannot write %s: %s", shown, errstr(errno));
+		goto out;
+	}
+	if (write_all(fd, data, n, &e) != SG_OK || fchmod(fd, mode) != 0) {
+		if (!e)
+			e = errno;
+		goto fail;
+	}
+	/* Only root can give a file away; anyone else keeps it as is. */
+	if (fix_owner && geteuid() == 0 && fchown(fd, st.st_uid, st.st_gid) != 0)
+		e = 0;
+	if (close(fd) != 0) {
+		fd = -1;
+		e = errno;
+		goto fail;
+	}
+	fd = -1;
+	if (renameat(dirfd, tmp, dirfd, name) != 0) {
+		e = errno;
+		goto fail;
+	}
+	*created = !exists;
+	goto out;
+fail:
+	rc = tool_fail(c, "cannot write %s: %s", shown, errstr(e));
+	unlinkat(dirfd, tmp, 0);
+out:
+	close_fd(&fd);
+	close_fd(&dirfd);
+	return rc;
+}
+
+/* An octal mode string ("644", "0755"); SG_E_INVALID_ARGUMENT otherwise. */
+static sg_err parse_mode(struct fs *c, const char *s, mode_t *mode)
+{
+	unsigned long v = 0;
+	size_t n = strlen(s);
+
+	if (n == 0 || n > 5 || strspn(s, "01234567") != n)
+		return sg_err_set(&c->err, SG_E_INVALID_ARGUMENT,
+				  "--mode must be an octal string like 0644");
+	for (size_t i = 0; i < n; i++)
+		v = v * 8 + (unsigned long)(s[i] - '0');
+	if (v > 07777)
+		return sg_err_set(&c->err, SG_E_INVALID_ARGUMENT,
+				  "--mode %s is not a file mode", s);
+	*mode = (mode_t)v;
+	return SG_OK;
+}
+
+/* fs write PATH [--mode OCTAL] [--base64], content on stdin. */
+static sg_err fs_write(struct fs *c)
+{
+	struct sg_buf rel = SG_BUF_INIT(SG_PATH_MAX), dec = SG_BUF_INIT(c->inlen);
+	const char *mode_s = sg_args_str(&c->a, "mode", NULL);
+	bool b64 = sg_args_flag(&c->a, "base64"), created = false;
+	const char *data = c->in ? c->in : "";
+	size_t n = c->inlen;
+	mode_t mode = 0;
+	sg_err rc = SG_OK;
+
+	if (mode_s)
+		rc = parse_mode(c, mode_s, &mode);
+	if (!rc)
+		rc = args_done(c, 1, 1);
+	if (!rc && b64) {
+		rc = b64_decode(data, n, &dec);
+		if (rc)
+			rc = sg_err_set(&c->err, SG_E_INVALID_ARGUMENT,
+					"the content is not valid base64");
+		data = dec.p;
+		n = dec.len;
+	}
+	if (!rc)
+		rc = resolve(c, c->pos[0], SG_PATH_PARENTS, &rel);
+	if (!rc)
+		rc = put_file(c, rel.p, c->pos[0], data, n, mode_s != NULL, mode,
+			      &created);
+	if (!rc)
+		rc = sg_reply_ok(c->out);
+	if (!rc)
+		rc = kv_int(c->out, "bytes_written", (long long)n);
+	if (!rc)
+		rc = kv_strn(c->out, "path", rel.p, rel.len);
+	if (!rc)
+		rc = kv_bool(c->out, "created", created);
+	if (!rc)
+		rc = sg_reply_end(c->out);
+	sg_buf_release(&dec);
+	sg_buf_release(&rel);
+	return rc;
+}
+
+/* stdin of edit: "<decimal length of old>\n" old new. */
+static sg_err parse_edit(struct fs *c, const char **old, size_t *oldn,
+			 const char **repl, size_t *repln)
+{
+	const char *s = c->in ? c->in : "";
+	size_t i = 0, len = 0;
+
+	while (i < c->inlen && i < 20 && s[i] >= '0' && s[i] <= '9')
+		len = len * 10 + (size_t)(s[i++] - '0');
+	if (i == 0 || i >= c->inlen || s[i] != '\n' || len > c->inlen - i - 1)
+		return sg_err_set(&c->err, SG_E_INVALID_ARGUMENT,
+				  "edit input must be the byte length of "
+				  "old_string, a newline, old_string and "
+				  "new_string");
+	*old = s + i + 1;
+	*oldn = len;
+	*repl = *old + len;
+	*repln = c->inlen - i - 1 - len;
+	return SG_OK;
+}
+
+/* fs edit PATH [--all], stdin as parse_edit() reads it. */
+static sg_err fs_edit(struct fs *c)
+{
+	struct sg_buf rel = SG_BUF_INIT(SG_PATH_MAX), data = SG_BUF_INIT(FS_EDIT_MAX),
+		      res = SG_BUF_INIT(FS_EDIT_MAX);
+	bool all = sg_args_flag(&c->a, "all"), created;
+	const char *old = NULL, *repl = NULL, *p, *q, *end;
+	size_t oldn = 0, repln = 0;
+	long long count = 0;
+	struct stat st;
+	int fd = -1;
+	sg_err rc;
+
+	rc = args_done(c, 1, 1);
+	if (!rc)
+		rc = parse_edit(c, &old, &oldn, &repl, &repln);
+	if (!rc)
+		rc = resolve(c, c->pos[0], SG_PATH_EXISTING, &rel);
+	if (!rc)
+		rc = open_file(c, &rel, c->pos[0], &fd, &st);
+	if (!rc)
+		rc = slurp(c, fd, c->pos[0], &data);
+	if (rc == SG_E_TOO_LARGE)
+		rc = sg_err_set(&c->err, SG_E_TOO_LARGE,
+				"%s is larger than the %zu bytes edit handles",
+				c->pos[0], (size_t)FS_EDIT_MAX);
+	if (rc)
+		goto out;
+	if (oldn == 0) {
+		rc = tool_fail(c, "old_string is empty");
+		goto out;
+	}
+	end = data.p + data.len;
+	for (p = data.p; (q = memmem(p, (size_t)(end - p), old, oldn)) != NULL;
+	     p = q + oldn)
+		count++;
+	if (count == 0) {
+		rc = tool_fail(c, "old_string was not found in %s", c->pos[0]);
+		goto out;
+	}
+	if (count > 1 && !all) {
+		rc = tool_fail(c, "old_string occurs %lld times in %s; give "
+			       "more context to make it unique, or replace "
+			       "all of them", count, c->pos[0]);
+		goto out;
+	}
+	for (p = data.p; !rc && (q = memmem(p, (size_t)(end - p), old, oldn));
+	     p = q + oldn) {
+		rc = sg_buf_add(&res, p, (size_t)(q - p));
+		if (!rc)
+			rc = sg_buf_add(&res, repl, repln);
+	}
+	if (!rc)
+		rc = sg_buf_add(&res, p, (size_t)(end - p));
+	if (rc == SG_E_TOO_LARGE)
+		rc = sg_err_set(&c->err, SG_E_TOO_LARGE,
+				"the edited %s would be larger than %zu bytes",
+				c->pos[0], (size_t)FS_EDIT_MAX);
+	if (!rc)
+		rc = put_file(c, rel.p, c->pos[0], res.p, res.len, false, 0,
+			      &created);
+	if (!rc)
+		rc = sg_reply_ok(c->out);
+	if (!rc)
+		rc = kv_int(c->out, "replacements", count);
+	if (!rc)
+		rc = kv_strn(c->out, "path", rel.p, rel.len);
+	if (!rc)
+		rc = sg_reply_end(c->out);
+out:
+	close_fd(&fd);
+	sg_buf_release(&res);
+	sg_buf_release(&data);
+	sg_buf_release(&rel);
+	return rc;
+}
+
+/* ---- directory walks: list, glob, recursive delete ---- */
+
+struct names {
+	char **v;
+	size_t n, cap;
+};
+
+static void names_free(struct names *ns)
+{
+	for (size_t i = 0; i < ns->n; i++)
+		free(ns->v[i]);
+	free(ns->v);
+	memset(ns, 0, sizeof(*ns));
+}
+
+static int name_cmp(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/*
+ * The entries of directory dirfd (borrowed), sorted, "." and ".." left
+ * out.  Returns 0 or an errno.
+ */
+static int names_read(int dirfd, struct names *ns)
+{
+	int fd = openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC), e = 0;
+	struct dirent *d;
+	DIR *dir;
+
+	memset(ns, 0, sizeof(*ns));
+	if (fd < 0)
+		return errno;
+	dir = fdopendir(fd);
+	if (!dir) {
+		e = errno;
+		close(fd);
+		return e;
+	}
+	for (;;) {
+		errno = 0;
+		d = readdir(dir);
+		if (!d) {
+			e = errno;
+			break;
+		}
+		if (!strcmp(d->d_name, ".") || !strcmp(d->d_name, ".."))
+			continue;
+		if (ns->n == ns->cap) {
+			size_t cap = ns->cap ? ns->cap * 2 : 32;
+			char **v = realloc(ns->v, cap * sizeof(*v));
+
+			if (!v) {
+				e = ENOMEM;
+				break;
+			}
+			ns->v = v;
+			ns->cap = cap;
+		}
+		ns->v[ns->n] = strdup(d->d_name);
+		if (!ns->v[ns->n]) {
+			e = ENOMEM;
+			break;
+		}
+		ns->n++;
+	}
+	closedir(dir);
+	if (e) {
+		names_free(ns);
+		return e;
+	}
+	if (ns->n)
+		qsort(ns->v, ns->n, sizeof(*ns->v), name_cmp);
+	return 0;
+}
+
+/* A '/'-joined path under construction, relative to root. */
+struct relpath {
+	char p[SG_PATH_MAX + 1];
+	size_t len;
+};
+
+static bool rp_push(struct relpath *r, const char *name, size_t *saved)
+{
+	size_t n = strlen(name), need = r->len + (r->len ? 1 : 0) + n;
+
+	*saved = r->len;
+	if (need > SG_PATH_MAX)
+		return false;
+	if (r->len)
+		r->p[r->len++] = '/';
+	memcpy(r->p + r->len, name, n + 1);
+	r->len += n;
+	return true;
+}
+
+static void rp_pop(struct relpath *r, size_t saved)
+{
+	r->len = saved;
+	r->p[saved] = '\0';
+}
+
+struct lister {
+	struct fs *c;
+	struct sg_buf text;
+	struct relpath path;
+	int64_t max, depth, entries;
+	bool hidden, truncated, stop;
+};
+
+static char type_char(mode_t m)
+{
+	return S_ISDIR(m) ? 'd' : S_ISREG(m) ? 'f' : S_ISLNK(m) ? 'l' : 'o';
+}
+
+/* List directory dirfd (borrowed), which is l->path, at depth level. */
+static sg_err list_walk(struct lister *l, int dirfd, int64_t level)
+{
+	struct names ns;
+	sg_err rc = SG_OK;
+	int e;
+
+	if (sg_cancel_check(l->c->cancel))
+		return cancelled(l->c, "the listing");
+	e = names_read(dirfd, &ns);
+	if (e) {
+		/* An unreadable subdirectory is listed without its contents. */
+		if (level == 1)
+			return tool_fail(l->c, "cannot list %s: %s",
+					 l->c->pos[0], errstr(e));
+		return SG_OK;
+	}
+	for (size_t i = 0; i < ns.n && !rc && !l->stop; i++) {
+		const char *name = ns.v[i];
+		struct stat st;
+		size_t saved;
+		int sub;
+
+		if (!l->hidden && name[0] == '.')
+			continue;
+		if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0)
+			continue;
+		if (!rp_push(&l->path, name, &saved))
+			continue;
+		if (l->entries == l->max) {
+			l->truncated = l->stop = true;
+		} else if (sg_buf_addf(&l->text, "%c %lld %s%s\n",
+				       type_char(st.st_mode),
+				       (long long)st.st_size, l->path.p,
+				       S_ISDIR(st.st_mode) ? "/" : "")) {
+			l->truncated = l->stop = true;
+		} else {
+			l->entries++;
+		}
+		if (!l->stop && S_ISDIR(st.st_mode) && level < l->depth) {
+			sub = openat(dirfd, name, O_PATH | O_DIRECTORY |
+							  O_NOFOLLOW | O_CLOEXEC);
+			if (sub >= 0) {
+				rc = list_walk(l, sub, level + 1);
+				close(sub);
+			}
+		}
+		rp_pop(&l->path, saved);
+	}
+	names_free(&ns);
+	return rc;
+}
+
+/*
+ * fs list [PATH] [--depth N] [--hidden] [--max N]
+ * Entries come in tree order: each directory's names sorted, a
+ * directory's contents right after it.
+ */
+static sg_err fs_list(struct fs *c)
+{
+	struct sg_buf rel = SG_BUF_INIT(SG_PATH_MAX);
+	struct lister *l = calloc(1, sizeof(*l));
+	int dirfd = -1;
+	struct stat st;
+	sg_err rc;
+
+	if (!l)
+		return SG_E_INTERNAL;
+	l->c = c;
+	sg_buf_init(&l->text, SG_TOOL_OUTPUT);
+	l->hidden = sg_args_flag(&c->a, "hidden");
+	rc = sg_args_int(&c->a, "depth", 1, FS_DEPTH_MAX, &l->depth, &c->err);
+	if (!rc)
+		rc = sg_args_int(&c->a, "max", SG_LIST_MAX, SG_LIST_MAX, &l->max,
+				 &c->err);
+	if (!rc)
+		rc = args_done(c, 0, 1);
+	if (!rc)
+		rc = resolve(c, c->npos ? c->pos[0] : ".", SG_PATH_EXISTING, &rel);
+	if (rc)
+		goto out;
+	if (!c->npos)
+		c->pos[c->npos++] = ".";
+	if (l->depth < 1)
+		l->depth = 1;
+	if (fstatat(c->rootfd, at_path(&rel), &st, AT_SYMLINK_NOFOLLOW) != 0 ||
+	    !S_ISDIR(st.st_mode)) {
+		rc = tool_fail(c, "%s is not a directory", c->pos[0]);
+		goto out;
+	}
+	dirfd = openat(c->rootfd, at_path(&rel),
+		       O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (dirfd < 0) {
+		rc = tool_fail(c, "cannot list %s: %s", c->pos[0],
+			       errstr(errno));
+		goto out;
+	}
+	memcpy(l->path.p, rel.p, rel.len + 1);
+	l->path.len = rel.len;
+	rc = list_walk(l, dirfd, 1);
+	if (!rc)
+		rc = sg_reply_ok(c->out);
+	if (!rc)
+		rc = kv_strn(c->out, "content", l->text.p, l->text.len);
+	if (!rc)
+		rc = kv_int(c->out, "entries", l->entries);
+	if (!rc)
+		rc = kv_bool(c->out, "truncated", l->truncated);
+	if (!rc)
+		rc = kv_strn(c->out, "path", rel.p, rel.len);
+	if (!rc)
+		rc = sg_reply_end(c->out);
+out:
+	close_fd(&dirfd);
+	sg_buf_release(&l->text);
+	free(l);
+	sg_buf_release(&rel);
+	return rc;
+}
+
+/* ---- glob ---- */
+
+struct hit {
+	char *path;
+	long long sec, nsec;
+};
+
+struct globber {
+	struct fs *c;
+	char *pat;                      /* the pattern, '/' made '\0' */
+	const char *pc[FS_DEPTH_MAX];   /* its components */
+	int np;
+	const char *sc[FS_DEPTH_MAX];   /* the walked path's components */
+	int ns;
+	struct relpath path;            /* the walked path, from root */
+	struct hit *hits;
+	size_t nhits, cap;
+	int64_t max, total;
+};
+
+static bool is_globstar(const char *p)
+{
+	return p[0] == '*' && p[1] == '*' && p[2] == '\0';
+}
+
+/* .git is matched only by a component that names it. */
+static bool comp_match(const char *pat, const char *name)
+{
+	if (strcmp(name, ".git") == 0)
+		return strcmp(pat, ".git") == 0;
+	return fnmatch(pat, name, 0) == 0;
+}
+
+/* Does the whole path sc[0..ns) match pc[0..np)? */
+static bool glob_match(const char *const *pc, int np, const char *const *sc,
+		       int ns)
+{
+	while (np > 0 && !is_globstar(pc[0])) {
+		if (ns == 0 || !comp_match(pc[0], sc[0]))
+			return false;
+		pc++, np--, sc++, ns--;
+	}
+	if (np == 0)
+		return ns == 0;
+	/* "**": match the rest here, or let it swallow one more directory. */
+	if (glob_match(pc + 1, np - 1, sc, ns))
+		return true;
+	return ns > 0 && strcmp(sc[0], ".git") != 0 &&
+	       glob_match(pc, np, sc + 1, ns - 1);
+}
+
+/* Could something below the directory sc[0..ns) match pc[0..np)? */
+static bool glob_prefix(const char *const *pc, int np, const char *const *sc,
+			int ns)
+{
+	while (np > 0 && ns > 0 && !is_globstar(pc[0])) {
+		if (!comp_match(pc[0], sc[0]))
+			return false;
+		pc++, np--, sc++, ns--;
+	}
+	if (np == 0)
+		return false;
+	if (ns == 0)
+		return true;
+	if (glob_prefix(pc + 1, np - 1, sc, ns))
+		return true;
+	return strcmp(sc[0], ".git") != 0 &&
+	       glob_prefix(pc, np, sc + 1, ns - 1);
+}
+
+static int hit_cmp(const void *a, const void *b)
+{
+	const struct hit *x = a, *y = b;
+
+	if (x->sec != y->sec)
+		return x->sec < y->sec ? 1 : -1;
+	if (x->nsec != y->nsec)
+		return x->nsec < y->nsec ? 1 : -1;
+	return strcmp(x->path, y->path);
+}
+
+/* Keep only the max newest hits, so memory stays bounded by max. */
+static void hits_prune(struct globber *g)
+{
+	size_t keep = (size_t)g->max;
+
+	qsort(g->hits, g->nhits, sizeof(*g->hits), hit_cmp);
+	for (size_t i = keep; i < g->nhits; i++)
+		free(g->hits[i].path);
+	if (g->nhits > keep)
+		g->nhits = keep;
+}
+
+static sg_err hit_add(struct globber *g, const struct stat *st)
+{
+	struct hit *h;
+
+	g->total++;
+	if (g->max == 0)
+		return SG_OK;
+	if (g->nhits == g->cap && g->cap >= 2 * (size_t)g->max) {
+		hits_prune(g);
+	} else if (g->nhits == g->cap) {
+		size_t cap = g->cap ? g->cap * 2 : 64;
+
+		if (cap > 2 * (size_t)g->max)
+			cap = 2 * (size_t)g->max;
+		h = realloc(g->hits, cap * sizeof(*h));
+		if (!h)
+			return SG_E_INTERNAL;
+		g->hits = h;
+		g->cap = cap;
+	}
+	h = &g->hits[g->nhits];
+	h->path = strdup(g->path.p);
+	if (!h->path)
+		return SG_E_INTERNAL;
+	h->sec = (long long)st->st_mtim.tv_sec;
+	h->nsec = (long long)st->st_mtim.tv_nsec;
+	g->nhits++;
+	return SG_OK;
+}
+
+/* Walk directory dirfd (borrowed), whose components are g->sc. */
+static sg_err glob_walk(struct globber *g, int dirfd)
+{
+	struct names ns;
+	sg_err rc = SG_OK;
+
+	if (sg_cancel_check(g->c->cancel))
+		return cancelled(g->c, "the glob");
+	if (names_read(dirfd, &ns) != 0)
+		return SG_OK; /* unreadable: nothing in it matches */
+	for (size_t i = 0; i < ns.n && !rc; i++) {
+		const char *name = ns.v[i];
+		struct stat st;
+		size_t saved;
+		int sub;
+
+		if (g->ns == FS_DEPTH_MAX || !rp_push(&g->path, name, &saved))
+			continue;
+		g->sc[g->ns++] = name;
+		if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0) {
+			/* vanished meanwhile */
+		} else if (S_ISDIR(st.st_mode)) {
+			if (glob_prefix(g->pc, g->np, g->sc, g->ns)) {
+				sub = openat(dirfd, name,
+					     O_PATH | O_DIRECTORY | O_NOFOLLOW |
+						     O_CLOEXEC);
+				if (sub >= 0) {
+					rc = glob_walk(g, sub);
+					close(sub);
+				}
+			}
+		} else if (glob_match(g->pc, g->np, g->sc, g->ns)) {
+			rc = hit_add(g, &st);
+		}
+		g->ns--;
+		rp_pop(&g->path, saved);
+	}
+	names_free(&ns);
+	return rc;
+}
+
+/*
+ * Split the pattern into components: "." and empty ones dropped, runs of
+ * "**" folded into one, and a final "**" read as "**" + "*" (every file
+ * below).  ".." is refused: a pattern stays below its directory.
+ */
+static sg_err glob_compile(struct globber *g, char *pat)
+{
+	char *p = pat;
+
+	g->np = 0;
+	while (*p) {
+		char *end = p + strcspn(p, "/");
+		bool more = *end != '\0';
+
+		*end = '\0';
+		if (strcmp(p, "..") == 0)
+			return sg_err_set(&g->c->err, SG_E_INVALID_ARGUMENT,
+					  "glob patterns may not contain '..'");
+		if (*p && strcmp(p, ".") != 0 &&
+		    !(is_globstar(p) && g->np && is_globstar(g->pc[g->np - 1]))) {
+			if (g->np + 1 >= FS_DEPTH_MAX)
+				return sg_err_set(&g->c->err,
+						  SG_E_INVALID_ARGUMENT,
+						  "the glob pattern is too long");
+			g->pc[g->np++] = p;
+		}
+		p = more ? end + 1 : end;
+	}
+	if (g->np && is_globstar(g->pc[g->np - 1]))
+		g->pc[g->np++] = "*";
+	if (g->np == 0)
+		return sg_err_set(&g->c->err, SG_E_INVALID_ARGUMENT,
+				  "the glob pattern is empty");
+	return SG_OK;
+}
+
+/* fs glob PATTERN [--path PATH] [--max N] */
+static sg_err fs_glob(struct fs *c)
+{
+	struct sg_buf rel = SG_BUF_INIT(SG_PATH_MAX), text = SG_BUF_INIT(SG_TOOL_OUTPUT);
+	const char *base = sg_args_str(&c->a, "path", ".");
+	struct globber *g = calloc(1, sizeof(*g));
+	const char *pattern;
+	bool truncated;
+	long long count = 0;
+	int dirfd = -1;
+	sg_err rc;
+
+	if (!g)
+		return SG_E_INTERNAL;
+	g->c = c;
+	rc = sg_args_int(&c->a, "max", SG_LIST_MAX, SG_LIST_MAX, &g->max,
+			 &c->err);
+	if (!rc)
+		rc = args_done(c, 1, 1);
+	if (rc)
+		goto out;
+	pattern = c->pos[0];
+	if (pattern[0] == '/') {
+		/* An absolute pattern is an environment path under root. */
+		size_t rn = strlen(c->root);
+
+		if (rn == 1)
+			rn = 0;
+		if (strncmp(pattern, c->root, rn) != 0 ||
+		    (pattern[rn] != '/' && pattern[rn] != '\0')) {
+			rc = sg_err_set(&c->err, SG_E_PATH_ESCAPE,
+					"%s resolves outside the workspace root",
+					pattern);
+			goto out;
+		}
+		pattern += rn;
+		base = ".";
+	}
+	g->pat = strdup(pattern);
+	if (!g->pat) {
+		rc = SG_E_INTERNAL;
+		goto out;
+	}
+	rc = glob_compile(g, g->pat);
+	if (!rc)
+		rc = resolve(c, base, SG_PATH_EXISTING, &rel);
+	if (rc)
+		goto out;
+	dirfd = openat(c->rootfd, at_path(&rel),
+		       O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (dirfd < 0) {
+		rc = tool_fail(c, "%s is not a directory", base);
+		goto out;
+	}
+	memcpy(g->path.p, rel.p, rel.len + 1);
+	g->path.len = rel.len;
+	rc = glob_walk(g, dirfd);
+	if (rc)
+		goto out;
+	if (g->max)
+		hits_prune(g);
+	truncated = g->total > g->max;
+	for (size_t i = 0; i < g->nhits; i++) {
+		if (sg_buf_addf(&text, "%s\n", g->hits[i].path)) {
+			truncated = true;
+			break;
+		}
+		count++;
+	}
+	rc = sg_reply_ok(c->out);
+	if (!rc)
+		rc = kv_strn(c->out, "content", text.p, text.len);
+	if (!rc)
+		rc = kv_int(c->out, "count", count);
+	if (!rc)
+		rc = kv_bool(c->out, "truncated", truncated);
+	if (!rc)
+		rc = sg_reply_end(c->out);
+out:
+	close_fd(&dirfd);
+	for (size_t i = 0; i < g->nhits; i++)
+		free(g->hits[i].path);
+	free(g->hits);
+	free(g->pat);
+	free(g);
+	sg_buf_release(&text);
+	sg_buf_release(&rel);
+	return rc;
+}
+
+/* ---- grep ---- */
+
+struct grepper {
+	struct sg_buf text;     /* the reply's content */
+	struct sg_buf pending;  /* child output not yet cut into lines */
+	struct sg_buf errtext;  /* the child's stderr, head kept */
+	const char *prefix;     /* the searched directory, relative to root */
+	bool dot;               /* the child was given "." (paths start "./") */
+	int64_t max, count;
+	bool truncated, stop;
+};
+
+/* One line of child output: re-rooted and appended. */
+static void grep_line(struct grepper *g, const char *s, size_t n)
+{
+	size_t plen = strlen(g->prefix);
+	size_t need = (plen ? plen + 1 : 0) + n + 1;
+
+	if (g->count == g->max || need > g->text.max - g->text.len) {
+		g->truncated = g->stop = true;
+		return;
+	}
+	if (g->dot && n >= 2 && s[0] == '.' && s[1] == '/') {
+		s += 2;
+		n -= 2;
+	}
+	/* Room was checked above, so these cannot fail. */
+	if ((plen && (sg_buf_add(&g->text, g->prefix, plen) ||
+		      sg_buf_addc(&g->text, '/'))) ||
+	    sg_buf_add(&g->text, s, n) || sg_buf_addc(&g->text, '\n')) {
+		g->truncated = g->stop = true;
+		return;
+	}
+	g->count++;
+}
+
+static void grep_feed(struct grepper *g, const char *data, size_t n, bool eof)
+{
+	const char *p, *nl, *end;
+
+	if (n && sg_buf_add(&g->pending, data, n)) {
+		/* A line longer than the whole output budget. */
+		g->truncated = g->stop = true;
+		return;
+	}
+	p = g->pending.p;
+	end = p + g->pending.len;
+	while (!g->stop && (nl = memchr(p, '\n', (size_t)(end - p))) != NULL) {
+		grep_line(g, p, (size_t)(nl - p));
+		p = nl + 1;
+	}
+	if (!g->stop && eof && p < end) {
+		grep_line(g, p, (size_t)(end - p));
+		p = end;
+	}
+	sg_buf_consume(&g->pending, (size_t)(p - g->pending.p));
+}
+
+/* The absolute path of prog in $PATH, into dst; false if absent. */
+static bool find_in_path(const char *prog, char *dst, size_t cap)
+{
+	const char *path = getenv("PATH");
+	const char *p;
+
+	if (!path)
+		path = "/usr/local/bin:/usr/bin:/bin";
+	for (p = path; *p;) {
+		size_t n = strcspn(p, ":");
+		int w;
+
+		if (n > 0 && p[0] == '/') {
+			w = snprintf(dst, cap, "%.*s/%s", (int)n, p, prog);
+			if (w > 0 && (size_t)w < cap && access(dst, X_OK) == 0)
+				return true;
+		}
+		p += n;
+		if (*p == ':')
+			p++;
+	}
+	return false;
+}
+
+/*
+ * Run the search program with cwd = cwdfd (borrowed), its stdout cut
+ * into g's lines and stderr kept for a message, until both close, g has
+ * enough lines, or the cancel token fires.  The child is always reaped.
+ */
+static sg_err grep_run(struct fs *c, struct grepper *g, const char *prog,
+		       bool search_path, char *const *av, int cwdfd,
+		       int *status, bool *killed)
+{
+	int outp[2] = { -1, -1 }, errp[2] = { -1, -1 };
+	posix_spawn_file_actions_t fa;
+	posix_spawnattr_t at;
+	bool fa_ok = false, at_ok = false, stop = false;
+	char *chunk = malloc(FS_CHUNK);
+	sigset_t none, dfl;
+	pid_t pid = -1;
+	sg_err rc = SG_OK;
+	int e;
+
+	*killed = false;
+	*status = 0;
+	if (!chunk || pipe2(outp, O_CLOEXEC) != 0 || pipe2(errp, O_CLOEXEC) != 0) {
+		rc = sg_err_set(&c->err, SG_E_INTERNAL,
+				"cannot start %s: %s", prog,
+				errstr(chunk ? errno : ENOMEM));
+		goto out;
+	}
+	fa_ok = posix_spawn_file_actions_init(&fa) == 0;
+	at_ok = posix_spawnattr_init(&at) == 0;
+	sigemptyset(&none);
+	sigemptyset(&dfl);
+	/* A gateway that ignores SIGPIPE must not pass that on. */
+	sigaddset(&dfl, SIGPIPE);
+	e = !fa_ok || !at_ok ? ENOMEM : 0;
+	if (!e)
+		e = posix_spawn_file_actions_addopen(&fa, 0, "/dev/null",
+						     O_RDONLY, 0);
+	if (!e)
+		e = posix_spawn_file_actions_adddup2(&fa, outp[1], 1);
+	if (!e)
+		e = posix_spawn_file_actions_adddup2(&fa, errp[1], 2);
+	if (!e)
+		e = posix_spawn_file_actions_addfchdir_np(&fa, cwdfd);
+	if (!e)
+		e = posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSIGMASK |
+							  POSIX_SPAWN_SETSIGDEF);
+	if (!e)
+		e = posix_spawnattr_setsigmask(&at, &none);
+	if (!e)
+		e = posix_spawnattr_setsigdefault(&at, &dfl);
+	if (!e)
+		e = search_path ? posix_spawnp(&pid, prog, &fa, &at, av, environ)
+				: posix_spawn(&pid, prog, &fa, &at, av, environ);
+	close_fd(&outp[1]);
+	close_fd(&errp[1]);
+	if (e) {
+		pid = -1;
+		rc = tool_fail(c, "cannot run %s: %s", prog, errstr(e));
+		goto out;
+	}
+	while (outp[0] >= 0 || errp[0] >= 0) {
+		struct pollfd pf[3];
+		int n = 0, io = -1, ie = -1, ic = -1;
+		ssize_t r;
+
+		if (outp[0] >= 0) {
+			io = n;
+			pf[n++] = (struct pollfd){ .fd = outp[0], .events = POLLIN };
+		}
+		if (errp[0] >= 0) {
+			ie = n;
+			pf[n++] = (struct pollfd){ .fd = errp[0], .events = POLLIN };
+		}
+		if (sg_cancel_fd(c->cancel) >= 0) {
+			ic = n;
+			pf[n++] = (struct pollfd){ .fd = sg_cancel_fd(c->cancel),
+						   .events = POLLIN };
+		}
+		if (poll(pf, (nfds_t)n, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			rc = sg_err_set(&c->err, SG_E_INTERNAL,
+					"waiting for %s failed: %s", prog,
+					errstr(errno));
+			stop = true;
+			break;
+		}
+		if ((ic >= 0 && pf[ic].revents) || sg_cancel_check(c->cancel)) {
+			rc = cancelled(c, "the search");
+			stop = true;
+			break;
+		}
+		if (io >= 0 && pf[io].revents) {
+			r = read(outp[0], chunk, FS_CHUNK);
+			if (r > 0)
+				grep_feed(g, chunk, (size_t)r, false);
+			else if (r == 0 || errno != EINTR)
+				close_fd(&outp[0]);
+			if (g->stop) {
+				stop = true;
+				break;
+			}
+		}
+		if (ie >= 0 && pf[ie].revents) {
+			r = read(errp[0], chunk, FS_CHUNK);
+			if (r > 0)
+				sg_buf_add_clipped(&g->errtext, chunk, (size_t)r);
+			else if (r == 0 || errno != EINTR)
+				close_fd(&errp[0]);
+		}
+	}
+	if (!stop)
+		grep_feed(g, NULL, 0, true);
+out:
+	if (pid > 0) {
+		if (stop) {
+			kill(pid, SIGKILL);
+			*killed = true;
+		}
+		close_fd(&outp[0]);
+		close_fd(&errp[0]);
+		while (waitpid(pid, status, 0) < 0 && errno == EINTR)
+			;
+	}
+	if (fa_ok)
+		posix_spawn_file_actions_destroy(&fa);
+	if (at_ok)
+		posix_spawnattr_destroy(&at);
+	close_fd(&outp[0]);
+	close_fd(&outp[1]);
+	close_fd(&errp[0]);
+	close_fd(&errp[1]);
+	free(chunk);
+	return rc;
+}
+
+/* fs grep PATTERN [--path PATH] [--glob G] [--ignore-case] [--max N] */
+static sg_err fs_grep(struct fs *c)
+{
+	struct sg_buf rel = SG_BUF_INIT(SG_PATH_MAX),
+		      include = SG_BUF_INIT(SG_PATH_MAX + 16);
+	const char *path = sg_args_str(&c->a, "path", ".");
+	const char *glob = sg_args_str(&c->a, "glob", NULL);
+	bool icase = sg_args_flag(&c->a, "ignore-case"), killed = false;
+	char parent[SG_PATH_MAX + 1], rg[SG_PATH_MAX + 1];
+	struct grepper g = { .prefix = "" };
+	const char *target = ".", *engine;
+	char *av[16];
+	int cwdfd = -1, status = 0, ac = 0;
+	struct stat st;
+	sg_err rc;
+
+	sg_buf_init(&g.text, SG_TOOL_OUTPUT);
+	sg_buf_init(&g.pending, SG_TOOL_OUTPUT);
+	sg_buf_init(&g.errtext, SG_HELPER_STDERR);
+	rc = sg_args_int(&c->a, "max", SG_GREP_DEFAULT, SG_LIST_MAX, &g.max,
+			 &c->err);
+	if (!rc)
+		rc = args_done(c, 1, 1);
+	if (!rc)
+		rc = resolve(c, path, SG_PATH_EXISTING, &rel);
+	if (rc)
+		goto out;
+	if (fstatat(c->rootfd, at_path(&rel), &st, AT_SYMLINK_NOFOLLOW) != 0) {
+		rc = tool_fail(c, "%s: %s", path, errstr(errno));
+		goto out;
+	}
+	if (S_ISDIR(st.st_mode)) {
+		/* Search "." in the directory so the paths come out short. */
+		g.prefix = rel.p;
+		g.dot = true;
+		snprintf(parent, sizeof(parent), "%s", at_path(&rel));
+	} else {
+		target = split_rel(rel.p, parent, sizeof(parent));
+		g.prefix = strcmp(parent, ".") ? parent : "";
+	}
+	cwdfd = openat(c->rootfd, parent,
+		       O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (cwdfd < 0) {
+		rc = tool_fail(c, "%s: %s", path, errstr(errno));
+		goto out;
+	}
+	if (find_in_path("rg", rg, sizeof(rg))) {
+		engine = "rg";
+		av[ac++] = (char *)"rg";
+		av[ac++] = (char *)"--line-number";
+		av[ac++] = (char *)"--no-heading";
+		av[ac++] = (char *)"--with-filename";
+		av[ac++] = (char *)"--color";
+		av[ac++] = (char *)"never";
+		if (icase)
+			av[ac++] = (char *)"-i";
+		if (glob) {
+			av[ac++] = (char *)"-g";
+			av[ac++] = (char *)glob;
+		}
+	} else {
+		engine = "grep";
+		av[ac++] = (char *)"grep";
+		av[ac++] = (char *)"-rnHE";
+		if (icase)
+			av[ac++] = (char *)"-i";
+		if (glob) {
+			if (sg_buf_addf(&include, "--include=%s", glob)) {
+				rc = sg_err_set(&c->err, SG_E_INVALID_ARGUMENT,
+						"--glob is too long");
+				goto out;
+			}
+			av[ac++] = include.p;
+		}
+	}
+	av[ac++] = (char *)"-e";
+	av[ac++] = (char *)c->pos[0];
+	av[ac++] = (char *)"--";
+	av[ac++] = (char *)target;
+	av[ac] = NULL;
+	rc = grep_run(c, &g, strcmp(engine, "rg") ? "grep" : rg,
+		      strcmp(engine, "rg") != 0, av, cwdfd, &status, &killed);
+	if (rc)
+		goto out;
+	/*
+	 * Status 1 is "no match".  2 and up is an error, but one that
+	 * still printed matches is usually an unreadable file in a big
+	 * tree, and the matches are worth more than the complaint.
+	 */
+	if (!killed && WIFSIGNALED(status)) {
+		rc = tool_fail(c, "%s was killed by signal %d", engine,
+			       WTERMSIG(status));
+		goto out;
+	}
+	if (!killed && WIFEXITED(status) && WEXITSTATUS(status) >= 2 &&
+	    g.count == 0) {
+		size_t n = strcspn(g.errtext.p, "\n");
+
+		if (n)
+			rc = tool_fail(c, "%.*s", (int)n, g.errtext.p);
+		else
+			rc = tool_fail(c, "%s exited with status %d", engine,
+				       WEXITSTATUS(status));
+		goto out;
+	}
+	rc = sg_reply_ok(c->out);
+	if (!rc)
+		rc = kv_strn(c->out, "content", g.text.p, g.text.len);
+	if (!rc)
+		rc = kv_int(c->out, "count", g.count);
+	if (!rc)
+		rc = kv_bool(c->out, "truncated", g.truncated);
+	if (!rc)
+		rc = kv_str(c->out, "engine", engine);
+	if (!rc)
+		rc = sg_reply_end(c->out);
+out:
+	close_fd(&cwdfd);
+	sg_buf_release(&g.text);
+	sg_buf_release(&g.pending);
+	sg_buf_release(&g.errtext);
+	sg_buf_release(&include);
+	sg_buf_release(&rel);
+	return rc;
+}
+
+/* ---- stat, delete, move, mkdir, resolve ---- */
+
+/* fs stat PATH: the entry itself, a final symlink not followed. */
+static sg_err fs_stat(struct fs *c)
+{
+	struct sg_buf rel = SG_BUF_INIT(SG_PATH_MAX);
+	char target[SG_PATH_MAX + 1], mode[8], when[32];
+	const char *type;
+	struct stat st;
+	struct tm tm;
+	ssize_t tl = -1;
+	sg_err rc;
+
+	rc = args_done(c, 1, 1);
+	if (!rc)
+		rc = resolve(c, c->pos[0], SG_PATH_NOFOLLOW, &rel);
+	if (rc)
+		goto out;
+	if (fstatat(c->rootfd, at_path(&rel), &st, AT_SYMLINK_NOFOLLOW) != 0) {
+		rc = tool_fail(c, "%s: %s", c->pos[0], errstr(errno));
+		goto out;
+	}
+	type = S_ISREG(st.st_mode)   ? "file"
+	       : S_ISDIR(st.st_mode) ? "dir"
+	       : S_ISLNK(st.st_mode) ? "symlink"
+				     : "other";
+	if (S_ISLNK(st.st_mode)) {
+		tl = readlinkat(c->rootfd, at_path(&rel), target,
+				sizeof(target) - 1);
+		if (tl >= 0)
+			target[tl] = '\0';
+	}
+	snprintf(mode, sizeof(mode), "%04o", (unsigned)(st.st_mode & 07777));
+	if (!gmtime_r(&st.st_mtim.tv_sec, &tm) ||
+	    !strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &tm))
+		snprintf(when, sizeof(when), "1970-01-01T00:00:00Z");
+	rc = sg_reply_ok(c->out);
+	if (!rc)
+		rc = kv_strn(c->out, "path", rel.p, rel.len);
+	if (!rc)
+		rc = kv_str(c->out, "type", type);
+	if (!rc)
+		rc = kv_int(c->out, "size", (long long)st.st_size);
+	if (!rc)
+		rc = kv_str(c->out, "mode", mode);
+	if (!rc)
+		rc = kv_str(c->out, "mtime", when);
+	if (!rc && tl >= 0)
+		rc = kv_strn(c->out, "target", target, (size_t)tl);
+	if (!rc)
+		rc = sg_reply_end(c->out);
+out:
+	sg_buf_release(&rel);
+	return rc;
+}
+
+/*
+ * Remove name (a directory) under dirfd (borrowed) and everything in it.
+ * Entries are looked at without following links, so a symlink is
+ * removed, never what it points at.
+ */
+static sg_err remove_tree(struct fs *c, int dirfd, const char *name)
+{
+	struct names ns = { 0 };
+	sg_err rc = SG_OK;
+	int fd, e;
+
+	if (sg_cancel_check(c->cancel))
+		return cancelled(c, "the delete");
+	fd = openat(dirfd, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return tool_fail(c, "cannot delete %s: %s", name, errstr(errno));
+	e = names_read(fd, &ns);
+	if (e)
+		rc = tool_fail(c, "cannot delete %s: %s", name, errstr(e));
+	for (size_t i = 0; i < ns.n && !rc; i++) {
+		struct stat st;
+
+		if (fstatat(fd, ns.v[i], &st, AT_SYMLINK_NOFOLLOW) != 0)
+			continue;
+		if (S_ISDIR(st.st_mode))
+			rc = remove_tree(c, fd, ns.v[i]);
+		else if (unlinkat(fd, ns.v[i], 0) != 0 && errno != ENOENT)
+			rc = tool_fail(c, "cannot delete %s: %s", ns.v[i],
+				       errstr(errno));
+	}
+	names_free(&ns);
+	close(fd);
+	if (!rc && unlinkat(dirfd, name, AT_REMOVEDIR) != 0)
+		rc = tool_fail(c, "cannot delete %s: %s", name, errstr(errno));
+	return rc;
+}
+
+/* fs delete PATH [--recursive] */
+static sg_err fs_delete(struct fs *c)
+{
+	struct sg_buf rel = SG_BUF_INIT(SG_PATH_MAX);
+	bool recursive = sg_args_flag(&c->a, "recursive");
+	char parent[SG_PATH_MAX + 1];
+	const char *name;
+	int dirfd = -1;
+	struct stat st;
+	sg_err rc;
+
+	rc = args_done(c, 1, 1);
+	if (!rc)
+		rc = resolve(c, c->pos[0], SG_PATH_NOFOLLOW, &rel);
+	if (rc)
+		goto out;
+	if (rel.len == 0) {
+		rc = sg_err_set(&c->err, SG_E_PERMISSION,
+				"%s is the workspace root, which cannot be "
+				"deleted", c->pos[0]);
+		goto out;
+	}
+	name = split_rel(rel.p, parent, sizeof(parent));
+	dirfd = openat(c->rootfd, parent,
+		       O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (dirfd < 0 || fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0) {
+		rc = tool_fail(c, "%s: %s", c->pos[0], errstr(errno));
+		goto out;
+	}
+	if (S_ISDIR(st.st_mode) && recursive) {
+		rc = remove_tree(c, dirfd, name);
+	} else if (S_ISDIR(st.st_mode)) {
+		if (unlinkat(dirfd, name, AT_REMOVEDIR) != 0)
+			rc = errno == ENOTEMPTY || errno == EEXIST
+				     ? tool_fail(c, "%s is a directory that is "
+						 "not empty; delete it "
+						 "recursively", c->pos[0])
+				     : tool_fail(c, "cannot delete %s: %s",
+						 c->pos[0], errstr(errno));
+	} else if (unlinkat(dirfd, name, 0) != 0) {
+		rc = tool_fail(c, "cannot delete %s: %s", c->pos[0],
+			       errstr(errno));
+	}
+	if (!rc)
+		rc = sg_reply_ok(c->out);
+	if (!rc)
+		rc = kv_strn(c->out, "deleted", rel.p, rel.len);
+	if (!rc)
+		rc = sg_reply_end(c->out);
+out:
+	close_fd(&dirfd);
+	sg_buf_release(&rel);
+	return rc;
+}
+
+/*
+ * The destination of a move names an entry that may not exist yet and,
+ * if it is a symlink, is replaced rather than followed; so only its
+ * directory is resolved (missing parts allowed) and its last component
+ * (trailing slashes dropped) is taken literally into name.
+ */
+static sg_err split_dest(struct fs *c, const char *dst, char *dir, size_t cap,
+			 char *name, size_t ncap)
+{
+	size_t end = strlen(dst), start, n;
+
+	while (end > 1 && dst[end - 1] == '/')
+		end--;
+	start = end;
+	while (start > 0 && dst[start - 1] != '/')
+		start--;
+	n = end - start;
+	if (n == 0 || (n == 1 && dst[start] == '.') ||
+	    (n == 2 && dst[start] == '.' && dst[start + 1] == '.') ||
+	    n >= ncap || start >= cap)
+		return sg_err_set(&c->err, SG_E_INVALID_ARGUMENT,
+				  "the destination %s must end in a file name",
+				  dst);
+	memcpy(name, dst + start, n);
+	name[n] = '\0';
+	if (start == 0)
+		snprintf(dir, cap, ".");
+	else if (start == 1)
+		snprintf(dir, cap, "/");
+	else
+		snprintf(dir, cap, "%.*s", (int)(start - 1), dst);
+	return SG_OK;
+}
+
+/* fs move SRC DST [--overwrite] */
+static sg_err fs_move(struct fs *c)
+{
+	struct sg_buf src = SG_BUF_INIT(SG_PATH_MAX), dst = SG_BUF_INIT(SG_PATH_MAX);
+	bool overwrite = sg_args_flag(&c->a, "overwrite");
+	char sparent[SG_PATH_MAX + 1], ddir[SG_PATH_MAX + 1], dname[NAME_MAX + 1];
+	const char *sname;
+	int sfd = -1, dfd = -1;
+	struct stat st;
+	sg_err rc;
+
+	rc = args_done(c, 2, 2);
+	if (!rc)
+		rc = resolve(c, c->pos[0], SG_PATH_NOFOLLOW, &src);
+	if (!rc && src.len == 0)
+		rc = sg_err_set(&c->err, SG_E_PERMISSION,
+				"%s is the workspace root, which cannot be "
+				"moved", c->pos[0]);
+	if (!rc)
+		rc = split_dest(c, c->pos[1], ddir, sizeof(ddir), dname,
+				sizeof(dname));
+	if (!rc)
+		rc = resolve(c, ddir, SG_PATH_PARENTS, &dst);
+	if (rc)
+		goto out;
+	rc = make_dirs(c, dst.p, &dfd, NULL);
+	if (rc)
+		goto out;
+	/* dst becomes the destination's own path, relative to root. */
+	if ((dst.len && sg_buf_addc(&dst, '/')) || sg_buf_adds(&dst, dname)) {
+		rc = sg_err_set(&c->err, SG_E_INVALID_ARGUMENT,
+				"the destination %s is too long", c->pos[1]);
+		goto out;
+	}
+	sname = split_rel(src.p, sparent, sizeof(sparent));
+	sfd = openat(c->rootfd, sparent,
+		     O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (sfd < 0) {
+		rc = tool_fail(c, "%s: %s", c->pos[0], errstr(errno));
+		goto out;
+	}
+	if (strcmp(src.p, dst.p) != 0 &&
+	    fstatat(dfd, dname, &st, AT_SYMLINK_NOFOLLOW) == 0 && !overwrite) {
+		rc = tool_fail(c, "%s already exists", c->pos[1]);
+		goto out;
+	}
+	if (renameat(sfd, sname, dfd, dname) != 0) {
+		rc = tool_fail(c, "cannot move %s to %s: %s", c->pos[0],
+			       c->pos[1], errstr(errno));
+		goto out;
+	}
+	rc = sg_reply_ok(c->out);
+	if (!rc)
+		rc = kv_strn(c->out, "from", src.p, src.len);
+	if (!rc)
+		rc = kv_strn(c->out, "to", dst.p, dst.len);
+	if (!rc)
+		rc = sg_reply_end(c->out);
+out:
+	close_fd(&sfd);
+	close_fd(&dfd);
+	sg_buf_release(&src);
+	sg_buf_release(&dst);
+	return rc;
+}
+
+/* fs mkdir PATH: parents made; an existing directory is fine. */
+static sg_err fs_mkdir(struct fs *c)
+{
+	struct sg_buf rel = SG_BUF_INIT(SG_PATH_MAX);
+	bool created = false;
+	int fd = -1;
+	sg_err rc;
+
+	rc = args_done(c, 1, 1);
+	if (!rc)
+		rc = resolve(c, c->pos[0], SG_PATH_PARENTS, &rel);
+	if (!rc)
+		rc = make_dirs(c, rel.p, &fd, &created);
+	if (!rc)
+		rc = sg_reply_ok(c->out);
+	if (!rc)
+		rc = kv_strn(c->out, "path", rel.p, rel.len);
+	if (!rc)
+		rc = kv_bool(c->out, "created", created);
+	if (!rc)
+		rc = sg_reply_end(c->out);
+	close_fd(&fd);
+	sg_buf_release(&rel);
+	return rc;
+}
+
+/* fs resolve PATH [--for-write]: the path inside the environment. */
+static sg_err fs_resolve(struct fs *c)
+{
+	struct sg_buf rel = SG_BUF_INIT(SG_PATH_MAX), abs = SG_BUF_INIT(2 * SG_PATH_MAX + 1);
+	bool for_write = sg_args_flag(&c->a, "for-write");
+	sg_err rc;
+
+	rc = args_done(c, 1, 1);
+	if (!rc)
+		rc = resolve(c, c->pos[0],
+			     for_write ? SG_PATH_CREATE : SG_PATH_EXISTING, &rel);
+	if (!rc)
+		rc = sg_buf_adds(&abs, c->root);
+	if (!rc && rel.len && strcmp(c->root, "/") != 0)
+		rc = sg_buf_addc(&abs, '/');
+	if (!rc)
+		rc = sg_buf_add(&abs, rel.p, rel.len);
+	if (!rc)
+		rc = sg_reply_ok(c->out);
+	if (!rc)
+		rc = kv_strn(c->out, "path", abs.p, abs.len);
+	if (!rc)
+		rc = kv_strn(c->out, "rel", rel.p, rel.len);
+	if (!rc)
+		rc = sg_reply_end(c->out);
+	sg_buf_release(&abs);
+	sg_buf_release(&rel);
+	return rc;
+}
+
+/* ---- dispatch ---- */
+
+static const struct fs_cmd {
+	const char *name;
+	const char *flags; /* the options that take no value */
+	sg_err (*run)(struct fs *c);
+} fs_cmds[] = {
+	{ "read", "base64", fs_read },
+	{ "write", "base64", fs_write },
+	{ "edit", "all", fs_edit },
+	{ "list", "hidden", fs_list },
+	{ "glob", "", fs_glob },
+	{ "grep", "ignore-case", fs_grep },
+	{ "stat", "", fs_stat },
+	{ "delete", "recursive", fs_delete },
+	{ "move", "overwrite", fs_move },
+	{ "mkdir", "", fs_mkdir },
+	{ "resolve", "for-write", fs_resolve },
+};
+
+/* The common options: --root (absolute, normalised) and --host-root. */
+static sg_err common_args(struct fs *c)
+{
+	struct sg_buf root = SG_BUF_INIT(SG_PATH_MAX);
+	const char *r = sg_args_str(&c->a, "root", NULL);
+	sg_err rc;
+
+	c->host_root = sg_args_str(&c->a, "host-root", r);
+	if (!r || r[0] != '/' || !c->host_root || c->host_root[0] != '/')
+		return sg_err_set(&c->err, SG_E_INVALID_ARGUMENT,
+				  "--root (and --host-root) must be absolute "
+				  "paths");
+	rc = sg_path_normalize(r, &root);
+	if (rc)
+		rc = sg_err_set(&c->err, SG_E_INVALID_ARGUMENT,
+				"--root %s is not a usable path", r);
+	else
+		memcpy(c->root, root.p, root.len + 1);
+	sg_buf_release(&root);
+	for (int i = 0; !rc && i < c->a.npos + c->a.nrest; i++) {
+		if (i >= SG_ARGS_MAX)
+			return sg_err_set(&c->err, SG_E_INVALID_ARGUMENT,
+					  "too many arguments");
+		c->pos[c->npos++] = i < c->a.npos ? c->a.pos[i]
+						  : c->a.rest[i - c->a.npos];
+	}
+	return rc;
+}
+
+int sg_helper_fs(int argc, char *const *argv, const void *in, size_t inlen,
+		 struct sg_buf *out, const struct sg_cancel *cancel)
+{
+	const struct fs_cmd *cmd = NULL;
+	struct fs *c;
+	sg_err rc;
+
+	if (!out)
+		return 2;
+	c = calloc(1, sizeof(*c));
+	if (!c) {
+		sg_buf_reset(out);
+		if (sg_buf_adds(out, "{\"error\":\"internal\",\"message\":"
+				     "\"out of memory\"}"))
+			return 2;
+		return 0;
+	}
+	c->rootfd = -1;
+	c->in = in;
+	c->inlen = inlen;
+	c->out = out;
+	c->cancel = cancel;
+	for (size_t i = 0; argc > 0 && i < sizeof(fs_cmds) / sizeof(*fs_cmds);
+	     i++)
+		if (strcmp(argv[0], fs_cmds[i].name) == 0)
+			cmd = &fs_cmds[i];
+	if (!cmd) {
+		rc = sg_err_set(&c->err, SG_E_INVALID_ARGUMENT,
+				"unknown fs command %s (read, write, edit, "
+				"list, glob, grep, stat, delete, move, mkdir, "
+				"resolve)", argc > 0 ? argv[0] : "(none)");
+		goto out;
+	}
+	c->cmd = cmd->name;
+	rc = sg_args_parse(&c->a, argc - 1, argv + 1, cmd->flags, &c->err);
+	if (!rc)
+		rc = common_args(c);
+	if (!rc)
+		rc = cmd->run(c);
+out:
+	/* A code without a sentence came from a buffer or an allocation. */
+	if (rc == SG_E_TOO_LARGE)
+		sg_err_set(&c->err, rc, "the reply would be larger than %zu "
+			   "bytes", out->max);
+	else if (rc)
+		sg_err_set(&c->err, rc, "%s", sg_err_word(rc));
+	if (rc && c->err.code == SG_E_NOT_FOUND)
+		sg_reply_tool_error(out, "%s", c->err.msg);
+	else if (rc)
+		sg_reply_error(out, &c->err);
+	close_fd(&c->rootfd);
+	free(c);
+	return 0;
+}

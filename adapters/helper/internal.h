@@ -1,0 +1,83 @@
+/*
+ * internal.h - what sg-helper's command modules share.
+ *
+ * Each module (fs.c, proc.c, confine.c, probe.c) exports one entry point of
+ * the shape sg_helper_<module>(argc, argv, in, inlen, out, cancel), where
+ * argv[0] is the module's sub-command ("read", "spawn" ...) or, for the
+ * single-command modules, the command word itself.  Replies are built with
+ * the functions below so that every module answers in the three shapes
+ * helper.h promises.
+ */
+#ifndef SG_HELPER_INTERNAL_H
+#define SG_HELPER_INTERNAL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "helper.h"
+
+/* Module entry points; each returns the program's exit status. */
+int sg_helper_fs(int argc, char *const *argv, const void *in, size_t inlen,
+		 struct sg_buf *out, const struct sg_cancel *cancel);
+int sg_helper_proc(int argc, char *const *argv, const void *in, size_t inlen,
+		   struct sg_buf *out, const struct sg_cancel *cancel);
+int sg_helper_confine(int argc, char *const *argv);
+int sg_helper_probe(int argc, char *const *argv, struct sg_buf *out);
+int sg_confine_apply(const char *mode, const char *root, const char *const *allow_write, char *msg, size_t msglen);
+
+/*
+ * A command line, parsed without getopt (which keeps global state).
+ * Options are "--name value" or "--flag"; `--` ends them.  Everything else
+ * is positional, in order.  Strings are borrowed from argv.
+ */
+#define SG_ARGS_MAX 32
+struct sg_args {
+	int npos;
+	const char *pos[SG_ARGS_MAX];
+	int nopt;
+	struct {
+		const char *name; /* without the dashes */
+		const char *value; /* NULL for a flag */
+		bool used;
+	} opt[SG_ARGS_MAX];
+	int nrest;               /* after `--` */
+	char *const *rest;
+};
+
+/*
+ * Parse argv[0..argc) into a.  `flags` is a space-separated list of option
+ * names that take no value ("base64 all hidden").  Returns SG_OK or
+ * SG_E_INVALID_ARGUMENT with a sentence in err.
+ */
+sg_err sg_args_parse(struct sg_args *a, int argc, char *const *argv,
+		     const char *flags, struct sg_errinfo *err) SG_MUST_CHECK;
+
+/* The value of --name, or def when absent (the last one wins). */
+const char *sg_args_str(struct sg_args *a, const char *name, const char *def);
+/* Whether the flag --name was given. */
+bool sg_args_flag(struct sg_args *a, const char *name);
+/*
+ * --name as a non-negative integer within [0, max], def when absent;
+ * SG_E_INVALID_ARGUMENT naming the option otherwise.
+ */
+sg_err sg_args_int(struct sg_args *a, const char *name, int64_t def,
+		   int64_t max, int64_t *out, struct sg_errinfo *err)
+	SG_MUST_CHECK;
+/* SG_E_INVALID_ARGUMENT naming the first option that no lookup used. */
+sg_err sg_args_unused(const struct sg_args *a, struct sg_errinfo *err)
+	SG_MUST_CHECK;
+
+/* Replies. Each resets out first, so the last reply written is the one sent. */
+/* {"error":"<word>","message":"<err's sentence>"} */
+void sg_reply_error(struct sg_buf *out, const struct sg_errinfo *err);
+/* {"ok":false,"tool_error":"<sentence>"} */
+void sg_reply_tool_error(struct sg_buf *out, const char *fmt, ...)
+	SG_PRINTF(2, 3);
+/*
+ * Start {"ok":true and leave the object open: the caller appends
+ * ,"key":value pairs (sg_jw_key with first=0) and then sg_reply_end().
+ */
+sg_err sg_reply_ok(struct sg_buf *out) SG_MUST_CHECK;
+sg_err sg_reply_end(struct sg_buf *out) SG_MUST_CHECK;
+
+#endif

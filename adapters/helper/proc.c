@@ -1,0 +1,2168 @@
+/*
+ * proc.c - sg-helper's process spooling: `proc spawn|read|get|list|stop|wait`
+ * (command lines in helper.h, semantics in protocol-v4.md sections 4, 10).
+ *
+ * Three processes take part in a spawn.  The *spawner* is the sg-helper the
+ * gateway runs through the adapter's exec; it forks the *supervisor*, waits
+ * for its report, prints it and exits.  The supervisor leaves the caller's
+ * session (setsid), keeps none of the caller's descriptors, forks the
+ * *child* (the command, leader of its own process group) and pumps the
+ * child's output into the spool until the child has been reaped *and* its
+ * pipe is at EOF; only then does it write the final record, so no output
+ * ever follows it.  Every other command only reads these files (and
+ * signals the group): the gateway runs them in-process for environments on
+ * this host, from several threads at once, so they keep no global state,
+ * never fork, and wait only on descriptors they own and the cancel token.
+ *
+ * Files under --ctl C (created 0700):
+ *
+ *   C/.seq           the stamp counter: 8 bytes, a native-endian uint64.
+ *                    Every record write holds flock(LOCK_EX) on it while it
+ *                    bumps the counter, stores the new value as the record's
+ *                    "stamp" and renames the record into place, so records
+ *                    change in stamp order; `proc wait` scans under LOCK_SH
+ *                    and so never misses a change, which file mtimes (a few
+ *                    milliseconds coarse) could not promise.
+ *   C/.tmp/          the one directory a confined child may write besides
+ *                    its root (--confine); the gateway may point TMPDIR at it.
+ *   C/<ID>/record.json  one JSON object: ExecutionProcessV4's fields in the
+ *                    protocol's order, then internal ones no reply shows:
+ *                    supervisor_pid, supervisor_start (field 22 of
+ *                    /proc/<pid>/stat, against pid reuse), pid_ns (inode of
+ *                    the supervisor's pid namespace), pgid, timeout_ms,
+ *                    retain, stamp, birth (the stamp of the first write,
+ *                    which orders `proc list`) and message (why a spawn
+ *                    failed).  Written as record.tmp and renamed, always
+ *                    under the .seq lock.
+ *   C/<ID>/out       the spool: the newest `retain` bytes of the output; the
+ *                    byte at offset o sits at position o % retain (ring.h).
+ *   C/<ID>/progress  24 bytes, three native-endian uint64: total (bytes
+ *                    produced and stored), reserve (the end of the chunk
+ *                    being stored, equal to total between chunks) and
+ *                    total ^ reserve ^ PROGRESS_MAGIC, so a reader racing a
+ *                    write sees a mismatch and reads again.  The writer
+ *                    publishes reserve before it overwrites old bytes, so a
+ *                    reader that copied bytes and then reads reserve knows
+ *                    which of them may have been overwritten meanwhile.
+ *   C/<ID>/stop      created by `proc stop`: the supervisor then records
+ *                    `stopped` rather than `exited`.
+ *
+ * A record that says `running` whose supervisor is gone (dead, a zombie, or
+ * its pid reused: the start time differs) is rewritten as `lost`, under the
+ * .seq lock and only after re-reading it there, so a supervisor's final
+ * record is never overwritten.
+ */
+/*
+ * _GNU_SOURCE: pipe2, ppoll, signalfd, inotify, flock, syscall() for
+ * pidfd_open and the Linux-only signal names are GNU/Linux APIs.
+ */
+#define _GNU_SOURCE
+
+#include "internal.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/inotify.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../../gateway/base/jw.h"
+#include "../../gateway/base/limits.h"
+#include "../../gateway/base/ring.h"
+#include "../../gateway/base/utf8.h"
+
+/*
+ * Bounds of this module that are not protocol numbers.  They are guarded
+ * so that limits.h can take them over without a clash.
+ */
+#ifndef SG_PROC_DRAIN_MS
+#define SG_PROC_DRAIN_MS 200 /* pipe EOF awaited after the child's exit */
+#endif
+#ifndef SG_PROC_REAP_MS
+#define SG_PROC_REAP_MS 5000 /* final record awaited after SIGKILL */
+#endif
+#ifndef SG_PROC_LOST_POLL_MS
+#define SG_PROC_LOST_POLL_MS 1000 /* liveness re-check without a pidfd */
+#endif
+#ifndef SG_PROC_ID_MAX
+#define SG_PROC_ID_MAX 128 /* a process id's length */
+#endif
+#ifndef SG_PROC_CHUNK
+#define SG_PROC_CHUNK (64 * SG_KiB) /* one read from the child's pipe */
+#endif
+#ifndef SG_PROC_WATCH_MAX
+#define SG_PROC_WATCH_MAX 32 /* supervisors one wait watches by pidfd */
+#endif
+
+#define PROGRESS_MAGIC UINT64_C(0x73672d70726f6373)
+
+/* ---- small tools ------------------------------------------------------ */
+
+static int64_t sat_add(int64_t a, int64_t b)
+{
+	return b > INT64_MAX - a ? INT64_MAX : a + b;
+}
+
+/* Ids name directories: a conservative alphabet, never "." or "..". */
+static bool id_valid(const char *id)
+{
+	size_t n = strlen(id);
+
+	if (n == 0 || n > SG_PROC_ID_MAX || id[0] == '.')
+		return false;
+	for (size_t i = 0; i < n; i++) {
+		char c = id[i];
+
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+		      (c >= '0' && c <= '9') || c == '-' || c == '_' ||
+		      c == '.'))
+			return false;
+	}
+	return true;
+}
+
+/* dst = a "/" b ["/" c]; SG_E_INVALID_ARGUMENT when it does not fit. */
+static sg_err path_join(char *dst, size_t n, const char *a, const char *b,
+			const char *c, struct sg_errinfo *err)
+{
+	int k = c ? snprintf(dst, n, "%s/%s/%s", a, b, c)
+		  : snprintf(dst, n, "%s/%s", a, b);
+
+	if (k < 0 || (size_t)k >= n)
+		return sg_err_set(err, SG_E_INVALID_ARGUMENT,
+				  "the path under %s is too long", a);
+	return SG_OK;
+}
+
+static int write_all(int fd, const void *p, size_t n)
+{
+	const char *s = p;
+
+	while (n > 0) {
+		ssize_t k = write(fd, s, n);
+
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k <= 0)
+			return -1;
+		s += k;
+		n -= (size_t)k;
+	}
+	return 0;
+}
+
+/* Read all of fd into b (bounded by b's max). */
+static sg_err read_all(int fd, struct sg_buf *b)
+{
+	for (;;) {
+		char *dst;
+		ssize_t k;
+		sg_err rc = sg_buf_reserve(b, 4096, &dst);
+
+		if (rc)
+			return rc;
+		k = read(fd, dst, 4096);
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k < 0)
+			return SG_E_INTERNAL;
+		if (k == 0)
+			return SG_OK;
+		sg_buf_commit(b, (size_t)k);
+	}
+}
+
+/* RFC 3339 UTC with milliseconds: 2026-11-29T08:00:00.123Z. */
+static void utc_now(char *dst, size_t n)
+{
+	struct timespec ts;
+	struct tm tm;
+	char day[32];
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	gmtime_r(&ts.tv_sec, &tm);
+	strftime(day, sizeof(day), "%Y-%m-%dT%H:%M:%S", &tm);
+	snprintf(dst, n, "%s.%03uZ", day,
+		 (unsigned)(ts.tv_nsec / 1000000) % 1000u);
+}
+
+static void signal_name(int sig, char *dst, size_t n)
+{
+	static const struct {
+		int sig;
+		const char *name;
+	} names[] = {
+		{ SIGHUP, "SIGHUP" },	  { SIGINT, "SIGINT" },
+		{ SIGQUIT, "SIGQUIT" },	  { SIGILL, "SIGILL" },
+		{ SIGTRAP, "SIGTRAP" },	  { SIGABRT, "SIGABRT" },
+		{ SIGBUS, "SIGBUS" },	  { SIGFPE, "SIGFPE" },
+		{ SIGKILL, "SIGKILL" },	  { SIGUSR1, "SIGUSR1" },
+		{ SIGSEGV, "SIGSEGV" },	  { SIGUSR2, "SIGUSR2" },
+		{ SIGPIPE, "SIGPIPE" },	  { SIGALRM, "SIGALRM" },
+		{ SIGTERM, "SIGTERM" },	  { SIGCHLD, "SIGCHLD" },
+		{ SIGCONT, "SIGCONT" },	  { SIGSTOP, "SIGSTOP" },
+		{ SIGTSTP, "SIGTSTP" },	  { SIGTTIN, "SIGTTIN" },
+		{ SIGTTOU, "SIGTTOU" },	  { SIGURG, "SIGURG" },
+		{ SIGXCPU, "SIGXCPU" },	  { SIGXFSZ, "SIGXFSZ" },
+		{ SIGVTALRM, "SIGVTALRM" }, { SIGPROF, "SIGPROF" },
+		{ SIGWINCH, "SIGWINCH" }, { SIGIO, "SIGIO" },
+		{ SIGPWR, "SIGPWR" },	  { SIGSYS, "SIGSYS" },
+	};
+
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		if (names[i].sig == sig) {
+			snprintf(dst, n, "%s", names[i].name);
+			return;
+		}
+	}
+	snprintf(dst, n, "SIG%d", sig);
+}
+
+/* ---- the record --------------------------------------------------------- */
+
+enum proc_status { PS_RUNNING, PS_EXITED, PS_STOPPED, PS_FAILED, PS_LOST };
+
+static const char *const proc_status_words[] = {
+	"running", "exited", "stopped", "failed", "lost",
+};
+
+struct proc_rec {
+	char *text;        /* owned: the parsed file, strings unescaped in place */
+	const char **argv; /* owned array, NULL-terminated; NULL: a command */
+	/* Borrowed from text (parsed) or from the command line (spawn). */
+	const char *id, *op, *session, *command, *cwd, *message;
+	enum proc_status status;
+	int64_t pid, exit_code; /* -1 stands for null */
+	char signal[24];        /* "" stands for null */
+	char started_at[40], ended_at[40];
+	int64_t sup_pid, sup_start, pid_ns, pgid, timeout_ms, retain;
+	int64_t stamp, birth;
+};
+
+static const struct {
+	const char *key;
+	size_t off;
+} rec_strs[] = {
+	{ "id", offsetof(struct proc_rec, id) },
+	{ "operation_id", offsetof(struct proc_rec, op) },
+	{ "root_thread_id", offsetof(struct proc_rec, session) },
+	{ "command", offsetof(struct proc_rec, command) },
+	{ "cwd", offsetof(struct proc_rec, cwd) },
+	{ "message", offsetof(struct proc_rec, message) },
+};
+
+static const struct {
+	const char *key;
+	size_t off;
+} rec_ints[] = {
+	{ "pid", offsetof(struct proc_rec, pid) },
+	{ "exit_code", offsetof(struct proc_rec, exit_code) },
+	{ "supervisor_pid", offsetof(struct proc_rec, sup_pid) },
+	{ "supervisor_start", offsetof(struct proc_rec, sup_start) },
+	{ "pid_ns", offsetof(struct proc_rec, pid_ns) },
+	{ "pgid", offsetof(struct proc_rec, pgid) },
+	{ "timeout_ms", offsetof(struct proc_rec, timeout_ms) },
+	{ "retain", offsetof(struct proc_rec, retain) },
+	{ "stamp", offsetof(struct proc_rec, stamp) },
+	{ "birth", offsetof(struct proc_rec, birth) },
+};
+
+static void rec_init(struct proc_rec *r)
+{
+	memset(r, 0, sizeof(*r));
+	r->pid = r->exit_code = -1;
+}
+
+static void rec_release(struct proc_rec *r)
+{
+	free(r->text);
+	free(r->argv);
+	rec_init(r);
+}
+
+static int hex4(const char *p, unsigned *out)
+{
+	unsigned v = 0;
+
+	for (int i = 0; i < 4; i++) {
+		char c = p[i];
+
+		v <<= 4;
+		if (c >= '0' && c <= '9')
+			v |= (unsigned)(c - '0');
+		else if (c >= 'a' && c <= 'f')
+			v |= (unsigned)(c - 'a' + 10);
+		else if (c >= 'A' && c <= 'F')
+			v |= (unsigned)(c - 'A' + 10);
+		else
+			return -1;
+	}
+	*out = v;
+	return 0;
+}
+
+static size_t utf8_put(char *w, unsigned cp)
+{
+	if (cp < 0x80) {
+		w[0] = (char)cp;
+		return 1;
+	}
+	if (cp < 0x800) {
+		w[0] = (char)(0xc0 | (cp >> 6));
+		w[1] = (char)(0x80 | (cp & 0x3f));
+		return 2;
+	}
+	if (cp < 0x10000) {
+		w[0] = (char)(0xe0 | (cp >> 12));
+		w[1] = (char)(0x80 | ((cp >> 6) & 0x3f));
+		w[2] = (char)(0x80 | (cp & 0x3f));
+		return 3;
+	}
+	w[0] = (char)(0xf0 | (cp >> 18));
+	w[1] = (char)(0x80 | ((cp >> 12) & 0x3f));
+	w[2] = (char)(0x80 | ((cp >> 6) & 0x3f));
+	w[3] = (char)(0x80 | (cp & 0x3f));
+	return 4;
+}
+
+/*
+ * Decode the JSON string whose body starts at *pp (just past the quote)
+ * in place; an escape is never shorter than what it stands for, so the
+ * result fits where it was.  Returns the string, or NULL if malformed.
+ */
+static char *json_str(char **pp)
+{
+	char *p = *pp, *w = p, *start = p;
+	unsigned cp, lo;
+
+	for (;;) {
+		unsigned char c = (unsigned char)*p;
+
+		if (c == '"')
+			break;
+		if (c < 0x20)
+			return NULL;
+		if (c != '\\') {
+			*w++ = *p++;
+			continue;
+		}
+		p++;
+		switch (*p) {
+		case '"': case '\\': case '/':
+			*w++ = *p;
+			break;
+		case 'b': *w++ = '\b'; break;
+		case 'f': *w++ = '\f'; break;
+		case 'n': *w++ = '\n'; break;
+		case 'r': *w++ = '\r'; break;
+		case 't': *w++ = '\t'; break;
+		case 'u':
+			if (hex4(p + 1, &cp))
+				return NULL;
+			p += 4;
+			if (cp >= 0xd800 && cp <= 0xdbff) {
+				if (p[1] != '\\' || p[2] != 'u' ||
+				    hex4(p + 3, &lo) || lo < 0xdc00 || lo > 0xdfff)
+					return NULL;
+				p += 6;
+				cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
+			} else if (cp == 0 || (cp >= 0xdc00 && cp <= 0xdfff)) {
+				return NULL;
+			}
+			w += utf8_put(w, cp);
+			break;
+		default:
+			return NULL;
+		}
+		p++;
+	}
+	*w = '\0';
+	*pp = p + 1;
+	return start;
+}
+
+static void json_ws(char **pp)
+{
+	while (**pp == ' ' || **pp == '\n' || **pp == '\t' || **pp == '\r')
+		(*pp)++;
+}
+
+static void rec_set_small(char *dst, size_t n, const char *s)
+{
+	snprintf(dst, n, "%s", s ? s : "");
+}
+
+static bool rec_set_str(struct proc_rec *r, const char *key, const char *s)
+{
+	for (size_t i = 0; i < sizeof(rec_strs) / sizeof(rec_strs[0]); i++) {
+		if (strcmp(rec_strs[i].key, key) == 0) {
+			*(const char **)((char *)r + rec_strs[i].off) = s;
+			return true;
+		}
+	}
+	if (strcmp(key, "status") == 0) {
+		for (int i = 0; i <= PS_LOST; i++)
+			if (s && strcmp(s, proc_status_words[i]) == 0) {
+				r->status = (enum proc_status)i;
+				return true;
+			}
+		return false;
+	}
+	if (strcmp(key, "signal") == 0)
+		rec_set_small(r->signal, sizeof(r->signal), s);
+	else if (strcmp(key, "started_at") == 0)
+		rec_set_small(r->started_at, sizeof(r->started_at), s);
+	else if (strcmp(key, "ended_at") == 0)
+		rec_set_small(r->ended_at, sizeof(r->ended_at), s);
+	/* Unknown keys are skipped: a newer helper may have written them. */
+	return true;
+}
+
+static void rec_set_int(struct proc_rec *r, const char *key, int64_t v)
+{
+	for (size_t i = 0; i < sizeof(rec_ints) / sizeof(rec_ints[0]); i++)
+		if (strcmp(rec_ints[i].key, key) == 0)
+			*(int64_t *)((char *)r + rec_ints[i].off) = v;
+}
+
+/* ["a","b",...] at *pp (on the bracket) into r->argv. */
+static bool rec_parse_argv(struct proc_rec *r, char **pp)
+{
+	size_t n = 0, cap = 0;
+	char *p = *pp + 1;
+
+	free(r->argv);
+	r->argv = NULL;
+	for (;;) {
+		char *s;
+
+		json_ws(&p);
+		if (*p == ']' && n == 0)
+			break;
+		if (*p != '"')
+			return false;
+		p++;
+		s = json_str(&p);
+		if (!s)
+			return false;
+		if (n + 2 > cap) {
+			size_t ncap = cap ? cap * 2 : 8;
+			const char **v = realloc(r->argv, ncap * sizeof(*v));
+
+			if (!v)
+				return false;
+			r->argv = v;
+			cap = ncap;
+		}
+		r->argv[n++] = s;
+		json_ws(&p);
+		if (*p == ',') {
+			p++;
+			continue;
+		}
+		if (*p != ']')
+			return false;
+		break;
+	}
+	if (!r->argv) {
+		r->argv = calloc(1, sizeof(*r->argv));
+		if (!r->argv)
+			return false;
+	}
+	r->argv[n] = NULL;
+	*pp = p + 1;
+	return true;
+}
+
+/*
+ * Parse the flat object the supervisor writes: string, integer, null,
+ * boolean and array-of-string values.  Takes ownership of text (malloc,
+ * NUL-terminated) whatever happens.
+ */
+static bool rec_parse(struct proc_rec *r, char *text)
+{
+	char *p = text;
+
+	rec_init(r);
+	r->text = text;
+	r->status = PS_LOST;
+	json_ws(&p);
+	if (*p++ != '{')
+		return false;
+	json_ws(&p);
+	if (*p == '}')
+		return false;
+	for (;;) {
+		char *key, *s, *end;
+		long long v;
+
+		json_ws(&p);
+		if (*p++ != '"' || !(key = json_str(&p)))
+			return false;
+		json_ws(&p);
+		if (*p++ != ':')
+			return false;
+		json_ws(&p);
+		if (*p == '"') {
+			p++;
+			s = json_str(&p);
+			if (!s || !rec_set_str(r, key, s))
+				return false;
+		} else if (*p == '[') {
+			if (strcmp(key, "argv") != 0 || !rec_parse_argv(r, &p))
+				return false;
+		} else if (strncmp(p, "null", 4) == 0) {
+			p += 4;
+			rec_set_int(r, key, -1);
+		} else if (strncmp(p, "true", 4) == 0) {
+			p += 4;
+		} else if (strncmp(p, "false", 5) == 0) {
+			p += 5;
+		} else {
+			errno = 0;
+			v = strtoll(p, &end, 10);
+			if (end == p || errno)
+				return false;
+			p = end;
+			rec_set_int(r, key, (int64_t)v);
+		}
+		json_ws(&p);
+		if (*p == ',') {
+			p++;
+			continue;
+		}
+		if (*p != '}')
+			return false;
+		break;
+	}
+	/* A record names its process and exactly one of command and argv. */
+	return r->id && r->session && r->cwd && !r->command != !r->argv;
+}
+
+static sg_err put_str(struct sg_buf *b, const char *key, const char *s)
+{
+	sg_err rc = sg_jw_key(b, key, 0);
+
+	if (!rc)
+		rc = s ? sg_jw_str(b, s, strlen(s)) : sg_buf_adds(b, "null");
+	return rc;
+}
+
+static sg_err put_int(struct sg_buf *b, const char *key, int64_t v)
+{
+	sg_err rc = sg_jw_key(b, key, 0);
+
+	if (!rc)
+		rc = v < 0 ? sg_buf_adds(b, "null")
+			   : sg_buf_addf(b, "%lld", (long long)v);
+	return rc;
+}
+
+/* The record as JSON; `internal` adds the fields no reply may show. */
+static sg_err rec_json(struct sg_buf *b, const struct proc_rec *r,
+		       bool internal)
+{
+	sg_err rc = sg_buf_adds(b, "{");
+
+	if (!rc)
+		rc = sg_jw_key(b, "id", 1);
+	if (!rc)
+		rc = sg_jw_str(b, r->id, strlen(r->id));
+	if (!rc)
+		rc = put_str(b, "operation_id", r->op);
+	if (!rc)
+		rc = put_str(b, "root_thread_id", r->session);
+	if (!rc)
+		rc = put_str(b, "command", r->command);
+	if (!rc)
+		rc = sg_jw_key(b, "argv", 0);
+	if (!rc && !r->argv)
+		rc = sg_buf_adds(b, "null");
+	for (size_t i = 0; !rc && r->argv && r->argv[i]; i++) {
+		rc = sg_buf_addc(b, i ? ',' : '[');
+		if (!rc)
+			rc = sg_jw_str(b, r->argv[i], strlen(r->argv[i]));
+	}
+	if (!rc && r->argv)
+		rc = sg_buf_adds(b, r->argv[0] ? "]" : "[]");
+	if (!rc)
+		rc = put_str(b, "cwd", r->cwd);
+	if (!rc)
+		rc = put_str(b, "status", proc_status_words[r->status]);
+	if (!rc)
+		rc = put_int(b, "pid", r->pid);
+	if (!rc)
+		rc = put_int(b, "exit_code", r->exit_code);
+	if (!rc)
+		rc = put_str(b, "signal", r->signal[0] ? r->signal : NULL);
+	if (!rc)
+		rc = put_str(b, "started_at",
+			     r->started_at[0] ? r->started_at : NULL);
+	if (!rc)
+		rc = put_str(b, "ended_at", r->ended_at[0] ? r->ended_at : NULL);
+	if (!rc)
+		rc = sg_buf_adds(b, ",\"managed\":true");
+	/* rec_ints[0] and [1] (pid, exit_code) are public and written above. */
+	for (size_t i = 2; internal && !rc && i < sizeof(rec_ints) /
+				sizeof(rec_ints[0]); i++)
+		rc = put_int(b, rec_ints[i].key,
+			     *(const int64_t *)((const char *)r +
+						rec_ints[i].off));
+	if (!rc && internal && r->message)
+		rc = put_str(b, "message", r->message);
+	if (!rc)
+		rc = sg_buf_addc(b, '}');
+	return rc;
+}
+
+/* ---- stamps, storing and loading records -------------------------------- */
+
+/* Open C/.seq and flock it (LOCK_SH or LOCK_EX); returns the fd or -1. */
+static int seq_lock(const char *ctl, int how, struct sg_errinfo *err)
+{
+	char path[SG_PATH_MAX];
+	int fd;
+
+	if (path_join(path, sizeof(path), ctl, ".seq", NULL, err))
+		return -1;
+	fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	if (fd < 0) {
+		sg_err_set(err, errno == ENOENT ? SG_E_NOT_FOUND : SG_E_INTERNAL,
+			   "cannot open %s: %s", path, strerror(errno));
+		return -1;
+	}
+	while (flock(fd, how) < 0) {
+		if (errno != EINTR) {
+			sg_err_set(err, SG_E_INTERNAL, "cannot lock %s: %s",
+				   path, strerror(errno));
+			close(fd);
+			return -1;
+		}
+	}
+	return fd;
+}
+
+static uint64_t seq_value(int fd)
+{
+	uint64_t v = 0;
+
+	if (pread(fd, &v, sizeof(v), 0) != (ssize_t)sizeof(v))
+		v = 0;
+	return v;
+}
+
+/* Write r as C/<id>/record.json; the caller holds the .seq lock (fd). */
+static sg_err rec_store_locked(const char *ctl, int seqfd, struct proc_rec *r,
+			       struct sg_errinfo *err)
+{
+	char tmp[SG_PATH_MAX], path[SG_PATH_MAX];
+	struct sg_buf b = SG_BUF_INIT(SG_MAX_FRAME);
+	uint64_t seq = seq_value(seqfd) + 1;
+	int fd = -1;
+	sg_err rc;
+
+	rc = path_join(tmp, sizeof(tmp), ctl, r->id, "record.tmp", err);
+	if (!rc)
+		rc = path_join(path, sizeof(path), ctl, r->id, "record.json",
+			       err);
+	if (rc)
+		goto out;
+	if (pwrite(seqfd, &seq, sizeof(seq), 0) != (ssize_t)sizeof(seq)) {
+		rc = sg_err_set(err, SG_E_INTERNAL, "cannot advance %s/.seq: %s",
+				ctl, strerror(errno));
+		goto out;
+	}
+	r->stamp = (int64_t)seq;
+	if (!r->birth)
+		r->birth = r->stamp;
+	rc = rec_json(&b, r, true);
+	if (rc) {
+		sg_err_set(err, rc, "the record of %s is too large", r->id);
+		goto out;
+	}
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fd < 0 || write_all(fd, b.p, b.len)) {
+		rc = sg_err_set(err, SG_E_INTERNAL, "cannot write %s: %s", tmp,
+				strerror(errno));
+		goto out;
+	}
+	if (close(fd) < 0) {
+		fd = -1;
+		rc = sg_err_set(err, SG_E_INTERNAL, "cannot write %s: %s", tmp,
+				strerror(errno));
+		goto out;
+	}
+	fd = -1;
+	if (rename(tmp, path) < 0) {
+		rc = sg_err_set(err, SG_E_INTERNAL, "cannot rename %s: %s", tmp,
+				strerror(errno));
+		goto out;
+	}
+	rc = SG_OK;
+out:
+	if (fd >= 0)
+		close(fd);
+	sg_buf_release(&b);
+	return rc;
+}
+
+static sg_err rec_store(const char *ctl, struct proc_rec *r,
+			struct sg_errinfo *err)
+{
+	int fd = seq_lock(ctl, LOCK_EX, err);
+	sg_err rc;
+
+	if (fd < 0)
+		return err->code;
+	rc = rec_store_locked(ctl, fd, r, err);
+	close(fd);
+	return rc;
+}
+
+/* Read C/<id>/record.json into r; SG_E_NOT_FOUND when there is none. */
+static sg_err rec_read(const char *ctl, const char *id, struct proc_rec *r,
+		       struct sg_errinfo *err)
+{
+	char path[SG_PATH_MAX];
+	struct sg_buf b = SG_BUF_INIT(SG_MAX_FRAME);
+	int fd = -1;
+	sg_err rc;
+
+	rec_init(r);
+	rc = path_join(path, sizeof(path), ctl, id, "record.json", err);
+	if (rc)
+		goto out;
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		if (errno == ENOENT || errno == ENOTDIR)
+			rc = sg_err_set(err, SG_E_NOT_FOUND,
+					"no process %s", id);
+		else
+			rc = sg_err_set(err, SG_E_INTERNAL, "cannot read %s: %s",
+					path, strerror(errno));
+		goto out;
+	}
+	rc = read_all(fd, &b);
+	if (rc) {
+		sg_err_set(err, rc, "cannot read %s", path);
+		goto out;
+	}
+	if (!rec_parse(r, sg_buf_take(&b, NULL))) {
+		rec_release(r);
+		rc = sg_err_set(err, SG_E_INTERNAL, "%s is malformed", path);
+		goto out;
+	}
+	rc = SG_OK;
+out:
+	if (fd >= 0)
+		close(fd);
+	sg_buf_release(&b);
+	return rc;
+}
+
+/* The inode of a pid namespace ("self" or a pid), 0 when unknown. */
+static int64_t pid_ns_of(const char *who)
+{
+	char path[64];
+	struct stat st;
+
+	snprintf(path, sizeof(path), "/proc/%s/ns/pid", who);
+	return stat(path, &st) == 0 ? (int64_t)st.st_ino : 0;
+}
+
+/*
+ * State letter and start time (clock ticks since boot) of a process from
+ * /proc/<pid>/stat.  Returns 1 when read, 0 when the process does not
+ * exist, -1 when /proc cannot tell.
+ */
+static int proc_stat(int64_t pid, char *state, int64_t *start)
+{
+	char path[64], text[1024], *p;
+	ssize_t n;
+	int fd, field;
+
+	snprintf(path, sizeof(path), "/proc/%lld/stat", (long long)pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return errno == ENOENT && access("/proc/self/stat", R_OK) == 0
+			       ? 0 : -1;
+	n = read(fd, text, sizeof(text) - 1);
+	close(fd);
+	if (n <= 0)
+		return n == 0 ? 0 : -1;
+	text[n] = '\0';
+	/* The command name may hold anything, ')' included: skip to the last. */
+	p = strrchr(text, ')');
+	if (!p || p[1] != ' ' || !p[2])
+		return -1;
+	*state = p[2];
+	p += 2;
+	for (field = 3; field < 22 && p; field++) {
+		p = strchr(p, ' ');
+		if (p)
+			p++;
+	}
+	if (!p)
+		return -1;
+	*start = strtoll(p, NULL, 10);
+	return 1;
+}
+
+/* Does this process run in a pid namespace other than the caller's? */
+static bool rec_foreign(const struct proc_rec *r)
+{
+	int64_t self = pid_ns_of("self");
+
+	return r->pid_ns && self && r->pid_ns != self;
+}
+
+/* Is the supervisor that wrote r still the same live process? */
+static bool sup_alive(const struct proc_rec *r)
+{
+	char state = '?';
+	int64_t start = 0;
+	int k;
+
+	if (r->sup_pid <= 0)
+		return false;
+	/* Pids of another namespace mean nothing here: never call it lost. */
+	if (rec_foreign(r))
+		return true;
+	k = proc_stat(r->sup_pid, &state, &start);
+	if (k == 0)
+		return false;
+	if (k < 0)
+		return kill((pid_t)r->sup_pid, 0) == 0 || errno == EPERM;
+	if (state == 'Z' || state == 'X')
+		return false;
+	return r->sup_start == 0 || start == r->sup_start;
+}
+
+/*
+ * rec_read, and a `running` record whose supervisor is gone becomes
+ * `lost` (re-read and rewritten under the .seq lock so that a final
+ * record the supervisor wrote meanwhile wins).
+ */
+static sg_err rec_load(const char *ctl, const char *id, struct proc_rec *r,
+		       struct sg_errinfo *err)
+{
+	sg_err rc = rec_read(ctl, id, r, err);
+	int fd;
+
+	if (rc || r->status != PS_RUNNING || sup_alive(r))
+		return rc;
+	rec_release(r);
+	fd = seq_lock(ctl, LOCK_EX, err);
+	if (fd < 0)
+		return err->code;
+	rc = rec_read(ctl, id, r, err);
+	if (!rc && r->status == PS_RUNNING && !sup_alive(r)) {
+		r->status = PS_LOST;
+		utc_now(r->ended_at, sizeof(r->ended_at));
+		rc = rec_store_locked(ctl, fd, r, err);
+		if (rc)
+			rec_release(r);
+	}
+	close(fd);
+	return rc;
+}
+
+/* ---- progress and the spool ---------------------------------------------- */
+
+static int progress_put(int fd, uint64_t total, uint64_t reserve)
+{
+	uint64_t v[3] = { total, reserve, total ^ reserve ^ PROGRESS_MAGIC };
+
+	return pwrite(fd, v, sizeof(v), 0) == (ssize_t)sizeof(v) ? 0 : -1;
+}
+
+/* total and reserve; false when the file cannot be read consistently. */
+static bool progress_get(int fd, uint64_t *total, uint64_t *reserve)
+{
+	/* A mismatch only lasts while one 24-byte pwrite is in flight. */
+	for (int i = 0; i < 1000; i++) {
+		uint64_t v[3];
+		ssize_t n = pread(fd, v, sizeof(v), 0);
+
+		if (n == 0) {
+			*total = *reserve = 0;
+			return true;
+		}
+		if (n == (ssize_t)sizeof(v) &&
+		    (v[0] ^ v[1] ^ PROGRESS_MAGIC) == v[2] && v[1] >= v[0]) {
+			*total = v[0];
+			*reserve = v[1];
+			return true;
+		}
+		if (n < 0 && errno != EINTR)
+			return false;
+	}
+	return false;
+}
+
+/*
+ * The supervisor's side: append n bytes to the spool.  A chunk that cannot
+ * be stored is dropped without counting it, so offsets never point at
+ * bytes that are not there.
+ */
+static void spool_add(int outfd, int progfd, uint64_t retain, uint64_t *total,
+		      const char *data, size_t n)
+{
+	uint64_t end = *total + n;
+	struct sg_ring_seg seg[2];
+	int nseg = sg_ring_segments(*total, end, retain, seg);
+	const char *p = data + (n > retain ? n - retain : 0);
+
+	if (progress_put(progfd, *total, end))
+		return;
+	for (int i = 0; i < nseg; i++) {
+		if (pwrite(outfd, p, seg[i].len, (off_t)seg[i].pos) !=
+		    (ssize_t)seg[i].len) {
+			progress_put(progfd, *total, *total);
+			return;
+		}
+		p += seg[i].len;
+	}
+	*total = end;
+	progress_put(progfd, end, end);
+}
+
+/* A copy of part of the spool, consistent with the writer at one moment. */
+struct proc_snap {
+	uint64_t start; /* absolute offset of data.p[0] */
+	uint64_t total; /* bytes produced when the copy was taken */
+	struct sg_buf data;
+};
+
+/*
+ * Copy the window a read of n bytes from offset gets, plus up to 3 bytes
+ * past it so that a character at the edge can be judged whole.  The copy
+ * is checked against the writer afterwards: bytes the writer may have
+ * overwritten meanwhile are dropped from the front (start moves forward).
+ */
+static sg_err snap_take(const char *dir, uint64_t retain, uint64_t offset,
+			uint64_t n, struct proc_snap *s, struct sg_errinfo *err)
+{
+	char path[SG_PATH_MAX];
+	int outfd = -1, progfd = -1;
+	uint64_t total, reserve;
+	sg_err rc;
+
+	sg_buf_reset(&s->data);
+	s->start = s->total = 0;
+	rc = path_join(path, sizeof(path), dir, "progress", NULL, err);
+	if (rc)
+		goto out;
+	progfd = open(path, O_RDONLY | O_CLOEXEC);
+	if (progfd >= 0) {
+		rc = path_join(path, sizeof(path), dir, "out", NULL, err);
+		if (rc)
+			goto out;
+		outfd = open(path, O_RDONLY | O_CLOEXEC);
+	}
+	if (outfd < 0) {
+		/* A spawn that failed early may leave no spool: nothing to read. */
+		if (errno != ENOENT)
+			rc = sg_err_set(err, SG_E_INTERNAL, "cannot open %s: %s",
+					path, strerror(errno));
+		goto out;
+	}
+	for (int attempt = 0; attempt < 16; attempt++) {
+		struct sg_ring_window w;
+		struct sg_ring_seg seg[2];
+		uint64_t ext, safe;
+		int nseg;
+		char *dst;
+
+		if (!progress_get(progfd, &total, &reserve))
+			break;
+		sg_ring_window(total, retain, offset, n, &w);
+		ext = total - w.start > n + 3 ? w.start + n + 3 : total;
+		nseg = sg_ring_segments(w.start, ext, retain, seg);
+		sg_buf_reset(&s->data);
+		rc = sg_buf_reserve(&s->data, (size_t)(ext - w.start), &dst);
+		if (rc) {
+			sg_err_set(err, rc, "a read of %llu bytes is too large",
+				   (unsigned long long)(ext - w.start));
+			goto out;
+		}
+		for (int i = 0; i < nseg; i++) {
+			if (pread(outfd, dst, seg[i].len, (off_t)seg[i].pos) !=
+			    (ssize_t)seg[i].len) {
+				rc = sg_err_set(err, SG_E_INTERNAL,
+						"the spool in %s is short", dir);
+				goto out;
+			}
+			dst += seg[i].len;
+		}
+		sg_buf_commit(&s->data, (size_t)(ext - w.start));
+		if (!progress_get(progfd, &reserve, &reserve))
+			break;
+		/* Bytes below safe may have been overwritten during the copy. */
+		safe = sg_ring_oldest(reserve, retain);
+		if (safe >= ext && ext > w.start)
+			continue;
+		s->start = w.start;
+		s->total = total;
+		if (safe > w.start && ext > w.start) {
+			sg_buf_consume(&s->data, (size_t)(safe - w.start));
+			s->start = safe;
+		}
+		goto out;
+	}
+	rc = sg_err_set(err, SG_E_INTERNAL,
+			"the spool in %s could not be read consistently", dir);
+out:
+	if (progfd >= 0)
+		close(progfd);
+	if (outfd >= 0)
+		close(outfd);
+	return rc;
+}
+
+/*
+ * Bytes at the end of s[0..n) that start a character the stream has not
+ * finished yet (held back while the process runs).
+ */
+static size_t utf8_unfinished(const unsigned char *s, size_t n)
+{
+	for (size_t back = 1; back <= 3 && back <= n; back++) {
+		unsigned c = s[n - back];
+		size_t want;
+
+		if ((c & 0xc0) == 0x80)
+			continue;
+		want = c >= 0xf0 && c <= 0xf4	? 4
+		       : c >= 0xe0 && c <= 0xef ? 3
+		       : c >= 0xc2 && c <= 0xdf ? 2
+						: 1;
+		return want > back ? back : 0;
+	}
+	return 0;
+}
+
+/*
+ * How many bytes of the snapshot a read of at most n returns: no
+ * character split at n, none left unfinished at the end of the stream
+ * while the process still runs.
+ */
+static size_t snap_keep(const struct proc_snap *s, uint64_t n, bool running)
+{
+	size_t k = sg_utf8_clip(s->data.p, s->data.len, (size_t)n);
+
+	if (running && s->start + k == s->total)
+		k -= utf8_unfinished((const unsigned char *)s->data.p, k);
+	return k;
+}
+
+/* ---- waiting ------------------------------------------------------------- */
+
+/*
+ * What a wait polls: an inotify watch on the files that change, the
+ * supervisors' pidfds (so that a killed supervisor ends the wait and its
+ * record turns `lost`) and the cancel token.
+ */
+struct proc_waiter {
+	int ino;  /* inotify, -1 until armed */
+	int npid;
+	int pidfd[SG_PROC_WATCH_MAX];
+	bool tick; /* a supervisor without a pidfd: re-check now and then */
+};
+
+static void waiter_init(struct proc_waiter *w)
+{
+	w->ino = -1;
+	w->npid = 0;
+	w->tick = false;
+}
+
+static void waiter_forget_pids(struct proc_waiter *w)
+{
+	for (int i = 0; i < w->npid; i++)
+		close(w->pidfd[i]);
+	w->npid = 0;
+	w->tick = false;
+}
+
+static void waiter_release(struct proc_waiter *w)
+{
+	waiter_forget_pids(w);
+	if (w->ino >= 0)
+		close(w->ino);
+	w->ino = -1;
+}
+
+static sg_err waiter_arm(struct proc_waiter *w, const char *path,
+			 uint32_t mask, struct sg_errinfo *err)
+{
+	if (w->ino < 0)
+		w->ino = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+	if (w->ino < 0 || inotify_add_watch(w->ino, path, mask) < 0)
+		return sg_err_set(err, SG_E_INTERNAL, "cannot watch %s: %s",
+				  path, strerror(errno));
+	return SG_OK;
+}
+
+static void waiter_watch_sup(struct proc_waiter *w, const struct proc_rec *r)
+{
+	int fd = -1;
+
+	if (r->status != PS_RUNNING || rec_foreign(r))
+		return;
+#ifdef SYS_pidfd_open
+	if (w->npid < SG_PROC_WATCH_MAX)
+		fd = (int)syscall(SYS_pidfd_open, (pid_t)r->sup_pid, 0);
+#endif
+	if (fd < 0) {
+		w->tick = true;
+		return;
+	}
+	w->pidfd[w->npid++] = fd;
+}
+
+/*
+ * Sleep until something watched happens, the monotonic time `until` (ns)
+ * passes or the token fires; SG_OK or the token's reason.
+ */
+static sg_err waiter_wait(struct proc_waiter *w, int64_t until,
+			  const struct sg_cancel *cancel,
+			  struct sg_errinfo *err)
+{
+	struct pollfd pfd[2 + SG_PROC_WATCH_MAX];
+	int64_t left = until - sg_now_ns();
+	struct timespec ts;
+	nfds_t n = 0;
+	sg_err rc;
+
+	if (w->tick && left > (int64_t)SG_PROC_LOST_POLL_MS * 1000000)
+		left = (int64_t)SG_PROC_LOST_POLL_MS * 1000000;
+	if (left < 0)
+		left = 0;
+	ts.tv_sec = (time_t)(left / 1000000000);
+	ts.tv_nsec = (long)(left % 1000000000);
+	pfd[n++] = (struct pollfd){ .fd = w->ino, .events = POLLIN };
+	pfd[n++] = (struct pollfd){ .fd = sg_cancel_fd(cancel),
+				    .events = POLLIN };
+	for (int i = 0; i < w->npid; i++)
+		pfd[n++] = (struct pollfd){ .fd = w->pidfd[i],
+					    .events = POLLIN };
+	if (!sg_cancel_check(cancel) && ppoll(pfd, n, &ts, NULL) > 0 &&
+	    (pfd[0].revents & POLLIN)) {
+		char ev[4096];
+
+		while (read(w->ino, ev, sizeof(ev)) > 0)
+			;
+	}
+	rc = sg_cancel_check(cancel);
+	if (rc)
+		return sg_err_set(err, rc, "the wait was cancelled");
+	return SG_OK;
+}
+
+/* ---- the commands ---------------------------------------------------------- */
+
+/* --ctl and, when want_id, a valid --id. */
+static sg_err args_ctl_id(struct sg_args *a, bool want_id, const char **ctl,
+			  const char **id, struct sg_errinfo *err)
+{
+	*ctl = sg_args_str(a, "ctl", NULL);
+	*id = want_id ? sg_args_str(a, "id", NULL) : NULL;
+	if (!*ctl || !**ctl)
+		return sg_err_set(err, SG_E_INVALID_ARGUMENT, "--ctl is required");
+	if (want_id && !*id)
+		return sg_err_set(err, SG_E_INVALID_ARGUMENT, "--id is required");
+	if (want_id && !id_valid(*id))
+		return sg_err_set(err, SG_E_INVALID_ARGUMENT,
+				  "--id must be 1 to %d letters, digits, '-', "
+				  "'_' or '.', not starting with '.'",
+				  SG_PROC_ID_MAX);
+	return SG_OK;
+}
+
+/* Nothing but options: no positional words, nothing after `--`. */
+static sg_err args_done(struct sg_args *a, struct sg_errinfo *err)
+{
+	if (a->npos > 0)
+		return sg_err_set(err, SG_E_INVALID_ARGUMENT,
+				  "unexpected argument %s", a->pos[0]);
+	if (a->nrest > 0)
+		return sg_err_set(err, SG_E_INVALID_ARGUMENT,
+				  "unexpected arguments after --");
+	return sg_args_unused(a, err);
+}
+
+/* {"ok":true,"<key>":{record}[,"message":"..."]} */
+static sg_err reply_rec(struct sg_buf *reply, const char *key,
+			const struct proc_rec *r, const char *message)
+{
+	sg_err rc = sg_reply_ok(reply);
+
+	if (!rc)
+		rc = sg_jw_key(reply, key, 0);
+	if (!rc)
+		rc = rec_json(reply, r, false);
+	if (!rc && message)
+		rc = put_str(reply, "message", message);
+	if (!rc)
+		rc = sg_reply_end(reply);
+	return rc;
+}
+
+static sg_err cmd_get(struct sg_args *a, struct sg_buf *reply,
+		      struct sg_errinfo *err)
+{
+	struct proc_rec r;
+	const char *ctl, *id;
+	sg_err rc;
+
+	rec_init(&r);
+	rc = args_ctl_id(a, true, &ctl, &id, err);
+	if (!rc)
+		rc = args_done(a, err);
+	if (!rc)
+		rc = rec_load(ctl, id, &r, err);
+	if (!rc)
+		rc = reply_rec(reply, "process", &r, NULL);
+	rec_release(&r);
+	return rc;
+}
+
+static int rec_by_birth(const void *x, const void *y)
+{
+	const struct proc_rec *a = x, *b = y;
+
+	return a->birth < b->birth ? -1 : a->birth > b->birth;
+}
+
+/*
+ * This session's records, oldest first (new array in *out, each record
+ * owned).  With `since`, only those whose stamp is above it.  A missing
+ * ctl directory holds no records.
+ */
+static sg_err scan(const char *ctl, const char *session, int64_t since,
+		   bool check, struct proc_rec **out, size_t *count,
+		   struct sg_errinfo *err)
+{
+	struct proc_rec *v = NULL;
+	size_t n = 0, cap = 0;
+	struct dirent *de;
+	DIR *d;
+	sg_err rc = SG_OK;
+
+	*out = NULL;
+	*count = 0;
+	d = opendir(ctl);
+	if (!d)
+		return errno == ENOENT ? SG_OK
+				       : sg_err_set(err, SG_E_INTERNAL,
+						    "cannot list %s: %s", ctl,
+						    strerror(errno));
+	while ((de = readdir(d))) {
+		struct sg_errinfo e2 = { 0 };
+		struct proc_rec r;
+
+		if (!id_valid(de->d_name))
+			continue;
+		/* check: turn dead `running` records into `lost` (takes the
+		 * exclusive lock, so never while scanning under the shared one). */
+		if (check ? rec_load(ctl, de->d_name, &r, &e2)
+			  : rec_read(ctl, de->d_name, &r, &e2))
+			continue; /* mid-spawn (no record yet) or unreadable */
+		if (strcmp(r.session, session) != 0 || r.stamp <= since) {
+			rec_release(&r);
+			continue;
+		}
+		if (n == cap) {
+			size_t ncap = cap ? cap * 2 : 16;
+			struct proc_rec *nv = realloc(v, ncap * sizeof(*nv));
+
+			if (!nv) {
+				rec_release(&r);
+				rc = sg_err_set(err, SG_E_INTERNAL,
+						"out of memory");
+				break;
+			}
+			v = nv;
+			cap = ncap;
+		}
+		v[n++] = r;
+	}
+	closedir(d);
+	if (rc) {
+		for (size_t i = 0; i < n; i++)
+			rec_release(&v[i]);
+		free(v);
+		return rc;
+	}
+	if (n > 1)
+		qsort(v, n, sizeof(*v), rec_by_birth);
+	*out = v;
+	*count = n;
+	return SG_OK;
+}
+
+static void scan_free(struct proc_rec *v, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		rec_release(&v[i]);
+	free(v);
+}
+
+static sg_err reply_recs(struct sg_buf *reply, const char *key,
+			 const struct proc_rec *v, size_t n)
+{
+	sg_err rc = sg_jw_key(reply, key, 0);
+
+	if (!rc)
+		rc = sg_buf_addc(reply, '[');
+	for (size_t i = 0; !rc && i < n; i++) {
+		if (i)
+			rc = sg_buf_addc(reply, ',');
+		if (!rc)
+			rc = rec_json(reply, &v[i], false);
+	}
+	if (!rc)
+		rc = sg_buf_addc(reply, ']');
+	return rc;
+}
+
+static sg_err cmd_list(struct sg_args *a, struct sg_buf *reply,
+		       struct sg_errinfo *err)
+{
+	const char *ctl, *id, *session = sg_args_str(a, "session", NULL);
+	struct proc_rec *v = NULL;
+	size_t n = 0;
+	sg_err rc;
+
+	rc = args_ctl_id(a, false, &ctl, &id, err);
+	if (!rc && !session)
+		rc = sg_err_set(err, SG_E_INVALID_ARGUMENT,
+				"--session is required");
+	if (!rc)
+		rc = args_done(a, err);
+	if (!rc)
+		rc = scan(ctl, session, -1, true, &v, &n, err);
+	if (!rc)
+		rc = sg_reply_ok(reply);
+	if (!rc)
+		rc = reply_recs(reply, "processes", v, n);
+	if (!rc)
+		rc = sg_reply_end(reply);
+	scan_free(v, n);
+	return rc;
+}
+
+/*
+ * Wait until the record of id is no longer `running` or the monotonic
+ * deadline passes; r holds the latest record either way.
+ */
+static sg_err await_end(const char *ctl, const char *id, int64_t deadline,
+			struct proc_rec *r, const struct sg_cancel *cancel,
+			struct sg_errinfo *err)
+{
+	struct proc_waiter w;
+	char dir[SG_PATH_MAX];
+	sg_err rc;
+
+	waiter_init(&w);
+	rc = path_join(dir, sizeof(dir), ctl, id, NULL, err);
+	while (!rc) {
+		rec_release(r);
+		rc = rec_load(ctl, id, r, err);
+		if (rc || r->status != PS_RUNNING || sg_now_ns() >= deadline)
+			break;
+		if (w.ino < 0) {
+			/* Armed before the next look, so no change is missed. */
+			rc = waiter_arm(&w, dir, IN_MOVED_TO | IN_CLOSE_WRITE,
+					err);
+			waiter_watch_sup(&w, r);
+			continue;
+		}
+		rc = waiter_wait(&w, deadline, cancel, err);
+	}
+	waiter_release(&w);
+	return rc;
+}
+
+static sg_err cmd_stop(struct sg_args *a, struct sg_buf *reply,
+		       const struct sg_cancel *cancel, struct sg_errinfo *err)
+{
+	char path[SG_PATH_MAX];
+	struct proc_rec r;
+	const char *ctl, *id;
+	int64_t grace;
+	int fd;
+	sg_err rc;
+
+	rec_init(&r);
+	rc = args_ctl_id(a, true, &ctl, &id, err);
+	if (!rc)
+		rc = sg_args_int(a, "grace-ms", SG_PROC_GRACE_MS, INT32_MAX,
+				 &grace, err);
+	if (!rc)
+		rc = args_done(a, err);
+	if (!rc)
+		rc = rec_load(ctl, id, &r, err);
+	if (rc || r.status != PS_RUNNING)
+		goto out;
+	if (rec_foreign(&r)) {
+		rc = sg_err_set(err, SG_E_UNSUPPORTED,
+				"process %s runs in another pid namespace: "
+				"stop it from inside its environment", id);
+		goto out;
+	}
+	rc = path_join(path, sizeof(path), ctl, id, "stop", err);
+	if (rc)
+		goto out;
+	fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+	if (fd < 0) {
+		rc = sg_err_set(err, SG_E_INTERNAL, "cannot write %s: %s", path,
+				strerror(errno));
+		goto out;
+	}
+	close(fd);
+	if (r.pgid > 0)
+		kill(-(pid_t)r.pgid, SIGTERM);
+	rc = await_end(ctl, id, sat_add(sg_now_ns(), grace * 1000000), &r,
+		       cancel, err);
+	if (rc || r.status != PS_RUNNING)
+		goto out;
+	if (r.pgid > 0)
+		kill(-(pid_t)r.pgid, SIGKILL);
+	rc = await_end(ctl, id,
+		       sat_add(sg_now_ns(), (int64_t)SG_PROC_REAP_MS * 1000000),
+		       &r, cancel, err);
+	if (!rc && r.status == PS_RUNNING)
+		rc = sg_err_set(err, SG_E_TIMEOUT,
+				"process %s did not end within %d ms of SIGKILL",
+				id, SG_PROC_REAP_MS);
+out:
+	if (!rc)
+		rc = reply_rec(reply, "process", &r, NULL);
+	rec_release(&r);
+	return rc;
+}
+
+static sg_err cmd_wait(struct sg_args *a, struct sg_buf *reply,
+		       const struct sg_cancel *cancel, struct sg_errinfo *err)
+{
+	const char *ctl, *id, *session = sg_args_str(a, "session", NULL);
+	char path[SG_PATH_MAX];
+	struct proc_waiter w;
+	struct proc_rec *v = NULL;
+	size_t n = 0;
+	int64_t since, timeout, deadline;
+	uint64_t stamp = 0;
+	sg_err rc;
+
+	waiter_init(&w);
+	rc = args_ctl_id(a, false, &ctl, &id, err);
+	if (!rc && !session)
+		rc = sg_err_set(err, SG_E_INVALID_ARGUMENT,
+				"--session is required");
+	if (!rc && !sg_args_str(a, "since", NULL))
+		rc = sg_err_set(err, SG_E_INVALID_ARGUMENT,
+				"--since is required");
+	if (!rc)
+		rc = sg_args_int(a, "since", 0, INT64_MAX, &since, err);
+	if (!rc)
+		rc = sg_args_int(a, "timeout-ms", 0, INT64_MAX / 1000000,
+				 &timeout, err);
+	if (!rc)
+		rc = args_done(a, err);
+	if (!rc && mkdir(ctl, 0700) < 0 && errno != EEXIST)
+		rc = sg_err_set(err, SG_E_INTERNAL, "cannot create %s: %s", ctl,
+				strerror(errno));
+	if (!rc)
+		rc = path_join(path, sizeof(path), ctl, ".seq", NULL, err);
+	if (rc)
+		goto out;
+	deadline = sat_add(sg_now_ns(), timeout * 1000000);
+	for (;;) {
+		int fd;
+
+		/*
+		 * First turn dead supervisors' records into `lost` and watch
+		 * the live ones, changed or not ...
+		 */
+		scan_free(v, n);
+		rc = scan(ctl, session, -1, true, &v, &n, err);
+		if (rc)
+			goto out;
+		waiter_forget_pids(&w);
+		for (size_t i = 0; i < n; i++)
+			waiter_watch_sup(&w, &v[i]);
+		scan_free(v, n);
+		v = NULL;
+		n = 0;
+		/* ... then look under the shared lock: stamps are settled. */
+		fd = seq_lock(ctl, LOCK_SH, err);
+		if (fd < 0) {
+			rc = err->code;
+			goto out;
+		}
+		stamp = seq_value(fd);
+		rc = scan(ctl, session, since, false, &v, &n, err);
+		close(fd);
+		if (rc || n > 0 || sg_now_ns() >= deadline)
+			break;
+		if (w.ino < 0) {
+			rc = waiter_arm(&w, path, IN_MODIFY, err);
+			if (rc)
+				goto out;
+			continue;
+		}
+		rc = waiter_wait(&w, deadline, cancel, err);
+		if (rc)
+			goto out;
+	}
+	if (rc)
+		goto out;
+	rc = sg_reply_ok(reply);
+	if (!rc)
+		rc = sg_jw_key(reply, "stamp", 0);
+	if (!rc)
+		rc = sg_buf_addf(reply, "%llu", (unsigned long long)stamp);
+	if (!rc)
+		rc = reply_recs(reply, "changed", v, n);
+	if (!rc)
+		rc = sg_reply_end(reply);
+out:
+	scan_free(v, n);
+	waiter_release(&w);
+	return rc;
+}
+
+/* ---- read ------------------------------------------------------------------ */
+
+static sg_err reply_read(struct sg_buf *reply, const struct proc_rec *r,
+			 const struct proc_snap *s, size_t k, uint64_t offset)
+{
+	bool running = r->status == PS_RUNNING;
+	sg_err rc = sg_reply_ok(reply);
+
+	if (!rc)
+		rc = sg_jw_key(reply, "Process", 0);
+	if (!rc)
+		rc = rec_json(reply, r, false);
+	if (!rc)
+		rc = sg_jw_key(reply, "Output", 0);
+	if (!rc)
+		rc = sg_jw_str(reply, s->data.p, k);
+	if (!rc)
+		rc = sg_buf_addf(reply,
+				 ",\"StartOffset\":%llu,\"EndOffset\":%llu,"
+				 "\"TotalBytes\":%llu,\"Truncated\":%s,"
+				 "\"TimedOut\":%s}",
+				 (unsigned long long)s->start,
+				 (unsigned long long)(s->start + k),
+				 (unsigned long long)s->total,
+				 s->start > offset ? "true" : "false",
+				 k == 0 && running ? "true" : "false");
+	return rc;
+}
+
+static sg_err cmd_read(struct sg_args *a, struct sg_buf *reply,
+		       const struct sg_cancel *cancel, struct sg_errinfo *err)
+{
+	struct proc_snap s = { .data = SG_BUF_INIT(SG_READ_CAP + 4) };
+	struct proc_waiter w;
+	struct proc_rec r;
+	const char *ctl, *id;
+	char dir[SG_PATH_MAX];
+	int64_t offset, max, wait_ns, dwell_ns, now, deadline, dwell_end = -1;
+	uint64_t n;
+	size_t k;
+	sg_err rc;
+
+	rec_init(&r);
+	waiter_init(&w);
+	rc = args_ctl_id(a, true, &ctl, &id, err);
+	if (!rc)
+		rc = sg_args_int(a, "offset", 0, INT64_MAX, &offset, err);
+	if (!rc)
+		rc = sg_args_int(a, "max", 0, INT64_MAX, &max, err);
+	if (!rc)
+		rc = sg_args_int(a, "wait-ns", 0, INT64_MAX, &wait_ns, err);
+	if (!rc)
+		rc = sg_args_int(a, "min-dwell-ns", 0, INT64_MAX, &dwell_ns,
+				 err);
+	if (!rc)
+		rc = args_done(a, err);
+	if (!rc)
+		rc = path_join(dir, sizeof(dir), ctl, id, NULL, err);
+	if (rc)
+		goto out;
+	n = sg_ring_max((uint64_t)max);
+	deadline = sat_add(sg_now_ns(), wait_ns);
+	for (;;) {
+		uint64_t probe = n < 4 ? n : 4;
+		bool ready;
+
+		rec_release(&r);
+		rc = rec_load(ctl, id, &r, err);
+		if (rc)
+			goto out;
+		if (r.status != PS_RUNNING)
+			break;
+		/* A few bytes tell whether anything can be returned yet. */
+		rc = snap_take(dir, (uint64_t)r.retain, (uint64_t)offset, probe,
+			       &s, err);
+		if (rc)
+			goto out;
+		ready = snap_keep(&s, probe, true) > 0;
+		now = sg_now_ns();
+		if (ready) {
+			if (dwell_ns == 0)
+				break;
+			if (dwell_end < 0)
+				dwell_end = sat_add(now, dwell_ns);
+			if (s.total - s.start >= n || now >= dwell_end)
+				break;
+		} else if (now >= deadline) {
+			break;
+		}
+		if (w.ino < 0) {
+			/* Armed before the next look, so no write is missed. */
+			rc = waiter_arm(&w, dir,
+					IN_MODIFY | IN_MOVED_TO | IN_CLOSE_WRITE,
+					err);
+			if (rc)
+				goto out;
+			waiter_watch_sup(&w, &r);
+			continue;
+		}
+		rc = waiter_wait(&w, ready ? dwell_end : deadline, cancel, err);
+		if (rc)
+			goto out;
+	}
+	rc = snap_take(dir, (uint64_t)r.retain, (uint64_t)offset, n, &s, err);
+	if (rc)
+		goto out;
+	k = snap_keep(&s, n, r.status == PS_RUNNING);
+	/* Escapes can make Output much larger than its bytes: shrink to fit. */
+	while ((rc = reply_read(reply, &r, &s, k, (uint64_t)offset)) ==
+		       SG_E_TOO_LARGE && k > 0)
+		k = sg_utf8_clip(s.data.p, k, k / 2);
+	if (rc)
+		sg_err_set(err, rc, "the read of %s does not fit the reply", id);
+out:
+	sg_buf_release(&s.data);
+	waiter_release(&w);
+	rec_release(&r);
+	return rc;
+}
+
+/* ---- spawn ------------------------------------------------------------------ */
+
+/* Everything the supervisor and the child need, prepared before fork(). */
+struct proc_spawn {
+	const char *ctl;   /* absolute */
+	char dir[SG_PATH_MAX], out[SG_PATH_MAX], progress[SG_PATH_MAX];
+	char stop[SG_PATH_MAX];
+	const char *confine, *root;
+	char tmpdir[SG_PATH_MAX];
+	struct proc_rec rec;
+	char *const *argv; /* borrowed; NULL with a command */
+	int report;        /* the pipe the spawner reads the reply from */
+};
+
+/*
+ * The child, between fork() and exec(): only system calls and stack
+ * buffers.  A failure is written to errfd (close-on-exec, so a successful
+ * exec reports nothing) and the child exits 127.
+ */
+static void child_run(const struct proc_spawn *sp, int outfd, int errfd)
+{
+	static const int dfl[] = { SIGPIPE, SIGTERM, SIGINT, SIGQUIT, SIGHUP,
+				   SIGCHLD, SIGTSTP, SIGTTIN, SIGTTOU };
+	const char *const allow[] = { sp->tmpdir, NULL };
+	char msg[SG_ERR_MSG];
+	sigset_t none;
+	int e;
+
+	for (size_t i = 0; i < sizeof(dfl) / sizeof(dfl[0]); i++)
+		signal(dfl[i], SIG_DFL);
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
+	setpgid(0, 0);
+	if (dup2(outfd, 1) < 0 || dup2(outfd, 2) < 0) {
+		snprintf(msg, sizeof(msg), "cannot set up the output: %s",
+			 strerror(errno));
+		goto fail;
+	}
+	if (chdir(sp->rec.cwd) < 0) {
+		snprintf(msg, sizeof(msg), "cannot change to %s: %s",
+			 sp->rec.cwd, strerror(errno));
+		goto fail;
+	}
+	if (sp->confine &&
+	    sg_confine_apply(sp->confine, sp->root, allow, msg, sizeof(msg)))
+		goto fail;
+	if (sp->rec.command)
+		execl("/bin/sh", "sh", "-c", sp->rec.command, (char *)NULL);
+	else
+		execvp(sp->argv[0], sp->argv);
+	e = errno;
+	snprintf(msg, sizeof(msg), "cannot run %s: %s",
+		 sp->rec.command ? "/bin/sh" : sp->argv[0], strerror(e));
+fail:
+	(void)write_all(errfd, msg, strlen(msg));
+	_exit(127);
+}
+
+/* The supervisor sends the spawner the whole reply and lets it go. */
+static void sup_report(struct proc_spawn *sp, const char *message)
+{
+	struct sg_buf b = SG_BUF_INIT(SG_MAX_FRAME);
+
+	/* A spawner that is gone no longer needs it: nothing else to do. */
+	if (reply_rec(&b, "process", &sp->rec, message) == SG_OK)
+		(void)write_all(sp->report, b.p, b.len);
+	close(sp->report);
+	sp->report = -1;
+	sg_buf_release(&b);
+}
+
+/* Close every descriptor but keep (the supervisor owns nothing else). */
+static void close_others(int keep)
+{
+	DIR *d = opendir("/proc/self/fd");
+	struct dirent *de;
+
+	if (!d) {
+		long max = sysconf(_SC_OPEN_MAX);
+
+		for (long fd = 3; fd < (max > 0 && max < 65536 ? max : 65536);
+		     fd++)
+			if (fd != keep)
+				close((int)fd);
+		return;
+	}
+	while ((de = readdir(d))) {
+		int fd = (int)strtol(de->d_name, NULL, 10);
+
+		if (de->d_name[0] >= '0' && de->d_name[0] <= '9' && fd > 2 &&
+		    fd != keep && fd != dirfd(d))
+			close(fd);
+	}
+	closedir(d);
+}
+
+static void sup_fail(struct proc_spawn *sp, const char *message)
+{
+	struct sg_errinfo err = { 0 };
+
+	sp->rec.status = PS_FAILED;
+	sp->rec.pid = sp->rec.exit_code = -1;
+	sp->rec.message = message;
+	utc_now(sp->rec.ended_at, sizeof(sp->rec.ended_at));
+	if (rec_store(sp->ctl, &sp->rec, &err) == SG_OK)
+		sup_report(sp, message);
+	_exit(0);
+}
+
+/* The supervisor: never returns. */
+static void sup_run(struct proc_spawn *sp)
+{
+	char msg[SG_ERR_MSG], state;
+	int64_t boot_ticks;
+	int outp[2] = { -1, -1 }, errp[2] = { -1, -1 };
+	int outfd, progfd, sfd, devnull, status = 0;
+	struct sg_errinfo err = { 0 };
+	uint64_t total = 0, retain = (uint64_t)sp->rec.retain;
+	int64_t term_at = 0, kill_at = 0, drain_until = 0, start;
+	bool exited = false, eof = false, timed_out = false;
+	sigset_t chld, old;
+	char *buf;
+	ssize_t k;
+	pid_t pid;
+
+	setsid();
+	signal(SIGPIPE, SIG_IGN);
+	devnull = open("/dev/null", O_RDWR);
+	if (devnull >= 0) {
+		dup2(devnull, 0);
+		dup2(devnull, 1);
+		dup2(devnull, 2);
+		if (devnull > 2)
+			close(devnull);
+	}
+	close_others(sp->report);
+	sp->rec.sup_pid = getpid();
+	sp->rec.pid_ns = pid_ns_of("self");
+	if (proc_stat(sp->rec.sup_pid, &state, &boot_ticks) == 1)
+		sp->rec.sup_start = boot_ticks;
+	sigemptyset(&chld);
+	sigaddset(&chld, SIGCHLD);
+	sigprocmask(SIG_BLOCK, &chld, &old);
+	sfd = signalfd(-1, &chld, SFD_CLOEXEC | SFD_NONBLOCK);
+	buf = malloc(SG_PROC_CHUNK);
+	outfd = open(sp->out, O_RDWR | O_CLOEXEC);
+	progfd = open(sp->progress, O_RDWR | O_CLOEXEC);
+	if (sfd < 0 || !buf || outfd < 0 || progfd < 0 ||
+	    pipe2(outp, O_CLOEXEC) < 0 || pipe2(errp, O_CLOEXEC) < 0) {
+		snprintf(msg, sizeof(msg), "cannot set up the supervisor: %s",
+			 strerror(errno));
+		sup_fail(sp, msg);
+	}
+	utc_now(sp->rec.started_at, sizeof(sp->rec.started_at));
+	start = sg_now_ns();
+	pid = fork();
+	if (pid < 0) {
+		snprintf(msg, sizeof(msg), "cannot fork: %s", strerror(errno));
+		sup_fail(sp, msg);
+	}
+	if (pid == 0) {
+		close(outp[0]);
+		close(errp[0]);
+		child_run(sp, outp[1], errp[1]);
+	}
+	/* Both sides set the group, so it exists before anyone signals it. */
+	setpgid(pid, pid);
+	close(outp[1]);
+	close(errp[1]);
+	k = 0;
+	for (;;) {
+		ssize_t r = read(errp[0], msg + k, sizeof(msg) - 1 - (size_t)k);
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0 || (size_t)(k += r) == sizeof(msg) - 1)
+			break;
+	}
+	close(errp[0]);
+	if (k > 0) {
+		msg[k] = '\0';
+		while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+			;
+		sup_fail(sp, msg);
+	}
+	sp->rec.pid = sp->rec.pgid = pid;
+	sp->rec.status = PS_RUNNING;
+	if (rec_store(sp->ctl, &sp->rec, &err)) {
+		kill(-pid, SIGKILL);
+		sup_fail(sp, err.msg);
+	}
+	sup_report(sp, NULL);
+	if (sp->rec.timeout_ms > 0)
+		term_at = sat_add(start, sp->rec.timeout_ms * 1000000);
+
+	while (!exited || (!eof && sg_now_ns() < drain_until)) {
+		struct pollfd pfd[2] = {
+			{ .fd = eof ? -1 : outp[0], .events = POLLIN },
+			{ .fd = sfd, .events = POLLIN },
+		};
+		int64_t now = sg_now_ns(), next = INT64_MAX, ms;
+		siginfo_t si;
+
+		if (term_at && !timed_out && term_at < next)
+			next = term_at;
+		if (kill_at && !exited && kill_at < next)
+			next = kill_at;
+		if (exited && drain_until < next)
+			next = drain_until;
+		ms = next == INT64_MAX ? -1
+		     : next <= now	? 0
+					: (next - now + 999999) / 1000000;
+		if (poll(pfd, 2, ms > INT32_MAX ? INT32_MAX : (int)ms) > 0 &&
+		    (pfd[0].revents & (POLLIN | POLLHUP | POLLERR))) {
+			k = read(outp[0], buf, SG_PROC_CHUNK);
+			if (k > 0)
+				spool_add(outfd, progfd, retain, &total, buf,
+					  (size_t)k);
+			else if (k == 0 || (errno != EINTR && errno != EAGAIN))
+				eof = true;
+		}
+		if (pfd[1].revents & POLLIN) {
+			struct signalfd_siginfo ssi;
+
+			while (read(sfd, &ssi, sizeof(ssi)) > 0)
+				;
+		}
+		memset(&si, 0, sizeof(si));
+		if (!exited &&
+		    waitid(P_PID, (id_t)pid, &si,
+			   WEXITED | WNOHANG | WNOWAIT) == 0 &&
+		    si.si_pid == pid) {
+			/* Kill what the child left in its group while its pid
+			 * (and so the group id) is still held by the zombie. */
+			kill(-pid, SIGKILL);
+			while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+				;
+			exited = true;
+			drain_until = sat_add(sg_now_ns(),
+					      (int64_t)SG_PROC_DRAIN_MS * 1000000);
+		}
+		now = sg_now_ns();
+		if (!exited && term_at && !timed_out && now >= term_at) {
+			timed_out = true;
+			kill(-pid, SIGTERM);
+			kill_at = sat_add(now, (int64_t)SG_PROC_GRACE_MS * 1000000);
+		}
+		if (!exited && kill_at && now >= kill_at) {
+			kill(-pid, SIGKILL);
+			kill_at = 0;
+		}
+	}
+
+	sp->rec.status = timed_out || access(sp->stop, F_OK) == 0 ? PS_STOPPED
+								  : PS_EXITED;
+	if (WIFEXITED(status)) {
+		sp->rec.exit_code = WEXITSTATUS(status);
+	} else if (WIFSIGNALED(status)) {
+		sp->rec.exit_code = -1;
+		signal_name(WTERMSIG(status), sp->rec.signal,
+			    sizeof(sp->rec.signal));
+	}
+	utc_now(sp->rec.ended_at, sizeof(sp->rec.ended_at));
+	if (timed_out)
+		sp->rec.message = "the process reached its timeout";
+	if (rec_store(sp->ctl, &sp->rec, &err))
+		_exit(1);
+	_exit(0);
+}
+
+/* Make a path absolute against base (or the current directory). */
+static sg_err absolute(char *dst, size_t n, const char *path,
+		       const char *base, struct sg_errinfo *err)
+{
+	char cwd[SG_PATH_MAX];
+	int k;
+
+	if (path[0] == '/') {
+		k = snprintf(dst, n, "%s", path);
+	} else {
+		if (!base) {
+			if (!getcwd(cwd, sizeof(cwd)))
+				return sg_err_set(err, SG_E_INTERNAL,
+						  "cannot get the current "
+						  "directory: %s",
+						  strerror(errno));
+			base = cwd;
+		}
+		k = path[0] ? snprintf(dst, n, "%s/%s", base, path)
+			    : snprintf(dst, n, "%s", base);
+	}
+	if (k < 0 || (size_t)k >= n)
+		return sg_err_set(err, SG_E_INVALID_ARGUMENT,
+				  "the path %s is too long", path);
+	return SG_OK;
+}
+
+static sg_err make_file(const char *dir, const char *name, const void *data,
+			size_t len, struct sg_errinfo *err)
+{
+	char path[SG_PATH_MAX];
+	int fd;
+	sg_err rc = path_join(path, sizeof(path), dir, name, NULL, err);
+
+	if (rc)
+		return rc;
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return sg_err_set(err, SG_E_INTERNAL, "cannot create %s: %s",
+				  path, strerror(errno));
+	if (len && write_all(fd, data, len)) {
+		rc = sg_err_set(err, SG_E_INTERNAL, "cannot write %s: %s", path,
+				strerror(errno));
+		close(fd);
+		return rc;
+	}
+	if (close(fd) < 0)
+		return sg_err_set(err, SG_E_INTERNAL, "cannot write %s: %s",
+				  path, strerror(errno));
+	return SG_OK;
+}
+
+static sg_err cmd_spawn(struct sg_args *a, struct sg_buf *reply,
+			struct sg_errinfo *err)
+{
+	char ctl[SG_PATH_MAX], cwd[SG_PATH_MAX];
+	struct proc_spawn sp;
+	const char *id, *cwd_arg, *raw_ctl;
+	uint64_t zero[3] = { 0, 0, PROGRESS_MAGIC };
+	int pipefd[2] = { -1, -1 };
+	int64_t timeout, retain;
+	pid_t pid;
+	sg_err rc;
+
+	memset(&sp, 0, sizeof(sp));
+	rec_init(&sp.rec);
+	sp.report = -1;
+	rc = args_ctl_id(a, true, &raw_ctl, &id, err);
+	if (!rc)
+		rc = sg_args_int(a, "timeout-ms", 0, INT64_MAX / 1000000,
+				 &timeout, err);
+	if (!rc)
+		rc = sg_args_int(a, "retain", SG_PROC_RETAIN, INT64_MAX / 2,
+				 &retain, err);
+	if (rc)
+		goto out;
+	sp.rec.id = id;
+	sp.rec.session = sg_args_str(a, "session", NULL);
+	sp.rec.op = sg_args_str(a, "op", NULL);
+	sp.rec.command = sg_args_str(a, "command", NULL);
+	sp.confine = sg_args_str(a, "confine", NULL);
+	sp.root = sg_args_str(a, "root", NULL);
+	cwd_arg = sg_args_str(a, "cwd", NULL);
+	sp.rec.timeout_ms = timeout;
+	sp.rec.retain = retain;
+	if (!sp.rec.session)
+		rc = sg_err_set(err, SG_E_INVALID_ARGUMENT,
+				"--session is required");
+	else if (retain < 1)
+		rc = sg_err_set(err, SG_E_INVALID_ARGUMENT,
+				"--retain must be at least 1");
+	else if (!sp.rec.command == !(a->nrest > 0))
+		rc = sg_err_set(err, SG_E_INVALID_ARGUMENT,
+				"give exactly one of --command and an argv "
+				"after --");
+	else if (sp.confine && strcmp(sp.confine, "standard") != 0 &&
+		 strcmp(sp.confine, "read_only") != 0)
+		rc = sg_err_set(err, SG_E_INVALID_ARGUMENT,
+				"--confine must be standard or read_only");
+	else if (sp.confine && (!sp.root || sp.root[0] != '/'))
+		rc = sg_err_set(err, SG_E_INVALID_ARGUMENT,
+				"--confine needs an absolute --root");
+	else if (a->npos > 0)
+		rc = sg_err_set(err, SG_E_INVALID_ARGUMENT,
+				"unexpected argument %s", a->pos[0]);
+	if (!rc)
+		rc = sg_args_unused(a, err);
+	if (!rc)
+		rc = absolute(ctl, sizeof(ctl), raw_ctl, NULL, err);
+	if (!rc)
+		rc = absolute(cwd, sizeof(cwd), cwd_arg ? cwd_arg : "",
+			      sp.root, err);
+	if (rc)
+		goto out;
+	sp.ctl = ctl;
+	sp.rec.cwd = cwd;
+	if (a->nrest > 0) {
+		sp.argv = a->rest;
+		sp.rec.argv = calloc((size_t)a->nrest + 1, sizeof(char *));
+		if (!sp.rec.argv) {
+			rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
+			goto out;
+		}
+		for (int i = 0; i < a->nrest; i++)
+			sp.rec.argv[i] = a->rest[i];
+	}
+	rc = path_join(sp.dir, sizeof(sp.dir), ctl, id, NULL, err);
+	if (!rc)
+		rc = path_join(sp.out, sizeof(sp.out), ctl, id, "out", err);
+	if (!rc)
+		rc = path_join(sp.progress, sizeof(sp.progress), ctl, id,
+			       "progress", err);
+	if (!rc)
+		rc = path_join(sp.stop, sizeof(sp.stop), ctl, id, "stop", err);
+	if (!rc)
+		rc = path_join(sp.tmpdir, sizeof(sp.tmpdir), ctl, ".tmp", NULL,
+			       err);
+	if (rc)
+		goto out;
+	if ((mkdir(ctl, 0700) < 0 && errno != EEXIST) ||
+	    (mkdir(sp.tmpdir, 0700) < 0 && errno != EEXIST)) {
+		rc = sg_err_set(err, SG_E_INTERNAL, "cannot create %s: %s", ctl,
+				strerror(errno));
+		goto out;
+	}
+	if (mkdir(sp.dir, 0700) < 0) {
+		rc = sg_err_set(err, errno == EEXIST ? SG_E_INVALID_ARGUMENT
+						     : SG_E_INTERNAL,
+				errno == EEXIST ? "process %s already exists"
+						: "cannot create process %s",
+				id);
+		goto out;
+	}
+	rc = make_file(sp.dir, "out", NULL, 0, err);
+	if (!rc)
+		rc = make_file(sp.dir, "progress", zero, sizeof(zero), err);
+	if (rc)
+		goto out;
+	if (pipe2(pipefd, O_CLOEXEC) < 0) {
+		rc = sg_err_set(err, SG_E_INTERNAL, "cannot make a pipe: %s",
+				strerror(errno));
+		goto out;
+	}
+	pid = fork();
+	if (pid == 0) {
+		close(pipefd[0]);
+		sp.report = pipefd[1];
+		sup_run(&sp);
+	}
+	close(pipefd[1]);
+	pipefd[1] = -1;
+	sg_buf_reset(reply);
+	if (pid > 0 && read_all(pipefd[0], reply) == SG_OK && reply->len > 0) {
+		rc = SG_OK;
+		goto out;
+	}
+	/* No supervisor, or it died before reporting: record the failure. */
+	sp.rec.status = PS_FAILED;
+	utc_now(sp.rec.started_at, sizeof(sp.rec.started_at));
+	utc_now(sp.rec.ended_at, sizeof(sp.rec.ended_at));
+	sp.rec.message = pid < 0 ? "cannot fork the supervisor"
+				 : "the supervisor ended before reporting";
+	rc = rec_store(ctl, &sp.rec, err);
+	if (!rc)
+		rc = reply_rec(reply, "process", &sp.rec, sp.rec.message);
+out:
+	if (pipefd[0] >= 0)
+		close(pipefd[0]);
+	free(sp.rec.argv);
+	return rc;
+}
+
+int sg_helper_proc(int argc, char *const *argv, const void *in, size_t inlen,
+		   struct sg_buf *out, const struct sg_cancel *cancel)
+{
+	struct sg_errinfo err = { 0 };
+	struct sg_args a;
+	const char *cmd = argc > 0 ? argv[0] : "";
+	sg_err rc;
+
+	(void)in;
+	(void)inlen;
+	rc = sg_args_parse(&a, argc - (argc > 0), argv + (argc > 0), "", &err);
+	if (rc)
+		goto out;
+	if (strcmp(cmd, "spawn") == 0)
+		rc = cmd_spawn(&a, out, &err);
+	else if (strcmp(cmd, "read") == 0)
+		rc = cmd_read(&a, out, cancel, &err);
+	else if (strcmp(cmd, "get") == 0)
+		rc = cmd_get(&a, out, &err);
+	else if (strcmp(cmd, "list") == 0)
+		rc = cmd_list(&a, out, &err);
+	else if (strcmp(cmd, "stop") == 0)
+		rc = cmd_stop(&a, out, cancel, &err);
+	else if (strcmp(cmd, "wait") == 0)
+		rc = cmd_wait(&a, out, cancel, &err);
+	else
+		rc = sg_err_set(&err, SG_E_INVALID_ARGUMENT,
+				"unknown proc command \"%s\": spawn, read, get, "
+				"list, stop or wait",
+				cmd);
+out:
+	if (rc) {
+		if (!err.code)
+			sg_err_set(&err, rc, "the proc command failed");
+		sg_reply_error(out, &err);
+	}
+	return 0;
+}

@@ -1,0 +1,640 @@
+/*
+ * local.c - the local backend: environments on this machine.
+ *
+ * The zero-configuration default and the contract's reference
+ * implementation.  An environment is a directory under the state dir
+ * (<state>/local/<identity>/) holding the workspace (or the profile's
+ * host_workspace) and the control directory.  Commands run under
+ * bubblewrap: the workspace appears at binding.root, the host's system
+ * directories read-only, nothing else of the host (no home, no state dir),
+ * a private /tmp, and no network with `network: "none"`.  CPU and memory
+ * limits are cgroup limits the command joins before it starts.  Every
+ * claim is enforced or refused: without bubblewrap there is no private
+ * view, so network isolation and a root that differs from the workspace's
+ * real path are refused; without a writable cgroup, cpus and memory_mb are.
+ *
+ * Because the files are on this host, the adapter sets SG_CAP_HOST_FS and
+ * the gateway runs file tools in-process against host_root; only commands
+ * (and sg-helper steps that must observe the inside) go through exec().
+ */
+#define _GNU_SOURCE /* asprintf, nftw's FTW_ACTIONRETVAL-free use, O_PATH */
+#include "../adapter.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../../gateway/base/limits.h"
+#include "../../gateway/base/log.h"
+#include "../../gateway/base/strv.h"
+#include "../exec.h"
+
+/* Where the sandbox shows sandgate's own parts. */
+#define SANDBOX_HELPER "/run/sandgate/sg-helper"
+#define SANDBOX_CTL "/run/sandgate/ctl"
+
+struct local_env {
+	struct sg_env base;
+	char *dir;          /* <base>/local/<slug>: everything of this env */
+	char *workspace;    /* the workspace on this host */
+	char *bwrap;        /* bubblewrap's path, or NULL */
+	char *self;         /* this executable, for __cgroup-exec */
+	struct sg_strv cgroups; /* cgroup directories made for this env */
+	struct sg_strv procs;   /* their cgroup.procs files */
+};
+
+static bool best_effort(const struct sg_profile *p, const char *field)
+{
+	for (size_t i = 0; p->best_effort && p->best_effort[i]; i++)
+		if (strcmp(p->best_effort[i], field) == 0)
+			return true;
+	return false;
+}
+
+/* The first executable `name` on PATH (new), or NULL. */
+static char *find_program(const char *name)
+{
+	const char *path = getenv("PATH");
+	char *copy, *dir, *save = NULL, *found = NULL;
+
+	if (!path || !*path)
+		path = "/usr/local/bin:/usr/bin:/bin";
+	copy = strdup(path);
+	for (dir = copy ? strtok_r(copy, ":", &save) : NULL; dir && !found;
+	     dir = strtok_r(NULL, ":", &save)) {
+		char *p = NULL;
+
+		if (asprintf(&p, "%s/%s", dir, name) >= 0 && access(p, X_OK) == 0)
+			found = p;
+		else
+			free(p);
+	}
+	free(copy);
+	return found;
+}
+
+/*
+ * The cgroup hierarchy sandgate can make limits in, observed: the unified
+ * (v2) hierarchy when its memory and cpu controllers are available, else
+ * the v1 memory and cpu controllers.  NULL when neither is writable.
+ */
+static const char *cgroup_kind(void)
+{
+	FILE *f = fopen("/sys/fs/cgroup/cgroup.controllers", "re");
+	char line[512] = "";
+
+	if (f) {
+		if (!fgets(line, sizeof(line), f))
+			line[0] = '\0';
+		fclose(f);
+		if (strstr(line, "memory") && strstr(line, "cpu") &&
+		    access("/sys/fs/cgroup", W_OK) == 0)
+			return "v2";
+	}
+	if (access("/sys/fs/cgroup/memory/cgroup.procs", W_OK) == 0 &&
+	    access("/sys/fs/cgroup/cpu/cgroup.procs", W_OK) == 0)
+		return "v1";
+	return NULL;
+}
+
+static sg_err local_validate(const struct sg_profile *p, struct sg_errinfo *err)
+{
+	static const char *const foreign[] = { "image", "snapshot", "host",
+					       "identity_file", "known_hosts_file",
+					       "user", NULL };
+	const char *values[] = { p->image, p->snapshot, p->host, p->identity_file,
+				 p->known_hosts_file, p->user, NULL };
+	char *bwrap = NULL;
+	sg_err rc = SG_OK;
+
+	for (size_t i = 0; foreign[i]; i++) {
+		if (values[i] && !best_effort(p, foreign[i]))
+			return sg_err_set(err, SG_E_UNSUPPORTED,
+					  "field \"%s\" (profile \"%s\") cannot be honoured by the local backend",
+					  foreign[i], p->name);
+	}
+	if (p->port && !best_effort(p, "port"))
+		return sg_err_set(err, SG_E_UNSUPPORTED,
+				  "field \"port\" (profile \"%s\") cannot be honoured by the local backend",
+				  p->name);
+	if (p->network == SG_NET_ALLOW && !best_effort(p, "network"))
+		return sg_err_set(err, SG_E_UNSUPPORTED,
+				  "network allow lists (profile \"%s\") cannot be enforced by the local backend; use \"none\" or \"default\"",
+				  p->name);
+	if (p->network == SG_NET_NONE && !(bwrap = find_program("bwrap")) &&
+	    !best_effort(p, "network"))
+		rc = sg_err_set(err, SG_E_UNSUPPORTED,
+				"network \"none\" (profile \"%s\") needs bubblewrap on this host (apt-get install bubblewrap)",
+				p->name);
+	free(bwrap);
+	if (rc)
+		return rc;
+	if ((p->cpus > 0 && !best_effort(p, "cpus")) ||
+	    (p->memory_mb > 0 && !best_effort(p, "memory_mb"))) {
+		if (!cgroup_kind())
+			return sg_err_set(err, SG_E_UNSUPPORTED,
+					  "field \"%s\" (profile \"%s\") needs a writable cgroup hierarchy, and this host has none for sandgate",
+					  p->cpus > 0 ? "cpus" : "memory_mb", p->name);
+	}
+	return SG_OK;
+}
+
+/* A file-name-safe form of an identity: safe bytes kept, others %XX. */
+static char *slug(const char *id)
+{
+	size_t n = strlen(id);
+	char *s = malloc(3 * n + 1), *o = s;
+
+	if (!s)
+		return NULL;
+	for (const unsigned char *p = (const unsigned char *)id; *p; p++) {
+		if ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
+		    (*p >= '0' && *p <= '9') || *p == '-' || *p == '_' ||
+		    (*p == '.' && p != (const unsigned char *)id)) {
+			*o++ = (char)*p;
+		} else {
+			static const char hex[] = "0123456789ABCDEF";
+
+			*o++ = '%';
+			*o++ = hex[*p >> 4];
+			*o++ = hex[*p & 15];
+		}
+	}
+	*o = '\0';
+	return s;
+}
+
+static int mkdir_p(const char *path, mode_t mode)
+{
+	char buf[SG_PATH_MAX];
+	size_t n = strlen(path);
+
+	if (n == 0 || n >= sizeof(buf))
+		return -1;
+	memcpy(buf, path, n + 1);
+	for (char *p = buf + 1; *p; p++) {
+		if (*p != '/')
+			continue;
+		*p = '\0';
+		if (mkdir(buf, 0700) && errno != EEXIST)
+			return -1;
+		*p = '/';
+	}
+	return mkdir(buf, mode) && errno != EEXIST ? -1 : 0;
+}
+
+static int rm_entry(const char *path, const struct stat *st, int type,
+		    struct FTW *ftw)
+{
+	(void)st;
+	(void)ftw;
+	if (type == FTW_DP)
+		return rmdir(path) && errno != ENOENT ? -1 : 0;
+	return unlink(path) && errno != ENOENT ? -1 : 0;
+}
+
+/* rm -rf without following symlinks. */
+static int rm_tree(const char *path)
+{
+	if (access(path, F_OK) != 0)
+		return 0;
+	return nftw(path, rm_entry, 32, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);
+}
+
+/* Write the environment's marker (what `sandgate envs` reads) atomically. */
+static sg_err write_marker(struct local_env *le, struct sg_errinfo *err)
+{
+	const struct sg_env *env = &le->base;
+	json_t *m = json_pack("{s:s, s:s, s:s, s:s, s:s, s:I, s:b, s:b, s:s}",
+			      "backend", "local", "id", env->id, "identity",
+			      env->identity, "session", env->session, "profile",
+			      env->profile->name, "created", (json_int_t)time(NULL),
+			      "persistent", env->profile->persistent, "shared",
+			      env->profile->shared, "workspace", le->workspace);
+	char *tmp = NULL, *dst = NULL;
+	sg_err rc = SG_OK;
+
+	if (!m || asprintf(&tmp, "%s/env.json.tmp", le->dir) < 0 ||
+	    asprintf(&dst, "%s/env.json", le->dir) < 0 ||
+	    json_dump_file(m, tmp, JSON_COMPACT) || rename(tmp, dst))
+		rc = sg_err_set(err, SG_E_INTERNAL, "cannot record the environment in %s: %s",
+				le->dir, strerror(errno));
+	json_decref(m);
+	free(tmp);
+	free(dst);
+	return rc;
+}
+
+static sg_err cg_write(const char *dir, const char *file, const char *value,
+		       struct sg_errinfo *err)
+{
+	char *p = NULL;
+	FILE *f;
+	sg_err rc = SG_OK;
+
+	if (asprintf(&p, "%s/%s", dir, file) < 0)
+		return sg_err_set(err, SG_E_INTERNAL, "out of memory");
+	f = fopen(p, "we");
+	if (!f || fputs(value, f) == EOF || fclose(f) == EOF) {
+		if (f)
+			fclose(f);
+		rc = sg_err_set(err, SG_E_UNSUPPORTED, "cannot set the cgroup limit %s: %s",
+				p, strerror(errno));
+	}
+	free(p);
+	return rc;
+}
+
+/* Make one cgroup directory and remember it (and its procs file). */
+static sg_err cg_make(struct local_env *le, const char *hier, const char *name,
+		      char **out, struct sg_errinfo *err)
+{
+	char *dir = NULL;
+	sg_err rc = SG_OK;
+
+	*out = NULL;
+	if (asprintf(&dir, "%s/sandgate/%s", hier, name) < 0)
+		return sg_err_set(err, SG_E_INTERNAL, "out of memory");
+	if (mkdir_p(dir, 0755))
+		rc = sg_err_set(err, SG_E_UNSUPPORTED, "cannot create the cgroup %s: %s",
+				dir, strerror(errno));
+	if (!rc && (sg_strv_add(&le->cgroups, dir) ||
+		    sg_strv_addf(&le->procs, "%s/cgroup.procs", dir)))
+		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
+	if (rc)
+		free(dir);
+	else
+		*out = dir;
+	return rc;
+}
+
+/*
+ * Apply cpus and memory_mb as cgroup limits.  Facts report what was
+ * requested and what the kernel was told.
+ */
+static sg_err setup_limits(struct local_env *le, const char *name, json_t *applied,
+			   struct sg_errinfo *err)
+{
+	const struct sg_profile *p = le->base.profile;
+	const char *kind = cgroup_kind();
+	char *mem = NULL, *cpu = NULL, val[64];
+	sg_err rc = SG_OK;
+
+	if (p->cpus <= 0 && p->memory_mb <= 0)
+		return SG_OK;
+	if (!kind)
+		return sg_err_set(err, SG_E_UNSUPPORTED,
+				  "cpus and memory_mb need a writable cgroup hierarchy");
+	if (strcmp(kind, "v2") == 0) {
+		rc = cg_make(le, "/sys/fs/cgroup", name, &mem, err);
+		cpu = mem ? strdup(mem) : NULL;
+	} else {
+		if (p->memory_mb > 0)
+			rc = cg_make(le, "/sys/fs/cgroup/memory", name, &mem, err);
+		if (!rc && p->cpus > 0)
+			rc = cg_make(le, "/sys/fs/cgroup/cpu", name, &cpu, err);
+	}
+	if (!rc && p->memory_mb > 0) {
+		snprintf(val, sizeof(val), "%lld", (long long)p->memory_mb * 1024 * 1024);
+		rc = cg_write(mem, strcmp(kind, "v2") == 0 ? "memory.max"
+							  : "memory.limit_in_bytes",
+			      val, err);
+		if (!rc && strcmp(kind, "v2") == 0)
+			rc = cg_write(mem, "memory.swap.max", "0", err);
+		if (!rc)
+			json_object_set_new(applied, "memory_mb", json_integer(p->memory_mb));
+	}
+	if (!rc && p->cpus > 0) {
+		long quota = (long)(p->cpus * 100000.0 + 0.5);
+
+		if (strcmp(kind, "v2") == 0) {
+			snprintf(val, sizeof(val), "%ld 100000", quota);
+			rc = cg_write(cpu, "cpu.max", val, err);
+		} else {
+			rc = cg_write(cpu, "cpu.cfs_period_us", "100000", err);
+			snprintf(val, sizeof(val), "%ld", quota);
+			if (!rc)
+				rc = cg_write(cpu, "cpu.cfs_quota_us", val, err);
+		}
+		if (!rc)
+			json_object_set_new(applied, "cpus", json_real((double)quota / 100000.0));
+	}
+	free(mem);
+	free(cpu);
+	return rc;
+}
+
+/* Paths the sandbox can never show the workspace at. */
+static bool root_allowed(const char *root)
+{
+	static const char *const system[] = { "/usr", "/etc", "/bin", "/sbin",
+					      "/lib", "/lib32", "/lib64", "/libx32",
+					      "/proc", "/dev", "/tmp", "/run", "/opt",
+					      "/sys", NULL };
+
+	if (strcmp(root, "/") == 0)
+		return false;
+	for (size_t i = 0; system[i]; i++) {
+		size_t n = strlen(system[i]);
+
+		if (strncmp(root, system[i], n) == 0 && (root[n] == '\0' || root[n] == '/'))
+			return false;
+	}
+	return true;
+}
+
+static sg_err local_provision(struct sg_env *env, struct sg_cancel *cancel,
+			      struct sg_errinfo *err)
+{
+	struct local_env *le = (struct local_env *)env;
+	const struct sg_profile *p = env->profile;
+	json_t *applied = json_object(), *requested = json_object();
+	char *name = slug(env->identity), *ctl = NULL, self[SG_PATH_MAX];
+	bool fresh = false;
+	struct stat st;
+	ssize_t n;
+	sg_err rc = SG_OK;
+
+	(void)cancel; /* nothing here blocks for long */
+	if (!name || asprintf(&le->dir, "%s/local/%s",
+			      p->workspace ? p->workspace : env->state_dir, name) < 0) {
+		le->dir = NULL;
+		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
+		goto out;
+	}
+	n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	if (n > 0) {
+		self[n] = '\0';
+		le->self = strdup(self);
+	}
+	le->bwrap = find_program("bwrap");
+	if (!le->bwrap && p->network == SG_NET_NONE && !best_effort(p, "network")) {
+		rc = sg_err_set(err, SG_E_UNSUPPORTED, "network \"none\" needs bubblewrap");
+		goto out;
+	}
+	if (le->bwrap && !root_allowed(env->root)) {
+		rc = sg_err_set(err, SG_E_INVALID_ARGUMENT,
+				"root %s would hide a system directory inside the sandbox",
+				env->root);
+		goto out;
+	}
+	if (stat(le->dir, &st) == 0) {
+		env->resumed = true;
+	} else if (env->require_existing) {
+		rc = sg_err_set(err, SG_E_WORKSPACE_LOST,
+				"the workspace of identity \"%s\" is gone (%s does not exist)",
+				env->identity, le->dir);
+		goto out;
+	}
+	if (p->host_workspace) {
+		if (stat(p->host_workspace, &st) || !S_ISDIR(st.st_mode)) {
+			rc = sg_err_set(err, env->require_existing ? SG_E_WORKSPACE_LOST
+								   : SG_E_NOT_FOUND,
+					"host_workspace %s is not a directory", p->host_workspace);
+			goto out;
+		}
+		le->workspace = realpath(p->host_workspace, NULL);
+	} else if (asprintf(&le->workspace, "%s/workspace", le->dir) < 0) {
+		le->workspace = NULL;
+	}
+	if (!le->workspace || asprintf(&ctl, "%s/ctl", le->dir) < 0) {
+		ctl = NULL;
+		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
+		goto out;
+	}
+	if (!le->bwrap && strcmp(env->root, le->workspace) != 0) {
+		rc = sg_err_set(err, SG_E_UNSUPPORTED,
+				"commands can see the workspace at %s only through bubblewrap, which is not installed (install bubblewrap, or set host_workspace to %s)",
+				env->root, env->root);
+		goto out;
+	}
+	fresh = !env->resumed;
+	if (mkdir_p(le->dir, 0700) || mkdir_p(le->workspace, 0755)) {
+		rc = sg_err_set(err, SG_E_INTERNAL, "cannot create %s: %s", le->dir,
+				strerror(errno));
+		goto out;
+	}
+	if (env->resumed && env->require_existing && !p->host_workspace &&
+	    stat(le->workspace, &st) != 0) {
+		rc = sg_err_set(err, SG_E_WORKSPACE_LOST, "the workspace %s is gone",
+				le->workspace);
+		goto out;
+	}
+	{
+		static const char *const subs[] = { "proc", "home", "tmp", NULL };
+
+		for (size_t i = 0; subs[i]; i++) {
+			char *d = NULL;
+
+			if (asprintf(&d, "%s/%s", ctl, subs[i]) < 0 || mkdir_p(d, 0700)) {
+				free(d);
+				rc = sg_err_set(err, SG_E_INTERNAL, "cannot create %s/%s",
+						ctl, subs[i]);
+				goto out;
+			}
+			free(d);
+		}
+	}
+	snprintf(env->id, sizeof(env->id), "local-%s", name);
+	if (p->cpus > 0)
+		json_object_set_new(requested, "cpus", json_real(p->cpus));
+	if (p->memory_mb > 0)
+		json_object_set_new(requested, "memory_mb", json_integer(p->memory_mb));
+	{
+		char cgname[200];
+
+		snprintf(cgname, sizeof(cgname), "%.150s-%ld", name, (long)getpid());
+		rc = setup_limits(le, cgname, applied, err);
+	}
+	if (rc)
+		goto out;
+	if (fresh)
+		rc = write_marker(le, err);
+	if (rc)
+		goto out;
+	env->helper = strdup(le->bwrap ? SANDBOX_HELPER : env->helper_host);
+	env->ctl_dir = strdup(le->bwrap ? SANDBOX_CTL : ctl);
+	env->host_root = strdup(le->workspace);
+	env->host_ctl = ctl;
+	ctl = NULL;
+	env->facts = json_pack(
+		"{s:{s:b}, s:{s:O, s:O}, s:s, s:s}", "isolation",
+		"host_filesystem_restricted", le->bwrap != NULL, "resources",
+		"requested", requested, "applied", applied, "safety_class",
+		le->bwrap ? "container" : "trusted_local", "mechanism",
+		le->bwrap ? "bubblewrap" : "none");
+	if (!env->helper || !env->ctl_dir || !env->host_root || !env->facts)
+		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
+out:
+	if (rc && fresh) {
+		/* A failed create leaves nothing behind. */
+		for (size_t i = le->cgroups.n; i > 0; i--)
+			rmdir(le->cgroups.v[i - 1]);
+		if (le->dir)
+			rm_tree(le->dir);
+	}
+	json_decref(applied);
+	json_decref(requested);
+	free(name);
+	free(ctl);
+	return rc;
+}
+
+static sg_err add_system_dirs(struct sg_strv *av)
+{
+	static const char *const dirs[] = { "/usr", "/etc", "/opt", "/bin", "/sbin",
+					    "/lib", "/lib32", "/lib64", "/libx32", NULL };
+	sg_err rc = SG_OK;
+
+	for (size_t i = 0; !rc && dirs[i]; i++) {
+		struct stat st;
+		char target[SG_PATH_MAX];
+		ssize_t n;
+
+		if (lstat(dirs[i], &st))
+			continue;
+		if (S_ISLNK(st.st_mode)) {
+			/* Merged /usr: /bin -> usr/bin stays a link inside. */
+			n = readlink(dirs[i], target, sizeof(target) - 1);
+			if (n <= 0)
+				continue;
+			target[n] = '\0';
+			rc = sg_strv_addv(av, (const char *[]){ "--symlink", target,
+								 dirs[i], NULL });
+		} else if (S_ISDIR(st.st_mode)) {
+			rc = sg_strv_addv(av, (const char *[]){ "--ro-bind", dirs[i],
+								 dirs[i], NULL });
+		}
+	}
+	return rc;
+}
+
+/* bubblewrap's arguments for one command, up to and including "--". */
+static sg_err sandbox_argv(struct local_env *le, const struct sg_exec *x,
+			   struct sg_strv *av)
+{
+	const struct sg_env *env = &le->base;
+	const struct sg_profile *p = env->profile;
+	bool detaches = x->flags & SG_EXEC_DETACHES;
+	bool ro = p->mount_read_only || x->confine == SG_CONFINE_READ_ONLY;
+	sg_err rc = sg_strv_add(av, le->bwrap);
+
+	/*
+	 * A command that leaves a daemon behind (sg-helper's supervisor) must
+	 * not live in a pid namespace that dies with it, nor die with us.
+	 */
+	if (!rc && !detaches)
+		rc = sg_strv_addv(av, (const char *[]){ "--die-with-parent",
+							 "--unshare-pid", "--new-session", NULL });
+	if (!rc)
+		rc = sg_strv_addv(av, (const char *[]){ "--unshare-ipc", "--unshare-uts",
+							 "--unshare-cgroup-try", "--hostname",
+							 "sandgate", "--cap-drop", "ALL", NULL });
+	if (!rc && p->network == SG_NET_NONE)
+		rc = sg_strv_add(av, "--unshare-net");
+	if (!rc)
+		rc = add_system_dirs(av);
+	if (!rc)
+		rc = sg_strv_addv(av, (const char *[]){ "--dev", "/dev", "--proc", "/proc",
+							 "--tmpfs", "/tmp", NULL });
+	if (!rc)
+		rc = sg_strv_addv(av, (const char *[]){ ro ? "--ro-bind" : "--bind",
+							 le->workspace, env->root, NULL });
+	if (!rc)
+		rc = sg_strv_addv(av, (const char *[]){ "--ro-bind", env->helper_host,
+							 SANDBOX_HELPER, "--bind", env->host_ctl,
+							 SANDBOX_CTL, NULL });
+	if (!rc)
+		rc = sg_strv_addv(av, (const char *[]){ "--chdir", x->cwd ? x->cwd : env->root,
+							 "--", NULL });
+	return rc;
+}
+
+static sg_err local_exec(struct sg_env *env, const struct sg_exec *x,
+			 struct sg_exec_result *out, struct sg_cancel *cancel,
+			 struct sg_errinfo *err)
+{
+	struct local_env *le = (struct local_env *)env;
+	struct sg_strv av = SG_STRV_INIT;
+	sg_err rc = SG_OK;
+
+	if (le->procs.n) {
+		rc = sg_strv_addv(&av, (const char *[]){ le->self, "__cgroup-exec", NULL });
+		if (!rc)
+			rc = sg_strv_addv(&av, sg_strv_get(&le->procs));
+		if (!rc)
+			rc = sg_strv_add(&av, "--");
+	}
+	if (!rc && le->bwrap)
+		rc = sandbox_argv(le, x, &av);
+	if (!rc)
+		rc = sg_strv_addv(&av, x->argv);
+	if (rc) {
+		sg_strv_release(&av);
+		return sg_err_set(err, SG_E_INTERNAL, "out of memory");
+	}
+	{
+		struct sg_child c = {
+			.argv = sg_strv_get(&av),
+			.envp = x->envp,
+			/* Without bubblewrap, root is the workspace's real path. */
+			.cwd = le->bwrap ? NULL : (x->cwd ? x->cwd : env->root),
+			.stdin_data = x->stdin_data,
+			.stdin_len = x->stdin_len,
+			.timeout_ms = x->timeout_ms,
+			.merge = x->flags & SG_EXEC_MERGE,
+			.detaches = x->flags & SG_EXEC_DETACHES,
+		};
+
+		rc = sg_exec_run(&c, out, cancel, err);
+	}
+	sg_strv_release(&av);
+	return rc;
+}
+
+static sg_err local_teardown(struct sg_env *env, enum sg_fate fate,
+			     struct sg_cancel *cancel, struct sg_errinfo *err)
+{
+	struct local_env *le = (struct local_env *)env;
+	sg_err rc = SG_OK;
+
+	(void)cancel;
+	/* Limits die with the session; a resumed one makes new ones. */
+	for (size_t i = le->cgroups.n; i > 0; i--)
+		if (rmdir(le->cgroups.v[i - 1]) && errno != ENOENT)
+			sg_log_warn("cannot remove the cgroup %s: %s",
+				    le->cgroups.v[i - 1], strerror(errno));
+	if (fate == SG_FATE_REMOVE && le->dir && rm_tree(le->dir))
+		rc = sg_err_set(err, SG_E_INTERNAL, "cannot remove %s: %s", le->dir,
+				strerror(errno));
+	return rc;
+}
+
+static void local_release(struct sg_env *env)
+{
+	struct local_env *le = (struct local_env *)env;
+
+	free(le->dir);
+	free(le->workspace);
+	free(le->bwrap);
+	free(le->self);
+	sg_strv_release(&le->cgroups);
+	sg_strv_release(&le->procs);
+}
+
+const struct sg_adapter sg_adapter_local = {
+	.name = "local",
+	.caps = SG_CAP_HOST_FS,
+	.env_size = sizeof(struct local_env),
+	.validate = local_validate,
+	.provision = local_provision,
+	.exec = local_exec,
+	.teardown = local_teardown,
+	.release = local_release,
+};

@@ -1,0 +1,290 @@
+/*
+ * envcall.c - one sg-helper step in the environment, wherever it is.
+ *
+ * The same helper code answers in-process for environments on this host
+ * and as a program inside remote ones; this file is the only place that
+ * knows the difference, so the tools and the process methods are written
+ * once against sg_envcall().
+ */
+#include "session.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "../adapters/helper/helper.h"
+#include "base/limits.h"
+#include "base/log.h"
+
+static bool in_process(const struct sg_session *s, unsigned how)
+{
+	return (s->env->ad->caps & SG_CAP_HOST_FS) && !(how & SG_CALL_EXEC);
+}
+
+/*
+ * The command words come first ("fs read"), then the options this file
+ * adds, then the caller's own arguments: options must precede a `--`.
+ */
+static sg_err build_argv(struct sg_session *s, unsigned how, bool local,
+			 const char *const *args, struct sg_strv *av)
+{
+	const struct sg_env *env = s->env;
+	size_t n = 0, words;
+	sg_err rc = SG_OK;
+
+	while (args[n])
+		n++;
+	words = n >= 2 && strcmp(args[0], "probe") != 0 ? 2 : n;
+
+	if (!local)
+		rc = sg_strv_add(av, env->helper);
+	for (size_t i = 0; !rc && i < words; i++)
+		rc = sg_strv_add(av, args[i]);
+	if (!rc && (how & SG_CALL_ROOTED)) {
+		rc = sg_strv_add(av, "--root");
+		if (!rc)
+			rc = sg_strv_add(av, env->root);
+		if (!rc && local) {
+			rc = sg_strv_add(av, "--host-root");
+			if (!rc)
+				rc = sg_strv_add(av, env->host_root);
+		}
+	}
+	if (!rc && (how & SG_CALL_CTL))
+		rc = sg_strv_add(av, "--ctl");
+	if (!rc && (how & SG_CALL_CTL))
+		rc = sg_strv_addf(av, "%s/proc", local ? env->host_ctl : env->ctl_dir);
+	for (size_t i = words; !rc && i < n; i++)
+		rc = sg_strv_add(av, args[i]);
+	return rc;
+}
+
+static sg_err parse_reply(const char *p, size_t n, json_t **out,
+			  struct sg_errinfo *err)
+{
+	json_error_t je;
+	json_t *j = json_loadb(p, n, 0, &je), *e;
+
+	*out = NULL;
+	if (!j || !json_is_object(j)) {
+		json_decref(j);
+		return sg_err_set(err, SG_E_INTERNAL,
+				  "the environment helper gave an unreadable reply");
+	}
+	e = json_object_get(j, "error");
+	if (json_is_string(e)) {
+		const char *msg = json_string_value(json_object_get(j, "message"));
+		sg_err code = sg_err_from_word(json_string_value(e));
+
+		sg_err_set(err, code, "%s", msg ? msg : "the step failed");
+		json_decref(j);
+		return code;
+	}
+	*out = j;
+	return SG_OK;
+}
+
+/* The exec path of a step: the program inside the environment. */
+static sg_err run_exec(struct sg_session *s, const struct sg_strv *av,
+		       const char *const *envp, unsigned flags, const void *in,
+		       size_t inlen, struct sg_exec_result *r,
+		       struct sg_cancel *cancel, struct sg_errinfo *err)
+{
+	struct sg_exec x = {
+		.argv = sg_strv_get(av),
+		.envp = envp,
+		.stdin_data = in,
+		.stdin_len = inlen,
+		.max_output = SG_ENVTOOL_REPLY,
+		.flags = flags,
+	};
+	sg_err rc = s->env->ad->exec(s->env, &x, r, cancel, err);
+
+	if (!rc && (r->exit_code != 0 || r->truncated))
+		rc = sg_err_set(err, SG_E_INTERNAL,
+				"the environment helper failed (exit %d): %.160s",
+				r->exit_code, r->err.p);
+	return rc;
+}
+
+sg_err sg_envcall_spawn(struct sg_session *s, const char *const *args,
+			const char *const *envp, json_t **out,
+			struct sg_cancel *cancel, struct sg_errinfo *err)
+{
+	struct sg_strv av = SG_STRV_INIT;
+	struct sg_exec_result r;
+	sg_err rc;
+
+	*out = NULL;
+	sg_exec_result_init(&r, SG_ENVTOOL_REPLY);
+	rc = build_argv(s, SG_CALL_CTL, false, args, &av);
+	if (rc)
+		rc = sg_err_set(err, rc, "out of memory building a helper call");
+	if (!rc)
+		rc = run_exec(s, &av, envp, SG_EXEC_DETACHES, NULL, 0, &r, cancel, err);
+	if (!rc)
+		rc = parse_reply(r.out.p, r.out.len, out, err);
+	sg_exec_result_release(&r);
+	sg_strv_release(&av);
+	return rc;
+}
+
+sg_err sg_envcall(struct sg_session *s, unsigned how,
+		  const char *const *args, const void *in, size_t inlen,
+		  json_t **out, struct sg_cancel *cancel,
+		  struct sg_errinfo *err)
+{
+	bool local = in_process(s, how);
+	struct sg_strv av = SG_STRV_INIT;
+	struct sg_exec_result r;
+	sg_err rc;
+
+	*out = NULL;
+	sg_exec_result_init(&r, SG_ENVTOOL_REPLY);
+	rc = build_argv(s, how, local, args, &av);
+	if (rc) {
+		sg_err_set(err, rc, "out of memory building a helper call");
+		goto out;
+	}
+	if (local) {
+		int status;
+
+		/* sg_helper_run's argv, like the program's, omits argv[0]. */
+		status = sg_helper_run((int)av.n, av.v, in, inlen, &r.out, cancel);
+		if (status != 0) {
+			rc = sg_err_set(err, SG_E_INTERNAL,
+					"the environment helper failed (status %d) on `%s %s`",
+					status, args[0], args[1] ? args[1] : "");
+			goto out;
+		}
+	} else {
+		rc = run_exec(s, &av, sg_strv_get(&s->base_env), 0, in, inlen,
+			      &r, cancel, err);
+		if (rc)
+			goto out;
+	}
+	rc = parse_reply(r.out.p, r.out.len, out, err);
+out:
+	sg_exec_result_release(&r);
+	sg_strv_release(&av);
+	return rc;
+}
+
+sg_err sg_envcall_resolve(struct sg_session *s, const char *path,
+			  bool for_write, char **out, struct sg_cancel *cancel,
+			  struct sg_errinfo *err)
+{
+	const char *args[] = { "fs", "resolve", for_write ? "--for-write" : path,
+			       for_write ? path : NULL, NULL };
+	json_t *reply = NULL;
+	const char *abs;
+	sg_err rc;
+
+	*out = NULL;
+	rc = sg_envcall(s, SG_CALL_ROOTED, args, NULL, 0, &reply, cancel, err);
+	if (rc)
+		return rc;
+	abs = json_string_value(json_object_get(reply, "path"));
+	if (!abs) {
+		const char *te = json_string_value(json_object_get(reply, "tool_error"));
+
+		rc = sg_err_set(err, SG_E_NOT_FOUND, "%s",
+				te ? te : "the path could not be resolved");
+	} else if (!(*out = strdup(abs))) {
+		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
+	}
+	json_decref(reply);
+	return rc;
+}
+
+/* Set name=value in env, replacing an earlier value of the same name. */
+static sg_err env_set(json_t *env, const char *name, size_t nlen,
+		      const char *value)
+{
+	char key[256];
+
+	if (nlen >= sizeof(key))
+		return SG_E_INVALID_ARGUMENT;
+	memcpy(key, name, nlen);
+	key[nlen] = '\0';
+	return json_object_set_new(env, key, json_string(value)) ? SG_E_INTERNAL : SG_OK;
+}
+
+sg_err sg_envcall_command_env(struct sg_session *s, json_t *extra,
+			      struct sg_strv *out, struct sg_errinfo *err)
+{
+	json_t *env = json_object(), *v;
+	const char *const *fwd = s->profile->forward_env;
+	const char *k;
+	sg_err rc = SG_OK;
+
+	if (!env)
+		return sg_err_set(err, SG_E_INTERNAL, "out of memory");
+	for (size_t i = 0; !rc && i < s->base_env.n; i++) {
+		const char *kv = s->base_env.v[i], *eq = strchr(kv, '=');
+
+		rc = env_set(env, kv, (size_t)(eq - kv), eq + 1);
+	}
+	for (size_t i = 0; !rc && fwd && fwd[i]; i++) {
+		const char *eq = strchr(fwd[i], '=');
+
+		rc = env_set(env, fwd[i], (size_t)(eq - fwd[i]), eq + 1);
+	}
+	if (!rc && extra) {
+		json_object_foreach(extra, k, v) {
+			rc = env_set(env, k, strlen(k), json_string_value(v));
+			if (rc)
+				break;
+		}
+	}
+	json_object_foreach(env, k, v) {
+		if (rc)
+			break;
+		rc = sg_strv_addf(out, "%s=%s", k, json_string_value(v));
+	}
+	json_decref(env);
+	if (rc)
+		return sg_err_set(err, rc == SG_E_INVALID_ARGUMENT ? rc : SG_E_INTERNAL,
+				  "an environment variable name is too long or memory ran out");
+	return SG_OK;
+}
+
+sg_err sg_envcall_confine(struct sg_session *s, enum sg_confine mode,
+			  const char *const *argv, struct sg_strv *out,
+			  struct sg_errinfo *err)
+{
+	const char *word = mode == SG_CONFINE_READ_ONLY ? "read_only" : "standard";
+	sg_err rc = SG_OK;
+
+	if (mode != SG_CONFINE_NONE) {
+		if (s->landlock_abi < 3)
+			return sg_err_set(err, SG_E_PERMISSION,
+					  "permission mode %s needs commands confined, and this environment cannot (Landlock ABI %d; 3 or newer is needed)",
+					  word, s->landlock_abi);
+		rc = sg_strv_add(out, s->env->helper);
+		if (!rc)
+			rc = sg_strv_add(out, "confine");
+		if (!rc)
+			rc = sg_strv_add(out, "--mode");
+		if (!rc)
+			rc = sg_strv_add(out, word);
+		if (!rc)
+			rc = sg_strv_add(out, "--root");
+		if (!rc)
+			rc = sg_strv_add(out, s->root);
+		/* Standard mode may also write the environment's private
+		 * HOME and TMPDIR, which live outside root. */
+		if (!rc && mode == SG_CONFINE_STANDARD)
+			rc = sg_strv_add(out, "--allow-write");
+		if (!rc && mode == SG_CONFINE_STANDARD)
+			rc = sg_strv_addf(out, "%s/tmp", s->env->ctl_dir);
+		if (!rc && mode == SG_CONFINE_STANDARD)
+			rc = sg_strv_add(out, "--allow-write");
+		if (!rc && mode == SG_CONFINE_STANDARD)
+			rc = sg_strv_addf(out, "%s/home", s->env->ctl_dir);
+		if (!rc)
+			rc = sg_strv_add(out, "--");
+	}
+	if (!rc)
+		rc = sg_strv_addv(out, argv);
+	return rc ? sg_err_set(err, SG_E_INTERNAL, "out of memory") : SG_OK;
+}

@@ -1,0 +1,436 @@
+/*
+ * export.c - exports: immutable snapshots of files, read in chunks.
+ *
+ * export/open copies the file, as it is at that moment, into a private
+ * snapshot file under the state directory while hashing it, so later reads
+ * return the snapshot's bytes whatever happens to the source.  Snapshots
+ * are streamed through a fixed buffer: a 256 MiB export never sits in
+ * memory.  Unclosed exports are removed at shutdown.
+ */
+#define _GNU_SOURCE /* O_NOFOLLOW, O_PATH are Linux/GNU under strict POSIX */
+#include "session.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <openssl/evp.h>
+#include <openssl/rand.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "../adapters/exec.h"
+#include "base/limits.h"
+#include "base/log.h"
+
+#define COPY_CHUNK (1 * SG_MiB)
+
+struct export {
+	struct export *next;
+	char token[33];
+	char *file; /* the snapshot on this host */
+	int fd;
+	int64_t size;
+};
+
+struct sg_exports {
+	pthread_mutex_t lock;
+	struct export *head;
+	char *dir;
+	unsigned long serial;
+};
+
+sg_err sg_exports_new(struct sg_session *s)
+{
+	struct sg_exports *x = calloc(1, sizeof(*x));
+
+	if (!x)
+		return SG_E_INTERNAL;
+	pthread_mutex_init(&x->lock, NULL);
+	if (asprintf(&x->dir, "%s/exports-%ld", s->state_dir, (long)getpid()) < 0) {
+		free(x);
+		return SG_E_INTERNAL;
+	}
+	s->exports = x;
+	return SG_OK;
+}
+
+static void export_free(struct export *e)
+{
+	if (e->fd >= 0)
+		close(e->fd);
+	if (e->file)
+		unlink(e->file);
+	free(e->file);
+	free(e);
+}
+
+void sg_exports_free(struct sg_session *s)
+{
+	struct sg_exports *x = s->exports;
+
+	if (!x)
+		return;
+	while (x->head) {
+		struct export *e = x->head;
+
+		x->head = e->next;
+		export_free(e);
+	}
+	rmdir(x->dir);
+	free(x->dir);
+	pthread_mutex_destroy(&x->lock);
+	free(x);
+	s->exports = NULL;
+}
+
+static const char *base_name(const char *path)
+{
+	const char *slash = strrchr(path, '/');
+
+	return slash ? slash + 1 : path;
+}
+
+/*
+ * Copy src into dst while hashing, honouring the cancel token between
+ * chunks.  SG_E_TOO_LARGE past SG_EXPORT_MAX (the file grew meanwhile).
+ */
+static sg_err copy_hash(int src, int dst, unsigned char *digest, int64_t *size,
+			struct sg_cancel *cancel, struct sg_errinfo *err)
+{
+	EVP_MD_CTX *md = EVP_MD_CTX_new();
+	char *buf = malloc(COPY_CHUNK);
+	int64_t total = 0;
+	sg_err rc = SG_OK;
+
+	if (!md || !buf || !EVP_DigestInit_ex(md, EVP_sha256(), NULL)) {
+		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
+		goto out;
+	}
+	for (;;) {
+		ssize_t n = read(src, buf, COPY_CHUNK);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			rc = sg_err_set(err, SG_E_INTERNAL, "reading the file failed: %s",
+					strerror(errno));
+			goto out;
+		}
+		if (n == 0)
+			break;
+		total += n;
+		if (total > (int64_t)SG_EXPORT_MAX) {
+			rc = sg_err_set(err, SG_E_TOO_LARGE,
+					"the file exceeds the %zu MiB export limit",
+					SG_EXPORT_MAX / SG_MiB);
+			goto out;
+		}
+		EVP_DigestUpdate(md, buf, (size_t)n);
+		for (ssize_t off = 0; off < n;) {
+			ssize_t w = write(dst, buf + off, (size_t)(n - off));
+
+			if (w < 0 && errno == EINTR)
+				continue;
+			if (w < 0) {
+				rc = sg_err_set(err, SG_E_INTERNAL,
+						"writing the snapshot failed: %s",
+						strerror(errno));
+				goto out;
+			}
+			off += w;
+		}
+		rc = sg_cancel_check(cancel);
+		if (rc) {
+			sg_err_set(err, rc, "the export was cancelled");
+			goto out;
+		}
+	}
+	EVP_DigestFinal_ex(md, digest, NULL);
+	*size = total;
+out:
+	EVP_MD_CTX_free(md);
+	free(buf);
+	return rc;
+}
+
+/* Open the source on this host (SG_CAP_HOST_FS) after checking its kind. */
+static sg_err open_host_source(struct sg_session *s, const char *rel, int *fd,
+			       struct sg_errinfo *err)
+{
+	char *host = NULL;
+	struct stat st;
+	sg_err rc = SG_OK;
+
+	*fd = -1;
+	if (asprintf(&host, "%s/%s", s->env->host_root, rel) < 0)
+		return sg_err_set(err, SG_E_INTERNAL, "out of memory");
+	*fd = open(host, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+	if (*fd < 0)
+		rc = sg_err_set(err, errno == ENOENT ? SG_E_NOT_FOUND : SG_E_INVALID_ARGUMENT,
+				"%s cannot be opened: %s", rel, strerror(errno));
+	else if (fstat(*fd, &st) || !S_ISREG(st.st_mode))
+		rc = sg_err_set(err, SG_E_INVALID_ARGUMENT,
+				"%s is not a regular file", rel);
+	else if (st.st_size > (off_t)SG_EXPORT_MAX)
+		rc = sg_err_set(err, SG_E_TOO_LARGE,
+				"%s is %lld bytes, over the %zu MiB export limit", rel,
+				(long long)st.st_size, SG_EXPORT_MAX / SG_MiB);
+	if (rc && *fd >= 0) {
+		close(*fd);
+		*fd = -1;
+	}
+	free(host);
+	return rc;
+}
+
+/*
+ * Fill the snapshot from a remote environment: the adapter's native file
+ * download when it has one, else `cat` through exec (bounded).
+ */
+static sg_err fetch_remote(struct sg_session *s, const char *abs, int dst,
+			   struct sg_cancel *cancel, struct sg_errinfo *err)
+{
+	const struct sg_adapter *ad = s->env->ad;
+	struct sg_exec_result r;
+	sg_err rc;
+
+	if (ad->get_file)
+		return ad->get_file(s->env, abs, dst, SG_EXPORT_MAX, cancel, err);
+	sg_exec_result_init(&r, SG_EXPORT_MAX);
+	{
+		struct sg_exec x = {
+			.argv = (const char *const[]){ "cat", "--", abs, NULL },
+			.envp = sg_strv_get(&s->base_env),
+			.max_output = SG_EXPORT_MAX,
+		};
+
+		rc = ad->exec(s->env, &x, &r, cancel, err);
+	}
+	if (!rc && (r.exit_code != 0 || r.truncated))
+		rc = sg_err_set(err, r.truncated ? SG_E_TOO_LARGE : SG_E_NOT_FOUND,
+				"%s cannot be exported: %.160s", abs,
+				r.truncated ? "it is larger than the export limit" : r.err.p);
+	if (!rc && write(dst, r.out.p, r.out.len) != (ssize_t)r.out.len)
+		rc = sg_err_set(err, SG_E_INTERNAL, "writing the snapshot failed");
+	sg_exec_result_release(&r);
+	return rc;
+}
+
+sg_err sg_export_path(struct sg_session *s, const char *path, json_t **out,
+		      struct sg_cancel *cancel, struct sg_errinfo *err)
+{
+	struct sg_exports *x = s->exports;
+	const char *args[] = { "fs", "stat", path, NULL };
+	struct export *e = calloc(1, sizeof(*e));
+	unsigned char digest[32], rnd[16];
+	char hex[65];
+	json_t *st = NULL;
+	const char *type, *rel;
+	int src = -1;
+	sg_err rc;
+
+	*out = NULL;
+	if (!e)
+		return sg_err_set(err, SG_E_INTERNAL, "out of memory");
+	e->fd = -1;
+	rc = sg_envcall(s, SG_CALL_ROOTED, args, NULL, 0, &st, cancel, err);
+	if (rc)
+		goto out;
+	type = json_string_value(json_object_get(st, "type"));
+	rel = json_string_value(json_object_get(st, "path"));
+	if (!type || !rel) {
+		const char *te = json_string_value(json_object_get(st, "tool_error"));
+
+		rc = sg_err_set(err, SG_E_NOT_FOUND, "%s", te ? te : "no such file");
+		goto out;
+	}
+	if (strcmp(type, "file") != 0) {
+		rc = sg_err_set(err, SG_E_INVALID_ARGUMENT,
+				"%s is a %s, not a regular file", rel, type);
+		goto out;
+	}
+	if (json_integer_value(json_object_get(st, "size")) > (json_int_t)SG_EXPORT_MAX) {
+		rc = sg_err_set(err, SG_E_TOO_LARGE, "%s is over the %zu MiB export limit",
+				rel, SG_EXPORT_MAX / SG_MiB);
+		goto out;
+	}
+	if (RAND_bytes(rnd, sizeof(rnd)) != 1) {
+		rc = sg_err_set(err, SG_E_INTERNAL, "no randomness for a token");
+		goto out;
+	}
+	for (int i = 0; i < 16; i++)
+		snprintf(e->token + 2 * i, 3, "%02x", rnd[i]);
+	if (mkdir(x->dir, 0700) && errno != EEXIST) {
+		rc = sg_err_set(err, SG_E_INTERNAL, "cannot create %s: %s", x->dir,
+				strerror(errno));
+		goto out;
+	}
+	if (asprintf(&e->file, "%s/%s", x->dir, e->token) < 0) {
+		e->file = NULL;
+		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
+		goto out;
+	}
+	e->fd = open(e->file, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	if (e->fd < 0) {
+		rc = sg_err_set(err, SG_E_INTERNAL, "cannot create a snapshot: %s",
+				strerror(errno));
+		goto out;
+	}
+	if (s->env->ad->caps & SG_CAP_HOST_FS) {
+		rc = open_host_source(s, rel, &src, err);
+		if (!rc)
+			rc = copy_hash(src, e->fd, digest, &e->size, cancel, err);
+	} else {
+		char *abs = NULL;
+
+		rc = asprintf(&abs, "%s/%s", s->root, rel) < 0 ? SG_E_INTERNAL : SG_OK;
+		if (!rc)
+			rc = fetch_remote(s, abs, e->fd, cancel, err);
+		if (!rc && lseek(e->fd, 0, SEEK_SET) == 0) {
+			int tmp = open(e->file, O_RDONLY | O_CLOEXEC);
+
+			rc = tmp < 0 ? SG_E_INTERNAL : SG_OK;
+			if (!rc) {
+				int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
+
+				rc = copy_hash(tmp, null, digest, &e->size, cancel, err);
+				close(null);
+				close(tmp);
+			}
+		}
+		free(abs);
+	}
+	if (rc)
+		goto out;
+	for (int i = 0; i < 32; i++)
+		snprintf(hex + 2 * i, 3, "%02x", digest[i]);
+	*out = json_pack("{s:s, s:I, s:s, s:s}", "token", e->token, "size",
+			 (json_int_t)e->size, "sha256", hex, "name", base_name(rel));
+	pthread_mutex_lock(&x->lock);
+	e->next = x->head;
+	x->head = e;
+	pthread_mutex_unlock(&x->lock);
+	e = NULL;
+out:
+	if (src >= 0)
+		close(src);
+	if (e)
+		export_free(e);
+	json_decref(st);
+	return rc;
+}
+
+sg_err sg_export_open(struct sg_op *op, json_t **out)
+{
+	const char *path = NULL;
+	sg_err rc = sg_arg_str(op->data, "path", true, &path, &op->err);
+
+	return rc ? rc : sg_export_path(op->s, path, out, &op->cancel, &op->err);
+}
+
+/* Find an export by token and hold a dup of its fd, so a concurrent close
+ * cannot pull the file from under a read. */
+static sg_err find_dup(struct sg_op *op, const char *token, int *fd,
+		       int64_t *size)
+{
+	struct sg_exports *x = op->s->exports;
+	sg_err rc = SG_OK;
+
+	pthread_mutex_lock(&x->lock);
+	for (struct export *e = x->head; e; e = e->next) {
+		if (strcmp(e->token, token) == 0) {
+			*fd = dup(e->fd);
+			*size = e->size;
+			break;
+		}
+	}
+	if (*fd < 0)
+		rc = sg_err_set(&op->err, SG_E_NOT_FOUND, "no open export has that token");
+	pthread_mutex_unlock(&x->lock);
+	return rc;
+}
+
+sg_err sg_export_read(struct sg_op *op, json_t **out)
+{
+	const char *token = NULL;
+	int64_t offset, length, size = 0;
+	unsigned char *raw = NULL;
+	char *b64 = NULL;
+	int fd = -1;
+	ssize_t got = 0;
+	sg_err rc;
+
+	*out = NULL;
+	rc = sg_arg_str(op->data, "token", true, &token, &op->err);
+	if (!rc)
+		rc = sg_arg_int(op->data, "offset", 0, 0, INT64_MAX, &offset, &op->err);
+	if (!rc)
+		rc = sg_arg_int(op->data, "length", 0, 0, INT64_MAX, &length, &op->err);
+	if (!rc)
+		rc = find_dup(op, token, &fd, &size);
+	if (rc)
+		goto out;
+	if (offset > size) {
+		rc = sg_err_set(&op->err, SG_E_INVALID_ARGUMENT,
+				"offset %lld is past the end of the export (%lld bytes)",
+				(long long)offset, (long long)size);
+		goto out;
+	}
+	if (length == 0 || length > (int64_t)SG_EXPORT_CHUNK)
+		length = SG_EXPORT_CHUNK;
+	if (length > size - offset)
+		length = size - offset;
+	raw = malloc((size_t)length + 1);
+	b64 = malloc(4 * (((size_t)length + 2) / 3) + 1);
+	if (!raw || !b64) {
+		rc = sg_err_set(&op->err, SG_E_INTERNAL, "out of memory");
+		goto out;
+	}
+	while (got < length) {
+		ssize_t n = pread(fd, raw + got, (size_t)(length - got), offset + got);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			rc = sg_err_set(&op->err, SG_E_INTERNAL, "reading the snapshot failed");
+			goto out;
+		}
+		got += n;
+	}
+	EVP_EncodeBlock((unsigned char *)b64, raw, (int)length);
+	*out = json_pack("{s:s, s:b}", "data", b64, "eof", offset + length >= size);
+out:
+	if (fd >= 0)
+		close(fd);
+	free(raw);
+	free(b64);
+	return rc;
+}
+
+sg_err sg_export_close(struct sg_op *op, json_t **out)
+{
+	struct sg_exports *x = op->s->exports;
+	struct export *found = NULL;
+	const char *token = NULL;
+	sg_err rc = sg_arg_str(op->data, "token", true, &token, &op->err);
+
+	*out = NULL;
+	if (rc)
+		return rc;
+	pthread_mutex_lock(&x->lock);
+	for (struct export **p = &x->head; *p; p = &(*p)->next) {
+		if (strcmp((*p)->token, token) == 0) {
+			found = *p;
+			*p = found->next;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&x->lock);
+	if (!found)
+		return sg_err_set(&op->err, SG_E_NOT_FOUND, "no open export has that token");
+	export_free(found);
+	*out = json_object();
+	return SG_OK;
+}

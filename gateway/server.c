@@ -1,0 +1,874 @@
+/*
+ * server.c - dispatch, the worker pool, initialize, cancel and shutdown.
+ *
+ * Invariants: the reader (main) thread parses and routes frames and never
+ * blocks on the environment; a request's terminal reply is queued by the
+ * worker that ran it, after the handler returned, exactly once; an op is in
+ * the in-flight list from dispatch until that reply is queued, which is
+ * what cancel looks at and what shutdown waits for.
+ */
+#define _GNU_SOURCE /* asprintf */
+#include "server.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/limits.h"
+#include "base/log.h"
+#include "session.h"
+#include "wire.h"
+
+typedef sg_err (*handler_fn)(struct sg_op *op, json_t **out);
+
+struct method {
+	const char *name;
+	handler_fn run;
+	bool before_init; /* allowed before initialize succeeded */
+};
+
+struct server {
+	struct sg_session s;
+	const struct sg_server_opts *o;
+
+	pthread_mutex_t lock;
+	pthread_cond_t work, idle;
+	struct sg_op *inflight;   /* every op between dispatch and reply */
+	struct job *jobs, **jobs_tail;
+	int threads, idle_threads;
+	bool quit;
+
+	FILE *audit;
+	pthread_mutex_t audit_lock;
+};
+
+static sg_err run_initialize(struct sg_op *op, json_t **out);
+
+static const struct method methods[] = {
+	{ "initialize", run_initialize, true },
+	{ "execute", sg_tools_execute, false },
+	{ "process/start", sg_proc_start, false },
+	{ "process/list", sg_proc_list, false },
+	{ "process/get", sg_proc_get, false },
+	{ "process/read", sg_proc_read, false },
+	{ "process/stop", sg_proc_stop, false },
+	{ "export/open", sg_export_open, false },
+	{ "export/read", sg_export_read, false },
+	{ "export/close", sg_export_close, false },
+	{ "cancel", NULL, false }, /* answered on the reader thread */
+};
+
+void sg_op_after(struct sg_op *op, json_t *ev)
+{
+	if (!op->after)
+		op->after = json_array();
+	json_array_append_new(op->after, ev);
+}
+
+static void op_free(struct sg_op *op)
+{
+	json_decref(op->id);
+	json_decref(op->req);
+	json_decref(op->after);
+	free(op->after_id);
+	sg_cancel_release(&op->cancel);
+	free(op);
+}
+
+/* ---- replies and the audit log ---- */
+
+static void send_error(struct sg_session *s, json_t *id, const struct sg_errinfo *e)
+{
+	char text[SG_ERR_MSG + 64];
+
+	sg_err_format(e, text, sizeof(text));
+	sg_wire_send(s->wire, json_pack("{s:O, s:s}", "id", id, "error", text));
+}
+
+static void send_error_code(struct sg_session *s, json_t *id, sg_err code,
+			    const char *fmt, ...) SG_PRINTF(4, 5);
+static void send_error_code(struct sg_session *s, json_t *id, sg_err code,
+			    const char *fmt, ...)
+{
+	struct sg_errinfo e = { 0 };
+	va_list ap;
+
+	va_start(ap, fmt);
+	sg_err_vset(&e, code, fmt, ap);
+	va_end(ap);
+	send_error(s, id, &e);
+}
+
+/*
+ * One line per request: what ran and how it ended, never its arguments
+ * (they may hold file contents or secrets).
+ */
+static void audit(struct server *sv, const struct sg_op *op, sg_err rc)
+{
+	char ts[32];
+	time_t now = time(NULL);
+	struct tm tm;
+	json_t *line;
+	char *text;
+
+	if (!sv->audit)
+		return;
+	gmtime_r(&now, &tm);
+	strftime(ts, sizeof(ts), "%Y-%m-%dT%H:%M:%SZ", &tm);
+	line = json_pack("{s:s, s:s, s:s?, s:s, s:I}", "ts", ts, "method",
+			 op->method, "tool", op->tool, "outcome",
+			 rc ? sg_err_word(rc) : op->tool_failed ? "is_error" : "ok",
+			 "duration_ms", (json_int_t)((sg_now_ns() - op->start_ns) / 1000000));
+	text = json_dumps(line, JSON_COMPACT);
+	json_decref(line);
+	if (!text)
+		return;
+	pthread_mutex_lock(&sv->audit_lock);
+	fprintf(sv->audit, "%s\n", text);
+	fflush(sv->audit);
+	pthread_mutex_unlock(&sv->audit_lock);
+	free(text);
+}
+
+/* ---- the worker pool ---- */
+
+static void finish(struct server *sv, struct sg_op *op, sg_err rc, json_t *data)
+{
+	struct sg_op **p;
+
+	if (!rc)
+		sg_wire_send(sv->s.wire, json_pack("{s:O, s:o}", "id", op->id, "data",
+						   data ? data : json_object()));
+	else
+		send_error(&sv->s, op->id, &op->err);
+	if (!rc && op->after) {
+		json_t *ev;
+		size_t i;
+
+		json_array_foreach(op->after, i, ev)
+			sg_wire_send(sv->s.wire, json_incref(ev));
+	}
+	if (!rc && op->after_sent)
+		op->after_sent(op);
+	audit(sv, op, rc);
+	pthread_mutex_lock(&sv->lock);
+	for (p = &sv->inflight; *p; p = &(*p)->next) {
+		if (*p == op) {
+			*p = op->next;
+			break;
+		}
+	}
+	pthread_cond_broadcast(&sv->idle);
+	pthread_mutex_unlock(&sv->lock);
+	op_free(op);
+}
+
+/* A queued request: ops chain through `next` in the in-flight list, so the
+ * queue has links of its own. */
+struct job {
+	struct job *next;
+	struct sg_op *op;
+	handler_fn run;
+};
+
+static void *worker_main(void *arg)
+{
+	struct server *sv = arg;
+
+	pthread_mutex_lock(&sv->lock);
+	for (;;) {
+		struct job *j;
+		json_t *data = NULL;
+		sg_err rc;
+
+		while (!sv->jobs && !sv->quit) {
+			sv->idle_threads++;
+			pthread_cond_wait(&sv->work, &sv->lock);
+			sv->idle_threads--;
+		}
+		if (!sv->jobs)
+			break;
+		j = sv->jobs;
+		sv->jobs = j->next;
+		if (!sv->jobs)
+			sv->jobs_tail = &sv->jobs;
+		pthread_mutex_unlock(&sv->lock);
+
+		rc = sg_cancel_check(&j->op->cancel);
+		if (rc)
+			sg_err_set(&j->op->err, rc, "the request was cancelled before it ran");
+		else
+			rc = j->run(j->op, &data);
+		if (rc && !j->op->err.code)
+			sg_err_set(&j->op->err, rc, "%s failed", j->op->method);
+		if (rc)
+			json_decref(data), data = NULL;
+		finish(sv, j->op, rc, data);
+		free(j);
+		pthread_mutex_lock(&sv->lock);
+	}
+	sv->threads--;
+	pthread_cond_broadcast(&sv->idle);
+	pthread_mutex_unlock(&sv->lock);
+	return NULL;
+}
+
+/* Queue a job, growing the pool when no worker is idle (up to the cap;
+ * past it the job waits for a free worker). */
+static sg_err enqueue(struct server *sv, struct sg_op *op, handler_fn run)
+{
+	struct job *j = calloc(1, sizeof(*j));
+	pthread_t t;
+
+	if (!j)
+		return SG_E_INTERNAL;
+	j->op = op;
+	j->run = run;
+	pthread_mutex_lock(&sv->lock);
+	*sv->jobs_tail = j;
+	sv->jobs_tail = &j->next;
+	if (sv->idle_threads == 0 && sv->threads < SG_WORKERS_MAX) {
+		if (pthread_create(&t, NULL, worker_main, sv) == 0) {
+			pthread_detach(t);
+			sv->threads++;
+		}
+	}
+	pthread_cond_signal(&sv->work);
+	pthread_mutex_unlock(&sv->lock);
+	return SG_OK;
+}
+
+/* ---- initialize ---- */
+
+/*
+ * The binding in canonical form: every field present, absent ones as
+ * null/false (protocol section 10), so a repeated initialize compares with
+ * json_equal.
+ */
+static sg_err canonical_binding(json_t *d, json_t **out, struct sg_errinfo *e)
+{
+	json_t *v = json_object_get(d, "version");
+	json_t *root = json_object_get(d, "root");
+	json_t *session = json_object_get(d, "session");
+	json_t *identity = json_object_get(d, "identity");
+	json_t *env = json_object_get(d, "environment");
+	bool req = false, rm = false;
+	sg_err rc;
+
+	*out = NULL;
+	if (!json_is_integer(v) || json_integer_value(v) != 4) {
+		if (json_is_integer(v))
+			return sg_err_set(e, SG_E_UNSUPPORTED,
+					  "protocol version %lld (this backend speaks 4)",
+					  (long long)json_integer_value(v));
+		return sg_err_set(e, SG_E_UNSUPPORTED,
+				  "protocol version missing or not an integer (this backend speaks 4)");
+	}
+	if (!json_is_string(root) || json_string_value(root)[0] != '/' ||
+	    strlen(json_string_value(root)) != json_string_length(root) ||
+	    json_string_length(root) >= SG_PATH_MAX)
+		return sg_err_set(e, SG_E_INVALID_ARGUMENT,
+				  "`root` must be an absolute path");
+	if (!json_is_string(session) || json_string_length(session) == 0 ||
+	    json_string_length(session) > 128 ||
+	    strlen(json_string_value(session)) != json_string_length(session))
+		return sg_err_set(e, SG_E_INVALID_ARGUMENT,
+				  "`session` must be a non-empty string of at most 128 bytes");
+	if (identity && !json_is_null(identity) &&
+	    (!json_is_string(identity) || json_string_length(identity) == 0 ||
+	     json_string_length(identity) > 128 ||
+	     strlen(json_string_value(identity)) != json_string_length(identity)))
+		return sg_err_set(e, SG_E_INVALID_ARGUMENT,
+				  "`identity` must be a non-empty string of at most 128 bytes");
+	if (env && !json_is_null(env) && !json_is_object(env))
+		return sg_err_set(e, SG_E_INVALID_ARGUMENT,
+				  "`environment` must be an object");
+	rc = sg_arg_bool(d, "require_existing_workspace", false, &req, e);
+	if (!rc)
+		rc = sg_arg_bool(d, "remove_workspace_on_exit", false, &rm, e);
+	if (rc)
+		return rc;
+	*out = json_pack("{s:i, s:O, s:O, s:O, s:O, s:b, s:b}", "version", 4,
+			 "root", root, "session", session, "identity",
+			 identity ? identity : json_null(), "environment",
+			 env ? env : json_null(), "require_existing_workspace", req,
+			 "remove_workspace_on_exit", rm);
+	return *out ? SG_OK : sg_err_set(e, SG_E_INTERNAL, "out of memory");
+}
+
+static json_t *merge_objects(json_t *a, json_t *b)
+{
+	json_t *m = json_is_object(a) ? json_deep_copy(a) : json_object();
+
+	if (json_is_object(b))
+		json_object_update(m, b);
+	return m;
+}
+
+/*
+ * The facts the reply reports: what sg-helper observed inside the
+ * environment, merged with what only the adapter can observe.
+ */
+static json_t *facts_of(json_t *probe, json_t *adapter)
+{
+	json_t *f = json_object();
+
+	json_object_set_new(f, "isolation",
+			    merge_objects(json_object_get(probe, "isolation"),
+					  json_object_get(adapter, "isolation")));
+	json_object_set_new(f, "toolchains",
+			    merge_objects(json_object_get(probe, "toolchains"), NULL));
+	json_object_set(f, "landlock_abi", json_object_get(probe, "landlock_abi"));
+	json_object_set_new(f, "observed",
+			    merge_objects(json_object_get(probe, "observed"), NULL));
+	if (json_is_object(adapter)) {
+		const char *k;
+		json_t *v;
+
+		json_object_foreach(adapter, k, v)
+			if (strcmp(k, "isolation") != 0)
+				json_object_set(f, k, v);
+	}
+	return f;
+}
+
+/* The minimal environment commands start from (protocol section 10). */
+static sg_err base_env(struct sg_session *s)
+{
+	const char *tz = getenv("TZ");
+	sg_err rc = sg_strv_add(&s->base_env,
+				"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin");
+
+	if (!rc)
+		rc = sg_strv_addf(&s->base_env, "HOME=%s/home", s->env->ctl_dir);
+	if (!rc)
+		rc = sg_strv_addf(&s->base_env, "TMPDIR=%s/tmp", s->env->ctl_dir);
+	if (!rc)
+		rc = sg_strv_add(&s->base_env, "LANG=C.UTF-8");
+	if (!rc && tz)
+		rc = sg_strv_addf(&s->base_env, "TZ=%s", tz);
+	if (!rc && s->profile->user)
+		rc = sg_strv_addf(&s->base_env, "USER=%s", s->profile->user);
+	if (!rc && s->profile->user)
+		rc = sg_strv_addf(&s->base_env, "LOGNAME=%s", s->profile->user);
+	return rc;
+}
+
+static json_t *method_names(void)
+{
+	json_t *a = json_array();
+
+	for (size_t i = 0; i < sizeof(methods) / sizeof(methods[0]); i++)
+		json_array_append_new(a, json_string(methods[i].name));
+	return a;
+}
+
+/*
+ * Provision the environment for the binding.  Errors before anything was
+ * created leave the connection uninitialised (the host may retry); a
+ * failed or cancelled provisioning removes what it made and is final.
+ */
+static sg_err provision(struct sg_op *op, json_t *binding, bool *fatal)
+{
+	struct sg_session *s = op->s;
+	const struct sg_adapter *ad;
+	struct sg_env *env = NULL;
+	json_t *probe = NULL, *envobj;
+	bool provisioned = false;
+	sg_err rc;
+
+	*fatal = false;
+	envobj = json_object_get(binding, "environment");
+	rc = sg_config_profile(s->cfg, s->profile_name,
+			       json_is_object(envobj) ? envobj : NULL, &s->profile,
+			       &op->err);
+	if (rc)
+		goto out;
+	ad = sg_adapter_find(s->profile->backend);
+	if (!ad) {
+		rc = sg_err_set(&op->err, SG_E_UNSUPPORTED,
+				"backend \"%s\" (profile \"%s\") is not built into this sandgate",
+				s->profile->backend, s->profile->name);
+		goto out;
+	}
+	rc = ad->validate(s->profile, &op->err);
+	if (rc)
+		goto out;
+
+	*fatal = true;
+	env = calloc(1, ad->env_size);
+	if (!env) {
+		rc = sg_err_set(&op->err, SG_E_INTERNAL, "out of memory");
+		goto out;
+	}
+	s->root = strdup(json_string_value(json_object_get(binding, "root")));
+	s->session_id = strdup(json_string_value(json_object_get(binding, "session")));
+	s->identity = strdup(json_is_string(json_object_get(binding, "identity"))
+				     ? json_string_value(json_object_get(binding, "identity"))
+				     : s->session_id);
+	env->ad = ad;
+	env->profile = s->profile;
+	env->root = s->root;
+	env->session = s->session_id;
+	env->identity = s->identity;
+	env->state_dir = s->state_dir;
+	env->helper_host = s->helper_path;
+	env->require_existing = json_is_true(json_object_get(binding, "require_existing_workspace"));
+	env->remove_on_exit = json_is_true(json_object_get(binding, "remove_workspace_on_exit"));
+	s->env = env;
+	rc = ad->provision(env, &op->cancel, &op->err);
+	if (rc)
+		goto out;
+	provisioned = true;
+	rc = base_env(s);
+	if (rc) {
+		sg_err_set(&op->err, rc, "out of memory");
+		goto out;
+	}
+	{
+		const char *args[] = { "probe", NULL };
+
+		/* Facts are observed inside the environment, so always exec. */
+		rc = sg_envcall(s, SG_CALL_EXEC, args, NULL, 0, &probe, &op->cancel,
+				&op->err);
+	}
+	if (rc)
+		goto out;
+	s->landlock_abi = (int)json_integer_value(json_object_get(probe, "landlock_abi"));
+	rc = sg_exports_new(s);
+	if (!rc)
+		rc = sg_procs_new(s);
+	if (rc) {
+		sg_err_set(&op->err, rc, "out of memory");
+		goto out;
+	}
+	s->init_reply = json_pack(
+		"{s:i, s:[s], s:o, s:o, s:{s:s, s:s, s:s, s:b, s:o}}", "version", 4,
+		"capabilities", "process.start.v1", "methods", method_names(),
+		"tools", sg_tools_names(), "environment", "backend", ad->name,
+		"profile", s->profile->name, "id", env->id, "resumed", env->resumed,
+		"facts", facts_of(probe, env->facts));
+out:
+	if (rc && provisioned) {
+		struct sg_errinfo ignore = { 0 };
+		struct sg_cancel none;
+
+		/* The cleanup must run even though the request was cancelled. */
+		if (sg_cancel_init(&none) == SG_OK) {
+			ad->teardown(env, env->resumed ? SG_FATE_KEEP : SG_FATE_REMOVE,
+				     &none, &ignore);
+			sg_cancel_release(&none);
+		}
+	}
+	json_decref(probe);
+	return rc;
+}
+
+static sg_err run_initialize(struct sg_op *op, json_t **out)
+{
+	struct sg_session *s = op->s;
+	const char *token = NULL;
+	json_t *binding = NULL;
+	bool fatal;
+	sg_err rc;
+
+	*out = NULL;
+	rc = sg_arg_str(op->req, "token", true, &token, &op->err);
+	if (!rc)
+		rc = canonical_binding(op->data, &binding, &op->err);
+	if (rc)
+		return rc;
+	pthread_mutex_lock(&s->lock);
+	while (s->state == SG_S_INITIALIZING)
+		pthread_cond_wait(&s->init_done, &s->lock);
+	if (s->state == SG_S_FAILED) {
+		rc = sg_err_set(&op->err, SG_E_INIT_FAILED,
+				"reconnect with a new connection");
+	} else if (s->state == SG_S_READY) {
+		if (!json_equal(binding, s->binding) || strcmp(token, s->token) != 0)
+			rc = sg_err_set(&op->err, SG_E_BINDING_CONFLICT,
+					"this connection is already bound differently; the first binding stays");
+		else
+			*out = json_deep_copy(s->init_reply);
+	} else {
+		s->state = SG_S_INITIALIZING;
+	}
+	pthread_mutex_unlock(&s->lock);
+	if (rc || *out) {
+		json_decref(binding);
+		return rc;
+	}
+
+	rc = provision(op, binding, &fatal);
+
+	pthread_mutex_lock(&s->lock);
+	if (!rc) {
+		s->binding = binding;
+		s->token = strdup(token);
+		s->state = SG_S_READY;
+		*out = json_deep_copy(s->init_reply);
+	} else {
+		json_decref(binding);
+		s->state = fatal ? SG_S_FAILED : SG_S_NEW;
+		if (!fatal) {
+			sg_profile_free(s->profile);
+			s->profile = NULL;
+		}
+	}
+	pthread_cond_broadcast(&s->init_done);
+	pthread_mutex_unlock(&s->lock);
+	return rc;
+}
+
+/* ---- dispatch (reader thread) ---- */
+
+static struct sg_op *find_inflight(struct server *sv, json_t *id)
+{
+	for (struct sg_op *op = sv->inflight; op; op = op->next)
+		if (json_equal(op->id, id))
+			return op;
+	return NULL;
+}
+
+/* cancel: answered at once; the target replies `cancelled:` when its
+ * handler has actually stopped. */
+static void do_cancel(struct server *sv, json_t *id, json_t *data)
+{
+	json_t *target = json_object_get(data, "id");
+	struct sg_op *op;
+	bool found = false;
+
+	if (!json_is_string(target) && !json_is_integer(target)) {
+		send_error_code(&sv->s, id, SG_E_INVALID_ARGUMENT,
+				"`id` must be the string or integer id of a request");
+		return;
+	}
+	pthread_mutex_lock(&sv->lock);
+	op = find_inflight(sv, target);
+	if (op) {
+		sg_err_set(&op->err, SG_E_CANCELLED, "request cancelled by the host");
+		sg_cancel_fire(&op->cancel, SG_E_CANCELLED);
+		found = true;
+	}
+	pthread_mutex_unlock(&sv->lock);
+	sg_wire_send(sv->s.wire, json_pack("{s:O, s:{s:b}}", "id", id, "data",
+					   "cancelled", found));
+}
+
+static void dispatch(struct server *sv, json_t *frame)
+{
+	struct sg_session *s = &sv->s;
+	json_t *id = json_object_get(frame, "id");
+	json_t *m = json_object_get(frame, "method");
+	json_t *data = json_object_get(frame, "data");
+	const struct method *meth = NULL;
+	const char *token;
+	struct sg_op *op;
+	int state;
+
+	if (!json_is_string(m)) {
+		send_error_code(s, id, SG_E_INVALID_REQUEST, "`method` must be a string");
+		return;
+	}
+	if (data && !json_is_null(data) && !json_is_object(data)) {
+		send_error_code(s, id, SG_E_INVALID_REQUEST, "`data` must be an object");
+		return;
+	}
+	for (size_t i = 0; i < sizeof(methods) / sizeof(methods[0]); i++)
+		if (strcmp(methods[i].name, json_string_value(m)) == 0)
+			meth = &methods[i];
+	if (!meth) {
+		send_error_code(s, id, SG_E_UNKNOWN_METHOD, "no method \"%.64s\"",
+				json_string_value(m));
+		return;
+	}
+	pthread_mutex_lock(&s->lock);
+	state = s->state;
+	pthread_mutex_unlock(&s->lock);
+	if (!meth->before_init) {
+		if (state == SG_S_FAILED) {
+			send_error_code(s, id, SG_E_INIT_FAILED, "reconnect with a new connection");
+			return;
+		}
+		if (state != SG_S_READY) {
+			send_error_code(s, id, SG_E_NOT_INITIALIZED,
+					"call initialize before %s", meth->name);
+			return;
+		}
+		token = json_string_value(json_object_get(frame, "token"));
+		if (!token || strcmp(token, s->token) != 0) {
+			send_error_code(s, id, SG_E_BAD_TOKEN,
+					"the request's token does not match the connection's");
+			return;
+		}
+	}
+	if (!data || json_is_null(data)) {
+		json_object_set_new(frame, "data", json_object());
+		data = json_object_get(frame, "data");
+	}
+	if (!meth->run) {
+		do_cancel(sv, id, data);
+		return;
+	}
+	op = calloc(1, sizeof(*op));
+	if (!op || sg_cancel_init(&op->cancel)) {
+		free(op);
+		send_error_code(s, id, SG_E_INTERNAL, "out of memory");
+		return;
+	}
+	op->id = json_incref(id);
+	op->req = json_incref(frame);
+	op->method = meth->name;
+	op->data = data;
+	op->s = s;
+	op->start_ns = sg_now_ns();
+	pthread_mutex_lock(&sv->lock);
+	if (find_inflight(sv, id)) {
+		pthread_mutex_unlock(&sv->lock);
+		op_free(op);
+		send_error_code(s, id, SG_E_INVALID_REQUEST,
+				"a request with this id is still in flight");
+		return;
+	}
+	op->next = sv->inflight;
+	sv->inflight = op;
+	pthread_mutex_unlock(&sv->lock);
+	if (enqueue(sv, op, meth->run)) {
+		sg_err_set(&op->err, SG_E_INTERNAL, "out of memory");
+		finish(sv, op, SG_E_INTERNAL, NULL);
+	}
+}
+
+/* ---- shutdown ---- */
+
+static struct sg_wire *signal_wire;
+
+static void on_signal(int sig)
+{
+	(void)sig;
+	if (signal_wire)
+		sg_wire_stop(signal_wire);
+}
+
+static void on_dead(void *payload)
+{
+	sg_wire_stop(payload ? ((struct server *)payload)->s.wire : NULL);
+}
+
+struct deadline {
+	struct sg_cancel token, done;
+	int64_t ms;
+	pthread_t thread;
+};
+
+static void *deadline_main(void *arg)
+{
+	struct deadline *d = arg;
+
+	if (sg_cancel_sleep(&d->done, d->ms) == SG_OK)
+		sg_cancel_fire(&d->token, SG_E_TIMEOUT);
+	return NULL;
+}
+
+/* Wait for every in-flight request to reply, or the budget to run out. */
+static bool drain(struct server *sv, struct deadline *d)
+{
+	bool empty;
+
+	pthread_mutex_lock(&sv->lock);
+	for (struct sg_op *op = sv->inflight; op; op = op->next) {
+		sg_err_set(&op->err, SG_E_CANCELLED, "the gateway is shutting down");
+		sg_cancel_fire(&op->cancel, SG_E_CANCELLED);
+	}
+	while (sv->inflight && !sg_cancel_check(&d->token)) {
+		struct timespec ts;
+
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_nsec += 20 * 1000000;
+		if (ts.tv_nsec >= 1000000000) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000;
+		}
+		pthread_cond_timedwait(&sv->idle, &sv->lock, &ts);
+	}
+	empty = !sv->inflight;
+	pthread_mutex_unlock(&sv->lock);
+	return empty;
+}
+
+static int64_t budget_ms(const struct server *sv)
+{
+	if (sv->o->budget_ms > 0)
+		return sv->o->budget_ms;
+	if (sv->s.profile && sv->s.profile->shutdown_timeout_ms > 0)
+		return sv->s.profile->shutdown_timeout_ms;
+	return SG_SHUTDOWN_BUDGET_MS;
+}
+
+/*
+ * Section 9: cancel and await requests, stop processes, release exports,
+ * keep or remove the environment.  Returns the exit status.
+ */
+static int shutdown_session(struct server *sv, const char *why)
+{
+	struct sg_session *s = &sv->s;
+	struct deadline d = { .ms = budget_ms(sv) };
+	struct sg_errinfo err = { 0 };
+	int status = 0;
+	sg_err rc = SG_OK;
+
+	sg_log_info("shutting down: %s", why);
+	if (sg_cancel_init(&d.token) || sg_cancel_init(&d.done))
+		return 70;
+	if (pthread_create(&d.thread, NULL, deadline_main, &d) != 0)
+		d.thread = pthread_self();
+	if (!drain(sv, &d)) {
+		fprintf(stderr, "sandgate: requests still running when the shutdown budget ran out\n");
+		status = 1;
+	}
+	if (s->state == SG_S_READY) {
+		rc = sg_procs_shutdown(s, &d.token, &err);
+		if (rc)
+			fprintf(stderr, "sandgate: %s\n", err.msg);
+		sg_procs_free(s);
+		sg_exports_free(s);
+		sg_err_clear(&err);
+		{
+			enum sg_fate fate = s->env->remove_on_exit ? SG_FATE_REMOVE : SG_FATE_KEEP;
+			sg_err trc = s->env->ad->teardown(s->env, fate, &d.token, &err);
+
+			if (trc) {
+				fprintf(stderr,
+					"sandgate: cleanup of environment %s (%s, profile %s) did not finish: %s: %s; it may remain: run `sandgate envs gc`\n",
+					s->env->id, s->env->ad->name, s->profile->name,
+					sg_err_word(trc), err.msg);
+				status = 1;
+			}
+		}
+		if (rc)
+			status = 1;
+	}
+	if (!sg_wire_flush(s->wire, sg_now_ms() + 1000) && !sg_wire_dead(s->wire))
+		sg_log_warn("replies could not all be written before exit");
+	sg_cancel_fire(&d.done, SG_E_CANCELLED);
+	if (!pthread_equal(d.thread, pthread_self()))
+		pthread_join(d.thread, NULL);
+	sg_cancel_release(&d.token);
+	sg_cancel_release(&d.done);
+	return status;
+}
+
+static void session_release(struct server *sv)
+{
+	struct sg_session *s = &sv->s;
+
+	if (s->env) {
+		if (s->env->ad && s->env->ad->release)
+			s->env->ad->release(s->env);
+		json_decref(s->env->facts);
+		free(s->env->helper);
+		free(s->env->ctl_dir);
+		free(s->env->host_root);
+		free(s->env->host_ctl);
+		free(s->env);
+	}
+	sg_profile_free(s->profile);
+	json_decref(s->binding);
+	json_decref(s->init_reply);
+	free(s->token);
+	free(s->root);
+	free(s->session_id);
+	free(s->identity);
+	sg_strv_release(&s->base_env);
+}
+
+int sg_server_run(const struct sg_server_opts *o)
+{
+	struct server *sv = calloc(1, sizeof(*sv));
+	struct sigaction sa = { 0 };
+	const char *why = "end of input";
+	struct sg_errinfo err = { 0 };
+	bool stuck = false;
+	int status;
+
+	if (!sv)
+		return 70;
+	sv->o = o;
+	sv->jobs_tail = &sv->jobs;
+	pthread_mutex_init(&sv->lock, NULL);
+	pthread_cond_init(&sv->work, NULL);
+	pthread_cond_init(&sv->idle, NULL);
+	pthread_mutex_init(&sv->audit_lock, NULL);
+	pthread_mutex_init(&sv->s.lock, NULL);
+	pthread_cond_init(&sv->s.init_done, NULL);
+	sv->s.cfg = o->cfg;
+	sv->s.profile_name = o->profile;
+	sv->s.state_dir = o->state_dir;
+	sv->s.helper_path = o->helper_path;
+	sv->s.budget_ms = o->budget_ms;
+	sv->s.tool_output = o->tool_output ? o->tool_output : SG_TOOL_OUTPUT;
+	if (o->audit_log && !(sv->audit = fopen(o->audit_log, "ae"))) {
+		fprintf(stderr, "sandgate: cannot open the audit log %s: %s\n",
+			o->audit_log, strerror(errno));
+		free(sv);
+		return 64;
+	}
+	/* A dead host must show up as EPIPE on write, not kill us mid-cleanup. */
+	signal(SIGPIPE, SIG_IGN);
+	if (sg_wire_new(0, 1, on_dead, sv, &sv->s.wire)) {
+		fprintf(stderr, "sandgate: cannot start the protocol writer\n");
+		free(sv);
+		return 70;
+	}
+	signal_wire = sv->s.wire;
+	sa.sa_handler = on_signal;
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGINT, &sa, NULL);
+
+	for (;;) {
+		json_t *frame = NULL;
+		sg_err rc = sg_wire_read(sv->s.wire, &frame, &err);
+
+		if (rc) {
+			if (rc != SG_E_NOT_FOUND) {
+				why = rc == SG_E_CANCELLED ? "stopped (signal or dead output)"
+							   : err.msg;
+				if (rc != SG_E_CANCELLED)
+					fprintf(stderr, "sandgate: %s; shutting down\n", err.msg);
+			}
+			break;
+		}
+		dispatch(sv, frame);
+		json_decref(frame);
+	}
+	status = shutdown_session(sv, why);
+
+	pthread_mutex_lock(&sv->lock);
+	sv->quit = true;
+	pthread_cond_broadcast(&sv->work);
+	while (sv->threads > 0 && !stuck) {
+		struct timespec ts;
+
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_sec += 2;
+		/* A handler that ignores its cancel token must not hang exit. */
+		stuck = pthread_cond_timedwait(&sv->idle, &sv->lock, &ts) == ETIMEDOUT;
+	}
+	pthread_mutex_unlock(&sv->lock);
+	signal_wire = NULL;
+	if (stuck) {
+		sg_log_err("a request handler did not stop; exiting without it");
+		return status ? status : 1;
+	}
+	sg_wire_free(sv->s.wire);
+	session_release(sv);
+	if (sv->audit)
+		fclose(sv->audit);
+	free(sv);
+	return status;
+}

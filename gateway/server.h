@@ -1,0 +1,32 @@
+/*
+ * server.h - `sandgate serve`: one host connection on stdin and stdout.
+ *
+ * The main thread reads frames and dispatches each request to a worker
+ * from a pool grown on demand; the wire's writer thread alone writes
+ * stdout.  Shutdown (protocol section 9) starts at stdin EOF, a malformed
+ * or oversized frame, a failed write, or SIGTERM/SIGINT, and runs inside
+ * the shutdown budget: in-flight requests are cancelled and awaited, this
+ * session's processes stopped, exports released, then the environment is
+ * kept or removed as the binding says.
+ */
+#ifndef SG_SERVER_H
+#define SG_SERVER_H
+
+#include <stdint.h>
+
+#include "../config/config.h"
+
+struct sg_server_opts {
+	const struct sg_config *cfg; /* borrowed */
+	const char *profile;         /* NULL: the config's default */
+	const char *state_dir;
+	const char *helper_path;     /* sg-helper on this host */
+	const char *audit_log;       /* NULL: none */
+	int64_t budget_ms;           /* 0: the profile's, else the default */
+	size_t tool_output;          /* 0: SG_TOOL_OUTPUT */
+};
+
+/* Serve until shutdown; returns the process's exit status. */
+int sg_server_run(const struct sg_server_opts *o);
+
+#endif

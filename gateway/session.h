@@ -1,0 +1,186 @@
+/*
+ * session.h - one connection's binding, environment and requests.
+ *
+ * The gateway serves one host connection (stdin/stdout) per process, so
+ * there is exactly one struct sg_session.  Its binding is fixed by the
+ * first successful initialize and immutable afterwards; everything the
+ * request handlers share (the environment, the observed facts, the export
+ * table, the process bookkeeping) hangs off it, each table behind its own
+ * lock, never held across a call into the environment.
+ *
+ * A request is a struct sg_op.  It owns what it allocates; its terminal
+ * reply is written by the worker only after its handler returned, and the
+ * handler may queue events to follow that reply (op->after), which is how
+ * process/start's reply precedes its `started` event.
+ */
+#ifndef SG_SESSION_H
+#define SG_SESSION_H
+
+#include <jansson.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "../adapters/adapter.h"
+#include "../config/config.h"
+#include "base/buf.h"
+#include "base/cancel.h"
+#include "base/err.h"
+#include "base/strv.h"
+#include "wire.h"
+
+struct sg_exports;
+struct sg_procs;
+
+struct sg_session {
+	/* Fixed at start (main.c). */
+	const struct sg_config *cfg; /* borrowed */
+	const char *profile_name;    /* --profile, or NULL for the default */
+	const char *state_dir;
+	const char *helper_path;     /* sg-helper on this host */
+	int64_t budget_ms;           /* --shutdown-budget-ms, 0: profile/default */
+	size_t tool_output;          /* bytes kept per tool call */
+	struct sg_wire *wire;
+
+	/* The binding: set once by the first initialize that succeeds. */
+	pthread_mutex_t lock;
+	pthread_cond_t init_done;
+	enum { SG_S_NEW, SG_S_INITIALIZING, SG_S_READY, SG_S_FAILED } state;
+	json_t *binding;    /* the canonical binding object (own ref) */
+	char *token;
+	json_t *init_reply; /* the reply data a repeated initialize returns */
+
+	/* Valid once READY; read without the lock afterwards. */
+	char *root, *session_id, *identity;
+	struct sg_profile *profile;
+	struct sg_env *env;
+	int landlock_abi;            /* observed inside the environment */
+	struct sg_strv base_env;     /* a command's minimal environment */
+	char *tmp_dir;               /* inside the environment: TMPDIR */
+
+	struct sg_exports *exports;
+	struct sg_procs *procs;
+};
+
+struct sg_op {
+	json_t *id;           /* the request's id (own ref) */
+	const char *method;   /* borrowed from req */
+	json_t *req;          /* the whole frame (own ref) */
+	json_t *data;         /* borrowed from req; {} when absent */
+	struct sg_session *s; /* borrowed */
+	struct sg_cancel cancel;
+	struct sg_errinfo err;
+	json_t *after;        /* events sent after the reply (own ref) or NULL */
+	/* Called by the worker once the reply and `after` are queued. */
+	void (*after_sent)(struct sg_op *op);
+	char *after_id;       /* for after_sent's use (malloc) */
+	const char *tool;     /* execute: the tool's name, for the audit log */
+	bool tool_failed;     /* execute: the ToolResult has is_error */
+	int64_t start_ns;
+	struct sg_op *next;   /* the in-flight list */
+};
+
+/* Queue an event to be sent right after op's reply (steals ev). */
+void sg_op_after(struct sg_op *op, json_t *ev);
+
+/* ---- envcall.c: sg-helper steps in the environment ---- */
+
+/*
+ * Run `sg-helper ARGS...` for this session and parse its JSON reply (*out
+ * new).  Steps that read or change files and spools run in-process when
+ * the environment's files are on this host, else through the adapter's
+ * exec.  `args` must not contain --root/--host-root/--ctl: `rooted` adds
+ * the root options (fs commands) and `ctl` the spool directory (proc
+ * commands).  A reply {"error":...} becomes that error on err; a
+ * tool_error reply is returned as it is (the caller makes an is_error
+ * ToolResult).
+ */
+enum { SG_CALL_ROOTED = 1, SG_CALL_CTL = 2, SG_CALL_EXEC = 4 };
+sg_err sg_envcall(struct sg_session *s, unsigned how,
+		  const char *const *args, const void *in, size_t inlen,
+		  json_t **out, struct sg_cancel *cancel,
+		  struct sg_errinfo *err) SG_MUST_CHECK;
+
+/*
+ * Run `sg-helper proc spawn ARGS...` in the environment through exec, with
+ * the command's environment envp: the helper daemonizes a supervisor that
+ * outlives the call.  *out as sg_envcall's.
+ */
+sg_err sg_envcall_spawn(struct sg_session *s, const char *const *args,
+			const char *const *envp, json_t **out,
+			struct sg_cancel *cancel, struct sg_errinfo *err)
+	SG_MUST_CHECK;
+
+/* Resolve a user path to an absolute path inside the environment (new). */
+sg_err sg_envcall_resolve(struct sg_session *s, const char *path,
+			  bool for_write, char **out, struct sg_cancel *cancel,
+			  struct sg_errinfo *err) SG_MUST_CHECK;
+
+/*
+ * The environment for a command: the session's minimal set, then
+ * forward_env, then `extra` (a JSON object of strings, may be NULL).
+ */
+sg_err sg_envcall_command_env(struct sg_session *s, json_t *extra,
+			      struct sg_strv *out, struct sg_errinfo *err)
+	SG_MUST_CHECK;
+
+/*
+ * Wrap argv for the permission mode: standard and read_only commands run
+ * under `sg-helper confine` (Landlock), and are refused with
+ * SG_E_PERMISSION when the environment cannot confine them.
+ */
+sg_err sg_envcall_confine(struct sg_session *s, enum sg_confine mode,
+			  const char *const *argv, struct sg_strv *out,
+			  struct sg_errinfo *err) SG_MUST_CHECK;
+
+/* ---- tools/: the execute method ---- */
+sg_err sg_tools_execute(struct sg_op *op, json_t **out) SG_MUST_CHECK;
+/* The catalogue's names as a JSON array (new). */
+json_t *sg_tools_names(void);
+
+/* ---- proc.c: process methods and events ---- */
+sg_err sg_procs_new(struct sg_session *s) SG_MUST_CHECK;
+sg_err sg_proc_start(struct sg_op *op, json_t **out) SG_MUST_CHECK;
+sg_err sg_proc_list(struct sg_op *op, json_t **out) SG_MUST_CHECK;
+sg_err sg_proc_get(struct sg_op *op, json_t **out) SG_MUST_CHECK;
+sg_err sg_proc_read(struct sg_op *op, json_t **out) SG_MUST_CHECK;
+sg_err sg_proc_stop(struct sg_op *op, json_t **out) SG_MUST_CHECK;
+/* Stop this session's running processes within the cancel token's time. */
+sg_err sg_procs_shutdown(struct sg_session *s, struct sg_cancel *cancel,
+			 struct sg_errinfo *err);
+void sg_procs_free(struct sg_session *s);
+
+/* ---- export.c: immutable file snapshots ---- */
+sg_err sg_exports_new(struct sg_session *s) SG_MUST_CHECK;
+sg_err sg_export_open(struct sg_op *op, json_t **out) SG_MUST_CHECK;
+sg_err sg_export_read(struct sg_op *op, json_t **out) SG_MUST_CHECK;
+sg_err sg_export_close(struct sg_op *op, json_t **out) SG_MUST_CHECK;
+/* Open an export of path for present_artifact (*out as export/open's). */
+sg_err sg_export_path(struct sg_session *s, const char *path, json_t **out,
+		      struct sg_cancel *cancel, struct sg_errinfo *err)
+	SG_MUST_CHECK;
+void sg_exports_free(struct sg_session *s);
+
+/* ---- argument helpers (args.c): typed reads of a request's data ---- */
+/*
+ * Each returns SG_E_INVALID_ARGUMENT naming `key` when the value has the
+ * wrong type; absent values leave *out at def.  Strings are borrowed.
+ */
+sg_err sg_arg_str(json_t *obj, const char *key, bool required,
+		  const char **out, struct sg_errinfo *err) SG_MUST_CHECK;
+sg_err sg_arg_int(json_t *obj, const char *key, int64_t def, int64_t min,
+		  int64_t max, int64_t *out, struct sg_errinfo *err)
+	SG_MUST_CHECK;
+sg_err sg_arg_bool(json_t *obj, const char *key, bool def, bool *out,
+		   struct sg_errinfo *err) SG_MUST_CHECK;
+/* An array of strings, NULL when absent; borrowed. */
+sg_err sg_arg_strings(json_t *obj, const char *key, json_t **out,
+		      struct sg_errinfo *err) SG_MUST_CHECK;
+/* An object whose values are all strings, NULL when absent; borrowed. */
+sg_err sg_arg_env(json_t *obj, const char *key, json_t **out,
+		  struct sg_errinfo *err) SG_MUST_CHECK;
+
+/* Text as a JSON string with invalid UTF-8 replaced by U+FFFD (new). */
+json_t *sg_json_text(const char *p, size_t n);
+
+#endif

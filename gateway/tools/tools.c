@@ -1,0 +1,625 @@
+/*
+ * tools.c - the execute method: the workspace tool catalogue, written once.
+ *
+ * Every tool is a row of one table: its name, whether it writes (refused in
+ * read_only mode), and a function that validates the tool's arguments and
+ * turns them into one sg-helper step or one command in the environment.
+ * Path containment is not done here: sg-helper resolves every path inside
+ * the environment, in every permission mode.
+ *
+ * Two kinds of failure stay apart (protocol section 3): a request that
+ * cannot run (bad arguments, permission, path escape) is an error reply; a
+ * tool that ran and failed is a ToolResult with is_error.
+ */
+#include "../session.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../adapters/exec.h"
+#include "../base/limits.h"
+
+struct tctx {
+	struct sg_op *op;
+	struct sg_session *s;
+	enum sg_confine mode;
+	json_t *a; /* the tool's arguments object */
+};
+
+struct tool {
+	const char *name;
+	bool writes;
+	sg_err (*run)(struct tctx *t, json_t **result);
+};
+
+static json_t *tool_result(json_t *content, bool is_error, json_t *metadata)
+{
+	return json_pack("{s:o, s:b, s:o}", "content", content ? content : json_string(""),
+			 "is_error", is_error, "metadata",
+			 metadata ? metadata : json_object());
+}
+
+/*
+ * A helper reply as a ToolResult: {"ok":false,"tool_error":...} is a failed
+ * tool; otherwise `content` (or the summary when there is none) is the text
+ * and every other field is metadata.
+ */
+static json_t *from_reply(json_t *reply, const char *summary)
+{
+	json_t *te = json_object_get(reply, "tool_error");
+	json_t *content, *meta;
+
+	if (json_is_string(te))
+		return tool_result(json_incref(te), true, NULL);
+	meta = json_deep_copy(reply);
+	json_object_del(meta, "ok");
+	content = json_incref(json_object_get(reply, "content"));
+	json_object_del(meta, "content");
+	if (!content)
+		content = json_string(summary ? summary : "done");
+	return tool_result(content, false, meta);
+}
+
+/* One sg-helper fs step whose reply becomes the result. */
+static sg_err fs_step(struct tctx *t, const char *const *args, const void *in,
+		      size_t inlen, const char *summary, json_t **result)
+{
+	json_t *reply = NULL;
+	sg_err rc;
+
+	rc = sg_envcall(t->s, SG_CALL_ROOTED, args, in, inlen, &reply,
+			&t->op->cancel, &t->op->err);
+	if (!rc) {
+		*result = from_reply(reply, summary);
+		json_decref(reply);
+	}
+	return rc;
+}
+
+#define ARG_STR(key, req, var)                                              \
+	do {                                                                \
+		rc = sg_arg_str(t->a, key, req, &var, &t->op->err);         \
+		if (rc)                                                     \
+			return rc;                                          \
+	} while (0)
+
+static sg_err add_int_opt(struct sg_strv *av, json_t *a, const char *key,
+			  const char *opt, int64_t min, int64_t max,
+			  struct sg_errinfo *err)
+{
+	int64_t v;
+	sg_err rc = sg_arg_int(a, key, -1, min, max, &v, err);
+
+	if (rc || v < 0 || !json_object_get(a, key) ||
+	    json_is_null(json_object_get(a, key)))
+		return rc;
+	rc = sg_strv_add(av, opt);
+	if (!rc)
+		rc = sg_strv_addf(av, "%lld", (long long)v);
+	return rc;
+}
+
+static sg_err add_flag_opt(struct sg_strv *av, json_t *a, const char *key,
+			   const char *opt, struct sg_errinfo *err)
+{
+	bool v;
+	sg_err rc = sg_arg_bool(a, key, false, &v, err);
+
+	return rc || !v ? rc : sg_strv_add(av, opt);
+}
+
+static sg_err add_str_opt(struct sg_strv *av, json_t *a, const char *key,
+			  const char *opt, struct sg_errinfo *err)
+{
+	const char *v = NULL;
+	sg_err rc = sg_arg_str(a, key, false, &v, err);
+
+	if (rc || !v)
+		return rc;
+	rc = sg_strv_add(av, opt);
+	return rc ? rc : sg_strv_add(av, v);
+}
+
+static sg_err encoding_is_base64(struct tctx *t, bool *out)
+{
+	const char *enc = NULL;
+	sg_err rc = sg_arg_str(t->a, "encoding", false, &enc, &t->op->err);
+
+	*out = false;
+	if (rc || !enc)
+		return rc;
+	if (strcmp(enc, "base64") == 0)
+		*out = true;
+	else if (strcmp(enc, "utf8") != 0 && strcmp(enc, "utf-8") != 0)
+		return sg_err_set(&t->op->err, SG_E_INVALID_ARGUMENT,
+				  "`encoding` must be \"utf8\" or \"base64\"");
+	return SG_OK;
+}
+
+/*
+ * Run the steps shared by the simple fs tools: the sub-command, the
+ * positional path arguments named in `paths`, then options the caller
+ * added to av.
+ */
+static sg_err fs_tool(struct tctx *t, const char *sub, const char *const *paths,
+		      struct sg_strv *av, const void *in, size_t inlen,
+		      json_t **result)
+{
+	struct sg_strv full = SG_STRV_INIT;
+	const char *summary = sub;
+	sg_err rc = sg_strv_add(&full, "fs");
+
+	if (!rc)
+		rc = sg_strv_add(&full, sub);
+	for (size_t i = 0; !rc && paths && paths[i]; i++) {
+		const char *v = NULL;
+
+		rc = sg_arg_str(t->a, paths[i], true, &v, &t->op->err);
+		if (!rc)
+			rc = sg_strv_add(&full, v);
+	}
+	if (!rc && av)
+		rc = sg_strv_addv(&full, sg_strv_get(av));
+	if (!rc)
+		rc = fs_step(t, sg_strv_get(&full), in, inlen, summary, result);
+	sg_strv_release(&full);
+	return rc;
+}
+
+static sg_err t_read_file(struct tctx *t, json_t **result)
+{
+	struct sg_strv av = SG_STRV_INIT;
+	bool b64;
+	sg_err rc = encoding_is_base64(t, &b64);
+
+	if (!rc)
+		rc = add_int_opt(&av, t->a, "offset", "--offset", 1, INT64_MAX / 2, &t->op->err);
+	if (!rc)
+		rc = add_int_opt(&av, t->a, "limit", "--limit", 1, INT64_MAX / 2, &t->op->err);
+	if (!rc && b64)
+		rc = sg_strv_add(&av, "--base64");
+	if (!rc)
+		rc = sg_strv_add(&av, "--max");
+	if (!rc)
+		rc = sg_strv_addf(&av, "%zu", t->s->tool_output);
+	if (!rc)
+		rc = fs_tool(t, "read", (const char *[]){ "path", NULL }, &av, NULL, 0, result);
+	sg_strv_release(&av);
+	return rc;
+}
+
+static sg_err check_mode(struct tctx *t, const char *mode)
+{
+	size_t n = mode ? strlen(mode) : 0;
+
+	if (!mode)
+		return SG_OK;
+	if (n < 1 || n > 4 || strspn(mode, "01234567") != n)
+		return sg_err_set(&t->op->err, SG_E_INVALID_ARGUMENT,
+				  "`mode` must be an octal string such as \"0644\"");
+	return SG_OK;
+}
+
+static sg_err t_write_file(struct tctx *t, json_t **result)
+{
+	struct sg_strv av = SG_STRV_INIT;
+	const char *mode = NULL;
+	json_t *content = json_object_get(t->a, "content");
+	bool b64;
+	sg_err rc = encoding_is_base64(t, &b64);
+
+	if (!rc && !json_is_string(content))
+		rc = sg_err_set(&t->op->err, SG_E_INVALID_ARGUMENT,
+				"`content` is required and must be a string");
+	if (!rc)
+		rc = sg_arg_str(t->a, "mode", false, &mode, &t->op->err);
+	if (!rc)
+		rc = check_mode(t, mode);
+	if (!rc && mode)
+		rc = sg_strv_add(&av, "--mode");
+	if (!rc && mode)
+		rc = sg_strv_add(&av, mode);
+	if (!rc && b64)
+		rc = sg_strv_add(&av, "--base64");
+	if (!rc)
+		rc = fs_tool(t, "write", (const char *[]){ "path", NULL }, &av,
+			     json_string_value(content), json_string_length(content),
+			     result);
+	sg_strv_release(&av);
+	return rc;
+}
+
+static sg_err t_edit_file(struct tctx *t, json_t **result)
+{
+	struct sg_strv av = SG_STRV_INIT;
+	struct sg_buf in = SG_BUF_INIT(SG_MAX_FRAME);
+	json_t *old = json_object_get(t->a, "old_string");
+	json_t *new = json_object_get(t->a, "new_string");
+	sg_err rc = SG_OK;
+
+	if (!json_is_string(old) || !json_is_string(new))
+		rc = sg_err_set(&t->op->err, SG_E_INVALID_ARGUMENT,
+				"`old_string` and `new_string` are required strings");
+	if (!rc)
+		rc = add_flag_opt(&av, t->a, "replace_all", "--all", &t->op->err);
+	if (!rc && (sg_buf_addf(&in, "%zu\n", json_string_length(old)) ||
+		    sg_buf_add(&in, json_string_value(old), json_string_length(old)) ||
+		    sg_buf_add(&in, json_string_value(new), json_string_length(new))))
+		rc = sg_err_set(&t->op->err, SG_E_TOO_LARGE, "the edit is too large");
+	if (!rc)
+		rc = fs_tool(t, "edit", (const char *[]){ "path", NULL }, &av,
+			     in.p, in.len, result);
+	sg_buf_release(&in);
+	sg_strv_release(&av);
+	return rc;
+}
+
+static sg_err t_list_dir(struct tctx *t, json_t **result)
+{
+	struct sg_strv av = SG_STRV_INIT;
+	sg_err rc = add_int_opt(&av, t->a, "depth", "--depth", 1, 64, &t->op->err);
+
+	if (!rc)
+		rc = add_flag_opt(&av, t->a, "include_hidden", "--hidden", &t->op->err);
+	if (!rc) {
+		const char *path = ".";
+
+		rc = sg_arg_str(t->a, "path", false, &path, &t->op->err);
+		if (!rc)
+			rc = sg_strv_add(&av, path);
+	}
+	if (!rc)
+		rc = fs_tool(t, "list", NULL, &av, NULL, 0, result);
+	sg_strv_release(&av);
+	return rc;
+}
+
+static sg_err t_glob(struct tctx *t, json_t **result)
+{
+	struct sg_strv av = SG_STRV_INIT;
+	sg_err rc = add_str_opt(&av, t->a, "path", "--path", &t->op->err);
+
+	if (!rc)
+		rc = fs_tool(t, "glob", (const char *[]){ "pattern", NULL }, &av,
+			     NULL, 0, result);
+	sg_strv_release(&av);
+	return rc;
+}
+
+static sg_err t_grep(struct tctx *t, json_t **result)
+{
+	struct sg_strv av = SG_STRV_INIT;
+	sg_err rc = add_str_opt(&av, t->a, "path", "--path", &t->op->err);
+
+	if (!rc)
+		rc = add_str_opt(&av, t->a, "glob", "--glob", &t->op->err);
+	if (!rc)
+		rc = add_flag_opt(&av, t->a, "ignore_case", "--ignore-case", &t->op->err);
+	if (!rc)
+		rc = add_int_opt(&av, t->a, "max_results", "--max", 1, SG_LIST_MAX, &t->op->err);
+	if (!rc)
+		rc = fs_tool(t, "grep", (const char *[]){ "pattern", NULL }, &av,
+			     NULL, 0, result);
+	sg_strv_release(&av);
+	return rc;
+}
+
+static sg_err t_stat_path(struct tctx *t, json_t **result)
+{
+	return fs_tool(t, "stat", (const char *[]){ "path", NULL }, NULL, NULL, 0, result);
+}
+
+static sg_err t_delete_path(struct tctx *t, json_t **result)
+{
+	struct sg_strv av = SG_STRV_INIT;
+	sg_err rc = add_flag_opt(&av, t->a, "recursive", "--recursive", &t->op->err);
+
+	if (!rc)
+		rc = fs_tool(t, "delete", (const char *[]){ "path", NULL }, &av,
+			     NULL, 0, result);
+	sg_strv_release(&av);
+	return rc;
+}
+
+static sg_err t_move_path(struct tctx *t, json_t **result)
+{
+	struct sg_strv av = SG_STRV_INIT;
+	sg_err rc = add_flag_opt(&av, t->a, "overwrite", "--overwrite", &t->op->err);
+
+	if (!rc)
+		rc = fs_tool(t, "move", (const char *[]){ "path", "destination", NULL },
+			     &av, NULL, 0, result);
+	sg_strv_release(&av);
+	return rc;
+}
+
+static sg_err t_make_dir(struct tctx *t, json_t **result)
+{
+	return fs_tool(t, "mkdir", (const char *[]){ "path", NULL }, NULL, NULL, 0, result);
+}
+
+static sg_err t_present_artifact(struct tctx *t, json_t **result)
+{
+	const char *path = NULL;
+	json_t *exp = NULL;
+	sg_err rc = sg_arg_str(t->a, "path", true, &path, &t->op->err);
+	char text[512];
+
+	if (!rc)
+		rc = sg_export_path(t->s, path, &exp, &t->op->cancel, &t->op->err);
+	if (rc)
+		return rc;
+	snprintf(text, sizeof(text), "%s is ready for the host (%lld bytes)",
+		 json_string_value(json_object_get(exp, "name")),
+		 (long long)json_integer_value(json_object_get(exp, "size")));
+	*result = tool_result(json_string(text), false,
+			      json_pack("{s:o}", "export", exp));
+	return SG_OK;
+}
+
+/* ---- commands ---- */
+
+/*
+ * Run argv in the environment as run_command and git do: confined for the
+ * permission mode, with the command environment, output merged and
+ * bounded.  The ToolResult carries exit code, signal, time-out and
+ * truncation; a non-zero exit is a failed tool, not an error.
+ */
+static sg_err run_argv(struct tctx *t, const char *const *argv,
+		       const char *cwd_arg, json_t *env_extra,
+		       const char *stdin_data, size_t stdin_len,
+		       int64_t timeout_ms, json_t **result)
+{
+	struct sg_session *s = t->s;
+	struct sg_strv cmd = SG_STRV_INIT, envp = SG_STRV_INIT;
+	struct sg_exec_result r;
+	char *cwd = NULL;
+	sg_err rc;
+
+	sg_exec_result_init(&r, s->tool_output);
+	rc = sg_envcall_confine(s, t->mode, argv, &cmd, &t->op->err);
+	if (!rc)
+		rc = sg_envcall_command_env(s, env_extra, &envp, &t->op->err);
+	if (!rc && cwd_arg)
+		rc = sg_envcall_resolve(s, cwd_arg, false, &cwd, &t->op->cancel,
+					&t->op->err);
+	if (!rc) {
+		struct sg_exec x = {
+			.argv = sg_strv_get(&cmd),
+			.cwd = cwd ? cwd : s->root,
+			.envp = sg_strv_get(&envp),
+			.stdin_data = stdin_data,
+			.stdin_len = stdin_len,
+			.timeout_ms = timeout_ms,
+			.max_output = s->tool_output,
+			.confine = t->mode,
+			.flags = SG_EXEC_MERGE,
+		};
+
+		rc = s->env->ad->exec(s->env, &x, &r, &t->op->cancel, &t->op->err);
+	}
+	if (!rc) {
+		bool failed = r.exit_code != 0 || r.signal || r.timed_out;
+		json_t *meta = json_pack(
+			"{s:o, s:o, s:b, s:b, s:I}", "exit_code",
+			r.signal ? json_null() : json_integer(r.exit_code), "signal",
+			r.signal ? json_string(sg_exec_signame(r.signal)) : json_null(),
+			"timed_out", r.timed_out, "truncated", r.truncated,
+			"duration_ms", (json_int_t)r.duration_ms);
+
+		*result = tool_result(sg_json_text(r.out.p, r.out.len), failed, meta);
+	}
+	free(cwd);
+	sg_exec_result_release(&r);
+	sg_strv_release(&cmd);
+	sg_strv_release(&envp);
+	return rc;
+}
+
+static sg_err strings_to_strv(json_t *arr, struct sg_strv *out)
+{
+	json_t *e;
+	size_t i;
+
+	json_array_foreach(arr, i, e) {
+		if (sg_strv_add(out, json_string_value(e)))
+			return SG_E_INTERNAL;
+	}
+	return SG_OK;
+}
+
+static sg_err t_run_command(struct tctx *t, json_t **result)
+{
+	const char *command = NULL, *cwd = NULL, *in = NULL;
+	json_t *argv = NULL, *env = NULL;
+	struct sg_strv av = SG_STRV_INIT;
+	int64_t timeout;
+	sg_err rc;
+
+	ARG_STR("command", false, command);
+	ARG_STR("cwd", false, cwd);
+	ARG_STR("stdin", false, in);
+	rc = sg_arg_strings(t->a, "argv", &argv, &t->op->err);
+	if (!rc)
+		rc = sg_arg_env(t->a, "env", &env, &t->op->err);
+	if (!rc)
+		rc = sg_arg_int(t->a, "timeout_ms", SG_COMMAND_TIMEOUT_MS, 1,
+				INT64_C(86400000), &timeout, &t->op->err);
+	if (rc)
+		return rc;
+	if (!command == !argv || (argv && json_array_size(argv) == 0))
+		return sg_err_set(&t->op->err, SG_E_INVALID_ARGUMENT,
+				  "give either `command` (a shell string) or `argv` (a non-empty array)");
+	if (command)
+		rc = sg_strv_addv(&av, (const char *[]){ "/bin/sh", "-c", command, NULL });
+	else
+		rc = strings_to_strv(argv, &av);
+	if (!rc)
+		rc = run_argv(t, sg_strv_get(&av), cwd, env, in, in ? strlen(in) : 0,
+			      timeout, result);
+	sg_strv_release(&av);
+	return rc;
+}
+
+/*
+ * git subcommands that only read (protocol section 10).  They still run
+ * under Landlock's read_only rules; the list keeps the intent visible and
+ * refuses early with a clear sentence.
+ */
+static bool git_reads_only(json_t *args)
+{
+	static const char *const readers[] = {
+		"status", "diff", "log", "show", "blame", "rev-parse", "ls-files",
+		"grep", "describe", "shortlog", "cat-file", "ls-tree", "rev-list",
+		"whatchanged", "name-rev", "merge-base", "show-ref", "count-objects",
+		"annotate", "diff-tree", "diff-files", "diff-index", "for-each-ref",
+		"var", "version", "help", NULL
+	};
+	const char *sub = json_string_value(json_array_get(args, 0));
+	size_t n = json_array_size(args);
+
+	if (!sub)
+		return false;
+	for (size_t i = 0; readers[i]; i++)
+		if (strcmp(sub, readers[i]) == 0)
+			return true;
+	if (strcmp(sub, "branch") == 0 || strcmp(sub, "tag") == 0 ||
+	    strcmp(sub, "remote") == 0 || strcmp(sub, "stash") == 0 ||
+	    strcmp(sub, "config") == 0) {
+		static const char *const listing[] = {
+			"--list", "-l", "--show-current", "-v", "-vv", "--verbose",
+			"-a", "--all", "-r", "--remotes", "--get", "--get-all",
+			"list", "show", "--contains", "--merged", "--no-merged", NULL
+		};
+
+		if (n == 1)
+			return strcmp(sub, "config") != 0;
+		for (size_t i = 0; listing[i]; i++)
+			if (strcmp(json_string_value(json_array_get(args, 1)), listing[i]) == 0)
+				return true;
+	}
+	return false;
+}
+
+static sg_err t_git(struct tctx *t, json_t **result)
+{
+	const char *cwd = NULL;
+	json_t *args = NULL, *env;
+	struct sg_strv av = SG_STRV_INIT;
+	sg_err rc;
+
+	ARG_STR("cwd", false, cwd);
+	rc = sg_arg_strings(t->a, "args", &args, &t->op->err);
+	if (rc)
+		return rc;
+	if (!args || json_array_size(args) == 0)
+		return sg_err_set(&t->op->err, SG_E_INVALID_ARGUMENT,
+				  "`args` must be a non-empty array (the argv after `git`)");
+	if (t->mode == SG_CONFINE_READ_ONLY && !git_reads_only(args))
+		return sg_err_set(&t->op->err, SG_E_PERMISSION,
+				  "git %s may write, and the permission mode is read_only",
+				  json_string_value(json_array_get(args, 0)));
+	env = json_pack("{s:s}", "GIT_TERMINAL_PROMPT", "0");
+	if (t->mode == SG_CONFINE_READ_ONLY)
+		json_object_set_new(env, "GIT_OPTIONAL_LOCKS", json_string("0"));
+	rc = sg_strv_add(&av, "git");
+	if (!rc)
+		rc = strings_to_strv(args, &av);
+	if (!rc)
+		rc = run_argv(t, sg_strv_get(&av), cwd, env, NULL, 0,
+			      SG_COMMAND_TIMEOUT_MS, result);
+	json_decref(env);
+	sg_strv_release(&av);
+	return rc;
+}
+
+static const struct tool catalogue[] = {
+	{ "read_file", false, t_read_file },
+	{ "write_file", true, t_write_file },
+	{ "edit_file", true, t_edit_file },
+	{ "list_dir", false, t_list_dir },
+	{ "glob", false, t_glob },
+	{ "grep", false, t_grep },
+	{ "run_command", false, t_run_command },
+	{ "git", false, t_git },
+	{ "delete_path", true, t_delete_path },
+	{ "move_path", true, t_move_path },
+	{ "make_dir", true, t_make_dir },
+	{ "stat_path", false, t_stat_path },
+	{ "present_artifact", false, t_present_artifact },
+};
+
+json_t *sg_tools_names(void)
+{
+	json_t *names = json_array();
+
+	for (size_t i = 0; i < sizeof(catalogue) / sizeof(catalogue[0]); i++)
+		json_array_append_new(names, json_string(catalogue[i].name));
+	return names;
+}
+
+static sg_err parse_mode(struct sg_op *op, enum sg_confine *out)
+{
+	const char *m = "standard";
+	sg_err rc = sg_arg_str(op->data, "permission_mode", false, &m, &op->err);
+
+	if (rc)
+		return rc;
+	if (strcmp(m, "standard") == 0)
+		*out = SG_CONFINE_STANDARD;
+	else if (strcmp(m, "read_only") == 0)
+		*out = SG_CONFINE_READ_ONLY;
+	else if (strcmp(m, "full") == 0)
+		*out = SG_CONFINE_NONE;
+	else
+		return sg_err_set(&op->err, SG_E_INVALID_ARGUMENT,
+				  "`permission_mode` must be read_only, standard or full");
+	return SG_OK;
+}
+
+sg_err sg_tools_execute(struct sg_op *op, json_t **out)
+{
+	struct tctx t = { .op = op, .s = op->s };
+	const struct tool *tool = NULL;
+	const char *name = NULL;
+	json_t *call = json_object_get(op->data, "call");
+	json_t *args = json_object_get(call, "arguments");
+	json_error_t je;
+	sg_err rc;
+
+	*out = NULL;
+	rc = sg_arg_str(op->data, "tool", true, &name, &op->err);
+	if (rc)
+		return rc;
+	for (size_t i = 0; i < sizeof(catalogue) / sizeof(catalogue[0]); i++)
+		if (strcmp(catalogue[i].name, name) == 0)
+			tool = &catalogue[i];
+	if (!tool)
+		return sg_err_set(&op->err, SG_E_INVALID_ARGUMENT,
+				  "unknown tool `%.64s`", name);
+	op->tool = tool->name;
+	rc = parse_mode(op, &t.mode);
+	if (rc)
+		return rc;
+	if (!json_is_object(call) || !json_is_string(args))
+		return sg_err_set(&op->err, SG_E_INVALID_ARGUMENT,
+				  "`call.arguments` must be a string holding a JSON object");
+	t.a = json_loadb(json_string_value(args), json_string_length(args),
+			 JSON_REJECT_DUPLICATES, &je);
+	if (!json_is_object(t.a)) {
+		json_decref(t.a);
+		return sg_err_set(&op->err, SG_E_INVALID_ARGUMENT,
+				  "`call.arguments` is not a JSON object");
+	}
+	if (tool->writes && t.mode == SG_CONFINE_READ_ONLY)
+		rc = sg_err_set(&op->err, SG_E_PERMISSION,
+				"%s writes, and the permission mode is read_only",
+				tool->name);
+	else
+		rc = tool->run(&t, out);
+	if (!rc)
+		op->tool_failed = json_is_true(json_object_get(*out, "is_error"));
+	json_decref(t.a);
+	return rc;
+}

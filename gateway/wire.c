@@ -1,0 +1,341 @@
+#define _GNU_SOURCE /* eventfd is Linux-only */
+#include "wire.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "base/buf.h"
+#include "base/cancel.h"
+#include "base/limits.h"
+#include "base/log.h"
+
+#define READ_CHUNK (256 * SG_KiB)
+
+struct msg {
+	struct msg *next;
+	char *data; /* json text, without the newline */
+	size_t len;
+};
+
+struct sg_wire {
+	int in_fd, out_fd;
+	int stop_fd; /* eventfd: wakes the reader */
+	struct sg_buf in;
+	size_t scanned; /* bytes of `in` known to hold no newline */
+	bool eof;
+
+	pthread_t writer;
+	pthread_mutex_t lock;
+	pthread_cond_t cond;      /* queue grew, or quitting */
+	pthread_cond_t drained;   /* queue emptied, or died */
+	struct msg *head, **tail;
+	bool writing;             /* the writer holds a message */
+	bool quit, dead, joinable;
+	void (*on_dead)(void *);
+	void *payload;
+};
+
+static bool write_all(int fd, const char *data, size_t len)
+{
+	struct iovec iov[2] = { { (void *)data, len }, { "\n", 1 } };
+	int n = 2;
+
+	while (n > 0) {
+		ssize_t w = writev(fd, iov + (2 - n), n);
+
+		if (w < 0) {
+			if (errno == EINTR)
+				continue;
+			return false;
+		}
+		for (int i = 2 - n; i < 2 && w > 0; i++) {
+			size_t take = (size_t)w < iov[i].iov_len ? (size_t)w : iov[i].iov_len;
+
+			iov[i].iov_base = (char *)iov[i].iov_base + take;
+			iov[i].iov_len -= take;
+			w -= (ssize_t)take;
+		}
+		while (n > 0 && iov[2 - n].iov_len == 0)
+			n--;
+	}
+	return true;
+}
+
+static void drop_queue(struct sg_wire *w)
+{
+	while (w->head) {
+		struct msg *m = w->head;
+
+		w->head = m->next;
+		free(m->data);
+		free(m);
+	}
+	w->tail = &w->head;
+}
+
+static void *writer_main(void *arg)
+{
+	struct sg_wire *w = arg;
+
+	pthread_mutex_lock(&w->lock);
+	for (;;) {
+		struct msg *m;
+		bool ok;
+
+		while (!w->head && !w->quit)
+			pthread_cond_wait(&w->cond, &w->lock);
+		if (!w->head)
+			break;
+		m = w->head;
+		w->head = m->next;
+		if (!w->head)
+			w->tail = &w->head;
+		w->writing = true;
+		pthread_mutex_unlock(&w->lock);
+
+		ok = write_all(w->out_fd, m->data, m->len);
+		free(m->data);
+		free(m);
+
+		pthread_mutex_lock(&w->lock);
+		w->writing = false;
+		if (!ok) {
+			w->dead = true;
+			drop_queue(w);
+			pthread_cond_broadcast(&w->drained);
+			pthread_mutex_unlock(&w->lock);
+			sg_log_warn("writing to stdout failed: %s", strerror(errno));
+			if (w->on_dead)
+				w->on_dead(w->payload);
+			pthread_mutex_lock(&w->lock);
+			break;
+		}
+		if (!w->head)
+			pthread_cond_broadcast(&w->drained);
+	}
+	pthread_cond_broadcast(&w->drained);
+	pthread_mutex_unlock(&w->lock);
+	return NULL;
+}
+
+sg_err sg_wire_new(int in_fd, int out_fd, void (*on_dead)(void *),
+		   void *payload, struct sg_wire **out)
+{
+	struct sg_wire *w = calloc(1, sizeof(*w));
+
+	*out = NULL;
+	if (!w)
+		return SG_E_INTERNAL;
+	w->in_fd = in_fd;
+	w->out_fd = out_fd;
+	w->stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	sg_buf_init(&w->in, SG_MAX_FRAME + READ_CHUNK);
+	w->tail = &w->head;
+	w->on_dead = on_dead;
+	w->payload = payload;
+	pthread_mutex_init(&w->lock, NULL);
+	pthread_cond_init(&w->cond, NULL);
+	pthread_cond_init(&w->drained, NULL);
+	if (w->stop_fd < 0 || pthread_create(&w->writer, NULL, writer_main, w)) {
+		if (w->stop_fd >= 0)
+			close(w->stop_fd);
+		free(w);
+		return SG_E_INTERNAL;
+	}
+	w->joinable = true;
+	*out = w;
+	return SG_OK;
+}
+
+void sg_wire_free(struct sg_wire *w)
+{
+	bool stuck;
+
+	if (!w)
+		return;
+	pthread_mutex_lock(&w->lock);
+	w->quit = true;
+	stuck = w->writing;
+	pthread_cond_broadcast(&w->cond);
+	pthread_mutex_unlock(&w->lock);
+	if (stuck) {
+		/* Joining would wait on the host: leave the thread to exit(). */
+		pthread_detach(w->writer);
+		return;
+	}
+	pthread_join(w->writer, NULL);
+	drop_queue(w);
+	sg_buf_release(&w->in);
+	close(w->stop_fd);
+	pthread_mutex_destroy(&w->lock);
+	pthread_cond_destroy(&w->cond);
+	pthread_cond_destroy(&w->drained);
+	free(w);
+}
+
+static bool id_valid(const json_t *id)
+{
+	return id && (json_is_string(id) || json_is_integer(id));
+}
+
+sg_err sg_wire_parse(const char *p, size_t n, json_t **frame,
+		     struct sg_errinfo *err)
+{
+	json_error_t je;
+	json_t *j;
+
+	*frame = NULL;
+	j = json_loadb(p, n, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &je);
+	if (!j)
+		return sg_err_set(err, SG_E_INVALID_REQUEST,
+				  "malformed frame: %s at column %d", je.text,
+				  je.column);
+	if (!json_is_object(j) || !id_valid(json_object_get(j, "id"))) {
+		json_decref(j);
+		return sg_err_set(err, SG_E_INVALID_REQUEST,
+				  "malformed frame: not an object with a string or integer id");
+	}
+	*frame = j;
+	return SG_OK;
+}
+
+/* Wait for input or a stop; false when stopped. */
+static bool wait_input(struct sg_wire *w)
+{
+	struct pollfd pfd[2] = { { w->in_fd, POLLIN, 0 }, { w->stop_fd, POLLIN, 0 } };
+
+	for (;;) {
+		if (poll(pfd, 2, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			return false;
+		}
+		if (pfd[1].revents)
+			return false;
+		if (pfd[0].revents)
+			return true;
+	}
+}
+
+sg_err sg_wire_read(struct sg_wire *w, json_t **frame, struct sg_errinfo *err)
+{
+	*frame = NULL;
+	for (;;) {
+		char *nl = memchr(w->in.p + w->scanned, '\n', w->in.len - w->scanned);
+		char *dst;
+		ssize_t n;
+		sg_err rc;
+
+		if (nl) {
+			size_t len = (size_t)(nl - w->in.p);
+
+			if (len + 1 > SG_MAX_FRAME)
+				return sg_err_set(err, SG_E_TOO_LARGE,
+						  "a frame of %zu bytes exceeds the %zu byte limit",
+						  len + 1, SG_MAX_FRAME);
+			rc = sg_wire_parse(w->in.p, len, frame, err);
+			sg_buf_consume(&w->in, len + 1);
+			w->scanned = 0;
+			return rc;
+		}
+		w->scanned = w->in.len;
+		if (w->in.len >= SG_MAX_FRAME)
+			return sg_err_set(err, SG_E_TOO_LARGE,
+					  "a frame exceeds the %zu byte limit", SG_MAX_FRAME);
+		if (w->eof)
+			return sg_err_set(err, SG_E_NOT_FOUND, "end of input");
+		if (!wait_input(w))
+			return sg_err_set(err, SG_E_CANCELLED, "reading stopped");
+		rc = sg_buf_reserve(&w->in, READ_CHUNK, &dst);
+		if (rc)
+			return sg_err_set(err, rc, "out of memory reading a frame");
+		n = read(w->in_fd, dst, READ_CHUNK);
+		if (n < 0 && (errno == EINTR || errno == EAGAIN))
+			continue;
+		if (n <= 0) {
+			/* An unterminated last line is ignored (protocol section 10). */
+			w->eof = true;
+			continue;
+		}
+		sg_buf_commit(&w->in, (size_t)n);
+	}
+}
+
+void sg_wire_stop(struct sg_wire *w)
+{
+	uint64_t one = 1;
+
+	if (write(w->stop_fd, &one, sizeof(one)) < 0)
+		sg_log_debug("eventfd write failed: %s", strerror(errno));
+}
+
+bool sg_wire_send(struct sg_wire *w, json_t *msg)
+{
+	struct msg *m = NULL;
+	char *text = json_dumps(msg, JSON_COMPACT);
+	bool ok = false;
+
+	json_decref(msg);
+	if (!text || !(m = malloc(sizeof(*m)))) {
+		sg_log_err("cannot serialise a message: out of memory");
+		free(text);
+		return false;
+	}
+	m->data = text;
+	m->len = strlen(text);
+	m->next = NULL;
+	pthread_mutex_lock(&w->lock);
+	if (!w->dead && !w->quit) {
+		*w->tail = m;
+		w->tail = &m->next;
+		pthread_cond_signal(&w->cond);
+		ok = true;
+	}
+	pthread_mutex_unlock(&w->lock);
+	if (!ok) {
+		free(m->data);
+		free(m);
+	}
+	return ok;
+}
+
+bool sg_wire_flush(struct sg_wire *w, int64_t deadline_ms)
+{
+	bool done;
+
+	pthread_mutex_lock(&w->lock);
+	while (!w->dead && (w->head || w->writing)) {
+		int64_t left = deadline_ms - sg_now_ms();
+		struct timespec ts;
+
+		if (left <= 0)
+			break;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_sec += left / 1000;
+		ts.tv_nsec += (left % 1000) * 1000000;
+		if (ts.tv_nsec >= 1000000000) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000;
+		}
+		pthread_cond_timedwait(&w->drained, &w->lock, &ts);
+	}
+	done = !w->dead && !w->head && !w->writing;
+	pthread_mutex_unlock(&w->lock);
+	return done;
+}
+
+bool sg_wire_dead(struct sg_wire *w)
+{
+	bool dead;
+
+	pthread_mutex_lock(&w->lock);
+	dead = w->dead;
+	pthread_mutex_unlock(&w->lock);
+	return dead;
+}

@@ -1,0 +1,62 @@
+/*
+ * wire.h - newline-delimited JSON on stdin and stdout (protocol section 1).
+ *
+ * Invariants: one thread reads frames (sg_wire_read); exactly one thread,
+ * the wire's own writer, ever writes the output fd, one whole message and
+ * its newline at a time, in the order sg_wire_send was called.  A frame,
+ * newline included, is at most SG_MAX_FRAME bytes; nothing resynchronises
+ * after a bad frame.  A blocked or failed output never blocks a sender: the
+ * queue is in memory, and a failed write marks the wire dead, drops what is
+ * queued and tells the owner once through the on_dead callback.
+ */
+#ifndef SG_WIRE_H
+#define SG_WIRE_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "base/err.h"
+
+struct sg_wire;
+
+/* in_fd and out_fd stay owned by the caller.  *out is new. */
+sg_err sg_wire_new(int in_fd, int out_fd, void (*on_dead)(void *payload),
+		   void *payload, struct sg_wire **out) SG_MUST_CHECK;
+
+/*
+ * Free the wire.  The writer thread is joined only if it is not stuck in a
+ * write; a stuck one is abandoned (the process is about to exit).
+ */
+void sg_wire_free(struct sg_wire *w);
+
+/*
+ * The next request frame as a JSON object (new reference) whose `id` is a
+ * string or an integer.  Errors: SG_E_NOT_FOUND at end of input (an
+ * unterminated last line is ignored), SG_E_TOO_LARGE for a frame over the
+ * cap, SG_E_INVALID_REQUEST for a malformed frame, SG_E_CANCELLED after
+ * sg_wire_stop().  Every error ends reading for good.
+ */
+sg_err sg_wire_read(struct sg_wire *w, json_t **frame, struct sg_errinfo *err)
+	SG_MUST_CHECK;
+
+/* Make a blocked sg_wire_read return SG_E_CANCELLED (any thread). */
+void sg_wire_stop(struct sg_wire *w);
+
+/*
+ * Parse one frame's text (without its newline): the reader's rules, shared
+ * with the fuzz target.  *frame is new on success.
+ */
+sg_err sg_wire_parse(const char *p, size_t n, json_t **frame,
+		     struct sg_errinfo *err) SG_MUST_CHECK;
+
+/* Queue msg for output; steals the reference.  False if the wire is dead. */
+bool sg_wire_send(struct sg_wire *w, json_t *msg);
+
+/* Wait until everything queued is written, the wire died, or deadline_ms
+ * (sg_now_ms clock) passed.  True when all was written. */
+bool sg_wire_flush(struct sg_wire *w, int64_t deadline_ms);
+
+bool sg_wire_dead(struct sg_wire *w);
+
+#endif

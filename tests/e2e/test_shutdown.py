@@ -1,0 +1,102 @@
+"""Shutdown (protocol-v4.md section 9 and 8.2)."""
+
+import time
+import unittest
+
+from sgclient import (SLACK, GatewayTestCase, Marker, host_processes_matching,
+                      live_checker, unique, wait_gone)
+
+
+class Shutdown(GatewayTestCase):
+
+    def test_idle_eof_exits_zero(self):
+        gw = self.gateway()
+        rc, err, took = gw.shutdown(30)
+        self.assertEqual(rc, 0, err[-2000:])
+        self.assertLess(took, 10 * SLACK, "an idle gateway took %.1f s to exit" % took)
+
+    def test_eof_before_initialize(self):
+        gw = self.gateway(init=False)
+        rc, err, took = gw.shutdown(10)
+        self.assertEqual(rc, 0, err[-2000:])
+        self.assertEqual(gw.messages, [])
+
+    def test_eof_with_running_processes(self):
+        budget_ms = 8000
+        ident, session = unique("shut"), unique("sess")
+        gw = self.gateway(init=False, budget_ms=budget_ms)
+        # Keep the workspace (remove_workspace_on_exit absent) so that a
+        # second connection can look at what is left.
+        gw.initialize(identity=ident, session=session, remove_workspace_on_exit=None)
+        count = live_checker(gw)
+        plain, stubborn = Marker(), Marker()
+        p1 = gw.start(command=plain.command, operation_id="op-plain")["id"]
+        p2 = gw.start(command="trap '' TERM; echo ready; %s" % stubborn.command)["id"]
+        r = gw.read(p2, offset=0, wait_ns=10 * 10**9)
+        self.assertIn("ready", r["Output"])
+        if count is not None:
+            self.assertGreater(count(plain), 0, "control: the sleeper is visible")
+        rc, err, took = gw.shutdown(budget_ms / 1000 + 20)
+        self.assertEqual(rc, 0, err[-2000:])
+        self.assertLess(took, budget_ms / 1000 + 1, "exit past the shutdown budget")
+
+        if gw.backend == "local":
+            for m in (plain, stubborn):
+                self.assertEqual(host_processes_matching(m.needle), [],
+                                 "%s survived the gateway" % m.command)
+        gw2 = self.gateway(init=False, state_dir=gw.state_dir)
+        gw2.initialize(identity=ident, session=session, require_existing_workspace=True,
+                       remove_workspace_on_exit=True)
+        if gw.backend != "local" and count is not None:
+            count2 = live_checker(gw2)
+            if count2 is not None:
+                for m in (plain, stubborn):
+                    self.assertTrue(wait_gone(count2, m, 1.0), "%s survived" % m.command)
+        # The records outlive the connection and say the processes ended.
+        listing = {p["id"]: p for p in gw2.ok("process/list", {})["processes"]}
+        for pid in (p1, p2):
+            self.assertIn(pid, listing, "a reconnecting session lists its processes")
+            self.assertIn(listing[pid]["status"], ("stopped", "lost"))
+        self.assertEqual(listing[p1]["operation_id"], "op-plain")
+        out, _ = gw2.read_all(p2)
+        self.assertIn("ready", out, "output is readable after a reconnect")
+
+    def test_eof_with_request_in_flight(self):
+        gw = self.gateway()
+        count = live_checker(gw)
+        m = Marker()
+        gw.execute_req("run_command", {"command": m.command})
+        if count is not None:
+            deadline = time.monotonic() + 10
+            while count(m) == 0:
+                self.assertLess(time.monotonic(), deadline, "the command never started")
+                time.sleep(0.05)
+        rc, err, took = gw.shutdown(40)
+        self.assertEqual(rc, 0, err[-2000:])
+        self.assertLess(took, 10 * SLACK, "in-flight work was not cancelled (%.1f s)" % took)
+        if count is not None and gw.backend == "local":
+            self.assertEqual(host_processes_matching(m.needle), [], "the command survived")
+
+    def test_closed_stdout_shuts_down(self):
+        gw = self.gateway(init=False, reader=False)
+        rid = gw.request("initialize", gw.make_binding(), token="t")
+        msg = gw.read_line_sync(120)
+        self.assertEqual(msg.get("id"), rid)
+        self.assertIn("data", msg, msg.get("error"))
+        gw.token = "t"
+        gw.close_stdout()
+        t0 = time.monotonic()
+        for _ in range(3):
+            try:
+                gw.request("process/list", {})
+            except AssertionError:
+                break
+            time.sleep(0.05)
+        rc, err = gw.wait_exit(30)
+        self.assertLess(time.monotonic() - t0, 15 * SLACK)
+        self.assertNotEqual(rc, -13, "killed by SIGPIPE: no cleanup ran")
+        self.assertEqual(rc, 0, err[-2000:])
+
+
+if __name__ == "__main__":
+    unittest.main()

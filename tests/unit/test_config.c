@@ -1,0 +1,1203 @@
+/*
+ * test_config.c - config/config.c: loading, validation messages, default
+ * resolution, narrowing by the binding's environment, forward_env, the
+ * default path and the example files.
+ *
+ * Each test writes its config into a private temporary directory, so the
+ * exact messages (which name the file) can be compared whole.
+ */
+#include <glob.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "config/config.h"
+#include "gateway/base/limits.h"
+
+static char dir[64];
+static int nfiles;
+
+static int setup(void **state)
+{
+	size_t n;
+
+	(void)state;
+	/* mkdtemp's template ends in six 'X's, written out here. */
+	n = (size_t)snprintf(dir, sizeof(dir), "/tmp/sg-test-config-");
+	memset(dir + n, 'X', 6);
+	dir[n + 6] = '\0';
+	return mkdtemp(dir) ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+	char path[128];
+
+	(void)state;
+	for (int i = 0; i < nfiles; i++) {
+		snprintf(path, sizeof(path), "%s/c%d.json", dir, i);
+		unlink(path);
+	}
+	return rmdir(dir);
+}
+
+/* Write json to a fresh file; the path stays valid until the next call. */
+static const char *cfg_file(const char *json)
+{
+	static char path[128];
+	FILE *fp;
+
+	snprintf(path, sizeof(path), "%s/c%d.json", dir, nfiles++);
+	fp = fopen(path, "w");
+	assert_non_null(fp);
+	assert_true(fputs(json, fp) >= 0);
+	assert_int_equal(fclose(fp), 0);
+	return path;
+}
+
+static struct sg_config *load_ok(const char *json)
+{
+	struct sg_errinfo err = { 0 };
+	struct sg_config *cfg = NULL;
+	sg_err rc = sg_config_load(cfg_file(json), &cfg, &err);
+
+	if (rc)
+		fail_msg("load failed: %s", err.msg);
+	assert_non_null(cfg);
+	return cfg;
+}
+
+/* Loading json fails with code and the message "<path><tail>". */
+static void load_fails(const char *json, sg_err code, const char *tail)
+{
+	struct sg_errinfo err = { 0 };
+	struct sg_config *cfg = (struct sg_config *)&err;
+	const char *path = cfg_file(json);
+	char want[512];
+
+	snprintf(want, sizeof(want), "%s%s", path, tail);
+	assert_int_equal(sg_config_load(path, &cfg, &err), code);
+	assert_null(cfg);
+	assert_int_equal(err.code, code);
+	assert_string_equal(err.msg, want);
+}
+
+/* Profile "lab" on ssh with the extra members `members` is refused. */
+static void field_fails(const char *members, const char *tail)
+{
+	char json[1024], want[512];
+
+	snprintf(json, sizeof(json),
+		 "{\"profiles\": {\"lab\": {\"backend\": \"ssh\", %s}}}",
+		 members);
+	snprintf(want, sizeof(want), ": profile \"lab\": field %s", tail);
+	load_fails(json, SG_E_INVALID_ARGUMENT, want);
+}
+
+static void field_ok(const char *members)
+{
+	char json[1024];
+
+	snprintf(json, sizeof(json),
+		 "{\"profiles\": {\"lab\": {\"backend\": \"ssh\", %s}}}",
+		 members);
+	sg_config_free(load_ok(json));
+}
+
+static json_t *parse(const char *json)
+{
+	json_t *v;
+
+	if (!json)
+		return NULL;
+	v = json_loads(json, 0, NULL);
+	assert_non_null(v);
+	return v;
+}
+
+static struct sg_profile *build_ok(const struct sg_config *cfg,
+				   const char *name, const char *env)
+{
+	struct sg_errinfo err = { 0 };
+	struct sg_profile *p = NULL;
+	json_t *e = parse(env);
+	sg_err rc = sg_config_profile(cfg, name, e, &p, &err);
+
+	json_decref(e);
+	if (rc)
+		fail_msg("profile failed: %s", err.msg);
+	assert_non_null(p);
+	return p;
+}
+
+static void build_fails(const struct sg_config *cfg, const char *name,
+			const char *env, sg_err code, const char *want)
+{
+	struct sg_errinfo err = { 0 };
+	struct sg_profile *p = (struct sg_profile *)&err;
+	json_t *e = parse(env);
+
+	assert_int_equal(sg_config_profile(cfg, name, e, &p, &err), code);
+	json_decref(e);
+	assert_null(p);
+	assert_int_equal(err.code, code);
+	assert_string_equal(err.msg, want);
+}
+
+static size_t count(const char *const *v)
+{
+	size_t n = 0;
+
+	assert_non_null(v);
+	while (v[n])
+		n++;
+	return n;
+}
+
+/* ---- Loading ---------------------------------------------------------- */
+
+static void test_embedded_default(void **state)
+{
+	struct sg_errinfo err = { 0 };
+	struct sg_config *cfg = NULL;
+	struct sg_profile *p;
+	const char *const *names;
+
+	(void)state;
+	assert_int_equal(sg_config_load(NULL, &cfg, &err), SG_OK);
+	assert_string_equal(sg_config_path(cfg), "<embedded>");
+	assert_string_equal(sg_config_default(cfg), "local");
+	names = sg_config_names(cfg);
+	assert_int_equal(count(names), 1);
+	assert_string_equal(names[0], "local");
+
+	p = build_ok(cfg, NULL, NULL);
+	assert_string_equal(p->name, "local");
+	assert_string_equal(p->backend, "local");
+	assert_null(p->image);
+	assert_int_equal(p->network, SG_NET_DEFAULT);
+	assert_int_equal(count(p->network_allow), 0);
+	assert_int_equal(count(p->forward_env), 0);
+	assert_int_equal(count(p->best_effort), 0);
+	assert_true(p->cpus == 0);
+	assert_int_equal(p->memory_mb, 0);
+	assert_int_equal(p->lifetime_seconds, SG_LIFETIME_DEFAULT_S);
+	assert_int_equal(p->lifetime_seconds, 600);
+	assert_int_equal(p->shutdown_timeout_ms, 0);
+	assert_false(p->persistent);
+	assert_non_null(p->raw);
+	sg_profile_free(p);
+	sg_config_free(cfg);
+}
+
+static void test_file_errors(void **state)
+{
+	struct sg_errinfo err = { 0 };
+	struct sg_config *cfg = NULL;
+	char want[256];
+	const char *path;
+
+	(void)state;
+	snprintf(want, sizeof(want), "%s/missing.json", dir);
+	assert_int_equal(sg_config_load(want, &cfg, &err), SG_E_NOT_FOUND);
+	assert_null(cfg);
+	snprintf(want, sizeof(want), "%s/missing.json: no such file", dir);
+	assert_string_equal(err.msg, want);
+
+	sg_err_clear(&err);
+	assert_int_equal(sg_config_load(dir, &cfg, &err),
+			 SG_E_INVALID_ARGUMENT);
+	snprintf(want, sizeof(want), "%s: not a regular file", dir);
+	assert_string_equal(err.msg, want);
+
+	/* Bad JSON: FILE:LINE:COL: and jansson's text. */
+	sg_err_clear(&err);
+	path = cfg_file("{\n  \"profiles\": }\n");
+	assert_int_equal(sg_config_load(path, &cfg, &err),
+			 SG_E_INVALID_ARGUMENT);
+	snprintf(want, sizeof(want), "%s:2:", path);
+	assert_memory_equal(err.msg, want, strlen(want));
+	assert_non_null(strstr(err.msg, "unexpected token"));
+	assert_null(cfg);
+}
+
+static void test_duplicate_keys(void **state)
+{
+	struct sg_errinfo err = { 0 };
+	struct sg_config *cfg = NULL;
+	const char *path;
+
+	(void)state;
+	path = cfg_file("{\"profiles\": {\"a\": {\"backend\": \"local\","
+			" \"cpus\": 1, \"cpus\": 2}}}");
+	assert_int_equal(sg_config_load(path, &cfg, &err),
+			 SG_E_INVALID_ARGUMENT);
+	assert_null(cfg);
+	assert_memory_equal(err.msg, path, strlen(path));
+	assert_non_null(strstr(err.msg, ":1:"));
+	assert_non_null(strstr(err.msg, "duplicate object key"));
+
+	sg_err_clear(&err);
+	path = cfg_file("{\"profiles\": {\"a\": {\"backend\": \"local\"},"
+			"\n \"a\": {\"backend\": \"ssh\"}}}");
+	assert_int_equal(sg_config_load(path, &cfg, &err),
+			 SG_E_INVALID_ARGUMENT);
+	assert_non_null(strstr(err.msg, ":2:"));
+	assert_non_null(strstr(err.msg, "duplicate object key"));
+}
+
+static void test_top_level(void **state)
+{
+	(void)state;
+	load_fails("[]", SG_E_INVALID_ARGUMENT,
+		   ": the top level must be an object");
+	load_fails("{\"profile\": {}}", SG_E_INVALID_ARGUMENT,
+		   ": unknown top-level key \"profile\" (only \"default\" "
+		   "and \"profiles\")");
+	load_fails("{}", SG_E_INVALID_ARGUMENT,
+		   ": \"profiles\" must be an object of named profiles");
+	load_fails("{\"profiles\": [1]}", SG_E_INVALID_ARGUMENT,
+		   ": \"profiles\" must be an object of named profiles");
+	load_fails("{\"profiles\": {}}", SG_E_INVALID_ARGUMENT,
+		   ": \"profiles\" is empty; define at least one profile");
+	load_fails("{\"profiles\": {\"a\": 5}}", SG_E_INVALID_ARGUMENT,
+		   ": profile \"a\": must be an object");
+	load_fails("{\"profiles\": {\"a b\": {\"backend\": \"local\"}}}",
+		   SG_E_INVALID_ARGUMENT,
+		   ": profile name \"a b\" must be 1 to 63 letters, digits, "
+		   "'.', '_' or '-'");
+	load_fails("{\"profiles\": {\"\": {\"backend\": \"local\"}}}",
+		   SG_E_INVALID_ARGUMENT,
+		   ": profile name \"\" must be 1 to 63 letters, digits, "
+		   "'.', '_' or '-'");
+	/* A quote in a name is not echoed raw. */
+	load_fails("{\"profiles\": {\"a\\\"b\": {\"backend\": \"local\"}}}",
+		   SG_E_INVALID_ARGUMENT,
+		   ": profile name \"a?b\" must be 1 to 63 letters, digits, "
+		   "'.', '_' or '-'");
+}
+
+static void test_names_in_file_order(void **state)
+{
+	struct sg_config *cfg;
+	const char *const *names;
+
+	(void)state;
+	cfg = load_ok("{\"default\": \"b\", \"profiles\": {"
+		      "\"zeta\": {\"backend\": \"local\"},"
+		      "\"b\": {\"backend\": \"local\"},"
+		      "\"alpha.1\": {\"backend\": \"local\"}}}");
+	names = sg_config_names(cfg);
+	assert_int_equal(count(names), 3);
+	assert_string_equal(names[0], "zeta");
+	assert_string_equal(names[1], "b");
+	assert_string_equal(names[2], "alpha.1");
+	sg_config_free(cfg);
+}
+
+static void test_default_resolution(void **state)
+{
+	struct sg_config *cfg;
+	struct sg_profile *p;
+
+	(void)state;
+	/* The only profile. */
+	cfg = load_ok("{\"profiles\": {\"lab\": {\"backend\": \"ssh\"}}}");
+	assert_string_equal(sg_config_default(cfg), "lab");
+	p = build_ok(cfg, NULL, NULL);
+	assert_string_equal(p->name, "lab");
+	sg_profile_free(p);
+	sg_config_free(cfg);
+
+	/* Several, one of them "local". */
+	cfg = load_ok("{\"profiles\": {\"lab\": {\"backend\": \"ssh\"},"
+		      " \"local\": {\"backend\": \"local\"}}}");
+	assert_string_equal(sg_config_default(cfg), "local");
+	sg_config_free(cfg);
+
+	/* Explicit wins over "local". */
+	cfg = load_ok("{\"default\": \"lab\", \"profiles\": {"
+		      "\"local\": {\"backend\": \"local\"},"
+		      " \"lab\": {\"backend\": \"ssh\"}}}");
+	assert_string_equal(sg_config_default(cfg), "lab");
+	p = build_ok(cfg, NULL, NULL);
+	assert_string_equal(p->backend, "ssh");
+	sg_profile_free(p);
+	p = build_ok(cfg, "local", NULL);
+	assert_string_equal(p->backend, "local");
+	sg_profile_free(p);
+	sg_config_free(cfg);
+
+	load_fails("{\"profiles\": {\"a\": {\"backend\": \"ssh\"},"
+		   " \"b\": {\"backend\": \"ssh\"}}}",
+		   SG_E_INVALID_ARGUMENT,
+		   ": no \"default\" and no profile named \"local\" to fall "
+		   "back on; set \"default\" (profiles: a, b)");
+	load_fails("{\"default\": \"c\", \"profiles\": {"
+		   "\"a\": {\"backend\": \"ssh\"},"
+		   " \"b\": {\"backend\": \"ssh\"}}}",
+		   SG_E_INVALID_ARGUMENT,
+		   ": \"default\" names no profile: \"c\" (profiles: a, b)");
+	load_fails("{\"default\": 1, \"profiles\": {"
+		   "\"a\": {\"backend\": \"ssh\"}}}",
+		   SG_E_INVALID_ARGUMENT,
+		   ": \"default\" must be a profile's name");
+}
+
+static void test_unknown_profile(void **state)
+{
+	struct sg_config *cfg;
+	char want[256];
+
+	(void)state;
+	cfg = load_ok("{\"default\": \"a\", \"profiles\": {"
+		      "\"a\": {\"backend\": \"local\"},"
+		      " \"b\": {\"backend\": \"ssh\"}}}");
+	snprintf(want, sizeof(want), "no profile \"nope\" in %s (profiles: a, b)",
+		 sg_config_path(cfg));
+	build_fails(cfg, "nope", NULL, SG_E_NOT_FOUND, want);
+	sg_config_free(cfg);
+}
+
+/* ---- Field types ------------------------------------------------------ */
+
+static void test_backend_required(void **state)
+{
+	(void)state;
+	load_fails("{\"profiles\": {\"lab\": {\"image\": \"x\"}}}",
+		   SG_E_INVALID_ARGUMENT,
+		   ": profile \"lab\": field \"backend\": is required (the "
+		   "adapter's name, e.g. \"local\")");
+	load_fails("{\"profiles\": {\"lab\": {\"backend\": 5}}}",
+		   SG_E_INVALID_ARGUMENT,
+		   ": profile \"lab\": field \"backend\": must be a non-empty "
+		   "string");
+	load_fails("{\"profiles\": {\"lab\": {\"backend\": \"\"}}}",
+		   SG_E_INVALID_ARGUMENT,
+		   ": profile \"lab\": field \"backend\": must be a non-empty "
+		   "string");
+}
+
+static void test_string_fields(void **state)
+{
+	static const char *const names[] = {
+		"image", "snapshot", "workspace", "user", "host_workspace",
+		"host", "identity_file", "known_hosts_file", "worker", "python",
+	};
+	char members[128], tail[128];
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		snprintf(tail, sizeof(tail),
+			 "\"%s\": must be a non-empty string", names[i]);
+		snprintf(members, sizeof(members), "\"%s\": 5", names[i]);
+		field_fails(members, tail);
+		snprintf(members, sizeof(members), "\"%s\": \"\"", names[i]);
+		field_fails(members, tail);
+		snprintf(members, sizeof(members), "\"%s\": [\"a\"]", names[i]);
+		field_fails(members, tail);
+		snprintf(members, sizeof(members), "\"%s\": \"ok\"", names[i]);
+		field_ok(members);
+	}
+}
+
+static void test_bool_fields(void **state)
+{
+	static const char *const names[] = {
+		"persistent", "shared", "mount_read_only",
+	};
+	char members[128], tail[128];
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		snprintf(tail, sizeof(tail), "\"%s\": must be true or false",
+			 names[i]);
+		snprintf(members, sizeof(members), "\"%s\": \"yes\"", names[i]);
+		field_fails(members, tail);
+		snprintf(members, sizeof(members), "\"%s\": 1", names[i]);
+		field_fails(members, tail);
+		snprintf(members, sizeof(members), "\"%s\": null", names[i]);
+		field_fails(members, tail);
+		snprintf(members, sizeof(members), "\"%s\": false", names[i]);
+		field_ok(members);
+	}
+}
+
+static void test_number_fields(void **state)
+{
+	(void)state;
+	field_fails("\"cpus\": 0", "\"cpus\": must be a positive number");
+	field_fails("\"cpus\": -1.5", "\"cpus\": must be a positive number");
+	field_fails("\"cpus\": \"2\"", "\"cpus\": must be a positive number");
+	field_fails("\"cpus\": true", "\"cpus\": must be a positive number");
+	field_ok("\"cpus\": 0.25");
+	field_ok("\"cpus\": 8");
+
+	field_fails("\"memory_mb\": 0",
+		    "\"memory_mb\": must be a positive integer");
+	field_fails("\"memory_mb\": 1.5",
+		    "\"memory_mb\": must be a positive integer");
+	field_fails("\"memory_mb\": \"4096\"",
+		    "\"memory_mb\": must be a positive integer");
+	field_ok("\"memory_mb\": 1");
+
+	field_fails("\"port\": 0",
+		    "\"port\": must be an integer from 1 to 65535");
+	field_fails("\"port\": 65536",
+		    "\"port\": must be an integer from 1 to 65535");
+	field_fails("\"port\": \"22\"",
+		    "\"port\": must be an integer from 1 to 65535");
+	field_ok("\"port\": 65535");
+
+	field_fails("\"lifetime_seconds\": -1",
+		    "\"lifetime_seconds\": must be an integer from 0 to "
+		    "2147483647");
+	field_fails("\"lifetime_seconds\": 60.5",
+		    "\"lifetime_seconds\": must be an integer from 0 to "
+		    "2147483647");
+	field_fails("\"lifetime_seconds\": 2147483648",
+		    "\"lifetime_seconds\": must be an integer from 0 to "
+		    "2147483647");
+	field_ok("\"lifetime_seconds\": 0");
+
+	field_fails("\"shutdown_timeout_ms\": -1",
+		    "\"shutdown_timeout_ms\": must be an integer from 0 to "
+		    "2147483647");
+	field_fails("\"shutdown_timeout_ms\": 2147483648",
+		    "\"shutdown_timeout_ms\": must be an integer from 0 to "
+		    "2147483647");
+	field_fails("\"shutdown_timeout_ms\": \"60000\"",
+		    "\"shutdown_timeout_ms\": must be an integer from 0 to "
+		    "2147483647");
+	field_ok("\"shutdown_timeout_ms\": 2147483647");
+	field_ok("\"shutdown_timeout_ms\": 0");
+}
+
+static void test_network_field(void **state)
+{
+	static const char shape[] =
+		"\"network\": must be \"none\", \"default\" or "
+		"{\"allow\": [CIDR or domain, ...]}";
+	static const char empty[] =
+		"\"network\": \"allow\" must list at least one CIDR or "
+		"domain (\"none\" allows nothing)";
+
+	(void)state;
+	field_fails("\"network\": \"all\"", shape);
+	field_fails("\"network\": true", shape);
+	field_fails("\"network\": [\"10.0.0.0/8\"]", shape);
+	field_fails("\"network\": {\"allow\": []}", empty);
+	field_fails("\"network\": {}", empty);
+	field_fails("\"network\": {\"allow\": \"10.0.0.0/8\"}", empty);
+	field_fails("\"network\": {\"allow\": [\"a.com\"], \"deny\": []}",
+		    "\"network\": unknown key \"deny\" (only \"allow\")");
+	field_fails("\"network\": {\"allow\": [\"\"]}",
+		    "\"network\": \"allow\" entries must be non-empty strings");
+	field_fails("\"network\": {\"allow\": [5]}",
+		    "\"network\": \"allow\" entries must be non-empty strings");
+	field_fails("\"network\": {\"allow\": [\"10.0.0.1\"]}",
+		    "\"network\": \"10.0.0.1\" is an address; write it as a "
+		    "CIDR with a prefix (\"10.0.0.1/32\")");
+	field_fails("\"network\": {\"allow\": [\"fd00::1\"]}",
+		    "\"network\": \"fd00::1\" is an address; write it as a "
+		    "CIDR with a prefix (\"fd00::1/128\")");
+	static const char *const bad[] = {
+		"10.0.0.0/33", "10.0.0.0/", "10.0.0.0/08", "10.0.0/8",
+		"10.0.0.0/8x", "2001:db8::/129", "example.com/24",
+		"bad_domain.com", "-a.com", "a-.com", "a..com", ".com",
+		"com.", "1.2.3", "*.", "a.*.com", "exa mple.com",
+	};
+	char members[128], tail[160];
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		snprintf(members, sizeof(members),
+			 "\"network\": {\"allow\": [\"%s\"]}", bad[i]);
+		snprintf(tail, sizeof(tail),
+			 "\"network\": \"%s\" is neither a CIDR "
+			 "(address/prefix) nor a domain name", bad[i]);
+		field_fails(members, tail);
+	}
+	field_ok("\"network\": \"none\"");
+	field_ok("\"network\": \"default\"");
+	field_ok("\"network\": {\"allow\": [\"10.0.0.0/8\", \"0.0.0.0/0\","
+		 " \"fd00::/8\", \"::1/128\", \"example.com\","
+		 " \"*.githubusercontent.com\", \"localhost\", \"x-1.a9.io\"]}");
+}
+
+static void test_forward_env_field(void **state)
+{
+	(void)state;
+	field_fails("\"forward_env\": \"HOME\"",
+		    "\"forward_env\": must be a list of variable names or an "
+		    "object of names to string values");
+	field_fails("\"forward_env\": [\"1FOO\"]",
+		    "\"forward_env\": \"1FOO\" is not a valid variable name");
+	field_fails("\"forward_env\": [\"A-B\"]",
+		    "\"forward_env\": \"A-B\" is not a valid variable name");
+	field_fails("\"forward_env\": [\"A=B\"]",
+		    "\"forward_env\": \"A=B\" is not a valid variable name");
+	field_fails("\"forward_env\": [\"OK\", 5]",
+		    "\"forward_env\": entry 1 must be a variable name");
+	field_fails("\"forward_env\": [\"A\", \"B\", \"A\"]",
+		    "\"forward_env\": lists A twice");
+	field_fails("\"forward_env\": {\"9X\": \"v\"}",
+		    "\"forward_env\": \"9X\" is not a valid variable name");
+	/* The value is never repeated in the message. */
+	field_fails("\"forward_env\": {\"TOKEN\": 12345}",
+		    "\"forward_env\": the value of TOKEN must be a string "
+		    "without NUL bytes");
+	field_ok("\"forward_env\": [\"_A\", \"b2\"]");
+	field_ok("\"forward_env\": {\"A\": \"\", \"B\": \"x=y\"}");
+	field_ok("\"forward_env\": []");
+}
+
+static void test_best_effort_field(void **state)
+{
+	(void)state;
+	field_fails("\"best_effort\": \"network\"",
+		    "\"best_effort\": must be a list of field names");
+	field_fails("\"best_effort\": [1]",
+		    "\"best_effort\": entry 0 must be a field name");
+	field_fails("\"best_effort\": [\"netwrk\"]",
+		    "\"best_effort\": \"netwrk\" is not a field of this "
+		    "profile");
+	field_fails("\"best_effort\": [\"backend\"]",
+		    "\"best_effort\": \"backend\" cannot be best-effort");
+	field_fails("\"best_effort\": [\"best_effort\"]",
+		    "\"best_effort\": \"best_effort\" cannot be best-effort");
+	/* A known field, and a backend's own field the profile sets. */
+	field_ok("\"best_effort\": [\"network\", \"cpus\", \"target\"],"
+		 " \"target\": \"us\"");
+}
+
+static void test_first_error_in_file_order(void **state)
+{
+	(void)state;
+	load_fails("{\"profiles\": {"
+		   "\"a\": {\"backend\": \"ssh\", \"port\": 0, \"cpus\": 0},"
+		   "\"b\": {\"backend\": \"ssh\", \"memory_mb\": 0}}}",
+		   SG_E_INVALID_ARGUMENT,
+		   ": profile \"a\": field \"port\": must be an integer from "
+		   "1 to 65535");
+	load_fails("{\"profiles\": {"
+		   "\"a\": {\"backend\": \"ssh\"},"
+		   "\"b\": {\"backend\": \"ssh\", \"memory_mb\": 0}}}",
+		   SG_E_INVALID_ARGUMENT,
+		   ": profile \"b\": field \"memory_mb\": must be a positive "
+		   "integer");
+}
+
+/* ---- Building --------------------------------------------------------- */
+
+static void test_full_profile(void **state)
+{
+	struct sg_config *cfg;
+	struct sg_profile *p;
+
+	(void)state;
+	cfg = load_ok("{\"profiles\": {\"all\": {"
+		      "\"backend\": \"singularity\", \"image\": \"img.sif\","
+		      " \"snapshot\": \"snap\", \"workspace\": \"/workspace\","
+		      " \"user\": \"agent\", \"host_workspace\": \"/srv/p\","
+		      " \"mount_read_only\": true,"
+		      " \"network\": {\"allow\": [\"10.0.0.0/8\", \"a.io\"]},"
+		      " \"cpus\": 1.5, \"memory_mb\": 3072,"
+		      " \"persistent\": true, \"shared\": true,"
+		      " \"lifetime_seconds\": 30,"
+		      " \"shutdown_timeout_ms\": 90000,"
+		      " \"forward_env\": {\"LANG_X\": \"C.UTF-8\"},"
+		      " \"host\": \"box\", \"identity_file\": \"/k\","
+		      " \"known_hosts_file\": \"/kh\", \"port\": 2222,"
+		      " \"worker\": \"w\", \"python\": \"/usr/bin/python3\","
+		      " \"best_effort\": [\"cpus\"],"
+		      " \"apptainer\": \"/opt/bin/apptainer\","
+		      " \"command\": [\"ignored\"]}}}");
+	p = build_ok(cfg, "all", NULL);
+	/* The profile outlives the config it came from. */
+	sg_config_free(cfg);
+	assert_string_equal(p->name, "all");
+	assert_string_equal(p->backend, "singularity");
+	assert_string_equal(p->image, "img.sif");
+	assert_string_equal(p->snapshot, "snap");
+	assert_string_equal(p->workspace, "/workspace");
+	assert_string_equal(p->user, "agent");
+	assert_string_equal(p->host_workspace, "/srv/p");
+	assert_true(p->mount_read_only);
+	assert_int_equal(p->network, SG_NET_ALLOW);
+	assert_int_equal(count(p->network_allow), 2);
+	assert_string_equal(p->network_allow[0], "10.0.0.0/8");
+	assert_string_equal(p->network_allow[1], "a.io");
+	assert_true(p->cpus == 1.5);
+	assert_int_equal(p->memory_mb, 3072);
+	assert_true(p->persistent);
+	assert_true(p->shared);
+	assert_int_equal(p->lifetime_seconds, 30);
+	assert_int_equal(p->shutdown_timeout_ms, 90000);
+	assert_int_equal(count(p->forward_env), 1);
+	assert_string_equal(p->forward_env[0], "LANG_X=C.UTF-8");
+	assert_string_equal(p->host, "box");
+	assert_string_equal(p->identity_file, "/k");
+	assert_string_equal(p->known_hosts_file, "/kh");
+	assert_int_equal(p->port, 2222);
+	assert_int_equal(count(p->best_effort), 1);
+	assert_string_equal(p->best_effort[0], "cpus");
+	/* Backend fields stay in raw for the adapter. */
+	assert_string_equal(json_string_value(json_object_get(p->raw,
+							      "apptainer")),
+			    "/opt/bin/apptainer");
+	assert_true(json_is_array(json_object_get(p->raw, "command")));
+	sg_profile_free(p);
+	sg_profile_free(NULL);
+}
+
+static void test_lifetime_mapping(void **state)
+{
+	struct sg_config *cfg;
+	struct sg_profile *p;
+
+	(void)state;
+	cfg = load_ok("{\"default\": \"zero\", \"profiles\": {"
+		      "\"zero\": {\"backend\": \"local\","
+		      " \"lifetime_seconds\": 0},"
+		      "\"absent\": {\"backend\": \"local\"},"
+		      "\"short\": {\"backend\": \"local\","
+		      " \"lifetime_seconds\": 30}}}");
+	p = build_ok(cfg, "zero", NULL);
+	assert_int_equal(p->lifetime_seconds, 600);
+	sg_profile_free(p);
+	p = build_ok(cfg, "absent", NULL);
+	assert_int_equal(p->lifetime_seconds, 600);
+	sg_profile_free(p);
+	p = build_ok(cfg, "short", NULL);
+	assert_int_equal(p->lifetime_seconds, 30);
+	sg_profile_free(p);
+	/* The binding's value is taken, with the same mapping. */
+	p = build_ok(cfg, "short", "{\"lifetime_seconds\": 0}");
+	assert_int_equal(p->lifetime_seconds, 600);
+	sg_profile_free(p);
+	p = build_ok(cfg, "short", "{\"lifetime_seconds\": 7200}");
+	assert_int_equal(p->lifetime_seconds, 7200);
+	sg_profile_free(p);
+	sg_config_free(cfg);
+}
+
+/* ---- Narrowing -------------------------------------------------------- */
+
+static const char narrow_cfg[] =
+	"{\"default\": \"lab\", \"profiles\": {"
+	"\"lab\": {\"backend\": \"daytona\", \"image\": \"debian:12\","
+	" \"cpus\": 2, \"memory_mb\": 4096,"
+	" \"network\": {\"allow\": [\"10.0.0.0/8\", \"*.example.com\","
+	" \"fd00::/8\", \"pypi.org\"]},"
+	" \"mount_read_only\": true, \"persistent\": false,"
+	" \"lifetime_seconds\": 300,"
+	" \"forward_env\": {\"A\": \"1\", \"Z\": \"26\"},"
+	" \"best_effort\": [\"cpus\", \"network\"], \"target\": \"us\"},"
+	"\"open\": {\"backend\": \"local\"},"
+	"\"sealed\": {\"backend\": \"local\", \"network\": \"none\"}}}";
+
+static void test_narrowing_accepted(void **state)
+{
+	struct sg_config *cfg;
+	struct sg_profile *p;
+
+	(void)state;
+	cfg = load_ok(narrow_cfg);
+	p = build_ok(cfg, "lab",
+		     "{\"backend\": \"command\", \"command\": [\"sandgate\"],"
+		     " \"shutdown_grace_ms\": 90000,"
+		     " \"cpus\": 1, \"memory_mb\": 2048,"
+		     " \"network\": {\"allow\": [\"10.1.0.0/16\","
+		     " \"api.example.com\", \"*.cdn.example.com\","
+		     " \"fd00:1::/32\", \"PyPI.org\"]},"
+		     " \"persistent\": true, \"shared\": true,"
+		     " \"mount_read_only\": true, \"lifetime_seconds\": 60,"
+		     " \"shutdown_timeout_ms\": 5000, \"image\": \"debian:12\","
+		     " \"target\": \"us\", \"best_effort\": [\"cpus\"],"
+		     " \"forward_env\": {\"B\": \"2\", \"A\": \"3\"}}");
+	/* The binding's copy is ours: nothing points into the caller's JSON. */
+	assert_string_equal(p->backend, "daytona");
+	assert_string_equal(p->image, "debian:12");
+	assert_true(p->cpus == 1);
+	assert_int_equal(p->memory_mb, 2048);
+	assert_int_equal(p->network, SG_NET_ALLOW);
+	assert_int_equal(count(p->network_allow), 5);
+	assert_string_equal(p->network_allow[0], "10.1.0.0/16");
+	assert_string_equal(p->network_allow[4], "PyPI.org");
+	assert_true(p->persistent);
+	assert_true(p->shared);
+	assert_true(p->mount_read_only);
+	assert_int_equal(p->lifetime_seconds, 60);
+	assert_int_equal(p->shutdown_timeout_ms, 5000);
+	assert_int_equal(count(p->best_effort), 1);
+	assert_string_equal(p->best_effort[0], "cpus");
+	/* Binding values are added; a name given twice takes the binding's. */
+	assert_int_equal(count(p->forward_env), 3);
+	assert_string_equal(p->forward_env[0], "A=3");
+	assert_string_equal(p->forward_env[1], "Z=26");
+	assert_string_equal(p->forward_env[2], "B=2");
+	sg_profile_free(p);
+
+	/* Equal values are not widening. */
+	p = build_ok(cfg, "lab", "{\"cpus\": 2, \"memory_mb\": 4096,"
+			       " \"network\": {\"allow\": [\"10.0.0.0/8\"]},"
+			       " \"best_effort\": [\"network\", \"cpus\"]}");
+	assert_true(p->cpus == 2);
+	assert_int_equal(p->memory_mb, 4096);
+	sg_profile_free(p);
+
+	/* A profile without resources takes the binding's. */
+	p = build_ok(cfg, "open", "{\"cpus\": 16, \"memory_mb\": 65536,"
+				 " \"mount_read_only\": false}");
+	assert_true(p->cpus == 16);
+	assert_int_equal(p->memory_mb, 65536);
+	assert_false(p->mount_read_only);
+	sg_profile_free(p);
+
+	/* An empty environment changes nothing. */
+	p = build_ok(cfg, "lab", "{}");
+	assert_true(p->cpus == 2);
+	assert_int_equal(count(p->network_allow), 4);
+	assert_int_equal(count(p->forward_env), 2);
+	sg_profile_free(p);
+	sg_config_free(cfg);
+}
+
+static void test_narrowing_refused(void **state)
+{
+	struct sg_config *cfg;
+
+	(void)state;
+	cfg = load_ok(narrow_cfg);
+	build_fails(cfg, "lab", "{\"cpus\": 8}", SG_E_PERMISSION,
+		    "environment.cpus 8 exceeds the profile's 2");
+	build_fails(cfg, "lab", "{\"cpus\": 2.5}", SG_E_PERMISSION,
+		    "environment.cpus 2.5 exceeds the profile's 2");
+	build_fails(cfg, "lab", "{\"memory_mb\": 8192}", SG_E_PERMISSION,
+		    "environment.memory_mb 8192 exceeds the profile's 4096");
+	build_fails(cfg, "lab", "{\"mount_read_only\": false}",
+		    SG_E_PERMISSION,
+		    "environment.mount_read_only false would lift the "
+		    "profile's mount_read_only");
+	build_fails(cfg, "lab", "{\"image\": \"ubuntu:24.04\"}",
+		    SG_E_PERMISSION,
+		    "environment.image differs from the profile's value, and "
+		    "a binding may only narrow it");
+	build_fails(cfg, "lab", "{\"target\": \"eu\"}", SG_E_PERMISSION,
+		    "environment.target differs from the profile's value, and "
+		    "a binding may only narrow it");
+	build_fails(cfg, "lab", "{\"host\": \"elsewhere\"}", SG_E_PERMISSION,
+		    "environment.host is not set by the profile, and a binding "
+		    "may not add it");
+	build_fails(cfg, "lab", "{\"workspace\": \"/workspace\"}",
+		    SG_E_PERMISSION,
+		    "environment.workspace is not set by the profile, and a "
+		    "binding may not add it");
+	build_fails(cfg, "lab", "{\"region\": \"x\"}", SG_E_PERMISSION,
+		    "environment.region is not set by the profile, and a "
+		    "binding may not add it");
+	build_fails(cfg, "lab", "{\"best_effort\": [\"network\", \"image\"]}",
+		    SG_E_PERMISSION,
+		    "environment.best_effort adds \"image\", which the profile "
+		    "does not mark best-effort");
+	build_fails(cfg, "open", "{\"best_effort\": [\"network\"]}",
+		    SG_E_PERMISSION,
+		    "environment.best_effort adds \"network\", which the "
+		    "profile does not mark best-effort");
+	sg_config_free(cfg);
+}
+
+static void test_narrowing_bad_types(void **state)
+{
+	struct sg_config *cfg;
+	struct sg_errinfo err = { 0 };
+	struct sg_profile *p = NULL;
+	json_t *arr = json_array();
+
+	(void)state;
+	cfg = load_ok(narrow_cfg);
+	build_fails(cfg, "lab", "{\"cpus\": \"1\"}", SG_E_INVALID_ARGUMENT,
+		    "environment.cpus: must be a positive number");
+	build_fails(cfg, "lab", "{\"memory_mb\": -5}", SG_E_INVALID_ARGUMENT,
+		    "environment.memory_mb: must be a positive integer");
+	build_fails(cfg, "lab", "{\"network\": \"off\"}",
+		    SG_E_INVALID_ARGUMENT,
+		    "environment.network: must be \"none\", \"default\" or "
+		    "{\"allow\": [CIDR or domain, ...]}");
+	build_fails(cfg, "lab", "{\"network\": {\"allow\": [\"1.2.3.4/40\"]}}",
+		    SG_E_INVALID_ARGUMENT,
+		    "environment.network: \"1.2.3.4/40\" is neither a CIDR "
+		    "(address/prefix) nor a domain name");
+	build_fails(cfg, "lab", "{\"persistent\": \"yes\"}",
+		    SG_E_INVALID_ARGUMENT,
+		    "environment.persistent: must be true or false");
+	build_fails(cfg, "lab", "{\"lifetime_seconds\": -1}",
+		    SG_E_INVALID_ARGUMENT,
+		    "environment.lifetime_seconds: must be an integer from 0 "
+		    "to 2147483647");
+	build_fails(cfg, "lab", "{\"shutdown_timeout_ms\": 2147483648}",
+		    SG_E_INVALID_ARGUMENT,
+		    "environment.shutdown_timeout_ms: must be an integer from 0 "
+		    "to 2147483647");
+	build_fails(cfg, "lab", "{\"image\": 7}", SG_E_INVALID_ARGUMENT,
+		    "environment.image: must be a non-empty string");
+	build_fails(cfg, "lab", "{\"forward_env\": \"A\"}",
+		    SG_E_INVALID_ARGUMENT,
+		    "environment.forward_env: must be a list of variable names "
+		    "or an object of names to string values");
+	/* The host's own fields are not sandgate's to check. */
+	p = build_ok(cfg, "open", "{\"command\": 5, \"shutdown_grace_ms\": \"x\","
+				 " \"backend\": 1}");
+	assert_string_equal(p->backend, "local");
+	sg_profile_free(p);
+	p = NULL;
+	assert_int_equal(sg_config_profile(cfg, "lab", arr, &p, &err),
+			 SG_E_INVALID_ARGUMENT);
+	assert_null(p);
+	assert_string_equal(err.msg, "environment: must be an object");
+	json_decref(arr);
+	sg_config_free(cfg);
+}
+
+static void test_network_narrowing(void **state)
+{
+	struct sg_config *cfg;
+	struct sg_profile *p;
+
+	(void)state;
+	cfg = load_ok(narrow_cfg);
+	/* none: nothing wider. */
+	build_fails(cfg, "sealed", "{\"network\": \"default\"}",
+		    SG_E_PERMISSION,
+		    "environment.network \"default\" is wider than the "
+		    "profile's \"none\"");
+	build_fails(cfg, "sealed", "{\"network\": {\"allow\": [\"a.io\"]}}",
+		    SG_E_PERMISSION,
+		    "environment.network \"allow\" is wider than the "
+		    "profile's \"none\"");
+	p = build_ok(cfg, "sealed", "{\"network\": \"none\"}");
+	assert_int_equal(p->network, SG_NET_NONE);
+	assert_int_equal(count(p->network_allow), 0);
+	sg_profile_free(p);
+
+	/* allow: none, or a subset. */
+	build_fails(cfg, "lab", "{\"network\": \"default\"}", SG_E_PERMISSION,
+		    "environment.network \"default\" is wider than the "
+		    "profile's \"allow\"");
+	p = build_ok(cfg, "lab", "{\"network\": \"none\"}");
+	assert_int_equal(p->network, SG_NET_NONE);
+	sg_profile_free(p);
+	static const char *const wider[] = {
+		"11.0.0.0/8", "0.0.0.0/0", "10.0.0.0/7", "fe80::/10",
+		"fd00::/7", "example.com", "evil.com", "*.com",
+		"example.com.evil.io", "::/0", "pypi.org.evil.io",
+	};
+	char env[128], want[200];
+
+	for (size_t i = 0; i < sizeof(wider) / sizeof(wider[0]); i++) {
+		snprintf(env, sizeof(env), "{\"network\": {\"allow\": "
+			 "[\"10.2.0.0/16\", \"%s\"]}}", wider[i]);
+		snprintf(want, sizeof(want),
+			 "environment.network allows \"%s\", which the "
+			 "profile's allow list does not", wider[i]);
+		build_fails(cfg, "lab", env, SG_E_PERMISSION, want);
+	}
+
+	/* default: anything. */
+	p = build_ok(cfg, "open", "{\"network\": {\"allow\": [\"a.io\"]}}");
+	assert_int_equal(p->network, SG_NET_ALLOW);
+	assert_int_equal(count(p->network_allow), 1);
+	assert_string_equal(p->network_allow[0], "a.io");
+	sg_profile_free(p);
+	p = build_ok(cfg, "open", "{\"network\": \"none\"}");
+	assert_int_equal(p->network, SG_NET_NONE);
+	sg_profile_free(p);
+	p = build_ok(cfg, "open", "{\"network\": \"default\"}");
+	assert_int_equal(p->network, SG_NET_DEFAULT);
+	sg_profile_free(p);
+	sg_config_free(cfg);
+}
+
+/* ---- forward_env ------------------------------------------------------ */
+
+static void test_forward_env_names(void **state)
+{
+	struct sg_config *cfg;
+	struct sg_profile *p;
+	char want[256];
+
+	(void)state;
+	cfg = load_ok("{\"profiles\": {\"fe\": {\"backend\": \"local\","
+		      " \"forward_env\": [\"SGT_ALPHA\", \"SGT_BETA\"]}}}");
+	assert_int_equal(setenv("SGT_ALPHA", "alpha-secret-1", 1), 0);
+	assert_int_equal(setenv("SGT_BETA", "beta=secret=2", 1), 0);
+	p = build_ok(cfg, "fe", NULL);
+	assert_int_equal(count(p->forward_env), 2);
+	assert_string_equal(p->forward_env[0], "SGT_ALPHA=alpha-secret-1");
+	assert_string_equal(p->forward_env[1], "SGT_BETA=beta=secret=2");
+	sg_profile_free(p);
+
+	/* An empty value is a value; an unset variable blocks startup. */
+	assert_int_equal(setenv("SGT_BETA", "", 1), 0);
+	p = build_ok(cfg, "fe", NULL);
+	assert_string_equal(p->forward_env[1], "SGT_BETA=");
+	sg_profile_free(p);
+	assert_int_equal(unsetenv("SGT_BETA"), 0);
+	snprintf(want, sizeof(want),
+		 "%s: profile \"fe\": field \"forward_env\": variable SGT_BETA "
+		 "is not set", sg_config_path(cfg));
+	build_fails(cfg, "fe", NULL, SG_E_INVALID_ARGUMENT, want);
+
+	/* The binding's names, from this process's environment too. */
+	assert_int_equal(setenv("SGT_BETA", "b", 1), 0);
+	assert_int_equal(unsetenv("SGT_GAMMA"), 0);
+	build_fails(cfg, "fe", "{\"forward_env\": [\"SGT_GAMMA\"]}",
+		    SG_E_INVALID_ARGUMENT,
+		    "environment.forward_env: variable SGT_GAMMA is not set");
+	assert_int_equal(setenv("SGT_GAMMA", "gamma-secret-3", 1), 0);
+	p = build_ok(cfg, "fe", "{\"forward_env\": [\"SGT_GAMMA\"]}");
+	assert_int_equal(count(p->forward_env), 3);
+	assert_string_equal(p->forward_env[2], "SGT_GAMMA=gamma-secret-3");
+	sg_profile_free(p);
+	unsetenv("SGT_ALPHA");
+	unsetenv("SGT_BETA");
+	unsetenv("SGT_GAMMA");
+	sg_config_free(cfg);
+}
+
+static void test_values_never_in_messages(void **state)
+{
+	struct sg_errinfo err = { 0 };
+	struct sg_config *cfg;
+	struct sg_profile *p = NULL;
+	json_t *env;
+
+	(void)state;
+	cfg = load_ok("{\"profiles\": {\"fe\": {\"backend\": \"local\","
+		      " \"cpus\": 1,"
+		      " \"forward_env\": {\"TOKEN\": \"s3cr3t-file\"}}}}");
+	/* Every failure path after the values are known. */
+	env = parse("{\"forward_env\": {\"KEY\": \"s3cr3t-bind\","
+		    " \"2BAD\": \"s3cr3t-bind\"}}");
+	assert_int_equal(sg_config_profile(cfg, NULL, env, &p, &err),
+			 SG_E_INVALID_ARGUMENT);
+	assert_string_equal(err.msg, "environment.forward_env: \"2BAD\" is "
+				     "not a valid variable name");
+	json_decref(env);
+
+	sg_err_clear(&err);
+	env = parse("{\"forward_env\": {\"KEY\": \"s3cr3t-bind\"},"
+		    " \"cpus\": 4}");
+	assert_int_equal(sg_config_profile(cfg, NULL, env, &p, &err),
+			 SG_E_PERMISSION);
+	assert_null(strstr(err.msg, "s3cr3t"));
+	json_decref(env);
+
+	sg_err_clear(&err);
+	env = json_pack("{s:{s:s,s:i}}", "forward_env", "KEY", "s3cr3t-bind",
+			"OTHER", 99);
+	assert_int_equal(sg_config_profile(cfg, NULL, env, &p, &err),
+			 SG_E_INVALID_ARGUMENT);
+	assert_string_equal(err.msg, "environment.forward_env: the value of "
+				     "OTHER must be a string without NUL "
+				     "bytes");
+	json_decref(env);
+
+	/* A value with a NUL inside would be cut short: refused. */
+	sg_err_clear(&err);
+	env = json_object();
+	json_object_set_new(env, "forward_env", json_object());
+	json_object_set_new(json_object_get(env, "forward_env"), "K",
+			    json_stringn("s3cr3t\0tail", 11));
+	assert_int_equal(sg_config_profile(cfg, NULL, env, &p, &err),
+			 SG_E_INVALID_ARGUMENT);
+	assert_null(strstr(err.msg, "s3cr3t"));
+	json_decref(env);
+	assert_null(p);
+
+	/* Accepted, the value reaches forward_env only. */
+	p = build_ok(cfg, NULL, "{\"forward_env\": {\"KEY\": \"s3cr3t-bind\"}}");
+	assert_int_equal(count(p->forward_env), 2);
+	assert_string_equal(p->forward_env[0], "TOKEN=s3cr3t-file");
+	assert_string_equal(p->forward_env[1], "KEY=s3cr3t-bind");
+	sg_profile_free(p);
+	sg_config_free(cfg);
+}
+
+/* ---- The default path ------------------------------------------------- */
+
+static void make_file(const char *path)
+{
+	FILE *fp = fopen(path, "w");
+
+	assert_non_null(fp);
+	assert_int_equal(fclose(fp), 0);
+}
+
+static void test_default_path(void **state)
+{
+	char xdg[128], home[128], f1[192], f2[192], d[192];
+	char *path;
+
+	(void)state;
+	snprintf(xdg, sizeof(xdg), "%s/xdg", dir);
+	snprintf(home, sizeof(home), "%s/home", dir);
+	assert_int_equal(mkdir(xdg, 0700), 0);
+	snprintf(d, sizeof(d), "%s/sandgate", xdg);
+	assert_int_equal(mkdir(d, 0700), 0);
+	assert_int_equal(mkdir(home, 0700), 0);
+	snprintf(d, sizeof(d), "%s/.config", home);
+	assert_int_equal(mkdir(d, 0700), 0);
+	snprintf(d, sizeof(d), "%s/.config/sandgate", home);
+	assert_int_equal(mkdir(d, 0700), 0);
+	snprintf(f1, sizeof(f1), "%s/sandgate/config.json", xdg);
+	snprintf(f2, sizeof(f2), "%s/.config/sandgate/config.json", home);
+
+	/* $SANDGATE_CONFIG wins, even when missing (the load reports it). */
+	assert_int_equal(setenv("SANDGATE_CONFIG", "/nonexistent/x.json", 1), 0);
+	path = sg_config_default_path();
+	assert_string_equal(path, "/nonexistent/x.json");
+	free(path);
+	assert_int_equal(unsetenv("SANDGATE_CONFIG"), 0);
+
+	assert_int_equal(setenv("XDG_CONFIG_HOME", xdg, 1), 0);
+	assert_int_equal(setenv("HOME", home, 1), 0);
+	assert_null(sg_config_default_path());
+	make_file(f1);
+	path = sg_config_default_path();
+	assert_string_equal(path, f1);
+	free(path);
+
+	/* A relative XDG_CONFIG_HOME is ignored; HOME's file is used. */
+	assert_int_equal(setenv("XDG_CONFIG_HOME", "rel", 1), 0);
+	assert_null(sg_config_default_path());
+	make_file(f2);
+	path = sg_config_default_path();
+	assert_string_equal(path, f2);
+	free(path);
+	assert_int_equal(unsetenv("XDG_CONFIG_HOME"), 0);
+	path = sg_config_default_path();
+	assert_string_equal(path, f2);
+	free(path);
+	assert_int_equal(unsetenv("HOME"), 0);
+	assert_null(sg_config_default_path());
+
+	unlink(f1);
+	unlink(f2);
+	rmdir(d);
+	snprintf(d, sizeof(d), "%s/.config", home);
+	rmdir(d);
+	rmdir(home);
+	snprintf(d, sizeof(d), "%s/sandgate", xdg);
+	rmdir(d);
+	rmdir(xdg);
+}
+
+/* ---- The example files ------------------------------------------------ */
+
+static void test_examples_load(void **state)
+{
+	static const char *const backends[] = {
+		"local", "ssh", "daytona", "vercel", "modal", "singularity",
+	};
+	char root[512], pattern[600], stem[64];
+	const char *base, *dot, *key, *const *names;
+	struct sg_errinfo err = { 0 };
+	struct sg_config *cfg;
+	json_t *doc, *v;
+	struct sg_profile *p;
+	size_t seen = 0;
+	glob_t g;
+
+	(void)state;
+	/*
+	 * The source tree, from this file's own path (CMake compiles it by
+	 * its absolute name; a relative one is taken from the current
+	 * directory).
+	 */
+	snprintf(root, sizeof(root), "%s", __FILE__);
+	base = strstr(root, "tests/unit/test_config.c");
+	assert_non_null(base);
+	if (base == root)
+		snprintf(root, sizeof(root), ".");
+	else
+		root[base - root - 1] = '\0';
+	snprintf(pattern, sizeof(pattern), "%s/config/examples/*.json", root);
+	assert_int_equal(glob(pattern, 0, NULL, &g), 0);
+	for (size_t i = 0; i < g.gl_pathc; i++) {
+		base = strrchr(g.gl_pathv[i], '/') + 1;
+		dot = strrchr(base, '.');
+		snprintf(stem, sizeof(stem), "%.*s", (int)(dot - base), base);
+		cfg = NULL;
+		sg_err_clear(&err);
+		if (sg_config_load(g.gl_pathv[i], &cfg, &err))
+			fail_msg("%s", err.msg);
+		/* Variables the examples forward by name must exist here. */
+		doc = json_load_file(g.gl_pathv[i], 0, NULL);
+		assert_non_null(doc);
+		json_object_foreach(json_object_get(doc, "profiles"), key, v) {
+			json_t *x;
+			size_t k;
+
+			json_array_foreach(json_object_get(v, "forward_env"),
+					   k, x)
+				setenv(json_string_value(x), "example", 0);
+		}
+		json_decref(doc);
+		names = sg_config_names(cfg);
+		for (size_t j = 0; names[j]; j++) {
+			p = build_ok(cfg, names[j], NULL);
+			for (size_t b = 0; b < 6; b++)
+				if (strcmp(stem, backends[b]) == 0)
+					assert_string_equal(p->backend, stem);
+			sg_profile_free(p);
+		}
+		for (size_t b = 0; b < 6; b++)
+			if (strcmp(stem, backends[b]) == 0)
+				seen |= (size_t)1 << b;
+		sg_config_free(cfg);
+	}
+	globfree(&g);
+	assert_int_equal(seen, 0x3f);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_embedded_default),
+		cmocka_unit_test(test_file_errors),
+		cmocka_unit_test(test_duplicate_keys),
+		cmocka_unit_test(test_top_level),
+		cmocka_unit_test(test_names_in_file_order),
+		cmocka_unit_test(test_default_resolution),
+		cmocka_unit_test(test_unknown_profile),
+		cmocka_unit_test(test_backend_required),
+		cmocka_unit_test(test_string_fields),
+		cmocka_unit_test(test_bool_fields),
+		cmocka_unit_test(test_number_fields),
+		cmocka_unit_test(test_network_field),
+		cmocka_unit_test(test_forward_env_field),
+		cmocka_unit_test(test_best_effort_field),
+		cmocka_unit_test(test_first_error_in_file_order),
+		cmocka_unit_test(test_full_profile),
+		cmocka_unit_test(test_lifetime_mapping),
+		cmocka_unit_test(test_narrowing_accepted),
+		cmocka_unit_test(test_narrowing_refused),
+		cmocka_unit_test(test_narrowing_bad_types),
+		cmocka_unit_test(test_network_narrowing),
+		cmocka_unit_test(test_forward_env_names),
+		cmocka_unit_test(test_values_never_in_messages),
+		cmocka_unit_test(test_default_path),
+		cmocka_unit_test(test_examples_load),
+	};
+
+	return cmocka_run_group_tests(tests, setup, teardown);
+}
