@@ -116,25 +116,47 @@ static void not_started(struct sg_exec_result *out, const char *what, int e)
 							    : sizeof(line) - 1);
 }
 
+/* 0 when path names an executable regular file, or the errno exec gives. */
+static int check_program(const char *path)
+{
+	struct stat st;
+
+	if (stat(path, &st) < 0)
+		return errno;
+	if (!S_ISREG(st.st_mode) || access(path, X_OK) < 0)
+		return EACCES;
+	return 0;
+}
+
 /*
  * Resolve name the way execvp would, but against the PATH of the child's
  * environment (posix_spawnp would use ours).  Relative and empty PATH
  * entries are skipped: they would be resolved against a working directory
- * nobody chose.  Returns 0 with the path in out, or an errno value.
+ * nobody chose.  A name with a slash is checked where the child will look
+ * for it (under cwd when relative), so a failure is reported here with its
+ * reason rather than as a bare exit status 127.  Returns 0 with the path
+ * to spawn in out, or an errno value.
  */
-static int find_program(const char *name, const char *const *envp, char *out,
-			size_t n)
+static int find_program(const char *name, const char *const *envp,
+			const char *cwd, char *out, size_t n)
 {
 	const char *path = NULL;
 	const char *p;
-	int e = ENOENT;
+	int e = ENOENT, w;
 
 	if (name[0] == '\0')
 		return ENOENT;
 	if (strchr(name, '/')) {
 		if ((size_t)snprintf(out, n, "%s", name) >= n)
 			return ENAMETOOLONG;
-		return 0;
+		if (name[0] == '/' || !cwd)
+			return check_program(name);
+		w = snprintf(out, n, "%s/%s", cwd, name);
+		if (w < 0 || (size_t)w >= n)
+			return ENAMETOOLONG;
+		e = check_program(out);
+		snprintf(out, n, "%s", name);
+		return e;
 	}
 	for (const char *const *v = envp; v && *v; v++) {
 		if (strncmp(*v, "PATH=", 5) == 0) {
@@ -147,17 +169,18 @@ static int find_program(const char *name, const char *const *envp, char *out,
 	for (p = path;; p++) {
 		const char *end = strchr(p, ':');
 		size_t len = end ? (size_t)(end - p) : strlen(p);
-		struct stat st;
-		int w;
 
 		if (len > 0 && p[0] == '/') {
 			w = snprintf(out, n, "%.*s/%s", (int)len, p, name);
 			if (w < 0 || (size_t)w >= n) {
 				e = ENAMETOOLONG;
-			} else if (stat(out, &st) == 0 && S_ISREG(st.st_mode)) {
-				if (access(out, X_OK) == 0)
+			} else {
+				int ce = check_program(out);
+
+				if (ce == 0)
 					return 0;
-				e = EACCES;
+				if (ce == EACCES)
+					e = EACCES;
 			}
 		}
 		if (!end)
@@ -503,12 +526,6 @@ sg_err sg_exec_run(const struct sg_child *c, struct sg_exec_result *out,
 			   c->argv[0]);
 		goto out;
 	}
-	e = find_program(c->argv[0], c->envp, path, sizeof(path));
-	if (e) {
-		not_started(out, c->argv[0], e);
-		rc = SG_OK;
-		goto out;
-	}
 	if (c->cwd) {
 		struct stat st;
 
@@ -519,6 +536,12 @@ sg_err sg_exec_run(const struct sg_child *c, struct sg_exec_result *out,
 			rc = SG_OK;
 			goto out;
 		}
+	}
+	e = find_program(c->argv[0], c->envp, c->cwd, path, sizeof(path));
+	if (e) {
+		not_started(out, c->argv[0], e);
+		rc = SG_OK;
+		goto out;
 	}
 
 	if ((c->stdin_len > 0 && (e = make_pipe(in_p))) ||

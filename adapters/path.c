@@ -18,7 +18,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdbool.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -375,11 +374,14 @@ sg_err sg_path_resolve(const char *root, const char *host_root,
 	w->curfd = -1;
 	w->rootfd = -1;
 	/* Sentences hold SG_ERR_MSG bytes: a long path is shown by its head. */
-	if (strlen(path) > sizeof(w->user) - 1)
-		snprintf(w->user, sizeof(w->user), "%.*s...",
-			 (int)sizeof(w->user) - 4, path);
-	else
-		snprintf(w->user, sizeof(w->user), "%s", path);
+	n = strlen(path);
+	if (n > sizeof(w->user) - 1) {
+		n = sizeof(w->user) - 4;
+		memcpy(w->user + n, "...", 4);
+	} else {
+		w->user[n] = '\0';
+	}
+	memcpy(w->user, path, n);
 	start = path;
 	if (path[0] == '/') {
 		start = strip_root(rootn, path);

@@ -9,6 +9,15 @@
  * are taken as environment paths (a link to "<root>/x" stays inside, a link
  * to /etc escapes) and at most SG_SYMLINK_MAX links are followed.  Nothing
  * here trusts realpath(3) of a host path.
+ *
+ * ".." is folded on the path as resolved so far (after the links before
+ * it), and a ".." that would climb above root is refused on the spot even
+ * if later components would come back in: what lies outside root is the
+ * environment's, not ours to look at.  For the same reason an absolute
+ * path (given, or a link target) must start with root's own components
+ * literally ("/workspace/./x" is fine, "/workspace/../workspace/x" is not).
+ * A root of "/" has nothing above it: ".." there stays at "/", as in the
+ * kernel.  Everything here is reentrant: no chdir, no globals.
  */
 #ifndef SG_PATH_H
 #define SG_PATH_H
@@ -29,16 +38,31 @@ enum sg_path_mode {
 /*
  * Make `path` (relative to root, or absolute inside the environment)
  * canonical: "." and ".." folded, symlinks resolved as mode says.  On
- * success out holds the path relative to root ("" for root itself, no
- * leading or trailing slash).  Errors: SG_E_PATH_ESCAPE (with the offending
- * path in err), SG_E_NOT_FOUND, SG_E_INVALID_ARGUMENT (empty, NUL, too
- * long), SG_E_PERMISSION.
+ * success out (reset first; borrowed) holds the path relative to root
+ * ("" for root itself, no leading or trailing slash), in which no
+ * component is a symlink except a final one under SG_PATH_NOFOLLOW, and
+ * only the missing tail allowed by the mode does not exist.  `root` must
+ * be absolute; host_root is opened as given.
+ *
+ * Errors, each with a sentence naming the user's path in err:
+ * SG_E_PATH_ESCAPE ("<path> resolves outside the workspace root"),
+ * SG_E_NOT_FOUND (a missing component, a file used as a directory, or a
+ * missing host_root), SG_E_INVALID_ARGUMENT (empty, longer than
+ * SG_PATH_MAX, a name too long, too many levels of symbolic links; a C
+ * string cannot carry a NUL, so callers that take lengths must refuse one
+ * themselves), SG_E_PERMISSION (a directory on the way cannot be
+ * searched), SG_E_TOO_LARGE (out's max is too small).
  */
 sg_err sg_path_resolve(const char *root, const char *host_root,
 		       const char *path, enum sg_path_mode mode,
 		       struct sg_buf *out, struct sg_errinfo *err) SG_MUST_CHECK;
 
-/* Purely lexical: fold "." and "..", refusing to climb above "/". */
+/*
+ * Purely lexical: fold "." and ".." and repeated slashes.  An absolute
+ * path stays absolute ("/" at least); a relative one stays relative (""
+ * when nothing is left).  SG_E_PATH_ESCAPE for a ".." above the start,
+ * SG_E_INVALID_ARGUMENT for "" or a path longer than SG_PATH_MAX.
+ */
 sg_err sg_path_normalize(const char *path, struct sg_buf *out) SG_MUST_CHECK;
 
 /* Is `path` equal to `dir` or below it (both normalised, absolute)? */

@@ -250,7 +250,7 @@ static sg_err enqueue(struct server *sv, struct sg_op *op, handler_fn run)
  * null/false (protocol section 10), so a repeated initialize compares with
  * json_equal.
  */
-static sg_err canonical_binding(json_t *d, json_t **out, struct sg_errinfo *e)
+sg_err sg_binding_canonical(json_t *d, json_t **out, struct sg_errinfo *e)
 {
 	json_t *v = json_object_get(d, "version");
 	json_t *root = json_object_get(d, "root");
@@ -480,7 +480,7 @@ static sg_err run_initialize(struct sg_op *op, json_t **out)
 	*out = NULL;
 	rc = sg_arg_str(op->req, "token", true, &token, &op->err);
 	if (!rc)
-		rc = canonical_binding(op->data, &binding, &op->err);
+		rc = sg_binding_canonical(op->data, &binding, &op->err);
 	if (rc)
 		return rc;
 	pthread_mutex_lock(&s->lock);

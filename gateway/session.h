@@ -80,6 +80,14 @@ struct sg_op {
 	struct sg_op *next;   /* the in-flight list */
 };
 
+/*
+ * The binding of an initialize request's data in canonical form (every
+ * field present, absent ones null or false), after checking each field;
+ * *out is new.  Errors: SG_E_UNSUPPORTED (version), SG_E_INVALID_ARGUMENT.
+ */
+sg_err sg_binding_canonical(json_t *data, json_t **out, struct sg_errinfo *e)
+	SG_MUST_CHECK;
+
 /* Queue an event to be sent right after op's reply (steals ev). */
 void sg_op_after(struct sg_op *op, json_t *ev);
 

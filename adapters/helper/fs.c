@@ -260,9 +260,14 @@ static sg_err make_dirs(struct fs *c, const char *rel, int *fdp, bool *created)
 		}
 		nfd = openat(fd, name, O_PATH | O_DIRECTORY | O_NOFOLLOW |
 					       O_CLOEXEC);
-		if (nfd < 0) {
+		if (nfd < 0 && (errno == ENOTDIR || errno == ELOOP)) {
 			rc = tool_fail(c, "%.*s exists and is not a directory",
 				       (int)(end - rel), rel);
+			goto out;
+		}
+		if (nfd < 0) {
+			rc = tool_fail(c, "%.*s: %s", (int)(end - rel), rel,
+				       errstr(errno));
 			goto out;
 		}
 		close(fd);
@@ -430,22 +435,23 @@ static sg_err b64_decode(const char *s, size_t n, struct sg_buf *o)
 
 /* ---- read ---- */
 
-static long long count_lines(const char *s, size_t n, long long *newlines)
+static long long count_newlines(const char *s, size_t n)
 {
 	const char *p = s, *end = s + n;
+	long long count = 0;
 
 	while ((p = memchr(p, '\n', (size_t)(end - p))) != NULL) {
-		(*newlines)++;
+		count++;
 		p++;
 	}
-	return *newlines;
+	return count;
 }
 
 static sg_err read_base64(struct fs *c, int fd, const struct sg_buf *rel,
 			  int64_t max)
 {
 	struct sg_buf data = SG_BUF_INIT((size_t)max);
-	long long nl = 0, lines;
+	long long lines;
 	sg_err rc = slurp(c, fd, c->pos[0], &data);
 
 	if (rc == SG_E_TOO_LARGE)
@@ -454,8 +460,8 @@ static sg_err read_base64(struct fs *c, int fd, const struct sg_buf *rel,
 				(long long)max);
 	if (rc)
 		goto out;
-	count_lines(data.p, data.len, &nl);
-	lines = nl + (data.len && data.p[data.len - 1] != '\n');
+	lines = count_newlines(data.p, data.len) +
+		(data.len && data.p[data.len - 1] != '\n');
 	rc = sg_reply_ok(c->out);
 	if (!rc)
 		rc = sg_jw_key(c->out, "content", 0);
@@ -694,9 +700,12 @@ static sg_err put_file(struct fs *c, const char *rel, const char *shown,
 			e = errno;
 		goto fail;
 	}
-	/* Only root can give a file away; anyone else keeps it as is. */
-	if (fix_owner && geteuid() == 0 && fchown(fd, st.st_uid, st.st_gid) != 0)
-		e = 0;
+	/*
+	 * Only root can give the file back to its owner; a failure (an id
+	 * unmapped in a user namespace) leaves it owned by the writer.
+	 */
+	if (fix_owner && geteuid() == 0)
+		(void)!fchown(fd, st.st_uid, st.st_gid);
 	if (close(fd) != 0) {
 		fd = -1;
 		e = errno;
@@ -1198,7 +1207,8 @@ static void hits_prune(struct globber *g)
 {
 	size_t keep = (size_t)g->max;
 
-	qsort(g->hits, g->nhits, sizeof(*g->hits), hit_cmp);
+	if (g->nhits > 1)
+		qsort(g->hits, g->nhits, sizeof(*g->hits), hit_cmp);
 	for (size_t i = keep; i < g->nhits; i++)
 		free(g->hits[i].path);
 	if (g->nhits > keep)

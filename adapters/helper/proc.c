@@ -1515,6 +1515,9 @@ static sg_err cmd_wait(struct sg_args *a, struct sg_buf *reply,
 			goto out;
 		}
 		stamp = seq_value(fd);
+		/* A stamp from the future means the directory was made anew. */
+		if ((uint64_t)since > stamp)
+			since = 0;
 		rc = scan(ctl, session, since, false, &v, &n, err);
 		close(fd);
 		if (rc || n > 0 || sg_now_ns() >= deadline)

@@ -45,7 +45,7 @@ static json_t *tool_result(json_t *content, bool is_error, json_t *metadata)
  * tool; otherwise `content` (or the summary when there is none) is the text
  * and every other field is metadata.
  */
-static json_t *from_reply(json_t *reply, const char *summary)
+static json_t *from_reply(json_t *reply, const char *fallback)
 {
 	json_t *te = json_object_get(reply, "tool_error");
 	json_t *content, *meta;
@@ -57,24 +57,8 @@ static json_t *from_reply(json_t *reply, const char *summary)
 	content = json_incref(json_object_get(reply, "content"));
 	json_object_del(meta, "content");
 	if (!content)
-		content = json_string(summary ? summary : "done");
+		content = json_string(fallback ? fallback : "done");
 	return tool_result(content, false, meta);
-}
-
-/* One sg-helper fs step whose reply becomes the result. */
-static sg_err fs_step(struct tctx *t, const char *const *args, const void *in,
-		      size_t inlen, const char *summary, json_t **result)
-{
-	json_t *reply = NULL;
-	sg_err rc;
-
-	rc = sg_envcall(t->s, SG_CALL_ROOTED, args, in, inlen, &reply,
-			&t->op->cancel, &t->op->err);
-	if (!rc) {
-		*result = from_reply(reply, summary);
-		json_decref(reply);
-	}
-	return rc;
 }
 
 #define ARG_STR(key, req, var)                                              \
@@ -138,31 +122,87 @@ static sg_err encoding_is_base64(struct tctx *t, bool *out)
 }
 
 /*
- * Run the steps shared by the simple fs tools: the sub-command, the
- * positional path arguments named in `paths`, then options the caller
- * added to av.
+ * The sentence a tool's result carries when sg-helper's reply has no
+ * `content` of its own: what happened, for the model to read.
  */
-static sg_err fs_tool(struct tctx *t, const char *sub, const char *const *paths,
+static json_t *summary(const char *sub, json_t *reply)
+{
+	const char *path = json_string_value(json_object_get(reply, "path"));
+	json_int_t n;
+
+	if (!path)
+		path = ".";
+	if (strcmp(sub, "write") == 0) {
+		n = json_integer_value(json_object_get(reply, "bytes_written"));
+		return json_sprintf("wrote %lld bytes to %s", (long long)n, path);
+	}
+	if (strcmp(sub, "edit") == 0) {
+		n = json_integer_value(json_object_get(reply, "replacements"));
+		return json_sprintf("made %lld replacement%s in %s", (long long)n,
+				    n == 1 ? "" : "s", path);
+	}
+	if (strcmp(sub, "stat") == 0)
+		return json_sprintf("%s: %s, %lld bytes, mode %s, modified %s", path,
+				    json_string_value(json_object_get(reply, "type")),
+				    (long long)json_integer_value(json_object_get(reply, "size")),
+				    json_string_value(json_object_get(reply, "mode")),
+				    json_string_value(json_object_get(reply, "mtime")));
+	if (strcmp(sub, "delete") == 0)
+		return json_sprintf("deleted %s",
+				    json_string_value(json_object_get(reply, "deleted")));
+	if (strcmp(sub, "move") == 0)
+		return json_sprintf("moved %s to %s",
+				    json_string_value(json_object_get(reply, "from")),
+				    json_string_value(json_object_get(reply, "to")));
+	if (strcmp(sub, "mkdir") == 0)
+		return json_sprintf(json_is_true(json_object_get(reply, "created"))
+					    ? "created %s" : "%s already exists", path);
+	return json_string(sub);
+}
+
+/*
+ * Run one of the simple fs tools: the sub-command, the options the caller
+ * put in av, then `--` and the positional arguments named by `keys` (so a
+ * path that starts with "--" is never taken for an option).  A key that
+ * starts with '?' is optional and defaults to ".".
+ */
+static sg_err fs_tool(struct tctx *t, const char *sub, const char *const *keys,
 		      struct sg_strv *av, const void *in, size_t inlen,
 		      json_t **result)
 {
 	struct sg_strv full = SG_STRV_INIT;
-	const char *summary = sub;
+	json_t *reply = NULL;
 	sg_err rc = sg_strv_add(&full, "fs");
 
 	if (!rc)
 		rc = sg_strv_add(&full, sub);
-	for (size_t i = 0; !rc && paths && paths[i]; i++) {
-		const char *v = NULL;
-
-		rc = sg_arg_str(t->a, paths[i], true, &v, &t->op->err);
-		if (!rc)
-			rc = sg_strv_add(&full, v);
-	}
 	if (!rc && av)
 		rc = sg_strv_addv(&full, sg_strv_get(av));
 	if (!rc)
-		rc = fs_step(t, sg_strv_get(&full), in, inlen, summary, result);
+		rc = sg_strv_add(&full, "--");
+	for (size_t i = 0; !rc && keys && keys[i]; i++) {
+		bool optional = keys[i][0] == '?';
+		const char *v = optional ? "." : NULL;
+
+		rc = sg_arg_str(t->a, keys[i] + optional, !optional, &v, &t->op->err);
+		if (!rc)
+			rc = sg_strv_add(&full, v);
+	}
+	if (rc) {
+		if (!t->op->err.code)
+			sg_err_set(&t->op->err, rc, "out of memory");
+		goto out;
+	}
+	rc = sg_envcall(t->s, SG_CALL_ROOTED, sg_strv_get(&full), in, inlen, &reply,
+			&t->op->cancel, &t->op->err);
+	if (!rc) {
+		*result = from_reply(reply, NULL);
+		if (!json_object_get(reply, "content") &&
+		    !json_object_get(reply, "tool_error"))
+			json_object_set_new(*result, "content", summary(sub, reply));
+	}
+out:
+	json_decref(reply);
 	sg_strv_release(&full);
 	return rc;
 }
@@ -262,15 +302,9 @@ static sg_err t_list_dir(struct tctx *t, json_t **result)
 
 	if (!rc)
 		rc = add_flag_opt(&av, t->a, "include_hidden", "--hidden", &t->op->err);
-	if (!rc) {
-		const char *path = ".";
-
-		rc = sg_arg_str(t->a, "path", false, &path, &t->op->err);
-		if (!rc)
-			rc = sg_strv_add(&av, path);
-	}
 	if (!rc)
-		rc = fs_tool(t, "list", NULL, &av, NULL, 0, result);
+		rc = fs_tool(t, "list", (const char *[]){ "?path", NULL }, &av, NULL, 0,
+			     result);
 	sg_strv_release(&av);
 	return rc;
 }

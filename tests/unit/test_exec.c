@@ -330,7 +330,20 @@ static void test_program_lookup(void **state)
 	c.argv = notexec;
 	assert_int_equal(run_child(&c, &r, NULL), SG_OK);
 	assert_int_equal(r.exit_code, 127);
-	assert_non_null(strstr(r.err.p, "/etc/passwd: "));
+	assert_string_equal(r.err.p, "/etc/passwd: Permission denied");
+
+	/* A relative path with a slash is found under the child's cwd. */
+	const char *relative[] = { "./sg-test-helper", "exit", "5", NULL };
+	const char *rel_missing[] = { "./sg-no-such-program", NULL };
+	c.argv = relative;
+	c.cwd = helper_dir;
+	assert_int_equal(run_child(&c, &r, NULL), SG_OK);
+	assert_int_equal(r.exit_code, 5);
+	c.argv = rel_missing;
+	assert_int_equal(run_child(&c, &r, NULL), SG_OK);
+	assert_int_equal(r.exit_code, 127);
+	assert_string_equal(r.err.p,
+			    "./sg-no-such-program: No such file or directory");
 	sg_exec_result_release(&r);
 }
 

@@ -112,11 +112,15 @@ static void test_window_max_default_and_cap(void **state)
 	assert_int_equal(w.end, 7 + SG_READ_CAP);
 
 	/* Offsets beyond 4 GiB keep their full width. */
-	sg_ring_window(((uint64_t)1 << 33) + 100, 1000, (uint64_t)1 << 33, 5,
+	sg_ring_window(((uint64_t)1 << 33) + 100, 1000, (uint64_t)1 << 32, 5,
 		       &w);
 	assert_true(w.truncated);
 	assert_int_equal(w.start, ((uint64_t)1 << 33) + 100 - 1000);
 	assert_int_equal(w.end, w.start + 5);
+	sg_ring_window(((uint64_t)1 << 33) + 100, 1000, (uint64_t)1 << 33, 5,
+		       &w);
+	assert_false(w.truncated);
+	assert_int_equal(w.start, (uint64_t)1 << 33);
 }
 
 static void test_segments_plain(void **state)

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# check-style.sh - the house rules a compiler does not check.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+dirs="gateway adapters modal daytona vercel ssh singularity config"
+fail=0
+report() { echo "style: $1"; fail=1; }
+
+# Banned calls (docs/architecture.md, "Style").
+hits=$(grep -rnE '\b(sprintf|vsprintf|strcpy|strcat|strncpy|strtok|gets|atoi|alloca|system|popen)\s*\(' \
+  --include='*.c' --include='*.h' $dirs || true)
+[ -z "$hits" ] || report "banned calls:
+$hits"
+
+# Only the protocol writer and the helper program's main write stdout.
+hits=$(grep -rnE '\b(printf|puts)\s*\(' --include='*.c' $dirs \
+  | grep -vE '^(gateway/wire\.c|adapters/helper/main\.c):' || true)
+[ -z "$hits" ] || report "printf/puts outside wire.c:
+$hits"
+
+# No shell on the host side (commands inside environments may use one:
+# run_command's `command` and sg-helper's spawn are shell strings by
+# definition), no switched-off host key or TLS checks anywhere.
+hits=$(grep -rnE '"(/bin/)?sh", *"-c"' --include='*.c' $dirs \
+  | grep -vE '^(gateway/tools/|adapters/helper/)' || true)
+hits+=$(grep -rnE 'StrictHostKeyChecking=(no|accept-new)|VERIFYPEER, *0|VERIFYHOST, *0' \
+  --include='*.c' $dirs || true)
+[ -z "$hits" ] || report "host shell or disabled verification:
+$hits"
+
+# No typedef'd structs.
+hits=$(grep -rnE 'typedef struct' --include='*.c' --include='*.h' $dirs || true)
+[ -z "$hits" ] || report "typedef'd structs:
+$hits"
+
+# Unfinished work is tracked in issues, not in the code.
+hits=$(grep -rnE 'TODO|FIXME|XXX' --include='*.c' --include='*.h' $dirs || true)
+[ -z "$hits" ] || report "unfinished markers:
+$hits"
+
+[ $fail -eq 0 ] && echo "style: ok"
+exit $fail

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# test.sh - the whole test suite, as CI runs it.
+#
+#   1. installs what is missing (scripts/deps.sh)
+#   2. style checks (scripts/check-style.sh)
+#   3. a -Werror build, then every test: unit, end-to-end, backends
+#   4. an ASan+UBSan build, then the unit and end-to-end tests again
+#   5. the libFuzzer targets, each for a bounded time
+# Any failure fails the run.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+jobs=$(nproc)
+fuzz_seconds=${SG_FUZZ_SECONDS:-60}
+
+bash scripts/deps.sh
+bash scripts/check-style.sh
+
+echo "== build (-Werror)"
+cmake -S . -B build-ci -DSG_WERROR=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cmake --build build-ci -j"$jobs"
+echo "== tests"
+(cd build-ci && ctest --output-on-failure -j"$jobs" --timeout 900)
+
+echo "== build (ASan+UBSan)"
+cmake -S . -B build-asan -DSG_WERROR=ON -DSG_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug >/dev/null
+cmake --build build-asan -j"$jobs"
+echo "== tests under ASan+UBSan"
+(cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+  ctest --output-on-failure -j"$jobs" -L 'unit|e2e' --timeout 900)
+
+echo "== fuzz (${fuzz_seconds}s per target)"
+CC=clang cmake -S . -B build-fuzz -DSG_FUZZ=ON -DBUILD_TESTING=OFF >/dev/null
+cmake --build build-fuzz -j"$jobs" --target sg-fuzz-frame
+mkdir -p build-fuzz/corpus
+build-fuzz/tests/fuzz/sg-fuzz-frame -max_total_time="$fuzz_seconds" \
+  -max_len=65536 build-fuzz/corpus tests/fuzz/corpus 2>&1 | tail -n 3
+echo "fuzz: 1 passed, 0 failed"

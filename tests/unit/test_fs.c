@@ -1,0 +1,1289 @@
+/*
+ * test_fs.c - sg-helper's fs commands, called in-process.
+ *
+ * Every test gets a fresh temporary directory as host_root for the
+ * environment root "/workspace", runs sg_helper_fs() with an argv as the
+ * gateway would build it, and parses the one JSON reply with jansson.
+ */
+/* nftw() is an XSI interface. */
+#define _XOPEN_SOURCE 700
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <jansson.h>
+
+#include "adapters/helper/internal.h"
+#include "gateway/base/cancel.h"
+#include "gateway/base/limits.h"
+
+#define ROOT "/workspace"
+
+struct fx {
+	char dir[64];
+	struct sg_buf out;
+	json_t *reply;
+	bool path_changed; /* PATH to restore in teardown */
+	char *saved_path;  /* NULL when PATH was unset */
+	char outside[64];  /* a directory beside the tree, "" if none */
+};
+
+static void path_of(struct fx *f, const char *rel, char *p, size_t n)
+{
+	snprintf(p, n, "%s/%s", f->dir, rel);
+}
+
+static void put(struct fx *f, const char *rel, const void *data, size_t n)
+{
+	char p[512];
+	FILE *fp;
+
+	path_of(f, rel, p, sizeof(p));
+	fp = fopen(p, "wb");
+	assert_non_null(fp);
+	assert_int_equal(fwrite(data, 1, n, fp), n);
+	fclose(fp);
+}
+
+static void puts_file(struct fx *f, const char *rel, const char *text)
+{
+	put(f, rel, text, strlen(text));
+}
+
+static void mk(struct fx *f, const char *rel)
+{
+	char p[512];
+
+	path_of(f, rel, p, sizeof(p));
+	assert_int_equal(mkdir(p, 0755), 0);
+}
+
+static void ln(struct fx *f, const char *target, const char *rel)
+{
+	char p[512];
+
+	path_of(f, rel, p, sizeof(p));
+	assert_int_equal(symlink(target, p), 0);
+}
+
+/* The file's bytes (NUL-terminated, caller frees), or NULL if absent. */
+static char *slurp(struct fx *f, const char *rel, size_t *len)
+{
+	char p[512], *buf;
+	long n;
+	FILE *fp;
+
+	path_of(f, rel, p, sizeof(p));
+	fp = fopen(p, "rb");
+	if (!fp)
+		return NULL;
+	fseek(fp, 0, SEEK_END);
+	n = ftell(fp);
+	fseek(fp, 0, SEEK_SET);
+	buf = malloc((size_t)n + 1);
+	assert_non_null(buf);
+	assert_int_equal(fread(buf, 1, (size_t)n, fp), (size_t)n);
+	buf[n] = '\0';
+	fclose(fp);
+	if (len)
+		*len = (size_t)n;
+	return buf;
+}
+
+static bool exists(struct fx *f, const char *rel)
+{
+	char p[512];
+	struct stat st;
+
+	path_of(f, rel, p, sizeof(p));
+	return lstat(p, &st) == 0;
+}
+
+static mode_t mode_of(struct fx *f, const char *rel)
+{
+	char p[512];
+	struct stat st;
+
+	path_of(f, rel, p, sizeof(p));
+	assert_int_equal(lstat(p, &st), 0);
+	return st.st_mode;
+}
+
+static void set_mtime(struct fx *f, const char *rel, time_t t)
+{
+	char p[512];
+	struct timespec ts[2] = { { .tv_sec = t }, { .tv_sec = t } };
+
+	path_of(f, rel, p, sizeof(p));
+	assert_int_equal(utimensat(AT_FDCWD, p, ts, AT_SYMLINK_NOFOLLOW), 0);
+}
+
+static int rm_one(const char *p, const struct stat *st, int flag,
+		  struct FTW *ftw)
+{
+	(void)st;
+	(void)ftw;
+	return flag == FTW_DP ? rmdir(p) : unlink(p);
+}
+
+static void rm_tree(const char *dir)
+{
+	nftw(dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+static int setup(void **state)
+{
+	struct fx *f = calloc(1, sizeof(*f));
+
+	assert_non_null(f);
+	snprintf(f->dir, sizeof(f->dir), "/tmp/sg-fs-XXXXXX");
+	assert_non_null(mkdtemp(f->dir));
+	sg_buf_init(&f->out, SG_ENVTOOL_REPLY);
+	*state = f;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct fx *f = *state;
+
+	/* Restored here so that a failed assertion cannot leak it. */
+	if (f->path_changed && f->saved_path)
+		setenv("PATH", f->saved_path, 1);
+	else if (f->path_changed)
+		unsetenv("PATH");
+	free(f->saved_path);
+	if (f->outside[0])
+		rm_tree(f->outside);
+	rm_tree(f->dir);
+	json_decref(f->reply);
+	sg_buf_release(&f->out);
+	free(f);
+	return 0;
+}
+
+/*
+ * Run "fs <args...> --root /workspace --host-root <dir>" with stdin
+ * in/inlen; the parsed reply stays owned by f (borrowed by the caller).
+ */
+static json_t *run_v(struct fx *f, const void *in, size_t inlen,
+		     const struct sg_cancel *cancel, va_list ap)
+{
+	char *argv[40];
+	json_error_t jerr;
+	const char *s;
+	int argc = 0;
+
+	while ((s = va_arg(ap, const char *)) != NULL) {
+		assert_true(argc < 34);
+		argv[argc++] = (char *)s;
+	}
+	argv[argc++] = (char *)"--root";
+	argv[argc++] = (char *)ROOT;
+	argv[argc++] = (char *)"--host-root";
+	argv[argc++] = f->dir;
+	argv[argc] = NULL;
+	assert_int_equal(sg_helper_fs(argc, argv, in, inlen, &f->out, cancel),
+			 0);
+	json_decref(f->reply);
+	f->reply = json_loadb(f->out.p, f->out.len, 0, &jerr);
+	if (!f->reply)
+		fail_msg("unparsable reply %s: %s", f->out.p, jerr.text);
+	return f->reply;
+}
+
+static json_t *run(struct fx *f, ...)
+{
+	va_list ap;
+	json_t *r;
+
+	va_start(ap, f);
+	r = run_v(f, NULL, 0, NULL, ap);
+	va_end(ap);
+	return r;
+}
+
+static json_t *run_in(struct fx *f, const void *in, size_t inlen, ...)
+{
+	va_list ap;
+	json_t *r;
+
+	va_start(ap, inlen);
+	r = run_v(f, in, inlen, NULL, ap);
+	va_end(ap);
+	return r;
+}
+
+static json_t *run_cancel(struct fx *f, const struct sg_cancel *c, ...)
+{
+	va_list ap;
+	json_t *r;
+
+	va_start(ap, c);
+	r = run_v(f, NULL, 0, c, ap);
+	va_end(ap);
+	return r;
+}
+
+static void expect_ok(struct fx *f)
+{
+	if (!json_is_true(json_object_get(f->reply, "ok")))
+		fail_msg("expected ok, got %s", f->out.p);
+}
+
+static void expect_tool_error(struct fx *f, const char *part)
+{
+	const char *msg = json_string_value(json_object_get(f->reply,
+							    "tool_error"));
+
+	if (!json_is_false(json_object_get(f->reply, "ok")) || !msg)
+		fail_msg("expected a tool error, got %s", f->out.p);
+	if (part && !strstr(msg, part))
+		fail_msg("tool error \"%s\" lacks \"%s\"", msg, part);
+}
+
+static void expect_error(struct fx *f, const char *word, const char *part)
+{
+	const char *w = json_string_value(json_object_get(f->reply, "error"));
+	const char *msg = json_string_value(json_object_get(f->reply,
+							    "message"));
+
+	if (!w || strcmp(w, word) != 0 || !msg)
+		fail_msg("expected error %s, got %s", word, f->out.p);
+	if (part && !strstr(msg, part))
+		fail_msg("message \"%s\" lacks \"%s\"", msg, part);
+	assert_null(json_object_get(f->reply, "ok"));
+}
+
+static const char *str(struct fx *f, const char *key)
+{
+	const char *s = json_string_value(json_object_get(f->reply, key));
+
+	if (!s)
+		fail_msg("no string %s in %s", key, f->out.p);
+	return s;
+}
+
+static json_int_t num(struct fx *f, const char *key)
+{
+	json_t *v = json_object_get(f->reply, key);
+
+	if (!json_is_integer(v))
+		fail_msg("no integer %s in %s", key, f->out.p);
+	return json_integer_value(v);
+}
+
+static bool flag(struct fx *f, const char *key)
+{
+	json_t *v = json_object_get(f->reply, key);
+
+	if (!json_is_boolean(v))
+		fail_msg("no boolean %s in %s", key, f->out.p);
+	return json_is_true(v);
+}
+
+/* ---- read ---- */
+
+static void test_read_text(void **state)
+{
+	struct fx *f = *state;
+
+	puts_file(f, "a.txt", "one\ntwo\nthree\n");
+	run(f, "read", "a.txt", NULL);
+	expect_ok(f);
+	assert_string_equal(str(f, "content"), "one\ntwo\nthree\n");
+	assert_int_equal(num(f, "size"), 14);
+	assert_int_equal(num(f, "total_lines"), 3);
+	assert_false(flag(f, "truncated"));
+	assert_string_equal(str(f, "path"), "a.txt");
+
+	run(f, "read", ROOT "/a.txt", "--offset", "2", "--limit", "1", NULL);
+	assert_string_equal(str(f, "content"), "two\n");
+	assert_true(flag(f, "truncated"));
+	assert_int_equal(num(f, "total_lines"), 3);
+
+	run(f, "read", "a.txt", "--offset", "2", "--limit", "2", NULL);
+	assert_string_equal(str(f, "content"), "two\nthree\n");
+	assert_false(flag(f, "truncated"));
+
+	run(f, "read", "a.txt", "--offset", "3", NULL);
+	assert_string_equal(str(f, "content"), "three\n");
+	assert_false(flag(f, "truncated"));
+
+	run(f, "read", "a.txt", "--offset", "9", NULL);
+	expect_ok(f);
+	assert_string_equal(str(f, "content"), "");
+
+	run(f, "read", "a.txt", "--max", "5", NULL);
+	assert_string_equal(str(f, "content"), "one\nt");
+	assert_true(flag(f, "truncated"));
+
+	puts_file(f, "noeol.txt", "x\ny");
+	run(f, "read", "noeol.txt", NULL);
+	assert_int_equal(num(f, "total_lines"), 2);
+	assert_string_equal(str(f, "content"), "x\ny");
+
+	puts_file(f, "empty.txt", "");
+	run(f, "read", "empty.txt", NULL);
+	assert_int_equal(num(f, "total_lines"), 0);
+	assert_int_equal(num(f, "size"), 0);
+	assert_string_equal(str(f, "content"), "");
+}
+
+static void test_read_utf8(void **state)
+{
+	struct fx *f = *state;
+
+	put(f, "bad.txt", "a\xff\xfe" "b\n", 5);
+	run(f, "read", "bad.txt", NULL);
+	expect_ok(f);
+	assert_string_equal(str(f, "content"), "a\xef\xbf\xbd\xef\xbf\xbd" "b\n");
+	assert_int_equal(num(f, "size"), 5);
+
+	/* "é" is two bytes: a 3-byte window keeps one whole character. */
+	puts_file(f, "e.txt", "\xc3\xa9\xc3\xa9\xc3\xa9");
+	run(f, "read", "e.txt", "--max", "3", NULL);
+	assert_string_equal(str(f, "content"), "\xc3\xa9");
+	assert_true(flag(f, "truncated"));
+}
+
+static void test_read_big(void **state)
+{
+	struct fx *f = *state;
+	size_t n = 200000, len = 0;
+	char *big = malloc(n * 8);
+	char want[16];
+
+	assert_non_null(big);
+	for (size_t i = 1; i <= n; i++)
+		len += (size_t)snprintf(big + len, 16, "%zu\n", i);
+	put(f, "big.txt", big, len);
+	run(f, "read", "big.txt", "--offset", "199999", "--limit", "1", NULL);
+	snprintf(want, sizeof(want), "199999\n");
+	assert_string_equal(str(f, "content"), want);
+	assert_int_equal(num(f, "total_lines"), 200000);
+	assert_int_equal(num(f, "size"), (json_int_t)len);
+	assert_true(flag(f, "truncated"));
+
+	/* Default window: clipped at SG_TOOL_OUTPUT bytes. */
+	run(f, "read", "big.txt", "--max", "1000", NULL);
+	assert_int_equal(strlen(str(f, "content")), 1000);
+	assert_true(flag(f, "truncated"));
+	free(big);
+}
+
+static void test_read_failures(void **state)
+{
+	struct fx *f = *state;
+	char p[512];
+
+	mk(f, "d");
+	run(f, "read", "nope.txt", NULL);
+	expect_tool_error(f, "nope.txt: no such file or directory");
+	run(f, "read", "d", NULL);
+	expect_tool_error(f, "is a directory");
+	run(f, "read", "../etc/passwd", NULL);
+	expect_error(f, "path_escape",
+		     "../etc/passwd resolves outside the workspace root");
+	ln(f, "/etc/passwd", "pw");
+	run(f, "read", "pw", NULL);
+	expect_error(f, "path_escape", NULL);
+	run(f, "read", "/etc/passwd", NULL);
+	expect_error(f, "path_escape", NULL);
+	/* A FIFO is refused without waiting for a writer. */
+	path_of(f, "fifo", p, sizeof(p));
+	assert_int_equal(mkfifo(p, 0600), 0);
+	run(f, "read", "fifo", NULL);
+	expect_tool_error(f, "not a regular file");
+	run(f, "read", "a", "b", NULL);
+	expect_error(f, "invalid_argument", NULL);
+	run(f, "read", "x", "--limit", "-1", NULL);
+	expect_error(f, "invalid_argument", "--limit");
+}
+
+/* ---- write, base64 ---- */
+
+static void test_write(void **state)
+{
+	struct fx *f = *state;
+	char *data;
+
+	run_in(f, "hi\n", 3, "write", "n/e/w.txt", NULL);
+	expect_ok(f);
+	assert_int_equal(num(f, "bytes_written"), 3);
+	assert_string_equal(str(f, "path"), "n/e/w.txt");
+	assert_true(flag(f, "created"));
+	data = slurp(f, "n/e/w.txt", NULL);
+	assert_string_equal(data, "hi\n");
+	free(data);
+	assert_true(S_ISDIR(mode_of(f, "n/e")));
+	assert_int_equal(mode_of(f, "n/e/w.txt") & 07777, 0644);
+
+	/* Overwriting keeps the mode; --mode sets it. */
+	{
+		char p[512];
+
+		path_of(f, "n/e/w.txt", p, sizeof(p));
+		assert_int_equal(chmod(p, 0600), 0);
+	}
+	run_in(f, "again", 5, "write", "n/e/w.txt", NULL);
+	expect_ok(f);
+	assert_false(flag(f, "created"));
+	assert_int_equal(mode_of(f, "n/e/w.txt") & 07777, 0600);
+	run_in(f, "x", 1, "write", "--mode", "0755", "n/e/w.txt", NULL);
+	expect_ok(f);
+	assert_int_equal(mode_of(f, "n/e/w.txt") & 07777, 0755);
+
+	/* No temporary file is left beside the target. */
+	run(f, "list", "n/e", "--hidden", NULL);
+	assert_int_equal(num(f, "entries"), 1);
+
+	/* An empty write makes an empty file. */
+	run_in(f, "", 0, "write", "empty", NULL);
+	expect_ok(f);
+	assert_int_equal(num(f, "bytes_written"), 0);
+	assert_true(exists(f, "empty"));
+}
+
+static void test_write_links_and_refusals(void **state)
+{
+	struct fx *f = *state;
+	char *data;
+
+	puts_file(f, "target.txt", "old");
+	ln(f, "target.txt", "link");
+	ln(f, ROOT "/target.txt", "abslink");
+	ln(f, "/etc", "etc_link");
+	mk(f, "d");
+
+	run_in(f, "new", 3, "write", "link", NULL);
+	expect_ok(f);
+	assert_string_equal(str(f, "path"), "target.txt");
+	assert_true(S_ISLNK(mode_of(f, "link")));
+	data = slurp(f, "target.txt", NULL);
+	assert_string_equal(data, "new");
+	free(data);
+
+	run_in(f, "abs", 3, "write", "abslink", NULL);
+	expect_ok(f);
+	assert_string_equal(str(f, "path"), "target.txt");
+
+	run_in(f, "x", 1, "write", "etc_link/evil", NULL);
+	expect_error(f, "path_escape", NULL);
+	run_in(f, "x", 1, "write", "../evil", NULL);
+	expect_error(f, "path_escape", NULL);
+	run_in(f, "x", 1, "write", "d", NULL);
+	expect_tool_error(f, "is a directory");
+	run_in(f, "x", 1, "write", "target.txt/x", NULL);
+	expect_tool_error(f, "not a directory");
+	run_in(f, "x", 1, "write", "--mode", "rw", "y", NULL);
+	expect_error(f, "invalid_argument", "--mode");
+	run_in(f, "x", 1, "write", "--mode", "17777", "y", NULL);
+	expect_error(f, "invalid_argument", NULL);
+	assert_false(exists(f, "y"));
+}
+
+static void test_base64(void **state)
+{
+	struct fx *f = *state;
+	const unsigned char bin[] = { 0x00, 0xff, 0x10, '\n', 0x80, 'A' };
+	const char *b64 = "AP8QCoBB";
+	char *data;
+	size_t n;
+
+	run_in(f, b64, strlen(b64), "write", "bin", "--base64", NULL);
+	expect_ok(f);
+	assert_int_equal(num(f, "bytes_written"), sizeof(bin));
+	data = slurp(f, "bin", &n);
+	assert_int_equal(n, sizeof(bin));
+	assert_memory_equal(data, bin, sizeof(bin));
+	free(data);
+
+	run(f, "read", "bin", "--base64", NULL);
+	expect_ok(f);
+	assert_string_equal(str(f, "content"), b64);
+	assert_int_equal(num(f, "size"), sizeof(bin));
+	assert_false(flag(f, "truncated"));
+
+	/* Padding, and whitespace in the input. */
+	run_in(f, "YQ==", 4, "write", "p1", "--base64", NULL);
+	expect_ok(f);
+	run(f, "read", "p1", "--base64", NULL);
+	assert_string_equal(str(f, "content"), "YQ==");
+	run_in(f, "YW\nI=", 5, "write", "p2", "--base64", NULL);
+	run(f, "read", "p2", NULL);
+	assert_string_equal(str(f, "content"), "ab");
+	run_in(f, "YWJj", 4, "write", "p3", "--base64", NULL);
+	run(f, "read", "p3", "--base64", NULL);
+	assert_string_equal(str(f, "content"), "YWJj");
+
+	run_in(f, "@@@@", 4, "write", "bad", "--base64", NULL);
+	expect_error(f, "invalid_argument", "base64");
+	run_in(f, "YQ=x", 4, "write", "bad", "--base64", NULL);
+	expect_error(f, "invalid_argument", NULL);
+	run_in(f, "Y", 1, "write", "bad", "--base64", NULL);
+	expect_error(f, "invalid_argument", NULL);
+	assert_false(exists(f, "bad"));
+
+	run(f, "read", "bin", "--base64", "--max", "3", NULL);
+	expect_error(f, "too_large", NULL);
+}
+
+/* ---- edit ---- */
+
+static void edit(struct fx *f, const char *path, const char *old,
+		 const char *repl, bool all)
+{
+	char in[512];
+	int n = snprintf(in, sizeof(in), "%zu\n%s%s", strlen(old), old, repl);
+
+	if (all)
+		run_in(f, in, (size_t)n, "edit", path, "--all", NULL);
+	else
+		run_in(f, in, (size_t)n, "edit", path, NULL);
+}
+
+static void test_edit(void **state)
+{
+	struct fx *f = *state;
+	char p[512], *data;
+
+	puts_file(f, "e.txt", "hello world hello\n");
+	path_of(f, "e.txt", p, sizeof(p));
+	assert_int_equal(chmod(p, 0640), 0);
+
+	edit(f, "e.txt", "world", "there", false);
+	expect_ok(f);
+	assert_int_equal(num(f, "replacements"), 1);
+	assert_string_equal(str(f, "path"), "e.txt");
+	data = slurp(f, "e.txt", NULL);
+	assert_string_equal(data, "hello there hello\n");
+	free(data);
+	assert_int_equal(mode_of(f, "e.txt") & 07777, 0640);
+
+	edit(f, "e.txt", "hello", "bye", false);
+	expect_tool_error(f, "2 times");
+	data = slurp(f, "e.txt", NULL);
+	assert_string_equal(data, "hello there hello\n");
+	free(data);
+
+	edit(f, "e.txt", "hello", "bye", true);
+	expect_ok(f);
+	assert_int_equal(num(f, "replacements"), 2);
+	data = slurp(f, "e.txt", NULL);
+	assert_string_equal(data, "bye there bye\n");
+	free(data);
+
+	/* Replacing with nothing, and matches that would overlap. */
+	puts_file(f, "o.txt", "aaaa");
+	edit(f, "o.txt", "aa", "", true);
+	expect_ok(f);
+	assert_int_equal(num(f, "replacements"), 2);
+	data = slurp(f, "o.txt", NULL);
+	assert_string_equal(data, "");
+	free(data);
+
+	edit(f, "e.txt", "absent", "x", false);
+	expect_tool_error(f, "not found");
+	edit(f, "e.txt", "", "x", false);
+	expect_tool_error(f, "empty");
+	edit(f, "missing.txt", "a", "b", false);
+	expect_tool_error(f, "no such file");
+	run_in(f, "99\nab", 5, "edit", "e.txt", NULL);
+	expect_error(f, "invalid_argument", NULL);
+	run_in(f, "x\nab", 4, "edit", "e.txt", NULL);
+	expect_error(f, "invalid_argument", NULL);
+}
+
+/* ---- list ---- */
+
+static void test_list(void **state)
+{
+	struct fx *f = *state;
+
+	puts_file(f, "a.txt", "1");
+	mk(f, "b");
+	puts_file(f, "b/c.txt", "22");
+	mk(f, "b/d");
+	puts_file(f, "b/d/e.txt", "333");
+	puts_file(f, ".hidden", "");
+	ln(f, "a.txt", "link");
+	ln(f, "/etc", "z_etc");
+
+	run(f, "list", NULL);
+	expect_ok(f);
+	{
+		char want[256];
+		struct stat st;
+		char p[512];
+
+		path_of(f, "b", p, sizeof(p));
+		assert_int_equal(stat(p, &st), 0);
+		snprintf(want, sizeof(want),
+			 "f 1 a.txt\nd %lld b/\nl 5 link\nl 4 z_etc\n",
+			 (long long)st.st_size);
+		assert_string_equal(str(f, "content"), want);
+	}
+	assert_int_equal(num(f, "entries"), 4);
+	assert_false(flag(f, "truncated"));
+
+	run(f, "list", ".", "--depth", "3", NULL);
+	{
+		const char *c = str(f, "content");
+		const char *a = strstr(c, " a.txt\n"), *b = strstr(c, " b/\n"),
+			   *bc = strstr(c, "f 2 b/c.txt\n"),
+			   *bd = strstr(c, " b/d/\n"),
+			   *bde = strstr(c, "f 3 b/d/e.txt\n"),
+			   *l = strstr(c, " link\n");
+
+		assert_true(a && b && bc && bd && bde && l);
+		assert_true(a < b && b < bc && bc < bd && bd < bde && bde < l);
+	}
+	assert_int_equal(num(f, "entries"), 7);
+
+	run(f, "list", "--hidden", NULL);
+	assert_true(strncmp(str(f, "content"), "f 0 .hidden\n", 12) == 0);
+	assert_int_equal(num(f, "entries"), 5);
+
+	run(f, "list", "--max", "2", NULL);
+	assert_int_equal(num(f, "entries"), 2);
+	assert_true(flag(f, "truncated"));
+	run(f, "list", "--max", "4", NULL);
+	assert_false(flag(f, "truncated"));
+
+	run(f, "list", "b", NULL);
+	assert_true(strstr(str(f, "content"), "f 2 b/c.txt\n") != NULL);
+	assert_int_equal(num(f, "entries"), 2);
+
+	run(f, "list", "a.txt", NULL);
+	expect_tool_error(f, "not a directory");
+	run(f, "list", "nope", NULL);
+	expect_tool_error(f, "no such file");
+	run(f, "list", "z_etc", NULL);
+	expect_error(f, "path_escape", NULL);
+}
+
+/* ---- glob ---- */
+
+static void glob_tree(struct fx *f)
+{
+	mk(f, "src");
+	mk(f, "src/sub");
+	mk(f, ".git");
+	puts_file(f, "src/a.c", "");
+	puts_file(f, "src/sub/b.c", "");
+	puts_file(f, "src/x.h", "");
+	puts_file(f, "top.c", "");
+	puts_file(f, ".git/config.c", "");
+	ln(f, "src", "linkdir");
+	set_mtime(f, "src/a.c", 1000);
+	set_mtime(f, "src/x.h", 2000);
+	set_mtime(f, "src/sub/b.c", 3000);
+	set_mtime(f, "top.c", 4000);
+	set_mtime(f, ".git/config.c", 5000);
+}
+
+static void glob_is(struct fx *f, const char *pattern, const char *want)
+{
+	run(f, "glob", pattern, NULL);
+	expect_ok(f);
+	if (strcmp(str(f, "content"), want) != 0)
+		fail_msg("glob %s: got \"%s\", want \"%s\"", pattern,
+			 str(f, "content"), want);
+}
+
+static void test_glob(void **state)
+{
+	struct fx *f = *state;
+
+	glob_tree(f);
+	glob_is(f, "**/*.c", "top.c\nsrc/sub/b.c\nsrc/a.c\n");
+	assert_int_equal(num(f, "count"), 3);
+	assert_false(flag(f, "truncated"));
+	glob_is(f, "src/*.c", "src/a.c\n");
+	glob_is(f, "*.c", "top.c\n");
+	glob_is(f, "src/**", "src/sub/b.c\nsrc/x.h\nsrc/a.c\n");
+	glob_is(f, "src/**/b.c", "src/sub/b.c\n");
+	glob_is(f, "src/**/**/*.c", "src/sub/b.c\nsrc/a.c\n");
+	glob_is(f, "src/[ab].c", "src/a.c\n");
+	glob_is(f, "?op.c", "top.c\n");
+	glob_is(f, "./src/./x.?", "src/x.h\n");
+	glob_is(f, ".git/*.c", ".git/config.c\n");
+	glob_is(f, "**/config.c", "");
+	glob_is(f, "linkdir/*.c", "");
+	glob_is(f, "nothing*", "");
+	glob_is(f, ROOT "/src/*.c", "src/a.c\n");
+
+	run(f, "glob", "**/*.c", "--max", "2", NULL);
+	assert_string_equal(str(f, "content"), "top.c\nsrc/sub/b.c\n");
+	assert_int_equal(num(f, "count"), 2);
+	assert_true(flag(f, "truncated"));
+
+	run(f, "glob", "*.c", "--path", "src", NULL);
+	assert_string_equal(str(f, "content"), "src/a.c\n");
+	run(f, "glob", "*.c", "--path", "linkdir", NULL);
+	assert_string_equal(str(f, "content"), "src/a.c\n");
+
+	run(f, "glob", "../*", NULL);
+	expect_error(f, "invalid_argument", NULL);
+	run(f, "glob", "/etc/*", NULL);
+	expect_error(f, "path_escape", NULL);
+	run(f, "glob", "*", "--path", "../", NULL);
+	expect_error(f, "path_escape", NULL);
+	run(f, "glob", "*", "--path", "top.c", NULL);
+	expect_tool_error(f, "not a directory");
+}
+
+static void test_glob_many(void **state)
+{
+	struct fx *f = *state;
+	char name[32];
+
+	/* More hits than twice --max: the bounded keeper must stay exact. */
+	mk(f, "m");
+	for (int i = 0; i < 50; i++) {
+		snprintf(name, sizeof(name), "m/f%02d", i);
+		puts_file(f, name, "");
+		set_mtime(f, name, 10000 + (i * 7) % 50);
+	}
+	run(f, "glob", "m/*", "--max", "3", NULL);
+	expect_ok(f);
+	/* mtimes 10049, 10048, 10047 belong to i = 7, 14, 21 (i*7 % 50). */
+	assert_string_equal(str(f, "content"), "m/f07\nm/f14\nm/f21\n");
+	assert_true(flag(f, "truncated"));
+	run(f, "glob", "m/*", NULL);
+	assert_int_equal(num(f, "count"), 50);
+	assert_false(flag(f, "truncated"));
+}
+
+/* ---- grep ---- */
+
+static void grep_tree(struct fx *f)
+{
+	mk(f, "src");
+	puts_file(f, "src/a.c", "int main\nfoo bar\n");
+	puts_file(f, "src/b.txt", "FOO\n");
+	puts_file(f, "notes.md", "foo\n");
+}
+
+static bool has_line(const char *content, const char *line)
+{
+	size_t n = strlen(line);
+
+	for (const char *p = content; (p = strstr(p, line)) != NULL; p++)
+		if ((p == content || p[-1] == '\n') && p[n] == '\n')
+			return true;
+	return false;
+}
+
+static bool have_rg(void)
+{
+	const char *path = getenv("PATH");
+	char buf[512];
+
+	for (const char *p = path ? path : ""; *p;) {
+		size_t n = strcspn(p, ":");
+
+		snprintf(buf, sizeof(buf), "%.*s/rg", (int)n, p);
+		if (access(buf, X_OK) == 0)
+			return true;
+		p += n;
+		if (*p)
+			p++;
+	}
+	return false;
+}
+
+static void grep_checks(struct fx *f, const char *engine)
+{
+	const char *c;
+
+	run(f, "grep", "foo", NULL);
+	expect_ok(f);
+	assert_string_equal(str(f, "engine"), engine);
+	c = str(f, "content");
+	assert_true(has_line(c, "src/a.c:2:foo bar"));
+	assert_true(has_line(c, "notes.md:1:foo"));
+	assert_false(strstr(c, "FOO") != NULL);
+	assert_int_equal(num(f, "count"), 2);
+	assert_false(flag(f, "truncated"));
+
+	run(f, "grep", "foo", "--ignore-case", NULL);
+	assert_true(has_line(str(f, "content"), "src/b.txt:1:FOO"));
+	assert_int_equal(num(f, "count"), 3);
+
+	run(f, "grep", "foo", "--glob", "*.c", NULL);
+	assert_string_equal(str(f, "content"), "src/a.c:2:foo bar\n");
+
+	run(f, "grep", "fo+ ba[r]", "--path", "src", NULL);
+	assert_string_equal(str(f, "content"), "src/a.c:2:foo bar\n");
+	run(f, "grep", "main", "--path", ROOT "/src/a.c", NULL);
+	assert_string_equal(str(f, "content"), "src/a.c:1:int main\n");
+	run(f, "grep", "foo", "--path", "notes.md", NULL);
+	assert_string_equal(str(f, "content"), "notes.md:1:foo\n");
+
+	run(f, "grep", "-e", NULL);
+	expect_ok(f);
+	assert_int_equal(num(f, "count"), 0);
+
+	run(f, "grep", "nomatch-anywhere", NULL);
+	expect_ok(f);
+	assert_string_equal(str(f, "content"), "");
+	assert_int_equal(num(f, "count"), 0);
+
+	run(f, "grep", "o", "--ignore-case", "--max", "1", NULL);
+	expect_ok(f);
+	assert_int_equal(num(f, "count"), 1);
+	assert_true(flag(f, "truncated"));
+
+	run(f, "grep", "(unclosed", NULL);
+	expect_tool_error(f, NULL);
+	run(f, "grep", "foo", "--path", "../", NULL);
+	expect_error(f, "path_escape", NULL);
+	run(f, "grep", "foo", "--path", "missing", NULL);
+	expect_tool_error(f, "no such file");
+}
+
+static void test_grep_rg(void **state)
+{
+	struct fx *f = *state;
+
+	if (!have_rg())
+		skip();
+	grep_tree(f);
+	grep_checks(f, "rg");
+}
+
+static void test_grep_fallback(void **state)
+{
+	struct fx *f = *state;
+	const char *grep = access("/usr/bin/grep", X_OK) == 0 ? "/usr/bin/grep"
+							     : "/bin/grep";
+	char bin[512], link[600];
+
+	f->saved_path = getenv("PATH") ? strdup(getenv("PATH")) : NULL;
+	f->path_changed = true;
+	grep_tree(f);
+	/* A PATH with grep and nothing else: no rg to be found. */
+	path_of(f, ".bin", bin, sizeof(bin));
+	assert_int_equal(mkdir(bin, 0755), 0);
+	snprintf(link, sizeof(link), "%s/grep", bin);
+	assert_int_equal(symlink(grep, link), 0);
+	assert_int_equal(setenv("PATH", bin, 1), 0);
+	grep_checks(f, "grep");
+	/* And with no search program at all. */
+	assert_int_equal(setenv("PATH", "/sg-nonexistent", 1), 0);
+	run(f, "grep", "foo", NULL);
+	expect_tool_error(f, "grep");
+}
+
+struct firing {
+	struct sg_cancel *c;
+	int64_t delay_ms;
+};
+
+static void *fire_later(void *arg)
+{
+	struct firing *fi = arg;
+	struct timespec ts = { .tv_sec = fi->delay_ms / 1000,
+			       .tv_nsec = (fi->delay_ms % 1000) * 1000000 };
+
+	nanosleep(&ts, NULL);
+	sg_cancel_fire(fi->c, SG_E_CANCELLED);
+	return NULL;
+}
+
+static void test_grep_cancel(void **state)
+{
+	struct fx *f = *state;
+	struct sg_cancel c;
+	struct firing fi = { .c = &c, .delay_ms = 200 };
+	pthread_t th;
+	char p[512];
+	int64_t t0;
+
+	/* The search blocks opening a FIFO nobody writes: only cancel ends it. */
+	path_of(f, "fifo", p, sizeof(p));
+	assert_int_equal(mkfifo(p, 0600), 0);
+	assert_int_equal(sg_cancel_init(&c), SG_OK);
+	assert_int_equal(pthread_create(&th, NULL, fire_later, &fi), 0);
+	t0 = sg_now_ms();
+	run_cancel(f, &c, "grep", "x", "--path", "fifo", NULL);
+	pthread_join(th, NULL);
+	expect_error(f, "cancelled", NULL);
+	assert_true(sg_now_ms() - t0 >= 150);
+	assert_true(sg_now_ms() - t0 < 5000);
+	sg_cancel_release(&c);
+
+	/* A token fired before the call: nothing waits at all. */
+	puts_file(f, "a.txt", "x\n");
+	assert_int_equal(sg_cancel_init(&c), SG_OK);
+	sg_cancel_fire(&c, SG_E_TIMEOUT);
+	run_cancel(f, &c, "grep", "x", "--path", "fifo", NULL);
+	expect_error(f, "timeout", NULL);
+	sg_cancel_release(&c);
+}
+
+/* ---- stat, delete, move, mkdir, resolve ---- */
+
+static void test_stat(void **state)
+{
+	struct fx *f = *state;
+	const char *m;
+
+	puts_file(f, "s.txt", "12345");
+	set_mtime(f, "s.txt", 1700000000);
+	mk(f, "d");
+	ln(f, "s.txt", "l");
+	ln(f, "/etc", "out");
+
+	run(f, "stat", "s.txt", NULL);
+	expect_ok(f);
+	assert_string_equal(str(f, "type"), "file");
+	assert_int_equal(num(f, "size"), 5);
+	assert_string_equal(str(f, "mode"), "0644");
+	assert_string_equal(str(f, "mtime"), "2023-11-14T22:13:20Z");
+	assert_string_equal(str(f, "path"), "s.txt");
+	assert_null(json_object_get(f->reply, "target"));
+
+	run(f, "stat", "d", NULL);
+	assert_string_equal(str(f, "type"), "dir");
+	run(f, "stat", ".", NULL);
+	assert_string_equal(str(f, "type"), "dir");
+	assert_string_equal(str(f, "path"), "");
+
+	run(f, "stat", "l", NULL);
+	assert_string_equal(str(f, "type"), "symlink");
+	assert_string_equal(str(f, "target"), "s.txt");
+	run(f, "stat", "out", NULL);
+	expect_ok(f);
+	assert_string_equal(str(f, "target"), "/etc");
+	m = str(f, "mtime");
+	assert_int_equal(strlen(m), 20);
+	assert_int_equal(m[19], 'Z');
+
+	run(f, "stat", "nope", NULL);
+	expect_tool_error(f, "nope: no such file or directory");
+	run(f, "stat", "out/passwd", NULL);
+	expect_error(f, "path_escape", NULL);
+}
+
+static void test_delete(void **state)
+{
+	struct fx *f = *state;
+	char *outside = f->outside, p[512];
+
+	puts_file(f, "f.txt", "x");
+	mk(f, "empty");
+	mk(f, "full");
+	mk(f, "full/sub");
+	puts_file(f, "full/sub/x", "x");
+	ln(f, "full", "dirlink");
+	/* A link inside the tree to a directory outside it. */
+	snprintf(outside, sizeof(f->outside), "/tmp/sg-fs-out-XXXXXX");
+	assert_non_null(mkdtemp(outside));
+	snprintf(p, sizeof(p), "%s/keep", outside);
+	assert_int_equal(close(open(p, O_CREAT | O_WRONLY, 0644)), 0);
+	ln(f, outside, "full/sub/escape");
+
+	run(f, "delete", "f.txt", NULL);
+	expect_ok(f);
+	assert_string_equal(str(f, "deleted"), "f.txt");
+	assert_false(exists(f, "f.txt"));
+
+	run(f, "delete", "empty", NULL);
+	expect_ok(f);
+	assert_false(exists(f, "empty"));
+
+	run(f, "delete", "dirlink", NULL);
+	expect_ok(f);
+	assert_false(exists(f, "dirlink"));
+	assert_true(exists(f, "full/sub/x"));
+
+	run(f, "delete", "full", NULL);
+	expect_tool_error(f, "not empty");
+	assert_true(exists(f, "full/sub/x"));
+	run(f, "delete", "full", "--recursive", NULL);
+	expect_ok(f);
+	assert_false(exists(f, "full"));
+	assert_int_equal(access(p, F_OK), 0);
+
+	run(f, "delete", ".", NULL);
+	expect_error(f, "permission_denied", NULL);
+	run(f, "delete", ROOT, "--recursive", NULL);
+	expect_error(f, "permission_denied", NULL);
+	run(f, "delete", "sub/..", NULL);
+	expect_tool_error(f, NULL);
+	run(f, "delete", "nope", NULL);
+	expect_tool_error(f, "no such file");
+	run(f, "delete", "../x", NULL);
+	expect_error(f, "path_escape", NULL);
+}
+
+static void test_move(void **state)
+{
+	struct fx *f = *state;
+	char *data;
+
+	puts_file(f, "a", "A");
+	puts_file(f, "b", "B");
+	ln(f, "a", "la");
+
+	run(f, "move", "a", "c", NULL);
+	expect_ok(f);
+	assert_string_equal(str(f, "from"), "a");
+	assert_string_equal(str(f, "to"), "c");
+	assert_false(exists(f, "a"));
+	data = slurp(f, "c", NULL);
+	assert_string_equal(data, "A");
+	free(data);
+
+	run(f, "move", "c", "b", NULL);
+	expect_tool_error(f, "already exists");
+	data = slurp(f, "b", NULL);
+	assert_string_equal(data, "B");
+	free(data);
+	run(f, "move", "c", "b", "--overwrite", NULL);
+	expect_ok(f);
+	data = slurp(f, "b", NULL);
+	assert_string_equal(data, "A");
+	free(data);
+	assert_false(exists(f, "c"));
+
+	run(f, "move", "b", "x/y/z.txt", NULL);
+	expect_ok(f);
+	assert_string_equal(str(f, "to"), "x/y/z.txt");
+	assert_true(exists(f, "x/y/z.txt"));
+	run(f, "move", "x/y/z.txt", ROOT "/x/", NULL);
+	expect_tool_error(f, "already exists");
+
+	/* A symlink moves as itself. */
+	run(f, "move", "la", "lb", NULL);
+	expect_ok(f);
+	assert_true(S_ISLNK(mode_of(f, "lb")));
+
+	run(f, "move", ".", "r", NULL);
+	expect_error(f, "permission_denied", NULL);
+	run(f, "move", "nope", "q", NULL);
+	expect_tool_error(f, "no such file");
+	run(f, "move", "lb", "../out", NULL);
+	expect_error(f, "path_escape", NULL);
+	run(f, "move", "lb", "x/..", NULL);
+	expect_error(f, "invalid_argument", NULL);
+	run(f, "move", "lb", NULL);
+	expect_error(f, "invalid_argument", NULL);
+}
+
+static void test_mkdir(void **state)
+{
+	struct fx *f = *state;
+
+	puts_file(f, "file", "");
+	run(f, "mkdir", "m/n/o", NULL);
+	expect_ok(f);
+	assert_true(flag(f, "created"));
+	assert_string_equal(str(f, "path"), "m/n/o");
+	assert_true(S_ISDIR(mode_of(f, "m/n/o")));
+	run(f, "mkdir", "m/n/o", NULL);
+	expect_ok(f);
+	assert_false(flag(f, "created"));
+	run(f, "mkdir", ".", NULL);
+	expect_ok(f);
+	assert_false(flag(f, "created"));
+	run(f, "mkdir", "file", NULL);
+	expect_tool_error(f, "not a directory");
+	run(f, "mkdir", "file/sub", NULL);
+	expect_tool_error(f, NULL);
+	run(f, "mkdir", "../m", NULL);
+	expect_error(f, "path_escape", NULL);
+}
+
+static void test_resolve(void **state)
+{
+	struct fx *f = *state;
+
+	puts_file(f, "a.txt", "");
+	mk(f, "d");
+	ln(f, ROOT "/d", "ld");
+
+	run(f, "resolve", "d/../a.txt", NULL);
+	expect_ok(f);
+	assert_string_equal(str(f, "path"), ROOT "/a.txt");
+	assert_string_equal(str(f, "rel"), "a.txt");
+	run(f, "resolve", ".", NULL);
+	assert_string_equal(str(f, "path"), ROOT);
+	assert_string_equal(str(f, "rel"), "");
+	run(f, "resolve", "ld/new", "--for-write", NULL);
+	expect_ok(f);
+	assert_string_equal(str(f, "path"), ROOT "/d/new");
+	run(f, "resolve", "new", NULL);
+	expect_tool_error(f, "no such file");
+	run(f, "resolve", "/tmp", NULL);
+	expect_error(f, "path_escape", "/tmp resolves outside the workspace");
+}
+
+static void test_usage(void **state)
+{
+	struct fx *f = *state;
+	char *argv[] = { (char *)"read", (char *)"a", NULL };
+	char *noroot[] = { (char *)"stat", (char *)".", (char *)"--root",
+			   (char *)"workspace", NULL };
+	json_t *j;
+
+	run(f, "frobnicate", NULL);
+	expect_error(f, "invalid_argument", "unknown fs command");
+	run(f, "stat", ".", "--bogus", "1", NULL);
+	expect_error(f, "invalid_argument", "--bogus");
+	run(f, "stat", NULL);
+	expect_error(f, "invalid_argument", NULL);
+	{
+		/* After `--` everything is positional, dashes or not. */
+		char *dash[] = { (char *)"stat", (char *)"--root", (char *)ROOT,
+				 (char *)"--host-root", f->dir, (char *)"--",
+				 (char *)"--weird", NULL };
+
+		assert_int_equal(sg_helper_fs(7, dash, NULL, 0, &f->out, NULL),
+				 0);
+		j = json_loads(f->out.p, 0, NULL);
+		assert_non_null(strstr(json_string_value(json_object_get(
+					       j, "tool_error")),
+				       "--weird: no such file"));
+		json_decref(j);
+	}
+
+	/* --root is mandatory and absolute. */
+	assert_int_equal(sg_helper_fs(2, argv, NULL, 0, &f->out, NULL), 0);
+	j = json_loads(f->out.p, 0, NULL);
+	assert_string_equal(json_string_value(json_object_get(j, "error")),
+			    "invalid_argument");
+	json_decref(j);
+	assert_int_equal(sg_helper_fs(4, noroot, NULL, 0, &f->out, NULL), 0);
+	j = json_loads(f->out.p, 0, NULL);
+	assert_string_equal(json_string_value(json_object_get(j, "error")),
+			    "invalid_argument");
+	json_decref(j);
+	assert_int_equal(sg_helper_fs(0, argv, NULL, 0, &f->out, NULL), 0);
+	j = json_loads(f->out.p, 0, NULL);
+	assert_string_equal(json_string_value(json_object_get(j, "error")),
+			    "invalid_argument");
+	json_decref(j);
+
+	/* A reply that does not fit the caller's buffer is too_large. */
+	{
+		struct sg_buf small = SG_BUF_INIT(128);
+		char *big[] = { (char *)"read", (char *)"big",
+				(char *)"--root", (char *)ROOT,
+				(char *)"--host-root", f->dir, NULL };
+
+		char text[300];
+
+		memset(text, 'x', sizeof(text));
+		put(f, "big", text, sizeof(text));
+		assert_int_equal(sg_helper_fs(6, big, NULL, 0, &small, NULL), 0);
+		j = json_loads(small.p, 0, NULL);
+		assert_non_null(j);
+		assert_string_equal(json_string_value(json_object_get(j,
+								      "error")),
+				    "too_large");
+		json_decref(j);
+		sg_buf_release(&small);
+	}
+}
+
+/* Several commands at once on one tree: nothing is shared between them. */
+struct worker {
+	struct fx *f;
+	int id, failures;
+};
+
+static void *hammer(void *arg)
+{
+	struct worker *w = arg;
+	struct sg_buf out = SG_BUF_INIT(SG_ENVTOOL_REPLY);
+	char name[32], body[32];
+
+	for (int i = 0; i < 100; i++) {
+		char *wr[] = { (char *)"write", name, (char *)"--root",
+			       (char *)ROOT, (char *)"--host-root", w->f->dir,
+			       NULL };
+		char *rd[] = { (char *)"read", name, (char *)"--root",
+			       (char *)ROOT, (char *)"--host-root", w->f->dir,
+			       NULL };
+		json_t *j;
+		int n;
+
+		snprintf(name, sizeof(name), "t%d/f%d", w->id, i % 5);
+		n = snprintf(body, sizeof(body), "%d-%d", w->id, i);
+		if (sg_helper_fs(6, wr, body, (size_t)n, &out, NULL) != 0 ||
+		    sg_helper_fs(6, rd, NULL, 0, &out, NULL) != 0) {
+			w->failures++;
+			continue;
+		}
+		j = json_loadb(out.p, out.len, 0, NULL);
+		if (!j || !json_is_string(json_object_get(j, "content")) ||
+		    strcmp(json_string_value(json_object_get(j, "content")),
+			   body) != 0)
+			w->failures++;
+		json_decref(j);
+	}
+	sg_buf_release(&out);
+	return NULL;
+}
+
+static void test_threads(void **state)
+{
+	struct worker w[4];
+	pthread_t th[4];
+
+	for (int i = 0; i < 4; i++) {
+		w[i] = (struct worker){ .f = *state, .id = i };
+		assert_int_equal(pthread_create(&th[i], NULL, hammer, &w[i]), 0);
+	}
+	for (int i = 0; i < 4; i++) {
+		pthread_join(th[i], NULL);
+		assert_int_equal(w[i].failures, 0);
+	}
+}
+
+int main(void)
+{
+#define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
+	const struct CMUnitTest tests[] = {
+		T(test_read_text),
+		T(test_read_utf8),
+		T(test_read_big),
+		T(test_read_failures),
+		T(test_write),
+		T(test_write_links_and_refusals),
+		T(test_base64),
+		T(test_edit),
+		T(test_list),
+		T(test_glob),
+		T(test_glob_many),
+		T(test_grep_rg),
+		T(test_grep_fallback),
+		T(test_grep_cancel),
+		T(test_stat),
+		T(test_delete),
+		T(test_move),
+		T(test_mkdir),
+		T(test_resolve),
+		T(test_usage),
+		T(test_threads),
+	};
+#undef T
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
