@@ -75,7 +75,12 @@ static const struct cfg_field fields[] = {
 	{ "backend", CK_STRING, CN_IGNORE, MEMBER(backend) },
 	{ "image", CK_STRING, CN_EQUAL, MEMBER(image) },
 	{ "snapshot", CK_STRING, CN_EQUAL, MEMBER(snapshot) },
-	{ "workspace", CK_STRING, CN_EQUAL, MEMBER(workspace) },
+	/*
+	 * A host's command-backend entry carries `workspace` as the root it
+	 * binds, not as the backend's base directory: from a binding it is
+	 * the host's side and ignored.
+	 */
+	{ "workspace", CK_STRING, CN_IGNORE, MEMBER(workspace) },
 	{ "user", CK_STRING, CN_EQUAL, MEMBER(user) },
 	{ "host_workspace", CK_STRING, CN_EQUAL, MEMBER(host_workspace) },
 	{ "host", CK_STRING, CN_EQUAL, MEMBER(host) },

@@ -222,8 +222,9 @@ sg_err sg_export_path(struct sg_session *s, const char *path, json_t **out,
 		      struct sg_cancel *cancel, struct sg_errinfo *err)
 {
 	struct sg_exports *x = s->exports;
-	const char *args[] = { "fs", "stat", path, NULL };
+	const char *args[] = { "fs", "stat", "--", NULL, NULL };
 	struct export *e = calloc(1, sizeof(*e));
+	char *abs = NULL;
 	unsigned char digest[32], rnd[16];
 	char hex[65];
 	json_t *st = NULL;
@@ -235,6 +236,11 @@ sg_err sg_export_path(struct sg_session *s, const char *path, json_t **out,
 	if (!e)
 		return sg_err_set(err, SG_E_INTERNAL, "out of memory");
 	e->fd = -1;
+	/* Resolve first, so a link to a file inside root exports the file. */
+	rc = sg_envcall_resolve(s, path, false, &abs, cancel, err);
+	if (rc)
+		goto out;
+	args[3] = abs;
 	rc = sg_envcall(s, SG_CALL_ROOTED, args, NULL, 0, &st, cancel, err);
 	if (rc)
 		goto out;
@@ -283,11 +289,7 @@ sg_err sg_export_path(struct sg_session *s, const char *path, json_t **out,
 		if (!rc)
 			rc = copy_hash(src, e->fd, digest, &e->size, cancel, err);
 	} else {
-		char *abs = NULL;
-
-		rc = asprintf(&abs, "%s/%s", s->root, rel) < 0 ? SG_E_INTERNAL : SG_OK;
-		if (!rc)
-			rc = fetch_remote(s, abs, e->fd, cancel, err);
+		rc = fetch_remote(s, abs, e->fd, cancel, err);
 		if (!rc && lseek(e->fd, 0, SEEK_SET) == 0) {
 			int tmp = open(e->file, O_RDONLY | O_CLOEXEC);
 
@@ -300,7 +302,6 @@ sg_err sg_export_path(struct sg_session *s, const char *path, json_t **out,
 				close(tmp);
 			}
 		}
-		free(abs);
 	}
 	if (rc)
 		goto out;
@@ -318,6 +319,7 @@ out:
 		close(src);
 	if (e)
 		export_free(e);
+	free(abs);
 	json_decref(st);
 	return rc;
 }

@@ -250,8 +250,8 @@ static int cmd_config(int argc, char **argv)
 				ad->validate(p, &err);
 		}
 		if (err.code) {
-			fprintf(stderr, "%s: %s: %s\n", sg_config_path(cfg),
-				sg_err_word(err.code), err.msg);
+			/* Config messages name the file already. */
+			fprintf(stderr, "%s: %s\n", sg_err_word(err.code), err.msg);
 			bad = 1;
 		} else {
 			fprintf(stderr, "%s: profile \"%s\" (%s): ok\n",

@@ -914,9 +914,9 @@ static bool progress_get(int fd, uint64_t *total, uint64_t *reserve)
 }
 
 /*
- * The supervisor's side: append n bytes to the spool.  A chunk that cannot
- * be stored is dropped without counting it, so offsets never point at
- * bytes that are not there.
+ * The supervisor's side: append n bytes (at most half of retain, see
+ * sup_chunk) to the spool.  A chunk that cannot be stored is dropped
+ * without counting it, so offsets never point at bytes that are not there.
  */
 static void spool_add(int outfd, int progfd, uint64_t retain, uint64_t *total,
 		      const char *data, size_t n)
@@ -924,7 +924,7 @@ static void spool_add(int outfd, int progfd, uint64_t retain, uint64_t *total,
 	uint64_t end = *total + n;
 	struct sg_ring_seg seg[2];
 	int nseg = sg_ring_segments(*total, end, retain, seg);
-	const char *p = data + (n > retain ? n - retain : 0);
+	const char *p = data;
 
 	if (progress_put(progfd, *total, end))
 		return;
@@ -958,7 +958,7 @@ static sg_err snap_take(const char *dir, uint64_t retain, uint64_t offset,
 {
 	char path[SG_PATH_MAX];
 	int outfd = -1, progfd = -1;
-	uint64_t total, reserve;
+	uint64_t total = 0, reserve;
 	sg_err rc;
 
 	sg_buf_reset(&s->data);
@@ -989,7 +989,13 @@ static sg_err snap_take(const char *dir, uint64_t retain, uint64_t offset,
 
 		if (!progress_get(progfd, &total, &reserve))
 			break;
-		sg_ring_window(total, retain, offset, n, &w);
+		/*
+		 * Bytes the chunk in flight is overwriting are gone already:
+		 * the window starts after them.  A chunk is at most half the
+		 * spool (spool_add), so half of it is always readable.
+		 */
+		sg_ring_window(total, retain - (reserve - total), offset, n,
+			       &w);
 		ext = total - w.start > n + 3 ? w.start + n + 3 : total;
 		nseg = sg_ring_segments(w.start, ext, retain, seg);
 		sg_buf_reset(&s->data);
@@ -1023,8 +1029,12 @@ static sg_err snap_take(const char *dir, uint64_t retain, uint64_t offset,
 		}
 		goto out;
 	}
-	rc = sg_err_set(err, SG_E_INTERNAL,
-			"the spool in %s could not be read consistently", dir);
+	/*
+	 * The writer kept overtaking the copy (this reader was descheduled
+	 * each time): answer with nothing at the end, older bytes dropped.
+	 */
+	sg_buf_reset(&s->data);
+	s->start = s->total = total;
 out:
 	if (progfd >= 0)
 		close(progfd);
@@ -1778,6 +1788,18 @@ static void sup_fail(struct proc_spawn *sp, const char *message)
 	_exit(0);
 }
 
+/*
+ * How much the supervisor reads at once: at most half the spool, so that
+ * while one chunk overwrites old bytes, readers still find the other half
+ * intact (snap_take), however slowly the supervisor is scheduled.
+ */
+static size_t sup_chunk(uint64_t retain)
+{
+	uint64_t half = retain / 2 ? retain / 2 : 1;
+
+	return half < SG_PROC_CHUNK ? (size_t)half : SG_PROC_CHUNK;
+}
+
 /* The supervisor: never returns. */
 static void sup_run(struct proc_spawn *sp)
 {
@@ -1883,7 +1905,7 @@ static void sup_run(struct proc_spawn *sp)
 					: (next - now + 999999) / 1000000;
 		if (poll(pfd, 2, ms > INT32_MAX ? INT32_MAX : (int)ms) > 0 &&
 		    (pfd[0].revents & (POLLIN | POLLHUP | POLLERR))) {
-			k = read(outp[0], buf, SG_PROC_CHUNK);
+			k = read(outp[0], buf, sup_chunk(retain));
 			if (k > 0)
 				spool_add(outfd, progfd, retain, &total, buf,
 					  (size_t)k);

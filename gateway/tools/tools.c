@@ -130,7 +130,7 @@ static json_t *summary(const char *sub, json_t *reply)
 	const char *path = json_string_value(json_object_get(reply, "path"));
 	json_int_t n;
 
-	if (!path)
+	if (!path || !*path)
 		path = ".";
 	if (strcmp(sub, "write") == 0) {
 		n = json_integer_value(json_object_get(reply, "bytes_written"));
