@@ -21,6 +21,7 @@
 
 #include "base/limits.h"
 #include "base/log.h"
+#include "registry.h"
 #include "session.h"
 #include "wire.h"
 
@@ -369,6 +370,73 @@ static json_t *method_names(void)
 }
 
 /*
+ * Record the intent in the state registry before anything is created, so a
+ * crash from here on leaves a record `sandgate envs gc` acts on.  A
+ * non-shared identity already attached to a live session is refused.
+ */
+static sg_err attach(struct sg_session *s, const struct sg_adapter *ad,
+		     json_t *binding, struct sg_errinfo *err)
+{
+	struct sg_reg_key key = { ad->name, s->identity };
+	json_t *fields = json_pack("{s:s, s:b, s:b, s:I}", "profile", s->profile->name,
+				   "persistent", s->profile->persistent, "shared",
+				   s->profile->shared, "expires",
+				   (json_int_t)(time(NULL) + s->profile->lifetime_seconds));
+	int others = 0, left = 0;
+	sg_err rc;
+
+	(void)binding;
+	rc = sg_registry_attach(s->state_dir, &key, json_string_value(
+					json_object_get(binding, "session")),
+				fields, &others, err);
+	json_decref(fields);
+	if (!rc && others > 0 && !s->profile->shared) {
+		struct sg_errinfo ignore = { 0 };
+
+		if (sg_registry_detach(s->state_dir, &key, json_string_value(
+					       json_object_get(binding, "session")),
+				       &left, &ignore))
+			sg_log_warn("cannot detach from the registry: %s", ignore.msg);
+		rc = sg_err_set(err, SG_E_UNAVAILABLE,
+				"identity \"%s\" is in use by another live session and profile \"%s\" is not shared",
+				s->identity, s->profile->name);
+	}
+	return rc;
+}
+
+/*
+ * A provisioning that failed after the registry knew of it: remove what
+ * was made (a resumed environment is only let go), then the record, unless
+ * another session still uses the environment.  The cleanup runs even when
+ * the request itself was cancelled.
+ */
+static void undo(struct sg_session *s, bool provisioned)
+{
+	struct sg_reg_key key = { s->env ? s->env->ad->name : "", s->identity };
+	struct sg_errinfo err = { 0 };
+	struct sg_cancel none;
+	int others = 0;
+	sg_err rc = SG_OK;
+
+	if (!s->env)
+		return;
+	if (sg_registry_detach(s->state_dir, &key, s->session_id, &others, &err))
+		sg_log_warn("%s", err.msg);
+	if (provisioned && sg_cancel_init(&none) == SG_OK) {
+		enum sg_fate fate = s->env->resumed || others ? SG_FATE_DETACH : SG_FATE_REMOVE;
+
+		sg_err_clear(&err);
+		rc = s->env->ad->teardown(s->env, fate, &none, &err);
+		if (rc)
+			sg_log_err("cleanup after a failed initialize: %s", err.msg);
+		sg_cancel_release(&none);
+	}
+	sg_err_clear(&err);
+	if (!rc && !others && !s->env->resumed && sg_registry_remove(s->state_dir, &key, &err))
+		sg_log_warn("%s", err.msg);
+}
+
+/*
  * Provision the environment for the binding.  Errors before anything was
  * created leave the connection uninitialised (the host may retry); a
  * failed or cancelled provisioning removes what it made and is final.
@@ -400,6 +468,12 @@ static sg_err provision(struct sg_op *op, json_t *binding, bool *fatal)
 	if (rc)
 		goto out;
 
+	s->identity = strdup(json_is_string(json_object_get(binding, "identity"))
+				     ? json_string_value(json_object_get(binding, "identity"))
+				     : json_string_value(json_object_get(binding, "session")));
+	rc = attach(s, ad, binding, &op->err);
+	if (rc)
+		goto out;
 	*fatal = true;
 	env = calloc(1, ad->env_size);
 	if (!env) {
@@ -408,9 +482,6 @@ static sg_err provision(struct sg_op *op, json_t *binding, bool *fatal)
 	}
 	s->root = strdup(json_string_value(json_object_get(binding, "root")));
 	s->session_id = strdup(json_string_value(json_object_get(binding, "session")));
-	s->identity = strdup(json_is_string(json_object_get(binding, "identity"))
-				     ? json_string_value(json_object_get(binding, "identity"))
-				     : s->session_id);
 	env->ad = ad;
 	env->profile = s->profile;
 	env->root = s->root;
@@ -447,6 +518,15 @@ static sg_err provision(struct sg_op *op, json_t *binding, bool *fatal)
 		sg_err_set(&op->err, rc, "out of memory");
 		goto out;
 	}
+	{
+		struct sg_reg_key key = { ad->name, s->identity };
+		json_t *done = json_pack("{s:s, s:s}", "id", env->id, "status", SG_REG_ACTIVE);
+
+		rc = sg_registry_update(s->state_dir, &key, done, &op->err);
+		json_decref(done);
+		if (rc)
+			goto out;
+	}
 	s->init_reply = json_pack(
 		"{s:i, s:[s], s:o, s:o, s:{s:s, s:s, s:s, s:b, s:o}}", "version", 4,
 		"capabilities", "process.start.v1", "methods", method_names(),
@@ -454,17 +534,8 @@ static sg_err provision(struct sg_op *op, json_t *binding, bool *fatal)
 		"profile", s->profile->name, "id", env->id, "resumed", env->resumed,
 		"facts", facts_of(probe, env->facts));
 out:
-	if (rc && provisioned) {
-		struct sg_errinfo ignore = { 0 };
-		struct sg_cancel none;
-
-		/* The cleanup must run even though the request was cancelled. */
-		if (sg_cancel_init(&none) == SG_OK) {
-			ad->teardown(env, env->resumed ? SG_FATE_KEEP : SG_FATE_REMOVE,
-				     &none, &ignore);
-			sg_cancel_release(&none);
-		}
-	}
+	if (rc && *fatal)
+		undo(s, provisioned);
 	json_decref(probe);
 	return rc;
 }
@@ -516,8 +587,11 @@ static sg_err run_initialize(struct sg_op *op, json_t **out)
 		json_decref(binding);
 		s->state = fatal ? SG_S_FAILED : SG_S_NEW;
 		if (!fatal) {
+			/* The host may retry: forget this attempt entirely. */
 			sg_profile_free(s->profile);
 			s->profile = NULL;
+			free(s->identity);
+			s->identity = NULL;
 		}
 	}
 	pthread_cond_broadcast(&s->init_done);
@@ -646,6 +720,49 @@ static void dispatch(struct server *sv, json_t *frame)
 
 /* ---- shutdown ---- */
 
+/*
+ * Keep, remove or let go of the environment, as the binding and the other
+ * sessions attached to it say, and record the outcome.  Returns non-zero
+ * when the environment may remain against the binding's wish.
+ */
+static int teardown(struct sg_session *s, struct sg_cancel *deadline)
+{
+	struct sg_reg_key key = { s->env->ad->name, s->identity };
+	struct sg_errinfo err = { 0 };
+	enum sg_fate fate;
+	json_t *fields;
+	int others = 0;
+	sg_err rc;
+
+	if (sg_registry_detach(s->state_dir, &key, s->session_id, &others, &err))
+		sg_log_warn("%s", err.msg);
+	fate = others ? SG_FATE_DETACH
+		      : s->env->remove_on_exit ? SG_FATE_REMOVE : SG_FATE_KEEP;
+	sg_err_clear(&err);
+	rc = s->env->ad->teardown(s->env, fate, deadline, &err);
+	if (rc) {
+		fprintf(stderr,
+			"sandgate: cleanup of environment %s (%s, profile %s) did not finish: %s: %s; it may remain: run `sandgate envs gc`\n",
+			s->env->id, s->env->ad->name, s->profile->name, sg_err_word(rc),
+			err.msg);
+		fields = json_pack("{s:s, s:s}", "status", SG_REG_CLEANUP, "error", err.msg);
+	} else if (fate == SG_FATE_REMOVE) {
+		fields = NULL;
+		sg_err_clear(&err);
+		if (sg_registry_remove(s->state_dir, &key, &err))
+			sg_log_warn("%s", err.msg);
+	} else {
+		fields = others ? NULL : json_pack("{s:s}", "status", SG_REG_KEPT);
+	}
+	if (fields) {
+		sg_err_clear(&err);
+		if (sg_registry_update(s->state_dir, &key, fields, &err))
+			sg_log_warn("%s", err.msg);
+		json_decref(fields);
+	}
+	return rc ? 1 : 0;
+}
+
 static struct sg_wire *signal_wire;
 
 static void on_signal(int sig)
@@ -738,18 +855,8 @@ static int shutdown_session(struct server *sv, const char *why)
 		sg_procs_free(s);
 		sg_exports_free(s);
 		sg_err_clear(&err);
-		{
-			enum sg_fate fate = s->env->remove_on_exit ? SG_FATE_REMOVE : SG_FATE_KEEP;
-			sg_err trc = s->env->ad->teardown(s->env, fate, &d.token, &err);
-
-			if (trc) {
-				fprintf(stderr,
-					"sandgate: cleanup of environment %s (%s, profile %s) did not finish: %s: %s; it may remain: run `sandgate envs gc`\n",
-					s->env->id, s->env->ad->name, s->profile->name,
-					sg_err_word(trc), err.msg);
-				status = 1;
-			}
-		}
+		if (teardown(s, &d.token))
+			status = 1;
 		if (rc)
 			status = 1;
 	}

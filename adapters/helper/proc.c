@@ -994,8 +994,11 @@ static sg_err snap_take(const char *dir, uint64_t retain, uint64_t offset,
 		 * the window starts after them.  A chunk is at most half the
 		 * spool (spool_add), so half of it is always readable.
 		 */
-		sg_ring_window(total, retain - (reserve - total), offset, n,
-			       &w);
+		sg_ring_window(total,
+			       reserve - total < retain
+				       ? retain - (reserve - total)
+				       : 0,
+			       offset, n, &w);
 		ext = total - w.start > n + 3 ? w.start + n + 3 : total;
 		nseg = sg_ring_segments(w.start, ext, retain, seg);
 		sg_buf_reset(&s->data);
@@ -1811,7 +1814,7 @@ static void sup_run(struct proc_spawn *sp)
 	uint64_t total = 0, retain = (uint64_t)sp->rec.retain;
 	int64_t term_at = 0, kill_at = 0, drain_until = 0, start;
 	bool exited = false, eof = false, timed_out = false;
-	sigset_t chld, old;
+	sigset_t chld;
 	char *buf;
 	ssize_t k;
 	pid_t pid;
@@ -1833,7 +1836,8 @@ static void sup_run(struct proc_spawn *sp)
 		sp->rec.sup_start = boot_ticks;
 	sigemptyset(&chld);
 	sigaddset(&chld, SIGCHLD);
-	sigprocmask(SIG_BLOCK, &chld, &old);
+	/* Blocked so that the signalfd, not a handler, reports the child. */
+	sigprocmask(SIG_BLOCK, &chld, NULL);
 	sfd = signalfd(-1, &chld, SFD_CLOEXEC | SFD_NONBLOCK);
 	buf = malloc(SG_PROC_CHUNK);
 	outfd = open(sp->out, O_RDWR | O_CLOEXEC);
@@ -2178,6 +2182,10 @@ int sg_helper_proc(int argc, char *const *argv, const void *in, size_t inlen,
 		rc = cmd_stop(&a, out, cancel, &err);
 	else if (strcmp(cmd, "wait") == 0)
 		rc = cmd_wait(&a, out, cancel, &err);
+	else if (!cmd[0])
+		rc = sg_err_set(&err, SG_E_INVALID_ARGUMENT,
+				"proc needs a command: spawn, read, get, list, "
+				"stop or wait");
 	else
 		rc = sg_err_set(&err, SG_E_INVALID_ARGUMENT,
 				"unknown proc command \"%s\": spawn, read, get, "

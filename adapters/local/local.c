@@ -32,6 +32,7 @@
 
 #include "../../gateway/base/limits.h"
 #include "../../gateway/base/log.h"
+#include "../../gateway/base/slug.h"
 #include "../../gateway/base/strv.h"
 #include "../exec.h"
 
@@ -143,31 +144,6 @@ static sg_err local_validate(const struct sg_profile *p, struct sg_errinfo *err)
 					  p->cpus > 0 ? "cpus" : "memory_mb", p->name);
 	}
 	return SG_OK;
-}
-
-/* A file-name-safe form of an identity: safe bytes kept, others %XX. */
-static char *slug(const char *id)
-{
-	size_t n = strlen(id);
-	char *s = malloc(3 * n + 1), *o = s;
-
-	if (!s)
-		return NULL;
-	for (const unsigned char *p = (const unsigned char *)id; *p; p++) {
-		if ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
-		    (*p >= '0' && *p <= '9') || *p == '-' || *p == '_' ||
-		    (*p == '.' && p != (const unsigned char *)id)) {
-			*o++ = (char)*p;
-		} else {
-			static const char hex[] = "0123456789ABCDEF";
-
-			*o++ = '%';
-			*o++ = hex[*p >> 4];
-			*o++ = hex[*p & 15];
-		}
-	}
-	*o = '\0';
-	return s;
 }
 
 static int mkdir_p(const char *path, mode_t mode)
@@ -355,7 +331,7 @@ static sg_err local_provision(struct sg_env *env, struct sg_cancel *cancel,
 	struct local_env *le = (struct local_env *)env;
 	const struct sg_profile *p = env->profile;
 	json_t *applied = json_object(), *requested = json_object();
-	char *name = slug(env->identity), *ctl = NULL, self[SG_PATH_MAX];
+	char *name = sg_slug(env->identity), *ctl = NULL, self[SG_PATH_MAX];
 	bool fresh = false;
 	struct stat st;
 	ssize_t n;

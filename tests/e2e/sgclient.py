@@ -351,7 +351,9 @@ class Gateway:
             self._sent[json.dumps(rid)] += 1
         line = json.dumps(frame, ensure_ascii=False, separators=(",", ":"))
         if not self.send_raw(line.encode("utf-8") + b"\n"):
-            raise GatewayExited("gateway closed its stdin before %s" % method)
+            time.sleep(0.2)  # let the stderr reader catch the reason
+            raise GatewayExited("gateway closed its stdin before %s; stderr tail:\n%s"
+                                % (method, self.stderr_text()[-3000:]))
         return rid
 
     def expect_sent(self, rid):

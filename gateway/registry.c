@@ -1,0 +1,365 @@
+/*
+ * registry.c - records of environments under <state>/registry/.
+ */
+#define _GNU_SOURCE /* asprintf, O_CLOEXEC with dirfd helpers */
+#include "registry.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/slug.h"
+
+/* A process's start time (field 22 of /proc/pid/stat), 0 if it is gone.
+ * The command name may hold spaces, so fields are counted after ')'. */
+static unsigned long long start_of(long pid)
+{
+	char path[64], buf[1024], *p;
+	unsigned long long start = 0;
+	FILE *f;
+	size_t n;
+
+	snprintf(path, sizeof(path), "/proc/%ld/stat", pid);
+	f = fopen(path, "re");
+	if (!f)
+		return 0;
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	p = strrchr(buf, ')');
+	for (int field = 2; p && field < 22; field++)
+		p = strchr(p + 1, ' ');
+	if (p)
+		start = strtoull(p + 1, NULL, 10);
+	return start;
+}
+
+unsigned long long sg_registry_self_start(void)
+{
+	return start_of((long)getpid());
+}
+
+bool sg_registry_alive(long pid, unsigned long long start_time)
+{
+	return pid > 0 && start_of(pid) == start_time && start_time != 0;
+}
+
+/* The registry directory, created on first use. */
+static char *reg_dir(const char *state_dir)
+{
+	char *dir = NULL;
+
+	if (asprintf(&dir, "%s/registry", state_dir) < 0)
+		return NULL;
+	if (mkdir(dir, 0700) && errno != EEXIST) {
+		free(dir);
+		return NULL;
+	}
+	return dir;
+}
+
+static char *record_path(const char *dir, const struct sg_reg_key *key)
+{
+	char *b = sg_slug(key->backend), *i = sg_slug(key->identity), *p = NULL;
+
+	if (b && i && asprintf(&p, "%s/%s--%s.json", dir, b, i) < 0)
+		p = NULL;
+	free(b);
+	free(i);
+	return p;
+}
+
+/* Take the registry-wide lock; returns the fd to close, or -1. */
+static int lock_dir(const char *dir)
+{
+	char *path = NULL;
+	int fd = -1;
+
+	if (asprintf(&path, "%s/.lock", dir) < 0)
+		return -1;
+	fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	free(path);
+	if (fd >= 0 && flock(fd, LOCK_EX) != 0) {
+		close(fd);
+		fd = -1;
+	}
+	return fd;
+}
+
+/* Write j to path atomically: temp file, fsync, rename, fsync the dir. */
+static sg_err write_atomic(const char *dir, const char *path, json_t *j,
+			   struct sg_errinfo *err)
+{
+	char *tmp = NULL, *text = json_dumps(j, JSON_INDENT(1) | JSON_SORT_KEYS);
+	size_t len = text ? strlen(text) : 0;
+	sg_err rc = SG_OK;
+	int fd = -1, dfd;
+
+	if (!text || asprintf(&tmp, "%s.tmp.%ld", path, (long)getpid()) < 0) {
+		tmp = NULL;
+		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
+		goto out;
+	}
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fd < 0 || write(fd, text, len) != (ssize_t)len || write(fd, "\n", 1) != 1 ||
+	    fsync(fd) != 0 || close(fd) != 0 || rename(tmp, path) != 0) {
+		rc = sg_err_set(err, SG_E_INTERNAL, "cannot write the registry record %s: %s",
+				path, strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		unlink(tmp);
+		goto out;
+	}
+	dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd >= 0) {
+		fsync(dfd);
+		close(dfd);
+	}
+out:
+	free(text);
+	free(tmp);
+	return rc;
+}
+
+/* Load a record; a missing one is NULL (no error); a corrupt one is moved
+ * aside and reported. */
+static sg_err load(const char *path, json_t **out, struct sg_errinfo *err)
+{
+	json_error_t je;
+	char *aside = NULL;
+
+	*out = json_load_file(path, 0, &je);
+	if (*out && json_is_object(*out))
+		return SG_OK;
+	json_decref(*out);
+	*out = NULL;
+	if (access(path, F_OK) != 0)
+		return SG_OK;
+	if (asprintf(&aside, "%s.corrupt", path) >= 0)
+		rename(path, aside);
+	free(aside);
+	return sg_err_set(err, SG_E_INTERNAL,
+			  "the registry record %s was corrupt (%s) and was moved aside to .corrupt",
+			  path, je.text);
+}
+
+/* Drop sessions whose gateway is dead; count the live ones but `self`. */
+static int prune(json_t *rec, const char *self)
+{
+	json_t *sessions = json_object_get(rec, "sessions"), *s;
+	int live = 0;
+
+	for (size_t i = json_array_size(sessions); i > 0; i--) {
+		const char *name;
+
+		s = json_array_get(sessions, i - 1);
+		name = json_string_value(json_object_get(s, "session"));
+		if (!sg_registry_alive((long)json_integer_value(json_object_get(s, "pid")),
+				       (unsigned long long)json_integer_value(
+					       json_object_get(s, "pid_start")))) {
+			json_array_remove(sessions, i - 1);
+			continue;
+		}
+		if (!self || !name || strcmp(name, self) != 0)
+			live++;
+	}
+	return live;
+}
+
+/* The common read-modify-write: fn changes rec (it may be a new object). */
+typedef sg_err (*edit_fn)(json_t *rec, void *arg, struct sg_errinfo *err);
+
+static sg_err edit(const char *state_dir, const struct sg_reg_key *key,
+		   bool create, edit_fn fn, void *arg, struct sg_errinfo *err)
+{
+	char *dir = reg_dir(state_dir), *path = NULL;
+	json_t *rec = NULL;
+	int lock = -1;
+	sg_err rc = SG_OK;
+
+	if (!dir || !(path = record_path(dir, key))) {
+		rc = sg_err_set(err, SG_E_INTERNAL, "cannot use the registry under %s: %s",
+				state_dir, strerror(errno));
+		goto out;
+	}
+	lock = lock_dir(dir);
+	if (lock < 0) {
+		rc = sg_err_set(err, SG_E_INTERNAL, "cannot lock the registry under %s",
+				state_dir);
+		goto out;
+	}
+	rc = load(path, &rec, err);
+	if (rc)
+		goto out;
+	if (!rec) {
+		if (!create)
+			goto out;
+		rec = json_pack("{s:s, s:s, s:I, s:s, s:[]}", "backend", key->backend,
+				"identity", key->identity, "created", (json_int_t)time(NULL),
+				"status", SG_REG_PROVISIONING, "sessions");
+	}
+	rc = fn(rec, arg, err);
+	if (!rc)
+		rc = write_atomic(dir, path, rec, err);
+out:
+	if (lock >= 0)
+		close(lock);
+	json_decref(rec);
+	free(path);
+	free(dir);
+	return rc;
+}
+
+struct attach_arg {
+	const char *session;
+	json_t *fields;
+	int others;
+};
+
+static sg_err do_attach(json_t *rec, void *p, struct sg_errinfo *err)
+{
+	struct attach_arg *a = p;
+	json_t *sessions = json_object_get(rec, "sessions");
+
+	(void)err;
+	a->others = prune(rec, a->session);
+	if (a->fields)
+		json_object_update(rec, a->fields);
+	json_array_append_new(sessions,
+			      json_pack("{s:s, s:I, s:I, s:I}", "session", a->session,
+					"pid", (json_int_t)getpid(), "pid_start",
+					(json_int_t)sg_registry_self_start(), "since",
+					(json_int_t)time(NULL)));
+	return SG_OK;
+}
+
+sg_err sg_registry_attach(const char *state_dir, const struct sg_reg_key *key,
+			  const char *session, json_t *fields, int *others_out,
+			  struct sg_errinfo *err)
+{
+	struct attach_arg a = { session, fields, 0 };
+	sg_err rc = edit(state_dir, key, true, do_attach, &a, err);
+
+	*others_out = a.others;
+	return rc;
+}
+
+static sg_err do_update(json_t *rec, void *p, struct sg_errinfo *err)
+{
+	(void)err;
+	json_object_update(rec, p);
+	return SG_OK;
+}
+
+sg_err sg_registry_update(const char *state_dir, const struct sg_reg_key *key,
+			  json_t *fields, struct sg_errinfo *err)
+{
+	return edit(state_dir, key, false, do_update, fields, err);
+}
+
+struct detach_arg {
+	const char *session;
+	int others;
+};
+
+static sg_err do_detach(json_t *rec, void *p, struct sg_errinfo *err)
+{
+	struct detach_arg *d = p;
+	json_t *sessions = json_object_get(rec, "sessions");
+
+	(void)err;
+	for (size_t i = json_array_size(sessions); i > 0; i--) {
+		json_t *s = json_array_get(sessions, i - 1);
+		const char *name = json_string_value(json_object_get(s, "session"));
+
+		if (name && strcmp(name, d->session) == 0 &&
+		    json_integer_value(json_object_get(s, "pid")) == getpid())
+			json_array_remove(sessions, i - 1);
+	}
+	d->others = prune(rec, NULL);
+	return SG_OK;
+}
+
+sg_err sg_registry_detach(const char *state_dir, const struct sg_reg_key *key,
+			  const char *session, int *others_out,
+			  struct sg_errinfo *err)
+{
+	struct detach_arg d = { session, 0 };
+	sg_err rc = edit(state_dir, key, false, do_detach, &d, err);
+
+	*others_out = d.others;
+	return rc;
+}
+
+sg_err sg_registry_remove(const char *state_dir, const struct sg_reg_key *key,
+			  struct sg_errinfo *err)
+{
+	char *dir = reg_dir(state_dir), *path = dir ? record_path(dir, key) : NULL;
+	int lock = dir ? lock_dir(dir) : -1;
+	sg_err rc = SG_OK;
+
+	if (!path || lock < 0 || (unlink(path) && errno != ENOENT))
+		rc = sg_err_set(err, SG_E_INTERNAL, "cannot remove the registry record of %s",
+				key->identity);
+	if (lock >= 0)
+		close(lock);
+	free(path);
+	free(dir);
+	return rc;
+}
+
+sg_err sg_registry_list(const char *state_dir, json_t **out,
+			json_t **corrupt_out, struct sg_errinfo *err)
+{
+	char *dir = reg_dir(state_dir);
+	json_t *all = json_array(), *corrupt = json_array();
+	struct dirent *de;
+	DIR *d = dir ? opendir(dir) : NULL;
+	int lock = dir ? lock_dir(dir) : -1;
+	sg_err rc = SG_OK;
+
+	*out = NULL;
+	*corrupt_out = NULL;
+	if (!d || lock < 0) {
+		rc = sg_err_set(err, SG_E_INTERNAL, "cannot read the registry under %s",
+				state_dir);
+		goto out;
+	}
+	while ((de = readdir(d))) {
+		size_t n = strlen(de->d_name);
+		struct sg_errinfo e = { 0 };
+		char *path = NULL;
+		json_t *rec = NULL;
+
+		if (n < 6 || strcmp(de->d_name + n - 5, ".json") != 0 ||
+		    asprintf(&path, "%s/%s", dir, de->d_name) < 0)
+			continue;
+		if (load(path, &rec, &e))
+			json_array_append_new(corrupt, json_string(de->d_name));
+		if (rec) {
+			json_object_set_new(rec, "file", json_string(path));
+			json_object_set_new(rec, "live_sessions", json_integer(prune(rec, NULL)));
+			json_array_append_new(all, rec);
+		}
+		free(path);
+	}
+	*out = all;
+	*corrupt_out = corrupt;
+	all = corrupt = NULL;
+out:
+	if (d)
+		closedir(d);
+	if (lock >= 0)
+		close(lock);
+	json_decref(all);
+	json_decref(corrupt);
+	free(dir);
+	return rc;
+}

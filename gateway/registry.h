@@ -1,0 +1,84 @@
+/*
+ * registry.h - the local state registry: what sandgate created, and who
+ * is attached to it.
+ *
+ * One record per environment, keyed by backend and identity, kept as a JSON
+ * file under <state>/registry/.  It exists so that nothing leaks: a record
+ * is written *before* the adapter creates anything (status "provisioning"),
+ * completed once the environment exists ("active"), and removed only when
+ * the environment is gone, so a gateway killed at any step leaves a record
+ * that `sandgate envs gc` can act on.
+ *
+ * Invariants:
+ *  - Every change is a read-modify-write under an exclusive flock on
+ *    <state>/registry/.lock, written to a temporary file, fsync'd and
+ *    renamed into place: readers see the old record or the new one.
+ *  - Several gateways may share an identity; each attached session is
+ *    listed with its gateway's pid and that process's start time, so a
+ *    dead gateway is told apart from a live one whose pid was reused.
+ *  - A record that cannot be parsed is moved aside to <name>.corrupt and
+ *    reported, never silently dropped.
+ */
+#ifndef SG_REGISTRY_H
+#define SG_REGISTRY_H
+
+#include <jansson.h>
+#include <stdbool.h>
+
+#include "base/err.h"
+
+/* What a record says about the environment's life. */
+#define SG_REG_PROVISIONING "provisioning" /* create sent, outcome unknown */
+#define SG_REG_ACTIVE "active"             /* exists, sessions may attach */
+#define SG_REG_KEPT "kept"                 /* persisted, nobody attached */
+#define SG_REG_CLEANUP "cleanup-pending"   /* removal failed or timed out */
+
+struct sg_reg_key {
+	const char *backend;
+	const char *identity;
+};
+
+/*
+ * Attach a session to the record of key, creating the record (status
+ * provisioning) when there is none.  `fields` (borrowed) are merged in:
+ * profile, persistent, shared, expires...  *others_out is the number of
+ * *live* sessions other than this one already attached.
+ */
+sg_err sg_registry_attach(const char *state_dir, const struct sg_reg_key *key,
+			  const char *session, json_t *fields, int *others_out,
+			  struct sg_errinfo *err) SG_MUST_CHECK;
+
+/* Merge fields (borrowed) into the record: id, status, expires ... */
+sg_err sg_registry_update(const char *state_dir, const struct sg_reg_key *key,
+			  json_t *fields, struct sg_errinfo *err) SG_MUST_CHECK;
+
+/*
+ * Detach a session.  *others_out is the number of live sessions still
+ * attached (dead ones are pruned on the way), which decides whether the
+ * environment may be removed.
+ */
+sg_err sg_registry_detach(const char *state_dir, const struct sg_reg_key *key,
+			  const char *session, int *others_out,
+			  struct sg_errinfo *err) SG_MUST_CHECK;
+
+/* Delete the record (the environment is gone). */
+sg_err sg_registry_remove(const char *state_dir, const struct sg_reg_key *key,
+			  struct sg_errinfo *err) SG_MUST_CHECK;
+
+/*
+ * Every record, as a JSON array of objects (new), each with "file" and a
+ * "live_sessions" count added; corrupt records are moved aside and listed
+ * in *corrupt_out (new array of file names).
+ */
+sg_err sg_registry_list(const char *state_dir, json_t **out,
+			json_t **corrupt_out, struct sg_errinfo *err)
+	SG_MUST_CHECK;
+
+/* Whether the process pid, started at start_time (clock ticks since boot,
+ * field 22 of /proc/pid/stat), is still alive. */
+bool sg_registry_alive(long pid, unsigned long long start_time);
+
+/* This process's start time in the same unit. */
+unsigned long long sg_registry_self_start(void);
+
+#endif
