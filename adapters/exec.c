@@ -311,20 +311,35 @@ static void start_kill(struct run *r, int64_t now)
 static void try_reap(struct run *r, int64_t now)
 {
 	siginfo_t si;
-	int status;
+	int status = 0;
+	bool lost = false;
 
 	memset(&si, 0, sizeof(si));
-	if (waitid(P_PID, (id_t)r->pid, &si, WEXITED | WNOHANG | WNOWAIT) < 0 ||
-	    si.si_pid != r->pid)
+	if (waitid(P_PID, (id_t)r->pid, &si, WEXITED | WNOHANG | WNOWAIT) < 0) {
+		if (errno != ECHILD)
+			return;
+		/*
+		 * Someone reaped our child (SIGCHLD ignored, or a stray
+		 * waitpid(-1)): its status is lost, but it is gone, and the
+		 * pidfd would stay readable for ever.  Its group is not
+		 * signalled: the id may already belong to someone else.
+		 */
+		lost = true;
+	} else if (si.si_pid != r->pid) {
 		return;
-	if (!r->c->detaches || r->killing)
-		kill(-r->pid, SIGKILL);
-	while (waitpid(r->pid, &status, 0) < 0 && errno == EINTR)
-		;
+	} else {
+		if (!r->c->detaches || r->killing)
+			kill(-r->pid, SIGKILL);
+		while (waitpid(r->pid, &status, 0) < 0 && errno == EINTR)
+			;
+	}
 	r->exited = true;
 	r->kill_at_ms = 0;
 	r->out->duration_ms = now - r->start_ms;
-	if (WIFSIGNALED(status)) {
+	if (lost) {
+		r->out->exit_code = -1;
+		r->out->signal = 0;
+	} else if (WIFSIGNALED(status)) {
 		r->out->exit_code = -1;
 		r->out->signal = WTERMSIG(status);
 	} else {

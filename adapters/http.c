@@ -680,6 +680,10 @@ static sg_err do_once(const struct sg_http_request *req,
 
 	if (cc == CURLE_OK) {
 		rc = SG_OK;
+	} else if (x.abort_rc == SG_E_TOO_LARGE && !req->sink) {
+		rc = sg_err_set(err, SG_E_TOO_LARGE,
+				"the response to %s is larger than %zu bytes",
+				what, r->body.max);
 	} else if (x.abort_rc == SG_E_TOO_LARGE) {
 		rc = sg_err_set(err, SG_E_TOO_LARGE,
 				"the response to %s passed its size limit", what);

@@ -91,9 +91,12 @@ struct sg_http_part {
 };
 
 /*
- * Where a streamed 2xx body goes, as it arrives (NDJSON logs, downloads).
- * Return SG_OK to go on, or an error code to abort the request, which then
- * returns that code.  Called only from inside sg_http_do, on its thread.
+ * Where a streamed 2xx body goes, as it arrives (NDJSON logs, downloads),
+ * in pieces of any size (a line may be split).  Return SG_OK to go on, or
+ * an error code to abort the request, which then returns that code; a
+ * sentence the sink records on the same struct sg_errinfo the caller gave
+ * sg_http_do (through payload) is kept, since the first failure wins.
+ * Called only from inside sg_http_do, on its thread.
  */
 typedef sg_err (*sg_http_sink_cb)(const char *data, size_t len,
 				  void *payload);

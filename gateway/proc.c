@@ -271,6 +271,10 @@ sg_err sg_proc_start(struct sg_op *op, json_t **out)
 			 sg_strv_addf(&av, "%lld", (long long)timeout))) ||
 	    (mode && sg_strv_addv(&av, (const char *[]){ "--confine", mode, "--root",
 							  s->root, NULL })) ||
+	    (mode && (sg_strv_add(&av, "--allow-write") ||
+		      sg_strv_addf(&av, "%s/tmp", s->env->ctl_dir) ||
+		      sg_strv_add(&av, "--allow-write") ||
+		      sg_strv_addf(&av, "%s/home", s->env->ctl_dir))) ||
 	    (command && sg_strv_addv(&av, (const char *[]){ "--command", command, NULL })) ||
 	    (argv && sg_strv_add(&av, "--"))) {
 		rc = sg_err_set(&op->err, SG_E_INTERNAL, "out of memory");

@@ -41,6 +41,7 @@ struct server {
 	pthread_cond_t work, idle;
 	struct sg_op *inflight;   /* every op between dispatch and reply */
 	struct job *jobs, **jobs_tail;
+	int replying;             /* ops out of the list whose reply is going out */
 	int threads, idle_threads;
 	bool quit;
 
@@ -138,10 +139,24 @@ static void audit(struct server *sv, const struct sg_op *op, sg_err rc)
 
 /* ---- the worker pool ---- */
 
+/*
+ * The terminal reply.  The op leaves the in-flight list first: once the
+ * host can read the reply, a cancel of that id must answer false and the
+ * id may be used again.
+ */
 static void finish(struct server *sv, struct sg_op *op, sg_err rc, json_t *data)
 {
 	struct sg_op **p;
 
+	pthread_mutex_lock(&sv->lock);
+	for (p = &sv->inflight; *p; p = &(*p)->next) {
+		if (*p == op) {
+			*p = op->next;
+			break;
+		}
+	}
+	sv->replying++;
+	pthread_mutex_unlock(&sv->lock);
 	if (!rc)
 		sg_wire_send(sv->s.wire, json_pack("{s:O, s:o}", "id", op->id, "data",
 						   data ? data : json_object()));
@@ -157,16 +172,11 @@ static void finish(struct server *sv, struct sg_op *op, sg_err rc, json_t *data)
 	if (!rc && op->after_sent)
 		op->after_sent(op);
 	audit(sv, op, rc);
+	op_free(op);
 	pthread_mutex_lock(&sv->lock);
-	for (p = &sv->inflight; *p; p = &(*p)->next) {
-		if (*p == op) {
-			*p = op->next;
-			break;
-		}
-	}
+	sv->replying--;
 	pthread_cond_broadcast(&sv->idle);
 	pthread_mutex_unlock(&sv->lock);
-	op_free(op);
 }
 
 /* A queued request: ops chain through `next` in the in-flight list, so the
@@ -802,7 +812,7 @@ static bool drain(struct server *sv, struct deadline *d)
 		sg_err_set(&op->err, SG_E_CANCELLED, "the gateway is shutting down");
 		sg_cancel_fire(&op->cancel, SG_E_CANCELLED);
 	}
-	while (sv->inflight && !sg_cancel_check(&d->token)) {
+	while ((sv->inflight || sv->replying) && !sg_cancel_check(&d->token)) {
 		struct timespec ts;
 
 		clock_gettime(CLOCK_REALTIME, &ts);
@@ -813,7 +823,7 @@ static bool drain(struct server *sv, struct deadline *d)
 		}
 		pthread_cond_timedwait(&sv->idle, &sv->lock, &ts);
 	}
-	empty = !sv->inflight;
+	empty = !sv->inflight && !sv->replying;
 	pthread_mutex_unlock(&sv->lock);
 	return empty;
 }

@@ -55,6 +55,7 @@
  *   proc wait  --ctl C --session S --since STAMP [--timeout-ms N]
  *
  *   confine --mode standard|read_only --root R [--allow-write DIR]... -- ARGV
+ *   status --file F -- ARGV     run ARGV, write "exit N" or "signal N" to F
  *   probe
  *
  * README.md beside this file gives each reply's fields.

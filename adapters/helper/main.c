@@ -70,6 +70,8 @@ int main(int argc, char **argv)
 
 	if (argc >= 2 && strcmp(argv[1], "confine") == 0)
 		return sg_helper_confine(argc - 1, argv + 1);
+	if (argc >= 2 && strcmp(argv[1], "status") == 0)
+		return sg_helper_status(argc - 1, argv + 1);
 	if (wants_stdin(argc, argv) && (rc = slurp(0, &in)) != SG_OK) {
 		struct sg_errinfo err = { 0 };
 

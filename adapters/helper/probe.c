@@ -44,17 +44,8 @@
 #include "landlock.h"
 
 /* Each toolchain's --version gets this long before it is killed. */
-#ifndef SG_PROBE_TOOL_MS
-#define SG_PROBE_TOOL_MS 2000
-#endif
 /* Output kept per --version run; only its first line is used. */
-#ifndef SG_PROBE_CAPTURE
-#define SG_PROBE_CAPTURE (4 * SG_KiB)
-#endif
 /* The largest /proc file read whole (mountinfo, net/dev, status). */
-#ifndef SG_PROBE_FILE_MAX
-#define SG_PROBE_FILE_MAX (256 * SG_KiB)
-#endif
 /* The variables passed to the version commands (probe_env), all told. */
 #define PROBE_ENV_MAX (64 * SG_KiB)
 /*

@@ -84,29 +84,6 @@
 #include "../../gateway/base/ring.h"
 #include "../../gateway/base/utf8.h"
 
-/*
- * Bounds of this module that are not protocol numbers.  They are guarded
- * so that limits.h can take them over without a clash.
- */
-#ifndef SG_PROC_DRAIN_MS
-#define SG_PROC_DRAIN_MS 200 /* pipe EOF awaited after the child's exit */
-#endif
-#ifndef SG_PROC_REAP_MS
-#define SG_PROC_REAP_MS 5000 /* final record awaited after SIGKILL */
-#endif
-#ifndef SG_PROC_LOST_POLL_MS
-#define SG_PROC_LOST_POLL_MS 1000 /* liveness re-check without a pidfd */
-#endif
-#ifndef SG_PROC_ID_MAX
-#define SG_PROC_ID_MAX 128 /* a process id's length */
-#endif
-#ifndef SG_PROC_CHUNK
-#define SG_PROC_CHUNK (64 * SG_KiB) /* one read from the child's pipe */
-#endif
-#ifndef SG_PROC_WATCH_MAX
-#define SG_PROC_WATCH_MAX 32 /* supervisors one wait watches by pidfd */
-#endif
-
 #define PROGRESS_MAGIC UINT64_C(0x73672d70726f6373)
 
 /* ---- small tools ------------------------------------------------------ */
@@ -1691,6 +1668,8 @@ struct proc_spawn {
 	char stop[SG_PATH_MAX];
 	const char *confine, *root;
 	char tmpdir[SG_PATH_MAX];
+	/* Writable besides root in standard mode: tmpdir, then --allow-write. */
+	const char *allow[SG_ARGS_MAX + 2];
 	struct proc_rec rec;
 	char *const *argv; /* borrowed; NULL with a command */
 	int report;        /* the pipe the spawner reads the reply from */
@@ -1705,7 +1684,6 @@ static void child_run(const struct proc_spawn *sp, int outfd, int errfd)
 {
 	static const int dfl[] = { SIGPIPE, SIGTERM, SIGINT, SIGQUIT, SIGHUP,
 				   SIGCHLD, SIGTSTP, SIGTTIN, SIGTTOU };
-	const char *const allow[] = { sp->tmpdir, NULL };
 	char msg[SG_ERR_MSG];
 	sigset_t none;
 	int e;
@@ -1726,7 +1704,7 @@ static void child_run(const struct proc_spawn *sp, int outfd, int errfd)
 		goto fail;
 	}
 	if (sp->confine &&
-	    sg_confine_apply(sp->confine, sp->root, allow, msg, sizeof(msg)))
+	    sg_confine_apply(sp->confine, sp->root, sp->allow, msg, sizeof(msg)))
 		goto fail;
 	if (sp->rec.command)
 		execl("/bin/sh", "sh", "-c", sp->rec.command, (char *)NULL);
@@ -2046,6 +2024,20 @@ static sg_err cmd_spawn(struct sg_args *a, struct sg_buf *reply,
 	sp.rec.op = sg_args_str(a, "op", NULL);
 	sp.rec.command = sg_args_str(a, "command", NULL);
 	sp.confine = sg_args_str(a, "confine", NULL);
+	{
+		/* --allow-write repeats (the gateway names the environment's
+		 * HOME and TMPDIR); sg_args keeps only the last, so walk all. */
+		size_t n = 0;
+
+		sp.allow[n++] = sp.tmpdir;
+		for (int i = 0; i < a->nopt; i++) {
+			if (strcmp(a->opt[i].name, "allow-write") == 0) {
+				a->opt[i].used = true;
+				sp.allow[n++] = a->opt[i].value;
+			}
+		}
+		sp.allow[n] = NULL;
+	}
 	sp.root = sg_args_str(a, "root", NULL);
 	cwd_arg = sg_args_str(a, "cwd", NULL);
 	sp.rec.timeout_ms = timeout;

@@ -21,6 +21,7 @@
 #include "../adapter.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <fcntl.h>
 #include <ftw.h>
 #include <stdio.h>
@@ -532,12 +533,39 @@ static sg_err sandbox_argv(struct local_env *le, const struct sg_exec *x,
 	return rc;
 }
 
+/*
+ * Replace bubblewrap's flattened status (128+N for a signal) with what
+ * `sg-helper status` saw, when it wrote it.
+ */
+static void read_status(const char *file, struct sg_exec_result *out)
+{
+	FILE *f = fopen(file, "re");
+	char word[16];
+	int n;
+
+	if (!f)
+		return;
+	if (fscanf(f, "%15s %d", word, &n) == 2) {
+		if (strcmp(word, "signal") == 0) {
+			out->signal = n;
+			out->exit_code = -1;
+		} else if (strcmp(word, "exit") == 0) {
+			out->signal = 0;
+			out->exit_code = n;
+		}
+	}
+	fclose(f);
+	unlink(file);
+}
+
 static sg_err local_exec(struct sg_env *env, const struct sg_exec *x,
 			 struct sg_exec_result *out, struct sg_cancel *cancel,
 			 struct sg_errinfo *err)
 {
+	static atomic_ulong serial;
 	struct local_env *le = (struct local_env *)env;
 	struct sg_strv av = SG_STRV_INIT;
+	char *status = NULL;
 	sg_err rc = SG_OK;
 
 	if (le->procs.n) {
@@ -549,10 +577,22 @@ static sg_err local_exec(struct sg_env *env, const struct sg_exec *x,
 	}
 	if (!rc && le->bwrap)
 		rc = sandbox_argv(le, x, &av);
+	if (!rc && le->bwrap && !(x->flags & SG_EXEC_DETACHES)) {
+		unsigned long k = atomic_fetch_add(&serial, 1);
+
+		if (asprintf(&status, "%s/tmp/.status-%ld-%lu", env->host_ctl,
+			     (long)getpid(), k) < 0)
+			status = NULL;
+		rc = !status || sg_strv_addv(&av, (const char *[]){ SANDBOX_HELPER, "status",
+								     "--file", NULL }) ||
+		     sg_strv_addf(&av, SANDBOX_CTL "/tmp/.status-%ld-%lu", (long)getpid(), k) ||
+		     sg_strv_add(&av, "--");
+	}
 	if (!rc)
 		rc = sg_strv_addv(&av, x->argv);
 	if (rc) {
 		sg_strv_release(&av);
+		free(status);
 		return sg_err_set(err, SG_E_INTERNAL, "out of memory");
 	}
 	{
@@ -570,6 +610,12 @@ static sg_err local_exec(struct sg_env *env, const struct sg_exec *x,
 
 		rc = sg_exec_run(&c, out, cancel, err);
 	}
+	if (status) {
+		if (!rc)
+			read_status(status, out);
+		unlink(status);
+	}
+	free(status);
 	sg_strv_release(&av);
 	return rc;
 }

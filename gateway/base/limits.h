@@ -46,6 +46,12 @@
 #define SG_GREP_DEFAULT 500        /* grep max_results default */
 #define SG_SYMLINK_MAX 40          /* symlinks followed while resolving */
 #define SG_PATH_MAX 4096
+#define SG_PROC_DRAIN_MS 200        /* pipe EOF awaited after a child's exit */
+#define SG_PROC_REAP_MS 5000        /* final record awaited after SIGKILL */
+#define SG_PROC_LOST_POLL_MS 1000   /* liveness re-check without a pidfd */
+#define SG_PROC_ID_MAX 128          /* a process id's length */
+#define SG_PROC_CHUNK (64 * SG_KiB) /* one read from a child's pipe */
+#define SG_PROC_WATCH_MAX 32        /* supervisors one wait watches by pidfd */
 #define SG_PROBE_TOOL_MS 2000           /* each toolchain's --version */
 #define SG_PROBE_CAPTURE (4 * SG_KiB)   /* its output kept */
 #define SG_PROBE_FILE_MAX (256 * SG_KiB) /* a /proc or cgroup file read */

@@ -1,6 +1,7 @@
 """Requests run concurrently: a waiting request never holds others back
 (protocol-v4.md sections 4 and 5)."""
 
+import json
 import time
 import unittest
 
@@ -29,6 +30,35 @@ class Concurrency(GatewayTestCase):
             gw.ok("process/stop", {"id": pid, "grace_ms": 0})
         r = gw.wait_reply(rid, 10)
         self.assertNotIn("error", r)
+
+    def test_back_to_back_requests_are_not_serialised(self):
+        # A long poll and a stat written in one go: the stat must not queue
+        # behind the poll (a pool that counts a waking worker as idle twice
+        # would run them one after the other).
+        gw = self.gw
+        pid = gw.start(command="sleep 20")["id"]
+        try:
+            for _ in range(5):
+                rid, sid = gw.new_id(), gw.new_id()
+                read = {"id": rid, "method": "process/read", "token": gw.token,
+                        "data": {"id": pid, "OffsetBytes": 0, "Wait": 3 * SEC}}
+                stat = {"id": sid, "method": "execute", "token": gw.token,
+                        "data": {"tool": "stat_path",
+                                 "call": {"id": "c", "arguments": json.dumps({"path": "."})}}}
+                gw.expect_sent(rid)
+                gw.expect_sent(sid)
+                t0 = time.monotonic()
+                gw.send_raw((json.dumps(read) + "\n" + json.dumps(stat) + "\n").encode())
+                r = gw.wait_reply(sid, 10)
+                took = time.monotonic() - t0
+                self.assertNotIn("error", r)
+                self.assertLess(took, 0.5 * SLACK,
+                                "stat_path took %.3f s behind a long poll sent with it" % took)
+                self.assertFalse(gw.has_reply(rid), "the long poll returned early")
+                gw.ok("cancel", {"id": rid})
+                gw.wait_reply(rid, 10)
+        finally:
+            gw.ok("process/stop", {"id": pid, "grace_ms": 0})
 
     def test_many_long_polls_do_not_starve(self):
         gw = self.gw

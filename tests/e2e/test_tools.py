@@ -2,7 +2,6 @@
 
 import base64
 import hashlib
-import json
 import unittest
 
 from sgclient import ROOT, GatewayTestCase, b64, unique

@@ -686,6 +686,28 @@ static void test_parallel_runs(void **state)
 	}
 }
 
+/*
+ * A host process that ignores SIGCHLD has its children reaped by the
+ * kernel: the run must still end (with the status unknown), not spin.
+ */
+static void test_sigchld_ignored(void **state)
+{
+	const char *argv[] = { helper, "print", "100", NULL };
+	struct sg_child c = { .argv = argv };
+	struct sg_exec_result r;
+	void (*old)(int) = signal(SIGCHLD, SIG_IGN);
+
+	(void)state;
+	sg_exec_result_init(&r, SG_KiB);
+	assert_int_equal(run_child(&c, &r, NULL), SG_OK);
+	assert_int_equal(r.exit_code, -1);
+	assert_int_equal(r.signal, 0);
+	assert_int_equal(r.out.len, 100);
+	assert_true(r.duration_ms < 1000);
+	sg_exec_result_release(&r);
+	signal(SIGCHLD, old);
+}
+
 static void test_invalid_arguments(void **state)
 {
 	const char *none[] = { NULL };
@@ -724,6 +746,7 @@ int main(void)
 		cmocka_unit_test(test_signal_state_reset),
 		cmocka_unit_test(test_raw_bytes),
 		cmocka_unit_test(test_parallel_runs),
+		cmocka_unit_test(test_sigchld_ignored),
 		cmocka_unit_test(test_invalid_arguments),
 	};
 

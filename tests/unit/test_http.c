@@ -8,7 +8,10 @@
  * arrived, so retry counts and the delays between tries are measured where
  * they happen.  Every connection's peer is checked to be 127.0.0.1, and
  * the proxy variables are cleared first, so no request can leave the
- * machine.
+ * machine.  A second, TLS server with a certificate made at start-up
+ * checks that peers are verified and that ca_file is honoured.  SIGPIPE
+ * stays at its default action on the client side: libcurl must never
+ * raise it (the servers' own writes are kept from raising it).
  */
 /* _GNU_SOURCE: memmem, to look for the multipart markers in a body. */
 #define _GNU_SOURCE
@@ -23,6 +26,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,6 +35,10 @@
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
+
+#include <openssl/pem.h>
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
 
 #include "adapters/http.h"
 #include "sg_config.h"
@@ -376,6 +384,154 @@ static void *server_main(void *arg)
 	return NULL;
 }
 
+/* ---- The TLS server ----------------------------------------------------- */
+
+static struct {
+	SSL_CTX *ctx;
+	int lfd;
+	int port;
+	pthread_t thread;
+	atomic_bool stop;
+	atomic_int handshakes; /* completed TLS handshakes */
+	char ca_path[64];      /* the server's certificate, as a CA file */
+} tls;
+
+/* A self-signed P-256 certificate for IP 127.0.0.1, valid for an hour. */
+static X509 *make_cert(EVP_PKEY *key)
+{
+	X509 *x = X509_new();
+	X509_NAME *name;
+	X509V3_CTX v3;
+	X509_EXTENSION *ext;
+	const char *const exts[][2] = {
+		{ "subjectAltName", "IP:127.0.0.1" },
+		{ "basicConstraints", "critical,CA:TRUE" },
+	};
+
+	if (!x)
+		return NULL;
+	X509_set_version(x, 2);
+	ASN1_INTEGER_set(X509_get_serialNumber(x), 1);
+	X509_gmtime_adj(X509_getm_notBefore(x), -60);
+	X509_gmtime_adj(X509_getm_notAfter(x), 3600);
+	X509_set_pubkey(x, key);
+	name = X509_get_subject_name(x);
+	X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC,
+				   (const unsigned char *)"sandgate test", -1,
+				   -1, 0);
+	X509_set_issuer_name(x, name);
+	X509V3_set_ctx(&v3, x, x, NULL, NULL, 0);
+	for (size_t i = 0; i < 2; i++) {
+		ext = X509V3_EXT_conf(NULL, &v3, exts[i][0], exts[i][1]);
+		if (!ext) {
+			X509_free(x);
+			return NULL;
+		}
+		X509_add_ext(x, ext, -1);
+		X509_EXTENSION_free(ext);
+	}
+	if (!X509_sign(x, key, EVP_sha256())) {
+		X509_free(x);
+		return NULL;
+	}
+	return x;
+}
+
+static void *tls_main(void *arg)
+{
+	static const char answer[] = "HTTP/1.1 200 OK\r\nContent-Length: 6\r\n"
+				     "Connection: close\r\n\r\nsecure";
+	sigset_t pipe_set;
+
+	(void)arg;
+	/*
+	 * OpenSSL writes with write(): a client that already left would
+	 * raise SIGPIPE.  Blocked in this thread only, so the client side of
+	 * the test still runs with SIGPIPE at its default action and would
+	 * die if libcurl ever raised it.
+	 */
+	sigemptyset(&pipe_set);
+	sigaddset(&pipe_set, SIGPIPE);
+	pthread_sigmask(SIG_BLOCK, &pipe_set, NULL);
+	while (!atomic_load(&tls.stop)) {
+		struct pollfd p = { .fd = tls.lfd, .events = POLLIN };
+		struct timeval tv = { .tv_sec = 2 };
+		char buf[4096];
+		size_t len = 0;
+		SSL *s;
+		int fd, n;
+
+		if (poll(&p, 1, 50) <= 0)
+			continue;
+		fd = accept(tls.lfd, NULL, NULL);
+		if (fd < 0)
+			continue;
+		setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+		s = SSL_new(tls.ctx);
+		if (s && SSL_set_fd(s, fd) == 1 && SSL_accept(s) == 1) {
+			atomic_fetch_add(&tls.handshakes, 1);
+			while (len < sizeof(buf) - 1 &&
+			       (n = SSL_read(s, buf + len,
+					     (int)(sizeof(buf) - 1 - len))) > 0) {
+				len += (size_t)n;
+				buf[len] = '\0';
+				if (strstr(buf, "\r\n\r\n"))
+					break;
+			}
+			SSL_write(s, answer, (int)sizeof(answer) - 1);
+			SSL_shutdown(s);
+		}
+		SSL_free(s);
+		close(fd);
+	}
+	return NULL;
+}
+
+static int tls_start(void)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET };
+	socklen_t alen = sizeof(a);
+	EVP_PKEY *key = EVP_EC_gen("P-256");
+	X509 *cert = key ? make_cert(key) : NULL;
+	FILE *f;
+	int fd, rc = -1;
+
+	snprintf(tls.ca_path, sizeof(tls.ca_path), "/tmp/sg-test-ca-XXXXXX");
+	fd = mkstemp(tls.ca_path);
+	f = fd >= 0 ? fdopen(fd, "w") : NULL;
+	if (!cert || !f || !PEM_write_X509(f, cert))
+		goto out;
+	tls.ctx = SSL_CTX_new(TLS_server_method());
+	if (!tls.ctx || SSL_CTX_use_certificate(tls.ctx, cert) != 1 ||
+	    SSL_CTX_use_PrivateKey(tls.ctx, key) != 1)
+		goto out;
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	tls.lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (tls.lfd < 0 || bind(tls.lfd, (struct sockaddr *)&a, sizeof(a)) < 0 ||
+	    listen(tls.lfd, 16) < 0 ||
+	    getsockname(tls.lfd, (struct sockaddr *)&a, &alen) < 0)
+		goto out;
+	tls.port = ntohs(a.sin_port);
+	rc = pthread_create(&tls.thread, NULL, tls_main, NULL) ? -1 : 0;
+out:
+	if (f)
+		fclose(f);
+	else if (fd >= 0)
+		close(fd);
+	X509_free(cert);
+	EVP_PKEY_free(key);
+	return rc;
+}
+
+static void tls_stop(void)
+{
+	atomic_store(&tls.stop, true);
+	pthread_join(tls.thread, NULL);
+	close(tls.lfd);
+	SSL_CTX_free(tls.ctx);
+	unlink(tls.ca_path);
+}
+
 static int srv_start(void **state)
 {
 	struct sockaddr_in a = { .sin_family = AF_INET };
@@ -401,12 +557,15 @@ static int srv_start(void **state)
 		return -1;
 	srv.port = ntohs(a.sin_port);
 	snprintf(base_url, sizeof(base_url), "http://127.0.0.1:%d", srv.port);
-	return pthread_create(&srv.thread, NULL, server_main, NULL) ? -1 : 0;
+	if (pthread_create(&srv.thread, NULL, server_main, NULL))
+		return -1;
+	return tls_start();
 }
 
 static int srv_stop(void **state)
 {
 	(void)state;
+	tls_stop();
 	atomic_store(&srv.stop, true);
 	pthread_join(srv.thread, NULL);
 	close(srv.lfd);
@@ -1121,6 +1280,44 @@ static void test_invalid_requests(void **state)
 	sg_http_response_release(&r);
 }
 
+/* Peers are always verified; ca_file is how tests trust their own. */
+static void test_tls(void **state)
+{
+	char u[128], host[64];
+	struct sg_http_request req = { .url = u };
+	struct sg_http_response r;
+	struct sg_errinfo err = { 0 };
+
+	(void)state;
+	snprintf(u, sizeof(u), "https://127.0.0.1:%d/ok", tls.port);
+	snprintf(host, sizeof(host), "GET 127.0.0.1:%d", tls.port);
+	sg_http_response_init(&r, SG_KiB);
+	assert_int_equal(sg_http_do(&req, &r, NULL, &err), SG_E_PROVIDER);
+	assert_non_null(strstr(err.msg, host));
+	assert_int_equal(r.status, 0);
+	assert_int_equal(atomic_load(&tls.handshakes), 0);
+
+	req.ca_file = tls.ca_path;
+	sg_err_clear(&err);
+	assert_int_equal(sg_http_do(&req, &r, NULL, &err), SG_OK);
+	assert_int_equal(r.status, 200);
+	assert_string_equal(r.body.p, "secure");
+	assert_loopback(&r);
+	assert_int_equal(atomic_load(&tls.handshakes), 1);
+
+	/* h2 is only asked for: a server without it gets HTTP/1.1. */
+	req.version = SG_HTTP_2;
+	assert_int_equal(sg_http_do(&req, &r, NULL, &err), SG_OK);
+	assert_int_equal(r.version, 1);
+
+	/* A CA file that is not there is a failure, never "no checks". */
+	req.ca_file = "/nonexistent/ca.pem";
+	sg_err_clear(&err);
+	assert_int_equal(sg_http_do(&req, &r, NULL, &err), SG_E_PROVIDER);
+	assert_int_equal(atomic_load(&tls.handshakes), 2);
+	sg_http_response_release(&r);
+}
+
 static void *parallel_get(void *arg)
 {
 	bool *ok = arg;
@@ -1177,6 +1374,7 @@ int main(void)
 		cmocka_unit_test(test_file_body),
 		cmocka_unit_test(test_request_shape),
 		cmocka_unit_test(test_invalid_requests),
+		cmocka_unit_test(test_tls),
 		cmocka_unit_test(test_parallel),
 	};
 

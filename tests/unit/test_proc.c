@@ -292,7 +292,9 @@ static int setup(void **state)
 {
 	struct fixture *f = calloc(1, sizeof(*f));
 
-	snprintf(f->dir, sizeof(f->dir), "/tmp/sg-proc-XXXXXX");
+	/* mkdtemp's template: the name ends in six 'X' it replaces. */
+	snprintf(f->dir, sizeof(f->dir), "/tmp/sg-proc-");
+	memset(f->dir + strlen(f->dir), 'X', 6);
 	if (!mkdtemp(f->dir))
 		return -1;
 	snprintf(f->ctl, sizeof(f->ctl), "%s/ctl", f->dir);

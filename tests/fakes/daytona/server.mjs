@@ -262,22 +262,23 @@ function runTransition(s, desired, states, onDone) {
   s._.timer = null;
   s.desiredState = desired;
   let i = 0;
-  const advance = () => {
+  // Each state is held for its delay; the last one is held only when onDone follows it.
+  const step = () => {
     const delay = CONFIG.stateDelayMs[states[i]] ?? CONFIG.transitionMs;
     s._.timer = setTimeout(() => {
       s._.timer = null;
       i += 1;
       if (i < states.length) {
         setState(s, states[i]);
-        advance();
-      } else if (onDone) {
+        if (i < states.length - 1 || onDone) step();
+      } else {
         onDone();
       }
     }, delay);
   };
   setState(s, states[0]);
   persist();
-  if (states.length > 1 || onDone) advance();
+  if (states.length > 1 || onDone) step();
 }
 
 function waitForState(s, states, timeoutMs) {
@@ -350,7 +351,8 @@ function newSandboxRecord(body, id) {
     gpu: fromImage ? body.gpu ?? 0 : 0,
     memory: fromImage ? body.memory ?? RES_DEFAULT.memory : RES_DEFAULT.memory,
     disk: fromImage ? body.disk ?? RES_DEFAULT.disk : RES_DEFAULT.disk,
-    state: 'creating',
+    // From an image the sandbox first waits for its build; from a snapshot it is created.
+    state: fromImage ? 'pending_build' : 'creating',
     desiredState: 'started',
     errorReason: undefined,
     recoverable: false,
@@ -454,11 +456,13 @@ function hostPath(s, sandboxPath, { write = false } = {}) {
     return abs;
   }
   const host = path.join(s._.root, abs);
-  containCheck(s, host, abs);
+  containCheck(s, host, abs, write);
   return host;
 }
 
-function containCheck(s, host, abs) {
+// Reads may follow a symlink into a system directory (the sandbox sees the host's there);
+// writes must land inside the sandbox root.
+function containCheck(s, host, abs, write) {
   // Resolve the deepest existing ancestor: a symlink anywhere on the way must stay inside.
   let probe = host;
   while (!fs.existsSync(probe) && probe !== s._.root) probe = path.dirname(probe);
@@ -471,7 +475,7 @@ function containCheck(s, host, abs) {
   const rootReal = fs.realpathSync(s._.root);
   if (real !== rootReal && !real.startsWith(rootReal + '/')) {
     const top = real.split('/')[1];
-    if (!SYSTEM_DIRS.has(top)) throw new HttpError(403, `permission denied: ${abs} leaves the sandbox`);
+    if (write || !SYSTEM_DIRS.has(top)) throw new HttpError(403, `permission denied: ${abs} leaves the sandbox`);
   }
 }
 
@@ -1044,7 +1048,6 @@ async function hCreateSandbox(ctx) {
   emitEvent('sandbox.created', sandboxDto(s));
   if (s.buildInfo) {
     // Created from an image: POST answers at once in pending_build (§1.4).
-    s.state = 'pending_build';
     runTransition(s, 'started', ['pending_build', 'building_snapshot', 'starting', 'started']);
     reply(ctx, 200, sandboxDto(s));
     return;
@@ -1569,7 +1572,7 @@ async function writeSandboxFile(s, p, data) {
   const host = hostPath(s, p, { write: true });
   if (fs.existsSync(host) && fs.statSync(host).isDirectory()) throw new HttpError(400, `path is a directory: ${p}`);
   await fsp.mkdir(path.dirname(host), { recursive: true });
-  containCheck(s, path.dirname(host), p);
+  containCheck(s, path.dirname(host), p, true);
   await fsp.writeFile(host, data);
 }
 
@@ -1656,6 +1659,7 @@ async function hBulkDownload(ctx) {
 async function hDeleteFile(ctx) {
   const p = ctx.url.searchParams.get('path');
   const host = hostPath(ctx.sandbox, p, { write: true });
+  if (host === ctx.sandbox._.root) throw new HttpError(400, 'refusing to delete /');
   const st = statOr404(host, p);
   if (st.isDirectory() && ctx.url.searchParams.get('recursive') !== 'true') {
     throw new HttpError(400, `path is a directory, use recursive=true: ${p}`);
@@ -1932,19 +1936,15 @@ const ROUTES = [
 }));
 
 function matchRoute(area, method, p) {
-  let pathMatched = false;
   for (const r of ROUTES) {
-    if (r.area !== area) continue;
+    if (r.area !== area || r.method !== method) continue;
     const m = r.re.exec(p);
     if (!m) continue;
-    pathMatched = true;
-    if (r.method === method) {
-      const params = {};
-      for (const [k, v] of Object.entries(m.groups || {})) params[k] = decodeURIComponent(v);
-      return { route: r, params };
-    }
+    const params = {};
+    for (const [k, v] of Object.entries(m.groups || {})) params[k] = decodeURIComponent(v);
+    return { route: r, params };
   }
-  return { route: null, pathMatched };
+  return { route: null };
 }
 
 // Splits /toolbox/<id>/<rest> into the sandbox id and the daemon path.
@@ -2010,10 +2010,9 @@ async function handleControl(ctx) {
     [`X-RateLimit-Reset-${t}`]: '60',
   };
   if (ctx.auth !== 'ok') throw new HttpError(401, 'Unauthorized');
-  const { route, params, pathMatched } = matchRoute('control', ctx.req.method, ctx.url.pathname);
-  if (!route) {
-    throw new HttpError(pathMatched ? 405 : 404, `Cannot ${ctx.req.method} ${ctx.url.pathname}`);
-  }
+  const { route, params } = matchRoute('control', ctx.req.method, ctx.url.pathname);
+  // NestJS answers an unknown method+path with 404 "Cannot <METHOD> <path>".
+  if (!route) throw new HttpError(404, `Cannot ${ctx.req.method} ${ctx.url.pathname}`);
   ctx.route = route.name;
   ctx.params = params;
   await route.handler(ctx);

@@ -1,0 +1,67 @@
+/*
+ * status.c - `sg-helper status --file F -- ARGV`: run ARGV and record how
+ * it ended.
+ *
+ * A sandbox runner such as bubblewrap reports a command killed by signal
+ * N as exit status 128+N, which a command can also exit with on its own;
+ * the protocol reports the two differently (exit_code vs signal).  This
+ * wrapper is the command's parent inside the sandbox, so it sees the real
+ * wait status and writes "exit N" or "signal N" to F before exiting with
+ * the runner's convention.  The adapter reads F afterwards; if F is
+ * missing (the wrapper itself was killed) the runner's status stands.
+ */
+#define _GNU_SOURCE /* O_CLOEXEC */
+#include "internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+int sg_helper_status(int argc, char *const *argv)
+{
+	struct sg_errinfo err = { 0 };
+	struct sg_args a;
+	const char *file;
+	char line[32];
+	pid_t pid;
+	int st, fd, n;
+
+	if (sg_args_parse(&a, argc - 1, argv + 1, "", &err) ||
+	    !(file = sg_args_str(&a, "file", NULL)) || a.nrest < 1 ||
+	    sg_args_unused(&a, &err)) {
+		dprintf(2, "sg-helper: usage: status --file F -- ARGV\n");
+		return 126;
+	}
+	pid = fork();
+	if (pid < 0) {
+		dprintf(2, "sg-helper: cannot fork: %s\n", strerror(errno));
+		return 126;
+	}
+	if (pid == 0) {
+		execvp(a.rest[0], a.rest);
+		dprintf(2, "sg-helper: %s: %s\n", a.rest[0], strerror(errno));
+		_exit(127);
+	}
+	/* Signals meant for the command reach it through the process group;
+	 * this parent only waits. */
+	signal(SIGINT, SIG_IGN);
+	signal(SIGQUIT, SIG_IGN);
+	while (waitpid(pid, &st, 0) < 0)
+		if (errno != EINTR)
+			return 126;
+	if (WIFSIGNALED(st))
+		n = snprintf(line, sizeof(line), "signal %d\n", WTERMSIG(st));
+	else
+		n = snprintf(line, sizeof(line), "exit %d\n", WEXITSTATUS(st));
+	fd = open(file, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fd >= 0) {
+		if (write(fd, line, (size_t)n) != n)
+			unlink(file);
+		close(fd);
+	}
+	return WIFSIGNALED(st) ? 128 + WTERMSIG(st) : WEXITSTATUS(st);
+}
