@@ -36,9 +36,9 @@
 /*
  * How long the pipes are still read after the child exited.  A daemon the
  * child left behind may hold them open for ever; what it writes after this
- * is not the command's output.
+ * is not the command's output.  (A limit: it belongs in limits.h, and the
+ * guard lets it move there.)
  */
-#define EXEC_DRAIN_MS 100
 
 /* Without a pidfd (kernels before 5.3) the exit is polled this often. */
 #define EXEC_REAP_POLL_MS 10
@@ -346,7 +346,7 @@ static void try_reap(struct run *r, int64_t now)
 		r->out->exit_code = WEXITSTATUS(status);
 		r->out->signal = 0;
 	}
-	r->drain_until_ms = now + EXEC_DRAIN_MS;
+	r->drain_until_ms = now + SG_EXEC_DRAIN_MS;
 	close_fd(&r->pidfd);
 	/* Nobody we wait for reads stdin any more. */
 	close_fd(&r->in_w);

@@ -40,29 +40,6 @@
 #include "../gateway/base/limits.h"
 
 /*
- * Limits of this module.  They belong in gateway/base/limits.h; the guards
- * let them move there without touching this file.
- */
-#ifndef SG_HTTP_HEADERS_MAX
-#define SG_HTTP_HEADERS_MAX (64 * SG_KiB) /* response headers kept */
-#endif
-#ifndef SG_HTTP_ERROR_BODY
-#define SG_HTTP_ERROR_BODY (64 * SG_KiB) /* a non-2xx body kept by a sink */
-#endif
-#ifndef SG_HTTP_CONNECT_TIMEOUT_MS
-#define SG_HTTP_CONNECT_TIMEOUT_MS 30000 /* connect_timeout_ms 0 */
-#endif
-#ifndef SG_HTTP_RETRY_ATTEMPTS
-#define SG_HTTP_RETRY_ATTEMPTS 3 /* tries in all, by default */
-#endif
-#ifndef SG_HTTP_RETRY_BASE_MS
-#define SG_HTTP_RETRY_BASE_MS 400 /* the first backoff */
-#endif
-#ifndef SG_HTTP_RETRY_MAX_DELAY_MS
-#define SG_HTTP_RETRY_MAX_DELAY_MS 20000 /* longest single wait */
-#endif
-
-/*
  * Bytes from a file: len bytes from offset, read with pread so the request
  * can be repeated.  len < 0 means "to the end of the file", which must then
  * be a regular file.  The fd is borrowed and must stay open (and the file

@@ -43,6 +43,7 @@ struct server {
 	struct job *jobs, **jobs_tail;
 	int replying;             /* ops out of the list whose reply is going out */
 	int threads, idle_threads;
+	int queued;               /* jobs waiting for a worker */
 	bool quit;
 
 	FILE *audit;
@@ -206,6 +207,7 @@ static void *worker_main(void *arg)
 			break;
 		j = sv->jobs;
 		sv->jobs = j->next;
+		sv->queued--;
 		if (!sv->jobs)
 			sv->jobs_tail = &sv->jobs;
 		pthread_mutex_unlock(&sv->lock);
@@ -243,7 +245,12 @@ static sg_err enqueue(struct server *sv, struct sg_op *op, handler_fn run)
 	pthread_mutex_lock(&sv->lock);
 	*sv->jobs_tail = j;
 	sv->jobs_tail = &j->next;
-	if (sv->idle_threads == 0 && sv->threads < SG_WORKERS_MAX) {
+	sv->queued++;
+	/*
+	 * An idle worker already signalled counts as idle until it wakes, so
+	 * compare with the queue, not with zero: a burst gets a worker each.
+	 */
+	if (sv->queued > sv->idle_threads && sv->threads < SG_WORKERS_MAX) {
 		if (pthread_create(&t, NULL, worker_main, sv) == 0) {
 			pthread_detach(t);
 			sv->threads++;

@@ -52,6 +52,13 @@
 #define SG_PROC_ID_MAX 128          /* a process id's length */
 #define SG_PROC_CHUNK (64 * SG_KiB) /* one read from a child's pipe */
 #define SG_PROC_WATCH_MAX 32        /* supervisors one wait watches by pidfd */
+#define SG_EXEC_DRAIN_MS 100        /* pipe EOF awaited after a child exits */
+#define SG_HTTP_HEADERS_MAX (64 * SG_KiB) /* response headers kept */
+#define SG_HTTP_ERROR_BODY (64 * SG_KiB)  /* a non-2xx body kept by a sink */
+#define SG_HTTP_CONNECT_TIMEOUT_MS 30000  /* connect_timeout_ms 0 */
+#define SG_HTTP_RETRY_ATTEMPTS 3          /* tries in all, by default */
+#define SG_HTTP_RETRY_BASE_MS 400         /* the first backoff */
+#define SG_HTTP_RETRY_MAX_DELAY_MS 20000  /* longest single wait */
 #define SG_PROBE_TOOL_MS 2000           /* each toolchain's --version */
 #define SG_PROBE_CAPTURE (4 * SG_KiB)   /* its output kept */
 #define SG_PROBE_FILE_MAX (256 * SG_KiB) /* a /proc or cgroup file read */

@@ -95,8 +95,10 @@ class Marker:
     def __init__(self):
         frac = "%06d" % random.randrange(10**6)
         self.secs = "29.%s" % frac
-        self.needle = "sleep %s" % self.secs
-        self.regex = "sleep 29[.]%s" % frac
+        # The trailing space ends the argument: command lines are read
+        # with their NUL separators turned into spaces.
+        self.needle = "sleep %s " % self.secs
+        self.regex = "sleep 29[.]%s " % frac
         self.command = "sleep %s" % self.secs
 
 

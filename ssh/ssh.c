@@ -1,0 +1,1945 @@
+/*
+ * ssh.c - the ssh backend: environments in a directory on a host that the
+ * user can already reach with OpenSSH.
+ *
+ * Transport.  The system `ssh` client, argv only, never a local shell.
+ * provision() opens one multiplexed master connection per environment
+ * (`ssh -M -N -f`, its socket under the state dir) and every later call
+ * rides on it; teardown() closes it.  Host keys are always checked
+ * strictly (StrictHostKeyChecking=yes, BatchMode=yes) against the
+ * profile's known_hosts_file or the user's own files; an unknown or
+ * changed key fails with a sentence naming the file to fix.  Every
+ * transport failure is SG_E_UNAVAILABLE; nothing ever falls back to
+ * running here.  The master is started with ControlPersist set to the
+ * profile's lifetime, so a gateway that dies without teardown leaves a
+ * master that exits once idle; an exec that finds the master gone opens
+ * a new one, with the same strict checks, before it starts anything.
+ *
+ * Remote layout (README.md has the picture).  The environment is
+ * <workspace>/<identity slug>/ on the host (per identity, so shared
+ * sessions meet in it): workspace/ holds the files, ctl/ is env->ctl_dir
+ * (proc/, home/, tmp/), run/ holds the per-exec pid files below, leases/
+ * one file per attached session, env.json the marker `sandgate envs`
+ * lists, and `expires` the idle deadline a kept, non-persistent
+ * environment gets when its last session detaches.  sg-helper is
+ * uploaded once per user and version to ~/.cache/sandgate/sg-helper-
+ * <sha256>, verified with sha256 on the host before it is renamed into
+ * place, and found there by the next provision.
+ *
+ * Where commands see the files.  Commands must see the workspace at
+ * binding.root.  When root is the workspace directory itself nothing more
+ * is needed.  Otherwise each command runs in a private mount namespace in
+ * which workspace/ is bind-mounted on root (uid 0: `unshare --mount`;
+ * other users: an unprivileged user namespace, nested once more so the
+ * command keeps its own uid).  network "none" adds a network namespace;
+ * cpus and memory_mb become cgroup limits where the login user can write
+ * a cgroup hierarchy.  Each of these is observed on the host at provision
+ * and refused, naming the field, when the host does not allow it.
+ *
+ * One exec.  ssh hands the remote login shell one string, so the string
+ * is fixed: `exec /bin/sh -c <wrapper> sg-run <fixed parameters>`.  The
+ * command itself (env -i, its environment, its argv) travels on stdin as
+ * a length-prefixed, shell-quoted header the wrapper evals, so secrets in
+ * forward_env never sit in a long-lived command line on the host, and the
+ * rest of stdin is the command's.  The wrapper:
+ *  - writes a marker on stderr first, so an exit status of 255 can be
+ *    told apart: ssh itself exits 255 on a transport failure, and a
+ *    command may exit 255 too.  255 with the master gone (`ssh -O check`)
+ *    is a lost connection; 255 without the marker means ssh never started
+ *    the wrapper; 255 with the marker and a live master is the command's;
+ *  - starts the command under setsid (its own process group) and waits
+ *    for it, then kills what the command left in that group, like the
+ *    local backend;
+ *  - records the group in run/<token>.pid, so a timeout or a cancel, which
+ *    can only kill the local ssh client, is followed by a second ssh over
+ *    the master that kills the group (and leaves run/<token>.cancel for a
+ *    wrapper that had not written its pid yet, which then kills itself);
+ *  - keeps a watchdog that kills the group when the sshd session process
+ *    (the wrapper's parent) is gone, i.e. when the connection dropped.
+ * The wrapper does not exec the command, because ssh reports a command
+ * killed by a signal as 255 and drops the signal; the wrapper's shell
+ * reports it as 128+n instead, which is what exec's exit_code carries
+ * (signal is then 0: the shell cannot tell a death by signal n from an
+ * exit with 128+n).  A timeout or cancel is reported as SIGKILL.
+ *
+ * The login shell on the host must be a POSIX shell (sh, bash, dash, zsh,
+ * ksh): the one string is quoted for them.  The host needs /bin/sh, env,
+ * head, setsid (util-linux or busybox) and, for the features that use
+ * them, unshare, mount and sha256sum (or shasum, or openssl).
+ */
+#define _GNU_SOURCE /* asprintf, getentropy */
+#include "../adapters/adapter.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <openssl/evp.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/utsname.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../gateway/base/limits.h"
+#include "../gateway/base/log.h"
+#include "../gateway/base/strv.h"
+#include "../adapters/exec.h"
+#include "../adapters/shquote.h"
+
+/*
+ * The backend's own bounds.  They are not protocol numbers; they bound
+ * waits on the network and the size of the small replies sandgate's own
+ * remote scripts give.
+ */
+#define SSHB_CONNECT_TIMEOUT_S 10   /* ssh ConnectTimeout */
+#define SSHB_ALIVE_INTERVAL_S 15    /* ssh ServerAliveInterval */
+#define SSHB_MASTER_MS 60000        /* connect, key exchange, login */
+#define SSHB_STEP_MS 60000          /* one provisioning or teardown step */
+#define SSHB_UPLOAD_MS 300000       /* sending sg-helper */
+#define SSHB_KILL_MS 10000          /* the kill after a timeout or cancel */
+#define SSHB_CHECK_MS 5000          /* ssh -O check / -O exit */
+#define SSHB_REPLY_MAX (256 * SG_KiB) /* what our scripts print */
+#define SSHB_LINE_MAX (64 * SG_KiB)   /* the one command string */
+#define SSHB_HELPER_MAX (64 * SG_MiB) /* sg-helper on this host */
+#define SSHB_HEADER_MAX (8 * SG_MiB)  /* env and argv, on stdin */
+#define SSHB_SOCK_MAX 90 /* sun_path is 108; ssh appends 17 while binding */
+#define SSHB_SLUG_MAX 48 /* bytes of an identity kept readable in a name */
+#define SSHB_MIN_PERSIST_S 60 /* ControlPersist floor */
+
+/* The first line the wrapper writes on stderr (see the top comment). */
+#define SSHB_MARK "\036sg-run\n"
+
+struct ssh_env {
+	struct sg_env base;
+	struct sg_strv ssh;  /* "ssh" and the options every call shares */
+	struct sg_strv cenv; /* the local ssh client's environment */
+	char *sock;          /* the master's ControlPath on this host */
+	char *envdir;        /* <workspace>/<slug> on the host */
+	char *files;         /* envdir/workspace: the files */
+	char *rundir;        /* envdir/run: the wrapper's pid files */
+	char *lease;         /* this session's file name under envdir/leases */
+	char *nsflags;       /* unshare's options, "" when none */
+	char *umap;          /* "uid:gid" to map back to, "" when none */
+	char *bind_src;      /* files when bind-mounted on root, else "" */
+	char *cgprocs;       /* cgroup.procs files to join, space-separated */
+	struct sg_strv cgroups; /* cgroup directories made on the host */
+	bool master;         /* provision started the master */
+	bool lock_ready;
+	pthread_mutex_t lock; /* (re)connecting the master */
+	atomic_uint seq;      /* per-exec tokens */
+	char nonce[17];
+};
+
+/* ---- Remote scripts ------------------------------------------------------
+ *
+ * Each runs as `/bin/sh -c SCRIPT sg ARGS...` on the host; data reaches it
+ * only as quoted positional parameters or on stdin, never spliced into the
+ * script text.  Replies are key=value lines on stdout.
+ */
+
+/* $1: the profile's workspace ("" for the default ~/sandgate). Sets h, w. */
+#define SSHB_PROLOGUE                                                        \
+	"h=${HOME:-}\n"                                                      \
+	"case $h in /*) ;; *) printf 'error=the account has no absolute "    \
+	"HOME\\n'; exit 0 ;; esac\n"                                         \
+	"case $1 in\n"                                                       \
+	"'') w=$h/sandgate ;;\n"                                             \
+	"'~') w=$h ;;\n"                                                     \
+	"'~/'*) w=$h/${1#??} ;;\n"                                           \
+	"*) w=$1 ;;\n"                                                       \
+	"esac\n"
+
+#define SSHB_SHA256                                                          \
+	"( (sha256sum \"$f\" || shasum -a 256 \"$f\" || "                   \
+	"openssl dgst -sha256 -r \"$f\") 2>/dev/null | cut -d' ' -f1)"
+
+/* $2 slug, $3 sg-helper's sha256, $4 binding.root. */
+static const char sshb_probe_sh[] =
+	SSHB_PROLOGUE
+	"printf 'home=%s\\nuid=%s\\ngid=%s\\narch=%s\\nos=%s\\nworkspace=%s\\n' "
+	"\"$h\" \"$(id -u)\" \"$(id -g)\" \"$(uname -m)\" \"$(uname -s)\" \"$w\"\n"
+	"e=$w/$2\n"
+	"[ -d \"$e\" ] && printf 'envdir=1\\n'\n"
+	"[ -d \"$e/workspace\" ] && printf 'files=1\\n'\n"
+	"[ -f \"$e/env.json\" ] && printf 'marker=1\\n'\n"
+	"f=$h/.cache/sandgate/sg-helper-$3\n"
+	"if [ -f \"$f\" ] && [ -x \"$f\" ]; then\n"
+	"  s=$" SSHB_SHA256 "\n"
+	"  [ \"$s\" = \"$3\" ] && printf 'helper=1\\n'\n"
+	"fi\n"
+	"for t in setsid unshare mount env head; do\n"
+	"  command -v \"$t\" >/dev/null 2>&1 && printf 'has_%s=1\\n' \"$t\"\n"
+	"done\n"
+	"[ -d \"$4\" ] && printf 'root=1\\n'\n"
+	"if [ -f /sys/fs/cgroup/cgroup.controllers ] && "
+	"[ -w /sys/fs/cgroup/cgroup.procs ]; then\n"
+	"  c=\" $(cat /sys/fs/cgroup/cgroup.controllers) \"\n"
+	"  case $c in *' memory '*) case $c in *' cpu '*) "
+	"printf 'cgroup=v2\\n' ;; esac ;; esac\n"
+	"elif [ -w /sys/fs/cgroup/memory/cgroup.procs ] && "
+	"[ -w /sys/fs/cgroup/cpu/cgroup.procs ]; then\n"
+	"  printf 'cgroup=v1\\n'\n"
+	"fi\n"
+	"exit 0\n";
+
+/* $1 the cache directory, $2 the sha256; the program on stdin. */
+static const char sshb_upload_sh[] =
+	"umask 077\n"
+	"mkdir -p \"$1\" || exit 1\n"
+	"f=$1/.sg-helper-$2.$$\n"
+	"cat >\"$f\" || { rm -f \"$f\"; exit 1; }\n"
+	"s=$" SSHB_SHA256 "\n"
+	"if [ \"$s\" != \"$2\" ]; then\n"
+	"  rm -f \"$f\"\n"
+	"  printf 'the uploaded copy has the sha256 \"%s\", not %s (the host "
+	"needs sha256sum, shasum or openssl)\\n' \"$s\" \"$2\" >&2\n"
+	"  exit 3\n"
+	"fi\n"
+	"chmod 700 \"$f\" && mv -f \"$f\" \"$1/sg-helper-$2\"\n";
+
+/* $1 envdir, $2 the marker ("" to keep), $3 lease name, $4 lease text,
+ * $5 a mount point to create ("" for none). */
+static const char sshb_setup_sh[] =
+	"umask 077\n"
+	"e=$1\n"
+	"mkdir -p \"$e/workspace\" \"$e/ctl/proc\" \"$e/ctl/home\" \"$e/ctl/tmp\" "
+	"\"$e/run\" \"$e/leases\" || exit 1\n"
+	"chmod 700 \"$e\" \"$e/ctl\" \"$e/run\" || exit 1\n"
+	"if [ -n \"$2\" ]; then\n"
+	"  printf '%s\\n' \"$2\" >\"$e/env.json.tmp\" && "
+	"mv -f \"$e/env.json.tmp\" \"$e/env.json\" || exit 1\n"
+	"fi\n"
+	"rm -f \"$e/expires\"\n"
+	"printf '%s\\n' \"$4\" >\"$e/leases/$3\" || exit 1\n"
+	"if [ -n \"$5\" ] && [ ! -d \"$5\" ]; then\n"
+	"  (umask 022; mkdir -p \"$5\") 2>/dev/null || printf 'nomount=1\\n'\n"
+	"fi\n"
+	"exit 0\n";
+
+/* $1 v1|v2, $2 the cgroup's name, $3 memory bytes, $4 CPU quota per
+ * 100000 us (0: no limit). */
+static const char sshb_cgroup_sh[] =
+	"made=\n"
+	"fail() { printf 'error=%s\\n' \"$1\"; for d in $made; do "
+	"rmdir \"$d\" 2>/dev/null; done; exit 0; }\n"
+	"mk() { mkdir -p \"$1\" 2>/dev/null || fail \"cannot create the cgroup $1\"; "
+	"made=\"$1 $made\"; }\n"
+	"put() { printf '%s\\n' \"$2\" 2>/dev/null >\"$1\" || "
+	"fail \"cannot write $2 to $1\"; }\n"
+	"if [ \"$1\" = v2 ]; then\n"
+	"  b=/sys/fs/cgroup\n"
+	"  put $b/cgroup.subtree_control '+memory +cpu'\n"
+	"  mkdir -p $b/sandgate 2>/dev/null || fail \"cannot create $b/sandgate\"\n"
+	"  put $b/sandgate/cgroup.subtree_control '+memory +cpu'\n"
+	"  d=$b/sandgate/$2; mk \"$d\"\n"
+	"  if [ \"$3\" != 0 ]; then put \"$d/memory.max\" \"$3\"; "
+	"[ -f \"$d/memory.swap.max\" ] && put \"$d/memory.swap.max\" 0; fi\n"
+	"  [ \"$4\" = 0 ] || put \"$d/cpu.max\" \"$4 100000\"\n"
+	"  printf 'dir=%s\\nprocs=%s\\n' \"$d\" \"$d/cgroup.procs\"\n"
+	"else\n"
+	"  if [ \"$3\" != 0 ]; then\n"
+	"    d=/sys/fs/cgroup/memory/sandgate/$2; mk \"$d\"\n"
+	"    put \"$d/memory.limit_in_bytes\" \"$3\"\n"
+	"    printf 'dir=%s\\nprocs=%s\\n' \"$d\" \"$d/cgroup.procs\"\n"
+	"  fi\n"
+	"  if [ \"$4\" != 0 ]; then\n"
+	"    d=/sys/fs/cgroup/cpu/sandgate/$2; mk \"$d\"\n"
+	"    put \"$d/cpu.cfs_period_us\" 100000\n"
+	"    put \"$d/cpu.cfs_quota_us\" \"$4\"\n"
+	"    printf 'dir=%s\\nprocs=%s\\n' \"$d\" \"$d/cgroup.procs\"\n"
+	"  fi\n"
+	"fi\n"
+	"exit 0\n";
+
+/* $1 envdir, $2 lease name, $3 remove|keep|detach, $4 the idle deadline
+ * (0: none), then cgroup directories to remove. */
+static const char sshb_teardown_sh[] =
+	"e=$1 l=$2 m=$3 x=$4\n"
+	"shift 4\n"
+	"for d in \"$@\"; do rmdir \"$d\" 2>/dev/null || "
+	"printf 'busy=%s\\n' \"$d\"; done\n"
+	"[ -d \"$e\" ] || exit 0\n"
+	"rm -f \"$e/leases/$l\"\n"
+	"o=$(ls -A \"$e/leases\" 2>/dev/null)\n"
+	"if [ \"$m\" = remove ]; then\n"
+	"  if [ -n \"$o\" ]; then printf 'shared=1\\n'; exit 0; fi\n"
+	"  rm -rf -- \"$e\" || exit 1\n"
+	"  exit 0\n"
+	"fi\n"
+	"if [ \"$m\" = keep ] && [ -z \"$o\" ] && [ \"$x\" != 0 ]; then\n"
+	"  printf '%s\\n' \"$x\" >\"$e/expires\" || exit 1\n"
+	"fi\n"
+	"exit 0\n";
+
+/* $1 the run directory, $2 the exec's token. */
+static const char sshb_kill_sh[] =
+	": >\"$1/$2.cancel\"\n"
+	"p=$(cat \"$1/$2.pid\" 2>/dev/null)\n"
+	"[ -n \"$p\" ] && kill -9 -\"$p\" 2>/dev/null\n"
+	"exit 0\n";
+
+/* The environments under the workspace: "<expires> <leases> <marker>". */
+static const char sshb_list_sh[] =
+	SSHB_PROLOGUE
+	"for m in \"$w\"/*/env.json; do\n"
+	"  [ -f \"$m\" ] || continue\n"
+	"  d=${m%/env.json}\n"
+	"  x=$(cat \"$d/expires\" 2>/dev/null)\n"
+	"  n=$(ls -A \"$d/leases\" 2>/dev/null | wc -l)\n"
+	"  printf 'env=%s %s %s\\n' \"${x:-0}\" $n \"$(cat \"$m\")\"\n"
+	"done\n"
+	"exit 0\n";
+
+/* $2 the slug of the environment to remove. */
+static const char sshb_destroy_sh[] =
+	SSHB_PROLOGUE
+	"d=$w/$2\n"
+	"[ -f \"$d/env.json\" ] || { printf 'missing=1\\n'; exit 0; }\n"
+	"rm -rf -- \"$d\" || exit 1\n"
+	"exit 0\n";
+
+/*
+ * The wrapper every exec runs (see the top comment).  $1 run dir, $2
+ * token, $3 merge (1/0), $4 unshare options, $5 the directory to
+ * bind-mount on root ("" none), $6 root, $7 cwd, $8 "uid:gid" to map back
+ * to, $9 cgroup.procs files to join.  On stdin: "<n>\n", n bytes of
+ * quoted words (env -i -- NAME=value... argv...), then the command's
+ * stdin.  The inner script (after unshare) uses no single quotes: it sits
+ * inside this one's.
+ */
+static const char sshb_run_sh[] =
+	"r=$1 t=$2 m=$3 n=$4 s=$5 d=$6 c=$7 u=$8 g=$9\n"
+	"printf '\\036sg-run\\n' >&2\n"
+	"[ \"$m\" = 1 ] && exec 2>&1\n"
+	"IFS= read -r k && h=$(head -c \"$k\") && eval \"set -- $h\" || "
+	"{ printf 'sandgate: the command did not arrive\\n' >&2; exit 127; }\n"
+	"for f in $g; do\n"
+	"  printf '%s\\n' \"$$\" 2>/dev/null >\"$f\" || { printf 'sandgate: "
+	"cannot join the cgroup %s\\n' \"$f\" >&2; exit 127; }\n"
+	"done\n"
+	"exec 3<&0 </dev/null\n"
+	"if [ -n \"$n\" ]; then\n"
+	"  setsid unshare $n -- /bin/sh -c '"
+	"s=$1 d=$2 c=$3 u=$4; shift 4\n"
+	"if [ -n \"$s\" ]; then mount --bind \"$s\" \"$d\" || { printf "
+	"\"sandgate: cannot show the workspace at %s (mount --bind failed)\\n\" "
+	"\"$d\" >&2; exit 127; }; fi\n"
+	"cd -- \"$c\" 2>/dev/null || { printf \"sandgate: cannot enter the "
+	"directory %s\\n\" \"$c\" >&2; exit 127; }\n"
+	"if [ -n \"$u\" ]; then exec unshare --user --map-user=\"${u%:*}\" "
+	"--map-group=\"${u#*:}\" -- \"$@\"; fi\n"
+	"exec \"$@\"' sg-ns \"$s\" \"$d\" \"$c\" \"$u\" \"$@\" <&3 3<&- &\n"
+	"else\n"
+	"  cd -- \"$c\" 2>/dev/null || { printf 'sandgate: cannot enter the "
+	"directory %s\\n' \"$c\" >&2; exit 127; }\n"
+	"  setsid \"$@\" <&3 3<&- &\n"
+	"fi\n"
+	"p=$!\n"
+	"exec 3<&-\n"
+	"printf '%s\\n' \"$p\" >\"$r/$t.pid\"\n"
+	"[ -e \"$r/$t.cancel\" ] && kill -9 -\"$p\" 2>/dev/null\n"
+	"( while kill -0 \"$PPID\" 2>/dev/null; do sleep 1; done; "
+	"kill -9 -\"$p\" 2>/dev/null; kill -9 \"$$\" ) "
+	"</dev/null >/dev/null 2>&1 &\n"
+	"w=$!\n"
+	"wait \"$p\"\n"
+	"x=$?\n"
+	"kill -9 -\"$p\" 2>/dev/null\n"
+	"kill \"$w\" 2>/dev/null\n"
+	"rm -f \"$r/$t.pid\" \"$r/$t.cancel\"\n"
+	"exit \"$x\"\n";
+
+/* ---- Small helpers --------------------------------------------------- */
+
+static bool sshb_best_effort(const struct sg_profile *p, const char *field)
+{
+	for (size_t i = 0; p->best_effort && p->best_effort[i]; i++)
+		if (strcmp(p->best_effort[i], field) == 0)
+			return true;
+	return false;
+}
+
+/* The first executable `name` on this process's PATH (new), or NULL. */
+static char *sshb_find_program(const char *name)
+{
+	const char *path = getenv("PATH"), *p, *end;
+	char *found = NULL;
+
+	if (!path || !*path)
+		path = "/usr/local/bin:/usr/bin:/bin";
+	for (p = path; !found && *p; p = *end ? end + 1 : end) {
+		char *cand = NULL;
+
+		end = strchr(p, ':');
+		if (!end)
+			end = p + strlen(p);
+		if (end > p && *p == '/' &&
+		    asprintf(&cand, "%.*s/%s", (int)(end - p), p, name) >= 0 &&
+		    access(cand, X_OK) == 0)
+			found = cand;
+		else
+			free(cand);
+	}
+	return found;
+}
+
+static void sshb_hex(const unsigned char *b, size_t n, char *out)
+{
+	static const char hex[] = "0123456789abcdef";
+
+	for (size_t i = 0; i < n; i++) {
+		out[2 * i] = hex[b[i] >> 4];
+		out[2 * i + 1] = hex[b[i] & 15];
+	}
+	out[2 * n] = '\0';
+}
+
+/* SHA-256 of data as 64 hex digits into out[65]. */
+static bool sshb_sha256(const void *data, size_t n, char out[65])
+{
+	unsigned char md[EVP_MAX_MD_SIZE];
+	unsigned int len = 0;
+
+	if (!EVP_Digest(data, n, md, &len, EVP_sha256(), NULL) || len != 32)
+		return false;
+	sshb_hex(md, 32, out);
+	return true;
+}
+
+/*
+ * A file-name-safe form of an identity: safe bytes kept, others %XX.  A
+ * long identity keeps a readable head and gets a digest of the whole, so
+ * distinct identities never share a directory.  New string, or NULL.
+ */
+static char *sshb_slug(const char *id)
+{
+	static const char hex[] = "0123456789ABCDEF";
+	size_t n = strlen(id);
+	char *s = malloc(SSHB_SLUG_MAX + 4 + 18), *o = s, sum[65];
+	bool cut = false;
+
+	if (!s)
+		return NULL;
+	for (const unsigned char *p = (const unsigned char *)id; *p; p++) {
+		if (o - s >= SSHB_SLUG_MAX) {
+			cut = true;
+			break;
+		}
+		if ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
+		    (*p >= '0' && *p <= '9') || *p == '-' || *p == '_' ||
+		    (*p == '.' && p != (const unsigned char *)id)) {
+			*o++ = (char)*p;
+		} else {
+			*o++ = '%';
+			*o++ = hex[*p >> 4];
+			*o++ = hex[*p & 15];
+		}
+	}
+	*o = '\0';
+	if (cut || n == 0) {
+		if (!sshb_sha256(id, n, sum)) {
+			free(s);
+			return NULL;
+		}
+		*o++ = '-';
+		memcpy(o, sum, 16);
+		o[16] = '\0';
+	}
+	return s;
+}
+
+/* Is path equal to dir or below it?  Both absolute and normalised. */
+static bool sshb_under(const char *path, const char *dir)
+{
+	size_t n = strlen(dir);
+
+	if (n == 1 && dir[0] == '/')
+		return true;
+	return strncmp(path, dir, n) == 0 && (path[n] == '\0' || path[n] == '/');
+}
+
+/* A path with no "." or ".." component, no "//" and no trailing '/'. */
+static bool sshb_clean_path(const char *p)
+{
+	if (p[0] != '/')
+		return false;
+	if (strchr(p, '\n'))
+		return false;
+	for (const char *c = p; *c; c++) {
+		if (*c != '/')
+			continue;
+		if (c[1] == '/' || (c[1] == '\0' && c != p))
+			return false;
+		if (c[1] == '.' && (c[2] == '/' || c[2] == '\0'))
+			return false;
+		if (c[1] == '.' && c[2] == '.' && (c[3] == '/' || c[3] == '\0'))
+			return false;
+	}
+	return true;
+}
+
+/*
+ * `-o Key=path` for an option ssh percent-expands and splits on blanks:
+ * '%' doubled, and the whole value in double quotes when it has a blank.
+ */
+static sg_err sshb_path_opt(struct sg_strv *av, const char *key, const char *path)
+{
+	struct sg_buf b = SG_BUF_INIT(2 * SG_PATH_MAX + 64);
+	bool quote = strpbrk(path, " \t") != NULL;
+	sg_err rc = sg_buf_addf(&b, "%s=%s", key, quote ? "\"" : "");
+
+	for (const char *c = path; !rc && *c; c++)
+		rc = *c == '%' ? sg_buf_adds(&b, "%%") : sg_buf_addc(&b, *c);
+	if (!rc && quote)
+		rc = sg_buf_addc(&b, '"');
+	if (!rc)
+		rc = sg_strv_add(av, "-o");
+	if (!rc)
+		rc = sg_strv_add(av, b.p);
+	sg_buf_release(&b);
+	return rc;
+}
+
+/*
+ * The value of `key` in key=value lines (new string), or NULL.  The last
+ * line with the key wins.
+ */
+static char *sshb_kv(const char *text, const char *key)
+{
+	size_t kn = strlen(key);
+	const char *found = NULL, *line = text;
+
+	while (line && *line) {
+		if (strncmp(line, key, kn) == 0 && line[kn] == '=')
+			found = line + kn + 1;
+		line = strchr(line, '\n');
+		if (line)
+			line++;
+	}
+	if (!found)
+		return NULL;
+	return strndup(found, strcspn(found, "\n"));
+}
+
+static bool sshb_flag(const char *text, const char *key)
+{
+	char *v = sshb_kv(text, key);
+	bool on = v && strcmp(v, "1") == 0;
+
+	free(v);
+	return on;
+}
+
+/*
+ * The last line of ssh's stderr worth quoting into a sentence, into out:
+ * warnings and the remote side's banners are skipped.
+ */
+static void sshb_last_line(const char *text, char *out, size_t n)
+{
+	const char *best = NULL, *line = text;
+	size_t blen = 0;
+
+	while (line && *line) {
+		size_t len = strcspn(line, "\n");
+
+		if (len > 0 && strncmp(line, "Warning:", 8) != 0 && line[0] != '@')
+			best = line, blen = len;
+		line += len;
+		if (*line)
+			line++;
+	}
+	if (!best) {
+		snprintf(out, n, "no message");
+		return;
+	}
+	while (blen > 0 && (best[blen - 1] == '\r' || best[blen - 1] == '.'))
+		blen--;
+	snprintf(out, n, "%.*s", (int)blen, best);
+}
+
+/* Remove the wrapper's marker from err; report whether it was there. */
+static bool sshb_unmark(struct sg_buf *err)
+{
+	char *at = strstr(err->p, SSHB_MARK);
+	size_t len, before, mark = sizeof(SSHB_MARK) - 1;
+	char *all;
+
+	if (!at)
+		return false;
+	before = (size_t)(at - err->p);
+	all = sg_buf_take(err, &len);
+	/*
+	 * What goes back is shorter than what was there, so it fits under the
+	 * same max; only an allocation can fail, and then err stays empty.
+	 */
+	if (all && (sg_buf_add(err, all, before) ||
+		    sg_buf_add(err, all + before + mark, len - before - mark)))
+		sg_buf_reset(err);
+	free(all);
+	return true;
+}
+
+/* ---- The ssh command lines ------------------------------------------ */
+
+/* "host", "[host]:port" or "user@host": how messages name the host. */
+static void sshb_where(const struct sg_profile *p, char *out, size_t n)
+{
+	if (p->port && p->port != 22)
+		snprintf(out, n, "%s%s[%s]:%d", p->user ? p->user : "",
+			 p->user ? "@" : "", p->host, p->port);
+	else
+		snprintf(out, n, "%s%s%s", p->user ? p->user : "", p->user ? "@" : "",
+			 p->host);
+}
+
+/*
+ * Build "ssh" and the options every call shares: strict host keys, no
+ * prompts, no forwarding of anything, the profile's port, user, identity
+ * and known hosts, and the ControlPath (sock NULL: none, one connection
+ * per call, for the operator commands).
+ */
+static sg_err sshb_base_argv(const struct sg_profile *p, const char *sock,
+			     struct sg_strv *av)
+{
+	static const char *const fixed[] = {
+		"ssh", "-T", "-x", "-a",
+		"-o", "BatchMode=yes",
+		"-o", "StrictHostKeyChecking=yes",
+		"-o", "UpdateHostKeys=no",
+		"-o", "VerifyHostKeyDNS=no",
+		"-o", "CheckHostIP=no",
+		"-o", "ClearAllForwardings=yes",
+		"-o", "PermitLocalCommand=no",
+		"-o", "ForwardAgent=no",
+		"-o", "LogLevel=ERROR",
+		NULL
+	};
+	sg_err rc = sg_strv_addv(av, fixed);
+
+	if (!rc)
+		rc = sg_strv_add(av, "-o");
+	if (!rc)
+		rc = sg_strv_addf(av, "ConnectTimeout=%d", SSHB_CONNECT_TIMEOUT_S);
+	if (!rc)
+		rc = sg_strv_add(av, "-o");
+	if (!rc)
+		rc = sg_strv_addf(av, "ServerAliveInterval=%d", SSHB_ALIVE_INTERVAL_S);
+	if (!rc)
+		rc = sg_strv_addv(av, (const char *[]){ "-o", "ServerAliveCountMax=3", NULL });
+	if (!rc && p->known_hosts_file) {
+		rc = sshb_path_opt(av, "UserKnownHostsFile", p->known_hosts_file);
+		/* Only the configured file: the check is against it alone. */
+		if (!rc)
+			rc = sg_strv_addv(av, (const char *[]){ "-o",
+								 "GlobalKnownHostsFile=none", NULL });
+	}
+	if (!rc && p->identity_file) {
+		rc = sg_strv_addv(av, (const char *[]){ "-o", "IdentitiesOnly=yes", NULL });
+		if (!rc)
+			rc = sshb_path_opt(av, "IdentityFile", p->identity_file);
+	}
+	if (!rc && p->port) {
+		rc = sg_strv_add(av, "-p");
+		if (!rc)
+			rc = sg_strv_addf(av, "%d", p->port);
+	}
+	if (!rc && p->user)
+		rc = sg_strv_addv(av, (const char *[]){ "-l", p->user, NULL });
+	if (!rc && sock)
+		rc = sshb_path_opt(av, "ControlPath", sock);
+	else if (!rc)
+		rc = sg_strv_addv(av, (const char *[]){ "-o", "ControlPath=none", NULL });
+	return rc;
+}
+
+/*
+ * The local ssh client's environment: what it needs to find the user's
+ * config, keys and agent, and a fixed locale so its messages can be read.
+ * Nothing else of sandgate's environment.
+ */
+static sg_err sshb_client_env(struct sg_strv *env)
+{
+	static const char *const pass[] = { "PATH", "HOME", "USER", "LOGNAME",
+					    "SSH_AUTH_SOCK", "KRB5CCNAME", NULL };
+	sg_err rc = SG_OK;
+
+	for (size_t i = 0; !rc && pass[i]; i++) {
+		const char *v = getenv(pass[i]);
+
+		if (v)
+			rc = sg_strv_addf(env, "%s=%s", pass[i], v);
+	}
+	if (!rc && !getenv("PATH"))
+		rc = sg_strv_add(env, "PATH=/usr/local/bin:/usr/bin:/bin");
+	if (!rc)
+		rc = sg_strv_add(env, "LC_ALL=C");
+	return rc;
+}
+
+/*
+ * Turn a failed connection (ssh exited 255 before running anything) into
+ * one sentence: which file to fix for a host key, what to check for a
+ * refused login, ssh's own words otherwise.  Always SG_E_UNAVAILABLE.
+ */
+static sg_err sshb_connect_error(const struct sg_profile *p, const char *text,
+				 struct sg_errinfo *err)
+{
+	const char *kh = p->known_hosts_file ? p->known_hosts_file : "~/.ssh/known_hosts";
+	char where[300], key[300], last[200], port[32] = "";
+
+	sshb_where(p, where, sizeof(where));
+	if (p->port && p->port != 22) {
+		snprintf(key, sizeof(key), "[%s]:%d", p->host, p->port);
+		snprintf(port, sizeof(port), " -p %d", p->port);
+	} else {
+		snprintf(key, sizeof(key), "%s", p->host);
+	}
+	sshb_last_line(text, last, sizeof(last));
+	if (strstr(text, "REMOTE HOST IDENTIFICATION HAS CHANGED") ||
+	    strstr(text, "has changed and you have requested strict checking"))
+		return sg_err_set(err, SG_E_UNAVAILABLE,
+				  "the host key of %s does not match %s (keys are checked strictly): if the change is expected, run ssh-keygen -R '%s' -f %s, then connect once with plain ssh to record the new key",
+				  key, kh, key, kh);
+	if (strstr(text, "Host key verification failed") ||
+	    strstr(text, "host key is known for"))
+		return sg_err_set(err, SG_E_UNAVAILABLE,
+				  "the host key of %s is not in %s (keys are checked strictly): connect once with plain ssh to verify and record it (ssh%s -o UserKnownHostsFile=%s %s), then retry",
+				  key, kh, port, kh, p->host);
+	if (strstr(text, "Permission denied") || strstr(text, "Too many authentication failures"))
+		return sg_err_set(err, SG_E_UNAVAILABLE,
+				  "%s refused the ssh login (%s): check identity_file%s%s and the host's authorized_keys",
+				  where, last, p->identity_file ? " " : "",
+				  p->identity_file ? p->identity_file : "");
+	return sg_err_set(err, SG_E_UNAVAILABLE, "cannot reach %s over ssh: %s",
+			  where, last);
+}
+
+/* Run one ssh client process: argv as built, the client's environment. */
+static sg_err sshb_spawn(const struct sg_strv *av, const struct sg_strv *cenv,
+			 const void *in, size_t inlen, int64_t timeout_ms,
+			 bool detaches, struct sg_exec_result *r,
+			 struct sg_cancel *cancel, struct sg_errinfo *err)
+{
+	struct sg_child c = {
+		.argv = sg_strv_get(av),
+		.envp = sg_strv_get(cenv),
+		.stdin_data = in,
+		.stdin_len = inlen,
+		.timeout_ms = timeout_ms,
+		.detaches = detaches,
+	};
+	sg_err rc = sg_exec_run(&c, r, cancel, err);
+
+	if (!rc && r->exit_code == 127 && !r->signal && strstr(r->err.p, "ssh"))
+		rc = sg_err_set(err, SG_E_UNAVAILABLE,
+				"the OpenSSH client could not be started: %.160s", r->err.p);
+	return rc;
+}
+
+/* ---- The master connection ------------------------------------------ */
+
+/* Does a master answer on the control socket?  A local connect() only. */
+static bool sshb_master_alive(const char *sock)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	int fd;
+	bool alive;
+
+	if (strlen(sock) >= sizeof(sa.sun_path))
+		return false;
+	memcpy(sa.sun_path, sock, strlen(sock) + 1);
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return false;
+	alive = connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0;
+	close(fd);
+	return alive;
+}
+
+/* One `ssh -O <cmd>` to the master; true when it exited 0. */
+static bool sshb_master_ctl(struct ssh_env *se, const char *cmd)
+{
+	struct sg_strv av = SG_STRV_INIT;
+	struct sg_exec_result r;
+	struct sg_errinfo ignore = { 0 };
+	bool ok = false;
+
+	sg_exec_result_init(&r, SG_KiB);
+	if (!sg_strv_addv(&av, sg_strv_get(&se->ssh)) &&
+	    !sg_strv_addv(&av, (const char *[]){ "-O", cmd, "--",
+						  se->base.profile->host, NULL }) &&
+	    !sshb_spawn(&av, &se->cenv, NULL, 0, SSHB_CHECK_MS, false, &r, NULL,
+			&ignore))
+		ok = r.exit_code == 0;
+	sg_exec_result_release(&r);
+	sg_strv_release(&av);
+	return ok;
+}
+
+/*
+ * Start the master: authenticate, then go to the background (-f), where
+ * it serves every later call until `-O exit` or ControlPersist seconds
+ * without a client.  Its stdio is /dev/null once it forks, and it leads
+ * its own session, so it neither holds our pipes nor dies with our group.
+ */
+static sg_err sshb_master_start(struct ssh_env *se, struct sg_cancel *cancel,
+				struct sg_errinfo *err)
+{
+	const struct sg_profile *p = se->base.profile;
+	int64_t persist = p->lifetime_seconds > SSHB_MIN_PERSIST_S
+				  ? p->lifetime_seconds : SSHB_MIN_PERSIST_S;
+	struct sg_strv av = SG_STRV_INIT;
+	struct sg_exec_result r;
+	sg_err rc;
+
+	sg_exec_result_init(&r, SG_KiB);
+	rc = sg_strv_addv(&av, sg_strv_get(&se->ssh));
+	if (!rc)
+		rc = sg_strv_addv(&av, (const char *[]){ "-o", "ControlMaster=yes", "-o", NULL });
+	if (!rc)
+		rc = sg_strv_addf(&av, "ControlPersist=%lld", (long long)persist);
+	if (!rc)
+		rc = sg_strv_addv(&av, (const char *[]){ "-N", "-f", "--", p->host, NULL });
+	if (rc) {
+		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
+		goto out;
+	}
+	unlink(se->sock); /* a stale socket of a master that died */
+	rc = sshb_spawn(&av, &se->cenv, NULL, 0, SSHB_MASTER_MS, true, &r, cancel, err);
+	if (rc)
+		goto out;
+	if (r.timed_out) {
+		char where[300];
+
+		sshb_where(p, where, sizeof(where));
+		rc = sg_err_set(err, SG_E_UNAVAILABLE,
+				"ssh to %s did not finish logging in within %d s",
+				where, SSHB_MASTER_MS / 1000);
+		goto out;
+	}
+	if (r.exit_code != 0) {
+		rc = sshb_connect_error(p, r.err.p, err);
+		goto out;
+	}
+	if (!sshb_master_alive(se->sock)) {
+		rc = sg_err_set(err, SG_E_UNAVAILABLE,
+				"ssh logged in but left no master connection at %s", se->sock);
+		goto out;
+	}
+	rc = SG_OK;
+out:
+	sg_exec_result_release(&r);
+	sg_strv_release(&av);
+	return rc;
+}
+
+/* The master, started again if it went away (serialised per env). */
+static sg_err sshb_master_ensure(struct ssh_env *se, struct sg_cancel *cancel,
+				 struct sg_errinfo *err)
+{
+	sg_err rc = SG_OK;
+
+	pthread_mutex_lock(&se->lock);
+	if (!sshb_master_alive(se->sock)) {
+		if (se->master)
+			sg_log_info("the ssh master for %s is gone; connecting again",
+				    se->base.id);
+		rc = sshb_master_start(se, cancel, err);
+		if (!rc)
+			se->master = true;
+	}
+	pthread_mutex_unlock(&se->lock);
+	return rc;
+}
+
+static void sshb_master_stop(struct ssh_env *se)
+{
+	if (se->sock && sshb_master_alive(se->sock))
+		sshb_master_ctl(se, "exit");
+	if (se->sock)
+		unlink(se->sock);
+	se->master = false;
+}
+
+/*
+ * Run `cmd` on the host over the master (started again first if it went
+ * away, unless `reconnect` is false).  Returns SG_OK when ssh ran; r has
+ * what it gave.
+ */
+static sg_err sshb_run(struct ssh_env *se, const char *cmd, const void *in,
+		       size_t inlen, int64_t timeout_ms, bool reconnect,
+		       struct sg_exec_result *r, struct sg_cancel *cancel,
+		       struct sg_errinfo *err)
+{
+	struct sg_strv av = SG_STRV_INIT;
+	sg_err rc = reconnect ? sshb_master_ensure(se, cancel, err) : SG_OK;
+
+	if (rc)
+		return rc;
+	if (sg_strv_addv(&av, sg_strv_get(&se->ssh)) ||
+	    sg_strv_addv(&av, (const char *[]){ "-o", "ControlMaster=no", "--",
+						 se->base.profile->host, cmd, NULL })) {
+		sg_strv_release(&av);
+		return sg_err_set(err, SG_E_INTERNAL, "out of memory");
+	}
+	rc = sshb_spawn(&av, &se->cenv, in, inlen, timeout_ms, false, r, cancel, err);
+	sg_strv_release(&av);
+	return rc;
+}
+
+/* "exec /bin/sh -c <script> <name> <args...>", every word quoted. */
+static sg_err sshb_script_line(const char *script, const char *name,
+			       const char *const *args, struct sg_buf *line)
+{
+	sg_err rc = sg_buf_adds(line, "exec /bin/sh -c ");
+
+	if (!rc)
+		rc = sg_shquote(line, script);
+	if (!rc)
+		rc = sg_buf_addc(line, ' ');
+	if (!rc)
+		rc = sg_shquote(line, name);
+	for (size_t i = 0; !rc && args && args[i]; i++) {
+		rc = sg_buf_addc(line, ' ');
+		if (!rc)
+			rc = sg_shquote(line, args[i]);
+	}
+	return rc;
+}
+
+/*
+ * Run one of our scripts on the host.  SG_OK when it ran (its exit status
+ * is in r); a transport failure (ssh's 255) is SG_E_UNAVAILABLE, with the
+ * master checked to say which: a lost connection or a refused session.
+ */
+static sg_err sshb_script(struct ssh_env *se, const char *script,
+			  const char *const *args, const void *in, size_t inlen,
+			  int64_t timeout_ms, struct sg_exec_result *r,
+			  struct sg_cancel *cancel, struct sg_errinfo *err)
+{
+	struct sg_buf line = SG_BUF_INIT(SSHB_LINE_MAX);
+	char where[300], last[200];
+	sg_err rc = sshb_script_line(script, "sg", args, &line);
+
+	if (rc) {
+		rc = sg_err_set(err, rc, "a remote step's arguments are too long");
+		goto out;
+	}
+	rc = sshb_run(se, line.p, in, inlen, timeout_ms, true, r, cancel, err);
+	if (rc)
+		goto out;
+	sshb_where(se->base.profile, where, sizeof(where));
+	if (r->timed_out) {
+		rc = sg_err_set(err, SG_E_UNAVAILABLE,
+				"a step on %s did not finish within %lld s",
+				where, (long long)(timeout_ms / 1000));
+		goto out;
+	}
+	if (r->exit_code == 255 || r->signal) {
+		sshb_last_line(r->err.p, last, sizeof(last));
+		if (!sshb_master_ctl(se, "check"))
+			rc = sg_err_set(err, SG_E_UNAVAILABLE,
+					"the ssh connection to %s was lost (%s)", where, last);
+		else
+			rc = sg_err_set(err, SG_E_UNAVAILABLE,
+					"ssh could not run a step on %s: %s", where, last);
+	}
+out:
+	sg_buf_release(&line);
+	return rc;
+}
+
+/* ---- validate ------------------------------------------------------- */
+
+static sg_err ssh_validate(const struct sg_profile *p, struct sg_errinfo *err)
+{
+	/* The fields config.c knows; anything else in raw is foreign here. */
+	static const char *const known[] = {
+		"backend", "image", "snapshot", "workspace", "user",
+		"host_workspace", "host", "identity_file", "known_hosts_file",
+		"worker", "python", "persistent", "shared", "mount_read_only",
+		"network", "cpus", "memory_mb", "port", "lifetime_seconds",
+		"shutdown_timeout_ms", "forward_env", "best_effort", "command",
+		"shutdown_grace_ms", NULL
+	};
+	static const char *const foreign[] = { "image", "snapshot", "host_workspace",
+					       NULL };
+	const char *values[] = { p->image, p->snapshot, p->host_workspace, NULL };
+	const char *key;
+	json_t *v;
+	char *ssh;
+
+	if (json_is_object(p->raw)) {
+		json_object_foreach(p->raw, key, v) {
+			size_t i;
+
+			for (i = 0; known[i] && strcmp(known[i], key) != 0; i++)
+				;
+			if (!known[i] && !sshb_best_effort(p, key))
+				return sg_err_set(err, SG_E_UNSUPPORTED,
+						  "field \"%s\" (profile \"%s\") is not known to the ssh backend",
+						  key, p->name);
+		}
+	}
+	if (!p->host || !*p->host)
+		return sg_err_set(err, SG_E_INVALID_ARGUMENT,
+				  "field \"host\" (profile \"%s\") is required by the ssh backend",
+				  p->name);
+	if (p->host[0] == '-' || strpbrk(p->host, " \t\r\n\"'\\"))
+		return sg_err_set(err, SG_E_INVALID_ARGUMENT,
+				  "field \"host\" (profile \"%s\") must be a host name or an ssh alias",
+				  p->name);
+	if (p->user && (p->user[0] == '-' || strpbrk(p->user, " \t\r\n\"'\\@")))
+		return sg_err_set(err, SG_E_INVALID_ARGUMENT,
+				  "field \"user\" (profile \"%s\") must be a login name",
+				  p->name);
+	for (size_t i = 0; foreign[i]; i++)
+		if (values[i] && !sshb_best_effort(p, foreign[i]))
+			return sg_err_set(err, SG_E_UNSUPPORTED,
+					  "field \"%s\" (profile \"%s\") cannot be honoured by the ssh backend",
+					  foreign[i], p->name);
+	if (p->mount_read_only && !sshb_best_effort(p, "mount_read_only"))
+		return sg_err_set(err, SG_E_UNSUPPORTED,
+				  "field \"mount_read_only\" (profile \"%s\") cannot be honoured by the ssh backend",
+				  p->name);
+	if (p->network == SG_NET_ALLOW && !sshb_best_effort(p, "network"))
+		return sg_err_set(err, SG_E_UNSUPPORTED,
+				  "network allow lists (profile \"%s\") cannot be enforced by the ssh backend; use \"none\" (a network namespace on the host) or \"default\"",
+				  p->name);
+	if (p->workspace) {
+		/* "~" and "~/x" are the login's home and below it. */
+		const char *abs = strncmp(p->workspace, "~/", 2) == 0 ? p->workspace + 1
+				  : p->workspace;
+
+		if (strcmp(p->workspace, "~") != 0 &&
+		    (strlen(abs) >= SG_PATH_MAX / 2 || !sshb_clean_path(abs)))
+			return sg_err_set(err, SG_E_INVALID_ARGUMENT,
+					  "field \"workspace\" (profile \"%s\") must be an absolute path on the host, or ~/path, without . or .. parts",
+					  p->name);
+	}
+	{
+		const char *files[] = { p->identity_file, p->known_hosts_file };
+		const char *names[] = { "identity_file", "known_hosts_file" };
+
+		for (size_t i = 0; i < 2; i++)
+			if (files[i] && strpbrk(files[i], "\"\r\n"))
+				return sg_err_set(err, SG_E_INVALID_ARGUMENT,
+						  "field \"%s\" (profile \"%s\") must not contain quotes or newlines",
+						  names[i], p->name);
+	}
+	if (p->identity_file && p->identity_file[0] != '~' &&
+	    access(p->identity_file, R_OK) != 0)
+		return sg_err_set(err, SG_E_INVALID_ARGUMENT,
+				  "identity_file %s (profile \"%s\") cannot be read: %s",
+				  p->identity_file, p->name, strerror(errno));
+	ssh = sshb_find_program("ssh");
+	if (!ssh)
+		return sg_err_set(err, SG_E_UNSUPPORTED,
+				  "the ssh backend needs the OpenSSH client (ssh) on this host's PATH (apt-get install openssh-client)");
+	free(ssh);
+	/*
+	 * cpus, memory_mb and network "none" depend on what the host allows,
+	 * which only provision() can observe; it refuses them there.
+	 */
+	return SG_OK;
+}
+
+/* ---- provision ------------------------------------------------------ */
+
+/* sg-helper's bytes (new) and their sha256. */
+static sg_err sshb_read_helper(const char *path, char **data, size_t *len,
+			       char sum[65], struct sg_errinfo *err)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	struct stat st;
+	size_t got = 0;
+	sg_err rc = SG_OK;
+
+	*data = NULL;
+	*len = 0;
+	if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+		rc = sg_err_set(err, SG_E_INTERNAL, "cannot read sg-helper at %s: %s",
+				path, fd < 0 ? strerror(errno) : "not a regular file");
+		goto out;
+	}
+	if ((size_t)st.st_size > SSHB_HELPER_MAX || st.st_size == 0) {
+		rc = sg_err_set(err, SG_E_INTERNAL, "sg-helper at %s has an implausible size",
+				path);
+		goto out;
+	}
+	*data = malloc((size_t)st.st_size);
+	if (!*data) {
+		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
+		goto out;
+	}
+	while (got < (size_t)st.st_size) {
+		ssize_t n = read(fd, *data + got, (size_t)st.st_size - got);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			rc = sg_err_set(err, SG_E_INTERNAL, "cannot read sg-helper at %s: %s",
+					path, n < 0 ? strerror(errno) : "it shrank");
+			goto out;
+		}
+		got += (size_t)n;
+	}
+	*len = got;
+	if (!sshb_sha256(*data, got, sum))
+		rc = sg_err_set(err, SG_E_INTERNAL, "cannot compute sha256 of sg-helper");
+out:
+	if (fd >= 0)
+		close(fd);
+	if (rc) {
+		free(*data);
+		*data = NULL;
+		*len = 0;
+	}
+	return rc;
+}
+
+/*
+ * The master's socket on this host: <state>/ssh/<digest>.sock, or under a
+ * private directory in /tmp when the state dir's path is too long for a
+ * unix socket.  The digest covers the session and a random nonce, so each
+ * environment (even two sessions of one identity) has its own master.
+ */
+static sg_err sshb_sock_path(struct ssh_env *se, struct sg_errinfo *err)
+{
+	const struct sg_env *env = &se->base;
+	struct sg_buf seed = SG_BUF_INIT(SG_PATH_MAX);
+	char sum[65], *dir = NULL;
+	struct stat st;
+	sg_err rc;
+
+	rc = sg_buf_addf(&seed, "%s\n%s\n%ld\n%s", env->identity, env->session,
+			 (long)getpid(), se->nonce);
+	if (rc || !sshb_sha256(seed.p, seed.len, sum)) {
+		rc = sg_err_set(err, SG_E_INTERNAL, "cannot name the ssh control socket");
+		goto out;
+	}
+	sum[16] = '\0';
+	if (strlen(env->state_dir) + strlen("/ssh/.sock") + 16 <= SSHB_SOCK_MAX) {
+		if (asprintf(&dir, "%s/ssh", env->state_dir) < 0)
+			dir = NULL;
+	} else if (asprintf(&dir, "/tmp/sandgate-ssh-%ld", (long)getuid()) < 0) {
+		dir = NULL;
+	}
+	if (!dir) {
+		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
+		goto out;
+	}
+	if (mkdir(dir, 0700) != 0 && errno != EEXIST) {
+		rc = sg_err_set(err, SG_E_INTERNAL, "cannot create %s: %s", dir,
+				strerror(errno));
+		goto out;
+	}
+	/* Only a private directory of ours may hold the socket. */
+	if (lstat(dir, &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != getuid() ||
+	    (st.st_mode & 077)) {
+		rc = sg_err_set(err, SG_E_INTERNAL,
+				"%s must be a directory of this user with mode 0700", dir);
+		goto out;
+	}
+	if (asprintf(&se->sock, "%s/%s.sock", dir, sum) < 0) {
+		se->sock = NULL;
+		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
+		goto out;
+	}
+	rc = SG_OK;
+out:
+	sg_buf_release(&seed);
+	free(dir);
+	return rc;
+}
+
+/*
+ * A root the mount namespace may put the workspace on: not a system
+ * directory (bind-mounting over it would break every command), and not a
+ * directory that holds sandgate's own parts on the host.
+ */
+static bool sshb_root_allowed(const char *root, const char *envdir,
+			      const char *helper)
+{
+	static const char *const below[] = { "/proc", "/sys", "/dev", NULL };
+	static const char *const exact[] = { "/usr", "/etc", "/bin", "/sbin", "/lib",
+					     "/lib32", "/lib64", "/libx32", "/tmp",
+					     "/var", "/boot", "/opt", "/home", "/root",
+					     "/run", "/srv", "/mnt", "/media", NULL };
+
+	if (!sshb_clean_path(root) || strcmp(root, "/") == 0)
+		return false;
+	for (size_t i = 0; below[i]; i++)
+		if (sshb_under(root, below[i]))
+			return false;
+	for (size_t i = 0; exact[i]; i++)
+		if (strcmp(root, exact[i]) == 0)
+			return false;
+	return !sshb_under(envdir, root) && !sshb_under(helper, root) &&
+	       !sshb_under(root, envdir);
+}
+
+/* The environment's marker, env.json on the host (new string). */
+static char *sshb_marker(struct ssh_env *se)
+{
+	const struct sg_env *env = &se->base;
+	const struct sg_profile *p = env->profile;
+	json_t *m = json_pack("{s:s, s:s, s:s, s:s, s:s, s:I, s:b, s:b, s:I, s:s, s:s}",
+			      "backend", "ssh", "id", env->id, "identity",
+			      env->identity, "session", env->session, "profile",
+			      p->name, "created", (json_int_t)time(NULL),
+			      "persistent", p->persistent, "shared", p->shared,
+			      "lifetime_seconds", (json_int_t)p->lifetime_seconds,
+			      "root", env->root, "directory", se->files);
+	char *s = m ? json_dumps(m, JSON_COMPACT) : NULL;
+
+	json_decref(m);
+	return s;
+}
+
+/* Make the cgroup limits on the host; applied gets what was set. */
+static sg_err sshb_limits(struct ssh_env *se, const char *kind, json_t *applied,
+			  struct sg_cancel *cancel, struct sg_errinfo *err)
+{
+	const struct sg_profile *p = se->base.profile;
+	struct sg_exec_result r;
+	char name[128], mem[32], cpu[32], *e = NULL;
+	long quota = p->cpus > 0 ? (long)(p->cpus * 100000.0 + 0.5) : 0;
+	struct sg_buf procs = SG_BUF_INIT(SG_PATH_MAX * 4);
+	sg_err rc;
+
+	sg_exec_result_init(&r, SSHB_REPLY_MAX);
+	snprintf(name, sizeof(name), "%.80s-%s", se->base.id + 4, se->nonce);
+	snprintf(mem, sizeof(mem), "%lld",
+		 p->memory_mb > 0 ? (long long)p->memory_mb * 1024 * 1024 : 0LL);
+	snprintf(cpu, sizeof(cpu), "%ld", quota);
+	rc = sshb_script(se, sshb_cgroup_sh, (const char *[]){ kind, name, mem, cpu, NULL },
+			 NULL, 0, SSHB_STEP_MS, &r, cancel, err);
+	if (rc)
+		goto out;
+	e = sshb_kv(r.out.p, "error");
+	if (e || r.exit_code != 0) {
+		rc = sg_err_set(err, SG_E_UNSUPPORTED,
+				"cpus and memory_mb cannot be applied on the host: %s",
+				e ? e : "the cgroup step failed");
+		goto out;
+	}
+	for (const char *line = r.out.p; line && *line;) {
+		size_t len = strcspn(line, "\n");
+
+		if (strncmp(line, "dir=", 4) == 0 &&
+		    sg_strv_addf(&se->cgroups, "%.*s", (int)len - 4, line + 4))
+			rc = SG_E_INTERNAL;
+		if (strncmp(line, "procs=", 6) == 0 &&
+		    ((procs.len && sg_buf_addc(&procs, ' ')) ||
+		     sg_buf_add(&procs, line + 6, len - 6)))
+			rc = SG_E_INTERNAL;
+		line += len;
+		if (*line)
+			line++;
+	}
+	if (rc || !(se->cgprocs = strdup(procs.p))) {
+		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
+		goto out;
+	}
+	if (p->memory_mb > 0)
+		json_object_set_new(applied, "memory_mb", json_integer(p->memory_mb));
+	if (quota > 0)
+		json_object_set_new(applied, "cpus", json_real((double)quota / 100000.0));
+	rc = SG_OK;
+out:
+	free(e);
+	sg_buf_release(&procs);
+	sg_exec_result_release(&r);
+	return rc;
+}
+
+static sg_err ssh_exec(struct sg_env *env, const struct sg_exec *x,
+		       struct sg_exec_result *out, struct sg_cancel *cancel,
+		       struct sg_errinfo *err);
+
+/*
+ * Run `true` through the wrapper with the namespaces and cgroups in place,
+ * so what the host does not allow is refused now, not at the first tool.
+ */
+static sg_err sshb_trial(struct ssh_env *se, const char *field,
+			 struct sg_cancel *cancel, struct sg_errinfo *err)
+{
+	static const char *const argv[] = { "true", NULL };
+	static const char *const envp[] = { "PATH=/usr/local/bin:/usr/bin:/bin", NULL };
+	struct sg_exec x = { .argv = argv, .envp = envp, .max_output = SG_KiB,
+			     .timeout_ms = SSHB_STEP_MS };
+	struct sg_exec_result r;
+	char where[300], last[200];
+	sg_err rc;
+
+	sg_exec_result_init(&r, SG_KiB);
+	rc = ssh_exec(&se->base, &x, &r, cancel, err);
+	if (!rc && (r.exit_code != 0 || r.timed_out)) {
+		sshb_where(se->base.profile, where, sizeof(where));
+		sshb_last_line(r.err.p, last, sizeof(last));
+		rc = sg_err_set(err, SG_E_UNSUPPORTED,
+				"%s cannot be honoured on %s: a trial command failed (%s)",
+				field, where, last);
+	}
+	sg_exec_result_release(&r);
+	return rc;
+}
+
+static sg_err ssh_provision(struct sg_env *env, struct sg_cancel *cancel,
+			    struct sg_errinfo *err)
+{
+	struct ssh_env *se = (struct ssh_env *)env;
+	const struct sg_profile *p = env->profile;
+	json_t *applied = json_object(), *requested = json_object();
+	struct sg_exec_result r;
+	struct utsname un;
+	char *slug = NULL, *helper = NULL, *probe = NULL, *home = NULL, *ws = NULL;
+	char *v = NULL, *marker = NULL, *lease_text = NULL, *cgkind = NULL;
+	char sum[65], where[300], host[256] = "";
+	const char *view = "direct", *field = NULL;
+	unsigned char rnd[8];
+	size_t helper_len = 0;
+	bool fresh = false, made = false, uploaded = false, netns = false;
+	long uid;
+	sg_err rc;
+
+	sg_exec_result_init(&r, SSHB_REPLY_MAX);
+	sshb_where(p, where, sizeof(where));
+	if (pthread_mutex_init(&se->lock, NULL) != 0) {
+		rc = sg_err_set(err, SG_E_INTERNAL, "cannot create a lock");
+		goto out;
+	}
+	se->lock_ready = true;
+	if (getentropy(rnd, sizeof(rnd)) != 0) {
+		rc = sg_err_set(err, SG_E_INTERNAL, "no randomness: %s", strerror(errno));
+		goto out;
+	}
+	sshb_hex(rnd, sizeof(rnd), se->nonce);
+	slug = sshb_slug(env->identity);
+	if (!slug) {
+		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
+		goto out;
+	}
+	snprintf(env->id, sizeof(env->id), "ssh-%s", slug);
+	rc = sshb_sock_path(se, err);
+	if (rc)
+		goto out;
+	if (sshb_client_env(&se->cenv) || sshb_base_argv(p, se->sock, &se->ssh)) {
+		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
+		goto out;
+	}
+	rc = sshb_read_helper(env->helper_host, &helper, &helper_len, sum, err);
+	if (rc)
+		goto out;
+
+	/* 1. The master connection: host key, login. */
+	rc = sshb_master_ensure(se, cancel, err);
+	if (rc)
+		goto out;
+
+	/* 2. What the host is and has. */
+	rc = sshb_script(se, sshb_probe_sh,
+			 (const char *[]){ p->workspace ? p->workspace : "", slug, sum,
+					   env->root, NULL },
+			 NULL, 0, SSHB_STEP_MS, &r, cancel, err);
+	if (rc)
+		goto out;
+	probe = sg_buf_take(&r.out, NULL);
+	if ((v = sshb_kv(probe, "error")) || r.exit_code != 0) {
+		rc = sg_err_set(err, SG_E_UNAVAILABLE, "cannot prepare %s: %s", where,
+				v ? v : "the probe step failed");
+		goto out;
+	}
+	home = sshb_kv(probe, "home");
+	ws = sshb_kv(probe, "workspace");
+	v = sshb_kv(probe, "os");
+	if (!home || !ws || !v || !sshb_clean_path(home) || !sshb_clean_path(ws)) {
+		rc = sg_err_set(err, SG_E_UNAVAILABLE,
+				"%s gave no usable home or workspace directory", where);
+		goto out;
+	}
+	if (strcmp(v, "Linux") != 0) {
+		rc = sg_err_set(err, SG_E_UNSUPPORTED,
+				"%s runs %s; the ssh backend needs Linux there (sg-helper is a Linux program)",
+				where, v);
+		goto out;
+	}
+	free(v);
+	v = sshb_kv(probe, "arch");
+	if (uname(&un) != 0 || !v || strcmp(v, un.machine) != 0) {
+		rc = sg_err_set(err, SG_E_UNSUPPORTED,
+				"%s is %s and sg-helper was built for %s", where,
+				v ? v : "of an unknown architecture", un.machine);
+		goto out;
+	}
+	free(v);
+	v = NULL;
+	{
+		static const char *const need[] = { "has_setsid", "has_env", "has_head", NULL };
+
+		for (size_t i = 0; need[i]; i++)
+			if (!sshb_flag(probe, need[i])) {
+				rc = sg_err_set(err, SG_E_UNSUPPORTED,
+						"%s lacks the %s program the ssh backend needs",
+						where, need[i] + 4);
+				goto out;
+			}
+	}
+	if (asprintf(&se->envdir, "%s/%s", ws, slug) < 0 ||
+	    asprintf(&se->files, "%s/workspace", se->envdir) < 0 ||
+	    asprintf(&se->rundir, "%s/run", se->envdir) < 0 ||
+	    asprintf(&env->ctl_dir, "%s/ctl", se->envdir) < 0 ||
+	    asprintf(&env->helper, "%s/.cache/sandgate/sg-helper-%s", home, sum) < 0) {
+		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
+		goto out;
+	}
+	if (strlen(se->envdir) >= SG_PATH_MAX - 64) {
+		rc = sg_err_set(err, SG_E_INVALID_ARGUMENT,
+				"the workspace directory %s is too long", se->envdir);
+		goto out;
+	}
+	env->resumed = sshb_flag(probe, "envdir") && sshb_flag(probe, "marker");
+	if (env->require_existing &&
+	    !(env->resumed && sshb_flag(probe, "files"))) {
+		rc = sg_err_set(err, SG_E_WORKSPACE_LOST,
+				"the workspace of identity \"%s\" is gone (%s on %s does not exist)",
+				env->identity, se->files, where);
+		goto out;
+	}
+	fresh = !env->resumed;
+
+	/* 3. Where commands see the files, and the network. */
+	v = sshb_kv(probe, "uid");
+	uid = v ? strtol(v, NULL, 10) : -1;
+	free(v);
+	v = NULL;
+	if (strcmp(env->root, se->files) != 0) {
+		if (!sshb_root_allowed(env->root, se->envdir, env->helper)) {
+			rc = sg_err_set(err, SG_E_INVALID_ARGUMENT,
+					"root %s cannot show the workspace on %s: it is a system directory or holds sandgate's own files there",
+					env->root, where);
+			goto out;
+		}
+		view = "mount namespace";
+		field = "root";
+	}
+	if (p->network == SG_NET_NONE) {
+		netns = true;
+		if (!field)
+			field = "network \"none\"";
+	}
+	if (field) {
+		char *gid = sshb_kv(probe, "gid");
+
+		if (!sshb_flag(probe, "has_unshare") ||
+		    (!strcmp(view, "mount namespace") && !sshb_flag(probe, "has_mount"))) {
+			free(gid);
+			if (netns && !strcmp(view, "direct") && sshb_best_effort(p, "network")) {
+				netns = false;
+				field = NULL;
+			} else {
+				rc = sg_err_set(err, SG_E_UNSUPPORTED,
+						"%s needs unshare and mount (util-linux) on %s%s",
+						field, where,
+						!strcmp(field, "root") ? "; or use the workspace directory itself as root" : "");
+				goto out;
+			}
+		} else {
+			bool mnt = !strcmp(view, "mount namespace");
+
+			if (asprintf(&se->nsflags, "%s%s%s", uid == 0 ? "" : "--user --map-root-user ",
+				     mnt ? "--mount" : "", netns ? (mnt ? " --net" : "--net") : "") < 0)
+				se->nsflags = NULL;
+			if (uid != 0 && gid && asprintf(&se->umap, "%ld:%s", uid, gid) < 0)
+				se->umap = NULL;
+			free(gid);
+			if (!se->nsflags || (uid != 0 && !se->umap)) {
+				rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
+				goto out;
+			}
+		}
+	}
+	if (!strcmp(view, "mount namespace") && !(se->bind_src = strdup(se->files))) {
+		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
+		goto out;
+	}
+
+	/* 4. CPU and memory: cgroup limits the login user can make. */
+	if (p->cpus > 0)
+		json_object_set_new(requested, "cpus", json_real(p->cpus));
+	if (p->memory_mb > 0)
+		json_object_set_new(requested, "memory_mb", json_integer(p->memory_mb));
+	if ((p->cpus > 0 && !sshb_best_effort(p, "cpus")) ||
+	    (p->memory_mb > 0 && !sshb_best_effort(p, "memory_mb"))) {
+		cgkind = sshb_kv(probe, "cgroup");
+		if (!cgkind) {
+			rc = sg_err_set(err, SG_E_UNSUPPORTED,
+					"field \"%s\" (profile \"%s\") needs a cgroup hierarchy the login user can write on %s, and there is none",
+					p->cpus > 0 ? "cpus" : "memory_mb", p->name, where);
+			goto out;
+		}
+	}
+
+	/* 5. sg-helper, once per user and version. */
+	if (!sshb_flag(probe, "helper")) {
+		char *cache = NULL;
+
+		if (asprintf(&cache, "%s/.cache/sandgate", home) < 0) {
+			rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
+			goto out;
+		}
+		rc = sshb_script(se, sshb_upload_sh, (const char *[]){ cache, sum, NULL },
+				 helper, helper_len, SSHB_UPLOAD_MS, &r, cancel, err);
+		free(cache);
+		if (!rc && r.exit_code != 0)
+			rc = sg_err_set(err, SG_E_PROVIDER,
+					"sg-helper could not be installed on %s: %.160s",
+					where, r.err.p);
+		if (rc)
+			goto out;
+		uploaded = true;
+	}
+
+	/* 6. The environment's directories, marker and lease. */
+	if (fresh && !(marker = sshb_marker(se))) {
+		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
+		goto out;
+	}
+	if (gethostname(host, sizeof(host) - 1) != 0)
+		snprintf(host, sizeof(host), "unknown");
+	free(se->lease);
+	se->lease = sshb_slug(env->session);
+	if (!se->lease || asprintf(&lease_text, "%s %ld %lld", host, (long)getpid(),
+				   (long long)time(NULL)) < 0) {
+		lease_text = NULL;
+		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
+		goto out;
+	}
+	made = fresh;
+	rc = sshb_script(se, sshb_setup_sh,
+			 (const char *[]){ se->envdir, marker ? marker : "", se->lease,
+					   lease_text, se->bind_src ? env->root : "", NULL },
+			 NULL, 0, SSHB_STEP_MS, &r, cancel, err);
+	if (!rc && r.exit_code != 0)
+		rc = sg_err_set(err, SG_E_PERMISSION,
+				"cannot create the environment's directory %s on %s: %.160s",
+				se->envdir, where, r.err.p);
+	if (!rc && sshb_flag(r.out.p, "nomount"))
+		rc = sg_err_set(err, SG_E_UNSUPPORTED,
+				"root %s does not exist on %s and cannot be created there (create it once, e.g. as root: mkdir %s)",
+				env->root, where, env->root);
+	if (rc)
+		goto out;
+
+	/* 7. Limits, then one trial run of everything a command goes through. */
+	if (cgkind) {
+		rc = sshb_limits(se, cgkind, applied, cancel, err);
+		if (rc)
+			goto out;
+		if (!field)
+			field = p->memory_mb > 0 ? "memory_mb" : "cpus";
+	}
+	if (!se->nsflags && !(se->nsflags = strdup(""))) {
+		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
+		goto out;
+	}
+	if (field) {
+		rc = sshb_trial(se, field, cancel, err);
+		if (rc)
+			goto out;
+	}
+
+	env->facts = json_pack(
+		"{s:s, s:s, s:{s:O, s:O}, s:{s:s, s:s, s:s, s:s, s:s, s:b}}",
+		"safety_class", "remote_host", "mechanism",
+		*se->nsflags ? "ssh+namespaces" : "ssh", "resources",
+		"requested", requested, "applied", applied, "ssh", "host",
+		where, "directory", se->files, "view", view, "network",
+		netns ? "network namespace" : "host", "cgroup",
+		cgkind ? cgkind : "none", "helper_uploaded", uploaded);
+	if (!env->facts) {
+		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
+		goto out;
+	}
+	rc = SG_OK;
+out:
+	if (rc && se->master) {
+		/* A failed create leaves nothing behind: directory, cgroups, master. */
+		if (made || se->cgroups.n) {
+			struct sg_strv args = SG_STRV_INIT;
+			struct sg_errinfo ignore = { 0 };
+
+			if (!sg_strv_addv(&args, (const char *[]){ se->envdir,
+								    se->lease ? se->lease : "-",
+								    made ? "remove" : "detach",
+								    "0", NULL }) &&
+			    !sg_strv_addv(&args, sg_strv_get(&se->cgroups)))
+				(void)sshb_script(se, sshb_teardown_sh, sg_strv_get(&args),
+						  NULL, 0, SSHB_STEP_MS, &r, NULL, &ignore);
+			sg_strv_release(&args);
+		}
+		sshb_master_stop(se);
+	}
+	json_decref(applied);
+	json_decref(requested);
+	sg_exec_result_release(&r);
+	free(slug);
+	free(helper);
+	free(probe);
+	free(home);
+	free(ws);
+	free(v);
+	free(marker);
+	free(lease_text);
+	free(cgkind);
+	return rc;
+}
+
+/* ---- exec ----------------------------------------------------------- */
+
+/*
+ * The header the wrapper reads from stdin: "<n>\n" and n bytes of quoted
+ * words, `env -i -- NAME=value... argv...`, followed by the command's own
+ * stdin.  A command name with '=' would be taken for a variable by env,
+ * so it goes through `sh -c 'exec "$@"'` instead.
+ */
+static sg_err sshb_header(const struct sg_exec *x, struct sg_buf *out)
+{
+	struct sg_strv words = SG_STRV_INIT;
+	struct sg_buf q = SG_BUF_INIT(SSHB_HEADER_MAX);
+	sg_err rc = sg_strv_addv(&words, (const char *[]){ "env", "-i", "--", NULL });
+
+	for (size_t i = 0; !rc && x->envp && x->envp[i]; i++)
+		if (x->envp[i][0] != '=' && strchr(x->envp[i], '='))
+			rc = sg_strv_add(&words, x->envp[i]);
+	if (!rc && x->argv[0] && strchr(x->argv[0], '='))
+		rc = sg_strv_addv(&words, (const char *[]){ "/bin/sh", "-c",
+							     "exec \"$@\"", "sh", NULL });
+	if (!rc)
+		rc = sg_strv_addv(&words, x->argv);
+	if (!rc)
+		rc = sg_shquote_argv(&q, sg_strv_get(&words));
+	if (!rc)
+		rc = sg_buf_addf(out, "%zu\n", q.len);
+	if (!rc)
+		rc = sg_buf_add(out, q.p, q.len);
+	if (!rc && x->stdin_data && x->stdin_len)
+		rc = sg_buf_add(out, x->stdin_data, x->stdin_len);
+	sg_buf_release(&q);
+	sg_strv_release(&words);
+	return rc;
+}
+
+/*
+ * After a timeout or a cancel: only the local client died, so kill the
+ * command's group on the host through the master (not a new connection:
+ * when the master is gone, the wrapper's watchdog does it).
+ */
+static void sshb_kill(struct ssh_env *se, const char *token)
+{
+	struct sg_exec_result r;
+	struct sg_errinfo e = { 0 };
+	struct sg_buf line = SG_BUF_INIT(SSHB_LINE_MAX);
+
+	if (!sshb_master_alive(se->sock))
+		return;
+	sg_exec_result_init(&r, SG_KiB);
+	if (!sshb_script_line(sshb_kill_sh, "sg",
+			      (const char *[]){ se->rundir, token, NULL }, &line) &&
+	    (sshb_run(se, line.p, NULL, 0, SSHB_KILL_MS, false, &r, NULL, &e) ||
+	     r.exit_code != 0))
+		sg_log_warn("could not stop a command on %s after its timeout or cancel: %s",
+			    se->base.id, e.msg[0] ? e.msg : r.err.p);
+	sg_exec_result_release(&r);
+	sg_buf_release(&line);
+}
+
+static sg_err ssh_exec(struct sg_env *env, const struct sg_exec *x,
+		       struct sg_exec_result *out, struct sg_cancel *cancel,
+		       struct sg_errinfo *err)
+{
+	struct ssh_env *se = (struct ssh_env *)env;
+	struct sg_buf line = SG_BUF_INIT(SSHB_LINE_MAX);
+	struct sg_buf in = SG_BUF_INIT(SSHB_HEADER_MAX + SG_MAX_FRAME);
+	char token[40], where[300], last[200];
+	bool started;
+	sg_err rc;
+
+	snprintf(token, sizeof(token), "%s-%u", se->nonce,
+		 atomic_fetch_add(&se->seq, 1u));
+	rc = sshb_script_line(sshb_run_sh, "sg-run",
+			      (const char *[]){ se->rundir, token,
+						(x->flags & SG_EXEC_MERGE) ? "1" : "0",
+						se->nsflags ? se->nsflags : "",
+						se->bind_src ? se->bind_src : "", env->root,
+						x->cwd ? x->cwd : env->root,
+						se->umap ? se->umap : "",
+						se->cgprocs ? se->cgprocs : "", NULL },
+			      &line);
+	if (!rc)
+		rc = sshb_header(x, &in);
+	if (rc) {
+		rc = sg_err_set(err, rc, rc == SG_E_TOO_LARGE
+						 ? "the command and its environment are too large to send over ssh"
+						 : "out of memory");
+		goto out;
+	}
+	rc = sshb_run(se, line.p, in.p, in.len, x->timeout_ms, true, out, cancel, err);
+	started = sshb_unmark(&out->err);
+	if (sg_cancel_check(cancel) || out->timed_out) {
+		/* Only the local client was killed; now the command. */
+		sshb_kill(se, token);
+		if (out->timed_out) {
+			out->exit_code = -1;
+			out->signal = SIGKILL;
+		}
+		goto out;
+	}
+	if (rc)
+		goto out;
+	if (out->exit_code == 255 || out->signal) {
+		sshb_where(env->profile, where, sizeof(where));
+		sshb_last_line(out->err.p, last, sizeof(last));
+		if (!sshb_master_ctl(se, "check"))
+			rc = sg_err_set(err, SG_E_UNAVAILABLE,
+					"the ssh connection to %s was lost%s (%s)", where,
+					started ? " while the command ran; its outcome is unknown" : "",
+					last);
+		else if (!started)
+			rc = sg_err_set(err, SG_E_UNAVAILABLE,
+					"ssh could not start the command on %s: %s", where, last);
+		/* Otherwise the command itself exited 255. */
+	}
+out:
+	sg_buf_release(&line);
+	sg_buf_release(&in);
+	return rc;
+}
+
+/* ---- teardown and release ------------------------------------------- */
+
+static sg_err ssh_teardown(struct sg_env *env, enum sg_fate fate,
+			   struct sg_cancel *cancel, struct sg_errinfo *err)
+{
+	struct ssh_env *se = (struct ssh_env *)env;
+	const struct sg_profile *p = env->profile;
+	struct sg_strv args = SG_STRV_INIT;
+	struct sg_exec_result r;
+	const char *mode = fate == SG_FATE_REMOVE ? "remove"
+			   : fate == SG_FATE_KEEP ? "keep" : "detach";
+	char deadline[32], *busy = NULL;
+	sg_err rc = SG_OK;
+
+	sg_exec_result_init(&r, SSHB_REPLY_MAX);
+	if (!se->envdir || !se->sock)
+		goto out;
+	/*
+	 * A kept environment that is not persistent is removed once it has
+	 * been idle for lifetime_seconds: the deadline is left in the
+	 * directory for `sandgate envs gc` (README.md).
+	 */
+	snprintf(deadline, sizeof(deadline), "%lld",
+		 fate == SG_FATE_KEEP && !p->persistent
+			 ? (long long)time(NULL) + (long long)p->lifetime_seconds : 0LL);
+	if (sg_strv_addv(&args, (const char *[]){ se->envdir, se->lease ? se->lease : "-",
+						   mode, deadline, NULL }) ||
+	    sg_strv_addv(&args, sg_strv_get(&se->cgroups))) {
+		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
+		goto out;
+	}
+	rc = sshb_script(se, sshb_teardown_sh, sg_strv_get(&args), NULL, 0,
+			 SSHB_STEP_MS, &r, cancel, err);
+	if (!rc && r.exit_code != 0)
+		rc = sg_err_set(err, SG_E_PROVIDER, "cannot %s %s on the host: %.160s",
+				fate == SG_FATE_REMOVE ? "remove" : "update", se->envdir,
+				r.err.p);
+	if (rc)
+		goto out;
+	if ((busy = sshb_kv(r.out.p, "busy")))
+		sg_log_warn("the cgroup %s on the host still has processes; it was left", busy);
+	if (sshb_flag(r.out.p, "shared"))
+		sg_log_info("%s is still used by another session; it was kept", se->envdir);
+	sg_strv_release(&se->cgroups);
+out:
+	sshb_master_stop(se);
+	free(busy);
+	sg_strv_release(&args);
+	sg_exec_result_release(&r);
+	return rc;
+}
+
+static void ssh_release(struct sg_env *env)
+{
+	struct ssh_env *se = (struct ssh_env *)env;
+
+	sg_strv_release(&se->ssh);
+	sg_strv_release(&se->cenv);
+	sg_strv_release(&se->cgroups);
+	free(se->sock);
+	free(se->envdir);
+	free(se->files);
+	free(se->rundir);
+	free(se->lease);
+	free(se->nsflags);
+	free(se->umap);
+	free(se->bind_src);
+	free(se->cgprocs);
+	if (se->lock_ready)
+		pthread_mutex_destroy(&se->lock);
+	se->lock_ready = false;
+}
+
+/* ---- list and destroy (operators) ----------------------------------- */
+
+/*
+ * One script over a connection of its own (no master: operator commands
+ * are one-shot).  SG_OK when it ran; *out gets its stdout (new).
+ */
+static sg_err sshb_oneshot(const struct sg_profile *p, const char *script,
+			   const char *const *args, char **out,
+			   struct sg_cancel *cancel, struct sg_errinfo *err)
+{
+	struct sg_strv av = SG_STRV_INIT, cenv = SG_STRV_INIT;
+	struct sg_buf line = SG_BUF_INIT(SSHB_LINE_MAX);
+	struct sg_exec_result r;
+	char where[300];
+	sg_err rc;
+
+	*out = NULL;
+	sg_exec_result_init(&r, SSHB_REPLY_MAX);
+	rc = sshb_script_line(script, "sg", args, &line);
+	if (!rc && (sshb_client_env(&cenv) || sshb_base_argv(p, NULL, &av) ||
+		    sg_strv_addv(&av, (const char *[]){ "--", p->host, line.p, NULL })))
+		rc = SG_E_INTERNAL;
+	if (rc) {
+		rc = sg_err_set(err, rc, "out of memory");
+		goto out;
+	}
+	rc = sshb_spawn(&av, &cenv, NULL, 0, SSHB_MASTER_MS, false, &r, cancel, err);
+	if (rc)
+		goto out;
+	if (r.exit_code == 255 || r.signal || r.timed_out) {
+		rc = sshb_connect_error(p, r.err.p, err);
+		goto out;
+	}
+	if (r.exit_code != 0) {
+		sshb_where(p, where, sizeof(where));
+		rc = sg_err_set(err, SG_E_PROVIDER, "a step on %s failed: %.160s", where,
+				r.err.p);
+		goto out;
+	}
+	*out = sg_buf_take(&r.out, NULL);
+	if (!*out)
+		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
+out:
+	sg_exec_result_release(&r);
+	sg_buf_release(&line);
+	sg_strv_release(&av);
+	sg_strv_release(&cenv);
+	return rc;
+}
+
+static void sshb_copy(char *dst, size_t n, json_t *m, const char *key)
+{
+	const char *s = json_string_value(json_object_get(m, key));
+
+	snprintf(dst, n, "%s", s ? s : "");
+}
+
+static sg_err ssh_list(const struct sg_profile *p, const char *state_dir,
+		       sg_env_list_cb cb, void *payload, struct sg_cancel *cancel,
+		       struct sg_errinfo *err)
+{
+	const char *args[] = { p->workspace ? p->workspace : "", NULL };
+	char *text = NULL, *e = NULL;
+	sg_err rc;
+
+	(void)state_dir; /* the host's own directories are the registry */
+	rc = sshb_oneshot(p, sshb_list_sh, args, &text, cancel, err);
+	if (rc)
+		goto out;
+	if ((e = sshb_kv(text, "error"))) {
+		rc = sg_err_set(err, SG_E_PROVIDER, "cannot list environments: %s", e);
+		goto out;
+	}
+	for (const char *line = text; *line;) {
+		size_t len = strcspn(line, "\n");
+		long long expires = 0;
+		long leases = 0;
+		int used = 0;
+
+		if (strncmp(line, "env=", 4) == 0 &&
+		    sscanf(line + 4, "%lld %ld %n", &expires, &leases, &used) == 2 &&
+		    used > 0 && (size_t)used + 4 <= len) {
+			json_t *m = json_loadb(line + 4 + used, len - 4 - (size_t)used,
+					       0, NULL);
+			struct sg_env_info info = { .expires = expires };
+
+			if (json_is_object(m)) {
+				sshb_copy(info.id, sizeof(info.id), m, "id");
+				sshb_copy(info.identity, sizeof(info.identity), m, "identity");
+				sshb_copy(info.session, sizeof(info.session), m, "session");
+				sshb_copy(info.profile, sizeof(info.profile), m, "profile");
+				info.created = json_integer_value(json_object_get(m, "created"));
+				info.persistent = json_is_true(json_object_get(m, "persistent"));
+				snprintf(info.state, sizeof(info.state), "%s",
+					 leases > 0 ? "attached"
+					 : expires > 0 && expires <= (long long)time(NULL)
+						 ? "expired" : "detached");
+			}
+			json_decref(m);
+			if (info.id[0] && cb(&info, payload))
+				break;
+		}
+		line += len;
+		if (*line)
+			line++;
+	}
+	rc = SG_OK;
+out:
+	free(text);
+	free(e);
+	return rc;
+}
+
+static sg_err ssh_destroy(const struct sg_profile *p, const char *state_dir,
+			  const char *id, struct sg_cancel *cancel,
+			  struct sg_errinfo *err)
+{
+	const char *slug = strncmp(id, "ssh-", 4) == 0 ? id + 4 : NULL;
+	char *text = NULL;
+	sg_err rc;
+
+	(void)state_dir;
+	if (!slug || !*slug || strchr(slug, '/') || strcmp(slug, ".") == 0 ||
+	    strcmp(slug, "..") == 0)
+		return sg_err_set(err, SG_E_INVALID_ARGUMENT,
+				  "%s is not an ssh environment id", id);
+	rc = sshb_oneshot(p, sshb_destroy_sh,
+			  (const char *[]){ p->workspace ? p->workspace : "", slug, NULL },
+			  &text, cancel, err);
+	if (!rc && sshb_flag(text, "missing"))
+		rc = sg_err_set(err, SG_E_NOT_FOUND, "no environment %s on %s", id, p->host);
+	free(text);
+	return rc;
+}
+
+const struct sg_adapter sg_adapter_ssh = {
+	.name = "ssh",
+	.caps = SG_CAP_LIST,
+	.env_size = sizeof(struct ssh_env),
+	.validate = ssh_validate,
+	.provision = ssh_provision,
+	.exec = ssh_exec,
+	.teardown = ssh_teardown,
+	.list = ssh_list,
+	.destroy = ssh_destroy,
+	.release = ssh_release,
+};
