@@ -19,10 +19,22 @@
 #ifdef SG_WITH_LOCAL
 extern const struct sg_adapter sg_adapter_local;
 #endif
+#ifdef SG_WITH_SSH
+extern const struct sg_adapter sg_adapter_ssh;
+#endif
+#ifdef SG_WITH_DAYTONA
+extern const struct sg_adapter sg_adapter_daytona;
+#endif
 
 static const struct sg_adapter *const adapters[] = {
 #ifdef SG_WITH_LOCAL
 	&sg_adapter_local,
+#endif
+#ifdef SG_WITH_SSH
+	&sg_adapter_ssh,
+#endif
+#ifdef SG_WITH_DAYTONA
+	&sg_adapter_daytona,
 #endif
 	NULL,
 };

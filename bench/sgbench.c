@@ -152,6 +152,9 @@ static json_t *dist_json(const struct dist *d)
 
 /* ---- small helpers ---- */
 
+/* The state directory, named when a run dies so its gateway.log can be read. */
+static const char *state_for_errors;
+
 static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 static void die(const char *fmt, ...)
 {
@@ -162,6 +165,9 @@ static void die(const char *fmt, ...)
 	vfprintf(stderr, fmt, ap);
 	va_end(ap);
 	fputc('\n', stderr);
+	if (state_for_errors)
+		fprintf(stderr, "sgbench: the state directory %s is kept\n",
+			state_for_errors);
 	exit(1);
 }
 
@@ -323,7 +329,7 @@ static char *gw_line(struct gw *g, int64_t deadline_ns)
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n <= 0)
-			die("the gateway closed its stdout (see its log in the state dir)");
+			die("the gateway closed its stdout (its stderr is gateway.log)");
 		g->len += (size_t)n;
 	}
 }
@@ -1358,7 +1364,8 @@ static void write_json(const char *path, const struct results *r)
 		json_object_set_new(c, "ratio_command",
 				    json_real((double)r->cmd_r.d[CMD_GW_SHELL].p50 /
 					      (double)r->cmd_r.d[CMD_DIRECT_SHELL].p50));
-		json_object_set_new(c, "direct_argv", json_string(r->cmd_r.argv_text));
+		json_object_set_new(c, "direct_command_line",
+				    json_string(r->cmd_r.argv_text));
 		json_object_set_new(j, "run_command", c);
 	}
 	if (r->wake) {
@@ -1413,9 +1420,9 @@ static const char usage[] =
 	"               [--export-mib N] [--export-runs N] [--keep]\n"
 	"\n"
 	"Runs sandgate's benchmarks on the local backend, over pipes, and prints\n"
-	"a table.  Defaults: sandgate beside this program or on the build tree\n"
-	"path in $SANDGATE, 2000 stat calls, 300 command runs of each kind,\n"
-	"200 wake-ups, 3 exports of 256 MiB.\n";
+	"a table.  Defaults: sandgate from $SANDGATE, else next to this program\n"
+	"or one directory up (a build tree); 2000 stat calls, 300 command runs\n"
+	"of each kind, 200 wake-ups, 3 exports of 256 MiB of each kind.\n";
 
 static void parse_opts(int argc, char **argv, struct opts *o)
 {
@@ -1425,17 +1432,25 @@ static void parse_opts(int argc, char **argv, struct opts *o)
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i];
 		const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-		bool takes = true;
 
 		if (strcmp(a, "--keep") == 0) {
 			o->keep = true;
-			takes = false;
-		} else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+			continue;
+		}
+		if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
 			fputs(usage, stdout);
 			exit(0);
-		} else if (!v) {
+		}
+		if (strcmp(a, "--sandgate") && strcmp(a, "--state-dir") &&
+		    strcmp(a, "--json") && strcmp(a, "--markdown") &&
+		    strcmp(a, "--stat-n") && strcmp(a, "--cmd-n") &&
+		    strcmp(a, "--wake-n") && strcmp(a, "--export-mib") &&
+		    strcmp(a, "--export-runs") && strcmp(a, "--only"))
+			die("unknown option %s\n%s", a, usage);
+		if (!v)
 			die("%s needs a value\n%s", a, usage);
-		} else if (strcmp(a, "--sandgate") == 0) {
+		i++;
+		if (strcmp(a, "--sandgate") == 0) {
 			o->sandgate = v;
 		} else if (strcmp(a, "--state-dir") == 0) {
 			o->state_dir = v;
@@ -1453,22 +1468,19 @@ static void parse_opts(int argc, char **argv, struct opts *o)
 			o->export_mib = parse_count(v, a);
 		} else if (strcmp(a, "--export-runs") == 0) {
 			o->export_runs = parse_count(v, a);
-		} else if (strcmp(a, "--only") == 0) {
+		} else {
 			o->do_stat = strstr(v, "stat") != NULL;
 			o->do_cmd = strstr(v, "cmd") != NULL;
 			o->do_wake = strstr(v, "wake") != NULL;
 			o->do_export = strstr(v, "export") != NULL;
-		} else {
-			die("unknown option %s\n%s", a, usage);
 		}
-		i += takes;
 	}
 	if (o->stat_n < 1 || o->cmd_n < 1 || o->wake_n < 1 || o->export_runs < 1 ||
 	    o->export_mib < 1 || o->export_mib > 256)
 		die("counts must be at least 1 and --export-mib at most 256");
 }
 
-/* sandgate beside this program (a build tree), else $SANDGATE. */
+/* $SANDGATE, else sandgate next to this program or one directory up. */
 static char *find_sandgate(void)
 {
 	const char *env = getenv("SANDGATE");
@@ -1524,6 +1536,7 @@ int main(int argc, char **argv)
 	if (!state)
 		die("out of memory");
 
+	state_for_errors = state;
 	gw_start(&g, sandgate, state);
 	f = gw_call(&g, "initialize",
 		    json_pack("{s:i, s:s, s:s, s:b}", "version", 4, "root", ROOT,

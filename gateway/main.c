@@ -20,6 +20,7 @@
 #include "../config/config.h"
 #include "base/limits.h"
 #include "base/log.h"
+#include "envs.h"
 #include "server.h"
 #include "sg_config.h"
 
@@ -31,6 +32,7 @@ static const char usage[] =
 	"                      [--audit-log FILE] [--log-level LEVEL]\n"
 	"                      [--shutdown-budget-ms N] [--max-output BYTES]\n"
 	"       sandgate config check [--config FILE]\n"
+	"       sandgate envs list|show|rm|gc ... [--config FILE] [--state-dir DIR]\n"
 	"       sandgate --help | --version\n"
 	"\n"
 	"serve speaks the execution backend protocol, version 4, on stdin and\n"
@@ -264,6 +266,40 @@ static int cmd_config(int argc, char **argv)
 }
 
 /*
+ * `sandgate envs ...`: --config and --state-dir may appear anywhere; the
+ * rest belongs to the envs subcommand.
+ */
+static int cmd_envs(int argc, char **argv)
+{
+	const char *config = NULL, *state_dir = NULL;
+	char *state = NULL, **rest = calloc((size_t)argc + 1, sizeof(char *));
+	struct sg_config *cfg = NULL;
+	int n = 0, status;
+
+	if (!rest)
+		return 70;
+	for (int i = 0; i < argc; i++) {
+		if ((strcmp(argv[i], "--config") == 0 || strcmp(argv[i], "--state-dir") == 0) &&
+		    i + 1 < argc) {
+			*(argv[i][2] == 'c' ? &config : &state_dir) = argv[i + 1];
+			i++;
+			continue;
+		}
+		rest[n++] = argv[i];
+	}
+	status = load_config(config, &cfg);
+	if (!status) {
+		if (!state_dir)
+			state_dir = state = default_state_dir();
+		status = sg_envs_main(n, rest, cfg, state_dir);
+	}
+	sg_config_free(cfg);
+	free(state);
+	free(rest);
+	return status;
+}
+
+/*
  * `sandgate __cgroup-exec FILE... -- ARGV`: move this process into the
  * cgroups whose cgroup.procs files are given, then exec ARGV.  The local
  * backend prefixes commands with it so that a command is inside its limits
@@ -300,6 +336,8 @@ int main(int argc, char **argv)
 		return cmd_serve(argc - 1, argv + 1);
 	if (argc >= 2 && strcmp(argv[1], "config") == 0)
 		return cmd_config(argc - 1, argv + 1);
+	if (argc >= 2 && strcmp(argv[1], "envs") == 0)
+		return cmd_envs(argc - 1, argv + 1);
 	if (argc >= 2 && strcmp(argv[1], "--version") == 0) {
 		fprintf(stdout, "sandgate %s (protocol 4)\n", SG_VERSION);
 		return 0;

@@ -769,7 +769,11 @@ static int teardown(struct sg_session *s, struct sg_cancel *deadline)
 		if (sg_registry_remove(s->state_dir, &key, &err))
 			sg_log_warn("%s", err.msg);
 	} else {
-		fields = others ? NULL : json_pack("{s:s}", "status", SG_REG_KEPT);
+		/* The idle clock starts now: gc removes a kept non-persistent
+		 * environment once lifetime_seconds have passed unattached. */
+		fields = others ? NULL
+				: json_pack("{s:s, s:I}", "status", SG_REG_KEPT, "expires",
+					    (json_int_t)(time(NULL) + s->profile->lifetime_seconds));
 	}
 	if (fields) {
 		sg_err_clear(&err);

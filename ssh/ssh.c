@@ -262,8 +262,12 @@ static const char sshb_cgroup_sh[] =
 static const char sshb_teardown_sh[] =
 	"e=$1 l=$2 m=$3 x=$4\n"
 	"shift 4\n"
-	"for d in \"$@\"; do rmdir \"$d\" 2>/dev/null || "
-	"printf 'busy=%s\\n' \"$d\"; done\n"
+	"for d in \"$@\"; do\n"
+	"  i=0\n"
+	"  while ! rmdir \"$d\" 2>/dev/null && [ -d \"$d\" ] && [ $i -lt 20 ]; do "
+	"sleep 0.1; i=$((i + 1)); done\n"
+	"  [ -d \"$d\" ] && printf 'busy=%s\\n' \"$d\"\n"
+	"done\n"
 	"[ -d \"$e\" ] || exit 0\n"
 	"rm -f \"$e/leases/$l\"\n"
 	"o=$(ls -A \"$e/leases\" 2>/dev/null)\n"
@@ -319,9 +323,13 @@ static const char sshb_run_sh[] =
 	"[ \"$m\" = 1 ] && exec 2>&1\n"
 	"IFS= read -r k && h=$(head -c \"$k\") && eval \"set -- $h\" || "
 	"{ printf 'sandgate: the command did not arrive\\n' >&2; exit 127; }\n"
+	"setsid /bin/sh -c 'while kill -0 \"$1\" 2>/dev/null; do sleep 1; done; "
+	"p=$(cat \"$3\" 2>/dev/null); [ -n \"$p\" ] && kill -9 -\"$p\"; kill -9 \"$2\"' "
+	"sg-watch \"$PPID\" \"$$\" \"$r/$t.pid\" </dev/null >/dev/null 2>&1 &\n"
+	"w=$!\n"
 	"for f in $g; do\n"
 	"  printf '%s\\n' \"$$\" 2>/dev/null >\"$f\" || { printf 'sandgate: "
-	"cannot join the cgroup %s\\n' \"$f\" >&2; exit 127; }\n"
+	"cannot join the cgroup %s\\n' \"$f\" >&2; kill -9 -\"$w\"; exit 127; }\n"
 	"done\n"
 	"exec 3<&0 </dev/null\n"
 	"if [ -n \"$n\" ]; then\n"
@@ -337,21 +345,16 @@ static const char sshb_run_sh[] =
 	"exec \"$@\"' sg-ns \"$s\" \"$d\" \"$c\" \"$u\" \"$@\" <&3 3<&- &\n"
 	"else\n"
 	"  cd -- \"$c\" 2>/dev/null || { printf 'sandgate: cannot enter the "
-	"directory %s\\n' \"$c\" >&2; exit 127; }\n"
+	"directory %s\\n' \"$c\" >&2; kill -9 -\"$w\"; exit 127; }\n"
 	"  setsid \"$@\" <&3 3<&- &\n"
 	"fi\n"
 	"p=$!\n"
 	"exec 3<&-\n"
 	"printf '%s\\n' \"$p\" >\"$r/$t.pid\"\n"
 	"[ -e \"$r/$t.cancel\" ] && kill -9 -\"$p\" 2>/dev/null\n"
-	"( while kill -0 \"$PPID\" 2>/dev/null; do sleep 1; done; "
-	"kill -9 -\"$p\" 2>/dev/null; kill -9 \"$$\" ) "
-	"</dev/null >/dev/null 2>&1 &\n"
-	"w=$!\n"
 	"wait \"$p\"\n"
 	"x=$?\n"
-	"kill -9 -\"$p\" 2>/dev/null\n"
-	"kill \"$w\" 2>/dev/null\n"
+	"kill -9 -\"$p\" -\"$w\" 2>/dev/null\n"
 	"rm -f \"$r/$t.pid\" \"$r/$t.cancel\"\n"
 	"exit \"$x\"\n";
 
@@ -540,7 +543,7 @@ static bool sshb_flag(const char *text, const char *key)
  * The last line of ssh's stderr worth quoting into a sentence, into out:
  * warnings and the remote side's banners are skipped.
  */
-static void sshb_last_line(const char *text, char *out, size_t n)
+static bool sshb_last_line(const char *text, char *out, size_t n)
 {
 	const char *best = NULL, *line = text;
 	size_t blen = 0;
@@ -555,12 +558,13 @@ static void sshb_last_line(const char *text, char *out, size_t n)
 			line++;
 	}
 	if (!best) {
-		snprintf(out, n, "no message");
-		return;
+		snprintf(out, n, "ssh gave no message");
+		return false;
 	}
 	while (blen > 0 && (best[blen - 1] == '\r' || best[blen - 1] == '.'))
 		blen--;
 	snprintf(out, n, "%.*s", (int)blen, best);
+	return true;
 }
 
 /* Remove the wrapper's marker from err; report whether it was there. */
@@ -691,7 +695,7 @@ static sg_err sshb_connect_error(const struct sg_profile *p, const char *text,
 				 struct sg_errinfo *err)
 {
 	const char *kh = p->known_hosts_file ? p->known_hosts_file : "~/.ssh/known_hosts";
-	char where[300], key[300], last[200], port[32] = "";
+	char where[300], key[300], last[200], port[32] = "", login[300];
 
 	sshb_where(p, where, sizeof(where));
 	if (p->port && p->port != 22) {
@@ -700,17 +704,19 @@ static sg_err sshb_connect_error(const struct sg_profile *p, const char *text,
 	} else {
 		snprintf(key, sizeof(key), "%s", p->host);
 	}
+	snprintf(login, sizeof(login), "%s%s%s", p->user ? p->user : "", p->user ? "@" : "",
+		 p->host);
 	sshb_last_line(text, last, sizeof(last));
 	if (strstr(text, "REMOTE HOST IDENTIFICATION HAS CHANGED") ||
 	    strstr(text, "has changed and you have requested strict checking"))
 		return sg_err_set(err, SG_E_UNAVAILABLE,
-				  "the host key of %s does not match %s (keys are checked strictly): if the change is expected, run ssh-keygen -R '%s' -f %s, then connect once with plain ssh to record the new key",
+				  "the host key of %s does not match %s (checked strictly); if it changed on purpose, run ssh-keygen -R '%s' -f %s and connect once with plain ssh",
 				  key, kh, key, kh);
 	if (strstr(text, "Host key verification failed") ||
 	    strstr(text, "host key is known for"))
 		return sg_err_set(err, SG_E_UNAVAILABLE,
-				  "the host key of %s is not in %s (keys are checked strictly): connect once with plain ssh to verify and record it (ssh%s -o UserKnownHostsFile=%s %s), then retry",
-				  key, kh, port, kh, p->host);
+				  "the host key of %s is not in %s (checked strictly); verify and record it by connecting once with plain ssh: ssh%s -o UserKnownHostsFile=%s %s",
+				  key, kh, port, kh, login);
 	if (strstr(text, "Permission denied") || strstr(text, "Too many authentication failures"))
 		return sg_err_set(err, SG_E_UNAVAILABLE,
 				  "%s refused the ssh login (%s): check identity_file%s%s and the host's authorized_keys",
@@ -945,7 +951,7 @@ static sg_err sshb_script(struct ssh_env *se, const char *script,
 		sshb_last_line(r->err.p, last, sizeof(last));
 		if (!sshb_master_ctl(se, "check"))
 			rc = sg_err_set(err, SG_E_UNAVAILABLE,
-					"the ssh connection to %s was lost (%s)", where, last);
+					"the ssh connection to %s was lost", where);
 		else
 			rc = sg_err_set(err, SG_E_UNAVAILABLE,
 					"ssh could not run a step on %s: %s", where, last);
@@ -1709,9 +1715,9 @@ static sg_err ssh_exec(struct sg_env *env, const struct sg_exec *x,
 		sshb_last_line(out->err.p, last, sizeof(last));
 		if (!sshb_master_ctl(se, "check"))
 			rc = sg_err_set(err, SG_E_UNAVAILABLE,
-					"the ssh connection to %s was lost%s (%s)", where,
-					started ? " while the command ran; its outcome is unknown" : "",
-					last);
+					"the ssh connection to %s was lost%s", where,
+					started ? " while the command ran; its outcome is unknown"
+						: " before the command started");
 		else if (!started)
 			rc = sg_err_set(err, SG_E_UNAVAILABLE,
 					"ssh could not start the command on %s: %s", where, last);

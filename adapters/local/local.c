@@ -20,6 +20,7 @@
 #define _GNU_SOURCE /* asprintf, nftw's FTW_ACTIONRETVAL-free use, O_PATH */
 #include "../adapter.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <stdatomic.h>
 #include <fcntl.h>
@@ -638,6 +639,96 @@ static sg_err local_teardown(struct sg_env *env, enum sg_fate fate,
 	return rc;
 }
 
+/* <base>/local, where this profile's environments live (new). */
+static char *envs_dir(const struct sg_profile *p, const char *state_dir)
+{
+	char *d = NULL;
+
+	return asprintf(&d, "%s/local", p->workspace ? p->workspace : state_dir) < 0 ? NULL : d;
+}
+
+static void copy_field(char *dst, size_t n, json_t *m, const char *key)
+{
+	const char *v = json_string_value(json_object_get(m, key));
+
+	snprintf(dst, n, "%s", v ? v : "");
+}
+
+/*
+ * Every environment directory with sandgate's marker, orphans included:
+ * the directories are the truth, not the registry.
+ */
+static sg_err local_list(const struct sg_profile *p, const char *state_dir,
+			 sg_env_list_cb cb, void *payload, struct sg_cancel *cancel,
+			 struct sg_errinfo *err)
+{
+	char *base = envs_dir(p, state_dir);
+	DIR *d = base ? opendir(base) : NULL;
+	struct dirent *de;
+	sg_err rc = SG_OK;
+
+	(void)cancel;
+	if (!d) {
+		free(base);
+		return errno == ENOENT ? SG_OK
+				       : sg_err_set(err, SG_E_INTERNAL, "cannot list %s", state_dir);
+	}
+	while ((de = readdir(d))) {
+		struct sg_env_info info = { 0 };
+		json_t *m;
+		char *marker = NULL;
+		struct stat st;
+
+		if (de->d_name[0] == '.' ||
+		    asprintf(&marker, "%s/%s/env.json", base, de->d_name) < 0)
+			continue;
+		m = json_load_file(marker, 0, NULL);
+		if (strlen(de->d_name) + 7 > sizeof(info.id)) {
+			free(marker);
+			json_decref(m);
+			continue;
+		}
+		snprintf(info.id, sizeof(info.id), "local-%.120s", de->d_name);
+		snprintf(info.state, sizeof(info.state), "%s", m ? "present" : "unmarked");
+		copy_field(info.identity, sizeof(info.identity), m, "identity");
+		copy_field(info.session, sizeof(info.session), m, "session");
+		copy_field(info.profile, sizeof(info.profile), m, "profile");
+		info.created = json_integer_value(json_object_get(m, "created"));
+		if (!info.created && stat(marker, &st) == 0)
+			info.created = st.st_mtime;
+		info.persistent = json_is_true(json_object_get(m, "persistent"));
+		json_decref(m);
+		free(marker);
+		if (cb(&info, payload))
+			break;
+	}
+	closedir(d);
+	free(base);
+	return rc;
+}
+
+static sg_err local_destroy(const struct sg_profile *p, const char *state_dir,
+			    const char *id, struct sg_cancel *cancel,
+			    struct sg_errinfo *err)
+{
+	char *base = envs_dir(p, state_dir), *dir = NULL;
+	sg_err rc = SG_OK;
+
+	(void)cancel;
+	if (strncmp(id, "local-", 6) != 0 || strchr(id + 6, '/') || !strcmp(id + 6, "..") ||
+	    !strcmp(id + 6, ".") || !id[6])
+		rc = sg_err_set(err, SG_E_INVALID_ARGUMENT, "%s is not a local environment id", id);
+	else if (!base || asprintf(&dir, "%s/%s", base, id + 6) < 0)
+		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
+	else if (access(dir, F_OK) != 0)
+		rc = sg_err_set(err, SG_E_NOT_FOUND, "no local environment %s", id);
+	else if (rm_tree(dir))
+		rc = sg_err_set(err, SG_E_INTERNAL, "cannot remove %s: %s", dir, strerror(errno));
+	free(base);
+	free(dir);
+	return rc;
+}
+
 static void local_release(struct sg_env *env)
 {
 	struct local_env *le = (struct local_env *)env;
@@ -652,11 +743,13 @@ static void local_release(struct sg_env *env)
 
 const struct sg_adapter sg_adapter_local = {
 	.name = "local",
-	.caps = SG_CAP_HOST_FS,
+	.caps = SG_CAP_HOST_FS | SG_CAP_LIST,
 	.env_size = sizeof(struct local_env),
 	.validate = local_validate,
 	.provision = local_provision,
 	.exec = local_exec,
 	.teardown = local_teardown,
+	.list = local_list,
+	.destroy = local_destroy,
 	.release = local_release,
 };

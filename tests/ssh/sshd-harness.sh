@@ -5,7 +5,10 @@
 #   sshd-harness.sh start [DIR]   start sshd; print shell assignments
 #   sshd-harness.sh stop DIR      stop it (and every session it serves),
 #                                 then remove DIR
-#   sshd-harness.sh kill DIR      stop it, keep DIR (a host that went away)
+#   sshd-harness.sh kill DIR      kill every sshd process of it (listener,
+#                                 connections) but not the commands they
+#                                 started, and keep DIR: a host whose
+#                                 network went away
 #
 # start makes DIR (a fresh temporary directory when none is given) with a
 # generated host key, a generated client key authorised for the current
@@ -48,16 +51,20 @@ descendants() {
 }
 
 stop_sshd() {
-	dir=$1
+	dir=$1 what=$2
 	[ -f "$dir/sshd.pid" ] || return 0
 	pid=$(cat "$dir/sshd.pid")
 	# Only a process that is still our sshd (its command line names our
 	# config) is signalled: the pid may have been reused.
 	if [ -r "/proc/$pid/cmdline" ] &&
 		tr '\0' ' ' <"/proc/$pid/cmdline" | grep -qF "$dir/sshd_config"; then
-		# The listener, the per-connection monitors and the sessions
-		# below them: a host that vanished takes its connections along.
-		kill -KILL $(descendants "$pid") 2>/dev/null || true
+		victims=
+		for p in $(descendants "$pid"); do
+			if [ "$what" = all ] || [ "$(cat "/proc/$p/comm" 2>/dev/null)" = sshd ]; then
+				victims="$victims $p"
+			fi
+		done
+		kill -KILL $victims 2>/dev/null || true
 		i=0
 		while kill -0 "$pid" 2>/dev/null && [ $i -lt 50 ]; do
 			sleep 0.1
@@ -128,7 +135,10 @@ MaxStartups 64
 LogLevel VERBOSE
 EOF
 		rm -f "$dir/sshd.pid" "$dir/sshd.log"
-		"$SSHD" -D -f "$dir/sshd_config" -E "$dir/sshd.log" </dev/null >/dev/null 2>&1 &
+		# Its own session: whoever ran this script may kill its process
+		# group when the script exits.  (In a background job setsid does
+		# not fork, so $! stays sshd's pid.)
+		setsid "$SSHD" -D -f "$dir/sshd_config" -E "$dir/sshd.log" </dev/null >/dev/null 2>&1 &
 		pid=$!
 		i=0
 		while [ $i -lt 100 ]; do
@@ -183,9 +193,11 @@ start)
 stop | kill)
 	[ $# -eq 2 ] || die "usage: $0 $1 DIR"
 	[ -f "$2/sshd_config" ] || die "$2 is not a harness directory"
-	stop_sshd "$2"
 	if [ "$1" = stop ]; then
+		stop_sshd "$2" all
 		rm -rf "$2"
+	else
+		stop_sshd "$2" sshd
 	fi
 	;;
 *)

@@ -271,6 +271,21 @@ await step('sessions: send input to a running command, list and delete the sessi
   await expectStatus(404, () => sandbox.process.getSession('s1'), 'deleted session');
 });
 
+let bgPid;
+await step('a background process outlives its command; new top-level dirs work', async () => {
+  const r = await sandbox.process.executeCommand('nohup sleep 300 >/dev/null 2>&1 & echo $!');
+  bgPid = r.result.trim();
+  assert(/^\d+$/.test(bgPid), `pid of the background job: ${r.result}`);
+  const alive = await sandbox.process.executeCommand(`kill -0 ${bgPid} && echo alive`);
+  eq(alive.result, 'alive\n', 'still running in a later command');
+  if (MODE === 'bwrap') {
+    const mk = await sandbox.process.executeCommand('mkdir -p /opt/tool && echo v1 > /opt/tool/ver && hostname');
+    eq(mk.exitCode, 0, 'mkdir at the top level');
+    eq(mk.result.trim(), sandboxId.slice(0, 12), 'the sandbox has its own hostname');
+    eq((await sandbox.fs.downloadFile('/opt/tool/ver')).toString(), 'v1\n', 'files API sees it');
+  }
+});
+
 await step('stop: stopping then stopped; the toolbox refuses a stopped sandbox', async () => {
   await sandbox.stop(30);
   eq(sandbox.state, 'stopped', 'SDK state');
@@ -286,6 +301,13 @@ await step('start: back to started, files kept', async () => {
   eq(sandbox.state, 'started', 'SDK state');
   const back = await sandbox.fs.downloadFile('/home/daytona/dir/data.bin');
   assert(back.equals(payload), 'file survived stop/start');
+  if (MODE === 'bwrap') {
+    const ps = await sandbox.process.executeCommand('ps -e -o args');
+    assert(!ps.result.includes('sleep 300'), `the background job died with the stop:\n${ps.result}`);
+  } else {
+    const r = await sandbox.process.executeCommand(`kill -0 ${bgPid} 2>/dev/null && echo alive || echo gone`);
+    eq(r.result, 'gone\n', 'the background job died with the stop');
+  }
 });
 
 await step('list by labels finds exactly this sandbox; other labels find none', async () => {

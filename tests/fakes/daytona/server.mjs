@@ -391,6 +391,11 @@ function attachInternals(s, dir) {
     waiters: [], // POST /sandbox calls blocked until the sandbox is started
     sessions: new Map(), // sessionId -> session (see the sessions section)
     procs: new Set(), // children running in this sandbox (execute and session commands)
+    anchor: null, // bwrap mode: {proc, pid} of the namespace commands enter (see ensureAnchor)
+    // Process groups of every command started since the last stop: a background job stays in
+    // its command's group (no job control), so in tmpdir mode this is how stop reaches it.
+    pgids: new Set(),
+    anchorStarting: null,
     stoppedAt: null,
   };
 }
@@ -507,35 +512,93 @@ function baseEnv(s) {
   };
 }
 
-// bubblewrap: the host's /usr and /etc read-only, a private /proc and /dev, and every other
-// top-level directory of the sandbox root bound read-write at its own name (so /home/daytona,
-// /tmp and anything uploaded elsewhere are where the sandbox expects them).
-function bwrapArgs(s, cwd) {
+// bwrap mode keeps one "anchor" per started sandbox: a bubblewrap namespace (pid, mount, ipc,
+// uts, and net when networkBlockAll) whose / is the sandbox root, with the host's /usr and /etc
+// bound read-only and a private /proc, /dev and /run. Every command enters it with nsenter, so
+// background processes outlive their command and die when the sandbox stops, as in a container,
+// and a directory created anywhere (by a command or the files API) is seen by both.
+function anchorArgs(s) {
   const args = ['--die-with-parent', '--unshare-pid', '--unshare-ipc', '--unshare-uts', '--hostname', s.id.slice(0, 12)];
   if (s.networkBlockAll) args.push('--unshare-net');
-  args.push('--ro-bind', '/usr', '/usr', '--ro-bind', '/etc', '/etc', '--proc', '/proc', '--dev', '/dev', '--tmpfs', '/run');
+  args.push('--info-fd', '3', '--bind', s._.root, '/', '--ro-bind', '/usr', '/usr', '--ro-bind', '/etc', '/etc');
   for (const d of ['bin', 'sbin', 'lib', 'lib32', 'lib64', 'libx32']) {
-    const p = '/' + d;
     let st;
     try {
-      st = fs.lstatSync(p);
+      st = fs.lstatSync('/' + d);
     } catch {
       continue;
     }
-    if (st.isSymbolicLink()) args.push('--symlink', fs.readlinkSync(p), p);
-    else args.push('--ro-bind', p, p);
+    const inRoot = path.join(s._.root, d);
+    if (st.isSymbolicLink()) {
+      // bwrap's --symlink fails when the link already exists (a second start), so the fake
+      // makes the merged-/usr links in the sandbox root itself.
+      const target = fs.readlinkSync('/' + d);
+      let cur = null;
+      try {
+        cur = fs.readlinkSync(inRoot);
+      } catch {
+        cur = null;
+      }
+      if (cur !== target) {
+        fs.rmSync(inRoot, { recursive: true, force: true });
+        fs.symlinkSync(target, inRoot);
+      }
+    } else {
+      args.push('--ro-bind', '/' + d, '/' + d);
+    }
   }
-  for (const ent of fs.readdirSync(s._.root, { withFileTypes: true })) {
-    if (!ent.isDirectory() || SYSTEM_DIRS.has(ent.name)) continue;
-    args.push('--bind', path.join(s._.root, ent.name), '/' + ent.name);
-  }
-  args.push('--chdir', cwd);
+  args.push('--proc', '/proc', '--dev', '/dev', '--tmpfs', '/run', '--', '/usr/bin/sleep', 'infinity');
   return args;
 }
 
-// Starts argv in the sandbox with cwd (a sandbox path). Returns {child} or {error} when the
-// process cannot start (the daemon then answers 200 with exitCode -1).
-function spawnInSandbox(s, argv, { cwd, env, extraFd = false }) {
+// Starts the sandbox's anchor if it is not running; resolves to the host pid of its pid 1.
+function ensureAnchor(s) {
+  if (s._.anchor && s._.anchor.proc.exitCode === null && s._.anchor.proc.signalCode === null) {
+    return Promise.resolve(s._.anchor.pid);
+  }
+  if (s._.anchorStarting) return s._.anchorStarting;
+  s._.anchorStarting = new Promise((resolve, reject) => {
+    const proc = spawn('bwrap', anchorArgs(s), { stdio: ['ignore', 'ignore', 'pipe', 'pipe'], detached: true });
+    let info = '';
+    let errText = '';
+    const timer = setTimeout(() => {
+      killTree(proc);
+      reject(new Error('bwrap did not report its child pid'));
+    }, 10000);
+    proc.on('error', (e) => {
+      clearTimeout(timer);
+      reject(e);
+    });
+    proc.stderr.on('data', (d) => (errText += d));
+    proc.stdio[3].on('data', (d) => {
+      info += d;
+      let pid = null;
+      try {
+        pid = JSON.parse(info)['child-pid'];
+      } catch {
+        return; // not all of it yet
+      }
+      clearTimeout(timer);
+      s._.anchor = { proc, pid };
+      resolve(pid);
+    });
+    proc.on('exit', () => {
+      clearTimeout(timer);
+      STATE.children.delete(proc.pid);
+      if (s._.anchor && s._.anchor.proc === proc) s._.anchor = null;
+      reject(new Error(`bwrap exited: ${errText.trim()}`));
+    });
+    if (proc.pid) STATE.children.set(proc.pid, proc);
+  }).finally(() => {
+    s._.anchorStarting = null;
+  });
+  return s._.anchorStarting;
+}
+
+// Runs `SHELL -c body` in the sandbox, first changing to cwd (a sandbox path); in body, $0 is
+// the shell and $1... are `args`. Resolves to {child}, or {error} when the process cannot start
+// (the daemon then answers 200 with exitCode -1).
+async function spawnInSandbox(s, body, args, { cwd, env, extraFd = false }) {
   const abs = path.posix.resolve(HOME_DIR, cwd || HOME_DIR);
   let hostCwd;
   try {
@@ -547,18 +610,31 @@ function spawnInSandbox(s, argv, { cwd, env, extraFd = false }) {
     return { error: `chdir ${abs}: no such file or directory` };
   }
   const stdio = extraFd ? ['pipe', 'pipe', 'pipe', 'pipe'] : ['pipe', 'pipe', 'pipe'];
+  const viewCwd = OPTS.execMode === 'bwrap' ? abs : hostCwd;
+  const shellArgv = [SHELL, '-c', `cd -- "$1" || exit 1; shift; ${body}`, SHELL, viewCwd, ...args];
   let child;
   // detached: the child leads its own process group, so a timeout kills the whole tree.
   if (OPTS.execMode === 'bwrap') {
-    child = spawn('bwrap', [...bwrapArgs(s, abs), '--', ...argv], { env, stdio, detached: true });
+    let pid;
+    try {
+      pid = await ensureAnchor(s);
+    } catch (e) {
+      return { error: `cannot start the sandbox namespace: ${e.message}` };
+    }
+    child = spawn('nsenter', ['-t', String(pid), '-m', '-u', '-i', '-n', '-p', '-r', '--', ...shellArgv], {
+      env,
+      stdio,
+      detached: true,
+    });
   } else {
-    child = spawn(argv[0], argv.slice(1), { cwd: hostCwd, env, stdio, detached: true });
+    child = spawn(shellArgv[0], shellArgv.slice(1), { cwd: hostCwd, env, stdio, detached: true });
   }
   child.on('error', () => {});
   for (const st of child.stdio) st?.on('error', () => {});
   if (child.pid) {
     STATE.children.set(child.pid, child);
     s._.procs.add(child);
+    s._.pgids.add(child.pid);
     child.on('exit', () => {
       STATE.children.delete(child.pid);
       s._.procs.delete(child);
@@ -580,8 +656,27 @@ function killTree(child) {
   }
 }
 
+// Everything running in the sandbox: its commands and, in bwrap mode, its namespace (killing
+// the namespace's pid 1 kills whatever a command left running in the background).
 function killSandboxProcesses(s) {
+  if (s._.anchor) {
+    killTree(s._.anchor.proc);
+    try {
+      process.kill(s._.anchor.pid, 'SIGKILL');
+    } catch {
+      /* already gone */
+    }
+    s._.anchor = null;
+  }
   for (const c of s._.procs) killTree(c);
+  for (const pgid of s._.pgids) {
+    try {
+      process.kill(-pgid, 'SIGKILL');
+    } catch {
+      /* the group is gone */
+    }
+  }
+  s._.pgids.clear();
   for (const sess of s._.sessions.values()) {
     for (const cmd of sess.commands.values()) if (cmd.child) killTree(cmd.child);
   }
@@ -1221,7 +1316,8 @@ async function hExecute(ctx) {
   const reqTimeoutMs = Number.isInteger(b.timeout) && b.timeout > 0 ? b.timeout * 1000 : Infinity;
   const limitMs = Math.min(reqTimeoutMs, CONFIG.execLimitMs > 0 ? CONFIG.execLimitMs : Infinity);
   const env = { ...baseEnv(s), ...(b.envs || {}) };
-  const { child, error } = spawnInSandbox(s, [SHELL], { cwd: b.cwd, env });
+  // The script goes to the shell's stdin (the daemon pipes it to avoid ARG_MAX limits).
+  const { child, error } = await spawnInSandbox(s, 'exec "$0"', [], { cwd: b.cwd, env });
   if (error) {
     reply(ctx, 200, { exitCode: -1, result: error });
     return;
@@ -1269,9 +1365,9 @@ async function hExecute(ctx) {
 // command. The command's stdin is its own pipe (POST .../input writes there).
 
 const SESSION_WRAPPER =
-  'trap \'__dtn_ec=$?; { printf "%s\\0" "$PWD"; env -0; } >&3 2>/dev/null; exit $__dtn_ec\' EXIT\n' +
-  '__dtn_cmd=$1; set --\n' +
-  'eval "$__dtn_cmd" 3>&-\n';
+  'trap \'__dtn_ec=$?; { printf "%s\\0" "$PWD"; env -0; } >&3 2>/dev/null; exit $__dtn_ec\' EXIT; ' +
+  '__dtn_cmd=$1; set --; ' +
+  'eval "$__dtn_cmd" 3>&-';
 
 const ENV_NOT_CARRIED = new Set(['_', 'SHLVL', 'PWD']);
 
@@ -1322,13 +1418,14 @@ function finishCommand(cmd, exitCode) {
 }
 
 function runSessionCommand(s, sess, cmd) {
-  return new Promise((resolve) => {
+  // eslint-disable-next-line no-async-promise-executor -- the spawn is awaited inside
+  return new Promise(async (resolve) => {
     if (sess.deleted) {
       finishCommand(cmd, -1);
       resolve();
       return;
     }
-    const { child, error } = spawnInSandbox(s, [SHELL, '-c', SESSION_WRAPPER, path.basename(SHELL), cmd.command], {
+    const { child, error } = await spawnInSandbox(s, SESSION_WRAPPER, [cmd.command], {
       cwd: sess.cwd,
       env: sess.env,
       extraFd: true,
@@ -2174,6 +2271,7 @@ let shuttingDown = false;
 function shutdown(code = 0) {
   if (shuttingDown) return;
   shuttingDown = true;
+  for (const s of STATE.sandboxes.values()) killSandboxProcesses(s);
   for (const c of STATE.children.values()) killTree(c);
   for (const s of STATE.sandboxes.values()) clearTimeout(s._.timer);
   for (const c of STATE.ioConns) c.ws.socket.destroy();

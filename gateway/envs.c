@@ -1,0 +1,533 @@
+/*
+ * envs.c - `sandgate envs`: what sandgate created, and cleaning it up.
+ *
+ *   sandgate envs list [--profile P] [--json]
+ *   sandgate envs show ID [--json]
+ *   sandgate envs rm ID... [--force]
+ *   sandgate envs gc [--older-than DUR] [--dry-run] [--force]
+ *
+ * The view is the state registry merged with what each backend reports
+ * for sandgate's own tags, so an environment the registry lacks (an
+ * orphan) shows up, and a record whose resource vanished is marked.  An
+ * environment attached to a live session is never removed without
+ * --force.
+ *
+ * Exit status: 0 done; 1 something could not be removed or listed (what
+ * and why on stderr); 2 usage; 3 an ID named on the command line does not
+ * exist.
+ */
+#define _GNU_SOURCE /* getopt_long */
+#include "envs.h"
+
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "../adapters/adapter.h"
+#include "base/cancel.h"
+#include "registry.h"
+
+#define EX_USAGE 2
+#define EX_MISSING 3
+
+/* One environment in the merged view (a JSON object):
+ *   id, backend, profile, identity, state, created, expires, persistent,
+ *   live_sessions, record (bool), reported (bool), status (registry's). */
+
+struct scan {
+	json_t *envs;         /* the merged view */
+	json_t *unreachable;  /* backends whose listing failed: name -> reason */
+	const char *backend;  /* of the listing in progress */
+	const char *profile;
+};
+
+/* A string field of e, or def. */
+static const char *str(json_t *e, const char *key, const char *def)
+{
+	const char *v = json_string_value(json_object_get(e, key));
+
+	return v ? v : def;
+}
+
+static json_t *find_env(json_t *envs, const char *backend, const char *id,
+			const char *identity)
+{
+	json_t *e;
+	size_t i;
+
+	json_array_foreach(envs, i, e) {
+		const char *b = json_string_value(json_object_get(e, "backend"));
+		const char *eid = json_string_value(json_object_get(e, "id"));
+		const char *ident = json_string_value(json_object_get(e, "identity"));
+
+		if (!b || strcmp(b, backend) != 0)
+			continue;
+		if (id && eid && strcmp(eid, id) == 0)
+			return e;
+		/* A record written before the create knows no id yet. */
+		if (!eid && identity && ident && strcmp(ident, identity) == 0)
+			return e;
+	}
+	return NULL;
+}
+
+static int on_listed(const struct sg_env_info *info, void *payload)
+{
+	struct scan *sc = payload;
+	json_t *e = find_env(sc->envs, sc->backend, info->id, info->identity);
+
+	if (!e) {
+		e = json_pack("{s:s, s:s, s:s, s:s, s:I, s:b, s:i, s:b, s:b}", "id",
+			      info->id, "backend", sc->backend, "profile",
+			      info->profile[0] ? info->profile : sc->profile, "identity",
+			      info->identity, "created", (json_int_t)info->created,
+			      "persistent", info->persistent, "live_sessions", 0,
+			      "record", 0, "reported", 1);
+		json_array_append_new(sc->envs, e);
+	}
+	json_object_set_new(e, "id", json_string(info->id));
+	json_object_set_new(e, "state", json_string(info->state));
+	json_object_set_new(e, "reported", json_true());
+	if (info->expires)
+		json_object_set_new(e, "expires", json_integer(info->expires));
+	return 0;
+}
+
+/*
+ * The merged view: registry records first, then every profile's backend
+ * listing (each backend and place listed once).
+ */
+static sg_err scan(const struct sg_config *cfg, const char *state_dir,
+		   const char *only_profile, struct scan *sc, struct sg_errinfo *err)
+{
+	json_t *records = NULL, *corrupt = NULL, *r, *listed = json_object();
+	size_t i;
+	sg_err rc;
+
+	sc->envs = json_array();
+	sc->unreachable = json_object();
+	rc = sg_registry_list(state_dir, &records, &corrupt, err);
+	if (rc)
+		goto out;
+	json_array_foreach(corrupt, i, r)
+		fprintf(stderr, "sandgate: the registry record %s was corrupt and was moved aside\n",
+			json_string_value(r));
+	json_array_foreach(records, i, r) {
+		const char *profile = json_string_value(json_object_get(r, "profile"));
+		json_t *e;
+
+		if (only_profile && (!profile || strcmp(profile, only_profile) != 0))
+			continue;
+		e = json_deep_copy(r);
+		json_object_set_new(e, "record", json_true());
+		json_object_set_new(e, "reported", json_false());
+		json_array_append_new(sc->envs, e);
+	}
+	for (const char *const *n = sg_config_names(cfg); *n; n++) {
+		struct sg_errinfo e = { 0 };
+		struct sg_profile *p = NULL;
+		const struct sg_adapter *ad;
+		char key[512];
+
+		if (only_profile && strcmp(*n, only_profile) != 0)
+			continue;
+		if (sg_config_profile(cfg, *n, NULL, &p, &e) != SG_OK) {
+			json_object_set_new(sc->unreachable, *n, json_string(e.msg));
+			continue;
+		}
+		ad = sg_adapter_find(p->backend);
+		/* One listing per backend and place (host, API, directory). */
+		snprintf(key, sizeof(key), "%s|%s|%s", p->backend,
+			 p->host ? p->host : "", p->workspace ? p->workspace : "");
+		if (ad && ad->list && !json_object_get(listed, key)) {
+			json_object_set_new(listed, key, json_true());
+			sc->backend = ad->name;
+			sc->profile = *n;
+			if (ad->list(p, state_dir, on_listed, sc, NULL, &e) != SG_OK)
+				json_object_set_new(sc->unreachable, *n, json_string(e.msg));
+		}
+		sg_profile_free(p);
+	}
+	/* What was never reported by a backend that answered has vanished. */
+	json_array_foreach(sc->envs, i, r) {
+		const char *profile = json_string_value(json_object_get(r, "profile"));
+
+		if (json_is_true(json_object_get(r, "reported")))
+			continue;
+		if (!json_string_value(json_object_get(r, "id")))
+			json_object_set_new(r, "state", json_string("provisioning"));
+		else if (profile && json_object_get(sc->unreachable, profile))
+			json_object_set_new(r, "state", json_string("unknown"));
+		else
+			json_object_set_new(r, "state", json_string("vanished"));
+	}
+out:
+	json_decref(records);
+	json_decref(corrupt);
+	json_decref(listed);
+	return rc;
+}
+
+static void age(char *buf, size_t n, int64_t seconds)
+{
+	if (seconds < 0)
+		snprintf(buf, n, "-");
+	else if (seconds < 120)
+		snprintf(buf, n, "%llds", (long long)seconds);
+	else if (seconds < 7200)
+		snprintf(buf, n, "%lldm", (long long)seconds / 60);
+	else if (seconds < 172800)
+		snprintf(buf, n, "%lldh", (long long)seconds / 3600);
+	else
+		snprintf(buf, n, "%lldd", (long long)seconds / 86400);
+}
+
+/* The word for the STATE column: the backend's state, plus what only the
+ * merge knows. */
+static const char *state_of(json_t *e)
+{
+	if (!json_is_true(json_object_get(e, "record")))
+		return "orphan";
+	if (json_string_value(json_object_get(e, "status")) &&
+	    strcmp(json_string_value(json_object_get(e, "status")), SG_REG_CLEANUP) == 0)
+		return SG_REG_CLEANUP;
+	return str(e, "state", "unknown");
+}
+
+static void print_table(json_t *envs)
+{
+	time_t now = time(NULL);
+	json_t *e;
+	size_t i;
+
+	fprintf(stdout, "%-28s %-8s %-12s %-16s %-6s %-8s %-14s %s\n", "ID", "BACKEND",
+		"PROFILE", "STATE", "AGE", "EXPIRY", "RESOURCES", "SESSIONS");
+	json_array_foreach(envs, i, e) {
+		char a[24], x[24], res[48] = "-";
+		json_int_t created = json_integer_value(json_object_get(e, "created"));
+		json_int_t expires = json_integer_value(json_object_get(e, "expires"));
+		json_t *applied = json_object_get(json_object_get(e, "resources"), "applied");
+
+		age(a, sizeof(a), created ? (int64_t)(now - created) : -1);
+		if (json_is_true(json_object_get(e, "persistent")))
+			snprintf(x, sizeof(x), "persistent");
+		else
+			age(x, sizeof(x), expires ? (int64_t)(expires - now) : -1);
+		if (json_object_size(applied))
+			snprintf(res, sizeof(res), "%gcpu/%lldMiB",
+				 json_number_value(json_object_get(applied, "cpus")),
+				 (long long)json_integer_value(json_object_get(applied, "memory_mb")));
+		fprintf(stdout, "%-28s %-8s %-12s %-16s %-6s %-8s %-14s %lld\n",
+			str(e, "id", "(not created yet)"), str(e, "backend", "?"),
+			str(e, "profile", "?"), state_of(e), a,
+			x, res, (long long)json_integer_value(json_object_get(e, "live_sessions")));
+	}
+}
+
+static void print_json(json_t *j)
+{
+	char *text = json_dumps(j, JSON_INDENT(2) | JSON_SORT_KEYS);
+
+	if (text)
+		fprintf(stdout, "%s\n", text);
+	free(text);
+}
+
+static void annotate(json_t *envs)
+{
+	json_t *e;
+	size_t i;
+
+	json_array_foreach(envs, i, e)
+		json_object_set_new(e, "state", json_string(state_of(e)));
+}
+
+/*
+ * Remove one environment: the backend's resource (when it still exists),
+ * then its registry record.
+ */
+static sg_err remove_env(const struct sg_config *cfg, const char *state_dir,
+			 json_t *e, struct sg_errinfo *err)
+{
+	const char *backend = json_string_value(json_object_get(e, "backend"));
+	const char *profile = json_string_value(json_object_get(e, "profile"));
+	const char *id = json_string_value(json_object_get(e, "id"));
+	const char *identity = json_string_value(json_object_get(e, "identity"));
+	const char *state = state_of(e);
+	const struct sg_adapter *ad = backend ? sg_adapter_find(backend) : NULL;
+	struct sg_profile *p = NULL;
+	sg_err rc = SG_OK;
+
+	if (!ad)
+		return sg_err_set(err, SG_E_UNSUPPORTED, "backend %s is not built into this sandgate",
+				  backend ? backend : "?");
+	if (id && strcmp(state, "vanished") != 0) {
+		if (!ad->destroy)
+			return sg_err_set(err, SG_E_UNSUPPORTED,
+					  "backend %s cannot remove environments", backend);
+		rc = sg_config_profile(cfg, profile, NULL, &p, err);
+		if (rc)
+			return sg_err_set(err, rc, "profile \"%s\" is needed to reach %s and is not in the config",
+					  profile ? profile : "?", id);
+		fprintf(stderr, "sandgate: removing %s (%s)...\n", id, backend);
+		rc = ad->destroy(p, state_dir, id, NULL, err);
+		if (rc == SG_E_NOT_FOUND) {
+			sg_err_clear(err);
+			rc = SG_OK;
+		}
+		sg_profile_free(p);
+	}
+	if (!rc && identity && json_is_true(json_object_get(e, "record"))) {
+		struct sg_reg_key key = { backend, identity };
+
+		rc = sg_registry_remove(state_dir, &key, err);
+	}
+	return rc;
+}
+
+static int parse_duration(const char *s, int64_t *out)
+{
+	char *end;
+	long long v = strtoll(s, &end, 10);
+	int64_t unit = 1;
+
+	if (end == s || v < 0)
+		return -1;
+	switch (*end) {
+	case '\0': case 's': unit = 1; break;
+	case 'm': unit = 60; break;
+	case 'h': unit = 3600; break;
+	case 'd': unit = 86400; break;
+	default: return -1;
+	}
+	if (*end && end[1])
+		return -1;
+	*out = v * unit;
+	return 0;
+}
+
+/* Why gc removes e, or NULL to keep it. */
+static const char *gc_reason(json_t *e, int64_t older_than, time_t now)
+{
+	const char *state = state_of(e);
+	json_int_t created = json_integer_value(json_object_get(e, "created"));
+	json_int_t expires = json_integer_value(json_object_get(e, "expires"));
+	bool persistent = json_is_true(json_object_get(e, "persistent"));
+
+	if (strcmp(state, SG_REG_CLEANUP) == 0)
+		return "its cleanup did not finish";
+	if (strcmp(state, "vanished") == 0)
+		return "its resource is gone; only the record remains";
+	if (strcmp(state, "provisioning") == 0 ||
+	    (json_string_value(json_object_get(e, "status")) &&
+	     strcmp(json_string_value(json_object_get(e, "status")), SG_REG_PROVISIONING) == 0))
+		return "its gateway died while creating it";
+	if (older_than >= 0 && created && now - created >= older_than)
+		return "it is older than --older-than";
+	if (!persistent && expires && expires <= now)
+		return strcmp(state, "orphan") == 0 ? "an orphan past its expiry"
+						    : "not persistent and past its expiry";
+	if (strcmp(state, "orphan") == 0 && !persistent && !expires)
+		return "an orphan the registry does not know";
+	return NULL;
+}
+
+static int cmd_gc(const struct sg_config *cfg, const char *state_dir, int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "older-than", required_argument, NULL, 'o' },
+		{ "dry-run", no_argument, NULL, 'n' },
+		{ "force", no_argument, NULL, 'f' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct sg_errinfo err = { 0 };
+	struct scan sc = { 0 };
+	int64_t older = -1;
+	bool dry = false, force = false;
+	time_t now = time(NULL);
+	int c, status = 0;
+	json_t *e;
+	size_t i;
+
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		if (c == 'o' && parse_duration(optarg, &older) == 0)
+			continue;
+		if (c == 'n')
+			dry = true;
+		else if (c == 'f')
+			force = true;
+		else
+			return EX_USAGE;
+	}
+	if (scan(cfg, state_dir, NULL, &sc, &err)) {
+		fprintf(stderr, "sandgate: %s\n", err.msg);
+		return 1;
+	}
+	json_array_foreach(sc.envs, i, e) {
+		const char *why = gc_reason(e, older, now);
+		const char *id = json_string_value(json_object_get(e, "id"));
+
+		if (!why)
+			continue;
+		if (json_integer_value(json_object_get(e, "live_sessions")) > 0 && !force) {
+			fprintf(stderr, "sandgate: keeping %s: a live session is attached (use --force)\n",
+				id ? id : "(not created)");
+			continue;
+		}
+		fprintf(stdout, "%s %s: %s\n", dry ? "would remove" : "removing",
+			id ? id : json_string_value(json_object_get(e, "identity")), why);
+		if (dry)
+			continue;
+		sg_err_clear(&err);
+		if (remove_env(cfg, state_dir, e, &err)) {
+			fprintf(stderr, "sandgate: %s: %s\n", id ? id : "?", err.msg);
+			status = 1;
+		}
+	}
+	json_decref(sc.envs);
+	json_decref(sc.unreachable);
+	return status;
+}
+
+static int cmd_rm(const struct sg_config *cfg, const char *state_dir, int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "force", no_argument, NULL, 'f' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct sg_errinfo err = { 0 };
+	struct scan sc = { 0 };
+	bool force = false;
+	int c, status = 0;
+
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		if (c != 'f')
+			return EX_USAGE;
+		force = true;
+	}
+	if (optind >= argc)
+		return EX_USAGE;
+	if (scan(cfg, state_dir, NULL, &sc, &err)) {
+		fprintf(stderr, "sandgate: %s\n", err.msg);
+		return 1;
+	}
+	for (int a = optind; a < argc; a++) {
+		json_t *e = NULL, *x;
+		size_t i;
+
+		json_array_foreach(sc.envs, i, x)
+			if (json_string_value(json_object_get(x, "id")) &&
+			    strcmp(json_string_value(json_object_get(x, "id")), argv[a]) == 0)
+				e = x;
+		if (!e) {
+			fprintf(stderr, "sandgate: no environment %s\n", argv[a]);
+			status = status ? status : EX_MISSING;
+			continue;
+		}
+		if (json_integer_value(json_object_get(e, "live_sessions")) > 0 && !force) {
+			fprintf(stderr, "sandgate: %s is attached to a live session (use --force)\n",
+				argv[a]);
+			status = 1;
+			continue;
+		}
+		sg_err_clear(&err);
+		if (remove_env(cfg, state_dir, e, &err)) {
+			fprintf(stderr, "sandgate: %s: %s\n", argv[a], err.msg);
+			status = 1;
+		} else {
+			fprintf(stdout, "removed %s\n", argv[a]);
+		}
+	}
+	json_decref(sc.envs);
+	json_decref(sc.unreachable);
+	return status;
+}
+
+static int cmd_list(const struct sg_config *cfg, const char *state_dir, int argc,
+		    char **argv, bool show)
+{
+	static const struct option opts[] = {
+		{ "profile", required_argument, NULL, 'p' },
+		{ "json", no_argument, NULL, 'j' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct sg_errinfo err = { 0 };
+	struct scan sc = { 0 };
+	const char *profile = NULL;
+	bool as_json = false;
+	int c, status = 0;
+	const char *key;
+	json_t *v;
+
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		if (c == 'p')
+			profile = optarg;
+		else if (c == 'j')
+			as_json = true;
+		else
+			return EX_USAGE;
+	}
+	if (show != (optind + 1 == argc) || (!show && optind != argc))
+		return EX_USAGE;
+	if (scan(cfg, state_dir, profile, &sc, &err)) {
+		fprintf(stderr, "sandgate: %s\n", err.msg);
+		return 1;
+	}
+	annotate(sc.envs);
+	json_object_foreach(sc.unreachable, key, v) {
+		fprintf(stderr, "sandgate: profile %s could not be listed: %s\n", key,
+			json_string_value(v));
+		status = 1;
+	}
+	if (show) {
+		json_t *e, *found = NULL;
+		size_t i;
+
+		json_array_foreach(sc.envs, i, e)
+			if (json_string_value(json_object_get(e, "id")) &&
+			    strcmp(json_string_value(json_object_get(e, "id")), argv[optind]) == 0)
+				found = e;
+		if (found)
+			print_json(found);
+		else {
+			fprintf(stderr, "sandgate: no environment %s\n", argv[optind]);
+			status = EX_MISSING;
+		}
+	} else if (as_json) {
+		print_json(sc.envs);
+	} else {
+		print_table(sc.envs);
+	}
+	json_decref(sc.envs);
+	json_decref(sc.unreachable);
+	return status;
+}
+
+int sg_envs_main(int argc, char **argv, const struct sg_config *cfg, const char *state_dir)
+{
+	int status = EX_USAGE;
+
+	if (argc < 2)
+		goto out;
+	if (strcmp(argv[1], "list") == 0)
+		status = cmd_list(cfg, state_dir, argc - 1, argv + 1, false);
+	else if (strcmp(argv[1], "show") == 0)
+		status = cmd_list(cfg, state_dir, argc - 1, argv + 1, true);
+	else if (strcmp(argv[1], "rm") == 0)
+		status = cmd_rm(cfg, state_dir, argc - 1, argv + 1);
+	else if (strcmp(argv[1], "gc") == 0)
+		status = cmd_gc(cfg, state_dir, argc - 1, argv + 1);
+out:
+	if (status == EX_USAGE)
+		fprintf(stderr,
+			"usage: sandgate envs list [--profile P] [--json]\n"
+			"       sandgate envs show ID\n"
+			"       sandgate envs rm ID... [--force]\n"
+			"       sandgate envs gc [--older-than DUR] [--dry-run] [--force]\n");
+	return status;
+}
