@@ -44,6 +44,7 @@ else
   sgbench="$build/bench-standalone/sgbench"
 fi
 
+load_before=$(cut -d' ' -f1-3 /proc/loadavg)
 out=$(mktemp -d /tmp/sgbench-out-XXXXXX)
 trap 'rm -rf "$out"' EXIT
 echo "== running $sgbench" >&2
@@ -55,7 +56,8 @@ echo "== running $sgbench" >&2
 {
   echo "Measured $(date -u +%Y-%m-%dT%H:%MZ) at commit $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)$(git -C "$root" diff --quiet 2>/dev/null || echo ' (with uncommitted changes)')"
   echo "on $(uname -srm), $(nproc) CPUs ($(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)),"
-  echo "$(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo) of memory, $(bwrap --version 2>/dev/null || echo 'no bubblewrap'), $(cc --version | head -1)."
+  echo "$(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo) of memory, $(bwrap --version 2>/dev/null || echo 'no bubblewrap'), $(cc --version | head -1);"
+  echo "load average before the run $load_before, after it $(cut -d' ' -f1-3 /proc/loadavg)."
   echo
   cat "$out/table.md"
 } >"$out/block.md"

@@ -62,7 +62,7 @@ static sg_err parse_reply(const char *p, size_t n, json_t **out,
 			  struct sg_errinfo *err)
 {
 	json_error_t je;
-	json_t *j = json_loadb(p, n, 0, &je), *e;
+	json_t *j = json_loadb(p, n, JSON_ALLOW_NUL, &je), *e;
 
 	*out = NULL;
 	if (!j || !json_is_object(j)) {

@@ -30,7 +30,7 @@
 static const char usage[] =
 	"usage: sandgate serve [--config FILE] [--profile NAME] [--state-dir DIR]\n"
 	"                      [--audit-log FILE] [--log-level LEVEL]\n"
-	"                      [--shutdown-budget-ms N] [--max-output BYTES]\n"
+	"                      [--shutdown-budget-ms N] [--max-output BYTES] [--peer]\n"
 	"       sandgate config check [--config FILE]\n"
 	"       sandgate envs list|show|rm|gc ... [--config FILE] [--state-dir DIR]\n"
 	"       sandgate --help | --version\n"
@@ -48,7 +48,10 @@ static const char usage[] =
 	"  --log-level LEVEL      error, warn (default), info or debug, on stderr\n"
 	"  --shutdown-budget-ms N time from stdin EOF to exit, cleanup included\n"
 	"                         (default: the profile's shutdown_timeout_ms, else 60000)\n"
-	"  --max-output BYTES     output kept per tool call (default 1048576)\n";
+	"  --max-output BYTES     output kept per tool call (default 1048576, at most\n"
+	"                         2097152 so any reply fits in a frame)\n"
+	"  --peer                 run as a delegated peer of another adapter: the\n"
+	"                         default shutdown budget is 10 s instead of 60 s\n";
 
 /* mkdir -p with mode 0700 for the parts it creates. */
 static int make_dirs(const char *path)
@@ -138,6 +141,7 @@ static int cmd_serve(int argc, char **argv)
 		{ "log-level", required_argument, NULL, 'l' },
 		{ "shutdown-budget-ms", required_argument, NULL, 'b' },
 		{ "max-output", required_argument, NULL, 'm' },
+		{ "peer", no_argument, NULL, 'P' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -170,12 +174,13 @@ static int cmd_serve(int argc, char **argv)
 			break;
 		case 'm':
 			o.tool_output = (size_t)strtoull(optarg, &end, 10);
-			if (*end || o.tool_output < 1024 || o.tool_output > SG_MAX_FRAME / 2) {
+			if (*end || o.tool_output < 1024 || o.tool_output > SG_TOOL_OUTPUT_MAX) {
 				fprintf(stderr, "sandgate: --max-output must be 1024 to %zu\n",
-					SG_MAX_FRAME / 2);
+					SG_TOOL_OUTPUT_MAX);
 				return EX_USAGE;
 			}
 			break;
+		case 'P': o.peer = true; break;
 		case 'h': fputs(usage, stderr); return 0;
 		default: fputs(usage, stderr); return EX_USAGE;
 		}

@@ -291,8 +291,24 @@ sg_err sg_proc_start(struct sg_op *op, json_t **out)
 	json_object_set_new(p->known, id, json_pack("{s:s, s:b}", "status",
 						      "running", "starting", 1));
 	pthread_mutex_unlock(&p->lock);
+	/*
+	 * The spawn itself is not cancelled midway: killing it could leave a
+	 * supervisor nobody knows about.  It returns within moments; a cancel
+	 * that arrived meanwhile stops the child it made (section 10).
+	 */
 	rc = sg_envcall_spawn(s, sg_strv_get(&av), sg_strv_get(&envp), &reply,
-			      &op->cancel, &op->err);
+			      NULL, &op->err);
+	if (!rc && sg_cancel_check(&op->cancel)) {
+		const char *stop[] = { "proc", "stop", "--id", id, "--grace-ms", "0", NULL };
+		struct sg_errinfo ignore = { 0 };
+		json_t *final = NULL;
+
+		if (sg_envcall(s, SG_CALL_CTL, stop, NULL, 0, &final, NULL, &ignore))
+			sg_log_warn("stopping cancelled process %s: %s", id, ignore.msg);
+		json_decref(final);
+		rc = sg_err_set(&op->err, SG_E_CANCELLED,
+				"process/start was cancelled; process %s was stopped", id);
+	}
 	rec = json_object_get(reply, "process");
 	if (!rc && !json_is_object(rec))
 		rc = sg_err_set(&op->err, SG_E_INTERNAL,

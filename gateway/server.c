@@ -63,7 +63,9 @@ static const struct method methods[] = {
 	{ "export/open", sg_export_open, false },
 	{ "export/read", sg_export_read, false },
 	{ "export/close", sg_export_close, false },
-	{ "cancel", NULL, false }, /* answered on the reader thread */
+	/* Answered on the reader thread; allowed while initialize runs, so an
+	 * initialize can be cancelled. */
+	{ "cancel", NULL, true },
 };
 
 void sg_op_after(struct sg_op *op, json_t *ev)
@@ -593,6 +595,9 @@ static sg_err run_initialize(struct sg_op *op, json_t **out)
 	}
 
 	rc = provision(op, binding, &fatal);
+	/* A cancelled initialize is final too (protocol section 2). */
+	if (rc && sg_cancel_check(&op->cancel))
+		fatal = true;
 
 	pthread_mutex_lock(&s->lock);
 	if (!rc) {
@@ -701,6 +706,14 @@ static void dispatch(struct server *sv, json_t *frame)
 	if (!data || json_is_null(data)) {
 		json_object_set_new(frame, "data", json_object());
 		data = json_object_get(frame, "data");
+	}
+	if (!meth->run && state == SG_S_READY) {
+		token = json_string_value(json_object_get(frame, "token"));
+		if (!token || strcmp(token, s->token) != 0) {
+			send_error_code(s, id, SG_E_BAD_TOKEN,
+					"the request's token does not match the connection's");
+			return;
+		}
 	}
 	if (!meth->run) {
 		do_cancel(sv, id, data);
@@ -839,13 +852,14 @@ static bool drain(struct server *sv, struct deadline *d)
 	return empty;
 }
 
+/* --shutdown-budget-ms, else the profile's, else the role's default. */
 static int64_t budget_ms(const struct server *sv)
 {
 	if (sv->o->budget_ms > 0)
 		return sv->o->budget_ms;
 	if (sv->s.profile && sv->s.profile->shutdown_timeout_ms > 0)
 		return sv->s.profile->shutdown_timeout_ms;
-	return SG_SHUTDOWN_BUDGET_MS;
+	return sv->o->peer ? SG_PEER_SHUTDOWN_MS : SG_SHUTDOWN_BUDGET_MS;
 }
 
 /*

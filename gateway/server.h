@@ -12,6 +12,7 @@
 #ifndef SG_SERVER_H
 #define SG_SERVER_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "../config/config.h"
@@ -24,6 +25,7 @@ struct sg_server_opts {
 	const char *audit_log;       /* NULL: none */
 	int64_t budget_ms;           /* 0: the profile's, else the default */
 	size_t tool_output;          /* 0: SG_TOOL_OUTPUT */
+	bool peer;                   /* started as a delegated peer (budget 10 s) */
 };
 
 /* Serve until shutdown; returns the process's exit status. */

@@ -281,6 +281,21 @@ bool sg_wire_send(struct sg_wire *w, json_t *msg)
 	char *text = json_dumps(msg, JSON_COMPACT);
 	bool ok = false;
 
+	/*
+	 * No frame leaves over the cap (section 1): a reply that would is
+	 * replaced by a too_large error for its request.
+	 */
+	if (text && strlen(text) + 1 > SG_MAX_FRAME) {
+		json_t *id = json_object_get(msg, "id");
+		json_t *small = id ? json_pack("{s:O, s:s}", "id", id, "error",
+					       "too_large: the reply would exceed the 16 MiB frame limit")
+				   : NULL;
+
+		free(text);
+		text = small ? json_dumps(small, JSON_COMPACT) : NULL;
+		json_decref(small);
+		sg_log_err("a message over the frame limit was not sent");
+	}
 	json_decref(msg);
 	if (!text || !(m = malloc(sizeof(*m)))) {
 		sg_log_err("cannot serialise a message: out of memory");

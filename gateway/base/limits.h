@@ -18,6 +18,9 @@
 
 /* Tool output kept per call before `truncated: true` (section 3). */
 #define SG_TOOL_OUTPUT (1 * SG_MiB)
+/* The most --max-output may raise it to: JSON can grow text 6 times
+ * (control bytes as \u00XX), and a reply must stay under SG_MAX_FRAME. */
+#define SG_TOOL_OUTPUT_MAX (2 * SG_MiB)
 
 /* Processes (section 4). */
 #define SG_PROC_RETAIN (8 * SG_MiB)   /* newest output kept per process */

@@ -66,3 +66,36 @@ class Cancel(GatewayTestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class CancelEdges(GatewayTestCase):
+    def test_cancel_is_answered_before_initialize(self):
+        # cancel is allowed while a connection is not bound yet, so that an
+        # initialize in progress can be cancelled; an unknown id is false.
+        gw = self.gateway(init=False)
+        self.assertEqual(gw.ok("cancel", {"id": 12345}), {"cancelled": False})
+
+    def test_cancelled_start_leaves_no_process(self):
+        # Section 10: a cancelled process/start whose child exists stops it,
+        # and its record ends `stopped`.  The cancel races the start, so try a
+        # few times until one lands while the start is still in flight.
+        gw = self.gateway()
+        count = live_checker(gw)
+        for _ in range(20):
+            m = Marker()
+            rid = gw.request("process/start", {"command": m.command,
+                                                "operation_id": "op-cancel"})
+            c = gw.call("cancel", {"id": rid}, timeout=10)
+            r = gw.wait_reply(rid, 20)
+            if not c["data"]["cancelled"] or not r.is_error:
+                gw.ok("process/stop", {"id": r["data"]["id"], "grace_ms": 0})
+                continue
+            self.assertReplyCode(r, "cancelled")
+            for rec in gw.ok("process/list", {})["processes"]:
+                if rec.get("operation_id") == "op-cancel" and rec["command"] == m.command:
+                    self.assertIn(rec["status"], ("stopped", "exited", "failed"))
+            if count is not None:
+                self.assertTrue(wait_gone(count, m, 2.0),
+                                "the cancelled start's child is still running")
+            return
+        self.skipTest("the cancel never landed while process/start was in flight")

@@ -56,6 +56,14 @@ class Tools(GatewayTestCase):
         res = self.gw.tool("read_file", {"path": self.p("nope.txt")})
         self.assertIs(res["is_error"], True)
 
+    def test_read_text_with_nul_bytes(self):
+        # NUL is a valid character of a JSON string (\u0000); reading such a
+        # file as text must work and keep it.
+        gw = self.gw
+        gw.sh_ok("printf 'a\\000b\\n' > nul.txt")
+        res = gw.tool_ok("read_file", {"path": "nul.txt"})
+        self.assertEqual(res["content"], "a\u0000b\n")
+
     def test_base64_round_trip(self):
         gw = self.gw
         raw = bytes(range(256)) + b"\xff\xfe\x00"

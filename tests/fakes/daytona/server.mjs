@@ -547,7 +547,9 @@ function anchorArgs(s) {
       args.push('--ro-bind', '/' + d, '/' + d);
     }
   }
-  args.push('--proc', '/proc', '--dev', '/dev', '--tmpfs', '/run', '--', '/usr/bin/sleep', 'infinity');
+  // The command runs only once the namespace is set up, so its "ready" line means nsenter may
+  // enter (bwrap reports the child pid on --info-fd earlier than that).
+  args.push('--proc', '/proc', '--dev', '/dev', '--tmpfs', '/run', '--', '/bin/sh', '-c', 'echo ready; exec sleep infinity');
   return args;
 }
 
@@ -558,9 +560,17 @@ function ensureAnchor(s) {
   }
   if (s._.anchorStarting) return s._.anchorStarting;
   s._.anchorStarting = new Promise((resolve, reject) => {
-    const proc = spawn('bwrap', anchorArgs(s), { stdio: ['ignore', 'ignore', 'pipe', 'pipe'], detached: true });
+    const proc = spawn('bwrap', anchorArgs(s), { stdio: ['ignore', 'pipe', 'pipe', 'pipe'], detached: true });
     let info = '';
     let errText = '';
+    let out = '';
+    let pid = null;
+    const maybeReady = () => {
+      if (pid === null || !out.includes('ready\n')) return;
+      clearTimeout(timer);
+      s._.anchor = { proc, pid };
+      resolve(pid);
+    };
     const timer = setTimeout(() => {
       killTree(proc);
       reject(new Error('bwrap did not report its child pid'));
@@ -572,15 +582,16 @@ function ensureAnchor(s) {
     proc.stderr.on('data', (d) => (errText += d));
     proc.stdio[3].on('data', (d) => {
       info += d;
-      let pid = null;
       try {
         pid = JSON.parse(info)['child-pid'];
       } catch {
         return; // not all of it yet
       }
-      clearTimeout(timer);
-      s._.anchor = { proc, pid };
-      resolve(pid);
+      maybeReady();
+    });
+    proc.stdout.on('data', (d) => {
+      out += d;
+      maybeReady();
     });
     proc.on('exit', () => {
       clearTimeout(timer);
