@@ -456,24 +456,25 @@ static void undo(struct sg_session *s, bool provisioned)
 }
 
 /*
- * Provision the environment for the binding.  Errors before anything was
- * created leave the connection uninitialised (the host may retry); a
- * failed or cancelled provisioning removes what it made and is final.
+ * Bring up one profile's environment for the binding: build and validate
+ * the profile, record the intent, provision, and observe the facts inside
+ * (*probe, new).  Errors before anything was created leave *fatal false;
+ * a failure after that removes what was made (undo) and sets it.
  */
-static sg_err provision(struct sg_op *op, json_t *binding, bool *fatal)
+static sg_err bring_up(struct sg_op *op, json_t *binding, const char *name,
+		       json_t **probe, bool *fatal)
 {
 	struct sg_session *s = op->s;
+	json_t *envobj = json_object_get(binding, "environment");
 	const struct sg_adapter *ad;
 	struct sg_env *env = NULL;
-	json_t *probe = NULL, *envobj;
 	bool provisioned = false;
 	sg_err rc;
 
 	*fatal = false;
-	envobj = json_object_get(binding, "environment");
-	rc = sg_config_profile(s->cfg, s->profile_name,
-			       json_is_object(envobj) ? envobj : NULL, &s->profile,
-			       &op->err);
+	*probe = NULL;
+	rc = sg_config_profile(s->cfg, name, json_is_object(envobj) ? envobj : NULL,
+			       &s->profile, &op->err);
 	if (rc)
 		goto out;
 	ad = sg_adapter_find(s->profile->backend);
@@ -486,7 +487,6 @@ static sg_err provision(struct sg_op *op, json_t *binding, bool *fatal)
 	rc = ad->validate(s->profile, &op->err);
 	if (rc)
 		goto out;
-
 	s->identity = strdup(json_is_string(json_object_get(binding, "identity"))
 				     ? json_string_value(json_object_get(binding, "identity"))
 				     : json_string_value(json_object_get(binding, "session")));
@@ -524,38 +524,262 @@ static sg_err provision(struct sg_op *op, json_t *binding, bool *fatal)
 		const char *args[] = { "probe", NULL };
 
 		/* Facts are observed inside the environment, so always exec. */
-		rc = sg_envcall(s, SG_CALL_EXEC, args, NULL, 0, &probe, &op->cancel,
+		rc = sg_envcall(s, SG_CALL_EXEC, args, NULL, 0, probe, &op->cancel,
 				&op->err);
 	}
+	if (!rc)
+		s->landlock_abi = (int)json_integer_value(json_object_get(*probe, "landlock_abi"));
+out:
+	if (rc && *fatal)
+		undo(s, provisioned);
+	return rc;
+}
+
+/* Forget the environment fields of a candidate that was not chosen (its
+ * environment is already removed or let go). */
+static void reset_env(struct sg_session *s)
+{
+	if (s->env) {
+		if (s->env->ad->release)
+			s->env->ad->release(s->env);
+		json_decref(s->env->facts);
+		free(s->env->helper);
+		free(s->env->ctl_dir);
+		free(s->env->host_root);
+		free(s->env->host_ctl);
+		free(s->env);
+		s->env = NULL;
+	}
+	sg_profile_free(s->profile);
+	s->profile = NULL;
+	free(s->identity);
+	free(s->root);
+	free(s->session_id);
+	s->identity = s->root = s->session_id = NULL;
+	sg_strv_release(&s->base_env);
+	s->landlock_abi = 0;
+}
+
+/* "3.11.2" >= "3.10"?  Dotted numbers, missing parts are 0. */
+static bool version_at_least(const char *have, const char *want)
+{
+	while (*want) {
+		long h = strtol(have, (char **)&have, 10);
+		long w = strtol(want, (char **)&want, 10);
+
+		if (h != w)
+			return h > w;
+		if (*have == '.')
+			have++;
+		if (*want == '.')
+			want++;
+		else if (*want)
+			return false;
+	}
+	return true;
+}
+
+/*
+ * Does an environment's facts meet a candidate's requirements?  When not,
+ * why goes into why.  Isolation is judged from observed facts only, so
+ * the local backend without bubblewrap never passes "required".
+ */
+static bool meets(json_t *require, json_t *facts, char *why, size_t n)
+{
+	json_t *iso = json_object_get(facts, "isolation"), *v;
+	const char *k;
+
+	json_object_foreach(require, k, v) {
+		if (strcmp(k, "isolation") == 0) {
+			const char *cls = json_string_value(json_object_get(facts, "safety_class"));
+
+			if (!json_is_string(v) || strcmp(json_string_value(v), "required") != 0)
+				continue;
+			if (!json_is_true(json_object_get(iso, "process_contained")) ||
+			    !json_is_true(json_object_get(iso, "host_filesystem_restricted")) ||
+			    !cls || strcmp(cls, "trusted_local") == 0) {
+				snprintf(why, n, "isolation is required and was not observed (safety_class %s)",
+					 cls ? cls : "unknown");
+				return false;
+			}
+		} else if (strcmp(k, "network_isolated") == 0) {
+			if (json_is_true(v) && !json_is_true(json_object_get(iso, "network_isolated"))) {
+				snprintf(why, n, "the network is not isolated");
+				return false;
+			}
+		} else if (strcmp(k, "toolchains") == 0) {
+			json_t *have = json_object_get(facts, "toolchains"), *want;
+			const char *tool;
+
+			json_object_foreach(v, tool, want) {
+				const char *hv = json_string_value(json_object_get(have, tool));
+				const char *wv = json_string_value(want);
+
+				if (!hv) {
+					snprintf(why, n, "toolchain %s was not found", tool);
+					return false;
+				}
+				if (wv && strncmp(wv, ">=", 2) == 0 && !version_at_least(hv, wv + 2)) {
+					snprintf(why, n, "toolchain %s is %s, %s is required", tool, hv, wv);
+					return false;
+				}
+			}
+		} else {
+			snprintf(why, n, "unknown requirement \"%s\"", k);
+			return false;
+		}
+	}
+	return true;
+}
+
+static bool candidate_fits(json_t *candidate, json_t *probe, json_t *adapter_facts,
+			   char *why, size_t n)
+{
+	json_t *facts = facts_of(probe, adapter_facts);
+	bool ok = meets(json_object_get(candidate, "require"), facts, why, n);
+
+	json_decref(facts);
+	return ok;
+}
+
+/*
+ * A `select` profile: bring up its candidates in order and keep the first
+ * whose observed facts meet its requirements; each one skipped is removed
+ * and recorded with the reason in *selection (new).
+ */
+static sg_err select_candidate(struct sg_op *op, json_t *binding, json_t *candidates,
+			       json_t **probe, json_t **selection, bool *fatal)
+{
+	struct sg_session *s = op->s;
+	json_t *c;
+	size_t i;
+	sg_err rc = SG_E_UNAVAILABLE;
+
+	*selection = json_array();
+	*fatal = false;
+	json_array_foreach(candidates, i, c) {
+		const char *name = json_string_value(json_object_get(c, "profile"));
+		char why[SG_ERR_MSG] = "";
+		bool made = false;
+
+		if (!name) {
+			rc = sg_err_set(&op->err, SG_E_INVALID_ARGUMENT,
+					"candidate %zu of profile \"%s\" names no profile", i,
+					s->profile_name ? s->profile_name : "(default)");
+			break;
+		}
+		sg_err_clear(&op->err);
+		rc = bring_up(op, binding, name, probe, &made);
+		*fatal = *fatal || made;
+		if (rc) {
+			snprintf(why, sizeof(why), "%s: %.200s", sg_err_word(rc), op->err.msg);
+		} else if (!candidate_fits(c, *probe, s->env->facts, why, sizeof(why))) {
+			struct sg_errinfo ignore = { 0 };
+			struct sg_reg_key key = { s->env->ad->name, s->identity };
+			int others = 0;
+
+			rc = SG_E_UNAVAILABLE;
+			if (sg_registry_detach(s->state_dir, &key, s->session_id, &others, &ignore))
+				sg_log_warn("%s", ignore.msg);
+			if (s->env->ad->teardown(s->env, s->env->resumed || others ? SG_FATE_DETACH
+										   : SG_FATE_REMOVE,
+						 &op->cancel, &ignore))
+				sg_log_warn("removing skipped candidate %s: %s", name, ignore.msg);
+			else if (!s->env->resumed && !others &&
+				 sg_registry_remove(s->state_dir, &key, &ignore))
+				sg_log_warn("%s", ignore.msg);
+		}
+		if (!rc) {
+			json_array_append_new(*selection, json_pack("{s:s, s:b}", "profile", name,
+								     "chosen", 1));
+			sg_err_clear(&op->err);
+			return SG_OK;
+		}
+		json_array_append_new(*selection, json_pack("{s:s, s:b, s:s}", "profile", name,
+							     "chosen", 0, "reason", why));
+		json_decref(*probe);
+		*probe = NULL;
+		reset_env(s);
+		if (sg_cancel_check(&op->cancel))
+			break;
+	}
+	sg_err_clear(&op->err);
+	{
+		char *list = json_dumps(*selection, JSON_COMPACT);
+
+		rc = sg_err_set(&op->err, sg_cancel_check(&op->cancel) ? SG_E_CANCELLED : SG_E_UNAVAILABLE,
+				"no candidate profile was usable: %.200s", list ? list : "");
+		free(list);
+	}
+	return rc;
+}
+
+/*
+ * Provision the environment for the binding (or, for a `select` profile,
+ * the first candidate that meets its requirements) and build the reply.
+ */
+static sg_err provision(struct sg_op *op, json_t *binding, bool *fatal)
+{
+	struct sg_session *s = op->s;
+	json_t *probe = NULL, *selection = NULL, *facts, *raw;
+	struct sg_profile *chosen = NULL;
+	sg_err rc;
+
+	*fatal = false;
+	rc = sg_config_profile(s->cfg, s->profile_name, NULL, &chosen, &op->err);
+	if (rc)
+		return rc;
+	raw = chosen->raw;
+	if (strcmp(chosen->backend, "select") == 0) {
+		if (!json_is_array(json_object_get(raw, "candidates")))
+			rc = sg_err_set(&op->err, SG_E_INVALID_ARGUMENT,
+					"profile \"%s\": a select profile needs `candidates`",
+					chosen->name);
+		else
+			rc = select_candidate(op, binding, json_object_get(raw, "candidates"),
+					      &probe, &selection, fatal);
+	} else {
+		rc = bring_up(op, binding, s->profile_name, &probe, fatal);
+	}
+	sg_profile_free(chosen);
 	if (rc)
 		goto out;
-	s->landlock_abi = (int)json_integer_value(json_object_get(probe, "landlock_abi"));
 	rc = sg_exports_new(s);
 	if (!rc)
 		rc = sg_procs_new(s);
 	if (rc) {
 		sg_err_set(&op->err, rc, "out of memory");
-		goto out;
+		goto fail;
 	}
 	{
-		struct sg_reg_key key = { ad->name, s->identity };
-		json_t *done = json_pack("{s:s, s:s}", "id", env->id, "status", SG_REG_ACTIVE);
+		struct sg_reg_key key = { s->env->ad->name, s->identity };
+		json_t *done = json_pack("{s:s, s:s, s:O}", "id", s->env->id, "status",
+					 SG_REG_ACTIVE, "resources",
+					 json_object_get(s->env->facts, "resources")
+						 ? json_object_get(s->env->facts, "resources")
+						 : json_null());
 
 		rc = sg_registry_update(s->state_dir, &key, done, &op->err);
 		json_decref(done);
 		if (rc)
-			goto out;
+			goto fail;
 	}
+	facts = facts_of(probe, s->env->facts);
+	if (selection)
+		json_object_set(facts, "selection", selection);
 	s->init_reply = json_pack(
 		"{s:i, s:[s], s:o, s:o, s:{s:s, s:s, s:s, s:b, s:o}}", "version", 4,
 		"capabilities", "process.start.v1", "methods", method_names(),
-		"tools", sg_tools_names(), "environment", "backend", ad->name,
-		"profile", s->profile->name, "id", env->id, "resumed", env->resumed,
-		"facts", facts_of(probe, env->facts));
+		"tools", sg_tools_names(), "environment", "backend", s->env->ad->name,
+		"profile", s->profile->name, "id", s->env->id, "resumed", s->env->resumed,
+		"facts", facts);
+	goto out;
+fail:
+	*fatal = true;
+	undo(s, true);
 out:
-	if (rc && *fatal)
-		undo(s, provisioned);
 	json_decref(probe);
+	json_decref(selection);
 	return rc;
 }
 

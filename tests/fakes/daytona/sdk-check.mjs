@@ -85,10 +85,49 @@ async function lastSeq() {
   return r.length ? r[r.length - 1].seq : 0;
 }
 
-const runId = crypto.randomBytes(4).toString('hex');
+const PHASE = process.env.FAKE_PHASE || 'main';
+const runId = process.env.FAKE_RUN_ID || crypto.randomBytes(4).toString('hex');
 const labels = { 'sandgate.owner': 'sdk-check', 'sandgate.run': runId };
 
 const daytona = new Daytona({ apiUrl: `${FAKE}/api`, apiKey: API_KEY, target: 'us' });
+
+// --- persistence phases: run-sdk-check.sh restarts the fake (same --state-dir) between them ---
+if (PHASE === 'persist-before' || PHASE === 'persist-after') {
+  const keepName = `persist-keep-${runId}`;
+  const stopName = `persist-stopped-${runId}`;
+  const content = Buffer.from(`kept across a restart ${runId}\n`);
+  if (PHASE === 'persist-before') {
+    await step('persist: create a started and a stopped sandbox, with a file', async () => {
+      const keep = await daytona.create({ name: keepName, labels }, { timeout: 30 });
+      await keep.fs.uploadFile(content, '/home/daytona/kept.txt');
+      await keep.process.executeCommand('nohup sleep 600 >/dev/null 2>&1 &');
+      const stopped = await daytona.create({ name: stopName, labels }, { timeout: 30 });
+      await stopped.stop(30);
+      eq(stopped.state, 'stopped', 'second sandbox stopped');
+    });
+  } else {
+    await step('persist: after a restart both sandboxes are back in their states', async () => {
+      const keep = await daytona.get(keepName);
+      eq(keep.state, 'started', 'started sandbox');
+      const back = await keep.fs.downloadFile('/home/daytona/kept.txt');
+      assert(back.equals(content), 'file kept');
+      const r = await keep.process.executeCommand('cat kept.txt');
+      eq(r.result, content.toString(), 'commands run after a restart');
+      const stopped = await daytona.get(stopName);
+      eq(stopped.state, 'stopped', 'stopped sandbox');
+      await stopped.start(30);
+      eq(stopped.state, 'started', 'restarted');
+      const found = [];
+      for await (const s of daytona.list({ labels })) found.push(s.name);
+      eq(found.sort(), [keepName, stopName].sort(), 'list by labels after a restart');
+      await keep.delete();
+      await stopped.delete();
+    });
+  }
+  await daytona[Symbol.asyncDispose]();
+  process.stdout.write(`${passed} passed, ${failed} failed\n`);
+  process.exit(failed ? 1 : 0);
+}
 let sandbox;
 let sandboxId;
 let hostRoot;
