@@ -81,6 +81,7 @@ static void op_free(struct sg_op *op)
 	json_decref(op->req);
 	json_decref(op->after);
 	free(op->after_id);
+	free(op->raw_data);
 	sg_cancel_release(&op->cancel);
 	free(op);
 }
@@ -160,11 +161,15 @@ static void finish(struct server *sv, struct sg_op *op, sg_err rc, json_t *data)
 	}
 	sv->replying++;
 	pthread_mutex_unlock(&sv->lock);
-	if (!rc)
+	if (!rc && op->raw_data) {
+		sg_wire_send_reply_text(sv->s.wire, op->id, op->raw_data, op->raw_len);
+		op->raw_data = NULL;
+	} else if (!rc) {
 		sg_wire_send(sv->s.wire, json_pack("{s:O, s:o}", "id", op->id, "data",
 						   data ? data : json_object()));
-	else
+	} else {
 		send_error(&sv->s, op->id, &op->err);
+	}
 	if (!rc && op->after) {
 		json_t *ev;
 		size_t i;

@@ -275,11 +275,66 @@ void sg_wire_stop(struct sg_wire *w)
 		sg_log_debug("eventfd write failed: %s", strerror(errno));
 }
 
+/* Queue text (stolen) as one message. */
+static bool enqueue_text(struct sg_wire *w, char *text, size_t len)
+{
+	struct msg *m = malloc(sizeof(*m));
+	bool ok = false;
+
+	if (!m) {
+		free(text);
+		return false;
+	}
+	m->data = text;
+	m->len = len;
+	m->next = NULL;
+	pthread_mutex_lock(&w->lock);
+	if (!w->dead && !w->quit) {
+		*w->tail = m;
+		w->tail = &m->next;
+		pthread_cond_signal(&w->cond);
+		ok = true;
+	}
+	pthread_mutex_unlock(&w->lock);
+	if (!ok) {
+		free(m->data);
+		free(m);
+	}
+	return ok;
+}
+
+bool sg_wire_send_reply_text(struct sg_wire *w, json_t *id, char *data, size_t len)
+{
+	char *idtext = json_dumps(id, JSON_COMPACT | JSON_ENCODE_ANY);
+	size_t idlen = idtext ? strlen(idtext) : 0;
+	size_t n = 6 + idlen + 8 + len + 1; /* {"id": ID ,"data": DATA } */
+	char *text = NULL;
+
+	if (idtext && n < SG_MAX_FRAME && (text = malloc(n + 1))) {
+		char *p = text;
+
+		memcpy(p, "{\"id\":", 6);
+		p += 6;
+		memcpy(p, idtext, idlen);
+		p += idlen;
+		memcpy(p, ",\"data\":", 8);
+		p += 8;
+		memcpy(p, data, len);
+		p += len;
+		*p++ = '}';
+		*p = '\0';
+	}
+	free(data);
+	free(idtext);
+	if (!text)
+		return sg_wire_send(w, json_pack("{s:O, s:s}", "id", id, "error",
+						 "too_large: the reply would exceed the 16 MiB frame limit"));
+	return enqueue_text(w, text, n);
+}
+
 bool sg_wire_send(struct sg_wire *w, json_t *msg)
 {
-	struct msg *m = NULL;
 	char *text = json_dumps(msg, JSON_COMPACT);
-	bool ok = false;
 
 	/*
 	 * No frame leaves over the cap (section 1): a reply that would is
@@ -297,27 +352,11 @@ bool sg_wire_send(struct sg_wire *w, json_t *msg)
 		sg_log_err("a message over the frame limit was not sent");
 	}
 	json_decref(msg);
-	if (!text || !(m = malloc(sizeof(*m)))) {
+	if (!text) {
 		sg_log_err("cannot serialise a message: out of memory");
-		free(text);
 		return false;
 	}
-	m->data = text;
-	m->len = strlen(text);
-	m->next = NULL;
-	pthread_mutex_lock(&w->lock);
-	if (!w->dead && !w->quit) {
-		*w->tail = m;
-		w->tail = &m->next;
-		pthread_cond_signal(&w->cond);
-		ok = true;
-	}
-	pthread_mutex_unlock(&w->lock);
-	if (!ok) {
-		free(m->data);
-		free(m);
-	}
-	return ok;
+	return enqueue_text(w, text, strlen(text));
 }
 
 bool sg_wire_flush(struct sg_wire *w, int64_t deadline_ms)

@@ -53,6 +53,14 @@ sg_err sg_wire_parse(const char *p, size_t n, json_t **frame,
 /* Queue msg for output; steals the reference.  False if the wire is dead. */
 bool sg_wire_send(struct sg_wire *w, json_t *msg);
 
+/*
+ * Queue a reply whose data is JSON text already: {"id":<id>,"data":<data>}.
+ * data (len bytes, valid JSON) is stolen (freed here).  False if the wire
+ * is dead.
+ */
+bool sg_wire_send_reply_text(struct sg_wire *w, json_t *id, char *data,
+			     size_t len);
+
 /* Wait until everything queued is written, the wire died, or deadline_ms
  * (sg_now_ms clock) passed.  True when all was written. */
 bool sg_wire_flush(struct sg_wire *w, int64_t deadline_ms);

@@ -71,6 +71,8 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/inotify.h>
+#include <pthread.h>
+#include <stdint.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -1065,16 +1067,57 @@ static size_t snap_keep(const struct proc_snap *s, uint64_t n, bool running)
  * supervisors' pidfds (so that a killed supervisor ends the wait and its
  * record turns `lost`) and the cancel token.
  */
+#define WAITER_WATCHES 8
+
 struct proc_waiter {
 	int ino;  /* inotify, -1 until armed */
+	int nwd;
+	int wd[WAITER_WATCHES];
 	int npid;
 	int pidfd[SG_PROC_WATCH_MAX];
 	bool tick; /* a supervisor without a pidfd: re-check now and then */
 };
 
+/*
+ * One inotify descriptor per thread, kept for the thread's life: closing
+ * one that has had a watch takes the kernel ~10-20 ms (it waits for an RCU
+ * grace period), which a long-polling process/read would otherwise pay on
+ * every reply.  Watches are removed and events drained between uses.
+ */
+static pthread_key_t ino_key;
+static pthread_once_t ino_once = PTHREAD_ONCE_INIT;
+
+static void ino_close(void *p)
+{
+	close((int)(intptr_t)p - 1);
+}
+
+static void ino_key_make(void)
+{
+	if (pthread_key_create(&ino_key, ino_close) != 0)
+		ino_key = (pthread_key_t)-1;
+}
+
+static int ino_get(void)
+{
+	int fd;
+
+	pthread_once(&ino_once, ino_key_make);
+	fd = (int)(intptr_t)pthread_getspecific(ino_key) - 1;
+	if (fd < 0) {
+		fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+		if (fd >= 0 && pthread_setspecific(ino_key, (void *)(intptr_t)(fd + 1)) != 0) {
+			close(fd);
+			fd = -1;
+		}
+	}
+	return fd;
+}
+
 static void waiter_init(struct proc_waiter *w)
 {
 	w->ino = -1;
+	w->nwd = 0;
 	w->npid = 0;
 	w->tick = false;
 }
@@ -1089,20 +1132,33 @@ static void waiter_forget_pids(struct proc_waiter *w)
 
 static void waiter_release(struct proc_waiter *w)
 {
+	char ev[4096];
+
 	waiter_forget_pids(w);
-	if (w->ino >= 0)
-		close(w->ino);
+	if (w->ino >= 0) {
+		for (int i = 0; i < w->nwd; i++)
+			inotify_rm_watch(w->ino, w->wd[i]);
+		/* Leave the shared descriptor empty for the next wait. */
+		while (read(w->ino, ev, sizeof(ev)) > 0)
+			;
+	}
 	w->ino = -1;
+	w->nwd = 0;
 }
 
 static sg_err waiter_arm(struct proc_waiter *w, const char *path,
 			 uint32_t mask, struct sg_errinfo *err)
 {
+	int wd = -1;
+
 	if (w->ino < 0)
-		w->ino = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
-	if (w->ino < 0 || inotify_add_watch(w->ino, path, mask) < 0)
+		w->ino = ino_get();
+	if (w->ino >= 0 && w->nwd < WAITER_WATCHES)
+		wd = inotify_add_watch(w->ino, path, mask);
+	if (wd < 0)
 		return sg_err_set(err, SG_E_INTERNAL, "cannot watch %s: %s",
 				  path, strerror(errno));
+	w->wd[w->nwd++] = wd;
 	return SG_OK;
 }
 

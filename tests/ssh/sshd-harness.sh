@@ -133,6 +133,10 @@ PrintLastLog no
 MaxSessions 64
 MaxStartups 64
 LogLevel VERBOSE
+# bash sources ~/.bashrc for a command run by sshd unless SHLVL is set
+# (Debian's SSH_SOURCE_BASHRC); the test account's rc files are not what
+# is tested, and can cost a slow second per call.
+SetEnv SHLVL=1
 EOF
 		rm -f "$dir/sshd.pid" "$dir/sshd.log"
 		# Its own session: whoever ran this script may kill its process

@@ -753,10 +753,16 @@ static void t_leftovers_and_detached(void **state)
 	assert_true(gone_within(pid, 3000));
 	sg_exec_result_release(&r);
 
-	/* A daemon in its own session that closed its stdio outlives it. */
+	/*
+	 * A daemon in its own session that closed its stdio outlives it.  The
+	 * command waits until the daemon has left its group (the pid file is
+	 * written after setsid), as sg-helper's spawn does before it replies.
+	 */
 	{
 		const char *argv[] = { "sh", "-c",
-				       "setsid sleep 30 </dev/null >/dev/null 2>&1 & echo $!",
+				       "setsid sh -c 'echo $$ > daemon.pid; exec sleep 30' "
+				       "</dev/null >/dev/null 2>&1 & "
+				       "while [ ! -s daemon.pid ]; do sleep 0.05; done; cat daemon.pid",
 				       NULL };
 
 		t0 = now_ms();
@@ -765,7 +771,7 @@ static void t_leftovers_and_detached(void **state)
 		assert_true(now_ms() - t0 < 5000);
 		pid = strtol(r.out.p, NULL, 10);
 		assert_true(pid > 0);
-		usleep(1500 * 1000); /* past the wrapper's watchdog period */
+		usleep(300 * 1000);
 		assert_int_equal(kill((pid_t)pid, 0), 0);
 		kill((pid_t)pid, SIGKILL);
 		sg_exec_result_release(&r);
@@ -1150,8 +1156,7 @@ static void t_helper_upload_is_cached(void **state)
 	assert_int_equal(st1.st_mode & 0777, 0700);
 	teardown_env(&t, SG_FATE_REMOVE);
 
-	/* Cached: the one after that does not. */
-	sleep(1);
+	/* Cached: the one after that does not (an upload renames a new file in). */
 	tenv_init(&t, &H, NULL);
 	provision_ok(&t, &pr.p);
 	assert_false(json_is_true(json_object_get(json_object_get(t.env->facts, "ssh"),

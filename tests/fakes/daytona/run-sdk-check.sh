@@ -25,7 +25,7 @@ if [ ${#modes[@]} -eq 0 ]; then
 	fi
 fi
 
-work="$(mktemp -d "${TMPDIR:-/tmp}/fake-daytona-check.XXXXXX")"
+work="$(mktemp -d)"
 fake_pid=""
 port=""
 cleanup() {

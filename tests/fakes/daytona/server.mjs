@@ -1428,33 +1428,31 @@ function finishCommand(cmd, exitCode) {
   cmd.doneWaiters = [];
 }
 
-function runSessionCommand(s, sess, cmd) {
-  // eslint-disable-next-line no-async-promise-executor -- the spawn is awaited inside
-  return new Promise(async (resolve) => {
-    if (sess.deleted) {
-      finishCommand(cmd, -1);
-      resolve();
-      return;
-    }
-    const { child, error } = await spawnInSandbox(s, SESSION_WRAPPER, [cmd.command], {
-      cwd: sess.cwd,
-      env: sess.env,
-      extraFd: true,
-    });
-    if (error) {
-      commandChunk(cmd, 'stderr', Buffer.from(error + '\n'));
-      finishCommand(cmd, 1);
-      resolve();
-      return;
-    }
-    cmd.child = child;
+// Runs one session command to its end; resolves when the session may run the next one.
+async function runSessionCommand(s, sess, cmd) {
+  if (sess.deleted) {
+    finishCommand(cmd, -1);
+    return;
+  }
+  const { child, error } = await spawnInSandbox(s, SESSION_WRAPPER, [cmd.command], {
+    cwd: sess.cwd,
+    env: sess.env,
+    extraFd: true,
+  });
+  if (error) {
+    commandChunk(cmd, 'stderr', Buffer.from(error + '\n'));
+    finishCommand(cmd, 1);
+    return;
+  }
+  cmd.child = child;
+  await new Promise((resolve) => {
     const stateBuf = [];
     let open = 3;
     let exitInfo = null;
     let graceTimer = null;
     const finalize = () => {
       clearTimeout(graceTimer);
-      if (cmd.done) return;
+      if (cmd.done) return resolve();
       const st = Buffer.concat(stateBuf).toString('utf8').split('\0');
       if (st.length > 1 && st[0] !== '') {
         sess.cwd = OPTS.execMode === 'bwrap' ? st[0] : sandboxPathOf(s, st[0]);

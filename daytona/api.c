@@ -1,0 +1,298 @@
+/*
+ * api.c - credentials, JSON calls and provider sentences for the daytona
+ * adapter (api.h).
+ *
+ * The headers copy what the official SDK sends (sdk-traffic/daytona.*):
+ * Authorization: Bearer, X-Daytona-Source and X-Daytona-SDK-Version.  The
+ * version header is not decoration: the toolbox picks its reply formats by
+ * it, and ours are the ones SDK 0.218.0 was captured with.  The source
+ * names sandgate, so Daytona's side can tell our traffic from the SDK's.
+ */
+#define _GNU_SOURCE /* asprintf */
+#include "api.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../gateway/base/limits.h"
+#include "sg_config.h"
+
+#define DTN_SDK_VERSION "0.218.0"
+/* How much of a provider's message a sentence quotes. */
+#define DTN_MSG_SHOWN 160
+
+bool dtn_best_effort(const struct sg_profile *p, const char *field)
+{
+	for (size_t i = 0; p->best_effort && p->best_effort[i]; i++)
+		if (strcmp(p->best_effort[i], field) == 0)
+			return true;
+	return false;
+}
+
+const char *dtn_str(const json_t *o, const char *key)
+{
+	return json_string_value(json_object_get(o, key));
+}
+
+/* A variable's value, or NULL when unset or empty. */
+static const char *dtn_getenv(const char *name)
+{
+	const char *v = name ? getenv(name) : NULL;
+
+	return v && *v ? v : NULL;
+}
+
+sg_err dtn_client_init(struct dtn_client *c, const struct sg_profile *p,
+		       struct sg_errinfo *err)
+{
+	const json_t *raw = p->raw;
+	const char *key_var = dtn_str(raw, "api_key_env");
+	const char *url_var = dtn_str(raw, "api_url_env");
+	const char *target_var = dtn_str(raw, "target_env");
+	const char *key, *url, *target;
+	size_t n;
+	sg_err rc = SG_OK;
+
+	memset(c, 0, sizeof(*c));
+	if (!key_var)
+		key_var = DTN_ENV_KEY;
+	if (!url_var)
+		url_var = DTN_ENV_URL;
+	if (!target_var)
+		target_var = DTN_ENV_TARGET;
+	key = dtn_getenv(key_var);
+	url = dtn_getenv(url_var);
+	target = dtn_str(raw, "target");
+	if (!target)
+		target = dtn_getenv(target_var);
+	if (!url)
+		url = DTN_API_DEFAULT;
+	if (!key)
+		return sg_err_set(err, SG_E_PERMISSION,
+				  "the daytona backend (profile \"%s\") needs an API key in $%s, which is not set",
+				  p->name, key_var);
+	if (strncmp(url, "https://", 8) != 0 && strncmp(url, "http://", 7) != 0)
+		return sg_err_set(err, SG_E_INVALID_ARGUMENT,
+				  "$%s (profile \"%s\") must be an http:// or https:// URL",
+				  url_var, p->name);
+	/* A key that could end a header line would smuggle headers in. */
+	if (strpbrk(key, "\r\n"))
+		return sg_err_set(err, SG_E_INVALID_ARGUMENT,
+				  "$%s (profile \"%s\") holds a line break", key_var,
+				  p->name);
+	c->api = strdup(url);
+	c->key = strdup(key);
+	c->target = target ? strdup(target) : NULL;
+	if (!c->api || !c->key || (target && !c->target))
+		rc = SG_E_INTERNAL;
+	n = c->api ? strlen(c->api) : 0;
+	while (n > 0 && c->api[n - 1] == '/')
+		c->api[--n] = '\0';
+	if (!rc)
+		rc = sg_strv_addf(&c->headers, "Authorization: Bearer %s", key);
+	if (!rc)
+		rc = sg_strv_addv(&c->headers,
+				  (const char *[]){ "Accept: application/json",
+						    "X-Daytona-Source: sandgate",
+						    "X-Daytona-SDK-Version: " DTN_SDK_VERSION,
+						    "User-Agent: sandgate/" SG_VERSION, NULL });
+	if (rc) {
+		dtn_client_release(c);
+		return sg_err_set(err, SG_E_INTERNAL, "out of memory");
+	}
+	return SG_OK;
+}
+
+void dtn_client_release(struct dtn_client *c)
+{
+	if (c->key) {
+		/* Not a guarantee against every copy, but no stale key here. */
+		memset(c->key, 0, strlen(c->key));
+		free(c->key);
+	}
+	for (size_t i = 0; i < c->headers.n; i++)
+		memset(c->headers.v[i], 0, strlen(c->headers.v[i]));
+	free(c->api);
+	free(c->target);
+	sg_strv_release(&c->headers);
+	memset(c, 0, sizeof(*c));
+}
+
+void dtn_reply_release(struct dtn_reply *r)
+{
+	json_decref(r->json);
+	free(r->text);
+	memset(r, 0, sizeof(*r));
+}
+
+void dtn_scrub(char *s, const char *secret)
+{
+	static const char mark[] = "[redacted]";
+	size_t n = secret ? strlen(secret) : 0, m = sizeof(mark) - 1;
+	char *p = s;
+
+	if (!s || n == 0)
+		return;
+	/* The search resumes after each replacement, so it always ends. */
+	while ((p = strstr(p, secret))) {
+		if (m <= n) {
+			memcpy(p, mark, m);
+			memmove(p + m, p + n, strlen(p + n) + 1);
+			p += m;
+		} else {
+			memset(p, '*', n);
+			p += n;
+		}
+	}
+}
+
+sg_err dtn_urlenc(struct sg_buf *b, const char *s)
+{
+	static const char hex[] = "0123456789ABCDEF";
+	sg_err rc = SG_OK;
+
+	for (const unsigned char *p = (const unsigned char *)s; !rc && *p; p++) {
+		if ((*p >= 'A' && *p <= 'Z') || (*p >= 'a' && *p <= 'z') ||
+		    (*p >= '0' && *p <= '9') || strchr("-._~", *p))
+			rc = sg_buf_addc(b, (char)*p);
+		else
+			rc = sg_buf_addf(b, "%%%c%c", hex[*p >> 4], hex[*p & 15]);
+	}
+	return rc;
+}
+
+char *dtn_sandbox_url(const struct dtn_client *c, const char *id,
+		      const char *suffix)
+{
+	struct sg_buf b = SG_BUF_INIT(SG_PATH_MAX);
+
+	if (sg_buf_adds(&b, c->api) || sg_buf_adds(&b, "/sandbox")) {
+		sg_buf_release(&b);
+		return NULL;
+	}
+	if (id && (sg_buf_addc(&b, '/') || dtn_urlenc(&b, id))) {
+		sg_buf_release(&b);
+		return NULL;
+	}
+	if (suffix && sg_buf_adds(&b, suffix)) {
+		sg_buf_release(&b);
+		return NULL;
+	}
+	return sg_buf_take(&b, NULL);
+}
+
+sg_err dtn_do(const struct dtn_client *c, const struct dtn_call *call,
+	      struct dtn_reply *out, struct sg_cancel *cancel,
+	      struct sg_errinfo *err)
+{
+	struct sg_strv hdrs = SG_STRV_INIT;
+	struct sg_http_response resp;
+	struct sg_http_retry policy = { .attempts = 4 };
+	struct sg_errinfo inner = { 0 };
+	char *body = NULL;
+	sg_err rc;
+
+	memset(out, 0, sizeof(*out));
+	sg_http_response_init(&resp, call->max_body ? call->max_body : SG_DAYTONA_REPLY_MAX);
+	rc = sg_strv_addv(&hdrs, sg_strv_get(&c->headers));
+	if (!rc && call->skip_activity)
+		rc = sg_strv_add(&hdrs, "X-Daytona-Skip-Last-Activity-Update: true");
+	if (!rc && call->body &&
+	    !(body = json_dumps(call->body, JSON_COMPACT | JSON_ENSURE_ASCII)))
+		rc = SG_E_INTERNAL;
+	if (rc) {
+		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
+		goto out;
+	}
+	{
+		struct sg_http_request req = {
+			.method = call->method ? call->method : "GET",
+			.url = call->url,
+			.headers = sg_strv_get(&hdrs),
+			.content_type = body ? "application/json" : NULL,
+			.body = body,
+			.body_len = body ? strlen(body) : 0,
+			.parts = call->parts,
+			.nparts = call->nparts,
+			.timeout_ms = call->timeout_ms ? call->timeout_ms : SG_DAYTONA_CALL_MS,
+			.idempotent = call->idempotent,
+		};
+
+		if (call->no_retry)
+			policy.attempts = 1;
+		rc = sg_http_do_retry(&req, &resp, &policy, cancel, &inner);
+	}
+	if (rc) {
+		/* inner names the method and host; say what it was for. */
+		rc = sg_err_set(err, rc, "%s: %s", call->what ? call->what : "a Daytona call",
+				inner.msg);
+		goto out;
+	}
+	out->status = resp.status;
+	out->len = resp.body.len;
+	out->text = sg_buf_take(&resp.body, NULL);
+	if (out->len > 0) {
+		json_error_t je;
+
+		out->json = json_loadb(out->text, out->len, JSON_ALLOW_NUL, &je);
+	}
+out:
+	free(body);
+	sg_strv_release(&hdrs);
+	sg_http_response_release(&resp);
+	return rc;
+}
+
+void dtn_message(const struct dtn_client *c, const struct dtn_reply *r,
+		 char *out, size_t n)
+{
+	const json_t *m = json_object_get(r->json, "message");
+	size_t len;
+
+	out[0] = '\0';
+	if (json_is_string(m)) {
+		snprintf(out, n, "%s", json_string_value(m));
+	} else if (json_is_array(m)) {
+		/* NestJS validation errors: a list of sentences, joined. */
+		size_t i, used = 0;
+		const json_t *v;
+
+		json_array_foreach(m, i, v) {
+			int k;
+
+			if (!json_is_string(v) || used + 1 >= n)
+				continue;
+			k = snprintf(out + used, n - used, "%s%s", used ? ", " : "",
+				     json_string_value(v));
+			if (k < 0)
+				break;
+			used += (size_t)k < n - used ? (size_t)k : n - used - 1;
+		}
+	}
+	dtn_scrub(out, c ? c->key : NULL);
+	len = strlen(out);
+	if (len > DTN_MSG_SHOWN && n > DTN_MSG_SHOWN + 4)
+		memcpy(out + DTN_MSG_SHOWN, "...", 4);
+	/* One line: a message with line breaks would break logs apart. */
+	for (char *p = out; *p; p++)
+		if (*p == '\n' || *p == '\r' || *p == '\t')
+			*p = ' ';
+}
+
+sg_err dtn_fail(const struct dtn_client *c, const char *what,
+		const struct dtn_reply *r, sg_err code, struct sg_errinfo *err)
+{
+	char msg[SG_ERR_MSG];
+
+	if (!code)
+		code = sg_http_status_err(r->status);
+	if (!code)
+		code = SG_E_PROVIDER;
+	dtn_message(c, r, msg, sizeof(msg));
+	if (msg[0])
+		return sg_err_set(err, code, "%s failed: Daytona answered HTTP %ld: %s",
+				  what, r->status, msg);
+	return sg_err_set(err, code, "%s failed: Daytona answered HTTP %ld", what,
+			  r->status);
+}
