@@ -230,6 +230,7 @@ sg_err dtn_do(const struct dtn_client *c, const struct dtn_call *call,
 		goto out;
 	}
 	out->status = resp.status;
+	out->retry_after_ms = sg_http_retry_after_ms(&resp);
 	out->len = resp.body.len;
 	out->text = sg_buf_take(&resp.body, NULL);
 	if (out->len > 0) {

@@ -94,6 +94,7 @@ struct dtn_reply {
 	json_t *json; /* new reference, or NULL when the body was not JSON */
 	char *text;   /* the raw body (new), NUL-terminated */
 	size_t len;
+	int64_t retry_after_ms; /* what the reply asked to wait, or -1 */
 };
 void dtn_reply_release(struct dtn_reply *r);
 
