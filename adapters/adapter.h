@@ -302,6 +302,15 @@ struct sg_adapter {
 
 	/* Free the adapter's local state (never remote calls).  Cannot fail. */
 	void (*release)(struct sg_env *env);
+
+	/*
+	 * Optional, for `sandgate probe`: where this profile's credentials
+	 * come from and whether they were found, as {"<name>": "found" |
+	 * "missing"} into out (e.g. {"DAYTONA_API_KEY": "found"},
+	 * {"identity_file": "missing"}).  Never a value.  No I/O beyond
+	 * looking at this host's environment and files.
+	 */
+	void (*credentials)(const struct sg_profile *p, json_t *out);
 };
 
 /* The adapter for a backend name, or NULL (registry.c). */

@@ -1079,3 +1079,518 @@ static sg_err dtn_create(struct dtn_env *de, json_t **dto, struct sg_cancel *can
 	free(url);
 	return rc;
 }
+
+/* ---- The toolbox ----------------------------------------------------------- */
+
+/* "<toolbox><path>" (new). */
+static char *dtn_toolbox_url(const struct dtn_env *de, const char *path)
+{
+	char *u = NULL;
+
+	if (asprintf(&u, "%s%s", de->toolbox, path) < 0)
+		return NULL;
+	return u;
+}
+
+/*
+ * One POST /process/execute whose command is `command` (NULL: the usual
+ * `eval "$SG_S"`) with envs (borrowed) as its variables.  SG_OK when a
+ * reply arrived; r holds it.
+ */
+static sg_err dtn_execute(struct dtn_env *de, const char *command, json_t *envs,
+			  int64_t timeout_ms, size_t max_body, bool skip_activity,
+			  struct dtn_reply *r, struct sg_cancel *cancel,
+			  struct sg_errinfo *err)
+{
+	char *url = dtn_toolbox_url(de, "/process/execute");
+	json_t *body = json_pack("{s:s, s:O}", "command",
+				 command ? command : "eval \"$SG_S\"", "envs", envs);
+	sg_err rc;
+
+	memset(r, 0, sizeof(*r));
+	if (!url || !body) {
+		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
+	} else {
+		/*
+		 * Idempotent: every script sent this way may run twice (the exec
+		 * script's mkdir makes its start happen once), so dropped
+		 * connections and 5xx are retried by the HTTP layer.
+		 */
+		rc = dtn_do(&de->cl,
+			    &(struct dtn_call){ .method = "POST", .url = url, .body = body,
+						.idempotent = true, .timeout_ms = timeout_ms,
+						.max_body = max_body,
+						.skip_activity = skip_activity,
+						.what = "running a command in the sandbox" },
+			    r, cancel, err);
+	}
+	json_decref(body);
+	free(url);
+	return rc;
+}
+
+/*
+ * Run one of this file's short scripts: *out (new) is what it printed.
+ * envs (borrowed, may be NULL) are its parameters.
+ */
+static sg_err dtn_script(struct dtn_env *de, const char *script, json_t *envs,
+			 bool skip_activity, char **out, struct sg_cancel *cancel,
+			 struct sg_errinfo *err)
+{
+	json_t *vars = envs ? json_copy(envs) : json_object();
+	const char *text;
+	struct dtn_reply r = { 0 };
+	sg_err rc;
+
+	*out = NULL;
+	if (!vars || json_object_set_new(vars, "SG_S", json_string(script))) {
+		json_decref(vars);
+		return sg_err_set(err, SG_E_INTERNAL, "out of memory");
+	}
+	rc = dtn_execute(de, NULL, vars, de->limit_ms, SG_DAYTONA_SCRIPT_REPLY, skip_activity,
+			 &r, cancel, err);
+	if (!rc && r.status != 200)
+		rc = dtn_fail(&de->cl, "running a command in the sandbox", &r, SG_OK, err);
+	text = dtn_str(r.json, "result");
+	if (!rc && (!text || json_integer_value(json_object_get(r.json, "exitCode")) != 0))
+		rc = sg_err_set(err, SG_E_PROVIDER,
+				"the sandbox's shell failed (exit %lld) running sandgate's script",
+				(long long)json_integer_value(json_object_get(r.json, "exitCode")));
+	if (!rc && !(*out = strdup(text)))
+		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
+	dtn_reply_release(&r);
+	json_decref(vars);
+	return rc;
+}
+
+/*
+ * Write a file in the sandbox through the files API (bulk-upload, as the
+ * SDK does: the path part first, then the file part named by its
+ * basename).  The bytes come from data or from file.
+ */
+static sg_err dtn_upload(struct dtn_env *de, const char *path, const void *data,
+			 size_t len, const struct sg_http_source *file,
+			 struct sg_cancel *cancel, struct sg_errinfo *err)
+{
+	const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
+	char *url = dtn_toolbox_url(de, "/files/bulk-upload");
+	struct sg_http_part parts[2] = {
+		{ .name = "files[0].path", .data = path, .len = strlen(path) },
+		{ .name = "files[0].file", .filename = base,
+		  .content_type = "application/octet-stream", .data = data, .len = len,
+		  .file = file },
+	};
+	struct dtn_reply r;
+	sg_err rc;
+
+	if (!url)
+		return sg_err_set(err, SG_E_INTERNAL, "out of memory");
+	rc = dtn_do(&de->cl,
+		    &(struct dtn_call){ .method = "POST", .url = url, .parts = parts,
+					.nparts = 2, .idempotent = true,
+					.timeout_ms = SG_DAYTONA_CREATE_MS,
+					.what = "uploading a file to the sandbox" },
+		    &r, cancel, err);
+	if (!rc && (r.status < 200 || r.status > 299))
+		rc = dtn_fail(&de->cl, "uploading a file to the sandbox", &r, SG_OK, err);
+	dtn_reply_release(&r);
+	free(url);
+	return rc;
+}
+
+/* ---- exec -------------------------------------------------------------------- */
+
+/* What the trailer of a finished exec said. */
+static void dtn_parse_done(const char *line, struct sg_exec_result *out, bool *lost)
+{
+	char x[32] = "", st[48] = "", to[8] = "";
+	const char *p = line, *bar;
+	char *fields[] = { x, st, to };
+	size_t sizes[] = { sizeof(x), sizeof(st), sizeof(to) };
+	int n;
+
+	for (int i = 0; i < 3; i++) {
+		size_t len;
+
+		bar = strchr(p, '|');
+		if (!bar)
+			break;
+		len = (size_t)(bar - p) < sizes[i] - 1 ? (size_t)(bar - p) : sizes[i] - 1;
+		memcpy(fields[i], p, len);
+		fields[i][len] = '\0';
+		p = bar + 1;
+	}
+	*lost = false;
+	out->exit_code = -1;
+	out->signal = 0;
+	out->timed_out = to[0] == '1';
+	if (out->timed_out) {
+		out->signal = 9;
+		return;
+	}
+	if (sscanf(st, "signal %d", &n) == 1) {
+		out->signal = n;
+		return;
+	}
+	if (sscanf(st, "exit %d", &n) == 1) {
+		out->exit_code = n;
+		return;
+	}
+	if (sscanf(x, "%d", &n) == 1) {
+		/*
+		 * No record from sg-helper status: it did not run (no helper
+		 * yet, a cwd that failed) or was killed with the group.
+		 */
+		out->exit_code = n;
+		return;
+	}
+	/* Killed from outside before it could write anything. */
+	out->signal = 9;
+	*lost = true;
+}
+
+/* Kill the exec of run directory dir, or keep it from starting. */
+static void dtn_kill(struct dtn_env *de, const char *dir)
+{
+	struct sg_errinfo err = { 0 };
+	json_t *envs = json_pack("{s:s}", "SG_D", dir);
+	char *out = NULL;
+	sg_err rc;
+
+	if (!envs)
+		return;
+	json_object_set_new(envs, "SG_S", json_string(dtn_kill_sh));
+	{
+		struct dtn_reply r;
+
+		/* A fresh wait: the caller's token has usually fired. */
+		rc = dtn_execute(de, NULL, envs, SG_DAYTONA_KILL_MS, SG_DAYTONA_SCRIPT_REPLY,
+				 false, &r, NULL, &err);
+		if (!rc && r.status != 200)
+			rc = dtn_fail(&de->cl, "killing a command in the sandbox", &r, SG_OK, &err);
+		dtn_reply_release(&r);
+	}
+	if (rc)
+		sg_log_warn("sandbox %s: a command may still run: %s", de->base.id, err.msg);
+	free(out);
+	json_decref(envs);
+}
+
+/* Quote the command's words into w: [sg-helper status] env -i -- env... argv. */
+static sg_err dtn_words(const struct dtn_env *de, const struct sg_exec *x,
+			const char *dir, struct sg_buf *w, struct sg_errinfo *err)
+{
+	sg_err rc = SG_OK;
+
+	if (!x->argv || !x->argv[0])
+		return sg_err_set(err, SG_E_INVALID_ARGUMENT, "an empty command");
+	if (strchr(x->argv[0], '='))
+		return sg_err_set(err, SG_E_INVALID_ARGUMENT,
+				  "a command name with '=' cannot be run through env in a Daytona sandbox");
+	if (de->base.helper) {
+		rc = sg_shquote(w, de->base.helper);
+		if (!rc)
+			rc = sg_buf_adds(w, " status --file ");
+		if (!rc)
+			rc = sg_buf_addf(w, "'%s/st' -- ", dir);
+	}
+	if (!rc)
+		rc = sg_buf_adds(w, "env -i --");
+	for (size_t i = 0; !rc && x->envp && x->envp[i]; i++) {
+		if (!strchr(x->envp[i], '='))
+			continue;
+		rc = sg_buf_addc(w, ' ');
+		if (!rc)
+			rc = sg_shquote(w, x->envp[i]);
+	}
+	for (size_t i = 0; !rc && x->argv[i]; i++) {
+		rc = sg_buf_addc(w, ' ');
+		if (!rc)
+			rc = sg_shquote(w, x->argv[i]);
+	}
+	if (rc)
+		return sg_err_set(err, rc == SG_E_TOO_LARGE ? rc : SG_E_INTERNAL,
+				  "the command and its environment are too large to send");
+	if (!sg_utf8_valid(w->p, w->len))
+		return sg_err_set(err, SG_E_INVALID_ARGUMENT,
+				  "the command holds bytes that are not UTF-8, which Daytona's toolbox cannot carry");
+	return SG_OK;
+}
+
+/* Take up to DTN_GARBAGE_MAX finished run directories, quoted, into g. */
+static void dtn_take_garbage(struct dtn_env *de, struct sg_buf *g)
+{
+	pthread_mutex_lock(&de->lock);
+	while (de->garbage.n > 0 && g->len < SG_KiB * 32) {
+		char *d = de->garbage.v[de->garbage.n - 1];
+
+		if ((g->len && sg_buf_addc(g, ' ')) || sg_shquote(g, d))
+			break;
+		free(d);
+		de->garbage.v[--de->garbage.n] = NULL;
+	}
+	pthread_mutex_unlock(&de->lock);
+}
+
+static void dtn_add_garbage(struct dtn_env *de, const char *dir)
+{
+	pthread_mutex_lock(&de->lock);
+	/* A full list only delays the removal to the next day's sweep. */
+	if (de->garbage.n < DTN_GARBAGE_MAX * 4 && sg_strv_add(&de->garbage, dir))
+		sg_log_debug("cannot remember %s for removal", dir);
+	pthread_mutex_unlock(&de->lock);
+}
+
+static void dtn_keepalive_arm(struct dtn_env *de);
+
+/* The seconds of a millisecond count, for sleep(1): "4.000". */
+static void dtn_seconds(char *out, size_t n, int64_t ms)
+{
+	snprintf(out, n, "%lld.%03lld", (long long)(ms / 1000), (long long)(ms % 1000));
+}
+
+static sg_err dtn_exec(struct sg_env *env, const struct sg_exec *x,
+		       struct sg_exec_result *out, struct sg_cancel *cancel,
+		       struct sg_errinfo *err)
+{
+	struct dtn_env *de = (struct dtn_env *)env;
+	struct sg_buf words = SG_BUF_INIT(SG_MAX_FRAME * 2), garbage = SG_BUF_INIT(SG_KiB * 64);
+	json_t *full = NULL, *attach = NULL;
+	char *dir = NULL, *upload = NULL, *command = NULL, mark[40], tok[40];
+	char wait_s[32], timeout_s[32] = "", n_s[32], o_s[32], e_s[32];
+	const char *cwd = x->cwd ? x->cwd : env->root;
+	int64_t start = sg_now_ms();
+	size_t max_body;
+	int fails = 0, missing = 0;
+	bool need_full = true, seen = false;
+	sg_err rc = SG_OK;
+
+	out->exit_code = -1;
+	out->signal = 0;
+	out->timed_out = false;
+	out->truncated = false;
+	out->duration_ms = 0;
+	sg_buf_reset(&out->out);
+	sg_buf_reset(&out->err);
+
+	snprintf(tok, sizeof(tok), "%s-%u", de->nonce, atomic_fetch_add(&de->seq, 1));
+	memcpy(mark, "sgmk-", 5);
+	dtn_random_hex(mark + 5, 16);
+	if (asprintf(&dir, "%s/%s", de->run_dir, tok) < 0) {
+		dir = NULL;
+		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
+		goto out;
+	}
+	rc = dtn_words(de, x, dir, &words, err);
+	if (rc)
+		goto out;
+	if (!sg_utf8_valid(cwd, strlen(cwd))) {
+		rc = sg_err_set(err, SG_E_INVALID_ARGUMENT,
+				"the working directory is not UTF-8, which Daytona's toolbox cannot carry");
+		goto out;
+	}
+	dtn_take_garbage(de, &garbage);
+	dtn_seconds(wait_s, sizeof(wait_s), de->wait_ms);
+	snprintf(n_s, sizeof(n_s), "%lld", (long long)(de->wait_ms / 100));
+	snprintf(o_s, sizeof(o_s), "%zu", x->max_output);
+	snprintf(e_s, sizeof(e_s), "%zu", (size_t)SG_HELPER_STDERR);
+	if (x->timeout_ms > 0)
+		dtn_seconds(timeout_s, sizeof(timeout_s), x->timeout_ms);
+	full = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s}",
+			 "SG_S", dtn_exec_sh, "SG_R", dtn_runner_sh, "SG_D", dir, "SG_MK", mark,
+			 "SG_G", garbage.p, "SG_A", "0", "SG_C", cwd, "SG_M",
+			 (x->flags & SG_EXEC_MERGE) ? "1" : "0", "SG_T", timeout_s, "SG_K",
+			 (x->flags & SG_EXEC_DETACHES) ? "1" : "0", "SG_L", wait_s, "SG_N", n_s,
+			 "SG_O", o_s, "SG_E", e_s);
+	attach = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s}", "SG_S", dtn_exec_sh,
+			   "SG_D", dir, "SG_MK", mark, "SG_A", "1", "SG_L", wait_s, "SG_N", n_s,
+			   "SG_O", o_s, "SG_E", e_s);
+	if (!full || !attach) {
+		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
+		goto out;
+	}
+	/*
+	 * The words ride in a variable unless too long for one (128 KiB is
+	 * the kernel's limit for one string); then in the command text.
+	 */
+	if (words.len <= SG_DAYTONA_INLINE_MAX) {
+		json_object_set_new(full, "SG_X", json_stringn(words.p, words.len));
+	} else {
+		struct sg_buf c = SG_BUF_INIT(SG_MAX_FRAME * 3);
+
+		if (sg_buf_adds(&c, "SG_X=") || sg_shquote(&c, words.p) ||
+		    sg_buf_adds(&c, "\neval \"$SG_S\"\n")) {
+			sg_buf_release(&c);
+			rc = sg_err_set(err, SG_E_TOO_LARGE, "the command is too large to send");
+			goto out;
+		}
+		command = sg_buf_take(&c, NULL);
+	}
+	/* stdin rides along when it is small text; else it is uploaded first. */
+	if (x->stdin_data && x->stdin_len > 0) {
+		if (x->stdin_len <= SG_DAYTONA_INLINE_MAX &&
+		    !memchr(x->stdin_data, 0, x->stdin_len) &&
+		    sg_utf8_valid(x->stdin_data, x->stdin_len)) {
+			json_object_set_new(full, "SG_I", json_string("e"));
+			json_object_set_new(full, "SG_IN",
+					    json_stringn(x->stdin_data, x->stdin_len));
+		} else {
+			if (asprintf(&upload, "%s.in", dir) < 0) {
+				upload = NULL;
+				rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
+				goto out;
+			}
+			rc = dtn_upload(de, upload, x->stdin_data, x->stdin_len, NULL, cancel, err);
+			if (rc)
+				goto out;
+			json_object_set_new(full, "SG_I", json_string("f"));
+			json_object_set_new(full, "SG_F", json_string(upload));
+		}
+	}
+	/* The reply carries the heads as JSON strings: allow for escapes. */
+	max_body = (x->max_output + SG_HELPER_STDERR) * 6 + SG_KiB * 64;
+	for (;;) {
+		struct dtn_reply r;
+		struct sg_errinfo once = { 0 };
+		const char *res;
+		char *hit = NULL, *p;
+		size_t mlen = strlen(mark), rlen;
+
+		rc = dtn_execute(de, need_full ? command : NULL, need_full ? full : attach,
+				 de->limit_ms + SG_DAYTONA_TRIP_SLACK_MS, max_body, false, &r,
+				 cancel, &once);
+		if (rc == SG_OK && r.status == 408) {
+			/* The toolbox gave up on the script; the command lives on. */
+			dtn_reply_release(&r);
+			seen = true;
+			need_full = false;
+			continue;
+		}
+		if (rc == SG_OK && r.status != 200) {
+			rc = dtn_fail(&de->cl, "running a command in the sandbox", &r, SG_OK, &once);
+			dtn_reply_release(&r);
+			if (rc == SG_E_NOT_FOUND || rc == SG_E_PERMISSION) {
+				sg_err_set(err, rc, "%s", once.msg);
+				goto out;
+			}
+		}
+		if (rc) {
+			if (sg_cancel_check(cancel))
+				goto cancelled;
+			if (++fails >= SG_DAYTONA_TRIP_FAILS) {
+				sg_err_set(err, rc, "%s", once.msg);
+				if (seen)
+					dtn_kill(de, dir);
+				goto out;
+			}
+			rc = sg_cancel_sleep(cancel, SG_HTTP_RETRY_BASE_MS * fails);
+			if (rc)
+				goto cancelled;
+			/* Unsure the first request arrived: send it again (its
+			 * mkdir makes a second start impossible). */
+			need_full = !seen;
+			continue;
+		}
+		res = dtn_str(r.json, "result");
+		rlen = res ? json_string_length(json_object_get(r.json, "result")) : 0;
+		/* The marker's last appearance is the trailer (it is random,
+		 * so the command cannot print it by chance). */
+		for (p = res ? memmem(res, rlen, mark, mlen) : NULL; p;
+		     p = memmem(p + 1, rlen - (size_t)(p + 1 - res), mark, mlen))
+			hit = p;
+		if (!hit || hit == res || hit[-1] != '\n') {
+			rc = sg_err_set(&once, SG_E_PROVIDER,
+					"the sandbox's shell gave no result (exit %lld)",
+					(long long)json_integer_value(json_object_get(r.json, "exitCode")));
+			dtn_reply_release(&r);
+			if (++fails >= SG_DAYTONA_TRIP_FAILS) {
+				sg_err_set(err, rc, "%s", once.msg);
+				dtn_kill(de, dir);
+				goto out;
+			}
+			seen = true;
+			need_full = false;
+			continue;
+		}
+		seen = true;
+		fails = 0;
+		p = hit + mlen;
+		if (strncmp(p, " pending", 8) == 0) {
+			dtn_reply_release(&r);
+			need_full = false;
+			if (x->timeout_ms > 0 &&
+			    sg_now_ms() - start > x->timeout_ms + 2 * de->limit_ms + 10000) {
+				/* The watchdog in the sandbox should have ended it. */
+				dtn_kill(de, dir);
+				out->timed_out = true;
+				out->signal = 9;
+				break;
+			}
+			if ((rc = sg_cancel_check(cancel)))
+				goto cancelled;
+			continue;
+		}
+		if (strncmp(p, " missing", 8) == 0) {
+			dtn_reply_release(&r);
+			if (++missing > 3) {
+				rc = sg_err_set(err, SG_E_PROVIDER,
+						"the command's state in the sandbox (%s) disappeared", dir);
+				goto out;
+			}
+			need_full = true;
+			seen = false;
+			continue;
+		}
+		if (strncmp(p, " done ", 6) != 0) {
+			dtn_reply_release(&r);
+			rc = sg_err_set(err, SG_E_PROVIDER, "the sandbox's shell gave an unreadable result");
+			dtn_kill(de, dir);
+			goto out;
+		}
+		{
+			const char *line = p + 6, *eol = strchr(line, '\n');
+			size_t keep = (size_t)(hit - 1 - res);
+			long long total = 0;
+			bool lost;
+			const char *last = eol ? eol : line;
+
+			/* The trailer's last field is the size of all of stdout. */
+			for (const char *q = line; q < last; q++)
+				if (*q == '|')
+					total = strtoll(q + 1, NULL, 10);
+			dtn_parse_done(line, out, &lost);
+			if (keep > x->max_output)
+				keep = sg_utf8_clip(res, keep, x->max_output);
+			if (sg_buf_add_clipped(&out->out, res, keep) ||
+			    (unsigned long long)total > x->max_output)
+				out->truncated = true;
+			if (eol)
+				sg_buf_add_clipped(&out->err, eol + 1,
+						   rlen - (size_t)(eol + 1 - res));
+			if (lost && !out->err.len)
+				sg_buf_add_clipped(&out->err, "sandgate: the command was killed\n", 33);
+		}
+		dtn_reply_release(&r);
+		break;
+	}
+	dtn_add_garbage(de, dir);
+	if (x->flags & SG_EXEC_DETACHES)
+		dtn_keepalive_arm(de);
+	rc = SG_OK;
+	goto out;
+cancelled:
+	rc = sg_cancel_check(cancel) ? sg_cancel_check(cancel) : SG_E_CANCELLED;
+	dtn_kill(de, dir);
+	sg_err_set(err, rc, "the command was %s in the sandbox",
+		   rc == SG_E_TIMEOUT ? "stopped by a deadline" : "cancelled");
+out:
+	out->duration_ms = sg_now_ms() - start;
+	json_decref(full);
+	json_decref(attach);
+	sg_buf_release(&words);
+	sg_buf_release(&garbage);
+	free(command);
+	free(upload);
+	free(dir);
+	return rc;
+}

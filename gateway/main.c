@@ -9,6 +9,9 @@
  */
 #define _GNU_SOURCE /* getopt_long, readlink of /proc/self/exe */
 #include <errno.h>
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
 #include <getopt.h>
 #include <limits.h>
 #include <stdio.h>
@@ -18,6 +21,7 @@
 #include <unistd.h>
 
 #include "../config/config.h"
+#include "base/cancel.h"
 #include "base/limits.h"
 #include "base/log.h"
 #include "envs.h"
@@ -33,6 +37,7 @@ static const char usage[] =
 	"                      [--shutdown-budget-ms N] [--max-output BYTES] [--peer]\n"
 	"       sandgate config check [--config FILE]\n"
 	"       sandgate envs list|show|rm|gc ... [--config FILE] [--state-dir DIR]\n"
+	"       sandgate probe [--profile NAME] [--json] [--config FILE] [--state-dir DIR]\n"
 	"       sandgate --help | --version\n"
 	"\n"
 	"serve speaks the execution backend protocol, version 4, on stdin and\n"
@@ -216,6 +221,185 @@ out:
 	return status;
 }
 
+/*
+ * Run `argv` (this binary as `serve`), send one request line, and keep its
+ * stdin open until the reply line arrived (an EOF earlier would cancel the
+ * request); then close stdin and wait for the clean shutdown.
+ */
+static int converse(const char *const *argv, const char *request, struct sg_buf *reply)
+{
+	extern char **environ;
+	posix_spawn_file_actions_t fa;
+	int in[2], out[2], st;
+	pid_t pid;
+	int rc = -1;
+
+	if (pipe2(in, O_CLOEXEC) || pipe2(out, O_CLOEXEC))
+		return -1;
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_adddup2(&fa, in[0], 0);
+	posix_spawn_file_actions_adddup2(&fa, out[1], 1);
+	if (posix_spawn(&pid, argv[0], &fa, NULL, (char *const *)argv, environ) == 0) {
+		size_t n = strlen(request);
+
+		close(in[0]);
+		close(out[1]);
+		if (write(in[1], request, n) == (ssize_t)n) {
+			char *dst;
+
+			while (!memchr(reply->p, '\n', reply->len) &&
+			       sg_buf_reserve(reply, 65536, &dst) == SG_OK) {
+				ssize_t got = read(out[0], dst, 65536);
+
+				if (got <= 0)
+					break;
+				sg_buf_commit(reply, (size_t)got);
+			}
+			rc = 0;
+		}
+		close(in[1]);
+		close(out[0]);
+		while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+			;
+	} else {
+		close(in[0]);
+		close(in[1]);
+		close(out[0]);
+		close(out[1]);
+	}
+	posix_spawn_file_actions_destroy(&fa);
+	return rc;
+}
+
+/*
+ * `sandgate probe [--profile P] [--json] [--config F] [--state-dir D]`:
+ * run a real, throwaway session of the profile (this same binary as
+ * `serve`, an initialize with a fresh identity and removal at exit) and
+ * report what was observed: credentials found (never values), whether the
+ * backend answered, and the facts inside the environment.
+ */
+static int cmd_probe(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "config", required_argument, NULL, 'c' },
+		{ "profile", required_argument, NULL, 'p' },
+		{ "state-dir", required_argument, NULL, 's' },
+		{ "json", no_argument, NULL, 'j' },
+		{ NULL, 0, NULL, 0 },
+	};
+	const char *config = NULL, *profile = NULL, *state_dir = NULL;
+	char self[PATH_MAX], *state = NULL, *line = NULL, ident[64];
+	struct sg_config *cfg = NULL;
+	struct sg_profile *p = NULL;
+	struct sg_errinfo err = { 0 };
+	struct sg_buf out = SG_BUF_INIT(SG_MAX_FRAME);
+	json_t *report = NULL, *creds = json_object(), *reply = NULL;
+	const struct sg_adapter *ad;
+	bool as_json = false;
+	int c, status;
+	ssize_t n;
+	int64_t t0 = sg_now_ms();
+
+	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		switch (c) {
+		case 'c': config = optarg; break;
+		case 'p': profile = optarg; break;
+		case 's': state_dir = optarg; break;
+		case 'j': as_json = true; break;
+		default: fputs(usage, stderr); return EX_USAGE;
+		}
+	}
+	status = load_config(config, &cfg);
+	if (status)
+		goto out;
+	if (sg_config_profile(cfg, profile, NULL, &p, &err)) {
+		fprintf(stderr, "sandgate: %s\n", err.msg);
+		status = EX_CONFIG;
+		goto out;
+	}
+	ad = sg_adapter_find(p->backend);
+	if (ad && ad->credentials)
+		ad->credentials(p, creds);
+	if (!state_dir)
+		state_dir = state = default_state_dir();
+	n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	self[n > 0 ? n : 0] = '\0';
+	snprintf(ident, sizeof(ident), "probe-%ld-%lld", (long)getpid(), (long long)t0);
+	if (asprintf(&line,
+		     "{\"id\":\"probe\",\"method\":\"initialize\",\"token\":\"probe\","
+		     "\"data\":{\"version\":4,\"root\":\"/workspace\",\"session\":\"%s\","
+		     "\"remove_workspace_on_exit\":true}}\n", ident) < 0) {
+		status = 70;
+		goto out;
+	}
+	{
+		const char *av[] = { self, "serve", "--state-dir", state_dir,
+				     config ? "--config" : NULL, config, NULL, NULL, NULL };
+
+		if (profile) {
+			av[config ? 6 : 4] = "--profile";
+			av[config ? 7 : 5] = profile;
+		}
+		if (converse(av, line, &out)) {
+			fprintf(stderr, "sandgate: cannot run the probe session: %s\n",
+				strerror(errno));
+			status = 70;
+			goto out;
+		}
+	}
+	reply = json_loadb(out.p, strcspn(out.p, "\n"), 0, NULL);
+	report = json_pack("{s:s, s:s, s:O, s:b, s:I}", "profile", p->name, "backend",
+			   p->backend, "credentials", creds, "reachable",
+			   json_object_get(reply, "data") != NULL, "duration_ms",
+			   (json_int_t)(sg_now_ms() - t0));
+	if (json_object_get(reply, "data"))
+		json_object_set(report, "facts",
+				json_object_get(json_object_get(json_object_get(reply, "data"),
+								"environment"), "facts"));
+	else
+		json_object_set_new(report, "error",
+				    json_string(json_string_value(json_object_get(reply, "error"))
+							? json_string_value(json_object_get(reply, "error"))
+							: "the probe session gave no reply"));
+	if (as_json) {
+		char *text = json_dumps(report, JSON_INDENT(2) | JSON_SORT_KEYS);
+
+		fprintf(stdout, "%s\n", text ? text : "{}");
+		free(text);
+	} else {
+		const char *k;
+		json_t *v, *facts = json_object_get(report, "facts");
+
+		fprintf(stdout, "profile      %s (%s)\n", p->name, p->backend);
+		fprintf(stdout, "credentials  ");
+		json_object_foreach(creds, k, v)
+			fprintf(stdout, "%s=%s ", k, json_string_value(v));
+		fprintf(stdout, "%s\n", json_object_size(creds) ? "" : "none needed");
+		fprintf(stdout, "reachable    %s\n", facts ? "yes" : "no");
+		if (!facts)
+			fprintf(stdout, "error        %s\n",
+				json_string_value(json_object_get(report, "error")));
+		json_object_foreach(json_object_get(facts, "isolation"), k, v)
+			fprintf(stdout, "isolation    %-30s %s\n", k, json_is_true(v) ? "yes" : "no");
+		json_object_foreach(json_object_get(facts, "toolchains"), k, v)
+			fprintf(stdout, "toolchain    %-30s %s\n", k, json_string_value(v));
+		fprintf(stdout, "safety_class %s\nmechanism    %s\n",
+			json_string_value(json_object_get(facts, "safety_class")) ? json_string_value(json_object_get(facts, "safety_class")) : "-",
+			json_string_value(json_object_get(facts, "mechanism")) ? json_string_value(json_object_get(facts, "mechanism")) : "-");
+	}
+	status = json_object_get(report, "facts") ? 0 : 1;
+out:
+	sg_buf_release(&out);
+	json_decref(report);
+	json_decref(reply);
+	json_decref(creds);
+	sg_profile_free(p);
+	sg_config_free(cfg);
+	free(state);
+	free(line);
+	return status;
+}
+
 static int cmd_config(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -343,6 +527,8 @@ int main(int argc, char **argv)
 		return cmd_config(argc - 1, argv + 1);
 	if (argc >= 2 && strcmp(argv[1], "envs") == 0)
 		return cmd_envs(argc - 1, argv + 1);
+	if (argc >= 2 && strcmp(argv[1], "probe") == 0)
+		return cmd_probe(argc - 1, argv + 1);
 	if (argc >= 2 && strcmp(argv[1], "--version") == 0) {
 		fprintf(stdout, "sandgate %s (protocol 4)\n", SG_VERSION);
 		return 0;

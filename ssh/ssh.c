@@ -1892,7 +1892,8 @@ static sg_err ssh_list(const struct sg_profile *p, const char *state_dir,
 				sshb_copy(info.id, sizeof(info.id), m, "id");
 				sshb_copy(info.identity, sizeof(info.identity), m, "identity");
 				sshb_copy(info.session, sizeof(info.session), m, "session");
-				sshb_copy(info.profile, sizeof(info.profile), m, "profile");
+				/* The profile that reaches it, for `envs rm` here. */
+				snprintf(info.profile, sizeof(info.profile), "%s", p->name);
 				info.created = json_integer_value(json_object_get(m, "created"));
 				info.persistent = json_is_true(json_object_get(m, "persistent"));
 				snprintf(info.state, sizeof(info.state), "%s",
@@ -1937,6 +1938,37 @@ static sg_err ssh_destroy(const struct sg_profile *p, const char *state_dir,
 	return rc;
 }
 
+/*
+ * Where the login comes from, for `sandgate probe`: the identity file (or
+ * the agent when there is none) and the known hosts file the host key is
+ * checked against.  Presence only, never a value.
+ */
+static void ssh_credentials(const struct sg_profile *p, json_t *out)
+{
+	const char *agent = getenv("SSH_AUTH_SOCK");
+	char *kh = NULL;
+
+	if (p->identity_file)
+		json_object_set_new(out, "identity_file",
+				    json_string(p->identity_file[0] == '~' ||
+							access(p->identity_file, R_OK) == 0
+						? "found" : "missing"));
+	else
+		json_object_set_new(out, "SSH_AUTH_SOCK",
+				    json_string(agent && *agent ? "found" : "missing"));
+	if (!p->known_hosts_file && getenv("HOME") &&
+	    asprintf(&kh, "%s/.ssh/known_hosts", getenv("HOME")) < 0)
+		kh = NULL;
+	if (p->known_hosts_file || kh) {
+		const char *f = p->known_hosts_file ? p->known_hosts_file : kh;
+
+		json_object_set_new(out, "known_hosts_file",
+				    json_string(f[0] == '~' || access(f, R_OK) == 0
+							? "found" : "missing"));
+	}
+	free(kh);
+}
+
 const struct sg_adapter sg_adapter_ssh = {
 	.name = "ssh",
 	.caps = SG_CAP_LIST,
@@ -1948,4 +1980,5 @@ const struct sg_adapter sg_adapter_ssh = {
 	.list = ssh_list,
 	.destroy = ssh_destroy,
 	.release = ssh_release,
+	.credentials = ssh_credentials,
 };
