@@ -85,7 +85,6 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <math.h>
 #include <openssl/evp.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -147,6 +146,7 @@ struct dtn_env {
 	char *toolbox;   /* <toolboxProxyUrl>/<id> */
 	char *base_dir;  /* sandgate's directory in the sandbox */
 	char *run_dir;   /* base_dir/run */
+	char *proc_dir;  /* ctl_dir/proc, where sg-helper keeps process records */
 	int64_t limit_ms; /* toolbox_timeout_ms */
 	int64_t wait_ms;  /* what one trip waits in the sandbox */
 	bool fresh;       /* this provision created the sandbox */
@@ -160,6 +160,7 @@ struct dtn_env {
 	pthread_t ka_thread;
 	bool ka_started;
 	bool ka_armed;          /* a daemon was left since the last check */
+	unsigned ka_gen;        /* bumped by every arm */
 	struct sg_cancel ka_stop;
 	bool ka_stop_ready;
 	int64_t ka_ms;
@@ -452,7 +453,11 @@ static bool dtn_flag(const char *text, const char *key)
 /* Whole vCPUs: Daytona takes integers, so a fraction is rounded up. */
 static int64_t dtn_cpus(double cpus)
 {
-	return cpus > 0 ? (int64_t)ceil(cpus - 1e-9) : 0;
+	int64_t n = (int64_t)cpus;
+
+	if (cpus <= 0)
+		return 0;
+	return (double)n + 1e-9 < cpus ? n + 1 : n;
 }
 
 /* Whole GiB, rounded up. */
@@ -1254,7 +1259,6 @@ static void dtn_kill(struct dtn_env *de, const char *dir)
 {
 	struct sg_errinfo err = { 0 };
 	json_t *envs = json_pack("{s:s}", "SG_D", dir);
-	char *out = NULL;
 	sg_err rc;
 
 	if (!envs)
@@ -1272,7 +1276,6 @@ static void dtn_kill(struct dtn_env *de, const char *dir)
 	}
 	if (rc)
 		sg_log_warn("sandbox %s: a command may still run: %s", de->base.id, err.msg);
-	free(out);
 	json_decref(envs);
 }
 
@@ -1288,11 +1291,18 @@ static sg_err dtn_words(const struct dtn_env *de, const struct sg_exec *x,
 		return sg_err_set(err, SG_E_INVALID_ARGUMENT,
 				  "a command name with '=' cannot be run through env in a Daytona sandbox");
 	if (de->base.helper) {
+		char *st = NULL;
+
+		if (asprintf(&st, "%s/st", dir) < 0)
+			return sg_err_set(err, SG_E_INTERNAL, "out of memory");
 		rc = sg_shquote(w, de->base.helper);
 		if (!rc)
 			rc = sg_buf_adds(w, " status --file ");
 		if (!rc)
-			rc = sg_buf_addf(w, "'%s/st' -- ", dir);
+			rc = sg_shquote(w, st);
+		if (!rc)
+			rc = sg_buf_adds(w, " -- ");
+		free(st);
 	}
 	if (!rc)
 		rc = sg_buf_adds(w, "env -i --");
@@ -1361,7 +1371,8 @@ static sg_err dtn_exec(struct sg_env *env, const struct sg_exec *x,
 	const char *cwd = x->cwd ? x->cwd : env->root;
 	int64_t start = sg_now_ms();
 	size_t max_body;
-	int fails = 0, missing = 0;
+	int64_t trip_start;
+	int fails = 0, missing = 0, quick408 = 0;
 	bool need_full = true, seen = false;
 	sg_err rc = SG_OK;
 
@@ -1456,14 +1467,28 @@ static sg_err dtn_exec(struct sg_env *env, const struct sg_exec *x,
 		char *hit = NULL, *p;
 		size_t mlen = strlen(mark), rlen;
 
+		trip_start = sg_now_ms();
 		rc = dtn_execute(de, need_full ? command : NULL, need_full ? full : attach,
 				 de->limit_ms + SG_DAYTONA_TRIP_SLACK_MS, max_body, false, &r,
 				 cancel, &once);
 		if (rc == SG_OK && r.status == 408) {
-			/* The toolbox gave up on the script; the command lives on. */
+			/*
+			 * The toolbox gave up on the script; the command lives on
+			 * in its own session and the next request attaches.  A
+			 * 408 sooner than the wait means toolbox_timeout_ms is set
+			 * above the toolbox's real limit: slow down, never spin.
+			 */
 			dtn_reply_release(&r);
 			seen = true;
 			need_full = false;
+			if (sg_now_ms() - trip_start < de->wait_ms) {
+				if (++quick408 == 1)
+					sg_log_warn("the Daytona toolbox ends requests sooner than toolbox_timeout_ms (%lld ms) says; lower it",
+						    (long long)de->limit_ms);
+				rc = sg_cancel_sleep(cancel, quick408 > 10 ? 1000 : 100 * quick408);
+				if (rc)
+					goto cancelled;
+			}
 			continue;
 		}
 		if (rc == SG_OK && r.status != 200) {
@@ -1594,3 +1619,931 @@ out:
 	free(dir);
 	return rc;
 }
+
+/* ---- Keep-alive ------------------------------------------------------------ */
+
+/* Does a `proc list` reply show a running process? */
+static bool dtn_any_running(const char *reply)
+{
+	json_error_t je;
+	json_t *j = json_loads(reply, 0, &je), *v;
+	size_t i;
+	bool running = false;
+
+	json_array_foreach(json_object_get(j, "processes"), i, v) {
+		const char *st = dtn_str(v, "status");
+
+		if (st && strcmp(st, "running") == 0)
+			running = true;
+	}
+	json_decref(j);
+	return running;
+}
+
+static void *dtn_keepalive_main(void *arg)
+{
+	struct dtn_env *de = arg;
+
+	for (;;) {
+		struct sg_errinfo err = { 0 };
+		unsigned gen;
+		bool armed;
+		char *reply = NULL;
+		json_t *envs;
+		sg_err rc;
+
+		if (sg_cancel_sleep(&de->ka_stop, de->ka_ms))
+			break;
+		pthread_mutex_lock(&de->lock);
+		armed = de->ka_armed;
+		gen = de->ka_gen;
+		pthread_mutex_unlock(&de->lock);
+		if (!armed)
+			continue;
+		envs = json_pack("{s:s, s:s, s:s}", "SG_H", de->base.helper, "SG_CTL",
+				 de->proc_dir, "SG_SESS", de->base.session);
+		/* The question alone must not keep the sandbox up. */
+		rc = envs ? dtn_script(de, dtn_procs_sh, envs, true, &reply, &de->ka_stop, &err)
+			  : SG_E_INTERNAL;
+		json_decref(envs);
+		if (rc) {
+			if (sg_cancel_check(&de->ka_stop))
+				break;
+			sg_log_debug("sandbox %s: keep-alive check failed: %s", de->base.id, err.msg);
+			continue;
+		}
+		if (dtn_any_running(reply)) {
+			char *url = dtn_sandbox_url(&de->cl, de->base.id, "/last-activity");
+			struct dtn_reply r;
+
+			if (url && !dtn_do(&de->cl,
+					   &(struct dtn_call){ .method = "POST", .url = url,
+							       .idempotent = true,
+							       .what = "keeping the sandbox active" },
+					   &r, &de->ka_stop, &err)) {
+				if (r.status >= 300)
+					sg_log_debug("sandbox %s: last-activity answered HTTP %ld",
+						     de->base.id, r.status);
+				dtn_reply_release(&r);
+			}
+			free(url);
+		} else {
+			pthread_mutex_lock(&de->lock);
+			if (de->ka_gen == gen)
+				de->ka_armed = false; /* until the next daemon */
+			pthread_mutex_unlock(&de->lock);
+		}
+		free(reply);
+	}
+	return NULL;
+}
+
+static void dtn_keepalive_arm(struct dtn_env *de)
+{
+	pthread_mutex_lock(&de->lock);
+	de->ka_gen++;
+	de->ka_armed = true;
+	if (!de->ka_started && de->ka_stop_ready && de->base.helper && de->proc_dir) {
+		if (pthread_create(&de->ka_thread, NULL, dtn_keepalive_main, de) == 0)
+			de->ka_started = true;
+		else
+			sg_log_warn("sandbox %s: no keep-alive thread; long background processes may be stopped by Daytona's auto-stop",
+				    de->base.id);
+	}
+	pthread_mutex_unlock(&de->lock);
+}
+
+static void dtn_keepalive_stop(struct dtn_env *de)
+{
+	bool started;
+
+	pthread_mutex_lock(&de->lock);
+	started = de->ka_started;
+	de->ka_started = false;
+	pthread_mutex_unlock(&de->lock);
+	if (started) {
+		sg_cancel_fire(&de->ka_stop, SG_E_CANCELLED);
+		pthread_join(de->ka_thread, NULL);
+	}
+}
+
+/* ---- provision ----------------------------------------------------------- */
+
+/* The comma-separated list s as a sorted set, for comparing lists. */
+static bool dtn_same_list(const char *a, const char *b)
+{
+	struct sg_strv va = SG_STRV_INIT, vb = SG_STRV_INIT;
+	const char *src[2] = { a ? a : "", b ? b : "" };
+	struct sg_strv *dst[2] = { &va, &vb };
+	bool same = true;
+
+	for (int k = 0; k < 2; k++) {
+		const char *p = src[k];
+
+		while (*p) {
+			const char *e = strchr(p, ',');
+			size_t n = e ? (size_t)(e - p) : strlen(p);
+
+			while (n && (*p == ' ')) {
+				p++;
+				n--;
+			}
+			while (n && p[n - 1] == ' ')
+				n--;
+			if (n && sg_strv_addf(dst[k], "%.*s", (int)n, p))
+				same = false;
+			p = e ? e + 1 : p + strlen(p);
+		}
+	}
+	if (same && va.n != vb.n)
+		same = false;
+	for (size_t i = 0; same && i < va.n; i++) {
+		bool found = false;
+
+		for (size_t j = 0; j < vb.n && !found; j++)
+			found = strcmp(va.v[i], vb.v[j]) == 0;
+		same = found;
+	}
+	sg_strv_release(&va);
+	sg_strv_release(&vb);
+	return same;
+}
+
+static bool dtn_network_matches(const json_t *want, const json_t *dto)
+{
+	return json_is_true(json_object_get(want, "networkBlockAll")) ==
+		       json_is_true(json_object_get(dto, "networkBlockAll")) &&
+	       dtn_same_list(dtn_str(want, "networkAllowList"), dtn_str(dto, "networkAllowList")) &&
+	       dtn_same_list(dtn_str(want, "domainAllowList"), dtn_str(dto, "domainAllowList"));
+}
+
+/*
+ * The sandbox's network must be what the profile says, observed on the
+ * sandbox itself (never assumed from what was asked): an adopted sandbox
+ * made under other settings is changed through network-settings, and a
+ * sandbox that still differs is refused.
+ */
+static sg_err dtn_enforce_network(struct dtn_env *de, json_t **dto,
+				  struct sg_cancel *cancel, struct sg_errinfo *err)
+{
+	json_t *want = json_object();
+	char *url = NULL;
+	struct dtn_reply r = { 0 };
+	sg_err rc;
+
+	if (!want)
+		return sg_err_set(err, SG_E_INTERNAL, "out of memory");
+	rc = dtn_network_body(de->base.profile, want, err);
+	if (rc || dtn_network_matches(want, *dto))
+		goto out;
+	json_object_set_new(want, "networkBlockAll",
+			    json_boolean(json_is_true(json_object_get(want, "networkBlockAll"))));
+	if (!json_object_get(want, "networkAllowList"))
+		json_object_set_new(want, "networkAllowList", json_string(""));
+	if (!json_object_get(want, "domainAllowList"))
+		json_object_set_new(want, "domainAllowList", json_string(""));
+	url = dtn_sandbox_url(&de->cl, de->base.id, "/network-settings");
+	if (!url) {
+		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
+		goto out;
+	}
+	rc = dtn_do(&de->cl,
+		    &(struct dtn_call){ .method = "POST", .url = url, .body = want,
+					.idempotent = true,
+					.what = "setting the sandbox's network" },
+		    &r, cancel, err);
+	if (!rc && (r.status < 200 || r.status > 299 || !json_is_object(r.json)))
+		rc = dtn_fail(&de->cl, "setting the sandbox's network", &r, SG_OK, err);
+	if (!rc && !dtn_network_matches(want, r.json))
+		rc = sg_err_set(err, SG_E_UNSUPPORTED,
+				"sandbox %s does not report the network the profile asks for (network_block_all %s)",
+				de->base.id,
+				json_is_true(json_object_get(r.json, "networkBlockAll")) ? "true" : "false");
+	if (!rc) {
+		json_decref(*dto);
+		*dto = r.json;
+		r.json = NULL;
+	}
+out:
+	dtn_reply_release(&r);
+	json_decref(want);
+	free(url);
+	return rc;
+}
+
+/* Replace the labels of an adopted sandbox: this session, a new expiry. */
+static sg_err dtn_relabel(struct dtn_env *de, const json_t *dto, struct sg_cancel *cancel,
+			  struct sg_errinfo *err)
+{
+	json_t *labels = json_deep_copy(json_object_get(dto, "labels")), *ours = dtn_labels(de);
+	json_t *body = NULL;
+	char *url = dtn_sandbox_url(&de->cl, de->base.id, "/labels");
+	struct dtn_reply r = { 0 };
+	sg_err rc = SG_OK;
+
+	if (!json_is_object(labels)) {
+		json_decref(labels);
+		labels = json_object();
+	}
+	if (!labels || !ours || !url) {
+		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
+		goto out;
+	}
+	/* The creation time and the create id stay the sandbox's own. */
+	json_object_del(ours, DTN_L_CREATED);
+	json_object_del(ours, DTN_L_CREATE);
+	json_object_update(labels, ours);
+	body = json_pack("{s:O}", "labels", labels);
+	rc = dtn_do(&de->cl,
+		    &(struct dtn_call){ .method = "PUT", .url = url, .body = body,
+					.what = "labelling the sandbox" },
+		    &r, cancel, err);
+	if (!rc && (r.status < 200 || r.status > 299))
+		rc = dtn_fail(&de->cl, "labelling the sandbox", &r, SG_OK, err);
+out:
+	dtn_reply_release(&r);
+	json_decref(labels);
+	json_decref(ours);
+	json_decref(body);
+	free(url);
+	return rc;
+}
+
+/* A number member (integer or real) of a JSON object, or 0. */
+static double dtn_num(const json_t *o, const char *key)
+{
+	return json_number_value(json_object_get(o, key));
+}
+
+/* What the provider says about the sandbox, as facts (new). */
+static json_t *dtn_facts(const struct dtn_env *de, const json_t *dto)
+{
+	const struct sg_profile *p = de->base.profile;
+	const char *cls = dtn_str(dto, "sandboxClass");
+	json_t *req = json_object(), *app = json_object(), *f, *d;
+
+	if (p->cpus > 0)
+		json_object_set_new(req, "cpus", json_real(p->cpus));
+	if (p->memory_mb > 0)
+		json_object_set_new(req, "memory_mb", json_integer(p->memory_mb));
+	json_object_set_new(app, "cpus", json_integer((json_int_t)dtn_num(dto, "cpu")));
+	json_object_set_new(app, "memory_mb",
+			    json_integer((json_int_t)(dtn_num(dto, "memory") * 1024)));
+	json_object_set_new(app, "disk_gb", json_integer((json_int_t)dtn_num(dto, "disk")));
+	f = json_pack("{s:{s:o, s:o}, s:{s:b}}", "resources", "requested", req, "applied",
+		      app, "isolation", "network_isolated",
+		      json_is_true(json_object_get(dto, "networkBlockAll")));
+	if (!f)
+		return NULL;
+	if (cls) {
+		char mech[64];
+
+		/* Daytona's own word for what runs the sandbox. */
+		snprintf(mech, sizeof(mech), "daytona-%s", cls);
+		json_object_set_new(f, "mechanism", json_string(mech));
+		if (strcmp(cls, "container") == 0)
+			json_object_set_new(f, "safety_class", json_string("container"));
+		else if (strcmp(cls, "linux-vm") == 0)
+			json_object_set_new(f, "safety_class", json_string("microvm"));
+	}
+	d = json_pack("{s:s, s:s, s:s?, s:s?, s:s?, s:I, s:I, s:I}", "sandbox", de->base.id,
+		      "name", de->name, "state", dtn_str(dto, "state"), "target",
+		      dtn_str(dto, "target"), "snapshot", dtn_str(dto, "snapshot"),
+		      "auto_stop_minutes", (json_int_t)dtn_num(dto, "autoStopInterval"),
+		      "auto_archive_minutes", (json_int_t)dtn_num(dto, "autoArchiveInterval"),
+		      "auto_delete_minutes", (json_int_t)dtn_num(dto, "autoDeleteInterval"));
+	if (d) {
+		const char *nl = dtn_str(dto, "networkAllowList"),
+			   *dl = dtn_str(dto, "domainAllowList");
+
+		if (nl && *nl)
+			json_object_set_new(d, "network_allow_list", json_string(nl));
+		if (dl && *dl)
+			json_object_set_new(d, "domain_allow_list", json_string(dl));
+		json_object_set_new(f, "daytona", d);
+	}
+	return f;
+}
+
+/* Every "missing=<tool>" of the setup reply, as "a, b". */
+static void dtn_missing_tools(const char *reply, char *out, size_t n)
+{
+	size_t used = 0;
+
+	out[0] = '\0';
+	for (const char *p = reply; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL) {
+		if (strncmp(p, "missing=", 8) == 0) {
+			const char *e = strchr(p, '\n');
+			int k = snprintf(out + used, n - used, "%s%.*s", used ? ", " : "",
+					 (int)(e ? e - p - 8 : (long)strlen(p + 8)), p + 8);
+
+			if (k < 0 || (size_t)k >= n - used)
+				break;
+			used += (size_t)k;
+		}
+	}
+}
+
+/*
+ * Make sg-helper available at base_dir/sg-helper-<sha256>: checked by the
+ * setup script (have_it), else uploaded and installed after its checksum
+ * was verified in the sandbox.
+ */
+static sg_err dtn_install_helper(struct dtn_env *de, const char *sha, bool have_it,
+				 int fd, struct sg_cancel *cancel, struct sg_errinfo *err)
+{
+	struct sg_http_source src = { .fd = fd, .offset = 0, .len = -1 };
+	char *up = NULL, *reply = NULL, *e = NULL;
+	json_t *envs = NULL;
+	sg_err rc = SG_OK;
+
+	if (!have_it) {
+		if (asprintf(&up, "%s/sg-helper-%s.up-%s", de->base_dir, sha, de->nonce) < 0) {
+			up = NULL;
+			rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
+			goto out;
+		}
+		rc = dtn_upload(de, up, NULL, 0, &src, cancel, err);
+		if (rc)
+			goto out;
+		envs = json_pack("{s:s, s:s, s:s}", "SG_BASE", de->base_dir, "SG_SHA", sha,
+				 "SG_UP", up);
+		rc = envs ? dtn_script(de, dtn_install_sh, envs, false, &reply, cancel, err)
+			  : sg_err_set(err, SG_E_INTERNAL, "out of memory");
+		if (rc)
+			goto out;
+		if ((e = dtn_kv(reply, "error"))) {
+			rc = sg_err_set(err, SG_E_PROVIDER, "installing sg-helper in the sandbox failed: %s", e);
+			goto out;
+		}
+		if (!dtn_flag(reply, "ok")) {
+			rc = sg_err_set(err, SG_E_PROVIDER,
+					"installing sg-helper in the sandbox failed (cp, chmod or mv in %s)",
+					de->base_dir);
+			goto out;
+		}
+	}
+	if (asprintf(&de->base.helper, "%s/sg-helper-%s", de->base_dir, sha) < 0) {
+		de->base.helper = NULL;
+		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
+	}
+out:
+	json_decref(envs);
+	free(up);
+	free(reply);
+	free(e);
+	return rc;
+}
+
+/* Prepare the inside: root, sandgate's directories, sg-helper. */
+static sg_err dtn_setup(struct dtn_env *de, struct sg_cancel *cancel, struct sg_errinfo *err)
+{
+	struct sg_env *env = &de->base;
+	char sha[65], missing[200], *reply = NULL, *e = NULL, *user = NULL;
+	json_t *envs = NULL;
+	struct stat st;
+	int fd = -1;
+	sg_err rc;
+
+	fd = env->helper_host ? open(env->helper_host, O_RDONLY | O_CLOEXEC) : -1;
+	if (fd < 0 || fstat(fd, &st) || !S_ISREG(st.st_mode) ||
+	    st.st_size > (off_t)SG_DAYTONA_HELPER_MAX) {
+		rc = sg_err_set(err, SG_E_INTERNAL, "sg-helper (%s) cannot be read: %s",
+				env->helper_host ? env->helper_host : "not built",
+				fd < 0 ? strerror(errno) : "not a regular file of a sane size");
+		goto out;
+	}
+	rc = dtn_sha256_file(fd, sha, err);
+	if (rc)
+		goto out;
+	{
+		char sweep[16];
+
+		snprintf(sweep, sizeof(sweep), "%d", SG_DAYTONA_SWEEP_MIN);
+		envs = json_pack("{s:s, s:s, s:s}", "SG_ROOT", env->root, "SG_SHA", sha,
+				 "SG_SWEEP", sweep);
+	}
+	rc = envs ? dtn_script(de, dtn_setup_sh, envs, false, &reply, cancel, err)
+		  : sg_err_set(err, SG_E_INTERNAL, "out of memory");
+	if (rc)
+		goto out;
+	if ((e = dtn_kv(reply, "error"))) {
+		rc = sg_err_set(err, strstr(e, "no place") ? SG_E_INVALID_ARGUMENT : SG_E_PROVIDER,
+				"preparing the sandbox failed: %s", e);
+		goto out;
+	}
+	if (!dtn_flag(reply, "ok") || !(de->base_dir = dtn_kv(reply, "base"))) {
+		rc = sg_err_set(err, SG_E_PROVIDER, "preparing the sandbox failed: no reply from its shell");
+		goto out;
+	}
+	dtn_missing_tools(reply, missing, sizeof(missing));
+	if (missing[0]) {
+		rc = sg_err_set(err, SG_E_UNSUPPORTED,
+				"the sandbox's image lacks %s, which the daytona backend needs (coreutils, util-linux)",
+				missing);
+		goto out;
+	}
+	user = dtn_kv(reply, "user");
+	if (!dtn_flag(reply, "root")) {
+		rc = sg_err_set(err, SG_E_PERMISSION,
+				"root %s cannot be created in the sandbox (user %s, and sudo -n did not help)",
+				env->root, user ? user : "?");
+		goto out;
+	}
+	if (!dtn_flag(reply, "rootw")) {
+		rc = sg_err_set(err, SG_E_PERMISSION,
+				"root %s exists in the sandbox but user %s cannot write to it",
+				env->root, user ? user : "?");
+		goto out;
+	}
+	if (asprintf(&env->ctl_dir, "%s/ctl", de->base_dir) < 0 ||
+	    asprintf(&de->run_dir, "%s/run", de->base_dir) < 0 ||
+	    asprintf(&de->proc_dir, "%s/ctl/proc", de->base_dir) < 0) {
+		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
+		goto out;
+	}
+	rc = dtn_install_helper(de, sha, dtn_flag(reply, "helper"), fd, cancel, err);
+out:
+	if (fd >= 0)
+		close(fd);
+	json_decref(envs);
+	free(reply);
+	free(e);
+	free(user);
+	return rc;
+}
+
+/* The toolbox's base URL for the sandbox: <toolboxProxyUrl>/<id>. */
+static sg_err dtn_toolbox_base(struct dtn_env *de, const json_t *dto,
+			       struct sg_cancel *cancel, struct sg_errinfo *err)
+{
+	const char *base = dtn_str(dto, "toolboxProxyUrl");
+	struct dtn_reply r = { 0 };
+	struct sg_buf b = SG_BUF_INIT(SG_PATH_MAX);
+	sg_err rc = SG_OK;
+
+	if (!base) {
+		/* Older APIs leave it out of the sandbox; the SDK asks then. */
+		char *url = dtn_sandbox_url(&de->cl, de->base.id, "/toolbox-proxy-url");
+
+		rc = url ? dtn_do(&de->cl,
+				  &(struct dtn_call){ .url = url,
+						      .what = "looking up the sandbox's toolbox" },
+				  &r, cancel, err)
+			 : sg_err_set(err, SG_E_INTERNAL, "out of memory");
+		free(url);
+		if (!rc && (r.status != 200 || !(base = dtn_str(r.json, "url"))))
+			rc = dtn_fail(&de->cl, "looking up the sandbox's toolbox", &r,
+				      SG_E_PROVIDER, err);
+	}
+	if (!rc && (strncmp(base, "https://", 8) != 0 && strncmp(base, "http://", 7) != 0))
+		rc = sg_err_set(err, SG_E_PROVIDER, "Daytona gave a toolbox URL that is not http(s)");
+	if (!rc) {
+		size_t n = strlen(base);
+
+		while (n > 0 && base[n - 1] == '/')
+			n--;
+		if (sg_buf_add(&b, base, n) || sg_buf_addc(&b, '/') || dtn_urlenc(&b, de->base.id))
+			rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
+		else
+			de->toolbox = sg_buf_take(&b, NULL);
+	}
+	sg_buf_release(&b);
+	dtn_reply_release(&r);
+	return rc;
+}
+
+/*
+ * Find the identity's sandbox, or create it; bring it to `started`.  *dto
+ * (new) is the sandbox as last seen.
+ */
+static sg_err dtn_obtain(struct dtn_env *de, json_t **dto, struct sg_cancel *cancel,
+			 struct sg_errinfo *err)
+{
+	struct sg_env *env = &de->base;
+	const struct sg_profile *p = env->profile;
+	static const char *const started[] = { "started", NULL };
+	sg_err rc = SG_OK;
+
+	*dto = NULL;
+	for (int round = 0; round < 4; round++) {
+		const char *st;
+
+		json_decref(*dto);
+		*dto = NULL;
+		rc = dtn_get(&de->cl, de->name, dto, cancel, err);
+		if (rc == SG_E_NOT_FOUND) {
+			sg_err_clear(err);
+			if (env->require_existing)
+				return sg_err_set(err, SG_E_WORKSPACE_LOST,
+						  "the sandbox of identity \"%.60s\" (%s) is gone",
+						  env->identity, de->name);
+			rc = dtn_create(de, dto, cancel, err);
+			if (rc)
+				return rc;
+			env->resumed = !de->fresh;
+		} else if (rc) {
+			return rc;
+		} else {
+			rc = dtn_check_owner(de, *dto, err);
+			if (rc)
+				return rc;
+			env->resumed = true;
+		}
+		snprintf(env->id, sizeof(env->id), "%s",
+			 dtn_str(*dto, "id") ? dtn_str(*dto, "id") : de->name);
+		st = dtn_state(*dto);
+		if (strcmp(st, "destroying") == 0 || strcmp(st, "destroyed") == 0) {
+			/* On its way out: wait until it is gone, then decide again. */
+			json_t *last = NULL;
+
+			rc = dtn_wait(&de->cl, env->id, (const char *const[]){ "destroyed", NULL },
+				      SG_DAYTONA_START_MS, &last, cancel, err);
+			json_decref(last);
+			if (rc && rc != SG_E_NOT_FOUND)
+				return rc;
+			sg_err_clear(err);
+			de->fresh = false;
+			continue;
+		}
+		if ((strcmp(st, "error") == 0 || strcmp(st, "build_failed") == 0) && !de->fresh &&
+		    !p->persistent && !env->require_existing) {
+			/* A kept scratch sandbox that broke: replace it. */
+			rc = dtn_lifecycle(&de->cl, env->id, DTN_DELETE, SG_DAYTONA_START_MS,
+					   cancel, err);
+			if (rc)
+				return rc;
+			continue;
+		}
+		break;
+	}
+	if (rc)
+		return rc;
+	if (strcmp(dtn_state(*dto), "started") != 0) {
+		json_t *cur = NULL;
+
+		if (dtn_in_transition(*dto) &&
+		    strcmp(dtn_str(*dto, "desiredState") ? dtn_str(*dto, "desiredState") : "",
+			   "started") != 0) {
+			rc = dtn_wait(&de->cl, env->id, NULL, SG_DAYTONA_START_MS, &cur, cancel, err);
+			if (rc)
+				return rc;
+			json_decref(*dto);
+			*dto = cur;
+			cur = NULL;
+		}
+		if (dtn_in((const char *const[]){ "stopped", "archived", "paused", NULL },
+			   dtn_state(*dto))) {
+			rc = dtn_lifecycle(&de->cl, env->id, DTN_START, SG_DAYTONA_START_MS, cancel,
+					   err);
+			if (rc)
+				return rc;
+		}
+		rc = dtn_wait(&de->cl, env->id, started, SG_DAYTONA_START_MS, &cur, cancel, err);
+		if (rc == SG_E_NOT_FOUND)
+			rc = sg_err_set(err, env->resumed ? SG_E_WORKSPACE_LOST : SG_E_PROVIDER,
+					"sandbox %s disappeared while it was starting", env->id);
+		if (rc)
+			return rc;
+		json_decref(*dto);
+		*dto = cur;
+	}
+	return SG_OK;
+}
+
+static sg_err dtn_provision(struct sg_env *env, struct sg_cancel *cancel,
+			    struct sg_errinfo *err)
+{
+	struct dtn_env *de = (struct dtn_env *)env;
+	const struct sg_profile *p = env->profile;
+	json_t *dto = NULL;
+	int64_t want_cpu = dtn_cpus(p->cpus), want_gib = dtn_gib(p->memory_mb);
+	sg_err rc;
+
+	if (pthread_mutex_init(&de->lock, NULL) == 0)
+		de->lock_ready = true;
+	if (sg_cancel_init(&de->ka_stop) == SG_OK)
+		de->ka_stop_ready = true;
+	if (!de->lock_ready)
+		return sg_err_set(err, SG_E_INTERNAL, "cannot create a mutex");
+	dtn_random_hex(de->nonce, 8);
+	dtn_random_hex(de->create_id, 16);
+	de->limit_ms = dtn_raw_int(p, "toolbox_timeout_ms", SG_DAYTONA_TOOLBOX_MS);
+	de->wait_ms = de->limit_ms - (de->limit_ms / 10 > 1000 ? de->limit_ms / 10 : 1000);
+	de->ka_ms = dtn_raw_int(p, "keepalive_ms",
+				dtn_minutes(p->lifetime_seconds) * 60000 / 3);
+	if (env->root[0] != '/')
+		return sg_err_set(err, SG_E_INVALID_ARGUMENT,
+				  "root %s is not an absolute path", env->root);
+	rc = dtn_client_init(&de->cl, p, err);
+	if (rc)
+		return rc;
+	if (!(de->name = dtn_name(env->identity)))
+		return sg_err_set(err, SG_E_INTERNAL, "out of memory");
+	rc = dtn_obtain(de, &dto, cancel, err);
+	if (rc)
+		goto out;
+	if (dtn_num(dto, "cpu") < (double)want_cpu || dtn_num(dto, "memory") < (double)want_gib) {
+		rc = sg_err_set(err, SG_E_UNSUPPORTED,
+				"sandbox %s has %g vCPU and %g GiB, less than the %lld vCPU and %lld GiB profile \"%s\" asks for%s",
+				env->id, dtn_num(dto, "cpu"), dtn_num(dto, "memory"),
+				(long long)want_cpu, (long long)want_gib, p->name,
+				p->image ? "" : " (a snapshot's resources are fixed: use image to choose them)");
+		goto out;
+	}
+	if (p->user && dtn_str(dto, "user") && strcmp(p->user, dtn_str(dto, "user")) != 0) {
+		rc = sg_err_set(err, SG_E_UNSUPPORTED,
+				"sandbox %s runs commands as %s, not as the profile's user %s",
+				env->id, dtn_str(dto, "user"), p->user);
+		goto out;
+	}
+	rc = dtn_enforce_network(de, &dto, cancel, err);
+	if (!rc && env->resumed)
+		rc = dtn_relabel(de, dto, cancel, err);
+	if (!rc)
+		rc = dtn_toolbox_base(de, dto, cancel, err);
+	if (!rc)
+		rc = dtn_setup(de, cancel, err);
+	if (!rc && !(env->facts = dtn_facts(de, dto)))
+		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
+out:
+	if (rc && de->fresh && env->id[0]) {
+		/* A failed create leaves nothing behind, cancelled or not. */
+		struct sg_errinfo e2 = { 0 };
+
+		if (dtn_lifecycle(&de->cl, env->id, DTN_DELETE, SG_DAYTONA_START_MS, NULL, &e2))
+			sg_log_err("sandbox %s could not be removed after a failed provisioning: %s; `sandgate envs` lists it",
+				   env->id, e2.msg);
+	}
+	json_decref(dto);
+	return rc;
+}
+
+/* ---- Files --------------------------------------------------------------- */
+
+static sg_err dtn_get_file(struct sg_env *env, const char *path, int fd, size_t max,
+			   struct sg_cancel *cancel, struct sg_errinfo *err)
+{
+	struct dtn_env *de = (struct dtn_env *)env;
+	struct sg_buf u = SG_BUF_INIT(SG_PATH_MAX * 4);
+	struct sg_http_fd_sink sink = { .fd = fd, .max = max };
+	struct sg_http_response resp;
+	struct sg_errinfo inner = { 0 };
+	sg_err rc;
+
+	sg_http_response_init(&resp, SG_HTTP_ERROR_BODY);
+	if (sg_buf_adds(&u, de->toolbox) || sg_buf_adds(&u, "/files/download?path=") ||
+	    dtn_urlenc(&u, path)) {
+		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
+		goto out;
+	}
+	{
+		struct sg_http_request req = {
+			.url = u.p,
+			.headers = sg_strv_get(&de->cl.headers),
+			.timeout_ms = SG_DAYTONA_CREATE_MS * 5,
+			.sink = sg_http_sink_fd,
+			.sink_payload = &sink,
+		};
+
+		rc = sg_http_do_retry(&req, &resp, NULL, cancel, &inner);
+	}
+	if (rc == SG_E_TOO_LARGE) {
+		rc = sg_err_set(err, rc, "%s is larger than %zu bytes", path, max);
+	} else if (rc) {
+		rc = sg_err_set(err, rc, "downloading %s from the sandbox: %s", path, inner.msg);
+	} else if (resp.status != 200) {
+		struct dtn_reply r = { .status = resp.status };
+		json_error_t je;
+
+		r.json = json_loadb(resp.body.p, resp.body.len, 0, &je);
+		rc = dtn_fail(&de->cl, "downloading a file from the sandbox", &r,
+			      resp.status == 400 ? SG_E_INVALID_ARGUMENT : SG_OK, err);
+		json_decref(r.json);
+	}
+out:
+	sg_http_response_release(&resp);
+	sg_buf_release(&u);
+	return rc;
+}
+
+static sg_err dtn_put_file(struct sg_env *env, const char *path, const void *data,
+			   size_t len, unsigned mode, struct sg_cancel *cancel,
+			   struct sg_errinfo *err)
+{
+	struct dtn_env *de = (struct dtn_env *)env;
+	struct sg_buf u = SG_BUF_INIT(SG_PATH_MAX * 4);
+	struct dtn_reply r = { 0 };
+	sg_err rc;
+
+	rc = dtn_upload(de, path, data, len, NULL, cancel, err);
+	if (rc)
+		return rc;
+	/* The files API has no mode on upload: a second call sets it. */
+	if (sg_buf_adds(&u, de->toolbox) || sg_buf_adds(&u, "/files/permissions?path=") ||
+	    dtn_urlenc(&u, path) || sg_buf_addf(&u, "&mode=%04o", mode & 07777)) {
+		sg_buf_release(&u);
+		return sg_err_set(err, SG_E_INTERNAL, "out of memory");
+	}
+	rc = dtn_do(&de->cl,
+		    &(struct dtn_call){ .method = "POST", .url = u.p, .idempotent = true,
+					.what = "setting a file's mode in the sandbox" },
+		    &r, cancel, err);
+	if (!rc && (r.status < 200 || r.status > 299))
+		rc = dtn_fail(&de->cl, "setting a file's mode in the sandbox", &r, SG_OK, err);
+	dtn_reply_release(&r);
+	sg_buf_release(&u);
+	return rc;
+}
+
+/* ---- probe, teardown, list, destroy, release ------------------------------- */
+
+static sg_err dtn_probe(struct sg_env *env, struct sg_cancel *cancel, struct sg_errinfo *err)
+{
+	struct dtn_env *de = (struct dtn_env *)env;
+	json_t *dto = NULL, *f;
+	sg_err rc = dtn_get(&de->cl, env->id, &dto, cancel, err);
+
+	if (rc == SG_E_NOT_FOUND)
+		return sg_err_set(err, SG_E_WORKSPACE_LOST, "sandbox %s is gone", env->id);
+	if (rc)
+		return rc;
+	f = dtn_facts(de, dto);
+	json_decref(dto);
+	if (!f)
+		return sg_err_set(err, SG_E_INTERNAL, "out of memory");
+	json_decref(env->facts);
+	env->facts = f;
+	return SG_OK;
+}
+
+static sg_err dtn_teardown(struct sg_env *env, enum sg_fate fate, struct sg_cancel *cancel,
+			   struct sg_errinfo *err)
+{
+	struct dtn_env *de = (struct dtn_env *)env;
+
+	dtn_keepalive_stop(de);
+	if (fate == SG_FATE_DETACH || !env->id[0] || !de->cl.api)
+		return SG_OK;
+	/*
+	 * KEEP stops the sandbox whether or not it is persistent: the files
+	 * stay (and use disk quota) until Daytona's autoDeleteInterval, or
+	 * for persistent ones autoArchiveInterval, acts.
+	 */
+	return dtn_lifecycle(&de->cl, env->id, fate == SG_FATE_REMOVE ? DTN_DELETE : DTN_STOP,
+			     SG_DAYTONA_START_MS, cancel, err);
+}
+
+static void dtn_copy(char *dst, size_t n, const char *src)
+{
+	snprintf(dst, n, "%s", src ? src : "");
+}
+
+static sg_err dtn_list(const struct sg_profile *p, const char *state_dir, sg_env_list_cb cb,
+		       void *payload, struct sg_cancel *cancel, struct sg_errinfo *err)
+{
+	struct dtn_client cl;
+	json_t *filter = json_pack("{s:s, s:s}", DTN_L_MANAGED, "sandgate", DTN_L_PROFILE, p->name);
+	char *fj = filter ? json_dumps(filter, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+	char *cursor = NULL;
+	sg_err rc;
+
+	(void)state_dir;
+	rc = fj ? dtn_client_init(&cl, p, err) : sg_err_set(err, SG_E_INTERNAL, "out of memory");
+	if (rc)
+		goto out;
+	for (int page = 0; !rc && page < SG_DAYTONA_LIST_PAGES; page++) {
+		struct sg_buf u = SG_BUF_INIT(SG_PATH_MAX * 2);
+		struct dtn_reply r = { 0 };
+		const json_t *item;
+		const char *next;
+		size_t i;
+		bool stop = false;
+
+		if (sg_buf_adds(&u, cl.api) || sg_buf_adds(&u, "/sandbox?labels=") ||
+		    dtn_urlenc(&u, fj) || sg_buf_adds(&u, "&limit=100") ||
+		    (cursor && (sg_buf_adds(&u, "&cursor=") || dtn_urlenc(&u, cursor)))) {
+			sg_buf_release(&u);
+			rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
+			break;
+		}
+		rc = dtn_do(&cl, &(struct dtn_call){ .url = u.p, .what = "listing sandboxes" }, &r,
+			    cancel, err);
+		sg_buf_release(&u);
+		if (!rc && (r.status != 200 || !json_is_array(json_object_get(r.json, "items"))))
+			rc = dtn_fail(&cl, "listing sandboxes", &r, SG_E_PROVIDER, err);
+		json_array_foreach(rc ? NULL : json_object_get(r.json, "items"), i, item) {
+			const json_t *labels = json_object_get(item, "labels");
+			const char *per = dtn_str(labels, DTN_L_PERSISTENT);
+			struct sg_env_info info;
+
+			memset(&info, 0, sizeof(info));
+			dtn_copy(info.id, sizeof(info.id), dtn_str(item, "id"));
+			dtn_copy(info.state, sizeof(info.state), dtn_str(item, "state"));
+			dtn_copy(info.identity, sizeof(info.identity), dtn_str(labels, DTN_L_IDENTITY));
+			dtn_copy(info.session, sizeof(info.session), dtn_str(labels, DTN_L_SESSION));
+			dtn_copy(info.profile, sizeof(info.profile), dtn_str(labels, DTN_L_PROFILE));
+			info.created = strtoll(dtn_str(labels, DTN_L_CREATED) ? dtn_str(labels, DTN_L_CREATED) : "0", NULL, 10);
+			info.expires = strtoll(dtn_str(labels, DTN_L_EXPIRES) ? dtn_str(labels, DTN_L_EXPIRES) : "0", NULL, 10);
+			info.persistent = per && strcmp(per, "true") == 0;
+			if (cb(&info, payload)) {
+				stop = true;
+				break;
+			}
+		}
+		next = rc ? NULL : dtn_str(r.json, "nextCursor");
+		free(cursor);
+		cursor = next && *next && !stop ? strdup(next) : NULL;
+		dtn_reply_release(&r);
+		if (!cursor)
+			break;
+	}
+	dtn_client_release(&cl);
+out:
+	json_decref(filter);
+	free(fj);
+	free(cursor);
+	return rc;
+}
+
+static sg_err dtn_destroy(const struct sg_profile *p, const char *state_dir, const char *id,
+			  struct sg_cancel *cancel, struct sg_errinfo *err)
+{
+	struct dtn_client cl;
+	json_t *dto = NULL;
+	const char *m;
+	sg_err rc;
+
+	(void)state_dir;
+	rc = dtn_client_init(&cl, p, err);
+	if (rc)
+		return rc;
+	rc = dtn_get(&cl, id, &dto, cancel, err);
+	if (rc == SG_E_NOT_FOUND)
+		rc = sg_err_set(err, rc, "there is no sandbox %s", id);
+	m = rc ? NULL : dtn_str(json_object_get(dto, "labels"), DTN_L_MANAGED);
+	/* An operator's typo must never delete a sandbox sandgate did not make. */
+	if (!rc && (!m || strcmp(m, "sandgate") != 0))
+		rc = sg_err_set(err, SG_E_PERMISSION, "sandbox %s was not made by sandgate", id);
+	if (!rc)
+		rc = dtn_lifecycle(&cl, dtn_str(dto, "id") ? dtn_str(dto, "id") : id, DTN_DELETE,
+				   SG_DAYTONA_START_MS, cancel, err);
+	json_decref(dto);
+	dtn_client_release(&cl);
+	return rc;
+}
+
+static void dtn_release(struct sg_env *env)
+{
+	struct dtn_env *de = (struct dtn_env *)env;
+
+	dtn_keepalive_stop(de);
+	if (de->ka_stop_ready)
+		sg_cancel_release(&de->ka_stop);
+	if (de->lock_ready)
+		pthread_mutex_destroy(&de->lock);
+	dtn_client_release(&de->cl);
+	sg_strv_release(&de->garbage);
+	free(de->name);
+	free(de->toolbox);
+	free(de->base_dir);
+	free(de->run_dir);
+	free(de->proc_dir);
+	/* helper, ctl_dir and facts are the gateway's to free. */
+}
+
+static void dtn_credentials(const struct sg_profile *p, json_t *out)
+{
+	static const char *const keys[] = { "api_key_env", "api_url_env", "target_env" };
+	static const char *const defaults[] = { DTN_ENV_KEY, DTN_ENV_URL, DTN_ENV_TARGET };
+
+	for (size_t i = 0; i < 3; i++) {
+		const char *name = dtn_str(p->raw, keys[i]);
+		const char *v;
+
+		if (!name)
+			name = defaults[i];
+		/* The URL and the region have defaults: only the key is needed. */
+		if (i == 2 && dtn_str(p->raw, "target"))
+			continue;
+		v = getenv(name);
+		json_object_set_new(out, name, json_string(v && *v ? "found" : "missing"));
+	}
+}
+
+const struct sg_adapter sg_adapter_daytona = {
+	.name = "daytona",
+	.caps = SG_CAP_FILES | SG_CAP_LIST | SG_CAP_PROBE,
+	.env_size = sizeof(struct dtn_env),
+	.validate = dtn_validate,
+	.provision = dtn_provision,
+	.exec = dtn_exec,
+	.get_file = dtn_get_file,
+	.put_file = dtn_put_file,
+	.probe = dtn_probe,
+	.teardown = dtn_teardown,
+	.list = dtn_list,
+	.destroy = dtn_destroy,
+	.release = dtn_release,
+	.credentials = dtn_credentials,
+};

@@ -19,6 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/crash.h"
 #include "base/limits.h"
 #include "base/log.h"
 #include "registry.h"
@@ -498,6 +499,7 @@ static sg_err bring_up(struct sg_op *op, json_t *binding, const char *name,
 	rc = attach(s, ad, binding, &op->err);
 	if (rc)
 		goto out;
+	sg_crashpoint("provision:intent");
 	*fatal = true;
 	env = calloc(1, ad->env_size);
 	if (!env) {
@@ -520,6 +522,7 @@ static sg_err bring_up(struct sg_op *op, json_t *binding, const char *name,
 	if (rc)
 		goto out;
 	provisioned = true;
+	sg_crashpoint("provision:created");
 	rc = base_env(s);
 	if (rc) {
 		sg_err_set(&op->err, rc, "out of memory");
@@ -830,6 +833,7 @@ static sg_err run_initialize(struct sg_op *op, json_t **out)
 
 	pthread_mutex_lock(&s->lock);
 	if (!rc) {
+		sg_crashpoint("ready");
 		s->binding = binding;
 		s->token = strdup(token);
 		s->state = SG_S_READY;
@@ -995,6 +999,7 @@ static int teardown(struct sg_session *s, struct sg_cancel *deadline)
 
 	if (sg_registry_detach(s->state_dir, &key, s->session_id, &others, &err))
 		sg_log_warn("%s", err.msg);
+	sg_crashpoint("teardown:detached");
 	fate = others ? SG_FATE_DETACH
 		      : s->env->remove_on_exit ? SG_FATE_REMOVE : SG_FATE_KEEP;
 	sg_err_clear(&err);

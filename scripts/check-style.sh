@@ -2,7 +2,7 @@
 # check-style.sh - the house rules a compiler does not check.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-dirs="gateway adapters modal daytona vercel ssh singularity config"
+dirs=$(ls -d gateway adapters modal daytona vercel ssh singularity config 2>/dev/null)
 fail=0
 report() { echo "style: $1"; fail=1; }
 
@@ -21,8 +21,10 @@ $hits"
 # No shell on the host side (commands inside environments may use one:
 # run_command's `command` and sg-helper's spawn are shell strings by
 # definition), no switched-off host key or TLS checks anywhere.
+# A line that builds a command for inside an environment says so with the
+# comment "in the environment".
 hits=$(grep -rnE '"(/bin/)?sh", *"-c"' --include='*.c' $dirs \
-  | grep -vE '^(gateway/tools/|adapters/helper/)' || true)
+  | grep -vE '^(gateway/tools/|adapters/helper/)' | grep -v 'in the environment' || true)
 hits+=$(grep -rnE 'StrictHostKeyChecking=(no|accept-new)|VERIFYPEER, *0|VERIFYHOST, *0' \
   --include='*.c' $dirs || true)
 [ -z "$hits" ] || report "host shell or disabled verification:

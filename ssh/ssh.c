@@ -57,10 +57,12 @@
  *  - keeps a watchdog that kills the group when the sshd session process
  *    (the wrapper's parent) is gone, i.e. when the connection dropped.
  * The wrapper does not exec the command, because ssh reports a command
- * killed by a signal as 255 and drops the signal; the wrapper's shell
- * reports it as 128+n instead, which is what exec's exit_code carries
- * (signal is then 0: the shell cannot tell a death by signal n from an
- * exit with 128+n).  A timeout or cancel is reported as SIGKILL.
+ * killed by a signal as 255 and drops the signal.  The wrapper's shell
+ * sees a death by signal n as status 128+n, and cannot tell it from an
+ * exit with 128+n, so exec reports any status from 129 to 192 as signal
+ * n (exit_code -1), the reading users of remote shells and containers
+ * already give 137: a command that *exits* 130 is reported as SIGINT.
+ * A timeout or cancel is reported as SIGKILL.
  *
  * The login shell on the host must be a POSIX shell (sh, bash, dash, zsh,
  * ksh): the one string is quoted for them.  The host needs /bin/sh, env,
@@ -111,6 +113,7 @@
 #define SSHB_SOCK_MAX 90 /* sun_path is 108; ssh appends 17 while binding */
 #define SSHB_SLUG_MAX 48 /* bytes of an identity kept readable in a name */
 #define SSHB_MIN_PERSIST_S 60 /* ControlPersist floor */
+#define SSHB_SIGNAL_MAX 64    /* Linux signals are 1..64 */
 
 /* The first line the wrapper writes on stderr (see the top comment). */
 #define SSHB_MARK "\036sg-run\n"
@@ -1562,8 +1565,14 @@ static sg_err ssh_provision(struct sg_env *env, struct sg_cancel *cancel,
 			goto out;
 	}
 
+	/*
+	 * Commands see the host's whole filesystem (a mount namespace only
+	 * moves the workspace); the rest of isolation is what sg-helper
+	 * observes from inside.
+	 */
 	env->facts = json_pack(
-		"{s:s, s:s, s:{s:O, s:O}, s:{s:s, s:s, s:s, s:s, s:s, s:b}}",
+		"{s:{s:b}, s:s, s:s, s:{s:O, s:O}, s:{s:s, s:s, s:s, s:s, s:s, s:b}}",
+		"isolation", "host_filesystem_restricted", 0,
 		"safety_class", "remote_host", "mechanism",
 		*se->nsflags ? "ssh+namespaces" : "ssh", "resources",
 		"requested", requested, "applied", applied, "ssh", "host",
@@ -1722,6 +1731,10 @@ static sg_err ssh_exec(struct sg_env *env, const struct sg_exec *x,
 			rc = sg_err_set(err, SG_E_UNAVAILABLE,
 					"ssh could not start the command on %s: %s", where, last);
 		/* Otherwise the command itself exited 255. */
+	} else if (out->exit_code > 128 && out->exit_code <= 128 + SSHB_SIGNAL_MAX) {
+		/* The shell's 128+n (see the top comment). */
+		out->signal = out->exit_code - 128;
+		out->exit_code = -1;
 	}
 out:
 	sg_buf_release(&line);

@@ -53,6 +53,7 @@
  *   proc list  --ctl C --session S
  *   proc stop  --ctl C --id ID [--grace-ms N]
  *   proc wait  --ctl C --session S --since STAMP [--timeout-ms N]
+ *   proc stop-all --ctl C [--grace-ms N]    every session's processes
  *
  *   confine --mode standard|read_only --root R [--allow-write DIR]... -- ARGV
  *   status --file F -- ARGV     run ARGV, write "exit N" or "signal N" to F

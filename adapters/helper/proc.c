@@ -1294,8 +1294,8 @@ static int rec_by_birth(const void *x, const void *y)
 }
 
 /*
- * This session's records, oldest first (new array in *out, each record
- * owned).  With `since`, only those whose stamp is above it.  A missing
+ * This session's records (every session's when session is NULL), oldest
+ * first (new array in *out, each record owned).  With `since`, only those whose stamp is above it.  A missing
  * ctl directory holds no records.
  */
 static sg_err scan(const char *ctl, const char *session, int64_t since,
@@ -1327,7 +1327,7 @@ static sg_err scan(const char *ctl, const char *session, int64_t since,
 		if (check ? rec_load(ctl, de->d_name, &r, &e2)
 			  : rec_read(ctl, de->d_name, &r, &e2))
 			continue; /* mid-spawn (no record yet) or unreadable */
-		if (strcmp(r.session, session) != 0 || r.stamp <= since) {
+		if ((session && strcmp(r.session, session) != 0) || r.stamp <= since) {
 			rec_release(&r);
 			continue;
 		}
@@ -1443,14 +1443,57 @@ static sg_err await_end(const char *ctl, const char *id, int64_t deadline,
 	return rc;
 }
 
+/*
+ * Stop one process: the stop marker, SIGTERM to its group, `grace` ms for
+ * it to end, then SIGKILL and a bounded wait for the supervisor's final
+ * record; r holds the latest record.  An ended process is left as it is.
+ */
+static sg_err stop_one(const char *ctl, const char *id, int64_t grace,
+		       struct proc_rec *r, const struct sg_cancel *cancel,
+		       struct sg_errinfo *err)
+{
+	char path[SG_PATH_MAX];
+	int fd;
+	sg_err rc = rec_load(ctl, id, r, err);
+
+	if (rc || r->status != PS_RUNNING)
+		return rc;
+	if (rec_foreign(r))
+		return sg_err_set(err, SG_E_UNSUPPORTED,
+				  "process %s runs in another pid namespace: "
+				  "stop it from inside its environment", id);
+	rc = path_join(path, sizeof(path), ctl, id, "stop", err);
+	if (rc)
+		return rc;
+	fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return sg_err_set(err, SG_E_INTERNAL, "cannot write %s: %s", path,
+				  strerror(errno));
+	close(fd);
+	if (r->pgid > 0)
+		kill(-(pid_t)r->pgid, SIGTERM);
+	rc = await_end(ctl, id, sat_add(sg_now_ns(), grace * 1000000), r,
+		       cancel, err);
+	if (rc || r->status != PS_RUNNING)
+		return rc;
+	if (r->pgid > 0)
+		kill(-(pid_t)r->pgid, SIGKILL);
+	rc = await_end(ctl, id,
+		       sat_add(sg_now_ns(), (int64_t)SG_PROC_REAP_MS * 1000000),
+		       r, cancel, err);
+	if (!rc && r->status == PS_RUNNING)
+		rc = sg_err_set(err, SG_E_TIMEOUT,
+				"process %s did not end within %d ms of SIGKILL",
+				id, SG_PROC_REAP_MS);
+	return rc;
+}
+
 static sg_err cmd_stop(struct sg_args *a, struct sg_buf *reply,
 		       const struct sg_cancel *cancel, struct sg_errinfo *err)
 {
-	char path[SG_PATH_MAX];
 	struct proc_rec r;
 	const char *ctl, *id;
 	int64_t grace;
-	int fd;
 	sg_err rc;
 
 	rec_init(&r);
@@ -1461,44 +1504,54 @@ static sg_err cmd_stop(struct sg_args *a, struct sg_buf *reply,
 	if (!rc)
 		rc = args_done(a, err);
 	if (!rc)
-		rc = rec_load(ctl, id, &r, err);
-	if (rc || r.status != PS_RUNNING)
-		goto out;
-	if (rec_foreign(&r)) {
-		rc = sg_err_set(err, SG_E_UNSUPPORTED,
-				"process %s runs in another pid namespace: "
-				"stop it from inside its environment", id);
-		goto out;
-	}
-	rc = path_join(path, sizeof(path), ctl, id, "stop", err);
-	if (rc)
-		goto out;
-	fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
-	if (fd < 0) {
-		rc = sg_err_set(err, SG_E_INTERNAL, "cannot write %s: %s", path,
-				strerror(errno));
-		goto out;
-	}
-	close(fd);
-	if (r.pgid > 0)
-		kill(-(pid_t)r.pgid, SIGTERM);
-	rc = await_end(ctl, id, sat_add(sg_now_ns(), grace * 1000000), &r,
-		       cancel, err);
-	if (rc || r.status != PS_RUNNING)
-		goto out;
-	if (r.pgid > 0)
-		kill(-(pid_t)r.pgid, SIGKILL);
-	rc = await_end(ctl, id,
-		       sat_add(sg_now_ns(), (int64_t)SG_PROC_REAP_MS * 1000000),
-		       &r, cancel, err);
-	if (!rc && r.status == PS_RUNNING)
-		rc = sg_err_set(err, SG_E_TIMEOUT,
-				"process %s did not end within %d ms of SIGKILL",
-				id, SG_PROC_REAP_MS);
-out:
+		rc = stop_one(ctl, id, grace, &r, cancel, err);
 	if (!rc)
 		rc = reply_rec(reply, "process", &r, NULL);
 	rec_release(&r);
+	return rc;
+}
+
+/*
+ * `proc stop-all`: every running process under --ctl, whatever its
+ * session: what an operator's removal of a whole environment needs, so
+ * that no supervisor outlives its environment's files.
+ */
+static sg_err cmd_stop_all(struct sg_args *a, struct sg_buf *reply,
+			   const struct sg_cancel *cancel, struct sg_errinfo *err)
+{
+	struct proc_rec *v = NULL;
+	const char *ctl, *id;
+	int64_t grace;
+	size_t n = 0, stopped = 0;
+	sg_err rc;
+
+	rc = args_ctl_id(a, false, &ctl, &id, err);
+	if (!rc)
+		rc = sg_args_int(a, "grace-ms", SG_PROC_GRACE_MS, INT32_MAX,
+				 &grace, err);
+	if (!rc)
+		rc = args_done(a, err);
+	if (!rc)
+		rc = scan(ctl, NULL, -1, true, &v, &n, err);
+	for (size_t i = 0; !rc && i < n; i++) {
+		struct proc_rec r;
+
+		if (v[i].status != PS_RUNNING)
+			continue;
+		rec_init(&r);
+		rc = stop_one(ctl, v[i].id, grace, &r, cancel, err);
+		rec_release(&r);
+		stopped++;
+	}
+	if (!rc)
+		rc = sg_reply_ok(reply);
+	if (!rc)
+		rc = sg_jw_key(reply, "stopped", 0);
+	if (!rc)
+		rc = sg_buf_addf(reply, "%zu", stopped);
+	if (!rc)
+		rc = sg_reply_end(reply);
+	scan_free(v, n);
 	return rc;
 }
 
@@ -2230,6 +2283,8 @@ int sg_helper_proc(int argc, char *const *argv, const void *in, size_t inlen,
 		rc = cmd_stop(&a, out, cancel, &err);
 	else if (strcmp(cmd, "wait") == 0)
 		rc = cmd_wait(&a, out, cancel, &err);
+	else if (strcmp(cmd, "stop-all") == 0)
+		rc = cmd_stop_all(&a, out, cancel, &err);
 	else if (!cmd[0])
 		rc = sg_err_set(&err, SG_E_INVALID_ARGUMENT,
 				"proc needs a command: spawn, read, get, list, "

@@ -37,6 +37,7 @@
 #include "../../gateway/base/slug.h"
 #include "../../gateway/base/strv.h"
 #include "../exec.h"
+#include "../helper/helper.h"
 
 /* Where the sandbox shows sandgate's own parts. */
 #define SANDBOX_HELPER "/run/sandgate/sg-helper"
@@ -621,6 +622,36 @@ static sg_err local_exec(struct sg_env *env, const struct sg_exec *x,
 	return rc;
 }
 
+/*
+ * Stop every process still supervised in an environment's spool (a
+ * crashed gateway leaves them running), so none outlives its files.
+ */
+static sg_err stop_processes(const char *dir, struct sg_errinfo *err)
+{
+	struct sg_buf out = SG_BUF_INIT(SG_ENVTOOL_REPLY);
+	char *ctl = NULL;
+	json_t *reply = NULL;
+	sg_err rc = SG_OK;
+
+	if (asprintf(&ctl, "%s/ctl/proc", dir) < 0)
+		return sg_err_set(err, SG_E_INTERNAL, "out of memory");
+	{
+		char *const argv[] = { "proc", "stop-all", "--ctl", ctl, "--grace-ms", "0", NULL };
+
+		sg_helper_run(6, argv, NULL, 0, &out, NULL);
+	}
+	reply = json_loadb(out.p, out.len, 0, NULL);
+	if (!json_is_true(json_object_get(reply, "ok")))
+		rc = sg_err_set(err, SG_E_INTERNAL, "cannot stop the processes of %s: %s", dir,
+				json_string_value(json_object_get(reply, "message"))
+					? json_string_value(json_object_get(reply, "message"))
+					: "no reply");
+	json_decref(reply);
+	sg_buf_release(&out);
+	free(ctl);
+	return rc;
+}
+
 static sg_err local_teardown(struct sg_env *env, enum sg_fate fate,
 			     struct sg_cancel *cancel, struct sg_errinfo *err)
 {
@@ -633,7 +664,10 @@ static sg_err local_teardown(struct sg_env *env, enum sg_fate fate,
 		if (rmdir(le->cgroups.v[i - 1]) && errno != ENOENT)
 			sg_log_warn("cannot remove the cgroup %s: %s",
 				    le->cgroups.v[i - 1], strerror(errno));
-	if (fate == SG_FATE_REMOVE && le->dir && rm_tree(le->dir))
+	/* Processes of earlier, crashed sessions die with the environment. */
+	if (fate == SG_FATE_REMOVE && le->dir)
+		rc = stop_processes(le->dir, err);
+	if (!rc && fate == SG_FATE_REMOVE && le->dir && rm_tree(le->dir))
 		rc = sg_err_set(err, SG_E_INTERNAL, "cannot remove %s: %s", le->dir,
 				strerror(errno));
 	return rc;
@@ -716,14 +750,23 @@ static sg_err local_destroy(const struct sg_profile *p, const char *state_dir,
 
 	(void)cancel;
 	if (strncmp(id, "local-", 6) != 0 || strchr(id + 6, '/') || !strcmp(id + 6, "..") ||
-	    !strcmp(id + 6, ".") || !id[6])
+	    !strcmp(id + 6, ".") || !id[6]) {
 		rc = sg_err_set(err, SG_E_INVALID_ARGUMENT, "%s is not a local environment id", id);
-	else if (!base || asprintf(&dir, "%s/%s", base, id + 6) < 0)
+		goto out;
+	}
+	if (!base || asprintf(&dir, "%s/%s", base, id + 6) < 0) {
+		dir = NULL;
 		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
-	else if (access(dir, F_OK) != 0)
+		goto out;
+	}
+	if (access(dir, F_OK) != 0) {
 		rc = sg_err_set(err, SG_E_NOT_FOUND, "no local environment %s", id);
-	else if (rm_tree(dir))
+		goto out;
+	}
+	rc = stop_processes(dir, err);
+	if (!rc && rm_tree(dir))
 		rc = sg_err_set(err, SG_E_INTERNAL, "cannot remove %s: %s", dir, strerror(errno));
+out:
 	free(base);
 	free(dir);
 	return rc;
