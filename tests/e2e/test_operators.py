@@ -1,0 +1,212 @@
+"""Operators (issue 5): the state registry, `sandgate envs`, and no leaks.
+
+The crash matrix kills the gateway with SIGKILL at each step of
+provisioning, running and teardown (SANDGATE_TEST_CRASH_AT names the step,
+docs/operators.md lists them); afterwards `sandgate envs gc` must leave
+nothing behind, checked against what really exists: the local backend's
+directories and processes, and every backend's own listing.
+"""
+
+import json
+import os
+import signal
+import subprocess
+import tempfile
+import time
+import unittest
+
+from sgclient import (BIN, CONFIG, PROFILE, GatewayTestCase, Gateway, Marker,
+                      host_processes_matching, unique)
+
+LIFETIME = 1  # seconds: what the binding asks for, so expiry comes quickly
+
+
+def envs(state_dir, *args):
+    argv = [BIN, "envs", *args, "--state-dir", state_dir]
+    if CONFIG:
+        argv += ["--config", CONFIG]
+    p = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    return p.returncode, p.stdout, p.stderr
+
+
+def listed(state_dir):
+    rc, out, err = envs(state_dir, "list", "--json")
+    if rc != 0:
+        raise AssertionError("envs list failed (%d): %s" % (rc, err))
+    return json.loads(out)
+
+
+class Operators(GatewayTestCase):
+    def state(self):
+        d = tempfile.mkdtemp(prefix="sg-e2e-ops-")
+        self.addCleanup(lambda: subprocess.run(["rm", "-rf", d]))
+        return d
+
+    def binding(self, **env):
+        e = {"lifetime_seconds": LIFETIME}
+        e.update(env)
+        return {"identity": unique("ops"), "environment": e}
+
+    def assertNothingLeft(self, state_dir, marker=None):
+        self.assertEqual(listed(state_dir), [], "envs list still shows environments")
+        local = os.path.join(state_dir, "local")
+        if os.path.isdir(local):
+            self.assertEqual(os.listdir(local), [], "local environment directories remain")
+        reg = os.path.join(state_dir, "registry")
+        if os.path.isdir(reg):
+            self.assertEqual([f for f in os.listdir(reg) if f.endswith(".json")], [],
+                             "registry records remain")
+        if marker is not None and (not PROFILE or PROFILE == "local"):
+            deadline = time.monotonic() + 5
+            while host_processes_matching(marker.needle) and time.monotonic() < deadline:
+                time.sleep(0.1)
+            self.assertEqual(host_processes_matching(marker.needle), [],
+                             "a process of the crashed session is still running")
+
+    def crash(self, point):
+        state = self.state()
+        b = self.binding()
+        marker = None
+        gw = Gateway(state_dir=state, env_extra={"SANDGATE_TEST_CRASH_AT": point}
+                     if point != "running" else None)
+        self.addCleanup(gw.cleanup)
+        if point in ("provision:intent", "provision:created", "ready"):
+            gw.request("initialize", gw.make_binding(**b), token="t")
+            code, _ = gw.wait_exit(60)
+            self.assertEqual(code, -signal.SIGKILL, "the gateway did not stop at " + point)
+        else:
+            gw.initialize(**b)
+            marker = Marker()
+            gw.start(command=marker.command)
+            if point == "running":
+                gw.proc.kill()
+                gw.wait_exit(30)
+            else:
+                gw.close_stdin()
+                code, _ = gw.wait_exit(60)
+                self.assertEqual(code, -signal.SIGKILL, "the gateway did not stop at " + point)
+        time.sleep(LIFETIME + 0.5)
+        rc, out, err = envs(state, "gc")
+        self.assertEqual(rc, 0, "envs gc failed: %s %s" % (out, err))
+        self.assertNothingLeft(state, marker)
+
+    def test_crash_at_intent(self):
+        self.crash("provision:intent")
+
+    def test_crash_after_create(self):
+        self.crash("provision:created")
+
+    def test_crash_before_ready(self):
+        self.crash("ready")
+
+    def test_crash_while_running(self):
+        self.crash("running")
+
+    def test_crash_during_teardown(self):
+        self.crash("teardown:detached")
+
+    def test_shared_identity_removed_by_the_last_to_leave(self):
+        state = self.state()
+        b = self.binding(shared=True)
+        one = Gateway(state_dir=state)
+        two = Gateway(state_dir=state)
+        self.addCleanup(one.cleanup)
+        self.addCleanup(two.cleanup)
+        one.initialize(**b)
+        two.initialize(**b)
+        one.write("shared.txt", "from one\n")
+        self.assertEqual(two.tool_ok("read_file", {"path": "shared.txt"})["content"], "from one\n")
+        rows = listed(state)
+        self.assertEqual(len(rows), 1)
+        self.assertEqual(rows[0]["live_sessions"], 2)
+        code, _, _ = one.shutdown()
+        self.assertEqual(code, 0)
+        # The other session still works in the same environment.
+        self.assertEqual(two.tool_ok("read_file", {"path": "shared.txt"})["content"], "from one\n")
+        self.assertEqual(len(listed(state)), 1)
+        code, _, _ = two.shutdown()
+        self.assertEqual(code, 0)
+        self.assertNothingLeft(state)
+
+    def test_unshared_identity_in_use_is_refused(self):
+        state = self.state()
+        b = self.binding()
+        one = Gateway(state_dir=state)
+        two = Gateway(state_dir=state)
+        self.addCleanup(one.cleanup)
+        self.addCleanup(two.cleanup)
+        one.initialize(**b)
+        err = two.fail("initialize", two.make_binding(**b), token="t2")
+        self.assertCode(err, "unavailable")
+        one.shutdown()
+
+    def test_envs_list_show_rm_in_both_formats(self):
+        state = self.state()
+        b = self.binding()
+        b["remove_workspace_on_exit"] = False
+        gw = Gateway(state_dir=state)
+        self.addCleanup(gw.cleanup)
+        reply = gw.initialize(**b)
+        env_id = reply["environment"]["id"]
+        gw.shutdown()
+        rows = listed(state)
+        self.assertEqual([r["id"] for r in rows], [env_id])
+        row = rows[0]
+        for key in ("id", "backend", "profile", "state", "created", "expires",
+                    "persistent", "live_sessions"):
+            self.assertIn(key, row)
+        self.assertEqual(row["live_sessions"], 0)
+        rc, out, _ = envs(state, "list")
+        self.assertEqual(rc, 0)
+        header = out.splitlines()[0].split()
+        self.assertEqual(header, ["ID", "BACKEND", "PROFILE", "STATE", "AGE", "EXPIRY",
+                                  "RESOURCES", "SESSIONS"])
+        self.assertIn(env_id, out)
+        rc, out, _ = envs(state, "show", env_id)
+        self.assertEqual(rc, 0)
+        self.assertEqual(json.loads(out)["id"], env_id)
+        self.assertEqual(envs(state, "show", "no-such-env")[0], 3)
+        self.assertEqual(envs(state, "rm", "no-such-env")[0], 3)
+        self.assertEqual(envs(state, "frobnicate")[0], 2)
+        rc, out, err = envs(state, "gc", "--dry-run")
+        self.assertEqual(rc, 0)
+        self.assertEqual(len(listed(state)), 1, "--dry-run removed something")
+        rc, out, err = envs(state, "rm", env_id)
+        self.assertEqual(rc, 0, err)
+        self.assertNothingLeft(state)
+
+    def test_orphan_is_listed_and_collected(self):
+        # An environment the registry does not know (its record lost) is
+        # still found through the backend's own listing, and gc removes it
+        # once it is past its expiry.
+        state = self.state()
+        b = self.binding()
+        b["remove_workspace_on_exit"] = False
+        gw = Gateway(state_dir=state)
+        self.addCleanup(gw.cleanup)
+        env_id = gw.initialize(**b)["environment"]["id"]
+        gw.shutdown()
+        reg = os.path.join(state, "registry")
+        for f in os.listdir(reg):
+            if f.endswith(".json"):
+                os.unlink(os.path.join(reg, f))
+        rows = listed(state)
+        self.assertEqual([(r["id"], r["state"]) for r in rows], [(env_id, "orphan")])
+        rc, out, err = envs(state, "gc", "--older-than", "0s")
+        self.assertEqual(rc, 0, err)
+        self.assertNothingLeft(state)
+
+    def test_corrupt_record_is_kept_aside(self):
+        state = self.state()
+        reg = os.path.join(state, "registry")
+        os.makedirs(reg)
+        with open(os.path.join(reg, "local--broken.json"), "w") as f:
+            f.write("{not json")
+        rc, out, err = envs(state, "list", "--json")
+        self.assertEqual(rc, 0)
+        self.assertIn("corrupt", err)
+        self.assertTrue(os.path.exists(os.path.join(reg, "local--broken.json.corrupt")))
+
+
+if __name__ == "__main__":
+    unittest.main()
