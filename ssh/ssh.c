@@ -1634,9 +1634,13 @@ static sg_err sshb_header(const struct sg_exec *x, struct sg_buf *out)
 	for (size_t i = 0; !rc && x->envp && x->envp[i]; i++)
 		if (x->envp[i][0] != '=' && strchr(x->envp[i], '='))
 			rc = sg_strv_add(&words, x->envp[i]);
-	if (!rc && x->argv[0] && strchr(x->argv[0], '='))
-		rc = sg_strv_addv(&words, (const char *[]){ "/bin/sh", "-c",
-							     "exec \"$@\"", "sh", NULL });
+	if (!rc && x->argv[0] && strchr(x->argv[0], '=')) {
+		static const char *const tramp[] = {
+			"/bin/sh", "-c", "exec \"$@\"", "sh", NULL /* in the environment */
+		};
+
+		rc = sg_strv_addv(&words, tramp);
+	}
 	if (!rc)
 		rc = sg_strv_addv(&words, x->argv);
 	if (!rc)

@@ -208,5 +208,54 @@ class Operators(GatewayTestCase):
         self.assertTrue(os.path.exists(os.path.join(reg, "local--broken.json.corrupt")))
 
 
+
+class ProviderSelection(GatewayTestCase):
+    def test_first_candidate_meeting_its_requirements_is_bound(self):
+        if CONFIG:
+            self.skipTest("selection is exercised with its own local config")
+        d = tempfile.mkdtemp(prefix="sg-e2e-select-")
+        self.addCleanup(lambda: subprocess.run(["rm", "-rf", d]))
+        cfg = os.path.join(d, "config.json")
+        with open(cfg, "w") as f:
+            json.dump({"default": "auto", "profiles": {
+                "auto": {"backend": "select", "candidates": [
+                    {"profile": "future", "require": {"toolchains": {"git": ">=99"}}},
+                    {"profile": "sealed", "require": {"isolation": "required",
+                                                      "network_isolated": True}}]},
+                "future": {"backend": "local"},
+                "sealed": {"backend": "local", "network": "none"}}}, f)
+        state = os.path.join(d, "state")
+        gw = Gateway(state_dir=state, config=cfg, profile="auto")
+        self.addCleanup(gw.cleanup)
+        env = gw.initialize()["environment"]
+        self.assertEqual(env["profile"], "sealed")
+        sel = env["facts"]["selection"]
+        self.assertEqual([c["profile"] for c in sel], ["future", "sealed"])
+        self.assertFalse(sel[0]["chosen"])
+        self.assertIn("git", sel[0]["reason"])
+        self.assertTrue(sel[1]["chosen"])
+        self.assertTrue(env["facts"]["isolation"]["network_isolated"])
+        # The skipped candidate left nothing behind.
+        self.assertEqual(len(os.listdir(os.path.join(state, "local"))), 1)
+        gw.shutdown()
+
+    def test_no_candidate_fits(self):
+        if CONFIG:
+            self.skipTest("selection is exercised with its own local config")
+        d = tempfile.mkdtemp(prefix="sg-e2e-select-")
+        self.addCleanup(lambda: subprocess.run(["rm", "-rf", d]))
+        cfg = os.path.join(d, "config.json")
+        with open(cfg, "w") as f:
+            json.dump({"default": "auto", "profiles": {
+                "auto": {"backend": "select", "candidates": [
+                    {"profile": "here", "require": {"toolchains": {"nonexistent-tool": "*"}}}]},
+                "here": {"backend": "local"}}}, f)
+        gw = Gateway(state_dir=os.path.join(d, "state"), config=cfg, profile="auto")
+        self.addCleanup(gw.cleanup)
+        err = gw.fail("initialize", gw.make_binding(), token="t")
+        self.assertCode(err, "unavailable")
+        self.assertIn("nonexistent-tool", err)
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -151,7 +151,7 @@ static void prof_init(struct prof *pr, const struct harness *h)
 	pr->p.name = "ssh";
 	pr->p.backend = "ssh";
 	pr->p.host = "127.0.0.1";
-	pr->p.port = atoi(h->port);
+	pr->p.port = (int)strtol(h->port, NULL, 10);
 	pr->p.user = h->user;
 	pr->p.identity_file = pr->key;
 	pr->p.known_hosts_file = pr->kh;
@@ -396,6 +396,27 @@ static void t_validate(void **state)
 	sg_err_clear(&err);
 	pr.p.workspace = "~/agents";
 	assert_int_equal(sg_adapter_ssh.validate(&pr.p, &err), SG_OK);
+
+	/* credentials: presence only, never a value. */
+	{
+		json_t *c = json_object();
+		char *dump;
+
+		prof_init(&pr, &H);
+		sg_adapter_ssh.credentials(&pr.p, c);
+		assert_string_equal(json_string_value(json_object_get(c, "identity_file")),
+				    "found");
+		assert_string_equal(json_string_value(json_object_get(c, "known_hosts_file")),
+				    "found");
+		pr.p.identity_file = "/nonexistent/sandgate-key";
+		sg_adapter_ssh.credentials(&pr.p, c);
+		assert_string_equal(json_string_value(json_object_get(c, "identity_file")),
+				    "missing");
+		dump = json_dumps(c, 0);
+		assert_null(strstr(dump, "BEGIN OPENSSH"));
+		free(dump);
+		json_decref(c);
+	}
 }
 
 /* ---- provision, exec, teardown -------------------------------------- */
@@ -500,6 +521,16 @@ static void t_exec_quoting(void **state)
 	assert_string_equal(r.out.p, expect);
 	assert_int_equal(r.err.len, 0);
 	sg_exec_result_release(&r);
+	/* A command name with '=' is a name, not an assignment for env. */
+	{
+		const char *odd[] = { "sg=odd-name", "arg", NULL };
+
+		assert_int_equal(run(t.env, odd, NULL, NULL, NULL, 0, 30000, 0, &r, NULL,
+				     &err), SG_OK);
+		assert_int_equal(r.exit_code, 127);
+		assert_non_null(strstr(r.err.p, "sg=odd-name"));
+		sg_exec_result_release(&r);
+	}
 	teardown_env(&t, SG_FATE_REMOVE);
 }
 
@@ -1139,6 +1170,28 @@ static void t_require_existing(void **state)
 	free(kept);
 	free(expires);
 	free(envdir);
+
+	/* destroy (sandgate envs rm) removes a kept one by its id. */
+	tenv_init(&t, &H, NULL);
+	provision_ok(&t, &pr.p);
+	{
+		char id[128];
+
+		snprintf(id, sizeof(id), "%s", t.env->id);
+		teardown_env(&t, SG_FATE_KEEP);
+		envdir = path_of("%s/%s", H.workspace, t.identity);
+		assert_true(exists(envdir));
+		assert_int_equal(sg_adapter_ssh.destroy(&pr.p, state_dir, id, NULL, &err),
+				 SG_OK);
+		assert_false(exists(envdir));
+		assert_int_equal(sg_adapter_ssh.destroy(&pr.p, state_dir, id, NULL, &err),
+				 SG_E_NOT_FOUND);
+		sg_err_clear(&err);
+		assert_int_equal(sg_adapter_ssh.destroy(&pr.p, state_dir, "ssh-../x", NULL,
+							&err),
+				 SG_E_INVALID_ARGUMENT);
+		free(envdir);
+	}
 }
 
 static void t_helper_upload_is_cached(void **state)
