@@ -22,6 +22,7 @@
 
 #include "../config/config.h"
 #include "base/cancel.h"
+#include "base/fsutil.h"
 #include "base/limits.h"
 #include "base/log.h"
 #include "envs.h"
@@ -57,26 +58,6 @@ static const char usage[] =
 	"                         2097152 so any reply fits in a frame)\n"
 	"  --peer                 run as a delegated peer of another adapter: the\n"
 	"                         default shutdown budget is 10 s instead of 60 s\n";
-
-/* mkdir -p with mode 0700 for the parts it creates. */
-static int make_dirs(const char *path)
-{
-	char buf[SG_PATH_MAX];
-	size_t n = strlen(path);
-
-	if (n == 0 || n >= sizeof(buf))
-		return -1;
-	memcpy(buf, path, n + 1);
-	for (char *p = buf + 1; *p; p++) {
-		if (*p != '/')
-			continue;
-		*p = '\0';
-		if (mkdir(buf, 0700) && errno != EEXIST)
-			return -1;
-		*p = '/';
-	}
-	return mkdir(buf, 0700) && errno != EEXIST ? -1 : 0;
-}
 
 static char *default_state_dir(void)
 {
@@ -199,7 +180,7 @@ static int cmd_serve(int argc, char **argv)
 		return status;
 	if (!o.state_dir)
 		o.state_dir = state = default_state_dir();
-	if (!o.state_dir || make_dirs(o.state_dir)) {
+	if (!o.state_dir || sg_mkdir_p(o.state_dir, 0700)) {
 		fprintf(stderr, "sandgate: cannot create the state directory %s: %s\n",
 			o.state_dir ? o.state_dir : "(none)", strerror(errno));
 		status = EX_CONFIG;

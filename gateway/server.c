@@ -543,8 +543,11 @@ out:
 	return rc;
 }
 
-/* Forget the environment fields of a candidate that was not chosen (its
- * environment is already removed or let go). */
+/*
+ * Free the session's environment fields: for a candidate that was not
+ * chosen, and at the end.  Remote state is not touched (the environment
+ * was already removed or let go).
+ */
 static void reset_env(struct sg_session *s)
 {
 	if (s->env) {
@@ -1143,24 +1146,10 @@ static void session_release(struct server *sv)
 {
 	struct sg_session *s = &sv->s;
 
-	if (s->env) {
-		if (s->env->ad && s->env->ad->release)
-			s->env->ad->release(s->env);
-		json_decref(s->env->facts);
-		free(s->env->helper);
-		free(s->env->ctl_dir);
-		free(s->env->host_root);
-		free(s->env->host_ctl);
-		free(s->env);
-	}
-	sg_profile_free(s->profile);
+	reset_env(s);
 	json_decref(s->binding);
 	json_decref(s->init_reply);
 	free(s->token);
-	free(s->root);
-	free(s->session_id);
-	free(s->identity);
-	sg_strv_release(&s->base_env);
 }
 
 int sg_server_run(const struct sg_server_opts *o)

@@ -18,6 +18,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../../gateway/base/fsutil.h"
 #include "../../gateway/base/limits.h"
 
 static bool wants_stdin(int argc, char **argv)
@@ -46,21 +47,6 @@ static sg_err slurp(int fd, struct sg_buf *b)
 	}
 }
 
-static int write_all(int fd, const char *p, size_t n)
-{
-	while (n > 0) {
-		ssize_t k = write(fd, p, n);
-
-		if (k < 0 && errno == EINTR)
-			continue;
-		if (k <= 0)
-			return -1;
-		p += k;
-		n -= (size_t)k;
-	}
-	return 0;
-}
-
 int main(int argc, char **argv)
 {
 	struct sg_buf in = SG_BUF_INIT(SG_MAX_FRAME);
@@ -87,7 +73,7 @@ int main(int argc, char **argv)
 		status = sg_helper_run(argc - 1, argv + 1, in.p, in.len, &out,
 				       NULL);
 	}
-	if (write_all(1, out.p, out.len) || write_all(1, "\n", 1))
+	if (sg_write_all(1, out.p, out.len) || sg_write_all(1, "\n", 1))
 		status = status ? status : 1;
 	sg_buf_release(&in);
 	sg_buf_release(&out);

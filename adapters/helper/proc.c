@@ -82,6 +82,7 @@
 #include <unistd.h>
 
 #include "../../gateway/base/jw.h"
+#include "../../gateway/base/fsutil.h"
 #include "../../gateway/base/limits.h"
 #include "../../gateway/base/ring.h"
 #include "../../gateway/base/utf8.h"
@@ -124,23 +125,6 @@ static sg_err path_join(char *dst, size_t n, const char *a, const char *b,
 		return sg_err_set(err, SG_E_INVALID_ARGUMENT,
 				  "the path under %s is too long", a);
 	return SG_OK;
-}
-
-static int write_all(int fd, const void *p, size_t n)
-{
-	const char *s = p;
-
-	while (n > 0) {
-		ssize_t k = write(fd, s, n);
-
-		if (k < 0 && errno == EINTR)
-			continue;
-		if (k <= 0)
-			return -1;
-		s += k;
-		n -= (size_t)k;
-	}
-	return 0;
 }
 
 /* Read all of fd into b (bounded by b's max). */
@@ -673,7 +657,7 @@ static sg_err rec_store_locked(const char *ctl, int seqfd, struct proc_rec *r,
 		goto out;
 	}
 	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-	if (fd < 0 || write_all(fd, b.p, b.len)) {
+	if (fd < 0 || sg_write_all(fd, b.p, b.len)) {
 		rc = sg_err_set(err, SG_E_INTERNAL, "cannot write %s: %s", tmp,
 				strerror(errno));
 		goto out;
@@ -1823,7 +1807,7 @@ static void child_run(const struct proc_spawn *sp, int outfd, int errfd)
 	snprintf(msg, sizeof(msg), "cannot run %s: %s",
 		 sp->rec.command ? "/bin/sh" : sp->argv[0], strerror(e));
 fail:
-	(void)write_all(errfd, msg, strlen(msg));
+	(void)sg_write_all(errfd, msg, strlen(msg));
 	_exit(127);
 }
 
@@ -1834,7 +1818,7 @@ static void sup_report(struct proc_spawn *sp, const char *message)
 
 	/* A spawner that is gone no longer needs it: nothing else to do. */
 	if (reply_rec(&b, "process", &sp->rec, message) == SG_OK)
-		(void)write_all(sp->report, b.p, b.len);
+		(void)sg_write_all(sp->report, b.p, b.len);
 	close(sp->report);
 	sp->report = -1;
 	sg_buf_release(&b);
@@ -2092,7 +2076,7 @@ static sg_err make_file(const char *dir, const char *name, const void *data,
 	if (fd < 0)
 		return sg_err_set(err, SG_E_INTERNAL, "cannot create %s: %s",
 				  path, strerror(errno));
-	if (len && write_all(fd, data, len)) {
+	if (len && sg_write_all(fd, data, len)) {
 		rc = sg_err_set(err, SG_E_INTERNAL, "cannot write %s: %s", path,
 				strerror(errno));
 		close(fd);

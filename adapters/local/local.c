@@ -32,6 +32,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../../gateway/base/fsutil.h"
 #include "../../gateway/base/limits.h"
 #include "../../gateway/base/log.h"
 #include "../../gateway/base/slug.h"
@@ -149,25 +150,6 @@ static sg_err local_validate(const struct sg_profile *p, struct sg_errinfo *err)
 	return SG_OK;
 }
 
-static int mkdir_p(const char *path, mode_t mode)
-{
-	char buf[SG_PATH_MAX];
-	size_t n = strlen(path);
-
-	if (n == 0 || n >= sizeof(buf))
-		return -1;
-	memcpy(buf, path, n + 1);
-	for (char *p = buf + 1; *p; p++) {
-		if (*p != '/')
-			continue;
-		*p = '\0';
-		if (mkdir(buf, 0700) && errno != EEXIST)
-			return -1;
-		*p = '/';
-	}
-	return mkdir(buf, mode) && errno != EEXIST ? -1 : 0;
-}
-
 static int rm_entry(const char *path, const struct stat *st, int type,
 		    struct FTW *ftw)
 {
@@ -240,7 +222,7 @@ static sg_err cg_make(struct local_env *le, const char *hier, const char *name,
 	*out = NULL;
 	if (asprintf(&dir, "%s/sandgate/%s", hier, name) < 0)
 		return sg_err_set(err, SG_E_INTERNAL, "out of memory");
-	if (mkdir_p(dir, 0755))
+	if (sg_mkdir_p(dir, 0755))
 		rc = sg_err_set(err, SG_E_UNSUPPORTED, "cannot create the cgroup %s: %s",
 				dir, strerror(errno));
 	if (!rc && (sg_strv_add(&le->cgroups, dir) ||
@@ -394,7 +376,7 @@ static sg_err local_provision(struct sg_env *env, struct sg_cancel *cancel,
 		goto out;
 	}
 	fresh = !env->resumed;
-	if (mkdir_p(le->dir, 0700) || mkdir_p(le->workspace, 0755)) {
+	if (sg_mkdir_p(le->dir, 0700) || sg_mkdir_p(le->workspace, 0755)) {
 		rc = sg_err_set(err, SG_E_INTERNAL, "cannot create %s: %s", le->dir,
 				strerror(errno));
 		goto out;
@@ -411,7 +393,7 @@ static sg_err local_provision(struct sg_env *env, struct sg_cancel *cancel,
 		for (size_t i = 0; subs[i]; i++) {
 			char *d = NULL;
 
-			if (asprintf(&d, "%s/%s", ctl, subs[i]) < 0 || mkdir_p(d, 0700)) {
+			if (asprintf(&d, "%s/%s", ctl, subs[i]) < 0 || sg_mkdir_p(d, 0700)) {
 				free(d);
 				rc = sg_err_set(err, SG_E_INTERNAL, "cannot create %s/%s",
 						ctl, subs[i]);

@@ -531,6 +531,9 @@ static void test_deadline(void **state)
 	pidtext[n] = '\0';
 	hung = strtol(pidtext, NULL, 10);
 	assert_true(hung > 0);
+	/* SIGKILL is delivered asynchronously: allow the kernel a moment. */
+	for (int i = 0; i < 200 && !process_gone((pid_t)hung); i++)
+		usleep(10000);
 	assert_true(process_gone((pid_t)hung));
 
 	unlink(pidfile);

@@ -1,0 +1,21 @@
+/*
+ * fsutil.h - small file-system steps several modules need.
+ *
+ * Both are safe to call from any thread and set errno on failure.
+ */
+#ifndef SG_FSUTIL_H
+#define SG_FSUTIL_H
+
+#include <stddef.h>
+#include <sys/types.h>
+
+/*
+ * mkdir -p: create path and its missing parents.  Parents are made 0700
+ * (they are sandgate's own), the last directory with mode.  0 or -1.
+ */
+int sg_mkdir_p(const char *path, mode_t mode);
+
+/* Write all n bytes, retrying short writes and EINTR.  0 or -1. */
+int sg_write_all(int fd, const void *p, size_t n);
+
+#endif
