@@ -107,6 +107,9 @@
 #ifndef SG_DAYTONA_TRIP_SLACK_MS
 #define SG_DAYTONA_TRIP_SLACK_MS 30000 /* a trip's HTTP timeout past its wait */
 #endif
+#ifndef SG_DAYTONA_DELETE_MS
+#define SG_DAYTONA_DELETE_MS 120000    /* a delete, until the sandbox is gone */
+#endif
 #ifndef SG_DAYTONA_KILL_MS
 #define SG_DAYTONA_KILL_MS 15000       /* the kill after a cancel */
 #endif
@@ -858,6 +861,30 @@ static sg_err dtn_lifecycle(const struct dtn_client *cl, const char *id, enum dt
 			break;
 	}
 	free(url);
+	return rc;
+}
+
+/*
+ * Delete the sandbox and wait until it is gone (404, or `destroyed`):
+ * Daytona deletes asynchronously, and its listing keeps showing a
+ * sandbox that is still `destroying`, so "removed" is only said once the
+ * per-id lookup, which is monotonic, no longer finds it.
+ */
+static sg_err dtn_remove(const struct dtn_client *cl, const char *id, struct sg_cancel *cancel,
+			 struct sg_errinfo *err)
+{
+	json_t *last = NULL;
+	sg_err rc = dtn_lifecycle(cl, id, DTN_DELETE, SG_DAYTONA_DELETE_MS, cancel, err);
+
+	if (rc)
+		return rc;
+	rc = dtn_wait(cl, id, (const char *const[]){ "destroyed", NULL }, SG_DAYTONA_DELETE_MS,
+		      &last, cancel, err);
+	json_decref(last);
+	if (rc == SG_E_NOT_FOUND) {
+		sg_err_clear(err);
+		rc = SG_OK;
+	}
 	return rc;
 }
 
@@ -1890,9 +1917,14 @@ static json_t *dtn_facts(const struct dtn_env *de, const json_t *dto)
 	json_object_set_new(app, "memory_mb",
 			    json_integer((json_int_t)(dtn_num(dto, "memory") * 1024)));
 	json_object_set_new(app, "disk_gb", json_integer((json_int_t)dtn_num(dto, "disk")));
+	/*
+	 * Commands run on Daytona's machines and reach nothing of this host
+	 * but what the toolbox API carries, so this host's files are out of
+	 * their reach; the network, by contrast, is left to sg-helper's
+	 * probe, which observes it from inside.
+	 */
 	f = json_pack("{s:{s:o, s:o}, s:{s:b}}", "resources", "requested", req, "applied",
-		      app, "isolation", "network_isolated",
-		      json_is_true(json_object_get(dto, "networkBlockAll")));
+		      app, "isolation", "host_filesystem_restricted", 1);
 	if (!f)
 		return NULL;
 	if (cls) {
@@ -1906,9 +1938,10 @@ static json_t *dtn_facts(const struct dtn_env *de, const json_t *dto)
 		else if (strcmp(cls, "linux-vm") == 0)
 			json_object_set_new(f, "safety_class", json_string("microvm"));
 	}
-	d = json_pack("{s:s, s:s, s:s?, s:s?, s:s?, s:I, s:I, s:I}", "sandbox", de->base.id,
+	d = json_pack("{s:s, s:s, s:s?, s:s?, s:s?, s:b, s:I, s:I, s:I}", "sandbox", de->base.id,
 		      "name", de->name, "state", dtn_str(dto, "state"), "target",
 		      dtn_str(dto, "target"), "snapshot", dtn_str(dto, "snapshot"),
+		      "network_block_all", json_is_true(json_object_get(dto, "networkBlockAll")),
 		      "auto_stop_minutes", (json_int_t)dtn_num(dto, "autoStopInterval"),
 		      "auto_archive_minutes", (json_int_t)dtn_num(dto, "autoArchiveInterval"),
 		      "auto_delete_minutes", (json_int_t)dtn_num(dto, "autoDeleteInterval"));
@@ -2271,7 +2304,7 @@ out:
 		/* A failed create leaves nothing behind, cancelled or not. */
 		struct sg_errinfo e2 = { 0 };
 
-		if (dtn_lifecycle(&de->cl, env->id, DTN_DELETE, SG_DAYTONA_START_MS, NULL, &e2))
+		if (dtn_remove(&de->cl, env->id, NULL, &e2))
 			sg_log_err("sandbox %s could not be removed after a failed provisioning: %s; `sandgate envs` lists it",
 				   env->id, e2.msg);
 	}
@@ -2390,8 +2423,9 @@ static sg_err dtn_teardown(struct sg_env *env, enum sg_fate fate, struct sg_canc
 	 * stay (and use disk quota) until Daytona's autoDeleteInterval, or
 	 * for persistent ones autoArchiveInterval, acts.
 	 */
-	return dtn_lifecycle(&de->cl, env->id, fate == SG_FATE_REMOVE ? DTN_DELETE : DTN_STOP,
-			     SG_DAYTONA_START_MS, cancel, err);
+	if (fate == SG_FATE_REMOVE)
+		return dtn_remove(&de->cl, env->id, cancel, err);
+	return dtn_lifecycle(&de->cl, env->id, DTN_STOP, SG_DAYTONA_START_MS, cancel, err);
 }
 
 static void dtn_copy(char *dst, size_t n, const char *src)
@@ -2486,8 +2520,7 @@ static sg_err dtn_destroy(const struct sg_profile *p, const char *state_dir, con
 	if (!rc && (!m || strcmp(m, "sandgate") != 0))
 		rc = sg_err_set(err, SG_E_PERMISSION, "sandbox %s was not made by sandgate", id);
 	if (!rc)
-		rc = dtn_lifecycle(&cl, dtn_str(dto, "id") ? dtn_str(dto, "id") : id, DTN_DELETE,
-				   SG_DAYTONA_START_MS, cancel, err);
+		rc = dtn_remove(&cl, dtn_str(dto, "id") ? dtn_str(dto, "id") : id, cancel, err);
 	json_decref(dto);
 	dtn_client_release(&cl);
 	return rc;

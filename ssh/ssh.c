@@ -69,7 +69,7 @@
  * head, setsid (util-linux or busybox) and, for the features that use
  * them, unshare, mount and sha256sum (or shasum, or openssl).
  */
-#define _GNU_SOURCE /* asprintf, getentropy */
+#define _GNU_SOURCE /* vasprintf, getentropy */
 #include "../adapters/adapter.h"
 
 #include <errno.h>
@@ -77,6 +77,7 @@
 #include <openssl/evp.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -276,6 +277,7 @@ static const char sshb_teardown_sh[] =
 	"o=$(ls -A \"$e/leases\" 2>/dev/null)\n"
 	"if [ \"$m\" = remove ]; then\n"
 	"  if [ -n \"$o\" ]; then printf 'shared=1\\n'; exit 0; fi\n"
+	"  [ -f \"$e/env.json\" ] || { printf 'nomarker=1\\n'; exit 0; }\n"
 	"  rm -rf -- \"$e\" || exit 1\n"
 	"  exit 0\n"
 	"fi\n"
@@ -363,6 +365,20 @@ static const char sshb_run_sh[] =
 
 /* ---- Small helpers --------------------------------------------------- */
 
+/* A formatted string (new), or NULL when memory ran out. */
+static char *sshb_fmt(const char *fmt, ...) SG_PRINTF(1, 2);
+static char *sshb_fmt(const char *fmt, ...)
+{
+	va_list ap;
+	char *s = NULL;
+	int n;
+
+	va_start(ap, fmt);
+	n = vasprintf(&s, fmt, ap);
+	va_end(ap);
+	return n < 0 ? NULL : s;
+}
+
 static bool sshb_best_effort(const struct sg_profile *p, const char *field)
 {
 	for (size_t i = 0; p->best_effort && p->best_effort[i]; i++)
@@ -386,7 +402,7 @@ static char *sshb_find_program(const char *name)
 		if (!end)
 			end = p + strlen(p);
 		if (end > p && *p == '/' &&
-		    asprintf(&cand, "%.*s/%s", (int)(end - p), p, name) >= 0 &&
+		    (cand = sshb_fmt("%.*s/%s", (int)(end - p), p, name)) &&
 		    access(cand, X_OK) == 0)
 			found = cand;
 		else
@@ -1134,12 +1150,10 @@ static sg_err sshb_sock_path(struct ssh_env *se, struct sg_errinfo *err)
 		goto out;
 	}
 	sum[16] = '\0';
-	if (strlen(env->state_dir) + strlen("/ssh/.sock") + 16 <= SSHB_SOCK_MAX) {
-		if (asprintf(&dir, "%s/ssh", env->state_dir) < 0)
-			dir = NULL;
-	} else if (asprintf(&dir, "/tmp/sandgate-ssh-%ld", (long)getuid()) < 0) {
-		dir = NULL;
-	}
+	if (strlen(env->state_dir) + strlen("/ssh/.sock") + 16 <= SSHB_SOCK_MAX)
+		dir = sshb_fmt("%s/ssh", env->state_dir);
+	else
+		dir = sshb_fmt("/tmp/sandgate-ssh-%ld", (long)getuid());
 	if (!dir) {
 		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
 		goto out;
@@ -1156,8 +1170,7 @@ static sg_err sshb_sock_path(struct ssh_env *se, struct sg_errinfo *err)
 				"%s must be a directory of this user with mode 0700", dir);
 		goto out;
 	}
-	if (asprintf(&se->sock, "%s/%s.sock", dir, sum) < 0) {
-		se->sock = NULL;
+	if (!(se->sock = sshb_fmt("%s/%s.sock", dir, sum))) {
 		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
 		goto out;
 	}
@@ -1192,6 +1205,82 @@ static bool sshb_root_allowed(const char *root, const char *envdir,
 			return false;
 	return !sshb_under(envdir, root) && !sshb_under(helper, root) &&
 	       !sshb_under(root, envdir);
+}
+
+/* A decimal id as `id` prints it. */
+static bool sshb_numeric(const char *s)
+{
+	if (!s || !*s)
+		return false;
+	for (; *s; s++)
+		if (*s < '0' || *s > '9')
+			return false;
+	return true;
+}
+
+/*
+ * How commands see root and the network (the top comment): sets
+ * nsflags, umap and bind_src, and *mount / *netns.  What the host lacks
+ * the programs for is refused here, naming the field; what it does not
+ * allow is found by the trial run at the end of provision().
+ */
+static sg_err sshb_namespaces(struct ssh_env *se, const char *probe, const char *where,
+			      bool *mount, bool *netns, struct sg_errinfo *err)
+{
+	const struct sg_env *env = &se->base;
+	const struct sg_profile *p = env->profile;
+	char *uid = sshb_kv(probe, "uid"), *gid = sshb_kv(probe, "gid");
+	bool root;
+	sg_err rc;
+
+	*mount = strcmp(env->root, se->files) != 0;
+	*netns = p->network == SG_NET_NONE;
+	if (*mount && !sshb_root_allowed(env->root, se->envdir, env->helper)) {
+		rc = sg_err_set(err, SG_E_INVALID_ARGUMENT,
+				"root %s cannot show the workspace on %s: it is a system directory or holds sandgate's own files there",
+				env->root, where);
+		goto out;
+	}
+	if (*mount && !(sshb_flag(probe, "has_unshare") && sshb_flag(probe, "has_mount"))) {
+		rc = sg_err_set(err, SG_E_UNSUPPORTED,
+				"root %s can be shown on %s only through a mount namespace, which needs unshare and mount (util-linux) there; or bind root %s",
+				env->root, where, se->files);
+		goto out;
+	}
+	if (*netns && !sshb_flag(probe, "has_unshare")) {
+		if (!sshb_best_effort(p, "network")) {
+			rc = sg_err_set(err, SG_E_UNSUPPORTED,
+					"network \"none\" (profile \"%s\") needs unshare (util-linux) on %s",
+					p->name, where);
+			goto out;
+		}
+		*netns = false;
+	}
+	if (!sshb_numeric(uid) || !sshb_numeric(gid)) {
+		rc = sg_err_set(err, SG_E_UNAVAILABLE, "%s did not say which uid the login has",
+				where);
+		goto out;
+	}
+	root = strcmp(uid, "0") == 0;
+	/* Not root: a user namespace first, and the login's uid mapped back. */
+	se->nsflags = sshb_fmt("%s%s%s",
+			       (*mount || *netns) && !root ? "--user --map-root-user " : "",
+			       *mount ? "--mount" : "",
+			       *netns ? (*mount ? " --net" : "--net") : "");
+	if ((*mount || *netns) && !root)
+		se->umap = sshb_fmt("%s:%s", uid, gid);
+	if (*mount)
+		se->bind_src = strdup(se->files);
+	if (!se->nsflags || ((*mount || *netns) && !root && !se->umap) ||
+	    (*mount && !se->bind_src)) {
+		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
+		goto out;
+	}
+	rc = SG_OK;
+out:
+	free(uid);
+	free(gid);
+	return rc;
 }
 
 /* The environment's marker, env.json on the host (new string). */
@@ -1277,7 +1366,7 @@ static sg_err ssh_exec(struct sg_env *env, const struct sg_exec *x,
  * Run `true` through the wrapper with the namespaces and cgroups in place,
  * so what the host does not allow is refused now, not at the first tool.
  */
-static sg_err sshb_trial(struct ssh_env *se, const char *field,
+static sg_err sshb_trial(struct ssh_env *se, const char *what,
 			 struct sg_cancel *cancel, struct sg_errinfo *err)
 {
 	static const char *const argv[] = { "true", NULL };
@@ -1295,7 +1384,7 @@ static sg_err sshb_trial(struct ssh_env *se, const char *field,
 		sshb_last_line(r.err.p, last, sizeof(last));
 		rc = sg_err_set(err, SG_E_UNSUPPORTED,
 				"%s cannot be honoured on %s: a trial command failed (%s)",
-				field, where, last);
+				what, where, last);
 	}
 	sg_exec_result_release(&r);
 	return rc;
@@ -1312,11 +1401,11 @@ static sg_err ssh_provision(struct sg_env *env, struct sg_cancel *cancel,
 	char *slug = NULL, *helper = NULL, *probe = NULL, *home = NULL, *ws = NULL;
 	char *v = NULL, *marker = NULL, *lease_text = NULL, *cgkind = NULL;
 	char sum[65], where[300], host[256] = "";
-	const char *view = "direct", *field = NULL;
+	struct sg_buf trial = SG_BUF_INIT(SG_ERR_MSG); /* what the trial run tests */
 	unsigned char rnd[8];
 	size_t helper_len = 0;
-	bool fresh = false, made = false, uploaded = false, netns = false;
-	long uid;
+	bool fresh = false, made = false, leased = false, uploaded = false;
+	bool netns = false, mount = false;
 	sg_err rc;
 
 	sg_exec_result_init(&r, SSHB_REPLY_MAX);
@@ -1401,17 +1490,24 @@ static sg_err ssh_provision(struct sg_env *env, struct sg_cancel *cancel,
 				goto out;
 			}
 	}
-	if (asprintf(&se->envdir, "%s/%s", ws, slug) < 0 ||
-	    asprintf(&se->files, "%s/workspace", se->envdir) < 0 ||
-	    asprintf(&se->rundir, "%s/run", se->envdir) < 0 ||
-	    asprintf(&env->ctl_dir, "%s/ctl", se->envdir) < 0 ||
-	    asprintf(&env->helper, "%s/.cache/sandgate/sg-helper-%s", home, sum) < 0) {
+	if (!(se->envdir = sshb_fmt("%s/%s", ws, slug)) ||
+	    !(se->files = sshb_fmt("%s/workspace", se->envdir)) ||
+	    !(se->rundir = sshb_fmt("%s/run", se->envdir)) ||
+	    !(env->ctl_dir = sshb_fmt("%s/ctl", se->envdir)) ||
+	    !(env->helper = sshb_fmt("%s/.cache/sandgate/sg-helper-%s", home, sum))) {
 		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
 		goto out;
 	}
 	if (strlen(se->envdir) >= SG_PATH_MAX - 64) {
 		rc = sg_err_set(err, SG_E_INVALID_ARGUMENT,
 				"the workspace directory %s is too long", se->envdir);
+		goto out;
+	}
+	if (sshb_flag(probe, "envdir") && !sshb_flag(probe, "marker")) {
+		/* Never adopt (and later remove) a directory sandgate did not make. */
+		rc = sg_err_set(err, SG_E_PERMISSION,
+				"%s on %s exists and is not a sandgate environment (it has no env.json); move it away or use another workspace",
+				se->envdir, where);
 		goto out;
 	}
 	env->resumed = sshb_flag(probe, "envdir") && sshb_flag(probe, "marker");
@@ -1425,57 +1521,11 @@ static sg_err ssh_provision(struct sg_env *env, struct sg_cancel *cancel,
 	fresh = !env->resumed;
 
 	/* 3. Where commands see the files, and the network. */
-	v = sshb_kv(probe, "uid");
-	uid = v ? strtol(v, NULL, 10) : -1;
-	free(v);
-	v = NULL;
-	if (strcmp(env->root, se->files) != 0) {
-		if (!sshb_root_allowed(env->root, se->envdir, env->helper)) {
-			rc = sg_err_set(err, SG_E_INVALID_ARGUMENT,
-					"root %s cannot show the workspace on %s: it is a system directory or holds sandgate's own files there",
-					env->root, where);
-			goto out;
-		}
-		view = "mount namespace";
-		field = "root";
-	}
-	if (p->network == SG_NET_NONE) {
-		netns = true;
-		if (!field)
-			field = "network \"none\"";
-	}
-	if (field) {
-		char *gid = sshb_kv(probe, "gid");
-
-		if (!sshb_flag(probe, "has_unshare") ||
-		    (!strcmp(view, "mount namespace") && !sshb_flag(probe, "has_mount"))) {
-			free(gid);
-			if (netns && !strcmp(view, "direct") && sshb_best_effort(p, "network")) {
-				netns = false;
-				field = NULL;
-			} else {
-				rc = sg_err_set(err, SG_E_UNSUPPORTED,
-						"%s needs unshare and mount (util-linux) on %s%s",
-						field, where,
-						!strcmp(field, "root") ? "; or use the workspace directory itself as root" : "");
-				goto out;
-			}
-		} else {
-			bool mnt = !strcmp(view, "mount namespace");
-
-			if (asprintf(&se->nsflags, "%s%s%s", uid == 0 ? "" : "--user --map-root-user ",
-				     mnt ? "--mount" : "", netns ? (mnt ? " --net" : "--net") : "") < 0)
-				se->nsflags = NULL;
-			if (uid != 0 && gid && asprintf(&se->umap, "%ld:%s", uid, gid) < 0)
-				se->umap = NULL;
-			free(gid);
-			if (!se->nsflags || (uid != 0 && !se->umap)) {
-				rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
-				goto out;
-			}
-		}
-	}
-	if (!strcmp(view, "mount namespace") && !(se->bind_src = strdup(se->files))) {
+	rc = sshb_namespaces(se, probe, where, &mount, &netns, err);
+	if (rc)
+		goto out;
+	if ((mount && sg_buf_addf(&trial, "root %s", env->root)) ||
+	    (netns && sg_buf_addf(&trial, "%snetwork \"none\"", trial.len ? ", " : ""))) {
 		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
 		goto out;
 	}
@@ -1500,7 +1550,7 @@ static sg_err ssh_provision(struct sg_env *env, struct sg_cancel *cancel,
 	if (!sshb_flag(probe, "helper")) {
 		char *cache = NULL;
 
-		if (asprintf(&cache, "%s/.cache/sandgate", home) < 0) {
+		if (!(cache = sshb_fmt("%s/.cache/sandgate", home))) {
 			rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
 			goto out;
 		}
@@ -1525,13 +1575,13 @@ static sg_err ssh_provision(struct sg_env *env, struct sg_cancel *cancel,
 		snprintf(host, sizeof(host), "unknown");
 	free(se->lease);
 	se->lease = sshb_slug(env->session);
-	if (!se->lease || asprintf(&lease_text, "%s %ld %lld", host, (long)getpid(),
-				   (long long)time(NULL)) < 0) {
-		lease_text = NULL;
+	if (!se->lease || !(lease_text = sshb_fmt("%s %ld %lld", host, (long)getpid(),
+						  (long long)time(NULL)))) {
 		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
 		goto out;
 	}
 	made = fresh;
+	leased = true;
 	rc = sshb_script(se, sshb_setup_sh,
 			 (const char *[]){ se->envdir, marker ? marker : "", se->lease,
 					   lease_text, se->bind_src ? env->root : "", NULL },
@@ -1552,15 +1602,15 @@ static sg_err ssh_provision(struct sg_env *env, struct sg_cancel *cancel,
 		rc = sshb_limits(se, cgkind, applied, cancel, err);
 		if (rc)
 			goto out;
-		if (!field)
-			field = p->memory_mb > 0 ? "memory_mb" : "cpus";
+		if (sg_buf_addf(&trial, "%s%s", trial.len ? ", " : "",
+				p->memory_mb > 0 && p->cpus > 0 ? "cpus and memory_mb"
+				: p->memory_mb > 0 ? "memory_mb" : "cpus")) {
+			rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
+			goto out;
+		}
 	}
-	if (!se->nsflags && !(se->nsflags = strdup(""))) {
-		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
-		goto out;
-	}
-	if (field) {
-		rc = sshb_trial(se, field, cancel, err);
+	if (trial.len) {
+		rc = sshb_trial(se, trial.p, cancel, err);
 		if (rc)
 			goto out;
 	}
@@ -1576,7 +1626,8 @@ static sg_err ssh_provision(struct sg_env *env, struct sg_cancel *cancel,
 		"safety_class", "remote_host", "mechanism",
 		*se->nsflags ? "ssh+namespaces" : "ssh", "resources",
 		"requested", requested, "applied", applied, "ssh", "host",
-		where, "directory", se->files, "view", view, "network",
+		where, "directory", se->files, "view",
+		mount ? "mount namespace" : "direct", "network",
 		netns ? "network namespace" : "host", "cgroup",
 		cgkind ? cgkind : "none", "helper_uploaded", uploaded);
 	if (!env->facts) {
@@ -1586,8 +1637,11 @@ static sg_err ssh_provision(struct sg_env *env, struct sg_cancel *cancel,
 	rc = SG_OK;
 out:
 	if (rc && se->master) {
-		/* A failed create leaves nothing behind: directory, cgroups, master. */
-		if (made || se->cgroups.n) {
+		/*
+		 * A failed create leaves nothing behind: directory, cgroups,
+		 * master; a failed attach leaves no lease of this session.
+		 */
+		if (made || leased || se->cgroups.n) {
 			struct sg_strv args = SG_STRV_INIT;
 			struct sg_errinfo ignore = { 0 };
 
@@ -1605,6 +1659,7 @@ out:
 	json_decref(applied);
 	json_decref(requested);
 	sg_exec_result_release(&r);
+	sg_buf_release(&trial);
 	free(slug);
 	free(helper);
 	free(probe);
@@ -1789,6 +1844,8 @@ static sg_err ssh_teardown(struct sg_env *env, enum sg_fate fate,
 		sg_log_warn("the cgroup %s on the host still has processes; it was left", busy);
 	if (sshb_flag(r.out.p, "shared"))
 		sg_log_info("%s is still used by another session; it was kept", se->envdir);
+	if (sshb_flag(r.out.p, "nomarker"))
+		sg_log_warn("%s has no env.json; it was not removed", se->envdir);
 	sg_strv_release(&se->cgroups);
 out:
 	sshb_master_stop(se);
@@ -1973,9 +2030,8 @@ static void ssh_credentials(const struct sg_profile *p, json_t *out)
 	else
 		json_object_set_new(out, "SSH_AUTH_SOCK",
 				    json_string(agent && *agent ? "found" : "missing"));
-	if (!p->known_hosts_file && getenv("HOME") &&
-	    asprintf(&kh, "%s/.ssh/known_hosts", getenv("HOME")) < 0)
-		kh = NULL;
+	if (!p->known_hosts_file && getenv("HOME"))
+		kh = sshb_fmt("%s/.ssh/known_hosts", getenv("HOME"));
 	if (p->known_hosts_file || kh) {
 		const char *f = p->known_hosts_file ? p->known_hosts_file : kh;
 

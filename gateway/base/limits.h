@@ -49,6 +49,7 @@
 #define SG_GREP_DEFAULT 500        /* grep max_results default */
 #define SG_SYMLINK_MAX 40          /* symlinks followed while resolving */
 #define SG_PATH_MAX 4096
+#define SG_PIPE_SIZE (1 * SG_MiB)  /* stdout pipe asked for (fs.pipe-max-size) */
 #define SG_PROC_DRAIN_MS 200        /* pipe EOF awaited after a child's exit */
 #define SG_PROC_REAP_MS 5000        /* final record awaited after SIGKILL */
 #define SG_PROC_LOST_POLL_MS 1000   /* liveness re-check without a pidfd */

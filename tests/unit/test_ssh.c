@@ -1245,6 +1245,33 @@ static void t_helper_upload_is_cached(void **state)
 	free(cached);
 }
 
+/* A directory sandgate did not make is never adopted (nor removed later). */
+static void t_foreign_directory_refused(void **state)
+{
+	struct prof pr;
+	struct tenv t;
+	struct sg_errinfo err;
+	char *envdir, *precious;
+
+	(void)state;
+	NEED_SSHD();
+	prof_init(&pr, &H);
+	tenv_init(&t, &H, NULL);
+	envdir = path_of("%s/%s", H.workspace, t.identity);
+	precious = path_of("%s/precious.txt", envdir);
+	assert_int_equal(mkdir(envdir, 0755), 0);
+	fclose(fopen(precious, "we"));
+	assert_int_equal(provision(&t, &pr.p, false, &err), SG_E_PERMISSION);
+	assert_non_null(strstr(err.msg, envdir));
+	env_free(t.env);
+	assert_true(exists(precious));
+	assert_false(exists(t.files));
+	unlink(precious);
+	rmdir(envdir);
+	free(precious);
+	free(envdir);
+}
+
 /* ---- the host goes away --------------------------------------------- */
 
 static void t_sshd_killed_mid_session(void **state)
@@ -1391,6 +1418,7 @@ int main(void)
 		cmocka_unit_test(t_host_keys_fail_closed),
 		cmocka_unit_test(t_require_existing),
 		cmocka_unit_test(t_helper_upload_is_cached),
+		cmocka_unit_test(t_foreign_directory_refused),
 		cmocka_unit_test(t_sshd_killed_mid_session),
 	};
 
