@@ -2471,6 +2471,9 @@ static sg_err dtn_list(const struct sg_profile *p, const char *state_dir, sg_env
 			const char *per = dtn_str(labels, DTN_L_PERSISTENT);
 			struct sg_env_info info;
 
+			/* Gone already: Daytona may list it for a moment longer. */
+			if (dtn_str(item, "state") && strcmp(dtn_str(item, "state"), "destroyed") == 0)
+				continue;
 			memset(&info, 0, sizeof(info));
 			dtn_copy(info.id, sizeof(info.id), dtn_str(item, "id"));
 			dtn_copy(info.state, sizeof(info.state), dtn_str(item, "state"));

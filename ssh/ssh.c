@@ -105,7 +105,8 @@
 #define SSHB_MASTER_MS 60000        /* connect, key exchange, login */
 #define SSHB_STEP_MS 60000          /* one provisioning or teardown step */
 #define SSHB_UPLOAD_MS 300000       /* sending sg-helper */
-#define SSHB_KILL_MS 10000          /* the kill after a timeout or cancel */
+#define SSHB_KILL_MS 5000           /* the kill after a timeout or cancel */
+#define SSHB_CLEANUP_MS 10000       /* undoing a failed provision */
 #define SSHB_CHECK_MS 5000          /* ssh -O check / -O exit */
 #define SSHB_REPLY_MAX (256 * SG_KiB) /* what our scripts print */
 #define SSHB_LINE_MAX (64 * SG_KiB)   /* the one command string */
@@ -1651,7 +1652,7 @@ out:
 								    "0", NULL }) &&
 			    !sg_strv_addv(&args, sg_strv_get(&se->cgroups)))
 				(void)sshb_script(se, sshb_teardown_sh, sg_strv_get(&args),
-						  NULL, 0, SSHB_STEP_MS, &r, NULL, &ignore);
+						  NULL, 0, SSHB_CLEANUP_MS, &r, NULL, &ignore);
 			sg_strv_release(&args);
 		}
 		sshb_master_stop(se);

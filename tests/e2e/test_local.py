@@ -1,0 +1,141 @@
+"""The local backend enforces what it claims (issue 2): network, memory,
+read-only mounts and confinement; what it cannot enforce is refused.
+
+These tests need the local backend itself, so they write their own config
+and skip when the suite runs against another profile.
+"""
+
+import json
+import os
+import socket
+import subprocess
+import tempfile
+import threading
+
+from sgclient import CONFIG, GatewayTestCase, Gateway
+
+MiB = 1024 * 1024
+
+
+class LocalBackend(GatewayTestCase):
+    def setUp(self):
+        if CONFIG:
+            self.skipTest("local-backend checks use their own config")
+        self.dir = tempfile.mkdtemp(prefix="sg-e2e-local-")
+        self.addCleanup(lambda: subprocess.run(["rm", "-rf", self.dir]))
+
+    def gw_with(self, profile, **binding):
+        cfg = os.path.join(self.dir, "config.json")
+        with open(cfg, "w") as f:
+            json.dump({"default": "p", "profiles": {"p": dict(backend="local", **profile)}}, f)
+        gw = Gateway(state_dir=os.path.join(self.dir, "state"), config=cfg, profile="p")
+        self.addCleanup(gw.cleanup)
+        return gw
+
+    def listener(self):
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        s.listen(4)
+        self.addCleanup(s.close)
+
+        def accept():
+            try:
+                while True:
+                    c, _ = s.accept()
+                    c.close()
+            except OSError:
+                pass
+        threading.Thread(target=accept, daemon=True).start()
+        return s.getsockname()[1]
+
+    def test_network_none_blocks_the_network(self):
+        port = self.listener()
+        probe = "bash -c 'echo hi > /dev/tcp/127.0.0.1/%d' && echo connected" % port
+        open_gw = self.gw_with({})
+        open_gw.initialize()
+        self.assertIn("connected", open_gw.sh_ok(probe))
+        sealed = self.gw_with({"network": "none"})
+        facts = sealed.initialize()["environment"]["facts"]
+        self.assertTrue(facts["isolation"]["network_isolated"])
+        res = sealed.sh(probe)
+        self.assertTrue(res["is_error"])
+        self.assertNotIn("connected", res["content"])
+
+    def test_memory_limit_is_enforced(self):
+        gw = self.gw_with({"memory_mb": 64})
+        facts = gw.initialize()["environment"]["facts"]
+        self.assertEqual(facts["resources"]["requested"]["memory_mb"], 64)
+        self.assertEqual(facts["resources"]["applied"]["memory_mb"], 64)
+        small = gw.tool("run_command", {"argv": ["python3", "-c",
+                                                 "b = bytearray(16 * 1024 * 1024); print('ok')"]})
+        self.assertFalse(small["is_error"], small["content"])
+        big = gw.tool("run_command", {"argv": ["python3", "-c",
+                                               "b = bytearray(256 * 1024 * 1024); print('ok')"]})
+        self.assertTrue(big["is_error"], "a 256 MiB allocation ran under a 64 MiB limit")
+        self.assertNotIn("ok\n", big["content"])
+
+    def test_what_cannot_be_enforced_is_refused(self):
+        for profile, field in [({"network": {"allow": ["10.0.0.0/8"]}}, "network"),
+                               ({"image": "debian:12"}, "image"),
+                               ({"host": "example.invalid"}, "host")]:
+            gw = self.gw_with(profile)
+            err = gw.fail("initialize", gw.make_binding(), token="t")
+            self.assertCode(err, "unsupported", field)
+            self.assertIn(field, err)
+
+    def test_read_only_mount(self):
+        host = os.path.join(self.dir, "project")
+        os.makedirs(host)
+        with open(os.path.join(host, "keep.txt"), "w") as f:
+            f.write("original\n")
+        gw = self.gw_with({"host_workspace": host, "mount_read_only": True})
+        gw.initialize()
+        self.assertEqual(gw.tool_ok("read_file", {"path": "keep.txt"})["content"], "original\n")
+        res = gw.tool("run_command", {"command": "echo changed > keep.txt"}, mode="full")
+        self.assertTrue(res["is_error"])
+        with open(os.path.join(host, "keep.txt")) as f:
+            self.assertEqual(f.read(), "original\n")
+
+    def test_standard_mode_writes_only_under_root(self):
+        gw = self.gw_with({})
+        gw.initialize()
+        self.assertFalse(gw.sh("echo x > inside.txt")["is_error"])
+        self.assertFalse(gw.sh("echo x > \"$HOME/cache\" && echo x > \"$TMPDIR/t\"")["is_error"])
+        self.assertTrue(gw.sh("echo x > /tmp/outside")["is_error"])
+        self.assertFalse(gw.tool("run_command", {"command": "echo x > /tmp/outside"},
+                                 mode="full")["is_error"])
+        ro = gw.tool("run_command", {"command": "echo x > inside2.txt"}, mode="read_only")
+        self.assertTrue(ro["is_error"])
+        self.assertTrue(gw.tool("stat_path", {"path": "inside2.txt"})["is_error"])
+
+    def test_host_files_stay_hidden(self):
+        gw = self.gw_with({})
+        gw.initialize()
+        res = gw.sh("ls %s" % self.dir)
+        self.assertTrue(res["is_error"], "the host's state directory is visible in the sandbox")
+
+    def test_audit_log(self):
+        audit = os.path.join(self.dir, "audit.jsonl")
+        cfg = os.path.join(self.dir, "c.json")
+        with open(cfg, "w") as f:
+            json.dump({"profiles": {"p": {"backend": "local"}}}, f)
+        gw = Gateway(state_dir=os.path.join(self.dir, "st"), config=cfg, profile="p",
+                     extra_args=["--audit-log", audit])
+        self.addCleanup(gw.cleanup)
+        gw.initialize()
+        gw.tool_ok("write_file", {"path": "s.txt", "content": "very-secret-content"})
+        gw.tool("read_file", {"path": "missing.txt"})
+        gw.fail("execute", {"tool": "nope", "call": {"id": "c", "arguments": "{}"}})
+        gw.shutdown()
+        with open(audit) as f:
+            text = f.read()
+        lines = [json.loads(l) for l in text.splitlines()]
+        self.assertNotIn("very-secret-content", text)
+        self.assertEqual([l["method"] for l in lines],
+                         ["initialize", "execute", "execute", "execute"])
+        self.assertEqual([l.get("tool") for l in lines[1:3]], ["write_file", "read_file"])
+        self.assertEqual([l["outcome"] for l in lines],
+                         ["ok", "ok", "is_error", "invalid_argument"])
+        for l in lines:
+            self.assertIsInstance(l["duration_ms"], int)
+            self.assertIn("ts", l)

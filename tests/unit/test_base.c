@@ -1,0 +1,231 @@
+/*
+ * test_base.c - the base modules: buffers, UTF-8, error strings, JSON
+ * writing, string vectors, slugs and cancel tokens.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <jansson.h>
+#include <pthread.h>
+#include <string.h>
+
+#include "gateway/base/buf.h"
+#include "gateway/base/cancel.h"
+#include "gateway/base/err.h"
+#include "gateway/base/jw.h"
+#include "gateway/base/slug.h"
+#include "gateway/base/strv.h"
+#include "gateway/base/utf8.h"
+
+static void test_buf_invariants(void **state)
+{
+	struct sg_buf b = SG_BUF_INIT(8);
+	char *taken;
+	size_t n;
+
+	(void)state;
+	assert_non_null(b.p);
+	assert_string_equal(b.p, "");
+	assert_int_equal(sg_buf_adds(&b, "abc"), SG_OK);
+	assert_int_equal(sg_buf_addf(&b, "%d", 42), SG_OK);
+	assert_string_equal(b.p, "abc42");
+	/* Past max: refused, and the buffer is unchanged. */
+	assert_int_equal(sg_buf_adds(&b, "defg"), SG_E_TOO_LARGE);
+	assert_string_equal(b.p, "abc42");
+	assert_int_equal(sg_buf_adds(&b, "xyz"), SG_OK);
+	assert_int_equal(b.len, 8);
+	assert_int_equal(sg_buf_addc(&b, '!'), SG_E_TOO_LARGE);
+	sg_buf_consume(&b, 3);
+	assert_string_equal(b.p, "42xyz");
+	taken = sg_buf_take(&b, &n);
+	assert_string_equal(taken, "42xyz");
+	assert_int_equal(n, 5);
+	assert_int_equal(b.len, 0);
+	assert_string_equal(b.p, "");
+	free(taken);
+	taken = sg_buf_take(&b, &n);
+	assert_non_null(taken);
+	assert_int_equal(n, 0);
+	free(taken);
+	sg_buf_release(&b);
+}
+
+static void test_buf_clipped(void **state)
+{
+	struct sg_buf b = SG_BUF_INIT(5);
+
+	(void)state;
+	assert_false(sg_buf_add_clipped(&b, "abc", 3));
+	assert_true(sg_buf_add_clipped(&b, "defg", 4));
+	assert_string_equal(b.p, "abcde");
+	assert_true(sg_buf_add_clipped(&b, "h", 1));
+	sg_buf_release(&b);
+}
+
+static void test_utf8_seq_and_valid(void **state)
+{
+	(void)state;
+	assert_int_equal(sg_utf8_seq((const unsigned char *)"a", 1), 1);
+	assert_int_equal(sg_utf8_seq((const unsigned char *)"\xc3\xa9", 2), 2);
+	assert_int_equal(sg_utf8_seq((const unsigned char *)"\xe2\x82\xac", 3), 3);
+	assert_int_equal(sg_utf8_seq((const unsigned char *)"\xf0\x9f\x98\x80", 4), 4);
+	assert_int_equal(sg_utf8_seq((const unsigned char *)"\xc0\xaf", 2), 0);     /* overlong */
+	assert_int_equal(sg_utf8_seq((const unsigned char *)"\xed\xa0\x80", 3), 0); /* surrogate */
+	assert_int_equal(sg_utf8_seq((const unsigned char *)"\xf4\x90\x80\x80", 4), 0);
+	assert_int_equal(sg_utf8_seq((const unsigned char *)"\xe2\x82", 2), 0);     /* cut */
+	assert_true(sg_utf8_valid("h\xc3\xa9llo", 6));
+	assert_false(sg_utf8_valid("\xff", 1));
+}
+
+static void test_utf8_clip(void **state)
+{
+	const char *s = "ab\xe2\x82\xac" "c"; /* a b EUR c: 6 bytes */
+
+	(void)state;
+	assert_int_equal(sg_utf8_clip(s, 6, 10), 6);
+	assert_int_equal(sg_utf8_clip(s, 6, 4), 2); /* never splits the euro sign */
+	assert_int_equal(sg_utf8_clip(s, 6, 5), 5);
+	/* A first character longer than max comes back whole. */
+	assert_int_equal(sg_utf8_clip("\xe2\x82\xac" "x", 4, 1), 3);
+	/* Invalid bytes count as single characters. */
+	assert_int_equal(sg_utf8_clip("\xff\xfe\xfd", 3, 2), 2);
+	/* A sequence cut off by the end of the data is one unit too. */
+	assert_int_equal(sg_utf8_clip("a\xe2\x82", 3, 2), 1);
+}
+
+static void test_utf8_sanitize(void **state)
+{
+	struct sg_buf b = SG_BUF_INIT(64);
+
+	(void)state;
+	assert_int_equal(sg_utf8_sanitize(&b, "a\xff" "b\xe2\x82", 5), SG_OK);
+	assert_string_equal(b.p, "a\xef\xbf\xbd" "b\xef\xbf\xbd\xef\xbf\xbd");
+	assert_true(sg_utf8_valid(b.p, b.len));
+	sg_buf_release(&b);
+}
+
+static void test_err_strings(void **state)
+{
+	struct sg_errinfo e = { 0 };
+	char out[300];
+
+	(void)state;
+	assert_string_equal(sg_err_word(SG_E_PATH_ESCAPE), "path_escape");
+	assert_string_equal(sg_err_word(SG_E_PERMISSION), "permission_denied");
+	assert_string_equal(sg_err_word(SG_E_PROVIDER), "provider_error");
+	assert_string_equal(sg_err_word((sg_err)999), "internal");
+	assert_string_equal(sg_err_word(SG_OK), "internal");
+	for (int i = 1; i < SG_E__COUNT; i++)
+		assert_int_equal(sg_err_from_word(sg_err_word((sg_err)i)), i);
+	assert_int_equal(sg_err_from_word("nonsense"), SG_E_INTERNAL);
+	assert_int_equal(sg_err_set(&e, SG_E_NOT_FOUND, "%s is gone", "x"), SG_E_NOT_FOUND);
+	/* The first failure wins: an outer layer cannot overwrite it. */
+	assert_int_equal(sg_err_set(&e, SG_E_INTERNAL, "outer"), SG_E_NOT_FOUND);
+	sg_err_format(&e, out, sizeof(out));
+	assert_string_equal(out, "not_found: x is gone");
+	sg_err_clear(&e);
+	sg_err_format(&(struct sg_errinfo){ .code = SG_E_TIMEOUT }, out, sizeof(out));
+	assert_string_equal(out, "timeout: the operation failed");
+}
+
+static void test_jw(void **state)
+{
+	struct sg_buf b = SG_BUF_INIT(256);
+	json_t *j;
+
+	(void)state;
+	assert_int_equal(sg_buf_addc(&b, '{'), SG_OK);
+	assert_int_equal(sg_jw_key(&b, "k", 1), SG_OK);
+	assert_int_equal(sg_jw_str(&b, "q\"\\\n\t\x01\xff", 7), SG_OK);
+	assert_int_equal(sg_buf_addc(&b, '}'), SG_OK);
+	j = json_loadb(b.p, b.len, JSON_ALLOW_NUL, NULL);
+	assert_non_null(j);
+	assert_string_equal(json_string_value(json_object_get(j, "k")),
+			    "q\"\\\n\t\x01\xef\xbf\xbd");
+	json_decref(j);
+	sg_buf_release(&b);
+}
+
+static void test_strv(void **state)
+{
+	struct sg_strv v = SG_STRV_INIT;
+	const char *const more[] = { "b", "c", NULL };
+
+	(void)state;
+	assert_null(sg_strv_get(&v)[0]);
+	assert_int_equal(sg_strv_add(&v, "a"), SG_OK);
+	assert_int_equal(sg_strv_addv(&v, more), SG_OK);
+	assert_int_equal(sg_strv_addf(&v, "%s=%d", "n", 3), SG_OK);
+	assert_int_equal(v.n, 4);
+	assert_string_equal(sg_strv_get(&v)[3], "n=3");
+	assert_null(sg_strv_get(&v)[4]);
+	sg_strv_release(&v);
+	assert_int_equal(v.n, 0);
+}
+
+static void test_slug(void **state)
+{
+	char *s;
+
+	(void)state;
+	s = sg_slug("env-alice_1.2");
+	assert_string_equal(s, "env-alice_1.2");
+	free(s);
+	s = sg_slug("../a b/c");
+	assert_string_equal(s, "%2E.%2Fa%20b%2Fc");
+	free(s);
+	s = sg_slug(".hidden");
+	assert_string_equal(s, "%2Ehidden");
+	free(s);
+}
+
+static void *fire_later(void *arg)
+{
+	sg_cancel_sleep(NULL, 50);
+	sg_cancel_fire(arg, SG_E_TIMEOUT);
+	return NULL;
+}
+
+static void test_cancel(void **state)
+{
+	struct sg_cancel c;
+	pthread_t t;
+	int64_t t0;
+
+	(void)state;
+	assert_int_equal(sg_cancel_init(&c), SG_OK);
+	assert_int_equal(sg_cancel_check(&c), SG_OK);
+	assert_int_equal(sg_cancel_check(NULL), SG_OK);
+	assert_int_equal(sg_cancel_fd(NULL), -1);
+	t0 = sg_now_ms();
+	assert_int_equal(pthread_create(&t, NULL, fire_later, &c), 0);
+	assert_int_equal(sg_cancel_sleep(&c, 5000), SG_E_TIMEOUT);
+	assert_true(sg_now_ms() - t0 < 2000);
+	pthread_join(t, NULL);
+	/* Fired once, for good: later fires do not change the reason. */
+	sg_cancel_fire(&c, SG_E_CANCELLED);
+	assert_int_equal(sg_cancel_check(&c), SG_E_TIMEOUT);
+	assert_int_equal(sg_cancel_sleep(&c, 1000), SG_E_TIMEOUT);
+	sg_cancel_release(&c);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_buf_invariants),
+		cmocka_unit_test(test_buf_clipped),
+		cmocka_unit_test(test_utf8_seq_and_valid),
+		cmocka_unit_test(test_utf8_clip),
+		cmocka_unit_test(test_utf8_sanitize),
+		cmocka_unit_test(test_err_strings),
+		cmocka_unit_test(test_jw),
+		cmocka_unit_test(test_strv),
+		cmocka_unit_test(test_slug),
+		cmocka_unit_test(test_cancel),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,232 @@
+/*
+ * test_wire.c - framing: the frame reader's rules and the single writer.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "gateway/base/limits.h"
+#include "gateway/wire.h"
+
+/* A wire reading `input` from a pipe (written by a thread, so inputs
+ * larger than the pipe buffer work) and writing into out[1]. */
+struct rig {
+	int in[2], out[2];
+	struct sg_wire *w;
+	const char *data;
+	size_t len;
+	pthread_t feeder;
+};
+
+static void *feed(void *arg)
+{
+	struct rig *r = arg;
+	size_t off = 0;
+
+	while (off < r->len) {
+		ssize_t n = write(r->in[1], r->data + off, r->len - off);
+
+		if (n <= 0)
+			break;
+		off += (size_t)n;
+	}
+	close(r->in[1]);
+	return NULL;
+}
+
+static void rig_start(struct rig *r, const char *data, size_t len)
+{
+	memset(r, 0, sizeof(*r));
+	assert_int_equal(pipe(r->in), 0);
+	assert_int_equal(pipe(r->out), 0);
+	r->data = data;
+	r->len = len;
+	assert_int_equal(sg_wire_new(r->in[0], r->out[1], NULL, NULL, &r->w), SG_OK);
+	assert_int_equal(pthread_create(&r->feeder, NULL, feed, r), 0);
+}
+
+static void rig_stop(struct rig *r)
+{
+	sg_wire_free(r->w);
+	pthread_join(r->feeder, NULL);
+	close(r->in[0]);
+	close(r->out[0]);
+	close(r->out[1]);
+}
+
+static sg_err next(struct rig *r, json_t **frame)
+{
+	struct sg_errinfo e = { 0 };
+
+	return sg_wire_read(r->w, frame, &e);
+}
+
+static void test_frames_and_eof(void **state)
+{
+	static const char input[] =
+		"{\"id\":1,\"method\":\"a\"}\n{\"id\":\"x\",\"method\":\"b\"}\n{\"id\":3";
+	struct rig r;
+	json_t *f = NULL;
+
+	(void)state;
+	rig_start(&r, input, sizeof(input) - 1);
+	assert_int_equal(next(&r, &f), SG_OK);
+	assert_int_equal(json_integer_value(json_object_get(f, "id")), 1);
+	json_decref(f);
+	assert_int_equal(next(&r, &f), SG_OK);
+	assert_string_equal(json_string_value(json_object_get(f, "id")), "x");
+	json_decref(f);
+	/* The unterminated last line is ignored: plain end of input. */
+	assert_int_equal(next(&r, &f), SG_E_NOT_FOUND);
+	rig_stop(&r);
+}
+
+static void test_malformed(void **state)
+{
+	static const char *const bad[] = {
+		"not json\n", "[1,2]\n", "{\"method\":\"a\"}\n", "{\"id\":1.5}\n",
+		"{\"id\":null}\n", "{\"id\":{}}\n", "\n", "{\"id\":1,\"id\":2}\n",
+	};
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		struct rig r;
+		json_t *f = NULL;
+
+		rig_start(&r, bad[i], strlen(bad[i]));
+		assert_int_equal(next(&r, &f), SG_E_INVALID_REQUEST);
+		assert_null(f);
+		rig_stop(&r);
+	}
+}
+
+/* A frame of exactly `total` bytes, newline included. */
+static char *frame_of(size_t total)
+{
+	static const char head[] = "{\"id\":1,\"method\":\"m\",\"data\":\"";
+	char *p = malloc(total + 1);
+
+	memcpy(p, head, sizeof(head) - 1);
+	memset(p + sizeof(head) - 1, 'a', total - (sizeof(head) - 1) - 3);
+	memcpy(p + total - 3, "\"}\n", 3);
+	p[total] = '\0';
+	return p;
+}
+
+static void test_frame_cap(void **state)
+{
+	char *at_cap = frame_of(SG_MAX_FRAME), *over = frame_of(SG_MAX_FRAME + 1);
+	struct rig r;
+	json_t *f = NULL;
+
+	(void)state;
+	rig_start(&r, at_cap, SG_MAX_FRAME);
+	assert_int_equal(next(&r, &f), SG_OK);
+	assert_true(json_string_length(json_object_get(f, "data")) > SG_MAX_FRAME - 64);
+	json_decref(f);
+	rig_stop(&r);
+
+	rig_start(&r, over, SG_MAX_FRAME + 1);
+	assert_int_equal(next(&r, &f), SG_E_TOO_LARGE);
+	rig_stop(&r);
+	free(at_cap);
+	free(over);
+}
+
+static void test_no_newline_over_cap(void **state)
+{
+	size_t n = SG_MAX_FRAME + 100;
+	char *p = malloc(n);
+	struct rig r;
+	json_t *f = NULL;
+
+	(void)state;
+	memset(p, 'x', n);
+	rig_start(&r, p, n);
+	assert_int_equal(next(&r, &f), SG_E_TOO_LARGE);
+	rig_stop(&r);
+	free(p);
+}
+
+static void test_writer_order_and_cap(void **state)
+{
+	struct rig r;
+	char buf[4096];
+	ssize_t n;
+	size_t got = 0;
+	json_t *big;
+	char *huge = malloc(SG_MAX_FRAME);
+
+	(void)state;
+	rig_start(&r, "", 0);
+	for (int i = 0; i < 3; i++)
+		assert_true(sg_wire_send(r.w, json_pack("{s:i}", "id", i)));
+	/* A reply over the frame cap goes out as a too_large error instead. */
+	memset(huge, 'b', SG_MAX_FRAME - 1);
+	huge[SG_MAX_FRAME - 1] = '\0';
+	big = json_pack("{s:i, s:s}", "id", 9, "data", huge);
+	assert_true(sg_wire_send(r.w, big));
+	assert_true(sg_wire_flush(r.w, 10000000000LL));
+	fcntl(r.out[0], F_SETFL, O_NONBLOCK);
+	while ((n = read(r.out[0], buf + got, sizeof(buf) - 1 - got)) > 0)
+		got += (size_t)n;
+	buf[got] = '\0';
+	assert_string_equal(buf,
+			    "{\"id\":0}\n{\"id\":1}\n{\"id\":2}\n"
+			    "{\"id\":9,\"error\":\"too_large: the reply would exceed the 16 MiB frame limit\"}\n");
+	rig_stop(&r);
+	free(huge);
+}
+
+static void dead(void *payload)
+{
+	*(int *)payload = 1;
+}
+
+static void test_dead_output(void **state)
+{
+	int in[2], out[2], called = 0;
+	struct sg_wire *w;
+
+	(void)state;
+	assert_int_equal(pipe(in), 0);
+	assert_int_equal(pipe(out), 0);
+	close(out[0]); /* the host is gone */
+	signal(SIGPIPE, SIG_IGN);
+	assert_int_equal(sg_wire_new(in[0], out[1], dead, &called, &w), SG_OK);
+	sg_wire_send(w, json_pack("{s:i}", "id", 1));
+	sg_wire_flush(w, 10000000000LL);
+	assert_true(sg_wire_dead(w));
+	/* The owner is told from the writer thread, once. */
+	for (int i = 0; i < 200 && !called; i++)
+		usleep(5000);
+	assert_int_equal(called, 1);
+	assert_false(sg_wire_send(w, json_pack("{s:i}", "id", 2)));
+	sg_wire_free(w);
+	close(in[0]);
+	close(in[1]);
+	close(out[1]);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_frames_and_eof),
+		cmocka_unit_test(test_malformed),
+		cmocka_unit_test(test_frame_cap),
+		cmocka_unit_test(test_no_newline_over_cap),
+		cmocka_unit_test(test_writer_order_and_cap),
+		cmocka_unit_test(test_dead_output),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
