@@ -14,6 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "gateway/base/cancel.h"
 #include "gateway/base/limits.h"
 #include "gateway/wire.h"
 
@@ -208,7 +209,7 @@ static void test_dead_output(void **state)
 	assert_true(sg_wire_dead(w));
 	/* The owner is told from the writer thread, once. */
 	for (int i = 0; i < 200 && !called; i++)
-		usleep(5000);
+		sg_cancel_sleep(NULL, 5);
 	assert_int_equal(called, 1);
 	assert_false(sg_wire_send(w, json_pack("{s:i}", "id", 2)));
 	sg_wire_free(w);
