@@ -289,7 +289,7 @@ static sg_err step(struct walk *w, const char *c, size_t n, const char *rest,
 		return sg_err_set(err, SG_E_INVALID_ARGUMENT,
 				  "%s is too long", w->user);
 	if (w->missing > 0) {
-		/* Below a missing directory: only PARENTS gets this far. */
+		/* Below a missing directory: only PARENTS comes this far. */
 		w->missing++;
 		return SG_OK;
 	}

@@ -257,7 +257,7 @@ static sg_err enqueue(struct server *sv, struct sg_op *op, handler_fn run)
 	sv->queued++;
 	/*
 	 * An idle worker already signalled counts as idle until it wakes, so
-	 * compare with the queue, not with zero: a burst gets a worker each.
+	 * compare with the queue, not with zero: every job of a burst finds a worker.
 	 */
 	if (sv->queued > sv->idle_threads && sv->threads < SG_WORKERS_MAX) {
 		if (pthread_create(&t, NULL, worker_main, sv) == 0) {
@@ -1189,7 +1189,7 @@ int sg_server_run(const struct sg_server_opts *o)
 	/*
 	 * A larger pipe to the host means a multi-megabyte reply (an export
 	 * chunk) crosses in a few writes instead of a hundred 64 KiB ones.
-	 * Best effort: stdout may not be a pipe, or the system may refuse.
+	 * Best effort: stdout may not be a pipe, or the kernel may refuse.
 	 */
 	(void)fcntl(1, F_SETPIPE_SZ, (int)SG_PIPE_SIZE);
 	if (sg_wire_new(0, 1, on_dead, sv, &sv->s.wire)) {

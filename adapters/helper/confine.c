@@ -33,7 +33,7 @@
 #define CONFINE_MIN_ABI 3
 
 /*
- * Devices commands write to as a matter of course; each gets file rights
+ * Devices commands write to as a matter of course; each is given file rights
  * only, so nothing can be created or removed in /dev.  /dev/pts is the
  * directory of terminals that /dev/ptmx hands out.
  */

@@ -89,7 +89,7 @@ static const char *errstr(int e)
 	case EEXIST: return "file exists";
 	case ENOSPC: return "no space left on device";
 	case EDQUOT: return "disk quota exceeded";
-	case EROFS: return "read-only file system";
+	case EROFS: return "read-only filesystem";
 	case EXDEV: return "source and destination are on different file "
 			   "systems";
 	case ELOOP: return "too many levels of symbolic links";
@@ -102,7 +102,7 @@ static const char *errstr(int e)
 	case EIO: return "input/output error";
 	case ENOMEM: return "out of memory";
 	case ENXIO: return "no such device or address";
-	default: return "system error";
+	default: return "an unexpected error from the kernel";
 	}
 }
 

@@ -43,7 +43,7 @@
 #include "../../gateway/base/limits.h"
 #include "landlock.h"
 
-/* Each toolchain's --version gets this long before it is killed. */
+/* Each toolchain's --version is given this long before it is killed. */
 /* Output kept per --version run; only its first line is used. */
 /* The largest /proc file read whole (mountinfo, net/dev, status). */
 /* The variables passed to the version commands (probe_env), all told. */

@@ -911,7 +911,7 @@ struct proc_snap {
 };
 
 /*
- * Copy the window a read of n bytes from offset gets, plus up to 3 bytes
+ * Copy the window a read of n bytes from offset receives, plus up to 3 bytes
  * past it so that a character at the edge can be judged whole.  The copy
  * is checked against the writer afterwards: bytes the writer may have
  * overwritten meanwhile are dropped from the front (start moves forward).
@@ -1769,7 +1769,7 @@ struct proc_spawn {
 };
 
 /*
- * The child, between fork() and exec(): only system calls and stack
+ * The child, between fork() and exec(): only syscalls and stack
  * buffers.  A failure is written to errfd (close-on-exec, so a successful
  * exec reports nothing) and the child exits 127.
  */

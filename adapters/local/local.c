@@ -5,7 +5,7 @@
  * implementation.  An environment is a directory under the state dir
  * (<state>/local/<identity>/) holding the workspace (or the profile's
  * host_workspace) and the control directory.  Commands run under
- * bubblewrap: the workspace appears at binding.root, the host's system
+ * bubblewrap: the workspace appears at binding.root, the host's OS
  * directories read-only, nothing else of the host (no home, no state dir),
  * a private /tmp, and no network with `network: "none"`.  CPU and memory
  * limits are cgroup limits the command joins before it starts.  Every
@@ -294,17 +294,17 @@ static sg_err setup_limits(struct local_env *le, const char *name, json_t *appli
 /* Paths the sandbox can never show the workspace at. */
 static bool root_allowed(const char *root)
 {
-	static const char *const system[] = { "/usr", "/etc", "/bin", "/sbin",
+	static const char *const sysdirs[] = { "/usr", "/etc", "/bin", "/sbin",
 					      "/lib", "/lib32", "/lib64", "/libx32",
 					      "/proc", "/dev", "/tmp", "/run", "/opt",
 					      "/sys", NULL };
 
 	if (strcmp(root, "/") == 0)
 		return false;
-	for (size_t i = 0; system[i]; i++) {
-		size_t n = strlen(system[i]);
+	for (size_t i = 0; sysdirs[i]; i++) {
+		size_t n = strlen(sysdirs[i]);
 
-		if (strncmp(root, system[i], n) == 0 && (root[n] == '\0' || root[n] == '/'))
+		if (strncmp(root, sysdirs[i], n) == 0 && (root[n] == '\0' || root[n] == '/'))
 			return false;
 	}
 	return true;
@@ -341,7 +341,7 @@ static sg_err local_provision(struct sg_env *env, struct sg_cancel *cancel,
 	}
 	if (le->bwrap && !root_allowed(env->root)) {
 		rc = sg_err_set(err, SG_E_INVALID_ARGUMENT,
-				"root %s would hide a system directory inside the sandbox",
+				"root %s would hide one of the OS directories inside the sandbox",
 				env->root);
 		goto out;
 	}
