@@ -359,7 +359,7 @@ sg_err sg_export_read(struct sg_op *op, json_t **out)
 	const char *token = NULL;
 	int64_t offset, length, size = 0;
 	unsigned char *raw = NULL;
-	char *b64 = NULL;
+	char *b64 = NULL, *idtext = NULL;
 	int fd = -1;
 	ssize_t got = 0;
 	sg_err rc;
@@ -384,11 +384,14 @@ sg_err sg_export_read(struct sg_op *op, json_t **out)
 		length = SG_EXPORT_CHUNK;
 	if (length > size - offset)
 		length = size - offset;
+	/*
+	 * The whole reply, {"id":ID,"data":{"data":"<base64>","eof":B}}, is
+	 * built as text in one buffer: a 5.6 MB string through jansson costs
+	 * a copy, a UTF-8 check and an escape pass for bytes that need none.
+	 */
+	idtext = json_dumps(op->id, JSON_COMPACT | JSON_ENCODE_ANY);
 	raw = malloc((size_t)length + 1);
-	/* {"data":"<base64>","eof":false}: built as text, since a 5.6 MB
-	 * string through jansson costs a copy, a UTF-8 check and an escape
-	 * pass for bytes that need none. */
-	b64 = malloc(4 * (((size_t)length + 2) / 3) + 32);
+	b64 = idtext ? malloc(strlen(idtext) + 4 * (((size_t)length + 2) / 3) + 64) : NULL;
 	if (!raw || !b64) {
 		rc = sg_err_set(&op->err, SG_E_INTERNAL, "out of memory");
 		goto out;
@@ -405,19 +408,19 @@ sg_err sg_export_read(struct sg_op *op, json_t **out)
 		got += n;
 	}
 	{
-		size_t n = 9;
+		int n = snprintf(b64, strlen(idtext) + 32, "{\"id\":%s,\"data\":{\"data\":\"", idtext);
 
-		memcpy(b64, "{\"data\":\"", 9);
-		n += (size_t)EVP_EncodeBlock((unsigned char *)b64 + n, raw, (int)length);
-		n += (size_t)snprintf(b64 + n, 24, "\",\"eof\":%s}",
-				      offset + length >= size ? "true" : "false");
-		op->raw_data = b64;
-		op->raw_len = n;
+		n += EVP_EncodeBlock((unsigned char *)b64 + n, raw, (int)length);
+		n += snprintf(b64 + n, 32, "\",\"eof\":%s}}",
+			      offset + length >= size ? "true" : "false");
+		op->raw_reply = b64;
+		op->raw_len = (size_t)n;
 		b64 = NULL;
 	}
 out:
 	if (fd >= 0)
 		close(fd);
+	free(idtext);
 	free(raw);
 	free(b64);
 	return rc;

@@ -83,7 +83,7 @@ static void op_free(struct sg_op *op)
 	json_decref(op->req);
 	json_decref(op->after);
 	free(op->after_id);
-	free(op->raw_data);
+	free(op->raw_reply);
 	sg_cancel_release(&op->cancel);
 	free(op);
 }
@@ -163,9 +163,9 @@ static void finish(struct server *sv, struct sg_op *op, sg_err rc, json_t *data)
 	}
 	sv->replying++;
 	pthread_mutex_unlock(&sv->lock);
-	if (!rc && op->raw_data) {
-		sg_wire_send_reply_text(sv->s.wire, op->id, op->raw_data, op->raw_len);
-		op->raw_data = NULL;
+	if (!rc && op->raw_reply) {
+		sg_wire_send_text(sv->s.wire, op->raw_reply, op->raw_len);
+		op->raw_reply = NULL;
 	} else if (!rc) {
 		sg_wire_send(sv->s.wire, json_pack("{s:O, s:o}", "id", op->id, "data",
 						   data ? data : json_object()));

@@ -75,11 +75,11 @@ struct sg_op {
 	void (*after_sent)(struct sg_op *op);
 	char *after_id;       /* for after_sent's use (malloc) */
 	/*
-	 * A reply's data already as JSON text (malloc), for large payloads
-	 * that would be slow to build and serialise as a json_t: when the
-	 * handler sets it, *out stays NULL and this is sent as `data`.
+	 * The whole reply frame already as JSON text (malloc, no newline), for
+	 * large payloads that would be slow to build and serialise as a json_t:
+	 * when the handler sets it, *out stays NULL and this is sent as is.
 	 */
-	char *raw_data;
+	char *raw_reply;
 	size_t raw_len;
 	const char *tool;     /* execute: the tool's name, for the audit log */
 	bool tool_failed;     /* execute: the ToolResult has is_error */

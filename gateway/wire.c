@@ -303,33 +303,14 @@ static bool enqueue_text(struct sg_wire *w, char *text, size_t len)
 	return ok;
 }
 
-bool sg_wire_send_reply_text(struct sg_wire *w, json_t *id, char *data, size_t len)
+bool sg_wire_send_text(struct sg_wire *w, char *text, size_t len)
 {
-	char *idtext = json_dumps(id, JSON_COMPACT | JSON_ENCODE_ANY);
-	size_t idlen = idtext ? strlen(idtext) : 0;
-	size_t n = 6 + idlen + 8 + len + 1; /* {"id": ID ,"data": DATA } */
-	char *text = NULL;
-
-	if (idtext && n < SG_MAX_FRAME && (text = malloc(n + 1))) {
-		char *p = text;
-
-		memcpy(p, "{\"id\":", 6);
-		p += 6;
-		memcpy(p, idtext, idlen);
-		p += idlen;
-		memcpy(p, ",\"data\":", 8);
-		p += 8;
-		memcpy(p, data, len);
-		p += len;
-		*p++ = '}';
-		*p = '\0';
+	if (len + 1 > SG_MAX_FRAME) {
+		sg_log_err("a message over the frame limit was not sent");
+		free(text);
+		return false;
 	}
-	free(data);
-	free(idtext);
-	if (!text)
-		return sg_wire_send(w, json_pack("{s:O, s:s}", "id", id, "error",
-						 "too_large: the reply would exceed the 16 MiB frame limit"));
-	return enqueue_text(w, text, n);
+	return enqueue_text(w, text, len);
 }
 
 bool sg_wire_send(struct sg_wire *w, json_t *msg)

@@ -54,12 +54,11 @@ sg_err sg_wire_parse(const char *p, size_t n, json_t **frame,
 bool sg_wire_send(struct sg_wire *w, json_t *msg);
 
 /*
- * Queue a reply whose data is JSON text already: {"id":<id>,"data":<data>}.
- * data (len bytes, valid JSON) is stolen (freed here).  False if the wire
- * is dead.
+ * Queue a message that is JSON text already (len bytes, no newline; text
+ * is stolen).  Over the frame cap it is dropped and false returned, like a
+ * dead wire.
  */
-bool sg_wire_send_reply_text(struct sg_wire *w, json_t *id, char *data,
-			     size_t len);
+bool sg_wire_send_text(struct sg_wire *w, char *text, size_t len);
 
 /* Wait until everything queued is written, the wire died, or deadline_ms
  * (sg_now_ms clock) passed.  True when all was written. */
