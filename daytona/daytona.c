@@ -130,7 +130,7 @@
 #endif
 
 #define DTN_NAME_SLUG 24   /* readable bytes of an identity in a name */
-#define DTN_GARBAGE_MAX 64 /* finished run directories removed per exec */
+#define DTN_GARBAGE_BATCH 16 /* finished execs whose files one rm removes */
 
 /* Label keys.  managed-by is what `sandgate envs` and reapers filter on. */
 #define DTN_L_MANAGED "managed-by"
@@ -177,59 +177,75 @@ struct dtn_env {
  */
 
 /*
- * One exec (see the top comment).  SG_D run dir of this exec, SG_MK the
- * marker, SG_G quoted finished run dirs to remove, SG_A 1 to attach only,
- * SG_C cwd, SG_I stdin kind (e: SG_IN, f: the uploaded file SG_F, else
- * empty), SG_X the command's quoted words, SG_R the runner, SG_M merge,
- * SG_T timeout in seconds ("" none), SG_K detaches, SG_L this trip's wait
- * in seconds, SG_N the same in tenths, SG_O and SG_E the heads kept.
+ * One exec (see the top comment).  Its files share the prefix SG_D in
+ * run/: .s (created exclusively: the "start once" guard), .in, .o, .e,
+ * .st (sg-helper status), .x (exit status), .to (timed out), .pid and
+ * .cancel.  SG_MK is the marker, SG_G quoted globs of finished execs to
+ * remove, SG_A 1 to attach only, SG_C cwd, SG_I stdin kind (e: SG_IN, f:
+ * the uploaded file SG_F, else none), SG_X the command's quoted words,
+ * SG_R the runner, SG_M merge, SG_T timeout in seconds ("" none), SG_K
+ * detaches, SG_L this trip's wait in seconds, SG_N the same in tenths,
+ * SG_O and SG_E the heads kept.  Under bash the wait is `wait -n` on the
+ * runner and a sleep; elsewhere a timer in its own session interrupts a
+ * plain `wait` with SIGUSR1.
  */
 static const char dtn_exec_sh[] =
 	"exec 2>/dev/null\n"
 	"d=$SG_D k=$SG_MK\n"
-	"if [ -n \"$SG_G\" ]; then eval \"rm -rf -- $SG_G\"; fi\n"
+	"if [ -n \"$SG_G\" ]; then eval \"rm -f -- $SG_G\"; fi\n"
 	"r() {\n"
-	"  n=$(wc -c <\"$d/o\") || n=0\n"
-	"  head -c \"$SG_O\" \"$d/o\"\n"
-	"  printf '\\n%s done %s|%s|%s|%s\\n' \"$k\" \"$(cat \"$d/x\")\" "
-	"\"$(cat \"$d/st\")\" \"$(test -e \"$d/to\" && echo 1)\" \"$n\"\n"
-	"  head -c \"$SG_E\" \"$d/e\"\n"
+	"  x= st= to= n=0\n"
+	"  if [ -s \"$d.o\" ]; then n=$(wc -c <\"$d.o\"); head -c \"$SG_O\" \"$d.o\"; fi\n"
+	"  read -r x <\"$d.x\"\n"
+	"  read -r st <\"$d.st\"\n"
+	"  if [ -e \"$d.to\" ]; then to=1; fi\n"
+	"  printf '\\n%s done %s|%s|%s|%s\\n' \"$k\" \"$x\" \"$st\" \"$to\" \"$n\"\n"
+	"  if [ -s \"$d.e\" ]; then head -c \"$SG_E\" \"$d.e\"; fi\n"
 	"  exit 0\n"
 	"}\n"
 	"f() {\n"
-	"  printf 'sandgate: %s\\n' \"$1\" >\"$d/e\"\n"
-	"  if [ \"$SG_M\" = 1 ]; then cat \"$d/e\" >\"$d/o\"; else : >\"$d/o\"; fi\n"
-	"  printf '127\\n' >\"$d/x\"\n"
+	"  printf 'sandgate: %s\\n' \"$1\" >\"$d.e\"\n"
+	"  if [ \"$SG_M\" = 1 ]; then cat \"$d.e\" >\"$d.o\"; fi\n"
+	"  printf '127\\n' >\"$d.x\"\n"
 	"  r\n"
 	"}\n"
-	"if [ \"$SG_A\" != 1 ] && mkdir -- \"$d\"; then\n"
+	"s=\n"
+	"if [ \"$SG_A\" != 1 ]; then set -C; if : >\"$d.s\"; then s=1; fi; set +C; fi\n"
+	"if [ -n \"$s\" ]; then\n"
 	"  cd -- \"$SG_C\" || f \"cannot enter the directory $SG_C\"\n"
+	"  i=/dev/null\n"
 	"  case $SG_I in\n"
-	"  e) printf '%s' \"$SG_IN\" >\"$d/in\" ;;\n"
-	"  f) mv -f -- \"$SG_F\" \"$d/in\" ;;\n"
-	"  *) : >\"$d/in\" ;;\n"
-	"  esac || f \"cannot stage the command's stdin in $d\"\n"
+	"  e) i=$d.in; printf '%s' \"$SG_IN\" >\"$i\" || f \"cannot stage the command's stdin in $i\" ;;\n"
+	"  f) i=$SG_F ;;\n"
+	"  esac\n"
 	"  eval \"set -- $SG_X\"\n"
-	"  setsid sh -c \"$SG_R\" sg-run \"$d\" \"$SG_M\" \"$SG_T\" \"$SG_K\" \"$@\" "
+	"  setsid sh -c \"$SG_R\" sg-run \"$d\" \"$i\" \"$SG_M\" \"$SG_T\" \"$SG_K\" \"$@\" "
 	"</dev/null >/dev/null 2>&1 &\n"
 	"  p=$!\n"
-	"  printf '%s\\n' \"$p\" >\"$d/pid\"\n"
-	"  if [ -e \"$d/cancel\" ]; then kill -9 -\"$p\" || kill -9 \"$p\"; fi\n"
-	"  trap : USR1\n"
-	"  setsid sh -c 'sleep \"$1\"; kill -USR1 \"$2\"' sg-timer \"$SG_L\" \"$$\" "
+	"  printf '%s\\n' \"$p\" >\"$d.pid\"\n"
+	"  if [ -e \"$d.cancel\" ]; then kill -9 -\"$p\" || kill -9 \"$p\"; fi\n"
+	"  if [ -n \"$BASH_VERSION\" ]; then\n"
+	"    sleep \"$SG_L\" </dev/null >/dev/null 2>&1 &\n"
+	"    w=$!\n"
+	"    wait -n\n"
+	"    kill \"$w\"\n"
+	"  else\n"
+	"    trap : USR1\n"
+	"    setsid sh -c 'sleep \"$1\"; kill -USR1 \"$2\"' sg-timer \"$SG_L\" \"$$\" "
 	"</dev/null >/dev/null 2>&1 &\n"
-	"  w=$!\n"
-	"  wait \"$p\"\n"
-	"  kill -9 -\"$w\" || kill -9 \"$w\"\n"
-	"  if [ -e \"$d/x\" ] || ! kill -0 \"$p\"; then r; fi\n"
+	"    w=$!\n"
+	"    wait \"$p\"\n"
+	"    kill -9 -\"$w\" || kill -9 \"$w\"\n"
+	"  fi\n"
+	"  if [ -s \"$d.x\" ] || ! kill -0 \"$p\"; then r; fi\n"
 	"  printf '\\n%s pending\\n' \"$k\"\n"
 	"  exit 0\n"
 	"fi\n"
-	"if [ ! -d \"$d\" ]; then printf '\\n%s missing\\n' \"$k\"; exit 0; fi\n"
+	"if [ ! -e \"$d.s\" ]; then printf '\\n%s missing\\n' \"$k\"; exit 0; fi\n"
 	"i=0 p=\n"
 	"while [ \"$i\" -lt \"$SG_N\" ]; do\n"
-	"  if [ -e \"$d/x\" ]; then r; fi\n"
-	"  if [ -z \"$p\" ]; then p=$(cat \"$d/pid\"); fi\n"
+	"  if [ -s \"$d.x\" ]; then r; fi\n"
+	"  if [ -z \"$p\" ]; then read -r p <\"$d.pid\"; fi\n"
 	"  if [ -n \"$p\" ] && ! kill -0 \"$p\"; then r; fi\n"
 	"  sleep 0.1\n"
 	"  i=$((i + 1))\n"
@@ -238,38 +254,38 @@ static const char dtn_exec_sh[] =
 	"exit 0\n";
 
 /*
- * The runner, leader of its own session: $1 run dir, $2 merge, $3
- * timeout in seconds ("" none), $4 detaches, then the command.  The
- * watchdog has its own session too, so killing the runner's group cannot
- * kill it before it wrote the status.
+ * The runner, leader of its own session: $1 the exec's prefix, $2 its
+ * stdin, $3 merge, $4 timeout in seconds ("" none), $5 detaches, then the
+ * command.  The watchdog has its own session too, so killing the
+ * runner's group cannot kill it before it wrote the status.
  */
 static const char dtn_runner_sh[] =
-	"d=$1 m=$2 t=$3 k=$4\n"
-	"shift 4\n"
+	"d=$1 i=$2 m=$3 t=$4 k=$5\n"
+	"shift 5\n"
 	"w=\n"
 	"if [ -n \"$t\" ]; then\n"
-	"  setsid sh -c 'sleep \"$1\"; : >\"$2/to\"; kill -9 -\"$3\"; "
-	"test -e \"$2/x\" || printf \"137\\n\" >\"$2/x\"' sg-dog \"$t\" \"$d\" \"$$\" "
+	"  setsid sh -c 'sleep \"$1\"; : >\"$2.to\"; kill -9 -\"$3\"; "
+	"test -s \"$2.x\" || printf \"137\\n\" >\"$2.x\"' sg-dog \"$t\" \"$d\" \"$$\" "
 	"</dev/null >/dev/null 2>&1 &\n"
 	"  w=$!\n"
 	"fi\n"
-	"if [ \"$m\" = 1 ]; then \"$@\" <\"$d/in\" >\"$d/o\" 2>&1; "
-	"else \"$@\" <\"$d/in\" >\"$d/o\" 2>\"$d/e\"; fi\n"
+	"if [ \"$m\" = 1 ]; then \"$@\" <\"$i\" >\"$d.o\" 2>&1; "
+	"else \"$@\" <\"$i\" >\"$d.o\" 2>\"$d.e\"; fi\n"
 	"x=$?\n"
 	"if [ -n \"$w\" ]; then kill -9 -\"$w\" 2>/dev/null || kill -9 \"$w\" 2>/dev/null; fi\n"
-	"if [ -e \"$d/to\" ]; then exit 0; fi\n"
-	"printf '%s\\n' \"$x\" >\"$d/x.t\" && mv -f \"$d/x.t\" \"$d/x\"\n"
+	"if [ -e \"$d.to\" ]; then exit 0; fi\n"
+	"printf '%s\\n' \"$x\" >\"$d.x\"\n"
 	"if [ \"$k\" != 1 ]; then kill -9 0; fi\n";
 
-/* Kill the exec of run dir SG_D, or keep it from ever starting. */
+/* Kill the exec of prefix SG_D, or keep it from ever starting. */
 static const char dtn_kill_sh[] =
 	"exec 2>/dev/null\n"
-	"d=$SG_D\n"
-	"mkdir -p -- \"$d\"\n"
-	": >\"$d/cancel\"\n"
-	"p=$(cat \"$d/pid\")\n"
+	"d=$SG_D p=\n"
+	": >\"$d.s\"\n"
+	": >\"$d.cancel\"\n"
+	"read -r p <\"$d.pid\"\n"
 	"if [ -n \"$p\" ]; then kill -9 -\"$p\" || kill -9 \"$p\"; fi\n"
-	"test -e \"$d/x\" || printf '137\\n' >\"$d/x\"\n"
+	"test -s \"$d.x\" || printf '137\\n' >\"$d.x\"\n"
 	"printf 'ok=1\\n'\n";
 
 /*
@@ -1320,7 +1336,7 @@ static sg_err dtn_words(const struct dtn_env *de, const struct sg_exec *x,
 	if (de->base.helper) {
 		char *st = NULL;
 
-		if (asprintf(&st, "%s/st", dir) < 0)
+		if (asprintf(&st, "%s.st", dir) < 0)
 			return sg_err_set(err, SG_E_INTERNAL, "out of memory");
 		rc = sg_shquote(w, de->base.helper);
 		if (!rc)
@@ -1354,15 +1370,27 @@ static sg_err dtn_words(const struct dtn_env *de, const struct sg_exec *x,
 	return SG_OK;
 }
 
-/* Take up to DTN_GARBAGE_MAX finished run directories, quoted, into g. */
+/*
+ * The files of finished execs, as quoted globs ("'<prefix>'.*") into g,
+ * once DTN_GARBAGE_BATCH of them have gathered: one rm then serves many
+ * execs, and each exec's files stay until its reply has surely arrived.
+ */
 static void dtn_take_garbage(struct dtn_env *de, struct sg_buf *g)
 {
 	pthread_mutex_lock(&de->lock);
-	while (de->garbage.n > 0 && g->len < SG_KiB * 32) {
+	if (de->garbage.n < DTN_GARBAGE_BATCH) {
+		pthread_mutex_unlock(&de->lock);
+		return;
+	}
+	while (de->garbage.n > 0) {
+		struct sg_buf one = SG_BUF_INIT(SG_PATH_MAX * 2);
 		char *d = de->garbage.v[de->garbage.n - 1];
+		bool ok = !sg_shquote(&one, d) && !sg_buf_adds(&one, ".*") &&
+			  !(g->len && sg_buf_addc(g, ' ')) && !sg_buf_add(g, one.p, one.len);
 
-		if ((g->len && sg_buf_addc(g, ' ')) || sg_shquote(g, d))
-			break;
+		sg_buf_release(&one);
+		if (!ok)
+			break; /* the rest waits for the next exec */
 		free(d);
 		de->garbage.v[--de->garbage.n] = NULL;
 	}
@@ -1373,7 +1401,7 @@ static void dtn_add_garbage(struct dtn_env *de, const char *dir)
 {
 	pthread_mutex_lock(&de->lock);
 	/* A full list only delays the removal to the next day's sweep. */
-	if (de->garbage.n < DTN_GARBAGE_MAX * 4 && sg_strv_add(&de->garbage, dir))
+	if (de->garbage.n < DTN_GARBAGE_BATCH * 8 && sg_strv_add(&de->garbage, dir))
 		sg_log_debug("cannot remember %s for removal", dir);
 	pthread_mutex_unlock(&de->lock);
 }
@@ -1391,7 +1419,7 @@ static sg_err dtn_exec(struct sg_env *env, const struct sg_exec *x,
 		       struct sg_errinfo *err)
 {
 	struct dtn_env *de = (struct dtn_env *)env;
-	struct sg_buf words = SG_BUF_INIT(SG_MAX_FRAME * 2), garbage = SG_BUF_INIT(SG_KiB * 64);
+	struct sg_buf words = SG_BUF_INIT(SG_MAX_FRAME * 2), garbage = SG_BUF_INIT(SG_KiB * 96);
 	json_t *full = NULL, *attach = NULL;
 	char *dir = NULL, *upload = NULL, *command = NULL, mark[40], tok[40];
 	char wait_s[32], timeout_s[32] = "", n_s[32], o_s[32], e_s[32];
@@ -1473,7 +1501,7 @@ static sg_err dtn_exec(struct sg_env *env, const struct sg_exec *x,
 			json_object_set_new(full, "SG_IN",
 					    json_stringn(x->stdin_data, x->stdin_len));
 		} else {
-			if (asprintf(&upload, "%s.in", dir) < 0) {
+			if (asprintf(&upload, "%s.up", dir) < 0) {
 				upload = NULL;
 				rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
 				goto out;

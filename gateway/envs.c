@@ -372,7 +372,10 @@ static int cmd_gc(const struct sg_config *cfg, const char *state_dir, int argc, 
 
 		if (!why)
 			continue;
-		if (json_integer_value(json_object_get(e, "live_sessions")) > 0 && !force) {
+		/* A live session in the registry, or one the backend itself
+		 * reports (an ssh lease held by another machine's gateway). */
+		if ((json_integer_value(json_object_get(e, "live_sessions")) > 0 ||
+		     strcmp(state_of(e), "attached") == 0) && !force) {
 			fprintf(stderr, "sandgate: keeping %s: a live session is attached (use --force)\n",
 				id ? id : "(not created)");
 			continue;

@@ -762,9 +762,12 @@ static struct tenv *shared_env(void)
 	struct sg_errinfo err = { 0 };
 	char *id;
 
-	if (shared.env && sandbox(shared.env->id)) {
-		json_decref(sandbox(shared.env->id)); /* still there */
-		return &shared;
+	if (shared.env) {
+		json_t *sb = sandbox(shared.env->id);
+
+		json_decref(sb);
+		if (sb)
+			return &shared; /* still there */
 	}
 	env_free(&shared);
 	if (!shared_prof)
