@@ -2,16 +2,26 @@
 # bench/run.sh - build sandgate (Release) and sgbench, run every benchmark,
 # and put the measured numbers into docs/benchmarks.md.
 #
-#   bench/run.sh              build, run, rewrite the results block of
-#                             docs/benchmarks.md (between its markers)
-#   bench/run.sh --print      build, run, print the block instead
-#   bench/run.sh --quick      fewer iterations (a smoke run, ~30 s);
+#   bench/run.sh              build, run, rewrite the results blocks of
+#                             docs/benchmarks.md (between their markers)
+#   bench/run.sh --print      build, run, print the blocks instead
+#   bench/run.sh --quick      fewer iterations (a smoke run, ~45 s);
 #                             implies --print, so the doc keeps full runs
+#   bench/run.sh --no-ssh     only the local phase (and its block)
+#   bench/run.sh --ssh-only   only the ssh phase (and its block)
+#
+# Two phases.  local: the gateway on the local backend.  ssh: a real sshd
+# on 127.0.0.1 started by tests/ssh/sshd-harness.sh (generated keys and
+# known_hosts), the gateway on its `ssh` profile, compared with a raw
+# ControlMaster of sgbench's own; the harness is stopped afterwards, also
+# on failure.  Without sshd installed the ssh phase is skipped and its
+# block is left as it was.
 #
 # Environment: BUILD_DIR (default /tmp/sandgate-bench-build), JOBS (2),
-# SGBENCH_ARGS (extra sgbench options).  Everything runs on this machine:
-# the gateway on the local backend, talking over pipes; nothing reaches
-# the network.  A full run takes about a minute after the build.
+# SGBENCH_ARGS (extra sgbench options for the local phase),
+# SGBENCH_SSH_ARGS (for the ssh phase).  Everything runs on this machine
+# and talks over pipes and 127.0.0.1 only.  A full run takes about two
+# minutes after the build (local about 1, ssh about 0.5 to 1).
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -20,15 +30,27 @@ build=${BUILD_DIR:-/tmp/sandgate-bench-build}
 jobs=${JOBS:-2}
 doc="$root/docs/benchmarks.md"
 print=0
+local_phase=1
+ssh_phase=1
 quick=()
+quick_ssh=()
 for a in "$@"; do
   case "$a" in
     --print) print=1 ;;
-    --quick) print=1; quick=(--stat-n 300 --cmd-n 30 --wake-n 30 --export-mib 64 --export-runs 1) ;;
-    -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
+    --quick)
+      print=1
+      quick=(--stat-n 300 --cmd-n 30 --wake-n 30 --export-mib 64 --export-runs 1)
+      quick_ssh=(--ssh-n 30 --ssh-export-runs 1 --rt-n 3) ;;
+    --no-ssh) ssh_phase=0 ;;
+    --ssh-only) local_phase=0 ;;
+    -h|--help) sed -n '2,28p' "$0"; exit 0 ;;
     *) echo "run.sh: unknown option $a" >&2; exit 2 ;;
   esac
 done
+if [ "$local_phase" = 0 ] && [ "$ssh_phase" = 0 ]; then
+  echo "run.sh: --no-ssh and --ssh-only leave nothing to run" >&2
+  exit 2
+fi
 
 echo "== building sandgate (Release) in $build" >&2
 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DBUILD_TESTING=OFF >/dev/null
@@ -44,35 +66,92 @@ else
   sgbench="$build/bench-standalone/sgbench"
 fi
 
-load_before=$(cut -d' ' -f1-3 /proc/loadavg)
 out=$(mktemp -d /tmp/sgbench-out-XXXXXX)
-trap 'rm -rf "$out"' EXIT
-echo "== running $sgbench" >&2
-# shellcheck disable=SC2086
-"$sgbench" --sandgate "$build/sandgate" --json "$out/results.json" \
-  --markdown "$out/table.md" "${quick[@]}" ${SGBENCH_ARGS:-} >&2
+sshd_dir=
+cleanup() {
+  if [ -n "$sshd_dir" ]; then
+    "$root/tests/ssh/sshd-harness.sh" stop "$sshd_dir" || true
+  fi
+  rm -rf "$out"
+}
+trap cleanup EXIT
 
-# The block that goes into the doc: when, where, what, then the table.
-{
+# The lines that say when, where and what; the block's table follows.
+machine() {
   echo "Measured $(date -u +%Y-%m-%dT%H:%MZ) at commit $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)$(git -C "$root" diff --quiet 2>/dev/null || echo ' (with uncommitted changes)')"
   echo "on $(uname -srm), $(nproc) CPUs ($(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)),"
-  echo "$(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo) of memory, $(bwrap --version 2>/dev/null || echo 'no bubblewrap'), $(cc --version | head -1);"
-  echo "load average before the run $load_before, after it $(cut -d' ' -f1-3 /proc/loadavg)."
-  echo
-  cat "$out/table.md"
-} >"$out/block.md"
+  echo "$(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo) of memory, $1, $(cc --version | head -1);"
+  echo "load average before the run $2, after it $(cut -d' ' -f1-3 /proc/loadavg)."
+}
 
-if [ "$print" = 1 ] || [ ! -f "$doc" ] || ! grep -q '<!-- bench:begin -->' "$doc"; then
-  cat "$out/block.md"
-  [ "$print" = 1 ] || echo "run.sh: $doc has no <!-- bench:begin --> marker; block printed above" >&2
-  exit 0
+if [ "$local_phase" = 1 ]; then
+  load_before=$(cut -d' ' -f1-3 /proc/loadavg)
+  echo "== local phase: $sgbench" >&2
+  # shellcheck disable=SC2086
+  "$sgbench" --sandgate "$build/sandgate" --json "$out/results.json" \
+    --markdown "$out/table.md" "${quick[@]}" ${SGBENCH_ARGS:-} >&2
+  {
+    machine "$(bwrap --version 2>/dev/null || echo 'no bubblewrap')" "$load_before"
+    echo
+    cat "$out/table.md"
+  } >"$out/block.md"
 fi
 
-# Replace what lies between the markers, keeping them.
-awk -v block="$out/block.md" '
-  /<!-- bench:begin -->/ { print; while ((getline l < block) > 0) print l; skip = 1; next }
-  /<!-- bench:end -->/ { skip = 0 }
-  !skip { print }
-' "$doc" >"$out/doc.md"
-cp "$out/doc.md" "$doc"
-echo "== results written to $doc" >&2
+if [ "$ssh_phase" = 1 ]; then
+  set +e
+  harness=$("$root/tests/ssh/sshd-harness.sh" start)
+  status=$?
+  set -e
+  if [ "$status" = 77 ]; then
+    echo "== ssh phase skipped: sshd is not installed (apt-get install openssh-server)" >&2
+    ssh_phase=0
+  elif [ "$status" != 0 ]; then
+    echo "run.sh: the sshd harness did not start" >&2
+    exit 1
+  else
+    eval "$harness"
+    # shellcheck disable=SC2153 # SSHD_DIR and the others come from the eval
+    sshd_dir=$SSHD_DIR
+    load_before=$(cut -d' ' -f1-3 /proc/loadavg)
+    echo "== ssh phase: sshd on 127.0.0.1:$SSHD_PORT, $sgbench" >&2
+    # shellcheck disable=SC2086
+    "$sgbench" --sandgate "$build/sandgate" --config "$SANDGATE_TEST_CONFIG" \
+      --profile "$SANDGATE_TEST_PROFILE" --json "$out/ssh.json" \
+      --markdown "$out/ssh-table.md" "${quick_ssh[@]}" ${SGBENCH_SSH_ARGS:-} >&2
+    "$root/tests/ssh/sshd-harness.sh" stop "$sshd_dir"
+    sshd_dir=
+    {
+      machine "$(ssh -V 2>&1) against sshd on 127.0.0.1 (tests/ssh/sshd-harness.sh)" "$load_before"
+      echo
+      cat "$out/ssh-table.md"
+    } >"$out/ssh-block.md"
+  fi
+fi
+
+# Replace what lies between a pair of markers in the doc, keeping them.
+put_block() {
+  awk -v block="$2" -v begin="<!-- $1:begin -->" -v end="<!-- $1:end -->" '
+    $0 == begin { print; while ((getline l < block) > 0) print l; skip = 1; next }
+    $0 == end { skip = 0 }
+    !skip { print }
+  ' "$doc" >"$out/doc.md"
+  cp "$out/doc.md" "$doc"
+  echo "== results written to $doc ($1)" >&2
+}
+
+for phase in local ssh; do
+  if [ "$phase" = local ]; then
+    [ "$local_phase" = 1 ] || continue
+    marker=bench block="$out/block.md"
+  else
+    [ "$ssh_phase" = 1 ] || continue
+    marker=bench-ssh block="$out/ssh-block.md"
+  fi
+  if [ "$print" = 1 ] || [ ! -f "$doc" ] || ! grep -qx "<!-- $marker:begin -->" "$doc"; then
+    cat "$block"
+    echo
+    [ "$print" = 1 ] || echo "run.sh: $doc has no <!-- $marker:begin --> marker; block printed above" >&2
+  else
+    put_block "$marker" "$block"
+  fi
+done

@@ -1,8 +1,9 @@
 /*
  * sgbench.c - sandgate's benchmarks, measured the way a host sees them.
  *
- * The program spawns `sandgate serve` with two pipes, initializes a session
- * on the local backend and then measures, over those pipes:
+ * The program spawns `sandgate serve` with two pipes (on the profile that
+ * --config and --profile name, else the default one), initializes a
+ * session and then measures, over those pipes, on the local backend:
  *
  *   stat    round trips of execute(stat_path);
  *   cmd     execute(run_command "true"), from argv and from a shell string,
@@ -15,7 +16,18 @@
  *           export/close, base64-decoded and checked against the sha256
  *           the open reply gave;
  *   rss     the gateway's resident set, idle after initialize and sampled
- *           every few milliseconds during the export.
+ *           every few milliseconds during the export;
+ *
+ * and on the ssh backend (the `ssh` set; `stat` runs on any backend):
+ *
+ *   ssh     execute(run_command "true") against a raw `ssh -S <socket> host
+ *           true` over a ControlMaster of this program's own (same sshd,
+ *           key and known_hosts), execute(read_file) of 1 MiB against a raw
+ *           `ssh -S <socket> host cat <file>`, interleaved; the export of a
+ *           64 MiB file made on the host; and the ssh client invocations
+ *           per tool call, counted by a second gateway whose PATH starts
+ *           with a counting `ssh` script (it logs one line per invocation,
+ *           then runs the real client with the same arguments and stdin).
  *
  * The confined command line of the direct spawn is not rebuilt here: it is
  * read back from the sandbox itself (/proc/1/cmdline and /proc/1/environ
@@ -84,11 +96,15 @@ extern char **environ;
 
 struct opts {
 	const char *sandgate;
+	const char *config;    /* NULL: sandgate's own default */
+	const char *profile;   /* NULL: the config's default */
 	const char *state_dir; /* NULL: a fresh temporary one */
 	const char *json_out;
 	const char *md_out;
 	long stat_n, cmd_n, wake_n, export_mib, export_runs;
-	bool do_stat, do_cmd, do_wake, do_export;
+	long ssh_n, ssh_export_mib, ssh_export_runs, rt_n;
+	bool do_stat, do_cmd, do_wake, do_export, do_ssh;
+	bool only; /* --only was given: the sets are not the backend's defaults */
 	bool keep;
 };
 
@@ -231,14 +247,28 @@ struct gw {
 	size_t req_cap;
 };
 
-static void gw_start(struct gw *g, const char *sandgate, const char *state_dir)
+/*
+ * Start `sandgate serve` on the profile o names, its stderr into
+ * <state_dir>/<log_name>, with the environment envp.
+ */
+static void gw_start(struct gw *g, const struct opts *o, const char *sandgate,
+		     const char *state_dir, const char *log_name, char *const *envp)
 {
 	int in_p[2], out_p[2], errfd;
 	posix_spawn_file_actions_t fa;
-	char *log = xasprintf("%s/gateway.log", state_dir);
-	char *argv[] = { (char *)sandgate, "serve", "--state-dir", (char *)state_dir,
-			 "--log-level", "info", NULL };
-	int e;
+	char *log = xasprintf("%s/%s", state_dir, log_name);
+	char *argv[12] = { (char *)sandgate, "serve", "--state-dir", (char *)state_dir,
+			   "--log-level", "info", NULL };
+	int e, k = 6;
+
+	if (o->config) {
+		argv[k++] = "--config";
+		argv[k++] = (char *)o->config;
+	}
+	if (o->profile) {
+		argv[k++] = "--profile";
+		argv[k++] = (char *)o->profile;
+	}
 
 	memset(g, 0, sizeof(*g));
 	if (pipe2(in_p, O_CLOEXEC) || pipe2(out_p, O_CLOEXEC))
@@ -250,7 +280,7 @@ static void gw_start(struct gw *g, const char *sandgate, const char *state_dir)
 	posix_spawn_file_actions_adddup2(&fa, in_p[0], 0);
 	posix_spawn_file_actions_adddup2(&fa, out_p[1], 1);
 	posix_spawn_file_actions_adddup2(&fa, errfd, 2);
-	e = posix_spawn(&g->pid, sandgate, &fa, NULL, argv, environ);
+	e = posix_spawn(&g->pid, sandgate, &fa, NULL, argv, envp);
 	posix_spawn_file_actions_destroy(&fa);
 	if (e)
 		die("cannot start %s: %s", sandgate, strerror(e));
@@ -694,15 +724,18 @@ static char **with_command(const struct confined *c, const char *const *cmd)
 /*
  * Spawn argv as the gateway spawns a command: its own process group,
  * stdin from /dev/null, stdout and stderr into one pipe drained to EOF,
- * then reaped.  Returns the wall time in nanoseconds.
+ * then reaped.  Returns the wall time in nanoseconds; *out_bytes (when
+ * not NULL) gets the number of bytes drained.  A non-zero exit is fatal.
  */
-static int64_t spawn_direct(char *const *argv, char *const *envp)
+static int64_t spawn_timed(char *const *argv, char *const *envp, size_t *out_bytes,
+			   const char *what)
 {
 	posix_spawn_file_actions_t fa;
 	posix_spawnattr_t sa;
 	int p[2], status, e;
 	char sink[4096];
 	int64_t t0 = now_ns();
+	size_t got = 0;
 	pid_t pid;
 
 	if (pipe2(p, O_CLOEXEC))
@@ -727,13 +760,21 @@ static int64_t spawn_direct(char *const *argv, char *const *envp)
 			continue;
 		if (n <= 0)
 			break;
+		got += (size_t)n;
 	}
 	close(p[0]);
 	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
 		;
 	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-		die("the direct confined command failed (status %d)", status);
+		die("%s failed (status %d)", what, status);
+	if (out_bytes)
+		*out_bytes = got;
 	return now_ns() - t0;
+}
+
+static int64_t spawn_direct(char *const *argv, char *const *envp)
+{
+	return spawn_timed(argv, envp, NULL, "the direct confined command");
 }
 
 static int64_t gateway_cmd(struct gw *g, const char *data)
@@ -1196,14 +1237,16 @@ static struct export_run export_once(struct gw *g, const char *sha_hex, size_t b
 	return r;
 }
 
-static struct export_result bench_export(struct gw *g, const char *workspace,
-					 size_t bytes, int runs)
+/*
+ * `runs` exports of EXPORT_FILE (which holds `bytes` with the sha256
+ * sha_hex) of each kind, alternating, with the gateway's RSS sampled.
+ */
+static struct export_result export_measure(struct gw *g, const char *sha_hex,
+					   size_t bytes, int runs)
 {
-	char *path = xasprintf("%s/%s", workspace, EXPORT_FILE);
 	unsigned char *raw = malloc(EXPORT_CHUNK + 16);
 	struct export_result r = { 0 };
 	struct sampler s = { .pid = g->pid, .lock = PTHREAD_MUTEX_INITIALIZER };
-	char sha_hex[65];
 	long rss;
 
 	if (!raw)
@@ -1211,7 +1254,6 @@ static struct export_result bench_export(struct gw *g, const char *workspace,
 	if (runs > EXPORT_RUNS_MAX)
 		runs = EXPORT_RUNS_MAX;
 	b64_init();
-	make_file(path, bytes, sha_hex);
 	r.bytes = bytes;
 	r.runs = runs;
 	if (pthread_create(&s.thread, NULL, sampler_main, &s))
@@ -1228,10 +1270,761 @@ static struct export_result bench_export(struct gw *g, const char *workspace,
 	r.rss_max_kib = s.max_kib;
 	r.rss_samples = s.samples;
 	read_rss(g->pid, &rss, &r.hwm_after_kib);
-	unlink(path);
-	free(path);
 	free(raw);
 	return r;
+}
+
+static struct export_result bench_export(struct gw *g, const char *workspace,
+					 size_t bytes, int runs)
+{
+	char *path = xasprintf("%s/%s", workspace, EXPORT_FILE);
+	struct export_result r;
+	char sha_hex[65];
+
+	make_file(path, bytes, sha_hex);
+	r = export_measure(g, sha_hex, bytes, runs);
+	unlink(path);
+	free(path);
+	return r;
+}
+
+/* ---- 6. the ssh set ---- */
+
+#define SSH_READ_FILE "sgbench-1m.txt"
+#define SSH_READ_BYTES MiB
+#define SSH_WARM 10
+#define RT_FILE "sgbench-rt.txt"
+#define RT_STEPS_MAX 8 /* distinct steps named per tool */
+
+/* Where the profile's host is, as a raw ssh client reaches it. */
+struct ssh_target {
+	char *ssh;         /* the client, found on PATH */
+	char *host, *user; /* from the profile */
+	char *key, *known_hosts;
+	long port;         /* 0: ssh's default */
+	char *dest;        /* user@host, or host */
+	char *sock;        /* this program's own ControlMaster */
+	char *directory;   /* the workspace's real path on the host */
+};
+
+/* The first executable `name` on PATH (new), or NULL. */
+static char *find_on_path(const char *name)
+{
+	const char *path = getenv("PATH"), *p, *end;
+
+	if (!path || !*path)
+		path = "/usr/local/bin:/usr/bin:/bin";
+	for (p = path; *p; p = *end ? end + 1 : end) {
+		char *cand;
+
+		end = strchr(p, ':');
+		if (!end)
+			end = p + strlen(p);
+		if (end == p || *p != '/')
+			continue;
+		cand = xasprintf("%.*s/%s", (int)(end - p), p, name);
+		if (access(cand, X_OK) == 0)
+			return cand;
+		free(cand);
+	}
+	return NULL;
+}
+
+/* A profile's path field with "~/" expanded (new), or NULL when absent. */
+static char *profile_path(json_t *prof, const char *key)
+{
+	const char *v = json_string_value(json_object_get(prof, key));
+	const char *home = getenv("HOME");
+
+	if (!v)
+		return NULL;
+	if (strncmp(v, "~/", 2) == 0 && home)
+		return xasprintf("%s/%s", home, v + 2);
+	return xasprintf("%s", v);
+}
+
+/*
+ * The host, port, user, key and known hosts of the ssh profile, read from
+ * the same config file the gateway reads, so the raw client reaches the
+ * same sshd the same way.
+ */
+static void ssh_target_load(struct ssh_target *t, const struct opts *o)
+{
+	json_error_t je;
+	json_t *cfg, *prof;
+	const char *name = o->profile, *v;
+
+	memset(t, 0, sizeof(*t));
+	if (!o->config)
+		die("the ssh set needs --config FILE (to reach the host without sandgate)");
+	cfg = json_load_file(o->config, 0, &je);
+	if (!cfg)
+		die("%s: %s (line %d)", o->config, je.text, je.line);
+	if (!name)
+		name = json_string_value(json_object_get(cfg, "default"));
+	prof = json_object_get(json_object_get(cfg, "profiles"), name ? name : "");
+	if (!json_is_object(prof))
+		die("%s has no profile %s", o->config, name ? name : "(no default)");
+	v = json_string_value(json_object_get(prof, "backend"));
+	if (!v || strcmp(v, "ssh") != 0)
+		die("profile %s is not on the ssh backend", name);
+	v = json_string_value(json_object_get(prof, "host"));
+	if (!v)
+		die("profile %s has no host", name);
+	t->host = xasprintf("%s", v);
+	v = json_string_value(json_object_get(prof, "user"));
+	t->user = v ? xasprintf("%s", v) : NULL;
+	t->port = (long)json_integer_value(json_object_get(prof, "port"));
+	t->key = profile_path(prof, "identity_file");
+	t->known_hosts = profile_path(prof, "known_hosts_file");
+	t->dest = t->user ? xasprintf("%s@%s", t->user, t->host) : xasprintf("%s", t->host);
+	t->ssh = find_on_path("ssh");
+	if (!t->ssh)
+		die("no ssh client on PATH");
+	json_decref(cfg);
+}
+
+static void ssh_target_free(struct ssh_target *t)
+{
+	free(t->ssh);
+	free(t->host);
+	free(t->user);
+	free(t->key);
+	free(t->known_hosts);
+	free(t->dest);
+	free(t->sock);
+	free(t->directory);
+}
+
+/* Run argv with stdio on /dev/null and stderr into log; its exit status. */
+static int run_quiet(char *const *argv, const char *log)
+{
+	posix_spawn_file_actions_t fa;
+	int status = -1, e;
+	pid_t pid;
+
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+	posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+	posix_spawn_file_actions_addopen(&fa, 2, log, O_WRONLY | O_CREAT | O_APPEND, 0600);
+	e = posix_spawn(&pid, argv[0], &fa, NULL, argv, environ);
+	posix_spawn_file_actions_destroy(&fa);
+	if (e)
+		die("cannot spawn %s: %s", argv[0], strerror(e));
+	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+		;
+	return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+/*
+ * This program's own ControlMaster to the profile's host, with the same
+ * key and known hosts as the gateway and strict host key checking, so the
+ * raw clients below pay only what a multiplexed session costs.
+ */
+static void ssh_master_open(struct ssh_target *t, const char *state)
+{
+	char *argv[32], *log = xasprintf("%s/raw-ssh.log", state);
+	char *kh = NULL, *ctl, *port = NULL;
+	int k = 0;
+
+	t->sock = xasprintf("%s/raw.sock", state);
+	if (strchr(t->sock, '%') || strlen(t->sock) > 90)
+		die("the state directory %s cannot hold an ssh control socket", state);
+	ctl = xasprintf("ControlPath=%s", t->sock);
+	argv[k++] = t->ssh;
+	argv[k++] = "-o";
+	argv[k++] = "ControlMaster=yes";
+	argv[k++] = "-o";
+	argv[k++] = ctl;
+	argv[k++] = "-o";
+	argv[k++] = "ControlPersist=60";
+	argv[k++] = "-o";
+	argv[k++] = "BatchMode=yes";
+	argv[k++] = "-o";
+	argv[k++] = "StrictHostKeyChecking=yes";
+	if (t->known_hosts) {
+		kh = xasprintf("UserKnownHostsFile=%s", t->known_hosts);
+		argv[k++] = "-o";
+		argv[k++] = kh;
+		argv[k++] = "-o";
+		argv[k++] = "GlobalKnownHostsFile=none";
+	}
+	if (t->key) {
+		argv[k++] = "-o";
+		argv[k++] = "IdentitiesOnly=yes";
+		argv[k++] = "-i";
+		argv[k++] = t->key;
+	}
+	if (t->port) {
+		port = xasprintf("%ld", t->port);
+		argv[k++] = "-p";
+		argv[k++] = port;
+	}
+	argv[k++] = "-N";
+	argv[k++] = "-f";
+	argv[k++] = "--";
+	argv[k++] = t->dest;
+	argv[k] = NULL;
+	if (run_quiet(argv, log) != 0)
+		die("cannot open a ControlMaster to %s (see %s)", t->dest, log);
+	free(log);
+	free(kh);
+	free(ctl);
+	free(port);
+}
+
+static void ssh_master_close(const struct ssh_target *t, const char *state)
+{
+	char *log = xasprintf("%s/raw-ssh.log", state);
+	char *argv[] = { t->ssh, "-S", t->sock, "-O", "exit", "--", t->dest, NULL };
+
+	if (run_quiet(argv, log) != 0)
+		fprintf(stderr, "sgbench: the raw ControlMaster did not exit cleanly (see %s)\n",
+			log);
+	free(log);
+}
+
+/* The raw client: `ssh -S <socket> [-p PORT] user@host <words...>` (new). */
+static char **ssh_raw_argv(const struct ssh_target *t, const char *const *words)
+{
+	char **v = calloc(16, sizeof(*v));
+	size_t k = 0;
+
+	if (!v)
+		die("out of memory");
+	v[k++] = xasprintf("%s", t->ssh);
+	v[k++] = xasprintf("-S");
+	v[k++] = xasprintf("%s", t->sock);
+	if (t->port) {
+		v[k++] = xasprintf("-p");
+		v[k++] = xasprintf("%ld", t->port);
+	}
+	v[k++] = xasprintf("%s", t->dest);
+	for (size_t i = 0; words[i] && k < 15; i++)
+		v[k++] = xasprintf("%s", words[i]);
+	return v;
+}
+
+static char *argv_text(char *const *v)
+{
+	json_t *a = json_array();
+	char *s;
+
+	for (size_t i = 0; v[i]; i++)
+		json_array_append_new(a, json_string(v[i]));
+	s = json_dumps(a, JSON_COMPACT);
+	json_decref(a);
+	if (!s)
+		die("out of memory");
+	return s;
+}
+
+/* A ToolResult of run_command `command` that exited 0; its content (new). */
+static char *run_shell(struct gw *g, const char *command)
+{
+	char *data = execute_data("run_command", json_pack("{s:s, s:i}", "command", command,
+							    "timeout_ms", 120000));
+	json_t *f, *d;
+	char *out;
+
+	f = gw_reply(g, gw_send(g, "execute", data), NULL);
+	free(data);
+	d = check_tool(f, command);
+	if (json_integer_value(json_object_get(json_object_get(d, "metadata"),
+					       "exit_code")) != 0)
+		die("run_command %s: exit %lld: %.300s", command,
+		    (long long)json_integer_value(
+			    json_object_get(json_object_get(d, "metadata"), "exit_code")),
+		    json_string_value(json_object_get(d, "content")));
+	out = xasprintf("%s", json_string_value(json_object_get(d, "content")));
+	json_decref(f);
+	return out;
+}
+
+/*
+ * The 1 MiB text file read_file and the raw cat read: printable lines of
+ * 100 bytes (pseudo-random letters), so the JSON reply carries it with few
+ * escapes, like source code.  New, SSH_READ_BYTES long, NUL-terminated.
+ */
+static char *text_mib(void)
+{
+	char *t = malloc(SSH_READ_BYTES + 1);
+	uint64_t x = 0x2545F4914F6CDD1DULL;
+
+	if (!t)
+		die("out of memory");
+	for (size_t i = 0; i < SSH_READ_BYTES; i++) {
+		if (i % 100 == 99) {
+			t[i] = '\n';
+			continue;
+		}
+		x ^= x >> 12;
+		x ^= x << 25;
+		x ^= x >> 27;
+		t[i] = (char)('a' + (x * 0x2545F4914F6CDD1DULL >> 59) % 26);
+	}
+	t[SSH_READ_BYTES] = '\0';
+	return t;
+}
+
+enum { SSH_GW_TRUE, SSH_RAW_TRUE, SSH_GW_READ, SSH_RAW_CAT, SSH_KINDS };
+
+static const char *const ssh_names[SSH_KINDS] = {
+	"sandgate run_command argv [\"true\"]",
+	"raw ssh -S <socket> host true",
+	"sandgate read_file (1 MiB)",
+	"raw ssh -S <socket> host cat (1 MiB)",
+};
+static const char *const ssh_keys[SSH_KINDS] = { "gateway_true", "raw_true",
+						  "gateway_read", "raw_cat" };
+
+/* One ssh session count: what a kind of call made the gateway run. */
+struct rt_row {
+	const char *name;
+	long calls;
+	long sessions, controls, masters, watcher;
+	bool target; /* exactly one session per call is the target */
+	int nsteps;
+	char step[RT_STEPS_MAX][48];
+	long step_n[RT_STEPS_MAX];
+};
+
+#define RT_ROWS_MAX 12
+
+struct ssh_result {
+	struct dist d[SSH_KINDS];
+	char *raw_true, *raw_cat; /* the raw command lines */
+	char *view;               /* facts.ssh.view */
+	struct export_result ex;
+	bool export;
+	double raw_export_s;      /* median of raw ssh cat of the export file */
+	int nrt;
+	struct rt_row rt[RT_ROWS_MAX];
+};
+
+static int64_t gateway_read(struct gw *g, const char *data, const char *expect)
+{
+	int64_t t0 = now_ns(), t1, id;
+	json_t *f, *d, *content, *md;
+
+	id = gw_send(g, "execute", data);
+	f = gw_reply(g, id, &t1);
+	d = check_tool(f, "read_file");
+	content = json_object_get(d, "content");
+	md = json_object_get(d, "metadata");
+	if (json_string_length(content) != SSH_READ_BYTES ||
+	    json_is_true(json_object_get(md, "truncated")) ||
+	    (expect && memcmp(json_string_value(content), expect, SSH_READ_BYTES) != 0))
+		die("read_file did not return the 1 MiB written");
+	json_decref(f);
+	return t1 - t0;
+}
+
+/*
+ * S1 and S2: the gateway's run_command and read_file against the raw
+ * multiplexed client, the four kinds interleaved in rotating order.
+ */
+static void ssh_compare(struct gw *g, const struct ssh_target *t, long n,
+			struct ssh_result *r)
+{
+	static const char *const w_true[] = { "true", NULL };
+	char *text = text_mib(), *path = xasprintf("%s/%s", t->directory, SSH_READ_FILE);
+	const char *w_cat[] = { "cat", path, NULL };
+	char **raw_true = ssh_raw_argv(t, w_true), **raw_cat = ssh_raw_argv(t, w_cat);
+	char *d_true = execute_data("run_command", json_pack("{s:[s]}", "argv", "true"));
+	char *d_read = execute_data("read_file", json_pack("{s:s}", "path", SSH_READ_FILE));
+	char *d_write = execute_data("write_file", json_pack("{s:s, s:s}", "path",
+							     SSH_READ_FILE, "content", text));
+	int64_t *v[SSH_KINDS];
+	json_t *f, *d;
+
+	f = gw_reply(g, gw_send(g, "execute", d_write), NULL);
+	d = check_tool(f, "write_file");
+	if (json_integer_value(json_object_get(json_object_get(d, "metadata"),
+					       "bytes_written")) != (json_int_t)SSH_READ_BYTES)
+		die("write_file did not write 1 MiB");
+	json_decref(f);
+	for (int k = 0; k < SSH_KINDS; k++) {
+		v[k] = calloc((size_t)n + 1, sizeof(int64_t));
+		if (!v[k])
+			die("out of memory");
+	}
+	for (long i = -SSH_WARM; i < n; i++) {
+		for (int j = 0; j < SSH_KINDS; j++) {
+			int k = (int)(((i + SSH_WARM) + j) % SSH_KINDS);
+			size_t got = 0;
+			int64_t ns;
+
+			switch (k) {
+			case SSH_GW_TRUE: ns = gateway_cmd(g, d_true); break;
+			case SSH_RAW_TRUE:
+				ns = spawn_timed(raw_true, environ, NULL, "raw ssh true");
+				break;
+			case SSH_GW_READ:
+				ns = gateway_read(g, d_read, i == -SSH_WARM ? text : NULL);
+				break;
+			default:
+				ns = spawn_timed(raw_cat, environ, &got, "raw ssh cat");
+				if (got != SSH_READ_BYTES)
+					die("raw ssh cat gave %zu bytes, not 1 MiB", got);
+				break;
+			}
+			if (i >= 0)
+				v[k][i] = ns;
+		}
+	}
+	for (int k = 0; k < SSH_KINDS; k++) {
+		r->d[k] = dist_of(v[k], (size_t)n);
+		free(v[k]);
+	}
+	r->raw_true = argv_text(raw_true);
+	r->raw_cat = argv_text(raw_cat);
+	free_strv(raw_true);
+	free_strv(raw_cat);
+	free(d_true);
+	free(d_read);
+	free(d_write);
+	free(path);
+	free(text);
+}
+
+/*
+ * S3: a pseudo-random file made on the host by run_command, exported
+ * like the local set's file; then the same file through the raw client,
+ * for the transport's own rate.
+ */
+static void ssh_export(struct gw *g, const struct ssh_target *t, size_t bytes, int runs,
+		       struct ssh_result *r)
+{
+	char *cmd = xasprintf("head -c %zu /dev/urandom >" EXPORT_FILE
+			      " && sha256sum " EXPORT_FILE, bytes);
+	char *out = run_shell(g, cmd), *path = xasprintf("%s/" EXPORT_FILE, t->directory);
+	const char *w_cat[] = { "cat", path, NULL };
+	char **raw = ssh_raw_argv(t, w_cat), sha_hex[65];
+	int64_t v[3];
+
+	if (strspn(out, "0123456789abcdef") != 64)
+		die("sha256sum on the host gave no digest: %.200s", out);
+	memcpy(sha_hex, out, 64);
+	sha_hex[64] = '\0';
+	r->ex = export_measure(g, sha_hex, bytes, runs);
+	r->export = true;
+	for (int i = 0; i < 3; i++) {
+		size_t got = 0;
+
+		v[i] = spawn_timed(raw, environ, &got, "raw ssh cat of the export file");
+		if (got != bytes)
+			die("raw ssh cat gave %zu bytes, not %zu", got, bytes);
+	}
+	r->raw_export_s = (double)dist_of(v, 3).p50 / 1e9;
+	free_strv(raw);
+	free(path);
+	free(out);
+	free(cmd);
+}
+
+/*
+ * The counting client (bench/README.md): one line per invocation into log,
+ * "<kind> <step>", kind session, control (-O) or master; then the real
+ * client with the same arguments.  A session that runs ssh/ssh.c's
+ * wrapper (sg-run) carries the command's header first on stdin ("<n>\n"
+ * and n bytes of quoted words, `env -i -- NAME=value... argv`): the script
+ * reads it to name the step (the sg-helper subcommand, "command" for a
+ * confined one, else the program) and hands it on unchanged ahead of the
+ * rest of stdin.  sg-helper's `proc wait` is the gateway's event watcher,
+ * counted apart.
+ */
+static const char rt_script[] =
+	"#!/bin/sh\n"
+	"# sgbench's counting ssh client (bench/README.md).\n"
+	"log=%s\n"
+	"real=%s\n"
+	"kind=session what=script prev=\n"
+	"for a in \"$@\"; do\n"
+	"\tcase $a in\n"
+	"\tControlMaster=yes) kind=master what=- ;;\n"
+	"\tesac\n"
+	"\t[ \"$prev\" = -O ] && kind=control what=$a\n"
+	"\tprev=$a\n"
+	"done\n"
+	"eval \"last=\\${$#}\"\n"
+	"step() {\n"
+	"\teval \"set -- $(cat \"$1\")\"\n"
+	"\tshift 3\n"
+	"\twhile [ $# -gt 0 ]; do case $1 in *=*) shift ;; *) break ;; esac; done\n"
+	"\tcase $1:$2 in\n"
+	"\t*/sg-helper-*:confine) echo command ;;\n"
+	"\t*/sg-helper-*:probe) echo helper probe ;;\n"
+	"\t*/sg-helper-*) echo \"$2 $3\" ;;\n"
+	"\t*) echo \"${1##*/}\" ;;\n"
+	"\tesac\n"
+	"}\n"
+	"if [ $kind = session ]; then\n"
+	"\tcase $last in\n"
+	"\t*sg-run*)\n"
+	"\t\tIFS= read -r n || n=0\n"
+	"\t\th=$(mktemp \"${log%%/*}/hdr.XXXXXX\") || exit 255\n"
+	"\t\thead -c \"$n\" >\"$h\"\n"
+	"\t\tprintf 'session %%s\\n' \"$(step \"$h\")\" >>\"$log\"\n"
+	"\t\t{ printf '%%s\\n' \"$n\"; cat \"$h\"; rm -f \"$h\"; exec cat; } | \"$real\" \"$@\"\n"
+	"\t\texit $?\n"
+	"\t\t;;\n"
+	"\t*has_%%s*) what='host probe' ;;\n"
+	"\t*env.json.tmp*) what=setup ;;\n"
+	"\t*.sg-helper-*) what=upload ;;\n"
+	"\t*subtree_control*) what=cgroup ;;\n"
+	"\t*.cancel*) what=kill ;;\n"
+	"\t*'leases/$l'*) what=teardown ;;\n"
+	"\tesac\n"
+	"fi\n"
+	"printf '%%s %%s\\n' \"$kind\" \"$what\" >>\"$log\"\n"
+	"exec \"$real\" \"$@\"\n";
+
+/* 'text' for sh, or death when it holds a single quote. */
+static char *sh_word(const char *text)
+{
+	if (strchr(text, '\''))
+		die("a path with a single quote cannot go into the counting script: %s", text);
+	return xasprintf("'%s'", text);
+}
+
+static long file_size(const char *path)
+{
+	struct stat st;
+
+	return stat(path, &st) ? 0 : (long)st.st_size;
+}
+
+/* Tally the log's lines from offset `from` into row (calls already set). */
+static void rt_collect(const char *log, long from, struct rt_row *row)
+{
+	FILE *f = fopen(log, "re");
+	char line[256];
+
+	if (!f)
+		die("%s: %s", log, strerror(errno));
+	if (fseek(f, from, SEEK_SET))
+		die("%s: %s", log, strerror(errno));
+	while (fgets(line, sizeof(line), f)) {
+		char *sp = strchr(line, ' '), *nl = strchr(line, '\n');
+		const char *what;
+		int i;
+
+		if (!sp || !nl)
+			die("%s: an unreadable line", log);
+		*sp = *nl = '\0';
+		what = sp + 1;
+		if (strcmp(line, "master") == 0) {
+			row->masters++;
+			continue;
+		}
+		if (strcmp(line, "control") == 0) {
+			row->controls++;
+			continue;
+		}
+		if (strcmp(what, "proc wait") == 0) {
+			row->watcher++;
+			continue;
+		}
+		row->sessions++;
+		for (i = 0; i < row->nsteps && strcmp(row->step[i], what) != 0; i++)
+			;
+		if (i == row->nsteps && i < RT_STEPS_MAX) {
+			snprintf(row->step[i], sizeof(row->step[i]), "%s", what);
+			row->nsteps++;
+		}
+		if (i < RT_STEPS_MAX)
+			row->step_n[i]++;
+	}
+	fclose(f);
+}
+
+static struct rt_row *rt_begin(struct ssh_result *r, const char *name, bool target,
+			       long *mark, const char *log)
+{
+	struct rt_row *row = &r->rt[r->nrt++];
+
+	memset(row, 0, sizeof(*row));
+	row->name = name;
+	row->target = target;
+	*mark = file_size(log);
+	return row;
+}
+
+static void execute_ok(struct gw *g, const char *tool, json_t *args)
+{
+	char *data = execute_data(tool, args);
+	json_t *f = gw_reply(g, gw_send(g, "execute", data), NULL);
+
+	check_tool(f, tool);
+	json_decref(f);
+	free(data);
+}
+
+/* process/start of argv (steals); the process id into id[64]. */
+static void start_process(struct gw *g, json_t *argv, char id[64])
+{
+	json_t *f = gw_call(g, "process/start", json_pack("{s:o}", "argv", argv));
+	json_t *d = reply_data(f, "process/start");
+
+	if (!json_is_string(json_object_get(d, "id")) ||
+	    strcmp(json_string_value(json_object_get(d, "status")), "running") != 0)
+		die("process/start did not start a process");
+	snprintf(id, 64, "%s", json_string_value(json_object_get(d, "id")));
+	json_decref(f);
+}
+
+/*
+ * S4: a second gateway, on the same profile, whose PATH starts with the
+ * counting client; n calls of each kind, the log read between them.
+ */
+static void ssh_round_trips(const struct opts *o, const char *sandgate, const char *state,
+			    long n, struct ssh_result *r)
+{
+	char *dir = xasprintf("%s/rt", state), *script, *log, *real, *qlog, *qreal;
+	char *path_var, **envp, pid_id[64], data[256];
+	size_t ne = 0;
+	struct gw g;
+	struct rt_row *row;
+	long mark;
+	json_t *f;
+	FILE *sf;
+
+	if (mkdir(dir, 0700) && errno != EEXIST)
+		die("%s: %s", dir, strerror(errno));
+	script = xasprintf("%s/ssh", dir);
+	log = xasprintf("%s/ssh.log", dir);
+	real = find_on_path("ssh");
+	if (!real)
+		die("no ssh client on PATH");
+	qlog = sh_word(log);
+	qreal = sh_word(real);
+	sf = fopen(script, "we");
+	if (!sf || fprintf(sf, rt_script, qlog, qreal) < 0 || fclose(sf) ||
+	    chmod(script, 0700))
+		die("cannot write %s", script);
+	close(open(log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
+	path_var = xasprintf("PATH=%s:%s", dir, getenv("PATH") ? getenv("PATH") : "/usr/bin:/bin");
+	while (environ[ne])
+		ne++;
+	envp = calloc(ne + 2, sizeof(*envp));
+	if (!envp)
+		die("out of memory");
+	envp[0] = path_var;
+	for (size_t i = 0, k = 1; i < ne; i++)
+		if (strncmp(environ[i], "PATH=", 5) != 0)
+			envp[k++] = environ[i];
+
+	row = rt_begin(r, "initialize", false, &mark, log);
+	gw_start(&g, o, sandgate, state, "gateway-rt.log", envp);
+	f = gw_call(&g, "initialize",
+		    json_pack("{s:i, s:s, s:s, s:b}", "version", 4, "root", ROOT,
+			      "session", SESSION "-rt", "remove_workspace_on_exit", true));
+	reply_data(f, "initialize");
+	json_decref(f);
+	row->calls = 1;
+	rt_collect(log, mark, row);
+
+	row = rt_begin(r, "write_file", true, &mark, log);
+	for (long i = 0; i < n; i++)
+		execute_ok(&g, "write_file", json_pack("{s:s, s:s}", "path", RT_FILE,
+						       "content", "sgbench a\n"));
+	row->calls = n;
+	rt_collect(log, mark, row);
+
+	row = rt_begin(r, "read_file", true, &mark, log);
+	for (long i = 0; i < n; i++)
+		execute_ok(&g, "read_file", json_pack("{s:s}", "path", RT_FILE));
+	row->calls = n;
+	rt_collect(log, mark, row);
+
+	row = rt_begin(r, "stat_path", true, &mark, log);
+	for (long i = 0; i < n; i++)
+		execute_ok(&g, "stat_path", json_pack("{s:s}", "path", RT_FILE));
+	row->calls = n;
+	rt_collect(log, mark, row);
+
+	row = rt_begin(r, "run_command", true, &mark, log);
+	for (long i = 0; i < n; i++)
+		execute_ok(&g, "run_command", json_pack("{s:[s]}", "argv", "true"));
+	row->calls = n;
+	rt_collect(log, mark, row);
+
+	/* process/read at offset 0 of a process that runs throughout. */
+	start_process(&g, json_pack("[s,s,s]", "sh", "-c", "echo sgbench; exec sleep 120"),
+		      pid_id);
+	snprintf(data, sizeof(data),
+		 "{\"id\":\"%s\",\"OffsetBytes\":0,\"Wait\":0,\"MinDwell\":0,\"MaxBytes\":0}",
+		 pid_id);
+	row = rt_begin(r, "process/read", true, &mark, log);
+	for (long i = 0; i < n; i++) {
+		f = gw_reply(&g, gw_send(&g, "process/read", data), NULL);
+		reply_data(f, "process/read");
+		json_decref(f);
+	}
+	row->calls = n;
+	rt_collect(log, mark, row);
+	snprintf(data, sizeof(data), "{\"id\":\"%s\",\"grace_ms\":1000}", pid_id);
+	json_decref(gw_reply(&g, gw_send(&g, "process/stop", data), NULL));
+
+	row = rt_begin(r, "edit_file", false, &mark, log);
+	for (long i = 0; i < n; i++)
+		execute_ok(&g, "edit_file",
+			   json_pack("{s:s, s:s, s:s}", "path", RT_FILE, "old_string",
+				     i % 2 ? "sgbench b" : "sgbench a", "new_string",
+				     i % 2 ? "sgbench a" : "sgbench b"));
+	row->calls = n;
+	rt_collect(log, mark, row);
+
+	row = rt_begin(r, "process/start", false, &mark, log);
+	for (long i = 0; i < n; i++)
+		start_process(&g, json_pack("[s,s]", "sleep", "0.2"), pid_id);
+	row->calls = n;
+	rt_collect(log, mark, row);
+
+	{
+		struct rt_row *rd;
+		long mark_rd;
+		char token[128];
+
+		row = rt_begin(r, "export/open", false, &mark, log);
+		rd = rt_begin(r, "export/read + export/close", false, &mark_rd, log);
+		for (long i = 0; i < n; i++) {
+			long before = file_size(log), after;
+
+			f = gw_call(&g, "export/open", json_pack("{s:s}", "path", RT_FILE));
+			snprintf(token, sizeof(token), "%s",
+				 json_string_value(json_object_get(reply_data(f, "export/open"),
+								   "token")));
+			json_decref(f);
+			after = file_size(log);
+			rt_collect(log, before, row);
+			f = gw_call(&g, "export/read",
+				    json_pack("{s:s, s:i}", "token", token, "offset", 0));
+			reply_data(f, "export/read");
+			json_decref(f);
+			f = gw_call(&g, "export/close", json_pack("{s:s}", "token", token));
+			reply_data(f, "export/close");
+			json_decref(f);
+			rt_collect(log, after, rd);
+		}
+		row->calls = rd->calls = n;
+	}
+
+	row = rt_begin(r, "shutdown (stdin closed)", false, &mark, log);
+	if (gw_stop(&g) != 0)
+		die("the counting gateway did not exit cleanly (see %s/gateway-rt.log)", state);
+	row->calls = 1;
+	rt_collect(log, mark, row);
+
+	free(envp);
+	free(path_var);
+	free(qlog);
+	free(qreal);
+	free(real);
+	free(log);
+	free(script);
+	free(dir);
 }
 
 /* ---- the report ---- */
@@ -1242,8 +2035,10 @@ static double mbps(size_t bytes, double s)
 }
 
 struct results {
-	bool stat, cmd, wake, export;
+	bool local; /* the gateway's profile is on the local backend */
+	bool stat, cmd, wake, export, ssh;
 	struct stat_result st;
+	struct ssh_result sh;
 	struct cmd_result cmd_r;
 	struct wake_result wk;
 	struct export_result ex;
@@ -1255,6 +2050,91 @@ struct results {
 static const char *verdict(bool ok)
 {
 	return ok ? "PASS" : "FAIL";
+}
+
+/* "fs resolve + proc spawn": the steps of a row, per call. */
+static void rt_steps(const struct rt_row *row, char *out, size_t n)
+{
+	size_t used = 0;
+
+	out[0] = '\0';
+	for (int i = 0; i < row->nsteps && used < n; i++) {
+		double per = (double)row->step_n[i] / (double)row->calls;
+		int w;
+
+		if (per > 0.999 && per < 1.001)
+			w = snprintf(out + used, n - used, "%s%s", i ? " + " : "", row->step[i]);
+		else
+			w = snprintf(out + used, n - used, "%s%s ×%.2g", i ? " + " : "",
+				     row->step[i], per);
+		if (w < 0)
+			break;
+		used += (size_t)w;
+	}
+}
+
+static bool rt_pass(const struct rt_row *row)
+{
+	return row->sessions == row->calls && row->controls == 0 && row->masters == 0;
+}
+
+static double rt_per(const struct rt_row *row)
+{
+	return (double)row->sessions / (double)row->calls;
+}
+
+static void report_ssh_markdown(FILE *o, const struct ssh_result *s)
+{
+	const struct dist *d = s->d;
+	double rt = (double)d[SSH_GW_TRUE].p50 / (double)d[SSH_RAW_TRUE].p50;
+	double rr = (double)d[SSH_GW_READ].p50 / (double)d[SSH_RAW_CAT].p50;
+	bool all = true;
+	char steps[256];
+
+	fprintf(o, "| S1 | run_command argv [\"true\"] vs raw `ssh -S <socket> host true`, %zu runs each | p50 %.2f ms vs %.2f ms: **%.2f×** (p90 %.2f vs %.2f ms) | ≤ 1.3× | %s |\n",
+		d[SSH_GW_TRUE].n, d[SSH_GW_TRUE].p50 / 1e6, d[SSH_RAW_TRUE].p50 / 1e6, rt,
+		d[SSH_GW_TRUE].p90 / 1e6, d[SSH_RAW_TRUE].p90 / 1e6, verdict(rt <= 1.3));
+	fprintf(o, "| S2 | read_file of 1 MiB vs raw `ssh -S <socket> host cat FILE`, %zu runs each | p50 %.2f ms vs %.2f ms: **%.2f×** (p90 %.2f vs %.2f ms) | ≤ 1.3× | %s |\n",
+		d[SSH_GW_READ].n, d[SSH_GW_READ].p50 / 1e6, d[SSH_RAW_CAT].p50 / 1e6, rr,
+		d[SSH_GW_READ].p90 / 1e6, d[SSH_RAW_CAT].p90 / 1e6, verdict(rr <= 1.3));
+	if (s->export) {
+		const struct export_run *m = &s->ex.med, *ma = &s->ex.med_ahead;
+
+		fprintf(o, "| S3 | export of %zu MiB made on the host: open + 4 MiB reads, each base64-decoded and hashed + close; sha256 checked; median of %d | **%.0f MB/s** end to end (%.2f s: open %.2f s, reads %.2f s, client %.2f s); one read ahead %.0f MB/s; raw `ssh -S` cat of the file %.0f MB/s | none set | info |\n",
+			s->ex.bytes / MiB, s->ex.runs, mbps(s->ex.bytes, m->total_s), m->total_s,
+			m->open_s, m->read_s, m->client_s, mbps(s->ex.bytes, ma->total_s),
+			mbps(s->ex.bytes, s->raw_export_s));
+	}
+	for (int i = 0; i < s->nrt; i++)
+		if (s->rt[i].target)
+			all = all && rt_pass(&s->rt[i]);
+	fputs("| S4 | ssh client runs per tool call (counting `ssh` first on the gateway's PATH) | ", o);
+	for (int i = 0, first = 1; i < s->nrt; i++) {
+		if (!s->rt[i].target)
+			continue;
+		fprintf(o, "%s%s %.2g", first ? "" : ", ", s->rt[i].name, rt_per(&s->rt[i]));
+		if (s->rt[i].controls || s->rt[i].masters)
+			fprintf(o, " (+%ld control, %ld master)", s->rt[i].controls,
+				s->rt[i].masters);
+		first = 0;
+	}
+	fprintf(o, " | exactly 1 each | %s |\n", verdict(all));
+	fputs("| S4i | the same, for information | ", o);
+	for (int i = 0, first = 1; i < s->nrt; i++) {
+		const struct rt_row *row = &s->rt[i];
+
+		if (row->target)
+			continue;
+		rt_steps(row, steps, sizeof(steps));
+		fprintf(o, "%s%s %.2g%s%s%s", first ? "" : "; ", row->name, rt_per(row),
+			row->nsteps ? " (" : "", steps, row->nsteps ? ")" : "");
+		if (row->masters)
+			fprintf(o, " + %ld master", row->masters);
+		if (row->controls)
+			fprintf(o, " + %ld control", row->controls);
+		first = 0;
+	}
+	fputs(" | none | info |\n", o);
 }
 
 /* The results as a Markdown table with targets and verdicts. */
@@ -1302,9 +2182,12 @@ static void report_markdown(FILE *o, const struct results *r)
 			r->ex.runs, mbps(r->ex.bytes, ma->total_s), ma->total_s, ma->open_s,
 			verdict(mbps(r->ex.bytes, ma->total_s) >= 200));
 	}
-	fprintf(o, "| 5a | gateway RSS idle after initialize | VmRSS %.1f MiB (VmHWM %.1f MiB) | ≤ 16 MiB | %s |\n",
-		r->idle_rss_kib / 1024.0, r->idle_hwm_kib / 1024.0,
-		verdict(r->idle_rss_kib <= 16 * 1024));
+	if (r->local)
+		fprintf(o, "| 5a | gateway RSS idle after initialize | VmRSS %.1f MiB (VmHWM %.1f MiB) | ≤ 16 MiB | %s |\n",
+			r->idle_rss_kib / 1024.0, r->idle_hwm_kib / 1024.0,
+			verdict(r->idle_rss_kib <= 16 * 1024));
+	if (r->ssh)
+		report_ssh_markdown(o, &r->sh);
 	if (r->export)
 		fprintf(o, "| 5b | gateway RSS during the export | max VmRSS %.1f MiB over %ld samples (VmHWM after: %.1f MiB) | ≤ 64 MiB | %s |\n",
 			r->ex.rss_max_kib / 1024.0, r->ex.rss_samples,
@@ -1338,6 +2221,39 @@ static void report_details(FILE *o, const struct results *r)
 			i + 1, x->total_s, mbps(r->ex.bytes, x->total_s), x->open_s,
 			x->read_s, x->chunks, x->client_s, x->close_s, y->total_s,
 			mbps(r->ex.bytes, y->total_s), y->open_s);
+	}
+	if (r->ssh) {
+		const struct ssh_result *s = &r->sh;
+		char steps[256];
+
+		for (int k = 0; k < SSH_KINDS; k++) {
+			const struct dist *d = &s->d[k];
+
+			fprintf(o, "%-38s p50 %7.2f ms  p90 %7.2f ms  p99 %7.2f ms  min %6.2f ms\n",
+				ssh_names[k], d->p50 / 1e6, d->p90 / 1e6, d->p99 / 1e6,
+				d->min / 1e6);
+		}
+		fprintf(o, "raw command lines: %s and %s\n", s->raw_true, s->raw_cat);
+		fprintf(o, "workspace view on the host: %s\n", s->view ? s->view : "?");
+		for (int i = 0; s->export && i < s->ex.runs; i++) {
+			const struct export_run *x = &s->ex.run[i], *y = &s->ex.ahead[i];
+
+			fprintf(o, "ssh export run %d: %.2f s = %.0f MB/s (open %.3f s, reads %.3f s in %ld chunks, client %.3f s, close %.4f s); read ahead: %.2f s = %.0f MB/s (open %.3f s)\n",
+				i + 1, x->total_s, mbps(s->ex.bytes, x->total_s), x->open_s,
+				x->read_s, x->chunks, x->client_s, x->close_s, y->total_s,
+				mbps(s->ex.bytes, y->total_s), y->open_s);
+		}
+		if (s->export)
+			fprintf(o, "ssh export: gateway max VmRSS %.1f MiB; raw cat of the file %.3f s\n",
+				s->ex.rss_max_kib / 1024.0, s->raw_export_s);
+		for (int i = 0; i < s->nrt; i++) {
+			const struct rt_row *row = &s->rt[i];
+
+			rt_steps(row, steps, sizeof(steps));
+			fprintf(o, "ssh runs: %-28s %3ld calls: %3ld sessions (%s), %ld control, %ld master, %ld watcher re-arms\n",
+				row->name, row->calls, row->sessions, row->nsteps ? steps : "none",
+				row->controls, row->masters, row->watcher);
+		}
 	}
 	fprintf(o, "process/event lines seen: %ld; gateway exit status: %d\n", r->events,
 		r->gateway_status);
@@ -1400,6 +2316,50 @@ static void write_json(const char *path, const struct results *r)
 				  (json_int_t)r->ex.rss_samples, "hwm_after_kib",
 				  (json_int_t)r->ex.hwm_after_kib));
 	}
+	if (r->ssh) {
+		const struct ssh_result *s = &r->sh;
+		json_t *sj = json_object(), *rt = json_array();
+
+		for (int k = 0; k < SSH_KINDS; k++)
+			json_object_set_new(sj, ssh_keys[k], dist_json(&s->d[k]));
+		json_object_set_new(sj, "ratio_true",
+				    json_real((double)s->d[SSH_GW_TRUE].p50 /
+					      (double)s->d[SSH_RAW_TRUE].p50));
+		json_object_set_new(sj, "ratio_read",
+				    json_real((double)s->d[SSH_GW_READ].p50 /
+					      (double)s->d[SSH_RAW_CAT].p50));
+		json_object_set_new(sj, "raw_true", json_string(s->raw_true));
+		json_object_set_new(sj, "raw_cat", json_string(s->raw_cat));
+		if (s->export)
+			json_object_set_new(
+				sj, "export",
+				json_pack("{s:I, s:f, s:f, s:f, s:I}", "bytes",
+					  (json_int_t)s->ex.bytes, "median_mb_per_s",
+					  mbps(s->ex.bytes, s->ex.med.total_s),
+					  "median_ahead_mb_per_s",
+					  mbps(s->ex.bytes, s->ex.med_ahead.total_s),
+					  "raw_cat_mb_per_s",
+					  mbps(s->ex.bytes, s->raw_export_s), "rss_max_kib",
+					  (json_int_t)s->ex.rss_max_kib));
+		for (int i = 0; i < s->nrt; i++) {
+			const struct rt_row *row = &s->rt[i];
+			json_t *steps = json_object();
+
+			for (int k = 0; k < row->nsteps; k++)
+				json_object_set_new(steps, row->step[k],
+						    json_integer(row->step_n[k]));
+			json_array_append_new(
+				rt, json_pack("{s:s, s:I, s:I, s:I, s:I, s:I, s:b, s:o}", "call",
+					      row->name, "calls", (json_int_t)row->calls, "sessions",
+					      (json_int_t)row->sessions, "controls",
+					      (json_int_t)row->controls, "masters",
+					      (json_int_t)row->masters, "watcher",
+					      (json_int_t)row->watcher, "target", row->target,
+					      "steps", steps));
+		}
+		json_object_set_new(sj, "round_trips", rt);
+		json_object_set_new(j, "ssh", sj);
+	}
 	json_object_set_new(j, "idle_rss_kib", json_integer(r->idle_rss_kib));
 	json_object_set_new(j, "idle_hwm_kib", json_integer(r->idle_hwm_kib));
 	json_object_set_new(j, "gateway_status", json_integer(r->gateway_status));
@@ -1419,21 +2379,28 @@ static int rm_entry(const char *p, const struct stat *st, int flag, struct FTW *
 }
 
 static const char usage[] =
-	"usage: sgbench [--sandgate PATH] [--state-dir DIR] [--json FILE]\n"
-	"               [--markdown FILE] [--only stat,cmd,wake,export]\n"
+	"usage: sgbench [--sandgate PATH] [--config FILE] [--profile NAME]\n"
+	"               [--state-dir DIR] [--json FILE] [--markdown FILE]\n"
+	"               [--only stat,cmd,wake,export,ssh]\n"
 	"               [--stat-n N] [--cmd-n N] [--wake-n N]\n"
-	"               [--export-mib N] [--export-runs N] [--keep]\n"
+	"               [--export-mib N] [--export-runs N]\n"
+	"               [--ssh-n N] [--ssh-export-mib N] [--ssh-export-runs N]\n"
+	"               [--rt-n N] [--keep]\n"
 	"\n"
-	"Runs sandgate's benchmarks on the local backend, over pipes, and prints\n"
-	"a table.  Defaults: sandgate from $SANDGATE, else next to this program\n"
-	"or one directory up (a build tree); 2000 stat calls, 300 command runs\n"
-	"of each kind, 200 wake-ups, 3 exports of 256 MiB of each kind.\n";
+	"Runs sandgate's benchmarks over pipes, on the profile --config and\n"
+	"--profile name (else sandgate's default), and prints a table.  The\n"
+	"sets default to stat,cmd,wake,export on the local backend and to ssh on\n"
+	"the ssh backend (stat runs on any).  Defaults: sandgate from $SANDGATE,\n"
+	"else next to this program or one directory up (a build tree); 2000 stat\n"
+	"calls, 300 command runs of each kind, 200 wake-ups, 3 exports of 256 MiB\n"
+	"of each kind; for ssh, 150 runs of each of the 4 kinds, 3 exports of\n"
+	"64 MiB of each kind and 10 calls per tool counted.\n";
 
 static void parse_opts(int argc, char **argv, struct opts *o)
 {
 	*o = (struct opts){ .stat_n = 2000, .cmd_n = 300, .wake_n = 200,
-			    .export_mib = 256, .export_runs = 3, .do_stat = true,
-			    .do_cmd = true, .do_wake = true, .do_export = true };
+			    .export_mib = 256, .export_runs = 3, .ssh_n = 150,
+			    .ssh_export_mib = 64, .ssh_export_runs = 3, .rt_n = 10 };
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i];
 		const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -1450,7 +2417,10 @@ static void parse_opts(int argc, char **argv, struct opts *o)
 		    strcmp(a, "--json") && strcmp(a, "--markdown") &&
 		    strcmp(a, "--stat-n") && strcmp(a, "--cmd-n") &&
 		    strcmp(a, "--wake-n") && strcmp(a, "--export-mib") &&
-		    strcmp(a, "--export-runs") && strcmp(a, "--only"))
+		    strcmp(a, "--export-runs") && strcmp(a, "--only") &&
+		    strcmp(a, "--config") && strcmp(a, "--profile") &&
+		    strcmp(a, "--ssh-n") && strcmp(a, "--ssh-export-mib") &&
+		    strcmp(a, "--ssh-export-runs") && strcmp(a, "--rt-n"))
 			die("unknown option %s\n%s", a, usage);
 		if (!v)
 			die("%s needs a value\n%s", a, usage);
@@ -1473,16 +2443,31 @@ static void parse_opts(int argc, char **argv, struct opts *o)
 			o->export_mib = parse_count(v, a);
 		} else if (strcmp(a, "--export-runs") == 0) {
 			o->export_runs = parse_count(v, a);
+		} else if (strcmp(a, "--config") == 0) {
+			o->config = v;
+		} else if (strcmp(a, "--profile") == 0) {
+			o->profile = v;
+		} else if (strcmp(a, "--ssh-n") == 0) {
+			o->ssh_n = parse_count(v, a);
+		} else if (strcmp(a, "--ssh-export-mib") == 0) {
+			o->ssh_export_mib = parse_count(v, a);
+		} else if (strcmp(a, "--ssh-export-runs") == 0) {
+			o->ssh_export_runs = parse_count(v, a);
+		} else if (strcmp(a, "--rt-n") == 0) {
+			o->rt_n = parse_count(v, a);
 		} else {
+			o->only = true;
 			o->do_stat = strstr(v, "stat") != NULL;
 			o->do_cmd = strstr(v, "cmd") != NULL;
 			o->do_wake = strstr(v, "wake") != NULL;
 			o->do_export = strstr(v, "export") != NULL;
+			o->do_ssh = strstr(v, "ssh") != NULL;
 		}
 	}
 	if (o->stat_n < 1 || o->cmd_n < 1 || o->wake_n < 1 || o->export_runs < 1 ||
-	    o->export_mib < 1 || o->export_mib > 256)
-		die("counts must be at least 1 and --export-mib at most 256");
+	    o->export_mib < 1 || o->export_mib > 256 || o->ssh_n < 1 ||
+	    o->ssh_export_runs < 1 || o->rt_n < 1 || o->ssh_export_mib > 256)
+		die("counts must be at least 1 and export sizes at most 256 MiB");
 }
 
 /* $SANDGATE, else sandgate next to this program or one directory up. */
@@ -1517,12 +2502,13 @@ int main(int argc, char **argv)
 {
 	struct opts o;
 	struct results r = { 0 };
+	struct ssh_target t = { 0 };
 	char tmpl[] = "/tmp/sgbench-XXXXXX";
-	char *sandgate, *state, *workspace;
+	char *sandgate, *state, *workspace = NULL;
 	const char *backend;
 	struct stat st;
 	struct gw g;
-	json_t *f;
+	json_t *f, *env;
 
 	parse_opts(argc, argv, &o);
 	signal(SIGPIPE, SIG_IGN);
@@ -1542,19 +2528,44 @@ int main(int argc, char **argv)
 		die("out of memory");
 
 	state_for_errors = state;
-	gw_start(&g, sandgate, state);
+	gw_start(&g, &o, sandgate, state, "gateway.log", environ);
 	f = gw_call(&g, "initialize",
 		    json_pack("{s:i, s:s, s:s, s:b}", "version", 4, "root", ROOT,
 			      "session", SESSION, "remove_workspace_on_exit", true));
-	reply_data(f, "initialize");
-	backend = json_string_value(json_object_get(
-		json_object_get(json_object_get(f, "data"), "environment"), "backend"));
-	if (!backend || strcmp(backend, "local") != 0)
-		die("the gateway's profile is not on the local backend");
+	env = json_object_get(reply_data(f, "initialize"), "environment");
+	backend = json_string_value(json_object_get(env, "backend"));
+	if (!backend)
+		die("the initialize reply names no backend");
+	r.local = strcmp(backend, "local") == 0;
+	if (!o.only) {
+		/* The sets that fit the backend; stat alone fits any. */
+		o.do_stat = o.do_cmd = o.do_wake = o.do_export = r.local;
+		o.do_ssh = strcmp(backend, "ssh") == 0;
+		if (!r.local && !o.do_ssh)
+			o.do_stat = true;
+	}
+	if (!r.local && (o.do_cmd || o.do_wake || o.do_export))
+		die("cmd, wake and export measure the local backend; the profile is on %s",
+		    backend);
+	if (o.do_ssh && strcmp(backend, "ssh") != 0)
+		die("the ssh set needs a profile on the ssh backend, not %s", backend);
+	if (o.do_ssh) {
+		json_t *facts = json_object_get(json_object_get(env, "facts"), "ssh");
+		const char *dir = json_string_value(json_object_get(facts, "directory"));
+
+		if (!dir)
+			die("the initialize reply has no facts.ssh.directory");
+		ssh_target_load(&t, &o);
+		t.directory = xasprintf("%s", dir);
+		if (json_is_string(json_object_get(facts, "view")))
+			r.sh.view = xasprintf("%s", json_string_value(json_object_get(facts, "view")));
+	}
 	json_decref(f);
-	workspace = xasprintf("%s/local/%s/workspace", state, SESSION);
-	if (stat(workspace, &st) || !S_ISDIR(st.st_mode))
-		die("the local workspace is not at %s", workspace);
+	if (r.local) {
+		workspace = xasprintf("%s/local/%s/workspace", state, SESSION);
+		if (stat(workspace, &st) || !S_ISDIR(st.st_mode))
+			die("the local workspace is not at %s", workspace);
+	}
 
 	/* 5a: idle, once the initialize's threads have settled. */
 	sleep_ms(300);
@@ -1583,8 +2594,27 @@ int main(int argc, char **argv)
 				    (int)o.export_runs);
 		r.export = true;
 	}
+	if (o.do_ssh) {
+		ssh_master_open(&t, state);
+		fprintf(stderr, "sgbench: ssh: run_command, read_file and their raw clients x %ld\n",
+			o.ssh_n);
+		ssh_compare(&g, &t, o.ssh_n, &r.sh);
+		if (o.ssh_export_mib > 0) {
+			fprintf(stderr, "sgbench: ssh: export of %ld MiB x %ld x 2 kinds\n",
+				o.ssh_export_mib, o.ssh_export_runs);
+			ssh_export(&g, &t, (size_t)o.ssh_export_mib * MiB,
+				   (int)o.ssh_export_runs, &r.sh);
+		}
+		ssh_master_close(&t, state);
+	}
 	r.events = g.events;
 	r.gateway_status = gw_stop(&g);
+	if (o.do_ssh) {
+		/* After the timed session: the counting client slows every call. */
+		fprintf(stderr, "sgbench: ssh: client runs per tool call x %ld\n", o.rt_n);
+		ssh_round_trips(&o, sandgate, state, o.rt_n, &r.sh);
+		r.ssh = true;
+	}
 
 	report_markdown(stdout, &r);
 	fputc('\n', stdout);
@@ -1607,6 +2637,10 @@ int main(int argc, char **argv)
 		nftw(state, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
 	else
 		fprintf(stderr, "sgbench: state kept in %s\n", state);
+	ssh_target_free(&t);
+	free(r.sh.raw_true);
+	free(r.sh.raw_cat);
+	free(r.sh.view);
 	free(workspace);
 	free(state);
 	free(sandgate);

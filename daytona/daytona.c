@@ -185,9 +185,10 @@ struct dtn_env {
  * the uploaded file SG_F, else none), SG_X the command's quoted words,
  * SG_R the runner, SG_M merge, SG_T timeout in seconds ("" none), SG_K
  * detaches, SG_L this trip's wait in seconds, SG_N the same in tenths,
- * SG_O and SG_E the heads kept.  Under bash the wait is `wait -n` on the
- * runner and a sleep; elsewhere a timer in its own session interrupts a
- * plain `wait` with SIGUSR1.
+ * SG_O and SG_E the heads kept.  The wait for the runner is a plain
+ * `wait` (POSIX, and immediate for a child that already ended), which a
+ * timer subshell interrupts with SIGUSR1; TERM makes the timer take its
+ * sleep with it.
  */
 static const char dtn_exec_sh[] =
 	"exec 2>/dev/null\n"
@@ -224,19 +225,12 @@ static const char dtn_exec_sh[] =
 	"  p=$!\n"
 	"  printf '%s\\n' \"$p\" >\"$d.pid\"\n"
 	"  if [ -e \"$d.cancel\" ]; then kill -9 -\"$p\" || kill -9 \"$p\"; fi\n"
-	"  if [ -n \"$BASH_VERSION\" ]; then\n"
-	"    sleep \"$SG_L\" </dev/null >/dev/null 2>&1 &\n"
-	"    w=$!\n"
-	"    wait -n\n"
-	"    kill \"$w\"\n"
-	"  else\n"
-	"    trap : USR1\n"
-	"    setsid sh -c 'sleep \"$1\"; kill -USR1 \"$2\"' sg-timer \"$SG_L\" \"$$\" "
-	"</dev/null >/dev/null 2>&1 &\n"
-	"    w=$!\n"
-	"    wait \"$p\"\n"
-	"    kill -9 -\"$w\" || kill -9 \"$w\"\n"
-	"  fi\n"
+	"  trap : USR1\n"
+	"  { trap 'kill \"$t\"; exit 0' TERM; sleep \"$SG_L\" & t=$!; wait \"$t\"; "
+	"kill -USR1 $$; } </dev/null >/dev/null 2>&1 &\n"
+	"  w=$!\n"
+	"  wait \"$p\"\n"
+	"  kill \"$w\"\n"
 	"  if [ -s \"$d.x\" ] || ! kill -0 \"$p\"; then r; fi\n"
 	"  printf '\\n%s pending\\n' \"$k\"\n"
 	"  exit 0\n"
@@ -1772,6 +1766,8 @@ static void dtn_keepalive_stop(struct dtn_env *de)
 {
 	bool started;
 
+	if (!de->lock_ready)
+		return; /* provision never got as far as the mutex */
 	pthread_mutex_lock(&de->lock);
 	started = de->ka_started;
 	de->ka_started = false;

@@ -209,7 +209,8 @@ static const char sshb_upload_sh[] =
 	"chmod 700 \"$f\" && mv -f \"$f\" \"$1/sg-helper-$2\"\n";
 
 /* $1 envdir, $2 the marker ("" to keep), $3 lease name, $4 lease text,
- * $5 a mount point to create ("" for none). */
+ * $5 a mount point to create ("" for none), $6 sg-helper's path (linked as
+ * run/helper, so an operator's removal can stop the processes first). */
 static const char sshb_setup_sh[] =
 	"umask 077\n"
 	"e=$1\n"
@@ -225,6 +226,7 @@ static const char sshb_setup_sh[] =
 	"if [ -n \"$5\" ] && [ ! -d \"$5\" ]; then\n"
 	"  (umask 022; mkdir -p \"$5\") 2>/dev/null || printf 'nomount=1\\n'\n"
 	"fi\n"
+	"ln -sfn \"$6\" \"$e/run/helper\" || exit 1\n"
 	"exit 0\n";
 
 /* $1 v1|v2, $2 the cgroup's name, $3 memory bytes, $4 CPU quota per
@@ -294,23 +296,31 @@ static const char sshb_kill_sh[] =
 	"[ -n \"$p\" ] && kill -9 -\"$p\" 2>/dev/null\n"
 	"exit 0\n";
 
-/* The environments under the workspace: "<expires> <leases> <marker>". */
+/*
+ * The environments under the workspace: "env=<expires> <marker>", then one
+ * "lease=<host> <pid> <since>" line per attached session.
+ */
 static const char sshb_list_sh[] =
 	SSHB_PROLOGUE
 	"for m in \"$w\"/*/env.json; do\n"
 	"  [ -f \"$m\" ] || continue\n"
 	"  d=${m%/env.json}\n"
 	"  x=$(cat \"$d/expires\" 2>/dev/null)\n"
-	"  n=$(ls -A \"$d/leases\" 2>/dev/null | wc -l)\n"
-	"  printf 'env=%s %s %s\\n' \"${x:-0}\" $n \"$(cat \"$m\")\"\n"
+	"  printf 'env=%s %s\\n' \"${x:-0}\" \"$(cat \"$m\")\"\n"
+	"  for l in \"$d/leases\"/*; do\n"
+	"    [ -f \"$l\" ] && printf 'lease=%s\\n' \"$(head -c 300 \"$l\")\"\n"
+	"  done\n"
 	"done\n"
 	"exit 0\n";
 
-/* $2 the slug of the environment to remove. */
+/* $2 the slug of the environment to remove.  Its processes are stopped
+ * first (a crashed gateway leaves them running), so none outlives it. */
 static const char sshb_destroy_sh[] =
 	SSHB_PROLOGUE
 	"d=$w/$2\n"
 	"[ -f \"$d/env.json\" ] || { printf 'missing=1\\n'; exit 0; }\n"
+	"[ -x \"$d/run/helper\" ] && \"$d/run/helper\" proc stop-all --ctl \"$d/ctl/proc\" "
+	"--grace-ms 0 >/dev/null 2>&1\n"
 	"rm -rf -- \"$d\" || exit 1\n"
 	"exit 0\n";
 
@@ -1585,7 +1595,8 @@ static sg_err ssh_provision(struct sg_env *env, struct sg_cancel *cancel,
 	leased = true;
 	rc = sshb_script(se, sshb_setup_sh,
 			 (const char *[]){ se->envdir, marker ? marker : "", se->lease,
-					   lease_text, se->bind_src ? env->root : "", NULL },
+					   lease_text, se->bind_src ? env->root : "",
+					   env->helper, NULL },
 			 NULL, 0, SSHB_STEP_MS, &r, cancel, err);
 	if (!rc && r.exit_code != 0)
 		rc = sg_err_set(err, SG_E_PERMISSION,
@@ -1934,6 +1945,27 @@ static void sshb_copy(char *dst, size_t n, json_t *m, const char *key)
 	snprintf(dst, n, "%s", s ? s : "");
 }
 
+/*
+ * Whether a lease ("<host> <pid> <since>") still has a live gateway.  A
+ * lease from this machine whose pid is gone is a crashed gateway's; one
+ * from another machine cannot be judged here and counts as live.
+ */
+static bool sshb_lease_live(const char *text, size_t len)
+{
+	char host[256] = "", mine[256] = "", buf[320];
+	long pid = 0;
+
+	if (len >= sizeof(buf))
+		return true;
+	memcpy(buf, text, len);
+	buf[len] = '\0';
+	if (sscanf(buf, "%255s %ld", host, &pid) != 2 || gethostname(mine, sizeof(mine) - 1))
+		return true;
+	if (strcmp(host, mine) != 0)
+		return true;
+	return !(kill((pid_t)pid, 0) != 0 && errno == ESRCH);
+}
+
 static sg_err ssh_list(const struct sg_profile *p, const char *state_dir,
 		       sg_env_list_cb cb, void *payload, struct sg_cancel *cancel,
 		       struct sg_errinfo *err)
@@ -1950,39 +1982,56 @@ static sg_err ssh_list(const struct sg_profile *p, const char *state_dir,
 		rc = sg_err_set(err, SG_E_PROVIDER, "cannot list environments: %s", e);
 		goto out;
 	}
-	for (const char *line = text; *line;) {
-		size_t len = strcspn(line, "\n");
-		long long expires = 0;
-		long leases = 0;
-		int used = 0;
+	{
+		struct sg_env_info info = { 0 };
+		long live = 0;
+		bool have = false;
 
-		if (strncmp(line, "env=", 4) == 0 &&
-		    sscanf(line + 4, "%lld %ld %n", &expires, &leases, &used) == 2 &&
-		    used > 0 && (size_t)used + 4 <= len) {
-			json_t *m = json_loadb(line + 4 + used, len - 4 - (size_t)used,
-					       0, NULL);
-			struct sg_env_info info = { .expires = expires };
+		for (const char *line = text;; ) {
+			size_t len = strcspn(line, "\n");
+			long long expires = 0;
+			int used = 0;
 
-			if (json_is_object(m)) {
-				sshb_copy(info.id, sizeof(info.id), m, "id");
-				sshb_copy(info.identity, sizeof(info.identity), m, "identity");
-				sshb_copy(info.session, sizeof(info.session), m, "session");
-				/* The profile that reaches it, for `envs rm` here. */
-				snprintf(info.profile, sizeof(info.profile), "%s", p->name);
-				info.created = json_integer_value(json_object_get(m, "created"));
-				info.persistent = json_is_true(json_object_get(m, "persistent"));
+			/* An environment is complete when the next starts. */
+			if (have && (!*line || strncmp(line, "env=", 4) == 0)) {
 				snprintf(info.state, sizeof(info.state), "%s",
-					 leases > 0 ? "attached"
-					 : expires > 0 && expires <= (long long)time(NULL)
+					 live > 0 ? "attached"
+					 : info.expires > 0 && info.expires <= (long long)time(NULL)
 						 ? "expired" : "detached");
+				have = false;
+				if (cb(&info, payload))
+					break;
 			}
-			json_decref(m);
-			if (info.id[0] && cb(&info, payload))
+			if (!*line)
 				break;
+			if (strncmp(line, "env=", 4) == 0 &&
+			    sscanf(line + 4, "%lld %n", &expires, &used) == 1 && used > 0 &&
+			    (size_t)used + 4 <= len) {
+				json_t *m = json_loadb(line + 4 + used, len - 4 - (size_t)used,
+						       0, NULL);
+
+				memset(&info, 0, sizeof(info));
+				info.expires = expires;
+				live = 0;
+				if (json_is_object(m)) {
+					sshb_copy(info.id, sizeof(info.id), m, "id");
+					sshb_copy(info.identity, sizeof(info.identity), m, "identity");
+					sshb_copy(info.session, sizeof(info.session), m, "session");
+					/* The profile that reaches it, for `envs rm` here. */
+					snprintf(info.profile, sizeof(info.profile), "%s", p->name);
+					info.created = json_integer_value(json_object_get(m, "created"));
+					info.persistent = json_is_true(json_object_get(m, "persistent"));
+					have = info.id[0] != '\0';
+				}
+				json_decref(m);
+			} else if (strncmp(line, "lease=", 6) == 0 && have &&
+				   sshb_lease_live(line + 6, len - 6)) {
+				live++;
+			}
+			line += len;
+			if (*line)
+				line++;
 		}
-		line += len;
-		if (*line)
-			line++;
 	}
 	rc = SG_OK;
 out:

@@ -21,6 +21,8 @@ ssh)
 	eval "$out"
 	trap '"$top/tests/ssh/sshd-harness.sh" stop "$SSHD_DIR" >/dev/null 2>&1 || true' EXIT
 	export SANDGATE_TEST_CONFIG SANDGATE_TEST_PROFILE
+	# What really exists on the "remote" host, for the no-leak checks.
+	export SANDGATE_TEST_REAL_WORKSPACE="$SSHD_WORKSPACE"
 	export SANDGATE_TEST_SLACK="${SANDGATE_TEST_SLACK:-3}"
 	;;
 *)

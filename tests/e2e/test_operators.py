@@ -56,6 +56,13 @@ class Operators(GatewayTestCase):
         if os.path.isdir(reg):
             self.assertEqual([f for f in os.listdir(reg) if f.endswith(".json")], [],
                              "registry records remain")
+        # A backend's real state where the test can see it directly: the ssh
+        # harness's workspace directory on this machine.
+        real = os.environ.get("SANDGATE_TEST_REAL_WORKSPACE")
+        if real and os.path.isdir(real):
+            left = [e for e in os.listdir(real)
+                    if os.path.exists(os.path.join(real, e, "env.json"))]
+            self.assertEqual(left, [], "environments remain on the backend itself")
         if marker is not None and (not PROFILE or PROFILE == "local"):
             deadline = time.monotonic() + 5
             while host_processes_matching(marker.needle) and time.monotonic() < deadline:

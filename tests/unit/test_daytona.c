@@ -381,7 +381,7 @@ static int fake_start(void **state)
 {
 	int in[2], out[2], errfd;
 	posix_spawn_file_actions_t fa;
-	char server[1024], self[1024], log[256], *src = NULL;
+	char server[1024], self[1024], *src = NULL;
 	unsigned char rnd[12];
 	ssize_t n;
 	char line[256] = "";
@@ -436,7 +436,6 @@ static int fake_start(void **state)
 		F.why_not = "tests/fakes/daytona/server.mjs is missing";
 		return 0;
 	}
-	snprintf(log, sizeof(log), "/tmp/test_daytona-requests-%d.jsonl", (int)getpid());
 	if (pipe2(in, O_CLOEXEC) || pipe2(out, O_CLOEXEC))
 		return -1;
 	posix_spawn_file_actions_init(&fa);
@@ -445,8 +444,7 @@ static int fake_start(void **state)
 	{
 		char *argv[] = { "node", server, "--port", "0", "--exec-mode", "bwrap",
 				 "--exec-limit-ms", "3000", "--transition-ms", "40",
-				 "--create-block-ms", "5000", "--api-key", F.key,
-				 "--request-log", log, NULL };
+				 "--create-block-ms", "5000", "--api-key", F.key, NULL };
 
 		if (posix_spawnp(&F.pid, "node", &fa, NULL, argv, environ) != 0) {
 			F.why_not = "node could not be started";
@@ -490,6 +488,8 @@ static int fake_start(void **state)
 
 static int fake_stop(void **state)
 {
+	int leaked = 0;
+
 	(void)state;
 	if (F.pid > 0) {
 		int st;
@@ -503,7 +503,23 @@ static int fake_stop(void **state)
 		dup2(F.saved_stderr, 2);
 		close(F.saved_stderr);
 	}
-	return 0;
+	/* Scan everything written on stderr for the key, then show it. */
+	{
+		FILE *f = fopen(F.stderr_file, "r");
+		char line[4096];
+
+		while (f && fgets(line, sizeof(line), f)) {
+			if (F.key[0] && strstr(line, F.key)) {
+				fprintf(stderr, "test_daytona: the API key appeared on stderr\n");
+				leaked = -1;
+			}
+			fputs(line, stderr);
+		}
+		if (f)
+			fclose(f);
+	}
+	unlink(F.stderr_file);
+	return leaked;
 }
 
 static int each(void **state)
@@ -1262,7 +1278,7 @@ static void test_list_destroy(void **state)
 
 static void test_keepalive(void **state)
 {
-	struct tprof *t = profile("{\"keepalive_ms\":1000}");
+	struct tprof *t = profile("{\"keepalive_ms\":500}");
 	struct sg_errinfo err = { 0 };
 	struct tenv e = { 0 };
 	struct sg_exec_result r;
@@ -1276,7 +1292,7 @@ static void test_keepalive(void **state)
 	snprintf(ctl, sizeof(ctl), "%s/proc", e.env->ctl_dir);
 	{
 		const char *argv[] = { e.env->helper, "proc", "spawn", "--ctl", ctl, "--id", "p1",
-				       "--session", e.session, "--", "sleep", "3", NULL };
+				       "--session", e.session, "--", "sleep", "2", NULL };
 		struct sg_exec x = { .argv = argv, .envp = base_envp, .max_output = 65536,
 				     .flags = SG_EXEC_DETACHES };
 
@@ -1286,12 +1302,12 @@ static void test_keepalive(void **state)
 		assert_non_null(strstr(r.out.p, "\"ok\":true"));
 	}
 	/* While it runs, the activity clock is kept; afterwards, not. */
-	sleep(5);
+	usleep(3000000);
 	reqs = requests_since(seq);
 	assert_true(count_route(reqs, "lastActivity", 201) >= 1);
 	json_decref(reqs);
 	seq = last_seq();
-	sleep(3);
+	usleep(1500000);
 	reqs = requests_since(seq);
 	assert_int_equal(count_route(reqs, "lastActivity", -1), 0);
 	json_decref(reqs);
