@@ -1353,18 +1353,19 @@ static void ssh_target_load(struct ssh_target *t, const struct opts *o)
 	json_error_t je;
 	json_t *cfg, *prof;
 	const char *name = o->profile, *v;
+	const char *path = o->config ? o->config : getenv("SANDGATE_CONFIG");
 
 	memset(t, 0, sizeof(*t));
-	if (!o->config)
+	if (!path || !*path)
 		die("the ssh set needs --config FILE (to reach the host without sandgate)");
-	cfg = json_load_file(o->config, 0, &je);
+	cfg = json_load_file(path, 0, &je);
 	if (!cfg)
-		die("%s: %s (line %d)", o->config, je.text, je.line);
+		die("%s: %s (line %d)", path, je.text, je.line);
 	if (!name)
 		name = json_string_value(json_object_get(cfg, "default"));
 	prof = json_object_get(json_object_get(cfg, "profiles"), name ? name : "");
 	if (!json_is_object(prof))
-		die("%s has no profile %s", o->config, name ? name : "(no default)");
+		die("%s has no profile %s", path, name ? name : "(no default)");
 	v = json_string_value(json_object_get(prof, "backend"));
 	if (!v || strcmp(v, "ssh") != 0)
 		die("profile %s is not on the ssh backend", name);
@@ -2145,9 +2146,11 @@ static void report_markdown(FILE *o, const struct results *r)
 	if (r->stat) {
 		const struct dist *d = &r->st.d;
 
-		fprintf(o, "| 1 | execute(stat_path) round trip, %zu calls | p50 %.0f µs, p90 %.0f µs, p99 %.0f µs (min %.0f, max %.0f) | p50 ≤ 200 µs | %s |\n",
+		/* The target is the local backend's; elsewhere the number is information. */
+		fprintf(o, "| 1 | execute(stat_path) round trip, %zu calls | p50 %.0f µs, p90 %.0f µs, p99 %.0f µs (min %.0f, max %.0f) | %s | %s |\n",
 			d->n, d->p50 / 1e3, d->p90 / 1e3, d->p99 / 1e3, d->min / 1e3,
-			d->max / 1e3, verdict(d->p50 <= 200000));
+			d->max / 1e3, r->local ? "p50 ≤ 200 µs" : "none (local backend only)",
+			r->local ? verdict(d->p50 <= 200000) : "info");
 	}
 	if (r->cmd) {
 		const struct dist *d = r->cmd_r.d;
