@@ -21,21 +21,21 @@
  * Inside the sandbox.  binding.root is created (mkdir -p, else sudo -n);
  * sandgate's own files live in $HOME/.sandgate (or /tmp/.sandgate-<uid>
  * when root would contain that): ctl/ (env->ctl_dir: proc/, home/, tmp/),
- * run/ (one directory per exec, below), and sg-helper-<sha256>, uploaded
+ * run/ (one set of files per exec, below), and sg-helper-<sha256>, uploaded
  * through the toolbox's files API only when that file is not already
  * there with the right checksum (sha256sum in the sandbox).
  *
  * One exec, one request.  The toolbox runs a shell *script* (given on
- * the shell's stdin) and merges stdout into stderr; sandgate needs argv
+ * the shell's stdin) and merges stderr into stdout; sandgate needs argv
  * exactly, an exact environment, stdin, stdout apart from stderr, the
  * real exit status or signal, a timeout that kills the process group, and
  * cancel.  Each exec therefore sends one POST /process/execute whose
  * command is the short line `eval "$SG_S"`; the script and every
  * parameter travel in the request's `envs` (bash reads a script on stdin
  * one byte per read(2), about 0.7 s per MiB; variables cost nothing).
- * The script makes run/<token>/ (mkdir is the "start once" guard), writes
- * stdin there, and starts a runner under setsid (its own session and
- * process group) that runs `sg-helper status -- env -i NAME=value...
+ * The script creates run/<token>.s exclusively (the "start once"
+ * guard), writes stdin beside it, and starts a runner under setsid (its
+ * own session and process group) that runs `sg-helper status -- env -i NAME=value...
  * argv...` with stdout and stderr to files, writes the exit status, and
  * kills what the command left in its group.  The script waits for the
  * runner at most toolbox_timeout_ms minus a margin, then prints a bounded
@@ -58,7 +58,7 @@
  * watchdog in its own session that SIGKILLs the runner's group (so a
  * timed-out command is killed even if sandgate is gone).  A cancel aborts
  * the HTTP request and sends a second, short request that marks the token
- * cancelled (run/<token>/cancel, honoured by a runner that had not yet
+ * cancelled (run/<token>.cancel, honoured by a runner that had not yet
  * recorded its pid) and kills the group; only then does exec return the
  * token's reason.
  *
@@ -71,7 +71,8 @@
  *
  * Teardown: KEEP stops the sandbox (persistent or not: a non-persistent
  * one is then deleted by Daytona's autoDeleteInterval, lifetime_seconds
- * after it stopped), REMOVE deletes it, DETACH does nothing remote.  A
+ * after it stopped), REMOVE deletes it and waits until Daytona no longer
+ * finds it, DETACH does nothing remote.  A
  * 409 (a transition in progress) is waited out and the call repeated, all
  * within the cancel token's deadline.
  *

@@ -52,10 +52,17 @@ static json_t *from_reply(json_t *reply, const char *fallback)
 
 	if (json_is_string(te))
 		return tool_result(json_incref(te), true, NULL);
-	meta = json_deep_copy(reply);
-	json_object_del(meta, "ok");
+	/* Shallow: the content (up to megabytes) is shared, never copied. */
+	meta = json_object();
+	{
+		const char *k;
+		json_t *v;
+
+		json_object_foreach(reply, k, v)
+			if (strcmp(k, "ok") != 0 && strcmp(k, "content") != 0)
+				json_object_set(meta, k, v);
+	}
 	content = json_incref(json_object_get(reply, "content"));
-	json_object_del(meta, "content");
 	if (!content)
 		content = json_string(fallback ? fallback : "done");
 	return tool_result(content, false, meta);

@@ -82,7 +82,16 @@ static json_t *admin(const char *method, const char *path, json_t *body)
 					       .body = text, .body_len = text ? strlen(text) : 0,
 					       .timeout_ms = 30000 };
 
-		assert_int_equal(sg_http_do(&req, &r, NULL, &err), SG_OK);
+		sg_err rc = sg_http_do(&req, &r, NULL, &err);
+
+		if (rc) {
+			int st = 0;
+			pid_t w = waitpid(F.pid, &st, WNOHANG);
+
+			print_message("the fake did not answer %s %s: %s (fake %s, status %d)\n",
+				      method, path, err.msg, w == 0 ? "alive" : "gone", st);
+		}
+		assert_int_equal(rc, SG_OK);
 	}
 	assert_true(r.status >= 200 && r.status < 300);
 	if (r.body.len)
@@ -671,6 +680,20 @@ static void test_allow_list(void **state)
 	assert_string_equal(json_string_value(json_object_get(sb, "domainAllowList")),
 			    "github.com,*.githubusercontent.com");
 	json_decref(sb);
+	/* Resumed under a stricter profile: the sandbox is changed to match. */
+	{
+		struct tprof *none = profile("{\"network\":\"none\"}");
+		struct tenv e2 = { 0 };
+
+		assert_int_equal(env_up(none, id, false, &e2, &err), SG_OK);
+		assert_true(e2.env->resumed);
+		sb = sandbox(e2.env->id);
+		assert_true(json_is_true(json_object_get(sb, "networkBlockAll")));
+		assert_string_equal(json_string_value(json_object_get(sb, "networkAllowList")), "");
+		json_decref(sb);
+		env_free(&e2);
+		profile_free(none);
+	}
 	env_free(&e);
 	free(id);
 	profile_free(t);
