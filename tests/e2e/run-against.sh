@@ -2,6 +2,7 @@
 # run-against.sh BACKEND - the whole end-to-end suite against a real backend.
 #
 #   ssh       a real sshd on 127.0.0.1 (tests/ssh/sshd-harness.sh)
+#   daytona   the fake Daytona on 127.0.0.1 (tests/fakes/daytona/server.mjs)
 #
 # Starts the backend's harness, runs every tests/e2e/test_*.py with
 # SANDGATE_TEST_CONFIG and SANDGATE_TEST_PROFILE pointing at it, stops the
@@ -25,8 +26,35 @@ ssh)
 	export SANDGATE_TEST_REAL_WORKSPACE="$SSHD_WORKSPACE"
 	export SANDGATE_TEST_SLACK="${SANDGATE_TEST_SLACK:-3}"
 	;;
+daytona)
+	command -v node >/dev/null || { echo "run-against: node is missing; skipped" >&2; exit 77; }
+	work=$(mktemp -d)
+	mkfifo "$work/stdin"
+	node "$top/tests/fakes/daytona/server.mjs" --port 0 --exec-mode bwrap \
+		--exec-limit-ms 5000 <"$work/stdin" >"$work/out" 2>"$work/fake.log" &
+	fake=$!
+	# Holding the fifo open keeps the fake alive; closing it stops it.
+	exec 3>"$work/stdin"
+	trap 'exec 3>&-; wait $fake 2>/dev/null; rm -rf "$work"' EXIT
+	i=0
+	until grep -q '^LISTENING' "$work/out" 2>/dev/null; do
+		i=$((i + 1))
+		[ $i -gt 300 ] && { echo "run-against: the fake did not start" >&2; cat "$work/fake.log" >&2; exit 1; }
+		sleep 0.1
+	done
+	port=$(sed -n 's/^LISTENING //p' "$work/out")
+	cat >"$work/config.json" <<EOF2
+{"default": "daytona", "profiles": {"daytona": {"backend": "daytona", "image": "debian:12",
+ "api_url_env": "DT_URL", "api_key_env": "DT_KEY", "toolbox_timeout_ms": 5000}}}
+EOF2
+	export DT_URL="http://127.0.0.1:$port/api" DT_KEY=test-key
+	export SANDGATE_TEST_CONFIG="$work/config.json" SANDGATE_TEST_PROFILE=daytona
+	# What really exists at the provider, for the no-leak checks.
+	export SANDGATE_TEST_FAKE_URL="http://127.0.0.1:$port"
+	export SANDGATE_TEST_SLACK="${SANDGATE_TEST_SLACK:-4}"
+	;;
 *)
-	echo "usage: run-against.sh ssh" >&2
+	echo "usage: run-against.sh ssh|daytona" >&2
 	exit 2
 	;;
 esac

@@ -63,6 +63,14 @@ class Operators(GatewayTestCase):
             left = [e for e in os.listdir(real)
                     if os.path.exists(os.path.join(real, e, "env.json"))]
             self.assertEqual(left, [], "environments remain on the backend itself")
+        fake = os.environ.get("SANDGATE_TEST_FAKE_URL")
+        if fake:
+            import urllib.request
+            with urllib.request.urlopen(fake + "/__fake/state", timeout=30) as r:
+                state = json.load(r)
+            alive = [s["id"] for s in state.get("sandboxes", [])
+                     if s.get("state") not in ("destroyed", "destroying")]
+            self.assertEqual(alive, [], "sandboxes remain at the provider")
         if marker is not None and (not PROFILE or PROFILE == "local"):
             deadline = time.monotonic() + 5
             while host_processes_matching(marker.needle) and time.monotonic() < deadline:
