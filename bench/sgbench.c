@@ -47,12 +47,14 @@
  * GNU/Linux APIs; nftw's FTW_PHYS/FTW_DEPTH need the XSI part of it.
  */
 #define _GNU_SOURCE
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
 #include <inttypes.h>
 #include <jansson.h>
 #include <limits.h>
+#include <netinet/in.h>
 #include <openssl/evp.h>
 #include <poll.h>
 #include <pthread.h>
@@ -63,7 +65,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -102,8 +106,9 @@ struct opts {
 	const char *json_out;
 	const char *md_out;
 	long stat_n, cmd_n, wake_n, export_mib, export_runs;
-	long ssh_n, ssh_export_mib, ssh_export_runs, rt_n;
-	bool do_stat, do_cmd, do_wake, do_export, do_ssh;
+	long ssh_n, ssh_export_mib, ssh_export_runs, rt_n, dtn_n;
+	const char *sdk_json; /* the SDK benchmark's results, for the daytona table */
+	bool do_stat, do_cmd, do_wake, do_export, do_ssh, do_dtn;
 	bool only; /* --only was given: the sets are not the backend's defaults */
 	bool keep;
 };

@@ -32,36 +32,6 @@
 #include "../adapters/http.h"
 #include "../gateway/base/strv.h"
 
-/*
- * The adapter's own bounds: waits on the network and the sizes of
- * Daytona's replies.  They are not protocol numbers; the #ifndef lets
- * gateway/base/limits.h take them over under the same names.
- */
-#ifndef SG_DAYTONA_CALL_MS
-#define SG_DAYTONA_CALL_MS 60000       /* one control-plane call */
-#endif
-#ifndef SG_DAYTONA_CREATE_MS
-#define SG_DAYTONA_CREATE_MS 120000    /* POST /sandbox blocks up to 30 s */
-#endif
-#ifndef SG_DAYTONA_START_MS
-#define SG_DAYTONA_START_MS 900000     /* building an image and starting */
-#endif
-#ifndef SG_DAYTONA_POLL_FIRST_MS
-#define SG_DAYTONA_POLL_FIRST_MS 100   /* state polls: the first wait ... */
-#endif
-#ifndef SG_DAYTONA_POLL_MAX_MS
-#define SG_DAYTONA_POLL_MAX_MS 1000    /* ... growing by half to this */
-#endif
-#ifndef SG_DAYTONA_REPLY_MAX
-#define SG_DAYTONA_REPLY_MAX (4 * SG_MiB) /* a control-plane JSON reply */
-#endif
-#ifndef SG_DAYTONA_TOOLBOX_MS
-#define SG_DAYTONA_TOOLBOX_MS 60000    /* toolbox_timeout_ms's default */
-#endif
-#ifndef SG_DAYTONA_HELPER_MAX
-#define SG_DAYTONA_HELPER_MAX (64 * SG_MiB) /* sg-helper on this host */
-#endif
-
 /* The variables Daytona's own tools read (cloud-apis.md 1.1). */
 #define DTN_ENV_KEY "DAYTONA_API_KEY"
 #define DTN_ENV_URL "DAYTONA_API_URL"

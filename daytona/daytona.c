@@ -104,32 +104,7 @@
 #include "../gateway/base/utf8.h"
 #include "api.h"
 
-/* The adapter's own bounds (see api.h for the #ifndef convention). */
-#ifndef SG_DAYTONA_TRIP_SLACK_MS
-#define SG_DAYTONA_TRIP_SLACK_MS 30000 /* a trip's HTTP timeout past its wait */
-#endif
-#ifndef SG_DAYTONA_DELETE_MS
-#define SG_DAYTONA_DELETE_MS 120000    /* a delete, until the sandbox is gone */
-#endif
-#ifndef SG_DAYTONA_KILL_MS
-#define SG_DAYTONA_KILL_MS 15000       /* the kill after a cancel */
-#endif
-#ifndef SG_DAYTONA_INLINE_MAX
-#define SG_DAYTONA_INLINE_MAX (96 * SG_KiB) /* one variable: stdin, argv */
-#endif
-#ifndef SG_DAYTONA_SCRIPT_REPLY
-#define SG_DAYTONA_SCRIPT_REPLY (256 * SG_KiB) /* our own scripts' output */
-#endif
-#ifndef SG_DAYTONA_SWEEP_MIN
-#define SG_DAYTONA_SWEEP_MIN 1440      /* run/ leftovers older than a day */
-#endif
-#ifndef SG_DAYTONA_TRIP_FAILS
-#define SG_DAYTONA_TRIP_FAILS 4        /* consecutive failed trips of one exec */
-#endif
-#ifndef SG_DAYTONA_LIST_PAGES
-#define SG_DAYTONA_LIST_PAGES 1000     /* pages of GET /sandbox, at most */
-#endif
-
+/* Naming bounds; the waits and sizes are in gateway/base/limits.h. */
 #define DTN_NAME_SLUG 24   /* readable bytes of an identity in a name */
 #define DTN_GARBAGE_BATCH 16 /* finished execs whose files one rm removes */
 

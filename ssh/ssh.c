@@ -95,28 +95,6 @@
 #include "../adapters/exec.h"
 #include "../adapters/shquote.h"
 
-/*
- * The backend's own bounds.  They are not protocol numbers; they bound
- * waits on the network and the size of the small replies sandgate's own
- * remote scripts give.
- */
-#define SSHB_CONNECT_TIMEOUT_S 10   /* ssh ConnectTimeout */
-#define SSHB_ALIVE_INTERVAL_S 15    /* ssh ServerAliveInterval */
-#define SSHB_MASTER_MS 60000        /* connect, key exchange, login */
-#define SSHB_STEP_MS 60000          /* one provisioning or teardown step */
-#define SSHB_UPLOAD_MS 300000       /* sending sg-helper */
-#define SSHB_KILL_MS 5000           /* the kill after a timeout or cancel */
-#define SSHB_CLEANUP_MS 10000       /* undoing a failed provision */
-#define SSHB_CHECK_MS 5000          /* ssh -O check / -O exit */
-#define SSHB_REPLY_MAX (256 * SG_KiB) /* what our scripts print */
-#define SSHB_LINE_MAX (64 * SG_KiB)   /* the one command string */
-#define SSHB_HELPER_MAX (64 * SG_MiB) /* sg-helper on this host */
-#define SSHB_HEADER_MAX (8 * SG_MiB)  /* env and argv, on stdin */
-#define SSHB_SOCK_MAX 90 /* sun_path is 108; ssh appends 17 while binding */
-#define SSHB_SLUG_MAX 48 /* bytes of an identity kept readable in a name */
-#define SSHB_MIN_PERSIST_S 60 /* ControlPersist floor */
-#define SSHB_SIGNAL_MAX 64    /* Linux signals are 1..64 */
-
 /* The first line the wrapper writes on stderr (see the top comment). */
 #define SSHB_MARK "\036sg-run\n"
 
@@ -454,13 +432,13 @@ static char *sshb_slug(const char *id)
 {
 	static const char hex[] = "0123456789ABCDEF";
 	size_t n = strlen(id);
-	char *s = malloc(SSHB_SLUG_MAX + 4 + 18), *o = s, sum[65];
+	char *s = malloc(SG_SSH_SLUG_MAX + 4 + 18), *o = s, sum[65];
 	bool cut = false;
 
 	if (!s)
 		return NULL;
 	for (const unsigned char *p = (const unsigned char *)id; *p; p++) {
-		if (o - s >= SSHB_SLUG_MAX) {
+		if (o - s >= SG_SSH_SLUG_MAX) {
 			cut = true;
 			break;
 		}
@@ -659,11 +637,11 @@ static sg_err sshb_base_argv(const struct sg_profile *p, const char *sock,
 	if (!rc)
 		rc = sg_strv_add(av, "-o");
 	if (!rc)
-		rc = sg_strv_addf(av, "ConnectTimeout=%d", SSHB_CONNECT_TIMEOUT_S);
+		rc = sg_strv_addf(av, "ConnectTimeout=%d", SG_SSH_CONNECT_TIMEOUT_S);
 	if (!rc)
 		rc = sg_strv_add(av, "-o");
 	if (!rc)
-		rc = sg_strv_addf(av, "ServerAliveInterval=%d", SSHB_ALIVE_INTERVAL_S);
+		rc = sg_strv_addf(av, "ServerAliveInterval=%d", SG_SSH_ALIVE_INTERVAL_S);
 	if (!rc)
 		rc = sg_strv_addv(av, (const char *[]){ "-o", "ServerAliveCountMax=3", NULL });
 	if (!rc && p->known_hosts_file) {
@@ -810,7 +788,7 @@ static bool sshb_master_ctl(struct ssh_env *se, const char *cmd)
 	if (!sg_strv_addv(&av, sg_strv_get(&se->ssh)) &&
 	    !sg_strv_addv(&av, (const char *[]){ "-O", cmd, "--",
 						  se->base.profile->host, NULL }) &&
-	    !sshb_spawn(&av, &se->cenv, NULL, 0, SSHB_CHECK_MS, false, &r, NULL,
+	    !sshb_spawn(&av, &se->cenv, NULL, 0, SG_SSH_CHECK_MS, false, &r, NULL,
 			&ignore))
 		ok = r.exit_code == 0;
 	sg_exec_result_release(&r);
@@ -828,8 +806,8 @@ static sg_err sshb_master_start(struct ssh_env *se, struct sg_cancel *cancel,
 				struct sg_errinfo *err)
 {
 	const struct sg_profile *p = se->base.profile;
-	int64_t persist = p->lifetime_seconds > SSHB_MIN_PERSIST_S
-				  ? p->lifetime_seconds : SSHB_MIN_PERSIST_S;
+	int64_t persist = p->lifetime_seconds > SG_SSH_MIN_PERSIST_S
+				  ? p->lifetime_seconds : SG_SSH_MIN_PERSIST_S;
 	struct sg_strv av = SG_STRV_INIT;
 	struct sg_exec_result r;
 	sg_err rc;
@@ -847,7 +825,7 @@ static sg_err sshb_master_start(struct ssh_env *se, struct sg_cancel *cancel,
 		goto out;
 	}
 	unlink(se->sock); /* a stale socket of a master that died */
-	rc = sshb_spawn(&av, &se->cenv, NULL, 0, SSHB_MASTER_MS, true, &r, cancel, err);
+	rc = sshb_spawn(&av, &se->cenv, NULL, 0, SG_SSH_MASTER_MS, true, &r, cancel, err);
 	if (rc)
 		goto out;
 	if (r.timed_out) {
@@ -856,7 +834,7 @@ static sg_err sshb_master_start(struct ssh_env *se, struct sg_cancel *cancel,
 		sshb_where(p, where, sizeof(where));
 		rc = sg_err_set(err, SG_E_UNAVAILABLE,
 				"ssh to %s did not finish logging in within %d s",
-				where, SSHB_MASTER_MS / 1000);
+				where, SG_SSH_MASTER_MS / 1000);
 		goto out;
 	}
 	if (r.exit_code != 0) {
@@ -959,7 +937,7 @@ static sg_err sshb_script(struct ssh_env *se, const char *script,
 			  int64_t timeout_ms, struct sg_exec_result *r,
 			  struct sg_cancel *cancel, struct sg_errinfo *err)
 {
-	struct sg_buf line = SG_BUF_INIT(SSHB_LINE_MAX);
+	struct sg_buf line = SG_BUF_INIT(SG_SSH_LINE_MAX);
 	char where[300], last[200];
 	sg_err rc = sshb_script_line(script, "sg", args, &line);
 
@@ -1104,7 +1082,7 @@ static sg_err sshb_read_helper(const char *path, char **data, size_t *len,
 				path, fd < 0 ? strerror(errno) : "not a regular file");
 		goto out;
 	}
-	if ((size_t)st.st_size > SSHB_HELPER_MAX || st.st_size == 0) {
+	if ((size_t)st.st_size > SG_SSH_HELPER_MAX || st.st_size == 0) {
 		rc = sg_err_set(err, SG_E_INTERNAL, "sg-helper at %s has an implausible size",
 				path);
 		goto out;
@@ -1161,7 +1139,7 @@ static sg_err sshb_sock_path(struct ssh_env *se, struct sg_errinfo *err)
 		goto out;
 	}
 	sum[16] = '\0';
-	if (strlen(env->state_dir) + strlen("/ssh/.sock") + 16 <= SSHB_SOCK_MAX)
+	if (strlen(env->state_dir) + strlen("/ssh/.sock") + 16 <= SG_SSH_SOCK_MAX)
 		dir = sshb_fmt("%s/ssh", env->state_dir);
 	else
 		dir = sshb_fmt("/tmp/sandgate-ssh-%ld", (long)getuid());
@@ -1323,13 +1301,13 @@ static sg_err sshb_limits(struct ssh_env *se, const char *kind, json_t *applied,
 	struct sg_buf procs = SG_BUF_INIT(SG_PATH_MAX * 4);
 	sg_err rc;
 
-	sg_exec_result_init(&r, SSHB_REPLY_MAX);
+	sg_exec_result_init(&r, SG_SSH_REPLY_MAX);
 	snprintf(name, sizeof(name), "%.80s-%s", se->base.id + 4, se->nonce);
 	snprintf(mem, sizeof(mem), "%lld",
 		 p->memory_mb > 0 ? (long long)p->memory_mb * 1024 * 1024 : 0LL);
 	snprintf(cpu, sizeof(cpu), "%ld", quota);
 	rc = sshb_script(se, sshb_cgroup_sh, (const char *[]){ kind, name, mem, cpu, NULL },
-			 NULL, 0, SSHB_STEP_MS, &r, cancel, err);
+			 NULL, 0, SG_SSH_STEP_MS, &r, cancel, err);
 	if (rc)
 		goto out;
 	e = sshb_kv(r.out.p, "error");
@@ -1383,7 +1361,7 @@ static sg_err sshb_trial(struct ssh_env *se, const char *what,
 	static const char *const argv[] = { "true", NULL };
 	static const char *const envp[] = { "PATH=/usr/local/bin:/usr/bin:/bin", NULL };
 	struct sg_exec x = { .argv = argv, .envp = envp, .max_output = SG_KiB,
-			     .timeout_ms = SSHB_STEP_MS };
+			     .timeout_ms = SG_SSH_STEP_MS };
 	struct sg_exec_result r;
 	char where[300], last[200];
 	sg_err rc;
@@ -1419,7 +1397,7 @@ static sg_err ssh_provision(struct sg_env *env, struct sg_cancel *cancel,
 	bool netns = false, mount = false;
 	sg_err rc;
 
-	sg_exec_result_init(&r, SSHB_REPLY_MAX);
+	sg_exec_result_init(&r, SG_SSH_REPLY_MAX);
 	sshb_where(p, where, sizeof(where));
 	if (pthread_mutex_init(&se->lock, NULL) != 0) {
 		rc = sg_err_set(err, SG_E_INTERNAL, "cannot create a lock");
@@ -1457,7 +1435,7 @@ static sg_err ssh_provision(struct sg_env *env, struct sg_cancel *cancel,
 	rc = sshb_script(se, sshb_probe_sh,
 			 (const char *[]){ p->workspace ? p->workspace : "", slug, sum,
 					   env->root, NULL },
-			 NULL, 0, SSHB_STEP_MS, &r, cancel, err);
+			 NULL, 0, SG_SSH_STEP_MS, &r, cancel, err);
 	if (rc)
 		goto out;
 	probe = sg_buf_take(&r.out, NULL);
@@ -1566,7 +1544,7 @@ static sg_err ssh_provision(struct sg_env *env, struct sg_cancel *cancel,
 			goto out;
 		}
 		rc = sshb_script(se, sshb_upload_sh, (const char *[]){ cache, sum, NULL },
-				 helper, helper_len, SSHB_UPLOAD_MS, &r, cancel, err);
+				 helper, helper_len, SG_SSH_UPLOAD_MS, &r, cancel, err);
 		free(cache);
 		if (!rc && r.exit_code != 0)
 			rc = sg_err_set(err, SG_E_PROVIDER,
@@ -1597,7 +1575,7 @@ static sg_err ssh_provision(struct sg_env *env, struct sg_cancel *cancel,
 			 (const char *[]){ se->envdir, marker ? marker : "", se->lease,
 					   lease_text, se->bind_src ? env->root : "",
 					   env->helper, NULL },
-			 NULL, 0, SSHB_STEP_MS, &r, cancel, err);
+			 NULL, 0, SG_SSH_STEP_MS, &r, cancel, err);
 	if (!rc && r.exit_code != 0)
 		rc = sg_err_set(err, SG_E_PERMISSION,
 				"cannot create the environment's directory %s on %s: %.160s",
@@ -1663,7 +1641,7 @@ out:
 								    "0", NULL }) &&
 			    !sg_strv_addv(&args, sg_strv_get(&se->cgroups)))
 				(void)sshb_script(se, sshb_teardown_sh, sg_strv_get(&args),
-						  NULL, 0, SSHB_CLEANUP_MS, &r, NULL, &ignore);
+						  NULL, 0, SG_SSH_CLEANUP_MS, &r, NULL, &ignore);
 			sg_strv_release(&args);
 		}
 		sshb_master_stop(se);
@@ -1695,7 +1673,7 @@ out:
 static sg_err sshb_header(const struct sg_exec *x, struct sg_buf *out)
 {
 	struct sg_strv words = SG_STRV_INIT;
-	struct sg_buf q = SG_BUF_INIT(SSHB_HEADER_MAX);
+	struct sg_buf q = SG_BUF_INIT(SG_SSH_HEADER_MAX);
 	sg_err rc = sg_strv_addv(&words, (const char *[]){ "env", "-i", "--", NULL });
 
 	for (size_t i = 0; !rc && x->envp && x->envp[i]; i++)
@@ -1732,14 +1710,14 @@ static void sshb_kill(struct ssh_env *se, const char *token)
 {
 	struct sg_exec_result r;
 	struct sg_errinfo e = { 0 };
-	struct sg_buf line = SG_BUF_INIT(SSHB_LINE_MAX);
+	struct sg_buf line = SG_BUF_INIT(SG_SSH_LINE_MAX);
 
 	if (!sshb_master_alive(se->sock))
 		return;
 	sg_exec_result_init(&r, SG_KiB);
 	if (!sshb_script_line(sshb_kill_sh, "sg",
 			      (const char *[]){ se->rundir, token, NULL }, &line) &&
-	    (sshb_run(se, line.p, NULL, 0, SSHB_KILL_MS, false, &r, NULL, &e) ||
+	    (sshb_run(se, line.p, NULL, 0, SG_SSH_KILL_MS, false, &r, NULL, &e) ||
 	     r.exit_code != 0))
 		sg_log_warn("could not stop a command on %s after its timeout or cancel: %s",
 			    se->base.id, e.msg[0] ? e.msg : r.err.p);
@@ -1752,8 +1730,8 @@ static sg_err ssh_exec(struct sg_env *env, const struct sg_exec *x,
 		       struct sg_errinfo *err)
 {
 	struct ssh_env *se = (struct ssh_env *)env;
-	struct sg_buf line = SG_BUF_INIT(SSHB_LINE_MAX);
-	struct sg_buf in = SG_BUF_INIT(SSHB_HEADER_MAX + SG_MAX_FRAME);
+	struct sg_buf line = SG_BUF_INIT(SG_SSH_LINE_MAX);
+	struct sg_buf in = SG_BUF_INIT(SG_SSH_HEADER_MAX + SG_MAX_FRAME);
 	char token[40], where[300], last[200];
 	bool started;
 	sg_err rc;
@@ -1802,7 +1780,7 @@ static sg_err ssh_exec(struct sg_env *env, const struct sg_exec *x,
 			rc = sg_err_set(err, SG_E_UNAVAILABLE,
 					"ssh could not start the command on %s: %s", where, last);
 		/* Otherwise the command itself exited 255. */
-	} else if (out->exit_code > 128 && out->exit_code <= 128 + SSHB_SIGNAL_MAX) {
+	} else if (out->exit_code > 128 && out->exit_code <= 128 + SG_SSH_SIGNAL_MAX) {
 		/* The shell's 128+n (see the top comment). */
 		out->signal = out->exit_code - 128;
 		out->exit_code = -1;
@@ -1827,7 +1805,7 @@ static sg_err ssh_teardown(struct sg_env *env, enum sg_fate fate,
 	char deadline[32], *busy = NULL;
 	sg_err rc = SG_OK;
 
-	sg_exec_result_init(&r, SSHB_REPLY_MAX);
+	sg_exec_result_init(&r, SG_SSH_REPLY_MAX);
 	if (!se->envdir || !se->sock)
 		goto out;
 	/*
@@ -1845,7 +1823,7 @@ static sg_err ssh_teardown(struct sg_env *env, enum sg_fate fate,
 		goto out;
 	}
 	rc = sshb_script(se, sshb_teardown_sh, sg_strv_get(&args), NULL, 0,
-			 SSHB_STEP_MS, &r, cancel, err);
+			 SG_SSH_STEP_MS, &r, cancel, err);
 	if (!rc && r.exit_code != 0)
 		rc = sg_err_set(err, SG_E_PROVIDER, "cannot %s %s on the host: %.160s",
 				fate == SG_FATE_REMOVE ? "remove" : "update", se->envdir,
@@ -1899,13 +1877,13 @@ static sg_err sshb_oneshot(const struct sg_profile *p, const char *script,
 			   struct sg_cancel *cancel, struct sg_errinfo *err)
 {
 	struct sg_strv av = SG_STRV_INIT, cenv = SG_STRV_INIT;
-	struct sg_buf line = SG_BUF_INIT(SSHB_LINE_MAX);
+	struct sg_buf line = SG_BUF_INIT(SG_SSH_LINE_MAX);
 	struct sg_exec_result r;
 	char where[300];
 	sg_err rc;
 
 	*out = NULL;
-	sg_exec_result_init(&r, SSHB_REPLY_MAX);
+	sg_exec_result_init(&r, SG_SSH_REPLY_MAX);
 	rc = sshb_script_line(script, "sg", args, &line);
 	if (!rc && (sshb_client_env(&cenv) || sshb_base_argv(p, NULL, &av) ||
 		    sg_strv_addv(&av, (const char *[]){ "--", p->host, line.p, NULL })))
@@ -1914,7 +1892,7 @@ static sg_err sshb_oneshot(const struct sg_profile *p, const char *script,
 		rc = sg_err_set(err, rc, "out of memory");
 		goto out;
 	}
-	rc = sshb_spawn(&av, &cenv, NULL, 0, SSHB_MASTER_MS, false, &r, cancel, err);
+	rc = sshb_spawn(&av, &cenv, NULL, 0, SG_SSH_MASTER_MS, false, &r, cancel, err);
 	if (rc)
 		goto out;
 	if (r.exit_code == 255 || r.signal || r.timed_out) {

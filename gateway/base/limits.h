@@ -67,4 +67,40 @@
 #define SG_PROBE_CAPTURE (4 * SG_KiB)   /* its output kept */
 #define SG_PROBE_FILE_MAX (256 * SG_KiB) /* a /proc or cgroup file read */
 
+/* The ssh backend (ssh/ssh.c). */
+#define SG_SSH_CONNECT_TIMEOUT_S 10   /* ssh ConnectTimeout */
+#define SG_SSH_ALIVE_INTERVAL_S 15    /* ssh ServerAliveInterval */
+#define SG_SSH_MASTER_MS 60000        /* connect, key exchange, login */
+#define SG_SSH_STEP_MS 60000          /* one provisioning or teardown step */
+#define SG_SSH_UPLOAD_MS 300000       /* sending sg-helper */
+#define SG_SSH_KILL_MS 5000           /* the kill after a timeout or cancel */
+#define SG_SSH_CLEANUP_MS 10000       /* undoing a failed provision */
+#define SG_SSH_CHECK_MS 5000          /* ssh -O check / -O exit */
+#define SG_SSH_REPLY_MAX (256 * SG_KiB) /* what our scripts print */
+#define SG_SSH_LINE_MAX (64 * SG_KiB)   /* the one command string */
+#define SG_SSH_HELPER_MAX (64 * SG_MiB) /* sg-helper on this host */
+#define SG_SSH_HEADER_MAX (8 * SG_MiB)  /* env and argv, on stdin */
+#define SG_SSH_SOCK_MAX 90 /* sun_path is 108; ssh appends 17 while binding */
+#define SG_SSH_SLUG_MAX 48 /* bytes of an identity kept readable in a name */
+#define SG_SSH_MIN_PERSIST_S 60 /* ControlPersist floor */
+#define SG_SSH_SIGNAL_MAX 64    /* Linux signals are 1..64 */
+
+/* The daytona backend (daytona/). */
+#define SG_DAYTONA_TRIP_SLACK_MS 30000 /* a trip's HTTP timeout past its wait */
+#define SG_DAYTONA_DELETE_MS 120000    /* a delete, until the sandbox is gone */
+#define SG_DAYTONA_KILL_MS 15000       /* the kill after a cancel */
+#define SG_DAYTONA_INLINE_MAX (96 * SG_KiB) /* one variable: stdin, argv */
+#define SG_DAYTONA_SCRIPT_REPLY (256 * SG_KiB) /* our own scripts' output */
+#define SG_DAYTONA_SWEEP_MIN 1440      /* run/ leftovers older than a day */
+#define SG_DAYTONA_TRIP_FAILS 4        /* consecutive failed trips of one exec */
+#define SG_DAYTONA_LIST_PAGES 1000     /* pages of GET /sandbox, at most */
+#define SG_DAYTONA_CALL_MS 60000       /* one control-plane call */
+#define SG_DAYTONA_CREATE_MS 120000    /* POST /sandbox blocks up to 30 s */
+#define SG_DAYTONA_START_MS 900000     /* building an image and starting */
+#define SG_DAYTONA_POLL_FIRST_MS 100   /* state polls: the first wait ... */
+#define SG_DAYTONA_POLL_MAX_MS 1000    /* ... growing by half to this */
+#define SG_DAYTONA_REPLY_MAX (4 * SG_MiB) /* a control-plane JSON reply */
+#define SG_DAYTONA_TOOLBOX_MS 60000    /* toolbox_timeout_ms's default */
+#define SG_DAYTONA_HELPER_MAX (64 * SG_MiB) /* sg-helper on this host */
+
 #endif

@@ -3,6 +3,9 @@
 #
 #   ssh       a real sshd on 127.0.0.1 (tests/ssh/sshd-harness.sh)
 #   daytona   the fake Daytona on 127.0.0.1 (tests/fakes/daytona/server.mjs)
+#   daytona-cloud  Daytona itself: opt-in, only with SANDGATE_E2E_DAYTONA=1
+#             and DAYTONA_API_KEY (and DAYTONA_API_URL / DAYTONA_TARGET
+#             as Daytona's own tools read them); skipped otherwise
 #
 # Starts the backend's harness, runs every tests/e2e/test_*.py with
 # SANDGATE_TEST_CONFIG and SANDGATE_TEST_PROFILE pointing at it, stops the
@@ -53,8 +56,22 @@ EOF2
 	export SANDGATE_TEST_FAKE_URL="http://127.0.0.1:$port"
 	export SANDGATE_TEST_SLACK="${SANDGATE_TEST_SLACK:-4}"
 	;;
+daytona-cloud)
+	if [ "${SANDGATE_E2E_DAYTONA:-}" != 1 ] || [ -z "${DAYTONA_API_KEY:-}" ]; then
+		echo "run-against: set SANDGATE_E2E_DAYTONA=1 and DAYTONA_API_KEY to run against Daytona; skipped" >&2
+		exit 77
+	fi
+	work=$(mktemp -d)
+	trap 'rm -rf "$work"' EXIT
+	cat >"$work/config.json" <<EOF2
+{"default": "daytona", "profiles": {"daytona": {"backend": "daytona",
+ "image": "${SANDGATE_E2E_DAYTONA_IMAGE:-debian:12}"}}}
+EOF2
+	export SANDGATE_TEST_CONFIG="$work/config.json" SANDGATE_TEST_PROFILE=daytona
+	export SANDGATE_TEST_SLACK="${SANDGATE_TEST_SLACK:-10}"
+	;;
 *)
-	echo "usage: run-against.sh ssh|daytona" >&2
+	echo "usage: run-against.sh ssh|daytona|daytona-cloud" >&2
 	exit 2
 	;;
 esac
