@@ -2033,6 +2033,564 @@ static void ssh_round_trips(const struct opts *o, const char *sandgate, const ch
 	free(dir);
 }
 
+/* ---- 7. the daytona set ---- */
+
+#define DTN_UP_FILE "sgbench-up.txt"
+#define DTN_WARM 10
+/*
+ * The fake logs a request when its connection closes, a little after the
+ * reply reached the gateway; a request that ends later than this after
+ * the call's reply was not waited for by the call (the process watcher).
+ */
+#define DTN_LATE_MS 50
+/* Before the log is read: the last request's close has to land. */
+#define DTN_SETTLE_MS 100
+#define DTN_ROUTES_MAX 6
+
+/* The fake Daytona's loopback port, from the profile's API URL. */
+struct fake {
+	long port;
+	char *url; /* the API URL the gateway is given, for the report */
+};
+
+/*
+ * The daytona set counts requests in the fake's log, so the profile must
+ * point at a fake on 127.0.0.1: its API URL comes from the variable the
+ * profile's api_url_env names (Daytona's own default name otherwise).
+ */
+static void fake_load(struct fake *f, const struct opts *o)
+{
+	json_error_t je;
+	json_t *cfg, *prof;
+	const char *name = o->profile, *var, *url, *p;
+	const char *path = o->config ? o->config : getenv("SANDGATE_CONFIG");
+	char *end;
+
+	memset(f, 0, sizeof(*f));
+	if (!path || !*path)
+		die("the daytona set needs --config FILE (to find the fake's address)");
+	cfg = json_load_file(path, 0, &je);
+	if (!cfg)
+		die("%s: %s (line %d)", path, je.text, je.line);
+	if (!name)
+		name = json_string_value(json_object_get(cfg, "default"));
+	prof = json_object_get(json_object_get(cfg, "profiles"), name ? name : "");
+	if (!json_is_object(prof))
+		die("%s has no profile %s", path, name ? name : "(no default)");
+	var = json_string_value(json_object_get(prof, "api_url_env"));
+	if (!var)
+		var = "DAYTONA_API_URL";
+	url = getenv(var);
+	if (!url || strncmp(url, "http://127.0.0.1:", 17) != 0)
+		die("the daytona set runs against the fake Daytona on 127.0.0.1 only; "
+		    "$%s is %s", var, url ? url : "not set");
+	p = url + 17;
+	errno = 0;
+	f->port = strtol(p, &end, 10);
+	if (errno || end == p || f->port < 1 || f->port > 65535 || (*end && *end != '/'))
+		die("$%s: no port in %s", var, url);
+	f->url = xasprintf("%s", url);
+	json_decref(cfg);
+}
+
+/* The backend the profile o names, from the config file (new), or NULL. */
+static char *profile_backend(const struct opts *o)
+{
+	const char *path = o->config ? o->config : getenv("SANDGATE_CONFIG");
+	const char *name = o->profile, *b;
+	json_t *cfg;
+	char *out = NULL;
+
+	if (!path || !*path)
+		return NULL;
+	cfg = json_load_file(path, 0, NULL);
+	if (!cfg)
+		return NULL;
+	if (!name)
+		name = json_string_value(json_object_get(cfg, "default"));
+	b = json_string_value(json_object_get(
+		json_object_get(json_object_get(cfg, "profiles"), name ? name : ""), "backend"));
+	if (b)
+		out = xasprintf("%s", b);
+	json_decref(cfg);
+	return out;
+}
+
+/*
+ * GET `target` from the fake on 127.0.0.1:port; the JSON body (new).  One
+ * HTTP/1.0 exchange, so the fake closes the connection after the reply and
+ * the body is everything after the header.
+ */
+static json_t *fake_get(const struct fake *f, const char *target)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)f->port) };
+	struct timeval tv = { 30, 0 };
+	char *req = xasprintf("GET %s HTTP/1.0\r\nHost: 127.0.0.1:%ld\r\nConnection: close\r\n\r\n",
+			      target, f->port);
+	size_t cap = 1 * MiB, len = 0;
+	char *buf = malloc(cap), *body;
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	json_error_t je;
+	json_t *j;
+
+	if (fd < 0 || !buf)
+		die("socket: %s", strerror(errno));
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)))
+		die("cannot reach the fake Daytona on 127.0.0.1:%ld: %s", f->port, strerror(errno));
+	write_all(fd, req, strlen(req));
+	for (;;) {
+		ssize_t n;
+
+		if (len == cap) {
+			if (cap >= 256 * MiB)
+				die("GET %s: the reply exceeds 256 MiB", target);
+			cap *= 2;
+			buf = realloc(buf, cap);
+			if (!buf)
+				die("out of memory");
+		}
+		n = read(fd, buf + len, cap - len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			die("GET %s from the fake: %s", target, strerror(errno));
+		if (n == 0)
+			break;
+		len += (size_t)n;
+	}
+	close(fd);
+	if (len < 12 || memcmp(buf, "HTTP/1.", 7) != 0 || memcmp(buf + 9, "200", 3) != 0)
+		die("GET %s from the fake: %.40s", target, len ? buf : "no reply");
+	body = memmem(buf, len, "\r\n\r\n", 4);
+	if (!body)
+		die("GET %s from the fake: no end of header", target);
+	body += 4;
+	j = json_loadb(body, len - (size_t)(body - buf), 0, &je);
+	if (!j)
+		die("GET %s from the fake: %s", target, je.text);
+	free(buf);
+	free(req);
+	return j;
+}
+
+/* The fake's request log from sequence number `since` on (new array). */
+static json_t *fake_requests(const struct fake *f, long long since)
+{
+	char target[64];
+	json_t *j, *a;
+
+	snprintf(target, sizeof(target), "/__fake/requests?since=%lld", since);
+	j = fake_get(f, target);
+	a = json_incref(json_object_get(j, "requests"));
+	json_decref(j);
+	if (!json_is_array(a))
+		die("the fake's request log is not an array");
+	return a;
+}
+
+/* The sequence number of the fake's last logged request (0: none yet). */
+static long long fake_last_seq(const struct fake *f)
+{
+	json_t *a = fake_requests(f, 0);
+	size_t n = json_array_size(a);
+	long long seq = n ? (long long)json_integer_value(
+				    json_object_get(json_array_get(a, n - 1), "seq")) :
+			    0;
+
+	json_decref(a);
+	return seq;
+}
+
+/* Wall-clock milliseconds, the fake's clock; rounded up with `up`. */
+static int64_t wall_ms(bool up)
+{
+	struct timespec ts;
+	int64_t ms;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ms = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+	if (up && ts.tv_nsec % 1000000)
+		ms++;
+	return ms;
+}
+
+/* "2026-11-29T11:18:54.277Z" (JavaScript's toISOString) in ms, or -1. */
+static int64_t iso_ms(const char *s)
+{
+	struct tm tm = { 0 };
+	int ms = 0;
+
+	if (!s || sscanf(s, "%d-%d-%dT%d:%d:%d.%dZ", &tm.tm_year, &tm.tm_mon, &tm.tm_mday,
+			 &tm.tm_hour, &tm.tm_min, &tm.tm_sec, &ms) != 7)
+		return -1;
+	tm.tm_year -= 1900;
+	tm.tm_mon -= 1;
+	return (int64_t)timegm(&tm) * 1000 + ms;
+}
+
+/*
+ * What the gateway is asked, timed (DK_EXEC..DK_READ, against the SDK) or
+ * counted only; DK_C_WRITE..DK_C_PREAD have the one-request target.
+ */
+enum {
+	DK_EXEC, DK_WRITE, DK_READ, DK_TIMED,
+	DK_C_WRITE = DK_TIMED, DK_C_READ, DK_C_STAT, DK_C_RUN, DK_C_PREAD, DK_C_TARGETS,
+	DK_C_EDIT = DK_C_TARGETS, DK_C_PSTART, DK_C_EOPEN, DK_C_EREAD, DK_C_INIT, DK_KINDS
+};
+
+static const char *const dk_names[DK_KINDS] = {
+	"run_command argv [\"true\"]", "write_file 1 MiB", "read_file 1 MiB",
+	"write_file", "read_file", "stat_path", "run_command", "process/read",
+	"edit_file", "process/start", "export/open", "export/read + export/close",
+	"initialize",
+};
+static const char *const dk_keys[DK_KINDS] = {
+	"exec", "upload", "download", "write_file", "read_file", "stat_path", "run_command",
+	"process_read", "edit_file", "process_start", "export_open", "export_read_close",
+	"initialize",
+};
+
+/* One call: its window on the fake's clock, and what the log gave it. */
+struct dtn_call {
+	int64_t t0, t1;    /* ms: before the request was written, after the reply */
+	int kind;
+	long reqs;
+	int64_t served_ms; /* the sum of its requests' durations */
+};
+
+struct dtn_count {
+	long calls, reqs, min, max;
+	int nroutes;
+	char route[DTN_ROUTES_MAX][32];
+	long route_n[DTN_ROUTES_MAX];
+};
+
+struct dtn_result {
+	struct dist d[DK_TIMED];      /* round trips through the protocol */
+	struct dist served[DK_TIMED]; /* the fake's time serving those calls */
+	struct dtn_count cnt[DK_KINDS];
+	long background;              /* requests of no call: the watcher's */
+	int64_t bg_min_ms, bg_max_ms; /* their durations */
+	long bg_skip_activity;        /* of them, keep-alive checks */
+	char bg_routes[128];
+	long hwm_kib, rss_kib;        /* the gateway at the end of the set */
+	double init_ms;
+	char *url;
+	json_t *sdk;                  /* daytona-sdk-bench.mjs's results, or NULL */
+};
+
+struct dtn_log {
+	struct dtn_call *v;
+	size_t n, cap;
+};
+
+static void dtn_add(struct dtn_log *l, int kind, int64_t t0, int64_t t1)
+{
+	if (l->n == l->cap) {
+		l->cap = l->cap ? l->cap * 2 : 256;
+		l->v = realloc(l->v, l->cap * sizeof(*l->v));
+		if (!l->v)
+			die("out of memory");
+	}
+	l->v[l->n++] = (struct dtn_call){ .t0 = t0, .t1 = t1, .kind = kind };
+}
+
+static void dtn_route(struct dtn_count *c, const char *route)
+{
+	int i;
+
+	for (i = 0; i < c->nroutes && strcmp(c->route[i], route) != 0; i++)
+		;
+	if (i == c->nroutes && i < DTN_ROUTES_MAX) {
+		snprintf(c->route[i], sizeof(c->route[i]), "%s", route);
+		c->nroutes++;
+	}
+	if (i < DTN_ROUTES_MAX)
+		c->route_n[i]++;
+}
+
+/*
+ * Give each logged request to the call whose window holds its whole life:
+ * the latest call that began before it, if the request also ended by that
+ * call's reply (DTN_LATE_MS for the log's lag).  The log names no command
+ * (it never holds a body, and every exec's command text is the same
+ * `eval "$SG_S"`), so the process watcher's requests are told apart this
+ * way: each waits in the sandbox for seconds, beyond any call's reply.
+ */
+static void dtn_attribute(struct dtn_log *l, json_t *reqs, struct dtn_result *r)
+{
+	size_t i;
+	json_t *e;
+
+	r->bg_min_ms = INT64_MAX;
+	json_array_foreach(reqs, i, e) {
+		int64_t start = iso_ms(json_string_value(json_object_get(e, "ts")));
+		int64_t dur = json_integer_value(json_object_get(e, "durationMs"));
+		const char *route = json_string_value(json_object_get(e, "route"));
+		size_t lo = 0, hi = l->n;
+		struct dtn_call *c = NULL;
+
+		if (start < 0)
+			die("the fake's log has an unreadable ts");
+		/* The last call with t0 <= start (the windows are in time order). */
+		while (lo < hi) {
+			size_t mid = (lo + hi) / 2;
+
+			if (l->v[mid].t0 <= start)
+				lo = mid + 1;
+			else
+				hi = mid;
+		}
+		if (lo > 0 && start <= l->v[lo - 1].t1 &&
+		    start + dur <= l->v[lo - 1].t1 + DTN_LATE_MS)
+			c = &l->v[lo - 1];
+		if (c) {
+			c->reqs++;
+			c->served_ms += dur;
+			dtn_route(&r->cnt[c->kind], route ? route : "?");
+			continue;
+		}
+		r->background++;
+		if (dur < r->bg_min_ms)
+			r->bg_min_ms = dur;
+		if (dur > r->bg_max_ms)
+			r->bg_max_ms = dur;
+		if (json_is_string(json_object_get(json_object_get(e, "headers"),
+						   "x-daytona-skip-last-activity-update")))
+			r->bg_skip_activity++;
+		if (route && !strstr(r->bg_routes, route)) {
+			size_t used = strlen(r->bg_routes);
+
+			snprintf(r->bg_routes + used, sizeof(r->bg_routes) - used, "%s%s",
+				 used ? ", " : "", route);
+		}
+	}
+	if (!r->background)
+		r->bg_min_ms = 0;
+	for (size_t k = 0; k < l->n; k++) {
+		struct dtn_count *c = &r->cnt[l->v[k].kind];
+
+		if (c->calls == 0 || l->v[k].reqs < c->min)
+			c->min = l->v[k].reqs;
+		if (c->calls == 0 || l->v[k].reqs > c->max)
+			c->max = l->v[k].reqs;
+		c->calls++;
+		c->reqs += l->v[k].reqs;
+	}
+}
+
+/* execute(tool, args) (steals args), its window logged as `kind`. */
+static json_t *dtn_execute(struct gw *g, struct dtn_log *l, int kind, const char *tool,
+			   json_t *args)
+{
+	char *data = execute_data(tool, args);
+	int64_t t0 = wall_ms(false);
+	json_t *f = gw_reply(g, gw_send(g, "execute", data), NULL);
+
+	dtn_add(l, kind, t0, wall_ms(true));
+	check_tool(f, tool);
+	free(data);
+	return f;
+}
+
+static void dtn_call(struct gw *g, struct dtn_log *l, int kind, const char *method,
+		     json_t *data, json_t **out)
+{
+	int64_t t0 = wall_ms(false);
+	json_t *f = gw_call(g, method, data);
+
+	dtn_add(l, kind, t0, wall_ms(true));
+	reply_data(f, method);
+	if (out)
+		*out = f;
+	else
+		json_decref(f);
+}
+
+static int64_t dtn_write(struct gw *g, const char *data)
+{
+	int64_t t0 = now_ns(), t1;
+	json_t *f = gw_reply(g, gw_send(g, "execute", data), &t1), *d;
+
+	d = check_tool(f, "write_file");
+	if (json_integer_value(json_object_get(json_object_get(d, "metadata"),
+					       "bytes_written")) != (json_int_t)SSH_READ_BYTES)
+		die("write_file did not write 1 MiB");
+	json_decref(f);
+	return t1 - t0;
+}
+
+/*
+ * D1-D3: exec, upload and download of 1 MiB, interleaved in rotating
+ * order after DTN_WARM rounds, each window logged for the request count.
+ */
+static void dtn_timed(struct gw *g, struct dtn_log *l, long n, struct dtn_result *r)
+{
+	char *text = text_mib();
+	char *d_true = execute_data("run_command", json_pack("{s:[s]}", "argv", "true"));
+	char *d_read = execute_data("read_file", json_pack("{s:s}", "path", SSH_READ_FILE));
+	char *d_up = execute_data("write_file", json_pack("{s:s, s:s}", "path", DTN_UP_FILE,
+							  "content", text));
+	int64_t *v[DK_TIMED];
+	size_t first = l->n;
+
+	json_decref(dtn_execute(g, l, DK_WRITE, "write_file",
+				json_pack("{s:s, s:s}", "path", SSH_READ_FILE, "content", text)));
+	l->n = first; /* the set-up write is not a timed call */
+	for (int k = 0; k < DK_TIMED; k++) {
+		v[k] = calloc((size_t)n + 1, sizeof(int64_t));
+		if (!v[k])
+			die("out of memory");
+	}
+	for (long i = -DTN_WARM; i < n; i++) {
+		for (int j = 0; j < DK_TIMED; j++) {
+			int k = (int)(((i + DTN_WARM) + j) % DK_TIMED);
+			int64_t t0 = wall_ms(false), ns;
+
+			switch (k) {
+			case DK_EXEC: ns = gateway_cmd(g, d_true); break;
+			case DK_WRITE: ns = dtn_write(g, d_up); break;
+			default:
+				ns = gateway_read(g, d_read, i == -DTN_WARM ? text : NULL);
+				break;
+			}
+			if (i >= 0) {
+				dtn_add(l, k, t0, wall_ms(true));
+				v[k][i] = ns;
+			}
+		}
+	}
+	/* The fake's serving times come once its log is read (dtn_served). */
+	for (int k = 0; k < DK_TIMED; k++) {
+		r->d[k] = dist_of(v[k], (size_t)n);
+		free(v[k]);
+	}
+	free(d_true);
+	free(d_read);
+	free(d_up);
+	free(text);
+}
+
+/* The fake's serving time of the timed calls, by kind (after dtn_attribute). */
+static void dtn_served(const struct dtn_log *l, long n, struct dtn_result *r)
+{
+	for (int k = 0; k < DK_TIMED; k++) {
+		int64_t *v = calloc((size_t)n + 1, sizeof(*v));
+		size_t m = 0;
+
+		if (!v)
+			die("out of memory");
+		for (size_t i = 0; i < l->n; i++)
+			if (l->v[i].kind == k && m < (size_t)n)
+				v[m++] = l->v[i].served_ms * 1000000LL;
+		r->served[k] = dist_of(v, m);
+		free(v);
+	}
+}
+
+/* D5: `n` calls of each tool and method, one at a time, each window logged. */
+static void dtn_counted(struct gw *g, struct dtn_log *l, long n)
+{
+	char pid_id[64], token[128];
+	json_t *f, *pread;
+
+	for (long i = 0; i < n; i++)
+		json_decref(dtn_execute(g, l, DK_C_WRITE, "write_file",
+					json_pack("{s:s, s:s}", "path", RT_FILE, "content",
+						  "sgbench a\n")));
+	for (long i = 0; i < n; i++)
+		json_decref(dtn_execute(g, l, DK_C_READ, "read_file",
+					json_pack("{s:s}", "path", RT_FILE)));
+	for (long i = 0; i < n; i++)
+		json_decref(dtn_execute(g, l, DK_C_STAT, "stat_path",
+					json_pack("{s:s}", "path", RT_FILE)));
+	for (long i = 0; i < n; i++)
+		json_decref(dtn_execute(g, l, DK_C_RUN, "run_command",
+					json_pack("{s:[s]}", "argv", "true")));
+	for (long i = 0; i < n; i++)
+		json_decref(dtn_execute(g, l, DK_C_EDIT, "edit_file",
+					json_pack("{s:s, s:s, s:s}", "path", RT_FILE,
+						  "old_string", i % 2 ? "sgbench b" : "sgbench a",
+						  "new_string", i % 2 ? "sgbench a" : "sgbench b")));
+
+	/*
+	 * process/read at offset 0 of a process that runs throughout; the
+	 * watcher's answer to its start is let past first.
+	 */
+	start_process(g, json_pack("[s,s,s]", "sh", "-c", "echo sgbench; exec sleep 120"),
+		      pid_id);
+	sleep_ms(500);
+	pread = json_pack("{s:s, s:i, s:i, s:i, s:i}", "id", pid_id, "OffsetBytes", 0, "Wait", 0,
+			  "MinDwell", 0, "MaxBytes", 0);
+	for (long i = 0; i < n; i++)
+		dtn_call(g, l, DK_C_PREAD, "process/read", json_incref(pread), NULL);
+	json_decref(pread);
+	f = gw_call(g, "process/stop", json_pack("{s:s, s:i}", "id", pid_id, "grace_ms", 1000));
+	reply_data(f, "process/stop");
+	json_decref(f);
+
+	for (long i = 0; i < n; i++) {
+		int64_t t0 = wall_ms(false);
+
+		start_process(g, json_pack("[s,s]", "sleep", "0.2"), pid_id);
+		dtn_add(l, DK_C_PSTART, t0, wall_ms(true));
+	}
+	sleep_ms(500);
+	for (long i = 0; i < n; i++) {
+		int64_t t0;
+
+		dtn_call(g, l, DK_C_EOPEN, "export/open", json_pack("{s:s}", "path", RT_FILE), &f);
+		snprintf(token, sizeof(token), "%s",
+			 json_string_value(json_object_get(json_object_get(f, "data"), "token")));
+		json_decref(f);
+		t0 = wall_ms(false);
+		f = gw_call(g, "export/read", json_pack("{s:s, s:i}", "token", token, "offset", 0));
+		reply_data(f, "export/read");
+		json_decref(f);
+		f = gw_call(g, "export/close", json_pack("{s:s}", "token", token));
+		reply_data(f, "export/close");
+		json_decref(f);
+		dtn_add(l, DK_C_EREAD, t0, wall_ms(true));
+	}
+}
+
+/*
+ * The daytona set on a gateway already initialized (its initialize window
+ * is l's first entry); `since` is the fake's last sequence number before
+ * that initialize.
+ */
+static void bench_daytona(struct gw *g, const struct fake *fk, struct dtn_log *l,
+			  long long since, const struct opts *o, struct dtn_result *r)
+{
+	json_t *reqs;
+	long rss;
+
+	fprintf(stderr, "sgbench: daytona: run_command, write_file and read_file of 1 MiB x %ld\n",
+		o->dtn_n);
+	dtn_timed(g, l, o->dtn_n, r);
+	fprintf(stderr, "sgbench: daytona: provider requests per call x %ld\n", o->rt_n);
+	dtn_counted(g, l, o->rt_n);
+	if (!read_rss(g->pid, &rss, &r->hwm_kib))
+		die("cannot read the gateway's /proc status");
+	r->rss_kib = rss;
+	sleep_ms(DTN_SETTLE_MS);
+	reqs = fake_requests(fk, since);
+	dtn_attribute(l, reqs, r);
+	dtn_served(l, o->dtn_n, r);
+	json_decref(reqs);
+	r->url = xasprintf("%s", fk->url);
+	if (o->sdk_json) {
+		json_error_t je;
+
+		r->sdk = json_load_file(o->sdk_json, 0, &je);
+		if (!r->sdk)
+			die("%s: %s", o->sdk_json, je.text);
+	}
+}
+
 /* ---- the report ---- */
 
 static double mbps(size_t bytes, double s)
@@ -2042,9 +2600,10 @@ static double mbps(size_t bytes, double s)
 
 struct results {
 	bool local; /* the gateway's profile is on the local backend */
-	bool stat, cmd, wake, export, ssh;
+	bool stat, cmd, wake, export, ssh, dtn;
 	struct stat_result st;
 	struct ssh_result sh;
+	struct dtn_result dt;
 	struct cmd_result cmd_r;
 	struct wake_result wk;
 	struct export_result ex;
@@ -2143,6 +2702,189 @@ static void report_ssh_markdown(FILE *o, const struct ssh_result *s)
 	fputs(" | none | info |\n", o);
 }
 
+/* A number of the SDK's results (ops.<op>.<field>), or -1. */
+static double sdk_num(const json_t *sdk, const char *op, const char *field)
+{
+	json_t *v = json_object_get(json_object_get(json_object_get(sdk, "ops"), op), field);
+
+	return json_is_number(v) ? json_number_value(v) : -1;
+}
+
+/* "1", or "1.2 (1–2 per call)", then the routes with " (...)" when asked. */
+static void dtn_count_text(const struct dtn_count *c, bool routes, char *out, size_t n)
+{
+	double per = c->calls ? (double)c->reqs / (double)c->calls : 0;
+	size_t used;
+
+	if (c->min == c->max)
+		snprintf(out, n, "%ld", c->min);
+	else
+		snprintf(out, n, "%.2g (%ld–%ld per call)", per, c->min, c->max);
+	used = strlen(out);
+	for (int i = 0; routes && i < c->nroutes && used < n; i++) {
+		double rp = (double)c->route_n[i] / (double)c->calls;
+		int w = rp > 0.999 && rp < 1.001 ?
+				snprintf(out + used, n - used, "%s%s", i ? " + " : " (",
+					 c->route[i]) :
+				snprintf(out + used, n - used, "%s%s ×%.2g", i ? " + " : " (",
+					 c->route[i], rp);
+
+		if (w < 0)
+			break;
+		used += (size_t)w;
+	}
+	if (routes && c->nroutes && used + 1 < n)
+		snprintf(out + used, n - used, ")");
+}
+
+static bool dtn_one_each(const struct dtn_count *c)
+{
+	return c->calls > 0 && c->min == 1 && c->max == 1;
+}
+
+static const char *const dtn_rows[DK_TIMED] = {
+	"exec: run_command argv [\"true\"] vs the SDK's `process.executeCommand('true')`",
+	"upload 1 MiB: write_file (content as a string) vs `fs.uploadFile(Buffer)`",
+	"download 1 MiB: read_file vs `fs.downloadFile(path)`",
+};
+
+static void report_dtn_markdown(FILE *o, const struct dtn_result *r)
+{
+	char text[512];
+	bool all = true;
+	double sdk_rss = r->sdk ? (double)json_integer_value(json_object_get(r->sdk, "max_rss_kib")) : 0;
+
+	for (int k = 0; k < DK_TIMED; k++) {
+		const struct dist *d = &r->d[k];
+		double s50 = sdk_num(r->sdk, dk_keys[k], "p50_us");
+		double s90 = sdk_num(r->sdk, dk_keys[k], "p90_us");
+		double ratio = s50 > 0 ? d->p50 / 1e3 / s50 : 0;
+
+		if (s50 > 0)
+			fprintf(o, "| D%d | %s, %zu runs each | p50 %.2f ms vs %.2f ms: **%.2f×** (p90 %.2f vs %.2f ms) | ≤ 0.5× | %s |\n",
+				k + 1, dtn_rows[k], d->n, d->p50 / 1e6, s50 / 1e3, ratio,
+				d->p90 / 1e6, s90 / 1e3, verdict(ratio <= 0.5));
+		else
+			fprintf(o, "| D%d | %s, %zu runs | p50 %.2f ms (p90 %.2f ms); the SDK was not run | ≤ 0.5× | n/a |\n",
+				k + 1, dtn_rows[k], d->n, d->p50 / 1e6, d->p90 / 1e6);
+	}
+	if (sdk_rss > 0)
+		fprintf(o, "| D4 | peak RSS: the gateway's VmHWM vs the SDK's Node process (`maxRSS`) | %.1f MiB vs %.1f MiB: **%.2f×** | ≤ 0.25× | %s |\n",
+			r->hwm_kib / 1024.0, sdk_rss / 1024.0, (double)r->hwm_kib / sdk_rss,
+			verdict((double)r->hwm_kib <= 0.25 * sdk_rss));
+	else
+		fprintf(o, "| D4 | peak RSS: the gateway's VmHWM | %.1f MiB; the SDK was not run | ≤ 0.25× the SDK's | n/a |\n",
+			r->hwm_kib / 1024.0);
+	fprintf(o, "| D5 | provider requests per tool call, from the fake's request log, %ld calls each | ",
+		r->cnt[DK_C_WRITE].calls);
+	for (int k = DK_C_WRITE; k < DK_C_TARGETS; k++) {
+		dtn_count_text(&r->cnt[k], false, text, sizeof(text));
+		fprintf(o, "%s%s %s", k == DK_C_WRITE ? "" : ", ", dk_names[k], text);
+		all = all && dtn_one_each(&r->cnt[k]);
+	}
+	fprintf(o, " | exactly 1 each | %s |\n", verdict(all));
+	fputs("| D5i | the same, for information | ", o);
+	for (int k = DK_C_TARGETS; k < DK_KINDS; k++) {
+		dtn_count_text(&r->cnt[k], true, text, sizeof(text));
+		fprintf(o, "%s%s %s", k == DK_C_TARGETS ? "" : "; ", dk_names[k], text);
+	}
+	for (int k = 0; k < DK_TIMED; k++) {
+		dtn_count_text(&r->cnt[k], true, text, sizeof(text));
+		fprintf(o, "; timed %s %s", dk_names[k], text);
+	}
+	if (r->sdk)
+		for (int k = 0; k < DK_TIMED; k++) {
+			json_t *op = json_object_get(json_object_get(r->sdk, "ops"), dk_keys[k]);
+			const char *rk;
+			json_t *rv;
+			int first = 1;
+
+			fprintf(o, "; SDK %s %.3g", dk_keys[k],
+				sdk_num(r->sdk, dk_keys[k], "requests_per_call"));
+			json_object_foreach(json_object_get(op, "routes"), rk, rv) {
+				fprintf(o, "%s%s", first ? " (" : " + ", rk);
+				first = 0;
+			}
+			if (!first)
+				fputc(')', o);
+		}
+	fprintf(o, "; outside any call (the process watcher): %ld (%s, %.1f–%.1f s each) | none | info |\n",
+		r->background, r->background ? r->bg_routes : "none", r->bg_min_ms / 1e3,
+		r->bg_max_ms / 1e3);
+}
+
+static void report_dtn_details(FILE *o, const struct dtn_result *r, long idle_hwm_kib)
+{
+	for (int k = 0; k < DK_TIMED; k++) {
+		const struct dist *d = &r->d[k], *s = &r->served[k];
+
+		fprintf(o, "sandgate %-24s p50 %7.2f ms  p90 %7.2f ms  p99 %7.2f ms  min %6.2f ms; in the fake p50 %5.1f ms, p90 %5.1f ms\n",
+			dk_names[k], d->p50 / 1e6, d->p90 / 1e6, d->p99 / 1e6, d->min / 1e6,
+			s->p50 / 1e6, s->p90 / 1e6);
+	}
+	for (int k = 0; r->sdk && k < DK_TIMED; k++)
+		fprintf(o, "SDK      %-24s p50 %7.2f ms  p90 %7.2f ms  p99 %7.2f ms  min %6.2f ms; in the fake p50 %5.1f ms, p90 %5.1f ms\n",
+			dk_keys[k], sdk_num(r->sdk, dk_keys[k], "p50_us") / 1e3,
+			sdk_num(r->sdk, dk_keys[k], "p90_us") / 1e3,
+			sdk_num(r->sdk, dk_keys[k], "p99_us") / 1e3,
+			sdk_num(r->sdk, dk_keys[k], "min_us") / 1e3,
+			json_number_value(json_object_get(json_object_get(json_object_get(
+				json_object_get(r->sdk, "ops"), dk_keys[k]), "served"), "p50_us")) / 1e3,
+			json_number_value(json_object_get(json_object_get(json_object_get(
+				json_object_get(r->sdk, "ops"), dk_keys[k]), "served"), "p90_us")) / 1e3);
+	fprintf(o, "gateway: VmHWM %.1f MiB after initialize, %.1f MiB at the end (VmRSS %.1f MiB); initialize %.0f ms\n",
+		idle_hwm_kib / 1024.0, r->hwm_kib / 1024.0, r->rss_kib / 1024.0, r->init_ms);
+	if (r->sdk)
+		fprintf(o, "SDK %s %s on Node %s: maxRSS %.1f MiB (RSS %.1f MiB before the SDK was loaded); create %.0f ms in %lld requests\n",
+			json_string_value(json_object_get(r->sdk, "sdk")),
+			json_string_value(json_object_get(r->sdk, "sdk_version")),
+			json_string_value(json_object_get(r->sdk, "node")),
+			json_integer_value(json_object_get(r->sdk, "max_rss_kib")) / 1024.0,
+			json_integer_value(json_object_get(r->sdk, "rss_start_kib")) / 1024.0,
+			json_number_value(json_object_get(r->sdk, "create_ms")),
+			(long long)json_integer_value(json_object_get(r->sdk, "create_requests")));
+	fprintf(o, "requests outside any call: %ld (%s), %.1f to %.1f s each, %ld keep-alive checks; fake at %s\n",
+		r->background, r->background ? r->bg_routes : "none", r->bg_min_ms / 1e3,
+		r->bg_max_ms / 1e3, r->bg_skip_activity, r->url);
+}
+
+static json_t *dtn_json(const struct dtn_result *r)
+{
+	json_t *j = json_object(), *cnt = json_object();
+
+	for (int k = 0; k < DK_TIMED; k++) {
+		json_t *d = dist_json(&r->d[k]);
+
+		json_object_set_new(d, "served", dist_json(&r->served[k]));
+		json_object_set_new(j, dk_keys[k], d);
+	}
+	for (int k = 0; k < DK_KINDS; k++) {
+		const struct dtn_count *c = &r->cnt[k];
+		json_t *routes = json_object();
+
+		for (int i = 0; i < c->nroutes; i++)
+			json_object_set_new(routes, c->route[i], json_integer(c->route_n[i]));
+		json_object_set_new(cnt, dk_keys[k],
+				    json_pack("{s:I, s:I, s:I, s:I, s:o, s:b}", "calls",
+					      (json_int_t)c->calls, "requests", (json_int_t)c->reqs,
+					      "min", (json_int_t)c->min, "max", (json_int_t)c->max,
+					      "routes", routes, "target",
+					      k >= DK_C_WRITE && k < DK_C_TARGETS));
+	}
+	json_object_set_new(j, "requests", cnt);
+	json_object_set_new(j, "background",
+			    json_pack("{s:I, s:I, s:I, s:I}", "requests", (json_int_t)r->background,
+				      "min_ms", (json_int_t)r->bg_min_ms, "max_ms",
+				      (json_int_t)r->bg_max_ms, "keepalive_checks",
+				      (json_int_t)r->bg_skip_activity));
+	json_object_set_new(j, "hwm_kib", json_integer(r->hwm_kib));
+	json_object_set_new(j, "rss_kib", json_integer(r->rss_kib));
+	json_object_set_new(j, "initialize_ms", json_real(r->init_ms));
+	if (r->sdk)
+		json_object_set_new(j, "sdk", json_incref(r->sdk));
+	return j;
+}
+
 /* The results as a Markdown table with targets and verdicts. */
 static void report_markdown(FILE *o, const struct results *r)
 {
@@ -2196,6 +2938,8 @@ static void report_markdown(FILE *o, const struct results *r)
 			verdict(r->idle_rss_kib <= 16 * 1024));
 	if (r->ssh)
 		report_ssh_markdown(o, &r->sh);
+	if (r->dtn)
+		report_dtn_markdown(o, &r->dt);
 	if (r->export)
 		fprintf(o, "| 5b | gateway RSS during the export | max VmRSS %.1f MiB over %ld samples (VmHWM after: %.1f MiB) | ≤ 64 MiB | %s |\n",
 			r->ex.rss_max_kib / 1024.0, r->ex.rss_samples,
@@ -2263,6 +3007,8 @@ static void report_details(FILE *o, const struct results *r)
 				row->controls, row->masters, row->watcher);
 		}
 	}
+	if (r->dtn)
+		report_dtn_details(o, &r->dt, r->idle_hwm_kib);
 	fprintf(o, "process/event lines seen: %ld; gateway exit status: %d\n", r->events,
 		r->gateway_status);
 }
@@ -2368,6 +3114,8 @@ static void write_json(const char *path, const struct results *r)
 		json_object_set_new(sj, "round_trips", rt);
 		json_object_set_new(j, "ssh", sj);
 	}
+	if (r->dtn)
+		json_object_set_new(j, "daytona", dtn_json(&r->dt));
 	json_object_set_new(j, "idle_rss_kib", json_integer(r->idle_rss_kib));
 	json_object_set_new(j, "idle_hwm_kib", json_integer(r->idle_hwm_kib));
 	json_object_set_new(j, "gateway_status", json_integer(r->gateway_status));
@@ -2389,26 +3137,31 @@ static int rm_entry(const char *p, const struct stat *st, int flag, struct FTW *
 static const char usage[] =
 	"usage: sgbench [--sandgate PATH] [--config FILE] [--profile NAME]\n"
 	"               [--state-dir DIR] [--json FILE] [--markdown FILE]\n"
-	"               [--only stat,cmd,wake,export,ssh]\n"
+	"               [--only stat,cmd,wake,export,ssh,daytona]\n"
 	"               [--stat-n N] [--cmd-n N] [--wake-n N]\n"
 	"               [--export-mib N] [--export-runs N]\n"
 	"               [--ssh-n N] [--ssh-export-mib N] [--ssh-export-runs N]\n"
-	"               [--rt-n N] [--keep]\n"
+	"               [--rt-n N] [--dtn-n N] [--sdk-json FILE] [--keep]\n"
 	"\n"
 	"Runs sandgate's benchmarks over pipes, on the profile --config and\n"
 	"--profile name (else sandgate's default), and prints a table.  The\n"
 	"sets default to stat,cmd,wake,export on the local backend and to ssh on\n"
-	"the ssh backend (stat runs on any).  Defaults: sandgate from $SANDGATE,\n"
+	"the ssh backend, daytona on the daytona backend (against the fake on\n"
+	"127.0.0.1 only; --sdk-json adds the official SDK's results from\n"
+	"bench/daytona-sdk-bench.mjs), and stat on any other.  Defaults: sandgate\n"
+	"from $SANDGATE,\n"
 	"else next to this program or one directory up (a build tree); 2000 stat\n"
 	"calls, 300 command runs of each kind, 200 wake-ups, 3 exports of 256 MiB\n"
 	"of each kind; for ssh, 150 runs of each of the 4 kinds, 3 exports of\n"
-	"64 MiB of each kind and 10 calls per tool counted.\n";
+	"64 MiB of each kind and 10 calls per tool counted; for daytona, 100 runs\n"
+	"of each of the 3 operations and 10 calls per tool counted.\n";
 
 static void parse_opts(int argc, char **argv, struct opts *o)
 {
 	*o = (struct opts){ .stat_n = 2000, .cmd_n = 300, .wake_n = 200,
 			    .export_mib = 256, .export_runs = 3, .ssh_n = 150,
-			    .ssh_export_mib = 64, .ssh_export_runs = 3, .rt_n = 10 };
+			    .ssh_export_mib = 64, .ssh_export_runs = 3, .rt_n = 10,
+			    .dtn_n = 100 };
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i];
 		const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -2428,7 +3181,8 @@ static void parse_opts(int argc, char **argv, struct opts *o)
 		    strcmp(a, "--export-runs") && strcmp(a, "--only") &&
 		    strcmp(a, "--config") && strcmp(a, "--profile") &&
 		    strcmp(a, "--ssh-n") && strcmp(a, "--ssh-export-mib") &&
-		    strcmp(a, "--ssh-export-runs") && strcmp(a, "--rt-n"))
+		    strcmp(a, "--ssh-export-runs") && strcmp(a, "--rt-n") &&
+		    strcmp(a, "--dtn-n") && strcmp(a, "--sdk-json"))
 			die("unknown option %s\n%s", a, usage);
 		if (!v)
 			die("%s needs a value\n%s", a, usage);
@@ -2463,6 +3217,10 @@ static void parse_opts(int argc, char **argv, struct opts *o)
 			o->ssh_export_runs = parse_count(v, a);
 		} else if (strcmp(a, "--rt-n") == 0) {
 			o->rt_n = parse_count(v, a);
+		} else if (strcmp(a, "--dtn-n") == 0) {
+			o->dtn_n = parse_count(v, a);
+		} else if (strcmp(a, "--sdk-json") == 0) {
+			o->sdk_json = v;
 		} else {
 			o->only = true;
 			o->do_stat = strstr(v, "stat") != NULL;
@@ -2470,11 +3228,13 @@ static void parse_opts(int argc, char **argv, struct opts *o)
 			o->do_wake = strstr(v, "wake") != NULL;
 			o->do_export = strstr(v, "export") != NULL;
 			o->do_ssh = strstr(v, "ssh") != NULL;
+			o->do_dtn = strstr(v, "daytona") != NULL;
 		}
 	}
 	if (o->stat_n < 1 || o->cmd_n < 1 || o->wake_n < 1 || o->export_runs < 1 ||
 	    o->export_mib < 1 || o->export_mib > 256 || o->ssh_n < 1 ||
-	    o->ssh_export_runs < 1 || o->rt_n < 1 || o->ssh_export_mib > 256)
+	    o->ssh_export_runs < 1 || o->rt_n < 1 || o->ssh_export_mib > 256 ||
+	    o->dtn_n < 1)
 		die("counts must be at least 1 and export sizes at most 256 MiB");
 }
 
@@ -2511,8 +3271,12 @@ int main(int argc, char **argv)
 	struct opts o;
 	struct results r = { 0 };
 	struct ssh_target t = { 0 };
+	struct fake fk = { 0 };
+	struct dtn_log dl = { 0 };
+	long long since = 0;
+	int64_t init_t0, init_ns;
 	char tmpl[] = "/tmp/sgbench-XXXXXX";
-	char *sandgate, *state, *workspace = NULL;
+	char *sandgate, *state, *workspace = NULL, *pbackend;
 	const char *backend;
 	struct stat st;
 	struct gw g;
@@ -2536,10 +3300,25 @@ int main(int argc, char **argv)
 		die("out of memory");
 
 	state_for_errors = state;
+	/*
+	 * The daytona set counts initialize's requests too, so the fake's
+	 * log is marked before it; the backend is read from the config.
+	 */
+	pbackend = profile_backend(&o);
+	if (o.do_dtn || (!o.only && pbackend && strcmp(pbackend, "daytona") == 0)) {
+		fake_load(&fk, &o);
+		since = fake_last_seq(&fk);
+	}
+	free(pbackend);
 	gw_start(&g, &o, sandgate, state, "gateway.log", environ);
+	init_t0 = wall_ms(false);
+	init_ns = now_ns();
 	f = gw_call(&g, "initialize",
 		    json_pack("{s:i, s:s, s:s, s:b}", "version", 4, "root", ROOT,
 			      "session", SESSION, "remove_workspace_on_exit", true));
+	init_ns = now_ns() - init_ns;
+	if (fk.port)
+		dtn_add(&dl, DK_C_INIT, init_t0, wall_ms(true));
 	env = json_object_get(reply_data(f, "initialize"), "environment");
 	backend = json_string_value(json_object_get(env, "backend"));
 	if (!backend)
@@ -2549,9 +3328,14 @@ int main(int argc, char **argv)
 		/* The sets that fit the backend; stat alone fits any. */
 		o.do_stat = o.do_cmd = o.do_wake = o.do_export = r.local;
 		o.do_ssh = strcmp(backend, "ssh") == 0;
-		if (!r.local && !o.do_ssh)
+		o.do_dtn = strcmp(backend, "daytona") == 0;
+		if (!r.local && !o.do_ssh && !o.do_dtn)
 			o.do_stat = true;
 	}
+	if (o.do_dtn && strcmp(backend, "daytona") != 0)
+		die("the daytona set needs a profile on the daytona backend, not %s", backend);
+	if (o.do_dtn && !fk.port)
+		die("the daytona set needs --config FILE (to find the fake's address)");
 	if (!r.local && (o.do_cmd || o.do_wake || o.do_export))
 		die("cmd, wake and export measure the local backend; the profile is on %s",
 		    backend);
@@ -2615,6 +3399,11 @@ int main(int argc, char **argv)
 		}
 		ssh_master_close(&t, state);
 	}
+	if (o.do_dtn) {
+		r.dt.init_ms = (double)init_ns / 1e6;
+		bench_daytona(&g, &fk, &dl, since, &o, &r.dt);
+		r.dtn = true;
+	}
 	r.events = g.events;
 	r.gateway_status = gw_stop(&g);
 	if (o.do_ssh) {
@@ -2653,5 +3442,9 @@ int main(int argc, char **argv)
 	free(state);
 	free(sandgate);
 	free(r.cmd_r.argv_text);
+	free(r.dt.url);
+	json_decref(r.dt.sdk);
+	free(fk.url);
+	free(dl.v);
 	return 0;
 }

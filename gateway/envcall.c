@@ -128,44 +128,69 @@ sg_err sg_envcall_spawn(struct sg_session *s, const char *const *args,
 	return rc;
 }
 
+/* Run one step, leaving the helper's output in r->out. */
+static sg_err run_step(struct sg_session *s, unsigned how, const char *const *args,
+		       const void *in, size_t inlen, struct sg_exec_result *r,
+		       struct sg_cancel *cancel, struct sg_errinfo *err)
+{
+	bool local = in_process(s, how);
+	struct sg_strv av = SG_STRV_INIT;
+	sg_err rc = build_argv(s, how, local, args, &av);
+
+	if (rc) {
+		sg_err_set(err, rc, "out of memory building a helper call");
+	} else if (local) {
+		/* sg_helper_run's argv, like the program's, omits argv[0]. */
+		int status = sg_helper_run((int)av.n, av.v, in, inlen, &r->out, cancel);
+
+		if (status != 0)
+			rc = sg_err_set(err, SG_E_INTERNAL,
+					"the environment helper failed (status %d) on `%s %s`",
+					status, args[0], args[1] ? args[1] : "");
+	} else {
+		rc = run_exec(s, &av, sg_strv_get(&s->base_env), 0, in, inlen, r, cancel, err);
+	}
+	sg_strv_release(&av);
+	return rc;
+}
+
 sg_err sg_envcall(struct sg_session *s, unsigned how,
 		  const char *const *args, const void *in, size_t inlen,
 		  json_t **out, struct sg_cancel *cancel,
 		  struct sg_errinfo *err)
 {
-	bool local = in_process(s, how);
-	struct sg_strv av = SG_STRV_INIT;
 	struct sg_exec_result r;
 	sg_err rc;
 
 	*out = NULL;
 	sg_exec_result_init(&r, SG_ENVTOOL_REPLY);
-	rc = build_argv(s, how, local, args, &av);
-	if (rc) {
-		sg_err_set(err, rc, "out of memory building a helper call");
-		goto out;
-	}
-	if (local) {
-		int status;
+	rc = run_step(s, how, args, in, inlen, &r, cancel, err);
+	if (!rc)
+		rc = parse_reply(r.out.p, r.out.len, out, err);
+	sg_exec_result_release(&r);
+	return rc;
+}
 
-		/* sg_helper_run's argv, like the program's, omits argv[0]. */
-		status = sg_helper_run((int)av.n, av.v, in, inlen, &r.out, cancel);
-		if (status != 0) {
-			rc = sg_err_set(err, SG_E_INTERNAL,
-					"the environment helper failed (status %d) on `%s %s`",
-					status, args[0], args[1] ? args[1] : "");
-			goto out;
-		}
-	} else {
-		rc = run_exec(s, &av, sg_strv_get(&s->base_env), 0, in, inlen,
-			      &r, cancel, err);
-		if (rc)
-			goto out;
-	}
-	rc = parse_reply(r.out.p, r.out.len, out, err);
+sg_err sg_envcall_tail(struct sg_session *s, unsigned how, const char *const *args,
+		       json_t **out, struct sg_buf *tail, struct sg_cancel *cancel,
+		       struct sg_errinfo *err)
+{
+	struct sg_exec_result r;
+	const char *nl;
+	sg_err rc;
+
+	*out = NULL;
+	sg_exec_result_init(&r, SG_ENVTOOL_REPLY);
+	rc = run_step(s, how, args, NULL, 0, &r, cancel, err);
+	if (rc)
+		goto out;
+	/* The JSON is one line (the helper escapes newlines in strings). */
+	nl = memchr(r.out.p, '\n', r.out.len);
+	rc = parse_reply(r.out.p, nl ? (size_t)(nl - r.out.p) : r.out.len, out, err);
+	if (!rc && nl && sg_buf_add(tail, nl + 1, r.out.len - (size_t)(nl + 1 - r.out.p)))
+		rc = sg_err_set(err, SG_E_TOO_LARGE, "the helper's reply is too large");
 out:
 	sg_exec_result_release(&r);
-	sg_strv_release(&av);
 	return rc;
 }
 

@@ -117,6 +117,15 @@ sg_err sg_envcall(struct sg_session *s, unsigned how,
 		  struct sg_errinfo *err) SG_MUST_CHECK;
 
 /*
+ * As sg_envcall, for a step whose reply is a JSON line followed by raw
+ * bytes (`fs read --raw`): *out is the JSON (new) and the bytes after its
+ * newline are appended to tail.
+ */
+sg_err sg_envcall_tail(struct sg_session *s, unsigned how, const char *const *args,
+		       json_t **out, struct sg_buf *tail, struct sg_cancel *cancel,
+		       struct sg_errinfo *err) SG_MUST_CHECK;
+
+/*
  * Run `sg-helper proc spawn ARGS...` in the environment through exec, with
  * the command's environment envp: the helper daemonizes a supervisor that
  * outlives the call.  *out as sg_envcall's.

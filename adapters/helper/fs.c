@@ -492,7 +492,7 @@ out:
  * cut can be moved back to a character boundary).
  */
 static sg_err read_text(struct fs *c, int fd, const struct sg_buf *rel,
-			int64_t first, int64_t limit, int64_t max)
+			int64_t first, int64_t limit, int64_t max, bool raw)
 {
 	struct sg_buf text = SG_BUF_INIT((size_t)max + 4);
 	int64_t end = limit && limit <= INT64_MAX - first ? first + limit
@@ -540,8 +540,10 @@ static sg_err read_text(struct fs *c, int fd, const struct sg_buf *rel,
 				      : text.len;
 	truncated = keep < text.len || (limit && lines >= end);
 	rc = sg_reply_ok(c->out);
-	if (!rc)
+	if (!rc && !raw)
 		rc = kv_strn(c->out, "content", text.p, keep);
+	if (!rc && raw)
+		rc = kv_int(c->out, "content_bytes", (long long)keep);
 	if (!rc)
 		rc = kv_int(c->out, "size", size);
 	if (!rc)
@@ -552,6 +554,13 @@ static sg_err read_text(struct fs *c, int fd, const struct sg_buf *rel,
 		rc = kv_strn(c->out, "path", rel->p, rel->len);
 	if (!rc)
 		rc = sg_reply_end(c->out);
+	/*
+	 * --raw: the text follows the JSON line as it is, so the gateway can
+	 * escape it once into its reply instead of parsing and re-encoding a
+	 * megabyte of JSON string.
+	 */
+	if (!rc && raw && (sg_buf_addc(c->out, '\n') || sg_buf_add(c->out, text.p, keep)))
+		rc = SG_E_TOO_LARGE;
 out:
 	free(chunk);
 	sg_buf_release(&text);
@@ -567,6 +576,7 @@ static sg_err fs_read(struct fs *c)
 {
 	struct sg_buf rel = SG_BUF_INIT(SG_PATH_MAX);
 	bool b64 = sg_args_flag(&c->a, "base64");
+	bool raw = sg_args_flag(&c->a, "raw");
 	int64_t offset, limit, max;
 	struct stat st;
 	int fd = -1;
@@ -596,7 +606,7 @@ static sg_err fs_read(struct fs *c)
 	if (b64)
 		rc = read_base64(c, fd, &rel, max);
 	else
-		rc = read_text(c, fd, &rel, offset ? offset : 1, limit, max);
+		rc = read_text(c, fd, &rel, offset ? offset : 1, limit, max, raw);
 out:
 	close_fd(&fd);
 	sg_buf_release(&rel);
@@ -2067,7 +2077,7 @@ static const struct fs_cmd {
 	const char *flags; /* the options that take no value */
 	sg_err (*run)(struct fs *c);
 } fs_cmds[] = {
-	{ "read", "base64", fs_read },
+	{ "read", "base64 raw", fs_read },
 	{ "write", "base64", fs_write },
 	{ "edit", "all", fs_edit },
 	{ "list", "hidden", fs_list },

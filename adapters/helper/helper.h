@@ -31,7 +31,9 @@
  * before the positional arguments; `--` ends options):
  *
  *   fs read   --root R [--host-root H] PATH [--offset N] [--limit N]
- *             [--base64] [--max BYTES]
+ *             [--base64] [--max BYTES] [--raw]
+ *             (--raw: the text follows the JSON line, after a newline,
+ *             as "content_bytes" raw bytes, instead of a "content" key)
  *   fs write  ... PATH [--mode OCTAL] [--base64]     content on stdin
  *   fs edit   ... PATH [--all]      stdin: "<len of old>\n" old new
  *   fs list   ... [PATH] [--depth N] [--hidden] [--max N]

@@ -342,6 +342,31 @@ static void test_read_text(void **state)
 	assert_string_equal(str(f, "content"), "");
 }
 
+/* --raw: the JSON line carries content_bytes, the bytes follow verbatim. */
+static void test_read_raw(void **state)
+{
+	struct fx *f = *state;
+	char *argv[] = { "read", "--raw", "r.txt", "--root", (char *)ROOT, "--host-root",
+			 f->dir, NULL };
+	const char *nl;
+	json_t *j;
+
+	puts_file(f, "r.txt", "a\xff\nb\n");
+	sg_buf_reset(&f->out);
+	assert_int_equal(sg_helper_fs(7, argv, NULL, 0, &f->out, NULL), 0);
+	nl = memchr(f->out.p, '\n', f->out.len);
+	assert_non_null(nl);
+	j = json_loadb(f->out.p, (size_t)(nl - f->out.p), 0, NULL);
+	assert_non_null(j);
+	assert_true(json_is_true(json_object_get(j, "ok")));
+	assert_null(json_object_get(j, "content"));
+	assert_int_equal(json_integer_value(json_object_get(j, "content_bytes")), 5);
+	assert_int_equal(json_integer_value(json_object_get(j, "total_lines")), 2);
+	assert_int_equal(f->out.len - (size_t)(nl + 1 - f->out.p), 5);
+	assert_memory_equal(nl + 1, "a\xff\nb\n", 5);
+	json_decref(j);
+}
+
 static void test_read_utf8(void **state)
 {
 	struct fx *f = *state;
@@ -1262,6 +1287,7 @@ int main(void)
 #define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
 	const struct CMUnitTest tests[] = {
 		T(test_read_text),
+		T(test_read_raw),
 		T(test_read_utf8),
 		T(test_read_big),
 		T(test_read_failures),
