@@ -21,7 +21,11 @@
  *    environment that is gone is SG_E_WORKSPACE_LOST, never a fresh one.
  *  - Nothing leaks.  Remote resources are tagged with the identity, session,
  *    creation time and expiry, get a provider-side lifetime as a backstop,
- *    and a provision() that fails halfway deletes what it made.
+ *    and a provision() that fails halfway deletes what it made.  Right after
+ *    the remote resource first exists, provision() calls
+ *    sg_crashpoint("adapter:created") (gateway/base/crash.h): the crash-
+ *    matrix tests kill the gateway there and check `sandgate envs gc`
+ *    finds the resource by its tags.
  *  - A NULL method means "not supported"; the matching SG_CAP_* bit says so
  *    to the gateway, and registry.c checks that the two agree.
  *  - exec() may be called from several threads at once for one environment.

@@ -115,15 +115,25 @@ function dist(v) {
     mean_us: (s.reduce((a, b) => a + b, 0) / s.length) * 1e3 };
 }
 
-// Requests whose whole life lies inside one call's window [t0, t1] (ms, ±1 for the clock's
-// granularity) are that call's; the others are counted apart.
+// The fake logs a request when its connection closes, a little after the reply reached the
+// client: a request ending later than this after a call's reply was not that call's.
+const LATE_MS = 50;
+
+// sgbench's rule (bench/sgbench.c dtn_attribute): a request belongs to the latest call that began
+// at or before its start, if it started before that call's reply and ended by it (+LATE_MS).
 function attribute(requests, windows) {
   const per = windows.map(() => ({ n: 0, served_ms: 0, routes: {} }));
+  const order = windows.map((w, i) => i).sort((a, b) => windows[a].t0 - windows[b].t0);
   let outside = 0;
   for (const r of requests) {
     const start = Date.parse(r.ts);
     const end = start + r.durationMs;
-    const i = windows.findIndex((w) => start >= w.t0 - 1 && end <= w.t1 + 1);
+    let i = -1;
+    for (const j of order) {
+      if (windows[j].t0 > start) break;
+      i = j;
+    }
+    if (i >= 0 && !(start <= windows[i].t1 && end <= windows[i].t1 + LATE_MS)) i = -1;
     if (i < 0) {
       outside++;
       continue;
@@ -152,8 +162,8 @@ async function main() {
     process.stderr.write('daytona-sdk-bench: creating a sandbox (image debian:12)\n');
     let seq = await lastSeq(o.url);
     let t0 = performance.now();
-    // sandgate's profile in bench/run.sh: image debian:12, default resources, a lifetime of 10
-    // minutes (which it turns into autostop 10 and autodelete 10).
+    // As sandgate's sandbox on bench/run.sh's profile: image debian:12, default resources, and
+    // the auto-stop and auto-delete intervals of 10 minutes its initialize reports.
     sandbox = await daytona.create({
       image: 'debian:12',
       labels: { 'sgbench.client': 'sdk', 'sgbench.run': runId },
@@ -224,7 +234,6 @@ async function main() {
     }
     out.requests_outside_calls = outside;
 
-    seq = await lastSeq(o.url);
     t0 = performance.now();
     await sandbox.delete();
     sandbox = null;

@@ -98,6 +98,7 @@
 
 #include "../adapters/http.h"
 #include "../adapters/shquote.h"
+#include "../gateway/base/crash.h"
 #include "../gateway/base/limits.h"
 #include "../gateway/base/log.h"
 #include "../gateway/base/strv.h"
@@ -2174,6 +2175,7 @@ static sg_err dtn_obtain(struct dtn_env *de, json_t **dto, struct sg_cancel *can
 			rc = dtn_create(de, dto, cancel, err);
 			if (rc)
 				return rc;
+			sg_crashpoint("adapter:created");
 			env->resumed = !de->fresh;
 		} else if (rc) {
 			return rc;

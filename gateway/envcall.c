@@ -184,6 +184,12 @@ sg_err sg_envcall_tail(struct sg_session *s, unsigned how, const char *const *ar
 	rc = run_step(s, how, args, NULL, 0, &r, cancel, err);
 	if (rc)
 		goto out;
+	/*
+	 * The program ends its output with a newline of its own (the
+	 * in-process call does not): it is not part of the tail.
+	 */
+	if (!in_process(s, how) && r.out.len && r.out.p[r.out.len - 1] == '\n')
+		r.out.p[--r.out.len] = '\0';
 	/* The JSON is one line (the helper escapes newlines in strings). */
 	nl = memchr(r.out.p, '\n', r.out.len);
 	rc = parse_reply(r.out.p, nl ? (size_t)(nl - r.out.p) : r.out.len, out, err);

@@ -89,6 +89,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../gateway/base/crash.h"
 #include "../gateway/base/limits.h"
 #include "../gateway/base/log.h"
 #include "../gateway/base/strv.h"
@@ -1580,6 +1581,8 @@ static sg_err ssh_provision(struct sg_env *env, struct sg_cancel *cancel,
 		rc = sg_err_set(err, SG_E_PERMISSION,
 				"cannot create the environment's directory %s on %s: %.160s",
 				se->envdir, where, r.err.p);
+	if (!rc)
+		sg_crashpoint("adapter:created");
 	if (!rc && sshb_flag(r.out.p, "nomount"))
 		rc = sg_err_set(err, SG_E_UNSUPPORTED,
 				"root %s does not exist on %s and cannot be created there (create it once, e.g. as root: mkdir %s)",

@@ -32,6 +32,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../../gateway/base/crash.h"
 #include "../../gateway/base/fsutil.h"
 #include "../../gateway/base/limits.h"
 #include "../../gateway/base/log.h"
@@ -381,6 +382,7 @@ static sg_err local_provision(struct sg_env *env, struct sg_cancel *cancel,
 				strerror(errno));
 		goto out;
 	}
+	sg_crashpoint("adapter:created");
 	if (env->resumed && env->require_existing && !p->host_workspace &&
 	    stat(le->workspace, &st) != 0) {
 		rc = sg_err_set(err, SG_E_WORKSPACE_LOST, "the workspace %s is gone",

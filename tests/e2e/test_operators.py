@@ -85,7 +85,7 @@ class Operators(GatewayTestCase):
         gw = Gateway(state_dir=state, env_extra={"SANDGATE_TEST_CRASH_AT": point}
                      if point != "running" else None)
         self.addCleanup(gw.cleanup)
-        if point in ("provision:intent", "provision:created", "ready"):
+        if point in ("provision:intent", "adapter:created", "provision:created", "ready"):
             gw.request("initialize", gw.make_binding(**b), token="t")
             code, _ = gw.wait_exit(60)
             self.assertEqual(code, -signal.SIGKILL, "the gateway did not stop at " + point)
@@ -107,6 +107,10 @@ class Operators(GatewayTestCase):
 
     def test_crash_at_intent(self):
         self.crash("provision:intent")
+
+    def test_crash_inside_the_adapter_after_its_create(self):
+        # Every adapter names the moment its remote resource first exists.
+        self.crash("adapter:created")
 
     def test_crash_after_create(self):
         self.crash("provision:created")
