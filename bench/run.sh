@@ -69,7 +69,7 @@ if [ "$local_phase" = 0 ] && [ "$ssh_phase" = 0 ] && [ "$dtn_phase" = 0 ]; then
 fi
 
 echo "== building sandgate (Release) in $build" >&2
-cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DBUILD_TESTING=OFF >/dev/null
+cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DBUILD_TESTING=OFF -DSG_WITH_SSH=ON -DSG_WITH_DAYTONA=ON >/dev/null
 cmake --build "$build" -j"$jobs" --target sandgate sg-helper >/dev/null
 # sgbench is a target of the project once the top CMakeLists.txt has
 # add_subdirectory(bench); until then it is built on its own.

@@ -27,26 +27,6 @@ static bool wants_stdin(int argc, char **argv)
 	       (strcmp(argv[2], "write") == 0 || strcmp(argv[2], "edit") == 0);
 }
 
-/* All of fd into b; a frame is the most the gateway can ever send. */
-static sg_err slurp(int fd, struct sg_buf *b)
-{
-	for (;;) {
-		char chunk[65536];
-		ssize_t k = read(fd, chunk, sizeof(chunk));
-		sg_err rc;
-
-		if (k < 0 && errno == EINTR)
-			continue;
-		if (k < 0)
-			return SG_E_INTERNAL;
-		if (k == 0)
-			return SG_OK;
-		rc = sg_buf_add(b, chunk, (size_t)k);
-		if (rc)
-			return rc;
-	}
-}
-
 int main(int argc, char **argv)
 {
 	struct sg_buf in = SG_BUF_INIT(SG_MAX_FRAME);
@@ -58,7 +38,7 @@ int main(int argc, char **argv)
 		return sg_helper_confine(argc - 1, argv + 1);
 	if (argc >= 2 && strcmp(argv[1], "status") == 0)
 		return sg_helper_status(argc - 1, argv + 1);
-	if (wants_stdin(argc, argv) && (rc = slurp(0, &in)) != SG_OK) {
+	if (wants_stdin(argc, argv) && (rc = sg_read_all(0, &in)) != SG_OK) {
 		struct sg_errinfo err = { 0 };
 
 		sg_err_set(&err, rc,

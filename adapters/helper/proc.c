@@ -127,27 +127,6 @@ static sg_err path_join(char *dst, size_t n, const char *a, const char *b,
 	return SG_OK;
 }
 
-/* Read all of fd into b (bounded by b's max). */
-static sg_err read_all(int fd, struct sg_buf *b)
-{
-	for (;;) {
-		char *dst;
-		ssize_t k;
-		sg_err rc = sg_buf_reserve(b, 4096, &dst);
-
-		if (rc)
-			return rc;
-		k = read(fd, dst, 4096);
-		if (k < 0 && errno == EINTR)
-			continue;
-		if (k < 0)
-			return SG_E_INTERNAL;
-		if (k == 0)
-			return SG_OK;
-		sg_buf_commit(b, (size_t)k);
-	}
-}
-
 /* RFC 3339 UTC with milliseconds: 2026-11-29T08:00:00.123Z. */
 static void utc_now(char *dst, size_t n)
 {
@@ -718,7 +697,7 @@ static sg_err rec_read(const char *ctl, const char *id, struct proc_rec *r,
 					path, strerror(errno));
 		goto out;
 	}
-	rc = read_all(fd, &b);
+	rc = sg_read_all(fd, &b);
 	if (rc) {
 		sg_err_set(err, rc, "cannot read %s", path);
 		goto out;
@@ -2222,7 +2201,7 @@ static sg_err cmd_spawn(struct sg_args *a, struct sg_buf *reply,
 	close(pipefd[1]);
 	pipefd[1] = -1;
 	sg_buf_reset(reply);
-	if (pid > 0 && read_all(pipefd[0], reply) == SG_OK && reply->len > 0) {
+	if (pid > 0 && sg_read_all(pipefd[0], reply) == SG_OK && reply->len > 0) {
 		rc = SG_OK;
 		goto out;
 	}

@@ -44,3 +44,33 @@ int sg_write_all(int fd, const void *p, size_t n)
 	}
 	return 0;
 }
+
+sg_err sg_read_all(int fd, struct sg_buf *b)
+{
+	for (;;) {
+		size_t room = b->max - b->len;
+		size_t want = room < 65536 ? room : 65536;
+		char *dst, probe;
+		ssize_t k;
+		sg_err rc;
+
+		if (want == 0) {
+			/* Full: anything more is too much. */
+			k = read(fd, &probe, 1);
+			if (k < 0 && errno == EINTR)
+				continue;
+			return k == 0 ? SG_OK : k > 0 ? SG_E_TOO_LARGE : SG_E_INTERNAL;
+		}
+		rc = sg_buf_reserve(b, want, &dst);
+		if (rc)
+			return rc;
+		k = read(fd, dst, want);
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k < 0)
+			return SG_E_INTERNAL;
+		if (k == 0)
+			return SG_OK;
+		sg_buf_commit(b, (size_t)k);
+	}
+}

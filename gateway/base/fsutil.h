@@ -9,11 +9,17 @@
 #include <stddef.h>
 #include <sys/types.h>
 
+#include "buf.h"
+
 /*
  * mkdir -p: create path and its missing parents.  Parents are made 0700
  * (they are sandgate's own), the last directory with mode.  0 or -1.
  */
 int sg_mkdir_p(const char *path, mode_t mode);
+
+/* Read fd to its end into b, bounded by b's max (SG_E_TOO_LARGE beyond);
+ * SG_E_INTERNAL on a read error. */
+sg_err sg_read_all(int fd, struct sg_buf *b) SG_MUST_CHECK;
 
 /* Write all n bytes, retrying short writes and EINTR.  0 or -1. */
 int sg_write_all(int fd, const void *p, size_t n);

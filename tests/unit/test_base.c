@@ -11,10 +11,12 @@
 #include <jansson.h>
 #include <pthread.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "gateway/base/buf.h"
 #include "gateway/base/cancel.h"
 #include "gateway/base/err.h"
+#include "gateway/base/fsutil.h"
 #include "gateway/base/jw.h"
 #include "gateway/base/slug.h"
 #include "gateway/base/strv.h"
@@ -212,6 +214,27 @@ static void test_cancel(void **state)
 	sg_cancel_release(&c);
 }
 
+static void test_read_all(void **state)
+{
+	int fds[2];
+	struct sg_buf b = SG_BUF_INIT(8);
+
+	(void)state;
+	assert_int_equal(pipe(fds), 0);
+	assert_int_equal(write(fds[1], "12345678", 8), 8);
+	close(fds[1]);
+	assert_int_equal(sg_read_all(fds[0], &b), SG_OK);
+	assert_string_equal(b.p, "12345678");
+	close(fds[0]);
+	sg_buf_reset(&b);
+	assert_int_equal(pipe(fds), 0);
+	assert_int_equal(write(fds[1], "123456789", 9), 9);
+	close(fds[1]);
+	assert_int_equal(sg_read_all(fds[0], &b), SG_E_TOO_LARGE);
+	close(fds[0]);
+	sg_buf_release(&b);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -225,6 +248,7 @@ int main(void)
 		cmocka_unit_test(test_strv),
 		cmocka_unit_test(test_slug),
 		cmocka_unit_test(test_cancel),
+		cmocka_unit_test(test_read_all),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
