@@ -408,20 +408,16 @@ static sg_err attach(struct sg_session *s, const struct sg_adapter *ad,
 				   "persistent", s->profile->persistent, "shared",
 				   s->profile->shared, "expires",
 				   (json_int_t)(time(NULL) + s->profile->lifetime_seconds));
+	const char *session = json_string_value(json_object_get(binding, "session"));
 	int others = 0, left = 0;
 	sg_err rc;
 
-	(void)binding;
-	rc = sg_registry_attach(s->state_dir, &key, json_string_value(
-					json_object_get(binding, "session")),
-				fields, &others, err);
+	rc = sg_registry_attach(s->state_dir, &key, session, fields, &others, err);
 	json_decref(fields);
 	if (!rc && others > 0 && !s->profile->shared) {
 		struct sg_errinfo ignore = { 0 };
 
-		if (sg_registry_detach(s->state_dir, &key, json_string_value(
-					       json_object_get(binding, "session")),
-				       &left, &ignore))
+		if (sg_registry_detach(s->state_dir, &key, session, &left, &ignore))
 			sg_log_warn("cannot detach from the registry: %s", ignore.msg);
 		rc = sg_err_set(err, SG_E_UNAVAILABLE,
 				"identity \"%s\" is in use by another live session and profile \"%s\" is not shared",
