@@ -2,7 +2,7 @@
  * ssh.c - the ssh backend: environments in a directory on a host that the
  * user can already reach with OpenSSH.
  *
- * Transport.  The system `ssh` client, argv only, never a local shell.
+ * Transport.  The OpenSSH `ssh` client installed on this host, argv only, never a local shell.
  * provision() opens one multiplexed master connection per environment
  * (`ssh -M -N -f`, its socket under the state dir) and every later call
  * rides on it; teardown() closes it.  Host keys are always checked
@@ -21,7 +21,7 @@
  * (proc/, home/, tmp/), run/ holds the per-exec pid files below, leases/
  * one file per attached session, env.json the marker `sandgate envs`
  * lists, and `expires` the idle deadline a kept, non-persistent
- * environment gets when its last session detaches.  sg-helper is
+ * environment is given when its last session detaches.  sg-helper is
  * uploaded once per user and version to ~/.cache/sandgate/sg-helper-
  * <sha256>, verified with sha256 on the host before it is renamed into
  * place, and found there by the next provision.
@@ -426,7 +426,7 @@ static bool sshb_sha256(const void *data, size_t n, char out[65])
 
 /*
  * A file-name-safe form of an identity: safe bytes kept, others %XX.  A
- * long identity keeps a readable head and gets a digest of the whole, so
+ * long identity keeps a readable head and is given a digest of the whole, so
  * distinct identities never share a directory.  New string, or NULL.
  */
 static char *sshb_slug(const char *id)
@@ -1172,7 +1172,7 @@ out:
 }
 
 /*
- * A root the mount namespace may put the workspace on: not a system
+ * A root the mount namespace may put the workspace on: not an OS
  * directory (bind-mounting over it would break every command), and not a
  * directory that holds sandgate's own parts on the host.
  */
@@ -1227,7 +1227,7 @@ static sg_err sshb_namespaces(struct ssh_env *se, const char *probe, const char 
 	*netns = p->network == SG_NET_NONE;
 	if (*mount && !sshb_root_allowed(env->root, se->envdir, env->helper)) {
 		rc = sg_err_set(err, SG_E_INVALID_ARGUMENT,
-				"root %s cannot show the workspace on %s: it is a system directory or holds sandgate's own files there",
+				"root %s cannot show the workspace on %s: it is an OS directory or holds sandgate's own files there",
 				env->root, where);
 		goto out;
 	}
@@ -1291,7 +1291,7 @@ static char *sshb_marker(struct ssh_env *se)
 	return s;
 }
 
-/* Make the cgroup limits on the host; applied gets what was set. */
+/* Make the cgroup limits on the host; applied receives what was set. */
 static sg_err sshb_limits(struct ssh_env *se, const char *kind, json_t *applied,
 			  struct sg_cancel *cancel, struct sg_errinfo *err)
 {
@@ -1873,7 +1873,7 @@ static void ssh_release(struct sg_env *env)
 
 /*
  * One script over a connection of its own (no master: operator commands
- * are one-shot).  SG_OK when it ran; *out gets its stdout (new).
+ * are one-shot).  SG_OK when it ran; *out receives its stdout (new).
  */
 static sg_err sshb_oneshot(const struct sg_profile *p, const char *script,
 			   const char *const *args, char **out,
