@@ -29,10 +29,52 @@
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 static CURLcode init_rc = CURLE_FAILED_INIT;
 
+/*
+ * Idempotent requests share connections, DNS answers and TLS sessions, so
+ * consecutive calls to one provider reuse a warm connection instead of
+ * paying TCP and TLS set-up (a round trip or two against a remote API).
+ * Only idempotent ones: curl sends a request again by itself when a reused
+ * connection turns out dead before any reply, which a create must never
+ * suffer.  curl locks each kind of shared data through these callbacks.
+ */
+static CURLSH *share;
+static pthread_mutex_t share_locks[CURL_LOCK_DATA_LAST];
+
+static void share_lock(CURL *h, curl_lock_data data, curl_lock_access a, void *u)
+{
+	(void)h;
+	(void)a;
+	(void)u;
+	pthread_mutex_lock(&share_locks[data]);
+}
+
+static void share_unlock(CURL *h, curl_lock_data data, void *u)
+{
+	(void)h;
+	(void)u;
+	pthread_mutex_unlock(&share_locks[data]);
+}
+
 static void global_init(void)
 {
 	init_rc = curl_global_init(CURL_GLOBAL_DEFAULT);
+	if (init_rc != CURLE_OK)
+		return;
+	for (int i = 0; i < CURL_LOCK_DATA_LAST; i++)
+		pthread_mutex_init(&share_locks[i], NULL);
+	share = curl_share_init();
+	/* Without a share every request simply opens its own connection. */
+	if (share && (curl_share_setopt(share, CURLSHOPT_LOCKFUNC, share_lock) ||
+		      curl_share_setopt(share, CURLSHOPT_UNLOCKFUNC, share_unlock) ||
+		      curl_share_setopt(share, CURLSHOPT_SHARE, CURL_LOCK_DATA_CONNECT) ||
+		      curl_share_setopt(share, CURLSHOPT_SHARE, CURL_LOCK_DATA_DNS) ||
+		      curl_share_setopt(share, CURLSHOPT_SHARE, CURL_LOCK_DATA_SSL_SESSION))) {
+		curl_share_cleanup(share);
+		share = NULL;
+	}
 }
+
+static bool is_idempotent(const struct sg_http_request *req);
 
 void sg_http_response_init(struct sg_http_response *r, size_t max_body)
 {
@@ -631,6 +673,9 @@ static sg_err do_once(const struct sg_http_request *req,
 	if (rc)
 		goto out;
 	rc = set_options(e, req, &x, hdrs);
+	if (!rc && share && is_idempotent(req) &&
+	    curl_easy_setopt(e, CURLOPT_SHARE, share) != CURLE_OK)
+		rc = SG_E_INTERNAL;
 	if (rc) {
 		sg_err_set(err, rc, "%s: curl refused an option", what);
 		goto out;
