@@ -119,3 +119,29 @@ json_t *sg_json_text(const char *p, size_t n)
 	sg_buf_release(&b);
 	return j;
 }
+
+sg_err sg_arg_mode(json_t *obj, enum sg_confine *out, struct sg_errinfo *err)
+{
+	const char *m = "standard";
+	sg_err rc = sg_arg_str(obj, "permission_mode", false, &m, err);
+
+	*out = SG_CONFINE_STANDARD;
+	if (rc)
+		return rc;
+	if (strcmp(m, "standard") == 0)
+		*out = SG_CONFINE_STANDARD;
+	else if (strcmp(m, "read_only") == 0)
+		*out = SG_CONFINE_READ_ONLY;
+	else if (strcmp(m, "full") == 0)
+		*out = SG_CONFINE_NONE;
+	else
+		return sg_err_set(err, SG_E_INVALID_ARGUMENT,
+				  "`permission_mode` must be read_only, standard or full");
+	return SG_OK;
+}
+
+const char *sg_confine_word(enum sg_confine mode)
+{
+	return mode == SG_CONFINE_READ_ONLY ? "read_only"
+	       : mode == SG_CONFINE_STANDARD ? "standard" : "full";
+}

@@ -279,18 +279,26 @@ sg_err sg_envcall_command_env(struct sg_session *s, json_t *extra,
 	return SG_OK;
 }
 
+sg_err sg_envcall_can_confine(struct sg_session *s, enum sg_confine mode,
+			      struct sg_errinfo *err)
+{
+	if (mode == SG_CONFINE_NONE || s->landlock_abi >= 3)
+		return SG_OK;
+	return sg_err_set(err, SG_E_PERMISSION,
+			  "permission mode %s needs commands confined, and this environment cannot (Landlock ABI %d; 3 or newer is needed)",
+			  sg_confine_word(mode), s->landlock_abi);
+}
+
 sg_err sg_envcall_confine(struct sg_session *s, enum sg_confine mode,
 			  const char *const *argv, struct sg_strv *out,
 			  struct sg_errinfo *err)
 {
-	const char *word = mode == SG_CONFINE_READ_ONLY ? "read_only" : "standard";
-	sg_err rc = SG_OK;
+	const char *word = sg_confine_word(mode);
+	sg_err rc = sg_envcall_can_confine(s, mode, err);
 
+	if (rc)
+		return rc;
 	if (mode != SG_CONFINE_NONE) {
-		if (s->landlock_abi < 3)
-			return sg_err_set(err, SG_E_PERMISSION,
-					  "permission mode %s needs commands confined, and this environment cannot (Landlock ABI %d; 3 or newer is needed)",
-					  word, s->landlock_abi);
 		rc = sg_strv_add(out, s->env->helper);
 		if (!rc)
 			rc = sg_strv_add(out, "confine");

@@ -195,32 +195,12 @@ static void start_sent(struct sg_op *op)
 		sg_wire_send(op->s->wire, parked);
 }
 
-static sg_err confine_mode(struct sg_op *op, const char **out)
-{
-	const char *m = "standard";
-	sg_err rc = sg_arg_str(op->data, "permission_mode", false, &m, &op->err);
-
-	*out = NULL;
-	if (rc)
-		return rc;
-	if (strcmp(m, "full") == 0)
-		return SG_OK;
-	if (strcmp(m, "standard") != 0 && strcmp(m, "read_only") != 0)
-		return sg_err_set(&op->err, SG_E_INVALID_ARGUMENT,
-				  "`permission_mode` must be read_only, standard or full");
-	if (op->s->landlock_abi < 3)
-		return sg_err_set(&op->err, SG_E_PERMISSION,
-				  "permission mode %s needs commands confined, and this environment cannot (Landlock ABI %d; 3 or newer is needed)",
-				  m, op->s->landlock_abi);
-	*out = m;
-	return SG_OK;
-}
-
 sg_err sg_proc_start(struct sg_op *op, json_t **out)
 {
 	struct sg_session *s = op->s;
 	struct sg_procs *p = s->procs;
 	const char *command = NULL, *cwd_arg = NULL, *opid = NULL, *mode = NULL;
+	enum sg_confine confine;
 	json_t *argv = NULL, *env = NULL, *reply = NULL, *rec, *e;
 	struct sg_strv av = SG_STRV_INIT, envp = SG_STRV_INIT;
 	int64_t timeout;
@@ -243,7 +223,11 @@ sg_err sg_proc_start(struct sg_op *op, json_t **out)
 		rc = sg_arg_int(op->data, "timeout_ms", 0, 0, INT64_C(31536000000),
 				&timeout, &op->err);
 	if (!rc)
-		rc = confine_mode(op, &mode);
+		rc = sg_arg_mode(op->data, &confine, &op->err);
+	if (!rc)
+		rc = sg_envcall_can_confine(s, confine, &op->err);
+	if (!rc && confine != SG_CONFINE_NONE)
+		mode = sg_confine_word(confine);
 	if (rc)
 		goto out;
 	if (!command == !argv || (argv && json_array_size(argv) == 0)) {

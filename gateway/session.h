@@ -149,6 +149,14 @@ sg_err sg_envcall_command_env(struct sg_session *s, json_t *extra,
 	SG_MUST_CHECK;
 
 /*
+ * SG_OK when commands of this mode can run here: `full` always, standard
+ * and read_only only where the environment can confine them (Landlock ABI
+ * 3 or newer); SG_E_PERMISSION otherwise, never a silently weaker mode.
+ */
+sg_err sg_envcall_can_confine(struct sg_session *s, enum sg_confine mode,
+			      struct sg_errinfo *err) SG_MUST_CHECK;
+
+/*
  * Wrap argv for the permission mode: standard and read_only commands run
  * under `sg-helper confine` (Landlock), and are refused with
  * SG_E_PERMISSION when the environment cannot confine them.
@@ -203,6 +211,12 @@ sg_err sg_arg_strings(json_t *obj, const char *key, json_t **out,
 /* An object whose values are all strings, NULL when absent; borrowed. */
 sg_err sg_arg_env(json_t *obj, const char *key, json_t **out,
 		  struct sg_errinfo *err) SG_MUST_CHECK;
+
+/* `permission_mode` (absent: standard) as a confinement mode. */
+sg_err sg_arg_mode(json_t *obj, enum sg_confine *out, struct sg_errinfo *err)
+	SG_MUST_CHECK;
+/* "read_only", "standard" or "full"; static. */
+const char *sg_confine_word(enum sg_confine mode);
 
 /* Text as a JSON string with invalid UTF-8 replaced by U+FFFD (new). */
 json_t *sg_json_text(const char *p, size_t n);

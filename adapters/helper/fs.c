@@ -40,6 +40,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../../gateway/base/fsutil.h"
 #include "../../gateway/base/jw.h"
 #include "../../gateway/base/limits.h"
 #include "../../gateway/base/utf8.h"
@@ -615,23 +616,6 @@ out:
 
 /* ---- write and edit ---- */
 
-static sg_err write_all(int fd, const char *p, size_t n, int *e)
-{
-	while (n > 0) {
-		ssize_t w = write(fd, p, n);
-
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w < 0) {
-			*e = errno;
-			return SG_E_INTERNAL;
-		}
-		p += w;
-		n -= (size_t)w;
-	}
-	return SG_OK;
-}
-
 /*
  * A fresh temporary name beside the target.  Uniqueness comes from
  * O_EXCL; the clock and the stack address only make collisions between
@@ -705,9 +689,8 @@ static sg_err put_file(struct fs *c, const char *rel, const char *shown,
 		rc = tool_fail(c, "cannot write %s: %s", shown, errstr(errno));
 		goto out;
 	}
-	if (write_all(fd, data, n, &e) != SG_OK || fchmod(fd, mode) != 0) {
-		if (!e)
-			e = errno;
+	if (sg_write_all(fd, data, n) != 0 || fchmod(fd, mode) != 0) {
+		e = errno;
 		goto fail;
 	}
 	/*

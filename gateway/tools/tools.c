@@ -659,25 +659,6 @@ json_t *sg_tools_names(void)
 	return names;
 }
 
-static sg_err parse_mode(struct sg_op *op, enum sg_confine *out)
-{
-	const char *m = "standard";
-	sg_err rc = sg_arg_str(op->data, "permission_mode", false, &m, &op->err);
-
-	if (rc)
-		return rc;
-	if (strcmp(m, "standard") == 0)
-		*out = SG_CONFINE_STANDARD;
-	else if (strcmp(m, "read_only") == 0)
-		*out = SG_CONFINE_READ_ONLY;
-	else if (strcmp(m, "full") == 0)
-		*out = SG_CONFINE_NONE;
-	else
-		return sg_err_set(&op->err, SG_E_INVALID_ARGUMENT,
-				  "`permission_mode` must be read_only, standard or full");
-	return SG_OK;
-}
-
 sg_err sg_tools_execute(struct sg_op *op, json_t **out)
 {
 	struct tctx t = { .op = op, .s = op->s };
@@ -699,7 +680,7 @@ sg_err sg_tools_execute(struct sg_op *op, json_t **out)
 		return sg_err_set(&op->err, SG_E_INVALID_ARGUMENT,
 				  "unknown tool `%.64s`", name);
 	op->tool = tool->name;
-	rc = parse_mode(op, &t.mode);
+	rc = sg_arg_mode(op->data, &t.mode, &op->err);
 	if (rc)
 		return rc;
 	if (!json_is_object(call) || !json_is_string(args))
