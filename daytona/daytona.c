@@ -30,18 +30,19 @@
  * exactly, an exact environment, stdin, stdout apart from stderr, the
  * real exit status or signal, a timeout that kills the process group, and
  * cancel.  Each exec therefore sends one POST /process/execute whose
- * command is the short line `eval "$SG_S"`; the script and every
- * parameter travel in the request's `envs` (bash reads a script on stdin
- * one byte per read(2), about 0.7 s per MiB; variables cost nothing).
- * The script creates run/<token>.s exclusively (the "start once"
- * guard), writes stdin beside it, and starts a runner under setsid (its
- * own session and process group) that runs `sg-helper status -- env -i NAME=value...
- * argv...` with stdout and stderr to files, writes the exit status, and
- * kills what the command left in its group.  The script waits for the
- * runner at most toolbox_timeout_ms minus a margin, then prints a bounded
- * head of stdout, a trailer line with a per-exec random marker (exit
- * status, sg-helper's exact "exit N"/"signal N", timed out, total size),
- * and a bounded head of stderr.
+ * command is the short line `eval "exec $SG_X"`, with SG_X (in the
+ * request's `envs`) holding sg-helper's `job` command line, quoted (bash
+ * reads a script on stdin one byte per read(2), about 0.7 s per MiB;
+ * variables cost nothing).  `sg-helper job` (adapters/helper/job.c)
+ * creates run/<token>.s exclusively (the "start once" guard), writes
+ * stdin beside it, and forks a runner in a session of its own that runs
+ * the command with exactly the given environment, stdout and stderr to
+ * files, records the real wait status, and kills what the command left
+ * in its group.  The job waits for the runner at most toolbox_timeout_ms
+ * minus a margin, then prints a bounded head of stdout, a trailer line
+ * with a per-exec random marker (exit status, "exit N"/"signal N", timed
+ * out, total size), and a bounded head of stderr.  Beyond the toolbox's
+ * own shell, an exec costs the sandbox one fork and one fork+exec.
  *
  * Departure from the brief's "sessions for long commands": a command that
  * is still running when the wait ends makes the script answer "pending",
@@ -54,9 +55,9 @@
  * exit signal lost; this way a command that ends in time costs exactly one
  * request, which is what a tool call should cost (issue 4).
  *
- * Timeouts and cancel.  x->timeout_ms is enforced in the sandbox by a
- * watchdog in its own session that SIGKILLs the runner's group (so a
- * timed-out command is killed even if sandgate is gone).  A cancel aborts
+ * Timeouts and cancel.  x->timeout_ms is enforced in the sandbox by the
+ * runner, which SIGKILLs its group when the time is up (so a timed-out
+ * command is killed even if sandgate is gone).  A cancel aborts
  * the HTTP request and sends a second, short request that marks the token
  * cancelled (run/<token>.cancel, honoured by a runner that had not yet
  * recorded its pid) and kills the group; only then does exec return the
@@ -76,9 +77,9 @@
  * 409 (a transition in progress) is waited out and the call repeated, all
  * within the cancel token's deadline.
  *
- * The sandbox needs a POSIX sh, setsid (util-linux), sha256sum, head, wc,
- * mv, cp, find and a sleep that takes fractions (coreutils or busybox);
- * provision() checks and refuses, naming what is missing.
+ * The sandbox needs a POSIX sh, sha256sum, cut, find, cp and mv
+ * (coreutils or busybox) to install sg-helper; provision() checks and
+ * refuses, naming what is missing.
  */
 #define _GNU_SOURCE /* asprintf, getentropy, pthread with a POSIX profile */
 #include "../adapters/adapter.h"
@@ -153,101 +154,6 @@ struct dtn_env {
  * reply, which must hold only what the script prints on purpose.
  */
 
-/*
- * One exec (see the top comment).  Its files share the prefix SG_D in
- * run/: .s (created exclusively: the "start once" guard), .in, .o, .e,
- * .st (sg-helper status), .x (exit status), .to (timed out), .pid and
- * .cancel.  SG_MK is the marker, SG_G quoted globs of finished execs to
- * remove, SG_A 1 to attach only, SG_C cwd, SG_I stdin kind (e: SG_IN, f:
- * the uploaded file SG_F, else none), SG_X the command's quoted words,
- * SG_R the runner, SG_M merge, SG_T timeout in seconds ("" none), SG_K
- * detaches, SG_L this trip's wait in seconds, SG_N the same in tenths,
- * SG_O and SG_E the heads kept.  The wait for the runner is a plain
- * `wait` (POSIX, and immediate for a child that already ended), which a
- * timer subshell interrupts with SIGUSR1; TERM makes the timer take its
- * sleep with it.
- */
-static const char dtn_exec_sh[] =
-	"exec 2>/dev/null\n"
-	"d=$SG_D k=$SG_MK\n"
-	"if [ -n \"$SG_G\" ]; then eval \"rm -f -- $SG_G\"; fi\n"
-	"r() {\n"
-	"  x= st= to= n=0\n"
-	"  if [ -s \"$d.o\" ]; then n=$(wc -c <\"$d.o\"); head -c \"$SG_O\" \"$d.o\"; fi\n"
-	"  read -r x <\"$d.x\"\n"
-	"  read -r st <\"$d.st\"\n"
-	"  if [ -e \"$d.to\" ]; then to=1; fi\n"
-	"  printf '\\n%s done %s|%s|%s|%s\\n' \"$k\" \"$x\" \"$st\" \"$to\" \"$n\"\n"
-	"  if [ -s \"$d.e\" ]; then head -c \"$SG_E\" \"$d.e\"; fi\n"
-	"  exit 0\n"
-	"}\n"
-	"f() {\n"
-	"  printf 'sandgate: %s\\n' \"$1\" >\"$d.e\"\n"
-	"  if [ \"$SG_M\" = 1 ]; then cat \"$d.e\" >\"$d.o\"; fi\n"
-	"  printf '127\\n' >\"$d.x\"\n"
-	"  r\n"
-	"}\n"
-	"s=\n"
-	"if [ \"$SG_A\" != 1 ]; then set -C; if : >\"$d.s\"; then s=1; fi; set +C; fi\n"
-	"if [ -n \"$s\" ]; then\n"
-	"  cd -- \"$SG_C\" || f \"cannot enter the directory $SG_C\"\n"
-	"  i=/dev/null\n"
-	"  case $SG_I in\n"
-	"  e) i=$d.in; printf '%s' \"$SG_IN\" >\"$i\" || f \"cannot stage the command's stdin in $i\" ;;\n"
-	"  f) i=$SG_F ;;\n"
-	"  esac\n"
-	"  eval \"set -- $SG_X\"\n"
-	"  setsid sh -c \"$SG_R\" sg-run \"$d\" \"$i\" \"$SG_M\" \"$SG_T\" \"$SG_K\" \"$@\" "
-	"</dev/null >/dev/null 2>&1 &\n"
-	"  p=$!\n"
-	"  printf '%s\\n' \"$p\" >\"$d.pid\"\n"
-	"  if [ -e \"$d.cancel\" ]; then kill -9 -\"$p\" || kill -9 \"$p\"; fi\n"
-	"  trap : USR1\n"
-	"  { trap 'kill \"$t\"; exit 0' TERM; sleep \"$SG_L\" & t=$!; wait \"$t\"; "
-	"kill -USR1 $$; } </dev/null >/dev/null 2>&1 &\n"
-	"  w=$!\n"
-	"  wait \"$p\"\n"
-	"  kill \"$w\"\n"
-	"  if [ -s \"$d.x\" ] || ! kill -0 \"$p\"; then r; fi\n"
-	"  printf '\\n%s pending\\n' \"$k\"\n"
-	"  exit 0\n"
-	"fi\n"
-	"if [ ! -e \"$d.s\" ]; then printf '\\n%s missing\\n' \"$k\"; exit 0; fi\n"
-	"i=0 p=\n"
-	"while [ \"$i\" -lt \"$SG_N\" ]; do\n"
-	"  if [ -s \"$d.x\" ]; then r; fi\n"
-	"  if [ -z \"$p\" ]; then read -r p <\"$d.pid\"; fi\n"
-	"  if [ -n \"$p\" ] && ! kill -0 \"$p\"; then r; fi\n"
-	"  sleep 0.1\n"
-	"  i=$((i + 1))\n"
-	"done\n"
-	"printf '\\n%s pending\\n' \"$k\"\n"
-	"exit 0\n";
-
-/*
- * The runner, leader of its own session: $1 the exec's prefix, $2 its
- * stdin, $3 merge, $4 timeout in seconds ("" none), $5 detaches, then the
- * command.  The watchdog has its own session too, so killing the
- * runner's group cannot kill it before it wrote the status.
- */
-static const char dtn_runner_sh[] =
-	"d=$1 i=$2 m=$3 t=$4 k=$5\n"
-	"shift 5\n"
-	"w=\n"
-	"if [ -n \"$t\" ]; then\n"
-	"  setsid sh -c 'sleep \"$1\"; : >\"$2.to\"; kill -9 -\"$3\"; "
-	"test -s \"$2.x\" || printf \"137\\n\" >\"$2.x\"' sg-dog \"$t\" \"$d\" \"$$\" "
-	"</dev/null >/dev/null 2>&1 &\n"
-	"  w=$!\n"
-	"fi\n"
-	"if [ \"$m\" = 1 ]; then \"$@\" <\"$i\" >\"$d.o\" 2>&1; "
-	"else \"$@\" <\"$i\" >\"$d.o\" 2>\"$d.e\"; fi\n"
-	"x=$?\n"
-	"if [ -n \"$w\" ]; then kill -9 -\"$w\" 2>/dev/null || kill -9 \"$w\" 2>/dev/null; fi\n"
-	"if [ -e \"$d.to\" ]; then exit 0; fi\n"
-	"printf '%s\\n' \"$x\" >\"$d.x\"\n"
-	"if [ \"$k\" != 1 ]; then kill -9 0; fi\n";
-
 /* Kill the exec of prefix SG_D, or keep it from ever starting. */
 static const char dtn_kill_sh[] =
 	"exec 2>/dev/null\n"
@@ -286,7 +192,7 @@ static const char dtn_setup_sh[] =
 	"f=$b/sg-helper-$SG_SHA\n"
 	"if [ -x \"$f\" ] && [ \"$(sha256sum \"$f\" | cut -d' ' -f1)\" = \"$SG_SHA\" ]; then "
 	"printf 'helper=1\\n'; fi\n"
-	"for t in setsid sha256sum head wc sleep cut find env; do\n"
+	"for t in sha256sum cut find; do\n"
 	"  command -v \"$t\" >/dev/null || printf 'missing=%s\\n' \"$t\"\n"
 	"done\n"
 	"printf 'ok=1\\n'\n";
@@ -1293,58 +1199,111 @@ static void dtn_kill(struct dtn_env *de, const char *dir)
 	json_decref(envs);
 }
 
-/* Quote the command's words into w: [sg-helper status] env -i -- env... argv. */
-static sg_err dtn_words(const struct dtn_env *de, const struct sg_exec *x,
-			const char *dir, struct sg_buf *w, struct sg_errinfo *err)
+/* Append one more quoted word to w. */
+static sg_err dtn_word(struct sg_buf *w, const char *word)
 {
+	sg_err rc = w->len ? sg_buf_addc(w, ' ') : SG_OK;
+
+	return rc ? rc : sg_shquote(w, word);
+}
+
+/* Append --name value, the value printed from a number. */
+static sg_err dtn_word_n(struct sg_buf *w, const char *name, long long v)
+{
+	char n[32];
+	sg_err rc = dtn_word(w, name);
+
+	snprintf(n, sizeof(n), "%lld", v);
+	return rc ? rc : dtn_word(w, n);
+}
+
+/*
+ * The two command lines of one exec, quoted for the sandbox's shell (see
+ * adapters/helper/job.c): *start starts the command and waits for it,
+ * *attach waits for it again.  stdin comes from the variable SG_IN
+ * (in_var), from the file in_file, or from /dev/null.  gc: the prefixes of
+ * finished execs whose files the job removes.
+ */
+static sg_err dtn_job_words(const struct dtn_env *de, const struct sg_exec *x,
+			    const char *dir, const char *mark, const char *gc, bool in_var,
+			    const char *in_file, struct sg_buf *start, struct sg_buf *attach,
+			    struct sg_errinfo *err)
+{
+	const char *cwd = x->cwd ? x->cwd : de->base.root;
+	struct sg_buf *w = start;
 	sg_err rc = SG_OK;
 
 	if (!x->argv || !x->argv[0])
 		return sg_err_set(err, SG_E_INVALID_ARGUMENT, "an empty command");
-	if (strchr(x->argv[0], '='))
-		return sg_err_set(err, SG_E_INVALID_ARGUMENT,
-				  "a command name with '=' cannot be run through env in a Daytona sandbox");
-	if (de->base.helper) {
-		char *st = NULL;
-
-		if (asprintf(&st, "%s.st", dir) < 0)
-			return sg_err_set(err, SG_E_INTERNAL, "out of memory");
-		rc = sg_shquote(w, de->base.helper);
+	/* The head both lines share. */
+	for (int i = 0; !rc && i < 2; i++) {
+		w = i ? attach : start;
+		rc = dtn_word(w, de->base.helper);
 		if (!rc)
-			rc = sg_buf_adds(w, " status --file ");
+			rc = dtn_word(w, "job");
+		if (!rc && i)
+			rc = dtn_word(w, "--attach");
 		if (!rc)
-			rc = sg_shquote(w, st);
+			rc = dtn_word(w, "--dir");
 		if (!rc)
-			rc = sg_buf_adds(w, " -- ");
-		free(st);
+			rc = dtn_word(w, dir);
+		if (!rc)
+			rc = dtn_word(w, "--mark");
+		if (!rc)
+			rc = dtn_word(w, mark);
+		if (!rc)
+			rc = dtn_word_n(w, "--wait-ms", (long long)de->wait_ms);
+		if (!rc)
+			rc = dtn_word_n(w, "--max-out", (long long)x->max_output);
+		if (!rc)
+			rc = dtn_word_n(w, "--max-err", (long long)SG_HELPER_STDERR);
 	}
+	w = start;
+	if (!rc && x->timeout_ms > 0)
+		rc = dtn_word_n(w, "--timeout-ms", (long long)x->timeout_ms);
+	if (!rc && (x->flags & SG_EXEC_MERGE))
+		rc = dtn_word(w, "--merge");
+	if (!rc && (x->flags & SG_EXEC_DETACHES))
+		rc = dtn_word(w, "--detach");
 	if (!rc)
-		rc = sg_buf_adds(w, "env -i --");
-	for (size_t i = 0; !rc && x->envp && x->envp[i]; i++) {
-		if (!strchr(x->envp[i], '='))
-			continue;
-		rc = sg_buf_addc(w, ' ');
-		if (!rc)
-			rc = sg_shquote(w, x->envp[i]);
-	}
-	for (size_t i = 0; !rc && x->argv[i]; i++) {
-		rc = sg_buf_addc(w, ' ');
-		if (!rc)
-			rc = sg_shquote(w, x->argv[i]);
-	}
+		rc = dtn_word(w, "--cwd");
+	if (!rc)
+		rc = dtn_word(w, cwd);
+	if (!rc && in_var)
+		rc = dtn_word(w, "--stdin-env");
+	if (!rc && in_var)
+		rc = dtn_word(w, "SG_IN");
+	if (!rc && in_file)
+		rc = dtn_word(w, "--stdin-file");
+	if (!rc && in_file)
+		rc = dtn_word(w, in_file);
+	if (!rc && gc && gc[0])
+		rc = dtn_word(w, "--gc");
+	if (!rc && gc && gc[0])
+		rc = dtn_word(w, gc);
+	if (!rc)
+		rc = dtn_word(w, "--");
+	for (size_t i = 0; !rc && x->envp && x->envp[i]; i++)
+		if (strchr(x->envp[i], '='))
+			rc = dtn_word(w, x->envp[i]);
+	if (!rc)
+		rc = dtn_word(w, "--");
+	for (size_t i = 0; !rc && x->argv[i]; i++)
+		rc = dtn_word(w, x->argv[i]);
 	if (rc)
 		return sg_err_set(err, rc == SG_E_TOO_LARGE ? rc : SG_E_INTERNAL,
 				  "the command and its environment are too large to send");
 	if (!sg_utf8_valid(w->p, w->len))
 		return sg_err_set(err, SG_E_INVALID_ARGUMENT,
-				  "the command holds bytes that are not UTF-8, which Daytona's toolbox cannot carry");
+				  "the command or its working directory holds bytes that are not UTF-8, which Daytona's toolbox cannot carry");
 	return SG_OK;
 }
 
 /*
- * The files of finished execs, as quoted globs ("'<prefix>'.*") into g,
- * once DTN_GARBAGE_BATCH of them have gathered: one rm then serves many
- * execs, and each exec's files stay until its reply has surely arrived.
+ * The prefixes of finished execs, a line each, into g once
+ * DTN_GARBAGE_BATCH of them have gathered: the next job then removes
+ * many execs' files at once, and each exec's files stay until its reply
+ * has surely arrived.
  */
 static void dtn_take_garbage(struct dtn_env *de, struct sg_buf *g)
 {
@@ -1354,10 +1313,10 @@ static void dtn_take_garbage(struct dtn_env *de, struct sg_buf *g)
 		return;
 	}
 	while (de->garbage.n > 0) {
-		struct sg_buf one = SG_BUF_INIT(SG_PATH_MAX * 2);
+		struct sg_buf one = SG_BUF_INIT(SG_PATH_MAX + 1);
 		char *d = de->garbage.v[de->garbage.n - 1];
-		bool ok = !sg_shquote(&one, d) && !sg_buf_adds(&one, ".*") &&
-			  !(g->len && sg_buf_addc(g, ' ')) && !sg_buf_add(g, one.p, one.len);
+		bool ok = !(g->len && sg_buf_addc(&one, '\n')) && !sg_buf_adds(&one, d) &&
+			  !sg_buf_add(g, one.p, one.len);
 
 		sg_buf_release(&one);
 		if (!ok)
@@ -1379,27 +1338,20 @@ static void dtn_add_garbage(struct dtn_env *de, const char *dir)
 
 static void dtn_keepalive_arm(struct dtn_env *de);
 
-/* The seconds of a millisecond count, for sleep(1): "4.000". */
-static void dtn_seconds(char *out, size_t n, int64_t ms)
-{
-	snprintf(out, n, "%lld.%03lld", (long long)(ms / 1000), (long long)(ms % 1000));
-}
-
 static sg_err dtn_exec(struct sg_env *env, const struct sg_exec *x,
 		       struct sg_exec_result *out, struct sg_cancel *cancel,
 		       struct sg_errinfo *err)
 {
 	struct dtn_env *de = (struct dtn_env *)env;
-	struct sg_buf words = SG_BUF_INIT(SG_MAX_FRAME * 2), garbage = SG_BUF_INIT(SG_KiB * 96);
+	struct sg_buf start_w = SG_BUF_INIT(SG_MAX_FRAME * 2), attach_w = SG_BUF_INIT(SG_PATH_MAX * 8),
+		      garbage = SG_BUF_INIT(SG_KiB * 96);
 	json_t *full = NULL, *attach = NULL;
 	char *dir = NULL, *upload = NULL, *command = NULL, mark[40], tok[40];
-	char wait_s[32], timeout_s[32] = "", n_s[32], o_s[32], e_s[32];
-	const char *cwd = x->cwd ? x->cwd : env->root;
 	int64_t start = sg_now_ms();
 	size_t max_body;
 	int64_t trip_start;
 	int fails = 0, missing = 0, quick408 = 0;
-	bool need_full = true, seen = false;
+	bool need_full = true, seen = false, in_var = false;
 	sg_err rc = SG_OK;
 
 	out->exit_code = -1;
@@ -1418,57 +1370,18 @@ static sg_err dtn_exec(struct sg_env *env, const struct sg_exec *x,
 		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
 		goto out;
 	}
-	rc = dtn_words(de, x, dir, &words, err);
-	if (rc)
-		goto out;
-	if (!sg_utf8_valid(cwd, strlen(cwd))) {
-		rc = sg_err_set(err, SG_E_INVALID_ARGUMENT,
-				"the working directory is not UTF-8, which Daytona's toolbox cannot carry");
-		goto out;
-	}
-	dtn_take_garbage(de, &garbage);
-	dtn_seconds(wait_s, sizeof(wait_s), de->wait_ms);
-	snprintf(n_s, sizeof(n_s), "%lld", (long long)(de->wait_ms / 100));
-	snprintf(o_s, sizeof(o_s), "%zu", x->max_output);
-	snprintf(e_s, sizeof(e_s), "%zu", (size_t)SG_HELPER_STDERR);
-	if (x->timeout_ms > 0)
-		dtn_seconds(timeout_s, sizeof(timeout_s), x->timeout_ms);
-	full = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s}",
-			 "SG_S", dtn_exec_sh, "SG_R", dtn_runner_sh, "SG_D", dir, "SG_MK", mark,
-			 "SG_G", garbage.p, "SG_A", "0", "SG_C", cwd, "SG_M",
-			 (x->flags & SG_EXEC_MERGE) ? "1" : "0", "SG_T", timeout_s, "SG_K",
-			 (x->flags & SG_EXEC_DETACHES) ? "1" : "0", "SG_L", wait_s, "SG_N", n_s,
-			 "SG_O", o_s, "SG_E", e_s);
-	attach = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s}", "SG_S", dtn_exec_sh,
-			   "SG_D", dir, "SG_MK", mark, "SG_A", "1", "SG_L", wait_s, "SG_N", n_s,
-			   "SG_O", o_s, "SG_E", e_s);
+	full = json_object();
+	attach = json_object();
 	if (!full || !attach) {
 		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
 		goto out;
-	}
-	/*
-	 * The words ride in a variable unless too long for one (128 KiB is
-	 * the kernel's limit for one string); then in the command text.
-	 */
-	if (words.len <= SG_DAYTONA_INLINE_MAX) {
-		json_object_set_new(full, "SG_X", json_stringn(words.p, words.len));
-	} else {
-		struct sg_buf c = SG_BUF_INIT(SG_MAX_FRAME * 3);
-
-		if (sg_buf_adds(&c, "SG_X=") || sg_shquote(&c, words.p) ||
-		    sg_buf_adds(&c, "\neval \"$SG_S\"\n")) {
-			sg_buf_release(&c);
-			rc = sg_err_set(err, SG_E_TOO_LARGE, "the command is too large to send");
-			goto out;
-		}
-		command = sg_buf_take(&c, NULL);
 	}
 	/* stdin rides along when it is small text; else it is uploaded first. */
 	if (x->stdin_data && x->stdin_len > 0) {
 		if (x->stdin_len <= SG_DAYTONA_INLINE_MAX &&
 		    !memchr(x->stdin_data, 0, x->stdin_len) &&
 		    sg_utf8_valid(x->stdin_data, x->stdin_len)) {
-			json_object_set_new(full, "SG_I", json_string("e"));
+			in_var = true;
 			json_object_set_new(full, "SG_IN",
 					    json_stringn(x->stdin_data, x->stdin_len));
 		} else {
@@ -1480,9 +1393,24 @@ static sg_err dtn_exec(struct sg_env *env, const struct sg_exec *x,
 			rc = dtn_upload(de, upload, x->stdin_data, x->stdin_len, NULL, cancel, err);
 			if (rc)
 				goto out;
-			json_object_set_new(full, "SG_I", json_string("f"));
-			json_object_set_new(full, "SG_F", json_string(upload));
 		}
+	}
+	dtn_take_garbage(de, &garbage);
+	rc = dtn_job_words(de, x, dir, mark, garbage.p, in_var, upload, &start_w, &attach_w, err);
+	if (rc)
+		goto out;
+	/*
+	 * The words ride in a variable (the shell then reads one short line)
+	 * unless too long for one: 128 KiB is the kernel's limit for one
+	 * string.  Then they are the command text itself.
+	 */
+	json_object_set_new(attach, "SG_X", json_stringn(attach_w.p, attach_w.len));
+	if (start_w.len <= SG_DAYTONA_INLINE_MAX) {
+		json_object_set_new(full, "SG_X", json_stringn(start_w.p, start_w.len));
+	} else if (asprintf(&command, "exec %s\n", start_w.p) < 0) {
+		command = NULL;
+		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
+		goto out;
 	}
 	/* The reply carries the heads as JSON strings: allow for escapes. */
 	max_body = (x->max_output + SG_HELPER_STDERR) * 6 + SG_KiB * 64;
@@ -1494,7 +1422,8 @@ static sg_err dtn_exec(struct sg_env *env, const struct sg_exec *x,
 		size_t mlen = strlen(mark), rlen;
 
 		trip_start = sg_now_ms();
-		rc = dtn_execute(de, need_full ? command : NULL, need_full ? full : attach,
+		rc = dtn_execute(de, need_full && command ? command : "eval \"exec $SG_X\"",
+				 need_full ? full : attach,
 				 de->limit_ms + SG_DAYTONA_TRIP_SLACK_MS, max_body, false, &r,
 				 cancel, &once);
 		if (rc == SG_OK && r.status == 408) {
@@ -1638,7 +1567,8 @@ out:
 	out->duration_ms = sg_now_ms() - start;
 	json_decref(full);
 	json_decref(attach);
-	sg_buf_release(&words);
+	sg_buf_release(&start_w);
+	sg_buf_release(&attach_w);
 	sg_buf_release(&garbage);
 	free(command);
 	free(upload);

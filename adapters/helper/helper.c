@@ -32,6 +32,11 @@ int sg_helper_run(int argc, char *const *argv, const void *in, size_t inlen,
 			   "the adapter's exec, never in-process");
 	} else if (strcmp(cmd, "probe") == 0) {
 		return sg_helper_probe(argc, argv, out);
+	} else if (strcmp(cmd, "job") == 0) {
+		/* Its runner must outlive the request, not live in the gateway. */
+		sg_err_set(&err, SG_E_INVALID_ARGUMENT,
+			   "job runs inside the environment, through the "
+			   "adapter's exec, never in-process");
 	} else if (strcmp(cmd, "confine") == 0) {
 		/* It would confine the gateway itself, for good. */
 		sg_err_set(&err, SG_E_INVALID_ARGUMENT,

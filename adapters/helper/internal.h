@@ -24,6 +24,7 @@ int sg_helper_proc(int argc, char *const *argv, const void *in, size_t inlen,
 int sg_helper_confine(int argc, char *const *argv);
 int sg_helper_probe(int argc, char *const *argv, struct sg_buf *out);
 int sg_helper_status(int argc, char *const *argv);
+int sg_helper_job(int argc, char *const *argv);
 int sg_confine_apply(const char *mode, const char *root, const char *const *allow_write, char *msg, size_t msglen);
 
 /*

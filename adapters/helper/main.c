@@ -7,9 +7,10 @@
  * only by the commands that take content from it (fs write, fs edit), so
  * every other command leaves the caller's stdin alone.
  *
- * `confine` and `proc spawn` are called directly: sg_helper_run refuses
+ * `confine`, `job` and `proc spawn` are called directly: sg_helper_run refuses
  * them because they must run inside the environment.  confine execs the
- * command in this process (stdout is then the command's); proc spawn
+ * command in this process (stdout is then the command's); job replies in
+ * plain text (job.c); proc spawn
  * leaves a detached supervisor behind and replies at once.
  */
 #include "internal.h"
@@ -38,6 +39,8 @@ int main(int argc, char **argv)
 		return sg_helper_confine(argc - 1, argv + 1);
 	if (argc >= 2 && strcmp(argv[1], "status") == 0)
 		return sg_helper_status(argc - 1, argv + 1);
+	if (argc >= 2 && strcmp(argv[1], "job") == 0)
+		return sg_helper_job(argc - 1, argv + 1);
 	if (wants_stdin(argc, argv) && (rc = sg_read_all(0, &in)) != SG_OK) {
 		struct sg_errinfo err = { 0 };
 

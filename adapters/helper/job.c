@@ -1,0 +1,499 @@
+/*
+ * job.c - `sg-helper job`: run one command so that its result outlives the
+ * request that started it.
+ *
+ * Some providers run a command only for as long as one HTTP request lives
+ * (Daytona's /process/execute answers 408 and kills the request's process
+ * group at its time limit).  A job's command therefore runs in a session of
+ * its own, under a runner that records how it ended in files sharing the
+ * prefix --dir:
+ *
+ *   .s       created exclusively by the start: a resent request attaches
+ *            instead of starting the command twice
+ *   .in      the command's stdin, when it came in a variable
+ *   .o .e    its stdout and stderr (.o alone with --merge)
+ *   .pid     the runner's pid, which is also its process group and session
+ *   .st      "exit N" or "signal N", the command's real wait status
+ *   .to      exists when the runner's timer killed the command
+ *   .x       the runner's status in the shell's convention (128+N for a
+ *            signal), written last: a non-empty .x means the result is whole
+ *   .cancel  exists when the gateway gave up on the job (the adapter's kill
+ *            script writes it, kills the group and fills .x)
+ *
+ * The caller waits at most --wait-ms for the result in one request, then
+ * prints either
+ *
+ *   <stdout head>\n<mark> done <x>|<st>|<to>|<stdout size>\n<stderr head>
+ *
+ * or "\n<mark> pending\n" (ask again with --attach), or "\n<mark>
+ * missing\n" (no job has this prefix).  The mark is the caller's random
+ * word, so the last line holding it is the trailer whatever the command
+ * printed.  This reply is plain text, not sg-helper's JSON: the toolbox
+ * hands it back as a string and the command's output is copied exactly
+ * once into it.
+ *
+ * The whole job costs one fork for the runner and one fork+exec for the
+ * command; the environment is exactly the NAME=VALUE list given (as
+ * `env -i` would make it), with PATH taken from that list.
+ */
+#define _GNU_SOURCE /* environ, O_CLOEXEC */
+#include "internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../../gateway/base/fsutil.h"
+#include "../../gateway/base/limits.h"
+
+extern char **environ;
+
+#define JOB_POLL_MS 100 /* an attach's look at a job started elsewhere */
+#define JOB_LINE 64     /* .x, .st and .pid hold one short line each */
+
+/* Every file of a job, for --gc. */
+static const char *const job_suffixes[] = {
+	".s", ".in", ".o", ".e", ".pid", ".st", ".to", ".x", ".cancel", ".up",
+};
+
+struct job {
+	const char *dir;  /* the files' common prefix */
+	const char *mark;
+	size_t max_out, max_err;
+	int64_t wait_ms, timeout_ms;
+	bool merge, detach;
+};
+
+/* dir + suffix into out; false when it does not fit (never silently cut). */
+static bool job_path(const struct job *j, const char *suffix, char *out, size_t n)
+{
+	int len = snprintf(out, n, "%s%s", j->dir, suffix);
+
+	return len > 0 && (size_t)len < n;
+}
+
+/* Write a one-line file of the job, replacing what it held. */
+static void job_put(const struct job *j, const char *suffix, const char *fmt, ...)
+{
+	char path[SG_PATH_MAX], line[JOB_LINE];
+	va_list ap;
+	int fd, len;
+
+	va_start(ap, fmt);
+	len = vsnprintf(line, sizeof(line), fmt, ap);
+	va_end(ap);
+	if (len < 0 || (size_t)len >= sizeof(line) || !job_path(j, suffix, path, sizeof(path)))
+		return;
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return;
+	/* A short write leaves a line the reader cannot parse, which reads
+	 * as a killed command: the truth, as far as anyone can tell. */
+	(void)sg_write_all(fd, line, (size_t)len);
+	close(fd);
+}
+
+/* The first line of a job file, or "" when it is missing or empty. */
+static void job_get(const struct job *j, const char *suffix, char *out, size_t n)
+{
+	char path[SG_PATH_MAX];
+	ssize_t got = -1;
+	int fd;
+
+	out[0] = '\0';
+	if (!job_path(j, suffix, path, sizeof(path)))
+		return;
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	do
+		got = read(fd, out, n - 1);
+	while (got < 0 && errno == EINTR);
+	close(fd);
+	out[got > 0 ? got : 0] = '\0';
+	out[strcspn(out, "\n")] = '\0';
+}
+
+static bool job_exists(const struct job *j, const char *suffix)
+{
+	char path[SG_PATH_MAX];
+
+	return job_path(j, suffix, path, sizeof(path)) && access(path, F_OK) == 0;
+}
+
+/* Copy at most max bytes of a job file to stdout; its size into *size. */
+static void job_head(const struct job *j, const char *suffix, size_t max, long long *size)
+{
+	char path[SG_PATH_MAX], buf[64 * 1024];
+	struct stat st;
+	int fd;
+
+	if (size)
+		*size = 0;
+	if (!job_path(j, suffix, path, sizeof(path)) ||
+	    (fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+		return;
+	if (size && fstat(fd, &st) == 0)
+		*size = (long long)st.st_size;
+	while (max > 0) {
+		ssize_t got = read(fd, buf, max < sizeof(buf) ? max : sizeof(buf));
+
+		if (got < 0 && errno == EINTR)
+			continue;
+		if (got <= 0 || sg_write_all(1, buf, (size_t)got))
+			break;
+		max -= (size_t)got;
+	}
+	close(fd);
+}
+
+/* The result: stdout's head, the trailer, stderr's head. */
+static int job_report(const struct job *j)
+{
+	char x[JOB_LINE], st[JOB_LINE], line[3 * JOB_LINE + 256];
+	long long size;
+	int len;
+
+	job_head(j, ".o", j->max_out, &size);
+	job_get(j, ".x", x, sizeof(x));
+	job_get(j, ".st", st, sizeof(st));
+	len = snprintf(line, sizeof(line), "\n%s done %s|%s|%s|%lld\n", j->mark, x, st,
+		       job_exists(j, ".to") ? "1" : "", size);
+	if (len > 0 && (size_t)len < sizeof(line))
+		(void)sg_write_all(1, line, (size_t)len);
+	job_head(j, ".e", j->max_err, NULL);
+	return 0;
+}
+
+static int job_say(const struct job *j, const char *word)
+{
+	dprintf(1, "\n%s %s\n", j->mark, word);
+	return 0;
+}
+
+/* A job that cannot start ends as a command not found would. */
+static int job_fail(const struct job *j, const char *fmt, ...)
+{
+	char path[SG_PATH_MAX], msg[SG_PATH_MAX + 128];
+	va_list ap;
+	int len;
+
+	va_start(ap, fmt);
+	len = vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	if (len < 0)
+		len = 0;
+	if ((size_t)len >= sizeof(msg))
+		len = (int)sizeof(msg) - 1;
+	for (int k = 0; k < (j->merge ? 2 : 1); k++) {
+		int fd = job_path(j, k ? ".o" : ".e", path, sizeof(path))
+				 ? open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600)
+				 : -1;
+
+		if (fd >= 0) {
+			(void)sg_write_all(fd, "sandgate: ", 10);
+			(void)sg_write_all(fd, msg, (size_t)len);
+			(void)sg_write_all(fd, "\n", 1);
+			close(fd);
+		}
+	}
+	job_put(j, ".x", "127\n");
+	return job_report(j);
+}
+
+/* Remove the files of finished jobs: --gc holds their prefixes, a line each. */
+static void job_collect(const char *list)
+{
+	char path[SG_PATH_MAX];
+
+	while (list && *list) {
+		size_t n = strcspn(list, "\n");
+
+		for (size_t i = 0; i < sizeof(job_suffixes) / sizeof(*job_suffixes); i++) {
+			int len = snprintf(path, sizeof(path), "%.*s%s", (int)n, list,
+					   job_suffixes[i]);
+
+			if (len > 0 && (size_t)len < sizeof(path))
+				unlink(path);
+		}
+		list += n;
+		list += *list == '\n';
+	}
+}
+
+/*
+ * Wait for a child with SIGCHLD blocked; at most ms (< 0: for ever).
+ * True with its status in *status, false when the time ran out.
+ */
+static bool job_wait(pid_t pid, int64_t ms, int *status)
+{
+	struct timespec now, end;
+	sigset_t chld;
+
+	sigemptyset(&chld);
+	sigaddset(&chld, SIGCHLD);
+	clock_gettime(CLOCK_MONOTONIC, &end);
+	end.tv_sec += ms / 1000;
+	end.tv_nsec += (ms % 1000) * 1000000;
+	if (end.tv_nsec >= 1000000000) {
+		end.tv_sec++;
+		end.tv_nsec -= 1000000000;
+	}
+	for (;;) {
+		struct timespec left;
+		pid_t got = waitpid(pid, status, ms < 0 ? 0 : WNOHANG);
+
+		if (got == pid)
+			return true;
+		if (got < 0 && errno != EINTR)
+			return false; /* not our child (any more) */
+		if (ms < 0)
+			continue;
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		left.tv_sec = end.tv_sec - now.tv_sec;
+		left.tv_nsec = end.tv_nsec - now.tv_nsec;
+		if (left.tv_nsec < 0) {
+			left.tv_sec--;
+			left.tv_nsec += 1000000000;
+		}
+		if (left.tv_sec < 0)
+			return false;
+		/* Any SIGCHLD (or the time) ends the nap; waitpid then says
+		 * whether it was this child's. */
+		if (sigtimedwait(&chld, NULL, &left) < 0 && errno == EAGAIN)
+			return waitpid(pid, status, WNOHANG) == pid;
+	}
+}
+
+/* In the command's process: stdio, a clean environment, then exec. */
+static void job_exec(int in, int out, int err, char **envp, char *const *argv)
+{
+	sigset_t none;
+
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
+	signal(SIGINT, SIG_DFL);
+	signal(SIGQUIT, SIG_DFL);
+	signal(SIGPIPE, SIG_DFL);
+	if (dup2(in, 0) < 0 || dup2(out, 1) < 0 || dup2(err, 2) < 0)
+		_exit(126);
+	environ = envp;
+	execvp(argv[0], argv);
+	dprintf(2, "sg-helper: %s: %s\n", argv[0], strerror(errno));
+	_exit(errno == ENOENT ? 127 : 126);
+}
+
+/*
+ * The runner, leader of its own session so that the request's end cannot
+ * take it along.  It never returns: it records the command's end and, for
+ * a job that does not detach, kills what the command left in its group.
+ */
+static void job_runner(const struct job *j, int in, int out, int err, char **envp,
+		       char *const *argv)
+{
+	pid_t cmd;
+	int st = 0, null = open("/dev/null", O_RDWR | O_CLOEXEC);
+
+	setsid();
+	/* The request's pipes must see their end when the caller exits. */
+	if (null < 0 || dup2(null, 0) < 0 || dup2(null, 1) < 0 || dup2(null, 2) < 0)
+		_exit(0);
+	close(null);
+	cmd = fork();
+	if (cmd < 0) {
+		job_put(j, ".st", "exit 126\n");
+		job_put(j, ".x", "126\n");
+		_exit(0);
+	}
+	if (cmd == 0)
+		job_exec(in, out, err, envp, argv);
+	close(in);
+	close(out);
+	close(err);
+	if (!job_wait(cmd, j->timeout_ms > 0 ? j->timeout_ms : -1, &st)) {
+		/* The whole group goes, this runner included: record first. */
+		job_put(j, ".to", "1\n");
+		job_put(j, ".st", "signal 9\n");
+		job_put(j, ".x", "137\n");
+		kill(0, SIGKILL);
+		_exit(0);
+	}
+	if (WIFSIGNALED(st)) {
+		job_put(j, ".st", "signal %d\n", WTERMSIG(st));
+		job_put(j, ".x", "%d\n", 128 + WTERMSIG(st));
+	} else {
+		job_put(j, ".st", "exit %d\n", WEXITSTATUS(st));
+		job_put(j, ".x", "%d\n", WEXITSTATUS(st));
+	}
+	if (!j->detach)
+		kill(0, SIGKILL);
+	_exit(0);
+}
+
+static int job_open(const struct job *j, const char *suffix, int flags)
+{
+	char path[SG_PATH_MAX];
+
+	return job_path(j, suffix, path, sizeof(path))
+		       ? open(path, flags | O_CLOEXEC, 0600)
+		       : -1;
+}
+
+/* Start the command; then wait for it as an attach would. */
+static int job_start(const struct job *j, const char *cwd, const char *stdin_text,
+		     const char *stdin_file, char **envp, char *const *argv)
+{
+	int in = -1, out = -1, err = -1, st;
+	pid_t runner;
+
+	if (cwd && chdir(cwd) != 0)
+		return job_fail(j, "cannot enter the directory %s", cwd);
+	if (stdin_text) {
+		in = job_open(j, ".in", O_RDWR | O_CREAT | O_TRUNC);
+		if (in < 0 || sg_write_all(in, stdin_text, strlen(stdin_text)) ||
+		    lseek(in, 0, SEEK_SET) != 0) {
+			if (in >= 0)
+				close(in);
+			return job_fail(j, "cannot stage the command's stdin in %s.in", j->dir);
+		}
+	} else {
+		in = open(stdin_file ? stdin_file : "/dev/null", O_RDONLY | O_CLOEXEC);
+		if (in < 0)
+			return job_fail(j, "cannot open the command's stdin %s",
+					stdin_file ? stdin_file : "/dev/null");
+	}
+	out = job_open(j, ".o", O_WRONLY | O_CREAT | O_TRUNC);
+	err = j->merge ? dup(out) : job_open(j, ".e", O_WRONLY | O_CREAT | O_TRUNC);
+	if (out < 0 || err < 0) {
+		close(in);
+		if (out >= 0)
+			close(out);
+		if (err >= 0)
+			close(err);
+		return job_fail(j, "cannot create the command's output files %s.o", j->dir);
+	}
+	runner = fork();
+	if (runner == 0)
+		job_runner(j, in, out, err, envp, argv);
+	close(in);
+	close(out);
+	close(err);
+	if (runner < 0)
+		return job_fail(j, "cannot fork: %s", strerror(errno));
+	job_put(j, ".pid", "%d\n", (int)runner);
+	if (job_exists(j, ".cancel") && kill(-runner, SIGKILL) != 0)
+		kill(runner, SIGKILL);
+	if (job_wait(runner, j->wait_ms, &st) || job_exists(j, ".x"))
+		return job_report(j);
+	return job_say(j, "pending");
+}
+
+/* Wait for a job started by an earlier request. */
+static int job_attach(const struct job *j)
+{
+	struct timespec nap = { 0, JOB_POLL_MS * 1000000L };
+	char line[JOB_LINE];
+	int64_t waited = 0;
+	pid_t runner = 0;
+
+	if (!job_exists(j, ".s"))
+		return job_say(j, "missing");
+	for (;;) {
+		job_get(j, ".x", line, sizeof(line));
+		if (line[0])
+			return job_report(j);
+		if (!runner) {
+			job_get(j, ".pid", line, sizeof(line));
+			runner = (pid_t)atoi(line);
+		}
+		/* A runner killed from outside never writes .x. */
+		if (runner > 0 && kill(runner, 0) != 0 && errno == ESRCH)
+			return job_report(j);
+		if (waited >= j->wait_ms)
+			return job_say(j, "pending");
+		nanosleep(&nap, NULL);
+		waited += JOB_POLL_MS;
+	}
+}
+
+int sg_helper_job(int argc, char *const *argv)
+{
+	struct sg_errinfo e = { 0 };
+	struct sg_args a;
+	struct job j = { 0 };
+	int64_t max_out, max_err;
+	char **envp = NULL;
+	char *const *cmd = NULL;
+	int nenv = 0, rc = 126, guard;
+	sigset_t chld;
+
+	if (sg_args_parse(&a, argc - 1, argv + 1, "attach merge detach", &e) ||
+	    !(j.dir = sg_args_str(&a, "dir", NULL)) || !(j.mark = sg_args_str(&a, "mark", NULL)) ||
+	    sg_args_int(&a, "wait-ms", 0, INT64_MAX / 2, &j.wait_ms, &e) ||
+	    sg_args_int(&a, "timeout-ms", 0, INT64_MAX / 2, &j.timeout_ms, &e) ||
+	    sg_args_int(&a, "max-out", 0, INT64_MAX / 2, &max_out, &e) ||
+	    sg_args_int(&a, "max-err", SG_HELPER_STDERR, INT64_MAX / 2, &max_err, &e))
+		goto usage;
+	j.max_out = (size_t)max_out;
+	j.max_err = (size_t)max_err;
+	j.merge = sg_args_flag(&a, "merge");
+	j.detach = sg_args_flag(&a, "detach");
+	job_collect(sg_args_str(&a, "gc", NULL));
+	/* SIGCHLD stays blocked so that waits can sleep on it (job_wait). */
+	sigemptyset(&chld);
+	sigaddset(&chld, SIGCHLD);
+	sigprocmask(SIG_BLOCK, &chld, NULL);
+	if (sg_args_flag(&a, "attach")) {
+		if (sg_args_unused(&a, &e))
+			goto usage;
+		return job_attach(&j);
+	}
+	/* The rest: NAME=VALUE... -- ARGV... */
+	while (nenv < a.nrest && strcmp(a.rest[nenv], "--") != 0)
+		nenv++;
+	if (nenv >= a.nrest - 1)
+		goto usage;
+	cmd = a.rest + nenv + 1;
+	envp = calloc((size_t)nenv + 1, sizeof(*envp));
+	if (!envp)
+		goto usage;
+	for (int i = 0; i < nenv; i++)
+		envp[i] = a.rest[i];
+	{
+		const char *cwd = sg_args_str(&a, "cwd", NULL);
+		const char *in_var = sg_args_str(&a, "stdin-env", NULL);
+		const char *in_file = sg_args_str(&a, "stdin-file", NULL);
+		const char *in_text = in_var ? getenv(in_var) : NULL;
+
+		if (sg_args_unused(&a, &e))
+			goto usage;
+		if (in_var && !in_text)
+			in_text = "";
+		guard = job_open(&j, ".s", O_WRONLY | O_CREAT | O_EXCL);
+		if (guard < 0) {
+			/* Started by an earlier copy of this request. */
+			rc = job_attach(&j);
+			goto out;
+		}
+		close(guard);
+		rc = job_start(&j, cwd, in_text, in_file, envp, cmd);
+	}
+	goto out;
+usage:
+	dprintf(2, "sg-helper: %s\nusage: job --dir PREFIX --mark WORD --wait-ms N "
+		   "--max-out N [--max-err N] [--attach] [--cwd DIR] [--timeout-ms N] "
+		   "[--merge] [--detach] [--stdin-env VAR | --stdin-file F] [--gc PREFIXES] "
+		   "-- NAME=VALUE... -- ARGV...\n",
+		e.msg[0] ? e.msg : "bad arguments");
+out:
+	free(envp);
+	return rc;
+}
