@@ -1,53 +1,85 @@
 #include "jw.h"
 
+#include <stdbool.h>
 #include <string.h>
 
 #include "utf8.h"
 
+/* Bytes that go out as they are: printable ASCII but the quote and backslash. */
+static bool jw_plain(unsigned char c)
+{
+	return c >= 0x20 && c < 0x80 && c != '"' && c != '\\';
+}
+
+/*
+ * Input is taken JW_CHUNK bytes at a time into space reserved for the
+ * worst case (six output bytes per input byte, \u00XX), so that the common
+ * case is a scan and a memcpy per run, with no per-byte calls.
+ */
+#define JW_CHUNK 4096
+
 sg_err sg_jw_str(struct sg_buf *b, const char *s, size_t n)
 {
 	const unsigned char *p = (const unsigned char *)s;
-	size_t i = 0, run = 0;
+	size_t i = 0;
 	sg_err rc = sg_buf_addc(b, '"');
 
 	while (!rc && i < n) {
-		unsigned c = p[i];
-		size_t k = c < 0x80 ? 1 : sg_utf8_seq(p + i, n - i);
-		char esc[8];
-		const char *rep = NULL;
+		size_t end = n - i > JW_CHUNK ? i + JW_CHUNK : n, o = 0, room;
+		char *dst;
 
-		if (c >= 0x20 && c != '"' && c != '\\' && k) {
+		/* A character may run 3 bytes past the chunk: 4 more. */
+		room = (end - i) * 6 + 4;
+		if (room > b->max - b->len)
+			room = b->max - b->len; /* near the maximum: check as we go */
+		rc = sg_buf_reserve(b, room, &dst);
+		while (!rc && i < end) {
+			size_t r = i, k;
+			char esc[6] = { '\\', 0, '0', '0', 0, 0 };
+			const char *rep = esc;
+			size_t len = 2;
+
+			while (r < end && jw_plain(p[r]))
+				r++;
+			if (r > i) {
+				if (r - i > room - o) {
+					rc = SG_E_TOO_LARGE;
+					break;
+				}
+				memcpy(dst + o, p + i, r - i);
+				o += r - i;
+				i = r;
+				continue;
+			}
+			k = 1;
+			if (p[i] >= 0x80) {
+				k = sg_utf8_seq(p + i, n - i);
+				rep = k ? s + i : "\xef\xbf\xbd";
+				len = k ? k : 3;
+				k = k ? k : 1;
+			} else if (p[i] == '"' || p[i] == '\\') {
+				esc[1] = (char)p[i];
+			} else if (p[i] == '\n' || p[i] == '\t' || p[i] == '\r') {
+				esc[1] = p[i] == '\n' ? 'n' : p[i] == '\t' ? 't' : 'r';
+			} else {
+				static const char hex[] = "0123456789abcdef";
+
+				esc[1] = 'u';
+				esc[4] = hex[p[i] >> 4];
+				esc[5] = hex[p[i] & 15];
+				len = 6;
+			}
+			if (len > room - o) {
+				rc = SG_E_TOO_LARGE;
+				break;
+			}
+			memcpy(dst + o, rep, len);
+			o += len;
 			i += k;
-			continue;
 		}
-		if (!k)
-			rep = "\xef\xbf\xbd";
-		else if (c == '"')
-			rep = "\\\"";
-		else if (c == '\\')
-			rep = "\\\\";
-		else if (c == '\n')
-			rep = "\\n";
-		else if (c == '\t')
-			rep = "\\t";
-		else if (c == '\r')
-			rep = "\\r";
-		else {
-			static const char hex[] = "0123456789abcdef";
-
-			memcpy(esc, "\\u00", 4);
-			esc[4] = hex[c >> 4];
-			esc[5] = hex[c & 15];
-			esc[6] = '\0';
-			rep = esc;
-		}
-		rc = sg_buf_add(b, s + run, i - run);
-		if (!rc)
-			rc = sg_buf_adds(b, rep);
-		run = ++i;
+		if (o)
+			sg_buf_commit(b, o);
 	}
-	if (!rc)
-		rc = sg_buf_add(b, s + run, n - run);
 	if (!rc)
 		rc = sg_buf_addc(b, '"');
 	return rc;

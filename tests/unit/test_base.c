@@ -20,6 +20,7 @@
 #include "gateway/base/jw.h"
 #include "gateway/base/slug.h"
 #include "gateway/base/strv.h"
+#include "gateway/base/limits.h"
 #include "gateway/base/utf8.h"
 
 static void test_buf_invariants(void **state)
@@ -151,6 +152,51 @@ static void test_jw(void **state)
 	sg_buf_release(&b);
 }
 
+/*
+ * Long strings cross the writer's 4 KiB chunks at every kind of byte: the
+ * round trip through jansson must give back the input (invalid bytes as
+ * U+FFFD), and a buffer too small by one byte must refuse, not cut.
+ */
+static void test_jw_long(void **state)
+{
+	static const char *const pieces[] = { "plain text ", "\"", "\\", "\n", "\x01",
+					      "\xc3\xa9", "\xe2\x82\xac", "\xf0\x9f\x98\x80" };
+	struct sg_buf in = SG_BUF_INIT(SG_MiB), want = SG_BUF_INIT(SG_MiB);
+	unsigned seed = 7;
+
+	(void)state;
+	while (in.len < 300 * 1000) {
+		const char *piece = pieces[(seed = seed * 1103515245 + 12345) >> 16 & 7];
+
+		assert_int_equal(sg_buf_adds(&in, piece), SG_OK);
+	}
+	for (size_t cut = 0; cut < 3; cut++) {
+		struct sg_buf b = SG_BUF_INIT(8 * SG_MiB);
+		size_t n = in.len - cut;
+		json_t *j;
+		size_t exact;
+
+		assert_int_equal(sg_jw_str(&b, in.p, n), SG_OK);
+		j = json_loadb(b.p, b.len, JSON_DECODE_ANY | JSON_ALLOW_NUL, NULL);
+		assert_non_null(j);
+		sg_buf_reset(&want);
+		assert_int_equal(sg_utf8_sanitize(&want, in.p, n), SG_OK);
+		assert_int_equal(json_string_length(j), want.len);
+		assert_memory_equal(json_string_value(j), want.p, want.len);
+		json_decref(j);
+		exact = b.len;
+		sg_buf_release(&b);
+		b = (struct sg_buf)SG_BUF_INIT(exact);
+		assert_int_equal(sg_jw_str(&b, in.p, n), SG_OK);
+		sg_buf_release(&b);
+		b = (struct sg_buf)SG_BUF_INIT(exact - 1);
+		assert_int_equal(sg_jw_str(&b, in.p, n), SG_E_TOO_LARGE);
+		sg_buf_release(&b);
+	}
+	sg_buf_release(&in);
+	sg_buf_release(&want);
+}
+
 static void test_strv(void **state)
 {
 	struct sg_strv v = SG_STRV_INIT;
@@ -245,6 +291,7 @@ int main(void)
 		cmocka_unit_test(test_utf8_sanitize),
 		cmocka_unit_test(test_err_strings),
 		cmocka_unit_test(test_jw),
+		cmocka_unit_test(test_jw_long),
 		cmocka_unit_test(test_strv),
 		cmocka_unit_test(test_slug),
 		cmocka_unit_test(test_cancel),
