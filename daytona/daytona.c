@@ -1220,12 +1220,12 @@ static sg_err dtn_word_n(struct sg_buf *w, const char *name, long long v)
 /*
  * The two command lines of one exec, quoted for the sandbox's shell (see
  * adapters/helper/job.c): *start starts the command and waits for it,
- * *attach waits for it again.  stdin comes from the variable SG_IN
- * (in_var), from the file in_file, or from /dev/null.  gc: the prefixes of
+ * *attach waits for it again.  stdin comes from the variables named in
+ * in_vars (comma-separated), from the file in_file, or from /dev/null.  gc: the prefixes of
  * finished execs whose files the job removes.
  */
 static sg_err dtn_job_words(const struct dtn_env *de, const struct sg_exec *x,
-			    const char *dir, const char *mark, const char *gc, bool in_var,
+			    const char *dir, const char *mark, const char *gc, const char *in_vars,
 			    const char *in_file, struct sg_buf *start, struct sg_buf *attach,
 			    struct sg_errinfo *err)
 {
@@ -1269,10 +1269,10 @@ static sg_err dtn_job_words(const struct dtn_env *de, const struct sg_exec *x,
 		rc = dtn_word(w, "--cwd");
 	if (!rc)
 		rc = dtn_word(w, cwd);
-	if (!rc && in_var)
+	if (!rc && in_vars)
 		rc = dtn_word(w, "--stdin-env");
-	if (!rc && in_var)
-		rc = dtn_word(w, "SG_IN");
+	if (!rc && in_vars)
+		rc = dtn_word(w, in_vars);
 	if (!rc && in_file)
 		rc = dtn_word(w, "--stdin-file");
 	if (!rc && in_file)
@@ -1338,20 +1338,111 @@ static void dtn_add_garbage(struct dtn_env *de, const char *dir)
 
 static void dtn_keepalive_arm(struct dtn_env *de);
 
+/* The requests of one exec: what starts it and what attaches to it. */
+struct dtn_job {
+	json_t *full, *attach; /* their envs */
+	char *command;         /* the starting command text, when SG_X cannot be a variable */
+	char *upload;          /* where stdin was uploaded, or NULL */
+	bool in_vars;          /* stdin travels in variables */
+};
+
+static void dtn_job_release(struct dtn_job *j)
+{
+	json_decref(j->full);
+	json_decref(j->attach);
+	free(j->command);
+	free(j->upload);
+	memset(j, 0, sizeof(*j));
+}
+
+/*
+ * Prepare j for the exec of run directory dir.  stdin text of up to
+ * SG_DAYTONA_STDIN_VARS bytes travels in variables of at most
+ * SG_DAYTONA_INLINE_MAX bytes each, cut between characters (the kernel's
+ * limit for one string is 128 KiB, for all of them together a quarter of
+ * the stack limit, 2 MiB by default), unless vars is false; other stdin is
+ * uploaded first, a request of its own.
+ */
+static sg_err dtn_job_prepare(struct dtn_env *de, const struct sg_exec *x, const char *dir,
+			      const char *mark, const char *garbage, bool vars, struct dtn_job *j,
+			      struct sg_cancel *cancel, struct sg_errinfo *err)
+{
+	struct sg_buf start_w = SG_BUF_INIT(SG_MAX_FRAME * 2), attach_w = SG_BUF_INIT(SG_PATH_MAX * 8),
+		      names = SG_BUF_INIT(SG_KiB);
+	sg_err rc = SG_OK;
+
+	memset(j, 0, sizeof(*j));
+	j->full = json_object();
+	j->attach = json_object();
+	if (!j->full || !j->attach) {
+		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
+		goto out;
+	}
+	if (x->stdin_data && x->stdin_len > 0) {
+		const char *in = x->stdin_data;
+
+		j->in_vars = vars && x->stdin_len <= SG_DAYTONA_STDIN_VARS &&
+			     !memchr(x->stdin_data, 0, x->stdin_len) &&
+			     sg_utf8_valid(x->stdin_data, x->stdin_len);
+		for (size_t at = 0, part = 0; j->in_vars && at < x->stdin_len; part++) {
+			size_t n = sg_utf8_clip(in + at, x->stdin_len - at,
+						SG_DAYTONA_INLINE_MAX);
+			char name[32];
+
+			snprintf(name, sizeof(name), "SG_IN%zu", part);
+			if ((names.len && sg_buf_addc(&names, ',')) || sg_buf_adds(&names, name) ||
+			    json_object_set_new(j->full, name, json_stringn(in + at, n))) {
+				rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
+				goto out;
+			}
+			at += n;
+		}
+		if (!j->in_vars) {
+			if (asprintf(&j->upload, "%s.up", dir) < 0) {
+				j->upload = NULL;
+				rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
+				goto out;
+			}
+			rc = dtn_upload(de, j->upload, x->stdin_data, x->stdin_len, NULL, cancel, err);
+			if (rc)
+				goto out;
+		}
+	}
+	rc = dtn_job_words(de, x, dir, mark, garbage, j->in_vars ? names.p : NULL, j->upload,
+			   &start_w, &attach_w, err);
+	if (rc)
+		goto out;
+	/*
+	 * The words ride in a variable (the shell then reads one short line)
+	 * unless too long for one; then they are the command text itself.
+	 */
+	json_object_set_new(j->attach, "SG_X", json_stringn(attach_w.p, attach_w.len));
+	if (start_w.len <= SG_DAYTONA_INLINE_MAX) {
+		json_object_set_new(j->full, "SG_X", json_stringn(start_w.p, start_w.len));
+	} else if (asprintf(&j->command, "exec %s\n", start_w.p) < 0) {
+		j->command = NULL;
+		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
+	}
+out:
+	sg_buf_release(&start_w);
+	sg_buf_release(&attach_w);
+	sg_buf_release(&names);
+	return rc;
+}
+
 static sg_err dtn_exec(struct sg_env *env, const struct sg_exec *x,
 		       struct sg_exec_result *out, struct sg_cancel *cancel,
 		       struct sg_errinfo *err)
 {
 	struct dtn_env *de = (struct dtn_env *)env;
-	struct sg_buf start_w = SG_BUF_INIT(SG_MAX_FRAME * 2), attach_w = SG_BUF_INIT(SG_PATH_MAX * 8),
-		      garbage = SG_BUF_INIT(SG_KiB * 96);
-	json_t *full = NULL, *attach = NULL;
-	char *dir = NULL, *upload = NULL, *command = NULL, mark[40], tok[40];
+	struct sg_buf garbage = SG_BUF_INIT(SG_KiB * 96);
+	struct dtn_job j = { 0 };
+	char *dir = NULL, mark[40], tok[40];
 	int64_t start = sg_now_ms();
 	size_t max_body;
 	int64_t trip_start;
 	int fails = 0, missing = 0, quick408 = 0;
-	bool need_full = true, seen = false, in_var = false;
+	bool need_full = true, seen = false;
 	sg_err rc = SG_OK;
 
 	out->exit_code = -1;
@@ -1370,48 +1461,10 @@ static sg_err dtn_exec(struct sg_env *env, const struct sg_exec *x,
 		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
 		goto out;
 	}
-	full = json_object();
-	attach = json_object();
-	if (!full || !attach) {
-		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
-		goto out;
-	}
-	/* stdin rides along when it is small text; else it is uploaded first. */
-	if (x->stdin_data && x->stdin_len > 0) {
-		if (x->stdin_len <= SG_DAYTONA_INLINE_MAX &&
-		    !memchr(x->stdin_data, 0, x->stdin_len) &&
-		    sg_utf8_valid(x->stdin_data, x->stdin_len)) {
-			in_var = true;
-			json_object_set_new(full, "SG_IN",
-					    json_stringn(x->stdin_data, x->stdin_len));
-		} else {
-			if (asprintf(&upload, "%s.up", dir) < 0) {
-				upload = NULL;
-				rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
-				goto out;
-			}
-			rc = dtn_upload(de, upload, x->stdin_data, x->stdin_len, NULL, cancel, err);
-			if (rc)
-				goto out;
-		}
-	}
 	dtn_take_garbage(de, &garbage);
-	rc = dtn_job_words(de, x, dir, mark, garbage.p, in_var, upload, &start_w, &attach_w, err);
+	rc = dtn_job_prepare(de, x, dir, mark, garbage.p, true, &j, cancel, err);
 	if (rc)
 		goto out;
-	/*
-	 * The words ride in a variable (the shell then reads one short line)
-	 * unless too long for one: 128 KiB is the kernel's limit for one
-	 * string.  Then they are the command text itself.
-	 */
-	json_object_set_new(attach, "SG_X", json_stringn(attach_w.p, attach_w.len));
-	if (start_w.len <= SG_DAYTONA_INLINE_MAX) {
-		json_object_set_new(full, "SG_X", json_stringn(start_w.p, start_w.len));
-	} else if (asprintf(&command, "exec %s\n", start_w.p) < 0) {
-		command = NULL;
-		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
-		goto out;
-	}
 	/* The reply carries the heads as JSON strings: allow for escapes. */
 	max_body = (x->max_output + SG_HELPER_STDERR) * 6 + SG_KiB * 64;
 	for (;;) {
@@ -1422,8 +1475,8 @@ static sg_err dtn_exec(struct sg_env *env, const struct sg_exec *x,
 		size_t mlen = strlen(mark), rlen;
 
 		trip_start = sg_now_ms();
-		rc = dtn_execute(de, need_full && command ? command : "eval \"exec $SG_X\"",
-				 need_full ? full : attach,
+		rc = dtn_execute(de, need_full && j.command ? j.command : "eval \"exec $SG_X\"",
+				 need_full ? j.full : j.attach,
 				 de->limit_ms + SG_DAYTONA_TRIP_SLACK_MS, max_body, false, &r,
 				 cancel, &once);
 		if (rc == SG_OK && r.status == 408) {
@@ -1444,6 +1497,24 @@ static sg_err dtn_exec(struct sg_env *env, const struct sg_exec *x,
 				if (rc)
 					goto cancelled;
 			}
+			continue;
+		}
+		if (rc == SG_OK && need_full && j.in_vars &&
+		    (r.status == 413 ||
+		     (r.status == 200 &&
+		      json_integer_value(json_object_get(r.json, "exitCode")) == -1))) {
+			/*
+			 * The toolbox could not take stdin in variables (a body
+			 * limit, or E2BIG under a small stack limit) and started
+			 * nothing: upload it instead, once.
+			 */
+			sg_log_debug("sandbox %s: stdin in variables refused (HTTP %ld); uploading it",
+				     de->base.id, (long)r.status);
+			dtn_reply_release(&r);
+			dtn_job_release(&j);
+			rc = dtn_job_prepare(de, x, dir, mark, garbage.p, false, &j, cancel, err);
+			if (rc)
+				goto out;
 			continue;
 		}
 		if (rc == SG_OK && r.status != 200) {
@@ -1565,13 +1636,8 @@ cancelled:
 		   rc == SG_E_TIMEOUT ? "stopped by a deadline" : "cancelled");
 out:
 	out->duration_ms = sg_now_ms() - start;
-	json_decref(full);
-	json_decref(attach);
-	sg_buf_release(&start_w);
-	sg_buf_release(&attach_w);
+	dtn_job_release(&j);
 	sg_buf_release(&garbage);
-	free(command);
-	free(upload);
 	free(dir);
 	return rc;
 }

@@ -61,7 +61,7 @@
  *   status --file F -- ARGV     run ARGV, write "exit N" or "signal N" to F
  *   job --dir PREFIX --mark WORD --wait-ms N --max-out N [--max-err N]
  *       [--attach] [--cwd DIR] [--timeout-ms N] [--merge] [--detach]
- *       [--stdin-env VAR | --stdin-file F] [--gc PREFIXES]
+ *       [--stdin-env VAR[,VAR...] | --stdin-file F] [--gc PREFIXES]
  *       -- NAME=VALUE... -- ARGV
  *                               run ARGV in a session of its own, its result
  *                               kept in files; replies in plain text (job.c)

@@ -10,7 +10,7 @@
  *
  *   .s       created exclusively by the start: a resent request attaches
  *            instead of starting the command twice
- *   .in      the command's stdin, when it came in a variable
+ *   .in      the command's stdin, when it came in variables
  *   .o .e    its stdout and stderr (.o alone with --merge)
  *   .pid     the runner's pid, which is also its process group and session
  *   .st      "exit N" or "signal N", the command's real wait status
@@ -347,8 +347,40 @@ static int job_open(const struct job *j, const char *suffix, int flags)
 		       : -1;
 }
 
+/*
+ * Stage stdin from the variables named in vars (comma-separated, their
+ * values concatenated in order): one variable holds at most 128 KiB.
+ * The open file, read from its start, or -1.
+ */
+static int job_stdin_vars(const struct job *j, const char *vars)
+{
+	int in = job_open(j, ".in", O_RDWR | O_CREAT | O_TRUNC);
+
+	while (in >= 0 && *vars) {
+		size_t n = strcspn(vars, ",");
+		char name[64];
+		const char *v;
+
+		if (n >= sizeof(name))
+			goto fail;
+		memcpy(name, vars, n);
+		name[n] = '\0';
+		v = getenv(name);
+		if (!v || sg_write_all(in, v, strlen(v)))
+			goto fail;
+		vars += n;
+		vars += *vars == ',';
+	}
+	if (in >= 0 && lseek(in, 0, SEEK_SET) == 0)
+		return in;
+fail:
+	if (in >= 0)
+		close(in);
+	return -1;
+}
+
 /* Start the command; then wait for it as an attach would. */
-static int job_start(const struct job *j, const char *cwd, const char *stdin_text,
+static int job_start(const struct job *j, const char *cwd, const char *stdin_vars,
 		     const char *stdin_file, char **envp, char *const *argv)
 {
 	int in = -1, out = -1, err = -1, st;
@@ -356,14 +388,10 @@ static int job_start(const struct job *j, const char *cwd, const char *stdin_tex
 
 	if (cwd && chdir(cwd) != 0)
 		return job_fail(j, "cannot enter the directory %s", cwd);
-	if (stdin_text) {
-		in = job_open(j, ".in", O_RDWR | O_CREAT | O_TRUNC);
-		if (in < 0 || sg_write_all(in, stdin_text, strlen(stdin_text)) ||
-		    lseek(in, 0, SEEK_SET) != 0) {
-			if (in >= 0)
-				close(in);
+	if (stdin_vars) {
+		in = job_stdin_vars(j, stdin_vars);
+		if (in < 0)
 			return job_fail(j, "cannot stage the command's stdin in %s.in", j->dir);
-		}
 	} else {
 		in = open(stdin_file ? stdin_file : "/dev/null", O_RDONLY | O_CLOEXEC);
 		if (in < 0)
@@ -469,14 +497,11 @@ int sg_helper_job(int argc, char *const *argv)
 		envp[i] = a.rest[i];
 	{
 		const char *cwd = sg_args_str(&a, "cwd", NULL);
-		const char *in_var = sg_args_str(&a, "stdin-env", NULL);
+		const char *in_vars = sg_args_str(&a, "stdin-env", NULL);
 		const char *in_file = sg_args_str(&a, "stdin-file", NULL);
-		const char *in_text = in_var ? getenv(in_var) : NULL;
 
 		if (sg_args_unused(&a, &e))
 			goto usage;
-		if (in_var && !in_text)
-			in_text = "";
 		guard = job_open(&j, ".s", O_WRONLY | O_CREAT | O_EXCL);
 		if (guard < 0) {
 			/* Started by an earlier copy of this request. */
@@ -484,13 +509,13 @@ int sg_helper_job(int argc, char *const *argv)
 			goto out;
 		}
 		close(guard);
-		rc = job_start(&j, cwd, in_text, in_file, envp, cmd);
+		rc = job_start(&j, cwd, in_vars, in_file, envp, cmd);
 	}
 	goto out;
 usage:
 	dprintf(2, "sg-helper: %s\nusage: job --dir PREFIX --mark WORD --wait-ms N "
 		   "--max-out N [--max-err N] [--attach] [--cwd DIR] [--timeout-ms N] "
-		   "[--merge] [--detach] [--stdin-env VAR | --stdin-file F] [--gc PREFIXES] "
+		   "[--merge] [--detach] [--stdin-env VAR[,VAR...] | --stdin-file F] [--gc PREFIXES] "
 		   "-- NAME=VALUE... -- ARGV...\n",
 		e.msg[0] ? e.msg : "bad arguments");
 out:

@@ -89,7 +89,8 @@
 #define SG_DAYTONA_TRIP_SLACK_MS 30000 /* a trip's HTTP timeout past its wait */
 #define SG_DAYTONA_DELETE_MS 120000    /* a delete, until the sandbox is gone */
 #define SG_DAYTONA_KILL_MS 15000       /* the kill after a cancel */
-#define SG_DAYTONA_INLINE_MAX (96 * SG_KiB) /* one variable: stdin, argv */
+#define SG_DAYTONA_INLINE_MAX (96 * SG_KiB) /* one variable: a part of stdin, argv */
+#define SG_DAYTONA_STDIN_VARS (1 * SG_MiB)  /* stdin text sent in variables, at most */
 #define SG_DAYTONA_SCRIPT_REPLY (256 * SG_KiB) /* our own scripts' output */
 #define SG_DAYTONA_SWEEP_MIN 1440      /* run/ leftovers older than a day */
 #define SG_DAYTONA_TRIP_FAILS 4        /* consecutive failed trips of one exec */

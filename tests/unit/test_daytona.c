@@ -954,6 +954,54 @@ static void test_exec_stdin(void **state)
 	reqs = requests_since(seq);
 	assert_int_equal(json_array_size(reqs), 1);
 	json_decref(reqs);
+	/*
+	 * Text up to 1 MiB travels in variables of at most 96 KiB, cut
+	 * between characters: one request, the bytes exact.
+	 */
+	{
+		static char text[400000];
+		const char *sum[] = { "/bin/sh", "-c", "wc -c; printf x | od -An -c >/dev/null", NULL };
+		const char *three = "\xe2\x82\xac"; /* a three-byte character at many offsets */
+
+		size_t i = 0;
+
+		while (i + 8 <= sizeof(text)) {
+			memcpy(text + i, three, 3);
+			i += 3;
+			for (size_t k = 0, gap = i % 5; k < gap; k++)
+				text[i++] = (char)('a' + k);
+		}
+		while (i < sizeof(text))
+			text[i++] = 'q';
+		x.argv = sum;
+		x.stdin_data = text;
+		x.stdin_len = sizeof(text);
+		seq = last_seq();
+		run(e, &x, &r);
+		assert_int_equal(strtol(r.out.p, NULL, 10), (long)sizeof(text));
+		reqs = requests_since(seq);
+		assert_int_equal(json_array_size(reqs), 1);
+		assert_int_equal(count_route(reqs, "execute", 200), 1);
+		json_decref(reqs);
+		x.argv = (const char *const *)(const char *[]){ "cat", NULL };
+		run(e, &x, &r);
+		assert_int_equal(r.out.len, 4096); /* the head only */
+		assert_memory_equal(r.out.p, text, 4096);
+		/* A toolbox that refuses such a body gets the upload instead. */
+		fault("{\"path\":\"/process/execute$\",\"status\":413,\"count\":1}");
+		x.argv = sum;
+		seq = last_seq();
+		run(e, &x, &r);
+		assert_int_equal(strtol(r.out.p, NULL, 10), (long)sizeof(text));
+		reqs = requests_since(seq);
+		/* (the fake logs a faulted request without its route) */
+		assert_int_equal(json_array_size(reqs), 3);
+		assert_int_equal(json_integer_value(json_object_get(json_array_get(reqs, 0), "status")),
+				 413);
+		assert_int_equal(count_route(reqs, "bulkUpload", 200), 1);
+		assert_int_equal(count_route(reqs, "execute", 200), 1);
+		json_decref(reqs);
+	}
 	/* Binary and large stdin go up first (one more request), exactly. */
 	for (size_t i = 0; i < sizeof(big); i++)
 		big[i] = (char)(i * 7 + (i >> 8));
