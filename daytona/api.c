@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../adapters/json.h"
 #include "../gateway/base/limits.h"
 #include "sg_config.h"
 
@@ -233,11 +234,9 @@ sg_err dtn_do(const struct dtn_client *c, const struct dtn_call *call,
 	out->retry_after_ms = sg_http_retry_after_ms(&resp);
 	out->len = resp.body.len;
 	out->text = sg_buf_take(&resp.body, NULL);
-	if (out->len > 0) {
-		json_error_t je;
-
-		out->json = json_loadb(out->text, out->len, JSON_ALLOW_NUL, &je);
-	}
+	/* A body that is not JSON leaves json NULL: callers report the status. */
+	if (out->len > 0 && sg_json_parse(out->text, out->len, SG_JSON_ALLOW_NUL, &out->json, NULL))
+		out->json = NULL;
 out:
 	free(body);
 	sg_strv_release(&hdrs);

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "../adapters/helper/helper.h"
+#include "../adapters/json.h"
 #include "base/limits.h"
 #include "base/log.h"
 
@@ -61,11 +62,10 @@ static sg_err build_argv(struct sg_session *s, unsigned how, bool local,
 static sg_err parse_reply(const char *p, size_t n, json_t **out,
 			  struct sg_errinfo *err)
 {
-	json_error_t je;
-	json_t *j = json_loadb(p, n, JSON_ALLOW_NUL, &je), *e;
+	json_t *j = NULL, *e;
 
 	*out = NULL;
-	if (!j || !json_is_object(j)) {
+	if (sg_json_parse(p, n, SG_JSON_ALLOW_NUL, &j, NULL) || !json_is_object(j)) {
 		json_decref(j);
 		return sg_err_set(err, SG_E_INTERNAL,
 				  "the environment helper gave an unreadable reply");

@@ -163,6 +163,9 @@ static void finish(struct server *sv, struct sg_op *op, sg_err rc, json_t *data)
 	}
 	sv->replying++;
 	pthread_mutex_unlock(&sv->lock);
+	/* Before the reply: the log then lists calls in the order the host
+	 * saw them end. */
+	audit(sv, op, rc);
 	if (!rc && op->raw_reply) {
 		sg_wire_send_text(sv->s.wire, op->raw_reply, op->raw_len);
 		op->raw_reply = NULL;
@@ -181,7 +184,6 @@ static void finish(struct server *sv, struct sg_op *op, sg_err rc, json_t *data)
 	}
 	if (!rc && op->after_sent)
 		op->after_sent(op);
-	audit(sv, op, rc);
 	op_free(op);
 	pthread_mutex_lock(&sv->lock);
 	sv->replying--;

@@ -10,6 +10,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "../adapters/json.h"
 #include "base/buf.h"
 #include "base/cancel.h"
 #include "base/limits.h"
@@ -187,15 +188,16 @@ static bool id_valid(const json_t *id)
 sg_err sg_wire_parse(const char *p, size_t n, json_t **frame,
 		     struct sg_errinfo *err)
 {
-	json_error_t je;
+	struct sg_errinfo why = { 0 };
 	json_t *j;
+	sg_err rc;
 
 	*frame = NULL;
-	j = json_loadb(p, n, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &je);
-	if (!j)
-		return sg_err_set(err, SG_E_INVALID_REQUEST,
-				  "malformed frame: %s at column %d", je.text,
-				  je.column);
+	rc = sg_json_parse(p, n, SG_JSON_REJECT_DUPLICATES | SG_JSON_ALLOW_NUL,
+			   &j, &why);
+	if (rc)
+		return sg_err_set(err, rc == SG_E_INTERNAL ? rc : SG_E_INVALID_REQUEST,
+				  "malformed frame: %s", why.msg);
 	if (!json_is_object(j) || !id_valid(json_object_get(j, "id"))) {
 		json_decref(j);
 		return sg_err_set(err, SG_E_INVALID_REQUEST,

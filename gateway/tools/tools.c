@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "../../adapters/exec.h"
+#include "../../adapters/json.h"
 #include "../base/jw.h"
 #include "../base/limits.h"
 
@@ -666,7 +667,7 @@ sg_err sg_tools_execute(struct sg_op *op, json_t **out)
 	const char *name = NULL;
 	json_t *call = json_object_get(op->data, "call");
 	json_t *args = json_object_get(call, "arguments");
-	json_error_t je;
+	struct sg_errinfo why = { 0 };
 	sg_err rc;
 
 	*out = NULL;
@@ -686,12 +687,15 @@ sg_err sg_tools_execute(struct sg_op *op, json_t **out)
 	if (!json_is_object(call) || !json_is_string(args))
 		return sg_err_set(&op->err, SG_E_INVALID_ARGUMENT,
 				  "`call.arguments` must be a string holding a JSON object");
-	t.a = json_loadb(json_string_value(args), json_string_length(args),
-			 JSON_REJECT_DUPLICATES, &je);
-	if (!json_is_object(t.a)) {
+	rc = sg_json_parse(json_string_value(args), json_string_length(args),
+			   SG_JSON_REJECT_DUPLICATES, &t.a, &why);
+	if (rc || !json_is_object(t.a)) {
 		json_decref(t.a);
+		if (rc == SG_E_INTERNAL)
+			return sg_err_set(&op->err, rc, "out of memory");
 		return sg_err_set(&op->err, SG_E_INVALID_ARGUMENT,
-				  "`call.arguments` is not a JSON object");
+				  "`call.arguments` is not a JSON object%s%s",
+				  rc ? ": " : "", rc ? why.msg : "");
 	}
 	if (tool->writes && t.mode == SG_CONFINE_READ_ONLY)
 		rc = sg_err_set(&op->err, SG_E_PERMISSION,
