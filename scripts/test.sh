@@ -31,8 +31,10 @@ echo "== tests under ASan+UBSan"
 
 echo "== fuzz (${fuzz_seconds}s per target)"
 CC=clang cmake -S . -B build-fuzz -DSG_FUZZ=ON -DBUILD_TESTING=OFF >/dev/null
-cmake --build build-fuzz -j"$jobs" --target sg-fuzz-frame
-mkdir -p build-fuzz/corpus
-build-fuzz/tests/fuzz/sg-fuzz-frame -max_total_time="$fuzz_seconds" \
-  -max_len=65536 build-fuzz/corpus tests/fuzz/corpus 2>&1 | tail -n 3
-echo "fuzz: 1 passed, 0 failed"
+cmake --build build-fuzz -j"$jobs" --target sg-fuzz-frame sg-fuzz-json
+for target in frame json; do
+  mkdir -p "build-fuzz/corpus-$target"
+  "build-fuzz/tests/fuzz/sg-fuzz-$target" -max_total_time="$fuzz_seconds" \
+    -max_len=65536 "build-fuzz/corpus-$target" tests/fuzz/corpus 2>&1 | tail -n 3
+done
+echo "fuzz: 2 passed, 0 failed"

@@ -81,6 +81,7 @@ static bool job_path(const struct job *j, const char *suffix, char *out, size_t 
 }
 
 /* Write a one-line file of the job, replacing what it held. */
+static void job_put(const struct job *j, const char *suffix, const char *fmt, ...) SG_PRINTF(3, 4);
 static void job_put(const struct job *j, const char *suffix, const char *fmt, ...)
 {
 	char path[SG_PATH_MAX], line[JOB_LINE];
@@ -180,6 +181,7 @@ static int job_say(const struct job *j, const char *word)
 }
 
 /* A job that cannot start ends as a command not found would. */
+static int job_fail(const struct job *j, const char *fmt, ...) SG_PRINTF(2, 3);
 static int job_fail(const struct job *j, const char *fmt, ...)
 {
 	char path[SG_PATH_MAX], msg[SG_PATH_MAX + 128];
