@@ -27,6 +27,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../gateway/base/jw.h"
+
 /* jansson's limit; every value counts a level, scalars included. */
 #define JS_MAX_DEPTH JSON_PARSER_MAX_DEPTH
 
@@ -758,4 +760,89 @@ sg_err sg_json_parse(const char *p, size_t n, unsigned flags, json_t **out,
 	scratch_release(&ps.key);
 	scratch_release(&ps.val);
 	return rc;
+}
+
+/* ---- Writing --------------------------------------------------------------- */
+
+/* A real as jansson writes it: %.17g, with ".0" when it looks integral
+ * and a bare exponent. */
+static sg_err dump_real(struct sg_buf *out, double d)
+{
+	char text[64];
+	int n = snprintf(text, sizeof(text), "%.17g", d);
+
+	if (n <= 0 || (size_t)n >= sizeof(text) - 2)
+		return SG_E_INTERNAL;
+	for (char *p = text; *p; p++)
+		if (*p == ',')
+			*p = '.'; /* a locale's decimal comma */
+	if (!strpbrk(text, ".eE")) {
+		text[n++] = '.';
+		text[n++] = '0';
+		text[n] = '\0';
+	}
+	/* jansson's exponent: no '+', no leading zeros ("1e300", "1e-5"). */
+	{
+		char *e = strchr(text, 'e'), *digits, *first;
+
+		if (e) {
+			digits = e + 1 + (e[1] == '-' || e[1] == '+');
+			first = digits;
+			while (first[0] == '0' && first[1])
+				first++;
+			if (e[1] == '+')
+				digits = e + 1;
+			memmove(digits, first, strlen(first) + 1);
+			n = (int)strlen(text);
+		}
+	}
+	return sg_buf_add(out, text, (size_t)n);
+}
+
+sg_err sg_json_dump(const json_t *v, struct sg_buf *out)
+{
+	sg_err rc = SG_OK;
+
+	switch (json_typeof(v)) {
+	case JSON_OBJECT: {
+		void *it = json_object_iter((json_t *)v);
+		bool first = true;
+
+		rc = sg_buf_addc(out, '{');
+		for (; !rc && it; it = json_object_iter_next((json_t *)v, it), first = false) {
+			if (!first)
+				rc = sg_buf_addc(out, ',');
+			if (!rc)
+				rc = sg_jw_str(out, json_object_iter_key(it),
+					       json_object_iter_key_len(it));
+			if (!rc)
+				rc = sg_buf_addc(out, ':');
+			if (!rc)
+				rc = sg_json_dump(json_object_iter_value(it), out);
+		}
+		return rc ? rc : sg_buf_addc(out, '}');
+	}
+	case JSON_ARRAY:
+		rc = sg_buf_addc(out, '[');
+		for (size_t i = 0; !rc && i < json_array_size(v); i++) {
+			if (i)
+				rc = sg_buf_addc(out, ',');
+			if (!rc)
+				rc = sg_json_dump(json_array_get(v, i), out);
+		}
+		return rc ? rc : sg_buf_addc(out, ']');
+	case JSON_STRING:
+		return sg_jw_str(out, json_string_value(v), json_string_length(v));
+	case JSON_INTEGER:
+		return sg_buf_addf(out, "%" JSON_INTEGER_FORMAT, json_integer_value(v));
+	case JSON_REAL:
+		return dump_real(out, json_real_value(v));
+	case JSON_TRUE:
+		return sg_buf_adds(out, "true");
+	case JSON_FALSE:
+		return sg_buf_adds(out, "false");
+	case JSON_NULL:
+		return sg_buf_adds(out, "null");
+	}
+	return SG_E_INTERNAL;
 }

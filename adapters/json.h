@@ -1,5 +1,6 @@
 /*
- * json.h - a JSON parser that builds jansson values, with fast strings.
+ * json.h - a JSON parser that builds jansson values, and a writer of them,
+ * both with fast strings.
  *
  * jansson's own decoder reads its input one byte at a time through a
  * stream and a token buffer, about 60 MB/s on long strings.  Frames that
@@ -16,7 +17,7 @@
  *     - the top level is one object or array, with only space, \t, \n and
  *       \r around it;
  *     - strings are RFC 3629 UTF-8 (no overlong forms, no surrogates,
- *       nothing above U+10FFFF) without raw bytes below 0x20; \uXXXX
+ *       nothing above U+10FFFF) without raw bytes below 0x20; \u escapes of
  *       surrogate pairs are combined and a lone surrogate is an error;
  *       \u0000 is an error unless SG_JSON_ALLOW_NUL, and always an error
  *       in an object key;
@@ -46,6 +47,7 @@
 
 #include <jansson.h>
 
+#include "../gateway/base/buf.h"
 #include "../gateway/base/err.h"
 
 enum {
@@ -66,5 +68,16 @@ enum {
  */
 sg_err sg_json_parse(const char *p, size_t n, unsigned flags, json_t **out,
 		     struct sg_errinfo *err) SG_MUST_CHECK;
+
+/*
+ * Append v to out as compact JSON, as json_dumps(v, JSON_COMPACT |
+ * JSON_ENCODE_ANY) writes it (keys in insertion order, reals as %.17g),
+ * but with strings escaped a run at a time (sg_jw_str: 1 MiB of text in
+ * about 1.5 ms, where json_dumps takes 7-10), byte for byte the same
+ * text.  SG_E_TOO_LARGE when out's max
+ * would be passed (out then holds a partial text, to be discarded);
+ * SG_E_INTERNAL when memory runs out.
+ */
+sg_err sg_json_dump(const json_t *v, struct sg_buf *out) SG_MUST_CHECK;
 
 #endif

@@ -191,6 +191,7 @@ sg_err dtn_do(const struct dtn_client *c, const struct dtn_call *call,
 	struct sg_http_response resp;
 	struct sg_http_retry policy = { .attempts = 4 };
 	struct sg_errinfo inner = { 0 };
+	struct sg_buf text = SG_BUF_INIT(SG_MAX_FRAME * 4);
 	char *body = NULL;
 	sg_err rc;
 
@@ -199,11 +200,14 @@ sg_err dtn_do(const struct dtn_client *c, const struct dtn_call *call,
 	rc = sg_strv_addv(&hdrs, sg_strv_get(&c->headers));
 	if (!rc && call->skip_activity)
 		rc = sg_strv_add(&hdrs, "X-Daytona-Skip-Last-Activity-Update: true");
-	if (!rc && call->body &&
-	    !(body = json_dumps(call->body, JSON_COMPACT | JSON_ENSURE_ASCII)))
-		rc = SG_E_INTERNAL;
+	if (!rc && call->body) {
+		rc = sg_json_dump(call->body, &text);
+		body = text.p;
+	}
 	if (rc) {
-		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
+		rc = sg_err_set(err, rc == SG_E_TOO_LARGE ? rc : SG_E_INTERNAL,
+				rc == SG_E_TOO_LARGE ? "the request to Daytona is too large"
+						     : "out of memory");
 		goto out;
 	}
 	{
@@ -213,7 +217,7 @@ sg_err dtn_do(const struct dtn_client *c, const struct dtn_call *call,
 			.headers = sg_strv_get(&hdrs),
 			.content_type = body ? "application/json" : NULL,
 			.body = body,
-			.body_len = body ? strlen(body) : 0,
+			.body_len = body ? text.len : 0,
 			.parts = call->parts,
 			.nparts = call->nparts,
 			.timeout_ms = call->timeout_ms ? call->timeout_ms : SG_DAYTONA_CALL_MS,
@@ -238,7 +242,7 @@ sg_err dtn_do(const struct dtn_client *c, const struct dtn_call *call,
 	if (out->len > 0 && sg_json_parse(out->text, out->len, SG_JSON_ALLOW_NUL, &out->json, NULL))
 		out->json = NULL;
 out:
-	free(body);
+	sg_buf_release(&text);
 	sg_strv_release(&hdrs);
 	sg_http_response_release(&resp);
 	return rc;

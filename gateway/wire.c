@@ -317,29 +317,37 @@ bool sg_wire_send_text(struct sg_wire *w, char *text, size_t len)
 
 bool sg_wire_send(struct sg_wire *w, json_t *msg)
 {
-	char *text = json_dumps(msg, JSON_COMPACT);
+	/* The newline must fit too. */
+	struct sg_buf b = SG_BUF_INIT(SG_MAX_FRAME - 1);
+	sg_err rc = sg_json_dump(msg, &b);
 
 	/*
 	 * No frame leaves over the cap (section 1): a reply that would is
 	 * replaced by a too_large error for its request.
 	 */
-	if (text && strlen(text) + 1 > SG_MAX_FRAME) {
+	if (rc == SG_E_TOO_LARGE) {
 		json_t *id = json_object_get(msg, "id");
 		json_t *small = id ? json_pack("{s:O, s:s}", "id", id, "error",
 					       "too_large: the reply would exceed the 16 MiB frame limit")
 				   : NULL;
 
-		free(text);
-		text = small ? json_dumps(small, JSON_COMPACT) : NULL;
+		sg_buf_reset(&b);
+		rc = small ? sg_json_dump(small, &b) : SG_E_INTERNAL;
 		json_decref(small);
 		sg_log_err("a message over the frame limit was not sent");
 	}
 	json_decref(msg);
-	if (!text) {
+	if (rc) {
+		sg_buf_release(&b);
 		sg_log_err("cannot serialise a message: out of memory");
 		return false;
 	}
-	return enqueue_text(w, text, strlen(text));
+	{
+		size_t len;
+		char *text = sg_buf_take(&b, &len);
+
+		return enqueue_text(w, text, len);
+	}
 }
 
 bool sg_wire_flush(struct sg_wire *w, int64_t deadline_ms)

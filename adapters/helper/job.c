@@ -58,6 +58,7 @@ extern char **environ;
 
 #define JOB_POLL_MS 100 /* an attach's look at a job started elsewhere */
 #define JOB_LINE 64     /* .x, .st and .pid hold one short line each */
+#define JOB_FDS 1024    /* descriptors closed before the command runs */
 
 /* Every file of a job, for --gc. */
 static const char *const job_suffixes[] = {
@@ -195,8 +196,9 @@ static int job_fail(const struct job *j, const char *fmt, ...)
 		len = 0;
 	if ((size_t)len >= sizeof(msg))
 		len = (int)sizeof(msg) - 1;
-	for (int k = 0; k < (j->merge ? 2 : 1); k++) {
-		int fd = job_path(j, k ? ".o" : ".e", path, sizeof(path))
+	{
+		/* Where the command's stderr would have gone. */
+		int fd = job_path(j, j->merge ? ".o" : ".e", path, sizeof(path))
 				 ? open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600)
 				 : -1;
 
@@ -207,6 +209,7 @@ static int job_fail(const struct job *j, const char *fmt, ...)
 			close(fd);
 		}
 	}
+	job_put(j, ".st", "exit 127\n");
 	job_put(j, ".x", "127\n");
 	return job_report(j);
 }
@@ -219,7 +222,8 @@ static void job_collect(const char *list)
 	while (list && *list) {
 		size_t n = strcspn(list, "\n");
 
-		for (size_t i = 0; i < sizeof(job_suffixes) / sizeof(*job_suffixes); i++) {
+		/* Only absolute prefixes: an empty line must not mean ".s". */
+		for (size_t i = 0; list[0] == '/' && i < sizeof(job_suffixes) / sizeof(*job_suffixes); i++) {
 			int len = snprintf(path, sizeof(path), "%.*s%s", (int)n, list,
 					   job_suffixes[i]);
 
@@ -287,6 +291,9 @@ static void job_exec(int in, int out, int err, char **envp, char *const *argv)
 	signal(SIGPIPE, SIG_DFL);
 	if (dup2(in, 0) < 0 || dup2(out, 1) < 0 || dup2(err, 2) < 0)
 		_exit(126);
+	/* Nothing the toolbox left open reaches the command. */
+	for (int fd = 3; fd < JOB_FDS; fd++)
+		close(fd);
 	environ = envp;
 	execvp(argv[0], argv);
 	dprintf(2, "sg-helper: %s: %s\n", argv[0], strerror(errno));
@@ -401,7 +408,7 @@ static int job_start(const struct job *j, const char *cwd, const char *stdin_var
 					stdin_file ? stdin_file : "/dev/null");
 	}
 	out = job_open(j, ".o", O_WRONLY | O_CREAT | O_TRUNC);
-	err = j->merge ? dup(out) : job_open(j, ".e", O_WRONLY | O_CREAT | O_TRUNC);
+	err = j->merge ? fcntl(out, F_DUPFD_CLOEXEC, 0) : job_open(j, ".e", O_WRONLY | O_CREAT | O_TRUNC);
 	if (out < 0 || err < 0) {
 		close(in);
 		if (out >= 0)
@@ -442,7 +449,7 @@ static int job_attach(const struct job *j)
 			return job_report(j);
 		if (!runner) {
 			job_get(j, ".pid", line, sizeof(line));
-			runner = (pid_t)atoi(line);
+			runner = (pid_t)strtol(line, NULL, 10);
 		}
 		/* A runner killed from outside never writes .x. */
 		if (runner > 0 && kill(runner, 0) != 0 && errno == ESRCH)
@@ -462,6 +469,7 @@ int sg_helper_job(int argc, char *const *argv)
 	int64_t max_out, max_err;
 	char **envp = NULL;
 	char *const *cmd = NULL;
+	const char *gc;
 	int nenv = 0, rc = 126, guard;
 	sigset_t chld;
 
@@ -472,19 +480,30 @@ int sg_helper_job(int argc, char *const *argv)
 	    sg_args_int(&a, "max-out", 0, INT64_MAX / 2, &max_out, &e) ||
 	    sg_args_int(&a, "max-err", SG_HELPER_STDERR, INT64_MAX / 2, &max_err, &e))
 		goto usage;
+	if (j.dir[0] != '/') {
+		sg_err_set(&e, SG_E_INVALID_ARGUMENT, "--dir must be an absolute prefix");
+		goto usage;
+	}
+	gc = sg_args_str(&a, "gc", NULL); /* used only once all is checked */
 	j.max_out = (size_t)max_out;
 	j.max_err = (size_t)max_err;
 	j.merge = sg_args_flag(&a, "merge");
 	j.detach = sg_args_flag(&a, "detach");
-	job_collect(sg_args_str(&a, "gc", NULL));
-	/* SIGCHLD stays blocked so that waits can sleep on it (job_wait). */
+	/*
+	 * SIGCHLD at its default (a caller that ignores it would make every
+	 * child vanish unwaited) and blocked, so that waits can sleep on it
+	 * (job_wait).
+	 */
+	signal(SIGCHLD, SIG_DFL);
 	sigemptyset(&chld);
 	sigaddset(&chld, SIGCHLD);
 	sigprocmask(SIG_BLOCK, &chld, NULL);
 	if (sg_args_flag(&a, "attach")) {
 		if (sg_args_unused(&a, &e))
 			goto usage;
-		return job_attach(&j);
+		job_collect(gc);
+		rc = job_attach(&j);
+		goto out;
 	}
 	/* The rest: NAME=VALUE... -- ARGV... */
 	while (nenv < a.nrest && strcmp(a.rest[nenv], "--") != 0)
@@ -504,6 +523,7 @@ int sg_helper_job(int argc, char *const *argv)
 
 		if (sg_args_unused(&a, &e))
 			goto usage;
+		job_collect(gc);
 		guard = job_open(&j, ".s", O_WRONLY | O_CREAT | O_EXCL);
 		if (guard < 0) {
 			/* Started by an earlier copy of this request. */

@@ -59,10 +59,11 @@ sg_err sg_jw_str(struct sg_buf *b, const char *s, size_t n)
 				k = k ? k : 1;
 			} else if (p[i] == '"' || p[i] == '\\') {
 				esc[1] = (char)p[i];
-			} else if (p[i] == '\n' || p[i] == '\t' || p[i] == '\r') {
-				esc[1] = p[i] == '\n' ? 'n' : p[i] == '\t' ? 't' : 'r';
+			} else if (p[i] && strchr("\n\t\r\b\f", p[i])) {
+				/* The short forms, as jansson writes them. */
+				esc[1] = "ntrbf"[strchr("\n\t\r\b\f", p[i]) - "\n\t\r\b\f"];
 			} else {
-				static const char hex[] = "0123456789abcdef";
+				static const char hex[] = "0123456789ABCDEF";
 
 				esc[1] = 'u';
 				esc[4] = hex[p[i] >> 4];

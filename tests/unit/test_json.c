@@ -1173,6 +1173,55 @@ static void test_random_differential(void **state)
 	sg_buf_release(&b);
 }
 
+/*
+ * sg_json_dump writes what json_dumps writes, byte for byte, and what it
+ * writes parses back to the same value; a buffer one byte short refuses.
+ */
+static void test_dump(void **state)
+{
+	struct sg_buf doc = SG_BUF_INIT(SG_MiB);
+	size_t exact = 0;
+
+	(void)state;
+	rng = 77;
+	for (int round = 0; round < 4000; round++) {
+		struct sg_buf out = SG_BUF_INIT(SG_MiB);
+		json_t *v, *back;
+		char *ref;
+
+		sg_buf_reset(&doc);
+		adds(&doc, "[");
+		gen_value(&doc, 0);
+		adds(&doc, "]");
+		v = json_loadb(doc.p, doc.len, JSON_ALLOW_NUL, NULL);
+		if (!v)
+			continue; /* a duplicate key or a huge real: not this test's business */
+		assert_int_equal(sg_json_dump(v, &out), SG_OK);
+		back = json_loadb(out.p, out.len, JSON_ALLOW_NUL, NULL);
+		assert_non_null(back);
+		assert_true(same(v, back));
+		ref = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
+		assert_non_null(ref);
+		assert_int_equal(out.len, strlen(ref));
+		assert_memory_equal(out.p, ref, out.len);
+		exact++;
+		{
+			struct sg_buf fits = SG_BUF_INIT(out.len), short1 = SG_BUF_INIT(out.len - 1);
+
+			assert_int_equal(sg_json_dump(v, &fits), SG_OK);
+			assert_int_equal(sg_json_dump(v, &short1), SG_E_TOO_LARGE);
+			sg_buf_release(&fits);
+			sg_buf_release(&short1);
+		}
+		free(ref);
+		json_decref(back);
+		json_decref(v);
+		sg_buf_release(&out);
+	}
+	assert_true(exact > 3000);
+	sg_buf_release(&doc);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1189,6 +1238,7 @@ int main(void)
 		cmocka_unit_test(test_error_sentences),
 		cmocka_unit_test(test_out_of_memory),
 		cmocka_unit_test(test_random_differential),
+		cmocka_unit_test(test_dump),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
