@@ -1391,7 +1391,8 @@ static sg_err dtn_job_prepare(struct dtn_env *de, const struct sg_exec *x, const
 
 			snprintf(name, sizeof(name), "SG_IN%zu", part);
 			if ((names.len && sg_buf_addc(&names, ',')) || sg_buf_adds(&names, name) ||
-			    json_object_set_new(j->full, name, json_stringn(in + at, n))) {
+			    /* checked above: UTF-8, no NUL */
+			    json_object_set_new(j->full, name, json_stringn_nocheck(in + at, n))) {
 				rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
 				goto out;
 			}
@@ -1418,7 +1419,7 @@ static sg_err dtn_job_prepare(struct dtn_env *de, const struct sg_exec *x, const
 	 */
 	json_object_set_new(j->attach, "SG_X", json_stringn(attach_w.p, attach_w.len));
 	if (start_w.len <= SG_DAYTONA_INLINE_MAX) {
-		json_object_set_new(j->full, "SG_X", json_stringn(start_w.p, start_w.len));
+		json_object_set_new(j->full, "SG_X", json_stringn_nocheck(start_w.p, start_w.len));
 	} else if (asprintf(&j->command, "exec %s\n", start_w.p) < 0) {
 		j->command = NULL;
 		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
