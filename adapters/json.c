@@ -28,6 +28,7 @@
 #include <string.h>
 
 #include "../gateway/base/jw.h"
+#include "../gateway/base/utf8.h"
 
 /* jansson's limit; every value counts a level, scalars included. */
 #define JS_MAX_DEPTH JSON_PARSER_MAX_DEPTH
@@ -184,30 +185,6 @@ static long hex4(const unsigned char *s)
 	return v;
 }
 
-static size_t utf8_put(char *o, unsigned long cp)
-{
-	if (cp < 0x80) {
-		o[0] = (char)cp;
-		return 1;
-	}
-	if (cp < 0x800) {
-		o[0] = (char)(0xc0 | (cp >> 6));
-		o[1] = (char)(0x80 | (cp & 0x3f));
-		return 2;
-	}
-	if (cp < 0x10000) {
-		o[0] = (char)(0xe0 | (cp >> 12));
-		o[1] = (char)(0x80 | ((cp >> 6) & 0x3f));
-		o[2] = (char)(0x80 | (cp & 0x3f));
-		return 3;
-	}
-	o[0] = (char)(0xf0 | (cp >> 18));
-	o[1] = (char)(0x80 | ((cp >> 12) & 0x3f));
-	o[2] = (char)(0x80 | ((cp >> 6) & 0x3f));
-	o[3] = (char)(0x80 | (cp & 0x3f));
-	return 4;
-}
-
 /* What each one-letter escape stands for; 0 for the rest. */
 static const unsigned char simple_escape[256] = {
 	['"'] = '"', ['\\'] = '\\', ['/'] = '/', ['b'] = '\b',
@@ -240,37 +217,9 @@ static sg_err unescape_u(struct parser *ps, size_t *ip, char **op,
 	}
 	if (cp == 0 && *nul_at == SIZE_MAX)
 		*nul_at = i;
-	*op += utf8_put(*op, (unsigned long)cp);
+	*op += sg_utf8_put(*op, (unsigned long)cp);
 	*ip = i + 6;
 	return SG_OK;
-}
-
-/*
- * The length of the valid UTF-8 character at s (lead byte >= 0x80), or 0.
- * The rules are sg_utf8_seq's (RFC 3629); this copy is here so that text
- * in other scripts does not pay a call per character.
- */
-static inline size_t utf8_len(const unsigned char *s, size_t n)
-{
-	unsigned c = s[0], cp;
-
-	if (c >= 0xc2 && c <= 0xdf)
-		return n >= 2 && (s[1] & 0xc0) == 0x80 ? 2 : 0;
-	if (c >= 0xe0 && c <= 0xef) {
-		if (n < 3 || (s[1] & 0xc0) != 0x80 || (s[2] & 0xc0) != 0x80)
-			return 0;
-		cp = (c & 0x0fu) << 12 | (s[1] & 0x3fu) << 6 | (s[2] & 0x3fu);
-		return cp >= 0x800 && (cp < 0xd800 || cp > 0xdfff) ? 3 : 0;
-	}
-	if (c >= 0xf0 && c <= 0xf4) {
-		if (n < 4 || (s[1] & 0xc0) != 0x80 || (s[2] & 0xc0) != 0x80 ||
-		    (s[3] & 0xc0) != 0x80)
-			return 0;
-		cp = (c & 0x07u) << 18 | (s[1] & 0x3fu) << 12 |
-		     (s[2] & 0x3fu) << 6 | (s[3] & 0x3fu);
-		return cp >= 0x10000 && cp <= 0x10ffff ? 4 : 0;
-	}
-	return 0;
 }
 
 /*
@@ -347,7 +296,7 @@ static sg_err decode_rest(struct parser *ps, struct scratch *sc, size_t i,
 		if (c == '"')
 			break;
 		if (c >= 0x80) {
-			size_t k = utf8_len(p + i, n - i);
+			size_t k = sg_utf8_seq(p + i, n - i);
 
 			if (!k) {
 				rc = fail(ps, i, "invalid UTF-8 in a string");
@@ -401,7 +350,7 @@ static sg_err parse_string(struct parser *ps, struct scratch *sc,
 		/* Escapes decode to whole characters, so checking the raw
 		 * bytes checks the whole string. */
 		do {
-			size_t k = utf8_len(p + i, n - i);
+			size_t k = sg_utf8_seq(p + i, n - i);
 
 			if (!k)
 				return fail(ps, i, "invalid UTF-8 in a string");

@@ -256,30 +256,6 @@ static int hex4(const char *p, unsigned *out)
 	return 0;
 }
 
-static size_t utf8_put(char *w, unsigned cp)
-{
-	if (cp < 0x80) {
-		w[0] = (char)cp;
-		return 1;
-	}
-	if (cp < 0x800) {
-		w[0] = (char)(0xc0 | (cp >> 6));
-		w[1] = (char)(0x80 | (cp & 0x3f));
-		return 2;
-	}
-	if (cp < 0x10000) {
-		w[0] = (char)(0xe0 | (cp >> 12));
-		w[1] = (char)(0x80 | ((cp >> 6) & 0x3f));
-		w[2] = (char)(0x80 | (cp & 0x3f));
-		return 3;
-	}
-	w[0] = (char)(0xf0 | (cp >> 18));
-	w[1] = (char)(0x80 | ((cp >> 12) & 0x3f));
-	w[2] = (char)(0x80 | ((cp >> 6) & 0x3f));
-	w[3] = (char)(0x80 | (cp & 0x3f));
-	return 4;
-}
-
 /*
  * Decode the JSON string whose body starts at *pp (just past the quote)
  * in place; an escape is never shorter than what it stands for, so the
@@ -324,7 +300,7 @@ static char *json_str(char **pp)
 			} else if (cp == 0 || (cp >= 0xdc00 && cp <= 0xdfff)) {
 				return NULL;
 			}
-			w += utf8_put(w, cp);
+			w += sg_utf8_put(w, cp);
 			break;
 		default:
 			return NULL;
