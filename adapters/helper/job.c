@@ -47,6 +47,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -58,7 +59,7 @@ extern char **environ;
 
 #define JOB_POLL_MS 100 /* an attach's look at a job started elsewhere */
 #define JOB_LINE 64     /* .x, .st and .pid hold one short line each */
-#define JOB_FDS 1024    /* descriptors closed before the command runs */
+#define JOB_FDS 1024    /* descriptors closed when close_range(2) is missing */
 
 /* Every file of a job, for --gc. */
 static const char *const job_suffixes[] = {
@@ -283,6 +284,7 @@ static bool job_wait(pid_t pid, int64_t ms, int *status)
 static void job_exec(int in, int out, int err, char **envp, char *const *argv)
 {
 	sigset_t none;
+	int e;
 
 	sigemptyset(&none);
 	sigprocmask(SIG_SETMASK, &none, NULL);
@@ -292,12 +294,16 @@ static void job_exec(int in, int out, int err, char **envp, char *const *argv)
 	if (dup2(in, 0) < 0 || dup2(out, 1) < 0 || dup2(err, 2) < 0)
 		_exit(126);
 	/* Nothing the toolbox left open reaches the command. */
-	for (int fd = 3; fd < JOB_FDS; fd++)
-		close(fd);
+#ifdef SYS_close_range
+	if (syscall(SYS_close_range, 3u, ~0u, 0u) != 0)
+#endif
+		for (int fd = 3; fd < JOB_FDS; fd++)
+			close(fd);
 	environ = envp;
 	execvp(argv[0], argv);
-	dprintf(2, "sg-helper: %s: %s\n", argv[0], strerror(errno));
-	_exit(errno == ENOENT ? 127 : 126);
+	e = errno;
+	dprintf(2, "sg-helper: %s: %s\n", argv[0], strerror(e));
+	_exit(e == ENOENT ? 127 : 126);
 }
 
 /*
