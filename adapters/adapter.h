@@ -27,7 +27,8 @@
  *    matrix tests kill the gateway there and check `sandgate envs gc`
  *    finds the resource by its tags.
  *  - A NULL method means "not supported"; the matching SG_CAP_* bit says so
- *    to the gateway, and registry.c checks that the two agree.
+ *    to the gateway, and registry.c asserts that the two agree (in builds
+ *    with assertions, such as CI's sanitizer build).
  *  - exec() may be called from several threads at once for one environment.
  *
  * How the five remote backends map onto these primitives:

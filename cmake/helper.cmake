@@ -3,7 +3,8 @@
 # It travels into remote environments that may have no libc at all, so it
 # is built static against musl when musl-gcc is installed (Debian:
 # musl-tools).  It lands beside the sandgate executable, which finds it
-# there (SG_HELPER_BUILD_PATH in the top CMakeLists.txt).
+# there (gateway/main.c find_helper(): $SANDGATE_HELPER, then beside the
+# executable, then ../libexec/sandgate/).
 #
 # musl-gcc puts no kernel headers on its include path, so helper code must
 # not need <linux/*.h> under musl; and sanitizers are never passed to it

@@ -19,7 +19,7 @@ int sg_helper_run(int argc, char *const *argv, const void *in, size_t inlen,
 
 	if (!cmd) {
 		sg_err_set(&err, SG_E_INVALID_ARGUMENT,
-			   "no command: fs, proc, probe or confine");
+			   "no command: fs, proc or probe");
 	} else if (strcmp(cmd, "fs") == 0) {
 		return sg_helper_fs(argc - 1, argv + 1, in, inlen, out, cancel);
 	} else if (strcmp(cmd, "proc") == 0) {
@@ -44,7 +44,8 @@ int sg_helper_run(int argc, char *const *argv, const void *in, size_t inlen,
 			   "adapter's exec, never in-process");
 	} else {
 		sg_err_set(&err, SG_E_INVALID_ARGUMENT,
-			   "unknown command \"%s\": fs, proc, probe or confine",
+			   "unknown command \"%s\": fs, proc or probe (confine, job and "
+			   "status run only as the program)",
 			   cmd);
 	}
 	sg_reply_error(out, &err);

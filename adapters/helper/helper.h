@@ -9,8 +9,10 @@
  * environments, none for local ones.
  *
  * Invariants:
- *  - Every command writes exactly one JSON object to `out` (stdout for the
- *    program), then returns 0.  The object is one of
+ *  - Every command but confine, status and job (whose lines below say what
+ *    they do instead) writes exactly one JSON object to `out` (stdout for
+ *    the program), then returns 0; `fs read --raw` adds raw bytes after
+ *    it.  The object is one of
  *        {"ok":true, ...}                     the step succeeded
  *        {"ok":false,"tool_error":"..."}      the tool ran and failed
  *                                             (ToolResult is_error)
@@ -48,7 +50,7 @@
  *   proc spawn --ctl C --id ID --session S [--op OPID] [--cwd DIR]
  *              [--timeout-ms N] [--retain BYTES]
  *              [--confine standard|read_only --root R]
- *              (--command STRING | -- ARGV...)
+ *              [--allow-write DIR]... (--command STRING | -- ARGV...)
  *   proc read  --ctl C --id ID [--offset N] [--max N] [--wait-ns N]
  *              [--min-dwell-ns N]
  *   proc get   --ctl C --id ID

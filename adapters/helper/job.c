@@ -19,6 +19,8 @@
  *            signal), written last: a non-empty .x means the result is whole
  *   .cancel  exists when the gateway gave up on the job (the adapter's kill
  *            script writes it, kills the group and fills .x)
+ *   .up      the adapter's upload of a large stdin (--stdin-file), removed
+ *            with the rest by --gc
  *
  * The caller waits at most --wait-ms for the result in one request, then
  * prints either
@@ -529,6 +531,11 @@ int sg_helper_job(int argc, char *const *argv)
 
 		if (sg_args_unused(&a, &e))
 			goto usage;
+		if (in_vars && in_file) {
+			sg_err_set(&e, SG_E_INVALID_ARGUMENT,
+				   "--stdin-env and --stdin-file exclude each other");
+			goto usage;
+		}
 		job_collect(gc);
 		guard = job_open(&j, ".s", O_WRONLY | O_CREAT | O_EXCL);
 		if (guard < 0) {

@@ -8,10 +8,10 @@
  * never reported here, because no process can tell from inside alone
  * whether the host's files are out of its reach; the adapter adds it.
  *
- * The gateway calls this in-process at initialize, so it is thread-safe
- * (no globals, no signal handlers, children only through posix_spawn and
- * reaped by pid) and quick: the toolchain commands run concurrently under
- * one deadline.
+ * The gateway runs it at initialize through the adapter's exec; as part
+ * of the helper library it stays thread-safe all the same (no globals, no
+ * signal handlers, children only through posix_spawn and reaped by pid).
+ * It is quick: the toolchain commands run concurrently under one deadline.
  */
 /*
  * _GNU_SOURCE: syscall() for the Landlock version, pipe2(O_CLOEXEC) so

@@ -1059,6 +1059,8 @@ static void test_usage(void **state)
 	refused(f, "--attach", "--dir", p, "--wait-ms", "10", NULL);
 	refused(f, "--dir", "relative/u", "--mark", MARK, "--wait-ms", "10", "--", "--",
 		"true", NULL);
+	refused(f, "--dir", p, "--mark", MARK, "--stdin-env", "A", "--stdin-file", "/dev/null",
+		"--", "--", "true", NULL);
 	assert_true(run_dir_empty(f));
 	/* A refused call removes nothing, not even what --gc names. */
 	write_file(jfile(f, "old", ".o"), "", 0600);
