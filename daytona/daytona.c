@@ -1207,22 +1207,29 @@ static sg_err dtn_word(struct sg_buf *w, const char *word)
 	return rc ? rc : sg_shquote(w, word);
 }
 
-/* Append --name value, the value printed from a number. */
-static sg_err dtn_word_n(struct sg_buf *w, const char *name, long long v)
+/* Append the option name and its value, quoted. */
+static sg_err dtn_opt(struct sg_buf *w, const char *name, const char *value)
 {
-	char n[32];
 	sg_err rc = dtn_word(w, name);
 
+	return rc ? rc : dtn_word(w, value);
+}
+
+/* The same with a number for the value. */
+static sg_err dtn_opt_n(struct sg_buf *w, const char *name, long long v)
+{
+	char n[32];
+
 	snprintf(n, sizeof(n), "%lld", v);
-	return rc ? rc : dtn_word(w, n);
+	return dtn_opt(w, name, n);
 }
 
 /*
  * The two command lines of one exec, quoted for the sandbox's shell (see
  * adapters/helper/job.c): *start starts the command and waits for it,
  * *attach waits for it again.  stdin comes from the variables named in
- * in_vars (comma-separated), from the file in_file, or from /dev/null.  gc: the prefixes of
- * finished execs whose files the job removes.
+ * in_vars (comma-separated), from the file in_file, or from /dev/null.
+ * gc: the prefixes of finished execs whose files the job removes.
  */
 static sg_err dtn_job_words(const struct dtn_env *de, const struct sg_exec *x,
 			    const char *dir, const char *mark, const char *gc, const char *in_vars,
@@ -1244,43 +1251,31 @@ static sg_err dtn_job_words(const struct dtn_env *de, const struct sg_exec *x,
 		if (!rc && i)
 			rc = dtn_word(w, "--attach");
 		if (!rc)
-			rc = dtn_word(w, "--dir");
+			rc = dtn_opt(w, "--dir", dir);
 		if (!rc)
-			rc = dtn_word(w, dir);
+			rc = dtn_opt(w, "--mark", mark);
 		if (!rc)
-			rc = dtn_word(w, "--mark");
+			rc = dtn_opt_n(w, "--wait-ms", (long long)de->wait_ms);
 		if (!rc)
-			rc = dtn_word(w, mark);
+			rc = dtn_opt_n(w, "--max-out", (long long)x->max_output);
 		if (!rc)
-			rc = dtn_word_n(w, "--wait-ms", (long long)de->wait_ms);
-		if (!rc)
-			rc = dtn_word_n(w, "--max-out", (long long)x->max_output);
-		if (!rc)
-			rc = dtn_word_n(w, "--max-err", (long long)SG_HELPER_STDERR);
+			rc = dtn_opt_n(w, "--max-err", (long long)SG_HELPER_STDERR);
 	}
 	w = start;
 	if (!rc && x->timeout_ms > 0)
-		rc = dtn_word_n(w, "--timeout-ms", (long long)x->timeout_ms);
+		rc = dtn_opt_n(w, "--timeout-ms", (long long)x->timeout_ms);
 	if (!rc && (x->flags & SG_EXEC_MERGE))
 		rc = dtn_word(w, "--merge");
 	if (!rc && (x->flags & SG_EXEC_DETACHES))
 		rc = dtn_word(w, "--detach");
 	if (!rc)
-		rc = dtn_word(w, "--cwd");
-	if (!rc)
-		rc = dtn_word(w, cwd);
+		rc = dtn_opt(w, "--cwd", cwd);
 	if (!rc && in_vars)
-		rc = dtn_word(w, "--stdin-env");
-	if (!rc && in_vars)
-		rc = dtn_word(w, in_vars);
+		rc = dtn_opt(w, "--stdin-env", in_vars);
 	if (!rc && in_file)
-		rc = dtn_word(w, "--stdin-file");
-	if (!rc && in_file)
-		rc = dtn_word(w, in_file);
+		rc = dtn_opt(w, "--stdin-file", in_file);
 	if (!rc && gc && gc[0])
-		rc = dtn_word(w, "--gc");
-	if (!rc && gc && gc[0])
-		rc = dtn_word(w, gc);
+		rc = dtn_opt(w, "--gc", gc);
 	if (!rc)
 		rc = dtn_word(w, "--");
 	for (size_t i = 0; !rc && x->envp && x->envp[i]; i++)

@@ -84,39 +84,53 @@ static bool job_path(const struct job *j, const char *suffix, char *out, size_t 
 	return len > 0 && (size_t)len < n;
 }
 
+/* Open a file of the job; -1 when it cannot be (or its path is too long). */
+static int job_open(const struct job *j, const char *suffix, int flags)
+{
+	char path[SG_PATH_MAX];
+
+	return job_path(j, suffix, path, sizeof(path))
+		       ? open(path, flags | O_CLOEXEC, 0600)
+		       : -1;
+}
+
+/*
+ * Replace a file of the job with n bytes.  A short write leaves a line the
+ * reader cannot parse, which reads as a killed command: the truth, as far
+ * as anyone can tell.
+ */
+static void job_write(const struct job *j, const char *suffix, const char *p, size_t n)
+{
+	int fd = job_open(j, suffix, O_WRONLY | O_CREAT | O_TRUNC);
+
+	if (fd < 0)
+		return;
+	(void)sg_write_all(fd, p, n);
+	close(fd);
+}
+
 /* Write a one-line file of the job, replacing what it held. */
 static void job_put(const struct job *j, const char *suffix, const char *fmt, ...) SG_PRINTF(3, 4);
 static void job_put(const struct job *j, const char *suffix, const char *fmt, ...)
 {
-	char path[SG_PATH_MAX], line[JOB_LINE];
+	char line[JOB_LINE];
 	va_list ap;
-	int fd, len;
+	int len;
 
 	va_start(ap, fmt);
 	len = vsnprintf(line, sizeof(line), fmt, ap);
 	va_end(ap);
-	if (len < 0 || (size_t)len >= sizeof(line) || !job_path(j, suffix, path, sizeof(path)))
-		return;
-	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-	if (fd < 0)
-		return;
-	/* A short write leaves a line the reader cannot parse, which reads
-	 * as a killed command: the truth, as far as anyone can tell. */
-	(void)sg_write_all(fd, line, (size_t)len);
-	close(fd);
+	if (len >= 0 && (size_t)len < sizeof(line))
+		job_write(j, suffix, line, (size_t)len);
 }
 
 /* The first line of a job file, or "" when it is missing or empty. */
 static void job_get(const struct job *j, const char *suffix, char *out, size_t n)
 {
-	char path[SG_PATH_MAX];
 	ssize_t got = -1;
-	int fd;
+	int fd = job_open(j, suffix, O_RDONLY);
 
 	out[0] = '\0';
-	if (!job_path(j, suffix, path, sizeof(path)))
-		return;
-	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return;
 	do
@@ -137,14 +151,13 @@ static bool job_exists(const struct job *j, const char *suffix)
 /* Copy at most max bytes of a job file to stdout; its size into *size. */
 static void job_head(const struct job *j, const char *suffix, size_t max, long long *size)
 {
-	char path[SG_PATH_MAX], buf[64 * 1024];
+	char buf[64 * 1024];
 	struct stat st;
-	int fd;
+	int fd = job_open(j, suffix, O_RDONLY);
 
 	if (size)
 		*size = 0;
-	if (!job_path(j, suffix, path, sizeof(path)) ||
-	    (fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+	if (fd < 0)
 		return;
 	if (size && fstat(fd, &st) == 0)
 		*size = (long long)st.st_size;
@@ -188,30 +201,19 @@ static int job_say(const struct job *j, const char *word)
 static int job_fail(const struct job *j, const char *fmt, ...) SG_PRINTF(2, 3);
 static int job_fail(const struct job *j, const char *fmt, ...)
 {
-	char path[SG_PATH_MAX], msg[SG_PATH_MAX + 128];
+	char msg[SG_PATH_MAX + 128] = "sandgate: ";
+	size_t len = strlen(msg);
 	va_list ap;
-	int len;
+	int n;
 
 	va_start(ap, fmt);
-	len = vsnprintf(msg, sizeof(msg), fmt, ap);
+	n = vsnprintf(msg + len, sizeof(msg) - len - 1, fmt, ap);
 	va_end(ap);
-	if (len < 0)
-		len = 0;
-	if ((size_t)len >= sizeof(msg))
-		len = (int)sizeof(msg) - 1;
-	{
-		/* Where the command's stderr would have gone. */
-		int fd = job_path(j, j->merge ? ".o" : ".e", path, sizeof(path))
-				 ? open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600)
-				 : -1;
-
-		if (fd >= 0) {
-			(void)sg_write_all(fd, "sandgate: ", 10);
-			(void)sg_write_all(fd, msg, (size_t)len);
-			(void)sg_write_all(fd, "\n", 1);
-			close(fd);
-		}
-	}
+	if (n > 0)
+		len += (size_t)n < sizeof(msg) - len - 1 ? (size_t)n : sizeof(msg) - len - 2;
+	msg[len++] = '\n';
+	/* Where the command's stderr would have gone. */
+	job_write(j, j->merge ? ".o" : ".e", msg, len);
 	job_put(j, ".st", "exit 127\n");
 	job_put(j, ".x", "127\n");
 	return job_report(j);
@@ -353,15 +355,6 @@ static void job_runner(const struct job *j, int in, int out, int err, char **env
 	if (!j->detach)
 		kill(0, SIGKILL);
 	_exit(0);
-}
-
-static int job_open(const struct job *j, const char *suffix, int flags)
-{
-	char path[SG_PATH_MAX];
-
-	return job_path(j, suffix, path, sizeof(path))
-		       ? open(path, flags | O_CLOEXEC, 0600)
-		       : -1;
 }
 
 /*
