@@ -23,7 +23,7 @@
  *    creation time and expiry, get a provider-side lifetime as a backstop,
  *    and a provision() that fails halfway deletes what it made.  Right after
  *    the remote resource first exists, provision() calls
- *    sg_crashpoint("adapter:created") (gateway/base/crash.h): the crash-
+ *    sg_crashpoint("adapter:created") (base/crash.h): the crash-
  *    matrix tests kill the gateway there and check `sandgate envs gc`
  *    finds the resource by its tags.
  *  - A NULL method means "not supported"; the matching SG_CAP_* bit says so
@@ -68,9 +68,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../gateway/base/buf.h"
-#include "../gateway/base/cancel.h"
-#include "../gateway/base/err.h"
+#include "base/buf.h"
+#include "base/cancel.h"
+#include "base/err.h"
 
 /* ---- Profiles: the configuration an adapter is given ------------------ */
 

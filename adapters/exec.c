@@ -31,7 +31,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../gateway/base/limits.h"
+#include "base/limits.h"
 
 /*
  * How long the pipes are still read after the child exited.  A daemon the

@@ -34,10 +34,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../gateway/base/buf.h"
-#include "../gateway/base/cancel.h"
-#include "../gateway/base/err.h"
-#include "../gateway/base/limits.h"
+#include "base/buf.h"
+#include "base/cancel.h"
+#include "base/err.h"
+#include "base/limits.h"
 
 /*
  * Bytes from a file: len bytes from offset, read with pread so the request

@@ -27,8 +27,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../gateway/base/jw.h"
-#include "../gateway/base/utf8.h"
+#include "base/jw.h"
+#include "base/utf8.h"
 
 /* jansson's limit; every value counts a level, scalars included. */
 #define JS_MAX_DEPTH JSON_PARSER_MAX_DEPTH

@@ -47,8 +47,8 @@
 
 #include <jansson.h>
 
-#include "../gateway/base/buf.h"
-#include "../gateway/base/err.h"
+#include "base/buf.h"
+#include "base/err.h"
 
 enum {
 	SG_JSON_REJECT_DUPLICATES = 1, /* a repeated object key is an error */

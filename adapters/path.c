@@ -23,7 +23,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../gateway/base/limits.h"
+#include "base/limits.h"
 
 /* The state of one resolution; it lives on the caller's stack. */
 struct walk {

@@ -25,8 +25,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "../gateway/base/buf.h"
-#include "../gateway/base/err.h"
+#include "base/buf.h"
+#include "base/err.h"
 
 enum sg_path_mode {
 	SG_PATH_EXISTING, /* the whole path must exist */

@@ -26,7 +26,7 @@
 #ifndef SG_SHQUOTE_H
 #define SG_SHQUOTE_H
 
-#include "../gateway/base/buf.h"
+#include "base/buf.h"
 
 /* Append s to out as one shell word. */
 sg_err sg_shquote(struct sg_buf *out, const char *s) SG_MUST_CHECK;

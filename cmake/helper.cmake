@@ -24,11 +24,11 @@ if(SG_MUSL_GCC)
   file(GLOB SG_HELPER_MUSL_SOURCES CONFIGURE_DEPENDS
     ${CMAKE_SOURCE_DIR}/adapters/helper/*.c
     ${CMAKE_SOURCE_DIR}/adapters/path.c
-    ${CMAKE_SOURCE_DIR}/gateway/base/*.c)
+    ${CMAKE_SOURCE_DIR}/base/*.c)
   file(GLOB SG_HELPER_MUSL_HEADERS CONFIGURE_DEPENDS
     ${CMAKE_SOURCE_DIR}/adapters/helper/*.h
     ${CMAKE_SOURCE_DIR}/adapters/path.h
-    ${CMAKE_SOURCE_DIR}/gateway/base/*.h)
+    ${CMAKE_SOURCE_DIR}/base/*.h)
 
   # The project's warning flags, as sg_warnings() gave them to the helper's
   # library; everything sanitizer-related is dropped.
@@ -38,23 +38,24 @@ if(SG_MUSL_GCC)
   endif()
   list(FILTER SG_HELPER_MUSL_WARNINGS EXCLUDE REGEX "sanitize|omit-frame-pointer")
 
-  set(SG_HELPER_OUT ${CMAKE_BINARY_DIR}/sg-helper)
+  # Built in a folder of its own and copied beside sandgate: a custom
+  # target may not share its name with the file it produces, or make
+  # reports a circular dependency on every build.
+  set(SG_HELPER_OUT ${CMAKE_BINARY_DIR}/helper-musl/sg-helper)
   add_custom_command(OUTPUT ${SG_HELPER_OUT}
+    COMMAND ${CMAKE_COMMAND} -E make_directory ${CMAKE_BINARY_DIR}/helper-musl
     COMMAND ${SG_MUSL_GCC} -static -Os -std=c11 -D_POSIX_C_SOURCE=200809L
-      ${SG_HELPER_MUSL_WARNINGS} -I${CMAKE_BINARY_DIR}
+      ${SG_HELPER_MUSL_WARNINGS} -I${CMAKE_BINARY_DIR} -I${CMAKE_SOURCE_DIR}
       -o ${SG_HELPER_OUT} ${SG_HELPER_MUSL_SOURCES}
+    COMMAND ${CMAKE_COMMAND} -E copy_if_different ${SG_HELPER_OUT}
+      ${SG_HELPER_DIR}/sg-helper
     DEPENDS ${SG_HELPER_MUSL_SOURCES} ${SG_HELPER_MUSL_HEADERS}
       ${CMAKE_BINARY_DIR}/sg_config.h
+    BYPRODUCTS ${SG_HELPER_DIR}/sg-helper
     COMMENT "Building the static sg-helper with musl"
     COMMAND_EXPAND_LISTS
     VERBATIM)
   add_custom_target(sg-helper ALL DEPENDS ${SG_HELPER_OUT})
-  if(NOT SG_HELPER_DIR STREQUAL CMAKE_BINARY_DIR)
-    add_custom_command(TARGET sg-helper POST_BUILD
-      COMMAND ${CMAKE_COMMAND} -E copy_if_different ${SG_HELPER_OUT}
-        ${SG_HELPER_DIR}/sg-helper
-      VERBATIM)
-  endif()
 else()
   message(STATUS "musl-gcc not found: sg-helper is built with the system "
     "compiler and is NOT static (install musl-tools for the static helper)")

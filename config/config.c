@@ -28,7 +28,7 @@
 #include <strings.h>
 #include <sys/stat.h>
 
-#include "../gateway/base/limits.h"
+#include "base/limits.h"
 
 /* What a field must hold. */
 enum cfg_kind {

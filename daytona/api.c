@@ -16,7 +16,7 @@
 #include <string.h>
 
 #include "../adapters/json.h"
-#include "../gateway/base/limits.h"
+#include "base/limits.h"
 #include "sg_config.h"
 
 #define DTN_SDK_VERSION "0.218.0"

@@ -30,7 +30,7 @@
 
 #include "../adapters/adapter.h"
 #include "../adapters/http.h"
-#include "../gateway/base/strv.h"
+#include "base/strv.h"
 
 /* The variables Daytona's own tools read (cloud-apis.md 1.1). */
 #define DTN_ENV_KEY "DAYTONA_API_KEY"

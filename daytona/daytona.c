@@ -99,14 +99,14 @@
 
 #include "../adapters/http.h"
 #include "../adapters/shquote.h"
-#include "../gateway/base/crash.h"
-#include "../gateway/base/limits.h"
-#include "../gateway/base/log.h"
-#include "../gateway/base/strv.h"
-#include "../gateway/base/utf8.h"
+#include "base/crash.h"
+#include "base/limits.h"
+#include "base/log.h"
+#include "base/strv.h"
+#include "base/utf8.h"
 #include "api.h"
 
-/* Naming bounds; the waits and sizes are in gateway/base/limits.h. */
+/* Naming bounds; the waits and sizes are in base/limits.h. */
 #define DTN_NAME_SLUG 24   /* readable bytes of an identity in a name */
 #define DTN_GARBAGE_BATCH 16 /* finished execs whose files one rm removes */
 

@@ -89,10 +89,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../gateway/base/crash.h"
-#include "../gateway/base/limits.h"
-#include "../gateway/base/log.h"
-#include "../gateway/base/strv.h"
+#include "base/crash.h"
+#include "base/limits.h"
+#include "base/log.h"
+#include "base/strv.h"
 #include "../adapters/exec.h"
 #include "../adapters/shquote.h"
 

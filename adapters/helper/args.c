@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../gateway/base/jw.h"
+#include "base/jw.h"
 
 static bool is_flag(const char *flags, const char *name)
 {

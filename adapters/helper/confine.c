@@ -26,7 +26,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../../gateway/base/limits.h"
+#include "base/limits.h"
 #include "landlock.h"
 
 /* The oldest ABI that can refuse truncation (LANDLOCK_ACCESS_FS_TRUNCATE). */

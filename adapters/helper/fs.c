@@ -40,10 +40,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../../gateway/base/fsutil.h"
-#include "../../gateway/base/jw.h"
-#include "../../gateway/base/limits.h"
-#include "../../gateway/base/utf8.h"
+#include "base/fsutil.h"
+#include "base/jw.h"
+#include "base/limits.h"
+#include "base/utf8.h"
 #include "../path.h"
 
 /*

@@ -76,8 +76,8 @@
 
 #include <stddef.h>
 
-#include "../../gateway/base/buf.h"
-#include "../../gateway/base/cancel.h"
+#include "base/buf.h"
+#include "base/cancel.h"
 
 /*
  * Run one sg-helper command in-process: argv as the program would get it

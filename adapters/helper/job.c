@@ -54,8 +54,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../../gateway/base/fsutil.h"
-#include "../../gateway/base/limits.h"
+#include "base/fsutil.h"
+#include "base/limits.h"
 
 extern char **environ;
 

@@ -19,8 +19,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../../gateway/base/fsutil.h"
-#include "../../gateway/base/limits.h"
+#include "base/fsutil.h"
+#include "base/limits.h"
 
 static bool wants_stdin(int argc, char **argv)
 {

@@ -39,8 +39,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "../../gateway/base/jw.h"
-#include "../../gateway/base/limits.h"
+#include "base/jw.h"
+#include "base/limits.h"
 #include "landlock.h"
 
 /* Each toolchain's --version is given this long before it is killed. */

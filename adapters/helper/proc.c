@@ -81,11 +81,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../../gateway/base/jw.h"
-#include "../../gateway/base/fsutil.h"
-#include "../../gateway/base/limits.h"
-#include "../../gateway/base/ring.h"
-#include "../../gateway/base/utf8.h"
+#include "base/jw.h"
+#include "base/fsutil.h"
+#include "base/limits.h"
+#include "base/ring.h"
+#include "base/utf8.h"
 
 #define PROGRESS_MAGIC UINT64_C(0x73672d70726f6373)
 

@@ -3,7 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "../../gateway/base/jw.h"
+#include "base/jw.h"
 
 /*
  * Replies are small and the buffer's max is far above them, so a failed

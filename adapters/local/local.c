@@ -32,12 +32,12 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../../gateway/base/crash.h"
-#include "../../gateway/base/fsutil.h"
-#include "../../gateway/base/limits.h"
-#include "../../gateway/base/log.h"
-#include "../../gateway/base/slug.h"
-#include "../../gateway/base/strv.h"
+#include "base/crash.h"
+#include "base/fsutil.h"
+#include "base/limits.h"
+#include "base/log.h"
+#include "base/slug.h"
+#include "base/strv.h"
 #include "../exec.h"
 #include "../helper/helper.h"
 

@@ -19,8 +19,8 @@
 
 #include "../../adapters/exec.h"
 #include "../../adapters/json.h"
-#include "../base/jw.h"
-#include "../base/limits.h"
+#include "base/jw.h"
+#include "base/limits.h"
 
 struct tctx {
 	struct sg_op *op;

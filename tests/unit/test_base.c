@@ -13,15 +13,15 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "gateway/base/buf.h"
-#include "gateway/base/cancel.h"
-#include "gateway/base/err.h"
-#include "gateway/base/fsutil.h"
-#include "gateway/base/jw.h"
-#include "gateway/base/slug.h"
-#include "gateway/base/strv.h"
-#include "gateway/base/limits.h"
-#include "gateway/base/utf8.h"
+#include "base/buf.h"
+#include "base/cancel.h"
+#include "base/err.h"
+#include "base/fsutil.h"
+#include "base/jw.h"
+#include "base/slug.h"
+#include "base/strv.h"
+#include "base/limits.h"
+#include "base/utf8.h"
 
 static void test_buf_invariants(void **state)
 {

@@ -20,7 +20,7 @@
 #include <cmocka.h>
 
 #include "config/config.h"
-#include "gateway/base/limits.h"
+#include "base/limits.h"
 
 static char dir[64];
 static int nfiles;

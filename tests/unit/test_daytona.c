@@ -34,7 +34,7 @@
 
 #include "adapters/adapter.h"
 #include "adapters/http.h"
-#include "gateway/base/cancel.h"
+#include "base/cancel.h"
 
 extern const struct sg_adapter sg_adapter_daytona;
 extern char **environ;

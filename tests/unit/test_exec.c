@@ -27,7 +27,7 @@
 #include <unistd.h>
 
 #include "adapters/exec.h"
-#include "gateway/base/limits.h"
+#include "base/limits.h"
 
 static char helper[PATH_MAX];
 static char helper_dir[PATH_MAX];

@@ -26,8 +26,8 @@
 #include <jansson.h>
 
 #include "adapters/helper/internal.h"
-#include "gateway/base/cancel.h"
-#include "gateway/base/limits.h"
+#include "base/cancel.h"
+#include "base/limits.h"
 
 #define ROOT "/workspace"
 

@@ -22,8 +22,8 @@
 #include <string.h>
 
 #include "adapters/json.h"
-#include "gateway/base/buf.h"
-#include "gateway/base/limits.h"
+#include "base/buf.h"
+#include "base/limits.h"
 
 /* The sentences sg_json_parse may give for a rejected input. */
 static const char *const reasons[] = {

@@ -31,8 +31,8 @@
 #include <unistd.h>
 
 #include "adapters/helper/helper.h"
-#include "gateway/base/cancel.h"
-#include "gateway/base/limits.h"
+#include "base/cancel.h"
+#include "base/limits.h"
 
 #define MS (INT64_C(1000000))
 

@@ -1,5 +1,5 @@
 /*
- * test_ring.c - the offset arithmetic behind process/read (gateway/base/ring.h).
+ * test_ring.c - the offset arithmetic behind process/read (base/ring.h).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -8,8 +8,8 @@
 
 #include <cmocka.h>
 
-#include "gateway/base/limits.h"
-#include "gateway/base/ring.h"
+#include "base/limits.h"
+#include "base/ring.h"
 
 static void test_oldest(void **state)
 {

@@ -16,7 +16,7 @@
 
 #include "adapters/exec.h"
 #include "adapters/shquote.h"
-#include "gateway/base/limits.h"
+#include "base/limits.h"
 
 static const char *const shell_env[] = { "PATH=/usr/bin:/bin", "LC_ALL=C",
 					 NULL };

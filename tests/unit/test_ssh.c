@@ -32,7 +32,7 @@
 
 #include "adapters/adapter.h"
 #include "adapters/exec.h"
-#include "gateway/base/strv.h"
+#include "base/strv.h"
 
 extern const struct sg_adapter sg_adapter_ssh;
 

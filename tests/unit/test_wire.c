@@ -14,8 +14,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "gateway/base/cancel.h"
-#include "gateway/base/limits.h"
+#include "base/cancel.h"
+#include "base/limits.h"
 #include "gateway/wire.h"
 
 /* A wire reading `input` from a pipe (written by a thread, so inputs
