@@ -2,7 +2,7 @@
 # check-style.sh - the house rules a compiler does not check.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-dirs=$(ls -d gateway adapters modal daytona vercel ssh singularity config 2>/dev/null)
+dirs=$(ls -d base gateway adapters modal daytona vercel ssh singularity config 2>/dev/null)
 fail=0
 report() { echo "style: $1"; fail=1; }
 
