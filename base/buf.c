@@ -134,6 +134,15 @@ void sg_buf_consume(struct sg_buf *b, size_t n)
 	b->p[b->len] = '\0';
 }
 
+void sg_buf_truncate(struct sg_buf *b, size_t n)
+{
+	check(b);
+	if (n < b->len) {
+		b->len = n;
+		b->p[n] = '\0';
+	}
+}
+
 void sg_buf_reset(struct sg_buf *b)
 {
 	b->len = 0;

@@ -51,6 +51,8 @@ void sg_buf_commit(struct sg_buf *b, size_t n);
 
 /* Drop n bytes from the front. */
 void sg_buf_consume(struct sg_buf *b, size_t n);
+/* Keep the first n bytes (no-op when there are fewer). */
+void sg_buf_truncate(struct sg_buf *b, size_t n);
 /* Keep the allocation, forget the contents. */
 void sg_buf_reset(struct sg_buf *b);
 /* Free the memory; the buffer is back to its initial state (max kept). */

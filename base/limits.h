@@ -44,6 +44,7 @@
 #define SG_ERR_MSG 256             /* one error sentence */
 #define SG_ENVTOOL_REPLY (24 * SG_MiB) /* an env-tool reply: 16 MiB of base64 at most */
 #define SG_HELPER_STDERR (16 * SG_KiB) /* stderr kept for an error message */
+#define SG_JOB_SPEC_MAX (8 * SG_MiB) /* a job's environment and argv on stdin */
 #define SG_WORKERS_MAX 64          /* worker threads, grown on demand */
 #define SG_LIST_MAX 10000          /* list_dir / glob entries */
 #define SG_GREP_DEFAULT 500        /* grep max_results default */

@@ -28,6 +28,7 @@ if(SG_MUSL_GCC)
   file(GLOB SG_HELPER_MUSL_HEADERS CONFIGURE_DEPENDS
     ${CMAKE_SOURCE_DIR}/adapters/helper/*.h
     ${CMAKE_SOURCE_DIR}/adapters/path.h
+    ${CMAKE_SOURCE_DIR}/adapters/jobreply.h
     ${CMAKE_SOURCE_DIR}/base/*.h)
 
   # The project's warning flags, as sg_warnings() gave them to the helper's

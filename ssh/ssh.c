@@ -94,10 +94,8 @@
 #include "base/log.h"
 #include "base/strv.h"
 #include "../adapters/exec.h"
+#include "../adapters/jobreply.h"
 #include "../adapters/shquote.h"
-
-/* The first line the wrapper writes on stderr (see the top comment). */
-#define SSHB_MARK "\036sg-run\n"
 
 struct ssh_env {
 	struct sg_env base;
@@ -108,10 +106,9 @@ struct ssh_env {
 	char *files;         /* envdir/workspace: the files */
 	char *rundir;        /* envdir/run: the wrapper's pid files */
 	char *lease;         /* this session's file name under envdir/leases */
-	char *nsflags;       /* unshare's options, "" when none */
-	char *umap;          /* "uid:gid" to map back to, "" when none */
-	char *bind_src;      /* files when bind-mounted on root, else "" */
-	char *cgprocs;       /* cgroup.procs files to join, space-separated */
+	char *bind_src;      /* files when bind-mounted on root, else NULL */
+	bool netns;          /* commands get a network namespace of their own */
+	char *cgprocs;       /* cgroup.procs files to join, a line each */
 	struct sg_strv cgroups; /* cgroup directories made on the host */
 	bool master;         /* provision started the master */
 	bool lock_ready;
@@ -157,7 +154,7 @@ static const char sshb_probe_sh[] =
 	"  s=$" SSHB_SHA256 "\n"
 	"  [ \"$s\" = \"$3\" ] && printf 'helper=1\\n'\n"
 	"fi\n"
-	"for t in setsid unshare mount env head; do\n"
+	"for t in cat mkdir; do\n"
 	"  command -v \"$t\" >/dev/null 2>&1 && printf 'has_%s=1\\n' \"$t\"\n"
 	"done\n"
 	"[ -d \"$4\" ] && printf 'root=1\\n'\n"
@@ -268,13 +265,6 @@ static const char sshb_teardown_sh[] =
 	"fi\n"
 	"exit 0\n";
 
-/* $1 the run directory, $2 the exec's token. */
-static const char sshb_kill_sh[] =
-	": >\"$1/$2.cancel\"\n"
-	"p=$(cat \"$1/$2.pid\" 2>/dev/null)\n"
-	"[ -n \"$p\" ] && kill -9 -\"$p\" 2>/dev/null\n"
-	"exit 0\n";
-
 /*
  * The environments under the workspace: "env=<expires> <marker>", then one
  * "lease=<host> <pid> <since>" line per attached session.
@@ -303,55 +293,6 @@ static const char sshb_destroy_sh[] =
 	"rm -rf -- \"$d\" || exit 1\n"
 	"exit 0\n";
 
-/*
- * The wrapper every exec runs (see the top comment).  $1 run dir, $2
- * token, $3 merge (1/0), $4 unshare options, $5 the directory to
- * bind-mount on root ("" none), $6 root, $7 cwd, $8 "uid:gid" to map back
- * to, $9 cgroup.procs files to join.  On stdin: "<n>\n", n bytes of
- * quoted words (env -i -- NAME=value... argv...), then the command's
- * stdin.  The inner script (after unshare) uses no single quotes: it sits
- * inside this one's.
- */
-static const char sshb_run_sh[] =
-	"r=$1 t=$2 m=$3 n=$4 s=$5 d=$6 c=$7 u=$8 g=$9\n"
-	"printf '\\036sg-run\\n' >&2\n"
-	"[ \"$m\" = 1 ] && exec 2>&1\n"
-	"IFS= read -r k && h=$(head -c \"$k\") && eval \"set -- $h\" || "
-	"{ printf 'sandgate: the command did not arrive\\n' >&2; exit 127; }\n"
-	"setsid /bin/sh -c 'while kill -0 \"$1\" 2>/dev/null; do sleep 1; done; "
-	"p=$(cat \"$3\" 2>/dev/null); [ -n \"$p\" ] && kill -9 -\"$p\"; kill -9 \"$2\"' "
-	"sg-watch \"$PPID\" \"$$\" \"$r/$t.pid\" </dev/null >/dev/null 2>&1 &\n"
-	"w=$!\n"
-	"for f in $g; do\n"
-	"  printf '%s\\n' \"$$\" 2>/dev/null >\"$f\" || { printf 'sandgate: "
-	"cannot join the cgroup %s\\n' \"$f\" >&2; kill -9 -\"$w\"; exit 127; }\n"
-	"done\n"
-	"exec 3<&0 </dev/null\n"
-	"if [ -n \"$n\" ]; then\n"
-	"  setsid unshare $n -- /bin/sh -c '"
-	"s=$1 d=$2 c=$3 u=$4; shift 4\n"
-	"if [ -n \"$s\" ]; then mount --bind \"$s\" \"$d\" || { printf "
-	"\"sandgate: cannot show the workspace at %s (mount --bind failed)\\n\" "
-	"\"$d\" >&2; exit 127; }; fi\n"
-	"cd -- \"$c\" 2>/dev/null || { printf \"sandgate: cannot enter the "
-	"directory %s\\n\" \"$c\" >&2; exit 127; }\n"
-	"if [ -n \"$u\" ]; then exec unshare --user --map-user=\"${u%:*}\" "
-	"--map-group=\"${u#*:}\" -- \"$@\"; fi\n"
-	"exec \"$@\"' sg-ns \"$s\" \"$d\" \"$c\" \"$u\" \"$@\" <&3 3<&- &\n"
-	"else\n"
-	"  cd -- \"$c\" 2>/dev/null || { printf 'sandgate: cannot enter the "
-	"directory %s\\n' \"$c\" >&2; kill -9 -\"$w\"; exit 127; }\n"
-	"  setsid \"$@\" <&3 3<&- &\n"
-	"fi\n"
-	"p=$!\n"
-	"exec 3<&-\n"
-	"printf '%s\\n' \"$p\" >\"$r/$t.pid\"\n"
-	"[ -e \"$r/$t.cancel\" ] && kill -9 -\"$p\" 2>/dev/null\n"
-	"wait \"$p\"\n"
-	"x=$?\n"
-	"kill -9 -\"$p\" -\"$w\" 2>/dev/null\n"
-	"rm -f \"$r/$t.pid\" \"$r/$t.cancel\"\n"
-	"exit \"$x\"\n";
 
 /* ---- Small helpers --------------------------------------------------- */
 
@@ -573,28 +514,6 @@ static bool sshb_last_line(const char *text, char *out, size_t n)
 	while (blen > 0 && (best[blen - 1] == '\r' || best[blen - 1] == '.'))
 		blen--;
 	snprintf(out, n, "%.*s", (int)blen, best);
-	return true;
-}
-
-/* Remove the wrapper's marker from err; report whether it was there. */
-static bool sshb_unmark(struct sg_buf *err)
-{
-	char *at = strstr(err->p, SSHB_MARK);
-	size_t len, before, mark = sizeof(SSHB_MARK) - 1;
-	char *all;
-
-	if (!at)
-		return false;
-	before = (size_t)(at - err->p);
-	all = sg_buf_take(err, &len);
-	/*
-	 * What goes back is shorter than what was there, so it fits under the
-	 * same max; only an allocation can fail, and then err stays empty.
-	 */
-	if (all && (sg_buf_add(err, all, before) ||
-		    sg_buf_add(err, all + before + mark, len - before - mark)))
-		sg_buf_reset(err);
-	free(all);
 	return true;
 }
 
@@ -1197,80 +1116,28 @@ static bool sshb_root_allowed(const char *root, const char *envdir,
 	       !sshb_under(root, envdir);
 }
 
-/* A decimal id as `id` prints it. */
-static bool sshb_numeric(const char *s)
-{
-	if (!s || !*s)
-		return false;
-	for (; *s; s++)
-		if (*s < '0' || *s > '9')
-			return false;
-	return true;
-}
-
 /*
  * How commands see root and the network (the top comment): sets
- * nsflags, umap and bind_src, and *mount / *netns.  What the host lacks
- * the programs for is refused here, naming the field; what it does not
- * allow is found by the trial run at the end of provision().
+ * bind_src and netns, and *mount / *netns.  sg-helper job makes the
+ * namespaces itself (unshare(2), mount(2)); what the host does not allow
+ * is found by the trial run at the end of provision().
  */
-static sg_err sshb_namespaces(struct ssh_env *se, const char *probe, const char *where,
-			      bool *mount, bool *netns, struct sg_errinfo *err)
+static sg_err sshb_namespaces(struct ssh_env *se, const char *where, bool *mount,
+			      bool *netns, struct sg_errinfo *err)
 {
 	const struct sg_env *env = &se->base;
 	const struct sg_profile *p = env->profile;
-	char *uid = sshb_kv(probe, "uid"), *gid = sshb_kv(probe, "gid");
-	bool root;
-	sg_err rc;
 
 	*mount = strcmp(env->root, se->files) != 0;
 	*netns = p->network == SG_NET_NONE;
-	if (*mount && !sshb_root_allowed(env->root, se->envdir, env->helper)) {
-		rc = sg_err_set(err, SG_E_INVALID_ARGUMENT,
-				"root %s cannot show the workspace on %s: it is an OS directory or holds sandgate's own files there",
-				env->root, where);
-		goto out;
-	}
-	if (*mount && !(sshb_flag(probe, "has_unshare") && sshb_flag(probe, "has_mount"))) {
-		rc = sg_err_set(err, SG_E_UNSUPPORTED,
-				"root %s can be shown on %s only through a mount namespace, which needs unshare and mount (util-linux) there; or bind root %s",
-				env->root, where, se->files);
-		goto out;
-	}
-	if (*netns && !sshb_flag(probe, "has_unshare")) {
-		if (!sshb_best_effort(p, "network")) {
-			rc = sg_err_set(err, SG_E_UNSUPPORTED,
-					"network \"none\" (profile \"%s\") needs unshare (util-linux) on %s",
-					p->name, where);
-			goto out;
-		}
-		*netns = false;
-	}
-	if (!sshb_numeric(uid) || !sshb_numeric(gid)) {
-		rc = sg_err_set(err, SG_E_UNAVAILABLE, "%s did not say which uid the login has",
-				where);
-		goto out;
-	}
-	root = strcmp(uid, "0") == 0;
-	/* Not root: a user namespace first, and the login's uid mapped back. */
-	se->nsflags = sshb_fmt("%s%s%s",
-			       (*mount || *netns) && !root ? "--user --map-root-user " : "",
-			       *mount ? "--mount" : "",
-			       *netns ? (*mount ? " --net" : "--net") : "");
-	if ((*mount || *netns) && !root)
-		se->umap = sshb_fmt("%s:%s", uid, gid);
-	if (*mount)
-		se->bind_src = strdup(se->files);
-	if (!se->nsflags || ((*mount || *netns) && !root && !se->umap) ||
-	    (*mount && !se->bind_src)) {
-		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
-		goto out;
-	}
-	rc = SG_OK;
-out:
-	free(uid);
-	free(gid);
-	return rc;
+	if (*mount && !sshb_root_allowed(env->root, se->envdir, env->helper))
+		return sg_err_set(err, SG_E_INVALID_ARGUMENT,
+				  "root %s cannot show the workspace on %s: it is an OS directory or holds sandgate's own files there",
+				  env->root, where);
+	se->netns = *netns;
+	if (*mount && !(se->bind_src = strdup(se->files)))
+		return sg_err_set(err, SG_E_INTERNAL, "out of memory");
+	return SG_OK;
 }
 
 /* The environment's marker, env.json on the host (new string). */
@@ -1325,7 +1192,7 @@ static sg_err sshb_limits(struct ssh_env *se, const char *kind, json_t *applied,
 		    sg_strv_addf(&se->cgroups, "%.*s", (int)len - 4, line + 4))
 			rc = SG_E_INTERNAL;
 		if (strncmp(line, "procs=", 6) == 0 &&
-		    ((procs.len && sg_buf_addc(&procs, ' ')) ||
+		    ((procs.len && sg_buf_addc(&procs, '\n')) ||
 		     sg_buf_add(&procs, line + 6, len - 6)))
 			rc = SG_E_INTERNAL;
 		line += len;
@@ -1470,7 +1337,7 @@ static sg_err ssh_provision(struct sg_env *env, struct sg_cancel *cancel,
 	free(v);
 	v = NULL;
 	{
-		static const char *const need[] = { "has_setsid", "has_env", "has_head", NULL };
+		static const char *const need[] = { "has_cat", "has_mkdir", NULL };
 
 		for (size_t i = 0; need[i]; i++)
 			if (!sshb_flag(probe, need[i])) {
@@ -1511,7 +1378,7 @@ static sg_err ssh_provision(struct sg_env *env, struct sg_cancel *cancel,
 	fresh = !env->resumed;
 
 	/* 3. Where commands see the files, and the network. */
-	rc = sshb_namespaces(se, probe, where, &mount, &netns, err);
+	rc = sshb_namespaces(se, where, &mount, &netns, err);
 	if (rc)
 		goto out;
 	if ((mount && sg_buf_addf(&trial, "root %s", env->root)) ||
@@ -1617,7 +1484,7 @@ static sg_err ssh_provision(struct sg_env *env, struct sg_cancel *cancel,
 		"{s:{s:b}, s:s, s:s, s:{s:O, s:O}, s:{s:s, s:s, s:s, s:s, s:s, s:b}}",
 		"isolation", "host_filesystem_restricted", 0,
 		"safety_class", "remote_host", "mechanism",
-		*se->nsflags ? "ssh+namespaces" : "ssh", "resources",
+		mount || netns ? "ssh+namespaces" : "ssh", "resources",
 		"requested", requested, "applied", applied, "ssh", "host",
 		where, "directory", se->files, "view",
 		mount ? "mount namespace" : "direct", "network",
@@ -1668,48 +1535,31 @@ out:
 /* ---- exec ----------------------------------------------------------- */
 
 /*
- * The header the wrapper reads from stdin: "<n>\n" and n bytes of quoted
- * words, `env -i -- NAME=value... argv...`, followed by the command's own
- * stdin.  A command name with '=' would be taken for a variable by env,
- * so it goes through `sh -c 'exec "$@"'` instead.
+ * `exec <sg-helper> job --dir <run>/<token> ... args` for the login shell:
+ * the job's options only; the environment and argv travel on stdin.
  */
-static sg_err sshb_header(const struct sg_exec *x, struct sg_buf *out)
+static sg_err sshb_job_line(const char *helper, const char *dir, const char *args,
+			    struct sg_buf *line)
 {
-	struct sg_strv words = SG_STRV_INIT;
-	struct sg_buf q = SG_BUF_INIT(SG_SSH_HEADER_MAX);
-	sg_err rc = sg_strv_addv(&words, (const char *[]){ "env", "-i", "--", NULL });
+	sg_err rc = sg_buf_adds(line, "exec ");
 
-	for (size_t i = 0; !rc && x->envp && x->envp[i]; i++)
-		if (x->envp[i][0] != '=' && strchr(x->envp[i], '='))
-			rc = sg_strv_add(&words, x->envp[i]);
-	if (!rc && x->argv[0] && strchr(x->argv[0], '=')) {
-		static const char *const tramp[] = {
-			"/bin/sh", "-c", "exec \"$@\"", "sh", NULL /* in the environment */
-		};
-
-		rc = sg_strv_addv(&words, tramp);
-	}
 	if (!rc)
-		rc = sg_strv_addv(&words, x->argv);
+		rc = sg_shquote(line, helper);
 	if (!rc)
-		rc = sg_shquote_argv(&q, sg_strv_get(&words));
+		rc = sg_buf_adds(line, " job --dir ");
 	if (!rc)
-		rc = sg_buf_addf(out, "%zu\n", q.len);
+		rc = sg_shquote(line, dir);
 	if (!rc)
-		rc = sg_buf_add(out, q.p, q.len);
-	if (!rc && x->stdin_data && x->stdin_len)
-		rc = sg_buf_add(out, x->stdin_data, x->stdin_len);
-	sg_buf_release(&q);
-	sg_strv_release(&words);
+		rc = sg_buf_addf(line, " %s", args);
 	return rc;
 }
 
 /*
  * After a timeout or a cancel: only the local client died, so kill the
  * command's group on the host through the master (not a new connection:
- * when the master is gone, the wrapper's watchdog does it).
+ * when the master is gone, the tied job has killed it already).
  */
-static void sshb_kill(struct ssh_env *se, const char *token)
+static void sshb_kill(struct ssh_env *se, const char *dir)
 {
 	struct sg_exec_result r;
 	struct sg_errinfo e = { 0 };
@@ -1718,8 +1568,7 @@ static void sshb_kill(struct ssh_env *se, const char *token)
 	if (!sshb_master_alive(se->sock))
 		return;
 	sg_exec_result_init(&r, SG_KiB);
-	if (!sshb_script_line(sshb_kill_sh, "sg",
-			      (const char *[]){ se->rundir, token, NULL }, &line) &&
+	if (!sshb_job_line(se->base.helper, dir, "--kill", &line) &&
 	    (sshb_run(se, line.p, NULL, 0, SG_SSH_KILL_MS, false, &r, NULL, &e) ||
 	     r.exit_code != 0))
 		sg_log_warn("could not stop a command on %s after its timeout or cancel: %s",
@@ -1728,68 +1577,108 @@ static void sshb_kill(struct ssh_env *se, const char *token)
 	sg_buf_release(&line);
 }
 
+/*
+ * One exec is one ssh session running `sg-helper job --tie --spec-stdin`
+ * (adapters/helper/job.c): the job supervises the command on the host and
+ * prints its reply (adapters/jobreply.h) on stdout, so ssh's own exit
+ * status and stderr speak only of the transport.
+ */
 static sg_err ssh_exec(struct sg_env *env, const struct sg_exec *x,
 		       struct sg_exec_result *out, struct sg_cancel *cancel,
 		       struct sg_errinfo *err)
 {
 	struct ssh_env *se = (struct ssh_env *)env;
-	struct sg_buf line = SG_BUF_INIT(SG_SSH_LINE_MAX);
-	struct sg_buf in = SG_BUF_INIT(SG_SSH_HEADER_MAX + SG_MAX_FRAME);
-	char token[40], where[300], last[200];
-	bool started;
+	struct sg_buf line = SG_BUF_INIT(SG_SSH_LINE_MAX), words = SG_BUF_INIT(SG_SSH_LINE_MAX);
+	struct sg_buf in = SG_BUF_INIT(SG_JOB_SPEC_MAX + SG_MAX_FRAME);
+	struct sg_job_reply jr;
+	char dir[SG_PATH_MAX], mark[SG_JOB_MARK_SIZE], where[300], last[200];
+	size_t max = x->max_output;
+	struct sg_job_line l = {
+		.helper = env->helper, .dir = dir, .mark = mark,
+		/* The job waits as long as the command may run, and a little more. */
+		.wait_ms = x->timeout_ms > 0 ? x->timeout_ms + SG_SSH_KILL_MS : INT64_MAX / 4,
+		.spec_stdin = true, .tie = true,
+		.bind = se->bind_src, .bind_to = se->bind_src ? env->root : NULL,
+		.netns = se->netns, .cgroups = se->cgprocs,
+	};
 	sg_err rc;
 
-	snprintf(token, sizeof(token), "%s-%u", se->nonce,
+	snprintf(dir, sizeof(dir), "%s/%s-%u", se->rundir, se->nonce,
 		 atomic_fetch_add(&se->seq, 1u));
-	rc = sshb_script_line(sshb_run_sh, "sg-run",
-			      (const char *[]){ se->rundir, token,
-						(x->flags & SG_EXEC_MERGE) ? "1" : "0",
-						se->nsflags ? se->nsflags : "",
-						se->bind_src ? se->bind_src : "", env->root,
-						x->cwd ? x->cwd : env->root,
-						se->umap ? se->umap : "",
-						se->cgprocs ? se->cgprocs : "", NULL },
-			      &line);
+	sg_job_mark(mark);
+	rc = sg_job_words(&l, x, env->root, &words, NULL);
+	if (!rc) {
+		/* sg_job_words begins with the helper and "job"; the line says exec. */
+		rc = sg_buf_adds(&line, "exec ");
+		if (!rc)
+			rc = sg_buf_add(&line, words.p, words.len);
+	}
 	if (!rc)
-		rc = sshb_header(x, &in);
+		rc = sg_job_spec(x, &in);
 	if (rc) {
-		rc = sg_err_set(err, rc, rc == SG_E_TOO_LARGE
+		rc = sg_err_set(err, rc, rc == SG_E_INVALID_ARGUMENT ? "an empty command"
+					 : rc == SG_E_TOO_LARGE
 						 ? "the command and its environment are too large to send over ssh"
 						 : "out of memory");
 		goto out;
 	}
-	rc = sshb_run(se, line.p, in.p, in.len, x->timeout_ms, true, out, cancel, err);
-	started = sshb_unmark(&out->err);
+	/*
+	 * Room for the job's trailer and stderr head after stdout's head: the
+	 * capture's bound is raised for this one run and put back below.
+	 */
+	out->out.max = max + SG_HELPER_STDERR + SG_KiB;
+	rc = sshb_run(se, line.p, in.p, in.len,
+		      x->timeout_ms > 0 ? x->timeout_ms + 2 * SG_SSH_KILL_MS : 0, true, out,
+		      cancel, err);
+	sg_job_parse(out->out.p, out->out.len, mark, &jr);
 	if (sg_cancel_check(cancel) || out->timed_out) {
 		/* Only the local client was killed; now the command. */
-		sshb_kill(se, token);
+		sshb_kill(se, dir);
 		if (out->timed_out) {
 			out->exit_code = -1;
 			out->signal = SIGKILL;
 		}
+		sg_buf_reset(&out->out);
 		goto out;
 	}
 	if (rc)
 		goto out;
+	if (jr.state == SG_JOB_IS_DONE) {
+		struct sg_buf e = SG_BUF_INIT(SG_HELPER_STDERR);
+
+		/* stdout's head stays where it is; stderr's head replaces ssh's. */
+		sg_buf_add_clipped(&e, out->out.p + jr.err_at, out->out.len - jr.err_at);
+		sg_buf_truncate(&out->out, jr.head_len);
+		out->out.max = max;
+		sg_buf_reset(&out->err);
+		if (sg_buf_add(&out->err, e.p, e.len))
+			sg_buf_reset(&out->err);
+		out->truncated = false;
+		sg_job_status(&jr, max, out);
+		sg_buf_release(&e);
+		goto out;
+	}
+	sshb_where(env->profile, where, sizeof(where));
+	sshb_last_line(out->err.p, last, sizeof(last));
 	if (out->exit_code == 255 || out->signal) {
-		sshb_where(env->profile, where, sizeof(where));
-		sshb_last_line(out->err.p, last, sizeof(last));
 		if (!sshb_master_ctl(se, "check"))
 			rc = sg_err_set(err, SG_E_UNAVAILABLE,
 					"the ssh connection to %s was lost%s", where,
-					started ? " while the command ran; its outcome is unknown"
-						: " before the command started");
-		else if (!started)
+					out->out.len ? " while the command ran; its outcome is unknown"
+						     : "; the command's outcome is unknown");
+		else
 			rc = sg_err_set(err, SG_E_UNAVAILABLE,
 					"ssh could not start the command on %s: %s", where, last);
-		/* Otherwise the command itself exited 255. */
-	} else if (out->exit_code > 128 && out->exit_code <= 128 + SG_SSH_SIGNAL_MAX) {
-		/* The shell's 128+n (see the top comment). */
-		out->signal = out->exit_code - 128;
-		out->exit_code = -1;
+	} else {
+		rc = sg_err_set(err, SG_E_PROVIDER,
+				"sg-helper job gave no result on %s (exit %d): %s", where,
+				out->exit_code, last);
 	}
+	sg_buf_reset(&out->out);
 out:
+	out->out.max = max;
 	sg_buf_release(&line);
+	sg_buf_release(&words);
 	sg_buf_release(&in);
 	return rc;
 }
@@ -1860,8 +1749,6 @@ static void ssh_release(struct sg_env *env)
 	free(se->files);
 	free(se->rundir);
 	free(se->lease);
-	free(se->nsflags);
-	free(se->umap);
 	free(se->bind_src);
 	free(se->cgprocs);
 	if (se->lock_ready)

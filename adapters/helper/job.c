@@ -37,6 +37,25 @@
  * The whole job costs one fork for the runner and one fork+exec for the
  * command; the environment is exactly the NAME=VALUE list given (as
  * `env -i` would make it), with PATH taken from that list.
+ *
+ * For an adapter whose transport is one connection per call (ssh), the
+ * job is the whole remote supervisor, with no shell around it:
+ *  - --spec-stdin: the environment and argv arrive first on stdin
+ *    ("<n>\n" and n bytes of NUL-terminated words), never on a command
+ *    line, and the rest of stdin is the command's;
+ *  - --tie: the job dies with its parent (the sshd of the connection), and
+ *    kills the command's group first, so a dropped connection leaves
+ *    nothing running;
+ *  - --bind SRC --bind-to DST, --netns: the command runs in a mount
+ *    namespace where SRC is shown at DST, and/or a network namespace of
+ *    its own; a login that is not root gets a user namespace first and
+ *    its own uid and gid mapped back inside (as `unshare --map-root-user`
+ *    then `--map-user` would);
+ *  - --cgroups FILES: the command joins these cgroup.procs files (a line
+ *    each) before anything else;
+ *  - --kill: give up on the job of --dir: it never starts, or its group is
+ *    killed, and .x is filled.
+ * The reply's format is shared with the adapters in adapters/jobreply.h.
  */
 #define _GNU_SOURCE /* environ, O_CLOEXEC */
 #include "internal.h"
@@ -45,15 +64,19 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "adapters/jobreply.h"
 #include "base/fsutil.h"
 #include "base/limits.h"
 
@@ -74,7 +97,15 @@ struct job {
 	size_t max_out, max_err;
 	int64_t wait_ms, timeout_ms;
 	bool merge, detach;
+	bool tie;         /* dies with its parent, killing the command first */
+	const char *cwd;
+	const char *bind, *bind_to; /* a mount namespace showing bind at bind_to */
+	bool netns;
+	const char *cgroups; /* cgroup.procs files, a line each */
 };
+
+/* Set by job_wait when a tied job's parent went away. */
+static bool job_orphaned;
 
 /* dir + suffix into out; false when it does not fit (never silently cut). */
 static bool job_path(const struct job *j, const char *suffix, char *out, size_t n)
@@ -183,7 +214,7 @@ static int job_report(const struct job *j)
 	job_head(j, ".o", j->max_out, &size);
 	job_get(j, ".x", x, sizeof(x));
 	job_get(j, ".st", st, sizeof(st));
-	len = snprintf(line, sizeof(line), "\n%s done %s|%s|%s|%lld\n", j->mark, x, st,
+	len = snprintf(line, sizeof(line), "\n%s " SG_JOB_DONE " %s|%s|%s|%lld\n", j->mark, x, st,
 		       job_exists(j, ".to") ? "1" : "", size);
 	if (len > 0 && (size_t)len < sizeof(line))
 		(void)sg_write_all(1, line, (size_t)len);
@@ -251,6 +282,7 @@ static bool job_wait(pid_t pid, int64_t ms, int *status)
 
 	sigemptyset(&chld);
 	sigaddset(&chld, SIGCHLD);
+	sigaddset(&chld, SIGHUP); /* a tied job's parent died (PDEATHSIG) */
 	clock_gettime(CLOCK_MONOTONIC, &end);
 	end.tv_sec += ms / 1000;
 	end.tv_nsec += (ms % 1000) * 1000000;
@@ -279,17 +311,110 @@ static bool job_wait(pid_t pid, int64_t ms, int *status)
 			return false;
 		/* Any SIGCHLD (or the time) ends the nap; waitpid then says
 		 * whether it was this child's. */
-		if (sigtimedwait(&chld, NULL, &left) < 0 && errno == EAGAIN)
+		switch (sigtimedwait(&chld, NULL, &left)) {
+		case SIGHUP:
+			job_orphaned = true;
 			return waitpid(pid, status, WNOHANG) == pid;
+		case -1:
+			if (errno == EAGAIN)
+				return waitpid(pid, status, WNOHANG) == pid;
+			break;
+		default:
+			break;
+		}
+	}
+}
+
+/* Write one short line to a /proc or /sys file; false on failure. */
+static bool job_poke(const char *path, const char *text)
+{
+	int fd = open(path, O_WRONLY | O_CLOEXEC);
+	bool ok = fd >= 0 && !sg_write_all(fd, text, strlen(text));
+
+	if (fd >= 0)
+		close(fd);
+	return ok;
+}
+
+/* A user namespace's uid and gid maps: inside (one id) to outside. */
+static bool job_map(long in_u, long in_g, long out_u, long out_g)
+{
+	char line[64];
+
+	if (!job_poke("/proc/self/setgroups", "deny"))
+		return false;
+	snprintf(line, sizeof(line), "%ld %ld 1", in_u, out_u);
+	if (!job_poke("/proc/self/uid_map", line))
+		return false;
+	snprintf(line, sizeof(line), "%ld %ld 1", in_g, out_g);
+	return job_poke("/proc/self/gid_map", line);
+}
+
+/*
+ * In the command's process, before exec: join the cgroups, enter the
+ * namespaces, show the workspace, enter cwd.  A failure is a sentence on
+ * the command's stderr and exit 127, as a command that could not start.
+ */
+static void job_confine(const struct job *j, int err)
+{
+	long uid = (long)getuid(), gid = (long)getgid();
+	int flags = (j->bind ? CLONE_NEWNS : 0) | (j->netns ? CLONE_NEWNET : 0);
+	char pid[32];
+	const char *what = NULL;
+
+	snprintf(pid, sizeof(pid), "%ld", (long)getpid());
+	for (const char *l = j->cgroups; l && *l;) {
+		size_t n = strcspn(l, "\n");
+		char path[SG_PATH_MAX];
+
+		if (n > 0 && n < sizeof(path)) {
+			memcpy(path, l, n);
+			path[n] = '\0';
+			if (!job_poke(path, pid)) {
+				dprintf(err, "sandgate: cannot join the cgroup %s: %s\n", path,
+					strerror(errno));
+				_exit(127);
+			}
+		}
+		l += n;
+		l += *l == '\n';
+	}
+	if (flags && uid != 0) {
+		/* Root in a user namespace first, so that the rest is allowed. */
+		if (unshare(CLONE_NEWUSER | flags) != 0 || !job_map(0, 0, uid, gid))
+			what = "an unprivileged user namespace";
+	} else if (flags && unshare(flags) != 0) {
+		what = j->bind ? "a mount namespace" : "a network namespace";
+	}
+	if (!what && j->bind &&
+	    (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0 ||
+	     mount(j->bind, j->bind_to, NULL, MS_BIND | MS_REC, NULL) != 0)) {
+		dprintf(err, "sandgate: cannot show the workspace at %s (mount --bind failed: %s)\n",
+			j->bind_to, strerror(errno));
+		_exit(127);
+	}
+	/* And back to the login's own ids, so files keep their owner. */
+	if (!what && flags && uid != 0 &&
+	    (unshare(CLONE_NEWUSER) != 0 || !job_map(uid, gid, 0, 0)))
+		what = "a user namespace mapping back to the login's uid";
+	if (what) {
+		dprintf(err, "sandgate: cannot enter %s: %s\n", what, strerror(errno));
+		_exit(127);
+	}
+	if (j->cwd && chdir(j->cwd) != 0) {
+		dprintf(err, "sandgate: cannot enter the directory %s\n", j->cwd);
+		_exit(127);
 	}
 }
 
 /* In the command's process: stdio, a clean environment, then exec. */
-static void job_exec(int in, int out, int err, char **envp, char *const *argv)
+static void job_exec(const struct job *j, int in, int out, int err, char **envp,
+		     char *const *argv)
 {
 	sigset_t none;
 	int e;
 
+	job_confine(j, err);
 	sigemptyset(&none);
 	sigprocmask(SIG_SETMASK, &none, NULL);
 	signal(SIGINT, SIG_DFL);
@@ -333,7 +458,7 @@ static void job_runner(const struct job *j, int in, int out, int err, char **env
 		_exit(0);
 	}
 	if (cmd == 0)
-		job_exec(in, out, err, envp, argv);
+		job_exec(j, in, out, err, envp, argv);
 	close(in);
 	close(out);
 	close(err);
@@ -391,14 +516,19 @@ fail:
 
 /* Start the command; then wait for it as an attach would. */
 static int job_start(const struct job *j, const char *cwd, const char *stdin_vars,
-		     const char *stdin_file, char **envp, char *const *argv)
+		     const char *stdin_file, bool spec_stdin, char **envp, char *const *argv)
 {
 	int in = -1, out = -1, err = -1, st;
 	pid_t runner;
 
-	if (cwd && chdir(cwd) != 0)
+	/* In a mount namespace cwd exists only once the child is inside. */
+	if (cwd && !j->bind && chdir(cwd) != 0)
 		return job_fail(j, "cannot enter the directory %s", cwd);
-	if (stdin_vars) {
+	if (spec_stdin && !stdin_vars && !stdin_file) {
+		in = fcntl(0, F_DUPFD_CLOEXEC, 3);
+		if (in < 0)
+			return job_fail(j, "cannot pass on stdin: %s", strerror(errno));
+	} else if (stdin_vars) {
 		in = job_stdin_vars(j, stdin_vars);
 		if (in < 0)
 			return job_fail(j, "cannot stage the command's stdin in %s.in", j->dir);
@@ -431,7 +561,92 @@ static int job_start(const struct job *j, const char *cwd, const char *stdin_var
 		kill(runner, SIGKILL);
 	if (job_wait(runner, j->wait_ms, &st) || job_exists(j, ".x"))
 		return job_report(j);
-	return job_say(j, "pending");
+	if (job_orphaned) {
+		/* Nobody is left to hear the result: nothing may outlive it. */
+		job_put(j, ".cancel", "1\n");
+		if (kill(-runner, SIGKILL) != 0)
+			kill(runner, SIGKILL);
+		return 0;
+	}
+	return job_say(j, SG_JOB_PENDING);
+}
+
+/*
+ * --kill: the job of this prefix never starts (.s taken), or its group is
+ * killed; .x is filled for whoever attaches.
+ */
+static int job_kill(const struct job *j)
+{
+	char line[JOB_LINE];
+	int fd = job_open(j, ".s", O_WRONLY | O_CREAT);
+	pid_t runner;
+
+	if (fd >= 0)
+		close(fd);
+	job_put(j, ".cancel", "1\n");
+	job_get(j, ".pid", line, sizeof(line));
+	runner = (pid_t)strtol(line, NULL, 10);
+	if (runner > 1 && kill(-runner, SIGKILL) != 0)
+		kill(runner, SIGKILL);
+	job_get(j, ".x", line, sizeof(line));
+	if (!line[0])
+		job_put(j, ".x", "137\n");
+	return 0;
+}
+
+/*
+ * --spec-stdin: "<n>\n" and n bytes of NUL-terminated words from fd 0,
+ * read exactly (the rest of stdin is the command's).  The words into
+ * *words (new array over *text, new), their count into *nwords.
+ */
+static bool job_read_spec(char **text, char ***words, int *nwords)
+{
+	char c, num[24];
+	size_t n = 0, got = 0, len = 0;
+	int count = 0;
+
+	*text = NULL;
+	*words = NULL;
+	while (len < sizeof(num) - 1) {
+		ssize_t r = read(0, &c, 1);
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r != 1)
+			return false;
+		if (c == '\n')
+			break;
+		if (c < '0' || c > '9')
+			return false;
+		num[len++] = c;
+	}
+	num[len] = '\0';
+	if (len == 0 || len >= sizeof(num) - 1)
+		return false;
+	n = (size_t)strtoull(num, NULL, 10);
+	if (n == 0 || n > SG_JOB_SPEC_MAX || !(*text = malloc(n)))
+		return false;
+	while (got < n) {
+		ssize_t r = read(0, *text + got, n - got);
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			return false;
+		got += (size_t)r;
+	}
+	if ((*text)[n - 1] != '\0')
+		return false;
+	for (size_t i = 0; i < n; i++)
+		count += (*text)[i] == '\0';
+	*words = calloc((size_t)count + 1, sizeof(**words));
+	if (!*words)
+		return false;
+	count = 0;
+	for (size_t i = 0; i < n; i += strlen(*text + i) + 1)
+		(*words)[count++] = *text + i;
+	*nwords = count;
+	return true;
 }
 
 /* Wait for a job started by an earlier request. */
@@ -468,37 +683,65 @@ int sg_helper_job(int argc, char *const *argv)
 	struct sg_args a;
 	struct job j = { 0 };
 	int64_t max_out, max_err;
-	char **envp = NULL;
+	char **envp = NULL, *spec = NULL, **words = NULL;
+	char *const *rest;
 	char *const *cmd = NULL;
 	const char *gc;
-	int nenv = 0, rc = 126, guard;
+	int nenv = 0, nrest, rc = 126, guard;
+	bool spec_stdin;
 	sigset_t chld;
 
-	if (sg_args_parse(&a, argc - 1, argv + 1, "attach merge detach", &e) ||
-	    !(j.dir = sg_args_str(&a, "dir", NULL)) || !(j.mark = sg_args_str(&a, "mark", NULL)) ||
-	    sg_args_int(&a, "wait-ms", 0, INT64_MAX / 2, &j.wait_ms, &e) ||
-	    sg_args_int(&a, "timeout-ms", 0, INT64_MAX / 2, &j.timeout_ms, &e) ||
-	    sg_args_int(&a, "max-out", 0, INT64_MAX / 2, &max_out, &e) ||
-	    sg_args_int(&a, "max-err", SG_HELPER_STDERR, INT64_MAX / 2, &max_err, &e))
+	if (sg_args_parse(&a, argc - 1, argv + 1,
+			  "attach merge detach tie spec-stdin netns kill", &e) ||
+	    !(j.dir = sg_args_str(&a, "dir", NULL)))
 		goto usage;
 	if (j.dir[0] != '/') {
 		sg_err_set(&e, SG_E_INVALID_ARGUMENT, "--dir must be an absolute prefix");
 		goto usage;
 	}
+	if (sg_args_flag(&a, "kill")) {
+		if (sg_args_unused(&a, &e))
+			goto usage;
+		rc = job_kill(&j);
+		goto out;
+	}
+	if (!(j.mark = sg_args_str(&a, "mark", NULL)) ||
+	    sg_args_int(&a, "wait-ms", 0, INT64_MAX / 2, &j.wait_ms, &e) ||
+	    sg_args_int(&a, "timeout-ms", 0, INT64_MAX / 2, &j.timeout_ms, &e) ||
+	    sg_args_int(&a, "max-out", 0, INT64_MAX / 2, &max_out, &e) ||
+	    sg_args_int(&a, "max-err", SG_HELPER_STDERR, INT64_MAX / 2, &max_err, &e))
+		goto usage;
 	gc = sg_args_str(&a, "gc", NULL); /* used only once all is checked */
 	j.max_out = (size_t)max_out;
 	j.max_err = (size_t)max_err;
 	j.merge = sg_args_flag(&a, "merge");
 	j.detach = sg_args_flag(&a, "detach");
+	j.tie = sg_args_flag(&a, "tie");
+	j.netns = sg_args_flag(&a, "netns");
+	j.bind = sg_args_str(&a, "bind", NULL);
+	j.bind_to = sg_args_str(&a, "bind-to", NULL);
+	j.cgroups = sg_args_str(&a, "cgroups", NULL);
+	spec_stdin = sg_args_flag(&a, "spec-stdin");
+	if (!j.bind != !j.bind_to || (j.bind && (j.bind[0] != '/' || j.bind_to[0] != '/'))) {
+		sg_err_set(&e, SG_E_INVALID_ARGUMENT,
+			   "--bind and --bind-to go together, as absolute paths");
+		goto usage;
+	}
 	/*
 	 * SIGCHLD at its default (a caller that ignores it would make every
 	 * child vanish unwaited) and blocked, so that waits can sleep on it
-	 * (job_wait).
+	 * (job_wait); SIGHUP blocked too, as a tied job's parent-death signal.
 	 */
 	signal(SIGCHLD, SIG_DFL);
 	sigemptyset(&chld);
 	sigaddset(&chld, SIGCHLD);
+	sigaddset(&chld, SIGHUP);
 	sigprocmask(SIG_BLOCK, &chld, NULL);
+	if (j.tie) {
+		/* Already orphaned (the connection went before we got here)? */
+		if (prctl(PR_SET_PDEATHSIG, SIGHUP) != 0 || getppid() == 1)
+			job_orphaned = true;
+	}
 	if (sg_args_flag(&a, "attach")) {
 		if (sg_args_unused(&a, &e))
 			goto usage;
@@ -506,17 +749,27 @@ int sg_helper_job(int argc, char *const *argv)
 		rc = job_attach(&j);
 		goto out;
 	}
-	/* The rest: NAME=VALUE... -- ARGV... */
-	while (nenv < a.nrest && strcmp(a.rest[nenv], "--") != 0)
+	/* The rest: NAME=VALUE... -- ARGV..., on the line or on stdin. */
+	rest = a.rest;
+	nrest = a.nrest;
+	if (spec_stdin) {
+		if (nrest > 0 || !job_read_spec(&spec, &words, &nrest)) {
+			sg_err_set(&e, SG_E_INVALID_ARGUMENT,
+				   "--spec-stdin needs \"<n>\\n\" and n bytes of NUL-terminated words on stdin, and nothing after the options");
+			goto usage;
+		}
+		rest = words;
+	}
+	while (nenv < nrest && strcmp(rest[nenv], "--") != 0)
 		nenv++;
-	if (nenv >= a.nrest - 1)
+	if (nenv >= nrest - 1)
 		goto usage;
-	cmd = a.rest + nenv + 1;
+	cmd = rest + nenv + 1;
 	envp = calloc((size_t)nenv + 1, sizeof(*envp));
 	if (!envp)
 		goto usage;
 	for (int i = 0; i < nenv; i++)
-		envp[i] = a.rest[i];
+		envp[i] = rest[i];
 	{
 		const char *cwd = sg_args_str(&a, "cwd", NULL);
 		const char *in_vars = sg_args_str(&a, "stdin-env", NULL);
@@ -529,6 +782,8 @@ int sg_helper_job(int argc, char *const *argv)
 				   "--stdin-env and --stdin-file exclude each other");
 			goto usage;
 		}
+		if (j.bind)
+			j.cwd = cwd;
 		job_collect(gc);
 		guard = job_open(&j, ".s", O_WRONLY | O_CREAT | O_EXCL);
 		if (guard < 0) {
@@ -537,16 +792,20 @@ int sg_helper_job(int argc, char *const *argv)
 			goto out;
 		}
 		close(guard);
-		rc = job_start(&j, cwd, in_vars, in_file, envp, cmd);
+		rc = job_start(&j, cwd, in_vars, in_file, spec_stdin, envp, cmd);
 	}
 	goto out;
 usage:
 	dprintf(2, "sg-helper: %s\nusage: job --dir PREFIX --mark WORD --wait-ms N "
 		   "--max-out N [--max-err N] [--attach] [--cwd DIR] [--timeout-ms N] "
-		   "[--merge] [--detach] [--stdin-env VAR[,VAR...] | --stdin-file F] [--gc PREFIXES] "
-		   "-- NAME=VALUE... -- ARGV...\n",
+		   "[--merge] [--detach] [--tie] [--bind SRC --bind-to DST] [--netns] "
+		   "[--cgroups FILES] [--stdin-env VAR[,VAR...] | --stdin-file F] [--gc PREFIXES] "
+		   "{--spec-stdin | -- NAME=VALUE... -- ARGV...}\n"
+		   "       job --dir PREFIX --kill\n",
 		e.msg[0] ? e.msg : "bad arguments");
 out:
 	free(envp);
+	free(words);
+	free(spec);
 	return rc;
 }

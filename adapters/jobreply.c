@@ -1,0 +1,256 @@
+/*
+ * jobreply.c - the command line of `sg-helper job` and its reply, once for
+ * every adapter that supervises remote commands with it (jobreply.h).
+ */
+#define _GNU_SOURCE /* memmem, getentropy */
+#include "jobreply.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "adapter.h"
+#include "base/limits.h"
+#include "base/utf8.h"
+#include "shquote.h"
+
+/* Append one more quoted word to w. */
+static sg_err job_word(struct sg_buf *w, const char *word)
+{
+	sg_err rc = w->len ? sg_buf_addc(w, ' ') : SG_OK;
+
+	return rc ? rc : sg_shquote(w, word);
+}
+
+/* The option name and its value, both quoted. */
+static sg_err job_opt(struct sg_buf *w, const char *name, const char *value)
+{
+	sg_err rc = job_word(w, name);
+
+	return rc ? rc : job_word(w, value);
+}
+
+static sg_err job_opt_n(struct sg_buf *w, const char *name, long long v)
+{
+	char n[32];
+
+	snprintf(n, sizeof(n), "%lld", v);
+	return job_opt(w, name, n);
+}
+
+/* The words both lines begin with. */
+static sg_err job_head(const struct sg_job_line *l, const struct sg_exec *x, bool attach,
+		       struct sg_buf *w)
+{
+	sg_err rc = job_word(w, l->helper);
+
+	if (!rc)
+		rc = job_word(w, "job");
+	if (!rc && attach)
+		rc = job_word(w, "--attach");
+	if (!rc)
+		rc = job_opt(w, "--dir", l->dir);
+	if (!rc)
+		rc = job_opt(w, "--mark", l->mark);
+	if (!rc)
+		rc = job_opt_n(w, "--wait-ms", (long long)l->wait_ms);
+	if (!rc)
+		rc = job_opt_n(w, "--max-out", (long long)x->max_output);
+	if (!rc)
+		rc = job_opt_n(w, "--max-err", (long long)SG_HELPER_STDERR);
+	if (!rc && l->tie)
+		rc = job_word(w, "--tie");
+	return rc;
+}
+
+sg_err sg_job_words(const struct sg_job_line *l, const struct sg_exec *x,
+		    const char *default_cwd, struct sg_buf *start, struct sg_buf *attach)
+{
+	sg_err rc;
+
+	if (!x->argv || !x->argv[0])
+		return SG_E_INVALID_ARGUMENT;
+	rc = job_head(l, x, false, start);
+	if (!rc && attach)
+		rc = job_head(l, x, true, attach);
+	if (!rc && x->timeout_ms > 0)
+		rc = job_opt_n(start, "--timeout-ms", (long long)x->timeout_ms);
+	if (!rc && (x->flags & SG_EXEC_MERGE))
+		rc = job_word(start, "--merge");
+	if (!rc && (x->flags & SG_EXEC_DETACHES))
+		rc = job_word(start, "--detach");
+	if (!rc)
+		rc = job_opt(start, "--cwd", x->cwd ? x->cwd : default_cwd);
+	if (!rc && l->stdin_vars)
+		rc = job_opt(start, "--stdin-env", l->stdin_vars);
+	if (!rc && l->stdin_file)
+		rc = job_opt(start, "--stdin-file", l->stdin_file);
+	if (!rc && l->gc && l->gc[0])
+		rc = job_opt(start, "--gc", l->gc);
+	if (!rc && l->bind)
+		rc = job_opt(start, "--bind", l->bind);
+	if (!rc && l->bind && l->bind_to)
+		rc = job_opt(start, "--bind-to", l->bind_to);
+	if (!rc && l->netns)
+		rc = job_word(start, "--netns");
+	if (!rc && l->cgroups && l->cgroups[0])
+		rc = job_opt(start, "--cgroups", l->cgroups);
+	if (!rc && l->spec_stdin)
+		return job_word(start, "--spec-stdin");
+	if (!rc)
+		rc = job_word(start, "--");
+	for (size_t i = 0; !rc && x->envp && x->envp[i]; i++)
+		if (strchr(x->envp[i], '='))
+			rc = job_word(start, x->envp[i]);
+	if (!rc)
+		rc = job_word(start, "--");
+	for (size_t i = 0; !rc && x->argv[i]; i++)
+		rc = job_word(start, x->argv[i]);
+	return rc;
+}
+
+sg_err sg_job_spec(const struct sg_exec *x, struct sg_buf *out)
+{
+	size_t n = 0;
+	sg_err rc;
+
+	if (!x->argv || !x->argv[0])
+		return SG_E_INVALID_ARGUMENT;
+	for (size_t i = 0; x->envp && x->envp[i]; i++)
+		if (x->envp[i][0] != '=' && strchr(x->envp[i], '='))
+			n += strlen(x->envp[i]) + 1;
+	n += 3;
+	for (size_t i = 0; x->argv[i]; i++)
+		n += strlen(x->argv[i]) + 1;
+	rc = sg_buf_addf(out, "%zu\n", n);
+	for (size_t i = 0; !rc && x->envp && x->envp[i]; i++)
+		if (x->envp[i][0] != '=' && strchr(x->envp[i], '='))
+			rc = sg_buf_add(out, x->envp[i], strlen(x->envp[i]) + 1);
+	if (!rc)
+		rc = sg_buf_add(out, "--", 3);
+	for (size_t i = 0; !rc && x->argv[i]; i++)
+		rc = sg_buf_add(out, x->argv[i], strlen(x->argv[i]) + 1);
+	if (!rc && x->stdin_data && x->stdin_len)
+		rc = sg_buf_add(out, x->stdin_data, x->stdin_len);
+	return rc;
+}
+
+void sg_job_mark(char mark[SG_JOB_MARK_SIZE])
+{
+	static const char hex[] = "0123456789abcdef";
+	unsigned char rnd[8] = { 0 };
+
+	/* Without entropy the mark is still unlikely to be printed by chance. */
+	if (getentropy(rnd, sizeof(rnd)) != 0)
+		for (size_t i = 0; i < sizeof(rnd); i++)
+			rnd[i] = (unsigned char)(random() >> 7);
+	memcpy(mark, "sgmk-", 5);
+	for (size_t i = 0; i < sizeof(rnd); i++) {
+		mark[5 + 2 * i] = hex[rnd[i] >> 4];
+		mark[6 + 2 * i] = hex[rnd[i] & 15];
+	}
+	mark[SG_JOB_MARK_SIZE - 1] = '\0';
+}
+
+/* "exit N", "signal N", x, timed out: the exec result's status fields. */
+static void job_status(struct sg_job_reply *r, const char *line, size_t len)
+{
+	char x[32] = "", st[48] = "", to[8] = "";
+	char *fields[] = { x, st, to };
+	size_t sizes[] = { sizeof(x), sizeof(st), sizeof(to) };
+	const char *p = line, *end = line + len;
+	int n;
+
+	for (int i = 0; i < 3; i++) {
+		const char *bar = memchr(p, '|', (size_t)(end - p));
+		size_t flen;
+
+		if (!bar)
+			break;
+		flen = (size_t)(bar - p) < sizes[i] - 1 ? (size_t)(bar - p) : sizes[i] - 1;
+		memcpy(fields[i], p, flen);
+		fields[i][flen] = '\0';
+		p = bar + 1;
+		if (i == 2) {
+			char size[32];
+			size_t slen = (size_t)(end - p) < sizeof(size) - 1 ? (size_t)(end - p)
+									  : sizeof(size) - 1;
+
+			memcpy(size, p, slen);
+			size[slen] = '\0';
+			r->out_size = strtoll(size, NULL, 10);
+		}
+	}
+	r->exit_code = -1;
+	r->signal = 0;
+	r->lost = false;
+	r->timed_out = to[0] == '1';
+	if (r->timed_out)
+		r->signal = 9;
+	else if (sscanf(st, "signal %d", &n) == 1)
+		r->signal = n;
+	else if (sscanf(st, "exit %d", &n) == 1)
+		r->exit_code = n;
+	else if (sscanf(x, "%d", &n) == 1)
+		/* No wait status recorded: the group was killed by a cancel. */
+		r->exit_code = n;
+	else
+		r->signal = 9, r->lost = true; /* killed before it wrote anything */
+}
+
+void sg_job_parse(const char *text, size_t len, const char *mark, struct sg_job_reply *r)
+{
+	size_t mlen = strlen(mark);
+	const char *hit = NULL, *p, *word, *eol;
+
+	memset(r, 0, sizeof(*r));
+	r->exit_code = -1;
+	for (p = len ? memmem(text, len, mark, mlen) : NULL; p;
+	     p = memmem(p + 1, len - (size_t)(p + 1 - text), mark, mlen))
+		hit = p;
+	if (!hit || hit == text || hit[-1] != '\n')
+		return;
+	r->head_len = (size_t)(hit - 1 - text);
+	word = hit + mlen;
+	eol = memchr(word, '\n', len - (size_t)(word - text));
+	if (!eol)
+		eol = text + len;
+	if ((size_t)(eol - word) > 6 && memcmp(word, " " SG_JOB_DONE " ", 6) == 0) {
+		r->state = SG_JOB_IS_DONE;
+		job_status(r, word + 6, (size_t)(eol - word - 6));
+		r->err_at = eol < text + len ? (size_t)(eol + 1 - text) : len;
+	} else if ((size_t)(eol - word) == 8 && memcmp(word, " " SG_JOB_PENDING, 8) == 0) {
+		r->state = SG_JOB_IS_PENDING;
+	} else if ((size_t)(eol - word) == 8 && memcmp(word, " " SG_JOB_MISSING, 8) == 0) {
+		r->state = SG_JOB_IS_MISSING;
+	} else {
+		r->state = SG_JOB_BAD;
+	}
+}
+
+void sg_job_status(const struct sg_job_reply *r, size_t max_output,
+		   struct sg_exec_result *out)
+{
+	out->exit_code = r->exit_code;
+	out->signal = r->signal;
+	out->timed_out = r->timed_out;
+	if ((unsigned long long)r->out_size > max_output)
+		out->truncated = true;
+	if (r->lost && !out->err.len)
+		sg_buf_add_clipped(&out->err, "sandgate: the command was killed\n", 33);
+}
+
+void sg_job_result(const struct sg_job_reply *r, const char *text, size_t len,
+		   size_t max_output, struct sg_exec_result *out)
+{
+	size_t keep = r->head_len;
+
+	if (keep > max_output)
+		keep = sg_utf8_clip(text, keep, max_output);
+	if (sg_buf_add_clipped(&out->out, text, keep))
+		out->truncated = true;
+	if (r->err_at < len)
+		sg_buf_add_clipped(&out->err, text + r->err_at, len - r->err_at);
+	sg_job_status(r, max_output, out);
+}
