@@ -31,6 +31,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/fsutil.h"
 #include "base/limits.h"
 
 /*
@@ -285,6 +286,8 @@ struct run {
 	int64_t kill_at_ms;   /* SIGKILL after term_signal; 0: none */
 	int64_t drain_until_ms; /* after the exit: stop reading pipes */
 	sg_err why;           /* the cancel token's reason, once fired */
+	size_t streamed;      /* stdout bytes written to c->out_fd */
+	int stream_errno;     /* the first failed write to c->out_fd */
 };
 
 /* Signal the group: term_signal now and SIGKILL after the grace, or SIGKILL. */
@@ -385,10 +388,21 @@ static void drain_pipe(struct run *r, int *fd, bool is_err)
 		close_fd(fd);
 		return;
 	}
-	if (is_err)
+	if (is_err) {
 		sg_buf_add_clipped(&r->out->err, chunk, (size_t)n);
-	else if (sg_buf_add_clipped(&r->out->out, chunk, (size_t)n))
+	} else if (r->c->stream_out) {
+		/* Straight to the file, up to out's bound: memory stays flat. */
+		size_t room = r->out->out.max - r->streamed;
+		size_t take = (size_t)n < room ? (size_t)n : room;
+
+		if (take < (size_t)n)
+			r->out->truncated = true;
+		if (take && !r->stream_errno && sg_write_all(r->c->out_fd, chunk, take) != 0)
+			r->stream_errno = errno ? errno : EIO;
+		r->streamed += take;
+	} else if (sg_buf_add_clipped(&r->out->out, chunk, (size_t)n)) {
 		r->out->truncated = true;
+	}
 }
 
 static int64_t earliest(int64_t a, int64_t b)
@@ -671,6 +685,11 @@ sg_err sg_exec_run(const struct sg_child *c, struct sg_exec_result *out,
 	if (r.why != SG_OK) {
 		rc = sg_err_set(err, r.why, "%s was stopped: the call was cancelled",
 				c->argv[0]);
+		goto out;
+	}
+	if (r.stream_errno) {
+		rc = sg_err_set(err, SG_E_INTERNAL, "writing what %s printed failed: %s",
+				c->argv[0], errtext(r.stream_errno, ebuf, sizeof(ebuf)));
 		goto out;
 	}
 	rc = SG_OK;

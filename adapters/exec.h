@@ -42,6 +42,13 @@ struct sg_child {
 	 * its process group is not killed when it exits.
 	 */
 	bool detaches;
+	/*
+	 * stdout goes to out_fd as it arrives instead of into out->out, at
+	 * most out->out's max bytes (the rest is drained, out->truncated
+	 * set); a failed write makes the run SG_E_INTERNAL.
+	 */
+	bool stream_out;
+	int out_fd;
 	/* Sent to the group on timeout or cancel before SIGKILL; 0 means
 	 * SIGKILL at once. */
 	int term_signal;

@@ -1742,12 +1742,12 @@ static void ssh_export(struct gw *g, const struct ssh_target *t, size_t bytes, i
 /*
  * The counting client (bench/README.md): one line per invocation into log,
  * "<kind> <step>", kind session, control (-O) or master; then the real
- * client with the same arguments.  A session that runs ssh/ssh.c's
- * wrapper (sg-run) carries the command's header first on stdin ("<n>\n"
- * and n bytes of quoted words, `env -i -- NAME=value... argv`): the script
- * reads it to name the step (the sg-helper subcommand, "command" for a
- * confined one, else the program) and hands it on unchanged ahead of the
- * rest of stdin.  sg-helper's `proc wait` is the gateway's event watcher,
+ * client with the same arguments.  A session that runs `sg-helper job
+ * --spec-stdin` (every ssh exec) carries the command's spec first on stdin
+ * ("<n>\n" and n bytes of NUL-terminated words, NAME=value... -- argv): the
+ * script reads it to name the step (the sg-helper subcommand, "command"
+ * for a confined one, else the program) and hands it on unchanged ahead of
+ * the rest of stdin.  sg-helper's `proc wait` is the gateway's event watcher,
  * counted apart.
  */
 static const char rt_script[] =
@@ -1765,9 +1765,7 @@ static const char rt_script[] =
 	"done\n"
 	"eval \"last=\\${$#}\"\n"
 	"step() {\n"
-	"\teval \"set -- $(cat \"$1\")\"\n"
-	"\tshift 3\n"
-	"\twhile [ $# -gt 0 ]; do case $1 in *=*) shift ;; *) break ;; esac; done\n"
+	"\tset -- $(tr '\\000' '\\n' <\"$1\" | sed '1,/^--$/d' | head -3)\n"
 	"\tcase $1:$2 in\n"
 	"\t*/sg-helper-*:confine) echo command ;;\n"
 	"\t*/sg-helper-*:probe) echo helper probe ;;\n"
@@ -1777,7 +1775,7 @@ static const char rt_script[] =
 	"}\n"
 	"if [ $kind = session ]; then\n"
 	"\tcase $last in\n"
-	"\t*sg-run*)\n"
+	"\t*' job '*--spec-stdin*)\n"
 	"\t\tIFS= read -r n || n=0\n"
 	"\t\th=$(mktemp \"${log%%/*}/hdr.XXXXXX\") || exit 255\n"
 	"\t\thead -c \"$n\" >\"$h\"\n"
@@ -1789,7 +1787,8 @@ static const char rt_script[] =
 	"\t*env.json.tmp*) what=setup ;;\n"
 	"\t*.sg-helper-*) what=upload ;;\n"
 	"\t*subtree_control*) what=cgroup ;;\n"
-	"\t*.cancel*) what=kill ;;\n"
+	"\t*' job '*--kill*) what=kill ;;\n"
+	"\t'exec cat -- '*) what=cat ;;\n"
 	"\t*'leases/$l'*) what=teardown ;;\n"
 	"\tesac\n"
 	"fi\n"

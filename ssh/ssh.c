@@ -657,7 +657,7 @@ static sg_err sshb_connect_error(const struct sg_profile *p, const char *text,
 /* Run one ssh client process: argv as built, the client's environment. */
 static sg_err sshb_spawn(const struct sg_strv *av, const struct sg_strv *cenv,
 			 const void *in, size_t inlen, int64_t timeout_ms,
-			 bool detaches, struct sg_exec_result *r,
+			 bool detaches, int out_fd, struct sg_exec_result *r,
 			 struct sg_cancel *cancel, struct sg_errinfo *err)
 {
 	struct sg_child c = {
@@ -667,6 +667,8 @@ static sg_err sshb_spawn(const struct sg_strv *av, const struct sg_strv *cenv,
 		.stdin_len = inlen,
 		.timeout_ms = timeout_ms,
 		.detaches = detaches,
+		.stream_out = out_fd >= 0,
+		.out_fd = out_fd,
 	};
 	sg_err rc = sg_exec_run(&c, r, cancel, err);
 
@@ -708,7 +710,7 @@ static bool sshb_master_ctl(struct ssh_env *se, const char *cmd)
 	if (!sg_strv_addv(&av, sg_strv_get(&se->ssh)) &&
 	    !sg_strv_addv(&av, (const char *[]){ "-O", cmd, "--",
 						  se->base.profile->host, NULL }) &&
-	    !sshb_spawn(&av, &se->cenv, NULL, 0, SG_SSH_CHECK_MS, false, &r, NULL,
+	    !sshb_spawn(&av, &se->cenv, NULL, 0, SG_SSH_CHECK_MS, false, -1, &r, NULL,
 			&ignore))
 		ok = r.exit_code == 0;
 	sg_exec_result_release(&r);
@@ -745,7 +747,7 @@ static sg_err sshb_master_start(struct ssh_env *se, struct sg_cancel *cancel,
 		goto out;
 	}
 	unlink(se->sock); /* a stale socket of a master that died */
-	rc = sshb_spawn(&av, &se->cenv, NULL, 0, SG_SSH_MASTER_MS, true, &r, cancel, err);
+	rc = sshb_spawn(&av, &se->cenv, NULL, 0, SG_SSH_MASTER_MS, true, -1, &r, cancel, err);
 	if (rc)
 		goto out;
 	if (r.timed_out) {
@@ -807,7 +809,7 @@ static void sshb_master_stop(struct ssh_env *se)
  * what it gave.
  */
 static sg_err sshb_run(struct ssh_env *se, const char *cmd, const void *in,
-		       size_t inlen, int64_t timeout_ms, bool reconnect,
+		       size_t inlen, int64_t timeout_ms, bool reconnect, int out_fd,
 		       struct sg_exec_result *r, struct sg_cancel *cancel,
 		       struct sg_errinfo *err)
 {
@@ -822,7 +824,7 @@ static sg_err sshb_run(struct ssh_env *se, const char *cmd, const void *in,
 		sg_strv_release(&av);
 		return sg_err_set(err, SG_E_INTERNAL, "out of memory");
 	}
-	rc = sshb_spawn(&av, &se->cenv, in, inlen, timeout_ms, false, r, cancel, err);
+	rc = sshb_spawn(&av, &se->cenv, in, inlen, timeout_ms, false, out_fd, r, cancel, err);
 	sg_strv_release(&av);
 	return rc;
 }
@@ -865,7 +867,7 @@ static sg_err sshb_script(struct ssh_env *se, const char *script,
 		rc = sg_err_set(err, rc, "a remote step's arguments are too long");
 		goto out;
 	}
-	rc = sshb_run(se, line.p, in, inlen, timeout_ms, true, r, cancel, err);
+	rc = sshb_run(se, line.p, in, inlen, timeout_ms, true, -1, r, cancel, err);
 	if (rc)
 		goto out;
 	sshb_where(se->base.profile, where, sizeof(where));
@@ -1569,7 +1571,7 @@ static void sshb_kill(struct ssh_env *se, const char *dir)
 		return;
 	sg_exec_result_init(&r, SG_KiB);
 	if (!sshb_job_line(se->base.helper, dir, "--kill", &line) &&
-	    (sshb_run(se, line.p, NULL, 0, SG_SSH_KILL_MS, false, &r, NULL, &e) ||
+	    (sshb_run(se, line.p, NULL, 0, SG_SSH_KILL_MS, false, -1, &r, NULL, &e) ||
 	     r.exit_code != 0))
 		sg_log_warn("could not stop a command on %s after its timeout or cancel: %s",
 			    se->base.id, e.msg[0] ? e.msg : r.err.p);
@@ -1628,7 +1630,7 @@ static sg_err ssh_exec(struct sg_env *env, const struct sg_exec *x,
 	 */
 	out->out.max = max + SG_HELPER_STDERR + SG_KiB;
 	rc = sshb_run(se, line.p, in.p, in.len,
-		      x->timeout_ms > 0 ? x->timeout_ms + 2 * SG_SSH_KILL_MS : 0, true, out,
+		      x->timeout_ms > 0 ? x->timeout_ms + 2 * SG_SSH_KILL_MS : 0, true, -1, out,
 		      cancel, err);
 	sg_job_parse(out->out.p, out->out.len, mark, &jr);
 	if (sg_cancel_check(cancel) || out->timed_out) {
@@ -1680,6 +1682,83 @@ out:
 	sg_buf_release(&line);
 	sg_buf_release(&words);
 	sg_buf_release(&in);
+	return rc;
+}
+
+/* ---- files ------------------------------------------------------------ */
+
+/*
+ * Exports: `cat` of the file over the master, its bytes written to fd as
+ * they arrive, so the gateway's memory stays flat whatever the size.  No
+ * job around it (the bytes are the whole reply), so the path is the host's:
+ * under a mount namespace, root is the files directory there.
+ */
+static sg_err ssh_get_file(struct sg_env *env, const char *path, int fd, size_t max,
+			   struct sg_cancel *cancel, struct sg_errinfo *err)
+{
+	struct ssh_env *se = (struct ssh_env *)env;
+	struct sg_buf line = SG_BUF_INIT(SG_SSH_LINE_MAX), host = SG_BUF_INIT(SG_PATH_MAX);
+	struct sg_exec_result r;
+	size_t rn = strlen(env->root);
+	char where[300], last[200];
+	sg_err rc;
+
+	sg_exec_result_init(&r, max);
+	if (se->bind_src && strncmp(path, env->root, rn) == 0 &&
+	    (path[rn] == '/' || path[rn] == '\0'))
+		rc = sg_buf_addf(&host, "%s%s", se->bind_src, path + rn);
+	else
+		rc = sg_buf_adds(&host, path);
+	if (!rc)
+		rc = sg_buf_adds(&line, "exec cat -- ");
+	if (!rc)
+		rc = sg_shquote(&line, host.p);
+	if (rc) {
+		rc = sg_err_set(err, rc, "the path %s is too long", path);
+		goto out;
+	}
+	rc = sshb_run(se, line.p, NULL, 0, 0, true, fd, &r, cancel, err);
+	if (rc)
+		goto out;
+	sshb_where(env->profile, where, sizeof(where));
+	sshb_last_line(r.err.p, last, sizeof(last));
+	if (r.exit_code == 255 || r.signal)
+		rc = sg_err_set(err, SG_E_UNAVAILABLE, "ssh could not read %s on %s: %s",
+				path, where, last);
+	else if (r.exit_code != 0)
+		rc = sg_err_set(err, SG_E_NOT_FOUND, "%s cannot be read on %s: %s", path,
+				where, last);
+	else if (r.truncated)
+		rc = sg_err_set(err, SG_E_TOO_LARGE, "%s is larger than %zu bytes", path, max);
+out:
+	sg_exec_result_release(&r);
+	sg_buf_release(&line);
+	sg_buf_release(&host);
+	return rc;
+}
+
+/* Create or replace a file: one exec, its bytes on the command's stdin. */
+static sg_err ssh_put_file(struct sg_env *env, const char *path, const void *data,
+			   size_t len, unsigned mode, struct sg_cancel *cancel,
+			   struct sg_errinfo *err)
+{
+	static const char *const envp[] = { "PATH=/usr/local/bin:/usr/bin:/bin", NULL };
+	char octal[16];
+	const char *argv[] = { "/bin/sh", "-c", "umask 077 && cat >\"$1\" && chmod \"$2\" \"$1\"",
+			       "sh", path, octal, NULL };
+	struct sg_exec x = { .argv = argv, .envp = envp, .stdin_data = data,
+			     .stdin_len = len, .max_output = SG_KiB,
+			     .timeout_ms = SG_SSH_UPLOAD_MS };
+	struct sg_exec_result r;
+	sg_err rc;
+
+	snprintf(octal, sizeof(octal), "%o", mode & 07777u);
+	sg_exec_result_init(&r, SG_KiB);
+	rc = ssh_exec(env, &x, &r, cancel, err);
+	if (!rc && r.exit_code != 0)
+		rc = sg_err_set(err, SG_E_PERMISSION, "%s cannot be written: %.160s", path,
+				r.err.p);
+	sg_exec_result_release(&r);
 	return rc;
 }
 
@@ -1782,7 +1861,7 @@ static sg_err sshb_oneshot(const struct sg_profile *p, const char *script,
 		rc = sg_err_set(err, rc, "out of memory");
 		goto out;
 	}
-	rc = sshb_spawn(&av, &cenv, NULL, 0, SG_SSH_MASTER_MS, false, &r, cancel, err);
+	rc = sshb_spawn(&av, &cenv, NULL, 0, SG_SSH_MASTER_MS, false, -1, &r, cancel, err);
 	if (rc)
 		goto out;
 	if (r.exit_code == 255 || r.signal || r.timed_out) {
@@ -1962,11 +2041,13 @@ static void ssh_credentials(const struct sg_profile *p, json_t *out)
 
 const struct sg_adapter sg_adapter_ssh = {
 	.name = "ssh",
-	.caps = SG_CAP_LIST,
+	.caps = SG_CAP_LIST | SG_CAP_FILES,
 	.env_size = sizeof(struct ssh_env),
 	.validate = ssh_validate,
 	.provision = ssh_provision,
 	.exec = ssh_exec,
+	.get_file = ssh_get_file,
+	.put_file = ssh_put_file,
 	.teardown = ssh_teardown,
 	.list = ssh_list,
 	.destroy = ssh_destroy,
