@@ -1744,7 +1744,7 @@ static sg_err ssh_put_file(struct sg_env *env, const char *path, const void *dat
 {
 	static const char *const envp[] = { "PATH=/usr/local/bin:/usr/bin:/bin", NULL };
 	char octal[16];
-	const char *argv[] = { "/bin/sh", "-c", "umask 077 && cat >\"$1\" && chmod \"$2\" \"$1\"",
+	const char *argv[] = { "/bin/sh", "-c", "umask 077 && cat >\"$1\" && chmod \"$2\" \"$1\"", /* in the environment */
 			       "sh", path, octal, NULL };
 	struct sg_exec x = { .argv = argv, .envp = envp, .stdin_data = data,
 			     .stdin_len = len, .max_output = SG_KiB,
