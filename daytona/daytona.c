@@ -98,6 +98,7 @@
 #include <unistd.h>
 
 #include "../adapters/http.h"
+#include "../adapters/jobreply.h"
 #include "../adapters/shquote.h"
 #include "base/crash.h"
 #include "base/limits.h"
@@ -1125,55 +1126,6 @@ static sg_err dtn_upload(struct dtn_env *de, const char *path, const void *data,
 
 /* ---- exec -------------------------------------------------------------------- */
 
-/* What the trailer of a finished exec said. */
-static void dtn_parse_done(const char *line, struct sg_exec_result *out, bool *lost)
-{
-	char x[32] = "", st[48] = "", to[8] = "";
-	const char *p = line, *bar;
-	char *fields[] = { x, st, to };
-	size_t sizes[] = { sizeof(x), sizeof(st), sizeof(to) };
-	int n;
-
-	for (int i = 0; i < 3; i++) {
-		size_t len;
-
-		bar = strchr(p, '|');
-		if (!bar)
-			break;
-		len = (size_t)(bar - p) < sizes[i] - 1 ? (size_t)(bar - p) : sizes[i] - 1;
-		memcpy(fields[i], p, len);
-		fields[i][len] = '\0';
-		p = bar + 1;
-	}
-	*lost = false;
-	out->exit_code = -1;
-	out->signal = 0;
-	out->timed_out = to[0] == '1';
-	if (out->timed_out) {
-		out->signal = 9;
-		return;
-	}
-	if (sscanf(st, "signal %d", &n) == 1) {
-		out->signal = n;
-		return;
-	}
-	if (sscanf(st, "exit %d", &n) == 1) {
-		out->exit_code = n;
-		return;
-	}
-	if (sscanf(x, "%d", &n) == 1) {
-		/*
-		 * No record from sg-helper status: it did not run (no helper
-		 * yet, a cwd that failed) or was killed with the group.
-		 */
-		out->exit_code = n;
-		return;
-	}
-	/* Killed from outside before it could write anything. */
-	out->signal = 9;
-	*lost = true;
-}
-
 /* Kill the exec of run directory dir, or keep it from starting. */
 static void dtn_kill(struct dtn_env *de, const char *dir)
 {
@@ -1199,34 +1151,9 @@ static void dtn_kill(struct dtn_env *de, const char *dir)
 	json_decref(envs);
 }
 
-/* Append one more quoted word to w. */
-static sg_err dtn_word(struct sg_buf *w, const char *word)
-{
-	sg_err rc = w->len ? sg_buf_addc(w, ' ') : SG_OK;
-
-	return rc ? rc : sg_shquote(w, word);
-}
-
-/* Append the option name and its value, quoted. */
-static sg_err dtn_opt(struct sg_buf *w, const char *name, const char *value)
-{
-	sg_err rc = dtn_word(w, name);
-
-	return rc ? rc : dtn_word(w, value);
-}
-
-/* The same with a number for the value. */
-static sg_err dtn_opt_n(struct sg_buf *w, const char *name, long long v)
-{
-	char n[32];
-
-	snprintf(n, sizeof(n), "%lld", v);
-	return dtn_opt(w, name, n);
-}
-
 /*
- * The two command lines of one exec, quoted for the sandbox's shell (see
- * adapters/helper/job.c): *start starts the command and waits for it,
+ * The two command lines of one exec, quoted for the sandbox's shell
+ * (adapters/jobreply.h): *start starts the command and waits for it,
  * *attach waits for it again.  stdin comes from the variables named in
  * in_vars (comma-separated), from the file in_file, or from /dev/null.
  * gc: the prefixes of finished execs whose files the job removes.
@@ -1236,59 +1163,18 @@ static sg_err dtn_job_words(const struct dtn_env *de, const struct sg_exec *x,
 			    const char *in_file, struct sg_buf *start, struct sg_buf *attach,
 			    struct sg_errinfo *err)
 {
-	const char *cwd = x->cwd ? x->cwd : de->base.root;
-	struct sg_buf *w = start;
-	sg_err rc = SG_OK;
+	struct sg_job_line l = {
+		.helper = de->base.helper, .dir = dir, .mark = mark, .wait_ms = de->wait_ms,
+		.stdin_vars = in_vars, .stdin_file = in_file, .gc = gc,
+	};
+	sg_err rc = sg_job_words(&l, x, de->base.root, start, attach);
 
-	if (!x->argv || !x->argv[0])
-		return sg_err_set(err, SG_E_INVALID_ARGUMENT, "an empty command");
-	/* The head both lines share. */
-	for (int i = 0; !rc && i < 2; i++) {
-		w = i ? attach : start;
-		rc = dtn_word(w, de->base.helper);
-		if (!rc)
-			rc = dtn_word(w, "job");
-		if (!rc && i)
-			rc = dtn_word(w, "--attach");
-		if (!rc)
-			rc = dtn_opt(w, "--dir", dir);
-		if (!rc)
-			rc = dtn_opt(w, "--mark", mark);
-		if (!rc)
-			rc = dtn_opt_n(w, "--wait-ms", (long long)de->wait_ms);
-		if (!rc)
-			rc = dtn_opt_n(w, "--max-out", (long long)x->max_output);
-		if (!rc)
-			rc = dtn_opt_n(w, "--max-err", (long long)SG_HELPER_STDERR);
-	}
-	w = start;
-	if (!rc && x->timeout_ms > 0)
-		rc = dtn_opt_n(w, "--timeout-ms", (long long)x->timeout_ms);
-	if (!rc && (x->flags & SG_EXEC_MERGE))
-		rc = dtn_word(w, "--merge");
-	if (!rc && (x->flags & SG_EXEC_DETACHES))
-		rc = dtn_word(w, "--detach");
-	if (!rc)
-		rc = dtn_opt(w, "--cwd", cwd);
-	if (!rc && in_vars)
-		rc = dtn_opt(w, "--stdin-env", in_vars);
-	if (!rc && in_file)
-		rc = dtn_opt(w, "--stdin-file", in_file);
-	if (!rc && gc && gc[0])
-		rc = dtn_opt(w, "--gc", gc);
-	if (!rc)
-		rc = dtn_word(w, "--");
-	for (size_t i = 0; !rc && x->envp && x->envp[i]; i++)
-		if (strchr(x->envp[i], '='))
-			rc = dtn_word(w, x->envp[i]);
-	if (!rc)
-		rc = dtn_word(w, "--");
-	for (size_t i = 0; !rc && x->argv[i]; i++)
-		rc = dtn_word(w, x->argv[i]);
+	if (rc == SG_E_INVALID_ARGUMENT)
+		return sg_err_set(err, rc, "an empty command");
 	if (rc)
 		return sg_err_set(err, rc == SG_E_TOO_LARGE ? rc : SG_E_INTERNAL,
 				  "the command and its environment are too large to send");
-	if (!sg_utf8_valid(w->p, w->len))
+	if (!sg_utf8_valid(start->p, start->len))
 		return sg_err_set(err, SG_E_INVALID_ARGUMENT,
 				  "the command or its working directory holds bytes that are not UTF-8, which Daytona's toolbox cannot carry");
 	return SG_OK;
@@ -1433,7 +1319,7 @@ static sg_err dtn_exec(struct sg_env *env, const struct sg_exec *x,
 	struct dtn_env *de = (struct dtn_env *)env;
 	struct sg_buf garbage = SG_BUF_INIT(SG_KiB * 96);
 	struct dtn_job j = { 0 };
-	char *dir = NULL, mark[40], tok[40];
+	char *dir = NULL, mark[SG_JOB_MARK_SIZE], tok[40];
 	int64_t start = sg_now_ms();
 	size_t max_body;
 	int64_t trip_start;
@@ -1450,8 +1336,7 @@ static sg_err dtn_exec(struct sg_env *env, const struct sg_exec *x,
 	sg_buf_reset(&out->err);
 
 	snprintf(tok, sizeof(tok), "%s-%u", de->nonce, atomic_fetch_add(&de->seq, 1));
-	memcpy(mark, "sgmk-", 5);
-	dtn_random_hex(mark + 5, 16);
+	sg_job_mark(mark);
 	if (asprintf(&dir, "%s/%s", de->run_dir, tok) < 0) {
 		dir = NULL;
 		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
@@ -1466,9 +1351,9 @@ static sg_err dtn_exec(struct sg_env *env, const struct sg_exec *x,
 	for (;;) {
 		struct dtn_reply r;
 		struct sg_errinfo once = { 0 };
+		struct sg_job_reply jr;
 		const char *res;
-		char *hit = NULL, *p;
-		size_t mlen = strlen(mark), rlen;
+		size_t rlen;
 
 		trip_start = sg_now_ms();
 		rc = dtn_execute(de, need_full && j.command ? j.command : "eval \"exec $SG_X\"",
@@ -1540,12 +1425,8 @@ static sg_err dtn_exec(struct sg_env *env, const struct sg_exec *x,
 		}
 		res = dtn_str(r.json, "result");
 		rlen = res ? json_string_length(json_object_get(r.json, "result")) : 0;
-		/* The marker's last appearance is the trailer (it is random,
-		 * so the command cannot print it by chance). */
-		for (p = res ? memmem(res, rlen, mark, mlen) : NULL; p;
-		     p = memmem(p + 1, rlen - (size_t)(p + 1 - res), mark, mlen))
-			hit = p;
-		if (!hit || hit == res || hit[-1] != '\n') {
+		sg_job_parse(res ? res : "", rlen, mark, &jr);
+		if (jr.state == SG_JOB_NONE) {
 			rc = sg_err_set(&once, SG_E_PROVIDER,
 					"the sandbox's shell gave no result (exit %lld)",
 					(long long)json_integer_value(json_object_get(r.json, "exitCode")));
@@ -1561,8 +1442,7 @@ static sg_err dtn_exec(struct sg_env *env, const struct sg_exec *x,
 		}
 		seen = true;
 		fails = 0;
-		p = hit + mlen;
-		if (strncmp(p, " pending", 8) == 0) {
+		if (jr.state == SG_JOB_IS_PENDING) {
 			dtn_reply_release(&r);
 			need_full = false;
 			if (x->timeout_ms > 0 &&
@@ -1577,7 +1457,7 @@ static sg_err dtn_exec(struct sg_env *env, const struct sg_exec *x,
 				goto cancelled;
 			continue;
 		}
-		if (strncmp(p, " missing", 8) == 0) {
+		if (jr.state == SG_JOB_IS_MISSING) {
 			dtn_reply_release(&r);
 			if (++missing > 3) {
 				rc = sg_err_set(err, SG_E_PROVIDER,
@@ -1588,35 +1468,13 @@ static sg_err dtn_exec(struct sg_env *env, const struct sg_exec *x,
 			seen = false;
 			continue;
 		}
-		if (strncmp(p, " done ", 6) != 0) {
+		if (jr.state != SG_JOB_IS_DONE) {
 			dtn_reply_release(&r);
 			rc = sg_err_set(err, SG_E_PROVIDER, "the sandbox's shell gave an unreadable result");
 			dtn_kill(de, dir);
 			goto out;
 		}
-		{
-			const char *line = p + 6, *eol = strchr(line, '\n');
-			size_t keep = (size_t)(hit - 1 - res);
-			long long total = 0;
-			bool lost;
-			const char *last = eol ? eol : line;
-
-			/* The trailer's last field is the size of all of stdout. */
-			for (const char *q = line; q < last; q++)
-				if (*q == '|')
-					total = strtoll(q + 1, NULL, 10);
-			dtn_parse_done(line, out, &lost);
-			if (keep > x->max_output)
-				keep = sg_utf8_clip(res, keep, x->max_output);
-			if (sg_buf_add_clipped(&out->out, res, keep) ||
-			    (unsigned long long)total > x->max_output)
-				out->truncated = true;
-			if (eol)
-				sg_buf_add_clipped(&out->err, eol + 1,
-						   rlen - (size_t)(eol + 1 - res));
-			if (lost && !out->err.len)
-				sg_buf_add_clipped(&out->err, "sandgate: the command was killed\n", 33);
-		}
+		sg_job_result(&jr, res, rlen, x->max_output, out);
 		dtn_reply_release(&r);
 		break;
 	}
