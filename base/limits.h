@@ -45,6 +45,7 @@
 #define SG_ENVTOOL_REPLY (24 * SG_MiB) /* an env-tool reply: 16 MiB of base64 at most */
 #define SG_HELPER_STDERR (16 * SG_KiB) /* stderr kept for an error message */
 #define SG_JOB_SPEC_MAX (8 * SG_MiB) /* a job's environment and argv on stdin */
+#define SG_HELPER_BIN_MAX (64 * SG_MiB) /* sg-helper on this host, to install */
 #define SG_WORKERS_MAX 64          /* worker threads, grown on demand */
 #define SG_LIST_MAX 10000          /* list_dir / glob entries */
 #define SG_GREP_DEFAULT 500        /* grep max_results default */
@@ -79,7 +80,6 @@
 #define SG_SSH_CHECK_MS 5000          /* ssh -O check / -O exit */
 #define SG_SSH_REPLY_MAX (256 * SG_KiB) /* what our scripts print */
 #define SG_SSH_LINE_MAX (64 * SG_KiB)   /* the one command string */
-#define SG_SSH_HELPER_MAX (64 * SG_MiB) /* sg-helper on this host */
 #define SG_SSH_HEADER_MAX (8 * SG_MiB)  /* env and argv, on stdin */
 #define SG_SSH_SOCK_MAX 90 /* sun_path is 108; ssh appends 17 while binding */
 #define SG_SSH_SLUG_MAX 48 /* bytes of an identity kept readable in a name */

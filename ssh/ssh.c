@@ -94,6 +94,7 @@
 #include "base/log.h"
 #include "base/strv.h"
 #include "../adapters/exec.h"
+#include "../adapters/install.h"
 #include "../adapters/jobreply.h"
 #include "../adapters/shquote.h"
 
@@ -136,10 +137,6 @@ struct ssh_env {
 	"*) w=$1 ;;\n"                                                       \
 	"esac\n"
 
-#define SSHB_SHA256                                                          \
-	"( (sha256sum \"$f\" || shasum -a 256 \"$f\" || "                   \
-	"openssl dgst -sha256 -r \"$f\") 2>/dev/null | cut -d' ' -f1)"
-
 /* $2 slug, $3 sg-helper's sha256, $4 binding.root. */
 static const char sshb_probe_sh[] =
 	SSHB_PROLOGUE
@@ -149,11 +146,8 @@ static const char sshb_probe_sh[] =
 	"[ -d \"$e\" ] && printf 'envdir=1\\n'\n"
 	"[ -d \"$e/workspace\" ] && printf 'files=1\\n'\n"
 	"[ -f \"$e/env.json\" ] && printf 'marker=1\\n'\n"
-	"f=$h/.cache/sandgate/sg-helper-$3\n"
-	"if [ -f \"$f\" ] && [ -x \"$f\" ]; then\n"
-	"  s=$" SSHB_SHA256 "\n"
-	"  [ \"$s\" = \"$3\" ] && printf 'helper=1\\n'\n"
-	"fi\n"
+	"d=$h/.cache/sandgate s=$3\n"
+	SG_INSTALL_CHECK_SH
 	"for t in cat mkdir; do\n"
 	"  command -v \"$t\" >/dev/null 2>&1 && printf 'has_%s=1\\n' \"$t\"\n"
 	"done\n"
@@ -168,21 +162,6 @@ static const char sshb_probe_sh[] =
 	"  printf 'cgroup=v1\\n'\n"
 	"fi\n"
 	"exit 0\n";
-
-/* $1 the cache directory, $2 the sha256; the program on stdin. */
-static const char sshb_upload_sh[] =
-	"umask 077\n"
-	"mkdir -p \"$1\" || exit 1\n"
-	"f=$1/.sg-helper-$2.$$\n"
-	"cat >\"$f\" || { rm -f \"$f\"; exit 1; }\n"
-	"s=$" SSHB_SHA256 "\n"
-	"if [ \"$s\" != \"$2\" ]; then\n"
-	"  rm -f \"$f\"\n"
-	"  printf 'the uploaded copy has the sha256 \"%s\", not %s (the host "
-	"needs sha256sum, shasum or openssl)\\n' \"$s\" \"$2\" >&2\n"
-	"  exit 3\n"
-	"fi\n"
-	"chmod 700 \"$f\" && mv -f \"$f\" \"$1/sg-helper-$2\"\n";
 
 /* $1 envdir, $2 the marker ("" to keep), $3 lease name, $4 lease text,
  * $5 a mount point to create ("" for none), $6 sg-helper's path (linked as
@@ -988,58 +967,6 @@ static sg_err ssh_validate(const struct sg_profile *p, struct sg_errinfo *err)
 
 /* ---- provision ------------------------------------------------------ */
 
-/* sg-helper's bytes (new) and their sha256. */
-static sg_err sshb_read_helper(const char *path, char **data, size_t *len,
-			       char sum[65], struct sg_errinfo *err)
-{
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	struct stat st;
-	size_t got = 0;
-	sg_err rc = SG_OK;
-
-	*data = NULL;
-	*len = 0;
-	if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-		rc = sg_err_set(err, SG_E_INTERNAL, "cannot read sg-helper at %s: %s",
-				path, fd < 0 ? strerror(errno) : "not a regular file");
-		goto out;
-	}
-	if ((size_t)st.st_size > SG_SSH_HELPER_MAX || st.st_size == 0) {
-		rc = sg_err_set(err, SG_E_INTERNAL, "sg-helper at %s has an implausible size",
-				path);
-		goto out;
-	}
-	*data = malloc((size_t)st.st_size);
-	if (!*data) {
-		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
-		goto out;
-	}
-	while (got < (size_t)st.st_size) {
-		ssize_t n = read(fd, *data + got, (size_t)st.st_size - got);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0) {
-			rc = sg_err_set(err, SG_E_INTERNAL, "cannot read sg-helper at %s: %s",
-					path, n < 0 ? strerror(errno) : "it shrank");
-			goto out;
-		}
-		got += (size_t)n;
-	}
-	*len = got;
-	if (!sshb_sha256(*data, got, sum))
-		rc = sg_err_set(err, SG_E_INTERNAL, "cannot compute sha256 of sg-helper");
-out:
-	if (fd >= 0)
-		close(fd);
-	if (rc) {
-		free(*data);
-		*data = NULL;
-		*len = 0;
-	}
-	return rc;
-}
-
 /*
  * The master's socket on this host: <state>/ssh/<digest>.sock, or under a
  * private directory in /tmp when the state dir's path is too long for a
@@ -1249,6 +1176,32 @@ static sg_err sshb_trial(struct ssh_env *se, const char *what,
 	return rc;
 }
 
+/* The installer's step (adapters/install.h): d, s, u as $1, $2, $3. */
+static sg_err sshb_install_run(void *ctx, const char *script, const char *dir,
+			       const char *sha, const char *upload, const void *in, size_t inlen,
+			       char **reply, struct sg_cancel *cancel, struct sg_errinfo *err)
+{
+	struct ssh_env *se = ctx;
+	struct sg_buf text = SG_BUF_INIT(SG_SSH_LINE_MAX);
+	struct sg_exec_result r;
+	sg_err rc = sg_buf_addf(&text, "d=$1 s=$2 u=$3\n%s", script);
+
+	*reply = NULL;
+	sg_exec_result_init(&r, SG_SSH_REPLY_MAX);
+	if (rc) {
+		rc = sg_err_set(err, rc, "out of memory");
+		goto out;
+	}
+	rc = sshb_script(se, text.p, (const char *[]){ dir, sha, upload, NULL }, in, inlen,
+			 SG_SSH_UPLOAD_MS, &r, cancel, err);
+	if (!rc && !(*reply = sg_buf_take(&r.out, NULL)))
+		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
+out:
+	sg_exec_result_release(&r);
+	sg_buf_release(&text);
+	return rc;
+}
+
 static sg_err ssh_provision(struct sg_env *env, struct sg_cancel *cancel,
 			    struct sg_errinfo *err)
 {
@@ -1257,12 +1210,13 @@ static sg_err ssh_provision(struct sg_env *env, struct sg_cancel *cancel,
 	json_t *applied = json_object(), *requested = json_object();
 	struct sg_exec_result r;
 	struct utsname un;
-	char *slug = NULL, *helper = NULL, *probe = NULL, *home = NULL, *ws = NULL;
+	char *slug = NULL, *probe = NULL, *home = NULL, *ws = NULL;
 	char *v = NULL, *marker = NULL, *lease_text = NULL, *cgkind = NULL;
-	char sum[65], where[300], host[256] = "";
+	char where[300], host[256] = "";
 	struct sg_buf trial = SG_BUF_INIT(SG_ERR_MSG); /* what the trial run tests */
+	struct sg_helper_bin bin = { .fd = -1 };
+	struct sg_install_cost cost = { 0 };
 	unsigned char rnd[8];
-	size_t helper_len = 0;
 	bool fresh = false, made = false, leased = false, uploaded = false;
 	bool netns = false, mount = false;
 	sg_err rc;
@@ -1292,7 +1246,7 @@ static sg_err ssh_provision(struct sg_env *env, struct sg_cancel *cancel,
 		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
 		goto out;
 	}
-	rc = sshb_read_helper(env->helper_host, &helper, &helper_len, sum, err);
+	rc = sg_helper_bin_open(env->helper_host, &bin, err);
 	if (rc)
 		goto out;
 
@@ -1303,7 +1257,7 @@ static sg_err ssh_provision(struct sg_env *env, struct sg_cancel *cancel,
 
 	/* 2. What the host is and has. */
 	rc = sshb_script(se, sshb_probe_sh,
-			 (const char *[]){ p->workspace ? p->workspace : "", slug, sum,
+			 (const char *[]){ p->workspace ? p->workspace : "", slug, bin.sha,
 					   env->root, NULL },
 			 NULL, 0, SG_SSH_STEP_MS, &r, cancel, err);
 	if (rc)
@@ -1353,7 +1307,7 @@ static sg_err ssh_provision(struct sg_env *env, struct sg_cancel *cancel,
 	    !(se->files = sshb_fmt("%s/workspace", se->envdir)) ||
 	    !(se->rundir = sshb_fmt("%s/run", se->envdir)) ||
 	    !(env->ctl_dir = sshb_fmt("%s/ctl", se->envdir)) ||
-	    !(env->helper = sshb_fmt("%s/.cache/sandgate/sg-helper-%s", home, sum))) {
+	    !(env->helper = sshb_fmt("%s/.cache/sandgate/sg-helper-%s", home, bin.sha))) {
 		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
 		goto out;
 	}
@@ -1407,19 +1361,14 @@ static sg_err ssh_provision(struct sg_env *env, struct sg_cancel *cancel,
 
 	/* 5. sg-helper, once per user and version. */
 	if (!sshb_flag(probe, "helper")) {
-		char *cache = NULL;
+		char *cache = sshb_fmt("%s/.cache/sandgate", home);
+		struct sg_install in = { .ctx = se, .dir = cache, .nonce = se->nonce,
+					 .run = sshb_install_run };
 
-		if (!(cache = sshb_fmt("%s/.cache/sandgate", home))) {
-			rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
-			goto out;
-		}
-		rc = sshb_script(se, sshb_upload_sh, (const char *[]){ cache, sum, NULL },
-				 helper, helper_len, SG_SSH_UPLOAD_MS, &r, cancel, err);
+		/* One session: the program on its stdin, verified there. */
+		rc = cache ? sg_install_helper(&in, &bin, &cost, cancel, err)
+			   : sg_err_set(err, SG_E_INTERNAL, "out of memory");
 		free(cache);
-		if (!rc && r.exit_code != 0)
-			rc = sg_err_set(err, SG_E_PROVIDER,
-					"sg-helper could not be installed on %s: %.160s",
-					where, r.err.p);
 		if (rc)
 			goto out;
 		uploaded = true;
@@ -1483,7 +1432,8 @@ static sg_err ssh_provision(struct sg_env *env, struct sg_cancel *cancel,
 	 * observes from inside.
 	 */
 	env->facts = json_pack(
-		"{s:{s:b}, s:s, s:s, s:{s:O, s:O}, s:{s:s, s:s, s:s, s:s, s:s, s:b}}",
+		"{s:{s:b}, s:s, s:s, s:{s:O, s:O}, s:{s:s, s:s, s:s, s:s, s:s, s:b},"
+		" s:{s:I, s:i, s:I}}",
 		"isolation", "host_filesystem_restricted", 0,
 		"safety_class", "remote_host", "mechanism",
 		mount || netns ? "ssh+namespaces" : "ssh", "resources",
@@ -1491,7 +1441,9 @@ static sg_err ssh_provision(struct sg_env *env, struct sg_cancel *cancel,
 		where, "directory", se->files, "view",
 		mount ? "mount namespace" : "direct", "network",
 		netns ? "network namespace" : "host", "cgroup",
-		cgkind ? cgkind : "none", "helper_uploaded", uploaded);
+		cgkind ? cgkind : "none", "helper_uploaded", uploaded, "helper_install",
+		"bytes", (json_int_t)cost.bytes, "requests", cost.requests, "ms",
+		(json_int_t)cost.ms);
 	if (!env->facts) {
 		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
 		goto out;
@@ -1523,7 +1475,7 @@ out:
 	sg_exec_result_release(&r);
 	sg_buf_release(&trial);
 	free(slug);
-	free(helper);
+	sg_helper_bin_close(&bin);
 	free(probe);
 	free(home);
 	free(ws);

@@ -1,0 +1,125 @@
+/*
+ * install.h - putting sg-helper into an environment, once per version: the
+ * one installer every remote adapter uses (ssh and daytona today).
+ *
+ * The program is kept in the environment as <dir>/sg-helper-<sha256>, so
+ * the name is the version and the checksum at once: a resumed environment
+ * (or another environment of the same login, on ssh) finds it there and
+ * nothing is sent again.  A copy is only ever renamed into place after its
+ * sha256 was computed *in the environment* and matched; a partial or
+ * corrupted transfer is removed, never run.
+ *
+ * How the bytes travel is the adapter's: on its command's stdin (one
+ * request: ssh), or through its native file transfer first and then one
+ * command that verifies and renames (daytona; and that command can be
+ * folded into the adapter's own set-up request, see SG_INSTALL_SH).
+ *
+ * Invariants: the shell texts below take their parameters only from the
+ * shell variables named in their comments, never spliced into the text;
+ * they print key=value lines and nothing else on stdout.
+ */
+#ifndef SG_INSTALL_H
+#define SG_INSTALL_H
+
+#include <stdint.h>
+
+#include "adapter.h"
+
+/*
+ * Shell text: with $d (the directory) and $s (the sha256), prints
+ * "helper=1" when $d/sg-helper-$s is there, executable, with that
+ * checksum.  Needs sha256sum, shasum or openssl in the environment.
+ */
+#define SG_INSTALL_SUM_SH(f)                                                  \
+	"( (sha256sum \"" f "\" || shasum -a 256 \"" f "\" || "                 \
+	"openssl dgst -sha256 -r \"" f "\") 2>/dev/null | cut -d' ' -f1)"
+#define SG_INSTALL_CHECK_SH                                                   \
+	"if [ -f \"$d/sg-helper-$s\" ] && [ -x \"$d/sg-helper-$s\" ] && "        \
+	"[ \"$" SG_INSTALL_SUM_SH("$d/sg-helper-$s") "\" = \"$s\" ]; then "   \
+	"printf 'helper=1\\n'; fi\n"
+
+/*
+ * Shell text: with $d, $s and $u (the uploaded copy's path, or "-" when
+ * the program comes on stdin), puts the program at $d/sg-helper-$s after
+ * checking its sha256 there; prints "installed=1", or "install_error=" and
+ * a sentence.  The upload is removed either way.
+ */
+#define SG_INSTALL_SH                                                         \
+	"( umask 077; mkdir -p \"$d\" ) 2>/dev/null\n"                           \
+	"t=$d/.sg-helper-$s.$$\n"                                               \
+	"if [ \"$u\" = - ]; then cat >\"$t\"; else mv -f -- \"$u\" \"$t\"; fi "   \
+	"2>/dev/null || { rm -f -- \"$t\"; printf 'install_error=cannot write %s\\n' \"$t\"; }\n" \
+	"if [ -f \"$t\" ]; then\n"                                              \
+	"  c=$" SG_INSTALL_SUM_SH("$t") "\n"                                  \
+	"  if [ \"$c\" != \"$s\" ]; then rm -f -- \"$t\"; printf 'install_error=the "   \
+	"copy sent has the sha256 \"%s\", not %s (the environment needs sha256sum, "  \
+	"shasum or openssl)\\n' \"$c\" \"$s\"\n"                                \
+	"  elif chmod 700 \"$t\" && mv -f -- \"$t\" \"$d/sg-helper-$s\"; then "   \
+	"printf 'installed=1\\n'\n"                                              \
+	"  else rm -f -- \"$t\"; printf 'install_error=cannot install %s\\n' \"$d/sg-helper-$s\"; fi\n" \
+	"fi\n"
+
+/* The program on this host: its bytes' source and its checksum. */
+struct sg_helper_bin {
+	int fd;        /* open, read-only; -1 when closed */
+	int64_t size;
+	char sha[65];  /* lower-case hex */
+	void *data;    /* all of it, read by sg_helper_bin_load (malloc) */
+};
+
+/* Open path and compute its sha256 (streamed).  Closed with _close. */
+sg_err sg_helper_bin_open(const char *path, struct sg_helper_bin *b, struct sg_errinfo *err)
+	SG_MUST_CHECK;
+/* Read the whole program into b->data, for an adapter that sends it on stdin. */
+sg_err sg_helper_bin_load(struct sg_helper_bin *b, struct sg_errinfo *err) SG_MUST_CHECK;
+void sg_helper_bin_close(struct sg_helper_bin *b);
+
+/* What an install cost, for the benchmarks (facts.helper_install). */
+struct sg_install_cost {
+	int64_t bytes;    /* of the program sent */
+	int requests;     /* provider requests the install added */
+	int64_t ms;
+};
+
+/* How one adapter carries an install (all callbacks get ctx). */
+struct sg_install {
+	void *ctx;
+	const char *dir;   /* where the program lives in the environment */
+	const char *nonce; /* makes the upload's temporary name unique */
+	/*
+	 * Run script in the environment with the shell variables d, s and u
+	 * set to dir, the sha256 and upload ("-": send in, inlen on stdin);
+	 * its stdout into *reply (new).  Mandatory.
+	 */
+	sg_err (*run)(void *ctx, const char *script, const char *dir, const char *sha,
+		      const char *upload, const void *in, size_t inlen, char **reply,
+		      struct sg_cancel *cancel, struct sg_errinfo *err);
+	/* Optional native transfer: the program's bytes from fd to path. */
+	sg_err (*upload)(void *ctx, const char *path, int fd, struct sg_cancel *cancel,
+			 struct sg_errinfo *err);
+};
+
+/*
+ * The upload's temporary path for in and b (new), for an adapter that
+ * uploads first and folds the install into a request of its own.
+ */
+char *sg_install_upload_path(const struct sg_install *in, const struct sg_helper_bin *b);
+
+/*
+ * Install b at in->dir/sg-helper-<sha>: with in->upload, the native
+ * transfer and then one run of SG_INSTALL_SH; without, one run with the
+ * program on stdin.  *cost receives what it took.
+ */
+sg_err sg_install_helper(const struct sg_install *in, struct sg_helper_bin *b,
+			 struct sg_install_cost *cost, struct sg_cancel *cancel,
+			 struct sg_errinfo *err) SG_MUST_CHECK;
+
+/*
+ * Read an install's reply (from SG_INSTALL_SH, alone or inside an
+ * adapter's script): SG_OK for installed=1, SG_E_PROVIDER with the
+ * sentence otherwise; where names the environment in it.
+ */
+sg_err sg_install_check_reply(const char *reply, const char *where, struct sg_errinfo *err)
+	SG_MUST_CHECK;
+
+#endif
