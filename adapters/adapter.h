@@ -140,6 +140,12 @@ struct sg_env {
 	 * process spools), home/ and tmp/ (commands' HOME and TMPDIR).
 	 */
 	char *ctl_dir;   /* malloc */
+	/*
+	 * sg-helper probe's reply when provision() ran it inside its own last
+	 * request (one round trip less); NULL: the gateway runs the probe.
+	 * malloc; freed with the env.
+	 */
+	char *probe;
 	char *host_root; /* SG_CAP_HOST_FS: root's directory on this host */
 	char *host_ctl;  /* SG_CAP_HOST_FS: ctl_dir's directory on this host */
 	/*

@@ -103,6 +103,5 @@
 #define SG_DAYTONA_POLL_MAX_MS 1000    /* ... growing by half to this */
 #define SG_DAYTONA_REPLY_MAX (4 * SG_MiB) /* a control-plane JSON reply */
 #define SG_DAYTONA_TOOLBOX_MS 60000    /* toolbox_timeout_ms's default */
-#define SG_DAYTONA_HELPER_MAX (64 * SG_MiB) /* sg-helper on this host */
 
 #endif

@@ -98,6 +98,7 @@
 #include <unistd.h>
 
 #include "../adapters/http.h"
+#include "../adapters/install.h"
 #include "../adapters/jobreply.h"
 #include "../adapters/shquote.h"
 #include "base/crash.h"
@@ -146,6 +147,7 @@ struct dtn_env {
 	struct sg_cancel ka_stop;
 	bool ka_stop_ready;
 	int64_t ka_ms;
+	struct sg_install_cost install; /* what set-up spent on sg-helper */
 };
 
 /* ---- Scripts run in the sandbox ------------------------------------------
@@ -167,8 +169,12 @@ static const char dtn_kill_sh[] =
 	"printf 'ok=1\\n'\n";
 
 /*
- * Provisioning: SG_ROOT binding.root, SG_SHA sg-helper's sha256, SG_SWEEP
- * minutes after which run/ leftovers go.  Replies key=value lines.
+ * Provisioning, in one request: SG_ROOT binding.root, SG_SHA sg-helper's
+ * sha256, SG_SWEEP minutes after which run/ leftovers go; SG_UP, when set,
+ * an uploaded copy of sg-helper to install (adapters/install.h); SG_PROBE,
+ * when set, runs `sg-helper probe` once the helper is in place, with the
+ * environment the gateway gives it (gateway/server.c base_env), and prints
+ * its reply after a line "probe<<".  Replies key=value lines before that.
  */
 static const char dtn_setup_sh[] =
 	"exec 2>/dev/null\n"
@@ -190,23 +196,22 @@ static const char dtn_setup_sh[] =
 	"fi\n"
 	"test -d \"$r\" && printf 'root=1\\n'\n"
 	"test -w \"$r\" && printf 'rootw=1\\n'\n"
-	"f=$b/sg-helper-$SG_SHA\n"
-	"if [ -x \"$f\" ] && [ \"$(sha256sum \"$f\" | cut -d' ' -f1)\" = \"$SG_SHA\" ]; then "
-	"printf 'helper=1\\n'; fi\n"
 	"for t in sha256sum cut find; do\n"
 	"  command -v \"$t\" >/dev/null || printf 'missing=%s\\n' \"$t\"\n"
 	"done\n"
-	"printf 'ok=1\\n'\n";
-
-/* Install the uploaded sg-helper SG_UP as SG_BASE/sg-helper-SG_SHA. */
-static const char dtn_install_sh[] =
-	"exec 2>/dev/null\n"
-	"f=$SG_BASE/sg-helper-$SG_SHA\n"
-	"s=$(sha256sum \"$SG_UP\" | cut -d' ' -f1)\n"
-	"if [ \"$s\" != \"$SG_SHA\" ]; then rm -f -- \"$SG_UP\"; printf 'error=the uploaded "
-	"copy has the sha256 \"%s\", not %s\\n' \"$s\" \"$SG_SHA\"; exit 0; fi\n"
-	"cp -- \"$SG_UP\" \"$f.t\" && chmod 755 -- \"$f.t\" && mv -f -- \"$f.t\" \"$f\" && "
-	"rm -f -- \"$SG_UP\" && printf 'ok=1\\n'\n";
+	"printf 'ok=1\\n'\n"
+	"d=$b s=$SG_SHA u=${SG_UP:-}\n"
+	"hc=$(" SG_INSTALL_CHECK_SH ")\n"
+	"[ -n \"$hc\" ] && printf '%s\\n' \"$hc\"\n"
+	"io=\n"
+	"if [ -z \"$hc\" ] && [ -n \"$u\" ]; then io=$(\n" SG_INSTALL_SH "); printf '%s\\n' \"$io\"; fi\n"
+	"case $hc$io in *helper=1*|*installed=1*)\n"
+	"  if [ -n \"${SG_PROBE:-}\" ] && cd -- \"$r\"; then\n"
+	"    printf 'probe<<\\n'\n"
+	"    exec env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin "
+	"HOME=\"$b/ctl/home\" TMPDIR=\"$b/ctl/tmp\" LANG=C.UTF-8 \"$d/sg-helper-$s\" probe\n"
+	"  fi ;;\n"
+	"esac\n";
 
 /* This session's processes, for the keep-alive (SG_H, SG_CTL, SG_SESS). */
 static const char dtn_procs_sh[] =
@@ -252,44 +257,6 @@ static bool dtn_sha256(const void *data, size_t n, char out[65])
 		return false;
 	dtn_hex(md, 32, out);
 	return true;
-}
-
-/* SHA-256 of a file on this host, streamed. */
-static sg_err dtn_sha256_file(int fd, char out[65], struct sg_errinfo *err)
-{
-	EVP_MD_CTX *ctx = EVP_MD_CTX_new();
-	unsigned char md[EVP_MAX_MD_SIZE], chunk[65536];
-	unsigned int len = 0;
-	off_t off = 0;
-	sg_err rc = SG_OK;
-
-	if (!ctx || !EVP_DigestInit_ex(ctx, EVP_sha256(), NULL)) {
-		rc = sg_err_set(err, SG_E_INTERNAL, "cannot start a SHA-256 digest");
-		goto out;
-	}
-	for (;;) {
-		ssize_t k = pread(fd, chunk, sizeof(chunk), off);
-
-		if (k < 0 && errno == EINTR)
-			continue;
-		if (k < 0) {
-			rc = sg_err_set(err, SG_E_INTERNAL, "cannot read sg-helper: %s",
-					strerror(errno));
-			goto out;
-		}
-		if (k == 0)
-			break;
-		EVP_DigestUpdate(ctx, chunk, (size_t)k);
-		off += k;
-	}
-	if (!EVP_DigestFinal_ex(ctx, md, &len) || len != 32) {
-		rc = sg_err_set(err, SG_E_INTERNAL, "cannot finish a SHA-256 digest");
-		goto out;
-	}
-	dtn_hex(md, 32, out);
-out:
-	EVP_MD_CTX_free(ctx);
-	return rc;
 }
 
 /*
@@ -1774,8 +1741,10 @@ static json_t *dtn_facts(const struct dtn_env *de, const json_t *dto)
 	 * their reach; the network, by contrast, is left to sg-helper's
 	 * probe, which observes it from inside.
 	 */
-	f = json_pack("{s:{s:o, s:o}, s:{s:b}}", "resources", "requested", req, "applied",
-		      app, "isolation", "host_filesystem_restricted", 1);
+	f = json_pack("{s:{s:o, s:o}, s:{s:b}, s:{s:I, s:i, s:I}}", "resources", "requested",
+		      req, "applied", app, "isolation", "host_filesystem_restricted", 1,
+		      "helper_install", "bytes", (json_int_t)de->install.bytes, "requests",
+		      de->install.requests, "ms", (json_int_t)de->install.ms);
 	if (!f)
 		return NULL;
 	if (cls) {
@@ -1828,89 +1797,98 @@ static void dtn_missing_tools(const char *reply, char *out, size_t n)
 	}
 }
 
-/*
- * Make sg-helper available at base_dir/sg-helper-<sha256>: checked by the
- * setup script (have_it), else uploaded and installed after its checksum
- * was verified in the sandbox.
- */
-static sg_err dtn_install_helper(struct dtn_env *de, const char *sha, bool have_it,
-				 int fd, struct sg_cancel *cancel, struct sg_errinfo *err)
+/* The installer's native transfer (adapters/install.h). */
+static sg_err dtn_install_upload(void *ctx, const char *path, int fd, struct sg_cancel *cancel,
+				 struct sg_errinfo *err)
 {
 	struct sg_http_source src = { .fd = fd, .offset = 0, .len = -1 };
-	char *up = NULL, *reply = NULL, *e = NULL;
-	json_t *envs = NULL;
-	sg_err rc = SG_OK;
 
-	if (!have_it) {
-		if (asprintf(&up, "%s/sg-helper-%s.up-%s", de->base_dir, sha, de->nonce) < 0) {
-			up = NULL;
-			rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
-			goto out;
-		}
-		rc = dtn_upload(de, up, NULL, 0, &src, cancel, err);
-		if (rc)
-			goto out;
-		envs = json_pack("{s:s, s:s, s:s}", "SG_BASE", de->base_dir, "SG_SHA", sha,
-				 "SG_UP", up);
-		rc = envs ? dtn_script(de, dtn_install_sh, envs, false, &reply, cancel, err)
-			  : sg_err_set(err, SG_E_INTERNAL, "out of memory");
-		if (rc)
-			goto out;
-		if ((e = dtn_kv(reply, "error"))) {
-			rc = sg_err_set(err, SG_E_PROVIDER, "installing sg-helper in the sandbox failed: %s", e);
-			goto out;
-		}
-		if (!dtn_flag(reply, "ok")) {
-			rc = sg_err_set(err, SG_E_PROVIDER,
-					"installing sg-helper in the sandbox failed (cp, chmod or mv in %s)",
-					de->base_dir);
-			goto out;
-		}
-	}
-	if (asprintf(&de->base.helper, "%s/sg-helper-%s", de->base_dir, sha) < 0) {
-		de->base.helper = NULL;
+	return dtn_upload(ctx, path, NULL, 0, &src, cancel, err);
+}
+
+/* The installer's step: d, s and u as variables. */
+static sg_err dtn_install_run(void *ctx, const char *script, const char *dir, const char *sha,
+			      const char *upload, const void *in, size_t inlen, char **reply,
+			      struct sg_cancel *cancel, struct sg_errinfo *err)
+{
+	json_t *envs = json_pack("{s:s, s:s, s:s}", "SG_D", dir, "SG_SHA", sha, "SG_UP", upload);
+	char *text = NULL;
+	sg_err rc;
+
+	(void)in; /* the toolbox has no stdin: installs go through upload */
+	(void)inlen;
+	*reply = NULL;
+	if (!envs || asprintf(&text, "exec 2>/dev/null\nd=$SG_D s=$SG_SHA u=$SG_UP\n%s", script) < 0) {
+		text = NULL;
 		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
+	} else {
+		rc = dtn_script(ctx, text, envs, false, reply, cancel, err);
 	}
-out:
+	free(text);
 	json_decref(envs);
-	free(up);
-	free(reply);
-	free(e);
 	return rc;
 }
 
-/* Prepare the inside: root, sandgate's directories, sg-helper. */
+/*
+ * Prepare the inside: root, sandgate's directories, sg-helper, and the
+ * probe, in one request where it can be.  A sandbox this provision made
+ * cannot have sg-helper yet, so its copy is uploaded first and installed
+ * by the set-up request itself; a resumed one usually has it (the set-up
+ * finds it by checksum) and otherwise gets it through the installer
+ * afterwards.
+ */
 static sg_err dtn_setup(struct dtn_env *de, struct sg_cancel *cancel, struct sg_errinfo *err)
 {
 	struct sg_env *env = &de->base;
-	char sha[65], missing[200], *reply = NULL, *e = NULL, *user = NULL;
+	struct sg_helper_bin bin = { .fd = -1 };
+	struct sg_install_cost cost = { 0 };
+	struct sg_install in = { .ctx = de, .dir = "/tmp", .nonce = de->nonce,
+				 .run = dtn_install_run, .upload = dtn_install_upload };
+	char missing[200], *reply = NULL, *e = NULL, *user = NULL, *up = NULL, *probe;
+	int64_t t0 = sg_now_ms();
 	json_t *envs = NULL;
-	struct stat st;
-	int fd = -1;
 	sg_err rc;
 
-	fd = env->helper_host ? open(env->helper_host, O_RDONLY | O_CLOEXEC) : -1;
-	if (fd < 0 || fstat(fd, &st) || !S_ISREG(st.st_mode) ||
-	    st.st_size > (off_t)SG_DAYTONA_HELPER_MAX) {
-		rc = sg_err_set(err, SG_E_INTERNAL, "sg-helper (%s) cannot be read: %s",
-				env->helper_host ? env->helper_host : "not built",
-				fd < 0 ? strerror(errno) : "not a regular file of a sane size");
-		goto out;
-	}
-	rc = dtn_sha256_file(fd, sha, err);
+	rc = sg_helper_bin_open(env->helper_host, &bin, err);
 	if (rc)
 		goto out;
+	if (de->fresh) {
+		if (!(up = sg_install_upload_path(&in, &bin))) {
+			rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
+			goto out;
+		}
+		rc = dtn_install_upload(de, up, bin.fd, cancel, err);
+		if (rc)
+			goto out;
+		cost.requests = 1;
+		cost.bytes = bin.size;
+		cost.ms = sg_now_ms() - t0;
+	}
 	{
 		char sweep[16];
 
 		snprintf(sweep, sizeof(sweep), "%d", SG_DAYTONA_SWEEP_MIN);
-		envs = json_pack("{s:s, s:s, s:s}", "SG_ROOT", env->root, "SG_SHA", sha,
-				 "SG_SWEEP", sweep);
+		envs = json_pack("{s:s, s:s, s:s, s:s}", "SG_ROOT", env->root, "SG_SHA", bin.sha,
+				 "SG_SWEEP", sweep, "SG_PROBE", "1");
+		if (envs && up && json_object_set_new(envs, "SG_UP", json_string(up))) {
+			json_decref(envs);
+			envs = NULL;
+		}
 	}
 	rc = envs ? dtn_script(de, dtn_setup_sh, envs, false, &reply, cancel, err)
 		  : sg_err_set(err, SG_E_INTERNAL, "out of memory");
 	if (rc)
 		goto out;
+	/* The probe's reply, when it ran, is the rest after "probe<<". */
+	if ((probe = strstr(reply, "\nprobe<<\n")) || strncmp(reply, "probe<<\n", 8) == 0) {
+		char *text = probe ? probe + 9 : reply + 8;
+
+		if (!(env->probe = strdup(text))) {
+			rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
+			goto out;
+		}
+		*(probe ? probe + 1 : reply) = '\0';
+	}
 	if ((e = dtn_kv(reply, "error"))) {
 		rc = sg_err_set(err, strstr(e, "no place") ? SG_E_INVALID_ARGUMENT : SG_E_PROVIDER,
 				"preparing the sandbox failed: %s", e);
@@ -1942,18 +1920,31 @@ static sg_err dtn_setup(struct dtn_env *de, struct sg_cancel *cancel, struct sg_
 	}
 	if (asprintf(&env->ctl_dir, "%s/ctl", de->base_dir) < 0 ||
 	    asprintf(&de->run_dir, "%s/run", de->base_dir) < 0 ||
-	    asprintf(&de->proc_dir, "%s/ctl/proc", de->base_dir) < 0) {
+	    asprintf(&de->proc_dir, "%s/ctl/proc", de->base_dir) < 0 ||
+	    asprintf(&env->helper, "%s/sg-helper-%s", de->base_dir, bin.sha) < 0) {
+		env->helper = NULL;
 		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
 		goto out;
 	}
-	rc = dtn_install_helper(de, sha, dtn_flag(reply, "helper"), fd, cancel, err);
+	if (dtn_flag(reply, "helper")) {
+		cost.bytes = 0; /* found, whatever was sent */
+	} else if (up) {
+		rc = sg_install_check_reply(reply, "the sandbox", err);
+	} else {
+		/* Resumed without it: the installer's upload and step. */
+		in.dir = de->base_dir;
+		rc = sg_install_helper(&in, &bin, &cost, cancel, err);
+		free(env->probe);
+		env->probe = NULL; /* the gateway runs it */
+	}
+	de->install = cost;
 out:
-	if (fd >= 0)
-		close(fd);
+	sg_helper_bin_close(&bin);
 	json_decref(envs);
 	free(reply);
 	free(e);
 	free(user);
+	free(up);
 	return rc;
 }
 

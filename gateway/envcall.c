@@ -59,8 +59,7 @@ static sg_err build_argv(struct sg_session *s, unsigned how, bool local,
 	return rc;
 }
 
-static sg_err parse_reply(const char *p, size_t n, json_t **out,
-			  struct sg_errinfo *err)
+sg_err sg_envcall_reply(const char *p, size_t n, json_t **out, struct sg_errinfo *err)
 {
 	json_t *j = NULL, *e;
 
@@ -122,7 +121,7 @@ sg_err sg_envcall_spawn(struct sg_session *s, const char *const *args,
 	if (!rc)
 		rc = run_exec(s, &av, envp, SG_EXEC_DETACHES, NULL, 0, &r, cancel, err);
 	if (!rc)
-		rc = parse_reply(r.out.p, r.out.len, out, err);
+		rc = sg_envcall_reply(r.out.p, r.out.len, out, err);
 	sg_exec_result_release(&r);
 	sg_strv_release(&av);
 	return rc;
@@ -166,7 +165,7 @@ sg_err sg_envcall(struct sg_session *s, unsigned how,
 	sg_exec_result_init(&r, SG_ENVTOOL_REPLY);
 	rc = run_step(s, how, args, in, inlen, &r, cancel, err);
 	if (!rc)
-		rc = parse_reply(r.out.p, r.out.len, out, err);
+		rc = sg_envcall_reply(r.out.p, r.out.len, out, err);
 	sg_exec_result_release(&r);
 	return rc;
 }
@@ -192,7 +191,7 @@ sg_err sg_envcall_tail(struct sg_session *s, unsigned how, const char *const *ar
 		r.out.p[--r.out.len] = '\0';
 	/* The JSON is one line (the helper escapes newlines in strings). */
 	nl = memchr(r.out.p, '\n', r.out.len);
-	rc = parse_reply(r.out.p, nl ? (size_t)(nl - r.out.p) : r.out.len, out, err);
+	rc = sg_envcall_reply(r.out.p, nl ? (size_t)(nl - r.out.p) : r.out.len, out, err);
 	if (!rc && nl && sg_buf_add(tail, nl + 1, r.out.len - (size_t)(nl + 1 - r.out.p)))
 		rc = sg_err_set(err, SG_E_TOO_LARGE, "the helper's reply is too large");
 out:

@@ -530,9 +530,13 @@ static sg_err bring_up(struct sg_op *op, json_t *binding, const char *name,
 	{
 		const char *args[] = { "probe", NULL };
 
-		/* Facts are observed inside the environment, so always exec. */
-		rc = sg_envcall(s, SG_CALL_EXEC, args, NULL, 0, probe, &op->cancel,
-				&op->err);
+		/*
+		 * Facts are observed inside the environment, so always exec,
+		 * unless provision() already ran the probe there.
+		 */
+		rc = env->probe ? sg_envcall_reply(env->probe, strlen(env->probe), probe, &op->err)
+				: sg_envcall(s, SG_CALL_EXEC, args, NULL, 0, probe, &op->cancel,
+					     &op->err);
 	}
 	if (!rc)
 		s->landlock_abi = (int)json_integer_value(json_object_get(*probe, "landlock_abi"));
@@ -554,6 +558,7 @@ static void reset_env(struct sg_session *s)
 			s->env->ad->release(s->env);
 		json_decref(s->env->facts);
 		free(s->env->helper);
+		free(s->env->probe);
 		free(s->env->ctl_dir);
 		free(s->env->host_root);
 		free(s->env->host_ctl);

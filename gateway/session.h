@@ -111,6 +111,8 @@ void sg_op_after(struct sg_op *op, json_t *ev);
  * ToolResult).
  */
 enum { SG_CALL_ROOTED = 1, SG_CALL_CTL = 2, SG_CALL_EXEC = 4 };
+/* Read one sg-helper JSON reply (as sg_envcall does) into *out (new). */
+sg_err sg_envcall_reply(const char *p, size_t n, json_t **out, struct sg_errinfo *err);
 sg_err sg_envcall(struct sg_session *s, unsigned how,
 		  const char *const *args, const void *in, size_t inlen,
 		  json_t **out, struct sg_cancel *cancel,
