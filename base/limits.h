@@ -101,6 +101,9 @@
 #define SG_DAYTONA_START_MS 900000     /* building an image and starting */
 #define SG_DAYTONA_POLL_FIRST_MS 100   /* state polls: the first wait ... */
 #define SG_DAYTONA_POLL_MAX_MS 1000    /* ... growing by half to this */
+#define SG_DAYTONA_EVENT_POLL_MS 1000  /* with the event stream: a poll at least this often */
+#define SG_DAYTONA_EVENT_MAX (1 * SG_MiB) /* one event stream message */
+#define SG_DAYTONA_EVENT_OUT 4096      /* one message to the event stream */
 #define SG_DAYTONA_REPLY_MAX (4 * SG_MiB) /* a control-plane JSON reply */
 #define SG_DAYTONA_TOOLBOX_MS 60000    /* toolbox_timeout_ms's default */
 

@@ -44,6 +44,8 @@ struct dtn_client {
 	char *key;     /* the API key: only for scrubbing sentences */
 	/* Authorization and the X-Daytona-* headers every call sends. */
 	struct sg_strv headers;
+	/* The event stream while provisioning waits (events.h), or NULL. */
+	struct dtn_events *events;
 };
 
 /*

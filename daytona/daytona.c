@@ -107,6 +107,7 @@
 #include "base/strv.h"
 #include "base/utf8.h"
 #include "api.h"
+#include "events.h"
 
 /* Naming bounds; the waits and sizes are in base/limits.h. */
 #define DTN_NAME_SLUG 24   /* readable bytes of an identity in a name */
@@ -566,6 +567,40 @@ static sg_err dtn_get(const struct dtn_client *cl, const char *id, json_t **dto,
 	return rc;
 }
 
+/* Is the event stream worth waiting on (live, or still connecting)? */
+static bool dtn_events_wanted(struct dtn_events *ev)
+{
+	return dtn_events_live(ev) || !dtn_events_gone(ev);
+}
+
+/*
+ * Wait on the event stream for the next news of sandbox id after last (the
+ * DTO last judged): a new DTO from an event (new reference), or NULL when
+ * it is time to poll (the stream came up, went away, or was quiet for
+ * SG_DAYTONA_EVENT_POLL_MS).
+ */
+static json_t *dtn_wait_events(struct dtn_events *ev, const char *id, const json_t *last,
+			       unsigned *gen, struct sg_cancel *cancel)
+{
+	int64_t until = sg_now_ms() + SG_DAYTONA_EVENT_POLL_MS;
+	bool live = dtn_events_live(ev);
+
+	for (;;) {
+		int64_t left = until - sg_now_ms();
+		json_t *seen;
+
+		if (left <= 0 || sg_cancel_check(cancel))
+			return NULL;
+		seen = dtn_events_wait(ev, id, left, gen, cancel);
+		if (seen && seen != last && !json_equal(seen, last))
+			return seen;
+		json_decref(seen);
+		/* Up (a change may have been missed meanwhile) or down: poll. */
+		if (dtn_events_live(ev) != live || dtn_events_gone(ev))
+			return NULL;
+	}
+}
+
 /*
  * Poll the sandbox until it reaches a state in want (NULL: any state
  * outside a transition), within max_ms.  error and build_failed end the
@@ -578,7 +613,9 @@ static sg_err dtn_wait(const struct dtn_client *cl, const char *id,
 		       struct sg_cancel *cancel, struct sg_errinfo *err)
 {
 	int64_t deadline = sg_now_ms() + max_ms, delay = SG_DAYTONA_POLL_FIRST_MS;
-	json_t *cur = NULL;
+	json_t *cur = NULL, *heard = NULL;
+	unsigned gen = 0;
+	bool polled = false;
 	sg_err rc;
 
 	*dto = NULL;
@@ -586,9 +623,17 @@ static sg_err dtn_wait(const struct dtn_client *cl, const char *id,
 		const char *st;
 
 		json_decref(cur);
-		rc = dtn_get(cl, id, &cur, cancel, err);
-		if (rc)
-			break;
+		cur = NULL;
+		if (heard) {
+			/* The event stream's word for it: as good as a GET. */
+			cur = heard;
+			heard = NULL;
+		} else {
+			rc = dtn_get(cl, id, &cur, cancel, err);
+			if (rc)
+				break;
+			polled = true;
+		}
 		st = dtn_state(cur);
 		if (want ? dtn_in(want, st) : !dtn_in_transition(cur))
 			break;
@@ -614,6 +659,16 @@ static sg_err dtn_wait(const struct dtn_client *cl, const char *id,
 					(long long)(max_ms / 1000));
 			break;
 		}
+		if (cl->events && polled && dtn_events_wanted(cl->events)) {
+			/* Learn of the change as the SDK does; poll now and then anyway. */
+			heard = dtn_wait_events(cl->events, id, cur, &gen, cancel);
+			rc = sg_cancel_check(cancel);
+			if (rc) {
+				sg_err_set(err, rc, "waiting for sandbox %s was cancelled", id);
+				break;
+			}
+			continue;
+		}
 		rc = sg_cancel_sleep(cancel, delay);
 		if (rc) {
 			sg_err_set(err, rc, "waiting for sandbox %s was cancelled", id);
@@ -622,6 +677,7 @@ static sg_err dtn_wait(const struct dtn_client *cl, const char *id,
 		delay = delay * 3 / 2 > SG_DAYTONA_POLL_MAX_MS ? SG_DAYTONA_POLL_MAX_MS
 							       : delay * 3 / 2;
 	}
+	json_decref(heard);
 	if (rc)
 		json_decref(cur);
 	else
@@ -2116,7 +2172,11 @@ static sg_err dtn_provision(struct sg_env *env, struct sg_cancel *cancel,
 		return rc;
 	if (!(de->name = dtn_name(env->identity)))
 		return sg_err_set(err, SG_E_INTERNAL, "out of memory");
+	/* Listening from the start, so no state change goes unheard. */
+	de->cl.events = dtn_events_open(de->cl.api, de->cl.key);
 	rc = dtn_obtain(de, &dto, cancel, err);
+	dtn_events_close(de->cl.events);
+	de->cl.events = NULL;
 	if (rc)
 		goto out;
 	if (dtn_num(dto, "cpu") < (double)want_cpu || dtn_num(dto, "memory") < (double)want_gib) {
