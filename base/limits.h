@@ -80,11 +80,9 @@
 #define SG_SSH_CHECK_MS 5000          /* ssh -O check / -O exit */
 #define SG_SSH_REPLY_MAX (256 * SG_KiB) /* what our scripts print */
 #define SG_SSH_LINE_MAX (64 * SG_KiB)   /* the one command string */
-#define SG_SSH_HEADER_MAX (8 * SG_MiB)  /* env and argv, on stdin */
 #define SG_SSH_SOCK_MAX 90 /* sun_path is 108; ssh appends 17 while binding */
 #define SG_SSH_SLUG_MAX 48 /* bytes of an identity kept readable in a name */
 #define SG_SSH_MIN_PERSIST_S 60 /* ControlPersist floor */
-#define SG_SSH_SIGNAL_MAX 64    /* Linux signals are 1..64 */
 
 /* The daytona backend (daytona/). */
 #define SG_DAYTONA_TRIP_SLACK_MS 30000 /* a trip's HTTP timeout past its wait */

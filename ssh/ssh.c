@@ -22,52 +22,47 @@
  * one file per attached session, env.json the marker `sandgate envs`
  * lists, and `expires` the idle deadline a kept, non-persistent
  * environment is given when its last session detaches.  sg-helper is
- * uploaded once per user and version to ~/.cache/sandgate/sg-helper-
- * <sha256>, verified with sha256 on the host before it is renamed into
- * place, and found there by the next provision.
+ * installed once per user and version (adapters/install.h: one session,
+ * the program on stdin) to ~/.cache/sandgate/sg-helper-<sha256>, verified
+ * with sha256 on the host before it is renamed into place, and found there
+ * by the next provision.
  *
  * Where commands see the files.  Commands must see the workspace at
  * binding.root.  When root is the workspace directory itself nothing more
  * is needed.  Otherwise each command runs in a private mount namespace in
- * which workspace/ is bind-mounted on root (uid 0: `unshare --mount`;
+ * which workspace/ is bind-mounted on root (uid 0: a mount namespace;
  * other users: an unprivileged user namespace, nested once more so the
- * command keeps its own uid).  network "none" adds a network namespace;
+ * command keeps its own uid; sg-helper job makes them).  network "none" adds a network namespace;
  * cpus and memory_mb become cgroup limits where the login user can write
  * a cgroup hierarchy.  Each of these is observed on the host at provision
  * and refused, naming the field, when the host does not allow it.
  *
- * One exec.  ssh hands the remote login shell one string, so the string
- * is fixed: `exec /bin/sh -c <wrapper> sg-run <fixed parameters>`.  The
- * command itself (env -i, its environment, its argv) travels on stdin as
- * a length-prefixed, shell-quoted header the wrapper evals, so secrets in
- * forward_env never sit in a long-lived command line on the host, and the
- * rest of stdin is the command's.  The wrapper:
- *  - writes a marker on stderr first, so an exit status of 255 can be
- *    told apart: ssh itself exits 255 on a transport failure, and a
- *    command may exit 255 too.  255 with the master gone (`ssh -O check`)
- *    is a lost connection; 255 without the marker means ssh never started
- *    the wrapper; 255 with the marker and a live master is the command's;
- *  - starts the command under setsid (its own process group) and waits
- *    for it, then kills what the command left in that group, like the
- *    local backend;
- *  - records the group in run/<token>.pid, so a timeout or a cancel, which
- *    can only kill the local ssh client, is followed by a second ssh over
- *    the master that kills the group (and leaves run/<token>.cancel for a
- *    wrapper that had not written its pid yet, which then kills itself);
- *  - keeps a watchdog that kills the group when the sshd session process
- *    (the wrapper's parent) is gone, i.e. when the connection dropped.
- * The wrapper does not exec the command, because ssh reports a command
- * killed by a signal as 255 and drops the signal.  The wrapper's shell
- * sees a death by signal n as status 128+n, and cannot tell it from an
- * exit with 128+n, so exec reports any status from 129 to 192 as signal
- * n (exit_code -1), the reading users of remote shells and containers
- * already give 137: a command that *exits* 130 is reported as SIGINT.
- * A timeout or cancel is reported as SIGKILL.
+ * One exec, one ssh session: `exec <sg-helper> job --tie --spec-stdin
+ * --dir <run>/<token> --mark <random> [--bind files --bind-to root]
+ * [--netns] [--cgroups ...]` (adapters/helper/job.c), the remote supervisor
+ * the daytona backend uses too.  The command (its environment and argv, as
+ * NUL-terminated words) travels on stdin ahead of its own stdin, so secrets
+ * in forward_env never sit on a command line on the host.  The job makes
+ * the namespaces and joins the cgroups itself (no unshare, setsid or mount
+ * programs), runs the command under a runner that records its real wait
+ * status and kills what it left in its group, and prints one reply on
+ * stdout (adapters/jobreply.h): stdout's head, a trailer with the random
+ * mark, stderr's head.  A reply with the trailer is the command's result,
+ * exit 255 and 128+n included; without it, ssh failed, and `ssh -O check`
+ * tells a lost connection from a refused session.  --tie: when the
+ * connection drops, the job's parent (sshd) dies, its parent-death signal
+ * fires, and it kills the command's group.  After a timeout or cancel only
+ * the local client died, so a second ssh over the master runs
+ * `sg-helper job --kill` for the token.
+ *
+ * Exports stream: get_file runs `cat` over the master with its stdout
+ * written straight into the snapshot (exec.c's stream_out), the path
+ * mapped from root to the files directory when a mount namespace shows
+ * them there.
  *
  * The login shell on the host must be a POSIX shell (sh, bash, dash, zsh,
- * ksh): the one string is quoted for them.  The host needs /bin/sh, env,
- * head, setsid (util-linux or busybox) and, for the features that use
- * them, unshare, mount and sha256sum (or shasum, or openssl).
+ * ksh): the one string is quoted for them.  The host needs /bin/sh, cat,
+ * mkdir, and sha256sum (or shasum, or openssl) to verify sg-helper.
  */
 #define _GNU_SOURCE /* vasprintf, getentropy */
 #include "../adapters/adapter.h"
