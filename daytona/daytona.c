@@ -21,9 +21,15 @@
  * Inside the sandbox.  binding.root is created (mkdir -p, else sudo -n);
  * sandgate's own files live in $HOME/.sandgate (or /tmp/.sandgate-<uid>
  * when root would contain that): ctl/ (env->ctl_dir: proc/, home/, tmp/),
- * run/ (one set of files per exec, below), and sg-helper-<sha256>, uploaded
- * through the toolbox's files API only when that file is not already
- * there with the right checksum (sha256sum in the sandbox).
+ * run/ (one set of files per exec, below), and sg-helper-<sha256>, put
+ * there by the installer all remote adapters share (adapters/install.h)
+ * only when that file is not already there with the right checksum
+ * (sha256sum in the sandbox).  A sandbox this provision created cannot
+ * have it, so its copy is uploaded first and the one set-up request
+ * installs it and runs sg-helper's probe (env->probe), so a new sandbox is
+ * ready after the upload and one script.  While it waits for `started`,
+ * provision() listens to Daytona's event stream (events.h), as the SDK
+ * does, and polls only as a fallback.
  *
  * One exec, one request.  The toolbox runs a shell *script* (given on
  * the shell's stdin) and merges stderr into stdout; sandgate needs argv
