@@ -44,6 +44,19 @@ struct dtn_events {
 	size_t out_len;
 };
 
+/* The stream's state; EV_GONE for no watcher at all. */
+static int ev_state(struct dtn_events *ev)
+{
+	int st;
+
+	if (!ev)
+		return EV_GONE;
+	pthread_mutex_lock(&ev->mu);
+	st = ev->state;
+	pthread_mutex_unlock(&ev->mu);
+	return st;
+}
+
 static void ev_set_state(struct dtn_events *ev, int state)
 {
 	pthread_mutex_lock(&ev->mu);
@@ -165,16 +178,8 @@ static void *ev_main(void *arg)
 	ci.pwsi = &ev->wsi;
 	if (!lws_client_connect_via_info(&ci))
 		ev_set_state(ev, EV_GONE);
-	while (!atomic_load(&ev->stop)) {
-		int st;
-
-		pthread_mutex_lock(&ev->mu);
-		st = ev->state;
-		pthread_mutex_unlock(&ev->mu);
-		if (st == EV_GONE)
-			break;
+	while (!atomic_load(&ev->stop) && ev_state(ev) != EV_GONE)
 		lws_service(ev->ctx, 100);
-	}
 	return NULL;
 }
 
@@ -266,26 +271,12 @@ void dtn_events_close(struct dtn_events *ev)
 
 bool dtn_events_live(struct dtn_events *ev)
 {
-	bool live;
-
-	if (!ev)
-		return false;
-	pthread_mutex_lock(&ev->mu);
-	live = ev->state == EV_LIVE;
-	pthread_mutex_unlock(&ev->mu);
-	return live;
+	return ev_state(ev) == EV_LIVE;
 }
 
 bool dtn_events_gone(struct dtn_events *ev)
 {
-	bool gone;
-
-	if (!ev)
-		return true;
-	pthread_mutex_lock(&ev->mu);
-	gone = ev->state == EV_GONE;
-	pthread_mutex_unlock(&ev->mu);
-	return gone;
+	return ev_state(ev) == EV_GONE;
 }
 
 json_t *dtn_events_wait(struct dtn_events *ev, const char *id, int64_t ms, unsigned *gen,
