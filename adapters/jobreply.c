@@ -61,6 +61,8 @@ static sg_err job_head(const struct sg_job_line *l, const struct sg_exec *x, boo
 		rc = job_opt_n(w, "--max-err", (long long)SG_HELPER_STDERR);
 	if (!rc && l->tie)
 		rc = job_word(w, "--tie");
+	if (!rc && l->rm && !attach)
+		rc = job_word(w, "--rm");
 	return rc;
 }
 

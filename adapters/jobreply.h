@@ -58,6 +58,8 @@ struct sg_job_line {
 	bool spec_stdin;
 	/* The job dies with the request's parent (ssh: the connection). */
 	bool tie;
+	/* Nothing attaches later: the job removes its files after its reply. */
+	bool rm;
 	/* Shown at bind_to in a mount namespace of its own, or NULL. */
 	const char *bind, *bind_to;
 	bool netns;          /* a network namespace of its own */

@@ -1546,7 +1546,7 @@ static sg_err ssh_exec(struct sg_env *env, const struct sg_exec *x,
 		.helper = env->helper, .dir = dir, .mark = mark,
 		/* The job waits as long as the command may run, and a little more. */
 		.wait_ms = x->timeout_ms > 0 ? x->timeout_ms + SG_SSH_KILL_MS : INT64_MAX / 4,
-		.spec_stdin = true, .tie = true,
+		.spec_stdin = true, .tie = true, .rm = true,
 		.bind = se->bind_src, .bind_to = se->bind_src ? env->root : NULL,
 		.netns = se->netns, .cgroups = se->cgprocs,
 	};

@@ -98,6 +98,7 @@ struct job {
 	int64_t wait_ms, timeout_ms;
 	bool merge, detach;
 	bool tie;         /* dies with its parent, killing the command first */
+	bool rm;          /* no one attaches later: remove the files once reported */
 	const char *cwd;
 	const char *bind, *bind_to; /* a mount namespace showing bind at bind_to */
 	bool netns;
@@ -228,6 +229,16 @@ static int job_say(const struct job *j, const char *word)
 	return 0;
 }
 
+/* Remove every file of this job (--rm, after its reply). */
+static void job_remove(const struct job *j)
+{
+	char path[SG_PATH_MAX];
+
+	for (size_t i = 0; i < sizeof(job_suffixes) / sizeof(*job_suffixes); i++)
+		if (job_path(j, job_suffixes[i], path, sizeof(path)))
+			unlink(path);
+}
+
 /* A job that cannot start ends as a command not found would. */
 static int job_fail(const struct job *j, const char *fmt, ...) SG_PRINTF(2, 3);
 static int job_fail(const struct job *j, const char *fmt, ...)
@@ -247,7 +258,10 @@ static int job_fail(const struct job *j, const char *fmt, ...)
 	job_write(j, j->merge ? ".o" : ".e", msg, len);
 	job_put(j, ".st", "exit 127\n");
 	job_put(j, ".x", "127\n");
-	return job_report(j);
+	job_report(j);
+	if (j->rm)
+		job_remove(j);
+	return 0;
 }
 
 /* Remove the files of finished jobs: --gc holds their prefixes, a line each. */
@@ -559,8 +573,12 @@ static int job_start(const struct job *j, const char *cwd, const char *stdin_var
 	job_put(j, ".pid", "%d\n", (int)runner);
 	if (job_exists(j, ".cancel") && kill(-runner, SIGKILL) != 0)
 		kill(runner, SIGKILL);
-	if (job_wait(runner, j->wait_ms, &st) || job_exists(j, ".x"))
-		return job_report(j);
+	if (job_wait(runner, j->wait_ms, &st) || job_exists(j, ".x")) {
+		job_report(j);
+		if (j->rm)
+			job_remove(j);
+		return 0;
+	}
 	if (job_orphaned) {
 		/* Nobody is left to hear the result: nothing may outlive it. */
 		job_put(j, ".cancel", "1\n");
@@ -692,7 +710,7 @@ int sg_helper_job(int argc, char *const *argv)
 	sigset_t chld;
 
 	if (sg_args_parse(&a, argc - 1, argv + 1,
-			  "attach merge detach tie spec-stdin netns kill", &e) ||
+			  "attach merge detach tie spec-stdin netns kill rm", &e) ||
 	    !(j.dir = sg_args_str(&a, "dir", NULL)))
 		goto usage;
 	if (j.dir[0] != '/') {
@@ -717,6 +735,7 @@ int sg_helper_job(int argc, char *const *argv)
 	j.merge = sg_args_flag(&a, "merge");
 	j.detach = sg_args_flag(&a, "detach");
 	j.tie = sg_args_flag(&a, "tie");
+	j.rm = sg_args_flag(&a, "rm");
 	j.netns = sg_args_flag(&a, "netns");
 	j.bind = sg_args_str(&a, "bind", NULL);
 	j.bind_to = sg_args_str(&a, "bind-to", NULL);
@@ -798,7 +817,7 @@ int sg_helper_job(int argc, char *const *argv)
 usage:
 	dprintf(2, "sg-helper: %s\nusage: job --dir PREFIX --mark WORD --wait-ms N "
 		   "--max-out N [--max-err N] [--attach] [--cwd DIR] [--timeout-ms N] "
-		   "[--merge] [--detach] [--tie] [--bind SRC --bind-to DST] [--netns] "
+		   "[--merge] [--detach] [--tie] [--rm] [--bind SRC --bind-to DST] [--netns] "
 		   "[--cgroups FILES] [--stdin-env VAR[,VAR...] | --stdin-file F] [--gc PREFIXES] "
 		   "{--spec-stdin | -- NAME=VALUE... -- ARGV...}\n"
 		   "       job --dir PREFIX --kill\n",
