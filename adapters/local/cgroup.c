@@ -223,11 +223,22 @@ static long session_pid(const char *name, const char *slug)
 	return *end ? 0 : pid;
 }
 
-int sg_cgroup_kill_env(const char *slug, bool only_dead)
+static bool pid_runs(long pid)
+{
+	return kill((pid_t)pid, 0) == 0 || errno == EPERM;
+}
+
+/*
+ * Every session cgroup of slug (NULL: of any environment) in every
+ * hierarchy, skipping this gateway's own and (only_dead) those whose
+ * gateway runs: killed and removed, or (sweep) only removed if empty.
+ * How many went.
+ */
+static int each_session(const char *slug, bool only_dead, bool sweep)
 {
 	int64_t deadline = now_ms() + SG_CGROUP_KILL_MS;
 	struct cg_layout l;
-	int killed = 0;
+	int gone = 0;
 
 	layout_get(&l);
 	for (int r = 0; r < ROLE_N; r++) {
@@ -243,22 +254,33 @@ int sg_cgroup_kill_env(const char *slug, bool only_dead)
 		snprintf(base, sizeof(base), "%s/sandgate", l.mnt[r]);
 		d = opendir(base);
 		while (d && (de = readdir(d))) {
-			long pid = session_pid(de->d_name, slug);
+			const char *dash = strrchr(de->d_name, '-');
+			long pid = slug ? session_pid(de->d_name, slug)
+					: dash ? session_pid(dash, "") : 0;
 			char dir[SG_PATH_MAX];
 
-			if (pid <= 0 || pid == (long)getpid() ||
-			    (only_dead && (kill((pid_t)pid, 0) == 0 || errno == EPERM)))
+			if (pid <= 0 || pid == (long)getpid() || (only_dead && pid_runs(pid)))
 				continue;
 			if ((size_t)snprintf(dir, sizeof(dir), "%s/%s", base, de->d_name) >=
 			    sizeof(dir))
 				continue;
-			if (kill_dir(dir, deadline))
-				killed++;
+			if (sweep ? rmdir(dir) == 0 : kill_dir(dir, deadline))
+				gone++;
 		}
 		if (d)
 			closedir(d);
 	}
-	return killed;
+	return gone;
+}
+
+int sg_cgroup_kill_env(const char *slug, bool only_dead)
+{
+	return each_session(slug, only_dead, false);
+}
+
+void sg_cgroup_sweep(void)
+{
+	each_session(NULL, true, true);
 }
 
 /* Turn on the controllers a v2 child needs; a missing one shows later,

@@ -68,6 +68,14 @@ bool sg_cgroup_kill(struct sg_cgroup *cg);
  */
 int sg_cgroup_kill_env(const char *slug, bool only_dead);
 
+/*
+ * Remove the empty cgroups of every environment's sessions whose gateway
+ * no longer runs (a crashed gateway whose environment was collected
+ * leaves them): rmdir only, which the kernel refuses for a cgroup with
+ * members, so nothing running is touched.
+ */
+void sg_cgroup_sweep(void);
+
 void sg_cgroup_release(struct sg_cgroup *cg);
 
 #endif

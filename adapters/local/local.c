@@ -361,6 +361,7 @@ static sg_err local_provision(struct sg_env *env, struct sg_cancel *cancel,
 	/* Survivors of an earlier session whose gateway died go first. */
 	if (env->resumed && sg_cgroup_kill_env(name, true) > 0)
 		sg_log_info("killed what a crashed session of %s left running", env->id);
+	sg_cgroup_sweep();
 	{
 		char cgname[200];
 

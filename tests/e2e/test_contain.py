@@ -12,12 +12,15 @@ skipped.  docs/security-contain.md explains the mechanism.
 import json
 import os
 import random
+import shlex
+import shutil
 import signal
 import subprocess
 import tempfile
 import time
 import unittest
 
+import sgclient
 from sgclient import BIN, MiB, PROFILE, GatewayTestCase, Gateway, unique
 
 # Every way out of a process group the tests try.  {m} is the marker
@@ -213,6 +216,21 @@ class Limits(GatewayTestCase):
         self.assertGreater(applied["pids_max"], self.PIDS)
         self.assertEqual(gw.facts["observed"].get("pids_limit"), applied["pids_max"])
 
+    def test_empty_cgroups_of_dead_gateways_are_swept(self):
+        # A gateway that died after its environment was collected leaves
+        # empty session cgroups; the next session removes them (rmdir
+        # only, so a populated one would be left to its environment's gc).
+        if not cgroup_writable():
+            self.skipTest("this user cannot make cgroups here")
+        dead = subprocess.Popen(["true"])
+        dead.wait()
+        hier = "/sys/fs/cgroup/pids" if os.path.isdir("/sys/fs/cgroup/pids") else "/sys/fs/cgroup"
+        stale = os.path.join(hier, "sandgate", "%s-%d" % (unique("stale"), dead.pid))
+        os.makedirs(stale)
+        self.addCleanup(lambda: os.path.isdir(stale) and os.rmdir(stale))
+        self.gateway()
+        self.assertFalse(os.path.isdir(stale), "an empty cgroup of a dead gateway was left")
+
     def test_fork_bomb_is_contained(self):
         gw = self.limited()
         before = host_process_count()
@@ -249,6 +267,62 @@ class Limits(GatewayTestCase):
         self.assertLess(peak - before, self.PIDS + 50,
                         "the host's process count grew by %d" % (peak - before))
         gw.ok("process/stop", {"id": rec["id"], "grace_ms": 0})
+
+
+@unittest.skipUnless(not PROFILE or PROFILE == "local", "needs the local backend")
+class WithoutCgroups(GatewayTestCase):
+    """A host where sandgate cannot make cgroups: the gateway runs in a
+    mount namespace whose /sys/fs/cgroup is an empty tmpfs.  It must say
+    so (facts, log) and refuse limits the profile asks for."""
+
+    def gateway_without_cgroups(self, profile=None):
+        if os.geteuid() != 0 or not shutil.which("unshare"):
+            self.skipTest("needs root and unshare to hide the cgroup hierarchies")
+        d = tempfile.mkdtemp(prefix="sg-e2e-nocg-")
+        self.addCleanup(shutil.rmtree, d, True)
+        wrapper = os.path.join(d, "sandgate")
+        with open(wrapper, "w") as f:
+            f.write("#!/bin/sh\nexec unshare -m --propagation private sh -c "
+                    "'mount -t tmpfs none /sys/fs/cgroup && exec \"$0\" \"$@\"' %s \"$@\"\n"
+                    % shlex.quote(os.path.abspath(BIN)))
+        os.chmod(wrapper, 0o755)
+        config = None
+        if profile:
+            config = os.path.join(d, "config.json")
+            with open(config, "w") as f:
+                json.dump({"default": "p", "profiles": {"p": profile}}, f)
+        saved = sgclient.BIN
+        sgclient.BIN = wrapper
+        try:
+            gw = Gateway(config=config, profile="p" if profile else None)
+        finally:
+            sgclient.BIN = saved
+        self.addCleanup(self._finish, gw)
+        return gw
+
+    def test_default_profile_runs_and_says_it_is_not_contained(self):
+        gw = self.gateway_without_cgroups()
+        gw.initialize()
+        self.assertIs(gw.facts["isolation"].get("processes_die_with_session"), False,
+                      json.dumps(gw.facts))
+        self.assertNotIn("pids_max", gw.facts["resources"]["applied"])
+        self.assertIn("no writable cgroup", gw.stderr_text())
+        # The older mechanism still works: a background child of
+        # run_command, seen alive, dies with the command's pid namespace.
+        n = Needle()
+        self.needles = [n]
+        self.addCleanup(lambda: [os.kill(p, signal.SIGKILL) for p in host_pids(n.needle)])
+        res = gw.sh("setsid %s &\nsleep 0.3; kill -0 $! && echo alive" % n.command)
+        self.assertIn("alive", res["content"])
+        self.assertTrue(wait_for(lambda: not host_pids(n.needle), 5),
+                        "a run_command child outlived its command")
+
+    def test_limits_asked_for_are_refused(self):
+        for field, value in (("pids_max", 64), ("memory_mb", 256), ("cpus", 1)):
+            gw = self.gateway_without_cgroups({"backend": "local", field: value})
+            r = gw.call("initialize", gw.make_binding(), token="t")
+            self.assertReplyCode(r, ("unsupported", "init_failed"), field)
+            self.assertIn(field, r["error"])
 
 
 if __name__ == "__main__":
