@@ -92,14 +92,22 @@ bool sg_cgroup_writable(void)
 	return false;
 }
 
-static int put(const char *dir, const char *file, const char *value)
+static FILE *open_at(const char *dir, const char *file, const char *mode)
 {
 	char p[SG_PATH_MAX];
-	FILE *f;
+
+	if ((size_t)snprintf(p, sizeof(p), "%s/%s", dir, file) >= sizeof(p)) {
+		errno = ENAMETOOLONG;
+		return NULL;
+	}
+	return fopen(p, mode);
+}
+
+static int put(const char *dir, const char *file, const char *value)
+{
+	FILE *f = open_at(dir, file, "we");
 	int ok;
 
-	snprintf(p, sizeof(p), "%s/%s", dir, file);
-	f = fopen(p, "we");
 	if (!f)
 		return -1;
 	ok = fputs(value, f) != EOF;
@@ -108,12 +116,9 @@ static int put(const char *dir, const char *file, const char *value)
 
 static bool get(const char *dir, const char *file, char *dst, size_t n)
 {
-	char p[SG_PATH_MAX];
-	FILE *f;
+	FILE *f = open_at(dir, file, "re");
 	bool ok;
 
-	snprintf(p, sizeof(p), "%s/%s", dir, file);
-	f = fopen(p, "re");
 	if (!f)
 		return false;
 	ok = fgets(dst, (int)n, f) != NULL;
@@ -141,13 +146,10 @@ static void nap(void)
 /* SIGKILL every member of dir; how many there were (-1: unreadable). */
 static int kill_members(const char *dir)
 {
-	char p[SG_PATH_MAX];
-	FILE *f;
+	FILE *f = open_at(dir, "cgroup.procs", "re");
 	long pid;
 	int n = 0;
 
-	snprintf(p, sizeof(p), "%s/cgroup.procs", dir);
-	f = fopen(p, "re");
 	if (!f)
 		return errno == ENOENT ? 0 : -1;
 	while (fscanf(f, "%ld", &pid) == 1) {

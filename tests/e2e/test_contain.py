@@ -132,31 +132,32 @@ class Survivors(GatewayTestCase):
         wait_for(lambda: not survivors(), timeout)
         self.assertEqual(survivors(), {}, "processes outlived their session")
 
-    def test_process_start_escapes_die_at_shutdown(self):
+    def escapes_die_at_shutdown(self, launch):
+        """Every escape, each started by launch(gw, command); after stdin
+        EOF and exit 0 none may survive."""
         gw = self.gateway()
         planted = []
         for how in ESCAPES:
             n, cmd = self.plant(how)
             planted.append(n)
-            gw.start(command=cmd + "\nsleep 600")
-        self.assertStarted(planted)
+            launch(gw, cmd)
         code, err, took = gw.shutdown(60)
         self.assertEqual(code, 0, "shutdown failed: " + err[-2000:])
         self.assertNoneSurvive(planted)
 
+    def test_process_start_escapes_die_at_shutdown(self):
+        def launch(gw, cmd):
+            gw.start(command=cmd + "\nsleep 600")
+            self.assertStarted(self.needles[-1:])
+        self.escapes_die_at_shutdown(launch)
+
     def test_run_command_background_escapes_die(self):
-        gw = self.gateway()
-        planted = []
-        for how in ESCAPES:
-            n, cmd = self.plant(how)
-            planted.append(n)
-            res = gw.sh(cmd + "\necho started", timeout_ms=20000)
-            self.assertEqual(res["metadata"]["exit_code"], 0, json.dumps(res))
         # Whether they die with their command or at teardown, none may
         # outlive the session.
-        code, err, took = gw.shutdown(60)
-        self.assertEqual(code, 0, "shutdown failed: " + err[-2000:])
-        self.assertNoneSurvive(planted)
+        def launch(gw, cmd):
+            res = gw.sh(cmd + "\necho started", timeout_ms=20000)
+            self.assertEqual(res["metadata"]["exit_code"], 0, json.dumps(res))
+        self.escapes_die_at_shutdown(launch)
 
     def test_crashed_gateway_survivors_are_collected(self):
         state = tempfile.mkdtemp(prefix="sg-e2e-contain-")
