@@ -238,22 +238,23 @@ static bool pid_runs(long pid)
  */
 static int each_session(const char *slug, bool only_dead, bool sweep)
 {
+	/*
+	 * Every hierarchy any gateway may have used, killing ones first: the
+	 * gateway that made them may have seen another layout (the freezer
+	 * where this one sees the unified hierarchy).
+	 */
+	static const char *const mounts[] = { CG_ROOT, CG_ROOT "/unified", CG_ROOT "/freezer",
+					      CG_ROOT "/pids", CG_ROOT "/memory", CG_ROOT "/cpu",
+					      NULL };
 	int64_t deadline = now_ms() + SG_CGROUP_KILL_MS;
-	struct cg_layout l;
 	int gone = 0;
 
-	layout_get(&l);
-	for (int r = 0; r < ROLE_N; r++) {
+	for (size_t m = 0; mounts[m]; m++) {
 		char base[SG_PATH_MAX];
 		struct dirent *de;
-		bool seen = false;
 		DIR *d;
 
-		for (int q = 0; q < r; q++)
-			seen = seen || strcmp(l.mnt[q], l.mnt[r]) == 0;
-		if (!l.mnt[r][0] || seen)
-			continue;
-		snprintf(base, sizeof(base), "%s/sandgate", l.mnt[r]);
+		snprintf(base, sizeof(base), "%s/sandgate", mounts[m]);
 		d = opendir(base);
 		while (d && (de = readdir(d))) {
 			const char *dash = strrchr(de->d_name, '-');
@@ -275,9 +276,9 @@ static int each_session(const char *slug, bool only_dead, bool sweep)
 	return gone;
 }
 
-int sg_cgroup_kill_env(const char *slug, bool only_dead)
+int sg_cgroup_kill_env(const char *slug)
 {
-	return each_session(slug, only_dead, false);
+	return each_session(slug, false, false);
 }
 
 void sg_cgroup_sweep(void)

@@ -62,11 +62,11 @@ sg_err sg_cgroup_make(struct sg_cgroup *cg, const char *name,
 bool sg_cgroup_kill(struct sg_cgroup *cg);
 
 /*
- * Kill and remove the cgroups of other sessions of the environment whose
- * slug is given: all of them, or (only_dead) those whose gateway pid no
- * longer runs, i.e. survivors of a crashed gateway.  Returns how many.
+ * Kill and remove the cgroups of every other session of the environment
+ * whose slug is given (survivors of crashed gateways), when the
+ * environment itself goes.  Returns how many.
  */
-int sg_cgroup_kill_env(const char *slug, bool only_dead);
+int sg_cgroup_kill_env(const char *slug);
 
 /*
  * Remove the empty cgroups of every environment's sessions whose gateway

@@ -358,9 +358,12 @@ static sg_err local_provision(struct sg_env *env, struct sg_cancel *cancel,
 		json_object_set_new(requested, "memory_mb", json_integer(p->memory_mb));
 	if (pids_max_of(p) > 0)
 		json_object_set_new(requested, "pids_max", json_integer(pids_max_of(p)));
-	/* Survivors of an earlier session whose gateway died go first. */
-	if (env->resumed && sg_cgroup_kill_env(name, true) > 0)
-		sg_log_info("killed what a crashed session of %s left running", env->id);
+	/*
+	 * A crashed gateway's processes are left alone here: a host that
+	 * reconnects with the same session finds them (protocol section 8).
+	 * They die when the environment is removed (teardown, envs gc/rm);
+	 * only the empty cgroups of dead gateways go now.
+	 */
 	sg_cgroup_sweep();
 	{
 		char cgname[200];
@@ -610,7 +613,7 @@ static sg_err local_teardown(struct sg_env *env, enum sg_fate fate,
 	if (!rc && fate == SG_FATE_REMOVE && le->dir)
 		rc = stop_processes(le->dir, err);
 	if (!rc && fate == SG_FATE_REMOVE && le->slug)
-		sg_cgroup_kill_env(le->slug, false);
+		sg_cgroup_kill_env(le->slug);
 	if (!rc && fate == SG_FATE_REMOVE && le->dir && rm_tree(le->dir))
 		rc = sg_err_set(err, SG_E_INTERNAL, "cannot remove %s: %s", le->dir,
 				strerror(errno));
@@ -710,7 +713,7 @@ static sg_err local_destroy(const struct sg_profile *p, const char *state_dir,
 	rc = stop_processes(dir, err);
 	/* And whatever escaped their process groups (a crashed gateway's). */
 	if (!rc)
-		sg_cgroup_kill_env(id + 6, false);
+		sg_cgroup_kill_env(id + 6);
 	if (!rc && rm_tree(dir))
 		rc = sg_err_set(err, SG_E_INTERNAL, "cannot remove %s: %s", dir, strerror(errno));
 out:

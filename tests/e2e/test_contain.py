@@ -100,6 +100,36 @@ def cgroup_writable():
     return False
 
 
+def hiding_gateway(case, hide, profile=None, **kw):
+    """A gateway (not initialized) in a mount namespace where the
+    directory hide is an empty tmpfs: a host without that hierarchy."""
+    if os.geteuid() != 0 or not shutil.which("unshare"):
+        case.skipTest("needs root and unshare to hide cgroup hierarchies")
+    if not os.path.isdir(hide):
+        case.skipTest("%s does not exist here" % hide)
+    d = tempfile.mkdtemp(prefix="sg-e2e-hide-")
+    case.addCleanup(shutil.rmtree, d, True)
+    wrapper = os.path.join(d, "sandgate")
+    with open(wrapper, "w") as f:
+        f.write("#!/bin/sh\nexec unshare -m --propagation private sh -c "
+                "'mount -t tmpfs none %s && exec \"$0\" \"$@\"' %s \"$@\"\n"
+                % (hide, shlex.quote(os.path.abspath(BIN))))
+    os.chmod(wrapper, 0o755)
+    config = None
+    if profile:
+        config = os.path.join(d, "config.json")
+        with open(config, "w") as f:
+            json.dump({"default": "p", "profiles": {"p": profile}}, f)
+    saved = sgclient.BIN
+    sgclient.BIN = wrapper
+    try:
+        gw = Gateway(config=config, profile="p" if profile else None, **kw)
+    finally:
+        sgclient.BIN = saved
+    case.addCleanup(case._finish, gw)
+    return gw
+
+
 @unittest.skipUnless(not PROFILE or PROFILE == "local",
                      "needs the local backend (the host's /proc sees its processes)")
 class Survivors(GatewayTestCase):
@@ -177,6 +207,21 @@ class Survivors(GatewayTestCase):
                            capture_output=True, text=True, timeout=120)
         self.assertEqual(p.returncode, 0, "envs gc failed: %s %s" % (p.stdout, p.stderr))
         self.assertNoneSurvive(planted)
+
+
+class SurvivorsUnderFreezer(Survivors):
+    """The same attacks on a hybrid host without the unified hierarchy:
+    containment falls back to v1's freezer (freeze, SIGKILL, thaw)."""
+
+    def gateway(self, init=True, **kw):
+        binding = kw.pop("binding", {})
+        if not os.path.isdir("/sys/fs/cgroup/freezer"):
+            self.skipTest("no v1 freezer on this host")
+        gw = hiding_gateway(self, "/sys/fs/cgroup/unified", **kw)
+        if init:
+            gw.initialize(**binding)
+            self.assertIs(gw.facts["isolation"].get("processes_die_with_session"), True)
+        return gw
 
 
 @unittest.skipUnless(not PROFILE or PROFILE == "local", "needs the local backend")
@@ -277,29 +322,7 @@ class WithoutCgroups(GatewayTestCase):
     so (facts, log) and refuse limits the profile asks for."""
 
     def gateway_without_cgroups(self, profile=None):
-        if os.geteuid() != 0 or not shutil.which("unshare"):
-            self.skipTest("needs root and unshare to hide the cgroup hierarchies")
-        d = tempfile.mkdtemp(prefix="sg-e2e-nocg-")
-        self.addCleanup(shutil.rmtree, d, True)
-        wrapper = os.path.join(d, "sandgate")
-        with open(wrapper, "w") as f:
-            f.write("#!/bin/sh\nexec unshare -m --propagation private sh -c "
-                    "'mount -t tmpfs none /sys/fs/cgroup && exec \"$0\" \"$@\"' %s \"$@\"\n"
-                    % shlex.quote(os.path.abspath(BIN)))
-        os.chmod(wrapper, 0o755)
-        config = None
-        if profile:
-            config = os.path.join(d, "config.json")
-            with open(config, "w") as f:
-                json.dump({"default": "p", "profiles": {"p": profile}}, f)
-        saved = sgclient.BIN
-        sgclient.BIN = wrapper
-        try:
-            gw = Gateway(config=config, profile="p" if profile else None)
-        finally:
-            sgclient.BIN = saved
-        self.addCleanup(self._finish, gw)
-        return gw
+        return hiding_gateway(self, "/sys/fs/cgroup", profile)
 
     def test_default_profile_runs_and_says_it_is_not_contained(self):
         gw = self.gateway_without_cgroups()
