@@ -382,10 +382,14 @@ static sg_err local_provision(struct sg_env *env, struct sg_cancel *cancel,
 	env->host_root = strdup(le->workspace);
 	env->host_ctl = ctl;
 	ctl = NULL;
+	/*
+	 * Contained only inside bubblewrap: without it commands run as this
+	 * user on the host, and one that may write cgroup files can leave.
+	 */
 	env->facts = json_pack(
 		"{s:{s:b, s:b}, s:{s:O, s:O}, s:O, s:s, s:s}", "isolation",
 		"host_filesystem_restricted", le->bwrap != NULL, "processes_die_with_session",
-		le->cg.dirs.n > 0, "resources", "requested", requested, "applied", applied,
+		le->cg.dirs.n > 0 && le->bwrap, "resources", "requested", requested, "applied", applied,
 		"observed", observed, "safety_class",
 		le->bwrap ? "container" : "trusted_local", "mechanism",
 		le->bwrap ? "bubblewrap" : "none");
