@@ -4,11 +4,13 @@
  *
  * Every command first resolves its paths with sg_path_resolve(), which
  * walks them the way the environment sees them and refuses anything that
- * leaves root.  From then on files are reached only through *at() calls on
- * the resolved relative path, relative to an O_PATH descriptor of
- * host_root, with O_NOFOLLOW wherever the final component is opened: the
- * resolved path holds no symlinks, so a link that appears later fails the
- * call instead of being followed.
+ * leaves root.  The resolved path holds no symlinks, and it is opened once,
+ * with sg_path_openat() (openat2 RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS),
+ * relative to an O_PATH descriptor of host_root: a component swapped for a
+ * link after the check fails the open instead of being followed.  From
+ * then on every call is an *at() call on that descriptor (or on the
+ * directory holding the last component) with the last name taken
+ * literally, never the path again.
  *
  * Inside this file SG_E_NOT_FOUND carries every tool failure (the tool ran
  * and failed: a missing file, an old_string that is not unique ...).  The
@@ -136,12 +138,6 @@ static void close_fd(int *fd)
 	*fd = -1;
 }
 
-/* The resolved path as an *at() argument: root itself is ".". */
-static const char *at_path(const struct sg_buf *rel)
-{
-	return rel->len ? rel->p : ".";
-}
-
 /*
  * Split a resolved relative path into its directory (into parent, "."
  * for root) and last component (a pointer into rel).
@@ -220,6 +216,19 @@ static sg_err resolve(struct fs *c, const char *path, enum sg_path_mode m,
 	return sg_path_resolve(c->root, c->host_root, path, m, rel, &c->err);
 }
 
+/* A resolved path opened beneath root; see sg_path_openat(). */
+static int open_rel(struct fs *c, const struct sg_buf *rel, int flags)
+{
+	return sg_path_openat(c->rootfd, rel->len ? rel->p : "", flags);
+}
+
+/* The directory holding a resolved path's last component, and its name. */
+static int open_parent(struct fs *c, const struct sg_buf *rel,
+		       const char **name)
+{
+	return sg_path_openat_parent(c->rootfd, rel->len ? rel->p : "", name);
+}
+
 /*
  * Create the missing directories of rel (resolved, relative to root) and
  * return an O_PATH descriptor of the last one in *fdp (owned).  *created
@@ -289,8 +298,7 @@ static sg_err open_file(struct fs *c, const struct sg_buf *rel,
 			const char *shown, int *fdp, struct stat *st)
 {
 	/* O_NONBLOCK: opening a FIFO must not wait for a writer. */
-	int fd = openat(c->rootfd, at_path(rel),
-			O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	int fd = open_rel(c, rel, O_RDONLY | O_NONBLOCK);
 
 	*fdp = -1;
 	if (fd < 0)
@@ -1057,7 +1065,6 @@ static sg_err fs_list(struct fs *c)
 	struct sg_buf rel = SG_BUF_INIT(SG_PATH_MAX);
 	struct lister *l = calloc(1, sizeof(*l));
 	int dirfd = -1;
-	struct stat st;
 	sg_err rc;
 
 	if (!l)
@@ -1079,13 +1086,11 @@ static sg_err fs_list(struct fs *c)
 		c->pos[c->npos++] = ".";
 	if (l->depth < 1)
 		l->depth = 1;
-	if (fstatat(c->rootfd, at_path(&rel), &st, AT_SYMLINK_NOFOLLOW) != 0 ||
-	    !S_ISDIR(st.st_mode)) {
+	dirfd = open_rel(c, &rel, O_PATH | O_DIRECTORY);
+	if (dirfd < 0 && errno == ENOTDIR) {
 		rc = tool_fail(c, "%s is not a directory", c->pos[0]);
 		goto out;
 	}
-	dirfd = openat(c->rootfd, at_path(&rel),
-		       O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (dirfd < 0) {
 		rc = tool_fail(c, "cannot list %s: %s", c->pos[0],
 			       errstr(errno));
@@ -1363,8 +1368,7 @@ static sg_err fs_glob(struct fs *c)
 		rc = resolve(c, base, SG_PATH_EXISTING, &rel);
 	if (rc)
 		goto out;
-	dirfd = openat(c->rootfd, at_path(&rel),
-		       O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	dirfd = open_rel(c, &rel, O_PATH | O_DIRECTORY);
 	if (dirfd < 0) {
 		rc = tool_fail(c, "%s is not a directory", base);
 		goto out;
@@ -1650,7 +1654,8 @@ static sg_err fs_grep(struct fs *c)
 		rc = resolve(c, path, SG_PATH_EXISTING, &rel);
 	if (rc)
 		goto out;
-	if (fstatat(c->rootfd, at_path(&rel), &st, AT_SYMLINK_NOFOLLOW) != 0) {
+	cwdfd = open_rel(c, &rel, O_PATH);
+	if (cwdfd < 0 || fstat(cwdfd, &st) != 0) {
 		rc = tool_fail(c, "%s: %s", path, errstr(errno));
 		goto out;
 	}
@@ -1658,13 +1663,12 @@ static sg_err fs_grep(struct fs *c)
 		/* Search "." in the directory so the paths come out short. */
 		g.prefix = rel.p;
 		g.dot = true;
-		snprintf(parent, sizeof(parent), "%s", at_path(&rel));
 	} else {
-		target = split_rel(rel.p, parent, sizeof(parent));
+		split_rel(rel.p, parent, sizeof(parent));
 		g.prefix = strcmp(parent, ".") ? parent : "";
+		close_fd(&cwdfd);
+		cwdfd = open_parent(c, &rel, &target);
 	}
-	cwdfd = openat(c->rootfd, parent,
-		       O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (cwdfd < 0) {
 		rc = tool_fail(c, "%s: %s", path, errstr(errno));
 		goto out;
@@ -1756,10 +1760,11 @@ static sg_err fs_stat(struct fs *c)
 {
 	struct sg_buf rel = SG_BUF_INIT(SG_PATH_MAX);
 	char target[SG_PATH_MAX + 1], mode[8], when[32];
-	const char *type;
+	const char *type, *name;
 	struct stat st;
 	struct tm tm;
 	ssize_t tl = -1;
+	int pfd = -1;
 	sg_err rc;
 
 	rc = args_done(c, 1, 1);
@@ -1767,7 +1772,8 @@ static sg_err fs_stat(struct fs *c)
 		rc = resolve(c, c->pos[0], SG_PATH_NOFOLLOW, &rel);
 	if (rc)
 		goto out;
-	if (fstatat(c->rootfd, at_path(&rel), &st, AT_SYMLINK_NOFOLLOW) != 0) {
+	pfd = open_parent(c, &rel, &name);
+	if (pfd < 0 || fstatat(pfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0) {
 		rc = tool_fail(c, "%s: %s", c->pos[0], errstr(errno));
 		goto out;
 	}
@@ -1776,8 +1782,7 @@ static sg_err fs_stat(struct fs *c)
 	       : S_ISLNK(st.st_mode) ? "symlink"
 				     : "other";
 	if (S_ISLNK(st.st_mode)) {
-		tl = readlinkat(c->rootfd, at_path(&rel), target,
-				sizeof(target) - 1);
+		tl = readlinkat(pfd, name, target, sizeof(target) - 1);
 		if (tl >= 0)
 			target[tl] = '\0';
 	}
@@ -1801,6 +1806,7 @@ static sg_err fs_stat(struct fs *c)
 	if (!rc)
 		rc = sg_reply_end(c->out);
 out:
+	close_fd(&pfd);
 	sg_buf_release(&rel);
 	return rc;
 }
@@ -1847,7 +1853,6 @@ static sg_err fs_delete(struct fs *c)
 {
 	struct sg_buf rel = SG_BUF_INIT(SG_PATH_MAX);
 	bool recursive = sg_args_flag(&c->a, "recursive");
-	char parent[SG_PATH_MAX + 1];
 	const char *name;
 	int dirfd = -1;
 	struct stat st;
@@ -1864,9 +1869,7 @@ static sg_err fs_delete(struct fs *c)
 				"deleted", c->pos[0]);
 		goto out;
 	}
-	name = split_rel(rel.p, parent, sizeof(parent));
-	dirfd = openat(c->rootfd, parent,
-		       O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	dirfd = open_parent(c, &rel, &name);
 	if (dirfd < 0 || fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0) {
 		rc = tool_fail(c, "%s: %s", c->pos[0], errstr(errno));
 		goto out;
@@ -1936,7 +1939,7 @@ static sg_err fs_move(struct fs *c)
 {
 	struct sg_buf src = SG_BUF_INIT(SG_PATH_MAX), dst = SG_BUF_INIT(SG_PATH_MAX);
 	bool overwrite = sg_args_flag(&c->a, "overwrite");
-	char sparent[SG_PATH_MAX + 1], ddir[SG_PATH_MAX + 1], dname[NAME_MAX + 1];
+	char ddir[SG_PATH_MAX + 1], dname[NAME_MAX + 1];
 	const char *sname;
 	int sfd = -1, dfd = -1;
 	struct stat st;
@@ -1965,9 +1968,7 @@ static sg_err fs_move(struct fs *c)
 				"the destination %s is too long", c->pos[1]);
 		goto out;
 	}
-	sname = split_rel(src.p, sparent, sizeof(sparent));
-	sfd = openat(c->rootfd, sparent,
-		     O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	sfd = open_parent(c, &src, &sname);
 	if (sfd < 0) {
 		rc = tool_fail(c, "%s: %s", c->pos[0], errstr(errno));
 		goto out;
