@@ -71,6 +71,7 @@ struct fs {
 	int npos;               /* positionals, those after `--` included */
 	char root[SG_PATH_MAX + 1]; /* --root, normalised */
 	const char *host_root;
+	bool on_host;           /* --host-root: in-process, on this host */
 	int rootfd;             /* O_PATH of host_root, -1 until opened */
 	const void *in;
 	size_t inlen;
@@ -1504,7 +1505,7 @@ static sg_err grep_run(struct fs *c, struct grepper *g, const char *prog,
 	posix_spawn_file_actions_t fa;
 	posix_spawnattr_t at;
 	bool fa_ok = false, at_ok = false, stop = false;
-	char *chunk = malloc(FS_CHUNK);
+	char *chunk = malloc(FS_CHUNK), abs[SG_PATH_MAX + 1];
 	sigset_t none, dfl;
 	pid_t pid = -1;
 	sg_err rc = SG_OK;
@@ -1518,30 +1519,52 @@ static sg_err grep_run(struct fs *c, struct grepper *g, const char *prog,
 				errstr(chunk ? errno : ENOMEM));
 		goto out;
 	}
-	fa_ok = posix_spawn_file_actions_init(&fa) == 0;
-	at_ok = posix_spawnattr_init(&at) == 0;
+	/*
+	 * The engine walks the tree by path, so a directory swapped for a
+	 * link during its walk would lead it out of root: where Landlock
+	 * exists it may read only beneath the searched directory.  Without
+	 * Landlock the engine runs as it is: in an environment that reaches
+	 * only what the environment sees anyway, and on this host fs_grep
+	 * chose GNU grep, whose walk refuses links.
+	 */
+	e = !search_path || find_in_path(prog, abs, sizeof(abs)) ? 0 : ENOENT;
+	if (!e) {
+		pid = sg_confine_spawn_reader(search_path ? abs : prog, av, cwdfd,
+					      outp[1], errp[1]);
+		e = pid < 0 ? errno : 0;
+	}
+	if (pid < 0 && e != ENOSYS && e != EOPNOTSUPP) {
+		close_fd(&outp[1]);
+		close_fd(&errp[1]);
+		rc = tool_fail(c, "cannot run %s: %s", prog, errstr(e));
+		goto out;
+	}
+	if (pid < 0) {
+		fa_ok = posix_spawn_file_actions_init(&fa) == 0;
+		at_ok = posix_spawnattr_init(&at) == 0;
+	}
 	sigemptyset(&none);
 	sigemptyset(&dfl);
 	/* A gateway that ignores SIGPIPE must not pass that on. */
 	sigaddset(&dfl, SIGPIPE);
-	e = !fa_ok || !at_ok ? ENOMEM : 0;
-	if (!e)
+	e = pid >= 0 ? 0 : !fa_ok || !at_ok ? ENOMEM : 0;
+	if (!e && pid < 0)
 		e = posix_spawn_file_actions_addopen(&fa, 0, "/dev/null",
 						     O_RDONLY, 0);
-	if (!e)
+	if (!e && pid < 0)
 		e = posix_spawn_file_actions_adddup2(&fa, outp[1], 1);
-	if (!e)
+	if (!e && pid < 0)
 		e = posix_spawn_file_actions_adddup2(&fa, errp[1], 2);
-	if (!e)
+	if (!e && pid < 0)
 		e = posix_spawn_file_actions_addfchdir_np(&fa, cwdfd);
-	if (!e)
+	if (!e && pid < 0)
 		e = posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSIGMASK |
 							  POSIX_SPAWN_SETSIGDEF);
-	if (!e)
+	if (!e && pid < 0)
 		e = posix_spawnattr_setsigmask(&at, &none);
-	if (!e)
+	if (!e && pid < 0)
 		e = posix_spawnattr_setsigdefault(&at, &dfl);
-	if (!e)
+	if (!e && pid < 0)
 		e = search_path ? posix_spawnp(&pid, prog, &fa, &at, av, environ)
 				: posix_spawn(&pid, prog, &fa, &at, av, environ);
 	close_fd(&outp[1]);
@@ -1673,7 +1696,9 @@ static sg_err fs_grep(struct fs *c)
 		rc = tool_fail(c, "%s: %s", path, errstr(errno));
 		goto out;
 	}
-	if (find_in_path("rg", rg, sizeof(rg))) {
+	/* rg walks by path: on this host only where it can be confined. */
+	if (find_in_path("rg", rg, sizeof(rg)) &&
+	    (!c->on_host || sg_confine_reader_ok())) {
 		engine = "rg";
 		av[ac++] = (char *)"rg";
 		av[ac++] = (char *)"--line-number";
@@ -2081,7 +2106,10 @@ static sg_err common_args(struct fs *c)
 	const char *r = sg_args_str(&c->a, "root", NULL);
 	sg_err rc;
 
-	c->host_root = sg_args_str(&c->a, "host-root", r);
+	c->host_root = sg_args_str(&c->a, "host-root", NULL);
+	c->on_host = c->host_root != NULL;
+	if (!c->host_root)
+		c->host_root = r;
 	if (!r || r[0] != '/' || !c->host_root || c->host_root[0] != '/')
 		return sg_err_set(&c->err, SG_E_INVALID_ARGUMENT,
 				  "--root (and --host-root) must be absolute "

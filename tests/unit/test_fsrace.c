@@ -12,6 +12,10 @@
  * name what is inside, and nothing outside may be written, moved or
  * deleted.  Each case prints how many answers came from outside; the test
  * fails if any did.
+ *
+ * With --no-openat2 (ctest unit/test_fsrace-no-openat2) the process first
+ * installs a seccomp filter under which openat2(2) fails with ENOSYS, as on
+ * a kernel older than 5.6, so the same attack meets the component walk.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -26,7 +30,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <stddef.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <dirent.h>
 #include <unistd.h>
@@ -418,6 +427,29 @@ static void test_race_outside_dir(void **state)
 	race(f, f->outside, "", true);
 }
 
+/* Make openat2(2) answer ENOSYS for the rest of this process's life. */
+static int hide_openat2(void)
+{
+	struct sock_filter prog[] = {
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS,
+			 offsetof(struct seccomp_data, nr)),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_openat2, 0, 1),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ENOSYS),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+	};
+	struct sock_fprog fp = { .len = sizeof(prog) / sizeof(*prog),
+				 .filter = prog };
+
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1L, 0L, 0L, 0L) != 0 ||
+	    prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &fp) != 0)
+		return -1;
+	/* Proof that the fallback is what runs. */
+	if (syscall(SYS_openat2, AT_FDCWD, "/", NULL, (size_t)0) != -1 ||
+	    errno != ENOSYS)
+		return -1;
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
@@ -437,6 +469,13 @@ int main(int argc, char **argv)
 		setenv(CANARY_VAR, CANARY, 1);
 		execv("/proc/self/exe", argv);
 		return 1;
+	}
+	if (argc > 1 && strcmp(argv[1], "--no-openat2") == 0) {
+		if (hide_openat2() != 0) {
+			fprintf(stderr, "cannot hide openat2 with seccomp\n");
+			return 1;
+		}
+		print_message("openat2 hidden: the component walk is tested\n");
 	}
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
