@@ -2099,12 +2099,28 @@ static const struct fs_cmd {
 	{ "resolve", "for-write", fs_resolve },
 };
 
-/* The common options: --root (absolute, normalised) and --host-root. */
+/* The commands that change the tree: refused under --read-only. */
+static const char *const fs_writers[] = { "write", "edit", "delete", "move",
+					  "mkdir", NULL };
+
+/*
+ * The common options: --root (absolute, normalised), --host-root and
+ * --read-only (the workspace is a read-only mount: no command may change
+ * it, whatever the caller checked before).
+ */
 static sg_err common_args(struct fs *c)
 {
 	struct sg_buf root = SG_BUF_INIT(SG_PATH_MAX);
 	const char *r = sg_args_str(&c->a, "root", NULL);
 	sg_err rc;
+
+	if (sg_args_flag(&c->a, "read-only"))
+		for (int i = 0; fs_writers[i]; i++)
+			if (strcmp(c->cmd, fs_writers[i]) == 0)
+				return sg_err_set(&c->err, SG_E_PERMISSION,
+						  "fs %s writes, and the "
+						  "workspace is mounted "
+						  "read-only", c->cmd);
 
 	c->host_root = sg_args_str(&c->a, "host-root", NULL);
 	c->on_host = c->host_root != NULL;
@@ -2135,6 +2151,7 @@ int sg_helper_fs(int argc, char *const *argv, const void *in, size_t inlen,
 		 struct sg_buf *out, const struct sg_cancel *cancel)
 {
 	const struct fs_cmd *cmd = NULL;
+	char flags[128];
 	struct fs *c;
 	sg_err rc;
 
@@ -2165,7 +2182,8 @@ int sg_helper_fs(int argc, char *const *argv, const void *in, size_t inlen,
 		goto out;
 	}
 	c->cmd = cmd->name;
-	rc = sg_args_parse(&c->a, argc - 1, argv + 1, cmd->flags, &c->err);
+	snprintf(flags, sizeof(flags), "%s read-only", cmd->flags);
+	rc = sg_args_parse(&c->a, argc - 1, argv + 1, flags, &c->err);
 	if (!rc)
 		rc = common_args(c);
 	if (!rc)
