@@ -492,13 +492,13 @@ static int walk_open(int dirfd, const char *rel, int flags)
 		memcpy(name, c, n);
 		name[n] = '\0';
 		p = c + n;
-		if (is_dot(c, n) || is_dotdot(c, n)) {
+		if (is_dotdot(c, n)) {
 			/* A resolved path has none; RESOLVE_BENEATH's answer. */
 			errno = EXDEV;
 			fd = -1;
 			break;
 		}
-		if (!next_comp(p, &n)) {
+		if (only_dots(p)) {
 			fd = openat(cur, name, flags | O_NOFOLLOW | O_CLOEXEC);
 			break;
 		}
@@ -521,7 +521,24 @@ static int walk_open(int dirfd, const char *rel, int flags)
 	return fd;
 }
 
-int sg_path_openat(int dirfd, const char *rel, int flags)
+/*
+ * O_PATH | O_NOFOLLOW opens a final symlink itself instead of failing:
+ * refuse it here, so that no link is ever handed back.
+ */
+static int no_final_link(int fd, int flags)
+{
+	struct stat st;
+
+	if (fd < 0 || !(flags & O_PATH) || (flags & O_DIRECTORY))
+		return fd;
+	if (fstat(fd, &st) == 0 && !S_ISLNK(st.st_mode))
+		return fd;
+	close(fd);
+	errno = ELOOP;
+	return -1;
+}
+
+static int openat_beneath(int dirfd, const char *rel, int flags)
 {
 	struct open_how how;
 	long fd;
@@ -555,6 +572,11 @@ int sg_path_openat(int dirfd, const char *rel, int flags)
 	return walk_open(dirfd, rel, flags);
 }
 
+int sg_path_openat(int dirfd, const char *rel, int flags)
+{
+	return no_final_link(openat_beneath(dirfd, rel, flags), flags);
+}
+
 int sg_path_openat_parent(int dirfd, const char *rel, const char **name)
 {
 	char parent[SG_PATH_MAX + 1];
@@ -569,4 +591,31 @@ int sg_path_openat_parent(int dirfd, const char *rel, const char **name)
 	memcpy(parent, rel, n);
 	parent[n] = '\0';
 	return sg_path_openat(dirfd, parent, O_PATH | O_DIRECTORY);
+}
+
+int sg_path_chdir_beneath(const char *root, const char *path)
+{
+	const char *rel = strip_root(root, path);
+	int rootfd, fd, e;
+
+	if (!rel) {
+		errno = EXDEV;
+		return -1;
+	}
+	while (*rel == '/')
+		rel++;
+	rootfd = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (rootfd < 0)
+		return -1;
+	fd = sg_path_openat(rootfd, rel, O_PATH | O_DIRECTORY);
+	e = errno;
+	close(rootfd);
+	if (fd < 0) {
+		errno = e;
+		return -1;
+	}
+	e = fchdir(fd) == 0 ? 0 : errno;
+	close(fd);
+	errno = e;
+	return e ? -1 : 0;
 }

@@ -91,6 +91,15 @@ int sg_path_openat(int dirfd, const char *rel, int flags);
  */
 int sg_path_openat_parent(int dirfd, const char *rel, const char **name);
 
+/*
+ * chdir(2) to `path`, an absolute path that sg_path_resolve() made (root
+ * followed by a resolved relative path), through sg_path_openat() beneath
+ * root, so a component swapped for a link since the check fails the call
+ * instead of moving the process out of root.  0, or -1 with errno (EXDEV:
+ * path is not under root).  Syscalls only: safe between fork and exec.
+ */
+int sg_path_chdir_beneath(const char *root, const char *path);
+
 /* Is `path` equal to `dir` or below it (both normalised, absolute)? */
 bool sg_path_under(const char *path, const char *dir);
 

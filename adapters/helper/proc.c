@@ -84,6 +84,7 @@
 #include "base/jw.h"
 #include "base/fsutil.h"
 #include "base/limits.h"
+#include "../path.h"
 #include "base/ring.h"
 #include "base/utf8.h"
 
@@ -1746,7 +1747,14 @@ static void child_run(const struct proc_spawn *sp, int outfd, int errfd)
 			 strerror(errno));
 		goto fail;
 	}
-	if (chdir(sp->rec.cwd) < 0) {
+	/*
+	 * The cwd was resolved under root by the gateway: it is entered
+	 * beneath root with no link followed, so a directory swapped for a
+	 * link since then fails the start instead of leading elsewhere.
+	 */
+	if ((sp->root && sg_path_under(sp->rec.cwd, sp->root)
+		     ? sg_path_chdir_beneath(sp->root, sp->rec.cwd)
+		     : chdir(sp->rec.cwd)) < 0) {
 		snprintf(msg, sizeof(msg), "cannot change to %s: %s",
 			 sp->rec.cwd, strerror(errno));
 		goto fail;
