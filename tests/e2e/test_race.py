@@ -139,3 +139,19 @@ class SymlinkRace(GatewayTestCase):
         self.assertEqual(self.escapes, [], "%d answers from outside the root, by %s"
                          % (len(self.escapes), ", ".join(kinds)))
         self.check_outside()
+
+    def test_process_spool_link_is_not_followed(self):
+        """The spool lives in the control directory, which a command in
+        `full` mode can write: a spool replaced by a link must not be read
+        through on the host."""
+        gw = self.gw
+        pid = gw.start(command="echo hello; sleep 30")["id"]
+        self.assertIn("hello", gw.read(pid, wait_ns=10 * 10**9)["Output"])
+        target = os.path.join(self.outside, "environ")
+        gw.tool_ok("run_command",
+                   {"argv": ["ln", "-sf", target, "/run/sandgate/ctl/proc/%s/out" % pid]},
+                   mode="full")
+        r = gw.call("process/read", {"id": pid, "OffsetBytes": 0, "MaxBytes": 0,
+                                     "Wait": 0, "MinDwell": 0})
+        self.assertNotIn("SGRACE", json.dumps(r), "the spool link was followed on the host")
+        gw.ok("process/stop", {"id": pid, "grace_ms": 0})
