@@ -316,6 +316,17 @@ struct sg_adapter {
 	 * looking at this host's environment and files.
 	 */
 	void (*credentials)(const struct sg_profile *p, json_t *out);
+
+	/*
+	 * Optional: the variables of sandgate's own environment this adapter
+	 * reads for the profile object raw (NULL: its defaults), such as an
+	 * API key, URL or region: the one place they are named.  Fills at most
+	 * max names (borrowed: static strings or strings of raw) and returns
+	 * how many.  The config refuses to forward any of them into commands
+	 * (config/README.md, forward_env), so every adapter that reads a
+	 * secret from the environment must list it here.  Pure.
+	 */
+	size_t (*credential_env)(const json_t *raw, const char **names, size_t max);
 };
 
 /* The adapter for a backend name, or NULL (registry.c). */

@@ -48,6 +48,7 @@
 #define SG_LIST_MAX 10000          /* list_dir / glob entries */
 #define SG_GREP_DEFAULT 500        /* grep max_results default */
 #define SG_SYMLINK_MAX 40          /* symlinks followed while resolving */
+#define SG_CREDENTIAL_ENV_MAX 16   /* variables one adapter reads per profile */
 #define SG_PATH_MAX 4096
 #define SG_PIPE_SIZE (1 * SG_MiB)  /* stdout pipe asked for (fs.pipe-max-size) */
 #define SG_PROC_DRAIN_MS 200        /* pipe EOF awaited after a child's exit */

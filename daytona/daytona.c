@@ -2542,22 +2542,38 @@ static void dtn_release(struct sg_env *env)
 	/* helper, ctl_dir and facts are the gateway's to free. */
 }
 
-static void dtn_credentials(const struct sg_profile *p, json_t *out)
+/*
+ * The variables this adapter reads, in the order key, URL, region: the
+ * profile's names for them or Daytona's own (api.h).  The one list both
+ * `sandgate probe` and the config's forward_env refusal use.
+ */
+static size_t dtn_credential_env(const json_t *raw, const char **names, size_t max)
 {
 	static const char *const keys[] = { "api_key_env", "api_url_env", "target_env" };
 	static const char *const defaults[] = { DTN_ENV_KEY, DTN_ENV_URL, DTN_ENV_TARGET };
+	size_t n = 0;
 
-	for (size_t i = 0; i < 3; i++) {
-		const char *name = dtn_str(p->raw, keys[i]);
+	for (size_t i = 0; i < 3 && n < max; i++) {
+		const char *name = raw ? dtn_str(raw, keys[i]) : NULL;
+
+		names[n++] = name ? name : defaults[i];
+	}
+	return n;
+}
+
+static void dtn_credentials(const struct sg_profile *p, json_t *out)
+{
+	const char *names[3];
+	size_t n = dtn_credential_env(p->raw, names, 3);
+
+	for (size_t i = 0; i < n; i++) {
 		const char *v;
 
-		if (!name)
-			name = defaults[i];
 		/* The URL and the region have defaults: only the key is needed. */
 		if (i == 2 && dtn_str(p->raw, "target"))
 			continue;
-		v = getenv(name);
-		json_object_set_new(out, name, json_string(v && *v ? "found" : "missing"));
+		v = getenv(names[i]);
+		json_object_set_new(out, names[i], json_string(v && *v ? "found" : "missing"));
 	}
 }
 
@@ -2576,4 +2592,5 @@ const struct sg_adapter sg_adapter_daytona = {
 	.destroy = dtn_destroy,
 	.release = dtn_release,
 	.credentials = dtn_credentials,
+	.credential_env = dtn_credential_env,
 };
