@@ -38,6 +38,7 @@
 /* Shutdown budgets (section 8.2). */
 #define SG_SHUTDOWN_BUDGET_MS 60000   /* as a command backend */
 #define SG_PEER_SHUTDOWN_MS 10000     /* as a delegated peer */
+#define SG_SETTLE_POLL_MS 500         /* between looks for a create that may land */
 #define SG_LIFETIME_DEFAULT_S 600     /* lifetime_seconds 0 -> 600 */
 
 /* Internal bounds that are not protocol numbers. */
@@ -90,6 +91,7 @@
 #define SG_DAYTONA_TRIP_SLACK_MS 30000 /* a trip's HTTP timeout past its wait */
 #define SG_DAYTONA_DELETE_MS 120000    /* a delete, until the sandbox is gone */
 #define SG_DAYTONA_KILL_MS 15000       /* the kill after a cancel */
+#define SG_DAYTONA_VERIFY_MS 3000      /* the one look after a failed delete */
 #define SG_DAYTONA_INLINE_MAX (96 * SG_KiB) /* one variable: a part of stdin, argv */
 #define SG_DAYTONA_STDIN_VARS (1 * SG_MiB)  /* stdin text sent in variables, at most */
 #define SG_DAYTONA_SCRIPT_REPLY (256 * SG_KiB) /* our own scripts' output */

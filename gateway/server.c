@@ -23,6 +23,7 @@
 #include "base/crash.h"
 #include "base/limits.h"
 #include "base/log.h"
+#include "envs.h"
 #include "registry.h"
 #include "session.h"
 #include "wire.h"
@@ -429,6 +430,33 @@ static sg_err attach(struct sg_session *s, const struct sg_adapter *ad,
 }
 
 /*
+ * A failed provisioning whose create may land anyway: keep the record,
+ * marked cleanup-pending with the session to look for, and remember it
+ * for shutdown, which settles it within the budget.
+ */
+static void keep_pending(struct sg_session *s)
+{
+	struct sg_reg_key key = { s->env->ad->name, s->identity };
+	struct sg_errinfo err = { 0 };
+	json_t *fields = json_pack("{s:s, s:s, s:s}", "status", SG_REG_CLEANUP, "error",
+				   "a create's outcome is unknown", "session", s->session_id);
+
+	if (s->env->id[0])
+		json_object_set_new(fields, "id", json_string(s->env->id));
+	if (sg_registry_update(s->state_dir, &key, fields, &err))
+		sg_log_warn("%s", err.msg);
+	json_decref(fields);
+	pthread_mutex_lock(&s->lock);
+	if (!s->pending)
+		s->pending = json_array();
+	json_array_append_new(s->pending,
+			      json_pack("{s:s, s:s, s:s, s:s}", "backend", s->env->ad->name,
+					"profile", s->profile->name, "identity", s->identity,
+					"session", s->session_id));
+	pthread_mutex_unlock(&s->lock);
+}
+
+/*
  * A provisioning that failed after the registry knew of it: remove what
  * was made (a resumed environment is only let go), then the record, unless
  * another session still uses the environment.  The cleanup runs even when
@@ -446,6 +474,10 @@ static void undo(struct sg_session *s, bool provisioned)
 		return;
 	if (sg_registry_detach(s->state_dir, &key, s->session_id, &others, &err))
 		sg_log_warn("%s", err.msg);
+	if (s->env->may_remain && !others) {
+		keep_pending(s);
+		return;
+	}
 	if (provisioned && sg_cancel_init(&none) == SG_OK) {
 		enum sg_fate fate = s->env->resumed || others ? SG_FATE_DETACH : SG_FATE_REMOVE;
 
@@ -1088,6 +1120,38 @@ static bool drain(struct server *sv, struct deadline *d)
 	return empty;
 }
 
+/*
+ * Settle what failed provisionings may have left (keep_pending) within
+ * the budget.  Returns non-zero when something may remain; stderr says
+ * what, and its record stays for `sandgate envs gc`.
+ */
+static int settle_pending(struct sg_session *s, struct sg_cancel *deadline)
+{
+	json_t *pending, *rec;
+	size_t i;
+	int status = 0;
+
+	pthread_mutex_lock(&s->lock);
+	pending = s->pending;
+	s->pending = NULL;
+	pthread_mutex_unlock(&s->lock);
+	json_array_foreach(pending, i, rec) {
+		struct sg_errinfo err = { 0 };
+
+		if (!sg_envs_settle(s->cfg, s->state_dir, rec, deadline, &err))
+			continue;
+		fprintf(stderr,
+			"sandgate: a failed initialize may have left an environment of identity \"%s\" (%s, profile %s) that could not be removed: %s: %s; it may remain: run `sandgate envs gc`\n",
+			json_string_value(json_object_get(rec, "identity")),
+			json_string_value(json_object_get(rec, "backend")),
+			json_string_value(json_object_get(rec, "profile")), sg_err_word(err.code),
+			err.msg);
+		status = 1;
+	}
+	json_decref(pending);
+	return status;
+}
+
 /* --shutdown-budget-ms, else the profile's, else the role's default. */
 static int64_t budget_ms(const struct server *sv)
 {
@@ -1131,6 +1195,8 @@ static int shutdown_session(struct server *sv, const char *why)
 		if (rc)
 			status = 1;
 	}
+	if (settle_pending(s, &d.token))
+		status = 1;
 	if (!sg_wire_flush(s->wire, sg_now_ms() + 1000) && !sg_wire_dead(s->wire))
 		sg_log_warn("replies could not all be written before exit");
 	sg_cancel_fire(&d.done, SG_E_CANCELLED);
