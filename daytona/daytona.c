@@ -1010,14 +1010,19 @@ static sg_err dtn_create(struct dtn_env *de, json_t **dto, struct sg_cancel *can
 		if (!rc)
 			dtn_reply_release(&r);
 		/*
-		 * Doubt or 409: what does the name hold now?  The lookup is
-		 * made even when the create was cancelled, so a sandbox it
-		 * made is found and removed by provision's cleanup.
+		 * Cancelled (a cancel request, or the shutdown): no waiting
+		 * here, beyond the token.  What the create did is for the
+		 * gateway to settle within its budget (may_remain, below).
 		 */
+		if (sg_cancel_check(cancel)) {
+			rc = sg_err_set(err, sg_cancel_check(cancel),
+					"creating the sandbox was cancelled");
+			break;
+		}
+		/* Doubt or 409: what does the name hold now? */
 		{
 			struct sg_errinfo look = { 0 };
-			sg_err lr = dtn_get(&de->cl, de->name, dto,
-					    sg_cancel_check(cancel) ? NULL : cancel, &look);
+			sg_err lr = dtn_get(&de->cl, de->name, dto, cancel, &look);
 
 			if (lr == SG_OK) {
 				rc = dtn_check_owner(de, *dto, err);
@@ -2352,8 +2357,14 @@ static sg_err dtn_provision(struct sg_env *env, struct sg_cancel *cancel,
 	if (!rc && !(env->facts = dtn_facts(de, dto)))
 		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
 out:
-	if (rc && de->fresh && env->id[0]) {
-		/* A failed create leaves nothing behind, cancelled or not. */
+	if (rc && de->fresh && env->id[0] && sg_cancel_check(cancel)) {
+		/*
+		 * Cancelled: removing it here would outlast the shutdown
+		 * budget, which the gateway keeps while it settles this.
+		 */
+		env->may_remain = true;
+	} else if (rc && de->fresh && env->id[0]) {
+		/* A failed create leaves nothing behind. */
 		struct sg_errinfo e2 = { 0 };
 
 		if (dtn_remove(&de->cl, env->id, NULL, &e2)) {
