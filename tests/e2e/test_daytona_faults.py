@@ -127,6 +127,21 @@ class UnknownCreateOutcome(GatewayTestCase):
         self.fake.fault({"method": "POST", "path": "^/api/sandbox$", "action": "delay",
                          "delayMs": ms})
 
+    def wait_create_sent(self):
+        """Wait until the create is on its way: its lookup (404) came first.
+
+        The fake logs a request when it ends, so the slow create itself
+        cannot be seen; the lookup that precedes it can.
+        """
+        for _ in range(300):
+            reqs = self.fake.admin("GET", "/__fake/requests")["requests"]
+            if any(r["method"] == "GET" and r["path"].startswith("/api/sandbox/sg-") and
+                   r["status"] == 404 for r in reqs):
+                time.sleep(0.3)
+                return time.monotonic()
+            time.sleep(0.05)
+        self.fail("the create's lookup never came")
+
     def wait_landed(self, deadline):
         """Wait (until deadline) for the slow create to have landed or been removed."""
         while time.monotonic() < deadline:
@@ -140,27 +155,25 @@ class UnknownCreateOutcome(GatewayTestCase):
     def test_eof_during_slow_create(self):
         self.slow_create(2500)
         gw = self.start(budget_ms=15000)
-        t0 = time.monotonic()
         gw.request("initialize", gw.make_binding(), token="tok-" + unique())
-        time.sleep(0.8)
+        t0 = self.wait_create_sent()
         rc, err, _ = gw.shutdown(timeout=30)
         # Had sandgate left early, the create lands now; wait for it.
-        self.wait_landed(t0 + 4.0)
+        self.wait_landed(t0 + 3.5)
         self.assertNothingLeft()
         self.assertEqual(rc, 0, err[-2000:])
 
     def test_cancel_during_slow_create(self):
         self.slow_create(2500)
         gw = self.start(budget_ms=15000)
-        t0 = time.monotonic()
         token = "tok-" + unique()
         rid = gw.request("initialize", gw.make_binding(), token=token)
-        time.sleep(0.8)
+        t0 = self.wait_create_sent()
         gw.request("cancel", {"id": rid}, token=token)
         r = gw.wait_reply(rid, 30)
         self.assertReplyCode(r, "cancelled")
         rc, err, _ = gw.shutdown(timeout=30)
-        self.wait_landed(t0 + 4.0)
+        self.wait_landed(t0 + 3.5)
         self.assertNothingLeft()
         self.assertEqual(rc, 0, err[-2000:])
 
@@ -200,7 +213,7 @@ class UnknownCreateOutcome(GatewayTestCase):
                          "delayMs": 6000})
         gw = self.start(budget_ms=4000)
         gw.request("initialize", gw.make_binding(), token="tok-" + unique())
-        time.sleep(0.5)
+        self.wait_create_sent()
         rc, err, took = gw.shutdown(timeout=60)
         self.assertNotEqual(rc, 0, "sandgate said all was clean: " + err[-2000:])
         self.assertLess(took, 4 + 3, "the shutdown budget was not kept")
