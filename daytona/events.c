@@ -282,33 +282,18 @@ bool dtn_events_gone(struct dtn_events *ev)
 json_t *dtn_events_wait(struct dtn_events *ev, const char *id, int64_t ms, unsigned *gen,
 			struct sg_cancel *cancel)
 {
-	struct timespec end;
+	int64_t end = sg_now_ms() + ms;
 	json_t *dto = NULL;
 
-	clock_gettime(CLOCK_REALTIME, &end);
-	end.tv_sec += ms / 1000;
-	end.tv_nsec += (ms % 1000) * 1000000;
-	if (end.tv_nsec >= 1000000000) {
-		end.tv_sec++;
-		end.tv_nsec -= 1000000000;
-	}
 	pthread_mutex_lock(&ev->mu);
 	/* Short slices, so a cancel is noticed within one of them. */
 	while (ev->gen == *gen && !sg_cancel_check(cancel)) {
-		struct timespec now, slice;
+		int64_t left = end - sg_now_ms();
+		struct timespec slice;
 
-		clock_gettime(CLOCK_REALTIME, &now);
-		if (now.tv_sec > end.tv_sec || (now.tv_sec == end.tv_sec && now.tv_nsec >= end.tv_nsec))
+		if (left <= 0)
 			break;
-		slice = now;
-		slice.tv_nsec += 50 * 1000000L;
-		if (slice.tv_nsec >= 1000000000) {
-			slice.tv_sec++;
-			slice.tv_nsec -= 1000000000;
-		}
-		if (slice.tv_sec > end.tv_sec ||
-		    (slice.tv_sec == end.tv_sec && slice.tv_nsec > end.tv_nsec))
-			slice = end;
+		slice = sg_time_after(CLOCK_REALTIME, left < 50 ? left : 50);
 		pthread_cond_timedwait(&ev->cv, &ev->mu, &slice);
 	}
 	*gen = ev->gen;
