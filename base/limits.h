@@ -47,6 +47,11 @@
 #define SG_WORKERS_MAX 64          /* worker threads, grown on demand */
 #define SG_LIST_MAX 10000          /* list_dir / glob entries */
 #define SG_GREP_DEFAULT 500        /* grep max_results default */
+#define SG_GREP_COUNT_MAX 100000   /* matches counted before "more than" */
+#define SG_GREP_LINE_MAX 1024      /* bytes of a matching line shown */
+#define SG_GREP_LINE_READ (4 * SG_MiB) /* bytes of one line read from the engine */
+#define SG_GLOB_ALTS_MAX 1024      /* patterns a glob's braces expand to */
+#define SG_BINARY_SNIFF (8 * SG_KiB) /* bytes read_file looks at for binary */
 #define SG_SYMLINK_MAX 40          /* symlinks followed while resolving */
 #define SG_PATH_MAX 4096
 #define SG_PIPE_SIZE (1 * SG_MiB)  /* stdout pipe asked for (fs.pipe-max-size) */
