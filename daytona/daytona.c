@@ -1448,6 +1448,8 @@ static sg_err dtn_exec(struct sg_env *env, const struct sg_exec *x,
 	out->duration_ms = 0;
 	sg_buf_reset(&out->out);
 	sg_buf_reset(&out->err);
+	sg_buf_reset(&out->tail);
+	out->total = out->lines = 0;
 
 	snprintf(tok, sizeof(tok), "%s-%u", de->nonce, atomic_fetch_add(&de->seq, 1));
 	memcpy(mark, "sgmk-", 5);
@@ -1597,19 +1599,32 @@ static sg_err dtn_exec(struct sg_env *env, const struct sg_exec *x,
 		{
 			const char *line = p + 6, *eol = strchr(line, '\n');
 			size_t keep = (size_t)(hit - 1 - res);
-			long long total = 0;
+			size_t head = x->max_output - x->max_output / 2;
+			long long total = 0, lines = 0;
+			int bars = 0;
 			bool lost;
 			const char *last = eol ? eol : line;
 
-			/* The trailer's last field is the size of all of stdout. */
+			/* The trailer ends with stdout's size and its line count. */
 			for (const char *q = line; q < last; q++)
-				if (*q == '|')
+				if (*q == '|' && ++bars == 3)
 					total = strtoll(q + 1, NULL, 10);
+				else if (*q == '|' && bars == 4)
+					lines = strtoll(q + 1, NULL, 10);
 			dtn_parse_done(line, out, &lost);
+			if ((unsigned long long)total > x->max_output) {
+				/* sg-helper job sent the head, then the tail. */
+				out->truncated = true;
+				out->total = (uint64_t)total;
+				out->lines = (uint64_t)lines;
+				if (keep > head && out->keep_tail)
+					sg_buf_add_clipped(&out->tail, res + head, keep - head);
+				if (keep > head)
+					keep = head;
+			}
 			if (keep > x->max_output)
 				keep = sg_utf8_clip(res, keep, x->max_output);
-			if (sg_buf_add_clipped(&out->out, res, keep) ||
-			    (unsigned long long)total > x->max_output)
+			if (sg_buf_add_clipped(&out->out, res, keep))
 				out->truncated = true;
 			if (eol)
 				sg_buf_add_clipped(&out->err, eol + 1,
@@ -2088,6 +2103,8 @@ static sg_err dtn_setup(struct dtn_env *de, struct sg_cancel *cancel, struct sg_
 		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
 		goto out;
 	}
+	/* A sandbox is a machine of its own: its /tmp is nobody else's. */
+	env->own_tmp = true;
 	rc = dtn_install_helper(de, sha, dtn_flag(reply, "helper"), fd, cancel, err);
 out:
 	if (fd >= 0)

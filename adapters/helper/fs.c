@@ -499,7 +499,7 @@ static sg_err read_text(struct fs *c, int fd, const struct sg_buf *rel,
 	struct sg_buf text = SG_BUF_INIT((size_t)max + 4);
 	int64_t end = limit && limit <= INT64_MAX - first ? first + limit
 							  : INT64_MAX;
-	long long line = 1, size = 0, lines;
+	long long line = 1, size = 0, lines, next = 0;
 	char *chunk = malloc(FS_CHUNK), last = '\n';
 	bool full = false, truncated;
 	size_t keep;
@@ -541,11 +541,35 @@ static sg_err read_text(struct fs *c, int fd, const struct sg_buf *rel,
 	keep = text.len > (size_t)max ? sg_utf8_clip(text.p, text.len, (size_t)max)
 				      : text.len;
 	truncated = keep < text.len || (limit && lines >= end);
-	rc = sg_reply_ok(c->out);
+	if (truncated) {
+		/*
+		 * Said in the content, where the model reads: the lines shown
+		 * and the offset that reads on (a line cut by the byte cap is
+		 * read again from its start).
+		 */
+		long long whole = count_newlines(text.p, keep);
+
+		next = first + (whole ? whole : 1);
+		text.len = keep;
+		text.max += 256;
+		if (sg_buf_addf(&text, "%s[truncated: ", keep && text.p[keep - 1] != '\n' ? "\n" : "") ||
+		    (whole ? sg_buf_addf(&text, "lines %lld-%lld shown", (long long)first,
+					 (long long)next - 1)
+			   : sg_buf_addf(&text, "line %lld is longer than %lld bytes, only its "
+					 "head shown (encoding base64 reads the whole file)",
+					 (long long)first, (long long)max)) ||
+		    sg_buf_addf(&text, "; read on with offset=%lld]\n", next))
+			rc = SG_E_INTERNAL;
+		keep = text.len;
+	}
+	if (!rc)
+		rc = sg_reply_ok(c->out);
 	if (!rc && !raw)
 		rc = kv_strn(c->out, "content", text.p, keep);
 	if (!rc && raw)
 		rc = kv_int(c->out, "content_bytes", (long long)keep);
+	if (!rc && truncated)
+		rc = kv_int(c->out, "next_offset", next);
 	if (!rc)
 		rc = kv_int(c->out, "size", size);
 	if (!rc)
@@ -565,6 +589,122 @@ static sg_err read_text(struct fs *c, int fd, const struct sg_buf *rel,
 		rc = SG_E_TOO_LARGE;
 out:
 	free(chunk);
+	sg_buf_release(&text);
+	return rc;
+}
+
+/*
+ * What a file that is not text probably is, from its first bytes; NULL
+ * when nothing known matches.  Only formats an agent meets in a
+ * workspace: build outputs, archives, images, databases.
+ */
+static const char *magic_type(const unsigned char *b, size_t n)
+{
+	static const struct {
+		size_t off;
+		const char *sig;
+		size_t len;
+		const char *type;
+	} m[] = {
+		{ 0, "\177ELF", 4, "ELF executable or object" },
+		{ 0, "\211PNG\r\n\032\n", 8, "PNG image" },
+		{ 0, "\377\330\377", 3, "JPEG image" },
+		{ 0, "GIF8", 4, "GIF image" },
+		{ 0, "RIFF", 4, "RIFF media (WebP, WAV, AVI)" },
+		{ 0, "%PDF", 4, "PDF document" },
+		{ 0, "PK\003\004", 4, "zip archive (also jar, wheel, docx)" },
+		{ 0, "\037\213", 2, "gzip-compressed data" },
+		{ 0, "BZh", 3, "bzip2-compressed data" },
+		{ 0, "\3757zXZ", 5, "xz-compressed data" },
+		{ 0, "\050\265\057\375", 4, "zstd-compressed data" },
+		{ 0, "7z\274\257\047\034", 6, "7-zip archive" },
+		{ 257, "ustar", 5, "tar archive" },
+		{ 0, "SQLite format 3", 16, "SQLite database" },
+		{ 0, "\0asm", 4, "WebAssembly module" },
+		{ 0, "\312\376\272\276", 4, "Java class file or Mach-O universal binary" },
+		{ 0, "\317\372\355\376", 4, "Mach-O executable" },
+		{ 0, "MZ", 2, "Windows executable (PE)" },
+		{ 0, "!<arch>\n", 8, "ar archive (static library, .deb)" },
+		{ 0, "\377\376", 2, "UTF-16 (little-endian) text" },
+		{ 0, "\376\377", 2, "UTF-16 (big-endian) text" },
+	};
+
+	for (size_t i = 0; i < sizeof(m) / sizeof(m[0]); i++)
+		if (n >= m[i].off + m[i].len &&
+		    memcmp(b + m[i].off, m[i].sig, m[i].len) == 0)
+			return m[i].type;
+	return NULL;
+}
+
+/*
+ * Is this the head of a binary file?  A NUL byte says so, as for git and
+ * grep; so does a head where more than one byte in eight is not part of
+ * valid UTF-8 (a Latin-1 text file with a few accents stays text).  A
+ * character cut by the end of the head is not held against it.
+ */
+static bool looks_binary(const unsigned char *b, size_t n)
+{
+	size_t bad = 0;
+
+	if (memchr(b, '\0', n))
+		return true;
+	for (size_t i = 0; i < n;) {
+		size_t k = sg_utf8_seq(b + i, n - i);
+
+		if (k == 0 && n - i < 4)
+			break;
+		if (k == 0)
+			bad++;
+		i += k ? k : 1;
+	}
+	return bad * 8 > n;
+}
+
+/*
+ * A binary file's answer: what it is and how to get its bytes, never the
+ * bytes as escaped text.  The reply has the text fields (content or,
+ * with raw, content_bytes and the text after the line), plus
+ * `binary: true` and `type`.
+ */
+static sg_err read_binary(struct fs *c, const struct sg_buf *rel, const struct stat *st,
+			  const unsigned char *head, size_t n, int64_t max, bool raw)
+{
+	struct sg_buf text = SG_BUF_INIT(SG_PATH_MAX + 512);
+	const char *type = magic_type(head, n);
+	const char *shown = rel->len ? rel->p : ".";
+	sg_err rc;
+
+	if (!type)
+		type = "binary data";
+	rc = sg_buf_addf(&text, "[binary file: %s is %lld bytes of %s, not shown as text. ",
+			 shown, (long long)st->st_size, type);
+	if (!rc && st->st_size <= max)
+		rc = sg_buf_addf(&text, "Its bytes: read_file with \"encoding\": \"base64\", "
+				 "or present_artifact to export it.]\n");
+	else if (!rc)
+		rc = sg_buf_addf(&text, "It is larger than the %lld bytes a read may return "
+				 "as base64: export it with present_artifact.]\n",
+				 (long long)max);
+	if (!rc)
+		rc = sg_reply_ok(c->out);
+	if (!rc && !raw)
+		rc = kv_strn(c->out, "content", text.p, text.len);
+	if (!rc && raw)
+		rc = kv_int(c->out, "content_bytes", (long long)text.len);
+	if (!rc)
+		rc = kv_int(c->out, "size", (long long)st->st_size);
+	if (!rc)
+		rc = kv_bool(c->out, "binary", true);
+	if (!rc)
+		rc = kv_str(c->out, "type", type);
+	if (!rc)
+		rc = kv_bool(c->out, "truncated", false);
+	if (!rc)
+		rc = kv_strn(c->out, "path", rel->p, rel->len);
+	if (!rc)
+		rc = sg_reply_end(c->out);
+	if (!rc && raw && (sg_buf_addc(c->out, '\n') || sg_buf_add(c->out, text.p, text.len)))
+		rc = SG_E_TOO_LARGE;
 	sg_buf_release(&text);
 	return rc;
 }
@@ -605,10 +745,17 @@ static sg_err fs_read(struct fs *c)
 				(long long)max);
 		goto out;
 	}
-	if (b64)
+	if (b64) {
 		rc = read_base64(c, fd, &rel, max);
-	else
-		rc = read_text(c, fd, &rel, offset ? offset : 1, limit, max, raw);
+	} else {
+		unsigned char head[SG_BINARY_SNIFF];
+		ssize_t n = pread(fd, head, sizeof(head), 0);
+
+		if (n > 0 && looks_binary(head, (size_t)n))
+			rc = read_binary(c, &rel, &st, head, (size_t)n, max, raw);
+		else
+			rc = read_text(c, fd, &rel, offset ? offset : 1, limit, max, raw);
+	}
 out:
 	close_fd(&fd);
 	sg_buf_release(&rel);
