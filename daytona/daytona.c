@@ -1233,8 +1233,8 @@ static sg_err dtn_opt_n(struct sg_buf *w, const char *name, long long v)
  */
 static sg_err dtn_job_words(const struct dtn_env *de, const struct sg_exec *x,
 			    const char *dir, const char *mark, const char *gc, const char *in_vars,
-			    const char *in_file, struct sg_buf *start, struct sg_buf *attach,
-			    struct sg_errinfo *err)
+			    const char *in_file, bool keep_tail, struct sg_buf *start,
+			    struct sg_buf *attach, struct sg_errinfo *err)
 {
 	const char *cwd = x->cwd ? x->cwd : de->base.root;
 	struct sg_buf *w = start;
@@ -1260,6 +1260,8 @@ static sg_err dtn_job_words(const struct dtn_env *de, const struct sg_exec *x,
 			rc = dtn_opt_n(w, "--max-out", (long long)x->max_output);
 		if (!rc)
 			rc = dtn_opt_n(w, "--max-err", (long long)SG_HELPER_STDERR);
+		if (!rc && keep_tail)
+			rc = dtn_word(w, "--keep-tail");
 	}
 	w = start;
 	if (!rc && x->timeout_ms > 0)
@@ -1339,6 +1341,7 @@ struct dtn_job {
 	char *command;         /* the starting command text, when SG_X cannot be a variable */
 	char *upload;          /* where stdin was uploaded, or NULL */
 	bool in_vars;          /* stdin travels in variables */
+	bool keep_tail;        /* the caller keeps a long output's tail */
 };
 
 static void dtn_job_release(struct dtn_job *j)
@@ -1405,6 +1408,7 @@ static sg_err dtn_job_prepare(struct dtn_env *de, const struct sg_exec *x, const
 		}
 	}
 	rc = dtn_job_words(de, x, dir, mark, garbage, j->in_vars ? names.p : NULL, j->upload,
+			   j->keep_tail,
 			   &start_w, &attach_w, err);
 	if (rc)
 		goto out;
@@ -1432,7 +1436,7 @@ static sg_err dtn_exec(struct sg_env *env, const struct sg_exec *x,
 {
 	struct dtn_env *de = (struct dtn_env *)env;
 	struct sg_buf garbage = SG_BUF_INIT(SG_KiB * 96);
-	struct dtn_job j = { 0 };
+	struct dtn_job j = { .keep_tail = out->keep_tail };
 	char *dir = NULL, mark[40], tok[40];
 	int64_t start = sg_now_ms();
 	size_t max_body;
@@ -1612,19 +1616,20 @@ static sg_err dtn_exec(struct sg_env *env, const struct sg_exec *x,
 				else if (*q == '|' && bars == 4)
 					lines = strtoll(q + 1, NULL, 10);
 			dtn_parse_done(line, out, &lost);
-			if ((unsigned long long)total > x->max_output) {
+			if ((unsigned long long)total > x->max_output && out->keep_tail) {
 				/* sg-helper job sent the head, then the tail. */
 				out->truncated = true;
 				out->total = (uint64_t)total;
 				out->lines = (uint64_t)lines;
-				if (keep > head && out->keep_tail)
+				if (keep > head)
 					sg_buf_add_clipped(&out->tail, res + head, keep - head);
 				if (keep > head)
 					keep = head;
 			}
 			if (keep > x->max_output)
 				keep = sg_utf8_clip(res, keep, x->max_output);
-			if (sg_buf_add_clipped(&out->out, res, keep))
+			if (sg_buf_add_clipped(&out->out, res, keep) ||
+			    (unsigned long long)total > x->max_output)
 				out->truncated = true;
 			if (eol)
 				sg_buf_add_clipped(&out->err, eol + 1,

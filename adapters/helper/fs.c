@@ -638,8 +638,9 @@ static const char *magic_type(const unsigned char *b, size_t n)
 
 /*
  * Is this the head of a binary file?  A NUL byte says so, as for git and
- * grep; so does a head where more than one byte in eight is not part of
- * valid UTF-8 (a Latin-1 text file with a few accents stays text).  A
+ * grep; so does a head where more than one byte in eight (and at least
+ * four) is not part of valid UTF-8 (a Latin-1 text file with a few
+ * accents stays text).  A
  * character cut by the end of the head is not held against it.
  */
 static bool looks_binary(const unsigned char *b, size_t n)
@@ -657,7 +658,7 @@ static bool looks_binary(const unsigned char *b, size_t n)
 			bad++;
 		i += k ? k : 1;
 	}
-	return bad * 8 > n;
+	return bad >= 4 && bad * 8 > n;
 }
 
 /*
@@ -1049,7 +1050,8 @@ static int name_cmp(const void *a, const void *b)
 
 /*
  * The entries of directory dirfd (borrowed), sorted, "." and ".." left
- * out.  Returns 0 or an errno.
+ * out; each name's d_type follows its NUL (name_type()).  Returns 0 or an
+ * errno.
  */
 static int names_read(int dirfd, struct names *ns)
 {
@@ -1086,10 +1088,17 @@ static int names_read(int dirfd, struct names *ns)
 			ns->v = v;
 			ns->cap = cap;
 		}
-		ns->v[ns->n] = strdup(d->d_name);
-		if (!ns->v[ns->n]) {
-			e = ENOMEM;
-			break;
+		{
+			size_t len = strlen(d->d_name);
+
+			/* The name, its NUL, then d_type (name_type()). */
+			ns->v[ns->n] = malloc(len + 2);
+			if (!ns->v[ns->n]) {
+				e = ENOMEM;
+				break;
+			}
+			memcpy(ns->v[ns->n], d->d_name, len + 1);
+			ns->v[ns->n][len + 1] = (char)d->d_type;
 		}
 		ns->n++;
 	}
@@ -1101,6 +1110,12 @@ static int names_read(int dirfd, struct names *ns)
 	if (ns->n)
 		qsort(ns->v, ns->n, sizeof(*ns->v), name_cmp);
 	return 0;
+}
+
+/* What readdir said the entry is (DT_UNKNOWN when the file system does not say). */
+static unsigned char name_type(const char *name)
+{
+	return (unsigned char)name[strlen(name) + 1];
 }
 
 /* A '/'-joined path under construction, relative to root. */
@@ -1417,6 +1432,8 @@ static sg_err glob_walk(struct globber *g, int dirfd)
 		return SG_OK; /* unreadable: nothing in it matches */
 	for (size_t i = 0; i < ns.n && !rc; i++) {
 		const char *name = ns.v[i];
+		unsigned char type = name_type(name);
+		bool stated = true;
 		struct stat st;
 		size_t saved;
 		int sub;
@@ -1424,9 +1441,20 @@ static sg_err glob_walk(struct globber *g, int dirfd)
 		if (g->ns == FS_DEPTH_MAX || !rp_push(&g->path, name, &saved))
 			continue;
 		g->sc[g->ns++] = name;
-		if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0) {
-			/* vanished meanwhile */
-		} else if (S_ISDIR(st.st_mode)) {
+		/*
+		 * readdir's type spares a stat for every entry that cannot
+		 * match, as find does; a matching file is stat'ed for its
+		 * mtime, and an entry of unknown type to learn it.
+		 */
+		if (type == DT_UNKNOWN && fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0)
+			type = DT_WHT; /* vanished meanwhile */
+		else if (type == DT_UNKNOWN)
+			type = S_ISDIR(st.st_mode) ? DT_DIR : DT_REG;
+		else
+			stated = false;
+		if (type == DT_WHT) {
+			/* nothing to do */
+		} else if (type == DT_DIR) {
 			if (glob_any(g, true)) {
 				sub = openat(dirfd, name,
 					     O_PATH | O_DIRECTORY | O_NOFOLLOW |
@@ -1436,7 +1464,9 @@ static sg_err glob_walk(struct globber *g, int dirfd)
 					close(sub);
 				}
 			}
-		} else if (glob_any(g, false)) {
+		} else if (glob_any(g, false) &&
+			   (stated || fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0) &&
+			   !S_ISDIR(st.st_mode)) {
 			rc = hit_add(g, &st);
 		}
 		g->ns--;

@@ -25,10 +25,11 @@
  * The caller waits at most --wait-ms for the result in one request, then
  * prints either
  *
- *   <stdout>\n<mark> done <x>|<st>|<to>|<stdout size>|<its lines>\n<stderr head>
+ *   <stdout>\n<mark> done <x>|<st>|<to>|<stdout size>[|<its lines>]\n<stderr head>
  *
- * (stdout over --max-out is its head and its last max-out/2 bytes; the
- * line count is given only then)
+ * (with --keep-tail, stdout over --max-out is its head and its last
+ * max-out/2 bytes, and the line count is given only then; without, it is
+ * its first --max-out bytes)
  *
  * or "\n<mark> pending\n" (ask again with --attach), or "\n<mark>
  * missing\n" (no job has this prefix).  The mark is the caller's random
@@ -77,6 +78,7 @@ struct job {
 	size_t max_out, max_err;
 	int64_t wait_ms, timeout_ms;
 	bool merge, detach;
+	bool keep_tail;         /* --keep-tail */
 };
 
 /* dir + suffix into out; false when it does not fit (never silently cut). */
@@ -193,10 +195,10 @@ static void job_copy(const struct job *j, const char *suffix, off_t from, size_t
 }
 
 /*
- * The result: stdout, the trailer, stderr's head.  Stdout longer than
- * --max-out is its head and its tail (max-out/2 bytes), so the last error
- * of a long log reaches the agent; the trailer then also counts its lines
- * for the marker that replaces the middle.
+ * The result: stdout, the trailer, stderr's head.  With --keep-tail,
+ * stdout longer than --max-out is its head and its tail (max-out/2
+ * bytes), so the last error of a long log reaches the agent; the trailer
+ * then also counts its lines for the marker that replaces the middle.
  */
 static int job_report(const struct job *j)
 {
@@ -210,7 +212,7 @@ static int job_report(const struct job *j)
 		size = (long long)sb.st_size;
 	if (fd >= 0)
 		close(fd);
-	if ((unsigned long long)size <= j->max_out) {
+	if ((unsigned long long)size <= j->max_out || !j->keep_tail) {
 		job_copy(j, ".o", 0, j->max_out, &size, NULL);
 	} else {
 		job_copy(j, ".o", 0, j->max_out - tail, &size, &lines);
@@ -218,8 +220,12 @@ static int job_report(const struct job *j)
 	}
 	job_get(j, ".x", x, sizeof(x));
 	job_get(j, ".st", st, sizeof(st));
-	len = snprintf(line, sizeof(line), "\n%s done %s|%s|%s|%lld|%lld\n", j->mark, x, st,
-		       job_exists(j, ".to") ? "1" : "", size, lines);
+	len = snprintf(line, sizeof(line), "\n%s done %s|%s|%s|%lld", j->mark, x, st,
+		       job_exists(j, ".to") ? "1" : "", size);
+	if (len > 0 && (unsigned long long)size > j->max_out && j->keep_tail)
+		len += snprintf(line + len, sizeof(line) - (size_t)len, "|%lld", lines);
+	if (len > 0 && (size_t)len + 1 < sizeof(line))
+		line[len++] = '\n';
 	if (len > 0 && (size_t)len < sizeof(line))
 		(void)sg_write_all(1, line, (size_t)len);
 	job_copy(j, ".e", 0, j->max_err, NULL, NULL);
@@ -509,7 +515,7 @@ int sg_helper_job(int argc, char *const *argv)
 	int nenv = 0, rc = 126, guard;
 	sigset_t chld;
 
-	if (sg_args_parse(&a, argc - 1, argv + 1, "attach merge detach", &e) ||
+	if (sg_args_parse(&a, argc - 1, argv + 1, "attach merge detach keep-tail", &e) ||
 	    !(j.dir = sg_args_str(&a, "dir", NULL)) || !(j.mark = sg_args_str(&a, "mark", NULL)) ||
 	    sg_args_int(&a, "wait-ms", 0, INT64_MAX / 2, &j.wait_ms, &e) ||
 	    sg_args_int(&a, "timeout-ms", 0, INT64_MAX / 2, &j.timeout_ms, &e) ||
@@ -525,6 +531,7 @@ int sg_helper_job(int argc, char *const *argv)
 	j.max_err = (size_t)max_err;
 	j.merge = sg_args_flag(&a, "merge");
 	j.detach = sg_args_flag(&a, "detach");
+	j.keep_tail = sg_args_flag(&a, "keep-tail");
 	/*
 	 * SIGCHLD at its default (a caller that ignores it would make every
 	 * child vanish unwaited) and blocked, so that waits can sleep on it

@@ -38,7 +38,8 @@ class AgentSession(GatewayTestCase):
 
     def setUp(self):
         self.d = unique("repo")
-        self.gw.sh_ok(GENERATE % {"d": self.d}, timeout_ms=300000)
+        self.gw.tool_ok("run_command", {"command": GENERATE % {"d": self.d},
+                                        "timeout_ms": 600000}, timeout=600)
 
     def sh(self, script):
         return self.gw.sh_ok("cd %s && %s" % (self.d, script))
@@ -136,10 +137,10 @@ class AgentSession(GatewayTestCase):
                                  "| wc -l").strip(), "986")
 
         # A long build log: the last error survives the output cap.
-        res = gw.tool("run_command", {"command": "cd %s && for f in $(find . -name '*.c' "
-                                      "-not -path './.git/*' | sort); do cat \"$f\"; done; "
-                                      "seq 1 200000; "
-                                      "echo 'ld: undefined reference to main' >&2; exit 1" % d})
+        res = gw.tool("run_command", {"command": "cd %s && find . -name '*.c' -not -path "
+                                      "'./.git/*' -exec cat {} +; seq 1 200000; "
+                                      "echo 'ld: undefined reference to main' >&2; exit 1" % d},
+                      timeout=300)
         self.assertIs(res["is_error"], True)
         self.assertIs(res["metadata"]["truncated"], True)
         self.assertTrue(res["content"].endswith("ld: undefined reference to main\n"))
