@@ -7,7 +7,9 @@ host_workspace is that directory), and times each search both ways on a
 warm cache: the tool call as the host sees it (request written to reply
 read), and the program it stands in for run directly on the same tree
 (find for glob, rg for grep, output read to the end).  Prints one line per
-case and a markdown table (--markdown) with the medians and their ratio.
+case and a markdown table (--markdown) with the medians and their ratio,
+in wall time and in CPU time (the gateway's own, its engines' included,
+against the direct program's), which a loaded machine distorts far less.
 
     SANDGATE_BIN=build/sandgate python3 bench/search-bench.py [--files N] [--runs N]
 
@@ -42,13 +44,27 @@ def generate(top, files):
                     f.write("value_%d = %d + %d\n" % (line, i, line))
 
 
-def timed(fn, runs):
-    out = []
+def proc_cpu(pid):
+    """CPU seconds of pid and its reaped children (utime, stime, cutime, cstime)."""
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return sum(int(x) for x in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+
+
+def children_cpu():
+    r = os.times()
+    return r.children_user + r.children_system
+
+
+def timed(fn, runs, cpu):
+    """Medians of wall time and of CPU time (cpu() before and after)."""
+    wall, used = [], []
     for _ in range(runs):
-        t = time.perf_counter()
+        c, t = cpu(), time.perf_counter()
         fn()
-        out.append(time.perf_counter() - t)
-    return statistics.median(out)
+        wall.append(time.perf_counter() - t)
+        used.append(cpu() - c)
+    return statistics.median(wall), statistics.median(used)
 
 
 def main():
@@ -107,18 +123,21 @@ def main():
         for name, fn, dname, dfn in cases:
             fn()  # warm the cache and check the answer
             dfn()
-            t_tool = timed(fn, a.runs)
-            t_direct = timed(dfn, a.runs)
-            rows.append((name, t_tool, dname, t_direct))
-            print("%-40s %7.3f s   %-45s %7.3f s   %.2fx" % (name, t_tool, dname, t_direct,
-                                                          t_tool / t_direct), flush=True)
+            t_tool, c_tool = timed(fn, a.runs, lambda: proc_cpu(gw.proc.pid))
+            t_direct, c_direct = timed(dfn, a.runs, children_cpu)
+            rows.append((name, t_tool, c_tool, dname, t_direct, c_direct))
+            print("%-40s wall %7.3f s cpu %6.3f s | %-45s wall %7.3f s cpu %6.3f s | "
+                  "wall %.2fx cpu %.2fx" % (name, t_tool, c_tool, dname, t_direct, c_direct,
+                                            t_tool / t_direct, c_tool / max(c_direct, 0.01)),
+                  flush=True)
         gw.cleanup()
         if a.markdown:
             print()
-            print("| tool call | median | direct | median | ratio |")
-            print("|---|---|---|---|---|")
-            for name, t, dname, td in rows:
-                print("| %s | %.3f s | `%s` | %.3f s | %.2f× |" % (name, t, dname, td, t / td))
+            print("| tool call | wall | CPU | direct | wall | CPU | wall ratio | CPU ratio |")
+            print("|---|---|---|---|---|---|---|---|")
+            for name, t, c, dname, td, cd in rows:
+                print("| %s | %.3f s | %.3f s | `%s` | %.3f s | %.3f s | %.2f× | %.2f× |"
+                      % (name, t, c, dname, td, cd, t / td, c / max(cd, 0.01)))
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

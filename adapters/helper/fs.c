@@ -489,6 +489,28 @@ out:
 }
 
 /*
+ * A read's text, as `content`, or with --raw as `content_bytes` in the
+ * JSON line (read_raw_after() then appends the bytes themselves).
+ */
+static sg_err read_content(struct fs *c, const char *p, size_t n, bool raw)
+{
+	return raw ? kv_int(c->out, "content_bytes", (long long)n)
+		   : kv_strn(c->out, "content", p, n);
+}
+
+/*
+ * --raw: the text follows the JSON line as it is, so the gateway can
+ * escape it once into its reply instead of parsing and re-encoding a
+ * megabyte of JSON string.
+ */
+static sg_err read_raw_after(struct fs *c, const char *p, size_t n, bool raw)
+{
+	if (raw && (sg_buf_addc(c->out, '\n') || sg_buf_add(c->out, p, n)))
+		return SG_E_TOO_LARGE;
+	return SG_OK;
+}
+
+/*
  * Stream the file once: every line is counted, and only the lines of the
  * window [first, end) are kept, up to max bytes (plus a few so that the
  * cut can be moved back to a character boundary).
@@ -564,10 +586,8 @@ static sg_err read_text(struct fs *c, int fd, const struct sg_buf *rel,
 	}
 	if (!rc)
 		rc = sg_reply_ok(c->out);
-	if (!rc && !raw)
-		rc = kv_strn(c->out, "content", text.p, keep);
-	if (!rc && raw)
-		rc = kv_int(c->out, "content_bytes", (long long)keep);
+	if (!rc)
+		rc = read_content(c, text.p, keep, raw);
 	if (!rc && truncated)
 		rc = kv_int(c->out, "next_offset", next);
 	if (!rc)
@@ -580,13 +600,8 @@ static sg_err read_text(struct fs *c, int fd, const struct sg_buf *rel,
 		rc = kv_strn(c->out, "path", rel->p, rel->len);
 	if (!rc)
 		rc = sg_reply_end(c->out);
-	/*
-	 * --raw: the text follows the JSON line as it is, so the gateway can
-	 * escape it once into its reply instead of parsing and re-encoding a
-	 * megabyte of JSON string.
-	 */
-	if (!rc && raw && (sg_buf_addc(c->out, '\n') || sg_buf_add(c->out, text.p, keep)))
-		rc = SG_E_TOO_LARGE;
+	if (!rc)
+		rc = read_raw_after(c, text.p, keep, raw);
 out:
 	free(chunk);
 	sg_buf_release(&text);
@@ -688,10 +703,8 @@ static sg_err read_binary(struct fs *c, const struct sg_buf *rel, const struct s
 				 (long long)max);
 	if (!rc)
 		rc = sg_reply_ok(c->out);
-	if (!rc && !raw)
-		rc = kv_strn(c->out, "content", text.p, text.len);
-	if (!rc && raw)
-		rc = kv_int(c->out, "content_bytes", (long long)text.len);
+	if (!rc)
+		rc = read_content(c, text.p, text.len, raw);
 	if (!rc)
 		rc = kv_int(c->out, "size", (long long)st->st_size);
 	if (!rc)
@@ -704,8 +717,8 @@ static sg_err read_binary(struct fs *c, const struct sg_buf *rel, const struct s
 		rc = kv_strn(c->out, "path", rel->p, rel->len);
 	if (!rc)
 		rc = sg_reply_end(c->out);
-	if (!rc && raw && (sg_buf_addc(c->out, '\n') || sg_buf_add(c->out, text.p, text.len)))
-		rc = SG_E_TOO_LARGE;
+	if (!rc)
+		rc = read_raw_after(c, text.p, text.len, raw);
 	sg_buf_release(&text);
 	return rc;
 }
