@@ -12,7 +12,7 @@ import subprocess
 import tempfile
 import threading
 
-from sgclient import CONFIG, GatewayTestCase, Gateway
+from sgclient import CONFIG, GatewayTestCase, Gateway, unique
 
 MiB = 1024 * 1024
 
@@ -101,9 +101,14 @@ class LocalBackend(GatewayTestCase):
         gw.initialize()
         self.assertFalse(gw.sh("echo x > inside.txt")["is_error"])
         self.assertFalse(gw.sh("echo x > \"$HOME/cache\" && echo x > \"$TMPDIR/t\"")["is_error"])
-        self.assertTrue(gw.sh("echo x > /tmp/outside")["is_error"])
-        self.assertFalse(gw.tool("run_command", {"command": "echo x > /tmp/outside"},
+        # /tmp is writable, and it is the environment's own, never the host's.
+        name = "/tmp/" + unique("outside")
+        self.assertFalse(gw.sh("echo x > %s" % name)["is_error"])
+        self.assertFalse(os.path.exists(name))
+        self.assertFalse(gw.tool("run_command", {"command": "echo x > %s-full" % name},
                                  mode="full")["is_error"])
+        self.assertFalse(os.path.exists(name + "-full"))
+        self.assertTrue(gw.sh("echo x > /etc/outside")["is_error"])
         ro = gw.tool("run_command", {"command": "echo x > inside2.txt"}, mode="read_only")
         self.assertTrue(ro["is_error"])
         self.assertTrue(gw.tool("stat_path", {"path": "inside2.txt"})["is_error"])
