@@ -51,13 +51,20 @@
 
 void sg_exec_result_init(struct sg_exec_result *r, size_t max_output)
 {
+	sg_buf_init(&r->out, max_output);
+	sg_buf_init(&r->err, SG_HELPER_STDERR);
+	sg_exec_result_reset(r);
+}
+
+void sg_exec_result_reset(struct sg_exec_result *r)
+{
 	r->exit_code = -1;
 	r->signal = 0;
 	r->timed_out = false;
 	r->truncated = false;
 	r->duration_ms = 0;
-	sg_buf_init(&r->out, max_output);
-	sg_buf_init(&r->err, SG_HELPER_STDERR);
+	sg_buf_reset(&r->out);
+	sg_buf_reset(&r->err);
 }
 
 void sg_exec_result_release(struct sg_exec_result *r)
@@ -523,12 +530,7 @@ sg_err sg_exec_run(const struct sg_child *c, struct sg_exec_result *out,
 	r.c = c;
 	r.out = out;
 	r.pidfd = r.in_w = r.out_r = r.err_r = -1;
-	out->exit_code = -1;
-	out->signal = 0;
-	out->timed_out = out->truncated = false;
-	out->duration_ms = 0;
-	sg_buf_reset(&out->out);
-	sg_buf_reset(&out->err);
+	sg_exec_result_reset(out);
 
 	if (!c->argv || !c->argv[0]) {
 		rc = sg_err_set(err, SG_E_INVALID_ARGUMENT,

@@ -369,14 +369,6 @@ static char *sshb_fmt(const char *fmt, ...)
 	return n < 0 ? NULL : s;
 }
 
-static bool sshb_best_effort(const struct sg_profile *p, const char *field)
-{
-	for (size_t i = 0; p->best_effort && p->best_effort[i]; i++)
-		if (strcmp(p->best_effort[i], field) == 0)
-			return true;
-	return false;
-}
-
 /* The first executable `name` on this process's PATH (new), or NULL. */
 static char *sshb_find_program(const char *name)
 {
@@ -972,36 +964,30 @@ out:
 
 /* ---- validate ------------------------------------------------------- */
 
+/*
+ * The profile fields the ssh backend honours (adapter.h); the config layer
+ * refuses every other one.  network "none", cpus and memory_mb depend on
+ * what the host allows, which provision() observes and refuses.
+ */
+static const struct sg_field ssh_fields[] = {
+	{ "host", SG_FIELD_GENERIC, 0, 0, 0 },
+	{ "port", SG_FIELD_GENERIC, 0, 0, 0 },
+	{ "user", SG_FIELD_GENERIC, 0, 0, 0 },
+	{ "identity_file", SG_FIELD_GENERIC, 0, 0, 0 },
+	{ "known_hosts_file", SG_FIELD_GENERIC, 0, 0, 0 },
+	{ "workspace", SG_FIELD_GENERIC, 0, 0, 0 },
+	{ "persistent", SG_FIELD_GENERIC, 0, 0, 0 },
+	{ "shared", SG_FIELD_GENERIC, 0, 0, 0 },
+	{ "network", SG_FIELD_GENERIC, SG_FIELD_PARTIAL, 0, 0 },
+	{ "cpus", SG_FIELD_GENERIC, SG_FIELD_PARTIAL, 0, 0 },
+	{ "memory_mb", SG_FIELD_GENERIC, SG_FIELD_PARTIAL, 0, 0 },
+	{ NULL, 0, 0, 0, 0 },
+};
+
 static sg_err ssh_validate(const struct sg_profile *p, struct sg_errinfo *err)
 {
-	/* The fields config.c knows; anything else in raw is foreign here. */
-	static const char *const known[] = {
-		"backend", "image", "snapshot", "workspace", "user",
-		"host_workspace", "host", "identity_file", "known_hosts_file",
-		"worker", "python", "persistent", "shared", "mount_read_only",
-		"network", "cpus", "memory_mb", "port", "lifetime_seconds",
-		"shutdown_timeout_ms", "forward_env", "best_effort", "command",
-		"shutdown_grace_ms", NULL
-	};
-	static const char *const foreign[] = { "image", "snapshot", "host_workspace",
-					       NULL };
-	const char *values[] = { p->image, p->snapshot, p->host_workspace, NULL };
-	const char *key;
-	json_t *v;
 	char *ssh;
 
-	if (json_is_object(p->raw)) {
-		json_object_foreach(p->raw, key, v) {
-			size_t i;
-
-			for (i = 0; known[i] && strcmp(known[i], key) != 0; i++)
-				;
-			if (!known[i] && !sshb_best_effort(p, key))
-				return sg_err_set(err, SG_E_UNSUPPORTED,
-						  "field \"%s\" (profile \"%s\") is not known to the ssh backend",
-						  key, p->name);
-		}
-	}
 	if (!p->host || !*p->host)
 		return sg_err_set(err, SG_E_INVALID_ARGUMENT,
 				  "field \"host\" (profile \"%s\") is required by the ssh backend",
@@ -1014,16 +1000,7 @@ static sg_err ssh_validate(const struct sg_profile *p, struct sg_errinfo *err)
 		return sg_err_set(err, SG_E_INVALID_ARGUMENT,
 				  "field \"user\" (profile \"%s\") must be a login name",
 				  p->name);
-	for (size_t i = 0; foreign[i]; i++)
-		if (values[i] && !sshb_best_effort(p, foreign[i]))
-			return sg_err_set(err, SG_E_UNSUPPORTED,
-					  "field \"%s\" (profile \"%s\") cannot be honoured by the ssh backend",
-					  foreign[i], p->name);
-	if (p->mount_read_only && !sshb_best_effort(p, "mount_read_only"))
-		return sg_err_set(err, SG_E_UNSUPPORTED,
-				  "field \"mount_read_only\" (profile \"%s\") cannot be honoured by the ssh backend",
-				  p->name);
-	if (p->network == SG_NET_ALLOW && !sshb_best_effort(p, "network"))
+	if (p->network == SG_NET_ALLOW && !sg_profile_best_effort(p, "network"))
 		return sg_err_set(err, SG_E_UNSUPPORTED,
 				  "network allow lists (profile \"%s\") cannot be enforced by the ssh backend; use \"none\" (a network namespace on the host) or \"default\"",
 				  p->name);
@@ -1238,7 +1215,7 @@ static sg_err sshb_namespaces(struct ssh_env *se, const char *probe, const char 
 		goto out;
 	}
 	if (*netns && !sshb_flag(probe, "has_unshare")) {
-		if (!sshb_best_effort(p, "network")) {
+		if (!sg_profile_best_effort(p, "network")) {
 			rc = sg_err_set(err, SG_E_UNSUPPORTED,
 					"network \"none\" (profile \"%s\") needs unshare (util-linux) on %s",
 					p->name, where);
@@ -1525,8 +1502,8 @@ static sg_err ssh_provision(struct sg_env *env, struct sg_cancel *cancel,
 		json_object_set_new(requested, "cpus", json_real(p->cpus));
 	if (p->memory_mb > 0)
 		json_object_set_new(requested, "memory_mb", json_integer(p->memory_mb));
-	if ((p->cpus > 0 && !sshb_best_effort(p, "cpus")) ||
-	    (p->memory_mb > 0 && !sshb_best_effort(p, "memory_mb"))) {
+	if ((p->cpus > 0 && !sg_profile_best_effort(p, "cpus")) ||
+	    (p->memory_mb > 0 && !sg_profile_best_effort(p, "memory_mb"))) {
 		cgkind = sshb_kv(probe, "cgroup");
 		if (!cgkind) {
 			rc = sg_err_set(err, SG_E_UNSUPPORTED,
@@ -1852,6 +1829,7 @@ static void ssh_release(struct sg_env *env)
 {
 	struct ssh_env *se = (struct ssh_env *)env;
 
+	sg_env_release_base(env);
 	sg_strv_release(&se->ssh);
 	sg_strv_release(&se->cenv);
 	sg_strv_release(&se->cgroups);
@@ -2077,6 +2055,7 @@ const struct sg_adapter sg_adapter_ssh = {
 	.name = "ssh",
 	.caps = SG_CAP_LIST,
 	.env_size = sizeof(struct ssh_env),
+	.fields = ssh_fields,
 	.validate = ssh_validate,
 	.provision = ssh_provision,
 	.exec = ssh_exec,

@@ -55,13 +55,23 @@ struct local_env {
 	struct sg_strv procs;   /* their cgroup.procs files */
 };
 
-static bool best_effort(const struct sg_profile *p, const char *field)
-{
-	for (size_t i = 0; p->best_effort && p->best_effort[i]; i++)
-		if (strcmp(p->best_effort[i], field) == 0)
-			return true;
-	return false;
-}
+/*
+ * The profile fields the local backend honours (adapter.h); the config
+ * layer refuses every other one.  network "none" needs bubblewrap, and
+ * cpus and memory_mb a writable cgroup hierarchy: validate() refuses them
+ * where this host lacks those, unless best_effort lists them.
+ */
+static const struct sg_field local_fields[] = {
+	{ "workspace", SG_FIELD_GENERIC, 0, 0, 0 },
+	{ "host_workspace", SG_FIELD_GENERIC, 0, 0, 0 },
+	{ "mount_read_only", SG_FIELD_GENERIC, 0, 0, 0 },
+	{ "persistent", SG_FIELD_GENERIC, 0, 0, 0 },
+	{ "shared", SG_FIELD_GENERIC, 0, 0, 0 },
+	{ "network", SG_FIELD_GENERIC, SG_FIELD_PARTIAL, 0, 0 },
+	{ "cpus", SG_FIELD_GENERIC, SG_FIELD_PARTIAL, 0, 0 },
+	{ "memory_mb", SG_FIELD_GENERIC, SG_FIELD_PARTIAL, 0, 0 },
+	{ NULL, 0, 0, 0, 0 },
+};
 
 /* The first executable `name` on PATH (new), or NULL. */
 static char *find_program(const char *name)
@@ -111,38 +121,23 @@ static const char *cgroup_kind(void)
 
 static sg_err local_validate(const struct sg_profile *p, struct sg_errinfo *err)
 {
-	static const char *const foreign[] = { "image", "snapshot", "host",
-					       "identity_file", "known_hosts_file",
-					       "user", NULL };
-	const char *values[] = { p->image, p->snapshot, p->host, p->identity_file,
-				 p->known_hosts_file, p->user, NULL };
 	char *bwrap = NULL;
 	sg_err rc = SG_OK;
 
-	for (size_t i = 0; foreign[i]; i++) {
-		if (values[i] && !best_effort(p, foreign[i]))
-			return sg_err_set(err, SG_E_UNSUPPORTED,
-					  "field \"%s\" (profile \"%s\") cannot be honoured by the local backend",
-					  foreign[i], p->name);
-	}
-	if (p->port && !best_effort(p, "port"))
-		return sg_err_set(err, SG_E_UNSUPPORTED,
-				  "field \"port\" (profile \"%s\") cannot be honoured by the local backend",
-				  p->name);
-	if (p->network == SG_NET_ALLOW && !best_effort(p, "network"))
+	if (p->network == SG_NET_ALLOW && !sg_profile_best_effort(p, "network"))
 		return sg_err_set(err, SG_E_UNSUPPORTED,
 				  "network allow lists (profile \"%s\") cannot be enforced by the local backend; use \"none\" or \"default\"",
 				  p->name);
 	if (p->network == SG_NET_NONE && !(bwrap = find_program("bwrap")) &&
-	    !best_effort(p, "network"))
+	    !sg_profile_best_effort(p, "network"))
 		rc = sg_err_set(err, SG_E_UNSUPPORTED,
 				"network \"none\" (profile \"%s\") needs bubblewrap on this host (apt-get install bubblewrap)",
 				p->name);
 	free(bwrap);
 	if (rc)
 		return rc;
-	if ((p->cpus > 0 && !best_effort(p, "cpus")) ||
-	    (p->memory_mb > 0 && !best_effort(p, "memory_mb"))) {
+	if ((p->cpus > 0 && !sg_profile_best_effort(p, "cpus")) ||
+	    (p->memory_mb > 0 && !sg_profile_best_effort(p, "memory_mb"))) {
 		if (!cgroup_kind())
 			return sg_err_set(err, SG_E_UNSUPPORTED,
 					  "field \"%s\" (profile \"%s\") needs a writable cgroup hierarchy, and this host has none for sandgate",
@@ -336,7 +331,7 @@ static sg_err local_provision(struct sg_env *env, struct sg_cancel *cancel,
 		le->self = strdup(self);
 	}
 	le->bwrap = find_program("bwrap");
-	if (!le->bwrap && p->network == SG_NET_NONE && !best_effort(p, "network")) {
+	if (!le->bwrap && p->network == SG_NET_NONE && !sg_profile_best_effort(p, "network")) {
 		rc = sg_err_set(err, SG_E_UNSUPPORTED, "network \"none\" needs bubblewrap");
 		goto out;
 	}
@@ -760,6 +755,7 @@ static void local_release(struct sg_env *env)
 {
 	struct local_env *le = (struct local_env *)env;
 
+	sg_env_release_base(env);
 	free(le->dir);
 	free(le->workspace);
 	free(le->bwrap);
@@ -772,6 +768,7 @@ const struct sg_adapter sg_adapter_local = {
 	.name = "local",
 	.caps = SG_CAP_HOST_FS | SG_CAP_LIST,
 	.env_size = sizeof(struct local_env),
+	.fields = local_fields,
 	.validate = local_validate,
 	.provision = local_provision,
 	.exec = local_exec,
