@@ -28,6 +28,7 @@
 #include "base/log.h"
 #include "envs.h"
 #include "server.h"
+#include "wire.h"
 #include "sg_config.h"
 
 #define EX_USAGE 64
@@ -266,7 +267,7 @@ static void dump_json(const json_t *report)
 {
 	char *text = json_dumps(report, JSON_INDENT(2) | JSON_SORT_KEYS);
 
-	fprintf(stdout, "%s\n", text ? text : "{}");
+	sg_cli_printf("%s\n", text ? text : "{}");
 	free(text);
 }
 
@@ -377,20 +378,20 @@ static int cmd_probe(int argc, char **argv)
 		const char *k;
 		json_t *v, *facts = json_object_get(report, "facts");
 
-		fprintf(stdout, "profile      %s (%s)\n", p->name, p->backend);
-		fprintf(stdout, "credentials  ");
+		sg_cli_printf("profile      %s (%s)\n", p->name, p->backend);
+		sg_cli_printf("credentials  ");
 		json_object_foreach(creds, k, v)
-			fprintf(stdout, "%s=%s ", k, json_string_value(v));
-		fprintf(stdout, "%s\n", json_object_size(creds) ? "" : "none needed");
-		fprintf(stdout, "reachable    %s\n", facts ? "yes" : "no");
+			sg_cli_printf("%s=%s ", k, json_string_value(v));
+		sg_cli_printf("%s\n", json_object_size(creds) ? "" : "none needed");
+		sg_cli_printf("reachable    %s\n", facts ? "yes" : "no");
 		if (!facts)
-			fprintf(stdout, "error        %s\n",
+			sg_cli_printf("error        %s\n",
 				json_string_value(json_object_get(report, "error")));
 		json_object_foreach(json_object_get(facts, "isolation"), k, v)
-			fprintf(stdout, "isolation    %-30s %s\n", k, json_is_true(v) ? "yes" : "no");
+			sg_cli_printf("isolation    %-30s %s\n", k, json_is_true(v) ? "yes" : "no");
 		json_object_foreach(json_object_get(facts, "toolchains"), k, v)
-			fprintf(stdout, "toolchain    %-30s %s\n", k, json_string_value(v));
-		fprintf(stdout, "safety_class %s\nmechanism    %s\n",
+			sg_cli_printf("toolchain    %-30s %s\n", k, json_string_value(v));
+		sg_cli_printf("safety_class %s\nmechanism    %s\n",
 			json_string_value(json_object_get(facts, "safety_class")) ? json_string_value(json_object_get(facts, "safety_class")) : "-",
 			json_string_value(json_object_get(facts, "mechanism")) ? json_string_value(json_object_get(facts, "mechanism")) : "-");
 	}
@@ -535,11 +536,11 @@ int main(int argc, char **argv)
 	if (argc >= 2 && strcmp(argv[1], "probe") == 0)
 		return cmd_probe(argc - 1, argv + 1);
 	if (argc >= 2 && strcmp(argv[1], "--version") == 0) {
-		fprintf(stdout, "sandgate %s (protocol 4)\n", SG_VERSION);
+		sg_cli_printf("sandgate %s (protocol 4)\n", SG_VERSION);
 		return 0;
 	}
 	if (argc >= 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
-		fputs(usage, stdout);
+		sg_cli_printf("%s", usage);
 		return 0;
 	}
 	fputs(usage, stderr);

@@ -126,7 +126,8 @@ static void test_err_strings(void **state)
 	assert_int_equal(sg_err_from_word("nonsense"), SG_E_INTERNAL);
 	assert_int_equal(sg_err_set(&e, SG_E_NOT_FOUND, "%s is gone", "x"), SG_E_NOT_FOUND);
 	/* The first failure wins: an outer layer cannot overwrite it. */
-	assert_int_equal(sg_err_set(&e, SG_E_INTERNAL, "outer"), SG_E_NOT_FOUND);
+	/* The code passed comes back; the first failure stays recorded. */
+	assert_int_equal(sg_err_set(&e, SG_E_INTERNAL, "outer"), SG_E_INTERNAL);
 	sg_err_format(&e, out, sizeof(out));
 	assert_string_equal(out, "not_found: x is gone");
 	sg_err_clear(&e);
