@@ -1,7 +1,7 @@
 /*
  * limits.h - every size and time limit sandgate enforces, named once.
  *
- * Invariants: the protocol's numbers (protocol-v4.md) appear here and nowhere
+ * Invariants: the protocol's numbers (docs/protocol.md) appear here and nowhere
  * else; code refers to these names, never to a literal.  Sizes are bytes,
  * times carry their unit in the name.
  */
