@@ -154,6 +154,21 @@ struct sg_field {
 	int64_t min, max;     /* SG_FIELD_INT */
 };
 
+/*
+ * A table's entries, e.g.
+ *   static const struct sg_field acme_fields[] = {
+ *	SG_FIELD("image"), SG_FIELD_BEST_EFFORT("network"),
+ *	SG_FIELD_OWN_STRING("region"), SG_FIELD_OWN_INT("poll_ms", 100, 60000),
+ *	SG_FIELDS_END,
+ *   };
+ */
+#define SG_FIELD(n) { (n), SG_FIELD_GENERIC, 0, 0, 0 }
+#define SG_FIELD_BEST_EFFORT(n) { (n), SG_FIELD_GENERIC, SG_FIELD_PARTIAL, 0, 0 }
+#define SG_FIELD_OWN_STRING(n) { (n), SG_FIELD_STRING, 0, 0, 0 }
+#define SG_FIELD_OWN_INT(n, lo, hi) { (n), SG_FIELD_INT, 0, (lo), (hi) }
+#define SG_FIELD_OWN_ARRAY(n) { (n), SG_FIELD_ARRAY, 0, 0, 0 }
+#define SG_FIELDS_END { NULL, 0, 0, 0, 0 }
+
 /* ---- Environments ------------------------------------------------------ */
 
 /*

@@ -136,6 +136,40 @@ static int check_program(const char *path)
 }
 
 /*
+ * The first executable name in the PATH value path, into out[n]: 0, or
+ * the errno exec would give (EACCES when only non-executables were found).
+ * Relative and empty entries are skipped: they would be resolved against
+ * a working directory nobody chose.
+ */
+static int search_path(const char *name, const char *path, char *out, size_t n)
+{
+	int e = ENOENT, w;
+
+	for (const char *p = path;; p++) {
+		const char *end = strchr(p, ':');
+		size_t len = end ? (size_t)(end - p) : strlen(p);
+
+		if (len > 0 && p[0] == '/') {
+			w = snprintf(out, n, "%.*s/%s", (int)len, p, name);
+			if (w < 0 || (size_t)w >= n) {
+				e = ENAMETOOLONG;
+			} else {
+				int ce = check_program(out);
+
+				if (ce == 0)
+					return 0;
+				if (ce == EACCES)
+					e = EACCES;
+			}
+		}
+		if (!end)
+			break;
+		p = end;
+	}
+	return e;
+}
+
+/*
  * Resolve name the way execvp would, but against the PATH of the child's
  * environment (posix_spawnp would use ours).  Relative and empty PATH
  * entries are skipped: they would be resolved against a working directory
@@ -148,8 +182,7 @@ static int find_program(const char *name, const char *const *envp,
 			const char *cwd, char *out, size_t n)
 {
 	const char *path = NULL;
-	const char *p;
-	int e = ENOENT, w;
+	int e, w;
 
 	if (name[0] == '\0')
 		return ENOENT;
@@ -173,28 +206,17 @@ static int find_program(const char *name, const char *const *envp,
 	}
 	if (!path)
 		path = EXEC_DEFAULT_PATH;
-	for (p = path;; p++) {
-		const char *end = strchr(p, ':');
-		size_t len = end ? (size_t)(end - p) : strlen(p);
+	return search_path(name, path, out, n);
+}
 
-		if (len > 0 && p[0] == '/') {
-			w = snprintf(out, n, "%.*s/%s", (int)len, p, name);
-			if (w < 0 || (size_t)w >= n) {
-				e = ENAMETOOLONG;
-			} else {
-				int ce = check_program(out);
+char *sg_exec_which(const char *name)
+{
+	const char *path = getenv("PATH");
+	char out[SG_PATH_MAX];
 
-				if (ce == 0)
-					return 0;
-				if (ce == EACCES)
-					e = EACCES;
-			}
-		}
-		if (!end)
-			break;
-		p = end;
-	}
-	return e;
+	if (!path || !*path)
+		path = "/usr/local/bin:/usr/bin:/bin";
+	return search_path(name, path, out, sizeof(out)) == 0 ? strdup(out) : NULL;
 }
 
 /*

@@ -78,6 +78,13 @@ sg_err sg_exec_run(const struct sg_child *c, struct sg_exec_result *out,
 		   struct sg_cancel *cancel, struct sg_errinfo *err)
 	SG_MUST_CHECK;
 
+/*
+ * The first executable `name` on this process's PATH ("/usr/local/bin:
+ * /usr/bin:/bin" when it has none; relative entries skipped), for finding
+ * the host's own tools (ssh, bwrap).  New string, or NULL.
+ */
+char *sg_exec_which(const char *name);
+
 /* "SIGTERM" for SIGTERM ...; "SIG<n>" for others.  Static string. */
 const char *sg_exec_signame(int sig);
 

@@ -968,8 +968,7 @@ static sg_err narrow_check(const json_t *prof, const json_t *env,
 
 /* The `select` pseudo-backend's own field (docs/operators.md). */
 static const struct sg_field select_fields[] = {
-	{ "candidates", SG_FIELD_ARRAY, 0, 0, 0 },
-	{ NULL, 0, 0, 0, 0 },
+	SG_FIELD_OWN_ARRAY("candidates"), SG_FIELDS_END,
 };
 
 /* Levenshtein distance, for names of at most NAME_MAX_LEN bytes. */

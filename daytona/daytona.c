@@ -87,7 +87,6 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <openssl/evp.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -97,10 +96,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../adapters/digest.h"
 #include "../adapters/exec.h"
 #include "../adapters/http.h"
 #include "../adapters/shquote.h"
 #include "base/crash.h"
+#include "base/hex.h"
 #include "base/limits.h"
 #include "base/log.h"
 #include "base/strv.h"
@@ -215,17 +216,6 @@ static const char dtn_procs_sh[] =
 
 /* ---- Small helpers ------------------------------------------------------- */
 
-static void dtn_hex(const unsigned char *b, size_t n, char *out)
-{
-	static const char hex[] = "0123456789abcdef";
-
-	for (size_t i = 0; i < n; i++) {
-		out[2 * i] = hex[b[i] >> 4];
-		out[2 * i + 1] = hex[b[i] & 15];
-	}
-	out[2 * n] = '\0';
-}
-
 /* n random bytes as 2n hex digits into out[2n+1]. */
 static void dtn_random_hex(char *out, size_t n)
 {
@@ -240,57 +230,9 @@ static void dtn_random_hex(char *out, size_t n)
 		for (size_t i = 0; i < n; i++)
 			b[i] = (unsigned char)(t >> (8 * (i % 8))) ^ (unsigned char)i;
 	}
-	dtn_hex(b, n, out);
+	sg_hex(b, n, out);
 }
 
-static bool dtn_sha256(const void *data, size_t n, char out[65])
-{
-	unsigned char md[EVP_MAX_MD_SIZE];
-	unsigned int len = 0;
-
-	if (!EVP_Digest(data, n, md, &len, EVP_sha256(), NULL) || len != 32)
-		return false;
-	dtn_hex(md, 32, out);
-	return true;
-}
-
-/* SHA-256 of a file on this host, streamed. */
-static sg_err dtn_sha256_file(int fd, char out[65], struct sg_errinfo *err)
-{
-	EVP_MD_CTX *ctx = EVP_MD_CTX_new();
-	unsigned char md[EVP_MAX_MD_SIZE], chunk[65536];
-	unsigned int len = 0;
-	off_t off = 0;
-	sg_err rc = SG_OK;
-
-	if (!ctx || !EVP_DigestInit_ex(ctx, EVP_sha256(), NULL)) {
-		rc = sg_err_set(err, SG_E_INTERNAL, "cannot start a SHA-256 digest");
-		goto out;
-	}
-	for (;;) {
-		ssize_t k = pread(fd, chunk, sizeof(chunk), off);
-
-		if (k < 0 && errno == EINTR)
-			continue;
-		if (k < 0) {
-			rc = sg_err_set(err, SG_E_INTERNAL, "cannot read sg-helper: %s",
-					strerror(errno));
-			goto out;
-		}
-		if (k == 0)
-			break;
-		EVP_DigestUpdate(ctx, chunk, (size_t)k);
-		off += k;
-	}
-	if (!EVP_DigestFinal_ex(ctx, md, &len) || len != 32) {
-		rc = sg_err_set(err, SG_E_INTERNAL, "cannot finish a SHA-256 digest");
-		goto out;
-	}
-	dtn_hex(md, 32, out);
-out:
-	EVP_MD_CTX_free(ctx);
-	return rc;
-}
 
 /*
  * The sandbox name for an identity: readable (lower-case letters, digits
@@ -302,7 +244,7 @@ static char *dtn_name(const char *identity)
 	char digest[65], slug[DTN_NAME_SLUG + 1], *name = NULL;
 	size_t n = 0;
 
-	if (!dtn_sha256(identity, strlen(identity), digest))
+	if (!sg_sha256_hex(identity, strlen(identity), digest))
 		return NULL;
 	for (const char *p = identity; *p && n < DTN_NAME_SLUG; p++) {
 		char c = *p;
@@ -389,22 +331,13 @@ static int64_t dtn_raw_int(const struct sg_profile *p, const char *key, int64_t 
  * commands see the workspace at binding.root (docs/daytona.md).
  */
 static const struct sg_field dtn_fields[] = {
-	{ "image", SG_FIELD_GENERIC, 0, 0, 0 },
-	{ "snapshot", SG_FIELD_GENERIC, 0, 0, 0 },
-	{ "workspace", SG_FIELD_GENERIC, 0, 0, 0 },
-	{ "user", SG_FIELD_GENERIC, 0, 0, 0 },
-	{ "persistent", SG_FIELD_GENERIC, 0, 0, 0 },
-	{ "shared", SG_FIELD_GENERIC, 0, 0, 0 },
-	{ "network", SG_FIELD_GENERIC, SG_FIELD_PARTIAL, 0, 0 },
-	{ "cpus", SG_FIELD_GENERIC, 0, 0, 0 },
-	{ "memory_mb", SG_FIELD_GENERIC, 0, 0, 0 },
-	{ "target", SG_FIELD_STRING, 0, 0, 0 },
-	{ "target_env", SG_FIELD_STRING, 0, 0, 0 },
-	{ "api_key_env", SG_FIELD_STRING, 0, 0, 0 },
-	{ "api_url_env", SG_FIELD_STRING, 0, 0, 0 },
-	{ "toolbox_timeout_ms", SG_FIELD_INT, 0, 2000, INT32_MAX },
-	{ "keepalive_ms", SG_FIELD_INT, 0, 1000, INT32_MAX },
-	{ NULL, 0, 0, 0, 0 },
+	SG_FIELD("image"), SG_FIELD("snapshot"), SG_FIELD("workspace"),
+	SG_FIELD("user"), SG_FIELD("persistent"), SG_FIELD("shared"),
+	SG_FIELD_BEST_EFFORT("network"), SG_FIELD("cpus"), SG_FIELD("memory_mb"),
+	SG_FIELD_OWN_STRING("target"), SG_FIELD_OWN_STRING("target_env"),
+	SG_FIELD_OWN_STRING("api_key_env"), SG_FIELD_OWN_STRING("api_url_env"),
+	SG_FIELD_OWN_INT("toolbox_timeout_ms", 2000, INT32_MAX),
+	SG_FIELD_OWN_INT("keepalive_ms", 1000, INT32_MAX), SG_FIELDS_END,
 };
 
 static bool dtn_in(const char *const *list, const char *s)
@@ -1997,7 +1930,7 @@ static sg_err dtn_setup(struct dtn_env *de, struct sg_cancel *cancel, struct sg_
 				fd < 0 ? strerror(errno) : "not a regular file of a sane size");
 		goto out;
 	}
-	rc = dtn_sha256_file(fd, sha, err);
+	rc = sg_sha256_fd_hex(fd, "sg-helper", sha, err);
 	if (rc)
 		goto out;
 	{

@@ -74,7 +74,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <openssl/evp.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -90,9 +89,11 @@
 #include <unistd.h>
 
 #include "base/crash.h"
+#include "base/hex.h"
 #include "base/limits.h"
 #include "base/log.h"
 #include "base/strv.h"
+#include "../adapters/digest.h"
 #include "../adapters/exec.h"
 #include "../adapters/shquote.h"
 
@@ -367,95 +368,6 @@ static char *sshb_fmt(const char *fmt, ...)
 	n = vasprintf(&s, fmt, ap);
 	va_end(ap);
 	return n < 0 ? NULL : s;
-}
-
-/* The first executable `name` on this process's PATH (new), or NULL. */
-static char *sshb_find_program(const char *name)
-{
-	const char *path = getenv("PATH"), *p, *end;
-	char *found = NULL;
-
-	if (!path || !*path)
-		path = "/usr/local/bin:/usr/bin:/bin";
-	for (p = path; !found && *p; p = *end ? end + 1 : end) {
-		char *cand = NULL;
-
-		end = strchr(p, ':');
-		if (!end)
-			end = p + strlen(p);
-		if (end > p && *p == '/' &&
-		    (cand = sshb_fmt("%.*s/%s", (int)(end - p), p, name)) &&
-		    access(cand, X_OK) == 0)
-			found = cand;
-		else
-			free(cand);
-	}
-	return found;
-}
-
-static void sshb_hex(const unsigned char *b, size_t n, char *out)
-{
-	static const char hex[] = "0123456789abcdef";
-
-	for (size_t i = 0; i < n; i++) {
-		out[2 * i] = hex[b[i] >> 4];
-		out[2 * i + 1] = hex[b[i] & 15];
-	}
-	out[2 * n] = '\0';
-}
-
-/* SHA-256 of data as 64 hex digits into out[65]. */
-static bool sshb_sha256(const void *data, size_t n, char out[65])
-{
-	unsigned char md[EVP_MAX_MD_SIZE];
-	unsigned int len = 0;
-
-	if (!EVP_Digest(data, n, md, &len, EVP_sha256(), NULL) || len != 32)
-		return false;
-	sshb_hex(md, 32, out);
-	return true;
-}
-
-/*
- * A file-name-safe form of an identity: safe bytes kept, others %XX.  A
- * long identity keeps a readable head and is given a digest of the whole, so
- * distinct identities never share a directory.  New string, or NULL.
- */
-static char *sshb_slug(const char *id)
-{
-	static const char hex[] = "0123456789ABCDEF";
-	size_t n = strlen(id);
-	char *s = malloc(SG_SSH_SLUG_MAX + 4 + 18), *o = s, sum[65];
-	bool cut = false;
-
-	if (!s)
-		return NULL;
-	for (const unsigned char *p = (const unsigned char *)id; *p; p++) {
-		if (o - s >= SG_SSH_SLUG_MAX) {
-			cut = true;
-			break;
-		}
-		if ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
-		    (*p >= '0' && *p <= '9') || *p == '-' || *p == '_' ||
-		    (*p == '.' && p != (const unsigned char *)id)) {
-			*o++ = (char)*p;
-		} else {
-			*o++ = '%';
-			*o++ = hex[*p >> 4];
-			*o++ = hex[*p & 15];
-		}
-	}
-	*o = '\0';
-	if (cut || n == 0) {
-		if (!sshb_sha256(id, n, sum)) {
-			free(s);
-			return NULL;
-		}
-		*o++ = '-';
-		memcpy(o, sum, 16);
-		o[16] = '\0';
-	}
-	return s;
 }
 
 /* Is path equal to dir or below it?  Both absolute and normalised. */
@@ -970,18 +882,11 @@ out:
  * what the host allows, which provision() observes and refuses.
  */
 static const struct sg_field ssh_fields[] = {
-	{ "host", SG_FIELD_GENERIC, 0, 0, 0 },
-	{ "port", SG_FIELD_GENERIC, 0, 0, 0 },
-	{ "user", SG_FIELD_GENERIC, 0, 0, 0 },
-	{ "identity_file", SG_FIELD_GENERIC, 0, 0, 0 },
-	{ "known_hosts_file", SG_FIELD_GENERIC, 0, 0, 0 },
-	{ "workspace", SG_FIELD_GENERIC, 0, 0, 0 },
-	{ "persistent", SG_FIELD_GENERIC, 0, 0, 0 },
-	{ "shared", SG_FIELD_GENERIC, 0, 0, 0 },
-	{ "network", SG_FIELD_GENERIC, SG_FIELD_PARTIAL, 0, 0 },
-	{ "cpus", SG_FIELD_GENERIC, SG_FIELD_PARTIAL, 0, 0 },
-	{ "memory_mb", SG_FIELD_GENERIC, SG_FIELD_PARTIAL, 0, 0 },
-	{ NULL, 0, 0, 0, 0 },
+	SG_FIELD("host"), SG_FIELD("port"), SG_FIELD("user"),
+	SG_FIELD("identity_file"), SG_FIELD("known_hosts_file"),
+	SG_FIELD("workspace"), SG_FIELD("persistent"), SG_FIELD("shared"),
+	SG_FIELD_BEST_EFFORT("network"), SG_FIELD_BEST_EFFORT("cpus"),
+	SG_FIELD_BEST_EFFORT("memory_mb"), SG_FIELDS_END,
 };
 
 static sg_err ssh_validate(const struct sg_profile *p, struct sg_errinfo *err)
@@ -1030,7 +935,7 @@ static sg_err ssh_validate(const struct sg_profile *p, struct sg_errinfo *err)
 		return sg_err_set(err, SG_E_INVALID_ARGUMENT,
 				  "identity_file %s (profile \"%s\") cannot be read: %s",
 				  p->identity_file, p->name, strerror(errno));
-	ssh = sshb_find_program("ssh");
+	ssh = sg_exec_which("ssh");
 	if (!ssh)
 		return sg_err_set(err, SG_E_UNSUPPORTED,
 				  "the ssh backend needs the OpenSSH client (ssh) on this host's PATH (apt-get install openssh-client)");
@@ -1083,7 +988,7 @@ static sg_err sshb_read_helper(const char *path, char **data, size_t *len,
 		got += (size_t)n;
 	}
 	*len = got;
-	if (!sshb_sha256(*data, got, sum))
+	if (!sg_sha256_hex(*data, got, sum))
 		rc = sg_err_set(err, SG_E_INTERNAL, "cannot compute sha256 of sg-helper");
 out:
 	if (fd >= 0)
@@ -1112,7 +1017,7 @@ static sg_err sshb_sock_path(struct ssh_env *se, struct sg_errinfo *err)
 
 	rc = sg_buf_addf(&seed, "%s\n%s\n%ld\n%s", env->identity, env->session,
 			 (long)getpid(), se->nonce);
-	if (rc || !sshb_sha256(seed.p, seed.len, sum)) {
+	if (rc || !sg_sha256_hex(seed.p, seed.len, sum)) {
 		rc = sg_err_set(err, SG_E_INTERNAL, "cannot name the ssh control socket");
 		goto out;
 	}
@@ -1386,8 +1291,8 @@ static sg_err ssh_provision(struct sg_env *env, struct sg_cancel *cancel,
 		rc = sg_err_set(err, SG_E_INTERNAL, "no randomness: %s", strerror(errno));
 		goto out;
 	}
-	sshb_hex(rnd, sizeof(rnd), se->nonce);
-	slug = sshb_slug(env->identity);
+	sg_hex(rnd, sizeof(rnd), se->nonce);
+	slug = sg_slug_digest(env->identity, SG_SSH_SLUG_MAX);
 	if (!slug) {
 		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
 		goto out;
@@ -1541,7 +1446,7 @@ static sg_err ssh_provision(struct sg_env *env, struct sg_cancel *cancel,
 	if (gethostname(host, sizeof(host) - 1) != 0)
 		snprintf(host, sizeof(host), "unknown");
 	free(se->lease);
-	se->lease = sshb_slug(env->session);
+	se->lease = sg_slug_digest(env->session, SG_SSH_SLUG_MAX);
 	if (!se->lease || !(lease_text = sshb_fmt("%s %ld %lld", host, (long)getpid(),
 						  (long long)time(NULL)))) {
 		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");

@@ -62,38 +62,11 @@ struct local_env {
  * where this host lacks those, unless best_effort lists them.
  */
 static const struct sg_field local_fields[] = {
-	{ "workspace", SG_FIELD_GENERIC, 0, 0, 0 },
-	{ "host_workspace", SG_FIELD_GENERIC, 0, 0, 0 },
-	{ "mount_read_only", SG_FIELD_GENERIC, 0, 0, 0 },
-	{ "persistent", SG_FIELD_GENERIC, 0, 0, 0 },
-	{ "shared", SG_FIELD_GENERIC, 0, 0, 0 },
-	{ "network", SG_FIELD_GENERIC, SG_FIELD_PARTIAL, 0, 0 },
-	{ "cpus", SG_FIELD_GENERIC, SG_FIELD_PARTIAL, 0, 0 },
-	{ "memory_mb", SG_FIELD_GENERIC, SG_FIELD_PARTIAL, 0, 0 },
-	{ NULL, 0, 0, 0, 0 },
+	SG_FIELD("workspace"), SG_FIELD("host_workspace"),
+	SG_FIELD("mount_read_only"), SG_FIELD("persistent"), SG_FIELD("shared"),
+	SG_FIELD_BEST_EFFORT("network"), SG_FIELD_BEST_EFFORT("cpus"),
+	SG_FIELD_BEST_EFFORT("memory_mb"), SG_FIELDS_END,
 };
-
-/* The first executable `name` on PATH (new), or NULL. */
-static char *find_program(const char *name)
-{
-	const char *path = getenv("PATH");
-	char *copy, *dir, *save = NULL, *found = NULL;
-
-	if (!path || !*path)
-		path = "/usr/local/bin:/usr/bin:/bin";
-	copy = strdup(path);
-	for (dir = copy ? strtok_r(copy, ":", &save) : NULL; dir && !found;
-	     dir = strtok_r(NULL, ":", &save)) {
-		char *p = NULL;
-
-		if (asprintf(&p, "%s/%s", dir, name) >= 0 && access(p, X_OK) == 0)
-			found = p;
-		else
-			free(p);
-	}
-	free(copy);
-	return found;
-}
 
 /*
  * The cgroup hierarchy sandgate can make limits in, observed: the unified
@@ -128,7 +101,7 @@ static sg_err local_validate(const struct sg_profile *p, struct sg_errinfo *err)
 		return sg_err_set(err, SG_E_UNSUPPORTED,
 				  "network allow lists (profile \"%s\") cannot be enforced by the local backend; use \"none\" or \"default\"",
 				  p->name);
-	if (p->network == SG_NET_NONE && !(bwrap = find_program("bwrap")) &&
+	if (p->network == SG_NET_NONE && !(bwrap = sg_exec_which("bwrap")) &&
 	    !sg_profile_best_effort(p, "network"))
 		rc = sg_err_set(err, SG_E_UNSUPPORTED,
 				"network \"none\" (profile \"%s\") needs bubblewrap on this host (apt-get install bubblewrap)",
@@ -330,7 +303,7 @@ static sg_err local_provision(struct sg_env *env, struct sg_cancel *cancel,
 		self[n] = '\0';
 		le->self = strdup(self);
 	}
-	le->bwrap = find_program("bwrap");
+	le->bwrap = sg_exec_which("bwrap");
 	if (!le->bwrap && p->network == SG_NET_NONE && !sg_profile_best_effort(p, "network")) {
 		rc = sg_err_set(err, SG_E_UNSUPPORTED, "network \"none\" needs bubblewrap");
 		goto out;

@@ -24,23 +24,13 @@ struct fake_env {
 };
 
 static const struct sg_field fake_fields[] = {
-	{ "image", SG_FIELD_GENERIC, 0, 0, 0 },
-	{ "snapshot", SG_FIELD_GENERIC, 0, 0, 0 },
-	{ "workspace", SG_FIELD_GENERIC, 0, 0, 0 },
-	{ "user", SG_FIELD_GENERIC, 0, 0, 0 },
-	{ "host_workspace", SG_FIELD_GENERIC, 0, 0, 0 },
-	{ "host", SG_FIELD_GENERIC, 0, 0, 0 },
-	{ "identity_file", SG_FIELD_GENERIC, 0, 0, 0 },
-	{ "known_hosts_file", SG_FIELD_GENERIC, 0, 0, 0 },
-	{ "persistent", SG_FIELD_GENERIC, 0, 0, 0 },
-	{ "shared", SG_FIELD_GENERIC, 0, 0, 0 },
-	{ "mount_read_only", SG_FIELD_GENERIC, 0, 0, 0 },
-	{ "network", SG_FIELD_GENERIC, SG_FIELD_PARTIAL, 0, 0 },
-	{ "cpus", SG_FIELD_GENERIC, SG_FIELD_PARTIAL, 0, 0 },
-	{ "memory_mb", SG_FIELD_GENERIC, SG_FIELD_PARTIAL, 0, 0 },
-	{ "port", SG_FIELD_GENERIC, 0, 0, 0 },
-	{ "fake_knob", SG_FIELD_INT, 0, 1, 10 },
-	{ NULL, 0, 0, 0, 0 },
+	SG_FIELD("image"), SG_FIELD("snapshot"), SG_FIELD("workspace"),
+	SG_FIELD("user"), SG_FIELD("host_workspace"), SG_FIELD("host"),
+	SG_FIELD("identity_file"), SG_FIELD("known_hosts_file"),
+	SG_FIELD("persistent"), SG_FIELD("shared"), SG_FIELD("mount_read_only"),
+	SG_FIELD_BEST_EFFORT("network"), SG_FIELD_BEST_EFFORT("cpus"),
+	SG_FIELD_BEST_EFFORT("memory_mb"), SG_FIELD("port"),
+	SG_FIELD_OWN_INT("fake_knob", 1, 10), SG_FIELDS_END,
 };
 
 void sg_fake_reset(void)
