@@ -15,6 +15,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include <jansson.h>
+
 #include "../config/config.h"
 
 struct sg_server_opts {
@@ -33,6 +35,9 @@ struct sg_server_opts {
 	 */
 	int in_fd, out_fd;
 };
+
+/* The method names, for initialize's reply (new). */
+json_t *sg_server_methods(void);
 
 /* Serve until shutdown; returns the process's exit status. */
 int sg_server_run(const struct sg_server_opts *o);
