@@ -106,7 +106,8 @@ static sg_err fake_provision(struct sg_env *env, struct sg_cancel *cancel,
 		goto out;
 	snprintf(env->id, sizeof(env->id), "fake-%s", slug);
 	if (sg_fake.provision_fail) {
-		rc = sg_err_set(err, sg_fake.provision_fail, "fake: provision fails by request");
+		rc = sg_err_set(err, (sg_err)atomic_load(&sg_fake.provision_fail),
+				"fake: provision fails by request");
 		if (!env->resumed)
 			nftw(fe->dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
 		goto out;
@@ -143,8 +144,9 @@ static sg_err fake_exec(struct sg_env *env, const struct sg_exec *x,
 		return sg_err_set(err, SG_E_WORKSPACE_LOST, "fake: the environment %s is gone",
 				  env->id);
 	if (sg_fake.exec_fail_at == n)
-		return sg_err_set(err, sg_fake.exec_fail_code ? sg_fake.exec_fail_code
-							      : SG_E_UNAVAILABLE,
+		return sg_err_set(err, atomic_load(&sg_fake.exec_fail_code)
+					       ? (sg_err)atomic_load(&sg_fake.exec_fail_code)
+					       : SG_E_UNAVAILABLE,
 				  "fake: exec call %d fails by request", n);
 	return sg_exec_run(&c, out, cancel, err);
 }

@@ -22,14 +22,15 @@
 #include "adapters/adapter.h"
 
 struct sg_fake {
-	/* ---- faults ---- */
-	int exec_fail_at;           /* the Nth exec (1-based) fails; 0: none */
-	sg_err exec_fail_code;      /* its code; 0: SG_E_UNAVAILABLE */
-	int64_t provision_delay_ms; /* provision waits (cancellable) first */
-	sg_err provision_fail;      /* provision fails after creating; 0: no */
-	bool lost;                  /* the environment is gone: exec fails
+	/* ---- faults (atomic: a test may change them mid-session) ---- */
+	atomic_int exec_fail_at;    /* the Nth exec (1-based) fails; 0: none */
+	atomic_int exec_fail_code;  /* its sg_err; 0: SG_E_UNAVAILABLE */
+	_Atomic int64_t provision_delay_ms; /* provision waits (cancellable) */
+	atomic_int provision_fail;  /* provision fails after creating: an
+				       sg_err; 0: no */
+	atomic_bool lost;           /* the environment is gone: exec fails
 				       SG_E_WORKSPACE_LOST */
-	int64_t teardown_delay_ms;  /* teardown waits (cancellable) first */
+	_Atomic int64_t teardown_delay_ms; /* teardown waits (cancellable) */
 	/* ---- what happened ---- */
 	atomic_int provisions, execs, teardowns, releases;
 	atomic_int removed;         /* teardowns with SG_FATE_REMOVE */
