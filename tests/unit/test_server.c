@@ -232,6 +232,33 @@ static void assert_all_released(struct srv *v)
 	free(d);
 }
 
+/* EOF, a clean exit, and every environment released; then cleanup. */
+static void end_clean(struct srv *v)
+{
+	assert_int_equal(finish(v, 30000, NULL), 0);
+	assert_all_released(v);
+	cleanup(v);
+}
+
+/* The reply to id is an error containing want. */
+static void expect_error(struct srv *v, const char *id, int timeout_ms, const char *want)
+{
+	char *e = call_error(v, id, timeout_ms);
+
+	if (!e || !strstr(e, want))
+		fail_msg("reply to %s: %s, want an error with \"%s\"", id, e ? e : "success",
+			 want);
+	free(e);
+}
+
+/* run_command `cmd` (no quotes in it) as request id; its reply comes later. */
+static void send_run(struct srv *v, const char *id, const char *cmd)
+{
+	sendf(v, "{\"id\":\"%s\",\"method\":\"execute\",\"token\":\"T\",\"data\":"
+		 "{\"tool\":\"run_command\",\"call\":{\"id\":\"c\",\"arguments\":"
+		 "\"{\\\"command\\\":\\\"%s\\\"}\"},\"permission_mode\":\"full\"}}", id, cmd);
+}
+
 /* ---- the tests ---------------------------------------------------------- */
 
 static void test_session_and_tools(void **state)
@@ -265,40 +292,28 @@ static void test_exec_fails_at_call_n(void **state)
 {
 	struct srv *v = start("{\"backend\":\"fake\"}", 0);
 	json_t *r;
-	char *e;
 
 	(void)state;
 	init_ok(v);
 	sg_fake.exec_fail_at = atomic_load(&sg_fake.execs) + 1;
-	sendf(v, "{\"id\":\"x\",\"method\":\"execute\",\"token\":\"T\",\"data\":"
-		 "{\"tool\":\"run_command\",\"call\":{\"id\":\"c\",\"arguments\":"
-		 "\"{\\\"command\\\":\\\"true\\\"}\"},\"permission_mode\":\"full\"}}");
-	e = call_error(v, "x", 30000);
-	assert_non_null(e);
-	assert_non_null(strstr(e, "unavailable: fake: exec call"));
-	free(e);
+	send_run(v, "x", "true");
+	expect_error(v, "x", 30000, "unavailable: fake: exec call");
 	r = execute(v, "y", "run_command", "{\"command\":\"echo again\"}");
 	assert_non_null(strstr(json_string_value(json_object_get(json_object_get(r, "data"),
 								 "content")), "again"));
 	json_decref(r);
-	assert_int_equal(finish(v, 30000, NULL), 0);
-	assert_all_released(v);
-	cleanup(v);
+	end_clean(v);
 }
 
 /* The probe inside the new environment fails: initialize undoes it all. */
 static void test_exec_fails_in_initialize(void **state)
 {
 	struct srv *v = start("{\"backend\":\"fake\"}", 0);
-	char *e;
 
 	(void)state;
 	sg_fake.exec_fail_at = 1;
 	initialize(v, "init", NULL);
-	e = call_error(v, "init", 30000);
-	assert_non_null(e);
-	assert_non_null(strstr(e, "fake: exec call 1 fails by request"));
-	free(e);
+	expect_error(v, "init", 30000, "fake: exec call 1 fails by request");
 	assert_int_equal(finish(v, 30000, NULL), 0);
 	assert_int_equal(atomic_load(&sg_fake.provisions), 1);
 	assert_int_equal(atomic_load(&sg_fake.removed), 1);
@@ -322,10 +337,7 @@ static void test_provision_fails(void **state)
 	 * chances: the host must reconnect (docs/protocol.md 4.1). */
 	sg_fake.provision_fail = SG_OK;
 	initialize(v, "again", NULL);
-	e = call_error(v, "again", 30000);
-	assert_non_null(e);
-	assert_non_null(strstr(e, "init_failed: "));
-	free(e);
+	expect_error(v, "again", 30000, "init_failed: ");
 	assert_int_equal(finish(v, 30000, NULL), 0);
 	assert_int_equal(atomic_load(&sg_fake.provisions), 1);
 	assert_all_released(v);
@@ -337,7 +349,6 @@ static void test_slow_provision_cancelled(void **state)
 {
 	struct srv *v = start("{\"backend\":\"fake\"}", 0);
 	int64_t t0;
-	char *e;
 
 	(void)state;
 	sg_fake.provision_delay_ms = 20000;
@@ -345,46 +356,28 @@ static void test_slow_provision_cancelled(void **state)
 	usleep(200 * 1000);
 	t0 = sg_now_ms();
 	sendf(v, "{\"id\":\"k\",\"method\":\"cancel\",\"token\":\"T\",\"data\":{\"id\":\"init\"}}");
-	e = call_error(v, "init", 10000);
-	assert_non_null(e);
-	assert_non_null(strstr(e, "cancelled"));
+	expect_error(v, "init", 10000, "cancelled");
 	assert_true(sg_now_ms() - t0 < 5000);
-	free(e);
-	assert_int_equal(finish(v, 30000, NULL), 0);
-	assert_all_released(v);
-	cleanup(v);
+	end_clean(v);
 }
 
 /* A persistent environment that is gone is workspace_lost, never fresh. */
 static void test_lost_environment(void **state)
 {
 	struct srv *v = start("{\"backend\":\"fake\"}", 0);
-	char *e;
 
 	(void)state;
 	initialize(v, "init", ",\"require_existing_workspace\":true");
-	e = call_error(v, "init", 30000);
-	assert_non_null(e);
-	assert_non_null(strstr(e, "workspace_lost: "));
-	free(e);
-	assert_int_equal(finish(v, 30000, NULL), 0);
-	assert_all_released(v);
-	cleanup(v);
+	expect_error(v, "init", 30000, "workspace_lost: ");
+	end_clean(v);
 
 	/* Lost in the middle of a session: the call says so. */
 	v = start("{\"backend\":\"fake\"}", 0);
 	init_ok(v);
 	sg_fake.lost = true;
-	sendf(v, "{\"id\":\"x\",\"method\":\"execute\",\"token\":\"T\",\"data\":"
-		 "{\"tool\":\"run_command\",\"call\":{\"id\":\"c\",\"arguments\":"
-		 "\"{\\\"command\\\":\\\"true\\\"}\"},\"permission_mode\":\"full\"}}");
-	e = call_error(v, "x", 30000);
-	assert_non_null(e);
-	assert_non_null(strstr(e, "workspace_lost: fake: the environment"));
-	free(e);
-	assert_int_equal(finish(v, 30000, NULL), 0);
-	assert_all_released(v);
-	cleanup(v);
+	send_run(v, "x", "true");
+	expect_error(v, "x", 30000, "workspace_lost: fake: the environment");
+	end_clean(v);
 }
 
 /* A teardown past the shutdown budget is cut short; exit stays in budget. */
@@ -457,9 +450,7 @@ static void test_export(void **state)
 			    "NDU2"); /* "456" */
 	json_decref(r);
 	/* Left open: shutdown releases it. */
-	assert_int_equal(finish(v, 30000, NULL), 0);
-	assert_all_released(v);
-	cleanup(v);
+	end_clean(v);
 }
 
 int main(void)
