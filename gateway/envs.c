@@ -29,6 +29,7 @@
 #include "base/cancel.h"
 #include "base/limits.h"
 #include "registry.h"
+#include "wire.h"
 
 #define EX_USAGE 2
 #define EX_MISSING 3
@@ -203,7 +204,7 @@ static void print_table(json_t *envs)
 	json_t *e;
 	size_t i;
 
-	fprintf(stdout, "%-28s %-8s %-12s %-16s %-6s %-8s %-14s %s\n", "ID", "BACKEND",
+	sg_cli_printf("%-28s %-8s %-12s %-16s %-6s %-8s %-14s %s\n", "ID", "BACKEND",
 		"PROFILE", "STATE", "AGE", "EXPIRY", "RESOURCES", "SESSIONS");
 	json_array_foreach(envs, i, e) {
 		char a[24], x[24], res[48] = "-";
@@ -220,7 +221,7 @@ static void print_table(json_t *envs)
 			snprintf(res, sizeof(res), "%gcpu/%lldMiB",
 				 json_number_value(json_object_get(applied, "cpus")),
 				 (long long)json_integer_value(json_object_get(applied, "memory_mb")));
-		fprintf(stdout, "%-28s %-8s %-12s %-16s %-6s %-8s %-14s %lld\n",
+		sg_cli_printf("%-28s %-8s %-12s %-16s %-6s %-8s %-14s %lld\n",
 			str(e, "id", "(not created yet)"), str(e, "backend", "?"),
 			str(e, "profile", "?"), state_of(e), a,
 			x, res, (long long)json_integer_value(json_object_get(e, "live_sessions")));
@@ -232,7 +233,7 @@ static void print_json(json_t *j)
 	char *text = json_dumps(j, JSON_INDENT(2) | JSON_SORT_KEYS);
 
 	if (text)
-		fprintf(stdout, "%s\n", text);
+		sg_cli_printf("%s\n", text);
 	free(text);
 }
 
@@ -401,7 +402,7 @@ static int cmd_gc(const struct sg_config *cfg, const char *state_dir, int argc, 
 				id ? id : "(not created)");
 			continue;
 		}
-		fprintf(stdout, "%s %s: %s\n", dry ? "would remove" : "removing",
+		sg_cli_printf("%s %s: %s\n", dry ? "would remove" : "removing",
 			id ? id : json_string_value(json_object_get(e, "identity")), why);
 		if (dry)
 			continue;
@@ -463,7 +464,7 @@ static int cmd_rm(const struct sg_config *cfg, const char *state_dir, int argc, 
 			fprintf(stderr, "sandgate: %s: %s\n", argv[a], err.msg);
 			status = 1;
 		} else {
-			fprintf(stdout, "removed %s\n", argv[a]);
+			sg_cli_printf("removed %s\n", argv[a]);
 		}
 	}
 	json_decref(sc.envs);
