@@ -1321,9 +1321,11 @@ static sg_err dtn_job_prepare(struct dtn_env *de, const struct sg_exec *x, const
 {
 	struct sg_buf start_w = SG_BUF_INIT(SG_MAX_FRAME * 2), attach_w = SG_BUF_INIT(SG_PATH_MAX * 8),
 		      names = SG_BUF_INIT(SG_KiB);
+	bool keep_tail = j->keep_tail; /* the caller's, kept across the reset */
 	sg_err rc = SG_OK;
 
 	memset(j, 0, sizeof(*j));
+	j->keep_tail = keep_tail;
 	j->full = json_object();
 	j->attach = json_object();
 	if (!j->full || !j->attach) {
@@ -1568,8 +1570,8 @@ static sg_err dtn_exec(struct sg_env *env, const struct sg_exec *x,
 				else if (*q == '|' && bars == 4)
 					lines = strtoll(q + 1, NULL, 10);
 			dtn_parse_done(line, out, &lost);
-			if ((unsigned long long)total > x->max_output && out->keep_tail) {
-				/* sg-helper job sent the head, then the tail. */
+			if ((unsigned long long)total > x->max_output && out->keep_tail && bars >= 4) {
+				/* sg-helper job sent the head, then the tail (--keep-tail). */
 				out->truncated = true;
 				out->total = (uint64_t)total;
 				out->lines = (uint64_t)lines;
