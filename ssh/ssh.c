@@ -338,9 +338,9 @@ static const char sshb_run_sh[] =
 	"if [ -n \"$s\" ]; then mount --bind \"$s\" \"$d\" || { printf "
 	"\"sandgate: cannot show the workspace at %s (mount --bind failed)\\n\" "
 	"\"$d\" >&2; exit 127; }; fi\n"
-	"if [ -n \"$s\" ]; then mount --bind \"$s/../ctl/tmp\" /tmp || { printf "
+	"case \"$s\" in \"\"|/tmp|/tmp/*) ;; *) mount --bind \"$s/../ctl/tmp\" /tmp || { printf "
 	"\"sandgate: cannot give the environment its own /tmp (mount --bind failed)\\n\" "
-	">&2; exit 127; }; fi\n"
+	">&2; exit 127; };; esac\n"
 	"cd -- \"$c\" 2>/dev/null || { printf \"sandgate: cannot enter the "
 	"directory %s\\n\" \"$c\" >&2; exit 127; }\n"
 	"if [ -n \"$u\" ]; then exec unshare --user --map-user=\"${u%:*}\" "
@@ -1150,8 +1150,14 @@ static sg_err sshb_namespaces(struct ssh_env *se, const char *probe, const char 
 		se->umap = sshb_fmt("%s:%s", uid, gid);
 	if (*mount)
 		se->bind_src = strdup(se->files);
-	/* In that namespace ctl/tmp is mounted on /tmp too (sshb_run_sh). */
-	se->base.own_tmp = *mount;
+	/*
+	 * In that namespace ctl/tmp is mounted on /tmp too (sshb_run_sh),
+	 * unless the environment itself lives under /tmp, which the mount
+	 * would hide from its own commands: /tmp then stays the host's, and
+	 * read-only in standard mode.
+	 */
+	se->base.own_tmp = *mount && strcmp(se->files, "/tmp") != 0 &&
+			   strncmp(se->files, "/tmp/", 5) != 0;
 	if (!se->nsflags || ((*mount || *netns) && !root && !se->umap) ||
 	    (*mount && !se->bind_src)) {
 		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
