@@ -76,6 +76,17 @@ static void global_init(void)
 
 static bool is_idempotent(const struct sg_http_request *req);
 
+sg_err sg_http_curl_init(void)
+{
+	pthread_once(&init_once, global_init);
+	return init_rc == CURLE_OK ? SG_OK : SG_E_INTERNAL;
+}
+
+void *sg_http_curl_share(void)
+{
+	return share;
+}
+
 void sg_http_response_init(struct sg_http_response *r, size_t max_body)
 {
 	r->status = 0;
@@ -322,7 +333,7 @@ struct attempt {
  * send (http or https, with a host).  The rest of the URL never leaves
  * this function: paths and queries may carry secrets.
  */
-static bool url_host(const char *url, char *out, size_t n)
+bool sg_http_url_host(const char *url, char *out, size_t n)
 {
 	CURLU *u = curl_url();
 	char *scheme = NULL, *host = NULL, *port = NULL;
@@ -643,15 +654,14 @@ static sg_err do_once(const struct sg_http_request *req,
 				"an HTTP method must be a short upper-case word");
 		goto out;
 	}
-	if (!url_host(req->url, host, sizeof(host))) {
+	if (!sg_http_url_host(req->url, host, sizeof(host))) {
 		rc = sg_err_set(err, SG_E_INVALID_ARGUMENT,
 				"%s: the URL must be http:// or https:// with a host",
 				method);
 		goto out;
 	}
 	snprintf(what, sizeof(what), "%s %s", method, host);
-	pthread_once(&init_once, global_init);
-	if (init_rc != CURLE_OK) {
+	if (sg_http_curl_init() != SG_OK) {
 		rc = sg_err_set(err, SG_E_INTERNAL, "%s: libcurl did not initialise",
 				what);
 		goto out;
@@ -905,7 +915,7 @@ sg_err sg_http_do_retry(const struct sg_http_request *req,
 		if (rc) {
 			char host[300];
 
-			url_host(req->url, host, sizeof(host));
+			sg_http_url_host(req->url, host, sizeof(host));
 			return sg_err_set(err, rc,
 					  "%s %s was cancelled while waiting to "
 					  "retry",
@@ -946,7 +956,7 @@ sg_err sg_http_status_fail(const struct sg_http_request *req,
 
 	if (!code)
 		return SG_OK;
-	url_host(req->url, host, sizeof(host));
+	sg_http_url_host(req->url, host, sizeof(host));
 	return sg_err_set(err, code, "%s %s answered HTTP %ld",
 			  req->method ? req->method : "GET", host, r->status);
 }

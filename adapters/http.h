@@ -251,4 +251,18 @@ struct sg_http_fd_sink {
 };
 sg_err sg_http_sink_fd(const char *data, size_t len, void *payload);
 
+/*
+ * For the toolkit's other libcurl users (grpc.c), so that there is one
+ * initialisation and one connection pool per process.
+ * sg_http_curl_init: curl initialised (once); SG_OK or SG_E_INTERNAL.
+ * sg_http_curl_share: the pool of connections, DNS answers and TLS
+ * sessions (a CURLSH, which curl.h makes a void), or NULL when curl could not make one; valid after
+ * a successful sg_http_curl_init, for the life of the process.
+ * sg_http_url_host: "host" or "host:port" of an http(s) URL into out, and
+ * whether it is one (the rest of a URL may carry secrets).
+ */
+sg_err sg_http_curl_init(void) SG_MUST_CHECK;
+void *sg_http_curl_share(void);
+bool sg_http_url_host(const char *url, char *out, size_t n);
+
 #endif

@@ -63,6 +63,10 @@
 #define SG_HTTP_RETRY_ATTEMPTS 3          /* tries in all, by default */
 #define SG_HTTP_RETRY_BASE_MS 400         /* the first backoff */
 #define SG_HTTP_RETRY_MAX_DELAY_MS 20000  /* longest single wait */
+#define SG_GRPC_MSG_MAX (100 * SG_MiB) /* one gRPC message (Modal's limit) */
+#define SG_GRPC_URL_MAX 512            /* a gRPC server's scheme://host:port */
+#define SG_GRPC_KEY_MAX 128            /* an idempotency key */
+#define SG_GRPC_RECYCLE_CALLS 900      /* calls on one connection, then a new one */
 #define SG_PROBE_TOOL_MS 2000           /* each toolchain's --version */
 #define SG_PROBE_CAPTURE (4 * SG_KiB)   /* its output kept */
 #define SG_PROBE_FILE_MAX (256 * SG_KiB) /* a /proc or cgroup file read */

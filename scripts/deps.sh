@@ -9,7 +9,8 @@ PACKAGES=(
   build-essential cmake pkg-config git python3
   libcurl4-openssl-dev libssl-dev libjansson-dev libwebsockets-dev libcmocka-dev
   bubblewrap musl-tools ripgrep
-  openssh-server openssh-client
+  openssh-server openssh-client openssl
+  protobuf-c-compiler libprotobuf-c-dev
   clang libclang-rt-14-dev
   nodejs npm
 )
