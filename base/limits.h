@@ -108,4 +108,12 @@
 #define SG_DAYTONA_TOOLBOX_MS 60000    /* toolbox_timeout_ms's default */
 #define SG_DAYTONA_HELPER_MAX (64 * SG_MiB) /* sg-helper on this host */
 
+/* The modal backend (modal/). */
+#define SG_MODAL_CALL_MS 60000     /* one control-plane or router call */
+#define SG_MODAL_REFRESH_S 60      /* fetch a token this long before its exp */
+#define SG_MODAL_JOIN_S 55         /* one ImageJoinStreaming wait, as the SDK */
+#define SG_MODAL_TASK_POLL_S 10    /* one SandboxGetTaskId wait */
+#define SG_MODAL_READ_RETRIES 5    /* reconnects of one output stream */
+#define SG_MODAL_LIST_PAGES 1000   /* pages of SandboxList, at most */
+
 #endif
