@@ -191,6 +191,7 @@ struct xfer {
 	size_t max_msg;
 	bool past_headers; /* the blank line came: what follows is trailers */
 	bool grpc_body;    /* a 200 with an application/grpc content type */
+	bool ctype_seen;   /* the reply's content-type has been seen */
 	int status;        /* grpc-status, -1 until one arrives */
 	uint8_t prefix[5]; /* the frame prefix being read */
 	size_t prefix_len;
@@ -259,6 +260,7 @@ static size_t on_header(char *data, size_t size, size_t nitems, void *arg)
 		x->res->responded = true;
 		x->past_headers = false;
 		x->grpc_body = false;
+		x->ctype_seen = false;
 		return len;
 	}
 	if (n == 0) {
@@ -284,6 +286,7 @@ static size_t on_header(char *data, size_t size, size_t nitems, void *arg)
 		decode_message(v, (size_t)(data + n - v), x->res->message,
 			       sizeof(x->res->message));
 	} else if (!x->past_headers && name_is(data, nlen, "content-type")) {
+		x->ctype_seen = true;
 		x->grpc_body = x->res->http_status == 200 &&
 			       (size_t)(data + n - v) >= 16 &&
 			       strncasecmp(v, "application/grpc", 16) == 0;
@@ -327,8 +330,14 @@ static size_t on_body(char *data, size_t size, size_t nitems, void *arg)
 	size_t len = size * nitems, i = 0;
 	struct sg_buf *dst = x->call->on_msg ? &x->frame : &x->res->msg;
 
-	/* Bodies of non-gRPC replies (a proxy's error page) are not ours. */
-	if (!x->grpc_body)
+	/*
+	 * Bodies of non-gRPC replies (a proxy's error page) are not ours.
+	 * libcurl 7.88.1 has been seen (one call in a few dozen, with reply
+	 * and trailers in one read) to hand over DATA before the status line
+	 * and the content type: a reply not known yet to be other is read.
+	 */
+	if ((x->ctype_seen && !x->grpc_body) ||
+	    (x->res->http_status != 0 && x->res->http_status != 200))
 		return len;
 	while (i < len) {
 		if (!x->in_msg) {
@@ -556,6 +565,12 @@ static int final_status(const struct xfer *x, CURLcode cc, long version,
 		/* A stream cut inside a message did not end well. */
 		if (x->status == SG_GRPC_OK && (x->in_msg || x->prefix_len)) {
 			*why = "the reply ended inside a message";
+			return SG_GRPC_INTERNAL;
+		}
+		/* A unary call answers with exactly one message. */
+		if (x->status == SG_GRPC_OK && !x->call->on_msg &&
+		    x->res->messages != 1) {
+			*why = "a unary reply carried no message";
 			return SG_GRPC_INTERNAL;
 		}
 		return x->status;

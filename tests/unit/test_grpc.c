@@ -263,12 +263,21 @@ static void test_errors(void **state)
 	assert_non_null(strstr(err.msg, "NOT_FOUND"));
 	assert_non_null(strstr(err.msg, "widget-7"));
 
+	/*
+	 * grpc-js refuses an unknown method as soon as the request's headers
+	 * arrive.  libcurl 7.88.1 then sometimes fails the request body's send
+	 * (error 92) before the reply is read: no status at all, which is
+	 * UNAVAILABLE (so retried), never OK.
+	 */
 	sg_err_clear(&err);
-	assert_int_equal(call_text(ch, "/probe.Probe/Nope", "", 5000, NULL, &res,
-				   NULL, &err),
-			 SG_E_PROVIDER);
-	assert_int_equal(res.status, SG_GRPC_UNIMPLEMENTED);
-	assert_true(res.from_server);
+	if (call_text(ch, "/probe.Probe/Nope", "", 5000, NULL, &res, NULL, &err) ==
+	    SG_E_PROVIDER) {
+		assert_int_equal(res.status, SG_GRPC_UNIMPLEMENTED);
+		assert_true(res.from_server);
+	} else {
+		assert_int_equal(res.status, SG_GRPC_UNAVAILABLE);
+		assert_false(res.from_server);
+	}
 	sg_grpc_result_release(&res);
 	sg_grpc_channel_free(ch);
 }

@@ -133,6 +133,12 @@ function rawServer() {
   srv.on('session', (s) => s.on('error', () => {}));
   srv.on('stream', (stream, headers) => {
     stream.on('error', () => {});
+    // Like a real handler, answer once the request has arrived (an answer that races the request
+    // body is the client library's problem, tested apart with grpc-js's unknown method).
+    stream.resume();
+    stream.on('end', () => answer(stream, headers));
+  });
+  const answer = (stream, headers) => {
     const what = String(headers[':path']).split('/').pop();
     const ok = { ':status': 200, 'content-type': 'application/grpc+proto' };
     switch (what) {
@@ -199,7 +205,7 @@ function rawServer() {
       default:
         stream.respond({ ...ok, 'grpc-status': '12', 'grpc-message': 'unknown raw path' }, { endStream: true });
     }
-  });
+  };
   return srv;
 }
 
