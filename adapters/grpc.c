@@ -152,22 +152,6 @@ void sg_grpc_channel_stats(const struct sg_grpc_channel *ch,
 	out->connections = atomic_load(&ch->connections);
 }
 
-void sg_grpc_result_init(struct sg_grpc_result *res)
-{
-	res->status = SG_GRPC_UNKNOWN;
-	res->from_server = false;
-	res->responded = false;
-	res->http_status = 0;
-	res->messages = 0;
-	res->attempts = 0;
-	res->message[0] = '\0';
-	sg_buf_init(&res->msg, SG_GRPC_MSG_MAX);
-}
-
-void sg_grpc_result_release(struct sg_grpc_result *res)
-{
-	sg_buf_release(&res->msg);
-}
 
 static void result_reset(struct sg_grpc_result *res, size_t max_msg)
 {
@@ -180,6 +164,19 @@ static void result_reset(struct sg_grpc_result *res, size_t max_msg)
 	sg_buf_reset(&res->msg);
 	res->msg.max = max_msg;
 }
+
+void sg_grpc_result_init(struct sg_grpc_result *res)
+{
+	sg_buf_init(&res->msg, SG_GRPC_MSG_MAX);
+	result_reset(res, SG_GRPC_MSG_MAX);
+	res->attempts = 0;
+}
+
+void sg_grpc_result_release(struct sg_grpc_result *res)
+{
+	sg_buf_release(&res->msg);
+}
+
 
 /* ---- One transfer ------------------------------------------------------- */
 
@@ -244,52 +241,40 @@ static bool name_is(const char *data, size_t nlen, const char *name)
 static size_t on_header(char *data, size_t size, size_t nitems, void *arg)
 {
 	struct xfer *x = arg;
-	size_t len = size * nitems, n = len, nlen;
-	const char *colon, *v;
+	size_t len = size * nitems;
+	struct sg_http_hline h;
 
-	while (n > 0 && (data[n - 1] == '\r' || data[n - 1] == '\n'))
-		n--;
-	if (n >= 5 && memcmp(data, "HTTP/", 5) == 0) {
-		const char *sp = memchr(data, ' ', n);
-		long status = 0;
-
-		for (const char *p = sp ? sp + 1 : data + n;
-		     p < data + n && *p >= '0' && *p <= '9' && status < 1000; p++)
-			status = status * 10 + (*p - '0');
-		x->res->http_status = status;
+	switch (sg_http_parse_line(data, len, &h)) {
+	case SG_HTTP_LINE_STATUS:
+		x->res->http_status = h.status;
 		x->res->responded = true;
 		x->past_headers = false;
 		x->grpc_body = false;
 		x->ctype_seen = false;
 		return len;
-	}
-	if (n == 0) {
+	case SG_HTTP_LINE_BLANK:
 		x->past_headers = true;
 		return len;
-	}
-	colon = memchr(data, ':', n);
-	if (!colon || colon == data)
+	case SG_HTTP_LINE_FIELD:
+		break;
+	default:
 		return len;
-	nlen = (size_t)(colon - data);
-	v = colon + 1;
-	while (v < data + n && (*v == ' ' || *v == '\t'))
-		v++;
-	if (name_is(data, nlen, "grpc-status")) {
+	}
+	if (name_is(h.name, h.nlen, "grpc-status")) {
 		int st = 0;
-		const char *p = v;
+		const char *p = h.value, *end = h.value + h.vlen;
 
-		for (; p < data + n && *p >= '0' && *p <= '9' && st < 1000; p++)
+		for (; p < end && *p >= '0' && *p <= '9' && st < 1000; p++)
 			st = st * 10 + (*p - '0');
 		/* A malformed status is no status: the call did not end well. */
-		x->status = (p == v || p != data + n) ? SG_GRPC_UNKNOWN : st;
-	} else if (name_is(data, nlen, "grpc-message")) {
-		decode_message(v, (size_t)(data + n - v), x->res->message,
+		x->status = (p == h.value || p != end) ? SG_GRPC_UNKNOWN : st;
+	} else if (name_is(h.name, h.nlen, "grpc-message")) {
+		decode_message(h.value, h.vlen, x->res->message,
 			       sizeof(x->res->message));
-	} else if (!x->past_headers && name_is(data, nlen, "content-type")) {
+	} else if (!x->past_headers && name_is(h.name, h.nlen, "content-type")) {
 		x->ctype_seen = true;
-		x->grpc_body = x->res->http_status == 200 &&
-			       (size_t)(data + n - v) >= 16 &&
-			       strncasecmp(v, "application/grpc", 16) == 0;
+		x->grpc_body = x->res->http_status == 200 && h.vlen >= 16 &&
+			       strncasecmp(h.value, "application/grpc", 16) == 0;
 	}
 	return len;
 }

@@ -246,43 +246,67 @@ struct xfer {
 	char errbuf[CURL_ERROR_SIZE];
 };
 
+enum sg_http_line sg_http_parse_line(const char *data, size_t len,
+				     struct sg_http_hline *out)
+{
+	size_t n = len;
+	const char *colon, *v;
+
+	memset(out, 0, sizeof(*out));
+	while (n > 0 && (data[n - 1] == '\r' || data[n - 1] == '\n'))
+		n--;
+	if (n == 0)
+		return SG_HTTP_LINE_BLANK;
+	if (n >= 5 && memcmp(data, "HTTP/", 5) == 0) {
+		const char *sp = memchr(data, ' ', n);
+
+		for (const char *p = sp ? sp + 1 : data + n;
+		     p < data + n && *p >= '0' && *p <= '9' && out->status < 1000;
+		     p++)
+			out->status = out->status * 10 + (*p - '0');
+		return SG_HTTP_LINE_STATUS;
+	}
+	colon = memchr(data, ':', n);
+	if (!colon || colon == data)
+		return SG_HTTP_LINE_OTHER; /* a folded continuation */
+	out->name = data;
+	out->nlen = (size_t)(colon - data);
+	while (out->nlen > 0 &&
+	       (data[out->nlen - 1] == ' ' || data[out->nlen - 1] == '\t'))
+		out->nlen--;
+	v = colon + 1;
+	while (v < data + n && (*v == ' ' || *v == '\t'))
+		v++;
+	out->value = v;
+	out->vlen = (size_t)(data + n - v);
+	return SG_HTTP_LINE_FIELD;
+}
+
 static size_t on_header(char *data, size_t size, size_t nitems, void *arg)
 {
 	struct xfer *x = arg;
-	size_t len = size * nitems, n = len, nlen;
-	const char *colon, *v;
+	size_t len = size * nitems;
+	struct sg_http_hline h;
 	sg_err rc;
 
-	while (n > 0 && (data[n - 1] == '\r' || data[n - 1] == '\n'))
-		n--;
-	if (n >= 5 && memcmp(data, "HTTP/", 5) == 0) {
+	switch (sg_http_parse_line(data, len, &h)) {
+	case SG_HTTP_LINE_STATUS:
 		/* A new response (after a 100 Continue): start over. */
-		const char *sp = memchr(data, ' ', n);
-		long status = 0;
-
-		for (const char *p = sp ? sp + 1 : data + n;
-		     p < data + n && *p >= '0' && *p <= '9' && status < 1000; p++)
-			status = status * 10 + (*p - '0');
-		x->r->status = status;
+		x->r->status = h.status;
 		sg_buf_reset(&x->r->headers);
 		sg_buf_reset(&x->r->body);
 		x->r->body_clipped = false;
 		return len;
+	case SG_HTTP_LINE_FIELD:
+		break;
+	default:
+		return len;
 	}
-	colon = memchr(data, ':', n);
-	if (!colon || colon == data)
-		return len; /* the blank line, or a folded continuation */
-	nlen = (size_t)(colon - data);
-	while (nlen > 0 && (data[nlen - 1] == ' ' || data[nlen - 1] == '\t'))
-		nlen--;
-	v = colon + 1;
-	while (v < data + n && (*v == ' ' || *v == '\t'))
-		v++;
-	rc = sg_buf_add(&x->r->headers, data, nlen);
+	rc = sg_buf_add(&x->r->headers, h.name, h.nlen);
 	if (!rc)
 		rc = sg_buf_addc(&x->r->headers, '\0');
 	if (!rc)
-		rc = sg_buf_add(&x->r->headers, v, (size_t)(data + n - v));
+		rc = sg_buf_add(&x->r->headers, h.value, h.vlen);
 	if (!rc)
 		rc = sg_buf_addc(&x->r->headers, '\0');
 	if (rc) {

@@ -265,4 +265,25 @@ sg_err sg_http_curl_init(void) SG_MUST_CHECK;
 void *sg_http_curl_share(void);
 bool sg_http_url_host(const char *url, char *out, size_t n);
 
+/*
+ * One line from curl's header callback (CR LF and all): a status line
+ * ("HTTP/2 200 ", status set), a field (name and value, borrowed from
+ * data, without the spaces around them), the blank line that ends the
+ * headers, or anything else (a folded continuation).  libcurl 7.88.1
+ * hands HTTP/2 trailers over as fields after the blank line.
+ */
+enum sg_http_line {
+	SG_HTTP_LINE_BLANK,
+	SG_HTTP_LINE_STATUS,
+	SG_HTTP_LINE_FIELD,
+	SG_HTTP_LINE_OTHER,
+};
+struct sg_http_hline {
+	long status;
+	const char *name, *value;
+	size_t nlen, vlen;
+};
+enum sg_http_line sg_http_parse_line(const char *data, size_t len,
+				     struct sg_http_hline *out);
+
 #endif
