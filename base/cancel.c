@@ -10,6 +10,7 @@
 sg_err sg_cancel_init(struct sg_cancel *c)
 {
 	atomic_init(&c->why, SG_OK);
+	atomic_init(&c->reason, NULL);
 	c->fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	return c->fd < 0 ? SG_E_INTERNAL : SG_OK;
 }
@@ -36,6 +37,22 @@ void sg_cancel_fire(struct sg_cancel *c, sg_err why)
 	}
 }
 
+void sg_cancel_fire_with(struct sg_cancel *c, sg_err why, const char *reason)
+{
+	const char *none = NULL;
+
+	if (!c)
+		return;
+	/* The words go first, so a waiter that sees the token fired finds them. */
+	atomic_compare_exchange_strong(&c->reason, &none, reason);
+	sg_cancel_fire(c, why);
+}
+
+const char *sg_cancel_reason(const struct sg_cancel *c)
+{
+	return c ? atomic_load(&((struct sg_cancel *)c)->reason) : NULL;
+}
+
 sg_err sg_cancel_check(const struct sg_cancel *c)
 {
 	return c ? (sg_err)atomic_load(&((struct sg_cancel *)c)->why) : SG_OK;
@@ -52,6 +69,20 @@ int64_t sg_now_ns(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+struct timespec sg_time_after(clockid_t clock, int64_t ms)
+{
+	struct timespec ts;
+
+	clock_gettime(clock, &ts);
+	ts.tv_sec += ms / 1000;
+	ts.tv_nsec += (ms % 1000) * 1000000;
+	if (ts.tv_nsec >= 1000000000) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000;
+	}
+	return ts;
 }
 
 int64_t sg_now_ms(void)

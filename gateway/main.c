@@ -60,14 +60,43 @@ static const char usage[] =
 	"  --peer                 run as a delegated peer of another adapter: the\n"
 	"                         default shutdown budget is 10 s instead of 60 s\n";
 
-static char *default_state_dir(void)
+/*
+ * The state directory, always absolute (new), or NULL after saying why on
+ * stderr.  Every path derived from it reaches sg-helper, which accepts
+ * only absolute roots, so a relative one would break every file tool
+ * later instead of failing here.  --state-dir is the caller's own word and
+ * is taken relative to the working directory; a relative XDG_STATE_HOME
+ * or HOME is invalid (the XDG Base Directory spec requires absolute
+ * paths) and is refused rather than guessed at.
+ */
+static char *state_dir_of(const char *given)
 {
 	const char *xdg = getenv("XDG_STATE_HOME");
 	const char *home = getenv("HOME");
-	char *p = NULL;
+	char cwd[SG_PATH_MAX], *p = NULL;
 
+	if (given && given[0] != '/') {
+		if (!getcwd(cwd, sizeof(cwd))) {
+			fprintf(stderr, "sandgate: --state-dir %s is relative and the working directory is unknown: %s\n",
+				given, strerror(errno));
+			return NULL;
+		}
+		return asprintf(&p, "%s/%s", cwd, given) < 0 ? NULL : p;
+	}
+	if (given)
+		return strdup(given);
+	if (xdg && *xdg && xdg[0] != '/') {
+		fprintf(stderr, "sandgate: XDG_STATE_HOME=%s is not an absolute path (the XDG Base Directory spec requires one); set it to an absolute path or pass --state-dir\n",
+			xdg);
+		return NULL;
+	}
 	if (xdg && *xdg)
 		return asprintf(&p, "%s/sandgate", xdg) < 0 ? NULL : p;
+	if (home && *home && home[0] != '/') {
+		fprintf(stderr, "sandgate: HOME=%s is not an absolute path; set XDG_STATE_HOME or pass --state-dir\n",
+			home);
+		return NULL;
+	}
 	if (home && *home)
 		return asprintf(&p, "%s/.local/state/sandgate", home) < 0 ? NULL : p;
 	return strdup("/tmp/sandgate-state");
@@ -179,9 +208,12 @@ static int cmd_serve(int argc, char **argv)
 	status = load_config(config, &cfg);
 	if (status)
 		return status;
-	if (!o.state_dir)
-		o.state_dir = state = default_state_dir();
-	if (!o.state_dir || sg_mkdir_p(o.state_dir, 0700)) {
+	o.state_dir = state = state_dir_of(o.state_dir);
+	if (!state) {
+		status = EX_CONFIG;
+		goto out;
+	}
+	if (sg_mkdir_p(o.state_dir, 0700)) {
 		fprintf(stderr, "sandgate: cannot create the state directory %s: %s\n",
 			o.state_dir ? o.state_dir : "(none)", strerror(errno));
 		status = EX_CONFIG;
@@ -310,8 +342,11 @@ static int cmd_probe(int argc, char **argv)
 	ad = sg_adapter_find(p->backend);
 	if (ad && ad->credentials)
 		ad->credentials(p, creds);
-	if (!state_dir)
-		state_dir = state = default_state_dir();
+	state_dir = state = state_dir_of(state_dir);
+	if (!state) {
+		status = EX_CONFIG;
+		goto out;
+	}
 	n = readlink("/proc/self/exe", self, sizeof(self) - 1);
 	self[n > 0 ? n : 0] = '\0';
 	snprintf(ident, sizeof(ident), "probe-%ld-%lld", (long)getpid(), (long long)t0);
@@ -468,9 +503,8 @@ static int cmd_envs(int argc, char **argv)
 	}
 	status = load_config(config, &cfg);
 	if (!status) {
-		if (!state_dir)
-			state_dir = state = default_state_dir();
-		status = sg_envs_main(n, rest, cfg, state_dir);
+		state_dir = state = state_dir_of(state_dir);
+		status = state ? sg_envs_main(n, rest, cfg, state_dir) : EX_CONFIG;
 	}
 	sg_config_free(cfg);
 	free(state);

@@ -315,6 +315,14 @@ bool sg_wire_send_text(struct sg_wire *w, char *text, size_t len)
 	return enqueue_text(w, text, len);
 }
 
+bool sg_wire_send_error(struct sg_wire *w, json_t *id, const struct sg_errinfo *e)
+{
+	char text[SG_ERR_MSG + 64];
+
+	sg_err_format(e, text, sizeof(text));
+	return sg_wire_send(w, json_pack("{s:O, s:s}", "id", id, "error", text));
+}
+
 bool sg_wire_send(struct sg_wire *w, json_t *msg)
 {
 	/* The newline must fit too. */
@@ -361,13 +369,7 @@ bool sg_wire_flush(struct sg_wire *w, int64_t deadline_ms)
 
 		if (left <= 0)
 			break;
-		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_sec += left / 1000;
-		ts.tv_nsec += (left % 1000) * 1000000;
-		if (ts.tv_nsec >= 1000000000) {
-			ts.tv_sec++;
-			ts.tv_nsec -= 1000000000;
-		}
+		ts = sg_time_after(CLOCK_REALTIME, left);
 		pthread_cond_timedwait(&w->drained, &w->lock, &ts);
 	}
 	done = !w->dead && !w->head && !w->writing;
