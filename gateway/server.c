@@ -23,6 +23,7 @@
 #include "base/crash.h"
 #include "base/limits.h"
 #include "base/log.h"
+#include "cli.h"
 #include "registry.h"
 #include "session.h"
 #include "wire.h"
@@ -223,12 +224,24 @@ static void *worker_main(void *arg)
 			sv->jobs_tail = &sv->jobs;
 		pthread_mutex_unlock(&sv->lock);
 
+		/*
+		 * A host's cancel sets err before it fires, so a fired token with
+		 * err set means "cancelled by the host": answer that without
+		 * running.  A token fired by shutdown alone (drain() leaves err
+		 * empty) still runs the handler: a request received before EOF
+		 * gets its own answer when it needs no provider work (a
+		 * validation error, a process/list), while anything that would
+		 * reach the provider sees the fired token first (exec and http
+		 * check it before they start) and ends `cancelled`.
+		 */
 		rc = sg_cancel_check(&j->op->cancel);
-		if (rc)
+		if (rc && j->op->err.code)
 			sg_err_set(&j->op->err, rc, "the request was cancelled before it ran");
 		else
 			rc = j->run(j->op, &data);
-		if (rc && !j->op->err.code)
+		if (rc == SG_E_CANCELLED && !j->op->err.code)
+			sg_err_set(&j->op->err, rc, "the gateway is shutting down");
+		else if (rc && !j->op->err.code)
 			sg_err_set(&j->op->err, rc, "%s failed", j->op->method);
 		if (rc)
 			json_decref(data), data = NULL;
@@ -1068,10 +1081,14 @@ static bool drain(struct server *sv, struct deadline *d)
 	bool empty;
 
 	pthread_mutex_lock(&sv->lock);
-	for (struct sg_op *op = sv->inflight; op; op = op->next) {
-		sg_err_set(&op->err, SG_E_CANCELLED, "the gateway is shutting down");
+	/*
+	 * Fire without writing op->err: the handler may already hold its own
+	 * answer (a validation error found before EOF), which must not turn
+	 * into `cancelled`; the worker names the shutdown when the handler
+	 * ends cancelled without a sentence of its own.
+	 */
+	for (struct sg_op *op = sv->inflight; op; op = op->next)
 		sg_cancel_fire(&op->cancel, SG_E_CANCELLED);
-	}
 	while ((sv->inflight || sv->replying) && !sg_cancel_check(&d->token)) {
 		struct timespec ts;
 
@@ -1117,7 +1134,7 @@ static int shutdown_session(struct server *sv, const char *why)
 		d.thread = pthread_self();
 	if (!drain(sv, &d)) {
 		fprintf(stderr, "sandgate: requests still running when the shutdown budget ran out\n");
-		status = 1;
+		status = SG_EXIT_UNAVAILABLE;
 	}
 	if (s->state == SG_S_READY) {
 		rc = sg_procs_shutdown(s, &d.token, &err);
@@ -1126,10 +1143,8 @@ static int shutdown_session(struct server *sv, const char *why)
 		sg_procs_free(s);
 		sg_exports_free(s);
 		sg_err_clear(&err);
-		if (teardown(s, &d.token))
-			status = 1;
-		if (rc)
-			status = 1;
+		if (teardown(s, &d.token) || rc)
+			status = SG_EXIT_UNAVAILABLE;
 	}
 	if (!sg_wire_flush(s->wire, sg_now_ms() + 1000) && !sg_wire_dead(s->wire))
 		sg_log_warn("replies could not all be written before exit");
@@ -1180,7 +1195,7 @@ int sg_server_run(const struct sg_server_opts *o)
 		fprintf(stderr, "sandgate: cannot open the audit log %s: %s\n",
 			o->audit_log, strerror(errno));
 		free(sv);
-		return 64;
+		return SG_EXIT_CANTCREAT;
 	}
 	/* A dead host must show up as EPIPE on write, not kill us mid-cleanup. */
 	signal(SIGPIPE, SIG_IGN);
@@ -1233,7 +1248,7 @@ int sg_server_run(const struct sg_server_opts *o)
 	signal_wire = NULL;
 	if (stuck) {
 		sg_log_err("a request handler did not stop; exiting without it");
-		return status ? status : 1;
+		return status ? status : SG_EXIT_SOFTWARE;
 	}
 	sg_wire_free(sv->s.wire);
 	session_release(sv);

@@ -92,6 +92,7 @@
 #include "base/crash.h"
 #include "base/limits.h"
 #include "base/log.h"
+#include "base/progress.h"
 #include "base/strv.h"
 #include "../adapters/exec.h"
 #include "../adapters/shquote.h"
@@ -1428,7 +1429,9 @@ static sg_err ssh_provision(struct sg_env *env, struct sg_cancel *cancel,
 		goto out;
 
 	/* 1. The master connection: host key, login. */
+	sg_progress_begin("connect", "logging in to %s", where);
 	rc = sshb_master_ensure(se, cancel, err);
+	sg_progress_end(rc);
 	if (rc)
 		goto out;
 
@@ -1544,6 +1547,7 @@ static sg_err ssh_provision(struct sg_env *env, struct sg_cancel *cancel,
 			rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
 			goto out;
 		}
+		sg_progress_begin("helper", "uploading sg-helper to %s", where);
 		rc = sshb_script(se, sshb_upload_sh, (const char *[]){ cache, sum, NULL },
 				 helper, helper_len, SG_SSH_UPLOAD_MS, &r, cancel, err);
 		free(cache);
@@ -1551,6 +1555,7 @@ static sg_err ssh_provision(struct sg_env *env, struct sg_cancel *cancel,
 			rc = sg_err_set(err, SG_E_PROVIDER,
 					"sg-helper could not be installed on %s: %.160s",
 					where, r.err.p);
+		sg_progress_end(rc);
 		if (rc)
 			goto out;
 		uploaded = true;
