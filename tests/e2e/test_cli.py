@@ -21,7 +21,7 @@ import subprocess
 import tempfile
 import unittest
 
-from sgclient import BIN, Gateway, unique
+from sgclient import BIN, CONFIG, PROFILE, Gateway, unique
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CLI_MD = os.path.join(HERE, "..", "..", "docs", "cli.md")
@@ -165,7 +165,7 @@ class CliTestCase(unittest.TestCase):
     def serve_cleanup_fails(self):
         # A process that ignores SIGTERM and a 1 ms budget: the shutdown
         # cannot stop it in time, says so, and exits 69.
-        gw = Gateway(state_dir=self.state, budget_ms=1)
+        gw = Gateway(state_dir=self.state, budget_ms=1, config=None, profile=None)
         self.addCleanup(gw.cleanup)
         gw.initialize()
         gw.start(command="trap '' TERM; sleep 30")
@@ -229,6 +229,28 @@ class Table(CliTestCase):
         self.assertTrue(probe["reachable"])
         self.assertIn("initialize_ms", probe["timings"])
         self.assertIn("first_command_ms", probe["timings"])
+
+
+class Progress(CliTestCase):
+    def test_probe_shows_where_time_went(self):
+        # Provider waits exist on remote backends only: this runs under
+        # run-against.sh ssh|daytona, where the profile is one.
+        if not CONFIG or not PROFILE:
+            self.skipTest("the local backend has no provider waits; "
+                          "tests/e2e/run-against.sh ssh|daytona runs this")
+        r = self.run_bin("probe", "--config", CONFIG, "--profile", PROFILE, "--json",
+                         "--state-dir", self.state, env={"SANDGATE_PROGRESS": "log"},
+                         timeout=600)
+        self.assertEqual(r.returncode, 0, r.stderr[-1000:])
+        timings = json.loads(r.stdout)["timings"]
+        steps = timings["steps"]
+        self.assertTrue({"connect", "create"} & set(steps), steps)
+        self.assertTrue(all(s["ok"] and s["ms"] >= 0 for s in steps.values()), steps)
+        self.assertGreater(timings["initialize_ms"], 0)
+        self.assertIn("first_command_ms", timings)
+        # Plain log lines on a pipe: one when a step opens, one when it ends.
+        step = sorted(steps)[0]
+        self.assertRegex(r.stderr.decode(), r"sandgate: %s: done in \d+\.\d{3} s" % step)
 
 
 class Wording(CliTestCase):
@@ -327,7 +349,7 @@ class EofRace(CliTestCase):
         # On a bound session, requests written together with EOF: those
         # that need no provider work get their own answers, not `cancelled`.
         for _ in range(8):
-            gw = Gateway(state_dir=self.state)
+            gw = Gateway(state_dir=self.state, config=None, profile=None)
             self.addCleanup(gw.cleanup)
             gw.initialize()
             frames = [{"id": "l", "method": "process/list", "token": gw.token, "data": {}},
