@@ -27,6 +27,9 @@
 #define OPT_JSON(what) { "json", 'j', NULL, "print " what " as JSON on stdout" }
 #define OPT_HELP { "help", 'h', NULL, "print this help on stdout and exit 0" }
 #define OPT_END { NULL, 0, NULL, NULL }
+/* How every envs command and probe end: where the config and state are. */
+#define OPT_PLACES_END OPT_CONFIG, OPT_STATE, OPT_HELP, OPT_END
+#define OPT_FORCE { "force", 'f', NULL, "remove an environment even when a live session is attached" }
 
 static const struct sg_cli_opt serve_opts[] = {
 	OPT_CONFIG,
@@ -60,27 +63,18 @@ static const struct sg_cli_opt check_opts[] = {
 static const struct sg_cli_opt list_opts[] = {
 	{ "profile", 'p', "NAME", "only the environments of this profile" },
 	OPT_JSON("the environments"),
-	OPT_CONFIG,
-	OPT_STATE,
-	OPT_HELP,
-	OPT_END,
+	OPT_PLACES_END,
 };
 
 static const struct sg_cli_opt show_opts[] = {
 	OPT_JSON("the environment"),
-	OPT_CONFIG,
-	OPT_STATE,
-	OPT_HELP,
-	OPT_END,
+	OPT_PLACES_END,
 };
 
 static const struct sg_cli_opt rm_opts[] = {
-	{ "force", 'f', NULL, "remove an environment even when a live session is attached" },
+	OPT_FORCE,
 	OPT_JSON("what was removed"),
-	OPT_CONFIG,
-	OPT_STATE,
-	OPT_HELP,
-	OPT_END,
+	OPT_PLACES_END,
 };
 
 static const struct sg_cli_opt gc_opts[] = {
@@ -88,21 +82,15 @@ static const struct sg_cli_opt gc_opts[] = {
 	  "also remove environments created longer ago than DUR: a number of "
 	  "seconds, or N followed by s, m, h or d" },
 	{ "dry-run", 'n', NULL, "say what would be removed, remove nothing" },
-	{ "force", 'f', NULL, "remove an environment even when a live session is attached" },
+	OPT_FORCE,
 	OPT_JSON("what was (or would be) removed and kept"),
-	OPT_CONFIG,
-	OPT_STATE,
-	OPT_HELP,
-	OPT_END,
+	OPT_PLACES_END,
 };
 
 static const struct sg_cli_opt probe_opts[] = {
 	{ "profile", 'p', "NAME", "the profile to probe (default: the config's default)" },
 	OPT_JSON("the report"),
-	OPT_CONFIG,
-	OPT_STATE,
-	OPT_HELP,
-	OPT_END,
+	OPT_PLACES_END,
 };
 
 static const struct sg_cli_opt help_opts[] = { OPT_HELP, OPT_END };
@@ -199,7 +187,11 @@ static const struct named exits[] = {
 	  "exist, or sg-helper was not found" },
 };
 
-static const struct { const char *name, *text; } environment[] = {
+struct pair {
+	const char *name, *text;
+};
+
+static const struct pair environment[] = {
 	{ "SANDGATE_CONFIG", "the config file, when --config is not given; a missing file is an error" },
 	{ "XDG_CONFIG_HOME", "the config is $XDG_CONFIG_HOME/sandgate/config.json (when absolute), else ~/.config/sandgate/config.json" },
 	{ "XDG_STATE_HOME", "the state directory is $XDG_STATE_HOME/sandgate, else ~/.local/state/sandgate" },
@@ -213,7 +205,7 @@ static const struct { const char *name, *text; } environment[] = {
 	{ "SANDGATE_TEST_CRASH_AT", "tests only: kill the gateway at a named step (docs/operators.md)" },
 };
 
-static const struct { const char *name, *text; } files[] = {
+static const struct pair files[] = {
 	{ "~/.config/sandgate/config.json", "the profiles (config/README.md documents every field)" },
 	{ "~/.local/state/sandgate/", "the state directory: registry/ holds one record per environment sandgate made; local/ the local backend's environments" },
 	{ "PREFIX/libexec/sandgate/sg-helper", "the helper sandgate runs in environments (uploaded to remote ones)" },
@@ -444,6 +436,20 @@ static void man_options(FILE *out, const struct sg_cli_opt *o)
 	}
 }
 
+/* A section of tagged paragraphs: the name in `font`, then its text. */
+static void man_pairs(FILE *out, const char *section, const char *font,
+		      const struct pair *p, size_t n)
+{
+	fputs(section, out);
+	for (size_t i = 0; i < n; i++) {
+		fprintf(out, ".TP\n%s", font);
+		roff(out, p[i].name);
+		fputc('\n', out);
+		roff(out, p[i].text);
+		fputc('\n', out);
+	}
+}
+
 void sg_cli_man(FILE *out, const char *version)
 {
 	fprintf(out, ".TH SANDGATE 1 \"\" \"sandgate %s\" \"User Commands\"\n", version);
@@ -493,22 +499,9 @@ void sg_cli_man(FILE *out, const char *version)
 		roff(out, exits[i].text);
 		fputc('\n', out);
 	}
-	fputs(".SH ENVIRONMENT\n", out);
-	for (size_t i = 0; i < sizeof(environment) / sizeof(environment[0]); i++) {
-		fputs(".TP\n.B ", out);
-		roff(out, environment[i].name);
-		fputc('\n', out);
-		roff(out, environment[i].text);
-		fputc('\n', out);
-	}
-	fputs(".SH FILES\n", out);
-	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
-		fputs(".TP\n.I ", out);
-		roff(out, files[i].name);
-		fputc('\n', out);
-		roff(out, files[i].text);
-		fputc('\n', out);
-	}
+	man_pairs(out, ".SH ENVIRONMENT\n", ".B ", environment,
+		  sizeof(environment) / sizeof(environment[0]));
+	man_pairs(out, ".SH FILES\n", ".I ", files, sizeof(files) / sizeof(files[0]));
 	fputs(".SH EXAMPLES\n.nf\nsandgate config check\nsandgate probe \\-\\-profile lab\n"
 	      "sandgate envs list \\-\\-json\nsandgate envs gc \\-\\-older-than 7d \\-\\-dry-run\n.fi\n",
 	      out);
