@@ -10,6 +10,7 @@
 sg_err sg_cancel_init(struct sg_cancel *c)
 {
 	atomic_init(&c->why, SG_OK);
+	atomic_init(&c->reason, NULL);
 	c->fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	return c->fd < 0 ? SG_E_INTERNAL : SG_OK;
 }
@@ -34,6 +35,22 @@ void sg_cancel_fire(struct sg_cancel *c, sg_err why)
 		while (write(c->fd, &one, sizeof(one)) < 0 && errno == EINTR)
 			;
 	}
+}
+
+void sg_cancel_fire_with(struct sg_cancel *c, sg_err why, const char *reason)
+{
+	const char *none = NULL;
+
+	if (!c)
+		return;
+	/* The words go first, so a waiter that sees the token fired finds them. */
+	atomic_compare_exchange_strong(&c->reason, &none, reason);
+	sg_cancel_fire(c, why);
+}
+
+const char *sg_cancel_reason(const struct sg_cancel *c)
+{
+	return c ? atomic_load(&((struct sg_cancel *)c)->reason) : NULL;
 }
 
 sg_err sg_cancel_check(const struct sg_cancel *c)

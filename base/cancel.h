@@ -17,6 +17,7 @@
 
 struct sg_cancel {
 	atomic_int why; /* SG_OK until fired, then SG_E_CANCELLED or another code */
+	_Atomic(const char *) reason; /* why, in words (static), or NULL */
 	int fd;         /* eventfd, readable once fired; -1 if creation failed */
 };
 
@@ -25,6 +26,17 @@ void sg_cancel_release(struct sg_cancel *c);
 
 /* Fire with a reason (SG_E_CANCELLED, SG_E_TIMEOUT ...); later fires are ignored. */
 void sg_cancel_fire(struct sg_cancel *c, sg_err why);
+
+/*
+ * Fire, and say why in words: `reason` must outlive the token (a string
+ * literal).  The words are the token's, so whoever fires it never writes
+ * into the state of the thread that waits on it; the first reason given
+ * is kept.
+ */
+void sg_cancel_fire_with(struct sg_cancel *c, sg_err why, const char *reason);
+
+/* The words of the first fire that gave some, or NULL. */
+const char *sg_cancel_reason(const struct sg_cancel *c);
 
 /* SG_OK, or the reason the token fired. */
 sg_err sg_cancel_check(const struct sg_cancel *c);

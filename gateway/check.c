@@ -3,7 +3,7 @@
 
 #include <string.h>
 
-/* The requirements serve's select judges (meets() in server.c). */
+/* The requirements serve's select judges (meets() in select.c). */
 static const char *const requirements[] = { "isolation", "network_isolated",
 					     "toolchains", NULL };
 

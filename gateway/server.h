@@ -15,6 +15,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include <jansson.h>
+
 #include "../config/config.h"
 
 struct sg_server_opts {
@@ -27,6 +29,9 @@ struct sg_server_opts {
 	size_t tool_output;          /* 0: SG_TOOL_OUTPUT */
 	bool peer;                   /* started as a delegated peer (budget 10 s) */
 };
+
+/* The method names, for initialize's reply (new). */
+json_t *sg_server_methods(void);
 
 /* Serve until shutdown; returns the process's exit status. */
 int sg_server_run(const struct sg_server_opts *o);

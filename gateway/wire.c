@@ -315,6 +315,14 @@ bool sg_wire_send_text(struct sg_wire *w, char *text, size_t len)
 	return enqueue_text(w, text, len);
 }
 
+bool sg_wire_send_error(struct sg_wire *w, json_t *id, const struct sg_errinfo *e)
+{
+	char text[SG_ERR_MSG + 64];
+
+	sg_err_format(e, text, sizeof(text));
+	return sg_wire_send(w, json_pack("{s:O, s:s}", "id", id, "error", text));
+}
+
 bool sg_wire_send(struct sg_wire *w, json_t *msg)
 {
 	/* The newline must fit too. */

@@ -60,6 +60,9 @@ bool sg_wire_send(struct sg_wire *w, json_t *msg);
  */
 bool sg_wire_send_text(struct sg_wire *w, char *text, size_t len);
 
+/* Queue the error reply {"id": id, "error": "word: detail"} for request id. */
+bool sg_wire_send_error(struct sg_wire *w, json_t *id, const struct sg_errinfo *e);
+
 /* Wait until everything queued is written, the wire died, or deadline_ms
  * (sg_now_ms clock) passed.  True when all was written. */
 bool sg_wire_flush(struct sg_wire *w, int64_t deadline_ms);

@@ -5,7 +5,8 @@
 #   2. style checks (scripts/check-style.sh)
 #   3. a -Werror build, then every test: unit, end-to-end, backends
 #   4. an ASan+UBSan build, then the unit and end-to-end tests again
-#   5. the libFuzzer targets, each for a bounded time
+#   5. a ThreadSanitizer build, then the unit and end-to-end tests again
+#   6. the libFuzzer targets, each for a bounded time
 # Any failure fails the run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -30,6 +31,14 @@ echo "== tests under ASan+UBSan"
   UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   ctest --output-on-failure -j"$jobs" -L 'unit|e2e' --timeout 900)
 python3 scripts/skips.py build-asan
+
+echo "== build (ThreadSanitizer)"
+cmake -S . -B build-tsan -DSG_WERROR=ON -DSG_TSAN=ON -DCMAKE_BUILD_TYPE=Debug >/dev/null
+cmake --build build-tsan -j"$jobs"
+echo "== tests under ThreadSanitizer"
+(cd build-tsan && TSAN_OPTIONS="halt_on_error=1:exitcode=66:suppressions=$PWD/../tests/tsan.supp" \
+  ctest --output-on-failure -j"$jobs" -L 'unit|e2e' --timeout 900)
+python3 scripts/skips.py build-tsan
 
 echo "== fuzz (${fuzz_seconds}s per target)"
 CC=clang cmake -S . -B build-fuzz -DSG_FUZZ=ON -DBUILD_TESTING=OFF >/dev/null

@@ -576,8 +576,9 @@ static int srv_stop(void **state)
 
 /* ---- Client helpers ----------------------------------------------------- */
 
-static char url_buf[8][256];
-static int url_next;
+/* Per thread: the parallel tests build URLs from several threads at once. */
+static _Thread_local char url_buf[8][256];
+static _Thread_local int url_next;
 
 static const char *url(const char *path)
 {

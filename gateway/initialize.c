@@ -1,0 +1,444 @@
+/*
+ * initialize.c - the initialize method: check the binding, record the
+ * intent, provision the profile's environment (or a select profile's first
+ * fitting candidate), observe its facts and build the reply.
+ *
+ * Invariants: the state registry knows of an environment before anything
+ * is created for it; a provisioning that fails after that removes what it
+ * made (or lets go of what it resumed) before it answers; a binding is set
+ * once, by the first initialize that succeeds, and every later one must
+ * equal it.
+ */
+#define _GNU_SOURCE /* asprintf */
+#include "initialize.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "base/crash.h"
+#include "base/limits.h"
+#include "base/log.h"
+#include "registry.h"
+#include "server.h"
+
+
+/*
+ * The binding in canonical form: every field present, absent ones as
+ * null/false (protocol section 10), so a repeated initialize compares with
+ * json_equal.
+ */
+sg_err sg_binding_canonical(json_t *d, json_t **out, struct sg_errinfo *e)
+{
+	json_t *v = json_object_get(d, "version");
+	json_t *root = json_object_get(d, "root");
+	json_t *session = json_object_get(d, "session");
+	json_t *identity = json_object_get(d, "identity");
+	json_t *env = json_object_get(d, "environment");
+	bool req = false, rm = false;
+	sg_err rc;
+
+	*out = NULL;
+	if (!json_is_integer(v) || json_integer_value(v) != 4) {
+		if (json_is_integer(v))
+			return sg_err_set(e, SG_E_UNSUPPORTED,
+					  "protocol version %lld (this backend speaks 4)",
+					  (long long)json_integer_value(v));
+		return sg_err_set(e, SG_E_UNSUPPORTED,
+				  "protocol version missing or not an integer (this backend speaks 4)");
+	}
+	if (!json_is_string(root) || json_string_value(root)[0] != '/' ||
+	    strlen(json_string_value(root)) != json_string_length(root) ||
+	    json_string_length(root) >= SG_PATH_MAX)
+		return sg_err_set(e, SG_E_INVALID_ARGUMENT,
+				  "`root` must be an absolute path");
+	if (!json_is_string(session) || json_string_length(session) == 0 ||
+	    json_string_length(session) > 128 ||
+	    strlen(json_string_value(session)) != json_string_length(session))
+		return sg_err_set(e, SG_E_INVALID_ARGUMENT,
+				  "`session` must be a non-empty string of at most 128 bytes");
+	if (identity && !json_is_null(identity) &&
+	    (!json_is_string(identity) || json_string_length(identity) == 0 ||
+	     json_string_length(identity) > 128 ||
+	     strlen(json_string_value(identity)) != json_string_length(identity)))
+		return sg_err_set(e, SG_E_INVALID_ARGUMENT,
+				  "`identity` must be a non-empty string of at most 128 bytes");
+	if (env && !json_is_null(env) && !json_is_object(env))
+		return sg_err_set(e, SG_E_INVALID_ARGUMENT,
+				  "`environment` must be an object");
+	rc = sg_arg_bool(d, "require_existing_workspace", false, &req, e);
+	if (!rc)
+		rc = sg_arg_bool(d, "remove_workspace_on_exit", false, &rm, e);
+	if (rc)
+		return rc;
+	*out = json_pack("{s:i, s:O, s:O, s:O, s:O, s:b, s:b}", "version", 4,
+			 "root", root, "session", session, "identity",
+			 identity ? identity : json_null(), "environment",
+			 env ? env : json_null(), "require_existing_workspace", req,
+			 "remove_workspace_on_exit", rm);
+	return *out ? SG_OK : sg_err_set(e, SG_E_INTERNAL, "out of memory");
+}
+
+static json_t *merge_objects(json_t *a, json_t *b)
+{
+	json_t *m = json_is_object(a) ? json_deep_copy(a) : json_object();
+
+	if (json_is_object(b))
+		json_object_update(m, b);
+	return m;
+}
+
+/*
+ * The facts the reply reports: what sg-helper observed inside the
+ * environment, merged with what only the adapter can observe.
+ */
+json_t *sg_init_facts(json_t *probe, json_t *adapter)
+{
+	json_t *f = json_object();
+
+	json_object_set_new(f, "isolation",
+			    merge_objects(json_object_get(probe, "isolation"),
+					  json_object_get(adapter, "isolation")));
+	json_object_set_new(f, "toolchains",
+			    merge_objects(json_object_get(probe, "toolchains"), NULL));
+	json_object_set(f, "landlock_abi", json_object_get(probe, "landlock_abi"));
+	json_object_set_new(f, "observed",
+			    merge_objects(json_object_get(probe, "observed"), NULL));
+	if (json_is_object(adapter)) {
+		const char *k;
+		json_t *v;
+
+		json_object_foreach(adapter, k, v)
+			if (strcmp(k, "isolation") != 0)
+				json_object_set(f, k, v);
+	}
+	return f;
+}
+
+/* The minimal environment commands start from (protocol section 10). */
+static sg_err base_env(struct sg_session *s)
+{
+	const char *tz = getenv("TZ");
+	sg_err rc = sg_strv_add(&s->base_env,
+				"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin");
+
+	if (!rc)
+		rc = sg_strv_addf(&s->base_env, "HOME=%s/home", s->env->ctl_dir);
+	if (!rc)
+		rc = sg_strv_addf(&s->base_env, "TMPDIR=%s/tmp", s->env->ctl_dir);
+	if (!rc)
+		rc = sg_strv_add(&s->base_env, "LANG=C.UTF-8");
+	if (!rc && tz)
+		rc = sg_strv_addf(&s->base_env, "TZ=%s", tz);
+	if (!rc && s->profile->user)
+		rc = sg_strv_addf(&s->base_env, "USER=%s", s->profile->user);
+	if (!rc && s->profile->user)
+		rc = sg_strv_addf(&s->base_env, "LOGNAME=%s", s->profile->user);
+	return rc;
+}
+
+/*
+ * Record the intent in the state registry before anything is created, so a
+ * crash from here on leaves a record `sandgate envs gc` acts on.  A
+ * non-shared identity already attached to a live session is refused.
+ */
+static sg_err attach(struct sg_session *s, const struct sg_adapter *ad,
+		     json_t *binding, struct sg_errinfo *err)
+{
+	struct sg_reg_key key = { ad->name, s->identity };
+	json_t *fields = json_pack("{s:s, s:b, s:b, s:I}", "profile", s->profile->name,
+				   "persistent", s->profile->persistent, "shared",
+				   s->profile->shared, "expires",
+				   (json_int_t)(time(NULL) + s->profile->lifetime_seconds));
+	const char *session = json_string_value(json_object_get(binding, "session"));
+	int others = 0, left = 0;
+	sg_err rc;
+
+	rc = sg_registry_attach(s->state_dir, &key, session, fields, &others, err);
+	json_decref(fields);
+	if (!rc && others > 0 && !s->profile->shared) {
+		struct sg_errinfo ignore = { 0 };
+
+		if (sg_registry_detach(s->state_dir, &key, session, &left, &ignore))
+			sg_log_warn("cannot detach from the registry: %s", ignore.msg);
+		rc = sg_err_set(err, SG_E_UNAVAILABLE,
+				"identity \"%s\" is in use by another live session and profile \"%s\" is not shared",
+				s->identity, s->profile->name);
+	}
+	return rc;
+}
+
+/*
+ * A provisioning that failed after the registry knew of it: remove what
+ * was made (a resumed environment is only let go), then the record, unless
+ * another session still uses the environment.  The cleanup runs even when
+ * the request itself was cancelled.
+ */
+static void undo(struct sg_session *s, bool provisioned)
+{
+	struct sg_reg_key key = { s->env ? s->env->ad->name : "", s->identity };
+	struct sg_errinfo err = { 0 };
+	struct sg_cancel none;
+	int others = 0;
+	sg_err rc = SG_OK;
+
+	if (!s->env)
+		return;
+	if (sg_registry_detach(s->state_dir, &key, s->session_id, &others, &err))
+		sg_log_warn("%s", err.msg);
+	if (provisioned && sg_cancel_init(&none) == SG_OK) {
+		enum sg_fate fate = s->env->resumed || others ? SG_FATE_DETACH : SG_FATE_REMOVE;
+
+		sg_err_clear(&err);
+		rc = s->env->ad->teardown(s->env, fate, &none, &err);
+		if (rc)
+			sg_log_err("cleanup after a failed initialize: %s", err.msg);
+		sg_cancel_release(&none);
+	}
+	sg_err_clear(&err);
+	if (!rc && !others && !s->env->resumed && sg_registry_remove(s->state_dir, &key, &err))
+		sg_log_warn("%s", err.msg);
+}
+
+/*
+ * Bring up one profile's environment for the binding: build and validate
+ * the profile, record the intent, provision, and observe the facts inside
+ * (*probe, new).  Errors before anything was created leave *fatal false;
+ * a failure after that removes what was made (undo) and sets it.
+ */
+sg_err sg_init_bring_up(struct sg_op *op, json_t *binding, const char *name,
+			json_t **probe, bool *fatal)
+{
+	struct sg_session *s = op->s;
+	json_t *envobj = json_object_get(binding, "environment");
+	const struct sg_adapter *ad;
+	struct sg_env *env = NULL;
+	bool provisioned = false;
+	sg_err rc;
+
+	*fatal = false;
+	*probe = NULL;
+	rc = sg_config_profile(s->cfg, name, json_is_object(envobj) ? envobj : NULL,
+			       &s->profile, &op->err);
+	if (rc)
+		goto out;
+	ad = sg_adapter_find(s->profile->backend);
+	if (!ad) {
+		rc = sg_err_set(&op->err, SG_E_UNSUPPORTED,
+				"backend \"%s\" (profile \"%s\") is not built into this sandgate",
+				s->profile->backend, s->profile->name);
+		goto out;
+	}
+	rc = ad->validate(s->profile, &op->err);
+	if (rc)
+		goto out;
+	s->identity = strdup(json_is_string(json_object_get(binding, "identity"))
+				     ? json_string_value(json_object_get(binding, "identity"))
+				     : json_string_value(json_object_get(binding, "session")));
+	rc = attach(s, ad, binding, &op->err);
+	if (rc)
+		goto out;
+	sg_crashpoint("provision:intent");
+	*fatal = true;
+	env = calloc(1, ad->env_size);
+	if (!env) {
+		rc = sg_err_set(&op->err, SG_E_INTERNAL, "out of memory");
+		goto out;
+	}
+	s->root = strdup(json_string_value(json_object_get(binding, "root")));
+	s->session_id = strdup(json_string_value(json_object_get(binding, "session")));
+	env->ad = ad;
+	env->profile = s->profile;
+	env->root = s->root;
+	env->session = s->session_id;
+	env->identity = s->identity;
+	env->state_dir = s->state_dir;
+	env->helper_host = s->helper_path;
+	env->require_existing = json_is_true(json_object_get(binding, "require_existing_workspace"));
+	env->remove_on_exit = json_is_true(json_object_get(binding, "remove_workspace_on_exit"));
+	s->env = env;
+	rc = ad->provision(env, &op->cancel, &op->err);
+	if (rc)
+		goto out;
+	provisioned = true;
+	sg_crashpoint("provision:created");
+	rc = base_env(s);
+	if (rc) {
+		sg_err_set(&op->err, rc, "out of memory");
+		goto out;
+	}
+	{
+		const char *args[] = { "probe", NULL };
+
+		/* Facts are observed inside the environment, so always exec. */
+		rc = sg_envcall(s, SG_CALL_EXEC, args, NULL, 0, probe, &op->cancel,
+				&op->err);
+	}
+	if (!rc)
+		s->landlock_abi = (int)json_integer_value(json_object_get(*probe, "landlock_abi"));
+out:
+	if (rc && *fatal)
+		undo(s, provisioned);
+	return rc;
+}
+
+/*
+ * Free the session's environment fields: for a candidate that was not
+ * chosen, and at the end.  Remote state is not touched (the environment
+ * was already removed or let go).
+ */
+void sg_init_reset(struct sg_session *s)
+{
+	if (s->env) {
+		if (s->env->ad->release)
+			s->env->ad->release(s->env);
+		json_decref(s->env->facts);
+		free(s->env->helper);
+		free(s->env->ctl_dir);
+		free(s->env->host_root);
+		free(s->env->host_ctl);
+		free(s->env);
+		s->env = NULL;
+	}
+	sg_profile_free(s->profile);
+	s->profile = NULL;
+	free(s->identity);
+	free(s->root);
+	free(s->session_id);
+	s->identity = s->root = s->session_id = NULL;
+	sg_strv_release(&s->base_env);
+	s->landlock_abi = 0;
+}
+
+/*
+ * Provision the environment for the binding (or, for a `select` profile,
+ * the first candidate that meets its requirements) and build the reply.
+ */
+static sg_err provision(struct sg_op *op, json_t *binding, bool *fatal)
+{
+	struct sg_session *s = op->s;
+	json_t *probe = NULL, *selection = NULL, *facts, *raw;
+	struct sg_profile *chosen = NULL;
+	sg_err rc;
+
+	*fatal = false;
+	rc = sg_config_profile(s->cfg, s->profile_name, NULL, &chosen, &op->err);
+	if (rc)
+		return rc;
+	raw = chosen->raw;
+	if (strcmp(chosen->backend, "select") == 0) {
+		if (!json_is_array(json_object_get(raw, "candidates")))
+			rc = sg_err_set(&op->err, SG_E_INVALID_ARGUMENT,
+					"profile \"%s\": a select profile needs `candidates`",
+					chosen->name);
+		else
+			rc = sg_select_candidate(op, binding, json_object_get(raw, "candidates"),
+					      &probe, &selection, fatal);
+	} else {
+		rc = sg_init_bring_up(op, binding, s->profile_name, &probe, fatal);
+	}
+	sg_profile_free(chosen);
+	if (rc)
+		goto out;
+	rc = sg_exports_new(s);
+	if (!rc)
+		rc = sg_procs_new(s);
+	if (rc) {
+		sg_err_set(&op->err, rc, "out of memory");
+		goto fail;
+	}
+	{
+		struct sg_reg_key key = { s->env->ad->name, s->identity };
+		json_t *done = json_pack("{s:s, s:s, s:O}", "id", s->env->id, "status",
+					 SG_REG_ACTIVE, "resources",
+					 json_object_get(s->env->facts, "resources")
+						 ? json_object_get(s->env->facts, "resources")
+						 : json_null());
+
+		rc = sg_registry_update(s->state_dir, &key, done, &op->err);
+		json_decref(done);
+		if (rc)
+			goto fail;
+	}
+	facts = sg_init_facts(probe, s->env->facts);
+	if (selection)
+		json_object_set(facts, "selection", selection);
+	s->init_reply = json_pack(
+		"{s:i, s:[s], s:o, s:o, s:{s:s, s:s, s:s, s:b, s:o}}", "version", 4,
+		"capabilities", "process.start.v1", "methods", sg_server_methods(),
+		"tools", sg_tools_names(), "environment", "backend", s->env->ad->name,
+		"profile", s->profile->name, "id", s->env->id, "resumed", s->env->resumed,
+		"facts", facts);
+	goto out;
+fail:
+	*fatal = true;
+	undo(s, true);
+out:
+	json_decref(probe);
+	json_decref(selection);
+	return rc;
+}
+
+sg_err sg_init_run(struct sg_op *op, json_t **out)
+{
+	struct sg_session *s = op->s;
+	const char *token = NULL;
+	json_t *binding = NULL;
+	bool fatal;
+	sg_err rc;
+
+	*out = NULL;
+	rc = sg_arg_str(op->req, "token", true, &token, &op->err);
+	if (!rc)
+		rc = sg_binding_canonical(op->data, &binding, &op->err);
+	if (rc)
+		return rc;
+	pthread_mutex_lock(&s->lock);
+	while (s->state == SG_S_INITIALIZING)
+		pthread_cond_wait(&s->init_done, &s->lock);
+	if (s->state == SG_S_FAILED) {
+		rc = sg_err_set(&op->err, SG_E_INIT_FAILED,
+				"reconnect with a new connection");
+	} else if (s->state == SG_S_READY) {
+		if (!json_equal(binding, s->binding) || strcmp(token, s->token) != 0)
+			rc = sg_err_set(&op->err, SG_E_BINDING_CONFLICT,
+					"this connection is already bound differently; the first binding stays");
+		else
+			*out = json_deep_copy(s->init_reply);
+	} else {
+		s->state = SG_S_INITIALIZING;
+	}
+	pthread_mutex_unlock(&s->lock);
+	if (rc || *out) {
+		json_decref(binding);
+		return rc;
+	}
+
+	rc = provision(op, binding, &fatal);
+	/* A cancelled initialize is final too (protocol section 2). */
+	if (rc && sg_cancel_check(&op->cancel))
+		fatal = true;
+
+	pthread_mutex_lock(&s->lock);
+	if (!rc) {
+		sg_crashpoint("ready");
+		s->binding = binding;
+		s->token = strdup(token);
+		s->state = SG_S_READY;
+		*out = json_deep_copy(s->init_reply);
+	} else {
+		json_decref(binding);
+		s->state = fatal ? SG_S_FAILED : SG_S_NEW;
+		if (!fatal) {
+			/* The host may retry: forget this attempt entirely. */
+			sg_profile_free(s->profile);
+			s->profile = NULL;
+			free(s->identity);
+			s->identity = NULL;
+		}
+	}
+	pthread_cond_broadcast(&s->init_done);
+	pthread_mutex_unlock(&s->lock);
+	return rc;
+}

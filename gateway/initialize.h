@@ -1,0 +1,48 @@
+/*
+ * initialize.h - the initialize method and candidate selection, for the
+ * server's method table and its shutdown.
+ *
+ * Invariants: as initialize.c's.  Everything here runs on a worker thread
+ * with the op's cancel token, except sg_init_reset, which the server calls
+ * once no worker runs.
+ */
+#ifndef SG_INITIALIZE_H
+#define SG_INITIALIZE_H
+
+#include <stdbool.h>
+
+#include "session.h"
+
+/* The initialize handler (protocol section 2); *out new. */
+sg_err sg_init_run(struct sg_op *op, json_t **out) SG_MUST_CHECK;
+
+/*
+ * Bring up one profile's environment for the binding: build and validate
+ * the profile, record the intent, provision, and observe the facts inside
+ * (*probe, new).  Errors before anything was created leave *fatal false;
+ * a failure after that removes what was made and sets it.
+ */
+sg_err sg_init_bring_up(struct sg_op *op, json_t *binding, const char *name,
+			json_t **probe, bool *fatal) SG_MUST_CHECK;
+
+/* The facts a reply reports: sg-helper's observations merged with the
+ * adapter's own (new). */
+json_t *sg_init_facts(json_t *probe, json_t *adapter);
+
+/*
+ * Free the session's environment fields (the adapter's release included):
+ * for a candidate that was not chosen, and at the end.  Remote state is
+ * not touched.
+ */
+void sg_init_reset(struct sg_session *s);
+
+/*
+ * A select profile (select.c): bring up its candidates in order and keep
+ * the first whose facts meet its requirements; *selection (new) records
+ * each one tried and why it was skipped.
+ */
+sg_err sg_select_candidate(struct sg_op *op, json_t *binding, json_t *candidates,
+			   json_t **probe, json_t **selection, bool *fatal)
+	SG_MUST_CHECK;
+
+#endif

@@ -1,0 +1,295 @@
+/*
+ * pool.c - requests in flight and the workers that run them (pool.h).
+ */
+#include "pool.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "audit.h"
+#include "base/limits.h"
+#include "session.h"
+
+/* A queued request: ops chain through `next` in the in-flight list, so the
+ * queue has links of its own. */
+struct sg_job {
+	struct sg_job *next;
+	struct sg_op *op;
+	sg_handler run;
+};
+
+void sg_pool_init(struct sg_pool *p, struct sg_session *s, struct sg_audit *audit)
+{
+	memset(p, 0, sizeof(*p));
+	p->s = s;
+	p->audit = audit;
+	p->jobs_tail = &p->jobs;
+	pthread_mutex_init(&p->lock, NULL);
+	pthread_cond_init(&p->work, NULL);
+	pthread_cond_init(&p->idle, NULL);
+}
+
+struct sg_op *sg_op_new(struct sg_session *s, json_t *frame, const char *method)
+{
+	struct sg_op *op = calloc(1, sizeof(*op));
+
+	if (!op || sg_cancel_init(&op->cancel)) {
+		free(op);
+		return NULL;
+	}
+	op->id = json_incref(json_object_get(frame, "id"));
+	op->req = frame;
+	op->method = method;
+	op->data = json_object_get(frame, "data");
+	op->s = s;
+	op->start_ns = sg_now_ns();
+	return op;
+}
+
+void sg_op_free(struct sg_op *op)
+{
+	json_decref(op->id);
+	json_decref(op->req);
+	json_decref(op->after);
+	free(op->after_id);
+	free(op->raw_reply);
+	sg_cancel_release(&op->cancel);
+	free(op);
+}
+
+void sg_op_after(struct sg_op *op, json_t *ev)
+{
+	if (!op->after)
+		op->after = json_array();
+	json_array_append_new(op->after, ev);
+}
+
+/* Caller holds the lock. */
+static struct sg_op *find_inflight(struct sg_pool *p, json_t *id)
+{
+	for (struct sg_op *op = p->inflight; op; op = op->next)
+		if (json_equal(op->id, id))
+			return op;
+	return NULL;
+}
+
+/*
+ * The terminal reply.  The op leaves the in-flight list first: once the
+ * host can read the reply, a cancel of that id must answer false and the
+ * id may be used again.
+ */
+static void finish(struct sg_pool *p, struct sg_op *op, sg_err rc, json_t *data)
+{
+	struct sg_wire *wire = p->s->wire;
+	struct sg_op **link;
+
+	pthread_mutex_lock(&p->lock);
+	for (link = &p->inflight; *link; link = &(*link)->next) {
+		if (*link == op) {
+			*link = op->next;
+			break;
+		}
+	}
+	p->replying++;
+	pthread_mutex_unlock(&p->lock);
+	/* Before the reply: the log then lists calls in the order the host
+	 * saw them end. */
+	sg_audit_write(p->audit, op, rc);
+	if (!rc && op->raw_reply) {
+		sg_wire_send_text(wire, op->raw_reply, op->raw_len);
+		op->raw_reply = NULL;
+	} else if (!rc) {
+		sg_wire_send(wire, json_pack("{s:O, s:o}", "id", op->id, "data",
+					     data ? data : json_object()));
+	} else {
+		sg_wire_send_error(wire, op->id, &op->err);
+	}
+	if (!rc && op->after) {
+		json_t *ev;
+		size_t i;
+
+		json_array_foreach(op->after, i, ev)
+			sg_wire_send(wire, json_incref(ev));
+	}
+	if (!rc && op->after_sent)
+		op->after_sent(op);
+	sg_op_free(op);
+	pthread_mutex_lock(&p->lock);
+	p->replying--;
+	pthread_cond_broadcast(&p->idle);
+	pthread_mutex_unlock(&p->lock);
+}
+
+/* The reason sg_pool_drain() fires with; compared by address. */
+static const char shutdown_reason[] = "the gateway is shutting down";
+
+/*
+ * Run one request.  A request whose token fired and that did not succeed
+ * answers with the token's reason: the host asked for the cancel, or the
+ * gateway is shutting down, whatever the handler made of being stopped.
+ *
+ * Except for a request received before EOF whose token only the shutdown
+ * fired (issue 16): it still runs, so one that needs no provider work gets
+ * its own answer (a validation error, a process/list) instead of
+ * `cancelled`, even when EOF came in the same write.  Anything that would
+ * reach the provider sees the fired token first (exec and http check it
+ * before they start) and ends SG_E_CANCELLED, which answers with the
+ * shutdown's reason as before; any other error the handler set is its own.
+ */
+static void run_job(struct sg_pool *p, struct sg_job *j)
+{
+	struct sg_op *op = j->op;
+	json_t *data = NULL;
+	bool shutdown;
+	sg_err rc, why;
+
+	rc = sg_cancel_check(&op->cancel);
+	shutdown = rc && sg_cancel_reason(&op->cancel) == shutdown_reason;
+	if (!rc || shutdown)
+		rc = j->run(op, &data);
+	why = rc ? sg_cancel_check(&op->cancel) : SG_OK;
+	shutdown = why && sg_cancel_reason(&op->cancel) == shutdown_reason;
+	if (why && (!shutdown || rc == SG_E_CANCELLED || !op->err.code)) {
+		const char *reason = sg_cancel_reason(&op->cancel);
+
+		sg_err_clear(&op->err);
+		rc = sg_err_set(&op->err, why, "%s",
+				reason ? reason : "the request was cancelled");
+	} else if (rc && !op->err.code) {
+		sg_err_set(&op->err, rc, "%s failed", op->method);
+	}
+	if (rc)
+		json_decref(data), data = NULL;
+	finish(p, op, rc, data);
+}
+
+static void *worker_main(void *arg)
+{
+	struct sg_pool *p = arg;
+
+	pthread_mutex_lock(&p->lock);
+	for (;;) {
+		struct sg_job *j;
+
+		while (!p->jobs && !p->quit) {
+			p->idle_threads++;
+			pthread_cond_wait(&p->work, &p->lock);
+			p->idle_threads--;
+		}
+		if (!p->jobs)
+			break;
+		j = p->jobs;
+		p->jobs = j->next;
+		p->queued--;
+		if (!p->jobs)
+			p->jobs_tail = &p->jobs;
+		pthread_mutex_unlock(&p->lock);
+		run_job(p, j);
+		free(j);
+		pthread_mutex_lock(&p->lock);
+	}
+	p->threads--;
+	pthread_cond_broadcast(&p->idle);
+	pthread_mutex_unlock(&p->lock);
+	return NULL;
+}
+
+sg_err sg_pool_submit(struct sg_pool *p, struct sg_op *op, sg_handler run)
+{
+	struct sg_job *j = calloc(1, sizeof(*j));
+	pthread_t t;
+
+	pthread_mutex_lock(&p->lock);
+	if (find_inflight(p, op->id)) {
+		pthread_mutex_unlock(&p->lock);
+		free(j);
+		return SG_E_INVALID_REQUEST;
+	}
+	op->next = p->inflight;
+	p->inflight = op;
+	if (!j) {
+		pthread_mutex_unlock(&p->lock);
+		sg_err_set(&op->err, SG_E_INTERNAL, "out of memory");
+		finish(p, op, SG_E_INTERNAL, NULL);
+		return SG_OK;
+	}
+	j->op = op;
+	j->run = run;
+	*p->jobs_tail = j;
+	p->jobs_tail = &j->next;
+	p->queued++;
+	/*
+	 * An idle worker already signalled counts as idle until it wakes, so
+	 * compare with the queue, not with zero: every job of a burst finds a worker.
+	 */
+	if (p->queued > p->idle_threads && p->threads < SG_WORKERS_MAX) {
+		if (pthread_create(&t, NULL, worker_main, p) == 0) {
+			pthread_detach(t);
+			p->threads++;
+		}
+	}
+	pthread_cond_signal(&p->work);
+	pthread_mutex_unlock(&p->lock);
+	return SG_OK;
+}
+
+bool sg_pool_cancel(struct sg_pool *p, json_t *id)
+{
+	struct sg_op *op;
+
+	pthread_mutex_lock(&p->lock);
+	op = find_inflight(p, id);
+	if (op)
+		sg_cancel_fire_with(&op->cancel, SG_E_CANCELLED,
+				    "request cancelled by the host");
+	pthread_mutex_unlock(&p->lock);
+	return op != NULL;
+}
+
+/* Wait on cond for at most ms, the pool's lock held. */
+static bool timed_wait(pthread_cond_t *cond, pthread_mutex_t *lock, int64_t ms)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += ms / 1000;
+	ts.tv_nsec += (ms % 1000) * 1000000;
+	if (ts.tv_nsec >= 1000000000) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000;
+	}
+	return pthread_cond_timedwait(cond, lock, &ts) != ETIMEDOUT;
+}
+
+bool sg_pool_drain(struct sg_pool *p, const struct sg_cancel *deadline)
+{
+	bool empty;
+
+	pthread_mutex_lock(&p->lock);
+	for (struct sg_op *op = p->inflight; op; op = op->next)
+		sg_cancel_fire_with(&op->cancel, SG_E_CANCELLED, shutdown_reason);
+	/* The deadline fires from another thread without touching this
+	 * condition, so wake up often enough to notice it. */
+	while ((p->inflight || p->replying) && !sg_cancel_check(deadline))
+		timed_wait(&p->idle, &p->lock, 20);
+	empty = !p->inflight && !p->replying;
+	pthread_mutex_unlock(&p->lock);
+	return empty;
+}
+
+bool sg_pool_stop(struct sg_pool *p, int64_t wait_ms)
+{
+	int64_t until = sg_now_ms() + wait_ms;
+	bool stopped;
+
+	pthread_mutex_lock(&p->lock);
+	p->quit = true;
+	pthread_cond_broadcast(&p->work);
+	while (p->threads > 0 && sg_now_ms() < until)
+		timed_wait(&p->idle, &p->lock, until - sg_now_ms());
+	stopped = p->threads == 0;
+	pthread_mutex_unlock(&p->lock);
+	return stopped;
+}

@@ -1,0 +1,76 @@
+/*
+ * pool.h - requests in flight and the workers that run them.
+ *
+ * Invariants: an op is in the in-flight list from sg_pool_submit until its
+ * terminal reply is queued, which the worker that ran it does exactly once,
+ * after its handler returned.  The op belongs to that worker: cancel and
+ * drain only fire its token, with the reason in words on the token, and
+ * never write into the op.  The pool grows with its queue, up to
+ * SG_WORKERS_MAX threads.
+ */
+#ifndef SG_POOL_H
+#define SG_POOL_H
+
+#include <jansson.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "base/cancel.h"
+#include "base/err.h"
+
+struct sg_audit;
+struct sg_job;
+struct sg_op;
+struct sg_session;
+
+/* A method's handler: runs on a worker, *out is the reply's data (new). */
+typedef sg_err (*sg_handler)(struct sg_op *op, json_t **out);
+
+struct sg_pool {
+	struct sg_session *s;   /* borrowed */
+	struct sg_audit *audit; /* borrowed; NULL: no audit log */
+
+	pthread_mutex_t lock;
+	pthread_cond_t work, idle;
+	struct sg_op *inflight;    /* every op between submit and reply */
+	struct sg_job *jobs, **jobs_tail;
+	int replying;              /* ops out of the list whose reply is going out */
+	int threads, idle_threads;
+	int queued;                /* jobs waiting for a worker */
+	bool quit;
+};
+
+void sg_pool_init(struct sg_pool *p, struct sg_session *s, struct sg_audit *audit);
+
+/*
+ * A request for method (a static name) from frame, whose `data` must be an
+ * object; new, with a cancel token; it steals frame.  NULL when out of
+ * memory (frame is then still the caller's).
+ */
+struct sg_op *sg_op_new(struct sg_session *s, json_t *frame, const char *method);
+void sg_op_free(struct sg_op *op);
+
+/*
+ * Put op in flight and queue it to run (steals op).  SG_E_INVALID_REQUEST
+ * when a request with its id is still in flight: op is then still the
+ * caller's, and nothing was replied.
+ */
+sg_err sg_pool_submit(struct sg_pool *p, struct sg_op *op, sg_handler run);
+
+/* Cancel the request in flight with this id; false when there is none. */
+bool sg_pool_cancel(struct sg_pool *p, json_t *id);
+
+/*
+ * Cancel every request in flight and wait until each has replied, or
+ * until deadline fires; true when none is left.
+ */
+bool sg_pool_drain(struct sg_pool *p, const struct sg_cancel *deadline);
+
+/*
+ * Let the workers go once the queue is empty and wait up to wait_ms for
+ * them to end; false when a handler that ignores its token still runs.
+ */
+bool sg_pool_stop(struct sg_pool *p, int64_t wait_ms);
+
+#endif

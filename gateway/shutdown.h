@@ -1,0 +1,27 @@
+/*
+ * shutdown.h - the end of a connection (protocol section 9).
+ *
+ * Invariants: runs once, on the reader thread, after the last frame was
+ * dispatched; it returns within the budget (plus one second to flush the
+ * replies), whatever the handlers and the provider do.
+ */
+#ifndef SG_SHUTDOWN_H
+#define SG_SHUTDOWN_H
+
+#include <stdint.h>
+
+#include "pool.h"
+#include "session.h"
+
+/*
+ * Cancel and await the requests in flight, stop the session's processes,
+ * release its exports, and keep or remove its environment as the binding
+ * says, all within budget_ms.  Returns the exit status: 0, or 69
+ * (SG_EXIT_UNAVAILABLE, cli.h) when
+ * anything may remain against the binding's wish (said on stderr and in
+ * the state registry).
+ */
+int sg_shutdown_run(struct sg_session *s, struct sg_pool *pool, int64_t budget_ms,
+		    const char *why);
+
+#endif
