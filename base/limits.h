@@ -39,6 +39,9 @@
 #define SG_SHUTDOWN_BUDGET_MS 60000   /* as a command backend */
 #define SG_PEER_SHUTDOWN_MS 10000     /* as a delegated peer */
 #define SG_LIFETIME_DEFAULT_S 600     /* lifetime_seconds 0 -> 600 */
+#define SG_LOCAL_PIDS_DEFAULT 2048    /* local pids_max when the profile sets none */
+#define SG_LOCAL_PIDS_CEILING 4194304 /* the kernel's largest pid_max */
+#define SG_CGROUP_KILL_MS 3000        /* a session's cgroups emptied and removed */
 
 /* Internal bounds that are not protocol numbers. */
 #define SG_ERR_MSG 256             /* one error sentence */

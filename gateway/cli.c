@@ -184,7 +184,8 @@ static const struct named exits[] = {
 	{ SG_EXIT_CANTCREAT, "cantcreat", "the state directory or the audit log cannot be created" },
 	{ SG_EXIT_CONFIG, "config",
 	  "the config file or a profile is invalid, the profile asked for does not "
-	  "exist, or sg-helper was not found" },
+	  "exist, sg-helper was not found, or XDG_STATE_HOME or HOME is not an "
+	  "absolute path" },
 };
 
 struct pair {

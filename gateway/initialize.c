@@ -103,14 +103,17 @@ json_t *sg_init_facts(json_t *probe, json_t *adapter)
 	json_object_set_new(f, "toolchains",
 			    merge_objects(json_object_get(probe, "toolchains"), NULL));
 	json_object_set(f, "landlock_abi", json_object_get(probe, "landlock_abi"));
+	/* What the adapter read on the host (its cgroup's limits) beats
+	 * what the probe could not see from inside. */
 	json_object_set_new(f, "observed",
-			    merge_objects(json_object_get(probe, "observed"), NULL));
+			    merge_objects(json_object_get(probe, "observed"),
+					  json_object_get(adapter, "observed")));
 	if (json_is_object(adapter)) {
 		const char *k;
 		json_t *v;
 
 		json_object_foreach(adapter, k, v)
-			if (strcmp(k, "isolation") != 0)
+			if (strcmp(k, "isolation") != 0 && strcmp(k, "observed") != 0)
 				json_object_set(f, k, v);
 	}
 	return f;

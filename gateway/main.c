@@ -31,14 +31,43 @@
 #include "server.h"
 #include "sg_config.h"
 
-static char *default_state_dir(void)
+/*
+ * The state directory, always absolute (new), or NULL after saying why on
+ * stderr.  Every path derived from it reaches sg-helper, which accepts
+ * only absolute roots, so a relative one would break every file tool
+ * later instead of failing here.  --state-dir is the caller's own word and
+ * is taken relative to the working directory; a relative XDG_STATE_HOME
+ * or HOME is invalid (the XDG Base Directory spec requires absolute
+ * paths) and is refused rather than guessed at.
+ */
+static char *state_dir_of(const char *given)
 {
 	const char *xdg = getenv("XDG_STATE_HOME");
 	const char *home = getenv("HOME");
-	char *p = NULL;
+	char cwd[SG_PATH_MAX], *p = NULL;
 
+	if (given && given[0] != '/') {
+		if (!getcwd(cwd, sizeof(cwd))) {
+			fprintf(stderr, "sandgate: --state-dir %s is relative and the working directory is unknown: %s\n",
+				given, strerror(errno));
+			return NULL;
+		}
+		return asprintf(&p, "%s/%s", cwd, given) < 0 ? NULL : p;
+	}
+	if (given)
+		return strdup(given);
+	if (xdg && *xdg && xdg[0] != '/') {
+		fprintf(stderr, "sandgate: XDG_STATE_HOME=%s is not an absolute path (the XDG Base Directory spec requires one); set it to an absolute path or pass --state-dir\n",
+			xdg);
+		return NULL;
+	}
 	if (xdg && *xdg)
 		return asprintf(&p, "%s/sandgate", xdg) < 0 ? NULL : p;
+	if (home && *home && home[0] != '/') {
+		fprintf(stderr, "sandgate: HOME=%s is not an absolute path; set XDG_STATE_HOME or pass --state-dir\n",
+			home);
+		return NULL;
+	}
 	if (home && *home)
 		return asprintf(&p, "%s/.local/state/sandgate", home) < 0 ? NULL : p;
 	return strdup("/tmp/sandgate-state");
@@ -87,12 +116,14 @@ static int load_config(const char *path, struct sg_config **cfg, struct sg_errin
 	return status;
 }
 
-/* The state directory, made if missing; *own is what to free. */
+/* The state directory (state_dir_of), made if missing; *dir becomes the
+ * absolute path and *own what to free. */
 static int state_dir(const char **dir, char **own)
 {
+	*dir = *own = state_dir_of(*dir);
 	if (!*dir)
-		*dir = *own = default_state_dir();
-	if (!*dir || sg_mkdir_p(*dir, 0700)) {
+		return SG_EXIT_CONFIG; /* a relative XDG_STATE_HOME or HOME, said why */
+	if (sg_mkdir_p(*dir, 0700)) {
 		fprintf(stderr, "sandgate: cannot create the state directory %s: %s\n",
 			*dir ? *dir : "(none)", strerror(errno));
 		return SG_EXIT_CANTCREAT;

@@ -7,11 +7,14 @@
  * host_workspace) and the control directory.  Commands run under
  * bubblewrap: the workspace appears at binding.root, the host's OS
  * directories read-only, nothing else of the host (no home, no state dir),
- * a private /tmp, and no network with `network: "none"`.  CPU and memory
- * limits are cgroup limits the command joins before it starts.  Every
- * claim is enforced or refused: without bubblewrap there is no private
- * view, so network isolation and a root that differs from the workspace's
- * real path are refused; without a writable cgroup, cpus and memory_mb are.
+ * a private /tmp, and no network with `network: "none"`.  CPU, memory and
+ * pids limits are cgroup limits the command joins before it starts, and
+ * the same cgroups are how teardown kills everything a session started
+ * (cgroup.h), not its process groups.  Every claim is enforced or
+ * refused: without bubblewrap there is no private view, so network
+ * isolation and a root that differs from the workspace's real path are
+ * refused; without a writable cgroup, cpus, memory_mb and pids_max are,
+ * and the default pids limit and the containment are reported missing.
  *
  * Because the files are on this host, the adapter sets SG_CAP_HOST_FS and
  * the gateway runs file tools in-process against host_root; only commands
@@ -40,6 +43,7 @@
 #include "base/strv.h"
 #include "../exec.h"
 #include "../helper/helper.h"
+#include "cgroup.h"
 
 /* Where the sandbox shows sandgate's own parts. */
 #define SANDBOX_HELPER "/run/sandgate/sg-helper"
@@ -51,8 +55,8 @@ struct local_env {
 	char *workspace;    /* the workspace on this host */
 	char *bwrap;        /* bubblewrap's path, or NULL */
 	char *self;         /* this executable, for __cgroup-exec */
-	struct sg_strv cgroups; /* cgroup directories made for this env */
-	struct sg_strv procs;   /* their cgroup.procs files */
+	char *slug;         /* the environment's name, its cgroups' prefix */
+	struct sg_cgroup cg; /* this session's cgroups */
 };
 
 static bool best_effort(const struct sg_profile *p, const char *field)
@@ -86,27 +90,19 @@ static char *find_program(const char *name)
 }
 
 /*
- * The cgroup hierarchy sandgate can make limits in, observed: the unified
- * (v2) hierarchy when its memory and cpu controllers are available, else
- * the v1 memory and cpu controllers.  NULL when neither is writable.
+ * The profile's pids_max (a local-backend field, read from the file's
+ * profile object): 0 when unset, -1 when it is not a valid count.
  */
-static const char *cgroup_kind(void)
+static int64_t pids_max_of(const struct sg_profile *p)
 {
-	FILE *f = fopen("/sys/fs/cgroup/cgroup.controllers", "re");
-	char line[512] = "";
+	const json_t *v = json_object_get(p->raw, "pids_max");
 
-	if (f) {
-		if (!fgets(line, sizeof(line), f))
-			line[0] = '\0';
-		fclose(f);
-		if (strstr(line, "memory") && strstr(line, "cpu") &&
-		    access("/sys/fs/cgroup", W_OK) == 0)
-			return "v2";
-	}
-	if (access("/sys/fs/cgroup/memory/cgroup.procs", W_OK) == 0 &&
-	    access("/sys/fs/cgroup/cpu/cgroup.procs", W_OK) == 0)
-		return "v1";
-	return NULL;
+	if (!v)
+		return 0;
+	if (!json_is_integer(v) || json_integer_value(v) < 1 ||
+	    json_integer_value(v) > SG_LOCAL_PIDS_CEILING)
+		return -1;
+	return (int64_t)json_integer_value(v);
 }
 
 static sg_err local_validate(const struct sg_profile *p, struct sg_errinfo *err)
@@ -141,12 +137,18 @@ static sg_err local_validate(const struct sg_profile *p, struct sg_errinfo *err)
 	free(bwrap);
 	if (rc)
 		return rc;
+	if (pids_max_of(p) < 0)
+		return sg_err_set(err, SG_E_INVALID_ARGUMENT,
+				  "field \"pids_max\" (profile \"%s\") must be an integer from 1 to %d",
+				  p->name, SG_LOCAL_PIDS_CEILING);
 	if ((p->cpus > 0 && !best_effort(p, "cpus")) ||
-	    (p->memory_mb > 0 && !best_effort(p, "memory_mb"))) {
-		if (!cgroup_kind())
+	    (p->memory_mb > 0 && !best_effort(p, "memory_mb")) ||
+	    (pids_max_of(p) > 0 && !best_effort(p, "pids_max"))) {
+		if (!sg_cgroup_writable())
 			return sg_err_set(err, SG_E_UNSUPPORTED,
 					  "field \"%s\" (profile \"%s\") needs a writable cgroup hierarchy, and this host has none for sandgate",
-					  p->cpus > 0 ? "cpus" : "memory_mb", p->name);
+					  p->cpus > 0 ? "cpus" : p->memory_mb > 0 ? "memory_mb" : "pids_max",
+					  p->name);
 	}
 	return SG_OK;
 }
@@ -193,103 +195,48 @@ static sg_err write_marker(struct local_env *le, struct sg_errinfo *err)
 	return rc;
 }
 
-static sg_err cg_write(const char *dir, const char *file, const char *value,
-		       struct sg_errinfo *err)
-{
-	char *p = NULL;
-	FILE *f;
-	sg_err rc = SG_OK;
-
-	if (asprintf(&p, "%s/%s", dir, file) < 0)
-		return sg_err_set(err, SG_E_INTERNAL, "out of memory");
-	f = fopen(p, "we");
-	if (!f || fputs(value, f) == EOF || fclose(f) == EOF) {
-		if (f)
-			fclose(f);
-		rc = sg_err_set(err, SG_E_UNSUPPORTED, "cannot set the cgroup limit %s: %s",
-				p, strerror(errno));
-	}
-	free(p);
-	return rc;
-}
-
-/* Make one cgroup directory and remember it (and its procs file). */
-static sg_err cg_make(struct local_env *le, const char *hier, const char *name,
-		      char **out, struct sg_errinfo *err)
-{
-	char *dir = NULL;
-	sg_err rc = SG_OK;
-
-	*out = NULL;
-	if (asprintf(&dir, "%s/sandgate/%s", hier, name) < 0)
-		return sg_err_set(err, SG_E_INTERNAL, "out of memory");
-	if (sg_mkdir_p(dir, 0755))
-		rc = sg_err_set(err, SG_E_UNSUPPORTED, "cannot create the cgroup %s: %s",
-				dir, strerror(errno));
-	if (!rc && (sg_strv_add(&le->cgroups, dir) ||
-		    sg_strv_addf(&le->procs, "%s/cgroup.procs", dir)))
-		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
-	if (rc)
-		free(dir);
-	else
-		*out = dir;
-	return rc;
-}
-
 /*
- * Apply cpus and memory_mb as cgroup limits.  Facts report what was
- * requested and what the kernel was told.
+ * Make this session's cgroups: the limits the profile asks for, the
+ * default pids limit, and the containment teardown kills with.  Facts
+ * report what was requested, what the kernel was told, and what the
+ * cgroup files hold when read back.  A limit the profile asked for that
+ * cannot be set is refused (unless best-effort); the default pids limit
+ * and the containment are reported missing where the host has no
+ * writable cgroup, since refusing them would refuse every local
+ * environment on such a host.
  */
 static sg_err setup_limits(struct local_env *le, const char *name, json_t *applied,
-			   struct sg_errinfo *err)
+			   json_t *observed, struct sg_errinfo *err)
 {
 	const struct sg_profile *p = le->base.profile;
-	const char *kind = cgroup_kind();
-	char *mem = NULL, *cpu = NULL, val[64];
-	sg_err rc = SG_OK;
+	struct sg_cgroup_want want = {
+		.cpus = p->cpus,
+		.memory_mb = p->memory_mb,
+		.pids_max = pids_max_of(p),
+		.pids_max_explicit = pids_max_of(p) > 0 && !best_effort(p, "pids_max"),
+	};
+	struct sg_errinfo soft = { 0 };
+	sg_err rc;
 
-	if (p->cpus <= 0 && p->memory_mb <= 0)
-		return SG_OK;
-	if (!kind)
-		return sg_err_set(err, SG_E_UNSUPPORTED,
-				  "cpus and memory_mb need a writable cgroup hierarchy");
-	if (strcmp(kind, "v2") == 0) {
-		rc = cg_make(le, "/sys/fs/cgroup", name, &mem, err);
-		cpu = mem ? strdup(mem) : NULL;
-	} else {
-		if (p->memory_mb > 0)
-			rc = cg_make(le, "/sys/fs/cgroup/memory", name, &mem, err);
-		if (!rc && p->cpus > 0)
-			rc = cg_make(le, "/sys/fs/cgroup/cpu", name, &cpu, err);
+	if (want.pids_max <= 0)
+		want.pids_max = SG_LOCAL_PIDS_DEFAULT;
+	rc = sg_cgroup_make(&le->cg, name, &want, applied, observed, &soft);
+	if (rc && ((p->cpus > 0 && !best_effort(p, "cpus")) ||
+		   (p->memory_mb > 0 && !best_effort(p, "memory_mb")) || want.pids_max_explicit))
+		return sg_err_set(err, rc, "%s", soft.msg);
+	if (rc) {
+		sg_log_warn("%s; the environment runs without those limits (best-effort)", soft.msg);
+		want.cpus = 0;
+		want.memory_mb = 0;
+		json_object_clear(applied);
+		json_object_clear(observed);
+		if (sg_cgroup_make(&le->cg, name, &want, applied, observed, &soft))
+			sg_log_warn("%s", soft.msg);
 	}
-	if (!rc && p->memory_mb > 0) {
-		snprintf(val, sizeof(val), "%lld", (long long)p->memory_mb * 1024 * 1024);
-		rc = cg_write(mem, strcmp(kind, "v2") == 0 ? "memory.max"
-							  : "memory.limit_in_bytes",
-			      val, err);
-		if (!rc && strcmp(kind, "v2") == 0)
-			rc = cg_write(mem, "memory.swap.max", "0", err);
-		if (!rc)
-			json_object_set_new(applied, "memory_mb", json_integer(p->memory_mb));
-	}
-	if (!rc && p->cpus > 0) {
-		long quota = (long)(p->cpus * 100000.0 + 0.5);
-
-		if (strcmp(kind, "v2") == 0) {
-			snprintf(val, sizeof(val), "%ld 100000", quota);
-			rc = cg_write(cpu, "cpu.max", val, err);
-		} else {
-			rc = cg_write(cpu, "cpu.cfs_period_us", "100000", err);
-			snprintf(val, sizeof(val), "%ld", quota);
-			if (!rc)
-				rc = cg_write(cpu, "cpu.cfs_quota_us", val, err);
-		}
-		if (!rc)
-			json_object_set_new(applied, "cpus", json_real((double)quota / 100000.0));
-	}
-	free(mem);
-	free(cpu);
-	return rc;
+	if (!le->cg.dirs.n)
+		sg_log_warn("no writable cgroup on this host: no pids limit, and a process that "
+			    "leaves its process group (setsid) can outlive the session");
+	return SG_OK;
 }
 
 /* Paths the sandbox can never show the workspace at. */
@@ -316,7 +263,7 @@ static sg_err local_provision(struct sg_env *env, struct sg_cancel *cancel,
 {
 	struct local_env *le = (struct local_env *)env;
 	const struct sg_profile *p = env->profile;
-	json_t *applied = json_object(), *requested = json_object();
+	json_t *applied = json_object(), *requested = json_object(), *observed = json_object();
 	char *name = sg_slug(env->identity), *ctl = NULL, self[SG_PATH_MAX];
 	bool fresh = false;
 	struct stat st;
@@ -409,11 +356,20 @@ static sg_err local_provision(struct sg_env *env, struct sg_cancel *cancel,
 		json_object_set_new(requested, "cpus", json_real(p->cpus));
 	if (p->memory_mb > 0)
 		json_object_set_new(requested, "memory_mb", json_integer(p->memory_mb));
+	if (pids_max_of(p) > 0)
+		json_object_set_new(requested, "pids_max", json_integer(pids_max_of(p)));
+	/*
+	 * A crashed gateway's processes are left alone here: a host that
+	 * reconnects with the same session finds them (protocol section 8).
+	 * They die when the environment is removed (teardown, envs gc/rm);
+	 * only the empty cgroups of dead gateways go now.
+	 */
+	sg_cgroup_sweep();
 	{
 		char cgname[200];
 
 		snprintf(cgname, sizeof(cgname), "%.150s-%ld", name, (long)getpid());
-		rc = setup_limits(le, cgname, applied, err);
+		rc = setup_limits(le, cgname, applied, observed, err);
 	}
 	if (rc)
 		goto out;
@@ -426,24 +382,30 @@ static sg_err local_provision(struct sg_env *env, struct sg_cancel *cancel,
 	env->host_root = strdup(le->workspace);
 	env->host_ctl = ctl;
 	ctl = NULL;
+	/*
+	 * Contained only inside bubblewrap: without it commands run as this
+	 * user on the host, and one that may write cgroup files can leave.
+	 */
 	env->facts = json_pack(
-		"{s:{s:b}, s:{s:O, s:O}, s:s, s:s}", "isolation",
-		"host_filesystem_restricted", le->bwrap != NULL, "resources",
-		"requested", requested, "applied", applied, "safety_class",
+		"{s:{s:b, s:b}, s:{s:O, s:O}, s:O, s:s, s:s}", "isolation",
+		"host_filesystem_restricted", le->bwrap != NULL, "processes_die_with_session",
+		le->cg.dirs.n > 0 && le->bwrap, "resources", "requested", requested, "applied", applied,
+		"observed", observed, "safety_class",
 		le->bwrap ? "container" : "trusted_local", "mechanism",
 		le->bwrap ? "bubblewrap" : "none");
+	le->slug = name;
+	name = NULL;
 	if (!env->helper || !env->ctl_dir || !env->host_root || !env->facts)
 		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
 out:
-	if (rc && fresh) {
-		/* A failed create leaves nothing behind. */
-		for (size_t i = le->cgroups.n; i > 0; i--)
-			rmdir(le->cgroups.v[i - 1]);
-		if (le->dir)
-			rm_tree(le->dir);
-	}
+	if (rc)
+		sg_cgroup_kill(&le->cg);
+	/* A failed create leaves nothing behind. */
+	if (rc && fresh && le->dir)
+		rm_tree(le->dir);
 	json_decref(applied);
 	json_decref(requested);
+	json_decref(observed);
 	free(name);
 	free(ctl);
 	return rc;
@@ -554,10 +516,10 @@ static sg_err local_exec(struct sg_env *env, const struct sg_exec *x,
 	char *status = NULL;
 	sg_err rc = SG_OK;
 
-	if (le->procs.n) {
+	if (le->cg.procs.n) {
 		rc = sg_strv_addv(&av, (const char *[]){ le->self, "__cgroup-exec", NULL });
 		if (!rc)
-			rc = sg_strv_addv(&av, sg_strv_get(&le->procs));
+			rc = sg_strv_addv(&av, sg_strv_get(&le->cg.procs));
 		if (!rc)
 			rc = sg_strv_add(&av, "--");
 	}
@@ -643,14 +605,19 @@ static sg_err local_teardown(struct sg_env *env, enum sg_fate fate,
 	sg_err rc = SG_OK;
 
 	(void)cancel;
-	/* Limits die with the session; a resumed one makes new ones. */
-	for (size_t i = le->cgroups.n; i > 0; i--)
-		if (rmdir(le->cgroups.v[i - 1]) && errno != ENOENT)
-			sg_log_warn("cannot remove the cgroup %s: %s",
-				    le->cgroups.v[i - 1], strerror(errno));
+	/*
+	 * Everything this session started dies with it, whatever it did with
+	 * sessions, process groups or signals: its cgroups are killed, then
+	 * removed.  A resumed session makes new ones.
+	 */
+	if (!sg_cgroup_kill(&le->cg))
+		rc = sg_err_set(err, SG_E_INTERNAL,
+				"processes of %s could not all be killed (see the log)", env->id);
 	/* Processes of earlier, crashed sessions die with the environment. */
-	if (fate == SG_FATE_REMOVE && le->dir)
+	if (!rc && fate == SG_FATE_REMOVE && le->dir)
 		rc = stop_processes(le->dir, err);
+	if (!rc && fate == SG_FATE_REMOVE && le->slug)
+		sg_cgroup_kill_env(le->slug);
 	if (!rc && fate == SG_FATE_REMOVE && le->dir && rm_tree(le->dir))
 		rc = sg_err_set(err, SG_E_INTERNAL, "cannot remove %s: %s", le->dir,
 				strerror(errno));
@@ -748,6 +715,9 @@ static sg_err local_destroy(const struct sg_profile *p, const char *state_dir,
 		goto out;
 	}
 	rc = stop_processes(dir, err);
+	/* And whatever escaped their process groups (a crashed gateway's). */
+	if (!rc)
+		sg_cgroup_kill_env(id + 6);
 	if (!rc && rm_tree(dir))
 		rc = sg_err_set(err, SG_E_INTERNAL, "cannot remove %s: %s", dir, strerror(errno));
 out:
@@ -764,8 +734,8 @@ static void local_release(struct sg_env *env)
 	free(le->workspace);
 	free(le->bwrap);
 	free(le->self);
-	sg_strv_release(&le->cgroups);
-	sg_strv_release(&le->procs);
+	free(le->slug);
+	sg_cgroup_release(&le->cg);
 }
 
 const struct sg_adapter sg_adapter_local = {
