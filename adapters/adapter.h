@@ -21,7 +21,10 @@
  *    environment that is gone is SG_E_WORKSPACE_LOST, never a fresh one.
  *  - Nothing leaks.  Remote resources are tagged with the identity, session,
  *    creation time and expiry, get a provider-side lifetime as a backstop,
- *    and a provision() that fails halfway deletes what it made.  Right after
+ *    and a provision() that fails halfway deletes what it made; when it
+ *    cannot (a create whose outcome it does not know), it sets
+ *    env->may_remain and the gateway finds the resource by its tags
+ *    (list, then destroy) before it exits, or leaves the record to gc.  Right after
  *    the remote resource first exists, provision() calls
  *    sg_crashpoint("adapter:created") (base/crash.h): the crash-
  *    matrix tests kill the gateway there and check `sandgate envs gc`
@@ -142,6 +145,15 @@ struct sg_env {
 	char *ctl_dir;   /* malloc */
 	char *host_root; /* SG_CAP_HOST_FS: root's directory on this host */
 	char *host_ctl;  /* SG_CAP_HOST_FS: ctl_dir's directory on this host */
+	/*
+	 * Set by a provision() that fails when something it asked the
+	 * provider to create may exist anyway and it could not remove it: a
+	 * create whose outcome is unknown (no reply, a cancel, lookups that
+	 * fail) or a removal that did not finish.  The gateway then keeps the
+	 * registry record and settles it by the provider's tags (gateway/
+	 * envs.h, sg_envs_settle), the same rule for every adapter.
+	 */
+	bool may_remain;
 	/*
 	 * Facts only the adapter can observe (resources requested vs applied,
 	 * mechanism, safety_class); new reference owned by the env, merged by
@@ -316,6 +328,17 @@ struct sg_adapter {
 	 * looking at this host's environment and files.
 	 */
 	void (*credentials)(const struct sg_profile *p, json_t *out);
+
+	/*
+	 * Optional: the variables of sandgate's own environment this adapter
+	 * reads for the profile object raw (NULL: its defaults), such as an
+	 * API key, URL or region: the one place they are named.  Fills at most
+	 * max names (borrowed: static strings or strings of raw) and returns
+	 * how many.  The config refuses to forward any of them into commands
+	 * (config/README.md, forward_env), so every adapter that reads a
+	 * secret from the environment must list it here.  Pure.
+	 */
+	size_t (*credential_env)(const json_t *raw, const char **names, size_t max);
 };
 
 /* The adapter for a backend name, or NULL (registry.c). */

@@ -1046,8 +1046,62 @@ static void put_var(struct cfg_var *vars, size_t *n, const char *name,
 		(*n)++;
 }
 
+/*
+ * Whether a compiled-in adapter reads name from sandgate's environment,
+ * by default or for one of cfg's profiles (a daytona profile's own
+ * api_key_env, say).  The adapters name these themselves
+ * (credential_env), so a new adapter's secrets are refused here too.
+ */
+static bool is_credential(const struct sg_config *cfg, const char *name)
+{
+	const struct sg_adapter *const *all = sg_adapter_all();
+	const char *names[SG_CREDENTIAL_ENV_MAX];
+	const char *key, *backend;
+	json_t *prof;
+	size_t n;
+
+	for (size_t a = 0; all[a]; a++) {
+		if (!all[a]->credential_env)
+			continue;
+		n = all[a]->credential_env(NULL, names, SG_CREDENTIAL_ENV_MAX);
+		for (size_t i = 0; i < n; i++)
+			if (strcmp(names[i], name) == 0)
+				return true;
+		json_object_foreach(cfg->profiles, key, prof) {
+			backend = json_string_value(json_object_get(prof, "backend"));
+			if (!backend || strcmp(backend, all[a]->name) != 0)
+				continue;
+			n = all[a]->credential_env(prof, names, SG_CREDENTIAL_ENV_MAX);
+			for (size_t i = 0; i < n; i++)
+				if (strcmp(names[i], name) == 0)
+					return true;
+		}
+	}
+	return false;
+}
+
+/* Does the profile's forward_env list name `name`? */
+static bool lists_name(const json_t *fe, const char *name)
+{
+	const json_t *x;
+	size_t i;
+
+	json_array_foreach(fe, i, x)
+		if (strcmp(json_string_value(x), name) == 0)
+			return true;
+	return false;
+}
+
+/*
+ * Add fe's variables.  A list takes values from this process's
+ * environment, which only the operator may ask for: from the binding
+ * (pfe is then the profile's forward_env) a list may repeat only names the
+ * profile's own list forwards.  No list, the operator's included, ever
+ * forwards a variable an adapter reads as its credential.
+ */
 static sg_err add_vars(struct cfg_var *vars, size_t *n, const json_t *fe,
-		       const struct cfg_where *w, struct sg_errinfo *err)
+		       const struct cfg_where *w, const struct sg_config *cfg,
+		       const json_t *pfe, struct sg_errinfo *err)
 {
 	const char *name, *value;
 	json_t *x;
@@ -1060,6 +1114,16 @@ static sg_err add_vars(struct cfg_var *vars, size_t *n, const json_t *fe,
 	}
 	json_array_foreach(fe, i, x) {
 		name = json_string_value(x);
+		if (is_credential(cfg, name))
+			return bad_field(err, SG_E_PERMISSION, w, "forward_env",
+					 "%s holds a backend's credential and is never "
+					 "forwarded to commands", name);
+		if (!w->path && !lists_name(pfe, name))
+			return bad_field(err, SG_E_PERMISSION, w, "forward_env",
+					 "%s is not in the profile's forward_env list: a "
+					 "binding gives values as {\"NAME\": \"value\"}; "
+					 "only the operator's config may take them from "
+					 "sandgate's environment", name);
 		value = getenv(name);
 		if (!value)
 			return bad_field(err, SG_E_INVALID_ARGUMENT, w,
@@ -1075,11 +1139,11 @@ static size_t fe_size(const json_t *fe)
 	return json_is_array(fe) ? json_array_size(fe) : json_object_size(fe);
 }
 
-static sg_err fill_forward_env(struct cfg_box *b, const char *path,
+static sg_err fill_forward_env(struct cfg_box *b, const struct sg_config *cfg,
 			       json_t *prof, json_t *env,
 			       struct sg_errinfo *err)
 {
-	const struct cfg_where pw = { path, b->name }, bw = { NULL, NULL };
+	const struct cfg_where pw = { cfg->path, b->name }, bw = { NULL, NULL };
 	json_t *pfe = json_object_get(prof, "forward_env");
 	json_t *bfe = env ? json_object_get(env, "forward_env") : NULL;
 	struct cfg_var *vars;
@@ -1092,10 +1156,10 @@ static sg_err fill_forward_env(struct cfg_box *b, const char *path,
 		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
 		goto out;
 	}
-	rc = add_vars(vars, &n, pfe, &pw, err);
+	rc = add_vars(vars, &n, pfe, &pw, cfg, NULL, err);
 	if (rc)
 		goto out;
-	rc = add_vars(vars, &n, bfe, &bw, err);
+	rc = add_vars(vars, &n, bfe, &bw, cfg, pfe, err);
 	if (rc)
 		goto out;
 	for (size_t i = 0; i < n; i++) {
@@ -1217,7 +1281,7 @@ sg_err sg_config_profile(const struct sg_config *cfg, const char *name,
 	rc = fill_fields(b, b->raw, environment, err);
 	if (rc)
 		goto out;
-	rc = fill_forward_env(b, cfg->path, b->raw, environment, err);
+	rc = fill_forward_env(b, cfg, b->raw, environment, err);
 	if (rc)
 		goto out;
 	*out = &b->p;

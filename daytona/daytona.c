@@ -771,14 +771,41 @@ static sg_err dtn_remove(const struct dtn_client *cl, const char *id, struct sg_
 	json_t *last = NULL;
 	sg_err rc = dtn_lifecycle(cl, id, DTN_DELETE, SG_DAYTONA_DELETE_MS, cancel, err);
 
-	if (rc)
-		return rc;
-	rc = dtn_wait(cl, id, (const char *const[]){ "destroyed", NULL }, SG_DAYTONA_DELETE_MS,
-		      &last, cancel, err);
-	json_decref(last);
+	if (!rc) {
+		rc = dtn_wait(cl, id, (const char *const[]){ "destroyed", NULL },
+			      SG_DAYTONA_DELETE_MS, &last, cancel, err);
+		json_decref(last);
+		last = NULL;
+	}
 	if (rc == SG_E_NOT_FOUND) {
 		sg_err_clear(err);
 		rc = SG_OK;
+	}
+	/*
+	 * A delete whose replies were lost may well have worked: ask Daytona
+	 * once more, briefly and whatever the token says, before saying the
+	 * sandbox may remain.  Gone, or on its way out (its delete was
+	 * accepted and Daytona finishes it), is removed.
+	 */
+	if (rc && rc != SG_E_PERMISSION) {
+		char *url = dtn_sandbox_url(cl, id, NULL);
+		struct dtn_reply r = { 0 };
+		const char *st;
+
+		if (url && dtn_do(cl,
+				  &(struct dtn_call){ .url = url, .no_retry = true,
+						      .timeout_ms = SG_DAYTONA_VERIFY_MS,
+						      .what = "looking up the sandbox" },
+				  &r, NULL, &(struct sg_errinfo){ 0 }) == SG_OK) {
+			st = r.status == 200 ? dtn_str(r.json, "state") : NULL;
+			if (r.status == 404 ||
+			    (st && (strcmp(st, "destroyed") == 0 || strcmp(st, "destroying") == 0))) {
+				sg_err_clear(err);
+				rc = SG_OK;
+			}
+		}
+		dtn_reply_release(&r);
+		free(url);
 	}
 	return rc;
 }
@@ -900,6 +927,23 @@ static bool dtn_made_here(const struct dtn_env *de, const json_t *dto)
 }
 
 /*
+ * The sentence of a create that ends without a sandbox after a doubtful
+ * try (once: the create's own failure, with the HTTP status and the code
+ * every other call maps it to) or a 409 whose lookup failed (look).
+ */
+static sg_err dtn_create_failed(const struct sg_errinfo *once, bool doubt, sg_err lr,
+				const struct sg_errinfo *look, struct sg_errinfo *err)
+{
+	if (!doubt)
+		return sg_err_set(err, SG_E_PROVIDER, "creating the sandbox failed: %s", look->msg);
+	if (lr == SG_E_NOT_FOUND)
+		return sg_err_set(err, once->code ? once->code : SG_E_UNAVAILABLE,
+				  "%s (and no sandbox of that name appeared)", once->msg);
+	return sg_err_set(err, once->code ? once->code : SG_E_UNAVAILABLE,
+			  "%s; whether it was made is not known: %s", once->msg, look->msg);
+}
+
+/*
  * Create the sandbox.  Daytona has no idempotency key, so a create whose
  * outcome is unknown (the connection dropped, a 5xx) is never simply sent
  * again: the name is looked up first, and only a sandbox that is still
@@ -913,6 +957,7 @@ static sg_err dtn_create(struct dtn_env *de, json_t **dto, struct sg_cancel *can
 {
 	char *url = dtn_sandbox_url(&de->cl, NULL, NULL);
 	json_t *body = NULL;
+	bool doubted = false, foreign = false;
 	sg_err rc;
 
 	*dto = NULL;
@@ -941,6 +986,7 @@ static sg_err dtn_create(struct dtn_env *de, json_t **dto, struct sg_cancel *can
 			break;
 		}
 		doubt = rc || r.status >= 500;
+		doubted = doubted || doubt;
 		if (!rc && r.status == 429 && attempt < 4) {
 			int64_t wait = r.retry_after_ms >= 0 ? r.retry_after_ms : 1000 * attempt;
 
@@ -961,21 +1007,29 @@ static sg_err dtn_create(struct dtn_env *de, json_t **dto, struct sg_cancel *can
 			dtn_reply_release(&r);
 			break;
 		}
+		if (!rc && doubt)
+			dtn_fail(&de->cl, "creating the sandbox", &r, SG_OK, &once);
 		if (!rc)
 			dtn_reply_release(&r);
 		/*
-		 * Doubt or 409: what does the name hold now?  The lookup is
-		 * made even when the create was cancelled, so a sandbox it
-		 * made is found and removed by provision's cleanup.
+		 * Cancelled (a cancel request, or the shutdown): no waiting
+		 * here, beyond the token.  What the create did is for the
+		 * gateway to settle within its budget (may_remain, below).
 		 */
+		if (sg_cancel_check(cancel)) {
+			rc = sg_err_set(err, sg_cancel_check(cancel),
+					"creating the sandbox was cancelled");
+			break;
+		}
+		/* Doubt or 409: what does the name hold now? */
 		{
 			struct sg_errinfo look = { 0 };
-			sg_err lr = dtn_get(&de->cl, de->name, dto,
-					    sg_cancel_check(cancel) ? NULL : cancel, &look);
+			sg_err lr = dtn_get(&de->cl, de->name, dto, cancel, &look);
 
 			if (lr == SG_OK) {
 				rc = dtn_check_owner(de, *dto, err);
 				de->fresh = !rc && dtn_made_here(de, *dto);
+				foreign = rc != SG_OK;
 				if (rc) {
 					json_decref(*dto);
 					*dto = NULL;
@@ -991,10 +1045,7 @@ static sg_err dtn_create(struct dtn_env *de, json_t **dto, struct sg_cancel *can
 				break;
 			}
 			if (lr != SG_E_NOT_FOUND || attempt >= 3) {
-				rc = sg_err_set(err, doubt ? SG_E_UNAVAILABLE : SG_E_PROVIDER,
-						"creating the sandbox failed: %s",
-						doubt ? (once.msg[0] ? once.msg : "Daytona kept failing")
-						      : look.msg);
+				rc = dtn_create_failed(&once, doubt, lr, &look, err);
 				break;
 			}
 			rc = sg_cancel_sleep(cancel, SG_HTTP_RETRY_BASE_MS * attempt);
@@ -1002,6 +1053,12 @@ static sg_err dtn_create(struct dtn_env *de, json_t **dto, struct sg_cancel *can
 				sg_err_set(err, rc, "creating the sandbox was cancelled");
 		}
 	}
+	/*
+	 * No sandbox in hand after a create that may have been carried out:
+	 * it may still land.  The gateway settles it (adapter.h, may_remain).
+	 */
+	if (rc && !*dto && doubted && !foreign)
+		de->base.may_remain = true;
 	json_decref(body);
 	free(url);
 	return rc;
@@ -1527,7 +1584,13 @@ static sg_err dtn_exec(struct sg_env *env, const struct sg_exec *x,
 			if (sg_cancel_check(cancel))
 				goto cancelled;
 			if (++fails >= SG_DAYTONA_TRIP_FAILS) {
-				sg_err_set(err, rc, "%s", once.msg);
+				/*
+				 * A request may have reached the sandbox and only
+				 * its reply got lost: the host must not assume the
+				 * command never ran.
+				 */
+				sg_err_set(err, rc, "%s; the command may have run (no reply came back)",
+					   once.msg);
 				if (seen)
 					dtn_kill(de, dir);
 				goto out;
@@ -2305,13 +2368,22 @@ static sg_err dtn_provision(struct sg_env *env, struct sg_cancel *cancel,
 	if (!rc && !(env->facts = dtn_facts(de, dto)))
 		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
 out:
-	if (rc && de->fresh && env->id[0]) {
-		/* A failed create leaves nothing behind, cancelled or not. */
+	if (rc && de->fresh && env->id[0] && sg_cancel_check(cancel)) {
+		/*
+		 * Cancelled: removing it here would outlast the shutdown
+		 * budget, which the gateway keeps while it settles this.
+		 */
+		env->may_remain = true;
+	} else if (rc && de->fresh && env->id[0]) {
+		/* A failed create leaves nothing behind. */
 		struct sg_errinfo e2 = { 0 };
 
-		if (dtn_remove(&de->cl, env->id, NULL, &e2))
-			sg_log_err("sandbox %s could not be removed after a failed provisioning: %s; `sandgate envs` lists it",
+		if (dtn_remove(&de->cl, env->id, NULL, &e2)) {
+			/* Daytona's own answer, checked by dtn_remove: it is there. */
+			sg_log_err("sandbox %s may remain after a failed provisioning: %s",
 				   env->id, e2.msg);
+			env->may_remain = true;
+		}
 	}
 	json_decref(dto);
 	return rc;
@@ -2553,22 +2625,38 @@ static void dtn_release(struct sg_env *env)
 	/* helper, ctl_dir and facts are the gateway's to free. */
 }
 
-static void dtn_credentials(const struct sg_profile *p, json_t *out)
+/*
+ * The variables this adapter reads, in the order key, URL, region: the
+ * profile's names for them or Daytona's own (api.h).  The one list both
+ * `sandgate probe` and the config's forward_env refusal use.
+ */
+static size_t dtn_credential_env(const json_t *raw, const char **names, size_t max)
 {
 	static const char *const keys[] = { "api_key_env", "api_url_env", "target_env" };
 	static const char *const defaults[] = { DTN_ENV_KEY, DTN_ENV_URL, DTN_ENV_TARGET };
+	size_t n = 0;
 
-	for (size_t i = 0; i < 3; i++) {
-		const char *name = dtn_str(p->raw, keys[i]);
+	for (size_t i = 0; i < 3 && n < max; i++) {
+		const char *name = raw ? dtn_str(raw, keys[i]) : NULL;
+
+		names[n++] = name ? name : defaults[i];
+	}
+	return n;
+}
+
+static void dtn_credentials(const struct sg_profile *p, json_t *out)
+{
+	const char *names[3];
+	size_t n = dtn_credential_env(p->raw, names, 3);
+
+	for (size_t i = 0; i < n; i++) {
 		const char *v;
 
-		if (!name)
-			name = defaults[i];
 		/* The URL and the region have defaults: only the key is needed. */
 		if (i == 2 && dtn_str(p->raw, "target"))
 			continue;
-		v = getenv(name);
-		json_object_set_new(out, name, json_string(v && *v ? "found" : "missing"));
+		v = getenv(names[i]);
+		json_object_set_new(out, names[i], json_string(v && *v ? "found" : "missing"));
 	}
 }
 
@@ -2587,4 +2675,5 @@ const struct sg_adapter sg_adapter_daytona = {
 	.destroy = dtn_destroy,
 	.release = dtn_release,
 	.credentials = dtn_credentials,
+	.credential_env = dtn_credential_env,
 };

@@ -25,6 +25,7 @@
 
 #include "../adapters/adapter.h"
 #include "base/cancel.h"
+#include "base/limits.h"
 #include "cli.h"
 #include "registry.h"
 
@@ -312,6 +313,18 @@ static const char *gc_reason(json_t *e, int64_t older_than, time_t now)
 	json_int_t expires = json_integer_value(json_object_get(e, "expires"));
 	bool persistent = json_is_true(json_object_get(e, "persistent"));
 
+	if (strcmp(state, SG_REG_CLEANUP) == 0 && !json_string_value(json_object_get(e, "id")) &&
+	    !json_is_true(json_object_get(e, "reported"))) {
+		/*
+		 * A create whose outcome is unknown that has not shown up: it
+		 * may still land, so the record is what remembers to look.
+		 * Once the provider's own lifetime has passed twice (auto-stop,
+		 * then auto-delete), whatever landed is gone too.
+		 */
+		if (!expires || now < expires + (expires - created))
+			return NULL;
+		return "its create never showed and its lifetime has passed";
+	}
 	if (strcmp(state, SG_REG_CLEANUP) == 0)
 		return "its cleanup did not finish";
 	if (strcmp(state, "vanished") == 0)
@@ -375,8 +388,18 @@ static int cmd_gc(const struct sg_config *cfg, const char *state_dir,
 		const char *id = json_string_value(json_object_get(e, "id"));
 		const char *name = id ? id : json_string_value(json_object_get(e, "identity"));
 
-		if (!why)
+		if (!why) {
+			if (strcmp(state_of(e), SG_REG_CLEANUP) == 0) {
+				/* Still waiting for a create that may land. */
+				fprintf(stderr, "sandgate: keeping the record of %s (%s): its create's outcome is unknown and nothing has shown yet; run gc again later\n",
+					json_string_value(json_object_get(e, "identity")),
+					json_string_value(json_object_get(e, "backend")));
+				append_pair(json_object_get(report, "kept"), "id", name, "reason",
+					    "its create's outcome is unknown and nothing has shown yet");
+				status = SG_EXIT_UNAVAILABLE;
+			}
 			continue;
+		}
 		/* A live session in the registry, or one the backend itself
 		 * reports (an ssh lease held by another machine's gateway). */
 		if ((json_integer_value(json_object_get(e, "live_sessions")) > 0 ||
@@ -535,6 +558,81 @@ static int cmd_list(const struct sg_config *cfg, const char *state_dir,
 out:
 	scan_release(&sc);
 	return status;
+}
+
+/* What sg_envs_settle looks for in a listing. */
+struct settle {
+	const char *identity, *session;
+	char id[128];
+	bool found;
+};
+
+static int settle_match(const struct sg_env_info *info, void *payload)
+{
+	struct settle *st = payload;
+
+	/* The session label decides: an older environment of the same
+	 * identity (a kept one, another session's) is never touched. */
+	if (strcmp(info->identity, st->identity) != 0 ||
+	    strncmp(info->session, st->session, sizeof(info->session) - 1) != 0)
+		return 0;
+	snprintf(st->id, sizeof(st->id), "%s", info->id);
+	st->found = true;
+	return 1;
+}
+
+sg_err sg_envs_settle(const struct sg_config *cfg, const char *state_dir,
+		      json_t *rec, struct sg_cancel *deadline,
+		      struct sg_errinfo *err)
+{
+	const char *backend = str(rec, "backend", ""), *profile = str(rec, "profile", NULL);
+	struct settle st = { str(rec, "identity", ""), str(rec, "session", ""), "", false };
+	const struct sg_adapter *ad = sg_adapter_find(backend);
+	struct sg_reg_key key = { backend, st.identity };
+	struct sg_errinfo last = { 0 };
+	struct sg_profile *p = NULL;
+	json_t *fields;
+	sg_err rc;
+
+	if (!ad || !ad->list) {
+		rc = sg_err_set(err, SG_E_UNSUPPORTED, "backend %s cannot look for it", backend);
+		goto out;
+	}
+	rc = sg_config_profile(cfg, profile, NULL, &p, err);
+	if (rc)
+		goto out;
+	for (;;) {
+		sg_err_clear(&last);
+		rc = ad->list(p, state_dir, settle_match, &st, deadline, &last);
+		if (!rc && st.found) {
+			rc = ad->destroy(p, state_dir, st.id, deadline, &last);
+			if (rc == SG_E_NOT_FOUND)
+				rc = SG_OK;
+			break;
+		}
+		rc = sg_cancel_sleep(deadline, SG_SETTLE_POLL_MS);
+		if (rc)
+			break;
+	}
+	if (rc)
+		sg_err_set(err, rc, "%s%s", st.found ? "" : "it did not show in time: ",
+			   last.msg[0] ? last.msg : "nothing was found");
+out:
+	sg_profile_free(p);
+	if (!rc) {
+		rc = sg_registry_remove(state_dir, &key, err);
+	} else {
+		struct sg_errinfo e2 = { 0 };
+
+		fields = st.found ? json_pack("{s:s, s:s, s:s}", "status", SG_REG_CLEANUP,
+					       "error", err->msg, "id", st.id)
+				  : json_pack("{s:s, s:s}", "status", SG_REG_CLEANUP, "error",
+					      err->msg);
+		if (sg_registry_update(state_dir, &key, fields, &e2))
+			fprintf(stderr, "sandgate: %s\n", e2.msg);
+		json_decref(fields);
+	}
+	return rc;
 }
 
 int sg_envs_run(const char *sub, const struct sg_envs_args *a, const struct sg_config *cfg,

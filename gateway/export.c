@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "../adapters/exec.h"
+#include "../adapters/path.h"
 #include "base/limits.h"
 #include "base/log.h"
 
@@ -155,18 +156,20 @@ out:
 	return rc;
 }
 
-/* Open the source on this host (SG_CAP_HOST_FS) after checking its kind. */
+/*
+ * Open the source on this host (SG_CAP_HOST_FS) after checking its kind.
+ * rel is the helper's resolved path; it is opened beneath host_root with
+ * no link followed (sg_path_openat), so a directory of it swapped for a
+ * link since the check fails the export instead of leading out of root.
+ */
 static sg_err open_host_source(struct sg_session *s, const char *rel, int *fd,
 			       struct sg_errinfo *err)
 {
-	char *host = NULL;
+	int rootfd = open(s->env->host_root, O_PATH | O_DIRECTORY | O_CLOEXEC);
 	struct stat st;
 	sg_err rc = SG_OK;
 
-	*fd = -1;
-	if (asprintf(&host, "%s/%s", s->env->host_root, rel) < 0)
-		return sg_err_set(err, SG_E_INTERNAL, "out of memory");
-	*fd = open(host, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+	*fd = rootfd < 0 ? -1 : sg_path_openat(rootfd, rel, O_RDONLY | O_NONBLOCK);
 	if (*fd < 0)
 		rc = sg_err_set(err, errno == ENOENT ? SG_E_NOT_FOUND : SG_E_INVALID_ARGUMENT,
 				"%s cannot be opened: %s", rel, strerror(errno));
@@ -181,7 +184,8 @@ static sg_err open_host_source(struct sg_session *s, const char *rel, int *fd,
 		close(*fd);
 		*fd = -1;
 	}
-	free(host);
+	if (rootfd >= 0)
+		close(rootfd);
 	return rc;
 }
 

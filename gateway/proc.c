@@ -249,12 +249,11 @@ sg_err sg_proc_start(struct sg_op *op, json_t **out)
 		 rnd[1], rnd[2], rnd[3], rnd[4], rnd[5], rnd[6], rnd[7]);
 	if (sg_strv_addv(&av, (const char *[]){ "proc", "spawn", "--id", id,
 						 "--session", s->session_id,
-						 "--cwd", cwd, NULL }) ||
+						 "--cwd", cwd, "--root", s->root, NULL }) ||
 	    (opid && sg_strv_addv(&av, (const char *[]){ "--op", opid, NULL })) ||
 	    (timeout && (sg_strv_add(&av, "--timeout-ms") ||
 			 sg_strv_addf(&av, "%lld", (long long)timeout))) ||
-	    (mode && sg_strv_addv(&av, (const char *[]){ "--confine", mode, "--root",
-							  s->root, NULL })) ||
+	    (mode && sg_strv_addv(&av, (const char *[]){ "--confine", mode, NULL })) ||
 	    (mode && (sg_strv_add(&av, "--allow-write") ||
 		      sg_strv_addf(&av, "%s/tmp", s->env->ctl_dir) ||
 		      sg_strv_add(&av, "--allow-write") ||

@@ -369,13 +369,7 @@ bool sg_wire_flush(struct sg_wire *w, int64_t deadline_ms)
 
 		if (left <= 0)
 			break;
-		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_sec += left / 1000;
-		ts.tv_nsec += (left % 1000) * 1000000;
-		if (ts.tv_nsec >= 1000000000) {
-			ts.tv_sec++;
-			ts.tv_nsec -= 1000000000;
-		}
+		ts = sg_time_after(CLOCK_REALTIME, left);
 		pthread_cond_timedwait(&w->drained, &w->lock, &ts);
 	}
 	done = !w->dead && !w->head && !w->writing;

@@ -97,6 +97,10 @@
 #include "../adapters/exec.h"
 #include "../adapters/shquote.h"
 
+/* The login credentials ssh reads from sandgate's environment. */
+#define SSH_ENV_AGENT "SSH_AUTH_SOCK"
+#define SSH_ENV_KRB5 "KRB5CCNAME"
+
 /* The first line the wrapper writes on stderr (see the top comment). */
 #define SSHB_MARK "\036sg-run\n"
 
@@ -680,7 +684,7 @@ static sg_err sshb_base_argv(const struct sg_profile *p, const char *sock,
 static sg_err sshb_client_env(struct sg_strv *env)
 {
 	static const char *const pass[] = { "PATH", "HOME", "USER", "LOGNAME",
-					    "SSH_AUTH_SOCK", "KRB5CCNAME", NULL };
+					    SSH_ENV_AGENT, SSH_ENV_KRB5, NULL };
 	sg_err rc = SG_OK;
 
 	for (size_t i = 0; !rc && pass[i]; i++) {
@@ -2053,9 +2057,24 @@ static sg_err ssh_destroy(const struct sg_profile *p, const char *state_dir,
  * the agent when there is none) and the known hosts file the host key is
  * checked against.  Presence only, never a value.
  */
+/*
+ * The variables of sandgate's environment that lead to a login: the
+ * agent's socket and the Kerberos ticket cache ssh is given.
+ */
+static size_t ssh_credential_env(const json_t *raw, const char **names, size_t max)
+{
+	static const char *const creds[] = { SSH_ENV_AGENT, SSH_ENV_KRB5 };
+	size_t n = 0;
+
+	(void)raw;
+	for (; n < max && n < sizeof(creds) / sizeof(creds[0]); n++)
+		names[n] = creds[n];
+	return n;
+}
+
 static void ssh_credentials(const struct sg_profile *p, json_t *out)
 {
-	const char *agent = getenv("SSH_AUTH_SOCK");
+	const char *agent = getenv(SSH_ENV_AGENT);
 	char *kh = NULL;
 
 	if (p->identity_file)
@@ -2064,7 +2083,7 @@ static void ssh_credentials(const struct sg_profile *p, json_t *out)
 							access(p->identity_file, R_OK) == 0
 						? "found" : "missing"));
 	else
-		json_object_set_new(out, "SSH_AUTH_SOCK",
+		json_object_set_new(out, SSH_ENV_AGENT,
 				    json_string(agent && *agent ? "found" : "missing"));
 	if (!p->known_hosts_file && getenv("HOME"))
 		kh = sshb_fmt("%s/.ssh/known_hosts", getenv("HOME"));
@@ -2090,4 +2109,5 @@ const struct sg_adapter sg_adapter_ssh = {
 	.destroy = ssh_destroy,
 	.release = ssh_release,
 	.credentials = ssh_credentials,
+	.credential_env = ssh_credential_env,
 };

@@ -959,17 +959,48 @@ static void test_forward_env_names(void **state)
 		 "is not set", sg_config_path(cfg));
 	build_fails(cfg, "fe", NULL, SG_E_INVALID_ARGUMENT, want);
 
-	/* The binding's names, from this process's environment too. */
+	/*
+	 * A binding's list never takes a value from this process's
+	 * environment on its own: only names the profile's list forwards.
+	 */
 	assert_int_equal(setenv("SGT_BETA", "b", 1), 0);
-	assert_int_equal(unsetenv("SGT_GAMMA"), 0);
-	build_fails(cfg, "fe", "{\"forward_env\": [\"SGT_GAMMA\"]}",
-		    SG_E_INVALID_ARGUMENT,
-		    "environment.forward_env: variable SGT_GAMMA is not set");
 	assert_int_equal(setenv("SGT_GAMMA", "gamma-secret-3", 1), 0);
-	p = build_ok(cfg, "fe", "{\"forward_env\": [\"SGT_GAMMA\"]}");
-	assert_int_equal(count(p->forward_env), 3);
-	assert_string_equal(p->forward_env[2], "SGT_GAMMA=gamma-secret-3");
+	build_fails(cfg, "fe", "{\"forward_env\": [\"SGT_GAMMA\"]}",
+		    SG_E_PERMISSION,
+		    "environment.forward_env: SGT_GAMMA is not in the profile's "
+		    "forward_env list: a binding gives values as {\"NAME\": "
+		    "\"value\"}; only the operator's config may take them from "
+		    "sandgate's environment");
+	p = build_ok(cfg, "fe", "{\"forward_env\": [\"SGT_ALPHA\"]}");
+	assert_int_equal(count(p->forward_env), 2);
+	assert_string_equal(p->forward_env[0], "SGT_ALPHA=alpha-secret-1");
 	sg_profile_free(p);
+	sg_config_free(cfg);
+
+	/*
+	 * A credential an adapter reads is never forwarded, not even by the
+	 * operator: the adapter's default names and the names a profile
+	 * gives (api_key_env) alike.
+	 */
+	cfg = load_ok("{\"default\": \"plain\", \"profiles\": {\"fe\": {\"backend\": \"local\","
+		      " \"forward_env\": [\"SGT_DT_KEY\"]},"
+		      " \"dt\": {\"backend\": \"daytona\", \"api_key_env\": \"SGT_DT_KEY\"},"
+		      " \"plain\": {\"backend\": \"local\"}}}");
+	assert_int_equal(setenv("SGT_DT_KEY", "dt-secret-4", 1), 0);
+	snprintf(want, sizeof(want),
+		 "%s: profile \"fe\": field \"forward_env\": SGT_DT_KEY holds a "
+		 "backend's credential and is never forwarded to commands",
+		 sg_config_path(cfg));
+	build_fails(cfg, "fe", NULL, SG_E_PERMISSION, want);
+	build_fails(cfg, "plain", "{\"forward_env\": [\"DAYTONA_API_KEY\"]}",
+		    SG_E_PERMISSION,
+		    "environment.forward_env: DAYTONA_API_KEY holds a backend's "
+		    "credential and is never forwarded to commands");
+	/* A value the binding gives itself is its own, not sandgate's. */
+	p = build_ok(cfg, "plain", "{\"forward_env\": {\"DAYTONA_API_KEY\": \"host's\"}}");
+	assert_string_equal(p->forward_env[0], "DAYTONA_API_KEY=host's");
+	sg_profile_free(p);
+	unsetenv("SGT_DT_KEY");
 	unsetenv("SGT_ALPHA");
 	unsetenv("SGT_BETA");
 	unsetenv("SGT_GAMMA");

@@ -1053,6 +1053,11 @@ function sendFaultStatus(ctx, f) {
 // Applies a matched fault before the handler runs. Returns true when the request is finished.
 async function applyFaultBefore(ctx, f) {
   ctx.faultApplied = { id: f.id, action: f.action, status: f.status, after: !!f.after };
+  // A slow request lands even when its client gave up during the wait (Daytona keeps
+  // creating a sandbox whose caller hung up): a small JSON body is taken before the wait.
+  if (f.delayMs && ctx.area === 'control' && /json/.test(ctx.req.headers['content-type'] || '')) {
+    await readBody(ctx);
+  }
   if (f.delayMs) await sleep(f.delayMs);
   if (f.after) {
     ctx.fault = f;
