@@ -8,10 +8,12 @@
 #include <getopt.h>
 #include <stdarg.h>
 #include <stdbool.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "../adapters/adapter.h"
 #include "base/limits.h"
+#include "wire.h"
 
 /* ---- the tables ---- */
 
@@ -253,7 +255,7 @@ int sg_cli_next(const struct sg_cli_cmd *cmd, int argc, char **argv,
 	opterr = 0;
 	c = getopt_long(argc, argv, ":h", lo, NULL);
 	if (c == 'h') {
-		sg_cli_help(stdout, cmd);
+		sg_cli_help(NULL, cmd);
 		*status = SG_EXIT_OK;
 		return 0;
 	}
@@ -360,6 +362,20 @@ static void help_command(FILE *out, const struct sg_cli_cmd *c)
 
 void sg_cli_help(FILE *out, const struct sg_cli_cmd *cmd)
 {
+	if (!out) {
+		/* stdout is written only through sg_cli_printf (wire.h). */
+		char *text = NULL;
+		size_t len = 0;
+		FILE *mem = open_memstream(&text, &len);
+
+		if (!mem)
+			return;
+		sg_cli_help(mem, cmd);
+		fclose(mem);
+		sg_cli_printf("%s", text);
+		free(text);
+		return;
+	}
 	if (cmd) {
 		help_command(out, cmd);
 		return;

@@ -62,7 +62,8 @@ int sg_cli_next(const struct sg_cli_cmd *cmd, int argc, char **argv,
 int sg_cli_usage_error(const struct sg_cli_cmd *cmd, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 
-/* The top-level help, or cmd's help (cmd NULL: the top level). */
+/* The top-level help, or cmd's help (cmd NULL: the top level); out NULL:
+ * stdout, through sg_cli_printf (wire.h). */
 void sg_cli_help(FILE *out, const struct sg_cli_cmd *cmd);
 
 /* The man page sandgate(1) in roff. */

@@ -28,6 +28,7 @@
 #include "base/limits.h"
 #include "cli.h"
 #include "registry.h"
+#include "wire.h"
 
 /* One environment in the merged view (a JSON object):
  *   id, backend, profile, identity, state, created, expires, persistent,
@@ -199,7 +200,7 @@ static void print_table(json_t *envs)
 	json_t *e;
 	size_t i;
 
-	fprintf(stdout, "%-28s %-8s %-12s %-16s %-6s %-8s %-14s %s\n", "ID", "BACKEND",
+	sg_cli_printf("%-28s %-8s %-12s %-16s %-6s %-8s %-14s %s\n", "ID", "BACKEND",
 		"PROFILE", "STATE", "AGE", "EXPIRY", "RESOURCES", "SESSIONS");
 	json_array_foreach(envs, i, e) {
 		char a[24], x[24], res[48] = "-";
@@ -216,7 +217,7 @@ static void print_table(json_t *envs)
 			snprintf(res, sizeof(res), "%gcpu/%lldMiB",
 				 json_number_value(json_object_get(applied, "cpus")),
 				 (long long)json_integer_value(json_object_get(applied, "memory_mb")));
-		fprintf(stdout, "%-28s %-8s %-12s %-16s %-6s %-8s %-14s %lld\n",
+		sg_cli_printf("%-28s %-8s %-12s %-16s %-6s %-8s %-14s %lld\n",
 			str(e, "id", "(not created yet)"), str(e, "backend", "?"),
 			str(e, "profile", "?"), state_of(e), a,
 			x, res, (long long)json_integer_value(json_object_get(e, "live_sessions")));
@@ -228,7 +229,7 @@ static void print_json(json_t *j)
 	char *text = json_dumps(j, JSON_INDENT(2) | JSON_SORT_KEYS);
 
 	if (text)
-		fprintf(stdout, "%s\n", text);
+		sg_cli_printf("%s\n", text);
 	free(text);
 }
 
@@ -411,7 +412,7 @@ static int cmd_gc(const struct sg_config *cfg, const char *state_dir,
 			continue;
 		}
 		if (!a->json)
-			fprintf(stdout, "%s %s: %s\n", a->dry_run ? "would remove" : "removing",
+			sg_cli_printf("%s %s: %s\n", a->dry_run ? "would remove" : "removing",
 				name, why);
 		if (a->dry_run) {
 			append_pair(done, "id", name, "reason", why);
@@ -476,7 +477,7 @@ static int cmd_rm(const struct sg_config *cfg, const char *state_dir,
 		} else {
 			json_array_append_new(json_object_get(report, "removed"), json_string(want));
 			if (!a->json)
-				fprintf(stdout, "removed %s\n", want);
+				sg_cli_printf("removed %s\n", want);
 		}
 	}
 	if (a->json)
@@ -510,7 +511,7 @@ static void print_fields(json_t *e)
 
 		v = json_object_get(e, keys[i]);
 		text = json_is_string(v) ? NULL : json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
-		fprintf(stdout, "%-14s %s\n", keys[i], text ? text : json_string_value(v));
+		sg_cli_printf("%-14s %s\n", keys[i], text ? text : json_string_value(v));
 		free(text);
 	}
 	free(keys);

@@ -29,6 +29,7 @@
 #include "cli.h"
 #include "envs.h"
 #include "server.h"
+#include "wire.h"
 #include "sg_config.h"
 
 /*
@@ -384,6 +385,15 @@ static int probe_session(const char *const *argv, const char *init, struct probe
 	return rc;
 }
 
+/* A report on stdout, as indented JSON. */
+static void dump_json(const json_t *report)
+{
+	char *text = json_dumps(report, JSON_INDENT(2) | JSON_SORT_KEYS);
+
+	sg_cli_printf("%s\n", text ? text : "{}");
+	free(text);
+}
+
 static const char *str_or(json_t *j, const char *key, const char *def)
 {
 	const char *v = json_string_value(json_object_get(j, key));
@@ -398,28 +408,28 @@ static void probe_print(json_t *report)
 	json_t *timings = json_object_get(report, "timings");
 	const char *k;
 
-	fprintf(stdout, "profile      %s (%s)\n", str_or(report, "profile", "?"),
+	sg_cli_printf("profile      %s (%s)\n", str_or(report, "profile", "?"),
 		str_or(report, "backend", "?"));
-	fprintf(stdout, "credentials  ");
+	sg_cli_printf("credentials  ");
 	json_object_foreach(creds, k, v)
-		fprintf(stdout, "%s=%s ", k, json_string_value(v));
-	fprintf(stdout, "%s\n", json_object_size(creds) ? "" : "none needed");
-	fprintf(stdout, "reachable    %s\n", facts ? "yes" : "no");
+		sg_cli_printf("%s=%s ", k, json_string_value(v));
+	sg_cli_printf("%s\n", json_object_size(creds) ? "" : "none needed");
+	sg_cli_printf("reachable    %s\n", facts ? "yes" : "no");
 	if (json_object_get(report, "error"))
-		fprintf(stdout, "error        %s\n", str_or(report, "error", ""));
+		sg_cli_printf("error        %s\n", str_or(report, "error", ""));
 	json_object_foreach(json_object_get(facts, "isolation"), k, v)
-		fprintf(stdout, "isolation    %-30s %s\n", k, json_is_true(v) ? "yes" : "no");
+		sg_cli_printf("isolation    %-30s %s\n", k, json_is_true(v) ? "yes" : "no");
 	json_object_foreach(json_object_get(facts, "toolchains"), k, v)
-		fprintf(stdout, "toolchain    %-30s %s\n", k, json_string_value(v));
-	fprintf(stdout, "safety_class %s\nmechanism    %s\n", str_or(facts, "safety_class", "-"),
+		sg_cli_printf("toolchain    %-30s %s\n", k, json_string_value(v));
+	sg_cli_printf("safety_class %s\nmechanism    %s\n", str_or(facts, "safety_class", "-"),
 		str_or(facts, "mechanism", "-"));
 	json_object_foreach(json_object_get(timings, "steps"), k, v)
-		fprintf(stdout, "time         %-30s %lld ms%s\n", k,
+		sg_cli_printf("time         %-30s %lld ms%s\n", k,
 			(long long)json_integer_value(json_object_get(v, "ms")),
 			json_is_true(json_object_get(v, "ok")) ? "" : " (failed)");
 	json_object_foreach(timings, k, v)
 		if (json_is_integer(v))
-			fprintf(stdout, "time         %-30s %lld ms\n", k,
+			sg_cli_printf("time         %-30s %lld ms\n", k,
 				(long long)json_integer_value(v));
 }
 
@@ -460,7 +470,17 @@ static int cmd_probe(const struct sg_cli_cmd *cmd, int argc, char **argv)
 			sg_config_profile(cfg, profile, NULL, &p, &err)))
 		status = SG_EXIT_CONFIG;
 	if (status) {
-		fprintf(stderr, "sandgate probe: %s: %s\n", sg_err_word(err.code), err.msg);
+		/* The same words as `config check` and serve's startup. */
+		char text[SG_ERR_MSG + 64];
+
+		sg_err_format(&err, text, sizeof(text));
+		if (as_json && cfg) {
+			report = json_pack("{s:s, s:b, s:s}", "profile",
+					   profile ? profile : sg_config_default(cfg),
+					   "reachable", 0, "error", text);
+			dump_json(report);
+		}
+		fprintf(stderr, "sandgate probe: %s\n", text);
 		goto out;
 	}
 	ad = sg_adapter_find(p->backend);
@@ -517,10 +537,7 @@ static int cmd_probe(const struct sg_cli_cmd *cmd, int argc, char **argv)
 		json_object_set_new(report, "error",
 				    json_string(str_or(r.cmd, "error", "the first command got no reply")));
 	if (as_json) {
-		char *text = json_dumps(report, JSON_INDENT(2) | JSON_SORT_KEYS);
-
-		fprintf(stdout, "%s\n", text ? text : "{}");
-		free(text);
+		dump_json(report);
 	} else {
 		probe_print(report);
 	}
@@ -568,7 +585,7 @@ static int cmd_config_check(const struct sg_cli_cmd *cmd, int argc, char **argv)
 		json_object_set_new(report, "ok", json_false());
 		json_object_set_new(report, "error", json_string(err.msg));
 		if (!as_json)
-			fprintf(stdout, "%s\n", err.msg);
+			sg_cli_printf("%s\n", err.msg);
 		goto print;
 	}
 	json_object_set_new(report, "config", json_string(sg_config_path(cfg)));
@@ -593,7 +610,7 @@ static int cmd_config_check(const struct sg_cli_cmd *cmd, int argc, char **argv)
 							      "backend", backend, "ok", 1));
 		}
 		if (!as_json)
-			fprintf(stdout, "%s: profile \"%s\" (%s): %s\n", sg_config_path(cfg), *n,
+			sg_cli_printf("%s: profile \"%s\" (%s): %s\n", sg_config_path(cfg), *n,
 				backend, word);
 	}
 	if (only && json_array_size(list) == 0) {
@@ -603,16 +620,12 @@ static int cmd_config_check(const struct sg_cli_cmd *cmd, int argc, char **argv)
 		json_object_set_new(report, "ok", json_false());
 		json_object_set_new(report, "error", json_string(err.msg));
 		if (!as_json)
-			fprintf(stdout, "%s\n", err.msg);
+			sg_cli_printf("%s\n", err.msg);
 		status = SG_EXIT_CONFIG;
 	}
 print:
-	if (as_json) {
-		char *text = json_dumps(report, JSON_INDENT(2) | JSON_SORT_KEYS);
-
-		fprintf(stdout, "%s\n", text ? text : "{}");
-		free(text);
-	}
+	if (as_json)
+		dump_json(report);
 	json_decref(report);
 	sg_config_free(cfg);
 	return status;
@@ -664,6 +677,21 @@ static int cmd_envs(const struct sg_cli_cmd *cmd, const char *sub, int argc, cha
 /* `sandgate config --help`, `sandgate envs`: the group's commands. */
 static int group_help(const char *group, FILE *out)
 {
+	char *text = NULL;
+	size_t len = 0;
+
+	if (!out) {
+		/* stdout is written only through sg_cli_printf (wire.h). */
+		FILE *mem = open_memstream(&text, &len);
+
+		if (!mem)
+			return SG_EXIT_SOFTWARE;
+		group_help(group, mem);
+		fclose(mem);
+		sg_cli_printf("%s", text);
+		free(text);
+		return SG_EXIT_OK;
+	}
 	static const char *const subs[] = { "config check", "envs list", "envs show",
 					    "envs rm", "envs gc", NULL };
 
@@ -690,17 +718,17 @@ static int cmd_help(const struct sg_cli_cmd *cmd, int argc, char **argv)
 	if (status >= 0)
 		return status;
 	if (first == argc) {
-		sg_cli_help(stdout, NULL);
+		sg_cli_help(NULL, NULL);
 		return SG_EXIT_OK;
 	}
 	snprintf(name, sizeof(name), "%s%s%s", argv[first], first + 1 < argc ? " " : "",
 		 first + 1 < argc ? argv[first + 1] : "");
 	if (sg_cli_find(name)) {
-		sg_cli_help(stdout, sg_cli_find(name));
+		sg_cli_help(NULL, sg_cli_find(name));
 		return SG_EXIT_OK;
 	}
 	if (first + 1 == argc && (strcmp(name, "config") == 0 || strcmp(name, "envs") == 0))
-		return group_help(name, stdout);
+		return group_help(name, NULL);
 	return sg_cli_usage_error(cmd, "unknown command '%s'", name);
 }
 
@@ -723,11 +751,11 @@ static int cmd_version(const struct sg_cli_cmd *cmd, int argc, char **argv)
 			json_array_append_new(json_object_get(v, "backends"),
 					      json_string((*a)->name));
 		text = json_dumps(v, JSON_COMPACT);
-		fprintf(stdout, "%s\n", text ? text : "{}");
+		sg_cli_printf("%s\n", text ? text : "{}");
 		free(text);
 		json_decref(v);
 	} else {
-		fprintf(stdout, "sandgate %s (protocol 4; backends: %s)\n", SG_VERSION,
+		sg_cli_printf("sandgate %s (protocol 4; backends: %s)\n", SG_VERSION,
 			sg_cli_backends());
 	}
 	return SG_EXIT_OK;
@@ -785,7 +813,7 @@ int main(int argc, char **argv)
 		return fclose(f) == 0 ? SG_EXIT_OK : SG_EXIT_CANTCREAT;
 	}
 	if (strcmp(word, "--help") == 0 || strcmp(word, "-h") == 0) {
-		sg_cli_help(stdout, NULL);
+		sg_cli_help(NULL, NULL);
 		return SG_EXIT_OK;
 	}
 	if (strcmp(word, "--version") == 0)
@@ -793,7 +821,7 @@ int main(int argc, char **argv)
 	if (strcmp(word, "config") == 0 || strcmp(word, "envs") == 0) {
 		if (argc < 3 || argv[2][0] == '-') {
 			if (argc >= 3 && (strcmp(argv[2], "--help") == 0 || strcmp(argv[2], "-h") == 0))
-				return group_help(word, stdout);
+				return group_help(word, NULL);
 			group_help(word, stderr);
 			return sg_cli_usage_error(NULL, "'%s' needs a subcommand", word);
 		}
