@@ -21,7 +21,13 @@ import subprocess
 import tempfile
 import unittest
 
-from sgclient import BIN, CONFIG, PROFILE, Gateway, unique
+from sgclient import CONFIG, PROFILE, Gateway, unique
+import sgclient
+
+# The command line under test is sandgate's own: when the suite runs
+# through the delegation wrapper (tests/delegation), SANDGATE_BIN is the
+# wrapper and SG_PEER_BIN the real binary, whose exit statuses are the table's.
+BIN = os.environ.get("SG_PEER_BIN") or sgclient.BIN
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CLI_MD = os.path.join(HERE, "..", "..", "docs", "cli.md")
@@ -165,7 +171,11 @@ class CliTestCase(unittest.TestCase):
     def serve_cleanup_fails(self):
         # A process that ignores SIGTERM and a 1 ms budget: the shutdown
         # cannot stop it in time, says so, and exits 69.
-        gw = Gateway(state_dir=self.state, budget_ms=1, config=None, profile=None)
+        saved, sgclient.BIN = sgclient.BIN, BIN  # serve's own status, not a wrapper's
+        try:
+            gw = Gateway(state_dir=self.state, budget_ms=1, config=None, profile=None)
+        finally:
+            sgclient.BIN = saved
         self.addCleanup(gw.cleanup)
         gw.initialize()
         gw.start(command="trap '' TERM; sleep 30")
