@@ -36,7 +36,7 @@ echo "== build (ThreadSanitizer)"
 cmake -S . -B build-tsan -DSG_WERROR=ON -DSG_TSAN=ON -DCMAKE_BUILD_TYPE=Debug >/dev/null
 cmake --build build-tsan -j"$jobs"
 echo "== tests under ThreadSanitizer"
-(cd build-tsan && TSAN_OPTIONS="halt_on_error=1:exitcode=66:suppressions=$PWD/../tests/tsan.supp" \
+(cd build-tsan && TSAN_OPTIONS="halt_on_error=1:exitcode=86:suppressions=$PWD/../tests/tsan.supp" \
   ctest --output-on-failure -j"$jobs" -L 'unit|e2e' --timeout 900)
 python3 scripts/skips.py build-tsan
 
