@@ -1,7 +1,7 @@
 /*
  * limits.h - every size and time limit sandgate enforces, named once.
  *
- * Invariants: the protocol's numbers (protocol-v4.md) appear here and nowhere
+ * Invariants: the protocol's numbers (docs/protocol.md) appear here and nowhere
  * else; code refers to these names, never to a literal.  Sizes are bytes,
  * times carry their unit in the name.
  */
@@ -21,6 +21,12 @@
 /* The most --max-output may raise it to: JSON can grow text 6 times
  * (control bytes as \u00XX), and a reply must stay under SG_MAX_FRAME. */
 #define SG_TOOL_OUTPUT_MAX (2 * SG_MiB)
+/*
+ * How far read_file reads on past its window only to count total_lines
+ * (about 0.25 ms per MiB); beyond it the count is a lower bound and the
+ * reply says total_lines_partial.
+ */
+#define SG_READ_COUNT_MAX (1 * SG_MiB)
 
 /* Processes (section 4). */
 #define SG_PROC_RETAIN (8 * SG_MiB)   /* newest output kept per process */

@@ -87,7 +87,6 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <openssl/evp.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -97,11 +96,15 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../adapters/digest.h"
+#include "../adapters/exec.h"
 #include "../adapters/http.h"
 #include "../adapters/shquote.h"
 #include "base/crash.h"
+#include "base/hex.h"
 #include "base/limits.h"
 #include "base/log.h"
+#include "base/progress.h"
 #include "base/strv.h"
 #include "base/utf8.h"
 #include "api.h"
@@ -214,17 +217,6 @@ static const char dtn_procs_sh[] =
 
 /* ---- Small helpers ------------------------------------------------------- */
 
-static void dtn_hex(const unsigned char *b, size_t n, char *out)
-{
-	static const char hex[] = "0123456789abcdef";
-
-	for (size_t i = 0; i < n; i++) {
-		out[2 * i] = hex[b[i] >> 4];
-		out[2 * i + 1] = hex[b[i] & 15];
-	}
-	out[2 * n] = '\0';
-}
-
 /* n random bytes as 2n hex digits into out[2n+1]. */
 static void dtn_random_hex(char *out, size_t n)
 {
@@ -239,57 +231,9 @@ static void dtn_random_hex(char *out, size_t n)
 		for (size_t i = 0; i < n; i++)
 			b[i] = (unsigned char)(t >> (8 * (i % 8))) ^ (unsigned char)i;
 	}
-	dtn_hex(b, n, out);
+	sg_hex(b, n, out);
 }
 
-static bool dtn_sha256(const void *data, size_t n, char out[65])
-{
-	unsigned char md[EVP_MAX_MD_SIZE];
-	unsigned int len = 0;
-
-	if (!EVP_Digest(data, n, md, &len, EVP_sha256(), NULL) || len != 32)
-		return false;
-	dtn_hex(md, 32, out);
-	return true;
-}
-
-/* SHA-256 of a file on this host, streamed. */
-static sg_err dtn_sha256_file(int fd, char out[65], struct sg_errinfo *err)
-{
-	EVP_MD_CTX *ctx = EVP_MD_CTX_new();
-	unsigned char md[EVP_MAX_MD_SIZE], chunk[65536];
-	unsigned int len = 0;
-	off_t off = 0;
-	sg_err rc = SG_OK;
-
-	if (!ctx || !EVP_DigestInit_ex(ctx, EVP_sha256(), NULL)) {
-		rc = sg_err_set(err, SG_E_INTERNAL, "cannot start a SHA-256 digest");
-		goto out;
-	}
-	for (;;) {
-		ssize_t k = pread(fd, chunk, sizeof(chunk), off);
-
-		if (k < 0 && errno == EINTR)
-			continue;
-		if (k < 0) {
-			rc = sg_err_set(err, SG_E_INTERNAL, "cannot read sg-helper: %s",
-					strerror(errno));
-			goto out;
-		}
-		if (k == 0)
-			break;
-		EVP_DigestUpdate(ctx, chunk, (size_t)k);
-		off += k;
-	}
-	if (!EVP_DigestFinal_ex(ctx, md, &len) || len != 32) {
-		rc = sg_err_set(err, SG_E_INTERNAL, "cannot finish a SHA-256 digest");
-		goto out;
-	}
-	dtn_hex(md, 32, out);
-out:
-	EVP_MD_CTX_free(ctx);
-	return rc;
-}
 
 /*
  * The sandbox name for an identity: readable (lower-case letters, digits
@@ -301,7 +245,7 @@ static char *dtn_name(const char *identity)
 	char digest[65], slug[DTN_NAME_SLUG + 1], *name = NULL;
 	size_t n = 0;
 
-	if (!dtn_sha256(identity, strlen(identity), digest))
+	if (!sg_sha256_hex(identity, strlen(identity), digest))
 		return NULL;
 	for (const char *p = identity; *p && n < DTN_NAME_SLUG; p++) {
 		char c = *p;
@@ -380,21 +324,21 @@ static int64_t dtn_raw_int(const struct sg_profile *p, const char *key, int64_t 
 
 /* ---- validate ------------------------------------------------------------ */
 
-/* Fields sandgate itself knows (config.c's table): not ours to refuse. */
-static const char *const dtn_generic[] = {
-	"backend", "image", "snapshot", "workspace", "user", "host_workspace",
-	"host", "identity_file", "known_hosts_file", "worker", "python",
-	"persistent", "shared", "mount_read_only", "network", "cpus",
-	"memory_mb", "port", "lifetime_seconds", "shutdown_timeout_ms",
-	"forward_env", "best_effort", "command", "shutdown_grace_ms", NULL,
-};
-
-/* The daytona backend's own fields (README.md). */
-static const char *const dtn_own_strings[] = {
-	"target", "target_env", "api_key_env", "api_url_env", NULL,
-};
-static const char *const dtn_own_ints[] = {
-	"toolbox_timeout_ms", "keepalive_ms", NULL,
+/*
+ * The profile fields the daytona backend honours (adapter.h), its own
+ * (README.md) with their types; the config layer refuses every other one.
+ * IPv6 allow entries cannot be expressed: network may be best-effort.
+ * `workspace` is accepted for the host's sake and changes nothing:
+ * commands see the workspace at binding.root (docs/daytona.md).
+ */
+static const struct sg_field dtn_fields[] = {
+	SG_FIELD("image"), SG_FIELD("snapshot"), SG_FIELD("workspace"),
+	SG_FIELD("user"), SG_FIELD("persistent"), SG_FIELD("shared"),
+	SG_FIELD_BEST_EFFORT("network"), SG_FIELD("cpus"), SG_FIELD("memory_mb"),
+	SG_FIELD_OWN_STRING("target"), SG_FIELD_OWN_STRING("target_env"),
+	SG_FIELD_OWN_STRING("api_key_env"), SG_FIELD_OWN_STRING("api_url_env"),
+	SG_FIELD_OWN_INT("toolbox_timeout_ms", 2000, INT32_MAX),
+	SG_FIELD_OWN_INT("keepalive_ms", 1000, INT32_MAX), SG_FIELDS_END,
 };
 
 static bool dtn_in(const char *const *list, const char *s)
@@ -440,7 +384,7 @@ static sg_err dtn_allow_lists(const struct sg_profile *p, struct sg_buf *cidrs,
 		const char *e = p->network_allow[i];
 
 		if (strchr(e, ':')) {
-			if (!dtn_best_effort(p, "network"))
+			if (!sg_profile_best_effort(p, "network"))
 				return sg_err_set(err, SG_E_UNSUPPORTED,
 						  "network allow entry \"%.60s\" (profile \"%s\"): the daytona backend can allow IPv4 ranges and domains only",
 						  e, p->name);
@@ -477,29 +421,10 @@ static sg_err dtn_allow_lists(const struct sg_profile *p, struct sg_buf *cidrs,
 
 static sg_err dtn_validate(const struct sg_profile *p, struct sg_errinfo *err)
 {
-	static const char *const foreign[] = { "host_workspace", "host", "identity_file",
-					       "known_hosts_file", NULL };
-	const char *values[] = { p->host_workspace, p->host, p->identity_file,
-				 p->known_hosts_file, NULL };
 	struct sg_buf cidrs = SG_BUF_INIT(SG_KiB * 4), domains = SG_BUF_INIT(SG_KiB * 4);
 	struct dtn_client cl;
-	const char *k;
-	json_t *v;
 	sg_err rc;
 
-	for (size_t i = 0; foreign[i]; i++)
-		if (values[i] && !dtn_best_effort(p, foreign[i]))
-			return sg_err_set(err, SG_E_UNSUPPORTED,
-					  "field \"%s\" (profile \"%s\") cannot be honoured by the daytona backend",
-					  foreign[i], p->name);
-	if (p->port && !dtn_best_effort(p, "port"))
-		return sg_err_set(err, SG_E_UNSUPPORTED,
-				  "field \"port\" (profile \"%s\") cannot be honoured by the daytona backend",
-				  p->name);
-	if (p->mount_read_only && !dtn_best_effort(p, "mount_read_only"))
-		return sg_err_set(err, SG_E_UNSUPPORTED,
-				  "field \"mount_read_only\" (profile \"%s\") cannot be enforced by the daytona backend: the workspace lives inside the sandbox",
-				  p->name);
 	if (p->image && p->snapshot)
 		return sg_err_set(err, SG_E_INVALID_ARGUMENT,
 				  "profile \"%s\" sets both image and snapshot; Daytona creates a sandbox from one of them",
@@ -507,33 +432,6 @@ static sg_err dtn_validate(const struct sg_profile *p, struct sg_errinfo *err)
 	if (p->image && strpbrk(p->image, "\r\n"))
 		return sg_err_set(err, SG_E_INVALID_ARGUMENT,
 				  "field \"image\" (profile \"%s\") holds a line break", p->name);
-	if (json_is_object(p->raw)) {
-		json_object_foreach(p->raw, k, v) {
-			if (dtn_in(dtn_generic, k))
-				continue;
-			if (dtn_in(dtn_own_strings, k)) {
-				if (!json_is_string(v) || !json_string_length(v))
-					return sg_err_set(err, SG_E_INVALID_ARGUMENT,
-							  "field \"%s\" (profile \"%s\") must be a non-empty string",
-							  k, p->name);
-				continue;
-			}
-			if (dtn_in(dtn_own_ints, k)) {
-				int64_t n = json_is_integer(v) ? json_integer_value(v) : -1;
-				int64_t min = strcmp(k, "toolbox_timeout_ms") == 0 ? 2000 : 1000;
-
-				if (n < min || n > INT32_MAX)
-					return sg_err_set(err, SG_E_INVALID_ARGUMENT,
-							  "field \"%s\" (profile \"%s\") must be an integer from %lld to %d milliseconds",
-							  k, p->name, (long long)min, INT32_MAX);
-				continue;
-			}
-			if (!dtn_best_effort(p, k))
-				return sg_err_set(err, SG_E_UNSUPPORTED,
-						  "field \"%s\" (profile \"%s\") is not known to the daytona backend",
-						  k, p->name);
-		}
-	}
 	rc = dtn_allow_lists(p, &cidrs, &domains, err);
 	sg_buf_release(&cidrs);
 	sg_buf_release(&domains);
@@ -622,6 +520,7 @@ static sg_err dtn_wait(const struct dtn_client *cl, const char *id,
 		if (rc)
 			break;
 		st = dtn_state(cur);
+		sg_progress_update("sandbox %s is %s", id, st);
 		if (want ? dtn_in(want, st) : !dtn_in_transition(cur))
 			break;
 		if (strcmp(st, "error") == 0 || strcmp(st, "build_failed") == 0) {
@@ -1498,13 +1397,7 @@ static sg_err dtn_exec(struct sg_env *env, const struct sg_exec *x,
 	bool need_full = true, seen = false;
 	sg_err rc = SG_OK;
 
-	out->exit_code = -1;
-	out->signal = 0;
-	out->timed_out = false;
-	out->truncated = false;
-	out->duration_ms = 0;
-	sg_buf_reset(&out->out);
-	sg_buf_reset(&out->err);
+	sg_exec_result_reset(out);
 
 	snprintf(tok, sizeof(tok), "%s-%u", de->nonce, atomic_fetch_add(&de->seq, 1));
 	memcpy(mark, "sgmk-", 5);
@@ -2052,6 +1945,7 @@ static sg_err dtn_install_helper(struct dtn_env *de, const char *sha, bool have_
 			rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
 			goto out;
 		}
+		sg_progress_update("uploading sg-helper");
 		rc = dtn_upload(de, up, NULL, 0, &src, cancel, err);
 		if (rc)
 			goto out;
@@ -2102,7 +1996,7 @@ static sg_err dtn_setup(struct dtn_env *de, struct sg_cancel *cancel, struct sg_
 				fd < 0 ? strerror(errno) : "not a regular file of a sane size");
 		goto out;
 	}
-	rc = dtn_sha256_file(fd, sha, err);
+	rc = sg_sha256_fd_hex(fd, "sg-helper", sha, err);
 	if (rc)
 		goto out;
 	{
@@ -2227,7 +2121,9 @@ static sg_err dtn_obtain(struct dtn_env *de, json_t **dto, struct sg_cancel *can
 				return sg_err_set(err, SG_E_WORKSPACE_LOST,
 						  "the sandbox of identity \"%.60s\" (%s) is gone",
 						  env->identity, de->name);
+			sg_progress_begin("create", "creating sandbox %s", de->name);
 			rc = dtn_create(de, dto, cancel, err);
+			sg_progress_end(rc);
 			if (rc)
 				return rc;
 			sg_crashpoint("adapter:created");
@@ -2272,6 +2168,8 @@ static sg_err dtn_obtain(struct dtn_env *de, json_t **dto, struct sg_cancel *can
 	if (strcmp(dtn_state(*dto), "started") != 0) {
 		json_t *cur = NULL;
 
+		/* Closed by dtn_provision, whichever way this ends. */
+		sg_progress_begin("ready", "waiting for sandbox %s to start", env->id);
 		if (dtn_in_transition(*dto) &&
 		    strcmp(dtn_str(*dto, "desiredState") ? dtn_str(*dto, "desiredState") : "",
 			   "started") != 0) {
@@ -2331,6 +2229,7 @@ static sg_err dtn_provision(struct sg_env *env, struct sg_cancel *cancel,
 	if (!(de->name = dtn_name(env->identity)))
 		return sg_err_set(err, SG_E_INTERNAL, "out of memory");
 	rc = dtn_obtain(de, &dto, cancel, err);
+	sg_progress_end(rc); /* the "ready" wait, when there was one */
 	if (rc)
 		goto out;
 	if (dtn_num(dto, "cpu") < (double)want_cpu || dtn_num(dto, "memory") < (double)want_gib) {
@@ -2352,8 +2251,11 @@ static sg_err dtn_provision(struct sg_env *env, struct sg_cancel *cancel,
 		rc = dtn_relabel(de, dto, cancel, err);
 	if (!rc)
 		rc = dtn_toolbox_base(de, dto, cancel, err);
-	if (!rc)
+	if (!rc) {
+		sg_progress_begin("helper", "preparing sandbox %s", env->id);
 		rc = dtn_setup(de, cancel, err);
+		sg_progress_end(rc);
+	}
 	if (!rc && !(env->facts = dtn_facts(de, dto)))
 		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
 out:
@@ -2426,55 +2328,7 @@ out:
 	return rc;
 }
 
-static sg_err dtn_put_file(struct sg_env *env, const char *path, const void *data,
-			   size_t len, unsigned mode, struct sg_cancel *cancel,
-			   struct sg_errinfo *err)
-{
-	struct dtn_env *de = (struct dtn_env *)env;
-	struct sg_buf u = SG_BUF_INIT(SG_PATH_MAX * 4);
-	struct dtn_reply r = { 0 };
-	sg_err rc;
-
-	rc = dtn_upload(de, path, data, len, NULL, cancel, err);
-	if (rc)
-		return rc;
-	/* The files API has no mode on upload: a second call sets it. */
-	if (sg_buf_adds(&u, de->toolbox) || sg_buf_adds(&u, "/files/permissions?path=") ||
-	    dtn_urlenc(&u, path) || sg_buf_addf(&u, "&mode=%04o", mode & 07777)) {
-		sg_buf_release(&u);
-		return sg_err_set(err, SG_E_INTERNAL, "out of memory");
-	}
-	rc = dtn_do(&de->cl,
-		    &(struct dtn_call){ .method = "POST", .url = u.p, .idempotent = true,
-					.what = "setting a file's mode in the sandbox" },
-		    &r, cancel, err);
-	if (!rc && (r.status < 200 || r.status > 299))
-		rc = dtn_fail(&de->cl, "setting a file's mode in the sandbox", &r, SG_OK, err);
-	dtn_reply_release(&r);
-	sg_buf_release(&u);
-	return rc;
-}
-
-/* ---- probe, teardown, list, destroy, release ------------------------------- */
-
-static sg_err dtn_probe(struct sg_env *env, struct sg_cancel *cancel, struct sg_errinfo *err)
-{
-	struct dtn_env *de = (struct dtn_env *)env;
-	json_t *dto = NULL, *f;
-	sg_err rc = dtn_get(&de->cl, env->id, &dto, cancel, err);
-
-	if (rc == SG_E_NOT_FOUND)
-		return sg_err_set(err, SG_E_WORKSPACE_LOST, "sandbox %s is gone", env->id);
-	if (rc)
-		return rc;
-	f = dtn_facts(de, dto);
-	json_decref(dto);
-	if (!f)
-		return sg_err_set(err, SG_E_INTERNAL, "out of memory");
-	json_decref(env->facts);
-	env->facts = f;
-	return SG_OK;
-}
+/* ---- teardown, list, destroy, release ------------------------------- */
 
 static sg_err dtn_teardown(struct sg_env *env, enum sg_fate fate, struct sg_cancel *cancel,
 			   struct sg_errinfo *err)
@@ -2611,7 +2465,7 @@ static void dtn_release(struct sg_env *env)
 	free(de->base_dir);
 	free(de->run_dir);
 	free(de->proc_dir);
-	/* helper, ctl_dir and facts are the gateway's to free. */
+	sg_env_release_base(env);
 }
 
 /*
@@ -2651,14 +2505,13 @@ static void dtn_credentials(const struct sg_profile *p, json_t *out)
 
 const struct sg_adapter sg_adapter_daytona = {
 	.name = "daytona",
-	.caps = SG_CAP_FILES | SG_CAP_LIST | SG_CAP_PROBE,
+	.caps = SG_CAP_FILES | SG_CAP_LIST,
 	.env_size = sizeof(struct dtn_env),
+	.fields = dtn_fields,
 	.validate = dtn_validate,
 	.provision = dtn_provision,
 	.exec = dtn_exec,
 	.get_file = dtn_get_file,
-	.put_file = dtn_put_file,
-	.probe = dtn_probe,
 	.teardown = dtn_teardown,
 	.list = dtn_list,
 	.destroy = dtn_destroy,

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../adapters/exec.h"
 #include "../adapters/helper/helper.h"
 #include "../adapters/json.h"
 #include "base/limits.h"

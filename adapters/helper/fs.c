@@ -497,19 +497,24 @@ out:
 }
 
 /*
- * Stream the file once: every line is counted, and only the lines of the
- * window [first, end) are kept, up to max bytes (plus a few so that the
- * cut can be moved back to a character boundary).
+ * Stream the file once: only the lines of the window [first, end) are
+ * kept, up to max bytes (plus a few so that the cut can be moved back to a
+ * character boundary), and lines are counted as they pass.  Once the
+ * window is complete, reading goes on only to SG_READ_COUNT_MAX bytes in
+ * all: a 10-line read of a large file does not scan the whole file.  A
+ * count cut short is a lower bound, and the reply says total_lines_partial;
+ * size is then the file's size as opened (file_size).
  */
 static sg_err read_text(struct fs *c, int fd, const struct sg_buf *rel,
-			int64_t first, int64_t limit, int64_t max, bool raw)
+			int64_t first, int64_t limit, int64_t max, bool raw,
+			long long file_size)
 {
 	struct sg_buf text = SG_BUF_INIT((size_t)max + 4);
 	int64_t end = limit && limit <= INT64_MAX - first ? first + limit
 							  : INT64_MAX;
 	long long line = 1, size = 0, lines;
 	char *chunk = malloc(FS_CHUNK), last = '\n';
-	bool full = false, truncated;
+	bool full = false, truncated, partial = false;
 	size_t keep;
 	ssize_t n;
 	sg_err rc = SG_OK;
@@ -521,6 +526,10 @@ static sg_err read_text(struct fs *c, int fd, const struct sg_buf *rel,
 	for (;;) {
 		const char *p, *e, *nl;
 
+		if ((full || line >= end) && size >= (long long)SG_READ_COUNT_MAX) {
+			partial = size < file_size;
+			break;
+		}
 		n = read(fd, chunk, FS_CHUNK);
 		if (n < 0 && errno == EINTR)
 			continue;
@@ -548,7 +557,9 @@ static sg_err read_text(struct fs *c, int fd, const struct sg_buf *rel,
 	lines = line - 1 + (size && last != '\n');
 	keep = text.len > (size_t)max ? sg_utf8_clip(text.p, text.len, (size_t)max)
 				      : text.len;
-	truncated = keep < text.len || (limit && lines >= end);
+	truncated = keep < text.len || (limit && (lines >= end || partial));
+	if (partial)
+		size = file_size;
 	rc = sg_reply_ok(c->out);
 	if (!rc && !raw)
 		rc = kv_strn(c->out, "content", text.p, keep);
@@ -558,6 +569,8 @@ static sg_err read_text(struct fs *c, int fd, const struct sg_buf *rel,
 		rc = kv_int(c->out, "size", size);
 	if (!rc)
 		rc = kv_int(c->out, "total_lines", lines);
+	if (!rc && partial)
+		rc = kv_bool(c->out, "total_lines_partial", true);
 	if (!rc)
 		rc = kv_bool(c->out, "truncated", truncated);
 	if (!rc)
@@ -616,7 +629,8 @@ static sg_err fs_read(struct fs *c)
 	if (b64)
 		rc = read_base64(c, fd, &rel, max);
 	else
-		rc = read_text(c, fd, &rel, offset ? offset : 1, limit, max, raw);
+		rc = read_text(c, fd, &rel, offset ? offset : 1, limit, max, raw,
+			       (long long)st.st_size);
 out:
 	close_fd(&fd);
 	sg_buf_release(&rel);

@@ -401,6 +401,19 @@ static void test_read_big(void **state)
 	assert_int_equal(num(f, "total_lines"), 200000);
 	assert_int_equal(num(f, "size"), (json_int_t)len);
 	assert_true(flag(f, "truncated"));
+	assert_null(json_object_get(f->reply, "total_lines_partial"));
+
+	/*
+	 * Ten lines of a file larger than SG_READ_COUNT_MAX: the count stops
+	 * there, and says it is a lower bound.
+	 */
+	assert_true(len > SG_READ_COUNT_MAX);
+	run(f, "read", "big.txt", "--limit", "10", NULL);
+	assert_string_equal(str(f, "content"), "1\n2\n3\n4\n5\n6\n7\n8\n9\n10\n");
+	assert_true(flag(f, "total_lines_partial"));
+	assert_true(num(f, "total_lines") >= 10 && num(f, "total_lines") < 200000);
+	assert_int_equal(num(f, "size"), (json_int_t)len);
+	assert_true(flag(f, "truncated"));
 
 	/* Default window: clipped at SG_TOOL_OUTPUT bytes. */
 	run(f, "read", "big.txt", "--max", "1000", NULL);
