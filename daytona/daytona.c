@@ -104,6 +104,7 @@
 #include "base/hex.h"
 #include "base/limits.h"
 #include "base/log.h"
+#include "base/progress.h"
 #include "base/strv.h"
 #include "base/utf8.h"
 #include "api.h"
@@ -519,6 +520,7 @@ static sg_err dtn_wait(const struct dtn_client *cl, const char *id,
 		if (rc)
 			break;
 		st = dtn_state(cur);
+		sg_progress_update("sandbox %s is %s", id, st);
 		if (want ? dtn_in(want, st) : !dtn_in_transition(cur))
 			break;
 		if (strcmp(st, "error") == 0 || strcmp(st, "build_failed") == 0) {
@@ -1963,6 +1965,7 @@ static sg_err dtn_install_helper(struct dtn_env *de, const char *sha, bool have_
 			rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
 			goto out;
 		}
+		sg_progress_update("uploading sg-helper");
 		rc = dtn_upload(de, up, NULL, 0, &src, cancel, err);
 		if (rc)
 			goto out;
@@ -2140,7 +2143,9 @@ static sg_err dtn_obtain(struct dtn_env *de, json_t **dto, struct sg_cancel *can
 				return sg_err_set(err, SG_E_WORKSPACE_LOST,
 						  "the sandbox of identity \"%.60s\" (%s) is gone",
 						  env->identity, de->name);
+			sg_progress_begin("create", "creating sandbox %s", de->name);
 			rc = dtn_create(de, dto, cancel, err);
+			sg_progress_end(rc);
 			if (rc)
 				return rc;
 			sg_crashpoint("adapter:created");
@@ -2185,6 +2190,8 @@ static sg_err dtn_obtain(struct dtn_env *de, json_t **dto, struct sg_cancel *can
 	if (strcmp(dtn_state(*dto), "started") != 0) {
 		json_t *cur = NULL;
 
+		/* Closed by dtn_provision, whichever way this ends. */
+		sg_progress_begin("ready", "waiting for sandbox %s to start", env->id);
 		if (dtn_in_transition(*dto) &&
 		    strcmp(dtn_str(*dto, "desiredState") ? dtn_str(*dto, "desiredState") : "",
 			   "started") != 0) {
@@ -2244,6 +2251,7 @@ static sg_err dtn_provision(struct sg_env *env, struct sg_cancel *cancel,
 	if (!(de->name = dtn_name(env->identity)))
 		return sg_err_set(err, SG_E_INTERNAL, "out of memory");
 	rc = dtn_obtain(de, &dto, cancel, err);
+	sg_progress_end(rc); /* the "ready" wait, when there was one */
 	if (rc)
 		goto out;
 	if (dtn_num(dto, "cpu") < (double)want_cpu || dtn_num(dto, "memory") < (double)want_gib) {
@@ -2265,8 +2273,11 @@ static sg_err dtn_provision(struct sg_env *env, struct sg_cancel *cancel,
 		rc = dtn_relabel(de, dto, cancel, err);
 	if (!rc)
 		rc = dtn_toolbox_base(de, dto, cancel, err);
-	if (!rc)
+	if (!rc) {
+		sg_progress_begin("helper", "preparing sandbox %s", env->id);
 		rc = dtn_setup(de, cancel, err);
+		sg_progress_end(rc);
+	}
 	if (!rc && !(env->facts = dtn_facts(de, dto)))
 		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
 out:

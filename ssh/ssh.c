@@ -92,6 +92,7 @@
 #include "base/hex.h"
 #include "base/limits.h"
 #include "base/log.h"
+#include "base/progress.h"
 #include "base/strv.h"
 #include "../adapters/digest.h"
 #include "../adapters/exec.h"
@@ -1325,7 +1326,9 @@ static sg_err ssh_provision(struct sg_env *env, struct sg_cancel *cancel,
 		goto out;
 
 	/* 1. The master connection: host key, login. */
+	sg_progress_begin("connect", "logging in to %s", where);
 	rc = sshb_master_ensure(se, cancel, err);
+	sg_progress_end(rc);
 	if (rc)
 		goto out;
 
@@ -1441,6 +1444,7 @@ static sg_err ssh_provision(struct sg_env *env, struct sg_cancel *cancel,
 			rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
 			goto out;
 		}
+		sg_progress_begin("helper", "uploading sg-helper to %s", where);
 		rc = sshb_script(se, sshb_upload_sh, (const char *[]){ cache, sum, NULL },
 				 helper, helper_len, SG_SSH_UPLOAD_MS, &r, cancel, err);
 		free(cache);
@@ -1448,6 +1452,7 @@ static sg_err ssh_provision(struct sg_env *env, struct sg_cancel *cancel,
 			rc = sg_err_set(err, SG_E_PROVIDER,
 					"sg-helper could not be installed on %s: %.160s",
 					where, r.err.p);
+		sg_progress_end(rc);
 		if (rc)
 			goto out;
 		uploaded = true;
