@@ -16,9 +16,13 @@
  *    not know about.
  *  - A failure sets exactly one sentence on the struct sg_errinfo and
  *    returns its code.  The sentence never contains a credential.
- *  - Never fail open.  A profile field the backend cannot enforce is refused
- *    by validate() with SG_E_UNSUPPORTED naming the field; a persistent
- *    environment that is gone is SG_E_WORKSPACE_LOST, never a fresh one.
+ *  - Never fail open.  Each adapter declares, in its `fields` table, every
+ *    profile field it honours; the config layer refuses every other field
+ *    for that backend, in one place (config.c), before validate() runs.
+ *    validate() refuses the *values* a declared field may take that this
+ *    backend or host cannot enforce (SG_E_UNSUPPORTED naming the field);
+ *    a persistent environment that is gone is SG_E_WORKSPACE_LOST, never a
+ *    fresh one.
  *  - Nothing leaks.  Remote resources are tagged with the identity, session,
  *    creation time and expiry, get a provider-side lifetime as a backstop,
  *    and a provision() that fails halfway deletes what it made; when it
@@ -58,10 +62,11 @@
  * SG_CAP_HOST_FS and env->host_root; the gateway then runs the same helper
  * code in-process and skips the round trip.
  *
- * Writing a sixth adapter: copy adapters/local/local.c's shape, fill one
- * `const struct sg_adapter sg_adapter_<name>`, list it in registry.c under
- * SG_WITH_<NAME>, and run the end-to-end suite against a profile for it
- * (tests/e2e/README.md).
+ * Writing a sixth adapter: see adapters/README.md.  In short, one folder
+ * with one `const struct sg_adapter sg_adapter_<name>` (its `fields` table
+ * included), its name added to SG_BACKENDS in the top CMakeLists.txt (the
+ * registry is generated from that list), and the end-to-end suite run
+ * against a profile for it (tests/e2e/README.md).
  */
 #ifndef SG_ADAPTER_H
 #define SG_ADAPTER_H
@@ -85,7 +90,7 @@ enum sg_network {
 
 /*
  * One validated profile, merged with the binding's `environment` (which can
- * only narrow it).  Field names are the host's (protocol-v4.md 8.1).  Strings
+ * only narrow it).  Field names are the host's (docs/protocol.md).  Strings
  * are NULL when absent; numbers are 0 when absent.  Owned by the gateway and
  * valid for the environment's whole life; adapters only read it.
  */
@@ -111,6 +116,61 @@ struct sg_profile {
 	/* The whole profile object, for backend-specific fields (borrowed). */
 	json_t *raw;
 };
+
+/*
+ * Is field listed in p->best_effort?  For validate() and provision(),
+ * which may accept a value they cannot enforce only then (adapters/fields.c).
+ */
+bool sg_profile_best_effort(const struct sg_profile *p, const char *field);
+
+/* ---- Profile fields: what an adapter honours ----------------------------- */
+
+/*
+ * One entry of an adapter's `fields` table.  A field of config.c's table
+ * (config/README.md) needs only its name: the config layer checks its type.
+ * A field of the backend's own (read from profile->raw) gives its type, so
+ * the config layer checks that too, and the adapter reads it without
+ * checking again.
+ */
+enum sg_field_type {
+	SG_FIELD_GENERIC = 0, /* one of config.c's fields */
+	SG_FIELD_STRING,      /* the backend's own: a non-empty string */
+	SG_FIELD_INT,         /* the backend's own: an integer in [min, max] */
+	SG_FIELD_ARRAY,       /* the backend's own: a JSON array */
+};
+
+enum {
+	/*
+	 * The backend enforces this field only where the host or provider
+	 * allows (a cgroup, bubblewrap, a provider's limits): validate() or
+	 * provision() refuse what they cannot enforce, unless the profile
+	 * lists the field in best_effort.  Only such fields, and fields the
+	 * backend does not honour at all, may be listed there.
+	 */
+	SG_FIELD_PARTIAL = 1 << 0,
+};
+
+struct sg_field {
+	const char *name;
+	enum sg_field_type type;
+	unsigned flags;       /* SG_FIELD_* */
+	int64_t min, max;     /* SG_FIELD_INT */
+};
+
+/*
+ * A table's entries, e.g.
+ *   static const struct sg_field acme_fields[] = {
+ *	SG_FIELD("image"), SG_FIELD_BEST_EFFORT("network"),
+ *	SG_FIELD_OWN_STRING("region"), SG_FIELD_OWN_INT("poll_ms", 100, 60000),
+ *	SG_FIELDS_END,
+ *   };
+ */
+#define SG_FIELD(n) { (n), SG_FIELD_GENERIC, 0, 0, 0 }
+#define SG_FIELD_BEST_EFFORT(n) { (n), SG_FIELD_GENERIC, SG_FIELD_PARTIAL, 0, 0 }
+#define SG_FIELD_OWN_STRING(n) { (n), SG_FIELD_STRING, 0, 0, 0 }
+#define SG_FIELD_OWN_INT(n, lo, hi) { (n), SG_FIELD_INT, 0, (lo), (hi) }
+#define SG_FIELD_OWN_ARRAY(n) { (n), SG_FIELD_ARRAY, 0, 0, 0 }
+#define SG_FIELDS_END { NULL, 0, 0, 0, 0 }
 
 /* ---- Environments ------------------------------------------------------ */
 
@@ -149,6 +209,11 @@ struct sg_env {
 	 * malloc; freed with the env.
 	 */
 	char *probe;
+	/*
+	 * Commands see a /tmp of the environment's own (never one shared
+	 * with the host's other users): standard mode may then write it.
+	 */
+	bool own_tmp;
 	char *host_root; /* SG_CAP_HOST_FS: root's directory on this host */
 	char *host_ctl;  /* SG_CAP_HOST_FS: ctl_dir's directory on this host */
 	/*
@@ -208,13 +273,21 @@ struct sg_exec_result {
 	bool timed_out;     /* killed because timeout_ms passed */
 	bool truncated;     /* out was clipped at max_output */
 	int64_t duration_ms;
-	struct sg_buf out;  /* stdout (and stderr with SG_EXEC_MERGE) */
+	struct sg_buf out;  /* stdout (and stderr with SG_EXEC_MERGE): its head */
 	struct sg_buf err;  /* stderr, clipped to SG_HELPER_STDERR */
+	/*
+	 * Set by the caller after init: keep the newest max_output/2 bytes
+	 * too, so a long log's last lines survive (run_command, git).  Then,
+	 * when truncated, `tail` holds them in order, `total` counts every
+	 * byte of output and `lines` every newline in it.  Adapters fill
+	 * these through sg_exec_capture() or set them themselves.
+	 */
+	bool keep_tail;
+	struct sg_buf tail;
+	uint64_t total, lines;
+	size_t ring_pos;    /* sg_exec_capture's write position in tail */
 };
 
-/* Prepare r for exec() with a capture bound; release with the next call. */
-void sg_exec_result_init(struct sg_exec_result *r, size_t max_output);
-void sg_exec_result_release(struct sg_exec_result *r);
 
 /* What teardown() should do with the environment. */
 enum sg_fate {
@@ -240,9 +313,8 @@ typedef int (*sg_env_list_cb)(const struct sg_env_info *info, void *payload);
 
 enum {
 	SG_CAP_HOST_FS = 1 << 0,   /* env->host_root is valid; files are local */
-	SG_CAP_FILES = 1 << 1,     /* get_file and put_file */
+	SG_CAP_FILES = 1 << 1,     /* get_file */
 	SG_CAP_LIST = 1 << 2,      /* list and destroy */
-	SG_CAP_PROBE = 1 << 3,     /* probe */
 };
 
 struct sg_adapter {
@@ -251,11 +323,22 @@ struct sg_adapter {
 	size_t env_size;  /* sizeof the adapter's env struct, >= sizeof(struct sg_env) */
 
 	/*
-	 * Refuse, before anything is created, every profile field this backend
-	 * cannot enforce (SG_E_UNSUPPORTED, naming the field and the backend)
-	 * or that is malformed for it (SG_E_INVALID_ARGUMENT).  Fields listed in
-	 * profile->best_effort may be accepted without enforcement.  Pure: no
-	 * I/O beyond looking at this host.  Mandatory.
+	 * The profile fields this backend honours, ended by { NULL }.  The
+	 * config layer refuses every other field of a profile for this backend
+	 * (an unknown name is SG_E_INVALID_ARGUMENT, a known field left out
+	 * here SG_E_UNSUPPORTED unless best_effort lists it), so an adapter
+	 * never sees a field it did not declare.  Fields the gateway itself
+	 * implements (forward_env, shutdown_timeout_ms, best_effort, and the
+	 * host's own entries) are never listed.  Mandatory.
+	 */
+	const struct sg_field *fields;
+
+	/*
+	 * Refuse, before anything is created, the values of declared fields
+	 * this backend cannot enforce (SG_E_UNSUPPORTED, naming the field and
+	 * the backend) or that are malformed for it (SG_E_INVALID_ARGUMENT).
+	 * Fields listed in profile->best_effort may be accepted without
+	 * enforcement.  Pure: no I/O beyond looking at this host.  Mandatory.
 	 */
 	sg_err (*validate)(const struct sg_profile *p, struct sg_errinfo *err);
 
@@ -284,24 +367,15 @@ struct sg_adapter {
 		       struct sg_errinfo *err);
 
 	/*
-	 * Optional native file transfer (SG_CAP_FILES).  get_file writes at
-	 * most max bytes of the file at path (inside the environment) to fd,
-	 * SG_E_TOO_LARGE beyond; put_file creates or replaces it with mode.
-	 * Containment is the gateway's job: paths arrive already checked.
+	 * Optional native file download (SG_CAP_FILES), used by exports: write
+	 * at most max bytes of the file at path (inside the environment) to
+	 * fd, SG_E_TOO_LARGE beyond.  Without it, exports read through exec()
+	 * and sg-helper.  Containment is the gateway's job: paths arrive
+	 * already checked.
 	 */
 	sg_err (*get_file)(struct sg_env *env, const char *path, int fd,
 			   size_t max, struct sg_cancel *cancel,
 			   struct sg_errinfo *err);
-	sg_err (*put_file)(struct sg_env *env, const char *path,
-			   const void *data, size_t len, unsigned mode,
-			   struct sg_cancel *cancel, struct sg_errinfo *err);
-
-	/*
-	 * Optional (SG_CAP_PROBE): refresh env->facts from the provider (for
-	 * sandgate probe).  Facts are observed, never inferred from a name.
-	 */
-	sg_err (*probe)(struct sg_env *env, struct sg_cancel *cancel,
-			struct sg_errinfo *err);
 
 	/*
 	 * Keep, remove or let go of the environment as fate says, within the
@@ -323,7 +397,13 @@ struct sg_adapter {
 			  const char *id, struct sg_cancel *cancel,
 			  struct sg_errinfo *err);
 
-	/* Free the adapter's local state (never remote calls).  Cannot fail. */
+	/*
+	 * Free everything provision() allocated, the struct sg_env fields it
+	 * set included (sg_env_release_base() frees those), but not the env
+	 * itself, which the gateway frees.  Never remote calls.  Called once
+	 * after teardown(), or after a provision() that failed.  Cannot fail.
+	 * Mandatory.
+	 */
 	void (*release)(struct sg_env *env);
 
 	/*
@@ -346,6 +426,20 @@ struct sg_adapter {
 	 */
 	size_t (*credential_env)(const json_t *raw, const char **names, size_t max);
 };
+
+/*
+ * Free the struct sg_env fields provision() sets (helper, ctl_dir,
+ * host_root, host_ctl, facts) and clear them: the common part of every
+ * release() (adapters/fields.c).
+ */
+void sg_env_release_base(struct sg_env *env);
+
+/*
+ * The entry for name in a field table (an adapter's `fields`), or NULL
+ * (adapters/fields.c).
+ */
+const struct sg_field *sg_field_in(const struct sg_field *table,
+				   const char *name);
 
 /* The adapter for a backend name, or NULL (registry.c). */
 const struct sg_adapter *sg_adapter_find(const char *name);

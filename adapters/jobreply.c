@@ -59,6 +59,8 @@ static sg_err job_head(const struct sg_job_line *l, const struct sg_exec *x, boo
 		rc = job_opt_n(w, "--max-out", (long long)x->max_output);
 	if (!rc)
 		rc = job_opt_n(w, "--max-err", (long long)SG_HELPER_STDERR);
+	if (!rc && l->keep_tail)
+		rc = job_word(w, "--keep-tail");
 	if (!rc && l->tie)
 		rc = job_word(w, "--tie");
 	if (!rc && l->rm && !attach)
@@ -94,6 +96,8 @@ sg_err sg_job_words(const struct sg_job_line *l, const struct sg_exec *x,
 		rc = job_opt(start, "--bind", l->bind);
 	if (!rc && l->bind && l->bind_to)
 		rc = job_opt(start, "--bind-to", l->bind_to);
+	if (!rc && l->bind && l->tmp)
+		rc = job_opt(start, "--tmp", l->tmp);
 	if (!rc && l->netns)
 		rc = job_word(start, "--netns");
 	if (!rc && l->cgroups && l->cgroups[0])
@@ -175,13 +179,18 @@ static void job_status(struct sg_job_reply *r, const char *line, size_t len)
 		fields[i][flen] = '\0';
 		p = bar + 1;
 		if (i == 2) {
-			char size[32];
+			char size[64], *bar2;
 			size_t slen = (size_t)(end - p) < sizeof(size) - 1 ? (size_t)(end - p)
 									  : sizeof(size) - 1;
 
 			memcpy(size, p, slen);
 			size[slen] = '\0';
 			r->out_size = strtoll(size, NULL, 10);
+			/* The optional fifth field: stdout's lines (--keep-tail). */
+			if ((bar2 = strchr(size, '|'))) {
+				r->out_lines = strtoll(bar2 + 1, NULL, 10);
+				r->has_lines = true;
+			}
 		}
 	}
 	r->exit_code = -1;
@@ -243,10 +252,28 @@ void sg_job_status(const struct sg_job_reply *r, size_t max_output,
 		sg_buf_add_clipped(&out->err, "sandgate: the command was killed\n", 33);
 }
 
+size_t sg_job_tail(const struct sg_job_reply *r, const char *text, size_t max_output,
+		   struct sg_exec_result *out)
+{
+	size_t keep = r->head_len, head = max_output - max_output / 2;
+
+	if (!out->keep_tail || !r->has_lines || (unsigned long long)r->out_size <= max_output)
+		return keep;
+	/* sg-helper job sent the head, then the tail (--keep-tail). */
+	out->truncated = true;
+	out->total = (uint64_t)r->out_size;
+	out->lines = (uint64_t)r->out_lines;
+	if (keep > head) {
+		sg_buf_add_clipped(&out->tail, text + head, keep - head);
+		keep = head;
+	}
+	return keep;
+}
+
 void sg_job_result(const struct sg_job_reply *r, const char *text, size_t len,
 		   size_t max_output, struct sg_exec_result *out)
 {
-	size_t keep = r->head_len;
+	size_t keep = sg_job_tail(r, text, max_output, out);
 
 	if (keep > max_output)
 		keep = sg_utf8_clip(text, keep, max_output);

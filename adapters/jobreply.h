@@ -6,14 +6,16 @@
  * command line and reads its reply back, so the two cannot drift apart.
  * The reply is plain text:
  *
- *   <stdout head>\n<mark> done <x>|<st>|<to>|<stdout size>\n<stderr head>
+ *   <stdout head>\n<mark> done <x>|<st>|<to>|<stdout size>[|<lines>]\n<stderr head>
  *
  * or "\n<mark> pending\n" (ask again with --attach) or "\n<mark> missing\n"
  * (no job has this prefix).  The mark is the caller's random word, so its
  * last appearance after a newline is the trailer whatever the command
  * printed.  <x> is the runner's status in the shell's convention, <st>
  * "exit N" or "signal N" (the real wait status), <to> "1" when the runner's
- * timer killed the command.
+ * timer killed the command.  With --keep-tail and stdout over --max-out,
+ * "stdout head" is its head (max-out - max-out/2 bytes) then its tail, and
+ * the trailer's fifth field counts stdout's lines.
  *
  * Invariants: the words are quoted for a POSIX shell (sg_shquote) and
  * appended to caller-owned buffers; nothing here allocates what outlives a
@@ -62,8 +64,11 @@ struct sg_job_line {
 	bool rm;
 	/* Shown at bind_to in a mount namespace of its own, or NULL. */
 	const char *bind, *bind_to;
+	const char *tmp;     /* with bind: shown on /tmp too, or NULL */
 	bool netns;          /* a network namespace of its own */
 	const char *cgroups; /* cgroup.procs files to join, a line each */
+	/* Stdout over max_output keeps its tail too (exec's keep_tail). */
+	bool keep_tail;
 };
 
 /*
@@ -98,6 +103,8 @@ struct sg_job_reply {
 	size_t head_len;    /* stdout's head: text[0, head_len) */
 	size_t err_at;      /* stderr's head: text[err_at, len) (done only) */
 	long long out_size; /* all of stdout, as the job measured it */
+	long long out_lines; /* its newlines, when has_lines (--keep-tail) */
+	bool has_lines;
 	int exit_code;      /* -1 with a signal */
 	int signal;
 	bool timed_out;
@@ -115,9 +122,18 @@ void sg_job_status(const struct sg_job_reply *r, size_t max_output,
 		   struct sg_exec_result *out);
 
 /*
+ * A --keep-tail job's stdout over max_output (asked by out->keep_tail):
+ * its tail, text[head, head_len), appended to out->tail; out->total,
+ * out->lines and truncated set.  Returns how much of text is stdout's
+ * head: max_output - max_output/2 then, else head_len.
+ */
+size_t sg_job_tail(const struct sg_job_reply *r, const char *text, size_t max_output,
+		   struct sg_exec_result *out);
+
+/*
  * Fill out from a done reply: status fields, stdout's head (clipped to
- * max_output), truncated, and stderr's head.  out's buffers are appended
- * to, not reset.
+ * max_output), truncated, stderr's head, and the tail (sg_job_tail).
+ * out's buffers are appended to, not reset.
  */
 void sg_job_result(const struct sg_job_reply *r, const char *text, size_t len,
 		   size_t max_output, struct sg_exec_result *out);

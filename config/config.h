@@ -2,7 +2,7 @@
  * config.h - sandgate's config file: named profiles, validated once.
  *
  * The file mirrors the host's `execution_environments` block
- * (protocol-v4.md 8.0):  {"default": NAME, "profiles": {NAME: {...}}}.
+ * (docs/protocol.md 4.2):  {"default": NAME, "profiles": {NAME: {...}}}.
  * Field names are the host's (8.1).  Backend-specific fields are kept in
  * profile->raw for the adapter to read and checked by its validate().
  *

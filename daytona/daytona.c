@@ -93,7 +93,6 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <openssl/evp.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -103,13 +102,17 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../adapters/digest.h"
+#include "../adapters/exec.h"
 #include "../adapters/http.h"
 #include "../adapters/install.h"
 #include "../adapters/jobreply.h"
 #include "../adapters/shquote.h"
 #include "base/crash.h"
+#include "base/hex.h"
 #include "base/limits.h"
 #include "base/log.h"
+#include "base/progress.h"
 #include "base/strv.h"
 #include "base/utf8.h"
 #include "api.h"
@@ -227,17 +230,6 @@ static const char dtn_procs_sh[] =
 
 /* ---- Small helpers ------------------------------------------------------- */
 
-static void dtn_hex(const unsigned char *b, size_t n, char *out)
-{
-	static const char hex[] = "0123456789abcdef";
-
-	for (size_t i = 0; i < n; i++) {
-		out[2 * i] = hex[b[i] >> 4];
-		out[2 * i + 1] = hex[b[i] & 15];
-	}
-	out[2 * n] = '\0';
-}
-
 /* n random bytes as 2n hex digits into out[2n+1]. */
 static void dtn_random_hex(char *out, size_t n)
 {
@@ -252,19 +244,9 @@ static void dtn_random_hex(char *out, size_t n)
 		for (size_t i = 0; i < n; i++)
 			b[i] = (unsigned char)(t >> (8 * (i % 8))) ^ (unsigned char)i;
 	}
-	dtn_hex(b, n, out);
+	sg_hex(b, n, out);
 }
 
-static bool dtn_sha256(const void *data, size_t n, char out[65])
-{
-	unsigned char md[EVP_MAX_MD_SIZE];
-	unsigned int len = 0;
-
-	if (!EVP_Digest(data, n, md, &len, EVP_sha256(), NULL) || len != 32)
-		return false;
-	dtn_hex(md, 32, out);
-	return true;
-}
 
 /*
  * The sandbox name for an identity: readable (lower-case letters, digits
@@ -276,7 +258,7 @@ static char *dtn_name(const char *identity)
 	char digest[65], slug[DTN_NAME_SLUG + 1], *name = NULL;
 	size_t n = 0;
 
-	if (!dtn_sha256(identity, strlen(identity), digest))
+	if (!sg_sha256_hex(identity, strlen(identity), digest))
 		return NULL;
 	for (const char *p = identity; *p && n < DTN_NAME_SLUG; p++) {
 		char c = *p;
@@ -355,21 +337,21 @@ static int64_t dtn_raw_int(const struct sg_profile *p, const char *key, int64_t 
 
 /* ---- validate ------------------------------------------------------------ */
 
-/* Fields sandgate itself knows (config.c's table): not ours to refuse. */
-static const char *const dtn_generic[] = {
-	"backend", "image", "snapshot", "workspace", "user", "host_workspace",
-	"host", "identity_file", "known_hosts_file", "worker", "python",
-	"persistent", "shared", "mount_read_only", "network", "cpus",
-	"memory_mb", "port", "lifetime_seconds", "shutdown_timeout_ms",
-	"forward_env", "best_effort", "command", "shutdown_grace_ms", NULL,
-};
-
-/* The daytona backend's own fields (README.md). */
-static const char *const dtn_own_strings[] = {
-	"target", "target_env", "api_key_env", "api_url_env", NULL,
-};
-static const char *const dtn_own_ints[] = {
-	"toolbox_timeout_ms", "keepalive_ms", NULL,
+/*
+ * The profile fields the daytona backend honours (adapter.h), its own
+ * (README.md) with their types; the config layer refuses every other one.
+ * IPv6 allow entries cannot be expressed: network may be best-effort.
+ * `workspace` is accepted for the host's sake and changes nothing:
+ * commands see the workspace at binding.root (docs/daytona.md).
+ */
+static const struct sg_field dtn_fields[] = {
+	SG_FIELD("image"), SG_FIELD("snapshot"), SG_FIELD("workspace"),
+	SG_FIELD("user"), SG_FIELD("persistent"), SG_FIELD("shared"),
+	SG_FIELD_BEST_EFFORT("network"), SG_FIELD("cpus"), SG_FIELD("memory_mb"),
+	SG_FIELD_OWN_STRING("target"), SG_FIELD_OWN_STRING("target_env"),
+	SG_FIELD_OWN_STRING("api_key_env"), SG_FIELD_OWN_STRING("api_url_env"),
+	SG_FIELD_OWN_INT("toolbox_timeout_ms", 2000, INT32_MAX),
+	SG_FIELD_OWN_INT("keepalive_ms", 1000, INT32_MAX), SG_FIELDS_END,
 };
 
 static bool dtn_in(const char *const *list, const char *s)
@@ -415,7 +397,7 @@ static sg_err dtn_allow_lists(const struct sg_profile *p, struct sg_buf *cidrs,
 		const char *e = p->network_allow[i];
 
 		if (strchr(e, ':')) {
-			if (!dtn_best_effort(p, "network"))
+			if (!sg_profile_best_effort(p, "network"))
 				return sg_err_set(err, SG_E_UNSUPPORTED,
 						  "network allow entry \"%.60s\" (profile \"%s\"): the daytona backend can allow IPv4 ranges and domains only",
 						  e, p->name);
@@ -452,29 +434,10 @@ static sg_err dtn_allow_lists(const struct sg_profile *p, struct sg_buf *cidrs,
 
 static sg_err dtn_validate(const struct sg_profile *p, struct sg_errinfo *err)
 {
-	static const char *const foreign[] = { "host_workspace", "host", "identity_file",
-					       "known_hosts_file", NULL };
-	const char *values[] = { p->host_workspace, p->host, p->identity_file,
-				 p->known_hosts_file, NULL };
 	struct sg_buf cidrs = SG_BUF_INIT(SG_KiB * 4), domains = SG_BUF_INIT(SG_KiB * 4);
 	struct dtn_client cl;
-	const char *k;
-	json_t *v;
 	sg_err rc;
 
-	for (size_t i = 0; foreign[i]; i++)
-		if (values[i] && !dtn_best_effort(p, foreign[i]))
-			return sg_err_set(err, SG_E_UNSUPPORTED,
-					  "field \"%s\" (profile \"%s\") cannot be honoured by the daytona backend",
-					  foreign[i], p->name);
-	if (p->port && !dtn_best_effort(p, "port"))
-		return sg_err_set(err, SG_E_UNSUPPORTED,
-				  "field \"port\" (profile \"%s\") cannot be honoured by the daytona backend",
-				  p->name);
-	if (p->mount_read_only && !dtn_best_effort(p, "mount_read_only"))
-		return sg_err_set(err, SG_E_UNSUPPORTED,
-				  "field \"mount_read_only\" (profile \"%s\") cannot be enforced by the daytona backend: the workspace lives inside the sandbox",
-				  p->name);
 	if (p->image && p->snapshot)
 		return sg_err_set(err, SG_E_INVALID_ARGUMENT,
 				  "profile \"%s\" sets both image and snapshot; Daytona creates a sandbox from one of them",
@@ -482,33 +445,6 @@ static sg_err dtn_validate(const struct sg_profile *p, struct sg_errinfo *err)
 	if (p->image && strpbrk(p->image, "\r\n"))
 		return sg_err_set(err, SG_E_INVALID_ARGUMENT,
 				  "field \"image\" (profile \"%s\") holds a line break", p->name);
-	if (json_is_object(p->raw)) {
-		json_object_foreach(p->raw, k, v) {
-			if (dtn_in(dtn_generic, k))
-				continue;
-			if (dtn_in(dtn_own_strings, k)) {
-				if (!json_is_string(v) || !json_string_length(v))
-					return sg_err_set(err, SG_E_INVALID_ARGUMENT,
-							  "field \"%s\" (profile \"%s\") must be a non-empty string",
-							  k, p->name);
-				continue;
-			}
-			if (dtn_in(dtn_own_ints, k)) {
-				int64_t n = json_is_integer(v) ? json_integer_value(v) : -1;
-				int64_t min = strcmp(k, "toolbox_timeout_ms") == 0 ? 2000 : 1000;
-
-				if (n < min || n > INT32_MAX)
-					return sg_err_set(err, SG_E_INVALID_ARGUMENT,
-							  "field \"%s\" (profile \"%s\") must be an integer from %lld to %d milliseconds",
-							  k, p->name, (long long)min, INT32_MAX);
-				continue;
-			}
-			if (!dtn_best_effort(p, k))
-				return sg_err_set(err, SG_E_UNSUPPORTED,
-						  "field \"%s\" (profile \"%s\") is not known to the daytona backend",
-						  k, p->name);
-		}
-	}
 	rc = dtn_allow_lists(p, &cidrs, &domains, err);
 	sg_buf_release(&cidrs);
 	sg_buf_release(&domains);
@@ -641,6 +577,7 @@ static sg_err dtn_wait(const struct dtn_client *cl, const char *id,
 			polled = true;
 		}
 		st = dtn_state(cur);
+		sg_progress_update("sandbox %s is %s", id, st);
 		if (want ? dtn_in(want, st) : !dtn_in_transition(cur))
 			break;
 		if (strcmp(st, "error") == 0 || strcmp(st, "build_failed") == 0) {
@@ -1246,12 +1183,12 @@ static void dtn_kill(struct dtn_env *de, const char *dir)
  */
 static sg_err dtn_job_words(const struct dtn_env *de, const struct sg_exec *x,
 			    const char *dir, const char *mark, const char *gc, const char *in_vars,
-			    const char *in_file, struct sg_buf *start, struct sg_buf *attach,
-			    struct sg_errinfo *err)
+			    const char *in_file, bool keep_tail, struct sg_buf *start,
+			    struct sg_buf *attach, struct sg_errinfo *err)
 {
 	struct sg_job_line l = {
 		.helper = de->base.helper, .dir = dir, .mark = mark, .wait_ms = de->wait_ms,
-		.stdin_vars = in_vars, .stdin_file = in_file, .gc = gc,
+		.stdin_vars = in_vars, .stdin_file = in_file, .gc = gc, .keep_tail = keep_tail,
 	};
 	sg_err rc = sg_job_words(&l, x, de->base.root, start, attach);
 
@@ -1311,6 +1248,7 @@ struct dtn_job {
 	char *command;         /* the starting command text, when SG_X cannot be a variable */
 	char *upload;          /* where stdin was uploaded, or NULL */
 	bool in_vars;          /* stdin travels in variables */
+	bool keep_tail;        /* the caller keeps a long output's tail */
 };
 
 static void dtn_job_release(struct dtn_job *j)
@@ -1336,9 +1274,11 @@ static sg_err dtn_job_prepare(struct dtn_env *de, const struct sg_exec *x, const
 {
 	struct sg_buf start_w = SG_BUF_INIT(SG_MAX_FRAME * 2), attach_w = SG_BUF_INIT(SG_PATH_MAX * 8),
 		      names = SG_BUF_INIT(SG_KiB);
+	bool keep_tail = j->keep_tail; /* the caller's, kept across the reset */
 	sg_err rc = SG_OK;
 
 	memset(j, 0, sizeof(*j));
+	j->keep_tail = keep_tail;
 	j->full = json_object();
 	j->attach = json_object();
 	if (!j->full || !j->attach) {
@@ -1377,6 +1317,7 @@ static sg_err dtn_job_prepare(struct dtn_env *de, const struct sg_exec *x, const
 		}
 	}
 	rc = dtn_job_words(de, x, dir, mark, garbage, j->in_vars ? names.p : NULL, j->upload,
+			   j->keep_tail,
 			   &start_w, &attach_w, err);
 	if (rc)
 		goto out;
@@ -1404,7 +1345,7 @@ static sg_err dtn_exec(struct sg_env *env, const struct sg_exec *x,
 {
 	struct dtn_env *de = (struct dtn_env *)env;
 	struct sg_buf garbage = SG_BUF_INIT(SG_KiB * 96);
-	struct dtn_job j = { 0 };
+	struct dtn_job j = { .keep_tail = out->keep_tail };
 	char *dir = NULL, mark[SG_JOB_MARK_SIZE], tok[40];
 	int64_t start = sg_now_ms();
 	size_t max_body;
@@ -1413,13 +1354,7 @@ static sg_err dtn_exec(struct sg_env *env, const struct sg_exec *x,
 	bool need_full = true, seen = false;
 	sg_err rc = SG_OK;
 
-	out->exit_code = -1;
-	out->signal = 0;
-	out->timed_out = false;
-	out->truncated = false;
-	out->duration_ms = 0;
-	sg_buf_reset(&out->out);
-	sg_buf_reset(&out->err);
+	sg_exec_result_reset(out);
 
 	snprintf(tok, sizeof(tok), "%s-%u", de->nonce, atomic_fetch_add(&de->seq, 1));
 	sg_job_mark(mark);
@@ -1928,6 +1863,7 @@ static sg_err dtn_install_upload(void *ctx, const char *path, int fd, struct sg_
 {
 	struct sg_http_source src = { .fd = fd, .offset = 0, .len = -1 };
 
+	sg_progress_update("uploading sg-helper");
 	return dtn_upload(ctx, path, NULL, 0, &src, cancel, err);
 }
 
@@ -2051,6 +1987,8 @@ static sg_err dtn_setup(struct dtn_env *de, struct sg_cancel *cancel, struct sg_
 		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
 		goto out;
 	}
+	/* A sandbox is a machine of its own: its /tmp is nobody else's. */
+	env->own_tmp = true;
 	if (dtn_flag(reply, "helper")) {
 		cost.bytes = 0; /* found, whatever was sent */
 	} else if (up) {
@@ -2138,7 +2076,9 @@ static sg_err dtn_obtain(struct dtn_env *de, json_t **dto, struct sg_cancel *can
 				return sg_err_set(err, SG_E_WORKSPACE_LOST,
 						  "the sandbox of identity \"%.60s\" (%s) is gone",
 						  env->identity, de->name);
+			sg_progress_begin("create", "creating sandbox %s", de->name);
 			rc = dtn_create(de, dto, cancel, err);
+			sg_progress_end(rc);
 			if (rc)
 				return rc;
 			sg_crashpoint("adapter:created");
@@ -2183,6 +2123,8 @@ static sg_err dtn_obtain(struct dtn_env *de, json_t **dto, struct sg_cancel *can
 	if (strcmp(dtn_state(*dto), "started") != 0) {
 		json_t *cur = NULL;
 
+		/* Closed by dtn_provision, whichever way this ends. */
+		sg_progress_begin("ready", "waiting for sandbox %s to start", env->id);
 		if (dtn_in_transition(*dto) &&
 		    strcmp(dtn_str(*dto, "desiredState") ? dtn_str(*dto, "desiredState") : "",
 			   "started") != 0) {
@@ -2244,6 +2186,7 @@ static sg_err dtn_provision(struct sg_env *env, struct sg_cancel *cancel,
 	/* Listening from the start, so no state change goes unheard. */
 	de->cl.events = dtn_events_open(de->cl.api, de->cl.key);
 	rc = dtn_obtain(de, &dto, cancel, err);
+	sg_progress_end(rc); /* the "ready" wait, when there was one */
 	dtn_events_close(de->cl.events);
 	de->cl.events = NULL;
 	if (rc)
@@ -2267,8 +2210,11 @@ static sg_err dtn_provision(struct sg_env *env, struct sg_cancel *cancel,
 		rc = dtn_relabel(de, dto, cancel, err);
 	if (!rc)
 		rc = dtn_toolbox_base(de, dto, cancel, err);
-	if (!rc)
+	if (!rc) {
+		sg_progress_begin("helper", "preparing sandbox %s", env->id);
 		rc = dtn_setup(de, cancel, err);
+		sg_progress_end(rc);
+	}
 	if (!rc && !(env->facts = dtn_facts(de, dto)))
 		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
 out:
@@ -2341,55 +2287,7 @@ out:
 	return rc;
 }
 
-static sg_err dtn_put_file(struct sg_env *env, const char *path, const void *data,
-			   size_t len, unsigned mode, struct sg_cancel *cancel,
-			   struct sg_errinfo *err)
-{
-	struct dtn_env *de = (struct dtn_env *)env;
-	struct sg_buf u = SG_BUF_INIT(SG_PATH_MAX * 4);
-	struct dtn_reply r = { 0 };
-	sg_err rc;
-
-	rc = dtn_upload(de, path, data, len, NULL, cancel, err);
-	if (rc)
-		return rc;
-	/* The files API has no mode on upload: a second call sets it. */
-	if (sg_buf_adds(&u, de->toolbox) || sg_buf_adds(&u, "/files/permissions?path=") ||
-	    dtn_urlenc(&u, path) || sg_buf_addf(&u, "&mode=%04o", mode & 07777)) {
-		sg_buf_release(&u);
-		return sg_err_set(err, SG_E_INTERNAL, "out of memory");
-	}
-	rc = dtn_do(&de->cl,
-		    &(struct dtn_call){ .method = "POST", .url = u.p, .idempotent = true,
-					.what = "setting a file's mode in the sandbox" },
-		    &r, cancel, err);
-	if (!rc && (r.status < 200 || r.status > 299))
-		rc = dtn_fail(&de->cl, "setting a file's mode in the sandbox", &r, SG_OK, err);
-	dtn_reply_release(&r);
-	sg_buf_release(&u);
-	return rc;
-}
-
-/* ---- probe, teardown, list, destroy, release ------------------------------- */
-
-static sg_err dtn_probe(struct sg_env *env, struct sg_cancel *cancel, struct sg_errinfo *err)
-{
-	struct dtn_env *de = (struct dtn_env *)env;
-	json_t *dto = NULL, *f;
-	sg_err rc = dtn_get(&de->cl, env->id, &dto, cancel, err);
-
-	if (rc == SG_E_NOT_FOUND)
-		return sg_err_set(err, SG_E_WORKSPACE_LOST, "sandbox %s is gone", env->id);
-	if (rc)
-		return rc;
-	f = dtn_facts(de, dto);
-	json_decref(dto);
-	if (!f)
-		return sg_err_set(err, SG_E_INTERNAL, "out of memory");
-	json_decref(env->facts);
-	env->facts = f;
-	return SG_OK;
-}
+/* ---- teardown, list, destroy, release ------------------------------- */
 
 static sg_err dtn_teardown(struct sg_env *env, enum sg_fate fate, struct sg_cancel *cancel,
 			   struct sg_errinfo *err)
@@ -2526,7 +2424,7 @@ static void dtn_release(struct sg_env *env)
 	free(de->base_dir);
 	free(de->run_dir);
 	free(de->proc_dir);
-	/* helper, ctl_dir and facts are the gateway's to free. */
+	sg_env_release_base(env);
 }
 
 /*
@@ -2566,14 +2464,13 @@ static void dtn_credentials(const struct sg_profile *p, json_t *out)
 
 const struct sg_adapter sg_adapter_daytona = {
 	.name = "daytona",
-	.caps = SG_CAP_FILES | SG_CAP_LIST | SG_CAP_PROBE,
+	.caps = SG_CAP_FILES | SG_CAP_LIST,
 	.env_size = sizeof(struct dtn_env),
+	.fields = dtn_fields,
 	.validate = dtn_validate,
 	.provision = dtn_provision,
 	.exec = dtn_exec,
 	.get_file = dtn_get_file,
-	.put_file = dtn_put_file,
-	.probe = dtn_probe,
 	.teardown = dtn_teardown,
 	.list = dtn_list,
 	.destroy = dtn_destroy,

@@ -22,6 +22,7 @@
 
 #include "../adapters/exec.h"
 #include "../adapters/path.h"
+#include "base/hex.h"
 #include "base/limits.h"
 #include "base/log.h"
 
@@ -270,8 +271,7 @@ sg_err sg_export_path(struct sg_session *s, const char *path, json_t **out,
 		rc = sg_err_set(err, SG_E_INTERNAL, "no randomness for a token");
 		goto out;
 	}
-	for (int i = 0; i < 16; i++)
-		snprintf(e->token + 2 * i, 3, "%02x", rnd[i]);
+	sg_hex(rnd, 16, e->token);
 	if (mkdir(x->dir, 0700) && errno != EEXIST) {
 		rc = sg_err_set(err, SG_E_INTERNAL, "cannot create %s: %s", x->dir,
 				strerror(errno));
@@ -309,8 +309,7 @@ sg_err sg_export_path(struct sg_session *s, const char *path, json_t **out,
 	}
 	if (rc)
 		goto out;
-	for (int i = 0; i < 32; i++)
-		snprintf(hex + 2 * i, 3, "%02x", digest[i]);
+	sg_hex(digest, 32, hex);
 	*out = json_pack("{s:s, s:I, s:s, s:s}", "token", e->token, "size",
 			 (json_int_t)e->size, "sha256", hex, "name", base_name(rel));
 	pthread_mutex_lock(&x->lock);

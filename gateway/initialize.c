@@ -330,14 +330,8 @@ out:
 void sg_init_reset(struct sg_session *s)
 {
 	if (s->env) {
-		if (s->env->ad->release)
-			s->env->ad->release(s->env);
-		json_decref(s->env->facts);
-		free(s->env->helper);
-		free(s->env->probe);
-		free(s->env->ctl_dir);
-		free(s->env->host_root);
-		free(s->env->host_ctl);
+		/* The adapter frees what provision() allocated (adapter.h). */
+		s->env->ad->release(s->env);
 		free(s->env);
 		s->env = NULL;
 	}

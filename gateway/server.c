@@ -24,6 +24,7 @@
 #include "audit.h"
 #include "base/limits.h"
 #include "base/log.h"
+#include "cli.h"
 #include "initialize.h"
 #include "pool.h"
 #include "session.h"
@@ -252,6 +253,7 @@ int sg_server_run(const struct sg_server_opts *o)
 	struct sigaction sa = { 0 };
 	const char *why = "end of input";
 	struct sg_errinfo err = { 0 };
+	int out_fd = o->in_fd || o->out_fd ? o->out_fd : 1;
 	bool stuck;
 	int status;
 
@@ -269,7 +271,7 @@ int sg_server_run(const struct sg_server_opts *o)
 	if (o->audit_log && sg_audit_open(o->audit_log, &sv->audit, &err)) {
 		fprintf(stderr, "sandgate: %s\n", err.msg);
 		free(sv);
-		return 64;
+		return SG_EXIT_CANTCREAT;
 	}
 	sg_pool_init(&sv->pool, &sv->s, sv->audit);
 	/* A dead host must show up as EPIPE on write, not kill us mid-cleanup. */
@@ -279,8 +281,8 @@ int sg_server_run(const struct sg_server_opts *o)
 	 * chunk) crosses in a few writes instead of a hundred 64 KiB ones.
 	 * Best effort: stdout may not be a pipe, or the kernel may refuse.
 	 */
-	(void)fcntl(1, F_SETPIPE_SZ, (int)SG_PIPE_SIZE);
-	if (sg_wire_new(0, 1, on_dead, sv, &sv->s.wire)) {
+	(void)fcntl(out_fd, F_SETPIPE_SZ, (int)SG_PIPE_SIZE);
+	if (sg_wire_new(o->in_fd, out_fd, on_dead, sv, &sv->s.wire)) {
 		fprintf(stderr, "sandgate: cannot start the protocol writer\n");
 		free(sv);
 		return 70;
@@ -312,7 +314,7 @@ int sg_server_run(const struct sg_server_opts *o)
 	signal_wire = NULL;
 	if (stuck) {
 		sg_log_err("a request handler did not stop; exiting without it");
-		return status ? status : 1;
+		return status ? status : SG_EXIT_SOFTWARE;
 	}
 	sg_wire_free(sv->s.wire);
 	session_release(sv);

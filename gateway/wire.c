@@ -4,6 +4,8 @@
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
@@ -385,4 +387,15 @@ bool sg_wire_dead(struct sg_wire *w)
 	dead = w->dead;
 	pthread_mutex_unlock(&w->lock);
 	return dead;
+}
+
+int sg_cli_printf(const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vprintf(fmt, ap);
+	va_end(ap);
+	return n;
 }

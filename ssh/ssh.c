@@ -69,7 +69,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <openssl/evp.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -85,9 +84,12 @@
 #include <unistd.h>
 
 #include "base/crash.h"
+#include "base/hex.h"
 #include "base/limits.h"
 #include "base/log.h"
+#include "base/progress.h"
 #include "base/strv.h"
+#include "../adapters/digest.h"
 #include "../adapters/exec.h"
 #include "../adapters/install.h"
 #include "../adapters/jobreply.h"
@@ -107,6 +109,7 @@ struct ssh_env {
 	char *rundir;        /* envdir/run: the wrapper's pid files */
 	char *lease;         /* this session's file name under envdir/leases */
 	char *bind_src;      /* files when bind-mounted on root, else NULL */
+	char *tmp_src;       /* ctl/tmp, shown on /tmp with bind_src, or NULL */
 	bool netns;          /* commands get a network namespace of their own */
 	char *cgprocs;       /* cgroup.procs files to join, a line each */
 	struct sg_strv cgroups; /* cgroup directories made on the host */
@@ -286,103 +289,6 @@ static char *sshb_fmt(const char *fmt, ...)
 	n = vasprintf(&s, fmt, ap);
 	va_end(ap);
 	return n < 0 ? NULL : s;
-}
-
-static bool sshb_best_effort(const struct sg_profile *p, const char *field)
-{
-	for (size_t i = 0; p->best_effort && p->best_effort[i]; i++)
-		if (strcmp(p->best_effort[i], field) == 0)
-			return true;
-	return false;
-}
-
-/* The first executable `name` on this process's PATH (new), or NULL. */
-static char *sshb_find_program(const char *name)
-{
-	const char *path = getenv("PATH"), *p, *end;
-	char *found = NULL;
-
-	if (!path || !*path)
-		path = "/usr/local/bin:/usr/bin:/bin";
-	for (p = path; !found && *p; p = *end ? end + 1 : end) {
-		char *cand = NULL;
-
-		end = strchr(p, ':');
-		if (!end)
-			end = p + strlen(p);
-		if (end > p && *p == '/' &&
-		    (cand = sshb_fmt("%.*s/%s", (int)(end - p), p, name)) &&
-		    access(cand, X_OK) == 0)
-			found = cand;
-		else
-			free(cand);
-	}
-	return found;
-}
-
-static void sshb_hex(const unsigned char *b, size_t n, char *out)
-{
-	static const char hex[] = "0123456789abcdef";
-
-	for (size_t i = 0; i < n; i++) {
-		out[2 * i] = hex[b[i] >> 4];
-		out[2 * i + 1] = hex[b[i] & 15];
-	}
-	out[2 * n] = '\0';
-}
-
-/* SHA-256 of data as 64 hex digits into out[65]. */
-static bool sshb_sha256(const void *data, size_t n, char out[65])
-{
-	unsigned char md[EVP_MAX_MD_SIZE];
-	unsigned int len = 0;
-
-	if (!EVP_Digest(data, n, md, &len, EVP_sha256(), NULL) || len != 32)
-		return false;
-	sshb_hex(md, 32, out);
-	return true;
-}
-
-/*
- * A file-name-safe form of an identity: safe bytes kept, others %XX.  A
- * long identity keeps a readable head and is given a digest of the whole, so
- * distinct identities never share a directory.  New string, or NULL.
- */
-static char *sshb_slug(const char *id)
-{
-	static const char hex[] = "0123456789ABCDEF";
-	size_t n = strlen(id);
-	char *s = malloc(SG_SSH_SLUG_MAX + 4 + 18), *o = s, sum[65];
-	bool cut = false;
-
-	if (!s)
-		return NULL;
-	for (const unsigned char *p = (const unsigned char *)id; *p; p++) {
-		if (o - s >= SG_SSH_SLUG_MAX) {
-			cut = true;
-			break;
-		}
-		if ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
-		    (*p >= '0' && *p <= '9') || *p == '-' || *p == '_' ||
-		    (*p == '.' && p != (const unsigned char *)id)) {
-			*o++ = (char)*p;
-		} else {
-			*o++ = '%';
-			*o++ = hex[*p >> 4];
-			*o++ = hex[*p & 15];
-		}
-	}
-	*o = '\0';
-	if (cut || n == 0) {
-		if (!sshb_sha256(id, n, sum)) {
-			free(s);
-			return NULL;
-		}
-		*o++ = '-';
-		memcpy(o, sum, 16);
-		o[16] = '\0';
-	}
-	return s;
 }
 
 /* Is path equal to dir or below it?  Both absolute and normalised. */
@@ -871,36 +777,23 @@ out:
 
 /* ---- validate ------------------------------------------------------- */
 
+/*
+ * The profile fields the ssh backend honours (adapter.h); the config layer
+ * refuses every other one.  network "none", cpus and memory_mb depend on
+ * what the host allows, which provision() observes and refuses.
+ */
+static const struct sg_field ssh_fields[] = {
+	SG_FIELD("host"), SG_FIELD("port"), SG_FIELD("user"),
+	SG_FIELD("identity_file"), SG_FIELD("known_hosts_file"),
+	SG_FIELD("workspace"), SG_FIELD("persistent"), SG_FIELD("shared"),
+	SG_FIELD_BEST_EFFORT("network"), SG_FIELD_BEST_EFFORT("cpus"),
+	SG_FIELD_BEST_EFFORT("memory_mb"), SG_FIELDS_END,
+};
+
 static sg_err ssh_validate(const struct sg_profile *p, struct sg_errinfo *err)
 {
-	/* The fields config.c knows; anything else in raw is foreign here. */
-	static const char *const known[] = {
-		"backend", "image", "snapshot", "workspace", "user",
-		"host_workspace", "host", "identity_file", "known_hosts_file",
-		"worker", "python", "persistent", "shared", "mount_read_only",
-		"network", "cpus", "memory_mb", "port", "lifetime_seconds",
-		"shutdown_timeout_ms", "forward_env", "best_effort", "command",
-		"shutdown_grace_ms", NULL
-	};
-	static const char *const foreign[] = { "image", "snapshot", "host_workspace",
-					       NULL };
-	const char *values[] = { p->image, p->snapshot, p->host_workspace, NULL };
-	const char *key;
-	json_t *v;
 	char *ssh;
 
-	if (json_is_object(p->raw)) {
-		json_object_foreach(p->raw, key, v) {
-			size_t i;
-
-			for (i = 0; known[i] && strcmp(known[i], key) != 0; i++)
-				;
-			if (!known[i] && !sshb_best_effort(p, key))
-				return sg_err_set(err, SG_E_UNSUPPORTED,
-						  "field \"%s\" (profile \"%s\") is not known to the ssh backend",
-						  key, p->name);
-		}
-	}
 	if (!p->host || !*p->host)
 		return sg_err_set(err, SG_E_INVALID_ARGUMENT,
 				  "field \"host\" (profile \"%s\") is required by the ssh backend",
@@ -913,16 +806,7 @@ static sg_err ssh_validate(const struct sg_profile *p, struct sg_errinfo *err)
 		return sg_err_set(err, SG_E_INVALID_ARGUMENT,
 				  "field \"user\" (profile \"%s\") must be a login name",
 				  p->name);
-	for (size_t i = 0; foreign[i]; i++)
-		if (values[i] && !sshb_best_effort(p, foreign[i]))
-			return sg_err_set(err, SG_E_UNSUPPORTED,
-					  "field \"%s\" (profile \"%s\") cannot be honoured by the ssh backend",
-					  foreign[i], p->name);
-	if (p->mount_read_only && !sshb_best_effort(p, "mount_read_only"))
-		return sg_err_set(err, SG_E_UNSUPPORTED,
-				  "field \"mount_read_only\" (profile \"%s\") cannot be honoured by the ssh backend",
-				  p->name);
-	if (p->network == SG_NET_ALLOW && !sshb_best_effort(p, "network"))
+	if (p->network == SG_NET_ALLOW && !sg_profile_best_effort(p, "network"))
 		return sg_err_set(err, SG_E_UNSUPPORTED,
 				  "network allow lists (profile \"%s\") cannot be enforced by the ssh backend; use \"none\" (a network namespace on the host) or \"default\"",
 				  p->name);
@@ -952,7 +836,7 @@ static sg_err ssh_validate(const struct sg_profile *p, struct sg_errinfo *err)
 		return sg_err_set(err, SG_E_INVALID_ARGUMENT,
 				  "identity_file %s (profile \"%s\") cannot be read: %s",
 				  p->identity_file, p->name, strerror(errno));
-	ssh = sshb_find_program("ssh");
+	ssh = sg_exec_which("ssh");
 	if (!ssh)
 		return sg_err_set(err, SG_E_UNSUPPORTED,
 				  "the ssh backend needs the OpenSSH client (ssh) on this host's PATH (apt-get install openssh-client)");
@@ -982,7 +866,7 @@ static sg_err sshb_sock_path(struct ssh_env *se, struct sg_errinfo *err)
 
 	rc = sg_buf_addf(&seed, "%s\n%s\n%ld\n%s", env->identity, env->session,
 			 (long)getpid(), se->nonce);
-	if (rc || !sshb_sha256(seed.p, seed.len, sum)) {
+	if (rc || !sg_sha256_hex(seed.p, seed.len, sum)) {
 		rc = sg_err_set(err, SG_E_INTERNAL, "cannot name the ssh control socket");
 		goto out;
 	}
@@ -1064,6 +948,15 @@ static sg_err sshb_namespaces(struct ssh_env *se, const char *where, bool *mount
 				  env->root, where);
 	se->netns = *netns;
 	if (*mount && !(se->bind_src = strdup(se->files)))
+		return sg_err_set(err, SG_E_INTERNAL, "out of memory");
+	/*
+	 * In that namespace ctl/tmp is shown on /tmp too (sg-helper job
+	 * --tmp), unless the environment itself lives under /tmp, which the
+	 * mount would hide from its own commands: /tmp then stays the host's,
+	 * and read-only in standard mode.
+	 */
+	se->base.own_tmp = *mount && !sshb_under(se->envdir, "/tmp");
+	if (se->base.own_tmp && !(se->tmp_src = sshb_fmt("%s/tmp", env->ctl_dir)))
 		return sg_err_set(err, SG_E_INTERNAL, "out of memory");
 	return SG_OK;
 }
@@ -1231,8 +1124,8 @@ static sg_err ssh_provision(struct sg_env *env, struct sg_cancel *cancel,
 		rc = sg_err_set(err, SG_E_INTERNAL, "no randomness: %s", strerror(errno));
 		goto out;
 	}
-	sshb_hex(rnd, sizeof(rnd), se->nonce);
-	slug = sshb_slug(env->identity);
+	sg_hex(rnd, sizeof(rnd), se->nonce);
+	slug = sg_slug_digest(env->identity, SG_SSH_SLUG_MAX);
 	if (!slug) {
 		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
 		goto out;
@@ -1250,7 +1143,9 @@ static sg_err ssh_provision(struct sg_env *env, struct sg_cancel *cancel,
 		goto out;
 
 	/* 1. The master connection: host key, login. */
+	sg_progress_begin("connect", "logging in to %s", where);
 	rc = sshb_master_ensure(se, cancel, err);
+	sg_progress_end(rc);
 	if (rc)
 		goto out;
 
@@ -1347,8 +1242,8 @@ static sg_err ssh_provision(struct sg_env *env, struct sg_cancel *cancel,
 		json_object_set_new(requested, "cpus", json_real(p->cpus));
 	if (p->memory_mb > 0)
 		json_object_set_new(requested, "memory_mb", json_integer(p->memory_mb));
-	if ((p->cpus > 0 && !sshb_best_effort(p, "cpus")) ||
-	    (p->memory_mb > 0 && !sshb_best_effort(p, "memory_mb"))) {
+	if ((p->cpus > 0 && !sg_profile_best_effort(p, "cpus")) ||
+	    (p->memory_mb > 0 && !sg_profile_best_effort(p, "memory_mb"))) {
 		cgkind = sshb_kv(probe, "cgroup");
 		if (!cgkind) {
 			rc = sg_err_set(err, SG_E_UNSUPPORTED,
@@ -1365,8 +1260,10 @@ static sg_err ssh_provision(struct sg_env *env, struct sg_cancel *cancel,
 					 .run = sshb_install_run };
 
 		/* One session: the program on its stdin, verified there. */
+		sg_progress_begin("helper", "uploading sg-helper to %s", where);
 		rc = cache ? sg_install_helper(&in, &bin, &cost, cancel, err)
 			   : sg_err_set(err, SG_E_INTERNAL, "out of memory");
+		sg_progress_end(rc);
 		free(cache);
 		if (rc)
 			goto out;
@@ -1381,7 +1278,7 @@ static sg_err ssh_provision(struct sg_env *env, struct sg_cancel *cancel,
 	if (gethostname(host, sizeof(host) - 1) != 0)
 		snprintf(host, sizeof(host), "unknown");
 	free(se->lease);
-	se->lease = sshb_slug(env->session);
+	se->lease = sg_slug_digest(env->session, SG_SSH_SLUG_MAX);
 	if (!se->lease || !(lease_text = sshb_fmt("%s %ld %lld", host, (long)getpid(),
 						  (long long)time(NULL)))) {
 		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
@@ -1552,7 +1449,8 @@ static sg_err ssh_exec(struct sg_env *env, const struct sg_exec *x,
 		.wait_ms = x->timeout_ms > 0 ? x->timeout_ms + SG_SSH_KILL_MS : INT64_MAX / 4,
 		.spec_stdin = true, .tie = true, .rm = true,
 		.bind = se->bind_src, .bind_to = se->bind_src ? env->root : NULL,
-		.netns = se->netns, .cgroups = se->cgprocs,
+		.tmp = se->tmp_src,
+		.netns = se->netns, .cgroups = se->cgprocs, .keep_tail = out->keep_tail,
 	};
 	sg_err rc;
 
@@ -1601,12 +1499,15 @@ static sg_err ssh_exec(struct sg_env *env, const struct sg_exec *x,
 
 		/* stdout's head stays where it is; stderr's head replaces ssh's. */
 		sg_buf_add_clipped(&e, out->out.p + jr.err_at, out->out.len - jr.err_at);
-		sg_buf_truncate(&out->out, jr.head_len);
+		/* The capture counted the whole reply: stdout's own count, or none. */
+		out->total = out->lines = 0;
+		sg_buf_reset(&out->tail);
+		out->truncated = false;
+		sg_buf_truncate(&out->out, sg_job_tail(&jr, out->out.p, max, out));
 		out->out.max = max;
 		sg_buf_reset(&out->err);
 		if (sg_buf_add(&out->err, e.p, e.len))
 			sg_buf_reset(&out->err);
-		out->truncated = false;
 		sg_job_status(&jr, max, out);
 		sg_buf_release(&e);
 		goto out;
@@ -1688,31 +1589,6 @@ out:
 	return rc;
 }
 
-/* Create or replace a file: one exec, its bytes on the command's stdin. */
-static sg_err ssh_put_file(struct sg_env *env, const char *path, const void *data,
-			   size_t len, unsigned mode, struct sg_cancel *cancel,
-			   struct sg_errinfo *err)
-{
-	static const char *const envp[] = { "PATH=/usr/local/bin:/usr/bin:/bin", NULL };
-	char octal[16];
-	const char *argv[] = { "/bin/sh", "-c", "umask 077 && cat >\"$1\" && chmod \"$2\" \"$1\"", /* in the environment */
-			       "sh", path, octal, NULL };
-	struct sg_exec x = { .argv = argv, .envp = envp, .stdin_data = data,
-			     .stdin_len = len, .max_output = SG_KiB,
-			     .timeout_ms = SG_SSH_UPLOAD_MS };
-	struct sg_exec_result r;
-	sg_err rc;
-
-	snprintf(octal, sizeof(octal), "%o", mode & 07777u);
-	sg_exec_result_init(&r, SG_KiB);
-	rc = ssh_exec(env, &x, &r, cancel, err);
-	if (!rc && r.exit_code != 0)
-		rc = sg_err_set(err, SG_E_PERMISSION, "%s cannot be written: %.160s", path,
-				r.err.p);
-	sg_exec_result_release(&r);
-	return rc;
-}
-
 /* ---- teardown and release ------------------------------------------- */
 
 static sg_err ssh_teardown(struct sg_env *env, enum sg_fate fate,
@@ -1771,6 +1647,7 @@ static void ssh_release(struct sg_env *env)
 {
 	struct ssh_env *se = (struct ssh_env *)env;
 
+	sg_env_release_base(env);
 	sg_strv_release(&se->ssh);
 	sg_strv_release(&se->cenv);
 	sg_strv_release(&se->cgroups);
@@ -1780,6 +1657,7 @@ static void ssh_release(struct sg_env *env)
 	free(se->rundir);
 	free(se->lease);
 	free(se->bind_src);
+	free(se->tmp_src);
 	free(se->cgprocs);
 	if (se->lock_ready)
 		pthread_mutex_destroy(&se->lock);
@@ -2009,11 +1887,11 @@ const struct sg_adapter sg_adapter_ssh = {
 	.name = "ssh",
 	.caps = SG_CAP_LIST | SG_CAP_FILES,
 	.env_size = sizeof(struct ssh_env),
+	.fields = ssh_fields,
 	.validate = ssh_validate,
 	.provision = ssh_provision,
 	.exec = ssh_exec,
 	.get_file = ssh_get_file,
-	.put_file = ssh_put_file,
 	.teardown = ssh_teardown,
 	.list = ssh_list,
 	.destroy = ssh_destroy,

@@ -1,6 +1,6 @@
 /*
  * confine.c - run a command under Landlock so that it can write only where
- * the request's permission mode allows (protocol-v4.md section 3).
+ * the request's permission mode allows (docs/protocol.md section 6.1).
  *
  * "standard": read and execute everywhere, write beneath the root (and the
  * --allow-write directories); "read_only": write nowhere.  In both modes

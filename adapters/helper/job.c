@@ -25,7 +25,11 @@
  * The caller waits at most --wait-ms for the result in one request, then
  * prints either
  *
- *   <stdout head>\n<mark> done <x>|<st>|<to>|<stdout size>\n<stderr head>
+ *   <stdout>\n<mark> done <x>|<st>|<to>|<stdout size>[|<its lines>]\n<stderr head>
+ *
+ * (with --keep-tail, stdout over --max-out is its head and its last
+ * max-out/2 bytes, and the line count is given only then; without, it is
+ * its first --max-out bytes)
  *
  * or "\n<mark> pending\n" (ask again with --attach), or "\n<mark>
  * missing\n" (no job has this prefix).  The mark is the caller's random
@@ -50,7 +54,8 @@
  *    namespace where SRC is shown at DST, and/or a network namespace of
  *    its own; a login that is not root gets a user namespace first and
  *    its own uid and gid mapped back inside (as `unshare --map-root-user`
- *    then `--map-user` would);
+ *    then `--map-user` would); --tmp DIR (with --bind): DIR is shown on
+ *    /tmp as well, a /tmp of the environment's own;
  *  - --cgroups FILES: the command joins these cgroup.procs files (a line
  *    each) before anything else;
  *  - --kill: give up on the job of --dir: it never starts, or its group is
@@ -101,8 +106,10 @@ struct job {
 	bool rm;          /* no one attaches later: remove the files once reported */
 	const char *cwd;
 	const char *bind, *bind_to; /* a mount namespace showing bind at bind_to */
+	const char *tmp;            /* and tmp on /tmp, or NULL */
 	bool netns;
 	const char *cgroups; /* cgroup.procs files, a line each */
+	bool keep_tail;         /* --keep-tail */
 };
 
 /* Set by job_wait when a tied job's parent went away. */
@@ -180,8 +187,12 @@ static bool job_exists(const struct job *j, const char *suffix)
 	return job_path(j, suffix, path, sizeof(path)) && access(path, F_OK) == 0;
 }
 
-/* Copy at most max bytes of a job file to stdout; its size into *size. */
-static void job_head(const struct job *j, const char *suffix, size_t max, long long *size)
+/*
+ * Copy max bytes of a job file, from offset `from`, to stdout; its size
+ * into *size and, with lines, its newlines into *lines.
+ */
+static void job_copy(const struct job *j, const char *suffix, off_t from, size_t max,
+		     long long *size, long long *lines)
 {
 	char buf[64 * 1024];
 	struct stat st;
@@ -189,10 +200,22 @@ static void job_head(const struct job *j, const char *suffix, size_t max, long l
 
 	if (size)
 		*size = 0;
+	if (lines)
+		*lines = 0;
 	if (fd < 0)
 		return;
 	if (size && fstat(fd, &st) == 0)
 		*size = (long long)st.st_size;
+	for (ssize_t got; lines && (got = read(fd, buf, sizeof(buf))) != 0;) {
+		if (got < 0 && errno == EINTR)
+			continue;
+		if (got < 0)
+			break;
+		for (char *p = buf, *e = buf + got; (p = memchr(p, '\n', (size_t)(e - p))); p++)
+			++*lines;
+	}
+	if (lseek(fd, from, SEEK_SET) != from)
+		max = 0;
 	while (max > 0) {
 		ssize_t got = read(fd, buf, max < sizeof(buf) ? max : sizeof(buf));
 
@@ -205,21 +228,41 @@ static void job_head(const struct job *j, const char *suffix, size_t max, long l
 	close(fd);
 }
 
-/* The result: stdout's head, the trailer, stderr's head. */
+/*
+ * The result: stdout, the trailer, stderr's head.  With --keep-tail,
+ * stdout longer than --max-out is its head and its tail (max-out/2
+ * bytes), so the last error of a long log reaches the agent; the trailer
+ * then also counts its lines for the marker that replaces the middle.
+ */
 static int job_report(const struct job *j)
 {
 	char x[JOB_LINE], st[JOB_LINE], line[3 * JOB_LINE + 256];
-	long long size;
-	int len;
+	long long size = 0, lines = 0;
+	size_t tail = j->max_out / 2;
+	struct stat sb;
+	int len, fd = job_open(j, ".o", O_RDONLY);
 
-	job_head(j, ".o", j->max_out, &size);
+	if (fd >= 0 && fstat(fd, &sb) == 0)
+		size = (long long)sb.st_size;
+	if (fd >= 0)
+		close(fd);
+	if ((unsigned long long)size <= j->max_out || !j->keep_tail) {
+		job_copy(j, ".o", 0, j->max_out, &size, NULL);
+	} else {
+		job_copy(j, ".o", 0, j->max_out - tail, &size, &lines);
+		job_copy(j, ".o", (off_t)(size - (long long)tail), tail, NULL, NULL);
+	}
 	job_get(j, ".x", x, sizeof(x));
 	job_get(j, ".st", st, sizeof(st));
-	len = snprintf(line, sizeof(line), "\n%s " SG_JOB_DONE " %s|%s|%s|%lld\n", j->mark, x, st,
+	len = snprintf(line, sizeof(line), "\n%s " SG_JOB_DONE " %s|%s|%s|%lld", j->mark, x, st,
 		       job_exists(j, ".to") ? "1" : "", size);
+	if (len > 0 && (unsigned long long)size > j->max_out && j->keep_tail)
+		len += snprintf(line + len, sizeof(line) - (size_t)len, "|%lld", lines);
+	if (len > 0 && (size_t)len + 1 < sizeof(line))
+		line[len++] = '\n';
 	if (len > 0 && (size_t)len < sizeof(line))
 		(void)sg_write_all(1, line, (size_t)len);
-	job_head(j, ".e", j->max_err, NULL);
+	job_copy(j, ".e", 0, j->max_err, NULL, NULL);
 	return 0;
 }
 
@@ -399,6 +442,11 @@ static void job_confine(const struct job *j, int err)
 	     mount(j->bind, j->bind_to, NULL, MS_BIND | MS_REC, NULL) != 0)) {
 		dprintf(err, "sandgate: cannot show the workspace at %s (mount --bind failed: %s)\n",
 			j->bind_to, strerror(errno));
+		_exit(127);
+	}
+	if (!what && j->tmp && mount(j->tmp, "/tmp", NULL, MS_BIND | MS_REC, NULL) != 0) {
+		dprintf(err, "sandgate: cannot give the environment its own /tmp (mount --bind failed: %s)\n",
+			strerror(errno));
 		_exit(127);
 	}
 	/* And back to the login's own ids, so files keep their owner. */
@@ -704,7 +752,7 @@ int sg_helper_job(int argc, char *const *argv)
 	sigset_t chld;
 
 	if (sg_args_parse(&a, argc - 1, argv + 1,
-			  "attach merge detach tie spec-stdin netns kill rm", &e) ||
+			  "attach merge detach keep-tail tie spec-stdin netns kill rm", &e) ||
 	    !(j.dir = sg_args_str(&a, "dir", NULL)))
 		goto usage;
 	if (j.dir[0] != '/') {
@@ -728,16 +776,22 @@ int sg_helper_job(int argc, char *const *argv)
 	j.max_err = (size_t)max_err;
 	j.merge = sg_args_flag(&a, "merge");
 	j.detach = sg_args_flag(&a, "detach");
+	j.keep_tail = sg_args_flag(&a, "keep-tail");
 	j.tie = sg_args_flag(&a, "tie");
 	j.rm = sg_args_flag(&a, "rm");
 	j.netns = sg_args_flag(&a, "netns");
 	j.bind = sg_args_str(&a, "bind", NULL);
 	j.bind_to = sg_args_str(&a, "bind-to", NULL);
+	j.tmp = sg_args_str(&a, "tmp", NULL);
 	j.cgroups = sg_args_str(&a, "cgroups", NULL);
 	spec_stdin = sg_args_flag(&a, "spec-stdin");
 	if (!j.bind != !j.bind_to || (j.bind && (j.bind[0] != '/' || j.bind_to[0] != '/'))) {
 		sg_err_set(&e, SG_E_INVALID_ARGUMENT,
 			   "--bind and --bind-to go together, as absolute paths");
+		goto usage;
+	}
+	if (j.tmp && (!j.bind || j.tmp[0] != '/')) {
+		sg_err_set(&e, SG_E_INVALID_ARGUMENT, "--tmp goes with --bind, as an absolute path");
 		goto usage;
 	}
 	/*
@@ -811,7 +865,7 @@ int sg_helper_job(int argc, char *const *argv)
 usage:
 	dprintf(2, "sg-helper: %s\nusage: job --dir PREFIX --mark WORD --wait-ms N "
 		   "--max-out N [--max-err N] [--attach] [--cwd DIR] [--timeout-ms N] "
-		   "[--merge] [--detach] [--tie] [--rm] [--bind SRC --bind-to DST] [--netns] "
+		   "[--merge] [--keep-tail] [--detach] [--tie] [--rm] [--bind SRC --bind-to DST [--tmp DIR]] [--netns] "
 		   "[--cgroups FILES] [--stdin-env VAR[,VAR...] | --stdin-file F] [--gc PREFIXES] "
 		   "{--spec-stdin | -- NAME=VALUE... -- ARGV...}\n"
 		   "       job --dir PREFIX --kill\n",

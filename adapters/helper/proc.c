@@ -1,6 +1,6 @@
 /*
  * proc.c - sg-helper's process spooling: `proc spawn|read|get|list|stop|wait`
- * (command lines in helper.h, semantics in protocol-v4.md sections 4, 10).
+ * (command lines in helper.h, semantics in docs/protocol.md section 8).
  *
  * Three processes take part in a spawn.  The *spawner* is the sg-helper the
  * gateway runs through the adapter's exec; it forks the *supervisor*, waits

@@ -59,35 +59,21 @@ struct local_env {
 	struct sg_cgroup cg; /* this session's cgroups */
 };
 
-static bool best_effort(const struct sg_profile *p, const char *field)
-{
-	for (size_t i = 0; p->best_effort && p->best_effort[i]; i++)
-		if (strcmp(p->best_effort[i], field) == 0)
-			return true;
-	return false;
-}
-
-/* The first executable `name` on PATH (new), or NULL. */
-static char *find_program(const char *name)
-{
-	const char *path = getenv("PATH");
-	char *copy, *dir, *save = NULL, *found = NULL;
-
-	if (!path || !*path)
-		path = "/usr/local/bin:/usr/bin:/bin";
-	copy = strdup(path);
-	for (dir = copy ? strtok_r(copy, ":", &save) : NULL; dir && !found;
-	     dir = strtok_r(NULL, ":", &save)) {
-		char *p = NULL;
-
-		if (asprintf(&p, "%s/%s", dir, name) >= 0 && access(p, X_OK) == 0)
-			found = p;
-		else
-			free(p);
-	}
-	free(copy);
-	return found;
-}
+/*
+ * The profile fields the local backend honours (adapter.h); the config
+ * layer refuses every other one.  network "none" needs bubblewrap, and
+ * cpus and memory_mb a writable cgroup hierarchy: validate() refuses them
+ * where this host lacks those, unless best_effort lists them.
+ */
+static const struct sg_field local_fields[] = {
+	SG_FIELD("workspace"), SG_FIELD("host_workspace"),
+	SG_FIELD("mount_read_only"), SG_FIELD("persistent"), SG_FIELD("shared"),
+	SG_FIELD_BEST_EFFORT("network"), SG_FIELD_BEST_EFFORT("cpus"),
+	SG_FIELD_BEST_EFFORT("memory_mb"),
+	/* The local backend's own: a cgroup's pids.max (docs/operators.md). */
+	{ "pids_max", SG_FIELD_INT, SG_FIELD_PARTIAL, 1, SG_LOCAL_PIDS_CEILING },
+	SG_FIELDS_END,
+};
 
 /*
  * The profile's pids_max (a local-backend field, read from the file's
@@ -107,30 +93,15 @@ static int64_t pids_max_of(const struct sg_profile *p)
 
 static sg_err local_validate(const struct sg_profile *p, struct sg_errinfo *err)
 {
-	static const char *const foreign[] = { "image", "snapshot", "host",
-					       "identity_file", "known_hosts_file",
-					       "user", NULL };
-	const char *values[] = { p->image, p->snapshot, p->host, p->identity_file,
-				 p->known_hosts_file, p->user, NULL };
 	char *bwrap = NULL;
 	sg_err rc = SG_OK;
 
-	for (size_t i = 0; foreign[i]; i++) {
-		if (values[i] && !best_effort(p, foreign[i]))
-			return sg_err_set(err, SG_E_UNSUPPORTED,
-					  "field \"%s\" (profile \"%s\") cannot be honoured by the local backend",
-					  foreign[i], p->name);
-	}
-	if (p->port && !best_effort(p, "port"))
-		return sg_err_set(err, SG_E_UNSUPPORTED,
-				  "field \"port\" (profile \"%s\") cannot be honoured by the local backend",
-				  p->name);
-	if (p->network == SG_NET_ALLOW && !best_effort(p, "network"))
+	if (p->network == SG_NET_ALLOW && !sg_profile_best_effort(p, "network"))
 		return sg_err_set(err, SG_E_UNSUPPORTED,
 				  "network allow lists (profile \"%s\") cannot be enforced by the local backend; use \"none\" or \"default\"",
 				  p->name);
-	if (p->network == SG_NET_NONE && !(bwrap = find_program("bwrap")) &&
-	    !best_effort(p, "network"))
+	if (p->network == SG_NET_NONE && !(bwrap = sg_exec_which("bwrap")) &&
+	    !sg_profile_best_effort(p, "network"))
 		rc = sg_err_set(err, SG_E_UNSUPPORTED,
 				"network \"none\" (profile \"%s\") needs bubblewrap on this host (apt-get install bubblewrap)",
 				p->name);
@@ -141,9 +112,9 @@ static sg_err local_validate(const struct sg_profile *p, struct sg_errinfo *err)
 		return sg_err_set(err, SG_E_INVALID_ARGUMENT,
 				  "field \"pids_max\" (profile \"%s\") must be an integer from 1 to %d",
 				  p->name, SG_LOCAL_PIDS_CEILING);
-	if ((p->cpus > 0 && !best_effort(p, "cpus")) ||
-	    (p->memory_mb > 0 && !best_effort(p, "memory_mb")) ||
-	    (pids_max_of(p) > 0 && !best_effort(p, "pids_max"))) {
+	if ((p->cpus > 0 && !sg_profile_best_effort(p, "cpus")) ||
+	    (p->memory_mb > 0 && !sg_profile_best_effort(p, "memory_mb")) ||
+	    (pids_max_of(p) > 0 && !sg_profile_best_effort(p, "pids_max"))) {
 		if (!sg_cgroup_writable())
 			return sg_err_set(err, SG_E_UNSUPPORTED,
 					  "field \"%s\" (profile \"%s\") needs a writable cgroup hierarchy, and this host has none for sandgate",
@@ -213,7 +184,7 @@ static sg_err setup_limits(struct local_env *le, const char *name, json_t *appli
 		.cpus = p->cpus,
 		.memory_mb = p->memory_mb,
 		.pids_max = pids_max_of(p),
-		.pids_max_explicit = pids_max_of(p) > 0 && !best_effort(p, "pids_max"),
+		.pids_max_explicit = pids_max_of(p) > 0 && !sg_profile_best_effort(p, "pids_max"),
 	};
 	struct sg_errinfo soft = { 0 };
 	sg_err rc;
@@ -221,8 +192,8 @@ static sg_err setup_limits(struct local_env *le, const char *name, json_t *appli
 	if (want.pids_max <= 0)
 		want.pids_max = SG_LOCAL_PIDS_DEFAULT;
 	rc = sg_cgroup_make(&le->cg, name, &want, applied, observed, &soft);
-	if (rc && ((p->cpus > 0 && !best_effort(p, "cpus")) ||
-		   (p->memory_mb > 0 && !best_effort(p, "memory_mb")) || want.pids_max_explicit))
+	if (rc && ((p->cpus > 0 && !sg_profile_best_effort(p, "cpus")) ||
+		   (p->memory_mb > 0 && !sg_profile_best_effort(p, "memory_mb")) || want.pids_max_explicit))
 		return sg_err_set(err, rc, "%s", soft.msg);
 	if (rc) {
 		sg_log_warn("%s; the environment runs without those limits (best-effort)", soft.msg);
@@ -282,8 +253,8 @@ static sg_err local_provision(struct sg_env *env, struct sg_cancel *cancel,
 		self[n] = '\0';
 		le->self = strdup(self);
 	}
-	le->bwrap = find_program("bwrap");
-	if (!le->bwrap && p->network == SG_NET_NONE && !best_effort(p, "network")) {
+	le->bwrap = sg_exec_which("bwrap");
+	if (!le->bwrap && p->network == SG_NET_NONE && !sg_profile_best_effort(p, "network")) {
 		rc = sg_err_set(err, SG_E_UNSUPPORTED, "network \"none\" needs bubblewrap");
 		goto out;
 	}
@@ -379,6 +350,7 @@ static sg_err local_provision(struct sg_env *env, struct sg_cancel *cancel,
 		goto out;
 	env->helper = strdup(le->bwrap ? SANDBOX_HELPER : env->helper_host);
 	env->ctl_dir = strdup(le->bwrap ? SANDBOX_CTL : ctl);
+	env->own_tmp = le->bwrap; /* the bind in the bwrap argv */
 	env->host_root = strdup(le->workspace);
 	env->host_ctl = ctl;
 	ctl = NULL;
@@ -466,8 +438,17 @@ static sg_err sandbox_argv(struct local_env *le, const struct sg_exec *x,
 	if (!rc)
 		rc = add_system_dirs(av);
 	if (!rc)
-		rc = sg_strv_addv(av, (const char *[]){ "--dev", "/dev", "--proc", "/proc",
-							 "--tmpfs", "/tmp", NULL });
+		rc = sg_strv_addv(av, (const char *[]){ "--dev", "/dev", "--proc", "/proc", NULL });
+	/*
+	 * The environment's own /tmp, kept across its commands and shared
+	 * with its background processes: ctl/tmp, which is also TMPDIR.
+	 */
+	if (!rc)
+		rc = sg_strv_add(av, "--bind");
+	if (!rc)
+		rc = sg_strv_addf(av, "%s/tmp", env->host_ctl);
+	if (!rc)
+		rc = sg_strv_add(av, "/tmp");
 	if (!rc)
 		rc = sg_strv_addv(av, (const char *[]){ ro ? "--ro-bind" : "--bind",
 							 le->workspace, env->root, NULL });
@@ -730,6 +711,7 @@ static void local_release(struct sg_env *env)
 {
 	struct local_env *le = (struct local_env *)env;
 
+	sg_env_release_base(env);
 	free(le->dir);
 	free(le->workspace);
 	free(le->bwrap);
@@ -742,6 +724,7 @@ const struct sg_adapter sg_adapter_local = {
 	.name = "local",
 	.caps = SG_CAP_HOST_FS | SG_CAP_LIST,
 	.env_size = sizeof(struct local_env),
+	.fields = local_fields,
 	.validate = local_validate,
 	.provision = local_provision,
 	.exec = local_exec,

@@ -4,7 +4,7 @@
 // that tests use to inject faults and to look at the real state.
 //
 // Wire formats follow what the official TypeScript SDK (@daytonaio/sdk, pinned in package.json)
-// sends and accepts; semantics follow /work/shared/reference/cloud-apis.md §1. README.md lists
+// sends and accepts; semantics follow Daytona's public API documentation. README.md lists
 // every endpoint, every knob and every place where the fake is knowingly simpler than Daytona.
 //
 // Only Node's built-in modules are used, so sandgate's C tests can run it without npm.
