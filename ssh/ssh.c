@@ -32,7 +32,9 @@
  * is needed.  Otherwise each command runs in a private mount namespace in
  * which workspace/ is bind-mounted on root (uid 0: a mount namespace;
  * other users: an unprivileged user namespace, nested once more so the
- * command keeps its own uid; sg-helper job makes them).  network "none" adds a network namespace;
+ * command keeps its own uid; sg-helper job makes them), and ctl/tmp is
+ * mounted on /tmp unless the environment is itself under /tmp.  network
+ * "none" adds a network namespace;
  * cpus and memory_mb become cgroup limits where the login user can write
  * a cgroup hierarchy.  Each of these is observed on the host at provision
  * and refused, naming the field, when the host does not allow it.

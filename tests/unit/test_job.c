@@ -1080,6 +1080,50 @@ static void test_usage(void **state)
 	assert_true(exists(jfile(f, "old", ".o")));
 }
 
+/*
+ * --tmp: in the mount namespace of --bind, DIR is the command's /tmp (a
+ * /tmp of the environment's own); the host's /tmp does not see its files.
+ * The directories are made outside /tmp (here, in the test's working
+ * directory), which the mount would hide.
+ */
+static void test_bind_tmp(void **state)
+{
+	struct fixture *f = fixture(state);
+	char base[] = "sg-job-tmp-XXXXXX", *abs = NULL, probe[64], script[256];
+	const char *src, *dst, *tmp;
+
+	snprintf(probe, sizeof(probe), "sg-job-tmp-%ld", (long)getpid());
+	refused(f, COMMON(f, "n"), "--tmp", "/", "--", PATH_ENV, "--", "true", NULL);
+	assert_non_null(mkdtemp(base));
+	assert_non_null(abs = realpath(base, NULL));
+	if (strncmp(abs, "/tmp/", 5) == 0) {
+		print_message("skipped: the working directory is under /tmp\n");
+		goto out;
+	}
+	src = name(f, "%s/src", abs);
+	dst = name(f, "%s/dst", abs);
+	tmp = name(f, "%s/tmp", abs);
+	assert_int_equal(mkdir(src, 0700), 0);
+	assert_int_equal(mkdir(dst, 0700), 0);
+	assert_int_equal(mkdir(tmp, 0700), 0);
+	refused(f, COMMON(f, "n"), "--bind", src, "--bind-to", dst, "--tmp", "rel", "--",
+		PATH_ENV, "--", "true", NULL);
+	snprintf(script, sizeof(script), "echo x > /tmp/%s && cat /tmp/%s && pwd", probe, probe);
+	job(f, COMMON(f, "t"), "--wait-ms", "20000", "--cwd", dst, "--bind", src, "--bind-to",
+	    dst, "--tmp", tmp, "--", PATH_ENV, "--", SH(script), NULL);
+	if (strstr(f->tail, "namespace")) {
+		print_message("skipped: no mount namespace here: %s\n", f->tail);
+		goto out;
+	}
+	assert_string_equal(f->head, name(f, "x\n%s\n", dst));
+	assert_true(strncmp(f->trailer, "done 0|exit 0||", 15) == 0);
+	assert_true(exists(name(f, "%s/%s", tmp, probe)));
+	assert_false(exists(name(f, "/tmp/%s", probe)));
+out:
+	nftw(base, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+	free(abs);
+}
+
 /* An empty or relative line of --gc names nothing (not "./.s"). */
 static void test_gc_relative_lines(void **state)
 {
@@ -1175,6 +1219,7 @@ int main(void)
 		T(test_caller_pipes_released),
 		T(test_usage),
 		T(test_gc_relative_lines),
+		T(test_bind_tmp),
 		T(test_sigchld_ignored),
 		T(test_merge_failure_once),
 #undef T

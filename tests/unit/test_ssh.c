@@ -607,6 +607,38 @@ static void t_exit_codes_and_stdin(void **state)
 	teardown_env(&t, SG_FATE_REMOVE);
 }
 
+/*
+ * A long output keeps its head and its tail (keep_tail, sg-helper job
+ * --keep-tail) and counts every byte and line, as the local backend does.
+ */
+static void t_keep_tail(void **state)
+{
+	struct prof pr;
+	struct tenv t;
+	struct sg_exec_result r;
+	struct sg_errinfo err = { 0 };
+	const char *argv[] = { "seq", "1", "1000", NULL };
+	struct sg_exec x = { .argv = argv, .envp = minimal_env, .timeout_ms = 30000,
+			     .max_output = 20 };
+
+	(void)state;
+	NEED_SSHD();
+	prof_init(&pr, &H);
+	tenv_init(&t, &H, NULL);
+	provision_ok(&t, &pr.p);
+	sg_exec_result_init(&r, x.max_output);
+	r.keep_tail = true;
+	assert_int_equal(sg_adapter_ssh.exec(t.env, &x, &r, NULL, &err), SG_OK);
+	assert_int_equal(r.exit_code, 0);
+	assert_true(r.truncated);
+	assert_string_equal(r.out.p, "1\n2\n3\n4\n5\n");
+	assert_string_equal(r.tail.p, "\n999\n1000\n");
+	assert_int_equal(r.total, 3893);
+	assert_int_equal(r.lines, 1000);
+	sg_exec_result_release(&r);
+	teardown_env(&t, SG_FATE_REMOVE);
+}
+
 static void t_env_cwd_merge(void **state)
 {
 	static const char *const envp[] = { "PATH=/usr/bin:/bin", "FOO=bar baz",
@@ -1407,6 +1439,7 @@ int main(void)
 		cmocka_unit_test(t_provision_creates_and_remove_deletes),
 		cmocka_unit_test(t_exec_quoting),
 		cmocka_unit_test(t_exit_codes_and_stdin),
+		cmocka_unit_test(t_keep_tail),
 		cmocka_unit_test(t_env_cwd_merge),
 		cmocka_unit_test(t_timeout_and_cancel_kill_remote),
 		cmocka_unit_test(t_leftovers_and_detached),
