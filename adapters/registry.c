@@ -25,6 +25,9 @@ extern const struct sg_adapter sg_adapter_ssh;
 #ifdef SG_WITH_DAYTONA
 extern const struct sg_adapter sg_adapter_daytona;
 #endif
+#ifdef SG_WITH_SINGULARITY
+extern const struct sg_adapter sg_adapter_singularity;
+#endif
 
 static const struct sg_adapter *const adapters[] = {
 #ifdef SG_WITH_LOCAL
@@ -35,6 +38,9 @@ static const struct sg_adapter *const adapters[] = {
 #endif
 #ifdef SG_WITH_DAYTONA
 	&sg_adapter_daytona,
+#endif
+#ifdef SG_WITH_SINGULARITY
+	&sg_adapter_singularity,
 #endif
 	NULL,
 };
