@@ -374,14 +374,16 @@ static int rm_tree(const char *path)
 	return nftw(path, rm_entry, 32, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);
 }
 
-/* <base>/singularity (new). */
+/*
+ * <state>/singularity (new).  The profile's `workspace` is accepted and
+ * changes nothing: commands see the workspace at binding.root.
+ */
 static char *envs_dir(const struct sg_profile *p, const char *state_dir)
 {
 	char *d = NULL;
 
-	return asprintf(&d, "%s/singularity", p->workspace ? p->workspace : state_dir) < 0
-		       ? NULL
-		       : d;
+	(void)p;
+	return asprintf(&d, "%s/singularity", state_dir) < 0 ? NULL : d;
 }
 
 /* The runtime's last FATAL line (or its whole stderr) for a sentence. */
