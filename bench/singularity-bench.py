@@ -11,7 +11,8 @@ SIF), then, interleaved in rotating order after 10 warm-up rounds, times
 reply, and (b) the very command line the adapter runs (`RUNTIME exec
 --cleanenv --no-eval --pwd ROOT instance://NAME env HOME=... true`, read
 back from the fake's argv log or rebuilt for a real runtime) spawned
-directly and waited for.  Prints p50/p90 of each and the ratio of p50s as
+directly and waited for, and (c) the bare `RUNTIME exec instance://NAME
+true` (no confinement, no variables).  Prints p50/p90 of each and the ratio of p50s as
 one JSON object.  Needs root for the fake.
 """
 import argparse
@@ -73,22 +74,26 @@ def main():
                 if not k.startswith(("APPTAINER", "SINGULARITY"))}
         denv.update(env)
         denv.pop("FAKE_APPTAINER_LOG", None)
-        through, straight = [], []
+        name = [x for x in direct if x.startswith("instance://")][0]
+        bare = [a.runtime, "exec", name, "true"]
+        through, straight, plain = [], [], []
         for i in range(10 + a.n):
-            for kind in ((0, 1) if i % 2 == 0 else (1, 0)):
+            for kind in [(0, 1, 2), (1, 2, 0), (2, 0, 1)][i % 3]:
                 t0 = time.monotonic_ns()
                 if kind == 0:
                     gw.tool_ok("run_command", {"argv": ["true"]})
                 else:
-                    subprocess.run(direct, env=denv, check=True, stdout=subprocess.PIPE,
+                    subprocess.run(direct if kind == 1 else bare, env=denv, check=True, stdout=subprocess.PIPE,
                                    stderr=subprocess.PIPE)
                 dt = (time.monotonic_ns() - t0) / 1e6
                 if i >= 10:
-                    (through if kind == 0 else straight).append(dt)
+                    (through, straight, plain)[kind].append(dt)
         res = {"n": a.n, "runtime": os.path.basename(a.runtime),
                "sandgate_ms": {"p50": round(pct(through, 0.5), 2), "p90": round(pct(through, 0.9), 2)},
                "direct_ms": {"p50": round(pct(straight, 0.5), 2), "p90": round(pct(straight, 0.9), 2)},
+               "bare_ms": {"p50": round(pct(plain, 0.5), 2), "p90": round(pct(plain, 0.9), 2)},
                "ratio_p50": round(statistics.median(through) / statistics.median(straight), 3),
+               "ratio_p50_vs_bare": round(statistics.median(through) / statistics.median(plain), 3),
                "loadavg": open("/proc/loadavg").read().split()[0]}
         print(json.dumps(res))
     finally:
