@@ -31,7 +31,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,6 +41,7 @@
 #include <unistd.h>
 
 #include "adapters/exec.h"
+#include "adapters/hostutil.h"
 #include "base/crash.h"
 #include "base/fsutil.h"
 #include "base/limits.h"
@@ -207,39 +207,6 @@ sg_err sg_sing_exec_argv(const char *runtime, const char *name, const char *cwd,
 
 /* ---- this host ---------------------------------------------------------- */
 
-static bool best_effort(const struct sg_profile *p, const char *field)
-{
-	for (size_t i = 0; p->best_effort && p->best_effort[i]; i++)
-		if (strcmp(p->best_effort[i], field) == 0)
-			return true;
-	return false;
-}
-
-/* name itself when it holds a slash, else the first executable on PATH (new). */
-static char *find_program(const char *name)
-{
-	const char *path = getenv("PATH");
-	char *copy, *dir, *save = NULL, *found = NULL;
-
-	if (strchr(name, '/'))
-		return access(name, X_OK) == 0 ? strdup(name) : NULL;
-	if (!path || !*path)
-		path = "/usr/local/bin:/usr/bin:/bin";
-	copy = strdup(path);
-	for (dir = copy ? strtok_r(copy, ":", &save) : NULL; dir && !found;
-	     dir = strtok_r(NULL, ":", &save)) {
-		char *p = NULL;
-
-		if (dir[0] == '/' && asprintf(&p, "%s/%s", dir, name) >= 0 &&
-		    access(p, X_OK) == 0)
-			found = p;
-		else
-			free(p);
-	}
-	free(copy);
-	return found;
-}
-
 /* The profile's runtime (field `runtime`), else apptainer, else singularity (new). */
 static char *runtime_of(const struct sg_profile *p)
 {
@@ -247,9 +214,9 @@ static char *runtime_of(const struct sg_profile *p)
 	char *found;
 
 	if (want)
-		return find_program(want);
-	found = find_program("apptainer");
-	return found ? found : find_program("singularity");
+		return sg_host_find_program(want);
+	found = sg_host_find_program("apptainer");
+	return found ? found : sg_host_find_program("singularity");
 }
 
 /* Run the CLI with the scrubbed environment. */
@@ -304,12 +271,12 @@ static sg_err sing_validate(const struct sg_profile *p, struct sg_errinfo *err)
 
 		for (i = 0; sing_fields[i] && strcmp(sing_fields[i], key) != 0; i++)
 			;
-		if (!sing_fields[i] && !best_effort(p, key))
+		if (!sing_fields[i] && !sg_host_best_effort(p, key))
 			return sg_err_set(err, SG_E_UNSUPPORTED,
 					  "field \"%s\" (profile \"%s\") cannot be honoured by the singularity backend",
 					  key, p->name);
 	}
-	if (p->network == SG_NET_ALLOW && !best_effort(p, "network"))
+	if (p->network == SG_NET_ALLOW && !sg_host_best_effort(p, "network"))
 		return sg_err_set(err, SG_E_UNSUPPORTED,
 				  "network allow lists (profile \"%s\") cannot be enforced by the singularity backend; use \"none\" or \"default\"",
 				  p->name);
@@ -338,8 +305,8 @@ static sg_err sing_validate(const struct sg_profile *p, struct sg_errinfo *err)
 	if (rc)
 		goto out;
 	if (!sg_sing_has_limits(&v)) {
-		const char *field = p->cpus > 0 && !best_effort(p, "cpus") ? "cpus"
-				    : p->memory_mb > 0 && !best_effort(p, "memory_mb") ? "memory_mb"
+		const char *field = p->cpus > 0 && !sg_host_best_effort(p, "cpus") ? "cpus"
+				    : p->memory_mb > 0 && !sg_host_best_effort(p, "memory_mb") ? "memory_mb"
 				    : NULL;
 
 		if (field)
@@ -355,23 +322,6 @@ out:
 	sg_strv_release(&envs);
 	free(runtime);
 	return rc;
-}
-
-static int rm_entry(const char *path, const struct stat *st, int type, struct FTW *ftw)
-{
-	(void)st;
-	(void)ftw;
-	if (type == FTW_DP)
-		return rmdir(path) && errno != ENOENT ? -1 : 0;
-	return unlink(path) && errno != ENOENT ? -1 : 0;
-}
-
-/* rm -rf without following symlinks or crossing mounts. */
-static int rm_tree(const char *path)
-{
-	if (access(path, F_OK) != 0)
-		return 0;
-	return nftw(path, rm_entry, 32, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);
 }
 
 /*
@@ -789,7 +739,7 @@ out:
 	}
 	/* A failed create leaves nothing behind. */
 	if (rc && fresh && se->dir)
-		rm_tree(se->dir);
+		sg_host_rm_tree(se->dir);
 	json_decref(live);
 	json_decref(requested);
 	json_decref(applied);
@@ -872,17 +822,10 @@ static sg_err sing_teardown(struct sg_env *env, enum sg_fate fate, struct sg_can
 	if (se->name)
 		rc = stop_instance(se->runtime, sg_strv_get(&se->cli_env), se->name, cancel, err);
 	se->started = false;
-	if (!rc && fate == SG_FATE_REMOVE && se->dir && rm_tree(se->dir))
+	if (!rc && fate == SG_FATE_REMOVE && se->dir && sg_host_rm_tree(se->dir))
 		rc = sg_err_set(err, SG_E_INTERNAL, "cannot remove %s: %s", se->dir,
 				strerror(errno));
 	return rc;
-}
-
-static void copy_field(char *dst, size_t n, json_t *m, const char *key)
-{
-	const char *v = json_string_value(json_object_get(m, key));
-
-	snprintf(dst, n, "%s", v ? v : "");
 }
 
 /*
@@ -925,9 +868,9 @@ static sg_err sing_list(const struct sg_profile *p, const char *state_dir, sg_en
 		snprintf(info.state, sizeof(info.state), "%s",
 			 instance_listed(live, name) ? "running" : m ? "stopped" : "unmarked");
 		json_object_set_new(seen, name, json_true());
-		copy_field(info.identity, sizeof(info.identity), m, "identity");
-		copy_field(info.session, sizeof(info.session), m, "session");
-		copy_field(info.profile, sizeof(info.profile), m, "profile");
+		sg_host_copy_field(info.identity, sizeof(info.identity), m, "identity");
+		sg_host_copy_field(info.session, sizeof(info.session), m, "session");
+		sg_host_copy_field(info.profile, sizeof(info.profile), m, "profile");
 		info.created = json_integer_value(json_object_get(m, "created"));
 		info.persistent = json_is_true(json_object_get(m, "persistent"));
 		json_decref(m);
@@ -991,7 +934,7 @@ static sg_err sing_destroy(const struct sg_profile *p, const char *state_dir, co
 	}
 	if (instance_listed(live, name))
 		rc = stop_instance(runtime, sg_strv_get(&envs), name, cancel, err);
-	if (!rc && rm_tree(dir))
+	if (!rc && sg_host_rm_tree(dir))
 		rc = sg_err_set(err, SG_E_INTERNAL, "cannot remove %s: %s", dir, strerror(errno));
 out:
 	json_decref(live);

@@ -20,14 +20,13 @@
  * the gateway runs file tools in-process against host_root; only commands
  * (and sg-helper steps that must observe the inside) go through exec().
  */
-#define _GNU_SOURCE /* asprintf, nftw's FTW_ACTIONRETVAL-free use, O_PATH */
+#define _GNU_SOURCE /* asprintf, O_PATH */
 #include "../adapter.h"
 
 #include <dirent.h>
 #include <errno.h>
 #include <stdatomic.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,6 +41,7 @@
 #include "base/slug.h"
 #include "base/strv.h"
 #include "../exec.h"
+#include "../hostutil.h"
 #include "../helper/helper.h"
 #include "cgroup.h"
 
@@ -58,36 +58,6 @@ struct local_env {
 	char *slug;         /* the environment's name, its cgroups' prefix */
 	struct sg_cgroup cg; /* this session's cgroups */
 };
-
-static bool best_effort(const struct sg_profile *p, const char *field)
-{
-	for (size_t i = 0; p->best_effort && p->best_effort[i]; i++)
-		if (strcmp(p->best_effort[i], field) == 0)
-			return true;
-	return false;
-}
-
-/* The first executable `name` on PATH (new), or NULL. */
-static char *find_program(const char *name)
-{
-	const char *path = getenv("PATH");
-	char *copy, *dir, *save = NULL, *found = NULL;
-
-	if (!path || !*path)
-		path = "/usr/local/bin:/usr/bin:/bin";
-	copy = strdup(path);
-	for (dir = copy ? strtok_r(copy, ":", &save) : NULL; dir && !found;
-	     dir = strtok_r(NULL, ":", &save)) {
-		char *p = NULL;
-
-		if (asprintf(&p, "%s/%s", dir, name) >= 0 && access(p, X_OK) == 0)
-			found = p;
-		else
-			free(p);
-	}
-	free(copy);
-	return found;
-}
 
 /*
  * The profile's pids_max (a local-backend field, read from the file's
@@ -116,21 +86,21 @@ static sg_err local_validate(const struct sg_profile *p, struct sg_errinfo *err)
 	sg_err rc = SG_OK;
 
 	for (size_t i = 0; foreign[i]; i++) {
-		if (values[i] && !best_effort(p, foreign[i]))
+		if (values[i] && !sg_host_best_effort(p, foreign[i]))
 			return sg_err_set(err, SG_E_UNSUPPORTED,
 					  "field \"%s\" (profile \"%s\") cannot be honoured by the local backend",
 					  foreign[i], p->name);
 	}
-	if (p->port && !best_effort(p, "port"))
+	if (p->port && !sg_host_best_effort(p, "port"))
 		return sg_err_set(err, SG_E_UNSUPPORTED,
 				  "field \"port\" (profile \"%s\") cannot be honoured by the local backend",
 				  p->name);
-	if (p->network == SG_NET_ALLOW && !best_effort(p, "network"))
+	if (p->network == SG_NET_ALLOW && !sg_host_best_effort(p, "network"))
 		return sg_err_set(err, SG_E_UNSUPPORTED,
 				  "network allow lists (profile \"%s\") cannot be enforced by the local backend; use \"none\" or \"default\"",
 				  p->name);
-	if (p->network == SG_NET_NONE && !(bwrap = find_program("bwrap")) &&
-	    !best_effort(p, "network"))
+	if (p->network == SG_NET_NONE && !(bwrap = sg_host_find_program("bwrap")) &&
+	    !sg_host_best_effort(p, "network"))
 		rc = sg_err_set(err, SG_E_UNSUPPORTED,
 				"network \"none\" (profile \"%s\") needs bubblewrap on this host (apt-get install bubblewrap)",
 				p->name);
@@ -141,9 +111,9 @@ static sg_err local_validate(const struct sg_profile *p, struct sg_errinfo *err)
 		return sg_err_set(err, SG_E_INVALID_ARGUMENT,
 				  "field \"pids_max\" (profile \"%s\") must be an integer from 1 to %d",
 				  p->name, SG_LOCAL_PIDS_CEILING);
-	if ((p->cpus > 0 && !best_effort(p, "cpus")) ||
-	    (p->memory_mb > 0 && !best_effort(p, "memory_mb")) ||
-	    (pids_max_of(p) > 0 && !best_effort(p, "pids_max"))) {
+	if ((p->cpus > 0 && !sg_host_best_effort(p, "cpus")) ||
+	    (p->memory_mb > 0 && !sg_host_best_effort(p, "memory_mb")) ||
+	    (pids_max_of(p) > 0 && !sg_host_best_effort(p, "pids_max"))) {
 		if (!sg_cgroup_writable())
 			return sg_err_set(err, SG_E_UNSUPPORTED,
 					  "field \"%s\" (profile \"%s\") needs a writable cgroup hierarchy, and this host has none for sandgate",
@@ -151,24 +121,6 @@ static sg_err local_validate(const struct sg_profile *p, struct sg_errinfo *err)
 					  p->name);
 	}
 	return SG_OK;
-}
-
-static int rm_entry(const char *path, const struct stat *st, int type,
-		    struct FTW *ftw)
-{
-	(void)st;
-	(void)ftw;
-	if (type == FTW_DP)
-		return rmdir(path) && errno != ENOENT ? -1 : 0;
-	return unlink(path) && errno != ENOENT ? -1 : 0;
-}
-
-/* rm -rf without following symlinks. */
-static int rm_tree(const char *path)
-{
-	if (access(path, F_OK) != 0)
-		return 0;
-	return nftw(path, rm_entry, 32, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);
 }
 
 /* Write the environment's marker (what `sandgate envs` reads) atomically. */
@@ -213,7 +165,7 @@ static sg_err setup_limits(struct local_env *le, const char *name, json_t *appli
 		.cpus = p->cpus,
 		.memory_mb = p->memory_mb,
 		.pids_max = pids_max_of(p),
-		.pids_max_explicit = pids_max_of(p) > 0 && !best_effort(p, "pids_max"),
+		.pids_max_explicit = pids_max_of(p) > 0 && !sg_host_best_effort(p, "pids_max"),
 	};
 	struct sg_errinfo soft = { 0 };
 	sg_err rc;
@@ -221,8 +173,8 @@ static sg_err setup_limits(struct local_env *le, const char *name, json_t *appli
 	if (want.pids_max <= 0)
 		want.pids_max = SG_LOCAL_PIDS_DEFAULT;
 	rc = sg_cgroup_make(&le->cg, name, &want, applied, observed, &soft);
-	if (rc && ((p->cpus > 0 && !best_effort(p, "cpus")) ||
-		   (p->memory_mb > 0 && !best_effort(p, "memory_mb")) || want.pids_max_explicit))
+	if (rc && ((p->cpus > 0 && !sg_host_best_effort(p, "cpus")) ||
+		   (p->memory_mb > 0 && !sg_host_best_effort(p, "memory_mb")) || want.pids_max_explicit))
 		return sg_err_set(err, rc, "%s", soft.msg);
 	if (rc) {
 		sg_log_warn("%s; the environment runs without those limits (best-effort)", soft.msg);
@@ -282,8 +234,8 @@ static sg_err local_provision(struct sg_env *env, struct sg_cancel *cancel,
 		self[n] = '\0';
 		le->self = strdup(self);
 	}
-	le->bwrap = find_program("bwrap");
-	if (!le->bwrap && p->network == SG_NET_NONE && !best_effort(p, "network")) {
+	le->bwrap = sg_host_find_program("bwrap");
+	if (!le->bwrap && p->network == SG_NET_NONE && !sg_host_best_effort(p, "network")) {
 		rc = sg_err_set(err, SG_E_UNSUPPORTED, "network \"none\" needs bubblewrap");
 		goto out;
 	}
@@ -402,7 +354,7 @@ out:
 		sg_cgroup_kill(&le->cg);
 	/* A failed create leaves nothing behind. */
 	if (rc && fresh && le->dir)
-		rm_tree(le->dir);
+		sg_host_rm_tree(le->dir);
 	json_decref(applied);
 	json_decref(requested);
 	json_decref(observed);
@@ -618,7 +570,7 @@ static sg_err local_teardown(struct sg_env *env, enum sg_fate fate,
 		rc = stop_processes(le->dir, err);
 	if (!rc && fate == SG_FATE_REMOVE && le->slug)
 		sg_cgroup_kill_env(le->slug);
-	if (!rc && fate == SG_FATE_REMOVE && le->dir && rm_tree(le->dir))
+	if (!rc && fate == SG_FATE_REMOVE && le->dir && sg_host_rm_tree(le->dir))
 		rc = sg_err_set(err, SG_E_INTERNAL, "cannot remove %s: %s", le->dir,
 				strerror(errno));
 	return rc;
@@ -630,13 +582,6 @@ static char *envs_dir(const struct sg_profile *p, const char *state_dir)
 	char *d = NULL;
 
 	return asprintf(&d, "%s/local", p->workspace ? p->workspace : state_dir) < 0 ? NULL : d;
-}
-
-static void copy_field(char *dst, size_t n, json_t *m, const char *key)
-{
-	const char *v = json_string_value(json_object_get(m, key));
-
-	snprintf(dst, n, "%s", v ? v : "");
 }
 
 /*
@@ -675,9 +620,9 @@ static sg_err local_list(const struct sg_profile *p, const char *state_dir,
 		}
 		snprintf(info.id, sizeof(info.id), "local-%.120s", de->d_name);
 		snprintf(info.state, sizeof(info.state), "%s", m ? "present" : "unmarked");
-		copy_field(info.identity, sizeof(info.identity), m, "identity");
-		copy_field(info.session, sizeof(info.session), m, "session");
-		copy_field(info.profile, sizeof(info.profile), m, "profile");
+		sg_host_copy_field(info.identity, sizeof(info.identity), m, "identity");
+		sg_host_copy_field(info.session, sizeof(info.session), m, "session");
+		sg_host_copy_field(info.profile, sizeof(info.profile), m, "profile");
 		info.created = json_integer_value(json_object_get(m, "created"));
 		if (!info.created && stat(marker, &st) == 0)
 			info.created = st.st_mtime;
@@ -718,7 +663,7 @@ static sg_err local_destroy(const struct sg_profile *p, const char *state_dir,
 	/* And whatever escaped their process groups (a crashed gateway's). */
 	if (!rc)
 		sg_cgroup_kill_env(id + 6);
-	if (!rc && rm_tree(dir))
+	if (!rc && sg_host_rm_tree(dir))
 		rc = sg_err_set(err, SG_E_INTERNAL, "cannot remove %s: %s", dir, strerror(errno));
 out:
 	free(base);

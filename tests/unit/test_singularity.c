@@ -223,7 +223,11 @@ static void test_validate(void **state)
 					"/nonexistent/apptainer");
 		struct sg_profile p = { .name = "t", .image = "/x.sif", .raw = raw };
 
-		assert_int_equal(sg_adapter_singularity.validate(&p, &err), SG_E_UNSUPPORTED);
+		sg_err rc;
+
+		memset(&err, 0, sizeof(err));
+		rc = sg_adapter_singularity.validate(&p, &err);
+		assert_int_equal(rc, SG_E_UNSUPPORTED);
 		assert_non_null(strstr(err.msg, "/nonexistent/apptainer"));
 		json_decref(raw);
 	}
