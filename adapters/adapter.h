@@ -16,12 +16,19 @@
  *    not know about.
  *  - A failure sets exactly one sentence on the struct sg_errinfo and
  *    returns its code.  The sentence never contains a credential.
- *  - Never fail open.  A profile field the backend cannot enforce is refused
- *    by validate() with SG_E_UNSUPPORTED naming the field; a persistent
- *    environment that is gone is SG_E_WORKSPACE_LOST, never a fresh one.
+ *  - Never fail open.  Each adapter declares, in its `fields` table, every
+ *    profile field it honours; the config layer refuses every other field
+ *    for that backend, in one place (config.c), before validate() runs.
+ *    validate() refuses the *values* a declared field may take that this
+ *    backend or host cannot enforce (SG_E_UNSUPPORTED naming the field);
+ *    a persistent environment that is gone is SG_E_WORKSPACE_LOST, never a
+ *    fresh one.
  *  - Nothing leaks.  Remote resources are tagged with the identity, session,
  *    creation time and expiry, get a provider-side lifetime as a backstop,
- *    and a provision() that fails halfway deletes what it made.  Right after
+ *    and a provision() that fails halfway deletes what it made; when it
+ *    cannot (a create whose outcome it does not know), it sets
+ *    env->may_remain and the gateway finds the resource by its tags
+ *    (list, then destroy) before it exits, or leaves the record to gc.  Right after
  *    the remote resource first exists, provision() calls
  *    sg_crashpoint("adapter:created") (base/crash.h): the crash-
  *    matrix tests kill the gateway there and check `sandgate envs gc`
@@ -55,10 +62,11 @@
  * SG_CAP_HOST_FS and env->host_root; the gateway then runs the same helper
  * code in-process and skips the round trip.
  *
- * Writing a sixth adapter: copy adapters/local/local.c's shape, fill one
- * `const struct sg_adapter sg_adapter_<name>`, list it in registry.c under
- * SG_WITH_<NAME>, and run the end-to-end suite against a profile for it
- * (tests/e2e/README.md).
+ * Writing a sixth adapter: see adapters/README.md.  In short, one folder
+ * with one `const struct sg_adapter sg_adapter_<name>` (its `fields` table
+ * included), its name added to SG_BACKENDS in the top CMakeLists.txt (the
+ * registry is generated from that list), and the end-to-end suite run
+ * against a profile for it (tests/e2e/README.md).
  */
 #ifndef SG_ADAPTER_H
 #define SG_ADAPTER_H
@@ -82,7 +90,7 @@ enum sg_network {
 
 /*
  * One validated profile, merged with the binding's `environment` (which can
- * only narrow it).  Field names are the host's (protocol-v4.md 8.1).  Strings
+ * only narrow it).  Field names are the host's (docs/protocol.md).  Strings
  * are NULL when absent; numbers are 0 when absent.  Owned by the gateway and
  * valid for the environment's whole life; adapters only read it.
  */
@@ -108,6 +116,61 @@ struct sg_profile {
 	/* The whole profile object, for backend-specific fields (borrowed). */
 	json_t *raw;
 };
+
+/*
+ * Is field listed in p->best_effort?  For validate() and provision(),
+ * which may accept a value they cannot enforce only then (adapters/fields.c).
+ */
+bool sg_profile_best_effort(const struct sg_profile *p, const char *field);
+
+/* ---- Profile fields: what an adapter honours ----------------------------- */
+
+/*
+ * One entry of an adapter's `fields` table.  A field of config.c's table
+ * (config/README.md) needs only its name: the config layer checks its type.
+ * A field of the backend's own (read from profile->raw) gives its type, so
+ * the config layer checks that too, and the adapter reads it without
+ * checking again.
+ */
+enum sg_field_type {
+	SG_FIELD_GENERIC = 0, /* one of config.c's fields */
+	SG_FIELD_STRING,      /* the backend's own: a non-empty string */
+	SG_FIELD_INT,         /* the backend's own: an integer in [min, max] */
+	SG_FIELD_ARRAY,       /* the backend's own: a JSON array */
+};
+
+enum {
+	/*
+	 * The backend enforces this field only where the host or provider
+	 * allows (a cgroup, bubblewrap, a provider's limits): validate() or
+	 * provision() refuse what they cannot enforce, unless the profile
+	 * lists the field in best_effort.  Only such fields, and fields the
+	 * backend does not honour at all, may be listed there.
+	 */
+	SG_FIELD_PARTIAL = 1 << 0,
+};
+
+struct sg_field {
+	const char *name;
+	enum sg_field_type type;
+	unsigned flags;       /* SG_FIELD_* */
+	int64_t min, max;     /* SG_FIELD_INT */
+};
+
+/*
+ * A table's entries, e.g.
+ *   static const struct sg_field acme_fields[] = {
+ *	SG_FIELD("image"), SG_FIELD_BEST_EFFORT("network"),
+ *	SG_FIELD_OWN_STRING("region"), SG_FIELD_OWN_INT("poll_ms", 100, 60000),
+ *	SG_FIELDS_END,
+ *   };
+ */
+#define SG_FIELD(n) { (n), SG_FIELD_GENERIC, 0, 0, 0 }
+#define SG_FIELD_BEST_EFFORT(n) { (n), SG_FIELD_GENERIC, SG_FIELD_PARTIAL, 0, 0 }
+#define SG_FIELD_OWN_STRING(n) { (n), SG_FIELD_STRING, 0, 0, 0 }
+#define SG_FIELD_OWN_INT(n, lo, hi) { (n), SG_FIELD_INT, 0, (lo), (hi) }
+#define SG_FIELD_OWN_ARRAY(n) { (n), SG_FIELD_ARRAY, 0, 0, 0 }
+#define SG_FIELDS_END { NULL, 0, 0, 0, 0 }
 
 /* ---- Environments ------------------------------------------------------ */
 
@@ -142,6 +205,15 @@ struct sg_env {
 	char *ctl_dir;   /* malloc */
 	char *host_root; /* SG_CAP_HOST_FS: root's directory on this host */
 	char *host_ctl;  /* SG_CAP_HOST_FS: ctl_dir's directory on this host */
+	/*
+	 * Set by a provision() that fails when something it asked the
+	 * provider to create may exist anyway and it could not remove it: a
+	 * create whose outcome is unknown (no reply, a cancel, lookups that
+	 * fail) or a removal that did not finish.  The gateway then keeps the
+	 * registry record and settles it by the provider's tags (gateway/
+	 * envs.h, sg_envs_settle), the same rule for every adapter.
+	 */
+	bool may_remain;
 	/*
 	 * Facts only the adapter can observe (resources requested vs applied,
 	 * mechanism, safety_class); new reference owned by the env, merged by
@@ -194,9 +266,6 @@ struct sg_exec_result {
 	struct sg_buf err;  /* stderr, clipped to SG_HELPER_STDERR */
 };
 
-/* Prepare r for exec() with a capture bound; release with the next call. */
-void sg_exec_result_init(struct sg_exec_result *r, size_t max_output);
-void sg_exec_result_release(struct sg_exec_result *r);
 
 /* What teardown() should do with the environment. */
 enum sg_fate {
@@ -222,9 +291,8 @@ typedef int (*sg_env_list_cb)(const struct sg_env_info *info, void *payload);
 
 enum {
 	SG_CAP_HOST_FS = 1 << 0,   /* env->host_root is valid; files are local */
-	SG_CAP_FILES = 1 << 1,     /* get_file and put_file */
+	SG_CAP_FILES = 1 << 1,     /* get_file */
 	SG_CAP_LIST = 1 << 2,      /* list and destroy */
-	SG_CAP_PROBE = 1 << 3,     /* probe */
 	/*
 	 * With SG_CAP_HOST_FS: commands run in a pid namespace of their own
 	 * (a container's), so pids in the process spool mean nothing on this
@@ -239,11 +307,22 @@ struct sg_adapter {
 	size_t env_size;  /* sizeof the adapter's env struct, >= sizeof(struct sg_env) */
 
 	/*
-	 * Refuse, before anything is created, every profile field this backend
-	 * cannot enforce (SG_E_UNSUPPORTED, naming the field and the backend)
-	 * or that is malformed for it (SG_E_INVALID_ARGUMENT).  Fields listed in
-	 * profile->best_effort may be accepted without enforcement.  Pure: no
-	 * I/O beyond looking at this host.  Mandatory.
+	 * The profile fields this backend honours, ended by { NULL }.  The
+	 * config layer refuses every other field of a profile for this backend
+	 * (an unknown name is SG_E_INVALID_ARGUMENT, a known field left out
+	 * here SG_E_UNSUPPORTED unless best_effort lists it), so an adapter
+	 * never sees a field it did not declare.  Fields the gateway itself
+	 * implements (forward_env, shutdown_timeout_ms, best_effort, and the
+	 * host's own entries) are never listed.  Mandatory.
+	 */
+	const struct sg_field *fields;
+
+	/*
+	 * Refuse, before anything is created, the values of declared fields
+	 * this backend cannot enforce (SG_E_UNSUPPORTED, naming the field and
+	 * the backend) or that are malformed for it (SG_E_INVALID_ARGUMENT).
+	 * Fields listed in profile->best_effort may be accepted without
+	 * enforcement.  Pure: no I/O beyond looking at this host.  Mandatory.
 	 */
 	sg_err (*validate)(const struct sg_profile *p, struct sg_errinfo *err);
 
@@ -272,24 +351,15 @@ struct sg_adapter {
 		       struct sg_errinfo *err);
 
 	/*
-	 * Optional native file transfer (SG_CAP_FILES).  get_file writes at
-	 * most max bytes of the file at path (inside the environment) to fd,
-	 * SG_E_TOO_LARGE beyond; put_file creates or replaces it with mode.
-	 * Containment is the gateway's job: paths arrive already checked.
+	 * Optional native file download (SG_CAP_FILES), used by exports: write
+	 * at most max bytes of the file at path (inside the environment) to
+	 * fd, SG_E_TOO_LARGE beyond.  Without it, exports read through exec()
+	 * and sg-helper.  Containment is the gateway's job: paths arrive
+	 * already checked.
 	 */
 	sg_err (*get_file)(struct sg_env *env, const char *path, int fd,
 			   size_t max, struct sg_cancel *cancel,
 			   struct sg_errinfo *err);
-	sg_err (*put_file)(struct sg_env *env, const char *path,
-			   const void *data, size_t len, unsigned mode,
-			   struct sg_cancel *cancel, struct sg_errinfo *err);
-
-	/*
-	 * Optional (SG_CAP_PROBE): refresh env->facts from the provider (for
-	 * sandgate probe).  Facts are observed, never inferred from a name.
-	 */
-	sg_err (*probe)(struct sg_env *env, struct sg_cancel *cancel,
-			struct sg_errinfo *err);
 
 	/*
 	 * Keep, remove or let go of the environment as fate says, within the
@@ -311,7 +381,13 @@ struct sg_adapter {
 			  const char *id, struct sg_cancel *cancel,
 			  struct sg_errinfo *err);
 
-	/* Free the adapter's local state (never remote calls).  Cannot fail. */
+	/*
+	 * Free everything provision() allocated, the struct sg_env fields it
+	 * set included (sg_env_release_base() frees those), but not the env
+	 * itself, which the gateway frees.  Never remote calls.  Called once
+	 * after teardown(), or after a provision() that failed.  Cannot fail.
+	 * Mandatory.
+	 */
 	void (*release)(struct sg_env *env);
 
 	/*
@@ -322,7 +398,32 @@ struct sg_adapter {
 	 * looking at this host's environment and files.
 	 */
 	void (*credentials)(const struct sg_profile *p, json_t *out);
+
+	/*
+	 * Optional: the variables of sandgate's own environment this adapter
+	 * reads for the profile object raw (NULL: its defaults), such as an
+	 * API key, URL or region: the one place they are named.  Fills at most
+	 * max names (borrowed: static strings or strings of raw) and returns
+	 * how many.  The config refuses to forward any of them into commands
+	 * (config/README.md, forward_env), so every adapter that reads a
+	 * secret from the environment must list it here.  Pure.
+	 */
+	size_t (*credential_env)(const json_t *raw, const char **names, size_t max);
 };
+
+/*
+ * Free the struct sg_env fields provision() sets (helper, ctl_dir,
+ * host_root, host_ctl, facts) and clear them: the common part of every
+ * release() (adapters/fields.c).
+ */
+void sg_env_release_base(struct sg_env *env);
+
+/*
+ * The entry for name in a field table (an adapter's `fields`), or NULL
+ * (adapters/fields.c).
+ */
+const struct sg_field *sg_field_in(const struct sg_field *table,
+				   const char *name);
 
 /* The adapter for a backend name, or NULL (registry.c). */
 const struct sg_adapter *sg_adapter_find(const char *name);

@@ -51,13 +51,20 @@
 
 void sg_exec_result_init(struct sg_exec_result *r, size_t max_output)
 {
+	sg_buf_init(&r->out, max_output);
+	sg_buf_init(&r->err, SG_HELPER_STDERR);
+	sg_exec_result_reset(r);
+}
+
+void sg_exec_result_reset(struct sg_exec_result *r)
+{
 	r->exit_code = -1;
 	r->signal = 0;
 	r->timed_out = false;
 	r->truncated = false;
 	r->duration_ms = 0;
-	sg_buf_init(&r->out, max_output);
-	sg_buf_init(&r->err, SG_HELPER_STDERR);
+	sg_buf_reset(&r->out);
+	sg_buf_reset(&r->err);
 }
 
 void sg_exec_result_release(struct sg_exec_result *r)
@@ -129,6 +136,40 @@ static int check_program(const char *path)
 }
 
 /*
+ * The first executable name in the PATH value path, into out[n]: 0, or
+ * the errno exec would give (EACCES when only non-executables were found).
+ * Relative and empty entries are skipped: they would be resolved against
+ * a working directory nobody chose.
+ */
+static int search_path(const char *name, const char *path, char *out, size_t n)
+{
+	int e = ENOENT, w;
+
+	for (const char *p = path;; p++) {
+		const char *end = strchr(p, ':');
+		size_t len = end ? (size_t)(end - p) : strlen(p);
+
+		if (len > 0 && p[0] == '/') {
+			w = snprintf(out, n, "%.*s/%s", (int)len, p, name);
+			if (w < 0 || (size_t)w >= n) {
+				e = ENAMETOOLONG;
+			} else {
+				int ce = check_program(out);
+
+				if (ce == 0)
+					return 0;
+				if (ce == EACCES)
+					e = EACCES;
+			}
+		}
+		if (!end)
+			break;
+		p = end;
+	}
+	return e;
+}
+
+/*
  * Resolve name the way execvp would, but against the PATH of the child's
  * environment (posix_spawnp would use ours).  Relative and empty PATH
  * entries are skipped: they would be resolved against a working directory
@@ -141,8 +182,7 @@ static int find_program(const char *name, const char *const *envp,
 			const char *cwd, char *out, size_t n)
 {
 	const char *path = NULL;
-	const char *p;
-	int e = ENOENT, w;
+	int e, w;
 
 	if (name[0] == '\0')
 		return ENOENT;
@@ -166,28 +206,17 @@ static int find_program(const char *name, const char *const *envp,
 	}
 	if (!path)
 		path = EXEC_DEFAULT_PATH;
-	for (p = path;; p++) {
-		const char *end = strchr(p, ':');
-		size_t len = end ? (size_t)(end - p) : strlen(p);
+	return search_path(name, path, out, n);
+}
 
-		if (len > 0 && p[0] == '/') {
-			w = snprintf(out, n, "%.*s/%s", (int)len, p, name);
-			if (w < 0 || (size_t)w >= n) {
-				e = ENAMETOOLONG;
-			} else {
-				int ce = check_program(out);
+char *sg_exec_which(const char *name)
+{
+	const char *path = getenv("PATH");
+	char out[SG_PATH_MAX];
 
-				if (ce == 0)
-					return 0;
-				if (ce == EACCES)
-					e = EACCES;
-			}
-		}
-		if (!end)
-			break;
-		p = end;
-	}
-	return e;
+	if (!path || !*path)
+		path = "/usr/local/bin:/usr/bin:/bin";
+	return search_path(name, path, out, sizeof(out)) == 0 ? strdup(out) : NULL;
 }
 
 /*
@@ -523,12 +552,7 @@ sg_err sg_exec_run(const struct sg_child *c, struct sg_exec_result *out,
 	r.c = c;
 	r.out = out;
 	r.pidfd = r.in_w = r.out_r = r.err_r = -1;
-	out->exit_code = -1;
-	out->signal = 0;
-	out->timed_out = out->truncated = false;
-	out->duration_ms = 0;
-	sg_buf_reset(&out->out);
-	sg_buf_reset(&out->err);
+	sg_exec_result_reset(out);
 
 	if (!c->argv || !c->argv[0]) {
 		rc = sg_err_set(err, SG_E_INVALID_ARGUMENT,

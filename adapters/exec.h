@@ -24,6 +24,17 @@
 
 #include "adapter.h"
 
+/*
+ * Prepare r for a run (exec(), sg_exec_run()) with a capture bound of
+ * max_output bytes of stdout and SG_HELPER_STDERR of stderr; release it
+ * with sg_exec_result_release().  sg_exec_result_reset() clears the fields
+ * and empties the buffers (keeping their memory) so one result can serve
+ * several runs: what every exec() does on entry.
+ */
+void sg_exec_result_init(struct sg_exec_result *r, size_t max_output);
+void sg_exec_result_reset(struct sg_exec_result *r);
+void sg_exec_result_release(struct sg_exec_result *r);
+
 struct sg_child {
 	/*
 	 * argv[0] without a slash is looked up in the PATH from envp (not
@@ -66,6 +77,13 @@ struct sg_child {
 sg_err sg_exec_run(const struct sg_child *c, struct sg_exec_result *out,
 		   struct sg_cancel *cancel, struct sg_errinfo *err)
 	SG_MUST_CHECK;
+
+/*
+ * The first executable `name` on this process's PATH ("/usr/local/bin:
+ * /usr/bin:/bin" when it has none; relative entries skipped), for finding
+ * the host's own tools (ssh, bwrap).  New string, or NULL.
+ */
+char *sg_exec_which(const char *name);
 
 /* "SIGTERM" for SIGTERM ...; "SIG<n>" for others.  Static string. */
 const char *sg_exec_signame(int sig);

@@ -25,6 +25,39 @@
 
 #include "base/limits.h"
 
+/*
+ * openat2(2) (Linux 5.6).  sg-helper is also built with musl-gcc, which
+ * has no kernel headers, so the structure and constants are defined here
+ * when <linux/openat2.h> is missing.  They are the kernel's ABI and never
+ * change; the syscall number is the unified table's, shared by x86_64 and
+ * aarch64.
+ */
+#if defined(__has_include)
+#if __has_include(<linux/openat2.h>)
+#include <linux/openat2.h>
+#define SG_OPENAT2_SYSTEM_HEADER 1
+#endif
+#endif
+#ifndef SG_OPENAT2_SYSTEM_HEADER
+struct open_how {
+	unsigned long long flags;
+	unsigned long long mode;
+	unsigned long long resolve;
+};
+#define RESOLVE_NO_MAGICLINKS 0x02
+#define RESOLVE_NO_SYMLINKS 0x04
+#define RESOLVE_BENEATH 0x08
+#endif
+#include <stdatomic.h>
+#include <sys/syscall.h>
+#ifndef SYS_openat2
+#if defined(__x86_64__) || defined(__aarch64__)
+#define SYS_openat2 437
+#else
+#error "the openat2 syscall number is unknown for this architecture"
+#endif
+#endif
+
 /* The state of one resolution; it lives on the caller's stack. */
 struct walk {
 	const char *root;     /* normalised binding root, e.g. "/workspace" */
@@ -436,4 +469,153 @@ out:
 		free(w);
 	}
 	return rc;
+}
+
+/* Set once a kernel has answered ENOSYS: the walk is used from then on. */
+static atomic_bool no_openat2;
+
+/* The component-by-component open of sg_path_openat(), for old kernels. */
+static int walk_open(int dirfd, const char *rel, int flags)
+{
+	char name[SG_PATH_MAX + 1];
+	const char *p = rel, *c;
+	int cur = dirfd, fd, e;
+	size_t n;
+
+	for (;;) {
+		c = next_comp(p, &n);
+		if (!c || n > SG_PATH_MAX) {
+			errno = c ? ENAMETOOLONG : EINVAL;
+			fd = -1;
+			break;
+		}
+		memcpy(name, c, n);
+		name[n] = '\0';
+		p = c + n;
+		if (is_dotdot(c, n)) {
+			/* A resolved path has none; RESOLVE_BENEATH's answer. */
+			errno = EXDEV;
+			fd = -1;
+			break;
+		}
+		if (only_dots(p)) {
+			fd = openat(cur, name, flags | O_NOFOLLOW | O_CLOEXEC);
+			break;
+		}
+		fd = openat(cur, name,
+			    O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (cur != dirfd) {
+			e = errno;
+			close(cur);
+			errno = e;
+		}
+		if (fd < 0)
+			return -1;
+		cur = fd;
+	}
+	if (cur != dirfd) {
+		e = errno;
+		close(cur);
+		errno = e;
+	}
+	return fd;
+}
+
+/*
+ * O_PATH | O_NOFOLLOW opens a final symlink itself instead of failing:
+ * refuse it here, so that no link is ever handed back.
+ */
+static int no_final_link(int fd, int flags)
+{
+	struct stat st;
+
+	if (fd < 0 || !(flags & O_PATH) || (flags & O_DIRECTORY))
+		return fd;
+	if (fstat(fd, &st) == 0 && !S_ISLNK(st.st_mode))
+		return fd;
+	close(fd);
+	errno = ELOOP;
+	return -1;
+}
+
+static int openat_beneath(int dirfd, const char *rel, int flags)
+{
+	struct open_how how;
+	long fd;
+
+	if (flags & O_CREAT) {
+		errno = EINVAL;
+		return -1;
+	}
+	if (!rel[0] || only_dots(rel))
+		return openat(dirfd, ".", flags | O_CLOEXEC);
+	if (!atomic_load_explicit(&no_openat2, memory_order_relaxed)) {
+		memset(&how, 0, sizeof(how));
+		how.flags = (unsigned long long)(flags | O_NOFOLLOW | O_CLOEXEC);
+		how.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS |
+			      RESOLVE_NO_MAGICLINKS;
+		/*
+		 * EAGAIN: a rename elsewhere raced the lookup; the kernel
+		 * asks for a retry rather than guess.  Bounded, so a
+		 * renaming loop cannot hold a worker.
+		 */
+		for (int i = 0;; i++) {
+			fd = syscall(SYS_openat2, dirfd, rel, &how, sizeof(how));
+			if (fd >= 0 || (errno != EAGAIN && errno != EINTR) ||
+			    i == 64)
+				break;
+		}
+		if (fd >= 0 || errno != ENOSYS)
+			return (int)fd;
+		atomic_store_explicit(&no_openat2, true, memory_order_relaxed);
+	}
+	return walk_open(dirfd, rel, flags);
+}
+
+int sg_path_openat(int dirfd, const char *rel, int flags)
+{
+	return no_final_link(openat_beneath(dirfd, rel, flags), flags);
+}
+
+int sg_path_openat_parent(int dirfd, const char *rel, const char **name)
+{
+	char parent[SG_PATH_MAX + 1];
+	const char *slash = strrchr(rel, '/');
+	size_t n = slash ? (size_t)(slash - rel) : 0;
+
+	*name = slash ? slash + 1 : rel[0] ? rel : ".";
+	if (n > SG_PATH_MAX) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	memcpy(parent, rel, n);
+	parent[n] = '\0';
+	return sg_path_openat(dirfd, parent, O_PATH | O_DIRECTORY);
+}
+
+int sg_path_chdir_beneath(const char *root, const char *path)
+{
+	const char *rel = strip_root(root, path);
+	int rootfd, fd, e;
+
+	if (!rel) {
+		errno = EXDEV;
+		return -1;
+	}
+	while (*rel == '/')
+		rel++;
+	rootfd = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (rootfd < 0)
+		return -1;
+	fd = sg_path_openat(rootfd, rel, O_PATH | O_DIRECTORY);
+	e = errno;
+	close(rootfd);
+	if (fd < 0) {
+		errno = e;
+		return -1;
+	}
+	e = fchdir(fd) == 0 ? 0 : errno;
+	close(fd);
+	errno = e;
+	return e ? -1 : 0;
 }

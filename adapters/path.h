@@ -65,6 +65,41 @@ sg_err sg_path_resolve(const char *root, const char *host_root,
  */
 sg_err sg_path_normalize(const char *path, struct sg_buf *out) SG_MUST_CHECK;
 
+/*
+ * Open `rel`, a path sg_path_resolve() returned (relative to root, no "."
+ * or "..", no symbolic link in it), beneath dirfd (borrowed), so that no
+ * component can be swapped after the check: the kernel refuses to follow
+ * any symbolic link on the way, the final one included, and to leave
+ * dirfd.  openat2(2) with RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS |
+ * RESOLVE_NO_MAGICLINKS does it; on a kernel without openat2 each
+ * component is opened with O_PATH | O_NOFOLLOW from the one before.
+ * Links inside root were already followed by sg_path_resolve(), the way
+ * the environment sees them; a link met here appeared since, so the open
+ * fails (ELOOP, ENOTDIR or EXDEV) instead of following it.
+ *
+ * `flags` are open(2) flags (O_CLOEXEC and O_NOFOLLOW are added; O_CREAT
+ * is not allowed).  "" is dirfd's own directory.  Returns a new
+ * descriptor, or -1 with errno.  Reentrant; no allocation.
+ */
+int sg_path_openat(int dirfd, const char *rel, int flags);
+
+/*
+ * The directory holding rel's last component, opened as sg_path_openat()
+ * does (O_PATH | O_DIRECTORY); *name points at that component inside rel
+ * ("." when rel is "", so that *at() calls on it reach dirfd itself).
+ * Returns a new descriptor, or -1 with errno.
+ */
+int sg_path_openat_parent(int dirfd, const char *rel, const char **name);
+
+/*
+ * chdir(2) to `path`, an absolute path that sg_path_resolve() made (root
+ * followed by a resolved relative path), through sg_path_openat() beneath
+ * root, so a component swapped for a link since the check fails the call
+ * instead of moving the process out of root.  0, or -1 with errno (EXDEV:
+ * path is not under root).  Syscalls only: safe between fork and exec.
+ */
+int sg_path_chdir_beneath(const char *root, const char *path);
+
 /* Is `path` equal to `dir` or below it (both normalised, absolute)? */
 bool sg_path_under(const char *path, const char *dir);
 

@@ -1,12 +1,18 @@
 /*
  * registry.c - the compiled-in adapters, found by name.
  *
- * A static, NULL-terminated list (curl's available_backends idea): each
- * adapter is listed under its SG_WITH_<NAME> switch, so a backend left out
- * of the build is neither compiled nor referenced.  sg_adapter_find checks,
- * once, that every listed adapter keeps the contract's rules: a unique
- * name, the mandatory methods, and capability bits that match the optional
- * methods present.
+ * A static, NULL-terminated list (curl's available_backends idea),
+ * generated: CMake writes sg_adapters.h from the backends it builds
+ * (SG_BACKENDS in the top CMakeLists.txt, each switched by SG_WITH_<NAME>),
+ * as one X-macro list SG_ADAPTERS(X) calling X(name) per backend.  A
+ * backend left out of the build is therefore neither compiled nor
+ * referenced, and registering one touches no file here.  A test build may
+ * compile this file again with SG_TEST_ADAPTERS(X) defined, adding
+ * adapters that exist only in tests (tests/fake/).
+ *
+ * sg_adapter_find checks, once, that every listed adapter keeps the
+ * contract's rules: a unique name, the mandatory methods and field table,
+ * and capability bits that match the optional methods present.
  */
 #include "adapter.h"
 
@@ -14,37 +20,24 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sg_config.h"
+#include "sg_adapters.h"
 
-#ifdef SG_WITH_LOCAL
-extern const struct sg_adapter sg_adapter_local;
-#endif
-#ifdef SG_WITH_SSH
-extern const struct sg_adapter sg_adapter_ssh;
-#endif
-#ifdef SG_WITH_DAYTONA
-extern const struct sg_adapter sg_adapter_daytona;
-#endif
-#ifdef SG_WITH_SINGULARITY
-extern const struct sg_adapter sg_adapter_singularity;
+#ifndef SG_TEST_ADAPTERS
+#define SG_TEST_ADAPTERS(X)
 #endif
 
+#define SG_ADAPTER_DECL(name) extern const struct sg_adapter sg_adapter_##name;
+SG_ADAPTERS(SG_ADAPTER_DECL)
+SG_TEST_ADAPTERS(SG_ADAPTER_DECL)
+#undef SG_ADAPTER_DECL
+
+#define SG_ADAPTER_ENTRY(name) &sg_adapter_##name,
 static const struct sg_adapter *const adapters[] = {
-#ifdef SG_WITH_LOCAL
-	&sg_adapter_local,
-#endif
-#ifdef SG_WITH_SSH
-	&sg_adapter_ssh,
-#endif
-#ifdef SG_WITH_DAYTONA
-	&sg_adapter_daytona,
-#endif
-#ifdef SG_WITH_SINGULARITY
-	&sg_adapter_singularity,
-#endif
+	SG_ADAPTERS(SG_ADAPTER_ENTRY)
+	SG_TEST_ADAPTERS(SG_ADAPTER_ENTRY)
 	NULL,
 };
-
+#undef SG_ADAPTER_ENTRY
 
 static void check_contract(void)
 {
@@ -52,10 +45,10 @@ static void check_contract(void)
 		const struct sg_adapter *a = adapters[i];
 
 		assert(a->name && a->env_size >= sizeof(struct sg_env));
-		assert(a->validate && a->provision && a->exec && a->teardown);
-		assert(!(a->caps & SG_CAP_FILES) == !(a->get_file && a->put_file));
+		assert(a->fields && a->validate && a->provision && a->exec &&
+		       a->teardown && a->release);
+		assert(!(a->caps & SG_CAP_FILES) == !a->get_file);
 		assert(!(a->caps & SG_CAP_LIST) == !(a->list && a->destroy));
-		assert(!(a->caps & SG_CAP_PROBE) == !a->probe);
 		for (size_t j = 0; j < i; j++)
 			assert(strcmp(adapters[j]->name, a->name) != 0);
 		(void)a;

@@ -12,6 +12,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <time.h>
 
 #include "err.h"
 
@@ -50,5 +51,9 @@ sg_err sg_cancel_sleep(const struct sg_cancel *c, int64_t ms);
 /* Monotonic clock helpers used by every deadline. */
 int64_t sg_now_ms(void);
 int64_t sg_now_ns(void);
+
+/* The time ms milliseconds from now on clock, for the waits that take an
+ * absolute time (pthread_cond_timedwait, sigtimedwait's loops). */
+struct timespec sg_time_after(clockid_t clock, int64_t ms);
 
 #endif

@@ -29,7 +29,7 @@ sg_err sg_err_vset(struct sg_errinfo *e, sg_err code, const char *fmt,
 		   va_list ap)
 {
 	if (!e || e->code != SG_OK)
-		return e && e->code ? e->code : code;
+		return code;
 	e->code = code;
 	vsnprintf(e->msg, sizeof(e->msg), fmt, ap);
 	return code;

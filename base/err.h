@@ -16,7 +16,7 @@
 #define SG_MUST_CHECK __attribute__((warn_unused_result))
 #define SG_PRINTF(f, a) __attribute__((format(printf, f, a)))
 
-/* X(enum suffix, protocol word) in the order of protocol-v4.md section 1. */
+/* X(enum suffix, protocol word) in the order of docs/protocol.md section 3. */
 #define SG_ERR_MAP(X)                                                       \
 	X(NOT_INITIALIZED, "not_initialized")                               \
 	X(BAD_TOKEN, "bad_token")                                           \
@@ -58,10 +58,13 @@ const char *sg_err_word(sg_err code);
 sg_err sg_err_from_word(const char *word);
 
 /*
- * Record a failure on e and return its code, so callers can write
- * `return sg_err_set(e, SG_E_NOT_FOUND, "%s does not exist", path);`.
- * The first failure wins: a message already set is never overwritten, so the
- * sentence always names the innermost cause.  e may be NULL.
+ * Record a failure on e and return code, the one passed, always, so callers
+ * can write `return sg_err_set(e, SG_E_NOT_FOUND, "%s does not exist",
+ * path);` and get what they wrote.  The first failure wins on e: a code and
+ * sentence already recorded are never overwritten, so the sentence always
+ * names the innermost cause, and e->code may then differ from the value
+ * returned.  What is sent to the host is e's (sg_err_format).  e may be
+ * NULL.
  */
 sg_err sg_err_set(struct sg_errinfo *e, sg_err code, const char *fmt, ...)
 	SG_PRINTF(3, 4);

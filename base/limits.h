@@ -1,7 +1,7 @@
 /*
  * limits.h - every size and time limit sandgate enforces, named once.
  *
- * Invariants: the protocol's numbers (protocol-v4.md) appear here and nowhere
+ * Invariants: the protocol's numbers (docs/protocol.md) appear here and nowhere
  * else; code refers to these names, never to a literal.  Sizes are bytes,
  * times carry their unit in the name.
  */
@@ -21,6 +21,12 @@
 /* The most --max-output may raise it to: JSON can grow text 6 times
  * (control bytes as \u00XX), and a reply must stay under SG_MAX_FRAME. */
 #define SG_TOOL_OUTPUT_MAX (2 * SG_MiB)
+/*
+ * How far read_file reads on past its window only to count total_lines
+ * (about 0.25 ms per MiB); beyond it the count is a lower bound and the
+ * reply says total_lines_partial.
+ */
+#define SG_READ_COUNT_MAX (1 * SG_MiB)
 
 /* Processes (section 4). */
 #define SG_PROC_RETAIN (8 * SG_MiB)   /* newest output kept per process */
@@ -38,6 +44,7 @@
 /* Shutdown budgets (section 8.2). */
 #define SG_SHUTDOWN_BUDGET_MS 60000   /* as a command backend */
 #define SG_PEER_SHUTDOWN_MS 10000     /* as a delegated peer */
+#define SG_SETTLE_POLL_MS 500         /* between looks for a create that may land */
 #define SG_LIFETIME_DEFAULT_S 600     /* lifetime_seconds 0 -> 600 */
 #define SG_LOCAL_PIDS_DEFAULT 2048    /* local pids_max when the profile sets none */
 #define SG_LOCAL_PIDS_CEILING 4194304 /* the kernel's largest pid_max */
@@ -51,6 +58,7 @@
 #define SG_LIST_MAX 10000          /* list_dir / glob entries */
 #define SG_GREP_DEFAULT 500        /* grep max_results default */
 #define SG_SYMLINK_MAX 40          /* symlinks followed while resolving */
+#define SG_CREDENTIAL_ENV_MAX 16   /* variables one adapter reads per profile */
 #define SG_PATH_MAX 4096
 #define SG_PIPE_SIZE (1 * SG_MiB)  /* stdout pipe asked for (fs.pipe-max-size) */
 #define SG_PROC_DRAIN_MS 200        /* pipe EOF awaited after a child's exit */
@@ -98,6 +106,7 @@
 #define SG_DAYTONA_TRIP_SLACK_MS 30000 /* a trip's HTTP timeout past its wait */
 #define SG_DAYTONA_DELETE_MS 120000    /* a delete, until the sandbox is gone */
 #define SG_DAYTONA_KILL_MS 15000       /* the kill after a cancel */
+#define SG_DAYTONA_VERIFY_MS 3000      /* the one look after a failed delete */
 #define SG_DAYTONA_INLINE_MAX (96 * SG_KiB) /* one variable: a part of stdin, argv */
 #define SG_DAYTONA_STDIN_VARS (1 * SG_MiB)  /* stdin text sent in variables, at most */
 #define SG_DAYTONA_SCRIPT_REPLY (256 * SG_KiB) /* our own scripts' output */

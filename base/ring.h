@@ -2,7 +2,7 @@
  * ring.h - absolute byte offsets over a bounded, circular store.
  *
  * A process's output is one stream addressed by absolute byte offset from
- * the process start (protocol-v4.md section 4).  Its spool keeps only the
+ * the process start (docs/protocol.md section 8).  Its spool keeps only the
  * newest `retain` bytes: the byte at absolute offset o lives at position
  * o % retain of a file of at most `retain` bytes, so when `total` bytes
  * have been produced the retained range is [max(0, total - retain), total).

@@ -1,16 +1,23 @@
 #include "slug.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
-char *sg_slug(const char *s)
+char *sg_slug_n(const char *s, size_t max, bool *cut)
 {
 	static const char hex[] = "0123456789ABCDEF";
-	char *out = malloc(3 * strlen(s) + 1), *o = out;
+	size_t n = strlen(s);
+	char *out = malloc(3 * (n < max ? n : max) + 3 + 1), *o = out;
 
+	*cut = false;
 	if (!out)
 		return NULL;
 	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+		if ((size_t)(o - out) >= max) {
+			*cut = true;
+			break;
+		}
 		if ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
 		    (*p >= '0' && *p <= '9') || *p == '-' || *p == '_' ||
 		    (*p == '.' && p != (const unsigned char *)s)) {
@@ -23,4 +30,11 @@ char *sg_slug(const char *s)
 	}
 	*o = '\0';
 	return out;
+}
+
+char *sg_slug(const char *s)
+{
+	bool cut;
+
+	return sg_slug_n(s, SIZE_MAX, &cut);
 }

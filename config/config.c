@@ -57,11 +57,19 @@ enum cfg_narrow {
 	CN_IGNORE,  /* describes the host's side; not sandgate's business */
 };
 
+/*
+ * Who honours a field.  CF_ADAPTER: only the backends whose adapter lists
+ * it in its `fields` table (adapter.h); every other backend refuses it.
+ * CF_ALL: the config layer or the gateway itself, for every backend.
+ */
+enum cfg_owner { CF_ADAPTER, CF_ALL };
+
 struct cfg_field {
 	const char *name;
 	enum cfg_kind kind;
 	enum cfg_narrow narrow;
 	size_t off; /* of the struct sg_profile member; NO_MEMBER when none */
+	enum cfg_owner owner;
 };
 
 #define NO_MEMBER SIZE_MAX
@@ -72,35 +80,40 @@ struct cfg_field {
  * own workers and SDK-based adapters, and sandgate needs neither.
  */
 static const struct cfg_field fields[] = {
-	{ "backend", CK_STRING, CN_IGNORE, MEMBER(backend) },
-	{ "image", CK_STRING, CN_EQUAL, MEMBER(image) },
-	{ "snapshot", CK_STRING, CN_EQUAL, MEMBER(snapshot) },
+	{ "backend", CK_STRING, CN_IGNORE, MEMBER(backend), CF_ALL },
+	{ "image", CK_STRING, CN_EQUAL, MEMBER(image), CF_ADAPTER },
+	{ "snapshot", CK_STRING, CN_EQUAL, MEMBER(snapshot), CF_ADAPTER },
 	/*
 	 * A host's command-backend entry carries `workspace` as the root it
 	 * binds, not as the backend's base directory: from a binding it is
 	 * the host's side and ignored.
 	 */
-	{ "workspace", CK_STRING, CN_IGNORE, MEMBER(workspace) },
-	{ "user", CK_STRING, CN_EQUAL, MEMBER(user) },
-	{ "host_workspace", CK_STRING, CN_EQUAL, MEMBER(host_workspace) },
-	{ "host", CK_STRING, CN_EQUAL, MEMBER(host) },
-	{ "identity_file", CK_STRING, CN_EQUAL, MEMBER(identity_file) },
-	{ "known_hosts_file", CK_STRING, CN_EQUAL, MEMBER(known_hosts_file) },
-	{ "worker", CK_STRING, CN_EQUAL, NO_MEMBER },
-	{ "python", CK_STRING, CN_EQUAL, NO_MEMBER },
-	{ "persistent", CK_BOOL, CN_TAKE, MEMBER(persistent) },
-	{ "shared", CK_BOOL, CN_TAKE, MEMBER(shared) },
-	{ "mount_read_only", CK_BOOL, CN_TURN_ON, MEMBER(mount_read_only) },
-	{ "network", CK_NETWORK, CN_NETWORK, NO_MEMBER },
-	{ "cpus", CK_CPUS, CN_LOWER, NO_MEMBER },
-	{ "memory_mb", CK_MEMORY, CN_LOWER, NO_MEMBER },
-	{ "port", CK_PORT, CN_EQUAL, NO_MEMBER },
-	{ "lifetime_seconds", CK_LIFETIME, CN_TAKE, NO_MEMBER },
-	{ "shutdown_timeout_ms", CK_SHUTDOWN, CN_TAKE, NO_MEMBER },
-	{ "forward_env", CK_FORWARD_ENV, CN_ADD, NO_MEMBER },
-	{ "best_effort", CK_BEST_EFFORT, CN_SUBSET, NO_MEMBER },
-	{ "command", CK_HOST_SIDE, CN_IGNORE, NO_MEMBER },
-	{ "shutdown_grace_ms", CK_HOST_SIDE, CN_IGNORE, NO_MEMBER },
+	{ "workspace", CK_STRING, CN_IGNORE, MEMBER(workspace), CF_ADAPTER },
+	{ "user", CK_STRING, CN_EQUAL, MEMBER(user), CF_ADAPTER },
+	{ "host_workspace", CK_STRING, CN_EQUAL, MEMBER(host_workspace), CF_ADAPTER },
+	{ "host", CK_STRING, CN_EQUAL, MEMBER(host), CF_ADAPTER },
+	{ "identity_file", CK_STRING, CN_EQUAL, MEMBER(identity_file), CF_ADAPTER },
+	{ "known_hosts_file", CK_STRING, CN_EQUAL, MEMBER(known_hosts_file), CF_ADAPTER },
+	{ "worker", CK_STRING, CN_EQUAL, NO_MEMBER, CF_ALL },
+	{ "python", CK_STRING, CN_EQUAL, NO_MEMBER, CF_ALL },
+	{ "persistent", CK_BOOL, CN_TAKE, MEMBER(persistent), CF_ADAPTER },
+	{ "shared", CK_BOOL, CN_TAKE, MEMBER(shared), CF_ADAPTER },
+	{ "mount_read_only", CK_BOOL, CN_TURN_ON, MEMBER(mount_read_only), CF_ADAPTER },
+	{ "network", CK_NETWORK, CN_NETWORK, NO_MEMBER, CF_ADAPTER },
+	{ "cpus", CK_CPUS, CN_LOWER, NO_MEMBER, CF_ADAPTER },
+	{ "memory_mb", CK_MEMORY, CN_LOWER, NO_MEMBER, CF_ADAPTER },
+	{ "port", CK_PORT, CN_EQUAL, NO_MEMBER, CF_ADAPTER },
+	/* The gateway's registry expires a detached environment by it. */
+	{ "lifetime_seconds", CK_LIFETIME, CN_TAKE, NO_MEMBER, CF_ALL },
+	{ "shutdown_timeout_ms", CK_SHUTDOWN, CN_TAKE, NO_MEMBER, CF_ALL },
+	{ "forward_env", CK_FORWARD_ENV, CN_ADD, NO_MEMBER, CF_ALL },
+	{ "best_effort", CK_BEST_EFFORT, CN_SUBSET, NO_MEMBER, CF_ALL },
+	{ "command", CK_HOST_SIDE, CN_IGNORE, NO_MEMBER, CF_ALL },
+	{ "shutdown_grace_ms", CK_HOST_SIDE, CN_IGNORE, NO_MEMBER, CF_ALL },
+#ifdef SG_CONFIG_TEST_FIELD
+	/* tests/unit/test_fields.c: a field no adapter declares. */
+	SG_CONFIG_TEST_FIELD,
+#endif
 };
 
 #define NFIELDS (sizeof(fields) / sizeof(fields[0]))
@@ -943,6 +956,217 @@ static sg_err narrow_check(const json_t *prof, const json_t *env,
 	return SG_OK;
 }
 
+/* ---- Fields per backend ---------------------------------------------- */
+
+/*
+ * The one place a profile's fields meet its backend's table (adapter.h):
+ * every field is either the config layer's or the gateway's own (CF_ALL),
+ * or declared by the backend's adapter, or refused here.  `config check`,
+ * serve's initialize and probe all build profiles through
+ * sg_config_profile(), so they give the same answer for the same profile.
+ */
+
+/* The `select` pseudo-backend's own field (docs/operators.md). */
+static const struct sg_field select_fields[] = {
+	SG_FIELD_OWN_ARRAY("candidates"), SG_FIELDS_END,
+};
+
+/* Levenshtein distance, for names of at most NAME_MAX_LEN bytes. */
+static size_t distance(const char *a, const char *b)
+{
+	size_t la = strlen(a), lb = strlen(b), row[NAME_MAX_LEN + 2];
+
+	if (la > NAME_MAX_LEN || lb > NAME_MAX_LEN)
+		return SIZE_MAX;
+	for (size_t j = 0; j <= lb; j++)
+		row[j] = j;
+	for (size_t i = 1; i <= la; i++) {
+		size_t diag = row[0], up;
+
+		row[0] = i;
+		for (size_t j = 1; j <= lb; j++) {
+			up = row[j];
+			row[j] = diag + (a[i - 1] != b[j - 1]);
+			if (up + 1 < row[j])
+				row[j] = up + 1;
+			if (row[j - 1] + 1 < row[j])
+				row[j] = row[j - 1] + 1;
+			diag = up;
+		}
+	}
+	return row[lb];
+}
+
+/*
+ * The known name closest to key, among the fields this backend accepts,
+ * when it is close enough to be a slip (at most a third of the letters
+ * differ); NULL otherwise.
+ */
+static void consider(const char *key, const char *name, size_t *best,
+		     const char **pick)
+{
+	size_t d = distance(key, name);
+
+	if (d < *best || (d == *best && !*pick)) {
+		*best = d;
+		*pick = name;
+	}
+}
+
+static const char *closest(const char *key, const struct sg_field *own)
+{
+	size_t best = strlen(key) / 3 + 1;
+	const char *pick = NULL;
+
+	if (best > 3)
+		best = 3;
+	for (size_t i = 0; i < NFIELDS; i++)
+		consider(key, fields[i].name, &best, &pick);
+	for (const struct sg_field *f = own; f->name; f++)
+		consider(key, f->name, &best, &pick);
+	return pick;
+}
+
+/* A backend's own field's value, by the type its table gives. */
+static sg_err check_own(const struct sg_field *af, const json_t *v,
+			const struct cfg_where *w, struct sg_errinfo *err)
+{
+	switch (af->type) {
+	case SG_FIELD_STRING:
+		if (!whole_string(v) || !*json_string_value(v))
+			return bad_field(err, SG_E_INVALID_ARGUMENT, w, af->name,
+					 "must be a non-empty string");
+		return SG_OK;
+	case SG_FIELD_INT:
+		if (!json_is_integer(v) || json_integer_value(v) < af->min ||
+		    json_integer_value(v) > af->max)
+			return bad_field(err, SG_E_INVALID_ARGUMENT, w, af->name,
+					 "must be an integer from %lld to %lld",
+					 (long long)af->min, (long long)af->max);
+		return SG_OK;
+	case SG_FIELD_ARRAY:
+		if (!json_is_array(v))
+			return bad_field(err, SG_E_INVALID_ARGUMENT, w, af->name,
+					 "must be a list");
+		return SG_OK;
+	case SG_FIELD_GENERIC:
+		break;
+	}
+	return bad_field(err, SG_E_INTERNAL, w, af->name,
+			 "the backend declares it, but sandgate does not know it");
+}
+
+/* Is key one this backend accepts, given best_effort be?  Else refused. */
+static sg_err check_key(const char *key, const json_t *v, const json_t *be,
+			const char *backend, const struct sg_field *own,
+			const struct cfg_where *w, struct sg_errinfo *err)
+{
+	const struct cfg_field *f = field_find(key);
+	const struct sg_field *af = sg_field_in(own, key);
+	const char *hint;
+
+	if (f && f->owner == CF_ALL)
+		return SG_OK;
+	if (af)
+		return f ? SG_OK : check_own(af, v, w, err);
+	if (f) {
+		if (array_has(be, key))
+			return SG_OK;
+		return bad_field(err, SG_E_UNSUPPORTED, w, key,
+				 "the %s backend cannot enforce it (list it in "
+				 "best_effort to accept it unenforced)", backend);
+	}
+	hint = closest(key, own);
+	if (hint)
+		return bad_field(err, SG_E_INVALID_ARGUMENT, w, key,
+				 "unknown field; did you mean %s?", hint);
+	return bad_field(err, SG_E_INVALID_ARGUMENT, w, key,
+			 "unknown field for the %s backend", backend);
+}
+
+/*
+ * Every field of the profile prof and every field the binding env adds,
+ * against the backend's table own; then best_effort's names.
+ */
+static sg_err check_backend_fields(const char *path, const char *name,
+				   const json_t *prof, const json_t *env,
+				   const char *backend,
+				   const struct sg_field *own,
+				   struct sg_errinfo *err)
+{
+	const struct cfg_where pw = { path, name }, bw = { NULL, NULL };
+	char sh[SHOWN_MAX + 8];
+	const json_t *be = NULL;
+	const struct cfg_field *f;
+	const struct sg_field *af;
+	const char *key, *s;
+	json_t *v;
+	size_t i;
+	sg_err rc;
+
+	if (env)
+		be = json_object_get(env, "best_effort");
+	if (!be)
+		be = json_object_get(prof, "best_effort");
+	json_object_foreach((json_t *)prof, key, v) {
+		rc = check_key(key, v, be, backend, own, &pw, err);
+		if (rc)
+			return rc;
+	}
+	json_object_foreach((json_t *)env, key, v) {
+		f = field_find(key);
+		if (json_object_get(prof, key) || (f && f->narrow == CN_IGNORE))
+			continue;
+		rc = check_key(key, v, be, backend, own, &bw, err);
+		if (rc)
+			return rc;
+	}
+	json_array_foreach(json_object_get(prof, "best_effort"), i, v) {
+		s = json_string_value(v);
+		f = field_find(s);
+		af = sg_field_in(own, s);
+		if (!f && !af)
+			return check_key(s, NULL, NULL, backend, own, &pw, err);
+		if (af && !(af->flags & SG_FIELD_PARTIAL) &&
+		    !(f && f->owner == CF_ALL))
+			return bad_field(err, SG_E_INVALID_ARGUMENT, &pw,
+					 "best_effort",
+					 "\"%s\" cannot be best-effort: the %s "
+					 "backend always enforces it",
+					 shown(s, sh, sizeof(sh)), backend);
+	}
+	return SG_OK;
+}
+
+/* The profile's backend, built into this sandgate, and its field table. */
+static sg_err backend_table(const char *path, const char *name,
+			    const char *backend, const struct sg_field **own,
+			    struct sg_errinfo *err)
+{
+	const struct cfg_where w = { path, name };
+	const struct sg_adapter *const *all = sg_adapter_all();
+	const struct sg_adapter *ad;
+	char sh[SHOWN_MAX + 8], list[160];
+	size_t len = 0;
+
+	if (strcmp(backend, "select") == 0) {
+		*own = select_fields;
+		return SG_OK;
+	}
+	ad = sg_adapter_find(backend);
+	if (ad) {
+		*own = ad->fields;
+		return SG_OK;
+	}
+	list[0] = '\0';
+	for (size_t i = 0; all[i] && len + 2 < sizeof(list); i++)
+		len += (size_t)snprintf(list + len, sizeof(list) - len, "%s%s",
+					i ? ", " : "", all[i]->name);
+	return bad_field(err, SG_E_UNSUPPORTED, &w, "backend",
+			 "\"%s\" is not built into this sandgate (built: %s)",
+			 shown(backend, sh, sizeof(sh)), list);
+}
+
 /* ---- Building -------------------------------------------------------- */
 
 /* The value in force: the binding's where it may change the field. */
@@ -1046,8 +1270,62 @@ static void put_var(struct cfg_var *vars, size_t *n, const char *name,
 		(*n)++;
 }
 
+/*
+ * Whether a compiled-in adapter reads name from sandgate's environment,
+ * by default or for one of cfg's profiles (a daytona profile's own
+ * api_key_env, say).  The adapters name these themselves
+ * (credential_env), so a new adapter's secrets are refused here too.
+ */
+static bool is_credential(const struct sg_config *cfg, const char *name)
+{
+	const struct sg_adapter *const *all = sg_adapter_all();
+	const char *names[SG_CREDENTIAL_ENV_MAX];
+	const char *key, *backend;
+	json_t *prof;
+	size_t n;
+
+	for (size_t a = 0; all[a]; a++) {
+		if (!all[a]->credential_env)
+			continue;
+		n = all[a]->credential_env(NULL, names, SG_CREDENTIAL_ENV_MAX);
+		for (size_t i = 0; i < n; i++)
+			if (strcmp(names[i], name) == 0)
+				return true;
+		json_object_foreach(cfg->profiles, key, prof) {
+			backend = json_string_value(json_object_get(prof, "backend"));
+			if (!backend || strcmp(backend, all[a]->name) != 0)
+				continue;
+			n = all[a]->credential_env(prof, names, SG_CREDENTIAL_ENV_MAX);
+			for (size_t i = 0; i < n; i++)
+				if (strcmp(names[i], name) == 0)
+					return true;
+		}
+	}
+	return false;
+}
+
+/* Does the profile's forward_env list name `name`? */
+static bool lists_name(const json_t *fe, const char *name)
+{
+	const json_t *x;
+	size_t i;
+
+	json_array_foreach(fe, i, x)
+		if (strcmp(json_string_value(x), name) == 0)
+			return true;
+	return false;
+}
+
+/*
+ * Add fe's variables.  A list takes values from this process's
+ * environment, which only the operator may ask for: from the binding
+ * (pfe is then the profile's forward_env) a list may repeat only names the
+ * profile's own list forwards.  No list, the operator's included, ever
+ * forwards a variable an adapter reads as its credential.
+ */
 static sg_err add_vars(struct cfg_var *vars, size_t *n, const json_t *fe,
-		       const struct cfg_where *w, struct sg_errinfo *err)
+		       const struct cfg_where *w, const struct sg_config *cfg,
+		       const json_t *pfe, struct sg_errinfo *err)
 {
 	const char *name, *value;
 	json_t *x;
@@ -1060,6 +1338,16 @@ static sg_err add_vars(struct cfg_var *vars, size_t *n, const json_t *fe,
 	}
 	json_array_foreach(fe, i, x) {
 		name = json_string_value(x);
+		if (is_credential(cfg, name))
+			return bad_field(err, SG_E_PERMISSION, w, "forward_env",
+					 "%s holds a backend's credential and is never "
+					 "forwarded to commands", name);
+		if (!w->path && !lists_name(pfe, name))
+			return bad_field(err, SG_E_PERMISSION, w, "forward_env",
+					 "%s is not in the profile's forward_env list: a "
+					 "binding gives values as {\"NAME\": \"value\"}; "
+					 "only the operator's config may take them from "
+					 "sandgate's environment", name);
 		value = getenv(name);
 		if (!value)
 			return bad_field(err, SG_E_INVALID_ARGUMENT, w,
@@ -1075,11 +1363,11 @@ static size_t fe_size(const json_t *fe)
 	return json_is_array(fe) ? json_array_size(fe) : json_object_size(fe);
 }
 
-static sg_err fill_forward_env(struct cfg_box *b, const char *path,
+static sg_err fill_forward_env(struct cfg_box *b, const struct sg_config *cfg,
 			       json_t *prof, json_t *env,
 			       struct sg_errinfo *err)
 {
-	const struct cfg_where pw = { path, b->name }, bw = { NULL, NULL };
+	const struct cfg_where pw = { cfg->path, b->name }, bw = { NULL, NULL };
 	json_t *pfe = json_object_get(prof, "forward_env");
 	json_t *bfe = env ? json_object_get(env, "forward_env") : NULL;
 	struct cfg_var *vars;
@@ -1092,10 +1380,10 @@ static sg_err fill_forward_env(struct cfg_box *b, const char *path,
 		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
 		goto out;
 	}
-	rc = add_vars(vars, &n, pfe, &pw, err);
+	rc = add_vars(vars, &n, pfe, &pw, cfg, NULL, err);
 	if (rc)
 		goto out;
-	rc = add_vars(vars, &n, bfe, &bw, err);
+	rc = add_vars(vars, &n, bfe, &bw, cfg, pfe, err);
 	if (rc)
 		goto out;
 	for (size_t i = 0; i < n; i++) {
@@ -1180,6 +1468,7 @@ sg_err sg_config_profile(const struct sg_config *cfg, const char *name,
 			 struct sg_errinfo *err)
 {
 	char sh[SHOWN_MAX + 8], list[160];
+	const struct sg_field *own = NULL;
 	struct cfg_box *b = NULL;
 	json_t *prof;
 	sg_err rc;
@@ -1214,10 +1503,20 @@ sg_err sg_config_profile(const struct sg_config *cfg, const char *name,
 		if (rc)
 			goto out;
 	}
+	rc = backend_table(cfg->path, b->name,
+			   json_string_value(json_object_get(b->raw, "backend")),
+			   &own, err);
+	if (!rc)
+		rc = check_backend_fields(cfg->path, b->name, b->raw, environment,
+					  json_string_value(json_object_get(
+						  b->raw, "backend")),
+					  own, err);
+	if (rc)
+		goto out;
 	rc = fill_fields(b, b->raw, environment, err);
 	if (rc)
 		goto out;
-	rc = fill_forward_env(b, cfg->path, b->raw, environment, err);
+	rc = fill_forward_env(b, cfg, b->raw, environment, err);
 	if (rc)
 		goto out;
 	*out = &b->p;

@@ -2,7 +2,7 @@
  * config.h - sandgate's config file: named profiles, validated once.
  *
  * The file mirrors the host's `execution_environments` block
- * (protocol-v4.md 8.0):  {"default": NAME, "profiles": {NAME: {...}}}.
+ * (docs/protocol.md 4.2):  {"default": NAME, "profiles": {NAME: {...}}}.
  * Field names are the host's (8.1).  Backend-specific fields are kept in
  * profile->raw for the adapter to read and checked by its validate().
  *
@@ -53,6 +53,9 @@ const char *const *sg_config_names(const struct sg_config *cfg);
  * are ignored.  forward_env given as a list of names takes the values from
  * this process's environment (a missing one is SG_E_INVALID_ARGUMENT), as
  * an object its values as given; a name in both takes the binding's value.
+ * A binding's list may only repeat names the profile's list forwards, and
+ * no list forwards a variable an adapter reads (credential_env): both are
+ * SG_E_PERMISSION naming the variable.
  * A binding field sandgate does not know must repeat the profile's value.
  * Errors: SG_E_NOT_FOUND (no such profile; the message lists them),
  * SG_E_INVALID_ARGUMENT (a malformed environment value, as

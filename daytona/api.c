@@ -23,14 +23,6 @@
 /* How much of a provider's message a sentence quotes. */
 #define DTN_MSG_SHOWN 160
 
-bool dtn_best_effort(const struct sg_profile *p, const char *field)
-{
-	for (size_t i = 0; p->best_effort && p->best_effort[i]; i++)
-		if (strcmp(p->best_effort[i], field) == 0)
-			return true;
-	return false;
-}
-
 const char *dtn_str(const json_t *o, const char *key)
 {
 	return json_string_value(json_object_get(o, key));

@@ -120,7 +120,4 @@ char *dtn_sandbox_url(const struct dtn_client *c, const char *id,
 /* A string member of a JSON object, or NULL. */
 const char *dtn_str(const json_t *o, const char *key);
 
-/* true when the profile lists field as best-effort. */
-bool dtn_best_effort(const struct sg_profile *p, const char *field);
-
 #endif

@@ -87,7 +87,6 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <openssl/evp.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -97,9 +96,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../adapters/digest.h"
+#include "../adapters/exec.h"
 #include "../adapters/http.h"
 #include "../adapters/shquote.h"
 #include "base/crash.h"
+#include "base/hex.h"
 #include "base/limits.h"
 #include "base/log.h"
 #include "base/strv.h"
@@ -214,17 +216,6 @@ static const char dtn_procs_sh[] =
 
 /* ---- Small helpers ------------------------------------------------------- */
 
-static void dtn_hex(const unsigned char *b, size_t n, char *out)
-{
-	static const char hex[] = "0123456789abcdef";
-
-	for (size_t i = 0; i < n; i++) {
-		out[2 * i] = hex[b[i] >> 4];
-		out[2 * i + 1] = hex[b[i] & 15];
-	}
-	out[2 * n] = '\0';
-}
-
 /* n random bytes as 2n hex digits into out[2n+1]. */
 static void dtn_random_hex(char *out, size_t n)
 {
@@ -239,57 +230,9 @@ static void dtn_random_hex(char *out, size_t n)
 		for (size_t i = 0; i < n; i++)
 			b[i] = (unsigned char)(t >> (8 * (i % 8))) ^ (unsigned char)i;
 	}
-	dtn_hex(b, n, out);
+	sg_hex(b, n, out);
 }
 
-static bool dtn_sha256(const void *data, size_t n, char out[65])
-{
-	unsigned char md[EVP_MAX_MD_SIZE];
-	unsigned int len = 0;
-
-	if (!EVP_Digest(data, n, md, &len, EVP_sha256(), NULL) || len != 32)
-		return false;
-	dtn_hex(md, 32, out);
-	return true;
-}
-
-/* SHA-256 of a file on this host, streamed. */
-static sg_err dtn_sha256_file(int fd, char out[65], struct sg_errinfo *err)
-{
-	EVP_MD_CTX *ctx = EVP_MD_CTX_new();
-	unsigned char md[EVP_MAX_MD_SIZE], chunk[65536];
-	unsigned int len = 0;
-	off_t off = 0;
-	sg_err rc = SG_OK;
-
-	if (!ctx || !EVP_DigestInit_ex(ctx, EVP_sha256(), NULL)) {
-		rc = sg_err_set(err, SG_E_INTERNAL, "cannot start a SHA-256 digest");
-		goto out;
-	}
-	for (;;) {
-		ssize_t k = pread(fd, chunk, sizeof(chunk), off);
-
-		if (k < 0 && errno == EINTR)
-			continue;
-		if (k < 0) {
-			rc = sg_err_set(err, SG_E_INTERNAL, "cannot read sg-helper: %s",
-					strerror(errno));
-			goto out;
-		}
-		if (k == 0)
-			break;
-		EVP_DigestUpdate(ctx, chunk, (size_t)k);
-		off += k;
-	}
-	if (!EVP_DigestFinal_ex(ctx, md, &len) || len != 32) {
-		rc = sg_err_set(err, SG_E_INTERNAL, "cannot finish a SHA-256 digest");
-		goto out;
-	}
-	dtn_hex(md, 32, out);
-out:
-	EVP_MD_CTX_free(ctx);
-	return rc;
-}
 
 /*
  * The sandbox name for an identity: readable (lower-case letters, digits
@@ -301,7 +244,7 @@ static char *dtn_name(const char *identity)
 	char digest[65], slug[DTN_NAME_SLUG + 1], *name = NULL;
 	size_t n = 0;
 
-	if (!dtn_sha256(identity, strlen(identity), digest))
+	if (!sg_sha256_hex(identity, strlen(identity), digest))
 		return NULL;
 	for (const char *p = identity; *p && n < DTN_NAME_SLUG; p++) {
 		char c = *p;
@@ -380,21 +323,21 @@ static int64_t dtn_raw_int(const struct sg_profile *p, const char *key, int64_t 
 
 /* ---- validate ------------------------------------------------------------ */
 
-/* Fields sandgate itself knows (config.c's table): not ours to refuse. */
-static const char *const dtn_generic[] = {
-	"backend", "image", "snapshot", "workspace", "user", "host_workspace",
-	"host", "identity_file", "known_hosts_file", "worker", "python",
-	"persistent", "shared", "mount_read_only", "network", "cpus",
-	"memory_mb", "port", "lifetime_seconds", "shutdown_timeout_ms",
-	"forward_env", "best_effort", "command", "shutdown_grace_ms", NULL,
-};
-
-/* The daytona backend's own fields (README.md). */
-static const char *const dtn_own_strings[] = {
-	"target", "target_env", "api_key_env", "api_url_env", NULL,
-};
-static const char *const dtn_own_ints[] = {
-	"toolbox_timeout_ms", "keepalive_ms", NULL,
+/*
+ * The profile fields the daytona backend honours (adapter.h), its own
+ * (README.md) with their types; the config layer refuses every other one.
+ * IPv6 allow entries cannot be expressed: network may be best-effort.
+ * `workspace` is accepted for the host's sake and changes nothing:
+ * commands see the workspace at binding.root (docs/daytona.md).
+ */
+static const struct sg_field dtn_fields[] = {
+	SG_FIELD("image"), SG_FIELD("snapshot"), SG_FIELD("workspace"),
+	SG_FIELD("user"), SG_FIELD("persistent"), SG_FIELD("shared"),
+	SG_FIELD_BEST_EFFORT("network"), SG_FIELD("cpus"), SG_FIELD("memory_mb"),
+	SG_FIELD_OWN_STRING("target"), SG_FIELD_OWN_STRING("target_env"),
+	SG_FIELD_OWN_STRING("api_key_env"), SG_FIELD_OWN_STRING("api_url_env"),
+	SG_FIELD_OWN_INT("toolbox_timeout_ms", 2000, INT32_MAX),
+	SG_FIELD_OWN_INT("keepalive_ms", 1000, INT32_MAX), SG_FIELDS_END,
 };
 
 static bool dtn_in(const char *const *list, const char *s)
@@ -440,7 +383,7 @@ static sg_err dtn_allow_lists(const struct sg_profile *p, struct sg_buf *cidrs,
 		const char *e = p->network_allow[i];
 
 		if (strchr(e, ':')) {
-			if (!dtn_best_effort(p, "network"))
+			if (!sg_profile_best_effort(p, "network"))
 				return sg_err_set(err, SG_E_UNSUPPORTED,
 						  "network allow entry \"%.60s\" (profile \"%s\"): the daytona backend can allow IPv4 ranges and domains only",
 						  e, p->name);
@@ -477,29 +420,10 @@ static sg_err dtn_allow_lists(const struct sg_profile *p, struct sg_buf *cidrs,
 
 static sg_err dtn_validate(const struct sg_profile *p, struct sg_errinfo *err)
 {
-	static const char *const foreign[] = { "host_workspace", "host", "identity_file",
-					       "known_hosts_file", NULL };
-	const char *values[] = { p->host_workspace, p->host, p->identity_file,
-				 p->known_hosts_file, NULL };
 	struct sg_buf cidrs = SG_BUF_INIT(SG_KiB * 4), domains = SG_BUF_INIT(SG_KiB * 4);
 	struct dtn_client cl;
-	const char *k;
-	json_t *v;
 	sg_err rc;
 
-	for (size_t i = 0; foreign[i]; i++)
-		if (values[i] && !dtn_best_effort(p, foreign[i]))
-			return sg_err_set(err, SG_E_UNSUPPORTED,
-					  "field \"%s\" (profile \"%s\") cannot be honoured by the daytona backend",
-					  foreign[i], p->name);
-	if (p->port && !dtn_best_effort(p, "port"))
-		return sg_err_set(err, SG_E_UNSUPPORTED,
-				  "field \"port\" (profile \"%s\") cannot be honoured by the daytona backend",
-				  p->name);
-	if (p->mount_read_only && !dtn_best_effort(p, "mount_read_only"))
-		return sg_err_set(err, SG_E_UNSUPPORTED,
-				  "field \"mount_read_only\" (profile \"%s\") cannot be enforced by the daytona backend: the workspace lives inside the sandbox",
-				  p->name);
 	if (p->image && p->snapshot)
 		return sg_err_set(err, SG_E_INVALID_ARGUMENT,
 				  "profile \"%s\" sets both image and snapshot; Daytona creates a sandbox from one of them",
@@ -507,33 +431,6 @@ static sg_err dtn_validate(const struct sg_profile *p, struct sg_errinfo *err)
 	if (p->image && strpbrk(p->image, "\r\n"))
 		return sg_err_set(err, SG_E_INVALID_ARGUMENT,
 				  "field \"image\" (profile \"%s\") holds a line break", p->name);
-	if (json_is_object(p->raw)) {
-		json_object_foreach(p->raw, k, v) {
-			if (dtn_in(dtn_generic, k))
-				continue;
-			if (dtn_in(dtn_own_strings, k)) {
-				if (!json_is_string(v) || !json_string_length(v))
-					return sg_err_set(err, SG_E_INVALID_ARGUMENT,
-							  "field \"%s\" (profile \"%s\") must be a non-empty string",
-							  k, p->name);
-				continue;
-			}
-			if (dtn_in(dtn_own_ints, k)) {
-				int64_t n = json_is_integer(v) ? json_integer_value(v) : -1;
-				int64_t min = strcmp(k, "toolbox_timeout_ms") == 0 ? 2000 : 1000;
-
-				if (n < min || n > INT32_MAX)
-					return sg_err_set(err, SG_E_INVALID_ARGUMENT,
-							  "field \"%s\" (profile \"%s\") must be an integer from %lld to %d milliseconds",
-							  k, p->name, (long long)min, INT32_MAX);
-				continue;
-			}
-			if (!dtn_best_effort(p, k))
-				return sg_err_set(err, SG_E_UNSUPPORTED,
-						  "field \"%s\" (profile \"%s\") is not known to the daytona backend",
-						  k, p->name);
-		}
-	}
 	rc = dtn_allow_lists(p, &cidrs, &domains, err);
 	sg_buf_release(&cidrs);
 	sg_buf_release(&domains);
@@ -769,14 +666,41 @@ static sg_err dtn_remove(const struct dtn_client *cl, const char *id, struct sg_
 	json_t *last = NULL;
 	sg_err rc = dtn_lifecycle(cl, id, DTN_DELETE, SG_DAYTONA_DELETE_MS, cancel, err);
 
-	if (rc)
-		return rc;
-	rc = dtn_wait(cl, id, (const char *const[]){ "destroyed", NULL }, SG_DAYTONA_DELETE_MS,
-		      &last, cancel, err);
-	json_decref(last);
+	if (!rc) {
+		rc = dtn_wait(cl, id, (const char *const[]){ "destroyed", NULL },
+			      SG_DAYTONA_DELETE_MS, &last, cancel, err);
+		json_decref(last);
+		last = NULL;
+	}
 	if (rc == SG_E_NOT_FOUND) {
 		sg_err_clear(err);
 		rc = SG_OK;
+	}
+	/*
+	 * A delete whose replies were lost may well have worked: ask Daytona
+	 * once more, briefly and whatever the token says, before saying the
+	 * sandbox may remain.  Gone, or on its way out (its delete was
+	 * accepted and Daytona finishes it), is removed.
+	 */
+	if (rc && rc != SG_E_PERMISSION) {
+		char *url = dtn_sandbox_url(cl, id, NULL);
+		struct dtn_reply r = { 0 };
+		const char *st;
+
+		if (url && dtn_do(cl,
+				  &(struct dtn_call){ .url = url, .no_retry = true,
+						      .timeout_ms = SG_DAYTONA_VERIFY_MS,
+						      .what = "looking up the sandbox" },
+				  &r, NULL, &(struct sg_errinfo){ 0 }) == SG_OK) {
+			st = r.status == 200 ? dtn_str(r.json, "state") : NULL;
+			if (r.status == 404 ||
+			    (st && (strcmp(st, "destroyed") == 0 || strcmp(st, "destroying") == 0))) {
+				sg_err_clear(err);
+				rc = SG_OK;
+			}
+		}
+		dtn_reply_release(&r);
+		free(url);
 	}
 	return rc;
 }
@@ -898,6 +822,23 @@ static bool dtn_made_here(const struct dtn_env *de, const json_t *dto)
 }
 
 /*
+ * The sentence of a create that ends without a sandbox after a doubtful
+ * try (once: the create's own failure, with the HTTP status and the code
+ * every other call maps it to) or a 409 whose lookup failed (look).
+ */
+static sg_err dtn_create_failed(const struct sg_errinfo *once, bool doubt, sg_err lr,
+				const struct sg_errinfo *look, struct sg_errinfo *err)
+{
+	if (!doubt)
+		return sg_err_set(err, SG_E_PROVIDER, "creating the sandbox failed: %s", look->msg);
+	if (lr == SG_E_NOT_FOUND)
+		return sg_err_set(err, once->code ? once->code : SG_E_UNAVAILABLE,
+				  "%s (and no sandbox of that name appeared)", once->msg);
+	return sg_err_set(err, once->code ? once->code : SG_E_UNAVAILABLE,
+			  "%s; whether it was made is not known: %s", once->msg, look->msg);
+}
+
+/*
  * Create the sandbox.  Daytona has no idempotency key, so a create whose
  * outcome is unknown (the connection dropped, a 5xx) is never simply sent
  * again: the name is looked up first, and only a sandbox that is still
@@ -911,6 +852,7 @@ static sg_err dtn_create(struct dtn_env *de, json_t **dto, struct sg_cancel *can
 {
 	char *url = dtn_sandbox_url(&de->cl, NULL, NULL);
 	json_t *body = NULL;
+	bool doubted = false, foreign = false;
 	sg_err rc;
 
 	*dto = NULL;
@@ -939,6 +881,7 @@ static sg_err dtn_create(struct dtn_env *de, json_t **dto, struct sg_cancel *can
 			break;
 		}
 		doubt = rc || r.status >= 500;
+		doubted = doubted || doubt;
 		if (!rc && r.status == 429 && attempt < 4) {
 			int64_t wait = r.retry_after_ms >= 0 ? r.retry_after_ms : 1000 * attempt;
 
@@ -959,21 +902,29 @@ static sg_err dtn_create(struct dtn_env *de, json_t **dto, struct sg_cancel *can
 			dtn_reply_release(&r);
 			break;
 		}
+		if (!rc && doubt)
+			dtn_fail(&de->cl, "creating the sandbox", &r, SG_OK, &once);
 		if (!rc)
 			dtn_reply_release(&r);
 		/*
-		 * Doubt or 409: what does the name hold now?  The lookup is
-		 * made even when the create was cancelled, so a sandbox it
-		 * made is found and removed by provision's cleanup.
+		 * Cancelled (a cancel request, or the shutdown): no waiting
+		 * here, beyond the token.  What the create did is for the
+		 * gateway to settle within its budget (may_remain, below).
 		 */
+		if (sg_cancel_check(cancel)) {
+			rc = sg_err_set(err, sg_cancel_check(cancel),
+					"creating the sandbox was cancelled");
+			break;
+		}
+		/* Doubt or 409: what does the name hold now? */
 		{
 			struct sg_errinfo look = { 0 };
-			sg_err lr = dtn_get(&de->cl, de->name, dto,
-					    sg_cancel_check(cancel) ? NULL : cancel, &look);
+			sg_err lr = dtn_get(&de->cl, de->name, dto, cancel, &look);
 
 			if (lr == SG_OK) {
 				rc = dtn_check_owner(de, *dto, err);
 				de->fresh = !rc && dtn_made_here(de, *dto);
+				foreign = rc != SG_OK;
 				if (rc) {
 					json_decref(*dto);
 					*dto = NULL;
@@ -989,10 +940,7 @@ static sg_err dtn_create(struct dtn_env *de, json_t **dto, struct sg_cancel *can
 				break;
 			}
 			if (lr != SG_E_NOT_FOUND || attempt >= 3) {
-				rc = sg_err_set(err, doubt ? SG_E_UNAVAILABLE : SG_E_PROVIDER,
-						"creating the sandbox failed: %s",
-						doubt ? (once.msg[0] ? once.msg : "Daytona kept failing")
-						      : look.msg);
+				rc = dtn_create_failed(&once, doubt, lr, &look, err);
 				break;
 			}
 			rc = sg_cancel_sleep(cancel, SG_HTTP_RETRY_BASE_MS * attempt);
@@ -1000,6 +948,12 @@ static sg_err dtn_create(struct dtn_env *de, json_t **dto, struct sg_cancel *can
 				sg_err_set(err, rc, "creating the sandbox was cancelled");
 		}
 	}
+	/*
+	 * No sandbox in hand after a create that may have been carried out:
+	 * it may still land.  The gateway settles it (adapter.h, may_remain).
+	 */
+	if (rc && !*dto && doubted && !foreign)
+		de->base.may_remain = true;
 	json_decref(body);
 	free(url);
 	return rc;
@@ -1441,13 +1395,7 @@ static sg_err dtn_exec(struct sg_env *env, const struct sg_exec *x,
 	bool need_full = true, seen = false;
 	sg_err rc = SG_OK;
 
-	out->exit_code = -1;
-	out->signal = 0;
-	out->timed_out = false;
-	out->truncated = false;
-	out->duration_ms = 0;
-	sg_buf_reset(&out->out);
-	sg_buf_reset(&out->err);
+	sg_exec_result_reset(out);
 
 	snprintf(tok, sizeof(tok), "%s-%u", de->nonce, atomic_fetch_add(&de->seq, 1));
 	memcpy(mark, "sgmk-", 5);
@@ -1525,7 +1473,13 @@ static sg_err dtn_exec(struct sg_env *env, const struct sg_exec *x,
 			if (sg_cancel_check(cancel))
 				goto cancelled;
 			if (++fails >= SG_DAYTONA_TRIP_FAILS) {
-				sg_err_set(err, rc, "%s", once.msg);
+				/*
+				 * A request may have reached the sandbox and only
+				 * its reply got lost: the host must not assume the
+				 * command never ran.
+				 */
+				sg_err_set(err, rc, "%s; the command may have run (no reply came back)",
+					   once.msg);
 				if (seen)
 					dtn_kill(de, dir);
 				goto out;
@@ -2039,7 +1993,7 @@ static sg_err dtn_setup(struct dtn_env *de, struct sg_cancel *cancel, struct sg_
 				fd < 0 ? strerror(errno) : "not a regular file of a sane size");
 		goto out;
 	}
-	rc = dtn_sha256_file(fd, sha, err);
+	rc = sg_sha256_fd_hex(fd, "sg-helper", sha, err);
 	if (rc)
 		goto out;
 	{
@@ -2294,13 +2248,22 @@ static sg_err dtn_provision(struct sg_env *env, struct sg_cancel *cancel,
 	if (!rc && !(env->facts = dtn_facts(de, dto)))
 		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
 out:
-	if (rc && de->fresh && env->id[0]) {
-		/* A failed create leaves nothing behind, cancelled or not. */
+	if (rc && de->fresh && env->id[0] && sg_cancel_check(cancel)) {
+		/*
+		 * Cancelled: removing it here would outlast the shutdown
+		 * budget, which the gateway keeps while it settles this.
+		 */
+		env->may_remain = true;
+	} else if (rc && de->fresh && env->id[0]) {
+		/* A failed create leaves nothing behind. */
 		struct sg_errinfo e2 = { 0 };
 
-		if (dtn_remove(&de->cl, env->id, NULL, &e2))
-			sg_log_err("sandbox %s could not be removed after a failed provisioning: %s; `sandgate envs` lists it",
+		if (dtn_remove(&de->cl, env->id, NULL, &e2)) {
+			/* Daytona's own answer, checked by dtn_remove: it is there. */
+			sg_log_err("sandbox %s may remain after a failed provisioning: %s",
 				   env->id, e2.msg);
+			env->may_remain = true;
+		}
 	}
 	json_decref(dto);
 	return rc;
@@ -2354,55 +2317,7 @@ out:
 	return rc;
 }
 
-static sg_err dtn_put_file(struct sg_env *env, const char *path, const void *data,
-			   size_t len, unsigned mode, struct sg_cancel *cancel,
-			   struct sg_errinfo *err)
-{
-	struct dtn_env *de = (struct dtn_env *)env;
-	struct sg_buf u = SG_BUF_INIT(SG_PATH_MAX * 4);
-	struct dtn_reply r = { 0 };
-	sg_err rc;
-
-	rc = dtn_upload(de, path, data, len, NULL, cancel, err);
-	if (rc)
-		return rc;
-	/* The files API has no mode on upload: a second call sets it. */
-	if (sg_buf_adds(&u, de->toolbox) || sg_buf_adds(&u, "/files/permissions?path=") ||
-	    dtn_urlenc(&u, path) || sg_buf_addf(&u, "&mode=%04o", mode & 07777)) {
-		sg_buf_release(&u);
-		return sg_err_set(err, SG_E_INTERNAL, "out of memory");
-	}
-	rc = dtn_do(&de->cl,
-		    &(struct dtn_call){ .method = "POST", .url = u.p, .idempotent = true,
-					.what = "setting a file's mode in the sandbox" },
-		    &r, cancel, err);
-	if (!rc && (r.status < 200 || r.status > 299))
-		rc = dtn_fail(&de->cl, "setting a file's mode in the sandbox", &r, SG_OK, err);
-	dtn_reply_release(&r);
-	sg_buf_release(&u);
-	return rc;
-}
-
-/* ---- probe, teardown, list, destroy, release ------------------------------- */
-
-static sg_err dtn_probe(struct sg_env *env, struct sg_cancel *cancel, struct sg_errinfo *err)
-{
-	struct dtn_env *de = (struct dtn_env *)env;
-	json_t *dto = NULL, *f;
-	sg_err rc = dtn_get(&de->cl, env->id, &dto, cancel, err);
-
-	if (rc == SG_E_NOT_FOUND)
-		return sg_err_set(err, SG_E_WORKSPACE_LOST, "sandbox %s is gone", env->id);
-	if (rc)
-		return rc;
-	f = dtn_facts(de, dto);
-	json_decref(dto);
-	if (!f)
-		return sg_err_set(err, SG_E_INTERNAL, "out of memory");
-	json_decref(env->facts);
-	env->facts = f;
-	return SG_OK;
-}
+/* ---- teardown, list, destroy, release ------------------------------- */
 
 static sg_err dtn_teardown(struct sg_env *env, enum sg_fate fate, struct sg_cancel *cancel,
 			   struct sg_errinfo *err)
@@ -2539,41 +2454,57 @@ static void dtn_release(struct sg_env *env)
 	free(de->base_dir);
 	free(de->run_dir);
 	free(de->proc_dir);
-	/* helper, ctl_dir and facts are the gateway's to free. */
+	sg_env_release_base(env);
+}
+
+/*
+ * The variables this adapter reads, in the order key, URL, region: the
+ * profile's names for them or Daytona's own (api.h).  The one list both
+ * `sandgate probe` and the config's forward_env refusal use.
+ */
+static size_t dtn_credential_env(const json_t *raw, const char **names, size_t max)
+{
+	static const char *const keys[] = { "api_key_env", "api_url_env", "target_env" };
+	static const char *const defaults[] = { DTN_ENV_KEY, DTN_ENV_URL, DTN_ENV_TARGET };
+	size_t n = 0;
+
+	for (size_t i = 0; i < 3 && n < max; i++) {
+		const char *name = raw ? dtn_str(raw, keys[i]) : NULL;
+
+		names[n++] = name ? name : defaults[i];
+	}
+	return n;
 }
 
 static void dtn_credentials(const struct sg_profile *p, json_t *out)
 {
-	static const char *const keys[] = { "api_key_env", "api_url_env", "target_env" };
-	static const char *const defaults[] = { DTN_ENV_KEY, DTN_ENV_URL, DTN_ENV_TARGET };
+	const char *names[3];
+	size_t n = dtn_credential_env(p->raw, names, 3);
 
-	for (size_t i = 0; i < 3; i++) {
-		const char *name = dtn_str(p->raw, keys[i]);
+	for (size_t i = 0; i < n; i++) {
 		const char *v;
 
-		if (!name)
-			name = defaults[i];
 		/* The URL and the region have defaults: only the key is needed. */
 		if (i == 2 && dtn_str(p->raw, "target"))
 			continue;
-		v = getenv(name);
-		json_object_set_new(out, name, json_string(v && *v ? "found" : "missing"));
+		v = getenv(names[i]);
+		json_object_set_new(out, names[i], json_string(v && *v ? "found" : "missing"));
 	}
 }
 
 const struct sg_adapter sg_adapter_daytona = {
 	.name = "daytona",
-	.caps = SG_CAP_FILES | SG_CAP_LIST | SG_CAP_PROBE,
+	.caps = SG_CAP_FILES | SG_CAP_LIST,
 	.env_size = sizeof(struct dtn_env),
+	.fields = dtn_fields,
 	.validate = dtn_validate,
 	.provision = dtn_provision,
 	.exec = dtn_exec,
 	.get_file = dtn_get_file,
-	.put_file = dtn_put_file,
-	.probe = dtn_probe,
 	.teardown = dtn_teardown,
 	.list = dtn_list,
 	.destroy = dtn_destroy,
 	.release = dtn_release,
 	.credentials = dtn_credentials,
+	.credential_env = dtn_credential_env,
 };

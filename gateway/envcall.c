@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../adapters/exec.h"
 #include "../adapters/helper/helper.h"
 #include "../adapters/json.h"
 #include "base/limits.h"
@@ -55,6 +56,13 @@ static sg_err build_argv(struct sg_session *s, unsigned how, bool local,
 				rc = sg_strv_add(av, env->host_root);
 		}
 	}
+	/*
+	 * A read-only workspace is refused by the helper too, so no writing
+	 * fs command reaches it by another path (sg-helper fs --read-only).
+	 */
+	if (!rc && (how & SG_CALL_ROOTED) && s->profile->mount_read_only &&
+	    strcmp(args[0], "fs") == 0)
+		rc = sg_strv_add(av, "--read-only");
 	if (!rc && (how & SG_CALL_CTL))
 		rc = sg_strv_add(av, "--ctl");
 	if (!rc && (how & SG_CALL_CTL))

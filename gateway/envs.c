@@ -27,7 +27,9 @@
 
 #include "../adapters/adapter.h"
 #include "base/cancel.h"
+#include "base/limits.h"
 #include "registry.h"
+#include "wire.h"
 
 #define EX_USAGE 2
 #define EX_MISSING 3
@@ -202,7 +204,7 @@ static void print_table(json_t *envs)
 	json_t *e;
 	size_t i;
 
-	fprintf(stdout, "%-28s %-8s %-12s %-16s %-6s %-8s %-14s %s\n", "ID", "BACKEND",
+	sg_cli_printf("%-28s %-8s %-12s %-16s %-6s %-8s %-14s %s\n", "ID", "BACKEND",
 		"PROFILE", "STATE", "AGE", "EXPIRY", "RESOURCES", "SESSIONS");
 	json_array_foreach(envs, i, e) {
 		char a[24], x[24], res[48] = "-";
@@ -219,7 +221,7 @@ static void print_table(json_t *envs)
 			snprintf(res, sizeof(res), "%gcpu/%lldMiB",
 				 json_number_value(json_object_get(applied, "cpus")),
 				 (long long)json_integer_value(json_object_get(applied, "memory_mb")));
-		fprintf(stdout, "%-28s %-8s %-12s %-16s %-6s %-8s %-14s %lld\n",
+		sg_cli_printf("%-28s %-8s %-12s %-16s %-6s %-8s %-14s %lld\n",
 			str(e, "id", "(not created yet)"), str(e, "backend", "?"),
 			str(e, "profile", "?"), state_of(e), a,
 			x, res, (long long)json_integer_value(json_object_get(e, "live_sessions")));
@@ -231,7 +233,7 @@ static void print_json(json_t *j)
 	char *text = json_dumps(j, JSON_INDENT(2) | JSON_SORT_KEYS);
 
 	if (text)
-		fprintf(stdout, "%s\n", text);
+		sg_cli_printf("%s\n", text);
 	free(text);
 }
 
@@ -316,6 +318,18 @@ static const char *gc_reason(json_t *e, int64_t older_than, time_t now)
 	json_int_t expires = json_integer_value(json_object_get(e, "expires"));
 	bool persistent = json_is_true(json_object_get(e, "persistent"));
 
+	if (strcmp(state, SG_REG_CLEANUP) == 0 && !json_string_value(json_object_get(e, "id")) &&
+	    !json_is_true(json_object_get(e, "reported"))) {
+		/*
+		 * A create whose outcome is unknown that has not shown up: it
+		 * may still land, so the record is what remembers to look.
+		 * Once the provider's own lifetime has passed twice (auto-stop,
+		 * then auto-delete), whatever landed is gone too.
+		 */
+		if (!expires || now < expires + (expires - created))
+			return NULL;
+		return "its create never showed and its lifetime has passed";
+	}
 	if (strcmp(state, SG_REG_CLEANUP) == 0)
 		return "its cleanup did not finish";
 	if (strcmp(state, "vanished") == 0)
@@ -370,8 +384,16 @@ static int cmd_gc(const struct sg_config *cfg, const char *state_dir, int argc, 
 		const char *why = gc_reason(e, older, now);
 		const char *id = json_string_value(json_object_get(e, "id"));
 
-		if (!why)
+		if (!why) {
+			if (strcmp(state_of(e), SG_REG_CLEANUP) == 0) {
+				/* Still waiting for a create that may land. */
+				fprintf(stderr, "sandgate: keeping the record of %s (%s): its create's outcome is unknown and nothing has shown yet; run gc again later\n",
+					json_string_value(json_object_get(e, "identity")),
+					json_string_value(json_object_get(e, "backend")));
+				status = 1;
+			}
 			continue;
+		}
 		/* A live session in the registry, or one the backend itself
 		 * reports (an ssh lease held by another machine's gateway). */
 		if ((json_integer_value(json_object_get(e, "live_sessions")) > 0 ||
@@ -380,7 +402,7 @@ static int cmd_gc(const struct sg_config *cfg, const char *state_dir, int argc, 
 				id ? id : "(not created)");
 			continue;
 		}
-		fprintf(stdout, "%s %s: %s\n", dry ? "would remove" : "removing",
+		sg_cli_printf("%s %s: %s\n", dry ? "would remove" : "removing",
 			id ? id : json_string_value(json_object_get(e, "identity")), why);
 		if (dry)
 			continue;
@@ -442,7 +464,7 @@ static int cmd_rm(const struct sg_config *cfg, const char *state_dir, int argc, 
 			fprintf(stderr, "sandgate: %s: %s\n", argv[a], err.msg);
 			status = 1;
 		} else {
-			fprintf(stdout, "removed %s\n", argv[a]);
+			sg_cli_printf("removed %s\n", argv[a]);
 		}
 	}
 	json_decref(sc.envs);
@@ -509,6 +531,81 @@ static int cmd_list(const struct sg_config *cfg, const char *state_dir, int argc
 	json_decref(sc.envs);
 	json_decref(sc.unreachable);
 	return status;
+}
+
+/* What sg_envs_settle looks for in a listing. */
+struct settle {
+	const char *identity, *session;
+	char id[128];
+	bool found;
+};
+
+static int settle_match(const struct sg_env_info *info, void *payload)
+{
+	struct settle *st = payload;
+
+	/* The session label decides: an older environment of the same
+	 * identity (a kept one, another session's) is never touched. */
+	if (strcmp(info->identity, st->identity) != 0 ||
+	    strncmp(info->session, st->session, sizeof(info->session) - 1) != 0)
+		return 0;
+	snprintf(st->id, sizeof(st->id), "%s", info->id);
+	st->found = true;
+	return 1;
+}
+
+sg_err sg_envs_settle(const struct sg_config *cfg, const char *state_dir,
+		      json_t *rec, struct sg_cancel *deadline,
+		      struct sg_errinfo *err)
+{
+	const char *backend = str(rec, "backend", ""), *profile = str(rec, "profile", NULL);
+	struct settle st = { str(rec, "identity", ""), str(rec, "session", ""), "", false };
+	const struct sg_adapter *ad = sg_adapter_find(backend);
+	struct sg_reg_key key = { backend, st.identity };
+	struct sg_errinfo last = { 0 };
+	struct sg_profile *p = NULL;
+	json_t *fields;
+	sg_err rc;
+
+	if (!ad || !ad->list) {
+		rc = sg_err_set(err, SG_E_UNSUPPORTED, "backend %s cannot look for it", backend);
+		goto out;
+	}
+	rc = sg_config_profile(cfg, profile, NULL, &p, err);
+	if (rc)
+		goto out;
+	for (;;) {
+		sg_err_clear(&last);
+		rc = ad->list(p, state_dir, settle_match, &st, deadline, &last);
+		if (!rc && st.found) {
+			rc = ad->destroy(p, state_dir, st.id, deadline, &last);
+			if (rc == SG_E_NOT_FOUND)
+				rc = SG_OK;
+			break;
+		}
+		rc = sg_cancel_sleep(deadline, SG_SETTLE_POLL_MS);
+		if (rc)
+			break;
+	}
+	if (rc)
+		sg_err_set(err, rc, "%s%s", st.found ? "" : "it did not show in time: ",
+			   last.msg[0] ? last.msg : "nothing was found");
+out:
+	sg_profile_free(p);
+	if (!rc) {
+		rc = sg_registry_remove(state_dir, &key, err);
+	} else {
+		struct sg_errinfo e2 = { 0 };
+
+		fields = st.found ? json_pack("{s:s, s:s, s:s}", "status", SG_REG_CLEANUP,
+					       "error", err->msg, "id", st.id)
+				  : json_pack("{s:s, s:s}", "status", SG_REG_CLEANUP, "error",
+					      err->msg);
+		if (sg_registry_update(state_dir, &key, fields, &e2))
+			fprintf(stderr, "sandgate: %s\n", e2.msg);
+		json_decref(fields);
+	}
+	return rc;
 }
 
 int sg_envs_main(int argc, char **argv, const struct sg_config *cfg, const char *state_dir)

@@ -4,7 +4,26 @@
 #ifndef SG_ENVS_H
 #define SG_ENVS_H
 
+#include <jansson.h>
+
 #include "../config/config.h"
+#include "base/cancel.h"
+
+/*
+ * Settle an environment that a failed provisioning may have left behind
+ * (env->may_remain: a create whose outcome is unknown, a removal that did
+ * not finish).  `rec` (borrowed) names it: backend, profile, identity and
+ * session.  Until the deadline fires, look for it with the adapter's list
+ * (the provider's own tags: this identity, created for this session),
+ * and once it shows, destroy it and remove its registry record.
+ * SG_OK: it is gone.  Otherwise the record stays, marked cleanup-pending
+ * (with the id when one was seen), for `sandgate envs gc`, and err says
+ * what may remain.  The rule is the gateway's, for every adapter that
+ * can list (SG_CAP_LIST); without listing it is SG_E_UNSUPPORTED at once.
+ */
+sg_err sg_envs_settle(const struct sg_config *cfg, const char *state_dir,
+		      json_t *rec, struct sg_cancel *deadline,
+		      struct sg_errinfo *err) SG_MUST_CHECK;
 
 /* Run `envs` with argv[0] == "envs"; returns the exit status. */
 int sg_envs_main(int argc, char **argv, const struct sg_config *cfg,

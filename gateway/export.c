@@ -21,6 +21,8 @@
 #include <unistd.h>
 
 #include "../adapters/exec.h"
+#include "../adapters/path.h"
+#include "base/hex.h"
 #include "base/limits.h"
 #include "base/log.h"
 
@@ -155,18 +157,20 @@ out:
 	return rc;
 }
 
-/* Open the source on this host (SG_CAP_HOST_FS) after checking its kind. */
+/*
+ * Open the source on this host (SG_CAP_HOST_FS) after checking its kind.
+ * rel is the helper's resolved path; it is opened beneath host_root with
+ * no link followed (sg_path_openat), so a directory of it swapped for a
+ * link since the check fails the export instead of leading out of root.
+ */
 static sg_err open_host_source(struct sg_session *s, const char *rel, int *fd,
 			       struct sg_errinfo *err)
 {
-	char *host = NULL;
+	int rootfd = open(s->env->host_root, O_PATH | O_DIRECTORY | O_CLOEXEC);
 	struct stat st;
 	sg_err rc = SG_OK;
 
-	*fd = -1;
-	if (asprintf(&host, "%s/%s", s->env->host_root, rel) < 0)
-		return sg_err_set(err, SG_E_INTERNAL, "out of memory");
-	*fd = open(host, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+	*fd = rootfd < 0 ? -1 : sg_path_openat(rootfd, rel, O_RDONLY | O_NONBLOCK);
 	if (*fd < 0)
 		rc = sg_err_set(err, errno == ENOENT ? SG_E_NOT_FOUND : SG_E_INVALID_ARGUMENT,
 				"%s cannot be opened: %s", rel, strerror(errno));
@@ -181,7 +185,8 @@ static sg_err open_host_source(struct sg_session *s, const char *rel, int *fd,
 		close(*fd);
 		*fd = -1;
 	}
-	free(host);
+	if (rootfd >= 0)
+		close(rootfd);
 	return rc;
 }
 
@@ -266,8 +271,7 @@ sg_err sg_export_path(struct sg_session *s, const char *path, json_t **out,
 		rc = sg_err_set(err, SG_E_INTERNAL, "no randomness for a token");
 		goto out;
 	}
-	for (int i = 0; i < 16; i++)
-		snprintf(e->token + 2 * i, 3, "%02x", rnd[i]);
+	sg_hex(rnd, 16, e->token);
 	if (mkdir(x->dir, 0700) && errno != EEXIST) {
 		rc = sg_err_set(err, SG_E_INTERNAL, "cannot create %s: %s", x->dir,
 				strerror(errno));
@@ -305,8 +309,7 @@ sg_err sg_export_path(struct sg_session *s, const char *path, json_t **out,
 	}
 	if (rc)
 		goto out;
-	for (int i = 0; i < 32; i++)
-		snprintf(hex + 2 * i, 3, "%02x", digest[i]);
+	sg_hex(digest, 32, hex);
 	*out = json_pack("{s:s, s:I, s:s, s:s}", "token", e->token, "size",
 			 (json_int_t)e->size, "sha256", hex, "name", base_name(rel));
 	pthread_mutex_lock(&x->lock);

@@ -173,6 +173,34 @@ static sg_err attach(struct sg_session *s, const struct sg_adapter *ad,
 }
 
 /*
+ * A failed provisioning whose create may land anyway (env->may_remain):
+ * keep the record, marked cleanup-pending with the session to look for,
+ * and remember it for shutdown, which settles it within the budget
+ * (shutdown.c, sg_envs_settle).
+ */
+static void keep_pending(struct sg_session *s)
+{
+	struct sg_reg_key key = { s->env->ad->name, s->identity };
+	struct sg_errinfo err = { 0 };
+	json_t *fields = json_pack("{s:s, s:s, s:s}", "status", SG_REG_CLEANUP, "error",
+				   "a create's outcome is unknown", "session", s->session_id);
+
+	if (s->env->id[0])
+		json_object_set_new(fields, "id", json_string(s->env->id));
+	if (sg_registry_update(s->state_dir, &key, fields, &err))
+		sg_log_warn("%s", err.msg);
+	json_decref(fields);
+	pthread_mutex_lock(&s->lock);
+	if (!s->pending)
+		s->pending = json_array();
+	json_array_append_new(s->pending,
+			      json_pack("{s:s, s:s, s:s, s:s}", "backend", s->env->ad->name,
+					"profile", s->profile->name, "identity", s->identity,
+					"session", s->session_id));
+	pthread_mutex_unlock(&s->lock);
+}
+
+/*
  * A provisioning that failed after the registry knew of it: remove what
  * was made (a resumed environment is only let go), then the record, unless
  * another session still uses the environment.  The cleanup runs even when
@@ -190,6 +218,10 @@ static void undo(struct sg_session *s, bool provisioned)
 		return;
 	if (sg_registry_detach(s->state_dir, &key, s->session_id, &others, &err))
 		sg_log_warn("%s", err.msg);
+	if (s->env->may_remain && !others) {
+		keep_pending(s);
+		return;
+	}
 	if (provisioned && sg_cancel_init(&none) == SG_OK) {
 		enum sg_fate fate = s->env->resumed || others ? SG_FATE_DETACH : SG_FATE_REMOVE;
 
@@ -294,13 +326,8 @@ out:
 void sg_init_reset(struct sg_session *s)
 {
 	if (s->env) {
-		if (s->env->ad->release)
-			s->env->ad->release(s->env);
-		json_decref(s->env->facts);
-		free(s->env->helper);
-		free(s->env->ctl_dir);
-		free(s->env->host_root);
-		free(s->env->host_ctl);
+		/* The adapter frees what provision() allocated (adapter.h). */
+		s->env->ad->release(s->env);
 		free(s->env);
 		s->env = NULL;
 	}

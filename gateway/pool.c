@@ -237,15 +237,8 @@ bool sg_pool_cancel(struct sg_pool *p, json_t *id)
 /* Wait on cond for at most ms, the pool's lock held. */
 static bool timed_wait(pthread_cond_t *cond, pthread_mutex_t *lock, int64_t ms)
 {
-	struct timespec ts;
+	struct timespec ts = sg_time_after(CLOCK_REALTIME, ms);
 
-	clock_gettime(CLOCK_REALTIME, &ts);
-	ts.tv_sec += ms / 1000;
-	ts.tv_nsec += (ms % 1000) * 1000000;
-	if (ts.tv_nsec >= 1000000000) {
-		ts.tv_sec++;
-		ts.tv_nsec -= 1000000000;
-	}
 	return pthread_cond_timedwait(cond, lock, &ts) != ETIMEDOUT;
 }
 

@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/hex.h"
 #include "base/limits.h"
 #include "base/log.h"
 
@@ -245,16 +246,15 @@ sg_err sg_proc_start(struct sg_op *op, json_t **out)
 		rc = sg_err_set(&op->err, SG_E_INTERNAL, "no randomness for an id");
 		goto out;
 	}
-	snprintf(id, sizeof(id), "p-%02x%02x%02x%02x%02x%02x%02x%02x", rnd[0],
-		 rnd[1], rnd[2], rnd[3], rnd[4], rnd[5], rnd[6], rnd[7]);
+	memcpy(id, "p-", 2);
+	sg_hex(rnd, 8, id + 2);
 	if (sg_strv_addv(&av, (const char *[]){ "proc", "spawn", "--id", id,
 						 "--session", s->session_id,
-						 "--cwd", cwd, NULL }) ||
+						 "--cwd", cwd, "--root", s->root, NULL }) ||
 	    (opid && sg_strv_addv(&av, (const char *[]){ "--op", opid, NULL })) ||
 	    (timeout && (sg_strv_add(&av, "--timeout-ms") ||
 			 sg_strv_addf(&av, "%lld", (long long)timeout))) ||
-	    (mode && sg_strv_addv(&av, (const char *[]){ "--confine", mode, "--root",
-							  s->root, NULL })) ||
+	    (mode && sg_strv_addv(&av, (const char *[]){ "--confine", mode, NULL })) ||
 	    (mode && (sg_strv_add(&av, "--allow-write") ||
 		      sg_strv_addf(&av, "%s/tmp", s->env->ctl_dir) ||
 		      sg_strv_add(&av, "--allow-write") ||

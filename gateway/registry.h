@@ -31,7 +31,9 @@
 #define SG_REG_PROVISIONING "provisioning" /* create sent, outcome unknown */
 #define SG_REG_ACTIVE "active"             /* exists, sessions may attach */
 #define SG_REG_KEPT "kept"                 /* persisted, nobody attached */
-#define SG_REG_CLEANUP "cleanup-pending"   /* removal failed or timed out */
+/* Removal failed or timed out, or a create's outcome is unknown (no id
+ * yet; the record then names the session whose tags to look for). */
+#define SG_REG_CLEANUP "cleanup-pending"
 
 struct sg_reg_key {
 	const char *backend;

@@ -252,6 +252,7 @@ int sg_server_run(const struct sg_server_opts *o)
 	struct sigaction sa = { 0 };
 	const char *why = "end of input";
 	struct sg_errinfo err = { 0 };
+	int out_fd = o->in_fd || o->out_fd ? o->out_fd : 1;
 	bool stuck;
 	int status;
 
@@ -279,8 +280,8 @@ int sg_server_run(const struct sg_server_opts *o)
 	 * chunk) crosses in a few writes instead of a hundred 64 KiB ones.
 	 * Best effort: stdout may not be a pipe, or the kernel may refuse.
 	 */
-	(void)fcntl(1, F_SETPIPE_SZ, (int)SG_PIPE_SIZE);
-	if (sg_wire_new(0, 1, on_dead, sv, &sv->s.wire)) {
+	(void)fcntl(out_fd, F_SETPIPE_SZ, (int)SG_PIPE_SIZE);
+	if (sg_wire_new(o->in_fd, out_fd, on_dead, sv, &sv->s.wire)) {
 		fprintf(stderr, "sandgate: cannot start the protocol writer\n");
 		free(sv);
 		return 70;

@@ -60,6 +60,14 @@ struct sg_session {
 
 	struct sg_exports *exports;
 	struct sg_procs *procs;
+
+	/*
+	 * What failed provisionings may have left behind (env->may_remain),
+	 * as registry keys with the profile and session to look for:
+	 * [{backend, profile, identity, session}].  Settled at shutdown
+	 * within the budget (sg_envs_settle).  Under lock.
+	 */
+	json_t *pending;
 };
 
 struct sg_op {

@@ -5,7 +5,9 @@
  *
  * Invariants: the budget is one deadline token that every step waits on;
  * whatever the budget cut short is said on stderr and left in the state
- * registry as cleanup-pending, so `sandgate envs gc` finds it.
+ * registry as cleanup-pending, so `sandgate envs gc` finds it.  That
+ * includes what a failed initialize may have left (a create whose outcome
+ * is unknown): it is looked for and removed here, within the budget.
  */
 #include "shutdown.h"
 
@@ -16,6 +18,7 @@
 
 #include "base/crash.h"
 #include "base/log.h"
+#include "envs.h"
 #include "registry.h"
 
 /*
@@ -66,6 +69,38 @@ static int teardown(struct sg_session *s, struct sg_cancel *deadline)
 	return rc ? 1 : 0;
 }
 
+/*
+ * Settle what failed provisionings may have left (initialize.c,
+ * keep_pending) within the budget.  Returns non-zero when something may
+ * remain; stderr says what, and its record stays for `sandgate envs gc`.
+ */
+static int settle_pending(struct sg_session *s, struct sg_cancel *deadline)
+{
+	json_t *pending, *rec;
+	size_t i;
+	int status = 0;
+
+	pthread_mutex_lock(&s->lock);
+	pending = s->pending;
+	s->pending = NULL;
+	pthread_mutex_unlock(&s->lock);
+	json_array_foreach(pending, i, rec) {
+		struct sg_errinfo err = { 0 };
+
+		if (!sg_envs_settle(s->cfg, s->state_dir, rec, deadline, &err))
+			continue;
+		fprintf(stderr,
+			"sandgate: a failed initialize may have left an environment of identity \"%s\" (%s, profile %s) that could not be removed: %s: %s; it may remain: run `sandgate envs gc`\n",
+			json_string_value(json_object_get(rec, "identity")),
+			json_string_value(json_object_get(rec, "backend")),
+			json_string_value(json_object_get(rec, "profile")), sg_err_word(err.code),
+			err.msg);
+		status = 1;
+	}
+	json_decref(pending);
+	return status;
+}
+
 struct deadline {
 	struct sg_cancel token, done;
 	int64_t ms;
@@ -110,6 +145,8 @@ int sg_shutdown_run(struct sg_session *s, struct sg_pool *pool, int64_t budget_m
 		if (rc)
 			status = 1;
 	}
+	if (settle_pending(s, &d.token))
+		status = 1;
 	if (!sg_wire_flush(s->wire, sg_now_ms() + 1000) && !sg_wire_dead(s->wire))
 		sg_log_warn("replies could not all be written before exit");
 	sg_cancel_fire(&d.done, SG_E_CANCELLED);

@@ -4,6 +4,8 @@
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
@@ -369,13 +371,7 @@ bool sg_wire_flush(struct sg_wire *w, int64_t deadline_ms)
 
 		if (left <= 0)
 			break;
-		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_sec += left / 1000;
-		ts.tv_nsec += (left % 1000) * 1000000;
-		if (ts.tv_nsec >= 1000000000) {
-			ts.tv_sec++;
-			ts.tv_nsec -= 1000000000;
-		}
+		ts = sg_time_after(CLOCK_REALTIME, left);
 		pthread_cond_timedwait(&w->drained, &w->lock, &ts);
 	}
 	done = !w->dead && !w->head && !w->writing;
@@ -391,4 +387,15 @@ bool sg_wire_dead(struct sg_wire *w)
 	dead = w->dead;
 	pthread_mutex_unlock(&w->lock);
 	return dead;
+}
+
+int sg_cli_printf(const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vprintf(fmt, ap);
+	va_end(ap);
+	return n;
 }

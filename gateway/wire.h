@@ -69,4 +69,13 @@ bool sg_wire_flush(struct sg_wire *w, int64_t deadline_ms);
 
 bool sg_wire_dead(struct sg_wire *w);
 
+/*
+ * The command line's own reports on stdout (`probe`, `envs`, `--version`,
+ * `--help`), printf-style; what vprintf returns.  The one way anything
+ * but the wire writes stdout, kept here so that the style check can hold
+ * every stdout write to this file: never called by `serve`, where stdout
+ * is the wire's alone.
+ */
+int sg_cli_printf(const char *fmt, ...) SG_PRINTF(1, 2);
+
 #endif

@@ -55,15 +55,18 @@ extern char **environ;
 #define SING_CTL "/run/sandgate/ctl"
 
 /*
- * The profile fields this backend honours: every other field a profile
- * sets is refused by validate() (unless best-effort).  `runtime` is this
- * backend's own: the apptainer or singularity program to use.
+ * The profile fields this backend honours (adapter.h); the config layer
+ * refuses every other one.  cpus, memory_mb and network "none" depend on
+ * the runtime's version and the site: validate() and provision() refuse
+ * them where they cannot be enforced, unless best_effort lists them.
+ * `runtime` is this backend's own: the apptainer or singularity program.
  */
-static const char *const sing_fields[] = {
-	"backend", "image", "runtime", "host_workspace", "mount_read_only",
-	"network", "cpus", "memory_mb", "persistent", "shared",
-	"lifetime_seconds", "shutdown_timeout_ms", "forward_env", "workspace",
-	"best_effort", "shutdown_grace_ms", NULL,
+static const struct sg_field sing_fields[] = {
+	SG_FIELD("image"), SG_FIELD("workspace"), SG_FIELD("host_workspace"),
+	SG_FIELD("mount_read_only"), SG_FIELD("persistent"), SG_FIELD("shared"),
+	SG_FIELD_BEST_EFFORT("network"), SG_FIELD_BEST_EFFORT("cpus"),
+	SG_FIELD_BEST_EFFORT("memory_mb"), SG_FIELD_OWN_STRING("runtime"),
+	SG_FIELDS_END,
 };
 
 struct sing_env {
@@ -213,10 +216,12 @@ static char *runtime_of(const struct sg_profile *p)
 	const char *want = json_string_value(json_object_get(p->raw, "runtime"));
 	char *found;
 
+	if (want && strchr(want, '/'))
+		return access(want, X_OK) == 0 ? strdup(want) : NULL;
 	if (want)
-		return sg_host_find_program(want);
-	found = sg_host_find_program("apptainer");
-	return found ? found : sg_host_find_program("singularity");
+		return sg_exec_which(want);
+	found = sg_exec_which("apptainer");
+	return found ? found : sg_exec_which("singularity");
 }
 
 /* Run the CLI with the scrubbed environment. */
@@ -262,32 +267,15 @@ static sg_err sing_validate(const struct sg_profile *p, struct sg_errinfo *err)
 	struct sg_strv envs = SG_STRV_INIT;
 	struct sg_sing_version v;
 	char *runtime = NULL;
-	const char *key;
-	json_t *val;
 	sg_err rc = SG_OK;
 
-	json_object_foreach(p->raw, key, val) {
-		size_t i;
-
-		for (i = 0; sing_fields[i] && strcmp(sing_fields[i], key) != 0; i++)
-			;
-		if (!sing_fields[i] && !sg_host_best_effort(p, key))
-			return sg_err_set(err, SG_E_UNSUPPORTED,
-					  "field \"%s\" (profile \"%s\") cannot be honoured by the singularity backend",
-					  key, p->name);
-	}
-	if (p->network == SG_NET_ALLOW && !sg_host_best_effort(p, "network"))
+	if (p->network == SG_NET_ALLOW && !sg_profile_best_effort(p, "network"))
 		return sg_err_set(err, SG_E_UNSUPPORTED,
 				  "network allow lists (profile \"%s\") cannot be enforced by the singularity backend; use \"none\" or \"default\"",
 				  p->name);
 	if (!p->image)
 		return sg_err_set(err, SG_E_INVALID_ARGUMENT,
 				  "profile \"%s\" (singularity) needs an \"image\": a SIF file, a sandbox directory, docker://... or oras://...",
-				  p->name);
-	if (json_object_get(p->raw, "runtime") &&
-	    !json_is_string(json_object_get(p->raw, "runtime")))
-		return sg_err_set(err, SG_E_INVALID_ARGUMENT,
-				  "field \"runtime\" (profile \"%s\") must be a program name or path",
 				  p->name);
 	runtime = runtime_of(p);
 	if (!runtime) {
@@ -305,8 +293,8 @@ static sg_err sing_validate(const struct sg_profile *p, struct sg_errinfo *err)
 	if (rc)
 		goto out;
 	if (!sg_sing_has_limits(&v)) {
-		const char *field = p->cpus > 0 && !sg_host_best_effort(p, "cpus") ? "cpus"
-				    : p->memory_mb > 0 && !sg_host_best_effort(p, "memory_mb") ? "memory_mb"
+		const char *field = p->cpus > 0 && !sg_profile_best_effort(p, "cpus") ? "cpus"
+				    : p->memory_mb > 0 && !sg_profile_best_effort(p, "memory_mb") ? "memory_mb"
 				    : NULL;
 
 		if (field)
@@ -950,6 +938,7 @@ static void sing_release(struct sg_env *env)
 {
 	struct sing_env *se = (struct sing_env *)env;
 
+	sg_env_release_base(env);
 	free(se->runtime);
 	free(se->dir);
 	free(se->workspace);
@@ -961,6 +950,7 @@ const struct sg_adapter sg_adapter_singularity = {
 	.name = "singularity",
 	.caps = SG_CAP_HOST_FS | SG_CAP_LIST | SG_CAP_PID_NS,
 	.env_size = sizeof(struct sing_env),
+	.fields = sing_fields,
 	.validate = sing_validate,
 	.provision = sing_provision,
 	.exec = sing_exec,

@@ -74,7 +74,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <openssl/evp.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -90,11 +89,17 @@
 #include <unistd.h>
 
 #include "base/crash.h"
+#include "base/hex.h"
 #include "base/limits.h"
 #include "base/log.h"
 #include "base/strv.h"
+#include "../adapters/digest.h"
 #include "../adapters/exec.h"
 #include "../adapters/shquote.h"
+
+/* The login credentials ssh reads from sandgate's environment. */
+#define SSH_ENV_AGENT "SSH_AUTH_SOCK"
+#define SSH_ENV_KRB5 "KRB5CCNAME"
 
 /* The first line the wrapper writes on stderr (see the top comment). */
 #define SSHB_MARK "\036sg-run\n"
@@ -369,103 +374,6 @@ static char *sshb_fmt(const char *fmt, ...)
 	return n < 0 ? NULL : s;
 }
 
-static bool sshb_best_effort(const struct sg_profile *p, const char *field)
-{
-	for (size_t i = 0; p->best_effort && p->best_effort[i]; i++)
-		if (strcmp(p->best_effort[i], field) == 0)
-			return true;
-	return false;
-}
-
-/* The first executable `name` on this process's PATH (new), or NULL. */
-static char *sshb_find_program(const char *name)
-{
-	const char *path = getenv("PATH"), *p, *end;
-	char *found = NULL;
-
-	if (!path || !*path)
-		path = "/usr/local/bin:/usr/bin:/bin";
-	for (p = path; !found && *p; p = *end ? end + 1 : end) {
-		char *cand = NULL;
-
-		end = strchr(p, ':');
-		if (!end)
-			end = p + strlen(p);
-		if (end > p && *p == '/' &&
-		    (cand = sshb_fmt("%.*s/%s", (int)(end - p), p, name)) &&
-		    access(cand, X_OK) == 0)
-			found = cand;
-		else
-			free(cand);
-	}
-	return found;
-}
-
-static void sshb_hex(const unsigned char *b, size_t n, char *out)
-{
-	static const char hex[] = "0123456789abcdef";
-
-	for (size_t i = 0; i < n; i++) {
-		out[2 * i] = hex[b[i] >> 4];
-		out[2 * i + 1] = hex[b[i] & 15];
-	}
-	out[2 * n] = '\0';
-}
-
-/* SHA-256 of data as 64 hex digits into out[65]. */
-static bool sshb_sha256(const void *data, size_t n, char out[65])
-{
-	unsigned char md[EVP_MAX_MD_SIZE];
-	unsigned int len = 0;
-
-	if (!EVP_Digest(data, n, md, &len, EVP_sha256(), NULL) || len != 32)
-		return false;
-	sshb_hex(md, 32, out);
-	return true;
-}
-
-/*
- * A file-name-safe form of an identity: safe bytes kept, others %XX.  A
- * long identity keeps a readable head and is given a digest of the whole, so
- * distinct identities never share a directory.  New string, or NULL.
- */
-static char *sshb_slug(const char *id)
-{
-	static const char hex[] = "0123456789ABCDEF";
-	size_t n = strlen(id);
-	char *s = malloc(SG_SSH_SLUG_MAX + 4 + 18), *o = s, sum[65];
-	bool cut = false;
-
-	if (!s)
-		return NULL;
-	for (const unsigned char *p = (const unsigned char *)id; *p; p++) {
-		if (o - s >= SG_SSH_SLUG_MAX) {
-			cut = true;
-			break;
-		}
-		if ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
-		    (*p >= '0' && *p <= '9') || *p == '-' || *p == '_' ||
-		    (*p == '.' && p != (const unsigned char *)id)) {
-			*o++ = (char)*p;
-		} else {
-			*o++ = '%';
-			*o++ = hex[*p >> 4];
-			*o++ = hex[*p & 15];
-		}
-	}
-	*o = '\0';
-	if (cut || n == 0) {
-		if (!sshb_sha256(id, n, sum)) {
-			free(s);
-			return NULL;
-		}
-		*o++ = '-';
-		memcpy(o, sum, 16);
-		o[16] = '\0';
-	}
-	return s;
-}
-
 /* Is path equal to dir or below it?  Both absolute and normalised. */
 static bool sshb_under(const char *path, const char *dir)
 {
@@ -679,7 +587,7 @@ static sg_err sshb_base_argv(const struct sg_profile *p, const char *sock,
 static sg_err sshb_client_env(struct sg_strv *env)
 {
 	static const char *const pass[] = { "PATH", "HOME", "USER", "LOGNAME",
-					    "SSH_AUTH_SOCK", "KRB5CCNAME", NULL };
+					    SSH_ENV_AGENT, SSH_ENV_KRB5, NULL };
 	sg_err rc = SG_OK;
 
 	for (size_t i = 0; !rc && pass[i]; i++) {
@@ -972,36 +880,23 @@ out:
 
 /* ---- validate ------------------------------------------------------- */
 
+/*
+ * The profile fields the ssh backend honours (adapter.h); the config layer
+ * refuses every other one.  network "none", cpus and memory_mb depend on
+ * what the host allows, which provision() observes and refuses.
+ */
+static const struct sg_field ssh_fields[] = {
+	SG_FIELD("host"), SG_FIELD("port"), SG_FIELD("user"),
+	SG_FIELD("identity_file"), SG_FIELD("known_hosts_file"),
+	SG_FIELD("workspace"), SG_FIELD("persistent"), SG_FIELD("shared"),
+	SG_FIELD_BEST_EFFORT("network"), SG_FIELD_BEST_EFFORT("cpus"),
+	SG_FIELD_BEST_EFFORT("memory_mb"), SG_FIELDS_END,
+};
+
 static sg_err ssh_validate(const struct sg_profile *p, struct sg_errinfo *err)
 {
-	/* The fields config.c knows; anything else in raw is foreign here. */
-	static const char *const known[] = {
-		"backend", "image", "snapshot", "workspace", "user",
-		"host_workspace", "host", "identity_file", "known_hosts_file",
-		"worker", "python", "persistent", "shared", "mount_read_only",
-		"network", "cpus", "memory_mb", "port", "lifetime_seconds",
-		"shutdown_timeout_ms", "forward_env", "best_effort", "command",
-		"shutdown_grace_ms", NULL
-	};
-	static const char *const foreign[] = { "image", "snapshot", "host_workspace",
-					       NULL };
-	const char *values[] = { p->image, p->snapshot, p->host_workspace, NULL };
-	const char *key;
-	json_t *v;
 	char *ssh;
 
-	if (json_is_object(p->raw)) {
-		json_object_foreach(p->raw, key, v) {
-			size_t i;
-
-			for (i = 0; known[i] && strcmp(known[i], key) != 0; i++)
-				;
-			if (!known[i] && !sshb_best_effort(p, key))
-				return sg_err_set(err, SG_E_UNSUPPORTED,
-						  "field \"%s\" (profile \"%s\") is not known to the ssh backend",
-						  key, p->name);
-		}
-	}
 	if (!p->host || !*p->host)
 		return sg_err_set(err, SG_E_INVALID_ARGUMENT,
 				  "field \"host\" (profile \"%s\") is required by the ssh backend",
@@ -1014,16 +909,7 @@ static sg_err ssh_validate(const struct sg_profile *p, struct sg_errinfo *err)
 		return sg_err_set(err, SG_E_INVALID_ARGUMENT,
 				  "field \"user\" (profile \"%s\") must be a login name",
 				  p->name);
-	for (size_t i = 0; foreign[i]; i++)
-		if (values[i] && !sshb_best_effort(p, foreign[i]))
-			return sg_err_set(err, SG_E_UNSUPPORTED,
-					  "field \"%s\" (profile \"%s\") cannot be honoured by the ssh backend",
-					  foreign[i], p->name);
-	if (p->mount_read_only && !sshb_best_effort(p, "mount_read_only"))
-		return sg_err_set(err, SG_E_UNSUPPORTED,
-				  "field \"mount_read_only\" (profile \"%s\") cannot be honoured by the ssh backend",
-				  p->name);
-	if (p->network == SG_NET_ALLOW && !sshb_best_effort(p, "network"))
+	if (p->network == SG_NET_ALLOW && !sg_profile_best_effort(p, "network"))
 		return sg_err_set(err, SG_E_UNSUPPORTED,
 				  "network allow lists (profile \"%s\") cannot be enforced by the ssh backend; use \"none\" (a network namespace on the host) or \"default\"",
 				  p->name);
@@ -1053,7 +939,7 @@ static sg_err ssh_validate(const struct sg_profile *p, struct sg_errinfo *err)
 		return sg_err_set(err, SG_E_INVALID_ARGUMENT,
 				  "identity_file %s (profile \"%s\") cannot be read: %s",
 				  p->identity_file, p->name, strerror(errno));
-	ssh = sshb_find_program("ssh");
+	ssh = sg_exec_which("ssh");
 	if (!ssh)
 		return sg_err_set(err, SG_E_UNSUPPORTED,
 				  "the ssh backend needs the OpenSSH client (ssh) on this host's PATH (apt-get install openssh-client)");
@@ -1106,7 +992,7 @@ static sg_err sshb_read_helper(const char *path, char **data, size_t *len,
 		got += (size_t)n;
 	}
 	*len = got;
-	if (!sshb_sha256(*data, got, sum))
+	if (!sg_sha256_hex(*data, got, sum))
 		rc = sg_err_set(err, SG_E_INTERNAL, "cannot compute sha256 of sg-helper");
 out:
 	if (fd >= 0)
@@ -1135,7 +1021,7 @@ static sg_err sshb_sock_path(struct ssh_env *se, struct sg_errinfo *err)
 
 	rc = sg_buf_addf(&seed, "%s\n%s\n%ld\n%s", env->identity, env->session,
 			 (long)getpid(), se->nonce);
-	if (rc || !sshb_sha256(seed.p, seed.len, sum)) {
+	if (rc || !sg_sha256_hex(seed.p, seed.len, sum)) {
 		rc = sg_err_set(err, SG_E_INTERNAL, "cannot name the ssh control socket");
 		goto out;
 	}
@@ -1238,7 +1124,7 @@ static sg_err sshb_namespaces(struct ssh_env *se, const char *probe, const char 
 		goto out;
 	}
 	if (*netns && !sshb_flag(probe, "has_unshare")) {
-		if (!sshb_best_effort(p, "network")) {
+		if (!sg_profile_best_effort(p, "network")) {
 			rc = sg_err_set(err, SG_E_UNSUPPORTED,
 					"network \"none\" (profile \"%s\") needs unshare (util-linux) on %s",
 					p->name, where);
@@ -1409,8 +1295,8 @@ static sg_err ssh_provision(struct sg_env *env, struct sg_cancel *cancel,
 		rc = sg_err_set(err, SG_E_INTERNAL, "no randomness: %s", strerror(errno));
 		goto out;
 	}
-	sshb_hex(rnd, sizeof(rnd), se->nonce);
-	slug = sshb_slug(env->identity);
+	sg_hex(rnd, sizeof(rnd), se->nonce);
+	slug = sg_slug_digest(env->identity, SG_SSH_SLUG_MAX);
 	if (!slug) {
 		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
 		goto out;
@@ -1525,8 +1411,8 @@ static sg_err ssh_provision(struct sg_env *env, struct sg_cancel *cancel,
 		json_object_set_new(requested, "cpus", json_real(p->cpus));
 	if (p->memory_mb > 0)
 		json_object_set_new(requested, "memory_mb", json_integer(p->memory_mb));
-	if ((p->cpus > 0 && !sshb_best_effort(p, "cpus")) ||
-	    (p->memory_mb > 0 && !sshb_best_effort(p, "memory_mb"))) {
+	if ((p->cpus > 0 && !sg_profile_best_effort(p, "cpus")) ||
+	    (p->memory_mb > 0 && !sg_profile_best_effort(p, "memory_mb"))) {
 		cgkind = sshb_kv(probe, "cgroup");
 		if (!cgkind) {
 			rc = sg_err_set(err, SG_E_UNSUPPORTED,
@@ -1564,7 +1450,7 @@ static sg_err ssh_provision(struct sg_env *env, struct sg_cancel *cancel,
 	if (gethostname(host, sizeof(host) - 1) != 0)
 		snprintf(host, sizeof(host), "unknown");
 	free(se->lease);
-	se->lease = sshb_slug(env->session);
+	se->lease = sg_slug_digest(env->session, SG_SSH_SLUG_MAX);
 	if (!se->lease || !(lease_text = sshb_fmt("%s %ld %lld", host, (long)getpid(),
 						  (long long)time(NULL)))) {
 		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
@@ -1852,6 +1738,7 @@ static void ssh_release(struct sg_env *env)
 {
 	struct ssh_env *se = (struct ssh_env *)env;
 
+	sg_env_release_base(env);
 	sg_strv_release(&se->ssh);
 	sg_strv_release(&se->cenv);
 	sg_strv_release(&se->cgroups);
@@ -2048,9 +1935,24 @@ static sg_err ssh_destroy(const struct sg_profile *p, const char *state_dir,
  * the agent when there is none) and the known hosts file the host key is
  * checked against.  Presence only, never a value.
  */
+/*
+ * The variables of sandgate's environment that lead to a login: the
+ * agent's socket and the Kerberos ticket cache ssh is given.
+ */
+static size_t ssh_credential_env(const json_t *raw, const char **names, size_t max)
+{
+	static const char *const creds[] = { SSH_ENV_AGENT, SSH_ENV_KRB5 };
+	size_t n = 0;
+
+	(void)raw;
+	for (; n < max && n < sizeof(creds) / sizeof(creds[0]); n++)
+		names[n] = creds[n];
+	return n;
+}
+
 static void ssh_credentials(const struct sg_profile *p, json_t *out)
 {
-	const char *agent = getenv("SSH_AUTH_SOCK");
+	const char *agent = getenv(SSH_ENV_AGENT);
 	char *kh = NULL;
 
 	if (p->identity_file)
@@ -2059,7 +1961,7 @@ static void ssh_credentials(const struct sg_profile *p, json_t *out)
 							access(p->identity_file, R_OK) == 0
 						? "found" : "missing"));
 	else
-		json_object_set_new(out, "SSH_AUTH_SOCK",
+		json_object_set_new(out, SSH_ENV_AGENT,
 				    json_string(agent && *agent ? "found" : "missing"));
 	if (!p->known_hosts_file && getenv("HOME"))
 		kh = sshb_fmt("%s/.ssh/known_hosts", getenv("HOME"));
@@ -2077,6 +1979,7 @@ const struct sg_adapter sg_adapter_ssh = {
 	.name = "ssh",
 	.caps = SG_CAP_LIST,
 	.env_size = sizeof(struct ssh_env),
+	.fields = ssh_fields,
 	.validate = ssh_validate,
 	.provision = ssh_provision,
 	.exec = ssh_exec,
@@ -2085,4 +1988,5 @@ const struct sg_adapter sg_adapter_ssh = {
 	.destroy = ssh_destroy,
 	.release = ssh_release,
 	.credentials = ssh_credentials,
+	.credential_env = ssh_credential_env,
 };

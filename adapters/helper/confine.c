@@ -1,6 +1,6 @@
 /*
  * confine.c - run a command under Landlock so that it can write only where
- * the request's permission mode allows (protocol-v4.md section 3).
+ * the request's permission mode allows (docs/protocol.md section 6.1).
  *
  * "standard": read and execute everywhere, write beneath the root (and the
  * --allow-write directories); "read_only": write nowhere.  In both modes
@@ -20,6 +20,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/prctl.h>
@@ -239,6 +240,124 @@ out:
 	if (ruleset >= 0)
 		close(ruleset);
 	return rc;
+}
+
+/*
+ * What a search program needs besides the tree it reads: its own binary
+ * and the dynamic loader's files.  Reading and mapping them is harmless;
+ * listing them is not allowed, so a walk cannot wander there.
+ */
+static const char *const reader_system[] = {
+	"/lib", "/lib32", "/lib64", "/usr/lib", "/usr/lib32", "/usr/lib64",
+	"/usr/local/lib", "/etc/ld.so.cache", NULL,
+};
+
+/* Add a rule for fd (borrowed), keeping only the file rights on a file. */
+static int reader_rule(int ruleset, int fd, uint64_t access)
+{
+	struct landlock_path_beneath_attr pb;
+	struct stat st;
+
+	if (fstat(fd, &st) != 0)
+		return -1;
+	if (!S_ISDIR(st.st_mode))
+		access &= SG_LANDLOCK_FILE_RIGHTS;
+	memset(&pb, 0, sizeof(pb));
+	pb.allowed_access = access;
+	pb.parent_fd = fd;
+	return sg_landlock_add_path(ruleset, &pb);
+}
+
+/* The ruleset of sg_confine_spawn_reader(), or -1 with errno. */
+static int reader_ruleset(const char *prog, int dirfd)
+{
+	const uint64_t rd = LANDLOCK_ACCESS_FS_READ_FILE |
+			    LANDLOCK_ACCESS_FS_READ_DIR;
+	const uint64_t run = LANDLOCK_ACCESS_FS_READ_FILE |
+			     LANDLOCK_ACCESS_FS_EXECUTE;
+	struct landlock_ruleset_attr attr;
+	int ruleset, fd, e;
+
+	if (sg_landlock_abi() < 1)
+		return -1;
+	memset(&attr, 0, sizeof(attr));
+	attr.handled_access_fs = SG_LANDLOCK_READ;
+	ruleset = sg_landlock_create_ruleset(&attr, sizeof(attr));
+	if (ruleset < 0)
+		return -1;
+	if (reader_rule(ruleset, dirfd, rd) != 0)
+		goto fail;
+	fd = open(prog, O_PATH | O_CLOEXEC);
+	if (fd < 0 || reader_rule(ruleset, fd, run) != 0) {
+		if (fd >= 0)
+			close(fd);
+		goto fail;
+	}
+	close(fd);
+	for (size_t i = 0; reader_system[i]; i++) {
+		fd = open(reader_system[i], O_PATH | O_CLOEXEC);
+		if (fd < 0)
+			continue;
+		e = reader_rule(ruleset, fd, run);
+		close(fd);
+		if (e != 0)
+			goto fail;
+	}
+	return ruleset;
+fail:
+	e = errno;
+	close(ruleset);
+	errno = e;
+	return -1;
+}
+
+bool sg_confine_reader_ok(void)
+{
+	return sg_landlock_abi() >= 1;
+}
+
+pid_t sg_confine_spawn_reader(const char *prog, char *const *av, int dirfd,
+			      int outfd, int errfd)
+{
+	static const char msg[] = "sg-helper: the search program cannot run "
+				  "confined to the workspace\n";
+	int ruleset = reader_ruleset(prog, dirfd), null = -1, e;
+	struct sigaction dfl;
+	sigset_t none;
+	pid_t pid = -1;
+
+	if (ruleset < 0)
+		return -1;
+	null = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	if (null < 0)
+		goto out;
+	sigemptyset(&none);
+	memset(&dfl, 0, sizeof(dfl));
+	dfl.sa_handler = SIG_DFL;
+	pid = fork();
+	if (pid == 0) {
+		/*
+		 * Between fork() and exec() in a threaded gateway: syscalls
+		 * only.  A gateway that ignores SIGPIPE must not pass it on.
+		 */
+		sigaction(SIGPIPE, &dfl, NULL);
+		sigprocmask(SIG_SETMASK, &none, NULL);
+		if (dup2(null, 0) < 0 || dup2(outfd, 1) < 0 ||
+		    dup2(errfd, 2) < 0 || fchdir(dirfd) != 0 ||
+		    prctl(PR_SET_NO_NEW_PRIVS, 1L, 0L, 0L, 0L) != 0 ||
+		    sg_landlock_restrict_self(ruleset) != 0)
+			_exit(126);
+		execve(prog, av, environ);
+		(void)!write(2, msg, sizeof(msg) - 1);
+		_exit(127);
+	}
+out:
+	e = errno;
+	if (null >= 0)
+		close(null);
+	close(ruleset);
+	errno = e;
+	return pid;
 }
 
 /* The command could not be confined, so it must not run: status 126. */

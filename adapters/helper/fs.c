@@ -4,11 +4,13 @@
  *
  * Every command first resolves its paths with sg_path_resolve(), which
  * walks them the way the environment sees them and refuses anything that
- * leaves root.  From then on files are reached only through *at() calls on
- * the resolved relative path, relative to an O_PATH descriptor of
- * host_root, with O_NOFOLLOW wherever the final component is opened: the
- * resolved path holds no symlinks, so a link that appears later fails the
- * call instead of being followed.
+ * leaves root.  The resolved path holds no symlinks, and it is opened once,
+ * with sg_path_openat() (openat2 RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS),
+ * relative to an O_PATH descriptor of host_root: a component swapped for a
+ * link after the check fails the open instead of being followed.  From
+ * then on every call is an *at() call on that descriptor (or on the
+ * directory holding the last component) with the last name taken
+ * literally, never the path again.
  *
  * Inside this file SG_E_NOT_FOUND carries every tool failure (the tool ran
  * and failed: a missing file, an old_string that is not unique ...).  The
@@ -69,6 +71,7 @@ struct fs {
 	int npos;               /* positionals, those after `--` included */
 	char root[SG_PATH_MAX + 1]; /* --root, normalised */
 	const char *host_root;
+	bool on_host;           /* --host-root: in-process, on this host */
 	int rootfd;             /* O_PATH of host_root, -1 until opened */
 	const void *in;
 	size_t inlen;
@@ -134,12 +137,6 @@ static void close_fd(int *fd)
 	if (*fd >= 0)
 		close(*fd);
 	*fd = -1;
-}
-
-/* The resolved path as an *at() argument: root itself is ".". */
-static const char *at_path(const struct sg_buf *rel)
-{
-	return rel->len ? rel->p : ".";
 }
 
 /*
@@ -220,6 +217,19 @@ static sg_err resolve(struct fs *c, const char *path, enum sg_path_mode m,
 	return sg_path_resolve(c->root, c->host_root, path, m, rel, &c->err);
 }
 
+/* A resolved path opened beneath root; see sg_path_openat(). */
+static int open_rel(struct fs *c, const struct sg_buf *rel, int flags)
+{
+	return sg_path_openat(c->rootfd, rel->len ? rel->p : "", flags);
+}
+
+/* The directory holding a resolved path's last component, and its name. */
+static int open_parent(struct fs *c, const struct sg_buf *rel,
+		       const char **name)
+{
+	return sg_path_openat_parent(c->rootfd, rel->len ? rel->p : "", name);
+}
+
 /*
  * Create the missing directories of rel (resolved, relative to root) and
  * return an O_PATH descriptor of the last one in *fdp (owned).  *created
@@ -289,8 +299,7 @@ static sg_err open_file(struct fs *c, const struct sg_buf *rel,
 			const char *shown, int *fdp, struct stat *st)
 {
 	/* O_NONBLOCK: opening a FIFO must not wait for a writer. */
-	int fd = openat(c->rootfd, at_path(rel),
-			O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	int fd = open_rel(c, rel, O_RDONLY | O_NONBLOCK);
 
 	*fdp = -1;
 	if (fd < 0)
@@ -488,19 +497,24 @@ out:
 }
 
 /*
- * Stream the file once: every line is counted, and only the lines of the
- * window [first, end) are kept, up to max bytes (plus a few so that the
- * cut can be moved back to a character boundary).
+ * Stream the file once: only the lines of the window [first, end) are
+ * kept, up to max bytes (plus a few so that the cut can be moved back to a
+ * character boundary), and lines are counted as they pass.  Once the
+ * window is complete, reading goes on only to SG_READ_COUNT_MAX bytes in
+ * all: a 10-line read of a large file does not scan the whole file.  A
+ * count cut short is a lower bound, and the reply says total_lines_partial;
+ * size is then the file's size as opened (file_size).
  */
 static sg_err read_text(struct fs *c, int fd, const struct sg_buf *rel,
-			int64_t first, int64_t limit, int64_t max, bool raw)
+			int64_t first, int64_t limit, int64_t max, bool raw,
+			long long file_size)
 {
 	struct sg_buf text = SG_BUF_INIT((size_t)max + 4);
 	int64_t end = limit && limit <= INT64_MAX - first ? first + limit
 							  : INT64_MAX;
 	long long line = 1, size = 0, lines;
 	char *chunk = malloc(FS_CHUNK), last = '\n';
-	bool full = false, truncated;
+	bool full = false, truncated, partial = false;
 	size_t keep;
 	ssize_t n;
 	sg_err rc = SG_OK;
@@ -512,6 +526,10 @@ static sg_err read_text(struct fs *c, int fd, const struct sg_buf *rel,
 	for (;;) {
 		const char *p, *e, *nl;
 
+		if ((full || line >= end) && size >= (long long)SG_READ_COUNT_MAX) {
+			partial = size < file_size;
+			break;
+		}
 		n = read(fd, chunk, FS_CHUNK);
 		if (n < 0 && errno == EINTR)
 			continue;
@@ -539,7 +557,9 @@ static sg_err read_text(struct fs *c, int fd, const struct sg_buf *rel,
 	lines = line - 1 + (size && last != '\n');
 	keep = text.len > (size_t)max ? sg_utf8_clip(text.p, text.len, (size_t)max)
 				      : text.len;
-	truncated = keep < text.len || (limit && lines >= end);
+	truncated = keep < text.len || (limit && (lines >= end || partial));
+	if (partial)
+		size = file_size;
 	rc = sg_reply_ok(c->out);
 	if (!rc && !raw)
 		rc = kv_strn(c->out, "content", text.p, keep);
@@ -549,6 +569,8 @@ static sg_err read_text(struct fs *c, int fd, const struct sg_buf *rel,
 		rc = kv_int(c->out, "size", size);
 	if (!rc)
 		rc = kv_int(c->out, "total_lines", lines);
+	if (!rc && partial)
+		rc = kv_bool(c->out, "total_lines_partial", true);
 	if (!rc)
 		rc = kv_bool(c->out, "truncated", truncated);
 	if (!rc)
@@ -607,7 +629,8 @@ static sg_err fs_read(struct fs *c)
 	if (b64)
 		rc = read_base64(c, fd, &rel, max);
 	else
-		rc = read_text(c, fd, &rel, offset ? offset : 1, limit, max, raw);
+		rc = read_text(c, fd, &rel, offset ? offset : 1, limit, max, raw,
+			       (long long)st.st_size);
 out:
 	close_fd(&fd);
 	sg_buf_release(&rel);
@@ -1057,7 +1080,6 @@ static sg_err fs_list(struct fs *c)
 	struct sg_buf rel = SG_BUF_INIT(SG_PATH_MAX);
 	struct lister *l = calloc(1, sizeof(*l));
 	int dirfd = -1;
-	struct stat st;
 	sg_err rc;
 
 	if (!l)
@@ -1079,13 +1101,11 @@ static sg_err fs_list(struct fs *c)
 		c->pos[c->npos++] = ".";
 	if (l->depth < 1)
 		l->depth = 1;
-	if (fstatat(c->rootfd, at_path(&rel), &st, AT_SYMLINK_NOFOLLOW) != 0 ||
-	    !S_ISDIR(st.st_mode)) {
+	dirfd = open_rel(c, &rel, O_PATH | O_DIRECTORY);
+	if (dirfd < 0 && errno == ENOTDIR) {
 		rc = tool_fail(c, "%s is not a directory", c->pos[0]);
 		goto out;
 	}
-	dirfd = openat(c->rootfd, at_path(&rel),
-		       O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (dirfd < 0) {
 		rc = tool_fail(c, "cannot list %s: %s", c->pos[0],
 			       errstr(errno));
@@ -1363,8 +1383,7 @@ static sg_err fs_glob(struct fs *c)
 		rc = resolve(c, base, SG_PATH_EXISTING, &rel);
 	if (rc)
 		goto out;
-	dirfd = openat(c->rootfd, at_path(&rel),
-		       O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	dirfd = open_rel(c, &rel, O_PATH | O_DIRECTORY);
 	if (dirfd < 0) {
 		rc = tool_fail(c, "%s is not a directory", base);
 		goto out;
@@ -1500,7 +1519,7 @@ static sg_err grep_run(struct fs *c, struct grepper *g, const char *prog,
 	posix_spawn_file_actions_t fa;
 	posix_spawnattr_t at;
 	bool fa_ok = false, at_ok = false, stop = false;
-	char *chunk = malloc(FS_CHUNK);
+	char *chunk = malloc(FS_CHUNK), abs[SG_PATH_MAX + 1];
 	sigset_t none, dfl;
 	pid_t pid = -1;
 	sg_err rc = SG_OK;
@@ -1514,30 +1533,52 @@ static sg_err grep_run(struct fs *c, struct grepper *g, const char *prog,
 				errstr(chunk ? errno : ENOMEM));
 		goto out;
 	}
-	fa_ok = posix_spawn_file_actions_init(&fa) == 0;
-	at_ok = posix_spawnattr_init(&at) == 0;
+	/*
+	 * The engine walks the tree by path, so a directory swapped for a
+	 * link during its walk would lead it out of root: where Landlock
+	 * exists it may read only beneath the searched directory.  Without
+	 * Landlock the engine runs as it is: in an environment that reaches
+	 * only what the environment sees anyway, and on this host fs_grep
+	 * chose GNU grep, whose walk refuses links.
+	 */
+	e = !search_path || find_in_path(prog, abs, sizeof(abs)) ? 0 : ENOENT;
+	if (!e) {
+		pid = sg_confine_spawn_reader(search_path ? abs : prog, av, cwdfd,
+					      outp[1], errp[1]);
+		e = pid < 0 ? errno : 0;
+	}
+	if (pid < 0 && e != ENOSYS && e != EOPNOTSUPP) {
+		close_fd(&outp[1]);
+		close_fd(&errp[1]);
+		rc = tool_fail(c, "cannot run %s: %s", prog, errstr(e));
+		goto out;
+	}
+	if (pid < 0) {
+		fa_ok = posix_spawn_file_actions_init(&fa) == 0;
+		at_ok = posix_spawnattr_init(&at) == 0;
+	}
 	sigemptyset(&none);
 	sigemptyset(&dfl);
 	/* A gateway that ignores SIGPIPE must not pass that on. */
 	sigaddset(&dfl, SIGPIPE);
-	e = !fa_ok || !at_ok ? ENOMEM : 0;
-	if (!e)
+	e = pid >= 0 ? 0 : !fa_ok || !at_ok ? ENOMEM : 0;
+	if (!e && pid < 0)
 		e = posix_spawn_file_actions_addopen(&fa, 0, "/dev/null",
 						     O_RDONLY, 0);
-	if (!e)
+	if (!e && pid < 0)
 		e = posix_spawn_file_actions_adddup2(&fa, outp[1], 1);
-	if (!e)
+	if (!e && pid < 0)
 		e = posix_spawn_file_actions_adddup2(&fa, errp[1], 2);
-	if (!e)
+	if (!e && pid < 0)
 		e = posix_spawn_file_actions_addfchdir_np(&fa, cwdfd);
-	if (!e)
+	if (!e && pid < 0)
 		e = posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSIGMASK |
 							  POSIX_SPAWN_SETSIGDEF);
-	if (!e)
+	if (!e && pid < 0)
 		e = posix_spawnattr_setsigmask(&at, &none);
-	if (!e)
+	if (!e && pid < 0)
 		e = posix_spawnattr_setsigdefault(&at, &dfl);
-	if (!e)
+	if (!e && pid < 0)
 		e = search_path ? posix_spawnp(&pid, prog, &fa, &at, av, environ)
 				: posix_spawn(&pid, prog, &fa, &at, av, environ);
 	close_fd(&outp[1]);
@@ -1650,7 +1691,8 @@ static sg_err fs_grep(struct fs *c)
 		rc = resolve(c, path, SG_PATH_EXISTING, &rel);
 	if (rc)
 		goto out;
-	if (fstatat(c->rootfd, at_path(&rel), &st, AT_SYMLINK_NOFOLLOW) != 0) {
+	cwdfd = open_rel(c, &rel, O_PATH);
+	if (cwdfd < 0 || fstat(cwdfd, &st) != 0) {
 		rc = tool_fail(c, "%s: %s", path, errstr(errno));
 		goto out;
 	}
@@ -1658,18 +1700,19 @@ static sg_err fs_grep(struct fs *c)
 		/* Search "." in the directory so the paths come out short. */
 		g.prefix = rel.p;
 		g.dot = true;
-		snprintf(parent, sizeof(parent), "%s", at_path(&rel));
 	} else {
-		target = split_rel(rel.p, parent, sizeof(parent));
+		split_rel(rel.p, parent, sizeof(parent));
 		g.prefix = strcmp(parent, ".") ? parent : "";
+		close_fd(&cwdfd);
+		cwdfd = open_parent(c, &rel, &target);
 	}
-	cwdfd = openat(c->rootfd, parent,
-		       O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (cwdfd < 0) {
 		rc = tool_fail(c, "%s: %s", path, errstr(errno));
 		goto out;
 	}
-	if (find_in_path("rg", rg, sizeof(rg))) {
+	/* rg walks by path: on this host only where it can be confined. */
+	if (find_in_path("rg", rg, sizeof(rg)) &&
+	    (!c->on_host || sg_confine_reader_ok())) {
 		engine = "rg";
 		av[ac++] = (char *)"rg";
 		av[ac++] = (char *)"--line-number";
@@ -1756,10 +1799,11 @@ static sg_err fs_stat(struct fs *c)
 {
 	struct sg_buf rel = SG_BUF_INIT(SG_PATH_MAX);
 	char target[SG_PATH_MAX + 1], mode[8], when[32];
-	const char *type;
+	const char *type, *name;
 	struct stat st;
 	struct tm tm;
 	ssize_t tl = -1;
+	int pfd = -1;
 	sg_err rc;
 
 	rc = args_done(c, 1, 1);
@@ -1767,7 +1811,8 @@ static sg_err fs_stat(struct fs *c)
 		rc = resolve(c, c->pos[0], SG_PATH_NOFOLLOW, &rel);
 	if (rc)
 		goto out;
-	if (fstatat(c->rootfd, at_path(&rel), &st, AT_SYMLINK_NOFOLLOW) != 0) {
+	pfd = open_parent(c, &rel, &name);
+	if (pfd < 0 || fstatat(pfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0) {
 		rc = tool_fail(c, "%s: %s", c->pos[0], errstr(errno));
 		goto out;
 	}
@@ -1776,8 +1821,7 @@ static sg_err fs_stat(struct fs *c)
 	       : S_ISLNK(st.st_mode) ? "symlink"
 				     : "other";
 	if (S_ISLNK(st.st_mode)) {
-		tl = readlinkat(c->rootfd, at_path(&rel), target,
-				sizeof(target) - 1);
+		tl = readlinkat(pfd, name, target, sizeof(target) - 1);
 		if (tl >= 0)
 			target[tl] = '\0';
 	}
@@ -1801,6 +1845,7 @@ static sg_err fs_stat(struct fs *c)
 	if (!rc)
 		rc = sg_reply_end(c->out);
 out:
+	close_fd(&pfd);
 	sg_buf_release(&rel);
 	return rc;
 }
@@ -1847,7 +1892,6 @@ static sg_err fs_delete(struct fs *c)
 {
 	struct sg_buf rel = SG_BUF_INIT(SG_PATH_MAX);
 	bool recursive = sg_args_flag(&c->a, "recursive");
-	char parent[SG_PATH_MAX + 1];
 	const char *name;
 	int dirfd = -1;
 	struct stat st;
@@ -1864,9 +1908,7 @@ static sg_err fs_delete(struct fs *c)
 				"deleted", c->pos[0]);
 		goto out;
 	}
-	name = split_rel(rel.p, parent, sizeof(parent));
-	dirfd = openat(c->rootfd, parent,
-		       O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	dirfd = open_parent(c, &rel, &name);
 	if (dirfd < 0 || fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0) {
 		rc = tool_fail(c, "%s: %s", c->pos[0], errstr(errno));
 		goto out;
@@ -1936,7 +1978,7 @@ static sg_err fs_move(struct fs *c)
 {
 	struct sg_buf src = SG_BUF_INIT(SG_PATH_MAX), dst = SG_BUF_INIT(SG_PATH_MAX);
 	bool overwrite = sg_args_flag(&c->a, "overwrite");
-	char sparent[SG_PATH_MAX + 1], ddir[SG_PATH_MAX + 1], dname[NAME_MAX + 1];
+	char ddir[SG_PATH_MAX + 1], dname[NAME_MAX + 1];
 	const char *sname;
 	int sfd = -1, dfd = -1;
 	struct stat st;
@@ -1965,9 +2007,7 @@ static sg_err fs_move(struct fs *c)
 				"the destination %s is too long", c->pos[1]);
 		goto out;
 	}
-	sname = split_rel(src.p, sparent, sizeof(sparent));
-	sfd = openat(c->rootfd, sparent,
-		     O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	sfd = open_parent(c, &src, &sname);
 	if (sfd < 0) {
 		rc = tool_fail(c, "%s: %s", c->pos[0], errstr(errno));
 		goto out;
@@ -2073,14 +2113,33 @@ static const struct fs_cmd {
 	{ "resolve", "for-write", fs_resolve },
 };
 
-/* The common options: --root (absolute, normalised) and --host-root. */
+/* The commands that change the tree: refused under --read-only. */
+static const char *const fs_writers[] = { "write", "edit", "delete", "move",
+					  "mkdir", NULL };
+
+/*
+ * The common options: --root (absolute, normalised), --host-root and
+ * --read-only (the workspace is a read-only mount: no command may change
+ * it, whatever the caller checked before).
+ */
 static sg_err common_args(struct fs *c)
 {
 	struct sg_buf root = SG_BUF_INIT(SG_PATH_MAX);
 	const char *r = sg_args_str(&c->a, "root", NULL);
 	sg_err rc;
 
-	c->host_root = sg_args_str(&c->a, "host-root", r);
+	if (sg_args_flag(&c->a, "read-only"))
+		for (int i = 0; fs_writers[i]; i++)
+			if (strcmp(c->cmd, fs_writers[i]) == 0)
+				return sg_err_set(&c->err, SG_E_PERMISSION,
+						  "fs %s writes, and the "
+						  "workspace is mounted "
+						  "read-only", c->cmd);
+
+	c->host_root = sg_args_str(&c->a, "host-root", NULL);
+	c->on_host = c->host_root != NULL;
+	if (!c->host_root)
+		c->host_root = r;
 	if (!r || r[0] != '/' || !c->host_root || c->host_root[0] != '/')
 		return sg_err_set(&c->err, SG_E_INVALID_ARGUMENT,
 				  "--root (and --host-root) must be absolute "
@@ -2106,6 +2165,7 @@ int sg_helper_fs(int argc, char *const *argv, const void *in, size_t inlen,
 		 struct sg_buf *out, const struct sg_cancel *cancel)
 {
 	const struct fs_cmd *cmd = NULL;
+	char flags[128];
 	struct fs *c;
 	sg_err rc;
 
@@ -2136,7 +2196,8 @@ int sg_helper_fs(int argc, char *const *argv, const void *in, size_t inlen,
 		goto out;
 	}
 	c->cmd = cmd->name;
-	rc = sg_args_parse(&c->a, argc - 1, argv + 1, cmd->flags, &c->err);
+	snprintf(flags, sizeof(flags), "%s read-only", cmd->flags);
+	rc = sg_args_parse(&c->a, argc - 1, argv + 1, flags, &c->err);
 	if (!rc)
 		rc = common_args(c);
 	if (!rc)

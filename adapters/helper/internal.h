@@ -13,6 +13,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "helper.h"
 
@@ -26,6 +27,19 @@ int sg_helper_probe(int argc, char *const *argv, struct sg_buf *out);
 int sg_helper_status(int argc, char *const *argv);
 int sg_helper_job(int argc, char *const *argv);
 int sg_confine_apply(const char *mode, const char *root, const char *const *allow_write, char *msg, size_t msglen);
+/*
+ * Start prog (an absolute path) with argv av, in directory dirfd
+ * (borrowed), stdin /dev/null, stdout outfd and stderr errfd, signals at
+ * their defaults, under a Landlock ruleset that lets it read files and
+ * list directories only beneath dirfd (and load itself and the system's
+ * shared libraries): a search that is led out of the tree by a link
+ * swapped in during its walk finds nothing there.  Returns the child's
+ * pid, or -1 with errno (ENOSYS or EOPNOTSUPP: no Landlock here).
+ */
+/* Whether sg_confine_spawn_reader() can confine here (Landlock exists). */
+bool sg_confine_reader_ok(void);
+pid_t sg_confine_spawn_reader(const char *prog, char *const *av, int dirfd,
+			      int outfd, int errfd);
 
 /*
  * A command line, parsed without getopt (which keeps global state).

@@ -251,13 +251,7 @@ static bool job_wait(pid_t pid, int64_t ms, int *status)
 
 	sigemptyset(&chld);
 	sigaddset(&chld, SIGCHLD);
-	clock_gettime(CLOCK_MONOTONIC, &end);
-	end.tv_sec += ms / 1000;
-	end.tv_nsec += (ms % 1000) * 1000000;
-	if (end.tv_nsec >= 1000000000) {
-		end.tv_sec++;
-		end.tv_nsec -= 1000000000;
-	}
+	end = sg_time_after(CLOCK_MONOTONIC, ms);
 	for (;;) {
 		struct timespec left;
 		pid_t got = waitpid(pid, status, ms < 0 ? 0 : WNOHANG);

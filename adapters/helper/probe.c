@@ -1,6 +1,6 @@
 /*
- * probe.c - what the environment looks like from inside (protocol-v4.md
- * section 8.3): isolation as far as a process can see it, resource limits
+ * probe.c - what the environment looks like from inside (docs/protocol.md
+ * section 5): isolation as far as a process can see it, resource limits
  * of its cgroup, the kernel, and the toolchains that answer --version.
  *
  * Every fact is observed, never guessed from a name: a fact that cannot be

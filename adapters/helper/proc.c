@@ -1,6 +1,6 @@
 /*
  * proc.c - sg-helper's process spooling: `proc spawn|read|get|list|stop|wait`
- * (command lines in helper.h, semantics in protocol-v4.md sections 4, 10).
+ * (command lines in helper.h, semantics in docs/protocol.md section 8).
  *
  * Three processes take part in a spawn.  The *spawner* is the sg-helper the
  * gateway runs through the adapter's exec; it forks the *supervisor*, waits
@@ -13,6 +13,11 @@
  * signals the group): the gateway runs them in-process for environments on
  * this host, from several threads at once, so they keep no global state,
  * never fork, and wait only on descriptors they own and the cancel token.
+ *
+ * Every file under C is opened with O_NOFOLLOW: C is writable from inside
+ * the environment, and on the local backend these reads run in the
+ * gateway, where a spool replaced by a link to /proc/self/environ would
+ * be the gateway's own.
  *
  * Files under --ctl C (created 0700):
  *
@@ -84,6 +89,7 @@
 #include "base/jw.h"
 #include "base/fsutil.h"
 #include "base/limits.h"
+#include "../path.h"
 #include "base/ring.h"
 #include "base/utf8.h"
 
@@ -556,7 +562,7 @@ static int seq_lock(const char *ctl, int how, struct sg_errinfo *err)
 
 	if (path_join(path, sizeof(path), ctl, ".seq", NULL, err))
 		return -1;
-	fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (fd < 0) {
 		sg_err_set(err, errno == ENOENT ? SG_E_NOT_FOUND : SG_E_INTERNAL,
 			   "cannot open %s: %s", path, strerror(errno));
@@ -611,7 +617,7 @@ static sg_err rec_store_locked(const char *ctl, int seqfd, struct proc_rec *r,
 		sg_err_set(err, rc, "the record of %s is too large", r->id);
 		goto out;
 	}
-	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (fd < 0 || sg_write_all(fd, b.p, b.len)) {
 		rc = sg_err_set(err, SG_E_INTERNAL, "cannot write %s: %s", tmp,
 				strerror(errno));
@@ -663,7 +669,7 @@ static sg_err rec_read(const char *ctl, const char *id, struct proc_rec *r,
 	rc = path_join(path, sizeof(path), ctl, id, "record.json", err);
 	if (rc)
 		goto out;
-	fd = open(path, O_RDONLY | O_CLOEXEC);
+	fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0) {
 		if (errno == ENOENT || errno == ENOTDIR)
 			rc = sg_err_set(err, SG_E_NOT_FOUND,
@@ -884,12 +890,12 @@ static sg_err snap_take(const char *dir, uint64_t retain, uint64_t offset,
 	rc = path_join(path, sizeof(path), dir, "progress", NULL, err);
 	if (rc)
 		goto out;
-	progfd = open(path, O_RDONLY | O_CLOEXEC);
+	progfd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 	if (progfd >= 0) {
 		rc = path_join(path, sizeof(path), dir, "out", NULL, err);
 		if (rc)
 			goto out;
-		outfd = open(path, O_RDONLY | O_CLOEXEC);
+		outfd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 	}
 	if (outfd < 0) {
 		/* A spawn that failed early may leave no spool: nothing to read. */
@@ -1404,7 +1410,7 @@ static sg_err stop_one(const char *ctl, const char *id, int64_t grace,
 	rc = path_join(path, sizeof(path), ctl, id, "stop", err);
 	if (rc)
 		return rc;
-	fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+	fd = open(path, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (fd < 0)
 		return sg_err_set(err, SG_E_INTERNAL, "cannot write %s: %s", path,
 				  strerror(errno));
@@ -1746,7 +1752,14 @@ static void child_run(const struct proc_spawn *sp, int outfd, int errfd)
 			 strerror(errno));
 		goto fail;
 	}
-	if (chdir(sp->rec.cwd) < 0) {
+	/*
+	 * The cwd was resolved under root by the gateway: it is entered
+	 * beneath root with no link followed, so a directory swapped for a
+	 * link since then fails the start instead of leading elsewhere.
+	 */
+	if ((sp->root && sg_path_under(sp->rec.cwd, sp->root)
+		     ? sg_path_chdir_beneath(sp->root, sp->rec.cwd)
+		     : chdir(sp->rec.cwd)) < 0) {
 		snprintf(msg, sizeof(msg), "cannot change to %s: %s",
 			 sp->rec.cwd, strerror(errno));
 		goto fail;
@@ -1866,8 +1879,8 @@ static void sup_run(struct proc_spawn *sp)
 	sigprocmask(SIG_BLOCK, &chld, NULL);
 	sfd = signalfd(-1, &chld, SFD_CLOEXEC | SFD_NONBLOCK);
 	buf = malloc(SG_PROC_CHUNK);
-	outfd = open(sp->out, O_RDWR | O_CLOEXEC);
-	progfd = open(sp->progress, O_RDWR | O_CLOEXEC);
+	outfd = open(sp->out, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+	progfd = open(sp->progress, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
 	if (sfd < 0 || !buf || outfd < 0 || progfd < 0 ||
 	    pipe2(outp, O_CLOEXEC) < 0 || pipe2(errp, O_CLOEXEC) < 0) {
 		snprintf(msg, sizeof(msg), "cannot set up the supervisor: %s",
@@ -2027,7 +2040,7 @@ static sg_err make_file(const char *dir, const char *name, const void *data,
 
 	if (rc)
 		return rc;
-	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (fd < 0)
 		return sg_err_set(err, SG_E_INTERNAL, "cannot create %s: %s",
 				  path, strerror(errno));

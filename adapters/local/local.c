@@ -20,13 +20,14 @@
  * the gateway runs file tools in-process against host_root; only commands
  * (and sg-helper steps that must observe the inside) go through exec().
  */
-#define _GNU_SOURCE /* asprintf, O_PATH */
+#define _GNU_SOURCE /* asprintf, nftw's FTW_ACTIONRETVAL-free use, O_PATH */
 #include "../adapter.h"
 
 #include <dirent.h>
 #include <errno.h>
 #include <stdatomic.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -60,6 +61,22 @@ struct local_env {
 };
 
 /*
+ * The profile fields the local backend honours (adapter.h); the config
+ * layer refuses every other one.  network "none" needs bubblewrap, and
+ * cpus and memory_mb a writable cgroup hierarchy: validate() refuses them
+ * where this host lacks those, unless best_effort lists them.
+ */
+static const struct sg_field local_fields[] = {
+	SG_FIELD("workspace"), SG_FIELD("host_workspace"),
+	SG_FIELD("mount_read_only"), SG_FIELD("persistent"), SG_FIELD("shared"),
+	SG_FIELD_BEST_EFFORT("network"), SG_FIELD_BEST_EFFORT("cpus"),
+	SG_FIELD_BEST_EFFORT("memory_mb"),
+	/* The local backend's own: a cgroup's pids.max (docs/operators.md). */
+	{ "pids_max", SG_FIELD_INT, SG_FIELD_PARTIAL, 1, SG_LOCAL_PIDS_CEILING },
+	SG_FIELDS_END,
+};
+
+/*
  * The profile's pids_max (a local-backend field, read from the file's
  * profile object): 0 when unset, -1 when it is not a valid count.
  */
@@ -77,30 +94,15 @@ static int64_t pids_max_of(const struct sg_profile *p)
 
 static sg_err local_validate(const struct sg_profile *p, struct sg_errinfo *err)
 {
-	static const char *const foreign[] = { "image", "snapshot", "host",
-					       "identity_file", "known_hosts_file",
-					       "user", NULL };
-	const char *values[] = { p->image, p->snapshot, p->host, p->identity_file,
-				 p->known_hosts_file, p->user, NULL };
 	char *bwrap = NULL;
 	sg_err rc = SG_OK;
 
-	for (size_t i = 0; foreign[i]; i++) {
-		if (values[i] && !sg_host_best_effort(p, foreign[i]))
-			return sg_err_set(err, SG_E_UNSUPPORTED,
-					  "field \"%s\" (profile \"%s\") cannot be honoured by the local backend",
-					  foreign[i], p->name);
-	}
-	if (p->port && !sg_host_best_effort(p, "port"))
-		return sg_err_set(err, SG_E_UNSUPPORTED,
-				  "field \"port\" (profile \"%s\") cannot be honoured by the local backend",
-				  p->name);
-	if (p->network == SG_NET_ALLOW && !sg_host_best_effort(p, "network"))
+	if (p->network == SG_NET_ALLOW && !sg_profile_best_effort(p, "network"))
 		return sg_err_set(err, SG_E_UNSUPPORTED,
 				  "network allow lists (profile \"%s\") cannot be enforced by the local backend; use \"none\" or \"default\"",
 				  p->name);
-	if (p->network == SG_NET_NONE && !(bwrap = sg_host_find_program("bwrap")) &&
-	    !sg_host_best_effort(p, "network"))
+	if (p->network == SG_NET_NONE && !(bwrap = sg_exec_which("bwrap")) &&
+	    !sg_profile_best_effort(p, "network"))
 		rc = sg_err_set(err, SG_E_UNSUPPORTED,
 				"network \"none\" (profile \"%s\") needs bubblewrap on this host (apt-get install bubblewrap)",
 				p->name);
@@ -111,9 +113,9 @@ static sg_err local_validate(const struct sg_profile *p, struct sg_errinfo *err)
 		return sg_err_set(err, SG_E_INVALID_ARGUMENT,
 				  "field \"pids_max\" (profile \"%s\") must be an integer from 1 to %d",
 				  p->name, SG_LOCAL_PIDS_CEILING);
-	if ((p->cpus > 0 && !sg_host_best_effort(p, "cpus")) ||
-	    (p->memory_mb > 0 && !sg_host_best_effort(p, "memory_mb")) ||
-	    (pids_max_of(p) > 0 && !sg_host_best_effort(p, "pids_max"))) {
+	if ((p->cpus > 0 && !sg_profile_best_effort(p, "cpus")) ||
+	    (p->memory_mb > 0 && !sg_profile_best_effort(p, "memory_mb")) ||
+	    (pids_max_of(p) > 0 && !sg_profile_best_effort(p, "pids_max"))) {
 		if (!sg_cgroup_writable())
 			return sg_err_set(err, SG_E_UNSUPPORTED,
 					  "field \"%s\" (profile \"%s\") needs a writable cgroup hierarchy, and this host has none for sandgate",
@@ -165,7 +167,7 @@ static sg_err setup_limits(struct local_env *le, const char *name, json_t *appli
 		.cpus = p->cpus,
 		.memory_mb = p->memory_mb,
 		.pids_max = pids_max_of(p),
-		.pids_max_explicit = pids_max_of(p) > 0 && !sg_host_best_effort(p, "pids_max"),
+		.pids_max_explicit = pids_max_of(p) > 0 && !sg_profile_best_effort(p, "pids_max"),
 	};
 	struct sg_errinfo soft = { 0 };
 	sg_err rc;
@@ -173,8 +175,8 @@ static sg_err setup_limits(struct local_env *le, const char *name, json_t *appli
 	if (want.pids_max <= 0)
 		want.pids_max = SG_LOCAL_PIDS_DEFAULT;
 	rc = sg_cgroup_make(&le->cg, name, &want, applied, observed, &soft);
-	if (rc && ((p->cpus > 0 && !sg_host_best_effort(p, "cpus")) ||
-		   (p->memory_mb > 0 && !sg_host_best_effort(p, "memory_mb")) || want.pids_max_explicit))
+	if (rc && ((p->cpus > 0 && !sg_profile_best_effort(p, "cpus")) ||
+		   (p->memory_mb > 0 && !sg_profile_best_effort(p, "memory_mb")) || want.pids_max_explicit))
 		return sg_err_set(err, rc, "%s", soft.msg);
 	if (rc) {
 		sg_log_warn("%s; the environment runs without those limits (best-effort)", soft.msg);
@@ -234,8 +236,8 @@ static sg_err local_provision(struct sg_env *env, struct sg_cancel *cancel,
 		self[n] = '\0';
 		le->self = strdup(self);
 	}
-	le->bwrap = sg_host_find_program("bwrap");
-	if (!le->bwrap && p->network == SG_NET_NONE && !sg_host_best_effort(p, "network")) {
+	le->bwrap = sg_exec_which("bwrap");
+	if (!le->bwrap && p->network == SG_NET_NONE && !sg_profile_best_effort(p, "network")) {
 		rc = sg_err_set(err, SG_E_UNSUPPORTED, "network \"none\" needs bubblewrap");
 		goto out;
 	}
@@ -675,6 +677,7 @@ static void local_release(struct sg_env *env)
 {
 	struct local_env *le = (struct local_env *)env;
 
+	sg_env_release_base(env);
 	free(le->dir);
 	free(le->workspace);
 	free(le->bwrap);
@@ -687,6 +690,7 @@ const struct sg_adapter sg_adapter_local = {
 	.name = "local",
 	.caps = SG_CAP_HOST_FS | SG_CAP_LIST,
 	.env_size = sizeof(struct local_env),
+	.fields = local_fields,
 	.validate = local_validate,
 	.provision = local_provision,
 	.exec = local_exec,

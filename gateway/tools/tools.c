@@ -701,6 +701,10 @@ sg_err sg_tools_execute(struct sg_op *op, json_t **out)
 		rc = sg_err_set(&op->err, SG_E_PERMISSION,
 				"%s writes, and the permission mode is read_only",
 				tool->name);
+	else if (tool->writes && t.s->profile->mount_read_only)
+		rc = sg_err_set(&op->err, SG_E_PERMISSION,
+				"%s writes, and the workspace is mounted read-only "
+				"(mount_read_only)", tool->name);
 	else
 		rc = tool->run(&t, out);
 	if (!rc && *out)

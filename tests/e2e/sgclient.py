@@ -1,4 +1,4 @@
-"""sgclient - a small protocol-v4 client for the end-to-end suite.
+"""sgclient - a small protocol v4 client for the end-to-end suite.
 
 It starts `sandgate serve` with pipes, writes requests, and reads every line
 the gateway writes on a reader thread.  Replies are matched to requests by
@@ -46,7 +46,7 @@ ROOT = os.environ.get("SANDGATE_TEST_ROOT") or "/workspace"
 SLACK = float(os.environ.get("SANDGATE_TEST_SLACK") or "1")
 
 # Set in every gateway's own environment; commands must never see it
-# (protocol-v4.md section 10, run_command).
+# (docs/protocol.md section 7.7, run_command).
 CANARY_NAME = "SG_E2E_CANARY_SECRET"
 
 # Reply timeout for ordinary requests: generous, because a remote backend's

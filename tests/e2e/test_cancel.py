@@ -1,4 +1,4 @@
-"""cancel (protocol-v4.md section 5 and 10)."""
+"""cancel (docs/protocol.md section 9)."""
 
 import time
 import unittest

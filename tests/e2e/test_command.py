@@ -1,4 +1,4 @@
-"""run_command (protocol-v4.md section 3 and 10)."""
+"""run_command (docs/protocol.md section 7.7)."""
 
 import time
 import unittest

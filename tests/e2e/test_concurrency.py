@@ -1,5 +1,5 @@
 """Requests run concurrently: a waiting request never holds others back
-(protocol-v4.md sections 4 and 5)."""
+(docs/protocol.md sections 8 and 9)."""
 
 import json
 import time

@@ -6,7 +6,7 @@ These are attacker's tests: the commands try every way a process can leave
 its process group (setsid, a double fork, a new process group that ignores
 SIGTERM) and the test scans the host's /proc afterwards.  They need the
 local backend, whose processes the host's /proc can see; elsewhere they are
-skipped.  docs/security-contain.md explains the mechanism.
+skipped.  docs/security.md explains the mechanism.
 """
 
 import json

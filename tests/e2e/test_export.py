@@ -1,4 +1,4 @@
-"""Exports (protocol-v4.md section 6 and 10)."""
+"""Exports (docs/protocol.md section 10)."""
 
 import base64
 import hashlib

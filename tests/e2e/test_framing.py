@@ -1,4 +1,4 @@
-"""Framing (protocol-v4.md section 1, 9 and 10)."""
+"""Framing (docs/protocol.md sections 1 and 11)."""
 
 import json
 import time

@@ -1,4 +1,4 @@
-"""initialize and the binding (protocol-v4.md sections 2, 8.3 and 10)."""
+"""initialize and the binding (docs/protocol.md sections 4 and 5)."""
 
 import json
 import subprocess

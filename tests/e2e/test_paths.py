@@ -1,5 +1,5 @@
 """Path containment: `..`, absolute paths and symlinks, in every mode
-(protocol-v4.md section 3 and 10: containment applies in `full` too)."""
+(docs/protocol.md sections 6.1 and 6.2: containment applies in `full` too)."""
 
 import os
 import unittest

@@ -1,5 +1,5 @@
 """Processes: start, read with offsets and long polls, stop, events, list
-(protocol-v4.md section 4 and 10)."""
+(docs/protocol.md section 8)."""
 
 import json
 import re

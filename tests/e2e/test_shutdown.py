@@ -1,4 +1,4 @@
-"""Shutdown (protocol-v4.md section 9 and 8.2)."""
+"""Shutdown (docs/protocol.md section 11)."""
 
 import time
 import unittest

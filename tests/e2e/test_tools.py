@@ -1,4 +1,4 @@
-"""The workspace tool catalogue (protocol-v4.md section 3 and 10)."""
+"""The workspace tool catalogue (docs/protocol.md section 7)."""
 
 import base64
 import hashlib

@@ -18,7 +18,9 @@
 #include "base/err.h"
 #include "base/fsutil.h"
 #include "base/jw.h"
+#include "base/hex.h"
 #include "base/slug.h"
+#include "adapters/digest.h"
 #include "base/strv.h"
 #include "base/limits.h"
 #include "base/utf8.h"
@@ -126,7 +128,8 @@ static void test_err_strings(void **state)
 	assert_int_equal(sg_err_from_word("nonsense"), SG_E_INTERNAL);
 	assert_int_equal(sg_err_set(&e, SG_E_NOT_FOUND, "%s is gone", "x"), SG_E_NOT_FOUND);
 	/* The first failure wins: an outer layer cannot overwrite it. */
-	assert_int_equal(sg_err_set(&e, SG_E_INTERNAL, "outer"), SG_E_NOT_FOUND);
+	/* The code passed comes back; the first failure stays recorded. */
+	assert_int_equal(sg_err_set(&e, SG_E_INTERNAL, "outer"), SG_E_INTERNAL);
 	sg_err_format(&e, out, sizeof(out));
 	assert_string_equal(out, "not_found: x is gone");
 	sg_err_clear(&e);
@@ -230,6 +233,41 @@ static void test_slug(void **state)
 	free(s);
 }
 
+/*
+ * The bounded slug ssh names remote directories with: the same bytes as
+ * before it was shared (a resumed workspace must be found again).
+ */
+static void test_slug_digest(void **state)
+{
+	char *s, a60[61], want[80];
+	bool cut;
+
+	(void)state;
+	memset(a60, 'a', 60);
+	a60[60] = '\0';
+	s = sg_slug_digest("ident-1", SG_SSH_SLUG_MAX);
+	assert_string_equal(s, "ident-1");
+	free(s);
+	s = sg_slug_digest("", SG_SSH_SLUG_MAX);
+	assert_string_equal(s, "-e3b0c44298fc1c14");
+	free(s);
+	s = sg_slug_digest(a60, 48);
+	snprintf(want, sizeof(want), "%.48s-11ee391211c62564", a60);
+	assert_string_equal(s, want);
+	free(s);
+	/* An escape started just below the bound is kept whole. */
+	s = sg_slug_n("////////////////////", 10, &cut);
+	assert_string_equal(s, "%2F%2F%2F%2F");
+	assert_true(cut);
+	free(s);
+	s = sg_slug_n("ab", 10, &cut);
+	assert_string_equal(s, "ab");
+	assert_false(cut);
+	free(s);
+	sg_hex("\x00\xff\x10", 3, want);
+	assert_string_equal(want, "00ff10");
+}
+
 static void *fire_later(void *arg)
 {
 	sg_cancel_sleep(NULL, 50);
@@ -285,6 +323,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_buf_invariants),
+		cmocka_unit_test(test_slug_digest),
 		cmocka_unit_test(test_buf_clipped),
 		cmocka_unit_test(test_utf8_seq_and_valid),
 		cmocka_unit_test(test_utf8_clip),

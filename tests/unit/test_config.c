@@ -604,7 +604,7 @@ static void test_full_profile(void **state)
 
 	(void)state;
 	cfg = load_ok("{\"profiles\": {\"all\": {"
-		      "\"backend\": \"singularity\", \"image\": \"img.sif\","
+		      "\"backend\": \"fake\", \"image\": \"img.sif\","
 		      " \"snapshot\": \"snap\", \"workspace\": \"/workspace\","
 		      " \"user\": \"agent\", \"host_workspace\": \"/srv/p\","
 		      " \"mount_read_only\": true,"
@@ -618,13 +618,13 @@ static void test_full_profile(void **state)
 		      " \"known_hosts_file\": \"/kh\", \"port\": 2222,"
 		      " \"worker\": \"w\", \"python\": \"/usr/bin/python3\","
 		      " \"best_effort\": [\"cpus\"],"
-		      " \"apptainer\": \"/opt/bin/apptainer\","
+		      " \"fake_knob\": 7,"
 		      " \"command\": [\"ignored\"]}}}");
 	p = build_ok(cfg, "all", NULL);
 	/* The profile outlives the config it came from. */
 	sg_config_free(cfg);
 	assert_string_equal(p->name, "all");
-	assert_string_equal(p->backend, "singularity");
+	assert_string_equal(p->backend, "fake");
 	assert_string_equal(p->image, "img.sif");
 	assert_string_equal(p->snapshot, "snap");
 	assert_string_equal(p->workspace, "/workspace");
@@ -650,9 +650,8 @@ static void test_full_profile(void **state)
 	assert_int_equal(count(p->best_effort), 1);
 	assert_string_equal(p->best_effort[0], "cpus");
 	/* Backend fields stay in raw for the adapter. */
-	assert_string_equal(json_string_value(json_object_get(p->raw,
-							      "apptainer")),
-			    "/opt/bin/apptainer");
+	assert_int_equal(json_integer_value(json_object_get(p->raw,
+							    "fake_knob")), 7);
 	assert_true(json_is_array(json_object_get(p->raw, "command")));
 	sg_profile_free(p);
 	sg_profile_free(NULL);
@@ -693,14 +692,14 @@ static void test_lifetime_mapping(void **state)
 
 static const char narrow_cfg[] =
 	"{\"default\": \"lab\", \"profiles\": {"
-	"\"lab\": {\"backend\": \"daytona\", \"image\": \"debian:12\","
+	"\"lab\": {\"backend\": \"fake\", \"image\": \"debian:12\","
 	" \"cpus\": 2, \"memory_mb\": 4096,"
 	" \"network\": {\"allow\": [\"10.0.0.0/8\", \"*.example.com\","
 	" \"fd00::/8\", \"pypi.org\"]},"
 	" \"mount_read_only\": true, \"persistent\": false,"
 	" \"lifetime_seconds\": 300,"
 	" \"forward_env\": {\"A\": \"1\", \"Z\": \"26\"},"
-	" \"best_effort\": [\"cpus\", \"network\"], \"target\": \"us\"},"
+	" \"best_effort\": [\"cpus\", \"network\"], \"fake_knob\": 2},"
 	"\"open\": {\"backend\": \"local\"},"
 	"\"sealed\": {\"backend\": \"local\", \"network\": \"none\"}}}";
 
@@ -721,10 +720,10 @@ static void test_narrowing_accepted(void **state)
 		     " \"persistent\": true, \"shared\": true,"
 		     " \"mount_read_only\": true, \"lifetime_seconds\": 60,"
 		     " \"shutdown_timeout_ms\": 5000, \"image\": \"debian:12\","
-		     " \"target\": \"us\", \"best_effort\": [\"cpus\"],"
+		     " \"fake_knob\": 2, \"best_effort\": [\"cpus\"],"
 		     " \"forward_env\": {\"B\": \"2\", \"A\": \"3\"}}");
 	/* The binding's copy is ours: nothing points into the caller's JSON. */
-	assert_string_equal(p->backend, "daytona");
+	assert_string_equal(p->backend, "fake");
 	assert_string_equal(p->image, "debian:12");
 	assert_true(p->cpus == 1);
 	assert_int_equal(p->memory_mb, 2048);
@@ -791,8 +790,8 @@ static void test_narrowing_refused(void **state)
 		    SG_E_PERMISSION,
 		    "environment.image differs from the profile's value, and "
 		    "a binding may only narrow it");
-	build_fails(cfg, "lab", "{\"target\": \"eu\"}", SG_E_PERMISSION,
-		    "environment.target differs from the profile's value, and "
+	build_fails(cfg, "lab", "{\"fake_knob\": 3}", SG_E_PERMISSION,
+		    "environment.fake_knob differs from the profile's value, and "
 		    "a binding may only narrow it");
 	build_fails(cfg, "lab", "{\"host\": \"elsewhere\"}", SG_E_PERMISSION,
 		    "environment.host is not set by the profile, and a binding "
@@ -959,17 +958,48 @@ static void test_forward_env_names(void **state)
 		 "is not set", sg_config_path(cfg));
 	build_fails(cfg, "fe", NULL, SG_E_INVALID_ARGUMENT, want);
 
-	/* The binding's names, from this process's environment too. */
+	/*
+	 * A binding's list never takes a value from this process's
+	 * environment on its own: only names the profile's list forwards.
+	 */
 	assert_int_equal(setenv("SGT_BETA", "b", 1), 0);
-	assert_int_equal(unsetenv("SGT_GAMMA"), 0);
-	build_fails(cfg, "fe", "{\"forward_env\": [\"SGT_GAMMA\"]}",
-		    SG_E_INVALID_ARGUMENT,
-		    "environment.forward_env: variable SGT_GAMMA is not set");
 	assert_int_equal(setenv("SGT_GAMMA", "gamma-secret-3", 1), 0);
-	p = build_ok(cfg, "fe", "{\"forward_env\": [\"SGT_GAMMA\"]}");
-	assert_int_equal(count(p->forward_env), 3);
-	assert_string_equal(p->forward_env[2], "SGT_GAMMA=gamma-secret-3");
+	build_fails(cfg, "fe", "{\"forward_env\": [\"SGT_GAMMA\"]}",
+		    SG_E_PERMISSION,
+		    "environment.forward_env: SGT_GAMMA is not in the profile's "
+		    "forward_env list: a binding gives values as {\"NAME\": "
+		    "\"value\"}; only the operator's config may take them from "
+		    "sandgate's environment");
+	p = build_ok(cfg, "fe", "{\"forward_env\": [\"SGT_ALPHA\"]}");
+	assert_int_equal(count(p->forward_env), 2);
+	assert_string_equal(p->forward_env[0], "SGT_ALPHA=alpha-secret-1");
 	sg_profile_free(p);
+	sg_config_free(cfg);
+
+	/*
+	 * A credential an adapter reads is never forwarded, not even by the
+	 * operator: the adapter's default names and the names a profile
+	 * gives (api_key_env) alike.
+	 */
+	cfg = load_ok("{\"default\": \"plain\", \"profiles\": {\"fe\": {\"backend\": \"local\","
+		      " \"forward_env\": [\"SGT_DT_KEY\"]},"
+		      " \"dt\": {\"backend\": \"daytona\", \"api_key_env\": \"SGT_DT_KEY\"},"
+		      " \"plain\": {\"backend\": \"local\"}}}");
+	assert_int_equal(setenv("SGT_DT_KEY", "dt-secret-4", 1), 0);
+	snprintf(want, sizeof(want),
+		 "%s: profile \"fe\": field \"forward_env\": SGT_DT_KEY holds a "
+		 "backend's credential and is never forwarded to commands",
+		 sg_config_path(cfg));
+	build_fails(cfg, "fe", NULL, SG_E_PERMISSION, want);
+	build_fails(cfg, "plain", "{\"forward_env\": [\"DAYTONA_API_KEY\"]}",
+		    SG_E_PERMISSION,
+		    "environment.forward_env: DAYTONA_API_KEY holds a backend's "
+		    "credential and is never forwarded to commands");
+	/* A value the binding gives itself is its own, not sandgate's. */
+	p = build_ok(cfg, "plain", "{\"forward_env\": {\"DAYTONA_API_KEY\": \"host's\"}}");
+	assert_string_equal(p->forward_env[0], "DAYTONA_API_KEY=host's");
+	sg_profile_free(p);
+	unsetenv("SGT_DT_KEY");
 	unsetenv("SGT_ALPHA");
 	unsetenv("SGT_BETA");
 	unsetenv("SGT_GAMMA");
@@ -1104,6 +1134,117 @@ static void test_default_path(void **state)
 	rmdir(xdg);
 }
 
+/* ---- Fields per backend (adapter.h's field tables) ------------------- */
+
+/* Building profile "p" with members on backend fails with code and tail. */
+static void backend_fails(const char *backend, const char *members,
+			  sg_err code, const char *tail)
+{
+	char json[1024];
+	struct sg_errinfo err = { 0 };
+	struct sg_config *cfg;
+	struct sg_profile *p = NULL;
+	size_t n, t = strlen(tail);
+
+	snprintf(json, sizeof(json),
+		 "{\"profiles\": {\"p\": {\"backend\": \"%s\"%s%s}}}", backend,
+		 *members ? ", " : "", members);
+	cfg = load_ok(json);
+	assert_int_equal(sg_config_profile(cfg, "p", NULL, &p, &err), code);
+	assert_null(p);
+	n = strlen(err.msg);
+	if (n < t || strcmp(err.msg + n - t, tail) != 0)
+		fail_msg("got \"%s\", want it to end in \"%s\"", err.msg, tail);
+	sg_config_free(cfg);
+}
+
+static void backend_ok(const char *backend, const char *members)
+{
+	char json[1024];
+	struct sg_config *cfg;
+
+	snprintf(json, sizeof(json),
+		 "{\"profiles\": {\"p\": {\"backend\": \"%s\"%s%s}}}", backend,
+		 *members ? ", " : "", members);
+	cfg = load_ok(json);
+	sg_profile_free(build_ok(cfg, "p", NULL));
+	sg_config_free(cfg);
+}
+
+static void test_backend_fields(void **state)
+{
+	(void)state;
+	/* The reproduction: a misspelt field is not ignored. */
+	backend_fails("local", "\"memroy_mb\": 2048", SG_E_INVALID_ARGUMENT,
+		      "profile \"p\": field \"memroy_mb\": unknown field; did "
+		      "you mean memory_mb?");
+	backend_fails("daytona", "\"taget\": \"us\"", SG_E_INVALID_ARGUMENT,
+		      "field \"taget\": unknown field; did you mean target?");
+	backend_fails("daytona", "\"frobnicate\": 1", SG_E_INVALID_ARGUMENT,
+		      "field \"frobnicate\": unknown field for the daytona "
+		      "backend");
+	/* Another backend's own field is unknown here. */
+	backend_fails("local", "\"target\": \"us\"", SG_E_INVALID_ARGUMENT,
+		      "field \"target\": unknown field for the local backend");
+	/* A field sandgate knows that this backend does not honour. */
+	backend_fails("local", "\"image\": \"debian:12\"", SG_E_UNSUPPORTED,
+		      "field \"image\": the local backend cannot enforce it "
+		      "(list it in best_effort to accept it unenforced)");
+	backend_fails("ssh", "\"host\": \"h\", \"mount_read_only\": true",
+		      SG_E_UNSUPPORTED,
+		      "field \"mount_read_only\": the ssh backend cannot "
+		      "enforce it (list it in best_effort to accept it "
+		      "unenforced)");
+	backend_fails("daytona", "\"port\": 22", SG_E_UNSUPPORTED,
+		      "field \"port\": the daytona backend cannot enforce it "
+		      "(list it in best_effort to accept it unenforced)");
+	backend_ok("local", "\"image\": \"x\", \"best_effort\": [\"image\"]");
+	/* best_effort only for fields a backend may not always enforce. */
+	backend_ok("local", "\"cpus\": 1, \"best_effort\": [\"cpus\"]");
+	backend_fails("local", "\"persistent\": true, \"best_effort\": "
+		      "[\"persistent\"]", SG_E_INVALID_ARGUMENT,
+		      "field \"best_effort\": \"persistent\" cannot be "
+		      "best-effort: the local backend always enforces it");
+	/* A backend's own fields are typed by its table. */
+	backend_fails("daytona", "\"toolbox_timeout_ms\": 5",
+		      SG_E_INVALID_ARGUMENT,
+		      "field \"toolbox_timeout_ms\": must be an integer from "
+		      "2000 to 2147483647");
+	backend_fails("daytona", "\"target\": 5", SG_E_INVALID_ARGUMENT,
+		      "field \"target\": must be a non-empty string");
+	backend_ok("daytona", "\"target\": \"us\", \"keepalive_ms\": 5000");
+	/* Gateway fields are every backend's. */
+	backend_ok("ssh", "\"host\": \"h\", \"shutdown_timeout_ms\": 5,"
+		   " \"lifetime_seconds\": 9, \"worker\": \"w\"");
+	backend_fails("vercel", "", SG_E_UNSUPPORTED,
+		      "field \"backend\": \"vercel\" is not built into this "
+		      "sandgate (built: local, ssh, daytona, singularity, fake)");
+	backend_ok("select", "\"candidates\": []");
+	backend_fails("select", "\"candidate\": []", SG_E_INVALID_ARGUMENT,
+		      "field \"candidate\": unknown field; did you mean "
+		      "candidates?");
+}
+
+/* A binding cannot bring in a field the backend does not honour. */
+static void test_backend_fields_binding(void **state)
+{
+	struct sg_config *cfg;
+	struct sg_errinfo err = { 0 };
+	struct sg_profile *p = NULL;
+	json_t *e = parse("{\"mount_read_only\": true}");
+
+	(void)state;
+	cfg = load_ok("{\"profiles\": {\"p\": {\"backend\": \"ssh\", "
+		      "\"host\": \"h\"}}}");
+	assert_int_equal(sg_config_profile(cfg, "p", e, &p, &err),
+			 SG_E_UNSUPPORTED);
+	assert_string_equal(err.msg, "environment.mount_read_only: the ssh "
+			    "backend cannot enforce it (list it in best_effort "
+			    "to accept it unenforced)");
+	json_decref(e);
+	sg_config_free(cfg);
+}
+
 /* ---- The example files ------------------------------------------------ */
 
 static void test_examples_load(void **state)
@@ -1157,10 +1298,20 @@ static void test_examples_load(void **state)
 		json_decref(doc);
 		names = sg_config_names(cfg);
 		for (size_t j = 0; names[j]; j++) {
+			/*
+			 * A planned backend's profile loads, and is refused
+			 * when built: its adapter is not in this sandgate.
+			 */
+			if (!sg_adapter_find(stem)) {
+				sg_err_clear(&err);
+				assert_int_equal(sg_config_profile(cfg, names[j], NULL,
+								   &p, &err),
+						 SG_E_UNSUPPORTED);
+				assert_non_null(strstr(err.msg, "is not built into this sandgate"));
+				continue;
+			}
 			p = build_ok(cfg, names[j], NULL);
-			for (size_t b = 0; b < 6; b++)
-				if (strcmp(stem, backends[b]) == 0)
-					assert_string_equal(p->backend, stem);
+			assert_string_equal(p->backend, stem);
 			sg_profile_free(p);
 		}
 		for (size_t b = 0; b < 6; b++)
@@ -1176,6 +1327,8 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_embedded_default),
+		cmocka_unit_test(test_backend_fields),
+		cmocka_unit_test(test_backend_fields_binding),
 		cmocka_unit_test(test_file_errors),
 		cmocka_unit_test(test_duplicate_keys),
 		cmocka_unit_test(test_top_level),

@@ -401,6 +401,19 @@ static void test_read_big(void **state)
 	assert_int_equal(num(f, "total_lines"), 200000);
 	assert_int_equal(num(f, "size"), (json_int_t)len);
 	assert_true(flag(f, "truncated"));
+	assert_null(json_object_get(f->reply, "total_lines_partial"));
+
+	/*
+	 * Ten lines of a file larger than SG_READ_COUNT_MAX: the count stops
+	 * there, and says it is a lower bound.
+	 */
+	assert_true(len > SG_READ_COUNT_MAX);
+	run(f, "read", "big.txt", "--limit", "10", NULL);
+	assert_string_equal(str(f, "content"), "1\n2\n3\n4\n5\n6\n7\n8\n9\n10\n");
+	assert_true(flag(f, "total_lines_partial"));
+	assert_true(num(f, "total_lines") >= 10 && num(f, "total_lines") < 200000);
+	assert_int_equal(num(f, "size"), (json_int_t)len);
+	assert_true(flag(f, "truncated"));
 
 	/* Default window: clipped at SG_TOOL_OUTPUT bytes. */
 	run(f, "read", "big.txt", "--max", "1000", NULL);
@@ -1267,6 +1280,38 @@ static void *hammer(void *arg)
 	return NULL;
 }
 
+/* --read-only: every command that changes the tree is refused. */
+static void test_read_only(void **state)
+{
+	struct fx *f = *state;
+	char *text;
+
+	puts_file(f, "keep.txt", "kept\n");
+	mk(f, "dir");
+	run_in(f, "new", 3, "write", "--read-only", "new.txt", NULL);
+	expect_error(f, "permission_denied", "read-only");
+	run_in(f, "4\nkeptgone", 9, "edit", "--read-only", "keep.txt", NULL);
+	expect_error(f, "permission_denied", "read-only");
+	run(f, "mkdir", "--read-only", "made", NULL);
+	expect_error(f, "permission_denied", "read-only");
+	run(f, "move", "--read-only", "keep.txt", "moved.txt", NULL);
+	expect_error(f, "permission_denied", "read-only");
+	run(f, "delete", "--read-only", "--recursive", "dir", NULL);
+	expect_error(f, "permission_denied", "read-only");
+	text = slurp(f, "keep.txt", NULL);
+	assert_string_equal(text, "kept\n");
+	free(text);
+	assert_false(exists(f, "new.txt"));
+	assert_false(exists(f, "made"));
+	assert_false(exists(f, "moved.txt"));
+	assert_true(exists(f, "dir"));
+	/* Reading commands take the flag and work. */
+	run(f, "read", "--read-only", "keep.txt", NULL);
+	expect_ok(f);
+	run(f, "stat", "--read-only", "dir", NULL);
+	expect_ok(f);
+}
+
 static void test_threads(void **state)
 {
 	struct worker w[4];
@@ -1307,6 +1352,7 @@ int main(void)
 		T(test_mkdir),
 		T(test_resolve),
 		T(test_usage),
+		T(test_read_only),
 		T(test_threads),
 	};
 #undef T

@@ -6,9 +6,10 @@
  * "/workspace"), so absolute symlinks are written as environment paths
  * exactly as an agent inside the environment would write them.
  */
-/* nftw() is an XSI interface. */
-#define _XOPEN_SOURCE 700
+/* nftw() is an XSI interface; O_PATH is GNU. */
+#define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <ftw.h>
 #include <limits.h>
 #include <pthread.h>
@@ -430,6 +431,73 @@ static void test_under(void **state)
 	assert_true(sg_path_under("/", "/"));
 }
 
+/*
+ * sg_path_openat: a resolved path opens; any link on the way (one swapped
+ * in after resolution), a magic link, ".." or an absolute path does not.
+ */
+static void test_openat(void **state)
+{
+	struct tree *t = *state;
+	const char *name = NULL;
+	char buf[16] = "";
+	int root = open(t->dir, O_PATH | O_DIRECTORY | O_CLOEXEC), fd;
+
+	assert_true(root >= 0);
+	fd = sg_path_openat(root, "dir/sub/deep.txt", O_RDONLY);
+	assert_true(fd >= 0);
+	assert_int_equal(read(fd, buf, sizeof(buf) - 1), 5);
+	assert_string_equal(buf, "deep\n");
+	close(fd);
+	fd = sg_path_openat(root, "", O_PATH | O_DIRECTORY);
+	assert_true(fd >= 0);
+	close(fd);
+	/* A link in the middle or at the end is refused, inside or not. */
+	assert_int_equal(sg_path_openat(root, "dir/lnk", O_PATH), -1);
+	assert_int_equal(sg_path_openat(root, "self/file.txt", O_RDONLY), -1);
+	assert_int_equal(sg_path_openat(root, "filelink", O_RDONLY), -1);
+	assert_int_equal(sg_path_openat(root, "etc_link/passwd", O_RDONLY), -1);
+	assert_int_equal(errno == ELOOP || errno == ENOTDIR, 1);
+	/* Nothing above the directory, nothing absolute. */
+	assert_int_equal(sg_path_openat(root, "dir/../../etc/passwd", O_RDONLY),
+			 -1);
+	assert_int_equal(sg_path_openat(root, "/etc/passwd", O_RDONLY), -1);
+	assert_int_equal(sg_path_openat(root, "x", O_RDONLY | O_CREAT), -1);
+	/* The parent: a descriptor of dir/sub and the literal last name. */
+	fd = sg_path_openat_parent(root, "dir/sub/deep.txt", &name);
+	assert_true(fd >= 0);
+	assert_string_equal(name, "deep.txt");
+	assert_int_equal(faccessat(fd, name, R_OK, AT_SYMLINK_NOFOLLOW), 0);
+	close(fd);
+	fd = sg_path_openat_parent(root, "", &name);
+	assert_true(fd >= 0);
+	assert_string_equal(name, ".");
+	close(fd);
+	close(root);
+}
+
+/* sg_path_chdir_beneath enters a resolved directory, never through a link. */
+static void test_chdir_beneath(void **state)
+{
+	struct tree *t = *state;
+	char here[SG_PATH_MAX], want[SG_PATH_MAX], path[SG_PATH_MAX];
+	int saved = open(".", O_PATH | O_DIRECTORY | O_CLOEXEC);
+
+	assert_true(saved >= 0);
+	snprintf(path, sizeof(path), "%s/dir/sub", t->dir);
+	assert_int_equal(sg_path_chdir_beneath(t->dir, path), 0);
+	assert_non_null(getcwd(here, sizeof(here)));
+	assert_non_null(realpath(path, want));
+	assert_string_equal(here, want);
+	snprintf(path, sizeof(path), "%s/dir/lnk", t->dir);
+	assert_int_equal(sg_path_chdir_beneath(t->dir, path), -1);
+	snprintf(path, sizeof(path), "%s/etc_link", t->dir);
+	assert_int_equal(sg_path_chdir_beneath(t->dir, path), -1);
+	assert_int_equal(sg_path_chdir_beneath(t->dir, "/etc"), -1);
+	assert_int_equal(errno, EXDEV);
+	assert_int_equal(fchdir(saved), 0);
+	close(saved);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -451,6 +519,9 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_out_too_small, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_threads, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_openat, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_chdir_beneath, setup,
+						teardown),
 		cmocka_unit_test(test_normalize),
 		cmocka_unit_test(test_under),
 	};

@@ -209,10 +209,6 @@ static void test_validate(void **state)
 	assert_int_equal(validate_with("{\"image\": \"/x.sif\"}", "1.0.3", 0, SG_NET_DEFAULT, &err),
 			 SG_E_UNSUPPORTED);
 	assert_non_null(strstr(err.msg, "--no-eval"));
-	assert_int_equal(validate_with("{\"image\": \"/x.sif\", \"snapshot\": \"s\"}", "1.3.4", 0,
-				       SG_NET_DEFAULT, &err),
-			 SG_E_UNSUPPORTED);
-	assert_non_null(strstr(err.msg, "\"snapshot\""));
 	assert_int_equal(validate_with("{\"image\": \"/x.sif\"}", "1.3.4", 0, SG_NET_ALLOW, &err),
 			 SG_E_UNSUPPORTED);
 	assert_int_equal(validate_with("{}", "1.3.4", 0, SG_NET_DEFAULT, &err),

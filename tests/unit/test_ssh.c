@@ -346,20 +346,13 @@ static void t_validate(void **state)
 {
 	struct prof pr;
 	struct sg_errinfo err = { 0 };
-	json_t *raw;
 
 	(void)state;
 	NEED_SSHD();
 	prof_init(&pr, &H);
 	assert_int_equal(sg_adapter_ssh.validate(&pr.p, &err), SG_OK);
 
-	pr.p.image = "debian:12";
-	assert_int_equal(sg_adapter_ssh.validate(&pr.p, &err), SG_E_UNSUPPORTED);
-	assert_non_null(strstr(err.msg, "\"image\""));
-	pr.best[0] = "image";
-	sg_err_clear(&err);
-	assert_int_equal(sg_adapter_ssh.validate(&pr.p, &err), SG_OK);
-
+	/* Which fields ssh takes is its table's: test_config.c. */
 	prof_init(&pr, &H);
 	pr.p.network = SG_NET_ALLOW;
 	assert_int_equal(sg_adapter_ssh.validate(&pr.p, &err), SG_E_UNSUPPORTED);
@@ -371,14 +364,6 @@ static void t_validate(void **state)
 	sg_err_clear(&err);
 	pr.p.host = "-oProxyCommand=touch /tmp/pwned";
 	assert_int_equal(sg_adapter_ssh.validate(&pr.p, &err), SG_E_INVALID_ARGUMENT);
-	sg_err_clear(&err);
-
-	prof_init(&pr, &H);
-	raw = json_pack("{s:s, s:i}", "backend", "ssh", "frobnicate", 1);
-	pr.p.raw = raw;
-	assert_int_equal(sg_adapter_ssh.validate(&pr.p, &err), SG_E_UNSUPPORTED);
-	assert_non_null(strstr(err.msg, "frobnicate"));
-	json_decref(raw);
 	sg_err_clear(&err);
 
 	prof_init(&pr, &H);

@@ -4,7 +4,7 @@
 // that tests use to inject faults and to look at the real state.
 //
 // Wire formats follow what the official TypeScript SDK (@daytonaio/sdk, pinned in package.json)
-// sends and accepts; semantics follow /work/shared/reference/cloud-apis.md §1. README.md lists
+// sends and accepts; semantics follow Daytona's public API documentation. README.md lists
 // every endpoint, every knob and every place where the fake is knowingly simpler than Daytona.
 //
 // Only Node's built-in modules are used, so sandgate's C tests can run it without npm.
@@ -1053,6 +1053,11 @@ function sendFaultStatus(ctx, f) {
 // Applies a matched fault before the handler runs. Returns true when the request is finished.
 async function applyFaultBefore(ctx, f) {
   ctx.faultApplied = { id: f.id, action: f.action, status: f.status, after: !!f.after };
+  // A slow request lands even when its client gave up during the wait (Daytona keeps
+  // creating a sandbox whose caller hung up): a small JSON body is taken before the wait.
+  if (f.delayMs && ctx.area === 'control' && /json/.test(ctx.req.headers['content-type'] || '')) {
+    await readBody(ctx);
+  }
   if (f.delayMs) await sleep(f.delayMs);
   if (f.after) {
     ctx.fault = f;

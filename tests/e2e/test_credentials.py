@@ -1,0 +1,110 @@
+"""forward_env never carries sandgate's own secrets into commands (issue 9, item 2).
+
+The attacker here is whoever writes the binding (a host, or anything that can
+write one): it asks for variables by name, hoping sandgate fills them in from
+its own environment.  Values a command sees come only from the host (an
+object of names to values in the binding) or from names the operator listed
+in the profile's own `forward_env`; a credential any adapter reads is never
+forwarded, not even when the operator lists it.
+
+These tests use a config of their own on the local backend (whatever
+SANDGATE_TEST_CONFIG says), since the rule lives in the gateway and the config
+and holds for every backend.
+"""
+
+import json
+import os
+import shutil
+import tempfile
+import unittest
+
+from sgclient import GatewayTestCase, unique
+
+
+class ForwardEnvSources(GatewayTestCase):
+
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix="sg-e2e-cred-")
+        self.addCleanup(shutil.rmtree, self.dir, True)
+        self.secret = "secret-" + unique("x")
+        self.dt_key = "dtkey-" + unique("k")
+
+    def config(self, profiles, default="here"):
+        path = os.path.join(self.dir, "config.json")
+        # A daytona profile in the same file makes its custom key variable
+        # a credential sandgate knows of, whichever profile is in use.
+        profiles = dict(profiles)
+        profiles.setdefault("cloud", {"backend": "daytona", "image": "debian:12",
+                                      "api_key_env": "SG_E2E_DT_KEY"})
+        with open(path, "w") as f:
+            json.dump({"default": default, "profiles": profiles}, f)
+        return path
+
+    def start(self, profiles, profile="here"):
+        env = {"SECRET_X": self.secret, "DAYTONA_API_KEY": self.dt_key,
+               "SG_E2E_DT_KEY": self.dt_key, "SG_E2E_OPERATOR": "operator-value"}
+        return self.gateway(init=False, config=self.config(profiles), profile=profile,
+                            env_extra=env)
+
+    def init(self, gw, **binding):
+        """initialize, whatever the outcome: the reply."""
+        token = "tok-" + unique()
+        b = gw.make_binding(**binding)
+        r = gw.call("initialize", b, token=token)
+        if "data" in r:
+            gw.token, gw.binding, gw.init_reply = token, b, r["data"]
+        return r
+
+    def command_env(self, gw):
+        return gw.tool_ok("run_command", {"argv": ["env"]})["content"]
+
+    def assertNoLeak(self, gw, reply):
+        """Whatever the reply, no secret value reached a command or a message."""
+        blob = json.dumps(reply) + gw.stderr_text()
+        if "data" in reply:
+            blob += self.command_env(gw)
+        for value in (self.secret, self.dt_key):
+            self.assertNotIn(value, blob)
+
+    def test_binding_list_cannot_take_sandgate_env(self):
+        gw = self.start({"here": {"backend": "local"}})
+        r = self.init(gw, environment={"forward_env": ["SECRET_X"]})
+        self.assertNoLeak(gw, r)
+        self.assertReplyCode(r, "permission_denied")
+        self.assertIn("SECRET_X", r["error"])
+
+    def test_operator_cannot_forward_an_adapter_credential(self):
+        for name in ("DAYTONA_API_KEY", "SG_E2E_DT_KEY"):
+            with self.subTest(name=name):
+                gw = self.start({"here": {"backend": "local", "forward_env": [name]}})
+                r = self.init(gw)
+                self.assertNoLeak(gw, r)
+                self.assertReplyCode(r, "permission_denied")
+                self.assertIn(name, r["error"])
+
+    def test_binding_cannot_name_an_adapter_credential(self):
+        # Refused for being a credential, whatever else the profile says.
+        gw = self.start({"here": {"backend": "local"}})
+        r = self.init(gw, environment={"forward_env": ["DAYTONA_API_KEY"]})
+        self.assertNoLeak(gw, r)
+        self.assertReplyCode(r, "permission_denied")
+        self.assertIn("DAYTONA_API_KEY", r["error"])
+
+    def test_host_map_reaches_commands(self):
+        gw = self.start({"here": {"backend": "local"}})
+        gw.initialize(environment={"forward_env": {"SG_E2E_HOST": "host-value"}})
+        env = self.command_env(gw).splitlines()
+        self.assertIn("SG_E2E_HOST=host-value", env)
+        self.assertFalse(any(self.secret in line or self.dt_key in line for line in env))
+
+    def test_operator_list_reaches_commands(self):
+        gw = self.start({"here": {"backend": "local", "forward_env": ["SG_E2E_OPERATOR"]}})
+        # The binding may repeat a name the operator forwards: no new value.
+        gw.initialize(environment={"forward_env": ["SG_E2E_OPERATOR"]})
+        env = self.command_env(gw).splitlines()
+        self.assertIn("SG_E2E_OPERATOR=operator-value", env)
+        self.assertFalse(any(self.secret in line or self.dt_key in line for line in env))
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,229 @@
+"""A Daytona create whose outcome is unknown leaks nothing (issue 9, item 3).
+
+The fake Daytona (tests/fakes/daytona/server.mjs) runs on loopback with faults
+injected; every assertion about what remains is made on the fake's own state
+(/__fake/state), never on what sandgate says.  The matrix:
+
+  - EOF while a slow create is on its way: sandgate finds the sandbox by its
+    name once the create lands (within the shutdown budget), deletes it,
+    drops the record and exits 0;
+  - `cancel` of that initialize, then EOF: the same;
+  - the create lands but its reply is lost, and every lookup fails: sandgate
+    cannot know in time, so it keeps the registry record as cleanup-pending,
+    exits non-zero saying what may remain, and a plain `sandgate envs gc`
+    removes the sandbox once Daytona answers again;
+  - the same with a slow delete that outlasts the budget, then `envs gc`.
+
+The rule is the gateway's, for every cloud adapter; Daytona is the one that
+exists today.  Needs node and the fake's bwrap mode (root here); skipped
+otherwise.  These tests start their own fake and config, whatever
+SANDGATE_TEST_CONFIG says.
+"""
+
+import glob
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+import unittest
+import urllib.request
+
+from sgclient import BIN, GatewayTestCase, unique
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SERVER = os.path.join(HERE, "..", "fakes", "daytona", "server.mjs")
+KEY = "fault-key-" + unique("k")
+
+
+def have(prog):
+    return shutil.which(prog) is not None
+
+
+class Fake:
+    """The fake Daytona on a free loopback port; stopped by closing its stdin."""
+
+    def __init__(self):
+        self.proc = subprocess.Popen(
+            ["node", SERVER, "--port", "0", "--exec-mode", "bwrap", "--exec-limit-ms", "5000",
+             "--transition-ms", "40", "--api-key", KEY],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        line = self.proc.stdout.readline().decode()
+        if not line.startswith("LISTENING "):
+            self.stop()
+            raise unittest.SkipTest("the fake Daytona did not start")
+        self.base = "http://127.0.0.1:%d" % int(line.split()[1])
+
+    def admin(self, method, path, body=None):
+        data = json.dumps(body).encode() if body is not None else None
+        req = urllib.request.Request(self.base + path, data=data, method=method,
+                                     headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=30) as r:
+            text = r.read()
+        return json.loads(text) if text else None
+
+    def fault(self, *faults):
+        self.admin("POST", "/__fake/faults", list(faults))
+
+    def sandboxes(self):
+        """Every sandbox the fake still has, in whatever state."""
+        return self.admin("GET", "/__fake/state")["sandboxes"]
+
+    def stop(self):
+        try:
+            self.proc.stdin.close()
+            self.proc.wait(10)
+        except Exception:
+            self.proc.kill()
+            self.proc.wait(10)
+
+
+@unittest.skipUnless(BIN and have("node") and have("bwrap") and have("nsenter"),
+                     "needs SANDGATE_BIN, node, bwrap and nsenter")
+class UnknownCreateOutcome(GatewayTestCase):
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.fake = Fake()
+        cls.dir = tempfile.mkdtemp(prefix="sg-e2e-dtfault-")
+        cls.config = os.path.join(cls.dir, "config.json")
+        with open(cls.config, "w") as f:
+            json.dump({"default": "cloud", "profiles": {"cloud": {
+                "backend": "daytona", "image": "debian:12", "api_url_env": "SG_DT_URL",
+                "api_key_env": "SG_DT_KEY", "toolbox_timeout_ms": 5000}}}, f)
+        cls.env = {"SG_DT_URL": cls.fake.base + "/api", "SG_DT_KEY": KEY}
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.fake.stop()
+        shutil.rmtree(cls.dir, ignore_errors=True)
+        super().tearDownClass()
+
+    def setUp(self):
+        self.fake.admin("POST", "/__fake/reset")
+        self.state = tempfile.mkdtemp(prefix="sg-e2e-dtstate-")
+        self.addCleanup(shutil.rmtree, self.state, True)
+
+    def start(self, budget_ms):
+        return self.gateway(init=False, config=self.config, profile="cloud",
+                            env_extra=self.env, budget_ms=budget_ms, state_dir=self.state)
+
+    def records(self):
+        out = []
+        for path in glob.glob(os.path.join(self.state, "registry", "*.json")):
+            with open(path) as f:
+                out.append(json.load(f))
+        return out
+
+    def envs_gc(self):
+        env = dict(os.environ, **self.env)
+        return subprocess.run([BIN, "envs", "gc", "--config", self.config,
+                               "--state-dir", self.state],
+                              env=env, capture_output=True, text=True, timeout=120)
+
+    def slow_create(self, ms):
+        self.fake.fault({"method": "POST", "path": "^/api/sandbox$", "action": "delay",
+                         "delayMs": ms})
+
+    def wait_create_sent(self):
+        """Wait until the create is on its way: its lookup (404) came first.
+
+        The fake logs a request when it ends, so the slow create itself
+        cannot be seen; the lookup that precedes it can.
+        """
+        for _ in range(300):
+            reqs = self.fake.admin("GET", "/__fake/requests")["requests"]
+            if any(r["method"] == "GET" and r["path"].startswith("/api/sandbox/sg-") and
+                   r["status"] == 404 for r in reqs):
+                time.sleep(0.3)
+                return time.monotonic()
+            time.sleep(0.05)
+        self.fail("the create's lookup never came")
+
+    def wait_landed(self, deadline):
+        """Wait (until deadline) for the slow create to have landed or been removed."""
+        while time.monotonic() < deadline:
+            time.sleep(0.2)
+
+    def assertNothingLeft(self):
+        self.assertEqual([(s["name"], s["state"]) for s in self.fake.sandboxes()], [],
+                         "sandboxes left at the provider")
+        self.assertEqual(self.records(), [], "registry records left")
+
+    def test_eof_during_slow_create(self):
+        self.slow_create(2500)
+        gw = self.start(budget_ms=15000)
+        gw.request("initialize", gw.make_binding(), token="tok-" + unique())
+        t0 = self.wait_create_sent()
+        rc, err, _ = gw.shutdown(timeout=30)
+        # Had sandgate left early, the create lands now; wait for it.
+        self.wait_landed(t0 + 3.5)
+        self.assertNothingLeft()
+        self.assertEqual(rc, 0, err[-2000:])
+
+    def test_cancel_during_slow_create(self):
+        self.slow_create(2500)
+        gw = self.start(budget_ms=15000)
+        token = "tok-" + unique()
+        rid = gw.request("initialize", gw.make_binding(), token=token)
+        t0 = self.wait_create_sent()
+        gw.request("cancel", {"id": rid}, token=token)
+        r = gw.wait_reply(rid, 30)
+        self.assertReplyCode(r, "cancelled")
+        rc, err, _ = gw.shutdown(timeout=30)
+        self.wait_landed(t0 + 3.5)
+        self.assertNothingLeft()
+        self.assertEqual(rc, 0, err[-2000:])
+
+    def unknown_then_gc(self, budget_ms, extra_faults=()):
+        """The create's outcome stays unknown past the budget; gc clears it."""
+        # The first lookup (is there one already?) answers; then the create
+        # lands, its reply is lost, and every lookup and listing fails.
+        self.fake.fault({"method": "GET", "path": "^/api/sandbox/", "action": "delay",
+                         "delayMs": 1},
+                        {"method": "POST", "path": "^/api/sandbox$", "action": "drop",
+                         "after": True},
+                        {"method": "GET", "path": "^/api/sandbox", "status": 500,
+                         "count": 100000}, *extra_faults)
+        gw = self.start(budget_ms=budget_ms)
+        r = gw.call("initialize", gw.make_binding(), token="tok-" + unique(), timeout=120)
+        self.assertIn("error", r)
+        rc, err, _ = gw.shutdown(timeout=60)
+        self.assertNotEqual(rc, 0, "sandgate said all was clean: " + err[-2000:])
+        self.assertIn("may remain", err)
+        self.assertIn("sandgate envs gc", err)
+        self.assertEqual(len(self.fake.sandboxes()), 1, "the create did land")
+        recs = self.records()
+        self.assertEqual([r["status"] for r in recs], ["cleanup-pending"])
+        # Daytona answers again: a plain gc removes it.
+        self.fake.admin("DELETE", "/__fake/faults")
+        g = self.envs_gc()
+        self.assertEqual(g.returncode, 0, g.stdout + g.stderr)
+        self.assertNothingLeft()
+
+    def test_create_reply_lost_and_lookups_fail(self):
+        self.unknown_then_gc(budget_ms=3000)
+
+    def test_eof_during_slow_create_then_slow_delete(self):
+        # Found in time, but its delete outlasts the budget: the record stays.
+        self.slow_create(1500)
+        self.fake.fault({"method": "DELETE", "path": "^/api/sandbox/", "action": "delay",
+                         "delayMs": 6000})
+        gw = self.start(budget_ms=4000)
+        gw.request("initialize", gw.make_binding(), token="tok-" + unique())
+        self.wait_create_sent()
+        rc, err, took = gw.shutdown(timeout=60)
+        self.assertNotEqual(rc, 0, "sandgate said all was clean: " + err[-2000:])
+        self.assertLess(took, 4 + 3, "the shutdown budget was not kept")
+        self.assertIn("may remain", err)
+        self.assertEqual([r["status"] for r in self.records()], ["cleanup-pending"])
+        # The slow delete lands in the end; gc then only drops the record.
+        time.sleep(6.5)
+        g = self.envs_gc()
+        self.assertEqual(g.returncode, 0, g.stdout + g.stderr)
+        self.assertNothingLeft()
+
+if __name__ == "__main__":
+    unittest.main()

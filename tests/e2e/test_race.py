@@ -1,0 +1,157 @@
+"""The symlink-swap race through the real binary (issue 9, item 1).
+
+A process inside the environment exchanges a directory `d` of the workspace
+with a symbolic link `s` in a loop (renameat2 RENAME_EXCHANGE), the link
+pointing at /proc/self, at / or at a directory beside the workspace on the
+host.  The local backend runs the file tools inside the gateway, so
+/proc/self there would be sandgate itself, with its environment (the
+canary every test gateway carries).  Meanwhile more than 500 requests go
+through every file tool and export: no answer may hold anything from
+outside the root, and nothing outside may change.  Bounded: about 30 s.
+"""
+
+import base64
+import hashlib
+import json
+import os
+import subprocess
+import tempfile
+import time
+
+from sgclient import CONFIG, Gateway, GatewayTestCase
+
+INSIDE = "SGRACE-inside\n"
+OUTSIDE = "SGRACE-OUTSIDE-never-to-be-seen\n"
+# The attacker, run inside the environment: make `s`, then swap forever.
+SWAPPER = r"""
+import ctypes, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+os.symlink(sys.argv[1], "s")
+print("swapping", flush=True)
+while True:
+    libc.renameat2(-100, b"d", -100, b"s", 2)
+"""
+# Requests per target; three targets make more than 500 in all.
+ROUNDS = 20
+
+
+class SymlinkRace(GatewayTestCase):
+    def setUp(self):
+        if CONFIG:
+            self.skipTest("the race needs the local backend and its host workspace")
+        self.dir = tempfile.mkdtemp(prefix="sg-e2e-race-")
+        self.addCleanup(lambda: subprocess.run(["rm", "-rf", self.dir]))
+        self.host = os.path.join(self.dir, "workspace")
+        self.outside = os.path.join(self.dir, "outside")
+        os.makedirs(self.outside)
+        for name in ("environ", "victim"):
+            with open(os.path.join(self.outside, name), "w") as f:
+                f.write(OUTSIDE)
+        # d/environ for the /proc/self and outside links, and the same
+        # file at d/<outside> for the link to /.
+        for sub in ("d", "d" + self.outside):
+            os.makedirs(os.path.join(self.host, sub), exist_ok=True)
+            for name in ("environ", "victim"):
+                with open(os.path.join(self.host, sub, name), "w") as f:
+                    f.write(INSIDE)
+        cfg = os.path.join(self.dir, "config.json")
+        with open(cfg, "w") as f:
+            json.dump({"default": "p", "profiles": {"p": {
+                "backend": "local", "host_workspace": self.host}}}, f)
+        self.gw = Gateway(state_dir=os.path.join(self.dir, "state"), config=cfg, profile="p")
+        self.addCleanup(self.gw.cleanup)
+        self.gw.initialize()
+        self.ops = 0
+        self.escapes = []
+
+    def foreign(self, what, text):
+        """Record an answer that shows something from outside the root."""
+        if "OUTSIDE" in text or self.gw.canary in text:
+            self.escapes.append("%s: %s" % (what, text[:300]))
+
+    def tool(self, name, args):
+        self.ops += 1
+        r = self.gw.execute(name, args)
+        text = json.dumps(r)
+        self.foreign(name, text)
+        return r.get("data") or {}
+
+    def export(self, path):
+        self.ops += 1
+        reply = self.gw.call("export/open", {"path": path})
+        if "error" in reply:
+            return
+        ex = reply["data"]
+        if ex["sha256"] != hashlib.sha256(INSIDE.encode()).hexdigest():
+            data = self.gw.ok("export/read", {"token": ex["token"], "offset": 0})
+            self.escapes.append("export: %r" % base64.b64decode(data["data"])[:200])
+        self.gw.ok("export/close", {"token": ex["token"]})
+
+    def race(self, target, sub):
+        gw = self.gw
+        pid = gw.start(argv=["python3", "-c", SWAPPER, target])["id"]
+        r = gw.read(pid, wait_ns=10 * 10**9)
+        self.assertIn("swapping", r["Output"], "the swapper did not start: %s" % json.dumps(r))
+        path = "d%s/environ" % sub
+        victim = "d%s/victim" % sub
+        for i in range(ROUNDS):
+            r = self.tool("read_file", {"path": path})
+            if not r.get("is_error") and r.get("content") not in (None, INSIDE):
+                self.foreign("read_file", r["content"] + " OUTSIDE?")
+            self.tool("grep", {"pattern": "SGRACE"})
+            self.export(path)
+            r = self.tool("stat_path", {"path": path})
+            if not r.get("is_error") and r.get("metadata", {}).get("size") not in (None, len(INSIDE)):
+                self.foreign("stat_path", json.dumps(r) + " OUTSIDE?")
+            self.tool("list_dir", {"path": "d" + sub})
+            self.tool("glob", {"pattern": "d/**/environ"})
+            self.tool("write_file", {"path": "d%s/new-%d" % (sub, i), "content": "x"})
+            self.tool("make_dir", {"path": "d%s/dir-%d" % (sub, i)})
+            self.tool("edit_file", {"path": path, "old_string": "inside", "new_string": "inside"})
+            self.tool("move_path", {"path": victim, "destination": "d%s/moved-%d" % (sub, i)})
+            self.tool("delete_path", {"path": "d%s/moved-%d" % (sub, i)})
+        gw.ok("process/stop", {"id": pid, "grace_ms": 0})
+        gw.wait_ended(pid)
+
+    def check_outside(self):
+        self.assertEqual(sorted(os.listdir(self.outside)), ["environ", "victim"],
+                         "something was written, moved or deleted outside the root")
+        for name in ("environ", "victim"):
+            with open(os.path.join(self.outside, name)) as f:
+                self.assertEqual(f.read(), OUTSIDE, "%s outside the root changed" % name)
+
+    def test_swapped_directory_never_leads_out(self):
+        start = time.monotonic()
+        for target, sub in (("/proc/self", ""), ("/", self.outside), (self.outside, "")):
+            self.race(target, sub)
+            # The next swapper makes its own link.
+            for name in ("s", "d"):
+                p = os.path.join(self.host, name)
+                if os.path.islink(p):
+                    os.unlink(p)
+                    if name == "d":
+                        os.rename(os.path.join(self.host, "s"), p)
+        elapsed = time.monotonic() - start
+        kinds = sorted(set(e.split(":")[0] for e in self.escapes))
+        print("\n%d requests in %.1f s, %d answered from outside the root (%s)"
+              % (self.ops, elapsed, len(self.escapes), ", ".join(kinds) or "none"))
+        self.assertGreaterEqual(self.ops, 500)
+        self.assertEqual(self.escapes, [], "%d answers from outside the root, by %s"
+                         % (len(self.escapes), ", ".join(kinds)))
+        self.check_outside()
+
+    def test_process_spool_link_is_not_followed(self):
+        """The spool lives in the control directory, which a command in
+        `full` mode can write: a spool replaced by a link must not be read
+        through on the host."""
+        gw = self.gw
+        pid = gw.start(command="echo hello; sleep 30")["id"]
+        self.assertIn("hello", gw.read(pid, wait_ns=10 * 10**9)["Output"])
+        target = os.path.join(self.outside, "environ")
+        gw.tool_ok("run_command",
+                   {"argv": ["ln", "-sf", target, "/run/sandgate/ctl/proc/%s/out" % pid]},
+                   mode="full")
+        r = gw.call("process/read", {"id": pid, "OffsetBytes": 0, "MaxBytes": 0,
+                                     "Wait": 0, "MinDwell": 0})
+        self.assertNotIn("SGRACE", json.dumps(r), "the spool link was followed on the host")
+        gw.ok("process/stop", {"id": pid, "grace_ms": 0})

@@ -1,0 +1,472 @@
+/*
+ * test_server.c - the gateway's server, in-process, with the fake adapter.
+ *
+ * sg_server_run() serves one end of a socketpair on a thread; the test
+ * speaks the protocol on the other end.  The fake adapter (tests/fake/)
+ * makes environments of directories on this host and injects faults: an
+ * exec that fails at call N, a slow or failing provision, a lost
+ * environment, a teardown that runs over the shutdown budget.  Its
+ * counters show the cleanup the gateway did: every provisioned environment
+ * torn down and released, whatever failed.
+ */
+#define _GNU_SOURCE /* asprintf */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "base/cancel.h"
+#include "config/config.h"
+#include "gateway/server.h"
+#include "tests/fake/fake.h"
+
+struct srv {
+	char dir[64];      /* everything of this test */
+	char root[128];    /* binding.root: the fake's workspace */
+	char state[128];
+	struct sg_config *cfg;
+	struct sg_server_opts o;
+	int fd;            /* the host's end */
+	pthread_t thread;
+	int status;
+	char buf[1 << 20];
+	size_t len;
+};
+
+static void *serve(void *arg)
+{
+	struct srv *v = arg;
+
+	v->status = sg_server_run(&v->o);
+	return NULL;
+}
+
+/* Start a server on a fresh state dir, with profile `profile` (JSON). */
+static struct srv *start(const char *profile, int64_t budget_ms)
+{
+	struct srv *v = calloc(1, sizeof(*v));
+	struct sg_errinfo err = { 0 };
+	char *cfg = NULL, *json = NULL;
+	int sv[2];
+	FILE *f;
+
+	assert_non_null(v);
+	sg_fake_reset();
+	snprintf(v->dir, sizeof(v->dir), "/tmp/sg-test-server-XXXXXX");
+	assert_non_null(mkdtemp(v->dir));
+	snprintf(v->root, sizeof(v->root), "%s/ws", v->dir);
+	snprintf(v->state, sizeof(v->state), "%s/state", v->dir);
+	assert_int_equal(mkdir(v->state, 0700), 0);
+	assert_true(asprintf(&cfg, "%s/config.json", v->dir) > 0);
+	assert_true(asprintf(&json, "{\"profiles\": {\"f\": %s}}", profile) > 0);
+	f = fopen(cfg, "w");
+	assert_non_null(f);
+	fputs(json, f);
+	fclose(f);
+	if (sg_config_load(cfg, &v->cfg, &err))
+		fail_msg("%s", err.msg);
+	free(cfg);
+	free(json);
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+	v->fd = sv[0];
+	v->o.cfg = v->cfg;
+	v->o.state_dir = v->state;
+	v->o.helper_path = getenv("SG_HELPER");
+	assert_non_null(v->o.helper_path);
+	v->o.budget_ms = budget_ms;
+	v->o.in_fd = v->o.out_fd = sv[1];
+	assert_int_equal(pthread_create(&v->thread, NULL, serve, v), 0);
+	return v;
+}
+
+static void sendf(struct srv *v, const char *fmt, ...) SG_PRINTF(2, 3);
+static void sendf(struct srv *v, const char *fmt, ...)
+{
+	char *line = NULL;
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vasprintf(&line, fmt, ap);
+	va_end(ap);
+	assert_true(n > 0);
+	assert_int_equal(write(v->fd, line, (size_t)n), n);
+	assert_int_equal(write(v->fd, "\n", 1), 1);
+	free(line);
+}
+
+/* The next message with "id" == id (events and other replies skipped). */
+static json_t *reply(struct srv *v, const char *id, int timeout_ms)
+{
+	int64_t end = sg_now_ms() + timeout_ms;
+
+	for (;;) {
+		char *nl = memchr(v->buf, '\n', v->len);
+		struct pollfd p = { .fd = v->fd, .events = POLLIN };
+		ssize_t n;
+
+		while (nl) {
+			size_t k = (size_t)(nl - v->buf) + 1;
+			json_t *m = json_loadb(v->buf, k - 1, 0, NULL);
+			json_t *mid;
+
+			memmove(v->buf, v->buf + k, v->len - k);
+			v->len -= k;
+			assert_non_null(m);
+			mid = json_object_get(m, "id");
+			if (json_is_string(mid) && strcmp(json_string_value(mid), id) == 0)
+				return m;
+			json_decref(m);
+			nl = memchr(v->buf, '\n', v->len);
+		}
+		if (sg_now_ms() >= end)
+			fail_msg("no reply to %s", id);
+		if (poll(&p, 1, (int)(end - sg_now_ms())) <= 0)
+			continue;
+		n = read(v->fd, v->buf + v->len, sizeof(v->buf) - v->len);
+		if (n <= 0)
+			fail_msg("the server closed the connection waiting for %s", id);
+		v->len += (size_t)n;
+	}
+}
+
+/* The error string of the reply to id, or NULL when it succeeded. */
+static char *call_error(struct srv *v, const char *id, int timeout_ms)
+{
+	json_t *r = reply(v, id, timeout_ms);
+	const char *e = json_string_value(json_object_get(r, "error"));
+	char *out = e ? strdup(e) : NULL;
+
+	json_decref(r);
+	return out;
+}
+
+static void initialize(struct srv *v, const char *id, const char *extra)
+{
+	sendf(v, "{\"id\":\"%s\",\"method\":\"initialize\",\"token\":\"T\",\"data\":"
+		 "{\"version\":4,\"root\":\"%s\",\"session\":\"s1\","
+		 "\"remove_workspace_on_exit\":true%s}}", id, v->root, extra ? extra : "");
+}
+
+static void init_ok(struct srv *v)
+{
+	char *e;
+
+	initialize(v, "init", NULL);
+	e = call_error(v, "init", 30000);
+	if (e)
+		fail_msg("initialize: %s", e);
+}
+
+/* execute `tool` with arguments (a JSON object as text); the reply. */
+static json_t *execute(struct srv *v, const char *id, const char *tool, const char *args)
+{
+	json_t *a = json_string(args);
+	char *quoted = json_dumps(a, JSON_ENCODE_ANY);
+
+	sendf(v, "{\"id\":\"%s\",\"method\":\"execute\",\"token\":\"T\",\"data\":"
+		 "{\"tool\":\"%s\",\"call\":{\"id\":\"c\",\"arguments\":%s},"
+		 "\"permission_mode\":\"full\"}}", id, tool, quoted);
+	free(quoted);
+	json_decref(a);
+	return reply(v, id, 30000);
+}
+
+/* EOF from the host; the server's exit status, within timeout_ms. */
+static int finish(struct srv *v, int timeout_ms, int64_t *took_ms)
+{
+	int64_t t0 = sg_now_ms();
+	struct timespec ts;
+
+	shutdown(v->fd, SHUT_WR);
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += timeout_ms / 1000 + 1;
+	assert_int_equal(pthread_timedjoin_np(v->thread, NULL, &ts), 0);
+	if (took_ms)
+		*took_ms = sg_now_ms() - t0;
+	return v->status;
+}
+
+static void cleanup(struct srv *v)
+{
+	const char *argv[] = { "rm", "-rf", v->dir, NULL };
+	pid_t pid;
+
+	close(v->fd);
+	close(v->o.in_fd);
+	sg_config_free(v->cfg);
+	/* The test's own directory, by its exact name. */
+	pid = fork();
+	if (pid == 0) {
+		execvp(argv[0], (char *const *)argv);
+		_exit(127);
+	}
+	while (pid > 0 && waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+		;
+	free(v);
+}
+
+/* Nothing provisioned was left unreleased; no environment directory left. */
+static void assert_all_released(struct srv *v)
+{
+	char *d = NULL;
+	struct stat st;
+
+	assert_int_equal(atomic_load(&sg_fake.releases), atomic_load(&sg_fake.provisions));
+	assert_true(asprintf(&d, "%s/fake/s1", v->state) > 0);
+	assert_int_not_equal(stat(d, &st), 0);
+	free(d);
+}
+
+/* EOF, a clean exit, and every environment released; then cleanup. */
+static void end_clean(struct srv *v)
+{
+	assert_int_equal(finish(v, 30000, NULL), 0);
+	assert_all_released(v);
+	cleanup(v);
+}
+
+/* The reply to id is an error containing want. */
+static void expect_error(struct srv *v, const char *id, int timeout_ms, const char *want)
+{
+	char *e = call_error(v, id, timeout_ms);
+
+	if (!e || !strstr(e, want))
+		fail_msg("reply to %s: %s, want an error with \"%s\"", id, e ? e : "success",
+			 want);
+	free(e);
+}
+
+/* run_command `cmd` (no quotes in it) as request id; its reply comes later. */
+static void send_run(struct srv *v, const char *id, const char *cmd)
+{
+	sendf(v, "{\"id\":\"%s\",\"method\":\"execute\",\"token\":\"T\",\"data\":"
+		 "{\"tool\":\"run_command\",\"call\":{\"id\":\"c\",\"arguments\":"
+		 "\"{\\\"command\\\":\\\"%s\\\"}\"},\"permission_mode\":\"full\"}}", id, cmd);
+}
+
+/* ---- the tests ---------------------------------------------------------- */
+
+static void test_session_and_tools(void **state)
+{
+	struct srv *v = start("{\"backend\":\"fake\"}", 0);
+	json_t *r;
+
+	(void)state;
+	init_ok(v);
+	r = execute(v, "w", "write_file", "{\"path\":\"a.txt\",\"content\":\"hello\\n\"}");
+	assert_false(json_is_true(json_object_get(json_object_get(r, "data"), "is_error")));
+	json_decref(r);
+	r = execute(v, "r", "read_file", "{\"path\":\"a.txt\"}");
+	assert_string_equal(json_string_value(json_object_get(json_object_get(r, "data"),
+							      "content")), "hello\n");
+	json_decref(r);
+	r = execute(v, "c", "run_command", "{\"command\":\"cat a.txt; echo $((6*7))\"}");
+	assert_non_null(strstr(json_string_value(json_object_get(json_object_get(r, "data"),
+								 "content")), "hello\n42"));
+	json_decref(r);
+	assert_int_equal(finish(v, 30000, NULL), 0);
+	assert_int_equal(atomic_load(&sg_fake.provisions), 1);
+	assert_int_equal(atomic_load(&sg_fake.teardowns), 1);
+	assert_int_equal(atomic_load(&sg_fake.removed), 1);
+	assert_all_released(v);
+	cleanup(v);
+}
+
+/* An exec that fails mid-session fails that call only. */
+static void test_exec_fails_at_call_n(void **state)
+{
+	struct srv *v = start("{\"backend\":\"fake\"}", 0);
+	json_t *r;
+
+	(void)state;
+	init_ok(v);
+	sg_fake.exec_fail_at = atomic_load(&sg_fake.execs) + 1;
+	send_run(v, "x", "true");
+	expect_error(v, "x", 30000, "unavailable: fake: exec call");
+	r = execute(v, "y", "run_command", "{\"command\":\"echo again\"}");
+	assert_non_null(strstr(json_string_value(json_object_get(json_object_get(r, "data"),
+								 "content")), "again"));
+	json_decref(r);
+	end_clean(v);
+}
+
+/* The probe inside the new environment fails: initialize undoes it all. */
+static void test_exec_fails_in_initialize(void **state)
+{
+	struct srv *v = start("{\"backend\":\"fake\"}", 0);
+
+	(void)state;
+	sg_fake.exec_fail_at = 1;
+	initialize(v, "init", NULL);
+	expect_error(v, "init", 30000, "fake: exec call 1 fails by request");
+	assert_int_equal(finish(v, 30000, NULL), 0);
+	assert_int_equal(atomic_load(&sg_fake.provisions), 1);
+	assert_int_equal(atomic_load(&sg_fake.removed), 1);
+	assert_all_released(v);
+	cleanup(v);
+}
+
+static void test_provision_fails(void **state)
+{
+	struct srv *v = start("{\"backend\":\"fake\"}", 0);
+	char *e;
+
+	(void)state;
+	sg_fake.provision_fail = SG_E_PROVIDER;
+	initialize(v, "init", NULL);
+	e = call_error(v, "init", 30000);
+	assert_non_null(e);
+	assert_string_equal(e, "provider_error: fake: provision fails by request");
+	free(e);
+	/* A failure after the environment existed ends the connection's
+	 * chances: the host must reconnect (docs/protocol.md 4.1). */
+	sg_fake.provision_fail = SG_OK;
+	initialize(v, "again", NULL);
+	expect_error(v, "again", 30000, "init_failed: ");
+	assert_int_equal(finish(v, 30000, NULL), 0);
+	assert_int_equal(atomic_load(&sg_fake.provisions), 1);
+	assert_all_released(v);
+	cleanup(v);
+}
+
+/* A slow provision is cancelled by the host, promptly and cleanly. */
+static void test_slow_provision_cancelled(void **state)
+{
+	struct srv *v = start("{\"backend\":\"fake\"}", 0);
+	int64_t t0;
+
+	(void)state;
+	sg_fake.provision_delay_ms = 20000;
+	initialize(v, "init", NULL);
+	usleep(200 * 1000);
+	t0 = sg_now_ms();
+	sendf(v, "{\"id\":\"k\",\"method\":\"cancel\",\"token\":\"T\",\"data\":{\"id\":\"init\"}}");
+	expect_error(v, "init", 10000, "cancelled");
+	assert_true(sg_now_ms() - t0 < 5000);
+	end_clean(v);
+}
+
+/* A persistent environment that is gone is workspace_lost, never fresh. */
+static void test_lost_environment(void **state)
+{
+	struct srv *v = start("{\"backend\":\"fake\"}", 0);
+
+	(void)state;
+	initialize(v, "init", ",\"require_existing_workspace\":true");
+	expect_error(v, "init", 30000, "workspace_lost: ");
+	end_clean(v);
+
+	/* Lost in the middle of a session: the call says so. */
+	v = start("{\"backend\":\"fake\"}", 0);
+	init_ok(v);
+	sg_fake.lost = true;
+	send_run(v, "x", "true");
+	expect_error(v, "x", 30000, "workspace_lost: fake: the environment");
+	end_clean(v);
+}
+
+/* A teardown past the shutdown budget is cut short; exit stays in budget. */
+static void test_teardown_over_budget(void **state)
+{
+	struct srv *v = start("{\"backend\":\"fake\"}", 500);
+	int64_t took;
+
+	(void)state;
+	init_ok(v);
+	sg_fake.teardown_delay_ms = 30000;
+	finish(v, 10000, &took);
+	assert_true(took < 3000);
+	assert_int_equal(atomic_load(&sg_fake.teardowns), 1);
+	assert_int_equal(atomic_load(&sg_fake.teardown_cancelled), 1);
+	assert_int_equal(atomic_load(&sg_fake.releases), 1);
+	cleanup(v);
+}
+
+/* The process supervisor: a started process is listed, and stopped at
+ * shutdown. */
+static void test_process_stopped_at_shutdown(void **state)
+{
+	struct srv *v = start("{\"backend\":\"fake\"}", 0);
+	json_t *r, *p;
+	long long pid;
+
+	(void)state;
+	init_ok(v);
+	sendf(v, "{\"id\":\"ps\",\"method\":\"process/start\",\"token\":\"T\",\"data\":"
+		 "{\"command\":\"sleep 60\",\"permission_mode\":\"full\"}}");
+	r = reply(v, "ps", 30000);
+	p = json_object_get(r, "data");
+	if (!p)
+		fail_msg("process/start: %s", json_string_value(json_object_get(r, "error")));
+	pid = json_integer_value(json_object_get(p, "pid"));
+	json_decref(r);
+	sendf(v, "{\"id\":\"pl\",\"method\":\"process/list\",\"token\":\"T\",\"data\":{}}");
+	r = reply(v, "pl", 30000);
+	assert_int_equal(json_array_size(json_object_get(json_object_get(r, "data"),
+							  "processes")), 1);
+	json_decref(r);
+	assert_int_equal(finish(v, 30000, NULL), 0);
+	if (pid > 0)
+		assert_true(kill((pid_t)pid, 0) != 0 && errno == ESRCH);
+	assert_all_released(v);
+	cleanup(v);
+}
+
+/* Exports: a snapshot read in chunks, released at close and at exit. */
+static void test_export(void **state)
+{
+	struct srv *v = start("{\"backend\":\"fake\"}", 0);
+	json_t *r;
+	char tok[80];
+
+	(void)state;
+	init_ok(v);
+	json_decref(execute(v, "w", "write_file", "{\"path\":\"e.bin\",\"content\":\"0123456789\"}"));
+	sendf(v, "{\"id\":\"eo\",\"method\":\"export/open\",\"token\":\"T\",\"data\":{\"path\":\"e.bin\"}}");
+	r = reply(v, "eo", 30000);
+	assert_int_equal(json_integer_value(json_object_get(json_object_get(r, "data"), "size")), 10);
+	snprintf(tok, sizeof(tok), "%s",
+		 json_string_value(json_object_get(json_object_get(r, "data"), "token")));
+	json_decref(r);
+	sendf(v, "{\"id\":\"er\",\"method\":\"export/read\",\"token\":\"T\",\"data\":"
+		 "{\"token\":\"%s\",\"offset\":4,\"length\":3}}", tok);
+	r = reply(v, "er", 30000);
+	assert_string_equal(json_string_value(json_object_get(json_object_get(r, "data"), "data")),
+			    "NDU2"); /* "456" */
+	json_decref(r);
+	/* Left open: shutdown releases it. */
+	end_clean(v);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_session_and_tools),
+		cmocka_unit_test(test_exec_fails_at_call_n),
+		cmocka_unit_test(test_exec_fails_in_initialize),
+		cmocka_unit_test(test_provision_fails),
+		cmocka_unit_test(test_slow_provision_cancelled),
+		cmocka_unit_test(test_lost_environment),
+		cmocka_unit_test(test_teardown_over_budget),
+		cmocka_unit_test(test_process_stopped_at_shutdown),
+		cmocka_unit_test(test_export),
+	};
+
+	signal(SIGPIPE, SIG_IGN);
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
