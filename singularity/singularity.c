@@ -533,8 +533,14 @@ static const char *refused_field(const struct sg_profile *p, const char *text)
 	return NULL;
 }
 
+/*
+ * Start the instance.  *limits and *net say whether --cpus/--memory and
+ * --network none were applied: a best-effort field the site refuses is
+ * dropped and the start tried again without it.
+ */
 static sg_err start_instance(struct sing_env *se, const char *image, const char *overlay,
-			     const char *ctl, struct sg_cancel *cancel, struct sg_errinfo *err)
+			     const char *ctl, bool *limits, bool *net, struct sg_cancel *cancel,
+			     struct sg_errinfo *err)
 {
 	const struct sg_env *env = &se->base;
 	const struct sg_profile *p = env->profile;
@@ -556,20 +562,35 @@ static sg_err start_instance(struct sing_env *se, const char *image, const char 
 	};
 	struct sg_strv av = SG_STRV_INIT;
 	struct sg_exec_result r;
-	const char *field;
-	sg_err rc;
+	const char *field = NULL;
+	sg_err rc = SG_OK;
 
 	sg_exec_result_init(&r, 4096);
-	rc = sg_sing_start_argv(&s, &av);
-	if (rc) {
-		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
-		goto out;
+	/* At most three tries: as asked, without limits, without the network. */
+	for (int tries = 0; tries < 3; tries++) {
+		sg_strv_release(&av);
+		if (sg_sing_start_argv(&s, &av)) {
+			rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
+			break;
+		}
+		rc = run_cli(sg_strv_get(&av), sg_strv_get(&se->cli_env), SG_SING_START_MS, &r,
+			     cancel, err);
+		field = rc || r.exit_code == 0 ? NULL : refused_field(p, r.err.p ? r.err.p : "");
+		if (rc || r.exit_code == 0 || !field || !sg_profile_best_effort(p, field))
+			break;
+		if (strcmp(field, "network") == 0 ? !s.network_none : !(s.cpus > 0 || s.memory_mb > 0))
+			break;
+		sg_log_warn("%s cannot be enforced on this host (best-effort): %s", field,
+			    fatal_text(&r));
+		if (strcmp(field, "network") == 0)
+			s.network_none = false;
+		else
+			s.cpus = 0, s.memory_mb = 0;
 	}
-	rc = run_cli(sg_strv_get(&av), sg_strv_get(&se->cli_env), SG_SING_START_MS, &r, cancel,
-		     err);
+	*limits = s.cpus > 0 || s.memory_mb > 0;
+	*net = s.network_none;
 	if (rc || r.exit_code == 0)
 		goto out;
-	field = refused_field(p, r.err.p ? r.err.p : "");
 	if (field)
 		rc = sg_err_set(err, SG_E_UNSUPPORTED,
 				"field \"%s\" (profile \"%s\") cannot be enforced on this host: %.300s",
@@ -607,7 +628,7 @@ static sg_err sing_provision(struct sg_env *env, struct sg_cancel *cancel,
 	char *slug = sg_slug(env->identity), *base = envs_dir(p, env->state_dir);
 	char *ctl = NULL, *overlay = NULL, *image = NULL;
 	json_t *live = NULL, *requested = json_object(), *applied = json_object();
-	bool fresh = false;
+	bool fresh = false, limits = false, net = false;
 	sg_err rc = SG_OK;
 
 	if (!slug || !base || asprintf(&se->dir, "%s/%s", base, slug) < 0 ||
@@ -680,18 +701,20 @@ static sg_err sing_provision(struct sg_env *env, struct sg_cancel *cancel,
 	if (!rc && fresh)
 		rc = write_marker(se, err);
 	if (!rc)
-		rc = start_instance(se, image, overlay, ctl, cancel, err);
+		rc = start_instance(se, image, overlay, ctl, &limits, &net, cancel, err);
 	if (rc)
 		goto out;
 	se->started = true;
 	sg_crashpoint("adapter:created");
 	if (p->cpus > 0) {
 		json_object_set_new(requested, "cpus", json_real(p->cpus));
-		json_object_set_new(applied, "cpus", json_real(p->cpus));
+		if (limits)
+			json_object_set_new(applied, "cpus", json_real(p->cpus));
 	}
 	if (p->memory_mb > 0) {
 		json_object_set_new(requested, "memory_mb", json_integer(p->memory_mb));
-		json_object_set_new(applied, "memory_mb", json_integer(p->memory_mb));
+		if (limits)
+			json_object_set_new(applied, "memory_mb", json_integer(p->memory_mb));
 	}
 	env->helper = strdup(SING_HELPER);
 	env->ctl_dir = strdup(SING_CTL);
@@ -711,6 +734,7 @@ static sg_err sing_provision(struct sg_env *env, struct sg_cancel *cancel,
 	if (env->facts) {
 		json_t *rt = json_object_get(env->facts, "runtime");
 
+		json_object_set_new(rt, "network_namespace", json_boolean(net));
 		json_object_set_new(rt, "version",
 				    json_sprintf("%d.%d.%d", se->ver.major, se->ver.minor,
 						 se->ver.patch));
