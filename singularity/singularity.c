@@ -628,7 +628,7 @@ static sg_err sing_provision(struct sg_env *env, struct sg_cancel *cancel,
 	char *slug = sg_slug(env->identity), *base = envs_dir(p, env->state_dir);
 	char *ctl = NULL, *overlay = NULL, *image = NULL;
 	json_t *live = NULL, *requested = json_object(), *applied = json_object();
-	bool fresh = false, limits = false, net = false;
+	bool fresh = false, limits = false, net = false, attach = false;
 	sg_err rc = SG_OK;
 
 	if (!slug || !base || asprintf(&se->dir, "%s/%s", base, slug) < 0 ||
@@ -692,7 +692,14 @@ static sg_err sing_provision(struct sg_env *env, struct sg_cancel *cancel,
 	/* An instance of this identity still running: a crashed gateway's ghost. */
 	if (!rc)
 		rc = list_instances(se->runtime, sg_strv_get(&se->cli_env), &live, cancel, err);
-	if (!rc && instance_listed(live, se->name)) {
+	/*
+	 * An instance of this identity still running: a shared environment
+	 * another session uses (attach to it), or else a crashed gateway's
+	 * ghost, since the gateway refuses a second session of an unshared
+	 * identity (stop it and start afresh).
+	 */
+	attach = !rc && p->shared && env->resumed && instance_listed(live, se->name);
+	if (!rc && !attach && instance_listed(live, se->name)) {
 		sg_log_warn("instance %s was left running by an earlier session; restarting it",
 			    se->name);
 		rc = stop_instance(se->runtime, sg_strv_get(&se->cli_env), se->name, cancel, err);
@@ -700,11 +707,16 @@ static sg_err sing_provision(struct sg_env *env, struct sg_cancel *cancel,
 	snprintf(env->id, sizeof(env->id), "singularity-%.100s", slug);
 	if (!rc && fresh)
 		rc = write_marker(se, err);
-	if (!rc)
+	if (!rc && !attach)
 		rc = start_instance(se, image, overlay, ctl, &limits, &net, cancel, err);
 	if (rc)
 		goto out;
-	se->started = true;
+	if (attach) {
+		/* Started by the session that made it, with the same profile. */
+		limits = p->cpus > 0 || p->memory_mb > 0;
+		net = p->network == SG_NET_NONE;
+	}
+	se->started = !attach;
 	sg_crashpoint("adapter:created");
 	if (p->cpus > 0) {
 		json_object_set_new(requested, "cpus", json_real(p->cpus));

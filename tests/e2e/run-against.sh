@@ -91,6 +91,8 @@ singularity)
  "image": "$work/image.sif"}}}
 EOF2
 	export SANDGATE_TEST_CONFIG="$work/config.json" SANDGATE_TEST_PROFILE=singularity
+	# What really exists at the runtime, for the no-leak checks.
+	export SANDGATE_TEST_APPTAINER="$fake/apptainer"
 	export SANDGATE_TEST_SLACK="${SANDGATE_TEST_SLACK:-3}"
 	;;
 singularity-real)

@@ -182,3 +182,15 @@ class SingularityBackend(GatewayTestCase):
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
         self.assertEqual(self.instances(), [])
         self.assertFalse(os.path.exists(os.path.join(state, "singularity", "crashy")))
+
+    def test_shared_identity_joins_the_running_instance(self):
+        state = os.path.join(self.dir, "sstate")
+        one = self.gw_with({"shared": True}, state=state)
+        one.initialize(identity="both", remove_workspace_on_exit=False)
+        # The instance's /tmp lives as long as the instance: a restart empties it.
+        one.sh_ok("echo alive > /tmp/instance-mark", mode="full")
+        two = self.gw_with({"shared": True}, state=state)
+        two.initialize(identity="both", remove_workspace_on_exit=False)
+        self.assertEqual(two.sh_ok("cat /tmp/instance-mark"), "alive\n")
+        self.assertEqual(one.sh_ok("cat /tmp/instance-mark"), "alive\n")
+        self.assertEqual([i["instance"] for i in self.instances()], ["sg-both"])
