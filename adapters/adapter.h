@@ -203,6 +203,11 @@ struct sg_env {
 	 * process spools), home/ and tmp/ (commands' HOME and TMPDIR).
 	 */
 	char *ctl_dir;   /* malloc */
+	/*
+	 * Commands see a /tmp of the environment's own (never one shared
+	 * with the host's other users): standard mode may then write it.
+	 */
+	bool own_tmp;
 	char *host_root; /* SG_CAP_HOST_FS: root's directory on this host */
 	char *host_ctl;  /* SG_CAP_HOST_FS: ctl_dir's directory on this host */
 	/*
@@ -262,8 +267,19 @@ struct sg_exec_result {
 	bool timed_out;     /* killed because timeout_ms passed */
 	bool truncated;     /* out was clipped at max_output */
 	int64_t duration_ms;
-	struct sg_buf out;  /* stdout (and stderr with SG_EXEC_MERGE) */
+	struct sg_buf out;  /* stdout (and stderr with SG_EXEC_MERGE): its head */
 	struct sg_buf err;  /* stderr, clipped to SG_HELPER_STDERR */
+	/*
+	 * Set by the caller after init: keep the newest max_output/2 bytes
+	 * too, so a long log's last lines survive (run_command, git).  Then,
+	 * when truncated, `tail` holds them in order, `total` counts every
+	 * byte of output and `lines` every newline in it.  Adapters fill
+	 * these through sg_exec_capture() or set them themselves.
+	 */
+	bool keep_tail;
+	struct sg_buf tail;
+	uint64_t total, lines;
+	size_t ring_pos;    /* sg_exec_capture's write position in tail */
 };
 
 

@@ -24,6 +24,7 @@
 #include <signal.h>
 #include <spawn.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -32,6 +33,7 @@
 #include <unistd.h>
 
 #include "base/limits.h"
+#include "base/utf8.h"
 
 /*
  * How long the pipes are still read after the child exited.  A daemon the
@@ -53,6 +55,8 @@ void sg_exec_result_init(struct sg_exec_result *r, size_t max_output)
 {
 	sg_buf_init(&r->out, max_output);
 	sg_buf_init(&r->err, SG_HELPER_STDERR);
+	sg_buf_init(&r->tail, max_output / 2);
+	r->keep_tail = false;
 	sg_exec_result_reset(r);
 }
 
@@ -65,12 +69,111 @@ void sg_exec_result_reset(struct sg_exec_result *r)
 	r->duration_ms = 0;
 	sg_buf_reset(&r->out);
 	sg_buf_reset(&r->err);
+	sg_buf_reset(&r->tail);
+	r->total = r->lines = 0;
+	r->ring_pos = 0;
 }
 
 void sg_exec_result_release(struct sg_exec_result *r)
 {
 	sg_buf_release(&r->out);
 	sg_buf_release(&r->err);
+	sg_buf_release(&r->tail);
+}
+
+static uint64_t newlines(const char *p, size_t n)
+{
+	uint64_t k = 0;
+
+	for (const char *e = p + n; (p = memchr(p, '\n', (size_t)(e - p))) != NULL; p++)
+		k++;
+	return k;
+}
+
+void sg_exec_capture(struct sg_exec_result *r, const char *p, size_t n)
+{
+	size_t room = r->out.max - r->out.len, head = n < room ? n : room;
+	size_t cap = r->tail.max;
+
+	r->total += n;
+	r->lines += newlines(p, n);
+	if (head && sg_buf_add(&r->out, p, head))
+		head = 0;
+	p += head;
+	n -= head;
+	if (!n)
+		return;
+	r->truncated = true;
+	if (!r->keep_tail || cap == 0)
+		return;
+	/* The ring: tail.len grows to cap, then ring_pos wraps around it. */
+	if (n >= cap) {
+		p += n - cap;
+		n = cap;
+	}
+	while (n) {
+		size_t at = r->tail.len < cap ? r->tail.len : r->ring_pos;
+		size_t k = cap - at < n ? cap - at : n;
+		char *dst;
+
+		if (r->tail.len < cap) {
+			if (sg_buf_reserve(&r->tail, k, &dst))
+				return;
+			memcpy(dst, p, k);
+			sg_buf_commit(&r->tail, k);
+		} else {
+			memcpy(r->tail.p + at, p, k);
+		}
+		r->ring_pos = (at + k) % cap;
+		p += k;
+		n -= k;
+	}
+}
+
+void sg_exec_capture_end(struct sg_exec_result *r)
+{
+	size_t pos = r->ring_pos, n = r->tail.len;
+	char *tmp;
+
+	r->ring_pos = 0;
+	if (n < r->tail.max || pos == 0 || !(tmp = malloc(n)))
+		return;
+	/* Oldest first: [pos, n) then [0, pos). */
+	memcpy(tmp, r->tail.p + pos, n - pos);
+	memcpy(tmp + n - pos, r->tail.p, pos);
+	memcpy(r->tail.p, tmp, n);
+	free(tmp);
+}
+
+sg_err sg_exec_text(const struct sg_exec_result *r, struct sg_buf *text)
+{
+	size_t head, skip = 0, tn = r->tail.len;
+	const char *t = r->tail.p, *nl;
+	uint64_t gone_bytes, gone_lines;
+
+	if (!r->truncated || !r->keep_tail || !tn)
+		return sg_buf_add(text, r->out.p, r->out.len);
+	head = sg_utf8_clip(r->out.p, r->out.len, r->tail.max);
+	/* End the head at a line end in its last quarter, if there is one. */
+	nl = head ? memrchr(r->out.p, '\n', head) : NULL;
+	if (nl && (size_t)(nl + 1 - r->out.p) >= head - head / 4)
+		head = (size_t)(nl + 1 - r->out.p);
+	while (skip < tn && ((unsigned char)t[skip] & 0xC0) == 0x80)
+		skip++;
+	nl = memchr(t + skip, '\n', tn - skip);
+	if (nl && (size_t)(nl - t) < tn / 4)
+		skip = (size_t)(nl + 1 - t);
+	gone_bytes = r->total - head - (tn - skip);
+	gone_lines = r->lines - newlines(r->out.p, head) - newlines(t + skip, tn - skip);
+	if (sg_buf_add(text, r->out.p, head) ||
+	    sg_buf_addf(text, "%s[... output truncated: %llu bytes (%llu lines) omitted "
+			"here; the first %zu and the last %zu bytes of %llu are shown ...]\n",
+			head && r->out.p[head - 1] != '\n' ? "\n" : "",
+			(unsigned long long)gone_bytes, (unsigned long long)gone_lines,
+			head, tn - skip, (unsigned long long)r->total) ||
+	    sg_buf_add(text, t + skip, tn - skip))
+		return SG_E_TOO_LARGE;
+	return SG_OK;
 }
 
 const char *sg_exec_signame(int sig)
@@ -416,8 +519,8 @@ static void drain_pipe(struct run *r, int *fd, bool is_err)
 	}
 	if (is_err)
 		sg_buf_add_clipped(&r->out->err, chunk, (size_t)n);
-	else if (sg_buf_add_clipped(&r->out->out, chunk, (size_t)n))
-		r->out->truncated = true;
+	else
+		sg_exec_capture(r->out, chunk, (size_t)n);
 }
 
 static int64_t earliest(int64_t a, int64_t b)
@@ -699,6 +802,7 @@ sg_err sg_exec_run(const struct sg_child *c, struct sg_exec_result *out,
 	}
 	rc = SG_OK;
 out:
+	sg_exec_capture_end(out);
 	if (fa_ok)
 		posix_spawn_file_actions_destroy(&fa);
 	if (sa_ok)

@@ -79,6 +79,23 @@ sg_err sg_exec_run(const struct sg_child *c, struct sg_exec_result *out,
 	SG_MUST_CHECK;
 
 /*
+ * Add n bytes of output to r: the head into r->out up to its max, then,
+ * with r->keep_tail, the newest bytes into r->tail as a ring (put in
+ * order by sg_exec_capture_end()); totals counted either way.
+ */
+void sg_exec_capture(struct sg_exec_result *r, const char *p, size_t n);
+void sg_exec_capture_end(struct sg_exec_result *r);
+
+/*
+ * The output as the model reads it (appended to text): all of it, or,
+ * when it was truncated and the tail kept, its first half, a marker line
+ * saying how many bytes and lines were left out of the middle, and its
+ * end.  Cuts fall on character boundaries, on line ends where one is near.
+ */
+sg_err sg_exec_text(const struct sg_exec_result *r, struct sg_buf *text)
+	SG_MUST_CHECK;
+
+/*
  * The first executable `name` on this process's PATH ("/usr/local/bin:
  * /usr/bin:/bin" when it has none; relative entries skipped), for finding
  * the host's own tools (ssh, bwrap).  New string, or NULL.

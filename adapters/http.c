@@ -76,6 +76,17 @@ static void global_init(void)
 
 static bool is_idempotent(const struct sg_http_request *req);
 
+sg_err sg_http_curl_init(void)
+{
+	pthread_once(&init_once, global_init);
+	return init_rc == CURLE_OK ? SG_OK : SG_E_INTERNAL;
+}
+
+void *sg_http_curl_share(void)
+{
+	return share;
+}
+
 void sg_http_response_init(struct sg_http_response *r, size_t max_body)
 {
 	r->status = 0;
@@ -235,43 +246,67 @@ struct xfer {
 	char errbuf[CURL_ERROR_SIZE];
 };
 
+enum sg_http_line sg_http_parse_line(const char *data, size_t len,
+				     struct sg_http_hline *out)
+{
+	size_t n = len;
+	const char *colon, *v;
+
+	memset(out, 0, sizeof(*out));
+	while (n > 0 && (data[n - 1] == '\r' || data[n - 1] == '\n'))
+		n--;
+	if (n == 0)
+		return SG_HTTP_LINE_BLANK;
+	if (n >= 5 && memcmp(data, "HTTP/", 5) == 0) {
+		const char *sp = memchr(data, ' ', n);
+
+		for (const char *p = sp ? sp + 1 : data + n;
+		     p < data + n && *p >= '0' && *p <= '9' && out->status < 1000;
+		     p++)
+			out->status = out->status * 10 + (*p - '0');
+		return SG_HTTP_LINE_STATUS;
+	}
+	colon = memchr(data, ':', n);
+	if (!colon || colon == data)
+		return SG_HTTP_LINE_OTHER; /* a folded continuation */
+	out->name = data;
+	out->nlen = (size_t)(colon - data);
+	while (out->nlen > 0 &&
+	       (data[out->nlen - 1] == ' ' || data[out->nlen - 1] == '\t'))
+		out->nlen--;
+	v = colon + 1;
+	while (v < data + n && (*v == ' ' || *v == '\t'))
+		v++;
+	out->value = v;
+	out->vlen = (size_t)(data + n - v);
+	return SG_HTTP_LINE_FIELD;
+}
+
 static size_t on_header(char *data, size_t size, size_t nitems, void *arg)
 {
 	struct xfer *x = arg;
-	size_t len = size * nitems, n = len, nlen;
-	const char *colon, *v;
+	size_t len = size * nitems;
+	struct sg_http_hline h;
 	sg_err rc;
 
-	while (n > 0 && (data[n - 1] == '\r' || data[n - 1] == '\n'))
-		n--;
-	if (n >= 5 && memcmp(data, "HTTP/", 5) == 0) {
+	switch (sg_http_parse_line(data, len, &h)) {
+	case SG_HTTP_LINE_STATUS:
 		/* A new response (after a 100 Continue): start over. */
-		const char *sp = memchr(data, ' ', n);
-		long status = 0;
-
-		for (const char *p = sp ? sp + 1 : data + n;
-		     p < data + n && *p >= '0' && *p <= '9' && status < 1000; p++)
-			status = status * 10 + (*p - '0');
-		x->r->status = status;
+		x->r->status = h.status;
 		sg_buf_reset(&x->r->headers);
 		sg_buf_reset(&x->r->body);
 		x->r->body_clipped = false;
 		return len;
+	case SG_HTTP_LINE_FIELD:
+		break;
+	default:
+		return len;
 	}
-	colon = memchr(data, ':', n);
-	if (!colon || colon == data)
-		return len; /* the blank line, or a folded continuation */
-	nlen = (size_t)(colon - data);
-	while (nlen > 0 && (data[nlen - 1] == ' ' || data[nlen - 1] == '\t'))
-		nlen--;
-	v = colon + 1;
-	while (v < data + n && (*v == ' ' || *v == '\t'))
-		v++;
-	rc = sg_buf_add(&x->r->headers, data, nlen);
+	rc = sg_buf_add(&x->r->headers, h.name, h.nlen);
 	if (!rc)
 		rc = sg_buf_addc(&x->r->headers, '\0');
 	if (!rc)
-		rc = sg_buf_add(&x->r->headers, v, (size_t)(data + n - v));
+		rc = sg_buf_add(&x->r->headers, h.value, h.vlen);
 	if (!rc)
 		rc = sg_buf_addc(&x->r->headers, '\0');
 	if (rc) {
@@ -322,7 +357,7 @@ struct attempt {
  * send (http or https, with a host).  The rest of the URL never leaves
  * this function: paths and queries may carry secrets.
  */
-static bool url_host(const char *url, char *out, size_t n)
+bool sg_http_url_host(const char *url, char *out, size_t n)
 {
 	CURLU *u = curl_url();
 	char *scheme = NULL, *host = NULL, *port = NULL;
@@ -643,15 +678,14 @@ static sg_err do_once(const struct sg_http_request *req,
 				"an HTTP method must be a short upper-case word");
 		goto out;
 	}
-	if (!url_host(req->url, host, sizeof(host))) {
+	if (!sg_http_url_host(req->url, host, sizeof(host))) {
 		rc = sg_err_set(err, SG_E_INVALID_ARGUMENT,
 				"%s: the URL must be http:// or https:// with a host",
 				method);
 		goto out;
 	}
 	snprintf(what, sizeof(what), "%s %s", method, host);
-	pthread_once(&init_once, global_init);
-	if (init_rc != CURLE_OK) {
+	if (sg_http_curl_init() != SG_OK) {
 		rc = sg_err_set(err, SG_E_INTERNAL, "%s: libcurl did not initialise",
 				what);
 		goto out;
@@ -905,7 +939,7 @@ sg_err sg_http_do_retry(const struct sg_http_request *req,
 		if (rc) {
 			char host[300];
 
-			url_host(req->url, host, sizeof(host));
+			sg_http_url_host(req->url, host, sizeof(host));
 			return sg_err_set(err, rc,
 					  "%s %s was cancelled while waiting to "
 					  "retry",
@@ -946,7 +980,7 @@ sg_err sg_http_status_fail(const struct sg_http_request *req,
 
 	if (!code)
 		return SG_OK;
-	url_host(req->url, host, sizeof(host));
+	sg_http_url_host(req->url, host, sizeof(host));
 	return sg_err_set(err, code, "%s %s answered HTTP %ld",
 			  req->method ? req->method : "GET", host, r->status);
 }

@@ -251,4 +251,39 @@ struct sg_http_fd_sink {
 };
 sg_err sg_http_sink_fd(const char *data, size_t len, void *payload);
 
+/*
+ * For the toolkit's other libcurl users (grpc.c), so that there is one
+ * initialisation and one connection pool per process.
+ * sg_http_curl_init: curl initialised (once); SG_OK or SG_E_INTERNAL.
+ * sg_http_curl_share: the pool of connections, DNS answers and TLS
+ * sessions (a CURLSH, which curl.h makes a void), or NULL when curl could not make one; valid after
+ * a successful sg_http_curl_init, for the life of the process.
+ * sg_http_url_host: "host" or "host:port" of an http(s) URL into out, and
+ * whether it is one (the rest of a URL may carry secrets).
+ */
+sg_err sg_http_curl_init(void) SG_MUST_CHECK;
+void *sg_http_curl_share(void);
+bool sg_http_url_host(const char *url, char *out, size_t n);
+
+/*
+ * One line from curl's header callback (CR LF and all): a status line
+ * ("HTTP/2 200 ", status set), a field (name and value, borrowed from
+ * data, without the spaces around them), the blank line that ends the
+ * headers, or anything else (a folded continuation).  libcurl 7.88.1
+ * hands HTTP/2 trailers over as fields after the blank line.
+ */
+enum sg_http_line {
+	SG_HTTP_LINE_BLANK,
+	SG_HTTP_LINE_STATUS,
+	SG_HTTP_LINE_FIELD,
+	SG_HTTP_LINE_OTHER,
+};
+struct sg_http_hline {
+	long status;
+	const char *name, *value;
+	size_t nlen, vlen;
+};
+enum sg_http_line sg_http_parse_line(const char *data, size_t len,
+				     struct sg_http_hline *out);
+
 #endif

@@ -57,6 +57,11 @@
 #define SG_WORKERS_MAX 64          /* worker threads, grown on demand */
 #define SG_LIST_MAX 10000          /* list_dir / glob entries */
 #define SG_GREP_DEFAULT 500        /* grep max_results default */
+#define SG_GREP_COUNT_MAX 100000   /* matches counted before "more than" */
+#define SG_GREP_LINE_MAX 1024      /* bytes of a matching line shown */
+#define SG_GREP_LINE_READ (4 * SG_MiB) /* bytes of one line read from the engine */
+#define SG_GLOB_ALTS_MAX 1024      /* patterns a glob's braces expand to */
+#define SG_BINARY_SNIFF (8 * SG_KiB) /* bytes read_file looks at for binary */
 #define SG_SYMLINK_MAX 40          /* symlinks followed while resolving */
 #define SG_CREDENTIAL_ENV_MAX 16   /* variables one adapter reads per profile */
 #define SG_PATH_MAX 4096
@@ -74,6 +79,10 @@
 #define SG_HTTP_RETRY_ATTEMPTS 3          /* tries in all, by default */
 #define SG_HTTP_RETRY_BASE_MS 400         /* the first backoff */
 #define SG_HTTP_RETRY_MAX_DELAY_MS 20000  /* longest single wait */
+#define SG_GRPC_MSG_MAX (100 * SG_MiB) /* one gRPC message (Modal's limit) */
+#define SG_GRPC_URL_MAX 512            /* a gRPC server's scheme://host:port */
+#define SG_GRPC_KEY_MAX 128            /* an idempotency key */
+#define SG_GRPC_RECYCLE_CALLS 900      /* calls on one connection, then a new one */
 #define SG_PROBE_TOOL_MS 2000           /* each toolchain's --version */
 #define SG_PROBE_CAPTURE (4 * SG_KiB)   /* its output kept */
 #define SG_PROBE_FILE_MAX (256 * SG_KiB) /* a /proc or cgroup file read */
@@ -121,5 +130,13 @@
 #define SG_DAYTONA_REPLY_MAX (4 * SG_MiB) /* a control-plane JSON reply */
 #define SG_DAYTONA_TOOLBOX_MS 60000    /* toolbox_timeout_ms's default */
 #define SG_DAYTONA_HELPER_MAX (64 * SG_MiB) /* sg-helper on this host */
+
+/* The modal backend (modal/). */
+#define SG_MODAL_CALL_MS 60000     /* one control-plane or router call */
+#define SG_MODAL_REFRESH_S 60      /* fetch a token this long before its exp */
+#define SG_MODAL_JOIN_S 55         /* one ImageJoinStreaming wait, as the SDK */
+#define SG_MODAL_TASK_POLL_S 10    /* one SandboxGetTaskId wait */
+#define SG_MODAL_READ_RETRIES 5    /* reconnects of one output stream */
+#define SG_MODAL_LIST_PAGES 1000   /* pages of SandboxList, at most */
 
 #endif

@@ -104,6 +104,7 @@
 #include "base/hex.h"
 #include "base/limits.h"
 #include "base/log.h"
+#include "base/progress.h"
 #include "base/strv.h"
 #include "base/utf8.h"
 #include "api.h"
@@ -519,6 +520,7 @@ static sg_err dtn_wait(const struct dtn_client *cl, const char *id,
 		if (rc)
 			break;
 		st = dtn_state(cur);
+		sg_progress_update("sandbox %s is %s", id, st);
 		if (want ? dtn_in(want, st) : !dtn_in_transition(cur))
 			break;
 		if (strcmp(st, "error") == 0 || strcmp(st, "build_failed") == 0) {
@@ -1187,8 +1189,8 @@ static sg_err dtn_opt_n(struct sg_buf *w, const char *name, long long v)
  */
 static sg_err dtn_job_words(const struct dtn_env *de, const struct sg_exec *x,
 			    const char *dir, const char *mark, const char *gc, const char *in_vars,
-			    const char *in_file, struct sg_buf *start, struct sg_buf *attach,
-			    struct sg_errinfo *err)
+			    const char *in_file, bool keep_tail, struct sg_buf *start,
+			    struct sg_buf *attach, struct sg_errinfo *err)
 {
 	const char *cwd = x->cwd ? x->cwd : de->base.root;
 	struct sg_buf *w = start;
@@ -1214,6 +1216,8 @@ static sg_err dtn_job_words(const struct dtn_env *de, const struct sg_exec *x,
 			rc = dtn_opt_n(w, "--max-out", (long long)x->max_output);
 		if (!rc)
 			rc = dtn_opt_n(w, "--max-err", (long long)SG_HELPER_STDERR);
+		if (!rc && keep_tail)
+			rc = dtn_word(w, "--keep-tail");
 	}
 	w = start;
 	if (!rc && x->timeout_ms > 0)
@@ -1293,6 +1297,7 @@ struct dtn_job {
 	char *command;         /* the starting command text, when SG_X cannot be a variable */
 	char *upload;          /* where stdin was uploaded, or NULL */
 	bool in_vars;          /* stdin travels in variables */
+	bool keep_tail;        /* the caller keeps a long output's tail */
 };
 
 static void dtn_job_release(struct dtn_job *j)
@@ -1318,9 +1323,11 @@ static sg_err dtn_job_prepare(struct dtn_env *de, const struct sg_exec *x, const
 {
 	struct sg_buf start_w = SG_BUF_INIT(SG_MAX_FRAME * 2), attach_w = SG_BUF_INIT(SG_PATH_MAX * 8),
 		      names = SG_BUF_INIT(SG_KiB);
+	bool keep_tail = j->keep_tail; /* the caller's, kept across the reset */
 	sg_err rc = SG_OK;
 
 	memset(j, 0, sizeof(*j));
+	j->keep_tail = keep_tail;
 	j->full = json_object();
 	j->attach = json_object();
 	if (!j->full || !j->attach) {
@@ -1359,6 +1366,7 @@ static sg_err dtn_job_prepare(struct dtn_env *de, const struct sg_exec *x, const
 		}
 	}
 	rc = dtn_job_words(de, x, dir, mark, garbage, j->in_vars ? names.p : NULL, j->upload,
+			   j->keep_tail,
 			   &start_w, &attach_w, err);
 	if (rc)
 		goto out;
@@ -1386,7 +1394,7 @@ static sg_err dtn_exec(struct sg_env *env, const struct sg_exec *x,
 {
 	struct dtn_env *de = (struct dtn_env *)env;
 	struct sg_buf garbage = SG_BUF_INIT(SG_KiB * 96);
-	struct dtn_job j = { 0 };
+	struct dtn_job j = { .keep_tail = out->keep_tail };
 	char *dir = NULL, mark[40], tok[40];
 	int64_t start = sg_now_ms();
 	size_t max_body;
@@ -1551,15 +1559,29 @@ static sg_err dtn_exec(struct sg_env *env, const struct sg_exec *x,
 		{
 			const char *line = p + 6, *eol = strchr(line, '\n');
 			size_t keep = (size_t)(hit - 1 - res);
-			long long total = 0;
+			size_t head = x->max_output - x->max_output / 2;
+			long long total = 0, lines = 0;
+			int bars = 0;
 			bool lost;
 			const char *last = eol ? eol : line;
 
-			/* The trailer's last field is the size of all of stdout. */
+			/* The trailer ends with stdout's size and its line count. */
 			for (const char *q = line; q < last; q++)
-				if (*q == '|')
+				if (*q == '|' && ++bars == 3)
 					total = strtoll(q + 1, NULL, 10);
+				else if (*q == '|' && bars == 4)
+					lines = strtoll(q + 1, NULL, 10);
 			dtn_parse_done(line, out, &lost);
+			if ((unsigned long long)total > x->max_output && out->keep_tail && bars >= 4) {
+				/* sg-helper job sent the head, then the tail (--keep-tail). */
+				out->truncated = true;
+				out->total = (uint64_t)total;
+				out->lines = (uint64_t)lines;
+				if (keep > head)
+					sg_buf_add_clipped(&out->tail, res + head, keep - head);
+				if (keep > head)
+					keep = head;
+			}
 			if (keep > x->max_output)
 				keep = sg_utf8_clip(res, keep, x->max_output);
 			if (sg_buf_add_clipped(&out->out, res, keep) ||
@@ -1943,6 +1965,7 @@ static sg_err dtn_install_helper(struct dtn_env *de, const char *sha, bool have_
 			rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
 			goto out;
 		}
+		sg_progress_update("uploading sg-helper");
 		rc = dtn_upload(de, up, NULL, 0, &src, cancel, err);
 		if (rc)
 			goto out;
@@ -2042,6 +2065,8 @@ static sg_err dtn_setup(struct dtn_env *de, struct sg_cancel *cancel, struct sg_
 		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
 		goto out;
 	}
+	/* A sandbox is a machine of its own: its /tmp is nobody else's. */
+	env->own_tmp = true;
 	rc = dtn_install_helper(de, sha, dtn_flag(reply, "helper"), fd, cancel, err);
 out:
 	if (fd >= 0)
@@ -2118,7 +2143,9 @@ static sg_err dtn_obtain(struct dtn_env *de, json_t **dto, struct sg_cancel *can
 				return sg_err_set(err, SG_E_WORKSPACE_LOST,
 						  "the sandbox of identity \"%.60s\" (%s) is gone",
 						  env->identity, de->name);
+			sg_progress_begin("create", "creating sandbox %s", de->name);
 			rc = dtn_create(de, dto, cancel, err);
+			sg_progress_end(rc);
 			if (rc)
 				return rc;
 			sg_crashpoint("adapter:created");
@@ -2163,6 +2190,8 @@ static sg_err dtn_obtain(struct dtn_env *de, json_t **dto, struct sg_cancel *can
 	if (strcmp(dtn_state(*dto), "started") != 0) {
 		json_t *cur = NULL;
 
+		/* Closed by dtn_provision, whichever way this ends. */
+		sg_progress_begin("ready", "waiting for sandbox %s to start", env->id);
 		if (dtn_in_transition(*dto) &&
 		    strcmp(dtn_str(*dto, "desiredState") ? dtn_str(*dto, "desiredState") : "",
 			   "started") != 0) {
@@ -2222,6 +2251,7 @@ static sg_err dtn_provision(struct sg_env *env, struct sg_cancel *cancel,
 	if (!(de->name = dtn_name(env->identity)))
 		return sg_err_set(err, SG_E_INTERNAL, "out of memory");
 	rc = dtn_obtain(de, &dto, cancel, err);
+	sg_progress_end(rc); /* the "ready" wait, when there was one */
 	if (rc)
 		goto out;
 	if (dtn_num(dto, "cpu") < (double)want_cpu || dtn_num(dto, "memory") < (double)want_gib) {
@@ -2243,8 +2273,11 @@ static sg_err dtn_provision(struct sg_env *env, struct sg_cancel *cancel,
 		rc = dtn_relabel(de, dto, cancel, err);
 	if (!rc)
 		rc = dtn_toolbox_base(de, dto, cancel, err);
-	if (!rc)
+	if (!rc) {
+		sg_progress_begin("helper", "preparing sandbox %s", env->id);
 		rc = dtn_setup(de, cancel, err);
+		sg_progress_end(rc);
+	}
 	if (!rc && !(env->facts = dtn_facts(de, dto)))
 		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
 out:

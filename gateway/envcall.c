@@ -324,7 +324,7 @@ sg_err sg_envcall_confine(struct sg_session *s, enum sg_confine mode,
 		if (!rc)
 			rc = sg_strv_add(out, s->root);
 		/* Standard mode may also write the environment's private
-		 * HOME and TMPDIR, which live outside root. */
+		 * HOME and TMPDIR, which live outside root, and its /tmp. */
 		if (!rc && mode == SG_CONFINE_STANDARD)
 			rc = sg_strv_add(out, "--allow-write");
 		if (!rc && mode == SG_CONFINE_STANDARD)
@@ -333,6 +333,9 @@ sg_err sg_envcall_confine(struct sg_session *s, enum sg_confine mode,
 			rc = sg_strv_add(out, "--allow-write");
 		if (!rc && mode == SG_CONFINE_STANDARD)
 			rc = sg_strv_addf(out, "%s/home", s->env->ctl_dir);
+		/* Tools that hard-code /tmp, where it is the environment's. */
+		if (!rc && mode == SG_CONFINE_STANDARD && s->env->own_tmp)
+			rc = sg_strv_addv(out, (const char *[]){ "--allow-write", "/tmp", NULL });
 		if (!rc)
 			rc = sg_strv_add(out, "--");
 	}

@@ -3,8 +3,8 @@
  *
  *   sandgate envs list [--profile P] [--json]
  *   sandgate envs show ID [--json]
- *   sandgate envs rm ID... [--force]
- *   sandgate envs gc [--older-than DUR] [--dry-run] [--force]
+ *   sandgate envs rm ID... [--force] [--json]
+ *   sandgate envs gc [--older-than DUR] [--dry-run] [--force] [--json]
  *
  * The view is the state registry merged with what each backend reports
  * for sandgate's own tags, so an environment the registry lacks (an
@@ -12,14 +12,12 @@
  * environment attached to a live session is never removed without
  * --force.
  *
- * Exit status: 0 done; 1 something could not be removed or listed (what
- * and why on stderr); 2 usage; 3 an ID named on the command line does not
- * exist.
+ * The command line is parsed in main.c from the table in cli.c; the exit
+ * statuses are cli.h's: 69 something could not be removed or listed (what
+ * and why on stderr), 66 an ID named on the command line does not exist.
  */
-#define _GNU_SOURCE /* getopt_long */
 #include "envs.h"
 
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,11 +26,9 @@
 #include "../adapters/adapter.h"
 #include "base/cancel.h"
 #include "base/limits.h"
+#include "cli.h"
 #include "registry.h"
 #include "wire.h"
-
-#define EX_USAGE 2
-#define EX_MISSING 3
 
 /* One environment in the merged view (a JSON object):
  *   id, backend, profile, identity, state, created, expires, persistent,
@@ -289,7 +285,7 @@ static sg_err remove_env(const struct sg_config *cfg, const char *state_dir,
 	return rc;
 }
 
-static int parse_duration(const char *s, int64_t *out)
+int sg_envs_duration(const char *s, int64_t *out)
 {
 	char *end;
 	long long v = strtoll(s, &end, 10);
@@ -304,7 +300,7 @@ static int parse_duration(const char *s, int64_t *out)
 	case 'd': unit = 86400; break;
 	default: return -1;
 	}
-	if (*end && end[1])
+	if ((*end && end[1]) || v > INT64_MAX / unit)
 		return -1;
 	*out = v * unit;
 	return 0;
@@ -348,41 +344,50 @@ static const char *gc_reason(json_t *e, int64_t older_than, time_t now)
 	return NULL;
 }
 
-static int cmd_gc(const struct sg_config *cfg, const char *state_dir, int argc, char **argv)
+
+/* The merged view, or SG_EXIT_UNAVAILABLE with the reason on stderr. */
+static int scan_or_fail(const struct sg_config *cfg, const char *state_dir,
+			const char *profile, struct scan *sc)
 {
-	static const struct option opts[] = {
-		{ "older-than", required_argument, NULL, 'o' },
-		{ "dry-run", no_argument, NULL, 'n' },
-		{ "force", no_argument, NULL, 'f' },
-		{ NULL, 0, NULL, 0 },
-	};
+	struct sg_errinfo err = { 0 };
+
+	if (scan(cfg, state_dir, profile, sc, &err) == SG_OK)
+		return SG_EXIT_OK;
+	fprintf(stderr, "sandgate: %s\n", err.msg);
+	return SG_EXIT_UNAVAILABLE;
+}
+
+static void scan_release(struct scan *sc)
+{
+	json_decref(sc->envs);
+	json_decref(sc->unreachable);
+}
+
+static void append_pair(json_t *list, const char *k1, const char *v1, const char *k2,
+			const char *v2)
+{
+	json_array_append_new(list, json_pack("{s:s?, s:s?}", k1, v1, k2, v2));
+}
+
+static int cmd_gc(const struct sg_config *cfg, const char *state_dir,
+		  const struct sg_envs_args *a)
+{
 	struct sg_errinfo err = { 0 };
 	struct scan sc = { 0 };
-	int64_t older = -1;
-	bool dry = false, force = false;
 	time_t now = time(NULL);
-	int c, status = 0;
+	json_t *report = json_pack("{s:b, s:[], s:[], s:[]}", "dry_run", a->dry_run,
+				   a->dry_run ? "would_remove" : "removed", "kept", "failed");
+	json_t *done = json_object_get(report, a->dry_run ? "would_remove" : "removed");
+	int status = scan_or_fail(cfg, state_dir, NULL, &sc);
 	json_t *e;
 	size_t i;
 
-	optind = 1;
-	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
-		if (c == 'o' && parse_duration(optarg, &older) == 0)
-			continue;
-		if (c == 'n')
-			dry = true;
-		else if (c == 'f')
-			force = true;
-		else
-			return EX_USAGE;
-	}
-	if (scan(cfg, state_dir, NULL, &sc, &err)) {
-		fprintf(stderr, "sandgate: %s\n", err.msg);
-		return 1;
-	}
+	if (status)
+		goto out;
 	json_array_foreach(sc.envs, i, e) {
-		const char *why = gc_reason(e, older, now);
+		const char *why = gc_reason(e, a->older_than, now);
 		const char *id = json_string_value(json_object_get(e, "id"));
+		const char *name = id ? id : json_string_value(json_object_get(e, "identity"));
 
 		if (!why) {
 			if (strcmp(state_of(e), SG_REG_CLEANUP) == 0) {
@@ -390,124 +395,143 @@ static int cmd_gc(const struct sg_config *cfg, const char *state_dir, int argc, 
 				fprintf(stderr, "sandgate: keeping the record of %s (%s): its create's outcome is unknown and nothing has shown yet; run gc again later\n",
 					json_string_value(json_object_get(e, "identity")),
 					json_string_value(json_object_get(e, "backend")));
-				status = 1;
+				append_pair(json_object_get(report, "kept"), "id", name, "reason",
+					    "its create's outcome is unknown and nothing has shown yet");
+				status = SG_EXIT_UNAVAILABLE;
 			}
 			continue;
 		}
 		/* A live session in the registry, or one the backend itself
 		 * reports (an ssh lease held by another machine's gateway). */
 		if ((json_integer_value(json_object_get(e, "live_sessions")) > 0 ||
-		     strcmp(state_of(e), "attached") == 0) && !force) {
+		     strcmp(state_of(e), "attached") == 0) && !a->force) {
 			fprintf(stderr, "sandgate: keeping %s: a live session is attached (use --force)\n",
 				id ? id : "(not created)");
+			append_pair(json_object_get(report, "kept"), "id", name, "reason",
+				    "a live session is attached");
 			continue;
 		}
-		sg_cli_printf("%s %s: %s\n", dry ? "would remove" : "removing",
-			id ? id : json_string_value(json_object_get(e, "identity")), why);
-		if (dry)
+		if (!a->json)
+			sg_cli_printf("%s %s: %s\n", a->dry_run ? "would remove" : "removing",
+				name, why);
+		if (a->dry_run) {
+			append_pair(done, "id", name, "reason", why);
 			continue;
+		}
 		sg_err_clear(&err);
 		if (remove_env(cfg, state_dir, e, &err)) {
 			fprintf(stderr, "sandgate: %s: %s\n", id ? id : "?", err.msg);
-			status = 1;
+			append_pair(json_object_get(report, "failed"), "id", name, "error", err.msg);
+			status = SG_EXIT_UNAVAILABLE;
+		} else {
+			append_pair(done, "id", name, "reason", why);
 		}
 	}
-	json_decref(sc.envs);
-	json_decref(sc.unreachable);
+	if (a->json)
+		print_json(report);
+out:
+	json_decref(report);
+	scan_release(&sc);
 	return status;
 }
 
-static int cmd_rm(const struct sg_config *cfg, const char *state_dir, int argc, char **argv)
+static int cmd_rm(const struct sg_config *cfg, const char *state_dir,
+		  const struct sg_envs_args *a)
 {
-	static const struct option opts[] = {
-		{ "force", no_argument, NULL, 'f' },
-		{ NULL, 0, NULL, 0 },
-	};
 	struct sg_errinfo err = { 0 };
 	struct scan sc = { 0 };
-	bool force = false;
-	int c, status = 0;
+	json_t *report = json_pack("{s:[], s:[], s:[], s:[]}", "removed", "kept", "missing",
+				   "failed");
+	int status = scan_or_fail(cfg, state_dir, NULL, &sc);
 
-	optind = 1;
-	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
-		if (c != 'f')
-			return EX_USAGE;
-		force = true;
-	}
-	if (optind >= argc)
-		return EX_USAGE;
-	if (scan(cfg, state_dir, NULL, &sc, &err)) {
-		fprintf(stderr, "sandgate: %s\n", err.msg);
-		return 1;
-	}
-	for (int a = optind; a < argc; a++) {
+	if (status)
+		goto out;
+	for (int n = 0; n < a->nids; n++) {
+		const char *want = a->ids[n];
 		json_t *e = NULL, *x;
 		size_t i;
 
 		json_array_foreach(sc.envs, i, x)
 			if (json_string_value(json_object_get(x, "id")) &&
-			    strcmp(json_string_value(json_object_get(x, "id")), argv[a]) == 0)
+			    strcmp(json_string_value(json_object_get(x, "id")), want) == 0)
 				e = x;
 		if (!e) {
-			fprintf(stderr, "sandgate: no environment %s\n", argv[a]);
-			status = status ? status : EX_MISSING;
+			fprintf(stderr, "sandgate: no environment %s\n", want);
+			json_array_append_new(json_object_get(report, "missing"), json_string(want));
+			status = status ? status : SG_EXIT_NOINPUT;
 			continue;
 		}
-		if (json_integer_value(json_object_get(e, "live_sessions")) > 0 && !force) {
+		if (json_integer_value(json_object_get(e, "live_sessions")) > 0 && !a->force) {
 			fprintf(stderr, "sandgate: %s is attached to a live session (use --force)\n",
-				argv[a]);
-			status = 1;
+				want);
+			append_pair(json_object_get(report, "kept"), "id", want, "reason",
+				    "a live session is attached");
+			status = SG_EXIT_UNAVAILABLE;
 			continue;
 		}
 		sg_err_clear(&err);
 		if (remove_env(cfg, state_dir, e, &err)) {
-			fprintf(stderr, "sandgate: %s: %s\n", argv[a], err.msg);
-			status = 1;
+			fprintf(stderr, "sandgate: %s: %s\n", want, err.msg);
+			append_pair(json_object_get(report, "failed"), "id", want, "error", err.msg);
+			status = SG_EXIT_UNAVAILABLE;
 		} else {
-			sg_cli_printf("removed %s\n", argv[a]);
+			json_array_append_new(json_object_get(report, "removed"), json_string(want));
+			if (!a->json)
+				sg_cli_printf("removed %s\n", want);
 		}
 	}
-	json_decref(sc.envs);
-	json_decref(sc.unreachable);
+	if (a->json)
+		print_json(report);
+out:
+	json_decref(report);
+	scan_release(&sc);
 	return status;
 }
 
-static int cmd_list(const struct sg_config *cfg, const char *state_dir, int argc,
-		    char **argv, bool show)
+static int cmp_str(const void *a, const void *b)
 {
-	static const struct option opts[] = {
-		{ "profile", required_argument, NULL, 'p' },
-		{ "json", no_argument, NULL, 'j' },
-		{ NULL, 0, NULL, 0 },
-	};
-	struct sg_errinfo err = { 0 };
+	return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* `envs show` without --json: one "key value" line per field. */
+static void print_fields(json_t *e)
+{
+	const char **keys = calloc(json_object_size(e) + 1, sizeof(char *));
+	const char *k;
+	size_t n = 0;
+	json_t *v;
+
+	if (!keys)
+		return;
+	json_object_foreach(e, k, v)
+		keys[n++] = k;
+	qsort(keys, n, sizeof(*keys), cmp_str);
+	for (size_t i = 0; i < n; i++) {
+		char *text;
+
+		v = json_object_get(e, keys[i]);
+		text = json_is_string(v) ? NULL : json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
+		sg_cli_printf("%-14s %s\n", keys[i], text ? text : json_string_value(v));
+		free(text);
+	}
+	free(keys);
+}
+
+static int cmd_list(const struct sg_config *cfg, const char *state_dir,
+		    const struct sg_envs_args *a, bool show)
+{
 	struct scan sc = { 0 };
-	const char *profile = NULL;
-	bool as_json = false;
-	int c, status = 0;
+	int status = scan_or_fail(cfg, state_dir, a->profile, &sc);
 	const char *key;
 	json_t *v;
 
-	optind = 1;
-	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
-		if (c == 'p')
-			profile = optarg;
-		else if (c == 'j')
-			as_json = true;
-		else
-			return EX_USAGE;
-	}
-	if (show != (optind + 1 == argc) || (!show && optind != argc))
-		return EX_USAGE;
-	if (scan(cfg, state_dir, profile, &sc, &err)) {
-		fprintf(stderr, "sandgate: %s\n", err.msg);
-		return 1;
-	}
+	if (status)
+		goto out;
 	annotate(sc.envs);
 	json_object_foreach(sc.unreachable, key, v) {
 		fprintf(stderr, "sandgate: profile %s could not be listed: %s\n", key,
 			json_string_value(v));
-		status = 1;
+		status = SG_EXIT_UNAVAILABLE;
 	}
 	if (show) {
 		json_t *e, *found = NULL;
@@ -515,21 +539,25 @@ static int cmd_list(const struct sg_config *cfg, const char *state_dir, int argc
 
 		json_array_foreach(sc.envs, i, e)
 			if (json_string_value(json_object_get(e, "id")) &&
-			    strcmp(json_string_value(json_object_get(e, "id")), argv[optind]) == 0)
+			    strcmp(json_string_value(json_object_get(e, "id")), a->ids[0]) == 0)
 				found = e;
-		if (found)
+		if (!found) {
+			/* Not found where sandgate could look: with a backend
+			 * unreachable, it may be there (69 stays). */
+			fprintf(stderr, "sandgate: no environment %s\n", a->ids[0]);
+			status = status ? status : SG_EXIT_NOINPUT;
+		} else if (a->json) {
 			print_json(found);
-		else {
-			fprintf(stderr, "sandgate: no environment %s\n", argv[optind]);
-			status = EX_MISSING;
+		} else {
+			print_fields(found);
 		}
-	} else if (as_json) {
+	} else if (a->json) {
 		print_json(sc.envs);
 	} else {
 		print_table(sc.envs);
 	}
-	json_decref(sc.envs);
-	json_decref(sc.unreachable);
+out:
+	scan_release(&sc);
 	return status;
 }
 
@@ -608,26 +636,14 @@ out:
 	return rc;
 }
 
-int sg_envs_main(int argc, char **argv, const struct sg_config *cfg, const char *state_dir)
+int sg_envs_run(const char *sub, const struct sg_envs_args *a, const struct sg_config *cfg,
+		const char *state_dir)
 {
-	int status = EX_USAGE;
-
-	if (argc < 2)
-		goto out;
-	if (strcmp(argv[1], "list") == 0)
-		status = cmd_list(cfg, state_dir, argc - 1, argv + 1, false);
-	else if (strcmp(argv[1], "show") == 0)
-		status = cmd_list(cfg, state_dir, argc - 1, argv + 1, true);
-	else if (strcmp(argv[1], "rm") == 0)
-		status = cmd_rm(cfg, state_dir, argc - 1, argv + 1);
-	else if (strcmp(argv[1], "gc") == 0)
-		status = cmd_gc(cfg, state_dir, argc - 1, argv + 1);
-out:
-	if (status == EX_USAGE)
-		fprintf(stderr,
-			"usage: sandgate envs list [--profile P] [--json]\n"
-			"       sandgate envs show ID\n"
-			"       sandgate envs rm ID... [--force]\n"
-			"       sandgate envs gc [--older-than DUR] [--dry-run] [--force]\n");
-	return status;
+	if (strcmp(sub, "list") == 0)
+		return cmd_list(cfg, state_dir, a, false);
+	if (strcmp(sub, "show") == 0)
+		return cmd_list(cfg, state_dir, a, true);
+	if (strcmp(sub, "rm") == 0)
+		return cmd_rm(cfg, state_dir, a);
+	return cmd_gc(cfg, state_dir, a);
 }

@@ -1,10 +1,16 @@
 /*
  * envs.h - `sandgate envs`, the operators' view of environments.
+ *
+ * Invariants: the command line is parsed by main.c from cli.c's table;
+ * these functions get the parsed values (borrowed) and return a cli.h exit
+ * status, with every failure named on stderr.
  */
 #ifndef SG_ENVS_H
 #define SG_ENVS_H
 
 #include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
 
 #include "../config/config.h"
 #include "base/cancel.h"
@@ -25,8 +31,19 @@ sg_err sg_envs_settle(const struct sg_config *cfg, const char *state_dir,
 		      json_t *rec, struct sg_cancel *deadline,
 		      struct sg_errinfo *err) SG_MUST_CHECK;
 
-/* Run `envs` with argv[0] == "envs"; returns the exit status. */
-int sg_envs_main(int argc, char **argv, const struct sg_config *cfg,
-		 const char *state_dir);
+struct sg_envs_args {
+	const char *profile;  /* list: only this profile's environments */
+	bool json, force, dry_run;
+	int64_t older_than;   /* gc: seconds, or -1 for none */
+	char **ids;           /* show (one), rm (several) */
+	int nids;
+};
+
+/* Run `envs SUB` (list, show, rm or gc); returns the exit status. */
+int sg_envs_run(const char *sub, const struct sg_envs_args *a,
+		const struct sg_config *cfg, const char *state_dir);
+
+/* "90", "90s", "15m", "2h", "7d" in seconds; -1 when malformed. */
+int sg_envs_duration(const char *s, int64_t *out);
 
 #endif

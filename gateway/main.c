@@ -1,9 +1,6 @@
 /*
- * main.c - the sandgate command line.
- *
- *   sandgate serve [options]      the command backend (protocol v4 on stdio)
- *   sandgate config check         validate every profile of the config
- *   sandgate --help | --version
+ * main.c - the sandgate command line: one function per command of the
+ * table in cli.c, which also parses the options and writes every help.
  *
  * Everything here runs before any thread starts, so getopt_long is safe.
  */
@@ -13,6 +10,7 @@
 #include <spawn.h>
 #include <sys/wait.h>
 #include <getopt.h>
+#include <poll.h>
 #include <limits.h>
 #include <malloc.h>
 #include <stdio.h>
@@ -26,40 +24,13 @@
 #include "base/fsutil.h"
 #include "base/limits.h"
 #include "base/log.h"
+#include "base/progress.h"
+#include "check.h"
+#include "cli.h"
 #include "envs.h"
 #include "server.h"
 #include "wire.h"
 #include "sg_config.h"
-
-#define EX_USAGE 64
-#define EX_CONFIG 78
-
-static const char usage[] =
-	"usage: sandgate serve [--config FILE] [--profile NAME] [--state-dir DIR]\n"
-	"                      [--audit-log FILE] [--log-level LEVEL]\n"
-	"                      [--shutdown-budget-ms N] [--max-output BYTES] [--peer]\n"
-	"       sandgate config check [--config FILE]\n"
-	"       sandgate envs list|show|rm|gc ... [--config FILE] [--state-dir DIR]\n"
-	"       sandgate probe [--profile NAME] [--json] [--config FILE] [--state-dir DIR]\n"
-	"       sandgate --help | --version\n"
-	"\n"
-	"serve speaks the execution backend protocol, version 4, on stdin and\n"
-	"stdout; an agent host starts it as its command backend.\n"
-	"\n"
-	"  --config FILE          profiles (default $SANDGATE_CONFIG, else\n"
-	"                         $XDG_CONFIG_HOME/sandgate/config.json; with no\n"
-	"                         file, one embedded profile on the local backend)\n"
-	"  --profile NAME         the profile to serve (default: the config's default)\n"
-	"  --state-dir DIR        local state (default $XDG_STATE_HOME/sandgate)\n"
-	"  --audit-log FILE       one JSON line per request: method, tool, outcome,\n"
-	"                         duration; never arguments or secrets\n"
-	"  --log-level LEVEL      error, warn (default), info or debug, on stderr\n"
-	"  --shutdown-budget-ms N time from stdin EOF to exit, cleanup included\n"
-	"                         (default: the profile's shutdown_timeout_ms, else 60000)\n"
-	"  --max-output BYTES     output kept per tool call (default 1048576, at most\n"
-	"                         2097152 so any reply fits in a frame)\n"
-	"  --peer                 run as a delegated peer of another adapter: the\n"
-	"                         default shutdown budget is 10 s instead of 60 s\n";
 
 /*
  * The state directory, always absolute (new), or NULL after saying why on
@@ -134,96 +105,103 @@ static char *find_helper(void)
 	return NULL;
 }
 
-static int load_config(const char *path, struct sg_config **cfg)
+/* Load the config (NULL: the default place); 78 with the reason on stderr. */
+static int load_config(const char *path, struct sg_config **cfg, struct sg_errinfo *err)
 {
-	struct sg_errinfo err = { 0 };
 	char *def = path ? NULL : sg_config_default_path();
-	int status = 0;
+	int status = SG_EXIT_OK;
 
-	if (sg_config_load(path ? path : def, cfg, &err)) {
-		fprintf(stderr, "sandgate: %s\n", err.msg);
-		status = EX_CONFIG;
-	}
+	if (sg_config_load(path ? path : def, cfg, err))
+		status = SG_EXIT_CONFIG;
 	free(def);
 	return status;
 }
 
-static int cmd_serve(int argc, char **argv)
+/* The state directory (state_dir_of), made if missing; *dir becomes the
+ * absolute path and *own what to free. */
+static int state_dir(const char **dir, char **own)
 {
-	static const struct option opts[] = {
-		{ "config", required_argument, NULL, 'c' },
-		{ "profile", required_argument, NULL, 'p' },
-		{ "state-dir", required_argument, NULL, 's' },
-		{ "audit-log", required_argument, NULL, 'a' },
-		{ "log-level", required_argument, NULL, 'l' },
-		{ "shutdown-budget-ms", required_argument, NULL, 'b' },
-		{ "max-output", required_argument, NULL, 'm' },
-		{ "peer", no_argument, NULL, 'P' },
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
-	};
+	*dir = *own = state_dir_of(*dir);
+	if (!*dir)
+		return SG_EXIT_CONFIG; /* a relative XDG_STATE_HOME or HOME, said why */
+	if (sg_mkdir_p(*dir, 0700)) {
+		fprintf(stderr, "sandgate: cannot create the state directory %s: %s\n",
+			*dir ? *dir : "(none)", strerror(errno));
+		return SG_EXIT_CANTCREAT;
+	}
+	return SG_EXIT_OK;
+}
+
+/* Parse a number from min to max, or name the option's mistake (64). */
+static int number(const struct sg_cli_cmd *cmd, const char *opt, const char *s,
+		  long long min, long long max, long long *out)
+{
+	char *end;
+
+	errno = 0;
+	*out = strtoll(s, &end, 10);
+	if (end == s || *end || errno || *out < min || *out > max)
+		return sg_cli_usage_error(cmd, "%s must be a number from %lld to %lld, not '%s'",
+					  opt, min, max, s);
+	return SG_EXIT_OK;
+}
+
+static int cmd_serve(const struct sg_cli_cmd *cmd, int argc, char **argv)
+{
 	struct sg_server_opts o = { 0 };
-	const char *config = NULL;
-	char *state = NULL, *helper = NULL, *end;
+	struct sg_errinfo err = { 0 };
+	const char *config = NULL, *arg;
+	char *state = NULL, *helper = NULL;
 	struct sg_config *cfg = NULL;
 	enum sg_log_level level;
-	int c, status = 0;
+	int c, first, status = -1;
+	long long v;
 
-	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+	while (status < 0 && (c = sg_cli_next(cmd, argc, argv, &arg, &first, &status))) {
 		switch (c) {
-		case 'c': config = optarg; break;
-		case 'p': o.profile = optarg; break;
-		case 's': o.state_dir = optarg; break;
-		case 'a': o.audit_log = optarg; break;
+		case 'c': config = arg; break;
+		case 'p': o.profile = arg; break;
+		case 's': o.state_dir = arg; break;
+		case 'a': o.audit_log = arg; break;
 		case 'l':
-			if (!sg_log_parse_level(optarg, &level)) {
-				fprintf(stderr, "sandgate: --log-level must be error, warn, info or debug\n");
-				return EX_USAGE;
-			}
+			if (!sg_log_parse_level(arg, &level))
+				return sg_cli_usage_error(cmd, "--log-level must be error, warn, info or debug, not '%s'", arg);
 			sg_log_set_level(level);
 			break;
 		case 'b':
-			o.budget_ms = strtoll(optarg, &end, 10);
-			if (*end || o.budget_ms < 1 || o.budget_ms > 2147483647) {
-				fprintf(stderr, "sandgate: --shutdown-budget-ms must be 1 to 2147483647\n");
-				return EX_USAGE;
-			}
+			if ((status = number(cmd, "--shutdown-budget-ms", arg, 1, 2147483647, &v)))
+				return status;
+			status = -1;
+			o.budget_ms = v;
 			break;
 		case 'm':
-			o.tool_output = (size_t)strtoull(optarg, &end, 10);
-			if (*end || o.tool_output < 1024 || o.tool_output > SG_TOOL_OUTPUT_MAX) {
-				fprintf(stderr, "sandgate: --max-output must be 1024 to %zu\n",
-					SG_TOOL_OUTPUT_MAX);
-				return EX_USAGE;
-			}
+			if ((status = number(cmd, "--max-output", arg, 1024,
+					     (long long)SG_TOOL_OUTPUT_MAX, &v)))
+				return status;
+			status = -1;
+			o.tool_output = (size_t)v;
 			break;
 		case 'P': o.peer = true; break;
-		case 'h': fputs(usage, stderr); return 0;
-		default: fputs(usage, stderr); return EX_USAGE;
 		}
 	}
-	if (optind != argc) {
-		fputs(usage, stderr);
-		return EX_USAGE;
-	}
-	status = load_config(config, &cfg);
-	if (status)
+	if (status >= 0)
 		return status;
-	o.state_dir = state = state_dir_of(o.state_dir);
-	if (!state) {
-		status = EX_CONFIG;
-		goto out;
+	/* Before the first frame: a profile serve cannot serve ends here. */
+	status = load_config(config, &cfg, &err);
+	if (!status && sg_profile_check(cfg, o.profile, NULL, &err)) {
+		status = SG_EXIT_CONFIG;
+		fprintf(stderr, "sandgate serve: %s: %s\n", sg_err_word(err.code), err.msg);
+	} else if (status) {
+		fprintf(stderr, "sandgate serve: %s\n", err.msg);
 	}
-	if (sg_mkdir_p(o.state_dir, 0700)) {
-		fprintf(stderr, "sandgate: cannot create the state directory %s: %s\n",
-			o.state_dir ? o.state_dir : "(none)", strerror(errno));
-		status = EX_CONFIG;
+	if (!status)
+		status = state_dir(&o.state_dir, &state);
+	if (status)
 		goto out;
-	}
 	helper = find_helper();
 	if (!helper) {
-		fprintf(stderr, "sandgate: sg-helper was not found beside sandgate; set SANDGATE_HELPER\n");
-		status = EX_CONFIG;
+		fprintf(stderr, "sandgate serve: sg-helper was not found beside sandgate or in ../libexec/sandgate/; set SANDGATE_HELPER\n");
+		status = SG_EXIT_CONFIG;
 		goto out;
 	}
 	/*
@@ -244,57 +222,170 @@ out:
 	return status;
 }
 
+/* ---- probe ---- */
+
+struct probe_run {
+	struct sg_buf out, err;  /* the child's stdout and stderr, by line */
+	json_t *init, *cmd;      /* the two replies */
+	json_t *steps;           /* step -> {ms, ok}, from its progress lines */
+	int64_t t_init, t_cmd;   /* when each request was written */
+	int64_t init_ms, cmd_ms; /* how long each reply took, or -1 */
+	char step[32];           /* the step being shown (progress.h borrows it) */
+	int in;                  /* the child's stdin, -1 once closed */
+};
+
+static void probe_close_in(struct probe_run *r)
+{
+	if (r->in >= 0)
+		close(r->in);
+	r->in = -1;
+}
+
+static bool send_line(int fd, const char *line)
+{
+	size_t n = strlen(line);
+
+	return write(fd, line, n) == (ssize_t)n;
+}
+
+/* A progress line of the child: kept for the report and shown here. */
+static void probe_progress(struct probe_run *r, json_t *j)
+{
+	const char *step = json_string_value(json_object_get(j, "progress"));
+	const char *event = json_string_value(json_object_get(j, "event"));
+	const char *text = json_string_value(json_object_get(j, "text"));
+
+	if (!step || !event)
+		return;
+	if (strcmp(event, "begin") == 0) {
+		snprintf(r->step, sizeof(r->step), "%s", step);
+		sg_progress_begin(r->step, "%s", text ? text : "");
+	} else if (strcmp(event, "update") == 0) {
+		sg_progress_update("%s", text ? text : "");
+	} else if (strcmp(event, "end") == 0) {
+		bool ok = json_is_true(json_object_get(j, "ok"));
+
+		sg_progress_end(ok ? SG_OK : SG_E_UNAVAILABLE);
+		json_object_set_new(r->steps, step,
+				    json_pack("{s:O, s:b}", "ms", json_object_get(j, "ms"), "ok", ok));
+	}
+}
+
+/* Complete lines of b: replies from stdout, progress from stderr. */
+static void probe_lines(struct probe_run *r, struct sg_buf *b, bool is_err)
+{
+	char *nl;
+
+	while ((nl = memchr(b->p, '\n', b->len))) {
+		size_t n = (size_t)(nl - b->p) + 1;
+		json_t *j = json_loadb(b->p, n - 1, 0, NULL);
+		const char *id = json_string_value(json_object_get(j, "id"));
+
+		if (is_err && json_object_get(j, "progress")) {
+			probe_progress(r, j);
+		} else if (is_err) {
+			fprintf(stderr, "%.*s", (int)n, b->p);
+		} else if (id && strcmp(id, "probe") == 0 && !r->init) {
+			r->init = json_incref(j);
+			r->init_ms = sg_now_ms() - r->t_init;
+			r->t_cmd = sg_now_ms();
+			/* The first command: what a tool call costs once ready. */
+			if (!json_object_get(j, "data") ||
+			    !send_line(r->in, "{\"id\":\"probe-cmd\",\"method\":\"execute\",\"token\":\"probe\","
+					   "\"data\":{\"tool\":\"run_command\",\"call\":{\"id\":\"c1\","
+					   "\"arguments\":\"{\\\"command\\\":\\\"true\\\"}\"}}}\n"))
+				probe_close_in(r);
+		} else if (id && strcmp(id, "probe-cmd") == 0 && !r->cmd) {
+			r->cmd = json_incref(j);
+			r->cmd_ms = sg_now_ms() - r->t_cmd;
+			probe_close_in(r);
+		}
+		json_decref(j);
+		sg_buf_consume(b, n);
+	}
+}
+
 /*
- * Run `argv` (this binary as `serve`), send one request line, and keep its
- * stdin open until the reply line arrived (an EOF earlier would cancel the
- * request); then close stdin and wait for the clean shutdown.
+ * Run argv (this binary as `serve`, progress as JSON on its stderr), send
+ * the initialize, then one run_command, keeping stdin open until each reply
+ * arrived (an EOF earlier would cancel the request); then close stdin and
+ * wait for the clean shutdown.
  */
-static int converse(const char *const *argv, const char *request, struct sg_buf *reply)
+static int probe_session(const char *const *argv, const char *init, struct probe_run *r)
 {
 	extern char **environ;
 	posix_spawn_file_actions_t fa;
-	int in[2], out[2], st;
+	int in[2], out[2], err[2], st, rc = -1;
+	size_t nenv = 0;
+	char **env;
 	pid_t pid;
-	int rc = -1;
 
-	if (pipe2(in, O_CLOEXEC) || pipe2(out, O_CLOEXEC))
+	for (char **e = environ; *e; e++)
+		nenv++;
+	env = calloc(nenv + 2, sizeof(char *));
+	if (!env || pipe2(in, O_CLOEXEC) || pipe2(out, O_CLOEXEC) || pipe2(err, O_CLOEXEC)) {
+		free(env);
 		return -1;
+	}
+	nenv = 0;
+	for (char **e = environ; *e; e++)
+		if (strncmp(*e, "SANDGATE_PROGRESS=", 18) != 0)
+			env[nenv++] = *e;
+	env[nenv] = "SANDGATE_PROGRESS=json";
 	posix_spawn_file_actions_init(&fa);
 	posix_spawn_file_actions_adddup2(&fa, in[0], 0);
 	posix_spawn_file_actions_adddup2(&fa, out[1], 1);
-	if (posix_spawn(&pid, argv[0], &fa, NULL, (char *const *)argv, environ) == 0) {
-		size_t n = strlen(request);
+	posix_spawn_file_actions_adddup2(&fa, err[1], 2);
+	if (posix_spawn(&pid, argv[0], &fa, NULL, (char *const *)argv, env) == 0) {
+		struct pollfd pf[2] = { { .fd = out[0], .events = POLLIN },
+					{ .fd = err[0], .events = POLLIN } };
+		struct sg_buf *bufs[2] = { &r->out, &r->err };
+		int open_fds = 2;
 
 		close(in[0]);
 		close(out[1]);
-		if (write(in[1], request, n) == (ssize_t)n) {
-			char *dst;
+		close(err[1]);
+		r->in = in[1];
+		r->t_init = sg_now_ms();
+		if (!send_line(r->in, init))
+			probe_close_in(r);
+		while (open_fds > 0 && poll(pf, 2, -1) >= 0) {
+			for (int i = 0; i < 2; i++) {
+				char *dst;
+				ssize_t got = 0;
 
-			while (!memchr(reply->p, '\n', reply->len) &&
-			       sg_buf_reserve(reply, 65536, &dst) == SG_OK) {
-				ssize_t got = read(out[0], dst, 65536);
-
-				if (got <= 0)
-					break;
-				sg_buf_commit(reply, (size_t)got);
+				if (pf[i].fd < 0 || !pf[i].revents)
+					continue;
+				if (sg_buf_reserve(bufs[i], 65536, &dst) == SG_OK)
+					got = read(pf[i].fd, dst, 65536);
+				if (got <= 0) {
+					close(pf[i].fd);
+					pf[i].fd = -1;
+					open_fds--;
+					continue;
+				}
+				sg_buf_commit(bufs[i], (size_t)got);
+				probe_lines(r, bufs[i], i == 1);
 			}
-			rc = 0;
 		}
-		close(in[1]);
-		close(out[0]);
+		probe_close_in(r);
 		while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
 			;
+		rc = 0;
 	} else {
 		close(in[0]);
 		close(in[1]);
 		close(out[0]);
 		close(out[1]);
+		close(err[0]);
+		close(err[1]);
 	}
 	posix_spawn_file_actions_destroy(&fa);
+	free(env);
 	return rc;
 }
 
-/* The probe's report on stdout, as indented JSON. */
+/* A report on stdout, as indented JSON. */
 static void dump_json(const json_t *report)
 {
 	char *text = json_dumps(report, JSON_INDENT(2) | JSON_SORT_KEYS);
@@ -303,229 +394,371 @@ static void dump_json(const json_t *report)
 	free(text);
 }
 
-/*
- * `sandgate probe [--profile P] [--json] [--config F] [--state-dir D]`:
- * run a real, throwaway session of the profile (this same binary as
- * `serve`, an initialize with a fresh identity and removal at exit) and
- * report what was observed: credentials found (never values), whether the
- * backend answered, and the facts inside the environment.
- */
-static int cmd_probe(int argc, char **argv)
+static const char *str_or(json_t *j, const char *key, const char *def)
 {
-	static const struct option opts[] = {
-		{ "config", required_argument, NULL, 'c' },
-		{ "profile", required_argument, NULL, 'p' },
-		{ "state-dir", required_argument, NULL, 's' },
-		{ "json", no_argument, NULL, 'j' },
-		{ NULL, 0, NULL, 0 },
-	};
-	const char *config = NULL, *profile = NULL, *state_dir = NULL;
-	char self[PATH_MAX], *state = NULL, *line = NULL, ident[64];
+	const char *v = json_string_value(json_object_get(j, key));
+
+	return v ? v : def;
+}
+
+static void probe_print(json_t *report)
+{
+	json_t *facts = json_object_get(report, "facts"), *v;
+	json_t *creds = json_object_get(report, "credentials");
+	json_t *timings = json_object_get(report, "timings");
+	const char *k;
+
+	sg_cli_printf("profile      %s (%s)\n", str_or(report, "profile", "?"),
+		str_or(report, "backend", "?"));
+	sg_cli_printf("credentials  ");
+	json_object_foreach(creds, k, v)
+		sg_cli_printf("%s=%s ", k, json_string_value(v));
+	sg_cli_printf("%s\n", json_object_size(creds) ? "" : "none needed");
+	sg_cli_printf("reachable    %s\n", facts ? "yes" : "no");
+	if (json_object_get(report, "error"))
+		sg_cli_printf("error        %s\n", str_or(report, "error", ""));
+	json_object_foreach(json_object_get(facts, "isolation"), k, v)
+		sg_cli_printf("isolation    %-30s %s\n", k, json_is_true(v) ? "yes" : "no");
+	json_object_foreach(json_object_get(facts, "toolchains"), k, v)
+		sg_cli_printf("toolchain    %-30s %s\n", k, json_string_value(v));
+	sg_cli_printf("safety_class %s\nmechanism    %s\n", str_or(facts, "safety_class", "-"),
+		str_or(facts, "mechanism", "-"));
+	json_object_foreach(json_object_get(timings, "steps"), k, v)
+		sg_cli_printf("time         %-30s %lld ms%s\n", k,
+			(long long)json_integer_value(json_object_get(v, "ms")),
+			json_is_true(json_object_get(v, "ok")) ? "" : " (failed)");
+	json_object_foreach(timings, k, v)
+		if (json_is_integer(v))
+			sg_cli_printf("time         %-30s %lld ms\n", k,
+				(long long)json_integer_value(v));
+}
+
+/*
+ * `sandgate probe`: a real, throwaway session of the profile (this binary
+ * as `serve`, an initialize with a fresh identity and removal at exit), and
+ * a report of what was observed: credentials found (never values), whether
+ * the backend answered, the facts inside, and where the time went.
+ */
+static int cmd_probe(const struct sg_cli_cmd *cmd, int argc, char **argv)
+{
+	const char *config = NULL, *profile = NULL, *state = NULL, *backend, *arg;
+	char self[PATH_MAX], *own_state = NULL, *line = NULL, ident[64];
+	struct probe_run r = { .out = SG_BUF_INIT(SG_MAX_FRAME), .err = SG_BUF_INIT(SG_MAX_FRAME),
+			       .init_ms = -1, .cmd_ms = -1, .in = -1 };
+	struct sg_errinfo err = { 0 };
 	struct sg_config *cfg = NULL;
 	struct sg_profile *p = NULL;
-	struct sg_errinfo err = { 0 };
-	struct sg_buf out = SG_BUF_INIT(SG_MAX_FRAME);
-	json_t *report = NULL, *creds = json_object(), *reply = NULL;
+	json_t *report = NULL, *creds = json_object();
 	const struct sg_adapter *ad;
-	bool as_json = false;
-	int c, status;
-	ssize_t n;
 	int64_t t0 = sg_now_ms();
+	bool as_json = false;
+	int c, first, status = -1;
+	ssize_t n;
 
-	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+	while (status < 0 && (c = sg_cli_next(cmd, argc, argv, &arg, &first, &status))) {
 		switch (c) {
-		case 'c': config = optarg; break;
-		case 'p': profile = optarg; break;
-		case 's': state_dir = optarg; break;
+		case 'c': config = arg; break;
+		case 'p': profile = arg; break;
+		case 's': state = arg; break;
 		case 'j': as_json = true; break;
-		default: fputs(usage, stderr); return EX_USAGE;
 		}
 	}
-	status = load_config(config, &cfg);
-	if (status)
+	if (status >= 0)
 		goto out;
-	if (sg_config_profile(cfg, profile, NULL, &p, &err)) {
-		/* The same words as `config check` and serve's initialize. */
+	status = load_config(config, &cfg, &err);
+	if (!status && (sg_profile_check(cfg, profile, &backend, &err) ||
+			sg_config_profile(cfg, profile, NULL, &p, &err)))
+		status = SG_EXIT_CONFIG;
+	if (status) {
+		/* The same words as `config check` and serve's startup. */
 		char text[SG_ERR_MSG + 64];
 
 		sg_err_format(&err, text, sizeof(text));
-		if (as_json) {
+		if (as_json && cfg) {
 			report = json_pack("{s:s, s:b, s:s}", "profile",
 					   profile ? profile : sg_config_default(cfg),
 					   "reachable", 0, "error", text);
 			dump_json(report);
-		} else {
-			fprintf(stderr, "%s\n", text);
 		}
-		status = EX_CONFIG;
+		fprintf(stderr, "sandgate probe: %s\n", text);
 		goto out;
 	}
 	ad = sg_adapter_find(p->backend);
 	if (ad && ad->credentials)
 		ad->credentials(p, creds);
-	state_dir = state = state_dir_of(state_dir);
-	if (!state) {
-		status = EX_CONFIG;
+	status = state_dir(&state, &own_state);
+	if (status)
 		goto out;
-	}
 	n = readlink("/proc/self/exe", self, sizeof(self) - 1);
 	self[n > 0 ? n : 0] = '\0';
 	snprintf(ident, sizeof(ident), "probe-%ld-%lld", (long)getpid(), (long long)t0);
+	r.steps = json_object();
 	if (asprintf(&line,
 		     "{\"id\":\"probe\",\"method\":\"initialize\",\"token\":\"probe\","
 		     "\"data\":{\"version\":4,\"root\":\"/workspace\",\"session\":\"%s\","
-		     "\"remove_workspace_on_exit\":true}}\n", ident) < 0) {
-		status = 70;
+		     "\"remove_workspace_on_exit\":true}}\n", ident) < 0 || !r.steps) {
+		line = NULL;
+		status = SG_EXIT_SOFTWARE;
 		goto out;
 	}
 	{
-		const char *av[] = { self, "serve", "--state-dir", state_dir,
+		const char *av[] = { self, "serve", "--state-dir", state,
 				     config ? "--config" : NULL, config, NULL, NULL, NULL };
 
 		if (profile) {
 			av[config ? 6 : 4] = "--profile";
 			av[config ? 7 : 5] = profile;
 		}
-		if (converse(av, line, &out)) {
-			fprintf(stderr, "sandgate: cannot run the probe session: %s\n",
+		if (probe_session(av, line, &r)) {
+			fprintf(stderr, "sandgate probe: cannot run the probe session: %s\n",
 				strerror(errno));
-			status = 70;
+			status = SG_EXIT_SOFTWARE;
 			goto out;
 		}
 	}
-	reply = json_loadb(out.p, strcspn(out.p, "\n"), 0, NULL);
-	report = json_pack("{s:s, s:s, s:O, s:b, s:I}", "profile", p->name, "backend",
-			   p->backend, "credentials", creds, "reachable",
-			   json_object_get(reply, "data") != NULL, "duration_ms",
-			   (json_int_t)(sg_now_ms() - t0));
-	if (json_object_get(reply, "data"))
+	report = json_pack("{s:s, s:s, s:O, s:b, s:I, s:{s:O}}", "profile", p->name,
+			   "backend", p->backend, "credentials", creds, "reachable",
+			   json_object_get(r.init, "data") != NULL, "duration_ms",
+			   (json_int_t)(sg_now_ms() - t0), "timings", "steps", r.steps);
+	if (r.init_ms >= 0)
+		json_object_set_new(json_object_get(report, "timings"), "initialize_ms",
+				    json_integer(r.init_ms));
+	if (r.cmd_ms >= 0)
+		json_object_set_new(json_object_get(report, "timings"), "first_command_ms",
+				    json_integer(r.cmd_ms));
+	if (json_object_get(r.init, "data"))
 		json_object_set(report, "facts",
-				json_object_get(json_object_get(json_object_get(reply, "data"),
+				json_object_get(json_object_get(json_object_get(r.init, "data"),
 								"environment"), "facts"));
 	else
 		json_object_set_new(report, "error",
-				    json_string(json_string_value(json_object_get(reply, "error"))
-							? json_string_value(json_object_get(reply, "error"))
-							: "the probe session gave no reply"));
+				    json_string(str_or(r.init, "error", "the probe session gave no reply")));
+	if (json_object_get(report, "facts") && !json_object_get(r.cmd, "data"))
+		json_object_set_new(report, "error",
+				    json_string(str_or(r.cmd, "error", "the first command got no reply")));
 	if (as_json) {
 		dump_json(report);
 	} else {
-		const char *k;
-		json_t *v, *facts = json_object_get(report, "facts");
-
-		sg_cli_printf("profile      %s (%s)\n", p->name, p->backend);
-		sg_cli_printf("credentials  ");
-		json_object_foreach(creds, k, v)
-			sg_cli_printf("%s=%s ", k, json_string_value(v));
-		sg_cli_printf("%s\n", json_object_size(creds) ? "" : "none needed");
-		sg_cli_printf("reachable    %s\n", facts ? "yes" : "no");
-		if (!facts)
-			sg_cli_printf("error        %s\n",
-				json_string_value(json_object_get(report, "error")));
-		json_object_foreach(json_object_get(facts, "isolation"), k, v)
-			sg_cli_printf("isolation    %-30s %s\n", k, json_is_true(v) ? "yes" : "no");
-		json_object_foreach(json_object_get(facts, "toolchains"), k, v)
-			sg_cli_printf("toolchain    %-30s %s\n", k, json_string_value(v));
-		sg_cli_printf("safety_class %s\nmechanism    %s\n",
-			json_string_value(json_object_get(facts, "safety_class")) ? json_string_value(json_object_get(facts, "safety_class")) : "-",
-			json_string_value(json_object_get(facts, "mechanism")) ? json_string_value(json_object_get(facts, "mechanism")) : "-");
+		probe_print(report);
 	}
-	status = json_object_get(report, "facts") ? 0 : 1;
+	status = json_object_get(report, "error") ? SG_EXIT_UNAVAILABLE : SG_EXIT_OK;
 out:
-	sg_buf_release(&out);
+	sg_buf_release(&r.out);
+	sg_buf_release(&r.err);
+	json_decref(r.init);
+	json_decref(r.cmd);
+	json_decref(r.steps);
 	json_decref(report);
-	json_decref(reply);
 	json_decref(creds);
 	sg_profile_free(p);
 	sg_config_free(cfg);
-	free(state);
+	free(own_state);
 	free(line);
 	return status;
 }
 
-static int cmd_config(int argc, char **argv)
+/* ---- config check ---- */
+
+static int cmd_config_check(const struct sg_cli_cmd *cmd, int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{ "config", required_argument, NULL, 'c' },
-		{ NULL, 0, NULL, 0 },
-	};
-	const char *config = NULL;
+	const char *config = NULL, *only = NULL, *arg;
+	struct sg_errinfo err = { 0 };
 	struct sg_config *cfg = NULL;
-	int c, status, bad = 0;
+	json_t *report = NULL, *list;
+	bool as_json = false;
+	int c, first, status = -1;
 
-	if (argc < 2 || strcmp(argv[1], "check") != 0) {
-		fputs(usage, stderr);
-		return EX_USAGE;
-	}
-	argv++;
-	argc--;
-	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
-		if (c != 'c') {
-			fputs(usage, stderr);
-			return EX_USAGE;
+	while (status < 0 && (c = sg_cli_next(cmd, argc, argv, &arg, &first, &status))) {
+		switch (c) {
+		case 'c': config = arg; break;
+		case 'p': only = arg; break;
+		case 'j': as_json = true; break;
 		}
-		config = optarg;
 	}
-	status = load_config(config, &cfg);
-	if (status)
+	if (status >= 0)
 		return status;
-	for (const char *const *n = sg_config_names(cfg); *n; n++) {
-		struct sg_errinfo err = { 0 };
-		struct sg_profile *p = NULL;
-		const struct sg_adapter *ad = NULL;
-
-		if (sg_config_profile(cfg, *n, NULL, &p, &err) == SG_OK) {
-			ad = sg_adapter_find(p->backend);
-			/* Fields and backend were checked building it; not
-			 * `select`, which has no adapter of its own. */
-			if (ad)
-				ad->validate(p, &err);
-		}
-		if (err.code) {
-			/* Config messages name the file already. */
-			fprintf(stderr, "%s: %s\n", sg_err_word(err.code), err.msg);
-			bad = 1;
-		} else {
-			fprintf(stderr, "%s: profile \"%s\" (%s): ok\n",
-				sg_config_path(cfg), *n, p->backend);
-		}
-		sg_profile_free(p);
+	report = json_pack("{s:b, s:[]}", "ok", 1, "profiles");
+	list = json_object_get(report, "profiles");
+	status = load_config(config, &cfg, &err);
+	if (status) {
+		/* The file as a whole: its message names it already. */
+		json_object_set_new(report, "ok", json_false());
+		json_object_set_new(report, "error", json_string(err.msg));
+		if (!as_json)
+			sg_cli_printf("%s\n", err.msg);
+		goto print;
 	}
+	json_object_set_new(report, "config", json_string(sg_config_path(cfg)));
+	json_object_set_new(report, "default", json_string(sg_config_default(cfg)));
+	for (const char *const *n = sg_config_names(cfg); *n; n++) {
+		const char *backend = "?";
+		char word[SG_ERR_MSG + 64];
+
+		if (only && strcmp(only, *n) != 0)
+			continue;
+		sg_err_clear(&err);
+		if (sg_profile_check(cfg, *n, &backend, &err)) {
+			sg_err_format(&err, word, sizeof(word));
+			json_array_append_new(list, json_pack("{s:s, s:s, s:b, s:s}", "name", *n,
+							      "backend", backend, "ok", 0,
+							      "error", word));
+			json_object_set_new(report, "ok", json_false());
+			status = SG_EXIT_CONFIG;
+		} else {
+			snprintf(word, sizeof(word), "ok");
+			json_array_append_new(list, json_pack("{s:s, s:s, s:b}", "name", *n,
+							      "backend", backend, "ok", 1));
+		}
+		if (!as_json)
+			sg_cli_printf("%s: profile \"%s\" (%s): %s\n", sg_config_path(cfg), *n,
+				backend, word);
+	}
+	if (only && json_array_size(list) == 0) {
+		sg_err_clear(&err);
+		if (sg_profile_check(cfg, only, NULL, &err) == SG_OK)
+			sg_err_set(&err, SG_E_NOT_FOUND, "no profile \"%s\"", only);
+		json_object_set_new(report, "ok", json_false());
+		json_object_set_new(report, "error", json_string(err.msg));
+		if (!as_json)
+			sg_cli_printf("%s\n", err.msg);
+		status = SG_EXIT_CONFIG;
+	}
+print:
+	if (as_json)
+		dump_json(report);
+	json_decref(report);
 	sg_config_free(cfg);
-	return bad ? EX_CONFIG : 0;
+	return status;
 }
 
-/*
- * `sandgate envs ...`: --config and --state-dir may appear anywhere; the
- * rest belongs to the envs subcommand.
- */
-static int cmd_envs(int argc, char **argv)
-{
-	const char *config = NULL, *state_dir = NULL;
-	char *state = NULL, **rest = calloc((size_t)argc + 1, sizeof(char *));
-	struct sg_config *cfg = NULL;
-	int n = 0, status;
+/* ---- envs ---- */
 
-	if (!rest)
-		return 70;
-	for (int i = 0; i < argc; i++) {
-		if ((strcmp(argv[i], "--config") == 0 || strcmp(argv[i], "--state-dir") == 0) &&
-		    i + 1 < argc) {
-			*(argv[i][2] == 'c' ? &config : &state_dir) = argv[i + 1];
-			i++;
-			continue;
+static int cmd_envs(const struct sg_cli_cmd *cmd, const char *sub, int argc, char **argv)
+{
+	struct sg_envs_args a = { .older_than = -1 };
+	const char *config = NULL, *state = NULL, *arg;
+	struct sg_errinfo err = { 0 };
+	struct sg_config *cfg = NULL;
+	char *own = NULL;
+	int c, first, status = -1;
+
+	while (status < 0 && (c = sg_cli_next(cmd, argc, argv, &arg, &first, &status))) {
+		switch (c) {
+		case 'c': config = arg; break;
+		case 's': state = arg; break;
+		case 'p': a.profile = arg; break;
+		case 'j': a.json = true; break;
+		case 'f': a.force = true; break;
+		case 'n': a.dry_run = true; break;
+		case 'o':
+			if (sg_envs_duration(arg, &a.older_than))
+				return sg_cli_usage_error(cmd, "--older-than: '%s' is not a duration (N, Ns, Nm, Nh or Nd)", arg);
+			break;
 		}
-		rest[n++] = argv[i];
 	}
-	status = load_config(config, &cfg);
-	if (!status) {
-		state_dir = state = state_dir_of(state_dir);
-		status = state ? sg_envs_main(n, rest, cfg, state_dir) : EX_CONFIG;
-	}
+	if (status >= 0)
+		return status;
+	a.ids = argv + first;
+	a.nids = argc - first;
+	status = load_config(config, &cfg, &err);
+	if (status)
+		fprintf(stderr, "sandgate %s: %s\n", cmd->name, err.msg);
+	else
+		status = state_dir(&state, &own);
+	if (!status)
+		status = sg_envs_run(sub, &a, cfg, state);
 	sg_config_free(cfg);
-	free(state);
-	free(rest);
+	free(own);
 	return status;
+}
+
+/* ---- help and version ---- */
+
+/* `sandgate config --help`, `sandgate envs`: the group's commands. */
+static int group_help(const char *group, FILE *out)
+{
+	char *text = NULL;
+	size_t len = 0;
+
+	if (!out) {
+		/* stdout is written only through sg_cli_printf (wire.h). */
+		FILE *mem = open_memstream(&text, &len);
+
+		if (!mem)
+			return SG_EXIT_SOFTWARE;
+		group_help(group, mem);
+		fclose(mem);
+		sg_cli_printf("%s", text);
+		free(text);
+		return SG_EXIT_OK;
+	}
+	static const char *const subs[] = { "config check", "envs list", "envs show",
+					    "envs rm", "envs gc", NULL };
+
+	fprintf(out, "usage:\n");
+	for (size_t i = 0; subs[i]; i++) {
+		const struct sg_cli_cmd *c = sg_cli_find(subs[i]);
+
+		if (strncmp(subs[i], group, strlen(group)) == 0 && subs[i][strlen(group)] == ' ')
+			fprintf(out, "  sandgate %s%s%s [options]\n", c->name, c->operands ? " " : "",
+				c->operands ? c->operands : "");
+	}
+	fprintf(out, "Run 'sandgate %s SUBCOMMAND --help' for one's options.\n", group);
+	return 0;
+}
+
+static int cmd_help(const struct sg_cli_cmd *cmd, int argc, char **argv)
+{
+	const char *arg;
+	char name[64];
+	int first, status = -1;
+
+	while (status < 0 && sg_cli_next(cmd, argc, argv, &arg, &first, &status))
+		;
+	if (status >= 0)
+		return status;
+	if (first == argc) {
+		sg_cli_help(NULL, NULL);
+		return SG_EXIT_OK;
+	}
+	snprintf(name, sizeof(name), "%s%s%s", argv[first], first + 1 < argc ? " " : "",
+		 first + 1 < argc ? argv[first + 1] : "");
+	if (sg_cli_find(name)) {
+		sg_cli_help(NULL, sg_cli_find(name));
+		return SG_EXIT_OK;
+	}
+	if (first + 1 == argc && (strcmp(name, "config") == 0 || strcmp(name, "envs") == 0))
+		return group_help(name, NULL);
+	return sg_cli_usage_error(cmd, "unknown command '%s'", name);
+}
+
+static int cmd_version(const struct sg_cli_cmd *cmd, int argc, char **argv)
+{
+	const char *arg;
+	bool as_json = false;
+	int c, first, status = -1;
+
+	while (status < 0 && (c = sg_cli_next(cmd, argc, argv, &arg, &first, &status)))
+		as_json = as_json || c == 'j';
+	if (status >= 0)
+		return status;
+	if (as_json) {
+		json_t *v = json_pack("{s:s, s:i, s:[]}", "version", SG_VERSION, "protocol", 4,
+				      "backends");
+		char *text;
+
+		for (const struct sg_adapter *const *a = sg_adapter_all(); *a; a++)
+			json_array_append_new(json_object_get(v, "backends"),
+					      json_string((*a)->name));
+		text = json_dumps(v, JSON_COMPACT);
+		sg_cli_printf("%s\n", text ? text : "{}");
+		free(text);
+		json_decref(v);
+	} else {
+		sg_cli_printf("sandgate %s (protocol 4; backends: %s)\n", SG_VERSION,
+			sg_cli_backends());
+	}
+	return SG_EXIT_OK;
 }
 
 /*
@@ -559,24 +792,59 @@ static int cmd_cgroup_exec(int argc, char **argv)
 
 int main(int argc, char **argv)
 {
-	if (argc >= 2 && strcmp(argv[1], "__cgroup-exec") == 0)
+	const struct sg_cli_cmd *cmd;
+	const char *word = argc >= 2 ? argv[1] : NULL;
+	char name[64];
+
+	if (!word)
+		return sg_cli_usage_error(NULL, "no command given (serve, config check, envs, probe, help, version)");
+	if (strcmp(word, "__cgroup-exec") == 0)
 		return cmd_cgroup_exec(argc - 1, argv + 1);
-	if (argc >= 2 && strcmp(argv[1], "serve") == 0)
-		return cmd_serve(argc - 1, argv + 1);
-	if (argc >= 2 && strcmp(argv[1], "config") == 0)
-		return cmd_config(argc - 1, argv + 1);
-	if (argc >= 2 && strcmp(argv[1], "envs") == 0)
-		return cmd_envs(argc - 1, argv + 1);
-	if (argc >= 2 && strcmp(argv[1], "probe") == 0)
-		return cmd_probe(argc - 1, argv + 1);
-	if (argc >= 2 && strcmp(argv[1], "--version") == 0) {
-		sg_cli_printf("sandgate %s (protocol 4)\n", SG_VERSION);
-		return 0;
+	if ((strcmp(word, "__man") == 0 || strcmp(word, "__bash") == 0) && argc == 3) {
+		/* Internal: the build writes the man page and the completion. */
+		FILE *f = fopen(argv[2], "we");
+
+		if (!f)
+			return SG_EXIT_CANTCREAT;
+		if (word[2] == 'm')
+			sg_cli_man(f, SG_VERSION);
+		else
+			sg_cli_bash(f);
+		return fclose(f) == 0 ? SG_EXIT_OK : SG_EXIT_CANTCREAT;
 	}
-	if (argc >= 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
-		sg_cli_printf("%s", usage);
-		return 0;
+	if (strcmp(word, "--help") == 0 || strcmp(word, "-h") == 0) {
+		sg_cli_help(NULL, NULL);
+		return SG_EXIT_OK;
 	}
-	fputs(usage, stderr);
-	return EX_USAGE;
+	if (strcmp(word, "--version") == 0)
+		return cmd_version(sg_cli_find("version"), argc - 1, argv + 1);
+	if (strcmp(word, "config") == 0 || strcmp(word, "envs") == 0) {
+		if (argc < 3 || argv[2][0] == '-') {
+			if (argc >= 3 && (strcmp(argv[2], "--help") == 0 || strcmp(argv[2], "-h") == 0))
+				return group_help(word, NULL);
+			group_help(word, stderr);
+			return sg_cli_usage_error(NULL, "'%s' needs a subcommand", word);
+		}
+		snprintf(name, sizeof(name), "%s %s", word, argv[2]);
+		cmd = sg_cli_find(name);
+		if (!cmd) {
+			group_help(word, stderr);
+			return sg_cli_usage_error(NULL, "unknown command '%s'", name);
+		}
+		if (word[0] == 'c')
+			return cmd_config_check(cmd, argc - 2, argv + 2);
+		return cmd_envs(cmd, argv[2], argc - 2, argv + 2);
+	}
+	cmd = word[0] == '-' ? NULL : sg_cli_find(word);
+	if (!cmd && word[0] == '-')
+		return sg_cli_usage_error(NULL, "unknown option '%s'", word);
+	if (!cmd)
+		return sg_cli_usage_error(NULL, "unknown command '%s'", word);
+	if (strcmp(word, "serve") == 0)
+		return cmd_serve(cmd, argc - 1, argv + 1);
+	if (strcmp(word, "probe") == 0)
+		return cmd_probe(cmd, argc - 1, argv + 1);
+	if (strcmp(word, "help") == 0)
+		return cmd_help(cmd, argc - 1, argv + 1);
+	return cmd_version(cmd, argc - 1, argv + 1);
 }

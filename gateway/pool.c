@@ -122,22 +122,36 @@ static void finish(struct sg_pool *p, struct sg_op *op, sg_err rc, json_t *data)
 	pthread_mutex_unlock(&p->lock);
 }
 
+/* The reason sg_pool_drain() fires with; compared by address. */
+static const char shutdown_reason[] = "the gateway is shutting down";
+
 /*
  * Run one request.  A request whose token fired and that did not succeed
  * answers with the token's reason: the host asked for the cancel, or the
  * gateway is shutting down, whatever the handler made of being stopped.
+ *
+ * Except for a request received before EOF whose token only the shutdown
+ * fired (issue 16): it still runs, so one that needs no provider work gets
+ * its own answer (a validation error, a process/list) instead of
+ * `cancelled`, even when EOF came in the same write.  Anything that would
+ * reach the provider sees the fired token first (exec and http check it
+ * before they start) and ends SG_E_CANCELLED, which answers with the
+ * shutdown's reason as before; any other error the handler set is its own.
  */
 static void run_job(struct sg_pool *p, struct sg_job *j)
 {
 	struct sg_op *op = j->op;
 	json_t *data = NULL;
+	bool shutdown;
 	sg_err rc, why;
 
 	rc = sg_cancel_check(&op->cancel);
-	if (!rc)
+	shutdown = rc && sg_cancel_reason(&op->cancel) == shutdown_reason;
+	if (!rc || shutdown)
 		rc = j->run(op, &data);
 	why = rc ? sg_cancel_check(&op->cancel) : SG_OK;
-	if (why) {
+	shutdown = why && sg_cancel_reason(&op->cancel) == shutdown_reason;
+	if (why && (!shutdown || rc == SG_E_CANCELLED || !op->err.code)) {
 		const char *reason = sg_cancel_reason(&op->cancel);
 
 		sg_err_clear(&op->err);
@@ -248,8 +262,7 @@ bool sg_pool_drain(struct sg_pool *p, const struct sg_cancel *deadline)
 
 	pthread_mutex_lock(&p->lock);
 	for (struct sg_op *op = p->inflight; op; op = op->next)
-		sg_cancel_fire_with(&op->cancel, SG_E_CANCELLED,
-				    "the gateway is shutting down");
+		sg_cancel_fire_with(&op->cancel, SG_E_CANCELLED, shutdown_reason);
 	/* The deadline fires from another thread without touching this
 	 * condition, so wake up often enough to notice it. */
 	while ((p->inflight || p->replying) && !sg_cancel_check(deadline))

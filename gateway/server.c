@@ -24,6 +24,7 @@
 #include "audit.h"
 #include "base/limits.h"
 #include "base/log.h"
+#include "cli.h"
 #include "initialize.h"
 #include "pool.h"
 #include "session.h"
@@ -270,7 +271,7 @@ int sg_server_run(const struct sg_server_opts *o)
 	if (o->audit_log && sg_audit_open(o->audit_log, &sv->audit, &err)) {
 		fprintf(stderr, "sandgate: %s\n", err.msg);
 		free(sv);
-		return 64;
+		return SG_EXIT_CANTCREAT;
 	}
 	sg_pool_init(&sv->pool, &sv->s, sv->audit);
 	/* A dead host must show up as EPIPE on write, not kill us mid-cleanup. */
@@ -313,7 +314,7 @@ int sg_server_run(const struct sg_server_opts *o)
 	signal_wire = NULL;
 	if (stuck) {
 		sg_log_err("a request handler did not stop; exiting without it");
-		return status ? status : 1;
+		return status ? status : SG_EXIT_SOFTWARE;
 	}
 	sg_wire_free(sv->s.wire);
 	session_release(sv);

@@ -18,6 +18,7 @@
 
 #include "base/crash.h"
 #include "base/log.h"
+#include "cli.h"
 #include "envs.h"
 #include "registry.h"
 
@@ -95,7 +96,7 @@ static int settle_pending(struct sg_session *s, struct sg_cancel *deadline)
 			json_string_value(json_object_get(rec, "backend")),
 			json_string_value(json_object_get(rec, "profile")), sg_err_word(err.code),
 			err.msg);
-		status = 1;
+		status = SG_EXIT_UNAVAILABLE;
 	}
 	json_decref(pending);
 	return status;
@@ -131,7 +132,7 @@ int sg_shutdown_run(struct sg_session *s, struct sg_pool *pool, int64_t budget_m
 		d.thread = pthread_self();
 	if (!sg_pool_drain(pool, &d.token)) {
 		fprintf(stderr, "sandgate: requests still running when the shutdown budget ran out\n");
-		status = 1;
+		status = SG_EXIT_UNAVAILABLE;
 	}
 	if (s->state == SG_S_READY) {
 		rc = sg_procs_shutdown(s, &d.token, &err);
@@ -140,13 +141,11 @@ int sg_shutdown_run(struct sg_session *s, struct sg_pool *pool, int64_t budget_m
 		sg_procs_free(s);
 		sg_exports_free(s);
 		sg_err_clear(&err);
-		if (teardown(s, &d.token))
-			status = 1;
-		if (rc)
-			status = 1;
+		if (teardown(s, &d.token) || rc)
+			status = SG_EXIT_UNAVAILABLE;
 	}
 	if (settle_pending(s, &d.token))
-		status = 1;
+		status = SG_EXIT_UNAVAILABLE;
 	if (!sg_wire_flush(s->wire, sg_now_ms() + 1000) && !sg_wire_dead(s->wire))
 		sg_log_warn("replies could not all be written before exit");
 	sg_cancel_fire(&d.done, SG_E_CANCELLED);

@@ -16,7 +16,8 @@
 /*
  * Cancel and await the requests in flight, stop the session's processes,
  * release its exports, and keep or remove its environment as the binding
- * says, all within budget_ms.  Returns the exit status: 0, or 1 when
+ * says, all within budget_ms.  Returns the exit status: 0, or 69
+ * (SG_EXIT_UNAVAILABLE, cli.h) when
  * anything may remain against the binding's wish (said on stderr and in
  * the state registry).
  */

@@ -33,6 +33,20 @@ class DemoFailed(Exception):
     pass
 
 
+# Protocol fields in nanoseconds: printed as "2000000000 ns (2 s)", so the
+# transcript says which unit the raw number is in.
+NS_FIELDS = {"Duration", "Wait", "MinDwell"}
+
+
+def human_ns(ns):
+    if not isinstance(ns, int) or isinstance(ns, bool):
+        return ns
+    for unit, size in (("s", 10**9), ("ms", 10**6), ("µs", 10**3)):
+        if ns >= size:
+            return "%d ns (%g %s)" % (ns, round(ns / size, 3), unit)
+    return "%d ns" % ns
+
+
 def elide(v, width=72):
     """A copy of v with long strings and lists shortened, for printing."""
     if isinstance(v, str):
@@ -45,7 +59,8 @@ def elide(v, width=72):
             items.append("…(%d more)" % (len(v) - 8))
         return items
     if isinstance(v, dict):
-        return {k: (brief_record(x) if k == "Process" else elide(x, width))
+        return {k: (brief_record(x) if k == "Process"
+                    else human_ns(x) if k in NS_FIELDS else elide(x, width))
                 for k, x in v.items()}
     return v
 

@@ -8,8 +8,9 @@ set -euo pipefail
 PACKAGES=(
   build-essential cmake pkg-config git python3
   libcurl4-openssl-dev libssl-dev libjansson-dev libwebsockets-dev libcmocka-dev
-  bubblewrap musl-tools ripgrep
-  openssh-server openssh-client
+  bubblewrap musl-tools ripgrep man-db
+  openssh-server openssh-client openssl
+  protobuf-c-compiler libprotobuf-c-dev
   clang libclang-rt-14-dev
   nodejs npm
 )

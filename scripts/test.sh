@@ -21,6 +21,7 @@ cmake -S . -B build-ci -DSG_WERROR=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/nu
 cmake --build build-ci -j"$jobs"
 echo "== tests"
 (cd build-ci && ctest --output-on-failure -j"$jobs" --timeout 900)
+python3 scripts/skips.py build-ci
 
 echo "== build (ASan+UBSan)"
 cmake -S . -B build-asan -DSG_WERROR=ON -DSG_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug >/dev/null
@@ -29,20 +30,34 @@ echo "== tests under ASan+UBSan"
 (cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
   UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   ctest --output-on-failure -j"$jobs" -L 'unit|e2e' --timeout 900)
+python3 scripts/skips.py build-asan
 
 echo "== build (ThreadSanitizer)"
 cmake -S . -B build-tsan -DSG_WERROR=ON -DSG_TSAN=ON -DCMAKE_BUILD_TYPE=Debug >/dev/null
 cmake --build build-tsan -j"$jobs"
 echo "== tests under ThreadSanitizer"
-(cd build-tsan && TSAN_OPTIONS="halt_on_error=1:exitcode=66:suppressions=$PWD/../tests/tsan.supp" \
+(cd build-tsan && TSAN_OPTIONS="halt_on_error=1:exitcode=86:suppressions=$PWD/../tests/tsan.supp" \
   ctest --output-on-failure -j"$jobs" -L 'unit|e2e' --timeout 900)
+python3 scripts/skips.py build-tsan
 
 echo "== fuzz (${fuzz_seconds}s per target)"
 CC=clang cmake -S . -B build-fuzz -DSG_FUZZ=ON -DBUILD_TESTING=OFF >/dev/null
 cmake --build build-fuzz -j"$jobs" --target sg-fuzz-frame sg-fuzz-json
+# libFuzzer's own output (its dictionary, coverage lines) goes to a log;
+# the run shows one result line per target, and the log's tail on failure.
+fuzz_failed=0
 for target in frame json; do
   mkdir -p "build-fuzz/corpus-$target"
-  "build-fuzz/tests/fuzz/sg-fuzz-$target" -max_total_time="$fuzz_seconds" \
-    -max_len=65536 "build-fuzz/corpus-$target" tests/fuzz/corpus 2>&1 | tail -n 3
+  log="build-fuzz/fuzz-$target.log"
+  if "build-fuzz/tests/fuzz/sg-fuzz-$target" -max_total_time="$fuzz_seconds" \
+      -max_len=65536 "build-fuzz/corpus-$target" tests/fuzz/corpus >"$log" 2>&1; then
+    runs=$(sed -n 's/^Done \([0-9]*\) runs.*/\1/p' "$log" | tail -n 1)
+    echo "fuzz: $target: ok, ${runs:-?} runs in ${fuzz_seconds}s, corpus $(ls "build-fuzz/corpus-$target" | wc -l) inputs"
+  else
+    echo "fuzz: $target: FAILED (the crash and its input are in $log):"
+    grep -E "ERROR|SUMMARY|Test unit written" "$log" | head -n 5
+    fuzz_failed=$((fuzz_failed + 1))
+  fi
 done
-echo "fuzz: 2 passed, 0 failed"
+echo "fuzz: $((2 - fuzz_failed)) passed, $fuzz_failed failed"
+[ "$fuzz_failed" -eq 0 ]

@@ -92,6 +92,7 @@
 #include "base/hex.h"
 #include "base/limits.h"
 #include "base/log.h"
+#include "base/progress.h"
 #include "base/strv.h"
 #include "../adapters/digest.h"
 #include "../adapters/exec.h"
@@ -338,6 +339,9 @@ static const char sshb_run_sh[] =
 	"if [ -n \"$s\" ]; then mount --bind \"$s\" \"$d\" || { printf "
 	"\"sandgate: cannot show the workspace at %s (mount --bind failed)\\n\" "
 	"\"$d\" >&2; exit 127; }; fi\n"
+	"case \"$s\" in \"\"|/tmp|/tmp/*) ;; *) mount --bind \"$s/../ctl/tmp\" /tmp || { printf "
+	"\"sandgate: cannot give the environment its own /tmp (mount --bind failed)\\n\" "
+	">&2; exit 127; };; esac\n"
 	"cd -- \"$c\" 2>/dev/null || { printf \"sandgate: cannot enter the "
 	"directory %s\\n\" \"$c\" >&2; exit 127; }\n"
 	"if [ -n \"$u\" ]; then exec unshare --user --map-user=\"${u%:*}\" "
@@ -1147,6 +1151,14 @@ static sg_err sshb_namespaces(struct ssh_env *se, const char *probe, const char 
 		se->umap = sshb_fmt("%s:%s", uid, gid);
 	if (*mount)
 		se->bind_src = strdup(se->files);
+	/*
+	 * In that namespace ctl/tmp is mounted on /tmp too (sshb_run_sh),
+	 * unless the environment itself lives under /tmp, which the mount
+	 * would hide from its own commands: /tmp then stays the host's, and
+	 * read-only in standard mode.
+	 */
+	se->base.own_tmp = *mount && strcmp(se->files, "/tmp") != 0 &&
+			   strncmp(se->files, "/tmp/", 5) != 0;
 	if (!se->nsflags || ((*mount || *netns) && !root && !se->umap) ||
 	    (*mount && !se->bind_src)) {
 		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
@@ -1314,7 +1326,9 @@ static sg_err ssh_provision(struct sg_env *env, struct sg_cancel *cancel,
 		goto out;
 
 	/* 1. The master connection: host key, login. */
+	sg_progress_begin("connect", "logging in to %s", where);
 	rc = sshb_master_ensure(se, cancel, err);
+	sg_progress_end(rc);
 	if (rc)
 		goto out;
 
@@ -1430,6 +1444,7 @@ static sg_err ssh_provision(struct sg_env *env, struct sg_cancel *cancel,
 			rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
 			goto out;
 		}
+		sg_progress_begin("helper", "uploading sg-helper to %s", where);
 		rc = sshb_script(se, sshb_upload_sh, (const char *[]){ cache, sum, NULL },
 				 helper, helper_len, SG_SSH_UPLOAD_MS, &r, cancel, err);
 		free(cache);
@@ -1437,6 +1452,7 @@ static sg_err ssh_provision(struct sg_env *env, struct sg_cancel *cancel,
 			rc = sg_err_set(err, SG_E_PROVIDER,
 					"sg-helper could not be installed on %s: %.160s",
 					where, r.err.p);
+		sg_progress_end(rc);
 		if (rc)
 			goto out;
 		uploaded = true;

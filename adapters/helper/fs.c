@@ -31,6 +31,7 @@
 #include <fnmatch.h>
 #include <limits.h>
 #include <poll.h>
+#include <regex.h>
 #include <signal.h>
 #include <spawn.h>
 #include <stdio.h>
@@ -497,6 +498,28 @@ out:
 }
 
 /*
+ * A read's text, as `content`, or with --raw as `content_bytes` in the
+ * JSON line (read_raw_after() then appends the bytes themselves).
+ */
+static sg_err read_content(struct fs *c, const char *p, size_t n, bool raw)
+{
+	return raw ? kv_int(c->out, "content_bytes", (long long)n)
+		   : kv_strn(c->out, "content", p, n);
+}
+
+/*
+ * --raw: the text follows the JSON line as it is, so the gateway can
+ * escape it once into its reply instead of parsing and re-encoding a
+ * megabyte of JSON string.
+ */
+static sg_err read_raw_after(struct fs *c, const char *p, size_t n, bool raw)
+{
+	if (raw && (sg_buf_addc(c->out, '\n') || sg_buf_add(c->out, p, n)))
+		return SG_E_TOO_LARGE;
+	return SG_OK;
+}
+
+/*
  * Stream the file once: only the lines of the window [first, end) are
  * kept, up to max bytes (plus a few so that the cut can be moved back to a
  * character boundary), and lines are counted as they pass.  Once the
@@ -512,7 +535,7 @@ static sg_err read_text(struct fs *c, int fd, const struct sg_buf *rel,
 	struct sg_buf text = SG_BUF_INIT((size_t)max + 4);
 	int64_t end = limit && limit <= INT64_MAX - first ? first + limit
 							  : INT64_MAX;
-	long long line = 1, size = 0, lines;
+	long long line = 1, size = 0, lines, next = 0;
 	char *chunk = malloc(FS_CHUNK), last = '\n';
 	bool full = false, truncated, partial = false;
 	size_t keep;
@@ -560,11 +583,33 @@ static sg_err read_text(struct fs *c, int fd, const struct sg_buf *rel,
 	truncated = keep < text.len || (limit && (lines >= end || partial));
 	if (partial)
 		size = file_size;
-	rc = sg_reply_ok(c->out);
-	if (!rc && !raw)
-		rc = kv_strn(c->out, "content", text.p, keep);
-	if (!rc && raw)
-		rc = kv_int(c->out, "content_bytes", (long long)keep);
+	if (truncated) {
+		/*
+		 * Said in the content, where the model reads: the lines shown
+		 * and the offset that reads on (a line cut by the byte cap is
+		 * read again from its start).
+		 */
+		long long whole = count_newlines(text.p, keep);
+
+		next = first + (whole ? whole : 1);
+		text.len = keep;
+		text.max += 256;
+		if (sg_buf_addf(&text, "%s[truncated: ", keep && text.p[keep - 1] != '\n' ? "\n" : "") ||
+		    (whole ? sg_buf_addf(&text, "lines %lld-%lld shown", (long long)first,
+					 (long long)next - 1)
+			   : sg_buf_addf(&text, "line %lld is longer than %lld bytes, only its "
+					 "head shown (encoding base64 reads the whole file)",
+					 (long long)first, (long long)max)) ||
+		    sg_buf_addf(&text, "; read on with offset=%lld]\n", next))
+			rc = SG_E_INTERNAL;
+		keep = text.len;
+	}
+	if (!rc)
+		rc = sg_reply_ok(c->out);
+	if (!rc)
+		rc = read_content(c, text.p, keep, raw);
+	if (!rc && truncated)
+		rc = kv_int(c->out, "next_offset", next);
 	if (!rc)
 		rc = kv_int(c->out, "size", size);
 	if (!rc)
@@ -577,15 +622,125 @@ static sg_err read_text(struct fs *c, int fd, const struct sg_buf *rel,
 		rc = kv_strn(c->out, "path", rel->p, rel->len);
 	if (!rc)
 		rc = sg_reply_end(c->out);
-	/*
-	 * --raw: the text follows the JSON line as it is, so the gateway can
-	 * escape it once into its reply instead of parsing and re-encoding a
-	 * megabyte of JSON string.
-	 */
-	if (!rc && raw && (sg_buf_addc(c->out, '\n') || sg_buf_add(c->out, text.p, keep)))
-		rc = SG_E_TOO_LARGE;
+	if (!rc)
+		rc = read_raw_after(c, text.p, keep, raw);
 out:
 	free(chunk);
+	sg_buf_release(&text);
+	return rc;
+}
+
+/*
+ * What a file that is not text probably is, from its first bytes; NULL
+ * when nothing known matches.  Only formats an agent meets in a
+ * workspace: build outputs, archives, images, databases.
+ */
+static const char *magic_type(const unsigned char *b, size_t n)
+{
+	static const struct {
+		size_t off;
+		const char *sig;
+		size_t len;
+		const char *type;
+	} m[] = {
+		{ 0, "\177ELF", 4, "ELF executable or object" },
+		{ 0, "\211PNG\r\n\032\n", 8, "PNG image" },
+		{ 0, "\377\330\377", 3, "JPEG image" },
+		{ 0, "GIF8", 4, "GIF image" },
+		{ 0, "RIFF", 4, "RIFF media (WebP, WAV, AVI)" },
+		{ 0, "%PDF", 4, "PDF document" },
+		{ 0, "PK\003\004", 4, "zip archive (also jar, wheel, docx)" },
+		{ 0, "\037\213", 2, "gzip-compressed data" },
+		{ 0, "BZh", 3, "bzip2-compressed data" },
+		{ 0, "\3757zXZ", 5, "xz-compressed data" },
+		{ 0, "\050\265\057\375", 4, "zstd-compressed data" },
+		{ 0, "7z\274\257\047\034", 6, "7-zip archive" },
+		{ 257, "ustar", 5, "tar archive" },
+		{ 0, "SQLite format 3", 16, "SQLite database" },
+		{ 0, "\0asm", 4, "WebAssembly module" },
+		{ 0, "\312\376\272\276", 4, "Java class file or Mach-O universal binary" },
+		{ 0, "\317\372\355\376", 4, "Mach-O executable" },
+		{ 0, "MZ", 2, "Windows executable (PE)" },
+		{ 0, "!<arch>\n", 8, "ar archive (static library, .deb)" },
+		{ 0, "\377\376", 2, "UTF-16 (little-endian) text" },
+		{ 0, "\376\377", 2, "UTF-16 (big-endian) text" },
+	};
+
+	for (size_t i = 0; i < sizeof(m) / sizeof(m[0]); i++)
+		if (n >= m[i].off + m[i].len &&
+		    memcmp(b + m[i].off, m[i].sig, m[i].len) == 0)
+			return m[i].type;
+	return NULL;
+}
+
+/*
+ * Is this the head of a binary file?  A NUL byte says so, as for git and
+ * grep; so does a head where more than one byte in eight (and at least
+ * four) is not part of valid UTF-8 (a Latin-1 text file with a few
+ * accents stays text).  A
+ * character cut by the end of the head is not held against it.
+ */
+static bool looks_binary(const unsigned char *b, size_t n)
+{
+	size_t bad = 0;
+
+	if (memchr(b, '\0', n))
+		return true;
+	for (size_t i = 0; i < n;) {
+		size_t k = sg_utf8_seq(b + i, n - i);
+
+		if (k == 0 && n - i < 4)
+			break;
+		if (k == 0)
+			bad++;
+		i += k ? k : 1;
+	}
+	return bad >= 4 && bad * 8 > n;
+}
+
+/*
+ * A binary file's answer: what it is and how to get its bytes, never the
+ * bytes as escaped text.  The reply has the text fields (content or,
+ * with raw, content_bytes and the text after the line), plus
+ * `binary: true` and `type`.
+ */
+static sg_err read_binary(struct fs *c, const struct sg_buf *rel, const struct stat *st,
+			  const unsigned char *head, size_t n, int64_t max, bool raw)
+{
+	struct sg_buf text = SG_BUF_INIT(SG_PATH_MAX + 512);
+	const char *type = magic_type(head, n);
+	const char *shown = rel->len ? rel->p : ".";
+	sg_err rc;
+
+	if (!type)
+		type = "binary data";
+	rc = sg_buf_addf(&text, "[binary file: %s is %lld bytes of %s, not shown as text. ",
+			 shown, (long long)st->st_size, type);
+	if (!rc && st->st_size <= max)
+		rc = sg_buf_addf(&text, "Its bytes: read_file with \"encoding\": \"base64\", "
+				 "or present_artifact to export it.]\n");
+	else if (!rc)
+		rc = sg_buf_addf(&text, "It is larger than the %lld bytes a read may return "
+				 "as base64: export it with present_artifact.]\n",
+				 (long long)max);
+	if (!rc)
+		rc = sg_reply_ok(c->out);
+	if (!rc)
+		rc = read_content(c, text.p, text.len, raw);
+	if (!rc)
+		rc = kv_int(c->out, "size", (long long)st->st_size);
+	if (!rc)
+		rc = kv_bool(c->out, "binary", true);
+	if (!rc)
+		rc = kv_str(c->out, "type", type);
+	if (!rc)
+		rc = kv_bool(c->out, "truncated", false);
+	if (!rc)
+		rc = kv_strn(c->out, "path", rel->p, rel->len);
+	if (!rc)
+		rc = sg_reply_end(c->out);
+	if (!rc)
+		rc = read_raw_after(c, text.p, text.len, raw);
 	sg_buf_release(&text);
 	return rc;
 }
@@ -626,11 +781,18 @@ static sg_err fs_read(struct fs *c)
 				(long long)max);
 		goto out;
 	}
-	if (b64)
+	if (b64) {
 		rc = read_base64(c, fd, &rel, max);
-	else
-		rc = read_text(c, fd, &rel, offset ? offset : 1, limit, max, raw,
-			       (long long)st.st_size);
+	} else {
+		unsigned char head[SG_BINARY_SNIFF];
+		ssize_t n = pread(fd, head, sizeof(head), 0);
+
+		if (n > 0 && looks_binary(head, (size_t)n))
+			rc = read_binary(c, &rel, &st, head, (size_t)n, max, raw);
+		else
+			rc = read_text(c, fd, &rel, offset ? offset : 1, limit, max, raw,
+				       (long long)st.st_size);
+	}
 out:
 	close_fd(&fd);
 	sg_buf_release(&rel);
@@ -924,7 +1086,8 @@ static int name_cmp(const void *a, const void *b)
 
 /*
  * The entries of directory dirfd (borrowed), sorted, "." and ".." left
- * out.  Returns 0 or an errno.
+ * out; each name's d_type follows its NUL (name_type()).  Returns 0 or an
+ * errno.
  */
 static int names_read(int dirfd, struct names *ns)
 {
@@ -961,10 +1124,17 @@ static int names_read(int dirfd, struct names *ns)
 			ns->v = v;
 			ns->cap = cap;
 		}
-		ns->v[ns->n] = strdup(d->d_name);
-		if (!ns->v[ns->n]) {
-			e = ENOMEM;
-			break;
+		{
+			size_t len = strlen(d->d_name);
+
+			/* The name, its NUL, then d_type (name_type()). */
+			ns->v[ns->n] = malloc(len + 2);
+			if (!ns->v[ns->n]) {
+				e = ENOMEM;
+				break;
+			}
+			memcpy(ns->v[ns->n], d->d_name, len + 1);
+			ns->v[ns->n][len + 1] = (char)d->d_type;
 		}
 		ns->n++;
 	}
@@ -976,6 +1146,12 @@ static int names_read(int dirfd, struct names *ns)
 	if (ns->n)
 		qsort(ns->v, ns->n, sizeof(*ns->v), name_cmp);
 	return 0;
+}
+
+/* What readdir said the entry is (DT_UNKNOWN when the file system does not say). */
+static unsigned char name_type(const char *name)
+{
+	return (unsigned char)name[strlen(name) + 1];
 }
 
 /* A '/'-joined path under construction, relative to root. */
@@ -1141,11 +1317,17 @@ struct hit {
 	long long sec, nsec;
 };
 
+/* One alternative of the pattern, after brace expansion. */
+struct gpat {
+	char *buf;              /* its text, '/' made '\0' */
+	const char **pc;        /* its components */
+	int np;
+};
+
 struct globber {
 	struct fs *c;
-	char *pat;                      /* the pattern, '/' made '\0' */
-	const char *pc[FS_DEPTH_MAX];   /* its components */
-	int np;
+	struct gpat *pats;      /* the brace alternatives */
+	int npats;
 	const char *sc[FS_DEPTH_MAX];   /* the walked path's components */
 	int ns;
 	struct relpath path;            /* the walked path, from root */
@@ -1202,6 +1384,19 @@ static bool glob_prefix(const char *const *pc, int np, const char *const *sc,
 		return true;
 	return strcmp(sc[0], ".git") != 0 &&
 	       glob_prefix(pc, np, sc + 1, ns - 1);
+}
+
+/* Either question, asked of every alternative: a file matches if any does. */
+static bool glob_any(const struct globber *g, bool prefix)
+{
+	for (int i = 0; i < g->npats; i++) {
+		const struct gpat *p = &g->pats[i];
+
+		if (prefix ? glob_prefix(p->pc, p->np, g->sc, g->ns)
+			   : glob_match(p->pc, p->np, g->sc, g->ns))
+			return true;
+	}
+	return false;
 }
 
 static int hit_cmp(const void *a, const void *b)
@@ -1270,6 +1465,8 @@ static sg_err glob_walk(struct globber *g, int dirfd)
 		return SG_OK; /* unreadable: nothing in it matches */
 	for (size_t i = 0; i < ns.n && !rc; i++) {
 		const char *name = ns.v[i];
+		unsigned char type = name_type(name);
+		bool stated = true;
 		struct stat st;
 		size_t saved;
 		int sub;
@@ -1277,10 +1474,21 @@ static sg_err glob_walk(struct globber *g, int dirfd)
 		if (g->ns == FS_DEPTH_MAX || !rp_push(&g->path, name, &saved))
 			continue;
 		g->sc[g->ns++] = name;
-		if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0) {
-			/* vanished meanwhile */
-		} else if (S_ISDIR(st.st_mode)) {
-			if (glob_prefix(g->pc, g->np, g->sc, g->ns)) {
+		/*
+		 * readdir's type spares a stat for every entry that cannot
+		 * match, as find does; a matching file is stat'ed for its
+		 * mtime, and an entry of unknown type to learn it.
+		 */
+		if (type == DT_UNKNOWN && fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0)
+			type = DT_WHT; /* vanished meanwhile */
+		else if (type == DT_UNKNOWN)
+			type = S_ISDIR(st.st_mode) ? DT_DIR : DT_REG;
+		else
+			stated = false;
+		if (type == DT_WHT) {
+			/* nothing to do */
+		} else if (type == DT_DIR) {
+			if (glob_any(g, true)) {
 				sub = openat(dirfd, name,
 					     O_PATH | O_DIRECTORY | O_NOFOLLOW |
 						     O_CLOEXEC);
@@ -1289,7 +1497,9 @@ static sg_err glob_walk(struct globber *g, int dirfd)
 					close(sub);
 				}
 			}
-		} else if (glob_match(g->pc, g->np, g->sc, g->ns)) {
+		} else if (glob_any(g, false) &&
+			   (stated || fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0) &&
+			   !S_ISDIR(st.st_mode)) {
 			rc = hit_add(g, &st);
 		}
 		g->ns--;
@@ -1299,40 +1509,237 @@ static sg_err glob_walk(struct globber *g, int dirfd)
 	return rc;
 }
 
-/*
- * Split the pattern into components: "." and empty ones dropped, runs of
- * "**" folded into one, and a final "**" read as "**" + "*" (every file
- * below).  ".." is refused: a pattern stays below its directory.
- */
-static sg_err glob_compile(struct globber *g, char *pat)
-{
-	char *p = pat;
+static sg_err glob_bad(struct globber *g, const char *fmt, ...) SG_PRINTF(2, 3);
 
-	g->np = 0;
-	while (*p) {
-		char *end = p + strcspn(p, "/");
+/* An invalid pattern: invalid_argument, saying why. */
+static sg_err glob_bad(struct globber *g, const char *fmt, ...)
+{
+	va_list ap;
+	sg_err rc;
+
+	va_start(ap, fmt);
+	rc = sg_err_vset(&g->c->err, SG_E_INVALID_ARGUMENT, fmt, ap);
+	va_end(ap);
+	return rc;
+}
+
+/*
+ * The end of the bracket expression that starts at s (s[0] == '['): the
+ * index of its ']', or 0 when it is not closed.  "[]...]" and "[!]...]"
+ * hold a literal ']', and "[:name:]" is a class, whose name is checked:
+ * fnmatch(3) would silently take an unknown one as literal text.
+ */
+static size_t bracket_end(struct globber *g, const char *s, sg_err *rc)
+{
+	static const char *const classes[] = {
+		"alnum", "alpha", "blank", "cntrl", "digit", "graph", "lower",
+		"print", "punct", "space", "upper", "xdigit", NULL
+	};
+	size_t i = 1;
+
+	*rc = SG_OK;
+	if (s[i] == '!' || s[i] == '^')
+		i++;
+	if (s[i] == ']')
+		i++;
+	for (; s[i] && s[i] != '/'; i++) {
+		if (s[i] == ']')
+			return i;
+		if (s[i] == '\\' && s[i + 1])
+			i++;
+		else if (s[i] == '[' && s[i + 1] == ':') {
+			const char *end = strstr(s + i + 2, ":]");
+			size_t n = end ? (size_t)(end - (s + i + 2)) : 0;
+			bool known = false;
+
+			for (size_t k = 0; end && classes[k]; k++)
+				known |= strlen(classes[k]) == n &&
+					 strncmp(classes[k], s + i + 2, n) == 0;
+			if (!known && !g)
+				return 0;
+			if (!known) {
+				*rc = glob_bad(g, "unknown character class \"%.*s\" in the "
+					       "glob pattern (known: [:alpha:], [:digit:], "
+					       "[:alnum:], [:upper:], [:lower:], [:space:] ...)",
+					       (int)(end ? n + 4 : strlen(s + i)), s + i);
+				return 0;
+			}
+			i = (size_t)(end - s) + 1;
+		}
+	}
+	return 0;
+}
+
+/*
+ * Check one alternative (no braces left) and find no construct fnmatch(3)
+ * would quietly read as literal text.
+ */
+static sg_err glob_check(struct globber *g, const char *s)
+{
+	sg_err rc = SG_OK;
+
+	for (size_t i = 0; s[i] && !rc; i++) {
+		if (s[i] == '\\') {
+			if (!s[i + 1])
+				rc = glob_bad(g, "the glob pattern ends with a lone '\\'");
+			i++;
+		} else if (s[i] == '[') {
+			size_t end = bracket_end(g, s + i, &rc);
+
+			if (!rc && !end)
+				rc = glob_bad(g, "unterminated '[' at byte %zu of the glob "
+					      "pattern (a class is closed by ']'; "
+					      "write '\\[' for a literal '[')", i + 1);
+			i += end;
+		}
+	}
+	return rc;
+}
+
+/*
+ * The end of the brace alternative that starts at s[i], inside a group
+ * that closes at s[close]: the index of the ',' at the group's own level,
+ * or close.  With close 0, the group's '}' (0 when it is not closed).
+ * Brackets hide braces and commas.
+ */
+static size_t brace_scan(const char *s, size_t i, size_t close)
+{
+	int depth = 0;
+	sg_err ignored;
+
+	for (; s[i] && (!close || i < close); i++) {
+		if (s[i] == '\\' && s[i + 1])
+			i++;
+		else if (s[i] == '[')
+			i += bracket_end(NULL, s + i, &ignored);
+		else if (s[i] == '{')
+			depth++;
+		else if (s[i] == '}' && depth-- == 0)
+			return close ? close : i;
+		else if (s[i] == ',' && depth == 0 && close)
+			return i;
+	}
+	return close;
+}
+
+static sg_err glob_add(struct globber *g, const char *text, size_t n);
+
+/*
+ * Expand the first brace group of s (nested ones by recursion): every
+ * alternative becomes a pattern of its own, as in the shell.  A group
+ * without a comma ("{a}") is its one alternative.
+ */
+static sg_err glob_expand(struct globber *g, const char *s)
+{
+	struct sg_buf alt = SG_BUF_INIT(SG_PATH_MAX + 1);
+	size_t open = 0, close;
+	bool found = false;
+	sg_err rc = SG_OK;
+
+	for (size_t i = 0; s[i]; i++) {
+		if (s[i] == '\\' && s[i + 1]) {
+			i++;
+		} else if (s[i] == '[') {
+			size_t end = bracket_end(g, s + i, &rc);
+
+			if (rc)
+				return rc;
+			i += end;
+		} else if (s[i] == '}') {
+			return glob_bad(g, "unmatched '}' at byte %zu of the glob pattern "
+					"(write '\\}' for a literal '}')", i + 1);
+		} else if (s[i] == '{') {
+			open = i;
+			found = true;
+			break;
+		}
+	}
+	if (!found)
+		return glob_add(g, s, strlen(s));
+	close = brace_scan(s, open + 1, 0);
+	if (!close)
+		return glob_bad(g, "unmatched '{' at byte %zu of the glob pattern "
+				"(write '\\{' for a literal '{')", open + 1);
+	/* Each alternative: prefix, the alternative, suffix, expanded again. */
+	for (size_t start = open + 1;;) {
+		size_t end = brace_scan(s, start, close);
+
+		sg_buf_reset(&alt);
+		if (sg_buf_add(&alt, s, open) || sg_buf_add(&alt, s + start, end - start) ||
+		    sg_buf_adds(&alt, s + close + 1) || sg_buf_addc(&alt, '\0'))
+			rc = glob_bad(g, "the glob pattern is too long once its braces are "
+				      "expanded");
+		if (!rc)
+			rc = glob_expand(g, alt.p);
+		if (rc || end >= close)
+			break;
+		start = end + 1;
+	}
+	sg_buf_release(&alt);
+	return rc;
+}
+
+/*
+ * Add one alternative, split into components: "." and empty ones dropped,
+ * runs of "**" folded into one, and a final "**" read as "**" + "*"
+ * (every file below).  ".." is refused: a pattern stays below its
+ * directory.
+ */
+static sg_err glob_add(struct globber *g, const char *text, size_t n)
+{
+	struct gpat *p;
+	char *s;
+	sg_err rc;
+
+	if (g->npats == SG_GLOB_ALTS_MAX)
+		return glob_bad(g, "the glob pattern's braces expand to more than %d "
+				"patterns", SG_GLOB_ALTS_MAX);
+	rc = glob_check(g, text);
+	if (rc)
+		return rc;
+	p = &g->pats[g->npats];
+	p->buf = strndup(text, n);
+	p->pc = calloc(n / 2 + 3, sizeof(*p->pc));
+	if (!p->buf || !p->pc) {
+		free(p->buf);
+		free(p->pc);
+		return SG_E_INTERNAL;
+	}
+	g->npats++;
+	p->np = 0;
+	for (s = p->buf; *s;) {
+		char *end = s + strcspn(s, "/");
 		bool more = *end != '\0';
 
 		*end = '\0';
-		if (strcmp(p, "..") == 0)
-			return sg_err_set(&g->c->err, SG_E_INVALID_ARGUMENT,
-					  "glob patterns may not contain '..'");
-		if (*p && strcmp(p, ".") != 0 &&
-		    !(is_globstar(p) && g->np && is_globstar(g->pc[g->np - 1]))) {
-			if (g->np + 1 >= FS_DEPTH_MAX)
-				return sg_err_set(&g->c->err,
-						  SG_E_INVALID_ARGUMENT,
-						  "the glob pattern is too long");
-			g->pc[g->np++] = p;
+		if (strcmp(s, "..") == 0)
+			return glob_bad(g, "glob patterns may not contain '..'");
+		if (*s && strcmp(s, ".") != 0 &&
+		    !(is_globstar(s) && p->np && is_globstar(p->pc[p->np - 1]))) {
+			if (p->np + 1 >= FS_DEPTH_MAX)
+				return glob_bad(g, "the glob pattern is too long");
+			p->pc[p->np++] = s;
 		}
-		p = more ? end + 1 : end;
+		s = more ? end + 1 : end;
 	}
-	if (g->np && is_globstar(g->pc[g->np - 1]))
-		g->pc[g->np++] = "*";
-	if (g->np == 0)
-		return sg_err_set(&g->c->err, SG_E_INVALID_ARGUMENT,
-				  "the glob pattern is empty");
+	if (p->np && is_globstar(p->pc[p->np - 1]))
+		p->pc[p->np++] = "*";
+	if (p->np == 0)
+		return glob_bad(g, "the glob pattern is empty");
 	return SG_OK;
+}
+
+static void glob_free(struct globber *g)
+{
+	for (int i = 0; g->pats && i < g->npats; i++) {
+		free(g->pats[i].buf);
+		free(g->pats[i].pc);
+	}
+	free(g->pats);
+	for (size_t i = 0; i < g->nhits; i++)
+		free(g->hits[i].path);
+	free(g->hits);
+	free(g);
 }
 
 /* fs glob PATTERN [--path PATH] [--max N] */
@@ -1350,6 +1757,11 @@ static sg_err fs_glob(struct fs *c)
 	if (!g)
 		return SG_E_INTERNAL;
 	g->c = c;
+	g->pats = calloc(SG_GLOB_ALTS_MAX, sizeof(*g->pats));
+	if (!g->pats) {
+		rc = SG_E_INTERNAL;
+		goto out;
+	}
 	rc = sg_args_int(&c->a, "max", SG_LIST_MAX, SG_LIST_MAX, &g->max,
 			 &c->err);
 	if (!rc)
@@ -1373,12 +1785,7 @@ static sg_err fs_glob(struct fs *c)
 		pattern += rn;
 		base = ".";
 	}
-	g->pat = strdup(pattern);
-	if (!g->pat) {
-		rc = SG_E_INTERNAL;
-		goto out;
-	}
-	rc = glob_compile(g, g->pat);
+	rc = glob_expand(g, pattern);
 	if (!rc)
 		rc = resolve(c, base, SG_PATH_EXISTING, &rel);
 	if (rc)
@@ -1395,30 +1802,35 @@ static sg_err fs_glob(struct fs *c)
 		goto out;
 	if (g->max)
 		hits_prune(g);
-	truncated = g->total > g->max;
+	/* The marker line needs room, so the paths stop a little early. */
+	text.max -= 256;
 	for (size_t i = 0; i < g->nhits; i++) {
-		if (sg_buf_addf(&text, "%s\n", g->hits[i].path)) {
-			truncated = true;
+		if (sg_buf_addf(&text, "%s\n", g->hits[i].path))
 			break;
-		}
 		count++;
 	}
-	rc = sg_reply_ok(c->out);
+	text.max += 256;
+	truncated = g->total > count;
+	if (truncated &&
+	    sg_buf_addf(&text, "[truncated: %lld of %lld matching files shown, newest first; "
+			"narrow the pattern or the path to see the rest]\n",
+			count, (long long)g->total))
+		rc = SG_E_INTERNAL;
+	if (!rc)
+		rc = sg_reply_ok(c->out);
 	if (!rc)
 		rc = kv_strn(c->out, "content", text.p, text.len);
 	if (!rc)
 		rc = kv_int(c->out, "count", count);
+	if (!rc)
+		rc = kv_int(c->out, "total", (long long)g->total);
 	if (!rc)
 		rc = kv_bool(c->out, "truncated", truncated);
 	if (!rc)
 		rc = sg_reply_end(c->out);
 out:
 	close_fd(&dirfd);
-	for (size_t i = 0; i < g->nhits; i++)
-		free(g->hits[i].path);
-	free(g->hits);
-	free(g->pat);
-	free(g);
+	glob_free(g);
 	sg_buf_release(&text);
 	sg_buf_release(&rel);
 	return rc;
@@ -1426,60 +1838,202 @@ out:
 
 /* ---- grep ---- */
 
-struct grepper {
-	struct sg_buf text;     /* the reply's content */
-	struct sg_buf pending;  /* child output not yet cut into lines */
-	struct sg_buf errtext;  /* the child's stderr, head kept */
-	const char *prefix;     /* the searched directory, relative to root */
-	bool dot;               /* the child was given "." (paths start "./") */
-	int64_t max, count;
-	bool truncated, stop;
+/* One match, its text already clipped. */
+struct ghit {
+	char *path;             /* relative to root */
+	long long line;
+	char *text;
+	size_t len;
 };
 
-/* One line of child output: re-rooted and appended. */
-static void grep_line(struct grepper *g, const char *s, size_t n)
-{
-	size_t plen = strlen(g->prefix);
-	size_t need = (plen ? plen + 1 : 0) + n + 1;
+struct grepper {
+	struct sg_buf pending;  /* child output not yet cut into lines */
+	struct sg_buf errtext;  /* the child's stderr, head kept */
+	struct sg_buf tmp;      /* scratch for one line */
+	const char *prefix;     /* the searched directory, relative to root */
+	regex_t re;             /* the pattern as POSIX ERE, to place a clip */
+	bool have_re;
+	bool skipping;          /* dropping the rest of an overlong line */
+	bool sorted;            /* the engine prints in path order */
+	struct ghit *hits;
+	size_t nhits, cap;
+	int64_t max, total;
+	bool over, stop, oom;
+};
 
-	if (g->count == g->max || need > g->text.max - g->text.len) {
-		g->truncated = g->stop = true;
+static int ghit_cmp(const void *a, const void *b)
+{
+	const struct ghit *x = a, *y = b;
+	int d = strcmp(x->path, y->path);
+
+	if (d)
+		return d;
+	return x->line < y->line ? -1 : x->line > y->line;
+}
+
+static void ghits_prune(struct grepper *g, size_t keep)
+{
+	if (g->nhits > 1)
+		qsort(g->hits, g->nhits, sizeof(*g->hits), ghit_cmp);
+	for (size_t i = keep; i < g->nhits; i++) {
+		free(g->hits[i].path);
+		free(g->hits[i].text);
+	}
+	if (g->nhits > keep)
+		g->nhits = keep;
+}
+
+static void ghits_free(struct grepper *g)
+{
+	ghits_prune(g, 0);
+	free(g->hits);
+	g->hits = NULL;
+	g->cap = 0;
+}
+
+/*
+ * A matching line longer than SG_GREP_LINE_MAX, as a window around its
+ * first match (found again with the POSIX ERE reading of the pattern;
+ * where the engine's dialect differs, the window starts at the line's
+ * head), with the bytes left out said on each side.  `cut`: the engine's
+ * line was longer than SG_GREP_LINE_READ and its end was never seen.
+ */
+static sg_err grep_clip(struct grepper *g, const char *t, size_t n, bool cut)
+{
+	size_t start = 0, keep;
+	sg_err rc = SG_OK;
+
+	if (n <= SG_GREP_LINE_MAX && !cut)
+		return sg_buf_add(&g->tmp, t, n);
+	if (g->have_re) {
+		char *z = strndup(t, n);
+		regmatch_t m;
+
+		if (z && regexec(&g->re, z, 1, &m, 0) == 0 &&
+		    (size_t)m.rm_so > SG_GREP_LINE_MAX / 4)
+			start = (size_t)m.rm_so - SG_GREP_LINE_MAX / 4;
+		free(z);
+	}
+	while (start < n && ((unsigned char)t[start] & 0xC0) == 0x80)
+		start++;
+	keep = sg_utf8_clip(t + start, n - start, SG_GREP_LINE_MAX);
+	if (start)
+		rc = sg_buf_addf(&g->tmp, "[%zu bytes clipped] ", start);
+	if (!rc)
+		rc = sg_buf_add(&g->tmp, t + start, keep);
+	if (!rc && cut)
+		rc = sg_buf_addf(&g->tmp, " [the rest of a line longer than %zu bytes "
+				 "clipped]", (size_t)SG_GREP_LINE_READ);
+	else if (!rc && start + keep < n)
+		rc = sg_buf_addf(&g->tmp, " [%zu bytes clipped]", n - start - keep);
+	return rc;
+}
+
+/*
+ * One line of engine output, "PATH\0LINE:TEXT" (--null): counted, and
+ * kept when it is among the max first by (path, line).
+ */
+static void grep_line(struct grepper *g, const char *s, size_t n, bool cut)
+{
+	const char *nul = memchr(s, '\0', n), *text;
+	size_t plen = strlen(g->prefix), pn;
+	long long line = 0;
+	struct ghit *h;
+
+	if (!nul)
+		return; /* not a match line (a warning on stdout) */
+	pn = (size_t)(nul - s);
+	if (pn >= 2 && s[0] == '.' && s[1] == '/')
+		s += 2, pn -= 2, n -= 2;
+	for (text = nul + 1; text < s + n && *text >= '0' && *text <= '9'; text++)
+		line = line * 10 + (*text - '0');
+	if (text < s + n && *text == ':')
+		text++;
+	if (g->total == SG_GREP_COUNT_MAX) {
+		g->over = g->stop = true;
 		return;
 	}
-	if (g->dot && n >= 2 && s[0] == '.' && s[1] == '/') {
-		s += 2;
-		n -= 2;
+	g->total++;
+	if (g->sorted && (int64_t)g->nhits >= g->max)
+		return;
+	if (g->nhits == g->cap && g->cap >= 2 * (size_t)g->max) {
+		ghits_prune(g, (size_t)g->max);
+	} else if (g->nhits == g->cap) {
+		size_t cap = g->cap ? g->cap * 2 : 64;
+
+		if (cap > 2 * (size_t)g->max)
+			cap = 2 * (size_t)g->max;
+		h = realloc(g->hits, cap * sizeof(*h));
+		if (!h) {
+			g->oom = g->stop = true;
+			return;
+		}
+		g->hits = h;
+		g->cap = cap;
 	}
-	/* Room was checked above, so these cannot fail. */
-	if ((plen && (sg_buf_add(&g->text, g->prefix, plen) ||
-		      sg_buf_addc(&g->text, '/'))) ||
-	    sg_buf_add(&g->text, s, n) || sg_buf_addc(&g->text, '\n')) {
-		g->truncated = g->stop = true;
+	sg_buf_reset(&g->tmp);
+	h = &g->hits[g->nhits];
+	h->line = line;
+	h->path = malloc(plen + 1 + pn + 1);
+	if (h->path)
+		snprintf(h->path, plen + 1 + pn + 1, "%s%s%.*s", g->prefix,
+			 plen ? "/" : "", (int)pn, s);
+	if (!h->path || grep_clip(g, text, (size_t)(s + n - text), cut) ||
+	    !(h->text = malloc(g->tmp.len + 1))) {
+		free(h->path);
+		g->oom = g->stop = true;
 		return;
 	}
-	g->count++;
+	memcpy(h->text, g->tmp.p, g->tmp.len);
+	h->len = g->tmp.len;
+	g->nhits++;
 }
 
 static void grep_feed(struct grepper *g, const char *data, size_t n, bool eof)
 {
-	const char *p, *nl, *end;
+	while (!g->stop) {
+		const char *p, *nl, *end;
+		size_t take;
 
-	if (n && sg_buf_add(&g->pending, data, n)) {
-		/* A line longer than the whole output budget. */
-		g->truncated = g->stop = true;
+		if (g->skipping) {
+			nl = n ? memchr(data, '\n', n) : NULL;
+			if (!nl)
+				return;
+			n -= (size_t)(nl + 1 - data);
+			data = nl + 1;
+			g->skipping = false;
+		}
+		take = g->pending.max - g->pending.len;
+		if (take > n)
+			take = n;
+		if (take && sg_buf_add(&g->pending, data, take)) {
+			g->oom = g->stop = true;
+			return;
+		}
+		data += take;
+		n -= take;
+		p = g->pending.p;
+		end = p + g->pending.len;
+		while (!g->stop && (nl = memchr(p, '\n', (size_t)(end - p))) != NULL) {
+			grep_line(g, p, (size_t)(nl - p), false);
+			p = nl + 1;
+		}
+		sg_buf_consume(&g->pending, (size_t)(p - g->pending.p));
+		if (!g->stop && g->pending.len == g->pending.max) {
+			/* A line longer than we read: its head, then skip. */
+			grep_line(g, g->pending.p, g->pending.len, true);
+			sg_buf_reset(&g->pending);
+			g->skipping = true;
+			continue;
+		}
+		if (n)
+			continue;
+		if (!g->stop && eof && g->pending.len)
+			grep_line(g, g->pending.p, g->pending.len, false);
+		if (eof)
+			sg_buf_reset(&g->pending);
 		return;
 	}
-	p = g->pending.p;
-	end = p + g->pending.len;
-	while (!g->stop && (nl = memchr(p, '\n', (size_t)(end - p))) != NULL) {
-		grep_line(g, p, (size_t)(nl - p));
-		p = nl + 1;
-	}
-	if (!g->stop && eof && p < end) {
-		grep_line(g, p, (size_t)(end - p));
-		p = end;
-	}
-	sg_buf_consume(&g->pending, (size_t)(p - g->pending.p));
 }
 
 /* The absolute path of prog in $PATH, into dst; false if absent. */
@@ -1664,6 +2218,122 @@ out:
 	return rc;
 }
 
+/*
+ * The engine's command line, into av (at least 20 slots).  rg searches in
+ * parallel and prints files in whatever order its threads finish, so
+ * fs_grep sorts; `sorted` asks rg to print in path order instead (one
+ * thread), for when there are too many matches to hold them all.
+ */
+static void grep_argv(const char *engine, bool sorted, bool icase,
+		      const char *glob, const char *include, const char *pattern,
+		      const char *target, char **av)
+{
+	int ac = 0;
+
+	if (strcmp(engine, "rg") == 0) {
+		av[ac++] = (char *)"rg";
+		av[ac++] = (char *)"--line-number";
+		av[ac++] = (char *)"--no-heading";
+		av[ac++] = (char *)"--with-filename";
+		av[ac++] = (char *)"--null";
+		av[ac++] = (char *)"--color";
+		av[ac++] = (char *)"never";
+		if (sorted) {
+			av[ac++] = (char *)"--sort";
+			av[ac++] = (char *)"path";
+		}
+		if (icase)
+			av[ac++] = (char *)"-i";
+		if (glob) {
+			av[ac++] = (char *)"-g";
+			av[ac++] = (char *)glob;
+		}
+	} else {
+		av[ac++] = (char *)"grep";
+		av[ac++] = (char *)"-rnHZE";
+		if (icase)
+			av[ac++] = (char *)"-i";
+		if (glob)
+			av[ac++] = (char *)include;
+	}
+	av[ac++] = (char *)"-e";
+	av[ac++] = (char *)pattern;
+	av[ac++] = (char *)"--";
+	av[ac++] = (char *)target;
+	av[ac] = NULL;
+}
+
+/* The engine's complaint, whole, as the tool's failure. */
+static sg_err grep_complaint(struct fs *c, struct grepper *g, const char *engine,
+			     int status)
+{
+	size_t n = g->errtext.len;
+	sg_err rc;
+
+	while (n && (g->errtext.p[n - 1] == '\n' || g->errtext.p[n - 1] == ' '))
+		n--;
+	if (!n)
+		return tool_fail(c, "%s exited with status %d", engine, status);
+	sg_buf_reset(c->out);
+	rc = sg_buf_adds(c->out, "{\"ok\":false,\"tool_error\":");
+	if (!rc)
+		rc = sg_jw_str(c->out, g->errtext.p, n);
+	if (!rc)
+		rc = sg_buf_addc(c->out, '}');
+	return rc;
+}
+
+/* The reply: the kept matches in (path, line) order, then the marker. */
+static sg_err grep_reply(struct fs *c, struct grepper *g, const char *engine)
+{
+	struct sg_buf text = SG_BUF_INIT(SG_TOOL_OUTPUT - 512);
+	long long shown = 0;
+	bool truncated;
+	sg_err rc = SG_OK;
+
+	ghits_prune(g, (size_t)g->max);
+	for (size_t i = 0; i < g->nhits; i++) {
+		struct ghit *h = &g->hits[i];
+		size_t mark = text.len;
+
+		if (sg_buf_addf(&text, "%s:%lld:", h->path, h->line) ||
+		    sg_buf_add(&text, h->text, h->len) || sg_buf_addc(&text, '\n')) {
+			text.len = mark; /* whole lines only */
+			break;
+		}
+		shown++;
+	}
+	truncated = g->over || g->total > shown;
+	text.max += 512;
+	if (truncated && g->over)
+		rc = sg_buf_addf(&text, "[truncated: the first %lld matches shown, by path then "
+				 "line; more than %d lines matched; narrow the pattern, "
+				 "`path` or `glob`]\n", shown, SG_GREP_COUNT_MAX);
+	else if (truncated)
+		rc = sg_buf_addf(&text, "[truncated: %lld of %lld matches shown, by path then "
+				 "line; narrow the pattern, `path` or `glob`, or raise "
+				 "`max_results` (up to %d)]\n", shown, (long long)g->total,
+				 (int)SG_LIST_MAX);
+	if (!rc)
+		rc = sg_reply_ok(c->out);
+	if (!rc)
+		rc = kv_strn(c->out, "content", text.p, text.len);
+	if (!rc)
+		rc = kv_int(c->out, "count", shown);
+	if (!rc)
+		rc = kv_int(c->out, "total", (long long)g->total);
+	if (!rc)
+		rc = kv_bool(c->out, "total_exact", !g->over);
+	if (!rc)
+		rc = kv_bool(c->out, "truncated", truncated);
+	if (!rc)
+		rc = kv_str(c->out, "engine", engine);
+	if (!rc)
+		rc = sg_reply_end(c->out);
+	sg_buf_release(&text);
+	return rc;
+}
+
 /* fs grep PATTERN [--path PATH] [--glob G] [--ignore-case] [--max N] */
 static sg_err fs_grep(struct fs *c)
 {
@@ -1675,16 +2345,18 @@ static sg_err fs_grep(struct fs *c)
 	char parent[SG_PATH_MAX + 1], rg[SG_PATH_MAX + 1];
 	struct grepper g = { .prefix = "" };
 	const char *target = ".", *engine;
-	char *av[16];
-	int cwdfd = -1, status = 0, ac = 0;
+	char *av[24];
+	int cwdfd = -1, status = 0;
 	struct stat st;
 	sg_err rc;
 
-	sg_buf_init(&g.text, SG_TOOL_OUTPUT);
-	sg_buf_init(&g.pending, SG_TOOL_OUTPUT);
+	sg_buf_init(&g.pending, SG_GREP_LINE_READ);
 	sg_buf_init(&g.errtext, SG_HELPER_STDERR);
+	sg_buf_init(&g.tmp, SG_GREP_LINE_MAX + 256);
 	rc = sg_args_int(&c->a, "max", SG_GREP_DEFAULT, SG_LIST_MAX, &g.max,
 			 &c->err);
+	if (!rc && g.max < 1)
+		g.max = 1;
 	if (!rc)
 		rc = args_done(c, 1, 1);
 	if (!rc)
@@ -1699,7 +2371,6 @@ static sg_err fs_grep(struct fs *c)
 	if (S_ISDIR(st.st_mode)) {
 		/* Search "." in the directory so the paths come out short. */
 		g.prefix = rel.p;
-		g.dot = true;
 	} else {
 		split_rel(rel.p, parent, sizeof(parent));
 		g.prefix = strcmp(parent, ".") ? parent : "";
@@ -1711,45 +2382,38 @@ static sg_err fs_grep(struct fs *c)
 		goto out;
 	}
 	/* rg walks by path: on this host only where it can be confined. */
-	if (find_in_path("rg", rg, sizeof(rg)) &&
-	    (!c->on_host || sg_confine_reader_ok())) {
-		engine = "rg";
-		av[ac++] = (char *)"rg";
-		av[ac++] = (char *)"--line-number";
-		av[ac++] = (char *)"--no-heading";
-		av[ac++] = (char *)"--with-filename";
-		av[ac++] = (char *)"--color";
-		av[ac++] = (char *)"never";
-		if (icase)
-			av[ac++] = (char *)"-i";
-		if (glob) {
-			av[ac++] = (char *)"-g";
-			av[ac++] = (char *)glob;
-		}
-	} else {
-		engine = "grep";
-		av[ac++] = (char *)"grep";
-		av[ac++] = (char *)"-rnHE";
-		if (icase)
-			av[ac++] = (char *)"-i";
-		if (glob) {
-			if (sg_buf_addf(&include, "--include=%s", glob)) {
-				rc = sg_err_set(&c->err, SG_E_INVALID_ARGUMENT,
-						"--glob is too long");
-				goto out;
-			}
-			av[ac++] = include.p;
-		}
+	engine = find_in_path("rg", rg, sizeof(rg)) &&
+				 (!c->on_host || sg_confine_reader_ok()) ? "rg" : "grep";
+	if (glob && strcmp(engine, "grep") == 0 &&
+	    sg_buf_addf(&include, "--include=%s", glob)) {
+		rc = sg_err_set(&c->err, SG_E_INVALID_ARGUMENT, "--glob is too long");
+		goto out;
 	}
-	av[ac++] = (char *)"-e";
-	av[ac++] = (char *)c->pos[0];
-	av[ac++] = (char *)"--";
-	av[ac++] = (char *)target;
-	av[ac] = NULL;
+	g.have_re = regcomp(&g.re, c->pos[0],
+			    REG_EXTENDED | (icase ? REG_ICASE : 0)) == 0;
+	grep_argv(engine, false, icase, glob, include.p, c->pos[0], target, av);
 	rc = grep_run(c, &g, strcmp(engine, "rg") ? "grep" : rg,
 		      strcmp(engine, "rg") != 0, av, cwdfd, &status, &killed);
+	if (!rc && g.over && strcmp(engine, "rg") == 0) {
+		/*
+		 * Too many to sort them all: ask rg for path order and take
+		 * the first max, so the answer is still the same every time.
+		 */
+		ghits_free(&g);
+		g.total = 0;
+		g.over = g.stop = g.skipping = false;
+		g.sorted = true;
+		sg_buf_reset(&g.pending);
+		grep_argv(engine, true, icase, glob, include.p, c->pos[0], target, av);
+		rc = grep_run(c, &g, rg, false, av, cwdfd, &status, &killed);
+		g.over = true;
+	}
 	if (rc)
 		goto out;
+	if (g.oom) {
+		rc = sg_err_set(&c->err, SG_E_INTERNAL, "out of memory while searching");
+		goto out;
+	}
 	/*
 	 * Status 1 is "no match".  2 and up is an error, but one that
 	 * still printed matches is usually an unreadable file in a big
@@ -1761,32 +2425,19 @@ static sg_err fs_grep(struct fs *c)
 		goto out;
 	}
 	if (!killed && WIFEXITED(status) && WEXITSTATUS(status) >= 2 &&
-	    g.count == 0) {
-		size_t n = strcspn(g.errtext.p, "\n");
-
-		if (n)
-			rc = tool_fail(c, "%.*s", (int)n, g.errtext.p);
-		else
-			rc = tool_fail(c, "%s exited with status %d", engine,
-				       WEXITSTATUS(status));
+	    g.total == 0) {
+		rc = grep_complaint(c, &g, engine, WEXITSTATUS(status));
 		goto out;
 	}
-	rc = sg_reply_ok(c->out);
-	if (!rc)
-		rc = kv_strn(c->out, "content", g.text.p, g.text.len);
-	if (!rc)
-		rc = kv_int(c->out, "count", g.count);
-	if (!rc)
-		rc = kv_bool(c->out, "truncated", g.truncated);
-	if (!rc)
-		rc = kv_str(c->out, "engine", engine);
-	if (!rc)
-		rc = sg_reply_end(c->out);
+	rc = grep_reply(c, &g, engine);
 out:
+	if (g.have_re)
+		regfree(&g.re);
+	ghits_free(&g);
 	close_fd(&cwdfd);
-	sg_buf_release(&g.text);
 	sg_buf_release(&g.pending);
 	sg_buf_release(&g.errtext);
+	sg_buf_release(&g.tmp);
 	sg_buf_release(&include);
 	sg_buf_release(&rel);
 	return rc;

@@ -25,7 +25,11 @@
  * The caller waits at most --wait-ms for the result in one request, then
  * prints either
  *
- *   <stdout head>\n<mark> done <x>|<st>|<to>|<stdout size>\n<stderr head>
+ *   <stdout>\n<mark> done <x>|<st>|<to>|<stdout size>[|<its lines>]\n<stderr head>
+ *
+ * (with --keep-tail, stdout over --max-out is its head and its last
+ * max-out/2 bytes, and the line count is given only then; without, it is
+ * its first --max-out bytes)
  *
  * or "\n<mark> pending\n" (ask again with --attach), or "\n<mark>
  * missing\n" (no job has this prefix).  The mark is the caller's random
@@ -74,6 +78,7 @@ struct job {
 	size_t max_out, max_err;
 	int64_t wait_ms, timeout_ms;
 	bool merge, detach;
+	bool keep_tail;         /* --keep-tail */
 };
 
 /* dir + suffix into out; false when it does not fit (never silently cut). */
@@ -148,8 +153,12 @@ static bool job_exists(const struct job *j, const char *suffix)
 	return job_path(j, suffix, path, sizeof(path)) && access(path, F_OK) == 0;
 }
 
-/* Copy at most max bytes of a job file to stdout; its size into *size. */
-static void job_head(const struct job *j, const char *suffix, size_t max, long long *size)
+/*
+ * Copy max bytes of a job file, from offset `from`, to stdout; its size
+ * into *size and, with lines, its newlines into *lines.
+ */
+static void job_copy(const struct job *j, const char *suffix, off_t from, size_t max,
+		     long long *size, long long *lines)
 {
 	char buf[64 * 1024];
 	struct stat st;
@@ -157,10 +166,22 @@ static void job_head(const struct job *j, const char *suffix, size_t max, long l
 
 	if (size)
 		*size = 0;
+	if (lines)
+		*lines = 0;
 	if (fd < 0)
 		return;
 	if (size && fstat(fd, &st) == 0)
 		*size = (long long)st.st_size;
+	for (ssize_t got; lines && (got = read(fd, buf, sizeof(buf))) != 0;) {
+		if (got < 0 && errno == EINTR)
+			continue;
+		if (got < 0)
+			break;
+		for (char *p = buf, *e = buf + got; (p = memchr(p, '\n', (size_t)(e - p))); p++)
+			++*lines;
+	}
+	if (lseek(fd, from, SEEK_SET) != from)
+		max = 0;
 	while (max > 0) {
 		ssize_t got = read(fd, buf, max < sizeof(buf) ? max : sizeof(buf));
 
@@ -173,21 +194,41 @@ static void job_head(const struct job *j, const char *suffix, size_t max, long l
 	close(fd);
 }
 
-/* The result: stdout's head, the trailer, stderr's head. */
+/*
+ * The result: stdout, the trailer, stderr's head.  With --keep-tail,
+ * stdout longer than --max-out is its head and its tail (max-out/2
+ * bytes), so the last error of a long log reaches the agent; the trailer
+ * then also counts its lines for the marker that replaces the middle.
+ */
 static int job_report(const struct job *j)
 {
 	char x[JOB_LINE], st[JOB_LINE], line[3 * JOB_LINE + 256];
-	long long size;
-	int len;
+	long long size = 0, lines = 0;
+	size_t tail = j->max_out / 2;
+	struct stat sb;
+	int len, fd = job_open(j, ".o", O_RDONLY);
 
-	job_head(j, ".o", j->max_out, &size);
+	if (fd >= 0 && fstat(fd, &sb) == 0)
+		size = (long long)sb.st_size;
+	if (fd >= 0)
+		close(fd);
+	if ((unsigned long long)size <= j->max_out || !j->keep_tail) {
+		job_copy(j, ".o", 0, j->max_out, &size, NULL);
+	} else {
+		job_copy(j, ".o", 0, j->max_out - tail, &size, &lines);
+		job_copy(j, ".o", (off_t)(size - (long long)tail), tail, NULL, NULL);
+	}
 	job_get(j, ".x", x, sizeof(x));
 	job_get(j, ".st", st, sizeof(st));
-	len = snprintf(line, sizeof(line), "\n%s done %s|%s|%s|%lld\n", j->mark, x, st,
+	len = snprintf(line, sizeof(line), "\n%s done %s|%s|%s|%lld", j->mark, x, st,
 		       job_exists(j, ".to") ? "1" : "", size);
+	if (len > 0 && (unsigned long long)size > j->max_out && j->keep_tail)
+		len += snprintf(line + len, sizeof(line) - (size_t)len, "|%lld", lines);
+	if (len > 0 && (size_t)len + 1 < sizeof(line))
+		line[len++] = '\n';
 	if (len > 0 && (size_t)len < sizeof(line))
 		(void)sg_write_all(1, line, (size_t)len);
-	job_head(j, ".e", j->max_err, NULL);
+	job_copy(j, ".e", 0, j->max_err, NULL, NULL);
 	return 0;
 }
 
@@ -468,7 +509,7 @@ int sg_helper_job(int argc, char *const *argv)
 	int nenv = 0, rc = 126, guard;
 	sigset_t chld;
 
-	if (sg_args_parse(&a, argc - 1, argv + 1, "attach merge detach", &e) ||
+	if (sg_args_parse(&a, argc - 1, argv + 1, "attach merge detach keep-tail", &e) ||
 	    !(j.dir = sg_args_str(&a, "dir", NULL)) || !(j.mark = sg_args_str(&a, "mark", NULL)) ||
 	    sg_args_int(&a, "wait-ms", 0, INT64_MAX / 2, &j.wait_ms, &e) ||
 	    sg_args_int(&a, "timeout-ms", 0, INT64_MAX / 2, &j.timeout_ms, &e) ||
@@ -484,6 +525,7 @@ int sg_helper_job(int argc, char *const *argv)
 	j.max_err = (size_t)max_err;
 	j.merge = sg_args_flag(&a, "merge");
 	j.detach = sg_args_flag(&a, "detach");
+	j.keep_tail = sg_args_flag(&a, "keep-tail");
 	/*
 	 * SIGCHLD at its default (a caller that ignores it would make every
 	 * child vanish unwaited) and blocked, so that waits can sleep on it

@@ -333,6 +333,7 @@ static sg_err local_provision(struct sg_env *env, struct sg_cancel *cancel,
 		goto out;
 	env->helper = strdup(le->bwrap ? SANDBOX_HELPER : env->helper_host);
 	env->ctl_dir = strdup(le->bwrap ? SANDBOX_CTL : ctl);
+	env->own_tmp = le->bwrap; /* the bind in the bwrap argv */
 	env->host_root = strdup(le->workspace);
 	env->host_ctl = ctl;
 	ctl = NULL;
@@ -420,8 +421,17 @@ static sg_err sandbox_argv(struct local_env *le, const struct sg_exec *x,
 	if (!rc)
 		rc = add_system_dirs(av);
 	if (!rc)
-		rc = sg_strv_addv(av, (const char *[]){ "--dev", "/dev", "--proc", "/proc",
-							 "--tmpfs", "/tmp", NULL });
+		rc = sg_strv_addv(av, (const char *[]){ "--dev", "/dev", "--proc", "/proc", NULL });
+	/*
+	 * The environment's own /tmp, kept across its commands and shared
+	 * with its background processes: ctl/tmp, which is also TMPDIR.
+	 */
+	if (!rc)
+		rc = sg_strv_add(av, "--bind");
+	if (!rc)
+		rc = sg_strv_addf(av, "%s/tmp", env->host_ctl);
+	if (!rc)
+		rc = sg_strv_add(av, "/tmp");
 	if (!rc)
 		rc = sg_strv_addv(av, (const char *[]){ ro ? "--ro-bind" : "--bind",
 							 le->workspace, env->root, NULL });

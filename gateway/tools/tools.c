@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "../../adapters/exec.h"
 #include "../../adapters/json.h"
@@ -475,10 +476,12 @@ static sg_err run_argv(struct tctx *t, const char *const *argv,
 	struct sg_session *s = t->s;
 	struct sg_strv cmd = SG_STRV_INIT, envp = SG_STRV_INIT;
 	struct sg_exec_result r;
+	struct sg_buf text = SG_BUF_INIT(s->tool_output + SG_KiB);
 	char *cwd = NULL;
 	sg_err rc;
 
 	sg_exec_result_init(&r, s->tool_output);
+	r.keep_tail = true;
 	rc = sg_envcall_confine(s, t->mode, argv, &cmd, &t->op->err);
 	if (!rc)
 		rc = sg_envcall_command_env(s, env_extra, &envp, &t->op->err);
@@ -503,14 +506,22 @@ static sg_err run_argv(struct tctx *t, const char *const *argv,
 	if (!rc) {
 		bool failed = r.exit_code != 0 || r.signal || r.timed_out;
 		json_t *meta = json_pack(
-			"{s:o, s:o, s:b, s:b, s:I}", "exit_code",
+			"{s:o, s:o, s:b, s:b, s:I, s:I}", "exit_code",
 			r.signal ? json_null() : json_integer(r.exit_code), "signal",
 			r.signal ? json_string(sg_exec_signame(r.signal)) : json_null(),
 			"timed_out", r.timed_out, "truncated", r.truncated,
+			"output_bytes", (json_int_t)(r.truncated ? r.total : r.out.len),
 			"duration_ms", (json_int_t)r.duration_ms);
 
-		*result = tool_result(sg_json_text(r.out.p, r.out.len), failed, meta);
+		/* Head, a marker for the omitted middle, tail (exec.h). */
+		if (sg_exec_text(&r, &text))
+			rc = sg_err_set(&t->op->err, SG_E_INTERNAL, "out of memory");
+		if (!rc)
+			*result = tool_result(sg_json_text(text.p, text.len), failed, meta);
+		else
+			json_decref(meta);
 	}
+	sg_buf_release(&text);
 	free(cwd);
 	sg_exec_result_release(&r);
 	sg_strv_release(&cmd);
@@ -603,11 +614,115 @@ static bool git_reads_only(json_t *args)
 	return false;
 }
 
+/*
+ * `-c` keys a read_only git may set: display and diff settings that
+ * neither write nor run a program.  Everything else stays refused, above
+ * all the keys that name a program (core.pager, core.fsmonitor,
+ * diff.external, core.sshCommand, core.hooksPath, alias.*, *.textconv,
+ * filter.*, credential.*, ...): an allow-list cannot miss one.
+ */
+static bool git_key_harmless(const char *kv)
+{
+	static const char *const keys[] = {
+		"color.ui", "color.diff", "color.status", "color.branch", "color.grep",
+		"core.quotepath", "core.abbrev", "core.safecrlf", "core.autocrlf",
+		"diff.noprefix", "diff.renames", "diff.mnemonicprefix", "diff.context",
+		"diff.algorithm", "diff.indentheuristic", "diff.relative",
+		"diff.interhunkcontext", "diff.suppressblankempty", "diff.statgraphwidth",
+		"log.decorate", "log.date", "log.abbrevcommit", "log.follow",
+		"log.showroot", "log.mailmap", "grep.linenumber", "grep.extendedregexp",
+		"grep.patterntype", "status.short", "status.branch",
+		"status.showuntrackedfiles", "blame.date", "i18n.logoutputencoding",
+		"format.pretty", "pager.log", "pager.diff", "pager.show", NULL
+	};
+	size_t n = strcspn(kv, "=");
+
+	for (size_t i = 0; keys[i]; i++)
+		if (strlen(keys[i]) == n && strncasecmp(keys[i], kv, n) == 0) {
+			/* pager.<cmd> may only turn the pager off. */
+			if (strncasecmp(kv, "pager.", 6) == 0)
+				return kv[n] == '=' && (strcmp(kv + n + 1, "false") == 0 ||
+							strcmp(kv + n + 1, "0") == 0);
+			return true;
+		}
+	return false;
+}
+
+/*
+ * git's global options, before the subcommand, in read_only mode: the
+ * ones that can neither write nor run a program.  `-C DIR` must stay
+ * inside root (resolved in the environment, like every path); the rest
+ * are refused with the reason.  *sub is the subcommand's index in args.
+ */
+static sg_err git_globals(struct tctx *t, json_t *args, const char *cwd, size_t *sub)
+{
+	static const char *const plain[] = {
+		"--no-pager", "-P", "--no-optional-locks", "--literal-pathspecs",
+		"--glob-pathspecs", "--noglob-pathspecs", "--icase-pathspecs",
+		"--no-replace-objects", "--no-advice", NULL
+	};
+	size_t i = 0, n = json_array_size(args);
+	sg_err rc = SG_OK;
+
+	for (; i < n && !rc; i++) {
+		const char *a = json_string_value(json_array_get(args, i));
+		bool known = false;
+
+		if (a[0] != '-')
+			break;
+		for (size_t k = 0; plain[k]; k++)
+			known |= strcmp(a, plain[k]) == 0;
+		if (known)
+			continue;
+		if ((strcmp(a, "-C") == 0 || strcmp(a, "-c") == 0) && i + 1 == n)
+			return sg_err_set(&t->op->err, SG_E_INVALID_ARGUMENT,
+					  "git %s needs a value", a);
+		if (strcmp(a, "-C") == 0) {
+			const char *dir = json_string_value(json_array_get(args, ++i));
+			struct sg_buf joined = SG_BUF_INIT(2 * SG_PATH_MAX + 2);
+			char *where = NULL;
+
+			/* Relative to cwd, as git reads it; outside root is path_escape. */
+			if (sg_buf_addf(&joined, "%s%s%s", cwd && dir[0] != '/' ? cwd : "",
+					cwd && dir[0] != '/' ? "/" : "", dir))
+				rc = sg_err_set(&t->op->err, SG_E_INVALID_ARGUMENT,
+						"git -C: the path is too long");
+			if (!rc)
+				rc = sg_envcall_resolve(t->s, joined.p, false, &where,
+							&t->op->cancel, &t->op->err);
+			sg_buf_release(&joined);
+			free(where);
+		} else if (strcmp(a, "-c") == 0) {
+			const char *kv = json_string_value(json_array_get(args, ++i));
+
+			if (!git_key_harmless(kv))
+				rc = sg_err_set(&t->op->err, SG_E_PERMISSION,
+						"git -c %.*s is not allowed in read_only mode: only "
+						"display settings (color.*, core.quotepath, diff.*, "
+						"log.* and the like) are; a key that can run a program "
+						"or write never is",
+						(int)strcspn(kv, "="), kv);
+		} else {
+			rc = sg_err_set(&t->op->err, SG_E_PERMISSION,
+					"git option %.64s is not allowed in read_only mode "
+					"(allowed before the subcommand: -C DIR inside the "
+					"workspace, -c with a display setting, --no-pager, "
+					"--no-optional-locks, --literal-pathspecs)", a);
+		}
+	}
+	*sub = i;
+	if (!rc && i == n)
+		rc = sg_err_set(&t->op->err, SG_E_INVALID_ARGUMENT,
+				"`args` names no git subcommand after its options");
+	return rc;
+}
+
 static sg_err t_git(struct tctx *t, json_t **result)
 {
 	const char *cwd = NULL;
 	json_t *args = NULL, *env;
 	struct sg_strv av = SG_STRV_INIT;
+	size_t sub = 0;
 	sg_err rc;
 
 	ARG_STR("cwd", false, cwd);
@@ -617,10 +732,23 @@ static sg_err t_git(struct tctx *t, json_t **result)
 	if (!args || json_array_size(args) == 0)
 		return sg_err_set(&t->op->err, SG_E_INVALID_ARGUMENT,
 				  "`args` must be a non-empty array (the argv after `git`)");
-	if (t->mode == SG_CONFINE_READ_ONLY && !git_reads_only(args))
-		return sg_err_set(&t->op->err, SG_E_PERMISSION,
-				  "git %s may write, and the permission mode is read_only",
-				  json_string_value(json_array_get(args, 0)));
+	if (t->mode == SG_CONFINE_READ_ONLY) {
+		json_t *rest;
+		bool reads;
+
+		rc = git_globals(t, args, cwd, &sub);
+		if (rc)
+			return rc;
+		rest = json_array();
+		for (size_t i = sub; i < json_array_size(args); i++)
+			json_array_append(rest, json_array_get(args, i));
+		reads = git_reads_only(rest);
+		json_decref(rest);
+		if (!reads)
+			return sg_err_set(&t->op->err, SG_E_PERMISSION,
+					  "git %s may write, and the permission mode is read_only",
+					  json_string_value(json_array_get(args, sub)));
+	}
 	env = json_pack("{s:s}", "GIT_TERMINAL_PROMPT", "0");
 	if (t->mode == SG_CONFINE_READ_ONLY)
 		json_object_set_new(env, "GIT_OPTIONAL_LOCKS", json_string("0"));

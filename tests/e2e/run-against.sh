@@ -62,7 +62,7 @@ EOF2
 	;;
 daytona-cloud)
 	if [ "${SANDGATE_E2E_DAYTONA:-}" != 1 ] || [ -z "${DAYTONA_API_KEY:-}" ]; then
-		echo "run-against: set SANDGATE_E2E_DAYTONA=1 and DAYTONA_API_KEY to run against Daytona; skipped" >&2
+		echo "SKIP: set SANDGATE_E2E_DAYTONA=1 and DAYTONA_API_KEY to run against Daytona itself"
 		exit 77
 	fi
 	work=$(mktemp -d)

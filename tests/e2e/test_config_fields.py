@@ -14,7 +14,11 @@ import subprocess
 import tempfile
 import unittest
 
-from sgclient import BIN, Gateway, unique
+from sgclient import BIN, unique
+
+# The command line under test is sandgate's own, also when the suite runs
+# through the delegation wrapper (tests/delegation), whose peer it is.
+REAL = os.environ.get("SG_PEER_BIN") or BIN
 
 
 class OneAnswer(unittest.TestCase):
@@ -33,32 +37,29 @@ class OneAnswer(unittest.TestCase):
     def run_bin(self, *args):
         env = dict(os.environ)
         env.pop("SANDGATE_CONFIG", None)
-        return subprocess.run([BIN, *args], capture_output=True, text=True,
+        return subprocess.run([REAL, *args], capture_output=True, text=True,
                               timeout=120, env=env)
 
     def answers(self, profile):
-        """The error text of config check, serve and probe for profile."""
+        """The verdicts of config check, serve and probe for profile."""
         path = self.config(profile)
-        check = self.run_bin("config", "check", "--config", path)
-        self.assertNotEqual(check.returncode, 0, check.stderr)
-        checked = check.stderr.strip().splitlines()[-1]
+        check = self.run_bin("config", "check", "--json", "--config", path)
+        self.assertEqual(check.returncode, 78, check.stderr)
+        checked = json.loads(check.stdout)["profiles"][0]["error"]
 
-        gw = Gateway(config=path, profile="p",
-                     state_dir=os.path.join(self.dir, "state"))
-        try:
-            r = gw.call("initialize", gw.make_binding(root=os.path.join(self.dir, "ws")),
-                        token="tok")
-            gw.shutdown()
-        finally:
-            gw.cleanup()
-            for f in (gw.proc.stdin, gw.proc.stdout, gw.proc.stderr):
-                f.close()
-        self.assertIn("error", r)
-        served = r["error"]
+        # serve gives its verdict at startup, before it reads a frame.
+        serve = subprocess.run([REAL, "serve", "--config", path, "--profile", "p",
+                                "--state-dir", os.path.join(self.dir, "state")],
+                               input="", capture_output=True, text=True, timeout=120,
+                               env={k: v for k, v in os.environ.items()
+                                    if k != "SANDGATE_CONFIG"})
+        self.assertEqual(serve.returncode, 78, serve.stderr)
+        self.assertEqual(serve.stdout, "", "nothing on the protocol stream")
+        served = serve.stderr.strip().splitlines()[-1].split(": ", 1)[1]
 
         probe = self.run_bin("probe", "--json", "--config", path, "--state-dir",
                              os.path.join(self.dir, "state"))
-        self.assertNotEqual(probe.returncode, 0)
+        self.assertEqual(probe.returncode, 78)
         probed = json.loads(probe.stdout)["error"]
         return checked, served, probed
 

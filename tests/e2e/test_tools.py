@@ -57,12 +57,15 @@ class Tools(GatewayTestCase):
         self.assertIs(res["is_error"], True)
 
     def test_read_text_with_nul_bytes(self):
-        # NUL is a valid character of a JSON string (\u0000); reading such a
-        # file as text must work and keep it.
+        # A NUL byte makes a file binary (as for git and grep): read_file
+        # describes it instead of returning it as text; base64 keeps it.
         gw = self.gw
         gw.sh_ok("printf 'a\\000b\\n' > nul.txt")
         res = gw.tool_ok("read_file", {"path": "nul.txt"})
-        self.assertEqual(res["content"], "a\u0000b\n")
+        self.assertTrue(res["content"].startswith("[binary file: nul.txt is 4 bytes"))
+        self.assertIs(res["metadata"]["binary"], True)
+        res = gw.tool_ok("read_file", {"path": "nul.txt", "encoding": "base64"})
+        self.assertEqual(base64.b64decode(res["content"]), b"a\x00b\n")
 
     def test_base64_round_trip(self):
         gw = self.gw
@@ -170,7 +173,10 @@ class Tools(GatewayTestCase):
                                   "ignore_case": True})
         self.assertEqual(res["content"].splitlines(), [self.p("one.txt") + ":2:the Needle42 here"])
         res = gw.tool_ok("grep", {"pattern": "needle", "path": self.d, "max_results": 1})
-        self.assertEqual(len([l for l in res["content"].splitlines() if l.strip()]), 1)
+        # One match, then the line that says the rest was left out.
+        lines = res["content"].splitlines()
+        self.assertEqual(lines[0], self.p("two.md") + ":1:needle7")
+        self.assertTrue(lines[1].startswith("[truncated: 1 of 2 matches shown"), lines)
 
     # ---- git ------------------------------------------------------------
 

@@ -1,6 +1,6 @@
 /*
  * test_base.c - the base modules: buffers, UTF-8, error strings, JSON
- * writing, string vectors, slugs and cancel tokens.
+ * writing, string vectors, slugs, cancel tokens and progress lines.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -10,6 +10,7 @@
 
 #include <jansson.h>
 #include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -23,6 +24,7 @@
 #include "adapters/digest.h"
 #include "base/strv.h"
 #include "base/limits.h"
+#include "base/progress.h"
 #include "base/utf8.h"
 
 static void test_buf_invariants(void **state)
@@ -319,6 +321,58 @@ static void test_read_all(void **state)
 	sg_buf_release(&b);
 }
 
+/*
+ * Progress in json mode (what probe reads): each event is one JSON line on
+ * fd 2 with the step, its duration and outcome; text that could break the
+ * line is made plain; nothing is written without an open step.
+ */
+static void test_progress_json(void **state)
+{
+	char out[4096];
+	int fds[2], saved;
+	ssize_t n;
+	json_t *lines[4];
+	char *p, *nl;
+	size_t i = 0;
+
+	(void)state;
+	assert_int_equal(setenv("SANDGATE_PROGRESS", "json", 1), 0);
+	assert_int_equal(pipe(fds), 0);
+	saved = dup(2);
+	dup2(fds[1], 2);
+	sg_progress_update("before any step");
+	sg_progress_begin("create", "creating sandbox %s", "a\"b\nc");
+	sg_progress_update("sandbox %s is %s", "x", "pending");
+	sg_progress_update("sandbox %s is %s", "x", "pending"); /* unchanged: no line */
+	sg_progress_end(SG_E_TIMEOUT);
+	sg_progress_end(SG_OK); /* nothing open */
+	dup2(saved, 2);
+	close(saved);
+	close(fds[1]);
+	n = read(fds[0], out, sizeof(out) - 1);
+	close(fds[0]);
+	assert_true(n > 0);
+	out[n] = '\0';
+	for (p = out; (nl = strchr(p, '\n')) && i < 4; p = nl + 1) {
+		*nl = '\0';
+		lines[i] = json_loads(p, 0, NULL);
+		assert_non_null(lines[i]);
+		i++;
+	}
+	assert_int_equal(i, 3);
+	assert_string_equal(json_string_value(json_object_get(lines[0], "event")), "begin");
+	assert_string_equal(json_string_value(json_object_get(lines[0], "progress")), "create");
+	assert_string_equal(json_string_value(json_object_get(lines[0], "text")),
+			    "creating sandbox a b c");
+	assert_string_equal(json_string_value(json_object_get(lines[1], "text")),
+			    "sandbox x is pending");
+	assert_string_equal(json_string_value(json_object_get(lines[2], "event")), "end");
+	assert_true(json_is_false(json_object_get(lines[2], "ok")));
+	assert_true(json_integer_value(json_object_get(lines[2], "ms")) >= 0);
+	for (size_t j = 0; j < i; j++)
+		json_decref(lines[j]);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -335,6 +389,7 @@ int main(void)
 		cmocka_unit_test(test_slug),
 		cmocka_unit_test(test_cancel),
 		cmocka_unit_test(test_read_all),
+		cmocka_unit_test(test_progress_json),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

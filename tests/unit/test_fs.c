@@ -310,7 +310,10 @@ static void test_read_text(void **state)
 	assert_string_equal(str(f, "path"), "a.txt");
 
 	run(f, "read", ROOT "/a.txt", "--offset", "2", "--limit", "1", NULL);
-	assert_string_equal(str(f, "content"), "two\n");
+	/* Truncation is said in the content too, with the offset to read on. */
+	assert_string_equal(str(f, "content"),
+			    "two\n[truncated: lines 2-2 shown; read on with offset=3]\n");
+	assert_int_equal(num(f, "next_offset"), 3);
 	assert_true(flag(f, "truncated"));
 	assert_int_equal(num(f, "total_lines"), 3);
 
@@ -327,7 +330,10 @@ static void test_read_text(void **state)
 	assert_string_equal(str(f, "content"), "");
 
 	run(f, "read", "a.txt", "--max", "5", NULL);
-	assert_string_equal(str(f, "content"), "one\nt");
+	/* Line 2 was cut: it is read again from its start. */
+	assert_string_equal(str(f, "content"),
+			    "one\nt\n[truncated: lines 1-1 shown; read on with offset=2]\n");
+	assert_int_equal(num(f, "next_offset"), 2);
 	assert_true(flag(f, "truncated"));
 
 	puts_file(f, "noeol.txt", "x\ny");
@@ -380,7 +386,9 @@ static void test_read_utf8(void **state)
 	/* "é" is two bytes: a 3-byte window keeps one whole character. */
 	puts_file(f, "e.txt", "\xc3\xa9\xc3\xa9\xc3\xa9");
 	run(f, "read", "e.txt", "--max", "3", NULL);
-	assert_string_equal(str(f, "content"), "\xc3\xa9");
+	assert_true(strncmp(str(f, "content"), "\xc3\xa9\n[truncated: line 1 is longer than 3 "
+			    "bytes", 35) == 0);
+	assert_int_equal(num(f, "next_offset"), 2);
 	assert_true(flag(f, "truncated"));
 }
 
@@ -389,14 +397,15 @@ static void test_read_big(void **state)
 	struct fx *f = *state;
 	size_t n = 200000, len = 0;
 	char *big = malloc(n * 8);
-	char want[16];
+	char want[96];
 
 	assert_non_null(big);
 	for (size_t i = 1; i <= n; i++)
 		len += (size_t)snprintf(big + len, 16, "%zu\n", i);
 	put(f, "big.txt", big, len);
 	run(f, "read", "big.txt", "--offset", "199999", "--limit", "1", NULL);
-	snprintf(want, sizeof(want), "199999\n");
+	snprintf(want, sizeof(want),
+		 "199999\n[truncated: lines 199999-199999 shown; read on with offset=200000]\n");
 	assert_string_equal(str(f, "content"), want);
 	assert_int_equal(num(f, "total_lines"), 200000);
 	assert_int_equal(num(f, "size"), (json_int_t)len);
@@ -409,7 +418,9 @@ static void test_read_big(void **state)
 	 */
 	assert_true(len > SG_READ_COUNT_MAX);
 	run(f, "read", "big.txt", "--limit", "10", NULL);
-	assert_string_equal(str(f, "content"), "1\n2\n3\n4\n5\n6\n7\n8\n9\n10\n");
+	assert_string_equal(str(f, "content"), "1\n2\n3\n4\n5\n6\n7\n8\n9\n10\n"
+			    "[truncated: lines 1-10 shown; read on with offset=11]\n");
+	assert_int_equal(num(f, "next_offset"), 11);
 	assert_true(flag(f, "total_lines_partial"));
 	assert_true(num(f, "total_lines") >= 10 && num(f, "total_lines") < 200000);
 	assert_int_equal(num(f, "size"), (json_int_t)len);
@@ -417,7 +428,7 @@ static void test_read_big(void **state)
 
 	/* Default window: clipped at SG_TOOL_OUTPUT bytes. */
 	run(f, "read", "big.txt", "--max", "1000", NULL);
-	assert_int_equal(strlen(str(f, "content")), 1000);
+	assert_int_equal(strcspn(str(f, "content"), "["), 1000);
 	assert_true(flag(f, "truncated"));
 	free(big);
 }
@@ -765,8 +776,11 @@ static void test_glob(void **state)
 	glob_is(f, ROOT "/src/*.c", "src/a.c\n");
 
 	run(f, "glob", "**/*.c", "--max", "2", NULL);
-	assert_string_equal(str(f, "content"), "top.c\nsrc/sub/b.c\n");
+	assert_string_equal(str(f, "content"),
+			    "top.c\nsrc/sub/b.c\n[truncated: 2 of 3 matching files shown, newest "
+			    "first; narrow the pattern or the path to see the rest]\n");
 	assert_int_equal(num(f, "count"), 2);
+	assert_int_equal(num(f, "total"), 3);
 	assert_true(flag(f, "truncated"));
 
 	run(f, "glob", "*.c", "--path", "src", NULL);
@@ -799,7 +813,8 @@ static void test_glob_many(void **state)
 	run(f, "glob", "m/*", "--max", "3", NULL);
 	expect_ok(f);
 	/* mtimes 10049, 10048, 10047 belong to i = 7, 14, 21 (i*7 % 50). */
-	assert_string_equal(str(f, "content"), "m/f07\nm/f14\nm/f21\n");
+	assert_true(strncmp(str(f, "content"), "m/f07\nm/f14\nm/f21\n[truncated: 3 of 50 ",
+			    37) == 0);
 	assert_true(flag(f, "truncated"));
 	run(f, "glob", "m/*", NULL);
 	assert_int_equal(num(f, "count"), 50);

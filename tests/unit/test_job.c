@@ -758,6 +758,17 @@ static void test_max_out(void **state)
 			fail_msg("byte %zu is %d", i, f->head[i]);
 	assert_string_equal(f->trailer, "done 0|exit 0||200000");
 
+	/*
+	 * --keep-tail: past --max-out, its first half from the head and its
+	 * last half from the end, so a long log keeps its last line; the
+	 * trailer adds the line count.
+	 */
+	job(f, "--dir", pfx(f, "t"), "--mark", MARK, "--max-out", "20", "--keep-tail",
+	    "--wait-ms", "20000", "--", PATH_ENV, "--", SH("seq 1 1000"), NULL);
+	assert_int_equal(f->head_len, 20);
+	assert_memory_equal(f->head, "1\n2\n3\n4\n5\n\n999\n1000\n", 20);
+	assert_string_equal(f->trailer, "done 0|exit 0||3893|1000");
+
 	/* --max-out 0: no head, the size counted; --max-err cuts stderr. */
 	job(f, "--dir", pfx(f, "c"), "--mark", MARK, "--max-out", "0",
 	    "--max-err", "5", "--wait-ms", "20000", "--", PATH_ENV, "--",

@@ -1,0 +1,1030 @@
+/*
+ * api.c - Modal's control plane and command router (see api.h).
+ */
+#include "api.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "base/log.h"
+#include "base/limits.h"
+
+/*
+ * What every control-plane call says about its client: Modal's own
+ * clients send a client type and version; these are libmodal's (the
+ * server's list of accepted values is not published).
+ */
+#define MDL_CLIENT_TYPE "x-modal-client-type: 8"
+#define MDL_CLIENT_VERSION "x-modal-client-version: 1.0.0"
+
+/* ---- Credentials ---------------------------------------------------------- */
+
+/* Forget a secret: a store the compiler may not drop as dead. */
+static void wipe(void *p, size_t n)
+{
+	volatile unsigned char *v = p;
+
+	while (n--)
+		*v++ = 0;
+}
+
+static void copy_field(char *dst, const char *src)
+{
+	snprintf(dst, MDL_FIELD_MAX, "%s", src ? src : "");
+}
+
+static const char *env_nonempty(const char *name)
+{
+	const char *v = getenv(name);
+
+	return v && *v ? v : NULL;
+}
+
+/* A TOML string or boolean value (the subset ~/.modal.toml uses). */
+static bool toml_value(char *v, char **out)
+{
+	size_t n;
+
+	while (*v == ' ' || *v == '\t')
+		v++;
+	n = strlen(v);
+	while (n > 0 && (v[n - 1] == ' ' || v[n - 1] == '\t' || v[n - 1] == '\r'))
+		v[--n] = '\0';
+	if (n >= 2 && (v[0] == '"' || v[0] == '\'') && v[n - 1] == v[0]) {
+		v[n - 1] = '\0';
+		*out = v + 1;
+		return true;
+	}
+	if (strcmp(v, "true") == 0 || strcmp(v, "false") == 0) {
+		*out = v;
+		return true;
+	}
+	return false;
+}
+
+struct toml_profile {
+	char name[MDL_FIELD_MAX];
+	struct mdl_creds c;
+	bool active;
+};
+
+/* Read the config file's profiles; *n of them into ps (at most max). */
+static sg_err read_profiles(const char *file, struct toml_profile *ps,
+			    size_t max, size_t *n, struct sg_errinfo *err)
+{
+	FILE *f = fopen(file, "r");
+	char line[2048];
+	struct toml_profile *cur = NULL;
+	int lineno = 0;
+	sg_err rc = SG_OK;
+
+	*n = 0;
+	if (!f)
+		return errno == ENOENT ? SG_E_NOT_FOUND
+				       : sg_err_set(err, SG_E_PERMISSION,
+						    "cannot read %s", file);
+	while (fgets(line, sizeof(line), f)) {
+		char *p = line, *eq, *val;
+
+		lineno++;
+		line[strcspn(line, "\n")] = '\0';
+		while (*p == ' ' || *p == '\t')
+			p++;
+		if (*p == '#' || *p == '\0')
+			continue;
+		if (*p == '[') {
+			char *end = strchr(p, ']');
+
+			if (!end || *n >= max) {
+				rc = sg_err_set(err, SG_E_INVALID_ARGUMENT,
+						"%s line %d: a malformed or extra "
+						"profile header", file, lineno);
+				goto out;
+			}
+			*end = '\0';
+			cur = &ps[(*n)++];
+			memset(cur, 0, sizeof(*cur));
+			copy_field(cur->name, p + 1);
+			continue;
+		}
+		eq = strchr(p, '=');
+		if (!eq || !cur) {
+			rc = sg_err_set(err, SG_E_INVALID_ARGUMENT,
+					"%s line %d: not a profile's key = value",
+					file, lineno);
+			goto out;
+		}
+		*eq = '\0';
+		for (char *e = eq - 1; e >= p && (*e == ' ' || *e == '\t'); e--)
+			*e = '\0';
+		if (!toml_value(eq + 1, &val))
+			continue; /* numbers, arrays: no key we read has them */
+		if (strcmp(p, "token_id") == 0)
+			copy_field(cur->c.token_id, val);
+		else if (strcmp(p, "token_secret") == 0)
+			copy_field(cur->c.token_secret, val);
+		else if (strcmp(p, "server_url") == 0)
+			copy_field(cur->c.server_url, val);
+		else if (strcmp(p, "environment") == 0)
+			copy_field(cur->c.environment, val);
+		else if (strcmp(p, "active") == 0)
+			cur->active = strcmp(val, "true") == 0;
+	}
+out:
+	fclose(f);
+	return rc;
+}
+
+sg_err mdl_creds_load(struct mdl_creds *out, struct sg_errinfo *err)
+{
+	const char *id = env_nonempty("MODAL_TOKEN_ID");
+	const char *secret = env_nonempty("MODAL_TOKEN_SECRET");
+	const char *want = env_nonempty("MODAL_PROFILE");
+	const char *home = env_nonempty("HOME");
+	char file[SG_PATH_MAX];
+	struct toml_profile *ps = calloc(16, sizeof(*ps));
+	const struct toml_profile *use = NULL;
+	size_t n = 0;
+	sg_err rc = SG_OK;
+
+	memset(out, 0, sizeof(*out));
+	if (!ps)
+		return sg_err_set(err, SG_E_INTERNAL, "out of memory");
+	if (env_nonempty("MODAL_CONFIG_PATH"))
+		snprintf(file, sizeof(file), "%s", getenv("MODAL_CONFIG_PATH"));
+	else
+		snprintf(file, sizeof(file), "%s/.modal.toml", home ? home : "");
+	rc = read_profiles(file, ps, 16, &n, err);
+	if (rc == SG_E_NOT_FOUND)
+		rc = SG_OK;
+	if (rc)
+		goto out;
+	for (size_t i = 0; i < n; i++)
+		if (want ? strcmp(ps[i].name, want) == 0 : ps[i].active)
+			use = &ps[i];
+	if (!use && !want && n == 1)
+		use = &ps[0];
+	if (want && !use && !(id && secret)) {
+		rc = sg_err_set(err, SG_E_PERMISSION,
+				"MODAL_PROFILE names a profile that %s does not have",
+				file);
+		goto out;
+	}
+	if (use) {
+		*out = use->c;
+		copy_field(out->profile, use->name);
+	}
+	if (id && secret) {
+		copy_field(out->token_id, id);
+		copy_field(out->token_secret, secret);
+	}
+	if (env_nonempty("MODAL_SERVER_URL"))
+		copy_field(out->server_url, getenv("MODAL_SERVER_URL"));
+	if (env_nonempty("MODAL_ENVIRONMENT"))
+		copy_field(out->environment, getenv("MODAL_ENVIRONMENT"));
+	if (!out->server_url[0])
+		copy_field(out->server_url, MDL_SERVER_DEFAULT);
+	if (!out->token_id[0] || !out->token_secret[0])
+		rc = sg_err_set(err, SG_E_PERMISSION,
+				"no Modal token: set MODAL_TOKEN_ID and "
+				"MODAL_TOKEN_SECRET, or run `modal token new` "
+				"(which writes %s)", file);
+out:
+	wipe(ps, 16 * sizeof(*ps));
+	free(ps);
+	if (rc)
+		wipe(out, sizeof(*out));
+	return rc;
+}
+
+/* ---- The client and its auth token ------------------------------------- */
+
+/* Whether url is http:// to a loopback address (a test fake). */
+static bool is_loopback_h2c(const char *url)
+{
+	static const char *const hosts[] = { "http://127.0.0.1:", "http://localhost:",
+					     "http://[::1]:" };
+
+	for (size_t i = 0; i < sizeof(hosts) / sizeof(hosts[0]); i++)
+		if (strncmp(url, hosts[i], strlen(hosts[i])) == 0)
+			return true;
+	return false;
+}
+
+sg_err mdl_client_init(struct mdl_client *c, const struct mdl_creds *creds,
+		       const char *ca_file, struct sg_errinfo *err)
+{
+	sg_err rc;
+
+	memset(c, 0, sizeof(*c));
+	c->creds = *creds;
+	/* Cleartext only to loopback: a token must never cross a network bare. */
+	if (strncmp(creds->server_url, "http://", 7) == 0 &&
+	    !is_loopback_h2c(creds->server_url))
+		return sg_err_set(err, SG_E_INVALID_ARGUMENT,
+				  "MODAL_SERVER_URL: http:// is accepted only for "
+				  "a server on this host's loopback; use https://");
+	c->loopback_h2c = is_loopback_h2c(creds->server_url);
+	rc = sg_grpc_channel_new(creds->server_url, ca_file, &c->ctl, err);
+	if (rc)
+		return rc;
+	pthread_mutex_init(&c->mu, NULL);
+	atomic_init(&c->auth_fetches, 0);
+	return SG_OK;
+}
+
+void mdl_client_release(struct mdl_client *c)
+{
+	if (!c->ctl)
+		return;
+	sg_grpc_channel_free(c->ctl);
+	c->ctl = NULL;
+	pthread_mutex_destroy(&c->mu);
+	if (c->auth_token) {
+		wipe(c->auth_token, strlen(c->auth_token));
+		free(c->auth_token);
+	}
+	c->auth_token = NULL;
+	wipe(&c->creds, sizeof(c->creds));
+}
+
+/* A JWT's "exp" (seconds), or 0 when it has none that can be read. */
+static int64_t jwt_exp(const char *jwt)
+{
+	static const char tbl[] =
+		"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+	const char *p = strchr(jwt, '.'), *q;
+	unsigned char buf[4096];
+	size_t o = 0;
+	uint32_t acc = 0;
+	int bits = 0;
+	json_t *j;
+	int64_t exp = 0;
+
+	if (!p || !(q = strchr(p + 1, '.')))
+		return 0;
+	for (const char *s = p + 1; s < q && o < sizeof(buf); s++) {
+		const char *k = memchr(tbl, *s, 64);
+
+		if (!k)
+			return 0;
+		acc = acc << 6 | (uint32_t)(k - tbl);
+		bits += 6;
+		if (bits >= 8) {
+			bits -= 8;
+			buf[o++] = (unsigned char)(acc >> bits);
+		}
+	}
+	j = json_loadb((const char *)buf, o, 0, NULL);
+	if (j && json_is_integer(json_object_get(j, "exp")))
+		exp = json_integer_value(json_object_get(j, "exp"));
+	json_decref(j);
+	return exp;
+}
+
+/* The metadata of a control-plane call into md (at least 7 slots). */
+static void base_metadata(const struct mdl_client *c, const char *lines[8],
+			  char id[], char secret[], size_t cap)
+{
+	snprintf(id, cap, "x-modal-token-id: %s", c->creds.token_id);
+	snprintf(secret, cap, "x-modal-token-secret: %s", c->creds.token_secret);
+	lines[0] = id;
+	lines[1] = secret;
+	lines[2] = MDL_CLIENT_TYPE;
+	lines[3] = MDL_CLIENT_VERSION;
+	lines[4] = NULL;
+}
+
+/* Unpack a reply, or a sentence saying it could not be. */
+static sg_err unpack(const ProtobufCMessageDescriptor *d,
+		     const struct sg_grpc_result *res, ProtobufCMessage **out,
+		     const char *method, struct sg_errinfo *err)
+{
+	*out = protobuf_c_message_unpack(d, NULL, res->msg.len,
+					 (const uint8_t *)res->msg.p);
+	if (!*out)
+		return sg_err_set(err, SG_E_PROVIDER,
+				  "Modal's reply to %s could not be decoded", method);
+	return SG_OK;
+}
+
+/* One unary call on a channel with the given metadata; the low layer. */
+static sg_err call_on(struct sg_grpc_channel *ch, const char *path,
+		      const char *const *md, const ProtobufCMessage *req,
+		      const ProtobufCMessageDescriptor *resp_desc,
+		      ProtobufCMessage **resp, int64_t timeout_ms, int *status,
+		      struct sg_cancel *cancel, struct sg_errinfo *err)
+{
+	struct sg_grpc_retry policy = sg_grpc_retry_modal;
+	struct sg_grpc_result res;
+	size_t len = protobuf_c_message_get_packed_size(req);
+	uint8_t *buf = malloc(len ? len : 1);
+	char key[37];
+	struct sg_grpc_call call = { .method = path, .metadata = md,
+				     .timeout_ms = timeout_ms };
+	sg_err rc;
+
+	*resp = NULL;
+	if (status)
+		*status = SG_GRPC_INTERNAL;
+	if (!buf)
+		return sg_err_set(err, SG_E_INTERNAL, "out of memory");
+	protobuf_c_message_pack(req, buf);
+	call.req = buf;
+	call.req_len = len;
+	sg_grpc_uuid(key);
+	policy.idempotency_key = key;
+	sg_grpc_result_init(&res);
+	rc = sg_grpc_invoke_retry(ch, &call, &policy, &res, cancel, err);
+	if (status)
+		*status = res.status;
+	if (!rc)
+		rc = unpack(resp_desc, &res, resp, path, err);
+	sg_grpc_result_release(&res);
+	free(buf);
+	return rc;
+}
+
+/* The auth token, fetched or refreshed when it is within a minute of exp. */
+static sg_err auth_line(struct mdl_client *c, char **line,
+			struct sg_cancel *cancel, struct sg_errinfo *err)
+{
+	char id[MDL_FIELD_MAX + 32], secret[MDL_FIELD_MAX + 32];
+	const char *md[8];
+	Modal__Client__AuthTokenGetRequest req =
+		MODAL__CLIENT__AUTH_TOKEN_GET_REQUEST__INIT;
+	Modal__Client__AuthTokenGetResponse *resp = NULL;
+	struct sg_buf b = SG_BUF_INIT(16 * SG_KiB);
+	sg_err rc = SG_OK;
+
+	pthread_mutex_lock(&c->mu);
+	if (!c->auth_token || (c->auth_exp &&
+			       (int64_t)time(NULL) + SG_MODAL_REFRESH_S >= c->auth_exp)) {
+		base_metadata(c, md, id, secret, sizeof(id));
+		rc = call_on(c->ctl, "/modal.client.ModalClient/AuthTokenGet", md,
+			     &req.base, &modal__client__auth_token_get_response__descriptor,
+			     (ProtobufCMessage **)&resp, SG_MODAL_CALL_MS, NULL, cancel,
+			     err);
+		wipe(id, sizeof(id));
+		wipe(secret, sizeof(secret));
+		if (!rc && !resp->token[0])
+			rc = sg_err_set(err, SG_E_PROVIDER,
+					"Modal gave an empty auth token");
+		if (!rc) {
+			free(c->auth_token);
+			c->auth_token = strdup(resp->token);
+			c->auth_exp = jwt_exp(resp->token);
+			atomic_fetch_add(&c->auth_fetches, 1);
+			if (!c->auth_token)
+				rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
+		}
+		if (resp)
+			protobuf_c_message_free_unpacked(&resp->base, NULL);
+	}
+	if (!rc)
+		rc = sg_buf_addf(&b, "x-modal-auth-token: %s", c->auth_token);
+	pthread_mutex_unlock(&c->mu);
+	if (!rc)
+		*line = b.p;
+	else
+		sg_buf_release(&b);
+	return rc;
+}
+
+sg_err mdl_call(struct mdl_client *c, const char *method,
+		const ProtobufCMessage *req,
+		const ProtobufCMessageDescriptor *resp_desc,
+		ProtobufCMessage **resp, int64_t timeout_ms, int *status,
+		struct sg_cancel *cancel, struct sg_errinfo *err)
+{
+	char id[MDL_FIELD_MAX + 32], secret[MDL_FIELD_MAX + 32];
+	char path[160];
+	const char *md[8];
+	char *auth = NULL;
+	sg_err rc;
+
+	*resp = NULL;
+	snprintf(path, sizeof(path), "/modal.client.ModalClient/%s", method);
+	rc = auth_line(c, &auth, cancel, err);
+	if (rc)
+		return rc;
+	base_metadata(c, md, id, secret, sizeof(id));
+	md[4] = auth;
+	md[5] = NULL;
+	rc = call_on(c->ctl, path, md, req, resp_desc, resp,
+		     timeout_ms ? timeout_ms : SG_MODAL_CALL_MS, status, cancel, err);
+	wipe(id, sizeof(id));
+	wipe(secret, sizeof(secret));
+	wipe(auth, strlen(auth));
+	free(auth);
+	return rc;
+}
+
+/* ---- Apps and images ---------------------------------------------------- */
+
+static sg_err dup_out(const char *s, char **out, struct sg_errinfo *err)
+{
+	*out = strdup(s);
+	return *out ? SG_OK : sg_err_set(err, SG_E_INTERNAL, "out of memory");
+}
+
+sg_err mdl_app(struct mdl_client *c, const char *name, char **app_id,
+	       struct sg_cancel *cancel, struct sg_errinfo *err)
+{
+	Modal__Client__AppGetOrCreateRequest req =
+		MODAL__CLIENT__APP_GET_OR_CREATE_REQUEST__INIT;
+	Modal__Client__AppGetOrCreateResponse *resp = NULL;
+	sg_err rc;
+
+	req.app_name = (char *)name;
+	req.environment_name = c->creds.environment;
+	req.object_creation_type =
+		MODAL__CLIENT__OBJECT_CREATION_TYPE__OBJECT_CREATION_TYPE_CREATE_IF_MISSING;
+	rc = mdl_call(c, "AppGetOrCreate", &req.base,
+		      &modal__client__app_get_or_create_response__descriptor,
+		      (ProtobufCMessage **)&resp, 0, NULL, cancel, err);
+	if (!rc)
+		rc = dup_out(resp->app_id, app_id, err);
+	if (resp)
+		protobuf_c_message_free_unpacked(&resp->base, NULL);
+	return rc;
+}
+
+struct join {
+	int status;        /* the build's GenericStatus, 0 until known */
+	char entry[128];   /* the last entry id, to resume from */
+	char why[256];     /* the failure's exception */
+	bool eof;
+};
+
+static sg_err on_join(const uint8_t *data, size_t len, void *payload)
+{
+	struct join *j = payload;
+	Modal__Client__ImageJoinStreamingResponse *m =
+		modal__client__image_join_streaming_response__unpack(NULL, len, data);
+
+	if (!m)
+		return SG_E_PROVIDER;
+	for (size_t i = 0; i < m->n_task_logs; i++)
+		sg_log_info("modal image build: %.*s",
+			    (int)strcspn(m->task_logs[i]->data, "\n"),
+			    m->task_logs[i]->data);
+	if (m->entry_id[0])
+		snprintf(j->entry, sizeof(j->entry), "%s", m->entry_id);
+	if (m->result && m->result->status) {
+		j->status = m->result->status;
+		snprintf(j->why, sizeof(j->why), "%s", m->result->exception);
+	}
+	j->eof = j->eof || m->eof;
+	modal__client__image_join_streaming_response__free_unpacked(m, NULL);
+	return SG_OK;
+}
+
+sg_err mdl_image(struct mdl_client *c, const char *app_id, const char *ref,
+		 int64_t timeout_ms, char **image_id, struct sg_cancel *cancel,
+		 struct sg_errinfo *err)
+{
+	Modal__Client__EnvironmentGetOrCreateRequest ereq =
+		MODAL__CLIENT__ENVIRONMENT_GET_OR_CREATE_REQUEST__INIT;
+	Modal__Client__EnvironmentGetOrCreateResponse *eresp = NULL;
+	Modal__Client__ImageGetOrCreateRequest req =
+		MODAL__CLIENT__IMAGE_GET_OR_CREATE_REQUEST__INIT;
+	Modal__Client__ImageGetOrCreateResponse *resp = NULL;
+	Modal__Client__Image img = MODAL__CLIENT__IMAGE__INIT;
+	char from[SG_PATH_MAX], builder[64] = "2024.10";
+	char *cmds[1] = { from };
+	struct join j = { 0 };
+	int64_t deadline = sg_now_ms() + timeout_ms;
+	sg_err rc;
+
+	*image_id = NULL;
+	/* One FROM line; a reference with spaces or newlines would be more. */
+	if (!ref[0] || strpbrk(ref, " \t\r\n") ||
+	    snprintf(from, sizeof(from), "FROM %s", ref) >= (int)sizeof(from))
+		return sg_err_set(err, SG_E_INVALID_ARGUMENT,
+				  "image: a registry reference is one word");
+	ereq.deployment_name = c->creds.environment;
+	rc = mdl_call(c, "EnvironmentGetOrCreate", &ereq.base,
+		      &modal__client__environment_get_or_create_response__descriptor,
+		      (ProtobufCMessage **)&eresp, 0, NULL, cancel, err);
+	if (rc)
+		goto out;
+	if (eresp->metadata && eresp->metadata->settings &&
+	    eresp->metadata->settings->image_builder_version[0])
+		snprintf(builder, sizeof(builder), "%s",
+			 eresp->metadata->settings->image_builder_version);
+	img.n_dockerfile_commands = 1;
+	img.dockerfile_commands = cmds;
+	req.image = &img;
+	req.app_id = (char *)app_id;
+	req.builder_version = builder;
+	rc = mdl_call(c, "ImageGetOrCreate", &req.base,
+		      &modal__client__image_get_or_create_response__descriptor,
+		      (ProtobufCMessage **)&resp, 0, NULL, cancel, err);
+	if (rc)
+		goto out;
+	if (resp->result)
+		j.status = resp->result->status;
+	while (j.status == 0) {
+		Modal__Client__ImageJoinStreamingRequest jr =
+			MODAL__CLIENT__IMAGE_JOIN_STREAMING_REQUEST__INIT;
+		struct sg_grpc_result res;
+		uint8_t buf[512];
+		char *auth = NULL;
+		char id[MDL_FIELD_MAX + 32], secret[MDL_FIELD_MAX + 32];
+		const char *md[8];
+		struct sg_grpc_call call = {
+			.method = "/modal.client.ModalClient/ImageJoinStreaming",
+			.timeout_ms = (SG_MODAL_JOIN_S + 10) * 1000,
+			.on_msg = on_join, .payload = &j,
+		};
+
+		if (sg_now_ms() > deadline) {
+			rc = sg_err_set(err, SG_E_TIMEOUT,
+					"image %s was not built within %lld s", ref,
+					(long long)(timeout_ms / 1000));
+			goto out;
+		}
+		jr.image_id = resp->image_id;
+		jr.timeout = SG_MODAL_JOIN_S;
+		jr.last_entry_id = j.entry;
+		call.req = buf;
+		call.req_len = protobuf_c_message_pack(&jr.base, buf);
+		rc = auth_line(c, &auth, cancel, err);
+		if (rc)
+			goto out;
+		base_metadata(c, md, id, secret, sizeof(id));
+		md[4] = auth;
+		md[5] = NULL;
+		call.metadata = md;
+		sg_grpc_result_init(&res);
+		rc = sg_grpc_invoke(c->ctl, &call, &res, cancel, err);
+		/* A join that broke off is joined again from the last entry. */
+		if (rc == SG_E_UNAVAILABLE || rc == SG_E_TIMEOUT) {
+			sg_err_clear(err);
+			rc = SG_OK;
+		}
+		sg_grpc_result_release(&res);
+		wipe(id, sizeof(id));
+		wipe(secret, sizeof(secret));
+		free(auth);
+		if (rc)
+			goto out;
+	}
+	if (j.status != MODAL__CLIENT__GENERIC_RESULT__GENERIC_STATUS__GENERIC_STATUS_SUCCESS) {
+		rc = sg_err_set(err, SG_E_PROVIDER, "image %s failed to build: %s",
+				ref, j.why[0] ? j.why : "(no reason given)");
+		goto out;
+	}
+	rc = dup_out(resp->image_id, image_id, err);
+out:
+	if (eresp)
+		protobuf_c_message_free_unpacked(&eresp->base, NULL);
+	if (resp)
+		protobuf_c_message_free_unpacked(&resp->base, NULL);
+	return rc;
+}
+
+/* ---- The router --------------------------------------------------------- */
+
+void mdl_router_release(struct mdl_router *r)
+{
+	sg_grpc_channel_free(r->ch);
+	r->ch = NULL;
+	if (r->auth_line) {
+		wipe(r->auth_line, strlen(r->auth_line));
+		free(r->auth_line);
+	}
+	r->auth_line = NULL;
+}
+
+sg_err mdl_router_open(struct mdl_client *c, const char *sandbox_id,
+		       int64_t timeout_ms, struct mdl_router *r,
+		       struct sg_cancel *cancel, struct sg_errinfo *err)
+{
+	Modal__Client__TaskGetCommandRouterAccessRequest areq =
+		MODAL__CLIENT__TASK_GET_COMMAND_ROUTER_ACCESS_REQUEST__INIT;
+	Modal__Client__TaskGetCommandRouterAccessResponse *aresp = NULL;
+	int64_t deadline = sg_now_ms() + timeout_ms;
+	char url[MDL_FIELD_MAX];
+	struct sg_buf line = SG_BUF_INIT(16 * SG_KiB);
+	sg_err rc = SG_OK;
+
+	memset(r, 0, sizeof(*r));
+	while (!r->task_id[0]) {
+		Modal__Client__SandboxGetTaskIdRequest req =
+			MODAL__CLIENT__SANDBOX_GET_TASK_ID_REQUEST__INIT;
+		Modal__Client__SandboxGetTaskIdResponse *resp = NULL;
+
+		if (sg_now_ms() > deadline) {
+			rc = sg_err_set(err, SG_E_TIMEOUT,
+					"sandbox %s was not ready within %lld ms",
+					sandbox_id, (long long)timeout_ms);
+			goto out;
+		}
+		req.sandbox_id = (char *)sandbox_id;
+		req._timeout_case = MODAL__CLIENT__SANDBOX_GET_TASK_ID_REQUEST___TIMEOUT_TIMEOUT;
+		req.timeout = SG_MODAL_TASK_POLL_S;
+		req.wait_until_ready = true;
+		rc = mdl_call(c, "SandboxGetTaskId", &req.base,
+			      &modal__client__sandbox_get_task_id_response__descriptor,
+			      (ProtobufCMessage **)&resp,
+			      (SG_MODAL_TASK_POLL_S + 30) * 1000, NULL, cancel, err);
+		if (rc)
+			goto out;
+		if (resp->task_result) {
+			rc = sg_err_set(err, SG_E_WORKSPACE_LOST,
+					"sandbox %s has ended (%s)", sandbox_id,
+					resp->task_result->exception[0]
+						? resp->task_result->exception
+						: "no reason given");
+		} else if (resp->_task_id_case ==
+				   MODAL__CLIENT__SANDBOX_GET_TASK_ID_RESPONSE___TASK_ID_TASK_ID &&
+			   resp->task_id[0]) {
+			snprintf(r->task_id, sizeof(r->task_id), "%s", resp->task_id);
+		}
+		protobuf_c_message_free_unpacked(&resp->base, NULL);
+		if (rc)
+			goto out;
+	}
+	areq.task_id = r->task_id;
+	rc = mdl_call(c, "TaskGetCommandRouterAccess", &areq.base,
+		      &modal__client__task_get_command_router_access_response__descriptor,
+		      (ProtobufCMessage **)&aresp, 0, NULL, cancel, err);
+	if (rc)
+		goto out;
+	/*
+	 * Modal's routers are https; a loopback fake's is dialled without TLS,
+	 * as the official SDK does, and only when the control plane is too.
+	 */
+	if (strncmp(aresp->url, "https://", 8) != 0) {
+		rc = sg_err_set(err, SG_E_PROVIDER,
+				"Modal gave a command router URL that is not https");
+		goto out;
+	}
+	if (c->loopback_h2c)
+		snprintf(url, sizeof(url), "http://%s", aresp->url + 8);
+	else
+		snprintf(url, sizeof(url), "%s", aresp->url);
+	if (c->loopback_h2c && !is_loopback_h2c(url)) {
+		rc = sg_err_set(err, SG_E_PROVIDER,
+				"a loopback Modal gave a router elsewhere");
+		goto out;
+	}
+	rc = sg_grpc_channel_new(url, NULL, &r->ch, err);
+	if (!rc)
+		rc = sg_buf_addf(&line, "authorization: Bearer %s", aresp->jwt);
+	if (!rc) {
+		r->auth_line = line.p;
+		line = (struct sg_buf)SG_BUF_INIT(0);
+	}
+out:
+	sg_buf_release(&line);
+	if (aresp) {
+		wipe(aresp->jwt, strlen(aresp->jwt));
+		protobuf_c_message_free_unpacked(&aresp->base, NULL);
+	}
+	if (rc)
+		mdl_router_release(r);
+	return rc;
+}
+
+/* A unary router call, retried as Modal's clients retry. */
+static sg_err router_call(struct mdl_router *r, const char *method,
+			  const ProtobufCMessage *req,
+			  const ProtobufCMessageDescriptor *resp_desc,
+			  ProtobufCMessage **resp, int64_t timeout_ms,
+			  struct sg_cancel *cancel, struct sg_errinfo *err)
+{
+	const char *md[2] = { r->auth_line, NULL };
+	char path[160];
+
+	snprintf(path, sizeof(path), "/modal.task_command_router.TaskCommandRouter/%s",
+		 method);
+	return call_on(r->ch, path, md, req, resp_desc, resp,
+		       timeout_ms ? timeout_ms : SG_MODAL_CALL_MS, NULL, cancel, err);
+}
+
+void mdl_exec_result_init(struct mdl_exec_result *r, size_t max)
+{
+	sg_buf_init(&r->out, max);
+	sg_buf_init(&r->err, max);
+	r->out_total = r->err_total = 0;
+	r->code = -1;
+	r->signal = 0;
+	r->router_calls = 0;
+}
+
+void mdl_exec_result_release(struct mdl_exec_result *r)
+{
+	sg_buf_release(&r->out);
+	sg_buf_release(&r->err);
+}
+
+struct reader {
+	struct sg_buf *buf;
+	uint64_t *total;
+};
+
+static sg_err on_output(const uint8_t *data, size_t len, void *payload)
+{
+	struct reader *rd = payload;
+	Modal__TaskCommandRouter__TaskExecStdioReadResponse *m =
+		modal__task_command_router__task_exec_stdio_read_response__unpack(
+			NULL, len, data);
+
+	if (!m)
+		return SG_E_PROVIDER;
+	/* Past the bound the bytes are counted, not kept. */
+	sg_buf_add_clipped(rd->buf, m->data.data, m->data.len);
+	*rd->total += m->data.len;
+	modal__task_command_router__task_exec_stdio_read_response__free_unpacked(m, NULL);
+	return SG_OK;
+}
+
+/* Read one output stream to its end, reconnecting at the offset reached. */
+static sg_err read_stream(struct mdl_router *r, const char *exec_id, int fd,
+			  struct sg_buf *buf, uint64_t *total, int64_t deadline,
+			  int *calls, struct sg_cancel *cancel,
+			  struct sg_errinfo *err)
+{
+	const char *md[2] = { r->auth_line, NULL };
+	struct reader rd = { .buf = buf, .total = total };
+	sg_err rc = SG_OK;
+
+	for (int tries = 0;; tries++) {
+		Modal__TaskCommandRouter__TaskExecStdioReadRequest req =
+			MODAL__TASK_COMMAND_ROUTER__TASK_EXEC_STDIO_READ_REQUEST__INIT;
+		uint8_t msg[512];
+		struct sg_grpc_result res;
+		struct sg_errinfo e1 = { 0 };
+		struct sg_grpc_call call = {
+			.method = "/modal.task_command_router.TaskCommandRouter/TaskExecStdioRead",
+			.metadata = md, .on_msg = on_output, .payload = &rd,
+			.timeout_ms = deadline - sg_now_ms(),
+		};
+
+		if (call.timeout_ms <= 0)
+			return sg_err_set(err, SG_E_TIMEOUT,
+					  "the command's output did not end in time");
+		req.task_id = r->task_id;
+		req.exec_id = (char *)exec_id;
+		req.offset = *total;
+		req.file_descriptor = fd;
+		call.req = msg;
+		call.req_len = protobuf_c_message_pack(&req.base, msg);
+		sg_grpc_result_init(&res);
+		rc = sg_grpc_invoke(r->ch, &call, &res, cancel, &e1);
+		(*calls)++;
+		sg_grpc_result_release(&res);
+		if (rc == SG_OK)
+			return SG_OK;
+		if (rc != SG_E_UNAVAILABLE || tries >= SG_MODAL_READ_RETRIES ||
+		    sg_cancel_check(cancel)) {
+			return sg_err_set(err, rc, "%s", e1.msg);
+		}
+		rc = sg_cancel_sleep(cancel, 100 << tries);
+		if (rc)
+			return sg_err_set(err, rc, "the command's output read was "
+					  "cancelled");
+	}
+}
+
+sg_err mdl_run(struct mdl_client *c, struct mdl_router *r,
+	       const struct mdl_exec *x, struct mdl_exec_result *res,
+	       struct sg_cancel *cancel, struct sg_errinfo *err)
+{
+	Modal__TaskCommandRouter__TaskExecStartRequest req =
+		MODAL__TASK_COMMAND_ROUTER__TASK_EXEC_START_REQUEST__INIT;
+	Modal__TaskCommandRouter__TaskExecStartResponse *sresp = NULL;
+	Modal__TaskCommandRouter__TaskExecWaitResponse *wresp = NULL;
+	Modal__TaskCommandRouter__TaskExecStartRequest__EnvEntry *entries = NULL;
+	Modal__TaskCommandRouter__TaskExecStartRequest__EnvEntry **env = NULL;
+	int64_t deadline = sg_now_ms() + (x->wait_ms > 0 ? x->wait_ms : 3600000);
+	char exec_id[37];
+	size_t argc = 0, envc = 0;
+	sg_err rc;
+
+	(void)c;
+	while (x->argv[argc])
+		argc++;
+	while (x->env && x->env[envc])
+		envc++;
+	entries = calloc(envc + 1, sizeof(*entries));
+	env = calloc(envc + 1, sizeof(*env));
+	if (!entries || !env) {
+		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
+		goto out;
+	}
+	for (size_t i = 0; i < envc; i++) {
+		const char *eq = strchr(x->env[i], '=');
+
+		if (!eq || eq == x->env[i]) {
+			rc = sg_err_set(err, SG_E_INVALID_ARGUMENT,
+					"an environment entry is not NAME=value");
+			goto out;
+		}
+		modal__task_command_router__task_exec_start_request__env_entry__init(&entries[i]);
+		entries[i].key = strndup(x->env[i], (size_t)(eq - x->env[i]));
+		entries[i].value = (char *)eq + 1;
+		env[i] = &entries[i];
+		if (!entries[i].key) {
+			rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
+			goto out;
+		}
+	}
+	sg_grpc_uuid(exec_id);
+	req.task_id = r->task_id;
+	req.exec_id = exec_id;
+	req.n_command_args = argc;
+	req.command_args = (char **)x->argv;
+	req.stdout_config = MODAL__TASK_COMMAND_ROUTER__TASK_EXEC_STDOUT_CONFIG__TASK_EXEC_STDOUT_CONFIG_PIPE;
+	req.stderr_config = MODAL__TASK_COMMAND_ROUTER__TASK_EXEC_STDERR_CONFIG__TASK_EXEC_STDERR_CONFIG_PIPE;
+	if (x->timeout_secs) {
+		req._timeout_secs_case =
+			MODAL__TASK_COMMAND_ROUTER__TASK_EXEC_START_REQUEST___TIMEOUT_SECS_TIMEOUT_SECS;
+		req.timeout_secs = x->timeout_secs;
+	}
+	if (x->workdir) {
+		req._workdir_case =
+			MODAL__TASK_COMMAND_ROUTER__TASK_EXEC_START_REQUEST___WORKDIR_WORKDIR;
+		req.workdir = (char *)x->workdir;
+	}
+	req.n_env = envc;
+	req.env = env;
+	rc = router_call(r, "TaskExecStart", &req.base,
+			 &modal__task_command_router__task_exec_start_response__descriptor,
+			 (ProtobufCMessage **)&sresp, 0, cancel, err);
+	res->router_calls++;
+	if (rc)
+		goto out;
+	if (x->stdin_data) {
+		Modal__TaskCommandRouter__TaskExecStdinWriteRequest w =
+			MODAL__TASK_COMMAND_ROUTER__TASK_EXEC_STDIN_WRITE_REQUEST__INIT;
+		ProtobufCMessage *wr = NULL;
+
+		/* By offset: a retried write is not written twice. */
+		w.task_id = r->task_id;
+		w.exec_id = exec_id;
+		w.data.data = (uint8_t *)x->stdin_data;
+		w.data.len = x->stdin_len;
+		w.eof = true;
+		rc = router_call(r, "TaskExecStdinWrite", &w.base,
+				 &modal__task_command_router__task_exec_stdin_write_response__descriptor,
+				 &wr, 0, cancel, err);
+		res->router_calls++;
+		if (wr)
+			protobuf_c_message_free_unpacked(wr, NULL);
+		if (rc)
+			goto out;
+	}
+	rc = read_stream(r, exec_id, 0, &res->out, &res->out_total, deadline,
+			 &res->router_calls, cancel, err);
+	if (!rc)
+		rc = read_stream(r, exec_id, 1, &res->err, &res->err_total,
+				 deadline, &res->router_calls, cancel, err);
+	if (rc)
+		goto out;
+	{
+		Modal__TaskCommandRouter__TaskExecWaitRequest wq =
+			MODAL__TASK_COMMAND_ROUTER__TASK_EXEC_WAIT_REQUEST__INIT;
+
+		wq.task_id = r->task_id;
+		wq.exec_id = exec_id;
+		rc = router_call(r, "TaskExecWait", &wq.base,
+				 &modal__task_command_router__task_exec_wait_response__descriptor,
+				 (ProtobufCMessage **)&wresp, deadline - sg_now_ms(),
+				 cancel, err);
+		res->router_calls++;
+	}
+	if (rc)
+		goto out;
+	if (wresp->exit_status_case ==
+	    MODAL__TASK_COMMAND_ROUTER__TASK_EXEC_WAIT_RESPONSE__EXIT_STATUS_SIGNAL)
+		res->signal = wresp->signal;
+	else
+		res->code = wresp->code;
+out:
+	for (size_t i = 0; entries && i < envc; i++)
+		free(entries[i].key);
+	free(entries);
+	free(env);
+	if (sresp)
+		protobuf_c_message_free_unpacked(&sresp->base, NULL);
+	if (wresp)
+		protobuf_c_message_free_unpacked(&wresp->base, NULL);
+	return rc;
+}
+
+sg_err mdl_snapshot(struct mdl_router *r, int64_t timeout_ms, char **image_id,
+		    struct sg_cancel *cancel, struct sg_errinfo *err)
+{
+	Modal__TaskCommandRouter__TaskSnapshotFilesystemRequest req =
+		MODAL__TASK_COMMAND_ROUTER__TASK_SNAPSHOT_FILESYSTEM_REQUEST__INIT;
+	Modal__TaskCommandRouter__TaskSnapshotFilesystemResponse *resp = NULL;
+	char snap[37];
+	sg_err rc;
+
+	*image_id = NULL;
+	sg_grpc_uuid(snap);
+	req.task_id = r->task_id;
+	req.snapshot_id = snap;
+	rc = router_call(r, "TaskSnapshotFilesystem", &req.base,
+			 &modal__task_command_router__task_snapshot_filesystem_response__descriptor,
+			 (ProtobufCMessage **)&resp, timeout_ms, cancel, err);
+	if (!rc && !resp->image_id[0])
+		rc = sg_err_set(err, SG_E_PROVIDER, "Modal's snapshot has no image id");
+	if (!rc)
+		rc = dup_out(resp->image_id, image_id, err);
+	if (resp)
+		protobuf_c_message_free_unpacked(&resp->base, NULL);
+	return rc;
+}
+
+sg_err mdl_terminate(struct mdl_client *c, const char *sandbox_id,
+		     struct sg_cancel *cancel, struct sg_errinfo *err)
+{
+	Modal__Client__SandboxTerminateRequest req =
+		MODAL__CLIENT__SANDBOX_TERMINATE_REQUEST__INIT;
+	ProtobufCMessage *resp = NULL;
+	sg_err rc;
+
+	req.sandbox_id = (char *)sandbox_id;
+	rc = mdl_call(c, "SandboxTerminate", &req.base,
+		      &modal__client__sandbox_terminate_response__descriptor, &resp,
+		      0, NULL, cancel, err);
+	if (resp)
+		protobuf_c_message_free_unpacked(resp, NULL);
+	return rc;
+}
+
+sg_err mdl_list(struct mdl_client *c, const char *app_id,
+		const char *const *tags, mdl_list_cb cb, void *payload,
+		struct sg_cancel *cancel, struct sg_errinfo *err)
+{
+	Modal__Client__SandboxTag *tv = NULL, **tp = NULL;
+	size_t nt = 0;
+	double before = 0;
+	sg_err rc = SG_OK;
+
+	while (tags && tags[nt])
+		nt++;
+	tv = calloc(nt + 1, sizeof(*tv));
+	tp = calloc(nt + 1, sizeof(*tp));
+	if (!tv || !tp) {
+		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
+		goto out;
+	}
+	for (size_t i = 0; i < nt; i++) {
+		const char *eq = strchr(tags[i], '=');
+
+		modal__client__sandbox_tag__init(&tv[i]);
+		if (!eq) {
+			rc = sg_err_set(err, SG_E_INVALID_ARGUMENT,
+					"a tag filter is not name=value");
+			goto out;
+		}
+		tv[i].tag_name = strndup(tags[i], (size_t)(eq - tags[i]));
+		tv[i].tag_value = (char *)eq + 1;
+		tp[i] = &tv[i];
+		if (!tv[i].tag_name) {
+			rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
+			goto out;
+		}
+	}
+	for (int page = 0; page < SG_MODAL_LIST_PAGES; page++) {
+		Modal__Client__SandboxListRequest req =
+			MODAL__CLIENT__SANDBOX_LIST_REQUEST__INIT;
+		Modal__Client__SandboxListResponse *resp = NULL;
+		bool stop = false;
+
+		req.app_id = (char *)app_id;
+		req.environment_name = c->creds.environment;
+		req.before_timestamp = before;
+		req.n_tags = nt;
+		req.tags = tp;
+		rc = mdl_call(c, "SandboxList", &req.base,
+			      &modal__client__sandbox_list_response__descriptor,
+			      (ProtobufCMessage **)&resp, 0, NULL, cancel, err);
+		if (rc)
+			goto out;
+		for (size_t i = 0; i < resp->n_sandboxes && !stop; i++) {
+			stop = cb(resp->sandboxes[i], payload) != 0;
+			before = resp->sandboxes[i]->created_at;
+		}
+		stop = stop || resp->n_sandboxes == 0;
+		protobuf_c_message_free_unpacked(&resp->base, NULL);
+		if (stop)
+			break;
+	}
+out:
+	for (size_t i = 0; tv && i < nt; i++)
+		free(tv[i].tag_name);
+	free(tv);
+	free(tp);
+	return rc;
+}
