@@ -604,22 +604,6 @@ out:
 	return rc;
 }
 
-static sg_err make_ctl(const char *ctl, struct sg_errinfo *err)
-{
-	static const char *const subs[] = { "proc", "home", "tmp", NULL };
-
-	for (size_t i = 0; subs[i]; i++) {
-		char *d = NULL;
-
-		if (asprintf(&d, "%s/%s", ctl, subs[i]) < 0 || sg_mkdir_p(d, 0700)) {
-			free(d);
-			return sg_err_set(err, SG_E_INTERNAL, "cannot create %s/%s", ctl, subs[i]);
-		}
-		free(d);
-	}
-	return SG_OK;
-}
-
 static sg_err sing_provision(struct sg_env *env, struct sg_cancel *cancel,
 			     struct sg_errinfo *err)
 {
@@ -686,7 +670,7 @@ static sg_err sing_provision(struct sg_env *env, struct sg_cancel *cancel,
 		rc = sg_err_set(err, SG_E_INTERNAL, "cannot create %s: %s", se->dir, strerror(errno));
 		goto out;
 	}
-	rc = make_ctl(ctl, err);
+	rc = sg_host_make_ctl(ctl, err);
 	if (!rc)
 		rc = resolve_image(se, &image, cancel, err);
 	/* An instance of this identity still running: a crashed gateway's ghost. */

@@ -290,21 +290,9 @@ static sg_err local_provision(struct sg_env *env, struct sg_cancel *cancel,
 				le->workspace);
 		goto out;
 	}
-	{
-		static const char *const subs[] = { "proc", "home", "tmp", NULL };
-
-		for (size_t i = 0; subs[i]; i++) {
-			char *d = NULL;
-
-			if (asprintf(&d, "%s/%s", ctl, subs[i]) < 0 || sg_mkdir_p(d, 0700)) {
-				free(d);
-				rc = sg_err_set(err, SG_E_INTERNAL, "cannot create %s/%s",
-						ctl, subs[i]);
-				goto out;
-			}
-			free(d);
-		}
-	}
+	rc = sg_host_make_ctl(ctl, err);
+	if (rc)
+		goto out;
 	snprintf(env->id, sizeof(env->id), "local-%s", name);
 	if (p->cpus > 0)
 		json_object_set_new(requested, "cpus", json_real(p->cpus));

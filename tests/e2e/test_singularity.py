@@ -19,7 +19,7 @@ import subprocess
 import tempfile
 import threading
 
-from sgclient import BIN, CONFIG, GatewayTestCase, Gateway, code_of
+from sgclient import BIN, CONFIG, GatewayTestCase, Gateway, GatewayExited, code_of
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 FAKE_DIR = os.path.join(HERE, "..", "fakes", "apptainer")
@@ -71,7 +71,15 @@ class SingularityBackend(GatewayTestCase):
         return gw
 
     def refused(self, gw, word):
-        r = gw.call("initialize", gw.make_binding(), timeout=120, token="tok-x")
+        """Refused at startup (validate: exit 78) or at initialize (provision)."""
+        try:
+            r = gw.call("initialize", gw.make_binding(), timeout=120, token="tok-x")
+        except GatewayExited:
+            code, _ = gw.wait_exit(30)
+            self.assertEqual(code, 78, gw.stderr_text())
+            self.assertIn("unsupported", gw.stderr_text())
+            self.assertIn('"%s"' % word, gw.stderr_text())
+            return
         self.assertIn("error", r, "initialize should have been refused")
         self.assertEqual(code_of(r["error"]), "unsupported", r["error"])
         self.assertIn(word, r["error"])
