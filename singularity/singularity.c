@@ -576,6 +576,20 @@ static sg_err start_instance(struct sing_env *se, const char *image, const char 
 		rc = run_cli(sg_strv_get(&av), sg_strv_get(&se->cli_env), SG_SING_START_MS, &r,
 			     cancel, err);
 		field = rc || r.exit_code == 0 ? NULL : refused_field(p, r.err.p ? r.err.p : "");
+		/*
+		 * SingularityCE starts without limits after a WARNING where
+		 * Apptainer stops: never accept that silently.
+		 */
+		if (!rc && r.exit_code == 0 && (s.cpus > 0 || s.memory_mb > 0) && r.err.p &&
+		    strstr(r.err.p, "does not support cgroup management")) {
+			struct sg_errinfo ignore = { 0 };
+
+			field = p->cpus > 0 ? "cpus" : "memory_mb";
+			if (stop_instance(se->runtime, sg_strv_get(&se->cli_env), se->name, NULL,
+					  &ignore))
+				sg_log_warn("%s", ignore.msg);
+			r.exit_code = 255;
+		}
 		if (rc || r.exit_code == 0 || !field || !sg_profile_best_effort(p, field))
 			break;
 		if (strcmp(field, "network") == 0 ? !s.network_none : !(s.cpus > 0 || s.memory_mb > 0))

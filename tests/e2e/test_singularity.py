@@ -110,6 +110,10 @@ class SingularityBackend(GatewayTestCase):
                      "memory_mb")
         self.refused(self.gw_with({"network": "none"}, {"FAKE_APPTAINER_NO_NETNS": "1"}),
                      "network")
+        # SingularityCE only warns and starts without limits: still refused.
+        self.refused(self.gw_with({"cpus": 1}, {"FAKE_APPTAINER_NO_CGROUPS": "1",
+                                                "FAKE_APPTAINER_FLAVOUR": "singularity-ce",
+                                                "FAKE_APPTAINER_VERSION": "4.1.0"}), "cpus")
         self.assertEqual(self.instances(), [])
 
     def test_persistence_and_loss(self):
