@@ -728,6 +728,8 @@ static sg_err sing_provision(struct sg_env *env, struct sg_cancel *cancel,
 	}
 	env->helper = strdup(SING_HELPER);
 	env->ctl_dir = strdup(SING_CTL);
+	/* --containall gives the instance a /tmp of its own. */
+	env->own_tmp = true;
 	env->host_root = strdup(se->workspace);
 	env->host_ctl = ctl;
 	ctl = NULL;
