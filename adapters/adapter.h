@@ -315,6 +315,12 @@ enum {
 	SG_CAP_HOST_FS = 1 << 0,   /* env->host_root is valid; files are local */
 	SG_CAP_FILES = 1 << 1,     /* get_file */
 	SG_CAP_LIST = 1 << 2,      /* list and destroy */
+	/*
+	 * With SG_CAP_HOST_FS: commands run in a pid namespace of their own
+	 * (a container's), so pids in the process spool mean nothing on this
+	 * host and process steps (proc ...) go through exec(), not in-process.
+	 */
+	SG_CAP_PID_NS = 1 << 4,
 };
 
 struct sg_adapter {

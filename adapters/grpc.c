@@ -486,39 +486,21 @@ static sg_err set_options(struct sg_grpc_channel *ch, CURL *e,
 	bool reuse = !ch->h2c ||
 		     curl_version_info(CURLVERSION_NOW)->version_num >= 0x080000;
 
-	cc = curl_easy_setopt(e, CURLOPT_URL, url);
-	if (!cc)
-		cc = curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
-	if (!cc)
-		cc = curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L);
-	if (!cc)
-		cc = curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
-	if (!cc)
-		cc = curl_easy_setopt(e, CURLOPT_ERRORBUFFER, x->errbuf);
-	if (!cc)
-		cc = curl_easy_setopt(e, CURLOPT_USERAGENT,
-				      "sandgate/" SG_VERSION " grpc-c");
-	if (!cc)
-		cc = curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, on_header);
-	if (!cc)
-		cc = curl_easy_setopt(e, CURLOPT_HEADERDATA, x);
-	if (!cc)
-		cc = curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_body);
-	if (!cc)
-		cc = curl_easy_setopt(e, CURLOPT_WRITEDATA, x);
-	if (!cc)
-		cc = curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS,
-				      (long)SG_HTTP_CONNECT_TIMEOUT_MS);
-	if (!cc)
-		cc = curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
-	if (!cc)
-		cc = curl_easy_setopt(e, CURLOPT_HTTP_VERSION,
-				      ch->h2c ? (long)CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE
-					      : (long)CURL_HTTP_VERSION_2TLS);
-	if (!cc && ch->ca_file)
-		cc = curl_easy_setopt(e, CURLOPT_CAINFO, ch->ca_file);
-	if (!cc)
-		cc = curl_easy_setopt(e, CURLOPT_HTTPHEADER, hdrs);
+	{
+		struct sg_http_curl_opts o = {
+			.url = url, .errbuf = x->errbuf,
+			.agent = "sandgate/" SG_VERSION " grpc-c", .on_header = on_header,
+			.on_body = on_body, .payload = x,
+			.connect_timeout_ms = SG_HTTP_CONNECT_TIMEOUT_MS,
+			.ca_file = ch->ca_file, .headers = hdrs,
+		};
+
+		if (sg_http_curl_common(e, &o))
+			return SG_E_INTERNAL;
+	}
+	cc = curl_easy_setopt(e, CURLOPT_HTTP_VERSION,
+			      ch->h2c ? (long)CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE
+				      : (long)CURL_HTTP_VERSION_2TLS);
 	if (!cc)
 		cc = curl_easy_setopt(e, CURLOPT_POST, 1L);
 	if (!cc)

@@ -76,6 +76,41 @@ static void global_init(void)
 
 static bool is_idempotent(const struct sg_http_request *req);
 
+sg_err sg_http_curl_common(void *easy, const struct sg_http_curl_opts *o)
+{
+	CURL *e = easy;
+	CURLcode cc;
+
+	cc = curl_easy_setopt(e, CURLOPT_URL, o->url);
+	if (!cc)
+		cc = curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
+	if (!cc)
+		cc = curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L);
+	if (!cc)
+		cc = curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+	if (!cc)
+		cc = curl_easy_setopt(e, CURLOPT_ERRORBUFFER, o->errbuf);
+	if (!cc)
+		cc = curl_easy_setopt(e, CURLOPT_USERAGENT, o->agent);
+	if (!cc)
+		cc = curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, o->on_header);
+	if (!cc)
+		cc = curl_easy_setopt(e, CURLOPT_HEADERDATA, o->payload);
+	if (!cc)
+		cc = curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, o->on_body);
+	if (!cc)
+		cc = curl_easy_setopt(e, CURLOPT_WRITEDATA, o->payload);
+	if (!cc)
+		cc = curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, (long)o->connect_timeout_ms);
+	if (!cc)
+		cc = curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
+	if (!cc && o->ca_file)
+		cc = curl_easy_setopt(e, CURLOPT_CAINFO, o->ca_file);
+	if (!cc)
+		cc = curl_easy_setopt(e, CURLOPT_HTTPHEADER, o->headers);
+	return cc ? SG_E_INTERNAL : SG_OK;
+}
+
 sg_err sg_http_curl_init(void)
 {
 	pthread_once(&init_once, global_init);
@@ -575,42 +610,23 @@ static sg_err set_options(CURL *e, const struct sg_http_request *req,
 	case SG_HTTP_DEFAULT:
 		break;
 	}
-	/*
-	 * Every option is checked: a silently ignored one (say, the CA file)
-	 * would change what the request means.
-	 */
-	cc = curl_easy_setopt(e, CURLOPT_URL, req->url);
-	if (!cc)
-		cc = curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
-	if (!cc)
-		cc = curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L);
-	if (!cc)
-		cc = curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
-	if (!cc)
-		cc = curl_easy_setopt(e, CURLOPT_ERRORBUFFER, x->errbuf);
-	if (!cc)
-		cc = curl_easy_setopt(e, CURLOPT_USERAGENT, "sandgate/" SG_VERSION);
-	if (!cc)
-		cc = curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, on_header);
-	if (!cc)
-		cc = curl_easy_setopt(e, CURLOPT_HEADERDATA, x);
-	if (!cc)
-		cc = curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_body);
-	if (!cc)
-		cc = curl_easy_setopt(e, CURLOPT_WRITEDATA, x);
-	if (!cc)
-		cc = curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, (long)ct);
-	if (!cc && req->timeout_ms > 0)
+	{
+		struct sg_http_curl_opts o = {
+			.url = req->url, .errbuf = x->errbuf,
+			.agent = "sandgate/" SG_VERSION, .on_header = on_header,
+			.on_body = on_body, .payload = x, .connect_timeout_ms = ct,
+			.ca_file = req->ca_file, .headers = hdrs,
+		};
+
+		if (sg_http_curl_common(e, &o))
+			return SG_E_INTERNAL;
+	}
+	cc = CURLE_OK;
+	if (req->timeout_ms > 0)
 		cc = curl_easy_setopt(e, CURLOPT_TIMEOUT_MS,
 				      (long)req->timeout_ms);
-	if (!cc)
-		cc = curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
 	if (!cc && version != CURL_HTTP_VERSION_NONE)
 		cc = curl_easy_setopt(e, CURLOPT_HTTP_VERSION, version);
-	if (!cc && req->ca_file)
-		cc = curl_easy_setopt(e, CURLOPT_CAINFO, req->ca_file);
-	if (!cc)
-		cc = curl_easy_setopt(e, CURLOPT_HTTPHEADER, hdrs);
 	return cc ? SG_E_INTERNAL : SG_OK;
 }
 

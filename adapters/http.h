@@ -262,6 +262,29 @@ sg_err sg_http_sink_fd(const char *data, size_t len, void *payload);
  * whether it is one (the rest of a URL may carry secrets).
  */
 sg_err sg_http_curl_init(void) SG_MUST_CHECK;
+
+/*
+ * The options every libcurl transfer of the toolkit sets alike (http.c,
+ * grpc.c), on the easy handle `easy` (a CURL *): the URL, http and https
+ * only, no redirects, no signals, the error buffer (CURL_ERROR_SIZE
+ * bytes), the user agent, the header and body callbacks with their
+ * payload, the connect timeout, TCP keep-alive, the CA file when given,
+ * and the header list (a struct curl_slist *).  SG_E_INTERNAL when
+ * libcurl refuses one: a silently ignored option (say, the CA file) would
+ * change what the request means.
+ */
+struct sg_http_curl_opts {
+	const char *url;
+	char *errbuf;
+	const char *agent;
+	size_t (*on_header)(char *data, size_t size, size_t nitems, void *payload);
+	size_t (*on_body)(char *data, size_t size, size_t nitems, void *payload);
+	void *payload;
+	int64_t connect_timeout_ms;
+	const char *ca_file; /* NULL: the system's */
+	void *headers;
+};
+sg_err sg_http_curl_common(void *easy, const struct sg_http_curl_opts *o) SG_MUST_CHECK;
 void *sg_http_curl_share(void);
 bool sg_http_url_host(const char *url, char *out, size_t n);
 

@@ -6,24 +6,19 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <openssl/evp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "adapters/digest.h"
 #include "base/limits.h"
 #include "base/log.h"
 
 sg_err sg_helper_bin_open(const char *path, struct sg_helper_bin *b, struct sg_errinfo *err)
 {
-	static const char hex[] = "0123456789abcdef";
-	EVP_MD_CTX *ctx = NULL;
-	unsigned char md[EVP_MAX_MD_SIZE], chunk[65536];
-	unsigned int len = 0;
 	struct stat st;
-	off_t off = 0;
 	sg_err rc = SG_OK;
 
 	memset(b, 0, sizeof(*b));
@@ -36,37 +31,8 @@ sg_err sg_helper_bin_open(const char *path, struct sg_helper_bin *b, struct sg_e
 		goto out;
 	}
 	b->size = (int64_t)st.st_size;
-	ctx = EVP_MD_CTX_new();
-	if (!ctx || !EVP_DigestInit_ex(ctx, EVP_sha256(), NULL)) {
-		rc = sg_err_set(err, SG_E_INTERNAL, "cannot start a SHA-256 digest");
-		goto out;
-	}
-	for (;;) {
-		ssize_t k = pread(b->fd, chunk, sizeof(chunk), off);
-
-		if (k < 0 && errno == EINTR)
-			continue;
-		if (k < 0) {
-			rc = sg_err_set(err, SG_E_INTERNAL, "cannot read sg-helper: %s",
-					strerror(errno));
-			goto out;
-		}
-		if (k == 0)
-			break;
-		EVP_DigestUpdate(ctx, chunk, (size_t)k);
-		off += k;
-	}
-	if (off != st.st_size || !EVP_DigestFinal_ex(ctx, md, &len) || len != 32) {
-		rc = sg_err_set(err, SG_E_INTERNAL, "cannot compute the sha256 of sg-helper");
-		goto out;
-	}
-	for (int i = 0; i < 32; i++) {
-		b->sha[2 * i] = hex[md[i] >> 4];
-		b->sha[2 * i + 1] = hex[md[i] & 15];
-	}
-	b->sha[64] = '\0';
+	rc = sg_sha256_fd_hex(b->fd, "sg-helper", b->sha, err);
 out:
-	EVP_MD_CTX_free(ctx);
 	if (rc)
 		sg_helper_bin_close(b);
 	return rc;

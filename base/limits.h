@@ -97,6 +97,12 @@
 #define SG_SSH_UPLOAD_MS 300000       /* sending sg-helper */
 #define SG_SSH_KILL_MS 5000           /* the kill after a timeout or cancel */
 #define SG_SSH_CLEANUP_MS 10000       /* undoing a failed provision */
+/* singularity: the apptainer/singularity CLI. */
+#define SG_SING_VERSION_MS 60000      /* `RUNTIME --version` (a wrapper script on a loaded host) */
+#define SG_SING_START_MS 120000       /* `instance start`, image mounts included */
+#define SG_SING_BUILD_MS 1800000      /* docker:// or oras:// converted to a SIF */
+#define SG_SING_STOP_S 5              /* `instance stop -t`: SIGINT, then SIGKILL */
+#define SG_SING_STEP_MS 30000         /* `instance list`, `instance stop` */
 #define SG_SSH_CHECK_MS 5000          /* ssh -O check / -O exit */
 #define SG_SSH_REPLY_MAX (256 * SG_KiB) /* what our scripts print */
 #define SG_SSH_LINE_MAX (64 * SG_KiB)   /* the one command string */

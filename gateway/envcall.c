@@ -19,7 +19,12 @@
 
 static bool in_process(const struct sg_session *s, unsigned how)
 {
-	return (s->env->ad->caps & SG_CAP_HOST_FS) && !(how & SG_CALL_EXEC);
+	unsigned caps = s->env->ad->caps;
+
+	/* A process step must see the pids it records: inside the pid namespace. */
+	if ((caps & SG_CAP_PID_NS) && (how & SG_CALL_CTL))
+		return false;
+	return (caps & SG_CAP_HOST_FS) && !(how & SG_CALL_EXEC);
 }
 
 /*

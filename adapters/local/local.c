@@ -42,6 +42,7 @@
 #include "base/slug.h"
 #include "base/strv.h"
 #include "../exec.h"
+#include "../hostutil.h"
 #include "../helper/helper.h"
 #include "cgroup.h"
 
@@ -122,24 +123,6 @@ static sg_err local_validate(const struct sg_profile *p, struct sg_errinfo *err)
 					  p->name);
 	}
 	return SG_OK;
-}
-
-static int rm_entry(const char *path, const struct stat *st, int type,
-		    struct FTW *ftw)
-{
-	(void)st;
-	(void)ftw;
-	if (type == FTW_DP)
-		return rmdir(path) && errno != ENOENT ? -1 : 0;
-	return unlink(path) && errno != ENOENT ? -1 : 0;
-}
-
-/* rm -rf without following symlinks. */
-static int rm_tree(const char *path)
-{
-	if (access(path, F_OK) != 0)
-		return 0;
-	return nftw(path, rm_entry, 32, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);
 }
 
 /* Write the environment's marker (what `sandgate envs` reads) atomically. */
@@ -307,21 +290,9 @@ static sg_err local_provision(struct sg_env *env, struct sg_cancel *cancel,
 				le->workspace);
 		goto out;
 	}
-	{
-		static const char *const subs[] = { "proc", "home", "tmp", NULL };
-
-		for (size_t i = 0; subs[i]; i++) {
-			char *d = NULL;
-
-			if (asprintf(&d, "%s/%s", ctl, subs[i]) < 0 || sg_mkdir_p(d, 0700)) {
-				free(d);
-				rc = sg_err_set(err, SG_E_INTERNAL, "cannot create %s/%s",
-						ctl, subs[i]);
-				goto out;
-			}
-			free(d);
-		}
-	}
+	rc = sg_host_make_ctl(ctl, err);
+	if (rc)
+		goto out;
 	snprintf(env->id, sizeof(env->id), "local-%s", name);
 	if (p->cpus > 0)
 		json_object_set_new(requested, "cpus", json_real(p->cpus));
@@ -374,7 +345,7 @@ out:
 		sg_cgroup_kill(&le->cg);
 	/* A failed create leaves nothing behind. */
 	if (rc && fresh && le->dir)
-		rm_tree(le->dir);
+		sg_host_rm_tree(le->dir);
 	json_decref(applied);
 	json_decref(requested);
 	json_decref(observed);
@@ -599,7 +570,7 @@ static sg_err local_teardown(struct sg_env *env, enum sg_fate fate,
 		rc = stop_processes(le->dir, err);
 	if (!rc && fate == SG_FATE_REMOVE && le->slug)
 		sg_cgroup_kill_env(le->slug);
-	if (!rc && fate == SG_FATE_REMOVE && le->dir && rm_tree(le->dir))
+	if (!rc && fate == SG_FATE_REMOVE && le->dir && sg_host_rm_tree(le->dir))
 		rc = sg_err_set(err, SG_E_INTERNAL, "cannot remove %s: %s", le->dir,
 				strerror(errno));
 	return rc;
@@ -611,13 +582,6 @@ static char *envs_dir(const struct sg_profile *p, const char *state_dir)
 	char *d = NULL;
 
 	return asprintf(&d, "%s/local", p->workspace ? p->workspace : state_dir) < 0 ? NULL : d;
-}
-
-static void copy_field(char *dst, size_t n, json_t *m, const char *key)
-{
-	const char *v = json_string_value(json_object_get(m, key));
-
-	snprintf(dst, n, "%s", v ? v : "");
 }
 
 /*
@@ -656,9 +620,9 @@ static sg_err local_list(const struct sg_profile *p, const char *state_dir,
 		}
 		snprintf(info.id, sizeof(info.id), "local-%.120s", de->d_name);
 		snprintf(info.state, sizeof(info.state), "%s", m ? "present" : "unmarked");
-		copy_field(info.identity, sizeof(info.identity), m, "identity");
-		copy_field(info.session, sizeof(info.session), m, "session");
-		copy_field(info.profile, sizeof(info.profile), m, "profile");
+		sg_host_copy_field(info.identity, sizeof(info.identity), m, "identity");
+		sg_host_copy_field(info.session, sizeof(info.session), m, "session");
+		sg_host_copy_field(info.profile, sizeof(info.profile), m, "profile");
 		info.created = json_integer_value(json_object_get(m, "created"));
 		if (!info.created && stat(marker, &st) == 0)
 			info.created = st.st_mtime;
@@ -699,7 +663,7 @@ static sg_err local_destroy(const struct sg_profile *p, const char *state_dir,
 	/* And whatever escaped their process groups (a crashed gateway's). */
 	if (!rc)
 		sg_cgroup_kill_env(id + 6);
-	if (!rc && rm_tree(dir))
+	if (!rc && sg_host_rm_tree(dir))
 		rc = sg_err_set(err, SG_E_INTERNAL, "cannot remove %s: %s", dir, strerror(errno));
 out:
 	free(base);

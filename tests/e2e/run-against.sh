@@ -6,6 +6,10 @@
 #   daytona-cloud  Daytona itself: opt-in, only with SANDGATE_E2E_DAYTONA=1
 #             and DAYTONA_API_KEY (and DAYTONA_API_URL / DAYTONA_TARGET
 #             as Daytona's own tools read them); skipped otherwise
+#   singularity  the fake apptainer (tests/fakes/apptainer/): real instances
+#             under bubblewrap, as root; skipped without root or bubblewrap
+#   singularity-real  a real apptainer on PATH and SANDGATE_E2E_SIF=image.sif:
+#             opt-in, skipped otherwise
 #
 # Starts the backend's harness, runs every tests/e2e/test_*.py with
 # SANDGATE_TEST_CONFIG and SANDGATE_TEST_PROFILE pointing at it, stops the
@@ -70,8 +74,48 @@ EOF2
 	export SANDGATE_TEST_CONFIG="$work/config.json" SANDGATE_TEST_PROFILE=daytona
 	export SANDGATE_TEST_SLACK="${SANDGATE_TEST_SLACK:-10}"
 	;;
+singularity)
+	fake="$top/tests/fakes/apptainer"
+	[ "$(id -u)" -eq 0 ] || { echo "run-against: the fake apptainer needs root (namespaces, cgroups, overlays); skipped" >&2; exit 77; }
+	for p in bwrap nsenter unshare python3; do
+		command -v "$p" >/dev/null || { echo "run-against: $p is missing; skipped" >&2; exit 77; }
+	done
+	work=$(mktemp -d)
+	trap 'HOME="$work/home" "$fake/apptainer" instance stop --all >/dev/null 2>&1 || true; rm -rf "$work"' EXIT
+	mkdir -p "$work/home"
+	# The instances' state lives under $HOME/.apptainer, as the runtime's does.
+	export HOME="$work/home" PATH="$fake:$PATH"
+	"$fake/apptainer" -q build "$work/image.sif" docker://debian:12
+	cat >"$work/config.json" <<EOF2
+{"default": "singularity", "profiles": {"singularity": {"backend": "singularity",
+ "image": "$work/image.sif"}}}
+EOF2
+	export SANDGATE_TEST_CONFIG="$work/config.json" SANDGATE_TEST_PROFILE=singularity
+	# What really exists at the runtime, for the no-leak checks.
+	export SANDGATE_TEST_APPTAINER="$fake/apptainer"
+	export SANDGATE_TEST_SLACK="${SANDGATE_TEST_SLACK:-3}"
+	;;
+singularity-real)
+	if [ -z "${SANDGATE_E2E_SIF:-}" ]; then
+		echo "run-against: set SANDGATE_E2E_SIF=/path/image.sif (and put apptainer on PATH) to run against a real Apptainer; skipped" >&2
+		exit 77
+	fi
+	if ! command -v apptainer >/dev/null && ! command -v singularity >/dev/null; then
+		echo "run-against: neither apptainer nor singularity is on PATH; skipped" >&2
+		exit 77
+	fi
+	[ -r "$SANDGATE_E2E_SIF" ] || { echo "run-against: $SANDGATE_E2E_SIF is not readable; skipped" >&2; exit 77; }
+	work=$(mktemp -d)
+	trap 'rm -rf "$work"' EXIT
+	cat >"$work/config.json" <<EOF2
+{"default": "singularity", "profiles": {"singularity": {"backend": "singularity",
+ "image": "$SANDGATE_E2E_SIF"}}}
+EOF2
+	export SANDGATE_TEST_CONFIG="$work/config.json" SANDGATE_TEST_PROFILE=singularity
+	export SANDGATE_TEST_SLACK="${SANDGATE_TEST_SLACK:-5}"
+	;;
 *)
-	echo "usage: run-against.sh ssh|daytona|daytona-cloud" >&2
+	echo "usage: run-against.sh ssh|daytona|daytona-cloud|singularity|singularity-real" >&2
 	exit 2
 	;;
 esac

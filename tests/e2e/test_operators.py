@@ -71,6 +71,15 @@ class Operators(GatewayTestCase):
             alive = [s["id"] for s in state.get("sandboxes", [])
                      if s.get("state") not in ("destroyed", "destroying")]
             self.assertEqual(alive, [], "sandboxes remain at the provider")
+        # The singularity backend's real state: the runtime's instances
+        # (this file's identities are "ops-…", so their instances "sg-ops-…").
+        runtime = os.environ.get("SANDGATE_TEST_APPTAINER")
+        if runtime:
+            r = subprocess.run([runtime, "instance", "list", "--json"], capture_output=True,
+                               text=True, timeout=120)
+            names = [i["instance"] for i in json.loads(r.stdout)["instances"]]
+            self.assertEqual([n for n in names if n.startswith("sg-ops")], [],
+                             "instances remain at the runtime")
         if marker is not None and (not PROFILE or PROFILE == "local"):
             deadline = time.monotonic() + 5
             while host_processes_matching(marker.needle) and time.monotonic() < deadline:

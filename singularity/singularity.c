@@ -1,0 +1,997 @@
+/*
+ * singularity.c - the singularity backend: an Apptainer (or SingularityCE)
+ * instance per identity, driven through the CLI, argv only.
+ *
+ * An environment is a directory under the state dir
+ * (<state>/singularity/<slug>/) holding the workspace (or the profile's
+ * host_workspace is used), the control directory, the persistent overlay
+ * and a marker, plus a running instance `sg-<slug>` started with
+ * `--containall --no-home --cleanenv`, the workspace bound at
+ * binding.root, sg-helper bound read-only and the control directory bound
+ * beside it.  Commands join the instance with `exec --cleanenv --no-eval
+ * instance://NAME`; the command's variables reach it as
+ * APPTAINERENV_NAME=value in the CLI's environment (never on a command
+ * line), and nothing of the user's shell steers the runtime: every
+ * APPTAINER_*, SINGULARITY_*, APPTAINERENV_*, SINGULARITYENV_* variable is
+ * scrubbed first.
+ *
+ * Enforcement is the runtime's, and refused where it cannot happen:
+ * cpus/memory_mb are `--cpus/--memory` (missing before Apptainer 1.1 /
+ * SingularityCE 3.10: refused by validate; a FATAL about cgroups from the
+ * runtime: refused by provision naming the field), `network: "none"` is
+ * `--net --network none` (a FATAL about the network: refused naming it).
+ *
+ * Files are directories on this host, so the adapter sets SG_CAP_HOST_FS
+ * and the gateway runs file tools in-process; the instance has its own
+ * pid namespace, so process steps go through exec (SG_CAP_PID_NS).
+ */
+#define _GNU_SOURCE /* asprintf */
+#include "singularity.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "adapters/exec.h"
+#include "adapters/hostutil.h"
+#include "base/crash.h"
+#include "base/fsutil.h"
+#include "base/limits.h"
+#include "base/log.h"
+#include "base/slug.h"
+
+extern char **environ;
+
+/* Where the instance shows sandgate's own parts. */
+#define SING_HELPER "/run/sandgate/sg-helper"
+#define SING_CTL "/run/sandgate/ctl"
+
+/*
+ * The profile fields this backend honours (adapter.h); the config layer
+ * refuses every other one.  cpus, memory_mb and network "none" depend on
+ * the runtime's version and the site: validate() and provision() refuse
+ * them where they cannot be enforced, unless best_effort lists them.
+ * `runtime` is this backend's own: the apptainer or singularity program.
+ */
+static const struct sg_field sing_fields[] = {
+	SG_FIELD("image"), SG_FIELD("workspace"), SG_FIELD("host_workspace"),
+	SG_FIELD("mount_read_only"), SG_FIELD("persistent"), SG_FIELD("shared"),
+	SG_FIELD_BEST_EFFORT("network"), SG_FIELD_BEST_EFFORT("cpus"),
+	SG_FIELD_BEST_EFFORT("memory_mb"), SG_FIELD_OWN_STRING("runtime"),
+	SG_FIELDS_END,
+};
+
+struct sing_env {
+	struct sg_env base;
+	char *runtime;   /* the CLI's path */
+	struct sg_sing_version ver;
+	char *dir;       /* <base>/singularity/<slug> */
+	char *workspace; /* the workspace on this host */
+	char *name;      /* the instance: sg-<slug> */
+	struct sg_strv cli_env; /* the scrubbed environment (borrowed strings) */
+	bool started;    /* this session started the instance */
+};
+
+/* ---- the pure parts (singularity.h) ------------------------------------ */
+
+bool sg_sing_parse_version(const char *text, struct sg_sing_version *v)
+{
+	char name[32];
+	int n = 0;
+
+	memset(v, 0, sizeof(*v));
+	if (!text || sscanf(text, "%31s version %d.%d.%d%n", name, &v->major, &v->minor,
+			    &v->patch, &n) != 4 || n == 0)
+		return false;
+	if (strcmp(name, "apptainer") == 0)
+		v->flavour = SG_SING_APPTAINER;
+	else if (strcmp(name, "singularity-ce") == 0)
+		v->flavour = SG_SING_SINGULARITY_CE;
+	else if (strcmp(name, "singularity") == 0)
+		v->flavour = SG_SING_LEGACY;
+	else
+		return false;
+	return true;
+}
+
+static bool version_at_least(const struct sg_sing_version *v, int major, int minor)
+{
+	return v->major > major || (v->major == major && v->minor >= minor);
+}
+
+bool sg_sing_has_limits(const struct sg_sing_version *v)
+{
+	switch (v->flavour) {
+	case SG_SING_APPTAINER:
+		return version_at_least(v, 1, 1);
+	case SG_SING_SINGULARITY_CE:
+		return version_at_least(v, 3, 10);
+	default:
+		return false;
+	}
+}
+
+const char *sg_sing_env_prefix(const struct sg_sing_version *v)
+{
+	return v->flavour == SG_SING_APPTAINER ? "APPTAINERENV_" : "SINGULARITYENV_";
+}
+
+static bool steers_runtime(const char *var)
+{
+	static const char *const prefixes[] = { "APPTAINER_", "SINGULARITY_",
+						"APPTAINERENV_", "SINGULARITYENV_", NULL };
+
+	for (size_t i = 0; prefixes[i]; i++)
+		if (strncmp(var, prefixes[i], strlen(prefixes[i])) == 0)
+			return true;
+	return false;
+}
+
+sg_err sg_sing_scrub_env(const char *const *envp, struct sg_strv *out)
+{
+	sg_err rc = SG_OK;
+
+	for (size_t i = 0; !rc && envp && envp[i]; i++)
+		if (!steers_runtime(envp[i]))
+			rc = sg_strv_add(out, envp[i]);
+	return rc;
+}
+
+sg_err sg_sing_exec_env(const char *const *base, const char *prefix,
+			const char *const *cmd_env, struct sg_strv *out)
+{
+	sg_err rc = sg_strv_addv(out, base);
+
+	for (size_t i = 0; !rc && cmd_env && cmd_env[i]; i++) {
+		if (strncmp(cmd_env[i], "HOME=", 5) == 0 || !strchr(cmd_env[i], '='))
+			continue;
+		rc = sg_strv_addf(out, "%s%s", prefix, cmd_env[i]);
+	}
+	return rc;
+}
+
+sg_err sg_sing_start_argv(const struct sg_sing_start *s, struct sg_strv *av)
+{
+	sg_err rc = sg_strv_addv(av, (const char *[]){ s->runtime, "instance", "start",
+						       "--containall", "--no-home",
+						       "--cleanenv", NULL });
+
+	if (!rc && s->network_none)
+		rc = sg_strv_addv(av, (const char *[]){ "--net", "--network", "none", NULL });
+	if (!rc && s->cpus > 0)
+		rc = sg_strv_addf(av, "--cpus=%.2f", s->cpus);
+	if (!rc && s->memory_mb > 0)
+		rc = sg_strv_addf(av, "--memory=%lldM", s->memory_mb);
+	if (!rc && s->overlay)
+		rc = sg_strv_addv(av, (const char *[]){ "--overlay", s->overlay, NULL });
+	else if (!rc)
+		rc = sg_strv_add(av, "--writable-tmpfs");
+	/* One bind per flag: a comma in a path cannot split it. */
+	if (!rc)
+		rc = sg_strv_add(av, "--bind") ||
+		     sg_strv_addf(av, "%s:%s%s", s->workspace, s->root,
+				  s->workspace_ro ? ":ro" : "");
+	if (!rc)
+		rc = sg_strv_add(av, "--bind") ||
+		     sg_strv_addf(av, "%s:%s:ro", s->helper_host, s->helper);
+	if (!rc)
+		rc = sg_strv_add(av, "--bind") || sg_strv_addf(av, "%s:%s", s->ctl_host, s->ctl);
+	if (!rc)
+		rc = sg_strv_addv(av, (const char *[]){ s->image, s->name, NULL });
+	return rc ? SG_E_INTERNAL : SG_OK;
+}
+
+sg_err sg_sing_exec_argv(const char *runtime, const char *name, const char *cwd,
+			 const char *home, const char *const *argv, struct sg_strv *av)
+{
+	sg_err rc = sg_strv_addv(av, (const char *[]){ runtime, "exec", "--cleanenv",
+						       "--no-eval", "--pwd", cwd, NULL });
+
+	if (!rc)
+		rc = sg_strv_addf(av, "instance://%s", name);
+	/* The runtime refuses HOME from APPTAINERENV_HOME; env(1) sets it. */
+	if (!rc && home)
+		rc = sg_strv_addv(av, (const char *[]){ "env", NULL }) ||
+		     sg_strv_addf(av, "HOME=%s", home);
+	if (!rc && home && argv[0] && strchr(argv[0], '='))
+		rc = sg_strv_add(av, "--"); /* never read as another assignment */
+	if (!rc)
+		rc = sg_strv_addv(av, argv);
+	return rc ? SG_E_INTERNAL : SG_OK;
+}
+
+/* ---- this host ---------------------------------------------------------- */
+
+/* The profile's runtime (field `runtime`), else apptainer, else singularity (new). */
+static char *runtime_of(const struct sg_profile *p)
+{
+	const char *want = json_string_value(json_object_get(p->raw, "runtime"));
+	char *found;
+
+	if (want && strchr(want, '/'))
+		return access(want, X_OK) == 0 ? strdup(want) : NULL;
+	if (want)
+		return sg_exec_which(want);
+	found = sg_exec_which("apptainer");
+	return found ? found : sg_exec_which("singularity");
+}
+
+/* Run the CLI with the scrubbed environment. */
+static sg_err run_cli(const char *const *argv, const char *const *envp, int64_t timeout_ms,
+		      struct sg_exec_result *r, struct sg_cancel *cancel, struct sg_errinfo *err)
+{
+	struct sg_child c = {
+		.argv = argv,
+		.envp = envp,
+		.timeout_ms = timeout_ms,
+		.term_signal = SIGTERM,
+		.term_grace_ms = 2000,
+	};
+
+	return sg_exec_run(&c, r, cancel, err);
+}
+
+/* The runtime's version, probed (`RUNTIME --version`). */
+static sg_err probe_version(const char *runtime, const char *const *envp,
+			    struct sg_sing_version *v, struct sg_errinfo *err)
+{
+	struct sg_exec_result r;
+	sg_err rc;
+
+	sg_exec_result_init(&r, 4096);
+	rc = run_cli((const char *[]){ runtime, "--version", NULL }, envp, SG_SING_VERSION_MS,
+		     &r, NULL, err);
+	if (!rc && (r.exit_code != 0 || !sg_sing_parse_version(r.out.p, v)))
+		rc = sg_err_set(err, SG_E_UNSUPPORTED,
+				"%s --version did not say which version it is (exit %d): %.120s",
+				runtime, r.exit_code, r.out.len ? r.out.p : r.err.p ? r.err.p : "");
+	sg_exec_result_release(&r);
+	return rc;
+}
+
+static sg_err scrubbed_env(struct sg_strv *out)
+{
+	return sg_sing_scrub_env((const char *const *)environ, out);
+}
+
+static sg_err sing_validate(const struct sg_profile *p, struct sg_errinfo *err)
+{
+	struct sg_strv envs = SG_STRV_INIT;
+	struct sg_sing_version v;
+	char *runtime = NULL;
+	sg_err rc = SG_OK;
+
+	if (p->network == SG_NET_ALLOW && !sg_profile_best_effort(p, "network"))
+		return sg_err_set(err, SG_E_UNSUPPORTED,
+				  "network allow lists (profile \"%s\") cannot be enforced by the singularity backend; use \"none\" or \"default\"",
+				  p->name);
+	if (!p->image)
+		return sg_err_set(err, SG_E_INVALID_ARGUMENT,
+				  "profile \"%s\" (singularity) needs an \"image\": a SIF file, a sandbox directory, docker://... or oras://...",
+				  p->name);
+	runtime = runtime_of(p);
+	if (!runtime) {
+		rc = sg_err_set(err, SG_E_UNSUPPORTED,
+				"profile \"%s\" needs apptainer or singularity: %s was not found",
+				p->name,
+				json_string_value(json_object_get(p->raw, "runtime"))
+					? json_string_value(json_object_get(p->raw, "runtime"))
+					: "neither is on PATH");
+		goto out;
+	}
+	rc = scrubbed_env(&envs);
+	if (!rc)
+		rc = probe_version(runtime, sg_strv_get(&envs), &v, err);
+	if (rc)
+		goto out;
+	if (!sg_sing_has_limits(&v)) {
+		const char *field = p->cpus > 0 && !sg_profile_best_effort(p, "cpus") ? "cpus"
+				    : p->memory_mb > 0 && !sg_profile_best_effort(p, "memory_mb") ? "memory_mb"
+				    : NULL;
+
+		if (field)
+			rc = sg_err_set(err, SG_E_UNSUPPORTED,
+					"field \"%s\" (profile \"%s\") needs Apptainer 1.1 or SingularityCE 3.10 (--cpus/--memory); %s is version %d.%d.%d",
+					field, p->name, runtime, v.major, v.minor, v.patch);
+		else
+			rc = sg_err_set(err, SG_E_UNSUPPORTED,
+					"profile \"%s\": %s is version %d.%d.%d; the singularity backend needs Apptainer 1.1 or SingularityCE 3.10 (--no-eval, so variables reach commands literally)",
+					p->name, runtime, v.major, v.minor, v.patch);
+	}
+out:
+	sg_strv_release(&envs);
+	free(runtime);
+	return rc;
+}
+
+/*
+ * <state>/singularity (new).  The profile's `workspace` is accepted and
+ * changes nothing: commands see the workspace at binding.root.
+ */
+static char *envs_dir(const struct sg_profile *p, const char *state_dir)
+{
+	char *d = NULL;
+
+	(void)p;
+	return asprintf(&d, "%s/singularity", state_dir) < 0 ? NULL : d;
+}
+
+/* The runtime's last FATAL line (or its whole stderr) for a sentence. */
+static const char *fatal_text(const struct sg_exec_result *r)
+{
+	const char *p = r->err.p ? r->err.p : "", *f = strstr(p, "FATAL:");
+	const char *last = f;
+
+	while (f && (f = strstr(f + 1, "FATAL:")))
+		last = f;
+	return last ? last : p;
+}
+
+/*
+ * A docker:// or oras:// image, converted once into a SIF in the state
+ * dir: keyed by the reference, built under a lock so that concurrent
+ * sessions wait for one conversion, renamed into place when complete.
+ */
+static sg_err cached_sif(struct sing_env *se, const char *ref, char **out,
+			 struct sg_cancel *cancel, struct sg_errinfo *err)
+{
+	char *dir = NULL, *key = sg_slug(ref), *sif = NULL, *tmp = NULL, *lock = NULL;
+	struct sg_exec_result r;
+	int fd = -1;
+	sg_err rc = SG_OK;
+
+	sg_exec_result_init(&r, 4096);
+	if (!key || !(dir = envs_dir(se->base.profile, se->base.state_dir)) ||
+	    asprintf(&sif, "%s/images/%s.sif", dir, key) < 0 ||
+	    asprintf(&tmp, "%s/images/%s.sif.part", dir, key) < 0 ||
+	    asprintf(&lock, "%s/images/%s.lock", dir, key) < 0) {
+		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
+		goto out;
+	}
+	{
+		char *images = NULL;
+
+		if (asprintf(&images, "%s/images", dir) < 0 || sg_mkdir_p(images, 0700)) {
+			free(images);
+			rc = sg_err_set(err, SG_E_INTERNAL, "cannot create the image cache in %s", dir);
+			goto out;
+		}
+		free(images);
+	}
+	fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	if (fd < 0) {
+		rc = sg_err_set(err, SG_E_INTERNAL, "cannot open %s: %s", lock, strerror(errno));
+		goto out;
+	}
+	while (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+		rc = sg_cancel_sleep(cancel, 100);
+		if (rc) {
+			sg_err_set(err, rc, "cancelled while another session converts %s", ref);
+			goto out;
+		}
+	}
+	if (access(sif, R_OK) == 0)
+		goto out; /* converted earlier, or by the session we waited for */
+	sg_log_info("converting %s into %s (once; later sessions reuse it)", ref, sif);
+	unlink(tmp);
+	rc = run_cli((const char *[]){ se->runtime, "build", tmp, ref, NULL },
+		     sg_strv_get(&se->cli_env), SG_SING_BUILD_MS, &r, cancel, err);
+	if (r.err.len)
+		sg_log_info("%s build: %s", se->runtime, r.err.p);
+	if (!rc && r.exit_code != 0)
+		rc = sg_err_set(err, SG_E_PROVIDER, "cannot convert %s into a SIF: %.300s", ref,
+				fatal_text(&r));
+	if (!rc && rename(tmp, sif))
+		rc = sg_err_set(err, SG_E_INTERNAL, "cannot store %s: %s", sif, strerror(errno));
+	if (rc)
+		unlink(tmp);
+out:
+	if (!rc) {
+		*out = sif;
+		sif = NULL;
+	}
+	if (fd >= 0)
+		close(fd); /* releases the lock */
+	sg_exec_result_release(&r);
+	free(dir);
+	free(key);
+	free(sif);
+	free(tmp);
+	free(lock);
+	return rc;
+}
+
+/* The image to start: a SIF file or sandbox directory as given, or the cache (new). */
+static sg_err resolve_image(struct sing_env *se, char **out, struct sg_cancel *cancel,
+			    struct sg_errinfo *err)
+{
+	const char *img = se->base.profile->image;
+	struct stat st;
+
+	if (strncmp(img, "docker://", 9) == 0 || strncmp(img, "oras://", 7) == 0)
+		return cached_sif(se, img, out, cancel, err);
+	if (stat(img, &st) != 0)
+		return sg_err_set(err, SG_E_NOT_FOUND, "image %s: %s", img, strerror(errno));
+	*out = realpath(img, NULL);
+	return *out ? SG_OK : sg_err_set(err, SG_E_INTERNAL, "image %s: %s", img, strerror(errno));
+}
+
+/* Stop instance name; "no instance found" counts as stopped. */
+static sg_err stop_instance(const char *runtime, const char *const *envp, const char *name,
+			    struct sg_cancel *cancel, struct sg_errinfo *err)
+{
+	struct sg_exec_result r;
+	char secs[16];
+	sg_err rc;
+
+	snprintf(secs, sizeof(secs), "%d", SG_SING_STOP_S);
+	sg_exec_result_init(&r, 4096);
+	rc = run_cli((const char *[]){ runtime, "instance", "stop", "-t", secs, name, NULL },
+		     envp, SG_SING_STEP_MS, &r, cancel, err);
+	if (!rc && r.exit_code != 0 && !(r.err.p && strstr(r.err.p, "no instance found")))
+		rc = sg_err_set(err, SG_E_PROVIDER, "cannot stop instance %s: %.300s", name,
+				fatal_text(&r));
+	sg_exec_result_release(&r);
+	return rc;
+}
+
+/* `instance list --json` (new reference in *out: the "instances" array). */
+static sg_err list_instances(const char *runtime, const char *const *envp, json_t **out,
+			     struct sg_cancel *cancel, struct sg_errinfo *err)
+{
+	struct sg_exec_result r;
+	json_t *j = NULL;
+	sg_err rc;
+
+	*out = NULL;
+	sg_exec_result_init(&r, SG_SSH_REPLY_MAX);
+	rc = run_cli((const char *[]){ runtime, "instance", "list", "--json", NULL }, envp,
+		     SG_SING_STEP_MS, &r, cancel, err);
+	if (!rc && r.exit_code == 0)
+		j = json_loadb(r.out.p ? r.out.p : "", r.out.len, 0, NULL);
+	if (!rc && !json_is_array(json_object_get(j, "instances")))
+		rc = sg_err_set(err, SG_E_PROVIDER, "%s instance list --json gave no list: %.200s",
+				runtime, fatal_text(&r));
+	if (!rc)
+		*out = json_incref(json_object_get(j, "instances"));
+	json_decref(j);
+	sg_exec_result_release(&r);
+	return rc;
+}
+
+static bool instance_listed(json_t *list, const char *name)
+{
+	size_t i;
+	json_t *it;
+
+	json_array_foreach(list, i, it) {
+		const char *n = json_string_value(json_object_get(it, "instance"));
+
+		if (n && strcmp(n, name) == 0)
+			return true;
+	}
+	return false;
+}
+
+static sg_err write_marker(struct sing_env *se, struct sg_errinfo *err)
+{
+	const struct sg_env *env = &se->base;
+	json_t *m = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:I, s:b, s:b, s:s}", "backend",
+			      "singularity", "id", env->id, "instance", se->name, "identity",
+			      env->identity, "session", env->session, "profile",
+			      env->profile->name, "created", (json_int_t)time(NULL), "persistent",
+			      env->profile->persistent, "shared", env->profile->shared,
+			      "workspace", se->workspace);
+	char *tmp = NULL, *dst = NULL;
+	sg_err rc = SG_OK;
+
+	if (!m || asprintf(&tmp, "%s/env.json.tmp", se->dir) < 0 ||
+	    asprintf(&dst, "%s/env.json", se->dir) < 0 || json_dump_file(m, tmp, JSON_COMPACT) ||
+	    rename(tmp, dst))
+		rc = sg_err_set(err, SG_E_INTERNAL, "cannot record the environment in %s: %s",
+				se->dir, strerror(errno));
+	json_decref(m);
+	free(tmp);
+	free(dst);
+	return rc;
+}
+
+static bool is_dir(const char *path)
+{
+	struct stat st;
+
+	return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+/* An overlay directory the runtime can resume: upper/ and work/ present. */
+static bool overlay_intact(const char *overlay)
+{
+	char *u = NULL, *w = NULL;
+	bool ok = asprintf(&u, "%s/upper", overlay) >= 0 && asprintf(&w, "%s/work", overlay) >= 0 &&
+		  is_dir(u) && is_dir(w);
+
+	free(u);
+	free(w);
+	return ok;
+}
+
+/* Which profile field a failed `instance start` could not enforce, or NULL. */
+static const char *refused_field(const struct sg_profile *p, const char *text)
+{
+	if (strstr(text, "cgroup"))
+		return p->cpus > 0 ? "cpus" : "memory_mb";
+	if (p->network == SG_NET_NONE && strstr(text, "network"))
+		return "network";
+	return NULL;
+}
+
+/*
+ * Start the instance.  *limits and *net say whether --cpus/--memory and
+ * --network none were applied: a best-effort field the site refuses is
+ * dropped and the start tried again without it.
+ */
+static sg_err start_instance(struct sing_env *se, const char *image, const char *overlay,
+			     const char *ctl, bool *limits, bool *net, struct sg_cancel *cancel,
+			     struct sg_errinfo *err)
+{
+	const struct sg_env *env = &se->base;
+	const struct sg_profile *p = env->profile;
+	struct sg_sing_start s = {
+		.runtime = se->runtime,
+		.image = image,
+		.name = se->name,
+		.workspace = se->workspace,
+		.root = env->root,
+		.workspace_ro = p->mount_read_only,
+		.helper_host = env->helper_host,
+		.helper = SING_HELPER,
+		.ctl_host = ctl,
+		.ctl = SING_CTL,
+		.overlay = overlay,
+		.network_none = p->network == SG_NET_NONE,
+		.cpus = p->cpus,
+		.memory_mb = p->memory_mb,
+	};
+	struct sg_strv av = SG_STRV_INIT;
+	struct sg_exec_result r;
+	const char *field = NULL;
+	sg_err rc = SG_OK;
+
+	sg_exec_result_init(&r, 4096);
+	/* At most three tries: as asked, without limits, without the network. */
+	for (int tries = 0; tries < 3; tries++) {
+		sg_strv_release(&av);
+		if (sg_sing_start_argv(&s, &av)) {
+			rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
+			break;
+		}
+		rc = run_cli(sg_strv_get(&av), sg_strv_get(&se->cli_env), SG_SING_START_MS, &r,
+			     cancel, err);
+		field = rc || r.exit_code == 0 ? NULL : refused_field(p, r.err.p ? r.err.p : "");
+		/*
+		 * SingularityCE starts without limits after a WARNING where
+		 * Apptainer stops: never accept that silently.
+		 */
+		if (!rc && r.exit_code == 0 && (s.cpus > 0 || s.memory_mb > 0) && r.err.p &&
+		    strstr(r.err.p, "does not support cgroup management")) {
+			struct sg_errinfo ignore = { 0 };
+
+			field = p->cpus > 0 ? "cpus" : "memory_mb";
+			if (stop_instance(se->runtime, sg_strv_get(&se->cli_env), se->name, NULL,
+					  &ignore))
+				sg_log_warn("%s", ignore.msg);
+			r.exit_code = 255;
+		}
+		if (rc || r.exit_code == 0 || !field || !sg_profile_best_effort(p, field))
+			break;
+		if (strcmp(field, "network") == 0 ? !s.network_none : !(s.cpus > 0 || s.memory_mb > 0))
+			break;
+		sg_log_warn("%s cannot be enforced on this host (best-effort): %s", field,
+			    fatal_text(&r));
+		if (strcmp(field, "network") == 0)
+			s.network_none = false;
+		else
+			s.cpus = 0, s.memory_mb = 0;
+	}
+	*limits = s.cpus > 0 || s.memory_mb > 0;
+	*net = s.network_none;
+	if (rc || r.exit_code == 0)
+		goto out;
+	if (field)
+		rc = sg_err_set(err, SG_E_UNSUPPORTED,
+				"field \"%s\" (profile \"%s\") cannot be enforced on this host: %.300s",
+				field, p->name, fatal_text(&r));
+	else
+		rc = sg_err_set(err, SG_E_PROVIDER, "%s instance start failed (exit %d): %.300s",
+				se->runtime, r.exit_code, fatal_text(&r));
+out:
+	sg_exec_result_release(&r);
+	sg_strv_release(&av);
+	return rc;
+}
+
+static sg_err sing_provision(struct sg_env *env, struct sg_cancel *cancel,
+			     struct sg_errinfo *err)
+{
+	struct sing_env *se = (struct sing_env *)env;
+	const struct sg_profile *p = env->profile;
+	char *slug = sg_slug(env->identity), *base = envs_dir(p, env->state_dir);
+	char *ctl = NULL, *overlay = NULL, *image = NULL;
+	json_t *live = NULL, *requested = json_object(), *applied = json_object();
+	bool fresh = false, limits = false, net = false, attach = false;
+	sg_err rc = SG_OK;
+
+	if (!slug || !base || asprintf(&se->dir, "%s/%s", base, slug) < 0 ||
+	    asprintf(&se->name, "sg-%s", slug) < 0 || asprintf(&ctl, "%s/ctl", se->dir) < 0 ||
+	    (p->persistent && asprintf(&overlay, "%s/overlay", se->dir) < 0)) {
+		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
+		goto out;
+	}
+	se->runtime = runtime_of(p);
+	if (!se->runtime) {
+		rc = sg_err_set(err, SG_E_UNSUPPORTED, "apptainer or singularity is not installed");
+		goto out;
+	}
+	rc = scrubbed_env(&se->cli_env);
+	if (!rc)
+		rc = probe_version(se->runtime, sg_strv_get(&se->cli_env), &se->ver, err);
+	if (rc)
+		goto out;
+	if (is_dir(se->dir)) {
+		env->resumed = true;
+	} else if (env->require_existing) {
+		rc = sg_err_set(err, SG_E_WORKSPACE_LOST,
+				"the workspace of identity \"%s\" is gone (%s does not exist)",
+				env->identity, se->dir);
+		goto out;
+	}
+	/* A persistent environment whose overlay is gone or broken is lost, never fresh. */
+	if (env->resumed && overlay && !overlay_intact(overlay)) {
+		rc = sg_err_set(err, SG_E_WORKSPACE_LOST,
+				"the overlay of identity \"%s\" (%s) is missing or corrupt",
+				env->identity, overlay);
+		goto out;
+	}
+	if (p->host_workspace) {
+		if (!is_dir(p->host_workspace)) {
+			rc = sg_err_set(err, env->require_existing ? SG_E_WORKSPACE_LOST : SG_E_NOT_FOUND,
+					"host_workspace %s is not a directory", p->host_workspace);
+			goto out;
+		}
+		se->workspace = realpath(p->host_workspace, NULL);
+	} else if (asprintf(&se->workspace, "%s/workspace", se->dir) < 0) {
+		se->workspace = NULL;
+	}
+	if (!se->workspace) {
+		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
+		goto out;
+	}
+	if (env->resumed && env->require_existing && !p->host_workspace && !is_dir(se->workspace)) {
+		rc = sg_err_set(err, SG_E_WORKSPACE_LOST, "the workspace %s is gone", se->workspace);
+		goto out;
+	}
+	fresh = !env->resumed;
+	if (sg_mkdir_p(se->dir, 0700) || sg_mkdir_p(se->workspace, 0755) ||
+	    (overlay && sg_mkdir_p(overlay, 0700))) {
+		rc = sg_err_set(err, SG_E_INTERNAL, "cannot create %s: %s", se->dir, strerror(errno));
+		goto out;
+	}
+	rc = sg_host_make_ctl(ctl, err);
+	if (!rc)
+		rc = resolve_image(se, &image, cancel, err);
+	/* An instance of this identity still running: a crashed gateway's ghost. */
+	if (!rc)
+		rc = list_instances(se->runtime, sg_strv_get(&se->cli_env), &live, cancel, err);
+	/*
+	 * An instance of this identity still running: a shared environment
+	 * another session uses (attach to it), or else a crashed gateway's
+	 * ghost, since the gateway refuses a second session of an unshared
+	 * identity (stop it and start afresh).
+	 */
+	attach = !rc && p->shared && env->resumed && instance_listed(live, se->name);
+	if (!rc && !attach && instance_listed(live, se->name)) {
+		sg_log_warn("instance %s was left running by an earlier session; restarting it",
+			    se->name);
+		rc = stop_instance(se->runtime, sg_strv_get(&se->cli_env), se->name, cancel, err);
+	}
+	snprintf(env->id, sizeof(env->id), "singularity-%.100s", slug);
+	if (!rc && fresh)
+		rc = write_marker(se, err);
+	if (!rc && !attach)
+		rc = start_instance(se, image, overlay, ctl, &limits, &net, cancel, err);
+	if (rc)
+		goto out;
+	if (attach) {
+		/* Started by the session that made it, with the same profile. */
+		limits = p->cpus > 0 || p->memory_mb > 0;
+		net = p->network == SG_NET_NONE;
+	}
+	se->started = !attach;
+	sg_crashpoint("adapter:created");
+	if (p->cpus > 0) {
+		json_object_set_new(requested, "cpus", json_real(p->cpus));
+		if (limits)
+			json_object_set_new(applied, "cpus", json_real(p->cpus));
+	}
+	if (p->memory_mb > 0) {
+		json_object_set_new(requested, "memory_mb", json_integer(p->memory_mb));
+		if (limits)
+			json_object_set_new(applied, "memory_mb", json_integer(p->memory_mb));
+	}
+	env->helper = strdup(SING_HELPER);
+	env->ctl_dir = strdup(SING_CTL);
+	/* --containall gives the instance a /tmp of its own. */
+	env->own_tmp = true;
+	env->host_root = strdup(se->workspace);
+	env->host_ctl = ctl;
+	ctl = NULL;
+	env->facts = json_pack("{s:{s:b, s:b}, s:{s:O, s:O}, s:s, s:s, s:{s:s, s:s, s:s}}",
+			       "isolation", "host_filesystem_restricted", true,
+			       "processes_die_with_session", true, "resources", "requested",
+			       requested, "applied", applied, "safety_class", "container",
+			       "mechanism", "apptainer-instance", "runtime", "program",
+			       se->runtime, "flavour",
+			       se->ver.flavour == SG_SING_APPTAINER ? "apptainer"
+			       : se->ver.flavour == SG_SING_SINGULARITY_CE ? "singularity-ce"
+									   : "singularity",
+			       "image", image);
+	if (env->facts) {
+		json_t *rt = json_object_get(env->facts, "runtime");
+
+		json_object_set_new(rt, "network_namespace", json_boolean(net));
+		json_object_set_new(rt, "version",
+				    json_sprintf("%d.%d.%d", se->ver.major, se->ver.minor,
+						 se->ver.patch));
+	}
+	if (!env->helper || !env->ctl_dir || !env->host_root || !env->facts)
+		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
+out:
+	if (rc && se->started) {
+		struct sg_errinfo ignore = { 0 };
+
+		if (stop_instance(se->runtime, sg_strv_get(&se->cli_env), se->name, NULL, &ignore))
+			sg_log_warn("%s", ignore.msg);
+		se->started = false;
+	}
+	/* A failed create leaves nothing behind. */
+	if (rc && fresh && se->dir)
+		sg_host_rm_tree(se->dir);
+	json_decref(live);
+	json_decref(requested);
+	json_decref(applied);
+	free(slug);
+	free(base);
+	free(ctl);
+	free(overlay);
+	free(image);
+	return rc;
+}
+
+/*
+ * A runtime FATAL (exit 255 and a FATAL line) that means the command could
+ * not be started: not found, or its working directory missing.
+ */
+static bool not_started(const struct sg_exec_result *r)
+{
+	const char *t = r->err.p ? r->err.p : "";
+
+	return r->exit_code == 255 && strncmp(t, "FATAL:", 6) == 0 &&
+	       (strstr(t, "executable file not found") ||
+		strstr(t, "failed to set working directory"));
+}
+
+static sg_err sing_exec(struct sg_env *env, const struct sg_exec *x,
+			struct sg_exec_result *out, struct sg_cancel *cancel,
+			struct sg_errinfo *err)
+{
+	struct sing_env *se = (struct sing_env *)env;
+	struct sg_strv av = SG_STRV_INIT, ev = SG_STRV_INIT;
+	const char *home = NULL;
+	sg_err rc;
+
+	for (size_t i = 0; x->envp && x->envp[i]; i++)
+		if (strncmp(x->envp[i], "HOME=", 5) == 0)
+			home = x->envp[i] + 5;
+	rc = sg_sing_exec_argv(se->runtime, se->name, x->cwd ? x->cwd : env->root, home, x->argv,
+			       &av);
+	if (!rc)
+		rc = sg_sing_exec_env(sg_strv_get(&se->cli_env), sg_sing_env_prefix(&se->ver), x->envp,
+				      &ev);
+	if (rc) {
+		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
+		goto out;
+	}
+	{
+		struct sg_child c = {
+			.argv = sg_strv_get(&av),
+			.envp = sg_strv_get(&ev),
+			.stdin_data = x->stdin_data,
+			.stdin_len = x->stdin_len,
+			.timeout_ms = x->timeout_ms,
+			.merge = x->flags & SG_EXEC_MERGE,
+			.detaches = x->flags & SG_EXEC_DETACHES,
+		};
+
+		rc = sg_exec_run(&c, out, cancel, err);
+	}
+	if (rc)
+		goto out;
+	if (out->exit_code == 255 && out->err.p && strstr(out->err.p, "no instance found"))
+		rc = sg_err_set(err, SG_E_UNAVAILABLE, "the instance %s is gone", se->name);
+	else if (not_started(out))
+		out->exit_code = 127;
+out:
+	sg_strv_release(&av);
+	sg_strv_release(&ev);
+	return rc;
+}
+
+static sg_err sing_teardown(struct sg_env *env, enum sg_fate fate, struct sg_cancel *cancel,
+			    struct sg_errinfo *err)
+{
+	struct sing_env *se = (struct sing_env *)env;
+	sg_err rc = SG_OK;
+
+	if (fate == SG_FATE_DETACH || !se->runtime)
+		return SG_OK;
+	/* Stopping the instance kills everything the session started in it. */
+	if (se->name)
+		rc = stop_instance(se->runtime, sg_strv_get(&se->cli_env), se->name, cancel, err);
+	se->started = false;
+	if (!rc && fate == SG_FATE_REMOVE && se->dir && sg_host_rm_tree(se->dir))
+		rc = sg_err_set(err, SG_E_INTERNAL, "cannot remove %s: %s", se->dir,
+				strerror(errno));
+	return rc;
+}
+
+/*
+ * Every environment directory with sandgate's marker, and every `sg-*`
+ * instance without one (a ghost): the directories and the runtime's own
+ * list are the truth, not the registry.
+ */
+static sg_err sing_list(const struct sg_profile *p, const char *state_dir, sg_env_list_cb cb,
+			void *payload, struct sg_cancel *cancel, struct sg_errinfo *err)
+{
+	char *base = envs_dir(p, state_dir), *runtime = runtime_of(p);
+	struct sg_strv envs = SG_STRV_INIT;
+	json_t *live = NULL, *seen = json_object(), *it;
+	DIR *d;
+	struct dirent *de;
+	size_t i;
+	sg_err rc = SG_OK;
+
+	if (runtime && !scrubbed_env(&envs))
+		rc = list_instances(runtime, sg_strv_get(&envs), &live, cancel, err);
+	if (rc)
+		goto out;
+	d = base ? opendir(base) : NULL;
+	while (d && (de = readdir(d))) {
+		struct sg_env_info info = { 0 };
+		char *marker = NULL, *name = NULL;
+		json_t *m;
+
+		if (de->d_name[0] == '.' || strcmp(de->d_name, "images") == 0 ||
+		    strlen(de->d_name) > 100 ||
+		    asprintf(&marker, "%s/%s/env.json", base, de->d_name) < 0)
+			continue;
+		m = json_load_file(marker, 0, NULL);
+		free(marker);
+		if (asprintf(&name, "sg-%s", de->d_name) < 0) {
+			json_decref(m);
+			continue;
+		}
+		snprintf(info.id, sizeof(info.id), "singularity-%s", de->d_name);
+		snprintf(info.state, sizeof(info.state), "%s",
+			 instance_listed(live, name) ? "running" : m ? "stopped" : "unmarked");
+		json_object_set_new(seen, name, json_true());
+		sg_host_copy_field(info.identity, sizeof(info.identity), m, "identity");
+		sg_host_copy_field(info.session, sizeof(info.session), m, "session");
+		sg_host_copy_field(info.profile, sizeof(info.profile), m, "profile");
+		info.created = json_integer_value(json_object_get(m, "created"));
+		info.persistent = json_is_true(json_object_get(m, "persistent"));
+		json_decref(m);
+		free(name);
+		if (cb(&info, payload)) {
+			closedir(d);
+			goto out;
+		}
+	}
+	if (d)
+		closedir(d);
+	json_array_foreach(live, i, it) {
+		const char *n = json_string_value(json_object_get(it, "instance"));
+		struct sg_env_info info = { 0 };
+
+		if (!n || strncmp(n, "sg-", 3) != 0 || json_object_get(seen, n) ||
+		    strlen(n) > 100)
+			continue;
+		snprintf(info.id, sizeof(info.id), "singularity-%s", n + 3);
+		snprintf(info.state, sizeof(info.state), "ghost");
+		if (cb(&info, payload))
+			break;
+	}
+out:
+	json_decref(live);
+	json_decref(seen);
+	sg_strv_release(&envs);
+	free(runtime);
+	free(base);
+	return rc;
+}
+
+static sg_err sing_destroy(const struct sg_profile *p, const char *state_dir, const char *id,
+			   struct sg_cancel *cancel, struct sg_errinfo *err)
+{
+	const char *slug = id + 12;
+	char *base = envs_dir(p, state_dir), *dir = NULL, *name = NULL,
+	     *runtime = runtime_of(p);
+	struct sg_strv envs = SG_STRV_INIT;
+	json_t *live = NULL;
+	sg_err rc = SG_OK;
+
+	if (strncmp(id, "singularity-", 12) != 0 || !*slug || strchr(slug, '/') ||
+	    !strcmp(slug, ".") || !strcmp(slug, "..") || !strcmp(slug, "images")) {
+		rc = sg_err_set(err, SG_E_INVALID_ARGUMENT, "%s is not a singularity environment id",
+				id);
+		goto out;
+	}
+	if (!base || asprintf(&dir, "%s/%s", base, slug) < 0 ||
+	    asprintf(&name, "sg-%s", slug) < 0) {
+		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
+		goto out;
+	}
+	if (runtime && !scrubbed_env(&envs))
+		rc = list_instances(runtime, sg_strv_get(&envs), &live, cancel, err);
+	if (rc)
+		goto out;
+	if (!instance_listed(live, name) && access(dir, F_OK) != 0) {
+		rc = sg_err_set(err, SG_E_NOT_FOUND, "no singularity environment %s", id);
+		goto out;
+	}
+	if (instance_listed(live, name))
+		rc = stop_instance(runtime, sg_strv_get(&envs), name, cancel, err);
+	if (!rc && sg_host_rm_tree(dir))
+		rc = sg_err_set(err, SG_E_INTERNAL, "cannot remove %s: %s", dir, strerror(errno));
+out:
+	json_decref(live);
+	sg_strv_release(&envs);
+	free(runtime);
+	free(base);
+	free(dir);
+	free(name);
+	return rc;
+}
+
+static void sing_release(struct sg_env *env)
+{
+	struct sing_env *se = (struct sing_env *)env;
+
+	sg_env_release_base(env);
+	free(se->runtime);
+	free(se->dir);
+	free(se->workspace);
+	free(se->name);
+	sg_strv_release(&se->cli_env);
+}
+
+const struct sg_adapter sg_adapter_singularity = {
+	.name = "singularity",
+	.caps = SG_CAP_HOST_FS | SG_CAP_LIST | SG_CAP_PID_NS,
+	.env_size = sizeof(struct sing_env),
+	.fields = sing_fields,
+	.validate = sing_validate,
+	.provision = sing_provision,
+	.exec = sing_exec,
+	.teardown = sing_teardown,
+	.list = sing_list,
+	.destroy = sing_destroy,
+	.release = sing_release,
+};

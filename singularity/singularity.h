@@ -1,0 +1,83 @@
+/*
+ * singularity.h - the pure parts of the singularity backend, for its unit
+ * tests: reading the runtime's version, the environment the CLI runs with,
+ * and the argv of `instance start` and `exec`.
+ *
+ * Invariants: nothing here runs a program or touches a file; every builder
+ * appends to a struct sg_strv the caller owns (and releases, also on
+ * error), and returns SG_OK or SG_E_NO_MEMORY-like codes from base/err.h.
+ */
+#ifndef SG_SINGULARITY_H
+#define SG_SINGULARITY_H
+
+#include <stdbool.h>
+
+#include "adapters/adapter.h"
+#include "base/strv.h"
+
+enum sg_sing_flavour {
+	SG_SING_UNKNOWN = 0,
+	SG_SING_APPTAINER,      /* "apptainer version 1.3.4" */
+	SG_SING_SINGULARITY_CE, /* "singularity-ce version 4.1.0" */
+	SG_SING_LEGACY,         /* "singularity version 3.7.4" */
+};
+
+struct sg_sing_version {
+	enum sg_sing_flavour flavour;
+	int major, minor, patch;
+};
+
+/*
+ * Parse `RUNTIME --version` output: "<name> version X.Y.Z[suffix]".
+ * False when the text is not one.
+ */
+bool sg_sing_parse_version(const char *text, struct sg_sing_version *v);
+
+/*
+ * Whether this version has --cpus/--memory and --no-eval (Apptainer 1.1,
+ * SingularityCE 3.10; legacy Singularity never).
+ */
+bool sg_sing_has_limits(const struct sg_sing_version *v);
+
+/* The prefix the runtime reads container variables from ("APPTAINERENV_"). */
+const char *sg_sing_env_prefix(const struct sg_sing_version *v);
+
+/*
+ * Copy envp into out without the variables that steer the runtime from a
+ * user's shell: APPTAINER_*, SINGULARITY_*, APPTAINERENV_*,
+ * SINGULARITYENV_* (borrowed pointers into envp).
+ */
+sg_err sg_sing_scrub_env(const char *const *envp, struct sg_strv *out) SG_MUST_CHECK;
+
+/* What `instance start` is asked for. */
+struct sg_sing_start {
+	const char *runtime, *image, *name;
+	const char *workspace, *root;   /* bind workspace at root */
+	bool workspace_ro;
+	const char *helper_host, *helper; /* bound read-only */
+	const char *ctl_host, *ctl;
+	const char *overlay;            /* persistent: a directory; NULL: --writable-tmpfs */
+	bool network_none;
+	double cpus;                    /* 0: none */
+	long long memory_mb;            /* 0: none */
+};
+
+sg_err sg_sing_start_argv(const struct sg_sing_start *s, struct sg_strv *av) SG_MUST_CHECK;
+
+/*
+ * `RUNTIME exec --cleanenv --no-eval --pwd CWD instance://NAME [env HOME=..] ARGV`.
+ * home is the command's HOME (the runtime refuses to take it from the
+ * environment), or NULL.
+ */
+sg_err sg_sing_exec_argv(const char *runtime, const char *name, const char *cwd,
+			 const char *home, const char *const *argv,
+			 struct sg_strv *av) SG_MUST_CHECK;
+
+/*
+ * The runtime's environment for one exec: the scrubbed base plus each of
+ * the command's variables (but HOME) as PREFIX+NAME=value.
+ */
+sg_err sg_sing_exec_env(const char *const *base, const char *prefix,
+			const char *const *cmd_env, struct sg_strv *out) SG_MUST_CHECK;
+
+#endif

@@ -1,0 +1,245 @@
+/*
+ * test_singularity.c - singularity/: version strings as Apptainer,
+ * SingularityCE and legacy Singularity print them, which versions have
+ * the limit flags, the environment scrub, the argv of `instance start` and
+ * `exec`, and validate()'s refusals against the fake apptainer
+ * (tests/fakes/apptainer) claiming old and new versions.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <libgen.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "adapters/adapter.h"
+#include "singularity/singularity.h"
+
+/* argv joined with spaces, for readable comparisons. */
+static void join(const struct sg_strv *sv, char *out, size_t n)
+{
+	out[0] = '\0';
+	for (size_t i = 0; i < sv->n; i++) {
+		strncat(out, sv->v[i], n - strlen(out) - 1);
+		if (i + 1 < sv->n)
+			strncat(out, " ", n - strlen(out) - 1);
+	}
+}
+
+static void test_versions(void **state)
+{
+	struct sg_sing_version v;
+
+	(void)state;
+	assert_true(sg_sing_parse_version("apptainer version 1.3.4\n", &v));
+	assert_int_equal(v.flavour, SG_SING_APPTAINER);
+	assert_int_equal(v.major, 1);
+	assert_int_equal(v.minor, 3);
+	assert_int_equal(v.patch, 4);
+	assert_true(sg_sing_has_limits(&v));
+	/* Distribution builds add a suffix. */
+	assert_true(sg_sing_parse_version("apptainer version 1.1.6-1.el7\n", &v));
+	assert_true(sg_sing_has_limits(&v));
+	assert_true(sg_sing_parse_version("apptainer version 1.0.3\n", &v));
+	assert_false(sg_sing_has_limits(&v));
+	assert_true(sg_sing_parse_version("singularity-ce version 4.1.0\n", &v));
+	assert_int_equal(v.flavour, SG_SING_SINGULARITY_CE);
+	assert_true(sg_sing_has_limits(&v));
+	assert_string_equal(sg_sing_env_prefix(&v), "SINGULARITYENV_");
+	assert_true(sg_sing_parse_version("singularity-ce version 3.9.9\n", &v));
+	assert_false(sg_sing_has_limits(&v));
+	assert_true(sg_sing_parse_version("singularity-ce version 3.10.0\n", &v));
+	assert_true(sg_sing_has_limits(&v));
+	assert_true(sg_sing_parse_version("singularity version 3.7.4\n", &v));
+	assert_int_equal(v.flavour, SG_SING_LEGACY);
+	assert_false(sg_sing_has_limits(&v));
+	/* `apptainer version` prints the bare number: not a --version answer. */
+	assert_false(sg_sing_parse_version("1.3.4\n", &v));
+	assert_false(sg_sing_parse_version("docker version 1.2.3", &v));
+	assert_false(sg_sing_parse_version("apptainer version x", &v));
+	assert_false(sg_sing_parse_version(NULL, &v));
+}
+
+static void test_scrub(void **state)
+{
+	const char *const in[] = { "PATH=/usr/bin", "APPTAINER_BIND=/etc:/x",
+				   "SINGULARITY_CONTAINALL=0", "APPTAINERENV_LD_PRELOAD=/evil.so",
+				   "SINGULARITYENV_X=1", "APPTAINERX=kept", "HOME=/root",
+				   "MY_APPTAINER_BIND=kept", NULL };
+	struct sg_strv out = SG_STRV_INIT;
+	char s[512];
+
+	(void)state;
+	assert_int_equal(sg_sing_scrub_env(in, &out), SG_OK);
+	join(&out, s, sizeof(s));
+	assert_string_equal(s, "PATH=/usr/bin APPTAINERX=kept HOME=/root MY_APPTAINER_BIND=kept");
+	sg_strv_release(&out);
+}
+
+static void test_exec_env(void **state)
+{
+	const char *const base[] = { "PATH=/usr/bin", NULL };
+	const char *const cmd[] = { "HOME=/run/sandgate/ctl/home", "PATH=/bin",
+				    "SECRET=$(rm -rf /)", NULL };
+	struct sg_strv out = SG_STRV_INIT;
+	char s[512];
+
+	(void)state;
+	assert_int_equal(sg_sing_exec_env(base, "APPTAINERENV_", cmd, &out), SG_OK);
+	join(&out, s, sizeof(s));
+	/* HOME goes through argv (the runtime refuses it here); values are verbatim. */
+	assert_string_equal(s, "PATH=/usr/bin APPTAINERENV_PATH=/bin APPTAINERENV_SECRET=$(rm -rf /)");
+	sg_strv_release(&out);
+}
+
+static void test_start_argv(void **state)
+{
+	struct sg_sing_start st = {
+		.runtime = "/usr/bin/apptainer",
+		.image = "/img/a.sif",
+		.name = "sg-id",
+		.workspace = "/s/ws",
+		.root = "/workspace",
+		.workspace_ro = true,
+		.helper_host = "/b/sg-helper",
+		.helper = "/run/sandgate/sg-helper",
+		.ctl_host = "/s/ctl",
+		.ctl = "/run/sandgate/ctl",
+		.network_none = true,
+		.cpus = 1.5,
+		.memory_mb = 512,
+	};
+	struct sg_strv av = SG_STRV_INIT;
+	char s[1024];
+
+	(void)state;
+	assert_int_equal(sg_sing_start_argv(&st, &av), SG_OK);
+	join(&av, s, sizeof(s));
+	assert_string_equal(s, "/usr/bin/apptainer instance start --containall --no-home --cleanenv "
+			       "--net --network none --cpus=1.50 --memory=512M --writable-tmpfs "
+			       "--bind /s/ws:/workspace:ro --bind /b/sg-helper:/run/sandgate/sg-helper:ro "
+			       "--bind /s/ctl:/run/sandgate/ctl /img/a.sif sg-id");
+	sg_strv_release(&av);
+	st.overlay = "/s/overlay";
+	st.network_none = false;
+	st.cpus = 0;
+	st.memory_mb = 0;
+	st.workspace_ro = false;
+	assert_int_equal(sg_sing_start_argv(&st, &av), SG_OK);
+	join(&av, s, sizeof(s));
+	assert_string_equal(s, "/usr/bin/apptainer instance start --containall --no-home --cleanenv "
+			       "--overlay /s/overlay --bind /s/ws:/workspace "
+			       "--bind /b/sg-helper:/run/sandgate/sg-helper:ro "
+			       "--bind /s/ctl:/run/sandgate/ctl /img/a.sif sg-id");
+	sg_strv_release(&av);
+}
+
+static void test_exec_argv(void **state)
+{
+	struct sg_strv av = SG_STRV_INIT;
+	char s[512];
+
+	(void)state;
+	assert_int_equal(sg_sing_exec_argv("apptainer", "sg-x", "/workspace", "/h",
+					   (const char *[]){ "ls", "-l", NULL }, &av),
+			 SG_OK);
+	join(&av, s, sizeof(s));
+	assert_string_equal(s, "apptainer exec --cleanenv --no-eval --pwd /workspace "
+			       "instance://sg-x env HOME=/h ls -l");
+	sg_strv_release(&av);
+	/* A command that looks like an assignment is never taken for one. */
+	assert_int_equal(sg_sing_exec_argv("apptainer", "sg-x", "/w", "/h",
+					   (const char *[]){ "A=b", NULL }, &av),
+			 SG_OK);
+	join(&av, s, sizeof(s));
+	assert_string_equal(s, "apptainer exec --cleanenv --no-eval --pwd /w instance://sg-x "
+			       "env HOME=/h -- A=b");
+	sg_strv_release(&av);
+}
+
+/* ---- validate() against the fake ---------------------------------------- */
+
+extern const struct sg_adapter sg_adapter_singularity;
+
+static char fake[4096];
+
+static sg_err validate_with(const char *profile_json, const char *version, double cpus,
+			    enum sg_network net, struct sg_errinfo *err)
+{
+	json_t *raw = json_loads(profile_json, 0, NULL);
+	struct sg_profile p = {
+		.name = "t",
+		.backend = "singularity",
+		.image = json_string_value(json_object_get(raw, "image")),
+		.cpus = cpus,
+		.network = net,
+		.raw = raw,
+	};
+	sg_err rc;
+
+	json_object_set_new(raw, "runtime", json_string(fake));
+	setenv("FAKE_APPTAINER_VERSION", version, 1);
+	memset(err, 0, sizeof(*err));
+	rc = sg_adapter_singularity.validate(&p, err);
+	if (rc)
+		print_message("validate: %s\n", err->msg);
+	json_decref(raw);
+	return rc;
+}
+
+static void test_validate(void **state)
+{
+	struct sg_errinfo err;
+
+	(void)state;
+	assert_int_equal(validate_with("{\"image\": \"/x.sif\"}", "1.3.4", 0, SG_NET_DEFAULT, &err),
+			 SG_OK);
+	assert_int_equal(validate_with("{\"image\": \"/x.sif\"}", "1.3.4", 2, SG_NET_NONE, &err),
+			 SG_OK);
+	/* Before 1.1 there is no --cpus: the field is refused, by name. */
+	assert_int_equal(validate_with("{\"image\": \"/x.sif\"}", "1.0.3", 2, SG_NET_DEFAULT, &err),
+			 SG_E_UNSUPPORTED);
+	assert_non_null(strstr(err.msg, "\"cpus\""));
+	assert_non_null(strstr(err.msg, "1.0.3"));
+	/* ... and nothing at all without --no-eval. */
+	assert_int_equal(validate_with("{\"image\": \"/x.sif\"}", "1.0.3", 0, SG_NET_DEFAULT, &err),
+			 SG_E_UNSUPPORTED);
+	assert_non_null(strstr(err.msg, "--no-eval"));
+	assert_int_equal(validate_with("{\"image\": \"/x.sif\"}", "1.3.4", 0, SG_NET_ALLOW, &err),
+			 SG_E_UNSUPPORTED);
+	assert_int_equal(validate_with("{}", "1.3.4", 0, SG_NET_DEFAULT, &err),
+			 SG_E_INVALID_ARGUMENT);
+	assert_non_null(strstr(err.msg, "image"));
+	{
+		json_t *raw = json_pack("{s:s, s:s}", "image", "/x.sif", "runtime",
+					"/nonexistent/apptainer");
+		struct sg_profile p = { .name = "t", .image = "/x.sif", .raw = raw };
+
+		sg_err rc;
+
+		memset(&err, 0, sizeof(err));
+		rc = sg_adapter_singularity.validate(&p, &err);
+		assert_int_equal(rc, SG_E_UNSUPPORTED);
+		assert_non_null(strstr(err.msg, "/nonexistent/apptainer"));
+		json_decref(raw);
+	}
+	unsetenv("FAKE_APPTAINER_VERSION");
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_versions),   cmocka_unit_test(test_scrub),
+		cmocka_unit_test(test_exec_env),   cmocka_unit_test(test_start_argv),
+		cmocka_unit_test(test_exec_argv),  cmocka_unit_test(test_validate),
+	};
+	char here[4096];
+
+	snprintf(here, sizeof(here), "%s", __FILE__);
+	snprintf(fake, sizeof(fake), "%s/../fakes/apptainer/apptainer", dirname(here));
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
