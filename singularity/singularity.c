@@ -45,6 +45,7 @@
 #include "base/crash.h"
 #include "base/fsutil.h"
 #include "base/limits.h"
+#include "base/progress.h"
 #include "base/log.h"
 #include "base/slug.h"
 
@@ -382,8 +383,10 @@ static sg_err cached_sif(struct sing_env *se, const char *ref, char **out,
 		goto out; /* converted earlier, or by the session we waited for */
 	sg_log_info("converting %s into %s (once; later sessions reuse it)", ref, sif);
 	unlink(tmp);
+	sg_progress_begin("image", "converting %s into a SIF", ref);
 	rc = run_cli((const char *[]){ se->runtime, "build", tmp, ref, NULL },
 		     sg_strv_get(&se->cli_env), SG_SING_BUILD_MS, &r, cancel, err);
+	sg_progress_end(rc ? rc : r.exit_code ? SG_E_PROVIDER : SG_OK);
 	if (r.err.len)
 		sg_log_info("%s build: %s", se->runtime, r.err.p);
 	if (!rc && r.exit_code != 0)
@@ -705,8 +708,11 @@ static sg_err sing_provision(struct sg_env *env, struct sg_cancel *cancel,
 	snprintf(env->id, sizeof(env->id), "singularity-%.100s", slug);
 	if (!rc && fresh)
 		rc = write_marker(se, err);
-	if (!rc && !attach)
+	if (!rc && !attach) {
+		sg_progress_begin("create", "starting instance %s", se->name);
 		rc = start_instance(se, image, overlay, ctl, &limits, &net, cancel, err);
+		sg_progress_end(rc);
+	}
 	if (rc)
 		goto out;
 	if (attach) {
