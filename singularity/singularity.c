@@ -894,7 +894,7 @@ static sg_err sing_list(const struct sg_profile *p, const char *state_dir, sg_en
 			json_decref(m);
 			continue;
 		}
-		snprintf(info.id, sizeof(info.id), "singularity-%s", de->d_name);
+		snprintf(info.id, sizeof(info.id), "singularity-%.100s", de->d_name);
 		snprintf(info.state, sizeof(info.state), "%s",
 			 instance_listed(live, name) ? "running" : m ? "stopped" : "unmarked");
 		json_object_set_new(seen, name, json_true());
