@@ -840,7 +840,9 @@ static void test_retry_after(void **state)
 	assert_int_equal(r.status, 429);
 	assert_int_equal(r.attempts, 1);
 	assert_int_equal(sg_http_retry_after_ms(&r), 3600 * 1000);
-	assert_true(sg_now_ms() - t0 < 500);
+	/* At once: seconds, not the hour it was asked to wait (the bound
+	 * leaves room for a sanitizer build on a busy machine). */
+	assert_true(sg_now_ms() - t0 < 3000);
 	sg_http_response_release(&r);
 }
 

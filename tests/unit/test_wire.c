@@ -10,6 +10,7 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -190,12 +191,13 @@ static void test_writer_order_and_cap(void **state)
 
 static void dead(void *payload)
 {
-	*(int *)payload = 1;
+	atomic_store((atomic_int *)payload, 1);
 }
 
 static void test_dead_output(void **state)
 {
-	int in[2], out[2], called = 0;
+	int in[2], out[2];
+	atomic_int called = 0; /* written by the writer thread */
 	struct sg_wire *w;
 
 	(void)state;
@@ -208,9 +210,9 @@ static void test_dead_output(void **state)
 	sg_wire_flush(w, 10000000000LL);
 	assert_true(sg_wire_dead(w));
 	/* The owner is told from the writer thread, once. */
-	for (int i = 0; i < 200 && !called; i++)
+	for (int i = 0; i < 200 && !atomic_load(&called); i++)
 		sg_cancel_sleep(NULL, 5);
-	assert_int_equal(called, 1);
+	assert_int_equal(atomic_load(&called), 1);
 	assert_false(sg_wire_send(w, json_pack("{s:i}", "id", 2)));
 	sg_wire_free(w);
 	close(in[0]);
