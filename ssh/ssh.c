@@ -223,6 +223,15 @@ static const char sshb_cgroup_sh[] =
 	"fi\n"
 	"exit 0\n";
 
+/*
+ * rm -rf, tried again for up to 2 s: a job of a crashed gateway notices its
+ * connection is gone, kills its command and removes its own files in the
+ * run/ directory while the tree is being removed ("Directory not empty").
+ */
+#define SSHB_RM_TREE(dir)                                                       \
+	"i=0; until rm -rf -- \"" dir "\" 2>/dev/null; do i=$((i + 1)); "      \
+	"[ $i -ge 20 ] && { rm -rf -- \"" dir "\"; exit 1; }; sleep 0.1; done"
+
 /* $1 envdir, $2 lease name, $3 remove|keep|detach, $4 the idle deadline
  * (0: none), then cgroup directories to remove. */
 static const char sshb_teardown_sh[] =
@@ -240,7 +249,7 @@ static const char sshb_teardown_sh[] =
 	"if [ \"$m\" = remove ]; then\n"
 	"  if [ -n \"$o\" ]; then printf 'shared=1\\n'; exit 0; fi\n"
 	"  [ -f \"$e/env.json\" ] || { printf 'nomarker=1\\n'; exit 0; }\n"
-	"  rm -rf -- \"$e\" || exit 1\n"
+	"  " SSHB_RM_TREE("$e") "\n"
 	"  exit 0\n"
 	"fi\n"
 	"if [ \"$m\" = keep ] && [ -z \"$o\" ] && [ \"$x\" != 0 ]; then\n"
@@ -273,7 +282,7 @@ static const char sshb_destroy_sh[] =
 	"[ -f \"$d/env.json\" ] || { printf 'missing=1\\n'; exit 0; }\n"
 	"[ -x \"$d/run/helper\" ] && \"$d/run/helper\" proc stop-all --ctl \"$d/ctl/proc\" "
 	"--grace-ms 0 >/dev/null 2>&1\n"
-	"rm -rf -- \"$d\" || exit 1\n"
+	SSHB_RM_TREE("$d") "\n"
 	"exit 0\n";
 
 
