@@ -563,13 +563,16 @@ static sg_err dtn_wait(const struct dtn_client *cl, const char *id,
 	*dto = NULL;
 	for (;;) {
 		const char *st;
+		bool from_event = false;
 
 		json_decref(cur);
 		cur = NULL;
 		if (heard) {
-			/* The event stream's word for it: as good as a GET. */
+			/* The event stream's word for it: as good as a GET for
+			 * a state we wait for, not for giving up (below). */
 			cur = heard;
 			heard = NULL;
+			from_event = true;
 		} else {
 			rc = dtn_get(cl, id, &cur, cancel, err);
 			if (rc)
@@ -589,6 +592,14 @@ static sg_err dtn_wait(const struct dtn_client *cl, const char *id,
 			rc = sg_err_set(err, SG_E_PROVIDER, "sandbox %s is in state %s: %s", id,
 					st, msg);
 			break;
+		}
+		if (want && !dtn_in_transition(cur) && from_event) {
+			/*
+			 * Events can arrive late and out of order (the "stopped"
+			 * of a stop just before our start): ask the sandbox
+			 * itself before deciding nothing is moving it.
+			 */
+			continue;
 		}
 		if (want && !dtn_in_transition(cur)) {
 			rc = sg_err_set(err, SG_E_PROVIDER,
