@@ -1906,7 +1906,7 @@ static sg_err dtn_install_run(void *ctx, const char *script, const char *dir, co
  * probe, in one request where it can be.  A sandbox this provision made
  * cannot have sg-helper yet, so its copy is uploaded first and installed
  * by the set-up request itself; a resumed one usually has it (the set-up
- * finds it by checksum) and otherwise gets it through the installer
+ * finds it by checksum) and otherwise receives it through the installer
  * afterwards.
  */
 static sg_err dtn_setup(struct dtn_env *de, struct sg_cancel *cancel, struct sg_errinfo *err)

@@ -131,7 +131,7 @@ static const char shutdown_reason[] = "the gateway is shutting down";
  * gateway is shutting down, whatever the handler made of being stopped.
  *
  * Except for a request received before EOF whose token only the shutdown
- * fired (issue 16): it still runs, so one that needs no provider work gets
+ * fired: it still runs, so one that needs no provider work receives
  * its own answer (a validation error, a process/list) instead of
  * `cancelled`, even when EOF came in the same write.  Anything that would
  * reach the provider sees the fired token first (exec and http check it

@@ -1148,7 +1148,7 @@ static int names_read(int dirfd, struct names *ns)
 	return 0;
 }
 
-/* What readdir said the entry is (DT_UNKNOWN when the file system does not say). */
+/* What readdir said the entry is (DT_UNKNOWN when the filesystem does not say). */
 static unsigned char name_type(const char *name)
 {
 	return (unsigned char)name[strlen(name) + 1];

@@ -52,7 +52,7 @@
  *    nothing running;
  *  - --bind SRC --bind-to DST, --netns: the command runs in a mount
  *    namespace where SRC is shown at DST, and/or a network namespace of
- *    its own; a login that is not root gets a user namespace first and
+ *    its own; a login that is not root is given a user namespace first and
  *    its own uid and gid mapped back inside (as `unshare --map-root-user`
  *    then `--map-user` would); --tmp DIR (with --bind): DIR is shown on
  *    /tmp as well, a /tmp of the environment's own;
