@@ -264,6 +264,28 @@ sg_err sg_registry_update(const char *state_dir, const struct sg_reg_key *key,
 	return edit(state_dir, key, false, do_update, fields, err);
 }
 
+static sg_err do_update_if_last(json_t *rec, void *p, struct sg_errinfo *err)
+{
+	struct attach_arg *a = p;
+
+	(void)err;
+	a->others = prune(rec, a->session);
+	if (!a->others)
+		json_object_update(rec, a->fields);
+	return SG_OK;
+}
+
+sg_err sg_registry_update_if_last(const char *state_dir, const struct sg_reg_key *key,
+				  const char *session, json_t *fields, int *others_out,
+				  struct sg_errinfo *err)
+{
+	struct attach_arg a = { session, fields, 0 };
+	sg_err rc = edit(state_dir, key, false, do_update_if_last, &a, err);
+
+	*others_out = a.others;
+	return rc;
+}
+
 struct detach_arg {
 	const char *session;
 	int others;
