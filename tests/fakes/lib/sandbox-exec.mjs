@@ -98,7 +98,8 @@ export function killAllChildren() {
 }
 
 // The processes of one sandbox. `opts`: mode ('tmpdir'|'bwrap'), root (host dir),
-// hostname, blockNetwork (bwrap only: no network at all, not even loopback).
+// hostname, blockNetwork (bwrap only: no network at all, not even loopback; a boolean or a
+// function read each time the namespace starts).
 export class SandboxProcs {
   constructor({ mode, root, hostname, blockNetwork = false }) {
     this.mode = mode;
@@ -115,7 +116,8 @@ export class SandboxProcs {
 
   anchorArgs() {
     const args = ['--die-with-parent', '--unshare-pid', '--unshare-ipc', '--unshare-uts', '--hostname', this.hostname];
-    if (this.blockNetwork) args.push('--unshare-net');
+    const block = typeof this.blockNetwork === 'function' ? this.blockNetwork() : this.blockNetwork;
+    if (block) args.push('--unshare-net');
     args.push('--info-fd', '3', '--bind', this.root, '/', '--ro-bind', '/usr', '/usr', '--ro-bind', '/etc', '/etc');
     for (const d of ['bin', 'sbin', 'lib', 'lib32', 'lib64', 'libx32']) {
       let st;

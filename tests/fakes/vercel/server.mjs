@@ -639,7 +639,6 @@ async function hUpdate(ctx) {
   const sb = findSandbox(ctx);
   const b = (await readJson(ctx, MAX_BODY_BYTES)) ?? {};
   if (!isObj(b)) throw bad('body must be a JSON object');
-  const ss = currentSession(sb);
   // Everything is validated before anything changes.
   const res = b.resources !== undefined ? checkResources(b.resources) : null;
   const timeout = b.timeout !== undefined ? checkTimeout(b.timeout) : undefined;
@@ -661,12 +660,8 @@ async function hUpdate(ctx) {
   if (b.keepLastSnapshots !== undefined) sb.keepLastSnapshots = isObj(b.keepLastSnapshots) ? b.keepLastSnapshots : undefined;
   if (b.currentSnapshotId !== undefined) sb.currentSnapshotId = b.currentSnapshotId;
   sb.updatedAt = now();
-  // A longer timeout also lengthens the running session (the SDK relies on that).
-  if (timeout !== undefined && ss.status === 'running' && timeout > ss.timeout) {
-    ss.timeout = timeout;
-    ss.updatedAt = sb.updatedAt;
-    armTimeout(ss);
-  }
+  // The sandbox's settings apply to its next session: the SDK lengthens a running session
+  // itself (extend-timeout) and changes its network with the network-policy call.
   const out = { sandbox: sandboxView(sb) };
   if (ports) out.routes = routesOf(sb);
   reply(ctx, 200, out);
