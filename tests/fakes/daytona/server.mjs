@@ -16,7 +16,7 @@ import fsp from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import {
-  Faults, HttpError, RequestLog, isObj, msSince, parseOptions, readBody as readBodyMax, readJson as readJsonMax, serve, sleep,
+  Faults, HttpError, RequestLog, failer, isObj, msSince, parseOptions, readBody as readBodyMax, readJson as readJsonMax, serve, sleep,
 } from '../lib/fake-http.mjs';
 import {
   PathError, SHELL, SandboxProcs, bwrapUsable, capPush as capPushMax, containCheck as containCheckIn,
@@ -31,10 +31,7 @@ const USAGE = `usage: node server.mjs [--port N] [--api-key KEY] [--state-dir DI
        [--exec-mode tmpdir|bwrap] [--exec-limit-ms N] [--transition-ms N] [--create-block-ms N]
        [--minute-ms N] [--delay-ms N] [--request-log FILE] [--target REGION] [--no-stdin-watch]`;
 
-function fail(msg) {
-  process.stderr.write(`fake-daytona: ${msg}\n`);
-  process.exit(2);
-}
+const fail = failer('fake-daytona');
 
 const OPTS = parseOptions(process.argv.slice(2), {
   '--port': { key: 'port', type: 'int' },

@@ -74,11 +74,14 @@ export function sandboxPathOf(root, host) {
   return host;
 }
 
+// Kills a child started `detached` and its whole process group: the group even when the child
+// itself has exited, since a background job it left is still in it.
 export function killTree(child) {
-  if (!child.pid || child.exitCode !== null || child.signalCode !== null) return;
+  if (!child || !child.pid) return;
   try {
     process.kill(-child.pid, 'SIGKILL');
   } catch {
+    if (child.exitCode !== null || child.signalCode !== null) return;
     try {
       child.kill('SIGKILL');
     } catch {

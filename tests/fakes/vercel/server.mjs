@@ -16,7 +16,7 @@ import path from 'node:path';
 import { StringDecoder } from 'node:string_decoder';
 import zlib from 'node:zlib';
 import {
-  Faults, HttpError, RequestLog, isObj, msSince, parseOptions, readBody, readJson, serve, sleep,
+  Faults, HttpError, RequestLog, failer, isObj, msSince, parseOptions, readBody, readJson, serve, sleep,
 } from '../lib/fake-http.mjs';
 import {
   PathError, SandboxProcs, bwrapUsable, hostPath as mapPath, killAllChildren,
@@ -30,10 +30,7 @@ const USAGE = `usage: node server.mjs [--port N] [--token T] [--team-id ID] [--p
        [--exec-mode tmpdir|bwrap] [--delay-ms N] [--stop-ms N] [--snapshot-ms N]
        [--max-timeout-ms N] [--max-vcpus N] [--request-log FILE] [--state-dir DIR] [--no-stdin-watch]`;
 
-function fail(msg) {
-  process.stderr.write(`fake-vercel: ${msg}\n`);
-  process.exit(2);
-}
+const fail = failer('fake-vercel');
 
 const OPTS = parseOptions(process.argv.slice(2), {
   '--port': { key: 'port', type: 'int' },
