@@ -8,7 +8,7 @@
 // "N passed, M failed"; exits 1 on any failure.
 
 import fs from 'node:fs';
-import { APIError, Sandbox } from '@vercel/sandbox';
+import { APIError, Sandbox, StreamError } from '@vercel/sandbox';
 
 const FAKE = process.env.FAKE_URL;
 const MODE = process.env.FAKE_EXEC_MODE || 'tmpdir';
@@ -306,6 +306,21 @@ await check('timeout: the session stops when it expires; the SDK resumes with th
   eq(f.status, 'stopped', 'status after the timeout');
   const c = await t.runCommand('cat', ['kept.txt']);
   eq(await c.stdout(), 'kept\n', 'file after resume');
+  await t.delete();
+});
+
+await check('the session times out under a waiting command: the stream ends with sandbox_stream_closed', async () => {
+  const t = await Sandbox.create({ ...P, name: `closed-${RUN}`, timeout: 60000, persistent: false });
+  const sid = (await fakeSandbox(`closed-${RUN}`)).currentSessionId;
+  const running = t.runCommand('sleep', ['30']).then(() => null, (e) => e);
+  await sleep(300);
+  await admin('POST', `/__fake/sessions/${sid}/expire`);
+  const err = await running;
+  assert(err instanceof StreamError, `a StreamError, got ${err?.stack || err}`);
+  eq(err.code, 'sandbox_stream_closed', 'stream error code');
+  const f = await fakeSandbox(`closed-${RUN}`);
+  eq([f.status, f.sessions[0].processes], ['stopped', 0], 'stopped, no process left');
+  eq(f.currentSnapshotId, undefined, 'a non-persistent sandbox is not snapshotted');
   await t.delete();
 });
 

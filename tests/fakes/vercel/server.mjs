@@ -484,6 +484,8 @@ function stopSession(ss, { reason = 'stop', snapshot = false, expiration } = {})
     if (sb) sb.totalDurationMs += ss.duration;
     setStatus(ss, 'stopped');
     fs.rmSync(path.dirname(ss._.root), { recursive: true, force: true });
+    // Commands and their output go with the session (later calls get 410).
+    for (const cmd of ss._.commands.values()) cmd.logs = [];
     return sn;
   })().finally(() => {
     ss._.stopping = null;
@@ -497,10 +499,16 @@ function runningSession(ctx) {
   const ss = STATE.sessions.get(ctx.params.sid);
   if (!ss || !STATE.sandboxes.has(ss._.key)) throw apiError(404, 'not_found', `Session not found: ${ctx.params.sid}`);
   ctx.sessionId = ss.id;
-  if (ss.status === 'stopping') throw apiError(422, 'sandbox_stopping', 'Sandbox is stopping');
-  if (ss.status === 'snapshotting') throw apiError(422, 'sandbox_snapshotting', 'Sandbox is snapshotting');
-  if (ss.status !== 'running') throw apiError(410, 'sandbox_stopped', 'Sandbox is stopped');
+  const e = notRunningError(ss);
+  if (e) throw e;
   return ss;
+}
+
+function notRunningError(ss) {
+  if (ss.status === 'stopping') return apiError(422, 'sandbox_stopping', 'Sandbox is stopping');
+  if (ss.status === 'snapshotting') return apiError(422, 'sandbox_snapshotting', 'Sandbox is snapshotting');
+  if (ss.status !== 'running') return apiError(410, 'sandbox_stopped', 'Sandbox is stopped');
+  return null;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -854,6 +862,11 @@ async function startCommand(ss, sb, b) {
     hostCwd,
     env: { ...baseEnv(ss, sb), ...env },
   });
+  if (ss.status !== 'running') {
+    // The session began to stop while the command was starting: nothing may outlive the stop.
+    if (child) ss._.procs.killAll();
+    throw notRunningError(ss);
+  }
   if (error) {
     // What a shell reports when the working directory is missing.
     setImmediate(() => {
@@ -984,12 +997,8 @@ async function hGetCommand(ctx) {
   const { ss, cmd } = findCommand(ctx);
   if (ctx.url.searchParams.get('wait') === 'true' && cmd.exitCode === null) {
     await cmd.done;
-    if (cmd.exitCode === null) {
-      // The session stopped under the wait: the same answer as a call after the stop.
-      ctx.params.sid = ss.id;
-      runningSession(ctx);
-      throw apiError(410, 'sandbox_stopped', 'Sandbox is stopped');
-    }
+    // The session stopped under the wait: the same answer as a call after the stop.
+    if (cmd.exitCode === null) throw notRunningError(ss) ?? apiError(410, 'sandbox_stopped', 'Sandbox is stopped');
   }
   reply(ctx, 200, { command: commandView(cmd) });
 }
