@@ -903,6 +903,12 @@ async function startCommand(ss, sb, b) {
 // Streams NDJSON lines to ctx; returns {line(obj), end()}. Faults of action "cut" end the
 // connection after `bytes` bytes of the body.
 function ndjsonStream(ctx) {
+  const f = ctx.fault;
+  if (f && f.after && (f.action === 'drop' || f.action === 'status')) {
+    // The command runs (or the logs exist); only the answer is lost or replaced.
+    reply(ctx, 200, null);
+    return { line() {}, end() {} };
+  }
   ctx.status = 200;
   ctx.res.writeHead(200, { 'Content-Type': NDJSON, 'Cache-Control': 'no-store' });
   ctx.replied = true;
