@@ -16,7 +16,7 @@ import path from 'node:path';
 import { StringDecoder } from 'node:string_decoder';
 import zlib from 'node:zlib';
 import {
-  Faults, HttpError, RequestLog, failer, isObj, msSince, parseOptions, readBody, readJson, serve, sleep,
+  Faults, HttpError, RequestLog, failer, isObj, logAndFaultHandlers, msSince, parseOptions, readBody, readJson, serve, sleep,
 } from '../lib/fake-http.mjs';
 import {
   PathError, SandboxProcs, bwrapUsable, hostPath as mapPath, killAllChildren,
@@ -1231,34 +1231,7 @@ async function aState(ctx) {
   });
 }
 
-async function aRequests(ctx) {
-  reply(ctx, 200, { requests: LOG.since(Number(ctx.url.searchParams.get('since') || 0)) });
-}
-
-async function aClearRequests(ctx) {
-  LOG.clear();
-  reply(ctx, 204, null);
-}
-
-async function aAddFaults(ctx) {
-  const added = FAULTS.add(await readJson(ctx, MAX_BODY_BYTES));
-  for (const f of added) {
-    if (f.action === 'cut' && !(Number.isInteger(f.bytes) && f.bytes >= 0)) {
-      FAULTS.rules = FAULTS.rules.filter((r) => r.id !== f.id);
-      throw bad('a cut fault needs an integer "bytes" >= 0');
-    }
-  }
-  reply(ctx, 201, { faults: added });
-}
-
-async function aListFaults(ctx) {
-  reply(ctx, 200, { faults: FAULTS.list() });
-}
-
-async function aClearFaults(ctx) {
-  FAULTS.clear();
-  reply(ctx, 204, null);
-}
+const ADMIN_LOG = logAndFaultHandlers({ log: LOG, faults: FAULTS, reply, readJson: (ctx) => readJson(ctx, MAX_BODY_BYTES) });
 
 async function aConfig(ctx) {
   if (ctx.req.method === 'POST') {
@@ -1366,11 +1339,11 @@ const ROUTES = [
   // Admin
   ['GET', '/__fake/health', 'admin', aHealth],
   ['GET', '/__fake/state', 'admin', aState],
-  ['GET', '/__fake/requests', 'admin', aRequests],
-  ['DELETE', '/__fake/requests', 'admin', aClearRequests],
-  ['POST', '/__fake/faults', 'admin', aAddFaults],
-  ['GET', '/__fake/faults', 'admin', aListFaults],
-  ['DELETE', '/__fake/faults', 'admin', aClearFaults],
+  ['GET', '/__fake/requests', 'admin', ADMIN_LOG.requests],
+  ['DELETE', '/__fake/requests', 'admin', ADMIN_LOG.clearRequests],
+  ['POST', '/__fake/faults', 'admin', ADMIN_LOG.addFaults],
+  ['GET', '/__fake/faults', 'admin', ADMIN_LOG.listFaults],
+  ['DELETE', '/__fake/faults', 'admin', ADMIN_LOG.clearFaults],
   ['GET', '/__fake/config', 'admin', aConfig],
   ['POST', '/__fake/config', 'admin', aConfig],
   ['POST', '/__fake/reset', 'admin', aReset],
