@@ -516,7 +516,10 @@ function notRunningError(ss) {
 // ---------------------------------------------------------------------------------------------
 
 function projectOf(ctx, fromBody) {
-  const p = fromBody ?? ctx.url.searchParams.get('projectId') ?? ctx.url.searchParams.get('project') ?? ctx.claims?.project_id;
+  const q = ctx.url.searchParams;
+  // An OIDC token names its project; one without project_id gets --project-id.
+  const fromToken = ctx.claims ? (ctx.claims.project_id ?? OPTS.projectId) : undefined;
+  const p = fromBody ?? q.get('projectId') ?? q.get('project') ?? fromToken;
   if (!p) throw bad('projectId is required');
   return p;
 }
