@@ -250,7 +250,11 @@ export class SandboxProcs {
 
   // Everything running in the sandbox: its commands and, in bwrap mode, its namespace
   // (killing the namespace's pid 1 kills whatever a command left in the background).
-  killAll() {
+  // Resolves once every child killed here has exited (at most `waitMs`), so a caller that
+  // reports the sandbox stopped can await it and be true.
+  killAll(waitMs = 5000) {
+    const dying = [...this.procs];
+    if (this.anchor) dying.push(this.anchor.proc);
     if (this.anchor) {
       killTree(this.anchor.proc);
       try {
@@ -269,6 +273,15 @@ export class SandboxProcs {
       }
     }
     this.pgids.clear();
+    const exited = (c) =>
+      c.exitCode !== null || c.signalCode !== null ? Promise.resolve() : new Promise((r) => c.once('exit', r));
+    let timer;
+    return Promise.race([
+      Promise.all(dying.map(exited)),
+      new Promise((r) => {
+        timer = setTimeout(r, waitMs);
+      }),
+    ]).finally(() => clearTimeout(timer));
   }
 }
 

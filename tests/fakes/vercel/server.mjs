@@ -470,8 +470,9 @@ function stopSession(ss, { reason = 'stop', snapshot = false, expiration } = {})
     ss.requestedStopAt = now();
     setStatus(ss, snapshot ? 'snapshotting' : 'stopping');
     // Processes die first; a stream still waiting on a command gets the API's error line.
-    ss._.procs.killAll();
+    const gone = ss._.procs.killAll();
     for (const cmd of ss._.commands.values()) closeCommandStreams(cmd, reason);
+    await gone;
     if (!snapshot && CONFIG.stopMs) await sleep(CONFIG.stopMs);
     let sn = null;
     if (snapshot || (sb && sb.persistent)) {
@@ -491,6 +492,21 @@ function stopSession(ss, { reason = 'stop', snapshot = false, expiration } = {})
     ss._.stopping = null;
   });
   return ss._.stopping;
+}
+
+// Ends a session without a snapshot (delete, reset, a vanished sandbox): `stopping` while its
+// processes die, then `stopped` with its files gone. A stopped session is left as it is.
+async function killSession(ss) {
+  clearTimeout(ss._.timer);
+  if (ss.status === 'stopped') return;
+  setStatus(ss, 'stopping');
+  const gone = ss._.procs.killAll();
+  for (const cmd of ss._.commands.values()) closeCommandStreams(cmd, 'deleted');
+  await gone;
+  ss.stoppedAt = now();
+  ss.duration = ss.stoppedAt - ss.startedAt;
+  setStatus(ss, 'stopped');
+  fs.rmSync(path.dirname(ss._.root), { recursive: true, force: true });
 }
 
 // The session a per-session call addresses, which must be running: 410 once stopped, 422
@@ -680,15 +696,7 @@ async function hDelete(ctx) {
   const ss = currentSession(sb);
   // A delete stops the running session without a snapshot.
   if (ss._.stopping) await ss._.stopping;
-  if (ss.status === 'running') {
-    clearTimeout(ss._.timer);
-    ss._.procs.killAll();
-    for (const cmd of ss._.commands.values()) closeCommandStreams(cmd, 'deleted');
-    ss.stoppedAt = now();
-    ss.duration = ss.stoppedAt - ss.startedAt;
-    setStatus(ss, 'stopped');
-    fs.rmSync(path.dirname(ss._.root), { recursive: true, force: true });
-  }
+  await killSession(ss);
   const view = sandboxView(sb);
   STATE.sandboxes.delete(sb.key);
   STATE.deleted.push(sb.name);
@@ -1248,12 +1256,8 @@ async function aConfig(ctx) {
   reply(ctx, 200, CONFIG);
 }
 
-function removeAll() {
-  for (const ss of STATE.sessions.values()) {
-    clearTimeout(ss._.timer);
-    ss._.procs.killAll();
-    for (const cmd of ss._.commands.values()) closeCommandStreams(cmd, 'deleted');
-  }
+async function removeAll() {
+  await Promise.all([...STATE.sessions.values()].map((ss) => (ss._.stopping ? ss._.stopping.then(() => killSession(ss)) : killSession(ss))));
   STATE.sandboxes.clear();
   STATE.sessions.clear();
   STATE.snapshots.clear();
@@ -1262,7 +1266,7 @@ function removeAll() {
 }
 
 async function aReset(ctx) {
-  removeAll();
+  await removeAll();
   FAULTS.clear();
   LOG.clear();
   resetConfig();
@@ -1290,18 +1294,9 @@ async function aExpireSnapshot(ctx) {
 async function aVanish(ctx) {
   const sb = [...STATE.sandboxes.values()].find((x) => x.name === ctx.params.name);
   if (!sb) throw apiError(404, 'not_found', `Sandbox not found: ${ctx.params.name}`);
-  for (const ss of STATE.sessions.values()) {
-    if (ss._.key !== sb.key) continue;
-    clearTimeout(ss._.timer);
-    ss._.procs.killAll();
-    for (const cmd of ss._.commands.values()) closeCommandStreams(cmd, 'deleted');
-    if (ss.status !== 'stopped') {
-      setStatus(ss, 'stopped');
-      fs.rmSync(path.dirname(ss._.root), { recursive: true, force: true });
-    }
-  }
   STATE.sandboxes.delete(sb.key);
   STATE.deleted.push(sb.name);
+  await Promise.all([...STATE.sessions.values()].filter((ss) => ss._.key === sb.key).map(killSession));
   reply(ctx, 204, null);
 }
 
