@@ -19,8 +19,8 @@ import {
   Faults, HttpError, RequestLog, failer, isObj, logAndFaultHandlers, msSince, parseOptions, readBody as readBodyMax, readJson as readJsonMax, serve, sleep,
 } from '../lib/fake-http.mjs';
 import {
-  PathError, SHELL, SandboxProcs, bwrapUsable, capPush as capPushMax, containCheck as containCheckIn,
-  hostPath as mapPath, killAllChildren, killTree, sandboxPathOf as sandboxPathIn,
+  PathError, SHELL, SandboxProcs, capPush as capPushMax, containCheck as containCheckIn,
+  hostPath as mapPath, killAllChildren, killTree, sandboxBaseDir, sandboxPathOf as sandboxPathIn,
 } from '../lib/sandbox-exec.mjs';
 
 // ---------------------------------------------------------------------------------------------
@@ -1987,14 +1987,10 @@ function lifecycleSweep() {
 // ---------------------------------------------------------------------------------------------
 
 function main() {
-  if (OPTS.execMode === 'bwrap' && !bwrapUsable()) fail('--exec-mode bwrap needs bubblewrap (bwrap) on PATH');
-  if (OPTS.stateDir) {
-    fs.mkdirSync(path.join(OPTS.stateDir, 'sandboxes'), { recursive: true });
-    STATE.baseDir = OPTS.stateDir;
-  } else {
-    STATE.baseDir = fs.mkdtempSync(path.join(os.tmpdir(), 'fake-daytona-'));
-    STATE.ownsBaseDir = true;
-  }
+  const base = sandboxBaseDir({ execMode: OPTS.execMode, stateDir: OPTS.stateDir, prefix: 'fake-daytona-', fail });
+  STATE.baseDir = base.dir;
+  STATE.ownsBaseDir = base.owned;
+  fs.mkdirSync(path.join(STATE.baseDir, 'sandboxes'), { recursive: true });
   serve({
     name: 'fake-daytona',
     port: OPTS.port,

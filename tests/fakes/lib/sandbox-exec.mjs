@@ -16,6 +16,7 @@
 
 import { spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 
 export const SHELL = fs.existsSync('/bin/bash') ? '/bin/bash' : '/bin/sh';
@@ -94,6 +95,17 @@ export function killTree(child) {
 export function bwrapUsable() {
   const r = spawnSync('bwrap', ['--version'], { encoding: 'utf8' });
   return r.status === 0;
+}
+
+// A fake's start: checks that its exec mode can work (`fail(msg)` if not) and returns where
+// its sandboxes live: {dir: stateDir, owned: false}, or a new temp dir it removes at exit.
+export function sandboxBaseDir({ execMode, stateDir, prefix, fail }) {
+  if (execMode === 'bwrap' && !bwrapUsable()) fail('--exec-mode bwrap needs bubblewrap (bwrap) on PATH');
+  if (stateDir) {
+    fs.mkdirSync(stateDir, { recursive: true });
+    return { dir: stateDir, owned: false };
+  }
+  return { dir: fs.mkdtempSync(path.join(os.tmpdir(), prefix)), owned: true };
 }
 
 export function killAllChildren() {

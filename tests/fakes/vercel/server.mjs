@@ -19,7 +19,7 @@ import {
   Faults, HttpError, RequestLog, failer, isObj, logAndFaultHandlers, msSince, parseOptions, readBody, readJson, serve, sleep,
 } from '../lib/fake-http.mjs';
 import {
-  PathError, SandboxProcs, bwrapUsable, hostPath as mapPath, killAllChildren,
+  PathError, SandboxProcs, hostPath as mapPath, killAllChildren, sandboxBaseDir,
 } from '../lib/sandbox-exec.mjs';
 
 // ---------------------------------------------------------------------------------------------
@@ -1530,14 +1530,9 @@ async function handleRequest(req, res) {
 // ---------------------------------------------------------------------------------------------
 
 function main() {
-  if (OPTS.execMode === 'bwrap' && !bwrapUsable()) fail('--exec-mode bwrap needs bubblewrap (bwrap) on PATH');
-  if (OPTS.stateDir) {
-    fs.mkdirSync(OPTS.stateDir, { recursive: true });
-    STATE.baseDir = OPTS.stateDir;
-  } else {
-    STATE.baseDir = fs.mkdtempSync(path.join(os.tmpdir(), 'fake-vercel-'));
-    STATE.ownsBaseDir = true;
-  }
+  const base = sandboxBaseDir({ execMode: OPTS.execMode, stateDir: OPTS.stateDir, prefix: 'fake-vercel-', fail });
+  STATE.baseDir = base.dir;
+  STATE.ownsBaseDir = base.owned;
   serve({
     name: 'fake-vercel',
     port: OPTS.port,
