@@ -114,7 +114,6 @@ await check('create: name, tags, resources, timeout, networkPolicy, env', async 
   eq(sb.timeout, 600000, 'timeout');
   eq(sb.tags, { owner: 'sdk-check', run: RUN }, 'tags');
   eq(sb.networkPolicy, 'deny-all', 'networkPolicy');
-  firstSession = sb.currentSession().sessionId ?? sb.currentSession().session?.id;
   const f = await fakeSandbox(name);
   assert(f && f.sessions.length === 1 && f.sessions[0].status === 'running', 'the fake holds one running session');
   firstSession = f.sessions[0].id;
