@@ -919,7 +919,12 @@ static sg_err mdl_create(struct mdl_env *me, const char *image, bool from_snapsh
 		return SG_OK;
 	}
 	me->base.id[0] = '\0';
-	if (status != SG_GRPC_ALREADY_EXISTS && lr != SG_E_PROVIDER)
+	/*
+	 * Whose it is cannot be told (even ALREADY_EXISTS may answer our own
+	 * retried create): the gateway settles it by this session's tags,
+	 * which never match another's sandbox.
+	 */
+	if (lr != SG_E_PROVIDER)
 		me->base.may_remain = true;
 	if (lr == SG_E_PROVIDER)
 		return sg_err_set(err, lr, "%s", look.msg);
