@@ -124,18 +124,7 @@ static const char mdl_setup_sh[] =
 	"{ printf 'error=cannot create %s\\n' \"$b\"; exit 0; }\n"
 	"find \"$b/run\" -mindepth 1 -maxdepth 1 -mmin +1440 -exec rm -rf -- {} +\n"
 	"mkdir -p -- \"$r\" && test -d \"$r\" && printf 'root=1\\n'\n"
-	"d=$b s=$SG_SHA u=${SG_UP:-}\n"
-	"hc=$(" SG_INSTALL_CHECK_SH ")\n"
-	"[ -n \"$hc\" ] && printf '%s\\n' \"$hc\"\n"
-	"io=\n"
-	"if [ -z \"$hc\" ] && [ -n \"$u\" ]; then io=$(\n" SG_INSTALL_SH "); printf '%s\\n' \"$io\"; fi\n"
-	"case $hc$io in *helper=1*|*installed=1*)\n"
-	"  if [ -n \"${SG_PROBE:-}\" ] && cd -- \"$r\"; then\n"
-	"    printf 'probe<<\\n'\n"
-	"    exec env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin "
-	"HOME=\"$b/ctl/home\" TMPDIR=\"$b/ctl/tmp\" LANG=C.UTF-8 \"$d/sg-helper-$s\" probe\n"
-	"  fi ;;\n"
-	"esac\n";
+	SG_INSTALL_PROBE_SH;
 
 /* The job: its words in SG_X; with SG_UP, stdin is written there first. */
 static const char mdl_job_sh[] = "eval \"exec $SG_X\"";
