@@ -39,8 +39,10 @@
  * Teardown: KEEP of a persistent sandbox snapshots its filesystem
  * (TaskSnapshotFilesystem), records the image id in this host's state
  * (<state>/modal/<app>-<name>.image) and in the sandbox's tags, then
- * terminates it; a non-persistent one (KEEP or REMOVE) is terminated, and
- * REMOVE forgets the snapshot.  Resuming creates from the recorded image;
+ * terminates it; KEEP of a non-persistent one leaves it running (Modal
+ * cannot stop a sandbox; its timeout or `envs gc` ends it, and the next
+ * session adopts it by name); REMOVE terminates it and forgets the
+ * snapshot.  Resuming creates from the recorded image;
  * Modal answering NOT_FOUND for it is workspace_lost.
  */
 #define _GNU_SOURCE /* asprintf */
@@ -1051,7 +1053,7 @@ static json_t *mdl_facts(const struct mdl_env *me)
 		      "safety_class", "container", "isolation", "host_filesystem_restricted", 1,
 		      "helper_install", "bytes", (json_int_t)me->install.bytes, "requests",
 		      me->install.requests, "ms", (json_int_t)me->install.ms, "modal", "sandbox",
-		      me->base.id, "name", me->name, "app", me->app, "image", me->image_id,
+		      me->base.id, "name", me->name, "app", me->app, "image", me->image_id ? me->image_id : "",
 		      "timeout_secs", (json_int_t)mdl_timeout_secs(p), "network_blocked",
 		      p->network != SG_NET_DEFAULT);
 	return f;
@@ -1139,6 +1141,8 @@ static sg_err mdl_provision(struct sg_env *env, struct sg_cancel *cancel,
 		rc = mdl_setup(me, cancel, err);
 		sg_progress_end(rc);
 	}
+	/* The sandbox's /tmp is its own, never another user's of this host. */
+	env->own_tmp = true;
 	if (!rc && !(env->facts = mdl_facts(me)))
 		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
 out:
@@ -1199,10 +1203,17 @@ static sg_err mdl_teardown(struct sg_env *env, enum sg_fate fate, struct sg_canc
 		    (unsigned long long)atomic_load(&me->requests));
 	if (fate == SG_FATE_DETACH || !env->id[0] || !me->cl_ready)
 		return SG_OK;
-	if (fate == SG_FATE_KEEP && env->profile->persistent)
+	/*
+	 * A kept workspace that is not persistent stays as it is, running:
+	 * Modal cannot stop a sandbox, and the next session of the identity
+	 * adopts it by name.  Its lifetime (timeout_secs), the idle timeout
+	 * or `sandgate envs gc` ends it.
+	 */
+	if (fate == SG_FATE_KEEP && !env->profile->persistent)
+		return SG_OK;
+	if (fate == SG_FATE_KEEP)
 		return mdl_keep(me, cancel, err);
-	if (fate == SG_FATE_REMOVE)
-		mdl_record_forget(env->state_dir, me->app, me->name);
+	mdl_record_forget(env->state_dir, me->app, me->name);
 	return mdl_terminate(&me->cl, env->id, cancel, err);
 }
 
