@@ -40,6 +40,7 @@
 
 /* run_command (section 10). */
 #define SG_COMMAND_TIMEOUT_MS 120000
+#define SG_GIT_CONFIG_MAX (1 * SG_MiB) /* read_only git reads the configuration first */
 
 /* Shutdown budgets (section 8.2). */
 #define SG_SHUTDOWN_BUDGET_MS 60000   /* as a command backend */

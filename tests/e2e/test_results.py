@@ -5,11 +5,14 @@ Each test here failed on the code before the change: braces in glob found
 nothing, capped grep answers changed from call to call, a long matching
 line was dropped, a bad regex lost its explanation, long command output
 lost its end, a binary file came back as escaped noise, /tmp was not
-writable in standard mode, and `git -C . status` was refused in read_only.
+writable in standard mode, `git -C . status` was refused in read_only, and
+a read_only `git status` ran the programs a standard-mode agent had put in
+the repository's configuration.
 """
 
 import base64
 import hashlib
+import json
 import os
 import re
 
@@ -309,3 +312,49 @@ class Results(GatewayTestCase):
                 self.assertEqual(code_of(err), code)
         self.assertEqual(self.gw.sh_ok("test -e %s && echo ran || echo clean" % marker),
                          "clean\n")
+
+    def test_git_read_only_never_runs_the_repository_programs(self):
+        # The attacker: a standard-mode agent writes programs into the
+        # repository's own configuration (and an include, and ~/.gitconfig);
+        # a read_only caller's `git status` / `diff` / `log -p` must not run
+        # them.  The program says so on stderr (read_only cannot write).
+        self.git_repo()
+        self.sh("printf '#!/bin/sh\\necho SG-PWNED \"$0\" >&2\\ncat\\n' > evil.sh && "
+                "chmod +x evil.sh && echo b >> sub/a.txt")
+        evil = self.sh("pwd").strip() + "/evil.sh"
+        attacks = [
+            ("core.fsmonitor", "git config core.fsmonitor %s" % evil),
+            ("diff.external", "git config diff.external %s" % evil),
+            ("filter.x.clean", "echo '*.txt filter=x' > .git/info/attributes && "
+                               "git config filter.x.clean %s" % evil),
+            ("filter.x.process", "echo '*.txt filter=x' > .git/info/attributes && "
+                                 "git config filter.x.process %s" % evil),
+            ("diff.c.textconv", "echo '*.txt diff=c' > .gitattributes && "
+                                "git config diff.c.textconv %s" % evil),
+            ("diff.c.command", "echo '*.txt diff=c' > .gitattributes && "
+                               "git config diff.c.command %s" % evil),
+            ("core.pager", "git config core.pager %s" % evil),
+            ("core.hooksPath", "git config core.hooksPath /tmp"),
+            ("core.fsmonitor", "printf '[core]\\n\\tfsmonitor = %s\\n' > inc.cfg && "
+                               "git config include.path $PWD/inc.cfg" % evil),
+            ("core.fsmonitor", "git config --global core.fsmonitor %s" % evil),
+        ]
+        for key, setup in attacks:
+            with self.subTest(attack=setup):
+                self.sh("rm -f .gitattributes .git/info/attributes inc.cfg; "
+                        "git config --global --remove-section core 2>/dev/null; "
+                        "cp .git/config.sg-clean .git/config 2>/dev/null || "
+                        "cp .git/config .git/config.sg-clean; " + setup)
+                for args in (["status"], ["diff"], ["log", "-p", "-1"], ["show"],
+                             ["-C", "sub", "diff", "a.txt"]):
+                    reply = self.gw.execute("git", {"args": args, "cwd": self.d},
+                                            "read_only")
+                    self.assertNotIn("SG-PWNED", json.dumps(reply), args)
+                err = self.gw.tool_error("git", {"args": ["status"], "cwd": self.d},
+                                         "read_only")
+                self.assertEqual(code_of(err), "permission_denied")
+                self.assertIn(key.lower(), err.lower())
+        self.sh("git config --global --remove-section core 2>/dev/null; "
+                "cp .git/config.sg-clean .git/config; rm -f .gitattributes")
+        # A clean repository still answers.
+        self.gw.tool_ok("git", {"args": ["status"], "cwd": self.d}, "read_only")
