@@ -288,6 +288,42 @@ class SingularityBackend(GatewayTestCase):
         self.assertIn("GET /token?service=fake-registry&scope=repository:team/tool:pull", reqs)
         self.assertIn("HEAD /v2/team/tool/manifests/v2", reqs)
 
+    def test_sandbox_directory_image(self):
+        # A sandbox (an unpacked root directory) is started as it is: no
+        # conversion, and a non-persistent session leaves it unchanged.
+        box = os.path.join(self.dir, "sandbox")
+        for d in ("bin", "usr/bin", "lib/x86_64-linux-gnu", "lib64", "etc"):
+            os.makedirs(os.path.join(box, d))
+        # sleep: the fake's instance process comes from the image (README.md).
+        progs = ("/bin/sh", "/usr/bin/env", "/bin/cat", "/bin/sleep")
+        for prog in progs:
+            shutil.copy2(os.path.realpath(prog), box + prog)
+        libs = subprocess.run(["ldd"] + list(progs),
+                              capture_output=True, text=True).stdout
+        for lib in set(re.findall(r"(/lib\S*)", libs)):
+            os.makedirs(os.path.dirname(box + lib), exist_ok=True)
+            shutil.copy2(os.path.realpath(lib), box + lib)
+        with open(os.path.join(box, "etc", "sandbox-marker"), "w") as f:
+            f.write("from the sandbox\n")
+        before = sorted(os.path.relpath(os.path.join(r, n), box)
+                        for r, ds, fs in os.walk(box) for n in ds + fs)
+        gw = self.gw_with({"image": box + "/"}, state=os.path.join(self.dir, "bstate"))
+        facts = gw.initialize(timeout=180)["environment"]["facts"]
+        self.assertEqual(facts["runtime"]["image"], box)
+        self.assertNotIn("image_digest", facts["runtime"])
+        self.assertEqual(gw.sh_ok("cat /etc/sandbox-marker"), "from the sandbox\n")
+        # Not the host's root: the host's /etc/os-release is not there.
+        self.assertIs(gw.sh("cat /etc/os-release")["is_error"], True)
+        gw.sh_ok("echo changed > /etc/sandbox-marker; echo new > /etc/new-file", mode="full")
+        self.assertEqual(gw.sh_ok("cat /etc/sandbox-marker"), "changed\n")
+        gw.shutdown()
+        after = sorted(os.path.relpath(os.path.join(r, n), box)
+                       for r, ds, fs in os.walk(box) for n in ds + fs)
+        self.assertEqual(before, after)
+        with open(os.path.join(box, "etc", "sandbox-marker")) as f:
+            self.assertEqual(f.read(), "from the sandbox\n")
+        self.assertEqual(len(self.builds("sandbox")), 0)
+
     def test_crashed_gateway_instance_is_collected(self):
         state = os.path.join(self.dir, "cstate")
         gw = self.gw_with({}, state=state)
