@@ -93,6 +93,21 @@ class Results(GatewayTestCase):
         last = res["content"].rstrip("\n").splitlines()[-1]
         self.assertRegex(last, r"^\[truncated: 10000 of 10010 matching files shown")
 
+    def test_list_dir_truncation_said_in_content(self):
+        self.sh("mkdir -p many/sub && echo x > many/sub/deep.txt && cd many && "
+                "seq -f 'f%05g' 1 10005 | xargs touch")
+        res = self.gw.tool_ok("list_dir", {"path": self.p("many"), "depth": 2})
+        md = res["metadata"]
+        self.assertIs(md["truncated"], True)
+        self.assertEqual(md["entries"], 10000)
+        lines = res["content"].rstrip("\n").splitlines()
+        self.assertEqual(len(lines), 10001)
+        self.assertEqual(lines[-1], "[truncated: the first 10000 entries shown; list a "
+                         "subdirectory, or a smaller depth, for the rest]")
+        # Whole listings say nothing.
+        res = self.gw.tool_ok("list_dir", {"path": self.p("many/sub")})
+        self.assertNotIn("[truncated", res["content"])
+
     # ---- grep ---------------------------------------------------------------
 
     def grep(self, pattern, **kw):
