@@ -40,6 +40,7 @@
 
 /* run_command (section 10). */
 #define SG_COMMAND_TIMEOUT_MS 120000
+#define SG_GIT_CONFIG_MAX (1 * SG_MiB) /* read_only git reads the configuration first */
 
 /* Shutdown budgets (section 8.2). */
 #define SG_SHUTDOWN_BUDGET_MS 60000   /* as a command backend */
@@ -107,6 +108,11 @@
 #define SG_SING_BUILD_MS 1800000      /* docker:// or oras:// converted to a SIF */
 #define SG_SING_STOP_S 5              /* `instance stop -t`: SIGINT, then SIGKILL */
 #define SG_SING_STEP_MS 30000         /* `instance list`, `instance stop` */
+#define SG_SING_REGISTRY_MS 30000     /* one registry request: a tag's digest, a token */
+#define SG_SING_KEY_MAX 120           /* the readable head of a cached SIF's name */
+#define SG_SING_URL_MAX 2048          /* a registry URL or a token realm */
+#define SG_SING_TOKEN_MAX (64 * SG_KiB)    /* a registry's token reply */
+#define SG_SING_MANIFEST_MAX (4 * SG_MiB)  /* a manifest hashed when the digest header is missing */
 #define SG_SSH_CHECK_MS 5000          /* ssh -O check / -O exit */
 #define SG_SSH_REPLY_MAX (256 * SG_KiB) /* what our scripts print */
 #define SG_SSH_LINE_MAX (64 * SG_KiB)   /* the one command string */
