@@ -43,7 +43,8 @@
 
 /* Shutdown budgets (section 8.2). */
 #define SG_SHUTDOWN_BUDGET_MS 60000   /* as a command backend */
-#define SG_PEER_SHUTDOWN_MS 10000     /* as a delegated peer */
+#define SG_PEER_SHUTDOWN_MS 10000     /* as a delegated peer; a command peer's grace */
+#define SG_RELAY_CANCEL_MS 35000      /* a command peer's terminal reply after a cancel */
 #define SG_SETTLE_POLL_MS 500         /* between looks for a create that may land */
 #define SG_LIFETIME_DEFAULT_S 600     /* lifetime_seconds 0 -> 600 */
 #define SG_LOCAL_PIDS_DEFAULT 2048    /* local pids_max when the profile sets none */

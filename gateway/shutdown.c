@@ -21,6 +21,7 @@
 #include "cli.h"
 #include "envs.h"
 #include "registry.h"
+#include "relay.h"
 
 /*
  * Keep, remove or let go of the environment, as the binding and the other
@@ -130,11 +131,17 @@ int sg_shutdown_run(struct sg_session *s, struct sg_pool *pool, int64_t budget_m
 		return 70;
 	if (pthread_create(&d.thread, NULL, deadline_main, &d) != 0)
 		d.thread = pthread_self();
+	/*
+	 * A peer sees EOF first: it cancels its own requests, whose replies
+	 * still reach the host while they drain here (relay.h).
+	 */
+	if (sg_relay_shutdown(s, &d.token))
+		status = SG_EXIT_UNAVAILABLE;
 	if (!sg_pool_drain(pool, &d.token)) {
 		fprintf(stderr, "sandgate: requests still running when the shutdown budget ran out\n");
 		status = SG_EXIT_UNAVAILABLE;
 	}
-	if (s->state == SG_S_READY) {
+	if (s->state == SG_S_READY && !s->relay) {
 		rc = sg_procs_shutdown(s, &d.token, &err);
 		if (rc)
 			fprintf(stderr, "sandgate: %s\n", err.msg);
