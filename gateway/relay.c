@@ -28,6 +28,7 @@
 #include "base/limits.h"
 #include "base/log.h"
 #include "base/strv.h"
+#include "check.h"
 #include "cli.h"
 #include "registry.h"
 #include "wire.h"
@@ -63,6 +64,7 @@ struct sg_relay {
 	char *token;
 	char *argv0;
 	int64_t grace_ms;
+	int64_t cancel_ms;      /* SG_RELAY_CANCEL_MS, shorter in tests */
 };
 
 /* ---- the peer's process ---------------------------------------------- */
@@ -238,6 +240,12 @@ static void set_gone(struct sg_relay *r, const char *why)
 	for (struct call *c = r->calls; c; c = c->next)
 		pthread_cond_signal(&c->cond);
 	pthread_cond_broadcast(&r->changed);
+	/*
+	 * Never replaced, so the connection ends with its peer: the calls
+	 * still pending answer `unavailable` while shutdown drains them.
+	 */
+	sg_log_info("%s; ending the connection", r->why);
+	sg_wire_stop(r->s->wire);
 }
 
 /* Close the peer for good: kill it (unless it was reaped) and fail what waits. */
@@ -439,7 +447,7 @@ static sg_err call(struct sg_relay *r, struct sg_op *op, const char *method,
 		struct timespec ts;
 
 		if (!cancel_at && sg_cancel_check(&op->cancel)) {
-			cancel_at = sg_now_ms() + SG_RELAY_CANCEL_MS;
+			cancel_at = sg_now_ms() + r->cancel_ms;
 			/* At shutdown the peer's EOF already cancels everything. */
 			if (!r->input_closed)
 				sg_wire_send(r->wire, json_pack("{s:I, s:s, s:s, s:{s:I}}", "id",
@@ -450,8 +458,8 @@ static sg_err call(struct sg_relay *r, struct sg_op *op, const char *method,
 		}
 		if (cancel_at && sg_now_ms() >= cancel_at) {
 			pthread_mutex_unlock(&r->lock);
-			sg_log_err("no terminal reply %d ms after a cancel: closing the peer",
-				   SG_RELAY_CANCEL_MS);
+			sg_log_err("no terminal reply %lld ms after a cancel: closing the peer",
+				   (long long)r->cancel_ms);
 			close_peer(r, "the peer did not answer a cancel in time and was closed");
 			pthread_mutex_lock(&r->lock);
 			continue;
@@ -564,6 +572,15 @@ static sg_err relay_new(struct sg_session *s, const struct sg_profile *p,
 	r->s = s;
 	r->to_fd = r->from_fd = -1;
 	r->grace_ms = json_is_integer(grace) ? json_integer_value(grace) : SG_PEER_SHUTDOWN_MS;
+	r->cancel_ms = SG_RELAY_CANCEL_MS;
+	{
+		/* Tests only, and only ever shorter: 35 s is long for a test. */
+		const char *t = getenv("SANDGATE_TEST_RELAY_CANCEL_MS");
+		long long ms = t ? strtoll(t, NULL, 10) : 0;
+
+		if (ms > 0 && ms < SG_RELAY_CANCEL_MS)
+			r->cancel_ms = ms;
+	}
 	pthread_mutex_init(&r->lock, NULL);
 	pthread_cond_init(&r->changed, NULL);
 	rc = spawn(r, p, err);
@@ -582,9 +599,10 @@ static sg_err relay_new(struct sg_session *s, const struct sg_profile *p,
 
 /*
  * The binding's `environment`, as far as the command profile itself has
- * a say: the fields it sets (a binding may not widen them) and
- * forward_env (no credential through a binding).  The rest is the peer's
- * to honour or refuse; the binding reaches it unchanged.  New or NULL.
+ * a say: the fields it sets, which a binding may not widen.  The rest is
+ * the peer's to honour or refuse (forward_env included: the peer's own
+ * profile says what it forwards); the binding reaches it unchanged.  New
+ * or NULL.
  */
 static json_t *own_narrowing(json_t *env, const struct sg_profile *p)
 {
@@ -595,7 +613,7 @@ static json_t *own_narrowing(json_t *env, const struct sg_profile *p)
 		return NULL;
 	mine = json_object();
 	json_object_foreach(env, k, v)
-		if (json_object_get(p->raw, k) || strcmp(k, "forward_env") == 0)
+		if (json_object_get(p->raw, k))
 			json_object_set(mine, k, v);
 	return mine;
 }
@@ -755,7 +773,7 @@ int sg_relay_shutdown(struct sg_session *s, struct sg_cancel *deadline)
 		else
 			return 0;
 	} else {
-		return 0;
+		snprintf(what, sizeof(what), "the peer %s never started", r->argv0 ? r->argv0 : "?");
 	}
 	fprintf(stderr, "sandgate: %s\n", what);
 	record_failure(s, what);
@@ -855,12 +873,16 @@ static bool is_sandgate(const char *argv0)
 
 /*
  * When the peer is sandgate serving a config it names, that gateway's
- * budget (*inner_ms) and a check of its own profile; *inner_ms stays 0
- * when the peer is something else.
+ * budget (*inner_ms), after the whole `config check` of its profile, so a
+ * chain is refused at its outer end for what its inner end would refuse
+ * (a nested command profile included).  *inner_ms stays 0 when the peer
+ * is something else.
  */
-static sg_err inner_budget(const struct sg_profile *p, int depth, int64_t *inner_ms,
+static sg_err inner_budget(const struct sg_profile *p, int64_t *inner_ms,
 			   struct sg_errinfo *err)
 {
+	/* A config that names itself as its peer's must not loop forever. */
+	static _Thread_local int depth;
 	json_t *cmd = json_object_get(p->raw, "command");
 	const char *config = NULL, *profile = NULL, *a;
 	struct sg_config *cfg = NULL;
@@ -896,12 +918,24 @@ static sg_err inner_budget(const struct sg_profile *p, int depth, int64_t *inner
 	/* The inner gateway's budget, as its server.c works it out. */
 	*inner_ms = peer ? SG_PEER_SHUTDOWN_MS : SG_SHUTDOWN_BUDGET_MS;
 	if (config) {
+		if (depth >= 8)
+			return sg_err_set(err, SG_E_INVALID_ARGUMENT,
+					  "profile \"%s\": the delegation chain is deeper than 8",
+					  p->name);
+		depth++;
 		rc = sg_config_load(config, &cfg, err);
 		if (!rc)
+			rc = sg_profile_check(cfg, profile, NULL, err);
+		if (!rc)
 			rc = sg_config_profile(cfg, profile, NULL, &ip, err);
+		depth--;
 		if (rc) {
-			rc = sg_err_set(err, rc, "profile \"%s\": the peer's config: %s", p->name,
-					err->msg);
+			char inner[SG_ERR_MSG];
+
+			snprintf(inner, sizeof(inner), "%s", err->msg);
+			sg_err_clear(err);
+			sg_err_set(err, rc, "profile \"%s\": its peer's config %s: %s", p->name,
+				   config, inner);
 			goto out;
 		}
 		if (ip->shutdown_timeout_ms > 0)
@@ -909,34 +943,6 @@ static sg_err inner_budget(const struct sg_profile *p, int depth, int64_t *inner
 	}
 	if (flag_ms > 0)
 		*inner_ms = flag_ms;
-	if (ip && strcmp(ip->backend, "command") == 0) {
-		int64_t need;
-
-		if (depth >= 8) {
-			rc = sg_err_set(err, SG_E_INVALID_ARGUMENT,
-					"profile \"%s\": the delegation chain is deeper than 8", p->name);
-			goto out;
-		}
-		rc = check_fields(ip, err);
-		if (!rc)
-			rc = inner_budget(ip, depth + 1, &need, err);
-		if (rc)
-			goto out;
-		need = (need > 0 ? need : 0);
-		{
-			json_t *g = json_object_get(ip->raw, "shutdown_grace_ms");
-			int64_t grace = json_is_integer(g) ? json_integer_value(g) : SG_PEER_SHUTDOWN_MS;
-
-			if (grace > need)
-				need = grace;
-		}
-		need += SG_RELAY_CANCEL_MS;
-		if (*inner_ms < need)
-			rc = sg_err_set(err, SG_E_INVALID_ARGUMENT,
-					"profile \"%s\": its peer's profile \"%s\" has a shutdown budget of %lld ms, shorter than the %lld ms its own chain needs (grace or inner budget plus %d ms for a cancel's drain)",
-					p->name, ip->name, (long long)*inner_ms, (long long)need,
-					SG_RELAY_CANCEL_MS);
-	}
 out:
 	sg_profile_free(ip);
 	sg_config_free(cfg);
@@ -949,7 +955,7 @@ static sg_err needs(const struct sg_profile *p, int64_t *need, struct sg_errinfo
 	json_t *g = json_object_get(p->raw, "shutdown_grace_ms");
 	int64_t grace = json_is_integer(g) ? json_integer_value(g) : SG_PEER_SHUTDOWN_MS;
 	int64_t inner = 0;
-	sg_err rc = inner_budget(p, 0, &inner, err);
+	sg_err rc = inner_budget(p, &inner, err);
 
 	*need = (grace > inner ? grace : inner) + SG_RELAY_CANCEL_MS;
 	return rc;

@@ -22,8 +22,9 @@
  *    host before the peer's next message is, so a reply still precedes the
  *    events the peer wrote after it.  Events go to the host as they are.
  *  - A cancel is forwarded; a peer that leaves it unanswered for
- *    SG_RELAY_CANCEL_MS is closed (killed).  A peer that is gone answers
- *    `unavailable` to every pending and later request.
+ *    SG_RELAY_CANCEL_MS is closed (killed).  A peer that is gone (exited,
+ *    closed, or broke the protocol) answers `unavailable` to every
+ *    pending request, and the connection ends with it.
  *  - At shutdown the peer's stdin is closed and it gets shutdown_grace_ms
  *    (default SG_PEER_SHUTDOWN_MS) to exit, within the gateway's budget;
  *    past it, it is killed and the failure said on stderr and in the state
@@ -64,6 +65,7 @@ sg_err sg_relay_request(struct sg_op *op, json_t **out) SG_MUST_CHECK;
  */
 int sg_relay_shutdown(struct sg_session *s, struct sg_cancel *deadline);
 
+/* Before the session's wire is freed: the reader thread writes to it. */
 void sg_relay_free(struct sg_relay *r);
 
 /*

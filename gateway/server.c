@@ -252,7 +252,6 @@ static void session_release(struct server *sv)
 	struct sg_session *s = &sv->s;
 
 	sg_init_reset(s);
-	sg_relay_free(s->relay);
 	json_decref(s->binding);
 	json_decref(s->init_reply);
 	free(s->token);
@@ -327,6 +326,8 @@ int sg_server_run(const struct sg_server_opts *o)
 		sg_log_err("a request handler did not stop; exiting without it");
 		return status ? status : SG_EXIT_SOFTWARE;
 	}
+	/* Its reader forwards events to the wire: gone before the wire is. */
+	sg_relay_free(sv->s.relay);
 	sg_wire_free(sv->s.wire);
 	session_release(sv);
 	sg_audit_close(sv->audit);

@@ -67,6 +67,25 @@ def inner_budget(args):
     return PEER_BUDGET_MS
 
 
+INNER_ONLY = ("--config", "--profile", "--shutdown-budget-ms", "--state-dir", "--audit-log")
+
+
+def own_args(args):
+    """The test's arguments minus those that belong to the innermost gateway."""
+    out, skip = [], False
+    for a in args:
+        if skip:
+            skip = False
+            continue
+        if a in INNER_ONLY:
+            skip = True
+            continue
+        if a.split("=", 1)[0] in INNER_ONLY:
+            continue
+        out.append(a)
+    return out
+
+
 def main(argv):
     if not BIN:
         sys.stderr.write("chain: SG_CHAIN_BIN must name sandgate\n")
@@ -92,8 +111,13 @@ def main(argv):
                 "shutdown_grace_ms": grace, "shutdown_timeout_ms": budget}}}, f)
         inner = [BIN, "serve", "--peer", "--state-dir", state, "--config", config,
                  "--profile", "chain"]
-    # The outermost gateway is the one the test talks to: not a peer.
-    outer = [BIN, "serve"] + inner[3:]
+    # The outermost gateway is the one the test talks to: not a peer.  It
+    # shares the test's command line, so a bad option or state directory
+    # is refused by it as by a direct gateway; the profile, budget, state
+    # directory and audit log are the innermost gateway's.
+    outer = [BIN, "serve"] + own_args(argv[1:]) + ["--config", config, "--profile", "chain"]
+    if option(argv[1:], "--state-dir"):
+        outer += ["--state-dir", state]
     os.environ.pop(CRASH, None)
     os.execv(BIN, outer)
 
