@@ -28,6 +28,7 @@
 #include "base/limits.h"
 #include "base/log.h"
 #include "base/strv.h"
+#include "budget.h"
 #include "check.h"
 #include "cli.h"
 #include "registry.h"
@@ -571,7 +572,7 @@ static sg_err relay_new(struct sg_session *s, const struct sg_profile *p,
 		return sg_err_set(err, SG_E_INTERNAL, "out of memory");
 	r->s = s;
 	r->to_fd = r->from_fd = -1;
-	r->grace_ms = json_is_integer(grace) ? json_integer_value(grace) : SG_PEER_SHUTDOWN_MS;
+	r->grace_ms = json_is_integer(grace) ? json_integer_value(grace) : SG_OUTER_GRACE_MS;
 	r->cancel_ms = SG_RELAY_CANCEL_MS;
 	{
 		/* Tests only, and only ever shorter: 35 s is long for a test. */
@@ -953,11 +954,11 @@ out:
 static sg_err needs(const struct sg_profile *p, int64_t *need, struct sg_errinfo *err)
 {
 	json_t *g = json_object_get(p->raw, "shutdown_grace_ms");
-	int64_t grace = json_is_integer(g) ? json_integer_value(g) : SG_PEER_SHUTDOWN_MS;
+	int64_t grace = json_is_integer(g) ? json_integer_value(g) : SG_OUTER_GRACE_MS;
 	int64_t inner = 0;
 	sg_err rc = inner_budget(p, &inner, err);
 
-	*need = (grace > inner ? grace : inner) + SG_RELAY_CANCEL_MS;
+	*need = sg_budget_chain_need(grace > inner ? grace : inner);
 	return rc;
 }
 
@@ -981,6 +982,6 @@ sg_err sg_relay_check(const struct sg_profile *p, struct sg_errinfo *err)
 		rc = sg_err_set(err, SG_E_INVALID_ARGUMENT,
 				"profile \"%s\": shutdown_timeout_ms %lld is shorter than the %lld ms the delegation chain needs (the peer's grace or its own budget, whichever is longer, plus %d ms for a cancel's drain)",
 				p->name, (long long)budget_of(p), (long long)need,
-				SG_RELAY_CANCEL_MS);
+				SG_BUDGET_CANCEL_DRAIN_MS);
 	return rc;
 }

@@ -26,7 +26,7 @@
  *    closed, or broke the protocol) answers `unavailable` to every
  *    pending request, and the connection ends with it.
  *  - At shutdown the peer's stdin is closed and it gets shutdown_grace_ms
- *    (default SG_PEER_SHUTDOWN_MS) to exit, within the gateway's budget;
+ *    (default SG_OUTER_GRACE_MS) to exit, within the gateway's budget;
  *    past it, it is killed and the failure said on stderr and in the state
  *    registry.
  *
