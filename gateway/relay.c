@@ -30,6 +30,7 @@
 #include "base/strv.h"
 #include "budget.h"
 #include "check.h"
+#include "pool.h"
 #include "cli.h"
 #include "registry.h"
 #include "wire.h"
@@ -738,7 +739,37 @@ static void record_failure(struct sg_session *s, const char *error)
 	json_decref(fields);
 }
 
-int sg_relay_shutdown(struct sg_session *s, struct sg_cancel *deadline)
+/*
+ * Wait (briefly) until every request in flight has reached the peer: one
+ * received before EOF is the peer's to answer, even when EOF came in the
+ * same write (protocol section 11).  In flight but not yet a call means a
+ * worker is still on its way to sending it.
+ */
+static void await_forwarded(struct sg_relay *r, struct sg_pool *pool,
+			    const struct sg_cancel *deadline)
+{
+	int64_t until = sg_now_ms() + SG_RELAY_FORWARD_MS;
+
+	while (sg_now_ms() < until && !sg_cancel_check(deadline)) {
+		size_t inflight = 0, calls = 0;
+
+		pthread_mutex_lock(&pool->lock);
+		for (struct sg_op *op = pool->inflight; op; op = op->next)
+			inflight++;
+		pthread_mutex_unlock(&pool->lock);
+		pthread_mutex_lock(&r->lock);
+		for (struct call *c = r->calls; c; c = c->next)
+			calls++;
+		if (r->gone)
+			calls = inflight;
+		pthread_mutex_unlock(&r->lock);
+		if (calls >= inflight)
+			return;
+		sg_cancel_sleep(deadline, 5);
+	}
+}
+
+int sg_relay_shutdown(struct sg_session *s, struct sg_pool *pool, struct sg_cancel *deadline)
 {
 	struct sg_relay *r = s->relay;
 	char how[64], what[SG_ERR_MSG + 128];
@@ -747,6 +778,7 @@ int sg_relay_shutdown(struct sg_session *s, struct sg_cancel *deadline)
 
 	if (!r)
 		return 0;
+	await_forwarded(r, pool, deadline);
 	close_input(r);
 	pthread_mutex_lock(&r->lock);
 	killed_before = r->killed;

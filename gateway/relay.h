@@ -58,12 +58,14 @@ bool sg_relay_has_method(const struct sg_relay *r, const char *method);
 sg_err sg_relay_request(struct sg_op *op, json_t **out) SG_MUST_CHECK;
 
 /*
- * The end of the connection: close the peer's stdin and give it its grace
- * (bounded by the deadline token); kill it past that.  Returns non-zero
- * when its cleanup failed or was cut short (said on stderr and in the
- * registry).
+ * The end of the connection: once the requests in flight in pool have
+ * reached the peer (SG_RELAY_FORWARD_MS at most), close the peer's stdin
+ * and give it its grace (bounded by the deadline token); kill it past
+ * that.  Returns non-zero when its cleanup failed or was cut short (said
+ * on stderr and in the registry).
  */
-int sg_relay_shutdown(struct sg_session *s, struct sg_cancel *deadline);
+struct sg_pool;
+int sg_relay_shutdown(struct sg_session *s, struct sg_pool *pool, struct sg_cancel *deadline);
 
 /* Before the session's wire is freed: the reader thread writes to it. */
 void sg_relay_free(struct sg_relay *r);

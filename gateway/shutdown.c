@@ -237,7 +237,7 @@ int sg_shutdown_run(struct sg_session *s, struct sg_pool *pool, int64_t budget_m
 	 * A peer sees EOF first: it cancels its own requests, whose replies
 	 * still reach the host while they drain here (relay.h).
 	 */
-	if (sg_relay_shutdown(s, &d.token))
+	if (sg_relay_shutdown(s, pool, &d.token))
 		status = SG_EXIT_UNAVAILABLE;
 	/* Optional: awaiting the cancelled requests; those still cancelling
 	 * when their share ran out finish beside the cleanup. */
