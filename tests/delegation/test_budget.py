@@ -15,7 +15,6 @@ Assertions about what remains are made on the fake's own state
 and nsenter (skipped otherwise).  About 25 s.
 """
 
-import glob
 import json
 import os
 import shutil
@@ -48,35 +47,7 @@ def run(*args, env=None, timeout=120):
 
 @unittest.skipUnless(BIN and have("node") and have("bwrap") and have("nsenter"),
                      "needs SANDGATE_BIN, node, bwrap and nsenter")
-class GraceShorterThanDelete(unittest.TestCase):
-
-    @classmethod
-    def setUpClass(cls):
-        cls.fake = dtf.Fake()
-        cls.dir = tempfile.mkdtemp(prefix="sg-deleg-budget-")
-        cls.config = os.path.join(cls.dir, "config.json")
-        with open(cls.config, "w") as f:
-            json.dump({"default": "cloud", "profiles": {"cloud": {
-                "backend": "daytona", "image": "debian:12", "api_url_env": "SG_DT_URL",
-                "api_key_env": "SG_DT_KEY", "toolbox_timeout_ms": 5000}}}, f)
-        cls.env = {"SG_DT_URL": cls.fake.base + "/api", "SG_DT_KEY": dtf.KEY}
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.fake.stop()
-        shutil.rmtree(cls.dir, ignore_errors=True)
-
-    def setUp(self):
-        self.fake.admin("POST", "/__fake/reset")
-        self.state = tempfile.mkdtemp(prefix="sg-deleg-budget-state-")
-        self.addCleanup(shutil.rmtree, self.state, True)
-
-    def records(self):
-        out = []
-        for path in glob.glob(os.path.join(self.state, "registry", "*.json")):
-            with open(path) as f:
-                out.append(json.load(f))
-        return out
+class GraceShorterThanDelete(dtf.OnFakeDaytona, unittest.TestCase):
 
     def through_outer(self, grace_ms, *peer_args):
         """A session through outer.py: initialize, then a delete slower than

@@ -226,6 +226,19 @@ static struct sg_profile *profile(const char *json, struct sg_config **cfg)
 	return p;
 }
 
+/* The report of profile "p" of config text json (new), measured times
+ * from state (or NULL). */
+static json_t *report_for(const char *json, const char *state)
+{
+	struct sg_config *cfg = NULL;
+	struct sg_profile *p = profile(json, &cfg);
+	json_t *r = sg_budget_report(p, state);
+
+	sg_profile_free(p);
+	sg_config_free(cfg);
+	return r;
+}
+
 static bool warned(json_t *report, const char *words)
 {
 	json_t *w;
@@ -251,14 +264,11 @@ static json_t *role(json_t *report, const char *name)
 
 static void test_report(void **state)
 {
-	struct sg_config *cfg = NULL;
-	struct sg_profile *p;
 	json_t *r;
 
 	(void)state;
 	/* Local with the defaults: 8 s fits everywhere, no warning. */
-	p = profile("{\"profiles\": {\"p\": {\"backend\": \"local\"}}}", &cfg);
-	r = sg_budget_report(p, NULL);
+	r = report_for("{\"profiles\": {\"p\": {\"backend\": \"local\"}}}", NULL);
 	assert_int_equal(json_integer_value(json_object_get(r, "needs_ms")), 8000);
 	assert_int_equal(json_array_size(json_object_get(r, "warnings")), 0);
 	assert_int_equal(json_integer_value(json_object_get(role(r, "command backend"), "ms")),
@@ -266,72 +276,54 @@ static void test_report(void **state)
 	assert_int_equal(json_integer_value(json_object_get(role(r, "delegated peer"), "ms")),
 			 SG_OUTER_GRACE_MS);
 	json_decref(r);
-	sg_profile_free(p);
-	sg_config_free(cfg);
 
 	/* A 2 s budget: too short in both roles. */
-	p = profile("{\"profiles\": {\"p\": {\"backend\": \"local\", \"shutdown_timeout_ms\": 2000}}}",
-		    &cfg);
-	r = sg_budget_report(p, NULL);
+	r = report_for("{\"profiles\": {\"p\": {\"backend\": \"local\", \"shutdown_timeout_ms\": 2000}}}",
+		       NULL);
 	assert_false(json_is_true(json_object_get(role(r, "command backend"), "enough")));
 	assert_true(warned(r, "as a command backend the shutdown budget is 2000 ms (shutdown_timeout_ms), shorter than the 8000 ms"));
 	assert_true(warned(r, "as a delegated peer the shutdown budget is 2000 ms"));
 	json_decref(r);
-	sg_profile_free(p);
-	sg_config_free(cfg);
 
 	/* A peer budget longer than the outer's grace, and a grace whose
 	 * chain outgrows the host's default. */
-	p = profile("{\"profiles\": {\"p\": {\"backend\": \"local\", \"shutdown_timeout_ms\": 30000,"
-		    " \"shutdown_grace_ms\": 20000}}}", &cfg);
-	r = sg_budget_report(p, NULL);
+	r = report_for("{\"profiles\": {\"p\": {\"backend\": \"local\", \"shutdown_timeout_ms\": 30000,"
+		       " \"shutdown_grace_ms\": 20000}}}", NULL);
 	assert_true(warned(r, "longer than the outer's grace (20000 ms)"));
 	assert_int_equal(json_integer_value(json_object_get(role(r, "delegated peer"), "ms")),
 			 20000);
 	assert_false(warned(r, "cancel drain"));
 	json_decref(r);
-	sg_profile_free(p);
-	sg_config_free(cfg);
-	p = profile("{\"profiles\": {\"p\": {\"backend\": \"local\", \"shutdown_grace_ms\": 40000}}}",
-		    &cfg);
-	r = sg_budget_report(p, NULL);
+	r = report_for("{\"profiles\": {\"p\": {\"backend\": \"local\", \"shutdown_grace_ms\": 40000}}}",
+		       NULL);
 	assert_true(warned(r, "plus the 35000 ms cancel drain (75000 ms)"));
 	assert_int_equal(json_integer_value(json_object_get(
 				 role(r, "host (over the outer adapter)"), "needs_ms")), 75000);
 	json_decref(r);
-	sg_profile_free(p);
-	sg_config_free(cfg);
 
 	/* A select profile has none of its own. */
-	p = profile("{\"default\": \"p\", \"profiles\": {\"p\": {\"backend\": \"select\", \"candidates\": "
-		    "[{\"profile\": \"q\"}]}, \"q\": {\"backend\": \"local\"}}}", &cfg);
-	assert_null(sg_budget_report(p, NULL));
-	sg_profile_free(p);
-	sg_config_free(cfg);
+	assert_null(report_for("{\"default\": \"p\", \"profiles\": {\"p\": {\"backend\": \"select\", "
+			       "\"candidates\": [{\"profile\": \"q\"}]}, \"q\": {\"backend\": \"local\"}}}",
+			       NULL));
 }
 
 /* Measured times replace the defaults in the report. */
 static void test_report_uses_measurements(void **state)
 {
 	char *dir = temp_dir();
-	struct sg_config *cfg = NULL;
-	struct sg_profile *p;
 	json_t *r, *steps;
 
 	(void)state;
-	p = profile("{\"profiles\": {\"p\": {\"backend\": \"local\"}}}", &cfg);
 	sg_budget_record(dir, "local", SG_BUDGET_STOP, 100);
 	sg_budget_record(dir, "local", SG_BUDGET_REMOVE, 100);
 	sg_budget_record(dir, "local", SG_BUDGET_KEEP, 100);
-	r = sg_budget_report(p, dir);
+	r = report_for("{\"profiles\": {\"p\": {\"backend\": \"local\"}}}", dir);
 	steps = json_object_get(r, "steps");
 	assert_true(json_is_true(json_object_get(json_array_get(steps, 0), "measured")));
 	assert_int_equal(json_integer_value(json_object_get(json_array_get(steps, 0), "ms")), 300);
 	assert_int_equal(json_integer_value(json_object_get(r, "needs_ms")),
 			 300 + 300 + SG_BUDGET_SLACK_MS);
 	json_decref(r);
-	sg_profile_free(p);
-	sg_config_free(cfg);
 	remove_dir(dir);
 }
 
