@@ -137,6 +137,7 @@ enum sg_field_type {
 	SG_FIELD_STRING,      /* the backend's own: a non-empty string */
 	SG_FIELD_INT,         /* the backend's own: an integer in [min, max] */
 	SG_FIELD_ARRAY,       /* the backend's own: a JSON array */
+	SG_FIELD_OBJECT,      /* the backend's own: a JSON object */
 };
 
 enum {
@@ -170,6 +171,7 @@ struct sg_field {
 #define SG_FIELD_OWN_STRING(n) { (n), SG_FIELD_STRING, 0, 0, 0 }
 #define SG_FIELD_OWN_INT(n, lo, hi) { (n), SG_FIELD_INT, 0, (lo), (hi) }
 #define SG_FIELD_OWN_ARRAY(n) { (n), SG_FIELD_ARRAY, 0, 0, 0 }
+#define SG_FIELD_OWN_OBJECT(n) { (n), SG_FIELD_OBJECT, 0, 0, 0 }
 #define SG_FIELDS_END { NULL, 0, 0, 0, 0 }
 
 /* ---- Environments ------------------------------------------------------ */

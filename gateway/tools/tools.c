@@ -702,7 +702,8 @@ static sg_err git_globals(struct tctx *t, json_t *args, const char *cwd, size_t 
 					cwd && dir[0] != '/' ? "/" : "", dir))
 				rc = sg_err_set(&t->op->err, SG_E_INVALID_ARGUMENT,
 						"git -C: the path is too long");
-			if (!rc)
+			/* Relayed (no environment here), the peer resolves it. */
+			if (!rc && t->s->env)
 				rc = sg_envcall_resolve(t->s, joined.p, false, &where,
 							&t->op->cancel, &t->op->err);
 			sg_buf_release(&joined);
@@ -837,6 +838,45 @@ out:
 	return rc;
 }
 
+/*
+ * In read_only mode, git runs only reading subcommands after harmless
+ * global options (protocol section 10); SG_E_PERMISSION otherwise.
+ */
+static sg_err git_read_only(struct tctx *t, json_t *args, const char *cwd, size_t *sub)
+{
+	json_t *rest;
+	bool reads;
+	sg_err rc;
+
+	*sub = 0;
+	rc = git_globals(t, args, cwd, sub);
+	if (rc)
+		return rc;
+	rest = json_array();
+	for (size_t i = *sub; i < json_array_size(args); i++)
+		json_array_append(rest, json_array_get(args, i));
+	reads = git_reads_only(rest);
+	json_decref(rest);
+	if (!reads)
+		return sg_err_set(&t->op->err, SG_E_PERMISSION,
+				  "git %s may write, and the permission mode is read_only",
+				  json_string_value(json_array_get(args, *sub)));
+	return SG_OK;
+}
+
+/* git's `args` and `cwd`, checked; borrowed from t->a. */
+static sg_err git_args(struct tctx *t, json_t **args, const char **cwd)
+{
+	sg_err rc = sg_arg_str(t->a, "cwd", false, cwd, &t->op->err);
+
+	if (!rc)
+		rc = sg_arg_strings(t->a, "args", args, &t->op->err);
+	if (!rc && (!*args || json_array_size(*args) == 0))
+		rc = sg_err_set(&t->op->err, SG_E_INVALID_ARGUMENT,
+				"`args` must be a non-empty array (the argv after `git`)");
+	return rc;
+}
+
 static sg_err t_git(struct tctx *t, json_t **result)
 {
 	const char *cwd = NULL;
@@ -845,30 +885,11 @@ static sg_err t_git(struct tctx *t, json_t **result)
 	size_t sub = 0;
 	sg_err rc;
 
-	ARG_STR("cwd", false, cwd);
-	rc = sg_arg_strings(t->a, "args", &args, &t->op->err);
+	rc = git_args(t, &args, &cwd);
+	if (!rc && t->mode == SG_CONFINE_READ_ONLY)
+		rc = git_read_only(t, args, cwd, &sub);
 	if (rc)
 		return rc;
-	if (!args || json_array_size(args) == 0)
-		return sg_err_set(&t->op->err, SG_E_INVALID_ARGUMENT,
-				  "`args` must be a non-empty array (the argv after `git`)");
-	if (t->mode == SG_CONFINE_READ_ONLY) {
-		json_t *rest;
-		bool reads;
-
-		rc = git_globals(t, args, cwd, &sub);
-		if (rc)
-			return rc;
-		rest = json_array();
-		for (size_t i = sub; i < json_array_size(args); i++)
-			json_array_append(rest, json_array_get(args, i));
-		reads = git_reads_only(rest);
-		json_decref(rest);
-		if (!reads)
-			return sg_err_set(&t->op->err, SG_E_PERMISSION,
-					  "git %s may write, and the permission mode is read_only",
-					  json_string_value(json_array_get(args, sub)));
-	}
 	env = json_pack("{s:s}", "GIT_TERMINAL_PROMPT", "0");
 	if (t->mode == SG_CONFINE_READ_ONLY) {
 		json_object_set_new(env, "GIT_OPTIONAL_LOCKS", json_string("0"));
@@ -923,48 +944,94 @@ json_t *sg_tools_names(void)
 	return names;
 }
 
-sg_err sg_tools_execute(struct sg_op *op, json_t **out)
+/*
+ * The checks every execute passes before anything runs, here or at a
+ * peer: the tool's name, the permission mode, `call.arguments` as a JSON
+ * object (t->a, new), and what read_only refuses.  *tool is the
+ * catalogue's entry, NULL for a tool only a peer knows.
+ */
+static sg_err precheck(struct tctx *t, const struct tool **tool)
 {
-	struct tctx t = { .op = op, .s = op->s };
-	const struct tool *tool = NULL;
+	struct sg_op *op = t->op;
 	const char *name = NULL;
 	json_t *call = json_object_get(op->data, "call");
 	json_t *args = json_object_get(call, "arguments");
 	struct sg_errinfo why = { 0 };
 	sg_err rc;
 
-	*out = NULL;
+	*tool = NULL;
 	rc = sg_arg_str(op->data, "tool", true, &name, &op->err);
 	if (rc)
 		return rc;
 	for (size_t i = 0; i < sizeof(catalogue) / sizeof(catalogue[0]); i++)
 		if (strcmp(catalogue[i].name, name) == 0)
-			tool = &catalogue[i];
-	if (!tool)
+			*tool = &catalogue[i];
+	if (!*tool && !t->s->relay)
 		return sg_err_set(&op->err, SG_E_INVALID_ARGUMENT,
 				  "unknown tool `%.64s`", name);
-	op->tool = tool->name;
-	rc = sg_arg_mode(op->data, &t.mode, &op->err);
+	/* Borrowed from the request, which the op owns. */
+	op->tool = *tool ? (*tool)->name : name;
+	rc = sg_arg_mode(op->data, &t->mode, &op->err);
 	if (rc)
 		return rc;
 	if (!json_is_object(call) || !json_is_string(args))
 		return sg_err_set(&op->err, SG_E_INVALID_ARGUMENT,
 				  "`call.arguments` must be a string holding a JSON object");
 	rc = sg_json_parse(json_string_value(args), json_string_length(args),
-			   SG_JSON_REJECT_DUPLICATES, &t.a, &why);
-	if (rc || !json_is_object(t.a)) {
-		json_decref(t.a);
+			   SG_JSON_REJECT_DUPLICATES, &t->a, &why);
+	if (rc || !json_is_object(t->a)) {
+		json_decref(t->a);
+		t->a = NULL;
 		if (rc == SG_E_INTERNAL)
 			return sg_err_set(&op->err, rc, "out of memory");
 		return sg_err_set(&op->err, SG_E_INVALID_ARGUMENT,
 				  "`call.arguments` is not a JSON object%s%s",
 				  rc ? ": " : "", rc ? why.msg : "");
 	}
-	if (tool->writes && t.mode == SG_CONFINE_READ_ONLY)
-		rc = sg_err_set(&op->err, SG_E_PERMISSION,
-				"%s writes, and the permission mode is read_only",
-				tool->name);
-	else if (tool->writes && t.s->profile->mount_read_only)
+	if (t->mode != SG_CONFINE_READ_ONLY)
+		return SG_OK;
+	/* Never fail open: a peer's own tool may write, for all sandgate knows. */
+	if (!*tool)
+		return sg_err_set(&op->err, SG_E_PERMISSION,
+				  "`%.64s` is the peer's own tool, which sandgate cannot tell "
+				  "to be read-only, and the permission mode is read_only", name);
+	if ((*tool)->writes)
+		return sg_err_set(&op->err, SG_E_PERMISSION,
+				  "%s writes, and the permission mode is read_only",
+				  (*tool)->name);
+	if ((*tool)->run == t_git && t->s->relay) {
+		const char *cwd = NULL;
+		json_t *gargs = NULL;
+		size_t sub;
+
+		rc = git_args(t, &gargs, &cwd);
+		if (!rc)
+			rc = git_read_only(t, gargs, cwd, &sub);
+	}
+	return rc;
+}
+
+sg_err sg_tools_precheck(struct sg_op *op)
+{
+	struct tctx t = { .op = op, .s = op->s };
+	const struct tool *tool;
+	sg_err rc = precheck(&t, &tool);
+
+	json_decref(t.a);
+	return rc;
+}
+
+sg_err sg_tools_execute(struct sg_op *op, json_t **out)
+{
+	struct tctx t = { .op = op, .s = op->s };
+	const struct tool *tool = NULL;
+	sg_err rc;
+
+	*out = NULL;
+	rc = precheck(&t, &tool);
+	if (rc)
+		goto out;
+	if (tool->writes && t.s->profile->mount_read_only)
 		rc = sg_err_set(&op->err, SG_E_PERMISSION,
 				"%s writes, and the workspace is mounted read-only "
 				"(mount_read_only)", tool->name);
@@ -972,6 +1039,7 @@ sg_err sg_tools_execute(struct sg_op *op, json_t **out)
 		rc = tool->run(&t, out);
 	if (!rc && *out)
 		op->tool_failed = json_is_true(json_object_get(*out, "is_error"));
+out:
 	json_decref(t.a);
 	return rc;
 }
