@@ -102,7 +102,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../adapters/digest.h"
+#include "../adapters/cloud.h"
 #include "../adapters/exec.h"
 #include "../adapters/http.h"
 #include "../adapters/install.h"
@@ -119,7 +119,6 @@
 #include "events.h"
 
 /* Naming bounds; the waits and sizes are in base/limits.h. */
-#define DTN_NAME_SLUG 24   /* readable bytes of an identity in a name */
 #define DTN_GARBAGE_BATCH 16 /* finished execs whose files one rm removes */
 
 /* Label keys.  managed-by is what `sandgate envs` and reapers filter on. */
@@ -178,130 +177,12 @@ static const char dtn_kill_sh[] =
 	"test -s \"$d.x\" || printf '137\\n' >\"$d.x\"\n"
 	"printf 'ok=1\\n'\n";
 
-/*
- * Provisioning, in one request: SG_ROOT binding.root, SG_SHA sg-helper's
- * sha256, SG_SWEEP minutes after which run/ leftovers go; SG_UP, when set,
- * an uploaded copy of sg-helper to install (adapters/install.h); SG_PROBE,
- * when set, runs `sg-helper probe` once the helper is in place, with the
- * environment the gateway gives it (gateway/server.c base_env), and prints
- * its reply after a line "probe<<".  Replies key=value lines before that.
- */
-static const char dtn_setup_sh[] =
-	"exec 2>/dev/null\n"
-	"h=$HOME r=$SG_ROOT\n"
-	"case $h in /*) ;; *) printf 'error=the sandbox user has no absolute HOME\\n'; exit 0 ;; esac\n"
-	"b=$h/.sandgate\n"
-	"case $b/ in \"${r%/}\"/*) b=/tmp/.sandgate-$(id -u) ;; esac\n"
-	"case $b/ in \"${r%/}\"/*) printf 'error=root %s leaves no place outside it "
-	"for the control directory\\n' \"$r\"; exit 0 ;; esac\n"
-	"printf 'home=%s\\nbase=%s\\nuid=%s\\ngid=%s\\nuser=%s\\n' \"$h\" \"$b\" "
-	"\"$(id -u)\" \"$(id -g)\" \"$(id -un)\"\n"
-	"(umask 077; mkdir -p -- \"$b/ctl/proc\" \"$b/ctl/home\" \"$b/ctl/tmp\" \"$b/run\") "
-	"&& chmod 700 -- \"$b\" \"$b/ctl\" \"$b/run\" || "
-	"{ printf 'error=cannot create %s\\n' \"$b\"; exit 0; }\n"
-	"find \"$b/run\" -mindepth 1 -maxdepth 1 -mmin +\"$SG_SWEEP\" -exec rm -rf -- {} +\n"
-	"if [ ! -d \"$r\" ]; then\n"
-	"  mkdir -p -- \"$r\" || { sudo -n mkdir -p -- \"$r\" && "
-	"sudo -n chown \"$(id -u):$(id -g)\" -- \"$r\"; }\n"
-	"fi\n"
-	"test -d \"$r\" && printf 'root=1\\n'\n"
-	"test -w \"$r\" && printf 'rootw=1\\n'\n"
-	"for t in sha256sum cut find; do\n"
-	"  command -v \"$t\" >/dev/null || printf 'missing=%s\\n' \"$t\"\n"
-	"done\n"
-	"printf 'ok=1\\n'\n"
-	"d=$b s=$SG_SHA u=${SG_UP:-}\n"
-	"hc=$(" SG_INSTALL_CHECK_SH ")\n"
-	"[ -n \"$hc\" ] && printf '%s\\n' \"$hc\"\n"
-	"io=\n"
-	"if [ -z \"$hc\" ] && [ -n \"$u\" ]; then io=$(\n" SG_INSTALL_SH "); printf '%s\\n' \"$io\"; fi\n"
-	"case $hc$io in *helper=1*|*installed=1*)\n"
-	"  if [ -n \"${SG_PROBE:-}\" ] && cd -- \"$r\"; then\n"
-	"    printf 'probe<<\\n'\n"
-	"    exec env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin "
-	"HOME=\"$b/ctl/home\" TMPDIR=\"$b/ctl/tmp\" LANG=C.UTF-8 \"$d/sg-helper-$s\" probe\n"
-	"  fi ;;\n"
-	"esac\n";
-
 /* This session's processes, for the keep-alive (SG_H, SG_CTL, SG_SESS). */
 static const char dtn_procs_sh[] =
 	"exec 2>/dev/null\n"
 	"\"$SG_H\" proc list --ctl \"$SG_CTL\" --session \"$SG_SESS\"\n";
 
 /* ---- Small helpers ------------------------------------------------------- */
-
-/* n random bytes as 2n hex digits into out[2n+1]. */
-static void dtn_random_hex(char *out, size_t n)
-{
-	unsigned char b[32];
-
-	if (n > sizeof(b))
-		n = sizeof(b);
-	if (getentropy(b, n) != 0) {
-		/* Uniqueness is what matters here, not secrecy. */
-		uint64_t t = (uint64_t)sg_now_ns() ^ ((uint64_t)getpid() << 32);
-
-		for (size_t i = 0; i < n; i++)
-			b[i] = (unsigned char)(t >> (8 * (i % 8))) ^ (unsigned char)i;
-	}
-	sg_hex(b, n, out);
-}
-
-
-/*
- * The sandbox name for an identity: readable (lower-case letters, digits
- * and dashes of the identity, at most DTN_NAME_SLUG) and unique (the
- * first 12 hex digits of its SHA-256).  New; NULL when out of memory.
- */
-static char *dtn_name(const char *identity)
-{
-	char digest[65], slug[DTN_NAME_SLUG + 1], *name = NULL;
-	size_t n = 0;
-
-	if (!sg_sha256_hex(identity, strlen(identity), digest))
-		return NULL;
-	for (const char *p = identity; *p && n < DTN_NAME_SLUG; p++) {
-		char c = *p;
-
-		if (c >= 'A' && c <= 'Z')
-			c = (char)(c - 'A' + 'a');
-		if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9')))
-			c = '-';
-		if (c == '-' && (n == 0 || slug[n - 1] == '-'))
-			continue;
-		slug[n++] = c;
-	}
-	while (n > 0 && slug[n - 1] == '-')
-		n--;
-	slug[n] = '\0';
-	if (asprintf(&name, "sg-%s%s%.12s", slug, n ? "-" : "", digest) < 0)
-		return NULL;
-	return name;
-}
-
-/* The value of key in "key=value" lines (new), or NULL. */
-static char *dtn_kv(const char *text, const char *key)
-{
-	size_t k = strlen(key);
-
-	for (const char *p = text; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL) {
-		if (strncmp(p, key, k) == 0 && p[k] == '=') {
-			const char *v = p + k + 1, *e = strchr(v, '\n');
-
-			return strndup(v, e ? (size_t)(e - v) : strlen(v));
-		}
-	}
-	return NULL;
-}
-
-static bool dtn_flag(const char *text, const char *key)
-{
-	char *v = dtn_kv(text, key);
-	bool on = v && strcmp(v, "1") == 0;
-
-	free(v);
-	return on;
-}
 
 /* Whole vCPUs: Daytona takes integers, so a fraction is rounded up. */
 static int64_t dtn_cpus(double cpus)
@@ -588,7 +469,7 @@ static sg_err dtn_wait(const struct dtn_client *cl, const char *id,
 			char msg[200];
 
 			snprintf(msg, sizeof(msg), "%s", why ? why : "no reason given");
-			dtn_scrub(msg, cl->key);
+			sg_cloud_scrub(msg, cl->key);
 			rc = sg_err_set(err, SG_E_PROVIDER, "sandbox %s is in state %s: %s", id,
 					st, msg);
 			break;
@@ -1297,25 +1178,9 @@ static sg_err dtn_job_prepare(struct dtn_env *de, const struct sg_exec *x, const
 		goto out;
 	}
 	if (x->stdin_data && x->stdin_len > 0) {
-		const char *in = x->stdin_data;
-
-		j->in_vars = vars && x->stdin_len <= SG_DAYTONA_STDIN_VARS &&
-			     !memchr(x->stdin_data, 0, x->stdin_len) &&
-			     sg_utf8_valid(x->stdin_data, x->stdin_len);
-		for (size_t at = 0, part = 0; j->in_vars && at < x->stdin_len; part++) {
-			size_t n = sg_utf8_clip(in + at, x->stdin_len - at,
-						SG_DAYTONA_INLINE_MAX);
-			char name[32];
-
-			snprintf(name, sizeof(name), "SG_IN%zu", part);
-			if ((names.len && sg_buf_addc(&names, ',')) || sg_buf_adds(&names, name) ||
-			    /* checked above: UTF-8, no NUL */
-			    json_object_set_new(j->full, name, json_stringn_nocheck(in + at, n))) {
-				rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
-				goto out;
-			}
-			at += n;
-		}
+		j->in_vars = vars && sg_cloud_stdin_vars(x->stdin_data, x->stdin_len,
+							 SG_DAYTONA_INLINE_MAX,
+							 SG_DAYTONA_STDIN_VARS, j->full, &names);
 		if (!j->in_vars) {
 			if (asprintf(&j->upload, "%s.up", dir) < 0) {
 				j->upload = NULL;
@@ -1849,25 +1714,6 @@ static json_t *dtn_facts(const struct dtn_env *de, const json_t *dto)
 	return f;
 }
 
-/* Every "missing=<tool>" of the setup reply, as "a, b". */
-static void dtn_missing_tools(const char *reply, char *out, size_t n)
-{
-	size_t used = 0;
-
-	out[0] = '\0';
-	for (const char *p = reply; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL) {
-		if (strncmp(p, "missing=", 8) == 0) {
-			const char *e = strchr(p, '\n');
-			int k = snprintf(out + used, n - used, "%s%.*s", used ? ", " : "",
-					 (int)(e ? e - p - 8 : (long)strlen(p + 8)), p + 8);
-
-			if (k < 0 || (size_t)k >= n - used)
-				break;
-			used += (size_t)k;
-		}
-	}
-}
-
 /* The installer's native transfer (adapters/install.h). */
 static sg_err dtn_install_upload(void *ctx, const char *path, int fd, struct sg_cancel *cancel,
 				 struct sg_errinfo *err)
@@ -1916,7 +1762,8 @@ static sg_err dtn_setup(struct dtn_env *de, struct sg_cancel *cancel, struct sg_
 	struct sg_install_cost cost = { 0 };
 	struct sg_install in = { .ctx = de, .dir = "/tmp", .nonce = de->nonce,
 				 .run = dtn_install_run, .upload = dtn_install_upload };
-	char missing[200], *reply = NULL, *e = NULL, *user = NULL, *up = NULL, *probe;
+	struct sg_cloud_setup got = { 0 };
+	char *reply = NULL, *up = NULL;
 	int64_t t0 = sg_now_ms();
 	json_t *envs = NULL;
 	sg_err rc;
@@ -1947,64 +1794,21 @@ static sg_err dtn_setup(struct dtn_env *de, struct sg_cancel *cancel, struct sg_
 			envs = NULL;
 		}
 	}
-	rc = envs ? dtn_script(de, dtn_setup_sh, envs, false, &reply, cancel, err)
+	rc = envs ? dtn_script(de, sg_cloud_setup_sh, envs, false, &reply, cancel, err)
 		  : sg_err_set(err, SG_E_INTERNAL, "out of memory");
+	if (!rc)
+		rc = sg_cloud_setup_read(env, reply, bin.sha, up != NULL, "daytona", &got, err);
+	de->base_dir = got.base_dir;
 	if (rc)
 		goto out;
-	/* The probe's reply, when it ran, is the rest after "probe<<". */
-	if ((probe = strstr(reply, "\nprobe<<\n")) || strncmp(reply, "probe<<\n", 8) == 0) {
-		char *text = probe ? probe + 9 : reply + 8;
-
-		if (!(env->probe = strdup(text))) {
-			rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
-			goto out;
-		}
-		*(probe ? probe + 1 : reply) = '\0';
-	}
-	if ((e = dtn_kv(reply, "error"))) {
-		rc = sg_err_set(err, strstr(e, "no place") ? SG_E_INVALID_ARGUMENT : SG_E_PROVIDER,
-				"preparing the sandbox failed: %s", e);
-		goto out;
-	}
-	if (!dtn_flag(reply, "ok") || !(de->base_dir = dtn_kv(reply, "base"))) {
-		rc = sg_err_set(err, SG_E_PROVIDER, "preparing the sandbox failed: no reply from its shell");
-		goto out;
-	}
-	dtn_missing_tools(reply, missing, sizeof(missing));
-	if (missing[0]) {
-		rc = sg_err_set(err, SG_E_UNSUPPORTED,
-				"the sandbox's image lacks %s, which the daytona backend needs (coreutils, util-linux)",
-				missing);
-		goto out;
-	}
-	user = dtn_kv(reply, "user");
-	if (!dtn_flag(reply, "root")) {
-		rc = sg_err_set(err, SG_E_PERMISSION,
-				"root %s cannot be created in the sandbox (user %s, and sudo -n did not help)",
-				env->root, user ? user : "?");
-		goto out;
-	}
-	if (!dtn_flag(reply, "rootw")) {
-		rc = sg_err_set(err, SG_E_PERMISSION,
-				"root %s exists in the sandbox but user %s cannot write to it",
-				env->root, user ? user : "?");
-		goto out;
-	}
-	if (asprintf(&env->ctl_dir, "%s/ctl", de->base_dir) < 0 ||
-	    asprintf(&de->run_dir, "%s/run", de->base_dir) < 0 ||
-	    asprintf(&de->proc_dir, "%s/ctl/proc", de->base_dir) < 0 ||
-	    asprintf(&env->helper, "%s/sg-helper-%s", de->base_dir, bin.sha) < 0) {
-		env->helper = NULL;
+	if (asprintf(&de->run_dir, "%s/run", de->base_dir) < 0 ||
+	    asprintf(&de->proc_dir, "%s/ctl/proc", de->base_dir) < 0) {
 		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
 		goto out;
 	}
-	/* A sandbox is a machine of its own: its /tmp is nobody else's. */
-	env->own_tmp = true;
-	if (dtn_flag(reply, "helper")) {
+	if (sg_cloud_flag(reply, "helper")) {
 		cost.bytes = 0; /* found, whatever was sent */
-	} else if (up) {
-		rc = sg_install_check_reply(reply, "the sandbox", err);
-	} else {
+	} else if (!got.helper) {
 		/* Resumed without it: the installer's upload and step. */
 		in.dir = de->base_dir;
 		rc = sg_install_helper(&in, &bin, &cost, cancel, err);
@@ -2016,8 +1820,6 @@ out:
 	sg_helper_bin_close(&bin);
 	json_decref(envs);
 	free(reply);
-	free(e);
-	free(user);
 	free(up);
 	return rc;
 }
@@ -2052,7 +1854,7 @@ static sg_err dtn_toolbox_base(struct dtn_env *de, const json_t *dto,
 
 		while (n > 0 && base[n - 1] == '/')
 			n--;
-		if (sg_buf_add(&b, base, n) || sg_buf_addc(&b, '/') || dtn_urlenc(&b, de->base.id))
+		if (sg_buf_add(&b, base, n) || sg_buf_addc(&b, '/') || sg_cloud_urlenc(&b, de->base.id))
 			rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
 		else
 			de->toolbox = sg_buf_take(&b, NULL);
@@ -2180,8 +1982,8 @@ static sg_err dtn_provision(struct sg_env *env, struct sg_cancel *cancel,
 		de->ka_stop_ready = true;
 	if (!de->lock_ready)
 		return sg_err_set(err, SG_E_INTERNAL, "cannot create a mutex");
-	dtn_random_hex(de->nonce, 8);
-	dtn_random_hex(de->create_id, 16);
+	sg_cloud_random_hex(de->nonce, 8);
+	sg_cloud_random_hex(de->create_id, 16);
 	de->limit_ms = dtn_raw_int(p, "toolbox_timeout_ms", SG_DAYTONA_TOOLBOX_MS);
 	de->wait_ms = de->limit_ms - (de->limit_ms / 10 > 1000 ? de->limit_ms / 10 : 1000);
 	de->ka_ms = dtn_raw_int(p, "keepalive_ms",
@@ -2192,7 +1994,7 @@ static sg_err dtn_provision(struct sg_env *env, struct sg_cancel *cancel,
 	rc = dtn_client_init(&de->cl, p, err);
 	if (rc)
 		return rc;
-	if (!(de->name = dtn_name(env->identity)))
+	if (!(de->name = sg_cloud_name(env->identity)))
 		return sg_err_set(err, SG_E_INTERNAL, "out of memory");
 	/* Listening from the start, so no state change goes unheard. */
 	de->cl.events = dtn_events_open(de->cl.api, de->cl.key);
@@ -2264,7 +2066,7 @@ static sg_err dtn_get_file(struct sg_env *env, const char *path, int fd, size_t 
 
 	sg_http_response_init(&resp, SG_HTTP_ERROR_BODY);
 	if (sg_buf_adds(&u, de->toolbox) || sg_buf_adds(&u, "/files/download?path=") ||
-	    dtn_urlenc(&u, path)) {
+	    sg_cloud_urlenc(&u, path)) {
 		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
 		goto out;
 	}
@@ -2345,8 +2147,8 @@ static sg_err dtn_list(const struct sg_profile *p, const char *state_dir, sg_env
 		bool stop = false;
 
 		if (sg_buf_adds(&u, cl.api) || sg_buf_adds(&u, "/sandbox?labels=") ||
-		    dtn_urlenc(&u, fj) || sg_buf_adds(&u, "&limit=100") ||
-		    (cursor && (sg_buf_adds(&u, "&cursor=") || dtn_urlenc(&u, cursor)))) {
+		    sg_cloud_urlenc(&u, fj) || sg_buf_adds(&u, "&limit=100") ||
+		    (cursor && (sg_buf_adds(&u, "&cursor=") || sg_cloud_urlenc(&u, cursor)))) {
 			sg_buf_release(&u);
 			rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
 			break;
