@@ -627,8 +627,19 @@ static sg_err vcl_cmd(struct vcl_env *ve, const char *sid, const char *command, 
 						.sink_payload = s,
 						.what = "running a command in the sandbox" },
 			    r, cancel, err);
-		if (rc == SG_E_PROVIDER && (s->bad[0] || s->error[0]))
-			rc = vcl_stream_end(s, &(struct sg_errinfo){ 0 }) ? SG_E_PROVIDER : rc;
+		/*
+		 * The connection broke after the stream began: that is a stream
+		 * cut short (the command may have run), not a host unreachable.
+		 */
+		if (rc && rc != SG_E_CANCELLED && rc != SG_E_TIMEOUT && s->nd.bytes > 0 &&
+		    !sg_cancel_check(cancel)) {
+			sg_err_clear(err);
+			rc = vcl_stream_end(s, err);
+			if (!rc)
+				rc = sg_err_set(err, SG_E_PROVIDER,
+						"Vercel's command stream broke after %llu bytes",
+						(unsigned long long)s->nd.bytes);
+		}
 	}
 	json_decref(body);
 	free(path);
