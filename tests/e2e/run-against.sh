@@ -24,6 +24,26 @@ set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/../.." && pwd)
 
+# start_fake SERVER ARGS...: a node fake on a free loopback port, kept alive
+# by a fifo held open on fd 3 (closing it at exit stops the fake); sets
+# work (a temp dir, removed at exit) and port.
+start_fake() {
+	command -v node >/dev/null || { echo "run-against: node is missing; skipped" >&2; exit 77; }
+	work=$(mktemp -d)
+	mkfifo "$work/stdin"
+	node "$@" --port 0 <"$work/stdin" >"$work/out" 2>"$work/fake.log" &
+	fake=$!
+	exec 3>"$work/stdin"
+	trap 'exec 3>&-; wait $fake 2>/dev/null; rm -rf "$work"' EXIT
+	i=0
+	until grep -q '^LISTENING' "$work/out" 2>/dev/null; do
+		i=$((i + 1))
+		[ $i -gt 300 ] && { echo "run-against: the fake did not start" >&2; cat "$work/fake.log" >&2; exit 1; }
+		sleep 0.1
+	done
+	port=$(sed -n 's/^LISTENING //p' "$work/out")
+}
+
 case "${1:-}" in
 ssh)
 	out=$("$top/tests/ssh/sshd-harness.sh" start) || {
@@ -39,22 +59,7 @@ ssh)
 	export SANDGATE_TEST_SLACK="${SANDGATE_TEST_SLACK:-3}"
 	;;
 daytona)
-	command -v node >/dev/null || { echo "run-against: node is missing; skipped" >&2; exit 77; }
-	work=$(mktemp -d)
-	mkfifo "$work/stdin"
-	node "$top/tests/fakes/daytona/server.mjs" --port 0 --exec-mode bwrap \
-		--exec-limit-ms 5000 <"$work/stdin" >"$work/out" 2>"$work/fake.log" &
-	fake=$!
-	# Holding the fifo open keeps the fake alive; closing it stops it.
-	exec 3>"$work/stdin"
-	trap 'exec 3>&-; wait $fake 2>/dev/null; rm -rf "$work"' EXIT
-	i=0
-	until grep -q '^LISTENING' "$work/out" 2>/dev/null; do
-		i=$((i + 1))
-		[ $i -gt 300 ] && { echo "run-against: the fake did not start" >&2; cat "$work/fake.log" >&2; exit 1; }
-		sleep 0.1
-	done
-	port=$(sed -n 's/^LISTENING //p' "$work/out")
+	start_fake "$top/tests/fakes/daytona/server.mjs" --exec-mode bwrap --exec-limit-ms 5000
 	cat >"$work/config.json" <<EOF2
 {"default": "daytona", "profiles": {"daytona": {"backend": "daytona", "image": "debian:12",
  "api_url_env": "DT_URL", "api_key_env": "DT_KEY", "toolbox_timeout_ms": 5000}}}
@@ -80,23 +85,8 @@ EOF2
 	export SANDGATE_TEST_SLACK="${SANDGATE_TEST_SLACK:-10}"
 	;;
 vercel)
-	command -v node >/dev/null || { echo "run-against: node is missing; skipped" >&2; exit 77; }
 	command -v bwrap >/dev/null || { echo "run-against: bwrap is missing; skipped" >&2; exit 77; }
-	work=$(mktemp -d)
-	mkfifo "$work/stdin"
-	node "$top/tests/fakes/vercel/server.mjs" --port 0 --exec-mode bwrap \
-		--state-dir "$work/fake" <"$work/stdin" >"$work/out" 2>"$work/fake.log" &
-	fake=$!
-	# Holding the fifo open keeps the fake alive; closing it stops it.
-	exec 3>"$work/stdin"
-	trap 'exec 3>&-; wait $fake 2>/dev/null; rm -rf "$work"' EXIT
-	i=0
-	until grep -q '^LISTENING' "$work/out" 2>/dev/null; do
-		i=$((i + 1))
-		[ $i -gt 300 ] && { echo "run-against: the fake did not start" >&2; cat "$work/fake.log" >&2; exit 1; }
-		sleep 0.1
-	done
-	port=$(sed -n 's/^LISTENING //p' "$work/out")
+	start_fake "$top/tests/fakes/vercel/server.mjs" --exec-mode bwrap
 	cat >"$work/config.json" <<EOF2
 {"default": "vercel", "profiles": {"vercel": {"backend": "vercel",
  "team": "team_fake", "project": "prj_fake", "api_url": "http://127.0.0.1:$port"}}}
