@@ -156,6 +156,6 @@
 #define SG_VERCEL_REPLY_MAX (4 * SG_MiB) /* a control-plane JSON reply */
 #define SG_VERCEL_LIST_PAGES 1000      /* pages of GET /v2/sandboxes, at most */
 #define SG_VERCEL_MSG_SHOWN 160        /* bytes of a provider message a sentence quotes */
-#define SG_VERCEL_MIN_EXTEND_MS 60000  /* the keep-alive's shortest period */
+#define SG_VERCEL_MIN_TIMEOUT_MS 60000 /* a sandbox's timeout, at least (lifetime_seconds below it) */
 
 #endif

@@ -332,9 +332,24 @@ static json_t *vcl_tags(const struct vcl_env *ve)
 			 strnlen(env->profile->name, VCL_TAG_MAX));
 }
 
+/*
+ * The sandbox's Vercel timeout: lifetime_seconds, but never so short that
+ * the keep-alive (a third of it) would have to call all the time.
+ */
+/*
+ * Does this environment's workspace outlive the session?  A persistent
+ * profile's does, and so does one the binding keeps (remove_on_exit off):
+ * on Vercel only a persistent sandbox keeps its files across a stop.
+ */
+static bool vcl_keeps(const struct sg_env *env)
+{
+	return env->profile->persistent || !env->remove_on_exit;
+}
+
 static int64_t vcl_timeout_ms(const struct sg_profile *p)
 {
-	return p->lifetime_seconds * 1000;
+	return p->lifetime_seconds * 1000 > SG_VERCEL_MIN_TIMEOUT_MS ? p->lifetime_seconds * 1000
+								     : SG_VERCEL_MIN_TIMEOUT_MS;
 }
 
 static sg_err vcl_create_body(struct vcl_env *ve, json_t **out, struct sg_errinfo *err)
@@ -353,7 +368,7 @@ static sg_err vcl_create_body(struct vcl_env *ve, json_t **out, struct sg_errinf
 	json_object_set_new(body, "name", json_string(ve->name));
 	json_object_set_new(body, "ports", json_array());
 	json_object_set_new(body, "timeout", json_integer(vcl_timeout_ms(p)));
-	json_object_set_new(body, "persistent", json_boolean(p->persistent));
+	json_object_set_new(body, "persistent", json_boolean(vcl_keeps(&ve->base)));
 	json_object_set_new(body, "networkPolicy", np);
 	json_object_set_new(body, "tags", vcl_tags(ve));
 	if (ve->vcpus > 0)
@@ -661,7 +676,7 @@ static sg_err vcl_resume(struct vcl_env *ve, const char *sid, struct sg_cancel *
 	vcl_get_sid(ve, now, sizeof(now));
 	if (strcmp(now, sid) != 0)
 		return SG_OK; /* another exec resumed it already */
-	if (!ve->base.profile->persistent)
+	if (!vcl_keeps(&ve->base))
 		return sg_err_set(err, SG_E_WORKSPACE_LOST,
 				  "sandbox %s stopped (its timeout, or Vercel), and a non-persistent sandbox keeps no files",
 				  ve->name);
@@ -1060,12 +1075,11 @@ static sg_err vcl_obtain(struct vcl_env *ve, json_t **got, struct sg_cancel *can
 			 struct sg_errinfo *err)
 {
 	struct sg_env *env = &ve->base;
-	const struct sg_profile *p = env->profile;
 	sg_err rc;
 
 	for (int round = 0; round < 2; round++) {
 		rc = vcl_get(&ve->cl, ve->name, true, got, cancel, err);
-		if (rc == SG_E_WORKSPACE_LOST && !p->persistent && !env->require_existing) {
+		if (rc == SG_E_WORKSPACE_LOST && !vcl_keeps(env) && !env->require_existing) {
 			/* A scratch sandbox's old snapshot: nothing to keep. */
 			sg_err_clear(err);
 			rc = vcl_delete(&ve->cl, ve->name, cancel, err);
@@ -1139,8 +1153,7 @@ static sg_err vcl_provision(struct sg_env *env, struct sg_cancel *cancel, struct
 		ve->ka_stop_ready = true;
 	sg_cloud_random_hex(ve->nonce, 8);
 	ve->vcpus = vcl_vcpus(p->cpus, p->memory_mb, &exact);
-	ve->ka_ms = vcl_timeout_ms(p) / 3 > SG_VERCEL_MIN_EXTEND_MS ? vcl_timeout_ms(p) / 3
-								    : SG_VERCEL_MIN_EXTEND_MS;
+	ve->ka_ms = vcl_timeout_ms(p) / 3;
 	if (env->root[0] != '/')
 		return sg_err_set(err, SG_E_INVALID_ARGUMENT, "root %s is not an absolute path",
 				  env->root);
