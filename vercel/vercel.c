@@ -448,11 +448,14 @@ static sg_err vcl_create(struct vcl_env *ve, json_t **got, struct sg_cancel *can
 			return SG_OK;
 		}
 		if (rc) {
-			ve->base.may_remain = lr != SG_E_NOT_FOUND;
+			/*
+			 * A create whose answer was lost may still land after
+			 * this lookup: the gateway settles it by the tags.
+			 */
+			ve->base.may_remain = true;
 			if (lr == SG_E_NOT_FOUND)
 				return sg_err_set(err, once.code, "%s (and no sandbox of that name appeared)",
 						  once.msg);
-			ve->base.may_remain = true;
 			return sg_err_set(err, once.code,
 					  "%s; whether it was made is not known: %s", once.msg,
 					  look.msg);
