@@ -44,6 +44,10 @@
 /* Shutdown budgets (section 8.2). */
 #define SG_SHUTDOWN_BUDGET_MS 60000   /* as a command backend */
 #define SG_PEER_SHUTDOWN_MS 10000     /* as a delegated peer */
+#define SG_HOST_COMMAND_MS 60000     /* the host's own budget for a command backend */
+#define SG_HOST_CLOUD_MS 90000       /* ... and for a cloud backend's entry */
+#define SG_OUTER_GRACE_MS 10000      /* an outer adapter's grace for its peer */
+#define SG_BUDGET_SLACK_MS 1000      /* a shutdown plan's room for the rest */
 #define SG_SETTLE_POLL_MS 500         /* between looks for a create that may land */
 #define SG_LIFETIME_DEFAULT_S 600     /* lifetime_seconds 0 -> 600 */
 #define SG_LOCAL_PIDS_DEFAULT 2048    /* local pids_max when the profile sets none */
