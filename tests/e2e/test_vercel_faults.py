@@ -31,41 +31,21 @@ import time
 import unittest
 import urllib.request
 
+from fakeserver import FakeServer
 from sgclient import BIN, PROFILE, GatewayTestCase, unique
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-SERVER = os.path.join(HERE, "..", "fakes", "vercel", "server.mjs")
 
 
 def have(prog):
     return shutil.which(prog) is not None
 
 
-class Fake:
-    """The fake Vercel on a free loopback port; stopped by closing its stdin."""
+class Fake(FakeServer):
+    """The fake Vercel, with its files in a directory of its own."""
 
     def __init__(self):
         self.dir = tempfile.mkdtemp(prefix="sg-e2e-vfake-")
-        self.proc = subprocess.Popen(
-            ["node", SERVER, "--port", "0", "--exec-mode", "bwrap",
-             "--state-dir", self.dir],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
-        line = self.proc.stdout.readline().decode()
-        if not line.startswith("LISTENING "):
-            self.stop()
-            raise unittest.SkipTest("the fake Vercel did not start")
-        self.base = "http://127.0.0.1:%d" % int(line.split()[1])
-
-    def admin(self, method, path, body=None):
-        data = json.dumps(body).encode() if body is not None else None
-        req = urllib.request.Request(self.base + path, data=data, method=method,
-                                     headers={"Content-Type": "application/json"})
-        with urllib.request.urlopen(req, timeout=30) as r:
-            text = r.read()
-        return json.loads(text) if text else None
-
-    def fault(self, *faults):
-        self.admin("POST", "/__fake/faults", list(faults))
+        super().__init__("vercel", "--exec-mode", "bwrap", "--state-dir", self.dir)
 
     def state(self):
         return self.admin("GET", "/__fake/state")
@@ -81,12 +61,7 @@ class Fake:
         return reqs[-1]["seq"] if reqs else 0
 
     def stop(self):
-        try:
-            self.proc.stdin.close()
-            self.proc.wait(10)
-        except Exception:
-            self.proc.kill()
-            self.proc.wait(10)
+        super().stop()
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
