@@ -1,14 +1,11 @@
 /*
- * cloud.h - what the cloud adapters (daytona, vercel) share beyond HTTP:
- * naming by identity, random words, URL encoding, scrubbing a secret out
+ * cloud.h - what the cloud adapters (daytona, vercel) share beyond HTTP
+ * and cloudkit.h (names, tags, key=value replies): URL encoding, scrubbing a secret out
  * of a provider's text, the one set-up script that prepares the inside of
  * a sandbox (root, sandgate's directories, sg-helper, the probe) and the
  * reading of its reply, and stdin carried in a command's variables.
  *
  * Invariants:
- *  - A name is a pure function of the identity: a retried create meets
- *    the name it made before (a conflict), never a second sandbox; the
- *    name holds only [a-z0-9-] and is at most SG_CLOUD_NAME_MAX bytes.
  *  - The set-up script takes its parameters only from variables (SG_ROOT,
  *    SG_SHA, SG_SWEEP, SG_UP, SG_PROBE), never spliced into its text, and
  *    prints key=value lines, then, after "probe<<", the probe's reply.
@@ -23,25 +20,8 @@
 #include <stddef.h>
 
 #include "adapter.h"
+#include "cloudkit.h"
 #include "base/buf.h"
-
-/* "sg-" + 24 readable bytes + "-" + 12 hex digits, and the NUL. */
-#define SG_CLOUD_NAME_MAX 48
-
-/*
- * The sandbox name for an identity: readable (lower-case letters, digits
- * and dashes of the identity, at most 24) and unique (the first 12 hex
- * digits of its SHA-256).  New; NULL when out of memory.
- */
-char *sg_cloud_name(const char *identity);
-
-/* n random bytes (n <= 32) as 2n hex digits into out[2n+1]. */
-void sg_cloud_random_hex(char *out, size_t n);
-
-/* The value of key in "key=value" lines (new), or NULL. */
-char *sg_cloud_kv(const char *text, const char *key);
-/* Is key=1 among those lines? */
-bool sg_cloud_flag(const char *text, const char *key);
 
 /* Append s to b percent-encoded for a URL's path or query. */
 sg_err sg_cloud_urlenc(struct sg_buf *b, const char *s) SG_MUST_CHECK;

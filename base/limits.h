@@ -40,6 +40,7 @@
 
 /* run_command (section 10). */
 #define SG_COMMAND_TIMEOUT_MS 120000
+#define SG_GIT_CONFIG_MAX (1 * SG_MiB) /* read_only git reads the configuration first */
 
 /* Shutdown budgets (section 8.2). */
 #define SG_SHUTDOWN_BUDGET_MS 60000   /* as a command backend */
@@ -107,6 +108,11 @@
 #define SG_SING_BUILD_MS 1800000      /* docker:// or oras:// converted to a SIF */
 #define SG_SING_STOP_S 5              /* `instance stop -t`: SIGINT, then SIGKILL */
 #define SG_SING_STEP_MS 30000         /* `instance list`, `instance stop` */
+#define SG_SING_REGISTRY_MS 30000     /* one registry request: a tag's digest, a token */
+#define SG_SING_KEY_MAX 120           /* the readable head of a cached SIF's name */
+#define SG_SING_URL_MAX 2048          /* a registry URL or a token realm */
+#define SG_SING_TOKEN_MAX (64 * SG_KiB)    /* a registry's token reply */
+#define SG_SING_MANIFEST_MAX (4 * SG_MiB)  /* a manifest hashed when the digest header is missing */
 #define SG_SSH_CHECK_MS 5000          /* ssh -O check / -O exit */
 #define SG_SSH_REPLY_MAX (256 * SG_KiB) /* what our scripts print */
 #define SG_SSH_LINE_MAX (64 * SG_KiB)   /* the one command string */
@@ -143,6 +149,19 @@
 #define SG_MODAL_TASK_POLL_S 10    /* one SandboxGetTaskId wait */
 #define SG_MODAL_READ_RETRIES 5    /* reconnects of one output stream */
 #define SG_MODAL_LIST_PAGES 1000   /* pages of SandboxList, at most */
+#define SG_MODAL_INLINE_MAX (96 * SG_KiB) /* one exec variable: a part of stdin, the job's words */
+#define SG_MODAL_STDIN_VARS (1 * SG_MiB)  /* stdin text sent in variables, at most */
+#define SG_MODAL_JOB_WAIT_MS 50000 /* what one exec of sg-helper job waits in the sandbox */
+#define SG_MODAL_TRIP_SLACK_MS 30000 /* beyond it, for the exec's own requests */
+#define SG_MODAL_TRIP_FAILS 3      /* failed exec trips before giving up */
+#define SG_MODAL_READY_MS 180000   /* create to the first exec's readiness */
+#define SG_MODAL_IMAGE_MS 900000   /* an image build */
+#define SG_MODAL_KILL_MS 10000     /* killing a cancelled command */
+#define SG_MODAL_ROUTER_REFRESH_S 30 /* reopen the router this long before its JWT's exp */
+#define SG_MODAL_MIN_TIMEOUT_S 60  /* timeout_secs at least (lifetime_seconds below it) */
+#define SG_MODAL_MAX_TIMEOUT_S 86400 /* Modal's maximum timeout and idle timeout */
+#define SG_MODAL_IMAGE_CACHE 16    /* image ids remembered per reference */
+#define SG_MODAL_STDIN_CHUNK (256 * SG_KiB) /* one TaskExecStdinWrite */
 
 
 /* The vercel backend (vercel/). */

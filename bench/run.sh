@@ -9,10 +9,12 @@
 #                             implies --print, so the doc keeps full runs
 #   bench/run.sh --no-ssh     skip the ssh phase
 #   bench/run.sh --no-daytona skip the daytona phase
+#   bench/run.sh --no-singularity skip the singularity phase
 #   bench/run.sh --ssh-only   only the ssh phase (and its block)
 #   bench/run.sh --daytona-only  only the daytona phase (and its block)
+#   bench/run.sh --singularity-only  only the singularity phase (and its block)
 #
-# Three phases.  local: the gateway on the local backend.  ssh: a real sshd
+# Four phases.  local: the gateway on the local backend.  ssh: a real sshd
 # on 127.0.0.1 started by tests/ssh/sshd-harness.sh (generated keys and
 # known_hosts), the gateway on its `ssh` profile, compared with a raw
 # ControlMaster of sgbench's own; the harness is stopped afterwards, also
@@ -22,15 +24,19 @@
 # run against it, and the fake is stopped (its stdin closed).  A phase
 # whose parts are missing (sshd; node, the SDK's node_modules after
 # `npm ci`, bubblewrap or nsenter) is skipped and its block is left as it
-# was.
+# was.  singularity: bench/singularity-bench.py, run_command through the
+# singularity backend against the same `apptainer exec` command line run
+# directly, on the fake apptainer (tests/fakes/apptainer; needs root,
+# bubblewrap, nsenter and unshare, else skipped).
 #
 # Environment: BUILD_DIR (default /tmp/sandgate-bench-build), JOBS (2),
 # SGBENCH_ARGS (extra sgbench options for the local phase),
 # SGBENCH_SSH_ARGS (for the ssh phase), SGBENCH_DTN_ARGS (for the daytona
 # phase), SDKBENCH_ARGS (for daytona-sdk-bench.mjs).  Everything runs on
 # this machine and talks over pipes and 127.0.0.1 only.  A full run takes
-# about two and a half minutes after the build (local about 1, ssh about
-# 0.5 to 1, daytona about 0.5).
+# about four minutes after the build (local about 1, ssh about 0.5 to 1,
+# daytona about 0.5, singularity about 1.5).  SINGBENCH_ARGS: extra options
+# for singularity-bench.py.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -42,7 +48,9 @@ print=0
 local_phase=1
 ssh_phase=1
 dtn_phase=1
+sing_phase=1
 quick=()
+quick_sing=()
 quick_ssh=()
 quick_dtn=()
 quick_sdk=()
@@ -54,22 +62,26 @@ for a in "$@"; do
       quick=(--stat-n 300 --cmd-n 30 --wake-n 30 --export-mib 64 --export-runs 1)
       quick_ssh=(--ssh-n 30 --ssh-export-runs 1 --rt-n 3)
       quick_dtn=(--dtn-n 20 --rt-n 3)
-      quick_sdk=(--n 20) ;;
+      quick_sdk=(--n 20)
+      quick_sing=(--n 20) ;;
     --no-ssh) ssh_phase=0 ;;
     --no-daytona) dtn_phase=0 ;;
-    --ssh-only) local_phase=0 dtn_phase=0 ;;
-    --daytona-only) local_phase=0 ssh_phase=0 ;;
-    -h|--help) sed -n '2,37p' "$0"; exit 0 ;;
+    --no-singularity) sing_phase=0 ;;
+    --ssh-only) local_phase=0 dtn_phase=0 sing_phase=0 ;;
+    --daytona-only) local_phase=0 ssh_phase=0 sing_phase=0 ;;
+    --singularity-only) local_phase=0 ssh_phase=0 dtn_phase=0 ;;
+    -h|--help) sed -n '2,45p' "$0"; exit 0 ;;
     *) echo "run.sh: unknown option $a" >&2; exit 2 ;;
   esac
 done
-if [ "$local_phase" = 0 ] && [ "$ssh_phase" = 0 ] && [ "$dtn_phase" = 0 ]; then
+if [ "$local_phase" = 0 ] && [ "$ssh_phase" = 0 ] && [ "$dtn_phase" = 0 ] &&
+  [ "$sing_phase" = 0 ]; then
   echo "run.sh: these options leave nothing to run" >&2
   exit 2
 fi
 
 echo "== building sandgate (Release) in $build" >&2
-cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DBUILD_TESTING=OFF -DSG_WITH_SSH=ON -DSG_WITH_DAYTONA=ON >/dev/null
+cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DBUILD_TESTING=OFF -DSG_WITH_SSH=ON -DSG_WITH_DAYTONA=ON -DSG_WITH_SINGULARITY=ON >/dev/null
 cmake --build "$build" -j"$jobs" --target sandgate sg-helper >/dev/null
 # sgbench is a target of the project once the top CMakeLists.txt has
 # add_subdirectory(bench); until then it is built on its own.
@@ -224,6 +236,32 @@ if [ "$dtn_phase" = 1 ]; then
   fi
 fi
 
+if [ "$sing_phase" = 1 ]; then
+  skip=
+  if [ "$(id -u)" != 0 ]; then
+    skip="the fake apptainer needs root"
+  else
+    for prog in bwrap nsenter unshare python3; do
+      command -v "$prog" >/dev/null || skip="$prog is not installed"
+    done
+  fi
+  if [ -n "$skip" ]; then
+    echo "== singularity phase skipped: $skip" >&2
+    sing_phase=0
+  else
+    load_before=$(cut -d' ' -f1-3 /proc/loadavg)
+    echo "== singularity phase: bench/singularity-bench.py on the fake apptainer" >&2
+    # shellcheck disable=SC2086
+    SANDGATE_BIN="$build/sandgate" python3 "$here/singularity-bench.py" \
+      --markdown "$out/sing-table.md" "${quick_sing[@]}" ${SINGBENCH_ARGS:-} >"$out/sing.json"
+    {
+      machine "the fake apptainer (tests/fakes/apptainer: bubblewrap instances joined with nsenter), $(bwrap --version 2>/dev/null)" "$load_before"
+      echo
+      cat "$out/sing-table.md"
+    } >"$out/sing-block.md"
+  fi
+fi
+
 # Replace what lies between a pair of markers in the doc, keeping them.
 put_block() {
   awk -v block="$2" -v begin="<!-- $1:begin -->" -v end="<!-- $1:end -->" '
@@ -235,16 +273,19 @@ put_block() {
   echo "== results written to $doc ($1)" >&2
 }
 
-for phase in local ssh daytona; do
+for phase in local ssh daytona singularity; do
   if [ "$phase" = local ]; then
     [ "$local_phase" = 1 ] || continue
     marker=bench block="$out/block.md"
   elif [ "$phase" = ssh ]; then
     [ "$ssh_phase" = 1 ] || continue
     marker=bench-ssh block="$out/ssh-block.md"
-  else
+  elif [ "$phase" = daytona ]; then
     [ "$dtn_phase" = 1 ] || continue
     marker=bench-daytona block="$out/dtn-block.md"
+  else
+    [ "$sing_phase" = 1 ] || continue
+    marker=bench-singularity block="$out/sing-block.md"
   fi
   if [ "$print" = 1 ] || [ ! -f "$doc" ] || ! grep -qx "<!-- $marker:begin -->" "$doc"; then
     cat "$block"

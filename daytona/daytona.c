@@ -103,6 +103,8 @@
 #include <unistd.h>
 
 #include "../adapters/cloud.h"
+#include "../adapters/cloudkit.h"
+#include "../adapters/digest.h"
 #include "../adapters/exec.h"
 #include "../adapters/http.h"
 #include "../adapters/install.h"
@@ -121,15 +123,12 @@
 /* Naming bounds; the waits and sizes are in base/limits.h. */
 #define DTN_GARBAGE_BATCH 16 /* finished execs whose files one rm removes */
 
-/* Label keys.  managed-by is what `sandgate envs` and reapers filter on. */
-#define DTN_L_MANAGED "managed-by"
-#define DTN_L_IDENTITY "sandgate.identity"
-#define DTN_L_SESSION "sandgate.session"
-#define DTN_L_PROFILE "sandgate.profile"
-#define DTN_L_CREATED "sandgate.created"
-#define DTN_L_EXPIRES "sandgate.expires"
-#define DTN_L_PERSISTENT "sandgate.persistent"
-#define DTN_L_CREATE "sandgate.create"
+/* Label keys: the cloud adapters' one vocabulary (adapters/cloudkit.h). */
+#define DTN_L_MANAGED SG_CLOUD_TAG_MANAGED
+#define DTN_L_IDENTITY SG_CLOUD_TAG_IDENTITY
+#define DTN_L_PROFILE SG_CLOUD_TAG_PROFILE
+#define DTN_L_CREATE SG_CLOUD_TAG_CREATE
+#define DTN_L_CREATED SG_CLOUD_TAG_CREATED
 
 struct dtn_env {
 	struct sg_env base;
@@ -243,25 +242,6 @@ static bool dtn_in(const char *const *list, const char *s)
 	return false;
 }
 
-/* "a.b.c.d/n" with n in 0..32. */
-static bool dtn_ipv4_cidr(const char *s)
-{
-	const char *slash = strchr(s, '/');
-	char addr[INET_ADDRSTRLEN];
-	struct in_addr a;
-	char *end;
-	long bits;
-
-	if (!slash || (size_t)(slash - s) >= sizeof(addr))
-		return false;
-	memcpy(addr, s, (size_t)(slash - s));
-	addr[slash - s] = '\0';
-	errno = 0;
-	bits = strtol(slash + 1, &end, 10);
-	return inet_pton(AF_INET, addr, &a) == 1 && slash[1] && !*end && errno == 0 &&
-	       bits >= 0 && bits <= 32;
-}
-
 /*
  * The allow list as Daytona takes it: IPv4 CIDRs for networkAllowList,
  * domains for domainAllowList, comma-separated, at most 10 of each.
@@ -285,7 +265,7 @@ static sg_err dtn_allow_lists(const struct sg_profile *p, struct sg_buf *cidrs,
 			continue;
 		}
 		if (strchr(e, '/')) {
-			if (!dtn_ipv4_cidr(e))
+			if (!sg_cloud_ipv4_cidr(e))
 				return sg_err_set(err, SG_E_INVALID_ARGUMENT,
 						  "network allow entry \"%.60s\" (profile \"%s\") is not an IPv4 CIDR",
 						  e, p->name);
@@ -669,19 +649,16 @@ static sg_err dtn_remove(const struct dtn_client *cl, const char *id, struct sg_
 
 static json_t *dtn_labels(const struct dtn_env *de)
 {
-	const struct sg_env *env = &de->base;
-	const struct sg_profile *p = env->profile;
-	char created[32], expires[32];
-	time_t now = time(NULL);
+	struct sg_cloud_tags t;
+	json_t *labels = json_object();
 
-	snprintf(created, sizeof(created), "%lld", (long long)now);
-	snprintf(expires, sizeof(expires), "%lld",
-		 (long long)now + (long long)p->lifetime_seconds);
-	return json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s}", DTN_L_MANAGED,
-			 "sandgate", DTN_L_IDENTITY, env->identity, DTN_L_SESSION,
-			 env->session, DTN_L_PROFILE, p->name, DTN_L_CREATED, created,
-			 DTN_L_EXPIRES, expires, DTN_L_PERSISTENT,
-			 p->persistent ? "true" : "false", DTN_L_CREATE, de->create_id);
+	sg_cloud_tags_fill(&de->base, de->create_id, &t);
+	for (size_t i = 0; labels && i < t.n; i++)
+		if (json_object_set_new(labels, t.key[i], json_string(t.value[i]))) {
+			json_decref(labels);
+			return NULL;
+		}
+	return labels;
 }
 
 /* The network fields of a create (or network-settings) body. */
@@ -2120,9 +2097,10 @@ static sg_err dtn_teardown(struct sg_env *env, enum sg_fate fate, struct sg_canc
 	return dtn_lifecycle(&de->cl, env->id, DTN_STOP, SG_DAYTONA_START_MS, cancel, err);
 }
 
-static void dtn_copy(char *dst, size_t n, const char *src)
+/* A label's value (sg_cloud_info's getter). */
+static const char *dtn_label(const void *labels, const char *key)
 {
-	snprintf(dst, n, "%s", src ? src : "");
+	return dtn_str(labels, key);
 }
 
 static sg_err dtn_list(const struct sg_profile *p, const char *state_dir, sg_env_list_cb cb,
@@ -2159,22 +2137,13 @@ static sg_err dtn_list(const struct sg_profile *p, const char *state_dir, sg_env
 		if (!rc && (r.status != 200 || !json_is_array(json_object_get(r.json, "items"))))
 			rc = dtn_fail(&cl, "listing sandboxes", &r, SG_E_PROVIDER, err);
 		json_array_foreach(rc ? NULL : json_object_get(r.json, "items"), i, item) {
-			const json_t *labels = json_object_get(item, "labels");
-			const char *per = dtn_str(labels, DTN_L_PERSISTENT);
 			struct sg_env_info info;
 
 			/* Gone already: Daytona may list it for a moment longer. */
 			if (dtn_str(item, "state") && strcmp(dtn_str(item, "state"), "destroyed") == 0)
 				continue;
-			memset(&info, 0, sizeof(info));
-			dtn_copy(info.id, sizeof(info.id), dtn_str(item, "id"));
-			dtn_copy(info.state, sizeof(info.state), dtn_str(item, "state"));
-			dtn_copy(info.identity, sizeof(info.identity), dtn_str(labels, DTN_L_IDENTITY));
-			dtn_copy(info.session, sizeof(info.session), dtn_str(labels, DTN_L_SESSION));
-			dtn_copy(info.profile, sizeof(info.profile), dtn_str(labels, DTN_L_PROFILE));
-			info.created = strtoll(dtn_str(labels, DTN_L_CREATED) ? dtn_str(labels, DTN_L_CREATED) : "0", NULL, 10);
-			info.expires = strtoll(dtn_str(labels, DTN_L_EXPIRES) ? dtn_str(labels, DTN_L_EXPIRES) : "0", NULL, 10);
-			info.persistent = per && strcmp(per, "true") == 0;
+			sg_cloud_info(dtn_str(item, "id"), dtn_str(item, "state"), dtn_label,
+				      json_object_get(item, "labels"), &info);
 			if (cb(&info, payload)) {
 				stop = true;
 				break;
