@@ -46,8 +46,9 @@
  *   daytona      POST /sandbox with    toolbox /process/       upload,    stop / delete               GET /sandbox
  *                labels, or start      execute; sessions for   download                               ?labels=
  *                a stopped one         long commands
- *   vercel       POST /v1/sandboxes    POST .../cmd, then      writeFiles stop (persistent) /         GET /v1/
- *                (persistent, tags)    NDJSON logs             read file  stop + delete               sandboxes
+ *   vercel       POST /v3/sandboxes    POST .../cmd wait:true  fs/write,  stop (snapshot) /           GET /v2/
+ *                (named, tags), or     streaming NDJSON        fs/read    delete                      sandboxes
+ *                resume by name                                                                       ?tags=
  *   ssh          master connection,    ssh -S master -- the    (none:     close master /              marked dirs
  *                mkdir the workspace   shell-quoted argv       via exec)  rm -rf, close master         under workspace
  *   singularity  overlay + instance    apptainer exec          host fs    stop instance, keep dir /   state dirs

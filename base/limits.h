@@ -165,4 +165,22 @@
 #define SG_MODAL_IMAGE_CACHE 16    /* image ids remembered per reference */
 #define SG_MODAL_STDIN_CHUNK (256 * SG_KiB) /* one TaskExecStdinWrite */
 
+
+/* The vercel backend (vercel/). */
+#define SG_VERCEL_CALL_MS 60000        /* one control-plane call */
+#define SG_VERCEL_CREATE_MS 180000     /* a create or resume: a VM boots */
+#define SG_VERCEL_WAIT_MS 50000        /* what one command request waits in the sandbox */
+#define SG_VERCEL_TRIP_SLACK_MS 30000  /* a command request's HTTP timeout past its wait */
+#define SG_VERCEL_KILL_MS 15000        /* the kill after a cancel */
+#define SG_VERCEL_SETTLE_MS 120000     /* waiting out stopping/snapshotting */
+#define SG_VERCEL_POLL_MS 500          /* state polls, as the SDK's */
+#define SG_VERCEL_INLINE_MAX (96 * SG_KiB) /* one variable: a part of stdin, the job line */
+#define SG_VERCEL_STDIN_VARS (1 * SG_MiB)  /* stdin text sent in variables, at most */
+#define SG_VERCEL_SCRIPT_REPLY (256 * SG_KiB) /* our own scripts' output */
+#define SG_VERCEL_LINE_MAX (1 * SG_MiB) /* one NDJSON line of a command stream */
+#define SG_VERCEL_REPLY_MAX (4 * SG_MiB) /* a control-plane JSON reply */
+#define SG_VERCEL_LIST_PAGES 1000      /* pages of GET /v2/sandboxes, at most */
+#define SG_VERCEL_MSG_SHOWN 160        /* bytes of a provider message a sentence quotes */
+#define SG_VERCEL_MIN_TIMEOUT_MS 60000 /* a sandbox's timeout, at least (lifetime_seconds below it) */
+
 #endif

@@ -1216,9 +1216,8 @@ static void test_backend_fields(void **state)
 	/* Gateway fields are every backend's. */
 	backend_ok("ssh", "\"host\": \"h\", \"shutdown_timeout_ms\": 5,"
 		   " \"lifetime_seconds\": 9, \"worker\": \"w\"");
-	backend_fails("vercel", "", SG_E_UNSUPPORTED,
-		      "field \"backend\": \"vercel\" is not built into this "
-		      "sandgate (built: local, ssh, daytona, singularity, modal, fake)");
+	backend_fails("vercel", "\"vcpus_round_up\": 2", SG_E_INVALID_ARGUMENT,
+		      "field \"vcpus_round_up\": must be an integer from 0 to 1");
 	backend_ok("select", "\"candidates\": []");
 	backend_fails("select", "\"candidate\": []", SG_E_INVALID_ARGUMENT,
 		      "field \"candidate\": unknown field; did you mean "
