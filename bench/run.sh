@@ -285,10 +285,10 @@ cloud_config() {
       c_env=(MODAL_SERVER_URL="http://127.0.0.1:$2" MODAL_TOKEN_ID=ak-test
         MODAL_TOKEN_SECRET=as-test MODAL_CONFIG_PATH="$4/none.toml") ;;
     vercel)
-      c_log="http://127.0.0.1:$3/__fake/requests" c_url="http://127.0.0.1:$2"
+      c_log="http://127.0.0.1:$2/__fake/requests" c_url="http://127.0.0.1:$2"
       c_profile='{"default": "vercel", "profiles": {"vercel": {"backend": "vercel"}}}'
       c_env=(VERCEL_API_URL="http://127.0.0.1:$2" VERCEL_TOKEN=test-token
-        VERCEL_TEAM_ID=team_test VERCEL_PROJECT_ID=prj_test) ;;
+        VERCEL_TEAM_ID=team_fake VERCEL_PROJECT_ID=prj_fake) ;;
   esac
 }
 
