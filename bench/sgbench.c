@@ -2057,7 +2057,7 @@ static void ssh_round_trips(const struct opts *o, const char *sandgate, const ch
 #define DTN_LATE_MS 50
 /* Before the log is read: the last request's close has to land. */
 #define DTN_SETTLE_MS 100
-#define DTN_ROUTES_MAX 6
+#define DTN_ROUTES_MAX 12
 /* Between process/start calls: the started `sleep 0.2` has ended. */
 #define DTN_PSTART_GAP_MS 400
 
@@ -3680,6 +3680,9 @@ static void report_cloud_details(FILE *o, const struct cl_result *r, long idle_h
 				json_string_value(json_object_get(json_object_get(r->sdk, "ready"), "routes_text")) :
 				"?",
 			sdk_at(r->sdk, "pid", "tasks_per_exec"));
+		if (json_is_string(json_object_get(r->sdk, "stat_path_via")))
+			fprintf(o, "SDK stat_path: %s\n",
+				json_string_value(json_object_get(r->sdk, "stat_path_via")));
 	}
 	dtn_count_text(&r->cnt[CK_INIT], true, text, sizeof(text));
 	fprintf(o, "gateway: VmHWM %.1f MiB after initialize, %.1f MiB at the end (VmRSS %.1f MiB); initialize %.0f ms in %s requests; one round trip %.1f ms\n",
