@@ -112,8 +112,32 @@ async function fenced(log, fn) {
   return { out, reqs: await logSince(log, seq) };
 }
 
-const PID_FILE = 'sgbench-pid.txt';
 const RT_FILE = 'sgbench-rt.txt';
+
+// The five operations, the same way for every SDK, from its primitives: exec(argv) ->
+// {out, code}, readText(path), writeText(content, path), stat(path) -> text (paths relative to the
+// workspace). Each returns the text the mixed calls' `expect` is looked for in.
+export function opsOf({ exec, readText, writeText, stat }) {
+  return {
+    write_file: async ({ path: p, content }) => {
+      await writeText(content, p);
+      return '';
+    },
+    read_file: ({ path: p }) => readText(p),
+    stat_path: ({ path: p }) => stat(p),
+    run_command: async ({ argv }) => {
+      const r = await exec(argv);
+      if (r.code !== 0) throw new Error(`${argv.join(' ')}: exit ${r.code}: ${r.out}`);
+      return r.out;
+    },
+    edit_file: async ({ path: p, old_string: from, new_string: to }) => {
+      const parts = (await readText(p)).split(from);
+      if (parts.length !== 2) throw new Error(`edit ${p}: ${parts.length - 1} occurrences of the old string`);
+      await writeText(parts.join(to), p);
+      return '';
+    },
+  };
+}
 
 // b: { name, sdk, version, create(), firstExec() (resolves once an exec has started), setup()
 // (untimed: the workspace directory), exec(argv) -> {out, code}, ops: {tool: (args) -> text},

@@ -129,6 +129,32 @@ stop_fake() {
   wait "$fake_pid" 2>/dev/null || true
   fake_pid=
 }
+# start_fake NAME DIR SERVER ARGS...: node SERVER ARGS with its stdin a
+# FIFO in DIR (held open on fd 8), its output in DIR/fake.out and
+# DIR/fake.err; sets fake_pid, port (its LISTENING line) and admin (its
+# ADMIN line, for a fake with an admin port of its own, else empty).
+start_fake() {
+  local name=$1 dir=$2
+  shift 2
+  mkfifo "$dir/stdin"
+  node "$@" <"$dir/stdin" >"$dir/fake.out" 2>"$dir/fake.err" &
+  fake_pid=$!
+  # Holding the FIFO open keeps the fake alive; stop_fake closes it.
+  exec 8>"$dir/stdin"
+  port='' admin=''
+  for _ in $(seq 1 300); do
+    port=$(sed -n 's/^LISTENING \([0-9][0-9]*\)$/\1/p' "$dir/fake.out")
+    admin=$(sed -n 's/^ADMIN \([0-9][0-9]*\)$/\1/p' "$dir/fake.out")
+    [ -n "$port" ] && break
+    kill -0 "$fake_pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  if [ -z "$port" ]; then
+    echo "run.sh: the fake $name did not start:" >&2
+    cat "$dir/fake.err" >&2
+    exit 1
+  fi
+}
 cleanup() {
   if [ -n "$sshd_dir" ]; then
     "$root/tests/ssh/sshd-harness.sh" stop "$sshd_dir" || true
@@ -211,25 +237,8 @@ if [ "$dtn_phase" = 1 ]; then
     dtn_phase=0
   else
     mkdir "$out/dtn"
-    mkfifo "$out/dtn/stdin"
-    node "$fakedir/server.mjs" --port 0 --exec-mode bwrap --exec-limit-ms 5000 \
-      --request-log "$out/dtn/requests.jsonl" <"$out/dtn/stdin" \
-      >"$out/dtn/fake.out" 2>"$out/dtn/fake.err" &
-    fake_pid=$!
-    # Holding the FIFO open keeps the fake alive; stop_fake closes it.
-    exec 8>"$out/dtn/stdin"
-    port=
-    for _ in $(seq 1 300); do
-      port=$(sed -n 's/^LISTENING \([0-9][0-9]*\)$/\1/p' "$out/dtn/fake.out")
-      [ -n "$port" ] && break
-      kill -0 "$fake_pid" 2>/dev/null || break
-      sleep 0.1
-    done
-    if [ -z "$port" ]; then
-      echo "run.sh: the fake Daytona did not start:" >&2
-      cat "$out/dtn/fake.err" >&2
-      exit 1
-    fi
+    start_fake Daytona "$out/dtn" "$fakedir/server.mjs" --port 0 --exec-mode bwrap \
+      --exec-limit-ms 5000 --request-log "$out/dtn/requests.jsonl"
     # The profile of tests/e2e/run-against.sh; the SDK's sandbox gets the
     # same image and default resources (daytona-sdk-bench.mjs).
     printf '%s\n' '{"default": "daytona", "profiles": {"daytona": {"backend": "daytona",' \
@@ -326,27 +335,12 @@ cloud_sdk_rows() {
 # delayed by DELAY_MS), the SDK's script, then sgbench's cloud set, both
 # against that one fake; the results block into BLOCK.
 cloud_phase() {
-  local name=$1 delay=$2 block=$3 dir="$out/$1-$2" port='' admin='' load_before status sdk_opt kept why
+  local name=$1 delay=$2 block=$3 dir="$out/$1-$2" load_before status sdk_opt kept why
   mkdir "$dir"
-  mkfifo "$dir/stdin"
   cloud_static "$name"
-  node "$c_fakedir/server.mjs" "${c_fake_args[@]}" --delay-ms "$delay" \
-    --request-log "$dir/requests.jsonl" <"$dir/stdin" >"$dir/fake.out" 2>"$dir/fake.err" &
-  fake_pid=$!
-  exec 8>"$dir/stdin"
-  for _ in $(seq 1 300); do
-    port=$(sed -n 's/^LISTENING \([0-9][0-9]*\)$/\1/p' "$dir/fake.out")
-    # A fake with one port serves its admin API on it.
-    admin=$(sed -n 's/^ADMIN \([0-9][0-9]*\)$/\1/p' "$dir/fake.out")
-    [ -n "$port" ] && break
-    kill -0 "$fake_pid" 2>/dev/null || break
-    sleep 0.1
-  done
-  if [ -z "$port" ]; then
-    echo "run.sh: the fake $name did not start:" >&2
-    cat "$dir/fake.err" >&2
-    exit 1
-  fi
+  start_fake "$name" "$dir" "$c_fakedir/server.mjs" "${c_fake_args[@]}" --delay-ms "$delay" \
+    --request-log "$dir/requests.jsonl"
+  # A fake with one port serves its admin API on it.
   cloud_config "$name" "$port" "${admin:-$port}" "$dir"
   printf '%s\n' "$c_profile" >"$dir/config.json"
   load_before=$(cut -d' ' -f1-3 /proc/loadavg)

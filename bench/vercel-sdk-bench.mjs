@@ -23,7 +23,7 @@
 
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { loadSdk, main, parseArgs, run } from './cloud-sdk-bench.mjs';
+import { loadSdk, main, opsOf, parseArgs, run } from './cloud-sdk-bench.mjs';
 
 const NAME = 'vercel-sdk-bench';
 const here = path.dirname(fileURLToPath(import.meta.url));
@@ -68,25 +68,7 @@ main(NAME, async () => {
     },
     setup: async () => {},
     exec,
-    ops: {
-      write_file: async ({ path: p, content }) => {
-        await writeText(content, p);
-        return '';
-      },
-      read_file: ({ path: p }) => readText(p),
-      stat_path: async ({ path: p }) => JSON.stringify(await sb.fs.stat(abs(p))),
-      run_command: async ({ argv }) => {
-        const r = await exec(argv);
-        if (r.code !== 0) throw new Error(`${argv.join(' ')}: exit ${r.code}: ${r.out}`);
-        return r.out;
-      },
-      edit_file: async ({ path: p, old_string: from, new_string: to }) => {
-        const parts = (await readText(p)).split(from);
-        if (parts.length !== 2) throw new Error(`edit ${p}: ${parts.length - 1} occurrences of the old string`);
-        await writeText(parts.join(to), p);
-        return '';
-      },
-    },
+    ops: opsOf({ exec, readText, writeText, stat: async (p) => JSON.stringify(await sb.fs.stat(abs(p))) }),
     destroy: async () => {
       if (sb) {
         await sb.stop();
