@@ -139,7 +139,8 @@ export function opsOf({ exec, readText, writeText, stat }) {
   };
 }
 
-// b: { name, sdk, version, create(), firstExec() (resolves once an exec has started), setup()
+// b: { name, sdk, version, create(), firstExec() (resolves once an exec has started, to a function that
+// waits for it to end), setup()
 // (untimed: the workspace directory), exec(argv) -> {out, code}, ops: {tool: (args) -> text},
 // destroy(), info() (optional: fields for the results) }.  Each op throws on failure.
 export async function run(b, o) {
@@ -155,8 +156,9 @@ export async function run(b, o) {
     await b.create();
     created = true;
     const createMs = performance.now() - t0;
-    await b.firstExec();
+    const finish = await b.firstExec();
     const readyMs = performance.now() - t0;
+    await finish();
     const rq = await logSince(o.log, seq);
     out.ready = { ms: readyMs, create_ms: createMs, requests: rq.length, routes_text: routesText(rq, 1) };
     await b.setup();

@@ -62,7 +62,9 @@ main(NAME, async () => {
     // The first exec waits for the task to be ready; it has started when exec() resolves.
     firstExec: async () => {
       const p = await sb.exec(['mkdir', '-p', WS], { workdir: '/' });
-      if ((await p.wait()) !== 0) throw new Error(`mkdir -p ${WS} failed`);
+      return async () => {
+        if ((await p.wait()) !== 0) throw new Error(`mkdir -p ${WS} failed`);
+      };
     },
     setup: async () => {
       await writeText('x\n', 'sgbench-probe.txt');

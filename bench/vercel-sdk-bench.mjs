@@ -64,7 +64,9 @@ main(NAME, async () => {
     },
     firstExec: async () => {
       const c = await sb.runCommand({ cmd: 'true', detached: true });
-      if ((await c.wait()).exitCode !== 0) throw new Error('the first command failed');
+      return async () => {
+        if ((await c.wait()).exitCode !== 0) throw new Error('the first command failed');
+      };
     },
     setup: async () => {},
     exec,
