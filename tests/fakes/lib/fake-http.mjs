@@ -21,6 +21,14 @@ export class HttpError extends Error {
 export const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 export const isObj = (v) => v !== null && typeof v === 'object' && !Array.isArray(v);
 
+// A fatal start-up error: prints "<name>: <msg>" on stderr and exits 2.
+export function failer(name) {
+  return (msg) => {
+    process.stderr.write(`${name}: ${msg}\n`);
+    process.exit(2);
+  };
+}
+
 // Parses argv against `spec`: {'--flag': {key, type: 'int'|'string'|'path'|'bool'|'false'}}
 // ('false' sets key to false, for --no-x switches). `defaults` gives every key's start value.
 export function parseOptions(argv, spec, defaults, usage, fail) {

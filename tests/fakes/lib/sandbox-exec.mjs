@@ -74,11 +74,14 @@ export function sandboxPathOf(root, host) {
   return host;
 }
 
+// Kills a child started `detached` and its whole process group: the group even when the child
+// itself has exited, since a background job it left is still in it.
 export function killTree(child) {
-  if (!child.pid || child.exitCode !== null || child.signalCode !== null) return;
+  if (!child || !child.pid) return;
   try {
     process.kill(-child.pid, 'SIGKILL');
   } catch {
+    if (child.exitCode !== null || child.signalCode !== null) return;
     try {
       child.kill('SIGKILL');
     } catch {
@@ -98,7 +101,8 @@ export function killAllChildren() {
 }
 
 // The processes of one sandbox. `opts`: mode ('tmpdir'|'bwrap'), root (host dir),
-// hostname, blockNetwork (bwrap only: no network at all, not even loopback).
+// hostname, blockNetwork (bwrap only: no network at all, not even loopback; a boolean or a
+// function read each time the namespace starts).
 export class SandboxProcs {
   constructor({ mode, root, hostname, blockNetwork = false }) {
     this.mode = mode;
@@ -115,7 +119,8 @@ export class SandboxProcs {
 
   anchorArgs() {
     const args = ['--die-with-parent', '--unshare-pid', '--unshare-ipc', '--unshare-uts', '--hostname', this.hostname];
-    if (this.blockNetwork) args.push('--unshare-net');
+    const block = typeof this.blockNetwork === 'function' ? this.blockNetwork() : this.blockNetwork;
+    if (block) args.push('--unshare-net');
     args.push('--info-fd', '3', '--bind', this.root, '/', '--ro-bind', '/usr', '/usr', '--ro-bind', '/etc', '/etc');
     for (const d of ['bin', 'sbin', 'lib', 'lib32', 'lib64', 'libx32']) {
       let st;

@@ -1,9 +1,10 @@
 # Shared prologue of the fakes' run-sdk-check.sh scripts (sourced, not run). The caller has
 # cd'ed into its fake's directory (server.mjs, sdk-check.mjs, package-lock.json).
 # Provides: fake_npm_ci, fake_modes, the temp dir $work (removed on exit with any fake still
-# running), counters with pass_line/fail_line, start_fake/stop_fake (sets fake_pid and port),
-# run_check (runs sdk-check.mjs against the running fake and adds up its summary),
-# show_fake_stderr, and fake_summary (prints "N passed, M failed", returns non-zero on failure).
+# running), counters with pass_line/fail_line, start_fake/stop_fake/fake_wait_gone (fake_pid,
+# port, admin), fake_leftovers, run_check (runs sdk-check.mjs against the running fake and adds
+# up its summary), show_fake_stderr, and fake_summary (prints "N passed, M failed", returns
+# non-zero on failure).
 
 # Installs the pinned packages (package-lock.json) when they are missing or stale.
 fake_npm_ci() {
@@ -30,6 +31,7 @@ fake_modes() {
 work="$(mktemp -d)"
 fake_pid=""
 port=""
+admin=""
 total_pass=0
 total_fail=0
 
@@ -53,25 +55,65 @@ fail_line() {
 	total_fail=$((total_fail + 1))
 }
 
-# start_fake NAME ARGS...: starts `node server.mjs --port 0 ARGS` (stdout to $work/NAME.out),
-# sets fake_pid and port. stdin comes from $FAKE_STDIN when set, else /dev/null.
+# start_fake NAME ARGS...: starts `node server.mjs ARGS` (stdout to $work/NAME.out) and waits
+# for its "LISTENING <port>" line (and "ADMIN <port>" too when fake_wait_admin=1); sets fake_pid,
+# port and admin. Stdin is /dev/null, or with fake_stdin_fifo=1 a fifo held open on fd 7, so
+# that `exec 7>&-` is the fake's stdin EOF.
 start_fake() {
 	local name="$1"
 	shift
-	local out="$work/$name.out"
+	local out="$work/$name.out" in=/dev/null
 	: >"$out"
-	node server.mjs --port 0 "$@" >"$out" 2>"$work/$name.err" <"${FAKE_STDIN:-/dev/null}" &
+	if [ "${fake_stdin_fifo:-0}" = 1 ]; then
+		in="$work/$name.fifo"
+		rm -f "$in"
+		mkfifo "$in"
+	fi
+	node server.mjs "$@" >"$out" 2>"$work/$name.err" <"$in" &
 	fake_pid=$!
+	[ "$in" = /dev/null ] || exec 7>"$in"
 	port=""
+	admin=""
 	for _ in $(seq 1 200); do
 		port="$(sed -n 's/^LISTENING \([0-9][0-9]*\)$/\1/p' "$out" 2>/dev/null)"
-		[ -n "$port" ] && return 0
+		admin="$(sed -n 's/^ADMIN \([0-9][0-9]*\)$/\1/p' "$out" 2>/dev/null)"
+		if [ -n "$port" ] && { [ "${fake_wait_admin:-0}" != 1 ] || [ -n "$admin" ]; }; then
+			return 0
+		fi
 		kill -0 "$fake_pid" 2>/dev/null || break
 		sleep 0.05
 	done
 	sed 's/^/#   /' "$work/$name.err"
 	fake_pid=""
 	return 1
+}
+
+# fake_wait_gone: after the fake's stdin was closed, waits up to 5 s for it to exit; true if it
+# did (fake_pid is then cleared), false (and the fake killed) if not.
+fake_wait_gone() {
+	local i
+	for i in $(seq 1 100); do
+		if ! kill -0 "$fake_pid" 2>/dev/null; then
+			wait "$fake_pid" 2>/dev/null
+			fake_pid=""
+			return 0
+		fi
+		sleep 0.05
+	done
+	kill "$fake_pid" 2>/dev/null
+	wait "$fake_pid" 2>/dev/null
+	fake_pid=""
+	return 1
+}
+
+# fake_leftovers DIR: prints the pids of processes whose command line or cwd is under DIR.
+fake_leftovers() {
+	local p left
+	left="$(pgrep -f -- "$1" | tr '\n' ' ')"
+	for p in /proc/[0-9]*; do
+		case "$(readlink "$p/cwd" 2>/dev/null)" in "$1"*) left+=" ${p#/proc/}" ;; esac
+	done
+	echo "$left" | tr -s ' ' | sed 's/^ //; s/ $//'
 }
 
 stop_fake() {

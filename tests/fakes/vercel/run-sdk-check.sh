@@ -16,7 +16,7 @@ fake_modes "$@"
 
 for mode in "${modes[@]}"; do
 	log="$work/$mode.requests.jsonl"
-	if ! start_fake "$mode" --exec-mode "$mode" --request-log "$log" --state-dir "$work/$mode.state" --no-stdin-watch; then
+	if ! start_fake "$mode" --port 0 --exec-mode "$mode" --request-log "$log" --state-dir "$work/$mode.state" --no-stdin-watch; then
 		fail_line "[$mode] the fake did not start"
 		continue
 	fi
@@ -31,16 +31,9 @@ done
 # Closing stdin stops the fake, and a command it left running dies with it.
 mode="${modes[${#modes[@]}-1]}"
 state="$work/eof.state"
-mkfifo "$work/stdin"
-FAKE_STDIN="$work/stdin" start_fake eof --exec-mode "$mode" --state-dir "$state" &
-starter=$!
-exec 7>"$work/stdin"
-wait "$starter"
-port="$(sed -n 's/^LISTENING \([0-9][0-9]*\)$/\1/p' "$work/eof.out")"
-if [ -z "$port" ]; then
+if ! fake_stdin_fifo=1 start_fake eof --port 0 --exec-mode "$mode" --state-dir "$state"; then
 	fail_line "[eof] the fake did not start"
 else
-	fake_pid="$(pgrep -n -f -- "--state-dir $state" || true)"
 	u="http://127.0.0.1:$port"
 	q="teamId=team_fake"
 	sid="$(curl -sf -X POST "$u/v3/sandboxes?$q" -H 'Authorization: Bearer test-token' \
@@ -53,30 +46,17 @@ else
 		fail_line "[eof] could not leave a command running (session '$sid')"
 	fi
 	exec 7>&-
-	gone=0
-	for _ in $(seq 1 100); do
-		if ! kill -0 "$fake_pid" 2>/dev/null; then
-			gone=1
-			break
-		fi
-		sleep 0.05
-	done
-	if [ "$gone" -eq 1 ]; then
+	if fake_wait_gone; then
 		pass_line "[eof] closing stdin stopped the fake"
 	else
 		fail_line "[eof] the fake ignored stdin EOF"
-		kill "$fake_pid" 2>/dev/null
 	fi
-	fake_pid=""
 	sleep 0.2
-	left="$(pgrep -f -- "$state" | tr '\n' ' ')"
-	for p in /proc/[0-9]*; do
-		case "$(readlink "$p/cwd" 2>/dev/null)" in "$state"*) left+=" ${p#/proc/}" ;; esac
-	done
-	if [ -z "${left// /}" ] && ! pgrep -x -f 'sleep 6007' >/dev/null; then
+	left="$(fake_leftovers "$state")"
+	if [ -z "$left" ] && ! pgrep -x -f 'sleep 6007' >/dev/null; then
 		pass_line "[eof] no sandbox process outlived the fake"
 	else
-		fail_line "[eof] processes of the stopped fake's sandboxes still run:$left"
+		fail_line "[eof] processes of the stopped fake's sandboxes still run: $left"
 	fi
 fi
 

@@ -8,7 +8,7 @@
 // "N passed, M failed"; exits 1 on any failure.
 
 import fs from 'node:fs';
-import { APIError, Sandbox } from '@vercel/sandbox';
+import { APIError, Sandbox, StreamError } from '@vercel/sandbox';
 
 const FAKE = process.env.FAKE_URL;
 const MODE = process.env.FAKE_EXEC_MODE || 'tmpdir';
@@ -125,6 +125,27 @@ await check('invalid resources, timeout and tags: 400', async () => {
   assert(!(await fakeSandbox(`bad-${RUN}`)), 'no sandbox was made by an invalid create');
 });
 
+await check('a create whose answer is lost (500 after it was done): the SDK retry gets 409', async () => {
+  await admin('POST', '/__fake/faults', { method: 'POST', path: '^/v3/sandboxes$', status: 500, after: true });
+  await rejects(Sandbox.create({ ...P, name: `lost-${RUN}`, timeout: 60000 }), 409, 'sandbox_already_exists', 'create');
+  const f = await fakeSandbox(`lost-${RUN}`);
+  assert(f && f.sessions.length === 1, 'exactly one sandbox with one session exists');
+  await (await Sandbox.get({ ...P, name: `lost-${RUN}` })).delete();
+});
+
+await check('OIDC-style token (raw API): team and project from its claims; expired or foreign: 401', async () => {
+  const jwt = (claims) => ['e30', Buffer.from(JSON.stringify(claims)).toString('base64url'), 'sig'].join('.');
+  const list = (tok) => fetch(`${FAKE}/v2/sandboxes?teamId=team_fake`, { headers: { authorization: `Bearer ${tok}` } });
+  const exp = Math.floor(Date.now() / 1000) + 3600;
+  const ok = await list(jwt({ owner_id: 'team_fake', project_id: 'prj_fake', exp }));
+  eq(ok.status, 200, 'status with a valid token');
+  assert((await ok.json()).sandboxes.some((s) => s.name === name), 'the project comes from the token');
+  eq((await list(jwt({ owner_id: 'team_fake', project_id: 'prj_fake', exp: 1000 }))).status, 401, 'expired token');
+  eq((await list(jwt({ owner_id: 'team_other', project_id: 'prj_fake', exp }))).status, 401, 'token of another team');
+  const noTeam = await fetch(`${FAKE}/v2/sandboxes?project=prj_fake`, { headers: { authorization: 'Bearer test-token' } });
+  eq(noTeam.status, 400, 'no teamId');
+});
+
 await check('wrong token: 401', async () => {
   await rejects(Sandbox.get({ ...P, token: 'wrong', name }), 401, 'unauthorized', 'get with a wrong token');
 });
@@ -197,6 +218,22 @@ await check('extendTimeout adds to the running session', async () => {
   await sb.extendTimeout(60000);
   const f = await fakeSandbox(name);
   eq(f.sessions[0].timeout, 660000, 'session timeout');
+  await rejects(sb.extendTimeout(5 * 3600 * 1000), 400, 'sandbox_timeout_invalid', 'extend beyond the plan maximum');
+});
+
+await check('update (PATCH) tags and timeout, network policy, listSessions', async () => {
+  await sb.update({ tags: { owner: 'sdk-check', run: RUN, extra: 'x' }, timeout: 720000 });
+  eq(sb.tags, { owner: 'sdk-check', run: RUN, extra: 'x' }, 'tags after update');
+  let f = await fakeSandbox(name);
+  eq(f.timeout, 720000, 'sandbox timeout');
+  eq(f.sessions[0].timeout, 720000, 'session timeout (the SDK extended it to the new value)');
+  const np = await sb.updateNetworkPolicy({ allow: ['example.com'], subnets: { deny: ['10.0.0.0/8'] } });
+  eq(np, { allow: ['example.com'], subnets: { deny: ['10.0.0.0/8'] } }, 'policy as the SDK reads it back');
+  f = await fakeSandbox(name);
+  eq(f.networkPolicy, { mode: 'custom', allowedDomains: ['example.com'], deniedCIDRs: ['10.0.0.0/8'] }, 'policy recorded');
+  await sb.updateNetworkPolicy('deny-all');
+  const sessions = await sb.listSessions();
+  eq(sessions.sessions.map((x) => x.id), [f.sessions[0].id], 'sessions');
 });
 
 let snapId;
@@ -269,6 +306,21 @@ await check('timeout: the session stops when it expires; the SDK resumes with th
   eq(f.status, 'stopped', 'status after the timeout');
   const c = await t.runCommand('cat', ['kept.txt']);
   eq(await c.stdout(), 'kept\n', 'file after resume');
+  await t.delete();
+});
+
+await check('the session times out under a waiting command: the stream ends with sandbox_stream_closed', async () => {
+  const t = await Sandbox.create({ ...P, name: `closed-${RUN}`, timeout: 60000, persistent: false });
+  const sid = (await fakeSandbox(`closed-${RUN}`)).currentSessionId;
+  const running = t.runCommand('sleep', ['30']).then(() => null, (e) => e);
+  await sleep(300);
+  await admin('POST', `/__fake/sessions/${sid}/expire`);
+  const err = await running;
+  assert(err instanceof StreamError, `a StreamError, got ${err?.stack || err}`);
+  eq(err.code, 'sandbox_stream_closed', 'stream error code');
+  const f = await fakeSandbox(`closed-${RUN}`);
+  eq([f.status, f.sessions[0].processes], ['stopped', 0], 'stopped, no process left');
+  eq(f.currentSnapshotId, undefined, 'a non-persistent sandbox is not snapshotted');
   await t.delete();
 });
 

@@ -16,7 +16,7 @@ import path from 'node:path';
 import { StringDecoder } from 'node:string_decoder';
 import zlib from 'node:zlib';
 import {
-  Faults, HttpError, RequestLog, isObj, msSince, parseOptions, readBody, readJson, serve, sleep,
+  Faults, HttpError, RequestLog, failer, isObj, msSince, parseOptions, readBody, readJson, serve, sleep,
 } from '../lib/fake-http.mjs';
 import {
   PathError, SandboxProcs, bwrapUsable, hostPath as mapPath, killAllChildren,
@@ -30,10 +30,7 @@ const USAGE = `usage: node server.mjs [--port N] [--token T] [--team-id ID] [--p
        [--exec-mode tmpdir|bwrap] [--delay-ms N] [--stop-ms N] [--snapshot-ms N]
        [--max-timeout-ms N] [--max-vcpus N] [--request-log FILE] [--state-dir DIR] [--no-stdin-watch]`;
 
-function fail(msg) {
-  process.stderr.write(`fake-vercel: ${msg}\n`);
-  process.exit(2);
-}
+const fail = failer('fake-vercel');
 
 const OPTS = parseOptions(process.argv.slice(2), {
   '--port': { key: 'port', type: 'int' },
@@ -487,6 +484,8 @@ function stopSession(ss, { reason = 'stop', snapshot = false, expiration } = {})
     if (sb) sb.totalDurationMs += ss.duration;
     setStatus(ss, 'stopped');
     fs.rmSync(path.dirname(ss._.root), { recursive: true, force: true });
+    // Commands and their output go with the session (later calls get 410).
+    for (const cmd of ss._.commands.values()) cmd.logs = [];
     return sn;
   })().finally(() => {
     ss._.stopping = null;
@@ -500,10 +499,16 @@ function runningSession(ctx) {
   const ss = STATE.sessions.get(ctx.params.sid);
   if (!ss || !STATE.sandboxes.has(ss._.key)) throw apiError(404, 'not_found', `Session not found: ${ctx.params.sid}`);
   ctx.sessionId = ss.id;
-  if (ss.status === 'stopping') throw apiError(422, 'sandbox_stopping', 'Sandbox is stopping');
-  if (ss.status === 'snapshotting') throw apiError(422, 'sandbox_snapshotting', 'Sandbox is snapshotting');
-  if (ss.status !== 'running') throw apiError(410, 'sandbox_stopped', 'Sandbox is stopped');
+  const e = notRunningError(ss);
+  if (e) throw e;
   return ss;
+}
+
+function notRunningError(ss) {
+  if (ss.status === 'stopping') return apiError(422, 'sandbox_stopping', 'Sandbox is stopping');
+  if (ss.status === 'snapshotting') return apiError(422, 'sandbox_snapshotting', 'Sandbox is snapshotting');
+  if (ss.status !== 'running') return apiError(410, 'sandbox_stopped', 'Sandbox is stopped');
+  return null;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -639,7 +644,6 @@ async function hUpdate(ctx) {
   const sb = findSandbox(ctx);
   const b = (await readJson(ctx, MAX_BODY_BYTES)) ?? {};
   if (!isObj(b)) throw bad('body must be a JSON object');
-  const ss = currentSession(sb);
   // Everything is validated before anything changes.
   const res = b.resources !== undefined ? checkResources(b.resources) : null;
   const timeout = b.timeout !== undefined ? checkTimeout(b.timeout) : undefined;
@@ -661,12 +665,8 @@ async function hUpdate(ctx) {
   if (b.keepLastSnapshots !== undefined) sb.keepLastSnapshots = isObj(b.keepLastSnapshots) ? b.keepLastSnapshots : undefined;
   if (b.currentSnapshotId !== undefined) sb.currentSnapshotId = b.currentSnapshotId;
   sb.updatedAt = now();
-  // A longer timeout also lengthens the running session (the SDK relies on that).
-  if (timeout !== undefined && ss.status === 'running' && timeout > ss.timeout) {
-    ss.timeout = timeout;
-    ss.updatedAt = sb.updatedAt;
-    armTimeout(ss);
-  }
+  // The sandbox's settings apply to its next session: the SDK lengthens a running session
+  // itself (extend-timeout) and changes its network with the network-policy call.
   const out = { sandbox: sandboxView(sb) };
   if (ports) out.routes = routesOf(sb);
   reply(ctx, 200, out);
@@ -862,6 +862,11 @@ async function startCommand(ss, sb, b) {
     hostCwd,
     env: { ...baseEnv(ss, sb), ...env },
   });
+  if (ss.status !== 'running') {
+    // The session began to stop while the command was starting: nothing may outlive the stop.
+    if (child) ss._.procs.killAll();
+    throw notRunningError(ss);
+  }
   if (error) {
     // What a shell reports when the working directory is missing.
     setImmediate(() => {
@@ -992,12 +997,8 @@ async function hGetCommand(ctx) {
   const { ss, cmd } = findCommand(ctx);
   if (ctx.url.searchParams.get('wait') === 'true' && cmd.exitCode === null) {
     await cmd.done;
-    if (cmd.exitCode === null) {
-      // The session stopped under the wait: the same answer as a call after the stop.
-      ctx.params.sid = ss.id;
-      runningSession(ctx);
-      throw apiError(410, 'sandbox_stopped', 'Sandbox is stopped');
-    }
+    // The session stopped under the wait: the same answer as a call after the stop.
+    if (cmd.exitCode === null) throw notRunningError(ss) ?? apiError(410, 'sandbox_stopped', 'Sandbox is stopped');
   }
   reply(ctx, 200, { command: commandView(cmd) });
 }
