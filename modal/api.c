@@ -678,6 +678,8 @@ sg_err mdl_router_open(struct mdl_client *c, const char *sandbox_id,
 	rc = sg_grpc_channel_new(url, NULL, &r->ch, err);
 	if (!rc)
 		rc = sg_buf_addf(&line, "authorization: Bearer %s", aresp->jwt);
+	if (!rc)
+		r->exp = jwt_exp(aresp->jwt);
 	if (!rc) {
 		r->auth_line = line.p;
 		line = (struct sg_buf)SG_BUF_INIT(0);
@@ -843,7 +845,9 @@ sg_err mdl_run(struct mdl_client *c, struct mdl_router *r,
 	req.n_command_args = argc;
 	req.command_args = (char **)x->argv;
 	req.stdout_config = MODAL__TASK_COMMAND_ROUTER__TASK_EXEC_STDOUT_CONFIG__TASK_EXEC_STDOUT_CONFIG_PIPE;
-	req.stderr_config = MODAL__TASK_COMMAND_ROUTER__TASK_EXEC_STDERR_CONFIG__TASK_EXEC_STDERR_CONFIG_PIPE;
+	req.stderr_config = x->merge
+		? MODAL__TASK_COMMAND_ROUTER__TASK_EXEC_STDERR_CONFIG__TASK_EXEC_STDERR_CONFIG_STDOUT
+		: MODAL__TASK_COMMAND_ROUTER__TASK_EXEC_STDERR_CONFIG__TASK_EXEC_STDERR_CONFIG_PIPE;
 	if (x->timeout_secs) {
 		req._timeout_secs_case =
 			MODAL__TASK_COMMAND_ROUTER__TASK_EXEC_START_REQUEST___TIMEOUT_SECS_TIMEOUT_SECS;
@@ -884,10 +888,10 @@ sg_err mdl_run(struct mdl_client *c, struct mdl_router *r,
 	}
 	rc = read_stream(r, exec_id, 0, &res->out, &res->out_total, deadline,
 			 &res->router_calls, cancel, err);
-	if (!rc)
+	if (!rc && !x->merge)
 		rc = read_stream(r, exec_id, 1, &res->err, &res->err_total,
 				 deadline, &res->router_calls, cancel, err);
-	if (rc)
+	if (rc || x->no_wait)
 		goto out;
 	{
 		Modal__TaskCommandRouter__TaskExecWaitRequest wq =
