@@ -295,9 +295,8 @@ cloud_config() {
         MODAL_TOKEN_SECRET=as-test MODAL_CONFIG_PATH="$4/none.toml") ;;
     vercel)
       c_log="http://127.0.0.1:$2/__fake/requests" c_url="http://127.0.0.1:$2"
-      c_profile='{"default": "vercel", "profiles": {"vercel": {"backend": "vercel"}}}'
-      c_env=(VERCEL_API_URL="http://127.0.0.1:$2" VERCEL_TOKEN=test-token
-        VERCEL_TEAM_ID=team_fake VERCEL_PROJECT_ID=prj_fake) ;;
+      c_profile='{"default": "vercel", "profiles": {"vercel": {"backend": "vercel", "team": "team_fake", "project": "prj_fake", "api_url": "http://127.0.0.1:'$2'"}}}'
+      c_env=(VERCEL_TOKEN=test-token) ;;
   esac
 }
 
