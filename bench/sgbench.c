@@ -2937,7 +2937,7 @@ static long cl_round_trips(struct cl_call *c)
 
 	qsort(c->life, (size_t)c->nlife, sizeof(c->life[0]), cmp_life);
 	for (int i = 0; i < c->nlife; i++) {
-		if (c->life[i][0] >= end - CL_SLACK_US)
+		if (i == 0 || c->life[i][0] >= end - CL_SLACK_US)
 			n++;
 		if (c->life[i][1] > end)
 			end = c->life[i][1];
