@@ -16,11 +16,11 @@ import fsp from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import {
-  Faults, HttpError, RequestLog, failer, isObj, msSince, parseOptions, readBody as readBodyMax, readJson as readJsonMax, serve, sleep,
+  Faults, HttpError, RequestLog, failer, isObj, logAndFaultHandlers, msSince, parseOptions, readBody as readBodyMax, readJson as readJsonMax, serve, sleep,
 } from '../lib/fake-http.mjs';
 import {
-  PathError, SHELL, SandboxProcs, bwrapUsable, capPush as capPushMax, containCheck as containCheckIn,
-  hostPath as mapPath, killAllChildren, killTree, sandboxPathOf as sandboxPathIn,
+  PathError, SHELL, SandboxProcs, capPush as capPushMax, containCheck as containCheckIn,
+  hostPath as mapPath, killAllChildren, killTree, sandboxBaseDir, sandboxPathOf as sandboxPathIn,
 } from '../lib/sandbox-exec.mjs';
 
 // ---------------------------------------------------------------------------------------------
@@ -1614,28 +1614,8 @@ async function aState(ctx) {
   });
 }
 
-async function aRequests(ctx) {
-  const since = Number(ctx.url.searchParams.get('since') || 0);
-  reply(ctx, 200, { requests: LOG.since(since) });
-}
-
-async function aClearRequests(ctx) {
-  LOG.clear();
-  reply(ctx, 204, null);
-}
-
-async function aAddFaults(ctx) {
-  reply(ctx, 201, { faults: FAULTS.add(await readJson(ctx)) });
-}
-
-async function aListFaults(ctx) {
-  reply(ctx, 200, { faults: FAULTS.list() });
-}
-
-async function aClearFaults(ctx) {
-  FAULTS.clear();
-  reply(ctx, 204, null);
-}
+// GET/DELETE /__fake/requests and POST/GET/DELETE /__fake/faults.
+const ADMIN_LOG = logAndFaultHandlers({ log: LOG, faults: FAULTS, reply, readJson });
 
 async function aGetConfig(ctx) {
   reply(ctx, 200, CONFIG);
@@ -1752,11 +1732,11 @@ const ROUTES = [
   // admin
   ['admin', 'GET', '/__fake/health', 'health', aHealth],
   ['admin', 'GET', '/__fake/state', 'state', aState],
-  ['admin', 'GET', '/__fake/requests', 'requests', aRequests],
-  ['admin', 'DELETE', '/__fake/requests', 'clearRequests', aClearRequests],
-  ['admin', 'POST', '/__fake/faults', 'addFaults', aAddFaults],
-  ['admin', 'GET', '/__fake/faults', 'listFaults', aListFaults],
-  ['admin', 'DELETE', '/__fake/faults', 'clearFaults', aClearFaults],
+  ['admin', 'GET', '/__fake/requests', 'requests', ADMIN_LOG.requests],
+  ['admin', 'DELETE', '/__fake/requests', 'clearRequests', ADMIN_LOG.clearRequests],
+  ['admin', 'POST', '/__fake/faults', 'addFaults', ADMIN_LOG.addFaults],
+  ['admin', 'GET', '/__fake/faults', 'listFaults', ADMIN_LOG.listFaults],
+  ['admin', 'DELETE', '/__fake/faults', 'clearFaults', ADMIN_LOG.clearFaults],
   ['admin', 'GET', '/__fake/config', 'getConfig', aGetConfig],
   ['admin', 'POST', '/__fake/config', 'setConfig', aSetConfig],
   ['admin', 'POST', '/__fake/reset', 'reset', aReset],
@@ -2007,14 +1987,10 @@ function lifecycleSweep() {
 // ---------------------------------------------------------------------------------------------
 
 function main() {
-  if (OPTS.execMode === 'bwrap' && !bwrapUsable()) fail('--exec-mode bwrap needs bubblewrap (bwrap) on PATH');
-  if (OPTS.stateDir) {
-    fs.mkdirSync(path.join(OPTS.stateDir, 'sandboxes'), { recursive: true });
-    STATE.baseDir = OPTS.stateDir;
-  } else {
-    STATE.baseDir = fs.mkdtempSync(path.join(os.tmpdir(), 'fake-daytona-'));
-    STATE.ownsBaseDir = true;
-  }
+  const base = sandboxBaseDir({ execMode: OPTS.execMode, stateDir: OPTS.stateDir, prefix: 'fake-daytona-', fail });
+  STATE.baseDir = base.dir;
+  STATE.ownsBaseDir = base.owned;
+  fs.mkdirSync(path.join(STATE.baseDir, 'sandboxes'), { recursive: true });
   serve({
     name: 'fake-daytona',
     port: OPTS.port,

@@ -120,7 +120,8 @@ export class RequestLog {
 // Fault rules. A rule: {method?, path (regex on the URL path), nth? (the first matching
 // request it fires on, 1 = the next one), count? (how many matching requests it fires on from
 // there, default 1), action, ...action fields}. Actions are the caller's list; the common ones:
-// status {status, retryAfter?, body?, headers?}, drop (connection destroyed), delay {delayMs}.
+// status {status, retryAfter?, body?, headers?}, drop (connection destroyed), delay {delayMs},
+// cut {bytes} (the answer breaks off after that many body bytes).
 export class Faults {
   constructor(actions) {
     this.actions = actions;
@@ -137,6 +138,7 @@ export class Faults {
       const action = f.action || (f.status ? 'status' : f.delayMs ? 'delay' : null);
       if (!this.actions.includes(action)) throw new HttpError(400, `action must be one of ${this.actions.join(', ')}`);
       if (action === 'status' && !Number.isInteger(f.status)) throw new HttpError(400, 'a status fault needs an integer "status"');
+      if (action === 'cut' && !(Number.isInteger(f.bytes) && f.bytes >= 0)) throw new HttpError(400, 'a cut fault needs an integer "bytes" >= 0');
       let re;
       try {
         re = new RegExp(f.path);
@@ -187,6 +189,25 @@ export class Faults {
   clear() {
     this.rules = [];
   }
+}
+
+// The admin handlers every fake has over its request log and fault rules, answering through
+// the fake's own `reply(ctx, status, body)` and `readJson(ctx)`:
+// GET requests?since=, DELETE requests, POST/GET/DELETE faults.
+export function logAndFaultHandlers({ log, faults, reply, readJson }) {
+  return {
+    requests: async (ctx) => reply(ctx, 200, { requests: log.since(Number(ctx.url.searchParams.get('since') || 0)) }),
+    clearRequests: async (ctx) => {
+      log.clear();
+      reply(ctx, 204, null);
+    },
+    addFaults: async (ctx) => reply(ctx, 201, { faults: faults.add(await readJson(ctx)) }),
+    listFaults: async (ctx) => reply(ctx, 200, { faults: faults.list() }),
+    clearFaults: async (ctx) => {
+      faults.clear();
+      reply(ctx, 204, null);
+    },
+  };
 }
 
 // Starts the fake: `handler(req, res)` for every request, `onUpgrade` for upgrades, listening

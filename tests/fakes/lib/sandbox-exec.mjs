@@ -16,6 +16,7 @@
 
 import { spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 
 export const SHELL = fs.existsSync('/bin/bash') ? '/bin/bash' : '/bin/sh';
@@ -94,6 +95,17 @@ export function killTree(child) {
 export function bwrapUsable() {
   const r = spawnSync('bwrap', ['--version'], { encoding: 'utf8' });
   return r.status === 0;
+}
+
+// A fake's start: checks that its exec mode can work (`fail(msg)` if not) and returns where
+// its sandboxes live: {dir: stateDir, owned: false}, or a new temp dir it removes at exit.
+export function sandboxBaseDir({ execMode, stateDir, prefix, fail }) {
+  if (execMode === 'bwrap' && !bwrapUsable()) fail('--exec-mode bwrap needs bubblewrap (bwrap) on PATH');
+  if (stateDir) {
+    fs.mkdirSync(stateDir, { recursive: true });
+    return { dir: stateDir, owned: false };
+  }
+  return { dir: fs.mkdtempSync(path.join(os.tmpdir(), prefix)), owned: true };
 }
 
 export function killAllChildren() {
@@ -250,7 +262,11 @@ export class SandboxProcs {
 
   // Everything running in the sandbox: its commands and, in bwrap mode, its namespace
   // (killing the namespace's pid 1 kills whatever a command left in the background).
-  killAll() {
+  // Resolves once every child killed here has exited (at most `waitMs`), so a caller that
+  // reports the sandbox stopped can await it and be true.
+  killAll(waitMs = 5000) {
+    const dying = [...this.procs];
+    if (this.anchor) dying.push(this.anchor.proc);
     if (this.anchor) {
       killTree(this.anchor.proc);
       try {
@@ -269,6 +285,15 @@ export class SandboxProcs {
       }
     }
     this.pgids.clear();
+    const exited = (c) =>
+      c.exitCode !== null || c.signalCode !== null ? Promise.resolve() : new Promise((r) => c.once('exit', r));
+    let timer;
+    return Promise.race([
+      Promise.all(dying.map(exited)),
+      new Promise((r) => {
+        timer = setTimeout(r, waitMs);
+      }),
+    ]).finally(() => clearTimeout(timer));
   }
 }
 

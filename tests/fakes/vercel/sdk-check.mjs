@@ -82,6 +82,16 @@ const lastSeq = async () => {
 };
 const fakeSandbox = async (name) => (await state()).sandboxes.find((s) => s.name === name);
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+// Polls the fake's state until pred(sandbox view) holds (a loaded CI machine is slow).
+async function until(sbName, pred, what, ms = 10000) {
+  const end = Date.now() + ms;
+  for (;;) {
+    const f = await fakeSandbox(sbName);
+    if (f && pred(f)) return f;
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await sleep(50);
+  }
+}
 
 const name = `sdk-check-${RUN}`;
 let sb;
@@ -104,7 +114,6 @@ await check('create: name, tags, resources, timeout, networkPolicy, env', async 
   eq(sb.timeout, 600000, 'timeout');
   eq(sb.tags, { owner: 'sdk-check', run: RUN }, 'tags');
   eq(sb.networkPolicy, 'deny-all', 'networkPolicy');
-  firstSession = sb.currentSession().sessionId ?? sb.currentSession().session?.id;
   const f = await fakeSandbox(name);
   assert(f && f.sessions.length === 1 && f.sessions[0].status === 'running', 'the fake holds one running session');
   firstSession = f.sessions[0].id;
@@ -171,12 +180,13 @@ await check('runCommand (wait): stdout, stderr, exit code, cwd, env', async () =
 await check('runCommand (detached) + logs + kill + wait', async () => {
   const c = await sb.runCommand({ cmd: 'sh', args: ['-c', 'i=0; while true; do i=$((i+1)); echo tick $i; sleep 0.1; done'], detached: true });
   eq(c.exitCode, null, 'exit code of a running command');
-  const seen = [];
+  let seen = '';
   for await (const l of c.logs()) {
-    seen.push(l.data);
-    if (seen.length === 2) break;
+    eq(l.stream, 'stdout', 'stream');
+    seen += l.data;
+    if (seen.split('\n').length > 2) break;
   }
-  eq(seen, ['tick 1\n', 'tick 2\n'], 'first two log lines');
+  assert(seen.startsWith('tick 1\ntick 2\n'), `first two log lines: ${JSON.stringify(seen)}`);
   await c.kill();
   const done = await c.wait();
   eq(done.exitCode, 143, 'exit code after SIGTERM');
@@ -287,7 +297,7 @@ await check('slow stop: 422 sandbox_stopping, the SDK resumes after it', async (
   try {
     const seq = await lastSeq();
     const stopping = sb.stop();
-    await sleep(100);
+    await until(name, (f) => f.status === 'stopping', 'the stop to begin');
     const c = await sb.runCommand('echo', ['after-stop']);
     eq(await c.stdout(), 'after-stop\n', 'output');
     await stopping;
@@ -299,11 +309,11 @@ await check('slow stop: 422 sandbox_stopping, the SDK resumes after it', async (
 });
 
 await check('timeout: the session stops when it expires; the SDK resumes with the files', async () => {
-  const t = await Sandbox.create({ ...P, name: `short-${RUN}`, timeout: 1000 });
+  const t0 = Date.now();
+  const t = await Sandbox.create({ ...P, name: `short-${RUN}`, timeout: 1500 });
   await t.writeFiles([{ path: 'kept.txt', content: Buffer.from('kept\n') }]);
-  await sleep(1400);
-  const f = await fakeSandbox(`short-${RUN}`);
-  eq(f.status, 'stopped', 'status after the timeout');
+  await until(`short-${RUN}`, (f) => f.status === 'stopped', 'the timeout');
+  assert(Date.now() - t0 >= 1400, `stopped after ${Date.now() - t0} ms, before its timeout`);
   const c = await t.runCommand('cat', ['kept.txt']);
   eq(await c.stdout(), 'kept\n', 'file after resume');
   await t.delete();
@@ -313,7 +323,7 @@ await check('the session times out under a waiting command: the stream ends with
   const t = await Sandbox.create({ ...P, name: `closed-${RUN}`, timeout: 60000, persistent: false });
   const sid = (await fakeSandbox(`closed-${RUN}`)).currentSessionId;
   const running = t.runCommand('sleep', ['30']).then(() => null, (e) => e);
-  await sleep(300);
+  await until(`closed-${RUN}`, (f) => f.sessions[0].commands.some((c) => c.running), 'the command to start');
   await admin('POST', `/__fake/sessions/${sid}/expire`);
   const err = await running;
   assert(err instanceof StreamError, `a StreamError, got ${err?.stack || err}`);

@@ -16,10 +16,10 @@ import path from 'node:path';
 import { StringDecoder } from 'node:string_decoder';
 import zlib from 'node:zlib';
 import {
-  Faults, HttpError, RequestLog, failer, isObj, msSince, parseOptions, readBody, readJson, serve, sleep,
+  Faults, HttpError, RequestLog, failer, isObj, logAndFaultHandlers, msSince, parseOptions, readBody, readJson, serve, sleep,
 } from '../lib/fake-http.mjs';
 import {
-  PathError, SandboxProcs, bwrapUsable, hostPath as mapPath, killAllChildren,
+  PathError, SandboxProcs, hostPath as mapPath, killAllChildren, sandboxBaseDir,
 } from '../lib/sandbox-exec.mjs';
 
 // ---------------------------------------------------------------------------------------------
@@ -470,8 +470,9 @@ function stopSession(ss, { reason = 'stop', snapshot = false, expiration } = {})
     ss.requestedStopAt = now();
     setStatus(ss, snapshot ? 'snapshotting' : 'stopping');
     // Processes die first; a stream still waiting on a command gets the API's error line.
-    ss._.procs.killAll();
+    const gone = ss._.procs.killAll();
     for (const cmd of ss._.commands.values()) closeCommandStreams(cmd, reason);
+    await gone;
     if (!snapshot && CONFIG.stopMs) await sleep(CONFIG.stopMs);
     let sn = null;
     if (snapshot || (sb && sb.persistent)) {
@@ -491,6 +492,21 @@ function stopSession(ss, { reason = 'stop', snapshot = false, expiration } = {})
     ss._.stopping = null;
   });
   return ss._.stopping;
+}
+
+// Ends a session without a snapshot (delete, reset, a vanished sandbox): `stopping` while its
+// processes die, then `stopped` with its files gone. A stopped session is left as it is.
+async function killSession(ss) {
+  clearTimeout(ss._.timer);
+  if (ss.status === 'stopped') return;
+  setStatus(ss, 'stopping');
+  const gone = ss._.procs.killAll();
+  for (const cmd of ss._.commands.values()) closeCommandStreams(cmd, 'deleted');
+  await gone;
+  ss.stoppedAt = now();
+  ss.duration = ss.stoppedAt - ss.startedAt;
+  setStatus(ss, 'stopped');
+  fs.rmSync(path.dirname(ss._.root), { recursive: true, force: true });
 }
 
 // The session a per-session call addresses, which must be running: 410 once stopped, 422
@@ -516,7 +532,10 @@ function notRunningError(ss) {
 // ---------------------------------------------------------------------------------------------
 
 function projectOf(ctx, fromBody) {
-  const p = fromBody ?? ctx.url.searchParams.get('projectId') ?? ctx.url.searchParams.get('project') ?? ctx.claims?.project_id;
+  const q = ctx.url.searchParams;
+  // An OIDC token names its project; one without project_id gets --project-id.
+  const fromToken = ctx.claims ? (ctx.claims.project_id ?? OPTS.projectId) : undefined;
+  const p = fromBody ?? q.get('projectId') ?? q.get('project') ?? fromToken;
   if (!p) throw bad('projectId is required');
   return p;
 }
@@ -677,15 +696,7 @@ async function hDelete(ctx) {
   const ss = currentSession(sb);
   // A delete stops the running session without a snapshot.
   if (ss._.stopping) await ss._.stopping;
-  if (ss.status === 'running') {
-    clearTimeout(ss._.timer);
-    ss._.procs.killAll();
-    for (const cmd of ss._.commands.values()) closeCommandStreams(cmd, 'deleted');
-    ss.stoppedAt = now();
-    ss.duration = ss.stoppedAt - ss.startedAt;
-    setStatus(ss, 'stopped');
-    fs.rmSync(path.dirname(ss._.root), { recursive: true, force: true });
-  }
+  await killSession(ss);
   const view = sandboxView(sb);
   STATE.sandboxes.delete(sb.key);
   STATE.deleted.push(sb.name);
@@ -903,6 +914,12 @@ async function startCommand(ss, sb, b) {
 // Streams NDJSON lines to ctx; returns {line(obj), end()}. Faults of action "cut" end the
 // connection after `bytes` bytes of the body.
 function ndjsonStream(ctx) {
+  const f = ctx.fault;
+  if (f && f.after && (f.action === 'drop' || f.action === 'status')) {
+    // The command runs (or the logs exist); only the answer is lost or replaced.
+    reply(ctx, 200, null);
+    return { line() {}, end() {} };
+  }
   ctx.status = 200;
   ctx.res.writeHead(200, { 'Content-Type': NDJSON, 'Cache-Control': 'no-store' });
   ctx.replied = true;
@@ -1225,34 +1242,7 @@ async function aState(ctx) {
   });
 }
 
-async function aRequests(ctx) {
-  reply(ctx, 200, { requests: LOG.since(Number(ctx.url.searchParams.get('since') || 0)) });
-}
-
-async function aClearRequests(ctx) {
-  LOG.clear();
-  reply(ctx, 204, null);
-}
-
-async function aAddFaults(ctx) {
-  const added = FAULTS.add(await readJson(ctx, MAX_BODY_BYTES));
-  for (const f of added) {
-    if (f.action === 'cut' && !(Number.isInteger(f.bytes) && f.bytes >= 0)) {
-      FAULTS.rules = FAULTS.rules.filter((r) => r.id !== f.id);
-      throw bad('a cut fault needs an integer "bytes" >= 0');
-    }
-  }
-  reply(ctx, 201, { faults: added });
-}
-
-async function aListFaults(ctx) {
-  reply(ctx, 200, { faults: FAULTS.list() });
-}
-
-async function aClearFaults(ctx) {
-  FAULTS.clear();
-  reply(ctx, 204, null);
-}
+const ADMIN_LOG = logAndFaultHandlers({ log: LOG, faults: FAULTS, reply, readJson: (ctx) => readJson(ctx, MAX_BODY_BYTES) });
 
 async function aConfig(ctx) {
   if (ctx.req.method === 'POST') {
@@ -1266,12 +1256,8 @@ async function aConfig(ctx) {
   reply(ctx, 200, CONFIG);
 }
 
-function removeAll() {
-  for (const ss of STATE.sessions.values()) {
-    clearTimeout(ss._.timer);
-    ss._.procs.killAll();
-    for (const cmd of ss._.commands.values()) closeCommandStreams(cmd, 'deleted');
-  }
+async function removeAll() {
+  await Promise.all([...STATE.sessions.values()].map((ss) => (ss._.stopping ? ss._.stopping.then(() => killSession(ss)) : killSession(ss))));
   STATE.sandboxes.clear();
   STATE.sessions.clear();
   STATE.snapshots.clear();
@@ -1280,7 +1266,7 @@ function removeAll() {
 }
 
 async function aReset(ctx) {
-  removeAll();
+  await removeAll();
   FAULTS.clear();
   LOG.clear();
   resetConfig();
@@ -1308,18 +1294,9 @@ async function aExpireSnapshot(ctx) {
 async function aVanish(ctx) {
   const sb = [...STATE.sandboxes.values()].find((x) => x.name === ctx.params.name);
   if (!sb) throw apiError(404, 'not_found', `Sandbox not found: ${ctx.params.name}`);
-  for (const ss of STATE.sessions.values()) {
-    if (ss._.key !== sb.key) continue;
-    clearTimeout(ss._.timer);
-    ss._.procs.killAll();
-    for (const cmd of ss._.commands.values()) closeCommandStreams(cmd, 'deleted');
-    if (ss.status !== 'stopped') {
-      setStatus(ss, 'stopped');
-      fs.rmSync(path.dirname(ss._.root), { recursive: true, force: true });
-    }
-  }
   STATE.sandboxes.delete(sb.key);
   STATE.deleted.push(sb.name);
+  await Promise.all([...STATE.sessions.values()].filter((ss) => ss._.key === sb.key).map(killSession));
   reply(ctx, 204, null);
 }
 
@@ -1360,11 +1337,11 @@ const ROUTES = [
   // Admin
   ['GET', '/__fake/health', 'admin', aHealth],
   ['GET', '/__fake/state', 'admin', aState],
-  ['GET', '/__fake/requests', 'admin', aRequests],
-  ['DELETE', '/__fake/requests', 'admin', aClearRequests],
-  ['POST', '/__fake/faults', 'admin', aAddFaults],
-  ['GET', '/__fake/faults', 'admin', aListFaults],
-  ['DELETE', '/__fake/faults', 'admin', aClearFaults],
+  ['GET', '/__fake/requests', 'admin', ADMIN_LOG.requests],
+  ['DELETE', '/__fake/requests', 'admin', ADMIN_LOG.clearRequests],
+  ['POST', '/__fake/faults', 'admin', ADMIN_LOG.addFaults],
+  ['GET', '/__fake/faults', 'admin', ADMIN_LOG.listFaults],
+  ['DELETE', '/__fake/faults', 'admin', ADMIN_LOG.clearFaults],
   ['GET', '/__fake/config', 'admin', aConfig],
   ['POST', '/__fake/config', 'admin', aConfig],
   ['POST', '/__fake/reset', 'admin', aReset],
@@ -1553,14 +1530,9 @@ async function handleRequest(req, res) {
 // ---------------------------------------------------------------------------------------------
 
 function main() {
-  if (OPTS.execMode === 'bwrap' && !bwrapUsable()) fail('--exec-mode bwrap needs bubblewrap (bwrap) on PATH');
-  if (OPTS.stateDir) {
-    fs.mkdirSync(OPTS.stateDir, { recursive: true });
-    STATE.baseDir = OPTS.stateDir;
-  } else {
-    STATE.baseDir = fs.mkdtempSync(path.join(os.tmpdir(), 'fake-vercel-'));
-    STATE.ownsBaseDir = true;
-  }
+  const base = sandboxBaseDir({ execMode: OPTS.execMode, stateDir: OPTS.stateDir, prefix: 'fake-vercel-', fail });
+  STATE.baseDir = base.dir;
+  STATE.ownsBaseDir = base.owned;
   serve({
     name: 'fake-vercel',
     port: OPTS.port,
