@@ -207,18 +207,7 @@ static const char dtn_setup_sh[] =
 	"  command -v \"$t\" >/dev/null || printf 'missing=%s\\n' \"$t\"\n"
 	"done\n"
 	"printf 'ok=1\\n'\n"
-	"d=$b s=$SG_SHA u=${SG_UP:-}\n"
-	"hc=$(" SG_INSTALL_CHECK_SH ")\n"
-	"[ -n \"$hc\" ] && printf '%s\\n' \"$hc\"\n"
-	"io=\n"
-	"if [ -z \"$hc\" ] && [ -n \"$u\" ]; then io=$(\n" SG_INSTALL_SH "); printf '%s\\n' \"$io\"; fi\n"
-	"case $hc$io in *helper=1*|*installed=1*)\n"
-	"  if [ -n \"${SG_PROBE:-}\" ] && cd -- \"$r\"; then\n"
-	"    printf 'probe<<\\n'\n"
-	"    exec env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin "
-	"HOME=\"$b/ctl/home\" TMPDIR=\"$b/ctl/tmp\" LANG=C.UTF-8 \"$d/sg-helper-$s\" probe\n"
-	"  fi ;;\n"
-	"esac\n";
+	SG_INSTALL_PROBE_SH;
 
 /* This session's processes, for the keep-alive (SG_H, SG_CTL, SG_SESS). */
 static const char dtn_procs_sh[] =

@@ -871,18 +871,34 @@ sg_err mdl_run(struct mdl_client *c, struct mdl_router *r,
 			MODAL__TASK_COMMAND_ROUTER__TASK_EXEC_STDIN_WRITE_REQUEST__INIT;
 		ProtobufCMessage *wr = NULL;
 
-		/* By offset: a retried write is not written twice. */
+		/*
+		 * By offset: a retried write is not written twice.  In pieces
+		 * of SG_MODAL_STDIN_CHUNK: libcurl 7.88.1 sends one large
+		 * HTTP/2 body slower the larger it is (a 15 MiB write did not
+		 * finish in a minute; in 256 KiB pieces it takes seconds).
+		 */
+		size_t at = 0;
+
 		w.task_id = r->task_id;
 		w.exec_id = exec_id;
-		w.data.data = (uint8_t *)x->stdin_data;
-		w.data.len = x->stdin_len;
-		w.eof = true;
-		rc = router_call(r, "TaskExecStdinWrite", &w.base,
-				 &modal__task_command_router__task_exec_stdin_write_response__descriptor,
-				 &wr, 0, cancel, err);
-		res->router_calls++;
-		if (wr)
-			protobuf_c_message_free_unpacked(wr, NULL);
+		do {
+			size_t n = x->stdin_len - at;
+
+			if (n > SG_MODAL_STDIN_CHUNK)
+				n = SG_MODAL_STDIN_CHUNK;
+			w.offset = at;
+			w.data.data = (uint8_t *)x->stdin_data + at;
+			w.data.len = n;
+			w.eof = at + n == x->stdin_len;
+			rc = router_call(r, "TaskExecStdinWrite", &w.base,
+					 &modal__task_command_router__task_exec_stdin_write_response__descriptor,
+					 &wr, 0, cancel, err);
+			res->router_calls++;
+			if (wr)
+				protobuf_c_message_free_unpacked(wr, NULL);
+			wr = NULL;
+			at += n;
+		} while (!rc && at < x->stdin_len);
 		if (rc)
 			goto out;
 	}

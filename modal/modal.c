@@ -39,8 +39,10 @@
  * Teardown: KEEP of a persistent sandbox snapshots its filesystem
  * (TaskSnapshotFilesystem), records the image id in this host's state
  * (<state>/modal/<app>-<name>.image) and in the sandbox's tags, then
- * terminates it; a non-persistent one (KEEP or REMOVE) is terminated, and
- * REMOVE forgets the snapshot.  Resuming creates from the recorded image;
+ * terminates it; KEEP of a non-persistent one leaves it running (Modal
+ * cannot stop a sandbox; its timeout or `envs gc` ends it, and the next
+ * session adopts it by name); REMOVE terminates it and forgets the
+ * snapshot.  Resuming creates from the recorded image;
  * Modal answering NOT_FOUND for it is workspace_lost.
  */
 #define _GNU_SOURCE /* asprintf */
@@ -124,18 +126,7 @@ static const char mdl_setup_sh[] =
 	"{ printf 'error=cannot create %s\\n' \"$b\"; exit 0; }\n"
 	"find \"$b/run\" -mindepth 1 -maxdepth 1 -mmin +1440 -exec rm -rf -- {} +\n"
 	"mkdir -p -- \"$r\" && test -d \"$r\" && printf 'root=1\\n'\n"
-	"d=$b s=$SG_SHA u=${SG_UP:-}\n"
-	"hc=$(" SG_INSTALL_CHECK_SH ")\n"
-	"[ -n \"$hc\" ] && printf '%s\\n' \"$hc\"\n"
-	"io=\n"
-	"if [ -z \"$hc\" ] && [ -n \"$u\" ]; then io=$(\n" SG_INSTALL_SH "); printf '%s\\n' \"$io\"; fi\n"
-	"case $hc$io in *helper=1*|*installed=1*)\n"
-	"  if [ -n \"${SG_PROBE:-}\" ] && cd -- \"$r\"; then\n"
-	"    printf 'probe<<\\n'\n"
-	"    exec env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin "
-	"HOME=\"$b/ctl/home\" TMPDIR=\"$b/ctl/tmp\" LANG=C.UTF-8 \"$d/sg-helper-$s\" probe\n"
-	"  fi ;;\n"
-	"esac\n";
+	SG_INSTALL_PROBE_SH;
 
 /* The job: its words in SG_X; with SG_UP, stdin is written there first. */
 static const char mdl_job_sh[] = "eval \"exec $SG_X\"";
@@ -919,7 +910,12 @@ static sg_err mdl_create(struct mdl_env *me, const char *image, bool from_snapsh
 		return SG_OK;
 	}
 	me->base.id[0] = '\0';
-	if (status != SG_GRPC_ALREADY_EXISTS && lr != SG_E_PROVIDER)
+	/*
+	 * Whose it is cannot be told (even ALREADY_EXISTS may answer our own
+	 * retried create): the gateway settles it by this session's tags,
+	 * which never match another's sandbox.
+	 */
+	if (lr != SG_E_PROVIDER)
 		me->base.may_remain = true;
 	if (lr == SG_E_PROVIDER)
 		return sg_err_set(err, lr, "%s", look.msg);
@@ -1057,7 +1053,7 @@ static json_t *mdl_facts(const struct mdl_env *me)
 		      "safety_class", "container", "isolation", "host_filesystem_restricted", 1,
 		      "helper_install", "bytes", (json_int_t)me->install.bytes, "requests",
 		      me->install.requests, "ms", (json_int_t)me->install.ms, "modal", "sandbox",
-		      me->base.id, "name", me->name, "app", me->app, "image", me->image_id,
+		      me->base.id, "name", me->name, "app", me->app, "image", me->image_id ? me->image_id : "",
 		      "timeout_secs", (json_int_t)mdl_timeout_secs(p), "network_blocked",
 		      p->network != SG_NET_DEFAULT);
 	return f;
@@ -1145,6 +1141,8 @@ static sg_err mdl_provision(struct sg_env *env, struct sg_cancel *cancel,
 		rc = mdl_setup(me, cancel, err);
 		sg_progress_end(rc);
 	}
+	/* The sandbox's /tmp is its own, never another user's of this host. */
+	env->own_tmp = true;
 	if (!rc && !(env->facts = mdl_facts(me)))
 		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
 out:
@@ -1205,10 +1203,17 @@ static sg_err mdl_teardown(struct sg_env *env, enum sg_fate fate, struct sg_canc
 		    (unsigned long long)atomic_load(&me->requests));
 	if (fate == SG_FATE_DETACH || !env->id[0] || !me->cl_ready)
 		return SG_OK;
-	if (fate == SG_FATE_KEEP && env->profile->persistent)
+	/*
+	 * A kept workspace that is not persistent stays as it is, running:
+	 * Modal cannot stop a sandbox, and the next session of the identity
+	 * adopts it by name.  Its lifetime (timeout_secs), the idle timeout
+	 * or `sandgate envs gc` ends it.
+	 */
+	if (fate == SG_FATE_KEEP && !env->profile->persistent)
+		return SG_OK;
+	if (fate == SG_FATE_KEEP)
 		return mdl_keep(me, cancel, err);
-	if (fate == SG_FATE_REMOVE)
-		mdl_record_forget(env->state_dir, me->app, me->name);
+	mdl_record_forget(env->state_dir, me->app, me->name);
 	return mdl_terminate(&me->cl, env->id, cancel, err);
 }
 

@@ -24,6 +24,27 @@ set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/../.." && pwd)
 
+# start_fake SERVER ARGS...: a fake provider (node) on loopback, stopped by
+# closing its stdin when this script exits; sets work (a temporary
+# directory), port and admin (its admin port, when it has one).
+start_fake() {
+	work=$(mktemp -d)
+	mkfifo "$work/stdin"
+	node "$@" <"$work/stdin" >"$work/out" 2>"$work/fake.log" &
+	fake=$!
+	# Holding the fifo open keeps the fake alive; closing it stops it.
+	exec 3>"$work/stdin"
+	trap 'exec 3>&-; wait $fake 2>/dev/null; rm -rf "$work"' EXIT
+	i=0
+	until grep -q '^LISTENING' "$work/out" 2>/dev/null; do
+		i=$((i + 1))
+		[ $i -gt 300 ] && { echo "run-against: the fake did not start" >&2; cat "$work/fake.log" >&2; exit 1; }
+		sleep 0.1
+	done
+	port=$(sed -n 's/^LISTENING //p' "$work/out")
+	admin=$(sed -n 's/^ADMIN //p' "$work/out")
+}
+
 case "${1:-}" in
 ssh)
 	out=$("$top/tests/ssh/sshd-harness.sh" start) || {
@@ -40,21 +61,8 @@ ssh)
 	;;
 daytona)
 	command -v node >/dev/null || { echo "run-against: node is missing; skipped" >&2; exit 77; }
-	work=$(mktemp -d)
-	mkfifo "$work/stdin"
-	node "$top/tests/fakes/daytona/server.mjs" --port 0 --exec-mode bwrap \
-		--exec-limit-ms 5000 <"$work/stdin" >"$work/out" 2>"$work/fake.log" &
-	fake=$!
-	# Holding the fifo open keeps the fake alive; closing it stops it.
-	exec 3>"$work/stdin"
-	trap 'exec 3>&-; wait $fake 2>/dev/null; rm -rf "$work"' EXIT
-	i=0
-	until grep -q '^LISTENING' "$work/out" 2>/dev/null; do
-		i=$((i + 1))
-		[ $i -gt 300 ] && { echo "run-against: the fake did not start" >&2; cat "$work/fake.log" >&2; exit 1; }
-		sleep 0.1
-	done
-	port=$(sed -n 's/^LISTENING //p' "$work/out")
+	start_fake "$top/tests/fakes/daytona/server.mjs" --port 0 --exec-mode bwrap \
+		--exec-limit-ms 5000
 	cat >"$work/config.json" <<EOF2
 {"default": "daytona", "profiles": {"daytona": {"backend": "daytona", "image": "debian:12",
  "api_url_env": "DT_URL", "api_key_env": "DT_KEY", "toolbox_timeout_ms": 5000}}}
@@ -83,21 +91,7 @@ modal)
 	command -v node >/dev/null || { echo "run-against: node is missing; skipped" >&2; exit 77; }
 	command -v bwrap >/dev/null || { echo "run-against: bwrap is missing; skipped" >&2; exit 77; }
 	bash "$top/tests/fakes/modal/npm-ci.sh" >/dev/null || { echo "run-against: the fake Modal's npm packages are missing; skipped" >&2; exit 77; }
-	work=$(mktemp -d)
-	mkfifo "$work/stdin"
-	node "$top/tests/fakes/modal/server.mjs" --port 0 --admin-port 0 --exec-mode bwrap \
-		--state-dir "$work/fake" <"$work/stdin" >"$work/out" 2>"$work/fake.log" &
-	fake=$!
-	exec 3>"$work/stdin"
-	trap 'exec 3>&-; wait $fake 2>/dev/null; rm -rf "$work"' EXIT
-	i=0
-	until grep -q '^LISTENING' "$work/out" 2>/dev/null; do
-		i=$((i + 1))
-		[ $i -gt 300 ] && { echo "run-against: the fake did not start" >&2; cat "$work/fake.log" >&2; exit 1; }
-		sleep 0.1
-	done
-	port=$(sed -n 's/^LISTENING //p' "$work/out")
-	admin=$(sed -n 's/^ADMIN //p' "$work/out")
+	start_fake "$top/tests/fakes/modal/server.mjs" --port 0 --admin-port 0 --exec-mode bwrap
 	cat >"$work/config.json" <<EOF2
 {"default": "modal", "profiles": {"modal": {"backend": "modal", "image": "debian:12"}}}
 EOF2

@@ -305,13 +305,24 @@ async function handleStream(stream, headers) {
   STATE.calls[entry.server]++;
   const handler = (entry.server === 'control' ? CONTROL : ROUTER)[method];
 
+  // Chunks are joined only once a whole message is there: a large
+  // message (a 15 MiB stdin write) arrives in thousands of DATA frames.
   let buf = Buffer.alloc(0);
+  const pending = [];
+  let pendingLen = 0;
   const queue = [];
   let ended = false;
   let wake = null;
   stream.on('data', (d) => {
     call.bytesIn += d.length;
-    buf = Buffer.concat([buf, d]);
+    pending.push(d);
+    pendingLen += d.length;
+    if (buf.length + pendingLen < 5) return;
+    const head = buf.length >= 5 ? buf : Buffer.concat([buf, ...pending]);
+    if (head.length >= 5 && buf.length + pendingLen < 5 + head.readUInt32BE(1)) return;
+    buf = Buffer.concat([buf, ...pending]);
+    pending.length = 0;
+    pendingLen = 0;
     try {
       const [msgs, rest] = deframe(buf);
       buf = rest;
@@ -341,6 +352,9 @@ async function handleStream(stream, headers) {
     if (delay > 0) await sleep(delay);
     if (fault && (await applyFault(call, fault))) return;
     if (!handler) throw new GrpcError(S.UNIMPLEMENTED, `${method} is not implemented by the fake`);
+    // The call is carried out, but its answer never reaches the client.
+    const lost = fault && (fault.kind === 'lose-reply' || fault.kind === 'serve-then-hang');
+    if (lost) call.send = () => {};
     if (md.requestStream) {
       await handler(call, nextMessage);
     } else {
@@ -348,6 +362,14 @@ async function handleStream(stream, headers) {
       if (call.closed) return;
       if (req === null) throw new GrpcError(S.INTERNAL, 'no request message');
       await handler(call, req);
+    }
+    if (lost && fault.kind === 'serve-then-hang') {
+      await new Promise((r) => call.onCancel.push(r));
+      return;
+    }
+    if (lost) {
+      call.end(fault.code ?? S.UNAVAILABLE, fault.message ?? 'injected fault: the reply was lost');
+      return;
     }
     if (!call.closed) call.end(S.OK);
   } catch (e) {
@@ -1056,7 +1078,13 @@ if (OPTS.execMode === 'bwrap') {
 
 let PORT = 0;
 const server = http2.createServer({ settings: { initialWindowSize: 1 << 24 } });
-server.on('session', (s) => s.on('error', () => {}));
+server.on('session', (s) => {
+  s.on('error', () => {});
+  // The connection's window too (the setting above is per stream), as
+  // gRPC servers open it: a large request is not held to 64 KiB a trip.
+  s.on('connect', () => s.setLocalWindowSize(1 << 24));
+  if (!s.connecting) s.setLocalWindowSize(1 << 24);
+});
 server.on('stream', (stream, headers) => {
   handleStream(stream, headers);
 });
