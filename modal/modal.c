@@ -1044,13 +1044,15 @@ static json_t *mdl_facts(const struct mdl_env *me)
 		json_object_set_new(app, "memory_mb", json_integer(p->memory_mb));
 	}
 	/*
-	 * Modal runs sandboxes in gVisor containers on its machines; nothing
-	 * of this host is in their reach but what the router carries.
+	 * Nothing of this host is in a sandbox's reach but what the router
+	 * carries: it is a remote_host.  No mechanism: Modal's API does not
+	 * say what runs the sandbox, and facts are observed, never what a
+	 * backend's name suggests.
 	 */
-	f = json_pack("{s:{s:o, s:o}, s:s, s:s, s:{s:b}, s:{s:I, s:i, s:I}, "
+	f = json_pack("{s:{s:o, s:o}, s:s, s:{s:b}, s:{s:I, s:i, s:I}, "
 		      "s:{s:s, s:s, s:s, s:s, s:I, s:b}}",
-		      "resources", "requested", req, "applied", app, "mechanism", "modal-gvisor",
-		      "safety_class", "container", "isolation", "host_filesystem_restricted", 1,
+		      "resources", "requested", req, "applied", app, "safety_class",
+		      "remote_host", "isolation", "host_filesystem_restricted", 1,
 		      "helper_install", "bytes", (json_int_t)me->install.bytes, "requests",
 		      me->install.requests, "ms", (json_int_t)me->install.ms, "modal", "sandbox",
 		      me->base.id, "name", me->name, "app", me->app, "image", me->image_id ? me->image_id : "",

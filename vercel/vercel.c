@@ -1130,9 +1130,15 @@ static json_t *vcl_facts(const struct vcl_env *ve, const json_t *got)
 	json_object_set_new(app, "cpus", json_integer(json_integer_value(json_object_get(s, "vcpus"))));
 	json_object_set_new(app, "memory_mb",
 			    json_integer(json_integer_value(json_object_get(s, "memory"))));
-	return json_pack("{s:{s:o, s:o}, s:s, s:s, s:{s:b}, s:{s:I, s:i, s:I}, s:{s:s, s:s?, s:s?, s:b, s:O?}}",
-			 "resources", "requested", req, "applied", app, "safety_class", "microvm",
-			 "mechanism", "firecracker", "isolation", "host_filesystem_restricted", 1,
+	/*
+	 * What is observed is that commands run on another machine, reached
+	 * only through Vercel's API: remote_host.  No mechanism: the API does
+	 * not say what runs the sandbox (its documentation does), and facts
+	 * are observed, never what a backend's name suggests.
+	 */
+	return json_pack("{s:{s:o, s:o}, s:s, s:{s:b}, s:{s:I, s:i, s:I}, s:{s:s, s:s?, s:s?, s:b, s:O?}}",
+			 "resources", "requested", req, "applied", app, "safety_class",
+			 "remote_host", "isolation", "host_filesystem_restricted", 1,
 			 "helper_install", "bytes", (json_int_t)ve->install.bytes, "requests",
 			 ve->install.requests, "ms", (json_int_t)ve->install.ms, "vercel",
 			 "sandbox", ve->name, "session", vcl_str(s, "id"), "region",

@@ -25,6 +25,8 @@
 # SANDGATE_TEST_CONFIG and SANDGATE_TEST_PROFILE pointing at it, stops the
 # harness (also on failure), and exits with the suite's status.  Needs
 # SANDGATE_BIN.  Exit 77 (skipped) when the backend's parts are missing.
+# SANDGATE_E2E_PATTERN (a unittest file pattern, default test_*.py) runs a
+# part of the suite.
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/../.." && pwd)
@@ -140,7 +142,7 @@ EOF2
 	export SANDGATE_TEST_SLACK="${SANDGATE_TEST_SLACK:-4}"
 	cd "$here"
 	status=0
-	PYTHONDONTWRITEBYTECODE=1 python3 -m unittest discover -p 'test_*.py' || status=$?
+	PYTHONDONTWRITEBYTECODE=1 python3 -m unittest discover -p "${SANDGATE_E2E_PATTERN:-test_*.py}" || status=$?
 	# Whatever the suite did, nothing may be left running at the provider.
 	python3 - "$SANDGATE_TEST_FAKE_URL" <<'EOF3' || status=1
 import json, sys, urllib.request
@@ -219,4 +221,4 @@ EOF2
 esac
 
 cd "$here"
-PYTHONDONTWRITEBYTECODE=1 python3 -m unittest discover -p 'test_*.py'
+PYTHONDONTWRITEBYTECODE=1 python3 -m unittest discover -p "${SANDGATE_E2E_PATTERN:-test_*.py}"
