@@ -67,6 +67,27 @@
 	"  else rm -f -- \"$t\"; printf 'install_error=cannot install %s\\n' \"$d/sg-helper-$s\"; fi\n" \
 	"fi\n"
 
+/*
+ * Shell text ending an adapter's set-up script: with $b (sandgate's
+ * directory in the environment, holding ctl/home and ctl/tmp), $r
+ * (binding.root) and the variables SG_SHA, SG_UP (an uploaded copy, "-"
+ * for the program on stdin, or unset) and SG_PROBE: prints "helper=1"
+ * when $b/sg-helper-<sha> is there, else installs it from SG_UP
+ * (SG_INSTALL_SH's lines), and then, with SG_PROBE set, a line "probe<<"
+ * followed by `sg-helper probe`'s reply, run in $r with the minimal
+ * environment the gateway gives commands.
+ */
+#define SG_INSTALL_PROBE_SH                                                   \
+	"d=$b s=$SG_SHA u=${SG_UP:-} hc= i=\n"                                   \
+	"if [ -f \"$d/sg-helper-$s\" ]; then hc=$(" SG_INSTALL_CHECK_SH "); fi\n" \
+	"[ -n \"$hc\" ] && printf '%s\\n' \"$hc\"\n"                               \
+	"if [ -z \"$hc\" ] && [ -n \"$u\" ]; then\n" SG_INSTALL_SH "fi\n"          \
+	"if [ -n \"$hc$i\" ] && [ -n \"${SG_PROBE:-}\" ] && cd -- \"$r\"; then\n"  \
+	"  printf 'probe<<\\n'\n"                                                  \
+	"  exec env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin " \
+	"HOME=\"$b/ctl/home\" TMPDIR=\"$b/ctl/tmp\" LANG=C.UTF-8 \"$d/sg-helper-$s\" probe\n" \
+	"fi\n"
+
 /* The program on this host: its bytes' source and its checksum. */
 struct sg_helper_bin {
 	int fd;        /* open, read-only; -1 when closed */

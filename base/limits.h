@@ -44,6 +44,10 @@
 /* Shutdown budgets (section 8.2). */
 #define SG_SHUTDOWN_BUDGET_MS 60000   /* as a command backend */
 #define SG_PEER_SHUTDOWN_MS 10000     /* as a delegated peer */
+#define SG_HOST_COMMAND_MS 60000     /* the host's own budget for a command backend */
+#define SG_HOST_CLOUD_MS 90000       /* ... and for a cloud backend's entry */
+#define SG_OUTER_GRACE_MS 10000      /* an outer adapter's grace for its peer */
+#define SG_BUDGET_SLACK_MS 1000      /* a shutdown plan's room for the rest */
 #define SG_SETTLE_POLL_MS 500         /* between looks for a create that may land */
 #define SG_LIFETIME_DEFAULT_S 600     /* lifetime_seconds 0 -> 600 */
 #define SG_LOCAL_PIDS_DEFAULT 2048    /* local pids_max when the profile sets none */
@@ -139,5 +143,18 @@
 #define SG_MODAL_TASK_POLL_S 10    /* one SandboxGetTaskId wait */
 #define SG_MODAL_READ_RETRIES 5    /* reconnects of one output stream */
 #define SG_MODAL_LIST_PAGES 1000   /* pages of SandboxList, at most */
+#define SG_MODAL_INLINE_MAX (96 * SG_KiB) /* one exec variable: a part of stdin, the job's words */
+#define SG_MODAL_STDIN_VARS (1 * SG_MiB)  /* stdin text sent in variables, at most */
+#define SG_MODAL_JOB_WAIT_MS 50000 /* what one exec of sg-helper job waits in the sandbox */
+#define SG_MODAL_TRIP_SLACK_MS 30000 /* beyond it, for the exec's own requests */
+#define SG_MODAL_TRIP_FAILS 3      /* failed exec trips before giving up */
+#define SG_MODAL_READY_MS 180000   /* create to the first exec's readiness */
+#define SG_MODAL_IMAGE_MS 900000   /* an image build */
+#define SG_MODAL_KILL_MS 10000     /* killing a cancelled command */
+#define SG_MODAL_ROUTER_REFRESH_S 30 /* reopen the router this long before its JWT's exp */
+#define SG_MODAL_MIN_TIMEOUT_S 60  /* timeout_secs at least (lifetime_seconds below it) */
+#define SG_MODAL_MAX_TIMEOUT_S 86400 /* Modal's maximum timeout and idle timeout */
+#define SG_MODAL_IMAGE_CACHE 16    /* image ids remembered per reference */
+#define SG_MODAL_STDIN_CHUNK (256 * SG_KiB) /* one TaskExecStdinWrite */
 
 #endif

@@ -102,6 +102,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../adapters/cloudkit.h"
 #include "../adapters/digest.h"
 #include "../adapters/exec.h"
 #include "../adapters/http.h"
@@ -119,18 +120,14 @@
 #include "events.h"
 
 /* Naming bounds; the waits and sizes are in base/limits.h. */
-#define DTN_NAME_SLUG 24   /* readable bytes of an identity in a name */
 #define DTN_GARBAGE_BATCH 16 /* finished execs whose files one rm removes */
 
-/* Label keys.  managed-by is what `sandgate envs` and reapers filter on. */
-#define DTN_L_MANAGED "managed-by"
-#define DTN_L_IDENTITY "sandgate.identity"
-#define DTN_L_SESSION "sandgate.session"
-#define DTN_L_PROFILE "sandgate.profile"
-#define DTN_L_CREATED "sandgate.created"
-#define DTN_L_EXPIRES "sandgate.expires"
-#define DTN_L_PERSISTENT "sandgate.persistent"
-#define DTN_L_CREATE "sandgate.create"
+/* Label keys: the cloud adapters' one vocabulary (adapters/cloudkit.h). */
+#define DTN_L_MANAGED SG_CLOUD_TAG_MANAGED
+#define DTN_L_IDENTITY SG_CLOUD_TAG_IDENTITY
+#define DTN_L_PROFILE SG_CLOUD_TAG_PROFILE
+#define DTN_L_CREATE SG_CLOUD_TAG_CREATE
+#define DTN_L_CREATED SG_CLOUD_TAG_CREATED
 
 struct dtn_env {
 	struct sg_env base;
@@ -220,15 +217,7 @@ static const char dtn_setup_sh[] =
 	"  command -v \"$t\" >/dev/null || printf 'missing=%s\\n' \"$t\"\n"
 	"done\n"
 	"printf 'ok=1\\n'\n"
-	"d=$b s=$SG_SHA u=${SG_UP:-} hc= i=\n"
-	"if [ -f \"$d/sg-helper-$s\" ]; then hc=$(" SG_INSTALL_CHECK_SH "); fi\n"
-	"[ -n \"$hc\" ] && printf '%s\\n' \"$hc\"\n"
-	"if [ -z \"$hc\" ] && [ -n \"$u\" ]; then\n" SG_INSTALL_SH "fi\n"
-	"if [ -n \"$hc$i\" ] && [ -n \"${SG_PROBE:-}\" ] && cd -- \"$r\"; then\n"
-	"  printf 'probe<<\\n'\n"
-	"  exec env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin "
-	"HOME=\"$b/ctl/home\" TMPDIR=\"$b/ctl/tmp\" LANG=C.UTF-8 \"$d/sg-helper-$s\" probe\n"
-	"fi\n";
+	SG_INSTALL_PROBE_SH;
 
 /* This session's processes, for the keep-alive (SG_H, SG_CTL, SG_SESS). */
 static const char dtn_procs_sh[] =
@@ -236,79 +225,6 @@ static const char dtn_procs_sh[] =
 	"\"$SG_H\" proc list --ctl \"$SG_CTL\" --session \"$SG_SESS\"\n";
 
 /* ---- Small helpers ------------------------------------------------------- */
-
-/* n random bytes as 2n hex digits into out[2n+1]. */
-static void dtn_random_hex(char *out, size_t n)
-{
-	unsigned char b[32];
-
-	if (n > sizeof(b))
-		n = sizeof(b);
-	if (getentropy(b, n) != 0) {
-		/* Uniqueness is what matters here, not secrecy. */
-		uint64_t t = (uint64_t)sg_now_ns() ^ ((uint64_t)getpid() << 32);
-
-		for (size_t i = 0; i < n; i++)
-			b[i] = (unsigned char)(t >> (8 * (i % 8))) ^ (unsigned char)i;
-	}
-	sg_hex(b, n, out);
-}
-
-
-/*
- * The sandbox name for an identity: readable (lower-case letters, digits
- * and dashes of the identity, at most DTN_NAME_SLUG) and unique (the
- * first 12 hex digits of its SHA-256).  New; NULL when out of memory.
- */
-static char *dtn_name(const char *identity)
-{
-	char digest[65], slug[DTN_NAME_SLUG + 1], *name = NULL;
-	size_t n = 0;
-
-	if (!sg_sha256_hex(identity, strlen(identity), digest))
-		return NULL;
-	for (const char *p = identity; *p && n < DTN_NAME_SLUG; p++) {
-		char c = *p;
-
-		if (c >= 'A' && c <= 'Z')
-			c = (char)(c - 'A' + 'a');
-		if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9')))
-			c = '-';
-		if (c == '-' && (n == 0 || slug[n - 1] == '-'))
-			continue;
-		slug[n++] = c;
-	}
-	while (n > 0 && slug[n - 1] == '-')
-		n--;
-	slug[n] = '\0';
-	if (asprintf(&name, "sg-%s%s%.12s", slug, n ? "-" : "", digest) < 0)
-		return NULL;
-	return name;
-}
-
-/* The value of key in "key=value" lines (new), or NULL. */
-static char *dtn_kv(const char *text, const char *key)
-{
-	size_t k = strlen(key);
-
-	for (const char *p = text; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL) {
-		if (strncmp(p, key, k) == 0 && p[k] == '=') {
-			const char *v = p + k + 1, *e = strchr(v, '\n');
-
-			return strndup(v, e ? (size_t)(e - v) : strlen(v));
-		}
-	}
-	return NULL;
-}
-
-static bool dtn_flag(const char *text, const char *key)
-{
-	char *v = dtn_kv(text, key);
-	bool on = v && strcmp(v, "1") == 0;
-
-	free(v);
-	return on;
-}
 
 /* Whole vCPUs: Daytona takes integers, so a fraction is rounded up. */
 static int64_t dtn_cpus(double cpus)
@@ -369,25 +285,6 @@ static bool dtn_in(const char *const *list, const char *s)
 	return false;
 }
 
-/* "a.b.c.d/n" with n in 0..32. */
-static bool dtn_ipv4_cidr(const char *s)
-{
-	const char *slash = strchr(s, '/');
-	char addr[INET_ADDRSTRLEN];
-	struct in_addr a;
-	char *end;
-	long bits;
-
-	if (!slash || (size_t)(slash - s) >= sizeof(addr))
-		return false;
-	memcpy(addr, s, (size_t)(slash - s));
-	addr[slash - s] = '\0';
-	errno = 0;
-	bits = strtol(slash + 1, &end, 10);
-	return inet_pton(AF_INET, addr, &a) == 1 && slash[1] && !*end && errno == 0 &&
-	       bits >= 0 && bits <= 32;
-}
-
 /*
  * The allow list as Daytona takes it: IPv4 CIDRs for networkAllowList,
  * domains for domainAllowList, comma-separated, at most 10 of each.
@@ -411,7 +308,7 @@ static sg_err dtn_allow_lists(const struct sg_profile *p, struct sg_buf *cidrs,
 			continue;
 		}
 		if (strchr(e, '/')) {
-			if (!dtn_ipv4_cidr(e))
+			if (!sg_cloud_ipv4_cidr(e))
 				return sg_err_set(err, SG_E_INVALID_ARGUMENT,
 						  "network allow entry \"%.60s\" (profile \"%s\") is not an IPv4 CIDR",
 						  e, p->name);
@@ -795,19 +692,16 @@ static sg_err dtn_remove(const struct dtn_client *cl, const char *id, struct sg_
 
 static json_t *dtn_labels(const struct dtn_env *de)
 {
-	const struct sg_env *env = &de->base;
-	const struct sg_profile *p = env->profile;
-	char created[32], expires[32];
-	time_t now = time(NULL);
+	struct sg_cloud_tags t;
+	json_t *labels = json_object();
 
-	snprintf(created, sizeof(created), "%lld", (long long)now);
-	snprintf(expires, sizeof(expires), "%lld",
-		 (long long)now + (long long)p->lifetime_seconds);
-	return json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s}", DTN_L_MANAGED,
-			 "sandgate", DTN_L_IDENTITY, env->identity, DTN_L_SESSION,
-			 env->session, DTN_L_PROFILE, p->name, DTN_L_CREATED, created,
-			 DTN_L_EXPIRES, expires, DTN_L_PERSISTENT,
-			 p->persistent ? "true" : "false", DTN_L_CREATE, de->create_id);
+	sg_cloud_tags_fill(&de->base, de->create_id, &t);
+	for (size_t i = 0; labels && i < t.n; i++)
+		if (json_object_set_new(labels, t.key[i], json_string(t.value[i]))) {
+			json_decref(labels);
+			return NULL;
+		}
+	return labels;
 }
 
 /* The network fields of a create (or network-settings) body. */
@@ -1968,12 +1862,12 @@ static sg_err dtn_setup(struct dtn_env *de, struct sg_cancel *cancel, struct sg_
 		}
 		*(probe ? probe + 1 : reply) = '\0';
 	}
-	if ((e = dtn_kv(reply, "error"))) {
+	if ((e = sg_cloud_kv(reply, "error"))) {
 		rc = sg_err_set(err, strstr(e, "no place") ? SG_E_INVALID_ARGUMENT : SG_E_PROVIDER,
 				"preparing the sandbox failed: %s", e);
 		goto out;
 	}
-	if (!dtn_flag(reply, "ok") || !(de->base_dir = dtn_kv(reply, "base"))) {
+	if (!sg_cloud_flag(reply, "ok") || !(de->base_dir = sg_cloud_kv(reply, "base"))) {
 		rc = sg_err_set(err, SG_E_PROVIDER, "preparing the sandbox failed: no reply from its shell");
 		goto out;
 	}
@@ -1984,14 +1878,14 @@ static sg_err dtn_setup(struct dtn_env *de, struct sg_cancel *cancel, struct sg_
 				missing);
 		goto out;
 	}
-	user = dtn_kv(reply, "user");
-	if (!dtn_flag(reply, "root")) {
+	user = sg_cloud_kv(reply, "user");
+	if (!sg_cloud_flag(reply, "root")) {
 		rc = sg_err_set(err, SG_E_PERMISSION,
 				"root %s cannot be created in the sandbox (user %s, and sudo -n did not help)",
 				env->root, user ? user : "?");
 		goto out;
 	}
-	if (!dtn_flag(reply, "rootw")) {
+	if (!sg_cloud_flag(reply, "rootw")) {
 		rc = sg_err_set(err, SG_E_PERMISSION,
 				"root %s exists in the sandbox but user %s cannot write to it",
 				env->root, user ? user : "?");
@@ -2007,7 +1901,7 @@ static sg_err dtn_setup(struct dtn_env *de, struct sg_cancel *cancel, struct sg_
 	}
 	/* A sandbox is a machine of its own: its /tmp is nobody else's. */
 	env->own_tmp = true;
-	if (dtn_flag(reply, "helper")) {
+	if (sg_cloud_flag(reply, "helper")) {
 		cost.bytes = 0; /* found, whatever was sent */
 	} else if (up) {
 		rc = sg_install_check_reply(reply, "the sandbox", err);
@@ -2187,8 +2081,8 @@ static sg_err dtn_provision(struct sg_env *env, struct sg_cancel *cancel,
 		de->ka_stop_ready = true;
 	if (!de->lock_ready)
 		return sg_err_set(err, SG_E_INTERNAL, "cannot create a mutex");
-	dtn_random_hex(de->nonce, 8);
-	dtn_random_hex(de->create_id, 16);
+	sg_cloud_random_hex(de->nonce, 8);
+	sg_cloud_random_hex(de->create_id, 16);
 	de->limit_ms = dtn_raw_int(p, "toolbox_timeout_ms", SG_DAYTONA_TOOLBOX_MS);
 	de->wait_ms = de->limit_ms - (de->limit_ms / 10 > 1000 ? de->limit_ms / 10 : 1000);
 	de->ka_ms = dtn_raw_int(p, "keepalive_ms",
@@ -2199,7 +2093,7 @@ static sg_err dtn_provision(struct sg_env *env, struct sg_cancel *cancel,
 	rc = dtn_client_init(&de->cl, p, err);
 	if (rc)
 		return rc;
-	if (!(de->name = dtn_name(env->identity)))
+	if (!(de->name = sg_cloud_name(env->identity)))
 		return sg_err_set(err, SG_E_INTERNAL, "out of memory");
 	/* Listening from the start, so no state change goes unheard. */
 	de->cl.events = dtn_events_open(de->cl.api, de->cl.key);
@@ -2325,9 +2219,10 @@ static sg_err dtn_teardown(struct sg_env *env, enum sg_fate fate, struct sg_canc
 	return dtn_lifecycle(&de->cl, env->id, DTN_STOP, SG_DAYTONA_START_MS, cancel, err);
 }
 
-static void dtn_copy(char *dst, size_t n, const char *src)
+/* A label's value (sg_cloud_info's getter). */
+static const char *dtn_label(const void *labels, const char *key)
 {
-	snprintf(dst, n, "%s", src ? src : "");
+	return dtn_str(labels, key);
 }
 
 static sg_err dtn_list(const struct sg_profile *p, const char *state_dir, sg_env_list_cb cb,
@@ -2364,22 +2259,13 @@ static sg_err dtn_list(const struct sg_profile *p, const char *state_dir, sg_env
 		if (!rc && (r.status != 200 || !json_is_array(json_object_get(r.json, "items"))))
 			rc = dtn_fail(&cl, "listing sandboxes", &r, SG_E_PROVIDER, err);
 		json_array_foreach(rc ? NULL : json_object_get(r.json, "items"), i, item) {
-			const json_t *labels = json_object_get(item, "labels");
-			const char *per = dtn_str(labels, DTN_L_PERSISTENT);
 			struct sg_env_info info;
 
 			/* Gone already: Daytona may list it for a moment longer. */
 			if (dtn_str(item, "state") && strcmp(dtn_str(item, "state"), "destroyed") == 0)
 				continue;
-			memset(&info, 0, sizeof(info));
-			dtn_copy(info.id, sizeof(info.id), dtn_str(item, "id"));
-			dtn_copy(info.state, sizeof(info.state), dtn_str(item, "state"));
-			dtn_copy(info.identity, sizeof(info.identity), dtn_str(labels, DTN_L_IDENTITY));
-			dtn_copy(info.session, sizeof(info.session), dtn_str(labels, DTN_L_SESSION));
-			dtn_copy(info.profile, sizeof(info.profile), dtn_str(labels, DTN_L_PROFILE));
-			info.created = strtoll(dtn_str(labels, DTN_L_CREATED) ? dtn_str(labels, DTN_L_CREATED) : "0", NULL, 10);
-			info.expires = strtoll(dtn_str(labels, DTN_L_EXPIRES) ? dtn_str(labels, DTN_L_EXPIRES) : "0", NULL, 10);
-			info.persistent = per && strcmp(per, "true") == 0;
+			sg_cloud_info(dtn_str(item, "id"), dtn_str(item, "state"), dtn_label,
+				      json_object_get(item, "labels"), &info);
 			if (cb(&info, payload)) {
 				stop = true;
 				break;

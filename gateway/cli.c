@@ -57,6 +57,10 @@ static const struct sg_cli_opt serve_opts[] = {
 static const struct sg_cli_opt check_opts[] = {
 	OPT_CONFIG,
 	{ "profile", 'p', "NAME", "check this profile only (default: every profile)" },
+	{ "state-dir", 's', "DIR",
+	  "where the measured cleanup times are read from, for the shutdown "
+	  "budgets (default: $XDG_STATE_HOME/sandgate, else "
+	  "~/.local/state/sandgate; never created)" },
 	OPT_JSON("the verdicts"),
 	OPT_HELP,
 	OPT_END,
@@ -116,8 +120,16 @@ static const struct sg_cli_cmd commands[] = {
 	  "Loads the config and checks each profile as `serve` would before it "
 	  "provisions anything: the fields, the backend's own checks, and for a "
 	  "`select` profile its candidates.  The verdict for a profile is the one "
-	  "`serve --profile` and `probe --profile` reach.",
-	  "one line per profile on stdout (\"ok\", or the error); --json: one object",
+	  "`serve --profile` and `probe --profile` reach.\n\n"
+	  "For each profile that passes, it also reports the shutdown budget its "
+	  "cleanup needs (stopping processes, then deleting or keeping the "
+	  "environment, from the times measured in the state directory, else "
+	  "conservative defaults) and warns, without changing the verdict, where a "
+	  "configured or default budget is shorter: sandgate's own "
+	  "(shutdown_timeout_ms), an outer adapter's grace (shutdown_grace_ms) and "
+	  "the host's over it (docs/delegation.md).",
+	  "one line per profile on stdout (\"ok\", or the error), then its shutdown "
+	  "budget and any warnings; --json: one object",
 	  check_opts, EXITS(SG_EXIT_OK, SG_EXIT_USAGE, SG_EXIT_CONFIG) },
 	{ "envs list", NULL, 0, 0, "list the environments sandgate made",
 	  "The state registry merged with what each backend reports for "
@@ -151,7 +163,10 @@ static const struct sg_cli_cmd commands[] = {
 	  "at exit) and reports the credentials found (never their values), whether "
 	  "the backend answered, the facts inside the environment, and where the "
 	  "time went: each provisioning step the backend reported (create, ready, "
-	  "connect, helper), the whole initialize, and a first command.",
+	  "connect, helper), the whole initialize, and a first command.  The "
+	  "session's own cleanup is timed into the measurements, and the report "
+	  "ends with the shutdown budget the profile needs, as `config check` "
+	  "gives it.",
 	  "a report on stdout; --json: one object", probe_opts,
 	  EXITS(SG_EXIT_OK, SG_EXIT_USAGE, SG_EXIT_UNAVAILABLE, SG_EXIT_SOFTWARE,
 		SG_EXIT_CANTCREAT, SG_EXIT_CONFIG) },

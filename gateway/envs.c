@@ -26,6 +26,7 @@
 #include "../adapters/adapter.h"
 #include "base/cancel.h"
 #include "base/limits.h"
+#include "budget.h"
 #include "cli.h"
 #include "registry.h"
 #include "wire.h"
@@ -257,6 +258,7 @@ static sg_err remove_env(const struct sg_config *cfg, const char *state_dir,
 	const struct sg_adapter *ad = backend ? sg_adapter_find(backend) : NULL;
 	struct sg_profile *p = NULL;
 	sg_err rc = SG_OK;
+	int64_t t0;
 
 	if (!ad)
 		return sg_err_set(err, SG_E_UNSUPPORTED, "backend %s is not built into this sandgate",
@@ -270,7 +272,11 @@ static sg_err remove_env(const struct sg_config *cfg, const char *state_dir,
 			return sg_err_set(err, rc, "profile \"%s\" is needed to reach %s and is not in the config",
 					  profile ? profile : "?", id);
 		fprintf(stderr, "sandgate: removing %s (%s)...\n", id, backend);
+		t0 = sg_now_ms();
 		rc = ad->destroy(p, state_dir, id, NULL, err);
+		/* A real delete: the next shutdown plans with its time. */
+		if (!rc)
+			sg_budget_record(state_dir, ad->name, SG_BUDGET_REMOVE, sg_now_ms() - t0);
 		if (rc == SG_E_NOT_FOUND) {
 			sg_err_clear(err);
 			rc = SG_OK;

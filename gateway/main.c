@@ -25,6 +25,7 @@
 #include "base/limits.h"
 #include "base/log.h"
 #include "base/progress.h"
+#include "budget.h"
 #include "check.h"
 #include "cli.h"
 #include "envs.h"
@@ -401,6 +402,50 @@ static const char *str_or(json_t *j, const char *key, const char *def)
 	return v ? v : def;
 }
 
+/* The shutdown budgets (config check, probe). */
+
+/*
+ * The shutdown report of profile `name` (budget.h), or NULL (a select
+ * profile, or one that does not build).
+ */
+static json_t *shutdown_report(const struct sg_config *cfg, const char *name,
+			       const char *state)
+{
+	struct sg_errinfo ignore = { 0 };
+	struct sg_profile *p = NULL;
+	json_t *report = NULL;
+
+	if (sg_config_profile(cfg, name, NULL, &p, &ignore) == SG_OK)
+		report = sg_budget_report(p, state);
+	sg_profile_free(p);
+	return report;
+}
+
+/* The report as text: what the cleanup needs, each budget, the warnings. */
+static void print_shutdown(const char *indent, json_t *sh)
+{
+	json_t *v;
+	size_t i;
+
+	if (!sh)
+		return;
+	sg_cli_printf("%sshutdown needs %lld ms:", indent,
+		(long long)json_integer_value(json_object_get(sh, "needs_ms")));
+	json_array_foreach(json_object_get(sh, "steps"), i, v)
+		sg_cli_printf("%s %s %lld ms%s", i ? "," : "", str_or(v, "step", "?"),
+			(long long)json_integer_value(json_object_get(v, "ms")),
+			!json_object_get(v, "measured") ? ""
+			: json_is_true(json_object_get(v, "measured")) ? " (measured)"
+								      : " (default)");
+	sg_cli_printf("\n");
+	json_array_foreach(json_object_get(sh, "budgets"), i, v)
+		sg_cli_printf("%s%s budget %lld ms (%s): %s\n", indent, str_or(v, "role", "?"),
+			(long long)json_integer_value(json_object_get(v, "ms")), str_or(v, "from", "?"),
+			json_is_true(json_object_get(v, "enough")) ? "enough" : "too short");
+	json_array_foreach(json_object_get(sh, "warnings"), i, v)
+		sg_cli_printf("%swarning: %s\n", indent, json_string_value(v));
+}
+
 static void probe_print(json_t *report)
 {
 	json_t *facts = json_object_get(report, "facts"), *v;
@@ -431,6 +476,7 @@ static void probe_print(json_t *report)
 		if (json_is_integer(v))
 			sg_cli_printf("time         %-30s %lld ms\n", k,
 				(long long)json_integer_value(v));
+	print_shutdown("", json_object_get(report, "shutdown"));
 }
 
 /*
@@ -448,7 +494,7 @@ static int cmd_probe(const struct sg_cli_cmd *cmd, int argc, char **argv)
 	struct sg_errinfo err = { 0 };
 	struct sg_config *cfg = NULL;
 	struct sg_profile *p = NULL;
-	json_t *report = NULL, *creds = json_object();
+	json_t *report = NULL, *creds = json_object(), *sh;
 	const struct sg_adapter *ad;
 	int64_t t0 = sg_now_ms();
 	bool as_json = false;
@@ -536,6 +582,10 @@ static int cmd_probe(const struct sg_cli_cmd *cmd, int argc, char **argv)
 	if (json_object_get(report, "facts") && !json_object_get(r.cmd, "data"))
 		json_object_set_new(report, "error",
 				    json_string(str_or(r.cmd, "error", "the first command got no reply")));
+	/* After the session: its own cleanup was just measured. */
+	sh = shutdown_report(cfg, profile, state);
+	if (sh)
+		json_object_set_new(report, "shutdown", sh);
 	if (as_json) {
 		dump_json(report);
 	} else {
@@ -561,10 +611,11 @@ out:
 
 static int cmd_config_check(const struct sg_cli_cmd *cmd, int argc, char **argv)
 {
-	const char *config = NULL, *only = NULL, *arg;
+	const char *config = NULL, *only = NULL, *given_state = NULL, *arg;
 	struct sg_errinfo err = { 0 };
 	struct sg_config *cfg = NULL;
-	json_t *report = NULL, *list;
+	json_t *report = NULL, *list, *sh;
+	char *state = NULL;
 	bool as_json = false;
 	int c, first, status = -1;
 
@@ -572,11 +623,14 @@ static int cmd_config_check(const struct sg_cli_cmd *cmd, int argc, char **argv)
 		switch (c) {
 		case 'c': config = arg; break;
 		case 'p': only = arg; break;
+		case 's': given_state = arg; break;
 		case 'j': as_json = true; break;
 		}
 	}
 	if (status >= 0)
 		return status;
+	/* Only read, for the measured cleanup times: never created here. */
+	state = state_dir_of(given_state);
 	report = json_pack("{s:b, s:[]}", "ok", 1, "profiles");
 	list = json_object_get(report, "profiles");
 	status = load_config(config, &cfg, &err);
@@ -604,14 +658,21 @@ static int cmd_config_check(const struct sg_cli_cmd *cmd, int argc, char **argv)
 							      "error", word));
 			json_object_set_new(report, "ok", json_false());
 			status = SG_EXIT_CONFIG;
+			sh = NULL;
 		} else {
 			snprintf(word, sizeof(word), "ok");
+			sh = shutdown_report(cfg, *n, state);
 			json_array_append_new(list, json_pack("{s:s, s:s, s:b}", "name", *n,
 							      "backend", backend, "ok", 1));
+			if (sh)
+				json_object_set_new(json_array_get(list, json_array_size(list) - 1),
+						    "shutdown", sh);
 		}
-		if (!as_json)
+		if (!as_json) {
 			sg_cli_printf("%s: profile \"%s\" (%s): %s\n", sg_config_path(cfg), *n,
 				backend, word);
+			print_shutdown("  ", sh);
+		}
 	}
 	if (only && json_array_size(list) == 0) {
 		sg_err_clear(&err);
@@ -628,6 +689,7 @@ print:
 		dump_json(report);
 	json_decref(report);
 	sg_config_free(cfg);
+	free(state);
 	return status;
 }
 

@@ -481,8 +481,8 @@ static void *stop_one(void *arg)
 	return NULL;
 }
 
-sg_err sg_procs_shutdown(struct sg_session *s, struct sg_cancel *cancel,
-			 struct sg_errinfo *err)
+sg_err sg_procs_shutdown(struct sg_session *s, int64_t grace_ms, struct sg_cancel *cancel,
+			 int *stopped, struct sg_errinfo *err)
 {
 	const char *args[] = { "proc", "list", "--session", s->session_id, NULL };
 	struct stopper *t = NULL;
@@ -490,6 +490,8 @@ sg_err sg_procs_shutdown(struct sg_session *s, struct sg_cancel *cancel,
 	size_t i, n = 0;
 	sg_err rc;
 
+	if (stopped)
+		*stopped = 0;
 	if (s->procs)
 		stop_watcher(s->procs);
 	rc = sg_envcall(s, SG_CALL_CTL, args, NULL, 0, &reply, cancel, err);
@@ -510,7 +512,7 @@ sg_err sg_procs_shutdown(struct sg_session *s, struct sg_cancel *cancel,
 		t[n].s = s;
 		t[n].cancel = cancel;
 		snprintf(t[n].id, sizeof(t[n].id), "%s", id);
-		snprintf(t[n].grace, sizeof(t[n].grace), "%d", SG_PROC_GRACE_MS);
+		snprintf(t[n].grace, sizeof(t[n].grace), "%lld", (long long)grace_ms);
 		t[n].started = pthread_create(&t[n].thread, NULL, stop_one, &t[n]) == 0;
 		if (!t[n].started)
 			stop_one(&t[n]);
@@ -521,6 +523,8 @@ sg_err sg_procs_shutdown(struct sg_session *s, struct sg_cancel *cancel,
 			pthread_join(t[i].thread, NULL);
 	free(t);
 	json_decref(reply);
+	if (stopped)
+		*stopped = (int)n;
 	return sg_cancel_check(cancel) ? sg_err_set(err, SG_E_TIMEOUT,
 			"stopping processes did not finish inside the shutdown budget") : SG_OK;
 }

@@ -217,38 +217,54 @@ out:
 	return rc;
 }
 
-struct attach_arg {
+/* Attach a session and merge fields, or (attach false) only merge them,
+ * and only when no other live session is attached. */
+struct merge_arg {
 	const char *session;
 	json_t *fields;
+	bool attach;
 	int others;
 };
 
-static sg_err do_attach(json_t *rec, void *p, struct sg_errinfo *err)
+static sg_err do_merge(json_t *rec, void *p, struct sg_errinfo *err)
 {
-	struct attach_arg *a = p;
-	json_t *sessions = json_object_get(rec, "sessions");
+	struct merge_arg *a = p;
 
 	(void)err;
 	a->others = prune(rec, a->session);
-	if (a->fields)
+	if (a->fields && (a->attach || !a->others))
 		json_object_update(rec, a->fields);
-	json_array_append_new(sessions,
-			      json_pack("{s:s, s:I, s:I, s:I}", "session", a->session,
-					"pid", (json_int_t)getpid(), "pid_start",
-					(json_int_t)sg_registry_self_start(), "since",
-					(json_int_t)time(NULL)));
+	if (a->attach)
+		json_array_append_new(json_object_get(rec, "sessions"),
+				      json_pack("{s:s, s:I, s:I, s:I}", "session", a->session,
+						"pid", (json_int_t)getpid(), "pid_start",
+						(json_int_t)sg_registry_self_start(), "since",
+						(json_int_t)time(NULL)));
 	return SG_OK;
+}
+
+static sg_err merge(const char *state_dir, const struct sg_reg_key *key, const char *session,
+		    json_t *fields, bool attach, int *others_out, struct sg_errinfo *err)
+{
+	struct merge_arg a = { session, fields, attach, 0 };
+	sg_err rc = edit(state_dir, key, attach, do_merge, &a, err);
+
+	*others_out = a.others;
+	return rc;
 }
 
 sg_err sg_registry_attach(const char *state_dir, const struct sg_reg_key *key,
 			  const char *session, json_t *fields, int *others_out,
 			  struct sg_errinfo *err)
 {
-	struct attach_arg a = { session, fields, 0 };
-	sg_err rc = edit(state_dir, key, true, do_attach, &a, err);
+	return merge(state_dir, key, session, fields, true, others_out, err);
+}
 
-	*others_out = a.others;
-	return rc;
+sg_err sg_registry_update_if_last(const char *state_dir, const struct sg_reg_key *key,
+				  const char *session, json_t *fields, int *others_out,
+				  struct sg_errinfo *err)
+{
+	return merge(state_dir, key, session, fields, false, others_out, err);
 }
 
 static sg_err do_update(json_t *rec, void *p, struct sg_errinfo *err)

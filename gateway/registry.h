@@ -63,6 +63,17 @@ sg_err sg_registry_detach(const char *state_dir, const struct sg_reg_key *key,
 			  const char *session, int *others_out,
 			  struct sg_errinfo *err) SG_MUST_CHECK;
 
+/*
+ * Merge fields (borrowed) into the record only when no live session but
+ * `session` is attached, under the same lock that counts them;
+ * *others_out is that number.  Shutdown marks the record this way before
+ * the last session removes the environment, so a gateway killed
+ * mid-removal leaves a record that `sandgate envs gc` acts on.
+ */
+sg_err sg_registry_update_if_last(const char *state_dir, const struct sg_reg_key *key,
+				  const char *session, json_t *fields, int *others_out,
+				  struct sg_errinfo *err) SG_MUST_CHECK;
+
 /* Delete the record (the environment is gone). */
 sg_err sg_registry_remove(const char *state_dir, const struct sg_reg_key *key,
 			  struct sg_errinfo *err) SG_MUST_CHECK;

@@ -187,9 +187,13 @@ sg_err sg_proc_list(struct sg_op *op, json_t **out) SG_MUST_CHECK;
 sg_err sg_proc_get(struct sg_op *op, json_t **out) SG_MUST_CHECK;
 sg_err sg_proc_read(struct sg_op *op, json_t **out) SG_MUST_CHECK;
 sg_err sg_proc_stop(struct sg_op *op, json_t **out) SG_MUST_CHECK;
-/* Stop this session's running processes within the cancel token's time. */
-sg_err sg_procs_shutdown(struct sg_session *s, struct sg_cancel *cancel,
-			 struct sg_errinfo *err);
+/*
+ * Stop this session's running processes, all at once, each with grace_ms
+ * before SIGKILL, within the cancel token's time; *stopped (optional) is
+ * how many were running.
+ */
+sg_err sg_procs_shutdown(struct sg_session *s, int64_t grace_ms, struct sg_cancel *cancel,
+			 int *stopped, struct sg_errinfo *err);
 void sg_procs_free(struct sg_session *s);
 
 /* ---- export.c: immutable file snapshots ---- */

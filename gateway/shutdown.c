@@ -3,11 +3,20 @@
  * await requests, stop the session's processes, release exports, then keep
  * or remove the environment, all inside the shutdown budget.
  *
- * Invariants: the budget is one deadline token that every step waits on;
- * whatever the budget cut short is said on stderr and left in the state
- * registry as cleanup-pending, so `sandgate envs gc` finds it.  That
- * includes what a failed initialize may have left (a create whose outcome
- * is unknown): it is looked for and removed here, within the budget.
+ * Invariants: the budget is one deadline token that every must-do step
+ * waits on; the optional work (awaiting the cancelled requests) waits on a
+ * second one that fires early enough to leave the processes and the
+ * environment their planned time (budget.h).  The plan comes first: when
+ * the budget is shorter, that is said on stderr at once, the processes
+ * get no grace (they die with the environment), and the registry record
+ * says so before anything is removed.  The last session marks its record
+ * cleanup-pending before a removal starts, so a gateway killed mid-removal
+ * (an outer adapter's grace ran out) leaves a record that `sandgate envs
+ * gc` acts on; whatever the budget cut short is said on stderr and stays in
+ * the record too.  That includes what a failed initialize may have left (a
+ * create whose outcome is unknown): it is looked for and removed here,
+ * within the budget.  Every real stop, removal and keep is timed into the
+ * state directory's measurements, which the next plan uses.
  */
 #include "shutdown.h"
 
@@ -17,23 +26,39 @@
 #include <time.h>
 
 #include "base/crash.h"
+#include "base/limits.h"
 #include "base/log.h"
+#include "budget.h"
 #include "cli.h"
 #include "envs.h"
 #include "registry.h"
+
+/*
+ * Keep a measured duration for the next plans: a step that finished, or
+ * one the budget cut short after it had already outlasted its plan (the
+ * time it took is then a lower bound worth knowing).
+ */
+static void measure(const struct sg_session *s, enum sg_budget_op op, sg_err rc, int64_t ms,
+		    int64_t planned_ms)
+{
+	if (op < SG_BUDGET_NOPS && (!rc || (rc == SG_E_TIMEOUT && ms > planned_ms)))
+		sg_budget_record(s->state_dir, s->env->ad->name, op, ms);
+}
 
 /*
  * Keep, remove or let go of the environment, as the binding and the other
  * sessions attached to it say, and record the outcome.  Returns non-zero
  * when the environment may remain against the binding's wish.
  */
-static int teardown(struct sg_session *s, struct sg_cancel *deadline)
+static int teardown(struct sg_session *s, const struct sg_budget_plan *plan, bool marked,
+		    struct sg_cancel *deadline)
 {
 	struct sg_reg_key key = { s->env->ad->name, s->identity };
 	struct sg_errinfo err = { 0 };
 	enum sg_fate fate;
 	json_t *fields;
 	int others = 0;
+	int64_t t0;
 	sg_err rc;
 
 	if (sg_registry_detach(s->state_dir, &key, s->session_id, &others, &err))
@@ -42,7 +67,11 @@ static int teardown(struct sg_session *s, struct sg_cancel *deadline)
 	fate = others ? SG_FATE_DETACH
 		      : s->env->remove_on_exit ? SG_FATE_REMOVE : SG_FATE_KEEP;
 	sg_err_clear(&err);
+	t0 = sg_now_ms();
 	rc = s->env->ad->teardown(s->env, fate, deadline, &err);
+	measure(s, fate == SG_FATE_REMOVE ? SG_BUDGET_REMOVE
+		   : fate == SG_FATE_KEEP ? SG_BUDGET_KEEP : SG_BUDGET_NOPS,
+		rc, sg_now_ms() - t0, plan->env.ms);
 	if (rc) {
 		fprintf(stderr,
 			"sandgate: cleanup of environment %s (%s, profile %s) did not finish: %s: %s; it may remain: run `sandgate envs gc`\n",
@@ -60,6 +89,10 @@ static int teardown(struct sg_session *s, struct sg_cancel *deadline)
 		fields = others ? NULL
 				: json_pack("{s:s, s:I}", "status", SG_REG_KEPT, "expires",
 					    (json_int_t)(time(NULL) + s->profile->lifetime_seconds));
+		/* Marked for a removal that another session's arrival turned
+		 * into a detach: the record is live again. */
+		if (marked && !fields)
+			fields = json_pack("{s:s, s:s}", "status", SG_REG_ACTIVE, "error", "");
 	}
 	if (fields) {
 		sg_err_clear(&err);
@@ -103,8 +136,10 @@ static int settle_pending(struct sg_session *s, struct sg_cancel *deadline)
 }
 
 struct deadline {
-	struct sg_cancel token, done;
-	int64_t ms;
+	struct sg_cancel token;    /* the whole budget */
+	struct sg_cancel optional; /* the optional work's share of it */
+	struct sg_cancel done;
+	int64_t ms, optional_ms;
 	pthread_t thread;
 };
 
@@ -112,37 +147,116 @@ static void *deadline_main(void *arg)
 {
 	struct deadline *d = arg;
 
-	if (sg_cancel_sleep(&d->done, d->ms) == SG_OK)
+	if (sg_cancel_sleep(&d->done, d->optional_ms) == SG_OK)
+		sg_cancel_fire_with(&d->optional, SG_E_TIMEOUT,
+				    "the time left for optional work ran out");
+	if (sg_cancel_sleep(&d->done, d->ms - d->optional_ms) == SG_OK)
 		sg_cancel_fire_with(&d->token, SG_E_TIMEOUT, "the shutdown budget ran out");
 	return NULL;
+}
+
+/*
+ * Plan the shutdown of a ready session before any step runs: the fate it
+ * will most likely meet (the last session removes or keeps, otherwise it
+ * detaches), its cost, and whether the budget covers it.  The last session
+ * marks its record before a removal; when the budget is short, stderr and
+ * the record say so now, while sandgate still can.  Returns whether the
+ * plan fits; *marked says whether the record was marked.
+ */
+static bool plan_shutdown(struct sg_session *s, int64_t budget_ms, struct sg_budget_plan *plan,
+			  int64_t *optional_ms, bool *marked)
+{
+	struct sg_reg_key key = { s->env->ad->name, s->identity };
+	enum sg_fate fate = s->env->remove_on_exit ? SG_FATE_REMOVE : SG_FATE_KEEP;
+	json_t *stats = sg_budget_load(s->state_dir, s->env->ad->name), *fields;
+	struct sg_errinfo err = { 0 };
+	char why[SG_ERR_MSG];
+	int others = 0;
+	bool fits;
+
+	sg_budget_plan(s->env->ad->name, &fate, stats, plan);
+	fits = sg_budget_split(plan, budget_ms, optional_ms);
+	snprintf(why, sizeof(why),
+		 "the shutdown budget (%lld ms) is shorter than its cleanup needs (%lld ms)",
+		 (long long)budget_ms, (long long)plan->total_ms);
+	if (fate == SG_FATE_REMOVE)
+		fields = json_pack("{s:s, s:s}", "status", SG_REG_CLEANUP, "error",
+				   fits ? "its gateway stopped while removing it" : why);
+	else
+		fields = json_object();
+	if (!fits)
+		json_object_set_new(fields, "budget",
+				    json_pack("{s:I, s:I}", "given_ms", (json_int_t)budget_ms,
+					      "needs_ms", (json_int_t)plan->total_ms));
+	*marked = false;
+	if (json_object_size(fields) &&
+	    sg_registry_update_if_last(s->state_dir, &key, s->session_id, fields, &others, &err))
+		sg_log_warn("%s", err.msg);
+	else
+		*marked = fate == SG_FATE_REMOVE && !others;
+	if (others) {
+		/* Another session stays: this one only lets go. */
+		fate = SG_FATE_DETACH;
+		sg_budget_plan(s->env->ad->name, &fate, stats, plan);
+		fits = sg_budget_split(plan, budget_ms, optional_ms);
+	}
+	if (!fits)
+		fprintf(stderr,
+			"sandgate: %s for environment %s (%s, profile %s: %s %lld ms%s, %s %lld ms%s, slack %lld ms); processes are killed without a grace so that %s has its time; what does not finish stays in the registry for `sandgate envs gc`\n",
+			why, s->env->id, s->env->ad->name, s->profile->name,
+			sg_budget_op_words(plan->stop.op), (long long)plan->stop.ms,
+			plan->stop.samples ? " measured" : " by default",
+			sg_budget_op_words(plan->env.op), (long long)plan->env.ms,
+			plan->env.samples ? " measured" : " by default", (long long)plan->slack_ms,
+			plan->env.op == SG_BUDGET_REMOVE ? "the delete" : "the environment's step");
+	json_decref(fields);
+	json_decref(stats);
+	return fits;
 }
 
 int sg_shutdown_run(struct sg_session *s, struct sg_pool *pool, int64_t budget_ms,
 		    const char *why)
 {
-	struct deadline d = { .ms = budget_ms };
+	struct deadline d = { .ms = budget_ms, .optional_ms = budget_ms };
+	struct sg_budget_plan plan = { 0 };
 	struct sg_errinfo err = { 0 };
-	int status = 0;
+	bool ready = s->state == SG_S_READY, fits = true, marked = false;
+	int status = 0, stopped = 0;
+	int64_t t0;
 	sg_err rc = SG_OK;
 
 	sg_log_info("shutting down: %s", why);
-	if (sg_cancel_init(&d.token) || sg_cancel_init(&d.done))
+	if (ready)
+		fits = plan_shutdown(s, budget_ms, &plan, &d.optional_ms, &marked);
+	if (sg_cancel_init(&d.token) || sg_cancel_init(&d.optional) || sg_cancel_init(&d.done))
 		return 70;
 	if (pthread_create(&d.thread, NULL, deadline_main, &d) != 0)
 		d.thread = pthread_self();
+	/* Optional: awaiting the cancelled requests; those still cancelling
+	 * when their share ran out finish beside the cleanup. */
+	if (!sg_pool_drain(pool, &d.optional))
+		sg_log_info("requests are still cancelling; the cleanup goes on beside them");
+	if (ready) {
+		/* Must-do, in this order: the processes (without a grace when
+		 * the budget is short), then the environment. */
+		t0 = sg_now_ms();
+		rc = sg_procs_shutdown(s, fits ? SG_PROC_GRACE_MS : 0, &d.token, &stopped, &err);
+		if (rc)
+			fprintf(stderr, "sandgate: %s\n", err.msg);
+		if (stopped && fits)
+			measure(s, SG_BUDGET_STOP, rc, sg_now_ms() - t0, plan.stop.ms);
+		sg_err_clear(&err);
+		if (teardown(s, &plan, marked, &d.token) || rc)
+			status = SG_EXIT_UNAVAILABLE;
+	}
 	if (!sg_pool_drain(pool, &d.token)) {
 		fprintf(stderr, "sandgate: requests still running when the shutdown budget ran out\n");
 		status = SG_EXIT_UNAVAILABLE;
 	}
-	if (s->state == SG_S_READY) {
-		rc = sg_procs_shutdown(s, &d.token, &err);
-		if (rc)
-			fprintf(stderr, "sandgate: %s\n", err.msg);
+	if (ready) {
+		/* Only now: a request still cancelling may use them. */
 		sg_procs_free(s);
 		sg_exports_free(s);
-		sg_err_clear(&err);
-		if (teardown(s, &d.token) || rc)
-			status = SG_EXIT_UNAVAILABLE;
 	}
 	if (settle_pending(s, &d.token))
 		status = SG_EXIT_UNAVAILABLE;
@@ -152,6 +266,7 @@ int sg_shutdown_run(struct sg_session *s, struct sg_pool *pool, int64_t budget_m
 	if (!pthread_equal(d.thread, pthread_self()))
 		pthread_join(d.thread, NULL);
 	sg_cancel_release(&d.token);
+	sg_cancel_release(&d.optional);
 	sg_cancel_release(&d.done);
 	return status;
 }

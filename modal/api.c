@@ -678,6 +678,8 @@ sg_err mdl_router_open(struct mdl_client *c, const char *sandbox_id,
 	rc = sg_grpc_channel_new(url, NULL, &r->ch, err);
 	if (!rc)
 		rc = sg_buf_addf(&line, "authorization: Bearer %s", aresp->jwt);
+	if (!rc)
+		r->exp = jwt_exp(aresp->jwt);
 	if (!rc) {
 		r->auth_line = line.p;
 		line = (struct sg_buf)SG_BUF_INIT(0);
@@ -843,7 +845,9 @@ sg_err mdl_run(struct mdl_client *c, struct mdl_router *r,
 	req.n_command_args = argc;
 	req.command_args = (char **)x->argv;
 	req.stdout_config = MODAL__TASK_COMMAND_ROUTER__TASK_EXEC_STDOUT_CONFIG__TASK_EXEC_STDOUT_CONFIG_PIPE;
-	req.stderr_config = MODAL__TASK_COMMAND_ROUTER__TASK_EXEC_STDERR_CONFIG__TASK_EXEC_STDERR_CONFIG_PIPE;
+	req.stderr_config = x->merge
+		? MODAL__TASK_COMMAND_ROUTER__TASK_EXEC_STDERR_CONFIG__TASK_EXEC_STDERR_CONFIG_STDOUT
+		: MODAL__TASK_COMMAND_ROUTER__TASK_EXEC_STDERR_CONFIG__TASK_EXEC_STDERR_CONFIG_PIPE;
 	if (x->timeout_secs) {
 		req._timeout_secs_case =
 			MODAL__TASK_COMMAND_ROUTER__TASK_EXEC_START_REQUEST___TIMEOUT_SECS_TIMEOUT_SECS;
@@ -867,27 +871,43 @@ sg_err mdl_run(struct mdl_client *c, struct mdl_router *r,
 			MODAL__TASK_COMMAND_ROUTER__TASK_EXEC_STDIN_WRITE_REQUEST__INIT;
 		ProtobufCMessage *wr = NULL;
 
-		/* By offset: a retried write is not written twice. */
+		/*
+		 * By offset: a retried write is not written twice.  In pieces
+		 * of SG_MODAL_STDIN_CHUNK: libcurl 7.88.1 sends one large
+		 * HTTP/2 body slower the larger it is (a 15 MiB write did not
+		 * finish in a minute; in 256 KiB pieces it takes seconds).
+		 */
+		size_t at = 0;
+
 		w.task_id = r->task_id;
 		w.exec_id = exec_id;
-		w.data.data = (uint8_t *)x->stdin_data;
-		w.data.len = x->stdin_len;
-		w.eof = true;
-		rc = router_call(r, "TaskExecStdinWrite", &w.base,
-				 &modal__task_command_router__task_exec_stdin_write_response__descriptor,
-				 &wr, 0, cancel, err);
-		res->router_calls++;
-		if (wr)
-			protobuf_c_message_free_unpacked(wr, NULL);
+		do {
+			size_t n = x->stdin_len - at;
+
+			if (n > SG_MODAL_STDIN_CHUNK)
+				n = SG_MODAL_STDIN_CHUNK;
+			w.offset = at;
+			w.data.data = (uint8_t *)x->stdin_data + at;
+			w.data.len = n;
+			w.eof = at + n == x->stdin_len;
+			rc = router_call(r, "TaskExecStdinWrite", &w.base,
+					 &modal__task_command_router__task_exec_stdin_write_response__descriptor,
+					 &wr, 0, cancel, err);
+			res->router_calls++;
+			if (wr)
+				protobuf_c_message_free_unpacked(wr, NULL);
+			wr = NULL;
+			at += n;
+		} while (!rc && at < x->stdin_len);
 		if (rc)
 			goto out;
 	}
 	rc = read_stream(r, exec_id, 0, &res->out, &res->out_total, deadline,
 			 &res->router_calls, cancel, err);
-	if (!rc)
+	if (!rc && !x->merge)
 		rc = read_stream(r, exec_id, 1, &res->err, &res->err_total,
 				 deadline, &res->router_calls, cancel, err);
-	if (rc)
+	if (rc || x->no_wait)
 		goto out;
 	{
 		Modal__TaskCommandRouter__TaskExecWaitRequest wq =

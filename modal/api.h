@@ -108,6 +108,7 @@ struct mdl_router {
 	struct sg_grpc_channel *ch;
 	char task_id[128];
 	char *auth_line; /* "authorization: Bearer <jwt>", malloc */
+	int64_t exp;     /* the JWT's "exp" (seconds since the epoch), 0: unknown */
 };
 void mdl_router_release(struct mdl_router *r);
 
@@ -131,6 +132,12 @@ struct mdl_exec {
 	uint32_t timeout_secs;   /* 0: none */
 	int64_t wait_ms;         /* the whole exec, client side */
 	size_t max_output;       /* per stream; more is dropped and counted */
+	/*
+	 * stderr goes into stdout, so one stream is read; and the exit
+	 * status is not asked for (no TaskExecWait) because the output says
+	 * how the command ended (sg-helper job's trailer): two requests.
+	 */
+	bool merge, no_wait;
 };
 struct mdl_exec_result {
 	struct sg_buf out, err;
@@ -146,7 +153,8 @@ void mdl_exec_result_release(struct mdl_exec_result *r);
  * TaskExecStart (a client-made exec id, so a retried start runs nothing
  * twice), TaskExecStdinWrite when there is stdin, TaskExecStdioRead of
  * stdout and of stderr (reconnecting at the last offset when a stream
- * breaks), TaskExecWait.
+ * breaks), TaskExecWait; with merge and no_wait only TaskExecStart and
+ * one TaskExecStdioRead (and TaskExecStdinWrite when there is stdin).
  */
 sg_err mdl_run(struct mdl_client *c, struct mdl_router *r,
 	       const struct mdl_exec *x, struct mdl_exec_result *res,

@@ -6,6 +6,11 @@
 #   daytona-cloud  Daytona itself: opt-in, only with SANDGATE_E2E_DAYTONA=1
 #             and DAYTONA_API_KEY (and DAYTONA_API_URL / DAYTONA_TARGET
 #             as Daytona's own tools read them); skipped otherwise
+#   modal     the fake Modal on 127.0.0.1 (tests/fakes/modal/server.mjs),
+#             gRPC over h2c, commands under bubblewrap
+#   modal-cloud  Modal itself: opt-in, only with SANDGATE_E2E_MODAL=1 and
+#             MODAL_TOKEN_ID/MODAL_TOKEN_SECRET or ~/.modal.toml; skipped
+#             otherwise
 #   singularity  the fake apptainer (tests/fakes/apptainer/): real instances
 #             under bubblewrap, as root; skipped without root or bubblewrap
 #   singularity-real  a real apptainer on PATH and SANDGATE_E2E_SIF=image.sif:
@@ -18,6 +23,27 @@
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/../.." && pwd)
+
+# start_fake SERVER ARGS...: a fake provider (node) on loopback, stopped by
+# closing its stdin when this script exits; sets work (a temporary
+# directory), port and admin (its admin port, when it has one).
+start_fake() {
+	work=$(mktemp -d)
+	mkfifo "$work/stdin"
+	node "$@" <"$work/stdin" >"$work/out" 2>"$work/fake.log" &
+	fake=$!
+	# Holding the fifo open keeps the fake alive; closing it stops it.
+	exec 3>"$work/stdin"
+	trap 'exec 3>&-; wait $fake 2>/dev/null; rm -rf "$work"' EXIT
+	i=0
+	until grep -q '^LISTENING' "$work/out" 2>/dev/null; do
+		i=$((i + 1))
+		[ $i -gt 300 ] && { echo "run-against: the fake did not start" >&2; cat "$work/fake.log" >&2; exit 1; }
+		sleep 0.1
+	done
+	port=$(sed -n 's/^LISTENING //p' "$work/out")
+	admin=$(sed -n 's/^ADMIN //p' "$work/out")
+}
 
 case "${1:-}" in
 ssh)
@@ -35,21 +61,8 @@ ssh)
 	;;
 daytona)
 	command -v node >/dev/null || { echo "run-against: node is missing; skipped" >&2; exit 77; }
-	work=$(mktemp -d)
-	mkfifo "$work/stdin"
-	node "$top/tests/fakes/daytona/server.mjs" --port 0 --exec-mode bwrap \
-		--exec-limit-ms 5000 <"$work/stdin" >"$work/out" 2>"$work/fake.log" &
-	fake=$!
-	# Holding the fifo open keeps the fake alive; closing it stops it.
-	exec 3>"$work/stdin"
-	trap 'exec 3>&-; wait $fake 2>/dev/null; rm -rf "$work"' EXIT
-	i=0
-	until grep -q '^LISTENING' "$work/out" 2>/dev/null; do
-		i=$((i + 1))
-		[ $i -gt 300 ] && { echo "run-against: the fake did not start" >&2; cat "$work/fake.log" >&2; exit 1; }
-		sleep 0.1
-	done
-	port=$(sed -n 's/^LISTENING //p' "$work/out")
+	start_fake "$top/tests/fakes/daytona/server.mjs" --port 0 --exec-mode bwrap \
+		--exec-limit-ms 5000
 	cat >"$work/config.json" <<EOF2
 {"default": "daytona", "profiles": {"daytona": {"backend": "daytona", "image": "debian:12",
  "api_url_env": "DT_URL", "api_key_env": "DT_KEY", "toolbox_timeout_ms": 5000}}}
@@ -72,6 +85,39 @@ daytona-cloud)
  "image": "${SANDGATE_E2E_DAYTONA_IMAGE:-debian:12}"}}}
 EOF2
 	export SANDGATE_TEST_CONFIG="$work/config.json" SANDGATE_TEST_PROFILE=daytona
+	export SANDGATE_TEST_SLACK="${SANDGATE_TEST_SLACK:-10}"
+	;;
+modal)
+	command -v node >/dev/null || { echo "run-against: node is missing; skipped" >&2; exit 77; }
+	command -v bwrap >/dev/null || { echo "run-against: bwrap is missing; skipped" >&2; exit 77; }
+	bash "$top/tests/fakes/modal/npm-ci.sh" >/dev/null || { echo "run-against: the fake Modal's npm packages are missing; skipped" >&2; exit 77; }
+	start_fake "$top/tests/fakes/modal/server.mjs" --port 0 --admin-port 0 --exec-mode bwrap
+	cat >"$work/config.json" <<EOF2
+{"default": "modal", "profiles": {"modal": {"backend": "modal", "image": "debian:12"}}}
+EOF2
+	# Modal's own variables, as its tools read them; no ~/.modal.toml.
+	export MODAL_SERVER_URL="http://127.0.0.1:$port" MODAL_TOKEN_ID=ak-test \
+		MODAL_TOKEN_SECRET=as-test MODAL_CONFIG_PATH="$work/none.toml"
+	export SANDGATE_TEST_CONFIG="$work/config.json" SANDGATE_TEST_PROFILE=modal
+	export SANDGATE_TEST_FAKE_URL="http://127.0.0.1:$admin"
+	export SANDGATE_TEST_SLACK="${SANDGATE_TEST_SLACK:-4}"
+	;;
+modal-cloud)
+	if [ "${SANDGATE_E2E_MODAL:-}" != 1 ]; then
+		echo "SKIP: set SANDGATE_E2E_MODAL=1 (and MODAL_TOKEN_ID/MODAL_TOKEN_SECRET or ~/.modal.toml) to run against Modal itself"
+		exit 77
+	fi
+	if [ -z "${MODAL_TOKEN_ID:-}" ] && [ ! -f "${MODAL_CONFIG_PATH:-$HOME/.modal.toml}" ]; then
+		echo "SKIP: no Modal credentials: set MODAL_TOKEN_ID and MODAL_TOKEN_SECRET or write ~/.modal.toml"
+		exit 77
+	fi
+	work=$(mktemp -d)
+	trap 'rm -rf "$work"' EXIT
+	cat >"$work/config.json" <<EOF2
+{"default": "modal", "profiles": {"modal": {"backend": "modal",
+ "image": "${SANDGATE_E2E_MODAL_IMAGE:-debian:12}", "app": "sandgate-e2e"}}}
+EOF2
+	export SANDGATE_TEST_CONFIG="$work/config.json" SANDGATE_TEST_PROFILE=modal
 	export SANDGATE_TEST_SLACK="${SANDGATE_TEST_SLACK:-10}"
 	;;
 singularity)
@@ -115,7 +161,7 @@ EOF2
 	export SANDGATE_TEST_SLACK="${SANDGATE_TEST_SLACK:-5}"
 	;;
 *)
-	echo "usage: run-against.sh ssh|daytona|daytona-cloud|singularity|singularity-real" >&2
+	echo "usage: run-against.sh ssh|daytona|daytona-cloud|modal|modal-cloud|singularity|singularity-real" >&2
 	exit 2
 	;;
 esac

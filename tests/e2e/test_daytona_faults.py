@@ -79,9 +79,10 @@ class Fake:
             self.proc.wait(10)
 
 
-@unittest.skipUnless(BIN and have("node") and have("bwrap") and have("nsenter"),
-                     "needs SANDGATE_BIN, node, bwrap and nsenter")
-class UnknownCreateOutcome(GatewayTestCase):
+class OnFakeDaytona:
+    """A fake Daytona for the class, a config whose profile `cloud` uses it,
+    and a fresh state directory per test.  A mixin, also used by
+    tests/delegation/test_budget.py."""
 
     @classmethod
     def setUpClass(cls):
@@ -106,16 +107,21 @@ class UnknownCreateOutcome(GatewayTestCase):
         self.state = tempfile.mkdtemp(prefix="sg-e2e-dtstate-")
         self.addCleanup(shutil.rmtree, self.state, True)
 
-    def start(self, budget_ms):
-        return self.gateway(init=False, config=self.config, profile="cloud",
-                            env_extra=self.env, budget_ms=budget_ms, state_dir=self.state)
-
     def records(self):
         out = []
         for path in glob.glob(os.path.join(self.state, "registry", "*.json")):
             with open(path) as f:
                 out.append(json.load(f))
         return out
+
+
+@unittest.skipUnless(BIN and have("node") and have("bwrap") and have("nsenter"),
+                     "needs SANDGATE_BIN, node, bwrap and nsenter")
+class UnknownCreateOutcome(OnFakeDaytona, GatewayTestCase):
+
+    def start(self, budget_ms):
+        return self.gateway(init=False, config=self.config, profile="cloud",
+                            env_extra=self.env, budget_ms=budget_ms, state_dir=self.state)
 
     def envs_gc(self):
         env = dict(os.environ, **self.env)

@@ -68,8 +68,10 @@ class Operators(GatewayTestCase):
             import urllib.request
             with urllib.request.urlopen(fake + "/__fake/state", timeout=30) as r:
                 state = json.load(r)
+            # Daytona's fake says "state", Modal's "running".
             alive = [s["id"] for s in state.get("sandboxes", [])
-                     if s.get("state") not in ("destroyed", "destroying")]
+                     if s.get("state") not in ("destroyed", "destroying")
+                     and s.get("running", True)]
             self.assertEqual(alive, [], "sandboxes remain at the provider")
         # The singularity backend's real state: the runtime's instances
         # (this file's identities are "ops-…", so their instances "sg-ops-…").

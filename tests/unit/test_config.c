@@ -1218,7 +1218,7 @@ static void test_backend_fields(void **state)
 		   " \"lifetime_seconds\": 9, \"worker\": \"w\"");
 	backend_fails("vercel", "", SG_E_UNSUPPORTED,
 		      "field \"backend\": \"vercel\" is not built into this "
-		      "sandgate (built: local, ssh, daytona, singularity, fake)");
+		      "sandgate (built: local, ssh, daytona, singularity, modal, fake)");
 	backend_ok("select", "\"candidates\": []");
 	backend_fails("select", "\"candidate\": []", SG_E_INVALID_ARGUMENT,
 		      "field \"candidate\": unknown field; did you mean "

@@ -31,6 +31,7 @@
 
 #include "base/cancel.h"
 #include "config/config.h"
+#include "gateway/budget.h"
 #include "gateway/server.h"
 #include "tests/fake/fake.h"
 
@@ -380,11 +381,28 @@ static void test_lost_environment(void **state)
 	end_clean(v);
 }
 
-/* A teardown past the shutdown budget is cut short; exit stays in budget. */
+/* The one registry record of the fake's session s1 (new), or NULL. */
+static json_t *record(struct srv *v)
+{
+	char *path = NULL;
+	json_t *j;
+
+	assert_true(asprintf(&path, "%s/registry/fake--s1.json", v->state) > 0);
+	j = json_load_file(path, 0, NULL);
+	free(path);
+	return j;
+}
+
+/*
+ * A teardown past the shutdown budget is cut short; exit stays in budget.
+ * The plan (the fake has no measured times: 66 s by default) said so
+ * first, and the record says what remains and why.
+ */
 static void test_teardown_over_budget(void **state)
 {
 	struct srv *v = start("{\"backend\":\"fake\"}", 500);
 	int64_t took;
+	json_t *rec;
 
 	(void)state;
 	init_ok(v);
@@ -394,6 +412,38 @@ static void test_teardown_over_budget(void **state)
 	assert_int_equal(atomic_load(&sg_fake.teardowns), 1);
 	assert_int_equal(atomic_load(&sg_fake.teardown_cancelled), 1);
 	assert_int_equal(atomic_load(&sg_fake.releases), 1);
+	rec = record(v);
+	assert_non_null(rec);
+	assert_string_equal(json_string_value(json_object_get(rec, "status")), "cleanup-pending");
+	assert_int_equal(json_integer_value(json_object_get(json_object_get(rec, "budget"),
+							     "given_ms")), 500);
+	assert_true(json_integer_value(json_object_get(json_object_get(rec, "budget"),
+							"needs_ms")) > 500);
+	json_decref(rec);
+	cleanup(v);
+}
+
+/* A removal that finished is timed into the state directory, and the
+ * record is gone. */
+static void test_removal_is_measured(void **state)
+{
+	struct srv *v = start("{\"backend\":\"fake\"}", 0);
+	json_t *stats;
+
+	(void)state;
+	init_ok(v);
+	sg_fake.teardown_delay_ms = 300;
+	assert_int_equal(finish(v, 30000, NULL), 0);
+	assert_null(record(v));
+	stats = sg_budget_load(v->state, "fake");
+	assert_non_null(stats);
+	assert_int_equal(json_integer_value(json_object_get(json_object_get(stats, "remove"),
+							     "samples")), 1);
+	assert_true(json_integer_value(json_object_get(json_object_get(stats, "remove"),
+							"last_ms")) >= 300);
+	json_decref(stats);
+	sg_fake.teardown_delay_ms = 0;
+	assert_all_released(v);
 	cleanup(v);
 }
 
@@ -463,6 +513,7 @@ int main(void)
 		cmocka_unit_test(test_slow_provision_cancelled),
 		cmocka_unit_test(test_lost_environment),
 		cmocka_unit_test(test_teardown_over_budget),
+		cmocka_unit_test(test_removal_is_measured),
 		cmocka_unit_test(test_process_stopped_at_shutdown),
 		cmocka_unit_test(test_export),
 	};

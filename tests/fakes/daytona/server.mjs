@@ -15,7 +15,13 @@ import fs from 'node:fs';
 import fsp from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { spawn, spawnSync } from 'node:child_process';
+import {
+  Faults, HttpError, RequestLog, failer, isObj, logAndFaultHandlers, msSince, parseOptions, readBody as readBodyMax, readJson as readJsonMax, serve, sleep,
+} from '../lib/fake-http.mjs';
+import {
+  PathError, SHELL, SandboxProcs, capPush as capPushMax, containCheck as containCheckIn,
+  hostPath as mapPath, killAllChildren, killTree, sandboxBaseDir, sandboxPathOf as sandboxPathIn,
+} from '../lib/sandbox-exec.mjs';
 
 // ---------------------------------------------------------------------------------------------
 // Options
@@ -23,59 +29,38 @@ import { spawn, spawnSync } from 'node:child_process';
 
 const USAGE = `usage: node server.mjs [--port N] [--api-key KEY] [--state-dir DIR]
        [--exec-mode tmpdir|bwrap] [--exec-limit-ms N] [--transition-ms N] [--create-block-ms N]
-       [--minute-ms N] [--request-log FILE] [--target REGION] [--no-stdin-watch]`;
+       [--minute-ms N] [--delay-ms N] [--request-log FILE] [--target REGION] [--no-stdin-watch]`;
 
-function parseArgs(argv) {
-  const o = {
-    port: 0,
-    apiKey: 'test-key',
-    stateDir: null,
-    execMode: 'tmpdir',
-    execLimitMs: 5000,
-    transitionMs: 100,
-    createBlockMs: 30000,
-    minuteMs: 0,
-    requestLog: null,
-    target: 'us',
-    stdinWatch: true,
-  };
-  const num = (name, v) => {
-    const n = Number(v);
-    if (!Number.isInteger(n) || n < 0) fail(`${name} needs a non-negative integer, got ${v}`);
-    return n;
-  };
-  for (let i = 0; i < argv.length; i++) {
-    const a = argv[i];
-    const next = () => {
-      if (i + 1 >= argv.length) fail(`${a} needs a value`);
-      return argv[++i];
-    };
-    switch (a) {
-      case '--port': o.port = num(a, next()); break;
-      case '--api-key': o.apiKey = next(); break;
-      case '--state-dir': o.stateDir = path.resolve(next()); break;
-      case '--exec-mode': o.execMode = next(); break;
-      case '--exec-limit-ms': o.execLimitMs = num(a, next()); break;
-      case '--transition-ms': o.transitionMs = num(a, next()); break;
-      case '--create-block-ms': o.createBlockMs = num(a, next()); break;
-      case '--minute-ms': o.minuteMs = num(a, next()); break;
-      case '--request-log': o.requestLog = path.resolve(next()); break;
-      case '--target': o.target = next(); break;
-      case '--no-stdin-watch': o.stdinWatch = false; break;
-      case '-h': case '--help': process.stdout.write(USAGE + '\n'); process.exit(0); break;
-      default: fail(`unknown argument ${a}\n${USAGE}`);
-    }
-  }
-  if (o.execMode !== 'tmpdir' && o.execMode !== 'bwrap') fail(`--exec-mode must be tmpdir or bwrap`);
-  return o;
-}
+const fail = failer('fake-daytona');
 
-function fail(msg) {
-  process.stderr.write(`fake-daytona: ${msg}\n`);
-  process.exit(2);
-}
-
-const OPTS = parseArgs(process.argv.slice(2));
+const OPTS = parseOptions(process.argv.slice(2), {
+  '--port': { key: 'port', type: 'int' },
+  '--api-key': { key: 'apiKey', type: 'string' },
+  '--state-dir': { key: 'stateDir', type: 'path' },
+  '--exec-mode': { key: 'execMode', type: 'string' },
+  '--exec-limit-ms': { key: 'execLimitMs', type: 'int' },
+  '--transition-ms': { key: 'transitionMs', type: 'int' },
+  '--create-block-ms': { key: 'createBlockMs', type: 'int' },
+  '--minute-ms': { key: 'minuteMs', type: 'int' },
+  '--delay-ms': { key: 'delayMs', type: 'int' },
+  '--request-log': { key: 'requestLog', type: 'path' },
+  '--target': { key: 'target', type: 'string' },
+  '--no-stdin-watch': { key: 'stdinWatch', type: 'false' },
+}, {
+  port: 0,
+  apiKey: 'test-key',
+  stateDir: null,
+  execMode: 'tmpdir',
+  execLimitMs: 5000,
+  transitionMs: 100,
+  createBlockMs: 30000,
+  minuteMs: 0,
+  delayMs: 0,
+  requestLog: null,
+  target: 'us',
+  stdinWatch: true,
+}, USAGE, fail);
+if (OPTS.execMode !== 'tmpdir' && OPTS.execMode !== 'bwrap') fail(`--exec-mode must be tmpdir or bwrap`);
 
 // ---------------------------------------------------------------------------------------------
 // Constants that mirror Daytona
@@ -101,8 +86,6 @@ const MAX_BODY_BYTES = 256 * 1024 * 1024;
 const MAX_OUTPUT_BYTES = 64 * 1024 * 1024;
 // Directories a command sees from the host, read-only, in bwrap mode; the files API maps them the
 // same way in both modes so both views agree.
-const SYSTEM_DIRS = new Set(['usr', 'bin', 'sbin', 'lib', 'lib32', 'lib64', 'libx32', 'etc', 'proc', 'dev', 'sys', 'run']);
-const SHELL = fs.existsSync('/bin/bash') ? '/bin/bash' : '/bin/sh';
 // States in which a transition is running towards desiredState; requests then get 409 (§1.5).
 const STABLE_STATES = new Set(['started', 'stopped', 'archived', 'error', 'build_failed', 'paused', 'destroyed']);
 
@@ -120,6 +103,7 @@ function freshConfig() {
     execLimitMs: OPTS.execLimitMs, // the toolbox request limit: longer commands get 408
     createBlockMs: OPTS.createBlockMs, // how long POST /sandbox (from a snapshot) waits for started
     minuteMs: OPTS.minuteMs, // length of one "minute" for autostop/autodelete; 0 = timers off
+    delayMs: OPTS.delayMs, // every API and toolbox request waits this long first (a cloud round trip)
   };
 }
 
@@ -128,16 +112,8 @@ const STATE = {
   sandboxes: new Map(),
   // Ids removed after `destroying`, newest last, so tests can assert a delete really happened.
   destroyed: [],
-  // Queued fault rules, matched in order; each is consumed `count` times (see /__fake/faults).
-  faults: [],
-  faultSeq: 0,
-  // The request log that /__fake/requests serves (the --request-log file gets the same lines).
-  requests: [],
-  requestSeq: 0,
   // Authenticated Socket.IO connections; every sandbox event is broadcast to all of them.
   ioConns: new Set(),
-  // Every live child process (pid -> child), so shutdown and reset leave nothing running.
-  children: new Map(),
   // Where sandbox directories live: --state-dir, or a temp dir removed on exit.
   baseDir: null,
   ownsBaseDir: false,
@@ -148,17 +124,12 @@ const STATE = {
 // Small helpers
 // ---------------------------------------------------------------------------------------------
 
-class HttpError extends Error {
-  constructor(status, message, extra = {}) {
-    super(message);
-    this.status = status;
-    this.extra = extra;
-  }
-}
+// Queued fault rules, matched in order (see /__fake/faults), and the request log that
+// /__fake/requests serves (the --request-log file gets the same lines).
+const FAULTS = new Faults(['status', 'drop', 'delay']);
+const LOG = new RequestLog(OPTS.requestLog);
 
 const nowIso = () => new Date().toISOString();
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-const isObj = (v) => v !== null && typeof v === 'object' && !Array.isArray(v);
 
 function toolboxCode(status) {
   return (
@@ -390,12 +361,14 @@ function attachInternals(s, dir) {
     timer: null, // the pending step of the running transition
     waiters: [], // POST /sandbox calls blocked until the sandbox is started
     sessions: new Map(), // sessionId -> session (see the sessions section)
-    procs: new Set(), // children running in this sandbox (execute and session commands)
-    anchor: null, // bwrap mode: {proc, pid} of the namespace commands enter (see ensureAnchor)
-    // Process groups of every command started since the last stop: a background job stays in
-    // its command's group (no job control), so in tmpdir mode this is how stop reaches it.
-    pgids: new Set(),
-    anchorStarting: null,
+    // The processes running in this sandbox (execute and session commands, background jobs,
+    // the bwrap namespace); the namespace has no network while networkBlockAll is set.
+    exec: new SandboxProcs({
+      mode: OPTS.execMode,
+      root: path.join(dir, 'root'),
+      hostname: s.id.slice(0, 12),
+      blockNetwork: () => s.networkBlockAll,
+    }),
     stoppedAt: null,
   };
 }
@@ -452,43 +425,27 @@ function loadState() {
 // System directories map to the host's own (read-only for writes); everything else lives under
 // the sandbox root. A symlink that leads outside both is refused, so the fake cannot be used
 // to read or write arbitrary host files through a sandbox.
-function hostPath(s, sandboxPath, { write = false } = {}) {
-  if (typeof sandboxPath !== 'string' || sandboxPath === '') throw new HttpError(400, 'path is required');
-  const abs = path.posix.resolve(HOME_DIR, sandboxPath);
-  const top = abs.split('/')[1];
-  if (SYSTEM_DIRS.has(top)) {
-    if (write) throw new HttpError(403, `permission denied: ${abs} is read-only in this sandbox`);
-    return abs;
+function hostPath(s, sandboxPath, opts) {
+  try {
+    return mapPath(s._.root, HOME_DIR, sandboxPath, opts);
+  } catch (e) {
+    if (e instanceof PathError) throw new HttpError(e.status, e.message);
+    throw e;
   }
-  const host = path.join(s._.root, abs);
-  containCheck(s, host, abs, write);
-  return host;
 }
 
-// Reads may follow a symlink into a system directory (the sandbox sees the host's there);
-// writes must land inside the sandbox root.
 function containCheck(s, host, abs, write) {
-  // Resolve the deepest existing ancestor: a symlink anywhere on the way must stay inside.
-  let probe = host;
-  while (!fs.existsSync(probe) && probe !== s._.root) probe = path.dirname(probe);
-  let real;
   try {
-    real = fs.realpathSync(probe);
-  } catch {
-    return;
-  }
-  const rootReal = fs.realpathSync(s._.root);
-  if (real !== rootReal && !real.startsWith(rootReal + '/')) {
-    const top = real.split('/')[1];
-    if (write || !SYSTEM_DIRS.has(top)) throw new HttpError(403, `permission denied: ${abs} leaves the sandbox`);
+    containCheckIn(s._.root, host, abs, write);
+  } catch (e) {
+    if (e instanceof PathError) throw new HttpError(e.status, e.message);
+    throw e;
   }
 }
 
 // Host path -> sandbox path (for $PWD reported by tmpdir-mode sessions).
 function sandboxPathOf(s, host) {
-  if (host === s._.root) return '/';
-  if (host.startsWith(s._.root + '/')) return host.slice(s._.root.length);
-  return host;
+  return sandboxPathIn(s._.root, host);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -512,103 +469,10 @@ function baseEnv(s) {
   };
 }
 
-// bwrap mode keeps one "anchor" per started sandbox: a bubblewrap namespace (pid, mount, ipc,
-// uts, and net when networkBlockAll) whose / is the sandbox root, with the host's /usr and /etc
-// bound read-only and a private /proc, /dev and /run. Every command enters it with nsenter, so
-// background processes outlive their command and die when the sandbox stops, as in a container,
-// and a directory created anywhere (by a command or the files API) is seen by both.
-function anchorArgs(s) {
-  const args = ['--die-with-parent', '--unshare-pid', '--unshare-ipc', '--unshare-uts', '--hostname', s.id.slice(0, 12)];
-  if (s.networkBlockAll) args.push('--unshare-net');
-  args.push('--info-fd', '3', '--bind', s._.root, '/', '--ro-bind', '/usr', '/usr', '--ro-bind', '/etc', '/etc');
-  for (const d of ['bin', 'sbin', 'lib', 'lib32', 'lib64', 'libx32']) {
-    let st;
-    try {
-      st = fs.lstatSync('/' + d);
-    } catch {
-      continue;
-    }
-    const inRoot = path.join(s._.root, d);
-    if (st.isSymbolicLink()) {
-      // bwrap's --symlink fails when the link already exists (a second start), so the fake
-      // makes the merged-/usr links in the sandbox root itself.
-      const target = fs.readlinkSync('/' + d);
-      let cur = null;
-      try {
-        cur = fs.readlinkSync(inRoot);
-      } catch {
-        cur = null;
-      }
-      if (cur !== target) {
-        fs.rmSync(inRoot, { recursive: true, force: true });
-        fs.symlinkSync(target, inRoot);
-      }
-    } else {
-      args.push('--ro-bind', '/' + d, '/' + d);
-    }
-  }
-  // The command runs only once the namespace is set up, so its "ready" line means nsenter may
-  // enter (bwrap reports the child pid on --info-fd earlier than that).
-  args.push('--proc', '/proc', '--dev', '/dev', '--tmpfs', '/run', '--', '/bin/sh', '-c', 'echo ready; exec sleep infinity');
-  return args;
-}
-
-// Starts the sandbox's anchor if it is not running; resolves to the host pid of its pid 1.
-function ensureAnchor(s) {
-  if (s._.anchor && s._.anchor.proc.exitCode === null && s._.anchor.proc.signalCode === null) {
-    return Promise.resolve(s._.anchor.pid);
-  }
-  if (s._.anchorStarting) return s._.anchorStarting;
-  s._.anchorStarting = new Promise((resolve, reject) => {
-    const proc = spawn('bwrap', anchorArgs(s), { stdio: ['ignore', 'pipe', 'pipe', 'pipe'], detached: true });
-    let info = '';
-    let errText = '';
-    let out = '';
-    let pid = null;
-    const maybeReady = () => {
-      if (pid === null || !out.includes('ready\n')) return;
-      clearTimeout(timer);
-      s._.anchor = { proc, pid };
-      resolve(pid);
-    };
-    const timer = setTimeout(() => {
-      killTree(proc);
-      reject(new Error('bwrap did not report its child pid'));
-    }, 10000);
-    proc.on('error', (e) => {
-      clearTimeout(timer);
-      reject(e);
-    });
-    proc.stderr.on('data', (d) => (errText += d));
-    proc.stdio[3].on('data', (d) => {
-      info += d;
-      try {
-        pid = JSON.parse(info)['child-pid'];
-      } catch {
-        return; // not all of it yet
-      }
-      maybeReady();
-    });
-    proc.stdout.on('data', (d) => {
-      out += d;
-      maybeReady();
-    });
-    proc.on('exit', () => {
-      clearTimeout(timer);
-      STATE.children.delete(proc.pid);
-      if (s._.anchor && s._.anchor.proc === proc) s._.anchor = null;
-      reject(new Error(`bwrap exited: ${errText.trim()}`));
-    });
-    if (proc.pid) STATE.children.set(proc.pid, proc);
-  }).finally(() => {
-    s._.anchorStarting = null;
-  });
-  return s._.anchorStarting;
-}
-
-// Runs `SHELL -c body` in the sandbox, first changing to cwd (a sandbox path); in body, $0 is
-// the shell and $1... are `args`. Resolves to {child}, or {error} when the process cannot start
-// (the daemon then answers 200 with exitCode -1).
+// Runs `SHELL -c body` in the sandbox (tests/fakes/lib/sandbox-exec.mjs: one bubblewrap
+// namespace per started sandbox in bwrap mode, host processes in tmpdir mode), first changing
+// to cwd (a sandbox path); in body, $0 is the shell and $1... are `args`. Resolves to {child},
+// or {error} when the process cannot start (the daemon then answers 200 with exitCode -1).
 async function spawnInSandbox(s, body, args, { cwd, env, extraFd = false }) {
   const abs = path.posix.resolve(HOME_DIR, cwd || HOME_DIR);
   let hostCwd;
@@ -617,77 +481,12 @@ async function spawnInSandbox(s, body, args, { cwd, env, extraFd = false }) {
   } catch (e) {
     return { error: `chdir ${abs}: ${e.message}` };
   }
-  if (!fs.existsSync(hostCwd) || !fs.statSync(hostCwd).isDirectory()) {
-    return { error: `chdir ${abs}: no such file or directory` };
-  }
-  const stdio = extraFd ? ['pipe', 'pipe', 'pipe', 'pipe'] : ['pipe', 'pipe', 'pipe'];
-  const viewCwd = OPTS.execMode === 'bwrap' ? abs : hostCwd;
-  const shellArgv = [SHELL, '-c', `cd -- "$1" || exit 1; shift; ${body}`, SHELL, viewCwd, ...args];
-  let child;
-  // detached: the child leads its own process group, so a timeout kills the whole tree.
-  if (OPTS.execMode === 'bwrap') {
-    let pid;
-    try {
-      pid = await ensureAnchor(s);
-    } catch (e) {
-      return { error: `cannot start the sandbox namespace: ${e.message}` };
-    }
-    child = spawn('nsenter', ['-t', String(pid), '-m', '-u', '-i', '-n', '-p', '-r', '--', ...shellArgv], {
-      env,
-      stdio,
-      detached: true,
-    });
-  } else {
-    child = spawn(shellArgv[0], shellArgv.slice(1), { cwd: hostCwd, env, stdio, detached: true });
-  }
-  child.on('error', () => {});
-  for (const st of child.stdio) st?.on('error', () => {});
-  if (child.pid) {
-    STATE.children.set(child.pid, child);
-    s._.procs.add(child);
-    s._.pgids.add(child.pid);
-    child.on('exit', () => {
-      STATE.children.delete(child.pid);
-      s._.procs.delete(child);
-    });
-  }
-  return { child };
+  return s._.exec.spawn(body, args, { cwd: abs, hostCwd, env, extraFd });
 }
 
-function killTree(child) {
-  if (!child.pid || child.exitCode !== null || child.signalCode !== null) return;
-  try {
-    process.kill(-child.pid, 'SIGKILL');
-  } catch {
-    try {
-      child.kill('SIGKILL');
-    } catch {
-      /* already gone */
-    }
-  }
-}
-
-// Everything running in the sandbox: its commands and, in bwrap mode, its namespace (killing
-// the namespace's pid 1 kills whatever a command left running in the background).
+// Everything running in the sandbox: its commands, background jobs and (bwrap) namespace.
 function killSandboxProcesses(s) {
-  if (s._.anchor) {
-    killTree(s._.anchor.proc);
-    try {
-      process.kill(s._.anchor.pid, 'SIGKILL');
-    } catch {
-      /* already gone */
-    }
-    s._.anchor = null;
-  }
-  for (const c of s._.procs) killTree(c);
-  for (const pgid of s._.pgids) {
-    try {
-      process.kill(-pgid, 'SIGKILL');
-    } catch {
-      /* the group is gone */
-    }
-  }
-  s._.pgids.clear();
+  s._.exec.killAll();
   for (const sess of s._.sessions.values()) {
     for (const cmd of sess.commands.values()) if (cmd.child) killTree(cmd.child);
   }
@@ -695,11 +494,7 @@ function killSandboxProcesses(s) {
 
 // Appends to an output buffer list without exceeding MAX_OUTPUT_BYTES in total.
 function capPush(acc, chunk) {
-  const room = MAX_OUTPUT_BYTES - acc.bytes;
-  if (room <= 0) return;
-  const c = chunk.length > room ? chunk.subarray(0, room) : chunk;
-  acc.list.push(c);
-  acc.bytes += c.length;
+  capPushMax(acc, chunk, MAX_OUTPUT_BYTES);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -949,28 +744,8 @@ function replyError(ctx, status, message, extra = {}) {
   }
 }
 
-async function readBody(ctx) {
-  if (ctx.body) return ctx.body;
-  const chunks = [];
-  let size = 0;
-  for await (const c of ctx.req) {
-    size += c.length;
-    if (size > MAX_BODY_BYTES) throw new HttpError(413, 'request body too large');
-    chunks.push(c);
-  }
-  ctx.body = Buffer.concat(chunks);
-  return ctx.body;
-}
-
-async function readJson(ctx) {
-  const b = await readBody(ctx);
-  if (b.length === 0) return undefined;
-  try {
-    return JSON.parse(b.toString('utf8'));
-  } catch {
-    throw new HttpError(400, 'invalid JSON body');
-  }
-}
+const readBody = (ctx) => readBodyMax(ctx, MAX_BODY_BYTES);
+const readJson = (ctx) => readJsonMax(ctx, MAX_BODY_BYTES);
 
 // Which credential a request carried: "ok", "bad" or "missing" (never the value itself).
 function authStatus(req) {
@@ -989,8 +764,7 @@ function logRequest(ctx) {
   ctx.logged = true;
   const headers = {};
   for (const k of LOGGED_HEADERS) if (ctx.req.headers[k] !== undefined) headers[k] = ctx.req.headers[k];
-  const entry = {
-    seq: ++STATE.requestSeq,
+  LOG.add({
     ts: new Date(ctx.start).toISOString(),
     method: ctx.req.method,
     path: ctx.url.pathname,
@@ -1001,12 +775,9 @@ function logRequest(ctx) {
     auth: ctx.auth,
     headers,
     status: ctx.status ?? 0,
-    durationMs: Date.now() - ctx.start,
+    durationMs: Math.round(msSince(ctx.startNs) * 1000) / 1000,
     fault: ctx.faultApplied || null,
-  };
-  STATE.requests.push(entry);
-  if (STATE.requests.length > 100000) STATE.requests.shift();
-  if (OPTS.requestLog) fs.appendFileSync(OPTS.requestLog, JSON.stringify(entry) + '\n');
+  });
 }
 
 // The rate-limit throttler Daytona applies to a request (§1.2), used for X-RateLimit-* headers.
@@ -1016,17 +787,6 @@ function throttlerOf(method, pathname) {
     return 'sandbox-lifecycle';
   }
   return 'authenticated';
-}
-
-function takeFault(method, pathname) {
-  for (const f of STATE.faults) {
-    if (f.method && f.method !== method) continue;
-    if (!f.re.test(pathname)) continue;
-    f.count -= 1;
-    if (f.count <= 0) STATE.faults = STATE.faults.filter((x) => x !== f);
-    return f;
-  }
-  return null;
 }
 
 function sendFaultStatus(ctx, f) {
@@ -1833,7 +1593,7 @@ function fakeView(s) {
     _fake: {
       hostRoot: s._.root,
       transitionPending: s._.timer !== null,
-      processes: s._.procs.size,
+      processes: s._.exec.procs.size,
       sessions: [...s._.sessions.values()].map((sess) => ({
         sessionId: sess.sessionId,
         cwd: sess.cwd,
@@ -1847,71 +1607,15 @@ async function aState(ctx) {
   reply(ctx, 200, {
     sandboxes: [...STATE.sandboxes.values()].map(fakeView),
     destroyed: STATE.destroyed,
-    faults: STATE.faults.map(faultView),
+    faults: FAULTS.list(),
     config: CONFIG,
     execMode: OPTS.execMode,
     socketIoClients: STATE.ioConns.size,
   });
 }
 
-async function aRequests(ctx) {
-  const since = Number(ctx.url.searchParams.get('since') || 0);
-  reply(ctx, 200, { requests: STATE.requests.filter((r) => r.seq > since) });
-}
-
-async function aClearRequests(ctx) {
-  STATE.requests = [];
-  reply(ctx, 204, null);
-}
-
-function faultView(f) {
-  const { re, ...rest } = f;
-  return rest;
-}
-
-async function aAddFaults(ctx) {
-  const b = await readJson(ctx);
-  const list = Array.isArray(b) ? b : [b];
-  const added = [];
-  for (const f of list) {
-    if (!isObj(f) || typeof f.path !== 'string') throw new HttpError(400, 'each fault needs a "path" regex');
-    const action = f.action || (f.status ? 'status' : f.delayMs ? 'delay' : null);
-    if (!['status', 'drop', 'delay'].includes(action)) throw new HttpError(400, 'action must be status, drop or delay');
-    if (action === 'status' && !Number.isInteger(f.status)) throw new HttpError(400, 'a status fault needs an integer "status"');
-    let re;
-    try {
-      re = new RegExp(f.path);
-    } catch (e) {
-      throw new HttpError(400, `bad path regex: ${e.message}`);
-    }
-    const fault = {
-      id: ++STATE.faultSeq,
-      method: f.method ? String(f.method).toUpperCase() : null,
-      path: f.path,
-      re,
-      action,
-      status: f.status,
-      count: Number.isInteger(f.count) && f.count > 0 ? f.count : 1,
-      delayMs: Number.isInteger(f.delayMs) ? f.delayMs : 0,
-      after: f.after === true,
-      body: f.body,
-      headers: isObj(f.headers) ? f.headers : undefined,
-      retryAfter: f.retryAfter,
-    };
-    STATE.faults.push(fault);
-    added.push(faultView(fault));
-  }
-  reply(ctx, 201, { faults: added });
-}
-
-async function aListFaults(ctx) {
-  reply(ctx, 200, { faults: STATE.faults.map(faultView) });
-}
-
-async function aClearFaults(ctx) {
-  STATE.faults = [];
-  reply(ctx, 204, null);
-}
+// GET/DELETE /__fake/requests and POST/GET/DELETE /__fake/faults.
+const ADMIN_LOG = logAndFaultHandlers({ log: LOG, faults: FAULTS, reply, readJson });
 
 async function aGetConfig(ctx) {
   reply(ctx, 200, CONFIG);
@@ -1920,7 +1624,7 @@ async function aGetConfig(ctx) {
 async function aSetConfig(ctx) {
   const b = await readJson(ctx);
   if (!isObj(b)) throw new HttpError(400, 'body must be an object');
-  for (const k of ['transitionMs', 'execLimitMs', 'createBlockMs', 'minuteMs']) {
+  for (const k of ['transitionMs', 'execLimitMs', 'createBlockMs', 'minuteMs', 'delayMs']) {
     if (b[k] !== undefined) {
       if (!Number.isInteger(b[k]) || b[k] < 0) throw new HttpError(400, `${k} must be a non-negative integer`);
       CONFIG[k] = b[k];
@@ -1946,8 +1650,8 @@ function resetAll() {
   }
   STATE.sandboxes.clear();
   STATE.destroyed = [];
-  STATE.faults = [];
-  STATE.requests = [];
+  FAULTS.clear();
+  LOG.clear();
   Object.assign(CONFIG, freshConfig());
   CONFIG.stateDelayMs = {};
   persist();
@@ -2028,11 +1732,11 @@ const ROUTES = [
   // admin
   ['admin', 'GET', '/__fake/health', 'health', aHealth],
   ['admin', 'GET', '/__fake/state', 'state', aState],
-  ['admin', 'GET', '/__fake/requests', 'requests', aRequests],
-  ['admin', 'DELETE', '/__fake/requests', 'clearRequests', aClearRequests],
-  ['admin', 'POST', '/__fake/faults', 'addFaults', aAddFaults],
-  ['admin', 'GET', '/__fake/faults', 'listFaults', aListFaults],
-  ['admin', 'DELETE', '/__fake/faults', 'clearFaults', aClearFaults],
+  ['admin', 'GET', '/__fake/requests', 'requests', ADMIN_LOG.requests],
+  ['admin', 'DELETE', '/__fake/requests', 'clearRequests', ADMIN_LOG.clearRequests],
+  ['admin', 'POST', '/__fake/faults', 'addFaults', ADMIN_LOG.addFaults],
+  ['admin', 'GET', '/__fake/faults', 'listFaults', ADMIN_LOG.listFaults],
+  ['admin', 'DELETE', '/__fake/faults', 'clearFaults', ADMIN_LOG.clearFaults],
   ['admin', 'GET', '/__fake/config', 'getConfig', aGetConfig],
   ['admin', 'POST', '/__fake/config', 'setConfig', aSetConfig],
   ['admin', 'POST', '/__fake/reset', 'reset', aReset],
@@ -2082,6 +1786,7 @@ async function handleRequest(req, res) {
     res,
     url,
     start: Date.now(),
+    startNs: process.hrtime.bigint(),
     area: areaOf(url.pathname),
     auth: authStatus(req),
     extraHeaders: {},
@@ -2099,7 +1804,8 @@ async function handleRequest(req, res) {
       await route.handler(ctx);
       return;
     }
-    const fault = takeFault(req.method, url.pathname);
+    if (CONFIG.delayMs) await sleep(CONFIG.delayMs);
+    const fault = FAULTS.take(req.method, url.pathname);
     if (fault && (await applyFaultBefore(ctx, fault))) return;
     if (ctx.area === 'control') await handleControl(ctx);
     else await handleToolbox(ctx);
@@ -2158,6 +1864,7 @@ async function handleUpgrade(req, socket) {
     req,
     url,
     start: Date.now(),
+    startNs: process.hrtime.bigint(),
     area: 'ws',
     auth: authStatus(req),
     status: 101,
@@ -2172,7 +1879,7 @@ async function handleUpgrade(req, socket) {
     );
     logRequest(ctx);
   };
-  const fault = takeFault(req.method, url.pathname);
+  const fault = FAULTS.take(req.method, url.pathname);
   if (fault) {
     ctx.faultApplied = { id: fault.id, action: fault.action, status: fault.status };
     if (fault.delayMs) await sleep(fault.delayMs);
@@ -2279,77 +1986,30 @@ function lifecycleSweep() {
 // Start and stop
 // ---------------------------------------------------------------------------------------------
 
-let server;
-let shuttingDown = false;
-
-function shutdown(code = 0) {
-  if (shuttingDown) return;
-  shuttingDown = true;
-  for (const s of STATE.sandboxes.values()) killSandboxProcesses(s);
-  for (const c of STATE.children.values()) killTree(c);
-  for (const s of STATE.sandboxes.values()) clearTimeout(s._.timer);
-  for (const c of STATE.ioConns) c.ws.socket.destroy();
-  try {
-    server?.close();
-    server?.closeAllConnections?.();
-  } catch {
-    /* already closed */
-  }
-  if (STATE.ownsBaseDir) fs.rmSync(STATE.baseDir, { recursive: true, force: true });
-  process.exit(code);
-}
-
 function main() {
-  if (OPTS.execMode === 'bwrap') {
-    const r = spawnSync('bwrap', ['--version'], { encoding: 'utf8' });
-    if (r.status !== 0) fail('--exec-mode bwrap needs bubblewrap (bwrap) on PATH');
-  }
-  if (OPTS.stateDir) {
-    fs.mkdirSync(path.join(OPTS.stateDir, 'sandboxes'), { recursive: true });
-    STATE.baseDir = OPTS.stateDir;
-  } else {
-    STATE.baseDir = fs.mkdtempSync(path.join(os.tmpdir(), 'fake-daytona-'));
-    STATE.ownsBaseDir = true;
-  }
-  if (OPTS.requestLog) fs.mkdirSync(path.dirname(OPTS.requestLog), { recursive: true });
-
-  process.on('SIGTERM', () => shutdown(0));
-  process.on('SIGINT', () => shutdown(0));
-  process.on('SIGHUP', () => shutdown(0));
-  // Stdin EOF means the test that started us is gone; only a pipe or socket can signal that
-  // (a /dev/null or terminal stdin would end at once or never).
-  if (OPTS.stdinWatch) {
-    try {
-      const st = fs.fstatSync(0);
-      if (st.isFIFO() || st.isSocket()) {
-        process.stdin.on('data', () => {});
-        process.stdin.on('end', () => shutdown(0));
-        process.stdin.on('error', () => shutdown(0));
-      }
-    } catch {
-      /* no stdin at all */
-    }
-  }
-
-  server = http.createServer((req, res) => {
-    handleRequest(req, res).catch((e) => process.stderr.write(`fake-daytona: ${e.stack}\n`));
+  const base = sandboxBaseDir({ execMode: OPTS.execMode, stateDir: OPTS.stateDir, prefix: 'fake-daytona-', fail });
+  STATE.baseDir = base.dir;
+  STATE.ownsBaseDir = base.owned;
+  fs.mkdirSync(path.join(STATE.baseDir, 'sandboxes'), { recursive: true });
+  serve({
+    name: 'fake-daytona',
+    port: OPTS.port,
+    stdinWatch: OPTS.stdinWatch,
+    handler: handleRequest,
+    onUpgrade: handleUpgrade,
+    onListening: (port) => {
+      STATE.port = port;
+      if (OPTS.stateDir) loadState();
+      setInterval(lifecycleSweep, 250).unref();
+    },
+    onShutdown: () => {
+      for (const s of STATE.sandboxes.values()) killSandboxProcesses(s);
+      killAllChildren();
+      for (const s of STATE.sandboxes.values()) clearTimeout(s._.timer);
+      for (const c of STATE.ioConns) c.ws.socket.destroy();
+      if (STATE.ownsBaseDir) fs.rmSync(STATE.baseDir, { recursive: true, force: true });
+    },
   });
-  server.keepAliveTimeout = 30000;
-  server.on('upgrade', (req, socket) => {
-    handleUpgrade(req, socket).catch((e) => {
-      process.stderr.write(`fake-daytona: upgrade error: ${e.stack}\n`);
-      socket.destroy();
-    });
-  });
-  server.on('clientError', (err, socket) => socket.destroy());
-  // Loopback only: the fake never listens on, or talks to, any other address.
-  server.listen(OPTS.port, '127.0.0.1', () => {
-    STATE.port = server.address().port;
-    if (OPTS.stateDir) loadState();
-    setInterval(lifecycleSweep, 250).unref();
-    process.stdout.write(`LISTENING ${STATE.port}\n`);
-  });
-  server.on('error', (e) => fail(`cannot listen: ${e.message}`));
 }
 
 main();

@@ -17,6 +17,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { spawn, spawnSync } from 'node:child_process';
+import { SandboxProcs, allChildren, killAllChildren, killTree } from '../lib/sandbox-exec.mjs';
 import { fileURLToPath } from 'node:url';
 import protobuf from 'protobufjs';
 
@@ -304,13 +305,24 @@ async function handleStream(stream, headers) {
   STATE.calls[entry.server]++;
   const handler = (entry.server === 'control' ? CONTROL : ROUTER)[method];
 
+  // Chunks are joined only once a whole message is there: a large
+  // message (a 15 MiB stdin write) arrives in thousands of DATA frames.
   let buf = Buffer.alloc(0);
+  const pending = [];
+  let pendingLen = 0;
   const queue = [];
   let ended = false;
   let wake = null;
   stream.on('data', (d) => {
     call.bytesIn += d.length;
-    buf = Buffer.concat([buf, d]);
+    pending.push(d);
+    pendingLen += d.length;
+    if (buf.length + pendingLen < 5) return;
+    const head = buf.length >= 5 ? buf : Buffer.concat([buf, ...pending]);
+    if (head.length >= 5 && buf.length + pendingLen < 5 + head.readUInt32BE(1)) return;
+    buf = Buffer.concat([buf, ...pending]);
+    pending.length = 0;
+    pendingLen = 0;
     try {
       const [msgs, rest] = deframe(buf);
       buf = rest;
@@ -340,6 +352,9 @@ async function handleStream(stream, headers) {
     if (delay > 0) await sleep(delay);
     if (fault && (await applyFault(call, fault))) return;
     if (!handler) throw new GrpcError(S.UNIMPLEMENTED, `${method} is not implemented by the fake`);
+    // The call is carried out, but its answer never reaches the client.
+    const lost = fault && (fault.kind === 'lose-reply' || fault.kind === 'serve-then-hang');
+    if (lost) call.send = () => {};
     if (md.requestStream) {
       await handler(call, nextMessage);
     } else {
@@ -347,6 +362,14 @@ async function handleStream(stream, headers) {
       if (call.closed) return;
       if (req === null) throw new GrpcError(S.INTERNAL, 'no request message');
       await handler(call, req);
+    }
+    if (lost && fault.kind === 'serve-then-hang') {
+      await new Promise((r) => call.onCancel.push(r));
+      return;
+    }
+    if (lost) {
+      call.end(fault.code ?? S.UNAVAILABLE, fault.message ?? 'injected fault: the reply was lost');
+      return;
     }
     if (!call.closed) call.end(S.OK);
   } catch (e) {
@@ -439,81 +462,10 @@ function rootPath(sb, p) {
   return path.join(sb.root, path.posix.resolve('/', p || '/'));
 }
 
-function bwrapArgs(sb) {
-  const args = ['--die-with-parent', '--unshare-pid', '--unshare-ipc', '--unshare-uts', '--hostname',
-    sb.id.slice(0, 12)];
-  if (sb.network.type !== NET.OPEN) args.push('--unshare-net');
-  args.push('--info-fd', '3', '--bind', sb.root, '/', '--ro-bind', '/usr', '/usr', '--ro-bind', '/etc', '/etc');
-  for (const d of ['bin', 'sbin', 'lib', 'lib32', 'lib64', 'libx32']) {
-    let st;
-    try {
-      st = fs.lstatSync('/' + d);
-    } catch {
-      continue;
-    }
-    if (st.isSymbolicLink()) {
-      const inRoot = path.join(sb.root, d);
-      fs.rmSync(inRoot, { recursive: true, force: true });
-      fs.symlinkSync(fs.readlinkSync('/' + d), inRoot);
-    } else {
-      args.push('--ro-bind', '/' + d, '/' + d);
-    }
-  }
-  args.push('--proc', '/proc', '--dev', '/dev', '--tmpfs', '/run', '--', '/bin/sh', '-c', 'echo ready; exec sleep infinity');
-  return args;
-}
-
-// bwrap mode: one namespace per sandbox, entered by every command with nsenter.
+// bwrap mode: one namespace per sandbox (tests/fakes/lib/sandbox-exec.mjs), entered by every
+// command with nsenter; it has no network unless the sandbox's network is open.
 function startAnchor(sb) {
-  return new Promise((resolve, reject) => {
-    const proc = spawn('bwrap', bwrapArgs(sb), { stdio: ['ignore', 'pipe', 'pipe', 'pipe'], detached: true });
-    let info = '';
-    let out = '';
-    let err = '';
-    let pid = null;
-    const timer = setTimeout(() => reject(new Error('bwrap did not start')), 10000);
-    const maybe = () => {
-      if (pid !== null && out.includes('ready\n')) {
-        clearTimeout(timer);
-        sb.anchor = { proc, pid };
-        resolve(pid);
-      }
-    };
-    proc.on('error', (e) => reject(e));
-    proc.stderr.on('data', (d) => (err += d));
-    proc.stdout.on('data', (d) => {
-      out += d;
-      maybe();
-    });
-    proc.stdio[3].on('data', (d) => {
-      info += d;
-      try {
-        pid = JSON.parse(info)['child-pid'];
-      } catch {
-        return;
-      }
-      maybe();
-    });
-    proc.on('exit', () => {
-      clearTimeout(timer);
-      STATE.children.delete(proc);
-      reject(new Error(`bwrap exited: ${err.trim()}`));
-    });
-    STATE.children.add(proc);
-  });
-}
-
-function killTree(child) {
-  if (!child || !child.pid) return;
-  try {
-    process.kill(-child.pid, 'SIGKILL');
-  } catch {
-    try {
-      child.kill('SIGKILL');
-    } catch {
-      /* gone */
-    }
-  }
+  return sb.procs.ensureAnchor();
 }
 
 function sandboxEnv(sb, extra) {
@@ -551,15 +503,7 @@ function finishSandbox(sb, status, why) {
     killTree(x.child);
     for (const w of x.waiters.splice(0)) w();
   }
-  if (sb.anchor) {
-    killTree(sb.anchor.proc);
-    try {
-      process.kill(sb.anchor.pid, 'SIGKILL');
-    } catch {
-      /* gone */
-    }
-    sb.anchor = null;
-  }
+  sb.procs.killAll();
   for (const w of sb.waiters.splice(0)) w();
   fs.rmSync(sb.dir, { recursive: true, force: true });
 }
@@ -605,8 +549,11 @@ function createSandbox(appId, def, tags, secretEnv) {
     resources: def.resources || {}, network: { type, cidrs, domains },
     tags: (tags || []).map((t) => ({ tagName: t.tagName || '', tagValue: t.tagValue || '' })),
     env: secretEnv, result: null, execs: new Map(), waiters: [], readyAt: Date.now() + OPTS.readyMs,
-    anchor: null, lastActivity: Date.now(),
+    lastActivity: Date.now(),
   };
+  sb.procs = new SandboxProcs({
+    mode: OPTS.execMode, root: rootDir, hostname: id.slice(0, 12), blockNetwork: () => sb.network.type !== NET.OPEN,
+  });
   sb.timeoutTimer = setTimeout(() => finishSandbox(sb, GENERIC.TIMEOUT, 'timeout'), timeoutSecs * 1000);
   armIdle(sb);
   STATE.sandboxes.set(id, sb);
@@ -894,9 +841,9 @@ async function startExec(sb, req) {
   const stdio = ['pipe', stdoutPipe || stderrCfg === 2 ? 'pipe' : 'ignore', stderrCfg === 1 ? 'pipe' : 'ignore'];
   let child;
   if (OPTS.execMode === 'bwrap') {
-    if (!sb.anchor) await startAnchor(sb);
+    const anchorPid = await startAnchor(sb);
     // The shell only changes directory; the command itself is exec'ed with its argv.
-    child = spawn('nsenter', ['-t', String(sb.anchor.pid), '-m', '-u', '-i', '-n', '-p', '-r', '--', '/bin/sh', '-c',
+    child = spawn('nsenter', ['-t', String(anchorPid), '-m', '-u', '-i', '-n', '-p', '-r', '--', '/bin/sh', '-c',
       'cd -- "$1" || exit 127; shift; exec "$@"', 'sh', workdir, ...args], { env, stdio, detached: true });
   } else {
     const cwd = hostPath(sb, workdir);
@@ -1047,7 +994,7 @@ const ROUTER = {
 // ---------------------------------------------------------------------------------------------
 
 function stateJson() {
-  const live = [...STATE.children].filter((c) => c.exitCode === null && c.signalCode === null).length;
+  const live = [...STATE.children, ...allChildren.values()].filter((c) => c.exitCode === null && c.signalCode === null).length;
   return {
     sandboxes: [...STATE.sandboxes.values()].map((sb) => ({ id: sb.id, name: sb.name ?? null, appId: sb.appId,
       imageId: sb.imageId, taskId: sb.taskId, tags: sb.tags, running: !sb.result, result: sb.result,
@@ -1131,7 +1078,13 @@ if (OPTS.execMode === 'bwrap') {
 
 let PORT = 0;
 const server = http2.createServer({ settings: { initialWindowSize: 1 << 24 } });
-server.on('session', (s) => s.on('error', () => {}));
+server.on('session', (s) => {
+  s.on('error', () => {});
+  // The connection's window too (the setting above is per stream), as
+  // gRPC servers open it: a large request is not held to 64 KiB a trip.
+  s.on('connect', () => s.setLocalWindowSize(1 << 24));
+  if (!s.connecting) s.setLocalWindowSize(1 << 24);
+});
 server.on('stream', (stream, headers) => {
   handleStream(stream, headers);
 });
@@ -1140,6 +1093,7 @@ const admin = adminServer();
 function shutdown(code) {
   for (const sb of STATE.sandboxes.values()) finishSandbox(sb, GENERIC.TERMINATED, 'fake stopped');
   for (const c of STATE.children) killTree(c);
+  killAllChildren();
   if (OWN_STATE_DIR) fs.rmSync(STATE_DIR, { recursive: true, force: true });
   process.exit(code);
 }

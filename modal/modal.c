@@ -1,0 +1,1362 @@
+/*
+ * modal.c - the modal backend: environments in Modal sandboxes, over
+ * Modal's gRPC control plane and each sandbox's command router (api.h,
+ * on adapters/grpc.h).
+ *
+ * Provisioning.  One sandbox per identity in the profile's app (`app`,
+ * default "sandgate"), named from the identity (adapters/cloudkit.h) and
+ * tagged managed-by=sandgate with the identity, session, profile,
+ * creation time, expiry and a random create tag.  A running sandbox of
+ * that name is adopted (after its tags say it is sandgate's for this
+ * identity); otherwise one is created from the image (a registry
+ * reference, its id cached per reference for the process's life) or, for
+ * a persistent profile, from the filesystem snapshot kept at the last
+ * shutdown.  SandboxCreate commits the sandbox before it answers, so a
+ * create whose answer is lost may still have made one: the gateway has
+ * recorded the intent before provision() runs, a retried create meets
+ * ALREADY_EXISTS and adopts the sandbox only when its create tag is this
+ * provision's, and a create whose outcome stays unknown sets
+ * env->may_remain, so the gateway settles it by tags (gateway/envs.h).
+ * Modal's own backstops: timeout_secs from lifetime_seconds (at least
+ * SG_MODAL_MIN_TIMEOUT_S, at most 24 h) and, with `idle_timeout_s`, an
+ * idle timeout.
+ *
+ * Exec.  Every command runs through `sg-helper job` (adapters/jobreply.h):
+ * one TaskExecStart of `sh -c 'eval "exec $SG_X"'` with the job's words in
+ * the exec's variable SG_X (stdin text in SG_IN0.., larger or binary stdin
+ * on the exec's stdin, written to a file first), stderr merged into
+ * stdout, and one TaskExecStdioRead of that stream, which ends when the
+ * job does.  The job's trailer carries the exit status, the signal, the
+ * timeout and the sizes, so no TaskExecWait is needed: two router
+ * requests per command (three with stdin too large for variables); the
+ * router has no call that starts and reads at once.  A command still
+ * running after SG_MODAL_JOB_WAIT_MS answers "pending" and the next exec
+ * attaches to it; a lost reply is re-sent and attaches (the job's start
+ * is exclusive), so nothing runs twice.  Each exec's request count is
+ * logged at debug level and summed in the environment's counter (logged
+ * at teardown), for the benchmarks.
+ *
+ * Teardown: KEEP of a persistent sandbox snapshots its filesystem
+ * (TaskSnapshotFilesystem), records the image id in this host's state
+ * (<state>/modal/<app>-<name>.image) and in the sandbox's tags, then
+ * terminates it; KEEP of a non-persistent one leaves it running (Modal
+ * cannot stop a sandbox; its timeout or `envs gc` ends it, and the next
+ * session adopts it by name); REMOVE terminates it and forgets the
+ * snapshot.  Resuming creates from the recorded image;
+ * Modal answering NOT_FOUND for it is workspace_lost.
+ */
+#define _GNU_SOURCE /* asprintf */
+#include "../adapters/adapter.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "../adapters/cloudkit.h"
+#include "../adapters/exec.h"
+#include "../adapters/install.h"
+#include "../adapters/jobreply.h"
+#include "base/crash.h"
+#include "base/limits.h"
+#include "base/log.h"
+#include "base/progress.h"
+#include "base/strv.h"
+#include "base/utf8.h"
+#include "api.h"
+
+#define MDL_APP_DEFAULT "sandgate"
+#define MDL_IMAGE_DEFAULT "debian:12"
+#define MDL_TAG_IMAGE "sandgate.image"
+
+/* A command router shared by the env's execs, replaced when its JWT ages. */
+struct mdl_rt {
+	struct mdl_router r;
+	int refs; /* under the env's lock */
+};
+
+struct mdl_env {
+	struct sg_env base;
+	struct mdl_client cl;
+	bool cl_ready;
+	char *app;       /* the app's name */
+	char *app_id;
+	char *name;      /* the sandbox name for the identity */
+	char *base_dir;  /* sandgate's directory in the sandbox */
+	char *run_dir;   /* base_dir/run */
+	char *image_id;  /* what the sandbox was created from */
+	bool fresh;      /* this provision created the sandbox */
+	char create_id[33];
+	char nonce[17];
+	atomic_uint seq;
+	pthread_mutex_t lock;
+	bool lock_ready;
+	struct mdl_rt *rt; /* under lock */
+	atomic_uint_fast64_t requests; /* router requests of every exec */
+	atomic_uint_fast64_t execs;
+	struct sg_install_cost install;
+};
+
+/* ---- Scripts run in the sandbox ------------------------------------------
+ *
+ * Parameters arrive as the exec's variables (SG_*), never spliced into the
+ * text; the scripts print key=value lines.
+ */
+
+/*
+ * Set-up, in one exec: SG_ROOT binding.root, SG_SHA sg-helper's sha256,
+ * SG_UP "-" when the program comes on stdin (a sandbox this provision
+ * created cannot have it); SG_PROBE runs `sg-helper probe` after a line
+ * "probe<<" once the helper is in place.
+ */
+static const char mdl_setup_sh[] =
+	"exec 2>/dev/null\n"
+	"h=$HOME r=$SG_ROOT\n"
+	"case $h in /*) ;; *) h=/root ;; esac\n"
+	"b=$h/.sandgate\n"
+	"case $b/ in \"${r%/}\"/*) b=/tmp/.sandgate-$(id -u) ;; esac\n"
+	"printf 'base=%s\\n' \"$b\"\n"
+	"(umask 077; mkdir -p -- \"$b/ctl/proc\" \"$b/ctl/home\" \"$b/ctl/tmp\" \"$b/run\") "
+	"&& chmod 700 -- \"$b\" \"$b/ctl\" \"$b/run\" || "
+	"{ printf 'error=cannot create %s\\n' \"$b\"; exit 0; }\n"
+	"find \"$b/run\" -mindepth 1 -maxdepth 1 -mmin +1440 -exec rm -rf -- {} +\n"
+	"mkdir -p -- \"$r\" && test -d \"$r\" && printf 'root=1\\n'\n"
+	SG_INSTALL_PROBE_SH;
+
+/* The job: its words in SG_X; with SG_UP, stdin is written there first. */
+static const char mdl_job_sh[] = "eval \"exec $SG_X\"";
+static const char mdl_job_up_sh[] =
+	"(umask 077; cat >\"$SG_UP\") || exit 126; eval \"exec $SG_X\"";
+
+/* ---- validate ------------------------------------------------------------ */
+
+/*
+ * The profile fields the modal backend honours (adapter.h) and its own
+ * (docs/modal.md).  network is partial: IPv6 ranges and domains cannot be
+ * enforced by Modal's CIDR allow list.  `workspace` is accepted for the
+ * host's sake: commands see the workspace at binding.root.
+ */
+static const struct sg_field mdl_fields[] = {
+	SG_FIELD("image"), SG_FIELD("workspace"), SG_FIELD("persistent"),
+	SG_FIELD("shared"), SG_FIELD_BEST_EFFORT("network"), SG_FIELD("cpus"),
+	SG_FIELD("memory_mb"), SG_FIELD_OWN_STRING("app"),
+	SG_FIELD_OWN_INT("idle_timeout_s", 60, SG_MODAL_MAX_TIMEOUT_S), SG_FIELDS_END,
+};
+
+static const char *mdl_raw_str(const struct sg_profile *p, const char *key, const char *def)
+{
+	const json_t *v = json_object_get(p->raw, key);
+
+	return json_is_string(v) ? json_string_value(v) : def;
+}
+
+static int64_t mdl_raw_int(const struct sg_profile *p, const char *key, int64_t def)
+{
+	const json_t *v = json_object_get(p->raw, key);
+
+	return json_is_integer(v) ? (int64_t)json_integer_value(v) : def;
+}
+
+/* Modal's names: letters, digits, ".", "_", "-", at most 64. */
+static bool mdl_name_ok(const char *s)
+{
+	size_t n = strlen(s);
+
+	return n > 0 && n <= 64 && strspn(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+					 "0123456789._-") == n;
+}
+
+static sg_err mdl_validate(const struct sg_profile *p, struct sg_errinfo *err)
+{
+	const char *app = mdl_raw_str(p, "app", MDL_APP_DEFAULT);
+
+	if (!mdl_name_ok(app))
+		return sg_err_set(err, SG_E_INVALID_ARGUMENT,
+				  "field \"app\": a Modal app name is 1 to 64 letters, digits, '.', '_' or '-'");
+	if (p->image && (!p->image[0] || strpbrk(p->image, " \t\r\n")))
+		return sg_err_set(err, SG_E_INVALID_ARGUMENT,
+				  "field \"image\": a registry reference is one word");
+	if (p->cpus < 0 || p->cpus * 1000 > 4294967295.0)
+		return sg_err_set(err, SG_E_INVALID_ARGUMENT, "field \"cpus\": out of range");
+	if (p->memory_mb < 0 || p->memory_mb > 4294967295LL)
+		return sg_err_set(err, SG_E_INVALID_ARGUMENT, "field \"memory_mb\": out of range");
+	for (size_t i = 0; p->network == SG_NET_ALLOW && p->network_allow &&
+			   p->network_allow[i]; i++) {
+		const char *e = p->network_allow[i];
+
+		/*
+		 * Modal enforces an allow list of IPv4 CIDRs only; a domain or
+		 * an IPv6 range would not be enforced.  Best-effort drops them,
+		 * which is stricter: they stay blocked.
+		 */
+		if (!sg_cloud_ipv4_cidr(e) && !sg_profile_best_effort(p, "network"))
+			return sg_err_set(err, SG_E_UNSUPPORTED,
+					  "field \"network\": allow entry \"%.80s\" cannot be enforced by backend modal (only IPv4 CIDRs; list network in best_effort to leave it blocked)",
+					  e);
+	}
+	return SG_OK;
+}
+
+/* ---- The client ----------------------------------------------------------- */
+
+static sg_err mdl_client_open(const struct sg_profile *p, struct mdl_client *cl,
+			      struct sg_errinfo *err)
+{
+	struct mdl_creds creds;
+	sg_err rc = mdl_creds_load(&creds, err);
+
+	if (!rc)
+		rc = mdl_client_init(cl, &creds, NULL, err);
+	memset(&creds, 0, sizeof(creds));
+	(void)p;
+	return rc;
+}
+
+/* The image id for a registry reference, cached for the process's life. */
+static pthread_mutex_t mdl_cache_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+	char key[SG_PATH_MAX]; /* server, environment, app id, reference */
+	char id[128];
+} mdl_cache[SG_MODAL_IMAGE_CACHE];
+static unsigned mdl_cache_next;
+
+static sg_err mdl_image_for(struct mdl_env *me, const char *ref, char **out,
+			    struct sg_cancel *cancel, struct sg_errinfo *err)
+{
+	char key[SG_PATH_MAX];
+	sg_err rc;
+
+	*out = NULL;
+	snprintf(key, sizeof(key), "%s|%s|%s|%s", me->cl.creds.server_url,
+		 me->cl.creds.environment, me->app_id, ref);
+	pthread_mutex_lock(&mdl_cache_mu);
+	for (size_t i = 0; i < SG_MODAL_IMAGE_CACHE && !*out; i++)
+		if (mdl_cache[i].id[0] && strcmp(mdl_cache[i].key, key) == 0)
+			*out = strdup(mdl_cache[i].id);
+	pthread_mutex_unlock(&mdl_cache_mu);
+	if (*out)
+		return SG_OK;
+	sg_progress_begin("image", "building image %s", ref);
+	rc = mdl_image(&me->cl, me->app_id, ref, SG_MODAL_IMAGE_MS, out, cancel, err);
+	sg_progress_end(rc);
+	if (rc)
+		return rc;
+	pthread_mutex_lock(&mdl_cache_mu);
+	{
+		unsigned i = mdl_cache_next++ % SG_MODAL_IMAGE_CACHE;
+
+		snprintf(mdl_cache[i].key, sizeof(mdl_cache[i].key), "%s", key);
+		snprintf(mdl_cache[i].id, sizeof(mdl_cache[i].id), "%s", *out);
+	}
+	pthread_mutex_unlock(&mdl_cache_mu);
+	return SG_OK;
+}
+
+/* ---- Tags ------------------------------------------------------------------ */
+
+/* A tag's value among n tags, or NULL. */
+static const char *mdl_tag(Modal__Client__SandboxTag *const *tags, size_t n, const char *key)
+{
+	for (size_t i = 0; i < n; i++)
+		if (tags[i]->tag_name && strcmp(tags[i]->tag_name, key) == 0)
+			return tags[i]->tag_value;
+	return NULL;
+}
+
+struct mdl_tagv {
+	Modal__Client__SandboxTag *const *v;
+	size_t n;
+};
+
+static const char *mdl_tag_get(const void *src, const char *key)
+{
+	const struct mdl_tagv *t = src;
+
+	return mdl_tag(t->v, t->n, key);
+}
+
+/* SandboxTagsGet of id into *out (new). */
+static sg_err mdl_tags_get(struct mdl_client *cl, const char *id,
+			   Modal__Client__SandboxTagsGetResponse **out,
+			   struct sg_cancel *cancel, struct sg_errinfo *err)
+{
+	Modal__Client__SandboxTagsGetRequest req = MODAL__CLIENT__SANDBOX_TAGS_GET_REQUEST__INIT;
+	int status = 0;
+	sg_err rc;
+
+	req.sandbox_id = (char *)id;
+	rc = mdl_call(cl, "SandboxTagsGet", &req.base,
+		      &modal__client__sandbox_tags_get_response__descriptor,
+		      (ProtobufCMessage **)out, 0, &status, cancel, err);
+	if (rc && status == SG_GRPC_NOT_FOUND)
+		rc = SG_E_NOT_FOUND;
+	return rc;
+}
+
+/*
+ * Is sandbox id sandgate's for this identity?  *made_here: its create tag
+ * is this provision's.
+ */
+static sg_err mdl_check_owner(struct mdl_env *me, const char *id, bool *made_here,
+			      struct sg_cancel *cancel, struct sg_errinfo *err)
+{
+	Modal__Client__SandboxTagsGetResponse *t = NULL;
+	const char *m, *who, *c;
+	sg_err rc = mdl_tags_get(&me->cl, id, &t, cancel, err);
+
+	*made_here = false;
+	if (rc)
+		return rc;
+	m = mdl_tag(t->tags, t->n_tags, SG_CLOUD_TAG_MANAGED);
+	who = mdl_tag(t->tags, t->n_tags, SG_CLOUD_TAG_IDENTITY);
+	c = mdl_tag(t->tags, t->n_tags, SG_CLOUD_TAG_CREATE);
+	if (!m || strcmp(m, SG_CLOUD_MANAGER) != 0 || !who || strcmp(who, me->base.identity) != 0)
+		rc = sg_err_set(err, SG_E_PROVIDER,
+				"a Modal sandbox named %s exists in app %s and is not sandgate's sandbox for identity \"%.60s\"; terminate or rename it",
+				me->name, me->app, me->base.identity);
+	*made_here = !rc && c && strcmp(c, me->create_id) == 0;
+	protobuf_c_message_free_unpacked(&t->base, NULL);
+	return rc;
+}
+
+/* The running sandbox of our name: SG_OK with id, or SG_E_NOT_FOUND. */
+static sg_err mdl_by_name(struct mdl_env *me, char id[128], struct sg_cancel *cancel,
+			  struct sg_errinfo *err)
+{
+	Modal__Client__SandboxGetFromNameRequest req =
+		MODAL__CLIENT__SANDBOX_GET_FROM_NAME_REQUEST__INIT;
+	Modal__Client__SandboxGetFromNameResponse *resp = NULL;
+	int status = 0;
+	sg_err rc;
+
+	req.sandbox_name = me->name;
+	req.app_name = me->app;
+	req.environment_name = me->cl.creds.environment;
+	rc = mdl_call(&me->cl, "SandboxGetFromName", &req.base,
+		      &modal__client__sandbox_get_from_name_response__descriptor,
+		      (ProtobufCMessage **)&resp, 0, &status, cancel, err);
+	if (rc && status == SG_GRPC_NOT_FOUND) {
+		sg_err_clear(err);
+		return SG_E_NOT_FOUND;
+	}
+	if (!rc)
+		snprintf(id, 128, "%s", resp->sandbox_id);
+	if (resp)
+		protobuf_c_message_free_unpacked(&resp->base, NULL);
+	return rc;
+}
+
+/* Set the sandbox's tags to ours, plus the snapshot's image id (or none). */
+static sg_err mdl_tags_set(struct mdl_env *me, const char *image, struct sg_cancel *cancel,
+			   struct sg_errinfo *err)
+{
+	Modal__Client__SandboxTagsSetRequest req = MODAL__CLIENT__SANDBOX_TAGS_SET_REQUEST__INIT;
+	Modal__Client__SandboxTag tv[SG_CLOUD_TAGS + 1], *tp[SG_CLOUD_TAGS + 1];
+	struct sg_cloud_tags t;
+	ProtobufCMessage *resp = NULL;
+	size_t n;
+	sg_err rc;
+
+	sg_cloud_tags_fill(&me->base, me->create_id, &t);
+	for (n = 0; n < t.n; n++) {
+		modal__client__sandbox_tag__init(&tv[n]);
+		tv[n].tag_name = (char *)t.key[n];
+		tv[n].tag_value = (char *)t.value[n];
+		tp[n] = &tv[n];
+	}
+	if (image) {
+		modal__client__sandbox_tag__init(&tv[n]);
+		tv[n].tag_name = MDL_TAG_IMAGE;
+		tv[n].tag_value = (char *)image;
+		tp[n] = &tv[n];
+		n++;
+	}
+	req.sandbox_id = me->base.id;
+	req.environment_name = me->cl.creds.environment;
+	req.n_tags = n;
+	req.tags = tp;
+	rc = mdl_call(&me->cl, "SandboxTagsSet", &req.base, &modal__client__empty__descriptor,
+		      &resp, 0, NULL, cancel, err);
+	if (resp)
+		protobuf_c_message_free_unpacked(resp, NULL);
+	return rc;
+}
+
+/* ---- The snapshot record on this host -------------------------------------- */
+
+/* <state>/modal/<app>-<name>.image (new), or NULL. */
+static char *mdl_record_path(const char *state_dir, const char *app, const char *name)
+{
+	char *p = NULL;
+
+	if (asprintf(&p, "%s/modal/%s-%s.image", state_dir, app, name) < 0)
+		return NULL;
+	return p;
+}
+
+/* The recorded image id into id (empty when there is none). */
+static void mdl_record_read(const struct mdl_env *me, char id[128])
+{
+	char *path = mdl_record_path(me->base.state_dir, me->app, me->name);
+	FILE *f = path ? fopen(path, "re") : NULL;
+
+	id[0] = '\0';
+	if (f) {
+		if (!fgets(id, 128, f))
+			id[0] = '\0';
+		id[strcspn(id, "\r\n")] = '\0';
+		fclose(f);
+	}
+	free(path);
+}
+
+static sg_err mdl_record_write(const struct mdl_env *me, const char *image,
+			       struct sg_errinfo *err)
+{
+	char *path = mdl_record_path(me->base.state_dir, me->app, me->name), *dir = NULL,
+	     *tmp = NULL;
+	sg_err rc = SG_OK;
+	int fd = -1;
+
+	if (!path || asprintf(&dir, "%s/modal", me->base.state_dir) < 0 ||
+	    asprintf(&tmp, "%s.tmp", path) < 0) {
+		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
+		goto out;
+	}
+	if (mkdir(dir, 0700) != 0 && errno != EEXIST) {
+		rc = sg_err_set(err, SG_E_INTERNAL, "cannot create %s: %s", dir, strerror(errno));
+		goto out;
+	}
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fd < 0 || dprintf(fd, "%s\n", image) < 0 || fsync(fd) != 0 || close(fd) != 0 ||
+	    rename(tmp, path) != 0)
+		rc = sg_err_set(err, SG_E_INTERNAL, "cannot record the snapshot in %s: %s", path,
+				strerror(errno));
+	else
+		fd = -1;
+	if (fd >= 0)
+		close(fd);
+out:
+	free(path);
+	free(dir);
+	free(tmp);
+	return rc;
+}
+
+static void mdl_record_forget(const char *state_dir, const char *app, const char *name)
+{
+	char *path = mdl_record_path(state_dir, app, name);
+
+	if (path && unlink(path) != 0 && errno != ENOENT)
+		sg_log_warn("cannot remove %s: %s", path, strerror(errno));
+	free(path);
+}
+
+/* ---- The router ------------------------------------------------------------- */
+
+static void mdl_rt_drop(struct mdl_env *me, struct mdl_rt *rt)
+{
+	bool last;
+
+	if (!rt)
+		return;
+	pthread_mutex_lock(&me->lock);
+	last = --rt->refs == 0;
+	pthread_mutex_unlock(&me->lock);
+	if (last) {
+		mdl_router_release(&rt->r);
+		free(rt);
+	}
+}
+
+/*
+ * The router, opened (waiting for the sandbox to be ready within
+ * wait_ms) or reopened when its JWT is within SG_MODAL_ROUTER_REFRESH_S of
+ * its exp.  A reference: give it back with mdl_rt_drop.
+ */
+static sg_err mdl_rt_get(struct mdl_env *me, int64_t wait_ms, struct mdl_rt **out,
+			 struct sg_cancel *cancel, struct sg_errinfo *err)
+{
+	struct mdl_rt *rt, *old = NULL;
+	sg_err rc = SG_OK;
+
+	*out = NULL;
+	pthread_mutex_lock(&me->lock);
+	rt = me->rt;
+	if (rt && (!rt->r.exp || (int64_t)time(NULL) + SG_MODAL_ROUTER_REFRESH_S < rt->r.exp)) {
+		rt->refs++;
+		*out = rt;
+		pthread_mutex_unlock(&me->lock);
+		return SG_OK;
+	}
+	/* Opened (or refreshed) under the lock: once an hour, or at start. */
+	rt = calloc(1, sizeof(*rt));
+	if (!rt)
+		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
+	if (!rc)
+		rc = mdl_router_open(&me->cl, me->base.id, wait_ms, &rt->r, cancel, err);
+	if (!rc) {
+		old = me->rt;
+		rt->refs = 2; /* the env's and the caller's */
+		me->rt = rt;
+		*out = rt;
+	} else {
+		free(rt);
+	}
+	pthread_mutex_unlock(&me->lock);
+	if (old)
+		mdl_rt_drop(me, old);
+	return rc;
+}
+
+/*
+ * One exec through the router, counted.  Output (stdout, with stderr
+ * merged) into *out (new, NUL-terminated).
+ */
+static sg_err mdl_do(struct mdl_env *me, const struct mdl_exec *x, char **out, size_t *len,
+		     struct sg_cancel *cancel, struct sg_errinfo *err)
+{
+	struct mdl_exec_result res;
+	struct mdl_rt *rt = NULL;
+	sg_err rc;
+
+	*out = NULL;
+	*len = 0;
+	mdl_exec_result_init(&res, x->max_output);
+	rc = mdl_rt_get(me, SG_MODAL_READY_MS, &rt, cancel, err);
+	if (!rc)
+		rc = mdl_run(&me->cl, &rt->r, x, &res, cancel, err);
+	mdl_rt_drop(me, rt);
+	atomic_fetch_add(&me->requests, (uint_fast64_t)res.router_calls);
+	atomic_fetch_add(&me->execs, 1);
+	sg_log_debug("modal: sandbox %s: exec of %s: %d router requests", me->base.id,
+		     x->argv[0], res.router_calls);
+	if (!rc && sg_buf_addc(&res.out, '\0'))
+		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
+	if (!rc) {
+		*len = res.out.len - 1;
+		*out = res.out.p;
+		res.out.p = NULL;
+	}
+	mdl_exec_result_release(&res);
+	return rc;
+}
+
+/* A script through sh -c with variables vars ("NAME=value", NULL-ended). */
+static sg_err mdl_script(struct mdl_env *me, const char *script, const char *const *vars,
+			 const void *in, size_t inlen, char **reply, struct sg_cancel *cancel,
+			 struct sg_errinfo *err)
+{
+	const char *argv[] = { "/bin/sh", "-c", script, NULL }; /* in the environment */
+	struct mdl_exec x = { .argv = argv, .env = vars, .stdin_data = in, .stdin_len = inlen,
+			      .wait_ms = SG_MODAL_JOB_WAIT_MS + SG_MODAL_TRIP_SLACK_MS,
+			      .max_output = SG_MiB, .merge = true, .no_wait = true };
+	size_t len;
+
+	return mdl_do(me, &x, reply, &len, cancel, err);
+}
+
+/* ---- exec -------------------------------------------------------------------- */
+
+/* "NAME=value" into v; false when out of memory. */
+static bool mdl_var(struct sg_strv *v, const char *name, const char *value, size_t n)
+{
+	return sg_strv_addf(v, "%s=%.*s", name, (int)n, value) == SG_OK;
+}
+
+/* One exec's requests: the start's variables and the attach's. */
+struct mdl_job {
+	struct sg_strv start, attach;
+	char *up;         /* where stdin is written first, or NULL */
+};
+
+static void mdl_job_release(struct mdl_job *j)
+{
+	sg_strv_release(&j->start);
+	sg_strv_release(&j->attach);
+	free(j->up);
+}
+
+static sg_err mdl_job_prepare(struct mdl_env *me, const struct sg_exec *x, const char *dir,
+			      const char *mark, bool keep_tail, struct mdl_job *j,
+			      struct sg_errinfo *err)
+{
+	struct sg_buf start = SG_BUF_INIT(SG_MODAL_INLINE_MAX + 1),
+		      attach = SG_BUF_INIT(SG_PATH_MAX * 8), names = SG_BUF_INIT(SG_KiB);
+	const char *in = x->stdin_data;
+	bool vars = in && x->stdin_len > 0 && x->stdin_len <= SG_MODAL_STDIN_VARS &&
+		    !memchr(in, 0, x->stdin_len) && sg_utf8_valid(in, x->stdin_len);
+	struct sg_job_line l = { .helper = me->base.helper, .dir = dir, .mark = mark,
+				 .wait_ms = SG_MODAL_JOB_WAIT_MS, .keep_tail = keep_tail };
+	sg_err rc = SG_OK;
+
+	for (size_t at = 0, part = 0; vars && at < x->stdin_len; part++) {
+		size_t n = sg_utf8_clip(in + at, x->stdin_len - at, SG_MODAL_INLINE_MAX);
+		char name[32];
+
+		snprintf(name, sizeof(name), "SG_IN%zu", part);
+		if ((names.len && sg_buf_addc(&names, ',')) || sg_buf_adds(&names, name) ||
+		    !mdl_var(&j->start, name, in + at, n)) {
+			rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
+			goto out;
+		}
+		at += n;
+	}
+	if (in && x->stdin_len > 0 && !vars) {
+		if (asprintf(&j->up, "%s.up", dir) < 0) {
+			j->up = NULL;
+			rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
+			goto out;
+		}
+		if (!mdl_var(&j->start, "SG_UP", j->up, strlen(j->up))) {
+			rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
+			goto out;
+		}
+	}
+	l.stdin_vars = vars ? names.p : NULL;
+	l.stdin_file = j->up;
+	rc = sg_job_words(&l, x, me->base.root, &start, &attach);
+	if (rc == SG_E_INVALID_ARGUMENT) {
+		rc = sg_err_set(err, rc, "an empty command");
+		goto out;
+	}
+	if (rc) {
+		rc = sg_err_set(err, SG_E_TOO_LARGE,
+				"the command and its environment are over %d KiB, more than one exec variable carries",
+				(int)(SG_MODAL_INLINE_MAX / SG_KiB));
+		goto out;
+	}
+	if (!sg_utf8_valid(start.p, start.len)) {
+		rc = sg_err_set(err, SG_E_INVALID_ARGUMENT,
+				"the command or its environment holds bytes that are not UTF-8, which Modal's exec variables cannot carry");
+		goto out;
+	}
+	if (!mdl_var(&j->start, "SG_X", start.p, start.len) ||
+	    !mdl_var(&j->attach, "SG_X", attach.p, attach.len))
+		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
+out:
+	sg_buf_release(&start);
+	sg_buf_release(&attach);
+	sg_buf_release(&names);
+	return rc;
+}
+
+/* Give up on the job of prefix dir: it never starts, or its group dies. */
+static void mdl_kill(struct mdl_env *me, const char *dir)
+{
+	const char *argv[] = { me->base.helper, "job", "--dir", dir, "--kill", NULL };
+	struct mdl_exec x = { .argv = argv, .wait_ms = SG_MODAL_KILL_MS, .max_output = SG_KiB,
+			      .merge = true, .no_wait = true };
+	struct sg_errinfo e = { 0 };
+	struct sg_cancel none;
+	char *reply = NULL;
+	size_t len;
+
+	if (sg_cancel_init(&none) != SG_OK)
+		return;
+	if (mdl_do(me, &x, &reply, &len, &none, &e))
+		sg_log_warn("sandbox %s: cannot stop a cancelled command: %s", me->base.id, e.msg);
+	free(reply);
+	sg_cancel_release(&none);
+}
+
+static sg_err mdl_exec_cmd(struct sg_env *env, const struct sg_exec *x,
+			   struct sg_exec_result *out, struct sg_cancel *cancel,
+			   struct sg_errinfo *err)
+{
+	struct mdl_env *me = (struct mdl_env *)env;
+	const char *argv[] = { "/bin/sh", "-c", mdl_job_sh, NULL }; /* in the environment */
+	struct mdl_job j = { 0 };
+	char *dir = NULL, mark[SG_JOB_MARK_SIZE];
+	int64_t start = sg_now_ms();
+	int fails = 0, missing = 0;
+	bool need_full = true, seen = false;
+	sg_err rc;
+
+	sg_exec_result_reset(out);
+	sg_job_mark(mark);
+	if (asprintf(&dir, "%s/%s-%u", me->run_dir, me->nonce, atomic_fetch_add(&me->seq, 1)) < 0) {
+		dir = NULL;
+		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
+		goto out;
+	}
+	rc = mdl_job_prepare(me, x, dir, mark, out->keep_tail, &j, err);
+	if (rc)
+		goto out;
+	for (;;) {
+		struct mdl_exec mx = {
+			.argv = argv, .wait_ms = SG_MODAL_JOB_WAIT_MS + SG_MODAL_TRIP_SLACK_MS,
+			.max_output = x->max_output + SG_HELPER_STDERR + SG_KiB * 4,
+			.merge = true, .no_wait = true,
+		};
+		struct sg_errinfo once = { 0 };
+		struct sg_job_reply jr;
+		char *reply = NULL;
+		size_t len = 0;
+
+		mx.env = need_full ? sg_strv_get(&j.start) : sg_strv_get(&j.attach);
+		argv[2] = need_full && j.up ? mdl_job_up_sh : mdl_job_sh;
+		if (need_full && j.up) {
+			mx.stdin_data = x->stdin_data;
+			mx.stdin_len = x->stdin_len;
+		}
+		rc = mdl_do(me, &mx, &reply, &len, cancel, &once);
+		if (rc == SG_E_WORKSPACE_LOST || rc == SG_E_PERMISSION || rc == SG_E_NOT_FOUND) {
+			free(reply);
+			sg_err_set(err, rc == SG_E_NOT_FOUND ? SG_E_UNAVAILABLE : rc,
+				   "sandbox %s: %s", env->id, once.msg);
+			rc = err->code;
+			goto out;
+		}
+		if (rc) {
+			free(reply);
+			if (sg_cancel_check(cancel))
+				goto cancelled;
+			if (++fails >= SG_MODAL_TRIP_FAILS) {
+				sg_err_set(err, rc, "%s; the command may have run (no reply came back)",
+					   once.msg);
+				if (seen || need_full)
+					mdl_kill(me, dir);
+				goto out;
+			}
+			rc = sg_cancel_sleep(cancel, 200 * fails);
+			if (rc)
+				goto cancelled;
+			/* Unsure the start arrived: send it again (it attaches). */
+			need_full = !seen;
+			continue;
+		}
+		sg_job_parse(reply, len, mark, &jr);
+		if (jr.state == SG_JOB_NONE || jr.state == SG_JOB_BAD) {
+			rc = sg_err_set(err, SG_E_PROVIDER,
+					"the sandbox gave no result for the command: %.200s", reply);
+			free(reply);
+			mdl_kill(me, dir);
+			goto out;
+		}
+		seen = true;
+		fails = 0;
+		if (jr.state == SG_JOB_IS_PENDING) {
+			free(reply);
+			need_full = false;
+			if ((rc = sg_cancel_check(cancel)))
+				goto cancelled;
+			continue;
+		}
+		if (jr.state == SG_JOB_IS_MISSING) {
+			free(reply);
+			if (++missing > 3) {
+				rc = sg_err_set(err, SG_E_PROVIDER,
+						"the command's state in the sandbox (%s) disappeared", dir);
+				goto out;
+			}
+			need_full = true;
+			seen = false;
+			continue;
+		}
+		sg_job_result(&jr, reply, len, x->max_output, out);
+		free(reply);
+		break;
+	}
+	rc = SG_OK;
+	goto out;
+cancelled:
+	rc = sg_cancel_check(cancel) ? sg_cancel_check(cancel) : SG_E_CANCELLED;
+	mdl_kill(me, dir);
+	sg_err_set(err, rc, "the command was %s in the sandbox",
+		   rc == SG_E_TIMEOUT ? "stopped by a deadline" : "cancelled");
+out:
+	out->duration_ms = sg_now_ms() - start;
+	mdl_job_release(&j);
+	free(dir);
+	return rc;
+}
+
+/* ---- provision --------------------------------------------------------------- */
+
+static uint32_t mdl_timeout_secs(const struct sg_profile *p)
+{
+	int64_t t = p->lifetime_seconds;
+
+	if (t < SG_MODAL_MIN_TIMEOUT_S)
+		t = SG_MODAL_MIN_TIMEOUT_S;
+	if (t > SG_MODAL_MAX_TIMEOUT_S)
+		t = SG_MODAL_MAX_TIMEOUT_S;
+	return (uint32_t)t;
+}
+
+/*
+ * SandboxCreate from image.  *status is the gRPC status; rc SG_OK means a
+ * sandbox id in me->base.id.
+ */
+static sg_err mdl_create_once(struct mdl_env *me, const char *image, int *status,
+			      struct sg_cancel *cancel, struct sg_errinfo *err)
+{
+	const struct sg_profile *p = me->base.profile;
+	Modal__Client__SandboxCreateRequest req = MODAL__CLIENT__SANDBOX_CREATE_REQUEST__INIT;
+	Modal__Client__SandboxCreateResponse *resp = NULL;
+	Modal__Client__Sandbox def = MODAL__CLIENT__SANDBOX__INIT;
+	Modal__Client__Resources res = MODAL__CLIENT__RESOURCES__INIT;
+	Modal__Client__NetworkAccess na = MODAL__CLIENT__NETWORK_ACCESS__INIT;
+	Modal__Client__SandboxTag tv[SG_CLOUD_TAGS], *tp[SG_CLOUD_TAGS];
+	char *cidrs[64];
+	size_t nc = 0;
+	struct sg_cloud_tags t;
+	sg_err rc;
+
+	sg_cloud_tags_fill(&me->base, me->create_id, &t);
+	for (size_t i = 0; i < t.n; i++) {
+		modal__client__sandbox_tag__init(&tv[i]);
+		tv[i].tag_name = (char *)t.key[i];
+		tv[i].tag_value = (char *)t.value[i];
+		tp[i] = &tv[i];
+	}
+	def.image_id = (char *)image;
+	def.timeout_secs = mdl_timeout_secs(p);
+	def._name_case = MODAL__CLIENT__SANDBOX___NAME_NAME;
+	def.name = me->name;
+	if (json_is_integer(json_object_get(p->raw, "idle_timeout_s"))) {
+		def._idle_timeout_secs_case = MODAL__CLIENT__SANDBOX___IDLE_TIMEOUT_SECS_IDLE_TIMEOUT_SECS;
+		def.idle_timeout_secs = (uint32_t)mdl_raw_int(p, "idle_timeout_s", 0);
+	}
+	if (p->cpus > 0 || p->memory_mb > 0) {
+		res.milli_cpu = (uint32_t)(p->cpus * 1000 + 0.5);
+		res.memory_mb = (uint32_t)p->memory_mb;
+		def.resources = &res;
+	}
+	if (p->network == SG_NET_NONE) {
+		def.block_network = true;
+	} else if (p->network == SG_NET_ALLOW) {
+		for (size_t i = 0; p->network_allow && p->network_allow[i] &&
+				   nc < sizeof(cidrs) / sizeof(cidrs[0]); i++)
+			if (sg_cloud_ipv4_cidr(p->network_allow[i]))
+				cidrs[nc++] = (char *)p->network_allow[i];
+		if (nc == 0) {
+			def.block_network = true; /* nothing enforceable is left */
+		} else {
+			na.network_access_type =
+				MODAL__CLIENT__NETWORK_ACCESS_TYPE__NETWORK_ACCESS_TYPE_ALLOWLIST;
+			na.n_allowed_cidrs = nc;
+			na.allowed_cidrs = cidrs;
+			def.network_access = &na;
+		}
+	}
+	req.app_id = me->app_id;
+	req.definition = &def;
+	req.environment_name = me->cl.creds.environment;
+	req.n_tags = t.n;
+	req.tags = tp;
+	rc = mdl_call(&me->cl, "SandboxCreate", &req.base,
+		      &modal__client__sandbox_create_response__descriptor,
+		      (ProtobufCMessage **)&resp, 0, status, cancel, err);
+	if (!rc && !resp->sandbox_id[0])
+		rc = sg_err_set(err, SG_E_PROVIDER, "Modal's create gave no sandbox id");
+	if (!rc)
+		snprintf(me->base.id, sizeof(me->base.id), "%s", resp->sandbox_id);
+	if (resp)
+		protobuf_c_message_free_unpacked(&resp->base, NULL);
+	return rc;
+}
+
+/*
+ * Create the sandbox, or adopt the one its name already holds.  A create
+ * whose answer never came may have made it: the name is looked up, and
+ * only a sandbox carrying this provision's create tag counts as made
+ * here; with no answer at all, may_remain tells the gateway to settle it.
+ */
+static sg_err mdl_create(struct mdl_env *me, const char *image, bool from_snapshot,
+			 struct sg_cancel *cancel, struct sg_errinfo *err)
+{
+	struct sg_errinfo once = { 0 }, look = { 0 };
+	int status = 0;
+	bool mine = false;
+	sg_err rc, lr;
+
+	sg_progress_begin("create", "creating sandbox %s", me->name);
+	rc = mdl_create_once(me, image, &status, cancel, &once);
+	if (!rc) {
+		me->fresh = true;
+		sg_progress_end(rc);
+		sg_crashpoint("adapter:created");
+		return SG_OK;
+	}
+	sg_progress_end(rc);
+	if (status == SG_GRPC_NOT_FOUND && from_snapshot)
+		return sg_err_set(err, SG_E_WORKSPACE_LOST,
+				  "the snapshot of identity \"%.60s\" (image %s) is gone at Modal",
+				  me->base.identity, image);
+	if (status != SG_GRPC_ALREADY_EXISTS && status != SG_GRPC_UNAVAILABLE &&
+	    status != SG_GRPC_DEADLINE_EXCEEDED && status != SG_GRPC_CANCELLED &&
+	    status != SG_GRPC_INTERNAL && status != SG_GRPC_UNKNOWN)
+		return sg_err_set(err, rc, "creating the sandbox failed: %s", once.msg);
+	if (sg_cancel_check(cancel)) {
+		me->base.may_remain = true;
+		return sg_err_set(err, sg_cancel_check(cancel), "creating the sandbox was cancelled");
+	}
+	/* What does the name hold now? */
+	lr = mdl_by_name(me, me->base.id, cancel, &look);
+	if (!lr)
+		lr = mdl_check_owner(me, me->base.id, &mine, cancel, &look);
+	if (!lr) {
+		me->fresh = mine;
+		me->base.resumed = !mine;
+		if (mine)
+			sg_crashpoint("adapter:created");
+		return SG_OK;
+	}
+	me->base.id[0] = '\0';
+	/*
+	 * Whose it is cannot be told (even ALREADY_EXISTS may answer our own
+	 * retried create): the gateway settles it by this session's tags,
+	 * which never match another's sandbox.
+	 */
+	if (lr != SG_E_PROVIDER)
+		me->base.may_remain = true;
+	if (lr == SG_E_PROVIDER)
+		return sg_err_set(err, lr, "%s", look.msg);
+	return sg_err_set(err, status == SG_GRPC_ALREADY_EXISTS ? SG_E_PROVIDER : rc,
+			  "creating the sandbox failed: %s; %s", once.msg,
+			  lr == SG_E_NOT_FOUND ? "no sandbox of that name appeared"
+					       : look.msg);
+}
+
+static sg_err mdl_install_run(void *ctx, const char *script, const char *dir, const char *sha,
+			      const char *upload, const void *in, size_t inlen, char **reply,
+			      struct sg_cancel *cancel, struct sg_errinfo *err)
+{
+	struct mdl_env *me = ctx;
+	struct sg_strv v = { 0 };
+	char *text = NULL;
+	sg_err rc;
+
+	*reply = NULL;
+	if (!mdl_var(&v, "d", dir, strlen(dir)) || !mdl_var(&v, "s", sha, strlen(sha)) ||
+	    !mdl_var(&v, "u", upload, strlen(upload)) ||
+	    asprintf(&text, "exec 2>/dev/null\n%s", script) < 0) {
+		text = NULL;
+		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
+	} else {
+		rc = mdl_script(me, text, sg_strv_get(&v), in, inlen, reply, cancel, err);
+	}
+	free(text);
+	sg_strv_release(&v);
+	return rc;
+}
+
+/*
+ * Prepare the inside in one exec: sandgate's directories, root, sg-helper
+ * (on the exec's stdin for a sandbox made here; a resumed one is asked
+ * first and sent it only when it lacks it), and the probe.
+ */
+static sg_err mdl_setup(struct mdl_env *me, struct sg_cancel *cancel, struct sg_errinfo *err)
+{
+	struct sg_env *env = &me->base;
+	struct sg_helper_bin bin = { .fd = -1 };
+	struct sg_install in = { .ctx = me, .dir = "/tmp", .nonce = me->nonce,
+				 .run = mdl_install_run };
+	struct sg_strv v = { 0 };
+	char *reply = NULL, *e = NULL, *probe;
+	int64_t t0 = sg_now_ms();
+	sg_err rc;
+
+	rc = sg_helper_bin_open(env->helper_host, &bin, err);
+	if (!rc && me->fresh)
+		rc = sg_helper_bin_load(&bin, err);
+	if (rc)
+		goto out;
+	if (!mdl_var(&v, "SG_ROOT", env->root, strlen(env->root)) ||
+	    !mdl_var(&v, "SG_SHA", bin.sha, strlen(bin.sha)) ||
+	    !mdl_var(&v, "SG_PROBE", "1", 1) || (me->fresh && !mdl_var(&v, "SG_UP", "-", 1))) {
+		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
+		goto out;
+	}
+	rc = mdl_script(me, mdl_setup_sh, sg_strv_get(&v), me->fresh ? bin.data : NULL,
+			me->fresh ? (size_t)bin.size : 0, &reply, cancel, err);
+	if (rc)
+		goto out;
+	if ((e = sg_cloud_kv(reply, "error"))) {
+		rc = sg_err_set(err, SG_E_PROVIDER, "sandbox %s: %s", env->id, e);
+		goto out;
+	}
+	if (!(e = sg_cloud_kv(reply, "base")) || e[0] != '/') {
+		rc = sg_err_set(err, SG_E_PROVIDER,
+				"sandbox %s: the set-up script gave no answer (is there a POSIX sh?)",
+				env->id);
+		goto out;
+	}
+	me->base_dir = e;
+	e = NULL;
+	if (!sg_cloud_flag(reply, "root")) {
+		rc = sg_err_set(err, SG_E_PROVIDER, "sandbox %s: cannot create root %s", env->id,
+				env->root);
+		goto out;
+	}
+	if (asprintf(&me->run_dir, "%s/run", me->base_dir) < 0 ||
+	    asprintf(&env->ctl_dir, "%s/ctl", me->base_dir) < 0 ||
+	    asprintf(&env->helper, "%s/sg-helper-%s", me->base_dir, bin.sha) < 0) {
+		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
+		goto out;
+	}
+	if (!sg_cloud_flag(reply, "helper") && !sg_cloud_flag(reply, "installed")) {
+		char *ie = sg_cloud_kv(reply, "install_error");
+
+		if (ie || me->fresh) {
+			rc = sg_err_set(err, SG_E_PROVIDER, "sandbox %s: installing sg-helper failed: %s",
+					env->id, ie ? ie : "no answer");
+			free(ie);
+			goto out;
+		}
+		/* A resumed sandbox without it: install, then probe via the gateway. */
+		in.dir = me->base_dir;
+		rc = sg_install_helper(&in, &bin, &me->install, cancel, err);
+		goto out;
+	}
+	me->install.requests = me->fresh ? 1 : 0;
+	me->install.bytes = me->fresh ? bin.size : 0;
+	me->install.ms = sg_now_ms() - t0;
+	probe = strstr(reply, "probe<<\n");
+	if (probe && !(env->probe = strdup(probe + 8)))
+		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
+out:
+	sg_helper_bin_close(&bin);
+	sg_strv_release(&v);
+	free(reply);
+	free(e);
+	return rc;
+}
+
+static json_t *mdl_facts(const struct mdl_env *me)
+{
+	const struct sg_profile *p = me->base.profile;
+	json_t *req = json_object(), *app = json_object(), *f;
+
+	if (p->cpus > 0) {
+		json_object_set_new(req, "cpus", json_real(p->cpus));
+		json_object_set_new(app, "cpus", json_real((double)(uint32_t)(p->cpus * 1000 + 0.5) / 1000));
+	}
+	if (p->memory_mb > 0) {
+		json_object_set_new(req, "memory_mb", json_integer(p->memory_mb));
+		json_object_set_new(app, "memory_mb", json_integer(p->memory_mb));
+	}
+	/*
+	 * Modal runs sandboxes in gVisor containers on its machines; nothing
+	 * of this host is in their reach but what the router carries.
+	 */
+	f = json_pack("{s:{s:o, s:o}, s:s, s:s, s:{s:b}, s:{s:I, s:i, s:I}, "
+		      "s:{s:s, s:s, s:s, s:s, s:I, s:b}}",
+		      "resources", "requested", req, "applied", app, "mechanism", "modal-gvisor",
+		      "safety_class", "container", "isolation", "host_filesystem_restricted", 1,
+		      "helper_install", "bytes", (json_int_t)me->install.bytes, "requests",
+		      me->install.requests, "ms", (json_int_t)me->install.ms, "modal", "sandbox",
+		      me->base.id, "name", me->name, "app", me->app, "image", me->image_id ? me->image_id : "",
+		      "timeout_secs", (json_int_t)mdl_timeout_secs(p), "network_blocked",
+		      p->network != SG_NET_DEFAULT);
+	return f;
+}
+
+/* Find or make the sandbox; sets base.id, fresh, resumed, image_id. */
+static sg_err mdl_obtain(struct mdl_env *me, struct sg_cancel *cancel, struct sg_errinfo *err)
+{
+	const struct sg_profile *p = me->base.profile;
+	char snap[128];
+	bool mine;
+	sg_err rc;
+
+	rc = mdl_by_name(me, me->base.id, cancel, err);
+	if (!rc) {
+		rc = mdl_check_owner(me, me->base.id, &mine, cancel, err);
+		if (!rc)
+			me->base.resumed = true;
+		return rc;
+	}
+	me->base.id[0] = '\0';
+	if (rc != SG_E_NOT_FOUND)
+		return rc;
+	snap[0] = '\0';
+	if (p->persistent)
+		mdl_record_read(me, snap);
+	if (me->base.require_existing && !snap[0])
+		return sg_err_set(err, SG_E_WORKSPACE_LOST,
+				  "identity \"%.60s\" has no sandbox or snapshot in Modal app %s",
+				  me->base.identity, me->app);
+	if (snap[0]) {
+		me->image_id = strdup(snap);
+		if (!me->image_id)
+			return sg_err_set(err, SG_E_INTERNAL, "out of memory");
+		rc = mdl_create(me, snap, true, cancel, err);
+		if (rc == SG_E_WORKSPACE_LOST)
+			mdl_record_forget(me->base.state_dir, me->app, me->name);
+		if (!rc)
+			me->base.resumed = true;
+		return rc;
+	}
+	rc = mdl_image_for(me, p->image ? p->image : MDL_IMAGE_DEFAULT, &me->image_id, cancel, err);
+	if (!rc)
+		rc = mdl_create(me, me->image_id, false, cancel, err);
+	return rc;
+}
+
+static sg_err mdl_provision(struct sg_env *env, struct sg_cancel *cancel,
+			    struct sg_errinfo *err)
+{
+	struct mdl_env *me = (struct mdl_env *)env;
+	const struct sg_profile *p = env->profile;
+	struct mdl_rt *rt = NULL;
+	sg_err rc;
+
+	if (pthread_mutex_init(&me->lock, NULL) != 0)
+		return sg_err_set(err, SG_E_INTERNAL, "cannot create a mutex");
+	me->lock_ready = true;
+	atomic_init(&me->requests, 0);
+	atomic_init(&me->execs, 0);
+	sg_cloud_random_hex(me->nonce, 8);
+	sg_cloud_random_hex(me->create_id, 16);
+	if (env->root[0] != '/')
+		return sg_err_set(err, SG_E_INVALID_ARGUMENT, "root %s is not an absolute path",
+				  env->root);
+	if (!(me->app = strdup(mdl_raw_str(p, "app", MDL_APP_DEFAULT))) ||
+	    !(me->name = sg_cloud_name(env->identity)))
+		return sg_err_set(err, SG_E_INTERNAL, "out of memory");
+	rc = mdl_client_open(p, &me->cl, err);
+	if (rc)
+		return rc;
+	me->cl_ready = true;
+	rc = mdl_app(&me->cl, me->app, &me->app_id, cancel, err);
+	if (!rc)
+		rc = mdl_obtain(me, cancel, err);
+	if (rc)
+		goto out;
+	/* The first exec waits for the router within SG_MODAL_READY_MS. */
+	sg_progress_begin("ready", "waiting for sandbox %s", env->id);
+	rc = mdl_rt_get(me, SG_MODAL_READY_MS, &rt, cancel, err);
+	mdl_rt_drop(me, rt);
+	sg_progress_end(rc);
+	if (!rc) {
+		sg_progress_begin("helper", "preparing sandbox %s", env->id);
+		rc = mdl_setup(me, cancel, err);
+		sg_progress_end(rc);
+	}
+	/* The sandbox's /tmp is its own, never another user's of this host. */
+	env->own_tmp = true;
+	if (!rc && !(env->facts = mdl_facts(me)))
+		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
+out:
+	if (rc && me->fresh && env->id[0] && sg_cancel_check(cancel)) {
+		/* Cancelled: the gateway settles it within its budget. */
+		env->may_remain = true;
+	} else if (rc && me->fresh && env->id[0]) {
+		/* A failed create leaves nothing behind. */
+		struct sg_errinfo e2 = { 0 };
+
+		if (mdl_terminate(&me->cl, env->id, NULL, &e2)) {
+			sg_log_err("sandbox %s may remain after a failed provisioning: %s", env->id,
+				   e2.msg);
+			env->may_remain = true;
+		}
+	}
+	return rc;
+}
+
+/* ---- teardown, list, destroy, release ------------------------------------- */
+
+/* Snapshot, record, terminate: a persistent sandbox kept. */
+static sg_err mdl_keep(struct mdl_env *me, struct sg_cancel *cancel, struct sg_errinfo *err)
+{
+	struct mdl_rt *rt = NULL;
+	char *image = NULL;
+	sg_err rc;
+
+	sg_progress_begin("snapshot", "snapshotting sandbox %s", me->base.id);
+	rc = mdl_rt_get(me, SG_MODAL_CALL_MS, &rt, cancel, err);
+	if (!rc)
+		rc = mdl_snapshot(&rt->r, SG_MODAL_IMAGE_MS, &image, cancel, err);
+	mdl_rt_drop(me, rt);
+	sg_progress_end(rc);
+	if (rc)
+		return sg_err_set(err, rc, "snapshotting sandbox %s: %s", me->base.id, err->msg);
+	rc = mdl_record_write(me, image, err);
+	if (!rc) {
+		struct sg_errinfo e2 = { 0 };
+
+		/* The tag helps an operator; the record on this host is what resumes. */
+		if (mdl_tags_set(me, image, cancel, &e2))
+			sg_log_warn("sandbox %s: cannot tag it with its snapshot: %s", me->base.id,
+				    e2.msg);
+		rc = mdl_terminate(&me->cl, me->base.id, cancel, err);
+	}
+	free(image);
+	return rc;
+}
+
+static sg_err mdl_teardown(struct sg_env *env, enum sg_fate fate, struct sg_cancel *cancel,
+			   struct sg_errinfo *err)
+{
+	struct mdl_env *me = (struct mdl_env *)env;
+
+	sg_log_info("modal: sandbox %s: %llu execs, %llu router requests", env->id,
+		    (unsigned long long)atomic_load(&me->execs),
+		    (unsigned long long)atomic_load(&me->requests));
+	if (fate == SG_FATE_DETACH || !env->id[0] || !me->cl_ready)
+		return SG_OK;
+	/*
+	 * A kept workspace that is not persistent stays as it is, running:
+	 * Modal cannot stop a sandbox, and the next session of the identity
+	 * adopts it by name.  Its lifetime (timeout_secs), the idle timeout
+	 * or `sandgate envs gc` ends it.
+	 */
+	if (fate == SG_FATE_KEEP && !env->profile->persistent)
+		return SG_OK;
+	if (fate == SG_FATE_KEEP)
+		return mdl_keep(me, cancel, err);
+	mdl_record_forget(env->state_dir, me->app, me->name);
+	return mdl_terminate(&me->cl, env->id, cancel, err);
+}
+
+struct mdl_list_ctx {
+	sg_env_list_cb cb;
+	void *payload;
+};
+
+static int mdl_list_one(const Modal__Client__SandboxInfo *info, void *payload)
+{
+	struct mdl_list_ctx *c = payload;
+	struct mdl_tagv t = { info->tags, info->n_tags };
+	struct sg_env_info e;
+
+	sg_cloud_info(info->id, info->task_info && info->task_info->result ? "finished" : "running",
+		      mdl_tag_get, &t, &e);
+	return c->cb(&e, c->payload);
+}
+
+static sg_err mdl_envs_list(const struct sg_profile *p, const char *state_dir, sg_env_list_cb cb,
+		       void *payload, struct sg_cancel *cancel, struct sg_errinfo *err)
+{
+	char tag_m[128], tag_p[256];
+	const char *tags[] = { tag_m, tag_p, NULL };
+	struct mdl_list_ctx c = { cb, payload };
+	struct mdl_client cl;
+	char *app_id = NULL;
+	sg_err rc;
+
+	(void)state_dir;
+	snprintf(tag_m, sizeof(tag_m), "%s=%s", SG_CLOUD_TAG_MANAGED, SG_CLOUD_MANAGER);
+	snprintf(tag_p, sizeof(tag_p), "%s=%s", SG_CLOUD_TAG_PROFILE, p->name);
+	rc = mdl_client_open(p, &cl, err);
+	if (rc)
+		return rc;
+	rc = mdl_app(&cl, mdl_raw_str(p, "app", MDL_APP_DEFAULT), &app_id, cancel, err);
+	if (!rc)
+		rc = mdl_list(&cl, app_id, tags, mdl_list_one, &c, cancel, err);
+	free(app_id);
+	mdl_client_release(&cl);
+	return rc;
+}
+
+static sg_err mdl_destroy(const struct sg_profile *p, const char *state_dir, const char *id,
+			  struct sg_cancel *cancel, struct sg_errinfo *err)
+{
+	Modal__Client__SandboxTagsGetResponse *t = NULL;
+	struct mdl_client cl;
+	const char *m, *who;
+	sg_err rc;
+
+	rc = mdl_client_open(p, &cl, err);
+	if (rc)
+		return rc;
+	rc = mdl_tags_get(&cl, id, &t, cancel, err);
+	if (rc == SG_E_NOT_FOUND)
+		rc = sg_err_set(err, rc, "there is no sandbox %s", id);
+	m = rc ? NULL : mdl_tag(t->tags, t->n_tags, SG_CLOUD_TAG_MANAGED);
+	/* An operator's typo must never terminate a sandbox sandgate did not make. */
+	if (!rc && (!m || strcmp(m, SG_CLOUD_MANAGER) != 0))
+		rc = sg_err_set(err, SG_E_PERMISSION, "sandbox %s was not made by sandgate", id);
+	if (!rc)
+		rc = mdl_terminate(&cl, id, cancel, err);
+	who = rc ? NULL : mdl_tag(t->tags, t->n_tags, SG_CLOUD_TAG_IDENTITY);
+	if (who) {
+		/* Removing an environment removes its snapshot's record too. */
+		char *name = sg_cloud_name(who);
+
+		if (name)
+			mdl_record_forget(state_dir, mdl_raw_str(p, "app", MDL_APP_DEFAULT), name);
+		free(name);
+	}
+	if (t)
+		protobuf_c_message_free_unpacked(&t->base, NULL);
+	mdl_client_release(&cl);
+	return rc;
+}
+
+static void mdl_release(struct sg_env *env)
+{
+	struct mdl_env *me = (struct mdl_env *)env;
+
+	if (me->rt) {
+		mdl_router_release(&me->rt->r);
+		free(me->rt);
+		me->rt = NULL;
+	}
+	if (me->lock_ready)
+		pthread_mutex_destroy(&me->lock);
+	if (me->cl_ready)
+		mdl_client_release(&me->cl);
+	free(me->app);
+	free(me->app_id);
+	free(me->name);
+	free(me->base_dir);
+	free(me->run_dir);
+	free(me->image_id);
+	sg_env_release_base(env);
+}
+
+/* Modal's own variables, read as its tools read them (api.h). */
+static const char *const mdl_env_names[] = {
+	"MODAL_TOKEN_ID", "MODAL_TOKEN_SECRET", "MODAL_PROFILE", "MODAL_CONFIG_PATH",
+	"MODAL_ENVIRONMENT", "MODAL_SERVER_URL",
+};
+
+static size_t mdl_credential_env(const json_t *raw, const char **names, size_t max)
+{
+	size_t n = 0;
+
+	(void)raw;
+	for (size_t i = 0; i < sizeof(mdl_env_names) / sizeof(mdl_env_names[0]) && n < max; i++)
+		names[n++] = mdl_env_names[i];
+	return n;
+}
+
+static void mdl_credentials(const struct sg_profile *p, json_t *out)
+{
+	struct mdl_creds c;
+	struct sg_errinfo e = { 0 };
+	sg_err rc = mdl_creds_load(&c, &e);
+	const char *id = getenv("MODAL_TOKEN_ID");
+
+	(void)p;
+	if (id && *id)
+		json_object_set_new(out, "MODAL_TOKEN_ID", json_string(rc ? "missing" : "found"));
+	else
+		json_object_set_new(out, "~/.modal.toml", json_string(rc ? "missing" : "found"));
+	memset(&c, 0, sizeof(c));
+}
+
+const struct sg_adapter sg_adapter_modal = {
+	.name = "modal",
+	.caps = SG_CAP_LIST,
+	.env_size = sizeof(struct mdl_env),
+	.fields = mdl_fields,
+	.validate = mdl_validate,
+	.provision = mdl_provision,
+	.exec = mdl_exec_cmd,
+	.teardown = mdl_teardown,
+	.list = mdl_envs_list,
+	.destroy = mdl_destroy,
+	.release = mdl_release,
+	.credentials = mdl_credentials,
+	.credential_env = mdl_credential_env,
+};

@@ -1,0 +1,177 @@
+"""The modal backend against the fake Modal (run-against.sh modal).
+
+Runs only where the suite itself runs on a modal profile against the fake
+(SANDGATE_TEST_FAKE_URL is the fake's admin API); every check reads the
+fake's own state and request log:
+  - a simple command costs two router requests (TaskExecStart, one
+    TaskExecStdioRead), and nothing else;
+  - a persistent workspace is snapshotted at shutdown and resumed from the
+    snapshot; a snapshot Modal lost is workspace_lost;
+  - a create whose reply is lost (Modal committed it) is adopted, not
+    made twice; one whose outcome stays unknown, or that is interrupted by
+    EOF, is terminated by the gateway within its budget.
+"""
+
+import json
+import os
+import shutil
+import tempfile
+import time
+import unittest
+import urllib.request
+
+from sgclient import CONFIG, PROFILE, GatewayTestCase, unique
+
+FAKE = os.environ.get("SANDGATE_TEST_FAKE_URL")
+
+
+def on_modal():
+    if not FAKE or not CONFIG or not PROFILE:
+        return False
+    with open(CONFIG) as f:
+        prof = json.load(f).get("profiles", {}).get(PROFILE, {})
+    return prof.get("backend") == "modal"
+
+
+def admin(method, path, body=None):
+    data = json.dumps(body).encode() if body is not None else None
+    req = urllib.request.Request(FAKE + path, data=data, method=method,
+                                 headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=30) as r:
+        text = r.read()
+    return json.loads(text) if text else None
+
+
+def sandboxes(name=None):
+    return [s for s in admin("GET", "/__fake/state")["sandboxes"]
+            if name is None or s["name"] == name]
+
+
+def running(name=None):
+    return [s for s in sandboxes(name) if s["running"]]
+
+
+@unittest.skipUnless(on_modal(), "runs under run-against.sh modal (the fake Modal)")
+class Modal(GatewayTestCase):
+
+    def setUp(self):
+        admin("POST", "/__fake/faults/clear")
+        self.state = tempfile.mkdtemp(prefix="sg-e2e-modal-")
+        self.addCleanup(shutil.rmtree, self.state, True)
+
+    def tearDown(self):
+        admin("POST", "/__fake/faults/clear")
+        super().tearDown()
+
+    def ident_sandboxes(self, ident, only_running=True):
+        out = []
+        for s in sandboxes():
+            tags = {t["tagName"]: t["tagValue"] for t in s["tags"]}
+            if tags.get("sandgate.identity") == ident and (s["running"] or not only_running):
+                out.append(s)
+        return out
+
+    def test_two_router_requests_per_command(self):
+        gw = self.gateway(state_dir=self.state)
+        gw.sh_ok("true")
+        admin("POST", "/__fake/log/clear")
+        for _ in range(3):
+            gw.sh_ok("echo hi; echo err >&2")
+        calls = [c for c in admin("GET", "/__fake/log")]
+        router = [c["method"] for c in calls if c["server"] == "router"]
+        control = [c["method"] for c in calls if c["server"] == "control"]
+        self.assertEqual(router, ["TaskExecStart", "TaskExecStdioRead"] * 3, calls)
+        self.assertEqual(control, [], "a command made control-plane calls")
+        # The reply still tells stdout from stderr and gives the exit code.
+        res = gw.sh("echo out; echo err >&2; exit 3")
+        self.assertEqual(res["metadata"]["exit_code"], 3)
+        self.assertIn("out", res["content"])
+
+    def test_persistent_snapshot_resume_and_lost(self):
+        ident = unique("persist")
+        b = {"identity": ident, "remove_workspace_on_exit": False,
+             "environment": {"persistent": True}}
+        gw = self.gateway(state_dir=self.state, binding=b)
+        gw.write("kept.txt", "survives\n")
+        rc, err, _ = gw.shutdown(timeout=120)
+        self.assertEqual(rc, 0, err[-2000:])
+        self.assertEqual(self.ident_sandboxes(ident), [], "the sandbox still runs")
+        snaps = [i for i in admin("GET", "/__fake/state")["images"] if i["snapshot"]]
+        self.assertTrue(snaps, "no snapshot was taken")
+        # Resumed from the snapshot: the file is there.
+        gw2 = self.gateway(state_dir=self.state, binding=b)
+        self.assertEqual(gw2.sh_ok("cat kept.txt"), "survives\n")
+        self.assertTrue(gw2.init_reply.get("resumed", True))
+        [sb] = self.ident_sandboxes(ident)
+        self.assertIn(sb["imageId"], [i["id"] for i in snaps])
+        rc, err, _ = gw2.shutdown(timeout=120)
+        self.assertEqual(rc, 0, err[-2000:])
+        # Modal loses the snapshot: workspace_lost, and nothing is created.
+        image = [s for s in self.ident_sandboxes(ident, only_running=False)][0]
+        latest = [i for i in admin("GET", "/__fake/state")["images"] if i["snapshot"]][-1]
+        admin("POST", "/__fake/images/%s/delete" % latest["id"])
+        gw3 = self.gateway(init=False, state_dir=self.state)
+        r = gw3.call("initialize", gw3.make_binding(**b), token="tok-" + unique(), timeout=120)
+        self.assertReplyCode(r, ("workspace_lost", "init_failed"))
+        self.assertEqual(self.ident_sandboxes(ident), [])
+        self.assertTrue(image)
+
+    def test_lost_create_reply_is_adopted(self):
+        # Modal makes the sandbox; its answer is lost; the retry meets
+        # ALREADY_EXISTS and adopts it by its create tag.
+        admin("POST", "/__fake/faults", {"method": "SandboxCreate", "kind": "lose-reply"})
+        ident = unique("lost")
+        gw = self.gateway(state_dir=self.state, binding={"identity": ident})
+        self.assertEqual(gw.sh_ok("echo ok").strip(), "ok")
+        self.assertEqual(len(self.ident_sandboxes(ident)), 1)
+        creates = [c for c in admin("GET", "/__fake/log") if c["method"] == "SandboxCreate"]
+        self.assertGreaterEqual(len(creates), 2, "the create was not retried")
+        rc, err, _ = gw.shutdown(timeout=60)
+        self.assertEqual(rc, 0, err[-2000:])
+        self.assertEqual(self.ident_sandboxes(ident), [])
+
+    def test_unknown_create_outcome_is_settled(self):
+        # The create lands, its answer is lost, and whose it is cannot be
+        # told (every tag lookup of the call and its retries fails):
+        # initialize fails, and shutdown finds the sandbox by its tags and
+        # terminates it within the budget.
+        admin("POST", "/__fake/faults", [
+            {"method": "SandboxCreate", "kind": "lose-reply"},
+            {"method": "SandboxTagsGet", "kind": "status", "code": 14, "times": 4}])
+        ident = unique("unknown")
+        gw = self.gateway(init=False, state_dir=self.state, budget_ms=30000)
+        r = gw.call("initialize", gw.make_binding(identity=ident), token="tok-" + unique(),
+                    timeout=120)
+        self.assertIn("error", r)
+        self.assertEqual(len(self.ident_sandboxes(ident)), 1, "the create did land")
+        rc, err, _ = gw.shutdown(timeout=60)
+        self.assertEqual(self.ident_sandboxes(ident), [], err[-2000:])
+        self.assertEqual(rc, 0, err[-2000:])
+        reg = os.path.join(self.state, "registry")
+        left = [f for f in os.listdir(reg) if f.endswith(".json")] if os.path.isdir(reg) else []
+        self.assertEqual(left, [], "registry records remain")
+
+    def test_eof_during_create_leaves_nothing(self):
+        admin("POST", "/__fake/faults", {"method": "SandboxCreate", "kind": "serve-then-hang"})
+        ident = unique("eof")
+        gw = self.gateway(init=False, state_dir=self.state, budget_ms=20000)
+        gw.request("initialize", gw.make_binding(identity=ident), token="tok-" + unique())
+        deadline = time.monotonic() + 60
+        while not self.ident_sandboxes(ident) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        self.assertTrue(self.ident_sandboxes(ident), "the create never landed")
+        rc, err, _ = gw.shutdown(timeout=60)
+        self.assertEqual(self.ident_sandboxes(ident), [], err[-2000:])
+        self.assertEqual(rc, 0, err[-2000:])
+
+    def test_network_none_is_blocked(self):
+        gw = self.gateway(state_dir=self.state,
+                          binding={"environment": {"network": "none"}})
+        [sb] = [s for s in running() if any(t["tagValue"] == gw.session for t in s["tags"])]
+        self.assertEqual(sb["network"]["type"], 2)  # BLOCKED
+        out = gw.sh_ok("cat /proc/net/dev | tail -n +3 | cut -d: -f1 | tr -d ' '")
+        self.assertEqual(out.split(), ["lo"])
+
+
+if __name__ == "__main__":
+    unittest.main()
