@@ -711,6 +711,13 @@ static void relay_poll(struct relay *r, int sfd, int ms)
 	}
 }
 
+/* Kill the group pid leads, or pid alone when it has not made it yet. */
+static void job_kill_group(pid_t pid)
+{
+	if (kill(-pid, SIGKILL) != 0)
+		kill(pid, SIGKILL);
+}
+
 /* Milliseconds from now until t (CLOCK_MONOTONIC), at least 0. */
 static int64_t job_ms_until(const struct timespec *t)
 {
@@ -863,7 +870,7 @@ static int job_relay(const struct job *j, int in, char **envp, char *const *argv
 	outp[0] = errp[0] = -1;
 	job_put(j, ".pid", "%d\n", (int)cmd);
 	if (job_exists(j, ".cancel"))
-		kill(-cmd, SIGKILL);
+		job_kill_group(cmd);
 	end = sg_time_after(CLOCK_MONOTONIC, limit);
 	while (!ended) {
 		struct signalfd_siginfo ssi;
@@ -876,7 +883,7 @@ static int job_relay(const struct job *j, int in, char **envp, char *const *argv
 		if (job_orphaned || r.broken) {
 			/* Nobody is left to hear the result: nothing may outlive it. */
 			job_put(j, ".cancel", "1\n");
-			kill(-cmd, SIGKILL);
+			job_kill_group(cmd);
 			waitpid(cmd, NULL, 0);
 			goto out;
 		}
@@ -886,10 +893,10 @@ static int job_relay(const struct job *j, int in, char **envp, char *const *argv
 			si.si_pid == cmd;
 		if (!ended && !timed_out && job_ms_until(&end) == 0) {
 			timed_out = true;
-			kill(-cmd, SIGKILL);
+			job_kill_group(cmd);
 		}
 	}
-	kill(-cmd, SIGKILL);
+	job_kill_group(cmd);
 	waitpid(cmd, &st, 0);
 	/* The rest of the output, until EOF or the drain's end. */
 	end = sg_time_after(CLOCK_MONOTONIC, JOB_DRAIN_MS);
