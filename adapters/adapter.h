@@ -46,8 +46,9 @@
  *   daytona      POST /sandbox with    toolbox /process/       upload,    stop / delete               GET /sandbox
  *                labels, or start      execute; sessions for   download                               ?labels=
  *                a stopped one         long commands
- *   vercel       POST /v1/sandboxes    POST .../cmd, then      writeFiles stop (persistent) /         GET /v1/
- *                (persistent, tags)    NDJSON logs             read file  stop + delete               sandboxes
+ *   vercel       POST /v3/sandboxes    POST .../cmd wait:true  fs/write,  stop (snapshot) /           GET /v2/
+ *                (named, tags), or     streaming NDJSON        fs/read    delete                      sandboxes
+ *                resume by name                                                                       ?tags=
  *   ssh          master connection,    ssh -S master -- the    (none:     close master /              marked dirs
  *                mkdir the workspace   shell-quoted argv       via exec)  rm -rf, close master         under workspace
  *   singularity  overlay + instance    apptainer exec          host fs    stop instance, keep dir /   state dirs
@@ -137,6 +138,7 @@ enum sg_field_type {
 	SG_FIELD_STRING,      /* the backend's own: a non-empty string */
 	SG_FIELD_INT,         /* the backend's own: an integer in [min, max] */
 	SG_FIELD_ARRAY,       /* the backend's own: a JSON array */
+	SG_FIELD_OBJECT,      /* the backend's own: a JSON object */
 };
 
 enum {
@@ -170,6 +172,7 @@ struct sg_field {
 #define SG_FIELD_OWN_STRING(n) { (n), SG_FIELD_STRING, 0, 0, 0 }
 #define SG_FIELD_OWN_INT(n, lo, hi) { (n), SG_FIELD_INT, 0, (lo), (hi) }
 #define SG_FIELD_OWN_ARRAY(n) { (n), SG_FIELD_ARRAY, 0, 0, 0 }
+#define SG_FIELD_OWN_OBJECT(n) { (n), SG_FIELD_OBJECT, 0, 0, 0 }
 #define SG_FIELDS_END { NULL, 0, 0, 0, 0 }
 
 /* ---- Environments ------------------------------------------------------ */

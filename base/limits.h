@@ -40,13 +40,16 @@
 
 /* run_command (section 10). */
 #define SG_COMMAND_TIMEOUT_MS 120000
+#define SG_GIT_CONFIG_MAX (1 * SG_MiB) /* read_only git reads the configuration first */
 
 /* Shutdown budgets (section 8.2). */
 #define SG_SHUTDOWN_BUDGET_MS 60000   /* as a command backend */
 #define SG_PEER_SHUTDOWN_MS 10000     /* as a delegated peer */
 #define SG_HOST_COMMAND_MS 60000     /* the host's own budget for a command backend */
 #define SG_HOST_CLOUD_MS 90000       /* ... and for a cloud backend's entry */
-#define SG_OUTER_GRACE_MS 10000      /* an outer adapter's grace for its peer */
+#define SG_OUTER_GRACE_MS 10000      /* an outer adapter's grace for its peer (a command profile's default) */
+#define SG_RELAY_CANCEL_MS 35000     /* a command peer's terminal reply after a cancel */
+#define SG_RELAY_FORWARD_MS 2000     /* at EOF, for requests already read to reach the peer */
 #define SG_BUDGET_SLACK_MS 1000      /* a shutdown plan's room for the rest */
 #define SG_SETTLE_POLL_MS 500         /* between looks for a create that may land */
 #define SG_LIFETIME_DEFAULT_S 600     /* lifetime_seconds 0 -> 600 */
@@ -107,6 +110,11 @@
 #define SG_SING_BUILD_MS 1800000      /* docker:// or oras:// converted to a SIF */
 #define SG_SING_STOP_S 5              /* `instance stop -t`: SIGINT, then SIGKILL */
 #define SG_SING_STEP_MS 30000         /* `instance list`, `instance stop` */
+#define SG_SING_REGISTRY_MS 30000     /* one registry request: a tag's digest, a token */
+#define SG_SING_KEY_MAX 120           /* the readable head of a cached SIF's name */
+#define SG_SING_URL_MAX 2048          /* a registry URL or a token realm */
+#define SG_SING_TOKEN_MAX (64 * SG_KiB)    /* a registry's token reply */
+#define SG_SING_MANIFEST_MAX (4 * SG_MiB)  /* a manifest hashed when the digest header is missing */
 #define SG_SSH_CHECK_MS 5000          /* ssh -O check / -O exit */
 #define SG_SSH_REPLY_MAX (256 * SG_KiB) /* what our scripts print */
 #define SG_SSH_LINE_MAX (64 * SG_KiB)   /* the one command string */
@@ -156,5 +164,23 @@
 #define SG_MODAL_MAX_TIMEOUT_S 86400 /* Modal's maximum timeout and idle timeout */
 #define SG_MODAL_IMAGE_CACHE 16    /* image ids remembered per reference */
 #define SG_MODAL_STDIN_CHUNK (256 * SG_KiB) /* one TaskExecStdinWrite */
+
+
+/* The vercel backend (vercel/). */
+#define SG_VERCEL_CALL_MS 60000        /* one control-plane call */
+#define SG_VERCEL_CREATE_MS 180000     /* a create or resume: a VM boots */
+#define SG_VERCEL_WAIT_MS 50000        /* what one command request waits in the sandbox */
+#define SG_VERCEL_TRIP_SLACK_MS 30000  /* a command request's HTTP timeout past its wait */
+#define SG_VERCEL_KILL_MS 15000        /* the kill after a cancel */
+#define SG_VERCEL_SETTLE_MS 120000     /* waiting out stopping/snapshotting */
+#define SG_VERCEL_POLL_MS 500          /* state polls, as the SDK's */
+#define SG_VERCEL_INLINE_MAX (96 * SG_KiB) /* one variable: a part of stdin, the job line */
+#define SG_VERCEL_STDIN_VARS (1 * SG_MiB)  /* stdin text sent in variables, at most */
+#define SG_VERCEL_SCRIPT_REPLY (256 * SG_KiB) /* our own scripts' output */
+#define SG_VERCEL_LINE_MAX (1 * SG_MiB) /* one NDJSON line of a command stream */
+#define SG_VERCEL_REPLY_MAX (4 * SG_MiB) /* a control-plane JSON reply */
+#define SG_VERCEL_LIST_PAGES 1000      /* pages of GET /v2/sandboxes, at most */
+#define SG_VERCEL_MSG_SHOWN 160        /* bytes of a provider message a sentence quotes */
+#define SG_VERCEL_MIN_TIMEOUT_MS 60000 /* a sandbox's timeout, at least (lifetime_seconds below it) */
 
 #endif

@@ -118,7 +118,10 @@ struct opts {
 	long stat_n, cmd_n, wake_n, export_mib, export_runs;
 	long ssh_n, ssh_export_mib, ssh_export_runs, rt_n, dtn_n;
 	const char *sdk_json; /* the SDK benchmark's results, for the daytona table */
-	bool do_stat, do_cmd, do_wake, do_export, do_ssh, do_dtn;
+	const char *fake_log; /* the cloud set: http://127.0.0.1:PORT/PATH of the fake's log */
+	const char *mix;      /* the cloud set's mixed calls (bench/cloud-mix.json) */
+	long cloud_n, mix_runs;
+	bool do_stat, do_cmd, do_wake, do_export, do_ssh, do_dtn, do_cloud;
 	bool only; /* --only was given: the sets are not the backend's defaults */
 	bool keep;
 };
@@ -2054,7 +2057,7 @@ static void ssh_round_trips(const struct opts *o, const char *sandgate, const ch
 #define DTN_LATE_MS 50
 /* Before the log is read: the last request's close has to land. */
 #define DTN_SETTLE_MS 100
-#define DTN_ROUTES_MAX 6
+#define DTN_ROUTES_MAX 12
 /* Between process/start calls: the started `sleep 0.2` has ended. */
 #define DTN_PSTART_GAP_MS 400
 
@@ -2640,6 +2643,680 @@ static void bench_daytona(struct gw *g, const struct fake *fk, struct dtn_log *l
 	}
 }
 
+/* ---- 8. the cloud set: any cloud backend against its fake ---- */
+
+/*
+ * The set the vercel and modal backends default to (and that runs on
+ * daytona too, with --only cloud): the 50 mixed tool calls of
+ * bench/cloud-mix.json against the official SDK doing the same
+ * (bench/<backend>-sdk-bench.mjs, read from --sdk-json), provider requests
+ * and sandgate's own share per call from the fake's request log, the tasks
+ * a call starts in the sandbox (from its pid namespace), peak RSS and time
+ * to ready.  Every fake logs each request with its serving time; the
+ * shapes differ and are read by cl_req_of.
+ */
+#define CL_CALIB_N 20
+/* A request logged on a clock known only to about this (modal's t_ms). */
+#define CL_SLACK_US 3000
+/* Absolute timestamps in whole milliseconds (daytona's ts). */
+#define CL_SLACK_ABS_US 1000
+#define CL_MIX_MAX 200
+#define CL_RUNS_MAX 16
+#define CL_PID_FILE "sgbench-pid.txt"
+/* Requests of one call whose lives are kept, to count its round trips. */
+#define CL_LIVES_MAX 16
+
+/* A request of the fake's log, its life on the wall clock in µs. */
+struct cl_req {
+	long long seq;
+	int64_t start_us, end_us, served_us;
+	bool rel; /* its times are relative to the fake's start (plus clock_us) */
+	char name[48];
+};
+
+/* Where the fake's log is, and how its clock maps to ours. */
+struct cl_src {
+	struct fake f;     /* the port the log is served on */
+	char *path;        /* e.g. /__fake/log */
+	int64_t clock_us;  /* the fake's start on the wall clock, for relative times */
+};
+
+/*
+ * One log entry in the shapes the fakes write: daytona's and vercel's
+ * {seq, ts (ISO, the start), durationMs (whole ms; vercel's to the µs),
+ * route}, modal's {seq, t_ms (the end, ms since the fake started),
+ * serving_ms, method}.  False for an
+ * entry of neither shape.
+ */
+static bool cl_req_of(const struct cl_src *s, json_t *e, struct cl_req *r)
+{
+	const char *ts = json_string_value(json_object_get(e, "ts"));
+	const char *name = json_string_value(json_object_get(e, "route"));
+	json_t *serving = json_object_get(e, "serving_ms");
+
+	memset(r, 0, sizeof(*r));
+	r->seq = (long long)json_integer_value(json_object_get(e, "seq"));
+	if (!name)
+		name = json_string_value(json_object_get(e, "method"));
+	snprintf(r->name, sizeof(r->name), "%s", name ? name : "?");
+	if (json_is_number(serving))
+		r->served_us = (int64_t)(json_number_value(serving) * 1000.0);
+	else
+		r->served_us = (int64_t)(json_number_value(json_object_get(e, "durationMs")) * 1000.0);
+	if (ts) {
+		r->start_us = iso_ms(ts) * 1000;
+		if (r->start_us < 0)
+			return false;
+		r->end_us = r->start_us + r->served_us;
+		return true;
+	}
+	if (!json_is_number(json_object_get(e, "t_ms")))
+		return false;
+	r->rel = true;
+	r->end_us = (int64_t)(json_number_value(json_object_get(e, "t_ms")) * 1000.0) +
+		    s->clock_us;
+	r->start_us = r->end_us - r->served_us;
+	return true;
+}
+
+/* The log's requests after sequence number `since`, in *n (new array). */
+static struct cl_req *cl_fetch(const struct cl_src *s, long long since, size_t *n)
+{
+	char *target = xasprintf("%s?since=%lld", s->path, since);
+	json_t *j = fake_get(&s->f, target), *a = json_is_array(j) ? j : json_object_get(j, "requests");
+	struct cl_req *v = calloc(json_array_size(a) + 1, sizeof(*v));
+	size_t i, m = 0;
+	json_t *e;
+
+	if (!json_is_array(a) || !v)
+		die("GET %s: not a request log", target);
+	json_array_foreach(a, i, e) {
+		if (!cl_req_of(s, e, &v[m]))
+			die("GET %s: an entry of no known shape", target);
+		if (v[m].seq > since)
+			m++;
+	}
+	json_decref(j);
+	free(target);
+	*n = m;
+	return v;
+}
+
+static long long cl_last_seq(const struct cl_src *s)
+{
+	size_t n;
+	struct cl_req *v = cl_fetch(s, 0, &n);
+	long long seq = 0;
+
+	for (size_t i = 0; i < n; i++)
+		if (v[i].seq > seq)
+			seq = v[i].seq;
+	free(v);
+	return seq;
+}
+
+/* --fake-log http://127.0.0.1:PORT/PATH (loopback only, as everywhere here). */
+static void cl_src_parse(struct cl_src *s, const char *url)
+{
+	const char *p;
+	char *end;
+
+	memset(s, 0, sizeof(*s));
+	if (strncmp(url, "http://127.0.0.1:", 17) != 0)
+		die("--fake-log must be http://127.0.0.1:PORT/PATH, not %s", url);
+	p = url + 17;
+	errno = 0;
+	s->f.port = strtol(p, &end, 10);
+	if (errno || end == p || s->f.port < 1 || s->f.port > 65535 || *end != '/')
+		die("--fake-log: no port and path in %s", url);
+	s->path = xasprintf("%s", end);
+	s->f.url = xasprintf("%s", url);
+}
+
+static int64_t wall_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+enum {
+	CK_WRITE, CK_READ, CK_STAT, CK_RUN, CK_PREAD, CK_TARGETS,
+	CK_EDIT = CK_TARGETS, CK_PSTART, CK_INIT, CK_MIX, CK_REPORTED,
+	CK_OTHER = CK_REPORTED, CK_KINDS
+};
+static const char *const ck_names[CK_KINDS] = {
+	"write_file", "read_file", "stat_path", "run_command", "process/read",
+	"edit_file", "process/start", "initialize", "mixed calls", "other calls",
+};
+static const char *const ck_keys[CK_KINDS] = {
+	"write_file", "read_file", "stat_path", "run_command", "process_read",
+	"edit_file", "process_start", "initialize", "mix", "other",
+};
+
+struct cl_call {
+	int64_t t0_us, t1_us; /* wall clock: before the request, after the reply */
+	int64_t wall_ns;      /* the same on the monotonic clock */
+	int kind;
+	long reqs;
+	int64_t served_us;    /* the sum of its requests' serving times */
+	int64_t first_us, last_us; /* the first request's start, the last one's end */
+	int nlife;
+	int64_t life[CL_LIVES_MAX][2]; /* its first requests' starts and ends */
+};
+
+struct cl_calls {
+	struct cl_call *v;
+	size_t n, cap;
+};
+
+struct cl_result {
+	struct dtn_count cnt[CK_KINDS];
+	struct dtn_count rtt[CK_KINDS]; /* round trips (in reqs) per call */
+	struct dist own[CK_KINDS];      /* wall - served, per call */
+	struct dist wall[CK_KINDS];
+	int64_t mix_ns[CL_RUNS_MAX];    /* each run's whole sequence */
+	int mix_runs, mix_ops;
+	int64_t mix_med_ns;
+	long background;                /* requests of no call */
+	long overlapped;                /* calls whose requests ran side by side */
+	double cpu_ms;                  /* the gateway's CPU per counted call */
+	char bg_routes[128];
+	long pid_run_min, pid_run_max;  /* tasks per run_command, command included */
+	double pid_per[CK_TARGETS];     /* tasks per call of the file tools */
+	bool pid_ok;                    /* the probe ran in a pid namespace */
+	long pid_calls;
+	long hwm_kib, rss_kib;
+	double init_ms;
+	double rt_ms;                   /* one round trip: stat_path's served p50 per request */
+	int64_t clock_err_us;           /* how well the log's clock was pinned */
+	json_t *sdk;
+};
+
+static struct cl_call *cl_add(struct cl_calls *l, int kind, int64_t t0_us, int64_t t0_ns)
+{
+	if (l->n == l->cap) {
+		l->cap = l->cap ? l->cap * 2 : 256;
+		l->v = realloc(l->v, l->cap * sizeof(*l->v));
+		if (!l->v)
+			die("out of memory");
+	}
+	l->v[l->n] = (struct cl_call){ .t0_us = t0_us, .t1_us = wall_us(),
+				       .wall_ns = now_ns() - t0_ns, .kind = kind };
+	return &l->v[l->n++];
+}
+
+/* execute(tool, args) (steals args), logged as `kind`; its frame (new). */
+static json_t *cl_execute(struct gw *g, struct cl_calls *l, int kind, const char *tool,
+			  json_t *args)
+{
+	char *data = execute_data(tool, args);
+	int64_t t0 = wall_us(), t0n = now_ns();
+	json_t *f = gw_reply(g, gw_send(g, "execute", data), NULL);
+
+	cl_add(l, kind, t0, t0n);
+	check_tool(f, tool);
+	free(data);
+	return f;
+}
+
+static void cl_call_method(struct gw *g, struct cl_calls *l, int kind, const char *method,
+			   json_t *data)
+{
+	int64_t t0 = wall_us(), t0n = now_ns();
+	json_t *f = gw_call(g, method, data);
+
+	cl_add(l, kind, t0, t0n);
+	reply_data(f, method);
+	json_decref(f);
+}
+
+/*
+ * A log on a relative clock (modal's t_ms) is pinned to the wall clock
+ * with CL_CALIB_N stat_path calls, the log read after each: a request
+ * ended before its call's reply and began after its request, so the
+ * fake's start lies in [t0 - start, t1 - end] for each; the narrowest
+ * such interval over all of them holds it.
+ * On an absolute clock the same bounds check the two clocks agree.  The
+ * bounds' width goes to *err_us (negative: they contradict each other).
+ */
+static void cl_calibrate(struct gw *g, struct cl_src *s, struct cl_calls *l, long long *since,
+			 int64_t *err_us)
+{
+	int64_t lo = INT64_MIN, hi = INT64_MAX;
+	bool rel = false;
+
+	for (int i = 0; i < CL_CALIB_N; i++) {
+		struct cl_call *c;
+		struct cl_req *v;
+		size_t n;
+
+		json_decref(cl_execute(g, l, CK_OTHER, "stat_path", json_pack("{s:s}", "path", ".")));
+		c = &l->v[l->n - 1];
+		v = cl_fetch(s, *since, &n);
+		for (size_t k = 0; k < n; k++) {
+			if (v[k].seq > *since)
+				*since = v[k].seq;
+			/* Longer than the call: a background request, not this call's. */
+			if (v[k].served_us > c->wall_ns / 1000)
+				continue;
+			rel = rel || v[k].rel;
+			if (c->t1_us - v[k].end_us < hi)
+				hi = c->t1_us - v[k].end_us;
+			if (c->t0_us - v[k].start_us > lo)
+				lo = c->t0_us - v[k].start_us;
+		}
+		free(v);
+	}
+	if (hi == INT64_MAX)
+		die("the fake logged no request for %d stat_path calls", CL_CALIB_N);
+	*err_us = hi - lo;
+	/*
+	 * Both bounds carry a delivery delay (request to handler, log to
+	 * reply), which a loaded machine stretches alike: the middle is
+	 * nearer than either end.
+	 */
+	if (rel)
+		s->clock_us = lo <= hi ? lo + (hi - lo) / 2 : hi;
+	else if (hi < -CL_SLACK_ABS_US || lo > CL_SLACK_ABS_US)
+		fprintf(stderr, "sgbench: cloud: the fake's clock and ours differ (%.1f to %.1f ms)\n",
+			lo / 1e3, hi / 1e3);
+}
+
+static int cmp_life(const void *a, const void *b)
+{
+	return cmp_i64(a, b);
+}
+
+/*
+ * The round trips a call waited for: its requests in order of start, a
+ * new round trip for each that began after all before it had ended (less
+ * the log's slack); requests side by side (HTTP/2 streams sent together)
+ * count once.
+ */
+static long cl_round_trips(struct cl_call *c)
+{
+	int64_t end = INT64_MIN;
+	long n = 0;
+
+	qsort(c->life, (size_t)c->nlife, sizeof(c->life[0]), cmp_life);
+	for (int i = 0; i < c->nlife; i++) {
+		if (i == 0 || c->life[i][0] >= end - CL_SLACK_US)
+			n++;
+		if (c->life[i][1] > end)
+			end = c->life[i][1];
+	}
+	return n + (c->reqs - c->nlife);
+}
+
+/*
+ * Each request goes to the call its life overlaps most, if it began no
+ * earlier than that call's request and ended by its reply (with the log's
+ * slack); the rest are background (a process watcher's long polls).
+ */
+static void cl_attribute(struct cl_calls *l, const struct cl_req *v, size_t n,
+			 struct cl_result *r)
+{
+	for (size_t i = 0; i < n; i++) {
+		const struct cl_req *q = &v[i];
+		int64_t slack = q->rel ? CL_SLACK_US : CL_SLACK_ABS_US, best = -1;
+		size_t lo = 0, hi = l->n;
+		struct cl_call *c = NULL;
+
+		while (lo < hi) {
+			size_t mid = (lo + hi) / 2;
+
+			if (l->v[mid].t0_us <= q->start_us + slack)
+				lo = mid + 1;
+			else
+				hi = mid;
+		}
+		/* lo - 1 is the last call begun by the request's start (+ slack). */
+		for (size_t k = lo > 2 ? lo - 2 : 0; k < lo && k < l->n; k++) {
+			struct cl_call *cc = &l->v[k];
+			int64_t a = q->start_us > cc->t0_us ? q->start_us : cc->t0_us;
+			int64_t b = q->end_us < cc->t1_us ? q->end_us : cc->t1_us;
+
+			if (q->start_us + slack < cc->t0_us ||
+			    q->end_us > cc->t1_us + slack + DTN_LATE_MS * 1000)
+				continue;
+			if (b - a > best) {
+				best = b - a;
+				c = cc;
+			}
+		}
+		if (c) {
+			if (!c->reqs || q->start_us < c->first_us)
+				c->first_us = q->start_us;
+			if (!c->reqs || q->end_us > c->last_us)
+				c->last_us = q->end_us;
+			c->reqs++;
+			c->served_us += q->served_us;
+			if (c->nlife < CL_LIVES_MAX) {
+				c->life[c->nlife][0] = q->start_us;
+				c->life[c->nlife++][1] = q->end_us;
+			}
+			dtn_route(&r->cnt[c->kind], q->name);
+			continue;
+		}
+		r->background++;
+		if (!strstr(r->bg_routes, q->name)) {
+			size_t used = strlen(r->bg_routes);
+
+			snprintf(r->bg_routes + used, sizeof(r->bg_routes) - used, "%s%s",
+				 used ? ", " : "", q->name);
+		}
+	}
+	/*
+	 * Requests of one call that ran side by side would count twice in
+	 * the sum: then the span from the first start to the last end is
+	 * the time the fake served the call (to the log's millisecond).
+	 */
+	for (size_t i = 0; i < l->n; i++) {
+		struct cl_call *c = &l->v[i];
+
+		if (c->reqs > 1 && c->served_us > c->last_us - c->first_us + 1000) {
+			c->served_us = c->last_us - c->first_us;
+			r->overlapped++;
+		}
+	}
+	for (int k = 0; k < CK_KINDS; k++) {
+		struct dtn_count *cn = &r->rtt[k];
+
+		for (size_t i = 0; i < l->n; i++) {
+			long rt;
+
+			if (l->v[i].kind != k)
+				continue;
+			rt = cl_round_trips(&l->v[i]);
+			if (cn->calls == 0 || rt < cn->min)
+				cn->min = rt;
+			if (cn->calls == 0 || rt > cn->max)
+				cn->max = rt;
+			cn->calls++;
+			cn->reqs += rt;
+		}
+	}
+	for (int k = 0; k < CK_KINDS; k++) {
+		struct dtn_count *cn = &r->cnt[k];
+		int64_t *own = calloc(l->n + 1, sizeof(*own)), *wall = calloc(l->n + 1, sizeof(*wall));
+		size_t m = 0;
+
+		if (!own || !wall)
+			die("out of memory");
+		for (size_t i = 0; i < l->n; i++) {
+			const struct cl_call *c = &l->v[i];
+
+			if (c->kind != k)
+				continue;
+			if (cn->calls == 0 || c->reqs < cn->min)
+				cn->min = c->reqs;
+			if (cn->calls == 0 || c->reqs > cn->max)
+				cn->max = c->reqs;
+			cn->calls++;
+			cn->reqs += c->reqs;
+			own[m] = c->wall_ns - c->served_us * 1000;
+			wall[m++] = c->wall_ns;
+		}
+		r->own[k] = dist_of(own, m);
+		r->wall[k] = dist_of(wall, m);
+		free(own);
+		free(wall);
+	}
+}
+
+/*
+ * The pid of a `cat /proc/self/stat` run by run_command: in a sandbox
+ * with its own pid namespace, pids are handed out in order, so the
+ * difference between two such pids is the number of tasks started in
+ * between, the second cat included.
+ */
+static long cl_pid(struct gw *g, struct cl_calls *l)
+{
+	json_t *f = cl_execute(g, l, CK_OTHER, "run_command",
+			       json_pack("{s:[s,s]}", "argv", "cat", "/proc/self/stat"));
+	const char *c = json_string_value(json_object_get(reply_data(f, "run_command"), "content"));
+	char *end;
+	long pid = c ? strtol(c, &end, 10) : 0;
+
+	if (!c || end == c || strncmp(end, " (cat)", 6) != 0)
+		die("cat /proc/self/stat printed %.80s", c ? c : "nothing");
+	json_decref(f);
+	return pid;
+}
+
+/*
+ * Tasks started in the sandbox per call: per run_command from the pid
+ * steps between successive probes (the command itself is one), per file
+ * tool from n calls between two probes, less one probe's step.
+ */
+static void cl_pids(struct gw *g, struct cl_calls *l, long n, struct cl_result *r)
+{
+	static const char *const tools[] = { "write_file", "read_file", "stat_path" };
+	int64_t *d = calloc((size_t)n + 1, sizeof(*d));
+	long prev = cl_pid(g, l), step;
+
+	if (!d)
+		die("out of memory");
+	for (long i = 0; i < n; i++) {
+		long p = cl_pid(g, l);
+
+		d[i] = p - prev;
+		prev = p;
+	}
+	qsort(d, (size_t)n, sizeof(*d), cmp_i64);
+	r->pid_run_min = (long)d[0];
+	r->pid_run_max = (long)d[n - 1];
+	step = (long)d[n / 2];
+	r->pid_calls = n;
+	/* Host pids (no namespace) jump by thousands between calls. */
+	r->pid_ok = r->pid_run_min >= 1 && r->pid_run_max < 100;
+	for (int t = 0; t < 3; t++) {
+		long a = cl_pid(g, l), b;
+
+		for (long i = 0; i < n; i++) {
+			json_t *args = t == 0 ? json_pack("{s:s, s:s}", "path", CL_PID_FILE, "content", "x\n") :
+						json_pack("{s:s}", "path", CL_PID_FILE);
+
+			json_decref(cl_execute(g, l, CK_OTHER, tools[t], args));
+		}
+		b = cl_pid(g, l);
+		r->pid_per[t == 0 ? CK_WRITE : t == 1 ? CK_READ : CK_STAT] =
+			(double)(b - a - step) / (double)n;
+	}
+	free(d);
+}
+
+/* The CPU time the process has used (user + system), in ms, or -1. */
+static double cpu_ms(pid_t pid)
+{
+	char path[64], buf[1024], *p;
+	unsigned long ut, st;
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%ld/stat", (long)pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return -1;
+	buf[n] = '\0';
+	/* After the command name's closing parenthesis: state, then fields 4-13. */
+	p = strrchr(buf, ')');
+	if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut,
+			 &st) != 2)
+		return -1;
+	return (double)(ut + st) * 1000.0 / (double)sysconf(_SC_CLK_TCK);
+}
+
+/* n calls of each simple tool, one at a time, each window logged. */
+static void cl_counted(struct gw *g, struct cl_calls *l, long n)
+{
+	for (long i = 0; i < n; i++)
+		json_decref(cl_execute(g, l, CK_WRITE, "write_file",
+				       json_pack("{s:s, s:s}", "path", RT_FILE, "content",
+						 "sgbench a\n")));
+	for (long i = 0; i < n; i++)
+		json_decref(cl_execute(g, l, CK_READ, "read_file", json_pack("{s:s}", "path", RT_FILE)));
+	for (long i = 0; i < n; i++)
+		json_decref(cl_execute(g, l, CK_STAT, "stat_path", json_pack("{s:s}", "path", RT_FILE)));
+	for (long i = 0; i < n; i++)
+		json_decref(cl_execute(g, l, CK_RUN, "run_command", json_pack("{s:[s]}", "argv", "true")));
+	for (long i = 0; i < n; i++)
+		json_decref(cl_execute(g, l, CK_EDIT, "edit_file",
+				       json_pack("{s:s, s:s, s:s}", "path", RT_FILE, "old_string",
+						 i % 2 ? "sgbench b" : "sgbench a", "new_string",
+						 i % 2 ? "sgbench a" : "sgbench b")));
+}
+
+/*
+ * The mixed sequence, `runs` times: each op's tool and arguments as the
+ * file has them; `expect`, when given, must be in the answer's content.
+ */
+static void cl_mix(struct gw *g, struct cl_calls *l, json_t *ops, int runs, struct cl_result *r)
+{
+	size_t nops = json_array_size(ops);
+	char **data = calloc(nops + 1, sizeof(*data));
+
+	if (!data)
+		die("out of memory");
+	for (size_t i = 0; i < nops; i++) {
+		json_t *op = json_array_get(ops, i);
+
+		data[i] = execute_data(json_string_value(json_object_get(op, "tool")),
+				       json_incref(json_object_get(op, "args")));
+	}
+	for (int run = 0; run < runs; run++) {
+		int64_t t_run = now_ns();
+
+		for (size_t i = 0; i < nops; i++) {
+			json_t *op = json_array_get(ops, i);
+			const char *tool = json_string_value(json_object_get(op, "tool"));
+			const char *expect = json_string_value(json_object_get(op, "expect"));
+			int64_t t0 = wall_us(), t0n = now_ns();
+			json_t *f = gw_reply(g, gw_send(g, "execute", data[i]), NULL), *d;
+			const char *content;
+
+			cl_add(l, CK_MIX, t0, t0n);
+			d = check_tool(f, tool);
+			content = json_string_value(json_object_get(d, "content"));
+			if (expect && (!content || !strstr(content, expect)))
+				die("mixed call %zu (%s): the answer lacks \"%s\": %.200s", i, tool,
+				    expect, content ? content : "");
+			json_decref(f);
+		}
+		r->mix_ns[run] = now_ns() - t_run;
+	}
+	r->mix_runs = runs;
+	r->mix_ops = (int)nops;
+	{
+		int64_t v[CL_RUNS_MAX];
+
+		memcpy(v, r->mix_ns, sizeof(v));
+		r->mix_med_ns = dist_of(v, (size_t)runs).p50;
+	}
+	for (size_t i = 0; i < nops; i++)
+		free(data[i]);
+	free(data);
+}
+
+/* process/read of a running process and process/start, as the daytona set does. */
+static void cl_processes(struct gw *g, struct cl_calls *l, long n)
+{
+	char pid_id[64];
+	int64_t t0, t0n;
+	json_t *pread;
+
+	t0 = wall_us();
+	t0n = now_ns();
+	start_process(g, json_pack("[s,s,s]", "sh", "-c", "echo sgbench; exec sleep 120"), pid_id);
+	cl_add(l, CK_OTHER, t0, t0n);
+	sleep_ms(500);
+	pread = json_pack("{s:s, s:i, s:i, s:i, s:i}", "id", pid_id, "OffsetBytes", 0, "Wait", 0,
+			  "MinDwell", 0, "MaxBytes", 0);
+	for (long i = 0; i < n; i++)
+		cl_call_method(g, l, CK_PREAD, "process/read", json_incref(pread));
+	json_decref(pread);
+	cl_call_method(g, l, CK_OTHER, "process/stop",
+		       json_pack("{s:s, s:i}", "id", pid_id, "grace_ms", 1000));
+	sleep_ms(DTN_PSTART_GAP_MS);
+	for (long i = 0; i < n; i++) {
+		t0 = wall_us();
+		t0n = now_ns();
+		start_process(g, json_pack("[s,s]", "sleep", "0.2"), pid_id);
+		cl_add(l, CK_PSTART, t0, t0n);
+		sleep_ms(DTN_PSTART_GAP_MS);
+	}
+}
+
+/*
+ * The cloud set on a gateway already initialized (its initialize window
+ * is l's first entry); `since` is the log's last sequence number before
+ * that initialize.
+ */
+static void bench_cloud(struct gw *g, struct cl_src *s, struct cl_calls *l, long long since,
+			const struct opts *o, struct cl_result *r)
+{
+	long long mark = since;
+	json_error_t je;
+	json_t *mix = json_load_file(o->mix, 0, &je), *ops;
+	struct cl_req *v;
+	size_t n;
+	long rss;
+
+	if (!mix)
+		die("%s: %s (line %d)", o->mix, je.text, je.line);
+	ops = json_object_get(mix, "ops");
+	if (!json_is_array(ops) || json_array_size(ops) == 0 || json_array_size(ops) > CL_MIX_MAX)
+		die("%s: no ops, or more than %d", o->mix, CL_MIX_MAX);
+	fprintf(stderr, "sgbench: cloud: pinning the fake's clock (%d stat_path calls)\n", CL_CALIB_N);
+	/* Past the initialize's requests: they belong to no calibration call. */
+	mark = cl_last_seq(s);
+	cl_calibrate(g, s, l, &mark, &r->clock_err_us);
+	fprintf(stderr, "sgbench: cloud: tasks started in the sandbox per call x %ld\n", o->rt_n);
+	cl_pids(g, l, o->rt_n, r);
+	fprintf(stderr, "sgbench: cloud: provider requests per call x %ld\n", o->cloud_n);
+	r->cpu_ms = cpu_ms(g->pid);
+	cl_counted(g, l, o->cloud_n);
+	/* The gateway's own CPU, which the machine's load does not inflate as it does wall time. */
+	r->cpu_ms = (cpu_ms(g->pid) - r->cpu_ms) / (5.0 * (double)o->cloud_n);
+	fprintf(stderr, "sgbench: cloud: %zu mixed calls x %ld runs\n", json_array_size(ops),
+		o->mix_runs);
+	cl_mix(g, l, ops, (int)o->mix_runs, r);
+	fprintf(stderr, "sgbench: cloud: process/read and process/start x %ld\n", o->cloud_n);
+	cl_processes(g, l, o->cloud_n);
+	if (!read_rss(g->pid, &rss, &r->hwm_kib))
+		die("cannot read the gateway's /proc status");
+	r->rss_kib = rss;
+	sleep_ms(DTN_SETTLE_MS);
+	v = cl_fetch(s, since, &n);
+	cl_attribute(l, v, n, r);
+	free(v);
+	/* One round trip: the fake's median serving time of stat_path's requests. */
+	{
+		int64_t *per = calloc(l->n + 1, sizeof(*per));
+		size_t m = 0;
+
+		if (!per)
+			die("out of memory");
+		for (size_t i = 0; i < l->n; i++)
+			if (l->v[i].kind == CK_STAT && l->v[i].reqs > 0)
+				per[m++] = l->v[i].served_us / l->v[i].reqs;
+		r->rt_ms = m ? (double)dist_of(per, m).p50 / 1e3 : 0;
+		free(per);
+	}
+	if (o->sdk_json) {
+		r->sdk = json_load_file(o->sdk_json, 0, &je);
+		if (!r->sdk)
+			die("%s: %s", o->sdk_json, je.text);
+	}
+	json_decref(mix);
+}
+
 /* ---- the report ---- */
 
 static double mbps(size_t bytes, double s)
@@ -2649,8 +3326,9 @@ static double mbps(size_t bytes, double s)
 
 struct results {
 	bool local; /* the gateway's profile is on the local backend */
-	bool stat, cmd, wake, export, ssh, dtn;
+	bool stat, cmd, wake, export, ssh, dtn, cloud;
 	struct stat_result st;
+	struct cl_result cl;
 	struct ssh_result sh;
 	struct dtn_result dt;
 	struct cmd_result cmd_r;
@@ -2948,6 +3626,210 @@ static json_t *dtn_json(const struct dtn_result *r)
 	return j;
 }
 
+/* A number at a path of the SDK's results ("mix", "median_ms"), or -1. */
+static double sdk_at(const json_t *sdk, const char *a, const char *b)
+{
+	json_t *v = json_object_get(json_object_get(sdk, a), b);
+
+	return json_is_number(v) ? json_number_value(v) : -1;
+}
+
+static void report_cloud_markdown(FILE *o, const struct cl_result *r)
+{
+	char text[512];
+	bool all = true;
+	double s_mix = sdk_at(r->sdk, "mix", "median_ms"), mix = r->mix_med_ns / 1e6;
+	double s_rss = r->sdk ? (double)json_integer_value(json_object_get(r->sdk, "max_rss_kib")) : 0;
+	double s_ready = sdk_at(r->sdk, "ready", "ms");
+	double s_exec = sdk_at(r->sdk, "pid", "tasks_per_exec");
+
+	if (s_mix > 0)
+		fprintf(o, "| C1 | %d mixed tool calls (bench/cloud-mix.json) vs the SDK doing the same, median of %d runs | %.0f ms vs %.0f ms: **%.2f×** | ≤ 1.1× | %s |\n",
+			r->mix_ops, r->mix_runs, mix, s_mix, mix / s_mix, verdict(mix <= 1.1 * s_mix));
+	else
+		fprintf(o, "| C1 | %d mixed tool calls (bench/cloud-mix.json), median of %d runs | %.0f ms; the SDK was not run | ≤ 1.1× the SDK's | n/a |\n",
+			r->mix_ops, r->mix_runs, mix);
+	fprintf(o, "| C2 | provider requests per call, from the fake's request log, %ld calls each | ",
+		r->cnt[CK_WRITE].calls);
+	for (int k = CK_WRITE; k < CK_TARGETS; k++) {
+		dtn_count_text(&r->cnt[k], true, text, sizeof(text));
+		fprintf(o, "%s%s %s", k == CK_WRITE ? "" : ", ", ck_names[k], text);
+		all = all && dtn_one_each(&r->cnt[k]);
+	}
+	fprintf(o, " | exactly 1 each | %s |\n", verdict(all));
+	all = true;
+	fputs("| C2r | round trips per call: requests sent side by side (overlapping in the log) count once | ", o);
+	for (int k = CK_WRITE; k < CK_TARGETS; k++) {
+		dtn_count_text(&r->rtt[k], false, text, sizeof(text));
+		fprintf(o, "%s%s %s", k == CK_WRITE ? "" : ", ", ck_names[k], text);
+		all = all && dtn_one_each(&r->rtt[k]);
+	}
+	fprintf(o, " | 1 each (Modal: the fewest its router allows) | %s |\n", verdict(all));
+	fputs("| C2i | the same, for information | ", o);
+	for (int k = CK_TARGETS; k < CK_REPORTED; k++) {
+		dtn_count_text(&r->cnt[k], true, text, sizeof(text));
+		fprintf(o, "%s%s %s", k == CK_TARGETS ? "" : "; ", ck_names[k], text);
+	}
+	if (r->sdk) {
+		const char *key;
+		json_t *op;
+
+		json_object_foreach(json_object_get(r->sdk, "ops"), key, op)
+			fprintf(o, "; SDK %s %.3g", key,
+				json_number_value(json_object_get(op, "requests_per_call")));
+		fprintf(o, "; SDK mixed calls %.3g per call",
+			sdk_at(r->sdk, "mix", "requests_per_call"));
+	}
+	fprintf(o, "; outside any call: %ld (%s) | none | info |\n", r->background,
+		r->background ? r->bg_routes : "none");
+	all = true;
+	fputs("| C3 | sandgate's own share of a call: its wall time less the fake's serving time of its requests, p50 (p90) | ", o);
+	for (int k = CK_WRITE; k < CK_TARGETS; k++) {
+		fprintf(o, "%s%s %.2f (%.2f) ms", k == CK_WRITE ? "" : ", ", ck_names[k],
+			r->own[k].p50 / 1e6, r->own[k].p90 / 1e6);
+		all = all && r->own[k].n > 0 && r->own[k].p50 <= 1000000;
+	}
+	fprintf(o, "; the gateway's CPU time %.2f ms per call (user + system, over all of them) | ≤ 1 ms each (p50) | %s |\n",
+		r->cpu_ms, verdict(all));
+	/*
+	 * The pid step counts the command too, and whatever the provider
+	 * itself starts for a bare command (the SDK's exec shows it: a
+	 * shell on Daytona, nothing on Modal); sandgate's share is beyond that.
+	 */
+	if (r->pid_ok) {
+		long base = s_exec > 0 ? (long)s_exec : 1;
+
+		fprintf(o, "| C4 | tasks started in the sandbox per run_command (pid steps in its pid namespace, %ld calls; the command itself counts 1)%s | %ld", r->pid_calls, s_exec > 0 ? " vs the SDK's exec of the same command" : "", r->pid_run_min);
+		if (r->pid_run_max != r->pid_run_min)
+			fprintf(o, "–%ld", r->pid_run_max);
+		if (s_exec > 0)
+			fprintf(o, " vs %.3g: **%ld beyond the provider's own**", s_exec, r->pid_run_max - base);
+		else
+			fprintf(o, ": **%ld beyond the command**", r->pid_run_max - base);
+		fprintf(o, "; per write_file %.2g, read_file %.2g, stat_path %.2g | ≤ 1 beyond the command | %s |\n",
+			r->pid_per[CK_WRITE], r->pid_per[CK_READ], r->pid_per[CK_STAT],
+			verdict(r->pid_run_max - base <= 1));
+	} else {
+		fprintf(o, "| C4 | tasks started in the sandbox per run_command | pid steps %ld–%ld: the sandbox has no pid namespace of its own (run the fake in bwrap mode) | ≤ 1 beyond the command | n/a |\n",
+			r->pid_run_min, r->pid_run_max);
+	}
+	if (s_rss > 0)
+		fprintf(o, "| C5 | peak RSS: the gateway's VmHWM vs the SDK's Node process (`maxRSS`) | %.1f MiB vs %.1f MiB: **%.2f×** | ≤ 0.25× | %s |\n",
+			r->hwm_kib / 1024.0, s_rss / 1024.0, (double)r->hwm_kib / s_rss,
+			verdict((double)r->hwm_kib <= 0.25 * s_rss));
+	else
+		fprintf(o, "| C5 | peak RSS: the gateway's VmHWM | %.1f MiB; the SDK was not run | ≤ 0.25× the SDK's | n/a |\n",
+			r->hwm_kib / 1024.0);
+	if (s_ready > 0)
+		fprintf(o, "| C6 | time to ready: initialize vs the SDK's create until its first exec has started, + one round trip (the fake's p50 serving of a stat_path request) | %.0f ms vs %.0f + %.0f ms: **%+.0f ms** | ≤ the SDK's + 1 round trip | %s |\n",
+			r->init_ms, s_ready, r->rt_ms, r->init_ms - s_ready,
+			verdict(r->init_ms <= s_ready + r->rt_ms));
+	else
+		fprintf(o, "| C6 | time to ready: initialize | %.0f ms; the SDK was not run | ≤ the SDK's + 1 round trip | n/a |\n",
+			r->init_ms);
+}
+
+static void report_cloud_details(FILE *o, const struct cl_result *r, long idle_hwm_kib)
+{
+	char text[512];
+	const char *key;
+	json_t *op;
+
+	for (int k = 0; k < CK_OTHER; k++) {
+		if (k == CK_INIT || !r->wall[k].n)
+			continue;
+		fprintf(o, "sandgate %-13s p50 %7.2f ms  p90 %7.2f ms  max %7.2f ms; own share p50 %5.2f ms, p90 %5.2f ms, max %6.2f ms\n",
+			ck_names[k], r->wall[k].p50 / 1e6, r->wall[k].p90 / 1e6,
+			r->wall[k].max / 1e6, r->own[k].p50 / 1e6, r->own[k].p90 / 1e6,
+			r->own[k].max / 1e6);
+	}
+	fputs("sandgate mixed runs:", o);
+	for (int i = 0; i < r->mix_runs; i++)
+		fprintf(o, " %.0f", r->mix_ns[i] / 1e6);
+	fputs(" ms\n", o);
+	if (r->sdk) {
+		json_t *runs = json_object_get(json_object_get(r->sdk, "mix"), "runs_ms");
+		size_t i;
+		json_t *x;
+
+		fputs("SDK mixed runs:", o);
+		json_array_foreach(runs, i, x)
+			fprintf(o, " %.0f", json_number_value(x));
+		fputs(" ms\n", o);
+		json_object_foreach(json_object_get(r->sdk, "ops"), key, op)
+			fprintf(o, "SDK      %-13s p50 %7.2f ms  p90 %7.2f ms  requests per call %.3g (%s)\n",
+				key, json_number_value(json_object_get(op, "p50_us")) / 1e3,
+				json_number_value(json_object_get(op, "p90_us")) / 1e3,
+				json_number_value(json_object_get(op, "requests_per_call")),
+				json_string_value(json_object_get(op, "routes_text")) ?
+					json_string_value(json_object_get(op, "routes_text")) :
+					"");
+		fprintf(o, "SDK %s %s on Node %s: maxRSS %.1f MiB (RSS %.1f MiB before the SDK was loaded); create %.0f ms, ready %.0f ms (%s); tasks per exec %.3g\n",
+			json_string_value(json_object_get(r->sdk, "sdk")),
+			json_string_value(json_object_get(r->sdk, "sdk_version")),
+			json_string_value(json_object_get(r->sdk, "node")),
+			json_integer_value(json_object_get(r->sdk, "max_rss_kib")) / 1024.0,
+			json_integer_value(json_object_get(r->sdk, "rss_start_kib")) / 1024.0,
+			sdk_at(r->sdk, "ready", "create_ms"), sdk_at(r->sdk, "ready", "ms"),
+			json_string_value(json_object_get(json_object_get(r->sdk, "ready"), "routes_text")) ?
+				json_string_value(json_object_get(json_object_get(r->sdk, "ready"), "routes_text")) :
+				"?",
+			sdk_at(r->sdk, "pid", "tasks_per_exec"));
+		if (json_is_string(json_object_get(r->sdk, "stat_path_via")))
+			fprintf(o, "SDK stat_path: %s\n",
+				json_string_value(json_object_get(r->sdk, "stat_path_via")));
+	}
+	dtn_count_text(&r->cnt[CK_INIT], true, text, sizeof(text));
+	fprintf(o, "gateway: VmHWM %.1f MiB after initialize, %.1f MiB at the end (VmRSS %.1f MiB); initialize %.0f ms in %s requests; one round trip %.1f ms\n",
+		idle_hwm_kib / 1024.0, r->hwm_kib / 1024.0, r->rss_kib / 1024.0, r->init_ms, text,
+		r->rt_ms);
+	fprintf(o, "tasks per run_command (the command included) %ld to %ld; the log's clock pinned within %.1f ms; calls with requests side by side: %ld; requests outside any call: %ld (%s)\n",
+		r->pid_run_min, r->pid_run_max, r->clock_err_us / 1e3, r->overlapped,
+		r->background, r->background ? r->bg_routes : "none");
+}
+
+static json_t *cloud_json(const struct cl_result *r)
+{
+	json_t *j = json_object(), *cnt = json_object(), *runs = json_array();
+
+	for (int k = 0; k < CK_KINDS; k++) {
+		const struct dtn_count *c = &r->cnt[k];
+		json_t *routes = json_object();
+
+		for (int i = 0; i < c->nroutes; i++)
+			json_object_set_new(routes, c->route[i], json_integer(c->route_n[i]));
+		json_object_set_new(cnt, ck_keys[k],
+				    json_pack("{s:I, s:I, s:I, s:I, s:I, s:o, s:o, s:o}", "calls",
+					      (json_int_t)c->calls, "requests", (json_int_t)c->reqs,
+					      "min", (json_int_t)c->min, "max", (json_int_t)c->max,
+					      "round_trips", (json_int_t)r->rtt[k].reqs, "routes", routes,
+					      "wall", dist_json(&r->wall[k]), "own",
+					      dist_json(&r->own[k])));
+	}
+	for (int i = 0; i < r->mix_runs; i++)
+		json_array_append_new(runs, json_real(r->mix_ns[i] / 1e6));
+	json_object_set_new(j, "calls", cnt);
+	json_object_set_new(j, "mix", json_pack("{s:i, s:f, s:o}", "ops", r->mix_ops, "median_ms",
+						 r->mix_med_ns / 1e6, "runs_ms", runs));
+	json_object_set_new(j, "tasks", json_pack("{s:b, s:I, s:I, s:f, s:f, s:f}", "pid_namespace",
+						   r->pid_ok, "run_command_min",
+						   (json_int_t)r->pid_run_min, "run_command_max",
+						   (json_int_t)r->pid_run_max, "write_file",
+						   r->pid_per[CK_WRITE], "read_file",
+						   r->pid_per[CK_READ], "stat_path",
+						   r->pid_per[CK_STAT]));
+	json_object_set_new(j, "background", json_integer(r->background));
+	json_object_set_new(j, "hwm_kib", json_integer(r->hwm_kib));
+	json_object_set_new(j, "rss_kib", json_integer(r->rss_kib));
+	json_object_set_new(j, "initialize_ms", json_real(r->init_ms));
+	json_object_set_new(j, "round_trip_ms", json_real(r->rt_ms));
+	json_object_set_new(j, "gateway_cpu_ms_per_call", json_real(r->cpu_ms));
+	json_object_set_new(j, "clock_err_ms", json_real(r->clock_err_us / 1e3));
+	if (r->sdk)
+		json_object_set_new(j, "sdk", json_incref(r->sdk));
+	return j;
+}
+
 /* The results as a Markdown table with targets and verdicts. */
 static void report_markdown(FILE *o, const struct results *r)
 {
@@ -3003,6 +3885,8 @@ static void report_markdown(FILE *o, const struct results *r)
 		report_ssh_markdown(o, &r->sh);
 	if (r->dtn)
 		report_dtn_markdown(o, &r->dt);
+	if (r->cloud)
+		report_cloud_markdown(o, &r->cl);
 	if (r->export)
 		fprintf(o, "| 5b | gateway RSS during the export | max VmRSS %.1f MiB over %ld samples (VmHWM after: %.1f MiB) | ≤ 64 MiB | %s |\n",
 			r->ex.rss_max_kib / 1024.0, r->ex.rss_samples,
@@ -3072,6 +3956,8 @@ static void report_details(FILE *o, const struct results *r)
 	}
 	if (r->dtn)
 		report_dtn_details(o, &r->dt, r->idle_hwm_kib);
+	if (r->cloud)
+		report_cloud_details(o, &r->cl, r->idle_hwm_kib);
 	fprintf(o, "process/event lines seen: %ld; gateway exit status: %d\n", r->events,
 		r->gateway_status);
 }
@@ -3179,6 +4065,8 @@ static void write_json(const char *path, const struct results *r)
 	}
 	if (r->dtn)
 		json_object_set_new(j, "daytona", dtn_json(&r->dt));
+	if (r->cloud)
+		json_object_set_new(j, "cloud", cloud_json(&r->cl));
 	json_object_set_new(j, "idle_rss_kib", json_integer(r->idle_rss_kib));
 	json_object_set_new(j, "idle_hwm_kib", json_integer(r->idle_hwm_kib));
 	json_object_set_new(j, "gateway_status", json_integer(r->gateway_status));
@@ -3200,11 +4088,12 @@ static int rm_entry(const char *p, const struct stat *st, int flag, struct FTW *
 static const char usage[] =
 	"usage: sgbench [--sandgate PATH] [--config FILE] [--profile NAME]\n"
 	"               [--state-dir DIR] [--json FILE] [--markdown FILE]\n"
-	"               [--only stat,cmd,wake,export,ssh,daytona]\n"
+	"               [--only stat,cmd,wake,export,ssh,daytona,cloud]\n"
 	"               [--stat-n N] [--cmd-n N] [--wake-n N]\n"
 	"               [--export-mib N] [--export-runs N]\n"
 	"               [--ssh-n N] [--ssh-export-mib N] [--ssh-export-runs N]\n"
 	"               [--rt-n N] [--dtn-n N] [--sdk-json FILE] [--keep]\n"
+	"               [--fake-log URL] [--mix FILE] [--mix-runs N] [--cloud-n N]\n"
 	"\n"
 	"Runs sandgate's benchmarks over pipes, on the profile --config and\n"
 	"--profile name (else sandgate's default), and prints a table.  The\n"
@@ -3217,14 +4106,19 @@ static const char usage[] =
 	"calls, 300 command runs of each kind, 200 wake-ups, 3 exports of 256 MiB\n"
 	"of each kind; for ssh, 150 runs of each of the 4 kinds, 3 exports of\n"
 	"64 MiB of each kind and 10 calls per tool counted; for daytona, 100 runs\n"
-	"of each of the 3 operations and 10 calls per tool counted.\n";
+	"of each of the 3 operations and 10 calls per tool counted.  The cloud\n"
+	"set (the default on the vercel and modal backends; --only cloud elsewhere)\n"
+	"reads the fake's request log at --fake-log (on daytona, the profile's\n"
+	"fake) and runs the mixed calls of --mix 3 times (--mix-runs) and 20 calls\n"
+	"of each tool (--cloud-n); --sdk-json adds bench/<backend>-sdk-bench.mjs's\n"
+	"results.\n";
 
 static void parse_opts(int argc, char **argv, struct opts *o)
 {
 	*o = (struct opts){ .stat_n = 2000, .cmd_n = 300, .wake_n = 200,
 			    .export_mib = 256, .export_runs = 3, .ssh_n = 150,
 			    .ssh_export_mib = 64, .ssh_export_runs = 3, .rt_n = 10,
-			    .dtn_n = 100 };
+			    .dtn_n = 100, .cloud_n = 20, .mix_runs = 3, .mix = SGBENCH_MIX };
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i];
 		const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -3245,7 +4139,9 @@ static void parse_opts(int argc, char **argv, struct opts *o)
 		    strcmp(a, "--config") && strcmp(a, "--profile") &&
 		    strcmp(a, "--ssh-n") && strcmp(a, "--ssh-export-mib") &&
 		    strcmp(a, "--ssh-export-runs") && strcmp(a, "--rt-n") &&
-		    strcmp(a, "--dtn-n") && strcmp(a, "--sdk-json"))
+		    strcmp(a, "--dtn-n") && strcmp(a, "--sdk-json") &&
+		    strcmp(a, "--fake-log") && strcmp(a, "--mix") && strcmp(a, "--mix-runs") &&
+		    strcmp(a, "--cloud-n"))
 			die("unknown option %s\n%s", a, usage);
 		if (!v)
 			die("%s needs a value\n%s", a, usage);
@@ -3284,6 +4180,14 @@ static void parse_opts(int argc, char **argv, struct opts *o)
 			o->dtn_n = parse_count(v, a);
 		} else if (strcmp(a, "--sdk-json") == 0) {
 			o->sdk_json = v;
+		} else if (strcmp(a, "--fake-log") == 0) {
+			o->fake_log = v;
+		} else if (strcmp(a, "--mix") == 0) {
+			o->mix = v;
+		} else if (strcmp(a, "--mix-runs") == 0) {
+			o->mix_runs = parse_count(v, a);
+		} else if (strcmp(a, "--cloud-n") == 0) {
+			o->cloud_n = parse_count(v, a);
 		} else {
 			o->only = true;
 			o->do_stat = strstr(v, "stat") != NULL;
@@ -3292,13 +4196,15 @@ static void parse_opts(int argc, char **argv, struct opts *o)
 			o->do_export = strstr(v, "export") != NULL;
 			o->do_ssh = strstr(v, "ssh") != NULL;
 			o->do_dtn = strstr(v, "daytona") != NULL;
+			o->do_cloud = strstr(v, "cloud") != NULL;
 		}
 	}
 	if (o->stat_n < 1 || o->cmd_n < 1 || o->wake_n < 1 || o->export_runs < 1 ||
 	    o->export_mib < 1 || o->export_mib > 256 || o->ssh_n < 1 ||
 	    o->ssh_export_runs < 1 || o->rt_n < 1 || o->ssh_export_mib > 256 ||
-	    o->dtn_n < 1)
-		die("counts must be at least 1 and export sizes at most 256 MiB");
+	    o->dtn_n < 1 || o->cloud_n < 1 || o->mix_runs < 1 || o->mix_runs > CL_RUNS_MAX)
+		die("counts must be at least 1, export sizes at most 256 MiB and mixed runs at most %d",
+		    CL_RUNS_MAX);
 }
 
 /* $SANDGATE, else sandgate next to this program or one directory up. */
@@ -3336,8 +4242,11 @@ int main(int argc, char **argv)
 	struct ssh_target t = { 0 };
 	struct fake fk = { 0 };
 	struct dtn_log dl = { 0 };
-	long long since = 0;
-	int64_t init_t0, init_ns;
+	struct cl_src cs = { 0 };
+	struct cl_calls cc = { 0 };
+	long long since = 0, cl_since = 0;
+	int64_t init_t0, init_ns, init_us;
+	bool cloud_backend;
 	char tmpl[] = "/tmp/sgbench-XXXXXX";
 	char *sandgate, *state, *workspace = NULL, *pbackend;
 	const char *backend;
@@ -3372,9 +4281,22 @@ int main(int argc, char **argv)
 		fake_load(&fk, &o);
 		since = fake_last_seq(&fk);
 	}
+	cloud_backend = pbackend && (strcmp(pbackend, "modal") == 0 || strcmp(pbackend, "vercel") == 0);
+	if (o.do_cloud || (!o.only && cloud_backend)) {
+		if (o.fake_log) {
+			cl_src_parse(&cs, o.fake_log);
+		} else if (pbackend && strcmp(pbackend, "daytona") == 0) {
+			fake_load(&cs.f, &o);
+			cs.path = xasprintf("/__fake/requests");
+		} else {
+			die("the cloud set needs --fake-log http://127.0.0.1:PORT/PATH (the fake's request log)");
+		}
+		cl_since = cl_last_seq(&cs);
+	}
 	free(pbackend);
 	gw_start(&g, &o, sandgate, state, "gateway.log", environ);
 	init_t0 = wall_ms(false);
+	init_us = wall_us();
 	init_ns = now_ns();
 	f = gw_call(&g, "initialize",
 		    json_pack("{s:i, s:s, s:s, s:b}", "version", 4, "root", ROOT,
@@ -3382,6 +4304,8 @@ int main(int argc, char **argv)
 	init_ns = now_ns() - init_ns;
 	if (fk.port)
 		dtn_add(&dl, DK_C_INIT, init_t0, wall_ms(true));
+	if (cs.f.port)
+		cl_add(&cc, CK_INIT, init_us, now_ns() - init_ns);
 	env = json_object_get(reply_data(f, "initialize"), "environment");
 	backend = json_string_value(json_object_get(env, "backend"));
 	if (!backend)
@@ -3392,9 +4316,12 @@ int main(int argc, char **argv)
 		o.do_stat = o.do_cmd = o.do_wake = o.do_export = r.local;
 		o.do_ssh = strcmp(backend, "ssh") == 0;
 		o.do_dtn = strcmp(backend, "daytona") == 0;
-		if (!r.local && !o.do_ssh && !o.do_dtn)
+		o.do_cloud = strcmp(backend, "modal") == 0 || strcmp(backend, "vercel") == 0;
+		if (!r.local && !o.do_ssh && !o.do_dtn && !o.do_cloud)
 			o.do_stat = true;
 	}
+	if (o.do_cloud && !cs.f.port)
+		die("the cloud set needs --fake-log http://127.0.0.1:PORT/PATH (the fake's request log)");
 	if (o.do_dtn && strcmp(backend, "daytona") != 0)
 		die("the daytona set needs a profile on the daytona backend, not %s", backend);
 	if (o.do_dtn && !fk.port)
@@ -3467,6 +4394,11 @@ int main(int argc, char **argv)
 		bench_daytona(&g, &fk, &dl, since, &o, &r.dt);
 		r.dtn = true;
 	}
+	if (o.do_cloud) {
+		r.cl.init_ms = (double)init_ns / 1e6;
+		bench_cloud(&g, &cs, &cc, cl_since, &o, &r.cl);
+		r.cloud = true;
+	}
 	r.events = g.events;
 	r.gateway_status = gw_stop(&g);
 	if (o.do_ssh) {
@@ -3509,5 +4441,9 @@ int main(int argc, char **argv)
 	json_decref(r.dt.sdk);
 	free(fk.url);
 	free(dl.v);
+	free(cs.f.url);
+	free(cs.path);
+	free(cc.v);
+	json_decref(r.cl.sdk);
 	return 0;
 }

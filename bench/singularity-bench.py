@@ -3,6 +3,7 @@
 backend against the same command run with the runtime directly.
 
     SANDGATE_BIN=build/sandgate python3 bench/singularity-bench.py [--n 100] [--runtime PATH]
+        [--image SIF] [--markdown FILE]
 
 Starts `sandgate serve` on a singularity profile (the fake apptainer in
 tests/fakes/apptainer unless --runtime names a real one and --image a
@@ -13,7 +14,8 @@ reply, and (b) the very command line the adapter runs (`RUNTIME exec
 back from the fake's argv log or rebuilt for a real runtime) spawned
 directly and waited for, and (c) the bare `RUNTIME exec instance://NAME
 true` (no confinement, no variables).  Prints p50/p90 of each and the ratio of p50s as
-one JSON object.  Needs root for the fake.
+one JSON object (and, with --markdown, the table of docs/benchmarks.md's
+Singularity block, which bench/run.sh puts there).  Needs root for the fake.
 """
 import argparse
 import json
@@ -41,6 +43,7 @@ def main():
     ap.add_argument("--n", type=int, default=100)
     ap.add_argument("--runtime", default=os.path.join(TOP, "tests", "fakes", "apptainer", "apptainer"))
     ap.add_argument("--image")
+    ap.add_argument("--markdown")
     a = ap.parse_args()
     work = tempfile.mkdtemp(prefix="sg-sing-bench-")
     home = os.path.join(work, "home")
@@ -96,6 +99,19 @@ def main():
                "ratio_p50_vs_bare": round(statistics.median(through) / statistics.median(plain), 3),
                "loadavg": open("/proc/loadavg").read().split()[0]}
         print(json.dumps(res))
+        if a.markdown:
+            rt = res["runtime"]
+            with open(a.markdown, "w") as f:
+                f.write("| kind | p50 | p90 |\n|---|---|---|\n")
+                for label, key in (("`run_command` through sandgate", "sandgate_ms"),
+                                   ("the adapter's command line, spawned directly", "direct_ms"),
+                                   ("bare `%s exec instance://NAME true`" % rt, "bare_ms")):
+                    f.write("| %s | %.1f ms | %.1f ms |\n" % (label, res[key]["p50"],
+                                                            res[key]["p90"]))
+                verdict = "PASS" if res["ratio_p50"] <= 1.3 else "FAIL"
+                f.write("\n**Ratio %.2f× against the same command line, %.2f× against the bare "
+                        "exec** (%d rounds; target ≤ 1.3×: %s).\n"
+                        % (res["ratio_p50"], res["ratio_p50_vs_bare"], a.n, verdict))
     finally:
         gw.shutdown()
         gw.cleanup()

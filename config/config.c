@@ -971,6 +971,17 @@ static const struct sg_field select_fields[] = {
 	SG_FIELD_OWN_ARRAY("candidates"), SG_FIELDS_END,
 };
 
+/*
+ * The `command` backend's (gateway/relay.c, docs/delegation.md): `command`
+ * and `shutdown_grace_ms` are the config layer's fields, which relay.c
+ * reads; `workspace` is the root its peer serves; `env` the peer's whole
+ * environment; `capabilities` what its initialize reply must offer.
+ */
+static const struct sg_field command_fields[] = {
+	SG_FIELD("workspace"), SG_FIELD_OWN_OBJECT("env"),
+	SG_FIELD_OWN_ARRAY("capabilities"), SG_FIELDS_END,
+};
+
 /* Levenshtein distance, for names of at most NAME_MAX_LEN bytes. */
 static size_t distance(const char *a, const char *b)
 {
@@ -1048,6 +1059,11 @@ static sg_err check_own(const struct sg_field *af, const json_t *v,
 		if (!json_is_array(v))
 			return bad_field(err, SG_E_INVALID_ARGUMENT, w, af->name,
 					 "must be a list");
+		return SG_OK;
+	case SG_FIELD_OBJECT:
+		if (!json_is_object(v))
+			return bad_field(err, SG_E_INVALID_ARGUMENT, w, af->name,
+					 "must be an object");
 		return SG_OK;
 	case SG_FIELD_GENERIC:
 		break;
@@ -1151,6 +1167,10 @@ static sg_err backend_table(const char *path, const char *name,
 
 	if (strcmp(backend, "select") == 0) {
 		*own = select_fields;
+		return SG_OK;
+	}
+	if (strcmp(backend, "command") == 0) {
+		*own = command_fields;
 		return SG_OK;
 	}
 	ad = sg_adapter_find(backend);

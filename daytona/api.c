@@ -119,42 +119,6 @@ void dtn_reply_release(struct dtn_reply *r)
 	memset(r, 0, sizeof(*r));
 }
 
-void dtn_scrub(char *s, const char *secret)
-{
-	static const char mark[] = "[redacted]";
-	size_t n = secret ? strlen(secret) : 0, m = sizeof(mark) - 1;
-	char *p = s;
-
-	if (!s || n == 0)
-		return;
-	/* The search resumes after each replacement, so it always ends. */
-	while ((p = strstr(p, secret))) {
-		if (m <= n) {
-			memcpy(p, mark, m);
-			memmove(p + m, p + n, strlen(p + n) + 1);
-			p += m;
-		} else {
-			memset(p, '*', n);
-			p += n;
-		}
-	}
-}
-
-sg_err dtn_urlenc(struct sg_buf *b, const char *s)
-{
-	static const char hex[] = "0123456789ABCDEF";
-	sg_err rc = SG_OK;
-
-	for (const unsigned char *p = (const unsigned char *)s; !rc && *p; p++) {
-		if ((*p >= 'A' && *p <= 'Z') || (*p >= 'a' && *p <= 'z') ||
-		    (*p >= '0' && *p <= '9') || strchr("-._~", *p))
-			rc = sg_buf_addc(b, (char)*p);
-		else
-			rc = sg_buf_addf(b, "%%%c%c", hex[*p >> 4], hex[*p & 15]);
-	}
-	return rc;
-}
-
 char *dtn_sandbox_url(const struct dtn_client *c, const char *id,
 		      const char *suffix)
 {
@@ -164,7 +128,7 @@ char *dtn_sandbox_url(const struct dtn_client *c, const char *id,
 		sg_buf_release(&b);
 		return NULL;
 	}
-	if (id && (sg_buf_addc(&b, '/') || dtn_urlenc(&b, id))) {
+	if (id && (sg_buf_addc(&b, '/') || sg_cloud_urlenc(&b, id))) {
 		sg_buf_release(&b);
 		return NULL;
 	}
@@ -266,7 +230,7 @@ void dtn_message(const struct dtn_client *c, const struct dtn_reply *r,
 			used += (size_t)k < n - used ? (size_t)k : n - used - 1;
 		}
 	}
-	dtn_scrub(out, c ? c->key : NULL);
+	sg_cloud_scrub(out, c ? c->key : NULL);
 	len = strlen(out);
 	if (len > DTN_MSG_SHOWN && n > DTN_MSG_SHOWN + 4)
 		memcpy(out + DTN_MSG_SHOWN, "...", 4);

@@ -29,6 +29,7 @@
 #include <stdint.h>
 
 #include "../adapters/adapter.h"
+#include "../adapters/cloud.h"
 #include "../adapters/http.h"
 #include "base/strv.h"
 
@@ -108,12 +109,6 @@ sg_err dtn_fail(const struct dtn_client *c, const char *what,
 /* The provider's message of a reply, scrubbed and clipped, into out. */
 void dtn_message(const struct dtn_client *c, const struct dtn_reply *r,
 		 char *out, size_t n);
-
-/* Remove every copy of secret from s, in place (NULL or "" secret: none). */
-void dtn_scrub(char *s, const char *secret);
-
-/* Append s to b percent-encoded for a URL's path or query. */
-sg_err dtn_urlenc(struct sg_buf *b, const char *s) SG_MUST_CHECK;
 
 /* "<api>/sandbox/<idOrName><suffix>" (new), or NULL. */
 char *dtn_sandbox_url(const struct dtn_client *c, const char *id,

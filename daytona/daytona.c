@@ -102,6 +102,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../adapters/cloud.h"
 #include "../adapters/cloudkit.h"
 #include "../adapters/digest.h"
 #include "../adapters/exec.h"
@@ -174,50 +175,6 @@ static const char dtn_kill_sh[] =
 	"if [ -n \"$p\" ]; then kill -9 -\"$p\" || kill -9 \"$p\"; fi\n"
 	"test -s \"$d.x\" || printf '137\\n' >\"$d.x\"\n"
 	"printf 'ok=1\\n'\n";
-
-/*
- * Provisioning, in one request: SG_ROOT binding.root, SG_SHA sg-helper's
- * sha256, SG_SWEEP minutes after which run/ leftovers go; SG_UP, when set,
- * an uploaded copy of sg-helper to install (adapters/install.h); SG_PROBE,
- * when set, runs `sg-helper probe` once the helper is in place, with the
- * environment the gateway gives it (gateway/server.c base_env), and prints
- * its reply after a line "probe<<".  Replies key=value lines before that.
- */
-static const char dtn_setup_sh[] =
-	"exec 2>/dev/null\n"
-	"h=$HOME r=$SG_ROOT\n"
-	"case $h in /*) ;; *) printf 'error=the sandbox user has no absolute HOME\\n'; exit 0 ;; esac\n"
-	"b=$h/.sandgate\n"
-	"case $b/ in \"${r%/}\"/*) b=/tmp/.sandgate-$(id -u) ;; esac\n"
-	"case $b/ in \"${r%/}\"/*) printf 'error=root %s leaves no place outside it "
-	"for the control directory\\n' \"$r\"; exit 0 ;; esac\n"
-	"printf 'home=%s\\nbase=%s\\n' \"$h\" \"$b\"\n"
-	"if [ ! -d \"$r\" ]; then\n"
-	"  mkdir -p -- \"$r\" || { sudo -n mkdir -p -- \"$r\" && "
-	"sudo -n chown \"$(id -u):$(id -g)\" -- \"$r\"; }\n"
-	"fi\n"
-	/* Made private by the umask; an older directory is made so by chmod. */
-	"umask 077\n"
-	"if [ -d \"$b\" ]; then\n"
-	"  mkdir -p -- \"$b/ctl/proc\" \"$b/ctl/home\" \"$b/ctl/tmp\" \"$b/run\" && "
-	"chmod 700 -- \"$b\" \"$b/ctl\" \"$b/run\"\n"
-	"else mkdir -p -- \"$b/ctl/proc\" \"$b/ctl/home\" \"$b/ctl/tmp\" \"$b/run\"; fi || "
-	"{ printf 'error=cannot create %s\\n' \"$b\"; exit 0; }\n"
-	/* find runs only when run/ holds something. */
-	"for e in \"$b\"/run/* \"$b\"/run/.[!.]* \"$b\"/run/..?*; do\n"
-	"  if [ -e \"$e\" ] || [ -L \"$e\" ]; then\n"
-	"    find \"$b/run\" -mindepth 1 -maxdepth 1 -mmin +\"$SG_SWEEP\" -exec rm -rf -- {} +\n"
-	"    break\n"
-	"  fi\n"
-	"done\n"
-	"test -d \"$r\" && printf 'root=1\\n'\n"
-	"test -w \"$r\" && printf 'rootw=1\\n'\n"
-	"{ test -d \"$r\" && test -w \"$r\"; } || printf 'user=%s\\n' \"$(id -un)\"\n"
-	"for t in sha256sum cut find; do\n"
-	"  command -v \"$t\" >/dev/null || printf 'missing=%s\\n' \"$t\"\n"
-	"done\n"
-	"printf 'ok=1\\n'\n"
-	SG_INSTALL_PROBE_SH;
 
 /* This session's processes, for the keep-alive (SG_H, SG_CTL, SG_SESS). */
 static const char dtn_procs_sh[] =
@@ -492,7 +449,7 @@ static sg_err dtn_wait(const struct dtn_client *cl, const char *id,
 			char msg[200];
 
 			snprintf(msg, sizeof(msg), "%s", why ? why : "no reason given");
-			dtn_scrub(msg, cl->key);
+			sg_cloud_scrub(msg, cl->key);
 			rc = sg_err_set(err, SG_E_PROVIDER, "sandbox %s is in state %s: %s", id,
 					st, msg);
 			break;
@@ -1198,25 +1155,9 @@ static sg_err dtn_job_prepare(struct dtn_env *de, const struct sg_exec *x, const
 		goto out;
 	}
 	if (x->stdin_data && x->stdin_len > 0) {
-		const char *in = x->stdin_data;
-
-		j->in_vars = vars && x->stdin_len <= SG_DAYTONA_STDIN_VARS &&
-			     !memchr(x->stdin_data, 0, x->stdin_len) &&
-			     sg_utf8_valid(x->stdin_data, x->stdin_len);
-		for (size_t at = 0, part = 0; j->in_vars && at < x->stdin_len; part++) {
-			size_t n = sg_utf8_clip(in + at, x->stdin_len - at,
-						SG_DAYTONA_INLINE_MAX);
-			char name[32];
-
-			snprintf(name, sizeof(name), "SG_IN%zu", part);
-			if ((names.len && sg_buf_addc(&names, ',')) || sg_buf_adds(&names, name) ||
-			    /* checked above: UTF-8, no NUL */
-			    json_object_set_new(j->full, name, json_stringn_nocheck(in + at, n))) {
-				rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
-				goto out;
-			}
-			at += n;
-		}
+		j->in_vars = vars && sg_cloud_stdin_vars(x->stdin_data, x->stdin_len,
+							 SG_DAYTONA_INLINE_MAX,
+							 SG_DAYTONA_STDIN_VARS, j->full, &names);
 		if (!j->in_vars) {
 			if (asprintf(&j->upload, "%s.up", dir) < 0) {
 				j->upload = NULL;
@@ -1750,25 +1691,6 @@ static json_t *dtn_facts(const struct dtn_env *de, const json_t *dto)
 	return f;
 }
 
-/* Every "missing=<tool>" of the setup reply, as "a, b". */
-static void dtn_missing_tools(const char *reply, char *out, size_t n)
-{
-	size_t used = 0;
-
-	out[0] = '\0';
-	for (const char *p = reply; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL) {
-		if (strncmp(p, "missing=", 8) == 0) {
-			const char *e = strchr(p, '\n');
-			int k = snprintf(out + used, n - used, "%s%.*s", used ? ", " : "",
-					 (int)(e ? e - p - 8 : (long)strlen(p + 8)), p + 8);
-
-			if (k < 0 || (size_t)k >= n - used)
-				break;
-			used += (size_t)k;
-		}
-	}
-}
-
 /* The installer's native transfer (adapters/install.h). */
 static sg_err dtn_install_upload(void *ctx, const char *path, int fd, struct sg_cancel *cancel,
 				 struct sg_errinfo *err)
@@ -1817,7 +1739,8 @@ static sg_err dtn_setup(struct dtn_env *de, struct sg_cancel *cancel, struct sg_
 	struct sg_install_cost cost = { 0 };
 	struct sg_install in = { .ctx = de, .dir = "/tmp", .nonce = de->nonce,
 				 .run = dtn_install_run, .upload = dtn_install_upload };
-	char missing[200], *reply = NULL, *e = NULL, *user = NULL, *up = NULL, *probe;
+	struct sg_cloud_setup got = { 0 };
+	char *reply = NULL, *up = NULL;
 	int64_t t0 = sg_now_ms();
 	json_t *envs = NULL;
 	sg_err rc;
@@ -1848,64 +1771,21 @@ static sg_err dtn_setup(struct dtn_env *de, struct sg_cancel *cancel, struct sg_
 			envs = NULL;
 		}
 	}
-	rc = envs ? dtn_script(de, dtn_setup_sh, envs, false, &reply, cancel, err)
+	rc = envs ? dtn_script(de, sg_cloud_setup_sh, envs, false, &reply, cancel, err)
 		  : sg_err_set(err, SG_E_INTERNAL, "out of memory");
+	if (!rc)
+		rc = sg_cloud_setup_read(env, reply, bin.sha, up != NULL, "daytona", &got, err);
+	de->base_dir = got.base_dir;
 	if (rc)
 		goto out;
-	/* The probe's reply, when it ran, is the rest after "probe<<". */
-	if ((probe = strstr(reply, "\nprobe<<\n")) || strncmp(reply, "probe<<\n", 8) == 0) {
-		char *text = probe ? probe + 9 : reply + 8;
-
-		if (!(env->probe = strdup(text))) {
-			rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
-			goto out;
-		}
-		*(probe ? probe + 1 : reply) = '\0';
-	}
-	if ((e = sg_cloud_kv(reply, "error"))) {
-		rc = sg_err_set(err, strstr(e, "no place") ? SG_E_INVALID_ARGUMENT : SG_E_PROVIDER,
-				"preparing the sandbox failed: %s", e);
-		goto out;
-	}
-	if (!sg_cloud_flag(reply, "ok") || !(de->base_dir = sg_cloud_kv(reply, "base"))) {
-		rc = sg_err_set(err, SG_E_PROVIDER, "preparing the sandbox failed: no reply from its shell");
-		goto out;
-	}
-	dtn_missing_tools(reply, missing, sizeof(missing));
-	if (missing[0]) {
-		rc = sg_err_set(err, SG_E_UNSUPPORTED,
-				"the sandbox's image lacks %s, which the daytona backend needs (coreutils, util-linux)",
-				missing);
-		goto out;
-	}
-	user = sg_cloud_kv(reply, "user");
-	if (!sg_cloud_flag(reply, "root")) {
-		rc = sg_err_set(err, SG_E_PERMISSION,
-				"root %s cannot be created in the sandbox (user %s, and sudo -n did not help)",
-				env->root, user ? user : "?");
-		goto out;
-	}
-	if (!sg_cloud_flag(reply, "rootw")) {
-		rc = sg_err_set(err, SG_E_PERMISSION,
-				"root %s exists in the sandbox but user %s cannot write to it",
-				env->root, user ? user : "?");
-		goto out;
-	}
-	if (asprintf(&env->ctl_dir, "%s/ctl", de->base_dir) < 0 ||
-	    asprintf(&de->run_dir, "%s/run", de->base_dir) < 0 ||
-	    asprintf(&de->proc_dir, "%s/ctl/proc", de->base_dir) < 0 ||
-	    asprintf(&env->helper, "%s/sg-helper-%s", de->base_dir, bin.sha) < 0) {
-		env->helper = NULL;
+	if (asprintf(&de->run_dir, "%s/run", de->base_dir) < 0 ||
+	    asprintf(&de->proc_dir, "%s/ctl/proc", de->base_dir) < 0) {
 		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
 		goto out;
 	}
-	/* A sandbox is a machine of its own: its /tmp is nobody else's. */
-	env->own_tmp = true;
 	if (sg_cloud_flag(reply, "helper")) {
 		cost.bytes = 0; /* found, whatever was sent */
-	} else if (up) {
-		rc = sg_install_check_reply(reply, "the sandbox", err);
-	} else {
+	} else if (!got.helper) {
 		/* Resumed without it: the installer's upload and step. */
 		in.dir = de->base_dir;
 		rc = sg_install_helper(&in, &bin, &cost, cancel, err);
@@ -1917,8 +1797,6 @@ out:
 	sg_helper_bin_close(&bin);
 	json_decref(envs);
 	free(reply);
-	free(e);
-	free(user);
 	free(up);
 	return rc;
 }
@@ -1953,7 +1831,7 @@ static sg_err dtn_toolbox_base(struct dtn_env *de, const json_t *dto,
 
 		while (n > 0 && base[n - 1] == '/')
 			n--;
-		if (sg_buf_add(&b, base, n) || sg_buf_addc(&b, '/') || dtn_urlenc(&b, de->base.id))
+		if (sg_buf_add(&b, base, n) || sg_buf_addc(&b, '/') || sg_cloud_urlenc(&b, de->base.id))
 			rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
 		else
 			de->toolbox = sg_buf_take(&b, NULL);
@@ -2165,7 +2043,7 @@ static sg_err dtn_get_file(struct sg_env *env, const char *path, int fd, size_t 
 
 	sg_http_response_init(&resp, SG_HTTP_ERROR_BODY);
 	if (sg_buf_adds(&u, de->toolbox) || sg_buf_adds(&u, "/files/download?path=") ||
-	    dtn_urlenc(&u, path)) {
+	    sg_cloud_urlenc(&u, path)) {
 		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
 		goto out;
 	}
@@ -2247,8 +2125,8 @@ static sg_err dtn_list(const struct sg_profile *p, const char *state_dir, sg_env
 		bool stop = false;
 
 		if (sg_buf_adds(&u, cl.api) || sg_buf_adds(&u, "/sandbox?labels=") ||
-		    dtn_urlenc(&u, fj) || sg_buf_adds(&u, "&limit=100") ||
-		    (cursor && (sg_buf_adds(&u, "&cursor=") || dtn_urlenc(&u, cursor)))) {
+		    sg_cloud_urlenc(&u, fj) || sg_buf_adds(&u, "&limit=100") ||
+		    (cursor && (sg_buf_adds(&u, "&cursor=") || sg_cloud_urlenc(&u, cursor)))) {
 			sg_buf_release(&u);
 			rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
 			break;

@@ -108,7 +108,7 @@ void sg_budget_record(const char *state_dir, const char *backend, enum sg_budget
 
 /* The time an outer adapter waits for a cancelled request's terminal
  * reply before it closes the peer (docs/delegation.md). */
-#define SG_BUDGET_CANCEL_DRAIN_MS 35000
+#define SG_BUDGET_CANCEL_DRAIN_MS SG_RELAY_CANCEL_MS
 
 /*
  * The budget an outer layer needs to cover an inner one that may use
@@ -128,7 +128,8 @@ int64_t sg_budget_chain_need(int64_t inner_ms);
  * the outer's grace, shutdown_grace_ms else 10 s), whose host needs the
  * grace plus the cancel drain (its default: 90 s for a cloud backend's
  * entry, 60 s otherwise).  A select profile has no report of its own
- * (NULL): each candidate has one.
+ * (NULL): each candidate has one; nor has a command profile, whose
+ * chain config check refuses when its budget is short (relay.h).
  */
 json_t *sg_budget_report(const struct sg_profile *p, const char *state_dir);
 

@@ -3,6 +3,8 @@
 
 #include <string.h>
 
+#include "relay.h"
+
 /* The requirements serve's select judges (meets() in select.c). */
 static const char *const requirements[] = { "isolation", "network_isolated",
 					     "toolchains", NULL };
@@ -14,6 +16,8 @@ static const char *word(const char *backend)
 
 	if (ad)
 		return ad->name;
+	if (strcmp(backend, "command") == 0)
+		return "command";
 	return strcmp(backend, "select") == 0 ? "select" : "?";
 }
 
@@ -21,6 +25,8 @@ static sg_err check_one(const struct sg_profile *p, struct sg_errinfo *err)
 {
 	const struct sg_adapter *ad = sg_adapter_find(p->backend);
 
+	if (strcmp(p->backend, "command") == 0)
+		return sg_relay_check(p, err);
 	if (!ad)
 		return sg_err_set(err, SG_E_UNSUPPORTED,
 				  "profile \"%s\": backend \"%s\" is not built into this sandgate",

@@ -21,6 +21,7 @@
 #include "base/limits.h"
 #include "base/log.h"
 #include "registry.h"
+#include "relay.h"
 #include "server.h"
 
 
@@ -361,6 +362,11 @@ static sg_err provision(struct sg_op *op, json_t *binding, bool *fatal)
 	if (rc)
 		return rc;
 	raw = chosen->raw;
+	if (strcmp(chosen->backend, "command") == 0) {
+		/* The peer makes the whole reply (relay.c). */
+		sg_profile_free(chosen);
+		return sg_relay_initialize(op, binding, s->profile_name, fatal);
+	}
 	if (strcmp(chosen->backend, "select") == 0) {
 		if (!json_is_array(json_object_get(raw, "candidates")))
 			rc = sg_err_set(&op->err, SG_E_INVALID_ARGUMENT,

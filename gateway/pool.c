@@ -115,6 +115,8 @@ static void finish(struct sg_pool *p, struct sg_op *op, sg_err rc, json_t *data)
 	}
 	if (!rc && op->after_sent)
 		op->after_sent(op);
+	if (op->replied)
+		op->replied(op);
 	sg_op_free(op);
 	pthread_mutex_lock(&p->lock);
 	p->replying--;
@@ -151,7 +153,9 @@ static void run_job(struct sg_pool *p, struct sg_job *j)
 		rc = j->run(op, &data);
 	why = rc ? sg_cancel_check(&op->cancel) : SG_OK;
 	shutdown = why && sg_cancel_reason(&op->cancel) == shutdown_reason;
-	if (why && (!shutdown || rc == SG_E_CANCELLED || !op->err.code)) {
+	if (why && op->keep_err && rc && op->err.code) {
+		/* The handler's own verdict stands (session.h). */
+	} else if (why && (!shutdown || rc == SG_E_CANCELLED || !op->err.code)) {
 		const char *reason = sg_cancel_reason(&op->cancel);
 
 		sg_err_clear(&op->err);

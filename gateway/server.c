@@ -27,6 +27,7 @@
 #include "cli.h"
 #include "initialize.h"
 #include "pool.h"
+#include "relay.h"
 #include "session.h"
 #include "shutdown.h"
 #include "wire.h"
@@ -59,6 +60,9 @@ static const struct method methods[] = {
 	 * initialize can be cancelled. */
 	{ "cancel", NULL, true },
 };
+
+/* A method only a command profile's peer offers (relay.c). */
+static const struct method relayed = { "relayed", sg_relay_request, false };
 
 json_t *sg_server_methods(void)
 {
@@ -125,14 +129,17 @@ static const struct method *route(struct server *sv, json_t *frame)
 	for (size_t i = 0; i < sizeof(methods) / sizeof(methods[0]); i++)
 		if (strcmp(methods[i].name, json_string_value(m)) == 0)
 			meth = &methods[i];
+	pthread_mutex_lock(&s->lock);
+	state = s->state;
+	pthread_mutex_unlock(&s->lock);
+	/* A relayed connection serves the methods its peer offers. */
+	if (state == SG_S_READY && s->relay && (!meth || (meth->run && meth->run != sg_init_run)))
+		meth = sg_relay_has_method(s->relay, json_string_value(m)) ? &relayed : NULL;
 	if (!meth) {
 		send_error_code(s, id, SG_E_UNKNOWN_METHOD, "no method \"%.64s\"",
 				json_string_value(m));
 		return NULL;
 	}
-	pthread_mutex_lock(&s->lock);
-	state = s->state;
-	pthread_mutex_unlock(&s->lock);
 	if (!meth->before_init) {
 		if (state == SG_S_FAILED) {
 			send_error_code(s, id, SG_E_INIT_FAILED, "reconnect with a new connection");
@@ -181,7 +188,10 @@ static void dispatch(struct server *sv, json_t *frame)
 
 	if (!meth)
 		goto out;
-	op = sg_op_new(&sv->s, frame, meth->name);
+	/* A relayed method's name lives in the frame, which the op owns. */
+	op = sg_op_new(&sv->s, frame, meth == &relayed
+			      ? json_string_value(json_object_get(frame, "method"))
+			      : meth->name);
 	if (!op) {
 		send_error_code(&sv->s, json_object_get(frame, "id"), SG_E_INTERNAL,
 				"out of memory");
@@ -316,6 +326,8 @@ int sg_server_run(const struct sg_server_opts *o)
 		sg_log_err("a request handler did not stop; exiting without it");
 		return status ? status : SG_EXIT_SOFTWARE;
 	}
+	/* Its reader forwards events to the wire: gone before the wire is. */
+	sg_relay_free(sv->s.relay);
 	sg_wire_free(sv->s.wire);
 	session_release(sv);
 	sg_audit_close(sv->audit);

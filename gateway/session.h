@@ -31,6 +31,7 @@
 
 struct sg_exports;
 struct sg_procs;
+struct sg_relay;
 
 struct sg_session {
 	/* Fixed at start (main.c). */
@@ -62,6 +63,13 @@ struct sg_session {
 	struct sg_procs *procs;
 
 	/*
+	 * A `command` profile's peer (relay.c): set by the first initialize
+	 * on such a profile and never replaced; when set, every request but
+	 * initialize and cancel is relayed to it, and env is NULL.
+	 */
+	struct sg_relay *relay;
+
+	/*
 	 * What failed provisionings may have left behind (env->may_remain),
 	 * as registry keys with the profile and session to look for:
 	 * [{backend, profile, identity, session}].  Settled at shutdown
@@ -89,6 +97,14 @@ struct sg_op {
 	 */
 	char *raw_reply;
 	size_t raw_len;
+	/*
+	 * Called by the worker once the reply is queued, whatever it was
+	 * (relay.c: a peer's reply is out before its next message).
+	 */
+	void (*replied)(struct sg_op *op);
+	/* The handler's error stands even when the token fired (relay.c:
+	 * a peer closed for ignoring a cancel answers `unavailable`). */
+	bool keep_err;
 	const char *tool;     /* execute: the tool's name, for the audit log */
 	bool tool_failed;     /* execute: the ToolResult has is_error */
 	int64_t start_ns;
@@ -177,6 +193,12 @@ sg_err sg_envcall_confine(struct sg_session *s, enum sg_confine mode,
 
 /* ---- tools/: the execute method ---- */
 sg_err sg_tools_execute(struct sg_op *op, json_t **out) SG_MUST_CHECK;
+/*
+ * What sandgate checks of an execute before relaying it to a peer
+ * (relay.c): the arguments' shape and the permission mode's refusals, the
+ * same sentences as a local execute.  Sets op->tool for the audit log.
+ */
+sg_err sg_tools_precheck(struct sg_op *op) SG_MUST_CHECK;
 /* The catalogue's names as a JSON array (new). */
 json_t *sg_tools_names(void);
 

@@ -32,6 +32,7 @@
 #include "cli.h"
 #include "envs.h"
 #include "registry.h"
+#include "relay.h"
 
 /*
  * Keep a measured duration for the next plans: a step that finished, or
@@ -220,7 +221,7 @@ int sg_shutdown_run(struct sg_session *s, struct sg_pool *pool, int64_t budget_m
 	struct deadline d = { .ms = budget_ms, .optional_ms = budget_ms };
 	struct sg_budget_plan plan = { 0 };
 	struct sg_errinfo err = { 0 };
-	bool ready = s->state == SG_S_READY, fits = true, marked = false;
+	bool ready = s->state == SG_S_READY && !s->relay, fits = true, marked = false;
 	int status = 0, stopped = 0;
 	int64_t t0;
 	sg_err rc = SG_OK;
@@ -232,6 +233,12 @@ int sg_shutdown_run(struct sg_session *s, struct sg_pool *pool, int64_t budget_m
 		return 70;
 	if (pthread_create(&d.thread, NULL, deadline_main, &d) != 0)
 		d.thread = pthread_self();
+	/*
+	 * A peer sees EOF first: it cancels its own requests, whose replies
+	 * still reach the host while they drain here (relay.h).
+	 */
+	if (sg_relay_shutdown(s, pool, &d.token))
+		status = SG_EXIT_UNAVAILABLE;
 	/* Optional: awaiting the cancelled requests; those still cancelling
 	 * when their share ran out finish beside the cleanup. */
 	if (!sg_pool_drain(pool, &d.optional))

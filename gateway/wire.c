@@ -227,7 +227,27 @@ static bool wait_input(struct sg_wire *w)
 	}
 }
 
-sg_err sg_wire_read(struct sg_wire *w, json_t **frame, struct sg_errinfo *err)
+/* A message from a peer: any JSON object (events carry no id). */
+static sg_err parse_msg(const char *p, size_t n, json_t **msg, struct sg_errinfo *err)
+{
+	struct sg_errinfo why = { 0 };
+	sg_err rc;
+
+	*msg = NULL;
+	rc = sg_json_parse(p, n, SG_JSON_REJECT_DUPLICATES | SG_JSON_ALLOW_NUL, msg, &why);
+	if (rc)
+		return sg_err_set(err, rc == SG_E_INTERNAL ? rc : SG_E_INVALID_REQUEST,
+				  "malformed frame: %s", why.msg);
+	if (!json_is_object(*msg)) {
+		json_decref(*msg);
+		*msg = NULL;
+		return sg_err_set(err, SG_E_INVALID_REQUEST, "malformed frame: not an object");
+	}
+	return SG_OK;
+}
+
+static sg_err read_frame(struct sg_wire *w, bool any, json_t **frame,
+			 struct sg_errinfo *err)
 {
 	*frame = NULL;
 	for (;;) {
@@ -243,7 +263,8 @@ sg_err sg_wire_read(struct sg_wire *w, json_t **frame, struct sg_errinfo *err)
 				return sg_err_set(err, SG_E_TOO_LARGE,
 						  "a frame of %zu bytes exceeds the %zu byte limit",
 						  len + 1, SG_MAX_FRAME);
-			rc = sg_wire_parse(w->in.p, len, frame, err);
+			rc = any ? parse_msg(w->in.p, len, frame, err)
+				 : sg_wire_parse(w->in.p, len, frame, err);
 			sg_buf_consume(&w->in, len + 1);
 			w->scanned = 0;
 			return rc;
@@ -269,6 +290,16 @@ sg_err sg_wire_read(struct sg_wire *w, json_t **frame, struct sg_errinfo *err)
 		}
 		sg_buf_commit(&w->in, (size_t)n);
 	}
+}
+
+sg_err sg_wire_read(struct sg_wire *w, json_t **frame, struct sg_errinfo *err)
+{
+	return read_frame(w, false, frame, err);
+}
+
+sg_err sg_wire_read_msg(struct sg_wire *w, json_t **msg, struct sg_errinfo *err)
+{
+	return read_frame(w, true, msg, err);
 }
 
 void sg_wire_stop(struct sg_wire *w)

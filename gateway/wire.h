@@ -40,6 +40,13 @@ void sg_wire_free(struct sg_wire *w);
 sg_err sg_wire_read(struct sg_wire *w, json_t **frame, struct sg_errinfo *err)
 	SG_MUST_CHECK;
 
+/*
+ * As sg_wire_read, for the other end of a delegation (gateway/relay.c):
+ * any JSON object is a message, since a peer's events carry no `id`.
+ */
+sg_err sg_wire_read_msg(struct sg_wire *w, json_t **msg, struct sg_errinfo *err)
+	SG_MUST_CHECK;
+
 /* Make a blocked sg_wire_read return SG_E_CANCELLED (any thread). */
 void sg_wire_stop(struct sg_wire *w);
 

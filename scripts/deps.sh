@@ -7,7 +7,7 @@ set -euo pipefail
 
 PACKAGES=(
   build-essential cmake pkg-config git python3
-  libcurl4-openssl-dev libssl-dev libjansson-dev libwebsockets-dev libcmocka-dev
+  libcurl4-openssl-dev libssl-dev zlib1g-dev libjansson-dev libwebsockets-dev libcmocka-dev
   bubblewrap musl-tools ripgrep man-db
   openssh-server openssh-client openssl
   protobuf-c-compiler libprotobuf-c-dev

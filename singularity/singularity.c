@@ -27,6 +27,7 @@
  */
 #define _GNU_SOURCE /* asprintf */
 #include "singularity.h"
+#include "registry.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -40,6 +41,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "adapters/digest.h"
 #include "adapters/exec.h"
 #include "adapters/hostutil.h"
 #include "base/crash.h"
@@ -79,6 +81,7 @@ struct sing_env {
 	char *name;      /* the instance: sg-<slug> */
 	struct sg_strv cli_env; /* the scrubbed environment (borrowed strings) */
 	bool started;    /* this session started the instance */
+	char digest[SG_SING_DIGEST_LEN + 1]; /* a docker:// or oras:// image's, or "" */
 };
 
 /* ---- the pure parts (singularity.h) ------------------------------------ */
@@ -338,19 +341,49 @@ static const char *fatal_text(const struct sg_exec_result *r)
 
 /*
  * A docker:// or oras:// image, converted once into a SIF in the state
- * dir: keyed by the reference, built under a lock so that concurrent
- * sessions wait for one conversion, renamed into place when complete.
+ * dir: keyed by the reference and the digest the registry gives for it
+ * now (registry.h), so a tag that moved is converted again and a reference
+ * pinned by digest is found without asking the registry; built from the
+ * reference pinned to that digest, so the SIF is the one keyed; under a
+ * lock so that concurrent sessions wait for one conversion; renamed into
+ * place when complete.
  */
 static sg_err cached_sif(struct sing_env *se, const char *ref, char **out,
 			 struct sg_cancel *cancel, struct sg_errinfo *err)
 {
-	char *dir = NULL, *key = sg_slug(ref), *sif = NULL, *tmp = NULL, *lock = NULL;
+	char *dir = NULL, *key = NULL, *sif = NULL, *tmp = NULL, *lock = NULL, *pinned = NULL;
+	char *name = sg_slug_digest(ref, SG_SING_KEY_MAX);
+	struct sg_sing_ref parsed;
 	struct sg_exec_result r;
 	int fd = -1;
 	sg_err rc = SG_OK;
 
 	sg_exec_result_init(&r, 4096);
-	if (!key || !(dir = envs_dir(se->base.profile, se->base.state_dir)) ||
+	if (!sg_sing_ref_parse(ref, &parsed)) {
+		rc = sg_err_set(err, SG_E_INVALID_ARGUMENT,
+				"image %.300s is not a reference sandgate can read: docker://[HOST/]NAME[:TAG][@sha256:HEX] or oras://HOST/NAME[:TAG][@sha256:HEX]",
+				ref);
+		goto out;
+	}
+	if (!parsed.digest[0])
+		sg_progress_begin("image", "asking %s for the digest of %s", parsed.host, ref);
+	{
+		struct sg_errinfo why = { 0 };
+
+		rc = sg_sing_ref_resolve(&parsed, se->digest, cancel, &why);
+		if (!parsed.digest[0])
+			sg_progress_end(rc);
+		/* Never the cached SIF of a tag that may have moved. */
+		if (rc)
+			rc = sg_err_set(err, rc,
+					"image %.200s: %s; a reference pinned by digest (...@sha256:HEX) needs no registry",
+					ref, why.msg);
+	}
+	if (rc)
+		goto out;
+	if (!name || asprintf(&key, "%s.%s", name, se->digest + 7) < 0 ||
+	    !(pinned = sg_sing_ref_pinned(&parsed, se->digest)) ||
+	    !(dir = envs_dir(se->base.profile, se->base.state_dir)) ||
 	    asprintf(&sif, "%s/images/%s.sif", dir, key) < 0 ||
 	    asprintf(&tmp, "%s/images/%s.sif.part", dir, key) < 0 ||
 	    asprintf(&lock, "%s/images/%s.lock", dir, key) < 0) {
@@ -381,10 +414,14 @@ static sg_err cached_sif(struct sing_env *se, const char *ref, char **out,
 	}
 	if (access(sif, R_OK) == 0)
 		goto out; /* converted earlier, or by the session we waited for */
-	sg_log_info("converting %s into %s (once; later sessions reuse it)", ref, sif);
+	sg_log_info("converting %s (%s) into %s (once; later sessions reuse it)", ref, se->digest,
+		    sif);
 	unlink(tmp);
-	sg_progress_begin("image", "converting %s into a SIF", ref);
-	rc = run_cli((const char *[]){ se->runtime, "build", tmp, ref, NULL },
+	sg_progress_begin("image", "converting %s into a SIF", pinned);
+	/* A loopback registry is plain http (registry.h), and the runtime must be told. */
+	rc = run_cli(parsed.plain_http
+			     ? (const char *[]){ se->runtime, "build", "--no-https", tmp, pinned, NULL }
+			     : (const char *[]){ se->runtime, "build", tmp, pinned, NULL },
 		     sg_strv_get(&se->cli_env), SG_SING_BUILD_MS, &r, cancel, err);
 	sg_progress_end(rc ? rc : r.exit_code ? SG_E_PROVIDER : SG_OK);
 	if (r.err.len)
@@ -406,6 +443,8 @@ out:
 	sg_exec_result_release(&r);
 	free(dir);
 	free(key);
+	free(name);
+	free(pinned);
 	free(sif);
 	free(tmp);
 	free(lock);
@@ -756,6 +795,9 @@ static sg_err sing_provision(struct sg_env *env, struct sg_cancel *cancel,
 		json_object_set_new(rt, "version",
 				    json_sprintf("%d.%d.%d", se->ver.major, se->ver.minor,
 						 se->ver.patch));
+		/* Which image a docker:// or oras:// reference named this time. */
+		if (se->digest[0])
+			json_object_set_new(rt, "image_digest", json_string(se->digest));
 	}
 	if (!env->helper || !env->ctl_dir || !env->host_root || !env->facts)
 		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");

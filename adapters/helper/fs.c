@@ -1290,6 +1290,24 @@ static sg_err fs_list(struct fs *c)
 	memcpy(l->path.p, rel.p, rel.len + 1);
 	l->path.len = rel.len;
 	rc = list_walk(l, dirfd, 1);
+	/*
+	 * A cut listing says so where the agent reads it; when the text is
+	 * full, whole entries at its end make room for the marker.
+	 */
+	while (!rc && l->truncated &&
+	       sg_buf_addf(&l->text, "[truncated: the first %lld entries shown; list a "
+			   "subdirectory, or a smaller depth, for the rest]\n",
+			   (long long)l->entries)) {
+		char *nl = l->entries > 0 && l->text.len > 1
+				   ? memrchr(l->text.p, '\n', l->text.len - 1) : NULL;
+
+		if (!l->entries) {
+			rc = SG_E_INTERNAL;
+			break;
+		}
+		sg_buf_truncate(&l->text, nl ? (size_t)(nl - l->text.p) + 1 : 0);
+		l->entries--;
+	}
 	if (!rc)
 		rc = sg_reply_ok(c->out);
 	if (!rc)

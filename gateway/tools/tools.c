@@ -464,24 +464,18 @@ static sg_err t_present_artifact(struct tctx *t, json_t **result)
 
 /*
  * Run argv in the environment as run_command and git do: confined for the
- * permission mode, with the command environment, output merged and
- * bounded.  The ToolResult carries exit code, signal, time-out and
- * truncation; a non-zero exit is a failed tool, not an error.
+ * permission mode, with the command environment, output bounded (r,
+ * initialised by the caller) and stderr merged into it when merge is set.
  */
-static sg_err run_argv(struct tctx *t, const char *const *argv,
-		       const char *cwd_arg, json_t *env_extra,
-		       const char *stdin_data, size_t stdin_len,
-		       int64_t timeout_ms, json_t **result)
+static sg_err exec_argv(struct tctx *t, const char *const *argv, const char *cwd_arg,
+			json_t *env_extra, const char *stdin_data, size_t stdin_len,
+			int64_t timeout_ms, bool merge, struct sg_exec_result *r)
 {
 	struct sg_session *s = t->s;
 	struct sg_strv cmd = SG_STRV_INIT, envp = SG_STRV_INIT;
-	struct sg_exec_result r;
-	struct sg_buf text = SG_BUF_INIT(s->tool_output + SG_KiB);
 	char *cwd = NULL;
 	sg_err rc;
 
-	sg_exec_result_init(&r, s->tool_output);
-	r.keep_tail = true;
 	rc = sg_envcall_confine(s, t->mode, argv, &cmd, &t->op->err);
 	if (!rc)
 		rc = sg_envcall_command_env(s, env_extra, &envp, &t->op->err);
@@ -496,13 +490,37 @@ static sg_err run_argv(struct tctx *t, const char *const *argv,
 			.stdin_data = stdin_data,
 			.stdin_len = stdin_len,
 			.timeout_ms = timeout_ms,
-			.max_output = s->tool_output,
+			.max_output = r->out.max,
 			.confine = t->mode,
-			.flags = SG_EXEC_MERGE,
+			.flags = merge ? SG_EXEC_MERGE : 0,
 		};
 
-		rc = s->env->ad->exec(s->env, &x, &r, &t->op->cancel, &t->op->err);
+		rc = s->env->ad->exec(s->env, &x, r, &t->op->cancel, &t->op->err);
 	}
+	free(cwd);
+	sg_strv_release(&cmd);
+	sg_strv_release(&envp);
+	return rc;
+}
+
+/*
+ * exec_argv as a ToolResult: exit code, signal, time-out and truncation;
+ * a non-zero exit is a failed tool, not an error.
+ */
+static sg_err run_argv(struct tctx *t, const char *const *argv,
+		       const char *cwd_arg, json_t *env_extra,
+		       const char *stdin_data, size_t stdin_len,
+		       int64_t timeout_ms, json_t **result)
+{
+	struct sg_session *s = t->s;
+	struct sg_exec_result r;
+	struct sg_buf text = SG_BUF_INIT(s->tool_output + SG_KiB);
+	sg_err rc;
+
+	sg_exec_result_init(&r, s->tool_output);
+	r.keep_tail = true;
+	rc = exec_argv(t, argv, cwd_arg, env_extra, stdin_data, stdin_len, timeout_ms, true,
+		       &r);
 	if (!rc) {
 		bool failed = r.exit_code != 0 || r.signal || r.timed_out;
 		json_t *meta = json_pack(
@@ -522,10 +540,7 @@ static sg_err run_argv(struct tctx *t, const char *const *argv,
 			json_decref(meta);
 	}
 	sg_buf_release(&text);
-	free(cwd);
 	sg_exec_result_release(&r);
-	sg_strv_release(&cmd);
-	sg_strv_release(&envp);
 	return rc;
 }
 
@@ -687,7 +702,8 @@ static sg_err git_globals(struct tctx *t, json_t *args, const char *cwd, size_t 
 					cwd && dir[0] != '/' ? "/" : "", dir))
 				rc = sg_err_set(&t->op->err, SG_E_INVALID_ARGUMENT,
 						"git -C: the path is too long");
-			if (!rc)
+			/* Relayed (no environment here), the peer resolves it. */
+			if (!rc && t->s->env)
 				rc = sg_envcall_resolve(t->s, joined.p, false, &where,
 							&t->op->cancel, &t->op->err);
 			sg_buf_release(&joined);
@@ -717,6 +733,150 @@ static sg_err git_globals(struct tctx *t, json_t *args, const char *cwd, size_t 
 	return rc;
 }
 
+/*
+ * Whether a configuration entry (as `git config --list -z` gives it:
+ * section[.subsection].name, section and name in lower case) makes a
+ * read-only git subcommand run a program: fsmonitor hooks, pagers,
+ * external diff and textconv commands, filters (which `status` runs on
+ * changed files), merge drivers, editors, ssh and proxy commands, signing
+ * programs, hooks.  A deny-list has to be complete, so it errs wide: any
+ * key whose last part names a command, a program or a helper.  Values that
+ * turn a feature off ("false", a pager.<cmd> boolean) are harmless.
+ */
+static bool git_entry_runs_program(const char *key, const char *value)
+{
+	static const char *const sections[] = { "filter", "gpg", "man", "browser",
+						"difftool", "mergetool", NULL };
+	static const char *const names[] = {
+		"fsmonitor", "pager", "sshcommand", "gitproxy", "askpass", "editor",
+		"hookspath", "external", "textconv", "command", "cmd", "driver",
+		"program", "uploadpack", "receivepack", "process", "clean", "smudge",
+		"proxycommand", "viewer", "tool", NULL
+	};
+	static const char *const off[] = { "false", "no", "off", "0", "", NULL };
+	const char *dot = strchr(key, '.'), *last = strrchr(key, '.');
+	size_t slen = dot ? (size_t)(dot - key) : strlen(key);
+	bool hit = false;
+
+	for (size_t i = 0; sections[i] && !hit; i++)
+		hit = strlen(sections[i]) == slen && strncmp(key, sections[i], slen) == 0;
+	for (size_t i = 0; names[i] && !hit && last; i++)
+		hit = strcmp(last + 1, names[i]) == 0;
+	/* pager.<cmd> and core.fsmonitor may be set to false. */
+	if (hit && (strncmp(key, "pager.", 6) == 0 || strcmp(key, "core.fsmonitor") == 0) &&
+	    value) {
+		for (size_t i = 0; off[i]; i++)
+			if (strcasecmp(value, off[i]) == 0)
+				return false;
+		if (strncmp(key, "pager.", 6) == 0 &&
+		    (strcasecmp(value, "true") == 0 || strcasecmp(value, "yes") == 0 ||
+		     strcasecmp(value, "on") == 0 || strcmp(value, "1") == 0))
+			return false;
+	}
+	return hit;
+}
+
+/*
+ * In read_only mode, refuse a git whose configuration (the repository's
+ * own, its includes, the environment's ~/.gitconfig and /etc/gitconfig,
+ * all writable by a standard-mode agent before) would make it run a
+ * program: `git [GLOBALS] config --list -z` is read first, with the
+ * caller's -C and -c, in the same confinement.  The overrides t_git adds
+ * close the race for the keys with a fixed name; this closes the rest
+ * (filter and diff drivers, whose names the repository chooses).
+ */
+static sg_err git_config_guard(struct tctx *t, json_t *args, size_t sub, const char *cwd,
+			       json_t *env)
+{
+	struct sg_strv av = SG_STRV_INIT;
+	struct sg_exec_result r;
+	sg_err rc;
+
+	sg_exec_result_init(&r, SG_GIT_CONFIG_MAX);
+	rc = sg_strv_add(&av, "git") ? SG_E_INTERNAL : SG_OK;
+	for (size_t i = 0; !rc && i < sub; i++)
+		rc = sg_strv_add(&av, json_string_value(json_array_get(args, i)))
+			     ? SG_E_INTERNAL : SG_OK;
+	if (!rc)
+		rc = sg_strv_addv(&av, (const char *[]){ "config", "--list", "-z", NULL })
+			     ? SG_E_INTERNAL : SG_OK;
+	if (rc) {
+		rc = sg_err_set(&t->op->err, SG_E_INTERNAL, "out of memory");
+		goto out;
+	}
+	rc = exec_argv(t, sg_strv_get(&av), cwd, env, NULL, 0, SG_COMMAND_TIMEOUT_MS, false,
+		       &r);
+	if (rc)
+		goto out;
+	if (r.exit_code != 0 || r.signal || r.truncated || r.timed_out) {
+		rc = sg_err_set(&t->op->err, SG_E_PERMISSION,
+				"read_only git reads the configuration first and could not "
+				"(exit %d%s): %.200s", r.exit_code,
+				r.truncated ? ", more than the limit" : "",
+				r.err.p ? r.err.p : "");
+		goto out;
+	}
+	/* Entries are KEY NUL or KEY LF VALUE NUL. */
+	for (size_t at = 0; at < r.out.len && !rc;) {
+		/* p[len] is 0 (buf.h), so the last entry ends too. */
+		char *e = r.out.p + at, *nl;
+		size_t n = strlen(e);
+
+		nl = strchr(e, '\n');
+		if (nl)
+			*nl = '\0';
+		if (git_entry_runs_program(e, nl ? nl + 1 : NULL))
+			rc = sg_err_set(&t->op->err, SG_E_PERMISSION,
+					"git's configuration sets %.100s, which runs a program; "
+					"read_only git refuses to run with it (remove it in "
+					"standard mode, or use standard mode)", e);
+		at += n + 1;
+	}
+out:
+	sg_exec_result_release(&r);
+	sg_strv_release(&av);
+	return rc;
+}
+
+/*
+ * In read_only mode, git runs only reading subcommands after harmless
+ * global options (protocol section 10); SG_E_PERMISSION otherwise.
+ */
+static sg_err git_read_only(struct tctx *t, json_t *args, const char *cwd, size_t *sub)
+{
+	json_t *rest;
+	bool reads;
+	sg_err rc;
+
+	*sub = 0;
+	rc = git_globals(t, args, cwd, sub);
+	if (rc)
+		return rc;
+	rest = json_array();
+	for (size_t i = *sub; i < json_array_size(args); i++)
+		json_array_append(rest, json_array_get(args, i));
+	reads = git_reads_only(rest);
+	json_decref(rest);
+	if (!reads)
+		return sg_err_set(&t->op->err, SG_E_PERMISSION,
+				  "git %s may write, and the permission mode is read_only",
+				  json_string_value(json_array_get(args, *sub)));
+	return SG_OK;
+}
+
+/* git's `args` and `cwd`, checked; borrowed from t->a. */
+static sg_err git_args(struct tctx *t, json_t **args, const char **cwd)
+{
+	sg_err rc = sg_arg_str(t->a, "cwd", false, cwd, &t->op->err);
+
+	if (!rc)
+		rc = sg_arg_strings(t->a, "args", args, &t->op->err);
+	if (!rc && (!*args || json_array_size(*args) == 0))
+		rc = sg_err_set(&t->op->err, SG_E_INVALID_ARGUMENT,
+				"`args` must be a non-empty array (the argv after `git`)");
+	return rc;
+}
+
 static sg_err t_git(struct tctx *t, json_t **result)
 {
 	const char *cwd = NULL;
@@ -725,34 +885,30 @@ static sg_err t_git(struct tctx *t, json_t **result)
 	size_t sub = 0;
 	sg_err rc;
 
-	ARG_STR("cwd", false, cwd);
-	rc = sg_arg_strings(t->a, "args", &args, &t->op->err);
+	rc = git_args(t, &args, &cwd);
+	if (!rc && t->mode == SG_CONFINE_READ_ONLY)
+		rc = git_read_only(t, args, cwd, &sub);
 	if (rc)
 		return rc;
-	if (!args || json_array_size(args) == 0)
-		return sg_err_set(&t->op->err, SG_E_INVALID_ARGUMENT,
-				  "`args` must be a non-empty array (the argv after `git`)");
-	if (t->mode == SG_CONFINE_READ_ONLY) {
-		json_t *rest;
-		bool reads;
-
-		rc = git_globals(t, args, cwd, &sub);
-		if (rc)
-			return rc;
-		rest = json_array();
-		for (size_t i = sub; i < json_array_size(args); i++)
-			json_array_append(rest, json_array_get(args, i));
-		reads = git_reads_only(rest);
-		json_decref(rest);
-		if (!reads)
-			return sg_err_set(&t->op->err, SG_E_PERMISSION,
-					  "git %s may write, and the permission mode is read_only",
-					  json_string_value(json_array_get(args, sub)));
-	}
 	env = json_pack("{s:s}", "GIT_TERMINAL_PROMPT", "0");
-	if (t->mode == SG_CONFINE_READ_ONLY)
+	if (t->mode == SG_CONFINE_READ_ONLY) {
 		json_object_set_new(env, "GIT_OPTIONAL_LOCKS", json_string("0"));
-	rc = sg_strv_add(&av, "git");
+		json_object_set_new(env, "GIT_PAGER", json_string("cat"));
+		rc = git_config_guard(t, args, sub, cwd, env);
+	}
+	if (!rc)
+		rc = sg_strv_add(&av, "git");
+	/*
+	 * The command line outranks every configuration file, so these keys
+	 * stay off even if the files change after the guard read them.
+	 */
+	if (!rc && t->mode == SG_CONFINE_READ_ONLY)
+		rc = sg_strv_addv(&av, (const char *[]){
+			"-c", "core.fsmonitor=false", "-c", "core.pager=cat",
+			"-c", "core.hooksPath=/dev/null", "-c", "core.sshCommand=false",
+			"-c", "core.askPass=false", "-c", "credential.helper=",
+			"-c", "protocol.allow=never", "-c", "gpg.program=false",
+			"-c", "log.showSignature=false", NULL });
 	if (!rc)
 		rc = strings_to_strv(args, &av);
 	if (!rc)
@@ -788,48 +944,94 @@ json_t *sg_tools_names(void)
 	return names;
 }
 
-sg_err sg_tools_execute(struct sg_op *op, json_t **out)
+/*
+ * The checks every execute passes before anything runs, here or at a
+ * peer: the tool's name, the permission mode, `call.arguments` as a JSON
+ * object (t->a, new), and what read_only refuses.  *tool is the
+ * catalogue's entry, NULL for a tool only a peer knows.
+ */
+static sg_err precheck(struct tctx *t, const struct tool **tool)
 {
-	struct tctx t = { .op = op, .s = op->s };
-	const struct tool *tool = NULL;
+	struct sg_op *op = t->op;
 	const char *name = NULL;
 	json_t *call = json_object_get(op->data, "call");
 	json_t *args = json_object_get(call, "arguments");
 	struct sg_errinfo why = { 0 };
 	sg_err rc;
 
-	*out = NULL;
+	*tool = NULL;
 	rc = sg_arg_str(op->data, "tool", true, &name, &op->err);
 	if (rc)
 		return rc;
 	for (size_t i = 0; i < sizeof(catalogue) / sizeof(catalogue[0]); i++)
 		if (strcmp(catalogue[i].name, name) == 0)
-			tool = &catalogue[i];
-	if (!tool)
+			*tool = &catalogue[i];
+	if (!*tool && !t->s->relay)
 		return sg_err_set(&op->err, SG_E_INVALID_ARGUMENT,
 				  "unknown tool `%.64s`", name);
-	op->tool = tool->name;
-	rc = sg_arg_mode(op->data, &t.mode, &op->err);
+	/* Borrowed from the request, which the op owns. */
+	op->tool = *tool ? (*tool)->name : name;
+	rc = sg_arg_mode(op->data, &t->mode, &op->err);
 	if (rc)
 		return rc;
 	if (!json_is_object(call) || !json_is_string(args))
 		return sg_err_set(&op->err, SG_E_INVALID_ARGUMENT,
 				  "`call.arguments` must be a string holding a JSON object");
 	rc = sg_json_parse(json_string_value(args), json_string_length(args),
-			   SG_JSON_REJECT_DUPLICATES, &t.a, &why);
-	if (rc || !json_is_object(t.a)) {
-		json_decref(t.a);
+			   SG_JSON_REJECT_DUPLICATES, &t->a, &why);
+	if (rc || !json_is_object(t->a)) {
+		json_decref(t->a);
+		t->a = NULL;
 		if (rc == SG_E_INTERNAL)
 			return sg_err_set(&op->err, rc, "out of memory");
 		return sg_err_set(&op->err, SG_E_INVALID_ARGUMENT,
 				  "`call.arguments` is not a JSON object%s%s",
 				  rc ? ": " : "", rc ? why.msg : "");
 	}
-	if (tool->writes && t.mode == SG_CONFINE_READ_ONLY)
-		rc = sg_err_set(&op->err, SG_E_PERMISSION,
-				"%s writes, and the permission mode is read_only",
-				tool->name);
-	else if (tool->writes && t.s->profile->mount_read_only)
+	if (t->mode != SG_CONFINE_READ_ONLY)
+		return SG_OK;
+	/* Never fail open: a peer's own tool may write, for all sandgate knows. */
+	if (!*tool)
+		return sg_err_set(&op->err, SG_E_PERMISSION,
+				  "`%.64s` is the peer's own tool, which sandgate cannot tell "
+				  "to be read-only, and the permission mode is read_only", name);
+	if ((*tool)->writes)
+		return sg_err_set(&op->err, SG_E_PERMISSION,
+				  "%s writes, and the permission mode is read_only",
+				  (*tool)->name);
+	if ((*tool)->run == t_git && t->s->relay) {
+		const char *cwd = NULL;
+		json_t *gargs = NULL;
+		size_t sub;
+
+		rc = git_args(t, &gargs, &cwd);
+		if (!rc)
+			rc = git_read_only(t, gargs, cwd, &sub);
+	}
+	return rc;
+}
+
+sg_err sg_tools_precheck(struct sg_op *op)
+{
+	struct tctx t = { .op = op, .s = op->s };
+	const struct tool *tool;
+	sg_err rc = precheck(&t, &tool);
+
+	json_decref(t.a);
+	return rc;
+}
+
+sg_err sg_tools_execute(struct sg_op *op, json_t **out)
+{
+	struct tctx t = { .op = op, .s = op->s };
+	const struct tool *tool = NULL;
+	sg_err rc;
+
+	*out = NULL;
+	rc = precheck(&t, &tool);
+	if (rc)
+		goto out;
+	if (tool->writes && t.s->profile->mount_read_only)
 		rc = sg_err_set(&op->err, SG_E_PERMISSION,
 				"%s writes, and the workspace is mounted read-only "
 				"(mount_read_only)", tool->name);
@@ -837,6 +1039,7 @@ sg_err sg_tools_execute(struct sg_op *op, json_t **out)
 		rc = tool->run(&t, out);
 	if (!rc && *out)
 		op->tool_failed = json_is_true(json_object_get(*out, "is_error"));
+out:
 	json_decref(t.a);
 	return rc;
 }

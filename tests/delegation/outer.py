@@ -31,6 +31,7 @@ Exit status: 0 when the peer cleaned up and exited 0; 1 otherwise.
 Python 3 standard library only.
 """
 
+import io
 import json
 import os
 import signal
@@ -115,7 +116,9 @@ class Relay:
             self.answer(rid, why)
 
     def read_peer(self):
-        f = self.peer.stdout
+        # Unbuffered pipe (bufsize=0, for the writes): read it through a
+        # buffer, or readline costs one read(2) per byte.
+        f = io.BufferedReader(self.peer.stdout, 1 << 16)
         while True:
             try:
                 line = f.readline()

@@ -11,6 +11,11 @@
 #   modal-cloud  Modal itself: opt-in, only with SANDGATE_E2E_MODAL=1 and
 #             MODAL_TOKEN_ID/MODAL_TOKEN_SECRET or ~/.modal.toml; skipped
 #             otherwise
+#   vercel    the fake Vercel on 127.0.0.1 (tests/fakes/vercel/server.mjs); after
+#             the suite, the fake's own state must show nothing running
+#   vercel-cloud  Vercel itself: opt-in, only with SANDGATE_E2E_VERCEL=1 and
+#             VERCEL_TOKEN + VERCEL_TEAM_ID + VERCEL_PROJECT_ID (or
+#             VERCEL_OIDC_TOKEN); skipped otherwise
 #   singularity  the fake apptainer (tests/fakes/apptainer/): real instances
 #             under bubblewrap, as root; skipped without root or bubblewrap
 #   singularity-real  a real apptainer on PATH and SANDGATE_E2E_SIF=image.sif:
@@ -120,6 +125,53 @@ EOF2
 	export SANDGATE_TEST_CONFIG="$work/config.json" SANDGATE_TEST_PROFILE=modal
 	export SANDGATE_TEST_SLACK="${SANDGATE_TEST_SLACK:-10}"
 	;;
+vercel)
+	command -v bwrap >/dev/null || { echo "run-against: bwrap is missing; skipped" >&2; exit 77; }
+	command -v node >/dev/null || { echo "run-against: node is missing; skipped" >&2; exit 77; }
+	start_fake "$top/tests/fakes/vercel/server.mjs" --port 0 --exec-mode bwrap
+	cat >"$work/config.json" <<EOF2
+{"default": "vercel", "profiles": {"vercel": {"backend": "vercel",
+ "team": "team_fake", "project": "prj_fake", "api_url": "http://127.0.0.1:$port"}}}
+EOF2
+	export VERCEL_TOKEN=test-token
+	export SANDGATE_TEST_CONFIG="$work/config.json" SANDGATE_TEST_PROFILE=vercel
+	# What really exists at the provider, for the no-leak checks.
+	export SANDGATE_TEST_FAKE_URL="http://127.0.0.1:$port"
+	export SANDGATE_TEST_SLACK="${SANDGATE_TEST_SLACK:-4}"
+	cd "$here"
+	status=0
+	PYTHONDONTWRITEBYTECODE=1 python3 -m unittest discover -p 'test_*.py' || status=$?
+	# Whatever the suite did, nothing may be left running at the provider.
+	python3 - "$SANDGATE_TEST_FAKE_URL" <<'EOF3' || status=1
+import json, sys, urllib.request
+with urllib.request.urlopen(sys.argv[1] + "/__fake/state", timeout=30) as r:
+    st = json.load(r)
+if st["runningSessions"] or st["liveProcesses"]:
+    print("run-against: the fake Vercel still runs sessions %s (%d processes)"
+          % (st["runningSessions"], st["liveProcesses"]), file=sys.stderr)
+    sys.exit(1)
+print("run-against: the fake Vercel runs nothing (%d sandboxes kept, all stopped)"
+      % len(st["sandboxes"]))
+EOF3
+	exit "$status"
+	;;
+vercel-cloud)
+	if [ "${SANDGATE_E2E_VERCEL:-}" != 1 ]; then
+		echo "SKIP: set SANDGATE_E2E_VERCEL=1 (and VERCEL_TOKEN, VERCEL_TEAM_ID, VERCEL_PROJECT_ID or VERCEL_OIDC_TOKEN) to run against Vercel itself"
+		exit 77
+	fi
+	if [ -z "${VERCEL_OIDC_TOKEN:-}" ] && { [ -z "${VERCEL_TOKEN:-}" ] || [ -z "${VERCEL_TEAM_ID:-}" ] || [ -z "${VERCEL_PROJECT_ID:-}" ]; }; then
+		echo "SKIP: SANDGATE_E2E_VERCEL=1 but no credentials: set VERCEL_TOKEN, VERCEL_TEAM_ID and VERCEL_PROJECT_ID, or VERCEL_OIDC_TOKEN"
+		exit 77
+	fi
+	work=$(mktemp -d)
+	trap 'rm -rf "$work"' EXIT
+	cat >"$work/config.json" <<EOF2
+{"default": "vercel", "profiles": {"vercel": {"backend": "vercel"}}}
+EOF2
+	export SANDGATE_TEST_CONFIG="$work/config.json" SANDGATE_TEST_PROFILE=vercel
+	export SANDGATE_TEST_SLACK="${SANDGATE_TEST_SLACK:-10}"
+	;;
 singularity)
 	fake="$top/tests/fakes/apptainer"
 	[ "$(id -u)" -eq 0 ] || { echo "run-against: the fake apptainer needs root (namespaces, cgroups, overlays); skipped" >&2; exit 77; }
@@ -161,7 +213,7 @@ EOF2
 	export SANDGATE_TEST_SLACK="${SANDGATE_TEST_SLACK:-5}"
 	;;
 *)
-	echo "usage: run-against.sh ssh|daytona|daytona-cloud|modal|modal-cloud|singularity|singularity-real" >&2
+	echo "usage: run-against.sh ssh|daytona|daytona-cloud|modal|modal-cloud|singularity|singularity-real|vercel|vercel-cloud" >&2
 	exit 2
 	;;
 esac

@@ -27,6 +27,7 @@ Python 3 standard library only.
 
 import base64
 import collections
+import io
 import json
 import os
 import random
@@ -245,7 +246,10 @@ class Gateway:
     # ---- reading -------------------------------------------------------
 
     def _read_stdout(self):
-        f = self.proc.stdout
+        # The pipe is unbuffered (bufsize=0) for the writes; readline on
+        # it would make one read(2) per byte, minutes for a 4 MiB export
+        # reply, so this thread reads through its own buffer.
+        f = io.BufferedReader(self.proc.stdout, 1 << 16)
         while True:
             try:
                 line = f.readline()

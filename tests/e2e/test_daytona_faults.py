@@ -28,12 +28,10 @@ import subprocess
 import tempfile
 import time
 import unittest
-import urllib.request
 
+from fakeserver import FakeServer
 from sgclient import BIN, GatewayTestCase, unique
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-SERVER = os.path.join(HERE, "..", "fakes", "daytona", "server.mjs")
 KEY = "fault-key-" + unique("k")
 
 
@@ -41,42 +39,16 @@ def have(prog):
     return shutil.which(prog) is not None
 
 
-class Fake:
+class Fake(FakeServer):
     """The fake Daytona on a free loopback port; stopped by closing its stdin."""
 
     def __init__(self):
-        self.proc = subprocess.Popen(
-            ["node", SERVER, "--port", "0", "--exec-mode", "bwrap", "--exec-limit-ms", "5000",
-             "--transition-ms", "40", "--api-key", KEY],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
-        line = self.proc.stdout.readline().decode()
-        if not line.startswith("LISTENING "):
-            self.stop()
-            raise unittest.SkipTest("the fake Daytona did not start")
-        self.base = "http://127.0.0.1:%d" % int(line.split()[1])
-
-    def admin(self, method, path, body=None):
-        data = json.dumps(body).encode() if body is not None else None
-        req = urllib.request.Request(self.base + path, data=data, method=method,
-                                     headers={"Content-Type": "application/json"})
-        with urllib.request.urlopen(req, timeout=30) as r:
-            text = r.read()
-        return json.loads(text) if text else None
-
-    def fault(self, *faults):
-        self.admin("POST", "/__fake/faults", list(faults))
+        super().__init__("daytona", "--exec-mode", "bwrap", "--exec-limit-ms", "5000",
+                         "--transition-ms", "40", "--api-key", KEY)
 
     def sandboxes(self):
         """Every sandbox the fake still has, in whatever state."""
         return self.admin("GET", "/__fake/state")["sandboxes"]
-
-    def stop(self):
-        try:
-            self.proc.stdin.close()
-            self.proc.wait(10)
-        except Exception:
-            self.proc.kill()
-            self.proc.wait(10)
 
 
 class OnFakeDaytona:

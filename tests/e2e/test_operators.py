@@ -20,6 +20,15 @@ from sgclient import (BIN, CONFIG, PROFILE, GatewayTestCase, Gateway, Marker,
 
 LIFETIME = 1  # seconds: what the binding asks for, so expiry comes quickly
 
+# Behind relaying sandgates (tests/delegation/chain.py) the crash point is
+# the innermost gateway's; the relay the test talks to reports its peer's
+# death with a non-zero status of its own instead of dying by SIGKILL.
+RELAYED = bool(os.environ.get("SG_CHAIN_BIN"))
+
+
+def crashed(code):
+    return code != 0 if RELAYED else code == -signal.SIGKILL
+
 
 def envs(state_dir, *args):
     argv = [BIN, "envs", *args, "--state-dir", state_dir]
@@ -68,10 +77,15 @@ class Operators(GatewayTestCase):
             import urllib.request
             with urllib.request.urlopen(fake + "/__fake/state", timeout=30) as r:
                 state = json.load(r)
-            # Daytona's fake says "state", Modal's "running".
-            alive = [s["id"] for s in state.get("sandboxes", [])
-                     if s.get("state") not in ("destroyed", "destroying")
-                     and s.get("running", True)]
+            if "runningSessions" in state:
+                # The fake Vercel: named sandboxes (this file's are "sg-ops-…").
+                alive = [s["name"] for s in state.get("sandboxes", [])
+                         if s["name"].startswith("sg-ops")]
+            else:
+                # Daytona's fake says "state", Modal's "running".
+                alive = [s["id"] for s in state.get("sandboxes", [])
+                         if s.get("state") not in ("destroyed", "destroying")
+                         and s.get("running", True)]
             self.assertEqual(alive, [], "sandboxes remain at the provider")
         # The singularity backend's real state: the runtime's instances
         # (this file's identities are "ops-…", so their instances "sg-ops-…").
@@ -99,7 +113,7 @@ class Operators(GatewayTestCase):
         if point in ("provision:intent", "adapter:created", "provision:created", "ready"):
             gw.request("initialize", gw.make_binding(**b), token="t")
             code, _ = gw.wait_exit(60)
-            self.assertEqual(code, -signal.SIGKILL, "the gateway did not stop at " + point)
+            self.assertTrue(crashed(code), "the gateway did not stop at %s (%s)" % (point, code))
         else:
             gw.initialize(**b)
             marker = Marker()
@@ -110,7 +124,8 @@ class Operators(GatewayTestCase):
             else:
                 gw.close_stdin()
                 code, _ = gw.wait_exit(60)
-                self.assertEqual(code, -signal.SIGKILL, "the gateway did not stop at " + point)
+                self.assertTrue(crashed(code),
+                                "the gateway did not stop at %s (%s)" % (point, code))
         time.sleep(LIFETIME + 0.5)
         rc, out, err = envs(state, "gc")
         self.assertEqual(rc, 0, "envs gc failed: %s %s" % (out, err))

@@ -5,11 +5,14 @@ Each test here failed on the code before the change: braces in glob found
 nothing, capped grep answers changed from call to call, a long matching
 line was dropped, a bad regex lost its explanation, long command output
 lost its end, a binary file came back as escaped noise, /tmp was not
-writable in standard mode, and `git -C . status` was refused in read_only.
+writable in standard mode, `git -C . status` was refused in read_only, and
+a read_only `git status` ran the programs a standard-mode agent had put in
+the repository's configuration.
 """
 
 import base64
 import hashlib
+import json
 import os
 import re
 
@@ -89,6 +92,21 @@ class Results(GatewayTestCase):
         self.assertEqual(md["count"], 10000)
         last = res["content"].rstrip("\n").splitlines()[-1]
         self.assertRegex(last, r"^\[truncated: 10000 of 10010 matching files shown")
+
+    def test_list_dir_truncation_said_in_content(self):
+        self.sh("mkdir -p many/sub && echo x > many/sub/deep.txt && cd many && "
+                "seq -f 'f%05g' 1 10005 | xargs touch")
+        res = self.gw.tool_ok("list_dir", {"path": self.p("many"), "depth": 2})
+        md = res["metadata"]
+        self.assertIs(md["truncated"], True)
+        self.assertEqual(md["entries"], 10000)
+        lines = res["content"].rstrip("\n").splitlines()
+        self.assertEqual(len(lines), 10001)
+        self.assertEqual(lines[-1], "[truncated: the first 10000 entries shown; list a "
+                         "subdirectory, or a smaller depth, for the rest]")
+        # Whole listings say nothing.
+        res = self.gw.tool_ok("list_dir", {"path": self.p("many/sub")})
+        self.assertNotIn("[truncated", res["content"])
 
     # ---- grep ---------------------------------------------------------------
 
@@ -247,11 +265,10 @@ class Results(GatewayTestCase):
     # ---- a private, writable /tmp ------------------------------------------
 
     def test_tmp_is_private_and_writable(self):
+        # The ssh harness keeps its environments out of /tmp so that this
+        # runs there too (an ssh environment under /tmp keeps the host's
+        # /tmp, docs/tools.md).
         name = unique("sg-e2e-tmp")
-        if self.gw.backend == "ssh" and self.gw.sh("echo x > /tmp/%s-probe" % name)["is_error"]:
-            # An ssh environment that lives under /tmp (the test harness's)
-            # keeps the host's /tmp, read-only in standard (docs/tools.md).
-            self.skipTest("this ssh environment's directory is under /tmp")
         for mode in ("standard", "full"):
             with self.subTest(mode=mode):
                 f = "/tmp/%s-%s" % (name, mode)
@@ -309,3 +326,49 @@ class Results(GatewayTestCase):
                 self.assertEqual(code_of(err), code)
         self.assertEqual(self.gw.sh_ok("test -e %s && echo ran || echo clean" % marker),
                          "clean\n")
+
+    def test_git_read_only_never_runs_the_repository_programs(self):
+        # The attacker: a standard-mode agent writes programs into the
+        # repository's own configuration (and an include, and ~/.gitconfig);
+        # a read_only caller's `git status` / `diff` / `log -p` must not run
+        # them.  The program says so on stderr (read_only cannot write).
+        self.git_repo()
+        self.sh("printf '#!/bin/sh\\necho SG-PWNED \"$0\" >&2\\ncat\\n' > evil.sh && "
+                "chmod +x evil.sh && echo b >> sub/a.txt")
+        evil = self.sh("pwd").strip() + "/evil.sh"
+        attacks = [
+            ("core.fsmonitor", "git config core.fsmonitor %s" % evil),
+            ("diff.external", "git config diff.external %s" % evil),
+            ("filter.x.clean", "echo '*.txt filter=x' > .git/info/attributes && "
+                               "git config filter.x.clean %s" % evil),
+            ("filter.x.process", "echo '*.txt filter=x' > .git/info/attributes && "
+                                 "git config filter.x.process %s" % evil),
+            ("diff.c.textconv", "echo '*.txt diff=c' > .gitattributes && "
+                                "git config diff.c.textconv %s" % evil),
+            ("diff.c.command", "echo '*.txt diff=c' > .gitattributes && "
+                               "git config diff.c.command %s" % evil),
+            ("core.pager", "git config core.pager %s" % evil),
+            ("core.hooksPath", "git config core.hooksPath /tmp"),
+            ("core.fsmonitor", "printf '[core]\\n\\tfsmonitor = %s\\n' > inc.cfg && "
+                               "git config include.path $PWD/inc.cfg" % evil),
+            ("core.fsmonitor", "git config --global core.fsmonitor %s" % evil),
+        ]
+        for key, setup in attacks:
+            with self.subTest(attack=setup):
+                self.sh("rm -f .gitattributes .git/info/attributes inc.cfg; "
+                        "git config --global --remove-section core 2>/dev/null; "
+                        "cp .git/config.sg-clean .git/config 2>/dev/null || "
+                        "cp .git/config .git/config.sg-clean; " + setup)
+                for args in (["status"], ["diff"], ["log", "-p", "-1"], ["show"],
+                             ["-C", "sub", "diff", "a.txt"]):
+                    reply = self.gw.execute("git", {"args": args, "cwd": self.d},
+                                            "read_only")
+                    self.assertNotIn("SG-PWNED", json.dumps(reply), args)
+                err = self.gw.tool_error("git", {"args": ["status"], "cwd": self.d},
+                                         "read_only")
+                self.assertEqual(code_of(err), "permission_denied")
+                self.assertIn(key.lower(), err.lower())
+        self.sh("git config --global --remove-section core 2>/dev/null; "
+                "cp .git/config.sg-clean .git/config; rm -f .gitattributes")
+        # A clean repository still answers.
+        self.gw.tool_ok("git", {"args": ["status"], "cwd": self.d}, "read_only")

@@ -11,11 +11,14 @@ another profile, without root, or without bubblewrap.
 """
 
 import glob
+import hashlib
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import threading
 
@@ -157,9 +160,48 @@ class SingularityBackend(GatewayTestCase):
         self.assertNotIn("BOUND", out)
         self.assertNotIn("EVIL", out)
 
+    # ---- images: docker:// and oras:// through a registry, sandbox dirs -----
+
+    def registry(self, tags):
+        """The fake registry (tests/fakes/apptainer/registry.py) serving
+        team/tool with two manifests; tags maps a tag to a manifest's index.
+        Returns (host:port, digests)."""
+        self.reg_state = os.path.join(self.dir, "registry.json")
+        manifests = [json.dumps({"schemaVersion": 2, "layers": [], "n": n}) for n in (0, 1)]
+        self.set_tags(tags, manifests)
+        proc = subprocess.Popen([sys.executable, os.path.join(FAKE_DIR, "registry.py"),
+                                 self.reg_state], stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, text=True)
+        self.addCleanup(lambda: (proc.stdin.close(), proc.wait(10), proc.stdout.close()))
+        port = int(proc.stdout.readline().split()[1])
+        self.reg_proc = proc
+        return "127.0.0.1:%d" % port, ["sha256:" + hashlib.sha256(m.encode()).hexdigest()
+                                       for m in manifests]
+
+    def set_tags(self, tags, manifests=None):
+        if manifests is None:
+            with open(self.reg_state) as f:
+                manifests = json.load(f)["team/tool"]["manifests"]
+        with open(self.reg_state + ".new", "w") as f:
+            json.dump({"team/tool": {"manifests": manifests, "tags": tags}}, f)
+        os.rename(self.reg_state + ".new", self.reg_state)
+
+    def reg_requests(self):
+        try:
+            with open(self.reg_state + ".log") as f:
+                return f.read().splitlines()
+        except FileNotFoundError:
+            return []
+
+    def builds(self, ref_part):
+        with open(self.log) as f:
+            return [json.loads(l) for l in f if '"build"' in l and ref_part in l]
+
     def test_docker_image_converted_once(self):
+        host, digests = self.registry({"v1": 0})
+        ref = "docker://%s/team/tool:v1" % host
         state = os.path.join(self.dir, "dstate")
-        gws = [self.gw_with({"image": "docker://debian:12"}, {"FAKE_APPTAINER_BUILD_SECONDS": "2"},
+        gws = [self.gw_with({"image": ref}, {"FAKE_APPTAINER_BUILD_SECONDS": "2"},
                             state=state) for _ in range(2)]
         errors = []
 
@@ -174,11 +216,113 @@ class SingularityBackend(GatewayTestCase):
         for t in threads:
             t.join()
         self.assertEqual(errors, [])
-        with open(self.log) as f:
-            builds = [l for l in f if '"build"' in l and "docker://debian:12" in l]
-        # The setUp build, and exactly one conversion for both sessions.
-        self.assertEqual(len(builds), 2, builds)
+        builds = self.builds("team/tool")
+        # Exactly one conversion for both sessions, of the tag pinned to its
+        # digest, over http since the registry is on loopback.
+        self.assertEqual(len(builds), 1, builds)
+        self.assertEqual(builds[0][-1], "docker://%s/team/tool@%s" % (host, digests[0]))
+        self.assertIn("--no-https", builds[0])
         self.assertEqual(len(glob.glob(os.path.join(state, "singularity", "images", "*.sif"))), 1)
+
+    def test_moved_tag_is_converted_again(self):
+        host, digests = self.registry({"v1": 0})
+        ref = "docker://%s/team/tool:v1" % host
+        state = os.path.join(self.dir, "mstate")
+        images = os.path.join(state, "singularity", "images")
+        one = self.gw_with({"image": ref}, state=state)
+        self.assertEqual(one.initialize(timeout=180)["environment"]["facts"]["runtime"]["image_digest"], digests[0])
+        # The tag did not move: the cached SIF, no second conversion.
+        two = self.gw_with({"image": ref}, state=state)
+        self.assertEqual(two.initialize(timeout=180)["environment"]["facts"]["runtime"]["image_digest"], digests[0])
+        self.assertEqual(len(self.builds("team/tool")), 1)
+        # The tag moved: never the stale SIF.
+        self.set_tags({"v1": 1})
+        three = self.gw_with({"image": ref}, state=state)
+        facts = three.initialize(timeout=180)["environment"]["facts"]
+        self.assertEqual(facts["runtime"]["image_digest"], digests[1])
+        builds = self.builds("team/tool")
+        self.assertEqual([b[-1] for b in builds],
+                         ["docker://%s/team/tool@%s" % (host, d) for d in digests])
+        with open(facts["runtime"]["image"], "rb") as f:
+            self.assertIn(("digest %s" % digests[1]).encode(), f.read())
+        self.assertEqual(len(glob.glob(os.path.join(images, "*.sif"))), 2)
+        self.assertEqual(three.sh_ok("echo ran"), "ran\n")
+        # The registry unreachable: a tag is refused, not served from the cache.
+        self.reg_proc.stdin.close()
+        self.reg_proc.wait(10)
+        four = self.gw_with({"image": ref}, state=state)
+        r = four.call("initialize", four.make_binding(), timeout=120, token="tok-x")
+        self.assertIn("error", r)
+        self.assertEqual(code_of(r["error"]), "unavailable", r["error"])
+        self.assertIn("pinned by digest", r["error"])
+
+    def test_digest_pinned_ref_hits_the_cache(self):
+        host, digests = self.registry({"v1": 0})
+        ref = "docker://%s/team/tool@%s" % (host, digests[1])
+        state = os.path.join(self.dir, "pstate")
+        one = self.gw_with({"image": ref}, state=state)
+        self.assertEqual(one.initialize(timeout=180)["environment"]["facts"]["runtime"]["image_digest"], digests[1])
+        self.assertEqual(len(self.builds("team/tool")), 1)
+        asked = len(self.reg_requests())
+        # Later sessions neither convert nor ask the registry, even when
+        # it is gone.
+        self.reg_proc.stdin.close()
+        self.reg_proc.wait(10)
+        two = self.gw_with({"image": ref}, state=state)
+        self.assertEqual(two.initialize(timeout=180)["environment"]["facts"]["runtime"]["image_digest"], digests[1])
+        self.assertEqual(two.sh_ok("echo ran"), "ran\n")
+        self.assertEqual(len(self.builds("team/tool")), 1)
+        self.assertEqual(len(self.reg_requests()), asked)
+
+    def test_oras_ref(self):
+        host, digests = self.registry({"v2": 1})
+        ref = "oras://%s/team/tool:v2" % host
+        gw = self.gw_with({"image": ref}, state=os.path.join(self.dir, "ostate"))
+        self.assertEqual(gw.initialize(timeout=180)["environment"]["facts"]["runtime"]["image_digest"], digests[1])
+        self.assertEqual(gw.sh_ok("echo ran"), "ran\n")
+        builds = self.builds("team/tool")
+        self.assertEqual(len(builds), 1)
+        self.assertEqual(builds[0][-1], "oras://%s/team/tool@%s" % (host, digests[1]))
+        # Both kinds of request: the anonymous token, then the manifest.
+        reqs = self.reg_requests()
+        self.assertIn("GET /token?service=fake-registry&scope=repository:team/tool:pull", reqs)
+        self.assertIn("HEAD /v2/team/tool/manifests/v2", reqs)
+
+    def test_sandbox_directory_image(self):
+        # A sandbox (an unpacked root directory) is started as it is: no
+        # conversion, and a non-persistent session leaves it unchanged.
+        box = os.path.join(self.dir, "sandbox")
+        for d in ("bin", "usr/bin", "lib/x86_64-linux-gnu", "lib64", "etc"):
+            os.makedirs(os.path.join(box, d))
+        # sleep: the fake's instance process comes from the image (README.md).
+        progs = ("/bin/sh", "/usr/bin/env", "/bin/cat", "/bin/sleep")
+        for prog in progs:
+            shutil.copy2(os.path.realpath(prog), box + prog)
+        libs = subprocess.run(["ldd"] + list(progs),
+                              capture_output=True, text=True).stdout
+        for lib in set(re.findall(r"(/lib\S*)", libs)):
+            os.makedirs(os.path.dirname(box + lib), exist_ok=True)
+            shutil.copy2(os.path.realpath(lib), box + lib)
+        with open(os.path.join(box, "etc", "sandbox-marker"), "w") as f:
+            f.write("from the sandbox\n")
+        before = sorted(os.path.relpath(os.path.join(r, n), box)
+                        for r, ds, fs in os.walk(box) for n in ds + fs)
+        gw = self.gw_with({"image": box + "/"}, state=os.path.join(self.dir, "bstate"))
+        facts = gw.initialize(timeout=180)["environment"]["facts"]
+        self.assertEqual(facts["runtime"]["image"], box)
+        self.assertNotIn("image_digest", facts["runtime"])
+        self.assertEqual(gw.sh_ok("cat /etc/sandbox-marker"), "from the sandbox\n")
+        # Not the host's root: the host's /etc/os-release is not there.
+        self.assertIs(gw.sh("cat /etc/os-release")["is_error"], True)
+        gw.sh_ok("echo changed > /etc/sandbox-marker; echo new > /etc/new-file", mode="full")
+        self.assertEqual(gw.sh_ok("cat /etc/sandbox-marker"), "changed\n")
+        gw.shutdown()
+        after = sorted(os.path.relpath(os.path.join(r, n), box)
+                       for r, ds, fs in os.walk(box) for n in ds + fs)
+        self.assertEqual(before, after)
+        with open(os.path.join(box, "etc", "sandbox-marker")) as f:
+            self.assertEqual(f.read(), "from the sandbox\n")
+        self.assertEqual(len(self.builds("sandbox")), 0)
 
     def test_crashed_gateway_instance_is_collected(self):
         state = os.path.join(self.dir, "cstate")

@@ -10,7 +10,8 @@
 #                                 started, and keep DIR: a host whose
 #                                 network went away
 #
-# start makes DIR (a fresh temporary directory when none is given) with a
+# start makes DIR (a fresh directory under /var/tmp, or $SG_SSHD_BASE, when
+# none is given: never under /tmp, see below) with a
 # generated host key, a generated client key authorised for the current
 # user, an sshd_config (127.0.0.1 only, a free port, keys only, UsePAM no,
 # StrictModes no), a known_hosts file holding the host key, and config.json
@@ -83,7 +84,12 @@ start() {
 		dir=$1
 		mkdir -p "$dir"
 	else
-		dir=$(mktemp -d "${TMPDIR:-/tmp}/sg-sshd.XXXXXX")
+		# Not under /tmp (nor $TMPDIR, often /tmp): the ssh backend shows
+		# each environment's own directory on /tmp, which it cannot do
+		# for an environment that itself lives under /tmp (docs/ssh.md),
+		# and the tests check that private /tmp.
+		base=${SG_SSHD_BASE:-/var/tmp}
+		dir=$(mktemp -d "$base/sg-sshd.XXXXXX")
 	fi
 	dir=$(cd "$dir" && pwd -P)
 	chmod 700 "$dir"

@@ -709,8 +709,13 @@ static void test_list(void **state)
 	run(f, "list", "--max", "2", NULL);
 	assert_int_equal(num(f, "entries"), 2);
 	assert_true(flag(f, "truncated"));
+	/* The content says so too, as its last line. */
+	assert_non_null(strstr(str(f, "content"),
+			       "\n[truncated: the first 2 entries shown; list a subdirectory, "
+			       "or a smaller depth, for the rest]\n"));
 	run(f, "list", "--max", "4", NULL);
 	assert_false(flag(f, "truncated"));
+	assert_null(strstr(str(f, "content"), "[truncated"));
 
 	run(f, "list", "b", NULL);
 	assert_true(strstr(str(f, "content"), "f 2 b/c.txt\n") != NULL);

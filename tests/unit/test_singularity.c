@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "adapters/adapter.h"
+#include "singularity/registry.h"
 #include "singularity/singularity.h"
 
 /* argv joined with spaces, for readable comparisons. */
@@ -191,6 +192,57 @@ static sg_err validate_with(const char *profile_json, const char *version, doubl
 	return rc;
 }
 
+#define D64 "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+
+/* References as the runtime reads them, and what the cache keys on. */
+static void test_refs(void **state)
+{
+	struct sg_sing_ref r;
+	char *pinned;
+
+	(void)state;
+	assert_true(sg_sing_ref_parse("docker://debian:12", &r));
+	assert_false(r.oras);
+	assert_string_equal(r.host, "docker.io");
+	assert_string_equal(r.api_host, "registry-1.docker.io");
+	assert_string_equal(r.repo, "library/debian");
+	assert_string_equal(r.tag, "12");
+	assert_string_equal(r.digest, "");
+	assert_false(r.plain_http);
+	assert_true(sg_sing_ref_parse("docker://ghcr.io/org/tool", &r));
+	assert_string_equal(r.host, "ghcr.io");
+	assert_string_equal(r.repo, "org/tool");
+	assert_string_equal(r.tag, "latest");
+	assert_true(sg_sing_ref_parse("docker://user/img:v1", &r));
+	assert_string_equal(r.repo, "user/img");
+	assert_true(sg_sing_ref_parse("docker://127.0.0.1:5000/a/b:t@sha256:" D64, &r));
+	assert_string_equal(r.host, "127.0.0.1:5000");
+	assert_string_equal(r.repo, "a/b");
+	assert_string_equal(r.tag, "t");
+	assert_string_equal(r.digest, "sha256:" D64);
+	assert_true(r.plain_http);
+	assert_true(sg_sing_ref_parse("docker://localhost/x@sha256:" D64, &r));
+	assert_string_equal(r.tag, "");
+	assert_true(r.plain_http);
+	assert_true(sg_sing_ref_parse("oras://reg.example:443/sifs/tool:1.0", &r));
+	assert_true(r.oras);
+	assert_string_equal(r.host, "reg.example:443");
+	assert_string_equal(r.repo, "sifs/tool");
+	pinned = sg_sing_ref_pinned(&r, "sha256:" D64);
+	assert_string_equal(pinned, "oras://reg.example:443/sifs/tool@sha256:" D64);
+	free(pinned);
+	/* oras:// names its registry; digests are sha256 of 64 lower-case hex. */
+	assert_false(sg_sing_ref_parse("oras://tool:1", &r));
+	assert_false(sg_sing_ref_parse("docker://a@sha256:abc", &r));
+	assert_false(sg_sing_ref_parse("docker://a@sha512:" D64, &r));
+	assert_false(sg_sing_ref_parse("docker://a@sha256:" "0123456789ABCDEF0123456789abcdef0123456789abcdef0123456789abcdef", &r));
+	assert_false(sg_sing_ref_parse("docker://", &r));
+	assert_false(sg_sing_ref_parse("docker://a:", &r));
+	assert_false(sg_sing_ref_parse("docker://Upper/Case", &r));
+	assert_false(sg_sing_ref_parse("library://a/b", &r));
+	assert_false(sg_sing_ref_parse("/images/x.sif", &r));
+}
+
 static void test_validate(void **state)
 {
 	struct sg_errinfo err;
@@ -236,6 +288,7 @@ int main(void)
 		cmocka_unit_test(test_versions),   cmocka_unit_test(test_scrub),
 		cmocka_unit_test(test_exec_env),   cmocka_unit_test(test_start_argv),
 		cmocka_unit_test(test_exec_argv),  cmocka_unit_test(test_validate),
+		cmocka_unit_test(test_refs),
 	};
 	char here[4096];
 

@@ -1,0 +1,72 @@
+/*
+ * cloud.h - what the cloud adapters (daytona, vercel) share beyond HTTP
+ * and cloudkit.h (names, tags, key=value replies): URL encoding, scrubbing a secret out
+ * of a provider's text, the one set-up script that prepares the inside of
+ * a sandbox (root, sandgate's directories, sg-helper, the probe) and the
+ * reading of its reply, and stdin carried in a command's variables.
+ *
+ * Invariants:
+ *  - The set-up script takes its parameters only from variables (SG_ROOT,
+ *    SG_SHA, SG_SWEEP, SG_UP, SG_PROBE), never spliced into its text, and
+ *    prints key=value lines, then, after "probe<<", the probe's reply.
+ *  - Strings returned as "new" are malloc'd and the caller frees them;
+ *    nothing here keeps state, so every function is thread-safe.
+ */
+#ifndef SG_CLOUD_H
+#define SG_CLOUD_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "adapter.h"
+#include "cloudkit.h"
+#include "base/buf.h"
+
+/* Append s to b percent-encoded for a URL's path or query. */
+sg_err sg_cloud_urlenc(struct sg_buf *b, const char *s) SG_MUST_CHECK;
+
+/* Remove every copy of secret from s, in place (NULL or "" secret: none). */
+void sg_cloud_scrub(char *s, const char *secret);
+
+/*
+ * The set-up script (run by sh with its stderr silenced by itself):
+ * SG_ROOT binding.root, SG_SHA sg-helper's sha256, SG_SWEEP minutes after
+ * which run/ leftovers go; SG_UP, when set, an uploaded copy of sg-helper
+ * to install (install.h); SG_PROBE, when set, runs `sg-helper probe` once
+ * the helper is in place and prints its reply after a line "probe<<".
+ * sandgate's files go to $HOME/.sandgate, or /tmp/.sandgate-<uid> when
+ * root would contain that: ctl/ (proc/, home/, tmp/) and run/.
+ */
+extern const char sg_cloud_setup_sh[];
+
+/* What the set-up reply says (sg_cloud_setup_read). */
+struct sg_cloud_setup {
+	char *base_dir; /* sandgate's directory in the sandbox (new) */
+	bool helper;    /* sg-helper was there, or the upload was installed */
+};
+
+/*
+ * Read the set-up script's reply (modified: the probe is cut off it) for
+ * env: env->probe (when the probe ran), env->ctl_dir, env->helper (at
+ * base_dir/sg-helper-<sha>) and env->own_tmp are set; out->helper says
+ * whether sg-helper is in place (a reply to a set-up given SG_UP is
+ * checked as the installer's, install.h).  backend names the adapter in
+ * sentences.  When !out->helper the caller installs it (install.h) and
+ * clears env->probe, which then describes nothing.
+ */
+sg_err sg_cloud_setup_read(struct sg_env *env, char *reply, const char *sha, bool uploaded,
+			   const char *backend, struct sg_cloud_setup *out,
+			   struct sg_errinfo *err) SG_MUST_CHECK;
+
+/*
+ * Put x's stdin into vars as SG_IN0, SG_IN1... of at most each bytes,
+ * cut between characters, and their names, comma-separated, into names.
+ * False (vars and names untouched beyond what was added) when the stdin
+ * cannot travel that way: more than total bytes, a NUL, or not UTF-8;
+ * the caller then uploads it.  True also for an empty stdin (no names).
+ */
+bool sg_cloud_stdin_vars(const void *data, size_t len, size_t each, size_t total, json_t *vars,
+			 struct sg_buf *names);
+
+#endif

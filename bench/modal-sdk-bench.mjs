@@ -1,0 +1,98 @@
+// bench/modal-sdk-bench.mjs - the official Modal JavaScript SDK (npm `modal`, pinned in
+// tests/fakes/modal/package.json) doing what sgbench's `cloud` set asks of sandgate, against the
+// same fake Modal (tests/fakes/modal/server.mjs) on 127.0.0.1; the measurements are those of
+// bench/cloud-sdk-bench.mjs. The operations, the most direct way the SDK offers:
+//
+//   write_file   sandbox.filesystem.writeText(content, path)
+//   read_file    sandbox.filesystem.readText(path)
+//   stat_path    sandbox.filesystem.stat(path); the fake does not implement the SDK's Stat
+//                operation, so there it is sandbox.exec(['stat', ...]) (said in the results)
+//   run_command  sandbox.exec(argv, {workdir}), stdout and stderr read, then wait()
+//   edit_file    readText, the one occurrence replaced, writeText
+//
+// Paths are under /workspace, the sandbox's workdir. Time to ready runs from apps.fromName through
+// images.fromRegistry('debian:12') and sandboxes.create until the first exec() has resolved (the
+// command has started). The sandbox is terminated at the end.
+//
+//   node bench/modal-sdk-bench.mjs --url http://127.0.0.1:PORT --log http://127.0.0.1:ADMIN/__fake/log
+//        [--n 20] [--runs 3] [--mix bench/cloud-mix.json] [--json FILE] [--sdk-dir tests/fakes/modal]
+//        [--token-id ak-test] [--token-secret as-test]
+//
+// Exit status 0 on success, 1 on any failure, 2 on bad usage.
+
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { loadSdk, main, opsOf, parseArgs, run } from './cloud-sdk-bench.mjs';
+
+const NAME = 'modal-sdk-bench';
+const here = path.dirname(fileURLToPath(import.meta.url));
+const WS = '/workspace';
+
+main(NAME, async () => {
+  const o = parseArgs(NAME, process.argv.slice(2), path.join(here, '..', 'tests', 'fakes', 'modal'),
+    { tokenId: 'ak-test', tokenSecret: 'as-test' });
+  // The SDK's own variables, as a user sets them; the fake's router is dialled without TLS because
+  // the control plane is on loopback.
+  process.env.MODAL_SERVER_URL = o.url;
+  process.env.MODAL_TOKEN_ID = o.tokenId;
+  process.env.MODAL_TOKEN_SECRET = o.tokenSecret;
+  const { sdk, version } = await loadSdk(o.sdkDir, 'modal');
+  const modal = new sdk.ModalClient();
+  const abs = (p) => path.posix.join(WS, p);
+  let sb = null;
+  let statViaExec = false;
+
+  const exec = async (argv) => {
+    const p = await sb.exec(argv, { workdir: WS });
+    const [out, err] = await Promise.all([p.stdout.readText(), p.stderr.readText()]);
+    return { out: out + err, code: await p.wait() };
+  };
+  const readText = (p) => sb.filesystem.readText(abs(p));
+  const writeText = (content, p) => sb.filesystem.writeText(content, abs(p));
+
+  const b = {
+    name: NAME,
+    sdk: 'modal',
+    version,
+    create: async () => {
+      const app = await modal.apps.fromName('sgbench', { createIfMissing: true });
+      const image = modal.images.fromRegistry('debian:12');
+      sb = await modal.sandboxes.create(app, image, { workdir: WS, tags: { 'sgbench.client': 'sdk' } });
+    },
+    // The first exec waits for the task to be ready; it has started when exec() resolves.
+    firstExec: async () => {
+      const p = await sb.exec(['mkdir', '-p', WS], { workdir: '/' });
+      return async () => {
+        if ((await p.wait()) !== 0) throw new Error(`mkdir -p ${WS} failed`);
+      };
+    },
+    setup: async () => {
+      await writeText('x\n', 'sgbench-probe.txt');
+      try {
+        await sb.filesystem.stat(abs('sgbench-probe.txt'));
+      } catch (e) {
+        statViaExec = true;
+        process.stderr.write(`${NAME}: filesystem.stat failed on the fake (${e.message.split('\n')[0]}); stat_path is exec(['stat', ...])\n`);
+      }
+    },
+    exec,
+    ops: opsOf({
+      exec,
+      readText,
+      writeText,
+      stat: async (p) => {
+        if (!statViaExec) return JSON.stringify(await sb.filesystem.stat(abs(p)));
+        const r = await exec(['stat', '-c', '%F %s %Y', abs(p)]);
+        if (r.code !== 0) throw new Error(`stat ${p}: exit ${r.code}: ${r.out}`);
+        return r.out;
+      },
+    }),
+    info: () => ({ stat_path_via: statViaExec ? "exec(['stat', ...]) (the fake has no Stat)" : 'filesystem.stat' }),
+    destroy: async () => {
+      if (sb) await sb.terminate();
+      sb = null;
+      modal.close();
+    },
+  };
+  await run(b, o);
+});

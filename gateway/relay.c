@@ -1,0 +1,1019 @@
+/*
+ * relay.c - the `command` backend: one external protocol-v4 peer behind
+ * this gateway (relay.h).
+ *
+ * Threads: the worker that runs a relayed request sends it and waits on
+ * its own call; the relay's reader thread reads the peer's output, hands
+ * each reply to its call and forwards events to the host; a reaper thread
+ * waits for the peer's exit.  One lock guards the calls and the peer's
+ * state; none is held across a read or a write of a descriptor except the
+ * wire's queue, which never blocks.
+ */
+#define _GNU_SOURCE /* pipe2, dup3 */
+#include "relay.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/limits.h"
+#include "base/log.h"
+#include "base/strv.h"
+#include "budget.h"
+#include "check.h"
+#include "pool.h"
+#include "cli.h"
+#include "registry.h"
+#include "wire.h"
+
+/* A relayed request waiting for its terminal reply. */
+struct call {
+	struct call *next;
+	int64_t id;       /* on the peer's connection */
+	json_t *reply;    /* the reply frame once it came (own ref) */
+	pthread_cond_t cond;
+};
+
+struct sg_relay {
+	struct sg_session *s; /* borrowed */
+	pid_t pid;
+	int to_fd, from_fd;   /* the peer's stdin and stdout, our ends */
+	struct sg_wire *wire;
+	pthread_t reader, reaper;
+	bool have_reader, have_reaper;
+
+	pthread_mutex_t lock;
+	pthread_cond_t changed; /* exited, gone or handed moved */
+	struct call *calls;
+	int64_t next_id;
+	bool input_closed;      /* the peer has seen EOF */
+	bool gone;              /* no reply will come any more */
+	bool exited, killed;
+	int status;             /* waitpid's, once exited */
+	char why[SG_ERR_MSG];   /* why it is gone */
+	uint64_t delivered, handed;
+
+	json_t *methods;        /* the peer's, from its initialize reply */
+	char *token;
+	char *argv0;
+	int64_t grace_ms;
+	int64_t cancel_ms;      /* SG_RELAY_CANCEL_MS, shorter in tests */
+};
+
+/* ---- the peer's process ---------------------------------------------- */
+
+/* The PATH a peer gets when its profile's `env` names none. */
+#define PEER_PATH "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+/*
+ * argv[0] as execve needs it: a name without a slash is looked up in the
+ * peer's own PATH (not sandgate's), before the fork, since the child of a
+ * threaded process may only make async-signal-safe calls.
+ */
+static char *find_program(const char *name, const char *path)
+{
+	char buf[PATH_MAX];
+	const char *p = path;
+
+	if (strchr(name, '/'))
+		return strdup(name);
+	while (p && *p) {
+		size_t n = strcspn(p, ":");
+		int len = snprintf(buf, sizeof(buf), "%.*s/%s", (int)n, p, name);
+
+		if (n && len > 0 && (size_t)len < sizeof(buf) && access(buf, X_OK) == 0)
+			return strdup(buf);
+		p += n + (p[n] == ':');
+	}
+	return NULL;
+}
+
+/* The peer's environment: exactly the profile's `env`, plus PATH. */
+static sg_err peer_env(json_t *env, struct sg_strv *out, const char **path)
+{
+	const char *k;
+	json_t *v;
+	sg_err rc = SG_OK;
+
+	*path = PEER_PATH;
+	json_object_foreach(env, k, v) {
+		if (strcmp(k, "PATH") == 0)
+			*path = json_string_value(v);
+		if (!rc)
+			rc = sg_strv_addf(out, "%s=%s", k, json_string_value(v));
+	}
+	if (!rc && !json_object_get(env, "PATH"))
+		rc = sg_strv_add(out, "PATH=" PEER_PATH);
+	return rc;
+}
+
+static void *reaper_main(void *arg)
+{
+	struct sg_relay *r = arg;
+	int st = 0;
+
+	while (waitpid(r->pid, &st, 0) < 0 && errno == EINTR)
+		;
+	pthread_mutex_lock(&r->lock);
+	r->exited = true;
+	r->status = st;
+	pthread_cond_broadcast(&r->changed);
+	pthread_mutex_unlock(&r->lock);
+	return NULL;
+}
+
+/* In the child: only async-signal-safe calls until execve. */
+static void child(int in, int out, int report, const char *prog,
+		  char *const *argv, char *const *envp)
+{
+	struct sigaction dfl = { .sa_handler = SIG_DFL };
+	sigset_t none;
+	int e;
+
+	/* Ignored signals survive execve: the peer gets the defaults. */
+	sigaction(SIGPIPE, &dfl, NULL);
+	sigaction(SIGTERM, &dfl, NULL);
+	sigaction(SIGINT, &dfl, NULL);
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
+	if (dup2(in, 0) < 0 || dup2(out, 1) < 0)
+		goto fail;
+	execve(prog, argv, envp);
+fail:
+	e = errno;
+	if (write(report, &e, sizeof(e)) < 0)
+		_exit(127);
+	_exit(127);
+}
+
+/* Start the peer with pipes on its stdin and stdout; stderr is ours. */
+static sg_err spawn(struct sg_relay *r, const struct sg_profile *p, struct sg_errinfo *err)
+{
+	json_t *cmd = json_object_get(p->raw, "command"), *v;
+	struct sg_strv argv = SG_STRV_INIT, envp = SG_STRV_INIT;
+	int in[2] = { -1, -1 }, out[2] = { -1, -1 }, rep[2] = { -1, -1 };
+	const char *path = NULL;
+	char *prog = NULL;
+	size_t i;
+	int e = 0;
+	ssize_t n;
+	sg_err rc = SG_OK;
+
+	json_array_foreach(cmd, i, v)
+		if (!rc)
+			rc = sg_strv_add(&argv, json_string_value(v));
+	if (!rc)
+		rc = peer_env(json_object_get(p->raw, "env"), &envp, &path);
+	if (rc) {
+		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
+		goto out;
+	}
+	r->argv0 = strdup(sg_strv_get(&argv)[0]);
+	prog = find_program(sg_strv_get(&argv)[0], path);
+	if (!prog) {
+		rc = sg_err_set(err, SG_E_UNAVAILABLE,
+				"profile \"%s\": the peer %s is not found in its PATH",
+				p->name, sg_strv_get(&argv)[0]);
+		goto out;
+	}
+	if (pipe2(in, O_CLOEXEC) || pipe2(out, O_CLOEXEC) || pipe2(rep, O_CLOEXEC)) {
+		rc = sg_err_set(err, SG_E_INTERNAL, "pipe: %s", strerror(errno));
+		goto out;
+	}
+	r->pid = fork();
+	if (r->pid < 0) {
+		rc = sg_err_set(err, SG_E_UNAVAILABLE, "fork: %s", strerror(errno));
+		goto out;
+	}
+	if (r->pid == 0)
+		child(in[0], out[1], rep[1], prog, (char *const *)sg_strv_get(&argv),
+		      (char *const *)sg_strv_get(&envp));
+	close(rep[1]);
+	rep[1] = -1;
+	/* The report pipe closes at execve (O_CLOEXEC), or carries errno. */
+	while ((n = read(rep[0], &e, sizeof(e))) < 0 && errno == EINTR)
+		;
+	if (pthread_create(&r->reaper, NULL, reaper_main, r) == 0)
+		r->have_reaper = true;
+	if (n == (ssize_t)sizeof(e)) {
+		rc = sg_err_set(err, SG_E_UNAVAILABLE, "profile \"%s\": cannot start the peer %s: %s",
+				p->name, prog, strerror(e));
+		goto out;
+	}
+	r->to_fd = in[1];
+	r->from_fd = out[0];
+	in[1] = out[0] = -1;
+	sg_log_info("started the peer %s (pid %d)", prog, (int)r->pid);
+out:
+	for (int k = 0; k < 2; k++) {
+		if (in[k] >= 0)
+			close(in[k]);
+		if (out[k] >= 0)
+			close(out[k]);
+		if (rep[k] >= 0)
+			close(rep[k]);
+	}
+	free(prog);
+	sg_strv_release(&argv);
+	/* The values may be credentials the operator listed. */
+	sg_strv_release(&envp);
+	return rc;
+}
+
+/* ---- the peer's state ------------------------------------------------ */
+
+/* Caller holds the lock.  No reply will come any more: wake every call. */
+static void set_gone(struct sg_relay *r, const char *why)
+{
+	if (r->gone)
+		return;
+	r->gone = true;
+	/* Cut to fit: the sentence ends up in an error reply. */
+	snprintf(r->why, sizeof(r->why), "%.*s", (int)sizeof(r->why) - 1, why);
+	for (struct call *c = r->calls; c; c = c->next)
+		pthread_cond_signal(&c->cond);
+	pthread_cond_broadcast(&r->changed);
+	/*
+	 * Never replaced, so the connection ends with its peer: the calls
+	 * still pending answer `unavailable` while shutdown drains them.
+	 */
+	sg_log_info("%s; ending the connection", r->why);
+	sg_wire_stop(r->s->wire);
+}
+
+/* Close the peer for good: kill it (unless it was reaped) and fail what waits. */
+static void close_peer(struct sg_relay *r, const char *why)
+{
+	pthread_mutex_lock(&r->lock);
+	if (r->pid > 0 && !r->exited) {
+		kill(r->pid, SIGKILL);
+		r->killed = true;
+	}
+	set_gone(r, why);
+	pthread_mutex_unlock(&r->lock);
+}
+
+/* Wait up to ms for the reaper, lock held; true once the peer exited. */
+static bool await_exit(struct sg_relay *r, int64_t ms, const struct sg_cancel *stop)
+{
+	int64_t until = sg_now_ms() + ms;
+
+	while (!r->exited && r->have_reaper && sg_now_ms() < until && !sg_cancel_check(stop)) {
+		struct timespec ts = sg_time_after(CLOCK_REALTIME, 20);
+
+		pthread_cond_timedwait(&r->changed, &r->lock, &ts);
+	}
+	return r->exited;
+}
+
+/* How the peer ended, in words, lock held. */
+static void describe_exit(const struct sg_relay *r, char *buf, size_t n)
+{
+	if (!r->exited)
+		snprintf(buf, n, "still running");
+	else if (WIFSIGNALED(r->status))
+		snprintf(buf, n, "killed by signal %d", WTERMSIG(r->status));
+	else
+		snprintf(buf, n, "exit status %d", WEXITSTATUS(r->status));
+}
+
+/* ---- the peer's output (reader thread) ------------------------------- */
+
+/* A peer's reply becomes its call's; the host gets it before the peer's
+ * next message (relay.h). */
+static void deliver(struct sg_relay *r, json_t *m)
+{
+	json_t *id = json_object_get(m, "id");
+	struct call *c = NULL;
+	int64_t until = sg_now_ms() + 5000;
+	uint64_t mine;
+
+	pthread_mutex_lock(&r->lock);
+	if (json_is_integer(id))
+		for (c = r->calls; c && c->id != json_integer_value(id); c = c->next)
+			;
+	if (!c) {
+		/* A cancel's own answer, or a call that gave up: nobody waits. */
+		pthread_mutex_unlock(&r->lock);
+		json_decref(m);
+		return;
+	}
+	c->reply = m;
+	pthread_cond_signal(&c->cond);
+	mine = ++r->delivered;
+	while (r->handed < mine && !r->gone && sg_now_ms() < until) {
+		struct timespec ts = sg_time_after(CLOCK_REALTIME, 20);
+
+		pthread_cond_timedwait(&r->changed, &r->lock, &ts);
+	}
+	pthread_mutex_unlock(&r->lock);
+}
+
+/* op->replied of a relayed request whose reply came from the peer. */
+static void handed(struct sg_op *op)
+{
+	struct sg_relay *r = op->s->relay;
+
+	pthread_mutex_lock(&r->lock);
+	r->handed++;
+	pthread_cond_broadcast(&r->changed);
+	pthread_mutex_unlock(&r->lock);
+}
+
+static void *reader_main(void *arg)
+{
+	struct sg_relay *r = arg;
+	char why[SG_ERR_MSG + 64], how[64];
+
+	for (;;) {
+		struct sg_errinfo err = { 0 };
+		json_t *m = NULL, *id, *method;
+		sg_err rc = sg_wire_read_msg(r->wire, &m, &err);
+
+		if (rc == SG_E_NOT_FOUND || rc == SG_E_CANCELLED) {
+			snprintf(why, sizeof(why), "the peer ended its output");
+			break;
+		}
+		if (rc) {
+			/* A transport failure closes the peer at once. */
+			snprintf(why, sizeof(why), "the peer broke the protocol (%s) and was closed",
+				 err.msg);
+			sg_log_err("%s", why);
+			close_peer(r, why);
+			break;
+		}
+		id = json_object_get(m, "id");
+		method = json_object_get(m, "method");
+		if (id && !method && (!json_object_get(m, "data") != !json_object_get(m, "error"))) {
+			deliver(r, m);
+		} else if (!id && json_is_string(method) &&
+			   strcmp(json_string_value(method), "process/event") == 0) {
+			/* Events belong to the host's connection, as they are. */
+			sg_wire_send(r->s->wire, m);
+		} else if (id && json_is_string(method)) {
+			/* A callback: sandgate serves none to a peer (no run_code). */
+			sg_wire_send(r->wire, json_pack("{s:O, s:s}", "id", id, "error",
+							"unknown_method: sandgate relays no callbacks"));
+			json_decref(m);
+		} else {
+			json_decref(m);
+			snprintf(why, sizeof(why),
+				 "the peer sent a message that is neither a reply nor an event, and was closed");
+			sg_log_err("%s", why);
+			close_peer(r, why);
+			break;
+		}
+	}
+	pthread_mutex_lock(&r->lock);
+	if (!r->gone) {
+		/* Say how it ended, if it did so promptly. */
+		await_exit(r, 200, NULL);
+		describe_exit(r, how, sizeof(how));
+		snprintf(why, sizeof(why), "the peer ended its connection (%s)", how);
+		set_gone(r, why);
+	}
+	pthread_mutex_unlock(&r->lock);
+	return NULL;
+}
+
+/* ---- requests -------------------------------------------------------- */
+
+static void unlink_call(struct sg_relay *r, struct call *c)
+{
+	for (struct call **l = &r->calls; *l; l = &(*l)->next)
+		if (*l == c) {
+			*l = c->next;
+			break;
+		}
+}
+
+/* An error reply's "word: sentence" as op's error. */
+static sg_err peer_error(struct sg_op *op, json_t *error)
+{
+	const char *text = json_string_value(error), *colon;
+	char word[64];
+	size_t n;
+
+	if (!text)
+		return sg_err_set(&op->err, SG_E_INTERNAL, "the peer's error is not a string");
+	colon = strstr(text, ": ");
+	n = colon ? (size_t)(colon - text) : 0;
+	if (n == 0 || n >= sizeof(word))
+		return sg_err_set(&op->err, SG_E_INTERNAL, "the peer answered: %s", text);
+	memcpy(word, text, n);
+	word[n] = '\0';
+	return sg_err_set(&op->err, sg_err_from_word(word), "%s", colon + 2);
+}
+
+/*
+ * Forward method with data under a fresh id and wait for the terminal
+ * reply (*out its data, new).  A fired cancel token is forwarded as the
+ * peer's cancel; a peer that leaves it unanswered for SG_RELAY_CANCEL_MS
+ * is closed.
+ */
+static sg_err call(struct sg_relay *r, struct sg_op *op, const char *method,
+		   json_t *data, json_t **out)
+{
+	struct call c = { 0 };
+	int64_t cancel_at = 0;
+	json_t *reply, *frame;
+	char why[SG_ERR_MSG];
+	sg_err rc;
+
+	*out = NULL;
+	pthread_cond_init(&c.cond, NULL);
+	pthread_mutex_lock(&r->lock);
+	c.id = ++r->next_id;
+	frame = json_pack("{s:I, s:s, s:s, s:O}", "id", (json_int_t)c.id, "method", method,
+			  "token", r->token, "data", data);
+	if (!r->gone && !r->input_closed && frame) {
+		c.next = r->calls;
+		r->calls = &c;
+		if (!sg_wire_send(r->wire, frame))
+			set_gone(r, "the peer stopped reading its input");
+	} else {
+		json_decref(frame);
+		if (!r->gone)
+			set_gone(r, frame ? "the peer's input is closed" : "out of memory");
+	}
+	while (!c.reply && !r->gone) {
+		struct timespec ts;
+
+		if (!cancel_at && sg_cancel_check(&op->cancel)) {
+			cancel_at = sg_now_ms() + r->cancel_ms;
+			/* At shutdown the peer's EOF already cancels everything. */
+			if (!r->input_closed)
+				sg_wire_send(r->wire, json_pack("{s:I, s:s, s:s, s:{s:I}}", "id",
+								(json_int_t)++r->next_id, "method",
+								"cancel", "token", r->token, "data",
+								"id", (json_int_t)c.id));
+			continue;
+		}
+		if (cancel_at && sg_now_ms() >= cancel_at) {
+			pthread_mutex_unlock(&r->lock);
+			sg_log_err("no terminal reply %lld ms after a cancel: closing the peer",
+				   (long long)r->cancel_ms);
+			close_peer(r, "the peer did not answer a cancel in time and was closed");
+			pthread_mutex_lock(&r->lock);
+			continue;
+		}
+		/* The cancel token is looked at every 20 ms; a reply wakes us at once. */
+		ts = sg_time_after(CLOCK_REALTIME, 20);
+		pthread_cond_timedwait(&c.cond, &r->lock, &ts);
+	}
+	unlink_call(r, &c);
+	reply = c.reply;
+	snprintf(why, sizeof(why), "%s", r->why);
+	pthread_mutex_unlock(&r->lock);
+	pthread_cond_destroy(&c.cond);
+	if (!reply) {
+		/* Not the cancel's `cancelled`: the peer is gone (relay.h). */
+		op->keep_err = true;
+		return sg_err_set(&op->err, SG_E_UNAVAILABLE, "%s", why);
+	}
+	op->replied = handed;
+	if (json_object_get(reply, "error")) {
+		rc = peer_error(op, json_object_get(reply, "error"));
+	} else {
+		*out = json_incref(json_object_get(reply, "data"));
+		rc = SG_OK;
+	}
+	json_decref(reply);
+	return rc;
+}
+
+bool sg_relay_has_method(const struct sg_relay *r, const char *method)
+{
+	json_t *m;
+	size_t i;
+
+	json_array_foreach(r->methods, i, m)
+		if (json_is_string(m) && strcmp(json_string_value(m), method) == 0)
+			return true;
+	return false;
+}
+
+sg_err sg_relay_request(struct sg_op *op, json_t **out)
+{
+	struct sg_relay *r = op->s->relay;
+	sg_err rc;
+
+	*out = NULL;
+	/* sandgate's own permission checks come first (relay.h). */
+	if (strcmp(op->method, "execute") == 0) {
+		rc = sg_tools_precheck(op);
+		if (rc)
+			return rc;
+	}
+	rc = call(r, op, op->method, op->data, out);
+	if (!rc && op->tool)
+		op->tool_failed = json_is_true(json_object_get(*out, "is_error"));
+	return rc;
+}
+
+/* ---- initialize ------------------------------------------------------ */
+
+static bool has_string(json_t *arr, const char *s)
+{
+	json_t *v;
+	size_t i;
+
+	json_array_foreach(arr, i, v)
+		if (json_is_string(v) && strcmp(json_string_value(v), s) == 0)
+			return true;
+	return false;
+}
+
+/* The peer's initialize reply against what the connection needs. */
+static sg_err check_reply(struct sg_op *op, const struct sg_profile *p, json_t *binding,
+			  json_t *data)
+{
+	json_t *req = json_object_get(p->raw, "capabilities"), *v, *root;
+	json_t *deflt = json_pack("[s]", "process.start.v1");
+	sg_err rc = SG_OK;
+	size_t i;
+
+	if (!json_is_object(data) || !json_is_integer(json_object_get(data, "version")) ||
+	    json_integer_value(json_object_get(data, "version")) != 4)
+		rc = sg_err_set(&op->err, SG_E_UNSUPPORTED,
+				"profile \"%s\": the peer does not speak protocol version 4", p->name);
+	json_array_foreach(req ? req : deflt, i, v)
+		if (!rc && !has_string(json_object_get(data, "capabilities"), json_string_value(v)))
+			rc = sg_err_set(&op->err, SG_E_UNSUPPORTED,
+					"profile \"%s\": the peer does not offer the capability %s",
+					p->name, json_string_value(v));
+	root = json_object_get(json_object_get(data, "environment"), "root");
+	if (!rc && root && !json_equal(root, json_object_get(binding, "root")))
+		rc = sg_err_set(&op->err, SG_E_UNSUPPORTED,
+				"profile \"%s\": the peer serves root %s, not the binding's %s",
+				p->name, json_string_value(root),
+				json_string_value(json_object_get(binding, "root")));
+	json_decref(deflt);
+	return rc;
+}
+
+static sg_err relay_new(struct sg_session *s, const struct sg_profile *p,
+			struct sg_relay **out, struct sg_errinfo *err)
+{
+	struct sg_relay *r = calloc(1, sizeof(*r));
+	json_t *grace = json_object_get(p->raw, "shutdown_grace_ms");
+	sg_err rc;
+
+	*out = r;
+	if (!r)
+		return sg_err_set(err, SG_E_INTERNAL, "out of memory");
+	r->s = s;
+	r->to_fd = r->from_fd = -1;
+	r->grace_ms = json_is_integer(grace) ? json_integer_value(grace) : SG_OUTER_GRACE_MS;
+	r->cancel_ms = SG_RELAY_CANCEL_MS;
+	{
+		/* Tests only, and only ever shorter: 35 s is long for a test. */
+		const char *t = getenv("SANDGATE_TEST_RELAY_CANCEL_MS");
+		long long ms = t ? strtoll(t, NULL, 10) : 0;
+
+		if (ms > 0 && ms < SG_RELAY_CANCEL_MS)
+			r->cancel_ms = ms;
+	}
+	pthread_mutex_init(&r->lock, NULL);
+	pthread_cond_init(&r->changed, NULL);
+	rc = spawn(r, p, err);
+	if (!rc && sg_wire_new(r->from_fd, r->to_fd, NULL, NULL, &r->wire))
+		rc = sg_err_set(err, SG_E_INTERNAL, "cannot start the peer's writer");
+	if (!rc && pthread_create(&r->reader, NULL, reader_main, r) == 0)
+		r->have_reader = true;
+	else if (!rc)
+		rc = sg_err_set(err, SG_E_INTERNAL, "cannot start the peer's reader");
+	if (rc) {
+		close_peer(r, err->msg);
+		r->input_closed = true;
+	}
+	return rc;
+}
+
+/*
+ * The binding's `environment`, as far as the command profile itself has
+ * a say: the fields it sets, which a binding may not widen.  The rest is
+ * the peer's to honour or refuse (forward_env included: the peer's own
+ * profile says what it forwards); the binding reaches it unchanged.  New
+ * or NULL.
+ */
+static json_t *own_narrowing(json_t *env, const struct sg_profile *p)
+{
+	json_t *mine, *v;
+	const char *k;
+
+	if (!json_is_object(env))
+		return NULL;
+	mine = json_object();
+	json_object_foreach(env, k, v)
+		if (json_object_get(p->raw, k))
+			json_object_set(mine, k, v);
+	return mine;
+}
+
+static sg_err check_fields(const struct sg_profile *p, struct sg_errinfo *err);
+
+sg_err sg_relay_initialize(struct sg_op *op, json_t *binding, const char *profile,
+			   bool *fatal)
+{
+	struct sg_session *s = op->s;
+	struct sg_profile *base = NULL, *p = NULL;
+	json_t *data = NULL, *narrow = NULL;
+	const char *token = json_string_value(json_object_get(op->req, "token"));
+	const char *root = json_string_value(json_object_get(binding, "root"));
+	sg_err rc;
+
+	*fatal = false;
+	rc = sg_config_profile(s->cfg, profile, NULL, &base, &op->err);
+	if (!rc) {
+		narrow = own_narrowing(json_object_get(binding, "environment"), base);
+		rc = sg_config_profile(s->cfg, profile, narrow, &p, &op->err);
+	}
+	if (!rc)
+		rc = check_fields(p, &op->err);
+	if (!rc && p->workspace && strcmp(p->workspace, root) != 0)
+		rc = sg_err_set(&op->err, SG_E_UNSUPPORTED,
+				"profile \"%s\": its peer serves the workspace %s, and the binding's root is %s",
+				p->name, p->workspace, root);
+	if (rc)
+		goto out;
+	if (!s->relay) {
+		/* Started once; a peer that fails is never replaced. */
+		rc = relay_new(s, p, &s->relay, &op->err);
+		if (rc) {
+			*fatal = true;
+			goto out;
+		}
+		s->relay->token = strdup(token);
+	}
+	rc = call(s->relay, op, "initialize", op->data, &data);
+	if (rc) {
+		/*
+		 * The refusals that leave the peer's connection usable
+		 * leave ours so too (protocol 4.1); the host may retry, on
+		 * the same peer.
+		 */
+		*fatal = s->relay->gone || !(rc == SG_E_UNSUPPORTED || rc == SG_E_INVALID_ARGUMENT ||
+					     rc == SG_E_PERMISSION || rc == SG_E_UNAVAILABLE ||
+					     rc == SG_E_BINDING_CONFLICT);
+		goto out;
+	}
+	/* From here the peer is bound: a refusal is final. */
+	rc = check_reply(op, p, binding, data);
+	if (rc) {
+		*fatal = true;
+		goto out;
+	}
+	s->relay->methods = json_incref(json_object_get(data, "methods"));
+	s->identity = strdup(json_is_string(json_object_get(binding, "identity"))
+				     ? json_string_value(json_object_get(binding, "identity"))
+				     : json_string_value(json_object_get(binding, "session")));
+	s->root = strdup(root);
+	s->session_id = strdup(json_string_value(json_object_get(binding, "session")));
+	s->init_reply = data;
+	data = NULL;
+	s->profile = p;
+	p = NULL;
+out:
+	json_decref(data);
+	json_decref(narrow);
+	sg_profile_free(base);
+	sg_profile_free(p);
+	return rc;
+}
+
+/* ---- shutdown -------------------------------------------------------- */
+
+/* EOF to the peer: what is queued goes first, then the pipe is closed. */
+static void close_input(struct sg_relay *r)
+{
+	int null;
+
+	pthread_mutex_lock(&r->lock);
+	if (r->input_closed || r->to_fd < 0) {
+		r->input_closed = true;
+		pthread_mutex_unlock(&r->lock);
+		return;
+	}
+	r->input_closed = true;
+	pthread_mutex_unlock(&r->lock);
+	sg_wire_flush(r->wire, sg_now_ms() + 1000);
+	/*
+	 * /dev/null over the pipe's end, not close(): the wire's writer may
+	 * still hold the descriptor number, which must not name another
+	 * file later.
+	 */
+	null = open("/dev/null", O_WRONLY | O_CLOEXEC);
+	if (null < 0 || dup3(null, r->to_fd, O_CLOEXEC) < 0)
+		close(r->to_fd), r->to_fd = -1;
+	if (null >= 0)
+		close(null);
+}
+
+/* What was cut short, for `sandgate envs list` (relay.h). */
+static void record_failure(struct sg_session *s, const char *error)
+{
+	struct sg_reg_key key = { "command", s->identity };
+	struct sg_errinfo err = { 0 };
+	json_t *fields;
+	int others = 0;
+
+	if (!s->identity || !s->profile)
+		return;
+	fields = json_pack("{s:s, s:s, s:s, s:s, s:s}", "profile", s->profile->name, "status",
+			   SG_REG_CLEANUP, "error", error, "session", s->session_id, "peer",
+			   s->relay->argv0 ? s->relay->argv0 : "?");
+	if (sg_registry_attach(s->state_dir, &key, s->session_id, fields, &others, &err) ||
+	    sg_registry_update(s->state_dir, &key, fields, &err) ||
+	    sg_registry_detach(s->state_dir, &key, s->session_id, &others, &err))
+		sg_log_warn("%s", err.msg);
+	json_decref(fields);
+}
+
+/*
+ * Wait (briefly) until every request in flight has reached the peer: one
+ * received before EOF is the peer's to answer, even when EOF came in the
+ * same write (protocol section 11).  In flight but not yet a call means a
+ * worker is still on its way to sending it.
+ */
+static void await_forwarded(struct sg_relay *r, struct sg_pool *pool,
+			    const struct sg_cancel *deadline)
+{
+	int64_t until = sg_now_ms() + SG_RELAY_FORWARD_MS;
+
+	while (sg_now_ms() < until && !sg_cancel_check(deadline)) {
+		size_t inflight = 0, calls = 0;
+
+		pthread_mutex_lock(&pool->lock);
+		for (struct sg_op *op = pool->inflight; op; op = op->next)
+			inflight++;
+		pthread_mutex_unlock(&pool->lock);
+		pthread_mutex_lock(&r->lock);
+		for (struct call *c = r->calls; c; c = c->next)
+			calls++;
+		if (r->gone)
+			calls = inflight;
+		pthread_mutex_unlock(&r->lock);
+		if (calls >= inflight)
+			return;
+		sg_cancel_sleep(deadline, 5);
+	}
+}
+
+int sg_relay_shutdown(struct sg_session *s, struct sg_pool *pool, struct sg_cancel *deadline)
+{
+	struct sg_relay *r = s->relay;
+	char how[64], what[SG_ERR_MSG + 128];
+	bool exited, killed_before;
+	int status = 0;
+
+	if (!r)
+		return 0;
+	await_forwarded(r, pool, deadline);
+	close_input(r);
+	pthread_mutex_lock(&r->lock);
+	killed_before = r->killed;
+	exited = r->pid <= 0 || await_exit(r, r->grace_ms, deadline);
+	pthread_mutex_unlock(&r->lock);
+	if (!exited) {
+		close_peer(r, "the peer was killed at the end of its shutdown grace");
+		snprintf(what, sizeof(what),
+			 "the peer %s (pid %d) did not finish its cleanup within %lld ms (shutdown_grace_ms) and was killed; what it manages may remain",
+			 r->argv0, (int)r->pid, (long long)r->grace_ms);
+		pthread_mutex_lock(&r->lock);
+		await_exit(r, 2000, NULL);
+		pthread_mutex_unlock(&r->lock);
+	} else if (r->pid > 0) {
+		pthread_mutex_lock(&r->lock);
+		describe_exit(r, how, sizeof(how));
+		status = r->status;
+		pthread_mutex_unlock(&r->lock);
+		if (killed_before)
+			snprintf(what, sizeof(what),
+				 "the peer %s was closed for not answering a cancel; what it manages may remain",
+				 r->argv0);
+		else if (status != 0)
+			snprintf(what, sizeof(what), "the peer %s's cleanup failed (%s)", r->argv0, how);
+		else
+			return 0;
+	} else {
+		snprintf(what, sizeof(what), "the peer %s never started", r->argv0 ? r->argv0 : "?");
+	}
+	fprintf(stderr, "sandgate: %s\n", what);
+	record_failure(s, what);
+	return 1;
+}
+
+void sg_relay_free(struct sg_relay *r)
+{
+	if (!r)
+		return;
+	close_peer(r, "the connection ended");
+	if (r->have_reader) {
+		sg_wire_stop(r->wire);
+		pthread_join(r->reader, NULL);
+	}
+	if (r->have_reaper) {
+		pthread_mutex_lock(&r->lock);
+		await_exit(r, 2000, NULL);
+		pthread_mutex_unlock(&r->lock);
+		if (r->exited)
+			pthread_join(r->reaper, NULL);
+		else
+			pthread_detach(r->reaper);
+	}
+	sg_wire_free(r->wire);
+	if (r->to_fd >= 0)
+		close(r->to_fd);
+	if (r->from_fd >= 0)
+		close(r->from_fd);
+	json_decref(r->methods);
+	free(r->token);
+	free(r->argv0);
+	free(r);
+}
+
+/* ---- config check ---------------------------------------------------- */
+
+/* The command profile's own fields, by their types (docs/delegation.md). */
+static sg_err check_fields(const struct sg_profile *p, struct sg_errinfo *err)
+{
+	json_t *cmd = json_object_get(p->raw, "command");
+	json_t *env = json_object_get(p->raw, "env");
+	json_t *grace = json_object_get(p->raw, "shutdown_grace_ms");
+	json_t *caps = json_object_get(p->raw, "capabilities");
+	const char *k;
+	json_t *v;
+	size_t i;
+
+	if (!json_is_array(cmd) || json_array_size(cmd) == 0)
+		return sg_err_set(err, SG_E_INVALID_ARGUMENT,
+				  "profile \"%s\": field \"command\": must be a non-empty list of strings (the peer's argv)",
+				  p->name);
+	json_array_foreach(cmd, i, v)
+		if (!json_is_string(v) || !*json_string_value(v))
+			return sg_err_set(err, SG_E_INVALID_ARGUMENT,
+					  "profile \"%s\": field \"command\": entry %zu must be a non-empty string",
+					  p->name, i);
+	if (env && !json_is_object(env))
+		return sg_err_set(err, SG_E_INVALID_ARGUMENT,
+				  "profile \"%s\": field \"env\": must be an object of strings", p->name);
+	json_object_foreach(env, k, v)
+		if (!json_is_string(v) || !*k || strchr(k, '=') ||
+		    strlen(json_string_value(v)) != json_string_length(v))
+			return sg_err_set(err, SG_E_INVALID_ARGUMENT,
+					  "profile \"%s\": field \"env\": \"%.64s\" must be a name without '=' holding a string",
+					  p->name, k);
+	if (grace && (!json_is_integer(grace) || json_integer_value(grace) < 1 ||
+		      json_integer_value(grace) > INT32_MAX))
+		return sg_err_set(err, SG_E_INVALID_ARGUMENT,
+				  "profile \"%s\": field \"shutdown_grace_ms\": must be an integer from 1 to 2147483647",
+				  p->name);
+	json_array_foreach(caps, i, v)
+		if (!json_is_string(v))
+			return sg_err_set(err, SG_E_INVALID_ARGUMENT,
+					  "profile \"%s\": field \"capabilities\": must be a list of strings",
+					  p->name);
+	return SG_OK;
+}
+
+/* The budget a profile's gateway has for its shutdown. */
+static int64_t budget_of(const struct sg_profile *p)
+{
+	return p->shutdown_timeout_ms > 0 ? p->shutdown_timeout_ms : SG_SHUTDOWN_BUDGET_MS;
+}
+
+/* Is argv[0] this very sandgate (or one named so)? */
+static bool is_sandgate(const char *argv0)
+{
+	char a[PATH_MAX], b[PATH_MAX];
+	const char *base = strrchr(argv0, '/');
+
+	base = base ? base + 1 : argv0;
+	if (strcmp(base, "sandgate") == 0)
+		return true;
+	return realpath(argv0, a) && realpath("/proc/self/exe", b) && strcmp(a, b) == 0;
+}
+
+/*
+ * When the peer is sandgate serving a config it names, that gateway's
+ * budget (*inner_ms), after the whole `config check` of its profile, so a
+ * chain is refused at its outer end for what its inner end would refuse
+ * (a nested command profile included).  *inner_ms stays 0 when the peer
+ * is something else.
+ */
+static sg_err inner_budget(const struct sg_profile *p, int64_t *inner_ms,
+			   struct sg_errinfo *err)
+{
+	/* A config that names itself as its peer's must not loop forever. */
+	static _Thread_local int depth;
+	json_t *cmd = json_object_get(p->raw, "command");
+	const char *config = NULL, *profile = NULL, *a;
+	struct sg_config *cfg = NULL;
+	struct sg_profile *ip = NULL;
+	int64_t flag_ms = 0;
+	bool serve = false, peer = false;
+	size_t i, n = json_array_size(cmd);
+	sg_err rc = SG_OK;
+
+	*inner_ms = 0;
+	if (!is_sandgate(json_string_value(json_array_get(cmd, 0))))
+		return SG_OK;
+	for (i = 1; i < n; i++) {
+		const char *next = json_string_value(json_array_get(cmd, i + 1));
+
+		a = json_string_value(json_array_get(cmd, i));
+		if (strcmp(a, "serve") == 0)
+			serve = true;
+		else if (strcmp(a, "--peer") == 0)
+			peer = true;
+		else if (strcmp(a, "--config") == 0 && next)
+			config = next, i++;
+		else if (strcmp(a, "--profile") == 0 && next)
+			profile = next, i++;
+		else if (strcmp(a, "--shutdown-budget-ms") == 0 && next)
+			flag_ms = strtoll(next, NULL, 10), i++;
+	}
+	if (!serve)
+		return SG_OK;
+	if (!config)
+		config = json_string_value(json_object_get(json_object_get(p->raw, "env"),
+							   "SANDGATE_CONFIG"));
+	/* The inner gateway's budget, as its server.c works it out. */
+	*inner_ms = peer ? SG_PEER_SHUTDOWN_MS : SG_SHUTDOWN_BUDGET_MS;
+	if (config) {
+		if (depth >= 8)
+			return sg_err_set(err, SG_E_INVALID_ARGUMENT,
+					  "profile \"%s\": the delegation chain is deeper than 8",
+					  p->name);
+		depth++;
+		rc = sg_config_load(config, &cfg, err);
+		if (!rc)
+			rc = sg_profile_check(cfg, profile, NULL, err);
+		if (!rc)
+			rc = sg_config_profile(cfg, profile, NULL, &ip, err);
+		depth--;
+		if (rc) {
+			char inner[SG_ERR_MSG];
+
+			snprintf(inner, sizeof(inner), "%s", err->msg);
+			sg_err_clear(err);
+			sg_err_set(err, rc, "profile \"%s\": its peer's config %s: %s", p->name,
+				   config, inner);
+			goto out;
+		}
+		if (ip->shutdown_timeout_ms > 0)
+			*inner_ms = ip->shutdown_timeout_ms;
+	}
+	if (flag_ms > 0)
+		*inner_ms = flag_ms;
+out:
+	sg_profile_free(ip);
+	sg_config_free(cfg);
+	return rc;
+}
+
+/* What p's gateway needs; *inner as inner_budget's. */
+static sg_err needs(const struct sg_profile *p, int64_t *need, struct sg_errinfo *err)
+{
+	json_t *g = json_object_get(p->raw, "shutdown_grace_ms");
+	int64_t grace = json_is_integer(g) ? json_integer_value(g) : SG_OUTER_GRACE_MS;
+	int64_t inner = 0;
+	sg_err rc = inner_budget(p, &inner, err);
+
+	*need = sg_budget_chain_need(grace > inner ? grace : inner);
+	return rc;
+}
+
+int64_t sg_relay_needs_ms(const struct sg_profile *p)
+{
+	struct sg_errinfo ignore = { 0 };
+	int64_t need = 0;
+
+	(void)needs(p, &need, &ignore);
+	return need;
+}
+
+sg_err sg_relay_check(const struct sg_profile *p, struct sg_errinfo *err)
+{
+	int64_t need = 0;
+	sg_err rc = check_fields(p, err);
+
+	if (!rc)
+		rc = needs(p, &need, err);
+	if (!rc && budget_of(p) < need)
+		rc = sg_err_set(err, SG_E_INVALID_ARGUMENT,
+				"profile \"%s\": shutdown_timeout_ms %lld is shorter than the %lld ms the delegation chain needs (the peer's grace or its own budget, whichever is longer, plus %d ms for a cancel's drain)",
+				p->name, (long long)budget_of(p), (long long)need,
+				SG_BUDGET_CANCEL_DRAIN_MS);
+	return rc;
+}

@@ -1,0 +1,90 @@
+/*
+ * relay.h - the `command` backend: sandgate delegating a connection to an
+ * external protocol-v4 peer (docs/delegation.md).
+ *
+ * It is not an adapter: adapters offer primitives the gateway builds tools
+ * on, while a peer already speaks the whole protocol.  So the relay is a
+ * mode of the gateway, chosen by the profile's backend.  The gateway's own
+ * layers stay in front of it: requests still pass the reader's checks, the
+ * worker pool (ids in flight, cancel, the audit log) and the permission
+ * checks of execute (sg_tools_precheck); only what would have run here
+ * runs at the peer instead.
+ *
+ * Invariants:
+ *  - The peer is started once, by the first initialize on a command
+ *    profile, with exactly the profile's `env` (and PATH), never sandgate's
+ *    own variables; it is never retried or replaced.
+ *  - The binding and token reach it unchanged; its initialize reply must
+ *    speak version 4, keep the binding's root and offer every capability
+ *    the profile requires (`capabilities`, default process.start.v1).
+ *  - Every relayed request has a fresh id on the peer's connection; its
+ *    terminal reply goes back under the host's id, and is queued to the
+ *    host before the peer's next message is, so a reply still precedes the
+ *    events the peer wrote after it.  Events go to the host as they are.
+ *  - A cancel is forwarded; a peer that leaves it unanswered for
+ *    SG_RELAY_CANCEL_MS is closed (killed).  A peer that is gone (exited,
+ *    closed, or broke the protocol) answers `unavailable` to every
+ *    pending request, and the connection ends with it.
+ *  - At shutdown the peer's stdin is closed and it gets shutdown_grace_ms
+ *    (default SG_OUTER_GRACE_MS) to exit, within the gateway's budget;
+ *    past it, it is killed and the failure said on stderr and in the state
+ *    registry.
+ *
+ * Ownership: the session owns its relay (session->relay); sg_relay_free
+ * once no worker runs.
+ */
+#ifndef SG_RELAY_H
+#define SG_RELAY_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "session.h"
+
+/*
+ * initialize on a command profile (the profile from the config, not
+ * narrowed, borrowed): start the peer unless this connection already did,
+ * forward the request, check the reply and fill the session in
+ * (s->init_reply, profile, identity, root, session_id).  *fatal as
+ * sg_init_bring_up's: set once the peer may hold an environment.
+ */
+sg_err sg_relay_initialize(struct sg_op *op, json_t *binding, const char *profile,
+			   bool *fatal) SG_MUST_CHECK;
+
+/* Whether the peer offered method (its initialize reply's `methods`). */
+bool sg_relay_has_method(const struct sg_relay *r, const char *method);
+
+/* The handler of every relayed method: forward, await, answer. */
+sg_err sg_relay_request(struct sg_op *op, json_t **out) SG_MUST_CHECK;
+
+/*
+ * The end of the connection: once the requests in flight in pool have
+ * reached the peer (SG_RELAY_FORWARD_MS at most), close the peer's stdin
+ * and give it its grace (bounded by the deadline token); kill it past
+ * that.  Returns non-zero when its cleanup failed or was cut short (said
+ * on stderr and in the registry).
+ */
+struct sg_pool;
+int sg_relay_shutdown(struct sg_session *s, struct sg_pool *pool, struct sg_cancel *deadline);
+
+/* Before the session's wire is freed: the reader thread writes to it. */
+void sg_relay_free(struct sg_relay *r);
+
+/*
+ * `config check` of a command profile p: its own fields, and that the
+ * budget the profile's gateway has (shutdown_timeout_ms, else
+ * SG_SHUTDOWN_BUDGET_MS) covers the chain below it: the peer's grace, or
+ * when the peer is sandgate with a config it can read, that gateway's own
+ * budget, whichever is longer, plus SG_RELAY_CANCEL_MS for a cancel's
+ * drain.  Nested command profiles are checked the same way.
+ */
+sg_err sg_relay_check(const struct sg_profile *p, struct sg_errinfo *err) SG_MUST_CHECK;
+
+/*
+ * What a command profile's gateway needs for its own shutdown, in ms: the
+ * longer of the grace and the inner gateway's budget, plus the cancel
+ * drain.  For reports (probe, config check).
+ */
+int64_t sg_relay_needs_ms(const struct sg_profile *p);
+
+#endif

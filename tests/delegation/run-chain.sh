@@ -1,0 +1,21 @@
+#!/bin/sh
+# run-chain.sh RELAYS [MODULE...] - the end-to-end suite through sandgate
+# delegating to sandgate: RELAYS relaying gateways (`command` backend) in
+# front of the gateway that serves the test's own profile (chain.py).
+#
+#   run-chain.sh 1    chain-2: host -> sandgate -> sandgate (local), every test
+#   run-chain.sh 2 test_tools test_process ...   chain-3, the modules named
+#
+# Needs SANDGATE_BIN (the real sandgate; every gateway of the chain is it).
+set -eu
+here=$(cd "$(dirname "$0")" && pwd)
+: "${SANDGATE_BIN:?SANDGATE_BIN must name sandgate}"
+relays=${1:?usage: run-chain.sh RELAYS [MODULE...]}
+shift
+export SG_CHAIN_BIN="$SANDGATE_BIN" SG_PEER_BIN="$SANDGATE_BIN" SG_CHAIN_RELAYS="$relays"
+export SANDGATE_BIN="$here/chain"
+cd "$here/../e2e"
+if [ $# -eq 0 ]; then
+	PYTHONDONTWRITEBYTECODE=1 exec python3 -m unittest discover -p 'test_*.py'
+fi
+PYTHONDONTWRITEBYTECODE=1 exec python3 -m unittest "$@"

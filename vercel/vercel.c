@@ -1,0 +1,1442 @@
+/*
+ * vercel.c - the vercel backend: environments in Vercel Sandboxes, over
+ * Vercel's Sandbox REST API as the official @vercel/sandbox SDK uses it
+ * (v2 named sandboxes and their sessions, created with POST /v3/sandboxes).
+ *
+ * Provisioning.  One named sandbox per identity; its name is a pure
+ * function of the identity (adapters/cloud.h), so a create that is sent
+ * again (after a 5xx, a 429 or a dropped connection: the create is
+ * protected by its name and retried as the SDK retries) meets a conflict
+ * and never starts a second sandbox.  provision() first asks for the name
+ * with ?resume=true, which starts a new session of a stopped sandbox from
+ * its last snapshot; a missing one is created (unless the binding requires
+ * an existing workspace: workspace_lost), an expired snapshot is
+ * workspace_lost for a persistent profile, never a fresh sandbox.  Tags
+ * (Vercel allows five) carry managed-by, the identity, the session, the
+ * expiry and the profile, so `sandgate envs` finds orphans by tag; a
+ * resumed sandbox is re-tagged with this session and given the profile's
+ * network policy and timeout (one PATCH).  The timeout is lifetime_seconds,
+ * and a keep-alive thread extends it while the session lives.
+ *
+ * Inside.  The one set-up script all cloud adapters share (cloud.h)
+ * prepares root, sandgate's directories and sg-helper; a sandbox this
+ * provision made gets sg-helper by fs/write (a gzip'd tar, adapters/
+ * targz.h) first, so it is ready after the upload and one command.
+ *
+ * One exec, one request.  Vercel's cmd takes an argv, an environment and
+ * no stdin; with wait:true it streams NDJSON until the command ends.  Each
+ * exec is one such request running `sh -c 'eval "exec $SG_X"'` with SG_X
+ * (a variable) holding sg-helper's `job` line (adapters/jobreply.h) and
+ * stdin in variables SG_IN<n> (or, beyond SG_VERCEL_STDIN_VARS, uploaded
+ * with fs/write first).  The job runs the command in a session of its own
+ * with exactly the gateway's environment, and prints a bounded reply with
+ * a random trailer; a command still running when the wait ends answers
+ * "pending" and the next request attaches.  The stream is read as it
+ * arrives and bounded (api.h, vcl_stream); a stream cut before its last
+ * line is a provider_error, never a result.  Background processes are
+ * sg-helper's spools, never Vercel's command logs (gone after a stop).
+ *
+ * A 410 sandbox_stopped (the sandbox stopped under us) resumes the named
+ * sandbox and repeats the request once; 422 sandbox_stopping or
+ * sandbox_snapshotting is waited out (within SG_VERCEL_SETTLE_MS) first.
+ *
+ * Teardown: KEEP stops the session (Vercel snapshots a persistent sandbox
+ * as it stops); REMOVE deletes the named sandbox; DETACH does nothing
+ * remote.
+ */
+#define _GNU_SOURCE /* asprintf, pthread with a POSIX profile */
+#include "../adapters/adapter.h"
+
+#include <arpa/inet.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../adapters/cloud.h"
+#include "../adapters/exec.h"
+#include "../adapters/install.h"
+#include "../adapters/jobreply.h"
+#include "../adapters/targz.h"
+#include "base/crash.h"
+#include "base/limits.h"
+#include "base/log.h"
+#include "base/progress.h"
+#include "api.h"
+
+/* Tag keys (Vercel allows five).  managed-by is what listings filter on. */
+#define VCL_T_MANAGED "managed-by"
+#define VCL_T_IDENTITY "sandgate-identity"
+#define VCL_T_SESSION "sandgate-session"
+#define VCL_T_EXPIRES "sandgate-expires"
+#define VCL_T_PROFILE "sandgate-profile"
+#define VCL_TAG_MAX 256 /* bytes of one tag value */
+
+struct vcl_env {
+	struct sg_env base;
+	struct vcl_client cl;
+	char *name;       /* the named sandbox */
+	char *base_dir;   /* sandgate's directory in the sandbox */
+	char *run_dir;    /* base_dir/run */
+	int64_t vcpus;    /* asked for, 0: Vercel's default */
+	bool fresh;       /* this provision created the sandbox */
+	char nonce[17];
+	atomic_uint seq;
+	pthread_mutex_t lock; /* sid */
+	bool lock_ready;
+	char sid[128];    /* the current session */
+	/* keep-alive: extend-timeout while the session lives */
+	pthread_t ka_thread;
+	bool ka_started;
+	struct sg_cancel ka_stop;
+	bool ka_stop_ready;
+	int64_t ka_ms;
+	struct sg_install_cost install;
+};
+
+/* ---- validate --------------------------------------------------------------- */
+
+/*
+ * The profile fields the vercel backend honours; the config layer refuses
+ * every other one.  `workspace` is accepted for the host's sake: commands
+ * see the workspace at binding.root.
+ */
+static const struct sg_field vcl_fields[] = {
+	SG_FIELD("image"), SG_FIELD("workspace"), SG_FIELD("persistent"), SG_FIELD("shared"),
+	SG_FIELD("network"), SG_FIELD("cpus"), SG_FIELD("memory_mb"),
+	SG_FIELD_OWN_STRING("team"), SG_FIELD_OWN_STRING("project"),
+	SG_FIELD_OWN_STRING("api_url"), SG_FIELD_OWN_STRING("token_env"),
+	SG_FIELD_OWN_STRING("region"), SG_FIELD_OWN_INT("vcpus_round_up", 0, 1),
+	SG_FIELDS_END,
+};
+
+/* "addr/bits", IPv4 or IPv6. */
+static bool vcl_cidr(const char *s)
+{
+	const char *slash = strchr(s, '/');
+	char addr[INET6_ADDRSTRLEN];
+	unsigned char a[16];
+	char *end;
+	long bits;
+	bool v6;
+
+	if (!slash || (size_t)(slash - s) >= sizeof(addr) || !slash[1])
+		return false;
+	memcpy(addr, s, (size_t)(slash - s));
+	addr[slash - s] = '\0';
+	v6 = strchr(addr, ':') != NULL;
+	bits = strtol(slash + 1, &end, 10);
+	return !*end && inet_pton(v6 ? AF_INET6 : AF_INET, addr, a) == 1 && bits >= 0 &&
+	       bits <= (v6 ? 128 : 32);
+}
+
+/* The networkPolicy for the profile (new), or NULL with err set. */
+static json_t *vcl_network_policy(const struct sg_profile *p, struct sg_errinfo *err)
+{
+	json_t *domains, *cidrs;
+
+	if (p->network == SG_NET_NONE)
+		return json_pack("{s:s}", "mode", "deny-all");
+	if (p->network != SG_NET_ALLOW)
+		return json_pack("{s:s}", "mode", "allow-all");
+	domains = json_array();
+	cidrs = json_array();
+	for (size_t i = 0; p->network_allow && p->network_allow[i]; i++) {
+		const char *e = p->network_allow[i];
+
+		if (strchr(e, '/') && !vcl_cidr(e)) {
+			json_decref(domains);
+			json_decref(cidrs);
+			sg_err_set(err, SG_E_INVALID_ARGUMENT,
+				   "network allow entry \"%.60s\" (profile \"%s\") is not a CIDR range",
+				   e, p->name);
+			return NULL;
+		}
+		json_array_append_new(strchr(e, '/') ? cidrs : domains, json_string(e));
+	}
+	return json_pack("{s:s, s:o, s:o}", "mode", "custom", "allowedDomains", domains,
+			 "allowedCIDRs", cidrs);
+}
+
+static bool vcl_round_up(const struct sg_profile *p)
+{
+	return json_integer_value(json_object_get(p->raw, "vcpus_round_up")) == 1;
+}
+
+static sg_err vcl_validate(const struct sg_profile *p, struct sg_errinfo *err)
+{
+	struct vcl_client cl;
+	bool exact;
+	int64_t n = vcl_vcpus(p->cpus, p->memory_mb, &exact);
+	json_t *np;
+	sg_err rc;
+
+	if (!exact && !vcl_round_up(p))
+		return sg_err_set(err, SG_E_UNSUPPORTED,
+				  "field \"memory_mb\" (profile \"%s\"): Vercel gives 2048 MB per vCPU, so %lld vCPU give %lld MB, not %lld; set memory_mb to a multiple of 2048 or \"vcpus_round_up\": 1",
+				  p->name, (long long)n, (long long)(n * 2048),
+				  (long long)p->memory_mb);
+	if (p->image && (strlen(p->image) > 255 || strpbrk(p->image, "\r\n")))
+		return sg_err_set(err, SG_E_INVALID_ARGUMENT,
+				  "field \"image\" (profile \"%s\") is not an image name Vercel takes",
+				  p->name);
+	if (!(np = vcl_network_policy(p, err)))
+		return err->code ? err->code : sg_err_set(err, SG_E_INTERNAL, "out of memory");
+	json_decref(np);
+	/* Credentials are looked at here too, so missing ones are refused
+	 * before anything is attempted (the host may fix it and retry). */
+	rc = vcl_client_init(&cl, p, err);
+	if (!rc)
+		vcl_client_release(&cl);
+	return rc;
+}
+
+/* ---- The control plane -------------------------------------------------------- */
+
+/* "/v2/sandboxes/<name><suffix>" or "/v2/sandboxes/sessions/<sid><suffix>" (new). */
+static char *vcl_path(const char *kind, const char *id, const char *suffix)
+{
+	struct sg_buf b = SG_BUF_INIT(SG_PATH_MAX);
+
+	if (sg_buf_adds(&b, kind) || sg_cloud_urlenc(&b, id) ||
+	    (suffix && sg_buf_adds(&b, suffix))) {
+		sg_buf_release(&b);
+		return NULL;
+	}
+	return sg_buf_take(&b, NULL);
+}
+
+/* "projectId=<p>[&<more>]" (new). */
+static char *vcl_pq(const struct vcl_client *cl, const char *more)
+{
+	struct sg_buf b = SG_BUF_INIT(SG_PATH_MAX);
+
+	if (sg_buf_adds(&b, "projectId=") || sg_cloud_urlenc(&b, cl->project) ||
+	    (more && (sg_buf_addc(&b, '&') || sg_buf_adds(&b, more)))) {
+		sg_buf_release(&b);
+		return NULL;
+	}
+	return sg_buf_take(&b, NULL);
+}
+
+static bool vcl_settling(const struct vcl_reply *r)
+{
+	return r->status == 422 && (strcmp(r->code, "sandbox_stopping") == 0 ||
+				    strcmp(r->code, "sandbox_snapshotting") == 0);
+}
+
+/*
+ * One call on a named sandbox (or, with kind sessions, a session), waiting
+ * out 422 sandbox_stopping/sandbox_snapshotting (as the SDK: every
+ * SG_VERCEL_POLL_MS) within SG_VERCEL_SETTLE_MS.  SG_OK with r set when a
+ * reply other than those came.
+ */
+static sg_err vcl_call_settled(struct vcl_client *cl, const struct vcl_call *call,
+			       struct vcl_reply *r, struct sg_cancel *cancel,
+			       struct sg_errinfo *err)
+{
+	int64_t until = sg_now_ms() + SG_VERCEL_SETTLE_MS;
+	sg_err rc;
+
+	for (;;) {
+		rc = vcl_do(cl, call, r, cancel, err);
+		if (rc || !vcl_settling(r))
+			return rc;
+		sg_progress_update("the sandbox is %s", r->code + 8);
+		if (sg_now_ms() > until) {
+			rc = vcl_fail(cl, call->what, r, SG_E_TIMEOUT, err);
+			vcl_reply_release(r);
+			return rc;
+		}
+		vcl_reply_release(r);
+		rc = sg_cancel_sleep(cancel, SG_VERCEL_POLL_MS);
+		if (rc)
+			return sg_err_set(err, rc, "%s was cancelled", call->what);
+	}
+}
+
+/*
+ * GET the named sandbox (resume: start a session from its snapshot when
+ * it is stopped).  *got (new) is the reply's object; SG_E_NOT_FOUND when
+ * there is none, SG_E_WORKSPACE_LOST when its snapshot expired.
+ */
+static sg_err vcl_get(struct vcl_client *cl, const char *name, bool resume, json_t **got,
+		      struct sg_cancel *cancel, struct sg_errinfo *err)
+{
+	char *path = vcl_path("/v2/sandboxes/", name, NULL);
+	char *q = vcl_pq(cl, resume ? "resume=true" : NULL);
+	struct vcl_reply r = { 0 };
+	const char *what = resume ? "resuming the sandbox" : "looking up the sandbox";
+	sg_err rc;
+
+	*got = NULL;
+	if (!path || !q) {
+		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
+		goto out;
+	}
+	rc = vcl_call_settled(cl,
+			      &(struct vcl_call){ .path = path, .query = q, .idempotent = true,
+						  .timeout_ms = resume ? SG_VERCEL_CREATE_MS : 0,
+						  .what = what },
+			      &r, cancel, err);
+	if (rc)
+		goto out;
+	if (r.status == 404)
+		rc = SG_E_NOT_FOUND; /* callers decide what a missing sandbox means */
+	else if (r.status == 410 && strcmp(r.code, "snapshot_not_found") == 0)
+		rc = sg_err_set(err, SG_E_WORKSPACE_LOST,
+				"sandbox %s cannot be resumed: its snapshot has expired (snapshot_not_found)",
+				name);
+	else if (r.status != 200 || !json_is_object(json_object_get(r.json, "sandbox")))
+		rc = vcl_fail(cl, what, &r, SG_OK, err);
+	if (!rc) {
+		*got = r.json;
+		r.json = NULL;
+	}
+out:
+	vcl_reply_release(&r);
+	free(path);
+	free(q);
+	return rc;
+}
+
+/* Is this sandbox sandgate's, for this identity? */
+static sg_err vcl_check_owner(const struct vcl_env *ve, const json_t *got,
+			      struct sg_errinfo *err)
+{
+	const json_t *tags = json_object_get(json_object_get(got, "sandbox"), "tags");
+	const char *m = vcl_str(tags, VCL_T_MANAGED), *id = vcl_str(tags, VCL_T_IDENTITY);
+
+	if (!m || strcmp(m, "sandgate") != 0 || !id ||
+	    strncmp(id, ve->base.identity, VCL_TAG_MAX) != 0)
+		return sg_err_set(err, SG_E_PROVIDER,
+				  "a Vercel sandbox named %s exists and is not sandgate's sandbox for identity \"%.60s\"; rename or delete it",
+				  ve->name, ve->base.identity);
+	return SG_OK;
+}
+
+static json_t *vcl_tags(const struct vcl_env *ve)
+{
+	const struct sg_env *env = &ve->base;
+	char expires[32];
+
+	snprintf(expires, sizeof(expires), "%lld",
+		 (long long)time(NULL) + (long long)env->profile->lifetime_seconds);
+	return json_pack("{s:s, s:s%, s:s%, s:s, s:s%}", VCL_T_MANAGED, "sandgate", VCL_T_IDENTITY,
+			 env->identity, strnlen(env->identity, VCL_TAG_MAX), VCL_T_SESSION,
+			 env->session, strnlen(env->session, VCL_TAG_MAX), VCL_T_EXPIRES, expires,
+			 VCL_T_PROFILE, env->profile->name,
+			 strnlen(env->profile->name, VCL_TAG_MAX));
+}
+
+/*
+ * The sandbox's Vercel timeout: lifetime_seconds, but never so short that
+ * the keep-alive (a third of it) would have to call all the time.
+ */
+/*
+ * Does this environment's workspace outlive the session?  A persistent
+ * profile's does, and so does one the binding keeps (remove_on_exit off):
+ * on Vercel only a persistent sandbox keeps its files across a stop.
+ */
+static bool vcl_keeps(const struct sg_env *env)
+{
+	return env->profile->persistent || !env->remove_on_exit;
+}
+
+static int64_t vcl_timeout_ms(const struct sg_profile *p)
+{
+	return p->lifetime_seconds * 1000 > SG_VERCEL_MIN_TIMEOUT_MS ? p->lifetime_seconds * 1000
+								     : SG_VERCEL_MIN_TIMEOUT_MS;
+}
+
+static sg_err vcl_create_body(struct vcl_env *ve, json_t **out, struct sg_errinfo *err)
+{
+	const struct sg_profile *p = ve->base.profile;
+	json_t *body = json_object(), *np = vcl_network_policy(p, err);
+	const char *region = vcl_str(p->raw, "region");
+
+	*out = NULL;
+	if (!np || !body) {
+		json_decref(body);
+		json_decref(np);
+		return err->code ? err->code : sg_err_set(err, SG_E_INTERNAL, "out of memory");
+	}
+	json_object_set_new(body, "projectId", json_string(ve->cl.project));
+	json_object_set_new(body, "name", json_string(ve->name));
+	json_object_set_new(body, "ports", json_array());
+	json_object_set_new(body, "timeout", json_integer(vcl_timeout_ms(p)));
+	json_object_set_new(body, "persistent", json_boolean(vcl_keeps(&ve->base)));
+	json_object_set_new(body, "networkPolicy", np);
+	json_object_set_new(body, "tags", vcl_tags(ve));
+	if (ve->vcpus > 0)
+		json_object_set_new(body, "resources", json_pack("{s:I}", "vcpus",
+								 (json_int_t)ve->vcpus));
+	if (p->image)
+		json_object_set_new(body, "image", json_string(p->image));
+	if (region)
+		json_object_set_new(body, "region", json_string(region));
+	*out = body;
+	return SG_OK;
+}
+
+/*
+ * Create the named sandbox.  The name makes the create safe to repeat, so
+ * the HTTP layer retries it on 429 and 5xx as the SDK does; a 409 means
+ * the name exists (a repeat, or another gateway's), and it is adopted if
+ * it is ours.  When no reply settles it, the name is looked up once; if
+ * that fails too, whatever the create did may remain (may_remain).
+ */
+static sg_err vcl_create(struct vcl_env *ve, json_t **got, struct sg_cancel *cancel,
+			 struct sg_errinfo *err)
+{
+	struct vcl_reply r = { 0 };
+	struct sg_errinfo once = { 0 };
+	json_t *body = NULL;
+	sg_err rc;
+
+	*got = NULL;
+	rc = vcl_create_body(ve, &body, err);
+	if (rc)
+		return rc;
+	rc = vcl_do(&ve->cl,
+		    &(struct vcl_call){ .method = "POST", .path = "/v3/sandboxes", .body = body,
+					.idempotent = true, .timeout_ms = SG_VERCEL_CREATE_MS,
+					.what = "creating the sandbox" },
+		    &r, cancel, &once);
+	json_decref(body);
+	if (!rc && r.status == 200 && json_is_object(json_object_get(r.json, "session"))) {
+		*got = r.json;
+		r.json = NULL;
+		ve->fresh = true;
+		vcl_reply_release(&r);
+		return SG_OK;
+	}
+	if (!rc && r.status != 409 && r.status < 500 && r.status != 429) {
+		/* Refused before anything was made. */
+		rc = vcl_fail(&ve->cl, "creating the sandbox", &r, SG_OK, err);
+		vcl_reply_release(&r);
+		return rc;
+	}
+	if (!rc && r.status != 409)
+		rc = vcl_fail(&ve->cl, "creating the sandbox", &r, SG_OK, &once);
+	vcl_reply_release(&r);
+	if (sg_cancel_check(cancel)) {
+		ve->base.may_remain = rc != SG_OK;
+		return sg_err_set(err, sg_cancel_check(cancel), "creating the sandbox was cancelled");
+	}
+	/* A conflict or a doubt: what does the name hold now? */
+	{
+		struct sg_errinfo look = { 0 };
+		sg_err lr = vcl_get(&ve->cl, ve->name, true, got, cancel, &look);
+
+		if (lr == SG_OK) {
+			sg_err orc = vcl_check_owner(ve, *got, err);
+			const char *sess = vcl_str(json_object_get(json_object_get(*got, "sandbox"),
+								   "tags"),
+						   VCL_T_SESSION);
+
+			if (orc) {
+				json_decref(*got);
+				*got = NULL;
+				return orc;
+			}
+			/* Our own create, repeated: this session's tag is on it. */
+			ve->fresh = sess && strncmp(sess, ve->base.session, VCL_TAG_MAX) == 0;
+			return SG_OK;
+		}
+		if (rc) {
+			/*
+			 * A create whose answer was lost may still land after
+			 * this lookup: the gateway settles it by the tags.
+			 */
+			ve->base.may_remain = true;
+			if (lr == SG_E_NOT_FOUND)
+				return sg_err_set(err, once.code, "%s (and no sandbox of that name appeared)",
+						  once.msg);
+			return sg_err_set(err, once.code,
+					  "%s; whether it was made is not known: %s", once.msg,
+					  look.msg);
+		}
+		return sg_err_set(err, lr == SG_E_NOT_FOUND ? SG_E_PROVIDER : lr,
+				  "creating the sandbox met a conflict, but %s", look.msg[0] ? look.msg : "the name is not found");
+	}
+}
+
+/* The session of a reply (borrowed), and its status. */
+static const json_t *vcl_session(const json_t *got)
+{
+	return json_object_get(got, "session");
+}
+
+static void vcl_set_sid(struct vcl_env *ve, const char *sid)
+{
+	pthread_mutex_lock(&ve->lock);
+	snprintf(ve->sid, sizeof(ve->sid), "%s", sid ? sid : "");
+	pthread_mutex_unlock(&ve->lock);
+}
+
+static void vcl_get_sid(struct vcl_env *ve, char *out, size_t n)
+{
+	pthread_mutex_lock(&ve->lock);
+	snprintf(out, n, "%s", ve->sid);
+	pthread_mutex_unlock(&ve->lock);
+}
+
+/*
+ * Wait until the session in *got is running (pending: a VM is booting),
+ * polling GET /v2/sandboxes/sessions/{id}; *got is replaced by
+ * {"session": ...} replies as it goes.
+ */
+static sg_err vcl_wait_running(struct vcl_env *ve, json_t **got, struct sg_cancel *cancel,
+			       struct sg_errinfo *err)
+{
+	int64_t until = sg_now_ms() + SG_VERCEL_CREATE_MS;
+
+	for (;;) {
+		const json_t *s = vcl_session(*got);
+		const char *st = vcl_str(s, "status"), *sid = vcl_str(s, "id");
+		struct vcl_reply r = { 0 };
+		char *path;
+		sg_err rc;
+
+		if (!sid)
+			return sg_err_set(err, SG_E_PROVIDER, "Vercel's reply names no session");
+		if (st && strcmp(st, "running") == 0)
+			return SG_OK;
+		if (!st || (strcmp(st, "pending") != 0 && strcmp(st, "snapshotting") != 0))
+			return sg_err_set(err, SG_E_PROVIDER, "session %s of sandbox %s is %s", sid,
+					  ve->name, st ? st : "in no state");
+		sg_progress_update("session %s is %s", sid, st);
+		if (sg_now_ms() > until)
+			return sg_err_set(err, SG_E_TIMEOUT, "session %s was still %s after %d s", sid,
+					  st, SG_VERCEL_CREATE_MS / 1000);
+		rc = sg_cancel_sleep(cancel, SG_VERCEL_POLL_MS);
+		if (rc)
+			return sg_err_set(err, rc, "waiting for the sandbox was cancelled");
+		if (!(path = vcl_path("/v2/sandboxes/sessions/", sid, NULL)))
+			return sg_err_set(err, SG_E_INTERNAL, "out of memory");
+		rc = vcl_do(&ve->cl,
+			    &(struct vcl_call){ .path = path, .idempotent = true,
+						.what = "looking up the session" },
+			    &r, cancel, err);
+		free(path);
+		if (!rc && (r.status != 200 || !json_is_object(vcl_session(r.json))))
+			rc = vcl_fail(&ve->cl, "looking up the session", &r, SG_OK, err);
+		if (rc) {
+			vcl_reply_release(&r);
+			return rc;
+		}
+		json_decref(*got);
+		*got = r.json;
+		r.json = NULL;
+		vcl_reply_release(&r);
+	}
+}
+
+/*
+ * A sandbox found (not made) by this provision: this session's tags, the
+ * profile's network policy and timeout, in one PATCH.
+ */
+static sg_err vcl_adopt(struct vcl_env *ve, struct sg_cancel *cancel, struct sg_errinfo *err)
+{
+	const struct sg_profile *p = ve->base.profile;
+	char *path = vcl_path("/v2/sandboxes/", ve->name, NULL), *q = vcl_pq(&ve->cl, NULL);
+	json_t *np = vcl_network_policy(p, err), *body = NULL;
+	struct vcl_reply r = { 0 };
+	sg_err rc = SG_OK;
+
+	if (!np) {
+		rc = err->code ? err->code : sg_err_set(err, SG_E_INTERNAL, "out of memory");
+		goto out;
+	}
+	body = json_pack("{s:o, s:O, s:I}", "tags", vcl_tags(ve), "networkPolicy", np, "timeout",
+			 (json_int_t)vcl_timeout_ms(p));
+	if (!path || !q || !body) {
+		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
+		goto out;
+	}
+	rc = vcl_call_settled(&ve->cl,
+			      &(struct vcl_call){ .method = "PATCH", .path = path, .query = q,
+						  .body = body, .idempotent = true,
+						  .what = "updating the sandbox" },
+			      &r, cancel, err);
+	if (!rc && r.status != 200)
+		rc = vcl_fail(&ve->cl, "updating the sandbox", &r, SG_OK, err);
+	/*
+	 * The session that is running already has the old policy: set it
+	 * there too, so it is never weaker than this profile asks.
+	 */
+	if (!rc) {
+		char sid[128], *sp;
+
+		vcl_reply_release(&r);
+		vcl_get_sid(ve, sid, sizeof(sid));
+		sp = vcl_path("/v2/sandboxes/sessions/", sid, "/network-policy");
+		rc = sp ? vcl_do(&ve->cl,
+				 &(struct vcl_call){ .method = "POST", .path = sp, .body = np,
+						     .idempotent = true,
+						     .what = "setting the network policy" },
+				 &r, cancel, err)
+			: sg_err_set(err, SG_E_INTERNAL, "out of memory");
+		free(sp);
+		if (!rc && r.status != 200)
+			rc = vcl_fail(&ve->cl, "setting the network policy", &r, SG_OK, err);
+	}
+out:
+	vcl_reply_release(&r);
+	json_decref(np);
+	json_decref(body);
+	free(path);
+	free(q);
+	return rc;
+}
+
+/* DELETE the named sandbox; one that is gone already is fine. */
+static sg_err vcl_delete(struct vcl_client *cl, const char *name, struct sg_cancel *cancel,
+			 struct sg_errinfo *err)
+{
+	char *path = vcl_path("/v2/sandboxes/", name, NULL), *q = vcl_pq(cl, NULL);
+	struct vcl_reply r = { 0 };
+	sg_err rc;
+
+	rc = path && q ? vcl_call_settled(cl,
+					  &(struct vcl_call){ .method = "DELETE", .path = path,
+							      .query = q, .idempotent = true,
+							      .what = "deleting the sandbox" },
+					  &r, cancel, err)
+		       : sg_err_set(err, SG_E_INTERNAL, "out of memory");
+	if (!rc && r.status != 200 && r.status != 404)
+		rc = vcl_fail(cl, "deleting the sandbox", &r, SG_OK, err);
+	vcl_reply_release(&r);
+	free(path);
+	free(q);
+	return rc;
+}
+
+/* ---- Commands ------------------------------------------------------------------- */
+
+/*
+ * One cmd request with wait:true: argv (command, then args) with vars as
+ * its environment, its NDJSON read into s.  SG_OK with *status the HTTP
+ * status (200: s holds a whole stream) and, for others, r the error reply.
+ */
+static sg_err vcl_cmd(struct vcl_env *ve, const char *sid, const char *command, json_t *args,
+		      json_t *vars, int64_t timeout_ms, struct vcl_stream *s, struct vcl_reply *r,
+		      struct sg_cancel *cancel, struct sg_errinfo *err)
+{
+	char *path = vcl_path("/v2/sandboxes/sessions/", sid, "/cmd");
+	json_t *body = json_pack("{s:s, s:O, s:O, s:b, s:b, s:b}", "command", command, "args",
+				 args, "env", vars, "sudo", 0, "wait", 1, "logs", 1);
+	sg_err rc;
+
+	if (!path || !body) {
+		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
+	} else {
+		/*
+		 * Not idempotent for the HTTP layer: bytes may have reached the
+		 * stream; the caller decides what a repeat means.
+		 */
+		rc = vcl_do(&ve->cl,
+			    &(struct vcl_call){ .method = "POST", .path = path, .body = body,
+						.timeout_ms = timeout_ms, .sink = vcl_stream_feed,
+						.sink_payload = s,
+						.what = "running a command in the sandbox" },
+			    r, cancel, err);
+		/*
+		 * The connection broke after the stream began: that is a stream
+		 * cut short (the command may have run), not a host unreachable.
+		 */
+		if (rc && rc != SG_E_CANCELLED && rc != SG_E_TIMEOUT && s->nd.bytes > 0 &&
+		    !sg_cancel_check(cancel)) {
+			sg_err_clear(err);
+			rc = vcl_stream_end(s, err);
+			if (!rc)
+				rc = sg_err_set(err, SG_E_PROVIDER,
+						"Vercel's command stream broke after %llu bytes",
+						(unsigned long long)s->nd.bytes);
+		}
+	}
+	json_decref(body);
+	free(path);
+	return rc;
+}
+
+/*
+ * The sandbox stopped under us (410) or is stopping (422): resume it, once
+ * per stop whichever thread sees it first.  sid is the session that
+ * failed; the current one is then in ve->sid.
+ */
+static sg_err vcl_resume(struct vcl_env *ve, const char *sid, struct sg_cancel *cancel,
+			 struct sg_errinfo *err)
+{
+	char now[128];
+	json_t *got = NULL;
+	sg_err rc;
+
+	vcl_get_sid(ve, now, sizeof(now));
+	if (strcmp(now, sid) != 0)
+		return SG_OK; /* another exec resumed it already */
+	if (!vcl_keeps(&ve->base))
+		return sg_err_set(err, SG_E_WORKSPACE_LOST,
+				  "sandbox %s stopped (its timeout, or Vercel), and a non-persistent sandbox keeps no files",
+				  ve->name);
+	sg_log_info("sandbox %s stopped; resuming it", ve->name);
+	rc = vcl_get(&ve->cl, ve->name, true, &got, cancel, err);
+	if (rc == SG_E_NOT_FOUND)
+		rc = sg_err_set(err, SG_E_WORKSPACE_LOST, "sandbox %s is gone", ve->name);
+	if (!rc)
+		rc = vcl_wait_running(ve, &got, cancel, err);
+	if (!rc)
+		vcl_set_sid(ve, vcl_str(vcl_session(got), "id"));
+	json_decref(got);
+	return rc;
+}
+
+/*
+ * Run argv (command, args) in the sandbox as one cmd request, resuming a
+ * stopped sandbox and repeating once.  The stream is whole on SG_OK.
+ */
+static sg_err vcl_run(struct vcl_env *ve, const char *command, json_t *args, json_t *vars,
+		      int64_t timeout_ms, size_t max_out, struct vcl_stream *s,
+		      struct sg_cancel *cancel, struct sg_errinfo *err)
+{
+	sg_err rc = SG_OK;
+
+	for (int round = 0; round < 2; round++) {
+		struct vcl_reply r = { 0 };
+		char sid[128];
+
+		vcl_stream_release(s);
+		vcl_stream_init(s, max_out);
+		vcl_get_sid(ve, sid, sizeof(sid));
+		rc = vcl_cmd(ve, sid, command, args, vars, timeout_ms, s, &r, cancel, err);
+		if (rc) {
+			vcl_reply_release(&r);
+			return rc;
+		}
+		if (r.status == 200) {
+			vcl_reply_release(&r);
+			return vcl_stream_end(s, err);
+		}
+		if (round == 0 && ((r.status == 410 && strcmp(r.code, "sandbox_stopped") == 0) ||
+				   vcl_settling(&r))) {
+			vcl_reply_release(&r);
+			rc = vcl_resume(ve, sid, cancel, err);
+			if (rc)
+				return rc;
+			continue;
+		}
+		rc = vcl_fail(&ve->cl, "running a command in the sandbox", &r,
+			      r.status == 404 || r.status == 410 ? SG_E_WORKSPACE_LOST : SG_OK, err);
+		vcl_reply_release(&r);
+		return rc;
+	}
+	return rc;
+}
+
+/* A short shell script with vars as its parameters: *out (new) what it printed. */
+static sg_err vcl_script(struct vcl_env *ve, const char *script, json_t *vars, char **out,
+			 struct sg_cancel *cancel, struct sg_errinfo *err)
+{
+	json_t *args = json_pack("[s, s]", "-c", script);
+	struct vcl_stream s;
+	sg_err rc;
+
+	*out = NULL;
+	vcl_stream_init(&s, SG_VERCEL_SCRIPT_REPLY);
+	rc = args ? vcl_run(ve, "sh", args, vars, SG_VERCEL_CALL_MS, SG_VERCEL_SCRIPT_REPLY, &s,
+			    cancel, err)
+		  : sg_err_set(err, SG_E_INTERNAL, "out of memory");
+	if (!rc && !(*out = strndup(s.out.p, s.out.len)))
+		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
+	vcl_stream_release(&s);
+	json_decref(args);
+	return rc;
+}
+
+/* Write data to path in the sandbox with fs/write (one gzip'd tar). */
+static sg_err vcl_write(struct vcl_env *ve, const char *path, const void *data, size_t len,
+			unsigned mode, struct sg_cancel *cancel, struct sg_errinfo *err)
+{
+	struct sg_targz_entry e = { .name = path + 1, .mode = mode, .data = data, .len = len };
+	struct sg_buf tgz = SG_BUF_INIT(SG_MAX_FRAME * 8);
+	struct vcl_reply r = { 0 };
+	char sid[128], *p = NULL;
+	sg_err rc;
+
+	if (path[0] != '/')
+		return sg_err_set(err, SG_E_INTERNAL, "%s is not an absolute path", path);
+	rc = sg_targz(&e, 1, &tgz);
+	if (rc) {
+		sg_buf_release(&tgz);
+		return sg_err_set(err, rc, "cannot pack %s for Vercel's fs/write", path);
+	}
+	vcl_get_sid(ve, sid, sizeof(sid));
+	p = vcl_path("/v2/sandboxes/sessions/", sid, "/fs/write");
+	/* Extracting the same archive twice gives the same file: idempotent. */
+	rc = p ? vcl_do(&ve->cl,
+			&(struct vcl_call){ .method = "POST", .path = p, .raw = tgz.p,
+					    .raw_len = tgz.len, .raw_type = "application/gzip",
+					    .extra_headers = (const char *[]){ "x-cwd: /", NULL },
+					    .idempotent = true, .timeout_ms = SG_VERCEL_CREATE_MS,
+					    .what = "writing a file in the sandbox" },
+			&r, cancel, err)
+	       : sg_err_set(err, SG_E_INTERNAL, "out of memory");
+	if (!rc && r.status != 200)
+		rc = vcl_fail(&ve->cl, "writing a file in the sandbox", &r, SG_OK, err);
+	vcl_reply_release(&r);
+	sg_buf_release(&tgz);
+	free(p);
+	return rc;
+}
+
+/* Give up on the job of prefix dir: it never starts, or it is killed. */
+static void vcl_kill(struct vcl_env *ve, const char *dir)
+{
+	struct sg_errinfo err = { 0 };
+	json_t *args = json_pack("[s, s, s, s]", "job", "--dir", dir, "--kill"), *vars = json_object();
+	struct vcl_stream s;
+	sg_err rc;
+
+	vcl_stream_init(&s, SG_VERCEL_SCRIPT_REPLY);
+	/* A fresh wait: the caller's token has usually fired. */
+	rc = args && vars ? vcl_run(ve, ve->base.helper, args, vars, SG_VERCEL_KILL_MS,
+				    SG_VERCEL_SCRIPT_REPLY, &s, NULL, &err)
+			  : SG_E_INTERNAL;
+	if (rc)
+		sg_log_warn("sandbox %s: a command may still run: %s", ve->name, err.msg);
+	vcl_stream_release(&s);
+	json_decref(args);
+	json_decref(vars);
+}
+
+static sg_err vcl_exec(struct sg_env *env, const struct sg_exec *x, struct sg_exec_result *out,
+		       struct sg_cancel *cancel, struct sg_errinfo *err)
+{
+	struct vcl_env *ve = (struct vcl_env *)env;
+	struct sg_buf start_w = SG_BUF_INIT(SG_MAX_FRAME * 2), attach_w = SG_BUF_INIT(SG_PATH_MAX * 8),
+		      names = SG_BUF_INIT(SG_KiB);
+	json_t *full = json_object(), *attach = json_object(), *args = NULL;
+	char *dir = NULL, *upload = NULL, mark[SG_JOB_MARK_SIZE];
+	int64_t t0 = sg_now_ms();
+	size_t max_out = x->max_output + SG_HELPER_STDERR + 64 * SG_KiB;
+	struct vcl_stream s;
+	bool in_vars, started = false;
+	sg_err rc = SG_OK;
+
+	sg_exec_result_reset(out);
+	vcl_stream_init(&s, max_out);
+	sg_job_mark(mark);
+	args = json_pack("[s, s]", "-c", "eval \"exec $SG_X\"");
+	if (!full || !attach || !args ||
+	    asprintf(&dir, "%s/%s-%u", ve->run_dir, ve->nonce, atomic_fetch_add(&ve->seq, 1)) < 0) {
+		dir = NULL;
+		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
+		goto out;
+	}
+	in_vars = sg_cloud_stdin_vars(x->stdin_data, x->stdin_len, SG_VERCEL_INLINE_MAX,
+				      SG_VERCEL_STDIN_VARS, full, &names);
+	if (!in_vars) {
+		/* Too large, or not text: one fs/write first. */
+		if (asprintf(&upload, "%s.up", dir) < 0) {
+			upload = NULL;
+			rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
+			goto out;
+		}
+		rc = vcl_write(ve, upload, x->stdin_data, x->stdin_len, 0600, cancel, err);
+		if (rc)
+			goto out;
+	}
+	{
+		struct sg_job_line l = {
+			.helper = env->helper, .dir = dir, .mark = mark, .wait_ms = SG_VERCEL_WAIT_MS,
+			.stdin_vars = in_vars && names.len ? names.p : NULL,
+			.stdin_file = upload, .rm = true, .keep_tail = out->keep_tail,
+		};
+
+		rc = sg_job_words(&l, x, env->root, &start_w, &attach_w);
+		if (rc == SG_E_INVALID_ARGUMENT) {
+			rc = sg_err_set(err, rc, "an empty command");
+			goto out;
+		}
+		if (rc || start_w.len > SG_VERCEL_INLINE_MAX) {
+			rc = sg_err_set(err, SG_E_TOO_LARGE,
+					"the command and its environment are too large to send");
+			goto out;
+		}
+	}
+	json_object_set_new(full, "SG_X", json_stringn(start_w.p, start_w.len));
+	json_object_set_new(attach, "SG_X", json_stringn(attach_w.p, attach_w.len));
+	for (int trips = 0;; trips++) {
+		struct sg_job_reply jr;
+
+		rc = vcl_run(ve, "sh", args, started ? attach : full,
+			     SG_VERCEL_WAIT_MS + SG_VERCEL_TRIP_SLACK_MS, max_out, &s, cancel, err);
+		if (rc) {
+			if (sg_cancel_check(cancel))
+				goto cancelled;
+			/* The request may have reached the sandbox: never a result. */
+			vcl_kill(ve, dir);
+			goto out;
+		}
+		started = true;
+		sg_job_parse(s.out.p, s.out.len, mark, &jr);
+		if (jr.state == SG_JOB_IS_PENDING) {
+			if ((rc = sg_cancel_check(cancel)))
+				goto cancelled;
+			continue;
+		}
+		if (jr.state != SG_JOB_IS_DONE) {
+			rc = sg_err_set(err, SG_E_PROVIDER,
+					"sg-helper in the sandbox gave no result (exit %d, %zu bytes)",
+					s.exit_code, s.out.len);
+			vcl_kill(ve, dir);
+			goto out;
+		}
+		sg_job_result(&jr, s.out.p, s.out.len, x->max_output, out);
+		break;
+	}
+	rc = SG_OK;
+	goto out;
+cancelled:
+	rc = sg_cancel_check(cancel) ? sg_cancel_check(cancel) : SG_E_CANCELLED;
+	vcl_kill(ve, dir);
+	sg_err_clear(err);
+	sg_err_set(err, rc, "the command was %s in the sandbox",
+		   rc == SG_E_TIMEOUT ? "stopped by a deadline" : "cancelled");
+out:
+	out->duration_ms = sg_now_ms() - t0;
+	vcl_stream_release(&s);
+	sg_buf_release(&start_w);
+	sg_buf_release(&attach_w);
+	sg_buf_release(&names);
+	json_decref(full);
+	json_decref(attach);
+	json_decref(args);
+	free(dir);
+	free(upload);
+	return rc;
+}
+
+/* ---- Keep-alive --------------------------------------------------------------- */
+
+/* Extend the session's timeout by ka_ms every ka_ms: it stays ahead. */
+static void *vcl_keepalive_main(void *arg)
+{
+	struct vcl_env *ve = arg;
+
+	while (!sg_cancel_sleep(&ve->ka_stop, ve->ka_ms)) {
+		struct sg_errinfo err = { 0 };
+		struct vcl_reply r = { 0 };
+		json_t *body = json_pack("{s:I}", "duration", (json_int_t)ve->ka_ms);
+		char sid[128], *p;
+
+		vcl_get_sid(ve, sid, sizeof(sid));
+		p = vcl_path("/v2/sandboxes/sessions/", sid, "/extend-timeout");
+		if (p && body &&
+		    !vcl_do(&ve->cl,
+			    &(struct vcl_call){ .method = "POST", .path = p, .body = body,
+						.what = "extending the sandbox's timeout" },
+			    &r, &ve->ka_stop, &err) &&
+		    r.status != 200)
+			vcl_fail(&ve->cl, "extending the sandbox's timeout", &r, SG_OK, &err);
+		if (err.msg[0])
+			sg_log_debug("sandbox %s: %s", ve->name, err.msg);
+		vcl_reply_release(&r);
+		json_decref(body);
+		free(p);
+	}
+	return NULL;
+}
+
+static void vcl_keepalive_stop(struct vcl_env *ve)
+{
+	if (ve->ka_started) {
+		sg_cancel_fire(&ve->ka_stop, SG_E_CANCELLED);
+		pthread_join(ve->ka_thread, NULL);
+		ve->ka_started = false;
+	}
+}
+
+/* ---- provision ---------------------------------------------------------------- */
+
+/* The installer's native transfer (adapters/install.h): fs/write. */
+static sg_err vcl_install_upload(void *ctx, const char *path, int fd, struct sg_cancel *cancel,
+				 struct sg_errinfo *err)
+{
+	struct sg_helper_bin b = { .fd = fd };
+	sg_err rc;
+
+	sg_progress_update("uploading sg-helper");
+	b.size = lseek(fd, 0, SEEK_END);
+	rc = b.size < 0 ? sg_err_set(err, SG_E_INTERNAL, "cannot size sg-helper")
+			: sg_helper_bin_load(&b, err);
+	if (!rc)
+		rc = vcl_write(ctx, path, b.data, (size_t)b.size, 0600, cancel, err);
+	free(b.data);
+	return rc;
+}
+
+/* The installer's step: d, s and u as variables. */
+static sg_err vcl_install_run(void *ctx, const char *script, const char *dir, const char *sha,
+			      const char *upload, const void *in, size_t inlen, char **reply,
+			      struct sg_cancel *cancel, struct sg_errinfo *err)
+{
+	json_t *vars = json_pack("{s:s, s:s, s:s}", "SG_D", dir, "SG_SHA", sha, "SG_UP", upload);
+	char *text = NULL;
+	sg_err rc;
+
+	(void)in; /* no stdin on Vercel: installs go through fs/write */
+	(void)inlen;
+	*reply = NULL;
+	if (!vars || asprintf(&text, "exec 2>/dev/null\nd=$SG_D s=$SG_SHA u=$SG_UP\n%s", script) < 0) {
+		text = NULL;
+		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
+	} else {
+		rc = vcl_script(ctx, text, vars, reply, cancel, err);
+	}
+	free(text);
+	json_decref(vars);
+	return rc;
+}
+
+/* Root, sandgate's directories, sg-helper and the probe (cloud.h). */
+static sg_err vcl_setup(struct vcl_env *ve, struct sg_cancel *cancel, struct sg_errinfo *err)
+{
+	struct sg_env *env = &ve->base;
+	struct sg_helper_bin bin = { .fd = -1 };
+	struct sg_install_cost cost = { 0 };
+	struct sg_install in = { .ctx = ve, .dir = "/tmp", .nonce = ve->nonce,
+				 .run = vcl_install_run, .upload = vcl_install_upload };
+	struct sg_cloud_setup got = { 0 };
+	char *reply = NULL, *up = NULL, sweep[16];
+	int64_t t0 = sg_now_ms();
+	json_t *vars = NULL;
+	sg_err rc;
+
+	rc = sg_helper_bin_open(env->helper_host, &bin, err);
+	if (rc)
+		goto out;
+	if (ve->fresh) {
+		/* A new sandbox cannot have it: send it before the set-up. */
+		if (!(up = sg_install_upload_path(&in, &bin))) {
+			rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
+			goto out;
+		}
+		rc = vcl_install_upload(ve, up, bin.fd, cancel, err);
+		if (rc)
+			goto out;
+		cost.requests = 1;
+		cost.bytes = bin.size;
+		cost.ms = sg_now_ms() - t0;
+	}
+	snprintf(sweep, sizeof(sweep), "%d", 1440);
+	vars = json_pack("{s:s, s:s, s:s, s:s}", "SG_ROOT", env->root, "SG_SHA", bin.sha,
+			 "SG_SWEEP", sweep, "SG_PROBE", "1");
+	if (vars && up && json_object_set_new(vars, "SG_UP", json_string(up))) {
+		json_decref(vars);
+		vars = NULL;
+	}
+	rc = vars ? vcl_script(ve, sg_cloud_setup_sh, vars, &reply, cancel, err)
+		  : sg_err_set(err, SG_E_INTERNAL, "out of memory");
+	if (!rc)
+		rc = sg_cloud_setup_read(env, reply, bin.sha, up != NULL, "vercel", &got, err);
+	ve->base_dir = got.base_dir;
+	if (rc)
+		goto out;
+	if (asprintf(&ve->run_dir, "%s/run", ve->base_dir) < 0) {
+		ve->run_dir = NULL;
+		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
+		goto out;
+	}
+	if (sg_cloud_flag(reply, "helper")) {
+		cost.bytes = 0; /* found, whatever was sent */
+	} else if (!got.helper) {
+		/* Resumed without it: the installer's upload and step. */
+		in.dir = ve->base_dir;
+		rc = sg_install_helper(&in, &bin, &cost, cancel, err);
+		free(env->probe);
+		env->probe = NULL; /* the gateway runs it */
+	}
+	ve->install = cost;
+out:
+	sg_helper_bin_close(&bin);
+	json_decref(vars);
+	free(reply);
+	free(up);
+	return rc;
+}
+
+/*
+ * Find the identity's sandbox (resuming it), or create it; wait until its
+ * session runs.  *got (new) is the last reply with a session.
+ */
+static sg_err vcl_obtain(struct vcl_env *ve, json_t **got, struct sg_cancel *cancel,
+			 struct sg_errinfo *err)
+{
+	struct sg_env *env = &ve->base;
+	sg_err rc;
+
+	for (int round = 0; round < 2; round++) {
+		rc = vcl_get(&ve->cl, ve->name, true, got, cancel, err);
+		if (rc == SG_E_WORKSPACE_LOST && !vcl_keeps(env) && !env->require_existing) {
+			/* A scratch sandbox's old snapshot: nothing to keep. */
+			sg_err_clear(err);
+			rc = vcl_delete(&ve->cl, ve->name, cancel, err);
+			if (rc)
+				return rc;
+			continue;
+		}
+		if (rc == SG_E_NOT_FOUND) {
+			sg_err_clear(err);
+			if (env->require_existing)
+				return sg_err_set(err, SG_E_WORKSPACE_LOST,
+						  "the sandbox of identity \"%.60s\" (%s) is gone",
+						  env->identity, ve->name);
+			sg_progress_begin("create", "creating sandbox %s", ve->name);
+			rc = vcl_create(ve, got, cancel, err);
+			sg_progress_end(rc);
+			if (rc)
+				return rc;
+			sg_crashpoint("adapter:created");
+			env->resumed = !ve->fresh;
+		} else if (rc) {
+			return rc;
+		} else {
+			rc = vcl_check_owner(ve, *got, err);
+			if (rc)
+				return rc;
+			env->resumed = true;
+		}
+		snprintf(env->id, sizeof(env->id), "%s", ve->name);
+		return vcl_wait_running(ve, got, cancel, err);
+	}
+	return sg_err_set(err, SG_E_PROVIDER, "sandbox %s keeps disappearing", ve->name);
+}
+
+static json_t *vcl_facts(const struct vcl_env *ve, const json_t *got)
+{
+	const struct sg_profile *p = ve->base.profile;
+	const json_t *s = vcl_session(got), *sb = json_object_get(got, "sandbox");
+	json_t *req = json_object(), *app = json_object();
+
+	if (p->cpus > 0)
+		json_object_set_new(req, "cpus", json_real(p->cpus));
+	if (p->memory_mb > 0)
+		json_object_set_new(req, "memory_mb", json_integer(p->memory_mb));
+	json_object_set_new(app, "cpus", json_integer(json_integer_value(json_object_get(s, "vcpus"))));
+	json_object_set_new(app, "memory_mb",
+			    json_integer(json_integer_value(json_object_get(s, "memory"))));
+	return json_pack("{s:{s:o, s:o}, s:s, s:s, s:{s:b}, s:{s:I, s:i, s:I}, s:{s:s, s:s?, s:s?, s:b, s:O?}}",
+			 "resources", "requested", req, "applied", app, "safety_class", "microvm",
+			 "mechanism", "firecracker", "isolation", "host_filesystem_restricted", 1,
+			 "helper_install", "bytes", (json_int_t)ve->install.bytes, "requests",
+			 ve->install.requests, "ms", (json_int_t)ve->install.ms, "vercel",
+			 "sandbox", ve->name, "session", vcl_str(s, "id"), "region",
+			 vcl_str(s, "region"), "persistent",
+			 json_is_true(json_object_get(sb, "persistent")), "network_policy",
+			 json_object_get(s, "networkPolicy"));
+}
+
+static sg_err vcl_provision(struct sg_env *env, struct sg_cancel *cancel, struct sg_errinfo *err)
+{
+	struct vcl_env *ve = (struct vcl_env *)env;
+	const struct sg_profile *p = env->profile;
+	json_t *got = NULL;
+	bool exact;
+	sg_err rc;
+
+	if (pthread_mutex_init(&ve->lock, NULL) != 0)
+		return sg_err_set(err, SG_E_INTERNAL, "cannot create a mutex");
+	ve->lock_ready = true;
+	if (sg_cancel_init(&ve->ka_stop) == SG_OK)
+		ve->ka_stop_ready = true;
+	sg_cloud_random_hex(ve->nonce, 8);
+	ve->vcpus = vcl_vcpus(p->cpus, p->memory_mb, &exact);
+	ve->ka_ms = vcl_timeout_ms(p) / 3;
+	if (env->root[0] != '/')
+		return sg_err_set(err, SG_E_INVALID_ARGUMENT, "root %s is not an absolute path",
+				  env->root);
+	rc = vcl_client_init(&ve->cl, p, err);
+	if (rc)
+		return rc;
+	if (!(ve->name = sg_cloud_name(env->identity)))
+		return sg_err_set(err, SG_E_INTERNAL, "out of memory");
+	rc = vcl_obtain(ve, &got, cancel, err);
+	if (rc)
+		goto out;
+	vcl_set_sid(ve, vcl_str(vcl_session(got), "id"));
+	if (ve->vcpus > 0 &&
+	    json_integer_value(json_object_get(vcl_session(got), "vcpus")) < ve->vcpus) {
+		rc = sg_err_set(err, SG_E_UNSUPPORTED,
+				"sandbox %s has %lld vCPU, fewer than the %lld profile \"%s\" asks for",
+				ve->name,
+				(long long)json_integer_value(json_object_get(vcl_session(got), "vcpus")),
+				(long long)ve->vcpus, p->name);
+		goto out;
+	}
+	if (!ve->fresh)
+		rc = vcl_adopt(ve, cancel, err);
+	if (!rc) {
+		sg_progress_begin("helper", "preparing sandbox %s", ve->name);
+		rc = vcl_setup(ve, cancel, err);
+		sg_progress_end(rc);
+	}
+	if (!rc && !(env->facts = vcl_facts(ve, got)))
+		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
+	if (!rc && ve->ka_stop_ready &&
+	    pthread_create(&ve->ka_thread, NULL, vcl_keepalive_main, ve) == 0)
+		ve->ka_started = true;
+out:
+	if (rc && ve->fresh && env->id[0] && sg_cancel_check(cancel)) {
+		/* Removing it here would outlast the budget the gateway keeps. */
+		env->may_remain = true;
+	} else if (rc && ve->fresh && env->id[0]) {
+		/* A failed create leaves nothing behind. */
+		struct sg_errinfo e2 = { 0 };
+
+		if (vcl_delete(&ve->cl, ve->name, NULL, &e2)) {
+			sg_log_err("sandbox %s may remain after a failed provisioning: %s", ve->name,
+				   e2.msg);
+			env->may_remain = true;
+		}
+	}
+	json_decref(got);
+	return rc;
+}
+
+/* ---- Files ------------------------------------------------------------------------ */
+
+static sg_err vcl_get_file(struct sg_env *env, const char *path, int fd, size_t max,
+			   struct sg_cancel *cancel, struct sg_errinfo *err)
+{
+	struct vcl_env *ve = (struct vcl_env *)env;
+	struct sg_http_fd_sink sink = { .fd = fd, .max = max };
+	struct vcl_reply r = { 0 };
+	json_t *body = json_pack("{s:s}", "path", path);
+	char sid[128], *p;
+	sg_err rc;
+
+	vcl_get_sid(ve, sid, sizeof(sid));
+	p = vcl_path("/v2/sandboxes/sessions/", sid, "/fs/read");
+	rc = p && body ? vcl_do(&ve->cl,
+				&(struct vcl_call){ .method = "POST", .path = p, .body = body,
+						    .timeout_ms = SG_VERCEL_CREATE_MS * 5,
+						    .sink = sg_http_sink_fd, .sink_payload = &sink,
+						    .what = "reading a file in the sandbox" },
+				&r, cancel, err)
+		       : sg_err_set(err, SG_E_INTERNAL, "out of memory");
+	if (rc == SG_E_TOO_LARGE)
+		rc = sg_err_set(err, rc, "%s is larger than %zu bytes", path, max);
+	else if (!rc && r.status == 404)
+		rc = sg_err_set(err, SG_E_NOT_FOUND, "%s does not exist in the sandbox", path);
+	else if (!rc && r.status != 200)
+		rc = vcl_fail(&ve->cl, "reading a file in the sandbox", &r, SG_OK, err);
+	vcl_reply_release(&r);
+	json_decref(body);
+	free(p);
+	return rc;
+}
+
+/* ---- teardown, list, destroy, release ------------------------------------------ */
+
+static sg_err vcl_stop(struct vcl_env *ve, struct sg_cancel *cancel, struct sg_errinfo *err)
+{
+	struct vcl_reply r = { 0 };
+	char sid[128], *p;
+	sg_err rc;
+
+	vcl_get_sid(ve, sid, sizeof(sid));
+	p = vcl_path("/v2/sandboxes/sessions/", sid, "/stop");
+	/* Stopping a stopped session changes nothing: idempotent. */
+	rc = p ? vcl_call_settled(&ve->cl,
+				  &(struct vcl_call){ .method = "POST", .path = p,
+						      .idempotent = true,
+						      .timeout_ms = SG_VERCEL_SETTLE_MS,
+						      .what = "stopping the sandbox" },
+				  &r, cancel, err)
+	       : sg_err_set(err, SG_E_INTERNAL, "out of memory");
+	if (!rc && r.status != 200 && !(r.status == 410 && strcmp(r.code, "sandbox_stopped") == 0))
+		rc = vcl_fail(&ve->cl, "stopping the sandbox", &r, SG_OK, err);
+	vcl_reply_release(&r);
+	free(p);
+	return rc;
+}
+
+static sg_err vcl_teardown(struct sg_env *env, enum sg_fate fate, struct sg_cancel *cancel,
+			   struct sg_errinfo *err)
+{
+	struct vcl_env *ve = (struct vcl_env *)env;
+
+	vcl_keepalive_stop(ve);
+	if (fate == SG_FATE_DETACH || !env->id[0] || !ve->cl.api)
+		return SG_OK;
+	if (fate == SG_FATE_REMOVE)
+		return vcl_delete(&ve->cl, ve->name, cancel, err);
+	/* Vercel snapshots a persistent sandbox as it stops. */
+	return vcl_stop(ve, cancel, err);
+}
+
+static void vcl_copy(char *dst, size_t n, const char *src)
+{
+	snprintf(dst, n, "%s", src ? src : "");
+}
+
+static sg_err vcl_list(const struct sg_profile *p, const char *state_dir, sg_env_list_cb cb,
+		       void *payload, struct sg_cancel *cancel, struct sg_errinfo *err)
+{
+	struct vcl_client cl;
+	char *cursor = NULL;
+	sg_err rc;
+
+	(void)state_dir;
+	rc = vcl_client_init(&cl, p, err);
+	if (rc)
+		return rc;
+	for (int page = 0; !rc && page < SG_VERCEL_LIST_PAGES; page++) {
+		struct sg_buf q = SG_BUF_INIT(SG_PATH_MAX * 2);
+		struct vcl_reply r = { 0 };
+		const json_t *item;
+		const char *next;
+		size_t i;
+		bool stop = false;
+
+		if (sg_buf_adds(&q, "project=") || sg_cloud_urlenc(&q, cl.project) ||
+		    sg_buf_adds(&q, "&limit=100&tags=managed-by%3Asandgate&tags=" VCL_T_PROFILE "%3A") ||
+		    sg_cloud_urlenc(&q, p->name) ||
+		    (cursor && (sg_buf_adds(&q, "&cursor=") || sg_cloud_urlenc(&q, cursor)))) {
+			sg_buf_release(&q);
+			rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
+			break;
+		}
+		rc = vcl_do(&cl,
+			    &(struct vcl_call){ .path = "/v2/sandboxes", .query = q.p,
+						.idempotent = true, .what = "listing sandboxes" },
+			    &r, cancel, err);
+		sg_buf_release(&q);
+		if (!rc && (r.status != 200 || !json_is_array(json_object_get(r.json, "sandboxes"))))
+			rc = vcl_fail(&cl, "listing sandboxes", &r, SG_E_PROVIDER, err);
+		json_array_foreach(rc ? NULL : json_object_get(r.json, "sandboxes"), i, item) {
+			const json_t *tags = json_object_get(item, "tags");
+			const char *m = vcl_str(tags, VCL_T_MANAGED), *ex = vcl_str(tags, VCL_T_EXPIRES);
+			struct sg_env_info info;
+
+			/* The filter is Vercel's; sandgate checks it anyway. */
+			if (!m || strcmp(m, "sandgate") != 0)
+				continue;
+			memset(&info, 0, sizeof(info));
+			vcl_copy(info.id, sizeof(info.id), vcl_str(item, "name"));
+			vcl_copy(info.state, sizeof(info.state), vcl_str(item, "status"));
+			vcl_copy(info.identity, sizeof(info.identity), vcl_str(tags, VCL_T_IDENTITY));
+			vcl_copy(info.session, sizeof(info.session), vcl_str(tags, VCL_T_SESSION));
+			vcl_copy(info.profile, sizeof(info.profile), vcl_str(tags, VCL_T_PROFILE));
+			info.created = json_integer_value(json_object_get(item, "createdAt")) / 1000;
+			info.expires = ex ? strtoll(ex, NULL, 10) : 0;
+			info.persistent = json_is_true(json_object_get(item, "persistent"));
+			if (cb(&info, payload)) {
+				stop = true;
+				break;
+			}
+		}
+		next = rc ? NULL : vcl_str(json_object_get(r.json, "pagination"), "next");
+		free(cursor);
+		cursor = next && *next && !stop ? strdup(next) : NULL;
+		vcl_reply_release(&r);
+		if (!cursor)
+			break;
+	}
+	free(cursor);
+	vcl_client_release(&cl);
+	return rc;
+}
+
+static sg_err vcl_destroy(const struct sg_profile *p, const char *state_dir, const char *id,
+			  struct sg_cancel *cancel, struct sg_errinfo *err)
+{
+	struct vcl_client cl;
+	json_t *got = NULL;
+	const char *m;
+	sg_err rc;
+
+	(void)state_dir;
+	rc = vcl_client_init(&cl, p, err);
+	if (rc)
+		return rc;
+	rc = vcl_get(&cl, id, false, &got, cancel, err);
+	if (rc == SG_E_NOT_FOUND)
+		rc = sg_err_set(err, rc, "there is no sandbox %s", id);
+	m = rc ? NULL : vcl_str(json_object_get(json_object_get(got, "sandbox"), "tags"),
+				VCL_T_MANAGED);
+	/* An operator's typo must never delete a sandbox sandgate did not make. */
+	if (!rc && (!m || strcmp(m, "sandgate") != 0))
+		rc = sg_err_set(err, SG_E_PERMISSION, "sandbox %s was not made by sandgate", id);
+	if (!rc)
+		rc = vcl_delete(&cl, id, cancel, err);
+	json_decref(got);
+	vcl_client_release(&cl);
+	return rc;
+}
+
+static void vcl_release(struct sg_env *env)
+{
+	struct vcl_env *ve = (struct vcl_env *)env;
+
+	vcl_keepalive_stop(ve);
+	if (ve->ka_stop_ready)
+		sg_cancel_release(&ve->ka_stop);
+	if (ve->lock_ready)
+		pthread_mutex_destroy(&ve->lock);
+	if (ve->cl.api)
+		sg_log_debug("sandbox %s: %llu Vercel requests", ve->name ? ve->name : "?",
+			     (unsigned long long)atomic_load(&ve->cl.requests));
+	vcl_client_release(&ve->cl);
+	free(ve->name);
+	free(ve->base_dir);
+	free(ve->run_dir);
+	sg_env_release_base(env);
+}
+
+/* The variables this adapter reads: the one list probe and forward_env use. */
+static size_t vcl_credential_env(const json_t *raw, const char **names, size_t max)
+{
+	const char *tv = raw ? vcl_str(raw, "token_env") : NULL;
+	const char *all[] = { tv ? tv : VCL_ENV_TOKEN, VCL_ENV_TEAM, VCL_ENV_PROJECT,
+			      VCL_ENV_OIDC, VCL_ENV_URL };
+	size_t n = 0;
+
+	for (size_t i = 0; i < 5 && n < max; i++)
+		names[n++] = all[i];
+	return n;
+}
+
+static void vcl_credentials(const struct sg_profile *p, json_t *out)
+{
+	const char *names[5];
+	size_t n = vcl_credential_env(p->raw, names, 4);
+
+	for (size_t i = 0; i < n; i++) {
+		const char *v = getenv(names[i]);
+
+		json_object_set_new(out, names[i], json_string(v && *v ? "found" : "missing"));
+	}
+}
+
+const struct sg_adapter sg_adapter_vercel = {
+	.name = "vercel",
+	.caps = SG_CAP_FILES | SG_CAP_LIST,
+	.env_size = sizeof(struct vcl_env),
+	.fields = vcl_fields,
+	.validate = vcl_validate,
+	.provision = vcl_provision,
+	.exec = vcl_exec,
+	.get_file = vcl_get_file,
+	.teardown = vcl_teardown,
+	.list = vcl_list,
+	.destroy = vcl_destroy,
+	.release = vcl_release,
+	.credentials = vcl_credentials,
+	.credential_env = vcl_credential_env,
+};
