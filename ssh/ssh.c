@@ -46,10 +46,11 @@
  * NUL-terminated words) travels on stdin ahead of its own stdin, so secrets
  * in forward_env never sit on a command line on the host.  The job makes
  * the namespaces and joins the cgroups itself (no unshare, setsid or mount
- * programs), runs the command under a runner that records its real wait
- * status and kills what it left in its group, and prints one reply on
- * stdout (adapters/jobreply.h): stdout's head, a trailer with the random
- * mark, stderr's head.  A reply with the trailer is the command's result,
+ * programs), forks the command (--rm: no runner, no output files; its
+ * stdout's head relayed through a pipe as it comes), waits for its real
+ * status, kills what it left in its group, and prints one reply on stdout
+ * (adapters/jobreply.h): stdout's head, a trailer with the random mark,
+ * stderr's head.  A reply with the trailer is the command's result,
  * exit 255 and 128+n included; without it, ssh failed, and `ssh -O check`
  * tells a lost connection from a refused session.  --tie: when the
  * connection drops, the job's parent (sshd) dies, its parent-death signal

@@ -26,6 +26,13 @@ int sg_helper_confine(int argc, char *const *argv);
 int sg_helper_probe(int argc, char *const *argv, struct sg_buf *out);
 int sg_helper_status(int argc, char *const *argv);
 int sg_helper_job(int argc, char *const *argv);
+/*
+ * The program's own main, set by main.c before it dispatches (NULL in the
+ * gateway's library): a job whose command is this very program (sg-helper
+ * confine, fs ...) runs it in the forked child instead of exec'ing the same
+ * file again.
+ */
+extern int (*sg_helper_self)(int argc, char **argv);
 int sg_confine_apply(const char *mode, const char *root, const char *const *allow_write, char *msg, size_t msglen);
 /*
  * Start prog (an absolute path) with argv av, in directory dirfd

@@ -59,7 +59,12 @@
  *  - --cgroups FILES: the command joins these cgroup.procs files (a line
  *    each) before anything else;
  *  - --kill: give up on the job of --dir: it never starts, or its group is
- *    killed, and .x is filled.
+ *    killed, and .x is filled;
+ *  - --rm: nothing attaches later, so the job forks the command itself and
+ *    relays its output through pipes instead of files (job_relay): one
+ *    process and no file copy fewer per call.
+ * A command that is this program (sg-helper confine, fs ...) runs in the
+ * forked child without a second exec (sg_helper_self).
  * The reply's format is shared with the adapters in adapters/jobreply.h.
  */
 #define _GNU_SOURCE /* environ, O_CLOEXEC */
@@ -67,6 +72,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <sched.h>
@@ -75,6 +81,7 @@
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
+#include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -90,6 +97,15 @@ extern char **environ;
 #define JOB_POLL_MS 100 /* an attach's look at a job started elsewhere */
 #define JOB_LINE 64     /* .x, .st and .pid hold one short line each */
 #define JOB_FDS 1024    /* descriptors closed when close_range(2) is missing */
+/*
+ * A relayed job's pipes after the command ended and its group was killed:
+ * how long they may stay open (something that left the group holds them)
+ * before a drainer takes them over.
+ */
+#define JOB_DRAIN_MS 200
+#define JOB_CHUNK (64 * 1024) /* one read of output */
+
+int (*sg_helper_self)(int argc, char **argv);
 
 /* Every file of a job, for --gc. */
 static const char *const job_suffixes[] = {
@@ -110,6 +126,7 @@ struct job {
 	bool netns;
 	const char *cgroups; /* cgroup.procs files, a line each */
 	bool keep_tail;         /* --keep-tail */
+	bool self;              /* argv[0] is this program: run it without an exec */
 };
 
 /* Set by job_wait when a tied job's parent went away. */
@@ -485,6 +502,16 @@ static void job_exec(const struct job *j, int in, int out, int err, char **envp,
 		for (int fd = 3; fd < JOB_FDS; fd++)
 			close(fd);
 	environ = envp;
+	if (j->self && sg_helper_self) {
+		/* This very program (sg-helper confine, fs ...): no second exec. */
+		int argc = 0, rc;
+
+		while (argv[argc])
+			argc++;
+		rc = sg_helper_self(argc, (char **)argv);
+		fflush(NULL);
+		_exit(rc);
+	}
 	execvp(argv[0], argv);
 	e = errno;
 	dprintf(2, "sg-helper: %s: %s\n", argv[0], strerror(e));
@@ -570,6 +597,339 @@ fail:
 	return -1;
 }
 
+/*
+ * A --rm job's output (job_relay): nothing attaches later, so nothing needs
+ * the output in files.  stdout's head goes on to this program's stdout as
+ * it comes (splice(2) where it can, so a large head is never copied through
+ * here); with --keep-tail the newest max-out/2 bytes after the head wait
+ * in a ring; stderr's head is kept in memory.  The reply is byte for byte
+ * what job_report would print from the files.
+ */
+struct relay {
+	int fd[2];          /* stdout's and stderr's read ends; -1 at EOF */
+	size_t head;        /* stdout bytes passed on as they come */
+	size_t tail;        /* --keep-tail: the newest bytes kept after them */
+	char *ring;         /* the byte at offset o sits at (o - head) % tail */
+	long long size;     /* all of stdout */
+	long long lines;    /* its newlines (--keep-tail only) */
+	bool lines_wanted;
+	bool copy;          /* splice failed once: read and write from then on */
+	bool broken;        /* our stdout is gone: the caller has left */
+	struct sg_buf err;  /* stderr's head */
+};
+
+/* Pass n bytes on to stdout; a failure means no one is listening any more. */
+static void relay_put(struct relay *r, const char *p, size_t n)
+{
+	if (!r->broken && n && sg_write_all(1, p, n))
+		r->broken = true;
+}
+
+/* Bytes of stdout at offset r->size: the head, the ring, or nowhere. */
+static void relay_take(struct relay *r, const char *p, size_t n)
+{
+	size_t k = 0;
+
+	if (r->lines_wanted)
+		for (const char *q = p, *e = p + n; (q = memchr(q, '\n', (size_t)(e - q))); q++)
+			r->lines++;
+	if ((unsigned long long)r->size < r->head) {
+		k = r->head - (size_t)r->size < n ? r->head - (size_t)r->size : n;
+		relay_put(r, p, k);
+	}
+	/* Only the last `tail` bytes of what is left can matter. */
+	if (r->ring && n - k > r->tail)
+		k = n - r->tail;
+	for (size_t i = k; r->ring && i < n;) {
+		size_t at = (size_t)(((unsigned long long)r->size + i - r->head) % r->tail);
+		size_t run = r->tail - at < n - i ? r->tail - at : n - i;
+
+		memcpy(r->ring + at, p + i, run);
+		i += run;
+	}
+	r->size += (long long)n;
+}
+
+/* One readable pipe: false at its EOF. */
+static bool relay_read(struct relay *r, int which)
+{
+	char buf[JOB_CHUNK];
+	ssize_t n;
+
+	if (which == 0 && !r->copy && !r->broken && !r->lines_wanted &&
+	    (unsigned long long)r->size < r->head) {
+		/* The head, straight from pipe to stdout. */
+		size_t want = r->head - (size_t)r->size;
+
+		n = splice(r->fd[0], NULL, 1, NULL, want < JOB_CHUNK ? want : JOB_CHUNK, 0);
+		if (n > 0) {
+			r->size += n;
+			return true;
+		}
+		if (n == 0)
+			return false;
+		if (errno == EINTR || errno == EAGAIN)
+			return true;
+		if (errno == EPIPE)
+			r->broken = true;
+		r->copy = true; /* stdout takes no splice: a file in append mode, a tty */
+	}
+	n = read(r->fd[which], buf, sizeof(buf));
+	if (n < 0)
+		return errno == EINTR || errno == EAGAIN;
+	if (n == 0)
+		return false;
+	if (which == 0)
+		relay_take(r, buf, (size_t)n);
+	else
+		(void)sg_buf_add_clipped(&r->err, buf, (size_t)n);
+	return true;
+}
+
+/* Poll the open pipes (and sfd, unless -1) for at most ms; relay what came. */
+static void relay_poll(struct relay *r, int sfd, int ms)
+{
+	struct pollfd p[3];
+	nfds_t n = 0;
+
+	for (int i = 0; i < 2; i++)
+		if (r->fd[i] >= 0)
+			p[n++] = (struct pollfd){ .fd = r->fd[i], .events = POLLIN };
+	if (sfd >= 0)
+		p[n++] = (struct pollfd){ .fd = sfd, .events = POLLIN };
+	if (poll(p, n, ms) <= 0)
+		return;
+	for (nfds_t k = 0; k < n; k++) {
+		int which = p[k].fd == r->fd[0] ? 0 : p[k].fd == r->fd[1] ? 1 : -1;
+
+		if (which < 0 || !p[k].revents)
+			continue;
+		if (!relay_read(r, which)) {
+			close(r->fd[which]);
+			r->fd[which] = -1;
+		}
+	}
+}
+
+/* Kill the group pid leads, or pid alone when it has not made it yet. */
+static void job_kill_group(pid_t pid)
+{
+	if (kill(-pid, SIGKILL) != 0)
+		kill(pid, SIGKILL);
+}
+
+/* Milliseconds from now until t (CLOCK_MONOTONIC), at least 0. */
+static int64_t job_ms_until(const struct timespec *t)
+{
+	struct timespec now;
+	int64_t ms;
+
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	ms = (int64_t)(t->tv_sec - now.tv_sec) * 1000 + (t->tv_nsec - now.tv_nsec) / 1000000;
+	return ms > 0 ? ms : 0;
+}
+
+/*
+ * Pipes still open after the group was killed are held by something that
+ * left it (setsid): a drainer of its own, in a session of its own, reads
+ * them to their end, so the reply need not wait and that process is not
+ * killed by SIGPIPE for writing to a closed pipe.  What it writes then
+ * would have been written after the result anyway: it is dropped.
+ */
+static void relay_hand_off(struct relay *r)
+{
+	pid_t pid;
+
+	if (r->fd[0] < 0 && r->fd[1] < 0)
+		return;
+	pid = fork();
+	if (pid == 0) {
+		char buf[JOB_CHUNK];
+		struct pollfd p[2];
+		nfds_t n = 0;
+		int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+
+		setsid();
+		/* Our stdout must see its end (sshd waits for it): only the pipes stay. */
+		if (null < 0 || dup2(null, 0) < 0 || dup2(null, 1) < 0 || dup2(null, 2) < 0)
+			_exit(0);
+		for (int fd = 3; fd < JOB_FDS; fd++)
+			if (fd != r->fd[0] && fd != r->fd[1])
+				close(fd);
+		for (int i = 0; i < 2; i++)
+			if (r->fd[i] >= 0)
+				p[n++] = (struct pollfd){ .fd = r->fd[i], .events = POLLIN };
+		while (n > 0 && poll(p, n, -1) >= 0) {
+			for (nfds_t k = 0; k < n; k++) {
+				if (p[k].revents && read(p[k].fd, buf, sizeof(buf)) == 0) {
+					p[k] = p[--n];
+					break;
+				}
+			}
+		}
+		_exit(0);
+	}
+	for (int i = 0; i < 2; i++) {
+		if (r->fd[i] >= 0)
+			close(r->fd[i]);
+		r->fd[i] = -1;
+	}
+}
+
+/* The trailer and stderr's head, after stdout's head and tail. */
+static void relay_report(const struct job *j, struct relay *r, int st, bool timed_out)
+{
+	char line[3 * JOB_LINE + 256];
+	int len;
+
+	if (r->ring && (unsigned long long)r->size > r->head) {
+		size_t kept = (unsigned long long)r->size - r->head < r->tail
+				      ? (size_t)((unsigned long long)r->size - r->head) : r->tail;
+		size_t at = (size_t)(((unsigned long long)r->size - kept - r->head) % r->tail);
+		size_t first = r->tail - at < kept ? r->tail - at : kept;
+
+		relay_put(r, r->ring + at, first);
+		relay_put(r, r->ring, kept - first);
+	}
+	if (timed_out || !WIFEXITED(st)) {
+		int sig = timed_out ? SIGKILL : WTERMSIG(st);
+
+		len = snprintf(line, sizeof(line), "\n%s " SG_JOB_DONE " %d|signal %d|%s|%lld",
+			       j->mark, 128 + sig, sig, timed_out ? "1" : "", r->size);
+	} else {
+		len = snprintf(line, sizeof(line), "\n%s " SG_JOB_DONE " %d|exit %d||%lld",
+			       j->mark, WEXITSTATUS(st), WEXITSTATUS(st), r->size);
+	}
+	if (len > 0 && (unsigned long long)r->size > j->max_out && j->keep_tail)
+		len += snprintf(line + len, sizeof(line) - (size_t)len, "|%lld", r->lines);
+	if (len > 0 && (size_t)len + 1 < sizeof(line))
+		line[len++] = '\n';
+	if (len > 0 && (size_t)len < sizeof(line))
+		relay_put(r, line, (size_t)len);
+	relay_put(r, r->err.p, r->err.len);
+}
+
+/*
+ * Run a --rm job's command under this process, its output through pipes:
+ * one fork and the command's exec, nothing in files but .s (taken by the
+ * start) and .pid (for `job --kill`).  The command leads a session of its
+ * own; when it ends, what it left in its group is killed (no --detach
+ * here).  --timeout-ms, and a --wait-ms that is not 0 (no one could attach
+ * later), kill the group and report a timeout.
+ */
+static int job_relay(const struct job *j, int in, char **envp, char *const *argv)
+{
+	struct relay r = {
+		.fd = { -1, -1 },
+		.err = SG_BUF_INIT(j->max_err),
+		.lines_wanted = j->keep_tail,
+		.head = j->keep_tail ? j->max_out - j->max_out / 2 : j->max_out,
+		.tail = j->keep_tail ? j->max_out / 2 : 0,
+	};
+	int outp[2] = { -1, -1 }, errp[2] = { -1, -1 }, sfd = -1, st = 0, rc = 0;
+	int64_t limit = INT64_MAX / 4; /* none */
+	struct timespec end;
+	bool timed_out = false, ended = false;
+	sigset_t sigs;
+	siginfo_t si;
+	pid_t cmd;
+
+	if (j->wait_ms > 0 && j->wait_ms < limit)
+		limit = j->wait_ms;
+	if (j->timeout_ms > 0 && j->timeout_ms < limit)
+		limit = j->timeout_ms;
+	sigemptyset(&sigs);
+	sigaddset(&sigs, SIGCHLD);
+	sigaddset(&sigs, SIGHUP);
+	if ((r.tail && !(r.ring = malloc(r.tail))) || pipe2(outp, O_CLOEXEC) != 0 ||
+	    (!j->merge && pipe2(errp, O_CLOEXEC) != 0) ||
+	    (sfd = signalfd(-1, &sigs, SFD_CLOEXEC | SFD_NONBLOCK)) < 0) {
+		close(in);
+		rc = job_fail(j, "cannot make the command's pipes: %s", strerror(errno));
+		goto out;
+	}
+	/* A reader that has left must not kill us before the group is killed. */
+	signal(SIGPIPE, SIG_IGN);
+	cmd = fork();
+	if (cmd == 0) {
+		setsid();
+		job_exec(j, in, outp[1], j->merge ? outp[1] : errp[1], envp, argv);
+	}
+	close(in);
+	close(outp[1]);
+	outp[1] = -1;
+	if (errp[1] >= 0)
+		close(errp[1]);
+	errp[1] = -1;
+	if (cmd < 0) {
+		rc = job_fail(j, "cannot fork: %s", strerror(errno));
+		goto out;
+	}
+	r.fd[0] = outp[0];
+	r.fd[1] = errp[0];
+	outp[0] = errp[0] = -1;
+	job_put(j, ".pid", "%d\n", (int)cmd);
+	if (job_exists(j, ".cancel"))
+		job_kill_group(cmd);
+	end = sg_time_after(CLOCK_MONOTONIC, limit);
+	while (!ended) {
+		struct signalfd_siginfo ssi;
+		int64_t left = job_ms_until(&end);
+
+		relay_poll(&r, sfd, timed_out || left > 1000000 ? 1000000 : (int)left);
+		while (read(sfd, &ssi, sizeof(ssi)) == (ssize_t)sizeof(ssi))
+			if (ssi.ssi_signo == SIGHUP)
+				job_orphaned = true;
+		if (job_orphaned || r.broken) {
+			/* Nobody is left to hear the result: nothing may outlive it. */
+			job_put(j, ".cancel", "1\n");
+			job_kill_group(cmd);
+			waitpid(cmd, NULL, 0);
+			goto out;
+		}
+		/* Ended, not yet reaped: its group id cannot be reused meanwhile. */
+		si.si_pid = 0;
+		ended = waitid(P_PID, (id_t)cmd, &si, WEXITED | WNOHANG | WNOWAIT) == 0 &&
+			si.si_pid == cmd;
+		if (!ended && !timed_out && job_ms_until(&end) == 0) {
+			timed_out = true;
+			job_kill_group(cmd);
+		}
+	}
+	job_kill_group(cmd);
+	waitpid(cmd, &st, 0);
+	/* The rest of the output, until EOF or the drain's end. */
+	end = sg_time_after(CLOCK_MONOTONIC, JOB_DRAIN_MS);
+	while ((r.fd[0] >= 0 || r.fd[1] >= 0) && job_ms_until(&end) > 0)
+		relay_poll(&r, -1, (int)job_ms_until(&end));
+	relay_hand_off(&r);
+	relay_report(j, &r, st, timed_out);
+	job_remove(j);
+out:
+	for (int i = 0; i < 2; i++) {
+		if (r.fd[i] >= 0)
+			close(r.fd[i]);
+		if (outp[i] >= 0)
+			close(outp[i]);
+		if (errp[i] >= 0)
+			close(errp[i]);
+	}
+	if (sfd >= 0)
+		close(sfd);
+	free(r.ring);
+	sg_buf_release(&r.err);
+	return rc;
+}
+
+/* Whether prog names this very program (see sg_helper_self). */
+static bool job_is_self(const char *prog)
+{
+	struct stat a, b;
+
+	return sg_helper_self && strchr(prog, '/') && stat(prog, &a) == 0 &&
+	       stat("/proc/self/exe", &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+}
+
 /* Start the command; then wait for it as an attach would. */
 static int job_start(const struct job *j, const char *cwd, const char *stdin_vars,
 		     const char *stdin_file, bool spec_stdin, char **envp, char *const *argv)
@@ -594,6 +954,8 @@ static int job_start(const struct job *j, const char *cwd, const char *stdin_var
 			return job_fail(j, "cannot open the command's stdin %s",
 					stdin_file ? stdin_file : "/dev/null");
 	}
+	if (j->rm && !j->detach)
+		return job_relay(j, in, envp, argv);
 	out = job_open(j, ".o", O_WRONLY | O_CREAT | O_TRUNC);
 	err = j->merge ? fcntl(out, F_DUPFD_CLOEXEC, 0) : job_open(j, ".e", O_WRONLY | O_CREAT | O_TRUNC);
 	if (out < 0 || err < 0) {
@@ -859,6 +1221,7 @@ int sg_helper_job(int argc, char *const *argv)
 			goto out;
 		}
 		close(guard);
+		j.self = job_is_self(cmd[0]);
 		rc = job_start(&j, cwd, in_vars, in_file, spec_stdin, envp, cmd);
 	}
 	goto out;

@@ -28,7 +28,7 @@ static bool wants_stdin(int argc, char **argv)
 	       (strcmp(argv[2], "write") == 0 || strcmp(argv[2], "edit") == 0);
 }
 
-int main(int argc, char **argv)
+static int helper_main(int argc, char **argv)
 {
 	struct sg_buf in = SG_BUF_INIT(SG_MAX_FRAME);
 	struct sg_buf out = SG_BUF_INIT(SG_ENVTOOL_REPLY);
@@ -61,4 +61,10 @@ int main(int argc, char **argv)
 	sg_buf_release(&in);
 	sg_buf_release(&out);
 	return status;
+}
+
+int main(int argc, char **argv)
+{
+	sg_helper_self = helper_main;
+	return helper_main(argc, argv);
 }

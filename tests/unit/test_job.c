@@ -1195,6 +1195,205 @@ static void test_merge_failure_once(void **state)
 	assert_int_equal(f->tail_len, 0);
 }
 
+/* ---- --rm: the output relayed through pipes ------------------------------ */
+
+/* Nothing of a --rm job is left in run/ once it has answered. */
+static void assert_no_files(struct fixture *f, const char *id)
+{
+	for (size_t i = 0; i < sizeof(suffixes) / sizeof(*suffixes); i++)
+		if (exists(jfile(f, id, suffixes[i])))
+			fail_msg("%s%s is still there", id, suffixes[i]);
+}
+
+/* The same replies as from the files: streams, status, bounds, the tail. */
+static void test_rm_relay(void **state)
+{
+	struct fixture *f = fixture(state);
+	static const char line[] = "abcdefghi\n";
+	size_t want_len;
+	char *want;
+
+	job(f, COMMON(f, "a"), "--rm", "--wait-ms", "20000", "--", PATH_ENV, "--",
+	    SH("echo hi; echo err >&2; exit 3"), NULL);
+	assert_string_equal(f->head, "hi\n");
+	assert_string_equal(f->trailer, "done 3|exit 3||3");
+	assert_string_equal(f->tail, "err\n");
+	assert_no_files(f, "a");
+
+	job(f, COMMON(f, "b"), "--rm", "--wait-ms", "20000", "--merge", "--", PATH_ENV,
+	    "--", SH("echo hi; echo err >&2; echo more; exit 3"), NULL);
+	assert_string_equal(f->head, "hi\nerr\nmore\n");
+	assert_string_equal(f->trailer, "done 3|exit 3||12");
+	assert_int_equal(f->tail_len, 0);
+
+	job(f, COMMON(f, "c"), "--rm", "--wait-ms", "20000", "--", PATH_ENV, "--",
+	    SH("printf '\\000\\377ab\\n\\000'; kill -TERM $$"), NULL);
+	assert_int_equal(f->head_len, 6);
+	assert_memory_equal(f->head, "\0\377ab\n\0", 6);
+	assert_string_equal(f->trailer, "done 143|signal 15||6");
+
+	/* The head cut at --max-out, beyond a pipe's buffer (spliced). */
+	job(f, "--dir", pfx(f, "d"), "--mark", MARK, "--max-out", "150000", "--rm",
+	    "--wait-ms", "20000", "--", PATH_ENV, "--",
+	    SH("yes abcdefghi | head -c 200000; echo e >&2"), NULL);
+	assert_int_equal(f->head_len, 150000);
+	for (size_t i = 0; i < 150000; i++)
+		if (f->head[i] != line[i % 10])
+			fail_msg("byte %zu is %d", i, f->head[i]);
+	assert_string_equal(f->trailer, "done 0|exit 0||200000");
+	assert_string_equal(f->tail, "e\n");
+
+	/* --keep-tail: head, tail and the line count, as from the file. */
+	job(f, "--dir", pfx(f, "t"), "--mark", MARK, "--max-out", "20", "--keep-tail",
+	    "--rm", "--wait-ms", "20000", "--", PATH_ENV, "--", SH("seq 1 1000"), NULL);
+	assert_int_equal(f->head_len, 20);
+	assert_memory_equal(f->head, "1\n2\n3\n4\n5\n\n999\n1000\n", 20);
+	assert_string_equal(f->trailer, "done 0|exit 0||3893|1000");
+	/*
+	 * A tail that wraps the ring many times, written in odd pieces: the
+	 * same bytes as the files give.
+	 */
+	job(f, "--dir", pfx(f, "w"), "--mark", MARK, "--max-out", "200000", "--keep-tail",
+	    "--wait-ms", "20000", "--", PATH_ENV, "--",
+	    SH("seq 1 300000 | tr -d '\\n' | fold -w 7777; echo"), NULL);
+	assert_int_equal(f->head_len, 200000);
+	assert_non_null(want = malloc(f->len));
+	memcpy(want, f->out, f->len);
+	want_len = f->len;
+	job(f, "--dir", pfx(f, "w2"), "--mark", MARK, "--max-out", "200000", "--keep-tail",
+	    "--rm", "--wait-ms", "20000", "--", PATH_ENV, "--",
+	    SH("seq 1 300000 | tr -d '\\n' | fold -w 7777; echo"), NULL);
+	assert_int_equal(f->len, want_len);
+	assert_memory_equal(f->out, want, want_len);
+	assert_memory_equal(f->head, "123456789101112", 15);
+	assert_memory_equal(f->head + 200000 - 7, "300000\n", 7);
+	free(want);
+	/* Up to --max-out, all of it and no line count. */
+	job(f, "--dir", pfx(f, "s"), "--mark", MARK, "--max-out", "20", "--keep-tail",
+	    "--rm", "--wait-ms", "20000", "--", PATH_ENV, "--", SH("seq 1 9"), NULL);
+	assert_string_equal(f->head, "1\n2\n3\n4\n5\n6\n7\n8\n9\n");
+	assert_string_equal(f->trailer, "done 0|exit 0||18");
+
+	/* --max-err cuts stderr; a start that fails still answers once. */
+	job(f, COMMON(f, "e"), "--rm", "--max-err", "5", "--wait-ms", "20000", "--", PATH_ENV,
+	    "--", SH("echo 0123456789 >&2"), NULL);
+	assert_string_equal(f->tail, "01234");
+	job(f, COMMON(f, "n"), "--rm", "--wait-ms", "20000", "--", PATH_ENV, "--",
+	    "sg-no-such-command", NULL);
+	assert_string_equal(f->trailer, "done 127|exit 127||0");
+	assert_string_equal(f->tail,
+			    "sg-helper: sg-no-such-command: No such file or directory\n");
+	assert_no_files(f, "n");
+	assert_true(none_left(5000));
+}
+
+/* Timeouts and leftovers: the command's group dies, the reply comes. */
+static void test_rm_group(void **state)
+{
+	struct fixture *f = fixture(state);
+	const char *script =
+		name(f, "echo $$ > %s/work/pid; echo started; exec sleep 30", f->root);
+	const char *bg = name(f, "sleep 30 & echo $! > %s/work/bg", f->root);
+	/* It has left the group once its pid is written. */
+	const char *away = name(f, "setsid sh -c 'echo $$ > %s/work/away; exec sleep 30' & "
+				"while [ ! -s %s/work/away ]; do sleep 0.05; done; echo left",
+				f->root, f->root);
+	pid_t pid;
+
+	job(f, COMMON(f, "t"), "--rm", "--wait-ms", "30000", "--timeout-ms", "1000", "--",
+	    PATH_ENV, "--", SH(script), NULL);
+	assert_string_equal(f->head, "started\n");
+	assert_string_equal(f->trailer, "done 137|signal 9|1|8");
+	assert_true(f->ms >= 900);
+	assert_true(f->ms < 8000);
+	assert_true(wait_gone(read_pid(at(f, "pid"), 1000), 5000));
+	assert_true(none_left(5000));
+
+	job(f, COMMON(f, "l"), "--rm", "--wait-ms", "30000", "--", PATH_ENV, "--", SH(bg),
+	    NULL);
+	assert_string_equal(f->trailer, "done 0|exit 0||0");
+	assert_true(wait_gone(read_pid(at(f, "bg"), 1000), 5000));
+	assert_true(none_left(5000));
+
+	/*
+	 * A process that left the group holds stdout: the reply still comes
+	 * (after the drain's 200 ms, not its 30 s), and writing on does not
+	 * kill it with SIGPIPE.
+	 */
+	job(f, COMMON(f, "a"), "--rm", "--wait-ms", "30000", "--", PATH_ENV, "--",
+	    SH(away), NULL);
+	assert_string_equal(f->head, "left\n");
+	assert_string_equal(f->trailer, "done 0|exit 0||5");
+	assert_true(f->ms < 10000);
+	pid = read_pid(at(f, "away"), 1000);
+	usleep(300000);
+	assert_true(alive(pid));
+}
+
+/*
+ * The command is sg-helper itself (confine, as the gateway sends it): run
+ * in the forked child without a second exec, it must still confine.
+ */
+static void test_rm_self(void **state)
+{
+	struct fixture *f = fixture(state);
+	const char *root = at(f, "");
+	const char *script = name(f, "echo in > %s/work/in; echo out > %s/run/out; echo done",
+				  f->root, f->root);
+
+	job(f, COMMON(f, "c"), "--rm", "--wait-ms", "20000", "--", PATH_ENV, "--", helper(),
+	    "confine", "--mode", "standard", "--root", root, "--", SH(script), NULL);
+	if (strstr(f->tail, "Landlock")) {
+		print_message("skipped: no Landlock here: %s\n", f->tail);
+		return;
+	}
+	assert_true(exists(at(f, "in")));
+	assert_false(exists(name(f, "%s/run/out", f->root)));
+	assert_string_equal(f->head, "done\n");
+	assert_non_null(strstr(f->tail, "ermission denied"));
+
+	/* A usage error of the command is its own status, as after an exec. */
+	job(f, COMMON(f, "u"), "--rm", "--wait-ms", "20000", "--", PATH_ENV, "--", helper(),
+	    "confine", "--mode", "sideways", "--root", root, "--", "true", NULL);
+	assert_string_equal(f->trailer, "done 126|exit 126||0");
+	assert_non_null(strstr(f->tail, "sg-helper: "));
+}
+
+/*
+ * The caller left (its end of stdout closed): the job kills the command's
+ * group instead of dying of SIGPIPE and leaving the command running.
+ */
+static void test_rm_reader_gone(void **state)
+{
+	struct fixture *f = fixture(state);
+	const char *script = name(f, "echo $$ > %s/work/pid; echo one; sleep 1; echo two; exec sleep 30",
+				  f->root);
+	int out[2], st;
+	pid_t pid, cmd;
+
+	assert_int_equal(pipe2(out, O_CLOEXEC), 0);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		int null = open("/dev/null", O_RDWR);
+
+		if (null < 0 || dup2(null, 0) < 0 || dup2(out[1], 1) < 0 || dup2(null, 2) < 0)
+			_exit(125);
+		execl(helper(), helper(), "job", "--dir", pfx(f, "g"), "--mark", MARK,
+		      "--max-out", "100", "--rm", "--wait-ms", "60000", "--", PATH_ENV, "--",
+		      "/bin/sh", "-c", script, (char *)NULL);
+		_exit(125);
+	}
+	close(out[1]);
+	cmd = read_pid(at(f, "pid"), 10000);
+	close(out[0]);
+	assert_true(wait_gone(cmd, 10000));
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	assert_true(WIFEXITED(st));
+	assert_true(exists(jfile(f, "g", ".cancel")));
+	assert_true(none_left(5000));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1222,6 +1421,10 @@ int main(void)
 		T(test_bind_tmp),
 		T(test_sigchld_ignored),
 		T(test_merge_failure_once),
+		T(test_rm_relay),
+		T(test_rm_group),
+		T(test_rm_self),
+		T(test_rm_reader_gone),
 #undef T
 	};
 
