@@ -136,6 +136,10 @@ class Relay:
                     self.pending.pop(key, None)
                     self.cancels.pop(key, None)
             self.write_out(line)
+        try:
+            f.detach()  # the pipe stays Popen's to close
+        except ValueError:
+            pass
         self.peer.wait()
         self.fail_pending("the peer exited (status %s)" % self.peer.returncode)
         self.peer_done.set()

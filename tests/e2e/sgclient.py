@@ -259,6 +259,10 @@ class Gateway:
                 break
             self.raw_lines += 1
             self._take(line)
+        try:
+            f.detach()  # the pipe stays Popen's to close
+        except ValueError:
+            pass
         with self._cond:
             self._eof = True
             self._cond.notify_all()
