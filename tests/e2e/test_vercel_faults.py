@@ -167,10 +167,11 @@ class VercelFaults(GatewayTestCase):
         routes = [(r["route"], r["status"]) for r in self.fake.requests(seq)]
         self.assertIn(("runCommand", 410), routes)
         # One resume; a call that came while the stop was still under way
-        # (422 sandbox_stopping, timing) also waited it out with one GET.
-        gets = 1 + (("runCommand", 422) in routes)
-        self.assertEqual([r for r in routes if r[0] != "runCommand"], [("getSandbox", 200)] * gets,
-                         routes)
+        # (422 sandbox_stopping, timing) may have resumed on its own GET
+        # before the other call saw the 410.
+        others = [r for r in routes if r[0] != "runCommand"]
+        self.assertEqual(set(others), {("getSandbox", 200)}, routes)
+        self.assertLessEqual(len(others), 1 + (("runCommand", 422) in routes), routes)
         self.assertGreaterEqual(routes.count(("runCommand", 200)),
                                 routes.count(("runCommand", 410)), routes)
         self.assertNotEqual(self.fake.state()["runningSessions"], [sid])
