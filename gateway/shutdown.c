@@ -215,15 +215,29 @@ static bool plan_shutdown(struct sg_session *s, int64_t budget_ms, struct sg_bud
 	return fits;
 }
 
+/*
+ * Does the session own an environment to stop and tear down?  Read under
+ * the session's lock: an initialize may still be finishing on a worker.
+ */
+static bool session_ready(struct sg_session *s)
+{
+	bool ready;
+
+	pthread_mutex_lock(&s->lock);
+	ready = s->state == SG_S_READY && !s->relay;
+	pthread_mutex_unlock(&s->lock);
+	return ready;
+}
+
 int sg_shutdown_run(struct sg_session *s, struct sg_pool *pool, int64_t budget_ms,
 		    const char *why)
 {
 	struct deadline d = { .ms = budget_ms, .optional_ms = budget_ms };
 	struct sg_budget_plan plan = { 0 };
 	struct sg_errinfo err = { 0 };
-	bool ready = s->state == SG_S_READY && !s->relay, fits = true, marked = false;
+	bool ready = session_ready(s), fits = true, marked = false;
 	int status = 0, stopped = 0;
-	int64_t t0;
+	int64_t t0, start = sg_now_ms(), late_optional;
 	sg_err rc = SG_OK;
 
 	sg_log_info("shutting down: %s", why);
@@ -243,6 +257,14 @@ int sg_shutdown_run(struct sg_session *s, struct sg_pool *pool, int64_t budget_m
 	 * when their share ran out finish beside the cleanup. */
 	if (!sg_pool_drain(pool, &d.optional))
 		sg_log_info("requests are still cancelling; the cleanup goes on beside them");
+	/*
+	 * An initialize that finished while its cancel drained made an
+	 * environment all the same: plan it with what is left of the budget
+	 * (the deadline thread's split is already fixed).
+	 */
+	if (!ready && (ready = session_ready(s)))
+		fits = plan_shutdown(s, budget_ms - (sg_now_ms() - start), &plan, &late_optional,
+				     &marked);
 	if (ready) {
 		/* Must-do, in this order: the processes (without a grace when
 		 * the budget is short), then the environment. */
