@@ -87,6 +87,7 @@ struct vcl_env {
 	atomic_uint seq;
 	pthread_mutex_t lock; /* sid */
 	bool lock_ready;
+	atomic_bool resuming; /* one resume at a time (vcl_resume) */
 	char sid[128];    /* the current session */
 	/* keep-alive: extend-timeout while the session lives */
 	pthread_t ka_thread;
@@ -676,13 +677,27 @@ static sg_err vcl_resume(struct vcl_env *ve, const char *sid, struct sg_cancel *
 	json_t *got = NULL;
 	sg_err rc;
 
+	/*
+	 * Calls that met the same stop wait for the first one's resume and
+	 * then see its new session, rather than each resuming: the wait is
+	 * a poll, so it still honours the caller's cancel.
+	 */
+	while (atomic_exchange(&ve->resuming, true)) {
+		rc = sg_cancel_sleep(cancel, SG_VERCEL_RESUME_POLL_MS);
+		if (rc)
+			return sg_err_set(err, rc, "cancelled while sandbox %s was resumed", ve->name);
+	}
 	vcl_get_sid(ve, now, sizeof(now));
-	if (strcmp(now, sid) != 0)
-		return SG_OK; /* another exec resumed it already */
-	if (!vcl_keeps(&ve->base))
-		return sg_err_set(err, SG_E_WORKSPACE_LOST,
-				  "sandbox %s stopped (its timeout, or Vercel), and a non-persistent sandbox keeps no files",
-				  ve->name);
+	if (strcmp(now, sid) != 0) {
+		rc = SG_OK; /* another exec resumed it already */
+		goto out;
+	}
+	if (!vcl_keeps(&ve->base)) {
+		rc = sg_err_set(err, SG_E_WORKSPACE_LOST,
+				"sandbox %s stopped (its timeout, or Vercel), and a non-persistent sandbox keeps no files",
+				ve->name);
+		goto out;
+	}
 	sg_log_info("sandbox %s stopped; resuming it", ve->name);
 	rc = vcl_get(&ve->cl, ve->name, true, &got, cancel, err);
 	if (rc == SG_E_NOT_FOUND)
@@ -691,6 +706,8 @@ static sg_err vcl_resume(struct vcl_env *ve, const char *sid, struct sg_cancel *
 		rc = vcl_wait_running(ve, &got, cancel, err);
 	if (!rc)
 		vcl_set_sid(ve, vcl_str(vcl_session(got), "id"));
+out:
+	atomic_store(&ve->resuming, false);
 	json_decref(got);
 	return rc;
 }
