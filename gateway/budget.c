@@ -24,7 +24,7 @@ static const char *const op_words[SG_BUDGET_NOPS] = { "stop processes", "delete"
  * grace plus a call or two; a local removal waits up to 3 s for its
  * cgroups; a cloud delete or stop waits for the provider's state change,
  * a Modal keep takes a snapshot.  Any other backend (a new adapter, a
- * delegated peer) gets the last row until it is measured.
+ * delegated peer) falls to the last row until it is measured.
  */
 static const struct costs {
 	const char *backend;

@@ -71,7 +71,7 @@ struct sg_relay {
 
 /* ---- the peer's process ---------------------------------------------- */
 
-/* The PATH a peer gets when its profile's `env` names none. */
+/* The PATH given to a peer when its profile's `env` names none. */
 #define PEER_PATH "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 /*
@@ -139,7 +139,7 @@ static void child(int in, int out, int report, const char *prog,
 	sigset_t none;
 	int e;
 
-	/* Ignored signals survive execve: the peer gets the defaults. */
+	/* Ignored signals survive execve: the peer is given the defaults. */
 	sigaction(SIGPIPE, &dfl, NULL);
 	sigaction(SIGTERM, &dfl, NULL);
 	sigaction(SIGINT, &dfl, NULL);
@@ -288,7 +288,7 @@ static void describe_exit(const struct sg_relay *r, char *buf, size_t n)
 
 /* ---- the peer's output (reader thread) ------------------------------- */
 
-/* A peer's reply becomes its call's; the host gets it before the peer's
+/* A peer's reply becomes its call's; the host receives it before the peer's
  * next message (relay.h). */
 static void deliver(struct sg_relay *r, json_t *m)
 {

@@ -20,7 +20,7 @@
  *
  * Inside.  The one set-up script all cloud adapters share (cloud.h)
  * prepares root, sandgate's directories and sg-helper; a sandbox this
- * provision made gets sg-helper by fs/write (a gzip'd tar, adapters/
+ * provision made receives sg-helper by fs/write (a gzip'd tar, adapters/
  * targz.h) first, so it is ready after the upload and one command.
  *
  * One exec, one request.  Vercel's cmd takes an argv, an environment and
