@@ -623,10 +623,12 @@ static sg_err vcl_delete(struct vcl_client *cl, const char *name, struct sg_canc
  * One cmd request with wait:true: argv (command, then args) with vars as
  * its environment, its NDJSON read into s.  SG_OK with *status the HTTP
  * status (200: s holds a whole stream) and, for others, r the error reply.
+ * resend_safe: running the command twice is harmless (sg-helper job), so
+ * the request may go on a kept connection (see struct sg_http_request).
  */
 static sg_err vcl_cmd(struct vcl_env *ve, const char *sid, const char *command, json_t *args,
-		      json_t *vars, int64_t timeout_ms, struct vcl_stream *s, struct vcl_reply *r,
-		      struct sg_cancel *cancel, struct sg_errinfo *err)
+		      json_t *vars, int64_t timeout_ms, bool resend_safe, struct vcl_stream *s,
+		      struct vcl_reply *r, struct sg_cancel *cancel, struct sg_errinfo *err)
 {
 	char *path = vcl_path("/v2/sandboxes/sessions/", sid, "/cmd");
 	json_t *body = json_pack("{s:s, s:O, s:O, s:b, s:b, s:b}", "command", command, "args",
@@ -642,6 +644,7 @@ static sg_err vcl_cmd(struct vcl_env *ve, const char *sid, const char *command, 
 		 */
 		rc = vcl_do(&ve->cl,
 			    &(struct vcl_call){ .method = "POST", .path = path, .body = body,
+						.resend_safe = resend_safe,
 						.timeout_ms = timeout_ms, .sink = vcl_stream_feed,
 						.sink_payload = s,
 						.what = "running a command in the sandbox" },
@@ -717,7 +720,7 @@ out:
  * stopped sandbox and repeating once.  The stream is whole on SG_OK.
  */
 static sg_err vcl_run(struct vcl_env *ve, const char *command, json_t *args, json_t *vars,
-		      int64_t timeout_ms, size_t max_out, struct vcl_stream *s,
+		      int64_t timeout_ms, bool resend_safe, size_t max_out, struct vcl_stream *s,
 		      struct sg_cancel *cancel, struct sg_errinfo *err)
 {
 	sg_err rc = SG_OK;
@@ -729,7 +732,8 @@ static sg_err vcl_run(struct vcl_env *ve, const char *command, json_t *args, jso
 		vcl_stream_release(s);
 		vcl_stream_init(s, max_out);
 		vcl_get_sid(ve, sid, sizeof(sid));
-		rc = vcl_cmd(ve, sid, command, args, vars, timeout_ms, s, &r, cancel, err);
+		rc = vcl_cmd(ve, sid, command, args, vars, timeout_ms, resend_safe, s, &r, cancel,
+			     err);
 		if (rc) {
 			vcl_reply_release(&r);
 			return rc;
@@ -764,8 +768,8 @@ static sg_err vcl_script(struct vcl_env *ve, const char *script, json_t *vars, c
 
 	*out = NULL;
 	vcl_stream_init(&s, SG_VERCEL_SCRIPT_REPLY);
-	rc = args ? vcl_run(ve, "sh", args, vars, SG_VERCEL_CALL_MS, SG_VERCEL_SCRIPT_REPLY, &s,
-			    cancel, err)
+	rc = args ? vcl_run(ve, "sh", args, vars, SG_VERCEL_CALL_MS, false, SG_VERCEL_SCRIPT_REPLY,
+			    &s, cancel, err)
 		  : sg_err_set(err, SG_E_INTERNAL, "out of memory");
 	if (!rc && !(*out = strndup(s.out.p, s.out.len)))
 		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
@@ -819,8 +823,8 @@ static void vcl_kill(struct vcl_env *ve, const char *dir)
 	sg_err rc;
 
 	vcl_stream_init(&s, SG_VERCEL_SCRIPT_REPLY);
-	/* A fresh wait: the caller's token has usually fired. */
-	rc = args && vars ? vcl_run(ve, ve->base.helper, args, vars, SG_VERCEL_KILL_MS,
+	/* A fresh wait: the caller's token has usually fired.  Killing twice is killing. */
+	rc = args && vars ? vcl_run(ve, ve->base.helper, args, vars, SG_VERCEL_KILL_MS, true,
 				    SG_VERCEL_SCRIPT_REPLY, &s, NULL, &err)
 			  : SG_E_INTERNAL;
 	if (rc)
@@ -890,8 +894,17 @@ static sg_err vcl_exec(struct sg_env *env, const struct sg_exec *x, struct sg_ex
 	for (int trips = 0;; trips++) {
 		struct sg_job_reply jr;
 
+		/*
+		 * Resend-safe: the job's start takes its .s file exclusively, so
+		 * a copy of the request attaches to the job instead of running
+		 * the command again, and an attach only reads.  (A --rm job's
+		 * files go once it has reported; curl sends a copy only when no
+		 * byte of the reply came back, and the stream's first line
+		 * leaves when the command starts.)
+		 */
 		rc = vcl_run(ve, "sh", args, started ? attach : full,
-			     SG_VERCEL_WAIT_MS + SG_VERCEL_TRIP_SLACK_MS, max_out, &s, cancel, err);
+			     SG_VERCEL_WAIT_MS + SG_VERCEL_TRIP_SLACK_MS, true, max_out, &s, cancel,
+			     err);
 		if (rc) {
 			if (sg_cancel_check(cancel))
 				goto cancelled;
