@@ -60,8 +60,10 @@ static void handles_free(void *arg)
 {
 	struct handles *h = arg;
 
-	curl_multi_cleanup(h->m);
-	curl_easy_cleanup(h->e);
+	for (int i = 0; i < 2; i++) {
+		curl_multi_cleanup(h[i].m);
+		curl_easy_cleanup(h[i].e);
+	}
 	free(h);
 }
 
@@ -691,33 +693,46 @@ static sg_err build_headers(const struct sg_http_request *req,
 	return SG_OK;
 }
 
+/* New handles, the easy one attached to the share when shared. */
+static bool handles_new(struct handles *h, bool shared)
+{
+	h->e = curl_easy_init();
+	h->m = curl_multi_init();
+	if (h->e && h->m &&
+	    (!shared || curl_easy_setopt(h->e, CURLOPT_SHARE, share) == CURLE_OK))
+		return true;
+	curl_easy_cleanup(h->e);
+	curl_multi_cleanup(h->m);
+	h->e = NULL;
+	h->m = NULL;
+	return false;
+}
+
 /*
- * The calling thread's kept handles, or (no key, or out of memory for
- * it) new ones that handles_put frees; *kept says which.
+ * The calling thread's kept handles for a request that may (shared) or
+ * may not travel on a kept connection, or (no key, or out of memory for
+ * it) new ones that handles_put frees; *kept says which.  A thread keeps
+ * one pair of each kind: an easy handle never changes its share (curl
+ * keeps the share through curl_easy_reset, and taking it away again
+ * leaked memory in curl 7.88).
  */
-static bool handles_get(struct handles *out, bool *kept)
+static bool handles_get(struct handles *out, bool shared, bool *kept)
 {
 	struct handles *h = handles_keyed ? pthread_getspecific(handles_key) : NULL;
 
-	*kept = h != NULL;
-	if (h) {
-		*out = *h;
+	*kept = false;
+	if (!h && handles_keyed && (h = calloc(2, sizeof(*h)))) {
+		if (pthread_setspecific(handles_key, h) != 0) {
+			free(h);
+			h = NULL;
+		}
+	}
+	if (h && (h[shared].e || handles_new(&h[shared], shared))) {
+		*out = h[shared];
+		*kept = true;
 		return true;
 	}
-	out->e = curl_easy_init();
-	out->m = curl_multi_init();
-	if (!out->e || !out->m) {
-		curl_easy_cleanup(out->e);
-		curl_multi_cleanup(out->m);
-		return false;
-	}
-	if (handles_keyed && (h = malloc(sizeof(*h)))) {
-		*h = *out;
-		*kept = pthread_setspecific(handles_key, h) == 0;
-		if (!*kept)
-			free(h);
-	}
-	return true;
+	return handles_new(out, shared);
 }
 
 /*
@@ -785,7 +800,7 @@ static sg_err do_once(const struct sg_http_request *req,
 	}
 
 	readers = calloc(req->nparts + 1, sizeof(*readers));
-	if (!readers || !handles_get(&h, &kept)) {
+	if (!readers || !handles_get(&h, reuse, &kept)) {
 		h.e = NULL;
 		rc = sg_err_set(err, SG_E_INTERNAL, "%s: out of memory", what);
 		goto out;
@@ -797,13 +812,9 @@ static sg_err do_once(const struct sg_http_request *req,
 		goto out;
 	rc = set_options(e, req, &x, hdrs);
 	/*
-	 * A kept handle keeps its share through curl_easy_reset: set it, or
-	 * take it away, every time.  A request that may not travel on a kept
-	 * connection neither takes one from this thread's multi handle nor
-	 * leaves its own there.
+	 * A request that may not travel on a kept connection neither takes
+	 * one from this thread's multi handle nor leaves its own there.
 	 */
-	if (!rc && curl_easy_setopt(e, CURLOPT_SHARE, reuse ? share : NULL) != CURLE_OK)
-		rc = SG_E_INTERNAL;
 	if (!rc && !reuse &&
 	    (curl_easy_setopt(e, CURLOPT_FRESH_CONNECT, 1L) != CURLE_OK ||
 	     curl_easy_setopt(e, CURLOPT_FORBID_REUSE, 1L) != CURLE_OK))
