@@ -7,11 +7,15 @@
  * function of the identity (adapters/cloud.h), so a create that is sent
  * again (after a 5xx, a 429 or a dropped connection: the create is
  * protected by its name and retried as the SDK retries) meets a conflict
- * and never starts a second sandbox.  provision() first asks for the name
- * with ?resume=true, which starts a new session of a stopped sandbox from
- * its last snapshot; a missing one is created (unless the binding requires
- * an existing workspace: workspace_lost), an expired snapshot is
- * workspace_lost for a persistent profile, never a fresh sandbox.  Tags
+ * and never starts a second sandbox.  When the state registry knew the
+ * identity (or the binding requires an existing workspace), provision()
+ * first asks for the name with ?resume=true, which starts a new session of
+ * a stopped sandbox from its last snapshot; a missing one is created
+ * (unless the binding requires an existing workspace: workspace_lost).  An
+ * identity never recorded is created at once, and a 409 leads to the same
+ * lookup.  An expired snapshot is workspace_lost for a persistent profile,
+ * never a fresh sandbox.  A sandbox found either way is taken only when
+ * its tags say it is sandgate's for this identity.  Tags
  * (Vercel allows five) carry managed-by, the identity, the session, the
  * expiry and the profile, so `sandgate envs` finds orphans by tag; a
  * resumed sandbox is re-tagged with this session and given the profile's
@@ -21,7 +25,8 @@
  * Inside.  The one set-up script all cloud adapters share (cloud.h)
  * prepares root, sandgate's directories and sg-helper; a sandbox this
  * provision made receives sg-helper by fs/write (a gzip'd tar, adapters/
- * targz.h) first, so it is ready after the upload and one command.
+ * targz.h) sent beside that command (vcl_setup_overlapped), so a new
+ * sandbox is ready two round trips after the create began.
  *
  * One exec, one request.  Vercel's cmd takes an argv, an environment and
  * no stdin; with wait:true it streams NDJSON until the command ends.  Each
