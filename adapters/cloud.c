@@ -92,8 +92,10 @@ const char sg_cloud_setup_sh[] =
 	/*
 	 * An upload sent beside this script (vercel sends fs/write and this
 	 * command at once) has landed when SG_UPW, the archive's last entry,
-	 * exists: wait for it, at most SG_UPWAIT ms (a sleep that cannot take
-	 * a fraction counts a whole second).
+	 * exists: wait for it, at most SG_UPWAIT ms.  Polls are 10 ms apart
+	 * for the first second and 100 ms after, so that the time each sleep
+	 * takes to start stays small beside what it counts (a sleep that
+	 * cannot take a fraction counts a whole second).
 	 */
 	"if [ -n \"${SG_UPW:-}\" ]; then\n"
 	"  w=0\n"
@@ -101,7 +103,8 @@ const char sg_cloud_setup_sh[] =
 	"    if [ \"$w\" -ge \"${SG_UPWAIT:-0}\" ]; then\n"
 	"      printf 'install_error=sg-helper did not arrive within %s ms\\n' \"$w\"; SG_UP=; break\n"
 	"    fi\n"
-	"    if sleep 0.01; then w=$((w+10)); else sleep 1; w=$((w+1000)); fi\n"
+	"    if [ \"$w\" -lt 1000 ]; then p=0.01 q=10; else p=0.1 q=100; fi\n"
+	"    if sleep \"$p\"; then w=$((w+q)); else sleep 1; w=$((w+1000)); fi\n"
 	"  done\n"
 	"  rm -f -- \"$SG_UPW\"\n"
 	"fi\n"

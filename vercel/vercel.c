@@ -74,8 +74,11 @@
 #include "base/progress.h"
 #include "api.h"
 
-/* The set-up answers for itself before its request's timeout. */
-_Static_assert(SG_VERCEL_UPLOAD_WAIT_MS < SG_VERCEL_CALL_MS, "upload wait < call timeout");
+/*
+ * The set-up answers for itself before its request's timeout, with room
+ * for the time its polls take beyond what they count.
+ */
+_Static_assert(SG_VERCEL_UPLOAD_WAIT_MS * 3 / 2 < SG_VERCEL_CALL_MS, "upload wait < call timeout");
 
 /* Tag keys (Vercel allows five).  managed-by is what listings filter on. */
 #define VCL_T_MANAGED "managed-by"

@@ -310,8 +310,8 @@ class VercelFaults(GatewayTestCase):
         r = self.init_fails()
         took = time.monotonic() - t0
         self.assertIn("writing a file in the sandbox", r.get("error", ""), r)
-        # The set-up was stopped, not left to wait the upload out (45 s).
-        self.assertLess(took, 30, "initialize took %.1f s" % took)
+        # The set-up was stopped, not left to wait the upload out (30 s).
+        self.assertLess(took, 20, "initialize took %.1f s" % took)
         time.sleep(0.3)
         st = self.fake.state()
         self.assertEqual(st["sandboxes"], [])
