@@ -3,10 +3,10 @@
  *
  * Each request sets up an easy handle, adds it to a multi handle, and
  * loops on curl_multi_perform / curl_multi_poll with the cancel token's
- * eventfd as an extra descriptor.  The two handles are the calling
- * thread's own, kept between its requests (curl_easy_reset clears every
- * option after each), so a request costs no handle set-up and no wakeup
- * socket pair of a new multi handle.  Callbacks never block and never
+ * eventfd as an extra descriptor.  The handles are the calling thread's
+ * own, kept between its requests (curl_easy_reset clears every option
+ * after each), so a request costs no handle set-up and no wakeup socket
+ * pair of a new multi handle.  Callbacks never block and never
  * call back into curl; they record why they stopped a transfer in the
  * per-request struct xfer, which is turned into an sg_err afterwards.
  */
@@ -45,9 +45,10 @@ static CURLSH *share;
 static pthread_mutex_t share_locks[CURL_LOCK_DATA_LAST];
 
 /*
- * A thread's kept handles.  Requests on one thread never overlap (curl's
- * callbacks never start another), so they need no lock; the key's
- * destructor frees them when the thread ends.
+ * A thread's kept handles: an array of two pairs, [0] off the share and
+ * [1] on it.  Requests on one thread never overlap (curl's callbacks
+ * never start another), so they need no lock; the key's destructor frees
+ * them when the thread ends.
  */
 struct handles {
 	CURL *e;
@@ -763,7 +764,7 @@ static sg_err do_once(const struct sg_http_request *req,
 	struct handles h = { 0 };
 	CURL *e = NULL;
 	CURLM *m = NULL;
-	bool added = false, kept = false, reuse = share && (is_idempotent(req) || req->resend_safe);
+	bool added = false, kept = false, reuse = false;
 	int cfd = sg_cancel_fd(cancel);
 	struct curl_waitfd wfd = { .fd = cfd, .events = CURL_WAIT_POLLIN };
 	CURLMsg *msg;
@@ -799,6 +800,8 @@ static sg_err do_once(const struct sg_http_request *req,
 		goto out;
 	}
 
+	/* After sg_http_curl_init: the share exists from then on. */
+	reuse = share && (is_idempotent(req) || req->resend_safe);
 	readers = calloc(req->nparts + 1, sizeof(*readers));
 	if (!readers || !handles_get(&h, reuse, &kept)) {
 		h.e = NULL;
