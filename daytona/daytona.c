@@ -1859,7 +1859,17 @@ static sg_err dtn_obtain(struct dtn_env *de, json_t **dto, struct sg_cancel *can
 
 		json_decref(*dto);
 		*dto = NULL;
-		rc = dtn_get(&de->cl, de->name, dto, cancel, err);
+		/*
+		 * Nothing of this identity in the registry: create at once.  A
+		 * sandbox of that name made elsewhere (another state directory,
+		 * a lost registry) makes the create a 409, and dtn_create looks
+		 * the name up then and checks its owner as this lookup would.
+		 * Only the first round: a later one follows a sandbox seen here.
+		 */
+		if (round == 0 && env->unrecorded && !env->require_existing)
+			rc = SG_E_NOT_FOUND;
+		else
+			rc = dtn_get(&de->cl, de->name, dto, cancel, err);
 		if (rc == SG_E_NOT_FOUND) {
 			sg_err_clear(err);
 			if (env->require_existing)

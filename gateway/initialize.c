@@ -148,7 +148,7 @@ static sg_err base_env(struct sg_session *s)
  * non-shared identity already attached to a live session is refused.
  */
 static sg_err attach(struct sg_session *s, const struct sg_adapter *ad,
-		     json_t *binding, struct sg_errinfo *err)
+		     json_t *binding, bool *created, struct sg_errinfo *err)
 {
 	struct sg_reg_key key = { ad->name, s->identity };
 	json_t *fields = json_pack("{s:s, s:b, s:b, s:I}", "profile", s->profile->name,
@@ -159,7 +159,7 @@ static sg_err attach(struct sg_session *s, const struct sg_adapter *ad,
 	int others = 0, left = 0;
 	sg_err rc;
 
-	rc = sg_registry_attach(s->state_dir, &key, session, fields, &others, err);
+	rc = sg_registry_attach(s->state_dir, &key, session, fields, &others, created, err);
 	json_decref(fields);
 	if (!rc && others > 0 && !s->profile->shared) {
 		struct sg_errinfo ignore = { 0 };
@@ -250,7 +250,7 @@ sg_err sg_init_bring_up(struct sg_op *op, json_t *binding, const char *name,
 	json_t *envobj = json_object_get(binding, "environment");
 	const struct sg_adapter *ad;
 	struct sg_env *env = NULL;
-	bool provisioned = false;
+	bool provisioned = false, unrecorded = false;
 	sg_err rc;
 
 	*fatal = false;
@@ -272,7 +272,7 @@ sg_err sg_init_bring_up(struct sg_op *op, json_t *binding, const char *name,
 	s->identity = strdup(json_is_string(json_object_get(binding, "identity"))
 				     ? json_string_value(json_object_get(binding, "identity"))
 				     : json_string_value(json_object_get(binding, "session")));
-	rc = attach(s, ad, binding, &op->err);
+	rc = attach(s, ad, binding, &unrecorded, &op->err);
 	if (rc)
 		goto out;
 	sg_crashpoint("provision:intent");
@@ -292,6 +292,7 @@ sg_err sg_init_bring_up(struct sg_op *op, json_t *binding, const char *name,
 	env->state_dir = s->state_dir;
 	env->helper_host = s->helper_path;
 	env->require_existing = json_is_true(json_object_get(binding, "require_existing_workspace"));
+	env->unrecorded = unrecorded;
 	env->remove_on_exit = json_is_true(json_object_get(binding, "remove_workspace_on_exit"));
 	s->env = env;
 	rc = ad->provision(env, &op->cancel, &op->err);

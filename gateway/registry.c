@@ -177,7 +177,7 @@ static int prune(json_t *rec, const char *self)
 typedef sg_err (*edit_fn)(json_t *rec, void *arg, struct sg_errinfo *err);
 
 static sg_err edit(const char *state_dir, const struct sg_reg_key *key,
-		   bool create, edit_fn fn, void *arg, struct sg_errinfo *err)
+		   bool create, edit_fn fn, void *arg, bool *created, struct sg_errinfo *err)
 {
 	char *dir = reg_dir(state_dir), *path = NULL;
 	json_t *rec = NULL;
@@ -201,6 +201,8 @@ static sg_err edit(const char *state_dir, const struct sg_reg_key *key,
 	if (!rec) {
 		if (!create)
 			goto out;
+		if (created)
+			*created = true;
 		rec = json_pack("{s:s, s:s, s:I, s:s, s:[]}", "backend", key->backend,
 				"identity", key->identity, "created", (json_int_t)time(NULL),
 				"status", SG_REG_PROVISIONING, "sessions");
@@ -244,10 +246,11 @@ static sg_err do_merge(json_t *rec, void *p, struct sg_errinfo *err)
 }
 
 static sg_err merge(const char *state_dir, const struct sg_reg_key *key, const char *session,
-		    json_t *fields, bool attach, int *others_out, struct sg_errinfo *err)
+		    json_t *fields, bool attach, int *others_out, bool *created,
+		    struct sg_errinfo *err)
 {
 	struct merge_arg a = { session, fields, attach, 0 };
-	sg_err rc = edit(state_dir, key, attach, do_merge, &a, err);
+	sg_err rc = edit(state_dir, key, attach, do_merge, &a, created, err);
 
 	*others_out = a.others;
 	return rc;
@@ -255,16 +258,18 @@ static sg_err merge(const char *state_dir, const struct sg_reg_key *key, const c
 
 sg_err sg_registry_attach(const char *state_dir, const struct sg_reg_key *key,
 			  const char *session, json_t *fields, int *others_out,
-			  struct sg_errinfo *err)
+			  bool *created_out, struct sg_errinfo *err)
 {
-	return merge(state_dir, key, session, fields, true, others_out, err);
+	if (created_out)
+		*created_out = false;
+	return merge(state_dir, key, session, fields, true, others_out, created_out, err);
 }
 
 sg_err sg_registry_update_if_last(const char *state_dir, const struct sg_reg_key *key,
 				  const char *session, json_t *fields, int *others_out,
 				  struct sg_errinfo *err)
 {
-	return merge(state_dir, key, session, fields, false, others_out, err);
+	return merge(state_dir, key, session, fields, false, others_out, NULL, err);
 }
 
 static sg_err do_update(json_t *rec, void *p, struct sg_errinfo *err)
@@ -277,7 +282,7 @@ static sg_err do_update(json_t *rec, void *p, struct sg_errinfo *err)
 sg_err sg_registry_update(const char *state_dir, const struct sg_reg_key *key,
 			  json_t *fields, struct sg_errinfo *err)
 {
-	return edit(state_dir, key, false, do_update, fields, err);
+	return edit(state_dir, key, false, do_update, fields, NULL, err);
 }
 
 struct detach_arg {
@@ -308,7 +313,7 @@ sg_err sg_registry_detach(const char *state_dir, const struct sg_reg_key *key,
 			  struct sg_errinfo *err)
 {
 	struct detach_arg d = { session, 0 };
-	sg_err rc = edit(state_dir, key, false, do_detach, &d, err);
+	sg_err rc = edit(state_dir, key, false, do_detach, &d, NULL, err);
 
 	*others_out = d.others;
 	return rc;
