@@ -195,15 +195,16 @@ struct sg_env {
 	 */
 	const char *helper_host;
 	bool require_existing; /* binding.require_existing_workspace */
-	/*
-	 * This state directory's registry had no record of the identity
-	 * before this initialize (the gateway made it just now): nothing is
-	 * known to exist, so an adapter whose create is refused on a taken
-	 * name may create first and look the name up only then, one request
-	 * less.  Never a licence to skip the owner check of what it finds.
-	 */
-	bool unrecorded;
 	bool remove_on_exit;   /* binding.remove_workspace_on_exit */
+	/*
+	 * The state registry held a record of this identity before this
+	 * session attached, so an environment may exist.  false: none was
+	 * ever recorded from this state directory (or it was removed); an
+	 * adapter whose create is protected against a second copy may then
+	 * create first and look up only when the create meets the existing
+	 * one.  A hint for speed, never a proof that nothing exists.
+	 */
+	bool known;
 	/* ---- set by provision() ---- */
 	char id[128];    /* the provider's id for the environment */
 	bool resumed;    /* an existing environment was attached */

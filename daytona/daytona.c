@@ -1884,7 +1884,7 @@ static sg_err dtn_obtain(struct dtn_env *de, json_t **dto, struct sg_cancel *can
 		 * the name up then and checks its owner as this lookup would.
 		 * Only the first round: a later one follows a sandbox seen here.
 		 */
-		if (round == 0 && env->unrecorded && !env->require_existing)
+		if (round == 0 && !env->known && !env->require_existing)
 			rc = SG_E_NOT_FOUND;
 		else
 			rc = dtn_get(&de->cl, de->name, dto, cancel, err);

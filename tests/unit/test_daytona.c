@@ -337,7 +337,7 @@ static sg_err env_up_as(struct tprof *t, const char *identity, bool require, boo
 	env->state_dir = "/tmp";
 	env->helper_host = F.helper;
 	env->require_existing = require;
-	env->unrecorded = unrecorded;
+	env->known = !unrecorded;
 	rc = A->provision(env, NULL, err);
 	check_no_secret(err);
 	return rc;
