@@ -409,11 +409,13 @@ static json_t *dtn_wait_events(struct dtn_events *ev, const char *id, const json
  * outside a transition), within max_ms.  error and build_failed end the
  * wait with SG_E_PROVIDER unless wanted; a stable state that is not
  * wanted and not moving either.  404 is SG_E_NOT_FOUND.  *dto (new) is
- * the last sandbox seen.
+ * the last sandbox seen.  first (borrowed, may be NULL) is the sandbox as
+ * Daytona answered it a moment ago (the create's reply): it stands for
+ * the first poll, one request less.
  */
-static sg_err dtn_wait(const struct dtn_client *cl, const char *id,
-		       const char *const *want, int64_t max_ms, json_t **dto,
-		       struct sg_cancel *cancel, struct sg_errinfo *err)
+static sg_err dtn_wait_from(const struct dtn_client *cl, const char *id,
+			    const char *const *want, int64_t max_ms, const json_t *first,
+			    json_t **dto, struct sg_cancel *cancel, struct sg_errinfo *err)
 {
 	int64_t deadline = sg_now_ms() + max_ms, delay = SG_DAYTONA_POLL_FIRST_MS;
 	json_t *cur = NULL, *heard = NULL;
@@ -428,7 +430,16 @@ static sg_err dtn_wait(const struct dtn_client *cl, const char *id,
 
 		json_decref(cur);
 		cur = NULL;
-		if (heard) {
+		if (first) {
+			/* An API answer, not an event: as good as this poll. */
+			cur = json_deep_copy(first);
+			first = NULL;
+			polled = true;
+			if (!cur) {
+				rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
+				break;
+			}
+		} else if (heard) {
 			/* The event stream's word for it: as good as a GET for
 			 * a state we wait for, not for giving up (below). */
 			cur = heard;
@@ -498,6 +509,13 @@ static sg_err dtn_wait(const struct dtn_client *cl, const char *id,
 	else
 		*dto = cur;
 	return rc;
+}
+
+static sg_err dtn_wait(const struct dtn_client *cl, const char *id,
+		       const char *const *want, int64_t max_ms, json_t **dto,
+		       struct sg_cancel *cancel, struct sg_errinfo *err)
+{
+	return dtn_wait_from(cl, id, want, max_ms, NULL, dto, cancel, err);
 }
 
 enum dtn_op { DTN_START, DTN_STOP, DTN_DELETE };
@@ -1859,7 +1877,17 @@ static sg_err dtn_obtain(struct dtn_env *de, json_t **dto, struct sg_cancel *can
 
 		json_decref(*dto);
 		*dto = NULL;
-		rc = dtn_get(&de->cl, de->name, dto, cancel, err);
+		/*
+		 * Nothing of this identity in the registry: create at once.  A
+		 * sandbox of that name made elsewhere (another state directory,
+		 * a lost registry) makes the create a 409, and dtn_create looks
+		 * the name up then and checks its owner as this lookup would.
+		 * Only the first round: a later one follows a sandbox seen here.
+		 */
+		if (round == 0 && !env->known && !env->require_existing)
+			rc = SG_E_NOT_FOUND;
+		else
+			rc = dtn_get(&de->cl, de->name, dto, cancel, err);
 		if (rc == SG_E_NOT_FOUND) {
 			sg_err_clear(err);
 			if (env->require_existing)
@@ -1912,6 +1940,8 @@ static sg_err dtn_obtain(struct dtn_env *de, json_t **dto, struct sg_cancel *can
 		return rc;
 	if (strcmp(dtn_state(*dto), "started") != 0) {
 		json_t *cur = NULL;
+		/* The sandbox as just answered, unless a start made it stale. */
+		const json_t *seen = *dto;
 
 		/* Closed by dtn_provision, whichever way this ends. */
 		sg_progress_begin("ready", "waiting for sandbox %s to start", env->id);
@@ -1923,6 +1953,7 @@ static sg_err dtn_obtain(struct dtn_env *de, json_t **dto, struct sg_cancel *can
 				return rc;
 			json_decref(*dto);
 			*dto = cur;
+			seen = cur;
 			cur = NULL;
 		}
 		if (dtn_in((const char *const[]){ "stopped", "archived", "paused", NULL },
@@ -1931,8 +1962,10 @@ static sg_err dtn_obtain(struct dtn_env *de, json_t **dto, struct sg_cancel *can
 					   err);
 			if (rc)
 				return rc;
+			seen = NULL;
 		}
-		rc = dtn_wait(&de->cl, env->id, started, SG_DAYTONA_START_MS, &cur, cancel, err);
+		rc = dtn_wait_from(&de->cl, env->id, started, SG_DAYTONA_START_MS, seen, &cur,
+				   cancel, err);
 		if (rc == SG_E_NOT_FOUND)
 			rc = sg_err_set(err, env->resumed ? SG_E_WORKSPACE_LOST : SG_E_PROVIDER,
 					"sandbox %s disappeared while it was starting", env->id);

@@ -20,6 +20,7 @@ otherwise.  These tests start their own fake and config, whatever
 SANDGATE_TEST_CONFIG says.
 """
 
+import datetime
 import glob
 import json
 import os
@@ -105,20 +106,19 @@ class UnknownCreateOutcome(OnFakeDaytona, GatewayTestCase):
         self.fake.fault({"method": "POST", "path": "^/api/sandbox$", "action": "delay",
                          "delayMs": ms})
 
-    def wait_create_sent(self):
-        """Wait until the create is on its way: its lookup (404) came first.
+    def wait_create_sent(self, gw):
+        """Wait until the create is on its way.
 
         The fake logs a request when it ends, so the slow create itself
-        cannot be seen; the lookup that precedes it can.
+        cannot be seen, and a fresh state directory sends no lookup before
+        it; the gateway's progress line, written just before, can.
         """
         for _ in range(300):
-            reqs = self.fake.admin("GET", "/__fake/requests")["requests"]
-            if any(r["method"] == "GET" and r["path"].startswith("/api/sandbox/sg-") and
-                   r["status"] == 404 for r in reqs):
+            if "creating sandbox" in gw.stderr_text():
                 time.sleep(0.3)
                 return time.monotonic()
             time.sleep(0.05)
-        self.fail("the create's lookup never came")
+        self.fail("the create never began")
 
     def wait_landed(self, deadline):
         """Wait (until deadline) for the slow create to have landed or been removed."""
@@ -134,7 +134,7 @@ class UnknownCreateOutcome(OnFakeDaytona, GatewayTestCase):
         self.slow_create(2500)
         gw = self.start(budget_ms=15000)
         gw.request("initialize", gw.make_binding(), token="tok-" + unique())
-        t0 = self.wait_create_sent()
+        t0 = self.wait_create_sent(gw)
         rc, err, _ = gw.shutdown(timeout=30)
         # Had sandgate left early, the create lands now; wait for it.
         self.wait_landed(t0 + 3.5)
@@ -146,7 +146,7 @@ class UnknownCreateOutcome(OnFakeDaytona, GatewayTestCase):
         gw = self.start(budget_ms=15000)
         token = "tok-" + unique()
         rid = gw.request("initialize", gw.make_binding(), token=token)
-        t0 = self.wait_create_sent()
+        t0 = self.wait_create_sent(gw)
         gw.request("cancel", {"id": rid}, token=token)
         r = gw.wait_reply(rid, 30)
         self.assertReplyCode(r, "cancelled")
@@ -157,11 +157,9 @@ class UnknownCreateOutcome(OnFakeDaytona, GatewayTestCase):
 
     def unknown_then_gc(self, budget_ms, extra_faults=()):
         """The create's outcome stays unknown past the budget; gc clears it."""
-        # The first lookup (is there one already?) answers; then the create
+        # A fresh state directory creates with no lookup first; the create
         # lands, its reply is lost, and every lookup and listing fails.
-        self.fake.fault({"method": "GET", "path": "^/api/sandbox/", "action": "delay",
-                         "delayMs": 1},
-                        {"method": "POST", "path": "^/api/sandbox$", "action": "drop",
+        self.fake.fault({"method": "POST", "path": "^/api/sandbox$", "action": "drop",
                          "after": True},
                         {"method": "GET", "path": "^/api/sandbox", "status": 500,
                          "count": 100000}, *extra_faults)
@@ -191,7 +189,7 @@ class UnknownCreateOutcome(OnFakeDaytona, GatewayTestCase):
                          "delayMs": 6000})
         gw = self.start(budget_ms=4000)
         gw.request("initialize", gw.make_binding(), token="tok-" + unique())
-        self.wait_create_sent()
+        self.wait_create_sent(gw)
         rc, err, took = gw.shutdown(timeout=60)
         self.assertNotEqual(rc, 0, "sandgate said all was clean: " + err[-2000:])
         self.assertLess(took, 4 + 3, "the shutdown budget was not kept")
@@ -202,6 +200,67 @@ class UnknownCreateOutcome(OnFakeDaytona, GatewayTestCase):
         g = self.envs_gc()
         self.assertEqual(g.returncode, 0, g.stdout + g.stderr)
         self.assertNothingLeft()
+
+
+@unittest.skipUnless(BIN and have("node") and have("bwrap") and have("nsenter"),
+                     "needs SANDGATE_BIN, node, bwrap and nsenter")
+class TimeToReady(OnFakeDaytona, GatewayTestCase):
+    """What a fresh initialize asks of Daytona (docs/benchmarks.md, D6)."""
+
+    def test_fresh_initialize_requests(self):
+        seq = self.fake.admin("GET", "/__fake/requests")["requests"]
+        seq = seq[-1]["seq"] if seq else 0
+        gw = self.gateway(config=self.config, profile="cloud", env_extra=self.env,
+                          state_dir=self.state)
+        self.assertFalse(gw.init_reply["environment"]["resumed"])
+        reqs = [r for r in self.fake.admin("GET", "/__fake/requests?since=%d" % seq)["requests"]
+                if r.get("route") != "socketIo"]
+        routes = [r.get("route") for r in reqs]
+        # The registry knew nothing of the identity: the create comes first,
+        # no lookup by name.  The create's reply stands for the first poll
+        # and the event stream ends the wait: one GET at most, when the
+        # stream came up after the wait began (a change may have been
+        # missed).  Inside the sandbox exactly the upload and the one
+        # set-up request that installs sg-helper and runs its probe.
+        self.assertEqual(routes[0], "createSandbox", routes)
+        self.assertEqual(routes.count("createSandbox"), 1, routes)
+        self.assertFalse([r for r in reqs if r.get("status") == 404], routes)
+        # Beyond that one, only the once-a-second poll of a slow start.
+        ts = {r.get("route"): datetime.datetime.fromisoformat(r["ts"].replace("Z", "+00:00"))
+              for r in reqs}
+        waited = max(0.0, (ts["bulkUpload"] - ts["createSandbox"]).total_seconds())
+        self.assertLessEqual(routes.count("getSandbox"), 1 + int(waited), routes)
+        self.assertEqual([x for x in routes if x not in ("createSandbox", "getSandbox")],
+                         ["bulkUpload", "execute"], routes)
+        gw.shutdown()
+
+    def test_recorded_identity_looks_up_first(self):
+        # A persistent profile keeps the record: the next initialize of the
+        # identity in this state directory looks it up and resumes it.
+        cfg = os.path.join(self.state, "persistent.json")
+        with open(cfg, "w") as f:
+            json.dump({"default": "keep", "profiles": {"keep": {
+                "backend": "daytona", "image": "debian:12", "api_url_env": "SG_DT_URL",
+                "api_key_env": "SG_DT_KEY", "toolbox_timeout_ms": 5000,
+                "persistent": True}}}, f)
+        binding = {"identity": unique("ident"), "remove_workspace_on_exit": False}
+        gw = self.gateway(config=cfg, profile="keep", env_extra=self.env,
+                          state_dir=self.state, binding=binding)
+        first = gw.init_reply["environment"]["id"]
+        rc, err, _ = gw.shutdown(timeout=60)
+        self.assertEqual(rc, 0, err[-2000:])
+        self.assertEqual(len(self.records()), 1)
+        seq = self.fake.admin("GET", "/__fake/requests")["requests"][-1]["seq"]
+        gw = self.gateway(config=cfg, profile="keep", env_extra=self.env,
+                          state_dir=self.state, binding=binding)
+        self.assertTrue(gw.init_reply["environment"]["resumed"])
+        self.assertEqual(gw.init_reply["environment"]["id"], first)
+        routes = [r.get("route") for r in
+                  self.fake.admin("GET", "/__fake/requests?since=%d" % seq)["requests"]
+                  if r.get("route") != "socketIo"]
+        self.assertEqual(routes[0], "getSandbox", routes)
+        self.assertNotIn("createSandbox", routes)
+
 
 if __name__ == "__main__":
     unittest.main()

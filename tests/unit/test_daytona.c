@@ -309,8 +309,18 @@ static void check_no_secret(const struct sg_errinfo *err)
 }
 
 /* Provision; returns the code, env kept in *out (release with env_free). */
+/* As env_up, for a state directory whose registry had no record (unrecorded). */
+static sg_err env_up_as(struct tprof *t, const char *identity, bool require, bool unrecorded,
+			struct tenv *out, struct sg_errinfo *err);
+
 static sg_err env_up(struct tprof *t, const char *identity, bool require, struct tenv *out,
 		     struct sg_errinfo *err)
+{
+	return env_up_as(t, identity, require, false, out, err);
+}
+
+static sg_err env_up_as(struct tprof *t, const char *identity, bool require, bool unrecorded,
+			struct tenv *out, struct sg_errinfo *err)
 {
 	struct sg_env *env = calloc(1, A->env_size);
 	sg_err rc;
@@ -327,6 +337,7 @@ static sg_err env_up(struct tprof *t, const char *identity, bool require, struct
 	env->state_dir = "/tmp";
 	env->helper_host = F.helper;
 	env->require_existing = require;
+	env->known = !unrecorded;
 	rc = A->provision(env, NULL, err);
 	check_no_secret(err);
 	return rc;
@@ -721,6 +732,93 @@ static void test_create_retried_adopts(void **state)
 	assert_int_equal(A->teardown(e.env, SG_FATE_REMOVE, NULL, &err), SG_OK);
 	assert_true(wait_destroyed(e.env->id));
 	env_free(&e);
+	free(id);
+	profile_free(t);
+}
+
+/* The route of the first control-plane request in reqs (the stream's aside). */
+static const char *first_route(json_t *reqs)
+{
+	json_t *e;
+	size_t i;
+
+	json_array_foreach(reqs, i, e) {
+		const char *r = json_string_value(json_object_get(e, "route"));
+
+		if (r && strcmp(r, "socketIo") != 0)
+			return r;
+	}
+	return "";
+}
+
+/*
+ * A state directory that knows nothing of the identity creates at once,
+ * with no lookup first (one request less at initialize).  What the
+ * lookup guarded still holds through the create's 409: the identity's
+ * own sandbox made elsewhere is adopted, somebody else's is refused, and
+ * require_existing still looks and never creates.
+ */
+static void test_unrecorded_creates_first(void **state)
+{
+	struct tprof *t = profile("{\"persistent\":true}");
+	struct sg_errinfo err = { 0 };
+	struct tenv e = { 0 }, e2 = { 0 }, e3 = { 0 }, e4 = { 0 };
+	char *id = unique("unrec"), *other = unique("unrec"), url[512], auth[200];
+	const char *hdr[] = { auth, NULL };
+	long long seq;
+	json_t *reqs;
+
+	(void)state;
+	SKIP_WITHOUT_FAKE();
+	seq = last_seq();
+	assert_int_equal(env_up_as(t, id, false, true, &e, &err), SG_OK);
+	assert_false(e.env->resumed);
+	reqs = requests_since(seq);
+	assert_string_equal(first_route(reqs), "createSandbox");
+	assert_int_equal(count_route(reqs, "getSandbox", 404), 0);
+	assert_int_equal(count_route(reqs, "createSandbox", -1), 1);
+	json_decref(reqs);
+	assert_int_equal(A->teardown(e.env, SG_FATE_KEEP, NULL, &err), SG_OK);
+	/* Another state directory, same identity: 409, looked up, adopted. */
+	seq = last_seq();
+	assert_int_equal(env_up_as(t, id, false, true, &e2, &err), SG_OK);
+	assert_true(e2.env->resumed);
+	assert_string_equal(e.env->id, e2.env->id);
+	assert_int_equal(n_sandboxes(), 1);
+	reqs = requests_since(seq);
+	assert_int_equal(count_route(reqs, "createSandbox", 409), 1);
+	json_decref(reqs);
+	/* The name taken by a sandbox that is not this identity's: refused. */
+	snprintf(url, sizeof(url), "%s/api/sandbox/%s/labels", F.base, e2.env->id);
+	snprintf(auth, sizeof(auth), "Authorization: Bearer %s", F.key);
+	{
+		const char *body = "{\"labels\":{\"made-by\":\"someone\"}}";
+		struct sg_http_request req = { .method = "PUT", .url = url, .headers = hdr,
+					       .content_type = "application/json", .body = body,
+					       .body_len = strlen(body), .timeout_ms = 30000 };
+		struct sg_http_response r;
+		struct sg_errinfo herr = { 0 };
+
+		sg_http_response_init(&r, 1 << 20);
+		assert_int_equal(sg_http_do(&req, &r, NULL, &herr), SG_OK);
+		assert_int_equal(r.status, 200);
+		sg_http_response_release(&r);
+	}
+	assert_int_equal(env_up_as(t, id, false, true, &e3, &err), SG_E_PROVIDER);
+	assert_non_null(strstr(err.msg, "is not sandgate's sandbox"));
+	assert_int_equal(n_sandboxes(), 1);
+	/* require_existing looks up (and finds nothing) rather than creating. */
+	seq = last_seq();
+	assert_int_equal(env_up_as(t, other, true, true, &e4, &err), SG_E_WORKSPACE_LOST);
+	reqs = requests_since(seq);
+	assert_int_equal(count_route(reqs, "createSandbox", -1), 0);
+	assert_int_equal(count_route(reqs, "getSandbox", 404), 1);
+	json_decref(reqs);
+	env_free(&e4);
+	env_free(&e3);
+	env_free(&e2);
+	env_free(&e);
+	free(other);
 	free(id);
 	profile_free(t);
 }
@@ -1571,6 +1669,7 @@ int main(void)
 		cmocka_unit_test_setup(test_allow_list, each),
 		cmocka_unit_test_setup(test_create_retried_adopts, each),
 		cmocka_unit_test_setup(test_create_fails_halfway, each),
+		cmocka_unit_test_setup(test_unrecorded_creates_first, each),
 		cmocka_unit_test_setup(test_throttled_and_5xx_survived, each),
 		cmocka_unit_test_setup(test_keep_resume_lost_remove, each),
 		cmocka_unit_test_setup(test_list_destroy, each),
