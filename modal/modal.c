@@ -583,7 +583,7 @@ static void mdl_job_release(struct mdl_job *j)
 }
 
 static sg_err mdl_job_prepare(struct mdl_env *me, const struct sg_exec *x, const char *dir,
-			      const char *mark, bool keep_tail, struct mdl_job *j,
+			      const char *mark, bool keep_tail, int64_t wait_ms, struct mdl_job *j,
 			      struct sg_errinfo *err)
 {
 	struct sg_buf start = SG_BUF_INIT(SG_MODAL_INLINE_MAX + 1),
@@ -592,7 +592,7 @@ static sg_err mdl_job_prepare(struct mdl_env *me, const struct sg_exec *x, const
 	bool vars = in && x->stdin_len > 0 && x->stdin_len <= SG_MODAL_STDIN_VARS &&
 		    !memchr(in, 0, x->stdin_len) && sg_utf8_valid(in, x->stdin_len);
 	struct sg_job_line l = { .helper = me->base.helper, .dir = dir, .mark = mark,
-				 .wait_ms = SG_MODAL_JOB_WAIT_MS, .keep_tail = keep_tail };
+				 .wait_ms = wait_ms, .keep_tail = keep_tail, .rm = true };
 	sg_err rc = SG_OK;
 
 	for (size_t at = 0, part = 0; vars && at < x->stdin_len; part++) {
@@ -665,17 +665,26 @@ static void mdl_kill(struct mdl_env *me, const char *dir)
 	sg_cancel_release(&none);
 }
 
+/*
+ * The job's output read by the exec's own stream: with --rm the job relays
+ * the command's output through pipes (no runner, no output files) and the
+ * router keeps it by offset, so a broken read reconnects where it stopped
+ * (api.c) and nothing needs to attach later.  A job that detaches (a
+ * process/start) keeps its files and may answer "pending"; the attach
+ * line waits for it again.  A trip that fails after mdl_run's own retries
+ * (same exec id, so nothing starts twice) is never a result: the job is
+ * killed and the error says the command may have run.
+ */
 static sg_err mdl_exec_cmd(struct sg_env *env, const struct sg_exec *x,
 			   struct sg_exec_result *out, struct sg_cancel *cancel,
 			   struct sg_errinfo *err)
 {
 	struct mdl_env *me = (struct mdl_env *)env;
 	const char *argv[] = { "/bin/sh", "-c", mdl_job_sh, NULL }; /* in the environment */
+	bool detaches = (x->flags & SG_EXEC_DETACHES) != 0, started = false;
 	struct mdl_job j = { 0 };
 	char *dir = NULL, mark[SG_JOB_MARK_SIZE];
 	int64_t start = sg_now_ms();
-	int fails = 0, missing = 0;
-	bool need_full = true, seen = false;
 	sg_err rc;
 
 	sg_exec_result_reset(out);
@@ -685,13 +694,13 @@ static sg_err mdl_exec_cmd(struct sg_env *env, const struct sg_exec *x,
 		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
 		goto out;
 	}
-	rc = mdl_job_prepare(me, x, dir, mark, out->keep_tail, &j, err);
+	rc = mdl_job_prepare(me, x, dir, mark, out->keep_tail, detaches ? SG_MODAL_JOB_WAIT_MS : 0,
+			     &j, err);
 	if (rc)
 		goto out;
 	for (;;) {
 		struct mdl_exec mx = {
-			.argv = argv, .wait_ms = SG_MODAL_JOB_WAIT_MS + SG_MODAL_TRIP_SLACK_MS,
-			.max_output = x->max_output + SG_HELPER_STDERR + SG_KiB * 4,
+			.argv = argv, .max_output = x->max_output + SG_HELPER_STDERR + SG_KiB * 4,
 			.merge = true, .no_wait = true,
 		};
 		struct sg_errinfo once = { 0 };
@@ -699,65 +708,48 @@ static sg_err mdl_exec_cmd(struct sg_env *env, const struct sg_exec *x,
 		char *reply = NULL;
 		size_t len = 0;
 
-		mx.env = need_full ? sg_strv_get(&j.start) : sg_strv_get(&j.attach);
-		argv[2] = need_full && j.up ? mdl_job_up_sh : mdl_job_sh;
-		if (need_full && j.up) {
+		/* The job's own timer ends the command; the slack covers the trips. */
+		if (detaches || started)
+			mx.wait_ms = SG_MODAL_JOB_WAIT_MS + SG_MODAL_TRIP_SLACK_MS;
+		else if (x->timeout_ms > 0)
+			mx.wait_ms = x->timeout_ms + SG_MODAL_TRIP_SLACK_MS;
+		mx.env = started ? sg_strv_get(&j.attach) : sg_strv_get(&j.start);
+		argv[2] = !started && j.up ? mdl_job_up_sh : mdl_job_sh;
+		if (!started && j.up) {
 			mx.stdin_data = x->stdin_data;
 			mx.stdin_len = x->stdin_len;
 		}
 		rc = mdl_do(me, &mx, &reply, &len, cancel, &once);
-		if (rc == SG_E_WORKSPACE_LOST || rc == SG_E_PERMISSION || rc == SG_E_NOT_FOUND) {
-			free(reply);
-			sg_err_set(err, rc == SG_E_NOT_FOUND ? SG_E_UNAVAILABLE : rc,
-				   "sandbox %s: %s", env->id, once.msg);
-			rc = err->code;
-			goto out;
-		}
 		if (rc) {
 			free(reply);
 			if (sg_cancel_check(cancel))
 				goto cancelled;
-			if (++fails >= SG_MODAL_TRIP_FAILS) {
+			if (rc == SG_E_WORKSPACE_LOST || rc == SG_E_PERMISSION || rc == SG_E_NOT_FOUND) {
+				sg_err_set(err, rc == SG_E_NOT_FOUND ? SG_E_UNAVAILABLE : rc,
+					   "sandbox %s: %s", env->id, once.msg);
+				rc = err->code;
+			} else {
 				sg_err_set(err, rc, "%s; the command may have run (no reply came back)",
 					   once.msg);
-				if (seen || need_full)
-					mdl_kill(me, dir);
-				goto out;
 			}
-			rc = sg_cancel_sleep(cancel, 200 * fails);
-			if (rc)
+			if (rc != SG_E_WORKSPACE_LOST)
+				mdl_kill(me, dir);
+			goto out;
+		}
+		started = true;
+		sg_job_parse(reply, len, mark, &jr);
+		if (jr.state == SG_JOB_IS_PENDING) {
+			free(reply);
+			if ((rc = sg_cancel_check(cancel)))
 				goto cancelled;
-			/* Unsure the start arrived: send it again (it attaches). */
-			need_full = !seen;
 			continue;
 		}
-		sg_job_parse(reply, len, mark, &jr);
-		if (jr.state == SG_JOB_NONE || jr.state == SG_JOB_BAD) {
+		if (jr.state != SG_JOB_IS_DONE) {
 			rc = sg_err_set(err, SG_E_PROVIDER,
 					"the sandbox gave no result for the command: %.200s", reply);
 			free(reply);
 			mdl_kill(me, dir);
 			goto out;
-		}
-		seen = true;
-		fails = 0;
-		if (jr.state == SG_JOB_IS_PENDING) {
-			free(reply);
-			need_full = false;
-			if ((rc = sg_cancel_check(cancel)))
-				goto cancelled;
-			continue;
-		}
-		if (jr.state == SG_JOB_IS_MISSING) {
-			free(reply);
-			if (++missing > 3) {
-				rc = sg_err_set(err, SG_E_PROVIDER,
-						"the command's state in the sandbox (%s) disappeared", dir);
-				goto out;
-			}
-			need_full = true;
-			seen = false;
-			continue;
 		}
 		sg_job_result(&jr, reply, len, x->max_output, out);
 		free(reply);
