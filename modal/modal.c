@@ -665,25 +665,80 @@ static void mdl_kill(struct mdl_env *me, const char *dir)
 	sg_cancel_release(&none);
 }
 
+/* One exec's trips (sg_job_drive). */
+struct mdl_trip {
+	struct mdl_env *me;
+	const struct sg_exec *x;
+	struct mdl_job j;
+	const char *dir;
+	char *reply; /* the last trip's, until the next */
+};
+
 /*
- * The job's output read by the exec's own stream: with --rm the job relays
- * the command's output through pipes (no runner, no output files) and the
- * router keeps it by offset, so a broken read reconnects where it stopped
- * (api.c) and nothing needs to attach later.  A job that detaches (a
- * process/start) keeps its files and may answer "pending"; the attach
- * line waits for it again.  A trip that fails after mdl_run's own retries
- * (same exec id, so nothing starts twice) is never a result: the job is
- * killed and the error says the command may have run.
+ * One request of the job: the start, or (for a job that detaches and
+ * answered "pending") the attach.  A simple exec's job relays its output
+ * through pipes (--rm: no runner, no output files) and the router keeps
+ * it by offset, so a broken read reconnects where it stopped (api.c) and
+ * nothing attaches later; a trip that fails even so is never sent again
+ * under a new exec id (an attach could not read a relayed job's output):
+ * the driver kills the job and says it may have run.
  */
+static enum sg_job_trip mdl_trip(void *ctx, bool attach, const char **text, size_t *len,
+				 struct sg_cancel *cancel, struct sg_errinfo *err)
+{
+	struct mdl_trip *t = ctx;
+	const struct sg_exec *x = t->x;
+	const char *argv[] = { "/bin/sh", "-c", mdl_job_sh, NULL }; /* in the environment */
+	bool detaches = (x->flags & SG_EXEC_DETACHES) != 0;
+	struct mdl_exec mx = {
+		.argv = argv, .max_output = x->max_output + SG_HELPER_STDERR + SG_KiB * 4,
+		.merge = true, .no_wait = true,
+	};
+	sg_err rc;
+
+	/* The job's own timer ends the command; the slack covers the trips. */
+	if (detaches || attach)
+		mx.wait_ms = SG_MODAL_JOB_WAIT_MS + SG_MODAL_TRIP_SLACK_MS;
+	else if (x->timeout_ms > 0)
+		mx.wait_ms = x->timeout_ms + SG_MODAL_TRIP_SLACK_MS;
+	mx.env = attach ? sg_strv_get(&t->j.attach) : sg_strv_get(&t->j.start);
+	if (!attach && t->j.up) {
+		argv[2] = mdl_job_up_sh;
+		mx.stdin_data = x->stdin_data;
+		mx.stdin_len = x->stdin_len;
+	}
+	free(t->reply);
+	t->reply = NULL;
+	rc = mdl_do(t->me, &mx, &t->reply, len, cancel, err);
+	*text = t->reply;
+	if (rc == SG_E_WORKSPACE_LOST || rc == SG_E_PERMISSION || rc == SG_E_NOT_FOUND) {
+		char why[sizeof(err->msg)];
+
+		snprintf(why, sizeof(why), "%s", err->msg);
+		sg_err_clear(err);
+		sg_err_set(err, rc == SG_E_NOT_FOUND ? SG_E_UNAVAILABLE : rc, "sandbox %s: %s",
+			   t->me->base.id, why);
+		return SG_JOB_TRIP_FATAL;
+	}
+	return rc ? SG_JOB_TRIP_FAILED : SG_JOB_TRIP_REPLY;
+}
+
+static void mdl_trip_kill(void *ctx)
+{
+	struct mdl_trip *t = ctx;
+
+	mdl_kill(t->me, t->dir);
+}
+
 static sg_err mdl_exec_cmd(struct sg_env *env, const struct sg_exec *x,
 			   struct sg_exec_result *out, struct sg_cancel *cancel,
 			   struct sg_errinfo *err)
 {
 	struct mdl_env *me = (struct mdl_env *)env;
-	const char *argv[] = { "/bin/sh", "-c", mdl_job_sh, NULL }; /* in the environment */
-	bool detaches = (x->flags & SG_EXEC_DETACHES) != 0, started = false;
-	struct mdl_job j = { 0 };
+	struct mdl_trip t = { .me = me, .x = x };
 	char *dir = NULL, mark[SG_JOB_MARK_SIZE];
+	struct sg_job_driver d = { .ctx = &t, .mark = mark, .trip = mdl_trip,
+				   .kill = mdl_trip_kill, .fails = 1, .kill_unseen = true };
 	int64_t start = sg_now_ms();
 	sg_err rc;
 
@@ -694,77 +749,16 @@ static sg_err mdl_exec_cmd(struct sg_env *env, const struct sg_exec *x,
 		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
 		goto out;
 	}
-	rc = mdl_job_prepare(me, x, dir, mark, out->keep_tail, detaches ? SG_MODAL_JOB_WAIT_MS : 0,
-			     &j, err);
-	if (rc)
-		goto out;
-	for (;;) {
-		struct mdl_exec mx = {
-			.argv = argv, .max_output = x->max_output + SG_HELPER_STDERR + SG_KiB * 4,
-			.merge = true, .no_wait = true,
-		};
-		struct sg_errinfo once = { 0 };
-		struct sg_job_reply jr;
-		char *reply = NULL;
-		size_t len = 0;
-
-		/* The job's own timer ends the command; the slack covers the trips. */
-		if (detaches || started)
-			mx.wait_ms = SG_MODAL_JOB_WAIT_MS + SG_MODAL_TRIP_SLACK_MS;
-		else if (x->timeout_ms > 0)
-			mx.wait_ms = x->timeout_ms + SG_MODAL_TRIP_SLACK_MS;
-		mx.env = started ? sg_strv_get(&j.attach) : sg_strv_get(&j.start);
-		argv[2] = !started && j.up ? mdl_job_up_sh : mdl_job_sh;
-		if (!started && j.up) {
-			mx.stdin_data = x->stdin_data;
-			mx.stdin_len = x->stdin_len;
-		}
-		rc = mdl_do(me, &mx, &reply, &len, cancel, &once);
-		if (rc) {
-			free(reply);
-			if (sg_cancel_check(cancel))
-				goto cancelled;
-			if (rc == SG_E_WORKSPACE_LOST || rc == SG_E_PERMISSION || rc == SG_E_NOT_FOUND) {
-				sg_err_set(err, rc == SG_E_NOT_FOUND ? SG_E_UNAVAILABLE : rc,
-					   "sandbox %s: %s", env->id, once.msg);
-				rc = err->code;
-			} else {
-				sg_err_set(err, rc, "%s; the command may have run (no reply came back)",
-					   once.msg);
-			}
-			if (rc != SG_E_WORKSPACE_LOST)
-				mdl_kill(me, dir);
-			goto out;
-		}
-		started = true;
-		sg_job_parse(reply, len, mark, &jr);
-		if (jr.state == SG_JOB_IS_PENDING) {
-			free(reply);
-			if ((rc = sg_cancel_check(cancel)))
-				goto cancelled;
-			continue;
-		}
-		if (jr.state != SG_JOB_IS_DONE) {
-			rc = sg_err_set(err, SG_E_PROVIDER,
-					"the sandbox gave no result for the command: %.200s", reply);
-			free(reply);
-			mdl_kill(me, dir);
-			goto out;
-		}
-		sg_job_result(&jr, reply, len, x->max_output, out);
-		free(reply);
-		break;
-	}
-	rc = SG_OK;
-	goto out;
-cancelled:
-	rc = sg_cancel_check(cancel) ? sg_cancel_check(cancel) : SG_E_CANCELLED;
-	mdl_kill(me, dir);
-	sg_err_set(err, rc, "the command was %s in the sandbox",
-		   rc == SG_E_TIMEOUT ? "stopped by a deadline" : "cancelled");
+	t.dir = dir;
+	/* A job that detaches may answer "pending"; a relayed one waits for its end. */
+	rc = mdl_job_prepare(me, x, dir, mark, out->keep_tail,
+			     (x->flags & SG_EXEC_DETACHES) ? SG_MODAL_JOB_WAIT_MS : 0, &t.j, err);
+	if (!rc)
+		rc = sg_job_drive(&d, x->max_output, out, cancel, err);
 out:
 	out->duration_ms = sg_now_ms() - start;
-	mdl_job_release(&j);
+	mdl_job_release(&t.j);
+	free(t.reply);
 	free(dir);
 	return rc;
 }
