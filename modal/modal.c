@@ -21,19 +21,25 @@
  * SG_MODAL_MIN_TIMEOUT_S, at most 24 h) and, with `idle_timeout_s`, an
  * idle timeout.
  *
- * Exec.  Every command runs through `sg-helper job` (adapters/jobreply.h):
- * one TaskExecStart of `sh -c 'eval "exec $SG_X"'` with the job's words in
- * the exec's variable SG_X (stdin text in SG_IN0.., larger or binary stdin
- * on the exec's stdin, written to a file first), stderr merged into
- * stdout, and one TaskExecStdioRead of that stream, which ends when the
- * job does.  The job's trailer carries the exit status, the signal, the
- * timeout and the sizes, so no TaskExecWait is needed: two router
- * requests per command (three with stdin too large for variables); the
- * router has no call that starts and reads at once.  A command still
- * running after SG_MODAL_JOB_WAIT_MS answers "pending" and the next exec
- * attaches to it; a lost reply is re-sent and attaches (the job's start
- * is exclusive), so nothing runs twice.  Each exec's request count is
- * logged at debug level and summed in the environment's counter (logged
+ * Exec.  Every command runs through `sg-helper job --rm`
+ * (adapters/jobreply.h), driven by sg_job_drive: one TaskExecStart of
+ * `sh -c 'eval "exec $SG_X"'` with the job's words in the exec's variable
+ * SG_X (stdin text in SG_IN0.., larger or binary stdin on the exec's
+ * stdin, written to a file first), stderr merged into stdout, and one
+ * TaskExecStdioRead of that stream, which ends when the job does.  The
+ * job relays the command's output through a pipe (no runner, no output
+ * files), and its trailer carries the exit status, the signal, the timeout
+ * and the sizes, so no TaskExecWait is needed: two router requests per
+ * command (three with stdin too large for variables).  The router has no
+ * call that starts and reads at once, and a read sent before the start has
+ * answered may find no exec yet (a gRPC server serves one connection's
+ * streams concurrently), so the read follows the start's answer.  The
+ * router keeps the output by offset: a broken read reconnects where it
+ * stopped, and a start is retried under its own exec id, so nothing runs
+ * twice; an exec whose output stays out of reach is killed, never started
+ * again.  A job that detaches (process/start) keeps its files and may
+ * answer "pending"; the next request attaches.  Each exec's request count
+ * is logged at debug level and summed in the environment's counter (logged
  * at teardown), for the benchmarks.
  *
  * Teardown: KEEP of a persistent sandbox snapshots its filesystem
