@@ -196,6 +196,15 @@ struct sg_env {
 	const char *helper_host;
 	bool require_existing; /* binding.require_existing_workspace */
 	bool remove_on_exit;   /* binding.remove_workspace_on_exit */
+	/*
+	 * The state registry held a record of this identity before this
+	 * session attached, so an environment may exist.  false: none was
+	 * ever recorded from this state directory (or it was removed); an
+	 * adapter whose create is protected against a second copy may then
+	 * create first and look up only when the create meets the existing
+	 * one.  A hint for speed, never a proof that nothing exists.
+	 */
+	bool known;
 	/* ---- set by provision() ---- */
 	char id[128];    /* the provider's id for the environment */
 	bool resumed;    /* an existing environment was attached */

@@ -89,6 +89,25 @@ const char sg_cloud_setup_sh[] =
 	"  command -v \"$t\" >/dev/null || printf 'missing=%s\\n' \"$t\"\n"
 	"done\n"
 	"printf 'ok=1\\n'\n"
+	/*
+	 * An upload sent beside this script (vercel sends fs/write and this
+	 * command at once) has landed when SG_UPW, the archive's last entry,
+	 * exists: wait for it, at most SG_UPWAIT ms.  Polls are 10 ms apart
+	 * for the first second and 100 ms after, so that the time each sleep
+	 * takes to start stays small beside what it counts (a sleep that
+	 * cannot take a fraction counts a whole second).
+	 */
+	"if [ -n \"${SG_UPW:-}\" ]; then\n"
+	"  w=0\n"
+	"  until [ -e \"$SG_UPW\" ]; do\n"
+	"    if [ \"$w\" -ge \"${SG_UPWAIT:-0}\" ]; then\n"
+	"      printf 'install_error=sg-helper did not arrive within %s ms\\n' \"$w\"; SG_UP=; break\n"
+	"    fi\n"
+	"    if [ \"$w\" -lt 1000 ]; then p=0.01 q=10; else p=0.1 q=100; fi\n"
+	"    if sleep \"$p\"; then w=$((w+q)); else sleep 1; w=$((w+1000)); fi\n"
+	"  done\n"
+	"  rm -f -- \"$SG_UPW\"\n"
+	"fi\n"
 	SG_INSTALL_PROBE_SH;
 
 /* Every "missing=<tool>" of the set-up reply, as "a, b". */

@@ -33,7 +33,10 @@ void sg_cloud_scrub(char *s, const char *secret);
  * The set-up script (run by sh with its stderr silenced by itself):
  * SG_ROOT binding.root, SG_SHA sg-helper's sha256, SG_SWEEP minutes after
  * which run/ leftovers go; SG_UP, when set, an uploaded copy of sg-helper
- * to install (install.h); SG_PROBE, when set, runs `sg-helper probe` once
+ * to install (install.h); SG_UPW, when set, a file that appears once that
+ * copy is whole (an upload sent beside the script), waited for at most
+ * SG_UPWAIT ms, after which the install fails saying so (install_error);
+ * SG_PROBE, when set, runs `sg-helper probe` once
  * the helper is in place and prints its reply after a line "probe<<".
  * sandgate's files go to $HOME/.sandgate, or /tmp/.sandgate-<uid> when
  * root would contain that: ctl/ (proc/, home/, tmp/) and run/.

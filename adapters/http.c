@@ -1,9 +1,12 @@
 /*
  * http.c - cancellable HTTP on libcurl (see http.h for the contract).
  *
- * Each request builds one easy handle, adds it to a multi handle of its
- * own, and loops on curl_multi_perform / curl_multi_poll with the cancel
- * token's eventfd as an extra descriptor.  Callbacks never block and never
+ * Each request sets up an easy handle, adds it to a multi handle, and
+ * loops on curl_multi_perform / curl_multi_poll with the cancel token's
+ * eventfd as an extra descriptor.  The handles are the calling thread's
+ * own, kept between its requests (curl_easy_reset clears every option
+ * after each), so a request costs no handle set-up and no wakeup socket
+ * pair of a new multi handle.  Callbacks never block and never
  * call back into curl; they record why they stopped a transfer in the
  * per-request struct xfer, which is turned into an sg_err afterwards.
  */
@@ -33,12 +36,37 @@ static CURLcode init_rc = CURLE_FAILED_INIT;
  * Idempotent requests share connections, DNS answers and TLS sessions, so
  * consecutive calls to one provider reuse a warm connection instead of
  * paying TCP and TLS set-up (a round trip or two against a remote API).
- * Only idempotent ones: curl sends a request again by itself when a reused
+ * Only idempotent ones, and those whose copy the server ignores
+ * (resend_safe): curl sends a request again by itself when a reused
  * connection turns out dead before any reply, which a create must never
  * suffer.  curl locks each kind of shared data through these callbacks.
  */
 static CURLSH *share;
 static pthread_mutex_t share_locks[CURL_LOCK_DATA_LAST];
+
+/*
+ * A thread's kept handles: an array of two pairs, [0] off the share and
+ * [1] on it.  Requests on one thread never overlap (curl's callbacks
+ * never start another), so they need no lock; the key's destructor frees
+ * them when the thread ends.
+ */
+struct handles {
+	CURL *e;
+	CURLM *m;
+};
+static pthread_key_t handles_key;
+static bool handles_keyed;
+
+static void handles_free(void *arg)
+{
+	struct handles *h = arg;
+
+	for (int i = 0; i < 2; i++) {
+		curl_multi_cleanup(h[i].m);
+		curl_easy_cleanup(h[i].e);
+	}
+	free(h);
+}
 
 static void share_lock(CURL *h, curl_lock_data data, curl_lock_access a, void *u)
 {
@@ -62,6 +90,8 @@ static void global_init(void)
 		return;
 	for (int i = 0; i < CURL_LOCK_DATA_LAST; i++)
 		pthread_mutex_init(&share_locks[i], NULL);
+	/* Without the key every request makes and frees its own handles. */
+	handles_keyed = pthread_key_create(&handles_key, handles_free) == 0;
 	share = curl_share_init();
 	/* Without a share every request simply opens its own connection. */
 	if (share && (curl_share_setopt(share, CURLSHOPT_LOCKFUNC, share_lock) ||
@@ -664,6 +694,63 @@ static sg_err build_headers(const struct sg_http_request *req,
 	return SG_OK;
 }
 
+/* New handles, the easy one attached to the share when shared. */
+static bool handles_new(struct handles *h, bool shared)
+{
+	h->e = curl_easy_init();
+	h->m = curl_multi_init();
+	if (h->e && h->m &&
+	    (!shared || curl_easy_setopt(h->e, CURLOPT_SHARE, share) == CURLE_OK))
+		return true;
+	curl_easy_cleanup(h->e);
+	curl_multi_cleanup(h->m);
+	h->e = NULL;
+	h->m = NULL;
+	return false;
+}
+
+/*
+ * The calling thread's kept handles for a request that may (shared) or
+ * may not travel on a kept connection, or (no key, or out of memory for
+ * it) new ones that handles_put frees; *kept says which.  A thread keeps
+ * one pair of each kind: an easy handle never changes its share (curl
+ * keeps the share through curl_easy_reset, and taking it away again
+ * leaked memory in curl 7.88).
+ */
+static bool handles_get(struct handles *out, bool shared, bool *kept)
+{
+	struct handles *h = handles_keyed ? pthread_getspecific(handles_key) : NULL;
+
+	*kept = false;
+	if (!h && handles_keyed && (h = calloc(2, sizeof(*h)))) {
+		if (pthread_setspecific(handles_key, h) != 0) {
+			free(h);
+			h = NULL;
+		}
+	}
+	if (h && (h[shared].e || handles_new(&h[shared], shared))) {
+		*out = h[shared];
+		*kept = true;
+		return true;
+	}
+	return handles_new(out, shared);
+}
+
+/*
+ * After a request (its easy handle out of the multi handle): a kept easy
+ * handle forgets every option, so it points at nothing of this request
+ * (headers, body, error buffer) once they are freed.
+ */
+static void handles_put(struct handles *h, bool kept)
+{
+	if (kept) {
+		curl_easy_reset(h->e);
+		return;
+	}
+	curl_easy_cleanup(h->e);
+	curl_multi_cleanup(h->m);
+}
+
 static sg_err do_once(const struct sg_http_request *req,
 		      struct sg_http_response *r, struct sg_cancel *cancel,
 		      struct sg_errinfo *err, struct attempt *at)
@@ -674,9 +761,10 @@ static sg_err do_once(const struct sg_http_request *req,
 	struct curl_slist *hdrs = NULL;
 	struct reader *readers = NULL;
 	curl_mime *mime = NULL;
+	struct handles h = { 0 };
 	CURL *e = NULL;
 	CURLM *m = NULL;
-	bool added = false;
+	bool added = false, kept = false, reuse = false;
 	int cfd = sg_cancel_fd(cancel);
 	struct curl_waitfd wfd = { .fd = cfd, .events = CURL_WAIT_POLLIN };
 	CURLMsg *msg;
@@ -712,19 +800,27 @@ static sg_err do_once(const struct sg_http_request *req,
 		goto out;
 	}
 
+	/* After sg_http_curl_init: the share exists from then on. */
+	reuse = share && (is_idempotent(req) || req->resend_safe);
 	readers = calloc(req->nparts + 1, sizeof(*readers));
-	e = curl_easy_init();
-	m = curl_multi_init();
-	if (!readers || !e || !m) {
+	if (!readers || !handles_get(&h, reuse, &kept)) {
+		h.e = NULL;
 		rc = sg_err_set(err, SG_E_INTERNAL, "%s: out of memory", what);
 		goto out;
 	}
+	e = h.e;
+	m = h.m;
 	rc = build_headers(req, &hdrs, what, err);
 	if (rc)
 		goto out;
 	rc = set_options(e, req, &x, hdrs);
-	if (!rc && share && is_idempotent(req) &&
-	    curl_easy_setopt(e, CURLOPT_SHARE, share) != CURLE_OK)
+	/*
+	 * A request that may not travel on a kept connection neither takes
+	 * one from this thread's multi handle nor leaves its own there.
+	 */
+	if (!rc && !reuse &&
+	    (curl_easy_setopt(e, CURLOPT_FRESH_CONNECT, 1L) != CURLE_OK ||
+	     curl_easy_setopt(e, CURLOPT_FORBID_REUSE, 1L) != CURLE_OK))
 		rc = SG_E_INTERNAL;
 	if (rc) {
 		sg_err_set(err, rc, "%s: curl refused an option", what);
@@ -806,10 +902,8 @@ static sg_err do_once(const struct sg_http_request *req,
 out:
 	if (added)
 		curl_multi_remove_handle(m, e);
-	if (e)
-		curl_easy_cleanup(e);
-	if (m)
-		curl_multi_cleanup(m);
+	if (h.e)
+		handles_put(&h, kept);
 	curl_mime_free(mime);
 	curl_slist_free_all(hdrs);
 	free(readers);

@@ -4,7 +4,10 @@
  * One request is one blocking call on the caller's thread: its own curl
  * easy handle on its own multi handle, waited on with curl_multi_poll
  * together with the cancel token's eventfd, so sg_cancel_fire() from any
- * thread ends the wait at once.  No connection outlives its request.
+ * thread ends the wait at once.  Requests that may travel on a kept
+ * connection (idempotent ones, and those marked resend_safe) share one
+ * pool of connections, so consecutive calls to a provider pay no TCP or
+ * TLS set-up; every other request opens and closes its own.
  *
  * Invariants:
  *  - TLS peers are always verified.  There is no switch to turn that off;
@@ -25,7 +28,8 @@
  *    from seekable files read with pread at fixed offsets), which is what
  *    lets sg_http_do_retry repeat it.
  *  - Thread-safe: curl is initialised once (pthread_once); requests share
- *    nothing.
+ *    only the pool of kept connections (and DNS answers, TLS sessions),
+ *    which curl locks.
  */
 #ifndef SG_HTTP_H
 #define SG_HTTP_H
@@ -128,6 +132,15 @@ struct sg_http_request {
 	 * idempotency key): sg_http_do_retry may repeat it.
 	 */
 	bool idempotent;
+	/*
+	 * A request that is not idempotent but whose copy the server treats
+	 * as the first (an sg-helper job's start, which an exclusive file
+	 * turns into an attach): it may travel on a kept connection.  curl
+	 * sends a request again, on a fresh connection, when a kept one ends
+	 * before any byte of the reply came back; nothing else is repeated
+	 * (sg_http_do_retry still treats it as not idempotent).
+	 */
+	bool resend_safe;
 };
 
 /*

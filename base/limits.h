@@ -174,6 +174,7 @@
 #define SG_VERCEL_SETTLE_MS 120000     /* waiting out stopping/snapshotting */
 #define SG_VERCEL_RESUME_POLL_MS 20     /* a call waiting for another call's resume */
 #define SG_VERCEL_POLL_MS 500          /* state polls, as the SDK's */
+#define SG_VERCEL_UPLOAD_WAIT_MS 30000 /* the set-up waits for sg-helper sent beside it (< CALL_MS) */
 #define SG_VERCEL_INLINE_MAX (96 * SG_KiB) /* one variable: a part of stdin, the job line */
 #define SG_VERCEL_STDIN_VARS (1 * SG_MiB)  /* stdin text sent in variables, at most */
 #define SG_VERCEL_SCRIPT_REPLY (256 * SG_KiB) /* our own scripts' output */

@@ -146,9 +146,10 @@ static sg_err base_env(struct sg_session *s)
  * Record the intent in the state registry before anything is created, so a
  * crash from here on leaves a record `sandgate envs gc` acts on.  A
  * non-shared identity already attached to a live session is refused.
+ * *known: the registry had a record of the identity before (sg_env.known).
  */
 static sg_err attach(struct sg_session *s, const struct sg_adapter *ad,
-		     json_t *binding, struct sg_errinfo *err)
+		     json_t *binding, bool *known, struct sg_errinfo *err)
 {
 	struct sg_reg_key key = { ad->name, s->identity };
 	json_t *fields = json_pack("{s:s, s:b, s:b, s:I}", "profile", s->profile->name,
@@ -159,7 +160,7 @@ static sg_err attach(struct sg_session *s, const struct sg_adapter *ad,
 	int others = 0, left = 0;
 	sg_err rc;
 
-	rc = sg_registry_attach(s->state_dir, &key, session, fields, &others, err);
+	rc = sg_registry_attach(s->state_dir, &key, session, fields, &others, known, err);
 	json_decref(fields);
 	if (!rc && others > 0 && !s->profile->shared) {
 		struct sg_errinfo ignore = { 0 };
@@ -250,7 +251,7 @@ sg_err sg_init_bring_up(struct sg_op *op, json_t *binding, const char *name,
 	json_t *envobj = json_object_get(binding, "environment");
 	const struct sg_adapter *ad;
 	struct sg_env *env = NULL;
-	bool provisioned = false;
+	bool provisioned = false, known = true;
 	sg_err rc;
 
 	*fatal = false;
@@ -272,7 +273,7 @@ sg_err sg_init_bring_up(struct sg_op *op, json_t *binding, const char *name,
 	s->identity = strdup(json_is_string(json_object_get(binding, "identity"))
 				     ? json_string_value(json_object_get(binding, "identity"))
 				     : json_string_value(json_object_get(binding, "session")));
-	rc = attach(s, ad, binding, &op->err);
+	rc = attach(s, ad, binding, &known, &op->err);
 	if (rc)
 		goto out;
 	sg_crashpoint("provision:intent");
@@ -293,6 +294,7 @@ sg_err sg_init_bring_up(struct sg_op *op, json_t *binding, const char *name,
 	env->helper_host = s->helper_path;
 	env->require_existing = json_is_true(json_object_get(binding, "require_existing_workspace"));
 	env->remove_on_exit = json_is_true(json_object_get(binding, "remove_workspace_on_exit"));
+	env->known = known;
 	s->env = env;
 	rc = ad->provision(env, &op->cancel, &op->err);
 	if (rc)

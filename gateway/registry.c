@@ -173,11 +173,14 @@ static int prune(json_t *rec, const char *self)
 	return live;
 }
 
-/* The common read-modify-write: fn changes rec (it may be a new object). */
+/*
+ * The common read-modify-write: fn changes rec (it may be a new object).
+ * *found (when not NULL) tells whether a record was there before.
+ */
 typedef sg_err (*edit_fn)(json_t *rec, void *arg, struct sg_errinfo *err);
 
 static sg_err edit(const char *state_dir, const struct sg_reg_key *key,
-		   bool create, edit_fn fn, void *arg, struct sg_errinfo *err)
+		   bool create, bool *found, edit_fn fn, void *arg, struct sg_errinfo *err)
 {
 	char *dir = reg_dir(state_dir), *path = NULL;
 	json_t *rec = NULL;
@@ -198,6 +201,8 @@ static sg_err edit(const char *state_dir, const struct sg_reg_key *key,
 	rc = load(path, &rec, err);
 	if (rc)
 		goto out;
+	if (found)
+		*found = rec != NULL;
 	if (!rec) {
 		if (!create)
 			goto out;
@@ -244,27 +249,30 @@ static sg_err do_merge(json_t *rec, void *p, struct sg_errinfo *err)
 }
 
 static sg_err merge(const char *state_dir, const struct sg_reg_key *key, const char *session,
-		    json_t *fields, bool attach, int *others_out, struct sg_errinfo *err)
+		    json_t *fields, bool attach, int *others_out, bool *found,
+		    struct sg_errinfo *err)
 {
 	struct merge_arg a = { session, fields, attach, 0 };
-	sg_err rc = edit(state_dir, key, attach, do_merge, &a, err);
+	sg_err rc = edit(state_dir, key, attach, found, do_merge, &a, err);
 
 	*others_out = a.others;
 	return rc;
 }
 
 sg_err sg_registry_attach(const char *state_dir, const struct sg_reg_key *key,
-			  const char *session, json_t *fields, int *others_out,
+			  const char *session, json_t *fields, int *others_out, bool *known_out,
 			  struct sg_errinfo *err)
 {
-	return merge(state_dir, key, session, fields, true, others_out, err);
+	if (known_out)
+		*known_out = true; /* until the registry says otherwise */
+	return merge(state_dir, key, session, fields, true, others_out, known_out, err);
 }
 
 sg_err sg_registry_update_if_last(const char *state_dir, const struct sg_reg_key *key,
 				  const char *session, json_t *fields, int *others_out,
 				  struct sg_errinfo *err)
 {
-	return merge(state_dir, key, session, fields, false, others_out, err);
+	return merge(state_dir, key, session, fields, false, others_out, NULL, err);
 }
 
 static sg_err do_update(json_t *rec, void *p, struct sg_errinfo *err)
@@ -277,7 +285,7 @@ static sg_err do_update(json_t *rec, void *p, struct sg_errinfo *err)
 sg_err sg_registry_update(const char *state_dir, const struct sg_reg_key *key,
 			  json_t *fields, struct sg_errinfo *err)
 {
-	return edit(state_dir, key, false, do_update, fields, err);
+	return edit(state_dir, key, false, NULL, do_update, fields, err);
 }
 
 struct detach_arg {
@@ -308,7 +316,7 @@ sg_err sg_registry_detach(const char *state_dir, const struct sg_reg_key *key,
 			  struct sg_errinfo *err)
 {
 	struct detach_arg d = { session, 0 };
-	sg_err rc = edit(state_dir, key, false, do_detach, &d, err);
+	sg_err rc = edit(state_dir, key, false, NULL, do_detach, &d, err);
 
 	*others_out = d.others;
 	return rc;

@@ -44,10 +44,12 @@ struct sg_reg_key {
  * Attach a session to the record of key, creating the record (status
  * provisioning) when there is none.  `fields` (borrowed) are merged in:
  * profile, persistent, shared, expires...  *others_out is the number of
- * *live* sessions other than this one already attached.
+ * *live* sessions other than this one already attached.  *known_out (may
+ * be NULL) is false only when there was no record before: nothing was
+ * ever created for key from this state directory, or it was removed.
  */
 sg_err sg_registry_attach(const char *state_dir, const struct sg_reg_key *key,
-			  const char *session, json_t *fields, int *others_out,
+			  const char *session, json_t *fields, int *others_out, bool *known_out,
 			  struct sg_errinfo *err) SG_MUST_CHECK;
 
 /* Merge fields (borrowed) into the record: id, status, expires ... */

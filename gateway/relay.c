@@ -732,7 +732,7 @@ static void record_failure(struct sg_session *s, const char *error)
 	fields = json_pack("{s:s, s:s, s:s, s:s, s:s}", "profile", s->profile->name, "status",
 			   SG_REG_CLEANUP, "error", error, "session", s->session_id, "peer",
 			   s->relay->argv0 ? s->relay->argv0 : "?");
-	if (sg_registry_attach(s->state_dir, &key, s->session_id, fields, &others, &err) ||
+	if (sg_registry_attach(s->state_dir, &key, s->session_id, fields, &others, NULL, &err) ||
 	    sg_registry_update(s->state_dir, &key, fields, &err) ||
 	    sg_registry_detach(s->state_dir, &key, s->session_id, &others, &err))
 		sg_log_warn("%s", err.msg);

@@ -233,6 +233,7 @@ sg_err vcl_do(struct vcl_client *c, const struct vcl_call *call, struct vcl_repl
 			.body_len = body_len,
 			.timeout_ms = call->timeout_ms ? call->timeout_ms : SG_VERCEL_CALL_MS,
 			.idempotent = call->idempotent,
+			.resend_safe = call->resend_safe,
 			.sink = call->sink,
 			.sink_payload = call->sink_payload,
 		};

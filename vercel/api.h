@@ -99,6 +99,7 @@ struct vcl_call {
 	const char *raw_type; /* ... of this content type */
 	const char *const *extra_headers; /* NULL-terminated, or NULL */
 	bool idempotent;      /* may be sent again on 429/5xx/dropped */
+	bool resend_safe;     /* a copy is harmless: it may use a kept connection */
 	int64_t timeout_ms;   /* 0: SG_VERCEL_CALL_MS */
 	/* Stream a 2xx body here instead of keeping it. */
 	sg_http_sink_cb sink;

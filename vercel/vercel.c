@@ -7,11 +7,15 @@
  * function of the identity (adapters/cloud.h), so a create that is sent
  * again (after a 5xx, a 429 or a dropped connection: the create is
  * protected by its name and retried as the SDK retries) meets a conflict
- * and never starts a second sandbox.  provision() first asks for the name
- * with ?resume=true, which starts a new session of a stopped sandbox from
- * its last snapshot; a missing one is created (unless the binding requires
- * an existing workspace: workspace_lost), an expired snapshot is
- * workspace_lost for a persistent profile, never a fresh sandbox.  Tags
+ * and never starts a second sandbox.  When the state registry knew the
+ * identity (or the binding requires an existing workspace), provision()
+ * first asks for the name with ?resume=true, which starts a new session of
+ * a stopped sandbox from its last snapshot; a missing one is created
+ * (unless the binding requires an existing workspace: workspace_lost).  An
+ * identity never recorded is created at once, and a 409 leads to the same
+ * lookup.  An expired snapshot is workspace_lost for a persistent profile,
+ * never a fresh sandbox.  A sandbox found either way is taken only when
+ * its tags say it is sandgate's for this identity.  Tags
  * (Vercel allows five) carry managed-by, the identity, the session, the
  * expiry and the profile, so `sandgate envs` finds orphans by tag; a
  * resumed sandbox is re-tagged with this session and given the profile's
@@ -21,7 +25,8 @@
  * Inside.  The one set-up script all cloud adapters share (cloud.h)
  * prepares root, sandgate's directories and sg-helper; a sandbox this
  * provision made receives sg-helper by fs/write (a gzip'd tar, adapters/
- * targz.h) first, so it is ready after the upload and one command.
+ * targz.h) sent beside that command (vcl_setup_overlapped), so a new
+ * sandbox is ready two round trips after the create began.
  *
  * One exec, one request.  Vercel's cmd takes an argv, an environment and
  * no stdin; with wait:true it streams NDJSON until the command ends.  Each
@@ -48,6 +53,8 @@
 #include "../adapters/adapter.h"
 
 #include <arpa/inet.h>
+#include <errno.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -66,6 +73,12 @@
 #include "base/log.h"
 #include "base/progress.h"
 #include "api.h"
+
+/*
+ * The set-up answers for itself before its request's timeout, with room
+ * for the time its polls take beyond what they count.
+ */
+_Static_assert(SG_VERCEL_UPLOAD_WAIT_MS * 3 / 2 < SG_VERCEL_CALL_MS, "upload wait < call timeout");
 
 /* Tag keys (Vercel allows five).  managed-by is what listings filter on. */
 #define VCL_T_MANAGED "managed-by"
@@ -461,6 +474,9 @@ static sg_err vcl_create(struct vcl_env *ve, json_t **got, struct sg_cancel *can
 					  "%s; whether it was made is not known: %s", once.msg,
 					  look.msg);
 		}
+		/* An expired snapshot: vcl_obtain decides what that means. */
+		if (lr == SG_E_WORKSPACE_LOST)
+			return sg_err_set(err, lr, "%s", look.msg);
 		return sg_err_set(err, lr == SG_E_NOT_FOUND ? SG_E_PROVIDER : lr,
 				  "creating the sandbox met a conflict, but %s", look.msg[0] ? look.msg : "the name is not found");
 	}
@@ -623,10 +639,12 @@ static sg_err vcl_delete(struct vcl_client *cl, const char *name, struct sg_canc
  * One cmd request with wait:true: argv (command, then args) with vars as
  * its environment, its NDJSON read into s.  SG_OK with *status the HTTP
  * status (200: s holds a whole stream) and, for others, r the error reply.
+ * resend_safe: running the command twice is harmless (sg-helper job), so
+ * the request may go on a kept connection (see struct sg_http_request).
  */
 static sg_err vcl_cmd(struct vcl_env *ve, const char *sid, const char *command, json_t *args,
-		      json_t *vars, int64_t timeout_ms, struct vcl_stream *s, struct vcl_reply *r,
-		      struct sg_cancel *cancel, struct sg_errinfo *err)
+		      json_t *vars, int64_t timeout_ms, bool resend_safe, struct vcl_stream *s,
+		      struct vcl_reply *r, struct sg_cancel *cancel, struct sg_errinfo *err)
 {
 	char *path = vcl_path("/v2/sandboxes/sessions/", sid, "/cmd");
 	json_t *body = json_pack("{s:s, s:O, s:O, s:b, s:b, s:b}", "command", command, "args",
@@ -642,6 +660,7 @@ static sg_err vcl_cmd(struct vcl_env *ve, const char *sid, const char *command, 
 		 */
 		rc = vcl_do(&ve->cl,
 			    &(struct vcl_call){ .method = "POST", .path = path, .body = body,
+						.resend_safe = resend_safe,
 						.timeout_ms = timeout_ms, .sink = vcl_stream_feed,
 						.sink_payload = s,
 						.what = "running a command in the sandbox" },
@@ -717,7 +736,7 @@ out:
  * stopped sandbox and repeating once.  The stream is whole on SG_OK.
  */
 static sg_err vcl_run(struct vcl_env *ve, const char *command, json_t *args, json_t *vars,
-		      int64_t timeout_ms, size_t max_out, struct vcl_stream *s,
+		      int64_t timeout_ms, bool resend_safe, size_t max_out, struct vcl_stream *s,
 		      struct sg_cancel *cancel, struct sg_errinfo *err)
 {
 	sg_err rc = SG_OK;
@@ -729,7 +748,8 @@ static sg_err vcl_run(struct vcl_env *ve, const char *command, json_t *args, jso
 		vcl_stream_release(s);
 		vcl_stream_init(s, max_out);
 		vcl_get_sid(ve, sid, sizeof(sid));
-		rc = vcl_cmd(ve, sid, command, args, vars, timeout_ms, s, &r, cancel, err);
+		rc = vcl_cmd(ve, sid, command, args, vars, timeout_ms, resend_safe, s, &r, cancel,
+			     err);
 		if (rc) {
 			vcl_reply_release(&r);
 			return rc;
@@ -764,8 +784,8 @@ static sg_err vcl_script(struct vcl_env *ve, const char *script, json_t *vars, c
 
 	*out = NULL;
 	vcl_stream_init(&s, SG_VERCEL_SCRIPT_REPLY);
-	rc = args ? vcl_run(ve, "sh", args, vars, SG_VERCEL_CALL_MS, SG_VERCEL_SCRIPT_REPLY, &s,
-			    cancel, err)
+	rc = args ? vcl_run(ve, "sh", args, vars, SG_VERCEL_CALL_MS, false, SG_VERCEL_SCRIPT_REPLY,
+			    &s, cancel, err)
 		  : sg_err_set(err, SG_E_INTERNAL, "out of memory");
 	if (!rc && !(*out = strndup(s.out.p, s.out.len)))
 		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
@@ -774,22 +794,22 @@ static sg_err vcl_script(struct vcl_env *ve, const char *script, json_t *vars, c
 	return rc;
 }
 
-/* Write data to path in the sandbox with fs/write (one gzip'd tar). */
-static sg_err vcl_write(struct vcl_env *ve, const char *path, const void *data, size_t len,
-			unsigned mode, struct sg_cancel *cancel, struct sg_errinfo *err)
+/*
+ * Write n files in the sandbox with one fs/write (one gzip'd tar, its
+ * entries named relative to /, extracted in their order).
+ */
+static sg_err vcl_write_tar(struct vcl_env *ve, const struct sg_targz_entry *e, size_t n,
+			    struct sg_cancel *cancel, struct sg_errinfo *err)
 {
-	struct sg_targz_entry e = { .name = path + 1, .mode = mode, .data = data, .len = len };
 	struct sg_buf tgz = SG_BUF_INIT(SG_MAX_FRAME * 8);
 	struct vcl_reply r = { 0 };
 	char sid[128], *p = NULL;
 	sg_err rc;
 
-	if (path[0] != '/')
-		return sg_err_set(err, SG_E_INTERNAL, "%s is not an absolute path", path);
-	rc = sg_targz(&e, 1, &tgz);
+	rc = sg_targz(e, n, &tgz);
 	if (rc) {
 		sg_buf_release(&tgz);
-		return sg_err_set(err, rc, "cannot pack %s for Vercel's fs/write", path);
+		return sg_err_set(err, rc, "cannot pack /%s for Vercel's fs/write", e[0].name);
 	}
 	vcl_get_sid(ve, sid, sizeof(sid));
 	p = vcl_path("/v2/sandboxes/sessions/", sid, "/fs/write");
@@ -810,6 +830,17 @@ static sg_err vcl_write(struct vcl_env *ve, const char *path, const void *data, 
 	return rc;
 }
 
+/* Write data to path in the sandbox with fs/write. */
+static sg_err vcl_write(struct vcl_env *ve, const char *path, const void *data, size_t len,
+			unsigned mode, struct sg_cancel *cancel, struct sg_errinfo *err)
+{
+	struct sg_targz_entry e = { .name = path + 1, .mode = mode, .data = data, .len = len };
+
+	if (path[0] != '/')
+		return sg_err_set(err, SG_E_INTERNAL, "%s is not an absolute path", path);
+	return vcl_write_tar(ve, &e, 1, cancel, err);
+}
+
 /* Give up on the job of prefix dir: it never starts, or it is killed. */
 static void vcl_kill(struct vcl_env *ve, const char *dir)
 {
@@ -819,8 +850,8 @@ static void vcl_kill(struct vcl_env *ve, const char *dir)
 	sg_err rc;
 
 	vcl_stream_init(&s, SG_VERCEL_SCRIPT_REPLY);
-	/* A fresh wait: the caller's token has usually fired. */
-	rc = args && vars ? vcl_run(ve, ve->base.helper, args, vars, SG_VERCEL_KILL_MS,
+	/* A fresh wait: the caller's token has usually fired.  Killing twice is killing. */
+	rc = args && vars ? vcl_run(ve, ve->base.helper, args, vars, SG_VERCEL_KILL_MS, true,
 				    SG_VERCEL_SCRIPT_REPLY, &s, NULL, &err)
 			  : SG_E_INTERNAL;
 	if (rc)
@@ -890,8 +921,17 @@ static sg_err vcl_exec(struct sg_env *env, const struct sg_exec *x, struct sg_ex
 	for (int trips = 0;; trips++) {
 		struct sg_job_reply jr;
 
+		/*
+		 * Resend-safe: the job's start takes its .s file exclusively, so
+		 * a copy of the request attaches to the job instead of running
+		 * the command again, and an attach only reads.  (A --rm job's
+		 * files go once it has reported; curl sends a copy only when no
+		 * byte of the reply came back, and the stream's first line
+		 * leaves when the command starts.)
+		 */
 		rc = vcl_run(ve, "sh", args, started ? attach : full,
-			     SG_VERCEL_WAIT_MS + SG_VERCEL_TRIP_SLACK_MS, max_out, &s, cancel, err);
+			     SG_VERCEL_WAIT_MS + SG_VERCEL_TRIP_SLACK_MS, true, max_out, &s, cancel,
+			     err);
 		if (rc) {
 			if (sg_cancel_check(cancel))
 				goto cancelled;
@@ -1020,6 +1060,148 @@ static sg_err vcl_install_run(void *ctx, const char *script, const char *dir, co
 	return rc;
 }
 
+/*
+ * The set-up of a sandbox this provision made, which cannot hold sg-helper
+ * yet: the fs/write of sg-helper and the set-up command go out at once,
+ * each on a thread of its own (a leg), so they cost one round trip, not
+ * two.  The archive's last entry is a marker that the script waits for
+ * (bounded, SG_UPW) before it installs what came before it.  This thread
+ * only coordinates: it passes its cancel on to both legs, stops the
+ * set-up when the upload failed (nothing else would end the script's
+ * wait early), and stops the upload when the set-up ended without it.
+ */
+struct vcl_leg {
+	struct vcl_env *ve;
+	struct sg_cancel stop; /* fired by the coordinator */
+	struct sg_cancel done; /* fired by the leg as it ends */
+	bool stop_ready, done_ready, started;
+	pthread_t thread;
+	sg_err rc;
+	struct sg_errinfo err;
+	int64_t ms;
+	const struct sg_targz_entry *files; /* the upload's */
+	size_t nfiles;
+	json_t *vars; /* the set-up's (borrowed), and its reply (new) */
+	char *reply;
+};
+
+static void *vcl_upload_leg(void *arg)
+{
+	struct vcl_leg *l = arg;
+	int64_t t0 = sg_now_ms();
+
+	l->rc = vcl_write_tar(l->ve, l->files, l->nfiles, &l->stop, &l->err);
+	l->ms = sg_now_ms() - t0;
+	sg_cancel_fire(&l->done, SG_E_CANCELLED);
+	return NULL;
+}
+
+static void *vcl_setup_leg(void *arg)
+{
+	struct vcl_leg *l = arg;
+
+	l->rc = vcl_script(l->ve, sg_cloud_setup_sh, l->vars, &l->reply, &l->stop, &l->err);
+	sg_cancel_fire(&l->done, SG_E_CANCELLED);
+	return NULL;
+}
+
+static sg_err vcl_leg_start(struct vcl_leg *l, void *(*fn)(void *), struct sg_errinfo *err)
+{
+	l->stop_ready = sg_cancel_init(&l->stop) == SG_OK;
+	l->done_ready = l->stop_ready && sg_cancel_init(&l->done) == SG_OK;
+	l->started = l->done_ready && pthread_create(&l->thread, NULL, fn, l) == 0;
+	return l->started ? SG_OK
+			  : sg_err_set(err, SG_E_INTERNAL, "cannot start a thread to prepare the sandbox");
+}
+
+static bool vcl_leg_ended(const struct vcl_leg *l)
+{
+	return !l->started || sg_cancel_check(&l->done);
+}
+
+/* Stop the leg (with why) unless it ended; then wait for it and let go. */
+static void vcl_leg_end(struct vcl_leg *l, sg_err why)
+{
+	if (l->started) {
+		sg_cancel_fire(&l->stop, why);
+		pthread_join(l->thread, NULL);
+	}
+	if (l->done_ready)
+		sg_cancel_release(&l->done);
+	if (l->stop_ready)
+		sg_cancel_release(&l->stop);
+}
+
+/* The set-up ended, and not with sg-helper in place. */
+static bool vcl_setup_failed(const struct vcl_leg *l)
+{
+	return l->rc || !l->reply ||
+	       !(sg_cloud_flag(l->reply, "installed") || sg_cloud_flag(l->reply, "helper"));
+}
+
+static sg_err vcl_setup_overlapped(struct vcl_env *ve, const struct sg_targz_entry *files,
+				   size_t nfiles, json_t *vars, char **reply, int64_t *upload_ms,
+				   struct sg_cancel *cancel, struct sg_errinfo *err)
+{
+	struct vcl_leg up = { .ve = ve, .files = files, .nfiles = nfiles },
+		       set = { .ve = ve, .vars = vars };
+	bool up_failed = false, set_failed = false; /* and the other leg was stopped */
+	sg_err rc, why;
+
+	*reply = NULL;
+	/* The command first: the upload's gzip then runs while it travels. */
+	rc = vcl_leg_start(&set, vcl_setup_leg, err);
+	if (!rc)
+		rc = vcl_leg_start(&up, vcl_upload_leg, err);
+	while (!rc && !sg_cancel_check(cancel) && !(vcl_leg_ended(&up) && vcl_leg_ended(&set))) {
+		struct pollfd p[3] = {
+			{ .fd = sg_cancel_fd(cancel), .events = POLLIN },
+			{ .fd = vcl_leg_ended(&up) ? -1 : sg_cancel_fd(&up.done), .events = POLLIN },
+			{ .fd = vcl_leg_ended(&set) ? -1 : sg_cancel_fd(&set.done), .events = POLLIN },
+		};
+
+		if (!set_failed && vcl_leg_ended(&up) && up.rc && !vcl_leg_ended(&set)) {
+			up_failed = true;
+			sg_cancel_fire(&set.stop, SG_E_CANCELLED);
+		}
+		if (!up_failed && vcl_leg_ended(&set) && vcl_setup_failed(&set) &&
+		    !vcl_leg_ended(&up)) {
+			set_failed = true;
+			sg_cancel_fire(&up.stop, SG_E_CANCELLED);
+		}
+		/* Bounded anyway: each leg's request has a timeout of its own. */
+		if (poll(p, 3, SG_VERCEL_POLL_MS) < 0 && errno != EINTR)
+			rc = sg_err_set(err, SG_E_INTERNAL, "cannot wait for the set-up: %s",
+					strerror(errno));
+	}
+	why = sg_cancel_check(cancel) ? sg_cancel_check(cancel) : SG_E_CANCELLED;
+	vcl_leg_end(&set, why);
+	vcl_leg_end(&up, why);
+	*upload_ms = up.ms;
+	if (rc)
+		goto out;
+	if ((rc = sg_cancel_check(cancel)))
+		rc = sg_err_set(err, rc, "preparing the sandbox was cancelled");
+	else if (set.rc && up_failed)
+		rc = sg_err_set(err, up.rc, "%s", up.err.msg); /* the cause */
+	else if (set.rc)
+		rc = sg_err_set(err, set.rc, "%s", set.err.msg);
+	else if (vcl_setup_failed(&set) && up.rc && !set_failed)
+		rc = sg_err_set(err, up.rc, "%s", up.err.msg); /* it never came */
+	/*
+	 * Otherwise the reply: sg-helper in place (even when the upload's
+	 * own answer was lost: the script checked what landed), or why not
+	 * (sg_cloud_setup_read reads it).
+	 */
+	if (!rc) {
+		*reply = set.reply;
+		set.reply = NULL;
+	}
+out:
+	free(set.reply);
+	return rc;
+}
+
 /* Root, sandgate's directories, sg-helper and the probe (cloud.h). */
 static sg_err vcl_setup(struct vcl_env *ve, struct sg_cancel *cancel, struct sg_errinfo *err)
 {
@@ -1029,8 +1211,7 @@ static sg_err vcl_setup(struct vcl_env *ve, struct sg_cancel *cancel, struct sg_
 	struct sg_install in = { .ctx = ve, .dir = "/tmp", .nonce = ve->nonce,
 				 .run = vcl_install_run, .upload = vcl_install_upload };
 	struct sg_cloud_setup got = { 0 };
-	char *reply = NULL, *up = NULL, sweep[16];
-	int64_t t0 = sg_now_ms();
+	char *reply = NULL, *up = NULL, *mark = NULL, sweep[16], wait[24];
 	json_t *vars = NULL;
 	sg_err rc;
 
@@ -1038,27 +1219,42 @@ static sg_err vcl_setup(struct vcl_env *ve, struct sg_cancel *cancel, struct sg_
 	if (rc)
 		goto out;
 	if (ve->fresh) {
-		/* A new sandbox cannot have it: send it before the set-up. */
-		if (!(up = sg_install_upload_path(&in, &bin))) {
+		/* A new sandbox cannot have it: send it beside the set-up. */
+		if (!(up = sg_install_upload_path(&in, &bin)) || asprintf(&mark, "%s.ok", up) < 0) {
+			mark = NULL;
 			rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
 			goto out;
 		}
-		rc = vcl_install_upload(ve, up, bin.fd, cancel, err);
+		rc = sg_helper_bin_load(&bin, err);
 		if (rc)
 			goto out;
-		cost.requests = 1;
-		cost.bytes = bin.size;
-		cost.ms = sg_now_ms() - t0;
 	}
 	snprintf(sweep, sizeof(sweep), "%d", 1440);
+	snprintf(wait, sizeof(wait), "%d", SG_VERCEL_UPLOAD_WAIT_MS);
 	vars = json_pack("{s:s, s:s, s:s, s:s}", "SG_ROOT", env->root, "SG_SHA", bin.sha,
 			 "SG_SWEEP", sweep, "SG_PROBE", "1");
-	if (vars && up && json_object_set_new(vars, "SG_UP", json_string(up))) {
+	if (vars && up &&
+	    (json_object_set_new(vars, "SG_UP", json_string(up)) ||
+	     json_object_set_new(vars, "SG_UPW", json_string(mark)) ||
+	     json_object_set_new(vars, "SG_UPWAIT", json_string(wait)))) {
 		json_decref(vars);
 		vars = NULL;
 	}
-	rc = vars ? vcl_script(ve, sg_cloud_setup_sh, vars, &reply, cancel, err)
-		  : sg_err_set(err, SG_E_INTERNAL, "out of memory");
+	if (!vars) {
+		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
+	} else if (up) {
+		/* The marker last: it exists once the program before it is whole. */
+		const struct sg_targz_entry files[] = {
+			{ .name = up + 1, .mode = 0600, .data = bin.data, .len = (size_t)bin.size },
+			{ .name = mark + 1, .mode = 0600, .data = "", .len = 0 },
+		};
+
+		rc = vcl_setup_overlapped(ve, files, 2, vars, &reply, &cost.ms, cancel, err);
+		cost.requests = 1;
+		cost.bytes = bin.size;
+	} else {
+		rc = vcl_script(ve, sg_cloud_setup_sh, vars, &reply, cancel, err);
+	}
 	if (!rc)
 		rc = sg_cloud_setup_read(env, reply, bin.sha, up != NULL, "vercel", &got, err);
 	ve->base_dir = got.base_dir;
@@ -1084,29 +1280,55 @@ out:
 	json_decref(vars);
 	free(reply);
 	free(up);
+	free(mark);
+	return rc;
+}
+
+/*
+ * A scratch sandbox's expired snapshot holds nothing to keep: delete the
+ * sandbox so that its name can be created again, but only when its tags
+ * say it is sandgate's for this identity (the lookup that met the expired
+ * snapshot showed no tags).
+ */
+static sg_err vcl_drop_expired(struct vcl_env *ve, struct sg_cancel *cancel,
+			       struct sg_errinfo *err)
+{
+	json_t *got = NULL;
+	sg_err rc = vcl_get(&ve->cl, ve->name, false, &got, cancel, err);
+
+	if (rc == SG_E_NOT_FOUND) {
+		sg_err_clear(err);
+		rc = SG_OK; /* gone already */
+	} else if (!rc) {
+		rc = vcl_check_owner(ve, got, err);
+		if (!rc)
+			rc = vcl_delete(&ve->cl, ve->name, cancel, err);
+	}
+	json_decref(got);
 	return rc;
 }
 
 /*
  * Find the identity's sandbox (resuming it), or create it; wait until its
  * session runs.  *got (new) is the last reply with a session.
+ *
+ * When the state registry never knew the identity and the binding does
+ * not require an existing workspace, the create goes first, without a
+ * lookup: its name keeps it from making a second sandbox, and a sandbox
+ * that exists anyway answers 409, which vcl_create settles by the lookup
+ * it would have made (adopting it only when its tags say it is ours).
  */
 static sg_err vcl_obtain(struct vcl_env *ve, json_t **got, struct sg_cancel *cancel,
 			 struct sg_errinfo *err)
 {
 	struct sg_env *env = &ve->base;
+	bool look = env->known || env->require_existing;
 	sg_err rc;
 
-	for (int round = 0; round < 2; round++) {
-		rc = vcl_get(&ve->cl, ve->name, true, got, cancel, err);
-		if (rc == SG_E_WORKSPACE_LOST && !vcl_keeps(env) && !env->require_existing) {
-			/* A scratch sandbox's old snapshot: nothing to keep. */
-			sg_err_clear(err);
-			rc = vcl_delete(&ve->cl, ve->name, cancel, err);
-			if (rc)
-				return rc;
-			continue;
-		}
+	for (int round = 0; round < 2; round++, look = true) {
+		bool made = false;
+
+		rc = look ? vcl_get(&ve->cl, ve->name, true, got, cancel, err) : SG_E_NOT_FOUND;
 		if (rc == SG_E_NOT_FOUND) {
 			sg_err_clear(err);
 			if (env->require_existing)
@@ -1116,12 +1338,22 @@ static sg_err vcl_obtain(struct vcl_env *ve, json_t **got, struct sg_cancel *can
 			sg_progress_begin("create", "creating sandbox %s", ve->name);
 			rc = vcl_create(ve, got, cancel, err);
 			sg_progress_end(rc);
+			made = true;
+		}
+		if (rc == SG_E_WORKSPACE_LOST && !vcl_keeps(env) && !env->require_existing) {
+			/* A scratch sandbox's old snapshot: nothing to keep. */
+			sg_err_clear(err);
+			rc = vcl_drop_expired(ve, cancel, err);
 			if (rc)
 				return rc;
+			continue;
+		}
+		if (rc)
+			return rc;
+		if (made) {
+			/* vcl_create checked the tags of a sandbox it met. */
 			sg_crashpoint("adapter:created");
 			env->resumed = !ve->fresh;
-		} else if (rc) {
-			return rc;
 		} else {
 			rc = vcl_check_owner(ve, *got, err);
 			if (rc)

@@ -14,6 +14,11 @@ sandgate says:
   - a command stream cut mid-line is a provider_error;
   - a create answered 429 (Retry-After) or whose reply is lost (then 409)
     leaves exactly one sandbox;
+  - initialize of an identity the state directory never knew takes two
+    round trips (the create; sg-helper's upload beside the set-up); a
+    known one looks up first; a sandbox of that name is adopted only with
+    our tags; the set-up waits for a slow upload, and a failed upload stops
+    it and removes the sandbox;
   - 422 sandbox_stopping is waited out;
   - a non-persistent sandbox is deleted at shutdown.
 
@@ -215,6 +220,103 @@ class VercelFaults(GatewayTestCase):
         finally:
             t.join()
             self.fake.admin("POST", "/__fake/config", {"stopMs": 0})
+
+    def api(self, method, path, body=None):
+        """One call on the fake's Vercel API, as a client of our own."""
+        sep = "&" if "?" in path else "?"
+        req = urllib.request.Request(
+            self.fake.base + path + sep + "teamId=team_fake",
+            data=json.dumps(body).encode() if body is not None else b"", method=method,
+            headers={"Authorization": "Bearer test-token", "Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=30) as r:
+            return json.loads(r.read() or b"null")
+
+    def init_fails(self, profile="v", **binding):
+        gw = self.gateway(init=False, config=self.config, profile=profile, env_extra=self.env)
+        return gw.call("initialize", gw.make_binding(**binding), token="tok-" + unique(),
+                       timeout=120)
+
+    def test_fresh_identity_two_round_trips(self):
+        # A state directory that never knew the identity: no lookup, the
+        # create, then sg-helper's upload beside the set-up command.
+        gw = self.start()
+        reqs = [(r["route"], r["status"]) for r in self.fake.requests()]
+        self.assertEqual(reqs[0], ("createSandbox", 200), reqs)
+        self.assertEqual(sorted(reqs[1:]), [("runCommand", 200), ("writeFiles", 200)], reqs)
+        self.assertFalse(gw.init_reply["environment"]["resumed"])
+        self.assertEqual(gw.facts["helper_install"]["requests"], 1)
+        self.assertEqual(gw.sh_ok("echo ready").strip(), "ready")
+
+    def test_known_identity_looks_up_unknown_adopts_after_conflict(self):
+        ident = unique("vk")
+        state = tempfile.mkdtemp(prefix="sg-e2e-vstate-")
+        self.addCleanup(shutil.rmtree, state, True)
+        keep = {"identity": ident, "remove_workspace_on_exit": False}
+        gw = self.gateway(config=self.config, profile="vp", env_extra=self.env, state_dir=state,
+                          binding=keep)
+        gw.tool_ok("write_file", {"path": "k.txt", "content": "kept\n"})
+        rc, err, _ = gw.shutdown(timeout=60)
+        self.assertEqual(rc, 0, err[-2000:])
+        # The same state directory knows the identity: a lookup (it
+        # resumes the sandbox) and no create.
+        seq = self.fake.last_seq()
+        gw2 = self.gateway(config=self.config, profile="vp", env_extra=self.env,
+                           state_dir=state, binding=keep)
+        routes = self.routes(seq)
+        self.assertEqual(routes[0], "getSandbox", routes)
+        self.assertNotIn("createSandbox", routes)
+        rc, err, _ = gw2.shutdown(timeout=60)
+        self.assertEqual(rc, 0, err[-2000:])
+        # Another state directory never knew it: the create meets 409 and
+        # the sandbox is adopted by its tags, its files intact.
+        seq = self.fake.last_seq()
+        gw3 = self.start("vp", **keep)
+        reqs = [(r["route"], r["status"]) for r in self.fake.requests(seq)]
+        self.assertEqual(reqs[:2], [("createSandbox", 409), ("getSandbox", 200)], reqs)
+        self.assertTrue(gw3.init_reply["environment"]["resumed"])
+        self.assertIn("kept", gw3.sh_ok("cat k.txt"))
+        self.assertEqual(len(self.sandboxes()), 1)
+
+    def test_foreign_sandbox_of_that_name_is_never_adopted(self):
+        ident = unique("vf")
+        gw = self.start("vp", identity=ident, remove_workspace_on_exit=False)
+        name = gw.init_reply["environment"]["id"]
+        rc, err, _ = gw.shutdown(timeout=60)
+        self.assertEqual(rc, 0, err[-2000:])
+        self.api("PATCH", "/v2/sandboxes/%s?projectId=prj_fake" % name,
+                 {"tags": {"managed-by": "someone-else"}})
+        seq = self.fake.last_seq()
+        r = self.init_fails("vp", identity=ident, remove_workspace_on_exit=False)
+        self.assertReplyCode(r, "provider_error")
+        self.assertIn("not sandgate's", r["error"])
+        routes = self.routes(seq)
+        self.assertEqual(routes[:2], ["createSandbox", "getSandbox"], routes)
+        for never in ("deleteSandbox", "updateSandbox", "writeFiles", "runCommand"):
+            self.assertNotIn(never, routes)
+        sbs = self.sandboxes()
+        self.assertEqual([(s["name"], s["tags"]) for s in sbs], [(name, {"managed-by": "someone-else"})])
+
+    def test_setup_waits_for_a_slow_upload(self):
+        # The set-up command runs while sg-helper is still on its way: it
+        # waits for the marker that follows the program in the archive.
+        self.fake.fault({"method": "POST", "path": "/fs/write$", "action": "delay",
+                         "delayMs": 1500})
+        gw = self.start()
+        self.assertEqual(gw.sh_ok("echo ok").strip(), "ok")
+
+    def test_failed_upload_stops_the_setup_and_cleans_up(self):
+        self.fake.fault({"method": "POST", "path": "/fs/write$", "status": 403})
+        t0 = time.monotonic()
+        r = self.init_fails()
+        took = time.monotonic() - t0
+        self.assertIn("writing a file in the sandbox", r.get("error", ""), r)
+        # The set-up was stopped, not left to wait the upload out (30 s).
+        self.assertLess(took, 20, "initialize took %.1f s" % took)
+        time.sleep(0.3)
+        st = self.fake.state()
+        self.assertEqual(st["sandboxes"], [])
+        self.assertEqual(st["runningSessions"], [])
+        self.assertIn("deleteSandbox", [r["route"] for r in self.fake.requests()])
 
     def test_credentials_refused_clearly(self):
         # serve refuses the profile at startup, naming the variables.

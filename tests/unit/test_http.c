@@ -1355,6 +1355,130 @@ static void test_parallel(void **state)
 	assert_false(atomic_load(&srv.foreign_peer));
 }
 
+/* ---- Kept connections --------------------------------------------------- */
+
+/*
+ * A server that keeps each connection for as many requests as the client
+ * sends (HTTP/1.1 with Content-Length), one thread per connection, and
+ * counts the connections it accepted.
+ */
+static struct {
+	int lfd;
+	int port;
+	atomic_int accepted;
+} keep;
+
+static void *keep_conn(void *arg)
+{
+	int fd = (int)(intptr_t)arg;
+	static const char answer[] = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
+	struct timeval tv = { .tv_sec = 5 };
+	char buf[8192];
+	size_t len = 0;
+
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	for (;;) {
+		char *end = NULL, *cl;
+		size_t need;
+		ssize_t n;
+
+		while (len < sizeof(buf) - 1 && !(end = strstr(buf, "\r\n\r\n"))) {
+			n = recv(fd, buf + len, sizeof(buf) - 1 - len, 0);
+			if (n <= 0)
+				goto out;
+			len += (size_t)n;
+			buf[len] = '\0';
+		}
+		if (!end)
+			goto out;
+		cl = strcasestr(buf, "content-length:");
+		need = (size_t)(end + 4 - buf) + (cl && cl < end ? strtoul(cl + 15, NULL, 10) : 0);
+		while (len < need && len < sizeof(buf) - 1) {
+			n = recv(fd, buf + len, sizeof(buf) - 1 - len, 0);
+			if (n <= 0)
+				goto out;
+			len += (size_t)n;
+			buf[len] = '\0';
+		}
+		if (send(fd, answer, sizeof(answer) - 1, MSG_NOSIGNAL) < 0 || need > len)
+			goto out;
+		memmove(buf, buf + need, len - need);
+		len -= need;
+		buf[len] = '\0';
+	}
+out:
+	close(fd);
+	return NULL;
+}
+
+static void *keep_main(void *arg)
+{
+	(void)arg;
+	for (;;) {
+		int fd = accept(keep.lfd, NULL, NULL);
+		pthread_t t;
+
+		if (fd < 0)
+			return NULL;
+		atomic_fetch_add(&keep.accepted, 1);
+		if (pthread_create(&t, NULL, keep_conn, (void *)(intptr_t)fd) == 0)
+			pthread_detach(t);
+		else
+			close(fd);
+	}
+}
+
+static void keep_post(bool resend_safe)
+{
+	char u[128];
+	struct sg_http_request req = { .method = "POST", .url = u, .body = "{}",
+				       .body_len = 2, .resend_safe = resend_safe };
+	struct sg_http_response r;
+	struct sg_errinfo err = { 0 };
+
+	snprintf(u, sizeof(u), "http://127.0.0.1:%d/cmd", keep.port);
+	sg_http_response_init(&r, SG_KiB);
+	assert_int_equal(sg_http_do(&req, &r, NULL, &err), SG_OK);
+	assert_int_equal(r.status, 200);
+	assert_string_equal(r.body.p, "ok");
+	sg_http_response_release(&r);
+}
+
+/*
+ * A resend-safe POST travels on a kept connection; any other POST opens
+ * its own and keeps none, even on a thread whose curl handles are kept.
+ */
+static void test_kept_connection(void **state)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET };
+	socklen_t alen = sizeof(a);
+	pthread_t t;
+
+	(void)state;
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	keep.lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	assert_true(keep.lfd >= 0);
+	assert_int_equal(bind(keep.lfd, (struct sockaddr *)&a, sizeof(a)), 0);
+	assert_int_equal(listen(keep.lfd, 16), 0);
+	assert_int_equal(getsockname(keep.lfd, (struct sockaddr *)&a, &alen), 0);
+	keep.port = ntohs(a.sin_port);
+	assert_int_equal(pthread_create(&t, NULL, keep_main, NULL), 0);
+
+	for (int i = 0; i < 3; i++)
+		keep_post(true);
+	assert_int_equal(atomic_load(&keep.accepted), 1);
+	for (int i = 0; i < 3; i++)
+		keep_post(false);
+	assert_int_equal(atomic_load(&keep.accepted), 4);
+	/* The kept connection is still there for the next resend-safe one. */
+	keep_post(true);
+	assert_int_equal(atomic_load(&keep.accepted), 4);
+
+	shutdown(keep.lfd, SHUT_RDWR);
+	pthread_join(t, NULL);
+	close(keep.lfd);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1379,6 +1503,7 @@ int main(void)
 		cmocka_unit_test(test_invalid_requests),
 		cmocka_unit_test(test_tls),
 		cmocka_unit_test(test_parallel),
+		cmocka_unit_test(test_kept_connection),
 	};
 
 	return cmocka_run_group_tests(tests, srv_start, srv_stop);
