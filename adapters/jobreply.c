@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "adapter.h"
+#include "base/cancel.h"
 #include "base/limits.h"
 #include "base/utf8.h"
 #include "shquote.h"
@@ -282,4 +283,113 @@ void sg_job_result(const struct sg_job_reply *r, const char *text, size_t len,
 	if (r->err_at < len)
 		sg_buf_add_clipped(&out->err, text + r->err_at, len - r->err_at);
 	sg_job_status(r, max_output, out);
+}
+
+/* ---- The driver ------------------------------------------------------------ */
+
+sg_err sg_job_drive(const struct sg_job_driver *d, size_t max_output,
+		    struct sg_exec_result *out, struct sg_cancel *cancel, struct sg_errinfo *err)
+{
+	int64_t start = sg_now_ms();
+	int fails = 0, missing = 0;
+	bool attach = false, seen = false;
+	sg_err rc = SG_OK;
+
+	for (;;) {
+		struct sg_errinfo once = { 0 };
+		struct sg_job_reply jr;
+		const char *text = NULL;
+		size_t len = 0;
+		enum sg_job_trip t = d->trip(d->ctx, attach, &text, &len, cancel, &once);
+
+		if (t == SG_JOB_TRIP_LIVES) {
+			seen = true;
+			attach = true;
+			continue;
+		}
+		if (t == SG_JOB_TRIP_RESTART) {
+			attach = false;
+			seen = false;
+			continue;
+		}
+		if (t == SG_JOB_TRIP_FATAL) {
+			rc = sg_err_set(err, once.code ? once.code : SG_E_PROVIDER, "%s", once.msg);
+			goto out;
+		}
+		if (t == SG_JOB_TRIP_FAILED) {
+			if (sg_cancel_check(cancel))
+				goto cancelled;
+			if (++fails >= d->fails) {
+				/*
+				 * A request may have reached the sandbox and only
+				 * its reply got lost: never assume it did not run.
+				 */
+				rc = sg_err_set(err, once.code ? once.code : SG_E_UNAVAILABLE,
+						"%s; the command may have run (no reply came back)",
+						once.msg);
+				if (seen || d->kill_unseen)
+					d->kill(d->ctx);
+				goto out;
+			}
+			if ((rc = sg_cancel_sleep(cancel, d->backoff_ms * fails)))
+				goto cancelled;
+			attach = seen;
+			continue;
+		}
+		sg_job_parse(text ? text : "", len, d->mark, &jr);
+		if (jr.state == SG_JOB_NONE) {
+			seen = true;
+			attach = true;
+			if (++fails >= d->fails) {
+				rc = sg_err_set(err, SG_E_PROVIDER,
+						"the sandbox gave no result for the command: %.200s",
+						text ? text : "");
+				d->kill(d->ctx);
+				goto out;
+			}
+			continue;
+		}
+		seen = true;
+		fails = 0;
+		if (jr.state == SG_JOB_IS_PENDING) {
+			attach = true;
+			if (d->pending_ms > 0 && sg_now_ms() - start > d->pending_ms) {
+				/* The job's own timer should have ended it. */
+				d->kill(d->ctx);
+				out->timed_out = true;
+				out->signal = 9;
+				rc = SG_OK;
+				goto out;
+			}
+			if ((rc = sg_cancel_check(cancel)))
+				goto cancelled;
+			continue;
+		}
+		if (jr.state == SG_JOB_IS_MISSING) {
+			if (++missing > 3) {
+				rc = sg_err_set(err, SG_E_PROVIDER,
+						"the command's state in the sandbox disappeared");
+				goto out;
+			}
+			attach = false;
+			seen = false;
+			continue;
+		}
+		if (jr.state != SG_JOB_IS_DONE) {
+			rc = sg_err_set(err, SG_E_PROVIDER, "the sandbox gave an unreadable result");
+			d->kill(d->ctx);
+			goto out;
+		}
+		sg_job_result(&jr, text, len, max_output, out);
+		rc = SG_OK;
+		goto out;
+	}
+cancelled:
+	rc = sg_cancel_check(cancel) ? sg_cancel_check(cancel) : SG_E_CANCELLED;
+	d->kill(d->ctx);
+	sg_err_clear(err);
+	sg_err_set(err, rc, "the command was %s in the sandbox",
+		   rc == SG_E_TIMEOUT ? "stopped by a deadline" : "cancelled");
+out:
+	return rc;
 }

@@ -34,6 +34,8 @@
 /* Only pointers here, so job.c (built without jansson) can include this. */
 struct sg_exec;
 struct sg_exec_result;
+struct sg_cancel;
+struct sg_errinfo;
 
 /* The words after the mark on the trailer line (job.c prints them). */
 #define SG_JOB_DONE "done"
@@ -137,5 +139,50 @@ size_t sg_job_tail(const struct sg_job_reply *r, const char *text, size_t max_ou
  */
 void sg_job_result(const struct sg_job_reply *r, const char *text, size_t len,
 		   size_t max_output, struct sg_exec_result *out);
+
+/*
+ * One exec of a job driven to its result (sg_job_drive): the start, then
+ * attaches while the job answers "pending", with what every remote
+ * adapter meets handled once: a request that failed (retried, and the
+ * start sent again only while nothing showed it arrived: the job's start
+ * is exclusive, so a second copy attaches), a reply without a trailer, a
+ * job whose files are gone (started again, three times at most), a
+ * cancel (the job is killed).  The adapter sends one request per trip.
+ */
+enum sg_job_trip {
+	SG_JOB_TRIP_REPLY = 0, /* *text holds the request's reply */
+	SG_JOB_TRIP_LIVES,     /* no reply, but the job lives on: attach next */
+	SG_JOB_TRIP_RESTART,   /* nothing was started: send the start again */
+	SG_JOB_TRIP_FAILED,    /* failed (err set); it may have reached the job */
+	SG_JOB_TRIP_FATAL,     /* err set; the environment is gone or refuses us */
+};
+
+struct sg_job_driver {
+	void *ctx;
+	const char *mark; /* the job's trailer word */
+	/*
+	 * Send the start (attach false) or the attach.  On REPLY, *text and
+	 * *len hold the reply, the adapter's until its next trip or the end
+	 * of the drive.
+	 */
+	enum sg_job_trip (*trip)(void *ctx, bool attach, const char **text, size_t *len,
+				 struct sg_cancel *cancel, struct sg_errinfo *err);
+	/* Kill the job, or keep it from starting; with a wait of its own. */
+	void (*kill)(void *ctx);
+	int fails;          /* failed trips in a row before giving up; 1: the first */
+	int64_t backoff_ms; /* the wait before retry n is n times this */
+	bool kill_unseen;   /* giving up kills even a job no reply has shown */
+	int64_t pending_ms; /* pending this long after the start: killed, a timeout (0: never) */
+};
+
+/*
+ * Drive the job; out (reset by the caller) gets the result, stdout clipped
+ * to max_output.  SG_OK with a result; else the error (the adapter's
+ * sentence for a FATAL trip, "...; the command may have run" when no reply
+ * came back, the token's reason for a cancel).
+ */
+sg_err sg_job_drive(const struct sg_job_driver *d, size_t max_output,
+		    struct sg_exec_result *out, struct sg_cancel *cancel, struct sg_errinfo *err)
+	SG_MUST_CHECK;
 
 #endif

@@ -155,7 +155,6 @@
 #define SG_MODAL_STDIN_VARS (1 * SG_MiB)  /* stdin text sent in variables, at most */
 #define SG_MODAL_JOB_WAIT_MS 50000 /* what one exec of sg-helper job waits in the sandbox */
 #define SG_MODAL_TRIP_SLACK_MS 30000 /* beyond it, for the exec's own requests */
-#define SG_MODAL_TRIP_FAILS 3      /* failed exec trips before giving up */
 #define SG_MODAL_READY_MS 180000   /* create to the first exec's readiness */
 #define SG_MODAL_IMAGE_MS 900000   /* an image build */
 #define SG_MODAL_KILL_MS 10000     /* killing a cancelled command */

@@ -1210,19 +1210,105 @@ out:
 	return rc;
 }
 
+/* One exec's trips (sg_job_drive). */
+struct dtn_trip {
+	struct dtn_env *de;
+	const struct sg_exec *x;
+	struct dtn_job j;
+	const char *dir, *mark, *garbage;
+	size_t max_body;
+	struct dtn_reply r; /* the last trip's, until the next */
+	bool have_r;
+	bool keep_tail; /* the caller keeps a long output's tail */
+	int quick408;
+};
+
+/* One toolbox request of the job: its start, or an attach. */
+static enum sg_job_trip dtn_trip(void *ctx, bool attach, const char **text, size_t *len,
+				 struct sg_cancel *cancel, struct sg_errinfo *err)
+{
+	struct dtn_trip *t = ctx;
+	struct dtn_env *de = t->de;
+	int64_t trip_start = sg_now_ms();
+	const char *res;
+	sg_err rc;
+
+	if (t->have_r)
+		dtn_reply_release(&t->r);
+	t->have_r = false;
+	rc = dtn_execute(de, !attach && t->j.command ? t->j.command : "eval \"exec $SG_X\"",
+			 attach ? t->j.attach : t->j.full, de->limit_ms + SG_DAYTONA_TRIP_SLACK_MS,
+			 t->max_body, false, &t->r, cancel, err);
+	if (rc)
+		return SG_JOB_TRIP_FAILED;
+	t->have_r = true;
+	if (t->r.status == 408) {
+		/*
+		 * The toolbox gave up on the script; the command lives on in
+		 * its own session and the next request attaches.  A 408
+		 * sooner than the wait means toolbox_timeout_ms is set above
+		 * the toolbox's real limit: slow down, never spin.
+		 */
+		if (sg_now_ms() - trip_start < de->wait_ms) {
+			if (++t->quick408 == 1)
+				sg_log_warn("the Daytona toolbox ends requests sooner than toolbox_timeout_ms (%lld ms) says; lower it",
+					    (long long)de->limit_ms);
+			/* Cancelled: a failed trip, which the driver reads as the cancel. */
+			if (sg_cancel_sleep(cancel, t->quick408 > 10 ? 1000 : 100 * t->quick408))
+				return SG_JOB_TRIP_FAILED;
+		}
+		return SG_JOB_TRIP_LIVES;
+	}
+	if (!attach && t->j.in_vars &&
+	    (t->r.status == 413 ||
+	     (t->r.status == 200 &&
+	      json_integer_value(json_object_get(t->r.json, "exitCode")) == -1))) {
+		/*
+		 * The toolbox could not take stdin in variables (a body limit,
+		 * or E2BIG under a small stack limit) and started nothing:
+		 * upload it instead, once.
+		 */
+		sg_log_debug("sandbox %s: stdin in variables refused (HTTP %ld); uploading it",
+			     de->base.id, (long)t->r.status);
+		dtn_job_release(&t->j);
+		t->j.keep_tail = t->keep_tail;
+		rc = dtn_job_prepare(de, t->x, t->dir, t->mark, t->garbage, false, &t->j, cancel, err);
+		return rc ? SG_JOB_TRIP_FATAL : SG_JOB_TRIP_RESTART;
+	}
+	if (t->r.status != 200) {
+		rc = dtn_fail(&de->cl, "running a command in the sandbox", &t->r, SG_OK, err);
+		return rc == SG_E_NOT_FOUND || rc == SG_E_PERMISSION ? SG_JOB_TRIP_FATAL
+								     : SG_JOB_TRIP_FAILED;
+	}
+	res = dtn_str(t->r.json, "result");
+	*text = res ? res : "";
+	*len = res ? json_string_length(json_object_get(t->r.json, "result")) : 0;
+	return SG_JOB_TRIP_REPLY;
+}
+
+static void dtn_trip_kill(void *ctx)
+{
+	struct dtn_trip *t = ctx;
+
+	dtn_kill(t->de, t->dir);
+}
+
 static sg_err dtn_exec(struct sg_env *env, const struct sg_exec *x,
 		       struct sg_exec_result *out, struct sg_cancel *cancel,
 		       struct sg_errinfo *err)
 {
 	struct dtn_env *de = (struct dtn_env *)env;
 	struct sg_buf garbage = SG_BUF_INIT(SG_KiB * 96);
-	struct dtn_job j = { .keep_tail = out->keep_tail };
+	struct dtn_trip t = { .de = de, .x = x, .keep_tail = out->keep_tail,
+			      .j = { .keep_tail = out->keep_tail } };
 	char *dir = NULL, mark[SG_JOB_MARK_SIZE], tok[40];
+	struct sg_job_driver d = {
+		.ctx = &t, .mark = mark, .trip = dtn_trip, .kill = dtn_trip_kill,
+		.fails = SG_DAYTONA_TRIP_FAILS, .backoff_ms = SG_HTTP_RETRY_BASE_MS,
+		/* Past this a pending job's own watchdog should have ended it. */
+		.pending_ms = x->timeout_ms > 0 ? x->timeout_ms + 2 * de->limit_ms + 10000 : 0,
+	};
 	int64_t start = sg_now_ms();
-	size_t max_body;
-	int64_t trip_start;
-	int fails = 0, missing = 0, quick408 = 0;
-	bool need_full = true, seen = false;
 	sg_err rc = SG_OK;
 
 	sg_exec_result_reset(out);
@@ -1235,160 +1321,24 @@ static sg_err dtn_exec(struct sg_env *env, const struct sg_exec *x,
 		goto out;
 	}
 	dtn_take_garbage(de, &garbage);
-	rc = dtn_job_prepare(de, x, dir, mark, garbage.p, true, &j, cancel, err);
+	t.dir = dir;
+	t.mark = mark;
+	t.garbage = garbage.p;
+	/* The reply carries the heads as JSON strings: allow for escapes. */
+	t.max_body = (x->max_output + SG_HELPER_STDERR) * 6 + SG_KiB * 64;
+	rc = dtn_job_prepare(de, x, dir, mark, garbage.p, true, &t.j, cancel, err);
+	if (!rc)
+		rc = sg_job_drive(&d, x->max_output, out, cancel, err);
 	if (rc)
 		goto out;
-	/* The reply carries the heads as JSON strings: allow for escapes. */
-	max_body = (x->max_output + SG_HELPER_STDERR) * 6 + SG_KiB * 64;
-	for (;;) {
-		struct dtn_reply r;
-		struct sg_errinfo once = { 0 };
-		struct sg_job_reply jr;
-		const char *res;
-		size_t rlen;
-
-		trip_start = sg_now_ms();
-		rc = dtn_execute(de, need_full && j.command ? j.command : "eval \"exec $SG_X\"",
-				 need_full ? j.full : j.attach,
-				 de->limit_ms + SG_DAYTONA_TRIP_SLACK_MS, max_body, false, &r,
-				 cancel, &once);
-		if (rc == SG_OK && r.status == 408) {
-			/*
-			 * The toolbox gave up on the script; the command lives on
-			 * in its own session and the next request attaches.  A
-			 * 408 sooner than the wait means toolbox_timeout_ms is set
-			 * above the toolbox's real limit: slow down, never spin.
-			 */
-			dtn_reply_release(&r);
-			seen = true;
-			need_full = false;
-			if (sg_now_ms() - trip_start < de->wait_ms) {
-				if (++quick408 == 1)
-					sg_log_warn("the Daytona toolbox ends requests sooner than toolbox_timeout_ms (%lld ms) says; lower it",
-						    (long long)de->limit_ms);
-				rc = sg_cancel_sleep(cancel, quick408 > 10 ? 1000 : 100 * quick408);
-				if (rc)
-					goto cancelled;
-			}
-			continue;
-		}
-		if (rc == SG_OK && need_full && j.in_vars &&
-		    (r.status == 413 ||
-		     (r.status == 200 &&
-		      json_integer_value(json_object_get(r.json, "exitCode")) == -1))) {
-			/*
-			 * The toolbox could not take stdin in variables (a body
-			 * limit, or E2BIG under a small stack limit) and started
-			 * nothing: upload it instead, once.
-			 */
-			sg_log_debug("sandbox %s: stdin in variables refused (HTTP %ld); uploading it",
-				     de->base.id, (long)r.status);
-			dtn_reply_release(&r);
-			dtn_job_release(&j);
-			rc = dtn_job_prepare(de, x, dir, mark, garbage.p, false, &j, cancel, err);
-			if (rc)
-				goto out;
-			continue;
-		}
-		if (rc == SG_OK && r.status != 200) {
-			rc = dtn_fail(&de->cl, "running a command in the sandbox", &r, SG_OK, &once);
-			dtn_reply_release(&r);
-			if (rc == SG_E_NOT_FOUND || rc == SG_E_PERMISSION) {
-				sg_err_set(err, rc, "%s", once.msg);
-				goto out;
-			}
-		}
-		if (rc) {
-			if (sg_cancel_check(cancel))
-				goto cancelled;
-			if (++fails >= SG_DAYTONA_TRIP_FAILS) {
-				/*
-				 * A request may have reached the sandbox and only
-				 * its reply got lost: the host must not assume the
-				 * command never ran.
-				 */
-				sg_err_set(err, rc, "%s; the command may have run (no reply came back)",
-					   once.msg);
-				if (seen)
-					dtn_kill(de, dir);
-				goto out;
-			}
-			rc = sg_cancel_sleep(cancel, SG_HTTP_RETRY_BASE_MS * fails);
-			if (rc)
-				goto cancelled;
-			/* Unsure the first request arrived: send it again (its
-			 * mkdir makes a second start impossible). */
-			need_full = !seen;
-			continue;
-		}
-		res = dtn_str(r.json, "result");
-		rlen = res ? json_string_length(json_object_get(r.json, "result")) : 0;
-		sg_job_parse(res ? res : "", rlen, mark, &jr);
-		if (jr.state == SG_JOB_NONE) {
-			rc = sg_err_set(&once, SG_E_PROVIDER,
-					"the sandbox's shell gave no result (exit %lld)",
-					(long long)json_integer_value(json_object_get(r.json, "exitCode")));
-			dtn_reply_release(&r);
-			if (++fails >= SG_DAYTONA_TRIP_FAILS) {
-				sg_err_set(err, rc, "%s", once.msg);
-				dtn_kill(de, dir);
-				goto out;
-			}
-			seen = true;
-			need_full = false;
-			continue;
-		}
-		seen = true;
-		fails = 0;
-		if (jr.state == SG_JOB_IS_PENDING) {
-			dtn_reply_release(&r);
-			need_full = false;
-			if (x->timeout_ms > 0 &&
-			    sg_now_ms() - start > x->timeout_ms + 2 * de->limit_ms + 10000) {
-				/* The watchdog in the sandbox should have ended it. */
-				dtn_kill(de, dir);
-				out->timed_out = true;
-				out->signal = 9;
-				break;
-			}
-			if ((rc = sg_cancel_check(cancel)))
-				goto cancelled;
-			continue;
-		}
-		if (jr.state == SG_JOB_IS_MISSING) {
-			dtn_reply_release(&r);
-			if (++missing > 3) {
-				rc = sg_err_set(err, SG_E_PROVIDER,
-						"the command's state in the sandbox (%s) disappeared", dir);
-				goto out;
-			}
-			need_full = true;
-			seen = false;
-			continue;
-		}
-		if (jr.state != SG_JOB_IS_DONE) {
-			dtn_reply_release(&r);
-			rc = sg_err_set(err, SG_E_PROVIDER, "the sandbox's shell gave an unreadable result");
-			dtn_kill(de, dir);
-			goto out;
-		}
-		sg_job_result(&jr, res, rlen, x->max_output, out);
-		dtn_reply_release(&r);
-		break;
-	}
 	dtn_add_garbage(de, dir);
 	if (x->flags & SG_EXEC_DETACHES)
 		dtn_keepalive_arm(de);
-	rc = SG_OK;
-	goto out;
-cancelled:
-	rc = sg_cancel_check(cancel) ? sg_cancel_check(cancel) : SG_E_CANCELLED;
-	dtn_kill(de, dir);
-	sg_err_set(err, rc, "the command was %s in the sandbox",
-		   rc == SG_E_TIMEOUT ? "stopped by a deadline" : "cancelled");
 out:
 	out->duration_ms = sg_now_ms() - start;
-	dtn_job_release(&j);
+	if (t.have_r)
+		dtn_reply_release(&t.r);
+	dtn_job_release(&t.j);
 	sg_buf_release(&garbage);
 	free(dir);
 	return rc;

@@ -748,7 +748,12 @@ static sg_err on_output(const uint8_t *data, size_t len, void *payload)
 	return SG_OK;
 }
 
-/* Read one output stream to its end, reconnecting at the offset reached. */
+/*
+ * Read one output stream to its end, reconnecting at the offset reached;
+ * deadline 0: none (the cancel token bounds it).  The reconnects are
+ * counted since the last byte that came, so a long command's stream may
+ * be cut any number of times as long as each piece brings something.
+ */
 static sg_err read_stream(struct mdl_router *r, const char *exec_id, int fd,
 			  struct sg_buf *buf, uint64_t *total, int64_t deadline,
 			  int *calls, struct sg_cancel *cancel,
@@ -759,6 +764,7 @@ static sg_err read_stream(struct mdl_router *r, const char *exec_id, int fd,
 	sg_err rc = SG_OK;
 
 	for (int tries = 0;; tries++) {
+		uint64_t at = *total;
 		Modal__TaskCommandRouter__TaskExecStdioReadRequest req =
 			MODAL__TASK_COMMAND_ROUTER__TASK_EXEC_STDIO_READ_REQUEST__INIT;
 		uint8_t msg[512];
@@ -767,10 +773,10 @@ static sg_err read_stream(struct mdl_router *r, const char *exec_id, int fd,
 		struct sg_grpc_call call = {
 			.method = "/modal.task_command_router.TaskCommandRouter/TaskExecStdioRead",
 			.metadata = md, .on_msg = on_output, .payload = &rd,
-			.timeout_ms = deadline - sg_now_ms(),
+			.timeout_ms = deadline ? deadline - sg_now_ms() : 0,
 		};
 
-		if (call.timeout_ms <= 0)
+		if (deadline && call.timeout_ms <= 0)
 			return sg_err_set(err, SG_E_TIMEOUT,
 					  "the command's output did not end in time");
 		req.task_id = r->task_id;
@@ -785,6 +791,8 @@ static sg_err read_stream(struct mdl_router *r, const char *exec_id, int fd,
 		sg_grpc_result_release(&res);
 		if (rc == SG_OK)
 			return SG_OK;
+		if (*total > at)
+			tries = 0;
 		if (rc != SG_E_UNAVAILABLE || tries >= SG_MODAL_READ_RETRIES ||
 		    sg_cancel_check(cancel)) {
 			return sg_err_set(err, rc, "%s", e1.msg);
@@ -806,7 +814,7 @@ sg_err mdl_run(struct mdl_client *c, struct mdl_router *r,
 	Modal__TaskCommandRouter__TaskExecWaitResponse *wresp = NULL;
 	Modal__TaskCommandRouter__TaskExecStartRequest__EnvEntry *entries = NULL;
 	Modal__TaskCommandRouter__TaskExecStartRequest__EnvEntry **env = NULL;
-	int64_t deadline = sg_now_ms() + (x->wait_ms > 0 ? x->wait_ms : 3600000);
+	int64_t deadline = x->wait_ms > 0 ? sg_now_ms() + x->wait_ms : 0;
 	char exec_id[37];
 	size_t argc = 0, envc = 0;
 	sg_err rc;
@@ -917,7 +925,8 @@ sg_err mdl_run(struct mdl_client *c, struct mdl_router *r,
 		wq.exec_id = exec_id;
 		rc = router_call(r, "TaskExecWait", &wq.base,
 				 &modal__task_command_router__task_exec_wait_response__descriptor,
-				 (ProtobufCMessage **)&wresp, deadline - sg_now_ms(),
+				 (ProtobufCMessage **)&wresp,
+				 deadline ? deadline - sg_now_ms() : 0,
 				 cancel, err);
 		res->router_calls++;
 	}

@@ -130,7 +130,7 @@ struct mdl_exec {
 	const void *stdin_data;  /* sent whole, then EOF; NULL: no stdin */
 	size_t stdin_len;
 	uint32_t timeout_secs;   /* 0: none */
-	int64_t wait_ms;         /* the whole exec, client side */
+	int64_t wait_ms;         /* the whole exec, client side; 0: only the cancel token */
 	size_t max_output;       /* per stream; more is dropped and counted */
 	/*
 	 * stderr goes into stdout, so one stream is read; and the exit

@@ -21,19 +21,25 @@
  * SG_MODAL_MIN_TIMEOUT_S, at most 24 h) and, with `idle_timeout_s`, an
  * idle timeout.
  *
- * Exec.  Every command runs through `sg-helper job` (adapters/jobreply.h):
- * one TaskExecStart of `sh -c 'eval "exec $SG_X"'` with the job's words in
- * the exec's variable SG_X (stdin text in SG_IN0.., larger or binary stdin
- * on the exec's stdin, written to a file first), stderr merged into
- * stdout, and one TaskExecStdioRead of that stream, which ends when the
- * job does.  The job's trailer carries the exit status, the signal, the
- * timeout and the sizes, so no TaskExecWait is needed: two router
- * requests per command (three with stdin too large for variables); the
- * router has no call that starts and reads at once.  A command still
- * running after SG_MODAL_JOB_WAIT_MS answers "pending" and the next exec
- * attaches to it; a lost reply is re-sent and attaches (the job's start
- * is exclusive), so nothing runs twice.  Each exec's request count is
- * logged at debug level and summed in the environment's counter (logged
+ * Exec.  Every command runs through `sg-helper job --rm`
+ * (adapters/jobreply.h), driven by sg_job_drive: one TaskExecStart of
+ * `sh -c 'eval "exec $SG_X"'` with the job's words in the exec's variable
+ * SG_X (stdin text in SG_IN0.., larger or binary stdin on the exec's
+ * stdin, written to a file first), stderr merged into stdout, and one
+ * TaskExecStdioRead of that stream, which ends when the job does.  The
+ * job relays the command's output through a pipe (no runner, no output
+ * files), and its trailer carries the exit status, the signal, the timeout
+ * and the sizes, so no TaskExecWait is needed: two router requests per
+ * command (three with stdin too large for variables).  The router has no
+ * call that starts and reads at once, and a read sent before the start has
+ * answered may find no exec yet (a gRPC server serves one connection's
+ * streams concurrently), so the read follows the start's answer.  The
+ * router keeps the output by offset: a broken read reconnects where it
+ * stopped, and a start is retried under its own exec id, so nothing runs
+ * twice; an exec whose output stays out of reach is killed, never started
+ * again.  A job that detaches (process/start) keeps its files and may
+ * answer "pending"; the next request attaches.  Each exec's request count
+ * is logged at debug level and summed in the environment's counter (logged
  * at teardown), for the benchmarks.
  *
  * Teardown: KEEP of a persistent sandbox snapshots its filesystem
@@ -583,7 +589,7 @@ static void mdl_job_release(struct mdl_job *j)
 }
 
 static sg_err mdl_job_prepare(struct mdl_env *me, const struct sg_exec *x, const char *dir,
-			      const char *mark, bool keep_tail, struct mdl_job *j,
+			      const char *mark, bool keep_tail, int64_t wait_ms, struct mdl_job *j,
 			      struct sg_errinfo *err)
 {
 	struct sg_buf start = SG_BUF_INIT(SG_MODAL_INLINE_MAX + 1),
@@ -592,7 +598,7 @@ static sg_err mdl_job_prepare(struct mdl_env *me, const struct sg_exec *x, const
 	bool vars = in && x->stdin_len > 0 && x->stdin_len <= SG_MODAL_STDIN_VARS &&
 		    !memchr(in, 0, x->stdin_len) && sg_utf8_valid(in, x->stdin_len);
 	struct sg_job_line l = { .helper = me->base.helper, .dir = dir, .mark = mark,
-				 .wait_ms = SG_MODAL_JOB_WAIT_MS, .keep_tail = keep_tail };
+				 .wait_ms = wait_ms, .keep_tail = keep_tail, .rm = true };
 	sg_err rc = SG_OK;
 
 	for (size_t at = 0, part = 0; vars && at < x->stdin_len; part++) {
@@ -665,17 +671,81 @@ static void mdl_kill(struct mdl_env *me, const char *dir)
 	sg_cancel_release(&none);
 }
 
+/* One exec's trips (sg_job_drive). */
+struct mdl_trip {
+	struct mdl_env *me;
+	const struct sg_exec *x;
+	struct mdl_job j;
+	const char *dir;
+	char *reply; /* the last trip's, until the next */
+};
+
+/*
+ * One request of the job: the start, or (for a job that detaches and
+ * answered "pending") the attach.  A simple exec's job relays its output
+ * through pipes (--rm: no runner, no output files) and the router keeps
+ * it by offset, so a broken read reconnects where it stopped (api.c) and
+ * nothing attaches later; a trip that fails even so is never sent again
+ * under a new exec id (an attach could not read a relayed job's output):
+ * the driver kills the job and says it may have run.
+ */
+static enum sg_job_trip mdl_trip(void *ctx, bool attach, const char **text, size_t *len,
+				 struct sg_cancel *cancel, struct sg_errinfo *err)
+{
+	struct mdl_trip *t = ctx;
+	const struct sg_exec *x = t->x;
+	const char *argv[] = { "/bin/sh", "-c", mdl_job_sh, NULL }; /* in the environment */
+	bool detaches = (x->flags & SG_EXEC_DETACHES) != 0;
+	struct mdl_exec mx = {
+		.argv = argv, .max_output = x->max_output + SG_HELPER_STDERR + SG_KiB * 4,
+		.merge = true, .no_wait = true,
+	};
+	sg_err rc;
+
+	/* The job's own timer ends the command; the slack covers the trips. */
+	if (detaches || attach)
+		mx.wait_ms = SG_MODAL_JOB_WAIT_MS + SG_MODAL_TRIP_SLACK_MS;
+	else if (x->timeout_ms > 0)
+		mx.wait_ms = x->timeout_ms + SG_MODAL_TRIP_SLACK_MS;
+	mx.env = attach ? sg_strv_get(&t->j.attach) : sg_strv_get(&t->j.start);
+	if (!attach && t->j.up) {
+		argv[2] = mdl_job_up_sh;
+		mx.stdin_data = x->stdin_data;
+		mx.stdin_len = x->stdin_len;
+	}
+	free(t->reply);
+	t->reply = NULL;
+	rc = mdl_do(t->me, &mx, &t->reply, len, cancel, err);
+	*text = t->reply;
+	if (rc == SG_E_WORKSPACE_LOST || rc == SG_E_PERMISSION || rc == SG_E_NOT_FOUND) {
+		char why[sizeof(err->msg)];
+
+		snprintf(why, sizeof(why), "%s", err->msg);
+		sg_err_clear(err);
+		sg_err_set(err, rc == SG_E_NOT_FOUND ? SG_E_UNAVAILABLE : rc, "sandbox %s: %s",
+			   t->me->base.id, why);
+		return SG_JOB_TRIP_FATAL;
+	}
+	return rc ? SG_JOB_TRIP_FAILED : SG_JOB_TRIP_REPLY;
+}
+
+static void mdl_trip_kill(void *ctx)
+{
+	struct mdl_trip *t = ctx;
+
+	mdl_kill(t->me, t->dir);
+}
+
 static sg_err mdl_exec_cmd(struct sg_env *env, const struct sg_exec *x,
 			   struct sg_exec_result *out, struct sg_cancel *cancel,
 			   struct sg_errinfo *err)
 {
 	struct mdl_env *me = (struct mdl_env *)env;
-	const char *argv[] = { "/bin/sh", "-c", mdl_job_sh, NULL }; /* in the environment */
-	struct mdl_job j = { 0 };
+	struct mdl_trip t = { .me = me, .x = x };
 	char *dir = NULL, mark[SG_JOB_MARK_SIZE];
+	struct sg_job_driver d = { .ctx = &t, .mark = mark, .trip = mdl_trip,
+				   .kill = mdl_trip_kill, .fails = 1, .kill_unseen = true };
 	int64_t start = sg_now_ms();
-	int fails = 0, missing = 0;
-	bool need_full = true, seen = false;
 	sg_err rc;
 
 	sg_exec_result_reset(out);
@@ -685,94 +755,16 @@ static sg_err mdl_exec_cmd(struct sg_env *env, const struct sg_exec *x,
 		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
 		goto out;
 	}
-	rc = mdl_job_prepare(me, x, dir, mark, out->keep_tail, &j, err);
-	if (rc)
-		goto out;
-	for (;;) {
-		struct mdl_exec mx = {
-			.argv = argv, .wait_ms = SG_MODAL_JOB_WAIT_MS + SG_MODAL_TRIP_SLACK_MS,
-			.max_output = x->max_output + SG_HELPER_STDERR + SG_KiB * 4,
-			.merge = true, .no_wait = true,
-		};
-		struct sg_errinfo once = { 0 };
-		struct sg_job_reply jr;
-		char *reply = NULL;
-		size_t len = 0;
-
-		mx.env = need_full ? sg_strv_get(&j.start) : sg_strv_get(&j.attach);
-		argv[2] = need_full && j.up ? mdl_job_up_sh : mdl_job_sh;
-		if (need_full && j.up) {
-			mx.stdin_data = x->stdin_data;
-			mx.stdin_len = x->stdin_len;
-		}
-		rc = mdl_do(me, &mx, &reply, &len, cancel, &once);
-		if (rc == SG_E_WORKSPACE_LOST || rc == SG_E_PERMISSION || rc == SG_E_NOT_FOUND) {
-			free(reply);
-			sg_err_set(err, rc == SG_E_NOT_FOUND ? SG_E_UNAVAILABLE : rc,
-				   "sandbox %s: %s", env->id, once.msg);
-			rc = err->code;
-			goto out;
-		}
-		if (rc) {
-			free(reply);
-			if (sg_cancel_check(cancel))
-				goto cancelled;
-			if (++fails >= SG_MODAL_TRIP_FAILS) {
-				sg_err_set(err, rc, "%s; the command may have run (no reply came back)",
-					   once.msg);
-				if (seen || need_full)
-					mdl_kill(me, dir);
-				goto out;
-			}
-			rc = sg_cancel_sleep(cancel, 200 * fails);
-			if (rc)
-				goto cancelled;
-			/* Unsure the start arrived: send it again (it attaches). */
-			need_full = !seen;
-			continue;
-		}
-		sg_job_parse(reply, len, mark, &jr);
-		if (jr.state == SG_JOB_NONE || jr.state == SG_JOB_BAD) {
-			rc = sg_err_set(err, SG_E_PROVIDER,
-					"the sandbox gave no result for the command: %.200s", reply);
-			free(reply);
-			mdl_kill(me, dir);
-			goto out;
-		}
-		seen = true;
-		fails = 0;
-		if (jr.state == SG_JOB_IS_PENDING) {
-			free(reply);
-			need_full = false;
-			if ((rc = sg_cancel_check(cancel)))
-				goto cancelled;
-			continue;
-		}
-		if (jr.state == SG_JOB_IS_MISSING) {
-			free(reply);
-			if (++missing > 3) {
-				rc = sg_err_set(err, SG_E_PROVIDER,
-						"the command's state in the sandbox (%s) disappeared", dir);
-				goto out;
-			}
-			need_full = true;
-			seen = false;
-			continue;
-		}
-		sg_job_result(&jr, reply, len, x->max_output, out);
-		free(reply);
-		break;
-	}
-	rc = SG_OK;
-	goto out;
-cancelled:
-	rc = sg_cancel_check(cancel) ? sg_cancel_check(cancel) : SG_E_CANCELLED;
-	mdl_kill(me, dir);
-	sg_err_set(err, rc, "the command was %s in the sandbox",
-		   rc == SG_E_TIMEOUT ? "stopped by a deadline" : "cancelled");
+	t.dir = dir;
+	/* A job that detaches may answer "pending"; a relayed one waits for its end. */
+	rc = mdl_job_prepare(me, x, dir, mark, out->keep_tail,
+			     (x->flags & SG_EXEC_DETACHES) ? SG_MODAL_JOB_WAIT_MS : 0, &t.j, err);
+	if (!rc)
+		rc = sg_job_drive(&d, x->max_output, out, cancel, err);
 out:
 	out->duration_ms = sg_now_ms() - start;
-	mdl_job_release(&j);
+	mdl_job_release(&t.j);
+	free(t.reply);
 	free(dir);
 	return rc;
 }

@@ -5,6 +5,7 @@ Runs only where the suite itself runs on a modal profile against the fake
 fake's own state and request log:
   - a simple command costs two router requests (TaskExecStart, one
     TaskExecStdioRead), and nothing else;
+  - the router's JWT is replaced before it expires;
   - a persistent workspace is snapshotted at shutdown and resumed from the
     snapshot; a snapshot Modal lost is workspace_lost;
   - a create whose reply is lost (Modal committed it) is adopted, not
@@ -86,6 +87,29 @@ class Modal(GatewayTestCase):
         res = gw.sh("echo out; echo err >&2; exit 3")
         self.assertEqual(res["metadata"]["exit_code"], 3)
         self.assertIn("out", res["content"])
+
+    def test_router_token_refreshed_before_expiry(self):
+        # Router JWTs that live 33 s: the adapter reopens the router once
+        # fewer than 30 s (SG_MODAL_ROUTER_REFRESH_S) remain, 2-3 s after
+        # it was opened, while the old token is still valid.
+        admin("POST", "/__fake/token-ttl", {"router_s": 33})
+        self.addCleanup(admin, "POST", "/__fake/token-ttl", {"router_s": 3600})
+        gw = self.gateway(state_dir=self.state)
+        gw.sh_ok("true")
+        # The router in use was opened before now: due within 3 s.
+        time.sleep(3.2)
+        admin("POST", "/__fake/log/clear")
+        gw.sh_ok("echo after")
+        calls = admin("GET", "/__fake/log")
+        self.assertEqual([c["method"] for c in calls],
+                         ["SandboxGetTaskId", "TaskGetCommandRouterAccess",
+                          "TaskExecStart", "TaskExecStdioRead"], calls)
+        self.assertEqual([c["status"] for c in calls], [0] * 4, calls)
+        # The new token serves the next command without a refresh.
+        admin("POST", "/__fake/log/clear")
+        gw.sh_ok("echo again")
+        self.assertEqual([c["method"] for c in admin("GET", "/__fake/log")],
+                         ["TaskExecStart", "TaskExecStdioRead"])
 
     def test_persistent_snapshot_resume_and_lost(self):
         ident = unique("persist")

@@ -21,9 +21,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "adapters/http.h"
+#include "base/limits.h"
 #include "modal/api.h"
 
 static struct {
@@ -579,6 +581,47 @@ static void test_cancel(void **state)
 	mdl_client_release(&c);
 }
 
+/* ---- The auth token is refreshed before it expires ------------------------ */
+
+static void test_token_refresh(void **state)
+{
+	struct mdl_client c;
+	struct sg_errinfo err = { 0 };
+	char *app = NULL;
+	json_t *log, *v;
+	int64_t exp0;
+	size_t i;
+
+	(void)state;
+	/* Tokens that live 62 s: one is used while more than SG_MODAL_REFRESH_S remain. */
+	json_decref(admin("POST", "/__fake/token-ttl", "{\"auth_s\": 62}"));
+	json_decref(admin("POST", "/__fake/log/clear", NULL));
+	client(&c);
+	assert_int_equal(mdl_app(&c, "sandgate-test", &app, NULL, &err), SG_OK);
+	free(app);
+	exp0 = c.auth_exp;
+	assert_in_range(exp0 - (int64_t)time(NULL), SG_MODAL_REFRESH_S, 62);
+	assert_int_equal(mdl_app(&c, "sandgate-test", &app, NULL, &err), SG_OK);
+	free(app);
+	assert_int_equal(atomic_load(&c.auth_fetches), 1);
+	/* Within SG_MODAL_REFRESH_S of its exp: the next call fetches a new one first. */
+	while ((int64_t)time(NULL) + SG_MODAL_REFRESH_S < exp0)
+		nanosleep(&(struct timespec){ .tv_nsec = 100 * 1000 * 1000 }, NULL);
+	assert_int_equal(mdl_app(&c, "sandgate-test", &app, NULL, &err), SG_OK);
+	free(app);
+	assert_int_equal(atomic_load(&c.auth_fetches), 2);
+	assert_true(c.auth_exp > exp0);
+	/* Before the old one expired, and no call was ever refused. */
+	assert_true((int64_t)time(NULL) < exp0);
+	assert_int_equal(logged("AuthTokenGet", NULL), 2);
+	log = admin("GET", "/__fake/log", NULL);
+	json_array_foreach(log, i, v)
+		assert_int_equal(json_integer_value(json_object_get(v, "status")), 0);
+	json_decref(log);
+	json_decref(admin("POST", "/__fake/token-ttl", "{\"auth_s\": 3600}"));
+	mdl_client_release(&c);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -587,6 +630,7 @@ int main(void)
 		cmocka_unit_test(test_lifecycle),
 		cmocka_unit_test(test_faults),
 		cmocka_unit_test(test_cancel),
+		cmocka_unit_test(test_token_refresh),
 	};
 
 	return cmocka_run_group_tests(tests, start_fake, stop_fake);

@@ -38,7 +38,7 @@ function parseArgs(argv) {
   const o = {
     port: 0, adminPort: 0, tokenId: 'ak-test', tokenSecret: 'as-test', stateDir: null,
     execMode: 'tmpdir', readyMs: 0, buildMs: 0, delayMs: 0, listPage: 100, requestLog: null,
-    stdinWatch: true,
+    stdinWatch: true, authTtlS: 3600, routerTtlS: 3600,
   };
   const num = (name, v) => {
     const n = Number(v);
@@ -240,6 +240,8 @@ class Call {
         for (const f of this.onCancel) f();
         this.finishLog('cancelled');
       }
+      // Ended, but the trailers never went out (the client left first).
+      if (this.status !== undefined) this.finishLog(this.status);
     });
   }
   header(name) {
@@ -268,14 +270,20 @@ class Call {
       this.stream.respond({ ':status': 200, 'content-type': 'application/grpc', 'grpc-status': String(code),
         'grpc-message': grpcMessage(message) }, { endStream: true });
     } else {
+      // The call is served when its trailers go out, not when they are
+      // queued: the log's serving time is all the fake holds the call.
       this.stream.once('wantTrailers', () => {
         this.stream.sendTrailers({ 'grpc-status': String(code), 'grpc-message': grpcMessage(message) });
+        this.finishLog(code);
       });
       this.stream.end();
+      return;
     }
     this.finishLog(code);
   }
   finishLog(status) {
+    if (this.logged) return;
+    this.logged = true;
     const ms = Number(process.hrtime.bigint() - this.t0) / 1e6;
     const meta = {};
     for (const [k, v] of Object.entries(this.headers)) {
@@ -568,7 +576,7 @@ function findSandbox(id) {
 }
 
 function routerAccess(sb) {
-  return { jwt: makeJwt({ task_id: sb.taskId }, 3600), url: `https://127.0.0.1:${PORT}` };
+  return { jwt: makeJwt({ task_id: sb.taskId }, OPTS.routerTtlS), url: `https://127.0.0.1:${PORT}` };
 }
 
 function tagsMatch(sb, want) {
@@ -607,7 +615,7 @@ function envOf(secretSources, secretIds) {
 
 const CONTROL = {
   async AuthTokenGet(call) {
-    call.send({ token: makeJwt({ sub: OPTS.tokenId, workspace_id: 'ac-fake' }, 3600) });
+    call.send({ token: makeJwt({ sub: OPTS.tokenId, workspace_id: 'ac-fake' }, OPTS.authTtlS) });
   },
   async EnvironmentGetOrCreate(call, req) {
     call.send({ environmentId: 'en-fake', metadata: { name: req.deploymentName || 'main',
@@ -1048,6 +1056,14 @@ function adminServer() {
       if (req.method === 'POST' && u === '/__fake/delay') {
         OPTS.delayMs = Number(j.ms) || 0;
         return reply(200, { delayMs: OPTS.delayMs });
+      }
+      if (req.method === 'POST' && u === '/__fake/token-ttl') {
+        for (const [k, o] of [['auth_s', 'authTtlS'], ['router_s', 'routerTtlS']]) {
+          if (j[k] === undefined) continue;
+          if (!Number.isInteger(j[k]) || j[k] < 1) return reply(400, { error: `${k} must be a positive integer` });
+          OPTS[o] = j[k];
+        }
+        return reply(200, { auth_s: OPTS.authTtlS, router_s: OPTS.routerTtlS });
       }
       if (req.method === 'POST' && (m = /^\/__fake\/sandboxes\/([^/]+)\/kill$/.exec(u))) {
         const sb = STATE.sandboxes.get(m[1]);
