@@ -872,9 +872,14 @@ static sg_err vcl_exec(struct sg_env *env, const struct sg_exec *x, struct sg_ex
 	int64_t t0 = sg_now_ms();
 	size_t max_out = x->max_output + SG_HELPER_STDERR + 64 * SG_KiB;
 	struct vcl_stream s;
-	bool in_vars, started = false;
+	bool in_vars, started = false, detaches = (x->flags & SG_EXEC_DETACHES) != 0;
+	int64_t trip_ms = 0; /* one request's HTTP timeout; 0: the cancel bounds it */
 	sg_err rc = SG_OK;
 
+	if (detaches)
+		trip_ms = SG_VERCEL_WAIT_MS + SG_VERCEL_TRIP_SLACK_MS;
+	else if (x->timeout_ms > 0)
+		trip_ms = x->timeout_ms + SG_VERCEL_TRIP_SLACK_MS;
 	sg_exec_result_reset(out);
 	vcl_stream_init(&s, max_out);
 	sg_job_mark(mark);
@@ -900,7 +905,15 @@ static sg_err vcl_exec(struct sg_env *env, const struct sg_exec *x, struct sg_ex
 	}
 	{
 		struct sg_job_line l = {
-			.helper = env->helper, .dir = dir, .mark = mark, .wait_ms = SG_VERCEL_WAIT_MS,
+			/*
+			 * A --rm job relays its command through pipes, so no
+			 * later request could attach to it: it waits as long as
+			 * the command may run (its own --timeout-ms ends it).
+			 * Only a detached start, which keeps its files, returns
+			 * after one request's wait.
+			 */
+			.helper = env->helper, .dir = dir, .mark = mark,
+			.wait_ms = detaches ? SG_VERCEL_WAIT_MS : 0,
 			.stdin_vars = in_vars && names.len ? names.p : NULL,
 			.stdin_file = upload, .rm = true, .keep_tail = out->keep_tail,
 		};
@@ -929,9 +942,8 @@ static sg_err vcl_exec(struct sg_env *env, const struct sg_exec *x, struct sg_ex
 		 * byte of the reply came back, and the stream's first line
 		 * leaves when the command starts.)
 		 */
-		rc = vcl_run(ve, "sh", args, started ? attach : full,
-			     SG_VERCEL_WAIT_MS + SG_VERCEL_TRIP_SLACK_MS, true, max_out, &s, cancel,
-			     err);
+		rc = vcl_run(ve, "sh", args, started ? attach : full, trip_ms, true, max_out, &s,
+			     cancel, err);
 		if (rc) {
 			if (sg_cancel_check(cancel))
 				goto cancelled;

@@ -125,6 +125,18 @@ class VercelFaults(GatewayTestCase):
         gw.read(pid)
         self.assertEqual(self.routes(seq), ["runCommand"], "process/read")
 
+    def test_command_longer_than_one_request_wait(self):
+        # One command request waits 50 s in the sandbox (SG_VERCEL_WAIT_MS);
+        # a command given longer must run to its end in one call, not be
+        # killed at the request's wait and called timed out.
+        gw = self.start()
+        res = gw.tool("run_command", {"command": "sleep 52; echo finished",
+                                      "timeout_ms": 90000})
+        self.assertFalse(res["is_error"], res["content"][:500])
+        self.assertFalse(res["metadata"].get("timed_out"), res["metadata"])
+        self.assertEqual(res["metadata"].get("exit_code"), 0, res["metadata"])
+        self.assertIn("finished", res["content"])
+
     def test_non_persistent_deleted_at_shutdown(self):
         gw = self.start()
         gw.sh_ok("echo x > f")
