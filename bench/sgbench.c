@@ -2277,7 +2277,7 @@ struct dtn_call {
 	int64_t t0, t1;    /* ms: before the request was written, after the reply */
 	int kind;
 	long reqs;
-	int64_t served_ms; /* the sum of its requests' durations */
+	int64_t served_us; /* the sum of its requests' durations */
 };
 
 struct dtn_count {
@@ -2349,7 +2349,9 @@ static void dtn_attribute(struct dtn_log *l, json_t *reqs, struct dtn_result *r)
 	r->bg_min_ms = INT64_MAX;
 	json_array_foreach(reqs, i, e) {
 		int64_t start = iso_ms(json_string_value(json_object_get(e, "ts")));
-		int64_t dur = json_integer_value(json_object_get(e, "durationMs"));
+		/* Milliseconds with a fraction: the fake logs to the microsecond. */
+		int64_t dur_us = (int64_t)(json_number_value(json_object_get(e, "durationMs")) * 1000.0);
+		int64_t dur = dur_us / 1000;
 		const char *route = json_string_value(json_object_get(e, "route"));
 		size_t lo = 0, hi = l->n;
 		struct dtn_call *c = NULL;
@@ -2370,7 +2372,7 @@ static void dtn_attribute(struct dtn_log *l, json_t *reqs, struct dtn_result *r)
 			c = &l->v[lo - 1];
 		if (c) {
 			c->reqs++;
-			c->served_ms += dur;
+			c->served_us += dur_us;
 			dtn_route(&r->cnt[c->kind], route ? route : "?");
 			continue;
 		}
@@ -2529,7 +2531,7 @@ static void dtn_served(const struct dtn_log *l, long n, struct dtn_result *r)
 			die("out of memory");
 		for (size_t i = 0; i < l->n; i++)
 			if (l->v[i].kind == k && m < (size_t)n)
-				v[m++] = l->v[i].served_ms * 1000000LL;
+				v[m++] = l->v[i].served_us * 1000LL;
 		r->served[k] = dist_of(v, m);
 		free(v);
 	}
