@@ -1061,7 +1061,18 @@ static sg_err mdl_obtain(struct mdl_env *me, struct sg_cancel *cancel, struct sg
 	bool mine;
 	sg_err rc;
 
-	rc = mdl_by_name(me, me->base.id, cancel, err);
+	snap[0] = '\0';
+	if (p->persistent)
+		mdl_record_read(me, snap);
+	/*
+	 * An identity this state directory has no record of (and no snapshot
+	 * of) is created at once, one request less: a sandbox of that name
+	 * made elsewhere turns the create into ALREADY_EXISTS, which
+	 * mdl_create answers with the lookup and the owner check.
+	 */
+	rc = SG_E_NOT_FOUND;
+	if (me->base.known || me->base.require_existing || snap[0])
+		rc = mdl_by_name(me, me->base.id, cancel, err);
 	if (!rc) {
 		rc = mdl_check_owner(me, me->base.id, &mine, cancel, err);
 		if (!rc)
@@ -1071,9 +1082,6 @@ static sg_err mdl_obtain(struct mdl_env *me, struct sg_cancel *cancel, struct sg
 	me->base.id[0] = '\0';
 	if (rc != SG_E_NOT_FOUND)
 		return rc;
-	snap[0] = '\0';
-	if (p->persistent)
-		mdl_record_read(me, snap);
 	if (me->base.require_existing && !snap[0])
 		return sg_err_set(err, SG_E_WORKSPACE_LOST,
 				  "identity \"%.60s\" has no sandbox or snapshot in Modal app %s",

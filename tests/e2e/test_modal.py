@@ -6,6 +6,8 @@ fake's own state and request log:
   - a simple command costs two router requests (TaskExecStart, one
     TaskExecStdioRead), and nothing else;
   - the router's JWT is replaced before it expires;
+  - an identity the state directory has no record of is created without
+    a lookup first; a taken name is adopted only after the owner check;
   - a persistent workspace is snapshotted at shutdown and resumed from the
     snapshot; a snapshot Modal lost is workspace_lost;
   - a create whose reply is lost (Modal committed it) is adopted, not
@@ -110,6 +112,42 @@ class Modal(GatewayTestCase):
         gw.sh_ok("echo again")
         self.assertEqual([c["method"] for c in admin("GET", "/__fake/log")],
                          ["TaskExecStart", "TaskExecStdioRead"])
+
+    def test_unrecorded_identity_creates_without_lookup(self):
+        # A state directory with no record of the identity creates at
+        # once; a taken name then leads to the lookup and the owner check
+        # (adopted when it is this identity's), and a recorded identity
+        # looks up first and creates nothing.
+        ident = unique("fresh")
+        b = {"identity": ident, "remove_workspace_on_exit": False}
+
+        def control():
+            return [c["method"] for c in admin("GET", "/__fake/log")
+                    if c["server"] == "control" and c["method"] in
+                    ("SandboxGetFromName", "SandboxCreate")]
+
+        admin("POST", "/__fake/log/clear")
+        gw = self.gateway(state_dir=self.state, binding=b)
+        self.assertEqual(control(), ["SandboxCreate"])
+        gw.write("mark.txt", "kept\n")
+        rc, err, _ = gw.shutdown(timeout=60)
+        self.assertEqual(rc, 0, err[-2000:])
+        other = tempfile.mkdtemp(prefix="sg-e2e-modal-other-")
+        self.addCleanup(shutil.rmtree, other, True)
+        admin("POST", "/__fake/log/clear")
+        gw2 = self.gateway(state_dir=other, binding=b)
+        self.assertEqual(control(), ["SandboxCreate", "SandboxGetFromName"])
+        self.assertEqual(gw2.sh_ok("cat mark.txt"), "kept\n")
+        rc, err, _ = gw2.shutdown(timeout=60)
+        self.assertEqual(rc, 0, err[-2000:])
+        admin("POST", "/__fake/log/clear")
+        gw3 = self.gateway(state_dir=self.state,
+                           binding=dict(b, remove_workspace_on_exit=True))
+        self.assertEqual(control(), ["SandboxGetFromName"])
+        self.assertEqual(gw3.sh_ok("cat mark.txt"), "kept\n")
+        rc, err, _ = gw3.shutdown(timeout=60)
+        self.assertEqual(rc, 0, err[-2000:])
+        self.assertEqual(self.ident_sandboxes(ident), [])
 
     def test_persistent_snapshot_resume_and_lost(self):
         ident = unique("persist")
