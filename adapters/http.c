@@ -147,6 +147,16 @@ sg_err sg_http_curl_init(void)
 	return init_rc == CURLE_OK ? SG_OK : SG_E_INTERNAL;
 }
 
+void sg_http_thread_end(void)
+{
+	struct handles *h = handles_keyed ? pthread_getspecific(handles_key) : NULL;
+
+	if (h) {
+		pthread_setspecific(handles_key, NULL);
+		handles_free(h);
+	}
+}
+
 void *sg_http_curl_share(void)
 {
 	return share;

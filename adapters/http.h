@@ -229,6 +229,15 @@ sg_err sg_http_do_retry(const struct sg_http_request *req,
 	SG_MUST_CHECK;
 
 /*
+ * Free the calling thread's kept curl handles (and so its kept
+ * connections) now rather than when the thread ends.  A thread whose end
+ * nobody waits for (a detached worker) calls it before it reports itself
+ * gone, so the process never exits while they are half freed.  The next
+ * request on this thread simply makes new ones.
+ */
+void sg_http_thread_end(void);
+
+/*
  * How long the response asks the client to wait, in milliseconds, from
  * Retry-After (delta-seconds or an HTTP date) or Daytona's
  * Retry-After-<throttler> headers (the longest); -1 when none says.

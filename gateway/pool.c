@@ -8,6 +8,9 @@
 #include <string.h>
 #include <time.h>
 
+#include <openssl/crypto.h>
+
+#include "../adapters/http.h"
 #include "audit.h"
 #include "base/limits.h"
 #include "session.h"
@@ -194,6 +197,16 @@ static void *worker_main(void *arg)
 		free(j);
 		pthread_mutex_lock(&p->lock);
 	}
+	pthread_mutex_unlock(&p->lock);
+	/*
+	 * A detached worker frees what it keeps per thread (OpenSSL's random
+	 * generators, curl's handles) before it counts itself gone: the
+	 * process exits once the count is 0, and thread-local destructors
+	 * still running then would leave that memory half freed.
+	 */
+	sg_http_thread_end();
+	OPENSSL_thread_stop();
+	pthread_mutex_lock(&p->lock);
 	p->threads--;
 	pthread_cond_broadcast(&p->idle);
 	pthread_mutex_unlock(&p->lock);
