@@ -1127,7 +1127,8 @@ static void vcl_prep_run(struct vcl_env *ve, bool upload)
 /* The upload's two entries: the program, then its marker (last: it exists once the program is whole). */
 static void vcl_prep_files(const struct vcl_prep *pp, struct sg_targz_entry files[2])
 {
-	files[0] = (struct sg_targz_entry){ .name = pp->up + 1, .mode = 0600,
+	/* 0700: the install need not chmod it (SG_INSTALL_SH). */
+	files[0] = (struct sg_targz_entry){ .name = pp->up + 1, .mode = 0700,
 					    .data = pp->bin.data, .len = (size_t)pp->bin.size };
 	files[1] = (struct sg_targz_entry){ .name = pp->mark + 1, .mode = 0600, .data = "",
 					    .len = 0 };
