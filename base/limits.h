@@ -92,6 +92,7 @@
 #define SG_GRPC_URL_MAX 512            /* a gRPC server's scheme://host:port */
 #define SG_GRPC_KEY_MAX 128            /* an idempotency key */
 #define SG_GRPC_RECYCLE_CALLS 900      /* calls on one connection, then a new one */
+#define SG_GRPC_POOL_MAX 16            /* idle connections kept (curl's pool, all hosts) */
 #define SG_PROBE_TOOL_MS 2000           /* each toolchain's --version */
 #define SG_PROBE_CAPTURE (4 * SG_KiB)   /* its output kept */
 #define SG_PROBE_FILE_MAX (256 * SG_KiB) /* a /proc or cgroup file read */
