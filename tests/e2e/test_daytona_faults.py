@@ -221,7 +221,8 @@ class TimeToReady(OnFakeDaytona, GatewayTestCase):
         # and the event stream ends the wait: one GET at most, when the
         # stream came up after the wait began (a change may have been
         # missed).  Inside the sandbox exactly the upload and the one
-        # set-up request that installs sg-helper and runs its probe.
+        # set-up request that installs sg-helper and runs its probe, sent
+        # side by side (either may be logged first).
         self.assertEqual(routes[0], "createSandbox", routes)
         self.assertEqual(routes.count("createSandbox"), 1, routes)
         self.assertFalse([r for r in reqs if r.get("status") == 404], routes)
@@ -230,8 +231,14 @@ class TimeToReady(OnFakeDaytona, GatewayTestCase):
               for r in reqs}
         waited = max(0.0, (ts["bulkUpload"] - ts["createSandbox"]).total_seconds())
         self.assertLessEqual(routes.count("getSandbox"), 1 + int(waited), routes)
-        self.assertEqual([x for x in routes if x not in ("createSandbox", "getSandbox")],
+        self.assertEqual(sorted(x for x in routes if x not in ("createSandbox", "getSandbox")),
                          ["bulkUpload", "execute"], routes)
+        # Side by side: the set-up began before the upload was answered.
+        up = [r for r in reqs if r.get("route") == "bulkUpload"][0]
+        ex = [r for r in reqs if r.get("route") == "execute"][0]
+        up_end = ts["bulkUpload"] + datetime.timedelta(milliseconds=up["durationMs"])
+        self.assertLess(datetime.datetime.fromisoformat(ex["ts"].replace("Z", "+00:00")),
+                        up_end, (up, ex))
         gw.shutdown()
 
     def test_recorded_identity_looks_up_first(self):
