@@ -1766,7 +1766,7 @@ static sg_err dtn_setup(struct dtn_env *de, struct sg_cancel *cancel, struct sg_
 	struct sg_install in = { .ctx = de, .dir = "/tmp", .nonce = de->nonce,
 				 .run = dtn_install_run, .upload = dtn_install_upload };
 	struct sg_cloud_setup got = { 0 };
-	char *reply = NULL, *up = NULL, *mark = NULL, sweep[16], wait[24];
+	char *reply = NULL, *up = NULL, *mark = NULL;
 	/* The set-up answers for itself well within its request's timeout. */
 	int64_t wait_ms = de->limit_ms / 2 < SG_DAYTONA_UPLOAD_WAIT_MS ? de->limit_ms / 2
 								       : SG_DAYTONA_UPLOAD_WAIT_MS;
@@ -1782,17 +1782,7 @@ static sg_err dtn_setup(struct dtn_env *de, struct sg_cancel *cancel, struct sg_
 		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
 		goto out;
 	}
-	snprintf(sweep, sizeof(sweep), "%d", SG_DAYTONA_SWEEP_MIN);
-	snprintf(wait, sizeof(wait), "%lld", (long long)wait_ms);
-	envs = json_pack("{s:s, s:s, s:s, s:s}", "SG_ROOT", env->root, "SG_SHA", bin.sha,
-			 "SG_SWEEP", sweep, "SG_PROBE", "1");
-	if (envs && up &&
-	    (json_object_set_new(envs, "SG_UP", json_string(up)) ||
-	     json_object_set_new(envs, "SG_UPW", json_string(mark)) ||
-	     json_object_set_new(envs, "SG_UPWAIT", json_string(wait)))) {
-		json_decref(envs);
-		envs = NULL;
-	}
+	envs = sg_cloud_setup_vars(env->root, bin.sha, SG_DAYTONA_SWEEP_MIN, up, mark, wait_ms);
 	if (!envs) {
 		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
 	} else if (up) {

@@ -1108,7 +1108,7 @@ static sg_err vcl_setup(struct vcl_env *ve, struct sg_cancel *cancel, struct sg_
 	struct sg_install in = { .ctx = ve, .dir = "/tmp", .nonce = ve->nonce,
 				 .run = vcl_install_run, .upload = vcl_install_upload };
 	struct sg_cloud_setup got = { 0 };
-	char *reply = NULL, *up = NULL, *mark = NULL, sweep[16], wait[24];
+	char *reply = NULL, *up = NULL, *mark = NULL;
 	json_t *vars = NULL;
 	sg_err rc;
 
@@ -1126,17 +1126,7 @@ static sg_err vcl_setup(struct vcl_env *ve, struct sg_cancel *cancel, struct sg_
 		if (rc)
 			goto out;
 	}
-	snprintf(sweep, sizeof(sweep), "%d", 1440);
-	snprintf(wait, sizeof(wait), "%d", SG_VERCEL_UPLOAD_WAIT_MS);
-	vars = json_pack("{s:s, s:s, s:s, s:s}", "SG_ROOT", env->root, "SG_SHA", bin.sha,
-			 "SG_SWEEP", sweep, "SG_PROBE", "1");
-	if (vars && up &&
-	    (json_object_set_new(vars, "SG_UP", json_string(up)) ||
-	     json_object_set_new(vars, "SG_UPW", json_string(mark)) ||
-	     json_object_set_new(vars, "SG_UPWAIT", json_string(wait)))) {
-		json_decref(vars);
-		vars = NULL;
-	}
+	vars = sg_cloud_setup_vars(env->root, bin.sha, 1440, up, mark, SG_VERCEL_UPLOAD_WAIT_MS);
 	if (!vars) {
 		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
 	} else if (up) {
