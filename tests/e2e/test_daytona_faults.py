@@ -179,6 +179,32 @@ class UnknownCreateOutcome(OnFakeDaytona, GatewayTestCase):
         self.assertEqual(g.returncode, 0, g.stdout + g.stderr)
         self.assertNothingLeft()
 
+    def test_cancel_while_setup_waits_for_upload(self):
+        # sg-helper's upload is slow; the set-up sent beside it waits for
+        # it in the sandbox.  A cancel ends both at once, and the sandbox
+        # made for the initialize does not stay.
+        self.fake.fault({"method": "POST", "path": "/files/bulk-upload$", "action": "delay",
+                         "delayMs": 4000})
+        gw = self.start(budget_ms=15000)
+        token = "tok-" + unique()
+        rid = gw.request("initialize", gw.make_binding(), token=token)
+        for _ in range(300):
+            if "preparing sandbox" in gw.stderr_text():
+                break
+            time.sleep(0.05)
+        else:
+            self.fail("the set-up never began")
+        time.sleep(0.3)
+        t0 = time.monotonic()
+        gw.request("cancel", {"id": rid}, token=token)
+        r = gw.wait_reply(rid, 30)
+        self.assertReplyCode(r, "cancelled")
+        self.assertLess(time.monotonic() - t0, 3.0, "the cancel waited for the upload")
+        rc, err, _ = gw.shutdown(timeout=30)
+        self.wait_landed(t0 + 4.5)
+        self.assertNothingLeft()
+        self.assertEqual(rc, 0, err[-2000:])
+
     def test_create_reply_lost_and_lookups_fail(self):
         self.unknown_then_gc(budget_ms=3000)
 
