@@ -63,6 +63,7 @@
 #define SG_HELPER_STDERR (16 * SG_KiB) /* stderr kept for an error message */
 #define SG_JOB_SPEC_MAX (8 * SG_MiB) /* a job's environment and argv on stdin */
 #define SG_HELPER_BIN_MAX (64 * SG_MiB) /* sg-helper on this host, to install */
+#define SG_INSTALL_POLL_MS 500 /* an upload and a set-up side by side: the coordinator's wake-ups */
 #define SG_WORKERS_MAX 64          /* worker threads, grown on demand */
 #define SG_LIST_MAX 10000          /* list_dir / glob entries */
 #define SG_GREP_DEFAULT 500        /* grep max_results default */
@@ -131,6 +132,7 @@
 #define SG_DAYTONA_INLINE_MAX (96 * SG_KiB) /* one variable: a part of stdin, argv */
 #define SG_DAYTONA_STDIN_VARS (1 * SG_MiB)  /* stdin text sent in variables, at most */
 #define SG_DAYTONA_SCRIPT_REPLY (256 * SG_KiB) /* our own scripts' output */
+#define SG_DAYTONA_UPLOAD_WAIT_MS 30000 /* the set-up waits for sg-helper sent beside it (< half the request's timeout) */
 #define SG_DAYTONA_SWEEP_MIN 1440      /* run/ leftovers older than a day */
 #define SG_DAYTONA_TRIP_FAILS 4        /* consecutive failed trips of one exec */
 #define SG_DAYTONA_LIST_PAGES 1000     /* pages of GET /sandbox, at most */
