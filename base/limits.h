@@ -93,6 +93,7 @@
 #define SG_GRPC_URL_MAX 512            /* a gRPC server's scheme://host:port */
 #define SG_GRPC_KEY_MAX 128            /* an idempotency key */
 #define SG_GRPC_RECYCLE_CALLS 900      /* calls on one connection, then a new one */
+#define SG_GRPC_POOL_MAX 16            /* idle connections kept (curl's pool, all hosts) */
 #define SG_PROBE_TOOL_MS 2000           /* each toolchain's --version */
 #define SG_PROBE_CAPTURE (4 * SG_KiB)   /* its output kept */
 #define SG_PROBE_FILE_MAX (256 * SG_KiB) /* a /proc or cgroup file read */
@@ -164,7 +165,7 @@
 #define SG_MODAL_MIN_TIMEOUT_S 60  /* timeout_secs at least (lifetime_seconds below it) */
 #define SG_MODAL_MAX_TIMEOUT_S 86400 /* Modal's maximum timeout and idle timeout */
 #define SG_MODAL_IMAGE_CACHE 16    /* image ids remembered per reference */
-#define SG_MODAL_STDIN_CHUNK (256 * SG_KiB) /* one TaskExecStdinWrite */
+#define SG_MODAL_STDIN_CHUNK (512 * SG_KiB) /* one TaskExecStdinWrite */
 
 
 /* The vercel backend (vercel/). */
