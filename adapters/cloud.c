@@ -110,6 +110,26 @@ const char sg_cloud_setup_sh[] =
 	"fi\n"
 	SG_INSTALL_PROBE_SH;
 
+json_t *sg_cloud_setup_vars(const char *root, const char *sha, int sweep_min, const char *up,
+			    const char *mark, int64_t wait_ms)
+{
+	char sweep[16], wait[24];
+	json_t *vars;
+
+	snprintf(sweep, sizeof(sweep), "%d", sweep_min);
+	snprintf(wait, sizeof(wait), "%lld", (long long)wait_ms);
+	vars = json_pack("{s:s, s:s, s:s, s:s}", "SG_ROOT", root, "SG_SHA", sha, "SG_SWEEP", sweep,
+			 "SG_PROBE", "1");
+	if (vars && up && mark &&
+	    (json_object_set_new(vars, "SG_UP", json_string(up)) ||
+	     json_object_set_new(vars, "SG_UPW", json_string(mark)) ||
+	     json_object_set_new(vars, "SG_UPWAIT", json_string(wait)))) {
+		json_decref(vars);
+		vars = NULL;
+	}
+	return vars;
+}
+
 /* Every "missing=<tool>" of the set-up reply, as "a, b". */
 static void sg_cloud_missing(const char *reply, char *out, size_t n)
 {

@@ -43,6 +43,14 @@ void sg_cloud_scrub(char *s, const char *secret);
  */
 extern const char sg_cloud_setup_sh[];
 
+/*
+ * The set-up script's variables (new; NULL when out of memory): root, the
+ * sha256, the sweep in minutes, SG_PROBE, and, for a program uploaded
+ * beside the set-up (up and mark not NULL), SG_UP, SG_UPW and SG_UPWAIT.
+ */
+json_t *sg_cloud_setup_vars(const char *root, const char *sha, int sweep_min, const char *up,
+			    const char *mark, int64_t wait_ms);
+
 /* What the set-up reply says (sg_cloud_setup_read). */
 struct sg_cloud_setup {
 	char *base_dir; /* sandgate's directory in the sandbox (new) */

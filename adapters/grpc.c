@@ -33,6 +33,25 @@ struct sg_grpc_channel {
 	char base[SG_GRPC_URL_MAX]; /* scheme://host[:port], no path */
 	char host[SG_GRPC_URL_MAX]; /* host[:port], for sentences */
 	bool h2c;
+	/*
+	 * h2c on a libcurl before 8.0.0 with the toolkit's pool: such a
+	 * libcurl fails every call on a reused connection that was asked for
+	 * with prior knowledge (curl issue 10634), but reuses a live h2c
+	 * connection for a call that asks for plain HTTP/2.  h2c_idle counts
+	 * the connections this channel opened that are believed idle in the
+	 * pool: a call takes one if there is one and asks for plain HTTP/2,
+	 * else it opens a fresh one with prior knowledge (conn_mode), and a
+	 * call that leaves its connection healthy gives one back.  A count,
+	 * not a flag, because libcurl does not share a connection between the
+	 * multi handles of two threads: a call that found the only connection
+	 * busy would open one of its own.  Wrong either way it costs a
+	 * connection, never a call: no prior-knowledge call meets a reused
+	 * connection, and a plain HTTP/2 call that finds none (the server or
+	 * the pool closed it) fails before the server runs anything and is
+	 * made again with prior knowledge.
+	 */
+	bool h2c_legacy;
+	atomic_int h2c_idle;
 	char *ca_file;
 	atomic_uint_fast64_t calls;
 	atomic_uint_fast64_t connections;
@@ -117,6 +136,9 @@ sg_err sg_grpc_channel_new(const char *url, const char *ca_file,
 		goto out;
 	}
 	ch->h2c = h2c;
+	ch->h2c_legacy = h2c && sg_http_curl_share() &&
+			 curl_version_info(CURLVERSION_NOW)->version_num < 0x080000;
+	atomic_init(&ch->h2c_idle, 0);
 	if (ca_file) {
 		ch->ca_file = strdup(ca_file);
 		if (!ch->ca_file) {
@@ -195,6 +217,7 @@ struct xfer {
 	uint64_t want;     /* bytes of the current message still to come */
 	bool in_msg;
 	struct sg_buf frame; /* a stream message being assembled */
+	bool closing;        /* the connection is closed after this call */
 	sg_err abort_rc;     /* why a callback stopped the transfer */
 	int abort_status;    /* the gRPC status that stop means */
 	char abort_why[128];
@@ -285,6 +308,7 @@ static size_t stop(struct xfer *x, sg_err rc, int status, const char *why)
 	x->abort_rc = rc;
 	x->abort_status = status;
 	snprintf(x->abort_why, sizeof(x->abort_why), "%s", why);
+	x->closing = true;
 	curl_easy_setopt(x->easy, CURLOPT_FORBID_REUSE, 1L);
 	return 0;
 }
@@ -477,14 +501,40 @@ static sg_err build_headers(const struct sg_grpc_call *call,
 	return rc;
 }
 
+/*
+ * Which connection a call travels on.  POOL: the toolkit's pool (TLS, or
+ * h2c on a libcurl from 8.0.0 on); OWN: one of its own, closed after it
+ * (no pool); on an older libcurl h2c calls use the pool too, H2C_OPEN
+ * opening a fresh connection with prior knowledge and H2C_REUSE asking
+ * for plain HTTP/2, which only a live h2c connection of the pool serves
+ * (taking one of the channel's h2c_idle).
+ */
+enum conn_mode { CONN_POOL, CONN_OWN, CONN_H2C_OPEN, CONN_H2C_REUSE };
+
+static enum conn_mode conn_mode(struct sg_grpc_channel *ch, bool reopen)
+{
+	if (ch->h2c_legacy) {
+		int n = atomic_load(&ch->h2c_idle);
+
+		while (!reopen && n > 0)
+			if (atomic_compare_exchange_weak(&ch->h2c_idle, &n, n - 1))
+				return CONN_H2C_REUSE;
+		return CONN_H2C_OPEN;
+	}
+	if (!sg_http_curl_share() ||
+	    (ch->h2c && curl_version_info(CURLVERSION_NOW)->version_num < 0x080000))
+		return CONN_OWN;
+	return CONN_POOL;
+}
+
 static sg_err set_options(struct sg_grpc_channel *ch, CURL *e,
 			  struct xfer *x, const char *url,
 			  struct curl_slist *hdrs, const uint8_t *body,
-			  size_t body_len, uint64_t nth)
+			  size_t body_len, uint64_t nth, enum conn_mode mode)
 {
 	CURLcode cc;
-	bool reuse = !ch->h2c ||
-		     curl_version_info(CURLVERSION_NOW)->version_num >= 0x080000;
+	long version = ch->h2c ? (long)CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE
+			       : (long)CURL_HTTP_VERSION_2TLS;
 
 	{
 		struct sg_http_curl_opts o = {
@@ -498,9 +548,9 @@ static sg_err set_options(struct sg_grpc_channel *ch, CURL *e,
 		if (sg_http_curl_common(e, &o))
 			return SG_E_INTERNAL;
 	}
-	cc = curl_easy_setopt(e, CURLOPT_HTTP_VERSION,
-			      ch->h2c ? (long)CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE
-				      : (long)CURL_HTTP_VERSION_2TLS);
+	if (mode == CONN_H2C_REUSE)
+		version = (long)CURL_HTTP_VERSION_2_0;
+	cc = curl_easy_setopt(e, CURLOPT_HTTP_VERSION, version);
 	if (!cc)
 		cc = curl_easy_setopt(e, CURLOPT_POST, 1L);
 	if (!cc)
@@ -509,16 +559,19 @@ static sg_err set_options(struct sg_grpc_channel *ch, CURL *e,
 	if (!cc)
 		cc = curl_easy_setopt(e, CURLOPT_POSTFIELDS, body);
 	/*
-	 * libcurl before 8.0.0 fails every call on a reused h2c connection
-	 * (it layers HTTP/2 twice): h2c calls there each have their own.
-	 * Elsewhere calls share the toolkit's pool, and every
+	 * Calls on the pool share connections, and every
 	 * SG_GRPC_RECYCLE_CALLS-th call closes its connection behind it.
+	 * PIPEWAIT is not set: each call has its own multi handle, and a call
+	 * waiting for a connection another thread's multi handle is setting
+	 * up would never be woken.
 	 */
-	if (!cc && reuse && sg_http_curl_share())
+	if (!cc && mode != CONN_OWN)
 		cc = curl_easy_setopt(e, CURLOPT_SHARE, sg_http_curl_share());
-	if (!cc && !reuse)
+	if (!cc && (mode == CONN_OWN || mode == CONN_H2C_OPEN))
 		cc = curl_easy_setopt(e, CURLOPT_FRESH_CONNECT, 1L);
-	if (!cc && (!reuse || nth % SG_GRPC_RECYCLE_CALLS == 0))
+	if (mode == CONN_OWN || nth % SG_GRPC_RECYCLE_CALLS == 0)
+		x->closing = true;
+	if (!cc && x->closing)
 		cc = curl_easy_setopt(e, CURLOPT_FORBID_REUSE, 1L);
 	return cc ? SG_E_INTERNAL : SG_OK;
 }
@@ -559,12 +612,22 @@ static int final_status(const struct xfer *x, CURLcode cc, long version,
 	return SG_GRPC_UNAVAILABLE;
 }
 
-sg_err sg_grpc_invoke(struct sg_grpc_channel *ch,
-		      const struct sg_grpc_call *call,
-		      struct sg_grpc_result *res, struct sg_cancel *cancel,
-		      struct sg_errinfo *err)
+/*
+ * One try of a call.  *upgrade_failed: a plain HTTP/2 call on h2c found
+ * no live connection in the pool, so libcurl opened one with an HTTP/1.1
+ * upgrade, which a gRPC server refuses before running anything (curl
+ * reports CURLE_UNSUPPORTED_PROTOCOL); the call is to be made again with
+ * prior knowledge.
+ */
+static sg_err invoke_once(struct sg_grpc_channel *ch,
+			  const struct sg_grpc_call *call,
+			  struct sg_grpc_result *res, struct sg_cancel *cancel,
+			  struct sg_errinfo *err, bool reopen,
+			  bool *upgrade_failed)
 {
 	struct xfer x = { .call = call, .res = res, .status = -1 };
+	enum conn_mode mode = conn_mode(ch, reopen);
+	bool healthy = false;
 	struct curl_slist *hdrs = NULL;
 	char url[SG_GRPC_URL_MAX * 2];
 	uint8_t *body = NULL;
@@ -585,6 +648,7 @@ sg_err sg_grpc_invoke(struct sg_grpc_channel *ch,
 	int running = 1, left;
 	sg_err rc = SG_OK;
 
+	*upgrade_failed = false;
 	x.max_msg = call->max_msg ? call->max_msg : SG_GRPC_MSG_MAX;
 	result_reset(res, x.max_msg);
 	res->attempts = 1;
@@ -617,6 +681,13 @@ sg_err sg_grpc_invoke(struct sg_grpc_channel *ch,
 		rc = sg_err_set(err, SG_E_INTERNAL, "%s: out of memory", method);
 		goto out;
 	}
+	/*
+	 * A call's multi handle decides how many idle connections the pool
+	 * keeps when the call gives its own back (libcurl's default, four per
+	 * transfer of the handle, would close one whenever a few threads
+	 * call at once).
+	 */
+	curl_multi_setopt(m, CURLMOPT_MAXCONNECTS, (long)SG_GRPC_POOL_MAX);
 	body[0] = 0;
 	body[1] = (uint8_t)(call->req_len >> 24);
 	body[2] = (uint8_t)(call->req_len >> 16);
@@ -634,7 +705,8 @@ sg_err sg_grpc_invoke(struct sg_grpc_channel *ch,
 		goto out;
 	}
 	nth = atomic_fetch_add(&ch->calls, 1) + 1;
-	if (set_options(ch, e, &x, url, hdrs, body, call->req_len + 5, nth) ||
+	if (set_options(ch, e, &x, url, hdrs, body, call->req_len + 5, nth,
+			mode) ||
 	    curl_multi_add_handle(m, e) != CURLM_OK) {
 		rc = sg_err_set(err, SG_E_INTERNAL, "%s: curl refused an option",
 				method);
@@ -687,6 +759,18 @@ sg_err sg_grpc_invoke(struct sg_grpc_channel *ch,
 	if (curl_easy_getinfo(e, CURLINFO_NUM_CONNECTS, &conns) == CURLE_OK &&
 	    conns > 0)
 		atomic_fetch_add(&ch->connections, (uint64_t)conns);
+	healthy = cc == CURLE_OK && !x.abort_rc;
+	if (mode == CONN_H2C_REUSE && cc == CURLE_UNSUPPORTED_PROTOCOL &&
+	    !res->responded && x.status < 0 && conns > 0) {
+		/* Not an HTTP/2 request: the try is not counted as a call. */
+		atomic_fetch_sub(&ch->calls, 1);
+		*upgrade_failed = true;
+		res->status = SG_GRPC_UNAVAILABLE;
+		rc = sg_err_set(err, SG_E_UNAVAILABLE,
+				"%s on %s: UNAVAILABLE: no h2c connection to reuse",
+				method, ch->host);
+		goto out;
+	}
 
 	if (x.abort_rc) {
 		res->status = x.abort_status;
@@ -720,8 +804,13 @@ abort:
 	 * the RST_STREAM until the connection's next use, and the server
 	 * would go on working for nobody.
 	 */
+	x.closing = true;
 	curl_easy_setopt(e, CURLOPT_FORBID_REUSE, 1L);
 out:
+	/* The pool keeps the connection: one more to take (see h2c_idle). */
+	if (added && mode != CONN_POOL && mode != CONN_OWN && healthy &&
+	    !x.closing && atomic_fetch_add(&ch->h2c_idle, 1) >= SG_GRPC_POOL_MAX)
+		atomic_fetch_sub(&ch->h2c_idle, 1);
 	if (added)
 		curl_multi_remove_handle(m, e);
 	if (e)
@@ -731,6 +820,19 @@ out:
 	curl_slist_free_all(hdrs);
 	free(body);
 	sg_buf_release(&x.frame);
+	return rc;
+}
+
+sg_err sg_grpc_invoke(struct sg_grpc_channel *ch,
+		      const struct sg_grpc_call *call,
+		      struct sg_grpc_result *res, struct sg_cancel *cancel,
+		      struct sg_errinfo *err)
+{
+	bool again = false;
+	sg_err rc = invoke_once(ch, call, res, cancel, err, false, &again);
+
+	if (again)
+		rc = invoke_once(ch, call, res, cancel, err, true, &again);
 	return rc;
 }
 

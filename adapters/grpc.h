@@ -21,6 +21,10 @@
  *    arrive with a GOAWAY) UNAVAILABLE: never OK.
  *  - grpc-status wins over a curl error: a trailers-only reply that races
  *    the request body (curl error 92 in 7.88.1) keeps the server's code.
+ *    Such a reply to a large request (hundreds of KiB) on a reused h2c
+ *    connection has been seen to leave 7.88.1 waiting to send the rest
+ *    until the call's deadline (a few runs in ten under load): the
+ *    deadline bounds it, and the retry policy decides what follows.
  *  - Memory is bounded: one response message is at most call->max_msg
  *    bytes (RESOURCE_EXHAUSTED beyond); a unary reply is kept in res->msg,
  *    a stream's messages are handed to the callback one at a time as they
@@ -28,9 +32,16 @@
  *  - A sentence this module writes names the method and the host, never
  *    metadata (tokens travel there) or message bytes.  The server's
  *    grpc-message is kept, percent-decoded and clipped, on the result.
- *  - Connections: libcurl 7.88.1 cannot reuse an h2c connection (curl issue
- *    10634), so h2c calls each open one there; over TLS calls share the
- *    toolkit's connection pool, and a channel closes its connection after
+ *  - Connections: calls share the toolkit's connection pool (one h2c or
+ *    TLS connection serves one call at a time per thread; libcurl does not
+ *    multiplex across threads' multi handles).  libcurl before 8.0.0 fails
+ *    a call on a reused h2c connection opened with prior knowledge (curl
+ *    issue 10634): there a call asks for plain HTTP/2 when the channel
+ *    knows an idle h2c connection of its own is pooled, and with prior
+ *    knowledge on a fresh connection otherwise; a plain HTTP/2 call that
+ *    finds none sends an HTTP/1.1 upgrade, which a gRPC server (h2c is
+ *    only for loopback fakes) refuses before running anything, and is made
+ *    again with prior knowledge.  A channel closes its connection after
  *    every SG_GRPC_RECYCLE_CALLS calls, because 7.88.1 sends an RST_STREAM
  *    after each call and HTTP/2 servers with a rapid-reset limit (nghttp2,
  *    Node) send GOAWAY after about a thousand.  A cancelled or timed-out

@@ -6,6 +6,9 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -143,5 +146,141 @@ out:
 			    cost->requests == 1 ? "" : "s", (long long)cost->ms);
 	free(up);
 	free(reply);
+	return rc;
+}
+
+/*
+ * One side of sg_install_run_beside, on a thread of its own (a leg): the
+ * coordinator fires stop, the leg fires done as it ends.
+ */
+struct install_leg {
+	const struct sg_install_beside *b;
+	bool is_upload;
+	struct sg_cancel stop, done;
+	bool stop_ready, done_ready, started;
+	pthread_t thread;
+	sg_err rc;
+	struct sg_errinfo err;
+	int64_t ms;
+	char *reply; /* the set-up's (new) */
+};
+
+static void *install_leg_main(void *arg)
+{
+	struct install_leg *l = arg;
+	int64_t t0 = sg_now_ms();
+
+	if (l->is_upload)
+		l->rc = l->b->upload(l->b->ctx, &l->stop, &l->err);
+	else
+		l->rc = l->b->setup(l->b->ctx, &l->reply, &l->stop, &l->err);
+	l->ms = sg_now_ms() - t0;
+	sg_cancel_fire(&l->done, SG_E_CANCELLED);
+	return NULL;
+}
+
+static sg_err install_leg_start(struct install_leg *l, struct sg_errinfo *err)
+{
+	l->stop_ready = sg_cancel_init(&l->stop) == SG_OK;
+	l->done_ready = l->stop_ready && sg_cancel_init(&l->done) == SG_OK;
+	l->started = l->done_ready && pthread_create(&l->thread, NULL, install_leg_main, l) == 0;
+	return l->started ? SG_OK
+			  : sg_err_set(err, SG_E_INTERNAL, "cannot start a thread to prepare the sandbox");
+}
+
+static bool install_leg_ended(const struct install_leg *l)
+{
+	return !l->started || sg_cancel_check(&l->done);
+}
+
+/* Stop the leg (with why) unless it ended; then wait for it and let go. */
+static void install_leg_end(struct install_leg *l, sg_err why)
+{
+	if (l->started) {
+		sg_cancel_fire(&l->stop, why);
+		pthread_join(l->thread, NULL);
+	}
+	if (l->done_ready)
+		sg_cancel_release(&l->done);
+	if (l->stop_ready)
+		sg_cancel_release(&l->stop);
+}
+
+/* Does the reply have key=1 among its lines? */
+static bool install_flag(const char *reply, const char *key)
+{
+	char *v = reply ? install_kv(reply, key) : NULL;
+	bool on = v && strcmp(v, "1") == 0;
+
+	free(v);
+	return on;
+}
+
+/* The set-up ended, and not with sg-helper in place. */
+static bool install_setup_failed(const struct install_leg *l)
+{
+	return l->rc || !(install_flag(l->reply, "installed") || install_flag(l->reply, "helper"));
+}
+
+sg_err sg_install_run_beside(const struct sg_install_beside *b, char **reply,
+			     int64_t *upload_ms, struct sg_cancel *cancel,
+			     struct sg_errinfo *err)
+{
+	struct install_leg up = { .b = b, .is_upload = true }, set = { .b = b };
+	bool up_failed = false, set_failed = false; /* and the other leg was stopped */
+	sg_err rc, why;
+
+	*reply = NULL;
+	/* The command first: the upload's preparation then runs while it travels. */
+	rc = install_leg_start(&set, err);
+	if (!rc)
+		rc = install_leg_start(&up, err);
+	while (!rc && !sg_cancel_check(cancel) &&
+	       !(install_leg_ended(&up) && install_leg_ended(&set))) {
+		struct pollfd p[3] = {
+			{ .fd = sg_cancel_fd(cancel), .events = POLLIN },
+			{ .fd = install_leg_ended(&up) ? -1 : sg_cancel_fd(&up.done), .events = POLLIN },
+			{ .fd = install_leg_ended(&set) ? -1 : sg_cancel_fd(&set.done), .events = POLLIN },
+		};
+
+		if (!set_failed && install_leg_ended(&up) && up.rc && !install_leg_ended(&set)) {
+			up_failed = true;
+			sg_cancel_fire(&set.stop, SG_E_CANCELLED);
+		}
+		if (!up_failed && install_leg_ended(&set) && install_setup_failed(&set) &&
+		    !install_leg_ended(&up)) {
+			set_failed = true;
+			sg_cancel_fire(&up.stop, SG_E_CANCELLED);
+		}
+		/* Bounded anyway: each leg's request has a timeout of its own. */
+		if (poll(p, 3, SG_INSTALL_POLL_MS) < 0 && errno != EINTR)
+			rc = sg_err_set(err, SG_E_INTERNAL, "cannot wait for the set-up: %s",
+					strerror(errno));
+	}
+	why = sg_cancel_check(cancel) ? sg_cancel_check(cancel) : SG_E_CANCELLED;
+	install_leg_end(&set, why);
+	install_leg_end(&up, why);
+	*upload_ms = up.ms;
+	if (rc)
+		goto out;
+	if ((rc = sg_cancel_check(cancel)))
+		rc = sg_err_set(err, rc, "preparing the sandbox was cancelled");
+	else if (set.rc && up_failed)
+		rc = sg_err_set(err, up.rc, "%s", up.err.msg); /* the cause */
+	else if (set.rc)
+		rc = sg_err_set(err, set.rc, "%s", set.err.msg);
+	else if (install_setup_failed(&set) && up.rc && !set_failed)
+		rc = sg_err_set(err, up.rc, "%s", up.err.msg); /* it never came */
+	/*
+	 * Otherwise the reply: sg-helper in place (even when the upload's
+	 * own answer was lost: the script checked what landed), or why not
+	 * (the adapter's reading of the set-up reply says).
+	 */
+	if (!rc) {
+		*reply = set.reply;
+		set.reply = NULL;
+	}
+out:
+	free(set.reply);
 	return rc;
 }

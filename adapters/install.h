@@ -149,6 +149,37 @@ sg_err sg_install_helper(const struct sg_install *in, struct sg_helper_bin *b,
 			 struct sg_errinfo *err) SG_MUST_CHECK;
 
 /*
+ * sg-helper sent beside the set-up command that installs it, for a
+ * provider whose upload and command are two requests (daytona, vercel):
+ * both go out at once, each on a thread of its own, so they cost one round
+ * trip, not two.  The upload's last file is a marker that the set-up waits
+ * for (bounded: SG_UPW and SG_UPWAIT, adapters/cloud.h) before it installs
+ * the program sent before it.
+ */
+struct sg_install_beside {
+	void *ctx;
+	/* Send the program, then the marker.  stop fires when it is not needed. */
+	sg_err (*upload)(void *ctx, struct sg_cancel *stop, struct sg_errinfo *err);
+	/* Run the set-up; *reply (new) is what it printed. */
+	sg_err (*setup)(void *ctx, char **reply, struct sg_cancel *stop,
+			struct sg_errinfo *err);
+};
+
+/*
+ * Run b's upload and set-up side by side; *reply (new) is the set-up's
+ * reply, *upload_ms what the upload took.  The calling thread only
+ * coordinates: it passes cancel on to both, stops the set-up when the
+ * upload failed (nothing else would end the script's wait early) and the
+ * upload when the set-up ended without sg-helper in place.  An error is
+ * the cause: the upload's when the set-up was stopped for it or ended
+ * without the program, else the set-up's; a reply that says why the
+ * install failed is returned for the caller to read.
+ */
+sg_err sg_install_run_beside(const struct sg_install_beside *b, char **reply,
+			     int64_t *upload_ms, struct sg_cancel *cancel,
+			     struct sg_errinfo *err) SG_MUST_CHECK;
+
+/*
  * Read an install's reply (from SG_INSTALL_SH, alone or inside an
  * adapter's script): SG_OK for installed=1, SG_E_PROVIDER with the
  * sentence otherwise; where names the environment in it.

@@ -63,6 +63,7 @@
 #define SG_HELPER_STDERR (16 * SG_KiB) /* stderr kept for an error message */
 #define SG_JOB_SPEC_MAX (8 * SG_MiB) /* a job's environment and argv on stdin */
 #define SG_HELPER_BIN_MAX (64 * SG_MiB) /* sg-helper on this host, to install */
+#define SG_INSTALL_POLL_MS 500 /* an upload and a set-up side by side: the coordinator's wake-ups */
 #define SG_WORKERS_MAX 64          /* worker threads, grown on demand */
 #define SG_LIST_MAX 10000          /* list_dir / glob entries */
 #define SG_GREP_DEFAULT 500        /* grep max_results default */
@@ -92,6 +93,7 @@
 #define SG_GRPC_URL_MAX 512            /* a gRPC server's scheme://host:port */
 #define SG_GRPC_KEY_MAX 128            /* an idempotency key */
 #define SG_GRPC_RECYCLE_CALLS 900      /* calls on one connection, then a new one */
+#define SG_GRPC_POOL_MAX 16            /* idle connections kept (curl's pool, all hosts) */
 #define SG_PROBE_TOOL_MS 2000           /* each toolchain's --version */
 #define SG_PROBE_CAPTURE (4 * SG_KiB)   /* its output kept */
 #define SG_PROBE_FILE_MAX (256 * SG_KiB) /* a /proc or cgroup file read */
@@ -130,6 +132,7 @@
 #define SG_DAYTONA_INLINE_MAX (96 * SG_KiB) /* one variable: a part of stdin, argv */
 #define SG_DAYTONA_STDIN_VARS (1 * SG_MiB)  /* stdin text sent in variables, at most */
 #define SG_DAYTONA_SCRIPT_REPLY (256 * SG_KiB) /* our own scripts' output */
+#define SG_DAYTONA_UPLOAD_WAIT_MS 30000 /* the set-up waits for sg-helper sent beside it (< half the request's timeout) */
 #define SG_DAYTONA_SWEEP_MIN 1440      /* run/ leftovers older than a day */
 #define SG_DAYTONA_TRIP_FAILS 4        /* consecutive failed trips of one exec */
 #define SG_DAYTONA_LIST_PAGES 1000     /* pages of GET /sandbox, at most */
@@ -162,7 +165,7 @@
 #define SG_MODAL_MIN_TIMEOUT_S 60  /* timeout_secs at least (lifetime_seconds below it) */
 #define SG_MODAL_MAX_TIMEOUT_S 86400 /* Modal's maximum timeout and idle timeout */
 #define SG_MODAL_IMAGE_CACHE 16    /* image ids remembered per reference */
-#define SG_MODAL_STDIN_CHUNK (256 * SG_KiB) /* one TaskExecStdinWrite */
+#define SG_MODAL_STDIN_CHUNK (512 * SG_KiB) /* one TaskExecStdinWrite */
 
 
 /* The vercel backend (vercel/). */

@@ -183,6 +183,20 @@ static const char dtn_procs_sh[] =
 
 /* ---- Small helpers ------------------------------------------------------- */
 
+/*
+ * A step of provisioning at --log-level debug, with the wall clock in ms,
+ * so that a timeline of initialize lines up with a provider's request log.
+ */
+static void dtn_mark(const char *what)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	sg_log_debug("timeline %s at %lld.%03ld", what,
+		     (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000,
+		     (ts.tv_nsec / 1000) % 1000);
+}
+
 /* Whole vCPUs: Daytona takes integers, so a fraction is rounded up. */
 static int64_t dtn_cpus(double cpus)
 {
@@ -452,6 +466,7 @@ static sg_err dtn_wait_from(const struct dtn_client *cl, const char *id,
 			polled = true;
 		}
 		st = dtn_state(cur);
+		dtn_mark(from_event ? "state from an event" : "state from the API");
 		sg_progress_update("sandbox %s is %s", id, st);
 		if (want ? dtn_in(want, st) : !dtn_in_transition(cur))
 			break;
@@ -1002,19 +1017,26 @@ static sg_err dtn_script(struct dtn_env *de, const char *script, json_t *envs,
 /*
  * Write a file in the sandbox through the files API (bulk-upload, as the
  * SDK does: the path part first, then the file part named by its
- * basename).  The bytes come from data or from file.
+ * basename).  The bytes come from data or from file.  With mark, an empty
+ * file of that path follows in the same request: the toolbox writes the
+ * files in their order, so mark exists once the first is whole (a set-up
+ * sent beside the upload waits for it).
  */
 static sg_err dtn_upload(struct dtn_env *de, const char *path, const void *data,
-			 size_t len, const struct sg_http_source *file,
+			 size_t len, const struct sg_http_source *file, const char *mark,
 			 struct sg_cancel *cancel, struct sg_errinfo *err)
 {
 	const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
+	const char *mbase = mark && strrchr(mark, '/') ? strrchr(mark, '/') + 1 : mark;
 	char *url = dtn_toolbox_url(de, "/files/bulk-upload");
-	struct sg_http_part parts[2] = {
+	struct sg_http_part parts[4] = {
 		{ .name = "files[0].path", .data = path, .len = strlen(path) },
 		{ .name = "files[0].file", .filename = base,
 		  .content_type = "application/octet-stream", .data = data, .len = len,
 		  .file = file },
+		{ .name = "files[1].path", .data = mark, .len = mark ? strlen(mark) : 0 },
+		{ .name = "files[1].file", .filename = mbase,
+		  .content_type = "application/octet-stream", .data = "", .len = 0 },
 	};
 	struct dtn_reply r;
 	sg_err rc;
@@ -1023,7 +1045,7 @@ static sg_err dtn_upload(struct dtn_env *de, const char *path, const void *data,
 		return sg_err_set(err, SG_E_INTERNAL, "out of memory");
 	rc = dtn_do(&de->cl,
 		    &(struct dtn_call){ .method = "POST", .url = url, .parts = parts,
-					.nparts = 2, .idempotent = true,
+					.nparts = mark ? 4 : 2, .idempotent = true,
 					.timeout_ms = SG_DAYTONA_CREATE_MS,
 					.what = "uploading a file to the sandbox" },
 		    &r, cancel, err);
@@ -1182,7 +1204,8 @@ static sg_err dtn_job_prepare(struct dtn_env *de, const struct sg_exec *x, const
 				rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
 				goto out;
 			}
-			rc = dtn_upload(de, j->upload, x->stdin_data, x->stdin_len, NULL, cancel, err);
+			rc = dtn_upload(de, j->upload, x->stdin_data, x->stdin_len, NULL, NULL, cancel,
+					err);
 			if (rc)
 				goto out;
 		}
@@ -1666,7 +1689,7 @@ static sg_err dtn_install_upload(void *ctx, const char *path, int fd, struct sg_
 	struct sg_http_source src = { .fd = fd, .offset = 0, .len = -1 };
 
 	sg_progress_update("uploading sg-helper");
-	return dtn_upload(ctx, path, NULL, 0, &src, cancel, err);
+	return dtn_upload(ctx, path, NULL, 0, &src, NULL, cancel, err);
 }
 
 /* The installer's step: d, s and u as variables. */
@@ -1693,12 +1716,47 @@ static sg_err dtn_install_run(void *ctx, const char *script, const char *dir, co
 }
 
 /*
+ * A sandbox this provision made: sg-helper's upload and the set-up that
+ * installs it go out side by side (adapters/install.h).
+ */
+struct dtn_beside {
+	struct dtn_env *de;
+	const char *up, *mark; /* the upload's path and the marker after it */
+	int fd;                /* the program */
+	json_t *envs;          /* the set-up's (borrowed) */
+};
+
+static sg_err dtn_beside_upload(void *ctx, struct sg_cancel *stop, struct sg_errinfo *err)
+{
+	struct dtn_beside *db = ctx;
+	struct sg_http_source src = { .fd = db->fd, .offset = 0, .len = -1 };
+	sg_err rc;
+
+	dtn_mark("upload sent");
+	rc = dtn_upload(db->de, db->up, NULL, 0, &src, db->mark, stop, err);
+	dtn_mark("upload answered");
+	return rc;
+}
+
+static sg_err dtn_beside_setup(void *ctx, char **reply, struct sg_cancel *stop,
+			       struct sg_errinfo *err)
+{
+	struct dtn_beside *db = ctx;
+	sg_err rc;
+
+	dtn_mark("setup sent");
+	rc = dtn_script(db->de, sg_cloud_setup_sh, db->envs, false, reply, stop, err);
+	dtn_mark("setup answered");
+	return rc;
+}
+
+/*
  * Prepare the inside: root, sandgate's directories, sg-helper, and the
- * probe, in one request where it can be.  A sandbox this provision made
- * cannot have sg-helper yet, so its copy is uploaded first and installed
- * by the set-up request itself; a resumed one usually has it (the set-up
- * finds it by checksum) and otherwise receives it through the installer
- * afterwards.
+ * probe, in one round trip where it can be.  A sandbox this provision
+ * made cannot have sg-helper yet, so its copy is uploaded beside the
+ * set-up request, which waits for it and installs it; a resumed one
+ * usually has it (the set-up finds it by checksum) and otherwise receives
+ * it through the installer afterwards.
  */
 static sg_err dtn_setup(struct dtn_env *de, struct sg_cancel *cancel, struct sg_errinfo *err)
 {
@@ -1708,39 +1766,39 @@ static sg_err dtn_setup(struct dtn_env *de, struct sg_cancel *cancel, struct sg_
 	struct sg_install in = { .ctx = de, .dir = "/tmp", .nonce = de->nonce,
 				 .run = dtn_install_run, .upload = dtn_install_upload };
 	struct sg_cloud_setup got = { 0 };
-	char *reply = NULL, *up = NULL;
-	int64_t t0 = sg_now_ms();
+	char *reply = NULL, *up = NULL, *mark = NULL;
+	/* The set-up answers for itself well within its request's timeout. */
+	int64_t wait_ms = de->limit_ms / 2 < SG_DAYTONA_UPLOAD_WAIT_MS ? de->limit_ms / 2
+								       : SG_DAYTONA_UPLOAD_WAIT_MS;
 	json_t *envs = NULL;
 	sg_err rc;
 
 	rc = sg_helper_bin_open(env->helper_host, &bin, err);
 	if (rc)
 		goto out;
-	if (de->fresh) {
-		if (!(up = sg_install_upload_path(&in, &bin))) {
-			rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
-			goto out;
-		}
-		rc = dtn_install_upload(de, up, bin.fd, cancel, err);
-		if (rc)
-			goto out;
+	if (de->fresh &&
+	    (!(up = sg_install_upload_path(&in, &bin)) || asprintf(&mark, "%s.ok", up) < 0)) {
+		mark = NULL;
+		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
+		goto out;
+	}
+	envs = sg_cloud_setup_vars(env->root, bin.sha, SG_DAYTONA_SWEEP_MIN, up, mark, wait_ms);
+	if (!envs) {
+		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
+	} else if (up) {
+		struct dtn_beside db = { .de = de, .up = up, .mark = mark, .fd = bin.fd,
+					 .envs = envs };
+		const struct sg_install_beside side = { .ctx = &db, .upload = dtn_beside_upload,
+							.setup = dtn_beside_setup };
+
+		rc = sg_install_run_beside(&side, &reply, &cost.ms, cancel, err);
 		cost.requests = 1;
 		cost.bytes = bin.size;
-		cost.ms = sg_now_ms() - t0;
+	} else {
+		dtn_mark("setup sent");
+		rc = dtn_script(de, sg_cloud_setup_sh, envs, false, &reply, cancel, err);
+		dtn_mark("setup answered");
 	}
-	{
-		char sweep[16];
-
-		snprintf(sweep, sizeof(sweep), "%d", SG_DAYTONA_SWEEP_MIN);
-		envs = json_pack("{s:s, s:s, s:s, s:s}", "SG_ROOT", env->root, "SG_SHA", bin.sha,
-				 "SG_SWEEP", sweep, "SG_PROBE", "1");
-		if (envs && up && json_object_set_new(envs, "SG_UP", json_string(up))) {
-			json_decref(envs);
-			envs = NULL;
-		}
-	}
-	rc = envs ? dtn_script(de, sg_cloud_setup_sh, envs, false, &reply, cancel, err)
-		  : sg_err_set(err, SG_E_INTERNAL, "out of memory");
 	if (!rc)
 		rc = sg_cloud_setup_read(env, reply, bin.sha, up != NULL, "daytona", &got, err);
 	de->base_dir = got.base_dir;
@@ -1766,6 +1824,7 @@ out:
 	json_decref(envs);
 	free(reply);
 	free(up);
+	free(mark);
 	return rc;
 }
 
@@ -1845,7 +1904,9 @@ static sg_err dtn_obtain(struct dtn_env *de, json_t **dto, struct sg_cancel *can
 						  "the sandbox of identity \"%.60s\" (%s) is gone",
 						  env->identity, de->name);
 			sg_progress_begin("create", "creating sandbox %s", de->name);
+			dtn_mark("create sent");
 			rc = dtn_create(de, dto, cancel, err);
+			dtn_mark("create answered");
 			sg_progress_end(rc);
 			if (rc)
 				return rc;
@@ -1936,6 +1997,7 @@ static sg_err dtn_provision(struct sg_env *env, struct sg_cancel *cancel,
 	int64_t want_cpu = dtn_cpus(p->cpus), want_gib = dtn_gib(p->memory_mb);
 	sg_err rc;
 
+	dtn_mark("provision");
 	if (pthread_mutex_init(&de->lock, NULL) == 0)
 		de->lock_ready = true;
 	if (sg_cancel_init(&de->ka_stop) == SG_OK)
@@ -1990,6 +2052,7 @@ static sg_err dtn_provision(struct sg_env *env, struct sg_cancel *cancel,
 	}
 	if (!rc && !(env->facts = dtn_facts(de, dto)))
 		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
+	dtn_mark("provisioned");
 out:
 	if (rc && de->fresh && env->id[0] && sg_cancel_check(cancel)) {
 		/*

@@ -5,10 +5,13 @@
 
 #include <errno.h>
 #include <jansson.h>
+#include <poll.h>
+#include <sys/eventfd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "base/log.h"
 #include "base/limits.h"
@@ -454,6 +457,76 @@ sg_err mdl_app(struct mdl_client *c, const char *name, char **app_id,
 	return rc;
 }
 
+/*
+ * The image builder version the environment asks for (EnvironmentGetOrCreate),
+ * into out; asked once per client, kept in c->builder.
+ */
+static sg_err builder_version(struct mdl_client *c, char *out, size_t cap,
+			      struct sg_cancel *cancel, struct sg_errinfo *err)
+{
+	Modal__Client__EnvironmentGetOrCreateRequest ereq =
+		MODAL__CLIENT__ENVIRONMENT_GET_OR_CREATE_REQUEST__INIT;
+	Modal__Client__EnvironmentGetOrCreateResponse *eresp = NULL;
+	sg_err rc = SG_OK;
+
+	pthread_mutex_lock(&c->mu);
+	snprintf(out, cap, "%s", c->builder);
+	pthread_mutex_unlock(&c->mu);
+	if (out[0])
+		return SG_OK;
+	snprintf(out, cap, "2024.10"); /* libmodal's default */
+	ereq.deployment_name = c->creds.environment;
+	rc = mdl_call(c, "EnvironmentGetOrCreate", &ereq.base,
+		      &modal__client__environment_get_or_create_response__descriptor,
+		      (ProtobufCMessage **)&eresp, 0, NULL, cancel, err);
+	if (rc)
+		return rc;
+	if (eresp->metadata && eresp->metadata->settings &&
+	    eresp->metadata->settings->image_builder_version[0])
+		snprintf(out, cap, "%s", eresp->metadata->settings->image_builder_version);
+	protobuf_c_message_free_unpacked(&eresp->base, NULL);
+	pthread_mutex_lock(&c->mu);
+	snprintf(c->builder, sizeof(c->builder), "%s", out);
+	pthread_mutex_unlock(&c->mu);
+	return SG_OK;
+}
+
+struct env_ask {
+	struct mdl_client *c;
+	struct sg_cancel *cancel;
+	struct sg_errinfo err;
+	sg_err rc;
+};
+
+static void *env_ask_main(void *arg)
+{
+	struct env_ask *a = arg;
+	char builder[sizeof(a->c->builder)];
+
+	a->rc = builder_version(a->c, builder, sizeof(builder), a->cancel, &a->err);
+	return NULL;
+}
+
+sg_err mdl_app_and_env(struct mdl_client *c, const char *name, bool with_env,
+		       char **app_id, struct sg_cancel *cancel,
+		       struct sg_errinfo *err)
+{
+	struct env_ask a = { .c = c, .cancel = cancel };
+	pthread_t t;
+	bool started = false;
+	sg_err rc;
+
+	/* Both ask for the auth token first; the client fetches it once. */
+	if (with_env)
+		started = pthread_create(&t, NULL, env_ask_main, &a) == 0;
+	rc = mdl_app(c, name, app_id, cancel, err);
+	if (started)
+		pthread_join(t, NULL);
+	/* A failed ask is asked again by mdl_image, which reports it. */
+	(void)a.rc;
+	return rc;
+}
+
 struct join {
 	int status;        /* the build's GenericStatus, 0 until known */
 	char entry[128];   /* the last entry id, to resume from */
@@ -488,14 +561,11 @@ sg_err mdl_image(struct mdl_client *c, const char *app_id, const char *ref,
 		 int64_t timeout_ms, char **image_id, struct sg_cancel *cancel,
 		 struct sg_errinfo *err)
 {
-	Modal__Client__EnvironmentGetOrCreateRequest ereq =
-		MODAL__CLIENT__ENVIRONMENT_GET_OR_CREATE_REQUEST__INIT;
-	Modal__Client__EnvironmentGetOrCreateResponse *eresp = NULL;
 	Modal__Client__ImageGetOrCreateRequest req =
 		MODAL__CLIENT__IMAGE_GET_OR_CREATE_REQUEST__INIT;
 	Modal__Client__ImageGetOrCreateResponse *resp = NULL;
 	Modal__Client__Image img = MODAL__CLIENT__IMAGE__INIT;
-	char from[SG_PATH_MAX], builder[64] = "2024.10";
+	char from[SG_PATH_MAX], builder[sizeof(c->builder)];
 	char *cmds[1] = { from };
 	struct join j = { 0 };
 	int64_t deadline = sg_now_ms() + timeout_ms;
@@ -507,16 +577,9 @@ sg_err mdl_image(struct mdl_client *c, const char *app_id, const char *ref,
 	    snprintf(from, sizeof(from), "FROM %s", ref) >= (int)sizeof(from))
 		return sg_err_set(err, SG_E_INVALID_ARGUMENT,
 				  "image: a registry reference is one word");
-	ereq.deployment_name = c->creds.environment;
-	rc = mdl_call(c, "EnvironmentGetOrCreate", &ereq.base,
-		      &modal__client__environment_get_or_create_response__descriptor,
-		      (ProtobufCMessage **)&eresp, 0, NULL, cancel, err);
+	rc = builder_version(c, builder, sizeof(builder), cancel, err);
 	if (rc)
 		goto out;
-	if (eresp->metadata && eresp->metadata->settings &&
-	    eresp->metadata->settings->image_builder_version[0])
-		snprintf(builder, sizeof(builder), "%s",
-			 eresp->metadata->settings->image_builder_version);
 	img.n_dockerfile_commands = 1;
 	img.dockerfile_commands = cmds;
 	req.image = &img;
@@ -582,8 +645,6 @@ sg_err mdl_image(struct mdl_client *c, const char *app_id, const char *ref,
 	}
 	rc = dup_out(resp->image_id, image_id, err);
 out:
-	if (eresp)
-		protobuf_c_message_free_unpacked(&eresp->base, NULL);
 	if (resp)
 		protobuf_c_message_free_unpacked(&resp->base, NULL);
 	return rc;
@@ -804,6 +865,122 @@ static sg_err read_stream(struct mdl_router *r, const char *exec_id, int fd,
 	}
 }
 
+/*
+ * The stdin of an exec by offset: a retried write is not written twice.
+ * In pieces of SG_MODAL_STDIN_CHUNK: libcurl 7.88.1 sends one large
+ * HTTP/2 body slower the larger it is (a 15 MiB write did not finish in a
+ * minute; in pieces it takes seconds).
+ */
+static sg_err write_stdin(struct mdl_router *r, const char *exec_id,
+			  const struct mdl_exec *x, int *calls,
+			  struct sg_cancel *cancel, struct sg_errinfo *err)
+{
+	Modal__TaskCommandRouter__TaskExecStdinWriteRequest w =
+		MODAL__TASK_COMMAND_ROUTER__TASK_EXEC_STDIN_WRITE_REQUEST__INIT;
+	ProtobufCMessage *wr = NULL;
+	size_t at = 0;
+	sg_err rc;
+
+	w.task_id = r->task_id;
+	w.exec_id = (char *)exec_id;
+	do {
+		size_t n = x->stdin_len - at;
+
+		if (n > SG_MODAL_STDIN_CHUNK)
+			n = SG_MODAL_STDIN_CHUNK;
+		w.offset = at;
+		w.data.data = (uint8_t *)x->stdin_data + at;
+		w.data.len = n;
+		w.eof = at + n == x->stdin_len;
+		rc = router_call(r, "TaskExecStdinWrite", &w.base,
+				 &modal__task_command_router__task_exec_stdin_write_response__descriptor,
+				 &wr, 0, cancel, err);
+		(*calls)++;
+		if (wr)
+			protobuf_c_message_free_unpacked(wr, NULL);
+		wr = NULL;
+		at += n;
+	} while (!rc && at < x->stdin_len);
+	return rc;
+}
+
+/* The output read on a second thread while the stdin is written. */
+struct side_read {
+	struct mdl_router *r;
+	const char *exec_id;
+	struct mdl_exec_result *res;
+	int64_t deadline;
+	int calls;
+	struct sg_cancel stop; /* fired when the write fails or the caller cancels */
+	atomic_bool done;      /* the read has ended */
+	int done_fd;           /* an eventfd, written then, to wake the writer */
+	struct sg_errinfo err;
+	sg_err rc;
+};
+
+static void *side_read_main(void *arg)
+{
+	struct side_read *s = arg;
+
+	s->rc = read_stream(s->r, s->exec_id, 0, &s->res->out, &s->res->out_total,
+			    s->deadline, &s->calls, &s->stop, &s->err);
+	atomic_store(&s->done, true);
+	/* A failed write only delays the writer's next look at done. */
+	(void)eventfd_write(s->done_fd, 1);
+	return NULL;
+}
+
+/*
+ * Write the stdin and read the merged output side by side: the read is
+ * sent once the start has answered (the router knows the exec), the
+ * writes go out beside it, so a command with stdin costs the round trips
+ * of its writes, not those plus the read's.  A failed write stops the
+ * read; the caller's cancel stops both.  *started false: no second
+ * thread could be had, nothing was sent.
+ */
+static sg_err write_and_read(struct mdl_router *r, const char *exec_id,
+			     const struct mdl_exec *x, struct mdl_exec_result *res,
+			     int64_t deadline, bool *started,
+			     struct sg_cancel *cancel, struct sg_errinfo *err)
+{
+	struct side_read s = { .r = r, .exec_id = exec_id, .res = res,
+			       .deadline = deadline, .done = false, .done_fd = -1 };
+	pthread_t t;
+	sg_err rc;
+
+	*started = false;
+	if (sg_cancel_init(&s.stop) != SG_OK)
+		return SG_OK;
+	s.done_fd = eventfd(0, EFD_CLOEXEC);
+	if (s.done_fd < 0 || pthread_create(&t, NULL, side_read_main, &s) != 0) {
+		if (s.done_fd >= 0)
+			close(s.done_fd);
+		sg_cancel_release(&s.stop);
+		return SG_OK;
+	}
+	*started = true;
+	rc = write_stdin(r, exec_id, x, &res->router_calls, cancel, err);
+	if (rc) {
+		sg_cancel_fire(&s.stop, SG_E_CANCELLED);
+	} else {
+		struct pollfd p[2] = { { .fd = s.done_fd, .events = POLLIN },
+				       { .fd = sg_cancel_fd(cancel), .events = POLLIN } };
+
+		while (!atomic_load(&s.done) && !sg_cancel_check(cancel))
+			(void)poll(p, p[1].fd >= 0 ? 2 : 1, 1000);
+		if (sg_cancel_check(cancel))
+			sg_cancel_fire_with(&s.stop, sg_cancel_check(cancel),
+					    sg_cancel_reason(cancel));
+	}
+	pthread_join(t, NULL);
+	res->router_calls += s.calls;
+	if (!rc && s.rc)
+		rc = sg_err_set(err, s.rc, "%s", s.err.msg);
+	close(s.done_fd);
+	sg_cancel_release(&s.stop);
+	return rc;
+}
+
 sg_err mdl_run(struct mdl_client *c, struct mdl_router *r,
 	       const struct mdl_exec *x, struct mdl_exec_result *res,
 	       struct sg_cancel *cancel, struct sg_errinfo *err)
@@ -875,43 +1052,24 @@ sg_err mdl_run(struct mdl_client *c, struct mdl_router *r,
 	if (rc)
 		goto out;
 	if (x->stdin_data) {
-		Modal__TaskCommandRouter__TaskExecStdinWriteRequest w =
-			MODAL__TASK_COMMAND_ROUTER__TASK_EXEC_STDIN_WRITE_REQUEST__INIT;
-		ProtobufCMessage *wr = NULL;
+		bool side = false;
 
-		/*
-		 * By offset: a retried write is not written twice.  In pieces
-		 * of SG_MODAL_STDIN_CHUNK: libcurl 7.88.1 sends one large
-		 * HTTP/2 body slower the larger it is (a 15 MiB write did not
-		 * finish in a minute; in 256 KiB pieces it takes seconds).
-		 */
-		size_t at = 0;
-
-		w.task_id = r->task_id;
-		w.exec_id = exec_id;
-		do {
-			size_t n = x->stdin_len - at;
-
-			if (n > SG_MODAL_STDIN_CHUNK)
-				n = SG_MODAL_STDIN_CHUNK;
-			w.offset = at;
-			w.data.data = (uint8_t *)x->stdin_data + at;
-			w.data.len = n;
-			w.eof = at + n == x->stdin_len;
-			rc = router_call(r, "TaskExecStdinWrite", &w.base,
-					 &modal__task_command_router__task_exec_stdin_write_response__descriptor,
-					 &wr, 0, cancel, err);
-			res->router_calls++;
-			if (wr)
-				protobuf_c_message_free_unpacked(wr, NULL);
-			wr = NULL;
-			at += n;
-		} while (!rc && at < x->stdin_len);
+		/* With stderr apart it is read after stdout, as without stdin. */
+		if (x->merge)
+			rc = write_and_read(r, exec_id, x, res, deadline, &side,
+					    cancel, err);
+		if (!side)
+			rc = write_stdin(r, exec_id, x, &res->router_calls, cancel,
+					 err);
+		if (!side && !rc)
+			rc = read_stream(r, exec_id, 0, &res->out, &res->out_total,
+					 deadline, &res->router_calls, cancel, err);
 		if (rc)
 			goto out;
+	} else {
+		rc = read_stream(r, exec_id, 0, &res->out, &res->out_total,
+				 deadline, &res->router_calls, cancel, err);
 	}
-	rc = read_stream(r, exec_id, 0, &res->out, &res->out_total, deadline,
-			 &res->router_calls, cancel, err);
 	if (!rc && !x->merge)
 		rc = read_stream(r, exec_id, 1, &res->err, &res->err_total,
 				 deadline, &res->router_calls, cancel, err);

@@ -68,6 +68,7 @@ struct mdl_client {
 	bool loopback_h2c; /* the control plane is http:// on loopback */
 	pthread_mutex_t mu;
 	char *auth_token; /* malloc, under mu */
+	char builder[64]; /* the environment's image builder version, "" until asked; under mu */
 	int64_t auth_exp; /* seconds since the epoch */
 	atomic_uint_fast64_t auth_fetches;
 };
@@ -94,8 +95,19 @@ sg_err mdl_app(struct mdl_client *c, const char *name, char **app_id,
 	       struct sg_cancel *cancel, struct sg_errinfo *err) SG_MUST_CHECK;
 
 /*
+ * AppGetOrCreate as mdl_app; with with_env, EnvironmentGetOrCreate is sent
+ * beside it from a second thread (the two take one round trip), and the
+ * builder version it gives is kept for mdl_image.  Its failure is not
+ * this call's: mdl_image asks again and reports it.
+ */
+sg_err mdl_app_and_env(struct mdl_client *c, const char *name, bool with_env,
+		       char **app_id, struct sg_cancel *cancel,
+		       struct sg_errinfo *err) SG_MUST_CHECK;
+
+/*
  * The image for a registry reference ("python:3.13-slim"): the builder
- * version from EnvironmentGetOrCreate, ImageGetOrCreate, then
+ * version from EnvironmentGetOrCreate (asked once per client),
+ * ImageGetOrCreate, then
  * ImageJoinStreaming until the build has a result (its log lines go to
  * sg_log).  *image_id is new.
  */

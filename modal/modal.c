@@ -263,6 +263,32 @@ static sg_err mdl_image_for(struct mdl_env *me, const char *ref, char **out,
 	return SG_OK;
 }
 
+/*
+ * Whether the reference's image is cached for this server and environment
+ * in any app (the app id is not known yet when this is asked).
+ */
+static bool mdl_image_cached(const struct mdl_env *me, const char *ref)
+{
+	char head[SG_PATH_MAX], tail[SG_PATH_MAX];
+	size_t hn, tn;
+	bool found = false;
+
+	snprintf(head, sizeof(head), "%s|%s|", me->cl.creds.server_url, me->cl.creds.environment);
+	snprintf(tail, sizeof(tail), "|%s", ref);
+	hn = strlen(head);
+	tn = strlen(tail);
+	pthread_mutex_lock(&mdl_cache_mu);
+	for (size_t i = 0; i < SG_MODAL_IMAGE_CACHE && !found; i++) {
+		size_t n = strlen(mdl_cache[i].key);
+
+		found = mdl_cache[i].id[0] && n >= hn + tn &&
+			strncmp(mdl_cache[i].key, head, hn) == 0 &&
+			strcmp(mdl_cache[i].key + n - tn, tail) == 0;
+	}
+	pthread_mutex_unlock(&mdl_cache_mu);
+	return found;
+}
+
 /* ---- Tags ------------------------------------------------------------------ */
 
 /* A tag's value among n tags, or NULL. */
@@ -1128,7 +1154,15 @@ static sg_err mdl_provision(struct sg_env *env, struct sg_cancel *cancel,
 	if (rc)
 		return rc;
 	me->cl_ready = true;
-	rc = mdl_app(&me->cl, me->app, &me->app_id, cancel, err);
+	/*
+	 * A sandbox made from the profile's image (no record, so no lookup and
+	 * no snapshot first) needs the environment's builder version unless the
+	 * image is cached: asked beside the app, one round trip for both.
+	 */
+	rc = mdl_app_and_env(&me->cl, me->app,
+			     !env->known && !env->require_existing &&
+				     !mdl_image_cached(me, p->image ? p->image : MDL_IMAGE_DEFAULT),
+			     &me->app_id, cancel, err);
 	if (!rc)
 		rc = mdl_obtain(me, cancel, err);
 	if (rc)

@@ -54,7 +54,6 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
-#include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -1194,149 +1193,34 @@ static void vcl_prep_release(struct vcl_env *ve)
 
 /*
  * The set-up of a sandbox this provision made, which cannot hold sg-helper
- * yet: the fs/write of sg-helper and the set-up command go out at once,
- * each on a thread of its own (a leg), so they cost one round trip, not
- * two.  The archive's last entry is a marker that the script waits for
- * (bounded, SG_UPW) before it installs what came before it.  This thread
- * only coordinates: it passes its cancel on to both legs, stops the
- * set-up when the upload failed (nothing else would end the script's
- * wait early), and stops the upload when the set-up ended without it.
+ * yet: the fs/write of sg-helper and the set-up command go out at once
+ * (adapters/install.h, sg_install_run_beside).  The archive's last entry
+ * is the marker that the script waits for.
  */
-struct vcl_leg {
+struct vcl_beside {
 	struct vcl_env *ve;
-	struct sg_cancel stop; /* fired by the coordinator */
-	struct sg_cancel done; /* fired by the leg as it ends */
-	bool stop_ready, done_ready, started;
-	pthread_t thread;
-	sg_err rc;
-	struct sg_errinfo err;
-	int64_t ms;
 	const struct sg_targz_entry *files; /* the upload's */
 	size_t nfiles;
 	struct sg_buf *tgz; /* the files packed (borrowed): packed here when empty */
-	json_t *vars; /* the set-up's (borrowed), and its reply (new) */
-	char *reply;
+	json_t *vars; /* the set-up's (borrowed) */
 };
 
-static void *vcl_upload_leg(void *arg)
+static sg_err vcl_beside_upload(void *ctx, struct sg_cancel *stop, struct sg_errinfo *err)
 {
-	struct vcl_leg *l = arg;
-	int64_t t0 = sg_now_ms();
+	struct vcl_beside *vb = ctx;
+	sg_err rc;
 
-	vcl_prep_join(l->ve); /* its archive, when a thread packs it */
-	l->rc = l->tgz->len ? SG_OK : vcl_pack(l->files, l->nfiles, l->tgz, &l->err);
-	if (!l->rc)
-		l->rc = vcl_write_tgz(l->ve, l->tgz, &l->stop, &l->err);
-	l->ms = sg_now_ms() - t0;
-	sg_cancel_fire(&l->done, SG_E_CANCELLED);
-	return NULL;
+	vcl_prep_join(vb->ve); /* its archive, when a thread packs it */
+	rc = vb->tgz->len ? SG_OK : vcl_pack(vb->files, vb->nfiles, vb->tgz, err);
+	return rc ? rc : vcl_write_tgz(vb->ve, vb->tgz, stop, err);
 }
 
-static void *vcl_setup_leg(void *arg)
+static sg_err vcl_beside_setup(void *ctx, char **reply, struct sg_cancel *stop,
+			       struct sg_errinfo *err)
 {
-	struct vcl_leg *l = arg;
+	struct vcl_beside *vb = ctx;
 
-	l->rc = vcl_script(l->ve, sg_cloud_setup_sh, l->vars, &l->reply, &l->stop, &l->err);
-	sg_cancel_fire(&l->done, SG_E_CANCELLED);
-	return NULL;
-}
-
-static sg_err vcl_leg_start(struct vcl_leg *l, void *(*fn)(void *), struct sg_errinfo *err)
-{
-	l->stop_ready = sg_cancel_init(&l->stop) == SG_OK;
-	l->done_ready = l->stop_ready && sg_cancel_init(&l->done) == SG_OK;
-	l->started = l->done_ready && pthread_create(&l->thread, NULL, fn, l) == 0;
-	return l->started ? SG_OK
-			  : sg_err_set(err, SG_E_INTERNAL, "cannot start a thread to prepare the sandbox");
-}
-
-static bool vcl_leg_ended(const struct vcl_leg *l)
-{
-	return !l->started || sg_cancel_check(&l->done);
-}
-
-/* Stop the leg (with why) unless it ended; then wait for it and let go. */
-static void vcl_leg_end(struct vcl_leg *l, sg_err why)
-{
-	if (l->started) {
-		sg_cancel_fire(&l->stop, why);
-		pthread_join(l->thread, NULL);
-	}
-	if (l->done_ready)
-		sg_cancel_release(&l->done);
-	if (l->stop_ready)
-		sg_cancel_release(&l->stop);
-}
-
-/* The set-up ended, and not with sg-helper in place. */
-static bool vcl_setup_failed(const struct vcl_leg *l)
-{
-	return l->rc || !l->reply ||
-	       !(sg_cloud_flag(l->reply, "installed") || sg_cloud_flag(l->reply, "helper"));
-}
-
-static sg_err vcl_setup_overlapped(struct vcl_env *ve, const struct sg_targz_entry *files,
-				   size_t nfiles, struct sg_buf *tgz, json_t *vars, char **reply,
-				   int64_t *upload_ms, struct sg_cancel *cancel,
-				   struct sg_errinfo *err)
-{
-	struct vcl_leg up = { .ve = ve, .files = files, .nfiles = nfiles, .tgz = tgz },
-		       set = { .ve = ve, .vars = vars };
-	bool up_failed = false, set_failed = false; /* and the other leg was stopped */
-	sg_err rc, why;
-
-	*reply = NULL;
-	/* The command first: an upload not packed yet is packed while it travels. */
-	rc = vcl_leg_start(&set, vcl_setup_leg, err);
-	if (!rc)
-		rc = vcl_leg_start(&up, vcl_upload_leg, err);
-	while (!rc && !sg_cancel_check(cancel) && !(vcl_leg_ended(&up) && vcl_leg_ended(&set))) {
-		struct pollfd p[3] = {
-			{ .fd = sg_cancel_fd(cancel), .events = POLLIN },
-			{ .fd = vcl_leg_ended(&up) ? -1 : sg_cancel_fd(&up.done), .events = POLLIN },
-			{ .fd = vcl_leg_ended(&set) ? -1 : sg_cancel_fd(&set.done), .events = POLLIN },
-		};
-
-		if (!set_failed && vcl_leg_ended(&up) && up.rc && !vcl_leg_ended(&set)) {
-			up_failed = true;
-			sg_cancel_fire(&set.stop, SG_E_CANCELLED);
-		}
-		if (!up_failed && vcl_leg_ended(&set) && vcl_setup_failed(&set) &&
-		    !vcl_leg_ended(&up)) {
-			set_failed = true;
-			sg_cancel_fire(&up.stop, SG_E_CANCELLED);
-		}
-		/* Bounded anyway: each leg's request has a timeout of its own. */
-		if (poll(p, 3, SG_VERCEL_POLL_MS) < 0 && errno != EINTR)
-			rc = sg_err_set(err, SG_E_INTERNAL, "cannot wait for the set-up: %s",
-					strerror(errno));
-	}
-	why = sg_cancel_check(cancel) ? sg_cancel_check(cancel) : SG_E_CANCELLED;
-	vcl_leg_end(&set, why);
-	vcl_leg_end(&up, why);
-	*upload_ms = up.ms;
-	if (rc)
-		goto out;
-	if ((rc = sg_cancel_check(cancel)))
-		rc = sg_err_set(err, rc, "preparing the sandbox was cancelled");
-	else if (set.rc && up_failed)
-		rc = sg_err_set(err, up.rc, "%s", up.err.msg); /* the cause */
-	else if (set.rc)
-		rc = sg_err_set(err, set.rc, "%s", set.err.msg);
-	else if (vcl_setup_failed(&set) && up.rc && !set_failed)
-		rc = sg_err_set(err, up.rc, "%s", up.err.msg); /* it never came */
-	/*
-	 * Otherwise the reply: sg-helper in place (even when the upload's
-	 * own answer was lost: the script checked what landed), or why not
-	 * (sg_cloud_setup_read reads it).
-	 */
-	if (!rc) {
-		*reply = set.reply;
-		set.reply = NULL;
-	}
-out:
-	free(set.reply);
-	return rc;
+	return vcl_script(vb->ve, sg_cloud_setup_sh, vb->vars, reply, stop, err);
 }
 
 /* Root, sandgate's directories, sg-helper and the probe (cloud.h). */
@@ -1348,7 +1232,7 @@ static sg_err vcl_setup(struct vcl_env *ve, struct sg_cancel *cancel, struct sg_
 	struct sg_install in = { .ctx = ve, .dir = "/tmp", .nonce = ve->nonce,
 				 .run = vcl_install_run, .upload = vcl_install_upload };
 	struct sg_cloud_setup got = { 0 };
-	char *reply = NULL, *up = NULL, sweep[16], wait[24];
+	char *reply = NULL, *up = NULL;
 	json_t *vars = NULL;
 	sg_err rc;
 
@@ -1364,25 +1248,19 @@ static sg_err vcl_setup(struct vcl_env *ve, struct sg_cancel *cancel, struct sg_
 	}
 	/* A new sandbox cannot have it: send it beside the set-up. */
 	up = ve->fresh ? pp->up : NULL;
-	snprintf(sweep, sizeof(sweep), "%d", 1440);
-	snprintf(wait, sizeof(wait), "%d", SG_VERCEL_UPLOAD_WAIT_MS);
-	vars = json_pack("{s:s, s:s, s:s, s:s}", "SG_ROOT", env->root, "SG_SHA", pp->bin.sha,
-			 "SG_SWEEP", sweep, "SG_PROBE", "1");
-	if (vars && up &&
-	    (json_object_set_new(vars, "SG_UP", json_string(up)) ||
-	     json_object_set_new(vars, "SG_UPW", json_string(pp->mark)) ||
-	     json_object_set_new(vars, "SG_UPWAIT", json_string(wait)))) {
-		json_decref(vars);
-		vars = NULL;
-	}
+	vars = sg_cloud_setup_vars(env->root, pp->bin.sha, 1440, up, up ? pp->mark : NULL,
+				   SG_VERCEL_UPLOAD_WAIT_MS);
 	if (!vars) {
 		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
 	} else if (up) {
 		struct sg_targz_entry files[2];
+		struct vcl_beside vb = { .ve = ve, .files = files, .nfiles = 2, .tgz = &pp->tgz,
+					 .vars = vars };
+		const struct sg_install_beside side = { .ctx = &vb, .upload = vcl_beside_upload,
+							.setup = vcl_beside_setup };
 
 		vcl_prep_files(pp, files);
-		rc = vcl_setup_overlapped(ve, files, 2, &pp->tgz, vars, &reply, &cost.ms, cancel,
-					  err);
+		rc = sg_install_run_beside(&side, &reply, &cost.ms, cancel, err);
 		cost.requests = 1;
 		cost.bytes = pp->bin.size;
 	} else {

@@ -179,6 +179,32 @@ class UnknownCreateOutcome(OnFakeDaytona, GatewayTestCase):
         self.assertEqual(g.returncode, 0, g.stdout + g.stderr)
         self.assertNothingLeft()
 
+    def test_cancel_while_setup_waits_for_upload(self):
+        # sg-helper's upload is slow; the set-up sent beside it waits for
+        # it in the sandbox.  A cancel ends both at once, and the sandbox
+        # made for the initialize does not stay.
+        self.fake.fault({"method": "POST", "path": "/files/bulk-upload$", "action": "delay",
+                         "delayMs": 4000})
+        gw = self.start(budget_ms=15000)
+        token = "tok-" + unique()
+        rid = gw.request("initialize", gw.make_binding(), token=token)
+        for _ in range(300):
+            if "preparing sandbox" in gw.stderr_text():
+                break
+            time.sleep(0.05)
+        else:
+            self.fail("the set-up never began")
+        time.sleep(0.3)
+        t0 = time.monotonic()
+        gw.request("cancel", {"id": rid}, token=token)
+        r = gw.wait_reply(rid, 30)
+        self.assertReplyCode(r, "cancelled")
+        self.assertLess(time.monotonic() - t0, 3.0, "the cancel waited for the upload")
+        rc, err, _ = gw.shutdown(timeout=30)
+        self.wait_landed(t0 + 4.5)
+        self.assertNothingLeft()
+        self.assertEqual(rc, 0, err[-2000:])
+
     def test_create_reply_lost_and_lookups_fail(self):
         self.unknown_then_gc(budget_ms=3000)
 
@@ -221,7 +247,8 @@ class TimeToReady(OnFakeDaytona, GatewayTestCase):
         # and the event stream ends the wait: one GET at most, when the
         # stream came up after the wait began (a change may have been
         # missed).  Inside the sandbox exactly the upload and the one
-        # set-up request that installs sg-helper and runs its probe.
+        # set-up request that installs sg-helper and runs its probe, sent
+        # side by side (either may be logged first).
         self.assertEqual(routes[0], "createSandbox", routes)
         self.assertEqual(routes.count("createSandbox"), 1, routes)
         self.assertFalse([r for r in reqs if r.get("status") == 404], routes)
@@ -230,8 +257,14 @@ class TimeToReady(OnFakeDaytona, GatewayTestCase):
               for r in reqs}
         waited = max(0.0, (ts["bulkUpload"] - ts["createSandbox"]).total_seconds())
         self.assertLessEqual(routes.count("getSandbox"), 1 + int(waited), routes)
-        self.assertEqual([x for x in routes if x not in ("createSandbox", "getSandbox")],
+        self.assertEqual(sorted(x for x in routes if x not in ("createSandbox", "getSandbox")),
                          ["bulkUpload", "execute"], routes)
+        # Side by side: the set-up began before the upload was answered.
+        up = [r for r in reqs if r.get("route") == "bulkUpload"][0]
+        ex = [r for r in reqs if r.get("route") == "execute"][0]
+        up_end = ts["bulkUpload"] + datetime.timedelta(milliseconds=up["durationMs"])
+        self.assertLess(datetime.datetime.fromisoformat(ex["ts"].replace("Z", "+00:00")),
+                        up_end, (up, ex))
         gw.shutdown()
 
     def test_recorded_identity_looks_up_first(self):

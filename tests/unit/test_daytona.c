@@ -846,6 +846,46 @@ static void test_create_fails_halfway(void **state)
 	profile_free(t);
 }
 
+/*
+ * sg-helper's upload fails while the set-up sent beside it waits for the
+ * program: initialize fails at once with the upload's error (not when the
+ * set-up's wait runs out), and the sandbox it made is deleted.
+ */
+static void test_upload_fails_beside_setup(void **state)
+{
+	struct tprof *t = profile("{\"image\":\"debian:12\",\"toolbox_timeout_ms\":20000}");
+	struct sg_errinfo err = { 0 };
+	struct tenv e = { 0 };
+	char *id = unique("upfail");
+	char sid[128];
+	int64_t t0;
+	long long seq;
+	json_t *reqs;
+
+	(void)state;
+	SKIP_WITHOUT_FAKE();
+	seq = last_seq();
+	fault("{\"path\":\"/files/bulk-upload$\",\"status\":500,\"count\":100}");
+	t0 = sg_now_ms();
+	assert_int_not_equal(env_up(t, id, false, &e, &err), SG_OK);
+	/* The set-up would have waited 10 s for the program. */
+	assert_true(sg_now_ms() - t0 < 8000);
+	assert_non_null(strstr(err.msg, "uploading a file to the sandbox"));
+	assert_null(strstr(err.msg, "did not arrive"));
+	snprintf(sid, sizeof(sid), "%s", e.env->id);
+	assert_true(sid[0] != '\0');
+	assert_true(wait_destroyed(sid));
+	assert_int_equal(n_sandboxes(), 0);
+	/* The set-up did go out beside the upload. */
+	reqs = requests_since(seq);
+	assert_true(count_route(reqs, "execute", -1) >= 1);
+	json_decref(reqs);
+	json_decref(admin("DELETE", "/__fake/faults", NULL));
+	env_free(&e);
+	free(id);
+	profile_free(t);
+}
+
 static void test_throttled_and_5xx_survived(void **state)
 {
 	struct tprof *t = profile("{}");
@@ -1669,6 +1709,7 @@ int main(void)
 		cmocka_unit_test_setup(test_allow_list, each),
 		cmocka_unit_test_setup(test_create_retried_adopts, each),
 		cmocka_unit_test_setup(test_create_fails_halfway, each),
+		cmocka_unit_test_setup(test_upload_fails_beside_setup, each),
 		cmocka_unit_test_setup(test_unrecorded_creates_first, each),
 		cmocka_unit_test_setup(test_throttled_and_5xx_survived, each),
 		cmocka_unit_test_setup(test_keep_resume_lost_remove, each),

@@ -33,6 +33,10 @@
 //   Huge          a prefix announcing 200 MiB
 //   TwoUnary      two messages, then status OK (wrong for a unary method)
 //   Trickle       one 100-byte message sent a byte at a time, then OK
+//   Echo          the request's message back, then OK
+//   Conns         "<n>": how many TCP connections this server has accepted so far, then OK
+//   Bye           "bye", OK, then the server closes every connection it has (idle ones, as an idle
+//                 timeout does)
 
 import grpc from '@grpc/grpc-js';
 import http2 from 'node:http2';
@@ -130,18 +134,43 @@ const frame = (buf, flag = 0) => {
 
 function rawServer() {
   const srv = http2.createServer();
-  srv.on('session', (s) => s.on('error', () => {}));
+  let conns = 0;
+  const sessions = new Set();
+  srv.on('connection', () => { conns++; });
+  srv.on('session', (s) => {
+    s.on('error', () => {});
+    sessions.add(s);
+    s.on('close', () => sessions.delete(s));
+  });
   srv.on('stream', (stream, headers) => {
+    const body = [];
     stream.on('error', () => {});
     // Like a real handler, answer once the request has arrived (an answer that races the request
     // body is the client library's problem, tested apart with grpc-js's unknown method).
-    stream.resume();
-    stream.on('end', () => answer(stream, headers));
+    stream.on('data', (d) => body.push(d));
+    stream.on('end', () => answer(stream, headers, Buffer.concat(body)));
   });
-  const answer = (stream, headers) => {
+  const unary = (stream, msg, after) => {
+    stream.respond({ ':status': 200, 'content-type': 'application/grpc+proto' }, { waitForTrailers: true });
+    stream.on('wantTrailers', () => stream.sendTrailers({ 'grpc-status': '0' }));
+    if (after) stream.on('close', after);
+    stream.end(frame(msg));
+  };
+  const answer = (stream, headers, body) => {
     const what = String(headers[':path']).split('/').pop();
     const ok = { ':status': 200, 'content-type': 'application/grpc+proto' };
     switch (what) {
+      case 'Echo':
+        unary(stream, body.subarray(5));
+        break;
+      case 'Conns':
+        unary(stream, Buffer.from(String(conns)));
+        break;
+      case 'Bye':
+        unary(stream, Buffer.from('bye'), () => setTimeout(() => {
+          for (const s of sessions) s.destroy();
+        }, 20));
+        break;
       case 'TrailersOnly':
         stream.respond({ ...ok, 'grpc-status': '5', 'grpc-message': 'gone%20away' }, { endStream: true });
         break;
