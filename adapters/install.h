@@ -28,10 +28,13 @@
 /*
  * Shell text: the sha256 line of file f ("<hex>  f", or "<hex> *f"), for
  * "${v%% *}" to cut to the digest without another process.  Needs
- * sha256sum, shasum or openssl in the environment.
+ * sha256sum, shasum or openssl in the environment.  Where sha256sum is
+ * found, the command substitution's subshell becomes it (exec): one
+ * process, not two (a set-up request counts them).
  */
 #define SG_INSTALL_SUM_SH(f)                                                  \
-	"$(sha256sum \"" f "\" 2>/dev/null || shasum -a 256 \"" f "\" 2>/dev/null || " \
+	"$(command -v sha256sum >/dev/null && exec sha256sum \"" f "\" 2>/dev/null; " \
+	"shasum -a 256 \"" f "\" 2>/dev/null || "                                \
 	"openssl dgst -sha256 -r \"" f "\" 2>/dev/null)"
 
 /*
@@ -50,7 +53,9 @@
  * checking its sha256 there; prints "installed=1" and sets i=1, or prints
  * "install_error=" and a sentence.  The upload is removed either way.
  * Sets t and c.  Every step that needs no process of its own has none
- * (a set-up request counts them, docs/benchmarks.md).
+ * (a set-up request counts them, docs/benchmarks.md): an upload that
+ * arrives executable (vercel's is packed 0700, in the private directory
+ * $d once moved) is not chmod'ed again.
  */
 #define SG_INSTALL_SH                                                         \
 	"[ -d \"$d\" ] || ( umask 077; mkdir -p \"$d\" ) 2>/dev/null\n"          \
@@ -62,7 +67,7 @@
 	"  if [ \"$c\" != \"$s\" ]; then rm -f -- \"$t\"; printf 'install_error=the "   \
 	"copy sent has the sha256 \"%s\", not %s (the environment needs sha256sum, "  \
 	"shasum or openssl)\\n' \"$c\" \"$s\"\n"                                \
-	"  elif chmod 700 \"$t\" && mv -f -- \"$t\" \"$d/sg-helper-$s\"; then "   \
+	"  elif { [ -x \"$t\" ] || chmod 700 \"$t\"; } && mv -f -- \"$t\" \"$d/sg-helper-$s\"; then " \
 	"i=1; printf 'installed=1\\n'\n"                                         \
 	"  else rm -f -- \"$t\"; printf 'install_error=cannot install %s\\n' \"$d/sg-helper-$s\"; fi\n" \
 	"fi\n"

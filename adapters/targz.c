@@ -87,8 +87,12 @@ sg_err sg_targz(const struct sg_targz_entry *e, size_t n, struct sg_buf *out)
 	sg_err rc = SG_OK;
 
 	memset(&z, 0, sizeof(z));
-	/* 15 + 16: a gzip wrapper, as the receiving side's gunzip expects. */
-	if (deflateInit2(&z, 6, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK)
+	/*
+	 * 15 + 16: a gzip wrapper, as the receiving side's gunzip expects.
+	 * Level 1: sg-helper packs in a third of level 6's time for 7% more
+	 * bytes, and the packing is on the way to a sandbox's first command.
+	 */
+	if (deflateInit2(&z, 1, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK)
 		return SG_E_INTERNAL;
 	for (size_t i = 0; !rc && i < n; i++) {
 		size_t pad = (SG_TAR_BLOCK - e[i].len % SG_TAR_BLOCK) % SG_TAR_BLOCK;

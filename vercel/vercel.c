@@ -108,6 +108,19 @@ struct vcl_env {
 	bool ka_stop_ready;
 	int64_t ka_ms;
 	struct sg_install_cost install;
+	/*
+	 * sg-helper as the set-up sends it (vcl_prep_start): read and summed
+	 * before a create, packed on a thread of its own while it travels.
+	 */
+	struct vcl_prep {
+		pthread_t thread;
+		bool inited, started, done; /* done: read and summed */
+		sg_err rc;
+		struct sg_errinfo err;
+		struct sg_helper_bin bin;
+		char *up, *mark;    /* the upload's path and its marker's */
+		struct sg_buf tgz;  /* both, packed; empty until packed */
+	} prep;
 };
 
 /* ---- validate --------------------------------------------------------------- */
@@ -793,29 +806,20 @@ static sg_err vcl_script(struct vcl_env *ve, const char *script, json_t *vars, c
 	return rc;
 }
 
-/*
- * Write n files in the sandbox with one fs/write (one gzip'd tar, its
- * entries named relative to /, extracted in their order).
- */
-static sg_err vcl_write_tar(struct vcl_env *ve, const struct sg_targz_entry *e, size_t n,
-			    struct sg_cancel *cancel, struct sg_errinfo *err)
+/* Send tgz (a gzip'd tar, its entries named relative to /) with one fs/write. */
+static sg_err vcl_write_tgz(struct vcl_env *ve, const struct sg_buf *tgz, struct sg_cancel *cancel,
+			    struct sg_errinfo *err)
 {
-	struct sg_buf tgz = SG_BUF_INIT(SG_MAX_FRAME * 8);
 	struct vcl_reply r = { 0 };
 	char sid[128], *p = NULL;
 	sg_err rc;
 
-	rc = sg_targz(e, n, &tgz);
-	if (rc) {
-		sg_buf_release(&tgz);
-		return sg_err_set(err, rc, "cannot pack /%s for Vercel's fs/write", e[0].name);
-	}
 	vcl_get_sid(ve, sid, sizeof(sid));
 	p = vcl_path("/v2/sandboxes/sessions/", sid, "/fs/write");
 	/* Extracting the same archive twice gives the same file: idempotent. */
 	rc = p ? vcl_do(&ve->cl,
-			&(struct vcl_call){ .method = "POST", .path = p, .raw = tgz.p,
-					    .raw_len = tgz.len, .raw_type = "application/gzip",
+			&(struct vcl_call){ .method = "POST", .path = p, .raw = tgz->p,
+					    .raw_len = tgz->len, .raw_type = "application/gzip",
 					    .extra_headers = (const char *[]){ "x-cwd: /", NULL },
 					    .idempotent = true, .timeout_ms = SG_VERCEL_CREATE_MS,
 					    .what = "writing a file in the sandbox" },
@@ -824,8 +828,33 @@ static sg_err vcl_write_tar(struct vcl_env *ve, const struct sg_targz_entry *e, 
 	if (!rc && r.status != 200)
 		rc = vcl_fail(&ve->cl, "writing a file in the sandbox", &r, SG_OK, err);
 	vcl_reply_release(&r);
-	sg_buf_release(&tgz);
 	free(p);
+	return rc;
+}
+
+/* Pack n files into tgz (emptied first) for one fs/write, extracted in their order. */
+static sg_err vcl_pack(const struct sg_targz_entry *e, size_t n, struct sg_buf *tgz,
+		       struct sg_errinfo *err)
+{
+	sg_err rc;
+
+	sg_buf_reset(tgz);
+	rc = sg_targz(e, n, tgz);
+	return rc ? sg_err_set(err, rc, "cannot pack /%s for Vercel's fs/write", e[0].name)
+		  : SG_OK;
+}
+
+/* Write n files in the sandbox with one fs/write. */
+static sg_err vcl_write_tar(struct vcl_env *ve, const struct sg_targz_entry *e, size_t n,
+			    struct sg_cancel *cancel, struct sg_errinfo *err)
+{
+	struct sg_buf tgz = SG_BUF_INIT(SG_MAX_FRAME * 8);
+	sg_err rc;
+
+	rc = vcl_pack(e, n, &tgz, err);
+	if (!rc)
+		rc = vcl_write_tgz(ve, &tgz, cancel, err);
+	sg_buf_release(&tgz);
 	return rc;
 }
 
@@ -1072,6 +1101,97 @@ static sg_err vcl_install_run(void *ctx, const char *script, const char *dir, co
 }
 
 /*
+ * What the set-up sends of sg-helper: its checksum always; for a sandbox
+ * that cannot hold it yet (upload), its bytes, the upload's path and its
+ * marker's.  Into ve->prep, done set.
+ */
+static void vcl_prep_run(struct vcl_env *ve, bool upload)
+{
+	struct vcl_prep *pp = &ve->prep;
+	struct sg_install in = { .dir = "/tmp", .nonce = ve->nonce };
+
+	pp->done = true;
+	pp->rc = sg_helper_bin_open(ve->base.helper_host, &pp->bin, &pp->err);
+	if (pp->rc || !upload)
+		return;
+	if (!(pp->up = sg_install_upload_path(&in, &pp->bin)) ||
+	    asprintf(&pp->mark, "%s.ok", pp->up) < 0) {
+		pp->mark = NULL;
+		pp->rc = sg_err_set(&pp->err, SG_E_INTERNAL, "out of memory");
+		return;
+	}
+	pp->rc = sg_helper_bin_load(&pp->bin, &pp->err);
+}
+
+/* The upload's two entries: the program, then its marker (last: it exists once the program is whole). */
+static void vcl_prep_files(const struct vcl_prep *pp, struct sg_targz_entry files[2])
+{
+	/* 0700: the install need not chmod it (SG_INSTALL_SH). */
+	files[0] = (struct sg_targz_entry){ .name = pp->up + 1, .mode = 0700,
+					    .data = pp->bin.data, .len = (size_t)pp->bin.size };
+	files[1] = (struct sg_targz_entry){ .name = pp->mark + 1, .mode = 0600, .data = "",
+					    .len = 0 };
+}
+
+/* The packing thread: tgz stays empty when it fails (the upload packs again). */
+static void *vcl_prep_main(void *arg)
+{
+	struct vcl_prep *pp = &((struct vcl_env *)arg)->prep;
+	struct sg_targz_entry files[2];
+	struct sg_errinfo err = { 0 };
+
+	vcl_prep_files(pp, files);
+	if (vcl_pack(files, 2, &pp->tgz, &err))
+		sg_buf_reset(&pp->tgz);
+	return NULL;
+}
+
+static void vcl_prep_init(struct vcl_env *ve)
+{
+	sg_buf_init(&ve->prep.tgz, SG_MAX_FRAME * 8);
+	ve->prep.bin.fd = -1;
+	ve->prep.inited = true;
+}
+
+/*
+ * Before a create: sg-helper read and summed here (a few ms), and its
+ * archive packed on a thread while the create travels, so that the
+ * upload can leave with the set-up command instead of after a gzip of
+ * its own (docs/vercel.md, "What initialize sends").  Without a thread
+ * the upload packs it.
+ */
+static void vcl_prep_start(struct vcl_env *ve)
+{
+	vcl_prep_init(ve);
+	vcl_prep_run(ve, true);
+	if (!ve->prep.rc)
+		ve->prep.started =
+			pthread_create(&ve->prep.thread, NULL, vcl_prep_main, ve) == 0;
+}
+
+/* Wait for the packing thread, if one runs. */
+static void vcl_prep_join(struct vcl_env *ve)
+{
+	if (ve->prep.started) {
+		pthread_join(ve->prep.thread, NULL);
+		ve->prep.started = false;
+	}
+}
+
+static void vcl_prep_release(struct vcl_env *ve)
+{
+	if (!ve->prep.inited)
+		return;
+	vcl_prep_join(ve);
+	sg_helper_bin_close(&ve->prep.bin);
+	sg_buf_release(&ve->prep.tgz);
+	free(ve->prep.up);
+	free(ve->prep.mark);
+	ve->prep.up = ve->prep.mark = NULL;
+	ve->prep.done = ve->prep.inited = false;
+}
+
+/*
  * The set-up of a sandbox this provision made, which cannot hold sg-helper
  * yet: the fs/write of sg-helper and the set-up command go out at once
  * (adapters/install.h, sg_install_run_beside).  The archive's last entry
@@ -1081,14 +1201,18 @@ struct vcl_beside {
 	struct vcl_env *ve;
 	const struct sg_targz_entry *files; /* the upload's */
 	size_t nfiles;
+	struct sg_buf *tgz; /* the files packed (borrowed): packed here when empty */
 	json_t *vars; /* the set-up's (borrowed) */
 };
 
 static sg_err vcl_beside_upload(void *ctx, struct sg_cancel *stop, struct sg_errinfo *err)
 {
 	struct vcl_beside *vb = ctx;
+	sg_err rc;
 
-	return vcl_write_tar(vb->ve, vb->files, vb->nfiles, stop, err);
+	vcl_prep_join(vb->ve); /* its archive, when a thread packs it */
+	rc = vb->tgz->len ? SG_OK : vcl_pack(vb->files, vb->nfiles, vb->tgz, err);
+	return rc ? rc : vcl_write_tgz(vb->ve, vb->tgz, stop, err);
 }
 
 static sg_err vcl_beside_setup(void *ctx, char **reply, struct sg_cancel *stop,
@@ -1103,51 +1227,47 @@ static sg_err vcl_beside_setup(void *ctx, char **reply, struct sg_cancel *stop,
 static sg_err vcl_setup(struct vcl_env *ve, struct sg_cancel *cancel, struct sg_errinfo *err)
 {
 	struct sg_env *env = &ve->base;
-	struct sg_helper_bin bin = { .fd = -1 };
+	struct vcl_prep *pp = &ve->prep;
 	struct sg_install_cost cost = { 0 };
 	struct sg_install in = { .ctx = ve, .dir = "/tmp", .nonce = ve->nonce,
 				 .run = vcl_install_run, .upload = vcl_install_upload };
 	struct sg_cloud_setup got = { 0 };
-	char *reply = NULL, *up = NULL, *mark = NULL;
+	char *reply = NULL, *up = NULL;
 	json_t *vars = NULL;
 	sg_err rc;
 
-	rc = sg_helper_bin_open(env->helper_host, &bin, err);
-	if (rc)
-		goto out;
-	if (ve->fresh) {
-		/* A new sandbox cannot have it: send it beside the set-up. */
-		if (!(up = sg_install_upload_path(&in, &bin)) || asprintf(&mark, "%s.ok", up) < 0) {
-			mark = NULL;
-			rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
-			goto out;
-		}
-		rc = sg_helper_bin_load(&bin, err);
-		if (rc)
-			goto out;
+	/* A lookup came first: nothing was prepared. */
+	if (!pp->done) {
+		vcl_prep_init(ve);
+		vcl_prep_run(ve, ve->fresh);
 	}
-	vars = sg_cloud_setup_vars(env->root, bin.sha, 1440, up, mark, SG_VERCEL_UPLOAD_WAIT_MS);
+	rc = pp->rc;
+	if (rc) {
+		sg_err_set(err, rc, "%s", pp->err.msg);
+		goto out;
+	}
+	/* A new sandbox cannot have it: send it beside the set-up. */
+	up = ve->fresh ? pp->up : NULL;
+	vars = sg_cloud_setup_vars(env->root, pp->bin.sha, 1440, up, up ? pp->mark : NULL,
+				   SG_VERCEL_UPLOAD_WAIT_MS);
 	if (!vars) {
 		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
 	} else if (up) {
-		/* The marker last: it exists once the program before it is whole. */
-		const struct sg_targz_entry files[] = {
-			{ .name = up + 1, .mode = 0600, .data = bin.data, .len = (size_t)bin.size },
-			{ .name = mark + 1, .mode = 0600, .data = "", .len = 0 },
-		};
-
-		struct vcl_beside vb = { .ve = ve, .files = files, .nfiles = 2, .vars = vars };
+		struct sg_targz_entry files[2];
+		struct vcl_beside vb = { .ve = ve, .files = files, .nfiles = 2, .tgz = &pp->tgz,
+					 .vars = vars };
 		const struct sg_install_beside side = { .ctx = &vb, .upload = vcl_beside_upload,
 							.setup = vcl_beside_setup };
 
+		vcl_prep_files(pp, files);
 		rc = sg_install_run_beside(&side, &reply, &cost.ms, cancel, err);
 		cost.requests = 1;
-		cost.bytes = bin.size;
+		cost.bytes = pp->bin.size;
 	} else {
 		rc = vcl_script(ve, sg_cloud_setup_sh, vars, &reply, cancel, err);
 	}
 	if (!rc)
-		rc = sg_cloud_setup_read(env, reply, bin.sha, up != NULL, "vercel", &got, err);
+		rc = sg_cloud_setup_read(env, reply, pp->bin.sha, up != NULL, "vercel", &got, err);
 	ve->base_dir = got.base_dir;
 	if (rc)
 		goto out;
@@ -1161,17 +1281,15 @@ static sg_err vcl_setup(struct vcl_env *ve, struct sg_cancel *cancel, struct sg_
 	} else if (!got.helper) {
 		/* Resumed without it: the installer's upload and step. */
 		in.dir = ve->base_dir;
-		rc = sg_install_helper(&in, &bin, &cost, cancel, err);
+		rc = sg_install_helper(&in, &pp->bin, &cost, cancel, err);
 		free(env->probe);
 		env->probe = NULL; /* the gateway runs it */
 	}
 	ve->install = cost;
 out:
-	sg_helper_bin_close(&bin);
+	vcl_prep_release(ve);
 	json_decref(vars);
 	free(reply);
-	free(up);
-	free(mark);
 	return rc;
 }
 
@@ -1311,6 +1429,9 @@ static sg_err vcl_provision(struct sg_env *env, struct sg_cancel *cancel, struct
 		return rc;
 	if (!(ve->name = sg_cloud_name(env->identity)))
 		return sg_err_set(err, SG_E_INTERNAL, "out of memory");
+	/* No lookup first: a create, and a new sandbox needs sg-helper sent. */
+	if (!env->known && !env->require_existing)
+		vcl_prep_start(ve);
 	rc = vcl_obtain(ve, &got, cancel, err);
 	if (rc)
 		goto out;
@@ -1350,6 +1471,7 @@ out:
 			env->may_remain = true;
 		}
 	}
+	vcl_prep_release(ve);
 	json_decref(got);
 	return rc;
 }

@@ -220,6 +220,43 @@ static void test_dead_output(void **state)
 	close(out[1]);
 }
 
+/*
+ * A reply is written by the thread that sends it only when the host's end
+ * has room: a host that stops reading must never hold a sender (a worker),
+ * and what was queued behind it still leaves in order once it reads.
+ */
+static void test_full_host_never_holds_sender(void **state)
+{
+	struct rig r;
+	static char junk[4096], got[1 << 20];
+	int fl;
+	size_t have = 0;
+	static const char tail[] = "{\"id\":1}\n{\"id\":2}\n";
+
+	(void)state;
+	rig_start(&r, "", 0);
+	memset(junk, 'x', sizeof(junk));
+	fl = fcntl(r.out[1], F_GETFL);
+	assert_int_equal(fcntl(r.out[1], F_SETFL, fl | O_NONBLOCK), 0);
+	while (write(r.out[1], junk, sizeof(junk)) > 0)
+		;
+	while (write(r.out[1], junk, 1) > 0)
+		;
+	assert_int_equal(fcntl(r.out[1], F_SETFL, fl), 0);
+	/* With the pipe full, both return at once: queued, not written here. */
+	assert_true(sg_wire_send(r.w, json_pack("{s:i}", "id", 1)));
+	assert_true(sg_wire_send(r.w, json_pack("{s:i}", "id", 2)));
+	while (have < sizeof(tail) - 1 ||
+	       memcmp(got + have - (sizeof(tail) - 1), tail, sizeof(tail) - 1) != 0) {
+		ssize_t n = read(r.out[0], got + have, sizeof(got) - have);
+
+		assert_true(n > 0);
+		have += (size_t)n;
+	}
+	assert_true(sg_wire_flush(r.w, 10000000000LL));
+	rig_stop(&r);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -229,6 +266,7 @@ int main(void)
 		cmocka_unit_test(test_no_newline_over_cap),
 		cmocka_unit_test(test_writer_order_and_cap),
 		cmocka_unit_test(test_dead_output),
+		cmocka_unit_test(test_full_host_never_holds_sender),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
