@@ -2,8 +2,8 @@
  * server.h - `sandgate serve`: one host connection on stdin and stdout.
  *
  * The main thread reads frames and dispatches each request to a worker
- * from a pool grown on demand; the wire's writer thread writes stdout,
- * or a worker its own small reply when nothing waits before it (wire.h).  Shutdown (protocol section 9) starts at stdin EOF, a malformed
+ * from a pool grown on demand; the wire's writer thread alone writes
+ * stdout.  Shutdown (protocol section 9) starts at stdin EOF, a malformed
  * or oversized frame, a failed write, or SIGTERM/SIGINT, and runs inside
  * the shutdown budget: in-flight requests are cancelled and awaited, this
  * session's processes stopped, exports released, then the environment is

@@ -2,7 +2,6 @@
 #include "wire.h"
 
 #include <errno.h>
-#include <limits.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -39,7 +38,7 @@ struct sg_wire {
 	pthread_cond_t cond;      /* queue grew, or quitting */
 	pthread_cond_t drained;   /* queue emptied, or died */
 	struct msg *head, **tail;
-	bool writing;             /* a message is being written (writer or direct) */
+	bool writing;             /* the writer holds a message */
 	bool quit, dead, joinable;
 	void (*on_dead)(void *);
 	void *payload;
@@ -83,38 +82,6 @@ static void drop_queue(struct sg_wire *w)
 	w->tail = &w->head;
 }
 
-/*
- * Write m (freed) to the host, w->writing set by the caller, which holds
- * no lock; returns with the lock held and w->writing clear.  A failed
- * write kills the wire: the queue is dropped and on_dead runs (unlocked).
- */
-static bool write_one(struct sg_wire *w, struct msg *m)
-{
-	bool ok = write_all(w->out_fd, m->data, m->len);
-
-	free(m->data);
-	free(m);
-	pthread_mutex_lock(&w->lock);
-	w->writing = false;
-	if (!ok) {
-		w->dead = true;
-		drop_queue(w);
-		pthread_cond_broadcast(&w->drained);
-		pthread_mutex_unlock(&w->lock);
-		sg_log_warn("writing to stdout failed: %s", strerror(errno));
-		if (w->on_dead)
-			w->on_dead(w->payload);
-		pthread_mutex_lock(&w->lock);
-		return false;
-	}
-	if (!w->head)
-		pthread_cond_broadcast(&w->drained);
-	/* A message queued behind a direct write waits for the writer. */
-	else
-		pthread_cond_signal(&w->cond);
-	return true;
-}
-
 static void *writer_main(void *arg)
 {
 	struct sg_wire *w = arg;
@@ -122,9 +89,9 @@ static void *writer_main(void *arg)
 	pthread_mutex_lock(&w->lock);
 	for (;;) {
 		struct msg *m;
+		bool ok;
 
-		/* One message at a time, whoever writes it (enqueue_text). */
-		while (w->writing || (!w->head && !w->quit))
+		while (!w->head && !w->quit)
 			pthread_cond_wait(&w->cond, &w->lock);
 		if (!w->head)
 			break;
@@ -134,8 +101,26 @@ static void *writer_main(void *arg)
 			w->tail = &w->head;
 		w->writing = true;
 		pthread_mutex_unlock(&w->lock);
-		if (!write_one(w, m))
+
+		ok = write_all(w->out_fd, m->data, m->len);
+		free(m->data);
+		free(m);
+
+		pthread_mutex_lock(&w->lock);
+		w->writing = false;
+		if (!ok) {
+			w->dead = true;
+			drop_queue(w);
+			pthread_cond_broadcast(&w->drained);
+			pthread_mutex_unlock(&w->lock);
+			sg_log_warn("writing to stdout failed: %s", strerror(errno));
+			if (w->on_dead)
+				w->on_dead(w->payload);
+			pthread_mutex_lock(&w->lock);
 			break;
+		}
+		if (!w->head)
+			pthread_cond_broadcast(&w->drained);
 	}
 	pthread_cond_broadcast(&w->drained);
 	pthread_mutex_unlock(&w->lock);
@@ -325,32 +310,11 @@ void sg_wire_stop(struct sg_wire *w)
 		sg_log_debug("eventfd write failed: %s", strerror(errno));
 }
 
-/*
- * Whether a message of len bytes can go out from the calling thread
- * without waiting: nothing queued or being written (the order stays the
- * queue's), small enough that one write of it is atomic, and the host's
- * end has room (a pipe with a free buffer takes PIPE_BUF bytes at once).
- * Called with the lock held.
- */
-static bool direct_ok(const struct sg_wire *w, size_t len)
-{
-	struct pollfd p = { .fd = w->out_fd, .events = POLLOUT };
-
-	return !w->head && !w->writing && len + 1 <= PIPE_BUF && poll(&p, 1, 0) == 1 &&
-	       (p.revents & POLLOUT) && !(p.revents & (POLLERR | POLLHUP | POLLNVAL));
-}
-
-/*
- * Queue text (stolen) as one message.  A small reply with a writable host
- * end is written here and now: handing it to the writer thread cost a
- * wakeup per call, a measurable part of a remote call's own share
- * (docs/benchmarks.md, C3).  Anything that might block still goes
- * through the writer, so a host that stops reading never holds a worker.
- */
+/* Queue text (stolen) as one message. */
 static bool enqueue_text(struct sg_wire *w, char *text, size_t len)
 {
 	struct msg *m = malloc(sizeof(*m));
-	bool ok = false, direct = false;
+	bool ok = false;
 
 	if (!m) {
 		free(text);
@@ -361,20 +325,13 @@ static bool enqueue_text(struct sg_wire *w, char *text, size_t len)
 	m->next = NULL;
 	pthread_mutex_lock(&w->lock);
 	if (!w->dead && !w->quit) {
-		if (direct_ok(w, len)) {
-			w->writing = direct = true;
-		} else {
-			*w->tail = m;
-			w->tail = &m->next;
-			pthread_cond_signal(&w->cond);
-		}
+		*w->tail = m;
+		w->tail = &m->next;
+		pthread_cond_signal(&w->cond);
 		ok = true;
 	}
 	pthread_mutex_unlock(&w->lock);
-	if (direct) {
-		ok = write_one(w, m);
-		pthread_mutex_unlock(&w->lock);
-	} else if (!ok) {
+	if (!ok) {
 		free(m->data);
 		free(m);
 	}

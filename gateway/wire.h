@@ -1,12 +1,9 @@
 /*
  * wire.h - newline-delimited JSON on stdin and stdout (protocol section 1).
  *
- * Invariants: one thread reads frames (sg_wire_read); one thread at a time
- * writes the output fd, one whole message and its newline at a time, in
- * the order sg_wire_send was called: the wire's own writer, or a sender
- * whose message is under PIPE_BUF while nothing is queued or being written
- * and the output has room (poll says so), which writes it itself and so
- * spares a thread wake-up.  A frame,
+ * Invariants: one thread reads frames (sg_wire_read); exactly one thread,
+ * the wire's own writer, ever writes the output fd, one whole message and
+ * its newline at a time, in the order sg_wire_send was called.  A frame,
  * newline included, is at most SG_MAX_FRAME bytes; nothing resynchronises
  * after a bad frame.  A blocked or failed output never blocks a sender: the
  * queue is in memory, and a failed write marks the wire dead, drops what is
