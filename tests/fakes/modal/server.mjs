@@ -240,7 +240,8 @@ class Call {
         for (const f of this.onCancel) f();
         this.finishLog('cancelled');
       }
-      // Ended, but the trailers never went out (the client left first).
+      // Ended: the reply's last frame is out (servedOnceWritten), or the
+      // client left first.
       if (this.status !== undefined) this.finishLog(this.status);
     });
   }
@@ -270,16 +271,24 @@ class Call {
       this.stream.respond({ ':status': 200, 'content-type': 'application/grpc', 'grpc-status': String(code),
         'grpc-message': grpcMessage(message) }, { endStream: true });
     } else {
-      // The call is served when its trailers go out, not when they are
-      // queued: the log's serving time is all the fake holds the call.
       this.stream.once('wantTrailers', () => {
         this.stream.sendTrailers({ 'grpc-status': String(code), 'grpc-message': grpcMessage(message) });
-        this.finishLog(code);
+        this.servedOnceWritten(code);
       });
       this.stream.end();
       return;
     }
-    this.finishLog(code);
+    this.servedOnceWritten(code);
+  }
+  // The call is served when its last frame (the trailers, or the one
+  // HEADERS frame of a trailers-only reply) has gone out, not when it is
+  // queued: Node writes it a turn of the event loop later, and its
+  // stream closes once it has.  So the clock stops at 'close' (the
+  // handler in the constructor logs the call there), and the log's own
+  // work (JSON, the request log file) is done after the frame is on the
+  // socket instead of delaying every client's reply outside the window.
+  servedOnceWritten(code) {
+    if (this.stream.closed || this.stream.destroyed) this.finishLog(code);
   }
   finishLog(status) {
     if (this.logged) return;
