@@ -222,6 +222,18 @@ static bool install_setup_failed(const struct install_leg *l)
 	return l->rc || !(install_flag(l->reply, "installed") || install_flag(l->reply, "helper"));
 }
 
+sg_err sg_install_beside_paths(const struct sg_install *in, const struct sg_helper_bin *b,
+			       char **up, char **mark, struct sg_errinfo *err)
+{
+	*mark = NULL;
+	if ((*up = sg_install_upload_path(in, b)) && asprintf(mark, "%s.ok", *up) >= 0)
+		return SG_OK;
+	*mark = NULL;
+	free(*up);
+	*up = NULL;
+	return sg_err_set(err, SG_E_INTERNAL, "out of memory");
+}
+
 sg_err sg_install_run_beside(const struct sg_install_beside *b, char **reply,
 			     int64_t *upload_ms, struct sg_cancel *cancel,
 			     struct sg_errinfo *err)

@@ -166,6 +166,13 @@ struct sg_install_beside {
 };
 
 /*
+ * Where a copy sent beside the set-up goes: *up (new) is
+ * sg_install_upload_path's, *mark (new) the marker after it, "<up>.ok".
+ */
+sg_err sg_install_beside_paths(const struct sg_install *in, const struct sg_helper_bin *b,
+			       char **up, char **mark, struct sg_errinfo *err) SG_MUST_CHECK;
+
+/*
  * Run b's upload and set-up side by side; *reply (new) is the set-up's
  * reply, *upload_ms what the upload took.  The calling thread only
  * coordinates: it passes cancel on to both, stops the set-up when the

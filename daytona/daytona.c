@@ -1776,12 +1776,8 @@ static sg_err dtn_setup(struct dtn_env *de, struct sg_cancel *cancel, struct sg_
 	rc = sg_helper_bin_open(env->helper_host, &bin, err);
 	if (rc)
 		goto out;
-	if (de->fresh &&
-	    (!(up = sg_install_upload_path(&in, &bin)) || asprintf(&mark, "%s.ok", up) < 0)) {
-		mark = NULL;
-		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
+	if (de->fresh && (rc = sg_install_beside_paths(&in, &bin, &up, &mark, err)))
 		goto out;
-	}
 	envs = sg_cloud_setup_vars(env->root, bin.sha, SG_DAYTONA_SWEEP_MIN, up, mark, wait_ms);
 	if (!envs) {
 		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");

@@ -237,7 +237,7 @@ int sg_shutdown_run(struct sg_session *s, struct sg_pool *pool, int64_t budget_m
 	struct sg_errinfo err = { 0 };
 	bool ready = session_ready(s), fits = true, marked = false;
 	int status = 0, stopped = 0;
-	int64_t t0, start = sg_now_ms(), late_optional;
+	int64_t t0, start = sg_now_ms(), late_optional, took;
 	sg_err rc = SG_OK;
 
 	sg_log_info("shutting down: %s", why);
@@ -295,9 +295,10 @@ int sg_shutdown_run(struct sg_session *s, struct sg_pool *pool, int64_t budget_m
 	 * budget, but a loaded machine can run it late, after steps that never
 	 * waited on it had already finished.
 	 */
-	if (status == 0 && sg_now_ms() - start > budget_ms) {
+	took = sg_now_ms() - start;
+	if (status == 0 && took > budget_ms) {
 		fprintf(stderr, "sandgate: the shutdown took %lld ms, past its budget of %lld ms\n",
-			(long long)(sg_now_ms() - start), (long long)budget_ms);
+			(long long)took, (long long)budget_ms);
 		status = SG_EXIT_UNAVAILABLE;
 	}
 	if (!sg_wire_flush(s->wire, sg_now_ms() + 1000) && !sg_wire_dead(s->wire))

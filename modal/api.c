@@ -6,12 +6,10 @@
 #include <errno.h>
 #include <jansson.h>
 #include <poll.h>
-#include <sys/eventfd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <unistd.h>
 
 #include "base/log.h"
 #include "base/limits.h"
@@ -912,8 +910,7 @@ struct side_read {
 	int64_t deadline;
 	int calls;
 	struct sg_cancel stop; /* fired when the write fails or the caller cancels */
-	atomic_bool done;      /* the read has ended */
-	int done_fd;           /* an eventfd, written then, to wake the writer */
+	struct sg_cancel done; /* fired by the reader as it ends */
 	struct sg_errinfo err;
 	sg_err rc;
 };
@@ -924,9 +921,7 @@ static void *side_read_main(void *arg)
 
 	s->rc = read_stream(s->r, s->exec_id, 0, &s->res->out, &s->res->out_total,
 			    s->deadline, &s->calls, &s->stop, &s->err);
-	atomic_store(&s->done, true);
-	/* A failed write only delays the writer's next look at done. */
-	(void)eventfd_write(s->done_fd, 1);
+	sg_cancel_fire(&s->done, SG_E_CANCELLED);
 	return NULL;
 }
 
@@ -944,17 +939,19 @@ static sg_err write_and_read(struct mdl_router *r, const char *exec_id,
 			     struct sg_cancel *cancel, struct sg_errinfo *err)
 {
 	struct side_read s = { .r = r, .exec_id = exec_id, .res = res,
-			       .deadline = deadline, .done = false, .done_fd = -1 };
+			       .deadline = deadline };
 	pthread_t t;
 	sg_err rc;
 
 	*started = false;
 	if (sg_cancel_init(&s.stop) != SG_OK)
 		return SG_OK;
-	s.done_fd = eventfd(0, EFD_CLOEXEC);
-	if (s.done_fd < 0 || pthread_create(&t, NULL, side_read_main, &s) != 0) {
-		if (s.done_fd >= 0)
-			close(s.done_fd);
+	if (sg_cancel_init(&s.done) != SG_OK) {
+		sg_cancel_release(&s.stop);
+		return SG_OK;
+	}
+	if (pthread_create(&t, NULL, side_read_main, &s) != 0) {
+		sg_cancel_release(&s.done);
 		sg_cancel_release(&s.stop);
 		return SG_OK;
 	}
@@ -963,10 +960,10 @@ static sg_err write_and_read(struct mdl_router *r, const char *exec_id,
 	if (rc) {
 		sg_cancel_fire(&s.stop, SG_E_CANCELLED);
 	} else {
-		struct pollfd p[2] = { { .fd = s.done_fd, .events = POLLIN },
+		struct pollfd p[2] = { { .fd = sg_cancel_fd(&s.done), .events = POLLIN },
 				       { .fd = sg_cancel_fd(cancel), .events = POLLIN } };
 
-		while (!atomic_load(&s.done) && !sg_cancel_check(cancel))
+		while (!sg_cancel_check(&s.done) && !sg_cancel_check(cancel))
 			(void)poll(p, p[1].fd >= 0 ? 2 : 1, 1000);
 		if (sg_cancel_check(cancel))
 			sg_cancel_fire_with(&s.stop, sg_cancel_check(cancel),
@@ -976,7 +973,7 @@ static sg_err write_and_read(struct mdl_router *r, const char *exec_id,
 	res->router_calls += s.calls;
 	if (!rc && s.rc)
 		rc = sg_err_set(err, s.rc, "%s", s.err.msg);
-	close(s.done_fd);
+	sg_cancel_release(&s.done);
 	sg_cancel_release(&s.stop);
 	return rc;
 }
@@ -1051,14 +1048,14 @@ sg_err mdl_run(struct mdl_client *c, struct mdl_router *r,
 	res->router_calls++;
 	if (rc)
 		goto out;
-	if (x->stdin_data) {
+	{
 		bool side = false;
 
 		/* With stderr apart it is read after stdout, as without stdin. */
-		if (x->merge)
+		if (x->stdin_data && x->merge)
 			rc = write_and_read(r, exec_id, x, res, deadline, &side,
 					    cancel, err);
-		if (!side)
+		if (x->stdin_data && !side)
 			rc = write_stdin(r, exec_id, x, &res->router_calls, cancel,
 					 err);
 		if (!side && !rc)
@@ -1066,9 +1063,6 @@ sg_err mdl_run(struct mdl_client *c, struct mdl_router *r,
 					 deadline, &res->router_calls, cancel, err);
 		if (rc)
 			goto out;
-	} else {
-		rc = read_stream(r, exec_id, 0, &res->out, &res->out_total,
-				 deadline, &res->router_calls, cancel, err);
 	}
 	if (!rc && !x->merge)
 		rc = read_stream(r, exec_id, 1, &res->err, &res->err_total,

@@ -1114,13 +1114,9 @@ static void vcl_prep_run(struct vcl_env *ve, bool upload)
 	pp->rc = sg_helper_bin_open(ve->base.helper_host, &pp->bin, &pp->err);
 	if (pp->rc || !upload)
 		return;
-	if (!(pp->up = sg_install_upload_path(&in, &pp->bin)) ||
-	    asprintf(&pp->mark, "%s.ok", pp->up) < 0) {
-		pp->mark = NULL;
-		pp->rc = sg_err_set(&pp->err, SG_E_INTERNAL, "out of memory");
-		return;
-	}
-	pp->rc = sg_helper_bin_load(&pp->bin, &pp->err);
+	pp->rc = sg_install_beside_paths(&in, &pp->bin, &pp->up, &pp->mark, &pp->err);
+	if (!pp->rc)
+		pp->rc = sg_helper_bin_load(&pp->bin, &pp->err);
 }
 
 /* The upload's two entries: the program, then its marker (last: it exists once the program is whole). */
