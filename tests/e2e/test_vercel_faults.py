@@ -180,9 +180,13 @@ class VercelFaults(GatewayTestCase):
         self.fake.admin("POST", "/__fake/sessions/%s/expire" % sid)
         self.assertEqual(gw.sh_ok("cat f.txt").strip(), "before")
         # Every call that met the stop (this one, and the gateway's own
-        # that ran beside it) got 410 and was repeated after one resume.
+        # that ran beside it) got 410, or 422 when it came while the stop
+        # was still under way, and was repeated after one resume. Which of
+        # the two it met is timing: under load a call of the gateway's own
+        # can meet the stop first and resume before this one is sent.
         routes = [(r["route"], r["status"]) for r in self.fake.requests(seq)]
-        self.assertIn(("runCommand", 410), routes)
+        met = {("runCommand", 410), ("runCommand", 422)} & set(routes)
+        self.assertTrue(met, "no call met the stop: %r" % routes)
         # One resume; a call that came while the stop was still under way
         # (422 sandbox_stopping, timing) may have resumed on its own GET
         # before the other call saw the 410.
@@ -190,7 +194,8 @@ class VercelFaults(GatewayTestCase):
         self.assertEqual(set(others), {("getSandbox", 200)}, routes)
         self.assertLessEqual(len(others), 1 + (("runCommand", 422) in routes), routes)
         self.assertGreaterEqual(routes.count(("runCommand", 200)),
-                                routes.count(("runCommand", 410)), routes)
+                                routes.count(("runCommand", 410))
+                                + routes.count(("runCommand", 422)), routes)
         self.assertNotEqual(self.fake.state()["runningSessions"], [sid])
 
     def test_cut_stream_is_provider_error(self):
