@@ -247,8 +247,10 @@ sg_err sg_pool_submit(struct sg_pool *p, struct sg_op *op, sg_handler run)
 			p->threads++;
 		}
 	}
-	pthread_cond_signal(&p->work);
 	pthread_mutex_unlock(&p->lock);
+	/* After the unlock: a worker woken under the lock would wake only to
+	 * wait for it, a second sleep and wake-up on every request. */
+	pthread_cond_signal(&p->work);
 	return SG_OK;
 }
 

@@ -327,10 +327,12 @@ static bool enqueue_text(struct sg_wire *w, char *text, size_t len)
 	if (!w->dead && !w->quit) {
 		*w->tail = m;
 		w->tail = &m->next;
-		pthread_cond_signal(&w->cond);
 		ok = true;
 	}
 	pthread_mutex_unlock(&w->lock);
+	/* Signalled after the unlock, as the pool's workers are (pool.c). */
+	if (ok)
+		pthread_cond_signal(&w->cond);
 	if (!ok) {
 		free(m->data);
 		free(m);
