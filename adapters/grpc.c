@@ -521,10 +521,8 @@ static enum conn_mode conn_mode(struct sg_grpc_channel *ch, bool reopen)
 				return CONN_H2C_REUSE;
 		return CONN_H2C_OPEN;
 	}
-	if (!sg_http_curl_share() ||
-	    (ch->h2c && curl_version_info(CURLVERSION_NOW)->version_num < 0x080000))
-		return CONN_OWN;
-	return CONN_POOL;
+	/* An h2c channel on an older libcurl with the pool is h2c_legacy. */
+	return sg_http_curl_share() ? CONN_POOL : CONN_OWN;
 }
 
 static sg_err set_options(struct sg_grpc_channel *ch, CURL *e,

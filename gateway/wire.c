@@ -331,9 +331,9 @@ static bool enqueue_text(struct sg_wire *w, char *text, size_t len)
 	}
 	pthread_mutex_unlock(&w->lock);
 	/* Signalled after the unlock, as the pool's workers are (pool.c). */
-	if (ok)
+	if (ok) {
 		pthread_cond_signal(&w->cond);
-	if (!ok) {
+	} else {
 		free(m->data);
 		free(m);
 	}

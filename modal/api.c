@@ -492,16 +492,16 @@ static sg_err builder_version(struct mdl_client *c, char *out, size_t cap,
 struct env_ask {
 	struct mdl_client *c;
 	struct sg_cancel *cancel;
-	struct sg_errinfo err;
-	sg_err rc;
 };
 
+/* A failed ask is asked again by mdl_image, which reports it. */
 static void *env_ask_main(void *arg)
 {
 	struct env_ask *a = arg;
+	struct sg_errinfo err = { 0 };
 	char builder[sizeof(a->c->builder)];
 
-	a->rc = builder_version(a->c, builder, sizeof(builder), a->cancel, &a->err);
+	(void)builder_version(a->c, builder, sizeof(builder), a->cancel, &err);
 	return NULL;
 }
 
@@ -520,8 +520,6 @@ sg_err mdl_app_and_env(struct mdl_client *c, const char *name, bool with_env,
 	rc = mdl_app(c, name, app_id, cancel, err);
 	if (started)
 		pthread_join(t, NULL);
-	/* A failed ask is asked again by mdl_image, which reports it. */
-	(void)a.rc;
 	return rc;
 }
 

@@ -1119,26 +1119,31 @@ static void vcl_prep_run(struct vcl_env *ve, bool upload)
 		pp->rc = sg_helper_bin_load(&pp->bin, &pp->err);
 }
 
-/* The upload's two entries: the program, then its marker (last: it exists once the program is whole). */
-static void vcl_prep_files(const struct vcl_prep *pp, struct sg_targz_entry files[2])
+/*
+ * Pack the upload into pp->tgz: the program, then its marker (last: it
+ * exists once the program is whole).  tgz is left empty when it fails.
+ */
+static sg_err vcl_prep_pack(struct vcl_prep *pp, struct sg_errinfo *err)
 {
-	/* 0700: the install need not chmod it (SG_INSTALL_SH). */
-	files[0] = (struct sg_targz_entry){ .name = pp->up + 1, .mode = 0700,
-					    .data = pp->bin.data, .len = (size_t)pp->bin.size };
-	files[1] = (struct sg_targz_entry){ .name = pp->mark + 1, .mode = 0600, .data = "",
-					    .len = 0 };
+	const struct sg_targz_entry files[] = {
+		/* 0700: the install need not chmod it (SG_INSTALL_SH). */
+		{ .name = pp->up + 1, .mode = 0700, .data = pp->bin.data,
+		  .len = (size_t)pp->bin.size },
+		{ .name = pp->mark + 1, .mode = 0600, .data = "", .len = 0 },
+	};
+	sg_err rc = vcl_pack(files, 2, &pp->tgz, err);
+
+	if (rc)
+		sg_buf_reset(&pp->tgz);
+	return rc;
 }
 
-/* The packing thread: tgz stays empty when it fails (the upload packs again). */
+/* The packing thread: when it fails, the upload packs again and says why. */
 static void *vcl_prep_main(void *arg)
 {
-	struct vcl_prep *pp = &((struct vcl_env *)arg)->prep;
-	struct sg_targz_entry files[2];
 	struct sg_errinfo err = { 0 };
 
-	vcl_prep_files(pp, files);
-	if (vcl_pack(files, 2, &pp->tgz, &err))
-		sg_buf_reset(&pp->tgz);
+	(void)vcl_prep_pack(&((struct vcl_env *)arg)->prep, &err);
 	return NULL;
 }
 
@@ -1194,21 +1199,18 @@ static void vcl_prep_release(struct vcl_env *ve)
  * is the marker that the script waits for.
  */
 struct vcl_beside {
-	struct vcl_env *ve;
-	const struct sg_targz_entry *files; /* the upload's */
-	size_t nfiles;
-	struct sg_buf *tgz; /* the files packed (borrowed): packed here when empty */
+	struct vcl_env *ve; /* its prep: the upload, packed here when the thread did not */
 	json_t *vars; /* the set-up's (borrowed) */
 };
 
 static sg_err vcl_beside_upload(void *ctx, struct sg_cancel *stop, struct sg_errinfo *err)
 {
-	struct vcl_beside *vb = ctx;
+	struct vcl_env *ve = ((struct vcl_beside *)ctx)->ve;
 	sg_err rc;
 
-	vcl_prep_join(vb->ve); /* its archive, when a thread packs it */
-	rc = vb->tgz->len ? SG_OK : vcl_pack(vb->files, vb->nfiles, vb->tgz, err);
-	return rc ? rc : vcl_write_tgz(vb->ve, vb->tgz, stop, err);
+	vcl_prep_join(ve); /* its archive, when a thread packs it */
+	rc = ve->prep.tgz.len ? SG_OK : vcl_prep_pack(&ve->prep, err);
+	return rc ? rc : vcl_write_tgz(ve, &ve->prep.tgz, stop, err);
 }
 
 static sg_err vcl_beside_setup(void *ctx, char **reply, struct sg_cancel *stop,
@@ -1249,13 +1251,10 @@ static sg_err vcl_setup(struct vcl_env *ve, struct sg_cancel *cancel, struct sg_
 	if (!vars) {
 		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
 	} else if (up) {
-		struct sg_targz_entry files[2];
-		struct vcl_beside vb = { .ve = ve, .files = files, .nfiles = 2, .tgz = &pp->tgz,
-					 .vars = vars };
+		struct vcl_beside vb = { .ve = ve, .vars = vars };
 		const struct sg_install_beside side = { .ctx = &vb, .upload = vcl_beside_upload,
 							.setup = vcl_beside_setup };
 
-		vcl_prep_files(pp, files);
 		rc = sg_install_run_beside(&side, &reply, &cost.ms, cancel, err);
 		cost.requests = 1;
 		cost.bytes = pp->bin.size;

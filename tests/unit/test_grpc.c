@@ -696,6 +696,23 @@ static void *work(void *arg)
 	return NULL;
 }
 
+/* n threads of work() on ch at once; each must have had all its calls answered. */
+static void run_workers(struct sg_grpc_channel *ch, int n)
+{
+	struct worker w[8];
+	pthread_t t[8];
+
+	assert_true(n <= 8);
+	for (int i = 0; i < n; i++) {
+		w[i] = (struct worker){ .ch = ch };
+		assert_int_equal(pthread_create(&t[i], NULL, work, &w[i]), 0);
+	}
+	for (int i = 0; i < n; i++) {
+		pthread_join(t[i], NULL);
+		assert_int_equal(w[i].ok, 25);
+	}
+}
+
 static void test_threads(void **state)
 {
 	const char *urls[] = { probe.h2c, probe.tls };
@@ -703,17 +720,8 @@ static void test_threads(void **state)
 	(void)state;
 	for (int u = 0; u < 2; u++) {
 		struct sg_grpc_channel *ch = chan(urls[u], probe.ca);
-		struct worker w[6];
-		pthread_t t[6];
 
-		for (int i = 0; i < 6; i++) {
-			w[i] = (struct worker){ .ch = ch };
-			assert_int_equal(pthread_create(&t[i], NULL, work, &w[i]), 0);
-		}
-		for (int i = 0; i < 6; i++) {
-			pthread_join(t[i], NULL);
-			assert_int_equal(w[i].ok, 25);
-		}
+		run_workers(ch, 6);
 		sg_grpc_channel_free(ch);
 	}
 }
@@ -756,8 +764,6 @@ static void test_h2c_reuse(void **state)
 {
 	struct sg_grpc_channel *ch = chan(probe.raw, NULL);
 	struct sg_grpc_stats st;
-	struct worker w[4];
-	pthread_t t[4];
 	long c0, c1, c2;
 	char text[32];
 
@@ -773,14 +779,7 @@ static void test_h2c_reuse(void **state)
 	assert_int_equal(st.calls, 22);
 	assert_int_equal(st.connections, 1);
 
-	for (int i = 0; i < 4; i++) {
-		w[i] = (struct worker){ .ch = ch };
-		assert_int_equal(pthread_create(&t[i], NULL, work, &w[i]), 0);
-	}
-	for (int i = 0; i < 4; i++) {
-		pthread_join(t[i], NULL);
-		assert_int_equal(w[i].ok, 25);
-	}
+	run_workers(ch, 4);
 
 	/* The server closes the connection after answering; the next call
 	 * still succeeds, and the ones after it share its connection. */
