@@ -388,7 +388,7 @@ cloud_phase() {
   set +e
   # shellcheck disable=SC2086
   env "${c_env[@]}" "$sgbench" --sandgate "$build/sandgate" --config "$dir/config.json" \
-    --profile "$name" --only cloud --fake-log "$c_log" \
+    --profile "$name" --only cloud --fake-log "$c_log" --fake-delay-ms "$delay" \
     "${sdk_opt[@]}" \
     --json "$dir/sgbench.json" --markdown "$dir/table.md" "${quick_cloud[@]}" \
     ${SGBENCH_CLOUD_ARGS:-} >&2 2>"$dir/sgbench.err"
