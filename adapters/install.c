@@ -7,7 +7,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
-#include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +15,7 @@
 #include <unistd.h>
 
 #include "adapters/digest.h"
+#include "adapters/leg.h"
 #include "base/limits.h"
 #include "base/log.h"
 
@@ -149,61 +149,26 @@ out:
 	return rc;
 }
 
-/*
- * One side of sg_install_run_beside, on a thread of its own (a leg): the
- * coordinator fires stop, the leg fires done as it ends.
- */
-struct install_leg {
+/* One side of sg_install_run_beside: its leg, and what the leg's run leaves. */
+struct install_side {
 	const struct sg_install_beside *b;
-	bool is_upload;
-	struct sg_cancel stop, done;
-	bool stop_ready, done_ready, started;
-	pthread_t thread;
-	sg_err rc;
+	struct sg_leg leg;
 	struct sg_errinfo err;
-	int64_t ms;
 	char *reply; /* the set-up's (new) */
 };
 
-static void *install_leg_main(void *arg)
+static sg_err install_upload_run(void *arg, struct sg_cancel *stop)
 {
-	struct install_leg *l = arg;
-	int64_t t0 = sg_now_ms();
+	struct install_side *x = arg;
 
-	if (l->is_upload)
-		l->rc = l->b->upload(l->b->ctx, &l->stop, &l->err);
-	else
-		l->rc = l->b->setup(l->b->ctx, &l->reply, &l->stop, &l->err);
-	l->ms = sg_now_ms() - t0;
-	sg_cancel_fire(&l->done, SG_E_CANCELLED);
-	return NULL;
+	return x->b->upload(x->b->ctx, stop, &x->err);
 }
 
-static sg_err install_leg_start(struct install_leg *l, struct sg_errinfo *err)
+static sg_err install_setup_run(void *arg, struct sg_cancel *stop)
 {
-	l->stop_ready = sg_cancel_init(&l->stop) == SG_OK;
-	l->done_ready = l->stop_ready && sg_cancel_init(&l->done) == SG_OK;
-	l->started = l->done_ready && pthread_create(&l->thread, NULL, install_leg_main, l) == 0;
-	return l->started ? SG_OK
-			  : sg_err_set(err, SG_E_INTERNAL, "cannot start a thread to prepare the sandbox");
-}
+	struct install_side *x = arg;
 
-static bool install_leg_ended(const struct install_leg *l)
-{
-	return !l->started || sg_cancel_check(&l->done);
-}
-
-/* Stop the leg (with why) unless it ended; then wait for it and let go. */
-static void install_leg_end(struct install_leg *l, sg_err why)
-{
-	if (l->started) {
-		sg_cancel_fire(&l->stop, why);
-		pthread_join(l->thread, NULL);
-	}
-	if (l->done_ready)
-		sg_cancel_release(&l->done);
-	if (l->stop_ready)
-		sg_cancel_release(&l->stop);
+	return x->b->setup(x->b->ctx, &x->reply, stop, &x->err);
 }
 
 /* Does the reply have key=1 among its lines? */
@@ -217,9 +182,9 @@ static bool install_flag(const char *reply, const char *key)
 }
 
 /* The set-up ended, and not with sg-helper in place. */
-static bool install_setup_failed(const struct install_leg *l)
+static bool install_setup_failed(const struct install_side *x)
 {
-	return l->rc || !(install_flag(l->reply, "installed") || install_flag(l->reply, "helper"));
+	return x->leg.rc || !(install_flag(x->reply, "installed") || install_flag(x->reply, "helper"));
 }
 
 sg_err sg_install_beside_paths(const struct sg_install *in, const struct sg_helper_bin *b,
@@ -238,31 +203,33 @@ sg_err sg_install_run_beside(const struct sg_install_beside *b, char **reply,
 			     int64_t *upload_ms, struct sg_cancel *cancel,
 			     struct sg_errinfo *err)
 {
-	struct install_leg up = { .b = b, .is_upload = true }, set = { .b = b };
+	struct install_side up = { .b = b }, set = { .b = b };
 	bool up_failed = false, set_failed = false; /* and the other leg was stopped */
 	sg_err rc, why;
 
 	*reply = NULL;
+	up.leg = (struct sg_leg){ .run = install_upload_run, .arg = &up };
+	set.leg = (struct sg_leg){ .run = install_setup_run, .arg = &set };
 	/* The command first: the upload's preparation then runs while it travels. */
-	rc = install_leg_start(&set, err);
+	rc = sg_leg_start(&set.leg, err);
 	if (!rc)
-		rc = install_leg_start(&up, err);
+		rc = sg_leg_start(&up.leg, err);
 	while (!rc && !sg_cancel_check(cancel) &&
-	       !(install_leg_ended(&up) && install_leg_ended(&set))) {
+	       !(sg_leg_ended(&up.leg) && sg_leg_ended(&set.leg))) {
 		struct pollfd p[3] = {
 			{ .fd = sg_cancel_fd(cancel), .events = POLLIN },
-			{ .fd = install_leg_ended(&up) ? -1 : sg_cancel_fd(&up.done), .events = POLLIN },
-			{ .fd = install_leg_ended(&set) ? -1 : sg_cancel_fd(&set.done), .events = POLLIN },
+			{ .fd = sg_leg_fd(&up.leg), .events = POLLIN },
+			{ .fd = sg_leg_fd(&set.leg), .events = POLLIN },
 		};
 
-		if (!set_failed && install_leg_ended(&up) && up.rc && !install_leg_ended(&set)) {
+		if (!set_failed && sg_leg_ended(&up.leg) && up.leg.rc && !sg_leg_ended(&set.leg)) {
 			up_failed = true;
-			sg_cancel_fire(&set.stop, SG_E_CANCELLED);
+			sg_leg_stop(&set.leg, SG_E_CANCELLED, NULL);
 		}
-		if (!up_failed && install_leg_ended(&set) && install_setup_failed(&set) &&
-		    !install_leg_ended(&up)) {
+		if (!up_failed && sg_leg_ended(&set.leg) && install_setup_failed(&set) &&
+		    !sg_leg_ended(&up.leg)) {
 			set_failed = true;
-			sg_cancel_fire(&up.stop, SG_E_CANCELLED);
+			sg_leg_stop(&up.leg, SG_E_CANCELLED, NULL);
 		}
 		/* Bounded anyway: each leg's request has a timeout of its own. */
 		if (poll(p, 3, SG_INSTALL_POLL_MS) < 0 && errno != EINTR)
@@ -270,19 +237,19 @@ sg_err sg_install_run_beside(const struct sg_install_beside *b, char **reply,
 					strerror(errno));
 	}
 	why = sg_cancel_check(cancel) ? sg_cancel_check(cancel) : SG_E_CANCELLED;
-	install_leg_end(&set, why);
-	install_leg_end(&up, why);
-	*upload_ms = up.ms;
+	sg_leg_end(&set.leg, why);
+	sg_leg_end(&up.leg, why);
+	*upload_ms = up.leg.ms;
 	if (rc)
 		goto out;
 	if ((rc = sg_cancel_check(cancel)))
 		rc = sg_err_set(err, rc, "preparing the sandbox was cancelled");
-	else if (set.rc && up_failed)
-		rc = sg_err_set(err, up.rc, "%s", up.err.msg); /* the cause */
-	else if (set.rc)
-		rc = sg_err_set(err, set.rc, "%s", set.err.msg);
-	else if (install_setup_failed(&set) && up.rc && !set_failed)
-		rc = sg_err_set(err, up.rc, "%s", up.err.msg); /* it never came */
+	else if (set.leg.rc && up_failed)
+		rc = sg_err_set(err, up.leg.rc, "%s", up.err.msg); /* the cause */
+	else if (set.leg.rc)
+		rc = sg_err_set(err, set.leg.rc, "%s", set.err.msg);
+	else if (install_setup_failed(&set) && up.leg.rc && !set_failed)
+		rc = sg_err_set(err, up.leg.rc, "%s", up.err.msg); /* it never came */
 	/*
 	 * Otherwise the reply: sg-helper in place (even when the upload's
 	 * own answer was lost: the script checked what landed), or why not

@@ -109,6 +109,7 @@
 #include "../adapters/http.h"
 #include "../adapters/install.h"
 #include "../adapters/jobreply.h"
+#include "../adapters/leg.h"
 #include "../adapters/shquote.h"
 #include "base/crash.h"
 #include "base/hex.h"
@@ -148,12 +149,10 @@ struct dtn_env {
 	bool lock_ready;
 	struct sg_strv garbage; /* run directories whose results arrived */
 	/* keep-alive */
-	pthread_t ka_thread;
-	bool ka_started;
+	struct sg_leg ka;
+	bool ka_started;        /* under lock: ka runs, or is being ended */
 	bool ka_armed;          /* a daemon was left since the last check */
 	unsigned ka_gen;        /* bumped by every arm */
-	struct sg_cancel ka_stop;
-	bool ka_stop_ready;
 	int64_t ka_ms;
 	struct sg_install_cost install; /* what set-up spent on sg-helper */
 };
@@ -1387,7 +1386,7 @@ static bool dtn_any_running(const char *reply)
 	return running;
 }
 
-static void *dtn_keepalive_main(void *arg)
+static sg_err dtn_keepalive_run(void *arg, struct sg_cancel *stop)
 {
 	struct dtn_env *de = arg;
 
@@ -1399,7 +1398,7 @@ static void *dtn_keepalive_main(void *arg)
 		json_t *envs;
 		sg_err rc;
 
-		if (sg_cancel_sleep(&de->ka_stop, de->ka_ms))
+		if (sg_cancel_sleep(stop, de->ka_ms))
 			break;
 		pthread_mutex_lock(&de->lock);
 		armed = de->ka_armed;
@@ -1410,11 +1409,11 @@ static void *dtn_keepalive_main(void *arg)
 		envs = json_pack("{s:s, s:s, s:s}", "SG_H", de->base.helper, "SG_CTL",
 				 de->proc_dir, "SG_SESS", de->base.session);
 		/* The question alone must not keep the sandbox up. */
-		rc = envs ? dtn_script(de, dtn_procs_sh, envs, true, &reply, &de->ka_stop, &err)
+		rc = envs ? dtn_script(de, dtn_procs_sh, envs, true, &reply, stop, &err)
 			  : SG_E_INTERNAL;
 		json_decref(envs);
 		if (rc) {
-			if (sg_cancel_check(&de->ka_stop))
+			if (sg_cancel_check(stop))
 				break;
 			sg_log_debug("sandbox %s: keep-alive check failed: %s", de->base.id, err.msg);
 			continue;
@@ -1427,7 +1426,7 @@ static void *dtn_keepalive_main(void *arg)
 					   &(struct dtn_call){ .method = "POST", .url = url,
 							       .idempotent = true,
 							       .what = "keeping the sandbox active" },
-					   &r, &de->ka_stop, &err)) {
+					   &r, stop, &err)) {
 				if (r.status >= 300)
 					sg_log_debug("sandbox %s: last-activity answered HTTP %ld",
 						     de->base.id, r.status);
@@ -1442,20 +1441,23 @@ static void *dtn_keepalive_main(void *arg)
 		}
 		free(reply);
 	}
-	return NULL;
+	return SG_OK;
 }
 
 static void dtn_keepalive_arm(struct dtn_env *de)
 {
+	struct sg_errinfo no_thread = { 0 };
+
 	pthread_mutex_lock(&de->lock);
 	de->ka_gen++;
 	de->ka_armed = true;
-	if (!de->ka_started && de->ka_stop_ready && de->base.helper && de->proc_dir) {
-		if (pthread_create(&de->ka_thread, NULL, dtn_keepalive_main, de) == 0)
+	if (!de->ka_started && de->base.helper && de->proc_dir) {
+		de->ka = (struct sg_leg){ .run = dtn_keepalive_run, .arg = de };
+		if (sg_leg_start(&de->ka, &no_thread) == SG_OK)
 			de->ka_started = true;
 		else
-			sg_log_warn("sandbox %s: no keep-alive thread; long background processes may be stopped by Daytona's auto-stop",
-				    de->base.id);
+			sg_log_warn("sandbox %s: %s; long background processes may be stopped by Daytona's auto-stop",
+				    de->base.id, no_thread.msg);
 	}
 	pthread_mutex_unlock(&de->lock);
 }
@@ -1470,10 +1472,9 @@ static void dtn_keepalive_stop(struct dtn_env *de)
 	started = de->ka_started;
 	de->ka_started = false;
 	pthread_mutex_unlock(&de->lock);
-	if (started) {
-		sg_cancel_fire(&de->ka_stop, SG_E_CANCELLED);
-		pthread_join(de->ka_thread, NULL);
-	}
+	/* Outside the lock: the leg takes it in its loop. */
+	if (started)
+		sg_leg_end(&de->ka, SG_E_CANCELLED);
 }
 
 /* ---- provision ----------------------------------------------------------- */
@@ -1996,8 +1997,6 @@ static sg_err dtn_provision(struct sg_env *env, struct sg_cancel *cancel,
 	dtn_mark("provision");
 	if (pthread_mutex_init(&de->lock, NULL) == 0)
 		de->lock_ready = true;
-	if (sg_cancel_init(&de->ka_stop) == SG_OK)
-		de->ka_stop_ready = true;
 	if (!de->lock_ready)
 		return sg_err_set(err, SG_E_INTERNAL, "cannot create a mutex");
 	sg_cloud_random_hex(de->nonce, 8);
@@ -2237,8 +2236,6 @@ static void dtn_release(struct sg_env *env)
 	struct dtn_env *de = (struct dtn_env *)env;
 
 	dtn_keepalive_stop(de);
-	if (de->ka_stop_ready)
-		sg_cancel_release(&de->ka_stop);
 	if (de->lock_ready)
 		pthread_mutex_destroy(&de->lock);
 	dtn_client_release(&de->cl);

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "adapters/leg.h"
 #include "base/log.h"
 #include "base/limits.h"
 
@@ -491,18 +492,19 @@ static sg_err builder_version(struct mdl_client *c, char *out, size_t cap,
 
 struct env_ask {
 	struct mdl_client *c;
-	struct sg_cancel *cancel;
+	struct sg_cancel *cancel; /* the caller's: the ask is not stopped apart */
 };
 
 /* A failed ask is asked again by mdl_image, which reports it. */
-static void *env_ask_main(void *arg)
+static sg_err env_ask_run(void *arg, struct sg_cancel *stop)
 {
 	struct env_ask *a = arg;
 	struct sg_errinfo err = { 0 };
 	char builder[sizeof(a->c->builder)];
 
+	(void)stop;
 	(void)builder_version(a->c, builder, sizeof(builder), a->cancel, &err);
-	return NULL;
+	return SG_OK;
 }
 
 sg_err mdl_app_and_env(struct mdl_client *c, const char *name, bool with_env,
@@ -510,16 +512,15 @@ sg_err mdl_app_and_env(struct mdl_client *c, const char *name, bool with_env,
 		       struct sg_errinfo *err)
 {
 	struct env_ask a = { .c = c, .cancel = cancel };
-	pthread_t t;
-	bool started = false;
+	struct sg_leg ask = { .run = env_ask_run, .arg = &a };
+	struct sg_errinfo no_thread = { 0 };
 	sg_err rc;
 
 	/* Both ask for the auth token first; the client fetches it once. */
-	if (with_env)
-		started = pthread_create(&t, NULL, env_ask_main, &a) == 0;
+	if (with_env && sg_leg_start(&ask, &no_thread))
+		sg_log_debug("%s: the image's builder version is asked later", no_thread.msg);
 	rc = mdl_app(c, name, app_id, cancel, err);
-	if (started)
-		pthread_join(t, NULL);
+	sg_leg_end(&ask, SG_OK);
 	return rc;
 }
 
@@ -900,27 +901,23 @@ static sg_err write_stdin(struct mdl_router *r, const char *exec_id,
 	return rc;
 }
 
-/* The output read on a second thread while the stdin is written. */
+/* The output read on a second thread (a leg) while the stdin is written. */
 struct side_read {
 	struct mdl_router *r;
 	const char *exec_id;
 	struct mdl_exec_result *res;
 	int64_t deadline;
 	int calls;
-	struct sg_cancel stop; /* fired when the write fails or the caller cancels */
-	struct sg_cancel done; /* fired by the reader as it ends */
 	struct sg_errinfo err;
-	sg_err rc;
 };
 
-static void *side_read_main(void *arg)
+/* stop fires when the write fails or the caller cancels. */
+static sg_err side_read_run(void *arg, struct sg_cancel *stop)
 {
 	struct side_read *s = arg;
 
-	s->rc = read_stream(s->r, s->exec_id, 0, &s->res->out, &s->res->out_total,
-			    s->deadline, &s->calls, &s->stop, &s->err);
-	sg_cancel_fire(&s->done, SG_E_CANCELLED);
-	return NULL;
+	return read_stream(s->r, s->exec_id, 0, &s->res->out, &s->res->out_total,
+			   s->deadline, &s->calls, stop, &s->err);
 }
 
 /*
@@ -938,41 +935,29 @@ static sg_err write_and_read(struct mdl_router *r, const char *exec_id,
 {
 	struct side_read s = { .r = r, .exec_id = exec_id, .res = res,
 			       .deadline = deadline };
-	pthread_t t;
+	struct sg_leg read = { .run = side_read_run, .arg = &s };
+	struct sg_errinfo no_thread = { 0 };
 	sg_err rc;
 
-	*started = false;
-	if (sg_cancel_init(&s.stop) != SG_OK)
+	*started = sg_leg_start(&read, &no_thread) == SG_OK;
+	if (!*started)
 		return SG_OK;
-	if (sg_cancel_init(&s.done) != SG_OK) {
-		sg_cancel_release(&s.stop);
-		return SG_OK;
-	}
-	if (pthread_create(&t, NULL, side_read_main, &s) != 0) {
-		sg_cancel_release(&s.done);
-		sg_cancel_release(&s.stop);
-		return SG_OK;
-	}
-	*started = true;
 	rc = write_stdin(r, exec_id, x, &res->router_calls, cancel, err);
 	if (rc) {
-		sg_cancel_fire(&s.stop, SG_E_CANCELLED);
+		sg_leg_stop(&read, SG_E_CANCELLED, NULL);
 	} else {
-		struct pollfd p[2] = { { .fd = sg_cancel_fd(&s.done), .events = POLLIN },
+		struct pollfd p[2] = { { .fd = sg_leg_fd(&read), .events = POLLIN },
 				       { .fd = sg_cancel_fd(cancel), .events = POLLIN } };
 
-		while (!sg_cancel_check(&s.done) && !sg_cancel_check(cancel))
+		while (!sg_leg_ended(&read) && !sg_cancel_check(cancel))
 			(void)poll(p, p[1].fd >= 0 ? 2 : 1, 1000);
 		if (sg_cancel_check(cancel))
-			sg_cancel_fire_with(&s.stop, sg_cancel_check(cancel),
-					    sg_cancel_reason(cancel));
+			sg_leg_stop(&read, sg_cancel_check(cancel), sg_cancel_reason(cancel));
 	}
-	pthread_join(t, NULL);
+	sg_leg_end(&read, SG_OK);
 	res->router_calls += s.calls;
-	if (!rc && s.rc)
-		rc = sg_err_set(err, s.rc, "%s", s.err.msg);
-	sg_cancel_release(&s.done);
-	sg_cancel_release(&s.stop);
+	if (!rc && read.rc)
+		rc = sg_err_set(err, read.rc, "%s", s.err.msg);
 	return rc;
 }
 

@@ -66,6 +66,7 @@
 #include "../adapters/exec.h"
 #include "../adapters/install.h"
 #include "../adapters/jobreply.h"
+#include "../adapters/leg.h"
 #include "../adapters/targz.h"
 #include "base/crash.h"
 #include "base/limits.h"
@@ -102,10 +103,7 @@ struct vcl_env {
 	atomic_bool resuming; /* one resume at a time (vcl_resume) */
 	char sid[128];    /* the current session */
 	/* keep-alive: extend-timeout while the session lives */
-	pthread_t ka_thread;
-	bool ka_started;
-	struct sg_cancel ka_stop;
-	bool ka_stop_ready;
+	struct sg_leg ka;
 	int64_t ka_ms;
 	struct sg_install_cost install;
 	/*
@@ -113,8 +111,8 @@ struct vcl_env {
 	 * before a create, packed on a thread of its own while it travels.
 	 */
 	struct vcl_prep {
-		pthread_t thread;
-		bool inited, started, done; /* done: read and summed */
+		struct sg_leg pack;
+		bool inited, done; /* done: read and summed */
 		sg_err rc;
 		struct sg_errinfo err;
 		struct sg_helper_bin bin;
@@ -1021,11 +1019,11 @@ out:
 /* ---- Keep-alive --------------------------------------------------------------- */
 
 /* Extend the session's timeout by ka_ms every ka_ms: it stays ahead. */
-static void *vcl_keepalive_main(void *arg)
+static sg_err vcl_keepalive_run(void *arg, struct sg_cancel *stop)
 {
 	struct vcl_env *ve = arg;
 
-	while (!sg_cancel_sleep(&ve->ka_stop, ve->ka_ms)) {
+	while (!sg_cancel_sleep(stop, ve->ka_ms)) {
 		struct sg_errinfo err = { 0 };
 		struct vcl_reply r = { 0 };
 		json_t *body = json_pack("{s:I}", "duration", (json_int_t)ve->ka_ms);
@@ -1037,7 +1035,7 @@ static void *vcl_keepalive_main(void *arg)
 		    !vcl_do(&ve->cl,
 			    &(struct vcl_call){ .method = "POST", .path = p, .body = body,
 						.what = "extending the sandbox's timeout" },
-			    &r, &ve->ka_stop, &err) &&
+			    &r, stop, &err) &&
 		    r.status != 200)
 			vcl_fail(&ve->cl, "extending the sandbox's timeout", &r, SG_OK, &err);
 		if (err.msg[0])
@@ -1046,16 +1044,7 @@ static void *vcl_keepalive_main(void *arg)
 		json_decref(body);
 		free(p);
 	}
-	return NULL;
-}
-
-static void vcl_keepalive_stop(struct vcl_env *ve)
-{
-	if (ve->ka_started) {
-		sg_cancel_fire(&ve->ka_stop, SG_E_CANCELLED);
-		pthread_join(ve->ka_thread, NULL);
-		ve->ka_started = false;
-	}
+	return SG_OK;
 }
 
 /* ---- provision ---------------------------------------------------------------- */
@@ -1138,13 +1127,13 @@ static sg_err vcl_prep_pack(struct vcl_prep *pp, struct sg_errinfo *err)
 	return rc;
 }
 
-/* The packing thread: when it fails, the upload packs again and says why. */
-static void *vcl_prep_main(void *arg)
+/* The packing leg: when it fails, the upload packs again and says why. */
+static sg_err vcl_prep_pack_run(void *arg, struct sg_cancel *stop)
 {
 	struct sg_errinfo err = { 0 };
 
-	(void)vcl_prep_pack(&((struct vcl_env *)arg)->prep, &err);
-	return NULL;
+	(void)stop; /* a few ms of gzip, waited for */
+	return vcl_prep_pack(arg, &err);
 }
 
 static void vcl_prep_init(struct vcl_env *ve)
@@ -1163,20 +1152,19 @@ static void vcl_prep_init(struct vcl_env *ve)
  */
 static void vcl_prep_start(struct vcl_env *ve)
 {
+	struct sg_errinfo no_thread = { 0 };
+
 	vcl_prep_init(ve);
 	vcl_prep_run(ve, true);
-	if (!ve->prep.rc)
-		ve->prep.started =
-			pthread_create(&ve->prep.thread, NULL, vcl_prep_main, ve) == 0;
+	ve->prep.pack = (struct sg_leg){ .run = vcl_prep_pack_run, .arg = &ve->prep };
+	if (!ve->prep.rc && sg_leg_start(&ve->prep.pack, &no_thread))
+		sg_log_debug("sandbox %s: %s: the upload packs sg-helper", ve->name, no_thread.msg);
 }
 
-/* Wait for the packing thread, if one runs. */
+/* Wait for the packing leg, if one runs. */
 static void vcl_prep_join(struct vcl_env *ve)
 {
-	if (ve->prep.started) {
-		pthread_join(ve->prep.thread, NULL);
-		ve->prep.started = false;
-	}
+	sg_leg_end(&ve->prep.pack, SG_OK);
 }
 
 static void vcl_prep_release(struct vcl_env *ve)
@@ -1411,8 +1399,6 @@ static sg_err vcl_provision(struct sg_env *env, struct sg_cancel *cancel, struct
 	if (pthread_mutex_init(&ve->lock, NULL) != 0)
 		return sg_err_set(err, SG_E_INTERNAL, "cannot create a mutex");
 	ve->lock_ready = true;
-	if (sg_cancel_init(&ve->ka_stop) == SG_OK)
-		ve->ka_stop_ready = true;
 	sg_cloud_random_hex(ve->nonce, 8);
 	ve->vcpus = vcl_vcpus(p->cpus, p->memory_mb, &exact);
 	ve->ka_ms = vcl_timeout_ms(p) / 3;
@@ -1449,9 +1435,14 @@ static sg_err vcl_provision(struct sg_env *env, struct sg_cancel *cancel, struct
 	}
 	if (!rc && !(env->facts = vcl_facts(ve, got)))
 		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
-	if (!rc && ve->ka_stop_ready &&
-	    pthread_create(&ve->ka_thread, NULL, vcl_keepalive_main, ve) == 0)
-		ve->ka_started = true;
+	if (!rc) {
+		struct sg_errinfo no_thread = { 0 };
+
+		ve->ka = (struct sg_leg){ .run = vcl_keepalive_run, .arg = ve };
+		if (sg_leg_start(&ve->ka, &no_thread))
+			sg_log_warn("sandbox %s: %s; its timeout is not extended while the session lives",
+				    ve->name, no_thread.msg);
+	}
 out:
 	if (rc && ve->fresh && env->id[0] && sg_cancel_check(cancel)) {
 		/* Removing it here would outlast the budget the gateway keeps. */
@@ -1534,7 +1525,7 @@ static sg_err vcl_teardown(struct sg_env *env, enum sg_fate fate, struct sg_canc
 {
 	struct vcl_env *ve = (struct vcl_env *)env;
 
-	vcl_keepalive_stop(ve);
+	sg_leg_end(&ve->ka, SG_E_CANCELLED);
 	if (fate == SG_FATE_DETACH || !env->id[0] || !ve->cl.api)
 		return SG_OK;
 	if (fate == SG_FATE_REMOVE)
@@ -1647,9 +1638,7 @@ static void vcl_release(struct sg_env *env)
 {
 	struct vcl_env *ve = (struct vcl_env *)env;
 
-	vcl_keepalive_stop(ve);
-	if (ve->ka_stop_ready)
-		sg_cancel_release(&ve->ka_stop);
+	sg_leg_end(&ve->ka, SG_E_CANCELLED);
 	if (ve->lock_ready)
 		pthread_mutex_destroy(&ve->lock);
 	if (ve->cl.api)
