@@ -2826,6 +2826,7 @@ struct cl_result {
 	long overlapped;                /* calls whose requests ran side by side */
 	double cpu_ms;                  /* the gateway's CPU per counted call */
 	char bg_routes[128];
+	char init_reqs[512]; /* initialize's requests: when each began, how long it was served */
 	long pid_run_min, pid_run_max;  /* tasks per run_command, command included */
 	double pid_per[CK_TARGETS];     /* tasks per call of the file tools */
 	bool pid_ok;                    /* the probe ran in a pid namespace */
@@ -3002,6 +3003,18 @@ static void cl_attribute(struct cl_calls *l, const struct cl_req *v, size_t n,
 				c->life[c->nlife++][1] = q->end_us;
 			}
 			dtn_route(&r->cnt[c->kind], q->name);
+			/*
+			 * initialize is one sample: where its time went (which
+			 * request, how long after the call began) makes an
+			 * outlier readable.
+			 */
+			if (c->kind == CK_INIT) {
+				size_t used = strlen(r->init_reqs);
+
+				snprintf(r->init_reqs + used, sizeof(r->init_reqs) - used,
+					 "%s%s at +%.0f for %.0f ms", used ? ", " : "", q->name,
+					 (q->start_us - c->t0_us) / 1e3, q->served_us / 1e3);
+			}
 			continue;
 		}
 		r->background++;
@@ -3792,9 +3805,9 @@ static void report_cloud_details(FILE *o, const struct cl_result *r, long idle_h
 				json_string_value(json_object_get(r->sdk, "stat_path_via")));
 	}
 	dtn_count_text(&r->cnt[CK_INIT], true, text, sizeof(text));
-	fprintf(o, "gateway: VmHWM %.1f MiB after initialize, %.1f MiB at the end (VmRSS %.1f MiB); initialize %.0f ms in %s requests; one round trip %.1f ms\n",
+	fprintf(o, "gateway: VmHWM %.1f MiB after initialize, %.1f MiB at the end (VmRSS %.1f MiB); initialize %.0f ms in %s requests (%s); one round trip %.1f ms\n",
 		idle_hwm_kib / 1024.0, r->hwm_kib / 1024.0, r->rss_kib / 1024.0, r->init_ms, text,
-		r->rt_ms);
+		r->init_reqs[0] ? r->init_reqs : "none logged", r->rt_ms);
 	fprintf(o, "tasks per run_command (the command included) %ld to %ld; the log's clock pinned within %.1f ms; calls with requests side by side: %ld; requests outside any call: %ld (%s)\n",
 		r->pid_run_min, r->pid_run_max, r->clock_err_us / 1e3, r->overlapped,
 		r->background, r->background ? r->bg_routes : "none");
