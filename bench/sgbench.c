@@ -3565,6 +3565,15 @@ static void report_dtn_markdown(FILE *o, const struct dtn_result *r)
 	fprintf(o, "; outside any call (the process watcher): %ld (%s, %.1f–%.1f s each) | none | info |\n",
 		r->background, r->background ? r->bg_routes : "none", r->bg_min_ms / 1e3,
 		r->bg_max_ms / 1e3);
+	/* One round trip: the SDK's own exec of `true` (D1), request to answer. */
+	if (r->sdk && sdk_num(r->sdk, "exec", "p50_us") > 0) {
+		double create = json_number_value(json_object_get(r->sdk, "create_ms"));
+		double rt = sdk_num(r->sdk, "exec", "p50_us") / 1e3;
+
+		fprintf(o, "| D6 | time to ready: initialize (from the gateway's spawn) vs the SDK's create() + one round trip (its exec's p50, D1) | %.0f ms vs %.0f + %.1f ms: **%+.0f ms** | ≤ the SDK's create + 1 round trip | %s |\n",
+			r->init_ms, create, rt, r->init_ms - create - rt,
+			verdict(r->init_ms <= create + rt));
+	}
 }
 
 static void report_dtn_details(FILE *o, const struct dtn_result *r, long idle_hwm_kib)
