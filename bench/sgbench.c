@@ -3726,6 +3726,24 @@ static void report_cloud_markdown(FILE *o, const struct cl_result *r)
 	fprintf(o, "; the gateway's CPU time %.2f ms per call (user + system, over all of them) | ≤ 1 ms each (p50) | %s |\n",
 		r->cpu_ms, verdict(all));
 	/*
+	 * The official client measured the same way, for scale: its script
+	 * fences a batch of calls, not each, so both sides give a mean.
+	 */
+	if (r->sdk) {
+		fputs("| C3s | the same, mean per call, beside the SDK's (its calls' wall time less the fake's serving time of their requests) | ", o);
+		for (int k = CK_WRITE; k < CK_TARGETS; k++) {
+			json_t *op = json_object_get(json_object_get(r->sdk, "ops"), ck_names[k]);
+			json_t *sdk_own = json_object_get(op, "own_mean_us");
+
+			fprintf(o, "%s%s %.2f", k == CK_WRITE ? "" : ", ", ck_names[k], r->own[k].mean / 1e6);
+			if (json_is_number(sdk_own))
+				fprintf(o, " vs %.2f ms", json_number_value(sdk_own) / 1e3);
+			else
+				fputs(" ms (the SDK has no such call)", o);
+		}
+		fputs(" | none | info |\n", o);
+	}
+	/*
 	 * The pid step counts the command too, and whatever the provider
 	 * itself starts for a bare command (the SDK's exec shows it: a
 	 * shell on Daytona, nothing on Modal); sandgate's share is beyond that.
