@@ -276,6 +276,21 @@ static size_t on_header(char *data, size_t size, size_t nitems, void *arg)
 		x->ctype_seen = false;
 		return len;
 	case SG_HTTP_LINE_BLANK:
+		/*
+		 * A trailers-only reply (grpc-status in the first header
+		 * block) ends the call.  It can come between the request's
+		 * HEADERS and its DATA, and libcurl 7.88.1 then sends the DATA
+		 * on the closed stream and waits for the call's deadline (a
+		 * minute; seen under load on every injected error).  So the
+		 * transfer ends here, its connection closed behind it, and the
+		 * server's status stands (final_status).
+		 */
+		if (!x->past_headers && x->status >= 0) {
+			x->past_headers = true;
+			x->closing = true;
+			curl_easy_setopt(x->easy, CURLOPT_FORBID_REUSE, 1L);
+			return 0;
+		}
 		x->past_headers = true;
 		return len;
 	case SG_HTTP_LINE_FIELD:
