@@ -21,10 +21,10 @@
  *    arrive with a GOAWAY) UNAVAILABLE: never OK.
  *  - grpc-status wins over a curl error: a trailers-only reply that races
  *    the request body (curl error 92 in 7.88.1) keeps the server's code.
- *    Such a reply to a large request (hundreds of KiB) on a reused h2c
- *    connection has been seen to leave 7.88.1 waiting to send the rest
- *    until the call's deadline (a few runs in ten under load): the
- *    deadline bounds it, and the retry policy decides what follows.
+ *    A trailers-only reply ends the transfer as soon as its header block
+ *    is in, and closes its connection: 7.88.1 would otherwise send the
+ *    request's DATA on the closed stream and wait for the call's
+ *    deadline.
  *  - Memory is bounded: one response message is at most call->max_msg
  *    bytes (RESOURCE_EXHAUSTED beyond); a unary reply is kept in res->msg,
  *    a stream's messages are handed to the callback one at a time as they
