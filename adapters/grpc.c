@@ -261,6 +261,13 @@ static bool name_is(const char *data, size_t nlen, const char *name)
 	return strlen(name) == nlen && strncasecmp(data, name, nlen) == 0;
 }
 
+/* The transfer's connection is closed once it ends, never pooled again. */
+static void close_behind(struct xfer *x)
+{
+	x->closing = true;
+	curl_easy_setopt(x->easy, CURLOPT_FORBID_REUSE, 1L);
+}
+
 static size_t on_header(char *data, size_t size, size_t nitems, void *arg)
 {
 	struct xfer *x = arg;
@@ -287,8 +294,7 @@ static size_t on_header(char *data, size_t size, size_t nitems, void *arg)
 		 */
 		if (!x->past_headers && x->status >= 0) {
 			x->past_headers = true;
-			x->closing = true;
-			curl_easy_setopt(x->easy, CURLOPT_FORBID_REUSE, 1L);
+			close_behind(x);
 			return 0;
 		}
 		x->past_headers = true;
@@ -323,8 +329,7 @@ static size_t stop(struct xfer *x, sg_err rc, int status, const char *why)
 	x->abort_rc = rc;
 	x->abort_status = status;
 	snprintf(x->abort_why, sizeof(x->abort_why), "%s", why);
-	x->closing = true;
-	curl_easy_setopt(x->easy, CURLOPT_FORBID_REUSE, 1L);
+	close_behind(x);
 	return 0;
 }
 
@@ -817,8 +822,7 @@ abort:
 	 * the RST_STREAM until the connection's next use, and the server
 	 * would go on working for nobody.
 	 */
-	x.closing = true;
-	curl_easy_setopt(e, CURLOPT_FORBID_REUSE, 1L);
+	close_behind(&x);
 out:
 	/* The pool keeps the connection: one more to take (see h2c_idle). */
 	if (added && mode != CONN_POOL && mode != CONN_OWN && healthy &&

@@ -59,7 +59,8 @@ void sg_leg_end(struct sg_leg *l, sg_err why)
 {
 	if (!l->started)
 		return;
-	if (why && !sg_leg_ended(l))
+	/* An ended leg's run no longer looks at its stop token. */
+	if (why)
 		sg_cancel_fire(&l->stop, why);
 	pthread_join(l->thread, NULL);
 	sg_cancel_release(&l->done);
