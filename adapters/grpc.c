@@ -579,12 +579,11 @@ static sg_err set_options(struct sg_grpc_channel *ch, CURL *e,
 	/*
 	 * Calls on the pool share connections, and every
 	 * SG_GRPC_RECYCLE_CALLS-th call closes its connection behind it.
-	 * PIPEWAIT is not set: each call has its own multi handle, and a call
-	 * waiting for a connection another thread's multi handle is setting
-	 * up would never be woken.
+	 * PIPEWAIT is not set: each thread's call has its own multi handle,
+	 * and a call waiting for a connection another thread's multi handle
+	 * is setting up would never be woken.  The easy handle is on the pool
+	 * (the share) unless mode is CONN_OWN (sg_http_curl_get).
 	 */
-	if (!cc && mode != CONN_OWN)
-		cc = curl_easy_setopt(e, CURLOPT_SHARE, sg_http_curl_share());
 	if (!cc && (mode == CONN_OWN || mode == CONN_H2C_OPEN))
 		cc = curl_easy_setopt(e, CURLOPT_FRESH_CONNECT, 1L);
 	if (mode == CONN_OWN || nth % SG_GRPC_RECYCLE_CALLS == 0)
@@ -649,6 +648,7 @@ static sg_err invoke_once(struct sg_grpc_channel *ch,
 	struct curl_slist *hdrs = NULL;
 	char url[SG_GRPC_URL_MAX * 2];
 	uint8_t *body = NULL;
+	struct sg_http_curl_pair pair = { 0 };
 	CURL *e = NULL;
 	CURLM *m = NULL;
 	bool added = false;
@@ -693,19 +693,12 @@ static sg_err invoke_once(struct sg_grpc_channel *ch,
 		goto out;
 	}
 	body = malloc(call->req_len + 5);
-	e = curl_easy_init();
-	m = curl_multi_init();
-	if (!body || !e || !m) {
+	if (!body || !sg_http_curl_get(&pair, mode != CONN_OWN)) {
 		rc = sg_err_set(err, SG_E_INTERNAL, "%s: out of memory", method);
 		goto out;
 	}
-	/*
-	 * A call's multi handle decides how many idle connections the pool
-	 * keeps when the call gives its own back (libcurl's default, four per
-	 * transfer of the handle, would close one whenever a few threads
-	 * call at once).
-	 */
-	curl_multi_setopt(m, CURLMOPT_MAXCONNECTS, (long)SG_GRPC_POOL_MAX);
+	e = pair.easy;
+	m = pair.multi;
 	body[0] = 0;
 	body[1] = (uint8_t)(call->req_len >> 24);
 	body[2] = (uint8_t)(call->req_len >> 16);
@@ -826,14 +819,11 @@ abort:
 out:
 	/* The pool keeps the connection: one more to take (see h2c_idle). */
 	if (added && mode != CONN_POOL && mode != CONN_OWN && healthy &&
-	    !x.closing && atomic_fetch_add(&ch->h2c_idle, 1) >= SG_GRPC_POOL_MAX)
+	    !x.closing && atomic_fetch_add(&ch->h2c_idle, 1) >= SG_CURL_POOL_MAX)
 		atomic_fetch_sub(&ch->h2c_idle, 1);
 	if (added)
 		curl_multi_remove_handle(m, e);
-	if (e)
-		curl_easy_cleanup(e);
-	if (m)
-		curl_multi_cleanup(m);
+	sg_http_curl_put(&pair);
 	curl_slist_free_all(hdrs);
 	free(body);
 	sg_buf_release(&x.frame);

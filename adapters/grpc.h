@@ -2,9 +2,10 @@
  * grpc.h - gRPC calls (unary and server streaming) over libcurl's HTTP/2.
  *
  * A channel is one target (scheme, host, port); a call is one blocking
- * request on the caller's thread, on its own curl easy and multi handle,
- * waited on with curl_multi_poll together with the cancel token's eventfd,
- * exactly as http.c does.  Messages are opaque bytes here: encoding them
+ * request on the caller's thread, on the thread's kept curl easy and multi
+ * handle (sg_http_curl_get, shared with http.c's requests on that
+ * thread), waited on with curl_multi_poll together with the cancel
+ * token's eventfd, exactly as http.c does.  Messages are opaque bytes here: encoding them
  * (protobuf-c) is the caller's business.
  *
  * Invariants:

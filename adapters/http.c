@@ -704,12 +704,18 @@ static sg_err build_headers(const struct sg_http_request *req,
 	return SG_OK;
 }
 
-/* New handles, the easy one attached to the share when shared. */
+/*
+ * New handles, the easy one attached to the share when shared.  The multi
+ * handle decides how many idle connections the pool keeps when a transfer
+ * gives its own back (libcurl's default, four per transfer of the handle,
+ * would close one whenever a few threads call at once).
+ */
 static bool handles_new(struct handles *h, bool shared)
 {
 	h->e = curl_easy_init();
 	h->m = curl_multi_init();
 	if (h->e && h->m &&
+	    curl_multi_setopt(h->m, CURLMOPT_MAXCONNECTS, (long)SG_CURL_POOL_MAX) == CURLM_OK &&
 	    (!shared || curl_easy_setopt(h->e, CURLOPT_SHARE, share) == CURLE_OK))
 		return true;
 	curl_easy_cleanup(h->e);
@@ -720,18 +726,17 @@ static bool handles_new(struct handles *h, bool shared)
 }
 
 /*
- * The calling thread's kept handles for a request that may (shared) or
- * may not travel on a kept connection, or (no key, or out of memory for
- * it) new ones that handles_put frees; *kept says which.  A thread keeps
- * one pair of each kind: an easy handle never changes its share (curl
- * keeps the share through curl_easy_reset, and taking it away again
- * leaked memory in curl 7.88).
+ * A thread keeps one pair of each kind: an easy handle never changes its
+ * share (curl keeps the share through curl_easy_reset, and taking it away
+ * again leaked memory in curl 7.88).
  */
-static bool handles_get(struct handles *out, bool shared, bool *kept)
+bool sg_http_curl_get(struct sg_http_curl_pair *out, bool shared)
 {
 	struct handles *h = handles_keyed ? pthread_getspecific(handles_key) : NULL;
+	struct handles made;
 
-	*kept = false;
+	shared = shared && share;
+	out->kept = false;
 	if (!h && handles_keyed && (h = calloc(2, sizeof(*h)))) {
 		if (pthread_setspecific(handles_key, h) != 0) {
 			free(h);
@@ -739,26 +744,28 @@ static bool handles_get(struct handles *out, bool shared, bool *kept)
 		}
 	}
 	if (h && (h[shared].e || handles_new(&h[shared], shared))) {
-		*out = h[shared];
-		*kept = true;
-		return true;
+		made = h[shared];
+		out->kept = true;
+	} else if (!handles_new(&made, shared)) {
+		out->easy = out->multi = NULL;
+		return false;
 	}
-	return handles_new(out, shared);
+	out->easy = made.e;
+	out->multi = made.m;
+	return true;
 }
 
-/*
- * After a request (its easy handle out of the multi handle): a kept easy
- * handle forgets every option, so it points at nothing of this request
- * (headers, body, error buffer) once they are freed.
- */
-static void handles_put(struct handles *h, bool kept)
+void sg_http_curl_put(struct sg_http_curl_pair *h)
 {
-	if (kept) {
-		curl_easy_reset(h->e);
+	if (!h->easy)
 		return;
+	if (h->kept) {
+		curl_easy_reset(h->easy);
+	} else {
+		curl_easy_cleanup(h->easy);
+		curl_multi_cleanup(h->multi);
 	}
-	curl_easy_cleanup(h->e);
-	curl_multi_cleanup(h->m);
+	h->easy = h->multi = NULL;
 }
 
 static sg_err do_once(const struct sg_http_request *req,
@@ -771,10 +778,10 @@ static sg_err do_once(const struct sg_http_request *req,
 	struct curl_slist *hdrs = NULL;
 	struct reader *readers = NULL;
 	curl_mime *mime = NULL;
-	struct handles h = { 0 };
+	struct sg_http_curl_pair h = { 0 };
 	CURL *e = NULL;
 	CURLM *m = NULL;
-	bool added = false, kept = false, reuse = false;
+	bool added = false, reuse = false;
 	int cfd = sg_cancel_fd(cancel);
 	struct curl_waitfd wfd = { .fd = cfd, .events = CURL_WAIT_POLLIN };
 	CURLMsg *msg;
@@ -813,13 +820,12 @@ static sg_err do_once(const struct sg_http_request *req,
 	/* After sg_http_curl_init: the share exists from then on. */
 	reuse = share && (is_idempotent(req) || req->resend_safe);
 	readers = calloc(req->nparts + 1, sizeof(*readers));
-	if (!readers || !handles_get(&h, reuse, &kept)) {
-		h.e = NULL;
+	if (!readers || !sg_http_curl_get(&h, reuse)) {
 		rc = sg_err_set(err, SG_E_INTERNAL, "%s: out of memory", what);
 		goto out;
 	}
-	e = h.e;
-	m = h.m;
+	e = h.easy;
+	m = h.multi;
 	rc = build_headers(req, &hdrs, what, err);
 	if (rc)
 		goto out;
@@ -912,8 +918,7 @@ static sg_err do_once(const struct sg_http_request *req,
 out:
 	if (added)
 		curl_multi_remove_handle(m, e);
-	if (h.e)
-		handles_put(&h, kept);
+	sg_http_curl_put(&h);
 	curl_mime_free(mime);
 	curl_slist_free_all(hdrs);
 	free(readers);

@@ -308,6 +308,27 @@ struct sg_http_curl_opts {
 };
 sg_err sg_http_curl_common(void *easy, const struct sg_http_curl_opts *o) SG_MUST_CHECK;
 void *sg_http_curl_share(void);
+
+/*
+ * The calling thread's kept pair of curl handles for one transfer: an
+ * easy handle (on the pool when shared) and a multi handle to run it in,
+ * made once per thread and kind, so that a request pays for neither
+ * handle's set-up (a multi handle is a socket pair and four fcntl calls,
+ * an easy one a few kilobytes to fill).  When the thread cannot keep any
+ * (no key, or out of memory for it), new ones; kept says which.  false:
+ * out of memory, *h is empty.  A thread runs one transfer at a time on
+ * them: no callback of a transfer may start another on the same thread.
+ * sg_http_curl_put gives them back once the easy handle is out of the
+ * multi handle: a kept easy handle forgets every option (curl_easy_reset,
+ * which keeps its share), new ones are freed.
+ */
+struct sg_http_curl_pair {
+	void *easy;  /* CURL * */
+	void *multi; /* CURLM * */
+	bool kept;
+};
+bool sg_http_curl_get(struct sg_http_curl_pair *h, bool shared) SG_MUST_CHECK;
+void sg_http_curl_put(struct sg_http_curl_pair *h);
 bool sg_http_url_host(const char *url, char *out, size_t n);
 
 /*

@@ -87,13 +87,13 @@
 #define SG_HTTP_ERROR_BODY (64 * SG_KiB)  /* a non-2xx body kept by a sink */
 #define SG_HTTP_CONNECT_TIMEOUT_MS 30000  /* connect_timeout_ms 0 */
 #define SG_HTTP_RETRY_ATTEMPTS 3          /* tries in all, by default */
+#define SG_CURL_POOL_MAX 16               /* idle connections curl's pool keeps (all hosts, http.c and grpc.c) */
 #define SG_HTTP_RETRY_BASE_MS 400         /* the first backoff */
 #define SG_HTTP_RETRY_MAX_DELAY_MS 20000  /* longest single wait */
 #define SG_GRPC_MSG_MAX (100 * SG_MiB) /* one gRPC message (Modal's limit) */
 #define SG_GRPC_URL_MAX 512            /* a gRPC server's scheme://host:port */
 #define SG_GRPC_KEY_MAX 128            /* an idempotency key */
 #define SG_GRPC_RECYCLE_CALLS 900      /* calls on one connection, then a new one */
-#define SG_GRPC_POOL_MAX 16            /* idle connections kept (curl's pool, all hosts) */
 #define SG_PROBE_TOOL_MS 2000           /* each toolchain's --version */
 #define SG_PROBE_CAPTURE (4 * SG_KiB)   /* its output kept */
 #define SG_PROBE_FILE_MAX (256 * SG_KiB) /* a /proc or cgroup file read */
