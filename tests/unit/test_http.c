@@ -36,6 +36,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <curl/curl.h>
 #include <openssl/pem.h>
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
@@ -1479,6 +1480,60 @@ static void test_kept_connection(void **state)
 	close(keep.lfd);
 }
 
+/* Another thread's kept easy handle, for test_kept_pair. */
+static void *other_pair(void *arg)
+{
+	struct sg_http_curl_pair p;
+
+	if (sg_http_curl_get(&p, true)) {
+		*(void **)arg = p.easy;
+		sg_http_curl_put(&p);
+	}
+	return NULL;
+}
+
+/*
+ * A thread's curl handles are kept between transfers (grpc.c's calls and
+ * this file's requests take the same pair), one pair per kind, another
+ * thread has its own, and a kept easy handle comes back with no option of
+ * the transfer before it.
+ */
+static void test_kept_pair(void **state)
+{
+	struct sg_http_curl_pair p, q;
+	void *easy, *multi, *other = NULL, *priv = &priv;
+	pthread_t t;
+
+	(void)state;
+	assert_int_equal(sg_http_curl_init(), SG_OK);
+	assert_true(sg_http_curl_get(&p, true));
+	assert_true(p.kept);
+	easy = p.easy;
+	multi = p.multi;
+	assert_int_equal(curl_easy_setopt(p.easy, CURLOPT_PRIVATE, priv), CURLE_OK);
+	sg_http_curl_put(&p);
+	assert_null(p.easy);
+
+	assert_true(sg_http_curl_get(&p, true));
+	assert_true(p.kept);
+	assert_ptr_equal(p.easy, easy);
+	assert_ptr_equal(p.multi, multi);
+	assert_int_equal(curl_easy_getinfo(p.easy, CURLINFO_PRIVATE, (char **)&priv), CURLE_OK);
+	assert_null(priv);
+	/* The other kind is a pair of its own, kept too. */
+	assert_true(sg_http_curl_get(&q, false));
+	assert_true(q.kept);
+	assert_ptr_not_equal(q.easy, easy);
+	assert_ptr_not_equal(q.multi, multi);
+	sg_http_curl_put(&q);
+	sg_http_curl_put(&p);
+
+	assert_int_equal(pthread_create(&t, NULL, other_pair, &other), 0);
+	assert_int_equal(pthread_join(t, NULL), 0);
+	assert_non_null(other);
+	assert_ptr_not_equal(other, easy);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1504,6 +1559,7 @@ int main(void)
 		cmocka_unit_test(test_tls),
 		cmocka_unit_test(test_parallel),
 		cmocka_unit_test(test_kept_connection),
+		cmocka_unit_test(test_kept_pair),
 	};
 
 	return cmocka_run_group_tests(tests, srv_start, srv_stop);
