@@ -5,8 +5,8 @@
  * request on the caller's thread, on the thread's kept curl easy and multi
  * handle (sg_http_curl_get, shared with http.c's requests on that
  * thread), waited on with curl_multi_poll together with the cancel
- * token's eventfd, exactly as http.c does.  Messages are opaque bytes here: encoding them
- * (protobuf-c) is the caller's business.
+ * token's eventfd, exactly as http.c does.  Messages are opaque bytes
+ * here: encoding them (protobuf-c) is the caller's business.
  *
  * Invariants:
  *  - TLS peers are always verified (a test passes its own CA file).

@@ -50,20 +50,16 @@ static pthread_mutex_t share_locks[CURL_LOCK_DATA_LAST];
  * never start another), so they need no lock; the key's destructor frees
  * them when the thread ends.
  */
-struct handles {
-	CURL *e;
-	CURLM *m;
-};
 static pthread_key_t handles_key;
 static bool handles_keyed;
 
 static void handles_free(void *arg)
 {
-	struct handles *h = arg;
+	struct sg_http_curl_pair *h = arg;
 
 	for (int i = 0; i < 2; i++) {
-		curl_multi_cleanup(h[i].m);
-		curl_easy_cleanup(h[i].e);
+		curl_multi_cleanup(h[i].multi);
+		curl_easy_cleanup(h[i].easy);
 	}
 	free(h);
 }
@@ -149,7 +145,7 @@ sg_err sg_http_curl_init(void)
 
 void sg_http_thread_end(void)
 {
-	struct handles *h = handles_keyed ? pthread_getspecific(handles_key) : NULL;
+	struct sg_http_curl_pair *h = handles_keyed ? pthread_getspecific(handles_key) : NULL;
 
 	if (h) {
 		pthread_setspecific(handles_key, NULL);
@@ -710,18 +706,19 @@ static sg_err build_headers(const struct sg_http_request *req,
  * gives its own back (libcurl's default, four per transfer of the handle,
  * would close one whenever a few threads call at once).
  */
-static bool handles_new(struct handles *h, bool shared)
+static bool handles_new(struct sg_http_curl_pair *h, bool shared)
 {
-	h->e = curl_easy_init();
-	h->m = curl_multi_init();
-	if (h->e && h->m &&
-	    curl_multi_setopt(h->m, CURLMOPT_MAXCONNECTS, (long)SG_CURL_POOL_MAX) == CURLM_OK &&
-	    (!shared || curl_easy_setopt(h->e, CURLOPT_SHARE, share) == CURLE_OK))
+	h->easy = curl_easy_init();
+	h->multi = curl_multi_init();
+	h->kept = false;
+	if (h->easy && h->multi &&
+	    curl_multi_setopt(h->multi, CURLMOPT_MAXCONNECTS, (long)SG_CURL_POOL_MAX) == CURLM_OK &&
+	    (!shared || curl_easy_setopt(h->easy, CURLOPT_SHARE, share) == CURLE_OK))
 		return true;
-	curl_easy_cleanup(h->e);
-	curl_multi_cleanup(h->m);
-	h->e = NULL;
-	h->m = NULL;
+	curl_easy_cleanup(h->easy);
+	curl_multi_cleanup(h->multi);
+	h->easy = NULL;
+	h->multi = NULL;
 	return false;
 }
 
@@ -732,27 +729,21 @@ static bool handles_new(struct handles *h, bool shared)
  */
 bool sg_http_curl_get(struct sg_http_curl_pair *out, bool shared)
 {
-	struct handles *h = handles_keyed ? pthread_getspecific(handles_key) : NULL;
-	struct handles made;
+	struct sg_http_curl_pair *h = handles_keyed ? pthread_getspecific(handles_key) : NULL;
 
 	shared = shared && share;
-	out->kept = false;
 	if (!h && handles_keyed && (h = calloc(2, sizeof(*h)))) {
 		if (pthread_setspecific(handles_key, h) != 0) {
 			free(h);
 			h = NULL;
 		}
 	}
-	if (h && (h[shared].e || handles_new(&h[shared], shared))) {
-		made = h[shared];
+	if (h && (h[shared].easy || handles_new(&h[shared], shared))) {
+		*out = h[shared];
 		out->kept = true;
-	} else if (!handles_new(&made, shared)) {
-		out->easy = out->multi = NULL;
-		return false;
+		return true;
 	}
-	out->easy = made.e;
-	out->multi = made.m;
-	return true;
+	return handles_new(out, shared);
 }
 
 void sg_http_curl_put(struct sg_http_curl_pair *h)

@@ -86,8 +86,8 @@
 #define SG_HTTP_HEADERS_MAX (64 * SG_KiB) /* response headers kept */
 #define SG_HTTP_ERROR_BODY (64 * SG_KiB)  /* a non-2xx body kept by a sink */
 #define SG_HTTP_CONNECT_TIMEOUT_MS 30000  /* connect_timeout_ms 0 */
-#define SG_HTTP_RETRY_ATTEMPTS 3          /* tries in all, by default */
 #define SG_CURL_POOL_MAX 16               /* idle connections curl's pool keeps (all hosts, http.c and grpc.c) */
+#define SG_HTTP_RETRY_ATTEMPTS 3          /* tries in all, by default */
 #define SG_HTTP_RETRY_BASE_MS 400         /* the first backoff */
 #define SG_HTTP_RETRY_MAX_DELAY_MS 20000  /* longest single wait */
 #define SG_GRPC_MSG_MAX (100 * SG_MiB) /* one gRPC message (Modal's limit) */
