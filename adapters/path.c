@@ -385,9 +385,14 @@ sg_err sg_path_resolve(const char *root, const char *host_root,
 	int before;
 	sg_err rc;
 
-	/* A C string cannot hold a NUL, so only emptiness and length remain. */
-	if (!path || !path[0])
-		return sg_err_set(err, SG_E_INVALID_ARGUMENT, "the path is empty");
+	/*
+	 * Results name root "" (path.h), so "" given back names it too, as
+	 * "." does.  A C string cannot hold a NUL, so only length remains.
+	 */
+	if (!path)
+		return sg_err_set(err, SG_E_INVALID_ARGUMENT, "no path was given");
+	if (!path[0])
+		path = ".";
 	if (strlen(path) > SG_PATH_MAX)
 		return sg_err_set(err, SG_E_INVALID_ARGUMENT,
 				  "the path is longer than %d bytes",

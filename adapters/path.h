@@ -36,18 +36,18 @@ enum sg_path_mode {
 };
 
 /*
- * Make `path` (relative to root, or absolute inside the environment)
- * canonical: "." and ".." folded, symlinks resolved as mode says.  On
- * success out (reset first; borrowed) holds the path relative to root
- * ("" for root itself, no leading or trailing slash), in which no
- * component is a symlink except a final one under SG_PATH_NOFOLLOW, and
- * only the missing tail allowed by the mode does not exist.  `root` must
- * be absolute; host_root is opened as given.
+ * Make `path` (relative to root, or absolute inside the environment;
+ * "" is root, as ".") canonical: "." and ".." folded, symlinks resolved
+ * as mode says.  On success out (reset first; borrowed) holds the path
+ * relative to root ("" for root itself, no leading or trailing slash), in
+ * which no component is a symlink except a final one under
+ * SG_PATH_NOFOLLOW, and only the missing tail allowed by the mode does not
+ * exist.  `root` must be absolute; host_root is opened as given.
  *
  * Errors, each with a sentence naming the user's path in err:
  * SG_E_PATH_ESCAPE ("<path> resolves outside the workspace root"),
  * SG_E_NOT_FOUND (a missing component, a file used as a directory, or a
- * missing host_root), SG_E_INVALID_ARGUMENT (empty, longer than
+ * missing host_root), SG_E_INVALID_ARGUMENT (NULL, longer than
  * SG_PATH_MAX, a name too long, too many levels of symbolic links; a C
  * string cannot carry a NUL, so callers that take lengths must refuse one
  * themselves), SG_E_PERMISSION (a directory on the way cannot be

@@ -107,6 +107,18 @@ class Paths(GatewayTestCase):
         out = gw.sh_ok("pwd", cwd=self.d)
         self.assertEqual(out.strip(), ROOT.rstrip("/") + "/" + self.d)
 
+    def test_empty_path_names_root(self):
+        """Results name root "" (section 6.2), so "" given back names it too."""
+        gw = self.gw
+        st = gw.tool_ok("stat_path", {"path": ""})
+        self.assertEqual((st["metadata"]["type"], st["metadata"]["path"]), ("dir", ""))
+        self.assertEqual(gw.tool_ok("list_dir", {"path": ""})["content"],
+                         gw.tool_ok("list_dir", {})["content"])
+        self.assertEqual(gw.sh_ok("pwd", cwd="").strip(), ROOT.rstrip("/") or "/")
+        self.assertCode(gw.tool_error("delete_path", {"path": "", "recursive": True}),
+                        "permission_denied")
+        self.assertTrue(gw.tool("write_file", {"path": "", "content": "x"})["is_error"])
+
     def test_export_outside(self):
         gw = self.gw
         for path in ("/etc/passwd", "../etc/passwd"):
