@@ -38,6 +38,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -2642,6 +2643,32 @@ static sg_err split_dest(struct fs *c, const char *dst, char *dir, size_t cap,
 	return SG_OK;
 }
 
+#ifndef RENAME_NOREPLACE
+#define RENAME_NOREPLACE (1 << 0) /* linux/fs.h; not in every libc's headers */
+#endif
+
+/*
+ * Rename without replacing an entry that is there, in one step where the
+ * kernel and the file system allow it (renameat2 RENAME_NOREPLACE): a
+ * check before a plain rename lets an entry the environment makes in
+ * between be replaced.  Where they do not (EINVAL, ENOSYS), the check and
+ * the rename stay two steps.  -1 with errno EEXIST for an existing entry.
+ */
+static int rename_noreplace(int sfd, const char *sname, int dfd, const char *dname)
+{
+	struct stat st;
+
+	if (syscall(SYS_renameat2, sfd, sname, dfd, dname, RENAME_NOREPLACE) == 0)
+		return 0;
+	if (errno != EINVAL && errno != ENOSYS)
+		return -1;
+	if (fstatat(dfd, dname, &st, AT_SYMLINK_NOFOLLOW) == 0) {
+		errno = EEXIST;
+		return -1;
+	}
+	return renameat(sfd, sname, dfd, dname);
+}
+
 /* fs move SRC DST [--overwrite] */
 static sg_err fs_move(struct fs *c)
 {
@@ -2649,8 +2676,7 @@ static sg_err fs_move(struct fs *c)
 	bool overwrite = sg_args_flag(&c->a, "overwrite");
 	char ddir[SG_PATH_MAX + 1], dname[NAME_MAX + 1];
 	const char *sname;
-	int sfd = -1, dfd = -1;
-	struct stat st;
+	int sfd = -1, dfd = -1, moved;
 	sg_err rc;
 
 	rc = args_done(c, 2, 2);
@@ -2681,12 +2707,16 @@ static sg_err fs_move(struct fs *c)
 		rc = tool_fail(c, "%s: %s", c->pos[0], errstr(errno));
 		goto out;
 	}
-	if (strcmp(src.p, dst.p) != 0 &&
-	    fstatat(dfd, dname, &st, AT_SYMLINK_NOFOLLOW) == 0 && !overwrite) {
+	/* A move onto itself replaces nothing: a plain rename, a no-op. */
+	if (overwrite || strcmp(src.p, dst.p) == 0)
+		moved = renameat(sfd, sname, dfd, dname);
+	else
+		moved = rename_noreplace(sfd, sname, dfd, dname);
+	if (moved != 0 && errno == EEXIST && !overwrite) {
 		rc = tool_fail(c, "%s already exists", c->pos[1]);
 		goto out;
 	}
-	if (renameat(sfd, sname, dfd, dname) != 0) {
+	if (moved != 0) {
 		rc = tool_fail(c, "cannot move %s to %s: %s", c->pos[0],
 			       c->pos[1], errstr(errno));
 		goto out;

@@ -13,6 +13,9 @@
  * deleted.  Each case prints how many answers came from outside; the test
  * fails if any did.
  *
+ * A second attacker makes and removes a move's destination in a loop:
+ * a move without --overwrite must never replace what it made.
+ *
  * With --no-openat2 (ctest unit/test_fsrace-no-openat2) the process first
  * installs a seccomp filter under which openat2(2) fails with ENOSYS, as on
  * a kernel older than 5.6, so the same attack meets the component walk.
@@ -22,6 +25,7 @@
 #include <fcntl.h>
 #include <ftw.h>
 #include <pthread.h>
+#include <sched.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -427,6 +431,74 @@ static void test_race_outside_dir(void **state)
 	race(f, f->outside, "", true);
 }
 
+/*
+ * A move without --overwrite must not replace an entry that appears while
+ * it runs.  The attacker creates `dst` (O_EXCL) and removes it again in a
+ * loop; each time it holds its file it checks that the file still has its
+ * link, and reports on a pipe when a move replaced it.  A check before a
+ * plain rename leaves that window open; RENAME_NOREPLACE closes it.
+ */
+static void test_race_move_noreplace(void **state)
+{
+	struct fx *f = *state;
+	int64_t end = sg_now_ms() + RACE_MS;
+	int p[2], rootfd, moved = 0, refused = 0, replaced = 0;
+	char c;
+
+	rootfd = open(f->root, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	assert_true(rootfd >= 0);
+	assert_int_equal(pipe2(p, O_CLOEXEC), 0);
+	f->swapper = fork();
+	assert_true(f->swapper >= 0);
+	if (f->swapper == 0) {
+		close(p[0]);
+		for (;;) {
+			struct stat st;
+			int fd = openat(rootfd, "dst", O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC,
+					0644);
+
+			if (fd < 0)
+				continue;
+			sched_yield();
+			if (fstat(fd, &st) == 0 && st.st_nlink == 0)
+				(void)!write(p[1], "R", 1);
+			else
+				unlinkat(rootfd, "dst", 0);
+			close(fd);
+			/* Absent for a while too, so that some moves succeed. */
+			for (volatile int i = rand() % 20000; i > 0; i--)
+				;
+		}
+	}
+	close(p[1]);
+	put(f->root, "src", INSIDE);
+	while (sg_now_ms() < end) {
+		/* json_is_true evaluates its argument twice: one move each. */
+		json_t *r = fs(f, NULL, "move", "--", "src", "dst", NULL);
+
+		put(f->root, "src", INSIDE);
+		if (json_is_true(json_object_get(r, "ok"))) {
+			moved++;
+			unlinkat(rootfd, "dst", 0);
+		} else if (strstr(str(r, "tool_error"), "already exists")) {
+			refused++;
+		} else {
+			fail_msg("unexpected reply %s", f->out.p);
+		}
+	}
+	stop_swapper(f);
+	while (read(p[0], &c, 1) == 1)
+		replaced++;
+	close(p[0]);
+	close(rootfd);
+	print_message("move without overwrite beside a creator of its destination: %d moved, "
+		      "%d refused, %d replaced the creator's file\n",
+		      moved, refused, replaced);
+	if (replaced)
+		fail_msg("%d moves without overwrite replaced an existing entry", replaced);
+	assert_true(moved > 0 && refused > 0);
+}
+
 /* Make openat2(2) answer ENOSYS for the rest of this process's life. */
 static int hide_openat2(void)
 {
@@ -458,6 +530,8 @@ int main(int argc, char **argv)
 		cmocka_unit_test_setup_teardown(test_race_fs_root, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_race_outside_dir, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_race_move_noreplace, setup,
 						teardown),
 	};
 
