@@ -42,15 +42,19 @@ python3 scripts/skips.py build-tsan
 
 echo "== fuzz (${fuzz_seconds}s per target)"
 CC=clang cmake -S . -B build-fuzz -DSG_FUZZ=ON -DBUILD_TESTING=OFF >/dev/null
-cmake --build build-fuzz -j"$jobs" --target sg-fuzz-frame sg-fuzz-json
+fuzz_targets="frame json reply"
+cmake --build build-fuzz -j"$jobs" --target sg-fuzz-frame sg-fuzz-json sg-fuzz-reply
 # libFuzzer's own output (its dictionary, coverage lines) goes to a log;
 # the run shows one result line per target, and the log's tail on failure.
+# A target's seeds are tests/fuzz/corpus-<target> when it has its own.
 fuzz_failed=0
-for target in frame json; do
+for target in $fuzz_targets; do
   mkdir -p "build-fuzz/corpus-$target"
   log="build-fuzz/fuzz-$target.log"
+  seeds=tests/fuzz/corpus
+  [ -d "tests/fuzz/corpus-$target" ] && seeds="tests/fuzz/corpus-$target"
   if "build-fuzz/tests/fuzz/sg-fuzz-$target" -max_total_time="$fuzz_seconds" \
-      -max_len=65536 "build-fuzz/corpus-$target" tests/fuzz/corpus >"$log" 2>&1; then
+      -max_len=65536 "build-fuzz/corpus-$target" "$seeds" >"$log" 2>&1; then
     runs=$(sed -n 's/^Done \([0-9]*\) runs.*/\1/p' "$log" | tail -n 1)
     echo "fuzz: $target: ok, ${runs:-?} runs in ${fuzz_seconds}s, corpus $(ls "build-fuzz/corpus-$target" | wc -l) inputs"
   else
@@ -59,5 +63,5 @@ for target in frame json; do
     fuzz_failed=$((fuzz_failed + 1))
   fi
 done
-echo "fuzz: $((2 - fuzz_failed)) passed, $fuzz_failed failed"
+echo "fuzz: $(($(echo $fuzz_targets | wc -w) - fuzz_failed)) passed, $fuzz_failed failed"
 [ "$fuzz_failed" -eq 0 ]
