@@ -5,6 +5,8 @@
 #define _GNU_SOURCE /* memmem, getentropy */
 #include "jobreply.h"
 
+#include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -160,6 +162,27 @@ void sg_job_mark(char mark[SG_JOB_MARK_SIZE])
 	mark[SG_JOB_MARK_SIZE - 1] = '\0';
 }
 
+/*
+ * The int after prefix at the start of s.  Not sscanf's %d: the reply
+ * comes from inside the environment, and %d on a number out of int's
+ * range is undefined behaviour.
+ */
+static bool field_int(const char *s, const char *prefix, int *n)
+{
+	size_t k = strlen(prefix);
+	char *end;
+	long v;
+
+	if (strncmp(s, prefix, k) != 0)
+		return false;
+	errno = 0;
+	v = strtol(s + k, &end, 10);
+	if (end == s + k || errno != 0 || v < INT_MIN || v > INT_MAX)
+		return false;
+	*n = (int)v;
+	return true;
+}
+
 /* "exit N", "signal N", x, timed out: the exec result's status fields. */
 static void job_status(struct sg_job_reply *r, const char *line, size_t len)
 {
@@ -200,11 +223,11 @@ static void job_status(struct sg_job_reply *r, const char *line, size_t len)
 	r->timed_out = to[0] == '1';
 	if (r->timed_out)
 		r->signal = 9;
-	else if (sscanf(st, "signal %d", &n) == 1)
+	else if (field_int(st, "signal ", &n))
 		r->signal = n;
-	else if (sscanf(st, "exit %d", &n) == 1)
+	else if (field_int(st, "exit ", &n))
 		r->exit_code = n;
-	else if (sscanf(x, "%d", &n) == 1)
+	else if (field_int(x, "", &n))
 		/* No wait status recorded: the group was killed by a cancel. */
 		r->exit_code = n;
 	else

@@ -42,6 +42,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "adapters/jobreply.h"
+
 #define MARK "SGMARK7f3a"
 #define PATH_ENV "PATH=/usr/bin:/bin"
 #define CAPTURE (1024 * 1024) /* stdout kept per run; more fails the test */
@@ -1394,9 +1396,60 @@ static void test_rm_reader_gone(void **state)
 	assert_true(none_left(5000));
 }
 
+/* ---- the reply read back, from a hostile environment -------------------- */
+
+static struct sg_job_reply parsed(const char *text)
+{
+	struct sg_job_reply r;
+
+	sg_job_parse(text, strlen(text), MARK, &r);
+	return r;
+}
+
+/*
+ * sg_job_parse() reads text that anything inside the environment can
+ * print: only the last mark after a newline is the trailer, numbers out of
+ * range are not statuses, and a trailer that ends the text has no stderr.
+ */
+static void test_reply_parse(void **state)
+{
+	struct sg_job_reply r;
+
+	(void)state;
+	r = parsed("out\n" MARK " done 0|exit 3|0|4\nerr");
+	assert_int_equal(r.state, SG_JOB_IS_DONE);
+	assert_int_equal(r.exit_code, 3);
+	assert_int_equal(r.head_len, 3);
+	assert_int_equal(r.err_at, strlen("out\n" MARK " done 0|exit 3|0|4\n"));
+	assert_int_equal(r.out_size, 4);
+
+	/* A trailer the command printed is not the job's. */
+	r = parsed("\n" MARK " done 0|exit 0|0|0\n\n" MARK " done 1|signal 15|0|0\n");
+	assert_int_equal(r.signal, 15);
+	assert_int_equal(r.exit_code, -1);
+	r = parsed("x" MARK " done 0|exit 0|0|0\n");
+	assert_int_equal(r.state, SG_JOB_NONE);
+
+	/* Out of int's range: not an exit status; the runner's word stands. */
+	r = parsed("\n" MARK " done 0|exit 99999999999|0|0\n");
+	assert_int_equal(r.exit_code, 0);
+	assert_false(r.lost);
+	r = parsed("\n" MARK " done 99999999999|exit 99999999999|0|0\n");
+	assert_int_equal(r.exit_code, -1);
+	assert_true(r.lost);
+
+	/* The trailer is the last line: nothing after it is stderr. */
+	r = parsed("\n" MARK " done 0|exit 0|0|0");
+	assert_int_equal(r.state, SG_JOB_IS_DONE);
+	assert_int_equal(r.err_at, strlen("\n" MARK " done 0|exit 0|0|0"));
+	assert_int_equal(parsed("\n" MARK " pending\n").state, SG_JOB_IS_PENDING);
+	assert_int_equal(parsed("\n" MARK " lies\n").state, SG_JOB_BAD);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_reply_parse),
 #define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
 		T(test_result_streams),
 		T(test_raw_bytes),
