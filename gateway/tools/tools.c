@@ -132,6 +132,17 @@ static sg_err encoding_is_base64(struct tctx *t, bool *out)
 }
 
 /*
+ * A string of sg-helper's reply, or "?": the reply comes from inside the
+ * environment, and %s of NULL is undefined.
+ */
+static const char *reply_str(json_t *reply, const char *key)
+{
+	const char *v = json_string_value(json_object_get(reply, key));
+
+	return v ? v : "?";
+}
+
+/*
  * The sentence a tool's result carries when sg-helper's reply has no
  * `content` of its own: what happened, for the model to read.
  */
@@ -153,17 +164,14 @@ static json_t *summary(const char *sub, json_t *reply)
 	}
 	if (strcmp(sub, "stat") == 0)
 		return json_sprintf("%s: %s, %lld bytes, mode %s, modified %s", path,
-				    json_string_value(json_object_get(reply, "type")),
+				    reply_str(reply, "type"),
 				    (long long)json_integer_value(json_object_get(reply, "size")),
-				    json_string_value(json_object_get(reply, "mode")),
-				    json_string_value(json_object_get(reply, "mtime")));
+				    reply_str(reply, "mode"), reply_str(reply, "mtime"));
 	if (strcmp(sub, "delete") == 0)
-		return json_sprintf("deleted %s",
-				    json_string_value(json_object_get(reply, "deleted")));
+		return json_sprintf("deleted %s", reply_str(reply, "deleted"));
 	if (strcmp(sub, "move") == 0)
-		return json_sprintf("moved %s to %s",
-				    json_string_value(json_object_get(reply, "from")),
-				    json_string_value(json_object_get(reply, "to")));
+		return json_sprintf("moved %s to %s", reply_str(reply, "from"),
+				    reply_str(reply, "to"));
 	if (strcmp(sub, "mkdir") == 0)
 		return json_sprintf(json_is_true(json_object_get(reply, "created"))
 					    ? "created %s" : "%s already exists", path);
