@@ -200,7 +200,7 @@ sg_err sg_proc_start(struct sg_op *op, json_t **out)
 {
 	struct sg_session *s = op->s;
 	struct sg_procs *p = s->procs;
-	const char *command = NULL, *cwd_arg = NULL, *opid = NULL, *mode = NULL;
+	const char *command = NULL, *cwd_arg = NULL, *opid = NULL, *mode = NULL, *status;
 	enum sg_confine confine;
 	json_t *argv = NULL, *env = NULL, *reply = NULL, *rec, *e;
 	struct sg_strv av = SG_STRV_INIT, envp = SG_STRV_INIT;
@@ -293,8 +293,11 @@ sg_err sg_proc_start(struct sg_op *op, json_t **out)
 		rc = sg_err_set(&op->err, SG_E_CANCELLED,
 				"process/start was cancelled; process %s was stopped", id);
 	}
+	/* The reply comes from inside the environment: a record without a
+	 * status is no record. */
 	rec = json_object_get(reply, "process");
-	if (!rc && !json_is_object(rec))
+	status = json_string_value(json_object_get(rec, "status"));
+	if (!rc && !status)
 		rc = sg_err_set(&op->err, SG_E_INTERNAL,
 				"the environment helper's spawn reply has no record");
 	if (rc) {
@@ -304,7 +307,7 @@ sg_err sg_proc_start(struct sg_op *op, json_t **out)
 		goto out;
 	}
 	*out = json_incref(rec);
-	if (strcmp(json_string_value(json_object_get(rec, "status")), "failed") != 0) {
+	if (strcmp(status, "failed") != 0) {
 		sg_op_after(op, event("started", "the process was started", rec));
 	} else {
 		pthread_mutex_lock(&p->lock);

@@ -477,6 +477,50 @@ static void test_process_stopped_at_shutdown(void **state)
 	cleanup(v);
 }
 
+/*
+ * sg-helper's replies come from inside the environment, where anything may
+ * have replaced it: a spawn reply whose record has no status fails that
+ * process/start, and the gateway serves on.
+ */
+static void test_hostile_spawn_reply(void **state)
+{
+	const char *real = getenv("SG_HELPER");
+	char *wrapper = NULL, *saved = strdup(real);
+	struct srv *v;
+	json_t *r;
+	FILE *f;
+
+	(void)state;
+	assert_non_null(saved);
+	assert_true(asprintf(&wrapper, "/tmp/sg-test-hostile-%d", (int)getpid()) > 0);
+	f = fopen(wrapper, "w");
+	assert_non_null(f);
+	fprintf(f, "#!/bin/sh\n"
+		   "if [ \"$1 $2\" = 'proc spawn' ]; then echo '{\"process\":{\"id\":\"x\"}}'; exit 0; fi\n"
+		   "exec '%s' \"$@\"\n", real);
+	fclose(f);
+	assert_int_equal(chmod(wrapper, 0700), 0);
+	setenv("SG_HELPER", wrapper, 1);
+	v = start("{\"backend\":\"fake\"}", 0);
+	setenv("SG_HELPER", saved, 1);
+	init_ok(v);
+	sendf(v, "{\"id\":\"ps\",\"method\":\"process/start\",\"token\":\"T\",\"data\":"
+		 "{\"command\":\"sleep 60\"}}");
+	r = reply(v, "ps", 30000);
+	assert_non_null(strstr(json_string_value(json_object_get(r, "error")), "no record"));
+	json_decref(r);
+	r = execute(v, "c", "run_command", "{\"command\":\"echo alive\"}");
+	assert_string_equal(json_string_value(json_object_get(json_object_get(r, "data"),
+							      "content")), "alive\n");
+	json_decref(r);
+	assert_int_equal(finish(v, 30000, NULL), 0);
+	assert_all_released(v);
+	cleanup(v);
+	unlink(wrapper);
+	free(wrapper);
+	free(saved);
+}
+
 /* Exports: a snapshot read in chunks, released at close and at exit. */
 static void test_export(void **state)
 {
@@ -516,6 +560,7 @@ int main(void)
 		cmocka_unit_test(test_removal_is_measured),
 		cmocka_unit_test(test_process_stopped_at_shutdown),
 		cmocka_unit_test(test_export),
+		cmocka_unit_test(test_hostile_spawn_reply),
 	};
 
 	signal(SIGPIPE, SIG_IGN);
