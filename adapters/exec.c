@@ -721,8 +721,10 @@ sg_err sg_exec_run(const struct sg_child *c, struct sg_exec_result *out,
 	sa_ok = true;
 
 	/*
-	 * The file actions run in order: stdio first, then the directory,
-	 * then every other descriptor is closed.  Our pipes are close-on-exec
+	 * The file actions run in order: stdio first, then the directory and
+	 * descriptor 3 when one is passed (a dup2 onto itself clears its
+	 * close-on-exec too, as POSIX now asks and glibc does), then every
+	 * other descriptor is closed.  Our pipes are close-on-exec
 	 * already; closefrom also catches descriptors another thread (or a
 	 * library) opened without O_CLOEXEC.
 	 */
@@ -738,8 +740,10 @@ sg_err sg_exec_run(const struct sg_child *c, struct sg_exec_result *out,
 			&fa, c->merge ? out_p[1] : err_p[1], 2);
 	if (!e && c->cwd)
 		e = posix_spawn_file_actions_addchdir_np(&fa, c->cwd);
+	if (!e && c->pass_fd3)
+		e = posix_spawn_file_actions_adddup2(&fa, c->fd3, 3);
 	if (!e)
-		e = posix_spawn_file_actions_addclosefrom_np(&fa, 3);
+		e = posix_spawn_file_actions_addclosefrom_np(&fa, c->pass_fd3 ? 4 : 3);
 
 	/*
 	 * Its own process group, no blocked signals, and every signal at its

@@ -64,6 +64,13 @@ struct sg_child {
 	 * SIGKILL at once. */
 	int term_signal;
 	int64_t term_grace_ms;
+	/*
+	 * With pass_fd3, the child gets fd3 (borrowed; ours stays open) as
+	 * its descriptor 3, e.g. for bubblewrap's `--args 3`; every other
+	 * descriptor above 2 is closed either way.
+	 */
+	bool pass_fd3;
+	int fd3;
 };
 
 /*

@@ -57,7 +57,13 @@ int sg_helper_status(int argc, char *const *argv)
 		n = snprintf(line, sizeof(line), "signal %d\n", WTERMSIG(st));
 	else
 		n = snprintf(line, sizeof(line), "exit %d\n", WEXITSTATUS(st));
-	fd = open(file, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	/*
+	 * A new file only: F lies where the command itself may write, and
+	 * this wrapper runs before the command's confinement, so a link or
+	 * a file the command put there is left alone (the runner's status
+	 * then stands).
+	 */
+	fd = open(file, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (fd >= 0) {
 		if (write(fd, line, (size_t)n) != n)
 			unlink(file);

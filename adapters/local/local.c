@@ -31,6 +31,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -427,35 +428,85 @@ static sg_err sandbox_argv(struct local_env *le, const struct sg_exec *x,
 		rc = sg_strv_addv(av, (const char *[]){ "--ro-bind", env->helper_host,
 							 SANDBOX_HELPER, "--bind", env->host_ctl,
 							 SANDBOX_CTL, NULL });
+	/* The command's variables come on descriptor 3 (env_args). */
 	if (!rc)
-		rc = sg_strv_addv(av, (const char *[]){ "--chdir", x->cwd ? x->cwd : env->root,
-							 "--", NULL });
+		rc = sg_strv_addv(av, (const char *[]){ "--clearenv", "--args", "3", "--chdir",
+							 x->cwd ? x->cwd : env->root, "--", NULL });
 	return rc;
 }
 
 /*
+ * The command's variables as bubblewrap's `--setenv NAME VALUE` arguments
+ * in a memory file, for `--args 3`: -1 and errno when it cannot be made.
+ * They never travel in the environment of the processes that run on this
+ * host outside the sandbox (bubblewrap, __cgroup-exec): a request's
+ * LD_PRELOAD would load a library of its choosing into them.  Nor in
+ * their argv, which other users of this host may read.
+ */
+static int env_args(const char *const *envp)
+{
+	int fd = memfd_create("sandgate-env", MFD_CLOEXEC);
+	struct sg_buf b = SG_BUF_INIT(SG_MAX_FRAME);
+	bool ok = fd >= 0;
+
+	for (size_t i = 0; ok && envp && envp[i]; i++) {
+		const char *eq = strchr(envp[i], '=');
+
+		if (eq)
+			ok = !sg_buf_add(&b, "--setenv", sizeof("--setenv")) &&
+			     !sg_buf_add(&b, envp[i], (size_t)(eq - envp[i])) &&
+			     !sg_buf_addc(&b, '\0') && !sg_buf_add(&b, eq + 1, strlen(eq + 1) + 1);
+	}
+	if (ok && b.len)
+		ok = sg_write_all(fd, b.p, b.len) == 0 && lseek(fd, 0, SEEK_SET) == 0;
+	if (!ok && fd >= 0) {
+		int e = errno;
+
+		close(fd);
+		fd = -1;
+		errno = e;
+	}
+	sg_buf_release(&b);
+	return fd;
+}
+
+/*
  * Replace bubblewrap's flattened status (128+N for a signal) with what
- * `sg-helper status` saw, when it wrote it.
+ * `sg-helper status` saw, when it wrote it.  The file lies in the
+ * environment's /tmp, where its commands write too: it is opened without
+ * following a link or waiting for a FIFO's writer, and only a regular
+ * file's few bytes are read.
  */
 static void read_status(const char *file, struct sg_exec_result *out)
 {
-	FILE *f = fopen(file, "re");
-	char word[16];
-	int n;
+	int fd = open(file, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	char line[32], *end;
+	struct stat st;
+	ssize_t n = -1;
+	long v;
 
-	if (!f)
+	if (fd < 0)
 		return;
-	if (fscanf(f, "%15s %d", word, &n) == 2) {
-		if (strcmp(word, "signal") == 0) {
-			out->signal = n;
+	if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode))
+		n = read(fd, line, sizeof(line) - 1);
+	close(fd);
+	if (n <= 0)
+		return;
+	line[n] = '\0';
+	errno = 0;
+	if (strncmp(line, "signal ", 7) == 0) {
+		v = strtol(line + 7, &end, 10);
+		if (end != line + 7 && errno == 0 && v > 0 && v < 128) {
+			out->signal = (int)v;
 			out->exit_code = -1;
-		} else if (strcmp(word, "exit") == 0) {
+		}
+	} else if (strncmp(line, "exit ", 5) == 0) {
+		v = strtol(line + 5, &end, 10);
+		if (end != line + 5 && errno == 0 && v >= 0 && v <= 255) {
 			out->signal = 0;
-			out->exit_code = n;
+			out->exit_code = (int)v;
 		}
 	}
-	fclose(f);
-	unlink(file);
 }
 
 static sg_err local_exec(struct sg_env *env, const struct sg_exec *x,
@@ -466,6 +517,7 @@ static sg_err local_exec(struct sg_env *env, const struct sg_exec *x,
 	struct local_env *le = (struct local_env *)env;
 	struct sg_strv av = SG_STRV_INIT;
 	char *status = NULL;
+	int envfd = -1;
 	sg_err rc = SG_OK;
 
 	if (le->cg.procs.n) {
@@ -477,16 +529,24 @@ static sg_err local_exec(struct sg_env *env, const struct sg_exec *x,
 	}
 	if (!rc && le->bwrap)
 		rc = sandbox_argv(le, x, &av);
+	/*
+	 * The status file's name is not guessable: a command could otherwise
+	 * put a FIFO or a link where the next command's status goes.
+	 */
 	if (!rc && le->bwrap && !(x->flags & SG_EXEC_DETACHES)) {
 		unsigned long k = atomic_fetch_add(&serial, 1);
+		char name[96];
+		uint64_t nonce = 0;
 
-		if (asprintf(&status, "%s/tmp/.status-%ld-%lu", env->host_ctl,
-			     (long)getpid(), k) < 0)
+		if (getentropy(&nonce, sizeof(nonce)) != 0)
+			nonce = (uint64_t)sg_now_ms() * 2654435761u;
+		snprintf(name, sizeof(name), "/tmp/.status-%ld-%lu-%016llx", (long)getpid(), k,
+			 (unsigned long long)nonce);
+		if (asprintf(&status, "%s%s", env->host_ctl, name) < 0)
 			status = NULL;
 		rc = !status || sg_strv_addv(&av, (const char *[]){ SANDBOX_HELPER, "status",
 								     "--file", NULL }) ||
-		     sg_strv_addf(&av, SANDBOX_CTL "/tmp/.status-%ld-%lu", (long)getpid(), k) ||
-		     sg_strv_add(&av, "--");
+		     sg_strv_addf(&av, SANDBOX_CTL "%s", name) || sg_strv_add(&av, "--");
 	}
 	if (!rc)
 		rc = sg_strv_addv(&av, x->argv);
@@ -495,10 +555,18 @@ static sg_err local_exec(struct sg_env *env, const struct sg_exec *x,
 		free(status);
 		return sg_err_set(err, SG_E_INTERNAL, "out of memory");
 	}
+	if (le->bwrap && (envfd = env_args(x->envp)) < 0) {
+		rc = sg_err_set(err, SG_E_INTERNAL, "cannot pass the command's environment: %s",
+				strerror(errno));
+		goto out;
+	}
 	{
+		/* Under bubblewrap, the processes on this host get no variables. */
 		struct sg_child c = {
 			.argv = sg_strv_get(&av),
-			.envp = x->envp,
+			.envp = le->bwrap ? NULL : x->envp,
+			.pass_fd3 = envfd >= 0,
+			.fd3 = envfd,
 			/* Without bubblewrap, root is the workspace's real path. */
 			.cwd = le->bwrap ? NULL : (x->cwd ? x->cwd : env->root),
 			.stdin_data = x->stdin_data,
@@ -515,6 +583,9 @@ static sg_err local_exec(struct sg_env *env, const struct sg_exec *x,
 			read_status(status, out);
 		unlink(status);
 	}
+out:
+	if (envfd >= 0)
+		close(envfd);
 	free(status);
 	sg_strv_release(&av);
 	return rc;

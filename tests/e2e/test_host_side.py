@@ -1,0 +1,182 @@
+"""The processes sandgate runs on this host, outside the sandbox (local backend).
+
+On the local backend a command's way into its sandbox passes through
+processes that run on this host with sandgate's user and sandgate's view:
+`sandgate __cgroup-exec`, bubblewrap, and the status file the gateway reads
+back.  Two attackers try to reach them:
+
+- the host, through a request's `env` (run_command, process/start) or a
+  binding's `forward_env` object: LD_PRELOAD naming a library it wrote into
+  the workspace must never load into a process outside the sandbox (it
+  would run as sandgate, read sandgate's environment, and leave the
+  cgroup before the command joins it);
+- a command, through the file `sg-helper status` writes into the
+  environment's /tmp when the command ends: a FIFO or a link where the
+  status goes must neither hang the gateway nor let the unconfined status
+  writer overwrite a file the command may not write itself (a process
+  record in the control directory).
+"""
+
+import base64
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import textwrap
+import time
+import unittest
+
+from sgclient import CONFIG, ROOT, GatewayTestCase
+
+# Loaded into a process, it leaves a mark in a directory only the host sees
+# (the sandbox has a private /tmp), naming the process it ran in.
+PRELOAD_C = r"""
+#include <stdio.h>
+#include <unistd.h>
+__attribute__((constructor)) static void mark(void)
+{
+	char exe[256] = "";
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	FILE *f;
+
+	if (access("@DIR@", F_OK) != 0)
+		return;
+	if (n > 0)
+		exe[n] = 0;
+	f = fopen("@DIR@/loaded", "a");
+	if (f) {
+		fprintf(f, "pid %d exe %s\n", getpid(), exe);
+		fclose(f);
+	}
+}
+"""
+
+# Run inside the environment: find this command's own status file in its
+# parent's argv (sg-helper status --file F -- ...), put a FIFO or a link to
+# a process record there, and guess the next few names as well.
+PLANT = textwrap.dedent(r"""
+    import os, re, sys
+    args = open('/proc/%d/cmdline' % os.getppid(), 'rb').read().split(b'\0')
+    own = [a.decode() for a in args if b'/.status-' in a][0]
+    m = re.match(r'(.*-)(\d+)((?:-[0-9a-f]+)?)$', own)
+    names = [own] + [m.group(1) + str(int(m.group(2)) + i) + m.group(3) for i in range(1, 6)]
+    for name in names:
+        if sys.argv[1] == 'fifo':
+            os.mkfifo(name)
+        else:
+            os.symlink(sys.argv[2], name)
+""")
+
+
+class HostSide(GatewayTestCase):
+
+    def setUp(self):
+        if CONFIG:
+            self.skipTest("the local backend's own processes")
+        if not shutil.which("bwrap"):
+            self.skipTest("without bubblewrap, commands run on this host itself")
+
+    def gateway_in_sandbox(self, **binding):
+        gw = self.gateway(init=False)
+        info = gw.initialize(**binding)
+        if info["environment"]["facts"].get("mechanism") != "bubblewrap":
+            self.skipTest("bubblewrap cannot run here")
+        return gw
+
+    # -- the host's variables -------------------------------------------
+
+    def library(self):
+        if not shutil.which("cc"):
+            self.skipTest("no C compiler")
+        self.dir = tempfile.mkdtemp(prefix="sg-e2e-preload-")
+        self.addCleanup(shutil.rmtree, self.dir, True)
+        src = os.path.join(self.dir, "lib.c")
+        with open(src, "w") as f:
+            f.write(PRELOAD_C.replace("@DIR@", self.dir))
+        lib = os.path.join(self.dir, "lib.so")
+        subprocess.run(["cc", "-shared", "-fPIC", "-o", lib, src], check=True)
+        return lib
+
+    def plant_library(self, gw, lib):
+        """The library written into the workspace; its path on this host."""
+        with open(lib, "rb") as f:
+            data = base64.b64encode(f.read()).decode()
+        gw.tool_ok("write_file", {"path": "lib.so", "content": data, "encoding": "base64"})
+        info = gw.tool_ok("run_command", {"command": "cat /proc/self/mountinfo"})["content"]
+        m = re.search(r"^\S+ \S+ \S+ (\S+) %s " % re.escape(ROOT), info, re.M)
+        self.assertIsNotNone(m, info)
+        return m.group(1) + "/lib.so"
+
+    def assert_not_loaded(self):
+        mark = os.path.join(self.dir, "loaded")
+        if os.path.exists(mark):
+            with open(mark) as f:
+                self.fail("a library the request named ran outside the sandbox:\n" + f.read())
+
+    def test_run_command_env_never_reaches_the_host(self):
+        lib = self.library()
+        gw = self.gateway_in_sandbox()
+        path = self.plant_library(gw, lib)
+        for mode in ("read_only", "full"):
+            r = gw.tool("run_command", {"command": "echo ran", "env": {"LD_PRELOAD": path}}, mode)
+            self.assertIn("ran", r["content"])
+        self.assert_not_loaded()
+
+    def test_run_command_env_still_reaches_the_command(self):
+        gw = self.gateway_in_sandbox()
+        r = gw.tool_ok("run_command", {"command": 'printf "%s|%s" "$A" "$B"',
+                                       "env": {"A": "one two", "B": "x=y\nz"}})
+        self.assertEqual(r["content"], "one two|x=y\nz")
+
+    def test_process_start_env_never_reaches_the_host(self):
+        lib = self.library()
+        gw = self.gateway_in_sandbox()
+        path = self.plant_library(gw, lib)
+        pid = gw.start("echo started", env={"LD_PRELOAD": path})["id"]
+        deadline = time.time() + 10
+        while time.time() < deadline:
+            r = gw.call("process/get", {"id": pid})
+            if r["data"]["status"] != "running":
+                break
+            time.sleep(0.1)
+        self.assert_not_loaded()
+
+    def test_binding_forward_env_never_reaches_the_host(self):
+        lib = self.library()
+        gw = self.gateway_in_sandbox(environment={"forward_env": {"LD_PRELOAD": lib}})
+        gw.tool("run_command", {"command": "true"})
+        self.assert_not_loaded()
+
+    # -- the status file -------------------------------------------------
+
+    def test_fifo_at_the_status_file_hangs_nothing(self):
+        gw = self.gateway_in_sandbox()
+        # Its own status file and the next ones' (as far as it can guess).
+        r = gw.tool("run_command", {"argv": ["python3", "-c", PLANT, "fifo"], "timeout_ms": 10000},
+                    timeout=30)
+        if "No such file" in r["content"] and "python3" in r["content"]:
+            self.skipTest("no python3 in the sandbox")
+        self.assertFalse(r.get("metadata", {}).get("timed_out"), r)
+        r = gw.tool("run_command", {"command": "echo hello", "timeout_ms": 10000}, timeout=30)
+        self.assertEqual(r["content"], "hello\n")
+
+    def test_link_at_the_status_file_writes_nothing_through_it(self):
+        gw = self.gateway_in_sandbox()
+        pid = gw.start("sleep 60")["id"]
+        record = "/run/sandgate/ctl/proc/%s/record.json" % pid
+        before = gw.call("process/get", {"id": pid})
+        self.assertIn("data", before, before)
+        r = gw.tool("run_command", {"argv": ["python3", "-c", PLANT, "link", record]}, timeout=30)
+        if "No such file" in r["content"] and "python3" in r["content"]:
+            self.skipTest("no python3 in the sandbox")
+        gw.tool("run_command", {"command": "exit 3"})
+        after = gw.call("process/get", {"id": pid})
+        self.assertIn("data", after, after)
+        self.assertEqual(after["data"]["status"], "running")
+        stop = gw.call("process/stop", {"id": pid})
+        self.assertIn("data", stop, stop)
+
+
+if __name__ == "__main__":
+    unittest.main()
