@@ -8,6 +8,8 @@
  * /dev/tty ...) stay writable as files.  Every filesystem right the kernel
  * knows is handled, so nothing is allowed by omission; a kernel older than
  * ABI 3 cannot handle truncation and is refused rather than used weaker.
+ * From ABI 6 the command also cannot signal, or connect to an abstract
+ * unix socket of, a process outside its domain.
  *
  * sg_confine_apply runs between fork() and exec() in the process
  * supervisor of a multi-threaded gateway, where another thread may hold
@@ -152,7 +154,7 @@ int sg_confine_apply(const char *mode, const char *root,
 		     const char *const *allow_write, char *msg, size_t msglen)
 {
 	struct confine_msg m = { .p = msg, .cap = msglen, .len = 0 };
-	struct landlock_ruleset_attr attr;
+	struct sg_landlock_attr attr;
 	uint64_t handled, dev_access;
 	bool standard;
 	int abi, ruleset = -1, rc = -1;
@@ -195,7 +197,15 @@ int sg_confine_apply(const char *mode, const char *root,
 	handled = sg_landlock_fs_rights(abi);
 	memset(&attr, 0, sizeof(attr));
 	attr.handled_access_fs = handled;
-	ruleset = sg_landlock_create_ruleset(&attr, sizeof(attr));
+	/*
+	 * From ABI 6, signals and abstract unix sockets stay inside the
+	 * domain too: a confined command (a background one shares the
+	 * host's pid and network namespaces) must not signal or talk to
+	 * processes outside its sandbox, sandgate's included.
+	 */
+	if (abi >= 6)
+		attr.scoped = LANDLOCK_SCOPE_SIGNAL | LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET;
+	ruleset = sg_landlock_create_ruleset(&attr);
 	if (ruleset < 0) {
 		msg_add(&m, "cannot create a Landlock ruleset: ");
 		msg_add_errno(&m, errno);
@@ -275,14 +285,14 @@ static int reader_ruleset(const char *prog, int dirfd)
 			    LANDLOCK_ACCESS_FS_READ_DIR;
 	const uint64_t run = LANDLOCK_ACCESS_FS_READ_FILE |
 			     LANDLOCK_ACCESS_FS_EXECUTE;
-	struct landlock_ruleset_attr attr;
+	struct sg_landlock_attr attr;
 	int ruleset, fd, e;
 
 	if (sg_landlock_abi() < 1)
 		return -1;
 	memset(&attr, 0, sizeof(attr));
 	attr.handled_access_fs = SG_LANDLOCK_READ;
-	ruleset = sg_landlock_create_ruleset(&attr, sizeof(attr));
+	ruleset = sg_landlock_create_ruleset(&attr);
 	if (ruleset < 0)
 		return -1;
 	if (reader_rule(ruleset, dirfd, rd) != 0)

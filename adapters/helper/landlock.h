@@ -90,6 +90,24 @@ enum landlock_rule_type {
 #define LANDLOCK_ACCESS_FS_IOCTL_DEV (1ULL << 15)
 #endif
 
+/* ABI 6: what a process may reach outside its Landlock domain. */
+#ifndef LANDLOCK_SCOPE_SIGNAL
+#define LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET (1ULL << 0)
+#define LANDLOCK_SCOPE_SIGNAL (1ULL << 1)
+#endif
+
+/*
+ * A ruleset's attributes as of ABI 6 (handled_access_net came with ABI
+ * 4, scoped with 6), named apart from the system header's struct, which
+ * may be older.  A kernel that knows fewer fields takes the longer struct
+ * as long as the fields it does not know are zero.
+ */
+struct sg_landlock_attr {
+	uint64_t handled_access_fs;
+	uint64_t handled_access_net;
+	uint64_t scoped;
+};
+
 /*
  * The syscall numbers come from the unified table, shared by x86_64 and
  * aarch64 (the two architectures sg-helper is built for).
@@ -147,10 +165,9 @@ static inline int sg_landlock_abi(void)
 
 /* A new ruleset descriptor (close-on-exec), or -1 with errno. */
 static inline int
-sg_landlock_create_ruleset(const struct landlock_ruleset_attr *attr,
-			   size_t size)
+sg_landlock_create_ruleset(const struct sg_landlock_attr *attr)
 {
-	return (int)syscall(SYS_landlock_create_ruleset, attr, size,
+	return (int)syscall(SYS_landlock_create_ruleset, attr, sizeof(*attr),
 			    (uint32_t)0);
 }
 

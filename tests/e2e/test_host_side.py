@@ -148,6 +148,24 @@ class HostSide(GatewayTestCase):
         gw.tool("run_command", {"command": "true"})
         self.assert_not_loaded()
 
+    # -- signals ----------------------------------------------------------
+
+    def test_confined_background_process_cannot_signal_the_host(self):
+        gw = self.gateway(init=False)
+        info = gw.initialize()
+        facts = info["environment"]["facts"]
+        if facts.get("mechanism") != "bubblewrap" or (facts.get("landlock_abi") or 0) < 6:
+            self.skipTest("needs bubblewrap and Landlock ABI 6 (signal scoping)")
+        for mode in ("read_only", "standard"):
+            with self.subTest(mode=mode):
+                victim = subprocess.Popen(["sleep", "300"], start_new_session=True)
+                self.addCleanup(victim.kill)
+                pid = gw.start("kill -TERM %d" % victim.pid, permission_mode=mode)["id"]
+                gw.wait_ended(pid)
+                time.sleep(0.3)
+                self.assertIsNone(victim.poll(), "a %s background process killed host pid %d"
+                                  % (mode, victim.pid))
+
     # -- the status file -------------------------------------------------
 
     def test_fifo_at_the_status_file_hangs_nothing(self):
