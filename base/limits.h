@@ -57,6 +57,17 @@
 #define SG_LOCAL_PIDS_CEILING 4194304 /* the kernel's largest pid_max */
 #define SG_CGROUP_KILL_MS 3000        /* a session's cgroups emptied and removed */
 
+/*
+ * cpus and memory_mb (section 4.3), in a profile or a binding, on every
+ * backend.  A hundredth of a CPU is the smallest quota the kernel takes
+ * (1 ms of cgroups' 100 ms period).  The maximums are beyond any
+ * environment's size, and keep what backends derive from them (a quota in
+ * microseconds, a limit in bytes) far inside 64 bits.
+ */
+#define SG_CPUS_MIN 0.01
+#define SG_CPUS_MAX 4096
+#define SG_MEMORY_MB_MAX (16LL * 1024 * 1024) /* 16 TiB */
+
 /* Internal bounds that are not protocol numbers. */
 #define SG_ERR_MSG 256             /* one error sentence */
 #define SG_ENVTOOL_REPLY (24 * SG_MiB) /* an env-tool reply: 16 MiB of base64 at most */

@@ -35,8 +35,8 @@ enum cfg_kind {
 	CK_STRING,      /* a non-empty string */
 	CK_BOOL,        /* true or false */
 	CK_NETWORK,     /* "none", "default" or {"allow": [...]} */
-	CK_CPUS,        /* a positive number */
-	CK_MEMORY,      /* a positive integer */
+	CK_CPUS,        /* a number, SG_CPUS_MIN..SG_CPUS_MAX */
+	CK_MEMORY,      /* an integer, 1..SG_MEMORY_MB_MAX */
 	CK_PORT,        /* 1..65535 */
 	CK_LIFETIME,    /* 0..INT32_MAX seconds */
 	CK_SHUTDOWN,    /* 0..INT32_MAX milliseconds */
@@ -562,6 +562,8 @@ static sg_err check_value(const struct cfg_field *f, const json_t *v,
 			  const struct cfg_where *w, const json_t *prof,
 			  struct sg_errinfo *err)
 {
+	sg_err rc;
+
 	switch (f->kind) {
 	case CK_STRING:
 		if (!whole_string(v) || !*json_string_value(v))
@@ -580,10 +582,28 @@ static sg_err check_value(const struct cfg_field *f, const json_t *v,
 		    !isfinite(json_number_value(v)))
 			return bad_field(err, SG_E_INVALID_ARGUMENT, w, f->name,
 					 "must be a positive number");
+		/*
+		 * Bounded here, for every backend and for profiles and
+		 * bindings alike: a binding may lower cpus below the
+		 * smallest quota the kernel takes, and a huge value does
+		 * not fit the quota's integer.
+		 */
+		if (json_number_value(v) < SG_CPUS_MIN ||
+		    json_number_value(v) > SG_CPUS_MAX)
+			return bad_field(err, SG_E_INVALID_ARGUMENT, w, f->name,
+					 "must be a number from %g to %d",
+					 SG_CPUS_MIN, SG_CPUS_MAX);
 		return SG_OK;
 	case CK_MEMORY:
-		return check_int(w, f->name, v, 1, INT64_MAX,
-				 "a positive integer", err);
+		rc = check_int(w, f->name, v, 1, INT64_MAX,
+			       "a positive integer", err);
+		/* Backends count it in bytes (a cgroup's memory.max): keep
+		 * that inside 64 bits. */
+		if (!rc && json_integer_value(v) > SG_MEMORY_MB_MAX)
+			return bad_field(err, SG_E_INVALID_ARGUMENT, w, f->name,
+					 "must be an integer from 1 to %lld",
+					 SG_MEMORY_MB_MAX);
+		return rc;
 	case CK_PORT:
 		return check_int(w, f->name, v, 1, 65535,
 				 "an integer from 1 to 65535", err);

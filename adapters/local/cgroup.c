@@ -370,6 +370,22 @@ static void observe(const struct cg_layout *l, int role, const char *dir, json_t
 	}
 }
 
+/*
+ * cant() for a limit tried after another may have failed: err keeps the
+ * first failure's sentence, and the verdict stays a failure.  Every limit
+ * is tried even after one fails, so that applied names exactly the limits
+ * the kernel took, and a caller that drops a best-effort limit knows which
+ * one failed and keeps the others.
+ */
+static sg_err cant_also(sg_err rc, struct sg_errinfo *err, const char *field,
+			const char *what, const char *dir)
+{
+	struct sg_errinfo later;
+	sg_err now = cant(rc ? &later : err, field, what, dir);
+
+	return rc ? rc : now;
+}
+
 sg_err sg_cgroup_make(struct sg_cgroup *cg, const char *name,
 		      const struct sg_cgroup_want *want, json_t *applied,
 		      json_t *observed, struct sg_errinfo *err)
@@ -379,6 +395,19 @@ sg_err sg_cgroup_make(struct sg_cgroup *cg, const char *name,
 	char val[64];
 	sg_err rc = SG_OK;
 
+	/*
+	 * The config layer refuses values outside these bounds; checked
+	 * again here because past them the byte count and the quota below
+	 * would overflow their integers.
+	 */
+	if (want->memory_mb > SG_MEMORY_MB_MAX)
+		return sg_err_set(err, SG_E_INVALID_ARGUMENT,
+				  "field \"memory_mb\": must be an integer from 1 to %lld",
+				  SG_MEMORY_MB_MAX);
+	if (want->cpus > 0 && !(want->cpus >= SG_CPUS_MIN && want->cpus <= SG_CPUS_MAX))
+		return sg_err_set(err, SG_E_INVALID_ARGUMENT,
+				  "field \"cpus\": must be a number from %g to %d",
+				  SG_CPUS_MIN, SG_CPUS_MAX);
 	layout_get(&l);
 	/* Containment is made wherever the host allows; without it the
 	 * limits' own cgroups are killed member by member. */
@@ -395,35 +424,37 @@ sg_err sg_cgroup_make(struct sg_cgroup *cg, const char *name,
 			observe(&l, ROLE_PIDS, dir, observed);
 		}
 	}
-	if (!rc && want->memory_mb > 0) {
+	if (want->memory_mb > 0) {
 		dir = cg_dir(cg, &l, ROLE_MEM, name);
-		snprintf(val, sizeof(val), "%lld", (long long)want->memory_mb * 1024 * 1024);
+		snprintf(val, sizeof(val), "%lld", (long long)want->memory_mb * (long long)SG_MiB);
 		if (!dir || put(dir, l.v2[ROLE_MEM] ? "memory.max" : "memory.limit_in_bytes", val) ||
 		    (l.v2[ROLE_MEM] && put(dir, "memory.swap.max", "0") && errno != ENOENT))
-			rc = cant(err, "memory_mb", dir ? "set the memory limit in" : "create a cgroup in",
-				  dir ? dir : l.mnt[ROLE_MEM][0] ? l.mnt[ROLE_MEM] : NULL);
-		if (!rc) {
+			rc = cant_also(rc, err, "memory_mb",
+				       dir ? "set the memory limit in" : "create a cgroup in",
+				       dir ? dir : l.mnt[ROLE_MEM][0] ? l.mnt[ROLE_MEM] : NULL);
+		else {
 			json_object_set_new(applied, "memory_mb", json_integer(want->memory_mb));
 			observe(&l, ROLE_MEM, dir, observed);
 		}
 	}
-	if (!rc && want->cpus > 0) {
-		long quota = (long)(want->cpus * CG_PERIOD + 0.5);
+	if (want->cpus > 0) {
+		/* In range (checked above), so the quota fits its integer. */
+		long long quota = (long long)(want->cpus * CG_PERIOD + 0.5);
 
 		dir = cg_dir(cg, &l, ROLE_CPU, name);
 		if (l.v2[ROLE_CPU]) {
-			snprintf(val, sizeof(val), "%ld %d", quota, CG_PERIOD);
+			snprintf(val, sizeof(val), "%lld %d", quota, CG_PERIOD);
 			if (!dir || put(dir, "cpu.max", val))
 				dir = NULL;
 		} else {
-			snprintf(val, sizeof(val), "%ld", quota);
+			snprintf(val, sizeof(val), "%lld", quota);
 			if (!dir || put(dir, "cpu.cfs_period_us", "100000") ||
 			    put(dir, "cpu.cfs_quota_us", val))
 				dir = NULL;
 		}
 		if (!dir)
-			rc = cant(err, "cpus", "set the CPU quota in",
-				  l.mnt[ROLE_CPU][0] ? l.mnt[ROLE_CPU] : NULL);
+			rc = cant_also(rc, err, "cpus", "set the CPU quota in",
+				       l.mnt[ROLE_CPU][0] ? l.mnt[ROLE_CPU] : NULL);
 		else {
 			json_object_set_new(applied, "cpus", json_real((double)quota / CG_PERIOD));
 			observe(&l, ROLE_CPU, dir, observed);

@@ -176,17 +176,36 @@ static sg_err setup_limits(struct local_env *le, const char *name, json_t *appli
 	if (want.pids_max <= 0)
 		want.pids_max = SG_LOCAL_PIDS_DEFAULT;
 	rc = sg_cgroup_make(&le->cg, name, &want, applied, observed, &soft);
-	if (rc && ((p->cpus > 0 && !sg_profile_best_effort(p, "cpus")) ||
-		   (p->memory_mb > 0 && !sg_profile_best_effort(p, "memory_mb")) || want.pids_max_explicit))
-		return sg_err_set(err, rc, "%s", soft.msg);
 	if (rc) {
-		sg_log_warn("%s; the environment runs without those limits (best-effort)", soft.msg);
-		want.cpus = 0;
-		want.memory_mb = 0;
+		/*
+		 * sg_cgroup_make tries every limit and applies those the
+		 * kernel takes, so a limit asked for and missing from
+		 * applied is one that failed.  Only those are dropped, and
+		 * only when best-effort: a limit that could be set is never
+		 * lifted because another one could not.
+		 */
+		bool cpus_failed = want.cpus > 0 && !json_object_get(applied, "cpus");
+		bool memory_failed = want.memory_mb > 0 && !json_object_get(applied, "memory_mb");
+
+		if (rc != SG_E_UNSUPPORTED || (!cpus_failed && !memory_failed) ||
+		    (want.pids_max_explicit && !json_object_get(applied, "pids_max")) ||
+		    (cpus_failed && !sg_profile_best_effort(p, "cpus")) ||
+		    (memory_failed && !sg_profile_best_effort(p, "memory_mb")))
+			return sg_err_set(err, rc, "%s", soft.msg);
+		sg_log_warn("%s; the environment runs without %s (best-effort)", soft.msg,
+			    cpus_failed && memory_failed ? "cpus and memory_mb"
+			    : cpus_failed ? "cpus" : "memory_mb");
+		if (cpus_failed)
+			want.cpus = 0;
+		if (memory_failed)
+			want.memory_mb = 0;
 		json_object_clear(applied);
 		json_object_clear(observed);
-		if (sg_cgroup_make(&le->cg, name, &want, applied, observed, &soft))
-			sg_log_warn("%s", soft.msg);
+		/* The limits kept were taken a moment ago; if they are not
+		 * now, the environment would run without them, so refuse. */
+		rc = sg_cgroup_make(&le->cg, name, &want, applied, observed, &soft);
+		if (rc)
+			return sg_err_set(err, rc, "%s", soft.msg);
 	}
 	if (!le->cg.dirs.n)
 		sg_log_warn("no writable cgroup on this host: no pids limit, and a process that "
@@ -194,7 +213,12 @@ static sg_err setup_limits(struct local_env *le, const char *name, json_t *appli
 	return SG_OK;
 }
 
-/* Paths the sandbox can never show the workspace at. */
+/*
+ * Paths the sandbox can never show the workspace at.  The list is compared
+ * literally, so a root spelled another way ("//run", "/./usr",
+ * "/x/../proc") is refused as well: initialize already refuses such a
+ * root, and this check must not rest on that alone.
+ */
 static bool root_allowed(const char *root)
 {
 	static const char *const sysdirs[] = { "/usr", "/etc", "/bin", "/sbin",

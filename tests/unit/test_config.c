@@ -440,6 +440,15 @@ static void test_number_fields(void **state)
 	field_fails("\"cpus\": true", "\"cpus\": must be a positive number");
 	field_ok("\"cpus\": 0.25");
 	field_ok("\"cpus\": 8");
+	/* The kernel's smallest quota and a bound the quota's integer holds. */
+	field_fails("\"cpus\": 0.001",
+		    "\"cpus\": must be a number from 0.01 to 4096");
+	field_fails("\"cpus\": 4096.5",
+		    "\"cpus\": must be a number from 0.01 to 4096");
+	field_fails("\"cpus\": 1e300",
+		    "\"cpus\": must be a number from 0.01 to 4096");
+	field_ok("\"cpus\": 0.01");
+	field_ok("\"cpus\": 4096");
 
 	field_fails("\"memory_mb\": 0",
 		    "\"memory_mb\": must be a positive integer");
@@ -448,6 +457,12 @@ static void test_number_fields(void **state)
 	field_fails("\"memory_mb\": \"4096\"",
 		    "\"memory_mb\": must be a positive integer");
 	field_ok("\"memory_mb\": 1");
+	/* Its byte count must fit 64 bits: 2^44 MiB would not. */
+	field_fails("\"memory_mb\": 16777217",
+		    "\"memory_mb\": must be an integer from 1 to 16777216");
+	field_fails("\"memory_mb\": 17592186044416",
+		    "\"memory_mb\": must be an integer from 1 to 16777216");
+	field_ok("\"memory_mb\": 16777216");
 
 	field_fails("\"port\": 0",
 		    "\"port\": must be an integer from 1 to 65535");
@@ -830,6 +845,12 @@ static void test_narrowing_bad_types(void **state)
 		    "environment.cpus: must be a positive number");
 	build_fails(cfg, "lab", "{\"memory_mb\": -5}", SG_E_INVALID_ARGUMENT,
 		    "environment.memory_mb: must be a positive integer");
+	/* A lowering below the bounds is refused, not passed to a backend. */
+	build_fails(cfg, "lab", "{\"cpus\": 0.001}", SG_E_INVALID_ARGUMENT,
+		    "environment.cpus: must be a number from 0.01 to 4096");
+	build_fails(cfg, "lab", "{\"memory_mb\": 17592186044416}",
+		    SG_E_INVALID_ARGUMENT,
+		    "environment.memory_mb: must be an integer from 1 to 16777216");
 	build_fails(cfg, "lab", "{\"network\": \"off\"}",
 		    SG_E_INVALID_ARGUMENT,
 		    "environment.network: must be \"none\", \"default\" or "
