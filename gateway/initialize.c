@@ -20,10 +20,27 @@
 #include "base/crash.h"
 #include "base/limits.h"
 #include "base/log.h"
+#include "adapters/path.h"
 #include "registry.h"
 #include "relay.h"
 #include "server.h"
 
+
+/*
+ * Whether root is already in the form sg_path_normalize() gives: no empty
+ * ("//", a trailing '/'), "." or ".." component.  Backends compare root
+ * literally (the local backend's list of OS directories, the containment
+ * of absolute paths), so a root that spells a path another way could name
+ * a directory those checks refuse.
+ */
+static bool root_normalised(const char *root)
+{
+	struct sg_buf norm = SG_BUF_INIT(SG_PATH_MAX + 1);
+	bool same = sg_path_normalize(root, &norm) == SG_OK && strcmp(norm.p, root) == 0;
+
+	sg_buf_release(&norm);
+	return same;
+}
 
 /*
  * The binding in canonical form: every field present, absent ones as
@@ -54,6 +71,9 @@ sg_err sg_binding_canonical(json_t *d, json_t **out, struct sg_errinfo *e)
 	    json_string_length(root) >= SG_PATH_MAX)
 		return sg_err_set(e, SG_E_INVALID_ARGUMENT,
 				  "`root` must be an absolute path");
+	if (!root_normalised(json_string_value(root)))
+		return sg_err_set(e, SG_E_INVALID_ARGUMENT,
+				  "`root` must be a normalised absolute path (no '.' or '..' component, no '//', no trailing '/')");
 	if (!json_is_string(session) || json_string_length(session) == 0 ||
 	    json_string_length(session) > 128 ||
 	    strlen(json_string_value(session)) != json_string_length(session))
@@ -144,8 +164,10 @@ static sg_err base_env(struct sg_session *s)
 
 /*
  * Record the intent in the state registry before anything is created, so a
- * crash from here on leaves a record `sandgate envs gc` acts on.  A
- * non-shared identity already attached to a live session is refused.
+ * crash from here on leaves a record `sandgate envs gc` acts on.  An
+ * identity already attached to a live session is refused unless both
+ * sessions share it: the newcomer's profile says only what the newcomer
+ * wants (a binding may set `shared`), so the holder's record decides too.
  * *known: the registry had a record of the identity before (sg_env.known).
  */
 static sg_err attach(struct sg_session *s, const struct sg_adapter *ad,
@@ -157,20 +179,28 @@ static sg_err attach(struct sg_session *s, const struct sg_adapter *ad,
 				   s->profile->shared, "expires",
 				   (json_int_t)(time(NULL) + s->profile->lifetime_seconds));
 	const char *session = json_string_value(json_object_get(binding, "session"));
-	int others = 0, left = 0;
+	int others = 0;
 	sg_err rc;
 
-	rc = sg_registry_attach(s->state_dir, &key, session, fields, &others, known, err);
+	if (!fields)
+		return sg_err_set(err, SG_E_INTERNAL, "out of memory");
+	rc = sg_registry_join(s->state_dir, &key, session, fields, &others, known, err);
 	json_decref(fields);
-	if (!rc && others > 0 && !s->profile->shared) {
-		struct sg_errinfo ignore = { 0 };
-
-		if (sg_registry_detach(s->state_dir, &key, session, &left, &ignore))
-			sg_log_warn("cannot detach from the registry: %s", ignore.msg);
-		rc = sg_err_set(err, SG_E_UNAVAILABLE,
-				"identity \"%s\" is in use by another live session and profile \"%s\" is not shared",
-				s->identity, s->profile->name);
-	}
+	/*
+	 * Refused: the newcomer does not share, or else the holder does not.
+	 * The sentence names the identity and the side that does not share,
+	 * in place of the registry's, which knows neither.
+	 */
+	if (rc == SG_E_UNAVAILABLE)
+		sg_err_clear(err);
+	if (rc == SG_E_UNAVAILABLE && !s->profile->shared)
+		sg_err_set(err, rc,
+			   "identity \"%s\" is in use by another live session and profile \"%s\" is not shared",
+			   s->identity, s->profile->name);
+	else if (rc == SG_E_UNAVAILABLE)
+		sg_err_set(err, rc,
+			   "identity \"%s\" is in use by another live session and that session is not shared",
+			   s->identity);
 	return rc;
 }
 

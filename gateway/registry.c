@@ -223,22 +223,35 @@ out:
 }
 
 /* Attach a session and merge fields, or (attach false) only merge them,
- * and only when no other live session is attached. */
+ * and only when no other live session is attached.  With join, a session
+ * that finds others attached joins only a shared record (sg_registry_join). */
 struct merge_arg {
 	const char *session;
 	json_t *fields;
-	bool attach;
+	bool attach, join;
 	int others;
 };
 
 static sg_err do_merge(json_t *rec, void *p, struct sg_errinfo *err)
 {
 	struct merge_arg *a = p;
+	bool joining;
 
-	(void)err;
 	a->others = prune(rec, a->session);
-	if (a->fields && (a->attach || !a->others))
-		json_object_update(rec, a->fields);
+	joining = a->join && a->others > 0;
+	if (joining && (!json_is_true(json_object_get(rec, "shared")) ||
+			!json_is_true(json_object_get(a->fields, "shared"))))
+		return sg_err_set(err, SG_E_UNAVAILABLE,
+				  "the environment is in use by another live session and is not shared");
+	if (a->fields && (a->attach || !a->others)) {
+		const char *k;
+		json_t *v;
+
+		/* A joiner keeps the holder's "shared" (sg_registry_join). */
+		json_object_foreach(a->fields, k, v)
+			if (!joining || strcmp(k, "shared") != 0)
+				json_object_set(rec, k, v);
+	}
 	if (a->attach)
 		json_array_append_new(json_object_get(rec, "sessions"),
 				      json_pack("{s:s, s:I, s:I, s:I}", "session", a->session,
@@ -248,14 +261,12 @@ static sg_err do_merge(json_t *rec, void *p, struct sg_errinfo *err)
 	return SG_OK;
 }
 
-static sg_err merge(const char *state_dir, const struct sg_reg_key *key, const char *session,
-		    json_t *fields, bool attach, int *others_out, bool *found,
-		    struct sg_errinfo *err)
+static sg_err merge(const char *state_dir, const struct sg_reg_key *key, struct merge_arg *a,
+		    int *others_out, bool *found, struct sg_errinfo *err)
 {
-	struct merge_arg a = { session, fields, attach, 0 };
-	sg_err rc = edit(state_dir, key, attach, found, do_merge, &a, err);
+	sg_err rc = edit(state_dir, key, a->attach, found, do_merge, a, err);
 
-	*others_out = a.others;
+	*others_out = a->others;
 	return rc;
 }
 
@@ -263,16 +274,32 @@ sg_err sg_registry_attach(const char *state_dir, const struct sg_reg_key *key,
 			  const char *session, json_t *fields, int *others_out, bool *known_out,
 			  struct sg_errinfo *err)
 {
+	struct merge_arg a = { .session = session, .fields = fields, .attach = true };
+
 	if (known_out)
 		*known_out = true; /* until the registry says otherwise */
-	return merge(state_dir, key, session, fields, true, others_out, known_out, err);
+	return merge(state_dir, key, &a, others_out, known_out, err);
+}
+
+sg_err sg_registry_join(const char *state_dir, const struct sg_reg_key *key,
+			const char *session, json_t *fields, int *others_out, bool *known_out,
+			struct sg_errinfo *err)
+{
+	struct merge_arg a = { .session = session, .fields = fields, .attach = true,
+			       .join = true };
+
+	if (known_out)
+		*known_out = true; /* until the registry says otherwise */
+	return merge(state_dir, key, &a, others_out, known_out, err);
 }
 
 sg_err sg_registry_update_if_last(const char *state_dir, const struct sg_reg_key *key,
 				  const char *session, json_t *fields, int *others_out,
 				  struct sg_errinfo *err)
 {
-	return merge(state_dir, key, session, fields, false, others_out, NULL, err);
+	struct merge_arg a = { .session = session, .fields = fields };
+
+	return merge(state_dir, key, &a, others_out, NULL, err);
 }
 
 static sg_err do_update(json_t *rec, void *p, struct sg_errinfo *err)

@@ -52,6 +52,20 @@ sg_err sg_registry_attach(const char *state_dir, const struct sg_reg_key *key,
 			  const char *session, json_t *fields, int *others_out, bool *known_out,
 			  struct sg_errinfo *err) SG_MUST_CHECK;
 
+/*
+ * Attach a session that initialize brings up, as sg_registry_attach, with
+ * sharing decided under the same lock that counts the live sessions.
+ * When another live session is attached, the newcomer joins only if both
+ * `fields` and the record say "shared": true, and it leaves the record's
+ * "shared" as it was: only a session that finds nobody live attached sets
+ * it, so a binding asking to share (protocol 4.3) cannot turn a session
+ * that is not shared into one that is.  Otherwise nothing is written and
+ * SG_E_UNAVAILABLE is returned (this function's only use of that code).
+ */
+sg_err sg_registry_join(const char *state_dir, const struct sg_reg_key *key,
+			const char *session, json_t *fields, int *others_out, bool *known_out,
+			struct sg_errinfo *err) SG_MUST_CHECK;
+
 /* Merge fields (borrowed) into the record: id, status, expires ... */
 sg_err sg_registry_update(const char *state_dir, const struct sg_reg_key *key,
 			  json_t *fields, struct sg_errinfo *err) SG_MUST_CHECK;

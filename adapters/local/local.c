@@ -226,8 +226,16 @@ static bool root_allowed(const char *root)
 					      "/proc", "/dev", "/tmp", "/run", "/opt",
 					      "/sys", NULL };
 
-	if (strcmp(root, "/") == 0)
+	if (root[0] != '/' || strcmp(root, "/") == 0)
 		return false;
+	/* Every component after a '/' must be a name: not empty, "." or "..". */
+	for (const char *c = root; *c == '/';) {
+		size_t n = strcspn(c + 1, "/");
+
+		if (n == 0 || (n == 1 && c[1] == '.') || (n == 2 && c[1] == '.' && c[2] == '.'))
+			return false;
+		c += n + 1;
+	}
 	for (size_t i = 0; sysdirs[i]; i++) {
 		size_t n = strlen(sysdirs[i]);
 
@@ -268,7 +276,7 @@ static sg_err local_provision(struct sg_env *env, struct sg_cancel *cancel,
 	}
 	if (le->bwrap && !root_allowed(env->root)) {
 		rc = sg_err_set(err, SG_E_INVALID_ARGUMENT,
-				"root %s would hide one of the OS directories inside the sandbox",
+				"root %s is not a normalised path or would hide one of the OS directories inside the sandbox",
 				env->root);
 		goto out;
 	}
