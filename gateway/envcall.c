@@ -67,6 +67,15 @@ static sg_err build_argv(struct sg_session *s, unsigned how, bool local,
 		rc = sg_strv_add(av, "--ctl");
 	if (!rc && (how & SG_CALL_CTL))
 		rc = sg_strv_addf(av, "%s/proc", local ? env->host_ctl : env->ctl_dir);
+	/*
+	 * Run on this host, a stop signals only process groups whose leader
+	 * sees the control directory where the environment's processes see
+	 * it (sg-helper proc stop --seen-as): the records it reads are the
+	 * environment's to write, and could name any process of the host.
+	 */
+	if (!rc && local && (how & SG_CALL_CTL) && n >= 2 && strcmp(args[0], "proc") == 0 &&
+	    (strcmp(args[1], "stop") == 0 || strcmp(args[1], "stop-all") == 0))
+		rc = sg_strv_add(av, "--seen-as") || sg_strv_addf(av, "%s/proc", env->ctl_dir);
 	for (size_t i = words; !rc && i < n; i++)
 		rc = sg_strv_add(av, args[i]);
 	return rc;

@@ -68,6 +68,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <poll.h>
 #include <signal.h>
 #include <stddef.h>
@@ -198,6 +199,7 @@ struct proc_rec {
 	char started_at[40], ended_at[40];
 	int64_t sup_pid, sup_start, pid_ns, pgid, timeout_ms, retain;
 	int64_t stamp, birth;
+	size_t bytes;           /* the file's size, as read */
 };
 
 static const struct {
@@ -662,6 +664,7 @@ static sg_err rec_read(const char *ctl, const char *id, struct proc_rec *r,
 {
 	char path[SG_PATH_MAX];
 	struct sg_buf b = SG_BUF_INIT(SG_MAX_FRAME);
+	struct stat st;
 	int fd = -1;
 	sg_err rc;
 
@@ -669,7 +672,7 @@ static sg_err rec_read(const char *ctl, const char *id, struct proc_rec *r,
 	rc = path_join(path, sizeof(path), ctl, id, "record.json", err);
 	if (rc)
 		goto out;
-	fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
 	if (fd < 0) {
 		if (errno == ENOENT || errno == ENOTDIR)
 			rc = sg_err_set(err, SG_E_NOT_FOUND,
@@ -679,11 +682,21 @@ static sg_err rec_read(const char *ctl, const char *id, struct proc_rec *r,
 					path, strerror(errno));
 		goto out;
 	}
+	/*
+	 * The supervisor renames a file of its own into place, never a
+	 * second name of one: a record hard-linked under many ids would
+	 * cost the gateway its size once per id at no cost to the disk.
+	 */
+	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_nlink != 1) {
+		rc = sg_err_set(err, SG_E_INTERNAL, "%s is not a record", path);
+		goto out;
+	}
 	rc = sg_read_all(fd, &b);
 	if (rc) {
 		sg_err_set(err, rc, "cannot read %s", path);
 		goto out;
 	}
+	r->bytes = b.len;
 	if (!rec_parse(r, sg_buf_take(&b, NULL))) {
 		rec_release(r);
 		rc = sg_err_set(err, SG_E_INTERNAL, "%s is malformed", path);
@@ -1248,7 +1261,7 @@ static sg_err scan(const char *ctl, const char *session, int64_t since,
 		   struct sg_errinfo *err)
 {
 	struct proc_rec *v = NULL;
-	size_t n = 0, cap = 0;
+	size_t n = 0, cap = 0, bytes = 0;
 	struct dirent *de;
 	DIR *d;
 	sg_err rc = SG_OK;
@@ -1275,6 +1288,16 @@ static sg_err scan(const char *ctl, const char *session, int64_t since,
 		if ((session && strcmp(r.session, session) != 0) || r.stamp <= since) {
 			rec_release(&r);
 			continue;
+		}
+		/* The records are the environment's to write: bound what one
+		 * scan holds. */
+		bytes += r.bytes;
+		if (bytes > SG_PROC_SCAN_MAX) {
+			rec_release(&r);
+			rc = sg_err_set(err, SG_E_TOO_LARGE,
+					"the process records in %s hold more than %d MiB",
+					ctl, (int)(SG_PROC_SCAN_MAX / SG_MiB));
+			break;
 		}
 		if (n == cap) {
 			size_t ncap = cap ? cap * 2 : 16;
@@ -1393,7 +1416,33 @@ static sg_err await_end(const char *ctl, const char *id, int64_t deadline,
  * it to end, then SIGKILL and a bounded wait for the supervisor's final
  * record; r holds the latest record.  An ended process is left as it is.
  */
-static sg_err stop_one(const char *ctl, const char *id, int64_t grace,
+/*
+ * Whether the process group a record names may be signalled from here.
+ * The record lies where the environment writes, so a forged one may name
+ * any group: never 0 or 1 (kill(0) and kill(-1) reach every process we
+ * may signal), nothing past a pid_t.  With seen (--seen-as: the gateway
+ * runs this on the host, outside the environment), the group's leader
+ * must also see seen, the control directory as the environment's
+ * processes see it, as the very directory ctl is: a process of this
+ * environment, not one of the host's or another environment's.
+ */
+static bool group_ours(const struct proc_rec *r, const char *ctl, const char *seen)
+{
+	char path[SG_PATH_MAX];
+	struct stat a, b;
+
+	if (r->pgid < 2 || r->pgid > INT_MAX)
+		return false;
+	if (!seen)
+		return true;
+	if (snprintf(path, sizeof(path), "/proc/%lld/root%s", (long long)r->pgid, seen) >=
+	    (int)sizeof(path))
+		return false;
+	return stat(ctl, &a) == 0 && stat(path, &b) == 0 && a.st_dev == b.st_dev &&
+	       a.st_ino == b.st_ino;
+}
+
+static sg_err stop_one(const char *ctl, const char *seen, const char *id, int64_t grace,
 		       struct proc_rec *r, const struct sg_cancel *cancel,
 		       struct sg_errinfo *err)
 {
@@ -1407,6 +1456,10 @@ static sg_err stop_one(const char *ctl, const char *id, int64_t grace,
 		return sg_err_set(err, SG_E_UNSUPPORTED,
 				  "process %s runs in another pid namespace: "
 				  "stop it from inside its environment", id);
+	if (!group_ours(r, ctl, seen))
+		return sg_err_set(err, SG_E_PERMISSION,
+				  "process %s: its record names a process group "
+				  "outside its environment, which is not signalled", id);
 	rc = path_join(path, sizeof(path), ctl, id, "stop", err);
 	if (rc)
 		return rc;
@@ -1415,14 +1468,12 @@ static sg_err stop_one(const char *ctl, const char *id, int64_t grace,
 		return sg_err_set(err, SG_E_INTERNAL, "cannot write %s: %s", path,
 				  strerror(errno));
 	close(fd);
-	if (r->pgid > 0)
-		kill(-(pid_t)r->pgid, SIGTERM);
+	kill(-(pid_t)r->pgid, SIGTERM);
 	rc = await_end(ctl, id, sat_add(sg_now_ns(), grace * 1000000), r,
 		       cancel, err);
 	if (rc || r->status != PS_RUNNING)
 		return rc;
-	if (r->pgid > 0)
-		kill(-(pid_t)r->pgid, SIGKILL);
+	kill(-(pid_t)r->pgid, SIGKILL);
 	rc = await_end(ctl, id,
 		       sat_add(sg_now_ns(), (int64_t)SG_PROC_REAP_MS * 1000000),
 		       r, cancel, err);
@@ -1437,7 +1488,7 @@ static sg_err cmd_stop(struct sg_args *a, struct sg_buf *reply,
 		       const struct sg_cancel *cancel, struct sg_errinfo *err)
 {
 	struct proc_rec r;
-	const char *ctl, *id;
+	const char *ctl, *id, *seen = sg_args_str(a, "seen-as", NULL);
 	int64_t grace;
 	sg_err rc;
 
@@ -1449,7 +1500,7 @@ static sg_err cmd_stop(struct sg_args *a, struct sg_buf *reply,
 	if (!rc)
 		rc = args_done(a, err);
 	if (!rc)
-		rc = stop_one(ctl, id, grace, &r, cancel, err);
+		rc = stop_one(ctl, seen, id, grace, &r, cancel, err);
 	if (!rc)
 		rc = reply_rec(reply, "process", &r, NULL);
 	rec_release(&r);
@@ -1465,7 +1516,7 @@ static sg_err cmd_stop_all(struct sg_args *a, struct sg_buf *reply,
 			   const struct sg_cancel *cancel, struct sg_errinfo *err)
 {
 	struct proc_rec *v = NULL;
-	const char *ctl, *id;
+	const char *ctl, *id, *seen = sg_args_str(a, "seen-as", NULL);
 	int64_t grace;
 	size_t n = 0, stopped = 0;
 	sg_err rc;
@@ -1484,8 +1535,14 @@ static sg_err cmd_stop_all(struct sg_args *a, struct sg_buf *reply,
 		if (v[i].status != PS_RUNNING)
 			continue;
 		rec_init(&r);
-		rc = stop_one(ctl, v[i].id, grace, &r, cancel, err);
+		rc = stop_one(ctl, seen, v[i].id, grace, &r, cancel, err);
 		rec_release(&r);
+		/* A forged record stops nothing, and not the others either. */
+		if (rc == SG_E_PERMISSION) {
+			sg_err_clear(err);
+			rc = SG_OK;
+			continue;
+		}
 		stopped++;
 	}
 	if (!rc)

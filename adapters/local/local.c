@@ -626,8 +626,11 @@ out:
 /*
  * Stop every process still supervised in an environment's spool (a
  * crashed gateway leaves them running), so none outlives its files.
+ * sandboxed: its commands ran under bubblewrap, so a group is signalled
+ * only when it sees the spool where the sandbox shows it (sg-helper proc
+ * stop-all --seen-as): the records are the environment's to write.
  */
-static sg_err stop_processes(const char *dir, struct sg_errinfo *err)
+static sg_err stop_processes(const char *dir, bool sandboxed, struct sg_errinfo *err)
 {
 	struct sg_buf out = SG_BUF_INIT(SG_ENVTOOL_REPLY);
 	char *ctl = NULL;
@@ -637,9 +640,10 @@ static sg_err stop_processes(const char *dir, struct sg_errinfo *err)
 	if (asprintf(&ctl, "%s/ctl/proc", dir) < 0)
 		return sg_err_set(err, SG_E_INTERNAL, "out of memory");
 	{
-		char *const argv[] = { "proc", "stop-all", "--ctl", ctl, "--grace-ms", "0", NULL };
+		char *const argv[] = { "proc", "stop-all", "--ctl", ctl, "--grace-ms", "0",
+				       "--seen-as", SANDBOX_CTL "/proc", NULL };
 
-		sg_helper_run(6, argv, NULL, 0, &out, NULL);
+		sg_helper_run(sandboxed ? 8 : 6, argv, NULL, 0, &out, NULL);
 	}
 	reply = json_loadb(out.p, out.len, 0, NULL);
 	if (!json_is_true(json_object_get(reply, "ok")))
@@ -670,7 +674,7 @@ static sg_err local_teardown(struct sg_env *env, enum sg_fate fate,
 				"processes of %s could not all be killed (see the log)", env->id);
 	/* Processes of earlier, crashed sessions die with the environment. */
 	if (!rc && fate == SG_FATE_REMOVE && le->dir)
-		rc = stop_processes(le->dir, err);
+		rc = stop_processes(le->dir, le->bwrap != NULL, err);
 	if (!rc && fate == SG_FATE_REMOVE && le->slug)
 		sg_cgroup_kill_env(le->slug);
 	if (!rc && fate == SG_FATE_REMOVE && le->dir && sg_host_rm_tree(le->dir))
@@ -744,7 +748,7 @@ static sg_err local_destroy(const struct sg_profile *p, const char *state_dir,
 			    const char *id, struct sg_cancel *cancel,
 			    struct sg_errinfo *err)
 {
-	char *base = envs_dir(p, state_dir), *dir = NULL;
+	char *base = envs_dir(p, state_dir), *dir = NULL, *bwrap;
 	sg_err rc = SG_OK;
 
 	(void)cancel;
@@ -762,7 +766,9 @@ static sg_err local_destroy(const struct sg_profile *p, const char *state_dir,
 		rc = sg_err_set(err, SG_E_NOT_FOUND, "no local environment %s", id);
 		goto out;
 	}
-	rc = stop_processes(dir, err);
+	bwrap = sg_exec_which("bwrap");
+	rc = stop_processes(dir, bwrap != NULL, err);
+	free(bwrap);
 	/* And whatever escaped their process groups (a crashed gateway's). */
 	if (!rc)
 		sg_cgroup_kill_env(id + 6);

@@ -14,7 +14,14 @@ back.  Two attackers try to reach them:
   environment's /tmp when the command ends: a FIFO or a link where the
   status goes must neither hang the gateway nor let the unconfined status
   writer overwrite a file the command may not write itself (a process
-  record in the control directory).
+  record in the control directory);
+- a command, through the process records the gateway reads and acts on
+  (they live where the environment writes): a record naming a host
+  process group, or one past a pid_t, is never signalled by process/stop
+  or by the environment's removal; a record hard-linked under other ids is
+  not read again;
+- a confined background process (it shares the host's pid namespace):
+  with Landlock ABI 6 it cannot signal a process outside its sandbox.
 """
 
 import base64
@@ -158,13 +165,77 @@ class HostSide(GatewayTestCase):
             self.skipTest("needs bubblewrap and Landlock ABI 6 (signal scoping)")
         for mode in ("read_only", "standard"):
             with self.subTest(mode=mode):
-                victim = subprocess.Popen(["sleep", "300"], start_new_session=True)
-                self.addCleanup(victim.kill)
+                victim = self.victim()
                 pid = gw.start("kill -TERM %d" % victim.pid, permission_mode=mode)["id"]
                 gw.wait_ended(pid)
                 time.sleep(0.3)
                 self.assertIsNone(victim.poll(), "a %s background process killed host pid %d"
                                   % (mode, victim.pid))
+
+    # -- forged process records ----------------------------------------
+
+    def forge(self, gw, pid, pgid):
+        """A full-mode command rewrites process pid's record to name pgid."""
+        script = textwrap.dedent("""
+            import json, os, sys
+            d = '/run/sandgate/ctl/proc/' + sys.argv[1]
+            r = json.load(open(d + '/record.json'))
+            r['pgid'] = int(sys.argv[2])
+            open(d + '/forged.tmp', 'w').write(json.dumps(r))
+            os.rename(d + '/forged.tmp', d + '/record.json')
+        """)
+        r = gw.tool("run_command", {"argv": ["python3", "-c", script, pid, str(pgid)]}, "full")
+        if "No such file" in r["content"] and "python3" in r["content"]:
+            self.skipTest("no python3 in the sandbox")
+        self.assertFalse(r["is_error"], r)
+
+    def victim(self):
+        v = subprocess.Popen(["sleep", "300"], start_new_session=True)
+        self.addCleanup(v.wait)
+        self.addCleanup(v.kill)
+        return v
+
+    def test_stop_never_signals_a_group_a_record_forges(self):
+        gw = self.gateway_in_sandbox()
+        for name, forged in (("the victim's group", 0), ("past pid_t", 1 << 32)):
+            with self.subTest(pgid=name):
+                v = self.victim()
+                pid = gw.start("sleep 60", permission_mode="full")["id"]
+                self.forge(gw, pid, forged + v.pid)
+                r = gw.call("process/stop", {"id": pid, "grace_ms": 100}, timeout=30)
+                self.assertIn("error", r, r)
+                time.sleep(0.3)
+                self.assertIsNone(v.poll(), "process/stop signalled a host process group")
+
+    def test_shutdown_never_signals_a_group_a_record_forges(self):
+        v = self.victim()
+        gw = self.gateway_in_sandbox(remove_workspace_on_exit=True)
+        pid = gw.start("sleep 60", permission_mode="full")["id"]
+        self.forge(gw, pid, v.pid)
+        gw.close_stdin()
+        gw.wait_exit(60)
+        time.sleep(0.3)
+        self.assertIsNone(v.poll(), "removing the environment signalled a host process group")
+
+    def test_a_record_linked_under_other_ids_is_not_read(self):
+        # A record costs the gateway its size once per id it is read under;
+        # hard links would multiply that at no cost to the disk.
+        gw = self.gateway_in_sandbox()
+        pid = gw.start("sleep 60", permission_mode="full")["id"]
+        link = textwrap.dedent("""
+            import os, sys
+            d = '/run/sandgate/ctl/proc/'
+            for i in range(5):
+                os.mkdir(d + 'p-linked%d' % i)
+                os.link(d + sys.argv[1] + '/record.json', d + 'p-linked%d/record.json' % i)
+        """)
+        r = gw.tool("run_command", {"argv": ["python3", "-c", link, pid]}, "full")
+        if "No such file" in r["content"] and "python3" in r["content"]:
+            self.skipTest("no python3 in the sandbox")
+        self.assertFalse(r["is_error"], r)
+        # Its own record now has six names, so it is no longer read either.
+        listed = gw.call("process/list", {})["data"]["processes"]
+        self.assertLessEqual(len(listed), 1, [p["id"] for p in listed])
 
     # -- the status file -------------------------------------------------
 
