@@ -1181,6 +1181,84 @@ static void rp_pop(struct relpath *r, size_t saved)
 	r->p[saved] = '\0';
 }
 
+static char type_char(mode_t m)
+{
+	return S_ISDIR(m) ? 'd' : S_ISREG(m) ? 'f' : S_ISLNK(m) ? 'l' : 'o';
+}
+
+/*
+ * Whether a name must be quoted in a listing: a control character (bytes
+ * below 0x20 and 0x7f), a newline above all, would let one name read as
+ * several entries, or as part of the next one.
+ */
+static bool name_needs_quote(const char *s, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if ((unsigned char)s[i] < 0x20 || (unsigned char)s[i] == 0x7f)
+			return true;
+	return false;
+}
+
+/*
+ * Append path s (n bytes) and then suffix (a directory's "/", or "") to b
+ * the way list, glob and grep write names, so that one entry is always one
+ * line.  A name without control characters goes in as it is, byte for
+ * byte; one with them is quoted C-style, as git's core.quotePath does: in
+ * double quotes, with \n, \t, \\, \" and \ooo (octal) for the other
+ * control characters.  On failure b is left as it was.
+ */
+static sg_err name_put(struct sg_buf *b, const char *s, size_t n, const char *suffix)
+{
+	size_t mark = b->len;
+	sg_err rc = SG_OK;
+
+	if (!name_needs_quote(s, n)) {
+		rc = sg_buf_add(b, s, n);
+		if (!rc)
+			rc = sg_buf_adds(b, suffix);
+		goto out;
+	}
+	rc = sg_buf_addc(b, '"');
+	for (size_t i = 0; i < n && !rc; i++) {
+		unsigned char ch = (unsigned char)s[i];
+
+		if (ch == '\n')
+			rc = sg_buf_adds(b, "\\n");
+		else if (ch == '\t')
+			rc = sg_buf_adds(b, "\\t");
+		else if (ch == '\\' || ch == '"')
+			rc = sg_buf_addf(b, "\\%c", ch);
+		else if (ch < 0x20 || ch == 0x7f)
+			rc = sg_buf_addf(b, "\\%03o", ch);
+		else
+			rc = sg_buf_addc(b, (char)ch);
+	}
+	if (!rc)
+		rc = sg_buf_adds(b, suffix);
+	if (!rc)
+		rc = sg_buf_addc(b, '"');
+out:
+	if (rc)
+		sg_buf_truncate(b, mark);
+	return rc;
+}
+
+/* One list entry, "TYPE SIZE PATH\n", whole or not at all. */
+static sg_err list_entry(struct sg_buf *b, const struct stat *st, const struct relpath *path)
+{
+	size_t mark = b->len;
+	sg_err rc;
+
+	rc = sg_buf_addf(b, "%c %lld ", type_char(st->st_mode), (long long)st->st_size);
+	if (!rc)
+		rc = name_put(b, path->p, path->len, S_ISDIR(st->st_mode) ? "/" : "");
+	if (!rc)
+		rc = sg_buf_addc(b, '\n');
+	if (rc)
+		sg_buf_truncate(b, mark);
+	return rc;
+}
+
 struct lister {
 	struct fs *c;
 	struct sg_buf text;
@@ -1188,11 +1266,6 @@ struct lister {
 	int64_t max, depth, entries;
 	bool hidden, truncated, stop;
 };
-
-static char type_char(mode_t m)
-{
-	return S_ISDIR(m) ? 'd' : S_ISREG(m) ? 'f' : S_ISLNK(m) ? 'l' : 'o';
-}
 
 /* List directory dirfd (borrowed), which is l->path, at depth level. */
 static sg_err list_walk(struct lister *l, int dirfd, int64_t level)
@@ -1225,10 +1298,7 @@ static sg_err list_walk(struct lister *l, int dirfd, int64_t level)
 			continue;
 		if (l->entries == l->max) {
 			l->truncated = l->stop = true;
-		} else if (sg_buf_addf(&l->text, "%c %lld %s%s\n",
-				       type_char(st.st_mode),
-				       (long long)st.st_size, l->path.p,
-				       S_ISDIR(st.st_mode) ? "/" : "")) {
+		} else if (list_entry(&l->text, &st, &l->path)) {
 			l->truncated = l->stop = true;
 		} else {
 			l->entries++;
@@ -1824,8 +1894,13 @@ static sg_err fs_glob(struct fs *c)
 	/* The marker line needs room, so the paths stop a little early. */
 	text.max -= 256;
 	for (size_t i = 0; i < g->nhits; i++) {
-		if (sg_buf_addf(&text, "%s\n", g->hits[i].path))
+		size_t mark = text.len;
+
+		if (name_put(&text, g->hits[i].path, strlen(g->hits[i].path), "") ||
+		    sg_buf_addc(&text, '\n')) {
+			sg_buf_truncate(&text, mark);
 			break;
+		}
 		count++;
 	}
 	text.max += 256;
@@ -1866,10 +1941,12 @@ struct ghit {
 };
 
 struct grepper {
-	struct sg_buf pending;  /* child output not yet cut into lines */
+	struct sg_buf pending;  /* child output not yet cut into records */
+	size_t nonul;           /* bytes at pending's head known to hold no NUL */
 	struct sg_buf errtext;  /* the child's stderr, head kept */
 	struct sg_buf tmp;      /* scratch for one line */
 	const char *prefix;     /* the searched directory, relative to root */
+	int dirfd;              /* where the engine runs (borrowed) */
 	regex_t re;             /* the pattern as POSIX ERE, to place a clip */
 	bool have_re;
 	bool skipping;          /* dropping the rest of an overlong line */
@@ -1949,24 +2026,23 @@ static sg_err grep_clip(struct grepper *g, const char *t, size_t n, bool cut)
 }
 
 /*
- * One line of engine output, "PATH\0LINE:TEXT" (--null): counted, and
- * kept when it is among the max first by (path, line).
+ * One match of engine output, PATH (pn bytes, not NUL-terminated) and
+ * "LINE:TEXT" (tn bytes): counted, and kept when it is among the max first
+ * by (path, line).
  */
-static void grep_line(struct grepper *g, const char *s, size_t n, bool cut)
+static void grep_line(struct grepper *g, const char *s, size_t pn,
+		      const char *t, size_t tn, bool cut)
 {
-	const char *nul = memchr(s, '\0', n), *text;
-	size_t plen = strlen(g->prefix), pn;
+	const char *text = t;
+	size_t plen = strlen(g->prefix);
 	long long line = 0;
 	struct ghit *h;
 
-	if (!nul)
-		return; /* not a match line (a warning on stdout) */
-	pn = (size_t)(nul - s);
 	if (pn >= 2 && s[0] == '.' && s[1] == '/')
-		s += 2, pn -= 2, n -= 2;
-	for (text = nul + 1; text < s + n && *text >= '0' && *text <= '9'; text++)
+		s += 2, pn -= 2;
+	for (; text < t + tn && *text >= '0' && *text <= '9'; text++)
 		line = line * 10 + (*text - '0');
-	if (text < s + n && *text == ':')
+	if (text < t + tn && *text == ':')
 		text++;
 	if (g->total == SG_GREP_COUNT_MAX) {
 		g->over = g->stop = true;
@@ -1997,7 +2073,7 @@ static void grep_line(struct grepper *g, const char *s, size_t n, bool cut)
 	if (h->path)
 		snprintf(h->path, plen + 1 + pn + 1, "%s%s%.*s", g->prefix,
 			 plen ? "/" : "", (int)pn, s);
-	if (!h->path || grep_clip(g, text, (size_t)(s + n - text), cut) ||
+	if (!h->path || grep_clip(g, text, (size_t)(t + tn - text), cut) ||
 	    !(h->text = malloc(g->tmp.len + 1))) {
 		free(h->path);
 		g->oom = g->stop = true;
@@ -2008,11 +2084,111 @@ static void grep_line(struct grepper *g, const char *s, size_t n, bool cut)
 	g->nhits++;
 }
 
+/*
+ * Whether line s (n bytes, no newline) has the shape of a notice an
+ * engine prints on stdout between its matches, with no NUL: rg's
+ * "PATH: WARNING: stopped searching binary file after match (found "\0"
+ * byte around offset N)" and "PATH: binary file matches (found ... byte
+ * around offset N)", and "Binary file PATH matches" from GNU grep before
+ * 3.5.
+ */
+static bool grep_notice_shape(const char *s, size_t n)
+{
+	static const char head[] = "Binary file ", tail[] = " matches",
+			  rg[] = " byte around offset ";
+	size_t i = n;
+
+	if (n >= sizeof(head) - 1 + sizeof(tail) - 1 &&
+	    memcmp(s, head, sizeof(head) - 1) == 0 &&
+	    memcmp(s + n - (sizeof(tail) - 1), tail, sizeof(tail) - 1) == 0)
+		return true;
+	if (!i || s[i - 1] != ')')
+		return false;
+	i--;
+	while (i && s[i - 1] >= '0' && s[i - 1] <= '9')
+		i--;
+	return i < n - 1 && i >= sizeof(rg) - 1 &&
+	       memcmp(s + i - (sizeof(rg) - 1), rg, sizeof(rg) - 1) == 0;
+}
+
+/*
+ * The text before a NUL holds a newline: either a notice line came first
+ * (then the NUL ends the next match's path), or the path itself holds a
+ * newline.  It is a notice only when its first line (ln bytes) has a
+ * notice's shape and the whole text (pn bytes) names nothing where the
+ * engine runs; a name made to look like a notice followed by another
+ * file's path is then still read as the one name it is, never as a match
+ * in that other file.  A text too long to look up stays a name for the
+ * same reason; a component too long to exist (a notice adds about 95
+ * bytes to its file's name) names nothing.
+ */
+static bool grep_is_notice(struct grepper *g, const char *s, size_t pn, size_t ln)
+{
+	char path[SG_PATH_MAX + 1];
+	struct stat st;
+
+	if (!grep_notice_shape(s, ln) || pn >= SG_PATH_MAX)
+		return false;
+	memcpy(path, s, pn);
+	path[pn] = '\0';
+	if (fstatat(g->dirfd, path, &st, AT_SYMLINK_NOFOLLOW) == 0)
+		return false;
+	return errno == ENOENT || errno == ENOTDIR || errno == ENAMETOOLONG;
+}
+
+/*
+ * Take the next record from engine output s (n bytes; `more`: more may
+ * follow): "PATH\0LINE:TEXT\n" (--null).  PATH may hold newlines and TEXT
+ * cannot, so the NUL is found first and the newline after it ends the
+ * record; cutting at the first newline instead would let a file named
+ * "evil\ninnocent.txt" pass its match off as innocent.txt's.  Returns the
+ * bytes used, 0 when the record is not complete yet.
+ */
+static size_t grep_record(struct grepper *g, const char *s, size_t n, bool more)
+{
+	const char *nul = NULL, *nl = memchr(s, '\n', n), *end;
+	bool full = n >= g->pending.max;
+
+	/* Lines without a NUL are searched once, however long they wait. */
+	if (g->nonul < n)
+		nul = memchr(s + g->nonul, '\0', n - g->nonul);
+	g->nonul = nul ? (size_t)(nul - s) : n;
+
+	if (nl && (!nul || nl < nul)) {
+		/*
+		 * A line with no NUL before its newline; until the NUL is
+		 * seen, it cannot be told from the head of a name.
+		 */
+		if (!nul && more && !full)
+			return 0;
+		if (!nul || grep_is_notice(g, s, (size_t)(nul - s), (size_t)(nl - s)))
+			return (size_t)(nl - s) + 1;
+	}
+	if (!nul) {
+		/* Neither NUL nor newline: wait, or drop what is no match. */
+		if (more && !full)
+			return 0;
+		g->skipping = more;
+		return n;
+	}
+	end = memchr(nul + 1, '\n', n - (size_t)(nul + 1 - s));
+	if (end) {
+		grep_line(g, s, (size_t)(nul - s), nul + 1, (size_t)(end - nul - 1), false);
+		return (size_t)(end - s) + 1;
+	}
+	if (more && !full)
+		return 0;
+	/* The end of output, or a line longer than we read: its head, then skip. */
+	grep_line(g, s, (size_t)(nul - s), nul + 1, n - (size_t)(nul + 1 - s), more);
+	g->skipping = more;
+	return n;
+}
+
 static void grep_feed(struct grepper *g, const char *data, size_t n, bool eof)
 {
 	while (!g->stop) {
-		const char *p, *nl, *end;
-		size_t take;
+		const char *p, *nl;
+		size_t take, left, used;
 
 		if (g->skipping) {
 			nl = n ? memchr(data, '\n', n) : NULL;
@@ -2032,25 +2208,22 @@ static void grep_feed(struct grepper *g, const char *data, size_t n, bool eof)
 		data += take;
 		n -= take;
 		p = g->pending.p;
-		end = p + g->pending.len;
-		while (!g->stop && (nl = memchr(p, '\n', (size_t)(end - p))) != NULL) {
-			grep_line(g, p, (size_t)(nl - p), false);
-			p = nl + 1;
+		left = g->pending.len;
+		while (!g->stop && !g->skipping && left &&
+		       (used = grep_record(g, p, left, n || !eof)) != 0) {
+			p += used;
+			left -= used;
+			g->nonul = g->nonul > used ? g->nonul - used : 0;
 		}
 		sg_buf_consume(&g->pending, (size_t)(p - g->pending.p));
-		if (!g->stop && g->pending.len == g->pending.max) {
-			/* A line longer than we read: its head, then skip. */
-			grep_line(g, g->pending.p, g->pending.len, true);
-			sg_buf_reset(&g->pending);
-			g->skipping = true;
-			continue;
-		}
+		if (!g->pending.len)
+			g->nonul = 0;
 		if (n)
 			continue;
-		if (!g->stop && eof && g->pending.len)
-			grep_line(g, g->pending.p, g->pending.len, false);
-		if (eof)
+		if (eof) {
 			sg_buf_reset(&g->pending);
+			g->nonul = 0;
+		}
 		return;
 	}
 }
@@ -2270,6 +2443,13 @@ static void grep_argv(const char *engine, bool sorted, bool icase,
 	} else {
 		av[ac++] = (char *)"grep";
 		av[ac++] = (char *)"-rnHZE";
+		/*
+		 * Binary files are skipped, as rg skips them.  Their matches
+		 * were never shown anyway, and grep before 3.5 says "Binary
+		 * file PATH matches" on stdout, a line with no NUL that could
+		 * otherwise run into the next match's path (grep_record()).
+		 */
+		av[ac++] = (char *)"-I";
 		if (icase)
 			av[ac++] = (char *)"-i";
 		if (glob)
@@ -2315,9 +2495,10 @@ static sg_err grep_reply(struct fs *c, struct grepper *g, const char *engine)
 		struct ghit *h = &g->hits[i];
 		size_t mark = text.len;
 
-		if (sg_buf_addf(&text, "%s:%lld:", h->path, h->line) ||
+		if (name_put(&text, h->path, strlen(h->path), "") ||
+		    sg_buf_addf(&text, ":%lld:", h->line) ||
 		    sg_buf_add(&text, h->text, h->len) || sg_buf_addc(&text, '\n')) {
-			text.len = mark; /* whole lines only */
+			sg_buf_truncate(&text, mark); /* whole lines only */
 			break;
 		}
 		shown++;
@@ -2387,6 +2568,15 @@ static sg_err fs_grep(struct fs *c)
 		rc = tool_fail(c, "%s: %s", path, errstr(errno));
 		goto out;
 	}
+	/*
+	 * Decided on the descriptor resolved above, as read_file does: the
+	 * engine would open a FIFO and wait for a writer until cancelled,
+	 * and a device is no file to search.
+	 */
+	if (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode)) {
+		rc = tool_fail(c, "%s is not a regular file", path);
+		goto out;
+	}
 	if (S_ISDIR(st.st_mode)) {
 		/* Search "." in the directory so the paths come out short. */
 		g.prefix = rel.p;
@@ -2400,6 +2590,7 @@ static sg_err fs_grep(struct fs *c)
 		rc = tool_fail(c, "%s: %s", path, errstr(errno));
 		goto out;
 	}
+	g.dirfd = cwdfd;
 	/* rg walks by path: on this host only where it can be confined. */
 	engine = find_in_path("rg", rg, sizeof(rg)) &&
 				 (!c->on_host || sg_confine_reader_ok()) ? "rg" : "grep";
@@ -2423,6 +2614,7 @@ static sg_err fs_grep(struct fs *c)
 		g.over = g.stop = g.skipping = false;
 		g.sorted = true;
 		sg_buf_reset(&g.pending);
+		g.nonul = 0;
 		grep_argv(engine, true, icase, glob, include.p, c->pos[0], target, av);
 		rc = grep_run(c, &g, rg, false, av, cwdfd, &status, &killed);
 		g.over = true;

@@ -924,22 +924,28 @@ static void test_grep_rg(void **state)
 	grep_checks(f, "rg");
 }
 
-static void test_grep_fallback(void **state)
+/* A PATH with grep and nothing else: no rg to be found (teardown restores it). */
+static void use_grep_only(struct fx *f)
 {
-	struct fx *f = *state;
 	const char *grep = access("/usr/bin/grep", X_OK) == 0 ? "/usr/bin/grep"
 							     : "/bin/grep";
 	char bin[512], link[600];
 
 	f->saved_path = getenv("PATH") ? strdup(getenv("PATH")) : NULL;
 	f->path_changed = true;
-	grep_tree(f);
-	/* A PATH with grep and nothing else: no rg to be found. */
 	path_of(f, ".bin", bin, sizeof(bin));
 	assert_int_equal(mkdir(bin, 0755), 0);
 	snprintf(link, sizeof(link), "%s/grep", bin);
 	assert_int_equal(symlink(grep, link), 0);
 	assert_int_equal(setenv("PATH", bin, 1), 0);
+}
+
+static void test_grep_fallback(void **state)
+{
+	struct fx *f = *state;
+
+	grep_tree(f);
+	use_grep_only(f);
 	grep_checks(f, "grep");
 	/* And with no search program at all. */
 	assert_int_equal(setenv("PATH", "/sg-nonexistent", 1), 0);
@@ -969,16 +975,23 @@ static void test_grep_cancel(void **state)
 	struct sg_cancel c;
 	struct firing fi = { .c = &c, .delay_ms = 200 };
 	pthread_t th;
-	char p[512];
+	char line[3003];
 	int64_t t0;
 
-	/* The search blocks opening a FIFO nobody writes: only cancel ends it. */
-	path_of(f, "fifo", p, sizeof(p));
-	assert_int_equal(mkfifo(p, 0600), 0);
+	/*
+	 * A search that takes minutes: back-references send GNU grep to
+	 * glibc's backtracking matcher, and a line of 3001 'a's before the
+	 * 'c' makes it try every split in vain.  Only cancel ends it.  (A
+	 * FIFO used to serve, but grep refuses one now, as read_file does.)
+	 */
+	memset(line, 'a', 3001);
+	memcpy(line + 3001, "c\n", 2);
+	put(f, "slow.txt", line, sizeof(line));
+	use_grep_only(f);
 	assert_int_equal(sg_cancel_init(&c), SG_OK);
 	assert_int_equal(pthread_create(&th, NULL, fire_later, &fi), 0);
 	t0 = sg_now_ms();
-	run_cancel(f, &c, "grep", "x", "--path", "fifo", NULL);
+	run_cancel(f, &c, "grep", "^(a*)(a*)(a*)\\3\\2\\1c$", "--path", "slow.txt", NULL);
 	pthread_join(th, NULL);
 	expect_error(f, "cancelled", NULL);
 	assert_true(sg_now_ms() - t0 >= 150);
@@ -989,9 +1002,188 @@ static void test_grep_cancel(void **state)
 	puts_file(f, "a.txt", "x\n");
 	assert_int_equal(sg_cancel_init(&c), SG_OK);
 	sg_cancel_fire(&c, SG_E_TIMEOUT);
-	run_cancel(f, &c, "grep", "x", "--path", "fifo", NULL);
+	run_cancel(f, &c, "grep", "x", "--path", "a.txt", NULL);
 	expect_error(f, "timeout", NULL);
 	sg_cancel_release(&c);
+}
+
+static void test_grep_not_regular(void **state)
+{
+	struct fx *f = *state;
+	struct sg_cancel c;
+	struct firing fi = { .c = &c, .delay_ms = 1500 };
+	pthread_t th;
+	char p[512];
+	int64_t t0;
+
+	/*
+	 * A FIFO is refused at once, as read_file refuses it, also through a
+	 * link: the engine would wait for a writer until cancelled.  The
+	 * token fired after 1.5 s turns a regression into a failure, not a
+	 * hang.
+	 */
+	path_of(f, "trap.fifo", p, sizeof(p));
+	assert_int_equal(mkfifo(p, 0600), 0);
+	ln(f, "trap.fifo", "to-fifo");
+	assert_int_equal(sg_cancel_init(&c), SG_OK);
+	assert_int_equal(pthread_create(&th, NULL, fire_later, &fi), 0);
+	t0 = sg_now_ms();
+	run_cancel(f, &c, "grep", "x", "--path", "trap.fifo", NULL);
+	expect_tool_error(f, "trap.fifo is not a regular file");
+	run_cancel(f, &c, "grep", "x", "--path", "to-fifo", NULL);
+	expect_tool_error(f, "to-fifo is not a regular file");
+	assert_true(sg_now_ms() - t0 < 1000);
+	pthread_join(th, NULL);
+	sg_cancel_release(&c);
+	/* A directory holding one is searched; rg and grep -r pass it by. */
+	puts_file(f, "a.txt", "x\n");
+	run(f, "grep", "x", NULL);
+	expect_ok(f);
+	assert_string_equal(str(f, "content"), "a.txt:1:x\n");
+}
+
+/* ---- names with control characters ---- */
+
+/*
+ * A directory whose name makes "./NAME/innocent.txt", as the engine
+ * prints it, read like rg's notice after a binary match followed by the
+ * path ./innocent.txt.
+ */
+#define NOTICE_DIR "x: WARNING: stopped searching binary file after match " \
+		   "(found \"\\0\" byte around offset 5)\n."
+#define NOTICE_QUOTED "\"x: WARNING: stopped searching binary file after match " \
+		      "(found \\\"\\\\0\\\" byte around offset 5)\\n./innocent.txt\""
+
+static void hostile_tree(struct fx *f)
+{
+	puts_file(f, "innocent.txt", "secret\n");
+	puts_file(f, "evil\ninnocent.txt", "needle\n");
+	puts_file(f, "t\tq\"b\\s\001\177.txt", "needle\n");
+	puts_file(f, "plain\"quote\\.txt", "needle\n");
+	mk(f, "d\nx");
+	puts_file(f, "d\nx/f.txt", "needle\n");
+	puts_file(f, "x", "needle\n");
+	mk(f, NOTICE_DIR);
+	puts_file(f, NOTICE_DIR "/innocent.txt", "needle\n");
+}
+
+static size_t count_lines(const char *s)
+{
+	size_t n = 0;
+
+	for (; *s; s++)
+		n += *s == '\n';
+	return n;
+}
+
+/* What grep answers on hostile_tree, whichever engine. */
+static void hostile_grep(struct fx *f, const char *engine)
+{
+	run(f, "grep", "needle", NULL);
+	expect_ok(f);
+	assert_string_equal(str(f, "engine"), engine);
+	assert_string_equal(str(f, "content"),
+			    "\"d\\nx/f.txt\":1:needle\n"
+			    "\"evil\\ninnocent.txt\":1:needle\n"
+			    "plain\"quote\\.txt:1:needle\n"
+			    "\"t\\tq\\\"b\\\\s\\001\\177.txt\":1:needle\n"
+			    "x:1:needle\n"
+			    NOTICE_QUOTED ":1:needle\n");
+	assert_int_equal(num(f, "count"), 6);
+	assert_false(has_line(str(f, "content"), "innocent.txt:1:needle"));
+
+	/* The searched directory's own name is quoted with the rest. */
+	run(f, "grep", "needle", "--path", "d\nx", NULL);
+	assert_string_equal(str(f, "content"), "\"d\\nx/f.txt\":1:needle\n");
+	/* And a single file whose name holds a newline. */
+	run(f, "grep", "needle", "--path", "evil\ninnocent.txt", NULL);
+	assert_string_equal(str(f, "content"), "\"evil\\ninnocent.txt\":1:needle\n");
+	run(f, "grep", "secret", NULL);
+	assert_string_equal(str(f, "content"), "innocent.txt:1:secret\n");
+}
+
+static void test_hostile_names(void **state)
+{
+	struct fx *f = *state;
+	const char *c;
+
+	hostile_tree(f);
+
+	/* One entry is one line, and the count says so. */
+	run(f, "list", NULL);
+	expect_ok(f);
+	c = str(f, "content");
+	assert_int_equal(num(f, "entries"), 7);
+	assert_int_equal(count_lines(c), 7);
+	assert_true(has_line(c, "f 7 \"evil\\ninnocent.txt\""));
+	assert_true(has_line(c, "f 7 innocent.txt"));
+	assert_true(has_line(c, "f 7 \"t\\tq\\\"b\\\\s\\001\\177.txt\""));
+	assert_true(has_line(c, "f 7 plain\"quote\\.txt"));
+	assert_non_null(strstr(c, " \"d\\nx/\"\n"));
+	run(f, "list", "--depth", "2", NULL);
+	assert_int_equal(num(f, "entries"), 9);
+	assert_int_equal(count_lines(str(f, "content")), 9);
+	assert_true(has_line(str(f, "content"), "f 7 \"d\\nx/f.txt\""));
+	assert_true(has_line(str(f, "content"), "f 7 " NOTICE_QUOTED));
+	run(f, "list", "--depth", "2", "--max", "3", NULL);
+	assert_int_equal(num(f, "entries"), 3);
+	assert_int_equal(count_lines(str(f, "content")), 4); /* and the marker */
+
+	run(f, "glob", "**", NULL);
+	expect_ok(f);
+	c = str(f, "content");
+	assert_int_equal(num(f, "count"), 7);
+	assert_int_equal(count_lines(c), 7);
+	assert_true(has_line(c, "\"evil\\ninnocent.txt\""));
+	assert_true(has_line(c, "\"d\\nx/f.txt\""));
+	assert_true(has_line(c, NOTICE_QUOTED));
+	assert_true(has_line(c, "innocent.txt"));
+	assert_true(has_line(c, "plain\"quote\\.txt"));
+
+	if (have_rg())
+		hostile_grep(f, "rg");
+	use_grep_only(f);
+	hostile_grep(f, "grep");
+}
+
+static void test_grep_binary_notice(void **state)
+{
+	struct fx *f = *state;
+	char name[32], *big;
+	size_t n = 70000;
+	const char *c;
+
+	if (!have_rg())
+		skip();
+	/*
+	 * rg reports a match, finds a NUL further on, and prints a notice
+	 * line with no NUL ("PATH: WARNING: stopped searching binary file
+	 * ..."); whatever follows it is still read as the match it is.
+	 */
+	big = malloc(n + 16);
+	assert_non_null(big);
+	memcpy(big, "needle\n", 7);
+	memset(big + 7, 'a', n);
+	memcpy(big + 7 + n, "\n\0x\n", 4);
+	put(f, "bin.txt", big, 7 + n + 4);
+	free(big);
+	for (int i = 0; i < 8; i++) {
+		snprintf(name, sizeof(name), "c%d.txt", i);
+		puts_file(f, name, "needle\n");
+	}
+	run(f, "grep", "needle", NULL);
+	expect_ok(f);
+	c = str(f, "content");
+	assert_int_equal(num(f, "count"), 9);
+	assert_int_equal(count_lines(c), 9);
+	assert_true(has_line(c, "bin.txt:1:needle"));
+	for (int i = 0; i < 8; i++) {
+		char want[32];
+
+		snprintf(want, sizeof(want), "c%d.txt:1:needle", i);
+		assert_true(has_line(c, want));
+	}
+	assert_null(strstr(c, "WARNING"));
 }
 
 /* ---- stat, delete, move, mkdir, resolve ---- */
@@ -1366,6 +1558,9 @@ int main(void)
 		T(test_grep_rg),
 		T(test_grep_fallback),
 		T(test_grep_cancel),
+		T(test_grep_not_regular),
+		T(test_hostile_names),
+		T(test_grep_binary_notice),
 		T(test_stat),
 		T(test_delete),
 		T(test_move),
