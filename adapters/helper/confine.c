@@ -11,6 +11,14 @@
  * From ABI 6 the command also cannot signal, or connect to an abstract
  * unix socket of, a process outside its domain.
  *
+ * With --git (or --exec-only PATH) the command may also execute nothing
+ * but the named programs: read_only git gets EXECUTE only on git itself,
+ * git's exec-path directory and the ELF interpreter, so a filter, textconv,
+ * pager or hook its configuration names fails to start instead of running
+ * (docs/security.md, "A read_only git runs no program the repository
+ * names").  Reading the configuration first cannot promise that, since the
+ * files may change between the check and the run.
+ *
  * sg_confine_apply runs between fork() and exec() in the process
  * supervisor of a multi-threaded gateway, where another thread may hold
  * the allocator's lock: it uses only syscalls and stack buffers.
@@ -20,13 +28,17 @@
 
 #include "internal.h"
 
+#include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "base/limits.h"
@@ -43,6 +55,18 @@
 static const char *const confine_devices[] = {
 	"/dev/null", "/dev/zero", "/dev/full", "/dev/tty", "/dev/ptmx",
 	"/dev/pts",  NULL,
+};
+
+/*
+ * The ELF interpreters of the two architectures sg-helper is built for.
+ * The kernel opens a dynamically linked program's interpreter with the
+ * EXECUTE right checked, so a command that may execute only some programs
+ * must be able to execute these too; a missing one is skipped.  The one a
+ * program actually names (PT_INTERP: musl's, NixOS's ...) is added by
+ * sg_helper_confine.
+ */
+static const char *const confine_loaders[] = {
+	"/lib64/ld-linux-x86-64.so.2", "/lib/ld-linux-aarch64.so.1", NULL,
 };
 
 /* A bounded message under construction; always terminated. */
@@ -153,9 +177,18 @@ out:
 int sg_confine_apply(const char *mode, const char *root,
 		     const char *const *allow_write, char *msg, size_t msglen)
 {
+	return sg_confine_apply_exec(mode, root, allow_write, NULL, msg,
+				     msglen);
+}
+
+int sg_confine_apply_exec(const char *mode, const char *root,
+			  const char *const *allow_write,
+			  const char *const *exec_only, char *msg,
+			  size_t msglen)
+{
 	struct confine_msg m = { .p = msg, .cap = msglen, .len = 0 };
 	struct sg_landlock_attr attr;
-	uint64_t handled, dev_access;
+	uint64_t handled, dev_access, run, noexec;
 	bool standard;
 	int abi, ruleset = -1, rc = -1;
 
@@ -212,8 +245,21 @@ int sg_confine_apply(const char *mode, const char *root,
 		goto out;
 	}
 
-	if (confine_rule(ruleset, "/", SG_LANDLOCK_READ & handled, false, &m))
+	/*
+	 * With exec_only, no rule but the programs' own grants EXECUTE, so
+	 * the kernel refuses execve() of anything else, whatever its path.
+	 */
+	noexec = exec_only ? LANDLOCK_ACCESS_FS_EXECUTE : 0;
+	if (confine_rule(ruleset, "/", SG_LANDLOCK_READ & handled & ~noexec,
+			 false, &m))
 		goto out;
+	run = SG_LANDLOCK_READ & handled;
+	for (size_t i = 0; exec_only && exec_only[i]; i++)
+		if (confine_rule(ruleset, exec_only[i], run, true, &m))
+			goto out;
+	for (size_t i = 0; exec_only && confine_loaders[i]; i++)
+		if (confine_rule(ruleset, confine_loaders[i], run, true, &m))
+			goto out;
 	dev_access = (LANDLOCK_ACCESS_FS_READ_FILE |
 		      LANDLOCK_ACCESS_FS_WRITE_FILE |
 		      LANDLOCK_ACCESS_FS_TRUNCATE |
@@ -223,11 +269,11 @@ int sg_confine_apply(const char *mode, const char *root,
 				 &m))
 			goto out;
 	if (standard) {
-		if (confine_rule(ruleset, root, handled, false, &m))
+		if (confine_rule(ruleset, root, handled & ~noexec, false, &m))
 			goto out;
 		for (size_t i = 0; allow_write && allow_write[i]; i++)
-			if (confine_rule(ruleset, allow_write[i], handled,
-					 true, &m))
+			if (confine_rule(ruleset, allow_write[i],
+					 handled & ~noexec, true, &m))
 				goto out;
 	}
 
@@ -377,37 +423,222 @@ static int confine_fail(const char *sentence)
 	return 126;
 }
 
+/*
+ * The path execvp() would run for name, into out: name itself when it has
+ * a slash, else the first executable regular file of that name in an
+ * absolute directory of $PATH.  Empty and relative entries, which mean the
+ * working directory (the workspace), are skipped: the program that is
+ * allowed to execute must not be one the workspace supplies.  The command
+ * is then started from this very path, so the rule and the execve() name
+ * the same file.
+ */
+static int confine_which(const char *name, char *out, size_t len)
+{
+	const char *path = getenv("PATH"), *p, *end;
+	struct stat st;
+
+	if (strchr(name, '/')) {
+		if (strlen(name) >= len) {
+			errno = ENAMETOOLONG;
+			return -1;
+		}
+		memcpy(out, name, strlen(name) + 1);
+		return 0;
+	}
+	if (!path || !*path)
+		path = "/usr/local/bin:/bin:/usr/bin";
+	for (p = path; *p; p = *end ? end + 1 : end) {
+		size_t n;
+
+		end = strchr(p, ':');
+		if (!end)
+			end = p + strlen(p);
+		n = (size_t)(end - p);
+		if (n == 0 || p[0] != '/' || n + strlen(name) + 2 > len)
+			continue;
+		snprintf(out, len, "%.*s/%s", (int)n, p, name);
+		if (stat(out, &st) == 0 && S_ISREG(st.st_mode) &&
+		    access(out, X_OK) == 0)
+			return 0;
+	}
+	errno = ENOENT;
+	return -1;
+}
+
+/*
+ * The ELF interpreter prog names (its PT_INTERP), into out: the kernel
+ * opens it to start prog, with the EXECUTE right checked.  -1 when prog
+ * names none (a static program) or is not a 64-bit ELF file of this
+ * machine's byte order, the only kind sg-helper runs on.
+ */
+static int confine_interp(const char *prog, char *out, size_t len)
+{
+	Elf64_Ehdr eh;
+	Elf64_Phdr ph;
+	int fd = open(prog, O_RDONLY | O_CLOEXEC), rc = -1;
+
+	if (fd < 0)
+		return -1;
+	if (pread(fd, &eh, sizeof(eh), 0) != (ssize_t)sizeof(eh) ||
+	    memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0 ||
+	    eh.e_ident[EI_CLASS] != ELFCLASS64 ||
+	    eh.e_phentsize != sizeof(ph))
+		goto out;
+	for (unsigned i = 0; i < eh.e_phnum; i++) {
+		off_t at = (off_t)(eh.e_phoff + (uint64_t)i * sizeof(ph));
+
+		if (pread(fd, &ph, sizeof(ph), at) != (ssize_t)sizeof(ph))
+			goto out;
+		if (ph.p_type != PT_INTERP)
+			continue;
+		if (ph.p_filesz < 2 || ph.p_filesz > len ||
+		    pread(fd, out, ph.p_filesz, (off_t)ph.p_offset) !=
+			    (ssize_t)ph.p_filesz ||
+		    out[ph.p_filesz - 1] != '\0' || out[0] != '/')
+			goto out;
+		rc = 0;
+		break;
+	}
+out:
+	close(fd);
+	return rc;
+}
+
+/*
+ * git's exec-path, the directory of its own helper programs, into out:
+ * `git --exec-path` prints $GIT_EXEC_PATH or the built-in directory and
+ * reads no configuration.  It runs under the rules the command will get,
+ * with only git itself executable, so even this step starts nothing else.
+ * On failure, a sentence in msg.
+ */
+static int confine_git_exec_path(const char *git, const char *mode,
+				 const char *root, const char *const *allow,
+				 const char *const *self, char *out,
+				 size_t len, char *msg, size_t msglen)
+{
+	char *const av[] = { (char *)"git", (char *)"--exec-path", NULL };
+	size_t got = 0;
+	int p[2], st = 0, rc = -1;
+	pid_t pid;
+
+	if (pipe2(p, O_CLOEXEC) != 0) {
+		snprintf(msg, msglen, "cannot ask git for its exec-path: %s",
+			 strerror(errno));
+		return -1;
+	}
+	pid = fork();
+	if (pid == 0) {
+		char why[SG_ERR_MSG];
+
+		if (dup2(p[1], 1) < 0)
+			_exit(126);
+		if (sg_confine_apply_exec(mode, root, allow, self, why,
+					  sizeof(why)) != 0) {
+			fprintf(stderr, "sg-helper: %s\n", why);
+			_exit(126);
+		}
+		execv(git, av);
+		_exit(127);
+	}
+	close(p[1]);
+	if (pid < 0) {
+		snprintf(msg, msglen, "cannot ask git for its exec-path: %s",
+			 strerror(errno));
+		close(p[0]);
+		return -1;
+	}
+	while (got + 1 < len) {
+		ssize_t n = read(p[0], out + got, len - 1 - got);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		got += (size_t)n;
+	}
+	close(p[0]);
+	while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+		;
+	out[got] = '\0';
+	while (got > 0 && out[got - 1] == '\n')
+		out[--got] = '\0';
+	if (!WIFEXITED(st) || WEXITSTATUS(st) != 0 || out[0] != '/' ||
+	    strchr(out, '\n'))
+		snprintf(msg, msglen,
+			 "cannot learn git's exec-path from `%.80s --exec-path` "
+			 "(%s %d), so git cannot be confined to its own programs",
+			 git, WIFEXITED(st) ? "exit" : "signal",
+			 WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
+	else
+		rc = 0;
+	return rc;
+}
+
+/*
+ * Whether directory a contains b or b contains a (or either cannot be
+ * resolved, which counts as overlapping: the caller then refuses).
+ */
+static bool confine_overlaps(const char *a, const char *b)
+{
+	char ra[PATH_MAX], rb[PATH_MAX];
+	size_t na, nb, n;
+
+	if (!realpath(a, ra) || !realpath(b, rb))
+		return true;
+	na = strlen(ra);
+	nb = strlen(rb);
+	n = na < nb ? na : nb;
+	if (strcmp(ra, "/") == 0 || strcmp(rb, "/") == 0)
+		return true;
+	return strncmp(ra, rb, n) == 0 &&
+	       (na == nb || (na < nb ? rb[n] : ra[n]) == '/');
+}
+
 int sg_helper_confine(int argc, char *const *argv)
 {
 	struct sg_errinfo err = { 0 };
 	struct sg_args a;
 	const char *allow[SG_ARGS_MAX + 1];
+	/* --exec-only's, the command, git's exec-path, the interpreter. */
+	const char *exec[SG_ARGS_MAX + 4];
 	const char *mode, *root;
-	char msg[SG_ERR_MSG];
-	int nallow = 0;
+	char msg[SG_ERR_MSG], prog[PATH_MAX], exec_path[PATH_MAX];
+	char interp[PATH_MAX];
+	int nallow = 0, nexec = 0;
+	bool git, only;
 
 	/* argv[0] is the command word "confine". */
 	if (argc < 1)
 		return confine_fail("confine needs its arguments");
-	if (sg_args_parse(&a, argc - 1, argv + 1, "", &err))
+	if (sg_args_parse(&a, argc - 1, argv + 1, "git", &err))
 		return confine_fail(err.msg);
 	mode = sg_args_str(&a, "mode", NULL);
 	root = sg_args_str(&a, "root", NULL);
+	git = sg_args_flag(&a, "git");
 	/*
 	 * sg_args keeps every occurrence in opt[] but answers only the last
-	 * one, while --allow-write is repeatable: collect them all here.
+	 * one, while --allow-write and --exec-only are repeatable: collect
+	 * them all here.
 	 */
 	for (int i = 0; i < a.nopt; i++) {
-		if (strcmp(a.opt[i].name, "allow-write") != 0)
-			continue;
-		a.opt[i].used = true;
-		allow[nallow++] = a.opt[i].value;
+		if (strcmp(a.opt[i].name, "allow-write") == 0) {
+			a.opt[i].used = true;
+			allow[nallow++] = a.opt[i].value;
+		} else if (strcmp(a.opt[i].name, "exec-only") == 0) {
+			a.opt[i].used = true;
+			exec[nexec++] = a.opt[i].value;
+		}
 	}
 	allow[nallow] = NULL;
+	only = git || nexec > 0;
 	if (sg_args_unused(&a, &err))
 		return confine_fail(err.msg);
 	if (!mode)
 		return confine_fail("confine needs --mode standard or --mode "
+				    "read_only");
+	/* Checked before --git asks git anything under the mode's rules. */
+	if (strcmp(mode, "standard") != 0 && strcmp(mode, "read_only") != 0)
+		return confine_fail("the confinement mode must be standard or "
 				    "read_only");
 	if (!root)
 		return confine_fail("confine needs --root");
@@ -419,9 +650,45 @@ int sg_helper_confine(int argc, char *const *argv)
 	}
 	if (!a.rest || a.nrest < 1)
 		return confine_fail("confine needs the command after --");
-	if (sg_confine_apply(mode, root, allow, msg, sizeof(msg)) != 0)
+	if (only) {
+		/*
+		 * The command itself must be executable to start at all, and
+		 * so must the interpreter the kernel loads it with.
+		 */
+		if (confine_which(a.rest[0], prog, sizeof(prog)) != 0) {
+			fprintf(stderr, "sg-helper: %s: %s\n", a.rest[0],
+				strerror(errno));
+			return 127;
+		}
+		exec[nexec++] = prog;
+		if (confine_interp(prog, interp, sizeof(interp)) == 0)
+			exec[nexec++] = interp;
+		exec[nexec] = NULL;
+	}
+	if (git) {
+		if (confine_git_exec_path(prog, mode, root, allow, exec,
+					  exec_path, sizeof(exec_path), msg,
+					  sizeof(msg)) != 0)
+			return confine_fail(msg);
+		/*
+		 * Everything beneath the exec-path becomes executable: a
+		 * GIT_EXEC_PATH of / or of the workspace would undo the rule.
+		 */
+		if (confine_overlaps(exec_path, root))
+			return confine_fail("git's exec-path contains the "
+					    "workspace or lies inside it, so "
+					    "git cannot be confined to its own "
+					    "programs");
+		exec[nexec++] = exec_path;
+		exec[nexec] = NULL;
+	}
+	if (sg_confine_apply_exec(mode, root, allow, only ? exec : NULL, msg,
+				  sizeof(msg)) != 0)
 		return confine_fail(msg);
-	execvp(a.rest[0], a.rest);
+	if (only)
+		execv(prog, a.rest);
+	else
+		execvp(a.rest[0], a.rest);
 	fprintf(stderr, "sg-helper: %s: %s\n", a.rest[0], strerror(errno));
 	return 127;
 }

@@ -59,7 +59,11 @@
  *   proc wait  --ctl C --session S --since STAMP [--timeout-ms N]
  *   proc stop-all --ctl C [--grace-ms N]    every session's processes
  *
- *   confine --mode standard|read_only --root R [--allow-write DIR]... -- ARGV
+ *   confine --mode standard|read_only --root R [--allow-write DIR]...
+ *           [--exec-only PATH]... [--git] -- ARGV
+ *                               (--exec-only, --git: ARGV may execute only
+ *                               itself, the PATHs, git's exec-path with
+ *                               --git, and the ELF interpreter)
  *   status --file F -- ARGV     run ARGV, write "exit N" or "signal N" to F
  *   job --dir PREFIX --mark WORD --wait-ms N --max-out N [--max-err N]
  *       [--attach] [--cwd DIR] [--timeout-ms N] [--merge] [--detach]

@@ -35,6 +35,17 @@ int sg_helper_job(int argc, char *const *argv);
 extern int (*sg_helper_self)(int argc, char **argv);
 int sg_confine_apply(const char *mode, const char *root, const char *const *allow_write, char *msg, size_t msglen);
 /*
+ * sg_confine_apply, and when exec_only is not NULL the command may execute
+ * only the files (and the files beneath the directories) it lists, plus the
+ * usual ELF interpreters: EXECUTE, the right execve() is checked for, is
+ * granted nowhere else.  Syscalls and stack buffers only, like
+ * sg_confine_apply; the paths are resolved by the caller beforehand.
+ */
+int sg_confine_apply_exec(const char *mode, const char *root,
+			  const char *const *allow_write,
+			  const char *const *exec_only, char *msg,
+			  size_t msglen);
+/*
  * Start prog (an absolute path) with argv av, in directory dirfd
  * (borrowed), stdin /dev/null, stdout outfd and stderr errfd, signals at
  * their defaults, under a Landlock ruleset that lets it read files and

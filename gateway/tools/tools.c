@@ -785,13 +785,66 @@ static bool git_entry_runs_program(const char *key, const char *value)
 }
 
 /*
+ * The flags that keep a read_only git from handing a file to a program the
+ * configuration names (diff.external, a diff driver's command or
+ * textconv), and in *at the index in args they go before: right after the
+ * subcommand (after `stash show` / `stash list`).  NULL when the
+ * subcommand shows no diff.  git_exec_only's rule stops such a program
+ * from starting, all but one: the ELF interpreter stays executable because
+ * git needs it, and given a workspace file as its argument it would load
+ * and run that file.  These flags take the argument away.
+ */
+static const char *const *git_no_programs(json_t *args, size_t sub, size_t *at)
+{
+	static const char *const both[] = { "--no-ext-diff", "--no-textconv", NULL };
+	static const char *const textconv[] = { "--no-textconv", NULL };
+	static const char *const diffs[] = { "diff", "log", "show", "whatchanged",
+					     "diff-tree", "diff-files", "diff-index", NULL };
+	const char *cmd = json_string_value(json_array_get(args, sub));
+	const char *next = json_string_value(json_array_get(args, sub + 1));
+
+	*at = sub + 1;
+	for (size_t i = 0; diffs[i]; i++)
+		if (strcmp(cmd, diffs[i]) == 0)
+			return both;
+	if (strcmp(cmd, "blame") == 0 || strcmp(cmd, "annotate") == 0 ||
+	    strcmp(cmd, "grep") == 0)
+		return textconv;
+	if (strcmp(cmd, "stash") == 0 && next &&
+	    (strcmp(next, "show") == 0 || strcmp(next, "list") == 0)) {
+		*at = sub + 2;
+		return both;
+	}
+	return NULL;
+}
+
+/*
+ * Start a read_only git's argv in av: `sg-helper confine --git`, inside
+ * the confinement exec_argv adds, so that git may execute only itself,
+ * its exec-path helpers and the ELF interpreter.  A program the
+ * configuration names (a filter, textconv, diff command, pager, hook) then
+ * fails to start, even one added after git_config_guard read the files:
+ * this, not the guard, is what makes the race between the two harmless.
+ */
+static sg_err git_exec_only(struct tctx *t, struct sg_strv *av)
+{
+	if (sg_strv_addv(av, (const char *[]){ t->s->env->helper, "confine", "--mode",
+						"read_only", "--root", t->s->root, "--git",
+						"--", NULL }))
+		return sg_err_set(&t->op->err, SG_E_INTERNAL, "out of memory");
+	return SG_OK;
+}
+
+/*
  * In read_only mode, refuse a git whose configuration (the repository's
  * own, its includes, the environment's ~/.gitconfig and /etc/gitconfig,
  * all writable by a standard-mode agent before) would make it run a
  * program: `git [GLOBALS] config --list -z` is read first, with the
- * caller's -C and -c, in the same confinement.  The overrides t_git adds
- * close the race for the keys with a fixed name; this closes the rest
- * (filter and diff drivers, whose names the repository chooses).
+ * caller's -C and -c, in the same confinement.  This gives the clear
+ * sentence when the files stay as they are; when they change between this
+ * read and the run (filter and diff drivers have names the repository
+ * chooses, so no -c override covers them), git_exec_only's Landlock rule
+ * still keeps git from starting the program.
  */
 static sg_err git_config_guard(struct tctx *t, json_t *args, size_t sub, const char *cwd,
 			       json_t *env)
@@ -801,6 +854,9 @@ static sg_err git_config_guard(struct tctx *t, json_t *args, size_t sub, const c
 	sg_err rc;
 
 	sg_exec_result_init(&r, SG_GIT_CONFIG_MAX);
+	rc = git_exec_only(t, &av);
+	if (rc)
+		goto out;
 	rc = sg_strv_add(&av, "git") ? SG_E_INTERNAL : SG_OK;
 	for (size_t i = 0; !rc && i < sub; i++)
 		rc = sg_strv_add(&av, json_string_value(json_array_get(args, i)))
@@ -869,6 +925,23 @@ static sg_err git_read_only(struct tctx *t, json_t *args, const char *cwd, size_
 		return sg_err_set(&t->op->err, SG_E_PERMISSION,
 				  "git %s may write, and the permission mode is read_only",
 				  json_string_value(json_array_get(args, *sub)));
+	/*
+	 * --ext-diff and --textconv (and their abbreviations) would undo
+	 * git_no_programs' flags, and --submodule=diff runs a git in each
+	 * submodule that has neither; a pathspec that happens to look like
+	 * them is refused too, which costs nothing.
+	 */
+	for (size_t i = *sub + 1; i < json_array_size(args); i++) {
+		const char *a = json_string_value(json_array_get(args, i));
+		bool sub_diff = strncmp(a, "--sub", 5) == 0 && strcmp(a, "--submodule") != 0 &&
+				strcmp(a, "--submodule=log") != 0 &&
+				strcmp(a, "--submodule=short") != 0;
+
+		if (strncmp(a, "--ext", 5) == 0 || strncmp(a, "--textc", 7) == 0 || sub_diff)
+			return sg_err_set(&t->op->err, SG_E_PERMISSION,
+					  "git option %.64s is not allowed in read_only mode: it "
+					  "hands files to a program the configuration names", a);
+	}
 	return SG_OK;
 }
 
@@ -890,7 +963,7 @@ static sg_err t_git(struct tctx *t, json_t **result)
 	const char *cwd = NULL;
 	json_t *args = NULL, *env;
 	struct sg_strv av = SG_STRV_INIT;
-	size_t sub = 0;
+	size_t sub = 0, at = 0;
 	sg_err rc;
 
 	rc = git_args(t, &args, &cwd);
@@ -903,12 +976,16 @@ static sg_err t_git(struct tctx *t, json_t **result)
 		json_object_set_new(env, "GIT_OPTIONAL_LOCKS", json_string("0"));
 		json_object_set_new(env, "GIT_PAGER", json_string("cat"));
 		rc = git_config_guard(t, args, sub, cwd, env);
+		if (!rc)
+			rc = git_exec_only(t, &av);
 	}
 	if (!rc)
 		rc = sg_strv_add(&av, "git");
 	/*
 	 * The command line outranks every configuration file, so these keys
-	 * stay off even if the files change after the guard read them.
+	 * stay off even if the files change after the guard read them (and
+	 * reach the gits started in submodules, through the environment):
+	 * diff.submodule=short keeps a diff from starting one.
 	 */
 	if (!rc && t->mode == SG_CONFINE_READ_ONLY)
 		rc = sg_strv_addv(&av, (const char *[]){
@@ -916,9 +993,23 @@ static sg_err t_git(struct tctx *t, json_t **result)
 			"-c", "core.hooksPath=/dev/null", "-c", "core.sshCommand=false",
 			"-c", "core.askPass=false", "-c", "credential.helper=",
 			"-c", "protocol.allow=never", "-c", "gpg.program=false",
-			"-c", "log.showSignature=false", NULL });
-	if (!rc)
+			"-c", "log.showSignature=false", "-c", "diff.submodule=short",
+			NULL });
+	if (!rc && t->mode == SG_CONFINE_READ_ONLY) {
+		const char *const *flags = git_no_programs(args, sub, &at);
+
+		for (size_t i = 0; !rc && i < json_array_size(args); i++) {
+			if (i == at && flags)
+				rc = sg_strv_addv(&av, flags) ? SG_E_INTERNAL : SG_OK;
+			if (!rc)
+				rc = sg_strv_add(&av, json_string_value(json_array_get(args, i)))
+					     ? SG_E_INTERNAL : SG_OK;
+		}
+		if (!rc && flags && at == json_array_size(args))
+			rc = sg_strv_addv(&av, flags) ? SG_E_INTERNAL : SG_OK;
+	} else if (!rc) {
 		rc = strings_to_strv(args, &av);
+	}
 	if (!rc)
 		rc = run_argv(t, sg_strv_get(&av), cwd, env, NULL, 0,
 			      SG_COMMAND_TIMEOUT_MS, result);

@@ -372,3 +372,81 @@ class Results(GatewayTestCase):
                 "cp .git/config.sg-clean .git/config; rm -f .gitattributes")
         # A clean repository still answers.
         self.gw.tool_ok("git", {"args": ["status"], "cwd": self.d}, "read_only")
+
+    def evil_filter_repo(self, where):
+        # A git repository in `where` whose clean filter, a program in the
+        # workspace named in evil.cfg, says so on stderr.  a.txt is changed
+        # but keeps its size and gets an old time, so that even `status`
+        # must filter it to compare.
+        self.sh("printf '#!/bin/sh\\necho SG-PWNED >&2\\ncat\\n' > evil.sh && chmod +x evil.sh")
+        evil = self.sh("pwd").strip() + "/evil.sh"
+        self.sh("mkdir -p %s && cd %s && git init -q && echo a > a.txt && git add a.txt && "
+                "git -c user.email=e@x -c user.name=e commit -qm s && "
+                "echo '*.txt filter=x' > .gitattributes && echo c > a.txt && "
+                "touch -d 2001-01-01 a.txt && "
+                "printf '[filter \"x\"]\\n\\tclean = %s\\n' > evil.cfg && : > clean.cfg"
+                % (where, where, evil))
+
+    def test_git_read_only_runs_no_program_the_guard_did_not_see(self):
+        # The guard reads the repository's configuration, not that of a
+        # submodule, whose `git status` the read_only `git status` starts
+        # (and which runs the submodule's clean filter).  Landlock lets a
+        # read_only git execute only git itself (docs/security.md), so the
+        # filter cannot start.
+        self.git_repo()
+        self.evil_filter_repo("sm")
+        self.sh("cd sm && git config include.path $PWD/evil.cfg && cd .. && "
+                "git add sm 2>/dev/null && git -c user.email=e@x -c user.name=e commit -qm sm")
+        for args in (["status"], ["diff"]):
+            with self.subTest(args=args):
+                a = {"args": args, "cwd": self.d}
+                # In standard mode the filter runs: the setup does what it claims.
+                self.assertIn("SG-PWNED", json.dumps(self.gw.execute("git", a, "standard")))
+                reply = self.gw.execute("git", a, "read_only")
+                self.assertNotIn("SG-PWNED", json.dumps(reply))
+                # git still answers.
+                self.assertIn("sm", reply["data"]["content"])
+
+    def test_git_read_only_race_with_the_guard(self):
+        # A background process of the environment flips an included file
+        # between empty and a clean filter plus a diff command, so the guard
+        # may read the empty one and git the other (on the code before, in
+        # about one try in four).  The diff command is the ELF interpreter,
+        # which Landlock must leave executable for git itself: given the
+        # workspace's program as its argument it would run it, so read_only
+        # git passes --no-ext-diff.  Bounded: 30 tries.
+        self.git_repo()
+        self.evil_filter_repo("race")
+        ldso = self.sh("for l in /lib64/ld-linux-x86-64.so.2 /lib/ld-linux-aarch64.so.1; do "
+                       "if [ -e $l ]; then echo $l; break; fi; done").strip()
+        self.sh("cd race && cp clean.cfg inc.cfg && git config include.path $PWD/inc.cfg")
+        if ldso:
+            # sub/a.bin is /bin/echo: run through ld.so it prints its
+            # arguments, "/dev/null . . sub/a.bin 0000...".
+            self.sh("cd race && mkdir -p sub && cp /bin/echo sub/a.bin && "
+                    "git add -N sub/a.bin && echo '*.bin diff=y' >> .gitattributes && "
+                    "printf '[diff \"y\"]\\n\\tcommand = %s\\n' >> evil.cfg" % ldso)
+        flipper = self.gw.start(
+            command="cd %s/race && while :; do cp evil.cfg t1 && mv t1 inc.cfg; "
+                    "cp clean.cfg t2 && mv t2 inc.cfg; done" % self.d,
+            permission_mode="standard")
+        try:
+            for attempt in range(30):
+                reply = json.dumps(self.gw.execute(
+                    "git", {"args": ["diff"], "cwd": self.d + "/race"}, "read_only"))
+                self.assertNotIn("SG-PWNED", reply, "attempt %d" % attempt)
+                self.assertNotRegex(reply, r"/dev/null \. \. sub/a\.bin", "attempt %d" % attempt)
+        finally:
+            self.gw.ok("process/stop", {"id": flipper["id"], "grace_ms": 0})
+
+    def test_git_read_only_refuses_what_hands_files_to_programs(self):
+        self.git_repo()
+        for args in (["diff", "--ext-diff"], ["log", "-p", "--textconv"], ["show", "--ext"],
+                     ["diff", "--submodule=diff"], ["cat-file", "--textconv", "HEAD:sub/a.txt"]):
+            with self.subTest(args=args):
+                err = self.gw.tool_error("git", {"args": args, "cwd": self.d}, "read_only")
+                self.assertEqual(code_of(err), "permission_denied")
+        for args in (["diff", "--submodule=log"], ["log", "--text", "-1"], ["blame", "sub/a.txt"],
+                     ["grep", "-n", "a"], ["stash", "list"], ["diff-tree", "-p", "HEAD"]):
+            with self.subTest(args=args):
+                self.gw.tool_ok("git", {"args": args, "cwd": self.d}, "read_only")

@@ -358,6 +358,108 @@ static void test_program(void **state)
 	}
 }
 
+/*
+ * With exec_only, the confined child may execute what the list names and
+ * nothing else; reading stays allowed everywhere.
+ */
+static void test_exec_only(void **state)
+{
+	const struct dirs *d = *state;
+	const char *only[] = { "/bin/true", NULL };
+	char *const t[] = { "true", NULL }, *const sh[] = { "sh", "-c", ":", NULL };
+	int st, p[2];
+	pid_t pid;
+
+	if (!have_abi3() || access("/bin/true", X_OK) != 0 ||
+	    access("/bin/sh", X_OK) != 0)
+		skip();
+	assert_int_equal(pipe(p), 0);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		char msg[256], res[3] = "??";
+		int fd;
+
+		close(p[0]);
+		if (sg_confine_apply_exec("read_only", d->root, NULL, only, msg,
+					  sizeof(msg)) != 0)
+			_exit(3);
+		/* 't': /bin/true ran; 'x': /bin/sh was refused with EACCES. */
+		if (fork() == 0) {
+			execv("/bin/true", t);
+			_exit(1);
+		}
+		if (wait(&st) > 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0)
+			res[0] = 't';
+		execv("/bin/sh", sh);
+		if (errno == EACCES)
+			res[1] = 'x';
+		fd = open("/etc/passwd", O_RDONLY);
+		if (write(p[1], res, 2) != 2 || fd < 0)
+			_exit(2);
+		_exit(0);
+	}
+	close(p[1]);
+	{
+		char res[3] = { 0 };
+
+		assert_int_equal(read(p[0], res, 2), 2);
+		assert_string_equal(res, "tx");
+	}
+	close(p[0]);
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+}
+
+/* `confine --exec-only` and `--git` of the real program. */
+static void test_program_exec_only(void **state)
+{
+	const struct dirs *d = *state;
+	const char *helper = getenv("SG_HELPER");
+	int status;
+
+	if (!helper || !*helper || !have_abi3() || access("/bin/sh", X_OK) != 0)
+		skip();
+	{
+		/* The command itself runs; what it starts does not. */
+		char *argv[] = { (char *)helper, "confine", "--mode",
+				 "read_only", "--root", (char *)d->root,
+				 "--exec-only", "/nonexistent/sg-only", "--",
+				 "/bin/sh", "-c", "/bin/true", NULL };
+
+		status = run(argv);
+		assert_true(WIFEXITED(status));
+		assert_int_equal(WEXITSTATUS(status), 126);
+	}
+	{
+		char *argv[] = { (char *)helper, "confine", "--mode",
+				 "read_only", "--root", (char *)d->root,
+				 "--exec-only", "/bin", "--",
+				 "/bin/sh", "-c", "/bin/true", NULL };
+
+		status = run(argv);
+		assert_true(WIFEXITED(status));
+		assert_int_equal(WEXITSTATUS(status), 0);
+	}
+	if (system("git --version >/dev/null 2>&1") == 0) {
+		/* git and its own helpers run; a shell it is told to run does not. */
+		char *ok[] = { (char *)helper, "confine", "--mode",
+			       "read_only", "--root", (char *)d->root, "--git",
+			       "--", "git", "--version", NULL };
+		char *alias[] = { (char *)helper, "confine", "--mode",
+				  "read_only", "--root", (char *)d->root,
+				  "--git", "--", "git", "-c", "alias.x=!true",
+				  "x", NULL };
+
+		status = run(ok);
+		assert_true(WIFEXITED(status));
+		assert_int_equal(WEXITSTATUS(status), 0);
+		status = run(alias);
+		assert_true(WIFEXITED(status));
+		assert_int_not_equal(WEXITSTATUS(status), 0);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -368,6 +470,9 @@ int main(void)
 						teardown),
 		cmocka_unit_test(test_refusals),
 		cmocka_unit_test_setup_teardown(test_program, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_exec_only, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_program_exec_only, setup,
+						teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
