@@ -103,6 +103,23 @@ class Marker:
         self.command = "sleep %s" % self.secs
 
 
+def cgroup_writable():
+    """Whether this user can make a cgroup where sandgate would: the same
+    question the local backend asks, answered independently."""
+    for hier in ("/sys/fs/cgroup/pids", "/sys/fs/cgroup"):
+        probe = os.path.join(hier, "sg-e2e-probe-%d" % os.getpid())
+        try:
+            os.mkdir(probe)
+        except OSError:
+            continue
+        os.rmdir(probe)
+        if hier == "/sys/fs/cgroup" and not os.path.exists(
+                os.path.join(hier, "cgroup.controllers")):
+            continue
+        return True
+    return False
+
+
 def host_processes_matching(needle):
     """Pids on this host whose command line contains `needle` (a substring).
 

@@ -21,7 +21,7 @@ import time
 import unittest
 
 import sgclient
-from sgclient import BIN, MiB, PROFILE, GatewayTestCase, Gateway, unique
+from sgclient import BIN, MiB, PROFILE, GatewayTestCase, Gateway, cgroup_writable, unique
 
 # Every way out of a process group the tests try.  {m} is the marker
 # command (a sleep whose argument is unique); each one runs in the
@@ -81,23 +81,6 @@ def wait_for(pred, timeout):
 
 def host_process_count():
     return sum(1 for n in os.listdir("/proc") if n.isdigit())
-
-
-def cgroup_writable():
-    """Whether this user can make a cgroup where sandgate would: the same
-    question the local backend asks, answered independently."""
-    for hier in ("/sys/fs/cgroup/pids", "/sys/fs/cgroup"):
-        probe = os.path.join(hier, "sg-e2e-probe-%d" % os.getpid())
-        try:
-            os.mkdir(probe)
-        except OSError:
-            continue
-        os.rmdir(probe)
-        if hier == "/sys/fs/cgroup" and not os.path.exists(
-                os.path.join(hier, "cgroup.controllers")):
-            continue
-        return True
-    return False
 
 
 def hiding_gateway(case, hide, profile=None, **kw):

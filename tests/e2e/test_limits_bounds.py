@@ -21,7 +21,7 @@ import subprocess
 import tempfile
 import unittest
 
-from sgclient import BIN, MiB, PROFILE, GatewayTestCase, unique
+from sgclient import BIN, MiB, PROFILE, GatewayTestCase, cgroup_writable, unique
 
 # The bounds (base/limits.h), and values past them.
 CPUS_MIN, CPUS_MAX = 0.01, 4096
@@ -38,23 +38,6 @@ OUT_OF_BOUNDS = [
 # A command that fills n MiB (bytearray's zeroing touches every page).
 def alloc(n):
     return ["python3", "-c", "b = bytearray(%d << 20); print('allocated %d MiB')" % (n, n)]
-
-
-def cgroup_writable():
-    """Whether this user can make a cgroup where sandgate would (the same
-    question as test_contain.py's)."""
-    for hier in ("/sys/fs/cgroup/pids", "/sys/fs/cgroup"):
-        probe = os.path.join(hier, "sg-e2e-probe-%d" % os.getpid())
-        try:
-            os.mkdir(probe)
-        except OSError:
-            continue
-        os.rmdir(probe)
-        if hier == "/sys/fs/cgroup" and not os.path.exists(
-                os.path.join(hier, "cgroup.controllers")):
-            continue
-        return True
-    return False
 
 
 class Dir(unittest.TestCase):
