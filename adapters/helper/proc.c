@@ -686,8 +686,10 @@ static sg_err rec_read(const char *ctl, const char *id, struct proc_rec *r,
 	 * The supervisor renames a file of its own into place, never a
 	 * second name of one: a record hard-linked under many ids would
 	 * cost the gateway its size once per id at no cost to the disk.
+	 * (No name at all is fine: a newer record was renamed over the one
+	 * just opened.)
 	 */
-	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_nlink != 1) {
+	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_nlink > 1) {
 		rc = sg_err_set(err, SG_E_INTERNAL, "%s is not a record", path);
 		goto out;
 	}
