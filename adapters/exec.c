@@ -227,52 +227,6 @@ static void not_started(struct sg_exec_result *out, const char *what, int e)
 							    : sizeof(line) - 1);
 }
 
-/* 0 when path names an executable regular file, or the errno exec gives. */
-static int check_program(const char *path)
-{
-	struct stat st;
-
-	if (stat(path, &st) < 0)
-		return errno;
-	if (!S_ISREG(st.st_mode) || access(path, X_OK) < 0)
-		return EACCES;
-	return 0;
-}
-
-/*
- * The first executable name in the PATH value path, into out[n]: 0, or
- * the errno exec would give (EACCES when only non-executables were found).
- * Relative and empty entries are skipped: they would be resolved against
- * a working directory nobody chose.
- */
-static int search_path(const char *name, const char *path, char *out, size_t n)
-{
-	int e = ENOENT, w;
-
-	for (const char *p = path;; p++) {
-		const char *end = strchr(p, ':');
-		size_t len = end ? (size_t)(end - p) : strlen(p);
-
-		if (len > 0 && p[0] == '/') {
-			w = snprintf(out, n, "%.*s/%s", (int)len, p, name);
-			if (w < 0 || (size_t)w >= n) {
-				e = ENAMETOOLONG;
-			} else {
-				int ce = check_program(out);
-
-				if (ce == 0)
-					return 0;
-				if (ce == EACCES)
-					e = EACCES;
-			}
-		}
-		if (!end)
-			break;
-		p = end;
-	}
-	return e;
-}
-
 /*
  * Resolve name the way execvp would, but against the PATH of the child's
  * environment (posix_spawnp would use ours).  Relative and empty PATH
@@ -294,11 +248,11 @@ static int find_program(const char *name, const char *const *envp,
 		if ((size_t)snprintf(out, n, "%s", name) >= n)
 			return ENAMETOOLONG;
 		if (name[0] == '/' || !cwd)
-			return check_program(name);
+			return sg_program_check(name);
 		w = snprintf(out, n, "%s/%s", cwd, name);
 		if (w < 0 || (size_t)w >= n)
 			return ENAMETOOLONG;
-		e = check_program(out);
+		e = sg_program_check(out);
 		snprintf(out, n, "%s", name);
 		return e;
 	}
@@ -310,7 +264,7 @@ static int find_program(const char *name, const char *const *envp,
 	}
 	if (!path)
 		path = EXEC_DEFAULT_PATH;
-	return search_path(name, path, out, n);
+	return sg_program_find(name, path, out, n);
 }
 
 char *sg_exec_which(const char *name)
@@ -320,7 +274,7 @@ char *sg_exec_which(const char *name)
 
 	if (!path || !*path)
 		path = "/usr/local/bin:/usr/bin:/bin";
-	return search_path(name, path, out, sizeof(out)) == 0 ? strdup(out) : NULL;
+	return sg_program_find(name, path, out, sizeof(out)) == 0 ? strdup(out) : NULL;
 }
 
 /*

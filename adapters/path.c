@@ -624,3 +624,12 @@ int sg_path_chdir_beneath(const char *root, const char *path)
 	errno = e;
 	return e ? -1 : 0;
 }
+
+bool sg_path_normalised(const char *path)
+{
+	struct sg_buf norm = SG_BUF_INIT(SG_PATH_MAX + 1);
+	bool same = sg_path_normalize(path, &norm) == SG_OK && strcmp(norm.p, path) == 0;
+
+	sg_buf_release(&norm);
+	return same;
+}

@@ -66,6 +66,14 @@ sg_err sg_path_resolve(const char *root, const char *host_root,
 sg_err sg_path_normalize(const char *path, struct sg_buf *out) SG_MUST_CHECK;
 
 /*
+ * Whether path is already in the form sg_path_normalize() gives it: no
+ * empty ("//", a trailing '/'), "." or ".." component.  Checks that
+ * compare a path literally (a list of directories it may not be) hold
+ * only for such a path.
+ */
+bool sg_path_normalised(const char *path);
+
+/*
  * Open `rel`, a path sg_path_resolve() returned (relative to root, no "."
  * or "..", no symbolic link in it), beneath dirfd (borrowed), so that no
  * component can be swapped after the check: the kernel refuses to follow

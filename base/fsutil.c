@@ -1,6 +1,7 @@
 #include "fsutil.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -73,4 +74,43 @@ sg_err sg_read_all(int fd, struct sg_buf *b)
 			return SG_OK;
 		sg_buf_commit(b, (size_t)k);
 	}
+}
+
+int sg_program_check(const char *path)
+{
+	struct stat st;
+
+	if (stat(path, &st) < 0)
+		return errno;
+	if (!S_ISREG(st.st_mode) || access(path, X_OK) < 0)
+		return EACCES;
+	return 0;
+}
+
+int sg_program_find(const char *name, const char *path, char *out, size_t n)
+{
+	int e = ENOENT, w;
+
+	for (const char *p = path;; p++) {
+		const char *end = strchr(p, ':');
+		size_t len = end ? (size_t)(end - p) : strlen(p);
+
+		if (len > 0 && p[0] == '/') {
+			w = snprintf(out, n, "%.*s/%s", (int)len, p, name);
+			if (w < 0 || (size_t)w >= n) {
+				e = ENAMETOOLONG;
+			} else {
+				int ce = sg_program_check(out);
+
+				if (ce == 0)
+					return 0;
+				if (ce == EACCES)
+					e = EACCES;
+			}
+		}
+		if (!end)
+			break;
+		p = end;
+	}
+	return e;
 }

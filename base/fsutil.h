@@ -24,4 +24,18 @@ sg_err sg_read_all(int fd, struct sg_buf *b) SG_MUST_CHECK;
 /* Write all n bytes, retrying short writes and EINTR.  0 or -1. */
 int sg_write_all(int fd, const void *p, size_t n);
 
+/*
+ * Whether path names a program exec would run: 0, or the errno exec
+ * would give (EACCES for a directory or a file without the x bit).
+ */
+int sg_program_check(const char *path);
+
+/*
+ * The first program called name in the PATH value path, into out[n]: 0,
+ * or the errno exec would give (EACCES when only non-programs were found,
+ * ENAMETOOLONG).  Relative and empty entries are skipped: they would be
+ * resolved against a working directory nobody chose.
+ */
+int sg_program_find(const char *name, const char *path, char *out, size_t n);
+
 #endif

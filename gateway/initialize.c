@@ -27,22 +27,6 @@
 
 
 /*
- * Whether root is already in the form sg_path_normalize() gives: no empty
- * ("//", a trailing '/'), "." or ".." component.  Backends compare root
- * literally (the local backend's list of OS directories, the containment
- * of absolute paths), so a root that spells a path another way could name
- * a directory those checks refuse.
- */
-static bool root_normalised(const char *root)
-{
-	struct sg_buf norm = SG_BUF_INIT(SG_PATH_MAX + 1);
-	bool same = sg_path_normalize(root, &norm) == SG_OK && strcmp(norm.p, root) == 0;
-
-	sg_buf_release(&norm);
-	return same;
-}
-
-/*
  * The binding in canonical form: every field present, absent ones as
  * null/false (protocol section 10), so a repeated initialize compares with
  * json_equal.
@@ -71,7 +55,7 @@ sg_err sg_binding_canonical(json_t *d, json_t **out, struct sg_errinfo *e)
 	    json_string_length(root) >= SG_PATH_MAX)
 		return sg_err_set(e, SG_E_INVALID_ARGUMENT,
 				  "`root` must be an absolute path");
-	if (!root_normalised(json_string_value(root)))
+	if (!sg_path_normalised(json_string_value(root)))
 		return sg_err_set(e, SG_E_INVALID_ARGUMENT,
 				  "`root` must be a normalised absolute path (no '.' or '..' component, no '//', no trailing '/')");
 	if (!json_is_string(session) || json_string_length(session) == 0 ||

@@ -41,6 +41,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "base/fsutil.h"
 #include "base/limits.h"
 #include "landlock.h"
 
@@ -434,8 +435,8 @@ static int confine_fail(const char *sentence)
  */
 static int confine_which(const char *name, char *out, size_t len)
 {
-	const char *path = getenv("PATH"), *p, *end;
-	struct stat st;
+	const char *path = getenv("PATH");
+	int e;
 
 	if (strchr(name, '/')) {
 		if (strlen(name) >= len) {
@@ -445,24 +446,10 @@ static int confine_which(const char *name, char *out, size_t len)
 		memcpy(out, name, strlen(name) + 1);
 		return 0;
 	}
-	if (!path || !*path)
-		path = "/usr/local/bin:/bin:/usr/bin";
-	for (p = path; *p; p = *end ? end + 1 : end) {
-		size_t n;
-
-		end = strchr(p, ':');
-		if (!end)
-			end = p + strlen(p);
-		n = (size_t)(end - p);
-		if (n == 0 || p[0] != '/' || n + strlen(name) + 2 > len)
-			continue;
-		snprintf(out, len, "%.*s/%s", (int)n, p, name);
-		if (stat(out, &st) == 0 && S_ISREG(st.st_mode) &&
-		    access(out, X_OK) == 0)
-			return 0;
-	}
-	errno = ENOENT;
-	return -1;
+	e = sg_program_find(name, path && *path ? path : "/usr/local/bin:/bin:/usr/bin", out, len);
+	if (e)
+		errno = ENOENT;
+	return e ? -1 : 0;
 }
 
 /*

@@ -2232,24 +2232,8 @@ static void grep_feed(struct grepper *g, const char *data, size_t n, bool eof)
 static bool find_in_path(const char *prog, char *dst, size_t cap)
 {
 	const char *path = getenv("PATH");
-	const char *p;
 
-	if (!path)
-		path = "/usr/local/bin:/usr/bin:/bin";
-	for (p = path; *p;) {
-		size_t n = strcspn(p, ":");
-		int w;
-
-		if (n > 0 && p[0] == '/') {
-			w = snprintf(dst, cap, "%.*s/%s", (int)n, p, prog);
-			if (w > 0 && (size_t)w < cap && access(dst, X_OK) == 0)
-				return true;
-		}
-		p += n;
-		if (*p == ':')
-			p++;
-	}
-	return false;
+	return sg_program_find(prog, path ? path : "/usr/local/bin:/usr/bin:/bin", dst, cap) == 0;
 }
 
 /*

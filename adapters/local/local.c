@@ -44,6 +44,7 @@
 #include "base/strv.h"
 #include "../exec.h"
 #include "../hostutil.h"
+#include "../path.h"
 #include "../helper/helper.h"
 #include "cgroup.h"
 
@@ -226,16 +227,8 @@ static bool root_allowed(const char *root)
 					      "/proc", "/dev", "/tmp", "/run", "/opt",
 					      "/sys", NULL };
 
-	if (root[0] != '/' || strcmp(root, "/") == 0)
+	if (root[0] != '/' || strcmp(root, "/") == 0 || !sg_path_normalised(root))
 		return false;
-	/* Every component after a '/' must be a name: not empty, "." or "..". */
-	for (const char *c = root; *c == '/';) {
-		size_t n = strcspn(c + 1, "/");
-
-		if (n == 0 || (n == 1 && c[1] == '.') || (n == 2 && c[1] == '.' && c[2] == '.'))
-			return false;
-		c += n + 1;
-	}
 	for (size_t i = 0; sysdirs[i]; i++) {
 		size_t n = strlen(sysdirs[i]);
 
