@@ -597,44 +597,194 @@ static sg_err t_run_command(struct tctx *t, json_t **result)
 	return rc;
 }
 
+/* Whether a is one of list's options; an entry ending in '*' is a prefix. */
+static bool git_opt_in(const char *a, const char *const *list)
+{
+	for (size_t i = 0; list[i]; i++) {
+		size_t n = strlen(list[i]);
+
+		if (list[i][n - 1] == '*' ? strncmp(a, list[i], n - 1) == 0
+					  : strcmp(a, list[i]) == 0)
+			return true;
+	}
+	return false;
+}
+
 /*
- * git subcommands that only read (protocol section 10).  They still run
- * under Landlock's read_only rules; the list keeps the intent visible and
- * refuses early with a clear sentence.
+ * Whether every option in args[from..] is one of opts.  *words counts the
+ * arguments that are not options (names, patterns, values); *lists says
+ * whether one of `listing`, the options that put the subcommand in its
+ * listing mode, appeared.
  */
-static bool git_reads_only(json_t *args)
+static bool git_opts_only(json_t *args, size_t from, const char *const *opts,
+			  const char *const *listing, size_t *words, bool *lists)
+{
+	*words = 0;
+	*lists = false;
+	for (size_t i = from; i < json_array_size(args); i++) {
+		const char *a = json_string_value(json_array_get(args, i));
+
+		if (a[0] != '-' || a[1] == '\0') {
+			(*words)++;
+			continue;
+		}
+		if (!git_opt_in(a, opts))
+			return false;
+		*lists |= git_opt_in(a, listing);
+	}
+	return true;
+}
+
+/*
+ * Whether a `git grep` command line has -O / --open-files-in-pager, which
+ * hands the matching files to a program the caller names (given the ELF
+ * interpreter, it runs a workspace file).  git's option parser takes
+ * short options bundled (-nO<prog>), long ones abbreviated (--open=), and
+ * the value of -e, -f, -m and -A/-B/-C in the rest of a bundle or the next
+ * argument, which is a pattern or a number, never an option.
+ */
+static bool git_grep_opens_pager(json_t *args, size_t sub)
+{
+	for (size_t i = sub + 1; i < json_array_size(args); i++) {
+		const char *a = json_string_value(json_array_get(args, i));
+		size_t n = strcspn(a, "=");
+
+		if (strcmp(a, "--") == 0)
+			return false;
+		if (a[0] != '-' || a[1] == '\0')
+			continue;
+		if (a[1] == '-') {
+			if (n > 2 && n - 2 <= strlen("open-files-in-pager") &&
+			    strncmp(a + 2, "open-files-in-pager", n - 2) == 0)
+				return true;
+			continue;
+		}
+		for (const char *c = a + 1; *c; c++) {
+			if (*c == 'O')
+				return true;
+			if (strchr("efmABC", *c)) {
+				i += c[1] == '\0';
+				break;
+			}
+		}
+	}
+	return false;
+}
+
+/*
+ * NULL when a read_only git may run subcommand args[sub] with the rest of
+ * args; otherwise the sentence that says why not.  Most reading
+ * subcommands read in every form (their options that hand files to a
+ * program are refused in git_read_only).  branch, tag, remote, stash,
+ * config and help read only in some forms, and every argument decides:
+ * `branch -v -D x` deletes, a bare `stash` stashes, `help log` starts man.
+ */
+static const char *git_refusal(json_t *args, size_t sub)
 {
 	static const char *const readers[] = {
 		"status", "diff", "log", "show", "blame", "rev-parse", "ls-files",
 		"grep", "describe", "shortlog", "cat-file", "ls-tree", "rev-list",
 		"whatchanged", "name-rev", "merge-base", "show-ref", "count-objects",
 		"annotate", "diff-tree", "diff-files", "diff-index", "for-each-ref",
-		"var", "version", "help", NULL
+		"var", "version", NULL
 	};
-	const char *sub = json_string_value(json_array_get(args, 0));
-	size_t n = json_array_size(args);
+	static const char *const branch_opts[] = {
+		"--list", "-l", "-v", "-vv", "--verbose", "-a", "--all", "-r", "--remotes",
+		"--show-current", "--contains*", "--no-contains*", "--merged*", "--no-merged*",
+		"--points-at*", "--sort=*", "--format=*", "--color", "--color=*", "--no-color",
+		"--column", "--column=*", "--no-column", "--abbrev=*", "--no-abbrev", "-i",
+		"--ignore-case", "--omit-empty", NULL
+	};
+	static const char *const branch_listing[] = {
+		"--list", "-l", "-v", "-vv", "--verbose", "--contains*", "--no-contains*",
+		"--merged*", "--no-merged*", "--points-at*", NULL
+	};
+	/* Not tag's -v, which verifies: it runs gpg. */
+	static const char *const tag_opts[] = {
+		"--list", "-l", "-n*", "--contains*", "--no-contains*", "--merged*",
+		"--no-merged*", "--points-at*", "--sort=*", "--format=*", "--color",
+		"--color=*", "--no-color", "--column", "--column=*", "--no-column", "-i",
+		"--ignore-case", "--omit-empty", NULL
+	};
+	static const char *const tag_listing[] = {
+		"--list", "-l", "-n*", "--contains*", "--no-contains*", "--merged*",
+		"--no-merged*", "--points-at*", NULL
+	};
+	static const char *const config_opts[] = {
+		"-l", "--list", "--get", "--get-all", "--get-regexp", "-z", "--null",
+		"--name-only", "--show-origin", "--show-scope", "--type=*", "--bool", "--int",
+		"--bool-or-int", "--path", "--expiry-date", "--default=*", "--local",
+		"--global", "--system", "--worktree", "--includes", "--no-includes", NULL
+	};
+	static const char *const config_listing[] = {
+		"-l", "--list", "--get", "--get-all", "--get-regexp", NULL
+	};
+	static const char *const help_opts[] = {
+		"-a", "--all", "-g", "--guides", "-c", "--config", "--no-external-commands",
+		"--no-aliases", "--verbose", "--no-verbose", "--user-interfaces",
+		"--developer-interfaces", NULL
+	};
+	static const char *const none[] = { NULL };
+	const char *cmd = json_string_value(json_array_get(args, sub));
+	const char *next = json_string_value(json_array_get(args, sub + 1));
+	size_t words = 0;
+	bool lists = false;
 
-	if (!sub)
-		return false;
 	for (size_t i = 0; readers[i]; i++)
-		if (strcmp(sub, readers[i]) == 0)
-			return true;
-	if (strcmp(sub, "branch") == 0 || strcmp(sub, "tag") == 0 ||
-	    strcmp(sub, "remote") == 0 || strcmp(sub, "stash") == 0 ||
-	    strcmp(sub, "config") == 0) {
-		static const char *const listing[] = {
-			"--list", "-l", "--show-current", "-v", "-vv", "--verbose",
-			"-a", "--all", "-r", "--remotes", "--get", "--get-all",
-			"list", "show", "--contains", "--merged", "--no-merged", NULL
-		};
+		if (strcmp(cmd, readers[i]) == 0)
+			return strcmp(cmd, "grep") == 0 && git_grep_opens_pager(args, sub)
+				       ? "git grep -O (--open-files-in-pager) hands the matching "
+					 "files to a program"
+				       : NULL;
+	if (strcmp(cmd, "branch") == 0 || strcmp(cmd, "tag") == 0) {
+		bool tag = cmd[0] == 't';
 
-		if (n == 1)
-			return strcmp(sub, "config") != 0;
-		for (size_t i = 0; listing[i]; i++)
-			if (strcmp(json_string_value(json_array_get(args, 1)), listing[i]) == 0)
-				return true;
+		/* A name without a listing option creates. */
+		if (git_opts_only(args, sub + 1, tag ? tag_opts : branch_opts,
+				  tag ? tag_listing : branch_listing, &words, &lists) &&
+		    (words == 0 || lists))
+			return NULL;
+		return "git branch and tag only list in read_only mode: a name only "
+		       "after --list, --contains, --merged or --points-at (or branch's "
+		       "-v, tag's -n), and no option that creates, deletes, moves or "
+		       "verifies";
 	}
-	return false;
+	if (strcmp(cmd, "remote") == 0) {
+		size_t i = sub + 1;
+		const char *word;
+
+		while ((word = json_string_value(json_array_get(args, i))) &&
+		       (strcmp(word, "-v") == 0 || strcmp(word, "--verbose") == 0))
+			i++;
+		if (!word ||
+		    (strcmp(word, "show") == 0 &&
+		     git_opts_only(args, i + 1, (const char *const[]){ "-n", NULL }, none,
+				   &words, &lists)) ||
+		    (strcmp(word, "get-url") == 0 &&
+		     git_opts_only(args, i + 1, (const char *const[]){ "--push", "--all", NULL },
+				   none, &words, &lists)))
+			return NULL;
+		return "git remote only lists in read_only mode: `remote [-v]`, "
+		       "`remote show` and `remote get-url`";
+	}
+	if (strcmp(cmd, "stash") == 0)
+		return next && (strcmp(next, "list") == 0 || strcmp(next, "show") == 0)
+			       ? NULL
+			       : "git stash only lists in read_only mode: `stash list` and "
+				 "`stash show`";
+	if (strcmp(cmd, "config") == 0)
+		return git_opts_only(args, sub + 1, config_opts, config_listing, &words,
+				     &lists) && lists
+			       ? NULL
+			       : "git config only reads in read_only mode: --get, --get-all, "
+				 "--get-regexp or --list, with display options";
+	if (strcmp(cmd, "help") == 0)
+		return git_opts_only(args, sub + 1, help_opts, none, &words, &lists) &&
+				       words == 0
+			       ? NULL
+			       : "git help only lists in read_only mode (-a, -g, -c): a "
+				 "manual page needs a viewer program";
+	return "it may write";
 }
 
 /*
@@ -908,23 +1058,18 @@ out:
  */
 static sg_err git_read_only(struct tctx *t, json_t *args, const char *cwd, size_t *sub)
 {
-	json_t *rest;
-	bool reads;
+	const char *why;
 	sg_err rc;
 
 	*sub = 0;
 	rc = git_globals(t, args, cwd, sub);
 	if (rc)
 		return rc;
-	rest = json_array();
-	for (size_t i = *sub; i < json_array_size(args); i++)
-		json_array_append(rest, json_array_get(args, i));
-	reads = git_reads_only(rest);
-	json_decref(rest);
-	if (!reads)
+	why = git_refusal(args, *sub);
+	if (why)
 		return sg_err_set(&t->op->err, SG_E_PERMISSION,
-				  "git %s may write, and the permission mode is read_only",
-				  json_string_value(json_array_get(args, *sub)));
+				  "git %.64s is not allowed in read_only mode: %s",
+				  json_string_value(json_array_get(args, *sub)), why);
 	/*
 	 * --ext-diff and --textconv (and their abbreviations) would undo
 	 * git_no_programs' flags, and --submodule=diff runs a git in each

@@ -439,6 +439,72 @@ class Results(GatewayTestCase):
         finally:
             self.gw.ok("process/stop", {"id": flipper["id"], "grace_ms": 0})
 
+    def test_git_read_only_grep_opens_files_in_no_program(self):
+        # `git grep -O<pager>` hands the matching files to a program the
+        # caller names.  Named as the ELF interpreter (which Landlock must
+        # leave executable for git), it loads and runs a workspace file:
+        # here a copy of uname, which prints "Linux".  Refused in every
+        # spelling: attached, bundled behind another flag, long, abbreviated.
+        self.git_repo()
+        ldso = self.sh("for l in /lib64/ld-linux-x86-64.so.2 /lib/ld-linux-aarch64.so.1; do "
+                       "if [ -e $l ]; then echo $l; break; fi; done").strip()
+        if not ldso:
+            self.skipTest("no ELF interpreter at a known path")
+        self.sh("mkdir -p sub && cp /bin/uname sub/evil.bin && git add sub/evil.bin && "
+                "git -c user.email=e@x -c user.name=e commit -qm evil")
+        # The setup does what it claims: in standard mode the file runs.
+        ran = self.gw.execute("git", {"args": ["grep", "-O" + ldso, "ELF"], "cwd": self.d},
+                              "standard")
+        self.assertIn("Linux", json.dumps(ran))
+        for args in (["grep", "-O" + ldso, "ELF"], ["grep", "-nO" + ldso, "ELF"],
+                     ["grep", "--open-files-in-pager=" + ldso, "ELF"],
+                     ["grep", "--open=" + ldso, "ELF"],
+                     ["grep", "--no-index", "-iO" + ldso, "elf"],
+                     ["-C", ".", "grep", "-O" + ldso, "ELF"]):
+            with self.subTest(args=args):
+                reply = self.gw.execute("git", {"args": args, "cwd": self.d}, "read_only")
+                self.assertNotIn("Linux", json.dumps(reply))
+                self.assertEqual(code_of(reply.get("error")), "permission_denied", reply)
+        # What only looks like -O is still a search (which may find
+        # nothing, exit 1): a pattern after -e, and a bundle whose O is
+        # -e's value.
+        for args in (["grep", "-e", "-O"], ["grep", "-eO", "sub"], ["grep", "-nA1", "a"]):
+            with self.subTest(args=args):
+                self.gw.tool("git", {"args": args, "cwd": self.d}, "read_only")
+
+    def test_git_read_only_listing_subcommands_only_list(self):
+        # branch, tag, remote, stash, config and help read only in some of
+        # their forms; every word of the command line decides, not the
+        # first alone (`branch -v -D x` deletes, bare `stash` stashes).
+        self.git_repo()
+        self.sh("git branch keep && git tag t1")
+        refused = (["branch", "-v", "-D", "keep"], ["branch", "keep2"],
+                   ["branch", "-a", "new"], ["branch", "--list", "-m", "keep", "k3"],
+                   ["tag", "-l", "-d", "t1"], ["tag", "t2"], ["tag", "-v", "t1"],
+                   ["remote", "-v", "add", "o", "/tmp"], ["remote", "rename", "a", "b"],
+                   ["stash"], ["stash", "-q"], ["stash", "drop"], ["stash", "pop"],
+                   ["config", "user.name", "x"],
+                   ["config", "--list", "--unset", "x"], ["config", "--file", "/etc/x", "--list"],
+                   ["help", "-m", "log"], ["help", "log"], ["help", "--web", "log"])
+        for args in refused:
+            with self.subTest(args=args):
+                err = self.gw.tool_error("git", {"args": args, "cwd": self.d}, "read_only")
+                self.assertEqual(code_of(err), "permission_denied")
+        listed = {("branch",): "keep", ("branch", "-v"): "keep", ("branch", "--list", "k*"): "keep",
+                  ("branch", "-a", "--list"): "keep", ("branch", "--show-current"): "",
+                  ("branch", "--contains", "HEAD"): "keep", ("tag",): "t1", ("tag", "-l", "t*"): "t1",
+                  ("tag", "-n"): "t1", ("remote",): "", ("remote", "-v"): "",
+                  ("stash", "list"): "", ("config", "--get", "core.bare"): "false",
+                  ("config", "--list"): "core.bare", ("config", "-l", "--show-origin"): "core.bare",
+                  ("help", "-a"): "", ("help", "-g"): ""}
+        for args, want in listed.items():
+            with self.subTest(args=args):
+                res = self.gw.tool_ok("git", {"args": list(args), "cwd": self.d}, "read_only")
+                self.assertIn(want, res["content"])
+        # Nothing of the refused ones happened.
+        self.assertEqual(self.sh("git branch --list keep && git tag -l t1 && git stash list"),
+                         "  keep\nt1\n")
+
     def test_git_read_only_refuses_what_hands_files_to_programs(self):
         self.git_repo()
         for args in (["diff", "--ext-diff"], ["log", "-p", "--textconv"], ["show", "--ext"],
