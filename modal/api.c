@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 
 #include "adapters/leg.h"
@@ -25,8 +26,7 @@
 
 /* ---- Credentials ---------------------------------------------------------- */
 
-/* Forget a secret: a store the compiler may not drop as dead. */
-static void wipe(void *p, size_t n)
+void mdl_wipe(void *p, size_t n)
 {
 	volatile unsigned char *v = p;
 
@@ -72,7 +72,14 @@ struct toml_profile {
 	char name[MDL_FIELD_MAX];
 	struct mdl_creds c;
 	bool active;
+	int sandbox_v2; /* -1: not set */
 };
+
+/* A boolean as modal-js reads MODAL_SANDBOX_V2: anything but 0 or false. */
+static bool flag_on(const char *v)
+{
+	return strcmp(v, "0") != 0 && strcasecmp(v, "false") != 0;
+}
 
 /* Read the config file's profiles; *n of them into ps (at most max). */
 static sg_err read_profiles(const char *file, struct toml_profile *ps,
@@ -110,6 +117,7 @@ static sg_err read_profiles(const char *file, struct toml_profile *ps,
 			*end = '\0';
 			cur = &ps[(*n)++];
 			memset(cur, 0, sizeof(*cur));
+			cur->sandbox_v2 = -1;
 			copy_field(cur->name, p + 1);
 			continue;
 		}
@@ -135,6 +143,8 @@ static sg_err read_profiles(const char *file, struct toml_profile *ps,
 			copy_field(cur->c.environment, val);
 		else if (strcmp(p, "active") == 0)
 			cur->active = strcmp(val, "true") == 0;
+		else if (strcmp(p, "sandbox_v2") == 0)
+			cur->sandbox_v2 = flag_on(val);
 	}
 out:
 	fclose(f);
@@ -176,10 +186,14 @@ sg_err mdl_creds_load(struct mdl_creds *out, struct sg_errinfo *err)
 				file);
 		goto out;
 	}
+	out->sandbox_v2 = true;
 	if (use) {
 		*out = use->c;
 		copy_field(out->profile, use->name);
+		out->sandbox_v2 = use->sandbox_v2 != 0;
 	}
+	if (env_nonempty("MODAL_SANDBOX_V2"))
+		out->sandbox_v2 = flag_on(getenv("MODAL_SANDBOX_V2"));
 	if (id && secret) {
 		copy_field(out->token_id, id);
 		copy_field(out->token_secret, secret);
@@ -196,10 +210,10 @@ sg_err mdl_creds_load(struct mdl_creds *out, struct sg_errinfo *err)
 				"MODAL_TOKEN_SECRET, or run `modal token new` "
 				"(which writes %s)", file);
 out:
-	wipe(ps, 16 * sizeof(*ps));
+	mdl_wipe(ps, 16 * sizeof(*ps));
 	free(ps);
 	if (rc)
-		wipe(out, sizeof(*out));
+		mdl_wipe(out, sizeof(*out));
 	return rc;
 }
 
@@ -247,11 +261,11 @@ void mdl_client_release(struct mdl_client *c)
 	c->ctl = NULL;
 	pthread_mutex_destroy(&c->mu);
 	if (c->auth_token) {
-		wipe(c->auth_token, strlen(c->auth_token));
+		mdl_wipe(c->auth_token, strlen(c->auth_token));
 		free(c->auth_token);
 	}
 	c->auth_token = NULL;
-	wipe(&c->creds, sizeof(c->creds));
+	mdl_wipe(&c->creds, sizeof(c->creds));
 }
 
 /* A JWT's "exp" (seconds), or 0 when it has none that can be read. */
@@ -371,8 +385,8 @@ static sg_err auth_line(struct mdl_client *c, char **line,
 			     &req.base, &modal__client__auth_token_get_response__descriptor,
 			     (ProtobufCMessage **)&resp, SG_MODAL_CALL_MS, NULL, cancel,
 			     err);
-		wipe(id, sizeof(id));
-		wipe(secret, sizeof(secret));
+		mdl_wipe(id, sizeof(id));
+		mdl_wipe(secret, sizeof(secret));
 		if (!rc && !resp->token[0])
 			rc = sg_err_set(err, SG_E_PROVIDER,
 					"Modal gave an empty auth token");
@@ -419,9 +433,9 @@ sg_err mdl_call(struct mdl_client *c, const char *method,
 	md[5] = NULL;
 	rc = call_on(c->ctl, path, md, req, resp_desc, resp,
 		     timeout_ms ? timeout_ms : SG_MODAL_CALL_MS, status, cancel, err);
-	wipe(id, sizeof(id));
-	wipe(secret, sizeof(secret));
-	wipe(auth, strlen(auth));
+	mdl_wipe(id, sizeof(id));
+	mdl_wipe(secret, sizeof(secret));
+	mdl_wipe(auth, strlen(auth));
 	free(auth);
 	return rc;
 }
@@ -629,8 +643,8 @@ sg_err mdl_image(struct mdl_client *c, const char *app_id, const char *ref,
 			rc = SG_OK;
 		}
 		sg_grpc_result_release(&res);
-		wipe(id, sizeof(id));
-		wipe(secret, sizeof(secret));
+		mdl_wipe(id, sizeof(id));
+		mdl_wipe(secret, sizeof(secret));
 		free(auth);
 		if (rc)
 			goto out;
@@ -654,10 +668,57 @@ void mdl_router_release(struct mdl_router *r)
 	sg_grpc_channel_free(r->ch);
 	r->ch = NULL;
 	if (r->auth_line) {
-		wipe(r->auth_line, strlen(r->auth_line));
+		mdl_wipe(r->auth_line, strlen(r->auth_line));
 		free(r->auth_line);
 	}
 	r->auth_line = NULL;
+}
+
+sg_err mdl_router_attach(struct mdl_client *c, const char *task_id, const char *router_url,
+			 const char *jwt, struct mdl_router *r, struct sg_errinfo *err)
+{
+	char url[MDL_FIELD_MAX];
+	struct sg_buf line = SG_BUF_INIT(16 * SG_KiB);
+	sg_err rc = SG_OK;
+
+	memset(r, 0, sizeof(*r));
+	if (!task_id[0] || strlen(task_id) >= sizeof(r->task_id)) {
+		rc = sg_err_set(err, SG_E_PROVIDER, "Modal gave no usable task id");
+		goto out;
+	}
+	snprintf(r->task_id, sizeof(r->task_id), "%s", task_id);
+	/*
+	 * Modal's routers are https; a loopback fake's is dialled without TLS,
+	 * as the official SDK does, and only when the control plane is too.
+	 */
+	if (strncmp(router_url, "https://", 8) != 0) {
+		rc = sg_err_set(err, SG_E_PROVIDER,
+				"Modal gave a command router URL that is not https");
+		goto out;
+	}
+	if (c->loopback_h2c)
+		snprintf(url, sizeof(url), "http://%s", router_url + 8);
+	else
+		snprintf(url, sizeof(url), "%s", router_url);
+	if (c->loopback_h2c && !is_loopback_h2c(url)) {
+		rc = sg_err_set(err, SG_E_PROVIDER,
+				"a loopback Modal gave a router elsewhere");
+		goto out;
+	}
+	rc = sg_grpc_channel_new(url, NULL, &r->ch, err);
+	if (!rc)
+		rc = sg_buf_addf(&line, "authorization: Bearer %s", jwt);
+	if (!rc)
+		r->exp = jwt_exp(jwt);
+	if (!rc) {
+		r->auth_line = line.p;
+		line = (struct sg_buf)SG_BUF_INIT(0);
+	}
+out:
+	sg_buf_release(&line);
+	if (rc)
+		mdl_router_release(r);
+	return rc;
 }
 
 sg_err mdl_router_open(struct mdl_client *c, const char *sandbox_id,
@@ -667,9 +728,10 @@ sg_err mdl_router_open(struct mdl_client *c, const char *sandbox_id,
 	Modal__Client__TaskGetCommandRouterAccessRequest areq =
 		MODAL__CLIENT__TASK_GET_COMMAND_ROUTER_ACCESS_REQUEST__INIT;
 	Modal__Client__TaskGetCommandRouterAccessResponse *aresp = NULL;
+	Modal__Client__SandboxGetCommandRouterAccessRequest vreq =
+		MODAL__CLIENT__SANDBOX_GET_COMMAND_ROUTER_ACCESS_REQUEST__INIT;
+	Modal__Client__SandboxGetCommandRouterAccessResponse *vresp = NULL;
 	int64_t deadline = sg_now_ms() + timeout_ms;
-	char url[MDL_FIELD_MAX];
-	struct sg_buf line = SG_BUF_INIT(16 * SG_KiB);
 	sg_err rc = SG_OK;
 
 	memset(r, 0, sizeof(*r));
@@ -688,7 +750,7 @@ sg_err mdl_router_open(struct mdl_client *c, const char *sandbox_id,
 		req._timeout_case = MODAL__CLIENT__SANDBOX_GET_TASK_ID_REQUEST___TIMEOUT_TIMEOUT;
 		req.timeout = SG_MODAL_TASK_POLL_S;
 		req.wait_until_ready = true;
-		rc = mdl_call(c, "SandboxGetTaskId", &req.base,
+		rc = mdl_call(c, MDL_SANDBOX_RPC(c, "SandboxGetTaskId"), &req.base,
 			      &modal__client__sandbox_get_task_id_response__descriptor,
 			      (ProtobufCMessage **)&resp,
 			      (SG_MODAL_TASK_POLL_S + 30) * 1000, NULL, cancel, err);
@@ -709,44 +771,33 @@ sg_err mdl_router_open(struct mdl_client *c, const char *sandbox_id,
 		if (rc)
 			goto out;
 	}
+	/* A v2 sandbox's access is asked for by its id, as modal-js does. */
 	areq.task_id = r->task_id;
-	rc = mdl_call(c, "TaskGetCommandRouterAccess", &areq.base,
-		      &modal__client__task_get_command_router_access_response__descriptor,
-		      (ProtobufCMessage **)&aresp, 0, NULL, cancel, err);
-	if (rc)
-		goto out;
-	/*
-	 * Modal's routers are https; a loopback fake's is dialled without TLS,
-	 * as the official SDK does, and only when the control plane is too.
-	 */
-	if (strncmp(aresp->url, "https://", 8) != 0) {
-		rc = sg_err_set(err, SG_E_PROVIDER,
-				"Modal gave a command router URL that is not https");
-		goto out;
-	}
-	if (c->loopback_h2c)
-		snprintf(url, sizeof(url), "http://%s", aresp->url + 8);
+	vreq.sandbox_id = (char *)sandbox_id;
+	vreq.task_id = r->task_id;
+	if (c->creds.sandbox_v2)
+		rc = mdl_call(c, "SandboxGetCommandRouterAccess", &vreq.base,
+			      &modal__client__sandbox_get_command_router_access_response__descriptor,
+			      (ProtobufCMessage **)&vresp, 0, NULL, cancel, err);
 	else
-		snprintf(url, sizeof(url), "%s", aresp->url);
-	if (c->loopback_h2c && !is_loopback_h2c(url)) {
-		rc = sg_err_set(err, SG_E_PROVIDER,
-				"a loopback Modal gave a router elsewhere");
-		goto out;
-	}
-	rc = sg_grpc_channel_new(url, NULL, &r->ch, err);
-	if (!rc)
-		rc = sg_buf_addf(&line, "authorization: Bearer %s", aresp->jwt);
-	if (!rc)
-		r->exp = jwt_exp(aresp->jwt);
+		rc = mdl_call(c, "TaskGetCommandRouterAccess", &areq.base,
+			      &modal__client__task_get_command_router_access_response__descriptor,
+			      (ProtobufCMessage **)&aresp, 0, NULL, cancel, err);
 	if (!rc) {
-		r->auth_line = line.p;
-		line = (struct sg_buf)SG_BUF_INIT(0);
+		char task[sizeof(r->task_id)];
+
+		snprintf(task, sizeof(task), "%s", r->task_id);
+		rc = mdl_router_attach(c, task, aresp ? aresp->url : vresp->url,
+				       aresp ? aresp->jwt : vresp->jwt, r, err);
 	}
 out:
-	sg_buf_release(&line);
 	if (aresp) {
-		wipe(aresp->jwt, strlen(aresp->jwt));
+		mdl_wipe(aresp->jwt, strlen(aresp->jwt));
 		protobuf_c_message_free_unpacked(&aresp->base, NULL);
+	}
+	if (vresp) {
+		mdl_wipe(vresp->jwt, strlen(vresp->jwt));
+		protobuf_c_message_free_unpacked(&vresp->base, NULL);
 	}
 	if (rc)
 		mdl_router_release(r);
@@ -1118,7 +1169,7 @@ sg_err mdl_terminate(struct mdl_client *c, const char *sandbox_id,
 	sg_err rc;
 
 	req.sandbox_id = (char *)sandbox_id;
-	rc = mdl_call(c, "SandboxTerminate", &req.base,
+	rc = mdl_call(c, MDL_SANDBOX_RPC(c, "SandboxTerminate"), &req.base,
 		      &modal__client__sandbox_terminate_response__descriptor, &resp,
 		      0, NULL, cancel, err);
 	if (resp)
@@ -1171,7 +1222,7 @@ sg_err mdl_list(struct mdl_client *c, const char *app_id,
 		req.before_timestamp = before;
 		req.n_tags = nt;
 		req.tags = tp;
-		rc = mdl_call(c, "SandboxList", &req.base,
+		rc = mdl_call(c, MDL_SANDBOX_RPC(c, "SandboxList"), &req.base,
 			      &modal__client__sandbox_list_response__descriptor,
 			      (ProtobufCMessage **)&resp, 0, NULL, cancel, err);
 		if (rc)

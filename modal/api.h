@@ -48,14 +48,28 @@ struct mdl_creds {
 	char server_url[MDL_FIELD_MAX];
 	char environment[MDL_FIELD_MAX]; /* "" : the workspace's default */
 	char profile[MDL_FIELD_MAX];     /* the ~/.modal.toml profile used, or "" */
+	/*
+	 * Modal's v2 sandboxes, as modal-js uses them unless told otherwise
+	 * (MODAL_SANDBOX_V2, a profile's sandbox_v2): SandboxCreateV2 answers
+	 * with the task and the router's access, and a v2 sandbox is found,
+	 * tagged, listed and terminated with the calls named ...V2.
+	 */
+	bool sandbox_v2;
 };
+
+/* Forget a secret: a store the compiler may not drop as dead. */
+void mdl_wipe(void *p, size_t n);
+
+/* A sandbox call's method name for the client's kind of sandboxes. */
+#define MDL_SANDBOX_RPC(c, name) ((c)->creds.sandbox_v2 ? name "V2" : name)
 
 /*
  * Credentials as Modal's tools find them: MODAL_TOKEN_ID and
  * MODAL_TOKEN_SECRET, else the profile of the config file (MODAL_CONFIG_PATH,
  * else ~/.modal.toml) named by MODAL_PROFILE, else the one marked
  * `active = true`, else the only one.  MODAL_SERVER_URL and
- * MODAL_ENVIRONMENT win over the profile's server_url and environment.
+ * MODAL_ENVIRONMENT win over the profile's server_url and environment,
+ * MODAL_SANDBOX_V2 over its sandbox_v2 (true when neither says).
  * SG_E_PERMISSION when no token is found (the sentence says where it
  * looked, never a value); SG_E_INVALID_ARGUMENT for a malformed file.
  */
@@ -125,9 +139,19 @@ struct mdl_router {
 void mdl_router_release(struct mdl_router *r);
 
 /*
+ * A router from the access Modal gave (TaskGetCommandRouterAccess's, or
+ * SandboxCreateV2's): an https URL, or http on loopback when the control
+ * plane is a loopback fake.  Borrows its arguments; r is filled.
+ */
+sg_err mdl_router_attach(struct mdl_client *c, const char *task_id, const char *router_url,
+			 const char *jwt, struct mdl_router *r, struct sg_errinfo *err)
+	SG_MUST_CHECK;
+
+/*
  * SandboxGetTaskId with wait_until_ready until the task runs (within
- * timeout_ms), then TaskGetCommandRouterAccess.  SG_E_WORKSPACE_LOST when
- * the sandbox has already ended.
+ * timeout_ms), then TaskGetCommandRouterAccess (for a v2 sandbox,
+ * SandboxGetTaskIdV2 and SandboxGetCommandRouterAccess).
+ * SG_E_WORKSPACE_LOST when the sandbox has already ended.
  */
 sg_err mdl_router_open(struct mdl_client *c, const char *sandbox_id,
 		       int64_t timeout_ms, struct mdl_router *r,

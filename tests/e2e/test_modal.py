@@ -13,6 +13,10 @@ fake's own state and request log:
   - a create whose reply is lost (Modal committed it) is adopted, not
     made twice; one whose outcome stays unknown, or that is interrupted by
     EOF, is terminated by the gateway within its budget.
+Class Modal runs with Modal's v2 sandboxes, as modal-js uses them by
+default (SandboxCreateV2 gives the task and the router's access, so ready
+takes two calls fewer); ModalV1 runs every test again with
+MODAL_SANDBOX_V2=0, on the v1 calls.
 """
 
 import json
@@ -56,6 +60,16 @@ def running(name=None):
 
 @unittest.skipUnless(on_modal(), "runs under run-against.sh modal (the fake Modal)")
 class Modal(GatewayTestCase):
+    V2 = "V2"  # the suffix of the sandbox calls this class's gateways make
+
+    def gateway(self, init=True, **kw):
+        kw["env_extra"] = dict(kw.get("env_extra") or {},
+                               MODAL_SANDBOX_V2="1" if self.V2 else "0")
+        return super().gateway(init, **kw)
+
+    def rpc(self, name):
+        """The name of a sandbox call as this class's gateways send it."""
+        return name + self.V2
 
     def setUp(self):
         admin("POST", "/__fake/faults/clear")
@@ -90,6 +104,21 @@ class Modal(GatewayTestCase):
         self.assertEqual(res["metadata"]["exit_code"], 3)
         self.assertIn("out", res["content"])
 
+    def test_v2_create_gives_the_router(self):
+        # SandboxCreateV2 answers with the task and the router's access:
+        # initialize asks for neither, and no v1 sandbox call is made.
+        if not self.V2:
+            self.skipTest("v2 only")
+        admin("POST", "/__fake/log/clear")
+        self.gateway(state_dir=self.state)
+        control = [c["method"] for c in admin("GET", "/__fake/log") if c["server"] == "control"]
+        self.assertIn("SandboxCreateV2", control)
+        for m in ("SandboxGetTaskId", "SandboxGetTaskIdV2", "TaskGetCommandRouterAccess",
+                  "SandboxGetCommandRouterAccess", "SandboxCreate"):
+            self.assertNotIn(m, control)
+        self.assertFalse([m for m in control if m.startswith("Sandbox") and
+                          not m.endswith("V2")], control)
+
     def test_router_token_refreshed_before_expiry(self):
         # Router JWTs that live 33 s: the adapter reopens the router once
         # fewer than 30 s (SG_MODAL_ROUTER_REFRESH_S) remain, 2-3 s after
@@ -103,8 +132,9 @@ class Modal(GatewayTestCase):
         admin("POST", "/__fake/log/clear")
         gw.sh_ok("echo after")
         calls = admin("GET", "/__fake/log")
+        access = "SandboxGetCommandRouterAccess" if self.V2 else "TaskGetCommandRouterAccess"
         self.assertEqual([c["method"] for c in calls],
-                         ["SandboxGetTaskId", "TaskGetCommandRouterAccess",
+                         [self.rpc("SandboxGetTaskId"), access,
                           "TaskExecStart", "TaskExecStdioRead"], calls)
         self.assertEqual([c["status"] for c in calls], [0] * 4, calls)
         # The new token serves the next command without a refresh.
@@ -121,14 +151,15 @@ class Modal(GatewayTestCase):
         ident = unique("fresh")
         b = {"identity": ident, "remove_workspace_on_exit": False}
 
+        look, create = self.rpc("SandboxGetFromName"), self.rpc("SandboxCreate")
+
         def control():
             return [c["method"] for c in admin("GET", "/__fake/log")
-                    if c["server"] == "control" and c["method"] in
-                    ("SandboxGetFromName", "SandboxCreate")]
+                    if c["server"] == "control" and c["method"] in (look, create)]
 
         admin("POST", "/__fake/log/clear")
         gw = self.gateway(state_dir=self.state, binding=b)
-        self.assertEqual(control(), ["SandboxCreate"])
+        self.assertEqual(control(), [create])
         gw.write("mark.txt", "kept\n")
         rc, err, _ = gw.shutdown(timeout=60)
         self.assertEqual(rc, 0, err[-2000:])
@@ -136,14 +167,14 @@ class Modal(GatewayTestCase):
         self.addCleanup(shutil.rmtree, other, True)
         admin("POST", "/__fake/log/clear")
         gw2 = self.gateway(state_dir=other, binding=b)
-        self.assertEqual(control(), ["SandboxCreate", "SandboxGetFromName"])
+        self.assertEqual(control(), [create, look])
         self.assertEqual(gw2.sh_ok("cat mark.txt"), "kept\n")
         rc, err, _ = gw2.shutdown(timeout=60)
         self.assertEqual(rc, 0, err[-2000:])
         admin("POST", "/__fake/log/clear")
         gw3 = self.gateway(state_dir=self.state,
                            binding=dict(b, remove_workspace_on_exit=True))
-        self.assertEqual(control(), ["SandboxGetFromName"])
+        self.assertEqual(control(), [look])
         self.assertEqual(gw3.sh_ok("cat mark.txt"), "kept\n")
         rc, err, _ = gw3.shutdown(timeout=60)
         self.assertEqual(rc, 0, err[-2000:])
@@ -181,12 +212,14 @@ class Modal(GatewayTestCase):
     def test_lost_create_reply_is_adopted(self):
         # Modal makes the sandbox; its answer is lost; the retry meets
         # ALREADY_EXISTS and adopts it by its create tag.
-        admin("POST", "/__fake/faults", {"method": "SandboxCreate", "kind": "lose-reply"})
+        admin("POST", "/__fake/faults", {"method": self.rpc("SandboxCreate"),
+                                         "kind": "lose-reply"})
         ident = unique("lost")
         gw = self.gateway(state_dir=self.state, binding={"identity": ident})
         self.assertEqual(gw.sh_ok("echo ok").strip(), "ok")
         self.assertEqual(len(self.ident_sandboxes(ident)), 1)
-        creates = [c for c in admin("GET", "/__fake/log") if c["method"] == "SandboxCreate"]
+        creates = [c for c in admin("GET", "/__fake/log")
+                   if c["method"] == self.rpc("SandboxCreate")]
         self.assertGreaterEqual(len(creates), 2, "the create was not retried")
         rc, err, _ = gw.shutdown(timeout=60)
         self.assertEqual(rc, 0, err[-2000:])
@@ -198,8 +231,8 @@ class Modal(GatewayTestCase):
         # initialize fails, and shutdown finds the sandbox by its tags and
         # terminates it within the budget.
         admin("POST", "/__fake/faults", [
-            {"method": "SandboxCreate", "kind": "lose-reply"},
-            {"method": "SandboxTagsGet", "kind": "status", "code": 14, "times": 4}])
+            {"method": self.rpc("SandboxCreate"), "kind": "lose-reply"},
+            {"method": self.rpc("SandboxTagsGet"), "kind": "status", "code": 14, "times": 4}])
         ident = unique("unknown")
         gw = self.gateway(init=False, state_dir=self.state, budget_ms=30000)
         r = gw.call("initialize", gw.make_binding(identity=ident), token="tok-" + unique(),
@@ -214,7 +247,8 @@ class Modal(GatewayTestCase):
         self.assertEqual(left, [], "registry records remain")
 
     def test_eof_during_create_leaves_nothing(self):
-        admin("POST", "/__fake/faults", {"method": "SandboxCreate", "kind": "serve-then-hang"})
+        admin("POST", "/__fake/faults", {"method": self.rpc("SandboxCreate"),
+                                         "kind": "serve-then-hang"})
         ident = unique("eof")
         gw = self.gateway(init=False, state_dir=self.state, budget_ms=20000)
         gw.request("initialize", gw.make_binding(identity=ident), token="tok-" + unique())
@@ -233,6 +267,22 @@ class Modal(GatewayTestCase):
         self.assertEqual(sb["network"]["type"], 2)  # BLOCKED
         out = gw.sh_ok("cat /proc/net/dev | tail -n +3 | cut -d: -f1 | tr -d ' '")
         self.assertEqual(out.split(), ["lo"])
+
+
+class ModalV1(Modal):
+    """Every test again on Modal's v1 sandbox calls (MODAL_SANDBOX_V2=0)."""
+    V2 = ""
+
+    def test_ready_in_two_calls_fewer_on_v2(self):
+        # v1 asks for the task and the router's access after the create;
+        # v2's create answers with both (Modal.test_v2_create_gives_the_router).
+        admin("POST", "/__fake/log/clear")
+        self.gateway(state_dir=self.state)
+        control = [c["method"] for c in admin("GET", "/__fake/log") if c["server"] == "control"]
+        self.assertIn("SandboxCreate", control)
+        self.assertIn("SandboxGetTaskId", control)
+        self.assertIn("TaskGetCommandRouterAccess", control)
+        self.assertFalse([m for m in control if m.endswith("V2")], control)
 
 
 if __name__ == "__main__":

@@ -89,6 +89,8 @@ static int start_fake(void **state)
 	setenv("MODAL_SERVER_URL", fake.url, 1);
 	setenv("MODAL_TOKEN_ID", "ak-test", 1);
 	setenv("MODAL_TOKEN_SECRET", "as-test", 1);
+	/* These tests call the v1 sandbox calls by name (test_modal.py covers both kinds). */
+	setenv("MODAL_SANDBOX_V2", "0", 1);
 	return 0;
 }
 
@@ -186,6 +188,7 @@ static void test_creds(void **state)
 	(void)state;
 	unsetenv("MODAL_TOKEN_ID");
 	unsetenv("MODAL_SERVER_URL");
+	unsetenv("MODAL_SANDBOX_V2");
 	write_toml("[default]\ntoken_id = \"ak-one\"\ntoken_secret = \"as-one\"\n"
 		   "\n# a comment\n[work]\ntoken_id = 'ak-two'\n"
 		   "token_secret = \"as-two\"\nactive = true\n"
@@ -197,6 +200,7 @@ static void test_creds(void **state)
 	assert_string_equal(c.environment, "dev");
 	assert_string_equal(c.server_url, "https://example.test");
 	assert_string_equal(c.profile, "work");
+	assert_true(c.sandbox_v2); /* as modal-js: v2 unless told otherwise */
 	/* MODAL_PROFILE picks another; MODAL_ENVIRONMENT wins over the file. */
 	setenv("MODAL_PROFILE", "default", 1);
 	setenv("MODAL_ENVIRONMENT", "prod", 1);
@@ -204,6 +208,23 @@ static void test_creds(void **state)
 	assert_string_equal(c.token_id, "ak-one");
 	assert_string_equal(c.environment, "prod");
 	assert_string_equal(c.server_url, MDL_SERVER_DEFAULT);
+	/* A profile's sandbox_v2, and MODAL_SANDBOX_V2 over it. */
+	write_toml("[default]\ntoken_id = \"ak-one\"\ntoken_secret = \"as-one\"\n"
+		   "sandbox_v2 = false\n");
+	assert_int_equal(mdl_creds_load(&c, &err), SG_OK);
+	assert_false(c.sandbox_v2);
+	setenv("MODAL_SANDBOX_V2", "1", 1);
+	assert_int_equal(mdl_creds_load(&c, &err), SG_OK);
+	assert_true(c.sandbox_v2);
+	write_toml("[default]\ntoken_id = \"ak-one\"\ntoken_secret = \"as-one\"\n");
+	setenv("MODAL_SANDBOX_V2", "False", 1);
+	assert_int_equal(mdl_creds_load(&c, &err), SG_OK);
+	assert_false(c.sandbox_v2);
+	unsetenv("MODAL_SANDBOX_V2");
+	write_toml("[default]\ntoken_id = \"ak-one\"\ntoken_secret = \"as-one\"\n"
+		   "\n# a comment\n[work]\ntoken_id = 'ak-two'\n"
+		   "token_secret = \"as-two\"\nactive = true\n"
+		   "environment = \"dev\"\nserver_url = \"https://example.test\"\n");
 	setenv("MODAL_PROFILE", "nope", 1);
 	sg_err_clear(&err);
 	assert_int_equal(mdl_creds_load(&c, &err), SG_E_PERMISSION);
@@ -229,6 +250,7 @@ static void test_creds(void **state)
 
 	setenv("MODAL_TOKEN_ID", saved_id, 1);
 	setenv("MODAL_SERVER_URL", saved_url, 1);
+	setenv("MODAL_SANDBOX_V2", "0", 1);
 	free(saved_id);
 	free(saved_url);
 }

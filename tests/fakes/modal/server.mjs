@@ -713,6 +713,13 @@ const CONTROL = {
     if (sb.result) throw new GrpcError(S.FAILED_PRECONDITION, 'the task has finished');
     call.send(routerAccess(sb));
   },
+  // A v2 sandbox's router access, asked for by sandbox id (modal-js's v2 path).
+  async SandboxGetCommandRouterAccess(call, req) {
+    const sb = findSandbox(req.sandboxId);
+    if (sb.result) throw new GrpcError(S.FAILED_PRECONDITION, 'the sandbox has finished');
+    if (req.taskId && req.taskId !== sb.taskId) throw new GrpcError(S.NOT_FOUND, `task ${req.taskId} not found`);
+    call.send(routerAccess(sb));
+  },
   async SandboxWait(call, req) {
     const sb = findSandbox(req.sandboxId);
     if (!sb.result && req.timeout > 0) {
@@ -756,6 +763,8 @@ CONTROL.SandboxTerminateV2 = CONTROL.SandboxTerminate;
 CONTROL.SandboxListV2 = CONTROL.SandboxList;
 CONTROL.SandboxGetFromNameV2 = CONTROL.SandboxGetFromName;
 CONTROL.SandboxTagsSetV2 = CONTROL.SandboxTagsSet;
+CONTROL.SandboxTagsGetV2 = CONTROL.SandboxTagsGet;
+CONTROL.SandboxGetTaskIdV2 = CONTROL.SandboxGetTaskId;
 
 // ---------------------------------------------------------------------------------------------
 // Command router
