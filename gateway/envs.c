@@ -111,8 +111,7 @@ static sg_err scan(const struct sg_config *cfg, const char *state_dir,
 	if (rc)
 		goto out;
 	json_array_foreach(corrupt, i, r)
-		fprintf(stderr, "sandgate: the registry record %s was corrupt and was moved aside\n",
-			json_string_value(r));
+		fprintf(stderr, "sandgate: %s\n", json_string_value(r));
 	json_array_foreach(records, i, r) {
 		const char *profile = json_string_value(json_object_get(r, "profile"));
 		json_t *e;

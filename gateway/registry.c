@@ -128,26 +128,84 @@ out:
 	return rc;
 }
 
-/* Load a record; a missing one is NULL (no error); a corrupt one is moved
- * aside and reported. */
-static sg_err load(const char *path, json_t **out, struct sg_errinfo *err)
+/*
+ * A record is a few hundred bytes; one larger than this was not written
+ * by sandgate, and reading it whole would let one bad file hold every
+ * gateway that waits on the registry lock.
+ */
+#define REG_RECORD_MAX (1024 * 1024)
+
+/* Move a record that cannot be used aside to <path>.corrupt and say why. */
+static sg_err set_aside(const char *path, const char *why, struct sg_errinfo *err)
 {
-	json_error_t je;
 	char *aside = NULL;
 
-	*out = json_load_file(path, 0, &je);
-	if (*out && json_is_object(*out))
-		return SG_OK;
-	json_decref(*out);
-	*out = NULL;
-	if (access(path, F_OK) != 0)
-		return SG_OK;
 	if (asprintf(&aside, "%s.corrupt", path) >= 0)
 		rename(path, aside);
 	free(aside);
 	return sg_err_set(err, SG_E_INTERNAL,
 			  "the registry record %s was corrupt (%s) and was moved aside to .corrupt",
-			  path, je.text);
+			  path, why);
+}
+
+/*
+ * Load a record; a missing one is NULL (no error); a corrupt one is moved
+ * aside and reported.  Only a regular file of bounded size is read, opened
+ * without following a link or waiting for a FIFO's writer: the registry
+ * is a directory an operator edits by hand, and list and gc must go on to
+ * the other records whatever one file is.
+ */
+static sg_err load(const char *path, json_t **out, struct sg_errinfo *err)
+{
+	int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	json_error_t je = { .text = "" };
+	struct stat st;
+	sg_err rc = SG_OK;
+
+	*out = NULL;
+	if (fd < 0 && errno == ENOENT)
+		return SG_OK;
+	if (fd < 0 && errno != ELOOP && errno != ENXIO)
+		return sg_err_set(err, SG_E_INTERNAL, "cannot read the registry record %s: %s",
+				  path, strerror(errno));
+	if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+		rc = set_aside(path, "it is not a regular file", err);
+		goto out;
+	}
+	if (st.st_size > REG_RECORD_MAX) {
+		rc = set_aside(path, "it is larger than a record can be", err);
+		goto out;
+	}
+	*out = json_loadfd(fd, 0, &je);
+	if (*out && json_is_object(*out))
+		goto out;
+	json_decref(*out);
+	*out = NULL;
+	rc = set_aside(path, je.text[0] ? je.text : "it is not a JSON object", err);
+out:
+	if (fd >= 0)
+		close(fd);
+	return rc;
+}
+
+/*
+ * Whether rec is the record its file name says: a string backend and
+ * identity whose record_path is path.  A record copied or edited by hand
+ * under another name would otherwise be removed, and its sessions
+ * counted, under the name of the environment it names: gc would delete
+ * that environment's record (and judge it by this one's sessions) while
+ * this file stayed for ever.
+ */
+static bool named_by(json_t *rec, const char *dir, const char *path)
+{
+	struct sg_reg_key key = { json_string_value(json_object_get(rec, "backend")),
+				  json_string_value(json_object_get(rec, "identity")) };
+	char *want = key.backend && key.identity && key.backend[0] && key.identity[0]
+			     ? record_path(dir, &key) : NULL;
+	bool ok = want && strcmp(want, path) == 0;
+
+	free(want);
+	return ok;
 }
 
 /* Drop sessions whose gateway is dead; count the live ones but `self`. */
@@ -199,6 +257,11 @@ static sg_err edit(const char *state_dir, const struct sg_reg_key *key,
 		goto out;
 	}
 	rc = load(path, &rec, err);
+	if (!rc && rec && !named_by(rec, dir, path)) {
+		json_decref(rec);
+		rec = NULL;
+		rc = set_aside(path, "its backend and identity do not name this file", err);
+	}
 	if (rc)
 		goto out;
 	if (found)
@@ -392,8 +455,13 @@ sg_err sg_registry_list(const char *state_dir, json_t **out,
 		if (n < 6 || strcmp(de->d_name + n - 5, ".json") != 0 ||
 		    asprintf(&path, "%s/%s", dir, de->d_name) < 0)
 			continue;
-		if (load(path, &rec, &e))
-			json_array_append_new(corrupt, json_string(de->d_name));
+		if (!load(path, &rec, &e) && rec && !named_by(rec, dir, path)) {
+			json_decref(rec);
+			rec = NULL;
+			set_aside(path, "its backend and identity do not name this file", &e);
+		}
+		if (e.msg[0])
+			json_array_append_new(corrupt, json_string(e.msg));
 		if (rec) {
 			json_object_set_new(rec, "file", json_string(path));
 			json_object_set_new(rec, "live_sessions", json_integer(prune(rec, NULL)));

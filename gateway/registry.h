@@ -96,8 +96,10 @@ sg_err sg_registry_remove(const char *state_dir, const struct sg_reg_key *key,
 
 /*
  * Every record, as a JSON array of objects (new), each with "file" and a
- * "live_sessions" count added; corrupt records are moved aside and listed
- * in *corrupt_out (new array of file names).
+ * "live_sessions" count added; corrupt records (not a regular file, too
+ * large, not a JSON object, or naming another backend or identity than
+ * their file name) are moved aside, and *corrupt_out (new array) holds one
+ * sentence per record that could not be used, naming it and why.
  */
 sg_err sg_registry_list(const char *state_dir, json_t **out,
 			json_t **corrupt_out, struct sg_errinfo *err)

@@ -42,11 +42,18 @@
 #include "base/log.h"
 #include "base/slug.h"
 #include "base/strv.h"
+#include "../digest.h"
 #include "../exec.h"
 #include "../hostutil.h"
 #include "../path.h"
 #include "../helper/helper.h"
 #include "cgroup.h"
+
+/*
+ * The longest environment name (env_name): "local-" and it fit an id
+ * (struct sg_env's id[128]) and the cgroup prefix (cgroup.h, 150 bytes).
+ */
+#define SG_LOCAL_NAME_MAX 120
 
 /* Where the sandbox shows sandgate's own parts. */
 #define SANDBOX_HELPER "/run/sandgate/sg-helper"
@@ -238,13 +245,36 @@ static bool root_allowed(const char *root)
 	return true;
 }
 
+/*
+ * The environment's name: its directory under <base>/local, its id after
+ * "local-", and its cgroups' prefix (new string, or NULL).  The slug of
+ * the identity when it is short enough to be all three whole; a longer
+ * one keeps a readable head and gets '~' and 16 hex digits of the
+ * identity's SHA-256.  An identity may be 128 bytes, whose slug is up to
+ * three times that: cut to fit the id, two identities with one head named
+ * one directory, and `envs gc` removing one removed the other's.  sg_slug
+ * writes '~' as "%7E", so no short name is ever a long one's.
+ */
+static char *env_name(const char *identity)
+{
+	char *s = sg_slug(identity), sum[65], *name = NULL;
+
+	if (!s || strlen(s) <= SG_LOCAL_NAME_MAX)
+		return s;
+	if (sg_sha256_hex(identity, strlen(identity), sum) &&
+	    asprintf(&name, "%.*s~%.16s", SG_LOCAL_NAME_MAX - 17, s, sum) < 0)
+		name = NULL;
+	free(s);
+	return name;
+}
+
 static sg_err local_provision(struct sg_env *env, struct sg_cancel *cancel,
 			      struct sg_errinfo *err)
 {
 	struct local_env *le = (struct local_env *)env;
 	const struct sg_profile *p = env->profile;
 	json_t *applied = json_object(), *requested = json_object(), *observed = json_object();
-	char *name = sg_slug(env->identity), *ctl = NULL, self[SG_PATH_MAX];
+	char *name = env_name(env->identity), *ctl = NULL, self[SG_PATH_MAX];
 	bool fresh = false;
 	struct stat st;
 	ssize_t n;
@@ -617,21 +647,57 @@ out:
 }
 
 /*
+ * The environment's process spool, <dir>/ctl/proc, opened as an O_PATH
+ * descriptor without following a link at any step; -1 with errno when it
+ * is not a directory there.  The environment's commands write beneath ctl
+ * (it is /run/sandgate/ctl inside), so they can put a link to another
+ * environment's spool where theirs was.  Followed, that spool's records
+ * would pass the --seen-as check, since every environment's processes see
+ * their own spool at the same place, and removing this environment would
+ * stop the other's processes.
+ */
+static int open_spool(const char *dir)
+{
+	int flags = O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC;
+	int d = open(dir, flags), c = d >= 0 ? openat(d, "ctl", flags) : -1;
+	int p = c >= 0 ? openat(c, "proc", flags) : -1, e = errno;
+
+	if (c >= 0)
+		close(c);
+	if (d >= 0)
+		close(d);
+	errno = e;
+	return p;
+}
+
+/*
  * Stop every process still supervised in an environment's spool (a
  * crashed gateway leaves them running), so none outlives its files.
  * sandboxed: its commands ran under bubblewrap, so a group is signalled
  * only when it sees the spool where the sandbox shows it (sg-helper proc
- * stop-all --seen-as): the records are the environment's to write.
+ * stop-all --seen-as): the records are the environment's to write.  A
+ * spool the environment replaced by a link or a file stops nothing: its
+ * processes die with its cgroups (sg_cgroup_kill_env).
  */
 static sg_err stop_processes(const char *dir, bool sandboxed, struct sg_errinfo *err)
 {
 	struct sg_buf out = SG_BUF_INIT(SG_ENVTOOL_REPLY);
-	char *ctl = NULL;
+	char ctl[64];
 	json_t *reply = NULL;
+	int spool = open_spool(dir);
 	sg_err rc = SG_OK;
 
-	if (asprintf(&ctl, "%s/ctl/proc", dir) < 0)
-		return sg_err_set(err, SG_E_INTERNAL, "out of memory");
+	if (spool < 0) {
+		if (errno != ENOENT && errno != ELOOP && errno != ENOTDIR)
+			rc = sg_err_set(err, SG_E_INTERNAL, "cannot open the processes of %s: %s",
+					dir, strerror(errno));
+		else
+			sg_log_warn("%s/ctl/proc is not a directory; its processes are stopped with "
+				    "its cgroups only", dir);
+		goto out;
+	}
+	/* The helper runs in this process: the descriptor is the spool. */
+	snprintf(ctl, sizeof(ctl), "/proc/self/fd/%d", spool);
 	{
 		char *const argv[] = { "proc", "stop-all", "--ctl", ctl, "--grace-ms", "0",
 				       "--seen-as", SANDBOX_CTL "/proc", NULL };
@@ -644,9 +710,11 @@ static sg_err stop_processes(const char *dir, bool sandboxed, struct sg_errinfo 
 				json_string_value(json_object_get(reply, "message"))
 					? json_string_value(json_object_get(reply, "message"))
 					: "no reply");
+out:
+	if (spool >= 0)
+		close(spool);
 	json_decref(reply);
 	sg_buf_release(&out);
-	free(ctl);
 	return rc;
 }
 
@@ -713,12 +781,14 @@ static sg_err local_list(const struct sg_profile *p, const char *state_dir,
 		    asprintf(&marker, "%s/%s/env.json", base, de->d_name) < 0)
 			continue;
 		m = json_load_file(marker, 0, NULL);
-		if (strlen(de->d_name) + 7 > sizeof(info.id)) {
+		/* No name sandgate makes is longer (env_name); a cut id would
+		 * name another directory, which rm and gc would then remove. */
+		if (strlen(de->d_name) > SG_LOCAL_NAME_MAX) {
 			free(marker);
 			json_decref(m);
 			continue;
 		}
-		snprintf(info.id, sizeof(info.id), "local-%.120s", de->d_name);
+		snprintf(info.id, sizeof(info.id), "local-%s", de->d_name);
 		snprintf(info.state, sizeof(info.state), "%s", m ? "present" : "unmarked");
 		sg_host_copy_field(info.identity, sizeof(info.identity), m, "identity");
 		sg_host_copy_field(info.session, sizeof(info.session), m, "session");
@@ -745,8 +815,8 @@ static sg_err local_destroy(const struct sg_profile *p, const char *state_dir,
 	sg_err rc = SG_OK;
 
 	(void)cancel;
-	if (strncmp(id, "local-", 6) != 0 || strchr(id + 6, '/') || !strcmp(id + 6, "..") ||
-	    !strcmp(id + 6, ".") || !id[6]) {
+	if (strncmp(id, "local-", 6) != 0 || strchr(id + 6, '/') || id[6] == '.' || !id[6] ||
+	    strlen(id + 6) > SG_LOCAL_NAME_MAX) {
 		rc = sg_err_set(err, SG_E_INVALID_ARGUMENT, "%s is not a local environment id", id);
 		goto out;
 	}

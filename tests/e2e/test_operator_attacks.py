@@ -1,0 +1,175 @@
+"""Attacks on the operators' side: `sandgate envs rm/gc` and the registry.
+
+An environment's commands are hostile and write anything they can reach
+(in `full` mode that includes the control directory, /run/sandgate/ctl);
+the host chooses identities; the registry is a directory an operator may
+edit by hand.  None of that may make `envs rm` or `envs gc` kill or
+delete anything but the environment it removes, hide an environment from
+them, or stop them listing and collecting the other records.  Every test
+drives real gateways and the real CLI against a fresh state directory
+and checks what exists afterwards: directories, processes, records.
+"""
+
+import json
+import os
+import subprocess
+import tempfile
+import time
+import unittest
+
+from sgclient import (BIN, CONFIG, PROFILE, Gateway, GatewayTestCase, Marker,
+                      host_processes_matching, unique)
+
+
+def envs(state_dir, *args, timeout=60):
+    argv = [BIN, "envs", *args, "--state-dir", state_dir]
+    if CONFIG:
+        argv += ["--config", CONFIG]
+    p = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+    return p.returncode, p.stdout, p.stderr
+
+
+def records(state_dir):
+    reg = os.path.join(state_dir, "registry")
+    return sorted(f for f in os.listdir(reg) if f.endswith(".json"))
+
+
+class OperatorAttacks(GatewayTestCase):
+    def setUp(self):
+        if PROFILE and PROFILE != "local" or CONFIG:
+            self.skipTest("these attacks drive the local backend's directories")
+
+    def state(self):
+        d = tempfile.mkdtemp(prefix="sg-e2e-opattack-")
+        self.addCleanup(lambda: subprocess.run(["rm", "-rf", d]))
+        return d
+
+    def gateway_on(self, state, **binding):
+        gw = Gateway(state_dir=state)
+        self.addCleanup(self._finish, gw)
+        return gw, gw.initialize(**binding)
+
+    def test_a_spool_link_does_not_stop_another_environments_processes(self):
+        # The attacker's commands replace their process spool with a link
+        # to the victim's (the host path is in /proc/self/mountinfo).
+        # Removing the attacker followed it: the victim's background
+        # process, in a live session, was stopped.
+        state = self.state()
+        victim, v = self.gateway_on(state, identity=unique("victim"))
+        if not victim.facts.get("isolation", {}).get("host_filesystem_restricted"):
+            self.skipTest("needs bubblewrap: without it commands run on the host")
+        marker = Marker()
+        pid = victim.start(command=marker.command)["id"]
+        attacker, a = self.gateway_on(state, identity=unique("attacker"),
+                                      remove_workspace_on_exit=False)
+        spool = os.path.join(state, "local", v["environment"]["id"][len("local-"):],
+                             "ctl", "proc")
+        self.assertTrue(os.path.isdir(spool), spool)
+        attacker.sh_ok("mv /run/sandgate/ctl/proc /run/sandgate/ctl/old && "
+                       "ln -s %s /run/sandgate/ctl/proc" % spool, mode="full")
+        code, _, _ = attacker.shutdown()
+        self.assertEqual(code, 0)
+        rc, out, err = envs(state, "rm", a["environment"]["id"])
+        self.assertEqual(rc, 0, err)
+        time.sleep(0.5)
+        self.assertNotEqual(host_processes_matching(marker.needle), [],
+                            "removing the attacker killed the victim's process")
+        self.assertEqual(victim.ok("process/get", {"id": pid})["status"], "running")
+        self.assertFalse(os.path.exists(os.path.join(state, "local",
+                                                     a["environment"]["id"][6:])))
+        victim.ok("process/stop", {"id": pid})
+
+    def test_long_identities_get_distinct_collectable_environments(self):
+        # An identity may be 128 bytes; its slug was cut to fit the id, so
+        # two identities with one head got one id, and a directory whose
+        # name did not fit was never listed: gc dropped its record as
+        # "vanished" and left the directory and its processes for good.
+        state = self.state()
+        head = "a" * 121
+        keeper, k = self.gateway_on(state, identity=head)
+        keeper.write("precious.txt", "the keeper's work\n")
+        crashed = Gateway(state_dir=state)
+        self.addCleanup(crashed.cleanup)
+        c = crashed.initialize(identity=head + "b", environment={"lifetime_seconds": 1})
+        self.assertNotEqual(k["environment"]["id"], c["environment"]["id"])
+        marker = Marker()
+        crashed.start(command=marker.command)
+        crashed.proc.kill()
+        crashed.wait_exit(30)
+        time.sleep(1.5)
+        rc, out, err = envs(state, "gc")
+        self.assertEqual(rc, 0, out + err)
+        left = os.listdir(os.path.join(state, "local"))
+        self.assertEqual(left, [k["environment"]["id"][len("local-"):]],
+                         "the crashed environment's directory was left, or the keeper's removed")
+        deadline = time.monotonic() + 5
+        while host_processes_matching(marker.needle) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        self.assertEqual(host_processes_matching(marker.needle), [],
+                         "the crashed session's process still runs")
+        self.assertEqual(keeper.tool_ok("read_file", {"path": "precious.txt"})["content"],
+                         "the keeper's work\n")
+        rows = json.loads(envs(state, "list", "--json")[1])
+        self.assertEqual([(r["id"], r["state"], r["live_sessions"]) for r in rows],
+                         [(k["environment"]["id"], "present", 1)])
+
+    def test_a_misnamed_record_removes_nothing_else(self):
+        # A record under another file name than its backend and identity
+        # (copied or edited by hand) named a live environment: gc judged
+        # it by its own empty session list, deleted the live environment's
+        # directory and its real record, and kept the copy for ever.
+        state = self.state()
+        live, l = self.gateway_on(state, identity=unique("live"))
+        live.write("precious.txt", "still here\n")
+        (real,) = records(state)
+        with open(os.path.join(state, "registry", real)) as f:
+            rec = json.load(f)
+        rec.update(status="cleanup-pending", sessions=[])
+        with open(os.path.join(state, "registry", "local--stale-copy.json"), "w") as f:
+            json.dump(rec, f)
+        rc, out, err = envs(state, "gc")
+        self.assertEqual(rc, 0, out + err)
+        self.assertTrue(os.path.isdir(os.path.join(state, "local",
+                                                   l["environment"]["id"][6:], "workspace")),
+                        "the live environment's directory was removed")
+        self.assertEqual(records(state), [real], "the live record was removed")
+        self.assertIn("local--stale-copy.json", err)
+        self.assertIn("do not name this file", err)
+        self.assertTrue(os.path.exists(os.path.join(state, "registry",
+                                                    "local--stale-copy.json.corrupt")))
+        self.assertEqual(live.tool_ok("read_file", {"path": "precious.txt"})["content"],
+                         "still here\n")
+
+    def test_a_fifo_or_oversized_record_does_not_stop_the_others(self):
+        # A FIFO where a record should be held `envs list` (and every
+        # gateway waiting on the registry lock) for ever; a record of many
+        # megabytes was read whole.  Each is now set aside with its reason,
+        # and the other records are still listed and collected.
+        state = self.state()
+        gw, g = self.gateway_on(state, identity=unique("kept"),
+                                remove_workspace_on_exit=False)
+        self.assertEqual(gw.shutdown()[0], 0)
+        reg = os.path.join(state, "registry")
+        os.mkfifo(os.path.join(reg, "local--fifo.json"))
+        with open(os.path.join(reg, "local--big.json"), "w") as f:
+            json.dump({"backend": "local", "identity": "big", "pad": "x" * (4 << 20)}, f)
+        try:
+            rc, out, err = envs(state, "list", "--json", timeout=20)
+        except subprocess.TimeoutExpired:
+            self.fail("envs list hung on a FIFO in the registry")
+        self.assertEqual(rc, 0, err)
+        self.assertEqual([r["id"] for r in json.loads(out)], [g["environment"]["id"]])
+        self.assertIn("local--fifo.json", err)
+        self.assertIn("not a regular file", err)
+        self.assertIn("local--big.json", err)
+        self.assertIn("larger than a record can be", err)
+        for name in ("local--fifo.json.corrupt", "local--big.json.corrupt"):
+            self.assertTrue(os.path.lexists(os.path.join(reg, name)), name)
+        rc, out, err = envs(state, "gc", "--older-than", "0s", timeout=30)
+        self.assertEqual(rc, 0, err)
+        self.assertEqual(records(state), [])
+        self.assertEqual(os.listdir(os.path.join(state, "local")), [])
+
+
+if __name__ == "__main__":
+    unittest.main()
