@@ -1,32 +1,142 @@
 /*
  * hostutil.c - see hostutil.h.
  */
-#define _GNU_SOURCE /* asprintf, nftw */
+#define _GNU_SOURCE /* asprintf, renameat2 */
 #include "hostutil.h"
 
+#include <dirent.h>
 #include <errno.h>
-#include <ftw.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "base/fsutil.h"
 
-static int rm_entry(const char *path, const struct stat *st, int type, struct FTW *ftw)
+/*
+ * How deep the walk holds directories open.  A deeper directory is moved
+ * up to the top of the tree and removed from there on a later pass, so
+ * any depth is removed with at most this many descriptors (and a path
+ * longer than PATH_MAX never has to be spelled).
+ */
+#define RM_DEPTH 32
+/* Passes over the top before giving up (each one removes RM_DEPTH levels). */
+#define RM_PASSES 100000
+
+struct rm_walk {
+	int top;        /* the tree's top directory */
+	dev_t dev;      /* its filesystem: a mount point inside stays */
+	unsigned moved; /* directories moved up to the top, and names for them */
+	int failed;     /* an errno of something that could not be removed, or 0 */
+};
+
+/*
+ * Remove what directory dfd (taken) holds.  Every entry is unlinked
+ * relative to its directory's descriptor, and a subdirectory is opened
+ * with O_NOFOLLOW from there: a directory that the environment swaps for a
+ * link meanwhile is never entered, and the link itself is what goes.
+ */
+static void rm_under(struct rm_walk *w, int dfd, int depth)
 {
-	(void)st;
-	(void)ftw;
-	if (type == FTW_DP)
-		return rmdir(path) && errno != ENOENT ? -1 : 0;
-	return unlink(path) && errno != ENOENT ? -1 : 0;
+	DIR *d = fdopendir(dfd);
+	struct dirent *de;
+
+	if (!d) {
+		w->failed = errno;
+		close(dfd);
+		return;
+	}
+	while ((de = readdir(d))) {
+		const char *name = de->d_name;
+		struct stat st;
+		int sub;
+
+		if (strcmp(name, ".") == 0 || strcmp(name, "..") == 0)
+			continue;
+		if (unlinkat(dirfd(d), name, 0) == 0 || errno == ENOENT)
+			continue;
+		if (errno != EISDIR) {
+			w->failed = errno;
+			continue;
+		}
+		if (depth >= RM_DEPTH) {
+			char up[32];
+			int r;
+
+			/* Only into a free name: the top's own entries stay. */
+			do {
+				snprintf(up, sizeof(up), ".sg-rm-%u", w->moved++);
+				r = renameat2(dirfd(d), name, w->top, up, RENAME_NOREPLACE);
+			} while (r != 0 && errno == EEXIST);
+			if (r != 0 && errno != ENOENT)
+				w->failed = errno;
+			continue;
+		}
+		sub = openat(dirfd(d), name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (sub < 0) {
+			/* Swapped for a link or a file since: remove that instead. */
+			if (unlinkat(dirfd(d), name, 0) != 0 && errno != ENOENT)
+				w->failed = errno;
+			continue;
+		}
+		if (fstat(sub, &st) != 0 || st.st_dev != w->dev) {
+			w->failed = EXDEV;
+			close(sub);
+			continue;
+		}
+		rm_under(w, sub, depth + 1);
+		if (unlinkat(dirfd(d), name, AT_REMOVEDIR) != 0 && errno != ENOENT)
+			w->failed = errno;
+	}
+	closedir(d);
 }
 
 int sg_host_rm_tree(const char *path)
 {
-	if (access(path, F_OK) != 0)
-		return 0;
-	return nftw(path, rm_entry, 32, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);
+	struct rm_walk w = { .top = -1 };
+	struct stat st;
+	unsigned before;
+	int rc = 0;
+
+	w.top = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (w.top < 0) {
+		/* Missing is done; a file or a link at the top is removed as such. */
+		if (errno == ENOENT)
+			return 0;
+		if (errno != ENOTDIR && errno != ELOOP)
+			return -1;
+		return unlink(path) == 0 || errno == ENOENT ? 0 : -1;
+	}
+	if (fstat(w.top, &st) != 0) {
+		close(w.top);
+		return -1;
+	}
+	w.dev = st.st_dev;
+	/* Again while the last pass moved deep directories up to the top. */
+	for (int pass = 0; pass < RM_PASSES; pass++) {
+		/* A new open file, so the pass reads the top from its start. */
+		int again = openat(w.top, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+
+		before = w.moved;
+		if (again < 0) {
+			w.failed = errno;
+			break;
+		}
+		w.failed = 0;
+		rm_under(&w, again, 0);
+		if (w.moved == before)
+			break;
+	}
+	close(w.top);
+	if (w.failed) {
+		errno = w.failed;
+		rc = -1;
+	}
+	if (rmdir(path) != 0 && errno != ENOENT)
+		rc = -1;
+	return rc;
 }
 
 void sg_host_copy_field(char *dst, size_t n, json_t *m, const char *key)

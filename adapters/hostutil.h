@@ -16,7 +16,13 @@
 #include "base/err.h"
 
 
-/* rm -rf path: 0, or -1 with errno set.  A missing path is 0. */
+/*
+ * rm -rf path: 0, or -1 with errno set.  A missing path is 0.  The walk
+ * goes by descriptors (openat with O_NOFOLLOW, unlinkat): something of
+ * the environment still running may swap a directory for a link to
+ * anywhere meanwhile, and the link is removed, never entered.  Any depth
+ * is removed with a bounded number of descriptors.
+ */
 int sg_host_rm_tree(const char *path);
 
 /*
