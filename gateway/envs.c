@@ -244,10 +244,13 @@ static void annotate(json_t *envs)
 
 /*
  * Remove one environment: the backend's resource (when it still exists),
- * then its registry record.
+ * then its registry record.  The listing that chose it is a snapshot, so
+ * the environment is first claimed in the registry (sg_registry_claim):
+ * a session that attached since keeps it (SG_E_UNAVAILABLE, unless
+ * force), and none can attach while it goes.
  */
 static sg_err remove_env(const struct sg_config *cfg, const char *state_dir,
-			 json_t *e, struct sg_errinfo *err)
+			 json_t *e, bool force, struct sg_errinfo *err)
 {
 	const char *backend = json_string_value(json_object_get(e, "backend"));
 	const char *profile = json_string_value(json_object_get(e, "profile"));
@@ -255,7 +258,9 @@ static sg_err remove_env(const struct sg_config *cfg, const char *state_dir,
 	const char *identity = json_string_value(json_object_get(e, "identity"));
 	const char *state = state_of(e);
 	const struct sg_adapter *ad = backend ? sg_adapter_find(backend) : NULL;
+	struct sg_reg_key key = { backend, identity };
 	struct sg_profile *p = NULL;
+	bool claimed = false, made = false;
 	sg_err rc = SG_OK;
 	int64_t t0;
 
@@ -270,6 +275,15 @@ static sg_err remove_env(const struct sg_config *cfg, const char *state_dir,
 		if (rc)
 			return sg_err_set(err, rc, "profile \"%s\" is needed to reach %s and is not in the config",
 					  profile ? profile : "?", id);
+		/* An unmarked orphan names no identity, and no gateway can attach to it. */
+		if (identity && identity[0]) {
+			rc = sg_registry_claim(state_dir, &key, force, &made, err);
+			if (rc) {
+				sg_profile_free(p);
+				return rc;
+			}
+			claimed = true;
+		}
 		fprintf(stderr, "sandgate: removing %s (%s)...\n", id, backend);
 		t0 = sg_now_ms();
 		rc = ad->destroy(p, state_dir, id, NULL, err);
@@ -282,11 +296,10 @@ static sg_err remove_env(const struct sg_config *cfg, const char *state_dir,
 		}
 		sg_profile_free(p);
 	}
-	if (!rc && identity && json_is_true(json_object_get(e, "record"))) {
-		struct sg_reg_key key = { backend, identity };
-
+	if (rc && claimed)
+		sg_registry_unclaim(state_dir, &key, made);
+	if (!rc && identity && (made || json_is_true(json_object_get(e, "record"))))
 		rc = sg_registry_remove(state_dir, &key, err);
-	}
 	return rc;
 }
 
@@ -393,6 +406,7 @@ static int cmd_gc(const struct sg_config *cfg, const char *state_dir,
 		const char *why = gc_reason(e, a->older_than, now);
 		const char *id = json_string_value(json_object_get(e, "id"));
 		const char *name = id ? id : json_string_value(json_object_get(e, "identity"));
+		sg_err rc;
 
 		if (!why) {
 			if (strcmp(state_of(e), SG_REG_CLEANUP) == 0) {
@@ -424,7 +438,11 @@ static int cmd_gc(const struct sg_config *cfg, const char *state_dir,
 			continue;
 		}
 		sg_err_clear(&err);
-		if (remove_env(cfg, state_dir, e, &err)) {
+		rc = remove_env(cfg, state_dir, e, a->force, &err);
+		if (rc == SG_E_UNAVAILABLE) {
+			fprintf(stderr, "sandgate: keeping %s: %s\n", name, err.msg);
+			append_pair(json_object_get(report, "kept"), "id", name, "reason", err.msg);
+		} else if (rc) {
 			fprintf(stderr, "sandgate: %s: %s\n", id ? id : "?", err.msg);
 			append_pair(json_object_get(report, "failed"), "id", name, "error", err.msg);
 			status = SG_EXIT_UNAVAILABLE;
@@ -475,7 +493,7 @@ static int cmd_rm(const struct sg_config *cfg, const char *state_dir,
 			continue;
 		}
 		sg_err_clear(&err);
-		if (remove_env(cfg, state_dir, e, &err)) {
+		if (remove_env(cfg, state_dir, e, a->force, &err)) {
 			fprintf(stderr, "sandgate: %s: %s\n", want, err.msg);
 			append_pair(json_object_get(report, "failed"), "id", want, "error", err.msg);
 			status = SG_EXIT_UNAVAILABLE;

@@ -171,17 +171,19 @@ static sg_err attach(struct sg_session *s, const struct sg_adapter *ad,
 	rc = sg_registry_join(s->state_dir, &key, session, fields, &others, known, err);
 	json_decref(fields);
 	/*
-	 * Refused: the newcomer does not share, or else the holder does not.
-	 * The sentence names the identity and the side that does not share,
-	 * in place of the registry's, which knows neither.
+	 * Refused with others attached: the newcomer does not share, or else
+	 * the holder does not.  The sentence names the identity and the side
+	 * that does not share, in place of the registry's, which knows
+	 * neither.  With none attached, `sandgate envs` is removing the
+	 * environment, and the registry's sentence says so.
 	 */
-	if (rc == SG_E_UNAVAILABLE)
+	if (rc == SG_E_UNAVAILABLE && others > 0)
 		sg_err_clear(err);
-	if (rc == SG_E_UNAVAILABLE && !s->profile->shared)
+	if (rc == SG_E_UNAVAILABLE && others > 0 && !s->profile->shared)
 		sg_err_set(err, rc,
 			   "identity \"%s\" is in use by another live session and profile \"%s\" is not shared",
 			   s->identity, s->profile->name);
-	else if (rc == SG_E_UNAVAILABLE)
+	else if (rc == SG_E_UNAVAILABLE && others > 0)
 		sg_err_set(err, rc,
 			   "identity \"%s\" is in use by another live session and that session is not shared",
 			   s->identity);

@@ -15,6 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/log.h"
 #include "base/slug.h"
 
 /* A process's start time (field 22 of /proc/pid/stat), 0 if it is gone.
@@ -295,11 +296,34 @@ struct merge_arg {
 	int others;
 };
 
+/*
+ * Whether a live `sandgate envs` is removing rec's environment; a claim
+ * whose process has died is dropped.
+ */
+static bool being_removed(json_t *rec, long long *pid)
+{
+	json_t *claim = json_object_get(rec, "removing");
+
+	if (!claim)
+		return false;
+	*pid = json_integer_value(json_object_get(claim, "pid"));
+	if (sg_registry_alive((long)*pid, (unsigned long long)json_integer_value(
+						  json_object_get(claim, "pid_start"))))
+		return true;
+	json_object_del(rec, "removing");
+	return false;
+}
+
 static sg_err do_merge(json_t *rec, void *p, struct sg_errinfo *err)
 {
 	struct merge_arg *a = p;
+	long long remover = 0;
 	bool joining;
 
+	if (a->attach && being_removed(rec, &remover))
+		return sg_err_set(err, SG_E_UNAVAILABLE,
+				  "the environment is being removed (sandgate envs, pid %lld); "
+				  "start the session again once that has finished", remover);
 	a->others = prune(rec, a->session);
 	joining = a->join && a->others > 0;
 	if (joining && (!json_is_true(json_object_get(rec, "shared")) ||
@@ -410,6 +434,63 @@ sg_err sg_registry_detach(const char *state_dir, const struct sg_reg_key *key,
 
 	*others_out = d.others;
 	return rc;
+}
+
+struct claim_arg {
+	bool force;
+	const bool *found; /* edit() sets it before do_claim runs */
+};
+
+static sg_err do_claim(json_t *rec, void *p, struct sg_errinfo *err)
+{
+	struct claim_arg *a = p;
+	long long other = 0;
+	int live = prune(rec, NULL);
+
+	if (being_removed(rec, &other) && other != (long long)getpid())
+		return sg_err_set(err, SG_E_UNAVAILABLE,
+				  "another sandgate envs (pid %lld) is removing it", other);
+	if (live > 0 && !a->force)
+		return sg_err_set(err, SG_E_UNAVAILABLE,
+				  "%d live session%s attached since the listing", live,
+				  live == 1 ? " has" : "s have");
+	/* An orphan's record, made by the claim: what to look for if this dies. */
+	if (!*a->found)
+		json_object_set_new(rec, "status", json_string(SG_REG_CLEANUP));
+	json_object_set_new(rec, "removing",
+			    json_pack("{s:I, s:I}", "pid", (json_int_t)getpid(), "pid_start",
+				      (json_int_t)sg_registry_self_start()));
+	return SG_OK;
+}
+
+sg_err sg_registry_claim(const char *state_dir, const struct sg_reg_key *key, bool force,
+			 bool *made, struct sg_errinfo *err)
+{
+	bool found = true;
+	struct claim_arg a = { force, &found };
+	sg_err rc = edit(state_dir, key, true, &found, do_claim, &a, err);
+
+	*made = !rc && !found;
+	return rc;
+}
+
+static sg_err do_unclaim(json_t *rec, void *p, struct sg_errinfo *err)
+{
+	(void)p;
+	(void)err;
+	if (json_integer_value(json_object_get(json_object_get(rec, "removing"), "pid")) ==
+	    (json_int_t)getpid())
+		json_object_del(rec, "removing");
+	return SG_OK;
+}
+
+void sg_registry_unclaim(const char *state_dir, const struct sg_reg_key *key, bool made)
+{
+	struct sg_errinfo err = { 0 };
+
+	if (made ? sg_registry_remove(state_dir, key, &err)
+		 : edit(state_dir, key, false, NULL, do_unclaim, NULL, &err))
+		sg_log_warn("%s", err.msg);
 }
 
 sg_err sg_registry_remove(const char *state_dir, const struct sg_reg_key *key,

@@ -47,6 +47,8 @@ struct sg_reg_key {
  * *live* sessions other than this one already attached.  *known_out (may
  * be NULL) is false only when there was no record before: nothing was
  * ever created for key from this state directory, or it was removed.
+ * SG_E_UNAVAILABLE while a live `sandgate envs` removes the environment
+ * (sg_registry_claim).
  */
 sg_err sg_registry_attach(const char *state_dir, const struct sg_reg_key *key,
 			  const char *session, json_t *fields, int *others_out, bool *known_out,
@@ -89,6 +91,21 @@ sg_err sg_registry_detach(const char *state_dir, const struct sg_reg_key *key,
 sg_err sg_registry_update_if_last(const char *state_dir, const struct sg_reg_key *key,
 				  const char *session, json_t *fields, int *others_out,
 				  struct sg_errinfo *err) SG_MUST_CHECK;
+
+/*
+ * Claim key's environment for removal by this process (`envs rm`, `gc`),
+ * under the lock, after their listing decided to remove it: refused
+ * (SG_E_UNAVAILABLE) when a live session has attached since, unless
+ * force, or when another live `envs` holds the claim.  The record (made
+ * for an orphan, *made true, status cleanup-pending) then carries
+ * "removing" with this process, and sg_registry_attach/join refuse while
+ * it lives, so no gateway attaches to what is being removed.
+ */
+sg_err sg_registry_claim(const char *state_dir, const struct sg_reg_key *key, bool force,
+			 bool *made, struct sg_errinfo *err) SG_MUST_CHECK;
+
+/* Give a claim back after a removal that failed (a record it made goes). */
+void sg_registry_unclaim(const char *state_dir, const struct sg_reg_key *key, bool made);
 
 /* Delete the record (the environment is gone). */
 sg_err sg_registry_remove(const char *state_dir, const struct sg_reg_key *key,

@@ -18,7 +18,7 @@ import time
 import unittest
 
 from sgclient import (BIN, CONFIG, PROFILE, Gateway, GatewayTestCase, Marker,
-                      host_processes_matching, unique)
+                      code_of, host_processes_matching, unique)
 
 
 def envs(state_dir, *args, timeout=60):
@@ -169,6 +169,72 @@ class OperatorAttacks(GatewayTestCase):
         self.assertEqual(rc, 0, err)
         self.assertEqual(records(state), [])
         self.assertEqual(os.listdir(os.path.join(state, "local")), [])
+
+    def test_gc_never_removes_what_a_gateway_attached_to_meanwhile(self):
+        # gc decided from one scan, then removed one environment after the
+        # other.  A gateway that resumed an expired, kept environment
+        # while gc was busy removing another lost its workspace under it.
+        # Either outcome is fine now: the gateway attaches first and gc
+        # keeps the environment, or gc claims it first and the gateway is
+        # told it is being removed; never both.
+        state = self.state()
+        ids = {}
+        for ident in (unique("slow-a"), unique("slow-b")):
+            gw, g = self.gateway_on(state, identity=ident, remove_workspace_on_exit=False,
+                                    environment={"lifetime_seconds": 1})
+            gw.write("precious.txt", ident + "\n")
+            # Many files, so that removing one takes gc a while.
+            gw.sh_ok("mkdir big && cd big && seq 1 30000 | xargs touch")
+            self.assertEqual(gw.shutdown()[0], 0)
+            ids[g["environment"]["id"]] = ident
+        time.sleep(1.5)
+        argv = [BIN, "envs", "gc", "--state-dir", state]
+        gc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.addCleanup(lambda: gc.poll() is None and gc.kill())
+        first = gc.stderr.readline()
+        self.assertIn("removing", first)
+        [other] = [ident for eid, ident in ids.items() if eid not in first]
+        late = Gateway(state_dir=state)
+        self.addCleanup(self._finish, late)
+        late.token = "tok-" + unique()
+        late.binding = late.make_binding(identity=other, remove_workspace_on_exit=False)
+        r = late.call("initialize", late.binding, token=late.token, timeout=60)
+        out, err = gc.communicate(timeout=120)
+        if "error" in r:
+            self.assertEqual(code_of(r["error"]), "unavailable", r)
+            self.assertIn("being removed", r["error"])
+            return
+        self.assertEqual(late.tool_ok("read_file", {"path": "precious.txt"})["content"],
+                         other + "\n", "gc removed the workspace of a live session")
+        self.assertIn("keeping", first + err)
+
+    def test_no_gateway_attaches_to_what_gc_is_removing(self):
+        # While gc removes an environment, a gateway resuming its identity
+        # is told so, instead of getting a workspace that goes under it.
+        state = self.state()
+        ident = unique("going")
+        gw, g = self.gateway_on(state, identity=ident, remove_workspace_on_exit=False,
+                                environment={"lifetime_seconds": 1})
+        gw.sh_ok("mkdir big && cd big && seq 1 60000 | xargs touch")
+        self.assertEqual(gw.shutdown()[0], 0)
+        time.sleep(1.5)
+        gc = subprocess.Popen([BIN, "envs", "gc", "--state-dir", state],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.addCleanup(lambda: gc.poll() is None and gc.kill())
+        self.assertIn("removing " + g["environment"]["id"], gc.stderr.readline())
+        late = Gateway(state_dir=state)
+        self.addCleanup(self._finish, late)
+        r = late.call("initialize", late.make_binding(identity=ident), token="tok-" + unique(),
+                      timeout=60)
+        out, err = gc.communicate(timeout=120)
+        self.assertEqual(gc.returncode, 0, out + err)
+        self.assertIn("error", r, "a gateway attached to an environment gc was removing")
+        self.assertEqual(code_of(r["error"]), "unavailable", r)
+        self.assertIn("being removed", r["error"])
+        # Once gc is done, the identity starts afresh.
+        again = Gateway(state_dir=state)
+        self.addCleanup(self._finish, again)
+        self.assertFalse(again.initialize(identity=ident)["environment"]["resumed"])
 
 
 if __name__ == "__main__":
