@@ -363,6 +363,29 @@ static const char *gc_reason(json_t *e, int64_t older_than, time_t now)
 }
 
 
+/*
+ * Whether e is an orphan that names no identity (a local directory
+ * without its marker) while a live gateway is creating an environment of
+ * its backend: it may be that gateway's, between its mkdir and its
+ * marker, and no claim can be made on a nameless one.
+ */
+static bool maybe_being_made(json_t *envs, json_t *e)
+{
+	const char *backend = str(e, "backend", "");
+	json_t *r;
+	size_t i;
+
+	if (strcmp(state_of(e), "orphan") != 0 || str(e, "identity", "")[0])
+		return false;
+	json_array_foreach(envs, i, r)
+		if (json_is_true(json_object_get(r, "record")) &&
+		    strcmp(str(r, "backend", ""), backend) == 0 &&
+		    strcmp(str(r, "status", ""), SG_REG_PROVISIONING) == 0 &&
+		    json_integer_value(json_object_get(r, "live_sessions")) > 0)
+			return true;
+	return false;
+}
+
 /* The merged view, or SG_EXIT_UNAVAILABLE with the reason on stderr. */
 static int scan_or_fail(const struct sg_config *cfg, const char *state_dir,
 			const char *profile, struct scan *sc)
@@ -418,6 +441,13 @@ static int cmd_gc(const struct sg_config *cfg, const char *state_dir,
 					    "its create's outcome is unknown and nothing has shown yet");
 				status = SG_EXIT_UNAVAILABLE;
 			}
+			continue;
+		}
+		if (maybe_being_made(sc.envs, e) && !a->force) {
+			fprintf(stderr, "sandgate: keeping %s: a gateway is creating an environment and it may be this one (use --force)\n",
+				name);
+			append_pair(json_object_get(report, "kept"), "id", name, "reason",
+				    "a gateway is creating an environment and it may be this one");
 			continue;
 		}
 		/* A live session in the registry, or one the backend itself

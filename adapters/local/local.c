@@ -796,6 +796,10 @@ static sg_err local_list(const struct sg_profile *p, const char *state_dir,
 		info.created = json_integer_value(json_object_get(m, "created"));
 		if (!info.created && stat(marker, &st) == 0)
 			info.created = st.st_mtime;
+		/* Unmarked: a gateway may be between its mkdir and its marker. */
+		marker[strlen(marker) - strlen("/env.json")] = '\0';
+		if (!info.created && stat(marker, &st) == 0)
+			info.created = st.st_mtime;
 		info.persistent = json_is_true(json_object_get(m, "persistent"));
 		json_decref(m);
 		free(marker);

@@ -236,6 +236,34 @@ class OperatorAttacks(GatewayTestCase):
         self.addCleanup(self._finish, again)
         self.assertFalse(again.initialize(identity=ident)["environment"]["resumed"])
 
+    def test_an_unmarked_directory_is_left_while_a_gateway_creates(self):
+        # A local directory without its marker is what a gateway has
+        # between its mkdir and its env.json: gc leaves it while a live
+        # gateway is creating (its registry record says provisioning), and
+        # collects it once none is.
+        state = self.state()
+        unmarked = os.path.join(state, "local", "being-made")
+        os.makedirs(os.path.join(unmarked, "workspace"))
+        reg = os.path.join(state, "registry")
+        os.makedirs(reg, exist_ok=True)
+        ident = unique("making")
+        with open("/proc/%d/stat" % os.getpid()) as f:
+            start = int(f.read().rsplit(")", 1)[1].split()[19])
+        rec = {"backend": "local", "identity": ident, "created": int(time.time()),
+               "status": "provisioning", "profile": "default",
+               "sessions": [{"session": "s", "pid": os.getpid(), "pid_start": start,
+                             "since": int(time.time())}]}
+        name = "local--%s.json" % ident
+        with open(os.path.join(reg, name), "w") as f:
+            json.dump(rec, f)
+        rc, out, err = envs(state, "gc")
+        self.assertTrue(os.path.isdir(unmarked),
+                        "gc removed a directory a live gateway may be making: " + out + err)
+        self.assertIn("may be this one", err)
+        os.unlink(os.path.join(reg, name))
+        rc, out, err = envs(state, "gc")
+        self.assertEqual(rc, 0, out + err)
+        self.assertFalse(os.path.exists(unmarked), "an unmarked directory was kept")
 
 if __name__ == "__main__":
     unittest.main()
