@@ -96,7 +96,7 @@ static int on_listed(const struct sg_env_info *info, void *payload)
 
 /*
  * The merged view: registry records first, then every profile's backend
- * listing (each backend and place listed once).
+ * listing (each backend, place and profile listed once).
  */
 static sg_err scan(const struct sg_config *cfg, const char *state_dir,
 		   const char *only_profile, struct scan *sc, struct sg_errinfo *err)
@@ -136,9 +136,15 @@ static sg_err scan(const struct sg_config *cfg, const char *state_dir,
 			continue;
 		}
 		ad = sg_adapter_find(p->backend);
-		/* One listing per backend and place (host, API, directory). */
-		snprintf(key, sizeof(key), "%s|%s|%s", p->backend,
-			 p->host ? p->host : "", p->workspace ? p->workspace : "");
+		/*
+		 * One listing per backend, place (host, API, directory) and
+		 * profile: the cloud adapters list by the profile's tag (and
+		 * each profile may name another API, team or project), so a
+		 * profile left out would call its environments vanished, and
+		 * rm and gc would drop their records and leave them running.
+		 */
+		snprintf(key, sizeof(key), "%s|%s|%s|%s", p->backend,
+			 p->host ? p->host : "", p->workspace ? p->workspace : "", p->name);
 		if (ad && ad->list && !json_object_get(listed, key)) {
 			json_object_set_new(listed, key, json_true());
 			sc->backend = ad->name;

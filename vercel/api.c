@@ -239,6 +239,7 @@ sg_err vcl_do(struct vcl_client *c, const struct vcl_call *call, struct vcl_repl
 		};
 
 		rc = sg_http_do_retry(&req, &resp, &policy, cancel, &inner);
+		out->attempts = resp.attempts;
 		nth = atomic_fetch_add(&c->requests, (uint64_t)(resp.attempts > 0 ? resp.attempts : 1));
 		/* One line per request: what the benchmarks count. */
 		sg_log_debug("vercel request %llu: %s %s (%s) -> %ld",

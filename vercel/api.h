@@ -85,6 +85,7 @@ struct vcl_reply {
 	json_t *json;   /* new reference, or NULL when the body was not JSON */
 	char code[64];  /* error.code of an error body, or "" */
 	int64_t retry_after_ms;
+	int attempts;   /* times the request was sent (retries included), also on failure */
 };
 void vcl_reply_release(struct vcl_reply *r);
 

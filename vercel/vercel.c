@@ -87,6 +87,7 @@ _Static_assert(SG_VERCEL_UPLOAD_WAIT_MS * 3 / 2 < SG_VERCEL_CALL_MS, "upload wai
 #define VCL_T_EXPIRES "sandgate-expires"
 #define VCL_T_PROFILE "sandgate-profile"
 #define VCL_TAG_MAX 256 /* bytes of one tag value */
+#define VCL_CANCEL_STOP_MS 3000 /* a stop sent after a cancel: waited for this long */
 
 struct vcl_env {
 	struct sg_env base;
@@ -96,6 +97,12 @@ struct vcl_env {
 	char *run_dir;    /* base_dir/run */
 	int64_t vcpus;    /* asked for, 0: Vercel's default */
 	bool fresh;       /* this provision created the sandbox */
+	/*
+	 * This provision's lookup resumed a stopped sandbox (a new VM, billed):
+	 * a provisioning that fails stops it again (vcl_provision).
+	 */
+	bool woke;
+	atomic_bool lost; /* its files are gone: no resume brings them back */
 	char nonce[17];
 	atomic_uint seq;
 	pthread_mutex_t lock; /* sid */
@@ -342,6 +349,41 @@ static sg_err vcl_check_owner(const struct vcl_env *ve, const json_t *got,
 	return SG_OK;
 }
 
+/*
+ * Does the binding need the sandbox's files: a persistent profile, a kept
+ * workspace (remove_on_exit off) or require_existing_workspace?
+ */
+static bool vcl_needs_files(const struct sg_env *env)
+{
+	return env->profile->persistent || !env->remove_on_exit || env->require_existing;
+}
+
+/*
+ * A lookup with ?resume=true that started a new session of a stopped
+ * sandbox: note it (ve->woke, and the session, so that a failure can stop
+ * it), and refuse it when it came up empty.  Vercel resumes from the last
+ * snapshot, and a sandbox that was not persistent when it stopped has
+ * none: its session starts with no files at all.  For a binding that
+ * needs the files that is a lost workspace, never a fresh empty one.
+ */
+static sg_err vcl_check_woken(struct vcl_env *ve, const json_t *got, struct sg_errinfo *err)
+{
+	const json_t *s = json_object_get(got, "session");
+
+	if (!json_is_true(json_object_get(got, "resumed")))
+		return SG_OK;
+	ve->woke = true;
+	pthread_mutex_lock(&ve->lock);
+	snprintf(ve->sid, sizeof(ve->sid), "%s", vcl_str(s, "id") ? vcl_str(s, "id") : "");
+	pthread_mutex_unlock(&ve->lock);
+	if (vcl_str(s, "sourceSnapshotId") || !vcl_needs_files(&ve->base))
+		return SG_OK;
+	atomic_store(&ve->lost, true);
+	return sg_err_set(err, SG_E_WORKSPACE_LOST,
+			  "sandbox %s was stopped without a snapshot (it was not persistent then), so its files are gone; a resume would give an empty workspace",
+			  ve->name);
+}
+
 static json_t *vcl_tags(const struct vcl_env *ve)
 {
 	const struct sg_env *env = &ve->base;
@@ -419,6 +461,7 @@ static sg_err vcl_create(struct vcl_env *ve, json_t **got, struct sg_cancel *can
 	struct vcl_reply r = { 0 };
 	struct sg_errinfo once = { 0 };
 	json_t *body = NULL;
+	int sent;
 	sg_err rc;
 
 	*got = NULL;
@@ -446,9 +489,15 @@ static sg_err vcl_create(struct vcl_env *ve, json_t **got, struct sg_cancel *can
 	}
 	if (!rc && r.status != 409)
 		rc = vcl_fail(&ve->cl, "creating the sandbox", &r, SG_OK, &once);
+	/*
+	 * Sent more than once (a reply lost, a 5xx, a 429): a 409 may be
+	 * about this create's own earlier copy, which landed.  Until a lookup
+	 * says whose the sandbox is, it may be ours.
+	 */
+	sent = r.attempts;
 	vcl_reply_release(&r);
 	if (sg_cancel_check(cancel)) {
-		ve->base.may_remain = rc != SG_OK;
+		ve->base.may_remain = rc != SG_OK || sent > 1;
 		return sg_err_set(err, sg_cancel_check(cancel), "creating the sandbox was cancelled");
 	}
 	/* A conflict or a doubt: what does the name hold now? */
@@ -462,6 +511,11 @@ static sg_err vcl_create(struct vcl_env *ve, json_t **got, struct sg_cancel *can
 								   "tags"),
 						   VCL_T_SESSION);
 
+			/* A foreign sandbox that the lookup woke is stopped again. */
+			if (!orc)
+				orc = vcl_check_woken(ve, *got, err);
+			else
+				(void)vcl_check_woken(ve, *got, &look);
 			if (orc) {
 				json_decref(*got);
 				*got = NULL;
@@ -470,6 +524,15 @@ static sg_err vcl_create(struct vcl_env *ve, json_t **got, struct sg_cancel *can
 			/* Our own create, repeated: this session's tag is on it. */
 			ve->fresh = sess && strncmp(sess, ve->base.session, VCL_TAG_MAX) == 0;
 			return SG_OK;
+		}
+		/* An expired snapshot: vcl_obtain decides what that means. */
+		if (!rc && lr == SG_E_WORKSPACE_LOST)
+			return sg_err_set(err, lr, "%s", look.msg);
+		if (!rc && sent > 1) {
+			ve->base.may_remain = true;
+			return sg_err_set(err, lr == SG_E_NOT_FOUND ? SG_E_PROVIDER : lr,
+					  "creating the sandbox met a conflict after it was sent %d times, so the sandbox of that name may be this create's own, and %s",
+					  sent, look.msg[0] ? look.msg : "the name is not found");
 		}
 		if (rc) {
 			/*
@@ -484,9 +547,6 @@ static sg_err vcl_create(struct vcl_env *ve, json_t **got, struct sg_cancel *can
 					  "%s; whether it was made is not known: %s", once.msg,
 					  look.msg);
 		}
-		/* An expired snapshot: vcl_obtain decides what that means. */
-		if (lr == SG_E_WORKSPACE_LOST)
-			return sg_err_set(err, lr, "%s", look.msg);
 		return sg_err_set(err, lr == SG_E_NOT_FOUND ? SG_E_PROVIDER : lr,
 				  "creating the sandbox met a conflict, but %s", look.msg[0] ? look.msg : "the name is not found");
 	}
@@ -581,6 +641,17 @@ static sg_err vcl_adopt(struct vcl_env *ve, struct sg_cancel *cancel, struct sg_
 	}
 	body = json_pack("{s:o, s:O, s:I}", "tags", vcl_tags(ve), "networkPolicy", np, "timeout",
 			 (json_int_t)vcl_timeout_ms(p));
+	/*
+	 * A sandbox made for a scratch session (persistent: false) keeps no
+	 * snapshot when it stops: a session that keeps its workspace makes it
+	 * persistent, or its files would be gone at the stop that ends it.
+	 * Never the other way: another session may keep it.
+	 */
+	if (body && vcl_keeps(&ve->base) &&
+	    json_object_set_new(body, "persistent", json_true())) {
+		json_decref(body);
+		body = NULL;
+	}
 	if (!path || !q || !body) {
 		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
 		goto out;
@@ -621,11 +692,16 @@ out:
 	return rc;
 }
 
-/* DELETE the named sandbox; one that is gone already is fine. */
+/* DELETE the named sandbox and its snapshots; one that is gone already is fine. */
 static sg_err vcl_delete(struct vcl_client *cl, const char *name, struct sg_cancel *cancel,
 			 struct sg_errinfo *err)
 {
-	char *path = vcl_path("/v2/sandboxes/", name, NULL), *q = vcl_pq(cl, NULL);
+	/*
+	 * Its snapshots go with it: Vercel keeps (and bills) them until they
+	 * expire otherwise, and nothing of sandgate's would list them again.
+	 */
+	char *path = vcl_path("/v2/sandboxes/", name, NULL),
+	     *q = vcl_pq(cl, "deleteOrphanSnapshots=true");
 	struct vcl_reply r = { 0 };
 	sg_err rc;
 
@@ -694,6 +770,9 @@ static sg_err vcl_cmd(struct vcl_env *ve, const char *sid, const char *command, 
 	return rc;
 }
 
+static sg_err vcl_stop(struct vcl_env *ve, int64_t timeout_ms, struct sg_cancel *cancel,
+		       struct sg_errinfo *err);
+
 /*
  * The sandbox stopped under us (410) or is stopping (422): resume it, once
  * per stop whichever thread sees it first.  sid is the session that
@@ -721,16 +800,24 @@ static sg_err vcl_resume(struct vcl_env *ve, const char *sid, struct sg_cancel *
 		rc = SG_OK; /* another exec resumed it already */
 		goto out;
 	}
-	if (!vcl_keeps(&ve->base)) {
+	if (!vcl_keeps(&ve->base) || atomic_load(&ve->lost)) {
 		rc = sg_err_set(err, SG_E_WORKSPACE_LOST,
-				"sandbox %s stopped (its timeout, or Vercel), and a non-persistent sandbox keeps no files",
-				ve->name);
+				"sandbox %s stopped (its timeout, or Vercel), and %s",
+				ve->name, atomic_load(&ve->lost) ? "it had no snapshot to resume from"
+								 : "a non-persistent sandbox keeps no files");
 		goto out;
 	}
 	sg_log_info("sandbox %s stopped; resuming it", ve->name);
 	rc = vcl_get(&ve->cl, ve->name, true, &got, cancel, err);
 	if (rc == SG_E_NOT_FOUND)
 		rc = sg_err_set(err, SG_E_WORKSPACE_LOST, "sandbox %s is gone", ve->name);
+	if (!rc && (rc = vcl_check_woken(ve, got, err))) {
+		/* An empty VM is no workspace: stop it, and stay lost. */
+		struct sg_errinfo e2 = { 0 };
+
+		if (vcl_stop(ve, 0, cancel, &e2))
+			sg_log_warn("sandbox %s: %s", ve->name, e2.msg);
+	}
 	if (!rc)
 		rc = vcl_wait_running(ve, &got, cancel, err);
 	if (!rc)
@@ -1347,7 +1434,14 @@ static sg_err vcl_obtain(struct vcl_env *ve, json_t **got, struct sg_cancel *can
 			sg_crashpoint("adapter:created");
 			env->resumed = !ve->fresh;
 		} else {
+			struct sg_errinfo scratch = { 0 };
+
 			rc = vcl_check_owner(ve, *got, err);
+			/* Whoever owns it, a session this lookup started is noted. */
+			if (!rc)
+				rc = vcl_check_woken(ve, *got, err);
+			else
+				(void)vcl_check_woken(ve, *got, &scratch);
 			if (rc)
 				return rc;
 			env->resumed = true;
@@ -1456,6 +1550,23 @@ out:
 				   e2.msg);
 			env->may_remain = true;
 		}
+	} else if (rc && ve->woke && !ve->fresh) {
+		/*
+		 * The lookup resumed a stopped sandbox, and the provisioning
+		 * failed: stop it again rather than leave a VM running (and
+		 * billed) until its timeout.  After a cancel the stop is only
+		 * sent (Vercel finishes it without us), so that the cancel is
+		 * answered within VCL_CANCEL_STOP_MS.
+		 */
+		struct sg_errinfo e2 = { 0 };
+		bool quick = sg_cancel_check(cancel) != SG_OK;
+
+		if (vcl_stop(ve, quick ? VCL_CANCEL_STOP_MS : 0, NULL, &e2))
+			sg_log_warn("sandbox %s was resumed for a failed initialize and %s: %s",
+				    ve->name,
+				    quick ? "its stop was sent, not seen through"
+					  : "may run until its timeout",
+				    e2.msg);
 	}
 	vcl_prep_release(ve);
 	json_decref(got);
@@ -1497,7 +1608,9 @@ static sg_err vcl_get_file(struct sg_env *env, const char *path, int fd, size_t 
 
 /* ---- teardown, list, destroy, release ------------------------------------------ */
 
-static sg_err vcl_stop(struct vcl_env *ve, struct sg_cancel *cancel, struct sg_errinfo *err)
+/* Stop the current session, waiting for it at most timeout_ms (0: SG_VERCEL_SETTLE_MS). */
+static sg_err vcl_stop(struct vcl_env *ve, int64_t timeout_ms, struct sg_cancel *cancel,
+		       struct sg_errinfo *err)
 {
 	struct vcl_reply r = { 0 };
 	char sid[128], *p;
@@ -1509,7 +1622,8 @@ static sg_err vcl_stop(struct vcl_env *ve, struct sg_cancel *cancel, struct sg_e
 	rc = p ? vcl_call_settled(&ve->cl,
 				  &(struct vcl_call){ .method = "POST", .path = p,
 						      .idempotent = true,
-						      .timeout_ms = SG_VERCEL_SETTLE_MS,
+						      .timeout_ms = timeout_ms ? timeout_ms
+									       : SG_VERCEL_SETTLE_MS,
 						      .what = "stopping the sandbox" },
 				  &r, cancel, err)
 	       : sg_err_set(err, SG_E_INTERNAL, "out of memory");
@@ -1531,7 +1645,7 @@ static sg_err vcl_teardown(struct sg_env *env, enum sg_fate fate, struct sg_canc
 	if (fate == SG_FATE_REMOVE)
 		return vcl_delete(&ve->cl, ve->name, cancel, err);
 	/* Vercel snapshots a persistent sandbox as it stops. */
-	return vcl_stop(ve, cancel, err);
+	return vcl_stop(ve, 0, cancel, err);
 }
 
 static void vcl_copy(char *dst, size_t n, const char *src)
