@@ -498,6 +498,17 @@ sg_err sg_procs_shutdown(struct sg_session *s, int64_t grace_ms, struct sg_cance
 	if (s->procs)
 		stop_watcher(s->procs);
 	rc = sg_envcall(s, SG_CALL_CTL, args, NULL, 0, &reply, cancel, err);
+	/*
+	 * The environment is gone (a sandbox stopped or deleted under the
+	 * session), and its processes with it: nothing is left to stop here,
+	 * and the teardown after this still removes what remains (the local
+	 * backend's cgroups kill any survivor on this host).
+	 */
+	if (rc == SG_E_WORKSPACE_LOST) {
+		sg_log_info("the environment is gone, so are its processes: %s", err->msg);
+		sg_err_clear(err);
+		return SG_OK;
+	}
 	if (rc)
 		return rc;
 	t = calloc(json_array_size(json_object_get(reply, "processes")) + 1, sizeof(*t));
