@@ -77,6 +77,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/inotify.h>
+#include <sys/prctl.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <sys/signalfd.h>
@@ -1901,6 +1902,85 @@ static size_t sup_chunk(uint64_t retain)
 	return half < SG_PROC_CHUNK ? (size_t)half : SG_PROC_CHUNK;
 }
 
+/* A process's parent (field 4 of /proc/<pid>/stat) and its state, or -1. */
+static pid_t parent_of(long pid, char *state)
+{
+	char path[64], text[1024], *p;
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%ld/stat", pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	n = read(fd, text, sizeof(text) - 1);
+	close(fd);
+	if (n <= 0)
+		return -1;
+	text[n] = '\0';
+	/* The command name may hold anything, ')' included: skip to the last. */
+	p = strrchr(text, ')');
+	if (!p || strlen(p) < 5)
+		return -1;
+	*state = p[2];
+	return (pid_t)strtol(p + 4, NULL, 10);
+}
+
+/* Reap every exited child but main (whose status the supervisor keeps). */
+static void reap_others(pid_t main)
+{
+	for (;;) {
+		siginfo_t si;
+
+		memset(&si, 0, sizeof(si));
+		if (waitid(P_ALL, 0, &si, WEXITED | WNOHANG | WNOWAIT) != 0 || si.si_pid == 0 ||
+		    si.si_pid == main)
+			return;
+		waitpid(si.si_pid, NULL, 0);
+	}
+}
+
+/*
+ * Kill whatever left the command's process group, once main is reaped.
+ * The supervisor is the command's subreaper (PR_SET_CHILD_SUBREAPER): a
+ * process that calls setsid or setpgid, or whose parent died (a double
+ * fork), is reparented to it, never to init, so every descendant of the
+ * command is in the group or a child of this process.  Each pass reaps
+ * what has ended, then kills the children still alive; their deaths hand
+ * their own children to the next pass.  Never blocking: a child forked
+ * after a scan is found by the next.  A fork bomb meets the
+ * environment's pids limit first.
+ */
+static void kill_descendants(void)
+{
+	const struct timespec pause = { 0, 1000000 };
+
+	for (int round = 0; round < SG_PROC_REAP_ROUNDS; round++) {
+		DIR *d;
+		struct dirent *de;
+		bool alive = false;
+
+		while (waitpid(-1, NULL, WNOHANG) > 0)
+			;
+		d = opendir("/proc");
+		if (!d)
+			return;
+		while ((de = readdir(d))) {
+			char *end, state = 0;
+			long pid = strtol(de->d_name, &end, 10);
+
+			if (*end || pid <= 1 || parent_of(pid, &state) != getpid() || state == 'Z')
+				continue;
+			kill((pid_t)pid, SIGKILL);
+			alive = true;
+		}
+		closedir(d);
+		if (!alive)
+			return;
+		nanosleep(&pause, NULL);
+	}
+}
+
 /* The supervisor: never returns. */
 static void sup_run(struct proc_spawn *sp)
 {
@@ -1937,6 +2017,8 @@ static void sup_run(struct proc_spawn *sp)
 	/* Blocked so that the signalfd, not a handler, reports the child. */
 	sigprocmask(SIG_BLOCK, &chld, NULL);
 	sfd = signalfd(-1, &chld, SFD_CLOEXEC | SFD_NONBLOCK);
+	/* What leaves the command's group stays ours to kill (kill_descendants). */
+	prctl(PR_SET_CHILD_SUBREAPER, 1L, 0L, 0L, 0L);
 	buf = malloc(SG_PROC_CHUNK);
 	outfd = open(sp->out, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
 	progfd = open(sp->progress, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
@@ -2019,6 +2101,9 @@ static void sup_run(struct proc_spawn *sp)
 
 			while (read(sfd, &ssi, sizeof(ssi)) > 0)
 				;
+			/* Orphans reparented to us that ended meanwhile. */
+			if (!exited)
+				reap_others(pid);
 		}
 		memset(&si, 0, sizeof(si));
 		if (!exited &&
@@ -2030,6 +2115,7 @@ static void sup_run(struct proc_spawn *sp)
 			kill(-pid, SIGKILL);
 			while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
 				;
+			kill_descendants();
 			exited = true;
 			drain_until = sat_add(sg_now_ns(),
 					      (int64_t)SG_PROC_DRAIN_MS * 1000000);

@@ -164,6 +164,21 @@ class Survivors(GatewayTestCase):
             self.assertStarted(self.needles[-1:])
         self.escapes_die_at_shutdown(launch)
 
+    def test_process_stop_kills_its_escapes(self):
+        # process/stop used to signal the process group alone, so a child
+        # that left it lived on until the session ended.  The supervisor
+        # is their subreaper: whatever leaves the group is still its
+        # descendant, and dies when the process is stopped.
+        gw = self.gateway()
+        for how in ESCAPES:
+            with self.subTest(escape=how):
+                n, cmd = self.plant(how)
+                pid = gw.start(command=cmd + "\nsleep 600")["id"]
+                self.assertStarted([n])
+                gw.ok("process/stop", {"id": pid, "grace_ms": 200})
+                self.assertNoneSurvive([n])
+                self.assertEqual(gw.ok("process/get", {"id": pid})["status"], "stopped")
+
     def test_run_command_background_escapes_die(self):
         # Whether they die with their command or at teardown, none may
         # outlive the session.
@@ -323,6 +338,24 @@ class WithoutCgroups(GatewayTestCase):
         self.assertIn("alive", res["content"])
         self.assertTrue(wait_for(lambda: not host_pids(n.needle), 5),
                         "a run_command child outlived its command")
+
+    def test_process_stop_kills_escapes_without_cgroups(self):
+        # No cgroup to kill by, yet process/stop still takes what left
+        # the process group: the supervisor is its subreaper.
+        gw = self.gateway_without_cgroups()
+        gw.initialize()
+        self.needles = []
+        for how in ESCAPES:
+            with self.subTest(escape=how):
+                n = Needle()
+                self.needles.append(n)
+                self.addCleanup(lambda n=n: [os.kill(p, signal.SIGKILL)
+                                             for p in host_pids(n.needle)])
+                pid = gw.start(command=ESCAPES[how].format(m=n.command) + "\nsleep 600")["id"]
+                self.assertTrue(wait_for(lambda: host_pids(n.needle), 10), "never started")
+                gw.ok("process/stop", {"id": pid, "grace_ms": 200})
+                self.assertTrue(wait_for(lambda: not host_pids(n.needle), 5),
+                                "%s outlived process/stop" % how)
 
     def test_limits_asked_for_are_refused(self):
         for field, value in (("pids_max", 64), ("memory_mb", 256), ("cpus", 1)):
