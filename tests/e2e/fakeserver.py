@@ -2,13 +2,16 @@
 
 Started on a free loopback port with stdin a pipe; stopped by closing that
 pipe (the fakes exit on EOF).  The admin API (/__fake/...) is the ground
-truth the tests assert on.  Shared by test_daytona_faults and
-test_vercel_faults.
+truth the tests assert on.  Shared by test_daytona_faults,
+test_vercel_faults and test_vercel_leaks.
 """
 
 import json
 import os
+import shutil
 import subprocess
+import tempfile
+import time
 import unittest
 import urllib.request
 
@@ -47,3 +50,32 @@ class FakeServer:
         except Exception:
             self.proc.kill()
             self.proc.wait(10)
+
+
+def have(prog):
+    return shutil.which(prog) is not None
+
+
+class VercelFake(FakeServer):
+    """The fake Vercel, with its files in a directory of its own."""
+
+    def __init__(self):
+        self.dir = tempfile.mkdtemp(prefix="sg-e2e-vfake-")
+        super().__init__("vercel", "--exec-mode", "bwrap", "--state-dir", self.dir)
+
+    def state(self):
+        return self.admin("GET", "/__fake/state")
+
+    def requests(self, since=0):
+        return self.admin("GET", "/__fake/requests?since=%d" % since)["requests"]
+
+    def last_seq(self):
+        # An entry is logged as its answer ends, a moment after the client
+        # has read it: let the log catch up first.
+        time.sleep(0.3)
+        reqs = self.requests()
+        return reqs[-1]["seq"] if reqs else 0
+
+    def stop(self):
+        super().stop()
+        shutil.rmtree(self.dir, ignore_errors=True)

@@ -37,30 +37,8 @@ import time
 import unittest
 import urllib.request
 
-from fakeserver import FakeServer
+from fakeserver import VercelFake as Fake, have
 from sgclient import BIN, PROFILE, GatewayTestCase, unique
-
-
-def have(prog):
-    return shutil.which(prog) is not None
-
-
-class Fake(FakeServer):
-    """The fake Vercel, with its files in a directory of its own."""
-
-    def __init__(self):
-        self.dir = tempfile.mkdtemp(prefix="sg-e2e-vlfake-")
-        super().__init__("vercel", "--exec-mode", "bwrap", "--state-dir", self.dir)
-
-    def state(self):
-        return self.admin("GET", "/__fake/state")
-
-    def requests(self, since=0):
-        return self.admin("GET", "/__fake/requests?since=%d" % since)["requests"]
-
-    def stop(self):
-        super().stop()
-        shutil.rmtree(self.dir, ignore_errors=True)
 
 
 @unittest.skipUnless(BIN and have("node") and have("bwrap") and have("nsenter"),
