@@ -262,14 +262,18 @@ static bool vcl_settling(const struct vcl_reply *r)
 /*
  * One call on a named sandbox (or, with kind sessions, a session), waiting
  * out 422 sandbox_stopping/sandbox_snapshotting (as the SDK: every
- * SG_VERCEL_POLL_MS) within SG_VERCEL_SETTLE_MS.  SG_OK with r set when a
- * reply other than those came.
+ * SG_VERCEL_POLL_MS) within SG_VERCEL_SETTLE_MS, or within the call's own
+ * timeout when that is shorter: a stop sent after a cancel may wait 3 s
+ * in all, not one request's 3 s per poll.  SG_OK with r set when a reply
+ * other than those came.
  */
 static sg_err vcl_call_settled(struct vcl_client *cl, const struct vcl_call *call,
 			       struct vcl_reply *r, struct sg_cancel *cancel,
 			       struct sg_errinfo *err)
 {
-	int64_t until = sg_now_ms() + SG_VERCEL_SETTLE_MS;
+	int64_t until = sg_now_ms() + (call->timeout_ms > 0 && call->timeout_ms < SG_VERCEL_SETTLE_MS
+					       ? call->timeout_ms
+					       : SG_VERCEL_SETTLE_MS);
 	sg_err rc;
 
 	for (;;) {

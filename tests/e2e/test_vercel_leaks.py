@@ -303,6 +303,28 @@ class VercelLeaks(GatewayTestCase):
         self.assertEqual(st["runningSessions"], [], "the resumed session still runs")
         self.assertEqual([s["name"] for s in st["sandboxes"]], [name])
 
+    def test_cancel_answered_while_the_stop_keeps_settling(self):
+        # The stop sent after a cancel is waited for at most 3 s, even
+        # when Vercel keeps answering 422 sandbox_stopping: the settling
+        # loop used its own two-minute window and held the cancel's answer.
+        ident, name = self.kept()
+        self.slow("POST", "/cmd$", 4000)
+        self.fake.fault({"method": "POST", "path": "/stop$", "status": 422,
+                         "code": "sandbox_stopping", "count": 1000})
+        gw = self.start("vp", init=False, budget_ms=15000)
+        token = "tok-" + unique()
+        rid = gw.request("initialize", gw.make_binding(identity=ident,
+                                                       remove_workspace_on_exit=False),
+                         token=token)
+        self.wait_progress(gw, "preparing sandbox")
+        time.sleep(0.3)
+        t0 = time.monotonic()
+        gw.request("cancel", {"id": rid}, token=token)
+        self.assertReplyCode(gw.wait_reply(rid, 30), "cancelled")
+        self.assertLess(time.monotonic() - t0, 8, "the cancel waited for the stop to settle")
+        self.fake.admin("DELETE", "/__fake/faults")
+        gw.shutdown(timeout=60)
+
     # ---- 429, slow deletes, killed gateways -----------------------------------------
 
     def api(self, method, path, body=None):
