@@ -9,7 +9,7 @@
  * state; none is held across a read or a write of a descriptor except the
  * wire's queue, which never blocks.
  */
-#define _GNU_SOURCE /* pipe2, dup3 */
+#define _GNU_SOURCE /* pipe2, dup3, SYS_close_range */
 #include "relay.h"
 
 #include <errno.h>
@@ -21,10 +21,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "../adapters/json.h"
+#include "base/buf.h"
 #include "base/limits.h"
 #include "base/log.h"
 #include "base/strv.h"
@@ -63,6 +66,9 @@ struct sg_relay {
 	uint64_t delivered, handed;
 
 	json_t *methods;        /* the peer's, from its initialize reply */
+	char *session;          /* the bound session, once the peer accepted it */
+	bool dropped_event;     /* a foreign event was said on stderr already */
+	size_t unread;          /* event bytes the host may not have read (reader's) */
 	char *token;
 	char *argv0;
 	int64_t grace_ms;
@@ -131,6 +137,22 @@ static void *reaper_main(void *arg)
 	return NULL;
 }
 
+/* Descriptors PEER_FDS and above are closed when close_range(2) is missing. */
+#define PEER_FDS 1024
+
+/* In the child: close every descriptor from `from` on but keep. */
+static void close_from(int from, int keep)
+{
+#ifdef SYS_close_range
+	if ((keep <= from || syscall(SYS_close_range, (unsigned)from, (unsigned)keep - 1, 0u) == 0) &&
+	    syscall(SYS_close_range, (unsigned)keep + 1, ~0u, 0u) == 0)
+		return;
+#endif
+	for (int fd = from; fd < PEER_FDS; fd++)
+		if (fd != keep)
+			close(fd);
+}
+
 /* In the child: only async-signal-safe calls until execve. */
 static void child(int in, int out, int report, const char *prog,
 		  char *const *argv, char *const *envp)
@@ -147,6 +169,13 @@ static void child(int in, int out, int report, const char *prog,
 	sigprocmask(SIG_SETMASK, &none, NULL);
 	if (dup2(in, 0) < 0 || dup2(out, 1) < 0)
 		goto fail;
+	/*
+	 * Nothing sandgate holds reaches the peer but its stdin, stdout and
+	 * stderr: a descriptor sandgate inherited without close-on-exec (a
+	 * host's socket, a credential's pipe) is sandgate's own.  Only the
+	 * report pipe stays, and it closes at execve.
+	 */
+	close_from(3, report);
 	execve(prog, argv, envp);
 fail:
 	e = errno;
@@ -329,6 +358,93 @@ static void handed(struct sg_op *op)
 	pthread_mutex_unlock(&r->lock);
 }
 
+/* Whether the peer is gone, from a thread that holds no lock. */
+static bool is_gone(struct sg_relay *r)
+{
+	bool gone;
+
+	pthread_mutex_lock(&r->lock);
+	gone = r->gone;
+	pthread_mutex_unlock(&r->lock);
+	return gone;
+}
+
+/*
+ * Wait until wire has written all that is queued on it, it died, or the
+ * peer is gone; at most ms (0: no limit).  False when ms ran out.  In
+ * slices, so that closing the peer (sg_relay_free) ends the wait.
+ */
+static bool await_written(struct sg_relay *r, struct sg_wire *wire, int64_t ms)
+{
+	int64_t until = ms ? sg_now_ms() + ms : INT64_MAX;
+
+	while (sg_now_ms() < until) {
+		int64_t slice = sg_now_ms() + 100;
+
+		if (sg_wire_flush(wire, slice < until ? slice : until) || sg_wire_dead(wire) ||
+		    is_gone(r))
+			return true;
+	}
+	return false;
+}
+
+/*
+ * Is m an event of this connection?  The rule of proc.c: a process is
+ * the session's whose record's root_thread_id is the session, and there is
+ * no session before the peer accepted the binding.
+ */
+static bool own_event(struct sg_relay *r, json_t *m)
+{
+	json_t *rec = json_object_get(json_object_get(m, "data"), "Process");
+	const char *root = json_string_value(json_object_get(rec, "root_thread_id"));
+	bool own, said;
+
+	pthread_mutex_lock(&r->lock);
+	own = r->session && root && strcmp(root, r->session) == 0;
+	said = r->dropped_event;
+	if (!own)
+		r->dropped_event = true;
+	pthread_mutex_unlock(&r->lock);
+	/* Once: a peer must not flood stderr through sandgate either. */
+	if (!own && !said)
+		sg_log_warn("the peer sent a process/event that is not of this connection's session; dropped, as are any later ones");
+	return own;
+}
+
+/*
+ * An event of the peer to the host, as it is (steals m).  The host reads
+ * at its own pace and the host's wire queues in memory, so after a
+ * frame's worth of events the reader waits until the host has read them:
+ * a peer that floods events is then held by its own full stdout instead
+ * of growing sandgate's memory.  (Each message costs its queue entry too,
+ * hence the 64 bytes.)
+ */
+static void forward_event(struct sg_relay *r, json_t *m)
+{
+	struct sg_buf b = SG_BUF_INIT(SG_MAX_FRAME - 1);
+	char *text;
+	size_t len;
+
+	if (!own_event(r, m)) {
+		json_decref(m);
+		return;
+	}
+	if (sg_json_dump(m, &b)) {
+		sg_log_err("an event of the peer was not forwarded: it would exceed the frame limit, or memory ran out");
+		sg_buf_release(&b);
+		json_decref(m);
+		return;
+	}
+	json_decref(m);
+	text = sg_buf_take(&b, &len);
+	sg_wire_send_text(r->s->wire, text, len);
+	r->unread += len + 64;
+	if (r->unread > SG_MAX_FRAME) {
+		(void)await_written(r, r->s->wire, 0);
+		r->unread = 0;
+	}
+}
+
 static void *reader_main(void *arg)
 {
 	struct sg_relay *r = arg;
@@ -358,9 +474,25 @@ static void *reader_main(void *arg)
 		} else if (!id && json_is_string(method) &&
 			   strcmp(json_string_value(method), "process/event") == 0) {
 			/* Events belong to the host's connection, as they are. */
-			sg_wire_send(r->s->wire, m);
+			forward_event(r, m);
 		} else if (id && json_is_string(method)) {
-			/* A callback: sandgate serves none to a peer (no run_code). */
+			/*
+			 * A callback: sandgate serves none to a peer (no
+			 * run_code).  Its answer is queued only once the peer
+			 * has read the last one: a peer that writes callbacks
+			 * (ids of up to 16 MiB) and never reads its input must
+			 * not grow the queue without bound.  One that reads
+			 * nothing for the cancel drain is unresponsive.
+			 */
+			if (!await_written(r, r->wire, r->cancel_ms)) {
+				json_decref(m);
+				snprintf(why, sizeof(why),
+					 "the peer was closed for not reading its input for %lld ms",
+					 (long long)r->cancel_ms);
+				sg_log_err("%s", why);
+				close_peer(r, why);
+				break;
+			}
 			sg_wire_send(r->wire, json_pack("{s:O, s:s}", "id", id, "error",
 							"unknown_method: sandgate relays no callbacks"));
 			json_decref(m);
@@ -460,9 +592,11 @@ static sg_err call(struct sg_relay *r, struct sg_op *op, const char *method,
 		}
 		if (cancel_at && sg_now_ms() >= cancel_at) {
 			pthread_mutex_unlock(&r->lock);
-			sg_log_err("no terminal reply %lld ms after a cancel: closing the peer",
-				   (long long)r->cancel_ms);
-			close_peer(r, "the peer did not answer a cancel in time and was closed");
+			snprintf(why, sizeof(why),
+				 "the peer was closed for not answering a cancel within %lld ms",
+				 (long long)r->cancel_ms);
+			sg_log_err("%s", why);
+			close_peer(r, why);
 			pthread_mutex_lock(&r->lock);
 			continue;
 		}
@@ -653,7 +787,20 @@ sg_err sg_relay_initialize(struct sg_op *op, json_t *binding, const char *profil
 			*fatal = true;
 			goto out;
 		}
-		s->relay->token = strdup(token);
+	}
+	/*
+	 * Each initialize's own token, unchanged: a retry after a refusal
+	 * that left the connection usable may bring another one, and the
+	 * peer must be bound with the token this connection ends up with.
+	 */
+	pthread_mutex_lock(&s->relay->lock);
+	free(s->relay->token);
+	s->relay->token = strdup(token);
+	pthread_mutex_unlock(&s->relay->lock);
+	if (!s->relay->token) {
+		rc = sg_err_set(&op->err, SG_E_INTERNAL, "out of memory");
+		*fatal = true;
+		goto out;
 	}
 	rc = call(s->relay, op, "initialize", op->data, &data);
 	if (rc) {
@@ -674,6 +821,10 @@ sg_err sg_relay_initialize(struct sg_op *op, json_t *binding, const char *profil
 		goto out;
 	}
 	s->relay->methods = json_incref(json_object_get(data, "methods"));
+	/* Before the reply is handed: the peer's next events are checked by it. */
+	pthread_mutex_lock(&s->relay->lock);
+	s->relay->session = strdup(json_string_value(json_object_get(binding, "session")));
+	pthread_mutex_unlock(&s->relay->lock);
 	s->identity = strdup(json_is_string(json_object_get(binding, "identity"))
 				     ? json_string_value(json_object_get(binding, "identity"))
 				     : json_string_value(json_object_get(binding, "session")));
@@ -798,9 +949,8 @@ int sg_relay_shutdown(struct sg_session *s, struct sg_pool *pool, struct sg_canc
 		status = r->status;
 		pthread_mutex_unlock(&r->lock);
 		if (killed_before)
-			snprintf(what, sizeof(what),
-				 "the peer %s was closed for not answering a cancel; what it manages may remain",
-				 r->argv0);
+			snprintf(what, sizeof(what), "%s; what the peer %s manages may remain",
+				 r->why, r->argv0);
 		else if (status != 0)
 			snprintf(what, sizeof(what), "the peer %s's cleanup failed (%s)", r->argv0, how);
 		else
@@ -837,6 +987,7 @@ void sg_relay_free(struct sg_relay *r)
 	if (r->from_fd >= 0)
 		close(r->from_fd);
 	json_decref(r->methods);
+	free(r->session);
 	free(r->token);
 	free(r->argv0);
 	free(r);

@@ -13,14 +13,18 @@
  * Invariants:
  *  - The peer is started once, by the first initialize on a command
  *    profile, with exactly the profile's `env` (and PATH), never sandgate's
- *    own variables; it is never retried or replaced.
+ *    own variables, and no descriptor but its stdin, stdout and stderr;
+ *    it is never retried or replaced.
  *  - The binding and token reach it unchanged; its initialize reply must
  *    speak version 4, keep the binding's root and offer every capability
  *    the profile requires (`capabilities`, default process.start.v1).
  *  - Every relayed request has a fresh id on the peer's connection; its
  *    terminal reply goes back under the host's id, and is queued to the
  *    host before the peer's next message is, so a reply still precedes the
- *    events the peer wrote after it.  Events go to the host as they are.
+ *    events the peer wrote after it.  Events of this connection's session
+ *    go to the host as they are, others are dropped; after SG_MAX_FRAME
+ *    bytes of them the reader waits for the host to read them.  A
+ *    callback's answer waits until the peer read the previous one.
  *  - A cancel is forwarded; a peer that leaves it unanswered for
  *    SG_RELAY_CANCEL_MS is closed (killed).  A peer that is gone (exited,
  *    closed, or broke the protocol) answers `unavailable` to every

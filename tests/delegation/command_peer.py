@@ -33,6 +33,7 @@ def send(obj):
 
 def main():
     held = {}
+    session = None
     for line in sys.stdin:
         msg = json.loads(line)
         if LOG:
@@ -40,6 +41,7 @@ def main():
                 f.write(line)
         method, rid, data = msg.get("method"), msg.get("id"), msg.get("data") or {}
         if method == "initialize":
+            session = data.get("session")
             send({"id": rid, "data": {
                 "version": 3 if MODE == "version-3" else 4,
                 "capabilities": [] if MODE == "no-capability" else ["process.start.v1"],
@@ -61,7 +63,9 @@ def main():
                 send({"id": held.pop(target), "error": "cancelled: the peer stopped it"})
             send({"id": rid, "data": {"cancelled": target is not None}})
         elif method == "process/start" and MODE == "event":
-            rec = {"id": "p-1", "status": "running"}
+            # root_thread_id is always the binding's session (protocol 8.1);
+            # sandgate drops an event of another session's process.
+            rec = {"id": "p-1", "root_thread_id": session, "status": "running"}
             send({"id": rid, "data": rec})
             send({"method": "process/event", "data": {"Type": "started",
                                                       "Cause": "the process was started",

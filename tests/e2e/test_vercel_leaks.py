@@ -45,6 +45,9 @@ from sgclient import BIN, PROFILE, GatewayTestCase, unique
                      "needs SANDGATE_BIN, node, bwrap and nsenter")
 @unittest.skipUnless(PROFILE in (None, "", "vercel"),
                      "runs in the direct e2e run and on the vercel profile only")
+# SIGKILLs, crash points and exit statuses of sandgate itself: a delegation
+# wrapper's peer sees EOF when the wrapper is killed, and cleans up.
+@unittest.skipIf(os.environ.get("SG_PEER_BIN"), "checks sandgate itself, not a relay")
 class VercelLeaks(GatewayTestCase):
 
     @classmethod
