@@ -445,6 +445,14 @@ static sg_err sshb_base_argv(const struct sg_profile *p, const char *sock,
 		"-o", "ClearAllForwardings=yes",
 		"-o", "PermitLocalCommand=no",
 		"-o", "ForwardAgent=no",
+		/*
+		 * A `NoHostAuthenticationForLocalhost yes` in the user's or
+		 * the system's ssh config would accept any key from a
+		 * loopback address (a tunnel, a VM's forwarded port), even
+		 * with StrictHostKeyChecking=yes: the first value given wins,
+		 * so the command line turns it off.
+		 */
+		"-o", "NoHostAuthenticationForLocalhost=no",
 		"-o", "LogLevel=ERROR",
 		NULL
 	};
@@ -462,10 +470,15 @@ static sg_err sshb_base_argv(const struct sg_profile *p, const char *sock,
 		rc = sg_strv_addv(av, (const char *[]){ "-o", "ServerAliveCountMax=3", NULL });
 	if (!rc && p->known_hosts_file) {
 		rc = sshb_path_opt(av, "UserKnownHostsFile", p->known_hosts_file);
-		/* Only the configured file: the check is against it alone. */
+		/*
+		 * Only the configured file: the check is against it alone, so
+		 * neither the system's file nor a KnownHostsCommand of the
+		 * user's config may add keys to it.
+		 */
 		if (!rc)
 			rc = sg_strv_addv(av, (const char *[]){ "-o",
-								 "GlobalKnownHostsFile=none", NULL });
+								 "GlobalKnownHostsFile=none", "-o",
+								 "KnownHostsCommand=none", NULL });
 	}
 	if (!rc && p->identity_file) {
 		rc = sg_strv_addv(av, (const char *[]){ "-o", "IdentitiesOnly=yes", NULL });
@@ -802,6 +815,24 @@ static const struct sg_field ssh_fields[] = {
 	SG_FIELD_BEST_EFFORT("memory_mb"), SG_FIELDS_END,
 };
 
+/*
+ * A host or login name that is safe on ssh's command line and in the
+ * user's ssh config: not empty, no leading '-' (an option), and none of
+ * the blanks, control characters and shell metacharacters that a
+ * ProxyCommand, Match exec or LocalCommand with %h or %r would hand to a
+ * local shell.  OpenSSH 9.6 refuses these itself; older clients run them.
+ */
+static bool sshb_plain_word(const char *s, const char *also)
+{
+	if (!*s || *s == '-')
+		return false;
+	for (const unsigned char *c = (const unsigned char *)s; *c; c++)
+		if (*c <= ' ' || *c == 0x7f || strchr("'`\"$\\;&<>|(){}", *c) ||
+		    strchr(also, *c))
+			return false;
+	return true;
+}
+
 static sg_err ssh_validate(const struct sg_profile *p, struct sg_errinfo *err)
 {
 	char *ssh;
@@ -810,11 +841,11 @@ static sg_err ssh_validate(const struct sg_profile *p, struct sg_errinfo *err)
 		return sg_err_set(err, SG_E_INVALID_ARGUMENT,
 				  "field \"host\" (profile \"%s\") is required by the ssh backend",
 				  p->name);
-	if (p->host[0] == '-' || strpbrk(p->host, " \t\r\n\"'\\"))
+	if (!sshb_plain_word(p->host, ""))
 		return sg_err_set(err, SG_E_INVALID_ARGUMENT,
 				  "field \"host\" (profile \"%s\") must be a host name or an ssh alias",
 				  p->name);
-	if (p->user && (p->user[0] == '-' || strpbrk(p->user, " \t\r\n\"'\\@")))
+	if (p->user && !sshb_plain_word(p->user, "@"))
 		return sg_err_set(err, SG_E_INVALID_ARGUMENT,
 				  "field \"user\" (profile \"%s\") must be a login name",
 				  p->name);

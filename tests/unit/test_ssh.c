@@ -365,6 +365,38 @@ static void t_validate(void **state)
 	pr.p.host = "-oProxyCommand=touch /tmp/pwned";
 	assert_int_equal(sg_adapter_ssh.validate(&pr.p, &err), SG_E_INVALID_ARGUMENT);
 	sg_err_clear(&err);
+	/*
+	 * Shell metacharacters reach a local shell through a ProxyCommand or
+	 * Match exec with %h or %r in the user's ssh config, on an OpenSSH
+	 * older than 9.6; they are refused before ssh is ever run.
+	 */
+	{
+		static const char *const hosts[] = { "h;touch${IFS}x", "$(id)", "`id`",
+						     "h|x", "h&x", "h>x", "h\x1bx", "(h)",
+						     "h{a,b}", NULL };
+		static const char *const users[] = { "a$(id)", "u;x", "u`x`", "u|x",
+						     "-oProxyCommand=x", "u@h", "u x",
+						     NULL };
+
+		for (size_t i = 0; hosts[i]; i++) {
+			prof_init(&pr, &H);
+			pr.p.host = hosts[i];
+			assert_int_equal(sg_adapter_ssh.validate(&pr.p, &err),
+					 SG_E_INVALID_ARGUMENT);
+			sg_err_clear(&err);
+		}
+		for (size_t i = 0; users[i]; i++) {
+			prof_init(&pr, &H);
+			pr.p.user = users[i];
+			assert_int_equal(sg_adapter_ssh.validate(&pr.p, &err),
+					 SG_E_INVALID_ARGUMENT);
+			sg_err_clear(&err);
+		}
+		prof_init(&pr, &H);
+		pr.p.host = "lab-box.example.com";
+		pr.p.user = "agent.1_x";
+		assert_int_equal(sg_adapter_ssh.validate(&pr.p, &err), SG_OK);
+	}
 
 	prof_init(&pr, &H);
 	pr.p.identity_file = "/nonexistent/sandgate-key";
@@ -1130,6 +1162,83 @@ static void t_host_keys_fail_closed(void **state)
 	free(keyfile);
 }
 
+/*
+ * The user's (or the system's) ssh config cannot weaken the host key
+ * check: an `ssh` first on PATH runs the real client with a config file
+ * that says NoHostAuthenticationForLocalhost (which accepts any key from
+ * 127.0.0.1) or a KnownHostsCommand that supplies the key, and a profile
+ * whose known_hosts_file is empty must still fail closed.
+ */
+static char *saved_path;
+
+static int restore_path(void **state)
+{
+	(void)state;
+	if (saved_path)
+		setenv("PATH", saved_path, 1);
+	free(saved_path);
+	saved_path = NULL;
+	return 0;
+}
+
+static void t_user_config_cannot_weaken_host_keys(void **state)
+{
+	static const char *const configs[] = { "NoHostAuthenticationForLocalhost yes",
+						"KnownHostsCommand", NULL };
+	char *real = sg_exec_which("ssh"), *bindir = path_of("%s/fakebin", state_dir);
+	char *kh = tmp_file("weak_empty_known_hosts", "");
+	char *feeder = path_of("%s/kh-feeder.sh", state_dir);
+
+	(void)state;
+	NEED_SSHD();
+	assert_non_null(real);
+	saved_path = strdup(getenv("PATH") ? getenv("PATH") : "/usr/bin:/bin");
+	assert_int_equal(mkdir(bindir, 0700), 0);
+	{
+		/* The KnownHostsCommand: prints the real host key. */
+		char *text = path_of("#!/bin/sh\ncat '%s'\n", H.known_hosts);
+		char *f = tmp_file("kh-feeder.sh", text);
+
+		assert_int_equal(chmod(f, 0700), 0);
+		free(text);
+		free(f);
+	}
+	for (size_t i = 0; configs[i]; i++) {
+		struct prof pr;
+		struct tenv t;
+		struct sg_errinfo err;
+		char *cfgtext = path_of("%s %s\n", configs[i], i == 1 ? feeder : "");
+		char *cfg = tmp_file("weak_ssh_config", cfgtext);
+		char *wrap = path_of("#!/bin/sh\nexec '%s' -F '%s' \"$@\"\n", real, cfg);
+		char *ssh = path_of("%s/ssh", bindir), *path = path_of("%s:%s", bindir, saved_path);
+		FILE *f = fopen(ssh, "we");
+
+		assert_non_null(f);
+		fputs(wrap, f);
+		fclose(f);
+		assert_int_equal(chmod(ssh, 0700), 0);
+		setenv("PATH", path, 1);
+		prof_init(&pr, &H);
+		snprintf(pr.kh, sizeof(pr.kh), "%s", kh);
+		tenv_init(&t, &H, NULL);
+		assert_int_equal(provision(&t, &pr.p, false, &err), SG_E_UNAVAILABLE);
+		print_message("with \"%s\": %s\n", configs[i], err.msg);
+		assert_non_null(strstr(err.msg, "is not in"));
+		env_free(t.env);
+		setenv("PATH", saved_path, 1);
+		assert_nothing_left(&t);
+		free(cfgtext);
+		free(cfg);
+		free(wrap);
+		free(ssh);
+		free(path);
+	}
+	free(real);
+	free(bindir);
+	free(kh);
+	free(feeder);
+}
+
 struct found {
 	const char *id;
 	bool seen;
@@ -1448,6 +1557,7 @@ int main(void)
 		cmocka_unit_test(t_network_none),
 		cmocka_unit_test(t_memory_limit),
 		cmocka_unit_test(t_host_keys_fail_closed),
+		cmocka_unit_test_teardown(t_user_config_cannot_weaken_host_keys, restore_path),
 		cmocka_unit_test(t_require_existing),
 		cmocka_unit_test(t_helper_upload_is_cached),
 		cmocka_unit_test(t_foreign_directory_refused),
