@@ -56,6 +56,8 @@ extern char **environ;
 /* Where the instance shows sandgate's own parts. */
 #define SING_HELPER "/run/sandgate/sg-helper"
 #define SING_CTL "/run/sandgate/ctl"
+/* The longest plain environment name (env_name()). */
+#define SING_NAME_MAX 100
 
 /*
  * The profile fields this backend honours (adapter.h); the config layer
@@ -162,9 +164,54 @@ sg_err sg_sing_exec_env(const char *const *base, const char *prefix,
 	return rc;
 }
 
+/* A white-space character Go's strings.TrimSpace removes, ending at end. */
+static bool ends_in_space(const char *p, size_t n)
+{
+	static const char *const wide[] = {
+		"\xc2\x85", "\xc2\xa0", "\xe1\x9a\x80", "\xe2\x80\xa8", "\xe2\x80\xa9",
+		"\xe2\x80\xaf", "\xe2\x81\x9f", "\xe3\x80\x80", NULL,
+	};
+
+	if (n && strchr(" \t\n\v\f\r", p[n - 1]))
+		return true;
+	/* U+2000 to U+200A. */
+	if (n >= 3 && (unsigned char)p[n - 3] == 0xe2 && (unsigned char)p[n - 2] == 0x80 &&
+	    (unsigned char)p[n - 1] >= 0x80 && (unsigned char)p[n - 1] <= 0x8a)
+		return true;
+	for (size_t i = 0; wide[i]; i++) {
+		size_t w = strlen(wide[i]);
+
+		if (n >= w && memcmp(p + n - w, wide[i], w) == 0)
+			return true;
+	}
+	return false;
+}
+
+bool sg_sing_bind_path_ok(const char *path)
+{
+	size_t n = path ? strlen(path) : 0;
+
+	/*
+	 * The runtime's parser (ParseBindPath) matches `[^,^:]+` and trims
+	 * each match: a leading or trailing space moves the path, anything
+	 * in ",:^\\" starts another bind or an option such as image-src.
+	 */
+	if (!n || strpbrk(path, ",:^\\"))
+		return false;
+	if (strchr(" \t\n\v\f\r", path[0]) || (unsigned char)path[0] >= 0x80)
+		return false;
+	return !ends_in_space(path, n);
+}
+
 sg_err sg_sing_start_argv(const struct sg_sing_start *s, struct sg_strv *av)
 {
-	sg_err rc = sg_strv_addv(av, (const char *[]){ s->runtime, "instance", "start",
+	sg_err rc;
+
+	if (!sg_sing_bind_path_ok(s->workspace) || !sg_sing_bind_path_ok(s->root) ||
+	    !sg_sing_bind_path_ok(s->helper_host) || !sg_sing_bind_path_ok(s->helper) ||
+	    !sg_sing_bind_path_ok(s->ctl_host) || !sg_sing_bind_path_ok(s->ctl))
+		return SG_E_INVALID_ARGUMENT;
+	rc = sg_strv_addv(av, (const char *[]){ s->runtime, "instance", "start",
 						       "--containall", "--no-home",
 						       "--cleanenv", NULL });
 
@@ -178,7 +225,10 @@ sg_err sg_sing_start_argv(const struct sg_sing_start *s, struct sg_strv *av)
 		rc = sg_strv_addv(av, (const char *[]){ "--overlay", s->overlay, NULL });
 	else if (!rc)
 		rc = sg_strv_add(av, "--writable-tmpfs");
-	/* One bind per flag: a comma in a path cannot split it. */
+	/*
+	 * One bind per flag, each path checked above: the runtime splits
+	 * even a single --bind value at ',' and ':'.
+	 */
 	if (!rc)
 		rc = sg_strv_add(av, "--bind") ||
 		     sg_strv_addf(av, "%s:%s%s", s->workspace, s->root,
@@ -326,6 +376,55 @@ static char *envs_dir(const struct sg_profile *p, const char *state_dir)
 
 	(void)p;
 	return asprintf(&d, "%s/singularity", state_dir) < 0 ? NULL : d;
+}
+
+/*
+ * Whether name is a plain environment name: an identity's slug that
+ * Apptainer accepts in an instance name ([a-zA-Z0-9._-]+, so no "%XX"),
+ * at most SING_NAME_MAX bytes, and not the image cache's "images".
+ */
+static bool plain_name(const char *name)
+{
+	size_t n = strlen(name);
+
+	if (!n || n > SING_NAME_MAX || name[0] == '.' || strcmp(name, "images") == 0)
+		return false;
+	return strspn(name, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") ==
+	       n;
+}
+
+/*
+ * Whether name is one env_name() gives: plain, or '.' and 32 hex digits.
+ * Nothing else is ever a directory to remove or an instance to stop (the
+ * runtime's `instance stop` reads a glob).
+ */
+static bool env_name_ok(const char *name)
+{
+	return plain_name(name) || (name[0] == '.' && strlen(name) == 33 &&
+				    strspn(name + 1, "0123456789abcdef") == 32);
+}
+
+/*
+ * The environment's name: its directory under <state>/singularity, its id
+ * after "singularity-" and its instance after "sg-" (new string, or NULL).
+ * The identity's slug when plain_name() holds, else '.' and the first 32
+ * hex digits of the identity's SHA-256 (short, since the instance's name
+ * is also its host name, at most 64 bytes): a slug keeps "%XX", which
+ * Apptainer refuses in an instance name, one over 100 bytes was never
+ * listed, and "images" was the image cache.  A slug never starts with
+ * '.', so no plain name is a hashed one.
+ */
+static char *env_name(const char *identity)
+{
+	char *s = sg_slug(identity), sum[65], *name = NULL;
+
+	if (!s || plain_name(s))
+		return s;
+	free(s);
+	if (!sg_sha256_hex(identity, strlen(identity), sum) ||
+	    asprintf(&name, ".%.32s", sum) < 0)
+		return NULL;
+	return name;
 }
 
 /* The runtime's last FATAL line (or its whole stderr) for a sentence. */
@@ -575,14 +674,9 @@ static const char *refused_field(const struct sg_profile *p, const char *text)
 	return NULL;
 }
 
-/*
- * Start the instance.  *limits and *net say whether --cpus/--memory and
- * --network none were applied: a best-effort field the site refuses is
- * dropped and the start tried again without it.
- */
-static sg_err start_instance(struct sing_env *se, const char *image, const char *overlay,
-			     const char *ctl, bool *limits, bool *net, struct sg_cancel *cancel,
-			     struct sg_errinfo *err)
+/* What `instance start` is asked for first, from the profile and binding. */
+static struct sg_sing_start start_spec(const struct sing_env *se, const char *image,
+				       const char *overlay, const char *ctl)
 {
 	const struct sg_env *env = &se->base;
 	const struct sg_profile *p = env->profile;
@@ -602,7 +696,94 @@ static sg_err start_instance(struct sing_env *se, const char *image, const char 
 		.cpus = p->cpus,
 		.memory_mb = p->memory_mb,
 	};
+
+	return s;
+}
+
+/*
+ * <dir>/instance.json: the profile and the first `instance start` argv of
+ * the running instance, and what of it was applied (new string, or NULL).
+ * The container cannot write there: only the workspace and ctl are bound.
+ */
+static char *instance_record(const struct sing_env *se)
+{
+	char *path = NULL;
+
+	return asprintf(&path, "%s/instance.json", se->dir) < 0 ? NULL : path;
+}
+
+static sg_err record_instance(const struct sing_env *se, const struct sg_strv *av, bool limits,
+			      bool net, struct sg_errinfo *err)
+{
+	char *path = instance_record(se), *tmp = NULL;
+	json_t *argv = json_array(), *m = NULL;
+	sg_err rc = SG_OK;
+
+	for (size_t i = 0; argv && i < av->n; i++)
+		json_array_append_new(argv, json_string(av->v[i]));
+	m = argv ? json_pack("{s:s, s:O, s:b, s:b}", "profile", se->base.profile->name, "argv",
+			     argv, "limits", limits, "network_namespace", net)
+		 : NULL;
+	if (!m || !path || asprintf(&tmp, "%s.tmp", path) < 0 ||
+	    json_dump_file(m, tmp, JSON_COMPACT) || rename(tmp, path))
+		rc = sg_err_set(err, SG_E_INTERNAL, "cannot record instance %s in %s: %s",
+				se->name, se->dir, strerror(errno));
+	json_decref(argv);
+	json_decref(m);
+	free(path);
+	free(tmp);
+	return rc;
+}
+
+/*
+ * Whether a shared session may join the running instance: only one
+ * started for the same `instance start` argv (so the same profile's
+ * image, binds, network and limits), never one another profile started,
+ * whose commands would run without this profile's limits or network
+ * namespace while the facts claimed them.  *limits and *net: what the
+ * starting session applied.
+ */
+static sg_err may_attach(const struct sing_env *se, const struct sg_sing_start *s, bool *limits,
+			 bool *net, struct sg_errinfo *err)
+{
+	char *path = instance_record(se);
+	json_t *m = path ? json_load_file(path, 0, NULL) : NULL, *want = json_array();
 	struct sg_strv av = SG_STRV_INIT;
+	const char *by = json_string_value(json_object_get(m, "profile"));
+	sg_err rc = sg_sing_start_argv(s, &av);
+
+	for (size_t i = 0; !rc && want && i < av.n; i++)
+		json_array_append_new(want, json_string(av.v[i]));
+	if (!rc && (!m || !json_equal(want, json_object_get(m, "argv"))))
+		rc = sg_err_set(err, SG_E_UNAVAILABLE,
+				"instance %s of identity \"%s\" runs with other settings (started by profile \"%.100s\"); profile \"%s\" can join it only when it was started the same way",
+				se->name, se->base.identity, by ? by : "unknown",
+				se->base.profile->name);
+	else if (rc)
+		rc = sg_err_set(err, SG_E_INTERNAL, "cannot compare instance %s's settings",
+				se->name);
+	*limits = json_is_true(json_object_get(m, "limits"));
+	*net = json_is_true(json_object_get(m, "network_namespace"));
+	json_decref(m);
+	json_decref(want);
+	sg_strv_release(&av);
+	free(path);
+	return rc;
+}
+
+/*
+ * Start the instance.  *limits and *net say whether --cpus/--memory and
+ * --network none were applied: a best-effort field the site refuses is
+ * dropped and the start tried again without it.
+ */
+static sg_err start_instance(struct sing_env *se, const char *image, const char *overlay,
+			     const char *ctl, bool *limits, bool *net, struct sg_cancel *cancel,
+			     struct sg_errinfo *err)
+{
+	const struct sg_env *env = &se->base;
+	const struct sg_profile *p = env->profile;
+	struct sg_sing_start s = start_spec(se, image, overlay, ctl);
+	struct sg_strv av = SG_STRV_INIT, first = SG_STRV_INIT;
 	struct sg_exec_result r;
 	const char *field = NULL;
 	sg_err rc = SG_OK;
@@ -611,7 +792,18 @@ static sg_err start_instance(struct sing_env *se, const char *image, const char 
 	/* At most three tries: as asked, without limits, without the network. */
 	for (int tries = 0; tries < 3; tries++) {
 		sg_strv_release(&av);
-		if (sg_sing_start_argv(&s, &av)) {
+		rc = sg_sing_start_argv(&s, &av);
+		if (rc == SG_E_INVALID_ARGUMENT) {
+			rc = sg_err_set(err, rc,
+					"a path to bind into instance %s contains ',', ':', '^', a backslash or edge white space, which apptainer reads as more binds",
+					se->name);
+			break;
+		}
+		if (rc) {
+			rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
+			break;
+		}
+		if (tries == 0 && sg_strv_addv(&first, sg_strv_get(&av))) {
 			rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
 			break;
 		}
@@ -645,6 +837,17 @@ static sg_err start_instance(struct sing_env *se, const char *image, const char 
 	}
 	*limits = s.cpus > 0 || s.memory_mb > 0;
 	*net = s.network_none;
+	if (!rc && r.exit_code == 0) {
+		rc = record_instance(se, &first, *limits, *net, err);
+		if (rc) {
+			struct sg_errinfo ignore = { 0 };
+
+			/* Never left running unrecorded: no session could join it. */
+			if (stop_instance(se->runtime, sg_strv_get(&se->cli_env), se->name, NULL,
+					  &ignore))
+				sg_log_warn("%s", ignore.msg);
+		}
+	}
 	if (rc || r.exit_code == 0)
 		goto out;
 	if (field)
@@ -657,6 +860,7 @@ static sg_err start_instance(struct sing_env *se, const char *image, const char 
 out:
 	sg_exec_result_release(&r);
 	sg_strv_release(&av);
+	sg_strv_release(&first);
 	return rc;
 }
 
@@ -665,7 +869,7 @@ static sg_err sing_provision(struct sg_env *env, struct sg_cancel *cancel,
 {
 	struct sing_env *se = (struct sing_env *)env;
 	const struct sg_profile *p = env->profile;
-	char *slug = sg_slug(env->identity), *base = envs_dir(p, env->state_dir);
+	char *slug = env_name(env->identity), *base = envs_dir(p, env->state_dir);
 	char *ctl = NULL, *overlay = NULL, *image = NULL;
 	json_t *live = NULL, *requested = json_object(), *applied = json_object();
 	bool fresh = false, limits = false, net = false, attach = false;
@@ -716,6 +920,24 @@ static sg_err sing_provision(struct sg_env *env, struct sg_cancel *cancel,
 		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
 		goto out;
 	}
+	/*
+	 * Apptainer splits a --bind value at ',' and ':': a root such as
+	 * "/work,/etc:/x" would bind the host's /etc into the container.
+	 */
+	if (!sg_sing_bind_path_ok(env->root)) {
+		rc = sg_err_set(err, SG_E_INVALID_ARGUMENT,
+				"binding root %.200s cannot be bound by apptainer: it contains ',', ':', '^', a backslash or edge white space, which the runtime reads as more binds",
+				env->root);
+		goto out;
+	}
+	if (!sg_sing_bind_path_ok(se->workspace) || !sg_sing_bind_path_ok(se->dir) ||
+	    !sg_sing_bind_path_ok(env->helper_host)) {
+		rc = sg_err_set(err, SG_E_INVALID_ARGUMENT,
+				"the workspace %.200s, the state directory %.200s or sg-helper %.200s contains ',', ':', '^', a backslash or edge white space, which apptainer reads as more binds",
+				se->workspace, se->dir,
+				env->helper_host ? env->helper_host : "(none)");
+		goto out;
+	}
 	if (env->resumed && env->require_existing && !p->host_workspace && !is_dir(se->workspace)) {
 		rc = sg_err_set(err, SG_E_WORKSPACE_LOST, "the workspace %s is gone", se->workspace);
 		goto out;
@@ -747,6 +969,11 @@ static sg_err sing_provision(struct sg_env *env, struct sg_cancel *cancel,
 	snprintf(env->id, sizeof(env->id), "singularity-%.100s", slug);
 	if (!rc && fresh)
 		rc = write_marker(se, err);
+	if (attach) {
+		struct sg_sing_start s = start_spec(se, image, overlay, ctl);
+
+		rc = may_attach(se, &s, &limits, &net, err);
+	}
 	if (!rc && !attach) {
 		sg_progress_begin("create", "starting instance %s", se->name);
 		rc = start_instance(se, image, overlay, ctl, &limits, &net, cancel, err);
@@ -754,11 +981,7 @@ static sg_err sing_provision(struct sg_env *env, struct sg_cancel *cancel,
 	}
 	if (rc)
 		goto out;
-	if (attach) {
-		/* Started by the session that made it, with the same profile. */
-		limits = p->cpus > 0 || p->memory_mb > 0;
-		net = p->network == SG_NET_NONE;
-	}
+
 	se->started = !attach;
 	sg_crashpoint("adapter:created");
 	if (p->cpus > 0) {
@@ -926,8 +1149,7 @@ static sg_err sing_list(const struct sg_profile *p, const char *state_dir, sg_en
 		char *marker = NULL, *name = NULL;
 		json_t *m;
 
-		if (de->d_name[0] == '.' || strcmp(de->d_name, "images") == 0 ||
-		    strlen(de->d_name) > 100 ||
+		if (!env_name_ok(de->d_name) ||
 		    asprintf(&marker, "%s/%s/env.json", base, de->d_name) < 0)
 			continue;
 		m = json_load_file(marker, 0, NULL);
@@ -959,7 +1181,7 @@ static sg_err sing_list(const struct sg_profile *p, const char *state_dir, sg_en
 		struct sg_env_info info = { 0 };
 
 		if (!n || strncmp(n, "sg-", 3) != 0 || json_object_get(seen, n) ||
-		    strlen(n) > 100)
+		    !env_name_ok(n + 3))
 			continue;
 		snprintf(info.id, sizeof(info.id), "singularity-%s", n + 3);
 		snprintf(info.state, sizeof(info.state), "ghost");
@@ -985,8 +1207,7 @@ static sg_err sing_destroy(const struct sg_profile *p, const char *state_dir, co
 	json_t *live = NULL;
 	sg_err rc = SG_OK;
 
-	if (strncmp(id, "singularity-", 12) != 0 || !*slug || strchr(slug, '/') ||
-	    !strcmp(slug, ".") || !strcmp(slug, "..") || !strcmp(slug, "images")) {
+	if (strncmp(id, "singularity-", 12) != 0 || !env_name_ok(slug)) {
 		rc = sg_err_set(err, SG_E_INVALID_ARGUMENT, "%s is not a singularity environment id",
 				id);
 		goto out;

@@ -49,6 +49,15 @@ const char *sg_sing_env_prefix(const struct sg_sing_version *v);
  */
 sg_err sg_sing_scrub_env(const char *const *envp, struct sg_strv *out) SG_MUST_CHECK;
 
+/*
+ * Whether path can be one side of a `--bind SRC:DST[:OPTS]` spec as it is.
+ * The runtime splits every spec at ',' and ':' (and '^', which its
+ * pattern also excludes), honours backslash escapes and trims white space
+ * around each part, so a path with any of those would name other binds
+ * or options: such a path is refused, never quoted.
+ */
+bool sg_sing_bind_path_ok(const char *path);
+
 /* What `instance start` is asked for. */
 struct sg_sing_start {
 	const char *runtime, *image, *name;
@@ -62,6 +71,10 @@ struct sg_sing_start {
 	long long memory_mb;            /* 0: none */
 };
 
+/*
+ * The argv of `instance start`; SG_E_INVALID_ARGUMENT when a bound path
+ * fails sg_sing_bind_path_ok().
+ */
 sg_err sg_sing_start_argv(const struct sg_sing_start *s, struct sg_strv *av) SG_MUST_CHECK;
 
 /*

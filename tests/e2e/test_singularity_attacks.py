@@ -1,0 +1,178 @@
+"""Attacks on the singularity backend (tests/fakes/apptainer): a binding
+field that splits the runtime's `--bind` spec into extra binds, identities
+whose names collide with the image cache or cannot name an instance, and
+a shared session joining an instance another profile started.
+
+Like test_singularity.py these tests write their own config and skip when
+the suite runs against another profile, without root, or without
+bubblewrap.
+"""
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+
+from sgclient import BIN, CONFIG, GatewayTestCase, Gateway, code_of
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+FAKE_DIR = os.path.join(HERE, "..", "fakes", "apptainer")
+FAKE = os.path.join(FAKE_DIR, "apptainer")
+
+
+class SingularityAttacks(GatewayTestCase):
+    def setUp(self):
+        if CONFIG:
+            self.skipTest("singularity-backend checks use their own config")
+        if os.environ.get("SG_PEER_BIN"):
+            self.skipTest("checks sandgate's own replies, not a relay's")
+        if os.getuid() != 0:
+            self.skipTest("the fake apptainer needs root")
+        for prog in ("bwrap", "nsenter", "unshare"):
+            if not shutil.which(prog):
+                self.skipTest("%s is missing" % prog)
+        self.dir = tempfile.mkdtemp(prefix="sg-e2e-singatk-")
+        self.home = os.path.join(self.dir, "home")
+        os.makedirs(self.home)
+        self.log = os.path.join(self.dir, "argv.log")
+        self.env = {"HOME": self.home, "PATH": FAKE_DIR + ":" + os.environ.get("PATH", ""),
+                    "FAKE_APPTAINER_LOG": self.log}
+        self.addCleanup(self._clean)
+        self.sif = os.path.join(self.dir, "image.sif")
+        self.cli(["-q", "build", self.sif, "docker://debian:12"])
+        self.state = os.path.join(self.dir, "state")
+
+    def _clean(self):
+        self.cli(["instance", "stop", "--all"], check=False)
+        subprocess.run(["rm", "-rf", self.dir])
+
+    def cli(self, args, check=True):
+        env = dict(os.environ, **self.env)
+        r = subprocess.run([FAKE] + args, env=env, capture_output=True, text=True, timeout=120)
+        if check and r.returncode != 0:
+            raise AssertionError("apptainer %s: %s" % (args, r.stderr))
+        return r
+
+    def instances(self):
+        return sorted(i["instance"] for i in
+                      json.loads(self.cli(["instance", "list", "--json"]).stdout)["instances"])
+
+    def gw_with(self, profiles, name="p"):
+        cfg = os.path.join(self.dir, "config-%d.json" % len(os.listdir(self.dir)))
+        profs = {}
+        for n, prof in profiles.items():
+            profs[n] = dict(backend="singularity", image=self.sif)
+            profs[n].update(prof)
+        with open(cfg, "w") as f:
+            json.dump({"default": name, "profiles": profs}, f)
+        gw = Gateway(state_dir=self.state, config=cfg, profile=name,
+                     env_extra=dict(self.env))
+        self.addCleanup(gw.cleanup)
+        return gw
+
+    def envs(self, gw, *args):
+        cfg = gw.argv[gw.argv.index("--config") + 1]
+        return subprocess.run([BIN, "envs"] + list(args) + ["--state-dir", self.state,
+                                                          "--config", cfg],
+                              env=dict(os.environ, **self.env), capture_output=True,
+                              text=True, timeout=120)
+
+    def test_a_root_with_a_comma_binds_no_host_directory(self):
+        # Apptainer splits every --bind value at ',' and ':' (and '^'), so a
+        # root of "/opt/w,SECRET:/stolen" was a second, writable bind of a
+        # host directory the binding never named.  The container made the
+        # literal root in its persistent overlay first, so that the next
+        # session's commands could start there.
+        secret = os.path.join(self.dir, "secret")
+        os.makedirs(secret)
+        with open(os.path.join(secret, "key"), "w") as f:
+            f.write("host secret\n")
+        roots = ("/opt/w,%s:/stolen" % secret, "/opt/w:ro,%s:/stolen" % secret,
+                 "/opt/w^%s:/stolen" % secret[1:], "/opt/w ")
+        prep = self.gw_with({"p": {"persistent": True}})
+        prep.initialize(identity="ovl", remove_workspace_on_exit=False)
+        prep.sh_ok(" && ".join("mkdir -p '%s'" % r for r in roots), mode="full")
+        prep.shutdown()
+        for root in roots:
+            gw = self.gw_with({"p": {"persistent": True}})
+            r = gw.call("initialize", gw.make_binding(root=root, identity="ovl",
+                                                      remove_workspace_on_exit=False),
+                        timeout=120, token="tok-r")
+            if "error" not in r:
+                gw.token = "tok-r"
+                out = gw.sh("cat /stolen/key; echo pwned > /stolen/planted")
+                self.assertNotIn("host secret", out["content"])
+                self.fail("root %r was accepted" % root)
+            self.assertEqual(code_of(r["error"]), "invalid_argument", r["error"])
+            self.assertIn("root", r["error"])
+            self.assertEqual(os.listdir(secret), ["key"])
+            self.assertEqual(self.instances(), [])
+            gw.cleanup()
+
+    def test_identity_images_leaves_the_image_cache_alone(self):
+        # <state>/singularity/images is the image cache; an identity named
+        # "images" had its environment there, and removing it removed the
+        # cache (and `envs` could neither list nor remove it).
+        cache = os.path.join(self.state, "singularity", "images")
+        os.makedirs(cache)
+        with open(os.path.join(cache, "kept.sif"), "w") as f:
+            f.write("a cached image\n")
+        gw = self.gw_with({"p": {}})
+        gw.initialize(identity="images", remove_workspace_on_exit=True)
+        self.assertFalse(os.path.exists(os.path.join(cache, "env.json")),
+                         "the environment of identity \"images\" lives in the image cache")
+        self.assertEqual(gw.sh_ok("echo ran"), "ran\n")
+        listed = self.envs(gw, "list", "--json")
+        self.assertEqual(listed.returncode, 0, listed.stderr)
+        self.assertIn("singularity-", listed.stdout)
+        self.assertNotIn('"ghost"', listed.stdout)
+        gw.shutdown()
+        self.assertEqual(os.listdir(cache), ["kept.sif"])
+        self.assertEqual(self.instances(), [])
+
+    def test_any_identity_gets_an_instance_envs_can_collect(self):
+        # Apptainer names instances [a-zA-Z0-9._-]+ only, and a slug keeps
+        # '%XX': an identity such as an e-mail address could never start.
+        # A long one (slug over 100 bytes) was never listed by `envs`.
+        for ident in ("alice@example.com", "x" * 128, "a" * 100 + "/b"):
+            gw = self.gw_with({"p": {}})
+            gw.initialize(identity=ident, remove_workspace_on_exit=False)
+            self.assertEqual(gw.sh_ok("echo ran"), "ran\n")
+            gw.proc.send_signal(signal.SIGKILL)
+            gw.proc.wait()
+            self.assertEqual(len(self.instances()), 1)
+            listed = self.envs(gw, "list", "--json")
+            self.assertEqual(listed.returncode, 0, listed.stderr)
+            rows = [e for e in json.loads(listed.stdout)
+                    if e.get("identity") == ident]
+            self.assertEqual(len(rows), 1, listed.stdout)
+            self.assertEqual(rows[0]["state"], "running")
+            r = self.envs(gw, "rm", rows[0]["id"])
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+            self.assertEqual(self.instances(), [])
+            self.assertEqual(os.listdir(os.path.join(self.state, "singularity")), [])
+
+    def test_a_shared_session_joins_no_instance_another_profile_started(self):
+        # A shared session joins the identity's running instance as it is:
+        # one started by another profile (here without `network: "none"`)
+        # would run this profile's commands with the host's network while
+        # its facts claimed the namespace.
+        profiles = {"open": {"shared": True}, "closed": {"shared": True, "network": "none"}}
+        one = self.gw_with(profiles, name="open")
+        one.initialize(identity="mixed", remove_workspace_on_exit=False)
+        two = self.gw_with(profiles, name="closed")
+        r = two.call("initialize", two.make_binding(identity="mixed",
+                                                    remove_workspace_on_exit=False),
+                     timeout=120, token="tok-c")
+        if "error" not in r:
+            two.token = "tok-c"
+            facts = r["data"]["environment"]["facts"]
+            ifaces = two.sh_ok("cat /proc/net/dev")
+            self.assertFalse(facts["runtime"]["network_namespace"] and "eth" in ifaces
+                             or len(ifaces.splitlines()) > 3,
+                             "facts %s, interfaces %s" % (facts["runtime"], ifaces))
+        else:
+            self.assertIn("open", r["error"])
+        self.assertEqual(one.sh_ok("echo still"), "still\n")
