@@ -19,53 +19,19 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 
-from sgclient import BIN, CONFIG, GatewayTestCase, Gateway, GatewayExited, code_of
+from sgclient import BIN, GatewayTestCase, Gateway, GatewayExited, code_of
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-FAKE_DIR = os.path.join(HERE, "..", "fakes", "apptainer")
-FAKE = os.path.join(FAKE_DIR, "apptainer")
+from apptainer_fixture import FAKE_DIR, ApptainerFixture
 
 
-class SingularityBackend(GatewayTestCase):
+class SingularityBackend(ApptainerFixture, GatewayTestCase):
     def setUp(self):
-        if CONFIG:
-            self.skipTest("singularity-backend checks use their own config")
-        if os.environ.get("SG_PEER_BIN"):
-            # Exit statuses and crash points of sandgate itself: the
-            # delegation wrapper reports its own (e2e/test_singularity
-            # runs these directly).
-            self.skipTest("checks sandgate's own exit statuses, not a relay's")
-        if os.getuid() != 0:
-            self.skipTest("the fake apptainer needs root")
-        for prog in ("bwrap", "nsenter", "unshare"):
-            if not shutil.which(prog):
-                self.skipTest("%s is missing" % prog)
-        self.dir = tempfile.mkdtemp(prefix="sg-e2e-sing-")
-        self.home = os.path.join(self.dir, "home")
-        os.makedirs(self.home)
-        self.log = os.path.join(self.dir, "argv.log")
-        self.env = {"HOME": self.home, "PATH": FAKE_DIR + ":" + os.environ.get("PATH", ""),
-                    "FAKE_APPTAINER_LOG": self.log}
-        self.addCleanup(self._clean)
-        self.sif = os.path.join(self.dir, "image.sif")
-        self.cli(["-q", "build", self.sif, "docker://debian:12"])
-
-    def _clean(self):
-        self.cli(["instance", "stop", "--all"], check=False)
-        subprocess.run(["rm", "-rf", self.dir])
-
-    def cli(self, args, check=True, extra=None):
-        env = dict(os.environ, **self.env, **(extra or {}))
-        r = subprocess.run([FAKE] + args, env=env, capture_output=True, text=True, timeout=120)
-        if check and r.returncode != 0:
-            raise AssertionError("apptainer %s: %s" % (args, r.stderr))
-        return r
+        self.fake_apptainer("sg-e2e-sing-")
 
     def instances(self):
-        return json.loads(self.cli(["instance", "list", "--json"]).stdout)["instances"]
+        return self.instance_list()
 
     def gw_with(self, profile, env_extra=None, state=None):
         cfg = os.path.join(self.dir, "config-%d.json" % len(os.listdir(self.dir)))
