@@ -54,6 +54,7 @@
  * (struct sg_env's id[128]) and the cgroup prefix (cgroup.h, 150 bytes).
  */
 #define SG_LOCAL_NAME_MAX 120
+_Static_assert(SG_LOCAL_NAME_MAX == 120, "local_list spells the bound as %.120s");
 
 /* Where the sandbox shows sandgate's own parts. */
 #define SANDBOX_HELPER "/run/sandgate/sg-helper"
@@ -788,7 +789,9 @@ static sg_err local_list(const struct sg_profile *p, const char *state_dir,
 			json_decref(m);
 			continue;
 		}
-		snprintf(info.id, sizeof(info.id), "local-%s", de->d_name);
+		/* At most SG_LOCAL_NAME_MAX bytes (checked above), spelled so
+		 * that the compiler sees the bound too. */
+		snprintf(info.id, sizeof(info.id), "local-%.120s", de->d_name);
 		snprintf(info.state, sizeof(info.state), "%s", m ? "present" : "unmarked");
 		sg_host_copy_field(info.identity, sizeof(info.identity), m, "identity");
 		sg_host_copy_field(info.session, sizeof(info.session), m, "session");
