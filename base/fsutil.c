@@ -1,9 +1,12 @@
+#define _GNU_SOURCE /* SYS_close_range */
 #include "fsutil.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "limits.h"
@@ -113,4 +116,19 @@ int sg_program_find(const char *name, const char *path, char *out, size_t n)
 		p = end;
 	}
 	return e;
+}
+
+void sg_close_from(int from, int keep)
+{
+#ifdef SYS_close_range
+	bool split = keep >= from;
+
+	if ((!split || keep == from ||
+	     syscall(SYS_close_range, (unsigned)from, (unsigned)keep - 1, 0u) == 0) &&
+	    syscall(SYS_close_range, (unsigned)(split ? keep + 1 : from), ~0u, 0u) == 0)
+		return;
+#endif
+	for (int fd = from; fd < SG_CLOSE_FDS_MAX; fd++)
+		if (fd != keep)
+			close(fd);
 }

@@ -21,6 +21,13 @@ int sg_mkdir_p(const char *path, mode_t mode);
  * SG_E_INTERNAL on a read error. */
 sg_err sg_read_all(int fd, struct sg_buf *b) SG_MUST_CHECK;
 
+/*
+ * In a child between fork and exec: close every descriptor from `from` on
+ * but keep (-1: none), with close_range(2), else one by one up to
+ * SG_CLOSE_FDS_MAX.  Async-signal-safe.
+ */
+void sg_close_from(int from, int keep);
+
 /* Write all n bytes, retrying short writes and EINTR.  0 or -1. */
 int sg_write_all(int fd, const void *p, size_t n);
 

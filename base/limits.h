@@ -88,6 +88,7 @@
 #define SG_PATH_MAX 4096
 #define SG_PIPE_SIZE (1 * SG_MiB)  /* stdout pipe asked for (fs.pipe-max-size) */
 #define SG_PROC_DRAIN_MS 200        /* pipe EOF awaited after a child's exit */
+#define SG_CLOSE_FDS_MAX 1024       /* closed one by one when close_range(2) is missing */
 #define SG_PROC_REAP_ROUNDS 64      /* a supervisor's passes killing what left the group */
 #define SG_PROC_REAP_MS 5000        /* final record awaited after SIGKILL */
 #define SG_PROC_LOST_POLL_MS 1000   /* liveness re-check without a pidfd */

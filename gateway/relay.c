@@ -9,7 +9,7 @@
  * state; none is held across a read or a write of a descriptor except the
  * wire's queue, which never blocks.
  */
-#define _GNU_SOURCE /* pipe2, dup3, SYS_close_range */
+#define _GNU_SOURCE /* pipe2, dup3 */
 #include "relay.h"
 
 #include <errno.h>
@@ -21,13 +21,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "../adapters/json.h"
 #include "base/buf.h"
+#include "base/fsutil.h"
 #include "base/limits.h"
 #include "base/log.h"
 #include "base/strv.h"
@@ -137,22 +137,6 @@ static void *reaper_main(void *arg)
 	return NULL;
 }
 
-/* Descriptors PEER_FDS and above are closed when close_range(2) is missing. */
-#define PEER_FDS 1024
-
-/* In the child: close every descriptor from `from` on but keep. */
-static void close_from(int from, int keep)
-{
-#ifdef SYS_close_range
-	if ((keep <= from || syscall(SYS_close_range, (unsigned)from, (unsigned)keep - 1, 0u) == 0) &&
-	    syscall(SYS_close_range, (unsigned)keep + 1, ~0u, 0u) == 0)
-		return;
-#endif
-	for (int fd = from; fd < PEER_FDS; fd++)
-		if (fd != keep)
-			close(fd);
-}
-
 /* In the child: only async-signal-safe calls until execve. */
 static void child(int in, int out, int report, const char *prog,
 		  char *const *argv, char *const *envp)
@@ -175,7 +159,7 @@ static void child(int in, int out, int report, const char *prog,
 	 * host's socket, a credential's pipe) is sandgate's own.  Only the
 	 * report pipe stays, and it closes at execve.
 	 */
-	close_from(3, report);
+	sg_close_from(3, report);
 	execve(prog, argv, envp);
 fail:
 	e = errno;

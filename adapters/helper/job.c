@@ -83,7 +83,6 @@
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -96,7 +95,6 @@ extern char **environ;
 
 #define JOB_POLL_MS 100 /* an attach's look at a job started elsewhere */
 #define JOB_LINE 64     /* .x, .st and .pid hold one short line each */
-#define JOB_FDS 1024    /* descriptors closed when close_range(2) is missing */
 /*
  * A relayed job's pipes after the command ended and its group was killed:
  * how long they may stay open (something that left the group holds them)
@@ -496,11 +494,7 @@ static void job_exec(const struct job *j, int in, int out, int err, char **envp,
 	if (dup2(in, 0) < 0 || dup2(out, 1) < 0 || dup2(err, 2) < 0)
 		_exit(126);
 	/* Nothing the toolbox left open reaches the command. */
-#ifdef SYS_close_range
-	if (syscall(SYS_close_range, 3u, ~0u, 0u) != 0)
-#endif
-		for (int fd = 3; fd < JOB_FDS; fd++)
-			close(fd);
+	sg_close_from(3, -1);
 	environ = envp;
 	if (j->self && sg_helper_self) {
 		/* This very program (sg-helper confine, fs ...): no second exec. */
@@ -753,7 +747,7 @@ static void relay_hand_off(struct relay *r)
 		/* Our stdout must see its end (sshd waits for it): only the pipes stay. */
 		if (null < 0 || dup2(null, 0) < 0 || dup2(null, 1) < 0 || dup2(null, 2) < 0)
 			_exit(0);
-		for (int fd = 3; fd < JOB_FDS; fd++)
+		for (int fd = 3; fd < SG_CLOSE_FDS_MAX; fd++)
 			if (fd != r->fd[0] && fd != r->fd[1])
 				close(fd);
 		for (int i = 0; i < 2; i++)
