@@ -254,17 +254,24 @@ sg_err sg_pool_submit(struct sg_pool *p, struct sg_op *op, sg_handler run)
 	return SG_OK;
 }
 
-bool sg_pool_cancel(struct sg_pool *p, json_t *id)
+/*
+ * The answer is queued under the lock: finish() takes the target out of
+ * flight under the same lock before it queues the terminal reply, so the
+ * host reads `cancelled: true` before the target's `cancelled:` error,
+ * never after it.  The wire's lock is a leaf, taken inside this one.
+ */
+void sg_pool_cancel(struct sg_pool *p, json_t *id, json_t *target)
 {
 	struct sg_op *op;
 
 	pthread_mutex_lock(&p->lock);
-	op = find_inflight(p, id);
+	op = find_inflight(p, target);
 	if (op)
 		sg_cancel_fire_with(&op->cancel, SG_E_CANCELLED,
 				    "request cancelled by the host");
+	sg_wire_send(p->s->wire, json_pack("{s:O, s:{s:b}}", "id", id, "data",
+					   "cancelled", op != NULL));
 	pthread_mutex_unlock(&p->lock);
-	return op != NULL;
 }
 
 /* Wait on cond for at most ms, the pool's lock held. */

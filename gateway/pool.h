@@ -58,8 +58,12 @@ void sg_op_free(struct sg_op *op);
  */
 sg_err sg_pool_submit(struct sg_pool *p, struct sg_op *op, sg_handler run);
 
-/* Cancel the request in flight with this id; false when there is none. */
-bool sg_pool_cancel(struct sg_pool *p, json_t *id);
+/*
+ * Answer the host's cancel request id (borrowed): cancel the request in
+ * flight whose id is target (borrowed) and reply whether there was one.
+ * The reply is queued before the target's own terminal reply.
+ */
+void sg_pool_cancel(struct sg_pool *p, json_t *id, json_t *target);
 
 /*
  * Cancel every request in flight and wait until each has replied, or

@@ -100,8 +100,7 @@ static void do_cancel(struct server *sv, json_t *id, json_t *data)
 				"`id` must be the string or integer id of a request");
 		return;
 	}
-	sg_wire_send(sv->s.wire, json_pack("{s:O, s:{s:b}}", "id", id, "data",
-					   "cancelled", sg_pool_cancel(&sv->pool, target)));
+	sg_pool_cancel(&sv->pool, id, target);
 }
 
 /*

@@ -63,9 +63,27 @@ class Cancel(GatewayTestCase):
         finally:
             gw.ok("process/stop", {"id": pid, "grace_ms": 0})
 
-
-if __name__ == "__main__":
-    unittest.main()
+    def test_cancel_reply_always_precedes_the_terminal_reply(self):
+        # Section 5 orders them: the cancel is answered, then the request's
+        # `cancelled:` error follows.  A woken long poll replies in
+        # microseconds, so race it many times: one inverted pair fails.
+        gw = self.gw
+        pid = gw.start(command="sleep 30")["id"]
+        try:
+            for i in range(300):
+                rid = gw.request("process/read", {"id": pid, "OffsetBytes": 0,
+                                                  "Wait": 20 * SEC})
+                if i % 50 == 0:
+                    time.sleep(0.05)
+                creply = gw.call("cancel", {"id": rid}, timeout=10)
+                r = gw.wait_reply(rid, 10)
+                if not creply["data"]["cancelled"]:
+                    continue
+                self.assertReplyCode(r, "cancelled")
+                self.assertGreater(r.seq, creply.seq,
+                                   "round %d: the terminal reply came before the cancel reply" % i)
+        finally:
+            gw.ok("process/stop", {"id": pid, "grace_ms": 0})
 
 
 class CancelEdges(GatewayTestCase):
@@ -99,3 +117,7 @@ class CancelEdges(GatewayTestCase):
                                 "the cancelled start's child is still running")
             return
         self.skipTest("the cancel never landed while process/start was in flight")
+
+
+if __name__ == "__main__":
+    unittest.main()
