@@ -91,6 +91,8 @@
 #define SG_CLOSE_FDS_MAX 1024       /* closed one by one when close_range(2) is missing */
 #define SG_PROC_REAP_ROUNDS 64      /* a supervisor's passes killing what left the group */
 #define SG_PROC_REAP_MS 5000        /* final record awaited after SIGKILL */
+#define SG_PROC_LOCK_MS 5000        /* the records' lock awaited (the environment can hold it) */
+#define SG_PROC_SPAWN_MS 60000      /* one `proc spawn` step, start to reply */
 #define SG_PROC_LOST_POLL_MS 1000   /* liveness re-check without a pidfd */
 #define SG_PROC_ID_MAX 128          /* a process id's length */
 #define SG_PROC_CHUNK (64 * SG_KiB) /* one read from a child's pipe */

@@ -106,8 +106,8 @@ sg_err sg_envcall_reply(const char *p, size_t n, json_t **out, struct sg_errinfo
 
 /* The exec path of a step: the program inside the environment. */
 static sg_err run_exec(struct sg_session *s, const struct sg_strv *av,
-		       const char *const *envp, unsigned flags, const void *in,
-		       size_t inlen, struct sg_exec_result *r,
+		       const char *const *envp, unsigned flags, int64_t timeout_ms,
+		       const void *in, size_t inlen, struct sg_exec_result *r,
 		       struct sg_cancel *cancel, struct sg_errinfo *err)
 {
 	struct sg_exec x = {
@@ -115,12 +115,17 @@ static sg_err run_exec(struct sg_session *s, const struct sg_strv *av,
 		.envp = envp,
 		.stdin_data = in,
 		.stdin_len = inlen,
+		.timeout_ms = timeout_ms,
 		.max_output = SG_ENVTOOL_REPLY,
 		.flags = flags,
 	};
 	sg_err rc = s->env->ad->exec(s->env, &x, r, cancel, err);
 
-	if (!rc && (r->exit_code != 0 || r->truncated))
+	if (!rc && r->timed_out)
+		rc = sg_err_set(err, SG_E_TIMEOUT,
+				"the environment helper did not answer within %lld ms",
+				(long long)timeout_ms);
+	else if (!rc && (r->exit_code != 0 || r->truncated))
 		rc = sg_err_set(err, SG_E_INTERNAL,
 				"the environment helper failed (exit %d): %.160s",
 				r->exit_code, r->err.p);
@@ -140,8 +145,14 @@ sg_err sg_envcall_spawn(struct sg_session *s, const char *const *args,
 	rc = build_argv(s, SG_CALL_CTL, false, args, &av);
 	if (rc)
 		rc = sg_err_set(err, rc, "out of memory building a helper call");
+	/*
+	 * The spawn is not cancelled (proc.c says why), so its reply is
+	 * awaited for a bounded time: the helper answering it is the
+	 * environment's, which may never answer at all.
+	 */
 	if (!rc)
-		rc = run_exec(s, &av, envp, SG_EXEC_DETACHES, NULL, 0, &r, cancel, err);
+		rc = run_exec(s, &av, envp, SG_EXEC_DETACHES, SG_PROC_SPAWN_MS, NULL, 0, &r,
+			      cancel, err);
 	if (!rc)
 		rc = sg_envcall_reply(r.out.p, r.out.len, out, err);
 	sg_exec_result_release(&r);
@@ -169,7 +180,7 @@ static sg_err run_step(struct sg_session *s, unsigned how, const char *const *ar
 					"the environment helper failed (status %d) on `%s %s`",
 					status, args[0], args[1] ? args[1] : "");
 	} else {
-		rc = run_exec(s, &av, sg_strv_get(&s->base_env), 0, in, inlen, r, cancel, err);
+		rc = run_exec(s, &av, sg_strv_get(&s->base_env), 0, 0, in, inlen, r, cancel, err);
 	}
 	sg_strv_release(&av);
 	return rc;

@@ -557,27 +557,53 @@ static sg_err rec_json(struct sg_buf *b, const struct proc_rec *r,
 
 /* ---- stamps, storing and loading records -------------------------------- */
 
-/* Open C/.seq and flock it (LOCK_SH or LOCK_EX); returns the fd or -1. */
-static int seq_lock(const char *ctl, int how, struct sg_errinfo *err)
+/*
+ * Open C/.seq and flock it (LOCK_SH or LOCK_EX); returns the fd or -1.
+ *
+ * The environment's processes can open this file and take the lock too,
+ * and hold it for ever.  On the local backend this runs in the gateway,
+ * where a blocking flock() would stop a worker, the process watcher and
+ * the shutdown that joins it, past every budget.  Our writers hold it for
+ * one rename, so a lock still busy after SG_PROC_LOCK_MS is held on
+ * purpose: give up then, or as soon as the token fires.
+ */
+static int seq_lock(const char *ctl, int how, const struct sg_cancel *cancel,
+		    struct sg_errinfo *err)
 {
 	char path[SG_PATH_MAX];
+	int64_t deadline = sg_now_ms() + SG_PROC_LOCK_MS, pause = 1;
+	sg_err rc = SG_OK;
 	int fd;
 
 	if (path_join(path, sizeof(path), ctl, ".seq", NULL, err))
 		return -1;
-	fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+	fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0600);
 	if (fd < 0) {
 		sg_err_set(err, errno == ENOENT ? SG_E_NOT_FOUND : SG_E_INTERNAL,
 			   "cannot open %s: %s", path, strerror(errno));
 		return -1;
 	}
-	while (flock(fd, how) < 0) {
-		if (errno != EINTR) {
-			sg_err_set(err, SG_E_INTERNAL, "cannot lock %s: %s",
-				   path, strerror(errno));
-			close(fd);
-			return -1;
-		}
+	while (!rc && flock(fd, how | LOCK_NB) < 0) {
+		sg_err why;
+
+		if (errno == EINTR)
+			continue;
+		if (errno != EWOULDBLOCK)
+			rc = sg_err_set(err, SG_E_INTERNAL, "cannot lock %s: %s",
+					path, strerror(errno));
+		else if (sg_now_ms() >= deadline)
+			rc = sg_err_set(err, SG_E_TIMEOUT,
+					"%s has been locked for %d ms: a process of "
+					"the environment holds it",
+					path, SG_PROC_LOCK_MS);
+		else if ((why = sg_cancel_sleep(cancel, pause)) != SG_OK)
+			rc = sg_err_set(err, why,
+					"waiting for the lock on %s was cancelled", path);
+		pause = pause < 50 ? pause * 2 : 50;
+	}
+	if (rc) {
+		close(fd);
+		return -1;
 	}
 	return fd;
 }
@@ -649,7 +675,7 @@ out:
 static sg_err rec_store(const char *ctl, struct proc_rec *r,
 			struct sg_errinfo *err)
 {
-	int fd = seq_lock(ctl, LOCK_EX, err);
+	int fd = seq_lock(ctl, LOCK_EX, NULL, err);
 	sg_err rc;
 
 	if (fd < 0)
@@ -797,7 +823,7 @@ static bool sup_alive(const struct proc_rec *r)
  * record the supervisor wrote meanwhile wins).
  */
 static sg_err rec_load(const char *ctl, const char *id, struct proc_rec *r,
-		       struct sg_errinfo *err)
+		       const struct sg_cancel *cancel, struct sg_errinfo *err)
 {
 	sg_err rc = rec_read(ctl, id, r, err);
 	int fd;
@@ -805,7 +831,7 @@ static sg_err rec_load(const char *ctl, const char *id, struct proc_rec *r,
 	if (rc || r->status != PS_RUNNING || sup_alive(r))
 		return rc;
 	rec_release(r);
-	fd = seq_lock(ctl, LOCK_EX, err);
+	fd = seq_lock(ctl, LOCK_EX, cancel, err);
 	if (fd < 0)
 		return err->code;
 	rc = rec_read(ctl, id, r, err);
@@ -1229,7 +1255,7 @@ static sg_err reply_rec(struct sg_buf *reply, const char *key,
 }
 
 static sg_err cmd_get(struct sg_args *a, struct sg_buf *reply,
-		      struct sg_errinfo *err)
+		      const struct sg_cancel *cancel, struct sg_errinfo *err)
 {
 	struct proc_rec r;
 	const char *ctl, *id;
@@ -1240,7 +1266,7 @@ static sg_err cmd_get(struct sg_args *a, struct sg_buf *reply,
 	if (!rc)
 		rc = args_done(a, err);
 	if (!rc)
-		rc = rec_load(ctl, id, &r, err);
+		rc = rec_load(ctl, id, &r, cancel, err);
 	if (!rc)
 		rc = reply_rec(reply, "process", &r, NULL);
 	rec_release(&r);
@@ -1261,7 +1287,7 @@ static int rec_by_birth(const void *x, const void *y)
  */
 static sg_err scan(const char *ctl, const char *session, int64_t since,
 		   bool check, struct proc_rec **out, size_t *count,
-		   struct sg_errinfo *err)
+		   const struct sg_cancel *cancel, struct sg_errinfo *err)
 {
 	struct proc_rec *v = NULL;
 	size_t n = 0, cap = 0, bytes = 0;
@@ -1285,7 +1311,7 @@ static sg_err scan(const char *ctl, const char *session, int64_t since,
 			continue;
 		/* check: turn dead `running` records into `lost` (takes the
 		 * exclusive lock, so never while scanning under the shared one). */
-		if (check ? rec_load(ctl, de->d_name, &r, &e2)
+		if (check ? rec_load(ctl, de->d_name, &r, cancel, &e2)
 			  : rec_read(ctl, de->d_name, &r, &e2))
 			continue; /* mid-spawn (no record yet) or unreadable */
 		if ((session && strcmp(r.session, session) != 0) || r.stamp <= since) {
@@ -1357,7 +1383,7 @@ static sg_err reply_recs(struct sg_buf *reply, const char *key,
 }
 
 static sg_err cmd_list(struct sg_args *a, struct sg_buf *reply,
-		       struct sg_errinfo *err)
+		       const struct sg_cancel *cancel, struct sg_errinfo *err)
 {
 	const char *ctl, *id, *session = sg_args_str(a, "session", NULL);
 	struct proc_rec *v = NULL;
@@ -1371,7 +1397,7 @@ static sg_err cmd_list(struct sg_args *a, struct sg_buf *reply,
 	if (!rc)
 		rc = args_done(a, err);
 	if (!rc)
-		rc = scan(ctl, session, -1, true, &v, &n, err);
+		rc = scan(ctl, session, -1, true, &v, &n, cancel, err);
 	if (!rc)
 		rc = sg_reply_ok(reply);
 	if (!rc)
@@ -1398,7 +1424,7 @@ static sg_err await_end(const char *ctl, const char *id, int64_t deadline,
 	rc = path_join(dir, sizeof(dir), ctl, id, NULL, err);
 	while (!rc) {
 		rec_release(r);
-		rc = rec_load(ctl, id, r, err);
+		rc = rec_load(ctl, id, r, cancel, err);
 		if (rc || r->status != PS_RUNNING || sg_now_ns() >= deadline)
 			break;
 		if (w.ino < 0) {
@@ -1451,7 +1477,7 @@ static sg_err stop_one(const char *ctl, const char *seen, const char *id, int64_
 {
 	char path[SG_PATH_MAX];
 	int fd;
-	sg_err rc = rec_load(ctl, id, r, err);
+	sg_err rc = rec_load(ctl, id, r, cancel, err);
 
 	if (rc || r->status != PS_RUNNING)
 		return rc;
@@ -1531,7 +1557,7 @@ static sg_err cmd_stop_all(struct sg_args *a, struct sg_buf *reply,
 	if (!rc)
 		rc = args_done(a, err);
 	if (!rc)
-		rc = scan(ctl, NULL, -1, true, &v, &n, err);
+		rc = scan(ctl, NULL, -1, true, &v, &n, cancel, err);
 	for (size_t i = 0; !rc && i < n; i++) {
 		struct proc_rec r;
 
@@ -1603,7 +1629,7 @@ static sg_err cmd_wait(struct sg_args *a, struct sg_buf *reply,
 		 * the live ones, changed or not ...
 		 */
 		scan_free(v, n);
-		rc = scan(ctl, session, -1, true, &v, &n, err);
+		rc = scan(ctl, session, -1, true, &v, &n, cancel, err);
 		if (rc)
 			goto out;
 		waiter_forget_pids(&w);
@@ -1613,7 +1639,7 @@ static sg_err cmd_wait(struct sg_args *a, struct sg_buf *reply,
 		v = NULL;
 		n = 0;
 		/* ... then look under the shared lock: stamps are settled. */
-		fd = seq_lock(ctl, LOCK_SH, err);
+		fd = seq_lock(ctl, LOCK_SH, cancel, err);
 		if (fd < 0) {
 			rc = err->code;
 			goto out;
@@ -1622,7 +1648,7 @@ static sg_err cmd_wait(struct sg_args *a, struct sg_buf *reply,
 		/* A stamp from the future means the directory was made anew. */
 		if ((uint64_t)since > stamp)
 			since = 0;
-		rc = scan(ctl, session, since, false, &v, &n, err);
+		rc = scan(ctl, session, since, false, &v, &n, cancel, err);
 		close(fd);
 		if (rc || n > 0 || sg_now_ns() >= deadline)
 			break;
@@ -1720,7 +1746,7 @@ static sg_err cmd_read(struct sg_args *a, struct sg_buf *reply,
 		bool ready;
 
 		rec_release(&r);
-		rc = rec_load(ctl, id, &r, err);
+		rc = rec_load(ctl, id, &r, cancel, err);
 		if (rc)
 			goto out;
 		if (r.status != PS_RUNNING)
@@ -2373,9 +2399,9 @@ int sg_helper_proc(int argc, char *const *argv, const void *in, size_t inlen,
 	else if (strcmp(cmd, "read") == 0)
 		rc = cmd_read(&a, out, cancel, &err);
 	else if (strcmp(cmd, "get") == 0)
-		rc = cmd_get(&a, out, &err);
+		rc = cmd_get(&a, out, cancel, &err);
 	else if (strcmp(cmd, "list") == 0)
-		rc = cmd_list(&a, out, &err);
+		rc = cmd_list(&a, out, cancel, &err);
 	else if (strcmp(cmd, "stop") == 0)
 		rc = cmd_stop(&a, out, cancel, &err);
 	else if (strcmp(cmd, "wait") == 0)
