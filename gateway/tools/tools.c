@@ -233,8 +233,14 @@ out:
  */
 static sg_err read_text_raw(struct tctx *t, struct sg_strv *av, json_t **result)
 {
-	struct sg_buf tail = SG_BUF_INIT(SG_ENVTOOL_REPLY);
-	struct sg_buf frame = SG_BUF_INIT(SG_MAX_FRAME);
+	/*
+	 * The helper was asked for at most tool_output bytes and adds a
+	 * truncation notice; one that sends more is not ours to pass on.
+	 * The frame leaves room for its newline, or the writer would drop
+	 * it and the request would get no reply at all.
+	 */
+	struct sg_buf tail = SG_BUF_INIT(t->s->tool_output + SG_KiB);
+	struct sg_buf frame = SG_BUF_INIT(SG_MAX_FRAME - 1);
 	struct sg_strv full = SG_STRV_INIT;
 	const char *path = NULL;
 	char *idtext = NULL, *meta = NULL;

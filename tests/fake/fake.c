@@ -195,3 +195,15 @@ const struct sg_adapter sg_adapter_fake = {
 	.teardown = fake_teardown,
 	.release = fake_release,
 };
+
+const struct sg_adapter sg_adapter_fake_remote = {
+	.name = "fake_remote",
+	.caps = 0,
+	.env_size = sizeof(struct fake_env),
+	.fields = fake_fields,
+	.validate = fake_validate,
+	.provision = fake_provision,
+	.exec = fake_exec,
+	.teardown = fake_teardown,
+	.release = fake_release,
+};

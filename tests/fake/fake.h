@@ -6,7 +6,10 @@
  * added).  Its environments are directories on this host, like local's
  * without bubblewrap: the workspace is binding.root itself, the control
  * directory <state_dir>/fake/<identity slug>/ctl; commands run unconfined
- * with sg_exec_run().  It declares every field config.c knows, so a test
+ * with sg_exec_run().  `sg_adapter_fake_remote` (backend "fake_remote") is
+ * the same without SG_CAP_HOST_FS: every sg-helper step then runs as a
+ * program through exec, as on a remote backend, so a test can put a
+ * wrapper (SG_HELPER) between the gateway and what it reads.  It declares every field config.c knows, so a test
  * can narrow any of them, and one of its own, `fake_knob` (1..10).
  *
  * Faults are set in sg_fake before a session starts and read by the
@@ -39,6 +42,7 @@ struct sg_fake {
 
 extern struct sg_fake sg_fake;
 extern const struct sg_adapter sg_adapter_fake;
+extern const struct sg_adapter sg_adapter_fake_remote;
 
 void sg_fake_reset(void);
 

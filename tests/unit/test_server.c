@@ -30,6 +30,7 @@
 #include <unistd.h>
 
 #include "base/cancel.h"
+#include "base/limits.h"
 #include "config/config.h"
 #include "gateway/budget.h"
 #include "gateway/server.h"
@@ -44,7 +45,7 @@ struct srv {
 	int fd;            /* the host's end */
 	pthread_t thread;
 	int status;
-	char buf[1 << 20];
+	char buf[SG_MAX_FRAME + 1]; /* one whole frame and its newline */
 	size_t len;
 };
 
@@ -521,6 +522,62 @@ static void test_hostile_spawn_reply(void **state)
 	free(saved);
 }
 
+/*
+ * read_file's text comes after the helper's JSON line, and on a remote
+ * backend the helper is the environment's.  Text over the output limit
+ * is refused, not passed on; text that would make the reply exactly as
+ * long as the frame limit (no room for its newline) is refused too, where
+ * it used to leave the request without any reply.
+ */
+static void test_hostile_read_reply(void **state)
+{
+	static const char head[] = "{\"id\":\"rb\",\"data\":{\"content\":\"";
+	static const char foot[] = "\",\"is_error\":false,\"metadata\":{}}}";
+	const char *real = getenv("SG_HELPER");
+	char *wrapper = NULL, *saved = strdup(real);
+	struct srv *v;
+	json_t *r;
+	FILE *f;
+
+	(void)state;
+	assert_non_null(saved);
+	assert_true(asprintf(&wrapper, "/tmp/sg-test-hostile-read-%d", (int)getpid()) > 0);
+	f = fopen(wrapper, "w");
+	assert_non_null(f);
+	/* `fs read --raw ... -- LEN`: a JSON line, then LEN bytes of text. */
+	fprintf(f, "#!/bin/sh\n"
+		   "if [ \"$1 $2\" = 'fs read' ]; then\n"
+		   "  for a; do n=$a; done\n"
+		   "  echo '{\"ok\":true}'; head -c \"$n\" /dev/zero | tr '\\0' a; exit 0\n"
+		   "fi\n"
+		   "exec '%s' \"$@\"\n", real);
+	fclose(f);
+	assert_int_equal(chmod(wrapper, 0700), 0);
+	setenv("SG_HELPER", wrapper, 1);
+	v = start("{\"backend\":\"fake_remote\"}", 0);
+	setenv("SG_HELPER", saved, 1);
+	init_ok(v);
+	/* Over the output limit, with room to spare in the frame. */
+	sendf(v, "{\"id\":\"ra\",\"method\":\"execute\",\"token\":\"T\",\"data\":"
+		 "{\"tool\":\"read_file\",\"call\":{\"id\":\"c\",\"arguments\":"
+		 "\"{\\\"path\\\":\\\"%zu\\\"}\"}}}", (size_t)SG_TOOL_OUTPUT + 64 * SG_KiB);
+	expect_error(v, "ra", 30000, "too_large");
+	/* A reply of exactly SG_MAX_FRAME bytes. */
+	sendf(v, "{\"id\":\"rb\",\"method\":\"execute\",\"token\":\"T\",\"data\":"
+		 "{\"tool\":\"read_file\",\"call\":{\"id\":\"c\",\"arguments\":"
+		 "\"{\\\"path\\\":\\\"%zu\\\"}\"}}}",
+	      (size_t)SG_MAX_FRAME - strlen(head) - strlen(foot));
+	expect_error(v, "rb", 30000, "too_large");
+	r = execute(v, "c", "run_command", "{\"command\":\"echo alive\"}");
+	assert_string_equal(json_string_value(json_object_get(json_object_get(r, "data"),
+							      "content")), "alive\n");
+	json_decref(r);
+	end_clean(v);
+	unlink(wrapper);
+	free(wrapper);
+	free(saved);
+}
+
 /* Exports: a snapshot read in chunks, released at close and at exit. */
 static void test_export(void **state)
 {
@@ -561,6 +618,7 @@ int main(void)
 		cmocka_unit_test(test_process_stopped_at_shutdown),
 		cmocka_unit_test(test_export),
 		cmocka_unit_test(test_hostile_spawn_reply),
+		cmocka_unit_test(test_hostile_read_reply),
 	};
 
 	signal(SIGPIPE, SIG_IGN);
