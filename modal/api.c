@@ -24,6 +24,9 @@
 #define MDL_CLIENT_TYPE "x-modal-client-type: 8"
 #define MDL_CLIENT_VERSION "x-modal-client-version: 1.0.0"
 
+/* How long a failed terminate's check waits for the sandbox's end. */
+#define MDL_END_WAIT_S 5
+
 /* ---- Credentials ---------------------------------------------------------- */
 
 void mdl_wipe(void *p, size_t n)
@@ -1160,6 +1163,34 @@ sg_err mdl_snapshot(struct mdl_router *r, int64_t timeout_ms, char **image_id,
 	return rc;
 }
 
+/*
+ * Whether the sandbox has ended (or Modal no longer knows it), asked with
+ * SandboxWait, which waits at most MDL_END_WAIT_S for the end.  false when
+ * it still runs or the answer cannot be had.
+ */
+static bool sandbox_ended(struct mdl_client *c, const char *sandbox_id,
+			  struct sg_cancel *cancel)
+{
+	Modal__Client__SandboxWaitRequest req = MODAL__CLIENT__SANDBOX_WAIT_REQUEST__INIT;
+	Modal__Client__SandboxWaitResponse *resp = NULL;
+	struct sg_errinfo e = { 0 };
+	int status = 0;
+	bool ended;
+	sg_err rc;
+
+	req.sandbox_id = (char *)sandbox_id;
+	req.timeout = MDL_END_WAIT_S;
+	rc = mdl_call(c, MDL_SANDBOX_RPC(c, "SandboxWait"), &req.base,
+		      &modal__client__sandbox_wait_response__descriptor,
+		      (ProtobufCMessage **)&resp, (MDL_END_WAIT_S + 10) * 1000, &status,
+		      cancel, &e);
+	ended = rc ? status == SG_GRPC_NOT_FOUND
+		   : resp->result && resp->result->status != 0;
+	if (resp)
+		protobuf_c_message_free_unpacked(&resp->base, NULL);
+	return ended;
+}
+
 sg_err mdl_terminate(struct mdl_client *c, const char *sandbox_id,
 		     struct sg_cancel *cancel, struct sg_errinfo *err)
 {
@@ -1174,6 +1205,15 @@ sg_err mdl_terminate(struct mdl_client *c, const char *sandbox_id,
 		      0, NULL, cancel, err);
 	if (resp)
 		protobuf_c_message_free_unpacked(resp, NULL);
+	/*
+	 * A terminate whose replies were all lost has usually been carried
+	 * out: Modal is asked before the sandbox is reported as remaining
+	 * (unless the caller's time is up, when it stays on record).
+	 */
+	if (rc && !sg_cancel_check(cancel) && sandbox_ended(c, sandbox_id, cancel)) {
+		sg_err_clear(err);
+		rc = SG_OK;
+	}
 	return rc;
 }
 

@@ -6,9 +6,10 @@
  * Provisioning.  One sandbox per identity in the profile's app (`app`,
  * default "sandgate"), named from the identity (adapters/cloudkit.h) and
  * tagged managed-by=sandgate with the identity, session, profile,
- * creation time, expiry and a random create tag.  A running sandbox of
- * that name is adopted (after its tags say it is sandgate's for this
- * identity); otherwise one is created from the image (a registry
+ * creation time, expiry, a random create tag and its limits (network,
+ * CPU, memory).  A running sandbox of that name is adopted (after its tags
+ * say it is sandgate's for this identity, made with this session's
+ * limits); otherwise one is created from the image (a registry
  * reference, its id cached per reference for the process's life) or, for
  * a persistent profile, from the filesystem snapshot kept at the last
  * shutdown.  SandboxCreate[V2] commits the sandbox before it answers, so a
@@ -65,6 +66,7 @@
 #include <unistd.h>
 
 #include "../adapters/cloudkit.h"
+#include "../adapters/digest.h"
 #include "../adapters/exec.h"
 #include "../adapters/install.h"
 #include "../adapters/jobreply.h"
@@ -79,6 +81,8 @@
 #define MDL_APP_DEFAULT "sandgate"
 #define MDL_IMAGE_DEFAULT "debian:12"
 #define MDL_TAG_IMAGE "sandgate.image"
+#define MDL_TAG_LIMITS "sandgate.limits"
+#define MDL_CIDRS_MAX 64 /* allow-list entries sent, at most */
 
 /* A command router shared by the env's execs, replaced when its JWT ages. */
 struct mdl_rt {
@@ -291,6 +295,52 @@ static bool mdl_image_cached(const struct mdl_env *me, const char *ref)
 
 /* ---- Tags ------------------------------------------------------------------ */
 
+/*
+ * The profile's enforceable IPv4 CIDRs (at most MDL_CIDRS_MAX) into v;
+ * their count.  Domains and IPv6 ranges are left out: validate() refused
+ * them unless best_effort lets them stay blocked.
+ */
+static size_t mdl_cidrs(const struct sg_profile *p, char **v)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; p->network == SG_NET_ALLOW && p->network_allow &&
+			   p->network_allow[i] && n < MDL_CIDRS_MAX; i++)
+		if (sg_cloud_ipv4_cidr(p->network_allow[i]))
+			v[n++] = (char *)p->network_allow[i];
+	return n;
+}
+
+/*
+ * What a sandbox enforces that no call shows on a running one and Modal
+ * cannot change once it runs: its network, CPU and memory limits, as the
+ * value of the tag sandgate.limits ("net=none cpu=1500 mem=768"; an allow
+ * list is the first 12 hex digits of the SHA-256 of its CIDRs).  A sandbox
+ * is adopted only when it carries exactly the limits this session asks for.
+ */
+static void mdl_limits(const struct sg_profile *p, char out[96])
+{
+	char *cidrs[MDL_CIDRS_MAX], hex[65] = "", net[32];
+	struct sg_buf b = SG_BUF_INIT(SG_KiB * 64);
+	size_t nc = mdl_cidrs(p, cidrs);
+
+	for (size_t i = 0; i < nc; i++)
+		if (sg_buf_adds(&b, cidrs[i]) || sg_buf_addc(&b, ','))
+			hex[0] = '?'; /* out of memory: matches no sandbox's tag */
+	if (p->network == SG_NET_DEFAULT)
+		snprintf(net, sizeof(net), "default");
+	else if (p->network == SG_NET_NONE || nc == 0)
+		snprintf(net, sizeof(net), "none");
+	else if (hex[0] == '?' || !sg_sha256_hex(b.p, b.len, hex))
+		snprintf(net, sizeof(net), "allow:?");
+	else
+		snprintf(net, sizeof(net), "allow:%.12s", hex);
+	snprintf(out, 96, "net=%s cpu=%u mem=%u", net,
+		 p->cpus > 0 ? (unsigned)(p->cpus * 1000 + 0.5) : 0u,
+		 p->memory_mb > 0 ? (unsigned)p->memory_mb : 0u);
+	sg_buf_release(&b);
+}
+
 /* A tag's value among n tags, or NULL. */
 static const char *mdl_tag(Modal__Client__SandboxTag *const *tags, size_t n, const char *key)
 {
@@ -332,25 +382,43 @@ static sg_err mdl_tags_get(struct mdl_client *cl, const char *id,
 
 /*
  * Is sandbox id sandgate's for this identity?  *made_here: its create tag
- * is this provision's.
+ * is this provision's.  *foreign (may be NULL): its tags were read and say
+ * it is not this provision's to adopt (another owner, other limits), as
+ * opposed to a failure to read them, which proves nothing.
  */
 static sg_err mdl_check_owner(struct mdl_env *me, const char *id, bool *made_here,
-			      struct sg_cancel *cancel, struct sg_errinfo *err)
+			      bool *foreign, struct sg_cancel *cancel, struct sg_errinfo *err)
 {
 	Modal__Client__SandboxTagsGetResponse *t = NULL;
-	const char *m, *who, *c;
+	const char *m, *who, *c, *lim;
+	char want[96];
 	sg_err rc = mdl_tags_get(&me->cl, id, &t, cancel, err);
 
 	*made_here = false;
+	if (foreign)
+		*foreign = false;
 	if (rc)
 		return rc;
 	m = mdl_tag(t->tags, t->n_tags, SG_CLOUD_TAG_MANAGED);
 	who = mdl_tag(t->tags, t->n_tags, SG_CLOUD_TAG_IDENTITY);
 	c = mdl_tag(t->tags, t->n_tags, SG_CLOUD_TAG_CREATE);
+	lim = mdl_tag(t->tags, t->n_tags, MDL_TAG_LIMITS);
+	mdl_limits(me->base.profile, want);
 	if (!m || strcmp(m, SG_CLOUD_MANAGER) != 0 || !who || strcmp(who, me->base.identity) != 0)
 		rc = sg_err_set(err, SG_E_PROVIDER,
 				"a Modal sandbox named %s exists in app %s and is not sandgate's sandbox for identity \"%.60s\"; terminate or rename it",
 				me->name, me->app, me->base.identity);
+	/*
+	 * Adopting a sandbox made under other limits (another profile or
+	 * binding of the identity, say with the network open) would run this
+	 * session without the limits it asked for: refused.
+	 */
+	else if (!lim || strcmp(lim, want) != 0)
+		rc = sg_err_set(err, SG_E_UNSUPPORTED,
+				"sandbox %s of identity \"%.60s\" runs with limits \"%.60s\" and this session asks for \"%s\"; Modal cannot change them on a running sandbox: end it (remove_workspace_on_exit, or `sandgate envs rm %s`) or ask for the same",
+				id, me->base.identity, lim ? lim : "(unknown)", want, id);
+	if (foreign)
+		*foreign = rc != SG_OK;
 	*made_here = !rc && c && strcmp(c, me->create_id) == 0;
 	protobuf_c_message_free_unpacked(&t->base, NULL);
 	return rc;
@@ -388,9 +456,10 @@ static sg_err mdl_tags_set(struct mdl_env *me, const char *image, struct sg_canc
 			   struct sg_errinfo *err)
 {
 	Modal__Client__SandboxTagsSetRequest req = MODAL__CLIENT__SANDBOX_TAGS_SET_REQUEST__INIT;
-	Modal__Client__SandboxTag tv[SG_CLOUD_TAGS + 1], *tp[SG_CLOUD_TAGS + 1];
+	Modal__Client__SandboxTag tv[SG_CLOUD_TAGS + 2], *tp[SG_CLOUD_TAGS + 2];
 	struct sg_cloud_tags t;
 	ProtobufCMessage *resp = NULL;
+	char lim[96];
 	size_t n;
 	sg_err rc;
 
@@ -401,6 +470,12 @@ static sg_err mdl_tags_set(struct mdl_env *me, const char *image, struct sg_canc
 		tv[n].tag_value = (char *)t.value[n];
 		tp[n] = &tv[n];
 	}
+	mdl_limits(me->base.profile, lim);
+	modal__client__sandbox_tag__init(&tv[n]);
+	tv[n].tag_name = MDL_TAG_LIMITS;
+	tv[n].tag_value = lim;
+	tp[n] = &tv[n];
+	n++;
 	if (image) {
 		modal__client__sandbox_tag__init(&tv[n]);
 		tv[n].tag_name = MDL_TAG_IMAGE;
@@ -881,9 +956,9 @@ static sg_err mdl_create_once(struct mdl_env *me, const char *image, int *status
 	Modal__Client__Sandbox def = MODAL__CLIENT__SANDBOX__INIT;
 	Modal__Client__Resources res = MODAL__CLIENT__RESOURCES__INIT;
 	Modal__Client__NetworkAccess na = MODAL__CLIENT__NETWORK_ACCESS__INIT;
-	Modal__Client__SandboxTag tv[SG_CLOUD_TAGS], *tp[SG_CLOUD_TAGS];
-	char *cidrs[64];
-	size_t nc = 0;
+	Modal__Client__SandboxTag tv[SG_CLOUD_TAGS + 1], *tp[SG_CLOUD_TAGS + 1];
+	char *cidrs[MDL_CIDRS_MAX], lim[96];
+	size_t nc = 0, ntags;
 	struct sg_cloud_tags t;
 	sg_err rc;
 
@@ -894,6 +969,13 @@ static sg_err mdl_create_once(struct mdl_env *me, const char *image, int *status
 		tv[i].tag_value = (char *)t.value[i];
 		tp[i] = &tv[i];
 	}
+	/* The limits it is made with, for the owner check of an adopter. */
+	mdl_limits(p, lim);
+	modal__client__sandbox_tag__init(&tv[t.n]);
+	tv[t.n].tag_name = MDL_TAG_LIMITS;
+	tv[t.n].tag_value = lim;
+	tp[t.n] = &tv[t.n];
+	ntags = t.n + 1;
 	def.image_id = (char *)image;
 	def.timeout_secs = mdl_timeout_secs(p);
 	def._name_case = MODAL__CLIENT__SANDBOX___NAME_NAME;
@@ -902,18 +984,22 @@ static sg_err mdl_create_once(struct mdl_env *me, const char *image, int *status
 		def._idle_timeout_secs_case = MODAL__CLIENT__SANDBOX___IDLE_TIMEOUT_SECS_IDLE_TIMEOUT_SECS;
 		def.idle_timeout_secs = (uint32_t)mdl_raw_int(p, "idle_timeout_s", 0);
 	}
+	/*
+	 * milli_cpu and memory_mb alone are what Modal reserves, not a bound:
+	 * a sandbox may use more CPU and memory than that.  cpus and memory_mb
+	 * are limits (docs/security.md), so each is sent as the limit too.
+	 */
 	if (p->cpus > 0 || p->memory_mb > 0) {
 		res.milli_cpu = (uint32_t)(p->cpus * 1000 + 0.5);
+		res.milli_cpu_max = res.milli_cpu;
 		res.memory_mb = (uint32_t)p->memory_mb;
+		res.memory_mb_max = res.memory_mb;
 		def.resources = &res;
 	}
 	if (p->network == SG_NET_NONE) {
 		def.block_network = true;
 	} else if (p->network == SG_NET_ALLOW) {
-		for (size_t i = 0; p->network_allow && p->network_allow[i] &&
-				   nc < sizeof(cidrs) / sizeof(cidrs[0]); i++)
-			if (sg_cloud_ipv4_cidr(p->network_allow[i]))
-				cidrs[nc++] = (char *)p->network_allow[i];
+		nc = mdl_cidrs(p, cidrs);
 		if (nc == 0) {
 			def.block_network = true; /* nothing enforceable is left */
 		} else {
@@ -925,11 +1011,11 @@ static sg_err mdl_create_once(struct mdl_env *me, const char *image, int *status
 		}
 	}
 	if (me->cl.creds.sandbox_v2)
-		return mdl_create_v2(me, &def, tp, t.n, status, cancel, err);
+		return mdl_create_v2(me, &def, tp, ntags, status, cancel, err);
 	req.app_id = me->app_id;
 	req.definition = &def;
 	req.environment_name = me->cl.creds.environment;
-	req.n_tags = t.n;
+	req.n_tags = ntags;
 	req.tags = tp;
 	rc = mdl_call(&me->cl, "SandboxCreate", &req.base,
 		      &modal__client__sandbox_create_response__descriptor,
@@ -944,17 +1030,46 @@ static sg_err mdl_create_once(struct mdl_env *me, const char *image, int *status
 }
 
 /*
+ * Whether a create that failed with gRPC status `status` (rc its code) was
+ * refused by Modal, so that nothing was made.  Only a status the server
+ * sent to refuse the request proves that.  Everything else leaves the
+ * outcome unknown, because Modal commits a sandbox before it answers: a
+ * lost or cut reply, a retryable status, and also a reply that said OK
+ * but could not be read (no protobuf, no sandbox id) or one whose message
+ * was over the size limit, which this side turns into RESOURCE_EXHAUSTED
+ * (rc SG_E_TOO_LARGE) although the server may have sent OK.
+ */
+static bool mdl_create_refused(int status, sg_err rc)
+{
+	switch (status) {
+	case SG_GRPC_INVALID_ARGUMENT:
+	case SG_GRPC_NOT_FOUND:
+	case SG_GRPC_PERMISSION_DENIED:
+	case SG_GRPC_UNAUTHENTICATED:
+	case SG_GRPC_FAILED_PRECONDITION:
+	case SG_GRPC_OUT_OF_RANGE:
+	case SG_GRPC_UNIMPLEMENTED:
+		return true;
+	case SG_GRPC_RESOURCE_EXHAUSTED:
+		return rc != SG_E_TOO_LARGE;
+	default:
+		return false;
+	}
+}
+
+/*
  * Create the sandbox, or adopt the one its name already holds.  A create
- * whose answer never came may have made it: the name is looked up, and
- * only a sandbox carrying this provision's create tag counts as made
- * here; with no answer at all, may_remain tells the gateway to settle it.
+ * whose answer never came, or came unreadable, may have made it: the name
+ * is looked up, and only a sandbox carrying this provision's create tag
+ * counts as made here; when the lookup cannot tell, may_remain tells the
+ * gateway to settle it.
  */
 static sg_err mdl_create(struct mdl_env *me, const char *image, bool from_snapshot,
 			 struct sg_cancel *cancel, struct sg_errinfo *err)
 {
 	struct sg_errinfo once = { 0 }, look = { 0 };
 	int status = 0;
-	bool mine = false;
+	bool mine = false, foreign = false;
 	sg_err rc, lr;
 
 	sg_progress_begin("create", "creating sandbox %s", me->name);
@@ -970,9 +1085,7 @@ static sg_err mdl_create(struct mdl_env *me, const char *image, bool from_snapsh
 		return sg_err_set(err, SG_E_WORKSPACE_LOST,
 				  "the snapshot of identity \"%.60s\" (image %s) is gone at Modal",
 				  me->base.identity, image);
-	if (status != SG_GRPC_ALREADY_EXISTS && status != SG_GRPC_UNAVAILABLE &&
-	    status != SG_GRPC_DEADLINE_EXCEEDED && status != SG_GRPC_CANCELLED &&
-	    status != SG_GRPC_INTERNAL && status != SG_GRPC_UNKNOWN)
+	if (mdl_create_refused(status, rc))
 		return sg_err_set(err, rc, "creating the sandbox failed: %s", once.msg);
 	if (sg_cancel_check(cancel)) {
 		me->base.may_remain = true;
@@ -981,7 +1094,7 @@ static sg_err mdl_create(struct mdl_env *me, const char *image, bool from_snapsh
 	/* What does the name hold now? */
 	lr = mdl_by_name(me, me->base.id, cancel, &look);
 	if (!lr)
-		lr = mdl_check_owner(me, me->base.id, &mine, cancel, &look);
+		lr = mdl_check_owner(me, me->base.id, &mine, &foreign, cancel, &look);
 	if (!lr) {
 		me->fresh = mine;
 		me->base.resumed = !mine;
@@ -992,13 +1105,14 @@ static sg_err mdl_create(struct mdl_env *me, const char *image, bool from_snapsh
 	me->base.id[0] = '\0';
 	/*
 	 * Whose it is cannot be told (even ALREADY_EXISTS may answer our own
-	 * retried create): the gateway settles it by this session's tags,
-	 * which never match another's sandbox.
+	 * retried create, and a lookup whose reply cannot be read proves
+	 * nothing): the gateway settles it by this session's tags, which never
+	 * match another's sandbox.  Only tags that were read and name another
+	 * owner settle it here.
 	 */
-	if (lr != SG_E_PROVIDER)
-		me->base.may_remain = true;
-	if (lr == SG_E_PROVIDER)
+	if (foreign)
 		return sg_err_set(err, lr, "%s", look.msg);
+	me->base.may_remain = true;
 	return sg_err_set(err, status == SG_GRPC_ALREADY_EXISTS ? SG_E_PROVIDER : rc,
 			  "creating the sandbox failed: %s; %s", once.msg,
 			  lr == SG_E_NOT_FOUND ? "no sandbox of that name appeared"
@@ -1162,7 +1276,7 @@ static sg_err mdl_obtain(struct mdl_env *me, struct sg_cancel *cancel, struct sg
 	if (me->base.known || me->base.require_existing || snap[0])
 		rc = mdl_by_name(me, me->base.id, cancel, err);
 	if (!rc) {
-		rc = mdl_check_owner(me, me->base.id, &mine, cancel, err);
+		rc = mdl_check_owner(me, me->base.id, &mine, NULL, cancel, err);
 		if (!rc)
 			me->base.resumed = true;
 		return rc;

@@ -371,7 +371,9 @@ async function handleStream(stream, headers) {
     if (!handler) throw new GrpcError(S.UNIMPLEMENTED, `${method} is not implemented by the fake`);
     // The call is carried out, but its answer never reaches the client.
     const lost = fault && (fault.kind === 'lose-reply' || fault.kind === 'serve-then-hang');
-    if (lost) call.send = () => {};
+    // The call is carried out, and its answer is hostile (garbleReply).
+    const garbled = fault && (fault.kind === 'serve-then-huge' || fault.kind === 'serve-then-garbage');
+    if (lost || garbled) call.send = () => {};
     if (md.requestStream) {
       await handler(call, nextMessage);
     } else {
@@ -379,6 +381,10 @@ async function handleStream(stream, headers) {
       if (call.closed) return;
       if (req === null) throw new GrpcError(S.INTERNAL, 'no request message');
       await handler(call, req);
+    }
+    if (garbled) {
+      await garbleReply(call, fault.kind);
+      return;
     }
     if (lost && fault.kind === 'serve-then-hang') {
       await new Promise((r) => call.onCancel.push(r));
@@ -396,6 +402,29 @@ async function handleStream(stream, headers) {
       call.end(S.INTERNAL, String(e.message || e));
     }
   }
+}
+
+// A hostile answer to a call that was carried out: serve-then-huge sends a
+// message prefix announcing 4 GiB - 1 bytes and 16 of them, then nothing
+// until the client leaves (a client must refuse the size, not wait for
+// it); serve-then-garbage sends a message that is no protobuf (a field of
+// wire type 7) and status OK.
+async function garbleReply(call, kind) {
+  if (call.closed) return;
+  call.stream.respond({ ':status': 200, 'content-type': 'application/grpc' }, { waitForTrailers: true });
+  call.started = true;
+  if (kind === 'serve-then-huge') {
+    const p = Buffer.alloc(5);
+    p.writeUInt32BE(0xffffffff, 1);
+    call.stream.write(Buffer.concat([p, Buffer.alloc(16)]));
+    await new Promise((r) => call.onCancel.push(r));
+    return;
+  }
+  const bad = frame(Buffer.from([0xff, 0xff, 0xff, 0xff, 0x0f]));
+  call.bytesOut += bad.length;
+  call.messagesOut++;
+  call.stream.write(bad);
+  call.end(S.OK);
 }
 
 // Returns true when the fault answered the call.
