@@ -98,6 +98,8 @@
 #define SG_PROC_CHUNK (64 * SG_KiB) /* one read from a child's pipe */
 #define SG_PROC_WATCH_MAX 32        /* supervisors one wait watches by pidfd */
 #define SG_PROC_SCAN_MAX (4 * SG_MAX_FRAME) /* record bytes one list or wait holds */
+#define SG_PROC_KNOWN_MAX 4096     /* processes a session's watcher follows (the environment writes their records) */
+#define SG_PROC_STOP_THREADS 16    /* threads stopping a session's processes at its end */
 #define SG_EXEC_DRAIN_MS 100        /* pipe EOF awaited after a child exits */
 #define SG_HTTP_HEADERS_MAX (64 * SG_KiB) /* response headers kept */
 #define SG_HTTP_ERROR_BODY (64 * SG_KiB)  /* a non-2xx body kept by a sink */

@@ -28,7 +28,9 @@ struct sg_procs {
 	pthread_mutex_t lock;
 	/*
 	 * id -> {"status": last status seen, "starting": bool, "parked": event}
-	 * for every process of this session this connection has seen.
+	 * for the processes of this session this connection follows: those
+	 * it started, and up to SG_PROC_KNOWN_MAX others seen running.  An
+	 * ended one leaves (observe).
 	 */
 	json_t *known;
 	struct sg_cancel stop;
@@ -68,8 +70,23 @@ static bool is_final(const char *st)
 		      strcmp(st, "lost") == 0 || strcmp(st, "failed") == 0);
 }
 
-/* Note a record; returns the event its transition calls for (new) or NULL.
- * Called with the lock held. */
+static bool owned(const struct sg_session *s, json_t *rec)
+{
+	const char *root = json_string_value(json_object_get(rec, "root_thread_id"));
+
+	return json_is_object(rec) && root && strcmp(root, s->session_id) == 0;
+}
+
+/*
+ * Note a record; returns the event its transition calls for (new) or NULL.
+ * Called with the lock held.
+ *
+ * The records come from the environment, which may forge them (and, on a
+ * remote backend, the helper that reads them): a record of another
+ * session is ignored, as process/read ignores it, and the table follows
+ * at most SG_PROC_KNOWN_MAX processes it did not start itself.  An ended
+ * process leaves the table: it has no further transition to report.
+ */
 static json_t *observe(struct sg_procs *p, json_t *rec)
 {
 	const char *id = json_string_value(json_object_get(rec, "id"));
@@ -79,9 +96,11 @@ static json_t *observe(struct sg_procs *p, json_t *rec)
 	json_t *ev = NULL;
 	char cause[160];
 
-	if (!id || !st)
+	if (!id || !st || !owned(p->s, rec))
 		return NULL;
 	if (!k) {
+		if (is_final(st) || json_object_size(p->known) >= SG_PROC_KNOWN_MAX)
+			return NULL;
 		k = json_object();
 		json_object_set_new(p->known, id, k);
 	}
@@ -93,6 +112,8 @@ static json_t *observe(struct sg_procs *p, json_t *rec)
 		json_object_set_new(k, "parked", ev);
 		ev = NULL;
 	}
+	if (is_final(st) && !json_is_true(json_object_get(k, "starting")))
+		json_object_del(p->known, id);
 	return ev;
 }
 
@@ -190,6 +211,9 @@ static void start_sent(struct sg_op *op)
 		json_object_del(k, "starting");
 		parked = json_incref(json_object_get(k, "parked"));
 		json_object_del(k, "parked");
+		/* Ended already: nothing more to follow. */
+		if (is_final(json_string_value(json_object_get(k, "status"))))
+			json_object_del(p->known, op->after_id);
 	}
 	pthread_mutex_unlock(&p->lock);
 	if (parked)
@@ -341,13 +365,6 @@ sg_err sg_proc_list(struct sg_op *op, json_t **out)
 					 "the helper's list reply has no processes");
 }
 
-static bool owned(const struct sg_session *s, json_t *rec)
-{
-	const char *root = json_string_value(json_object_get(rec, "root_thread_id"));
-
-	return json_is_object(rec) && root && strcmp(root, s->session_id) == 0;
-}
-
 /* A record of this session, fetched by id; others' processes are not found. */
 static sg_err get_own(struct sg_op *op, const char *id, json_t **out)
 {
@@ -461,26 +478,45 @@ sg_err sg_proc_stop(struct sg_op *op, json_t **out)
 					 "the helper's stop reply has no record");
 }
 
-struct stopper {
+/*
+ * The shutdown's stops: a queue of distinct ids that at most
+ * SG_PROC_STOP_THREADS threads take from.  The ids come from `proc list`,
+ * which the environment can fill with forged or repeated records; one
+ * thread per record would let it start thousands.
+ */
+struct stop_queue {
 	struct sg_session *s;
-	char id[64];
-	char grace[24];
 	struct sg_cancel *cancel;
-	pthread_t thread;
-	bool started;
+	char grace[24];
+	pthread_mutex_t lock;
+	const char **ids; /* borrowed from the reply */
+	size_t n, next;
 };
 
-static void *stop_one(void *arg)
+static void *stop_worker(void *arg)
 {
-	struct stopper *t = arg;
-	const char *args[] = { "proc", "stop", "--id", t->id, "--grace-ms",
-			       t->grace, NULL };
-	struct sg_errinfo err = { 0 };
-	json_t *reply = NULL;
+	struct stop_queue *q = arg;
 
-	if (sg_envcall(t->s, SG_CALL_CTL, args, NULL, 0, &reply, t->cancel, &err))
-		sg_log_warn("stopping process %s failed: %s", t->id, err.msg);
-	json_decref(reply);
+	for (;;) {
+		const char *id = NULL;
+		struct sg_errinfo err = { 0 };
+		json_t *reply = NULL;
+
+		pthread_mutex_lock(&q->lock);
+		if (q->next < q->n)
+			id = q->ids[q->next++];
+		pthread_mutex_unlock(&q->lock);
+		if (!id || sg_cancel_check(q->cancel))
+			break;
+		{
+			const char *args[] = { "proc", "stop", "--id", id, "--grace-ms",
+					       q->grace, NULL };
+
+			if (sg_envcall(q->s, SG_CALL_CTL, args, NULL, 0, &reply, q->cancel, &err))
+				sg_log_warn("stopping process %s failed: %s", id, err.msg);
+		}
+		json_decref(reply);
+	}
 	return NULL;
 }
 
@@ -488,9 +524,11 @@ sg_err sg_procs_shutdown(struct sg_session *s, int64_t grace_ms, struct sg_cance
 			 int *stopped, struct sg_errinfo *err)
 {
 	const char *args[] = { "proc", "list", "--session", s->session_id, NULL };
-	struct stopper *t = NULL;
-	json_t *reply = NULL, *rec;
-	size_t i, n = 0;
+	struct stop_queue q = { .s = s, .cancel = cancel };
+	pthread_t threads[SG_PROC_STOP_THREADS];
+	bool started[SG_PROC_STOP_THREADS] = { false };
+	json_t *reply = NULL, *seen = NULL, *rec;
+	size_t i, nthreads;
 	sg_err rc;
 
 	if (stopped)
@@ -511,34 +549,43 @@ sg_err sg_procs_shutdown(struct sg_session *s, int64_t grace_ms, struct sg_cance
 	}
 	if (rc)
 		return rc;
-	t = calloc(json_array_size(json_object_get(reply, "processes")) + 1, sizeof(*t));
-	if (!t) {
+	q.ids = calloc(json_array_size(json_object_get(reply, "processes")) + 1, sizeof(*q.ids));
+	seen = json_object();
+	if (!q.ids || !seen) {
+		free(q.ids);
+		json_decref(seen);
 		json_decref(reply);
 		return sg_err_set(err, SG_E_INTERNAL, "out of memory");
 	}
-	/* Stop them all at once, so N stubborn processes cost one grace. */
+	/* Each running process of this session once, whatever the reply repeats. */
 	json_array_foreach(json_object_get(reply, "processes"), i, rec) {
 		const char *st = json_string_value(json_object_get(rec, "status"));
 		const char *id = json_string_value(json_object_get(rec, "id"));
 
-		if (!st || strcmp(st, "running") != 0 || !id || strlen(id) >= sizeof(t->id))
+		if (!st || strcmp(st, "running") != 0 || !id || strlen(id) > SG_PROC_ID_MAX ||
+		    !owned(s, rec) || json_object_get(seen, id))
 			continue;
-		t[n].s = s;
-		t[n].cancel = cancel;
-		snprintf(t[n].id, sizeof(t[n].id), "%s", id);
-		snprintf(t[n].grace, sizeof(t[n].grace), "%lld", (long long)grace_ms);
-		t[n].started = pthread_create(&t[n].thread, NULL, stop_one, &t[n]) == 0;
-		if (!t[n].started)
-			stop_one(&t[n]);
-		n++;
+		json_object_set_new(seen, id, json_true());
+		q.ids[q.n++] = id;
 	}
-	for (i = 0; i < n; i++)
-		if (t[i].started)
-			pthread_join(t[i].thread, NULL);
-	free(t);
-	json_decref(reply);
+	snprintf(q.grace, sizeof(q.grace), "%lld", (long long)grace_ms);
+	pthread_mutex_init(&q.lock, NULL);
+	/* Stop them at once, so a few stubborn processes cost one grace. */
+	nthreads = q.n < SG_PROC_STOP_THREADS ? q.n : SG_PROC_STOP_THREADS;
+	for (i = 0; i < nthreads; i++)
+		started[i] = pthread_create(&threads[i], NULL, stop_worker, &q) == 0;
+	/* Without any thread, this one does the work. */
+	if (nthreads && !started[0])
+		stop_worker(&q);
+	for (i = 0; i < nthreads; i++)
+		if (started[i])
+			pthread_join(threads[i], NULL);
+	pthread_mutex_destroy(&q.lock);
 	if (stopped)
-		*stopped = (int)n;
+		*stopped = (int)q.n;
+	free(q.ids);
+	json_decref(seen);
+	json_decref(reply);
 	return sg_cancel_check(cancel) ? sg_err_set(err, SG_E_TIMEOUT,
 			"stopping processes did not finish inside the shutdown budget") : SG_OK;
 }

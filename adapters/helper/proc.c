@@ -17,7 +17,13 @@
  * Every file under C is opened with O_NOFOLLOW: C is writable from inside
  * the environment, and on the local backend these reads run in the
  * gateway, where a spool replaced by a link to /proc/self/environ would
- * be the gateway's own.
+ * be the gateway's own.  O_NOFOLLOW covers only the last component, so a
+ * process directory C/<ID> is opened on its own without following a link
+ * (id_dir_open) and its files relative to it: a C/<ID> replaced by a link
+ * to a host directory is no process.  Nothing there is opened in a way
+ * that waits (O_NONBLOCK, and spools must be regular files): a FIFO put in
+ * a file's place would stop the gateway's worker in open(2), which no
+ * cancel interrupts.
  *
  * Files under --ctl C (created 0700):
  *
@@ -133,6 +139,58 @@ static sg_err path_join(char *dst, size_t n, const char *a, const char *b,
 		return sg_err_set(err, SG_E_INVALID_ARGUMENT,
 				  "the path under %s is too long", a);
 	return SG_OK;
+}
+
+/*
+ * Open the directory C/<id> without following a link there; -1 with err
+ * set (SG_E_NOT_FOUND when there is no such directory, a link included).
+ * Every file of a process is opened relative to this descriptor, so that
+ * a command that replaces C/<id> with a link to a directory of the host
+ * (the gateway's own, on the local backend) never has it read or written.
+ */
+static int id_dir_open(const char *ctl, const char *id, struct sg_errinfo *err)
+{
+	char path[SG_PATH_MAX];
+	int fd;
+
+	if (path_join(path, sizeof(path), ctl, id, NULL, err))
+		return -1;
+	fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	if (fd < 0) {
+		if (errno == ENOENT)
+			sg_err_set(err, SG_E_NOT_FOUND, "no process %s", id);
+		else if (errno == ELOOP || errno == ENOTDIR)
+			sg_err_set(err, SG_E_NOT_FOUND,
+				   "no process %s: %s is not a directory", id, path);
+		else
+			sg_err_set(err, SG_E_INTERNAL, "cannot open %s: %s", path,
+				   strerror(errno));
+	}
+	return fd;
+}
+
+/*
+ * Open a file of a process directory (dirfd) for reading, without
+ * following a link or waiting for a FIFO's writer, and only when it is a
+ * regular file; -1 with errno (EINVAL for anything else).
+ */
+static int id_file_open(int dirfd, const char *name)
+{
+	struct stat st;
+	int fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+
+	if (fd >= 0 && (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))) {
+		close(fd);
+		errno = EINVAL;
+		fd = -1;
+	}
+	return fd;
+}
+
+/* The path inotify watches for dirfd: the directory it is, wherever that is. */
+static void fd_path(char *dst, size_t n, int fd)
+{
+	snprintf(dst, n, "/proc/self/fd/%d", fd);
 }
 
 /* RFC 3339 UTC with milliseconds: 2026-11-29T08:00:00.123Z. */
@@ -621,18 +679,16 @@ static uint64_t seq_value(int fd)
 static sg_err rec_store_locked(const char *ctl, int seqfd, struct proc_rec *r,
 			       struct sg_errinfo *err)
 {
-	char tmp[SG_PATH_MAX], path[SG_PATH_MAX];
 	struct sg_buf b = SG_BUF_INIT(SG_MAX_FRAME);
 	uint64_t seq = seq_value(seqfd) + 1;
-	int fd = -1;
+	int fd = -1, dirfd = id_dir_open(ctl, r->id, err);
+	const char *tmp = "record.tmp";
 	sg_err rc;
 
-	rc = path_join(tmp, sizeof(tmp), ctl, r->id, "record.tmp", err);
-	if (!rc)
-		rc = path_join(path, sizeof(path), ctl, r->id, "record.json",
-			       err);
-	if (rc)
+	if (dirfd < 0) {
+		rc = err->code;
 		goto out;
+	}
 	if (pwrite(seqfd, &seq, sizeof(seq), 0) != (ssize_t)sizeof(seq)) {
 		rc = sg_err_set(err, SG_E_INTERNAL, "cannot advance %s/.seq: %s",
 				ctl, strerror(errno));
@@ -646,28 +702,41 @@ static sg_err rec_store_locked(const char *ctl, int seqfd, struct proc_rec *r,
 		sg_err_set(err, rc, "the record of %s is too large", r->id);
 		goto out;
 	}
-	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+	/*
+	 * Whatever the environment left at record.tmp goes first, and the
+	 * file is made new: a FIFO there would have stopped this open(2),
+	 * under the exclusive lock, until a writer came.
+	 */
+	if (unlinkat(dirfd, tmp, 0) < 0 && errno != ENOENT) {
+		rc = sg_err_set(err, SG_E_INTERNAL, "cannot replace %s/%s/%s: %s", ctl,
+				r->id, tmp, strerror(errno));
+		goto out;
+	}
+	fd = openat(dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC,
+		    0600);
 	if (fd < 0 || sg_write_all(fd, b.p, b.len)) {
-		rc = sg_err_set(err, SG_E_INTERNAL, "cannot write %s: %s", tmp,
-				strerror(errno));
+		rc = sg_err_set(err, SG_E_INTERNAL, "cannot write %s/%s/%s: %s", ctl, r->id,
+				tmp, strerror(errno));
 		goto out;
 	}
 	if (close(fd) < 0) {
 		fd = -1;
-		rc = sg_err_set(err, SG_E_INTERNAL, "cannot write %s: %s", tmp,
-				strerror(errno));
+		rc = sg_err_set(err, SG_E_INTERNAL, "cannot write %s/%s/%s: %s", ctl, r->id,
+				tmp, strerror(errno));
 		goto out;
 	}
 	fd = -1;
-	if (rename(tmp, path) < 0) {
-		rc = sg_err_set(err, SG_E_INTERNAL, "cannot rename %s: %s", tmp,
-				strerror(errno));
+	if (renameat(dirfd, tmp, dirfd, "record.json") < 0) {
+		rc = sg_err_set(err, SG_E_INTERNAL, "cannot rename %s/%s/%s: %s", ctl, r->id,
+				tmp, strerror(errno));
 		goto out;
 	}
 	rc = SG_OK;
 out:
 	if (fd >= 0)
 		close(fd);
+	if (dirfd >= 0)
+		close(dirfd);
 	sg_buf_release(&b);
 	return rc;
 }
@@ -692,14 +761,19 @@ static sg_err rec_read(const char *ctl, const char *id, struct proc_rec *r,
 	char path[SG_PATH_MAX];
 	struct sg_buf b = SG_BUF_INIT(SG_MAX_FRAME);
 	struct stat st;
-	int fd = -1;
+	int fd = -1, dirfd = -1;
 	sg_err rc;
 
 	rec_init(r);
 	rc = path_join(path, sizeof(path), ctl, id, "record.json", err);
 	if (rc)
 		goto out;
-	fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	dirfd = id_dir_open(ctl, id, err);
+	if (dirfd < 0) {
+		rc = err->code;
+		goto out;
+	}
+	fd = openat(dirfd, "record.json", O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
 	if (fd < 0) {
 		if (errno == ENOENT || errno == ENOTDIR)
 			rc = sg_err_set(err, SG_E_NOT_FOUND,
@@ -735,6 +809,8 @@ static sg_err rec_read(const char *ctl, const char *id, struct proc_rec *r,
 out:
 	if (fd >= 0)
 		close(fd);
+	if (dirfd >= 0)
+		close(dirfd);
 	sg_buf_release(&b);
 	return rc;
 }
@@ -919,31 +995,27 @@ struct proc_snap {
  * is checked against the writer afterwards: bytes the writer may have
  * overwritten meanwhile are dropped from the front (start moves forward).
  */
-static sg_err snap_take(const char *dir, uint64_t retain, uint64_t offset,
+static sg_err snap_take(int dirfd, const char *id, uint64_t retain, uint64_t offset,
 			uint64_t n, struct proc_snap *s, struct sg_errinfo *err)
 {
-	char path[SG_PATH_MAX];
+	const char *name = "progress";
 	int outfd = -1, progfd = -1;
 	uint64_t total = 0, reserve;
-	sg_err rc;
+	sg_err rc = SG_OK;
 
 	sg_buf_reset(&s->data);
 	s->start = s->total = 0;
-	rc = path_join(path, sizeof(path), dir, "progress", NULL, err);
-	if (rc)
-		goto out;
-	progfd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	progfd = id_file_open(dirfd, name);
 	if (progfd >= 0) {
-		rc = path_join(path, sizeof(path), dir, "out", NULL, err);
-		if (rc)
-			goto out;
-		outfd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+		name = "out";
+		outfd = id_file_open(dirfd, name);
 	}
 	if (outfd < 0) {
 		/* A spawn that failed early may leave no spool: nothing to read. */
 		if (errno != ENOENT)
-			rc = sg_err_set(err, SG_E_INTERNAL, "cannot open %s: %s",
-					path, strerror(errno));
+			rc = sg_err_set(err, SG_E_INTERNAL,
+					"cannot open the spool file %s of process %s: %s", name,
+					id, errno == EINVAL ? "not a regular file" : strerror(errno));
 		goto out;
 	}
 	for (int attempt = 0; attempt < 16; attempt++) {
@@ -978,7 +1050,7 @@ static sg_err snap_take(const char *dir, uint64_t retain, uint64_t offset,
 			if (pread(outfd, dst, seg[i].len, (off_t)seg[i].pos) !=
 			    (ssize_t)seg[i].len) {
 				rc = sg_err_set(err, SG_E_INTERNAL,
-						"the spool in %s is short", dir);
+						"the spool of process %s is short", id);
 				goto out;
 			}
 			dst += seg[i].len;
@@ -1417,11 +1489,13 @@ static sg_err await_end(const char *ctl, const char *id, int64_t deadline,
 			struct sg_errinfo *err)
 {
 	struct proc_waiter w;
-	char dir[SG_PATH_MAX];
-	sg_err rc;
+	char dir[64];
+	int dirfd = id_dir_open(ctl, id, err);
+	sg_err rc = dirfd < 0 ? err->code : SG_OK;
 
 	waiter_init(&w);
-	rc = path_join(dir, sizeof(dir), ctl, id, NULL, err);
+	if (dirfd >= 0)
+		fd_path(dir, sizeof(dir), dirfd);
 	while (!rc) {
 		rec_release(r);
 		rc = rec_load(ctl, id, r, cancel, err);
@@ -1437,6 +1511,8 @@ static sg_err await_end(const char *ctl, const char *id, int64_t deadline,
 		rc = waiter_wait(&w, deadline, cancel, err);
 	}
 	waiter_release(&w);
+	if (dirfd >= 0)
+		close(dirfd);
 	return rc;
 }
 
@@ -1475,8 +1551,7 @@ static sg_err stop_one(const char *ctl, const char *seen, const char *id, int64_
 		       struct proc_rec *r, const struct sg_cancel *cancel,
 		       struct sg_errinfo *err)
 {
-	char path[SG_PATH_MAX];
-	int fd;
+	int fd, dirfd;
 	sg_err rc = rec_load(ctl, id, r, cancel, err);
 
 	if (rc || r->status != PS_RUNNING)
@@ -1489,13 +1564,16 @@ static sg_err stop_one(const char *ctl, const char *seen, const char *id, int64_
 		return sg_err_set(err, SG_E_PERMISSION,
 				  "process %s: its record names a process group "
 				  "outside its environment, which is not signalled", id);
-	rc = path_join(path, sizeof(path), ctl, id, "stop", err);
-	if (rc)
-		return rc;
-	fd = open(path, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+	dirfd = id_dir_open(ctl, id, err);
+	if (dirfd < 0)
+		return err->code;
+	/* O_NONBLOCK: a FIFO put there fails (ENXIO) rather than waits. */
+	fd = openat(dirfd, "stop", O_WRONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC,
+		    0600);
+	close(dirfd);
 	if (fd < 0)
-		return sg_err_set(err, SG_E_INTERNAL, "cannot write %s: %s", path,
-				  strerror(errno));
+		return sg_err_set(err, SG_E_INTERNAL, "cannot write the stop marker of %s: %s",
+				  id, strerror(errno));
 	close(fd);
 	kill(-(pid_t)r->pgid, SIGTERM);
 	rc = await_end(ctl, id, sat_add(sg_now_ns(), grace * 1000000), r,
@@ -1715,8 +1793,9 @@ static sg_err cmd_read(struct sg_args *a, struct sg_buf *reply,
 	struct proc_waiter w;
 	struct proc_rec r;
 	const char *ctl, *id;
-	char dir[SG_PATH_MAX];
+	char dir[64];
 	int64_t offset, max, wait_ns, dwell_ns, now, deadline, dwell_end = -1;
+	int dirfd = -1;
 	uint64_t n;
 	size_t k;
 	sg_err rc;
@@ -1735,10 +1814,15 @@ static sg_err cmd_read(struct sg_args *a, struct sg_buf *reply,
 				 err);
 	if (!rc)
 		rc = args_done(a, err);
-	if (!rc)
-		rc = path_join(dir, sizeof(dir), ctl, id, NULL, err);
 	if (rc)
 		goto out;
+	/* The spool and the watch go through this one directory, never a link. */
+	dirfd = id_dir_open(ctl, id, err);
+	if (dirfd < 0) {
+		rc = err->code;
+		goto out;
+	}
+	fd_path(dir, sizeof(dir), dirfd);
 	n = sg_ring_max((uint64_t)max);
 	deadline = sat_add(sg_now_ns(), wait_ns);
 	for (;;) {
@@ -1752,7 +1836,7 @@ static sg_err cmd_read(struct sg_args *a, struct sg_buf *reply,
 		if (r.status != PS_RUNNING)
 			break;
 		/* A few bytes tell whether anything can be returned yet. */
-		rc = snap_take(dir, (uint64_t)r.retain, (uint64_t)offset, probe,
+		rc = snap_take(dirfd, id, (uint64_t)r.retain, (uint64_t)offset, probe,
 			       &s, err);
 		if (rc)
 			goto out;
@@ -1782,7 +1866,7 @@ static sg_err cmd_read(struct sg_args *a, struct sg_buf *reply,
 		if (rc)
 			goto out;
 	}
-	rc = snap_take(dir, (uint64_t)r.retain, (uint64_t)offset, n, &s, err);
+	rc = snap_take(dirfd, id, (uint64_t)r.retain, (uint64_t)offset, n, &s, err);
 	if (rc)
 		goto out;
 	k = snap_keep(&s, n, r.status == PS_RUNNING);
@@ -1796,6 +1880,8 @@ out:
 	sg_buf_release(&s.data);
 	waiter_release(&w);
 	rec_release(&r);
+	if (dirfd >= 0)
+		close(dirfd);
 	return rc;
 }
 
@@ -1804,8 +1890,7 @@ out:
 /* Everything the supervisor and the child need, prepared before fork(). */
 struct proc_spawn {
 	const char *ctl;   /* absolute */
-	char dir[SG_PATH_MAX], out[SG_PATH_MAX], progress[SG_PATH_MAX];
-	char stop[SG_PATH_MAX];
+	char dir[SG_PATH_MAX];
 	const char *confine, *root;
 	char tmpdir[SG_PATH_MAX];
 	/* Writable besides root in standard mode: tmpdir, then --allow-write. */
@@ -2013,7 +2098,7 @@ static void sup_run(struct proc_spawn *sp)
 	char msg[SG_ERR_MSG], state;
 	int64_t boot_ticks;
 	int outp[2] = { -1, -1 }, errp[2] = { -1, -1 };
-	int outfd, progfd, sfd, devnull, status = 0;
+	int outfd = -1, progfd = -1, dirfd, sfd, devnull, status = 0;
 	struct sg_errinfo err = { 0 };
 	uint64_t total = 0, retain = (uint64_t)sp->rec.retain;
 	int64_t term_at = 0, kill_at = 0, drain_until = 0, start;
@@ -2046,8 +2131,12 @@ static void sup_run(struct proc_spawn *sp)
 	/* What leaves the command's group stays ours to kill (kill_descendants). */
 	prctl(PR_SET_CHILD_SUBREAPER, 1L, 0L, 0L, 0L);
 	buf = malloc(SG_PROC_CHUNK);
-	outfd = open(sp->out, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
-	progfd = open(sp->progress, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+	/* The spool's directory, never a link put in its place (id_dir_open). */
+	dirfd = id_dir_open(sp->ctl, sp->rec.id, &err);
+	if (dirfd >= 0) {
+		outfd = openat(dirfd, "out", O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+		progfd = openat(dirfd, "progress", O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	}
 	if (sfd < 0 || !buf || outfd < 0 || progfd < 0 ||
 	    pipe2(outp, O_CLOEXEC) < 0 || pipe2(errp, O_CLOEXEC) < 0) {
 		snprintf(msg, sizeof(msg), "cannot set up the supervisor: %s",
@@ -2158,8 +2247,9 @@ static void sup_run(struct proc_spawn *sp)
 		}
 	}
 
-	sp->rec.status = timed_out || access(sp->stop, F_OK) == 0 ? PS_STOPPED
-								  : PS_EXITED;
+	sp->rec.status = timed_out || faccessat(dirfd, "stop", F_OK, AT_SYMLINK_NOFOLLOW) == 0
+				 ? PS_STOPPED
+				 : PS_EXITED;
 	if (WIFEXITED(status)) {
 		sp->rec.exit_code = WEXITSTATUS(status);
 	} else if (WIFSIGNALED(status)) {
@@ -2202,7 +2292,8 @@ static sg_err absolute(char *dst, size_t n, const char *path,
 	return SG_OK;
 }
 
-static sg_err make_file(const char *dir, const char *name, const void *data,
+/* A new file name in the directory dirfd (dir, for messages). */
+static sg_err make_file(int dirfd, const char *dir, const char *name, const void *data,
 			size_t len, struct sg_errinfo *err)
 {
 	char path[SG_PATH_MAX];
@@ -2211,7 +2302,7 @@ static sg_err make_file(const char *dir, const char *name, const void *data,
 
 	if (rc)
 		return rc;
-	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+	fd = openat(dirfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (fd < 0)
 		return sg_err_set(err, SG_E_INTERNAL, "cannot create %s: %s",
 				  path, strerror(errno));
@@ -2234,7 +2325,7 @@ static sg_err cmd_spawn(struct sg_args *a, struct sg_buf *reply,
 	struct proc_spawn sp;
 	const char *id, *cwd_arg, *raw_ctl;
 	uint64_t zero[3] = { 0, 0, PROGRESS_MAGIC };
-	int pipefd[2] = { -1, -1 };
+	int pipefd[2] = { -1, -1 }, dirfd = -1;
 	int64_t timeout, retain;
 	pid_t pid;
 	sg_err rc;
@@ -2317,13 +2408,6 @@ static sg_err cmd_spawn(struct sg_args *a, struct sg_buf *reply,
 	}
 	rc = path_join(sp.dir, sizeof(sp.dir), ctl, id, NULL, err);
 	if (!rc)
-		rc = path_join(sp.out, sizeof(sp.out), ctl, id, "out", err);
-	if (!rc)
-		rc = path_join(sp.progress, sizeof(sp.progress), ctl, id,
-			       "progress", err);
-	if (!rc)
-		rc = path_join(sp.stop, sizeof(sp.stop), ctl, id, "stop", err);
-	if (!rc)
 		rc = path_join(sp.tmpdir, sizeof(sp.tmpdir), ctl, ".tmp", NULL,
 			       err);
 	if (rc)
@@ -2342,9 +2426,15 @@ static sg_err cmd_spawn(struct sg_args *a, struct sg_buf *reply,
 				id);
 		goto out;
 	}
-	rc = make_file(sp.dir, "out", NULL, 0, err);
+	dirfd = id_dir_open(ctl, id, err);
+	if (dirfd < 0) {
+		rc = err->code;
+		goto out;
+	}
+	rc = make_file(dirfd, sp.dir, "out", NULL, 0, err);
 	if (!rc)
-		rc = make_file(sp.dir, "progress", zero, sizeof(zero), err);
+		rc = make_file(dirfd, sp.dir, "progress", zero, sizeof(zero), err);
+	close(dirfd);
 	if (rc)
 		goto out;
 	if (pipe2(pipefd, O_CLOEXEC) < 0) {

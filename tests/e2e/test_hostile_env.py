@@ -12,10 +12,18 @@ Runs against any profile; a test skips what the environment lacks (a
 shell tool it needs).
 """
 
+import glob
+import json
+import os
+import shutil
+import stat
+import struct
+import tempfile
+import threading
 import time
 import unittest
 
-from sgclient import GatewayTestCase, SLACK
+from sgclient import CONFIG, GatewayTestCase, SLACK, shell_quote
 
 # The supervisor runs a command as `sh -c COMMAND`, so $PPID is the
 # supervisor, whose argv (a fork of `sg-helper proc spawn`) names the
@@ -71,6 +79,224 @@ class HeldRecordLock(GatewayTestCase):
         time.sleep(1)
         rc, err, took = gw.shutdown(timeout=budget / 1000 + 15 * SLACK)
         self.assertLess(took, budget / 1000 + 5 * SLACK, err)
+
+
+# The command's own process id, from the same argv (after --id).
+FIND_ID = r"""id=$(tr '\0' '\n' </proc/$PPID/cmdline | sed -n '/^--id$/{n;p;q;}')"""
+
+# Wait for the command's record (the supervisor stores it once the child
+# runs), then do what follows with $ctl and $id set.
+OWN_RECORD = FIND_CTL + "\n" + FIND_ID + r"""
+[ -n "$ctl" ] && [ -n "$id" ] || exit 3
+i=0
+while [ ! -e "$ctl/$id/record.json" ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done
+"""
+
+CANARY = "SG-HOSTILE-outside-never-to-be-read\n"
+
+
+def host_spool(gw, name, timeout=10.0):
+    """The host path of ctl/proc/<name> of the gateway's local environment."""
+    deadline = time.monotonic() + timeout * SLACK
+    while time.monotonic() < deadline:
+        found = glob.glob(os.path.join(gw.state_dir, "local", "*", "ctl", "proc", name))
+        if found:
+            return found[0]
+        time.sleep(0.05)
+    raise AssertionError("no %s in the environment's process spool" % name)
+
+
+class LinkedProcessDirectory(GatewayTestCase):
+    """A command replaces its process directory with a link to a host directory.
+
+    On the local backend the records and spools are read and written by
+    the gateway, on the host: O_NOFOLLOW on the file's own name did not
+    stop a link one step up, so process/read returned a host file and
+    process/stop wrote a stop marker and a record into the host directory.
+    """
+
+    def setUp(self):
+        if CONFIG:
+            self.skipTest("the link must lead to a directory of the gateway's host")
+        self.outside = tempfile.mkdtemp(prefix="sg-e2e-hostile-")
+        self.addCleanup(shutil.rmtree, self.outside, True)
+
+    def test_link_is_not_followed(self):
+        gw = self.gateway(binding={"remove_workspace_on_exit": True})
+        r = gw.tool("run_command", {"command": "command -v sed"}, "full")
+        if r["is_error"] or "sed" not in r["content"]:
+            self.skipTest("no sed in the environment")
+        # A spool of the outside's own: the bytes and a matching progress.
+        with open(os.path.join(self.outside, "out"), "w") as f:
+            f.write(CANARY)
+        total = len(CANARY)
+        with open(os.path.join(self.outside, "progress"), "wb") as f:
+            f.write(struct.pack("=QQQ", total, total, total ^ total ^ 0x73672d70726f6373))
+        swap = OWN_RECORD + r"""
+mv "$ctl/$id" "$ctl/$id.real" && ln -s %s "$ctl/$id" || exit 4
+exec sleep 600
+""" % shell_quote(self.outside)
+        pid = gw.start(swap, permission_mode="full")["id"]
+        real = host_spool(gw, pid + ".real/record.json")
+        # The outside holds this session's own live record: all a forger
+        # needs is a directory with the spool's file names.
+        shutil.copyfile(real, os.path.join(self.outside, "record.json"))
+        with open(os.path.join(self.outside, "record.json"), "rb") as f:
+            record = f.read()
+        self.assertTrue(os.path.islink(host_spool(gw, pid)))
+        r = gw.call("process/read", {"id": pid, "OffsetBytes": 0, "MaxBytes": 0,
+                                     "Wait": 0, "MinDwell": 0})
+        self.assertNotIn("SG-HOSTILE", json.dumps(r), "the process directory link was followed")
+        self.assertIn("error", r, r)
+        r = gw.call("process/stop", {"id": pid, "grace_ms": 0}, timeout=30 * SLACK)
+        self.assertIn("error", r, r)
+        time.sleep(0.5)
+        self.assertEqual(sorted(os.listdir(self.outside)), ["out", "progress", "record.json"],
+                         "a file was written into the host directory")
+        with open(os.path.join(self.outside, "record.json"), "rb") as f:
+            self.assertEqual(f.read(), record, "the host directory's record was rewritten")
+
+
+class FifoInProcessDirectory(GatewayTestCase):
+    """A command puts a FIFO where the gateway opens a file of its process.
+
+    open(2) of a FIFO waits for the other side, and no cancel interrupts
+    it: on the local backend that was a worker of the gateway (process/read
+    on the spool), or the process watcher holding the records' lock (the
+    rewrite of a dead supervisor's record through record.tmp), so the
+    shutdown never ended.
+    """
+
+    def setUp(self):
+        if CONFIG:
+            self.skipTest("the FIFO must be opened by the gateway itself")
+        self.fifos = []
+        # Release whatever the old code left waiting in open(2).
+        self.addCleanup(self.release)
+
+    def release(self):
+        for path in self.fifos:
+            try:
+                os.close(os.open(path, os.O_RDWR | os.O_NONBLOCK))
+            except OSError:
+                pass
+
+    def fifo(self, gw, name, then=""):
+        r = gw.tool("run_command", {"command": "command -v sed && command -v mkfifo"}, "full")
+        if r["is_error"] or "mkfifo" not in r["content"]:
+            self.skipTest("no sed or mkfifo in the environment")
+        command = OWN_RECORD + r"""
+rm -f "$ctl/$id/%s" && mkfifo "$ctl/$id/%s" || exit 4
+%s
+exec sleep 600
+""" % (name, name, then)
+        pid = gw.start(command, permission_mode="full")["id"]
+        path = os.path.join(os.path.dirname(host_spool(gw, pid + "/record.json")), name)
+        self.fifos.append(path)
+        # A FIFO the gateway removes at once (record.tmp) cannot be
+        # waited for: give the command a moment instead.
+        deadline = time.monotonic() + (10 if not then else 2) * SLACK
+        while time.monotonic() < deadline:
+            try:
+                if stat.S_ISFIFO(os.lstat(path).st_mode) and not then:
+                    break
+            except FileNotFoundError:
+                pass
+            time.sleep(0.05)
+        return pid
+
+    def test_read_of_a_fifo_spool_replies(self):
+        gw = self.gateway(binding={"remove_workspace_on_exit": True})
+        pid = self.fifo(gw, "out")
+        r = gw.call("process/read", {"id": pid, "OffsetBytes": 0, "MaxBytes": 0,
+                                     "Wait": 0, "MinDwell": 0}, timeout=15 * SLACK)
+        self.assertIn("error", r, r)
+        self.assertEqual(gw.tool_ok("run_command", {"command": "echo alive"})["content"],
+                         "alive\n")
+
+    def test_fifo_record_tmp_leaves_the_shutdown_inside_its_budget(self):
+        budget = 20000
+        gw = self.gateway(extra_args=["--shutdown-budget-ms", str(budget)],
+                          binding={"remove_workspace_on_exit": True})
+        # The supervisor dies: the watcher rewrites the record as `lost`
+        # through record.tmp, under the records' lock.
+        pid = self.fifo(gw, "record.tmp", "kill -9 $PPID")
+        r = gw.call("process/get", {"id": pid}, timeout=30 * SLACK)
+        self.assertNotIn("running", json.dumps(r.get("data", {}).get("status")), r)
+        rc, err, took = gw.shutdown(timeout=budget / 1000 + 15 * SLACK)
+        self.assertLess(took, budget / 1000 + 5 * SLACK, err)
+
+
+# Forge N records of this session (SESSION) that say `running`, each
+# naming the command itself as supervisor and process group (a live
+# process of the environment, so each stop waits its grace), and ignore
+# SIGTERM so that it does.
+FORGE = OWN_RECORD + r"""
+trap '' TERM
+i=0
+while [ $i -lt %(n)d ]; do
+  i=$((i+1))
+  mkdir "$ctl/f-$i" || exit 5
+  printf '{"id":"f-%%s","operation_id":null,"root_thread_id":"%%s","command":"x","argv":null,"cwd":"/","status":"running","pid":%%s,"exit_code":null,"signal":null,"started_at":null,"ended_at":null,"managed":true,"supervisor_pid":%%s,"supervisor_start":0,"pid_ns":0,"pgid":%%s,"timeout_ms":0,"retain":1024,"stamp":1,"birth":1}' \
+    "$i" %(session)s $$ $$ $$ >"$ctl/f-$i/record.json" || exit 6
+done
+echo forged
+exec sleep 600
+"""
+
+
+def threads_of(pid):
+    try:
+        with open("/proc/%d/status" % pid) as f:
+            for line in f:
+                if line.startswith("Threads:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+class ForgedRunningRecords(GatewayTestCase):
+    """The environment forges many `running` records of the session.
+
+    The shutdown stops every running process of `proc list`'s reply at
+    once; it started one thread per record, so an environment's forged
+    records set the number of threads the gateway made.
+    """
+
+    def test_shutdown_threads_are_bounded(self):
+        if CONFIG:
+            self.skipTest("the gateway's threads are counted on this host")
+        n = 300
+        gw = self.gateway(binding={"remove_workspace_on_exit": True})
+        r = gw.tool("run_command", {"command": "command -v sed"}, "full")
+        if r["is_error"] or "sed" not in r["content"]:
+            self.skipTest("no sed in the environment")
+        pid = gw.start(FORGE % {"n": n, "session": shell_quote(gw.session)},
+                       permission_mode="full")["id"]
+        out = gw.read(pid, wait_ns=int(30 * SLACK * 10**9), min_dwell_ns=0)
+        self.assertIn("forged", out["Output"], out)
+        listed = gw.ok("process/list")["processes"]
+        self.assertGreaterEqual(len(listed), n, "the forged records are not listed")
+        base = threads_of(gw.proc.pid)
+        peak = [base]
+        done = threading.Event()
+
+        def sample():
+            while not done.is_set():
+                peak[0] = max(peak[0], threads_of(gw.proc.pid))
+                time.sleep(0.01)
+
+        sampler = threading.Thread(target=sample)
+        sampler.start()
+        try:
+            rc, err, took = gw.shutdown(timeout=60 * SLACK)
+        finally:
+            done.set()
+            sampler.join()
+        self.assertLess(peak[0], base + 40,
+                        "the shutdown ran %d threads for %d forged records (%d before)"
+                        % (peak[0], n, base))
 
 
 if __name__ == "__main__":

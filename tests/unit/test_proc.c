@@ -317,6 +317,7 @@ static int teardown(void **state)
 	struct fixture *f = *state;
 	char path[512];
 	struct dirent *de;
+	struct stat st;
 	DIR *d = opendir(f->ctl);
 
 	while (d && (de = readdir(d))) {
@@ -327,6 +328,9 @@ static int teardown(void **state)
 			continue;
 		snprintf(path, sizeof(path), "%s/%s/record.json", f->ctl,
 			 de->d_name);
+		/* A test may leave a FIFO there, which would wait for a writer. */
+		if (lstat(path, &st) != 0 || !S_ISREG(st.st_mode))
+			continue;
 		j = json_load_file(path, 0, &e);
 		if (!j)
 			continue;
@@ -1018,6 +1022,168 @@ static void test_errors(void **state)
 	json_decref(r);
 }
 
+/* ---- a hostile environment ------------------------------------------------ */
+
+/* Write data to path (a new file), for the tests below. */
+static void put_file(const char *path, const void *data, size_t n)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, data, n), (ssize_t)n);
+	close(fd);
+}
+
+/*
+ * A command replaces its process directory ctl/p1 with a link to a
+ * directory outside (the host's, on the local backend) that holds files
+ * with the spool's names.  Nothing may be read from or written there:
+ * the id is no process any more.
+ */
+static void test_linked_process_dir_is_no_process(void **state)
+{
+	struct fixture *f = *state;
+	char outside[128], path[256], real[256], link[256], text[4096];
+	uint64_t prog[3] = { 7, 7, UINT64_C(7) ^ 7 ^ UINT64_C(0x73672d70726f6373) };
+	json_t *r;
+	ssize_t n;
+	int fd;
+	DIR *d;
+	struct dirent *de;
+	char *dump;
+	int files = 0;
+
+	json_decref(spawn_sh(f, "p1", "sleep 10"));
+	snprintf(outside, sizeof(outside), "%s/outside", f->dir);
+	assert_int_equal(mkdir(outside, 0700), 0);
+	/* The outside holds a live record of this very session and a spool. */
+	snprintf(path, sizeof(path), "%s/p1/record.json", f->ctl);
+	fd = open(path, O_RDONLY);
+	assert_true(fd >= 0);
+	n = read(fd, text, sizeof(text));
+	close(fd);
+	assert_true(n > 0);
+	snprintf(path, sizeof(path), "%s/record.json", outside);
+	put_file(path, text, (size_t)n);
+	snprintf(path, sizeof(path), "%s/out", outside);
+	put_file(path, "SECRET\n", 7);
+	snprintf(path, sizeof(path), "%s/progress", outside);
+	put_file(path, prog, sizeof(prog));
+	snprintf(real, sizeof(real), "%s/p1.real", f->ctl);
+	snprintf(link, sizeof(link), "%s/p1", f->ctl);
+	assert_int_equal(rename(link, real), 0);
+	assert_int_equal(symlink(outside, link), 0);
+
+	r = get(f, "p1");
+	assert_false(is_true(r, "ok"));
+	assert_string_equal(str(r, "error"), "not_found");
+	json_decref(r);
+	r = run("proc", "read", "--ctl", f->ctl, "--id", "p1", NULL);
+	dump = json_dumps(r, 0);
+	assert_false(is_true(r, "ok"));
+	assert_null(strstr(dump, "SECRET"));
+	free(dump);
+	json_decref(r);
+	r = run("proc", "stop", "--ctl", f->ctl, "--id", "p1", "--grace-ms", "0", NULL);
+	assert_false(is_true(r, "ok"));
+	json_decref(r);
+	/* The real process was not signalled through the link, and the
+	 * directory outside is as it was: no stop marker, no record rewritten. */
+	usleep(300000);
+	d = opendir(outside);
+	assert_non_null(d);
+	while ((de = readdir(d))) {
+		if (de->d_name[0] == '.')
+			continue;
+		files++;
+		assert_true(strcmp(de->d_name, "record.json") == 0 ||
+			    strcmp(de->d_name, "out") == 0 ||
+			    strcmp(de->d_name, "progress") == 0);
+	}
+	closedir(d);
+	assert_int_equal(files, 3);
+	snprintf(path, sizeof(path), "%s/record.json", outside);
+	fd = open(path, O_RDONLY);
+	assert_true(fd >= 0);
+	assert_int_equal(read(fd, text + n, sizeof(text) - (size_t)n), n);
+	close(fd);
+	assert_memory_equal(text, text + n, (size_t)n);
+	r = get(f, "p1.real");
+	assert_string_equal(str(json_object_get(r, "process"), "status"), "running");
+	json_decref(r);
+}
+
+/*
+ * A command puts a FIFO where the helper opens a file of its process
+ * (name), with the supervisor killed first when lost (the record is then
+ * rewritten).  The step run must answer at once, not wait in open(2) for
+ * a writer: a child opens the FIFO after 3 s, which would release it.
+ */
+static void fifo_case(struct fixture *f, const char *name, bool lost, const char *cmd)
+{
+	char path[256];
+	int64_t t0, took;
+	pid_t opener;
+	json_t *r;
+
+	json_decref(spawn_sh(f, "p1", "sleep 10"));
+	snprintf(path, sizeof(path), "%s/p1/%s", f->ctl, name);
+	unlink(path);
+	assert_int_equal(mkfifo(path, 0600), 0);
+	if (lost) {
+		pid_t sup = (pid_t)internal_field(f, "p1", "supervisor_pid");
+
+		assert_int_equal(kill(sup, SIGKILL), 0);
+		usleep(100000);
+	}
+	opener = fork();
+	assert_true(opener >= 0);
+	if (opener == 0) {
+		int fd;
+
+		sleep(3);
+		/* O_RDWR never waits, and releases an open on either side. */
+		fd = open(path, O_RDWR | O_NONBLOCK);
+		usleep(200000);
+		if (fd >= 0)
+			close(fd);
+		_exit(0);
+	}
+	t0 = sg_now_ms();
+	if (strcmp(cmd, "read") == 0)
+		r = run("proc", "read", "--ctl", f->ctl, "--id", "p1", NULL);
+	else if (strcmp(cmd, "stop") == 0)
+		r = run("proc", "stop", "--ctl", f->ctl, "--id", "p1", "--grace-ms", "0", NULL);
+	else
+		r = get(f, "p1");
+	took = sg_now_ms() - t0;
+	kill(opener, SIGKILL);
+	waitpid(opener, NULL, 0);
+	if (took >= 2000)
+		fail_msg("proc %s waited %lld ms on a FIFO at %s", cmd, (long long)took, name);
+	json_decref(r);
+}
+
+static void test_fifo_out_does_not_block_a_read(void **state)
+{
+	fifo_case(*state, "out", false, "read");
+}
+
+static void test_fifo_progress_does_not_block_a_read(void **state)
+{
+	fifo_case(*state, "progress", false, "read");
+}
+
+static void test_fifo_record_tmp_does_not_block_the_lost_rewrite(void **state)
+{
+	fifo_case(*state, "record.tmp", true, "get");
+}
+
+static void test_fifo_stop_marker_does_not_block_a_stop(void **state)
+{
+	fifo_case(*state, "stop", false, "stop");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1045,6 +1211,11 @@ int main(void)
 		T(test_wait_changes),
 		T(test_cancel_read),
 		T(test_errors),
+		T(test_linked_process_dir_is_no_process),
+		T(test_fifo_out_does_not_block_a_read),
+		T(test_fifo_progress_does_not_block_a_read),
+		T(test_fifo_record_tmp_does_not_block_the_lost_rewrite),
+		T(test_fifo_stop_marker_does_not_block_a_stop),
 #undef T
 	};
 
