@@ -194,9 +194,10 @@ static const char *state_of(json_t *e)
 {
 	if (!json_is_true(json_object_get(e, "record")))
 		return "orphan";
-	if (json_string_value(json_object_get(e, "status")) &&
-	    strcmp(json_string_value(json_object_get(e, "status")), SG_REG_CLEANUP) == 0)
+	if (strcmp(str(e, "status", ""), SG_REG_CLEANUP) == 0)
 		return SG_REG_CLEANUP;
+	if (strcmp(str(e, "status", ""), SG_REG_KEEP_FAILED) == 0)
+		return SG_REG_KEEP_FAILED;
 	return str(e, "state", "unknown");
 }
 
@@ -352,6 +353,14 @@ static const char *gc_reason(json_t *e, int64_t older_than, time_t now)
 	}
 	if (strcmp(state, SG_REG_CLEANUP) == 0)
 		return "its cleanup did not finish";
+	/*
+	 * Its keep did not finish: a persistent one may hold the only copy of
+	 * its workspace, which only an operator's explicit word removes.
+	 */
+	if (strcmp(state, SG_REG_KEEP_FAILED) == 0 && persistent)
+		return older_than >= 0 && created && now - created >= older_than
+			       ? "it is older than --older-than"
+			       : NULL;
 	if (strcmp(state, "vanished") == 0)
 		return "its resource is gone; only the record remains";
 	if (strcmp(state, "provisioning") == 0 ||
@@ -446,6 +455,11 @@ static int cmd_gc(const struct sg_config *cfg, const char *state_dir,
 				append_pair(json_object_get(report, "kept"), "id", name, "reason",
 					    "its create's outcome is unknown and nothing has shown yet");
 				status = SG_EXIT_UNAVAILABLE;
+			} else if (strcmp(state_of(e), SG_REG_KEEP_FAILED) == 0) {
+				fprintf(stderr, "sandgate: keeping %s: its keep did not finish, so it may hold the only copy of its workspace; a session of identity \"%s\" resumes it, `sandgate envs rm` removes it\n",
+					name, json_string_value(json_object_get(e, "identity")));
+				append_pair(json_object_get(report, "kept"), "id", name, "reason",
+					    "its keep did not finish; it may hold the only copy of its workspace");
 			}
 			continue;
 		}

@@ -34,6 +34,10 @@
 /* Removal failed or timed out, or a create's outcome is unknown (no id
  * yet; the record then names the session whose tags to look for). */
 #define SG_REG_CLEANUP "cleanup-pending"
+/* A keep (snapshot, stop) failed or timed out: the environment still
+ * runs and, when persistent, holds the only copy of the workspace, so gc
+ * leaves it to the next session or to an operator's `envs rm`. */
+#define SG_REG_KEEP_FAILED "keep-pending"
 
 struct sg_reg_key {
 	const char *backend;

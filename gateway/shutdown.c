@@ -73,7 +73,21 @@ static int teardown(struct sg_session *s, const struct sg_budget_plan *plan, boo
 	measure(s, fate == SG_FATE_REMOVE ? SG_BUDGET_REMOVE
 		   : fate == SG_FATE_KEEP ? SG_BUDGET_KEEP : SG_BUDGET_NOPS,
 		rc, sg_now_ms() - t0, plan->env.ms);
-	if (rc) {
+	if (rc && fate == SG_FATE_KEEP) {
+		/*
+		 * Not a removal gone wrong: what did not happen is the keep, so
+		 * the environment itself (still running) may be the only copy of
+		 * a persistent workspace.  cleanup-pending would have gc remove
+		 * it; keep-pending leaves it for the next session to resume.
+		 */
+		fprintf(stderr,
+			"sandgate: environment %s (%s, profile %s) could not be kept: %s: %s; it is left as it is, for the next session of identity \"%s\" to resume (`sandgate envs gc` leaves it; `sandgate envs rm` removes it)\n",
+			s->env->id, s->env->ad->name, s->profile->name, sg_err_word(rc),
+			err.msg, s->identity);
+		fields = json_pack("{s:s, s:s, s:I}", "status", SG_REG_KEEP_FAILED, "error",
+				   err.msg, "expires",
+				   (json_int_t)(time(NULL) + s->profile->lifetime_seconds));
+	} else if (rc) {
 		fprintf(stderr,
 			"sandgate: cleanup of environment %s (%s, profile %s) did not finish: %s: %s; it may remain: run `sandgate envs gc`\n",
 			s->env->id, s->env->ad->name, s->profile->name, sg_err_word(rc),

@@ -294,7 +294,16 @@ class ModalLeaks(GatewayTestCase):
         rc, err, _ = gw.shutdown(timeout=120)
         self.assertEqual(rc, 69, err[-2000:])
         self.assertEqual(len(self.ident_sandboxes(ident)), 1, "the only copy was terminated")
-        self.assertTrue(self.records())
+        [rec] = self.records()
+        self.assertEqual(rec.get("status"), "keep-pending", rec)
+        # gc leaves the only copy of a persistent workspace alone: its
+        # keep failed, nothing about it is left to clean up.
+        admin("POST", "/__fake/faults/clear")
+        g = self.sandgate("envs", "gc")
+        self.assertEqual(g.returncode, 0, g.stdout + g.stderr)
+        self.assertIn("only copy of its workspace", g.stderr)
+        self.assertEqual(len(self.ident_sandboxes(ident)), 1, "gc removed the only copy: " + g.stderr)
+        self.assertEqual(len(self.records()), 1)
         gw2 = self.gateway(state_dir=self.state, binding=b)
         self.assertEqual(gw2.sh_ok("cat kept.txt"), "survives\n")
         rc, err, _ = gw2.shutdown(timeout=120)
