@@ -184,26 +184,20 @@ static void fake_release(struct sg_env *env)
 	fe->dir = NULL;
 }
 
+/* The two fakes differ only in whether the gateway may reach their files. */
+#define FAKE_METHODS                                                           \
+	.env_size = sizeof(struct fake_env), .fields = fake_fields,              \
+	.validate = fake_validate, .provision = fake_provision,                 \
+	.exec = fake_exec, .teardown = fake_teardown, .release = fake_release
+
 const struct sg_adapter sg_adapter_fake = {
 	.name = "fake",
 	.caps = SG_CAP_HOST_FS,
-	.env_size = sizeof(struct fake_env),
-	.fields = fake_fields,
-	.validate = fake_validate,
-	.provision = fake_provision,
-	.exec = fake_exec,
-	.teardown = fake_teardown,
-	.release = fake_release,
+	FAKE_METHODS,
 };
 
 const struct sg_adapter sg_adapter_fake_remote = {
 	.name = "fake_remote",
 	.caps = 0,
-	.env_size = sizeof(struct fake_env),
-	.fields = fake_fields,
-	.validate = fake_validate,
-	.provision = fake_provision,
-	.exec = fake_exec,
-	.teardown = fake_teardown,
-	.release = fake_release,
+	FAKE_METHODS,
 };

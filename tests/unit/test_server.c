@@ -479,47 +479,67 @@ static void test_process_stopped_at_shutdown(void **state)
 }
 
 /*
+ * A server whose sg-helper is a shell wrapper: `intercept` (shell lines,
+ * run first, with the helper's arguments in "$@") may answer a step
+ * itself; everything else goes to the real helper.  The wrapper's path
+ * is in *wrapper (new), for the caller to unlink.
+ */
+static struct srv *start_wrapped(const char *profile, const char *intercept, char **wrapper)
+{
+	const char *real = getenv("SG_HELPER");
+	char *saved = strdup(real);
+	struct srv *v;
+	FILE *f;
+
+	assert_non_null(saved);
+	assert_true(asprintf(wrapper, "/tmp/sg-test-hostile-%d", (int)getpid()) > 0);
+	f = fopen(*wrapper, "w");
+	assert_non_null(f);
+	fprintf(f, "#!/bin/sh\n%s\nexec '%s' \"$@\"\n", intercept, real);
+	fclose(f);
+	assert_int_equal(chmod(*wrapper, 0700), 0);
+	setenv("SG_HELPER", *wrapper, 1);
+	v = start(profile, 0);
+	setenv("SG_HELPER", saved, 1);
+	free(saved);
+	init_ok(v);
+	return v;
+}
+
+/* The connection still serves after a hostile reply. */
+static void assert_alive(struct srv *v)
+{
+	json_t *r = execute(v, "c", "run_command", "{\"command\":\"echo alive\"}");
+
+	assert_string_equal(json_string_value(json_object_get(json_object_get(r, "data"),
+							      "content")), "alive\n");
+	json_decref(r);
+}
+
+/*
  * sg-helper's replies come from inside the environment, where anything may
  * have replaced it: a spawn reply whose record has no status fails that
  * process/start, and the gateway serves on.
  */
 static void test_hostile_spawn_reply(void **state)
 {
-	const char *real = getenv("SG_HELPER");
-	char *wrapper = NULL, *saved = strdup(real);
-	struct srv *v;
+	char *wrapper = NULL;
+	struct srv *v = start_wrapped(
+		"{\"backend\":\"fake\"}",
+		"if [ \"$1 $2\" = 'proc spawn' ]; then echo '{\"process\":{\"id\":\"x\"}}'; exit 0; fi",
+		&wrapper);
 	json_t *r;
-	FILE *f;
 
 	(void)state;
-	assert_non_null(saved);
-	assert_true(asprintf(&wrapper, "/tmp/sg-test-hostile-%d", (int)getpid()) > 0);
-	f = fopen(wrapper, "w");
-	assert_non_null(f);
-	fprintf(f, "#!/bin/sh\n"
-		   "if [ \"$1 $2\" = 'proc spawn' ]; then echo '{\"process\":{\"id\":\"x\"}}'; exit 0; fi\n"
-		   "exec '%s' \"$@\"\n", real);
-	fclose(f);
-	assert_int_equal(chmod(wrapper, 0700), 0);
-	setenv("SG_HELPER", wrapper, 1);
-	v = start("{\"backend\":\"fake\"}", 0);
-	setenv("SG_HELPER", saved, 1);
-	init_ok(v);
 	sendf(v, "{\"id\":\"ps\",\"method\":\"process/start\",\"token\":\"T\",\"data\":"
 		 "{\"command\":\"sleep 60\"}}");
 	r = reply(v, "ps", 30000);
 	assert_non_null(strstr(json_string_value(json_object_get(r, "error")), "no record"));
 	json_decref(r);
-	r = execute(v, "c", "run_command", "{\"command\":\"echo alive\"}");
-	assert_string_equal(json_string_value(json_object_get(json_object_get(r, "data"),
-							      "content")), "alive\n");
-	json_decref(r);
-	assert_int_equal(finish(v, 30000, NULL), 0);
-	assert_all_released(v);
-	cleanup(v);
+	assert_alive(v);
+	end_clean(v);
 	unlink(wrapper);
 	free(wrapper);
-	free(saved);
 }
 
 /*
@@ -533,30 +553,17 @@ static void test_hostile_read_reply(void **state)
 {
 	static const char head[] = "{\"id\":\"rb\",\"data\":{\"content\":\"";
 	static const char foot[] = "\",\"is_error\":false,\"metadata\":{}}}";
-	const char *real = getenv("SG_HELPER");
-	char *wrapper = NULL, *saved = strdup(real);
-	struct srv *v;
-	json_t *r;
-	FILE *f;
+	char *wrapper = NULL;
+	/* `fs read --raw ... -- LEN`: a JSON line, then LEN bytes of text. */
+	struct srv *v = start_wrapped(
+		"{\"backend\":\"fake_remote\"}",
+		"if [ \"$1 $2\" = 'fs read' ]; then\n"
+		"  for a; do n=$a; done\n"
+		"  echo '{\"ok\":true}'; head -c \"$n\" /dev/zero | tr '\\0' a; exit 0\n"
+		"fi",
+		&wrapper);
 
 	(void)state;
-	assert_non_null(saved);
-	assert_true(asprintf(&wrapper, "/tmp/sg-test-hostile-read-%d", (int)getpid()) > 0);
-	f = fopen(wrapper, "w");
-	assert_non_null(f);
-	/* `fs read --raw ... -- LEN`: a JSON line, then LEN bytes of text. */
-	fprintf(f, "#!/bin/sh\n"
-		   "if [ \"$1 $2\" = 'fs read' ]; then\n"
-		   "  for a; do n=$a; done\n"
-		   "  echo '{\"ok\":true}'; head -c \"$n\" /dev/zero | tr '\\0' a; exit 0\n"
-		   "fi\n"
-		   "exec '%s' \"$@\"\n", real);
-	fclose(f);
-	assert_int_equal(chmod(wrapper, 0700), 0);
-	setenv("SG_HELPER", wrapper, 1);
-	v = start("{\"backend\":\"fake_remote\"}", 0);
-	setenv("SG_HELPER", saved, 1);
-	init_ok(v);
 	/* Over the output limit, with room to spare in the frame. */
 	sendf(v, "{\"id\":\"ra\",\"method\":\"execute\",\"token\":\"T\",\"data\":"
 		 "{\"tool\":\"read_file\",\"call\":{\"id\":\"c\",\"arguments\":"
@@ -568,14 +575,10 @@ static void test_hostile_read_reply(void **state)
 		 "\"{\\\"path\\\":\\\"%zu\\\"}\"}}}",
 	      (size_t)SG_MAX_FRAME - strlen(head) - strlen(foot));
 	expect_error(v, "rb", 30000, "too_large");
-	r = execute(v, "c", "run_command", "{\"command\":\"echo alive\"}");
-	assert_string_equal(json_string_value(json_object_get(json_object_get(r, "data"),
-							      "content")), "alive\n");
-	json_decref(r);
+	assert_alive(v);
 	end_clean(v);
 	unlink(wrapper);
 	free(wrapper);
-	free(saved);
 }
 
 /* Exports: a snapshot read in chunks, released at close and at exit. */
