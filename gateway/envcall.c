@@ -6,10 +6,16 @@
  * knows the difference, so the tools and the process methods are written
  * once against sg_envcall().
  */
+#define _GNU_SOURCE /* O_PATH */
 #include "session.h"
 
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "../adapters/exec.h"
 #include "../adapters/helper/helper.h"
@@ -28,15 +34,59 @@ static bool in_process(const struct sg_session *s, unsigned how)
 }
 
 /*
+ * The environment's process table, <host_ctl>/proc, for one in-process
+ * step: an O_PATH descriptor, reached without following a link at either
+ * step (and made when it is missing, as `proc wait` would), or -1 with
+ * err set.  The environment's commands write beneath ctl, so they can
+ * put a link to a directory of this host where proc was: followed, the
+ * gateway would list and read the records and spools it finds there and
+ * write its own (the lock file, rewritten records) into it.  The step
+ * is handed /proc/self/fd/N, the directory this resolved to once, so no
+ * later swap redirects it either.  A proc that is not a directory leaves
+ * the session without its process table.
+ */
+static int table_open(const struct sg_env *env, struct sg_errinfo *err)
+{
+	int flags = O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC;
+	int ctl = open(env->host_ctl, flags), fd = -1, e;
+
+	if (ctl >= 0) {
+		fd = openat(ctl, "proc", flags);
+		if (fd < 0 && errno == ENOENT && (mkdirat(ctl, "proc", 0700) == 0 || errno == EEXIST))
+			fd = openat(ctl, "proc", flags);
+	}
+	e = errno;
+	if (ctl >= 0)
+		close(ctl);
+	if (fd < 0 && (e == ELOOP || e == ENOTDIR))
+		sg_err_set(err, SG_E_UNAVAILABLE,
+			   "the session's process table is unavailable: %s/proc is not a directory "
+			   "(a command of the environment replaced it; a link there is not followed)",
+			   env->host_ctl);
+	else if (fd < 0)
+		sg_err_set(err, SG_E_UNAVAILABLE,
+			   "the session's process table is unavailable: cannot open %s/proc: %s",
+			   env->host_ctl, strerror(e));
+	return fd;
+}
+
+/*
  * The command words come first ("fs read"), then the options this file
  * adds, then the caller's own arguments: options must precede a `--`.
+ * table: the descriptor --ctl names for an in-process step (table_open),
+ * -1 otherwise; the caller closes it once the step has returned.
  */
 static sg_err build_argv(struct sg_session *s, unsigned how, bool local,
-			 const char *const *args, struct sg_strv *av)
+			 const char *const *args, struct sg_strv *av, int *table,
+			 struct sg_errinfo *err)
 {
 	const struct sg_env *env = s->env;
 	size_t n = 0, words;
 	sg_err rc = SG_OK;
+
+	*table = -1;
+	if (local && (how & SG_CALL_CTL) && (*table = table_open(env, err)) < 0)
+		return err->code;
 
 	while (args[n])
 		n++;
@@ -65,8 +115,10 @@ static sg_err build_argv(struct sg_session *s, unsigned how, bool local,
 		rc = sg_strv_add(av, "--read-only");
 	if (!rc && (how & SG_CALL_CTL))
 		rc = sg_strv_add(av, "--ctl");
-	if (!rc && (how & SG_CALL_CTL))
-		rc = sg_strv_addf(av, "%s/proc", local ? env->host_ctl : env->ctl_dir);
+	if (!rc && (how & SG_CALL_CTL) && local)
+		rc = sg_strv_addf(av, "/proc/self/fd/%d", *table);
+	else if (!rc && (how & SG_CALL_CTL))
+		rc = sg_strv_addf(av, "%s/proc", env->ctl_dir);
 	/*
 	 * Run on this host, a stop signals only process groups whose leader
 	 * sees the control directory where the environment's processes see
@@ -78,6 +130,8 @@ static sg_err build_argv(struct sg_session *s, unsigned how, bool local,
 		rc = sg_strv_add(av, "--seen-as") || sg_strv_addf(av, "%s/proc", env->ctl_dir);
 	for (size_t i = words; !rc && i < n; i++)
 		rc = sg_strv_add(av, args[i]);
+	if (rc)
+		sg_err_set(err, rc, "out of memory building a helper call");
 	return rc;
 }
 
@@ -138,13 +192,17 @@ sg_err sg_envcall_spawn(struct sg_session *s, const char *const *args,
 {
 	struct sg_strv av = SG_STRV_INIT;
 	struct sg_exec_result r;
+	int table;
 	sg_err rc;
 
 	*out = NULL;
 	sg_exec_result_init(&r, SG_ENVTOOL_REPLY);
-	rc = build_argv(s, SG_CALL_CTL, false, args, &av);
-	if (rc)
-		rc = sg_err_set(err, rc, "out of memory building a helper call");
+	/*
+	 * Never in-process: the spawn runs in the environment and names the
+	 * table where its processes see it (no descriptor of ours), which
+	 * the supervisor it leaves behind keeps using.
+	 */
+	rc = build_argv(s, SG_CALL_CTL, false, args, &av, &table, err);
 	/*
 	 * The spawn is not cancelled (proc.c says why), so its reply is
 	 * awaited for a bounded time: the helper answering it is the
@@ -167,11 +225,10 @@ static sg_err run_step(struct sg_session *s, unsigned how, const char *const *ar
 {
 	bool local = in_process(s, how);
 	struct sg_strv av = SG_STRV_INIT;
-	sg_err rc = build_argv(s, how, local, args, &av);
+	int table;
+	sg_err rc = build_argv(s, how, local, args, &av, &table, err);
 
-	if (rc) {
-		sg_err_set(err, rc, "out of memory building a helper call");
-	} else if (local) {
+	if (!rc && local) {
 		/* sg_helper_run's argv, like the program's, omits argv[0]. */
 		int status = sg_helper_run((int)av.n, av.v, in, inlen, &r->out, cancel);
 
@@ -179,9 +236,12 @@ static sg_err run_step(struct sg_session *s, unsigned how, const char *const *ar
 			rc = sg_err_set(err, SG_E_INTERNAL,
 					"the environment helper failed (status %d) on `%s %s`",
 					status, args[0], args[1] ? args[1] : "");
-	} else {
+	} else if (!rc) {
 		rc = run_exec(s, &av, sg_strv_get(&s->base_env), 0, 0, in, inlen, r, cancel, err);
 	}
+	/* An in-process step forks nothing that outlives it: done with the table. */
+	if (table >= 0)
+		close(table);
 	sg_strv_release(&av);
 	return rc;
 }

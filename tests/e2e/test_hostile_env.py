@@ -227,6 +227,107 @@ exec sleep 600
         self.assertLess(took, budget / 1000 + 5 * SLACK, err)
 
 
+
+# Move the control directory's `proc` aside and put a link to a host
+# directory (HOST) in its place; the sandbox gets a directory at HOST of
+# its own, so that a spawn inside it still succeeds.
+SWAP_PROC = OWN_RECORD + r"""
+mv "$ctl" "$ctl.real" && ln -s %(host)s "$ctl" || exit 4
+mkdir -p %(host)s
+%(then)s
+exec sleep 600
+"""
+
+
+class LinkedProcessTable(GatewayTestCase):
+    """A command replaces the control directory's `proc` with a link.
+
+    On the local backend the gateway runs the process steps other than
+    the spawn in-process, on the host, and reached ctl/proc by its path:
+    a link there made it list and read records and spools of a host
+    directory of the command's choosing, and create files there (the
+    watcher's .seq).  The process table is reached once beneath ctl,
+    without following a link.
+    """
+
+    def setUp(self):
+        if CONFIG:
+            self.skipTest("the link must lead to a directory of the gateway's host")
+        self.outside = tempfile.mkdtemp(prefix="sg-e2e-hostile-")
+        self.addCleanup(shutil.rmtree, self.outside, True)
+
+    def swap(self, then=""):
+        gw = self.gateway(binding={"remove_workspace_on_exit": True})
+        if gw.backend != "local":
+            self.skipTest("only the local backend runs process steps on the host")
+        if not gw.facts.get("isolation", {}).get("host_filesystem_restricted"):
+            self.skipTest("without bubblewrap a command writes the host's directories itself")
+        r = gw.tool("run_command", {"command": "command -v sed"}, "full")
+        if r["is_error"] or "sed" not in r["content"]:
+            self.skipTest("no sed in the environment")
+        pid = gw.start(SWAP_PROC % {"host": shell_quote(self.outside), "then": then},
+                       permission_mode="full")["id"]
+        table = host_spool(gw, "")
+        deadline = time.monotonic() + 10 * SLACK
+        while not os.path.islink(table.rstrip("/")) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        self.assertTrue(os.path.islink(table.rstrip("/")), "the command did not swap ctl/proc")
+        return gw, pid, table.rstrip("/")
+
+    def test_nothing_is_written_there(self):
+        # The supervisor's death wakes the process watcher, which looks
+        # at the table (and made its lock file there).
+        gw, pid, table = self.swap("kill -9 $PPID")
+        # Each may fail; none may reach the host directory.
+        started = gw.call("process/start", {"command": "echo SG-HOSTILE-spooled"},
+                          timeout=60 * SLACK)
+        gw.call("process/list")
+        gw.call("process/read", {"id": pid, "OffsetBytes": 0, "MaxBytes": 0,
+                                 "Wait": 0, "MinDwell": 0})
+        if "data" in started and "id" in started["data"]:
+            gw.call("process/read", {"id": started["data"]["id"], "OffsetBytes": 0,
+                                     "MaxBytes": 0, "Wait": 0, "MinDwell": 0})
+        gw.call("process/stop", {"id": pid, "grace_ms": 0}, timeout=30 * SLACK)
+        # The process watcher polls the table too.
+        time.sleep(2 * SLACK)
+        self.assertEqual(os.listdir(self.outside), [],
+                         "the gateway wrote into the host directory ctl/proc led to")
+        self.assertEqual(gw.tool_ok("run_command", {"command": "echo alive"})["content"],
+                         "alive\n")
+
+    def test_nothing_is_read_from_there(self):
+        gw, pid, table = self.swap()
+        # A live record of this session under a new id, with a spool of
+        # the host directory's own.
+        with open(os.path.join(table + ".real", pid, "record.json")) as f:
+            record = json.load(f)
+        forged = "p-" + "5a" * 8
+        record["id"] = forged
+        os.mkdir(os.path.join(self.outside, forged))
+        with open(os.path.join(self.outside, forged, "record.json"), "w") as f:
+            json.dump(record, f)
+        with open(os.path.join(self.outside, forged, "out"), "w") as f:
+            f.write(CANARY)
+        total = len(CANARY)
+        with open(os.path.join(self.outside, forged, "progress"), "wb") as f:
+            f.write(struct.pack("=QQQ", total, total, total ^ total ^ 0x73672d70726f6373))
+        replies = [
+            gw.call("process/list"),
+            gw.call("process/get", {"id": forged}),
+            gw.call("process/read", {"id": forged, "OffsetBytes": 0, "MaxBytes": 0,
+                                     "Wait": 0, "MinDwell": 0}),
+        ]
+        for r in replies:
+            self.assertNotIn(forged, json.dumps(r.get("data")),
+                             "a record of the host directory was read: %r" % r)
+            self.assertNotIn("SG-HOSTILE", json.dumps(r), "a spool of the host directory was read")
+        self.assertIn("error", replies[2], replies[2])
+        self.assertEqual(sorted(os.listdir(self.outside)), [forged])
+        self.assertEqual(sorted(os.listdir(os.path.join(self.outside, forged))),
+                         ["out", "progress", "record.json"],
+                         "a file was written into the host directory")
+
+
 # Forge N records of this session (SESSION) that say `running`, each
 # naming the command itself as supervisor and process group (a live
 # process of the environment, so each stop waits its grace), and ignore
