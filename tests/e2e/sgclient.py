@@ -674,6 +674,17 @@ class Gateway:
             shutil.rmtree(self.state_dir, ignore_errors=True)
 
 
+def registry_records(state_dir):
+    """The state registry's records under state_dir, parsed, by file name."""
+    reg = os.path.join(state_dir, "registry")
+    out = []
+    for name in sorted(os.listdir(reg)) if os.path.isdir(reg) else []:
+        if name.endswith(".json"):
+            with open(os.path.join(reg, name)) as f:
+                out.append(json.load(f))
+    return out
+
+
 def shell_quote(s):
     return "'" + s.replace("'", "'\\''") + "'"
 

@@ -21,7 +21,6 @@ SANDGATE_TEST_CONFIG says.
 """
 
 import datetime
-import glob
 import json
 import os
 import shutil
@@ -31,7 +30,7 @@ import time
 import unittest
 
 from fakeserver import FakeServer
-from sgclient import BIN, GatewayTestCase, unique
+from sgclient import BIN, GatewayTestCase, registry_records, unique
 
 KEY = "fault-key-" + unique("k")
 
@@ -81,11 +80,7 @@ class OnFakeDaytona:
         self.addCleanup(shutil.rmtree, self.state, True)
 
     def records(self):
-        out = []
-        for path in glob.glob(os.path.join(self.state, "registry", "*.json")):
-            with open(path) as f:
-                out.append(json.load(f))
-        return out
+        return registry_records(self.state)
 
 
 @unittest.skipUnless(BIN and have("node") and have("bwrap") and have("nsenter"),

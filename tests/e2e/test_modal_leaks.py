@@ -27,7 +27,6 @@ Class ModalLeaks runs on v2 sandboxes, ModalLeaksV1 again on the v1 calls
 (MODAL_SANDBOX_V2=0), as test_modal.py does.
 """
 
-import json
 import os
 import shutil
 import subprocess
@@ -36,7 +35,7 @@ import time
 import unittest
 
 import test_modal as tm
-from sgclient import BIN, CONFIG, PROFILE, GatewayTestCase, unique
+from sgclient import BIN, CONFIG, PROFILE, GatewayTestCase, registry_records, unique
 
 admin = tm.admin
 
@@ -77,13 +76,7 @@ class ModalLeaks(GatewayTestCase):
         return r
 
     def records(self):
-        reg = os.path.join(self.state, "registry")
-        out = []
-        for f in sorted(os.listdir(reg)) if os.path.isdir(reg) else []:
-            if f.endswith(".json"):
-                with open(os.path.join(reg, f)) as fh:
-                    out.append(json.load(fh))
-        return out
+        return registry_records(self.state)
 
     def wait_faults_taken(self, timeout=60):
         """Until every queued fault has met its call (a hanging call is logged only at its end)."""

@@ -26,7 +26,6 @@ says, and run only in the direct e2e run and on the vercel profile.  Needs
 node, bwrap and nsenter.
 """
 
-import glob
 import json
 import os
 import shutil
@@ -38,7 +37,7 @@ import unittest
 import urllib.request
 
 from fakeserver import VercelFake as Fake, have
-from sgclient import BIN, PROFILE, GatewayTestCase, unique
+from sgclient import BIN, PROFILE, GatewayTestCase, registry_records, unique
 
 
 @unittest.skipUnless(BIN and have("node") and have("bwrap") and have("nsenter"),
@@ -92,11 +91,7 @@ class VercelLeaks(GatewayTestCase):
         return [s["id"] for s in self.fake.state()["snapshots"] if s["status"] != "deleted"]
 
     def records(self):
-        out = []
-        for path in glob.glob(os.path.join(self.state, "registry", "*.json")):
-            with open(path) as f:
-                out.append(json.load(f))
-        return out
+        return registry_records(self.state)
 
     def sandgate(self, *args):
         env = dict(os.environ, **self.env)
