@@ -39,6 +39,7 @@ HOLD_LOCK = FIND_CTL + r"""
 [ -n "$ctl" ] || exit 3
 exec 9>>"$ctl/.seq" || exit 4
 flock 9 || exit 5
+: > .sg-lock-held
 kill -9 $PPID
 exec sleep 600
 """
@@ -56,6 +57,12 @@ class HeldRecordLock(GatewayTestCase):
         # cannot turn `lost` while the lock is held, so wait for the
         # moment the command is surely past `flock`.
         time.sleep(2 * SLACK)
+        # Where the command cannot find the control directory from its
+        # parent (a backend that runs it through another process), it
+        # holds nothing, and the test has nothing to show.
+        held = gw.tool("run_command", {"command": "test -e .sg-lock-held && echo held"}, "full")
+        if "held" not in held["content"]:
+            self.skipTest("the command could not take the records' lock on this backend")
         return pid
 
     def test_process_start_still_replies(self):
