@@ -353,14 +353,6 @@ static const char *gc_reason(json_t *e, int64_t older_than, time_t now)
 	}
 	if (strcmp(state, SG_REG_CLEANUP) == 0)
 		return "its cleanup did not finish";
-	/*
-	 * Its keep did not finish: a persistent one may hold the only copy of
-	 * its workspace, which only an operator's explicit word removes.
-	 */
-	if (strcmp(state, SG_REG_KEEP_FAILED) == 0 && persistent)
-		return older_than >= 0 && created && now - created >= older_than
-			       ? "it is older than --older-than"
-			       : NULL;
 	if (strcmp(state, "vanished") == 0)
 		return "its resource is gone; only the record remains";
 	if (strcmp(state, "provisioning") == 0 ||
@@ -369,6 +361,8 @@ static const char *gc_reason(json_t *e, int64_t older_than, time_t now)
 		return "its gateway died while creating it";
 	if (older_than >= 0 && created && now - created >= older_than)
 		return "it is older than --older-than";
+	/* Nothing below removes a persistent one, so neither a keep-pending
+	 * one, which may hold the only copy of its workspace. */
 	if (!persistent && expires && expires <= now)
 		return strcmp(state, "orphan") == 0 ? "an orphan past its expiry"
 						    : "not persistent and past its expiry";

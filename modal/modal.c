@@ -451,42 +451,55 @@ static sg_err mdl_by_name(struct mdl_env *me, char id[128], struct sg_cancel *ca
 	return rc;
 }
 
+/* A sandbox's tags, as Modal's messages carry them. */
+struct mdl_tags {
+	struct sg_cloud_tags cloud;
+	char limits[96];
+	Modal__Client__SandboxTag v[SG_CLOUD_TAGS + 2];
+	Modal__Client__SandboxTag *p[SG_CLOUD_TAGS + 2];
+	size_t n;
+};
+
+static void mdl_tag_add(struct mdl_tags *t, const char *name, const char *value)
+{
+	modal__client__sandbox_tag__init(&t->v[t->n]);
+	t->v[t->n].tag_name = (char *)name;
+	t->v[t->n].tag_value = (char *)value;
+	t->p[t->n] = &t->v[t->n];
+	t->n++;
+}
+
+/*
+ * Ours (sg_cloud_tags_fill), the limits the sandbox is made with (for the
+ * owner check of an adopter) and, when image is not NULL, the snapshot's
+ * image id.
+ */
+static void mdl_tags_build(struct mdl_env *me, const char *image, struct mdl_tags *t)
+{
+	t->n = 0;
+	sg_cloud_tags_fill(&me->base, me->create_id, &t->cloud);
+	for (size_t i = 0; i < t->cloud.n; i++)
+		mdl_tag_add(t, t->cloud.key[i], t->cloud.value[i]);
+	mdl_limits(me->base.profile, t->limits);
+	mdl_tag_add(t, MDL_TAG_LIMITS, t->limits);
+	if (image)
+		mdl_tag_add(t, MDL_TAG_IMAGE, image);
+}
+
 /* Set the sandbox's tags to ours, plus the snapshot's image id (or none). */
 static sg_err mdl_tags_set(struct mdl_env *me, const char *image, struct sg_cancel *cancel,
 			   struct sg_errinfo *err)
 {
 	Modal__Client__SandboxTagsSetRequest req = MODAL__CLIENT__SANDBOX_TAGS_SET_REQUEST__INIT;
-	Modal__Client__SandboxTag tv[SG_CLOUD_TAGS + 2], *tp[SG_CLOUD_TAGS + 2];
-	struct sg_cloud_tags t;
+	struct mdl_tags t;
 	ProtobufCMessage *resp = NULL;
-	char lim[96];
-	size_t n;
 	sg_err rc;
 
-	sg_cloud_tags_fill(&me->base, me->create_id, &t);
-	for (n = 0; n < t.n; n++) {
-		modal__client__sandbox_tag__init(&tv[n]);
-		tv[n].tag_name = (char *)t.key[n];
-		tv[n].tag_value = (char *)t.value[n];
-		tp[n] = &tv[n];
-	}
-	mdl_limits(me->base.profile, lim);
-	modal__client__sandbox_tag__init(&tv[n]);
-	tv[n].tag_name = MDL_TAG_LIMITS;
-	tv[n].tag_value = lim;
-	tp[n] = &tv[n];
-	n++;
-	if (image) {
-		modal__client__sandbox_tag__init(&tv[n]);
-		tv[n].tag_name = MDL_TAG_IMAGE;
-		tv[n].tag_value = (char *)image;
-		tp[n] = &tv[n];
-		n++;
-	}
+	mdl_tags_build(me, image, &t);
 	req.sandbox_id = me->base.id;
 	req.environment_name = me->cl.creds.environment;
-	req.n_tags = n;
-	req.tags = tp;
+	req.n_tags = t.n;
+	req.tags = t.p;
 	rc = mdl_call(&me->cl, MDL_SANDBOX_RPC(&me->cl, "SandboxTagsSet"), &req.base, &modal__client__empty__descriptor,
 		      &resp, 0, NULL, cancel, err);
 	if (resp)
@@ -956,26 +969,12 @@ static sg_err mdl_create_once(struct mdl_env *me, const char *image, int *status
 	Modal__Client__Sandbox def = MODAL__CLIENT__SANDBOX__INIT;
 	Modal__Client__Resources res = MODAL__CLIENT__RESOURCES__INIT;
 	Modal__Client__NetworkAccess na = MODAL__CLIENT__NETWORK_ACCESS__INIT;
-	Modal__Client__SandboxTag tv[SG_CLOUD_TAGS + 1], *tp[SG_CLOUD_TAGS + 1];
-	char *cidrs[MDL_CIDRS_MAX], lim[96];
-	size_t nc = 0, ntags;
-	struct sg_cloud_tags t;
+	char *cidrs[MDL_CIDRS_MAX];
+	size_t nc = 0;
+	struct mdl_tags t;
 	sg_err rc;
 
-	sg_cloud_tags_fill(&me->base, me->create_id, &t);
-	for (size_t i = 0; i < t.n; i++) {
-		modal__client__sandbox_tag__init(&tv[i]);
-		tv[i].tag_name = (char *)t.key[i];
-		tv[i].tag_value = (char *)t.value[i];
-		tp[i] = &tv[i];
-	}
-	/* The limits it is made with, for the owner check of an adopter. */
-	mdl_limits(p, lim);
-	modal__client__sandbox_tag__init(&tv[t.n]);
-	tv[t.n].tag_name = MDL_TAG_LIMITS;
-	tv[t.n].tag_value = lim;
-	tp[t.n] = &tv[t.n];
-	ntags = t.n + 1;
+	mdl_tags_build(me, NULL, &t);
 	def.image_id = (char *)image;
 	def.timeout_secs = mdl_timeout_secs(p);
 	def._name_case = MODAL__CLIENT__SANDBOX___NAME_NAME;
@@ -1011,12 +1010,12 @@ static sg_err mdl_create_once(struct mdl_env *me, const char *image, int *status
 		}
 	}
 	if (me->cl.creds.sandbox_v2)
-		return mdl_create_v2(me, &def, tp, ntags, status, cancel, err);
+		return mdl_create_v2(me, &def, t.p, t.n, status, cancel, err);
 	req.app_id = me->app_id;
 	req.definition = &def;
 	req.environment_name = me->cl.creds.environment;
-	req.n_tags = ntags;
-	req.tags = tp;
+	req.n_tags = t.n;
+	req.tags = t.p;
 	rc = mdl_call(&me->cl, "SandboxCreate", &req.base,
 		      &modal__client__sandbox_create_response__descriptor,
 		      (ProtobufCMessage **)&resp, 0, status, cancel, err);
