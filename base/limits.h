@@ -89,7 +89,8 @@
 #define SG_PIPE_SIZE (1 * SG_MiB)  /* stdout pipe asked for (fs.pipe-max-size) */
 #define SG_PROC_DRAIN_MS 200        /* pipe EOF awaited after a child's exit */
 #define SG_CLOSE_FDS_MAX 1024       /* closed one by one when close_range(2) is missing */
-#define SG_PROC_REAP_ROUNDS 64      /* a supervisor's passes killing what left the group */
+#define SG_PROC_KILL_MS 2000        /* a supervisor killing what left the group */
+#define SG_PROC_KILL_POLL_MS 5      /* its rescan for orphans handed to it */
 #define SG_PROC_REAP_MS 5000        /* final record awaited after SIGKILL */
 #define SG_PROC_LOCK_MS 5000        /* the records' lock awaited (the environment can hold it) */
 #define SG_PROC_SPAWN_MS 60000      /* one `proc spawn` step, start to reply */

@@ -2053,26 +2053,38 @@ static void reap_others(pid_t main)
 
 /*
  * Kill whatever left the command's process group, once main is reaped.
- * The supervisor is the command's subreaper (PR_SET_CHILD_SUBREAPER): a
- * process that calls setsid or setpgid, or whose parent died (a double
- * fork), is reparented to it, never to init, so every descendant of the
- * command is in the group or a child of this process.  Each pass reaps
- * what has ended, then kills the children still alive; their deaths hand
- * their own children to the next pass.  Never blocking: a child forked
- * after a scan is found by the next.  A fork bomb meets the
- * environment's pids limit first.
+ * The supervisor is the command's subreaper (PR_SET_CHILD_SUBREAPER), so
+ * every descendant is either its child or below a living child, and a
+ * process that dies hands its children to it, never to init.  It kills
+ * its children, waits for a death, and starts again, until it has no
+ * child at all (ECHILD), which is exactly "no descendant left": a chain
+ * of any depth, each level in a session of its own, ends this way.  A
+ * child's death raises SIGCHLD on sfd; an orphan handed over raises
+ * nothing, so the wait is capped and the children scanned again.  A
+ * child forked after a scan is found by the next (SIGKILL aborts a fork
+ * in progress).  SG_PROC_KILL_MS bounds it for a process that cannot die
+ * (stuck in the kernel); a fork bomb meets the environment's pids limit.
  */
-static void kill_descendants(void)
+/* The stopper awaits the final record for longer than this can take. */
+_Static_assert(SG_PROC_KILL_MS + SG_PROC_DRAIN_MS < SG_PROC_REAP_MS,
+	       "a stop would give up on a supervisor still killing");
+
+static void kill_descendants(int sfd)
 {
-	const struct timespec pause = { 0, 1000000 };
+	int64_t deadline = sat_add(sg_now_ns(), (int64_t)SG_PROC_KILL_MS * 1000000);
 
-	for (int round = 0; round < SG_PROC_REAP_ROUNDS; round++) {
-		DIR *d;
+	for (;;) {
+		struct pollfd pfd = { .fd = sfd, .events = POLLIN };
+		struct signalfd_siginfo ssi;
 		struct dirent *de;
-		bool alive = false;
+		int64_t left;
+		pid_t r;
+		DIR *d;
 
-		while (waitpid(-1, NULL, WNOHANG) > 0)
+		while ((r = waitpid(-1, NULL, WNOHANG)) > 0)
 			;
+		if (r < 0 && errno == ECHILD)
+			return;
 		d = opendir("/proc");
 		if (!d)
 			return;
@@ -2083,12 +2095,14 @@ static void kill_descendants(void)
 			if (*end || pid <= 1 || parent_of(pid, &state) != getpid() || state == 'Z')
 				continue;
 			kill((pid_t)pid, SIGKILL);
-			alive = true;
 		}
 		closedir(d);
-		if (!alive)
+		left = (deadline - sg_now_ns()) / 1000000;
+		if (left <= 0)
 			return;
-		nanosleep(&pause, NULL);
+		poll(&pfd, 1, left < SG_PROC_KILL_POLL_MS ? (int)left : SG_PROC_KILL_POLL_MS);
+		while (read(sfd, &ssi, sizeof(ssi)) > 0)
+			;
 	}
 }
 
@@ -2230,7 +2244,7 @@ static void sup_run(struct proc_spawn *sp)
 			kill(-pid, SIGKILL);
 			while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
 				;
-			kill_descendants();
+			kill_descendants(sfd);
 			exited = true;
 			drain_until = sat_add(sg_now_ns(),
 					      (int64_t)SG_PROC_DRAIN_MS * 1000000);

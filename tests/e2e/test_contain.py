@@ -38,6 +38,17 @@ ESCAPES = {
         "signal.signal(signal.SIGTERM, signal.SIG_IGN); "
         "signal.signal(signal.SIGHUP, signal.SIG_IGN); "
         "os.setpgid(0, 0); os.execvp(\"sleep\", \"{m}\".split())' &"),
+    # A chain of 150 processes, each in a session of its own and waiting
+    # for the next: only the top is in the command's group, and each
+    # level becomes the supervisor's child only once the one above it
+    # has died, so a killer that makes a fixed number of passes (it made
+    # 64) leaves the bottom of the chain alive.
+    "deep_setsid_chain": (
+        "python3 -c 'import os\n"
+        "for i in range(150):\n"
+        "    if os.fork(): os.wait(); os._exit(0)\n"
+        "    os.setsid()\n"
+        "os.execvp(\"sleep\", \"{m}\".split())' &"),
 }
 
 
