@@ -93,7 +93,7 @@
 #define SG_PROC_KILL_POLL_MS 5      /* its rescan for orphans handed to it */
 #define SG_PROC_REAP_MS 5000        /* final record awaited after SIGKILL */
 #define SG_PROC_LOCK_MS 5000        /* the records' lock awaited (the environment can hold it) */
-#define SG_PROC_SPAWN_MS 60000      /* one `proc spawn` step, start to reply */
+#define SG_PROC_SPAWN_MS 60000      /* one `proc spawn` step (or the stop after a failed one) */
 #define SG_PROC_LOST_POLL_MS 1000   /* liveness re-check without a pidfd */
 #define SG_PROC_ID_MAX 128          /* a process id's length */
 #define SG_PROC_CHUNK (64 * SG_KiB) /* one read from a child's pipe */

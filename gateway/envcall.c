@@ -218,10 +218,11 @@ sg_err sg_envcall_spawn(struct sg_session *s, const char *const *args,
 	return rc;
 }
 
-/* Run one step, leaving the helper's output in r->out. */
+/* Run one step, leaving the helper's output in r->out; timeout_ms 0: none. */
 static sg_err run_step(struct sg_session *s, unsigned how, const char *const *args,
-		       const void *in, size_t inlen, struct sg_exec_result *r,
-		       struct sg_cancel *cancel, struct sg_errinfo *err)
+		       const void *in, size_t inlen, int64_t timeout_ms,
+		       struct sg_exec_result *r, struct sg_cancel *cancel,
+		       struct sg_errinfo *err)
 {
 	bool local = in_process(s, how);
 	struct sg_strv av = SG_STRV_INIT;
@@ -237,7 +238,8 @@ static sg_err run_step(struct sg_session *s, unsigned how, const char *const *ar
 					"the environment helper failed (status %d) on `%s %s`",
 					status, args[0], args[1] ? args[1] : "");
 	} else if (!rc) {
-		rc = run_exec(s, &av, sg_strv_get(&s->base_env), 0, 0, in, inlen, r, cancel, err);
+		rc = run_exec(s, &av, sg_strv_get(&s->base_env), 0, timeout_ms, in, inlen, r,
+			      cancel, err);
 	}
 	/* An in-process step forks nothing that outlives it: done with the table. */
 	if (table >= 0)
@@ -246,21 +248,35 @@ static sg_err run_step(struct sg_session *s, unsigned how, const char *const *ar
 	return rc;
 }
 
-sg_err sg_envcall(struct sg_session *s, unsigned how,
-		  const char *const *args, const void *in, size_t inlen,
-		  json_t **out, struct sg_cancel *cancel,
-		  struct sg_errinfo *err)
+static sg_err call(struct sg_session *s, unsigned how, const char *const *args,
+		   const void *in, size_t inlen, int64_t timeout_ms, json_t **out,
+		   struct sg_cancel *cancel, struct sg_errinfo *err)
 {
 	struct sg_exec_result r;
 	sg_err rc;
 
 	*out = NULL;
 	sg_exec_result_init(&r, SG_ENVTOOL_REPLY);
-	rc = run_step(s, how, args, in, inlen, &r, cancel, err);
+	rc = run_step(s, how, args, in, inlen, timeout_ms, &r, cancel, err);
 	if (!rc)
 		rc = sg_envcall_reply(r.out.p, r.out.len, out, err);
 	sg_exec_result_release(&r);
 	return rc;
+}
+
+sg_err sg_envcall(struct sg_session *s, unsigned how,
+		  const char *const *args, const void *in, size_t inlen,
+		  json_t **out, struct sg_cancel *cancel,
+		  struct sg_errinfo *err)
+{
+	return call(s, how, args, in, inlen, 0, out, cancel, err);
+}
+
+sg_err sg_envcall_within(struct sg_session *s, unsigned how, const char *const *args,
+			 int64_t timeout_ms, json_t **out, struct sg_cancel *cancel,
+			 struct sg_errinfo *err)
+{
+	return call(s, how, args, NULL, 0, timeout_ms, out, cancel, err);
 }
 
 sg_err sg_envcall_tail(struct sg_session *s, unsigned how, const char *const *args,
@@ -273,7 +289,7 @@ sg_err sg_envcall_tail(struct sg_session *s, unsigned how, const char *const *ar
 
 	*out = NULL;
 	sg_exec_result_init(&r, SG_ENVTOOL_REPLY);
-	rc = run_step(s, how, args, NULL, 0, &r, cancel, err);
+	rc = run_step(s, how, args, NULL, 0, 0, &r, cancel, err);
 	if (rc)
 		goto out;
 	/*

@@ -220,6 +220,28 @@ static void start_sent(struct sg_op *op)
 		sg_wire_send(op->s->wire, parked);
 }
 
+/*
+ * Stop process id after a spawn that did not end in a record (why: its
+ * error, or SG_OK for a cancel that came meanwhile).  Without an answer
+ * (none in time, one that cannot be read) the outcome is unknown: the
+ * supervisor may be running the command while the host is told the start
+ * failed, and a retry would run it twice.  The stop is bounded by
+ * SG_PROC_SPAWN_MS, as the spawn was, since no host's cancel ends it; an
+ * id that never started is "not found", which is what was hoped for.
+ */
+static void stop_unanswered(struct sg_session *s, const char *id, sg_err why)
+{
+	const char *stop[] = { "proc", "stop", "--id", id, "--grace-ms", "0", NULL };
+	struct sg_errinfo err = { 0 };
+	json_t *final = NULL;
+	sg_err rc = sg_envcall_within(s, SG_CALL_CTL, stop, SG_PROC_SPAWN_MS, &final, NULL, &err);
+
+	if (rc && rc != SG_E_NOT_FOUND)
+		sg_log_warn("process %s (its start %s) may still run: stopping it failed: %s", id,
+			    why ? "failed" : "was cancelled", err.msg);
+	json_decref(final);
+}
+
 sg_err sg_proc_start(struct sg_op *op, json_t **out)
 {
 	struct sg_session *s = op->s;
@@ -306,17 +328,6 @@ sg_err sg_proc_start(struct sg_op *op, json_t **out)
 	 */
 	rc = sg_envcall_spawn(s, sg_strv_get(&av), sg_strv_get(&envp), &reply,
 			      NULL, &op->err);
-	if (!rc && sg_cancel_check(&op->cancel)) {
-		const char *stop[] = { "proc", "stop", "--id", id, "--grace-ms", "0", NULL };
-		struct sg_errinfo ignore = { 0 };
-		json_t *final = NULL;
-
-		if (sg_envcall(s, SG_CALL_CTL, stop, NULL, 0, &final, NULL, &ignore))
-			sg_log_warn("stopping cancelled process %s: %s", id, ignore.msg);
-		json_decref(final);
-		rc = sg_err_set(&op->err, SG_E_CANCELLED,
-				"process/start was cancelled; process %s was stopped", id);
-	}
 	/* The reply comes from inside the environment: a record without a
 	 * status is no record. */
 	rec = json_object_get(reply, "process");
@@ -324,6 +335,12 @@ sg_err sg_proc_start(struct sg_op *op, json_t **out)
 	if (!rc && !status)
 		rc = sg_err_set(&op->err, SG_E_INTERNAL,
 				"the environment helper's spawn reply has no record");
+	if (rc != SG_E_WORKSPACE_LOST && (rc || sg_cancel_check(&op->cancel))) {
+		stop_unanswered(s, id, rc);
+		if (!rc)
+			rc = sg_err_set(&op->err, SG_E_CANCELLED,
+					"process/start was cancelled; process %s was stopped", id);
+	}
 	if (rc) {
 		pthread_mutex_lock(&p->lock);
 		json_object_del(p->known, id);

@@ -143,6 +143,15 @@ sg_err sg_envcall(struct sg_session *s, unsigned how,
 		  struct sg_errinfo *err) SG_MUST_CHECK;
 
 /*
+ * As sg_envcall without input, an exec step given at most timeout_ms
+ * (SG_E_TIMEOUT beyond): for a step the gateway makes on its own behalf,
+ * which no host's cancel would end if the environment never answered.
+ */
+sg_err sg_envcall_within(struct sg_session *s, unsigned how, const char *const *args,
+			 int64_t timeout_ms, json_t **out, struct sg_cancel *cancel,
+			 struct sg_errinfo *err) SG_MUST_CHECK;
+
+/*
  * As sg_envcall, for a step whose reply is a JSON line followed by raw
  * bytes (`fs read --raw`): *out is the JSON (new) and the bytes after its
  * newline are appended to tail.

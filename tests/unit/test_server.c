@@ -17,6 +17,7 @@
 
 #include <cmocka.h>
 
+#include <dirent.h>
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
@@ -542,6 +543,74 @@ static void test_hostile_spawn_reply(void **state)
 	free(wrapper);
 }
 
+/* Live processes on this host whose command line holds needle. */
+static int live_with(const char *needle)
+{
+	char path[300], cmd[256];
+	struct dirent *de;
+	int n = 0;
+	DIR *d = opendir("/proc");
+
+	assert_non_null(d);
+	while ((de = readdir(d))) {
+		FILE *f;
+		size_t k;
+
+		if (de->d_name[0] < '1' || de->d_name[0] > '9')
+			continue;
+		snprintf(path, sizeof(path), "/proc/%s/cmdline", de->d_name);
+		f = fopen(path, "r");
+		if (!f)
+			continue;
+		k = fread(cmd, 1, sizeof(cmd) - 1, f);
+		fclose(f);
+		for (size_t i = 0; i < k; i++)
+			if (cmd[i] == '\0')
+				cmd[i] = ' ';
+		cmd[k] = '\0';
+		if (strstr(cmd, needle))
+			n++;
+	}
+	closedir(d);
+	return n;
+}
+
+/*
+ * A spawn whose reply is lost (here the helper's answer is replaced by
+ * garbage after the real spawn ran) has an unknown outcome: the
+ * supervisor may be running the command.  The host is told the start
+ * failed, so it must not go on running (a retry would run it twice):
+ * the gateway stops the id it chose.
+ */
+static void test_lost_spawn_reply_is_stopped(void **state)
+{
+	char *intercept = NULL, *wrapper = NULL, needle[64];
+	struct srv *v;
+	json_t *r;
+	int alive = -1;
+
+	(void)state;
+	snprintf(needle, sizeof(needle), "sleep 61.%d ", (int)getpid());
+	assert_true(asprintf(&intercept,
+			     "if [ \"$1 $2\" = 'proc spawn' ]; then '%s' \"$@\" >/dev/null; "
+			     "echo garbage; exit 0; fi", getenv("SG_HELPER")) > 0);
+	v = start_wrapped("{\"backend\":\"fake\"}", intercept, &wrapper);
+	sendf(v, "{\"id\":\"ps\",\"method\":\"process/start\",\"token\":\"T\",\"data\":"
+		 "{\"command\":\"sleep 61.%d\",\"permission_mode\":\"full\"}}", (int)getpid());
+	r = reply(v, "ps", 30000);
+	assert_non_null(json_object_get(r, "error"));
+	json_decref(r);
+	/* The stop is made before the reply; its SIGTERM may take a moment. */
+	for (int i = 0; i < 50 && (alive = live_with(needle)) > 0; i++)
+		usleep(100000);
+	assert_int_equal(alive, 0);
+	assert_alive(v);
+	end_clean(v);
+	unlink(wrapper);
+	free(wrapper);
+	free(intercept);
+}
+
 /*
  * read_file's text comes after the helper's JSON line, and on a remote
  * backend the helper is the environment's.  Text over the output limit
@@ -622,6 +691,7 @@ int main(void)
 		cmocka_unit_test(test_export),
 		cmocka_unit_test(test_hostile_spawn_reply),
 		cmocka_unit_test(test_hostile_read_reply),
+		cmocka_unit_test(test_lost_spawn_reply_is_stopped),
 	};
 
 	signal(SIGPIPE, SIG_IGN);
