@@ -48,6 +48,7 @@ struct srv {
 	int status;
 	char buf[SG_MAX_FRAME + 1]; /* one whole frame and its newline */
 	size_t len;
+	json_t *events;    /* every process/event read so far, in order */
 };
 
 static void *serve(void *arg)
@@ -68,6 +69,7 @@ static struct srv *start(const char *profile, int64_t budget_ms)
 	FILE *f;
 
 	assert_non_null(v);
+	v->events = json_array();
 	sg_fake_reset();
 	snprintf(v->dir, sizeof(v->dir), "/tmp/sg-test-server-XXXXXX");
 	assert_non_null(mkdtemp(v->dir));
@@ -112,11 +114,13 @@ static void sendf(struct srv *v, const char *fmt, ...)
 	free(line);
 }
 
-/* The next message with "id" == id (events and other replies skipped). */
-static json_t *reply(struct srv *v, const char *id, int timeout_ms)
+/*
+ * The next message with "id" == id, or with id NULL, the next one of any
+ * kind; NULL when none came by the time end (sg_now_ms).  Events are kept
+ * on v->events as they pass.
+ */
+static json_t *next_message(struct srv *v, const char *id, int64_t end)
 {
-	int64_t end = sg_now_ms() + timeout_ms;
-
 	for (;;) {
 		char *nl = memchr(v->buf, '\n', v->len);
 		struct pollfd p = { .fd = v->fd, .events = POLLIN };
@@ -125,26 +129,40 @@ static json_t *reply(struct srv *v, const char *id, int timeout_ms)
 		while (nl) {
 			size_t k = (size_t)(nl - v->buf) + 1;
 			json_t *m = json_loadb(v->buf, k - 1, 0, NULL);
+			const char *meth;
 			json_t *mid;
 
 			memmove(v->buf, v->buf + k, v->len - k);
 			v->len -= k;
 			assert_non_null(m);
+			meth = json_string_value(json_object_get(m, "method"));
+			if (meth && strcmp(meth, "process/event") == 0)
+				json_array_append(v->events, m);
 			mid = json_object_get(m, "id");
-			if (json_is_string(mid) && strcmp(json_string_value(mid), id) == 0)
+			if (!id || (json_is_string(mid) && strcmp(json_string_value(mid), id) == 0))
 				return m;
 			json_decref(m);
 			nl = memchr(v->buf, '\n', v->len);
 		}
 		if (sg_now_ms() >= end)
-			fail_msg("no reply to %s", id);
+			return NULL;
 		if (poll(&p, 1, (int)(end - sg_now_ms())) <= 0)
 			continue;
 		n = read(v->fd, v->buf + v->len, sizeof(v->buf) - v->len);
 		if (n <= 0)
-			fail_msg("the server closed the connection waiting for %s", id);
+			fail_msg("the server closed the connection waiting for %s", id ? id : "a message");
 		v->len += (size_t)n;
 	}
+}
+
+/* The next message with "id" == id (events and other replies skipped). */
+static json_t *reply(struct srv *v, const char *id, int timeout_ms)
+{
+	json_t *m = next_message(v, id, sg_now_ms() + timeout_ms);
+
+	if (!m)
+		fail_msg("no reply to %s", id);
+	return m;
 }
 
 /* The error string of the reply to id, or NULL when it succeeded. */
@@ -212,6 +230,7 @@ static void cleanup(struct srv *v)
 	close(v->fd);
 	close(v->o.in_fd);
 	sg_config_free(v->cfg);
+	json_decref(v->events);
 	/* The test's own directory, by its exact name. */
 	pid = fork();
 	if (pid == 0) {
@@ -612,6 +631,63 @@ static void test_lost_spawn_reply_is_stopped(void **state)
 }
 
 /*
+ * The process watcher's records come from the environment (through its
+ * helper on a remote backend), which may forge them: records of another
+ * session bring no event, and the watcher follows at most
+ * SG_PROC_KNOWN_MAX processes it did not start, so a flood of forged ids
+ * neither grows its table nor floods the host.  Here `proc wait` answers
+ * once with 5000 running records of this session and one of another,
+ * then with all of them ended, then with nothing.
+ */
+static void test_watcher_forged_records(void **state)
+{
+	char *intercept = NULL, *wrapper = NULL, count[96];
+	size_t own = 0, foreign = 0, i;
+	int64_t end;
+	json_t *ev, *m;
+	struct srv *v;
+
+	(void)state;
+	snprintf(count, sizeof(count), "/tmp/sg-test-waits-%d", (int)getpid());
+	unlink(count);
+	assert_true(asprintf(&intercept,
+		"if [ \"$1 $2\" = 'proc wait' ]; then\n"
+		"  n=$(cat %s 2>/dev/null || echo 0); echo $((n + 1)) > %s\n"
+		"  [ \"$n\" -ge 2 ] && { sleep 1; echo '{\"stamp\":3,\"changed\":[]}'; exit 0; }\n"
+		"  st=running; [ \"$n\" = 1 ] && st=exited\n"
+		"  awk -v st=$st -v n=$n 'BEGIN { printf \"{\\\"stamp\\\":%%d,\\\"changed\\\":[\", n + 1;\n"
+		"    for (i = 0; i < 5000; i++) printf \"{\\\"id\\\":\\\"p-own%%d\\\",\\\"root_thread_id\\\":\\\"s1\\\",\\\"status\\\":\\\"%%s\\\",\\\"exit_code\\\":0},\", i, st;\n"
+		"    printf \"{\\\"id\\\":\\\"p-foreign\\\",\\\"root_thread_id\\\":\\\"s2\\\",\\\"status\\\":\\\"%%s\\\",\\\"exit_code\\\":0}]}\\n\", st }'\n"
+		"  exit 0\n"
+		"fi", count, count) > 0);
+	v = start_wrapped("{\"backend\":\"fake_remote\"}", intercept, &wrapper);
+	/* The events of the second answer, and then a quiet second. */
+	end = sg_now_ms() + 20000;
+	while ((m = next_message(v, NULL, end)) != NULL) {
+		json_decref(m);
+		if (json_array_size(v->events) >= SG_PROC_KNOWN_MAX)
+			end = sg_now_ms() + 1000;
+	}
+	json_array_foreach(v->events, i, ev) {
+		const char *id = json_string_value(json_object_get(
+			json_object_get(json_object_get(ev, "data"), "Process"), "id"));
+
+		if (id && strcmp(id, "p-foreign") == 0)
+			foreign++;
+		else if (id && strncmp(id, "p-own", 5) == 0)
+			own++;
+	}
+	assert_int_equal(foreign, 0);
+	assert_int_equal(own, SG_PROC_KNOWN_MAX);
+	assert_alive(v);
+	end_clean(v);
+	unlink(count);
+	unlink(wrapper);
+	free(wrapper);
+	free(intercept);
+}
+
+/*
  * read_file's text comes after the helper's JSON line, and on a remote
  * backend the helper is the environment's.  Text over the output limit
  * is refused, not passed on; text that would make the reply exactly as
@@ -692,6 +768,7 @@ int main(void)
 		cmocka_unit_test(test_hostile_spawn_reply),
 		cmocka_unit_test(test_hostile_read_reply),
 		cmocka_unit_test(test_lost_spawn_reply_is_stopped),
+		cmocka_unit_test(test_watcher_forged_records),
 	};
 
 	signal(SIGPIPE, SIG_IGN);
