@@ -283,6 +283,7 @@ struct sg_exec_result {
 	int exit_code;      /* -1 when killed by a signal */
 	int signal;         /* the signal number, or 0 */
 	bool timed_out;     /* killed because timeout_ms passed */
+	bool stalled;       /* killed because stdout was silent (sg_child.idle_ms) */
 	bool truncated;     /* out was clipped at max_output */
 	int64_t duration_ms;
 	struct sg_buf out;  /* stdout (and stderr with SG_EXEC_MERGE): its head */

@@ -66,6 +66,7 @@ void sg_exec_result_reset(struct sg_exec_result *r)
 	r->exit_code = -1;
 	r->signal = 0;
 	r->timed_out = false;
+	r->stalled = false;
 	r->truncated = false;
 	r->duration_ms = 0;
 	sg_buf_reset(&r->out);
@@ -369,6 +370,7 @@ struct run {
 	bool killing;         /* the group was signalled (timeout, cancel) */
 	int64_t start_ms;
 	int64_t deadline_ms;  /* timeout; 0: none or already fired */
+	int64_t idle_at_ms;   /* stdout silent until then: killed; 0: none */
 	int64_t kill_at_ms;   /* SIGKILL after term_signal; 0: none */
 	int64_t drain_until_ms; /* after the exit: stop reading pipes */
 	sg_err why;           /* the cancel token's reason, once fired */
@@ -474,6 +476,8 @@ static void drain_pipe(struct run *r, int *fd, bool is_err)
 		close_fd(fd);
 		return;
 	}
+	if (!is_err && r->idle_at_ms)
+		r->idle_at_ms = sg_now_ms() + r->c->idle_ms;
 	if (is_err) {
 		sg_buf_add_clipped(&r->out->err, chunk, (size_t)n);
 	} else if (r->c->stream_out) {
@@ -520,6 +524,11 @@ static int supervise(struct run *r, struct sg_cancel *cancel)
 			r->out->timed_out = true;
 			start_kill(r, now);
 		}
+		if (!r->exited && r->idle_at_ms && now >= r->idle_at_ms) {
+			r->idle_at_ms = 0;
+			r->out->stalled = true;
+			start_kill(r, now);
+		}
 		if (!r->exited && r->kill_at_ms && now >= r->kill_at_ms) {
 			r->kill_at_ms = 0;
 			kill(-r->pid, SIGKILL);
@@ -554,7 +563,7 @@ static int supervise(struct run *r, struct sg_cancel *cancel)
 
 		wake = 0;
 		if (!r->exited) {
-			wake = earliest(r->deadline_ms, r->kill_at_ms);
+			wake = earliest(earliest(r->deadline_ms, r->idle_at_ms), r->kill_at_ms);
 			if (r->pidfd < 0)
 				wake = earliest(wake, now + EXEC_REAP_POLL_MS);
 		} else {
@@ -754,6 +763,8 @@ sg_err sg_exec_run(const struct sg_child *c, struct sg_exec_result *out,
 	r.pidfd = pidfd_open_compat(r.pid);
 	if (c->timeout_ms > 0)
 		r.deadline_ms = r.start_ms + c->timeout_ms;
+	if (c->idle_ms > 0)
+		r.idle_at_ms = r.start_ms + c->idle_ms;
 
 	e = supervise(&r, cancel);
 	if (e) {

@@ -60,6 +60,12 @@ struct sg_child {
 	 */
 	bool stream_out;
 	int out_fd;
+	/*
+	 * 0, or the longest stdout may stay silent: then the group is killed
+	 * as on a timeout and out->stalled set.  For a read that a remote
+	 * host or a FIFO can stall for ever, with no overall time limit.
+	 */
+	int64_t idle_ms;
 	/* Sent to the group on timeout or cancel before SIGKILL; 0 means
 	 * SIGKILL at once. */
 	int term_signal;

@@ -58,10 +58,16 @@
  * the local client died, so a second ssh over the master runs
  * `sg-helper job --kill` for the token.
  *
- * Exports stream: get_file runs `cat` over the master with its stdout
- * written straight into the snapshot (exec.c's stream_out), the path
- * mapped from root to the files directory when a mount namespace shows
- * them there.
+ * Exports stream: get_file runs a small reader over the master (a regular
+ * file checked in the same command, then `dd iflag=nonblock` where the
+ * host has it, else `cat`) with its stdout written straight into the
+ * snapshot (exec.c's stream_out), the path mapped from root to the files
+ * directory when a mount namespace shows them there; a read whose output
+ * stays silent for SSHB_EXPORT_IDLE_MS is killed (exec.c's idle_ms).
+ *
+ * Local paths (identity_file, known_hosts_file) reach ssh already
+ * `~`-expanded and quoted, and what ssh would expand further is refused,
+ * so the file sandgate checks is the file ssh reads.
  *
  * The login shell on the host must be a POSIX shell (sh, bash, dash, zsh,
  * ksh): the one string is quoted for them.  The host needs /bin/sh, cat,
@@ -73,6 +79,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <pwd.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -102,6 +109,15 @@
 #define SSH_ENV_AGENT "SSH_AUTH_SOCK"
 #define SSH_ENV_KRB5 "KRB5CCNAME"
 
+/*
+ * An export that writes no byte into its snapshot for this long is stopped:
+ * a host that keeps the connection alive but sends nothing, or a reader
+ * held by something that is no longer a regular file.  Twice ssh's
+ * keep-alive interval, so a merely slow link is not cut.  Tests may make
+ * it shorter (never longer) with SANDGATE_TEST_SSH_EXPORT_IDLE_MS.
+ */
+#define SSHB_EXPORT_IDLE_MS (2 * SG_SSH_ALIVE_INTERVAL_S * 1000)
+
 struct ssh_env {
 	struct sg_env base;
 	struct sg_strv ssh;  /* "ssh" and the options every call shares */
@@ -114,6 +130,7 @@ struct ssh_env {
 	char *bind_src;      /* files when bind-mounted on root, else NULL */
 	char *tmp_src;       /* ctl/tmp, shown on /tmp with bind_src, or NULL */
 	bool netns;          /* commands get a network namespace of their own */
+	bool dd_nonblock;    /* the host's dd opens with iflag=nonblock */
 	char *cgprocs;       /* cgroup.procs files to join, a line each */
 	struct sg_strv cgroups; /* cgroup directories made on the host */
 	bool master;         /* provision started the master */
@@ -156,6 +173,8 @@ static const char sshb_probe_sh[] =
 	"for t in cat mkdir; do\n"
 	"  command -v \"$t\" >/dev/null 2>&1 && printf 'has_%s=1\\n' \"$t\"\n"
 	"done\n"
+	"dd if=/dev/null of=/dev/null iflag=nonblock status=none count=0 "
+	"2>/dev/null && printf 'dd_nonblock=1\\n'\n"
 	"[ -d \"$4\" ] && printf 'root=1\\n'\n"
 	"if [ -f /sys/fs/cgroup/cgroup.controllers ] && "
 	"[ -w /sys/fs/cgroup/cgroup.procs ]; then\n"
@@ -334,18 +353,84 @@ static bool sshb_clean_path(const char *p)
 }
 
 /*
- * `-o Key=path` for an option ssh percent-expands and splits on blanks:
- * '%' doubled, and the whole value in double quotes when it has a blank.
+ * Why ssh would read another file than `path` names, or NULL when it
+ * reads that very file.  ssh (8.4 and later) expands `${VAR}` of its own
+ * environment in IdentityFile and UserKnownHostsFile, and there is no
+ * escape for it; its config parser takes a backslash as an escape (8.7
+ * and later) but not before, and ends a value at a double quote; control
+ * characters never belong in a path.  A '%' is doubled for IdentityFile,
+ * which every ssh percent-expands, but UserKnownHostsFile is expanded only
+ * from 8.4 on, so there no spelling means the same file to every client.
+ */
+static const char *sshb_path_refusal(const char *path, bool percent_ok)
+{
+	if (strstr(path, "${"))
+		return "\"${\" (ssh replaces ${NAME} with a variable of its environment)";
+	if (!percent_ok && strchr(path, '%'))
+		return "'%' (ssh replaces %-tokens in it from OpenSSH 8.4 on, and not before)";
+	if (strpbrk(path, "\"\\"))
+		return "a double quote or a backslash (ssh's config parser reads them as quoting)";
+	for (const unsigned char *c = (const unsigned char *)path; *c; c++)
+		if (*c < ' ' || *c == 0x7f)
+			return "control characters";
+	return NULL;
+}
+
+/*
+ * `path` with a leading `~` or `~user` replaced by that account's home
+ * from the password database, as ssh itself does (never $HOME), into out:
+ * the file sandgate checks is then the one ssh is given, already
+ * expanded.  False when the account is unknown or the result too long.
+ */
+static bool sshb_local_path(const char *path, char *out, size_t n)
+{
+	struct passwd pw, *found = NULL;
+	char name[256], *buf = NULL;
+	const char *rest;
+	size_t len, blen = 16 * SG_KiB;
+	bool ok = false;
+	int w;
+
+	if (path[0] != '~') {
+		w = snprintf(out, n, "%s", path);
+		return w >= 0 && (size_t)w < n;
+	}
+	rest = path + 1 + strcspn(path + 1, "/");
+	len = (size_t)(rest - path) - 1;
+	if (len >= sizeof(name) || !(buf = malloc(blen)))
+		goto out;
+	memcpy(name, path + 1, len);
+	name[len] = '\0';
+	if (len == 0)
+		(void)getpwuid_r(getuid(), &pw, buf, blen, &found);
+	else
+		(void)getpwnam_r(name, &pw, buf, blen, &found);
+	if (!found || !found->pw_dir)
+		goto out;
+	rest += strspn(rest, "/");
+	len = strlen(found->pw_dir);
+	w = snprintf(out, n, "%s%s%s", found->pw_dir,
+		     len == 0 || found->pw_dir[len - 1] != '/' ? "/" : "", rest);
+	ok = w >= 0 && (size_t)w < n;
+out:
+	free(buf);
+	return ok;
+}
+
+/*
+ * `-o Key="path"` for an option ssh percent-expands: '%' doubled, the
+ * whole value in double quotes, so blanks, a `'` or a leading '#' stay
+ * part of the name for every version of ssh's config parser.  The path
+ * has passed sshb_path_refusal(): no double quote, no backslash.
  */
 static sg_err sshb_path_opt(struct sg_strv *av, const char *key, const char *path)
 {
 	struct sg_buf b = SG_BUF_INIT(2 * SG_PATH_MAX + 64);
-	bool quote = strpbrk(path, " \t") != NULL;
-	sg_err rc = sg_buf_addf(&b, "%s=%s", key, quote ? "\"" : "");
+	sg_err rc = sg_buf_addf(&b, "%s=\"", key);
 
 	for (const char *c = path; !rc && *c; c++)
 		rc = *c == '%' ? sg_buf_adds(&b, "%%") : sg_buf_addc(&b, *c);
-	if (!rc && quote)
+	if (!rc)
 		rc = sg_buf_addc(&b, '"');
 	if (!rc)
 		rc = sg_strv_add(av, "-o");
@@ -433,7 +518,7 @@ static void sshb_where(const struct sg_profile *p, char *out, size_t n)
  * per call, for the operator commands).
  */
 static sg_err sshb_base_argv(const struct sg_profile *p, const char *sock,
-			     struct sg_strv *av)
+			     struct sg_strv *av, struct sg_errinfo *err)
 {
 	static const char *const fixed[] = {
 		"ssh", "-T", "-x", "-a",
@@ -456,8 +541,16 @@ static sg_err sshb_base_argv(const struct sg_profile *p, const char *sock,
 		"-o", "LogLevel=ERROR",
 		NULL
 	};
-	sg_err rc = sg_strv_addv(av, fixed);
+	char kh[SG_PATH_MAX], id[SG_PATH_MAX];
+	sg_err rc;
 
+	/* validate() checked these: an account gone since then is refused. */
+	if ((p->known_hosts_file && !sshb_local_path(p->known_hosts_file, kh, sizeof(kh))) ||
+	    (p->identity_file && !sshb_local_path(p->identity_file, id, sizeof(id))))
+		return sg_err_set(err, SG_E_INVALID_ARGUMENT,
+				  "the home directory in identity_file or known_hosts_file (profile \"%s\") cannot be found",
+				  p->name);
+	rc = sg_strv_addv(av, fixed);
 	if (!rc)
 		rc = sg_strv_add(av, "-o");
 	if (!rc)
@@ -469,7 +562,7 @@ static sg_err sshb_base_argv(const struct sg_profile *p, const char *sock,
 	if (!rc)
 		rc = sg_strv_addv(av, (const char *[]){ "-o", "ServerAliveCountMax=3", NULL });
 	if (!rc && p->known_hosts_file) {
-		rc = sshb_path_opt(av, "UserKnownHostsFile", p->known_hosts_file);
+		rc = sshb_path_opt(av, "UserKnownHostsFile", kh);
 		/*
 		 * Only the configured file: the check is against it alone, so
 		 * neither the system's file nor a KnownHostsCommand of the
@@ -483,7 +576,7 @@ static sg_err sshb_base_argv(const struct sg_profile *p, const char *sock,
 	if (!rc && p->identity_file) {
 		rc = sg_strv_addv(av, (const char *[]){ "-o", "IdentitiesOnly=yes", NULL });
 		if (!rc)
-			rc = sshb_path_opt(av, "IdentityFile", p->identity_file);
+			rc = sshb_path_opt(av, "IdentityFile", id);
 	}
 	if (!rc && p->port) {
 		rc = sg_strv_add(av, "-p");
@@ -496,7 +589,7 @@ static sg_err sshb_base_argv(const struct sg_profile *p, const char *sock,
 		rc = sshb_path_opt(av, "ControlPath", sock);
 	else if (!rc)
 		rc = sg_strv_addv(av, (const char *[]){ "-o", "ControlPath=none", NULL });
-	return rc;
+	return rc ? sg_err_set(err, rc, "out of memory") : SG_OK;
 }
 
 /*
@@ -563,6 +656,15 @@ static sg_err sshb_connect_error(const struct sg_profile *p, const char *text,
 			  where, last);
 }
 
+/* The idle limit: SSHB_EXPORT_IDLE_MS, or a test's shorter one. */
+static int64_t sshb_export_idle_ms(void)
+{
+	const char *t = getenv("SANDGATE_TEST_SSH_EXPORT_IDLE_MS");
+	long long ms = t ? strtoll(t, NULL, 10) : 0;
+
+	return ms > 0 && ms < SSHB_EXPORT_IDLE_MS ? ms : SSHB_EXPORT_IDLE_MS;
+}
+
 /* Run one ssh client process: argv as built, the client's environment. */
 static sg_err sshb_spawn(const struct sg_strv *av, const struct sg_strv *cenv,
 			 const void *in, size_t inlen, int64_t timeout_ms,
@@ -578,6 +680,8 @@ static sg_err sshb_spawn(const struct sg_strv *av, const struct sg_strv *cenv,
 		.detaches = detaches,
 		.stream_out = out_fd >= 0,
 		.out_fd = out_fd,
+		/* Only an export streams; a host can stall it for ever. */
+		.idle_ms = out_fd >= 0 ? sshb_export_idle_ms() : 0,
 	};
 	sg_err rc = sg_exec_run(&c, r, cancel, err);
 
@@ -865,20 +969,36 @@ static sg_err ssh_validate(const struct sg_profile *p, struct sg_errinfo *err)
 					  p->name);
 	}
 	{
+		/*
+		 * The file checked here (and by `sandgate probe`) must be the
+		 * one ssh reads: what ssh would expand or unquote is refused,
+		 * and `~` is expanded here, as ssh does, both for the check
+		 * and for ssh's command line.
+		 */
 		const char *files[] = { p->identity_file, p->known_hosts_file };
 		const char *names[] = { "identity_file", "known_hosts_file" };
+		char local[SG_PATH_MAX];
 
-		for (size_t i = 0; i < 2; i++)
-			if (files[i] && strpbrk(files[i], "\"\r\n"))
+		for (size_t i = 0; i < 2; i++) {
+			const char *why;
+
+			if (!files[i])
+				continue;
+			if (!sshb_local_path(files[i], local, sizeof(local)))
 				return sg_err_set(err, SG_E_INVALID_ARGUMENT,
-						  "field \"%s\" (profile \"%s\") must not contain quotes or newlines",
+						  "field \"%s\" (profile \"%s\") names a home directory (~) that this host's accounts do not have, or is too long",
 						  names[i], p->name);
+			why = sshb_path_refusal(local, i == 0);
+			if (why)
+				return sg_err_set(err, SG_E_INVALID_ARGUMENT,
+						  "field \"%s\" (profile \"%s\") must not hold %s: ssh would read another file than the one sandgate checks",
+						  names[i], p->name, why);
+			if (i == 0 && access(local, R_OK) != 0)
+				return sg_err_set(err, SG_E_INVALID_ARGUMENT,
+						  "identity_file %s (profile \"%s\") cannot be read: %s",
+						  p->identity_file, p->name, strerror(errno));
+		}
 	}
-	if (p->identity_file && p->identity_file[0] != '~' &&
-	    access(p->identity_file, R_OK) != 0)
-		return sg_err_set(err, SG_E_INVALID_ARGUMENT,
-				  "identity_file %s (profile \"%s\") cannot be read: %s",
-				  p->identity_file, p->name, strerror(errno));
 	ssh = sg_exec_which("ssh");
 	if (!ssh)
 		return sg_err_set(err, SG_E_UNSUPPORTED,
@@ -1177,10 +1297,13 @@ static sg_err ssh_provision(struct sg_env *env, struct sg_cancel *cancel,
 	rc = sshb_sock_path(se, err);
 	if (rc)
 		goto out;
-	if (sshb_client_env(&se->cenv) || sshb_base_argv(p, se->sock, &se->ssh)) {
+	if (sshb_client_env(&se->cenv)) {
 		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
 		goto out;
 	}
+	rc = sshb_base_argv(p, se->sock, &se->ssh, err);
+	if (rc)
+		goto out;
 	rc = sg_helper_bin_open(env->helper_host, &bin, err);
 	if (rc)
 		goto out;
@@ -1240,6 +1363,7 @@ static sg_err ssh_provision(struct sg_env *env, struct sg_cancel *cancel,
 				goto out;
 			}
 	}
+	se->dd_nonblock = sshb_flag(probe, "dd_nonblock");
 	if (!(se->envdir = sshb_fmt("%s/%s", ws, slug)) ||
 	    !(se->files = sshb_fmt("%s/workspace", se->envdir)) ||
 	    !(se->rundir = sshb_fmt("%s/run", se->envdir)) ||
@@ -1583,10 +1707,35 @@ out:
 /* ---- files ------------------------------------------------------------ */
 
 /*
- * Exports: `cat` of the file over the master, its bytes written to fd as
- * they arrive, so the gateway's memory stays flat whatever the size.  No
- * job around it (the bytes are the whole reply), so the path is the host's:
- * under a mount namespace, root is the files directory there.
+ * An export's reader on the host.  $1 the file, $2 1 when dd has
+ * iflag=nonblock.  The file must be a regular one in this very command,
+ * not only when the gateway looked (an agent may swap it for a FIFO in
+ * between), and its open must not wait: dd opens it O_NONBLOCK, so a FIFO
+ * swapped in after the test gives EOF or EAGAIN at once instead of an
+ * open that waits for a writer.  A host without such a dd gets cat, whose
+ * open a FIFO can still hold; the gateway's idle limit ends that.
+ * Exit 3: not a regular file; 4: no such file.
+ */
+static const char sshb_export_sh[] =
+	"f=$1\n"
+	"if [ ! -f \"$f\" ]; then\n"
+	"  [ -e \"$f\" ] && exit 3\n"
+	"  exit 4\n"
+	"fi\n"
+	"if [ \"$2\" = 1 ]; then\n"
+	"  dd if=\"$f\" iflag=nonblock bs=65536 status=none || exit 1\n"
+	"else\n"
+	"  cat -- \"$f\" || exit 1\n"
+	"fi\n"
+	"[ -f \"$f\" ] || exit 3\n"
+	"exit 0\n";
+
+/*
+ * Exports: the file's bytes over the master (sshb_export_sh), written to
+ * fd as they arrive, so the gateway's memory stays flat whatever the size.
+ * No job around it (the bytes are the whole reply), so the path is the
+ * host's: under a mount namespace, root is the files directory there.
+ * The read is killed once its output stays silent for the idle limit.
  */
 static sg_err ssh_get_file(struct sg_env *env, const char *path, int fd, size_t max,
 			   struct sg_cancel *cancel, struct sg_errinfo *err)
@@ -1605,21 +1754,35 @@ static sg_err ssh_get_file(struct sg_env *env, const char *path, int fd, size_t 
 	else
 		rc = sg_buf_adds(&host, path);
 	if (!rc)
-		rc = sg_buf_adds(&line, "exec cat -- ");
-	if (!rc)
-		rc = sg_shquote(&line, host.p);
+		rc = sshb_script_line(sshb_export_sh, "sg",
+				      (const char *[]){ host.p, se->dd_nonblock ? "1" : "0", NULL },
+				      &line);
 	if (rc) {
 		rc = sg_err_set(err, rc, "the path %s is too long", path);
 		goto out;
 	}
-	rc = sshb_run(se, line.p, NULL, 0, 0, true, fd, &r, cancel, err);
+	/* Connecting again has its own time limit; the idle one is the read's. */
+	rc = sshb_master_ensure(se, cancel, err);
+	if (rc)
+		goto out;
+	rc = sshb_run(se, line.p, NULL, 0, 0, false, fd, &r, cancel, err);
 	if (rc)
 		goto out;
 	sshb_where(env->profile, where, sizeof(where));
 	sshb_last_line(r.err.p, last, sizeof(last));
-	if (r.exit_code == 255 || r.signal)
+	if (r.stalled)
+		rc = sg_err_set(err, SG_E_TIMEOUT,
+				"no byte of %s came from %s for %lld s, so the export was stopped (the host stalled, or the file is no longer a regular one)",
+				path, where, (long long)(sshb_export_idle_ms() / 1000));
+	else if (r.exit_code == 255 || r.signal)
 		rc = sg_err_set(err, SG_E_UNAVAILABLE, "ssh could not read %s on %s: %s",
 				path, where, last);
+	else if (r.exit_code == 3)
+		rc = sg_err_set(err, SG_E_INVALID_ARGUMENT,
+				"%s on %s is not a regular file (it changed after it was checked)",
+				path, where);
+	else if (r.exit_code == 4)
+		rc = sg_err_set(err, SG_E_NOT_FOUND, "%s does not exist on %s", path, where);
 	else if (r.exit_code != 0)
 		rc = sg_err_set(err, SG_E_NOT_FOUND, "%s cannot be read on %s: %s", path,
 				where, last);
@@ -1726,13 +1889,17 @@ static sg_err sshb_oneshot(const struct sg_profile *p, const char *script,
 	*out = NULL;
 	sg_exec_result_init(&r, SG_SSH_REPLY_MAX);
 	rc = sshb_script_line(script, "sg", args, &line);
-	if (!rc && (sshb_client_env(&cenv) || sshb_base_argv(p, NULL, &av) ||
-		    sg_strv_addv(&av, (const char *[]){ "--", p->host, line.p, NULL })))
+	if (!rc && sshb_client_env(&cenv))
 		rc = SG_E_INTERNAL;
 	if (rc) {
 		rc = sg_err_set(err, rc, "out of memory");
 		goto out;
 	}
+	rc = sshb_base_argv(p, NULL, &av, err);
+	if (!rc && sg_strv_addv(&av, (const char *[]){ "--", p->host, line.p, NULL }))
+		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
+	if (rc)
+		goto out;
 	rc = sshb_spawn(&av, &cenv, NULL, 0, SG_SSH_MASTER_MS, false, -1, &r, cancel, err);
 	if (rc)
 		goto out;
@@ -1901,29 +2068,28 @@ static size_t ssh_credential_env(const json_t *raw, const char **names, size_t m
 	return n;
 }
 
+/* "found" when path, ~ expanded as ssh does, is a file this user can read. */
+static const char *sshb_found(const char *path)
+{
+	char local[SG_PATH_MAX];
+
+	return sshb_local_path(path, local, sizeof(local)) && access(local, R_OK) == 0
+		       ? "found" : "missing";
+}
+
 static void ssh_credentials(const struct sg_profile *p, json_t *out)
 {
 	const char *agent = getenv(SSH_ENV_AGENT);
-	char *kh = NULL;
 
 	if (p->identity_file)
-		json_object_set_new(out, "identity_file",
-				    json_string(p->identity_file[0] == '~' ||
-							access(p->identity_file, R_OK) == 0
-						? "found" : "missing"));
+		json_object_set_new(out, "identity_file", json_string(sshb_found(p->identity_file)));
 	else
 		json_object_set_new(out, SSH_ENV_AGENT,
 				    json_string(agent && *agent ? "found" : "missing"));
-	if (!p->known_hosts_file && getenv("HOME"))
-		kh = sshb_fmt("%s/.ssh/known_hosts", getenv("HOME"));
-	if (p->known_hosts_file || kh) {
-		const char *f = p->known_hosts_file ? p->known_hosts_file : kh;
-
-		json_object_set_new(out, "known_hosts_file",
-				    json_string(f[0] == '~' || access(f, R_OK) == 0
-							? "found" : "missing"));
-	}
-	free(kh);
+	/* Without the field, ssh's own default: ~ is the account's home. */
+	json_object_set_new(out, "known_hosts_file",
+			    json_string(sshb_found(p->known_hosts_file ? p->known_hosts_file
+							 : "~/.ssh/known_hosts")));
 }
 
 const struct sg_adapter sg_adapter_ssh = {
