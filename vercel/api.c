@@ -176,6 +176,23 @@ void vcl_client_release(struct vcl_client *c)
 	memset(c, 0, sizeof(*c));
 }
 
+/* An HTTP date (IMF-fixdate, "Sun, 06 Nov 1994 08:49:37 GMT") in unix ms; 0 if it is none. */
+static int64_t vcl_http_date_ms(const char *v)
+{
+	struct tm tm;
+	const char *end;
+	time_t t;
+
+	if (!v)
+		return 0;
+	memset(&tm, 0, sizeof(tm));
+	end = strptime(v, "%a, %d %b %Y %H:%M:%S GMT", &tm);
+	if (!end || *end)
+		return 0;
+	t = timegm(&tm);
+	return t > 0 ? (int64_t)t * 1000 : 0;
+}
+
 void vcl_reply_release(struct vcl_reply *r)
 {
 	json_decref(r->json);
@@ -198,6 +215,7 @@ sg_err vcl_do(struct vcl_client *c, const struct vcl_call *call, struct vcl_repl
 
 	memset(out, 0, sizeof(*out));
 	out->retry_after_ms = -1;
+	out->sent_ms = sg_now_ms();
 	sg_http_response_init(&resp, call->sink ? SG_HTTP_ERROR_BODY
 			      : call->max_body ? (size_t)call->max_body : SG_VERCEL_REPLY_MAX);
 	rc = sg_strv_addv(&hdrs, sg_strv_get(&c->headers));
@@ -254,6 +272,7 @@ sg_err vcl_do(struct vcl_client *c, const struct vcl_call *call, struct vcl_repl
 	}
 	out->status = resp.status;
 	out->retry_after_ms = sg_http_retry_after_ms(&resp);
+	out->date_ms = vcl_http_date_ms(sg_http_header(&resp, "Date"));
 	/* A body that is not JSON leaves json NULL: callers report the status. */
 	if (resp.body.len > 0 &&
 	    sg_json_parse(resp.body.p, resp.body.len, SG_JSON_ALLOW_NUL, &out->json, NULL))

@@ -86,6 +86,14 @@ struct vcl_reply {
 	char code[64];  /* error.code of an error body, or "" */
 	int64_t retry_after_ms;
 	int attempts;   /* times the request was sent (retries included), also on failure */
+	int64_t sent_ms; /* sg_now_ms() when the call began (its first try), also on failure */
+	/*
+	 * Vercel's clock when it answered: the reply's Date header in unix
+	 * milliseconds (to the second), or 0 without one.  It dates Vercel's
+	 * own timestamps against this host's monotonic clock, whatever this
+	 * host's wall clock says.
+	 */
+	int64_t date_ms;
 };
 void vcl_reply_release(struct vcl_reply *r);
 

@@ -88,6 +88,13 @@ _Static_assert(SG_VERCEL_UPLOAD_WAIT_MS * 3 / 2 < SG_VERCEL_CALL_MS, "upload wai
 #define VCL_T_PROFILE "sandgate-profile"
 #define VCL_TAG_MAX 256 /* bytes of one tag value */
 #define VCL_CANCEL_STOP_MS 3000 /* a stop sent after a cancel: waited for this long */
+/*
+ * How far Vercel's session timestamps may run ahead of the Date of its
+ * replies (different machines, Date truncated to the second): a session
+ * requested up to this long before a lookup was sent may be taken for one
+ * that the lookup started.
+ */
+#define VCL_CLOCK_SLACK_MS 1000
 
 struct vcl_env {
 	struct sg_env base;
@@ -102,6 +109,14 @@ struct vcl_env {
 	 * a provisioning that fails stops it again (vcl_provision).
 	 */
 	bool woke;
+	/*
+	 * sg_now_ms() when a lookup with ?resume=true was sent whose outcome
+	 * is unknown (no answer, a cancel, a 5xx, an answer that could not be
+	 * read): it may have started a session that nobody heard of.  0: none.
+	 * A provisioning that fails looks for that session and stops it
+	 * (vcl_settle_doubt).
+	 */
+	int64_t doubt_ms;
 	atomic_bool lost; /* its files are gone: no resume brings them back */
 	char nonce[17];
 	atomic_uint seq;
@@ -294,16 +309,34 @@ static sg_err vcl_call_settled(struct vcl_client *cl, const struct vcl_call *cal
 }
 
 /*
- * GET the named sandbox (resume: start a session from its snapshot when
- * it is stopped).  *got (new) is the reply's object; SG_E_NOT_FOUND when
- * there is none, SG_E_WORKSPACE_LOST when its snapshot expired.
+ * What a lookup tells besides its reply: when it was sent (sg_now_ms()
+ * as its request began, retries included) and answered, Vercel's clock at the answer (the Date
+ * header, unix ms, 0 without one), how many times it was sent, and
+ * whether a lookup with ?resume=true may have started a session that its
+ * reply does not show (unknown: no reply, a cancel, a 5xx, a reply that
+ * could not be read).
  */
-static sg_err vcl_get(struct vcl_client *cl, const char *name, bool resume, json_t **got,
-		      struct sg_cancel *cancel, struct sg_errinfo *err)
+struct vcl_look {
+	int64_t sent_ms, got_ms, date_ms;
+	int attempts;
+	bool unknown;
+};
+
+/*
+ * GET the named sandbox (resume: start a session from its snapshot when
+ * it is stopped), within timeout_ms (0: the default for the kind).  *got
+ * (new) is the reply's object; SG_E_NOT_FOUND when there is none,
+ * SG_E_WORKSPACE_LOST when its snapshot expired.  look (or NULL) is
+ * filled whatever the outcome.
+ */
+static sg_err vcl_get(struct vcl_client *cl, const char *name, bool resume, int64_t timeout_ms,
+		      json_t **got, struct vcl_look *look, struct sg_cancel *cancel,
+		      struct sg_errinfo *err)
 {
 	char *path = vcl_path("/v2/sandboxes/", name, NULL);
 	char *q = vcl_pq(cl, resume ? "resume=true" : NULL);
 	struct vcl_reply r = { 0 };
+	struct vcl_look lk = { .sent_ms = sg_now_ms() };
 	const char *what = resume ? "resuming the sandbox" : "looking up the sandbox";
 	sg_err rc;
 
@@ -312,11 +345,20 @@ static sg_err vcl_get(struct vcl_client *cl, const char *name, bool resume, json
 		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
 		goto out;
 	}
+	if (!timeout_ms)
+		timeout_ms = resume ? SG_VERCEL_CREATE_MS : 0;
 	rc = vcl_call_settled(cl,
 			      &(struct vcl_call){ .path = path, .query = q, .idempotent = true,
-						  .timeout_ms = resume ? SG_VERCEL_CREATE_MS : 0,
-						  .what = what },
+						  .timeout_ms = timeout_ms, .what = what },
 			      &r, cancel, err);
+	/* The last try's start: earlier ones met 422 (a stop settling) and started nothing. */
+	if (r.sent_ms)
+		lk.sent_ms = r.sent_ms;
+	lk.got_ms = sg_now_ms();
+	lk.date_ms = r.date_ms;
+	lk.attempts = r.attempts;
+	/* Gone without an answer that says what happened: it may have landed. */
+	lk.unknown = rc != SG_OK;
 	if (rc)
 		goto out;
 	if (r.status == 404)
@@ -325,13 +367,23 @@ static sg_err vcl_get(struct vcl_client *cl, const char *name, bool resume, json
 		rc = sg_err_set(err, SG_E_WORKSPACE_LOST,
 				"sandbox %s cannot be resumed: its snapshot has expired (snapshot_not_found)",
 				name);
-	else if (r.status != 200 || !json_is_object(json_object_get(r.json, "sandbox")))
+	else if (r.status != 200 || !json_is_object(json_object_get(r.json, "sandbox"))) {
+		/*
+		 * A refusal (4xx) started nothing; a 5xx, a timeout or a 200
+		 * that cannot be read may come from a resume that was done.
+		 */
+		lk.unknown = r.status >= 500 || r.status == 408 || r.status == 200;
 		rc = vcl_fail(cl, what, &r, SG_OK, err);
+	}
 	if (!rc) {
 		*got = r.json;
 		r.json = NULL;
 	}
 out:
+	if (look) {
+		lk.unknown = lk.unknown && resume;
+		*look = lk;
+	}
 	vcl_reply_release(&r);
 	free(path);
 	free(q);
@@ -363,18 +415,55 @@ static bool vcl_needs_files(const struct sg_env *env)
 }
 
 /*
+ * Is the session in got (a reply with "session", answered at got_ms with
+ * Vercel's Date date_ms) running or booting, and was it requested no
+ * earlier than a request this host sent at sent_ms?  Then that request may
+ * have started it.  The time is Vercel's: its Date, less what passed here
+ * since the request left, so this host's wall clock plays no part (it
+ * stands in only when the reply had no Date).  A session that tells no
+ * time may be the request's too.
+ */
+static bool vcl_started_since(const json_t *got, int64_t sent_ms, int64_t date_ms, int64_t got_ms)
+{
+	const json_t *s = json_object_get(got, "session"), *t = json_object_get(s, "requestedAt");
+	const char *st = vcl_str(s, "status");
+	struct timespec now;
+	int64_t vercel_now = date_ms;
+
+	if (!st || (strcmp(st, "running") != 0 && strcmp(st, "pending") != 0))
+		return false;
+	if (!json_is_integer(t))
+		t = json_object_get(s, "createdAt");
+	if (!json_is_integer(t))
+		return true;
+	if (vercel_now <= 0) {
+		clock_gettime(CLOCK_REALTIME, &now);
+		vercel_now = (int64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000;
+	}
+	return (int64_t)json_integer_value(t) >= vercel_now - (got_ms - sent_ms) - VCL_CLOCK_SLACK_MS;
+}
+
+/*
  * A lookup with ?resume=true that started a new session of a stopped
  * sandbox: note it (ve->woke, and the session, so that a failure can stop
  * it), and refuse it when it came up empty.  Vercel resumes from the last
  * snapshot, and a sandbox that was not persistent when it stopped has
  * none: its session starts with no files at all.  For a binding that
  * needs the files that is a lost workspace, never a fresh empty one.
+ *
+ * Vercel says "resumed" only to the request that resumed.  A lookup sent
+ * more than once (its first reply lost, a 5xx) may have resumed with a
+ * try whose reply never came and then found that session running: a
+ * session requested since the lookup was sent counts as its own (look).
  */
-static sg_err vcl_check_woken(struct vcl_env *ve, const json_t *got, struct sg_errinfo *err)
+static sg_err vcl_check_woken(struct vcl_env *ve, const json_t *got, const struct vcl_look *look,
+			      struct sg_errinfo *err)
 {
 	const json_t *s = json_object_get(got, "session");
 
-	if (!json_is_true(json_object_get(got, "resumed")))
+	if (!json_is_true(json_object_get(got, "resumed")) &&
+	    !(look && look->attempts > 1 &&
+	      vcl_started_since(got, look->sent_ms, look->date_ms, look->got_ms)))
 		return SG_OK;
 	ve->woke = true;
 	pthread_mutex_lock(&ve->lock);
@@ -507,8 +596,11 @@ static sg_err vcl_create(struct vcl_env *ve, json_t **got, struct sg_cancel *can
 	/* A conflict or a doubt: what does the name hold now? */
 	{
 		struct sg_errinfo look = { 0 };
-		sg_err lr = vcl_get(&ve->cl, ve->name, true, got, cancel, &look);
+		struct vcl_look lk;
+		sg_err lr = vcl_get(&ve->cl, ve->name, true, 0, got, &lk, cancel, &look);
 
+		if (lk.unknown)
+			ve->doubt_ms = lk.sent_ms;
 		if (lr == SG_OK) {
 			sg_err orc = vcl_check_owner(ve, *got, err);
 			const char *sess = vcl_str(json_object_get(json_object_get(*got, "sandbox"),
@@ -517,9 +609,9 @@ static sg_err vcl_create(struct vcl_env *ve, json_t **got, struct sg_cancel *can
 
 			/* A foreign sandbox that the lookup woke is stopped again. */
 			if (!orc)
-				orc = vcl_check_woken(ve, *got, err);
+				orc = vcl_check_woken(ve, *got, &lk, err);
 			else
-				(void)vcl_check_woken(ve, *got, &look);
+				(void)vcl_check_woken(ve, *got, &lk, &look);
 			if (orc) {
 				json_decref(*got);
 				*got = NULL;
@@ -776,6 +868,7 @@ static sg_err vcl_cmd(struct vcl_env *ve, const char *sid, const char *command, 
 
 static sg_err vcl_stop(struct vcl_env *ve, int64_t timeout_ms, struct sg_cancel *cancel,
 		       struct sg_errinfo *err);
+static void vcl_settle_doubt(struct vcl_env *ve);
 
 /*
  * The sandbox stopped under us (410) or is stopping (422): resume it, once
@@ -812,10 +905,10 @@ static sg_err vcl_resume(struct vcl_env *ve, const char *sid, struct sg_cancel *
 		goto out;
 	}
 	sg_log_info("sandbox %s stopped; resuming it", ve->name);
-	rc = vcl_get(&ve->cl, ve->name, true, &got, cancel, err);
+	rc = vcl_get(&ve->cl, ve->name, true, 0, &got, NULL, cancel, err);
 	if (rc == SG_E_NOT_FOUND)
 		rc = sg_err_set(err, SG_E_WORKSPACE_LOST, "sandbox %s is gone", ve->name);
-	if (!rc && (rc = vcl_check_woken(ve, got, err))) {
+	if (!rc && (rc = vcl_check_woken(ve, got, NULL, err))) {
 		/* An empty VM is no workspace: stop it, and stay lost. */
 		struct sg_errinfo e2 = { 0 };
 
@@ -1377,7 +1470,7 @@ static sg_err vcl_drop_expired(struct vcl_env *ve, struct sg_cancel *cancel,
 			       struct sg_errinfo *err)
 {
 	json_t *got = NULL;
-	sg_err rc = vcl_get(&ve->cl, ve->name, false, &got, cancel, err);
+	sg_err rc = vcl_get(&ve->cl, ve->name, false, 0, &got, NULL, cancel, err);
 
 	if (rc == SG_E_NOT_FOUND) {
 		sg_err_clear(err);
@@ -1409,9 +1502,13 @@ static sg_err vcl_obtain(struct vcl_env *ve, json_t **got, struct sg_cancel *can
 	sg_err rc;
 
 	for (int round = 0; round < 2; round++, look = true) {
+		struct vcl_look lk = { 0 };
 		bool made = false;
 
-		rc = look ? vcl_get(&ve->cl, ve->name, true, got, cancel, err) : SG_E_NOT_FOUND;
+		rc = look ? vcl_get(&ve->cl, ve->name, true, 0, got, &lk, cancel, err)
+			  : SG_E_NOT_FOUND;
+		if (lk.unknown)
+			ve->doubt_ms = lk.sent_ms;
 		if (rc == SG_E_NOT_FOUND) {
 			sg_err_clear(err);
 			if (env->require_existing)
@@ -1443,9 +1540,9 @@ static sg_err vcl_obtain(struct vcl_env *ve, json_t **got, struct sg_cancel *can
 			rc = vcl_check_owner(ve, *got, err);
 			/* Whoever owns it, a session this lookup started is noted. */
 			if (!rc)
-				rc = vcl_check_woken(ve, *got, err);
+				rc = vcl_check_woken(ve, *got, &lk, err);
 			else
-				(void)vcl_check_woken(ve, *got, &scratch);
+				(void)vcl_check_woken(ve, *got, &lk, &scratch);
 			if (rc)
 				return rc;
 			env->resumed = true;
@@ -1571,6 +1668,9 @@ out:
 				    quick ? "its stop was sent, not seen through"
 					  : "may run until its timeout",
 				    e2.msg);
+	} else if (rc && !ve->fresh && ve->doubt_ms) {
+		/* A resume that may have happened unseen is looked for, not forgotten. */
+		vcl_settle_doubt(ve);
 	}
 	vcl_prep_release(ve);
 	json_decref(got);
@@ -1612,15 +1712,14 @@ static sg_err vcl_get_file(struct sg_env *env, const char *path, int fd, size_t 
 
 /* ---- teardown, list, destroy, release ------------------------------------------ */
 
-/* Stop the current session, waiting for it at most timeout_ms (0: SG_VERCEL_SETTLE_MS). */
-static sg_err vcl_stop(struct vcl_env *ve, int64_t timeout_ms, struct sg_cancel *cancel,
-		       struct sg_errinfo *err)
+/* Stop session sid, waiting for it at most timeout_ms (0: SG_VERCEL_SETTLE_MS). */
+static sg_err vcl_stop_sid(struct vcl_env *ve, const char *sid, int64_t timeout_ms,
+			   struct sg_cancel *cancel, struct sg_errinfo *err)
 {
 	struct vcl_reply r = { 0 };
-	char sid[128], *p;
+	char *p;
 	sg_err rc;
 
-	vcl_get_sid(ve, sid, sizeof(sid));
 	p = vcl_path("/v2/sandboxes/sessions/", sid, "/stop");
 	/* Stopping a stopped session changes nothing: idempotent. */
 	rc = p ? vcl_call_settled(&ve->cl,
@@ -1636,6 +1735,68 @@ static sg_err vcl_stop(struct vcl_env *ve, int64_t timeout_ms, struct sg_cancel 
 	vcl_reply_release(&r);
 	free(p);
 	return rc;
+}
+
+/* Stop the current session, waiting for it at most timeout_ms (0: SG_VERCEL_SETTLE_MS). */
+static sg_err vcl_stop(struct vcl_env *ve, int64_t timeout_ms, struct sg_cancel *cancel,
+		       struct sg_errinfo *err)
+{
+	char sid[128];
+
+	vcl_get_sid(ve, sid, sizeof(sid));
+	return vcl_stop_sid(ve, sid, timeout_ms, cancel, err);
+}
+
+/*
+ * A failed provisioning after a lookup with ?resume=true whose outcome is
+ * unknown (ve->doubt_ms): that lookup may have started a session which no
+ * reply showed, and which would run, billed, until Vercel's timeout.  Ask
+ * again without resume, and stop the sandbox's session when it was
+ * requested since the lookup was sent (vcl_started_since).  A request
+ * given up on (a cancel) may land only after this asks, so the question
+ * is repeated for VCL_CANCEL_STOP_MS while no such session shows; the
+ * stop is waited for as long again at most, so that a cancel is answered
+ * soon.  A session older than the lookup is another's, and left alone.
+ */
+static void vcl_settle_doubt(struct vcl_env *ve)
+{
+	int64_t until = sg_now_ms() + VCL_CANCEL_STOP_MS;
+	struct sg_errinfo e = { 0 };
+	sg_err rc;
+
+	for (;;) {
+		struct vcl_look lk;
+		json_t *got = NULL;
+		int64_t left = until - sg_now_ms();
+
+		sg_err_clear(&e);
+		rc = vcl_get(&ve->cl, ve->name, false, left > 500 ? left : 500, &got, &lk, NULL, &e);
+		if (!rc && vcl_started_since(got, ve->doubt_ms, lk.date_ms, lk.got_ms)) {
+			const char *sid = vcl_str(vcl_session(got), "id");
+
+			sg_err_clear(&e);
+			rc = sid ? vcl_stop_sid(ve, sid, VCL_CANCEL_STOP_MS, NULL, &e)
+				 : sg_err_set(&e, SG_E_PROVIDER, "Vercel's reply names no session");
+			if (rc)
+				sg_log_warn("sandbox %s: session %s, which a lookup of a failed initialize may have started, was sent a stop not seen through: %s",
+					    ve->name, sid ? sid : "(unnamed)", e.msg);
+			else
+				sg_log_info("sandbox %s: stopped session %s, which a lookup of a failed initialize started",
+					    ve->name, sid);
+			json_decref(got);
+			return;
+		}
+		json_decref(got);
+		/* Gone: nothing of it runs. */
+		if (rc == SG_E_NOT_FOUND)
+			return;
+		if (sg_now_ms() + SG_VERCEL_POLL_MS > until)
+			break;
+		(void)sg_cancel_sleep(NULL, SG_VERCEL_POLL_MS);
+	}
+	if (rc)
+		sg_log_warn("sandbox %s: a lookup of a failed initialize may have started a session, and it cannot be looked up now (%s); it runs until Vercel's timeout",
+			    ve->name, e.msg);
 }
 
 static sg_err vcl_teardown(struct sg_env *env, enum sg_fate fate, struct sg_cancel *cancel,
@@ -1737,7 +1898,7 @@ static sg_err vcl_destroy(const struct sg_profile *p, const char *state_dir, con
 	rc = vcl_client_init(&cl, p, err);
 	if (rc)
 		return rc;
-	rc = vcl_get(&cl, id, false, &got, cancel, err);
+	rc = vcl_get(&cl, id, false, 0, &got, NULL, cancel, err);
 	if (rc == SG_E_NOT_FOUND)
 		rc = sg_err_set(err, rc, "there is no sandbox %s", id);
 	m = rc ? NULL : vcl_str(json_object_get(json_object_get(got, "sandbox"), "tags"),

@@ -11,7 +11,9 @@ drives the failures halfway through a create, a resume or a removal:
     `sandgate envs gc`, never forgotten;
   - a provisioning that resumed a stopped sandbox and then failed: the
     session it started is stopped again, not left running (and billed)
-    until Vercel's timeout;
+    until Vercel's timeout, also when no reply said it resumed (a reply
+    lost and the lookup repeated, only 5xx answers, a cancel while the
+    lookup was at Vercel), and when Vercel reports the session failed;
   - removing a sandbox (`envs rm`, a removal at shutdown) removes its
     snapshots too, which nothing else would ever list or delete;
   - a sandbox that a keeper adopts is made persistent, so that its files
@@ -163,6 +165,88 @@ class VercelLeaks(GatewayTestCase):
         rc, err, _ = gw.shutdown(timeout=60)
         self.assertEqual(rc, 0, err[-2000:])
         # Its files are still there for the next session.
+        gw2 = self.start("vp", identity=ident, require_existing_workspace=True,
+                         remove_workspace_on_exit=False)
+        self.assertIn("kept", gw2.sh_ok("cat keep.txt"))
+
+    # ---- a resume whose outcome is unknown --------------------------------------
+
+    LOOKUP = "^/v2/sandboxes/sg-[^/]+$"
+
+    def assertResumedSessionStopped(self, name):
+        st = self.fake.state()
+        self.assertEqual(st["runningSessions"], [],
+                         "a session the lookup started still runs, and sandgate never stopped it")
+        self.assertEqual([s["name"] for s in st["sandboxes"]], [name], "the kept sandbox stays")
+
+    def test_resume_reply_lost_then_setup_fails(self):
+        # The lookup resumes the stopped sandbox and its reply is lost; the
+        # repeat finds a running session and no "resumed" flag.  The set-up
+        # then fails: the session this initialize started must be stopped.
+        ident, name = self.kept()
+        self.fake.fault({"method": "GET", "path": self.LOOKUP, "action": "drop", "after": True},
+                        {"method": "POST", "path": "/cmd$", "status": 500})
+        gw = self.start(init=False)
+        r = self.init_call(gw, identity=ident, remove_workspace_on_exit=False)
+        self.assertIn("error", r)
+        self.assertResumedSessionStopped(name)
+        rc, err, _ = gw.shutdown(timeout=60)
+        self.assertEqual(rc, 0, err[-2000:])
+
+    def test_resume_answered_only_with_errors(self):
+        # Every try of the lookup resumes (the first) or finds the session,
+        # and every answer is a 502: the initialize fails, not knowing.
+        ident, name = self.kept()
+        self.fake.fault({"method": "GET", "path": self.LOOKUP, "status": 502, "after": True,
+                         "count": 3})
+        gw = self.start(init=False)
+        r = self.init_call(gw, identity=ident, remove_workspace_on_exit=False)
+        self.assertIn("error", r)
+        self.assertResumedSessionStopped(name)
+        rc, err, _ = gw.shutdown(timeout=60)
+        self.assertEqual(rc, 0, err[-2000:])
+        # The workspace is intact for the next session.
+        gw2 = self.start("vp", identity=ident, require_existing_workspace=True,
+                         remove_workspace_on_exit=False)
+        self.assertIn("kept", gw2.sh_ok("cat keep.txt"))
+
+    def test_cancel_during_a_slow_resume(self):
+        # The cancel comes while the lookup is at Vercel; the resume lands
+        # after sandgate gave up on it.
+        ident, name = self.kept()
+        self.slow("GET", self.LOOKUP, 2500)
+        gw = self.start("vp", init=False, budget_ms=15000)
+        token = "tok-" + unique()
+        rid = gw.request("initialize", gw.make_binding(identity=ident,
+                                                       remove_workspace_on_exit=False),
+                         token=token)
+        deadline = time.monotonic() + 30
+        while not any(r["method"] == "GET" for r in self.fake.state()["inFlight"]):
+            self.assertLess(time.monotonic(), deadline, "the lookup never reached the fake")
+            time.sleep(0.05)
+        time.sleep(0.3)
+        t0 = time.monotonic()
+        gw.request("cancel", {"id": rid}, token=token)
+        self.assertReplyCode(gw.wait_reply(rid, 30), "cancelled")
+        self.assertLess(time.monotonic() - t0, 8, "the cancel was not answered in time")
+        rc, err, _ = gw.shutdown(timeout=60)
+        self.assertEqual(rc, 0, err[-2000:])
+        self.wait_quiet(3)
+        self.assertResumedSessionStopped(name)
+
+    def test_resumed_session_that_failed(self):
+        # Vercel reports the session a resume started as failed (its VM
+        # never ran): a provider_error that says so, nothing left running,
+        # and the kept workspace is still there for the next session.
+        ident, name = self.kept()
+        self.fake.admin("POST", "/__fake/config", {"failResumes": 1})
+        gw = self.start(init=False)
+        r = self.init_call(gw, identity=ident, remove_workspace_on_exit=False)
+        self.assertReplyCode(r, "provider_error")
+        self.assertIn("failed", r["error"])
+        self.assertResumedSessionStopped(name)
+        rc, err, _ = gw.shutdown(timeout=60)
+        self.assertEqual(rc, 0, err[-2000:])
         gw2 = self.start("vp", identity=ident, require_existing_workspace=True,
                          remove_workspace_on_exit=False)
         self.assertIn("kept", gw2.sh_ok("cat keep.txt"))

@@ -95,6 +95,8 @@ function resetConfig() {
     snapshotMs: OPTS.snapshotMs,
     maxTimeoutMs: OPTS.maxTimeoutMs,
     maxVcpus: OPTS.maxVcpus,
+    // The next N resumes start a session that Vercel reports `failed` (its VM never ran).
+    failResumes: 0,
   });
 }
 resetConfig();
@@ -107,6 +109,7 @@ const STATE = {
   sessions: new Map(), // sessionId -> session record (stopped ones stay, without files)
   snapshots: new Map(), // snapshotId -> snapshot record
   deleted: [], // names of deleted sandboxes, oldest first
+  inFlight: new Set(), // API requests that arrived, their connection still open (the admin view)
 };
 const LOG = new RequestLog(OPTS.requestLog);
 const FAULTS = new Faults(['status', 'drop', 'delay', 'cut']);
@@ -494,11 +497,22 @@ function stopSession(ss, { reason = 'stop', snapshot = false, expiration } = {})
   return ss._.stopping;
 }
 
+// A session whose VM failed: `failed`, its processes and files gone, no snapshot taken (the
+// sandbox resumes from the one it had). Not running, so neither billed nor listed as running.
+async function failSession(ss) {
+  clearTimeout(ss._.timer);
+  await ss._.procs.killAll();
+  ss.stoppedAt = now();
+  ss.duration = ss.stoppedAt - ss.startedAt;
+  setStatus(ss, 'failed');
+  fs.rmSync(path.dirname(ss._.root), { recursive: true, force: true });
+}
+
 // Ends a session without a snapshot (delete, reset, a vanished sandbox): `stopping` while its
 // processes die, then `stopped` with its files gone. A stopped session is left as it is.
 async function killSession(ss) {
   clearTimeout(ss._.timer);
-  if (ss.status === 'stopped') return;
+  if (ss.status === 'stopped' || ss.status === 'failed') return;
   setStatus(ss, 'stopping');
   const gone = ss._.procs.killAll();
   for (const cmd of ss._.commands.values()) closeCommandStreams(cmd, 'deleted');
@@ -620,6 +634,10 @@ async function hGet(ctx) {
       }
       ss = startSession(sb, from);
       resumed = true;
+      if (CONFIG.failResumes > 0) {
+        CONFIG.failResumes -= 1;
+        await failSession(ss);
+      }
     }
   }
   ctx.sessionId = ss.id;
@@ -1220,7 +1238,7 @@ function fakeView(sb) {
     ports: sb.ports,
     sessions: sessions.map((ss) => ({
       ...sessionView(ss),
-      hostRoot: ss.status === 'stopped' ? null : ss._.root,
+      hostRoot: ss.status === 'stopped' || ss.status === 'failed' ? null : ss._.root,
       processes: liveProcesses(ss),
       commands: [...ss._.commands.values()].map((c) => ({ ...commandView(c), running: c.exitCode === null && !!c.child })),
     })),
@@ -1229,13 +1247,15 @@ function fakeView(sb) {
 
 async function aState(ctx) {
   const sandboxes = [...STATE.sandboxes.values()].map(fakeView);
-  const running = [...STATE.sessions.values()].filter((ss) => ss.status !== 'stopped');
+  const running = [...STATE.sessions.values()].filter((ss) => ss.status !== 'stopped' && ss.status !== 'failed');
   reply(ctx, 200, {
     sandboxes,
     snapshots: [...STATE.snapshots.values()].map((sn) => ({ ...snapshotView(sn), sandbox: sn._.key })),
     runningSessions: running.map((ss) => ss.id),
     liveProcesses: [...STATE.sessions.values()].reduce((n, ss) => n + liveProcesses(ss), 0),
     deleted: STATE.deleted,
+    // What arrived and is still being served (a delayed request a client may give up on).
+    inFlight: [...STATE.inFlight].map((c) => ({ method: c.req.method, path: c.url.pathname })),
     faults: FAULTS.list(),
     config: CONFIG,
     execMode: OPTS.execMode,
@@ -1468,7 +1488,11 @@ async function handleRequest(req, res) {
     replied: false,
     admin: url.pathname.startsWith('/__fake/'),
   };
-  res.on('close', () => logRequest(ctx));
+  if (!ctx.admin) STATE.inFlight.add(ctx);
+  res.on('close', () => {
+    STATE.inFlight.delete(ctx);
+    logRequest(ctx);
+  });
   try {
     const { route, params, pathOnly } = matchRoute(req.method, url.pathname);
     if (ctx.admin) {
