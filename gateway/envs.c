@@ -196,7 +196,13 @@ static const char *state_of(json_t *e)
 		return "orphan";
 	if (strcmp(str(e, "status", ""), SG_REG_CLEANUP) == 0)
 		return SG_REG_CLEANUP;
-	if (strcmp(str(e, "status", ""), SG_REG_KEEP_FAILED) == 0)
+	/*
+	 * keep-pending says the environment was left as it was; once its
+	 * backend answered without it, nothing was left, and the listing says
+	 * what was observed (and gc drops the record, as for any vanished one).
+	 */
+	if (strcmp(str(e, "status", ""), SG_REG_KEEP_FAILED) == 0 &&
+	    strcmp(str(e, "state", ""), "vanished") != 0)
 		return SG_REG_KEEP_FAILED;
 	return str(e, "state", "unknown");
 }

@@ -50,7 +50,11 @@
  * cannot stop a sandbox; its timeout or `envs gc` ends it, and the next
  * session adopts it by name); REMOVE terminates it and forgets the
  * snapshot.  Resuming creates from the recorded image;
- * Modal answering NOT_FOUND for it is workspace_lost.
+ * Modal answering NOT_FOUND for it is workspace_lost.  A persistent
+ * sandbox handed to a session is recorded too (.live) until a snapshot
+ * holds its work: if it is gone by the next session (its keep failed, then
+ * Modal's timeout ended it), that session is workspace_lost, naming the
+ * older snapshot, never resumed from it as if nothing was lost.
  */
 #define _GNU_SOURCE /* asprintf */
 #include "../adapters/adapter.h"
@@ -63,6 +67,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "../adapters/cloudkit.h"
@@ -507,38 +512,63 @@ static sg_err mdl_tags_set(struct mdl_env *me, const char *image, struct sg_canc
 	return rc;
 }
 
-/* ---- The snapshot record on this host -------------------------------------- */
+/* ---- The records on this host ----------------------------------------------
+ *
+ * Two files per persistent identity in <state>/modal/, named
+ * <app>-<name>.<ext>:
+ *   .image  the id of the newest snapshot (written when the keep took it);
+ *   .live   the id of the sandbox handed to a session since then.
+ * A .live file says the workspace's newest state is in that sandbox, not
+ * in a snapshot: it is written before initialize answers and removed only
+ * once a snapshot is recorded (or the environment removed).  When the
+ * sandbox it names is gone (a keep that failed, then Modal's timeout; a
+ * gateway killed mid-session), the work done in it is lost, and the next
+ * initialize says so instead of resuming an older snapshot as if it were
+ * the workspace (mdl_lost).
+ */
+#define MDL_REC_IMAGE "image"
+#define MDL_REC_LIVE "live"
 
-/* <state>/modal/<app>-<name>.image (new), or NULL. */
-static char *mdl_record_path(const char *state_dir, const char *app, const char *name)
+/* <state>/modal/<app>-<name>.<ext> (new), or NULL. */
+static char *mdl_record_path(const char *state_dir, const char *app, const char *name,
+			     const char *ext)
 {
 	char *p = NULL;
 
-	if (asprintf(&p, "%s/modal/%s-%s.image", state_dir, app, name) < 0)
+	if (asprintf(&p, "%s/modal/%s-%s.%s", state_dir, app, name, ext) < 0)
 		return NULL;
 	return p;
 }
 
-/* The recorded image id into id (empty when there is none). */
-static void mdl_record_read(const struct mdl_env *me, char id[128])
+/*
+ * The record's id into id (empty when there is none); the time it was
+ * written into *when (0 when there is none), when when is not NULL.
+ */
+static void mdl_record_read(const struct mdl_env *me, const char *ext, char id[128],
+			    time_t *when)
 {
-	char *path = mdl_record_path(me->base.state_dir, me->app, me->name);
+	char *path = mdl_record_path(me->base.state_dir, me->app, me->name, ext);
 	FILE *f = path ? fopen(path, "re") : NULL;
+	struct stat st;
 
 	id[0] = '\0';
+	if (when)
+		*when = 0;
 	if (f) {
 		if (!fgets(id, 128, f))
 			id[0] = '\0';
 		id[strcspn(id, "\r\n")] = '\0';
+		if (when && fstat(fileno(f), &st) == 0)
+			*when = st.st_mtim.tv_sec;
 		fclose(f);
 	}
 	free(path);
 }
 
-static sg_err mdl_record_write(const struct mdl_env *me, const char *image,
+static sg_err mdl_record_write(const struct mdl_env *me, const char *ext, const char *id,
 			       struct sg_errinfo *err)
 {
-	char *path = mdl_record_path(me->base.state_dir, me->app, me->name), *dir = NULL,
+	char *path = mdl_record_path(me->base.state_dir, me->app, me->name, ext), *dir = NULL,
 	     *tmp = NULL;
 	sg_err rc = SG_OK;
 	int fd = -1;
@@ -553,9 +583,10 @@ static sg_err mdl_record_write(const struct mdl_env *me, const char *image,
 		goto out;
 	}
 	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-	if (fd < 0 || dprintf(fd, "%s\n", image) < 0 || fsync(fd) != 0 || close(fd) != 0 ||
+	if (fd < 0 || dprintf(fd, "%s\n", id) < 0 || fsync(fd) != 0 || close(fd) != 0 ||
 	    rename(tmp, path) != 0)
-		rc = sg_err_set(err, SG_E_INTERNAL, "cannot record the snapshot in %s: %s", path,
+		rc = sg_err_set(err, SG_E_INTERNAL, "cannot record the %s in %s: %s",
+				strcmp(ext, MDL_REC_IMAGE) == 0 ? "snapshot" : "sandbox", path,
 				strerror(errno));
 	else
 		fd = -1;
@@ -568,13 +599,73 @@ out:
 	return rc;
 }
 
-static void mdl_record_forget(const char *state_dir, const char *app, const char *name)
+static void mdl_record_forget(const char *state_dir, const char *app, const char *name,
+			      const char *ext)
 {
-	char *path = mdl_record_path(state_dir, app, name);
+	char *path = mdl_record_path(state_dir, app, name, ext);
 
 	if (path && unlink(path) != 0 && errno != ENOENT)
 		sg_log_warn("cannot remove %s: %s", path, strerror(errno));
 	free(path);
+}
+
+/* Both records of an environment that is being removed. */
+static void mdl_records_forget(const char *state_dir, const char *app, const char *name)
+{
+	mdl_record_forget(state_dir, app, name, MDL_REC_IMAGE);
+	mdl_record_forget(state_dir, app, name, MDL_REC_LIVE);
+}
+
+/*
+ * The sandbox named by the .live record (live) is gone, or another one
+ * (other, or NULL) runs under its name: the work done in it since the
+ * newest snapshot (snap, taken at snap_at; none when snap is empty) is
+ * lost.  workspace_lost, never a resume that presents the older snapshot
+ * as the workspace: the sentence names the snapshot's time and the one
+ * act that accepts it, deleting the .live record.  The error's sentence
+ * is bounded (SG_ERR_MSG), so the log has the whole story.
+ */
+static sg_err mdl_lost(const struct mdl_env *me, const char *live, const char *other,
+		       const char *snap, time_t snap_at, struct sg_errinfo *err)
+{
+	char *path = mdl_record_path(me->base.state_dir, me->app, me->name, MDL_REC_LIVE),
+	     *img = mdl_record_path(me->base.state_dir, me->app, me->name, MDL_REC_IMAGE),
+	     *why = NULL;
+	char when[32] = "an unknown time";
+	struct tm tm;
+	sg_err rc;
+	int n;
+
+	if (!path || !img) {
+		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
+		goto out;
+	}
+	if (snap_at && gmtime_r(&snap_at, &tm))
+		strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &tm);
+	if (other)
+		n = asprintf(&why, "sandbox %s ended and %s now runs under its name: the work done in the first is lost; to adopt the second, delete %s",
+			     live, other, path);
+	else if (snap[0])
+		n = asprintf(&why, "sandbox %s ended before its snapshot: the work since the snapshot of %s is lost; to resume that snapshot, delete %s",
+			     live, when, path);
+	else
+		n = asprintf(&why, "sandbox %s ended before its first snapshot: its workspace is lost; to start with an empty one, delete %s",
+			     live, path);
+	if (n < 0) {
+		why = NULL;
+		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
+	} else {
+		/* The whole sentence, and the other way out, whatever SG_ERR_MSG cuts. */
+		sg_log_err("modal: identity \"%s\": %s%s%s", me->base.identity, why,
+			   snap[0] && !other ? "; to start over instead, delete " : "",
+			   snap[0] && !other ? img : "");
+		rc = sg_err_set(err, SG_E_WORKSPACE_LOST, "%s", why);
+	}
+out:
+	free(why);
+	free(path);
+	free(img);
+	return rc;
 }
 
 /* ---- The router ------------------------------------------------------------- */
@@ -1258,22 +1349,31 @@ static json_t *mdl_facts(const struct mdl_env *me)
 static sg_err mdl_obtain(struct mdl_env *me, struct sg_cancel *cancel, struct sg_errinfo *err)
 {
 	const struct sg_profile *p = me->base.profile;
-	char snap[128];
+	char snap[128], live[128];
+	time_t snap_at = 0;
 	bool mine;
 	sg_err rc;
 
-	snap[0] = '\0';
-	if (p->persistent)
-		mdl_record_read(me, snap);
+	snap[0] = live[0] = '\0';
+	if (p->persistent) {
+		mdl_record_read(me, MDL_REC_IMAGE, snap, &snap_at);
+		mdl_record_read(me, MDL_REC_LIVE, live, NULL);
+	}
 	/*
 	 * An identity this state directory has no record of (and no snapshot
-	 * of) is created at once, one request less: a sandbox of that name
-	 * made elsewhere turns the create into ALREADY_EXISTS, which
-	 * mdl_create answers with the lookup and the owner check.
+	 * or live sandbox of) is created at once, one request less: a sandbox
+	 * of that name made elsewhere turns the create into ALREADY_EXISTS,
+	 * which mdl_create answers with the lookup and the owner check.
 	 */
 	rc = SG_E_NOT_FOUND;
-	if (me->base.known || me->base.require_existing || snap[0])
+	if (me->base.known || me->base.require_existing || snap[0] || live[0])
 		rc = mdl_by_name(me, me->base.id, cancel, err);
+	if (!rc && live[0] && strcmp(me->base.id, live) != 0) {
+		/* Not the sandbox whose work is unsnapshotted: that one is gone. */
+		rc = mdl_lost(me, live, me->base.id, snap, snap_at, err);
+		me->base.id[0] = '\0';
+		return rc;
+	}
 	if (!rc) {
 		rc = mdl_check_owner(me, me->base.id, &mine, NULL, cancel, err);
 		if (!rc)
@@ -1283,6 +1383,9 @@ static sg_err mdl_obtain(struct mdl_env *me, struct sg_cancel *cancel, struct sg
 	me->base.id[0] = '\0';
 	if (rc != SG_E_NOT_FOUND)
 		return rc;
+	/* The sandbox that held the newest work is gone: never a silent step back. */
+	if (live[0])
+		return mdl_lost(me, live, NULL, snap, snap_at, err);
 	if (me->base.require_existing && !snap[0])
 		return sg_err_set(err, SG_E_WORKSPACE_LOST,
 				  "identity \"%.60s\" has no sandbox or snapshot in Modal app %s",
@@ -1293,7 +1396,7 @@ static sg_err mdl_obtain(struct mdl_env *me, struct sg_cancel *cancel, struct sg
 			return sg_err_set(err, SG_E_INTERNAL, "out of memory");
 		rc = mdl_create(me, snap, true, cancel, err);
 		if (rc == SG_E_WORKSPACE_LOST)
-			mdl_record_forget(me->base.state_dir, me->app, me->name);
+			mdl_record_forget(me->base.state_dir, me->app, me->name, MDL_REC_IMAGE);
 		if (!rc)
 			me->base.resumed = true;
 		return rc;
@@ -1356,6 +1459,13 @@ static sg_err mdl_provision(struct sg_env *env, struct sg_cancel *cancel,
 	env->own_tmp = true;
 	if (!rc && !(env->facts = mdl_facts(me)))
 		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
+	/*
+	 * From the reply on, the session may write: the workspace's newest
+	 * state is in this sandbox until a keep snapshots it.  Recorded before
+	 * the reply, so that its loss is told however the session ends.
+	 */
+	if (!rc && p->persistent)
+		rc = mdl_record_write(me, MDL_REC_LIVE, env->id, err);
 out:
 	if (rc && me->fresh && env->id[0] && sg_cancel_check(cancel)) {
 		/* Cancelled: the gateway settles it within its budget. */
@@ -1390,10 +1500,12 @@ static sg_err mdl_keep(struct mdl_env *me, struct sg_cancel *cancel, struct sg_e
 	sg_progress_end(rc);
 	if (rc)
 		return sg_err_set(err, rc, "snapshotting sandbox %s: %s", me->base.id, err->msg);
-	rc = mdl_record_write(me, image, err);
+	rc = mdl_record_write(me, MDL_REC_IMAGE, image, err);
 	if (!rc) {
 		struct sg_errinfo e2 = { 0 };
 
+		/* The snapshot holds the newest work now, not the sandbox. */
+		mdl_record_forget(me->base.state_dir, me->app, me->name, MDL_REC_LIVE);
 		/* The tag helps an operator; the record on this host is what resumes. */
 		if (mdl_tags_set(me, image, cancel, &e2))
 			sg_log_warn("sandbox %s: cannot tag it with its snapshot: %s", me->base.id,
@@ -1424,7 +1536,7 @@ static sg_err mdl_teardown(struct sg_env *env, enum sg_fate fate, struct sg_canc
 		return SG_OK;
 	if (fate == SG_FATE_KEEP)
 		return mdl_keep(me, cancel, err);
-	mdl_record_forget(env->state_dir, me->app, me->name);
+	mdl_records_forget(env->state_dir, me->app, me->name);
 	return mdl_terminate(&me->cl, env->id, cancel, err);
 }
 
@@ -1494,7 +1606,7 @@ static sg_err mdl_destroy(const struct sg_profile *p, const char *state_dir, con
 		char *name = sg_cloud_name(who);
 
 		if (name)
-			mdl_record_forget(state_dir, mdl_raw_str(p, "app", MDL_APP_DEFAULT), name);
+			mdl_records_forget(state_dir, mdl_raw_str(p, "app", MDL_APP_DEFAULT), name);
 		free(name);
 	}
 	if (t)

@@ -27,7 +27,11 @@ Class ModalLeaks runs on v2 sandboxes, ModalLeaksV1 again on the v1 calls
 (MODAL_SANDBOX_V2=0), as test_modal.py does.
 """
 
+import calendar
+import glob
+import json
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -301,6 +305,137 @@ class ModalLeaks(GatewayTestCase):
         self.assertEqual(gw2.sh_ok("cat kept.txt"), "survives\n")
         rc, err, _ = gw2.shutdown(timeout=120)
         self.assertEqual(rc, 0, err[-2000:])
+        self.assertEqual(self.ident_sandboxes(ident), [])
+
+    def keep_fails_then_times_out(self, gw, ident):
+        """gw's keep fails at shutdown, then Modal's timeout ends its sandbox."""
+        self.faults({"method": "TaskSnapshotFilesystem", "kind": "status", "code": 13,
+                     "times": 4})
+        rc, err, _ = gw.shutdown(timeout=120)
+        self.assertEqual(rc, 69, err[-2000:])
+        [rec] = self.records()
+        self.assertEqual(rec.get("status"), "keep-pending", rec)
+        admin("POST", "/__fake/faults/clear")
+        [sb] = self.ident_sandboxes(ident)
+        admin("POST", "/__fake/sandboxes/%s/expire" % sb["id"])
+        self.assertEqual(self.ident_sandboxes(ident), [])
+        return sb["id"]
+
+    def live_record(self):
+        [live] = glob.glob(os.path.join(self.state, "modal", "*.live"))
+        return live
+
+    def test_keep_failed_then_timed_out_is_workspace_lost(self):
+        # A session's keep fails, then Modal's timeout ends the sandbox that
+        # held its work.  The next session must not be handed the previous
+        # snapshot as if it were the workspace: workspace_lost, naming that
+        # snapshot's time and the one act that accepts it.
+        ident = unique("lostkeep")
+        b = {"identity": ident, "remove_workspace_on_exit": False,
+             "environment": {"persistent": True}}
+        gw = self.gateway(state_dir=self.state, binding=b)
+        gw.write("kept.txt", "first\n")
+        t0 = time.time()
+        rc, err, _ = gw.shutdown(timeout=120)
+        t1 = time.time()
+        self.assertEqual(rc, 0, err[-2000:])
+        gw2 = self.gateway(state_dir=self.state, binding=b)
+        self.assertTrue(gw2.init_reply["environment"]["resumed"])
+        gw2.write("kept.txt", "second\n")
+        sb = self.keep_fails_then_times_out(gw2, ident)
+        # Refused every time, until the older snapshot is accepted.
+        for attempt in range(2):
+            gw3 = self.gateway(init=False, state_dir=self.state)
+            r = self.init_call(gw3, **b)
+            self.assertReplyCode(r, "workspace_lost", attempt)
+            self.assertIn(sb, r["error"])
+            m = re.search(r"snapshot of (\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ)", r["error"])
+            self.assertTrue(m, r["error"])
+            when = calendar.timegm(time.strptime(m.group(1), "%Y-%m-%dT%H:%M:%SZ"))
+            self.assertTrue(int(t0) <= when <= t1, (t0, m.group(1), t1))
+            live = self.live_record()
+            self.assertIn("delete " + live, r["error"])
+            self.assertEqual(self.ident_sandboxes(ident), [], "something was resumed")
+            _, err, _ = gw3.shutdown(timeout=60)
+            self.assertIn("to start over instead", err)
+        # Deleting the record accepts the older snapshot.
+        os.unlink(live)
+        gw4 = self.gateway(state_dir=self.state, binding=dict(b, remove_workspace_on_exit=True))
+        self.assertTrue(gw4.init_reply["environment"]["resumed"])
+        self.assertEqual(gw4.sh_ok("cat kept.txt"), "first\n")
+        rc, err, _ = gw4.shutdown(timeout=120)
+        self.assertEqual(rc, 0, err[-2000:])
+        self.assertEqual(self.ident_sandboxes(ident), [])
+        self.assertEqual(glob.glob(os.path.join(self.state, "modal", "*")), [])
+
+    def test_keep_failed_before_any_snapshot_is_workspace_lost(self):
+        # The same before the first snapshot: no silent fresh, empty workspace.
+        ident = unique("lostfirst")
+        b = {"identity": ident, "remove_workspace_on_exit": False,
+             "environment": {"persistent": True}}
+        gw = self.gateway(state_dir=self.state, binding=b)
+        gw.write("kept.txt", "only\n")
+        sb = self.keep_fails_then_times_out(gw, ident)
+        gw2 = self.gateway(init=False, state_dir=self.state)
+        r = self.init_call(gw2, **b)
+        self.assertReplyCode(r, "workspace_lost")
+        self.assertIn(sb, r["error"])
+        self.assertIn("first snapshot", r["error"])
+        self.assertEqual(self.ident_sandboxes(ident), [], "a fresh sandbox was made")
+        gw2.shutdown(timeout=60)
+        os.unlink(self.live_record())
+        gw3 = self.gateway(state_dir=self.state, binding=dict(b, remove_workspace_on_exit=True))
+        self.assertFalse(gw3.init_reply["environment"]["resumed"])
+        self.assertEqual(gw3.sh_ok("ls"), "")
+        rc, err, _ = gw3.shutdown(timeout=120)
+        self.assertEqual(rc, 0, err[-2000:])
+        self.assertEqual(self.ident_sandboxes(ident), [])
+
+    def test_another_sandbox_under_the_name_is_not_the_lost_one(self):
+        # The sandbox that held the work ended, and another of the identity
+        # (made from another state directory) now runs under its name: it
+        # is not the workspace either, so the loss is told, not adopted.
+        ident = unique("lostother")
+        b = {"identity": ident, "remove_workspace_on_exit": False,
+             "environment": {"persistent": True}}
+        gw = self.gateway(state_dir=self.state, binding=b)
+        sb = self.keep_fails_then_times_out(gw, ident)
+        other = tempfile.mkdtemp(prefix="sg-e2e-modal-other-")
+        self.addCleanup(shutil.rmtree, other, True)
+        gw2 = self.gateway(state_dir=other, binding={"identity": ident,
+                                                      "remove_workspace_on_exit": False})
+        rc, err, _ = gw2.shutdown(timeout=60)
+        self.assertEqual(rc, 0, err[-2000:])
+        [sb2] = self.ident_sandboxes(ident)
+        gw3 = self.gateway(init=False, state_dir=self.state)
+        r = self.init_call(gw3, **b)
+        self.assertReplyCode(r, "workspace_lost")
+        self.assertIn(sb, r["error"])
+        self.assertIn(sb2["id"], r["error"])
+        gw3.shutdown(timeout=60)
+        self.assertEqual([s["id"] for s in self.ident_sandboxes(ident)], [sb2["id"]])
+        admin("POST", "/__fake/sandboxes/%s/expire" % sb2["id"])
+
+    def test_keep_pending_whose_sandbox_ended_is_listed_vanished(self):
+        # keep-pending says the sandbox was left as it was; once Modal no
+        # longer has it, the listing says what is observed, and gc drops
+        # the record.  The loss is still told at the next initialize.
+        ident = unique("vanish")
+        b = {"identity": ident, "remove_workspace_on_exit": False,
+             "environment": {"persistent": True}}
+        gw = self.gateway(state_dir=self.state, binding=b)
+        sb = self.keep_fails_then_times_out(gw, ident)
+        ls = self.sandgate("envs", "list", "--json")
+        self.assertEqual(ls.returncode, 0, ls.stdout + ls.stderr)
+        [env] = [e for e in json.loads(ls.stdout) if e.get("identity") == ident]
+        self.assertEqual(env["state"], "vanished", env)
+        g = self.sandgate("envs", "gc", "--json")
+        self.assertEqual(g.returncode, 0, g.stdout + g.stderr)
+        self.assertIn(sb, [e["id"] for e in json.loads(g.stdout)["removed"]], g.stdout)
+        self.assertEqual(self.records(), [])
+        gw2 = self.gateway(init=False, state_dir=self.state)
+        self.assertReplyCode(self.init_call(gw2, **b), "workspace_lost")
+        gw2.shutdown(timeout=60)
         self.assertEqual(self.ident_sandboxes(ident), [])
 
     # ---- retries and hostile router replies -------------------------------------

@@ -1118,6 +1118,13 @@ function adminServer() {
         finishSandbox(sb, GENERIC.FAILURE, 'killed by the test');
         return reply(200, {});
       }
+      // Ends a sandbox as Modal's timeout_secs would (TIMEOUT), without waiting for it.
+      if (req.method === 'POST' && (m = /^\/__fake\/sandboxes\/([^/]+)\/expire$/.exec(u))) {
+        const sb = STATE.sandboxes.get(m[1]);
+        if (!sb) return reply(404, { error: 'no such sandbox' });
+        finishSandbox(sb, GENERIC.TIMEOUT, 'timeout');
+        return reply(200, {});
+      }
       if (req.method === 'POST' && (m = /^\/__fake\/images\/([^/]+)\/delete$/.exec(u))) {
         const im = STATE.images.get(m[1]);
         if (!im) return reply(404, { error: 'no such image' });
