@@ -286,16 +286,10 @@ class ModalLeaks(GatewayTestCase):
              "environment": {"persistent": True}}
         gw = self.gateway(state_dir=self.state, binding=b)
         gw.write("kept.txt", "survives\n")
-        self.faults({"method": "TaskSnapshotFilesystem", "kind": "status", "code": 13,
-                     "times": 4})
-        rc, err, _ = gw.shutdown(timeout=120)
-        self.assertEqual(rc, 69, err[-2000:])
+        self.fail_the_keep(gw)
         self.assertEqual(len(self.ident_sandboxes(ident)), 1, "the only copy was terminated")
-        [rec] = self.records()
-        self.assertEqual(rec.get("status"), "keep-pending", rec)
         # gc leaves the only copy of a persistent workspace alone: its
         # keep failed, nothing about it is left to clean up.
-        admin("POST", "/__fake/faults/clear")
         g = self.sandgate("envs", "gc")
         self.assertEqual(g.returncode, 0, g.stdout + g.stderr)
         self.assertIn("only copy of its workspace", g.stderr)
@@ -307,8 +301,8 @@ class ModalLeaks(GatewayTestCase):
         self.assertEqual(rc, 0, err[-2000:])
         self.assertEqual(self.ident_sandboxes(ident), [])
 
-    def keep_fails_then_times_out(self, gw, ident):
-        """gw's keep fails at shutdown, then Modal's timeout ends its sandbox."""
+    def fail_the_keep(self, gw):
+        """gw's snapshot fails at shutdown: exit 69, the record keep-pending."""
         self.faults({"method": "TaskSnapshotFilesystem", "kind": "status", "code": 13,
                      "times": 4})
         rc, err, _ = gw.shutdown(timeout=120)
@@ -316,6 +310,10 @@ class ModalLeaks(GatewayTestCase):
         [rec] = self.records()
         self.assertEqual(rec.get("status"), "keep-pending", rec)
         admin("POST", "/__fake/faults/clear")
+
+    def keep_fails_then_times_out(self, gw, ident):
+        """gw's keep fails at shutdown, then Modal's timeout ends its sandbox."""
+        self.fail_the_keep(gw)
         [sb] = self.ident_sandboxes(ident)
         admin("POST", "/__fake/sandboxes/%s/expire" % sb["id"])
         self.assertEqual(self.ident_sandboxes(ident), [])

@@ -193,6 +193,14 @@ class VercelLeaks(GatewayTestCase):
         rc, err, _ = gw.shutdown(timeout=60)
         self.assertEqual(rc, 0, err[-2000:])
 
+    def assertKeptAfter(self, gw, ident):
+        """gw shuts down cleanly, and the workspace is intact for the next session."""
+        rc, err, _ = gw.shutdown(timeout=60)
+        self.assertEqual(rc, 0, err[-2000:])
+        gw2 = self.start("vp", identity=ident, require_existing_workspace=True,
+                         remove_workspace_on_exit=False)
+        self.assertIn("kept", gw2.sh_ok("cat keep.txt"))
+
     def test_resume_answered_only_with_errors(self):
         # Every try of the lookup resumes (the first) or finds the session,
         # and every answer is a 502: the initialize fails, not knowing.
@@ -203,12 +211,7 @@ class VercelLeaks(GatewayTestCase):
         r = self.init_call(gw, identity=ident, remove_workspace_on_exit=False)
         self.assertIn("error", r)
         self.assertResumedSessionStopped(name)
-        rc, err, _ = gw.shutdown(timeout=60)
-        self.assertEqual(rc, 0, err[-2000:])
-        # The workspace is intact for the next session.
-        gw2 = self.start("vp", identity=ident, require_existing_workspace=True,
-                         remove_workspace_on_exit=False)
-        self.assertIn("kept", gw2.sh_ok("cat keep.txt"))
+        self.assertKeptAfter(gw, ident)
 
     def test_cancel_during_a_slow_resume(self):
         # The cancel comes while the lookup is at Vercel; the resume lands
@@ -245,11 +248,7 @@ class VercelLeaks(GatewayTestCase):
         self.assertReplyCode(r, "provider_error")
         self.assertIn("failed", r["error"])
         self.assertResumedSessionStopped(name)
-        rc, err, _ = gw.shutdown(timeout=60)
-        self.assertEqual(rc, 0, err[-2000:])
-        gw2 = self.start("vp", identity=ident, require_existing_workspace=True,
-                         remove_workspace_on_exit=False)
-        self.assertIn("kept", gw2.sh_ok("cat keep.txt"))
+        self.assertKeptAfter(gw, ident)
 
     # ---- snapshots go with their sandbox -----------------------------------------
 
