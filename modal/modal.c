@@ -542,10 +542,10 @@ static char *mdl_record_path(const char *state_dir, const char *app, const char 
 
 /*
  * The record's id into id (empty when there is none); the time it was
- * written into *when (0 when there is none), when when is not NULL.
+ * written into *when (zero when there is none), when when is not NULL.
  */
 static void mdl_record_read(const struct mdl_env *me, const char *ext, char id[128],
-			    time_t *when)
+			    struct timespec *when)
 {
 	char *path = mdl_record_path(me->base.state_dir, me->app, me->name, ext);
 	FILE *f = path ? fopen(path, "re") : NULL;
@@ -553,13 +553,13 @@ static void mdl_record_read(const struct mdl_env *me, const char *ext, char id[1
 
 	id[0] = '\0';
 	if (when)
-		*when = 0;
+		*when = (struct timespec){ 0 };
 	if (f) {
 		if (!fgets(id, 128, f))
 			id[0] = '\0';
 		id[strcspn(id, "\r\n")] = '\0';
 		if (when && fstat(fileno(f), &st) == 0)
-			*when = st.st_mtim.tv_sec;
+			*when = st.st_mtim;
 		fclose(f);
 	}
 	free(path);
@@ -1350,14 +1350,28 @@ static sg_err mdl_obtain(struct mdl_env *me, struct sg_cancel *cancel, struct sg
 {
 	const struct sg_profile *p = me->base.profile;
 	char snap[128], live[128];
-	time_t snap_at = 0;
+	struct timespec snap_at, live_at;
 	bool mine;
 	sg_err rc;
 
 	snap[0] = live[0] = '\0';
 	if (p->persistent) {
 		mdl_record_read(me, MDL_REC_IMAGE, snap, &snap_at);
-		mdl_record_read(me, MDL_REC_LIVE, live, NULL);
+		mdl_record_read(me, MDL_REC_LIVE, live, &live_at);
+	}
+	/*
+	 * A snapshot recorded after the live sandbox was: the keep took the
+	 * work, and the gateway ended before it could forget .live.  Strictly
+	 * later, so that a tie (one clock tick) stays a loss: never a silent
+	 * step back.
+	 */
+	if (live[0] && snap[0] &&
+	    (snap_at.tv_sec > live_at.tv_sec ||
+	     (snap_at.tv_sec == live_at.tv_sec && snap_at.tv_nsec > live_at.tv_nsec))) {
+		sg_log_info("modal: identity \"%s\": the snapshot %s was recorded after sandbox %s, so it holds the work",
+			    me->base.identity, snap, live);
+		mdl_record_forget(me->base.state_dir, me->app, me->name, MDL_REC_LIVE);
+		live[0] = '\0';
 	}
 	/*
 	 * An identity this state directory has no record of (and no snapshot
@@ -1370,7 +1384,7 @@ static sg_err mdl_obtain(struct mdl_env *me, struct sg_cancel *cancel, struct sg
 		rc = mdl_by_name(me, me->base.id, cancel, err);
 	if (!rc && live[0] && strcmp(me->base.id, live) != 0) {
 		/* Not the sandbox whose work is unsnapshotted: that one is gone. */
-		rc = mdl_lost(me, live, me->base.id, snap, snap_at, err);
+		rc = mdl_lost(me, live, me->base.id, snap, snap_at.tv_sec, err);
 		me->base.id[0] = '\0';
 		return rc;
 	}
@@ -1385,7 +1399,7 @@ static sg_err mdl_obtain(struct mdl_env *me, struct sg_cancel *cancel, struct sg
 		return rc;
 	/* The sandbox that held the newest work is gone: never a silent step back. */
 	if (live[0])
-		return mdl_lost(me, live, NULL, snap, snap_at, err);
+		return mdl_lost(me, live, NULL, snap, snap_at.tv_sec, err);
 	if (me->base.require_existing && !snap[0])
 		return sg_err_set(err, SG_E_WORKSPACE_LOST,
 				  "identity \"%.60s\" has no sandbox or snapshot in Modal app %s",

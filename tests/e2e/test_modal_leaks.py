@@ -366,6 +366,31 @@ class ModalLeaks(GatewayTestCase):
         self.assertEqual(self.ident_sandboxes(ident), [])
         self.assertEqual(glob.glob(os.path.join(self.state, "modal", "*")), [])
 
+    def test_live_record_older_than_its_snapshot_is_no_loss(self):
+        # A gateway that died after recording the snapshot and before
+        # forgetting .live leaves both: the snapshot, recorded later, holds
+        # the work, so the next session resumes it instead of refusing.
+        ident = unique("livecrash")
+        b = {"identity": ident, "remove_workspace_on_exit": False,
+             "environment": {"persistent": True}}
+        gw = self.gateway(state_dir=self.state, binding=b)
+        gw.write("kept.txt", "kept\n")
+        sid = gw.init_reply["environment"]["id"]
+        rc, err, _ = gw.shutdown(timeout=120)
+        self.assertEqual(rc, 0, err[-2000:])
+        [image] = glob.glob(os.path.join(self.state, "modal", "*.image"))
+        live = image[:-len("image")] + "live"
+        with open(live, "w") as f:
+            f.write(sid + "\n")
+        at = os.stat(image).st_mtime_ns - 10**9
+        os.utime(live, ns=(at, at))
+        gw2 = self.gateway(state_dir=self.state, binding=dict(b, remove_workspace_on_exit=True))
+        self.assertTrue(gw2.init_reply["environment"]["resumed"])
+        self.assertEqual(gw2.sh_ok("cat kept.txt"), "kept\n")
+        rc, err, _ = gw2.shutdown(timeout=120)
+        self.assertEqual(rc, 0, err[-2000:])
+        self.assertEqual(glob.glob(os.path.join(self.state, "modal", "*")), [])
+
     def test_keep_failed_before_any_snapshot_is_workspace_lost(self):
         # The same before the first snapshot: no silent fresh, empty workspace.
         ident = unique("lostfirst")
