@@ -182,6 +182,7 @@ sg_err dtn_do(const struct dtn_client *c, const struct dtn_call *call,
 
 		if (call->no_retry)
 			policy.attempts = 1;
+		out->sent = true;
 		rc = sg_http_do_retry(&req, &resp, &policy, cancel, &inner);
 	}
 	if (rc) {

@@ -68,6 +68,11 @@ struct dtn_reply {
 	char *text;   /* the raw body (new), NUL-terminated */
 	size_t len;
 	int64_t retry_after_ms; /* what the reply asked to wait, or -1 */
+	/*
+	 * The request was handed to the transport: whatever failed after
+	 * this, the server may have received and carried it out.
+	 */
+	bool sent;
 };
 void dtn_reply_release(struct dtn_reply *r);
 

@@ -142,6 +142,7 @@ struct dtn_env {
 	int64_t limit_ms; /* toolbox_timeout_ms */
 	int64_t wait_ms;  /* what one trip waits in the sandbox */
 	bool fresh;       /* this provision created the sandbox */
+	bool started;     /* this provision asked Daytona to start it */
 	char create_id[33];
 	atomic_uint seq;
 	char nonce[17];
@@ -770,13 +771,25 @@ out:
 	return rc;
 }
 
-/* Is this sandbox sandgate's, for this identity? */
-static sg_err dtn_check_owner(const struct dtn_env *de, const json_t *dto,
+/*
+ * Is this sandbox sandgate's, for this identity?  *read says whether the
+ * reply could tell: a sandbox DTO with no labels object, or under another
+ * name than the one looked up, is no answer (a reply cut short, a proxy's
+ * page), and must not be taken as another owner's, which would let a
+ * create of this provision's run on unrecorded.
+ */
+static sg_err dtn_check_owner(const struct dtn_env *de, const json_t *dto, bool *read,
 			      struct sg_errinfo *err)
 {
 	const json_t *labels = json_object_get(dto, "labels");
 	const char *m = dtn_str(labels, DTN_L_MANAGED), *id = dtn_str(labels, DTN_L_IDENTITY);
+	const char *name = dtn_str(dto, "name");
 
+	*read = json_is_object(labels) && (!name || strcmp(name, de->name) == 0);
+	if (!*read)
+		return sg_err_set(err, SG_E_PROVIDER,
+				  "Daytona's reply for sandbox %s does not say whose it is (no labels, or another name)",
+				  de->name);
 	if (!m || strcmp(m, "sandgate") != 0 || !id || strcmp(id, de->base.identity) != 0)
 		return sg_err_set(err, SG_E_PROVIDER,
 				  "a Daytona sandbox named %s exists and is not sandgate's sandbox for identity \"%.60s\"; rename or delete it",
@@ -810,13 +823,27 @@ static sg_err dtn_create_failed(const struct sg_errinfo *once, bool doubt, sg_er
 }
 
 /*
+ * Did Daytona refuse the create, so that nothing was made?  Only a 4xx
+ * says so (409: the name exists, 429: the rate limit, both refusals made
+ * before anything happened); 408 is what a proxy sends when it gives up
+ * waiting, while the create may go on behind it.  Every other reply, a
+ * 5xx, a 2xx or 3xx that cannot be read, may come from a create that
+ * landed.
+ */
+static bool dtn_create_refused(long status)
+{
+	return status >= 400 && status < 500 && status != 408;
+}
+
+/*
  * Create the sandbox.  Daytona has no idempotency key, so a create whose
- * outcome is unknown (the connection dropped, a 5xx) is never simply sent
- * again: the name is looked up first, and only a sandbox that is still
- * missing is created again; a 409 means the name exists and is adopted.
- * 429 is a refusal made before anything happened, so it is retried after
- * the wait Daytona asks for.  *dto (new) is the sandbox; de->fresh says
- * whether this provision made it.
+ * outcome is unknown (the connection dropped, a 5xx, a reply that cannot
+ * be read or is larger than any sandbox's) is never simply sent again:
+ * the name is looked up first, and only a sandbox that is still missing
+ * is created again; a 409 means the name exists and is adopted.  429 is a
+ * refusal made before anything happened, so it is retried after the wait
+ * Daytona asks for.  *dto (new) is the sandbox; de->fresh says whether
+ * this provision made it.
  */
 static sg_err dtn_create(struct dtn_env *de, json_t **dto, struct sg_cancel *cancel,
 			 struct sg_errinfo *err)
@@ -839,8 +866,8 @@ static sg_err dtn_create(struct dtn_env *de, json_t **dto, struct sg_cancel *can
 						.timeout_ms = SG_DAYTONA_CREATE_MS,
 						.what = "creating the sandbox" },
 			    &r, cancel, &once);
-		if (rc && sg_cancel_check(cancel) == SG_OK && rc != SG_E_UNAVAILABLE &&
-		    rc != SG_E_TIMEOUT) {
+		/* Never sent (out of memory, a body too large): nothing landed. */
+		if (rc && !r.sent) {
 			sg_err_set(err, rc, "%s", once.msg);
 			break;
 		}
@@ -851,7 +878,7 @@ static sg_err dtn_create(struct dtn_env *de, json_t **dto, struct sg_cancel *can
 			dtn_reply_release(&r);
 			break;
 		}
-		doubt = rc || r.status >= 500;
+		doubt = rc || !dtn_create_refused(r.status);
 		doubted = doubted || doubt;
 		if (!rc && r.status == 429 && attempt < 4) {
 			int64_t wait = r.retry_after_ms >= 0 ? r.retry_after_ms : 1000 * attempt;
@@ -893,9 +920,12 @@ static sg_err dtn_create(struct dtn_env *de, json_t **dto, struct sg_cancel *can
 			sg_err lr = dtn_get(&de->cl, de->name, dto, cancel, &look);
 
 			if (lr == SG_OK) {
-				rc = dtn_check_owner(de, *dto, err);
+				bool read;
+
+				rc = dtn_check_owner(de, *dto, &read, err);
 				de->fresh = !rc && dtn_made_here(de, *dto);
-				foreign = rc != SG_OK;
+				/* Only labels that were read and name another owner. */
+				foreign = rc && read;
 				if (rc) {
 					json_decref(*dto);
 					*dto = NULL;
@@ -1619,6 +1649,50 @@ out:
 	return rc;
 }
 
+/*
+ * A persistent profile that adopts a sandbox made for a scratch session
+ * (same identity, autoDeleteInterval set) turns Daytona's auto-delete off:
+ * left on, Daytona would delete the workspace some minutes after this
+ * session's stop, and the next session would find it lost.  The setting
+ * is read back, never assumed.  Never the reverse: a scratch session
+ * leaves a persistent sandbox's setting alone (another session keeps it).
+ */
+static sg_err dtn_keep_forever(struct dtn_env *de, json_t **dto, struct sg_cancel *cancel,
+			       struct sg_errinfo *err)
+{
+	const json_t *v = json_object_get(*dto, "autoDeleteInterval");
+	char *url;
+	struct dtn_reply r = { 0 };
+	json_t *now = NULL;
+	sg_err rc;
+
+	if (json_is_integer(v) && json_integer_value(v) < 0)
+		return SG_OK;
+	url = dtn_sandbox_url(&de->cl, de->base.id, "/autodelete/-1");
+	if (!url)
+		return sg_err_set(err, SG_E_INTERNAL, "out of memory");
+	rc = dtn_do(&de->cl,
+		    &(struct dtn_call){ .method = "POST", .url = url, .idempotent = true,
+					.what = "turning off the sandbox's auto-delete" },
+		    &r, cancel, err);
+	if (!rc && (r.status < 200 || r.status > 299))
+		rc = dtn_fail(&de->cl, "turning off the sandbox's auto-delete", &r, SG_OK, err);
+	/* Older APIs answer with no body: then the sandbox itself says. */
+	if (!rc && !json_is_integer(json_object_get(r.json, "autoDeleteInterval")))
+		rc = dtn_get(&de->cl, de->base.id, &now, cancel, err);
+	v = json_object_get(now ? now : r.json, "autoDeleteInterval");
+	if (!rc && (!json_is_integer(v) || json_integer_value(v) >= 0))
+		rc = sg_err_set(err, SG_E_UNSUPPORTED,
+				"sandbox %s was made for a session that is not persistent and still reports auto-delete; Daytona would delete the workspace after it stops",
+				de->base.id);
+	if (!rc)
+		json_object_set_new(*dto, "autoDeleteInterval", json_integer(-1));
+	json_decref(now);
+	dtn_reply_release(&r);
+	free(url);
+	return rc;
+}
+
 /* A number member (integer or real) of a JSON object, or 0. */
 static double dtn_num(const json_t *o, const char *key)
 {
@@ -1912,7 +1986,9 @@ static sg_err dtn_obtain(struct dtn_env *de, json_t **dto, struct sg_cancel *can
 		} else if (rc) {
 			return rc;
 		} else {
-			rc = dtn_check_owner(de, *dto, err);
+			bool read;
+
+			rc = dtn_check_owner(de, *dto, &read, err);
 			if (rc)
 				return rc;
 			env->resumed = true;
@@ -1966,6 +2042,8 @@ static sg_err dtn_obtain(struct dtn_env *de, json_t **dto, struct sg_cancel *can
 		}
 		if (dtn_in((const char *const[]){ "stopped", "archived", "paused", NULL },
 			   dtn_state(*dto))) {
+			/* Before the call: a start whose reply is lost may have run. */
+			de->started = true;
 			rc = dtn_lifecycle(&de->cl, env->id, DTN_START, SG_DAYTONA_START_MS, cancel,
 					   err);
 			if (rc)
@@ -1983,6 +2061,60 @@ static sg_err dtn_obtain(struct dtn_env *de, json_t **dto, struct sg_cancel *can
 		*dto = cur;
 	}
 	return SG_OK;
+}
+
+/*
+ * A provisioning that started a stopped sandbox and then failed stops it
+ * again: left started, it would run (and be billed) until Daytona's
+ * auto-stop, with no session to use it.  After a cancel the host waits for
+ * the answer, so the stop is tried for at most SG_DAYTONA_VERIFY_MS; a
+ * sandbox still starting by then is left to the auto-stop, and a warning
+ * says so.
+ */
+static void dtn_stop_started(struct dtn_env *de, bool cancelled)
+{
+	struct sg_errinfo e = { 0 };
+	char *url = NULL;
+	int64_t deadline = sg_now_ms() + SG_DAYTONA_VERIFY_MS;
+	sg_err rc = SG_E_TIMEOUT;
+
+	if (!cancelled) {
+		rc = dtn_lifecycle(&de->cl, de->base.id, DTN_STOP, SG_DAYTONA_START_MS, NULL, &e);
+		goto out;
+	}
+	url = dtn_sandbox_url(&de->cl, de->base.id, "/stop");
+	if (!url) {
+		rc = sg_err_set(&e, SG_E_INTERNAL, "out of memory");
+		goto out;
+	}
+	sg_err_set(&e, rc, "the stop did not finish within %d s", SG_DAYTONA_VERIFY_MS / 1000);
+	for (int64_t left; (left = deadline - sg_now_ms()) > 0;) {
+		struct dtn_reply r;
+
+		if (dtn_do(&de->cl,
+			   &(struct dtn_call){ .method = "POST", .url = url, .idempotent = true,
+					       .no_retry = true, .timeout_ms = left,
+					       .what = "stopping the sandbox" },
+			   &r, NULL, &e) == SG_OK) {
+			/* 400: not stoppable, which a stopped one is not either. */
+			if ((r.status >= 200 && r.status < 300) || r.status == 404 ||
+			    r.status == 400) {
+				rc = SG_OK;
+				dtn_reply_release(&r);
+				break;
+			}
+			/* 409: still starting; anything else, try again while there is time. */
+			dtn_fail(&de->cl, "stopping the sandbox", &r, SG_OK, &e);
+			dtn_reply_release(&r);
+		}
+		if (sg_cancel_sleep(NULL, 200))
+			break;
+	}
+out:
+	if (rc)
+		sg_log_warn("sandbox %s was started for a session that failed and may run until Daytona's auto-stop: %s",
+			    de->base.id, e.msg);
+	free(url);
 }
 
 static sg_err dtn_provision(struct sg_env *env, struct sg_cancel *cancel,
@@ -2036,6 +2168,8 @@ static sg_err dtn_provision(struct sg_env *env, struct sg_cancel *cancel,
 		goto out;
 	}
 	rc = dtn_enforce_network(de, &dto, cancel, err);
+	if (!rc && env->resumed && p->persistent)
+		rc = dtn_keep_forever(de, &dto, cancel, err);
 	if (!rc && env->resumed)
 		rc = dtn_relabel(de, dto, cancel, err);
 	if (!rc)
@@ -2065,6 +2199,9 @@ out:
 				   env->id, e2.msg);
 			env->may_remain = true;
 		}
+	} else if (rc && de->started && env->id[0]) {
+		/* Resumed, then failed: as this provision found it, stopped. */
+		dtn_stop_started(de, sg_cancel_check(cancel) != SG_OK);
 	}
 	json_decref(dto);
 	return rc;

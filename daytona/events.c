@@ -23,6 +23,15 @@
 
 enum { EV_CONNECTING = 0, EV_LIVE = 1, EV_GONE = -1 };
 
+/*
+ * Sandboxes whose last event is kept.  The stream carries every sandbox of
+ * the organization, so a busy (or hostile) one would otherwise grow the
+ * map by an event of up to SG_DAYTONA_EVENT_MAX for each sandbox it names.
+ * When it is full, every sandbox nobody waits for is forgotten; a waiter
+ * that misses an event polls instead (dtn_events_wait's NULL).
+ */
+#define EV_KEPT 16
+
 struct dtn_events {
 	pthread_t thread;
 	bool started;
@@ -37,7 +46,8 @@ struct dtn_events {
 	pthread_cond_t cv;
 	int state;
 	unsigned gen;     /* bumped on every change a waiter may care about */
-	json_t *latest;   /* sandbox id -> its last DTO */
+	json_t *latest;   /* sandbox id -> its last DTO, at most EV_KEPT */
+	json_t *wanted;   /* sandbox ids a waiter asked for (id -> true) */
 	/* The watcher thread's own. */
 	struct sg_buf rx;   /* one message, reassembled from fragments */
 	char out[SG_DAYTONA_EVENT_OUT]; /* the next message to send */
@@ -107,9 +117,24 @@ static void ev_message(struct dtn_events *ev, struct lws *wsi, const char *m, si
 		if (name && strcmp(name, "sandbox.state.updated") == 0 && id &&
 		    json_is_object(sb)) {
 			pthread_mutex_lock(&ev->mu);
-			json_object_set(ev->latest, id, sb);
-			ev->gen++;
-			pthread_cond_broadcast(&ev->cv);
+			if (!json_object_get(ev->latest, id) &&
+			    json_object_size(ev->latest) >= EV_KEPT) {
+				const char *k;
+				json_t *v;
+				void *tmp;
+
+				json_object_foreach_safe(ev->latest, tmp, k, v) {
+					if (!json_object_get(ev->wanted, k))
+						json_object_del(ev->latest, k);
+				}
+			}
+			/* Still full: the waiters' own sandboxes fill it, and this is none. */
+			if (json_object_get(ev->latest, id) ||
+			    json_object_size(ev->latest) < EV_KEPT) {
+				json_object_set(ev->latest, id, sb);
+				ev->gen++;
+				pthread_cond_broadcast(&ev->cv);
+			}
 			pthread_mutex_unlock(&ev->mu);
 		}
 		json_decref(a);
@@ -248,8 +273,9 @@ struct dtn_events *dtn_events_open(const char *api_url, const char *key)
 	pthread_cond_init(&ev->cv, NULL);
 	sg_buf_init(&ev->rx, SG_DAYTONA_EVENT_MAX);
 	ev->latest = json_object();
+	ev->wanted = json_object();
 	ev->token = strdup(key ? key : "");
-	if (!ev->latest || !ev->token || !ev_parse_url(ev, api_url))
+	if (!ev->latest || !ev->wanted || !ev->token || !ev_parse_url(ev, api_url))
 		goto fail;
 	lws_set_log_level(0, NULL);
 	if (pthread_create(&ev->thread, NULL, ev_main, ev) != 0)
@@ -275,6 +301,7 @@ void dtn_events_close(struct dtn_events *ev)
 	if (ev->ctx)
 		lws_context_destroy(ev->ctx);
 	json_decref(ev->latest);
+	json_decref(ev->wanted);
 	sg_buf_release(&ev->rx);
 	free(ev->host);
 	free(ev->path);
@@ -301,6 +328,8 @@ json_t *dtn_events_wait(struct dtn_events *ev, const char *id, int64_t ms, unsig
 	json_t *dto = NULL;
 
 	pthread_mutex_lock(&ev->mu);
+	if (json_object_size(ev->wanted) < EV_KEPT / 2)
+		json_object_set_new(ev->wanted, id, json_true());
 	/* Short slices, so a cancel is noticed within one of them. */
 	while (ev->gen == *gen && !sg_cancel_check(cancel)) {
 		int64_t left = end - sg_now_ms();

@@ -1680,6 +1680,26 @@ async function aVanish(ctx) {
   reply(ctx, 204, null);
 }
 
+// Floods every event-stream client with `count` sandbox.state.updated events, each for a
+// sandbox id of its own and carrying `bytes` of padding, as a busy organization's stream (or a
+// hostile one) would: {count, bytes}.  The events name no sandbox the fake has.
+async function aFloodEvents(ctx) {
+  const b = await readJson(ctx);
+  if (!isObj(b) || !Number.isInteger(b.count) || !Number.isInteger(b.bytes) || b.count < 0 || b.bytes < 0) {
+    throw new HttpError(400, 'body must be {"count": N, "bytes": N}');
+  }
+  const pad = 'x'.repeat(b.bytes);
+  for (let i = 0; i < b.count; i++) {
+    const id = crypto.randomUUID();
+    emitEvent('sandbox.state.updated', {
+      sandbox: { id, name: `flood-${id}`, state: 'started', desiredState: 'started', labels: { pad } },
+      oldState: 'starting',
+      newState: 'started',
+    });
+  }
+  reply(ctx, 200, { sent: b.count, clients: STATE.ioConns.size });
+}
+
 async function aHealth(ctx) {
   reply(ctx, 200, { ok: true, port: STATE.port });
 }
@@ -1742,6 +1762,7 @@ const ROUTES = [
   ['admin', 'POST', '/__fake/reset', 'reset', aReset],
   ['admin', 'POST', '/__fake/sandboxes/:idOrName/state', 'forceState', aForceState],
   ['admin', 'DELETE', '/__fake/sandboxes/:idOrName', 'vanish', aVanish],
+  ['admin', 'POST', '/__fake/events/flood', 'floodEvents', aFloodEvents],
 ].map(([area, method, pattern, name, handler]) => ({
   area,
   method,

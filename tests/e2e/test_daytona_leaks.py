@@ -1,0 +1,202 @@
+"""Nothing leaks at Daytona, nothing is adopted under weaker settings (attack review).
+
+Real `sandgate serve` against the fake Daytona (tests/fakes/daytona/server.mjs)
+with faults injected; every assertion about what remains is made on the
+fake's own state (/__fake/state), never on what sandgate says.
+
+  - a create that landed but whose reply is a 200 that cannot be read, a
+    reply larger than any sandbox's, or a proxy's 408, is looked up by name,
+    never forgotten;
+  - after a create whose reply was lost, a lookup whose reply does not say
+    whose the sandbox is (no labels) is not taken as "another's";
+  - a stopped sandbox that a failed (or cancelled) initialize started is
+    stopped again;
+  - a persistent profile that adopts a sandbox made for a scratch session
+    turns Daytona's auto-delete off, so the workspace is not deleted after
+    the stop;
+  - a flood of events for other sandboxes on Daytona's event stream, while
+    initialize waits for `started`, does not grow sandgate's memory.
+
+Needs node and the fake's bwrap mode; skipped otherwise.  Like
+test_daytona_faults, these tests start their own fake and config.
+"""
+
+import json
+import os
+import time
+import unittest
+
+from sgclient import BIN, GatewayTestCase, unique
+from test_daytona_faults import OnFakeDaytona, have
+
+
+@unittest.skipUnless(BIN and have("node") and have("bwrap") and have("nsenter"),
+                     "needs SANDGATE_BIN, node, bwrap and nsenter")
+class DaytonaLeaks(OnFakeDaytona, GatewayTestCase):
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.profiles = os.path.join(cls.dir, "profiles.json")
+        base = {"backend": "daytona", "image": "debian:12", "api_url_env": "SG_DT_URL",
+                "api_key_env": "SG_DT_KEY", "toolbox_timeout_ms": 5000}
+        with open(cls.profiles, "w") as f:
+            json.dump({"default": "keep", "profiles": {
+                "keep": dict(base, persistent=True),
+                "scratch": dict(base, persistent=False)}}, f)
+
+    def start(self, config=None, profile="cloud", budget_ms=15000):
+        return self.gateway(init=False, config=config or self.config, profile=profile,
+                            env_extra=self.env, budget_ms=budget_ms, state_dir=self.state)
+
+    def assertNothingLeft(self):
+        self.assertEqual([(s["name"], s["state"]) for s in self.fake.sandboxes()], [],
+                         "sandboxes left at the provider")
+        self.assertEqual(self.records(), [], "registry records left")
+
+    def settled_state(self, name, want, within=10.0):
+        """The state of sandbox `name` once it is `want`, or after `within` s."""
+        deadline = time.monotonic() + within
+        while True:
+            st = [s["state"] for s in self.fake.sandboxes() if s["name"] == name]
+            if (st and st[0] == want) or time.monotonic() > deadline:
+                return st[0] if st else None
+            time.sleep(0.2)
+
+    # ---- a create whose reply says nothing readable -------------------------
+
+    def create_answered(self, **fault):
+        """The create lands; its reply is replaced by `fault`."""
+        self.fake.fault(dict({"method": "POST", "path": "^/api/sandbox$", "action": "status",
+                              "after": True}, **fault))
+        gw = self.start()
+        gw.call("initialize", gw.make_binding(), token="tok-" + unique(), timeout=120)
+        rc, err, _ = gw.shutdown(timeout=60)
+        self.assertNothingLeft()
+        self.assertEqual(rc, 0, err[-2000:])
+
+    def test_create_answered_200_that_cannot_be_read(self):
+        self.create_answered(status=200, body="<html>upstream says hello</html>")
+
+    def test_create_reply_larger_than_any_sandbox(self):
+        self.create_answered(status=200, body="x" * (5 * 1024 * 1024))
+
+    def test_create_answered_408_by_a_proxy(self):
+        self.create_answered(status=408, body={"message": "proxy gave up"})
+
+    def test_unreadable_owner_lookup_after_a_lost_create(self):
+        # The create lands and its reply is lost; the one lookup by name that
+        # follows answers a sandbox with no labels.  That is no owner, and the
+        # sandbox this initialize made must be settled, not forgotten.
+        self.fake.fault({"method": "POST", "path": "^/api/sandbox$", "action": "drop",
+                         "after": True},
+                        {"method": "GET", "path": "^/api/sandbox/sg-", "status": 200,
+                         "body": {"id": "whatever", "state": "started"}})
+        gw = self.start()
+        r = gw.call("initialize", gw.make_binding(), token="tok-" + unique(), timeout=120)
+        self.assertIn("error", r)
+        rc, err, _ = gw.shutdown(timeout=60)
+        self.assertNothingLeft()
+        self.assertEqual(rc, 0, err[-2000:])
+
+    # ---- a resumed sandbox whose initialize fails ---------------------------
+
+    def kept_sandbox(self, profile="keep"):
+        """A sandbox of a new identity, kept (stopped) by a first session."""
+        binding = {"identity": unique("ident"), "remove_workspace_on_exit": False}
+        gw = self.gateway(config=self.profiles, profile=profile, env_extra=self.env,
+                          state_dir=self.state, binding=binding)
+        name = gw.init_reply["environment"]["facts"]["daytona"]["name"]
+        rc, err, _ = gw.shutdown(timeout=60)
+        self.assertEqual(rc, 0, err[-2000:])
+        self.assertEqual(self.settled_state(name, "stopped"), "stopped")
+        return binding, name
+
+    def test_failed_setup_after_a_start_stops_the_sandbox(self):
+        binding, name = self.kept_sandbox()
+        self.fake.fault({"method": "POST", "path": "/process/execute$", "status": 500,
+                         "count": 100})
+        gw = self.start(config=self.profiles, profile="keep")
+        r = gw.call("initialize", gw.make_binding(**binding), token="tok-" + unique(),
+                    timeout=120)
+        self.assertIn("error", r)
+        self.fake.admin("DELETE", "/__fake/faults")
+        rc, err, _ = gw.shutdown(timeout=60)
+        self.assertEqual(self.settled_state(name, "stopped"), "stopped",
+                         "the sandbox the failed initialize started still runs")
+
+    def test_cancel_during_setup_after_a_start_stops_the_sandbox(self):
+        binding, name = self.kept_sandbox()
+        self.fake.fault({"method": "POST", "path": "/process/execute$", "action": "delay",
+                         "delayMs": 4000})
+        gw = self.start(config=self.profiles, profile="keep")
+        token = "tok-" + unique()
+        rid = gw.request("initialize", gw.make_binding(**binding), token=token)
+        for _ in range(300):
+            if "preparing sandbox" in gw.stderr_text():
+                break
+            time.sleep(0.05)
+        else:
+            self.fail("the set-up never began")
+        gw.request("cancel", {"id": rid}, token=token)
+        self.assertReplyCode(gw.wait_reply(rid, 30), "cancelled")
+        gw.shutdown(timeout=60)
+        self.assertEqual(self.settled_state(name, "stopped"), "stopped",
+                         "the sandbox the cancelled initialize started still runs")
+
+    # ---- a persistent profile adopting a scratch session's sandbox ----------
+
+    def test_persistent_profile_turns_off_auto_delete(self):
+        binding, name = self.kept_sandbox(profile="scratch")
+        before = [s for s in self.fake.sandboxes() if s["name"] == name][0]
+        self.assertGreater(before["autoDeleteInterval"], 0)
+        gw = self.gateway(config=self.profiles, profile="keep", env_extra=self.env,
+                          state_dir=self.state, binding=binding)
+        self.assertTrue(gw.init_reply["environment"]["resumed"])
+        after = [s for s in self.fake.sandboxes() if s["name"] == name][0]
+        self.assertEqual(after["autoDeleteInterval"], -1,
+                         "Daytona would delete the persistent workspace after its stop")
+        self.assertEqual(gw.facts["daytona"]["auto_delete_minutes"], -1)
+        rc, err, _ = gw.shutdown(timeout=60)
+        self.assertEqual(rc, 0, err[-2000:])
+
+    # ---- the event stream ---------------------------------------------------
+
+    @staticmethod
+    def rss_kib(pid):
+        with open("/proc/%d/status" % pid) as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+        return 0
+
+    def test_event_flood_is_bounded(self):
+        # The sandbox is held in building_snapshot, so initialize waits on
+        # the event stream; meanwhile the stream carries 200 events of
+        # 256 KiB, each for a sandbox of another session.
+        self.fake.admin("POST", "/__fake/config",
+                        {"stateDelayMs": {"building_snapshot": 6000}})
+        gw = self.start()
+        rid = gw.request("initialize", gw.make_binding(), token="tok-" + unique())
+        for _ in range(300):
+            st = self.fake.admin("GET", "/__fake/state")
+            if st["socketIoClients"] and st["sandboxes"]:
+                break
+            time.sleep(0.05)
+        else:
+            self.fail("initialize never listened to the event stream")
+        before = self.rss_kib(gw.proc.pid)
+        sent = self.fake.admin("POST", "/__fake/events/flood", {"count": 200, "bytes": 256 * 1024})
+        self.assertGreaterEqual(sent["clients"], 1)
+        time.sleep(1.5)
+        grown = self.rss_kib(gw.proc.pid) - before
+        r = gw.wait_reply(rid, 60)
+        self.assertNotIn("error", r)
+        rc, err, _ = gw.shutdown(timeout=60)
+        self.assertEqual(rc, 0, err[-2000:])
+        self.assertNothingLeft()
+        self.assertLess(grown, 24 * 1024, "sandgate kept the flood: %d KiB more" % grown)
+
+
+if __name__ == "__main__":
+    unittest.main()
