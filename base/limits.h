@@ -76,6 +76,9 @@
 #define SG_HELPER_BIN_MAX (64 * SG_MiB) /* sg-helper on this host, to install */
 #define SG_INSTALL_POLL_MS 500 /* an upload and a set-up side by side: the coordinator's wake-ups */
 #define SG_WORKERS_MAX 64          /* worker threads, grown on demand */
+#define SG_INFLIGHT_MAX 1024       /* requests in flight at once (protocol section 2) */
+#define SG_INFLIGHT_BYTES (256 * SG_MiB) /* their frames' bytes, all together */
+#define SG_WIRE_QUEUE_MAX (256 * SG_MiB) /* output queued for a host that does not read it */
 #define SG_LIST_MAX 10000          /* list_dir / glob entries */
 #define SG_GREP_DEFAULT 500        /* grep max_results default */
 #define SG_GREP_COUNT_MAX 100000   /* matches counted before "more than" */

@@ -21,6 +21,7 @@ struct sg_job {
 	struct sg_job *next;
 	struct sg_op *op;
 	sg_handler run;
+	size_t bytes; /* the request's frame, counted in sg_pool.bytes */
 };
 
 void sg_pool_init(struct sg_pool *p, struct sg_session *s, struct sg_audit *audit)
@@ -83,7 +84,8 @@ static struct sg_op *find_inflight(struct sg_pool *p, json_t *id)
  * host can read the reply, a cancel of that id must answer false and the
  * id may be used again.
  */
-static void finish(struct sg_pool *p, struct sg_op *op, sg_err rc, json_t *data)
+static void finish(struct sg_pool *p, struct sg_op *op, size_t bytes, sg_err rc,
+		   json_t *data)
 {
 	struct sg_wire *wire = p->s->wire;
 	struct sg_op **link;
@@ -95,6 +97,8 @@ static void finish(struct sg_pool *p, struct sg_op *op, sg_err rc, json_t *data)
 			break;
 		}
 	}
+	p->count--;
+	p->bytes -= bytes;
 	p->replying++;
 	pthread_mutex_unlock(&p->lock);
 	/* Before the reply: the log then lists calls in the order the host
@@ -169,7 +173,7 @@ static void run_job(struct sg_pool *p, struct sg_job *j)
 	}
 	if (rc)
 		json_decref(data), data = NULL;
-	finish(p, op, rc, data);
+	finish(p, op, j->bytes, rc, data);
 }
 
 static void *worker_main(void *arg)
@@ -213,27 +217,49 @@ static void *worker_main(void *arg)
 	return NULL;
 }
 
-sg_err sg_pool_submit(struct sg_pool *p, struct sg_op *op, sg_handler run)
+sg_err sg_pool_submit(struct sg_pool *p, struct sg_op *op, sg_handler run, size_t bytes,
+		      struct sg_errinfo *err)
 {
 	struct sg_job *j = calloc(1, sizeof(*j));
+	sg_err rc = SG_OK;
 	pthread_t t;
 
 	pthread_mutex_lock(&p->lock);
-	if (find_inflight(p, op->id)) {
+	/*
+	 * Checked on the reader thread, before anything is queued: a host
+	 * that pipelines without waiting for replies is told at once, and
+	 * the queue, the frames it holds and the in-flight search stay
+	 * bounded.
+	 */
+	if (find_inflight(p, op->id))
+		rc = sg_err_set(err, SG_E_INVALID_REQUEST,
+				"a request with this id is still in flight");
+	else if (p->count >= SG_INFLIGHT_MAX)
+		rc = sg_err_set(err, SG_E_UNAVAILABLE,
+				"%d requests are in flight already; wait for a reply before sending more",
+				SG_INFLIGHT_MAX);
+	else if (bytes > SG_INFLIGHT_BYTES - p->bytes)
+		rc = sg_err_set(err, SG_E_UNAVAILABLE,
+				"the requests in flight hold %zu of at most %zu MiB; wait for a reply before sending more",
+				p->bytes / SG_MiB, (size_t)SG_INFLIGHT_BYTES / SG_MiB);
+	if (rc) {
 		pthread_mutex_unlock(&p->lock);
 		free(j);
-		return SG_E_INVALID_REQUEST;
+		return rc;
 	}
 	op->next = p->inflight;
 	p->inflight = op;
+	p->count++;
 	if (!j) {
 		pthread_mutex_unlock(&p->lock);
 		sg_err_set(&op->err, SG_E_INTERNAL, "out of memory");
-		finish(p, op, SG_E_INTERNAL, NULL);
+		finish(p, op, 0, SG_E_INTERNAL, NULL);
 		return SG_OK;
 	}
 	j->op = op;
 	j->run = run;
+	j->bytes = bytes;
+	p->bytes += bytes;
 	*p->jobs_tail = j;
 	p->jobs_tail = &j->next;
 	p->queued++;

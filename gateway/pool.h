@@ -6,7 +6,9 @@
  * after its handler returned.  The op belongs to that worker: cancel and
  * drain only fire its token, with the reason in words on the token, and
  * never write into the op.  The pool grows with its queue, up to
- * SG_WORKERS_MAX threads.
+ * SG_WORKERS_MAX threads.  At most SG_INFLIGHT_MAX requests, holding at
+ * most SG_INFLIGHT_BYTES of frames, are in flight: what a host sends past
+ * that is refused, so a host cannot make the gateway hold without bound.
  */
 #ifndef SG_POOL_H
 #define SG_POOL_H
@@ -36,6 +38,8 @@ struct sg_pool {
 	struct sg_op *inflight;    /* every op between submit and reply */
 	struct sg_job *jobs, **jobs_tail;
 	int replying;              /* ops out of the list whose reply is going out */
+	int count;                 /* ops in the in-flight list */
+	size_t bytes;              /* their frames' bytes */
 	int threads, idle_threads;
 	int queued;                /* jobs waiting for a worker */
 	bool quit;
@@ -52,11 +56,14 @@ struct sg_op *sg_op_new(struct sg_session *s, json_t *frame, const char *method)
 void sg_op_free(struct sg_op *op);
 
 /*
- * Put op in flight and queue it to run (steals op).  SG_E_INVALID_REQUEST
- * when a request with its id is still in flight: op is then still the
- * caller's, and nothing was replied.
+ * Put op, whose frame was bytes long, in flight and queue it to run
+ * (steals op).  SG_E_INVALID_REQUEST when a request with its id is still
+ * in flight, SG_E_UNAVAILABLE when the pool holds SG_INFLIGHT_MAX requests
+ * or this one would take it past SG_INFLIGHT_BYTES: op is then still the
+ * caller's, nothing was replied, and err says why.
  */
-sg_err sg_pool_submit(struct sg_pool *p, struct sg_op *op, sg_handler run);
+sg_err sg_pool_submit(struct sg_pool *p, struct sg_op *op, sg_handler run, size_t bytes,
+		      struct sg_errinfo *err) SG_MUST_CHECK;
 
 /*
  * Answer the host's cancel request id (borrowed): cancel the request in

@@ -183,6 +183,7 @@ static const struct method *route(struct server *sv, json_t *frame)
 static void dispatch(struct server *sv, json_t *frame)
 {
 	const struct method *meth = route(sv, frame);
+	struct sg_errinfo why = { 0 };
 	struct sg_op *op = NULL;
 
 	if (!meth)
@@ -197,11 +198,10 @@ static void dispatch(struct server *sv, json_t *frame)
 		goto out;
 	}
 	frame = NULL;
-	if (sg_pool_submit(&sv->pool, op, meth->run) == SG_OK)
+	if (sg_pool_submit(&sv->pool, op, meth->run, sg_wire_frame_len(sv->s.wire), &why) == SG_OK)
 		op = NULL;
 	else
-		send_error_code(&sv->s, op->id, SG_E_INVALID_REQUEST,
-				"a request with this id is still in flight");
+		sg_wire_send_error(sv->s.wire, op->id, &why);
 out:
 	if (op)
 		sg_op_free(op);

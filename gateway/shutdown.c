@@ -315,7 +315,14 @@ int sg_shutdown_run(struct sg_session *s, struct sg_pool *pool, int64_t budget_m
 			(long long)took, (long long)budget_ms);
 		status = SG_EXIT_UNAVAILABLE;
 	}
-	if (!sg_wire_flush(s->wire, sg_now_ms() + 1000) && !sg_wire_dead(s->wire))
+	/*
+	 * The replies get what is left of the budget, a second at most: a
+	 * host that does not read its stdout must not hold the exit past the
+	 * budget, which counts from EOF to exit.
+	 */
+	if (!sg_wire_flush(s->wire, start + budget_ms < sg_now_ms() + 1000 ? start + budget_ms
+									: sg_now_ms() + 1000) &&
+	    !sg_wire_dead(s->wire))
 		sg_log_warn("replies could not all be written before exit");
 	sg_cancel_fire(&d.done, SG_E_CANCELLED);
 	if (!pthread_equal(d.thread, pthread_self()))

@@ -31,6 +31,7 @@ struct sg_wire {
 	int stop_fd; /* eventfd: wakes the reader */
 	struct sg_buf in;
 	size_t scanned; /* bytes of `in` known to hold no newline */
+	size_t frame_len; /* the last frame read, its newline included */
 	bool eof;
 
 	pthread_t writer;
@@ -38,6 +39,7 @@ struct sg_wire {
 	pthread_cond_t cond;      /* queue grew, or quitting */
 	pthread_cond_t drained;   /* queue emptied, or died */
 	struct msg *head, **tail;
+	size_t queued;            /* what the queue holds (msg_cost) */
 	bool writing;             /* the writer holds a message */
 	bool quit, dead, joinable;
 	void (*on_dead)(void *);
@@ -70,6 +72,13 @@ static bool write_all(int fd, const char *data, size_t len)
 	return true;
 }
 
+/* What a queued message costs in memory, its bookkeeping included, so
+ * that a flood of tiny replies counts against SG_WIRE_QUEUE_MAX too. */
+static size_t msg_cost(const struct msg *m)
+{
+	return m->len + 1 + sizeof(*m);
+}
+
 static void drop_queue(struct sg_wire *w)
 {
 	while (w->head) {
@@ -80,6 +89,23 @@ static void drop_queue(struct sg_wire *w)
 		free(m);
 	}
 	w->tail = &w->head;
+	w->queued = 0;
+}
+
+/*
+ * Mark the wire dead, the lock held: drop what is queued and wake whoever
+ * flushes, and the writer if it waits.  True for the call that killed it, which alone tells the owner
+ * (on_dead), so the owner hears of it once whatever killed it.
+ */
+static bool die(struct sg_wire *w)
+{
+	bool first = !w->dead;
+
+	w->dead = true;
+	drop_queue(w);
+	pthread_cond_broadcast(&w->drained);
+	pthread_cond_broadcast(&w->cond);
+	return first;
 }
 
 static void *writer_main(void *arg)
@@ -89,33 +115,36 @@ static void *writer_main(void *arg)
 	pthread_mutex_lock(&w->lock);
 	for (;;) {
 		struct msg *m;
-		bool ok;
+		bool ok, first;
+		int why;
 
-		while (!w->head && !w->quit)
+		while (!w->head && !w->quit && !w->dead)
 			pthread_cond_wait(&w->cond, &w->lock);
-		if (!w->head)
+		if (!w->head || w->dead)
 			break;
 		m = w->head;
 		w->head = m->next;
 		if (!w->head)
 			w->tail = &w->head;
+		w->queued -= msg_cost(m);
 		w->writing = true;
 		pthread_mutex_unlock(&w->lock);
 
 		ok = write_all(w->out_fd, m->data, m->len);
+		why = errno;
 		free(m->data);
 		free(m);
 
 		pthread_mutex_lock(&w->lock);
 		w->writing = false;
 		if (!ok) {
-			w->dead = true;
-			drop_queue(w);
-			pthread_cond_broadcast(&w->drained);
+			first = die(w);
 			pthread_mutex_unlock(&w->lock);
-			sg_log_warn("writing to stdout failed: %s", strerror(errno));
-			if (w->on_dead)
-				w->on_dead(w->payload);
+			if (first) {
+				sg_log_warn("writing to stdout failed: %s", strerror(why));
+				if (w->on_dead)
+					w->on_dead(w->payload);
+			}
 			pthread_mutex_lock(&w->lock);
 			break;
 		}
@@ -263,6 +292,7 @@ static sg_err read_frame(struct sg_wire *w, bool any, json_t **frame,
 				return sg_err_set(err, SG_E_TOO_LARGE,
 						  "a frame of %zu bytes exceeds the %zu byte limit",
 						  len + 1, SG_MAX_FRAME);
+			w->frame_len = len + 1;
 			rc = any ? parse_msg(w->in.p, len, frame, err)
 				 : sg_wire_parse(w->in.p, len, frame, err);
 			sg_buf_consume(&w->in, len + 1);
@@ -302,6 +332,11 @@ sg_err sg_wire_read_msg(struct sg_wire *w, json_t **msg, struct sg_errinfo *err)
 	return read_frame(w, true, msg, err);
 }
 
+size_t sg_wire_frame_len(const struct sg_wire *w)
+{
+	return w->frame_len;
+}
+
 void sg_wire_stop(struct sg_wire *w)
 {
 	uint64_t one = 1;
@@ -314,7 +349,7 @@ void sg_wire_stop(struct sg_wire *w)
 static bool enqueue_text(struct sg_wire *w, char *text, size_t len)
 {
 	struct msg *m = malloc(sizeof(*m));
-	bool ok = false;
+	bool ok = false, overflow = false;
 
 	if (!m) {
 		free(text);
@@ -324,9 +359,19 @@ static bool enqueue_text(struct sg_wire *w, char *text, size_t len)
 	m->len = len;
 	m->next = NULL;
 	pthread_mutex_lock(&w->lock);
-	if (!w->dead && !w->quit) {
+	if (!w->dead && !w->quit && w->queued + msg_cost(m) > SG_WIRE_QUEUE_MAX) {
+		/*
+		 * The host has stopped reading while requests and events keep
+		 * coming: holding more would grow without bound, and dropping
+		 * a message would break exactly-one-reply.  A host that does
+		 * not read is treated like one whose pipe broke (protocol
+		 * section 11): the wire dies and the owner shuts down.
+		 */
+		overflow = die(w);
+	} else if (!w->dead && !w->quit) {
 		*w->tail = m;
 		w->tail = &m->next;
+		w->queued += msg_cost(m);
 		ok = true;
 	}
 	pthread_mutex_unlock(&w->lock);
@@ -336,6 +381,12 @@ static bool enqueue_text(struct sg_wire *w, char *text, size_t len)
 	} else {
 		free(m->data);
 		free(m);
+	}
+	if (overflow) {
+		sg_log_err("the host has left %zu MiB of output unread; treating it as gone",
+			   (size_t)SG_WIRE_QUEUE_MAX / SG_MiB);
+		if (w->on_dead)
+			w->on_dead(w->payload);
 	}
 	return ok;
 }

@@ -7,7 +7,9 @@
  * newline included, is at most SG_MAX_FRAME bytes; nothing resynchronises
  * after a bad frame.  A blocked or failed output never blocks a sender: the
  * queue is in memory, and a failed write marks the wire dead, drops what is
- * queued and tells the owner once through the on_dead callback.
+ * queued and tells the owner once through the on_dead callback.  The queue
+ * holds at most SG_WIRE_QUEUE_MAX bytes: a send past that is a host that
+ * stopped reading, and kills the wire the same way.
  */
 #ifndef SG_WIRE_H
 #define SG_WIRE_H
@@ -47,6 +49,12 @@ sg_err sg_wire_read(struct sg_wire *w, json_t **frame, struct sg_errinfo *err)
 sg_err sg_wire_read_msg(struct sg_wire *w, json_t **msg, struct sg_errinfo *err)
 	SG_MUST_CHECK;
 
+/*
+ * The length of the last frame sg_wire_read or sg_wire_read_msg returned
+ * (or refused), its newline included; reader thread only.
+ */
+size_t sg_wire_frame_len(const struct sg_wire *w);
+
 /* Make a blocked sg_wire_read return SG_E_CANCELLED (any thread). */
 void sg_wire_stop(struct sg_wire *w);
 
@@ -57,7 +65,10 @@ void sg_wire_stop(struct sg_wire *w);
 sg_err sg_wire_parse(const char *p, size_t n, json_t **frame,
 		     struct sg_errinfo *err) SG_MUST_CHECK;
 
-/* Queue msg for output; steals the reference.  False if the wire is dead. */
+/*
+ * Queue msg for output; steals the reference.  False if the wire is dead,
+ * or died of this message: the queue would exceed SG_WIRE_QUEUE_MAX.
+ */
 bool sg_wire_send(struct sg_wire *w, json_t *msg);
 
 /*

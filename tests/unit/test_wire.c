@@ -257,6 +257,64 @@ static void test_full_host_never_holds_sender(void **state)
 	rig_stop(&r);
 }
 
+static void *drain(void *arg)
+{
+	static char sink[1 << 16];
+	int fd = *(int *)arg;
+
+	while (read(fd, sink, sizeof(sink)) > 0)
+		;
+	return NULL;
+}
+
+/*
+ * A host that never reads its stdout while replies keep coming: the queue
+ * stops at SG_WIRE_QUEUE_MAX, where the wire dies and tells its owner
+ * once, instead of holding every reply in memory for ever.
+ */
+static void test_unread_output_is_bounded(void **state)
+{
+	int in[2], out[2];
+	atomic_int called = 0;
+	struct sg_wire *w;
+	size_t piece = 4 * SG_MiB, sent = 0;
+	char *text = malloc(piece + 1);
+	bool refused = false;
+	pthread_t t;
+
+	(void)state;
+	assert_non_null(text);
+	memset(text, 'q', piece);
+	text[piece] = '\0';
+	assert_int_equal(pipe(in), 0);
+	assert_int_equal(pipe(out), 0);
+	assert_int_equal(sg_wire_new(in[0], out[1], dead, &called, &w), SG_OK);
+	while (sent <= SG_WIRE_QUEUE_MAX + 2 * piece) {
+		if (!sg_wire_send(w, json_pack("{s:i, s:s}", "id", 1, "data", text))) {
+			refused = true;
+			break;
+		}
+		sent += piece;
+	}
+	assert_true(refused);
+	/* The writer holds one message besides the queue. */
+	assert_true(sent <= SG_WIRE_QUEUE_MAX + piece);
+	assert_true(sg_wire_dead(w));
+	assert_int_equal(atomic_load(&called), 1);
+	assert_false(sg_wire_send(w, json_pack("{s:i}", "id", 2)));
+	assert_int_equal(atomic_load(&called), 1);
+	/* Let the writer finish the message it holds, so it can be joined. */
+	assert_int_equal(pthread_create(&t, NULL, drain, &out[0]), 0);
+	sg_cancel_sleep(NULL, 300);
+	sg_wire_free(w);
+	close(out[1]);
+	pthread_join(t, NULL);
+	close(out[0]);
+	close(in[0]);
+	close(in[1]);
+	free(text);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -267,6 +325,7 @@ int main(void)
 		cmocka_unit_test(test_writer_order_and_cap),
 		cmocka_unit_test(test_dead_output),
 		cmocka_unit_test(test_full_host_never_holds_sender),
+		cmocka_unit_test(test_unread_output_is_bounded),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,0 +1,130 @@
+"""A hostile or broken agent host on the other end of stdio: what it can make
+the gateway hold is bounded (docs/protocol.md sections 1, 2 and 11)."""
+
+import json
+import time
+import unittest
+
+from sgclient import SEC, MiB, Gateway, GatewayTestCase, unique
+
+# base/limits.h
+INFLIGHT_MAX = 1024
+INFLIGHT_BYTES = 256 * MiB
+WIRE_QUEUE_MAX = 256 * MiB
+
+
+def rss_kib(pid):
+    """The process's resident set in KiB, or None once it is gone."""
+    try:
+        with open("/proc/%d/status" % pid) as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+    except OSError:
+        return None
+    return None
+
+
+class HostAttacks(GatewayTestCase):
+
+    def test_a_host_that_never_reads_is_cut_off(self):
+        # Each request answers with an error that echoes its 1 MiB id, and
+        # the host reads none of it: the gateway must not keep queueing
+        # replies for ever, but stop at its queue's cap and shut down as
+        # if the host's pipe had broken.
+        gw = Gateway(reader=False)
+        self.addCleanup(gw.cleanup)
+        big_id = "i" * MiB
+        frame = (json.dumps({"id": big_id, "method": "no/such"}) + "\n").encode()
+        sent, peak = 0, 0
+        while sent < WIRE_QUEUE_MAX + 64 * MiB:
+            if not gw.send_raw(frame):
+                break
+            sent += len(frame)
+            if sent % (16 * MiB) < len(frame):
+                peak = max(peak, rss_kib(gw.proc.pid) or 0)
+        rc, err = gw.wait_exit(30)
+        self.assertIn("output unread", err, err[-2000:])
+        self.assertEqual(rc, 0, err[-2000:])
+        # The queue's cap plus a frame being read and one being written.
+        self.assertLess(peak * 1024, WIRE_QUEUE_MAX + 128 * MiB,
+                        "the gateway grew to %d KiB" % peak)
+
+    def test_unread_stdout_does_not_stretch_the_budget(self):
+        # The budget runs from EOF to exit.  A host that stopped reading
+        # leaves replies queued; waiting for them must not outlast it.
+        budget_ms = 300
+        gw = Gateway(reader=False, budget_ms=budget_ms)
+        self.addCleanup(gw.cleanup)
+        gw.request("initialize", gw.make_binding(), token="tk")
+        self.assertIn("data", gw.read_line_sync(60))
+        frame = (json.dumps({"id": "i" * MiB, "method": "no/such"}) + "\n").encode()
+        for _ in range(4):  # more than the 1 MiB pipe holds
+            self.assertTrue(gw.send_raw(frame))
+        time.sleep(0.5)
+        t0 = time.monotonic()
+        gw.close_stdin()
+        rc, err = gw.wait_exit(30)
+        took = time.monotonic() - t0
+        self.assertLess(took, budget_ms / 1000 + 0.5,
+                        "exit %.3f s after EOF, budget %d ms; stderr:\n%s"
+                        % (took, budget_ms, err[-2000:]))
+
+    def long_poll_frame(self, gw, pid, rid, pad=0):
+        frame = {"id": rid, "method": "process/read", "token": gw.token,
+                 "data": {"id": pid, "OffsetBytes": 0, "Wait": 60 * SEC}}
+        text = json.dumps(frame)
+        if pad:
+            # Unknown top-level fields are ignored: a frame of exactly pad bytes.
+            head = text[:-1] + ',"pad":"'
+            text = head + "p" * (pad - len(head) - 3) + '"}'
+        gw.expect_sent(rid)
+        return (text + "\n").encode()
+
+    def test_requests_past_the_in_flight_cap_are_refused(self):
+        gw = self.gateway(budget_ms=10000)
+        pid = gw.start(command="sleep 120")["id"]
+        extra = 40
+        ids = ["poll-%d" % i for i in range(INFLIGHT_MAX + extra)]
+        gw.send_raw(b"".join(self.long_poll_frame(gw, pid, rid) for rid in ids))
+        # The first INFLIGHT_MAX wait for output that never comes; the rest
+        # are refused at once, with a sentence naming the cap.
+        for rid in ids[INFLIGHT_MAX:]:
+            r = gw.wait_reply(rid, 30)
+            self.assertReplyCode(r, "unavailable")
+            self.assertIn("%d requests are in flight" % INFLIGHT_MAX, r["error"])
+        for rid in ids[:INFLIGHT_MAX:97]:
+            self.assertFalse(gw.has_reply(rid), "long poll %s answered early" % rid)
+        # A cancel is not a request in flight: it is still answered, and
+        # once one reply is out a new request fits again (it waits for a
+        # worker behind the polls, so its answer comes at the shutdown).
+        self.assertTrue(gw.ok("cancel", {"id": ids[0]})["cancelled"])
+        self.assertReplyCode(gw.wait_reply(ids[0], 30), "cancelled")
+        lid = gw.request("process/list", {})
+        time.sleep(1)
+        self.assertFalse(gw.has_reply(lid), "a request that fits was refused")
+        rc, err, took = gw.shutdown(40)
+        self.assertEqual(rc, 0, err[-2000:])
+        r = gw.wait_reply(lid, 1)
+        self.assertNotEqual(r.get("error", "").split(":")[0], "unavailable", r)
+
+    def test_frames_in_flight_are_bounded_in_bytes(self):
+        gw = self.gateway(budget_ms=10000)
+        pid = gw.start(command="sleep 120")["id"]
+        size = 15 * MiB
+        fits = INFLIGHT_BYTES // size
+        ids = [unique("fat") for _ in range(fits + 2)]
+        for rid in ids:
+            gw.send_raw(self.long_poll_frame(gw, pid, rid, pad=size))
+        for rid in ids[fits:]:
+            r = gw.wait_reply(rid, 30)
+            self.assertReplyCode(r, "unavailable")
+            self.assertIn("MiB; wait for a reply", r["error"])
+        for rid in ids[:fits]:
+            self.assertFalse(gw.has_reply(rid), "long poll %s answered early" % rid)
+        rc, err, took = gw.shutdown(40)
+        self.assertEqual(rc, 0, err[-2000:])
+
+
+if __name__ == "__main__":
+    unittest.main()
