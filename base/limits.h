@@ -37,6 +37,8 @@
 /* Exports (section 6). */
 #define SG_EXPORT_MAX (256 * SG_MiB) /* one exported file */
 #define SG_EXPORT_CHUNK (4 * SG_MiB) /* export/read length default and cap */
+#define SG_EXPORTS_OPEN_MAX 256      /* exports one session holds open at once */
+#define SG_EXPORTS_HELD_MAX (4 * SG_EXPORT_MAX) /* their snapshots' bytes, all together */
 
 /* run_command (section 10). */
 #define SG_COMMAND_TIMEOUT_MS 120000

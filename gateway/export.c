@@ -6,6 +6,13 @@
  * return the snapshot's bytes whatever happens to the source.  Snapshots
  * are streamed through a fixed buffer: a 256 MiB export never sits in
  * memory.  Unclosed exports are removed at shutdown.
+ *
+ * A session holds at most SG_EXPORTS_OPEN_MAX exports and
+ * SG_EXPORTS_HELD_MAX bytes of snapshots at once.  present_artifact opens
+ * an export, in read_only mode too, and a host need never close it: an
+ * agent that presents a large file again and again would otherwise fill
+ * the disk of the state directory, a copy at a time, and hold a
+ * descriptor for each.
  */
 #define _GNU_SOURCE /* O_NOFOLLOW, O_PATH are Linux/GNU under strict POSIX */
 #include "session.h"
@@ -41,6 +48,8 @@ struct sg_exports {
 	struct export *head;
 	char *dir;
 	unsigned long serial;
+	int count;      /* exports open or being made */
+	int64_t held;   /* their bytes: snapshots, and sizes reserved by opens */
 };
 
 sg_err sg_exports_new(struct sg_session *s)
@@ -95,10 +104,54 @@ static const char *base_name(const char *path)
 }
 
 /*
- * Copy src into dst while hashing, honouring the cancel token between
- * chunks.  SG_E_TOO_LARGE past SG_EXPORT_MAX (the file grew meanwhile).
+ * Take a place for an export of size bytes (as the helper saw it) among
+ * the session's: SG_E_TOO_LARGE when it holds SG_EXPORTS_OPEN_MAX already,
+ * or when size does not fit in what SG_EXPORTS_HELD_MAX leaves.  *room is
+ * the most the copy may then hold, so a file that grows while it is
+ * copied is stopped at the session's bound as well.
  */
-static sg_err copy_hash(int src, int dst, unsigned char *digest, int64_t *size,
+static sg_err exports_reserve(struct sg_exports *x, int64_t size, int64_t *room,
+			      struct sg_errinfo *err)
+{
+	sg_err rc = SG_OK;
+
+	pthread_mutex_lock(&x->lock);
+	*room = (int64_t)SG_EXPORTS_HELD_MAX - x->held;
+	if (*room > (int64_t)SG_EXPORT_MAX)
+		*room = (int64_t)SG_EXPORT_MAX;
+	if (x->count >= SG_EXPORTS_OPEN_MAX)
+		rc = sg_err_set(err, SG_E_TOO_LARGE,
+				"this session already holds %d open exports, the most it may; "
+				"close some with export/close", SG_EXPORTS_OPEN_MAX);
+	else if (size > *room)
+		rc = sg_err_set(err, SG_E_TOO_LARGE,
+				"the session's open exports already hold %lld MiB of the %zu "
+				"MiB they may, and this file is %lld bytes; close some with "
+				"export/close", (long long)(x->held / SG_MiB),
+				SG_EXPORTS_HELD_MAX / SG_MiB, (long long)size);
+	if (!rc) {
+		x->count++;
+		x->held += size;
+	}
+	pthread_mutex_unlock(&x->lock);
+	return rc;
+}
+
+/* Give back what exports_reserve() took: an export closed or not made. */
+static void exports_release(struct sg_exports *x, int64_t size)
+{
+	pthread_mutex_lock(&x->lock);
+	x->count--;
+	x->held -= size;
+	pthread_mutex_unlock(&x->lock);
+}
+
+/*
+ * Copy src into dst while hashing, honouring the cancel token between
+ * chunks.  SG_E_TOO_LARGE past max bytes: the file grew meanwhile past
+ * the export limit, or past what the session's bound leaves.
+ */
+static sg_err copy_hash(int src, int dst, int64_t max, unsigned char *digest, int64_t *size,
 			struct sg_cancel *cancel, struct sg_errinfo *err)
 {
 	EVP_MD_CTX *md = EVP_MD_CTX_new();
@@ -123,10 +176,17 @@ static sg_err copy_hash(int src, int dst, unsigned char *digest, int64_t *size,
 		if (n == 0)
 			break;
 		total += n;
-		if (total > (int64_t)SG_EXPORT_MAX) {
+		if (total > max && max == (int64_t)SG_EXPORT_MAX) {
 			rc = sg_err_set(err, SG_E_TOO_LARGE,
 					"the file exceeds the %zu MiB export limit",
 					SG_EXPORT_MAX / SG_MiB);
+			goto out;
+		}
+		if (total > max) {
+			rc = sg_err_set(err, SG_E_TOO_LARGE,
+					"the file grew past the %zu MiB the session's open "
+					"exports may hold; close some with export/close",
+					SG_EXPORTS_HELD_MAX / SG_MiB);
 			goto out;
 		}
 		EVP_DigestUpdate(md, buf, (size_t)n);
@@ -194,7 +254,7 @@ static sg_err open_host_source(struct sg_session *s, const char *rel, int *fd,
  * Fill the snapshot from a remote environment: the adapter's native file
  * download when it has one, else `cat` through exec (bounded).
  */
-static sg_err fetch_remote(struct sg_session *s, const char *abs, int dst,
+static sg_err fetch_remote(struct sg_session *s, const char *abs, int dst, int64_t max,
 			   struct sg_cancel *cancel, struct sg_errinfo *err)
 {
 	const struct sg_adapter *ad = s->env->ad;
@@ -202,13 +262,13 @@ static sg_err fetch_remote(struct sg_session *s, const char *abs, int dst,
 	sg_err rc;
 
 	if (ad->get_file)
-		return ad->get_file(s->env, abs, dst, SG_EXPORT_MAX, cancel, err);
-	sg_exec_result_init(&r, SG_EXPORT_MAX);
+		return ad->get_file(s->env, abs, dst, (size_t)max, cancel, err);
+	sg_exec_result_init(&r, (size_t)max);
 	{
 		struct sg_exec x = {
 			.argv = (const char *const[]){ "cat", "--", abs, NULL },
 			.envp = sg_strv_get(&s->base_env),
-			.max_output = SG_EXPORT_MAX,
+			.max_output = (size_t)max,
 		};
 
 		rc = ad->exec(s->env, &x, &r, cancel, err);
@@ -234,6 +294,8 @@ sg_err sg_export_path(struct sg_session *s, const char *path, json_t **out,
 	char hex[65];
 	json_t *st = NULL;
 	const char *type, *rel;
+	int64_t seen = 0, room = 0;
+	bool reserved = false;
 	int src = -1;
 	sg_err rc;
 
@@ -262,11 +324,18 @@ sg_err sg_export_path(struct sg_session *s, const char *path, json_t **out,
 				"%s is a %s, not a regular file", rel, type);
 		goto out;
 	}
-	if (json_integer_value(json_object_get(st, "size")) > (json_int_t)SG_EXPORT_MAX) {
+	/* The size comes from inside the environment: a negative one is 0. */
+	if (json_integer_value(json_object_get(st, "size")) > 0)
+		seen = (int64_t)json_integer_value(json_object_get(st, "size"));
+	if (seen > (int64_t)SG_EXPORT_MAX) {
 		rc = sg_err_set(err, SG_E_TOO_LARGE, "%s is over the %zu MiB export limit",
 				rel, SG_EXPORT_MAX / SG_MiB);
 		goto out;
 	}
+	rc = exports_reserve(x, seen, &room, err);
+	if (rc)
+		goto out;
+	reserved = true;
 	if (RAND_bytes(rnd, sizeof(rnd)) != 1) {
 		rc = sg_err_set(err, SG_E_INTERNAL, "no randomness for a token");
 		goto out;
@@ -291,9 +360,9 @@ sg_err sg_export_path(struct sg_session *s, const char *path, json_t **out,
 	if (s->env->ad->caps & SG_CAP_HOST_FS) {
 		rc = open_host_source(s, rel, &src, err);
 		if (!rc)
-			rc = copy_hash(src, e->fd, digest, &e->size, cancel, err);
+			rc = copy_hash(src, e->fd, room, digest, &e->size, cancel, err);
 	} else {
-		rc = fetch_remote(s, abs, e->fd, cancel, err);
+		rc = fetch_remote(s, abs, e->fd, room, cancel, err);
 		if (!rc && lseek(e->fd, 0, SEEK_SET) == 0) {
 			int tmp = open(e->file, O_RDONLY | O_CLOEXEC);
 
@@ -301,7 +370,7 @@ sg_err sg_export_path(struct sg_session *s, const char *path, json_t **out,
 			if (!rc) {
 				int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
 
-				rc = copy_hash(tmp, null, digest, &e->size, cancel, err);
+				rc = copy_hash(tmp, null, room, digest, &e->size, cancel, err);
 				close(null);
 				close(tmp);
 			}
@@ -313,6 +382,8 @@ sg_err sg_export_path(struct sg_session *s, const char *path, json_t **out,
 	*out = json_pack("{s:s, s:I, s:s, s:s}", "token", e->token, "size",
 			 (json_int_t)e->size, "sha256", hex, "name", base_name(rel));
 	pthread_mutex_lock(&x->lock);
+	/* The reservation becomes the snapshot's real size. */
+	x->held += e->size - seen;
 	e->next = x->head;
 	x->head = e;
 	pthread_mutex_unlock(&x->lock);
@@ -320,6 +391,8 @@ sg_err sg_export_path(struct sg_session *s, const char *path, json_t **out,
 out:
 	if (src >= 0)
 		close(src);
+	if (e && reserved)
+		exports_release(x, seen);
 	if (e)
 		export_free(e);
 	free(abs);
@@ -450,6 +523,7 @@ sg_err sg_export_close(struct sg_op *op, json_t **out)
 	pthread_mutex_unlock(&x->lock);
 	if (!found)
 		return sg_err_set(&op->err, SG_E_NOT_FOUND, "no open export has that token");
+	exports_release(x, found->size);
 	export_free(found);
 	*out = json_object();
 	return SG_OK;

@@ -64,6 +64,11 @@
 #define FS_CHUNK (64 * SG_KiB)
 /* A path of SG_PATH_MAX bytes has at most this many components. */
 #define FS_DEPTH_MAX (SG_PATH_MAX / 2)
+/*
+ * The components of a glob's alternatives together, each plus one: the
+ * bits of a state set, which the walk holds once per directory level.
+ */
+#define FS_GLOB_STATES_MAX (SG_GLOB_ALTS_MAX * 16)
 
 /* One invocation. */
 struct fs {
@@ -1411,14 +1416,15 @@ struct gpat {
 	char *buf;              /* its text, '/' made '\0' */
 	const char **pc;        /* its components */
 	int np;
+	size_t base;            /* its first state in a state set (glob_step()) */
 };
 
 struct globber {
 	struct fs *c;
 	struct gpat *pats;      /* the brace alternatives */
 	int npats;
-	const char *sc[FS_DEPTH_MAX];   /* the walked path's components */
-	int ns;
+	size_t nstates;         /* np + 1 for every alternative */
+	int ns;                 /* components walked below the searched directory */
 	struct relpath path;            /* the walked path, from root */
 	struct hit *hits;
 	size_t nhits, cap;
@@ -1438,54 +1444,80 @@ static bool comp_match(const char *pat, const char *name)
 	return fnmatch(pat, name, 0) == 0;
 }
 
-/* Does the whole path sc[0..ns) match pc[0..np)? */
-static bool glob_match(const char *const *pc, int np, const char *const *sc,
-		       int ns)
+/*
+ * Matching runs the pattern as a set of states, one per position in each
+ * alternative's components (np + 1 of them, the last meaning "matched"),
+ * stepped once per path component as the walk goes down.  A backtracking
+ * matcher tries every way the "**" can split a path: twenty pairs of "**"
+ * and "*" against a path thirty directories deep are about 10^11 tries,
+ * which held a worker (in the gateway itself, on the local backend) with
+ * no cancel seen until they were done.  The sets cost each entry at most
+ * one look at every state.  A state set is a bitmap of g->nstates bits.
+ */
+static bool state_on(const unsigned char *set, size_t i)
 {
-	while (np > 0 && !is_globstar(pc[0])) {
-		if (ns == 0 || !comp_match(pc[0], sc[0]))
-			return false;
-		pc++, np--, sc++, ns--;
-	}
-	if (np == 0)
-		return ns == 0;
-	/* "**": match the rest here, or let it swallow one more directory. */
-	if (glob_match(pc + 1, np - 1, sc, ns))
-		return true;
-	return ns > 0 && strcmp(sc[0], ".git") != 0 &&
-	       glob_match(pc, np, sc + 1, ns - 1);
+	return set[i / 8] & (1u << (i % 8));
 }
 
-/* Could something below the directory sc[0..ns) match pc[0..np)? */
-static bool glob_prefix(const char *const *pc, int np, const char *const *sc,
-			int ns)
+static void state_set(unsigned char *set, size_t i)
 {
-	while (np > 0 && ns > 0 && !is_globstar(pc[0])) {
-		if (!comp_match(pc[0], sc[0]))
-			return false;
-		pc++, np--, sc++, ns--;
-	}
-	if (np == 0)
-		return false;
-	if (ns == 0)
-		return true;
-	if (glob_prefix(pc + 1, np - 1, sc, ns))
-		return true;
-	return strcmp(sc[0], ".git") != 0 &&
-	       glob_prefix(pc, np, sc + 1, ns - 1);
+	set[i / 8] |= (unsigned char)(1u << (i % 8));
 }
 
-/* Either question, asked of every alternative: a file matches if any does. */
-static bool glob_any(const struct globber *g, bool prefix)
+static size_t states_bytes(const struct globber *g)
 {
-	for (int i = 0; i < g->npats; i++) {
-		const struct gpat *p = &g->pats[i];
+	return (g->nstates + 7) / 8;
+}
 
-		if (prefix ? glob_prefix(p->pc, p->np, g->sc, g->ns)
-			   : glob_match(p->pc, p->np, g->sc, g->ns))
-			return true;
+/* A "**" may match no component at all: whoever reaches it also passes it. */
+static void glob_close(const struct gpat *p, unsigned char *set)
+{
+	for (int i = 0; i < p->np; i++)
+		if (state_on(set, p->base + (size_t)i) && is_globstar(p->pc[i]))
+			state_set(set, p->base + (size_t)i + 1);
+}
+
+/* The states before any component: the start of every alternative. */
+static void glob_start(const struct globber *g, unsigned char *set)
+{
+	memset(set, 0, states_bytes(g));
+	for (int k = 0; k < g->npats; k++) {
+		state_set(set, g->pats[k].base);
+		glob_close(&g->pats[k], set);
 	}
-	return false;
+}
+
+/*
+ * The states after one more component, name, into to.  *match tells
+ * whether an alternative matches the path that ends in name, *below
+ * whether something under it still could (a directory worth entering).
+ * "**" never swallows ".git", and comp_match() decides the rest.
+ */
+static void glob_step(const struct globber *g, const unsigned char *from,
+		      const char *name, unsigned char *to, bool *match, bool *below)
+{
+	bool git = strcmp(name, ".git") == 0;
+
+	memset(to, 0, states_bytes(g));
+	*match = *below = false;
+	for (int k = 0; k < g->npats; k++) {
+		const struct gpat *p = &g->pats[k];
+
+		for (int i = 0; i < p->np; i++) {
+			if (!state_on(from, p->base + (size_t)i))
+				continue;
+			if (is_globstar(p->pc[i])) {
+				if (!git)
+					state_set(to, p->base + (size_t)i);
+			} else if (comp_match(p->pc[i], name)) {
+				state_set(to, p->base + (size_t)i + 1);
+			}
+		}
+		glob_close(p, to);
+		*match |= state_on(to, p->base + (size_t)p->np);
+		for (int i = 0; i < p->np && !*below; i++)
+			*below = state_on(to, p->base + (size_t)i);
+	}
 }
 
 static int hit_cmp(const void *a, const void *b)
@@ -1542,9 +1574,13 @@ static sg_err hit_add(struct globber *g, const struct stat *st)
 	return SG_OK;
 }
 
-/* Walk directory dirfd (borrowed), whose components are g->sc. */
-static sg_err glob_walk(struct globber *g, int dirfd)
+/*
+ * Walk directory dirfd (borrowed), which the pattern's states in set
+ * (borrowed) have reached.
+ */
+static sg_err glob_walk(struct globber *g, int dirfd, const unsigned char *set)
 {
+	unsigned char *next = NULL;
 	struct names ns;
 	sg_err rc = SG_OK;
 
@@ -1552,17 +1588,25 @@ static sg_err glob_walk(struct globber *g, int dirfd)
 		return cancelled(g->c, "the glob");
 	if (names_read(dirfd, &ns) != 0)
 		return SG_OK; /* unreadable: nothing in it matches */
+	next = malloc(states_bytes(g));
+	if (!next)
+		rc = SG_E_INTERNAL;
 	for (size_t i = 0; i < ns.n && !rc; i++) {
 		const char *name = ns.v[i];
 		unsigned char type = name_type(name);
-		bool stated = true;
+		bool stated = true, match, below;
 		struct stat st;
 		size_t saved;
 		int sub;
 
+		if (sg_cancel_check(g->c->cancel)) {
+			rc = cancelled(g->c, "the glob");
+			break;
+		}
 		if (g->ns == FS_DEPTH_MAX || !rp_push(&g->path, name, &saved))
 			continue;
-		g->sc[g->ns++] = name;
+		g->ns++;
+		glob_step(g, set, name, next, &match, &below);
 		/*
 		 * readdir's type spares a stat for every entry that cannot
 		 * match, as find does; a matching file is stat'ed for its
@@ -1577,16 +1621,16 @@ static sg_err glob_walk(struct globber *g, int dirfd)
 		if (type == DT_WHT) {
 			/* nothing to do */
 		} else if (type == DT_DIR) {
-			if (glob_any(g, true)) {
+			if (below) {
 				sub = openat(dirfd, name,
 					     O_PATH | O_DIRECTORY | O_NOFOLLOW |
 						     O_CLOEXEC);
 				if (sub >= 0) {
-					rc = glob_walk(g, sub);
+					rc = glob_walk(g, sub, next);
 					close(sub);
 				}
 			}
-		} else if (glob_any(g, false) &&
+		} else if (match &&
 			   (stated || fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0) &&
 			   !S_ISDIR(st.st_mode)) {
 			rc = hit_add(g, &st);
@@ -1594,6 +1638,7 @@ static sg_err glob_walk(struct globber *g, int dirfd)
 		g->ns--;
 		rp_pop(&g->path, saved);
 	}
+	free(next);
 	names_free(&ns);
 	return rc;
 }
@@ -1815,6 +1860,11 @@ static sg_err glob_add(struct globber *g, const char *text, size_t n)
 		p->pc[p->np++] = "*";
 	if (p->np == 0)
 		return glob_bad(g, "the glob pattern is empty");
+	p->base = g->nstates;
+	g->nstates += (size_t)p->np + 1;
+	if (g->nstates > FS_GLOB_STATES_MAX)
+		return glob_bad(g, "the glob pattern's braces expand to more than %d "
+				"components in all", FS_GLOB_STATES_MAX);
 	return SG_OK;
 }
 
@@ -1837,6 +1887,7 @@ static sg_err fs_glob(struct fs *c)
 	struct sg_buf rel = SG_BUF_INIT(SG_PATH_MAX), text = SG_BUF_INIT(SG_TOOL_OUTPUT);
 	const char *base = sg_args_str(&c->a, "path", ".");
 	struct globber *g = calloc(1, sizeof(*g));
+	unsigned char *start = NULL;
 	const char *pattern;
 	bool truncated;
 	long long count = 0;
@@ -1886,7 +1937,13 @@ static sg_err fs_glob(struct fs *c)
 	}
 	memcpy(g->path.p, rel.p, rel.len + 1);
 	g->path.len = rel.len;
-	rc = glob_walk(g, dirfd);
+	start = malloc(states_bytes(g));
+	if (!start) {
+		rc = SG_E_INTERNAL;
+		goto out;
+	}
+	glob_start(g, start);
+	rc = glob_walk(g, dirfd, start);
 	if (rc)
 		goto out;
 	if (g->max)
@@ -1923,6 +1980,7 @@ static sg_err fs_glob(struct fs *c)
 	if (!rc)
 		rc = sg_reply_end(c->out);
 out:
+	free(start);
 	close_fd(&dirfd);
 	glob_free(g);
 	sg_buf_release(&text);
@@ -2699,9 +2757,14 @@ out:
 /*
  * Remove name (a directory) under dirfd (borrowed) and everything in it.
  * Entries are looked at without following links, so a symlink is
- * removed, never what it points at.
+ * removed, never what it points at.  level is name's depth below the
+ * directory being deleted: the environment can nest directories without
+ * end, and each level holds a frame of this recursion and a descriptor,
+ * so past FS_DEPTH_MAX levels (more than any path can name) the delete
+ * stops instead of running the stack out (in the gateway itself, on the
+ * local backend) or the descriptors.
  */
-static sg_err remove_tree(struct fs *c, int dirfd, const char *name)
+static sg_err remove_tree(struct fs *c, int dirfd, const char *name, int level)
 {
 	struct names ns = { 0 };
 	sg_err rc = SG_OK;
@@ -2709,6 +2772,10 @@ static sg_err remove_tree(struct fs *c, int dirfd, const char *name)
 
 	if (sg_cancel_check(c->cancel))
 		return cancelled(c, "the delete");
+	if (level > FS_DEPTH_MAX)
+		return tool_fail(c, "cannot delete %s: it holds directories nested more "
+				 "than %d deep; remove it with a command (rm -r)",
+				 c->pos[0], FS_DEPTH_MAX);
 	fd = openat(dirfd, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0)
 		return tool_fail(c, "cannot delete %s: %s", name, errstr(errno));
@@ -2721,7 +2788,7 @@ static sg_err remove_tree(struct fs *c, int dirfd, const char *name)
 		if (fstatat(fd, ns.v[i], &st, AT_SYMLINK_NOFOLLOW) != 0)
 			continue;
 		if (S_ISDIR(st.st_mode))
-			rc = remove_tree(c, fd, ns.v[i]);
+			rc = remove_tree(c, fd, ns.v[i], level + 1);
 		else if (unlinkat(fd, ns.v[i], 0) != 0 && errno != ENOENT)
 			rc = tool_fail(c, "cannot delete %s: %s", ns.v[i],
 				       errstr(errno));
@@ -2760,7 +2827,7 @@ static sg_err fs_delete(struct fs *c)
 		goto out;
 	}
 	if (S_ISDIR(st.st_mode) && recursive) {
-		rc = remove_tree(c, dirfd, name);
+		rc = remove_tree(c, dirfd, name, 0);
 	} else if (S_ISDIR(st.st_mode)) {
 		if (unlinkat(dirfd, name, AT_REMOVEDIR) != 0)
 			rc = errno == ENOTEMPTY || errno == EEXIST

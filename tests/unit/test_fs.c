@@ -826,6 +826,44 @@ static void test_glob_many(void **state)
 	assert_false(flag(f, "truncated"));
 }
 
+/*
+ * Many "**" in one pattern against a deep tree: the matcher used to try
+ * every way the "**" could split each path (about 10^7 tries per entry
+ * here, growing sixfold with every further pair), holding the caller
+ * for seconds to hours with no cancel seen.  It must answer at once, and
+ * still match as before, ".git" rules included.
+ */
+static void test_glob_nested_globstars(void **state)
+{
+	struct fx *f = *state;
+	char dir[128] = "", pat[256] = "";
+	int64_t t0;
+
+	for (int i = 0; i < 30; i++) {
+		strcat(dir, i ? "/a" : "a");
+		mk(f, dir);
+	}
+	strcat(dir, "/f.c");
+	puts_file(f, dir, "");
+	strcat(dir, "\n");
+	mk(f, "a/.git");
+	puts_file(f, "a/.git/g.c", "");
+	for (int i = 0; i < 12; i++)
+		strcat(pat, "**/*/");
+	strcat(pat, "zz");
+	t0 = sg_now_ms();
+	glob_is(f, pat, "");
+	assert_true(sg_now_ms() - t0 < 1000);
+
+	/* The same answers as the backtracking matcher gave. */
+	glob_is(f, "**/*/**/*/**/f.c", dir);
+	glob_is(f, "**/*/**/*/**/*/**/*/**/*/**/*/**/*/**/*/**/*/**/*/**/f.c", dir);
+	glob_is(f, "a/**/.git/*.c", "a/.git/g.c\n");
+	glob_is(f, "**/g.c", "");
+	glob_is(f, "**/b/*.c", "");
+	glob_is(f, "{zz,**/a/f.c,**/b/f.c}", dir);
+}
+
 /* ---- grep ---- */
 
 static void grep_tree(struct fx *f)
@@ -1555,6 +1593,7 @@ int main(void)
 		T(test_list),
 		T(test_glob),
 		T(test_glob_many),
+		T(test_glob_nested_globstars),
 		T(test_grep_rg),
 		T(test_grep_fallback),
 		T(test_grep_cancel),

@@ -1,0 +1,111 @@
+"""Attacks on exports and the file tools by a hostile agent (docs/security.md,
+"Exports and the file tools (attack review)").
+
+The agent chooses the tools' arguments (a glob pattern, present_artifact
+again and again) and shapes the tree they walk (directories nested without
+end).  On the local backend the file tools run inside the gateway, so a
+tool that never ends, or one that runs the stack out, holds or kills
+sandgate itself, not a helper process.
+"""
+
+import os
+import subprocess
+import tempfile
+import time
+
+import sgclient
+from sgclient import CONFIG, MiB, SLACK, GatewayTestCase, unique
+
+
+class GlobPatterns(GatewayTestCase):
+    shared_gateway = True
+
+    def test_many_globstars_answer_at_once(self):
+        """A backtracking matcher tried every way the "**" split each path:
+        thirteen pairs of "**" and "*" against a tree thirty directories deep
+        took minutes of a worker, and a cancel was not seen meanwhile."""
+        gw = self.gw
+        d = unique("glob")
+        deep = "/".join([d] + ["a"] * 30)
+        gw.sh_ok("mkdir -p %s && touch %s/f.c" % (deep, deep))
+        pattern = d + "/" + "**/*/" * 13 + "zz"
+        started = time.monotonic()
+        r = gw.execute("glob", {"pattern": pattern}, timeout=10 * SLACK)
+        self.assertLess(time.monotonic() - started, 5 * SLACK)
+        self.assertEqual(r["data"]["metadata"]["count"], 0, r)
+        # The same pattern ending in a name that is there still finds it.
+        r = gw.tool_ok("glob", {"pattern": d + "/" + "**/*/" * 13 + "f.c"})
+        self.assertEqual(r["content"], deep + "/f.c\n")
+
+
+class DeepTrees(GatewayTestCase):
+    def test_recursive_delete_of_a_deep_tree(self):
+        """delete_path recursed once per level with no bound: a tree 9,000
+        directories deep, made in two seconds by a command, ran a worker's
+        stack out and killed the gateway.  Here the gateway's stacks are
+        2 MiB (`ulimit -s`), which stands for a host whose descriptor limit
+        lets the walk go deeper than this one's 20,000 would."""
+        if CONFIG:
+            self.skipTest("the walk runs in the gateway only on the local backend")
+        tmp = tempfile.mkdtemp(prefix="sg-e2e-stack-")
+        # rm, not shutil.rmtree: a tree left 9,000 deep recurses Python out.
+        self.addCleanup(subprocess.run, ["rm", "-rf", tmp])
+        wrapper = os.path.join(tmp, "sandgate")
+        with open(wrapper, "w") as f:
+            f.write('#!/bin/sh\nulimit -s 2048\nexec "%s" "$@"\n' % sgclient.BIN)
+        os.chmod(wrapper, 0o755)
+        real = sgclient.BIN
+        sgclient.BIN = wrapper
+        try:
+            gw = self.gateway(state_dir=os.path.join(tmp, "state"))
+        finally:
+            sgclient.BIN = real
+        gw.sh_ok("python3 -c 'import os\n"
+                 "for i in range(9000):\n"
+                 "    os.mkdir(\"d\")\n"
+                 "    os.chdir(\"d\")\n'")
+        res = gw.tool("delete_path", {"path": "d", "recursive": True})
+        self.assertTrue(gw.running(), "the gateway died: %s" % gw.stderr_text()[-2000:])
+        self.assertTrue(res["is_error"], res)
+        self.assertIn("nested more than", res["content"])
+        # A tree of ordinary depth is still deleted, and the gateway works.
+        gw.sh_ok("mkdir -p e/" + "/".join(["x"] * 100))
+        gw.tool_ok("delete_path", {"path": "e", "recursive": True})
+        self.assertEqual(gw.sh_ok("rm -rf d; ls").strip(), "")
+
+
+class ExportBounds(GatewayTestCase):
+    def test_open_exports_are_bounded_in_number(self):
+        """Every present_artifact opened an export that stayed until
+        export/close, which a host need never send: each held a descriptor
+        and a snapshot without bound."""
+        gw = self.gateway()
+        gw.write("small.txt", "x" * 100)
+        tokens = [gw.ok("export/open", {"path": "small.txt"})["token"] for _ in range(256)]
+        self.assertCode(gw.fail("export/open", {"path": "small.txt"}), "too_large")
+        r = gw.execute("present_artifact", {"path": "small.txt"})
+        self.assertReplyCode(r, "too_large", "present_artifact past the bound")
+        # The open ones still read, and a close makes room for one more.
+        self.assertEqual(gw.ok("export/read", {"token": tokens[0]})["eof"], True)
+        gw.ok("export/close", {"token": tokens[0]})
+        gw.ok("export/open", {"path": "small.txt"})
+        self.assertCode(gw.fail("export/open", {"path": "small.txt"}), "too_large")
+
+    def test_open_exports_are_bounded_in_bytes(self):
+        """Each export is a full copy in the state directory: a 250 MiB
+        file presented again and again filled the host's disk, 250 MiB a
+        call.  Four fit in the session's 1 GiB, a fifth does not."""
+        if CONFIG:
+            self.skipTest("a gigabyte through a remote backend is slow; the bound is the gateway's")
+        gw = self.gateway()
+        gw.sh_ok("truncate -s %d big.bin" % (250 * MiB))
+        tokens = [gw.ok("export/open", {"path": "big.bin"})["token"] for _ in range(4)]
+        err = gw.fail("export/open", {"path": "big.bin"})
+        self.assertCode(err, "too_large")
+        self.assertIn("export/close", err)
+        held = sum(os.path.getsize(os.path.join(root, f))
+                   for root, _, files in os.walk(gw.state_dir)
+                   for f in files if os.path.basename(root).startswith("exports-"))
+        self.assertLessEqual(held, 1024 * MiB)
+        gw.ok("export/close", {"token": tokens[0]})
+        gw.ok("export/open", {"path": "big.bin"})
