@@ -18,7 +18,18 @@ export class HttpError extends Error {
   }
 }
 
-export const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+// Waits at least ms by the monotonic clock the request log uses (msSince):
+// libuv times a setTimeout from the loop's cached time, which can be earlier
+// than the hrtime a request was stamped with, so one timer alone may end a
+// fraction of a millisecond short of a --delay-ms wait.
+export async function sleep(ms) {
+  const end = process.hrtime.bigint() + BigInt(Math.round(ms * 1e6));
+  for (;;) {
+    const left = Number(end - process.hrtime.bigint()) / 1e6;
+    if (left <= 0) return;
+    await new Promise((r) => setTimeout(r, Math.ceil(left)));
+  }
+}
 export const isObj = (v) => v !== null && typeof v === 'object' && !Array.isArray(v);
 
 // A fatal start-up error: prints "<name>: <msg>" on stderr and exits 2.
