@@ -205,6 +205,13 @@ struct sg_env {
 	 * one.  A hint for speed, never a proof that nothing exists.
 	 */
 	bool known;
+	/*
+	 * That record named a persistent environment of this identity which
+	 * was made and handed to sessions.  If the provider no longer has it,
+	 * its workspace is lost (SG_E_WORKSPACE_LOST), never replaced by a
+	 * fresh, empty one, with or without require_existing.
+	 */
+	bool persisted;
 	/* ---- set by provision() ---- */
 	char id[128];    /* the provider's id for the environment */
 	bool resumed;    /* an existing environment was attached */

@@ -31,6 +31,13 @@ sg_err sg_cloud_urlenc(struct sg_buf *b, const char *s)
 	return rc;
 }
 
+sg_err sg_cloud_lost(const struct sg_env *env, const char *name, struct sg_errinfo *err)
+{
+	return sg_err_set(err, SG_E_WORKSPACE_LOST,
+			  "persistent sandbox %s of identity \"%.40s\" is gone (removed outside sandgate?): its workspace is lost; `sandgate envs gc` forgets it, then a session starts empty",
+			  name, env->identity);
+}
+
 void sg_cloud_scrub(char *s, const char *secret)
 {
 	static const char mark[] = "[redacted]";

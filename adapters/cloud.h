@@ -30,6 +30,13 @@ sg_err sg_cloud_urlenc(struct sg_buf *b, const char *s) SG_MUST_CHECK;
 void sg_cloud_scrub(char *s, const char *secret);
 
 /*
+ * The persistent sandbox name that sessions of env's identity used
+ * (env->persisted) is gone at the provider: SG_E_WORKSPACE_LOST, saying
+ * how to start over, never a fresh empty workspace in its place.
+ */
+sg_err sg_cloud_lost(const struct sg_env *env, const char *name, struct sg_errinfo *err);
+
+/*
  * The set-up script (run by sh with its stderr silenced by itself):
  * SG_ROOT binding.root, SG_SHA sg-helper's sha256, SG_SWEEP minutes after
  * which run/ leftovers go; SG_UP, when set, an uploaded copy of sg-helper

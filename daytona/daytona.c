@@ -1974,6 +1974,8 @@ static sg_err dtn_obtain(struct dtn_env *de, json_t **dto, struct sg_cancel *can
 				return sg_err_set(err, SG_E_WORKSPACE_LOST,
 						  "the sandbox of identity \"%.60s\" (%s) is gone",
 						  env->identity, de->name);
+			if (env->persisted)
+				return sg_cloud_lost(env, de->name, err);
 			sg_progress_begin("create", "creating sandbox %s", de->name);
 			dtn_mark("create sent");
 			rc = dtn_create(de, dto, cancel, err);

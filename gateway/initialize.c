@@ -152,10 +152,11 @@ static sg_err base_env(struct sg_session *s)
  * identity already attached to a live session is refused unless both
  * sessions share it: the newcomer's profile says only what the newcomer
  * wants (a binding may set `shared`), so the holder's record decides too.
- * *known: the registry had a record of the identity before (sg_env.known).
+ * *known: the registry had a record of the identity before (sg_env.known);
+ * *persisted: of a persistent environment sessions used (sg_env.persisted).
  */
 static sg_err attach(struct sg_session *s, const struct sg_adapter *ad,
-		     json_t *binding, bool *known, struct sg_errinfo *err)
+		     json_t *binding, bool *known, bool *persisted, struct sg_errinfo *err)
 {
 	struct sg_reg_key key = { ad->name, s->identity };
 	json_t *fields = json_pack("{s:s, s:b, s:b, s:I}", "profile", s->profile->name,
@@ -168,7 +169,8 @@ static sg_err attach(struct sg_session *s, const struct sg_adapter *ad,
 
 	if (!fields)
 		return sg_err_set(err, SG_E_INTERNAL, "out of memory");
-	rc = sg_registry_join(s->state_dir, &key, session, fields, &others, known, err);
+	rc = sg_registry_join(s->state_dir, &key, session, fields, &others, known, persisted,
+			      err);
 	json_decref(fields);
 	/*
 	 * Refused with others attached: the newcomer does not share, or else
@@ -267,7 +269,7 @@ sg_err sg_init_bring_up(struct sg_op *op, json_t *binding, const char *name,
 	json_t *envobj = json_object_get(binding, "environment");
 	const struct sg_adapter *ad;
 	struct sg_env *env = NULL;
-	bool provisioned = false, known = true;
+	bool provisioned = false, known = true, persisted = false;
 	sg_err rc;
 
 	*fatal = false;
@@ -289,7 +291,7 @@ sg_err sg_init_bring_up(struct sg_op *op, json_t *binding, const char *name,
 	s->identity = strdup(json_is_string(json_object_get(binding, "identity"))
 				     ? json_string_value(json_object_get(binding, "identity"))
 				     : json_string_value(json_object_get(binding, "session")));
-	rc = attach(s, ad, binding, &known, &op->err);
+	rc = attach(s, ad, binding, &known, &persisted, &op->err);
 	if (rc)
 		goto out;
 	sg_crashpoint("provision:intent");
@@ -311,6 +313,7 @@ sg_err sg_init_bring_up(struct sg_op *op, json_t *binding, const char *name,
 	env->require_existing = json_is_true(json_object_get(binding, "require_existing_workspace"));
 	env->remove_on_exit = json_is_true(json_object_get(binding, "remove_workspace_on_exit"));
 	env->known = known;
+	env->persisted = persisted && s->profile->persistent;
 	s->env = env;
 	rc = ad->provision(env, &op->cancel, &op->err);
 	if (rc)

@@ -294,6 +294,7 @@ struct merge_arg {
 	json_t *fields;
 	bool attach, join;
 	int others;
+	bool persisted; /* the record, before the merge, as sg_registry_join says */
 };
 
 /*
@@ -318,6 +319,7 @@ static sg_err do_merge(json_t *rec, void *p, struct sg_errinfo *err)
 {
 	struct merge_arg *a = p;
 	long long remover = 0;
+	const char *st;
 	bool joining;
 
 	if (a->attach && being_removed(rec, &remover))
@@ -325,6 +327,10 @@ static sg_err do_merge(json_t *rec, void *p, struct sg_errinfo *err)
 				  "the environment is being removed (sandgate envs, pid %lld); "
 				  "start the session again once that has finished", remover);
 	a->others = prune(rec, a->session);
+	st = json_string_value(json_object_get(rec, "status"));
+	a->persisted = json_is_true(json_object_get(rec, "persistent")) && st &&
+		       (strcmp(st, SG_REG_ACTIVE) == 0 || strcmp(st, SG_REG_KEPT) == 0 ||
+			strcmp(st, SG_REG_KEEP_FAILED) == 0);
 	joining = a->join && a->others > 0;
 	if (joining && (!json_is_true(json_object_get(rec, "shared")) ||
 			!json_is_true(json_object_get(a->fields, "shared"))))
@@ -370,14 +376,17 @@ sg_err sg_registry_attach(const char *state_dir, const struct sg_reg_key *key,
 
 sg_err sg_registry_join(const char *state_dir, const struct sg_reg_key *key,
 			const char *session, json_t *fields, int *others_out, bool *known_out,
-			struct sg_errinfo *err)
+			bool *persisted_out, struct sg_errinfo *err)
 {
 	struct merge_arg a = { .session = session, .fields = fields, .attach = true,
 			       .join = true };
+	sg_err rc;
 
 	if (known_out)
 		*known_out = true; /* until the registry says otherwise */
-	return merge(state_dir, key, &a, others_out, known_out, err);
+	rc = merge(state_dir, key, &a, others_out, known_out, err);
+	*persisted_out = a.persisted;
+	return rc;
 }
 
 sg_err sg_registry_update_if_last(const char *state_dir, const struct sg_reg_key *key,

@@ -61,6 +61,9 @@ sg_err sg_registry_attach(const char *state_dir, const struct sg_reg_key *key,
 /*
  * Attach a session that initialize brings up, as sg_registry_attach, with
  * sharing decided under the same lock that counts the live sessions.
+ * *persisted_out: the record, as it was, names a persistent environment
+ * that was made and handed to sessions (active, kept or keep-pending),
+ * whose loss is then a lost workspace (sg_env.persisted).
  * When another live session is attached, the newcomer joins only if both
  * `fields` and the record say "shared": true, and it leaves the record's
  * "shared" as it was: only a session that finds nobody live attached sets
@@ -70,7 +73,7 @@ sg_err sg_registry_attach(const char *state_dir, const struct sg_reg_key *key,
  */
 sg_err sg_registry_join(const char *state_dir, const struct sg_reg_key *key,
 			const char *session, json_t *fields, int *others_out, bool *known_out,
-			struct sg_errinfo *err) SG_MUST_CHECK;
+			bool *persisted_out, struct sg_errinfo *err) SG_MUST_CHECK;
 
 /* Merge fields (borrowed) into the record: id, status, expires ... */
 sg_err sg_registry_update(const char *state_dir, const struct sg_reg_key *key,

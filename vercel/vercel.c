@@ -1515,6 +1515,8 @@ static sg_err vcl_obtain(struct vcl_env *ve, json_t **got, struct sg_cancel *can
 				return sg_err_set(err, SG_E_WORKSPACE_LOST,
 						  "the sandbox of identity \"%.60s\" (%s) is gone",
 						  env->identity, ve->name);
+			if (env->persisted)
+				return sg_cloud_lost(env, ve->name, err);
 			sg_progress_begin("create", "creating sandbox %s", ve->name);
 			rc = vcl_create(ve, got, cancel, err);
 			sg_progress_end(rc);

@@ -23,6 +23,7 @@ test_daytona_faults, these tests start their own fake and config.
 
 import json
 import os
+import subprocess
 import time
 import unittest
 
@@ -158,6 +159,33 @@ class DaytonaLeaks(OnFakeDaytona, GatewayTestCase):
                          "Daytona would delete the persistent workspace after its stop")
         self.assertEqual(gw.facts["daytona"]["auto_delete_minutes"], -1)
         rc, err, _ = gw.shutdown(timeout=60)
+        self.assertEqual(rc, 0, err[-2000:])
+
+    def test_lost_persistent_sandbox_is_workspace_lost(self):
+        # The persistent sandbox sessions used is deleted outside sandgate.
+        # The next session must not get a fresh, empty workspace in its
+        # place, even without require_existing_workspace: workspace_lost,
+        # until `envs gc` forgets the record.
+        binding, name = self.kept_sandbox()
+        self.fake.admin("DELETE", "/__fake/sandboxes/%s" % name)
+        gw = self.start(config=self.profiles, profile="keep")
+        r = gw.call("initialize", gw.make_binding(**binding), token="tok-" + unique(),
+                    timeout=120)
+        self.assertReplyCode(r, "workspace_lost")
+        self.assertIn("envs gc", r["error"])
+        self.assertEqual([s["name"] for s in self.fake.sandboxes()], [],
+                         "a fresh sandbox took the lost one's place")
+        gw.shutdown(timeout=60)
+        env = dict(os.environ, **self.env)
+        g = subprocess.run([BIN, "envs", "gc", "--config", self.profiles,
+                            "--state-dir", self.state],
+                           env=env, capture_output=True, text=True, timeout=120)
+        self.assertEqual(g.returncode, 0, g.stdout + g.stderr)
+        self.assertEqual(self.records(), [], g.stdout + g.stderr)
+        gw2 = self.gateway(config=self.profiles, profile="keep", env_extra=self.env,
+                           state_dir=self.state, binding=dict(binding, remove_workspace_on_exit=True))
+        self.assertFalse(gw2.init_reply["environment"]["resumed"])
+        rc, err, _ = gw2.shutdown(timeout=60)
         self.assertEqual(rc, 0, err[-2000:])
 
     # ---- the event stream ---------------------------------------------------

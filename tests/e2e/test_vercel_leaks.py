@@ -149,6 +149,28 @@ class VercelLeaks(GatewayTestCase):
         self.assertEqual(self.fake.state()["runningSessions"], [])
         return ident, name
 
+    def test_lost_persistent_sandbox_is_workspace_lost(self):
+        # The persistent sandbox sessions used is deleted outside sandgate:
+        # the next session is workspace_lost, not a fresh, empty sandbox,
+        # even without require_existing_workspace, until `envs gc`
+        # forgets the record.
+        ident, name = self.kept("vp")
+        self.fake.admin("DELETE", "/__fake/sandboxes/%s" % name)
+        gw = self.start("vp", init=False)
+        r = self.init_call(gw, identity=ident, remove_workspace_on_exit=False)
+        self.assertReplyCode(r, "workspace_lost")
+        self.assertIn("envs gc", r["error"])
+        self.assertEqual([s["name"] for s in self.sandboxes()], [],
+                         "a fresh sandbox took the lost one's place")
+        gw.shutdown(timeout=60)
+        g = self.sandgate("envs", "gc")
+        self.assertEqual(g.returncode, 0, g.stdout + g.stderr)
+        self.assertEqual(self.records(), [], g.stdout + g.stderr)
+        gw2 = self.start("vp", identity=ident, remove_workspace_on_exit=True)
+        self.assertFalse(gw2.init_reply["environment"]["resumed"])
+        rc, err, _ = gw2.shutdown(timeout=60)
+        self.assertEqual(rc, 0, err[-2000:])
+
     def test_failed_setup_after_resume_stops_the_session(self):
         # The state directory knows the identity: the lookup resumes the
         # stopped sandbox (a new VM, billed), then the set-up fails.  The
