@@ -5,7 +5,7 @@ import json
 import time
 import unittest
 
-from sgclient import SEC, MiB, Gateway, GatewayTestCase, unique
+from sgclient import PROFILE, SEC, MiB, Gateway, GatewayTestCase, unique
 
 # base/limits.h
 INFLIGHT_MAX = 1024
@@ -81,6 +81,11 @@ class HostAttacks(GatewayTestCase):
         gw.expect_sent(rid)
         return (text + "\n").encode()
 
+    # The gateway's own bound, tested where 64 workers' long polls are cheap:
+    # on a remote backend each is a session over one ssh master or one
+    # provider connection, whose own limits (sshd's MaxSessions) are not
+    # what is under test, and whose stops do not fit a short budget.
+    @unittest.skipUnless(not PROFILE or PROFILE == "local", "the gateway's bound, on the local backend")
     def test_requests_past_the_in_flight_cap_are_refused(self):
         gw = self.gateway(budget_ms=10000)
         pid = gw.start(command="sleep 120")["id"]
@@ -108,6 +113,7 @@ class HostAttacks(GatewayTestCase):
         r = gw.wait_reply(lid, 1)
         self.assertNotEqual(r.get("error", "").split(":")[0], "unavailable", r)
 
+    @unittest.skipUnless(not PROFILE or PROFILE == "local", "the gateway's bound, on the local backend")
     def test_frames_in_flight_are_bounded_in_bytes(self):
         gw = self.gateway(budget_ms=10000)
         pid = gw.start(command="sleep 120")["id"]
