@@ -626,6 +626,15 @@ class Gateway:
         with self._cond:
             return self._stderr.decode("utf-8", "replace")
 
+    def wait_stderr(self, words, timeout=15):
+        """Wait until words appear on the gateway's stderr (a progress line)."""
+        deadline = time.monotonic() + timeout
+        while words not in self.stderr_text():
+            if time.monotonic() > deadline:
+                raise AssertionError("never saw %r on stderr: %s"
+                                     % (words, self.stderr_text()[-2000:]))
+            time.sleep(0.02)
+
     def close_stdin(self):
         with self._wlock:
             try:

@@ -108,12 +108,9 @@ class UnknownCreateOutcome(OnFakeDaytona, GatewayTestCase):
         cannot be seen, and a fresh state directory sends no lookup before
         it; the gateway's progress line, written just before, can.
         """
-        for _ in range(300):
-            if "creating sandbox" in gw.stderr_text():
-                time.sleep(0.3)
-                return time.monotonic()
-            time.sleep(0.05)
-        self.fail("the create never began")
+        gw.wait_stderr("creating sandbox")
+        time.sleep(0.3)
+        return time.monotonic()
 
     def wait_landed(self, deadline):
         """Wait (until deadline) for the slow create to have landed or been removed."""
@@ -183,12 +180,7 @@ class UnknownCreateOutcome(OnFakeDaytona, GatewayTestCase):
         gw = self.start(budget_ms=15000)
         token = "tok-" + unique()
         rid = gw.request("initialize", gw.make_binding(), token=token)
-        for _ in range(300):
-            if "preparing sandbox" in gw.stderr_text():
-                break
-            time.sleep(0.05)
-        else:
-            self.fail("the set-up never began")
+        gw.wait_stderr("preparing sandbox")
         time.sleep(0.3)
         t0 = time.monotonic()
         gw.request("cancel", {"id": rid}, token=token)

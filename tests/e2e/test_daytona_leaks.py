@@ -133,12 +133,7 @@ class DaytonaLeaks(OnFakeDaytona, GatewayTestCase):
         gw = self.start(config=self.profiles, profile="keep")
         token = "tok-" + unique()
         rid = gw.request("initialize", gw.make_binding(**binding), token=token)
-        for _ in range(300):
-            if "preparing sandbox" in gw.stderr_text():
-                break
-            time.sleep(0.05)
-        else:
-            self.fail("the set-up never began")
+        gw.wait_stderr("preparing sandbox")
         gw.request("cancel", {"id": rid}, token=token)
         self.assertReplyCode(gw.wait_reply(rid, 30), "cancelled")
         gw.shutdown(timeout=60)

@@ -281,11 +281,7 @@ class ModalLeaks(GatewayTestCase):
         self.assertEqual(self.ident_sandboxes(ident), [], g.stdout + g.stderr)
 
     def test_snapshot_failing_at_shutdown_keeps_the_sandbox(self):
-        ident = unique("nosnap")
-        b = {"identity": ident, "remove_workspace_on_exit": False,
-             "environment": {"persistent": True}}
-        gw = self.gateway(state_dir=self.state, binding=b)
-        gw.write("kept.txt", "survives\n")
+        ident, b, gw = self.persistent_session("nosnap", "survives\n")
         self.fail_the_keep(gw)
         self.assertEqual(len(self.ident_sandboxes(ident)), 1, "the only copy was terminated")
         # gc leaves the only copy of a persistent workspace alone: its
@@ -300,6 +296,15 @@ class ModalLeaks(GatewayTestCase):
         rc, err, _ = gw2.shutdown(timeout=120)
         self.assertEqual(rc, 0, err[-2000:])
         self.assertEqual(self.ident_sandboxes(ident), [])
+
+    def persistent_session(self, prefix, text):
+        """A persistent session of a new identity that wrote kept.txt: ident, binding, gw."""
+        ident = unique(prefix)
+        b = {"identity": ident, "remove_workspace_on_exit": False,
+             "environment": {"persistent": True}}
+        gw = self.gateway(state_dir=self.state, binding=b)
+        gw.write("kept.txt", text)
+        return ident, b, gw
 
     def fail_the_keep(self, gw):
         """gw's snapshot fails at shutdown: exit 69, the record keep-pending."""
@@ -328,11 +333,7 @@ class ModalLeaks(GatewayTestCase):
         # held its work.  The next session must not be handed the previous
         # snapshot as if it were the workspace: workspace_lost, naming that
         # snapshot's time and the one act that accepts it.
-        ident = unique("lostkeep")
-        b = {"identity": ident, "remove_workspace_on_exit": False,
-             "environment": {"persistent": True}}
-        gw = self.gateway(state_dir=self.state, binding=b)
-        gw.write("kept.txt", "first\n")
+        ident, b, gw = self.persistent_session("lostkeep", "first\n")
         t0 = time.time()
         rc, err, _ = gw.shutdown(timeout=120)
         t1 = time.time()
@@ -370,11 +371,7 @@ class ModalLeaks(GatewayTestCase):
         # A gateway that died after recording the snapshot and before
         # forgetting .live leaves both: the snapshot, recorded later, holds
         # the work, so the next session resumes it instead of refusing.
-        ident = unique("livecrash")
-        b = {"identity": ident, "remove_workspace_on_exit": False,
-             "environment": {"persistent": True}}
-        gw = self.gateway(state_dir=self.state, binding=b)
-        gw.write("kept.txt", "kept\n")
+        ident, b, gw = self.persistent_session("livecrash", "kept\n")
         sid = gw.init_reply["environment"]["id"]
         rc, err, _ = gw.shutdown(timeout=120)
         self.assertEqual(rc, 0, err[-2000:])
@@ -393,11 +390,7 @@ class ModalLeaks(GatewayTestCase):
 
     def test_keep_failed_before_any_snapshot_is_workspace_lost(self):
         # The same before the first snapshot: no silent fresh, empty workspace.
-        ident = unique("lostfirst")
-        b = {"identity": ident, "remove_workspace_on_exit": False,
-             "environment": {"persistent": True}}
-        gw = self.gateway(state_dir=self.state, binding=b)
-        gw.write("kept.txt", "only\n")
+        ident, b, gw = self.persistent_session("lostfirst", "only\n")
         sb = self.keep_fails_then_times_out(gw, ident)
         gw2 = self.gateway(init=False, state_dir=self.state)
         r = self.init_call(gw2, **b)

@@ -108,14 +108,6 @@ class VercelLeaks(GatewayTestCase):
         self.assertEqual(st["liveProcesses"], 0)
         self.assertEqual(self.records(), [], "registry records left")
 
-    def wait_progress(self, gw, words, timeout=30):
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if words in gw.stderr_text():
-                return
-            time.sleep(0.02)
-        self.fail("never saw %r on stderr: %s" % (words, gw.stderr_text()[-2000:]))
-
     # ---- a create whose reply is lost --------------------------------------
 
     def test_create_lands_reply_lost_lookups_fail(self):
@@ -368,7 +360,7 @@ class VercelLeaks(GatewayTestCase):
         gw = self.start(profile, init=False, budget_ms=budget_ms)
         token = "tok-" + unique()
         rid = gw.request("initialize", gw.make_binding(**binding), token=token)
-        self.wait_progress(gw, words)
+        gw.wait_stderr(words)
         time.sleep(0.3)
         if how == "cancel":
             gw.request("cancel", {"id": rid}, token=token)
@@ -419,7 +411,7 @@ class VercelLeaks(GatewayTestCase):
         rid = gw.request("initialize", gw.make_binding(identity=ident,
                                                        remove_workspace_on_exit=False),
                          token=token)
-        self.wait_progress(gw, "preparing sandbox")
+        gw.wait_stderr("preparing sandbox")
         time.sleep(0.3)
         t0 = time.monotonic()
         gw.request("cancel", {"id": rid}, token=token)
