@@ -683,6 +683,19 @@ class Gateway:
             shutil.rmtree(self.state_dir, ignore_errors=True)
 
 
+def proc_status(pid, field):
+    """The number a /proc/PID/status line `field:` holds (VmRSS in KiB,
+    Threads...), or None once the process is gone."""
+    try:
+        with open("/proc/%d/status" % pid) as f:
+            for line in f:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return None
+
+
 def registry_records(state_dir):
     """The state registry's records under state_dir, parsed, by file name."""
     reg = os.path.join(state_dir, "registry")

@@ -27,7 +27,7 @@ import subprocess
 import time
 import unittest
 
-from sgclient import BIN, GatewayTestCase, unique
+from sgclient import BIN, GatewayTestCase, proc_status, unique
 from test_daytona_faults import OnFakeDaytona, have
 
 
@@ -185,14 +185,6 @@ class DaytonaLeaks(OnFakeDaytona, GatewayTestCase):
 
     # ---- the event stream ---------------------------------------------------
 
-    @staticmethod
-    def rss_kib(pid):
-        with open("/proc/%d/status" % pid) as f:
-            for line in f:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1])
-        return 0
-
     def test_event_flood_is_bounded(self):
         # The sandbox is held in building_snapshot, so initialize waits on
         # the event stream; meanwhile the stream carries 200 events of
@@ -208,11 +200,11 @@ class DaytonaLeaks(OnFakeDaytona, GatewayTestCase):
             time.sleep(0.05)
         else:
             self.fail("initialize never listened to the event stream")
-        before = self.rss_kib(gw.proc.pid)
+        before = proc_status(gw.proc.pid, "VmRSS")
         sent = self.fake.admin("POST", "/__fake/events/flood", {"count": 200, "bytes": 256 * 1024})
         self.assertGreaterEqual(sent["clients"], 1)
         time.sleep(1.5)
-        grown = self.rss_kib(gw.proc.pid) - before
+        grown = proc_status(gw.proc.pid, "VmRSS") - before
         r = gw.wait_reply(rid, 60)
         self.assertNotIn("error", r)
         rc, err, _ = gw.shutdown(timeout=60)

@@ -6,24 +6,12 @@ import os
 import time
 import unittest
 
-from sgclient import PROFILE, SEC, MiB, Gateway, GatewayTestCase, unique
+from sgclient import PROFILE, SEC, MiB, Gateway, GatewayTestCase, proc_status, unique
 
 # base/limits.h
 INFLIGHT_MAX = 1024
 INFLIGHT_BYTES = 256 * MiB
 WIRE_QUEUE_MAX = 256 * MiB
-
-
-def rss_kib(pid):
-    """The process's resident set in KiB, or None once it is gone."""
-    try:
-        with open("/proc/%d/status" % pid) as f:
-            for line in f:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1])
-    except OSError:
-        return None
-    return None
 
 
 # Through a delegating outer (SG_PEER_BIN: tests/delegation/outer, a test
@@ -48,7 +36,7 @@ class HostAttacks(GatewayTestCase):
                 break
             sent += len(frame)
             if sent % (16 * MiB) < len(frame):
-                peak = max(peak, rss_kib(gw.proc.pid) or 0)
+                peak = max(peak, proc_status(gw.proc.pid, "VmRSS") or 0)
         rc, err = gw.wait_exit(30)
         self.assertIn("output unread", err, err[-2000:])
         self.assertEqual(rc, 0, err[-2000:])
