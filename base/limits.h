@@ -47,6 +47,7 @@
 /* Shutdown budgets (section 8.2). */
 #define SG_SHUTDOWN_BUDGET_MS 60000   /* as a command backend */
 #define SG_PEER_SHUTDOWN_MS 10000     /* as a delegated peer */
+#define SG_POOL_QUIT_MS 50            /* idle workers' time to leave after the shutdown, even past the budget */
 #define SG_HOST_COMMAND_MS 60000     /* the host's own budget for a command backend */
 #define SG_HOST_CLOUD_MS 90000       /* ... and for a cloud backend's entry */
 #define SG_OUTER_GRACE_MS 10000      /* an outer adapter's grace for its peer (a command profile's default) */

@@ -188,6 +188,16 @@ static void dispatch(struct server *sv, json_t *frame)
 
 	if (!meth)
 		goto out;
+	/*
+	 * After a signal, a dead output or a lost peer stopped the wire, the
+	 * frames still in its buffer are answered, not run: no handler may
+	 * start once the shutdown has begun.
+	 */
+	if (sg_wire_stopped(sv->s.wire)) {
+		send_error_code(&sv->s, json_object_get(frame, "id"), SG_E_UNAVAILABLE,
+				"the gateway is shutting down; %s was not run", meth->name);
+		goto out;
+	}
 	/* A relayed method's name lives in the frame, which the op owns. */
 	op = sg_op_new(&sv->s, frame, meth == &relayed
 			      ? json_string_value(json_object_get(frame, "method"))
@@ -225,25 +235,34 @@ static void on_dead(void *payload)
 }
 
 /*
- * --shutdown-budget-ms, else the served profile's, else the role's default.
- * The profile is read from the config, not from the session: an
+ * --shutdown-budget-ms, else the served profile's, else the role's default;
+ * shortened, never lengthened, by the binding's shutdown_timeout_ms.  The
+ * operator's figure is read from the config, not from the session: an
  * initialize may still be filling the session in on a worker when input
- * ends, and the budget must not wait for it.
+ * ends, and the budget must not wait for it.  The binding's counts once
+ * the session is bound: it is the host's own deadline, past which the
+ * host kills sandgate, so planning for a longer one would only mean being
+ * killed mid-cleanup; and a binding is not trusted to stretch what the
+ * operator allowed.
  */
-static int64_t budget_ms(const struct server *sv)
+static int64_t budget_ms(struct server *sv)
 {
+	struct sg_session *s = &sv->s;
 	struct sg_profile *p = NULL;
 	struct sg_errinfo ignore = { 0 };
-	int64_t ms = 0;
+	int64_t ms = sv->o->budget_ms, bound = 0;
 
-	if (sv->o->budget_ms > 0)
-		return sv->o->budget_ms;
-	if (sg_config_profile(sv->o->cfg, sv->o->profile, NULL, &p, &ignore) == SG_OK)
+	if (ms <= 0 &&
+	    sg_config_profile(sv->o->cfg, sv->o->profile, NULL, &p, &ignore) == SG_OK)
 		ms = p->shutdown_timeout_ms;
 	sg_profile_free(p);
-	if (ms > 0)
-		return ms;
-	return sv->o->peer ? SG_PEER_SHUTDOWN_MS : SG_SHUTDOWN_BUDGET_MS;
+	if (ms <= 0)
+		ms = sv->o->peer ? SG_PEER_SHUTDOWN_MS : SG_SHUTDOWN_BUDGET_MS;
+	pthread_mutex_lock(&s->lock);
+	if (s->state == SG_S_READY && s->profile)
+		bound = s->profile->shutdown_timeout_ms;
+	pthread_mutex_unlock(&s->lock);
+	return bound > 0 && bound < ms ? bound : ms;
 }
 
 static void session_release(struct server *sv)
@@ -263,6 +282,7 @@ int sg_server_run(const struct sg_server_opts *o)
 	const char *why = "end of input";
 	struct sg_errinfo err = { 0 };
 	int out_fd = o->in_fd || o->out_fd ? o->out_fd : 1;
+	int64_t budget, until, left;
 	bool stuck;
 	int status;
 
@@ -316,10 +336,17 @@ int sg_server_run(const struct sg_server_opts *o)
 		}
 		dispatch(sv, frame);
 	}
-	status = sg_shutdown_run(&sv->s, &sv->pool, budget_ms(sv), why);
+	budget = budget_ms(sv);
+	until = sg_now_ms() + budget;
+	status = sg_shutdown_run(&sv->s, &sv->pool, budget, why);
 
-	/* A handler that ignores its cancel token must not hang exit. */
-	stuck = !sg_pool_stop(&sv->pool, 2000);
+	/*
+	 * A handler that ignores its cancel token must not hang exit, nor
+	 * hold it past the budget by more than the moment idle workers need
+	 * to notice the quit.
+	 */
+	left = until - sg_now_ms();
+	stuck = !sg_pool_stop(&sv->pool, left > SG_POOL_QUIT_MS ? left : SG_POOL_QUIT_MS);
 	signal_wire = NULL;
 	if (stuck) {
 		sg_log_err("a request handler did not stop; exiting without it");

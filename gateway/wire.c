@@ -5,6 +5,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,6 +30,7 @@ struct msg {
 struct sg_wire {
 	int in_fd, out_fd;
 	int stop_fd; /* eventfd: wakes the reader */
+	atomic_bool stopped; /* sg_wire_stop was called (from a signal handler too) */
 	struct sg_buf in;
 	size_t scanned; /* bytes of `in` known to hold no newline */
 	size_t frame_len; /* the last frame read, its newline included */
@@ -332,6 +334,11 @@ sg_err sg_wire_read_msg(struct sg_wire *w, json_t **msg, struct sg_errinfo *err)
 	return read_frame(w, true, msg, err);
 }
 
+bool sg_wire_stopped(struct sg_wire *w)
+{
+	return atomic_load(&w->stopped);
+}
+
 size_t sg_wire_frame_len(const struct sg_wire *w)
 {
 	return w->frame_len;
@@ -341,6 +348,7 @@ void sg_wire_stop(struct sg_wire *w)
 {
 	uint64_t one = 1;
 
+	atomic_store(&w->stopped, true);
 	if (write(w->stop_fd, &one, sizeof(one)) < 0)
 		sg_log_debug("eventfd write failed: %s", strerror(errno));
 }

@@ -55,8 +55,14 @@ sg_err sg_wire_read_msg(struct sg_wire *w, json_t **msg, struct sg_errinfo *err)
  */
 size_t sg_wire_frame_len(const struct sg_wire *w);
 
-/* Make a blocked sg_wire_read return SG_E_CANCELLED (any thread). */
+/*
+ * Make a blocked sg_wire_read return SG_E_CANCELLED (any thread, and
+ * async-signal-safe).  Frames already buffered are still returned first.
+ */
 void sg_wire_stop(struct sg_wire *w);
+
+/* Whether sg_wire_stop was called: frames read since are not to be run. */
+bool sg_wire_stopped(struct sg_wire *w);
 
 /*
  * Parse one frame's text (without its newline): the reader's rules, shared

@@ -1,6 +1,7 @@
 """A hostile or broken agent host on the other end of stdio: what it can make
 the gateway hold is bounded (docs/protocol.md sections 1, 2 and 11)."""
 
+import glob
 import json
 import os
 import time
@@ -45,6 +46,37 @@ class HostAttacks(GatewayTestCase):
         if not os.environ.get("SG_SANITIZED"):
             self.assertLess(peak * 1024, WIRE_QUEUE_MAX + 128 * MiB,
                             "the gateway grew to %d KiB" % peak)
+
+    def test_frames_buffered_at_a_stop_are_not_run(self):
+        # The host closes its end of stdout and sends a burst: a request
+        # answered at once (an unknown method), whose reply kills the
+        # wire, then hundreds of write_file calls.  Those already in the
+        # reader's buffer when the wire died used to be run all the same,
+        # after the shutdown had begun; they must be answered, not run.
+        gw = Gateway(reader=False)
+        self.addCleanup(gw.cleanup)
+        ident = unique("burst")
+        rid = gw.request("initialize", gw.make_binding(identity=ident,
+                                                       remove_workspace_on_exit=None),
+                         token="t")
+        msg = gw.read_line_sync(120)
+        self.assertEqual(msg.get("id"), rid)
+        self.assertIn("data", msg, msg.get("error"))
+        if msg["data"]["environment"]["backend"] != "local":
+            self.skipTest("the files are counted in the local backend's workspace")
+        gw.token, n = "t", 400
+        burst = [json.dumps({"id": "first", "method": "no/such"})]
+        for i in range(n):
+            burst.append(json.dumps({"id": i, "method": "execute", "token": "t", "data": {
+                "tool": "write_file", "call": {"id": "c%d" % i, "arguments": json.dumps(
+                    {"path": "burst-%d" % i, "content": "x"})},
+                "executor": {"thread_id": "t", "agent": "e2e"}}}))
+        gw.close_stdout()
+        gw.send_raw(("\n".join(burst) + "\n").encode())
+        gw.wait_exit(60)
+        written = glob.glob(os.path.join(gw.state_dir, "local", "*", "workspace", "burst-*"))
+        self.assertLess(len(written), n // 4,
+                        "%d of %d requests ran after the output died" % (len(written), n))
 
     def test_unread_stdout_does_not_stretch_the_budget(self):
         # The budget runs from EOF to exit.  A host that stopped reading

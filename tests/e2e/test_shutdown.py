@@ -61,6 +61,27 @@ class Shutdown(GatewayTestCase):
         out, _ = gw2.read_all(p2)
         self.assertIn("ready", out, "output is readable after a reconnect")
 
+    def test_binding_budget_shortens_never_lengthens(self):
+        # The host's deadline travels in the binding: a shorter one than
+        # the gateway's default must be planned for (no grace for a
+        # process that ignores SIGTERM); it used to be ignored, so the
+        # shutdown planned for 60 s and gave the process its 2 s grace.
+        gw = self.gateway(init=False)
+        gw.initialize(environment={"shutdown_timeout_ms": 300})
+        gw.start(command="trap '' TERM; echo ready; sleep 60")
+        rc, err, took = gw.shutdown(30)
+        self.assertIn(rc, (0, 69), err[-2000:])
+        self.assertIn("processes are killed without a grace", err,
+                      "the binding's 300 ms budget was not planned for")
+        # A longer one than the operator's leaves the operator's.
+        gw = self.gateway(init=False, budget_ms=300)
+        gw.initialize(environment={"shutdown_timeout_ms": 600000})
+        gw.start(command="trap '' TERM; echo ready; sleep 60")
+        rc, err, took = gw.shutdown(30)
+        self.assertIn(rc, (0, 69), err[-2000:])
+        self.assertIn("processes are killed without a grace", err,
+                      "the binding lengthened the operator's budget")
+
     def test_eof_with_request_in_flight(self):
         gw = self.gateway()
         count = live_checker(gw)
