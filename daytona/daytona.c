@@ -630,6 +630,35 @@ static sg_err dtn_lifecycle(const struct dtn_client *cl, const char *id, enum dt
 }
 
 /*
+ * After a stop or a delete whose replies were all lost, which may well
+ * have worked: ask Daytona once more, briefly and whatever the token
+ * says, whether the sandbox is in one of `done` (or gone, when gone
+ * counts).  Only Daytona's own answer settles it.
+ */
+static bool dtn_landed(const struct dtn_client *cl, const char *id,
+		       const char *const done[], bool gone_counts)
+{
+	char *url = dtn_sandbox_url(cl, id, NULL);
+	struct dtn_reply r = { 0 };
+	bool landed = false;
+
+	if (url && dtn_do(cl,
+			  &(struct dtn_call){ .url = url, .no_retry = true,
+					      .timeout_ms = SG_DAYTONA_VERIFY_MS,
+					      .what = "looking up the sandbox" },
+			  &r, NULL, &(struct sg_errinfo){ 0 }) == SG_OK) {
+		const char *st = r.status == 200 ? dtn_str(r.json, "state") : NULL;
+
+		landed = r.status == 404 && gone_counts;
+		for (size_t i = 0; st && done[i]; i++)
+			landed = landed || strcmp(st, done[i]) == 0;
+	}
+	dtn_reply_release(&r);
+	free(url);
+	return landed;
+}
+
+/*
  * Delete the sandbox and wait until it is gone (404, or `destroyed`):
  * Daytona deletes asynchronously, and its listing keeps showing a
  * sandbox that is still `destroying`, so "removed" is only said once the
@@ -651,31 +680,30 @@ static sg_err dtn_remove(const struct dtn_client *cl, const char *id, struct sg_
 		sg_err_clear(err);
 		rc = SG_OK;
 	}
-	/*
-	 * A delete whose replies were lost may well have worked: ask Daytona
-	 * once more, briefly and whatever the token says, before saying the
-	 * sandbox may remain.  Gone, or on its way out (its delete was
-	 * accepted and Daytona finishes it), is removed.
-	 */
-	if (rc && rc != SG_E_PERMISSION) {
-		char *url = dtn_sandbox_url(cl, id, NULL);
-		struct dtn_reply r = { 0 };
-		const char *st;
+	/* Gone, or on its way out (Daytona finishes an accepted delete). */
+	if (rc && rc != SG_E_PERMISSION &&
+	    dtn_landed(cl, id, (const char *const[]){ "destroyed", "destroying", NULL }, true)) {
+		sg_err_clear(err);
+		rc = SG_OK;
+	}
+	return rc;
+}
 
-		if (url && dtn_do(cl,
-				  &(struct dtn_call){ .url = url, .no_retry = true,
-						      .timeout_ms = SG_DAYTONA_VERIFY_MS,
-						      .what = "looking up the sandbox" },
-				  &r, NULL, &(struct sg_errinfo){ 0 }) == SG_OK) {
-			st = r.status == 200 ? dtn_str(r.json, "state") : NULL;
-			if (r.status == 404 ||
-			    (st && (strcmp(st, "destroyed") == 0 || strcmp(st, "destroying") == 0))) {
-				sg_err_clear(err);
-				rc = SG_OK;
-			}
-		}
-		dtn_reply_release(&r);
-		free(url);
+/*
+ * Stop the sandbox to keep it.  A stop whose replies were lost is looked
+ * up as a delete is: stopped, or on its way there, is kept (a gone one is
+ * not: that is a lost workspace, for the next session to report).
+ */
+static sg_err dtn_keep(const struct dtn_client *cl, const char *id, struct sg_cancel *cancel,
+		       struct sg_errinfo *err)
+{
+	sg_err rc = dtn_lifecycle(cl, id, DTN_STOP, SG_DAYTONA_START_MS, cancel, err);
+
+	if (rc && rc != SG_E_PERMISSION && rc != SG_E_NOT_FOUND &&
+	    dtn_landed(cl, id, (const char *const[]){ "stopped", "stopping", "archived",
+						      "archiving", NULL }, false)) {
+		sg_err_clear(err);
+		rc = SG_OK;
 	}
 	return rc;
 }
@@ -2274,7 +2302,7 @@ static sg_err dtn_teardown(struct sg_env *env, enum sg_fate fate, struct sg_canc
 	 */
 	if (fate == SG_FATE_REMOVE)
 		return dtn_remove(&de->cl, env->id, cancel, err);
-	return dtn_lifecycle(&de->cl, env->id, DTN_STOP, SG_DAYTONA_START_MS, cancel, err);
+	return dtn_keep(&de->cl, env->id, cancel, err);
 }
 
 /* A label's value (sg_cloud_info's getter). */

@@ -113,6 +113,23 @@ class DaytonaLeaks(OnFakeDaytona, GatewayTestCase):
         self.assertEqual(self.settled_state(name, "stopped"), "stopped")
         return binding, name
 
+    def test_keep_whose_replies_are_lost_is_looked_up(self):
+        # Every reply to the stop is lost, though the stop lands: a
+        # lookup finds the sandbox stopping or stopped, so the keep
+        # succeeded; it used to be reported failed (exit 69, keep-pending).
+        binding = {"identity": unique("ident"), "remove_workspace_on_exit": False}
+        gw = self.gateway(config=self.profiles, profile="keep", env_extra=self.env,
+                          state_dir=self.state, binding=binding, budget_ms=30000)
+        name = gw.init_reply["environment"]["facts"]["daytona"]["name"]
+        self.fake.fault({"method": "POST", "path": "/stop$", "action": "drop",
+                         "after": True, "count": 100})
+        rc, err, _ = gw.shutdown(timeout=90)
+        self.fake.admin("DELETE", "/__fake/faults")
+        self.assertEqual(self.settled_state(name, "stopped"), "stopped")
+        self.assertEqual(rc, 0, err[-2000:])
+        self.assertEqual([r.get("status") for r in self.records()
+                          if r.get("identity") == binding["identity"]], ["kept"], err[-2000:])
+
     def test_failed_setup_after_a_start_stops_the_sandbox(self):
         binding, name = self.kept_sandbox()
         self.fake.fault({"method": "POST", "path": "/process/execute$", "status": 500,
