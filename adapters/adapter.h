@@ -245,6 +245,15 @@ struct sg_env {
 	 */
 	bool may_remain;
 	/*
+	 * Set by a provision() that fails after it woke a kept environment
+	 * (resumed a stopped sandbox, or may have: a resume whose outcome it
+	 * does not know) and could not see it stopped again.  The environment
+	 * holds a kept workspace, so it is not removed: the gateway marks its
+	 * record keep-pending, which `envs list` shows and gc leaves alone;
+	 * the next session of the identity resumes it and stops it at its end.
+	 */
+	bool may_run;
+	/*
 	 * Facts only the adapter can observe (resources requested vs applied,
 	 * mechanism, safety_class); new reference owned by the env, merged by
 	 * the gateway with what sg-helper observes inside.

@@ -2098,8 +2098,8 @@ static sg_err dtn_obtain(struct dtn_env *de, json_t **dto, struct sg_cancel *can
  * again: left started, it would run (and be billed) until Daytona's
  * auto-stop, with no session to use it.  After a cancel the host waits for
  * the answer, so the stop is tried for at most SG_DAYTONA_VERIFY_MS; a
- * sandbox still starting by then is left to the auto-stop, and a warning
- * says so.
+ * sandbox still starting by then is left to the auto-stop, a warning says
+ * so, and the record says keep-pending (env->may_run).
  */
 static void dtn_stop_started(struct dtn_env *de, bool cancelled)
 {
@@ -2109,7 +2109,7 @@ static void dtn_stop_started(struct dtn_env *de, bool cancelled)
 	sg_err rc = SG_E_TIMEOUT;
 
 	if (!cancelled) {
-		rc = dtn_lifecycle(&de->cl, de->base.id, DTN_STOP, SG_DAYTONA_START_MS, NULL, &e);
+		rc = dtn_keep(&de->cl, de->base.id, NULL, &e);
 		goto out;
 	}
 	url = dtn_sandbox_url(&de->cl, de->base.id, "/stop");
@@ -2141,9 +2141,11 @@ static void dtn_stop_started(struct dtn_env *de, bool cancelled)
 			break;
 	}
 out:
-	if (rc)
+	if (rc) {
 		sg_log_warn("sandbox %s was started for a session that failed and may run until Daytona's auto-stop: %s",
 			    de->base.id, e.msg);
+		de->base.may_run = true;
+	}
 	free(url);
 }
 

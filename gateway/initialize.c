@@ -221,6 +221,28 @@ static void keep_pending(struct sg_session *s)
 }
 
 /*
+ * A failed provisioning that woke a kept environment and could not see it
+ * stopped again (env->may_run): on record as keep-pending, never as kept,
+ * so that `envs list` shows what may be running and billed.
+ */
+static void keep_unsettled(struct sg_session *s)
+{
+	struct sg_reg_key key = { s->env->ad->name, s->identity };
+	struct sg_errinfo err = { 0 };
+	json_t *fields = json_pack("{s:s, s:s, s:I}", "status", SG_REG_KEEP_FAILED, "error",
+				   "a failed initialize woke it and could not see it stopped again",
+				   "expires",
+				   (json_int_t)(time(NULL) + s->profile->lifetime_seconds));
+
+	fprintf(stderr,
+		"sandgate: the %s environment of identity \"%s\" (profile %s) may still be running after the failed initialize; it is on record as keep-pending, for the next session of the identity to resume and stop (`sandgate envs rm` removes it)\n",
+		s->env->ad->name, s->identity, s->profile->name);
+	if (!fields || sg_registry_update(s->state_dir, &key, fields, &err))
+		sg_log_warn("%s", fields ? err.msg : "out of memory");
+	json_decref(fields);
+}
+
+/*
  * A provisioning that failed after the registry knew of it: remove what
  * was made (a resumed environment is only let go), then the record, unless
  * another session still uses the environment.  The cleanup runs even when
@@ -242,6 +264,10 @@ static void undo(struct sg_session *s, bool provisioned)
 		keep_pending(s);
 		return;
 	}
+	if (s->env->may_run && !others) {
+		keep_unsettled(s);
+		return;
+	}
 	if (provisioned && sg_cancel_init(&none) == SG_OK) {
 		enum sg_fate fate = s->env->resumed || others ? SG_FATE_DETACH : SG_FATE_REMOVE;
 
@@ -252,7 +278,9 @@ static void undo(struct sg_session *s, bool provisioned)
 		sg_cancel_release(&none);
 	}
 	sg_err_clear(&err);
-	if (!rc && !others && !s->env->resumed && sg_registry_remove(s->state_dir, &key, &err))
+	/* A persistent workspace sessions used keeps its record: it was not made here. */
+	if (!rc && !others && !s->env->resumed && !s->env->persisted &&
+	    sg_registry_remove(s->state_dir, &key, &err))
 		sg_log_warn("%s", err.msg);
 }
 

@@ -868,7 +868,7 @@ static sg_err vcl_cmd(struct vcl_env *ve, const char *sid, const char *command, 
 
 static sg_err vcl_stop(struct vcl_env *ve, int64_t timeout_ms, struct sg_cancel *cancel,
 		       struct sg_errinfo *err);
-static void vcl_settle_doubt(struct vcl_env *ve);
+static bool vcl_settle_doubt(struct vcl_env *ve);
 
 /*
  * The sandbox stopped under us (410) or is stopping (422): resume it, once
@@ -1664,15 +1664,17 @@ out:
 		struct sg_errinfo e2 = { 0 };
 		bool quick = sg_cancel_check(cancel) != SG_OK;
 
-		if (vcl_stop(ve, quick ? VCL_CANCEL_STOP_MS : 0, NULL, &e2))
+		if (vcl_stop(ve, quick ? VCL_CANCEL_STOP_MS : 0, NULL, &e2)) {
 			sg_log_warn("sandbox %s was resumed for a failed initialize and %s: %s",
 				    ve->name,
 				    quick ? "its stop was sent, not seen through"
 					  : "may run until its timeout",
 				    e2.msg);
+			env->may_run = true;
+		}
 	} else if (rc && !ve->fresh && ve->doubt_ms) {
 		/* A resume that may have happened unseen is looked for, not forgotten. */
-		vcl_settle_doubt(ve);
+		env->may_run = !vcl_settle_doubt(ve);
 	}
 	vcl_prep_release(ve);
 	json_decref(got);
@@ -1759,8 +1761,9 @@ static sg_err vcl_stop(struct vcl_env *ve, int64_t timeout_ms, struct sg_cancel 
  * is repeated for VCL_CANCEL_STOP_MS while no such session shows; the
  * stop is waited for as long again at most, so that a cancel is answered
  * soon.  A session older than the lookup is another's, and left alone.
+ * False when it could not be seen that nothing of it runs (env->may_run).
  */
-static void vcl_settle_doubt(struct vcl_env *ve)
+static bool vcl_settle_doubt(struct vcl_env *ve)
 {
 	int64_t until = sg_now_ms() + VCL_CANCEL_STOP_MS;
 	struct sg_errinfo e = { 0 };
@@ -1786,19 +1789,22 @@ static void vcl_settle_doubt(struct vcl_env *ve)
 				sg_log_info("sandbox %s: stopped session %s, which a lookup of a failed initialize started",
 					    ve->name, sid);
 			json_decref(got);
-			return;
+			return rc == SG_OK;
 		}
 		json_decref(got);
 		/* Gone: nothing of it runs. */
 		if (rc == SG_E_NOT_FOUND)
-			return;
+			return true;
 		if (sg_now_ms() + SG_VERCEL_POLL_MS > until)
 			break;
 		(void)sg_cancel_sleep(NULL, SG_VERCEL_POLL_MS);
 	}
-	if (rc)
-		sg_log_warn("sandbox %s: a lookup of a failed initialize may have started a session, and it cannot be looked up now (%s); it runs until Vercel's timeout",
-			    ve->name, e.msg);
+	/* Seen, and no session started since, for as long as a resume may take to land. */
+	if (!rc)
+		return true;
+	sg_log_warn("sandbox %s: a lookup of a failed initialize may have started a session, and it cannot be looked up now (%s); it runs until Vercel's timeout",
+		    ve->name, e.msg);
+	return false;
 }
 
 static sg_err vcl_teardown(struct sg_env *env, enum sg_fate fate, struct sg_cancel *cancel,
