@@ -251,12 +251,20 @@ sg_err sg_sing_exec_argv(const char *runtime, const char *name, const char *cwd,
 
 	if (!rc)
 		rc = sg_strv_addf(av, "instance://%s", name);
-	/* The runtime refuses HOME from APPTAINERENV_HOME; env(1) sets it. */
+	/*
+	 * The runtime refuses HOME from APPTAINERENV_HOME; env(1) sets it.
+	 * env takes every operand holding '=' for an assignment (a "--"
+	 * would be run as the command), so a program whose name holds one is
+	 * started by a shell's exec, which expansion never turns into an
+	 * assignment.  A name starting with '-' is safe: env reads no option
+	 * after its first operand.
+	 */
 	if (!rc && home)
 		rc = sg_strv_addv(av, (const char *[]){ "env", NULL }) ||
 		     sg_strv_addf(av, "HOME=%s", home);
 	if (!rc && home && argv[0] && strchr(argv[0], '='))
-		rc = sg_strv_add(av, "--"); /* never read as another assignment */
+		rc = sg_strv_addv(av, (const char *[]){ "/bin/sh", "-c", /* in the environment */
+							 "exec \"$@\"", "sh", NULL });
 	if (!rc)
 		rc = sg_strv_addv(av, argv);
 	return rc ? SG_E_INTERNAL : SG_OK;

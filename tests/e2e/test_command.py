@@ -44,6 +44,17 @@ class Command(GatewayTestCase):
         res = gw.tool_ok("run_command", {"argv": ["printf", "%s|", "$HOME", "`id`", "a;b", "*"]})
         self.assertEqual(res["content"], "$HOME|`id`|a;b|*|")
 
+    def test_argv_program_names_with_odd_characters(self):
+        # A program whose name holds '=' or starts with '-' is a program,
+        # never an assignment or an option of whatever wraps the command
+        # (env(1) on the singularity backend read "./a=b" as a variable).
+        gw = self.gw
+        gw.sh_ok("printf '#!/bin/sh\\necho ran \"$@\"\\n' >a=b && cp a=b ./-x && chmod +x a=b ./-x")
+        res = gw.tool_ok("run_command", {"argv": ["./a=b", "one"]})
+        self.assertEqual(res["content"], "ran one\n")
+        res = gw.tool_ok("run_command", {"argv": ["./-x", "two"]})
+        self.assertEqual(res["content"], "ran two\n")
+
     def test_missing_program_is_tool_error(self):
         res = self.gw.tool("run_command", {"argv": ["/nonexistent/sg-e2e-program"]})
         self.assertIs(res["is_error"], True)

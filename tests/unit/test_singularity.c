@@ -158,7 +158,7 @@ static void test_exec_argv(void **state)
 			 SG_OK);
 	join(&av, s, sizeof(s));
 	assert_string_equal(s, "apptainer exec --cleanenv --no-eval --pwd /w instance://sg-x "
-			       "env HOME=/h -- A=b");
+			       "env HOME=/h /bin/sh -c exec \"$@\" sh A=b");
 	sg_strv_release(&av);
 }
 
