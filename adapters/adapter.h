@@ -41,16 +41,16 @@
  * How the five remote backends map onto these primitives:
  *
  *   backend      provision             exec                    files      teardown (keep / remove)    list
- *   modal        SandboxCreate, or     ContainerExec through   fs API     SnapshotFilesystem then     SandboxList
- *                restore a snapshot    the command router                 terminate / terminate       by tags
+ *   modal        SandboxCreate, or     TaskExecStart through   a reader   SnapshotFilesystem then     SandboxList
+ *                restore a snapshot    the command router      exec       terminate / terminate       by tags
  *   daytona      POST /sandbox with    toolbox /process/       upload,    stop / delete               GET /sandbox
  *                labels, or start      execute; sessions for   download                               ?labels=
  *                a stopped one         long commands
  *   vercel       POST /v3/sandboxes    POST .../cmd wait:true  fs/write,  stop (snapshot) /           GET /v2/
  *                (named, tags), or     streaming NDJSON        fs/read    delete                      sandboxes
  *                resume by name                                                                       ?tags=
- *   ssh          master connection,    ssh -S master -- the    (none:     close master /              marked dirs
- *                mkdir the workspace   shell-quoted argv       via exec)  rm -rf, close master         under workspace
+ *   ssh          master connection,    ssh -S master -- the    a reader   close master /              marked dirs
+ *                mkdir the workspace   shell-quoted argv       over ssh   rm -rf, close master         under workspace
  *   singularity  overlay + instance    apptainer exec          host fs    stop instance, keep dir /   state dirs
  *                start                 instance://...                     stop, rm dir
  *

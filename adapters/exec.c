@@ -807,3 +807,23 @@ out:
 	close_fd(&r.pidfd);
 	return rc;
 }
+
+const char sg_exec_read_file_sh[] =
+	"f=$1\n"
+	"if [ ! -f \"$f\" ]; then\n"
+	"  [ -e \"$f\" ] && exit 3\n"
+	"  exit 4\n"
+	"fi\n"
+	"nb=$2\n"
+	"if [ \"$nb\" = auto ]; then\n"
+	"  nb=0\n"
+	"  dd if=/dev/null of=/dev/null iflag=nonblock status=none count=0 2>/dev/null && nb=1\n"
+	"fi\n"
+	"if [ \"$nb\" = 1 ]; then\n"
+	"  dd if=\"$f\" iflag=nonblock bs=65536 status=none || exit 1\n"
+	"else\n"
+	"  cat -- \"$f\" || exit 1\n"
+	"fi\n"
+	"[ -f \"$f\" ] || exit 3\n"
+	"wc -c <\"$f\" >&2\n"
+	"exit 0\n";

@@ -122,6 +122,23 @@ sg_err sg_exec_text(const struct sg_exec_result *r, struct sg_buf *text)
  */
 char *sg_exec_which(const char *name);
 
+/*
+ * A POSIX shell script that writes one file's bytes to stdout, for
+ * get_file() on backends that read files with a command (ssh, modal,
+ * singularity).  Arguments: $1 the file; $2 "1" when dd has
+ * iflag=nonblock, "0" when it has not, "auto" to find out here.  The file
+ * must be a regular one in this very command, not only when the gateway
+ * looked (an agent may swap it for a FIFO in between), and its open must
+ * not wait: dd opens it O_NONBLOCK, so a FIFO swapped in after the test
+ * gives EOF or EAGAIN at once instead of an open that waits for a writer.
+ * Without such a dd it falls back to cat, whose open a FIFO can hold (the
+ * caller's cancel, or an idle limit, ends that).  Exit 3: not a regular
+ * file; 4: no such file; 1: the read failed.  On success the last line
+ * of stderr is the file's size in bytes once read, which a caller whose
+ * transport may cut the output short compares with what arrived.
+ */
+extern const char sg_exec_read_file_sh[];
+
 /* "SIGTERM" for SIGTERM ...; "SIG<n>" for others.  Static string. */
 const char *sg_exec_signame(int sig);
 

@@ -13,6 +13,7 @@
 #include <time.h>
 
 #include "adapters/leg.h"
+#include "base/fsutil.h"
 #include "base/log.h"
 #include "base/limits.h"
 
@@ -827,6 +828,7 @@ void mdl_exec_result_init(struct mdl_exec_result *r, size_t max)
 {
 	sg_buf_init(&r->out, max);
 	sg_buf_init(&r->err, max);
+	r->out_fd = -1;
 	r->out_total = r->err_total = 0;
 	r->code = -1;
 	r->signal = 0;
@@ -842,6 +844,7 @@ void mdl_exec_result_release(struct mdl_exec_result *r)
 struct reader {
 	struct sg_buf *buf;
 	uint64_t *total;
+	int fd; /* -1: into buf */
 };
 
 static sg_err on_output(const uint8_t *data, size_t len, void *payload)
@@ -850,14 +853,21 @@ static sg_err on_output(const uint8_t *data, size_t len, void *payload)
 	Modal__TaskCommandRouter__TaskExecStdioReadResponse *m =
 		modal__task_command_router__task_exec_stdio_read_response__unpack(
 			NULL, len, data);
+	sg_err rc = SG_OK;
 
 	if (!m)
 		return SG_E_PROVIDER;
-	/* Past the bound the bytes are counted, not kept. */
-	sg_buf_add_clipped(rd->buf, m->data.data, m->data.len);
+	if (rd->fd < 0) {
+		/* Past the bound the bytes are counted, not kept. */
+		sg_buf_add_clipped(rd->buf, m->data.data, m->data.len);
+	} else if (*rd->total + m->data.len > rd->buf->max) {
+		rc = SG_E_TOO_LARGE;
+	} else if (sg_write_all(rd->fd, m->data.data, m->data.len) != 0) {
+		rc = SG_E_INTERNAL;
+	}
 	*rd->total += m->data.len;
 	modal__task_command_router__task_exec_stdio_read_response__free_unpacked(m, NULL);
-	return SG_OK;
+	return rc;
 }
 
 /*
@@ -867,12 +877,12 @@ static sg_err on_output(const uint8_t *data, size_t len, void *payload)
  * be cut any number of times as long as each piece brings something.
  */
 static sg_err read_stream(struct mdl_router *r, const char *exec_id, int fd,
-			  struct sg_buf *buf, uint64_t *total, int64_t deadline,
+			  struct sg_buf *buf, int out_fd, uint64_t *total, int64_t deadline,
 			  int *calls, struct sg_cancel *cancel,
 			  struct sg_errinfo *err)
 {
 	const char *md[2] = { r->auth_line, NULL };
-	struct reader rd = { .buf = buf, .total = total };
+	struct reader rd = { .buf = buf, .total = total, .fd = out_fd };
 	sg_err rc = SG_OK;
 
 	for (int tries = 0;; tries++) {
@@ -970,8 +980,8 @@ static sg_err side_read_run(void *arg, struct sg_cancel *stop)
 {
 	struct side_read *s = arg;
 
-	return read_stream(s->r, s->exec_id, 0, &s->res->out, &s->res->out_total,
-			   s->deadline, &s->calls, stop, &s->err);
+	return read_stream(s->r, s->exec_id, 0, &s->res->out, s->res->out_fd,
+			   &s->res->out_total, s->deadline, &s->calls, stop, &s->err);
 }
 
 /*
@@ -1096,13 +1106,14 @@ sg_err mdl_run(struct mdl_client *c, struct mdl_router *r,
 			rc = write_stdin(r, exec_id, x, &res->router_calls, cancel,
 					 err);
 		if (!side && !rc)
-			rc = read_stream(r, exec_id, 0, &res->out, &res->out_total,
-					 deadline, &res->router_calls, cancel, err);
+			rc = read_stream(r, exec_id, 0, &res->out, res->out_fd,
+					 &res->out_total, deadline, &res->router_calls, cancel,
+					 err);
 		if (rc)
 			goto out;
 	}
 	if (!rc && !x->merge)
-		rc = read_stream(r, exec_id, 1, &res->err, &res->err_total,
+		rc = read_stream(r, exec_id, 1, &res->err, -1, &res->err_total,
 				 deadline, &res->router_calls, cancel, err);
 	if (rc || x->no_wait)
 		goto out;

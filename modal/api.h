@@ -177,6 +177,13 @@ struct mdl_exec {
 };
 struct mdl_exec_result {
 	struct sg_buf out, err;
+	/*
+	 * -1 (mdl_exec_result_init), or where stdout goes as it arrives
+	 * instead of into out: at most out's max bytes, past which the read
+	 * stops with SG_E_TOO_LARGE; a failed write stops it with
+	 * SG_E_INTERNAL.  Set by the caller after init.
+	 */
+	int out_fd;
 	uint64_t out_total, err_total; /* bytes the command wrote */
 	int code;   /* the exit code, or -1 */
 	int signal; /* the signal that ended it, or 0 */

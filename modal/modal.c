@@ -61,6 +61,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -974,6 +975,72 @@ out:
 	return rc;
 }
 
+/* The number on text's last non-empty line, or ULLONG_MAX. */
+static unsigned long long last_number(const char *text)
+{
+	const char *end = text + strlen(text), *p;
+	char *stop;
+	unsigned long long n;
+
+	while (end > text && (end[-1] == '\n' || end[-1] == ' '))
+		end--;
+	p = end;
+	while (p > text && p[-1] != '\n')
+		p--;
+	n = strtoull(p, &stop, 10);
+	return stop == end && stop != p ? n : ULLONG_MAX;
+}
+
+/*
+ * Exports: the file's bytes (sg_exec_read_file_sh, one exec through the
+ * router) written to fd as they arrive, so the gateway's memory stays
+ * flat whatever the size.  No job around it: the bytes are the whole
+ * output, and stderr and the exit status come apart.
+ */
+static sg_err mdl_get_file(struct sg_env *env, const char *path, int fd, size_t max,
+			   struct sg_cancel *cancel, struct sg_errinfo *err)
+{
+	struct mdl_env *me = (struct mdl_env *)env;
+	const struct mdl_exec x = {
+		.argv = (const char *const[]){ "/bin/sh", "-c", /* in the environment */
+					       sg_exec_read_file_sh, "sg", path, "auto", NULL },
+		.max_output = max,
+	};
+	struct mdl_exec_result res;
+	struct mdl_rt *rt = NULL;
+	unsigned long long now;
+	const char *why;
+	sg_err rc;
+
+	mdl_exec_result_init(&res, max);
+	sg_buf_init(&res.err, SG_HELPER_STDERR);
+	res.out_fd = fd;
+	rc = mdl_rt_get(me, SG_MODAL_READY_MS, &rt, cancel, err);
+	if (!rc)
+		rc = mdl_run(&me->cl, &rt->r, &x, &res, cancel, err);
+	mdl_rt_drop(me, rt);
+	atomic_fetch_add(&me->requests, (uint_fast64_t)res.router_calls);
+	atomic_fetch_add(&me->execs, 1);
+	why = res.err.len && !sg_buf_addc(&res.err, '\0') ? res.err.p : "no message";
+	if (rc == SG_E_TOO_LARGE)
+		rc = sg_err_set(err, rc, "%s is larger than %zu bytes", path, max);
+	else if (!rc && res.code == 3)
+		rc = sg_err_set(err, SG_E_INVALID_ARGUMENT,
+				"%s is not a regular file (it changed after it was checked)", path);
+	else if (!rc && res.code == 4)
+		rc = sg_err_set(err, SG_E_NOT_FOUND, "%s does not exist", path);
+	else if (!rc && res.code != 0)
+		rc = sg_err_set(err, SG_E_NOT_FOUND, "%s cannot be read in sandbox %s: %.160s",
+				path, me->base.id, why);
+	else if (!rc && (now = last_number(why)) != res.out_total)
+		rc = sg_err_set(err, SG_E_PROVIDER,
+				"%s: %llu bytes arrived from sandbox %s, and the file now holds %llu (it changed while it was read, or the router cut its output short)",
+				path, (unsigned long long)res.out_total, me->base.id,
+				(unsigned long long)now);
+	mdl_exec_result_release(&res);
+	return rc;
+}
+
 /* ---- provision --------------------------------------------------------------- */
 
 static uint32_t mdl_timeout_secs(const struct sg_profile *p)
@@ -1684,12 +1751,13 @@ static void mdl_credentials(const struct sg_profile *p, json_t *out)
 
 const struct sg_adapter sg_adapter_modal = {
 	.name = "modal",
-	.caps = SG_CAP_LIST,
+	.caps = SG_CAP_FILES | SG_CAP_LIST,
 	.env_size = sizeof(struct mdl_env),
 	.fields = mdl_fields,
 	.validate = mdl_validate,
 	.provision = mdl_provision,
 	.exec = mdl_exec_cmd,
+	.get_file = mdl_get_file,
 	.teardown = mdl_teardown,
 	.list = mdl_envs_list,
 	.destroy = mdl_destroy,

@@ -1707,31 +1707,7 @@ out:
 /* ---- files ------------------------------------------------------------ */
 
 /*
- * An export's reader on the host.  $1 the file, $2 1 when dd has
- * iflag=nonblock.  The file must be a regular one in this very command,
- * not only when the gateway looked (an agent may swap it for a FIFO in
- * between), and its open must not wait: dd opens it O_NONBLOCK, so a FIFO
- * swapped in after the test gives EOF or EAGAIN at once instead of an
- * open that waits for a writer.  A host without such a dd gets cat, whose
- * open a FIFO can still hold; the gateway's idle limit ends that.
- * Exit 3: not a regular file; 4: no such file.
- */
-static const char sshb_export_sh[] =
-	"f=$1\n"
-	"if [ ! -f \"$f\" ]; then\n"
-	"  [ -e \"$f\" ] && exit 3\n"
-	"  exit 4\n"
-	"fi\n"
-	"if [ \"$2\" = 1 ]; then\n"
-	"  dd if=\"$f\" iflag=nonblock bs=65536 status=none || exit 1\n"
-	"else\n"
-	"  cat -- \"$f\" || exit 1\n"
-	"fi\n"
-	"[ -f \"$f\" ] || exit 3\n"
-	"exit 0\n";
-
-/*
- * Exports: the file's bytes over the master (sshb_export_sh), written to
+ * Exports: the file's bytes over the master (sg_exec_read_file_sh), written to
  * fd as they arrive, so the gateway's memory stays flat whatever the size.
  * No job around it (the bytes are the whole reply), so the path is the
  * host's: under a mount namespace, root is the files directory there.
@@ -1754,7 +1730,7 @@ static sg_err ssh_get_file(struct sg_env *env, const char *path, int fd, size_t 
 	else
 		rc = sg_buf_adds(&host, path);
 	if (!rc)
-		rc = sshb_script_line(sshb_export_sh, "sg",
+		rc = sshb_script_line(sg_exec_read_file_sh, "sg",
 				      (const char *[]){ host.p, se->dd_nonblock ? "1" : "0", NULL },
 				      &line);
 	if (rc) {

@@ -104,6 +104,25 @@ class Modal(GatewayTestCase):
         self.assertEqual(res["metadata"]["exit_code"], 3)
         self.assertIn("out", res["content"])
 
+    def test_export_cut_short_is_an_error(self):
+        # The fake keeps at most 64 MiB of an exec's output and drops the
+        # rest, as a router that cuts a stream short would: the export
+        # must fail, not hand out a shorter file as the whole one.
+        gw = self.gateway(state_dir=self.state)
+        gw.sh_ok("head -c %d /dev/zero > long.bin" % (65 * 1024 * 1024))
+        err = gw.fail("export/open", {"path": "long.bin"}, timeout=300)
+        self.assertIn("cut its output short", err)
+        # One within the limit exports whole: after the path's checks (two
+        # helper jobs), one exec of its own, whose stderr and exit status
+        # are read apart from the bytes.
+        gw.sh_ok("printf abc > short.bin")
+        admin("POST", "/__fake/log/clear")
+        ex = gw.ok("export/open", {"path": "short.bin"})
+        self.assertEqual(ex["size"], 3)
+        router = [c["method"] for c in admin("GET", "/__fake/log") if c["server"] == "router"]
+        self.assertEqual(router[-4:], ["TaskExecStart", "TaskExecStdioRead",
+                                       "TaskExecStdioRead", "TaskExecWait"], router)
+
     def test_v2_create_gives_the_router(self):
         # SandboxCreateV2 answers with the task and the router's access:
         # initialize asks for neither, and no v1 sandbox call is made.
