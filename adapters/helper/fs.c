@@ -1075,6 +1075,7 @@ out:
 struct names {
 	char **v;
 	size_t n, cap;
+	bool more; /* names_read with a bound left some out */
 };
 
 static void names_free(struct names *ns)
@@ -1090,12 +1091,47 @@ static int name_cmp(const void *a, const void *b)
 	return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
+/* Restore the max-heap (by name) below slot i of v[0..n). */
+static void heap_down(char **v, size_t n, size_t i)
+{
+	for (;;) {
+		size_t big = i, l = 2 * i + 1, r = l + 1;
+		char *t;
+
+		if (l < n && strcmp(v[l], v[big]) > 0)
+			big = l;
+		if (r < n && strcmp(v[r], v[big]) > 0)
+			big = r;
+		if (big == i)
+			return;
+		t = v[i];
+		v[i] = v[big];
+		v[big] = t;
+		i = big;
+	}
+}
+
+/* Move slot i of the max-heap v up to its place. */
+static void heap_up(char **v, size_t i)
+{
+	while (i > 0 && strcmp(v[(i - 1) / 2], v[i]) < 0) {
+		char *t = v[i];
+
+		v[i] = v[(i - 1) / 2];
+		v[(i - 1) / 2] = t;
+		i = (i - 1) / 2;
+	}
+}
+
 /*
  * The entries of directory dirfd (borrowed), sorted, "." and ".." left
- * out; each name's d_type follows its NUL (name_type()).  Returns 0 or an
- * errno.
+ * out, and dot names too unless hidden; each name's d_type follows its
+ * NUL (name_type()).  keep > 0 holds at most the keep smallest names, in
+ * memory proportional to keep however large the directory (a max-heap of
+ * them while reading), and sets ns->more when there were others; 0 keeps
+ * them all.  Returns 0 or an errno.
  */
-static int names_read(int dirfd, struct names *ns)
+static int names_read(int dirfd, bool hidden, size_t keep, struct names *ns)
 {
 	int fd = openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC), e = 0;
 	struct dirent *d;
@@ -1111,18 +1147,31 @@ static int names_read(int dirfd, struct names *ns)
 		return e;
 	}
 	for (;;) {
+		size_t len;
+		char *name;
+
 		errno = 0;
 		d = readdir(dir);
 		if (!d) {
 			e = errno;
 			break;
 		}
-		if (!strcmp(d->d_name, ".") || !strcmp(d->d_name, ".."))
+		if (!strcmp(d->d_name, ".") || !strcmp(d->d_name, "..") ||
+		    (!hidden && d->d_name[0] == '.'))
 			continue;
-		if (ns->n == ns->cap) {
+		if (keep && ns->n == keep) {
+			/* Full: a name after the largest kept one is left out. */
+			ns->more = true;
+			if (strcmp(d->d_name, ns->v[0]) >= 0)
+				continue;
+		}
+		if (ns->n == ns->cap && (!keep || ns->n < keep)) {
 			size_t cap = ns->cap ? ns->cap * 2 : 32;
-			char **v = realloc(ns->v, cap * sizeof(*v));
+			char **v;
 
+			if (keep && cap > keep)
+				cap = keep;
+			v = realloc(ns->v, cap * sizeof(*v));
 			if (!v) {
 				e = ENOMEM;
 				break;
@@ -1130,19 +1179,24 @@ static int names_read(int dirfd, struct names *ns)
 			ns->v = v;
 			ns->cap = cap;
 		}
-		{
-			size_t len = strlen(d->d_name);
-
-			/* The name, its NUL, then d_type (name_type()). */
-			ns->v[ns->n] = malloc(len + 2);
-			if (!ns->v[ns->n]) {
-				e = ENOMEM;
-				break;
-			}
-			memcpy(ns->v[ns->n], d->d_name, len + 1);
-			ns->v[ns->n][len + 1] = (char)d->d_type;
+		/* The name, its NUL, then d_type (name_type()). */
+		len = strlen(d->d_name);
+		name = malloc(len + 2);
+		if (!name) {
+			e = ENOMEM;
+			break;
 		}
-		ns->n++;
+		memcpy(name, d->d_name, len + 1);
+		name[len + 1] = (char)d->d_type;
+		if (keep && ns->n == keep) {
+			free(ns->v[0]);
+			ns->v[0] = name;
+			heap_down(ns->v, ns->n, 0);
+		} else {
+			ns->v[ns->n++] = name;
+			if (keep)
+				heap_up(ns->v, ns->n - 1);
+		}
 	}
 	closedir(dir);
 	if (e) {
@@ -1281,7 +1335,12 @@ static sg_err list_walk(struct lister *l, int dirfd, int64_t level)
 
 	if (sg_cancel_check(l->c->cancel))
 		return cancelled(l->c, "the listing");
-	e = names_read(dirfd, &ns);
+	/*
+	 * Only the names this listing can still show are kept (one more
+	 * tells that the listing is cut): a directory of millions costs
+	 * the same memory as one of SG_LIST_MAX.
+	 */
+	e = names_read(dirfd, l->hidden, (size_t)(l->max - l->entries) + 1, &ns);
 	if (e) {
 		/* An unreadable subdirectory is listed without its contents. */
 		if (level == 1)
@@ -1295,8 +1354,6 @@ static sg_err list_walk(struct lister *l, int dirfd, int64_t level)
 		size_t saved;
 		int sub;
 
-		if (!l->hidden && name[0] == '.')
-			continue;
 		if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0)
 			continue;
 		if (!rp_push(&l->path, name, &saved))
@@ -1318,6 +1375,9 @@ static sg_err list_walk(struct lister *l, int dirfd, int64_t level)
 		}
 		rp_pop(&l->path, saved);
 	}
+	/* Names past those kept were there: the listing is cut here. */
+	if (!rc && !l->stop && ns.more)
+		l->truncated = l->stop = true;
 	names_free(&ns);
 	return rc;
 }
@@ -1586,7 +1646,7 @@ static sg_err glob_walk(struct globber *g, int dirfd, const unsigned char *set)
 
 	if (sg_cancel_check(g->c->cancel))
 		return cancelled(g->c, "the glob");
-	if (names_read(dirfd, &ns) != 0)
+	if (names_read(dirfd, true, 0, &ns) != 0)
 		return SG_OK; /* unreadable: nothing in it matches */
 	next = malloc(states_bytes(g));
 	if (!next)
@@ -2779,7 +2839,7 @@ static sg_err remove_tree(struct fs *c, int dirfd, const char *name, int level)
 	fd = openat(dirfd, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0)
 		return tool_fail(c, "cannot delete %s: %s", name, errstr(errno));
-	e = names_read(fd, &ns);
+	e = names_read(fd, true, 0, &ns);
 	if (e)
 		rc = tool_fail(c, "cannot delete %s: %s", name, errstr(e));
 	for (size_t i = 0; i < ns.n && !rc; i++) {

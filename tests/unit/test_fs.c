@@ -729,6 +729,52 @@ static void test_list(void **state)
 	expect_error(f, "path_escape", NULL);
 }
 
+/*
+ * A listing cut at --max K shows exactly the first K entries of the whole
+ * one, in tree order, for every K: the names of a directory are kept only
+ * as far as the listing can still show them, in a bounded heap.
+ */
+static void test_list_cut_matches_the_whole(void **state)
+{
+	struct fx *f = *state;
+	char name[64], whole[4096], want[4096];
+	const char *c;
+	int64_t total;
+
+	mk(f, "many");
+	/* Made out of order, with dot names among them, and one subdirectory. */
+	for (int i = 0; i < 40; i++) {
+		int k = (i * 17) % 40;
+
+		snprintf(name, sizeof(name), k % 9 == 4 ? "many/.h%02d" : "many/n%02d", k);
+		if (k == 21)
+			mk(f, name);
+		else
+			puts_file(f, name, "x");
+	}
+	puts_file(f, "many/n21/inner", "y");
+	run(f, "list", "many", "--depth", "2", NULL);
+	expect_ok(f);
+	assert_false(flag(f, "truncated"));
+	total = num(f, "entries");
+	assert_int_equal(total, 40 - 4 + 1);
+	snprintf(whole, sizeof(whole), "%s", str(f, "content"));
+	for (int64_t k = 1; k <= total; k++) {
+		const char *end = whole;
+
+		for (int64_t i = 0; i < k; i++)
+			end = strchr(end, '\n') + 1;
+		snprintf(want, sizeof(want), "%.*s", (int)(end - whole), whole);
+		snprintf(name, sizeof(name), "%lld", (long long)k);
+		run(f, "list", "many", "--depth", "2", "--max", name, NULL);
+		expect_ok(f);
+		c = str(f, "content");
+		assert_int_equal(num(f, "entries"), k);
+		assert_true(strncmp(c, want, strlen(want)) == 0);
+		assert_int_equal(flag(f, "truncated"), k < total);
+	}
+}
+
 /* ---- glob ---- */
 
 static void glob_tree(struct fx *f)
@@ -1591,6 +1637,7 @@ int main(void)
 		T(test_base64),
 		T(test_edit),
 		T(test_list),
+		T(test_list_cut_matches_the_whole),
 		T(test_glob),
 		T(test_glob_many),
 		T(test_glob_nested_globstars),
