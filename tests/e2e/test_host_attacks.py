@@ -7,7 +7,7 @@ import os
 import time
 import unittest
 
-from sgclient import PROFILE, SEC, MiB, Gateway, GatewayTestCase, proc_status, unique
+from sgclient import CONFIG, PROFILE, SEC, MiB, Gateway, GatewayTestCase, proc_status, unique
 
 # base/limits.h
 INFLIGHT_MAX = 1024
@@ -53,6 +53,10 @@ class HostAttacks(GatewayTestCase):
         # wire, then hundreds of write_file calls.  Those already in the
         # reader's buffer when the wire died used to be run all the same,
         # after the shutdown had begun; they must be answered, not run.
+        # The files are counted in the local backend's workspace, which is
+        # kept for that: elsewhere the kept environment would outlive the test.
+        if CONFIG:
+            self.skipTest("counts files in the local backend's workspace")
         gw = Gateway(reader=False)
         self.addCleanup(gw.cleanup)
         ident = unique("burst")
@@ -62,8 +66,6 @@ class HostAttacks(GatewayTestCase):
         msg = gw.read_line_sync(120)
         self.assertEqual(msg.get("id"), rid)
         self.assertIn("data", msg, msg.get("error"))
-        if msg["data"]["environment"]["backend"] != "local":
-            self.skipTest("the files are counted in the local backend's workspace")
         gw.token, n = "t", 400
         burst = [json.dumps({"id": "first", "method": "no/such"})]
         for i in range(n):

@@ -3,7 +3,7 @@
 import time
 import unittest
 
-from sgclient import (SLACK, GatewayTestCase, Marker, host_processes_matching,
+from sgclient import (CONFIG, SLACK, GatewayTestCase, Marker, host_processes_matching,
                       live_checker, unique, wait_gone)
 
 
@@ -66,6 +66,10 @@ class Shutdown(GatewayTestCase):
         # the gateway's default must be planned for (no grace for a
         # process that ignores SIGTERM); it used to be ignored, so the
         # shutdown planned for 60 s and gave the process its 2 s grace.
+        # On the local backend only: a remote environment's removal does
+        # not fit 300 ms, and would be left for gc at the provider.
+        if CONFIG:
+            self.skipTest("a 300 ms budget leaves a remote environment behind")
         gw = self.gateway(init=False)
         gw.initialize(environment={"shutdown_timeout_ms": 300})
         gw.start(command="trap '' TERM; echo ready; sleep 60")
