@@ -70,21 +70,15 @@ class Shutdown(GatewayTestCase):
         # not fit 300 ms, and would be left for gc at the provider.
         if CONFIG:
             self.skipTest("a 300 ms budget leaves a remote environment behind")
-        gw = self.gateway(init=False)
-        gw.initialize(environment={"shutdown_timeout_ms": 300})
-        gw.start(command="trap '' TERM; echo ready; sleep 60")
-        rc, err, took = gw.shutdown(30)
-        self.assertIn(rc, (0, 69), err[-2000:])
-        self.assertIn("processes are killed without a grace", err,
-                      "the binding's 300 ms budget was not planned for")
         # A longer one than the operator's leaves the operator's.
-        gw = self.gateway(init=False, budget_ms=300)
-        gw.initialize(environment={"shutdown_timeout_ms": 600000})
-        gw.start(command="trap '' TERM; echo ready; sleep 60")
-        rc, err, took = gw.shutdown(30)
-        self.assertIn(rc, (0, 69), err[-2000:])
-        self.assertIn("processes are killed without a grace", err,
-                      "the binding lengthened the operator's budget")
+        for operator, binding, what in ((None, 300, "the binding's 300 ms budget was not planned for"),
+                                        (300, 600000, "the binding lengthened the operator's budget")):
+            gw = self.gateway(init=False, budget_ms=operator)
+            gw.initialize(environment={"shutdown_timeout_ms": binding})
+            gw.start(command="trap '' TERM; echo ready; sleep 60")
+            rc, err, _ = gw.shutdown(30)
+            self.assertIn(rc, (0, 69), err[-2000:])
+            self.assertIn("processes are killed without a grace", err, what)
 
     def test_eof_with_request_in_flight(self):
         gw = self.gateway()
