@@ -1004,7 +1004,6 @@ static sg_err mdl_get_file(struct sg_env *env, const char *path, int fd, size_t 
 	const struct mdl_exec x = {
 		.argv = (const char *const[]){ "/bin/sh", "-c", /* in the environment */
 					       sg_exec_read_file_sh, "sg", path, "auto", NULL },
-		.max_output = max,
 	};
 	struct mdl_exec_result res;
 	struct mdl_rt *rt = NULL;

@@ -55,6 +55,10 @@ class DaytonaLeaks(OnFakeDaytona, GatewayTestCase):
                          "sandboxes left at the provider")
         self.assertEqual(self.records(), [], "registry records left")
 
+    def statuses(self, binding):
+        """The statuses of the registry records of the binding's identity."""
+        return [r.get("status") for r in self.records() if r.get("identity") == binding["identity"]]
+
     def settled_state(self, name, want, within=10.0):
         """The state of sandbox `name` once it is `want`, or after `within` s."""
         deadline = time.monotonic() + within
@@ -127,8 +131,7 @@ class DaytonaLeaks(OnFakeDaytona, GatewayTestCase):
         self.fake.admin("DELETE", "/__fake/faults")
         self.assertEqual(self.settled_state(name, "stopped"), "stopped")
         self.assertEqual(rc, 0, err[-2000:])
-        self.assertEqual([r.get("status") for r in self.records()
-                          if r.get("identity") == binding["identity"]], ["kept"], err[-2000:])
+        self.assertEqual(self.statuses(binding), ["kept"], err[-2000:])
 
     def test_failed_setup_after_a_start_stops_the_sandbox(self):
         binding, name = self.kept_sandbox()
@@ -156,8 +159,7 @@ class DaytonaLeaks(OnFakeDaytona, GatewayTestCase):
                     timeout=120)
         self.assertIn("error", r)
         self.assertEqual(self.settled_state(name, "started", within=1), "started")
-        self.assertEqual([rec.get("status") for rec in self.records()
-                          if rec.get("identity") == binding["identity"]], ["keep-pending"],
+        self.assertEqual(self.statuses(binding), ["keep-pending"],
                          gw.stderr_text()[-2000:])
         self.fake.admin("DELETE", "/__fake/faults")
         gw.shutdown(timeout=60)
@@ -167,8 +169,7 @@ class DaytonaLeaks(OnFakeDaytona, GatewayTestCase):
         rc, err, _ = gw2.shutdown(timeout=60)
         self.assertEqual(rc, 0, err[-2000:])
         self.assertEqual(self.settled_state(name, "stopped"), "stopped")
-        self.assertEqual([rec.get("status") for rec in self.records()
-                          if rec.get("identity") == binding["identity"]], ["kept"])
+        self.assertEqual(self.statuses(binding), ["kept"])
 
     def test_cancel_during_setup_after_a_start_stops_the_sandbox(self):
         binding, name = self.kept_sandbox()
