@@ -22,7 +22,8 @@ variable, which only the innermost gateway sees: the suite's crash tests
 aim at the gateway that serves their profile.  That a peer sees nothing
 but `env` is tests/delegation/test_command.py's business.
 
-Variables: SG_CHAIN_BIN (the real sandgate), SG_CHAIN_RELAYS.
+Variables: SG_CHAIN_BIN (the real sandgate), SG_CHAIN_RELAYS, SG_CHAIN_WORK
+(where each chain's files go; the system's temporary directory by default).
 Python 3 standard library only.
 """
 
@@ -92,7 +93,10 @@ def main(argv):
         return 2
     if not argv or argv[0] != "serve":
         os.execv(BIN, [BIN] + argv)
-    work = tempfile.mkdtemp(prefix="sg-chain-")
+    # The relays' configs and state directories: in run-chain.sh's
+    # directory, removed when the suite ends (this process becomes the
+    # outermost gateway, so it cannot remove them itself).
+    work = tempfile.mkdtemp(prefix="sg-chain-", dir=os.environ.get("SG_CHAIN_WORK") or None)
     env = {k: v for k, v in os.environ.items() if k != CRASH}
     inner = [BIN, "serve", "--peer"] + argv[1:]
     budget = inner_budget(argv[1:])

@@ -15,8 +15,12 @@ relays=${1:?usage: run-chain.sh RELAYS [MODULE...]}
 shift
 export SG_CHAIN_BIN="$SANDGATE_BIN" SG_PEER_BIN="$SANDGATE_BIN" SG_CHAIN_RELAYS="$relays"
 export SANDGATE_BIN="$here/chain"
+# Every chain's relay configs and state directories, removed at the end.
+SG_CHAIN_WORK=$(mktemp -d "${TMPDIR:-/tmp}/sg-chains-XXXXXX")
+export SG_CHAIN_WORK
+trap 'rm -rf "$SG_CHAIN_WORK"' EXIT
 cd "$here/../e2e"
-if [ $# -eq 0 ]; then
-	PYTHONDONTWRITEBYTECODE=1 exec python3 -m unittest discover -p 'test_*.py'
-fi
-PYTHONDONTWRITEBYTECODE=1 exec python3 -m unittest "$@"
+[ $# -gt 0 ] || set -- discover -p 'test_*.py'
+status=0
+PYTHONDONTWRITEBYTECODE=1 python3 -m unittest "$@" || status=$?
+exit $status

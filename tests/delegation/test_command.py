@@ -12,6 +12,8 @@ import tempfile
 import time
 import unittest
 
+from scratch import setUpModule, tearDownModule  # noqa: F401
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 PEER = os.path.join(HERE, "command_peer.py")
 BIN = os.environ.get("SANDGATE_BIN", "")

@@ -14,6 +14,8 @@ import threading
 import time
 import unittest
 
+from scratch import setUpModule, tearDownModule  # noqa: F401
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 PEER = os.path.join(HERE, "hostile_peer.py")
 BIN = os.environ.get("SANDGATE_BIN", "")
