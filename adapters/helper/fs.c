@@ -1124,14 +1124,27 @@ static void heap_up(char **v, size_t i)
 }
 
 /*
+ * What names_read keeps, decided as each entry is read, so that a walk
+ * that needs few of a directory's names never holds the others.  keep()
+ * gets the directory (borrowed), the name and readdir's d_type, and
+ * returns 1 to keep the entry, 0 to drop it, or -1 to end the read
+ * (names_read then fails with ECANCELED; the sieve keeps its own reason).
+ */
+struct names_sieve {
+	int (*keep)(void *ctx, int dirfd, const char *name, unsigned char type);
+	void *ctx;
+};
+
+/*
  * The entries of directory dirfd (borrowed), sorted, "." and ".." left
- * out, and dot names too unless hidden; each name's d_type follows its
- * NUL (name_type()).  keep > 0 holds at most the keep smallest names, in
+ * out, and dot names too unless hidden.  sieve (borrowed, NULL for none)
+ * drops entries as they are read.  keep > 0 holds at most the keep smallest names, in
  * memory proportional to keep however large the directory (a max-heap of
  * them while reading), and sets ns->more when there were others; 0 keeps
  * them all.  Returns 0 or an errno.
  */
-static int names_read(int dirfd, bool hidden, size_t keep, struct names *ns)
+static int names_read(int dirfd, bool hidden, const struct names_sieve *sieve,
+		      size_t keep, struct names *ns)
 {
 	int fd = openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC), e = 0;
 	struct dirent *d;
@@ -1159,6 +1172,16 @@ static int names_read(int dirfd, bool hidden, size_t keep, struct names *ns)
 		if (!strcmp(d->d_name, ".") || !strcmp(d->d_name, "..") ||
 		    (!hidden && d->d_name[0] == '.'))
 			continue;
+		if (sieve) {
+			int want = sieve->keep(sieve->ctx, dirfd, d->d_name, d->d_type);
+
+			if (want < 0) {
+				e = ECANCELED;
+				break;
+			}
+			if (!want)
+				continue;
+		}
 		if (keep && ns->n == keep) {
 			/* Full: a name after the largest kept one is left out. */
 			ns->more = true;
@@ -1179,15 +1202,13 @@ static int names_read(int dirfd, bool hidden, size_t keep, struct names *ns)
 			ns->v = v;
 			ns->cap = cap;
 		}
-		/* The name, its NUL, then d_type (name_type()). */
 		len = strlen(d->d_name);
-		name = malloc(len + 2);
+		name = malloc(len + 1);
 		if (!name) {
 			e = ENOMEM;
 			break;
 		}
 		memcpy(name, d->d_name, len + 1);
-		name[len + 1] = (char)d->d_type;
 		if (keep && ns->n == keep) {
 			free(ns->v[0]);
 			ns->v[0] = name;
@@ -1206,12 +1227,6 @@ static int names_read(int dirfd, bool hidden, size_t keep, struct names *ns)
 	if (ns->n)
 		qsort(ns->v, ns->n, sizeof(*ns->v), name_cmp);
 	return 0;
-}
-
-/* What readdir said the entry is (DT_UNKNOWN when the filesystem does not say). */
-static unsigned char name_type(const char *name)
-{
-	return (unsigned char)name[strlen(name) + 1];
 }
 
 /* A '/'-joined path under construction, relative to root. */
@@ -1340,7 +1355,7 @@ static sg_err list_walk(struct lister *l, int dirfd, int64_t level)
 	 * tells that the listing is cut): a directory of millions costs
 	 * the same memory as one of SG_LIST_MAX.
 	 */
-	e = names_read(dirfd, l->hidden, (size_t)(l->max - l->entries) + 1, &ns);
+	e = names_read(dirfd, l->hidden, NULL, (size_t)(l->max - l->entries) + 1, &ns);
 	if (e) {
 		/* An unreadable subdirectory is listed without its contents. */
 		if (level == 1)
@@ -1634,28 +1649,79 @@ static sg_err hit_add(struct globber *g, const struct stat *st)
 	return SG_OK;
 }
 
+/* A directory a glob walks: the states that reached it. */
+struct glob_dir {
+	struct globber *g;
+	const unsigned char *set; /* borrowed */
+	unsigned char *next;      /* the states after one entry (scratch) */
+	sg_err rc;                /* why the read was ended */
+};
+
+/*
+ * The glob's sieve (names_read()): a file that matches is a hit as it is
+ * read, a directory is kept only when something under it still could
+ * match, and every other name is dropped, so that memory follows the hits
+ * and the directories left to walk, never the size of one directory.
+ * readdir's type spares a stat for every entry that cannot match, as find
+ * does; a match is stat'ed for its mtime, and an entry of unknown type to
+ * learn it.
+ */
+static int glob_sift(void *ctx, int dirfd, const char *name, unsigned char type)
+{
+	struct glob_dir *w = ctx;
+	struct globber *g = w->g;
+	bool match, below;
+	struct stat st;
+	size_t saved;
+
+	if (sg_cancel_check(g->c->cancel)) {
+		w->rc = cancelled(g->c, "the glob");
+		return -1;
+	}
+	if (g->ns == FS_DEPTH_MAX)
+		return 0;
+	glob_step(g, w->set, name, w->next, &match, &below);
+	if (type == DT_DIR)
+		return below;
+	if (!match && type != DT_UNKNOWN)
+		return 0;
+	if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0)
+		return 0; /* vanished meanwhile */
+	if (S_ISDIR(st.st_mode))
+		return below;
+	if (!match || !rp_push(&g->path, name, &saved))
+		return 0;
+	w->rc = hit_add(g, &st);
+	rp_pop(&g->path, saved);
+	return w->rc ? -1 : 0;
+}
+
 /*
  * Walk directory dirfd (borrowed), which the pattern's states in set
- * (borrowed) have reached.
+ * (borrowed) have reached: its matches are taken while it is read, then
+ * the directories kept are walked in name order.
  */
 static sg_err glob_walk(struct globber *g, int dirfd, const unsigned char *set)
 {
-	unsigned char *next = NULL;
-	struct names ns;
+	struct glob_dir w = { .g = g, .set = set };
+	struct names_sieve sieve = { glob_sift, &w };
+	struct names ns = { 0 };
 	sg_err rc = SG_OK;
+	bool match, below;
 
 	if (sg_cancel_check(g->c->cancel))
 		return cancelled(g->c, "the glob");
-	if (names_read(dirfd, true, 0, &ns) != 0)
-		return SG_OK; /* unreadable: nothing in it matches */
-	next = malloc(states_bytes(g));
-	if (!next)
+	w.next = malloc(states_bytes(g));
+	if (!w.next) {
 		rc = SG_E_INTERNAL;
+		goto out;
+	}
+	if (names_read(dirfd, true, &sieve, 0, &ns) != 0) {
+		rc = w.rc; /* else unreadable: nothing more in it matches */
+		goto out;
+	}
 	for (size_t i = 0; i < ns.n && !rc; i++) {
 		const char *name = ns.v[i];
-		unsigned char type = name_type(name);
-		bool stated = true, match, below;
-		struct stat st;
 		size_t saved;
 		int sub;
 
@@ -1663,42 +1729,20 @@ static sg_err glob_walk(struct globber *g, int dirfd, const unsigned char *set)
 			rc = cancelled(g->c, "the glob");
 			break;
 		}
-		if (g->ns == FS_DEPTH_MAX || !rp_push(&g->path, name, &saved))
+		if (!rp_push(&g->path, name, &saved))
 			continue;
-		g->ns++;
-		glob_step(g, set, name, next, &match, &below);
-		/*
-		 * readdir's type spares a stat for every entry that cannot
-		 * match, as find does; a matching file is stat'ed for its
-		 * mtime, and an entry of unknown type to learn it.
-		 */
-		if (type == DT_UNKNOWN && fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0)
-			type = DT_WHT; /* vanished meanwhile */
-		else if (type == DT_UNKNOWN)
-			type = S_ISDIR(st.st_mode) ? DT_DIR : DT_REG;
-		else
-			stated = false;
-		if (type == DT_WHT) {
-			/* nothing to do */
-		} else if (type == DT_DIR) {
-			if (below) {
-				sub = openat(dirfd, name,
-					     O_PATH | O_DIRECTORY | O_NOFOLLOW |
-						     O_CLOEXEC);
-				if (sub >= 0) {
-					rc = glob_walk(g, sub, next);
-					close(sub);
-				}
-			}
-		} else if (match &&
-			   (stated || fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0) &&
-			   !S_ISDIR(st.st_mode)) {
-			rc = hit_add(g, &st);
+		glob_step(g, set, name, w.next, &match, &below);
+		sub = openat(dirfd, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (sub >= 0) {
+			g->ns++;
+			rc = glob_walk(g, sub, w.next);
+			g->ns--;
+			close(sub);
 		}
-		g->ns--;
 		rp_pop(&g->path, saved);
 	}
-	free(next);
+out:
+	free(w.next);
 	names_free(&ns);
 	return rc;
 }
@@ -2839,7 +2883,7 @@ static sg_err remove_tree(struct fs *c, int dirfd, const char *name, int level)
 	fd = openat(dirfd, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0)
 		return tool_fail(c, "cannot delete %s: %s", name, errstr(errno));
-	e = names_read(fd, true, 0, &ns);
+	e = names_read(fd, true, NULL, 0, &ns);
 	if (e)
 		rc = tool_fail(c, "cannot delete %s: %s", name, errstr(e));
 	for (size_t i = 0; i < ns.n && !rc; i++) {

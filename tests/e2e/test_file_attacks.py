@@ -76,13 +76,12 @@ class DeepTrees(GatewayTestCase):
 
 
 class HugeDirectories(GatewayTestCase):
-    @unittest.skipIf(os.environ.get("SG_SANITIZED"), "a sanitizer's own memory is not the gateway's")
-    def test_list_of_a_huge_directory_is_bounded_in_memory(self):
-        """list_dir read every name of a directory before its 10,000-entry
-        bound applied: 150,000 names of 200 bytes, made by a command in a
-        few seconds, grew the gateway (which lists on the local backend)
-        by about as much as the names.  Only the names the listing can
-        still show are kept now."""
+    """A command makes a directory of 150,000 names of 200 bytes in a few
+    seconds; the file tools walk it in the gateway on the local backend,
+    which must not grow by about as much as the names."""
+
+    def walk(self, tool, args):
+        """The tool's result on such a directory and what the gateway grew by."""
         if CONFIG:
             self.skipTest("the walk runs in the gateway only on the local backend")
         gw = self.gateway()
@@ -90,13 +89,29 @@ class HugeDirectories(GatewayTestCase):
                  "for i in range(150000):\n"
                  "    os.close(os.open(\"%06d\" % i + \"x\" * 194, os.O_CREAT | os.O_WRONLY))\n'")
         before = sgclient.proc_status(gw.proc.pid, "VmHWM")
-        res = gw.tool_ok("list_dir", {"path": "huge"})
+        res = gw.tool_ok(tool, args)
         grew = sgclient.proc_status(gw.proc.pid, "VmHWM") - before
+        self.assertLess(grew * 1024, 12 * MiB,
+                        "the gateway grew by %d KiB for %s" % (grew, tool))
+        return res
+
+    @unittest.skipIf(os.environ.get("SG_SANITIZED"), "a sanitizer's own memory is not the gateway's")
+    def test_list_of_a_huge_directory_is_bounded_in_memory(self):
+        """list_dir read every name before its 10,000-entry bound applied.
+        Only the names the listing can still show are kept now."""
+        res = self.walk("list_dir", {"path": "huge"})
         self.assertTrue(res["metadata"]["truncated"], res["metadata"])
         first = res["content"].splitlines()[0]
         self.assertIn("000000" + "x" * 194, first)
-        self.assertLess(grew * 1024, 12 * MiB,
-                        "the gateway grew by %d KiB to list a directory" % grew)
+
+    @unittest.skipIf(os.environ.get("SG_SANITIZED"), "a sanitizer's own memory is not the gateway's")
+    def test_glob_of_a_huge_directory_is_bounded_in_memory(self):
+        """glob read every name of a directory before matching any.  A
+        name that cannot match nor lead to a match is dropped as it is
+        read now: memory follows the matches and the directories to walk."""
+        res = self.walk("glob", {"pattern": "huge/00000[0-4]x*"})
+        self.assertEqual(sorted(l.split("/")[-1][:6] for l in res["content"].splitlines()),
+                         ["%06d" % i for i in range(5)], res["content"][:500])
 
 
 class ExportBounds(GatewayTestCase):
