@@ -65,6 +65,12 @@
 /* A path of SG_PATH_MAX bytes has at most this many components. */
 #define FS_DEPTH_MAX (SG_PATH_MAX / 2)
 /*
+ * Passes a recursive delete makes over one directory that is still not
+ * empty after the one before (remove_tree()): a process that keeps
+ * filling it gets a clear failure, not a delete that never ends.
+ */
+#define FS_DELETE_PASSES 4
+/*
  * The components of a glob's alternatives together, each plus one: the
  * bits of a state set, which the walk holds once per directory level.
  */
@@ -2858,21 +2864,67 @@ out:
 	return rc;
 }
 
+/* A directory a recursive delete is emptying. */
+struct rm_dir {
+	struct fs *c;
+	long long removed; /* entries removed by this pass */
+	sg_err rc;         /* why the read was ended */
+};
+
+/*
+ * The recursive delete's sieve (names_read()): anything but a directory
+ * is removed as it is read, looked at without following links (a symlink
+ * is removed, never what it points at), and only the directories are
+ * kept, to be emptied and removed after: memory follows the
+ * subdirectories, never the size of one directory.
+ */
+static int rm_sift(void *ctx, int dirfd, const char *name, unsigned char type)
+{
+	struct rm_dir *w = ctx;
+	struct stat st;
+
+	if (sg_cancel_check(w->c->cancel)) {
+		w->rc = cancelled(w->c, "the delete");
+		return -1;
+	}
+	if (type == DT_UNKNOWN) {
+		if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0)
+			return 0; /* gone meanwhile */
+		type = S_ISDIR(st.st_mode) ? DT_DIR : DT_REG;
+	}
+	if (type == DT_DIR)
+		return 1;
+	if (unlinkat(dirfd, name, 0) == 0) {
+		w->removed++;
+		return 0;
+	}
+	if (errno == ENOENT)
+		return 0;
+	if (errno == EISDIR)
+		return 1; /* made a directory since readdir saw it */
+	w->rc = tool_fail(w->c, "cannot delete %s: %s", name, errstr(errno));
+	return -1;
+}
+
 /*
  * Remove name (a directory) under dirfd (borrowed) and everything in it.
- * Entries are looked at without following links, so a symlink is
- * removed, never what it points at.  level is name's depth below the
- * directory being deleted: the environment can nest directories without
- * end, and each level holds a frame of this recursion and a descriptor,
- * so past FS_DEPTH_MAX levels (more than any path can name) the delete
- * stops instead of running the stack out (in the gateway itself, on the
- * local backend) or the descriptors.
+ * level is name's depth below the directory being deleted: the
+ * environment can nest directories without end, and each level holds a
+ * frame of this recursion and a descriptor, so past FS_DEPTH_MAX levels
+ * (more than any path can name) the delete stops instead of running the
+ * stack out (in the gateway itself, on the local backend) or the
+ * descriptors.  Whether readdir still returns every entry while others
+ * are being removed is not promised, so a directory left not empty is
+ * read again, while a pass removes something, FS_DELETE_PASSES times at
+ * most.
  */
 static sg_err remove_tree(struct fs *c, int dirfd, const char *name, int level)
 {
+	struct rm_dir w = { .c = c };
+	struct names_sieve sieve = { rm_sift, &w };
 	struct names ns = { 0 };
 	sg_err rc = SG_OK;
-	int fd, e;
+	int fd, e, pass;
 
 	if (sg_cancel_check(c->cancel))
 		return cancelled(c, "the delete");
@@ -2883,24 +2935,30 @@ static sg_err remove_tree(struct fs *c, int dirfd, const char *name, int level)
 	fd = openat(dirfd, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0)
 		return tool_fail(c, "cannot delete %s: %s", name, errstr(errno));
-	e = names_read(fd, true, NULL, 0, &ns);
-	if (e)
-		rc = tool_fail(c, "cannot delete %s: %s", name, errstr(e));
-	for (size_t i = 0; i < ns.n && !rc; i++) {
-		struct stat st;
-
-		if (fstatat(fd, ns.v[i], &st, AT_SYMLINK_NOFOLLOW) != 0)
-			continue;
-		if (S_ISDIR(st.st_mode))
+	for (pass = 1;; pass++) {
+		w.removed = 0;
+		e = names_read(fd, true, &sieve, 0, &ns);
+		if (e) {
+			rc = w.rc ? w.rc : tool_fail(c, "cannot delete %s: %s", name, errstr(e));
+			break;
+		}
+		for (size_t i = 0; i < ns.n && !rc; i++) {
 			rc = remove_tree(c, fd, ns.v[i], level + 1);
-		else if (unlinkat(fd, ns.v[i], 0) != 0 && errno != ENOENT)
-			rc = tool_fail(c, "cannot delete %s: %s", ns.v[i],
-				       errstr(errno));
+			w.removed++;
+		}
+		names_free(&ns);
+		if (rc)
+			break;
+		if (unlinkat(dirfd, name, AT_REMOVEDIR) == 0)
+			break;
+		if ((errno != ENOTEMPTY && errno != EEXIST) || w.removed == 0 ||
+		    pass == FS_DELETE_PASSES) {
+			rc = tool_fail(c, "cannot delete %s: %s", name, errstr(errno));
+			break;
+		}
 	}
 	names_free(&ns);
 	close(fd);
-	if (!rc && unlinkat(dirfd, name, AT_REMOVEDIR) != 0)
-		rc = tool_fail(c, "cannot delete %s: %s", name, errstr(errno));
 	return rc;
 }
 

@@ -84,7 +84,7 @@ class HugeDirectories(GatewayTestCase):
         """The tool's result on such a directory and what the gateway grew by."""
         if CONFIG:
             self.skipTest("the walk runs in the gateway only on the local backend")
-        gw = self.gateway()
+        gw = self.gw = self.gateway()
         gw.sh_ok("mkdir huge && cd huge && python3 -c 'import os\n"
                  "for i in range(150000):\n"
                  "    os.close(os.open(\"%06d\" % i + \"x\" * 194, os.O_CREAT | os.O_WRONLY))\n'")
@@ -112,6 +112,14 @@ class HugeDirectories(GatewayTestCase):
         res = self.walk("glob", {"pattern": "huge/00000[0-4]x*"})
         self.assertEqual(sorted(l.split("/")[-1][:6] for l in res["content"].splitlines()),
                          ["%06d" % i for i in range(5)], res["content"][:500])
+
+    @unittest.skipIf(os.environ.get("SG_SANITIZED"), "a sanitizer's own memory is not the gateway's")
+    def test_delete_of_a_huge_directory_is_bounded_in_memory(self):
+        """A recursive delete_path read every name of a directory before
+        removing any.  A file goes as it is read now, and only the
+        subdirectories are held until they are emptied."""
+        self.walk("delete_path", {"path": "huge", "recursive": True})
+        self.gw.sh_ok("test ! -e huge")
 
 
 class ExportBounds(GatewayTestCase):
