@@ -1144,10 +1144,10 @@ struct names_sieve {
 /*
  * The entries of directory dirfd (borrowed), sorted, "." and ".." left
  * out, and dot names too unless hidden.  sieve (borrowed, NULL for none)
- * drops entries as they are read.  keep > 0 holds at most the keep smallest names, in
- * memory proportional to keep however large the directory (a max-heap of
- * them while reading), and sets ns->more when there were others; 0 keeps
- * them all.  Returns 0 or an errno.
+ * drops entries as they are read.  keep > 0 holds at most the keep
+ * smallest names, in memory proportional to keep however large the
+ * directory (a max-heap of them while reading), and sets ns->more when
+ * there were others; 0 keeps them all.  Returns 0 or an errno.
  */
 static int names_read(int dirfd, bool hidden, const struct names_sieve *sieve,
 		      size_t keep, struct names *ns)
