@@ -67,7 +67,7 @@
 /*
  * Passes a recursive delete makes over one directory that is still not
  * empty after the one before (remove_tree()): a process that keeps
- * filling it gets a clear failure, not a delete that never ends.
+ * filling it makes the delete fail clearly, never run without end.
  */
 #define FS_DELETE_PASSES 4
 /*
@@ -1132,7 +1132,7 @@ static void heap_up(char **v, size_t i)
 /*
  * What names_read keeps, decided as each entry is read, so that a walk
  * that needs few of a directory's names never holds the others.  keep()
- * gets the directory (borrowed), the name and readdir's d_type, and
+ * is given the directory (borrowed), the name and readdir's d_type, and
  * returns 1 to keep the entry, 0 to drop it, or -1 to end the read
  * (names_read then fails with ECANCELED; the sieve keeps its own reason).
  */
@@ -2957,7 +2957,6 @@ static sg_err remove_tree(struct fs *c, int dirfd, const char *name, int level)
 			break;
 		}
 	}
-	names_free(&ns);
 	close(fd);
 	return rc;
 }
