@@ -532,6 +532,27 @@ static sg_err read_raw_after(struct fs *c, const char *p, size_t n, bool raw)
 }
 
 /*
+ * Lines before a read's window are only counted, and a hole (a sparse
+ * file's unwritten range, which reads as NUL bytes) holds no newline: move
+ * *at, the descriptor's offset, past the hole there, so that an offset
+ * beyond the end of a terabyte hole behind a text head costs the text
+ * alone.  True when a hole was skipped.  A file system without SEEK_DATA
+ * (EINVAL) is simply read.
+ */
+static bool skip_hole(int fd, long long *at)
+{
+	off_t data = lseek(fd, (off_t)*at, SEEK_DATA);
+
+	/* ENXIO: no data from *at on, the rest of the file is a hole. */
+	if (data < 0 && errno == ENXIO)
+		data = lseek(fd, 0, SEEK_END);
+	if (data <= (off_t)*at)
+		return false;
+	*at = (long long)data;
+	return true;
+}
+
+/*
  * Stream the file once: only the lines of the window [first, end) are
  * kept, up to max bytes (plus a few so that the cut can be moved back to a
  * character boundary), and lines are counted as they pass.  Once the
@@ -565,6 +586,8 @@ static sg_err read_text(struct fs *c, int fd, const struct sg_buf *rel,
 			partial = size < file_size;
 			break;
 		}
+		if (line < first && skip_hole(fd, &size))
+			last = '\0';
 		n = read(fd, chunk, FS_CHUNK);
 		if (n < 0 && errno == EINTR)
 			continue;

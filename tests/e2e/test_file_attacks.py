@@ -122,6 +122,30 @@ class HugeDirectories(GatewayTestCase):
         self.gw.sh_ok("test ! -e huge")
 
 
+class HugeFiles(GatewayTestCase):
+    shared_gateway = True
+
+    def test_read_past_the_end_of_a_huge_sparse_file(self):
+        """read_file with an offset past the last line read the whole file
+        to count its lines: a command makes a file of a terabyte, 3,000
+        lines of text (more than the head that decides "binary") and a hole
+        after them, in an instant, and the read then ran for many minutes.
+        A hole holds no newline, so the count skips it now."""
+        gw = self.gw
+        name = unique("sparse")
+        gw.sh_ok("seq -f 'line %%04g' 3000 > %s && truncate -s 1T %s" % (name, name))
+        started = time.monotonic()
+        r = gw.tool("read_file", {"path": name, "offset": 5000}, timeout=30 * SLACK)
+        self.assertLess(time.monotonic() - started, 5 * SLACK)
+        # The hole is the file's last line: NUL bytes and no newline.
+        self.assertEqual(r["metadata"]["total_lines"], 3001, r)
+        self.assertEqual(r["metadata"]["size"], 1 << 40, r)
+        # A read inside the text is as before.
+        r = gw.tool_ok("read_file", {"path": name, "offset": 2999, "limit": 1})
+        self.assertTrue(r["content"].startswith("line 2999\n[truncated: "), r)
+        gw.sh_ok("rm %s" % name)
+
+
 class ExportBounds(GatewayTestCase):
     def test_open_exports_are_bounded_in_number(self):
         """Every present_artifact opened an export that stayed until
