@@ -536,8 +536,8 @@ static sg_err read_raw_after(struct fs *c, const char *p, size_t n, bool raw)
  * file's unwritten range, which reads as NUL bytes) holds no newline: move
  * *at, the descriptor's offset, past the hole there, so that an offset
  * beyond the end of a terabyte hole behind a text head costs the text
- * alone.  True when a hole was skipped.  A file system without SEEK_DATA
- * (EINVAL) is simply read.
+ * alone.  True when a hole was skipped.  Where SEEK_DATA is not
+ * supported (EINVAL), the file is simply read.
  */
 static bool skip_hole(int fd, long long *at)
 {
