@@ -116,6 +116,13 @@ struct sg_profile {
 	const char *const *best_effort;
 	/* The whole profile object, for backend-specific fields (borrowed). */
 	json_t *raw;
+	/*
+	 * The config file's directory, absolute; NULL for the embedded
+	 * config.  host_workspace, identity_file and known_hosts_file are
+	 * already taken from it when relative; an adapter's own path fields
+	 * go through sg_profile_path().
+	 */
+	const char *config_dir;
 };
 
 /*
@@ -123,6 +130,16 @@ struct sg_profile {
  * which may accept a value they cannot enforce only then (adapters/fields.c).
  */
 bool sg_profile_best_effort(const struct sg_profile *p, const char *field);
+
+/*
+ * A path from the profile as this host reads it (new; NULL when out of
+ * memory): a relative one is taken from the config file's directory, not
+ * from the working directory, so `config check`, `probe` and the host's
+ * `serve` find the same file wherever each runs.  An absolute path, a
+ * leading `~` (for the adapter to expand as the program it drives does)
+ * and any path of the embedded config are returned as they are.
+ */
+char *sg_profile_path(const struct sg_profile *p, const char *path);
 
 /* ---- Profile fields: what an adapter honours ----------------------------- */
 

@@ -3,8 +3,10 @@
  * adapter's declared field up, a profile's best_effort list, and the part
  * of every release() that frees the struct sg_env fields provision() sets.
  */
+#define _GNU_SOURCE /* asprintf */
 #include "adapter.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -23,6 +25,20 @@ bool sg_profile_best_effort(const struct sg_profile *p, const char *field)
 		if (strcmp(p->best_effort[i], field) == 0)
 			return true;
 	return false;
+}
+
+char *sg_profile_path(const struct sg_profile *p, const char *path)
+{
+	const char *dir = p->config_dir;
+	char *out;
+
+	if (!dir || path[0] == '/' || path[0] == '~')
+		return strdup(path);
+	while (path[0] == '.' && path[1] == '/')
+		path += 2;
+	if (asprintf(&out, "%s%s%s", dir, strcmp(dir, "/") ? "/" : "", path) < 0)
+		return NULL;
+	return out;
 }
 
 void sg_env_release_base(struct sg_env *env)

@@ -15,6 +15,7 @@
  * binding's JSON, and sg_config_profile() only ever reads the config, so
  * several threads may build profiles from one config at once.
  */
+#define _DEFAULT_SOURCE /* realpath */
 #include "config.h"
 
 #include <arpa/inet.h>
@@ -33,6 +34,7 @@
 /* What a field must hold. */
 enum cfg_kind {
 	CK_STRING,      /* a non-empty string */
+	CK_PATH,        /* a non-empty string naming a file on this host */
 	CK_BOOL,        /* true or false */
 	CK_NETWORK,     /* "none", "default" or {"allow": [...]} */
 	CK_CPUS,        /* a number, SG_CPUS_MIN..SG_CPUS_MAX */
@@ -90,10 +92,10 @@ static const struct cfg_field fields[] = {
 	 */
 	{ "workspace", CK_STRING, CN_IGNORE, MEMBER(workspace), CF_ADAPTER },
 	{ "user", CK_STRING, CN_EQUAL, MEMBER(user), CF_ADAPTER },
-	{ "host_workspace", CK_STRING, CN_EQUAL, MEMBER(host_workspace), CF_ADAPTER },
+	{ "host_workspace", CK_PATH, CN_EQUAL, MEMBER(host_workspace), CF_ADAPTER },
 	{ "host", CK_STRING, CN_EQUAL, MEMBER(host), CF_ADAPTER },
-	{ "identity_file", CK_STRING, CN_EQUAL, MEMBER(identity_file), CF_ADAPTER },
-	{ "known_hosts_file", CK_STRING, CN_EQUAL, MEMBER(known_hosts_file), CF_ADAPTER },
+	{ "identity_file", CK_PATH, CN_EQUAL, MEMBER(identity_file), CF_ADAPTER },
+	{ "known_hosts_file", CK_PATH, CN_EQUAL, MEMBER(known_hosts_file), CF_ADAPTER },
 	{ "worker", CK_STRING, CN_EQUAL, NO_MEMBER, CF_ALL },
 	{ "python", CK_STRING, CN_EQUAL, NO_MEMBER, CF_ALL },
 	{ "persistent", CK_BOOL, CN_TAKE, MEMBER(persistent), CF_ADAPTER },
@@ -135,6 +137,7 @@ static const char embedded[] =
 
 struct sg_config {
 	char *path;          /* as given, or EMBEDDED_PATH */
+	char *dir;           /* the file's directory, absolute; NULL: embedded */
 	json_t *root;        /* the whole document */
 	json_t *profiles;    /* borrowed from root */
 	const char *def;     /* a key of profiles */
@@ -151,6 +154,7 @@ struct cfg_where {
 struct cfg_box {
 	struct sg_profile p;
 	char *name;
+	char *config_dir;     /* p.config_dir */
 	json_t *raw;          /* deep copy of the file's profile object */
 	json_t *bind_net;     /* deep copy of the binding's network, if in force */
 	const char **allow;   /* p.network_allow */
@@ -566,6 +570,7 @@ static sg_err check_value(const struct cfg_field *f, const json_t *v,
 
 	switch (f->kind) {
 	case CK_STRING:
+	case CK_PATH:
 		if (!whole_string(v) || !*json_string_value(v))
 			return bad_field(err, SG_E_INVALID_ARGUMENT, w, f->name,
 					 "must be a non-empty string");
@@ -690,6 +695,27 @@ out:
 	return rc;
 }
 
+/*
+ * The absolute directory of the file at path (new), which relative path
+ * fields are taken from.  Resolved once, at load: the config is read-only
+ * afterwards, and a later chdir of the caller changes nothing.
+ */
+static sg_err file_dir(const char *path, char **out, struct sg_errinfo *err)
+{
+	char *real = realpath(path, NULL);
+	char *slash = real ? strrchr(real, '/') : NULL;
+
+	if (!slash) {
+		free(real);
+		return sg_err_set(err, SG_E_INVALID_ARGUMENT, "%s: cannot resolve: %s",
+				  path, strerror(errno ? errno : ENOENT));
+	}
+	/* realpath's result is absolute: "/c.json" leaves "/". */
+	slash[slash == real ? 1 : 0] = '\0';
+	*out = real;
+	return SG_OK;
+}
+
 /* The top level: {"default"?: NAME, "profiles": {NAME: {...}, ...}}. */
 static sg_err check_top(struct sg_config *cfg, struct sg_errinfo *err)
 {
@@ -785,6 +811,8 @@ sg_err sg_config_load(const char *path, struct sg_config **out,
 	}
 	if (path) {
 		rc = read_file(path, &cfg->root, err);
+		if (!rc)
+			rc = file_dir(path, &cfg->dir, err);
 		if (rc)
 			goto out;
 	} else {
@@ -813,6 +841,7 @@ void sg_config_free(struct sg_config *cfg)
 	free(cfg->names);
 	json_decref(cfg->root);
 	free(cfg->path);
+	free(cfg->dir);
 	free(cfg);
 }
 
@@ -1447,6 +1476,24 @@ out:
 }
 
 /* Everything but forward_env, from the values in force. */
+/*
+ * A path field's value in force, taken from the config file's directory
+ * when relative (sg_profile_path).  The result replaces the value in raw
+ * too, where adapters and probe read it.
+ */
+static sg_err fill_path(struct cfg_box *b, const struct cfg_field *f,
+			json_t *v, struct sg_errinfo *err)
+{
+	char *path = sg_profile_path(&b->p, json_string_value(v));
+	json_t *abs = path ? json_string(path) : NULL;
+
+	free(path);
+	if (!abs || json_object_set_new(b->raw, f->name, abs))
+		return sg_err_set(err, SG_E_INTERNAL, "out of memory");
+	*(const char **)((char *)&b->p + f->off) = json_string_value(abs);
+	return SG_OK;
+}
+
 static sg_err fill_fields(struct cfg_box *b, json_t *prof, json_t *env,
 			  struct sg_errinfo *err)
 {
@@ -1462,6 +1509,13 @@ static sg_err fill_fields(struct cfg_box *b, json_t *prof, json_t *env,
 			if (v && f->off != NO_MEMBER)
 				*(const char **)((char *)&b->p + f->off) =
 					json_string_value(v);
+			break;
+		case CK_PATH:
+			if (v) {
+				rc = fill_path(b, f, v, err);
+				if (rc)
+					return rc;
+			}
 			break;
 		case CK_BOOL:
 			*(bool *)((char *)&b->p + f->off) = json_is_true(v);
@@ -1538,6 +1592,14 @@ sg_err sg_config_profile(const struct sg_config *cfg, const char *name,
 	}
 	b->p.name = b->name;
 	b->p.raw = b->raw;
+	if (cfg->dir) {
+		b->config_dir = strdup(cfg->dir);
+		if (!b->config_dir) {
+			rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
+			goto out;
+		}
+		b->p.config_dir = b->config_dir;
+	}
 	if (environment) {
 		rc = narrow_check(b->raw, environment, err);
 		if (rc)
@@ -1586,6 +1648,7 @@ void sg_profile_free(struct sg_profile *p)
 	free(b->best);
 	json_decref(b->bind_net);
 	json_decref(b->raw);
+	free(b->config_dir);
 	free(b->name);
 	free(b);
 }

@@ -278,8 +278,14 @@ static char *runtime_of(const struct sg_profile *p)
 	const char *want = json_string_value(json_object_get(p->raw, "runtime"));
 	char *found;
 
-	if (want && strchr(want, '/'))
-		return access(want, X_OK) == 0 ? strdup(want) : NULL;
+	if (want && strchr(want, '/')) {
+		found = sg_profile_path(p, want);
+		if (found && access(found, X_OK) != 0) {
+			free(found);
+			found = NULL;
+		}
+		return found;
+	}
 	if (want)
 		return sg_exec_which(want);
 	found = sg_exec_which("apptainer");
@@ -563,14 +569,27 @@ static sg_err resolve_image(struct sing_env *se, char **out, struct sg_cancel *c
 			    struct sg_errinfo *err)
 {
 	const char *img = se->base.profile->image;
+	char *path = NULL;
+	sg_err rc = SG_OK;
 	struct stat st;
 
 	if (strncmp(img, "docker://", 9) == 0 || strncmp(img, "oras://", 7) == 0)
 		return cached_sif(se, img, out, cancel, err);
-	if (stat(img, &st) != 0)
-		return sg_err_set(err, SG_E_NOT_FOUND, "image %s: %s", img, strerror(errno));
-	*out = realpath(img, NULL);
-	return *out ? SG_OK : sg_err_set(err, SG_E_INTERNAL, "image %s: %s", img, strerror(errno));
+	path = sg_profile_path(se->base.profile, img);
+	if (!path) {
+		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
+		goto out;
+	}
+	if (stat(path, &st) != 0) {
+		rc = sg_err_set(err, SG_E_NOT_FOUND, "image %s: %s", path, strerror(errno));
+		goto out;
+	}
+	*out = realpath(path, NULL);
+	if (!*out)
+		rc = sg_err_set(err, SG_E_INTERNAL, "image %s: %s", path, strerror(errno));
+out:
+	free(path);
+	return rc;
 }
 
 /* Stop instance name; "no instance found" counts as stopped. */

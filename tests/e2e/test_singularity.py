@@ -290,6 +290,35 @@ class SingularityBackend(ApptainerFixture, GatewayTestCase):
             self.assertEqual(f.read(), "from the sandbox\n")
         self.assertEqual(len(self.builds("sandbox")), 0)
 
+    def test_relative_paths_are_taken_beside_the_config_file(self):
+        # A relative image and host_workspace were taken from the working
+        # directory of whoever ran sandgate: `config check` in one place
+        # and the host's `serve` in another used different files.
+        d = os.path.join(self.dir, "project")
+        os.makedirs(os.path.join(d, "images"))
+        os.makedirs(os.path.join(d, "ws"))
+        shutil.copyfile(self.sif, os.path.join(d, "images", "image.sif"))
+        with open(os.path.join(d, "ws", "marker"), "w") as f:
+            f.write("beside the config\n")
+        cfg = os.path.join(d, "config.json")
+        with open(cfg, "w") as f:
+            json.dump({"default": "p", "profiles": {"p": {
+                "backend": "singularity", "image": "images/image.sif",
+                "host_workspace": "./ws"}}}, f)
+        check = subprocess.run([BIN, "config", "check", "--config", cfg, "--profile", "p",
+                                "--state-dir", os.path.join(self.dir, "rstate")],
+                               capture_output=True, text=True, timeout=60, cwd="/",
+                               env=dict(os.environ, **self.env))
+        self.assertEqual(check.returncode, 0, check.stdout + check.stderr)
+        # The gateway runs in the test's directory, which holds neither.
+        gw = Gateway(state_dir=os.path.join(self.dir, "rstate"), config=cfg, profile="p",
+                     env_extra=dict(self.env))
+        self.addCleanup(gw.cleanup)
+        facts = gw.initialize(timeout=180)["environment"]["facts"]
+        self.assertEqual(facts["runtime"]["image"],
+                         os.path.realpath(os.path.join(d, "images", "image.sif")))
+        self.assertEqual(gw.sh_ok("cat marker"), "beside the config\n")
+
     def test_crashed_gateway_instance_is_collected(self):
         state = os.path.join(self.dir, "cstate")
         gw = self.gw_with({}, state=state)

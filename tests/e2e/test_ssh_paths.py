@@ -176,6 +176,41 @@ class SshPaths(GatewayTestCase):
         gw, r = self.start(cfg, env_extra={"HOME": self.work})
         self.assertIn("data", r, "~ is the account's home: %s" % r.get("error"))
 
+    def test_a_relative_path_is_taken_beside_the_config_file(self):
+        # A relative identity_file was read from the working directory:
+        # `config check` run in one directory and `serve` started by the
+        # host in another looked at two different files.
+        d = tempfile.mkdtemp(dir=self.work)
+        os.makedirs(os.path.join(d, "keys"))
+        shutil.copyfile(self.h["SSHD_KEY"], os.path.join(d, "keys", "id"))
+        os.chmod(os.path.join(d, "keys", "id"), 0o600)
+        self.host_key(os.path.join(d, "keys", "kh"))
+        prof = dict(self.base, identity_file="keys/id", known_hosts_file="./keys/kh")
+        cfg = os.path.join(d, "config.json")
+        with open(cfg, "w") as f:
+            json.dump({"default": "p", "profiles": {"p": prof}}, f)
+        elsewhere = tempfile.mkdtemp(dir=self.work)
+        # A key of the same name in the working directory is not the one.
+        os.makedirs(os.path.join(elsewhere, "keys"))
+        open(os.path.join(elsewhere, "keys", "id"), "w").close()
+        for cwd in ("/", elsewhere):
+            p = subprocess.run([sgclient.BIN, "config", "check", "--config", cfg,
+                                "--profile", "p", "--state-dir", self.work],
+                               capture_output=True, text=True, timeout=60, cwd=cwd)
+            self.assertEqual(p.returncode, 0, "from %s: %s" % (cwd, p.stdout + p.stderr))
+        p = subprocess.run([sgclient.BIN, "probe", "--json", "--config", cfg,
+                            "--profile", "p", "--state-dir", self.work],
+                           capture_output=True, text=True, timeout=60, cwd="/")
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        report = json.loads(p.stdout)
+        self.assertTrue(report["reachable"], p.stdout)
+        self.assertEqual(report["credentials"],
+                         {"identity_file": "found", "known_hosts_file": "found"})
+        # The gateway runs in the test's directory, which holds neither.
+        gw, r = self.start(cfg)
+        self.assertIn("data", r, "the files beside the config: %s" % r.get("error"))
+        self.assertEqual(gw.sh_ok("echo here").strip(), "here")
+
     # ---- exports ---------------------------------------------------------
 
     def test_export_of_a_file_swapped_for_a_fifo_ends_at_once(self):

@@ -6,6 +6,7 @@
  * Each test writes its config into a private temporary directory, so the
  * exact messages (which name the file) can be compared whole.
  */
+#define _DEFAULT_SOURCE /* realpath */
 #include <glob.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -1344,6 +1345,73 @@ static void test_examples_load(void **state)
 	assert_int_equal(seen, 0x3f);
 }
 
+/*
+ * A relative path field is taken from the config file's directory, not
+ * from the working directory: `config check` and the host's `serve` run
+ * in different places and must read the same file.
+ */
+static void test_relative_paths(void **state)
+{
+	char real[256], want[320], cwd[256], name[32];
+	struct sg_errinfo err = { 0 };
+	struct sg_config *cfg;
+	struct sg_profile *p;
+	const char *path;
+
+	(void)state;
+	assert_non_null(realpath(dir, real));
+	assert_non_null(getcwd(cwd, sizeof(cwd)));
+	path = cfg_file("{\"default\": \"lab\", \"profiles\": {"
+			"\"lab\": {\"backend\": \"ssh\", \"host\": \"box\","
+			" \"identity_file\": \"keys/id\","
+			" \"known_hosts_file\": \"~/.ssh/kh\"},"
+			"\"here\": {\"backend\": \"local\","
+			" \"host_workspace\": \"./ws\"},"
+			"\"abs\": {\"backend\": \"ssh\", \"host\": \"box\","
+			" \"identity_file\": \"/k\"}}}");
+	/* Loaded by a relative name, from the file's own directory. */
+	snprintf(name, sizeof(name), "%s", strrchr(path, '/') + 1);
+	assert_int_equal(chdir(real), 0);
+	if (sg_config_load(name, &cfg, &err))
+		fail_msg("load failed: %s", err.msg);
+	assert_int_equal(chdir("/"), 0);
+
+	p = build_ok(cfg, "lab", NULL);
+	assert_string_equal(p->config_dir, real);
+	snprintf(want, sizeof(want), "%s/keys/id", real);
+	assert_string_equal(p->identity_file, want);
+	/* The adapter and probe read raw: it says the same. */
+	assert_string_equal(json_string_value(json_object_get(p->raw,
+							      "identity_file")),
+			    want);
+	/* ~ is ssh's own (the account's home), left to the adapter. */
+	assert_string_equal(p->known_hosts_file, "~/.ssh/kh");
+	sg_profile_free(p);
+
+	/* A binding may repeat the value as the file spells it. */
+	p = build_ok(cfg, "lab", "{\"identity_file\": \"keys/id\"}");
+	assert_string_equal(p->identity_file, want);
+	sg_profile_free(p);
+
+	p = build_ok(cfg, "here", NULL);
+	snprintf(want, sizeof(want), "%s/ws", real);
+	assert_string_equal(p->host_workspace, want);
+	sg_profile_free(p);
+
+	p = build_ok(cfg, "abs", NULL);
+	assert_string_equal(p->identity_file, "/k");
+	sg_profile_free(p);
+	sg_config_free(cfg);
+
+	/* The embedded config has no file, so no directory either. */
+	assert_int_equal(sg_config_load(NULL, &cfg, &err), SG_OK);
+	p = build_ok(cfg, NULL, NULL);
+	assert_null(p->config_dir);
+	sg_profile_free(p);
+	sg_config_free(cfg);
+	assert_int_equal(chdir(cwd), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1365,6 +1433,7 @@ int main(void)
 		cmocka_unit_test(test_best_effort_field),
 		cmocka_unit_test(test_first_error_in_file_order),
 		cmocka_unit_test(test_full_profile),
+		cmocka_unit_test(test_relative_paths),
 		cmocka_unit_test(test_lifetime_mapping),
 		cmocka_unit_test(test_narrowing_accepted),
 		cmocka_unit_test(test_narrowing_refused),

@@ -7,16 +7,17 @@
  * sg_core's).  Nothing else changes: if an adapter had to list what it
  * refuses, this new field would pass it silently.
  */
+/* First: config.c sets its feature macros before any system header. */
+#define SG_CONFIG_TEST_FIELD \
+	{ "gpu_count", CK_MEMORY, CN_LOWER, NO_MEMBER, CF_ADAPTER }
+#include "config/config.c"
+
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include <cmocka.h>
-
-#define SG_CONFIG_TEST_FIELD \
-	{ "gpu_count", CK_MEMORY, CN_LOWER, NO_MEMBER, CF_ADAPTER }
-#include "config/config.c"
 
 #include <unistd.h>
 
