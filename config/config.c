@@ -1475,7 +1475,6 @@ out:
 	return rc;
 }
 
-/* Everything but forward_env, from the values in force. */
 /*
  * A path field's value in force, taken from the config file's directory
  * when relative (sg_profile_path).  The result replaces the value in raw
@@ -1494,6 +1493,7 @@ static sg_err fill_path(struct cfg_box *b, const struct cfg_field *f,
 	return SG_OK;
 }
 
+/* Everything but forward_env, from the values in force. */
 static sg_err fill_fields(struct cfg_box *b, json_t *prof, json_t *env,
 			  struct sg_errinfo *err)
 {
