@@ -182,7 +182,7 @@ static sg_err load(const char *path, json_t **out, struct sg_errinfo *err)
 	}
 	/*
 	 * One read for the whole record, not json_loadfd's read of a byte per
-	 * call: a record of 800 bytes cost 800 system calls, several
+	 * call: a record of 800 bytes cost 800 reads of the kernel, several
 	 * milliseconds of every initialize and shutdown.  The bound holds for
 	 * a file that grew after the fstat.
 	 */

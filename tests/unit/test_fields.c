@@ -7,7 +7,7 @@
  * sg_core's).  Nothing else changes: if an adapter had to list what it
  * refuses, this new field would pass it silently.
  */
-/* First: config.c sets its feature macros before any system header. */
+/* First: config.c sets its feature macros before any other header. */
 #define SG_CONFIG_TEST_FIELD \
 	{ "gpu_count", CK_MEMORY, CN_LOWER, NO_MEMBER, CF_ADAPTER }
 #include "config/config.c"
