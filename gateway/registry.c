@@ -176,15 +176,11 @@ static sg_err load(const char *path, json_t **out, struct sg_errinfo *err)
 		rc = set_aside(path, "it is not a regular file", err);
 		goto out;
 	}
-	if (st.st_size > REG_RECORD_MAX) {
-		rc = set_aside(path, "it is larger than a record can be", err);
-		goto out;
-	}
 	/*
 	 * One read for the whole record, not json_loadfd's read of a byte per
 	 * call: a record of 800 bytes cost 800 reads of the kernel, several
-	 * milliseconds of every initialize and shutdown.  The bound holds for
-	 * a file that grew after the fstat.
+	 * milliseconds of every initialize and shutdown.  The buffer's bound
+	 * is the size check, whatever the file's size was at the fstat.
 	 */
 	rc = sg_read_all(fd, &raw);
 	if (rc) {
