@@ -9,7 +9,11 @@
  * knows is handled, so nothing is allowed by omission; a kernel older than
  * ABI 3 cannot handle truncation and is refused rather than used weaker.
  * From ABI 6 the command also cannot signal, or connect to an abstract
- * unix socket of, a process outside its domain.
+ * unix socket of, a process outside its domain.  "scope" is that scoping
+ * alone, with no filesystem rule: the local backend starts every command
+ * in it whatever its mode, since a background process shares the host's
+ * pid namespace and a command with network the host's abstract sockets
+ * (adapters/local/local.c).
  *
  * With --git (or --exec-only PATH) the command may also execute nothing
  * but the named programs: read_only git gets EXECUTE only on git itself,
@@ -172,6 +176,41 @@ static int confine_rule(int ruleset, const char *path, uint64_t access,
 	rc = 0;
 out:
 	close(fd);
+	return rc;
+}
+
+int sg_confine_scope(char *msg, size_t msglen)
+{
+	struct confine_msg m = { .p = msg, .cap = msglen, .len = 0 };
+	struct sg_landlock_attr attr;
+	int abi = sg_landlock_abi(), ruleset = -1, rc = -1;
+
+	if (msglen)
+		msg[0] = '\0';
+	if (abi < 6) {
+		msg_add(&m, "keeping signals and abstract unix sockets inside the "
+			    "environment needs Landlock ABI 6; this kernel has ");
+		msg_add_int(&m, abi > 0 ? abi : 0);
+		goto out;
+	}
+	/* No filesystem right is handled: the domain only scopes. */
+	memset(&attr, 0, sizeof(attr));
+	attr.scoped = LANDLOCK_SCOPE_SIGNAL | LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET;
+	if ((ruleset = sg_landlock_create_ruleset(&attr)) < 0) {
+		msg_add(&m, "cannot create a Landlock ruleset: ");
+		msg_add_errno(&m, errno);
+		goto out;
+	}
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1L, 0L, 0L, 0L) != 0 ||
+	    sg_landlock_restrict_self(ruleset) != 0) {
+		msg_add(&m, "cannot enforce the Landlock scope: ");
+		msg_add_errno(&m, errno);
+		goto out;
+	}
+	rc = 0;
+out:
+	if (ruleset >= 0)
+		close(ruleset);
 	return rc;
 }
 
@@ -621,8 +660,18 @@ int sg_helper_confine(int argc, char *const *argv)
 	if (sg_args_unused(&a, &err))
 		return confine_fail(err.msg);
 	if (!mode)
-		return confine_fail("confine needs --mode standard or --mode "
-				    "read_only");
+		return confine_fail("confine needs --mode standard, read_only "
+				    "or scope");
+	if (strcmp(mode, "scope") == 0) {
+		if (root || nallow || only || a.npos > 0 || !a.rest || a.nrest < 1)
+			return confine_fail("confine --mode scope takes only the "
+					    "command, after --");
+		if (sg_confine_scope(msg, sizeof(msg)) != 0)
+			return confine_fail(msg);
+		execvp(a.rest[0], a.rest);
+		fprintf(stderr, "sg-helper: %s: %s\n", a.rest[0], strerror(errno));
+		return 127;
+	}
 	/* Checked before --git asks git anything under the mode's rules. */
 	if (strcmp(mode, "standard") != 0 && strcmp(mode, "read_only") != 0)
 		return confine_fail("the confinement mode must be standard or "

@@ -64,7 +64,12 @@
  *                               (--exec-only, --git: ARGV may execute only
  *                               itself, the PATHs, git's exec-path with
  *                               --git, and the ELF interpreter)
- *   status --file F -- ARGV     run ARGV, write "exit N" or "signal N" to F
+ *   confine --mode scope -- ARGV
+ *                               (ARGV unconfined, but its signals and
+ *                               abstract unix sockets stay in its domain)
+ *   status [--scope] --file F -- ARGV
+ *                               run ARGV, write "exit N" or "signal N" to F
+ *                               (--scope: as confine --mode scope)
  *   job --dir PREFIX --mark WORD --wait-ms N --max-out N [--max-err N]
  *       [--attach] [--cwd DIR] [--timeout-ms N] [--merge] [--detach]
  *       [--stdin-env VAR[,VAR...] | --stdin-file F] [--gc PREFIXES]

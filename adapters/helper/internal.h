@@ -35,6 +35,12 @@ int sg_helper_job(int argc, char *const *argv);
 extern int (*sg_helper_self)(int argc, char **argv);
 int sg_confine_apply(const char *mode, const char *root, const char *const *allow_write, char *msg, size_t msglen);
 /*
+ * Put this process in a Landlock domain that handles no filesystem right
+ * but keeps its signals and abstract unix socket connections inside the
+ * domain (ABI 6): -1 with the reason in msg on an older kernel.
+ */
+int sg_confine_scope(char *msg, size_t msglen);
+/*
  * sg_confine_apply, and when exec_only is not NULL the command may execute
  * only the files (and the files beneath the directories) it lists, plus the
  * usual ELF interpreters: EXECUTE, the right execve() is checked for, is

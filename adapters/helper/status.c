@@ -9,6 +9,8 @@
  * wait status and writes "exit N" or "signal N" to F before exiting with
  * the runner's convention.  The adapter reads F afterwards; if F is
  * missing (the wrapper itself was killed) the runner's status stands.
+ * With --scope the command starts in a scope-only Landlock domain
+ * (sg_confine_scope): its signals and abstract unix sockets stay inside.
  */
 #define _GNU_SOURCE /* O_CLOEXEC */
 #include "internal.h"
@@ -21,19 +23,24 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "base/limits.h"
+
 int sg_helper_status(int argc, char *const *argv)
 {
 	struct sg_errinfo err = { 0 };
 	struct sg_args a;
-	const char *file;
-	char line[32];
+	const char *file = NULL;
+	char line[32], msg[SG_ERR_MSG];
+	bool scope = false;
 	pid_t pid;
 	int st, fd, n;
 
-	if (sg_args_parse(&a, argc - 1, argv + 1, "", &err) ||
-	    !(file = sg_args_str(&a, "file", NULL)) || a.nrest < 1 ||
-	    sg_args_unused(&a, &err)) {
-		dprintf(2, "sg-helper: usage: status --file F -- ARGV\n");
+	if (sg_args_parse(&a, argc - 1, argv + 1, "scope", &err) == SG_OK) {
+		file = sg_args_str(&a, "file", NULL);
+		scope = sg_args_flag(&a, "scope");
+	}
+	if (!file || a.nrest < 1 || sg_args_unused(&a, &err)) {
+		dprintf(2, "sg-helper: usage: status [--scope] --file F -- ARGV\n");
 		return 126;
 	}
 	pid = fork();
@@ -42,6 +49,10 @@ int sg_helper_status(int argc, char *const *argv)
 		return 126;
 	}
 	if (pid == 0) {
+		if (scope && sg_confine_scope(msg, sizeof(msg)) != 0) {
+			dprintf(2, "sg-helper: %s\n", msg);
+			_exit(126);
+		}
 		execvp(a.rest[0], a.rest);
 		dprintf(2, "sg-helper: %s: %s\n", a.rest[0], strerror(errno));
 		_exit(127);

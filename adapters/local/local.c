@@ -47,6 +47,7 @@
 #include "../hostutil.h"
 #include "../path.h"
 #include "../helper/helper.h"
+#include "../helper/landlock.h"
 #include "cgroup.h"
 
 /*
@@ -65,6 +66,7 @@ struct local_env {
 	char *dir;          /* <base>/local/<slug>: everything of this env */
 	char *workspace;    /* the workspace on this host */
 	char *bwrap;        /* bubblewrap's path, or NULL */
+	bool scoped;        /* background processes start in a Landlock scope */
 	char *self;         /* this executable, for __cgroup-exec */
 	char *slug;         /* the environment's name, its cgroups' prefix */
 	struct sg_cgroup cg; /* this session's cgroups */
@@ -294,6 +296,16 @@ static sg_err local_provision(struct sg_env *env, struct sg_cancel *cancel,
 		le->self = strdup(self);
 	}
 	le->bwrap = sg_exec_which("bwrap");
+	/*
+	 * A background process keeps the host's pid namespace (its supervisor
+	 * must outlive the call), and a command with network keeps the host's
+	 * abstract unix sockets.  So every command, even a `full` one that
+	 * sandgate does not confine, starts in a scope-only Landlock domain:
+	 * it cannot signal, or reach an abstract unix socket of, a process
+	 * outside the environment, sandgate and its host included.  Kernels
+	 * before Landlock ABI 6 leave that open (docs/security.md).
+	 */
+	le->scoped = le->bwrap && sg_landlock_abi() >= 6;
 	if (!le->bwrap && p->network == SG_NET_NONE && !sg_profile_best_effort(p, "network")) {
 		rc = sg_err_set(err, SG_E_UNSUPPORTED, "network \"none\" needs bubblewrap");
 		goto out;
@@ -601,9 +613,13 @@ static sg_err local_exec(struct sg_env *env, const struct sg_exec *x,
 		if (asprintf(&status, "%s%s", env->host_ctl, name) < 0)
 			status = NULL;
 		rc = !status || sg_strv_addv(&av, (const char *[]){ SANDBOX_HELPER, "status",
-								     "--file", NULL }) ||
+								     NULL }) ||
+		     (le->scoped && sg_strv_add(&av, "--scope")) || sg_strv_add(&av, "--file") ||
 		     sg_strv_addf(&av, SANDBOX_CTL "%s", name) || sg_strv_add(&av, "--");
 	}
+	if (!rc && le->scoped && (x->flags & SG_EXEC_DETACHES))
+		rc = sg_strv_addv(&av, (const char *[]){ SANDBOX_HELPER, "confine", "--mode",
+							 "scope", "--", NULL });
 	if (!rc)
 		rc = sg_strv_addv(&av, x->argv);
 	if (rc) {

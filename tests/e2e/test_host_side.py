@@ -20,14 +20,17 @@ back.  Two attackers try to reach them:
   process group, or one past a pid_t, is never signalled by process/stop
   or by the environment's removal; a record hard-linked under other ids is
   not read again;
-- a confined background process (it shares the host's pid namespace):
-  with Landlock ABI 6 it cannot signal a process outside its sandbox.
+- a background process (it shares the host's pid namespace) and a command
+  with network (it shares the host's abstract unix sockets), in any
+  permission mode, `full` included: with Landlock ABI 6 neither signals,
+  nor connects to an abstract socket of, a process outside its sandbox.
 """
 
 import base64
 import os
 import re
 import shutil
+import socket
 import subprocess
 import tempfile
 import textwrap
@@ -171,6 +174,63 @@ class HostSide(GatewayTestCase):
                 time.sleep(0.3)
                 self.assertIsNone(victim.poll(), "a %s background process killed host pid %d"
                                   % (mode, victim.pid))
+
+    def test_full_background_process_cannot_signal_the_host(self):
+        # `full` lifts sandgate's own confinement, not the environment's:
+        # a background process shares the host's pid namespace, so the
+        # sandbox must still keep its signals inside.
+        gw = self.gateway(init=False)
+        info = gw.initialize()
+        facts = info["environment"]["facts"]
+        if facts.get("mechanism") != "bubblewrap" or (facts.get("landlock_abi") or 0) < 6:
+            self.skipTest("needs bubblewrap and Landlock ABI 6 (signal scoping)")
+        victim = self.victim()
+        for target in (victim.pid, gw.proc.pid):
+            pid = gw.start("kill -TERM %d; echo kill=$?" % target, permission_mode="full")["id"]
+            out, _ = gw.read_all(pid)
+            time.sleep(0.3)
+            self.assertIn("kill=1", out)
+        self.assertIsNone(victim.poll(), "a full-mode background process killed host pid %d"
+                          % victim.pid)
+        self.assertIsNone(gw.proc.poll(), "a full-mode background process killed the gateway")
+        # Inside, it still signals what it started, and the gateway still
+        # stops it.
+        pid = gw.start("sleep 30 & k=$!; kill -TERM $k; wait $k; echo status=$?",
+                       permission_mode="full")["id"]
+        out, _ = gw.read_all(pid)
+        self.assertIn("status=143", out)
+        pid = gw.start("sleep 300", permission_mode="full")["id"]
+        gw.ok("process/stop", {"id": pid})
+        self.assertEqual(gw.wait_ended(pid)["status"], "stopped")
+
+    def test_full_command_cannot_reach_a_host_abstract_socket(self):
+        # With network allowed, commands share the host's network namespace
+        # and with it the abstract unix sockets of the host's daemons.
+        gw = self.gateway(init=False)
+        info = gw.initialize()
+        facts = info["environment"]["facts"]
+        if facts.get("mechanism") != "bubblewrap" or (facts.get("landlock_abi") or 0) < 6:
+            self.skipTest("needs bubblewrap and Landlock ABI 6 (socket scoping)")
+        if facts["isolation"].get("network_isolated"):
+            self.skipTest("the profile has no network, so no shared abstract sockets")
+        name = "sg-e2e-abstract-%d" % os.getpid()
+        srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.addCleanup(srv.close)
+        srv.bind("\0" + name)
+        srv.listen(8)
+        probe = ("import socket\n"
+                 "s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)\n"
+                 "try:\n"
+                 "    s.connect('\\0%s'); print('connected')\n"
+                 "except OSError as e:\n"
+                 "    print('refused', e.errno)\n" % name)
+        r = gw.tool("run_command", {"argv": ["python3", "-c", probe]}, "full")
+        if "No such file" in r["content"] and "python3" in r["content"]:
+            self.skipTest("no python3 in the sandbox")
+        self.assertIn("refused", r["content"], "a full-mode command reached a host abstract socket")
+        pid = gw.start(argv=["python3", "-c", probe], permission_mode="full")["id"]
+        out, _ = gw.read_all(pid)
+        self.assertIn("refused", out, "a full-mode background process reached a host abstract socket")
 
     # -- forged process records ----------------------------------------
 

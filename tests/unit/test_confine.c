@@ -18,6 +18,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,6 +39,8 @@ enum {
 	DID_RENAME_IN = 1 << 5,     /* rename a file within root */
 	DID_TRUNCATE = 1 << 6,      /* truncate(2) a file beneath root */
 	DID_WRITE_ALLOWED = 1 << 7, /* create a file in an --allow-write dir */
+	DID_SIGNAL_OUT = 1 << 8,    /* signal the parent, outside the domain */
+	DID_SIGNAL_OWN = 1 << 9,    /* kill a child it forked */
 };
 
 struct report {
@@ -359,6 +362,81 @@ static void test_program(void **state)
 }
 
 /*
+ * The scope alone (confine --mode scope, status --scope): a process in it
+ * writes where it likes and signals what it started, but not a process
+ * outside its domain (its parent, this test).
+ */
+static void test_scope(void **state)
+{
+	const struct dirs *d = *state;
+	const char *helper = getenv("SG_HELPER");
+	struct report r;
+	int p[2], st;
+	pid_t pid;
+
+	memset(&r, 0, sizeof(r));
+	assert_int_equal(pipe(p), 0);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		pid_t own;
+
+		close(p[0]);
+		r.rc = sg_confine_scope(r.msg, sizeof(r.msg));
+		if (r.rc == 0) {
+			if (can_create(d->outside, "f"))
+				r.did |= DID_WRITE_OUTSIDE;
+			if (kill(getppid(), 0) == 0)
+				r.did |= DID_SIGNAL_OUT;
+			if ((own = fork()) == 0) {
+				pause();
+				_exit(0);
+			}
+			if (own > 0 && kill(own, SIGKILL) == 0 && waitpid(own, &st, 0) == own)
+				r.did |= DID_SIGNAL_OWN;
+		}
+		if (write(p[1], &r, sizeof(r)) != (ssize_t)sizeof(r))
+			_exit(2);
+		_exit(0);
+	}
+	close(p[1]);
+	assert_int_equal(read(p[0], &r, sizeof(r)), (ssize_t)sizeof(r));
+	close(p[0]);
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	if (sg_landlock_abi() < 6) {
+		/* Refused, never applied weaker. */
+		assert_int_equal(r.rc, -1);
+		assert_non_null(strstr(r.msg, "ABI 6"));
+		skip();
+	}
+	assert_int_equal(r.rc, 0);
+	assert_int_equal(r.did, DID_WRITE_OUTSIDE | DID_SIGNAL_OWN);
+	if (!helper || !*helper)
+		skip();
+	{
+		/* The program: the parent of sh is this test, outside. */
+		char *argv[] = { (char *)helper, "confine", "--mode", "scope", "--",
+				 "/bin/sh", "-c", "kill -0 $PPID", NULL };
+
+		st = run(argv);
+		assert_true(WIFEXITED(st));
+		assert_int_not_equal(WEXITSTATUS(st), 0);
+		argv[5] = "true";
+		argv[6] = NULL;
+		st = run(argv);
+		assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	}
+	{
+		/* The scope takes no rule: --root is refused, not ignored. */
+		char *argv[] = { (char *)helper, "confine", "--mode", "scope", "--root",
+				 (char *)d->root, "--", "/bin/true", NULL };
+
+		st = run(argv);
+		assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 126);
+	}
+}
+
+/*
  * With exec_only, the confined child may execute what the list names and
  * nothing else; reading stays allowed everywhere.
  */
@@ -470,6 +548,7 @@ int main(void)
 						teardown),
 		cmocka_unit_test(test_refusals),
 		cmocka_unit_test_setup_teardown(test_program, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_scope, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_exec_only, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_program_exec_only, setup,
 						teardown),
