@@ -10,9 +10,10 @@
  * ABI 3 cannot handle truncation and is refused rather than used weaker.
  * From ABI 6 the command also cannot signal, or connect to an abstract
  * unix socket of, a process outside its domain.  "scope" is that scoping
- * alone, with no filesystem rule: the local backend starts every command
- * in it whatever its mode, since a background process shares the host's
- * pid namespace and a command with network the host's abstract sockets
+ * alone, with no filesystem rule, plus nosuid.c's filter: the local
+ * backend starts every command in it whatever its mode, since a background
+ * process shares the host's pid namespace, a command with network the
+ * host's abstract sockets, and every command the host's files
  * (adapters/local/local.c).
  *
  * With --git (or --exec-only PATH) the command may also execute nothing
@@ -185,12 +186,11 @@ int sg_confine_scope(char *msg, size_t msglen)
 	struct sg_landlock_attr attr;
 	int abi = sg_landlock_abi(), ruleset = -1, rc = -1;
 
-	if (msglen)
-		msg[0] = '\0';
+	if (sg_nosuid_apply(msg, msglen) != 0)
+		goto out;
+	/* Before ABI 6 there is no scope (docs/security.md, "Left open"). */
 	if (abi < 6) {
-		msg_add(&m, "keeping signals and abstract unix sockets inside the "
-			    "environment needs Landlock ABI 6; this kernel has ");
-		msg_add_int(&m, abi > 0 ? abi : 0);
+		rc = 0;
 		goto out;
 	}
 	/* No filesystem right is handled: the domain only scopes. */

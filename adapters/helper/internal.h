@@ -35,11 +35,15 @@ int sg_helper_job(int argc, char *const *argv);
 extern int (*sg_helper_self)(int argc, char **argv);
 int sg_confine_apply(const char *mode, const char *root, const char *const *allow_write, char *msg, size_t msglen);
 /*
- * Put this process in a Landlock domain that handles no filesystem right
- * but keeps its signals and abstract unix socket connections inside the
- * domain (ABI 6): -1 with the reason in msg on an older kernel.
+ * Keep this process and what it runs inside its environment, whatever its
+ * permission mode: no setuid or setgid bit set on any file
+ * (sg_nosuid_apply), and from Landlock ABI 6 a domain that handles no
+ * filesystem right but keeps signals and abstract unix socket connections
+ * inside it.  -1 with the reason in msg when the kernel refuses either.
  */
 int sg_confine_scope(char *msg, size_t msglen);
+/* nosuid.c: the seccomp filter that fails every call setting S_ISUID or S_ISGID. */
+int sg_nosuid_apply(char *msg, size_t msglen);
 /*
  * sg_confine_apply, and when exec_only is not NULL the command may execute
  * only the files (and the files beneath the directories) it lists, plus the

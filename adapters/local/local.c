@@ -47,7 +47,6 @@
 #include "../hostutil.h"
 #include "../path.h"
 #include "../helper/helper.h"
-#include "../helper/landlock.h"
 #include "cgroup.h"
 
 /*
@@ -298,14 +297,16 @@ static sg_err local_provision(struct sg_env *env, struct sg_cancel *cancel,
 	le->bwrap = sg_exec_which("bwrap");
 	/*
 	 * A background process keeps the host's pid namespace (its supervisor
-	 * must outlive the call), and a command with network keeps the host's
-	 * abstract unix sockets.  So every command, even a `full` one that
-	 * sandgate does not confine, starts in a scope-only Landlock domain:
-	 * it cannot signal, or reach an abstract unix socket of, a process
-	 * outside the environment, sandgate and its host included.  Kernels
-	 * before Landlock ABI 6 leave that open (docs/security.md).
+	 * must outlive the call), a command with network keeps the host's
+	 * abstract unix sockets, and every command writes host files as
+	 * sandgate's user.  So every command, even a `full` one that sandgate
+	 * does not confine, starts in the environment's scope (sg-helper
+	 * confine --mode scope): it sets no setuid or setgid bit, and from
+	 * Landlock ABI 6 it cannot signal, or reach an abstract unix socket
+	 * of, a process outside the environment, sandgate and its host
+	 * included (docs/security.md).
 	 */
-	le->scoped = le->bwrap && sg_landlock_abi() >= 6;
+	le->scoped = le->bwrap != NULL;
 	if (!le->bwrap && p->network == SG_NET_NONE && !sg_profile_best_effort(p, "network")) {
 		rc = sg_err_set(err, SG_E_UNSUPPORTED, "network \"none\" needs bubblewrap");
 		goto out;

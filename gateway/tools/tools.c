@@ -320,6 +320,14 @@ static sg_err check_mode(struct tctx *t, const char *mode)
 	if (n < 1 || n > 4 || strspn(mode, "01234567") != n)
 		return sg_err_set(&t->op->err, SG_E_INVALID_ARGUMENT,
 				  "`mode` must be an octal string such as \"0644\"");
+	/*
+	 * A setuid or setgid file written where sandgate runs as root is a
+	 * root program for whoever reaches the workspace (docs/security.md).
+	 */
+	if (n == 4 && (mode[0] - '0') & 06)
+		return sg_err_set(&t->op->err, SG_E_INVALID_ARGUMENT,
+				  "`mode` %s sets the setuid or setgid bit, which write_file never sets",
+				  mode);
 	return SG_OK;
 }
 

@@ -203,6 +203,30 @@ class HostSide(GatewayTestCase):
         gw.ok("process/stop", {"id": pid})
         self.assertEqual(gw.wait_ended(pid)["status"], "stopped")
 
+    def test_nothing_sets_a_setuid_or_setgid_bit(self):
+        # The workspace is on this host, written as sandgate's user: where
+        # that is root, a setuid file there is a setuid-root program for
+        # whoever else on the host can reach it.
+        gw = self.gateway_in_sandbox()
+        gw.write("prog", "#!/bin/sh\n")
+        create = ("import os, sys; os.close(os.open(sys.argv[1], "
+                  "os.O_CREAT | os.O_WRONLY, 0o6755))")
+        for mode in ("full", "standard"):
+            for argv in (["chmod", "u+s", "prog"], ["chmod", "2755", "prog"],
+                         ["python3", "-c", create, "made-" + mode]):
+                gw.tool("run_command", {"argv": argv}, mode)
+        pid = gw.start("chmod 4755 prog; install -m 4755 /dev/null made-bg",
+                       permission_mode="full")["id"]
+        gw.wait_ended(pid)
+        err = gw.tool_error("write_file", {"path": "w", "content": "x", "mode": "4755"})
+        self.assertIn("invalid_argument", err)
+        self.assertIn("setuid", err)
+        for name in ("prog", "made-full", "made-standard", "made-bg", "w"):
+            res = gw.tool("stat_path", {"path": name})
+            if not res["is_error"]:
+                bits = int(res["metadata"]["mode"], 8)
+                self.assertEqual(bits & 0o6000, 0, "%s has mode %s" % (name, res["metadata"]["mode"]))
+
     def test_full_command_cannot_reach_a_host_abstract_socket(self):
         # With network allowed, commands share the host's network namespace
         # and with it the abstract unix sockets of the host's daemons.
