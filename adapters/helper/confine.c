@@ -180,6 +180,26 @@ out:
 	return rc;
 }
 
+/* Enforce ruleset on this process, no_new_privs first: 0, or -1 with m. */
+static int confine_restrict(int ruleset, struct confine_msg *m)
+{
+	/*
+	 * Without no_new_privs an unprivileged process may not restrict
+	 * itself, and a setuid program could otherwise shed the ruleset.
+	 */
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1L, 0L, 0L, 0L) != 0) {
+		msg_add(m, "cannot set no_new_privs: ");
+		msg_add_errno(m, errno);
+		return -1;
+	}
+	if (sg_landlock_restrict_self(ruleset) != 0) {
+		msg_add(m, "cannot enforce the Landlock ruleset: ");
+		msg_add_errno(m, errno);
+		return -1;
+	}
+	return 0;
+}
+
 int sg_confine_scope(char *msg, size_t msglen)
 {
 	struct confine_msg m = { .p = msg, .cap = msglen, .len = 0 };
@@ -201,12 +221,8 @@ int sg_confine_scope(char *msg, size_t msglen)
 		msg_add_errno(&m, errno);
 		goto out;
 	}
-	if (prctl(PR_SET_NO_NEW_PRIVS, 1L, 0L, 0L, 0L) != 0 ||
-	    sg_landlock_restrict_self(ruleset) != 0) {
-		msg_add(&m, "cannot enforce the Landlock scope: ");
-		msg_add_errno(&m, errno);
+	if (confine_restrict(ruleset, &m) != 0)
 		goto out;
-	}
 	rc = 0;
 out:
 	if (ruleset >= 0)
@@ -317,20 +333,8 @@ int sg_confine_apply_exec(const char *mode, const char *root,
 				goto out;
 	}
 
-	/*
-	 * Without no_new_privs an unprivileged process may not restrict
-	 * itself, and a setuid program could otherwise shed the ruleset.
-	 */
-	if (prctl(PR_SET_NO_NEW_PRIVS, 1L, 0L, 0L, 0L) != 0) {
-		msg_add(&m, "cannot set no_new_privs: ");
-		msg_add_errno(&m, errno);
+	if (confine_restrict(ruleset, &m) != 0)
 		goto out;
-	}
-	if (sg_landlock_restrict_self(ruleset) != 0) {
-		msg_add(&m, "cannot enforce the Landlock ruleset: ");
-		msg_add_errno(&m, errno);
-		goto out;
-	}
 	rc = 0;
 out:
 	if (ruleset >= 0)

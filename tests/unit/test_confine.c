@@ -123,9 +123,8 @@ static bool can_create(const char *dir, const char *name)
 	return true;
 }
 
-/* Confine a child with mode and the dirs, and report what it could do. */
-static struct report attempt(const char *mode, const struct dirs *d,
-			     const char *const *allow)
+/* Run body(r, arg) in a forked child, since confinement cannot be undone. */
+static struct report in_child(void (*body)(struct report *, const void *), const void *arg)
 {
 	struct report r;
 	int p[2], st;
@@ -136,40 +135,8 @@ static struct report attempt(const char *mode, const struct dirs *d,
 	pid = fork();
 	assert_true(pid >= 0);
 	if (pid == 0) {
-		char path[128], path2[128], buf[16];
-		int fd;
-
 		close(p[0]);
-		r.rc = sg_confine_apply(mode, d->root, allow, r.msg,
-					sizeof(r.msg));
-		if (r.rc == 0) {
-			if (can_create(d->root, "f"))
-				r.did |= DID_WRITE_ROOT;
-			if (can_create(d->outside, "f"))
-				r.did |= DID_WRITE_OUTSIDE;
-			if (can_create(d->allowed, "f"))
-				r.did |= DID_WRITE_ALLOWED;
-			fd = open("/dev/null", O_WRONLY | O_TRUNC);
-			if (fd >= 0 && write(fd, "x", 1) == 1)
-				r.did |= DID_WRITE_DEVNULL;
-			if (fd >= 0)
-				close(fd);
-			fd = open("/etc/passwd", O_RDONLY);
-			if (fd >= 0 && read(fd, buf, sizeof(buf)) > 0)
-				r.did |= DID_READ;
-			if (fd >= 0)
-				close(fd);
-			snprintf(path, sizeof(path), "%s/movable", d->root);
-			snprintf(path2, sizeof(path2), "%s/g", d->outside);
-			if (rename(path, path2) == 0)
-				r.did |= DID_RENAME_OUT;
-			snprintf(path2, sizeof(path2), "%s/renamed", d->root);
-			if (rename(path, path2) == 0)
-				r.did |= DID_RENAME_IN;
-			snprintf(path, sizeof(path), "%s/existing", d->root);
-			if (truncate(path, 1) == 0)
-				r.did |= DID_TRUNCATE;
-		}
+		body(&r, arg);
 		if (write(p[1], &r, sizeof(r)) != (ssize_t)sizeof(r))
 			_exit(2);
 		_exit(0);
@@ -180,6 +147,60 @@ static struct report attempt(const char *mode, const struct dirs *d,
 	assert_int_equal(waitpid(pid, &st, 0), pid);
 	assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
 	return r;
+}
+
+struct attempt_args {
+	const char *mode;
+	const struct dirs *d;
+	const char *const *allow;
+};
+
+/* The child of attempt(): confine, then try each write. */
+static void attempt_body(struct report *r, const void *arg)
+{
+	const struct attempt_args *a = arg;
+	const struct dirs *d = a->d;
+	char path[128], path2[128], buf[16];
+	int fd;
+
+	r->rc = sg_confine_apply(a->mode, d->root, a->allow, r->msg, sizeof(r->msg));
+	if (r->rc != 0)
+		return;
+	if (can_create(d->root, "f"))
+		r->did |= DID_WRITE_ROOT;
+	if (can_create(d->outside, "f"))
+		r->did |= DID_WRITE_OUTSIDE;
+	if (can_create(d->allowed, "f"))
+		r->did |= DID_WRITE_ALLOWED;
+	fd = open("/dev/null", O_WRONLY | O_TRUNC);
+	if (fd >= 0 && write(fd, "x", 1) == 1)
+		r->did |= DID_WRITE_DEVNULL;
+	if (fd >= 0)
+		close(fd);
+	fd = open("/etc/passwd", O_RDONLY);
+	if (fd >= 0 && read(fd, buf, sizeof(buf)) > 0)
+		r->did |= DID_READ;
+	if (fd >= 0)
+		close(fd);
+	snprintf(path, sizeof(path), "%s/movable", d->root);
+	snprintf(path2, sizeof(path2), "%s/g", d->outside);
+	if (rename(path, path2) == 0)
+		r->did |= DID_RENAME_OUT;
+	snprintf(path2, sizeof(path2), "%s/renamed", d->root);
+	if (rename(path, path2) == 0)
+		r->did |= DID_RENAME_IN;
+	snprintf(path, sizeof(path), "%s/existing", d->root);
+	if (truncate(path, 1) == 0)
+		r->did |= DID_TRUNCATE;
+}
+
+/* Confine a child with mode and the dirs, and report what it could do. */
+static struct report attempt(const char *mode, const struct dirs *d,
+			     const char *const *allow)
+{
+	struct attempt_args a = { mode, d, allow };
+
+	return in_child(attempt_body, &a);
 }
 
 static bool have_abi3(void)
@@ -367,6 +388,43 @@ static void test_program(void **state)
 	}
 }
 
+/* The child of test_scope: enter the scope, then try what it allows and not. */
+static void scope_body(struct report *r, const void *arg)
+{
+	const struct dirs *d = arg;
+	char f[128], g[128];
+	pid_t own;
+	int fd, st;
+
+	snprintf(f, sizeof(f), "%s/f", d->outside);
+	snprintf(g, sizeof(g), "%s/g", d->outside);
+	r->rc = sg_confine_scope(r->msg, sizeof(r->msg));
+	if (r->rc != 0)
+		return;
+	if (can_create(d->outside, "f"))
+		r->did |= DID_WRITE_OUTSIDE;
+	if (chmod(f, 0755) == 0)
+		r->did |= DID_CHMOD;
+	if (chmod(f, 04755) == 0 || errno != EPERM)
+		r->did |= DID_SETUID;
+	if ((fd = open(g, O_WRONLY | O_CREAT, 02755)) >= 0 || errno != EPERM)
+		r->did |= DID_SETGID_NEW;
+	if (fd >= 0)
+		close(fd);
+	if (syscall(437 /* openat2 */, AT_FDCWD, f, NULL, 0) != -1 || errno != ENOSYS)
+		r->did |= DID_OPENAT2;
+	if (syscall(425 /* io_uring_setup */, 1, NULL) != -1 || errno != ENOSYS)
+		r->did |= DID_URING;
+	if (kill(getppid(), 0) == 0)
+		r->did |= DID_SIGNAL_OUT;
+	if ((own = fork()) == 0) {
+		pause();
+		_exit(0);
+	}
+	if (own > 0 && kill(own, SIGKILL) == 0 && waitpid(own, &st, 0) == own)
+		r->did |= DID_SIGNAL_OWN;
+}
+
 /*
  * The scope (confine --mode scope, status --scope): a process in it writes
  * where it likes and signals what it started, but sets no setuid or setgid
@@ -377,58 +435,11 @@ static void test_scope(void **state)
 {
 	const struct dirs *d = *state;
 	const char *helper = getenv("SG_HELPER");
-	unsigned want;
-	struct report r;
-	int p[2], st;
-	pid_t pid;
+	struct report r = in_child(scope_body, d);
+	unsigned want = DID_WRITE_OUTSIDE | DID_CHMOD | DID_SIGNAL_OWN;
+	int st;
 
-	memset(&r, 0, sizeof(r));
-	assert_int_equal(pipe(p), 0);
-	pid = fork();
-	assert_true(pid >= 0);
-	if (pid == 0) {
-		char f[128], g[128];
-		pid_t own;
-		int fd;
-
-		close(p[0]);
-		snprintf(f, sizeof(f), "%s/f", d->outside);
-		snprintf(g, sizeof(g), "%s/g", d->outside);
-		r.rc = sg_confine_scope(r.msg, sizeof(r.msg));
-		if (r.rc == 0) {
-			if (can_create(d->outside, "f"))
-				r.did |= DID_WRITE_OUTSIDE;
-			if (chmod(f, 0755) == 0)
-				r.did |= DID_CHMOD;
-			if (chmod(f, 04755) == 0 || errno != EPERM)
-				r.did |= DID_SETUID;
-			if ((fd = open(g, O_WRONLY | O_CREAT, 02755)) >= 0 || errno != EPERM)
-				r.did |= DID_SETGID_NEW;
-			if (fd >= 0)
-				close(fd);
-			if (syscall(437 /* openat2 */, AT_FDCWD, f, NULL, 0) != -1 || errno != ENOSYS)
-				r.did |= DID_OPENAT2;
-			if (syscall(425 /* io_uring_setup */, 1, NULL) != -1 || errno != ENOSYS)
-				r.did |= DID_URING;
-			if (kill(getppid(), 0) == 0)
-				r.did |= DID_SIGNAL_OUT;
-			if ((own = fork()) == 0) {
-				pause();
-				_exit(0);
-			}
-			if (own > 0 && kill(own, SIGKILL) == 0 && waitpid(own, &st, 0) == own)
-				r.did |= DID_SIGNAL_OWN;
-		}
-		if (write(p[1], &r, sizeof(r)) != (ssize_t)sizeof(r))
-			_exit(2);
-		_exit(0);
-	}
-	close(p[1]);
-	assert_int_equal(read(p[0], &r, sizeof(r)), (ssize_t)sizeof(r));
-	close(p[0]);
-	assert_int_equal(waitpid(pid, &st, 0), pid);
 	assert_int_equal(r.rc, 0);
-	want = DID_WRITE_OUTSIDE | DID_CHMOD | DID_SIGNAL_OWN;
 	/* Before ABI 6 there is no scope for signals (docs/security.md). */
 	if (sg_landlock_abi() < 6)
 		want |= DID_SIGNAL_OUT;
