@@ -76,6 +76,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/time.h>
 #include <sys/wait.h>
@@ -686,6 +687,13 @@ struct confined {
 	char **argv;      /* bubblewrap ... sg-helper confine ... -- (prefix) */
 	size_t argc;
 	char **envp;
+	/*
+	 * bubblewrap's --args descriptor, as the gateway fills it (a
+	 * --setenv triple per variable of envp), rewound before each spawn.
+	 */
+	int args;
+	/* argv's `sg-helper status --file` value: made new for each spawn. */
+	size_t file_at;
 };
 
 /*
@@ -719,6 +727,24 @@ static struct confined capture_confined(struct gw *g)
 		else
 			c.envp[k++] = c.envp[i];
 	}
+	/*
+	 * The gateway passes the variables on bubblewrap's --args descriptor
+	 * (fd 3) and writes the status file only as a new file: the replay
+	 * does the same, with a file name of its own each time.
+	 */
+	if ((c.args = memfd_create("sgbench-env", MFD_CLOEXEC)) < 0)
+		die("memfd_create: %s", strerror(errno));
+	for (size_t i = 0; c.envp[i]; i++) {
+		const char *eq = strchr(c.envp[i], '=');
+
+		if (eq && (write(c.args, "--setenv", sizeof("--setenv")) < 0 ||
+			   write(c.args, c.envp[i], (size_t)(eq - c.envp[i])) < 0 ||
+			   write(c.args, "", 1) < 0 || write(c.args, eq + 1, strlen(eq + 1) + 1) < 0))
+			die("cannot fill the --args descriptor: %s", strerror(errno));
+	}
+	for (size_t i = 1; i < c.argc && !c.file_at; i++)
+		if (strcmp(c.argv[i - 1], "--file") == 0)
+			c.file_at = i;
 	return c;
 }
 
@@ -746,7 +772,7 @@ static char **with_command(const struct confined *c, const char *const *cmd)
  * then reaped.  Returns the wall time in nanoseconds; *out_bytes (when
  * not NULL) gets the number of bytes drained.  A non-zero exit is fatal.
  */
-static int64_t spawn_timed(char *const *argv, char *const *envp, size_t *out_bytes,
+static int64_t spawn_timed(char *const *argv, char *const *envp, int fd3, size_t *out_bytes,
 			   const char *what)
 {
 	posix_spawn_file_actions_t fa;
@@ -763,6 +789,8 @@ static int64_t spawn_timed(char *const *argv, char *const *envp, size_t *out_byt
 	posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
 	posix_spawn_file_actions_adddup2(&fa, p[1], 1);
 	posix_spawn_file_actions_adddup2(&fa, p[1], 2);
+	if (fd3 >= 0)
+		posix_spawn_file_actions_adddup2(&fa, fd3, 3);
 	posix_spawnattr_init(&sa);
 	posix_spawnattr_setpgroup(&sa, 0);
 	posix_spawnattr_setflags(&sa, POSIX_SPAWN_SETPGROUP);
@@ -791,9 +819,21 @@ static int64_t spawn_timed(char *const *argv, char *const *envp, size_t *out_byt
 	return now_ns() - t0;
 }
 
-static int64_t spawn_direct(char *const *argv, char *const *envp)
+/* The confined prefix c with a command (argv), spawned as the gateway would. */
+static int64_t spawn_direct(const struct confined *c, char **argv)
 {
-	return spawn_timed(argv, envp, NULL, "the direct confined command");
+	/* Static: argv keeps pointing at it for the report's command line. */
+	static char file[PATH_MAX];
+	static unsigned long serial;
+	char *const none[] = { NULL };
+
+	if (c->file_at) {
+		snprintf(file, sizeof(file), "%s-sgbench-%lu", c->argv[c->file_at], ++serial);
+		argv[c->file_at] = file;
+	}
+	if (lseek(c->args, 0, SEEK_SET) != 0)
+		die("cannot rewind the --args descriptor: %s", strerror(errno));
+	return spawn_timed(argv, none, c->args, NULL, "the direct confined command");
 }
 
 static int64_t gateway_cmd(struct gw *g, const char *data)
@@ -859,8 +899,8 @@ static struct cmd_result bench_cmd(struct gw *g, long n)
 			switch (k) {
 			case CMD_GW_ARGV: t = gateway_cmd(g, d_argv); break;
 			case CMD_GW_SHELL: t = gateway_cmd(g, d_shell); break;
-			case CMD_DIRECT_ARGV: t = spawn_direct(direct_argv, c.envp); break;
-			default: t = spawn_direct(direct_shell, c.envp); break;
+			case CMD_DIRECT_ARGV: t = spawn_direct(&c, direct_argv); break;
+			default: t = spawn_direct(&c, direct_shell); break;
 			}
 			if (i >= 0)
 				v[k][i] = t;
@@ -880,6 +920,7 @@ static struct cmd_result bench_cmd(struct gw *g, long n)
 	free(d_shell);
 	free_strv(c.argv);
 	free_strv(c.envp);
+	close(c.args);
 	return r;
 }
 
@@ -1678,13 +1719,13 @@ static void ssh_compare(struct gw *g, const struct ssh_target *t, long n,
 			switch (k) {
 			case SSH_GW_TRUE: ns = gateway_cmd(g, d_true); break;
 			case SSH_RAW_TRUE:
-				ns = spawn_timed(raw_true, environ, NULL, "raw ssh true");
+				ns = spawn_timed(raw_true, environ, -1, NULL, "raw ssh true");
 				break;
 			case SSH_GW_READ:
 				ns = gateway_read(g, d_read, i == -SSH_WARM ? text : NULL);
 				break;
 			default:
-				ns = spawn_timed(raw_cat, environ, &got, "raw ssh cat");
+				ns = spawn_timed(raw_cat, environ, -1, &got, "raw ssh cat");
 				if (got != SSH_READ_BYTES)
 					die("raw ssh cat gave %zu bytes, not 1 MiB", got);
 				break;
@@ -1732,7 +1773,7 @@ static void ssh_export(struct gw *g, const struct ssh_target *t, size_t bytes, i
 	for (int i = 0; i < 3; i++) {
 		size_t got = 0;
 
-		v[i] = spawn_timed(raw, environ, &got, "raw ssh cat of the export file");
+		v[i] = spawn_timed(raw, environ, -1, &got, "raw ssh cat of the export file");
 		if (got != bytes)
 			die("raw ssh cat gave %zu bytes, not %zu", got, bytes);
 	}
