@@ -823,35 +823,6 @@ static int cmd_version(const struct sg_cli_cmd *cmd, int argc, char **argv)
 	return SG_EXIT_OK;
 }
 
-/*
- * `sandgate __cgroup-exec FILE... -- ARGV`: move this process into the
- * cgroups whose cgroup.procs files are given, then exec ARGV.  The local
- * backend prefixes commands with it so that a command is inside its limits
- * before its first instruction (moving it after spawning would race with
- * the children it forks).  Internal: not in --help.
- */
-static int cmd_cgroup_exec(int argc, char **argv)
-{
-	int i;
-
-	for (i = 1; i < argc && strcmp(argv[i], "--") != 0; i++) {
-		FILE *f = fopen(argv[i], "we");
-
-		if (!f || fputs("0\n", f) == EOF || fclose(f) == EOF) {
-			fprintf(stderr, "sandgate: cannot join the cgroup %s: %s\n",
-				argv[i], strerror(errno));
-			return 126;
-		}
-	}
-	if (i + 1 >= argc) {
-		fprintf(stderr, "sandgate: __cgroup-exec needs -- and a command\n");
-		return 126;
-	}
-	execvp(argv[i + 1], argv + i + 1);
-	fprintf(stderr, "sandgate: %s: %s\n", argv[i + 1], strerror(errno));
-	return 127;
-}
-
 int main(int argc, char **argv)
 {
 	const struct sg_cli_cmd *cmd;
@@ -860,8 +831,6 @@ int main(int argc, char **argv)
 
 	if (!word)
 		return sg_cli_usage_error(NULL, "no command given (serve, config check, envs, probe, help, version)");
-	if (strcmp(word, "__cgroup-exec") == 0)
-		return cmd_cgroup_exec(argc - 1, argv + 1);
 	if ((strcmp(word, "__man") == 0 || strcmp(word, "__bash") == 0) && argc == 3) {
 		/* Internal: the build writes the man page and the completion. */
 		FILE *f = fopen(argv[2], "we");

@@ -67,6 +67,9 @@
  *   confine --mode scope -- ARGV
  *                               (ARGV unconfined, but its signals and
  *                               abstract unix sockets stay in its domain)
+ *   cgroup-exec FILE... -- ARGV join the cgroups whose cgroup.procs files
+ *                               are given, then exec ARGV (the local backend,
+ *                               on the host, before bubblewrap)
  *   status [--scope] --file F -- ARGV
  *                               run ARGV, write "exit N" or "signal N" to F
  *                               (--scope: as confine --mode scope)

@@ -23,6 +23,7 @@ int sg_helper_fs(int argc, char *const *argv, const void *in, size_t inlen,
 int sg_helper_proc(int argc, char *const *argv, const void *in, size_t inlen,
 		   struct sg_buf *out, const struct sg_cancel *cancel);
 int sg_helper_confine(int argc, char *const *argv);
+int sg_helper_cgroup_exec(int argc, char *const *argv);
 int sg_helper_probe(int argc, char *const *argv, struct sg_buf *out);
 int sg_helper_status(int argc, char *const *argv);
 int sg_helper_job(int argc, char *const *argv);

@@ -8,7 +8,8 @@
  * every other command leaves the caller's stdin alone.
  *
  * `confine`, `job` and `proc spawn` are called directly: sg_helper_run refuses
- * them because they must run inside the environment.  confine execs the
+ * them because they must run inside the environment (`cgroup-exec` and
+ * `status` likewise wrap a command and exec it).  confine execs the
  * command in this process (stdout is then the command's); job replies in
  * plain text (job.c); proc spawn
  * leaves a detached supervisor behind and replies at once.
@@ -39,6 +40,8 @@ static int helper_main(int argc, char **argv)
 		return sg_helper_confine(argc - 1, argv + 1);
 	if (argc >= 2 && strcmp(argv[1], "status") == 0)
 		return sg_helper_status(argc - 1, argv + 1);
+	if (argc >= 2 && strcmp(argv[1], "cgroup-exec") == 0)
+		return sg_helper_cgroup_exec(argc - 1, argv + 1);
 	if (argc >= 2 && strcmp(argv[1], "job") == 0)
 		return sg_helper_job(argc - 1, argv + 1);
 	if (wants_stdin(argc, argv) && (rc = sg_read_all(0, &in)) != SG_OK) {

@@ -6,7 +6,7 @@
  * name is "<environment slug, at most 150 bytes>-<gateway pid>", one per
  * hierarchy used (the unified one for cgroup.kill, or v1's freezer; pids,
  * memory and cpu for the limits).  Every command of the session joins all
- * of them before its first instruction (`sandgate __cgroup-exec`), and
+ * of them before its first instruction (`sg-helper cgroup-exec`), and
  * nothing inside can leave: the sandbox shows no /sys and holds no
  * capabilities.  So killing those cgroups kills everything the session
  * started, whatever it did with sessions, process groups or signals.

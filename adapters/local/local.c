@@ -66,7 +66,6 @@ struct local_env {
 	char *workspace;    /* the workspace on this host */
 	char *bwrap;        /* bubblewrap's path, or NULL */
 	bool scoped;        /* background processes start in a Landlock scope */
-	char *self;         /* this executable, for __cgroup-exec */
 	char *slug;         /* the environment's name, its cgroups' prefix */
 	struct sg_cgroup cg; /* this session's cgroups */
 };
@@ -276,10 +275,9 @@ static sg_err local_provision(struct sg_env *env, struct sg_cancel *cancel,
 	struct local_env *le = (struct local_env *)env;
 	const struct sg_profile *p = env->profile;
 	json_t *applied = json_object(), *requested = json_object(), *observed = json_object();
-	char *name = env_name(env->identity), *ctl = NULL, self[SG_PATH_MAX];
+	char *name = env_name(env->identity), *ctl = NULL;
 	bool fresh = false;
 	struct stat st;
-	ssize_t n;
 	sg_err rc = SG_OK;
 
 	(void)cancel; /* nothing here blocks for long */
@@ -288,11 +286,6 @@ static sg_err local_provision(struct sg_env *env, struct sg_cancel *cancel,
 		le->dir = NULL;
 		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
 		goto out;
-	}
-	n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-	if (n > 0) {
-		self[n] = '\0';
-		le->self = strdup(self);
 	}
 	le->bwrap = sg_exec_which("bwrap");
 	/*
@@ -508,7 +501,7 @@ static sg_err sandbox_argv(struct local_env *le, const struct sg_exec *x,
  * The command's variables as bubblewrap's `--setenv NAME VALUE` arguments
  * in a memory file, for `--args 3`: -1 and errno when it cannot be made.
  * They never travel in the environment of the processes that run on this
- * host outside the sandbox (bubblewrap, __cgroup-exec): a request's
+ * host outside the sandbox (bubblewrap, sg-helper cgroup-exec): a request's
  * LD_PRELOAD would load a library of its choosing into them.  Nor in
  * their argv, which other users of this host may read.
  */
@@ -590,7 +583,7 @@ static sg_err local_exec(struct sg_env *env, const struct sg_exec *x,
 	sg_err rc = SG_OK;
 
 	if (le->cg.procs.n) {
-		rc = sg_strv_addv(&av, (const char *[]){ le->self, "__cgroup-exec", NULL });
+		rc = sg_strv_addv(&av, (const char *[]){ env->helper_host, "cgroup-exec", NULL });
 		if (!rc)
 			rc = sg_strv_addv(&av, sg_strv_get(&le->cg.procs));
 		if (!rc)
@@ -875,7 +868,6 @@ static void local_release(struct sg_env *env)
 	free(le->dir);
 	free(le->workspace);
 	free(le->bwrap);
-	free(le->self);
 	free(le->slug);
 	sg_cgroup_release(&le->cg);
 }

@@ -2,7 +2,7 @@
 
 On the local backend a command's way into its sandbox passes through
 processes that run on this host with sandgate's user and sandgate's view:
-`sandgate __cgroup-exec`, bubblewrap, and the status file the gateway reads
+`sg-helper cgroup-exec`, bubblewrap, and the status file the gateway reads
 back.  Two attackers try to reach them:
 
 - the host, through a request's `env` (run_command, process/start) or a
