@@ -94,6 +94,14 @@ class HostSide(GatewayTestCase):
             self.skipTest("bubblewrap cannot run here")
         return gw
 
+    def gateway_in_scope(self):
+        """A gateway whose commands start in a Landlock scope; (gw, facts)."""
+        gw = self.gateway_in_sandbox()
+        facts = gw.init_reply["environment"]["facts"]
+        if (facts.get("landlock_abi") or 0) < 6:
+            self.skipTest("needs Landlock ABI 6 (signal and socket scoping)")
+        return gw, facts
+
     # -- the host's variables -------------------------------------------
 
     def library(self):
@@ -161,11 +169,7 @@ class HostSide(GatewayTestCase):
     # -- signals ----------------------------------------------------------
 
     def test_confined_background_process_cannot_signal_the_host(self):
-        gw = self.gateway(init=False)
-        info = gw.initialize()
-        facts = info["environment"]["facts"]
-        if facts.get("mechanism") != "bubblewrap" or (facts.get("landlock_abi") or 0) < 6:
-            self.skipTest("needs bubblewrap and Landlock ABI 6 (signal scoping)")
+        gw, _ = self.gateway_in_scope()
         for mode in ("read_only", "standard"):
             with self.subTest(mode=mode):
                 victim = self.victim()
@@ -179,11 +183,7 @@ class HostSide(GatewayTestCase):
         # `full` lifts sandgate's own confinement, not the environment's:
         # a background process shares the host's pid namespace, so the
         # sandbox must still keep its signals inside.
-        gw = self.gateway(init=False)
-        info = gw.initialize()
-        facts = info["environment"]["facts"]
-        if facts.get("mechanism") != "bubblewrap" or (facts.get("landlock_abi") or 0) < 6:
-            self.skipTest("needs bubblewrap and Landlock ABI 6 (signal scoping)")
+        gw, _ = self.gateway_in_scope()
         victim = self.victim()
         for target in (victim.pid, gw.proc.pid):
             pid = gw.start("kill -TERM %d; echo kill=$?" % target, permission_mode="full")["id"]
@@ -230,11 +230,7 @@ class HostSide(GatewayTestCase):
     def test_full_command_cannot_reach_a_host_abstract_socket(self):
         # With network allowed, commands share the host's network namespace
         # and with it the abstract unix sockets of the host's daemons.
-        gw = self.gateway(init=False)
-        info = gw.initialize()
-        facts = info["environment"]["facts"]
-        if facts.get("mechanism") != "bubblewrap" or (facts.get("landlock_abi") or 0) < 6:
-            self.skipTest("needs bubblewrap and Landlock ABI 6 (socket scoping)")
+        gw, facts = self.gateway_in_scope()
         if facts["isolation"].get("network_isolated"):
             self.skipTest("the profile has no network, so no shared abstract sockets")
         name = "sg-e2e-abstract-%d" % os.getpid()
