@@ -65,8 +65,9 @@
  *                               itself, the PATHs, git's exec-path with
  *                               --git, and the ELF interpreter)
  *   confine --mode scope -- ARGV
- *                               (ARGV unconfined, but its signals and
- *                               abstract unix sockets stay in its domain)
+ *                               (ARGV unconfined, but it sets no setuid
+ *                               or setgid bit, and its signals and abstract
+ *                               unix sockets stay in its domain)
  *   cgroup-exec FILE... -- ARGV join the cgroups whose cgroup.procs files
  *                               are given, then exec ARGV (the local backend,
  *                               on the host, before bubblewrap)

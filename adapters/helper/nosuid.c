@@ -129,7 +129,7 @@ static const unsigned nosuid_absent[] = { __NR_openat2, __NR_io_uring_setup };
 
 #define NOSUID_NCALLS (sizeof(nosuid_calls) / sizeof(nosuid_calls[0]))
 #define NOSUID_NABSENT (sizeof(nosuid_absent) / sizeof(nosuid_absent[0]))
-/* The program's length: the fixed head and tail, then 3 per call, 2 per absent one. */
+/* The program's most: the head and tail (10 with x32's two), 3 per call, 2 per absent one. */
 #define NOSUID_LEN (10 + 3 * NOSUID_NCALLS + 2 * NOSUID_NABSENT)
 
 int sg_nosuid_apply(char *msg, size_t msglen)
@@ -149,10 +149,8 @@ int sg_nosuid_apply(char *msg, size_t msglen)
 					      offsetof(struct seccomp_data, nr));
 #ifdef NOSUID_X32_BIT
 	f[n++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K, NOSUID_X32_BIT, 0, 1);
-#else
-	f[n++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JA, 0, 0, 0);
-#endif
 	f[n++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, NOSUID_DENY(ENOSYS));
+#endif
 	for (size_t i = 0; i < NOSUID_NABSENT; i++) {
 		f[n++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, nosuid_absent[i],
 						      0, 1);

@@ -9,8 +9,9 @@
  * wait status and writes "exit N" or "signal N" to F before exiting with
  * the runner's convention.  The adapter reads F afterwards; if F is
  * missing (the wrapper itself was killed) the runner's status stands.
- * With --scope the command starts in a scope-only Landlock domain
- * (sg_confine_scope): its signals and abstract unix sockets stay inside.
+ * With --scope the command starts in the environment's scope
+ * (sg_confine_scope): it sets no setuid or setgid bit, and its signals
+ * and abstract unix sockets stay inside.
  */
 #define _GNU_SOURCE /* O_CLOEXEC */
 #include "internal.h"

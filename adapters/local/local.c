@@ -65,7 +65,6 @@ struct local_env {
 	char *dir;          /* <base>/local/<slug>: everything of this env */
 	char *workspace;    /* the workspace on this host */
 	char *bwrap;        /* bubblewrap's path, or NULL */
-	bool scoped;        /* background processes start in a Landlock scope */
 	char *slug;         /* the environment's name, its cgroups' prefix */
 	struct sg_cgroup cg; /* this session's cgroups */
 };
@@ -288,18 +287,6 @@ static sg_err local_provision(struct sg_env *env, struct sg_cancel *cancel,
 		goto out;
 	}
 	le->bwrap = sg_exec_which("bwrap");
-	/*
-	 * A background process keeps the host's pid namespace (its supervisor
-	 * must outlive the call), a command with network keeps the host's
-	 * abstract unix sockets, and every command writes host files as
-	 * sandgate's user.  So every command, even a `full` one that sandgate
-	 * does not confine, starts in the environment's scope (sg-helper
-	 * confine --mode scope): it sets no setuid or setgid bit, and from
-	 * Landlock ABI 6 it cannot signal, or reach an abstract unix socket
-	 * of, a process outside the environment, sandgate and its host
-	 * included (docs/security.md).
-	 */
-	le->scoped = le->bwrap != NULL;
 	if (!le->bwrap && p->network == SG_NET_NONE && !sg_profile_best_effort(p, "network")) {
 		rc = sg_err_set(err, SG_E_UNSUPPORTED, "network \"none\" needs bubblewrap");
 		goto out;
@@ -594,6 +581,16 @@ static sg_err local_exec(struct sg_env *env, const struct sg_exec *x,
 	/*
 	 * The status file's name is not guessable: a command could otherwise
 	 * put a FIFO or a link where the next command's status goes.
+	 *
+	 * Every command under bubblewrap, even a `full` one that sandgate does
+	 * not confine, starts in the environment's scope (--scope here,
+	 * confine --mode scope for a background process below).  A background
+	 * process keeps the host's pid namespace (its supervisor must outlive
+	 * the call), a command with network the host's abstract unix sockets,
+	 * and every command writes host files as sandgate's user: in the scope
+	 * it sets no setuid or setgid bit, and from Landlock ABI 6 it cannot
+	 * signal, or reach an abstract unix socket of, a process outside the
+	 * environment, sandgate and its host included (docs/security.md).
 	 */
 	if (!rc && le->bwrap && !(x->flags & SG_EXEC_DETACHES)) {
 		unsigned long k = atomic_fetch_add(&serial, 1);
@@ -608,10 +605,10 @@ static sg_err local_exec(struct sg_env *env, const struct sg_exec *x,
 			status = NULL;
 		rc = !status || sg_strv_addv(&av, (const char *[]){ SANDBOX_HELPER, "status",
 								     NULL }) ||
-		     (le->scoped && sg_strv_add(&av, "--scope")) || sg_strv_add(&av, "--file") ||
+		     sg_strv_add(&av, "--scope") || sg_strv_add(&av, "--file") ||
 		     sg_strv_addf(&av, SANDBOX_CTL "%s", name) || sg_strv_add(&av, "--");
 	}
-	if (!rc && le->scoped && (x->flags & SG_EXEC_DETACHES))
+	if (!rc && le->bwrap && (x->flags & SG_EXEC_DETACHES))
 		rc = sg_strv_addv(&av, (const char *[]){ SANDBOX_HELPER, "confine", "--mode",
 							 "scope", "--", NULL });
 	if (!rc)
