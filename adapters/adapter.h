@@ -293,6 +293,14 @@ enum {
 	 * namespace, PDEATHSIG, a killed process group).
 	 */
 	SG_EXEC_DETACHES = 1 << 1,
+	/*
+	 * A control step of sandgate's helper (`sg-helper proc ...`), not a
+	 * command of the request's: it reads, waits for and stops processes
+	 * earlier commands started.  An adapter that starts each command in
+	 * a scope of its own (no signal past it) starts this one outside,
+	 * or it could not stop them.  Never set for anything the request ran.
+	 */
+	SG_EXEC_CONTROL = 1 << 2,
 };
 
 struct sg_exec {

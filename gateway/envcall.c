@@ -238,7 +238,8 @@ static sg_err run_step(struct sg_session *s, unsigned how, const char *const *ar
 					"the environment helper failed (status %d) on `%s %s`",
 					status, args[0], args[1] ? args[1] : "");
 	} else if (!rc) {
-		rc = run_exec(s, &av, sg_strv_get(&s->base_env), 0, timeout_ms, in, inlen, r,
+		rc = run_exec(s, &av, sg_strv_get(&s->base_env),
+			      (how & SG_CALL_CTL) ? SG_EXEC_CONTROL : 0, timeout_ms, in, inlen, r,
 			      cancel, err);
 	}
 	/* An in-process step forks nothing that outlives it: done with the table. */

@@ -244,13 +244,17 @@ sg_err sg_sing_start_argv(const struct sg_sing_start *s, struct sg_strv *av)
 }
 
 sg_err sg_sing_exec_argv(const char *runtime, const char *name, const char *cwd,
-			 const char *home, const char *const *argv, struct sg_strv *av)
+			 const char *home, const char *helper, const char *const *argv,
+			 struct sg_strv *av)
 {
 	sg_err rc = sg_strv_addv(av, (const char *[]){ runtime, "exec", "--cleanenv",
 						       "--no-eval", "--pwd", cwd, NULL });
 
 	if (!rc)
 		rc = sg_strv_addf(av, "instance://%s", name);
+	if (!rc && helper)
+		rc = sg_strv_addv(av, (const char *[]){ helper, "confine", "--mode", "scope", "--",
+							 NULL });
 	/*
 	 * The runtime refuses HOME from APPTAINERENV_HOME; env(1) sets it.
 	 * env takes every operand holding '=' for an assignment (a "--"
@@ -1098,8 +1102,17 @@ static sg_err sing_exec(struct sg_env *env, const struct sg_exec *x,
 	for (size_t i = 0; x->envp && x->envp[i]; i++)
 		if (strncmp(x->envp[i], "HOME=", 5) == 0)
 			home = x->envp[i] + 5;
-	rc = sg_sing_exec_argv(se->runtime, se->name, x->cwd ? x->cwd : env->root, home, x->argv,
-			       &av);
+	/*
+	 * The instance's pid namespace keeps a command from the host's
+	 * processes, but with network it shares the host's abstract unix
+	 * sockets, and run as root it could leave a setuid-root file in the
+	 * workspace, a directory of this host.  So every command, `full` ones
+	 * included, starts in the helper's scope (docs/security.md); only a
+	 * control step, which stops what earlier commands (each in a scope of
+	 * its own) started, runs without one.
+	 */
+	rc = sg_sing_exec_argv(se->runtime, se->name, x->cwd ? x->cwd : env->root, home,
+			       (x->flags & SG_EXEC_CONTROL) ? NULL : env->helper, x->argv, &av);
 	if (!rc)
 		rc = sg_sing_exec_env(sg_strv_get(&se->cli_env), sg_sing_env_prefix(&se->ver), x->envp,
 				      &ev);

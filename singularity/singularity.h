@@ -78,12 +78,16 @@ struct sg_sing_start {
 sg_err sg_sing_start_argv(const struct sg_sing_start *s, struct sg_strv *av) SG_MUST_CHECK;
 
 /*
- * `RUNTIME exec --cleanenv --no-eval --pwd CWD instance://NAME [env HOME=..] ARGV`.
- * home is the command's HOME (the runtime refuses to take it from the
- * environment), or NULL.
+ * `RUNTIME exec --cleanenv --no-eval --pwd CWD instance://NAME
+ * [HELPER confine --mode scope --] [env HOME=..] ARGV`.  home is the
+ * command's HOME (the runtime refuses to take it from the environment),
+ * or NULL.  helper, where not NULL, starts the command in its scope (no
+ * setuid bit, no signal or abstract socket past it); NULL is for
+ * sandgate's own control steps, which must reach what earlier commands
+ * started.
  */
 sg_err sg_sing_exec_argv(const char *runtime, const char *name, const char *cwd,
-			 const char *home, const char *const *argv,
+			 const char *home, const char *helper, const char *const *argv,
 			 struct sg_strv *av) SG_MUST_CHECK;
 
 /*

@@ -1,7 +1,10 @@
 """Attacks on the singularity backend (tests/fakes/apptainer): a binding
 field that splits the runtime's `--bind` spec into extra binds, identities
-whose names collide with the image cache or cannot name an instance, and
-a shared session joining an instance another profile started.
+whose names collide with the image cache or cannot name an instance, a
+shared session joining an instance another profile started, and commands
+reaching past the instance: an abstract unix socket of the host (an
+instance with network shares the host's network namespace) or a setuid
+bit on a workspace file (where apptainer runs as root, so do commands).
 
 Like test_singularity.py these tests write their own config and skip when
 the suite runs against another profile, without root, or without
@@ -11,6 +14,7 @@ bubblewrap.
 import json
 import os
 import signal
+import socket
 import subprocess
 
 from sgclient import BIN, GatewayTestCase, Gateway, code_of
@@ -143,3 +147,59 @@ class SingularityAttacks(ApptainerFixture, GatewayTestCase):
         else:
             self.assertIn("open", r["error"])
         self.assertEqual(one.sh_ok("echo still"), "still\n")
+
+    def test_no_command_reaches_a_host_abstract_socket(self):
+        # Without `network: "none"` the instance keeps the host's network
+        # namespace, and with it every abstract unix socket of the host's
+        # daemons (a D-Bus or X11 one grants whatever its owner can do).
+        gw = self.gw_with({"p": {}})
+        gw.initialize()
+        facts = gw.init_reply["environment"]["facts"]
+        if (facts.get("landlock_abi") or 0) < 6:
+            self.skipTest("needs Landlock ABI 6 (abstract socket scoping)")
+        name = "sg-e2e-singabs-%d" % os.getpid()
+        srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.addCleanup(srv.close)
+        srv.bind("\0" + name)
+        srv.listen(8)
+        probe = ["python3", "-c",
+                 "import socket\n"
+                 "s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)\n"
+                 "try:\n"
+                 "    s.connect('\\0%s'); print('connected')\n"
+                 "except OSError as e:\n"
+                 "    print('refused', e.errno)\n" % name]
+        for mode in ("full", "standard"):
+            out = gw.tool("run_command", {"argv": probe}, mode)["content"]
+            self.assertIn("refused", out, "a %s command reached a host abstract socket" % mode)
+            pid = gw.start(argv=probe, permission_mode=mode)["id"]
+            out, _ = gw.read_all(pid)
+            self.assertIn("refused", out,
+                          "a %s background process reached a host abstract socket" % mode)
+        # The scope keeps the environment's own processes in reach.
+        pid = gw.start("sleep 300", permission_mode="full")["id"]
+        gw.ok("process/stop", {"id": pid})
+        self.assertEqual(gw.wait_ended(pid)["status"], "stopped")
+
+    def test_no_command_sets_a_setuid_or_setgid_bit(self):
+        # The fake, like apptainer run by root, runs commands as root: a
+        # setuid file left in the workspace, a directory of this host, is
+        # a setuid-root program for whoever else on the host reaches it.
+        gw = self.gw_with({"p": {}})
+        gw.initialize()
+        gw.write("prog", "#!/bin/sh\n")
+        create = ("import os, sys; os.close(os.open(sys.argv[1], "
+                  "os.O_CREAT | os.O_WRONLY, 0o6755))")
+        for mode in ("full", "standard"):
+            for argv in (["chmod", "u+s", "prog"], ["chmod", "2755", "prog"],
+                         ["python3", "-c", create, "made-" + mode]):
+                gw.tool("run_command", {"argv": argv}, mode)
+        pid = gw.start("chmod 4755 prog; install -m 4755 /dev/null made-bg",
+                       permission_mode="full")["id"]
+        gw.wait_ended(pid)
+        for name in ("prog", "made-full", "made-standard", "made-bg"):
+            res = gw.tool("stat_path", {"path": name})
+            if not res["is_error"]:
+                bits = int(res["metadata"]["mode"], 8)
+                self.assertEqual(bits & 0o6000, 0, "%s has mode %s" % (name, res["metadata"]["mode"]))
+        self.assertTrue(gw.init_reply["environment"]["facts"]["isolation"]["syscalls_restricted"])

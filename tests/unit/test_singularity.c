@@ -145,20 +145,30 @@ static void test_exec_argv(void **state)
 	char s[512];
 
 	(void)state;
-	assert_int_equal(sg_sing_exec_argv("apptainer", "sg-x", "/workspace", "/h",
+	assert_int_equal(sg_sing_exec_argv("apptainer", "sg-x", "/workspace", "/h", "/r/sg-helper",
 					   (const char *[]){ "ls", "-l", NULL }, &av),
 			 SG_OK);
 	join(&av, s, sizeof(s));
 	assert_string_equal(s, "apptainer exec --cleanenv --no-eval --pwd /workspace "
-			       "instance://sg-x env HOME=/h ls -l");
+			       "instance://sg-x /r/sg-helper confine --mode scope -- "
+			       "env HOME=/h ls -l");
 	sg_strv_release(&av);
 	/* A command that looks like an assignment is never taken for one. */
-	assert_int_equal(sg_sing_exec_argv("apptainer", "sg-x", "/w", "/h",
+	assert_int_equal(sg_sing_exec_argv("apptainer", "sg-x", "/w", "/h", "/r/sg-helper",
 					   (const char *[]){ "A=b", NULL }, &av),
 			 SG_OK);
 	join(&av, s, sizeof(s));
 	assert_string_equal(s, "apptainer exec --cleanenv --no-eval --pwd /w instance://sg-x "
+			       "/r/sg-helper confine --mode scope -- "
 			       "env HOME=/h /bin/sh -c exec \"$@\" sh A=b");
+	sg_strv_release(&av);
+	/* A control step starts outside the scope, and without HOME. */
+	assert_int_equal(sg_sing_exec_argv("apptainer", "sg-x", "/w", NULL, NULL,
+					   (const char *[]){ "/r/sg-helper", "proc", NULL }, &av),
+			 SG_OK);
+	join(&av, s, sizeof(s));
+	assert_string_equal(s, "apptainer exec --cleanenv --no-eval --pwd /w instance://sg-x "
+			       "/r/sg-helper proc");
 	sg_strv_release(&av);
 }
 
