@@ -200,19 +200,15 @@ static int confine_restrict(int ruleset, struct confine_msg *m)
 	return 0;
 }
 
-int sg_confine_scope(char *msg, size_t msglen)
+int sg_confine_scope_domain(char *msg, size_t msglen)
 {
 	struct confine_msg m = { .p = msg, .cap = msglen, .len = 0 };
 	struct sg_landlock_attr attr;
-	int abi = sg_landlock_abi(), ruleset = -1, rc = -1;
+	int ruleset = -1, rc = -1;
 
-	if (sg_nosuid_apply(msg, msglen) != 0)
-		goto out;
 	/* Before ABI 6 there is no scope (docs/security.md, "Left open"). */
-	if (abi < 6) {
-		rc = 0;
-		goto out;
-	}
+	if (sg_landlock_abi() < 6)
+		return 0;
 	/* No filesystem right is handled: the domain only scopes. */
 	memset(&attr, 0, sizeof(attr));
 	attr.scoped = LANDLOCK_SCOPE_SIGNAL | LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET;
@@ -228,6 +224,13 @@ out:
 	if (ruleset >= 0)
 		close(ruleset);
 	return rc;
+}
+
+int sg_confine_scope(char *msg, size_t msglen)
+{
+	if (sg_nosuid_apply(msg, msglen) != 0)
+		return -1;
+	return sg_confine_scope_domain(msg, msglen);
 }
 
 int sg_confine_apply(const char *mode, const char *root,

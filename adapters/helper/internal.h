@@ -43,6 +43,14 @@ int sg_confine_apply(const char *mode, const char *root, const char *const *allo
  * inside it.  -1 with the reason in msg when the kernel refuses either.
  */
 int sg_confine_scope(char *msg, size_t msglen);
+/*
+ * The Landlock part of sg_confine_scope alone: from ABI 6 a new domain,
+ * nested in the caller's, that keeps signals and abstract unix socket
+ * connections inside it; nothing before ABI 6.  Syscalls and stack
+ * buffers only, so a child may call it between fork() and exec().  -1
+ * with the reason in msg when the kernel refuses it.
+ */
+int sg_confine_scope_domain(char *msg, size_t msglen);
 /* nosuid.c: the seccomp filter that fails every call setting S_ISUID or S_ISGID. */
 int sg_nosuid_apply(char *msg, size_t msglen);
 /*

@@ -1935,8 +1935,17 @@ static void child_run(const struct proc_spawn *sp, int outfd, int errfd)
 			 sp->rec.cwd, strerror(errno));
 		goto fail;
 	}
-	if (sp->confine &&
-	    sg_confine_apply(sp->confine, sp->root, sp->allow, msg, sizeof(msg)))
+	/*
+	 * The command starts in a Landlock domain nested in the
+	 * supervisor's (a confined one's own, else one that only scopes),
+	 * so from ABI 6 it cannot signal or ptrace its supervisor: killed,
+	 * the supervisor would leave whatever the command moved out of its
+	 * group for nobody to stop (docs/security.md).  The supervisor and
+	 * the gateway still signal it.
+	 */
+	if (sp->confine
+		    ? sg_confine_apply(sp->confine, sp->root, sp->allow, msg, sizeof(msg))
+		    : sg_confine_scope_domain(msg, sizeof(msg)))
 		goto fail;
 	if (sp->rec.command)
 		execl("/bin/sh", "sh", "-c", sp->rec.command, (char *)NULL);

@@ -203,6 +203,21 @@ class HostSide(GatewayTestCase):
         gw.ok("process/stop", {"id": pid})
         self.assertEqual(gw.wait_ended(pid)["status"], "stopped")
 
+    def test_background_process_cannot_kill_its_supervisor(self):
+        # A process's supervisor is what stops whatever the process moves
+        # out of its group; killed, it left that running for nobody to stop.
+        gw, _ = self.gateway_in_scope()
+        for mode in ("full", "standard"):
+            with self.subTest(mode=mode):
+                # `command` runs as `sh -c COMMAND`: $PPID is the supervisor.
+                pid = gw.start("kill -KILL $PPID; echo kill=$?; sleep 0.5; echo end",
+                               permission_mode=mode)["id"]
+                out, last = gw.read_all(pid)
+                self.assertIn("kill=1", out, "a %s background process killed its supervisor" % mode)
+                self.assertIn("end", out)
+                self.assertEqual((last["Process"]["status"], last["Process"]["exit_code"]),
+                                 ("exited", 0), last["Process"])
+
     def test_nothing_sets_a_setuid_or_setgid_bit(self):
         # The workspace is on this host, written as sandgate's user: where
         # that is root, a setuid file there is a setuid-root program for
