@@ -14,12 +14,12 @@ bubblewrap.
 import json
 import os
 import signal
-import socket
 import subprocess
 
 from sgclient import BIN, GatewayTestCase, Gateway, code_of
 
 from apptainer_fixture import ApptainerFixture
+from escapes import abstract_socket_probe, setuid_leftovers
 
 
 class SingularityAttacks(ApptainerFixture, GatewayTestCase):
@@ -157,18 +157,7 @@ class SingularityAttacks(ApptainerFixture, GatewayTestCase):
         facts = gw.init_reply["environment"]["facts"]
         if (facts.get("landlock_abi") or 0) < 6:
             self.skipTest("needs Landlock ABI 6 (abstract socket scoping)")
-        name = "sg-e2e-singabs-%d" % os.getpid()
-        srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.addCleanup(srv.close)
-        srv.bind("\0" + name)
-        srv.listen(8)
-        probe = ["python3", "-c",
-                 "import socket\n"
-                 "s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)\n"
-                 "try:\n"
-                 "    s.connect('\\0%s'); print('connected')\n"
-                 "except OSError as e:\n"
-                 "    print('refused', e.errno)\n" % name]
+        probe = abstract_socket_probe(self)
         for mode in ("full", "standard"):
             out = gw.tool("run_command", {"argv": probe}, mode)["content"]
             self.assertIn("refused", out, "a %s command reached a host abstract socket" % mode)
@@ -187,19 +176,5 @@ class SingularityAttacks(ApptainerFixture, GatewayTestCase):
         # a setuid-root program for whoever else on the host reaches it.
         gw = self.gw_with({"p": {}})
         gw.initialize()
-        gw.write("prog", "#!/bin/sh\n")
-        create = ("import os, sys; os.close(os.open(sys.argv[1], "
-                  "os.O_CREAT | os.O_WRONLY, 0o6755))")
-        for mode in ("full", "standard"):
-            for argv in (["chmod", "u+s", "prog"], ["chmod", "2755", "prog"],
-                         ["python3", "-c", create, "made-" + mode]):
-                gw.tool("run_command", {"argv": argv}, mode)
-        pid = gw.start("chmod 4755 prog; install -m 4755 /dev/null made-bg",
-                       permission_mode="full")["id"]
-        gw.wait_ended(pid)
-        for name in ("prog", "made-full", "made-standard", "made-bg"):
-            res = gw.tool("stat_path", {"path": name})
-            if not res["is_error"]:
-                bits = int(res["metadata"]["mode"], 8)
-                self.assertEqual(bits & 0o6000, 0, "%s has mode %s" % (name, res["metadata"]["mode"]))
+        self.assertEqual(setuid_leftovers(gw), [])
         self.assertTrue(gw.init_reply["environment"]["facts"]["isolation"]["syscalls_restricted"])
