@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "../adapters/json.h"
 #include "base/limits.h"
@@ -26,6 +27,37 @@
 const char *dtn_str(const json_t *o, const char *key)
 {
 	return json_string_value(json_object_get(o, key));
+}
+
+int64_t dtn_updated_ms(const json_t *dto)
+{
+	const char *v = dtn_str(dto, "updatedAt"), *p;
+	int64_t ms = 0, scale = 100;
+	struct tm tm;
+	time_t t;
+
+	if (!v)
+		return -1;
+	memset(&tm, 0, sizeof(tm));
+	p = strptime(v, "%Y-%m-%dT%H:%M:%S", &tm);
+	if (!p)
+		return -1;
+	/* A fraction of a second, of any length; what is below 1 ms is dropped. */
+	if (*p == '.') {
+		for (p++; *p >= '0' && *p <= '9'; p++, scale /= 10)
+			ms += (*p - '0') * scale;
+	}
+	t = timegm(&tm);
+	if (t == (time_t)-1 || p[0] != 'Z' || p[1] != '\0')
+		return -1;
+	return (int64_t)t * 1000 + ms;
+}
+
+bool dtn_older(const json_t *a, const json_t *b)
+{
+	int64_t ta = a ? dtn_updated_ms(a) : -1, tb = b ? dtn_updated_ms(b) : -1;
+
+	return ta >= 0 && tb >= 0 && ta < tb;
 }
 
 /* A variable's value, or NULL when unset or empty. */

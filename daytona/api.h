@@ -122,4 +122,17 @@ char *dtn_sandbox_url(const struct dtn_client *c, const char *id,
 /* A string member of a JSON object, or NULL. */
 const char *dtn_str(const json_t *o, const char *key);
 
+/*
+ * When a sandbox DTO was last changed: its updatedAt (ISO 8601, as
+ * Daytona writes it: 2026-11-29T08:24:52.905Z) in milliseconds since the
+ * epoch, or -1 when it has none that reads as such a time.
+ */
+int64_t dtn_updated_ms(const json_t *dto);
+
+/*
+ * Was sandbox DTO a last changed before b (either may be NULL)?  Only when
+ * both say when: a DTO without a readable time is never judged older.
+ */
+bool dtn_older(const json_t *a, const json_t *b);
+
 #endif

@@ -394,7 +394,9 @@ static bool dtn_events_wanted(struct dtn_events *ev)
  * Wait on the event stream for the next news of sandbox id after last (the
  * DTO last judged): a new DTO from an event (new reference), or NULL when
  * it is time to poll (the stream came up, went away, or was quiet for
- * SG_DAYTONA_EVENT_POLL_MS).
+ * SG_DAYTONA_EVENT_POLL_MS).  An event older than last is no news: it was
+ * delivered late (the "started" of a start before the stop that last
+ * shows), and taken for the state it would end a wait too early.
  */
 static json_t *dtn_wait_events(struct dtn_events *ev, const char *id, const json_t *last,
 			       unsigned *gen, struct sg_cancel *cancel)
@@ -409,7 +411,7 @@ static json_t *dtn_wait_events(struct dtn_events *ev, const char *id, const json
 		if (left <= 0 || sg_cancel_check(cancel))
 			return NULL;
 		seen = dtn_events_wait(ev, id, left, gen, cancel);
-		if (seen && seen != last && !json_equal(seen, last))
+		if (seen && seen != last && !json_equal(seen, last) && !dtn_older(seen, last))
 			return seen;
 		json_decref(seen);
 		/* Up (a change may have been missed meanwhile) or down: poll. */

@@ -18,6 +18,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "api.h"
 #include "base/buf.h"
 #include "base/limits.h"
 
@@ -46,7 +47,7 @@ struct dtn_events {
 	pthread_cond_t cv;
 	int state;
 	unsigned gen;     /* bumped on every change a waiter may care about */
-	json_t *latest;   /* sandbox id -> its last DTO, at most EV_KEPT */
+	json_t *latest;   /* sandbox id -> its newest DTO, at most EV_KEPT */
 	json_t *wanted;   /* sandbox ids a waiter asked for (id -> true) */
 	/* The watcher thread's own. */
 	struct sg_buf rx;   /* one message, reassembled from fragments */
@@ -128,9 +129,14 @@ static void ev_message(struct dtn_events *ev, struct lws *wsi, const char *m, si
 						json_object_del(ev->latest, k);
 				}
 			}
-			/* Still full: the waiters' own sandboxes fill it, and this is none. */
-			if (json_object_get(ev->latest, id) ||
-			    json_object_size(ev->latest) < EV_KEPT) {
+			/*
+			 * Still full: the waiters' own sandboxes fill it, and this
+			 * is none.  An event older than the one kept (delivered
+			 * late) does not replace it.
+			 */
+			if ((json_object_get(ev->latest, id) ||
+			     json_object_size(ev->latest) < EV_KEPT) &&
+			    !dtn_older(sb, json_object_get(ev->latest, id))) {
 				json_object_set(ev->latest, id, sb);
 				ev->gen++;
 				pthread_cond_broadcast(&ev->cv);

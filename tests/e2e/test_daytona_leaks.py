@@ -263,5 +263,38 @@ class DaytonaLeaks(OnFakeDaytona, GatewayTestCase):
             self.assertLess(grown, 24 * 1024, "sandgate kept the flood: %d KiB more" % grown)
 
 
+    def test_late_started_event_does_not_end_a_start(self):
+        # A kept sandbox is started again and held in `starting`; meanwhile
+        # the stream delivers, late, the `started` event of its first start
+        # (from before the stop).  The wait must not take it for this
+        # start: the set-up would then run against a toolbox that is not
+        # up (the fake answers 400) and the initialize fail.
+        binding, name = self.kept_sandbox()
+        self.fake.admin("POST", "/__fake/config", {"stateDelayMs": {"starting": 3000}})
+        gw = self.start(config=self.profiles, profile="keep")
+        gw.token = "tok-" + unique()
+        binding = gw.make_binding(**binding)
+        gw.binding = binding
+        rid = gw.request("initialize", binding)
+        for _ in range(300):
+            st = self.fake.admin("GET", "/__fake/state")
+            if st["socketIoClients"] and [s for s in st["sandboxes"]
+                                          if s["name"] == name and s["state"] == "starting"]:
+                break
+            time.sleep(0.05)
+        else:
+            self.fail("the kept sandbox was never started again with the stream listening")
+        time.sleep(0.3)
+        stale = self.fake.admin("POST", "/__fake/sandboxes/%s/replay" % name,
+                                {"newState": "started"})
+        self.assertEqual(stale["sandbox"]["state"], "started")
+        r = gw.wait_reply(rid, 60)
+        self.assertNotIn("error", r, gw.stderr_text()[-3000:])
+        self.assertTrue(r["data"]["environment"]["resumed"])
+        self.assertEqual(gw.sh_ok("echo up").strip(), "up")
+        rc, err, _ = gw.shutdown(timeout=60)
+        self.assertEqual(rc, 0, err[-2000:])
+
+
 if __name__ == "__main__":
     unittest.main()

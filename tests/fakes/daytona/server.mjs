@@ -213,13 +213,18 @@ function emitEvent(name, payload) {
   for (const c of STATE.ioConns) c.ws.send(frame);
 }
 
+const EVENTS_KEPT = 32;
+
 function setState(s, newState) {
   const oldState = s.state;
   if (oldState === newState) return;
   s.state = newState;
   s.updatedAt = nowIso();
   persist();
-  emitEvent('sandbox.state.updated', { sandbox: sandboxDto(s), oldState, newState });
+  const ev = { sandbox: sandboxDto(s), oldState, newState };
+  s._.events.push(ev);
+  if (s._.events.length > EVENTS_KEPT) s._.events.shift();
+  emitEvent('sandbox.state.updated', ev);
   for (const w of [...s._.waiters]) {
     if (w.states.includes(newState)) w.resolve(newState);
   }
@@ -370,6 +375,7 @@ function attachInternals(s, dir) {
       blockNetwork: () => s.networkBlockAll,
     }),
     stoppedAt: null,
+    events: [], // the last EVENTS_KEPT state events sent for it, as sent (for /replay)
   };
 }
 
@@ -1673,6 +1679,19 @@ async function aForceState(ctx) {
   reply(ctx, 200, fakeView(s));
 }
 
+// Sends again, unchanged, the latest earlier state event of a sandbox whose newState is
+// {newState}: an event delivered late, after the sandbox has moved on (a "started" from before
+// a stop arriving while a new start is under way).  404 when no such event was sent.
+async function aReplayEvent(ctx) {
+  const s = mustFindSandbox(ctx.params.idOrName);
+  const b = await readJson(ctx);
+  if (!isObj(b) || typeof b.newState !== 'string') throw new HttpError(400, 'newState is required');
+  const ev = [...s._.events].reverse().find((e) => e.newState === b.newState);
+  if (!ev) throw new HttpError(404, `no ${b.newState} event was sent for ${s.id}`);
+  emitEvent('sandbox.state.updated', ev);
+  reply(ctx, 200, ev);
+}
+
 // Makes a sandbox vanish at once (deleted from the dashboard, lost by the provider).
 async function aVanish(ctx) {
   const s = mustFindSandbox(ctx.params.idOrName);
@@ -1762,6 +1781,7 @@ const ROUTES = [
   ['admin', 'POST', '/__fake/reset', 'reset', aReset],
   ['admin', 'POST', '/__fake/sandboxes/:idOrName/state', 'forceState', aForceState],
   ['admin', 'DELETE', '/__fake/sandboxes/:idOrName', 'vanish', aVanish],
+  ['admin', 'POST', '/__fake/sandboxes/:idOrName/replay', 'replayEvent', aReplayEvent],
   ['admin', 'POST', '/__fake/events/flood', 'floodEvents', aFloodEvents],
 ].map(([area, method, pattern, name, handler]) => ({
   area,
