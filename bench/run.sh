@@ -11,7 +11,7 @@
 #   bench/run.sh --no-daytona skip the daytona phase
 #   bench/run.sh --no-singularity skip the singularity phase
 #   bench/run.sh --ssh-only   only the ssh phase (and its block)
-#   bench/run.sh --daytona-only  only the daytona phase (and its block)
+#   bench/run.sh --daytona-only  only the daytona phase (its two blocks)
 #   bench/run.sh --singularity-only  only the singularity phase (and its block)
 #   bench/run.sh --modal-only    only the modal phase (its two blocks)
 #   bench/run.sh --vercel-only   only the vercel phase (its two blocks)
@@ -22,9 +22,11 @@
 # known_hosts), the gateway on its `ssh` profile, compared with a raw
 # ControlMaster of sgbench's own; the harness is stopped afterwards, also
 # on failure.  daytona: the fake Daytona (tests/fakes/daytona/server.mjs,
-# bwrap mode) on 127.0.0.1, started once; the official TypeScript SDK
-# (bench/daytona-sdk-bench.mjs) and then the gateway on a `daytona` profile
-# run against it, and the fake is stopped (its stdin closed).  A phase
+# bwrap mode) on 127.0.0.1, started twice, without delay and with every
+# request delayed by CLOUD_DELAY_MS (below); each time the official
+# TypeScript SDK (bench/daytona-sdk-bench.mjs) and then the gateway on a
+# `daytona` profile run against it, and the fake is stopped (its stdin
+# closed).  A phase
 # whose parts are missing (sshd; node, the SDK's node_modules after
 # `npm ci`, bubblewrap or nsenter) is skipped and its block is left as it
 # was.  singularity: bench/singularity-bench.py, run_command through the
@@ -37,8 +39,9 @@
 # SGBENCH_SSH_ARGS (for the ssh phase), SGBENCH_DTN_ARGS (for the daytona
 # phase), SDKBENCH_ARGS (for daytona-sdk-bench.mjs).  Everything runs on
 # this machine and talks over pipes and 127.0.0.1 only.  A full run takes
-# about four minutes after the build (local about 1, ssh about 0.5 to 1,
-# daytona about 0.5, singularity about 1.5), plus the cloud phases.
+# about six minutes after the build (local about 1, ssh about 0.5 to 1,
+# daytona about 2.5 for its two runs, singularity about 1.5), plus the
+# cloud phases.
 # SINGBENCH_ARGS: extra options for singularity-bench.py.
 #
 # Cloud phases (modal, vercel; cloud_phase below): the backend's fake in
@@ -227,6 +230,38 @@ if [ "$ssh_phase" = 1 ]; then
   fi
 fi
 
+# dtn_run DELAY_MS BLOCK: the fake Daytona (every request delayed by
+# DELAY_MS), the SDK's script, then sgbench, both against that one fake;
+# the results block into BLOCK.
+dtn_run() {
+  local delay=$1 block=$2 dir="$out/dtn-$1" load_before sdk_version
+  mkdir "$dir"
+  start_fake Daytona "$dir" "$fakedir/server.mjs" --port 0 --exec-mode bwrap \
+    --exec-limit-ms 5000 --delay-ms "$delay" --request-log "$dir/requests.jsonl"
+  # The profile of tests/e2e/run-against.sh; the SDK's sandbox gets the
+  # same image and default resources (daytona-sdk-bench.mjs).
+  printf '%s\n' '{"default": "daytona", "profiles": {"daytona": {"backend": "daytona",' \
+    ' "image": "debian:12", "api_url_env": "DT_URL", "api_key_env": "DT_KEY",' \
+    ' "toolbox_timeout_ms": 5000}}}' >"$dir/config.json"
+  load_before=$(cut -d' ' -f1-3 /proc/loadavg)
+  echo "== daytona phase, delay $delay ms: the fake on 127.0.0.1:$port; the SDK, then $sgbench" >&2
+  # shellcheck disable=SC2086
+  node "$here/daytona-sdk-bench.mjs" --url "http://127.0.0.1:$port" --api-key test-key \
+    --json "$dir/sdk.json" "${quick_sdk[@]}" ${SDKBENCH_ARGS:-} >&2
+  # shellcheck disable=SC2086
+  DT_URL="http://127.0.0.1:$port/api" DT_KEY=test-key \
+    "$sgbench" --sandgate "$build/sandgate" --config "$dir/config.json" \
+    --profile daytona --sdk-json "$dir/sdk.json" --json "$dir/sgbench.json" \
+    --markdown "$dir/table.md" "${quick_dtn[@]}" ${SGBENCH_DTN_ARGS:-} >&2
+  stop_fake
+  sdk_version=$(sed -n 's/^ *"sdk_version": "\([^"]*\)".*/\1/p' "$dir/sdk.json")
+  {
+    machine "node $(node --version), @daytonaio/sdk $sdk_version, the fake Daytona (tests/fakes/daytona/server.mjs, bwrap mode) on 127.0.0.1, every request delayed by $delay ms" "$load_before"
+    echo
+    cat "$dir/table.md"
+  } >"$block"
+}
+
 if [ "$dtn_phase" = 1 ]; then
   fakedir="$root/tests/fakes/daytona"
   skip=
@@ -247,31 +282,8 @@ if [ "$dtn_phase" = 1 ]; then
     echo "== daytona phase skipped: $skip" >&2
     dtn_phase=0
   else
-    mkdir "$out/dtn"
-    start_fake Daytona "$out/dtn" "$fakedir/server.mjs" --port 0 --exec-mode bwrap \
-      --exec-limit-ms 5000 --request-log "$out/dtn/requests.jsonl"
-    # The profile of tests/e2e/run-against.sh; the SDK's sandbox gets the
-    # same image and default resources (daytona-sdk-bench.mjs).
-    printf '%s\n' '{"default": "daytona", "profiles": {"daytona": {"backend": "daytona",' \
-      ' "image": "debian:12", "api_url_env": "DT_URL", "api_key_env": "DT_KEY",' \
-      ' "toolbox_timeout_ms": 5000}}}' >"$out/dtn/config.json"
-    load_before=$(cut -d' ' -f1-3 /proc/loadavg)
-    echo "== daytona phase: the fake on 127.0.0.1:$port; the SDK, then $sgbench" >&2
-    # shellcheck disable=SC2086
-    node "$here/daytona-sdk-bench.mjs" --url "http://127.0.0.1:$port" --api-key test-key \
-      --json "$out/dtn/sdk.json" "${quick_sdk[@]}" ${SDKBENCH_ARGS:-} >&2
-    # shellcheck disable=SC2086
-    DT_URL="http://127.0.0.1:$port/api" DT_KEY=test-key \
-      "$sgbench" --sandgate "$build/sandgate" --config "$out/dtn/config.json" \
-      --profile daytona --sdk-json "$out/dtn/sdk.json" --json "$out/dtn.json" \
-      --markdown "$out/dtn-table.md" "${quick_dtn[@]}" ${SGBENCH_DTN_ARGS:-} >&2
-    stop_fake
-    sdk_version=$(sed -n 's/^ *"sdk_version": "\([^"]*\)".*/\1/p' "$out/dtn/sdk.json")
-    {
-      machine "node $(node --version), @daytonaio/sdk $sdk_version, the fake Daytona (tests/fakes/daytona/server.mjs, bwrap mode) on 127.0.0.1" "$load_before"
-      echo
-      cat "$out/dtn-table.md"
-    } >"$out/dtn-block.md"
+    dtn_run 0 "$out/dtn-block.md"
+    dtn_run "${CLOUD_DELAY_MS:-67}" "$out/dtn-delay-block.md"
   fi
 fi
 
@@ -447,30 +459,13 @@ put_block() {
   echo "== results written to $doc ($1)" >&2
 }
 
-for phase in local ssh daytona singularity; do
-  if [ "$phase" = local ]; then
-    [ "$local_phase" = 1 ] || continue
-    marker=bench block="$out/block.md"
-  elif [ "$phase" = ssh ]; then
-    [ "$ssh_phase" = 1 ] || continue
-    marker=bench-ssh block="$out/ssh-block.md"
-  elif [ "$phase" = daytona ]; then
-    [ "$dtn_phase" = 1 ] || continue
-    marker=bench-daytona block="$out/dtn-block.md"
-  else
-    [ "$sing_phase" = 1 ] || continue
-    marker=bench-singularity block="$out/sing-block.md"
-  fi
-  if [ "$print" = 1 ] || [ ! -f "$doc" ] || ! grep -qx "<!-- $marker:begin -->" "$doc"; then
-    cat "$block"
-    echo
-    [ "$print" = 1 ] || echo "run.sh: $doc has no <!-- $marker:begin --> marker; block printed above" >&2
-  else
-    put_block "$marker" "$block"
-  fi
-done
-
-for pair in "${cloud_blocks[@]}"; do
+blocks=()
+[ "$local_phase" = 1 ] && blocks+=("bench:$out/block.md")
+[ "$ssh_phase" = 1 ] && blocks+=("bench-ssh:$out/ssh-block.md")
+[ "$dtn_phase" = 1 ] &&
+  blocks+=("bench-daytona:$out/dtn-block.md" "bench-daytona-delay:$out/dtn-delay-block.md")
+[ "$sing_phase" = 1 ] && blocks+=("bench-singularity:$out/sing-block.md")
+for pair in "${blocks[@]}" "${cloud_blocks[@]}"; do
   marker=${pair%%:*} block=${pair#*:}
   if [ "$print" = 1 ] || [ ! -f "$doc" ] || ! grep -qx "<!-- $marker:begin -->" "$doc"; then
     cat "$block"
