@@ -55,7 +55,7 @@ int64_t dtn_updated_ms(const json_t *dto)
 
 bool dtn_older(const json_t *a, const json_t *b)
 {
-	int64_t ta = a ? dtn_updated_ms(a) : -1, tb = b ? dtn_updated_ms(b) : -1;
+	int64_t ta = dtn_updated_ms(a), tb = dtn_updated_ms(b);
 
 	return ta >= 0 && tb >= 0 && ta < tb;
 }

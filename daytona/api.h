@@ -123,9 +123,9 @@ char *dtn_sandbox_url(const struct dtn_client *c, const char *id,
 const char *dtn_str(const json_t *o, const char *key);
 
 /*
- * When a sandbox DTO was last changed: its updatedAt (ISO 8601, as
- * Daytona writes it: 2026-11-29T08:24:52.905Z) in milliseconds since the
- * epoch, or -1 when it has none that reads as such a time.
+ * When a sandbox DTO (may be NULL) was last changed: its updatedAt (ISO
+ * 8601, as Daytona writes it: 2026-11-29T08:24:52.905Z) in milliseconds
+ * since the epoch, or -1 when it has none that reads as such a time.
  */
 int64_t dtn_updated_ms(const json_t *dto);
 

@@ -262,7 +262,6 @@ class DaytonaLeaks(OnFakeDaytona, GatewayTestCase):
         if not os.environ.get("SG_SANITIZED"):
             self.assertLess(grown, 24 * 1024, "sandgate kept the flood: %d KiB more" % grown)
 
-
     def test_late_started_event_does_not_end_a_start(self):
         # A kept sandbox is started again and held in `starting`; meanwhile
         # the stream delivers, late, the `started` event of its first start

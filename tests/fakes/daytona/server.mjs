@@ -1686,7 +1686,7 @@ async function aReplayEvent(ctx) {
   const s = mustFindSandbox(ctx.params.idOrName);
   const b = await readJson(ctx);
   if (!isObj(b) || typeof b.newState !== 'string') throw new HttpError(400, 'newState is required');
-  const ev = [...s._.events].reverse().find((e) => e.newState === b.newState);
+  const ev = s._.events.findLast((e) => e.newState === b.newState);
   if (!ev) throw new HttpError(404, `no ${b.newState} event was sent for ${s.id}`);
   emitEvent('sandbox.state.updated', ev);
   reply(ctx, 200, ev);
