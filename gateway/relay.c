@@ -738,6 +738,39 @@ static json_t *own_narrowing(json_t *env, const struct sg_profile *p)
 	return mine;
 }
 
+/*
+ * What a command profile says of its peer: its argv, grace, environment,
+ * the root it serves and the capabilities it must offer.  The config
+ * layer passes over the first few in a binding (elsewhere they describe
+ * a host's side of a profile), and the others when the profile leaves
+ * them out; here they are the peer itself.
+ */
+static const char *const peer_fixed[] = { "backend", "command", "shutdown_grace_ms",
+					  "workspace", "env", "capabilities", NULL };
+
+/*
+ * A binding's environment may only repeat what the command profile says
+ * of its peer (docs/security.md): anything else is refused before the
+ * peer starts, so nothing in a binding reaches its argv or settings.
+ */
+static sg_err check_peer_fixed(json_t *env, const struct sg_profile *p,
+			       struct sg_errinfo *err)
+{
+	for (size_t i = 0; json_is_object(env) && peer_fixed[i]; i++) {
+		json_t *bv = json_object_get(env, peer_fixed[i]);
+		json_t *pv = json_object_get(p->raw, peer_fixed[i]);
+
+		if (!bv || (pv && json_equal(bv, pv)))
+			continue;
+		return sg_err_set(err, SG_E_PERMISSION,
+				  "environment.%s %s (profile \"%s\"); a binding may only repeat what a command profile says of its peer",
+				  peer_fixed[i],
+				  pv ? "differs from the profile's value" : "is not set by the profile",
+				  p->name);
+	}
+	return SG_OK;
+}
+
 static sg_err check_fields(const struct sg_profile *p, struct sg_errinfo *err);
 
 sg_err sg_relay_initialize(struct sg_op *op, json_t *binding, const char *profile,
@@ -752,6 +785,8 @@ sg_err sg_relay_initialize(struct sg_op *op, json_t *binding, const char *profil
 
 	*fatal = false;
 	rc = sg_config_profile(s->cfg, profile, NULL, &base, &op->err);
+	if (!rc)
+		rc = check_peer_fixed(json_object_get(binding, "environment"), base, &op->err);
 	if (!rc) {
 		narrow = own_narrowing(json_object_get(binding, "environment"), base);
 		rc = sg_config_profile(s->cfg, profile, narrow, &p, &op->err);

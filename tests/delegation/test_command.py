@@ -238,6 +238,43 @@ class CommandBackend(unittest.TestCase):
         self.assertIn("data", r, "the refusal left the connection usable")
         self.assertEqual(g.close()[0], 0)
 
+    def test_a_binding_cannot_change_the_peer_or_its_settings(self):
+        # The attacker's test: the command profile's own fields in a
+        # binding were accepted and ignored (the real peer ran), where
+        # docs/security.md promises a refusal unless they repeat the
+        # profile's value.  Each is refused before the peer starts.
+        d = tempfile.mkdtemp(prefix="sg-cmd-bind-")
+        pwned = os.path.join(d, "pwned")
+        log = os.path.join(d, "peer.log")
+        evil = ["/bin/sh", "-c", "touch %s" % pwned]
+        asks = {"command": evil, "backend": "local", "shutdown_grace_ms": 1,
+                "env": {"ONLY_THIS": "1", "LD_PRELOAD": "/x.so"},
+                "capabilities": [], "workspace": "/etc"}
+        for field, value in asks.items():
+            g = Gate(profile("plain", log, shutdown_grace_ms=5000))
+            r = g.init(environment={field: value})
+            self.assertIn("error", r, "environment.%s was accepted: %s" % (field, r))
+            self.assertTrue(r["error"].startswith("permission_denied:"), r)
+            self.assertIn(field, r["error"])
+            self.assertEqual(g.close()[0], 0)
+            self.assertFalse(os.path.exists(log), "environment.%s started the peer" % field)
+        self.assertFalse(os.path.exists(pwned), "the binding's command ran")
+        # Repeating the profile's own values changes nothing and is fine;
+        # variables for commands (what a host's binding.environment holds)
+        # reach neither the peer's argv nor its environment.
+        prof = profile("plain", log, shutdown_grace_ms=5000)
+        g = Gate(prof)
+        same = {k: prof[k] for k in ("command", "backend", "shutdown_grace_ms", "env")}
+        r = g.init(environment=dict(same, LD_PRELOAD="/x.so", PATH="/evil"))
+        self.assertIn("data", r, r)
+        seen = r["data"]["environ_seen"]
+        self.assertEqual(set(seen) - {"LC_CTYPE"}, {"ONLY_THIS", "PATH"}, seen)
+        self.assertNotEqual(seen["PATH"], "/evil")
+        self.assertEqual(g.close()[0], 0)
+        with open(log) as f:
+            self.assertEqual([json.loads(l)["method"] for l in f], ["initialize"])
+        self.assertFalse(os.path.exists(pwned))
+
     def test_a_peer_that_cannot_start_is_not_retried(self):
         g = Gate({"backend": "command", "command": ["/nonexistent/peer"]})
         r = g.init()
