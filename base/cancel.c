@@ -7,6 +7,25 @@
 #include <time.h>
 #include <unistd.h>
 
+/* sg_cancel_set_quit's deadline; 0: none. */
+static atomic_llong quit_at_ms;
+
+void sg_cancel_set_quit(int64_t at_ms)
+{
+	atomic_store(&quit_at_ms, (long long)(at_ms > 0 ? at_ms : 1));
+}
+
+int64_t sg_cancel_quit_clip(int64_t ms)
+{
+	long long at = atomic_load(&quit_at_ms);
+	int64_t left;
+
+	if (!at)
+		return ms;
+	left = (int64_t)at - sg_now_ms();
+	return left <= 0 ? 0 : left < ms ? left : ms;
+}
+
 sg_err sg_cancel_init(struct sg_cancel *c)
 {
 	atomic_init(&c->why, SG_OK);

@@ -48,6 +48,18 @@ int sg_cancel_fd(const struct sg_cancel *c);
 /* Sleep ms milliseconds or until fired; returns SG_OK or the reason. */
 sg_err sg_cancel_sleep(const struct sg_cancel *c, int64_t ms);
 
+/*
+ * The process's own deadline: the moment (sg_now_ms) by which a shutdown
+ * must have ended, set once when it starts.  A wait that begins after
+ * its token fired (the kill of what a cancel left running on a remote
+ * host) has no token left to bound it, so it is clipped to this instead:
+ * sg_cancel_quit_clip(ms) is ms, or what is left before the deadline
+ * when that is less, 0 once it has passed (the wait must not start).
+ * Without a deadline set (no shutdown yet, the operator commands), ms.
+ */
+void sg_cancel_set_quit(int64_t at_ms);
+int64_t sg_cancel_quit_clip(int64_t ms);
+
 /* Monotonic clock helpers used by every deadline. */
 int64_t sg_now_ms(void);
 int64_t sg_now_ns(void);

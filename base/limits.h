@@ -131,6 +131,7 @@
 #define SG_SSH_UPLOAD_MS 300000       /* sending sg-helper */
 #define SG_SSH_KILL_MS 5000           /* the kill after a timeout or cancel */
 #define SG_SSH_CLEANUP_MS 10000       /* undoing a failed provision */
+#define SG_SSH_UNTIMED_MS 600000      /* a step with no timeout of its own (file tools) */
 /* singularity: the apptainer/singularity CLI. */
 #define SG_SING_VERSION_MS 60000      /* `RUNTIME --version` (a wrapper script on a loaded host) */
 #define SG_SING_START_MS 120000       /* `instance start`, image mounts included */

@@ -255,6 +255,8 @@ int sg_shutdown_run(struct sg_session *s, struct sg_pool *pool, int64_t budget_m
 	sg_err rc = SG_OK;
 
 	sg_log_info("shutting down: %s", why);
+	/* What a cancelled request still waits for ends by then too (cancel.h). */
+	sg_cancel_set_quit(start + budget_ms);
 	if (ready)
 		fits = plan_shutdown(s, budget_ms, &plan, &d.optional_ms, &marked);
 	if (sg_cancel_init(&d.token) || sg_cancel_init(&d.optional) || sg_cancel_init(&d.done))

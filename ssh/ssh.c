@@ -76,6 +76,7 @@
 #define _GNU_SOURCE /* vasprintf, getentropy */
 #include "../adapters/adapter.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -134,6 +135,7 @@ struct ssh_env {
 	char *cgprocs;       /* cgroup.procs files to join, a line each */
 	struct sg_strv cgroups; /* cgroup directories made on the host */
 	bool master;         /* provision started the master */
+	pid_t master_pid;    /* the master's (its -O check), 0 when unknown */
 	bool lock_ready;
 	pthread_mutex_t lock; /* (re)connecting the master */
 	atomic_uint seq;      /* per-exec tokens */
@@ -294,14 +296,35 @@ static const char sshb_list_sh[] =
 	"done\n"
 	"exit 0\n";
 
-/* $2 the slug of the environment to remove.  Its processes are stopped
- * first (a crashed gateway leaves them running), so none outlives it. */
+/*
+ * $2 the slug of the environment to remove.  What runs in it is stopped
+ * first (a crashed gateway leaves it running), so nothing outlives it: by
+ * the host's records, each exec's job (run/<token>.pid, `job --kill`) and
+ * the process/start processes (`proc stop-all`); by containment, every
+ * process in the environment's cgroups (<slug>-<nonce>, when cpus or
+ * memory_mb made some), which are then removed.
+ */
 static const char sshb_destroy_sh[] =
 	SSHB_PROLOGUE
 	"d=$w/$2\n"
 	"[ -f \"$d/env.json\" ] || { printf 'missing=1\\n'; exit 0; }\n"
-	"[ -x \"$d/run/helper\" ] && \"$d/run/helper\" proc stop-all --ctl \"$d/ctl/proc\" "
-	"--grace-ms 0 >/dev/null 2>&1\n"
+	"if [ -x \"$d/run/helper\" ]; then\n"
+	"  for p in \"$d\"/run/*.pid; do\n"
+	"    [ -f \"$p\" ] && \"$d/run/helper\" job --dir \"${p%.pid}\" --kill >/dev/null 2>&1\n"
+	"  done\n"
+	"  \"$d/run/helper\" proc stop-all --ctl \"$d/ctl/proc\" --grace-ms 0 >/dev/null 2>&1\n"
+	"fi\n"
+	"n=????????????????\n"
+	"for c in /sys/fs/cgroup/sandgate/\"$2\"-$n /sys/fs/cgroup/memory/sandgate/\"$2\"-$n "
+	"/sys/fs/cgroup/cpu/sandgate/\"$2\"-$n; do\n"
+	"  [ -d \"$c\" ] || continue\n"
+	"  i=0\n"
+	"  while ! rmdir \"$c\" 2>/dev/null && [ $i -lt 20 ]; do\n"
+	"    if [ -f \"$c/cgroup.kill\" ]; then echo 1 >\"$c/cgroup.kill\"\n"
+	"    else for q in $(cat \"$c/cgroup.procs\" 2>/dev/null); do kill -9 \"$q\"; done; fi\n"
+	"    sleep 0.1; i=$((i + 1))\n"
+	"  done 2>/dev/null\n"
+	"done\n"
 	SSHB_RM_TREE("$d") "\n"
 	"exit 0\n";
 
@@ -711,24 +734,113 @@ static bool sshb_master_alive(const char *sock)
 	return alive;
 }
 
-/* One `ssh -O <cmd>` to the master; true when it exited 0. */
-static bool sshb_master_ctl(struct ssh_env *se, const char *cmd)
+/*
+ * One `ssh -O <cmd>` to the master at the ControlPath in ssh (the
+ * options every call shares); true when it exited 0, with the master's
+ * pid in *pid when asked for (`check` says "Master running (pid=N)").
+ * Local only, yet bounded by the shutdown's deadline (cancel.h): past it,
+ * false at once.
+ */
+static bool sshb_mux_ctl(const struct sg_strv *ssh, const struct sg_strv *cenv,
+			 const char *host, const char *cmd, pid_t *pid)
 {
 	struct sg_strv av = SG_STRV_INIT;
 	struct sg_exec_result r;
 	struct sg_errinfo ignore = { 0 };
+	int64_t ms = sg_cancel_quit_clip(SG_SSH_CHECK_MS);
+	const char *at;
 	bool ok = false;
 
 	sg_exec_result_init(&r, SG_KiB);
-	if (!sg_strv_addv(&av, sg_strv_get(&se->ssh)) &&
-	    !sg_strv_addv(&av, (const char *[]){ "-O", cmd, "--",
-						  se->base.profile->host, NULL }) &&
-	    !sshb_spawn(&av, &se->cenv, NULL, 0, SG_SSH_CHECK_MS, false, -1, &r, NULL,
-			&ignore))
-		ok = r.exit_code == 0;
+	if (ms > 0 && !sg_strv_addv(&av, sg_strv_get(ssh)) &&
+	    !sg_strv_addv(&av, (const char *[]){ "-O", cmd, "--", host, NULL }) &&
+	    !sshb_spawn(&av, cenv, NULL, 0, ms, false, -1, &r, NULL, &ignore))
+		ok = r.exit_code == 0 && !r.timed_out;
+	if (ok && pid && (at = strstr(r.err.p, "(pid=")))
+		*pid = (pid_t)strtol(at + 5, NULL, 10);
 	sg_exec_result_release(&r);
 	sg_strv_release(&av);
 	return ok;
+}
+
+static bool sshb_master_ctl(struct ssh_env *se, const char *cmd)
+{
+	return sshb_mux_ctl(&se->ssh, &se->cenv, se->base.profile->host, cmd, NULL);
+}
+
+/*
+ * Is pid still an ssh process whose command line names the control
+ * socket?  A pid read from a file may have been reused since.
+ */
+static bool sshb_is_master(pid_t pid, const char *sock)
+{
+	char path[64], line[SG_PATH_MAX * 2];
+	const char *base;
+	ssize_t n;
+	int fd;
+
+	if (pid <= 1)
+		return false;
+	snprintf(path, sizeof(path), "/proc/%ld/cmdline", (long)pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	n = read(fd, line, sizeof(line) - 1);
+	close(fd);
+	if (n <= 0)
+		return false;
+	line[n] = '\0';
+	base = strrchr(line, '/') ? strrchr(line, '/') + 1 : line;
+	if (strcmp(base, "ssh") != 0)
+		return false;
+	/* The arguments, NUL-separated, as one string. */
+	for (ssize_t i = 0; i < n; i++)
+		if (!line[i])
+			line[i] = ' ';
+	return strstr(line, sock) != NULL;
+}
+
+/*
+ * End the master at sock: `-O exit`, and when that cannot run (no time
+ * left, a master that does not answer), SIGTERM to its pid, which must
+ * still be that master.  Its clients end with it, and with them their
+ * sessions on the host, whose jobs then stop their commands (--tie).
+ */
+static void sshb_master_end(const struct sg_strv *ssh, const struct sg_strv *cenv,
+			    const char *host, const char *sock, pid_t pid)
+{
+	if (sshb_master_alive(sock) && !sshb_mux_ctl(ssh, cenv, host, "exit", NULL) &&
+	    sshb_is_master(pid, sock))
+		kill(pid, SIGTERM);
+}
+
+/* "<dir>/<digest>.owner" beside "<dir>/<digest>.sock" (new string). */
+static char *sshb_owner_path(const char *sock)
+{
+	size_t n = strlen(sock);
+
+	if (n < 5 || strcmp(sock + n - 5, ".sock") != 0)
+		return NULL;
+	return sshb_fmt("%.*s.owner", (int)(n - 5), sock);
+}
+
+/*
+ * Beside the socket, which environment the master serves and its pid
+ * ("<id>\n<pid>\n"): `sandgate envs rm` and `gc` find there the master
+ * of a gateway that was killed (sshb_close_masters).
+ */
+static void sshb_owner_write(struct ssh_env *se)
+{
+	char *path = sshb_owner_path(se->sock);
+	int fd = path ? open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600)
+		      : -1;
+
+	if (fd < 0 || dprintf(fd, "%s\n%ld\n", se->base.id, (long)se->master_pid) < 0)
+		sg_log_warn("cannot record the ssh master of %s; `sandgate envs rm` will not find it",
+			    se->base.id);
+	if (fd >= 0)
+		close(fd);
+	free(path);
 }
 
 /*
@@ -781,6 +893,9 @@ static sg_err sshb_master_start(struct ssh_env *se, struct sg_cancel *cancel,
 				"ssh logged in but left no master connection at %s", se->sock);
 		goto out;
 	}
+	se->master_pid = 0;
+	(void)sshb_mux_ctl(&se->ssh, &se->cenv, p->host, "check", &se->master_pid);
+	sshb_owner_write(se);
 	rc = SG_OK;
 out:
 	sg_exec_result_release(&r);
@@ -809,11 +924,18 @@ static sg_err sshb_master_ensure(struct ssh_env *se, struct sg_cancel *cancel,
 
 static void sshb_master_stop(struct ssh_env *se)
 {
-	if (se->sock && sshb_master_alive(se->sock))
-		sshb_master_ctl(se, "exit");
-	if (se->sock)
+	char *owner = se->sock ? sshb_owner_path(se->sock) : NULL;
+
+	if (se->sock) {
+		sshb_master_end(&se->ssh, &se->cenv, se->base.profile->host, se->sock,
+				se->master_pid);
 		unlink(se->sock);
+	}
+	if (owner)
+		unlink(owner);
+	free(owner);
 	se->master = false;
+	se->master_pid = 0;
 }
 
 /*
@@ -1521,14 +1643,19 @@ out:
 		if (made || leased || se->cgroups.n) {
 			struct sg_strv args = SG_STRV_INIT;
 			struct sg_errinfo ignore = { 0 };
+			/* Often after a cancel: the shutdown's deadline bounds it. */
+			int64_t ms = sg_cancel_quit_clip(SG_SSH_CLEANUP_MS);
 
-			if (!sg_strv_addv(&args, (const char *[]){ se->envdir,
-								    se->lease ? se->lease : "-",
-								    made ? "remove" : "detach",
-								    "0", NULL }) &&
-			    !sg_strv_addv(&args, sg_strv_get(&se->cgroups)))
-				(void)sshb_script(se, sshb_teardown_sh, sg_strv_get(&args),
-						  NULL, 0, SG_SSH_CLEANUP_MS, &r, NULL, &ignore);
+			if (ms <= 0 ||
+			    sg_strv_addv(&args, (const char *[]){ se->envdir,
+								   se->lease ? se->lease : "-",
+								   made ? "remove" : "detach",
+								   "0", NULL }) ||
+			    sg_strv_addv(&args, sg_strv_get(&se->cgroups)) ||
+			    sshb_script(se, sshb_teardown_sh, sg_strv_get(&args), NULL, 0, ms,
+					&r, NULL, &ignore) ||
+			    r.exit_code != 0)
+				env->may_remain = made; /* for envs gc, by its marker */
 			sg_strv_release(&args);
 		}
 		sshb_master_stop(se);
@@ -1574,20 +1701,30 @@ static sg_err sshb_job_line(const char *helper, const char *dir, const char *arg
 /*
  * After a timeout or a cancel: only the local client died, so kill the
  * command's group on the host through the master (not a new connection:
- * when the master is gone, the tied job has killed it already).
+ * when the master is gone, the tied job has killed it already).  The
+ * caller's token has fired, so the kill's own limit is clipped to the
+ * shutdown's deadline (cancel.h); with no time left it is not tried, and
+ * the master's end at teardown ends the job's session, whose tie kills
+ * the command.
  */
 static void sshb_kill(struct ssh_env *se, const char *dir)
 {
 	struct sg_exec_result r;
 	struct sg_errinfo e = { 0 };
 	struct sg_buf line = SG_BUF_INIT(SG_SSH_LINE_MAX);
+	int64_t ms = sg_cancel_quit_clip(SG_SSH_KILL_MS);
 
 	if (!sshb_master_alive(se->sock))
 		return;
+	if (ms <= 0) {
+		sg_log_warn("no time is left in the shutdown budget to stop a command on %s; the end of its connection stops it",
+			    se->base.id);
+		return;
+	}
 	sg_exec_result_init(&r, SG_KiB);
 	if (!sshb_job_line(se->base.helper, dir, "--kill", &line) &&
-	    (sshb_run(se, line.p, NULL, 0, SG_SSH_KILL_MS, false, -1, &r, NULL, &e) ||
-	     r.exit_code != 0))
+	    (sshb_run(se, line.p, NULL, 0, ms, false, -1, &r, NULL, &e) ||
+	     r.exit_code != 0 || r.timed_out))
 		sg_log_warn("could not stop a command on %s after its timeout or cancel: %s",
 			    se->base.id, e.msg[0] ? e.msg : r.err.p);
 	sg_exec_result_release(&r);
@@ -1610,10 +1747,16 @@ static sg_err ssh_exec(struct sg_env *env, const struct sg_exec *x,
 	struct sg_job_reply jr;
 	char dir[SG_PATH_MAX], mark[SG_JOB_MARK_SIZE], where[300], last[200];
 	size_t max = x->max_output;
+	/*
+	 * The job waits as long as the command may run, and a little more; a
+	 * step without a timeout of its own (file tools, process/list) gets
+	 * SG_SSH_UNTIMED_MS, so a helper that hangs on the host ends there
+	 * even when no kill can reach it.  Here the cancel token bounds it.
+	 */
+	int64_t limit_ms = x->timeout_ms > 0 ? x->timeout_ms : SG_SSH_UNTIMED_MS;
 	struct sg_job_line l = {
 		.helper = env->helper, .dir = dir, .mark = mark,
-		/* The job waits as long as the command may run, and a little more. */
-		.wait_ms = x->timeout_ms > 0 ? x->timeout_ms + SG_SSH_KILL_MS : INT64_MAX / 4,
+		.wait_ms = limit_ms + SG_SSH_KILL_MS,
 		.spec_stdin = true, .tie = true, .rm = true,
 		.bind = se->bind_src, .bind_to = se->bind_src ? env->root : NULL,
 		.tmp = se->tmp_src,
@@ -1645,8 +1788,7 @@ static sg_err ssh_exec(struct sg_env *env, const struct sg_exec *x,
 	 * capture's bound is raised for this one run and put back below.
 	 */
 	out->out.max = max + SG_HELPER_STDERR + SG_KiB;
-	rc = sshb_run(se, line.p, in.p, in.len,
-		      x->timeout_ms > 0 ? x->timeout_ms + 2 * SG_SSH_KILL_MS : 0, true, -1, out,
+	rc = sshb_run(se, line.p, in.p, in.len, limit_ms + 2 * SG_SSH_KILL_MS, true, -1, out,
 		      cancel, err);
 	sg_job_parse(out->out.p, out->out.len, mark, &jr);
 	if (sg_cancel_check(cancel) || out->timed_out) {
@@ -1656,6 +1798,14 @@ static sg_err ssh_exec(struct sg_env *env, const struct sg_exec *x,
 			out->exit_code = -1;
 			out->signal = SIGKILL;
 		}
+		sg_buf_reset(&out->out);
+		goto out;
+	}
+	if (!x->timeout_ms && jr.state == SG_JOB_IS_DONE && jr.timed_out) {
+		sshb_where(env->profile, where, sizeof(where));
+		rc = sg_err_set(err, SG_E_TIMEOUT,
+				"a step on %s did not finish within %d s, the most the ssh backend waits for one without a timeout",
+				where, SG_SSH_UNTIMED_MS / 1000);
 		sg_buf_reset(&out->out);
 		goto out;
 	}
@@ -2002,6 +2152,78 @@ out:
 	return rc;
 }
 
+/*
+ * The master a gateway of this machine started for environment id, from
+ * its owner file (dir/name, "<id>\n<pid>\n"), ended, and its files removed.
+ */
+static void sshb_close_master(const struct sg_profile *p, const struct sg_strv *cenv,
+			      const char *dir, const char *name, const char *id)
+{
+	char *owner = sshb_fmt("%s/%s", dir, name), *sock = NULL, text[256] = "";
+	struct sg_strv ssh = SG_STRV_INIT;
+	struct sg_errinfo ignore = { 0 };
+	size_t idn = strlen(id);
+	ssize_t n = 0;
+	int fd = owner ? open(owner, O_RDONLY | O_NOFOLLOW | O_CLOEXEC) : -1;
+
+	if (fd >= 0) {
+		n = read(fd, text, sizeof(text) - 1);
+		close(fd);
+	}
+	if (n <= 0 || strncmp(text, id, idn) != 0 || text[idn] != '\n')
+		goto out;
+	sock = sshb_fmt("%s/%.*s.sock", dir, (int)(strlen(name) - 6), name);
+	if (!sock || sshb_base_argv(p, sock, &ssh, &ignore))
+		goto out;
+	sshb_master_end(&ssh, cenv, p->host, sock, (pid_t)strtol(text + idn + 1, NULL, 10));
+	unlink(sock);
+	unlink(owner);
+out:
+	sg_strv_release(&ssh);
+	free(sock);
+	free(owner);
+}
+
+/*
+ * End every master this machine's gateways started for environment id:
+ * one that was killed leaves its master behind (ControlPersist), and the
+ * master keeps its dead clients' sessions open on the host, so their
+ * jobs never learn that nobody waits for them.  The masters' sockets are
+ * under the state directory, or in the private /tmp fallback
+ * (sshb_sock_path), each with its owner file.
+ */
+static void sshb_close_masters(const struct sg_profile *p, const char *state_dir,
+			       const char *id)
+{
+	char *dirs[2] = { state_dir ? sshb_fmt("%s/ssh", state_dir) : NULL,
+			  sshb_fmt("/tmp/sandgate-ssh-%ld", (long)getuid()) };
+	struct sg_strv cenv = SG_STRV_INIT;
+
+	if (sshb_client_env(&cenv))
+		goto out;
+	for (size_t i = 0; i < 2; i++) {
+		struct dirent *e;
+		struct stat st;
+		DIR *d;
+
+		/* Only a private directory of ours, as where the sockets go. */
+		if (!dirs[i] || lstat(dirs[i], &st) != 0 || !S_ISDIR(st.st_mode) ||
+		    st.st_uid != getuid() || (st.st_mode & 077) || !(d = opendir(dirs[i])))
+			continue;
+		while ((e = readdir(d))) {
+			size_t n = strlen(e->d_name);
+
+			if (n > 6 && strcmp(e->d_name + n - 6, ".owner") == 0)
+				sshb_close_master(p, &cenv, dirs[i], e->d_name, id);
+		}
+		closedir(d);
+	}
+out:
+	sg_strv_release(&cenv);
+	free(dirs[0]);
+	free(dirs[1]);
+}
+
 static sg_err ssh_destroy(const struct sg_profile *p, const char *state_dir,
 			  const char *id, struct sg_cancel *cancel,
 			  struct sg_errinfo *err)
@@ -2010,11 +2232,12 @@ static sg_err ssh_destroy(const struct sg_profile *p, const char *state_dir,
 	char *text = NULL;
 	sg_err rc;
 
-	(void)state_dir;
 	if (!slug || !*slug || strchr(slug, '/') || strcmp(slug, ".") == 0 ||
 	    strcmp(slug, "..") == 0)
 		return sg_err_set(err, SG_E_INVALID_ARGUMENT,
 				  "%s is not an ssh environment id", id);
+	/* First here, so the commands' sessions on the host end too. */
+	sshb_close_masters(p, state_dir, id);
 	rc = sshb_oneshot(p, sshb_destroy_sh,
 			  (const char *[]){ p->workspace ? p->workspace : "", slug, NULL },
 			  &text, cancel, err);

@@ -1,0 +1,205 @@
+"""The ssh backend against a host that stops answering and a gateway that is
+killed: the shutdown budget, and what `sandgate envs` leaves behind.
+
+Runs against its own real sshd on 127.0.0.1 (tests/ssh/sshd-harness.sh),
+whatever SANDGATE_TEST_PROFILE says; skipped when sshd is not installed.
+The "remote" is this machine, so its processes are visible here.
+
+- A remote that never answers (every process of the harness's sshd, the
+  sessions and the commands they run, stopped with SIGSTOP) while requests
+  are in flight: EOF must end the gateway within its shutdown budget (10%
+  allowed).  The kill of each cancelled command (`sg-helper job --kill`)
+  waited 5 s of its own past the budget.
+- A gateway SIGKILLed while a run_command runs: `envs rm` and `envs gc`
+  must stop the command on the remote and leave no ssh master nor ssh
+  client of the dead gateway here.  The detached master (ControlPersist)
+  and the dead gateway's client kept the command's session open, so its
+  job never noticed, and the removal stopped only process/start processes.
+"""
+
+import json
+import os
+import signal
+import subprocess
+import tempfile
+import time
+import unittest
+
+import sgclient
+import test_ssh_paths as paths
+from sgclient import BIN, GatewayTestCase, Gateway, Marker, host_processes_matching, unique
+
+LIFETIME = 1  # seconds: the binding's, so a crashed environment expires at once
+
+
+def children():
+    """{ppid: [pid...]} of every process on this machine."""
+    out = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open("/proc/%s/stat" % name) as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        out.setdefault(ppid, []).append(int(name))
+    return out
+
+
+def below(pid):
+    """pid and every process below it."""
+    tree, todo, found = children(), [pid], []
+    while todo:
+        p = todo.pop()
+        found.append(p)
+        todo.extend(tree.get(p, []))
+    return found
+
+
+def signal_all(pids, sig):
+    for p in pids:
+        try:
+            os.kill(p, sig)
+        except ProcessLookupError:
+            pass
+
+
+# Through a delegating outer (SG_PEER_BIN: tests/delegation) the gateway the
+# test talks to, times and kills is the relay, not the ssh backend's.
+@unittest.skipIf(os.environ.get("SG_PEER_BIN"), "measures and kills sandgate itself, not a relay")
+class SshAttacks(GatewayTestCase):
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.h = paths.harness_start()
+        cls.work = tempfile.mkdtemp(prefix="sg-e2e-sshattacks-", dir="/var/tmp")
+        with open(cls.h["SANDGATE_TEST_CONFIG"]) as f:
+            prof = json.load(f)["profiles"]["ssh"]
+        cls.cfg = os.path.join(cls.work, "config.json")
+        with open(cls.cfg, "w") as f:
+            json.dump({"default": "p", "profiles": {"p": prof}}, f)
+
+    @classmethod
+    def tearDownClass(cls):
+        subprocess.run(["sh", paths.HARNESS, "stop", cls.h["SSHD_DIR"]], capture_output=True)
+        subprocess.run(["rm", "-rf", cls.work])
+        super().tearDownClass()
+
+    def state(self):
+        d = tempfile.mkdtemp(prefix="sg-e2e-ssha-")
+        self.addCleanup(lambda: subprocess.run(["rm", "-rf", d]))
+        return d
+
+    def envs(self, state, *args):
+        p = subprocess.run([BIN, "envs", *args, "--state-dir", state, "--config", self.cfg],
+                           capture_output=True, text=True, timeout=120)
+        return p.returncode, p.stdout + p.stderr
+
+    def freeze(self):
+        """Stop every process of the harness's sshd (the remote side): it
+        keeps its connections and answers nothing.  Undone at cleanup."""
+        pids = below(int(self.h["SSHD_PID"]))
+        signal_all(pids, signal.SIGSTOP)
+        self.addCleanup(lambda: signal_all(below(int(self.h["SSHD_PID"])) + pids,
+                                           signal.SIGCONT))
+        return pids
+
+    def ssh_of(self, state):
+        """ssh processes on this machine that use a control socket under
+        state (masters and their clients)."""
+        return [p for p in host_processes_matching(state)
+                if self.comm(p) == "ssh"]
+
+    @staticmethod
+    def comm(pid):
+        try:
+            with open("/proc/%d/comm" % pid) as f:
+                return f.read().strip()
+        except OSError:
+            return ""
+
+    def wait_running(self, needle, count, timeout=30):
+        deadline = time.monotonic() + timeout * sgclient.SLACK
+        while len(host_processes_matching(needle)) < count:
+            if time.monotonic() > deadline:
+                self.fail("%d commands did not start on the remote" % count)
+            time.sleep(0.1)
+
+    # ---- the shutdown budget against a remote that never answers ----------
+
+    def test_shutdown_budget_holds_when_the_remote_never_answers(self):
+        budget_ms = 4000
+        state = self.state()
+        gw = Gateway(state_dir=state, config=self.cfg, profile="p", budget_ms=budget_ms)
+        self.addCleanup(gw.cleanup)
+        gw.initialize()
+        # A process/start process, so the shutdown stops processes over ssh.
+        m = Marker()
+        gw.start(command=m.command)
+        # Requests in flight: commands running when the remote stops ...
+        tag = unique("sg-hang")
+        for i in range(4):
+            gw.execute_req("run_command", {"command": "sleep 61.%d # %s" % (i, tag)})
+        self.wait_running(tag, 4)
+        self.freeze()
+        # ... and file tools and a process list sent after it stopped.
+        for i in range(3):
+            gw.execute_req("read_file", {"path": "f%d" % i})
+        gw.request("process/list", {})
+        time.sleep(0.5)
+        rc, err, took = gw.shutdown(budget_ms / 1000 + 60)
+        self.assertLess(took, budget_ms / 1000 * 1.1,
+                        "EOF to exit took %.2f s with a %d ms budget; stderr tail:\n%s"
+                        % (took, budget_ms, err[-2000:]))
+        # The master (and every client) ended with it, unanswered as it was.
+        deadline = time.monotonic() + 2 * sgclient.SLACK
+        while self.ssh_of(state) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        self.assertEqual(self.ssh_of(state), [], "an ssh master or client outlived the gateway")
+
+    # ---- a SIGKILLed gateway, then envs rm / envs gc ----------------------
+
+    def crashed_with_a_command(self):
+        """(state dir, environment id, command's needle): a gateway killed
+        while a run_command runs on the remote."""
+        state = self.state()
+        gw = Gateway(state_dir=state, config=self.cfg, profile="p")
+        self.addCleanup(gw.cleanup)
+        env_id = gw.initialize(environment={"lifetime_seconds": LIFETIME})["environment"]["id"]
+        needle = unique("sg-orphan")
+        gw.execute_req("run_command", {"command": "sleep 62 # %s" % needle,
+                                       "timeout_ms": 600000})
+        self.wait_running(needle, 1)
+        self.assertTrue(self.ssh_of(state), "no ssh process uses the state dir's socket")
+        gw.proc.kill()
+        gw.wait_exit(30)
+        return state, env_id, needle
+
+    def assertAllStopped(self, state, needle):
+        deadline = time.monotonic() + 5 * sgclient.SLACK
+        while time.monotonic() < deadline and (host_processes_matching(needle) or
+                                               self.ssh_of(state)):
+            time.sleep(0.1)
+        self.assertEqual(host_processes_matching(needle), [],
+                         "the crashed gateway's command still runs on the remote")
+        self.assertEqual(self.ssh_of(state), [],
+                         "an ssh master or client of the crashed gateway is still running")
+
+    def test_envs_rm_after_a_killed_gateway_stops_its_command_and_master(self):
+        state, env_id, needle = self.crashed_with_a_command()
+        rc, out = self.envs(state, "rm", env_id)
+        self.assertEqual(rc, 0, out)
+        self.assertAllStopped(state, needle)
+
+    def test_envs_gc_after_a_killed_gateway_stops_its_command_and_master(self):
+        state, env_id, needle = self.crashed_with_a_command()
+        time.sleep(LIFETIME + 0.5)
+        rc, out = self.envs(state, "gc")
+        self.assertEqual(rc, 0, out)
+        self.assertIn(env_id, out)
+        self.assertAllStopped(state, needle)
+
+
+if __name__ == "__main__":
+    unittest.main()
