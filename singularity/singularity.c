@@ -6,14 +6,19 @@
  * (<state>/singularity/<slug>/) holding the workspace (or the profile's
  * host_workspace is used), the control directory, the persistent overlay
  * and a marker, plus a running instance `sg-<slug>` started with
- * `--containall --no-home --cleanenv`, the workspace bound at
- * binding.root, sg-helper bound read-only and the control directory bound
- * beside it.  Commands join the instance with `exec --cleanenv --no-eval
+ * `--containall --no-home --cleanenv` and without privileges
+ * (SG_SING_PRIV_FLAGS: a user namespace, no capability, /proc's host-wide
+ * files read-only), the workspace bound at binding.root, sg-helper bound
+ * read-only and the control directory bound beside it.  Commands join the
+ * instance with `exec --cleanenv --no-eval SG_SING_PRIV_FLAGS
  * instance://NAME`; the command's variables reach it as
  * APPTAINERENV_NAME=value in the CLI's environment (never on a command
- * line), and nothing of the user's shell steers the runtime: every
- * APPTAINER_*, SINGULARITY_*, APPTAINERENV_*, SINGULARITYENV_* variable is
- * scrubbed first.
+ * line), and the CLI is given nothing else of the gateway's environment
+ * but what it needs (sg_sing_cli_env): --cleanenv would hand a command
+ * TERM and every proxy variable, and APPTAINER_* variables steer it.  A
+ * new instance is checked from inside before any command runs: a process
+ * joining it must be in a user namespace, hold no capability and be unable
+ * to open a host-wide /proc file for writing, or the start is refused.
  *
  * Enforcement is the runtime's, and refused where it cannot happen:
  * cpus/memory_mb are `--cpus/--memory` (missing before Apptainer 1.1 /
@@ -58,6 +63,36 @@ extern char **environ;
 #define SING_CTL "/run/sandgate/ctl"
 /* The longest plain environment name (env_name()). */
 #define SING_NAME_MAX 100
+/* The most of the privilege check's answer kept for an error sentence. */
+#define SING_CHECK_MAX 4096
+/* How many /proc paths are bound read-only (proc_host_wide). */
+#define SING_PROC_RO_MAX 4
+
+/*
+ * /proc's files that change the whole host and that bubblewrap also covers:
+ * sysctls and the sysrq trigger check the writer's uid, not a capability,
+ * and the instance's uid 0 is this host's uid 0 when sandgate runs as
+ * root, so each is bound read-only over itself (where this host has it).
+ */
+static const char *const proc_host_wide[SING_PROC_RO_MAX + 1] = {
+	"/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus", NULL,
+};
+
+/*
+ * Run in the instance before any command: it prints a line for each
+ * privilege a joining process has, then "end".  A sysctl and the sysrq
+ * trigger are opened for appending, which writes nothing.
+ */
+static const char sing_check_script[] =
+	"read a b c < /proc/self/uid_map\n"
+	"[ \"$a $b $c\" = '0 0 4294967295' ] && echo \"runs in this host's user namespace\"\n"
+	"while read k v; do case $k in CapPrm:|CapEff:|CapBnd:|CapAmb:)\n"
+	"  [ \"$v\" = 0000000000000000 ] || echo \"holds capabilities ($k $v)\";; esac\n"
+	"done < /proc/self/status\n"
+	"for f in /proc/sys/kernel/core_pattern /proc/sysrq-trigger; do\n"
+	"  [ -e \"$f\" ] && (: >> \"$f\") 2>/dev/null && echo \"can open $f for writing\"\n"
+	"done\n"
+	"echo end\n";
 
 /*
  * The profile fields this backend honours (adapter.h); the config layer
@@ -81,7 +116,8 @@ struct sing_env {
 	char *dir;       /* <base>/singularity/<slug> */
 	char *workspace; /* the workspace on this host */
 	char *name;      /* the instance: sg-<slug> */
-	struct sg_strv cli_env; /* the scrubbed environment (borrowed strings) */
+	struct sg_strv cli_env; /* the CLI's environment (borrowed strings) */
+	const char *proc_ro[SING_PROC_RO_MAX + 1]; /* proc_host_wide's on this host */
 	bool started;    /* this session started the instance */
 	char digest[SG_SING_DIGEST_LEN + 1]; /* a docker:// or oras:// image's, or "" */
 };
@@ -130,23 +166,32 @@ const char *sg_sing_env_prefix(const struct sg_sing_version *v)
 	return v->flavour == SG_SING_APPTAINER ? "APPTAINERENV_" : "SINGULARITYENV_";
 }
 
-static bool steers_runtime(const char *var)
+/* Whether var ("NAME=value") is named in names. */
+static bool named_in(const char *var, const char *const *names)
 {
-	static const char *const prefixes[] = { "APPTAINER_", "SINGULARITY_",
-						"APPTAINERENV_", "SINGULARITYENV_", NULL };
+	for (size_t i = 0; names[i]; i++) {
+		size_t n = strlen(names[i]);
 
-	for (size_t i = 0; prefixes[i]; i++)
-		if (strncmp(var, prefixes[i], strlen(prefixes[i])) == 0)
+		if (strncmp(var, names[i], n) == 0 && var[n] == '=')
 			return true;
+	}
 	return false;
 }
 
-sg_err sg_sing_scrub_env(const char *const *envp, struct sg_strv *out)
+sg_err sg_sing_cli_env(const char *const *envp, bool pull, struct sg_strv *out)
 {
+	/* What the runtime reads to find its programs, its state and the user's session. */
+	static const char *const cli[] = { "PATH", "HOME", "USER", "LOGNAME", "TMPDIR",
+					   "XDG_RUNTIME_DIR", "DBUS_SESSION_BUS_ADDRESS", NULL };
+	/* What an image pull may need to reach its registry. */
+	static const char *const pulls[] = { "http_proxy", "HTTP_PROXY", "https_proxy",
+					     "HTTPS_PROXY", "no_proxy", "NO_PROXY", "all_proxy",
+					     "ALL_PROXY", "ftp_proxy", "FTP_PROXY", "SSL_CERT_FILE",
+					     "SSL_CERT_DIR", NULL };
 	sg_err rc = SG_OK;
 
 	for (size_t i = 0; !rc && envp && envp[i]; i++)
-		if (!steers_runtime(envp[i]))
+		if (named_in(envp[i], cli) || (pull && named_in(envp[i], pulls)))
 			rc = sg_strv_add(out, envp[i]);
 	return rc;
 }
@@ -211,9 +256,12 @@ sg_err sg_sing_start_argv(const struct sg_sing_start *s, struct sg_strv *av)
 	    !sg_sing_bind_path_ok(s->helper_host) || !sg_sing_bind_path_ok(s->helper) ||
 	    !sg_sing_bind_path_ok(s->ctl_host) || !sg_sing_bind_path_ok(s->ctl))
 		return SG_E_INVALID_ARGUMENT;
+	for (size_t i = 0; s->proc_ro && s->proc_ro[i]; i++)
+		if (!sg_sing_bind_path_ok(s->proc_ro[i]))
+			return SG_E_INVALID_ARGUMENT;
 	rc = sg_strv_addv(av, (const char *[]){ s->runtime, "instance", "start",
 						       "--containall", "--no-home",
-						       "--cleanenv", NULL });
+						       "--cleanenv", SG_SING_PRIV_FLAGS, NULL });
 
 	if (!rc && s->network_none)
 		rc = sg_strv_addv(av, (const char *[]){ "--net", "--network", "none", NULL });
@@ -238,6 +286,9 @@ sg_err sg_sing_start_argv(const struct sg_sing_start *s, struct sg_strv *av)
 		     sg_strv_addf(av, "%s:%s:ro", s->helper_host, s->helper);
 	if (!rc)
 		rc = sg_strv_add(av, "--bind") || sg_strv_addf(av, "%s:%s", s->ctl_host, s->ctl);
+	for (size_t i = 0; !rc && s->proc_ro && s->proc_ro[i]; i++)
+		rc = sg_strv_add(av, "--bind") ||
+		     sg_strv_addf(av, "%s:%s:ro", s->proc_ro[i], s->proc_ro[i]);
 	if (!rc)
 		rc = sg_strv_addv(av, (const char *[]){ s->image, s->name, NULL });
 	return rc ? SG_E_INTERNAL : SG_OK;
@@ -247,8 +298,8 @@ sg_err sg_sing_exec_argv(const char *runtime, const char *name, const char *cwd,
 			 const char *home, const char *helper, const char *const *argv,
 			 struct sg_strv *av)
 {
-	sg_err rc = sg_strv_addv(av, (const char *[]){ runtime, "exec", "--cleanenv",
-						       "--no-eval", "--pwd", cwd, NULL });
+	sg_err rc = sg_strv_addv(av, (const char *[]){ runtime, "exec", "--cleanenv", "--no-eval",
+						       SG_SING_PRIV_FLAGS, "--pwd", cwd, NULL });
 
 	if (!rc)
 		rc = sg_strv_addf(av, "instance://%s", name);
@@ -329,9 +380,10 @@ static sg_err probe_version(const char *runtime, const char *const *envp,
 	return rc;
 }
 
-static sg_err scrubbed_env(struct sg_strv *out)
+/* The CLI's environment from the gateway's (sg_sing_cli_env). */
+static sg_err cli_env(struct sg_strv *out, bool pull)
 {
-	return sg_sing_scrub_env((const char *const *)environ, out);
+	return sg_sing_cli_env((const char *const *)environ, pull, out);
 }
 
 static sg_err sing_validate(const struct sg_profile *p, struct sg_errinfo *err)
@@ -359,7 +411,7 @@ static sg_err sing_validate(const struct sg_profile *p, struct sg_errinfo *err)
 					: "neither is on PATH");
 		goto out;
 	}
-	rc = scrubbed_env(&envs);
+	rc = cli_env(&envs, false);
 	if (!rc)
 		rc = probe_version(runtime, sg_strv_get(&envs), &v, err);
 	if (rc)
@@ -470,12 +522,18 @@ static sg_err cached_sif(struct sing_env *se, const char *ref, char **out,
 {
 	char *dir = NULL, *key = NULL, *sif = NULL, *tmp = NULL, *lock = NULL, *pinned = NULL;
 	char *name = sg_slug_digest(ref, SG_SING_KEY_MAX);
+	struct sg_strv pull = SG_STRV_INIT;
 	struct sg_sing_ref parsed;
 	struct sg_exec_result r;
 	int fd = -1;
 	sg_err rc = SG_OK;
 
 	sg_exec_result_init(&r, 4096);
+	/* The pull alone is given the operator's proxy (sg_sing_cli_env). */
+	if (cli_env(&pull, true)) {
+		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
+		goto out;
+	}
 	if (!sg_sing_ref_parse(ref, &parsed)) {
 		rc = sg_err_set(err, SG_E_INVALID_ARGUMENT,
 				"image %.300s is not a reference sandgate can read: docker://[HOST/]NAME[:TAG][@sha256:HEX] or oras://HOST/NAME[:TAG][@sha256:HEX]",
@@ -539,7 +597,7 @@ static sg_err cached_sif(struct sing_env *se, const char *ref, char **out,
 	rc = run_cli(parsed.plain_http
 			     ? (const char *[]){ se->runtime, "build", "--no-https", tmp, pinned, NULL }
 			     : (const char *[]){ se->runtime, "build", tmp, pinned, NULL },
-		     sg_strv_get(&se->cli_env), SG_SING_BUILD_MS, &r, cancel, err);
+		     sg_strv_get(&pull), SG_SING_BUILD_MS, &r, cancel, err);
 	sg_progress_end(rc ? rc : r.exit_code ? SG_E_PROVIDER : SG_OK);
 	if (r.err.len)
 		sg_log_info("%s build: %s", se->runtime, r.err.p);
@@ -557,6 +615,7 @@ out:
 	}
 	if (fd >= 0)
 		close(fd); /* releases the lock */
+	sg_strv_release(&pull);
 	sg_exec_result_release(&r);
 	free(dir);
 	free(key);
@@ -722,6 +781,7 @@ static struct sg_sing_start start_spec(const struct sing_env *se, const char *im
 		.helper = SING_HELPER,
 		.ctl_host = ctl,
 		.ctl = SING_CTL,
+		.proc_ro = se->proc_ro,
 		.overlay = overlay,
 		.network_none = p->network == SG_NET_NONE,
 		.cpus = p->cpus,
@@ -881,7 +941,11 @@ static sg_err start_instance(struct sing_env *se, const char *image, const char 
 	}
 	if (rc || r.exit_code == 0)
 		goto out;
-	if (field)
+	if (r.err.p && strstr(r.err.p, "user namespace"))
+		rc = sg_err_set(err, SG_E_UNSUPPORTED,
+				"%s cannot start instance %s in a user namespace, and the singularity backend runs no command with this host's privileges: %.300s",
+				se->runtime, se->name, fatal_text(&r));
+	else if (field)
 		rc = sg_err_set(err, SG_E_UNSUPPORTED,
 				"field \"%s\" (profile \"%s\") cannot be enforced on this host: %.300s",
 				field, p->name, fatal_text(&r));
@@ -893,6 +957,53 @@ out:
 	sg_strv_release(&av);
 	sg_strv_release(&first);
 	return rc;
+}
+
+/*
+ * Whether a process joining the instance (with the flags every command
+ * gets) is in a user namespace of its own, holds no capability and cannot
+ * open a host-wide /proc file for writing: checked once the instance is
+ * up, before any command runs, whatever the runtime made of the flags.
+ */
+static sg_err check_unprivileged(struct sing_env *se, struct sg_cancel *cancel,
+				 struct sg_errinfo *err)
+{
+	struct sg_strv av = SG_STRV_INIT;
+	struct sg_exec_result r;
+	sg_err rc;
+
+	sg_exec_result_init(&r, SING_CHECK_MAX);
+	rc = sg_sing_exec_argv(se->runtime, se->name, "/", NULL, NULL,
+			       (const char *[]){ "/bin/sh", "-c", sing_check_script, NULL }, &av);
+	if (rc) {
+		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
+		goto out;
+	}
+	rc = run_cli(sg_strv_get(&av), sg_strv_get(&se->cli_env), SG_SING_STEP_MS, &r, cancel,
+		     err);
+	if (!rc && r.exit_code != 0)
+		rc = sg_err_set(err, SG_E_UNSUPPORTED,
+				"instance %s could not be checked for privileges (/bin/sh in it exited %d: %.300s); the singularity backend runs no command there unchecked",
+				se->name, r.exit_code, fatal_text(&r));
+	else if (!rc && (!r.out.p || strcmp(r.out.p, "end\n") != 0))
+		rc = sg_err_set(err, SG_E_UNSUPPORTED,
+				"%s started instance %s with privileges on this host, which the singularity backend never gives a command (it asks for --userns --no-privs): a process in it %.300s",
+				se->runtime, se->name, r.out.p ? r.out.p : "printed nothing");
+out:
+	sg_strv_release(&av);
+	sg_exec_result_release(&r);
+	return rc;
+}
+
+/* The proc_host_wide entries this host has, into se->proc_ro. */
+static void find_proc_ro(struct sing_env *se)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; proc_host_wide[i]; i++)
+		if (access(proc_host_wide[i], F_OK) == 0)
+			se->proc_ro[n++] = proc_host_wide[i];
+	se->proc_ro[n] = NULL;
 }
 
 static sg_err sing_provision(struct sg_env *env, struct sg_cancel *cancel,
@@ -917,7 +1028,8 @@ static sg_err sing_provision(struct sg_env *env, struct sg_cancel *cancel,
 		rc = sg_err_set(err, SG_E_UNSUPPORTED, "apptainer or singularity is not installed");
 		goto out;
 	}
-	rc = scrubbed_env(&se->cli_env);
+	find_proc_ro(se);
+	rc = cli_env(&se->cli_env, false);
 	if (!rc)
 		rc = probe_version(se->runtime, sg_strv_get(&se->cli_env), &se->ver, err);
 	if (rc)
@@ -1008,6 +1120,9 @@ static sg_err sing_provision(struct sg_env *env, struct sg_cancel *cancel,
 	if (!rc && !attach) {
 		sg_progress_begin("create", "starting instance %s", se->name);
 		rc = start_instance(se, image, overlay, ctl, &limits, &net, cancel, err);
+		se->started = !rc;
+		if (!rc)
+			rc = check_unprivileged(se, cancel, err);
 		sg_progress_end(rc);
 	}
 	if (rc)
@@ -1046,6 +1161,8 @@ static sg_err sing_provision(struct sg_env *env, struct sg_cancel *cancel,
 		json_t *rt = json_object_get(env->facts, "runtime");
 
 		json_object_set_new(rt, "network_namespace", json_boolean(net));
+		/* Checked by check_unprivileged() (or by the session that started it). */
+		json_object_set_new(rt, "user_namespace", json_true());
 		json_object_set_new(rt, "version",
 				    json_sprintf("%d.%d.%d", se->ver.major, se->ver.minor,
 						 se->ver.patch));
@@ -1179,7 +1296,7 @@ static sg_err sing_list(const struct sg_profile *p, const char *state_dir, sg_en
 	size_t i;
 	sg_err rc = SG_OK;
 
-	if (runtime && !scrubbed_env(&envs))
+	if (runtime && !cli_env(&envs, false))
 		rc = list_instances(runtime, sg_strv_get(&envs), &live, cancel, err);
 	if (rc)
 		goto out;
@@ -1257,7 +1374,7 @@ static sg_err sing_destroy(const struct sg_profile *p, const char *state_dir, co
 		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
 		goto out;
 	}
-	if (runtime && !scrubbed_env(&envs))
+	if (runtime && !cli_env(&envs, false))
 		rc = list_instances(runtime, sg_strv_get(&envs), &live, cancel, err);
 	if (rc)
 		goto out;

@@ -3,6 +3,12 @@
  * tests: reading the runtime's version, the environment the CLI runs with,
  * and the argv of `instance start` and `exec`.
  *
+ * Every instance runs in a user namespace of its own and every process in
+ * it without a capability (SG_SING_PRIV_FLAGS on `instance start` and on
+ * each `exec`: the runtime recomputes a joining root's capabilities from
+ * its own flags), with /proc's host-wide files bound read-only over it,
+ * since uid 0 writes a sysctl by its uid, not by a capability.
+ *
  * Invariants: nothing here runs a program or touches a file; every builder
  * appends to a struct sg_strv the caller owns (and releases, also on
  * error), and returns SG_OK or SG_E_NO_MEMORY-like codes from base/err.h.
@@ -43,11 +49,22 @@ bool sg_sing_has_limits(const struct sg_sing_version *v);
 const char *sg_sing_env_prefix(const struct sg_sing_version *v);
 
 /*
- * Copy envp into out without the variables that steer the runtime from a
- * user's shell: APPTAINER_*, SINGULARITY_*, APPTAINERENV_*,
- * SINGULARITYENV_* (borrowed pointers into envp).
+ * The runtime's flags that take every privilege from what it runs: a user
+ * namespace, no capability (and no_new_privs), no sysfs.  The same on
+ * `instance start` and `exec`.
  */
-sg_err sg_sing_scrub_env(const char *const *envp, struct sg_strv *out) SG_MUST_CHECK;
+#define SG_SING_PRIV_FLAGS "--userns", "--no-privs", "--drop-caps", "ALL", "--no-mount", "sys"
+
+/*
+ * Copy into out the variables of envp the CLI needs and nothing else
+ * (borrowed pointers): PATH, HOME, USER, LOGNAME, TMPDIR, XDG_RUNTIME_DIR
+ * and DBUS_SESSION_BUS_ADDRESS; with pull, for `build` alone, also the
+ * proxy and CA variables.  `exec --cleanenv` hands TERM and every proxy
+ * variable of its own environment to the command, so those never reach
+ * the CLI otherwise; nor does any APPTAINER_* or SINGULARITY_* variable,
+ * which would steer the runtime.
+ */
+sg_err sg_sing_cli_env(const char *const *envp, bool pull, struct sg_strv *out) SG_MUST_CHECK;
 
 /*
  * Whether path can be one side of a `--bind SRC:DST[:OPTS]` spec as it is.
@@ -65,6 +82,7 @@ struct sg_sing_start {
 	bool workspace_ro;
 	const char *helper_host, *helper; /* bound read-only */
 	const char *ctl_host, *ctl;
+	const char *const *proc_ro;     /* /proc paths bound read-only over themselves */
 	const char *overlay;            /* persistent: a directory; NULL: --writable-tmpfs */
 	bool network_none;
 	double cpus;                    /* 0: none */
@@ -78,8 +96,8 @@ struct sg_sing_start {
 sg_err sg_sing_start_argv(const struct sg_sing_start *s, struct sg_strv *av) SG_MUST_CHECK;
 
 /*
- * `RUNTIME exec --cleanenv --no-eval --pwd CWD instance://NAME
- * [HELPER confine --mode scope --] [env HOME=..] ARGV`.  home is the
+ * `RUNTIME exec --cleanenv --no-eval SG_SING_PRIV_FLAGS --pwd CWD
+ * instance://NAME [HELPER confine --mode scope --] [env HOME=..] ARGV`.  home is the
  * command's HOME (the runtime refuses to take it from the environment),
  * or NULL.  helper, where not NULL, starts the command in its scope (no
  * setuid bit, no signal or abstract socket past it); NULL is for

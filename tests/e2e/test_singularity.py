@@ -2,8 +2,9 @@
 fake apptainer in tests/fakes/apptainer: limits through the instance's
 cgroups, `network: "none"` through a network namespace, refusals (old
 runtime, no cgroups, no network namespace), persistence through an
-overlay, nothing left behind otherwise, the user's APPTAINER_* variables
-scrubbed, docker:// converted once, and a crashed gateway's instance found
+overlay, nothing left behind otherwise, the runtime given an allow-listed
+environment (no APPTAINER_* variable; the proxies to a pull alone),
+docker:// converted once, and a crashed gateway's instance found
 and removed by `sandgate envs`.
 
 These tests write their own config and skip when the suite runs against
@@ -35,7 +36,7 @@ class SingularityBackend(ApptainerFixture, GatewayTestCase):
 
     def gw_with(self, profile, env_extra=None, state=None):
         cfg = os.path.join(self.dir, "config-%d.json" % len(os.listdir(self.dir)))
-        prof = dict(backend="singularity", image=self.sif)
+        prof = dict(backend="singularity", image=self.sif, runtime=self.runtime(env_extra))
         prof.update(profile)
         with open(cfg, "w") as f:
             json.dump({"default": "p", "profiles": {"p": prof}}, f)
@@ -162,6 +163,27 @@ class SingularityBackend(ApptainerFixture, GatewayTestCase):
     def builds(self, ref_part):
         with open(self.log) as f:
             return [json.loads(l) for l in f if '"build"' in l and ref_part in l]
+
+    def test_the_pull_alone_gets_the_proxy(self):
+        # The operator's proxy is for image pulls: `build` is given the
+        # *_proxy variables, `instance start` and `exec` (whose --cleanenv
+        # would hand them to every command) are not, nor TERM.
+        host, _ = self.registry({"v1": 0})
+        proxy = "http://user:pw@127.0.0.1:9/"
+        env = {"https_proxy": proxy, "HTTP_PROXY": proxy, "no_proxy": "127.0.0.1,localhost",
+               "TERM": "xterm"}
+        gw = self.gw_with({"image": "docker://%s/team/tool:v1" % host}, env)
+        gw.initialize(timeout=180)
+        self.assertEqual(gw.sh_ok("echo ran"), "ran\n")
+        calls = self.env_records()
+        builds = [set(r["env"]) for r in calls if r["argv"][1:2] == ["build"]]
+        others = [set(r["env"]) for r in calls if r["argv"][1:2] in (["exec"], ["instance"])]
+        self.assertEqual(len(builds), 1, calls)
+        self.assertTrue({"https_proxy", "HTTP_PROXY", "no_proxy"} <= builds[0], builds[0])
+        self.assertNotIn("TERM", builds[0])
+        self.assertTrue(others)
+        for names in others:
+            self.assertEqual(names & set(env), set(), names)
 
     def test_docker_image_converted_once(self):
         host, digests = self.registry({"v1": 0})

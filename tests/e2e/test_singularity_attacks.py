@@ -3,8 +3,13 @@ field that splits the runtime's `--bind` spec into extra binds, identities
 whose names collide with the image cache or cannot name an instance, a
 shared session joining an instance another profile started, and commands
 reaching past the instance: an abstract unix socket of the host (an
-instance with network shares the host's network namespace) or a setuid
-bit on a workspace file (where apptainer runs as root, so do commands).
+instance with network shares the host's network namespace), a setuid
+bit on a workspace file (where apptainer runs as root, so do commands),
+the gateway's TERM and proxy variables (credentials in a proxy URL), and
+root's capabilities or a host-wide sysctl (/proc/sys/kernel/core_pattern)
+from a `full` command, with the fake runtime honouring --userns and
+--no-privs, refusing a user namespace, or granting root's capabilities
+whatever it is asked.
 
 Like test_singularity.py these tests write their own config and skip when
 the suite runs against another profile, without root, or without
@@ -16,7 +21,7 @@ import os
 import signal
 import subprocess
 
-from sgclient import BIN, GatewayTestCase, Gateway, code_of
+from sgclient import BIN, GatewayTestCase, Gateway, GatewayExited, code_of
 
 from apptainer_fixture import ApptainerFixture
 from escapes import abstract_socket_probe, setuid_leftovers
@@ -30,16 +35,17 @@ class SingularityAttacks(ApptainerFixture, GatewayTestCase):
     def instances(self):
         return sorted(i["instance"] for i in self.instance_list())
 
-    def gw_with(self, profiles, name="p"):
+    def gw_with(self, profiles, name="p", env_extra=None):
         cfg = os.path.join(self.dir, "config-%d.json" % len(os.listdir(self.dir)))
         profs = {}
         for n, prof in profiles.items():
-            profs[n] = dict(backend="singularity", image=self.sif)
+            profs[n] = dict(backend="singularity", image=self.sif,
+                            runtime=self.runtime(env_extra))
             profs[n].update(prof)
         with open(cfg, "w") as f:
             json.dump({"default": name, "profiles": profs}, f)
         gw = Gateway(state_dir=self.state, config=cfg, profile=name,
-                     env_extra=dict(self.env))
+                     env_extra=dict(self.env, **(env_extra or {})))
         self.addCleanup(gw.cleanup)
         return gw
 
@@ -178,3 +184,99 @@ class SingularityAttacks(ApptainerFixture, GatewayTestCase):
         gw.initialize()
         self.assertEqual(setuid_leftovers(gw), [])
         self.assertTrue(gw.init_reply["environment"]["facts"]["isolation"]["syscalls_restricted"])
+
+    # ---- what reaches the runtime and the commands --------------------
+
+    def command_outputs(self, gw, argv):
+        """argv's output from run_command and from a background process,
+        in `full` and in `standard` mode."""
+        outs = {}
+        for mode in ("full", "standard"):
+            outs["run_command " + mode] = gw.tool("run_command", {"argv": argv}, mode)["content"]
+            pid = gw.start(argv=argv, permission_mode=mode)["id"]
+            outs["process " + mode] = gw.read_all(pid)[0]
+        return outs
+
+    def test_no_command_sees_the_gateways_term_or_proxy_variables(self):
+        # apptainer's --cleanenv keeps TERM and every *_proxy variable of
+        # the CLI's environment, which was the gateway's whole environment
+        # less APPTAINER_*/SINGULARITY_*: a proxy URL's credentials reached
+        # every command.
+        proxy = "http://user:s3cret-proxy-pw@127.0.0.1:9/"
+        leak = {"https_proxy": proxy, "HTTP_PROXY": proxy, "no_proxy": "127.0.0.1,localhost",
+                "TERM": "xterm-from-the-gateway"}
+        gw = self.gw_with({"p": {}}, env_extra=leak)
+        gw.initialize()
+        for where, out in self.command_outputs(gw, ["env"]).items():
+            names = {line.split("=", 1)[0] for line in out.splitlines()}
+            self.assertEqual(names & set(leak), set(), "%s: %s" % (where, out))
+            self.assertNotIn("s3cret", out, where)
+        # The runtime itself is given none of them either (a pull alone
+        # gets the proxies: test_singularity's docker:// tests).
+        calls = [r for r in self.env_records() if r["argv"][1:2] in (["exec"], ["instance"])]
+        self.assertTrue(calls)
+        for r in calls:
+            self.assertEqual(set(r["env"]) & set(leak), set(), r["argv"][:3])
+
+    # ---- root's capabilities and host-wide sysctls ---------------------
+
+    PRIVS = ("import os\n"
+             "st = dict(l.split(':', 1) for l in open('/proc/self/status') if ':' in l)\n"
+             "print('caps', st['CapEff'].strip(), st['CapBnd'].strip())\n"
+             "print('uid_map', ' '.join(open('/proc/self/uid_map').read().split()))\n"
+             "for f in ('/proc/sys/kernel/core_pattern', '/proc/sysrq-trigger'):\n"
+             "    try:\n"
+             "        os.close(os.open(f, os.O_WRONLY))\n"
+             "        print('opened', f)\n"
+             "    except OSError as e:\n"
+             "        print('refused', f, e.errno)\n")
+
+    def test_a_full_command_holds_no_capability_and_writes_no_sysctl(self):
+        # In `full` mode a command ran as uid 0 with every capability and
+        # a writable /proc: it could open /proc/sys/kernel/core_pattern
+        # for writing (nothing is written here), the local backend's route
+        # to host root.  Now the instance runs in a user namespace
+        # (--userns), commands without any capability (--no-privs on start
+        # and on every exec: apptainer recomputes a joining root's set),
+        # and /proc/sys read-only, so uid 0 cannot write a sysctl either.
+        gw = self.gw_with({"p": {}})
+        gw.initialize()
+        for where, out in self.command_outputs(gw, ["python3", "-c", self.PRIVS]).items():
+            self.assertNotIn("opened", out, "%s: %s" % (where, out))
+            self.assertIn("caps 0000000000000000 0000000000000000", out, where)
+            self.assertNotIn("uid_map 0 0 4294967295", out, where)
+        self.assertTrue(gw.init_reply["environment"]["facts"]["runtime"]["user_namespace"])
+
+    def refused_at_initialize(self, gw):
+        """The initialize error (or the exit at validate): its text."""
+        try:
+            r = gw.call("initialize", gw.make_binding(), timeout=120, token="tok-x")
+        except GatewayExited:
+            code, _ = gw.wait_exit(30)
+            self.assertEqual(code, 78, gw.stderr_text())
+            return gw.stderr_text()
+        if "error" not in r:
+            gw.token = "tok-x"
+            out = gw.tool("run_command", {"argv": ["python3", "-c", self.PRIVS]}, "full")
+            self.fail("initialize was accepted; a full command: %s" % out["content"])
+        self.assertEqual(code_of(r["error"]), "unsupported", r["error"])
+        return r["error"]
+
+    def test_a_runtime_that_keeps_root_capabilities_is_refused(self):
+        # A runtime that takes the flags and honours none of them (an
+        # installation or version sandgate does not know) would run every
+        # command as root with root's capabilities: sandgate checks what a
+        # joining process has, and refuses.
+        gw = self.gw_with({"p": {}}, env_extra={"FAKE_APPTAINER_KEEP_CAPS": "1"})
+        err = self.refused_at_initialize(gw)
+        self.assertIn("privilege", err)
+        self.assertEqual(self.instances(), [])
+
+    def test_no_user_namespace_is_refused(self):
+        # Where the kernel or the site gives no user namespace, the instance
+        # would run in the host's: sandgate refuses rather than start it
+        # there.
+        gw = self.gw_with({"p": {}}, env_extra={"FAKE_APPTAINER_NO_USERNS": "1"})
+        err = self.refused_at_initialize(gw)
+        self.assertIn("user namespace", err)
+        self.assertEqual(self.instances(), [])

@@ -1,7 +1,7 @@
 /*
  * test_singularity.c - singularity/: version strings as Apptainer,
  * SingularityCE and legacy Singularity print them, which versions have
- * the limit flags, the environment scrub, the argv of `instance start` and
+ * the limit flags, the CLI's allow-listed environment, the argv of `instance start` and
  * `exec`, and validate()'s refusals against the fake apptainer
  * (tests/fakes/apptainer) claiming old and new versions.
  */
@@ -15,6 +15,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "adapters/adapter.h"
 #include "singularity/registry.h"
@@ -65,19 +67,28 @@ static void test_versions(void **state)
 	assert_false(sg_sing_parse_version(NULL, &v));
 }
 
-static void test_scrub(void **state)
+static void test_cli_env(void **state)
 {
 	const char *const in[] = { "PATH=/usr/bin", "APPTAINER_BIND=/etc:/x",
 				   "SINGULARITY_CONTAINALL=0", "APPTAINERENV_LD_PRELOAD=/evil.so",
-				   "SINGULARITYENV_X=1", "APPTAINERX=kept", "HOME=/root",
-				   "MY_APPTAINER_BIND=kept", NULL };
+				   "SINGULARITYENV_X=1", "APPTAINERX=no", "HOME=/root",
+				   "TERM=xterm", "https_proxy=http://u:pw@p:3128", "NO_PROXY=.lan",
+				   "PATHX=no", "LD_PRELOAD=/x.so", "SSL_CERT_FILE=/ca.pem",
+				   "XDG_RUNTIME_DIR=/run/user/0", "SG_TOKEN=secret", NULL };
 	struct sg_strv out = SG_STRV_INIT;
 	char s[512];
 
 	(void)state;
-	assert_int_equal(sg_sing_scrub_env(in, &out), SG_OK);
+	/* What the CLI needs, nothing else: --cleanenv hands TERM and proxies to commands. */
+	assert_int_equal(sg_sing_cli_env(in, false, &out), SG_OK);
 	join(&out, s, sizeof(s));
-	assert_string_equal(s, "PATH=/usr/bin APPTAINERX=kept HOME=/root MY_APPTAINER_BIND=kept");
+	assert_string_equal(s, "PATH=/usr/bin HOME=/root XDG_RUNTIME_DIR=/run/user/0");
+	sg_strv_release(&out);
+	/* A pull also gets the proxies and the CA, still no TERM. */
+	assert_int_equal(sg_sing_cli_env(in, true, &out), SG_OK);
+	join(&out, s, sizeof(s));
+	assert_string_equal(s, "PATH=/usr/bin HOME=/root https_proxy=http://u:pw@p:3128 "
+			       "NO_PROXY=.lan SSL_CERT_FILE=/ca.pem XDG_RUNTIME_DIR=/run/user/0");
 	sg_strv_release(&out);
 }
 
@@ -99,6 +110,7 @@ static void test_exec_env(void **state)
 
 static void test_start_argv(void **state)
 {
+	static const char *const proc_ro[] = { "/proc/sys", "/proc/sysrq-trigger", NULL };
 	struct sg_sing_start st = {
 		.runtime = "/usr/bin/apptainer",
 		.image = "/img/a.sif",
@@ -110,6 +122,7 @@ static void test_start_argv(void **state)
 		.helper = "/run/sandgate/sg-helper",
 		.ctl_host = "/s/ctl",
 		.ctl = "/run/sandgate/ctl",
+		.proc_ro = proc_ro,
 		.network_none = true,
 		.cpus = 1.5,
 		.memory_mb = 512,
@@ -121,18 +134,22 @@ static void test_start_argv(void **state)
 	assert_int_equal(sg_sing_start_argv(&st, &av), SG_OK);
 	join(&av, s, sizeof(s));
 	assert_string_equal(s, "/usr/bin/apptainer instance start --containall --no-home --cleanenv "
+			       "--userns --no-privs --drop-caps ALL --no-mount sys "
 			       "--net --network none --cpus=1.50 --memory=512M --writable-tmpfs "
 			       "--bind /s/ws:/workspace:ro --bind /b/sg-helper:/run/sandgate/sg-helper:ro "
-			       "--bind /s/ctl:/run/sandgate/ctl /img/a.sif sg-id");
+			       "--bind /s/ctl:/run/sandgate/ctl --bind /proc/sys:/proc/sys:ro "
+			       "--bind /proc/sysrq-trigger:/proc/sysrq-trigger:ro /img/a.sif sg-id");
 	sg_strv_release(&av);
 	st.overlay = "/s/overlay";
 	st.network_none = false;
 	st.cpus = 0;
 	st.memory_mb = 0;
 	st.workspace_ro = false;
+	st.proc_ro = NULL;
 	assert_int_equal(sg_sing_start_argv(&st, &av), SG_OK);
 	join(&av, s, sizeof(s));
 	assert_string_equal(s, "/usr/bin/apptainer instance start --containall --no-home --cleanenv "
+			       "--userns --no-privs --drop-caps ALL --no-mount sys "
 			       "--overlay /s/overlay --bind /s/ws:/workspace "
 			       "--bind /b/sg-helper:/run/sandgate/sg-helper:ro "
 			       "--bind /s/ctl:/run/sandgate/ctl /img/a.sif sg-id");
@@ -149,7 +166,8 @@ static void test_exec_argv(void **state)
 					   (const char *[]){ "ls", "-l", NULL }, &av),
 			 SG_OK);
 	join(&av, s, sizeof(s));
-	assert_string_equal(s, "apptainer exec --cleanenv --no-eval --pwd /workspace "
+	assert_string_equal(s, "apptainer exec --cleanenv --no-eval "
+			       "--userns --no-privs --drop-caps ALL --no-mount sys --pwd /workspace "
 			       "instance://sg-x /r/sg-helper confine --mode scope -- "
 			       "env HOME=/h ls -l");
 	sg_strv_release(&av);
@@ -158,7 +176,8 @@ static void test_exec_argv(void **state)
 					   (const char *[]){ "A=b", NULL }, &av),
 			 SG_OK);
 	join(&av, s, sizeof(s));
-	assert_string_equal(s, "apptainer exec --cleanenv --no-eval --pwd /w instance://sg-x "
+	assert_string_equal(s, "apptainer exec --cleanenv --no-eval "
+			       "--userns --no-privs --drop-caps ALL --no-mount sys --pwd /w instance://sg-x "
 			       "/r/sg-helper confine --mode scope -- "
 			       "env HOME=/h /bin/sh -c exec \"$@\" sh A=b");
 	sg_strv_release(&av);
@@ -167,7 +186,8 @@ static void test_exec_argv(void **state)
 					   (const char *[]){ "/r/sg-helper", "proc", NULL }, &av),
 			 SG_OK);
 	join(&av, s, sizeof(s));
-	assert_string_equal(s, "apptainer exec --cleanenv --no-eval --pwd /w instance://sg-x "
+	assert_string_equal(s, "apptainer exec --cleanenv --no-eval "
+			       "--userns --no-privs --drop-caps ALL --no-mount sys --pwd /w instance://sg-x "
 			       "/r/sg-helper proc");
 	sg_strv_release(&av);
 }
@@ -190,15 +210,29 @@ static sg_err validate_with(const char *profile_json, const char *version, doubl
 		.network = net,
 		.raw = raw,
 	};
+	char dir[] = "/tmp/sg-unit-sing-XXXXXX", wrapper[sizeof(dir) + 16];
+	FILE *f;
 	sg_err rc;
 
-	json_object_set_new(raw, "runtime", json_string(fake));
-	setenv("FAKE_APPTAINER_VERSION", version, 1);
+	/*
+	 * The runtime gets an allow-listed environment, so the fake's version
+	 * comes from a wrapper, as a site's own wrapper script would set it.
+	 */
+	assert_non_null(mkdtemp(dir));
+	snprintf(wrapper, sizeof(wrapper), "%s/apptainer", dir);
+	f = fopen(wrapper, "w");
+	assert_non_null(f);
+	fprintf(f, "#!/bin/sh\nFAKE_APPTAINER_VERSION='%s' exec '%s' \"$@\"\n", version, fake);
+	assert_int_equal(fclose(f), 0);
+	assert_int_equal(chmod(wrapper, 0755), 0);
+	json_object_set_new(raw, "runtime", json_string(wrapper));
 	memset(err, 0, sizeof(*err));
 	rc = sg_adapter_singularity.validate(&p, err);
 	if (rc)
 		print_message("validate: %s\n", err->msg);
 	json_decref(raw);
+	unlink(wrapper);
+	rmdir(dir);
 	return rc;
 }
 
@@ -289,13 +323,12 @@ static void test_validate(void **state)
 		assert_non_null(strstr(err.msg, "/nonexistent/apptainer"));
 		json_decref(raw);
 	}
-	unsetenv("FAKE_APPTAINER_VERSION");
 }
 
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_versions),   cmocka_unit_test(test_scrub),
+		cmocka_unit_test(test_versions),   cmocka_unit_test(test_cli_env),
 		cmocka_unit_test(test_exec_env),   cmocka_unit_test(test_start_argv),
 		cmocka_unit_test(test_exec_argv),  cmocka_unit_test(test_validate),
 		cmocka_unit_test(test_refs),
