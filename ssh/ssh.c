@@ -254,16 +254,27 @@ static const char sshb_cgroup_sh[] =
 	"i=0; until rm -rf -- \"" dir "\" 2>/dev/null; do i=$((i + 1)); "      \
 	"[ $i -ge 20 ] && { rm -rf -- \"" dir "\"; exit 1; }; sleep 0.1; done"
 
+/*
+ * Remove the cgroup directory $c, killing what is still in it (cgroup.kill
+ * in v2, else SIGKILL to each member), tried again for up to 2 s: a process
+ * that left its command's group (setsid) is still in its cgroup.
+ */
+#define SSHB_CG_EMPTY                                                           \
+	"i=0\n"                                                                 \
+	"while ! rmdir \"$c\" 2>/dev/null && [ -d \"$c\" ] && [ $i -lt 20 ]; do\n"  \
+	"  if [ -f \"$c/cgroup.kill\" ]; then echo 1 >\"$c/cgroup.kill\"\n"          \
+	"  else for q in $(cat \"$c/cgroup.procs\"); do kill -9 \"$q\"; done; fi\n"  \
+	"  sleep 0.1; i=$((i + 1))\n"                                           \
+	"done 2>/dev/null\n"
+
 /* $1 envdir, $2 lease name, $3 remove|keep|detach, $4 the idle deadline
- * (0: none), then cgroup directories to remove. */
+ * (0: none), then the session's cgroup directories, emptied and removed. */
 static const char sshb_teardown_sh[] =
 	"e=$1 l=$2 m=$3 x=$4\n"
 	"shift 4\n"
-	"for d in \"$@\"; do\n"
-	"  i=0\n"
-	"  while ! rmdir \"$d\" 2>/dev/null && [ -d \"$d\" ] && [ $i -lt 20 ]; do "
-	"sleep 0.1; i=$((i + 1)); done\n"
-	"  [ -d \"$d\" ] && printf 'busy=%s\\n' \"$d\"\n"
+	"for c in \"$@\"; do\n"
+	SSHB_CG_EMPTY
+	"  [ -d \"$c\" ] && printf 'busy=%s\\n' \"$c\"\n"
 	"done\n"
 	"[ -d \"$e\" ] || exit 0\n"
 	"rm -f \"$e/leases/$l\"\n"
@@ -318,12 +329,7 @@ static const char sshb_destroy_sh[] =
 	"for c in /sys/fs/cgroup/sandgate/\"$2\"-$n /sys/fs/cgroup/memory/sandgate/\"$2\"-$n "
 	"/sys/fs/cgroup/cpu/sandgate/\"$2\"-$n; do\n"
 	"  [ -d \"$c\" ] || continue\n"
-	"  i=0\n"
-	"  while ! rmdir \"$c\" 2>/dev/null && [ $i -lt 20 ]; do\n"
-	"    if [ -f \"$c/cgroup.kill\" ]; then echo 1 >\"$c/cgroup.kill\"\n"
-	"    else for q in $(cat \"$c/cgroup.procs\" 2>/dev/null); do kill -9 \"$q\"; done; fi\n"
-	"    sleep 0.1; i=$((i + 1))\n"
-	"  done 2>/dev/null\n"
+	SSHB_CG_EMPTY
 	"done\n"
 	SSHB_RM_TREE("$d") "\n"
 	"exit 0\n";

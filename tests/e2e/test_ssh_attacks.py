@@ -19,6 +19,7 @@ The "remote" is this machine, so its processes are visible here.
 
 import json
 import os
+import random
 import signal
 import subprocess
 import tempfile
@@ -77,8 +78,11 @@ class SshAttacks(GatewayTestCase):
         with open(cls.h["SANDGATE_TEST_CONFIG"]) as f:
             prof = json.load(f)["profiles"]["ssh"]
         cls.cfg = os.path.join(cls.work, "config.json")
+        # "capped": commands in a cgroup of the session's (memory_mb), where
+        # this login can make one (root here, as in CI).
         with open(cls.cfg, "w") as f:
-            json.dump({"default": "p", "profiles": {"p": prof}}, f)
+            json.dump({"default": "p", "profiles": {
+                "p": prof, "capped": dict(prof, memory_mb=512)}}, f)
 
     @classmethod
     def tearDownClass(cls):
@@ -176,15 +180,31 @@ class SshAttacks(GatewayTestCase):
         gw.wait_exit(30)
         return state, env_id, needle
 
-    def assertAllStopped(self, state, needle):
+    def escaped(self, gw):
+        """A process that left its command's group (setsid, stdio closed),
+        started by a run_command that then returns: its needle."""
+        needle = "sleep 63.%06d " % random.randrange(10**6)
+        gw.tool_ok("run_command", {"command": "setsid %s</dev/null >/dev/null 2>&1 &"
+                                   % needle.strip()})
+        self.wait_running(needle, 1)
+        return needle
+
+    def capped(self, state):
+        if not sgclient.cgroup_writable():
+            self.skipTest("this login cannot make cgroups")
+        gw = Gateway(state_dir=state, config=self.cfg, profile="capped")
+        self.addCleanup(gw.cleanup)
+        return gw
+
+    def assertAllStopped(self, state, needle, whose="the crashed gateway's"):
         deadline = time.monotonic() + 5 * sgclient.SLACK
         while time.monotonic() < deadline and (host_processes_matching(needle) or
                                                self.ssh_of(state)):
             time.sleep(0.1)
         self.assertEqual(host_processes_matching(needle), [],
-                         "the crashed gateway's command still runs on the remote")
+                         "a command of %s session still runs on the remote" % whose)
         self.assertEqual(self.ssh_of(state), [],
-                         "an ssh master or client of the crashed gateway is still running")
+                         "an ssh master or client of %s session is still running" % whose)
 
     def test_envs_rm_after_a_killed_gateway_stops_its_command_and_master(self):
         state, env_id, needle = self.crashed_with_a_command()
@@ -199,6 +219,30 @@ class SshAttacks(GatewayTestCase):
         self.assertEqual(rc, 0, out)
         self.assertIn(env_id, out)
         self.assertAllStopped(state, needle)
+
+    # ---- by containment: what left its group, in the session's cgroup -----
+
+    def test_envs_rm_reaches_a_process_that_left_its_group(self):
+        # Neither the job (its group) nor the records (run/, proc/) know a
+        # process that called setsid; the environment's cgroup does.
+        state = self.state()
+        gw = self.capped(state)
+        env_id = gw.initialize(environment={"lifetime_seconds": LIFETIME})["environment"]["id"]
+        needle = self.escaped(gw)
+        gw.proc.kill()
+        gw.wait_exit(30)
+        rc, out = self.envs(state, "rm", env_id)
+        self.assertEqual(rc, 0, out)
+        self.assertAllStopped(state, needle)
+
+    def test_the_session_end_reaches_a_process_that_left_its_group(self):
+        state = self.state()
+        gw = self.capped(state)
+        gw.initialize()
+        needle = self.escaped(gw)
+        rc, err, _ = gw.shutdown(60)
+        self.assertEqual(rc, 0, err[-2000:])
+        self.assertAllStopped(state, needle, "the ended")
 
 
 if __name__ == "__main__":
