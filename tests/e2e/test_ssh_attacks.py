@@ -20,6 +20,7 @@ The "remote" is this machine, so its processes are visible here.
 import json
 import os
 import random
+import re
 import signal
 import subprocess
 import tempfile
@@ -116,6 +117,14 @@ class SshAttacks(GatewayTestCase):
                 if self.comm(p) == "ssh"]
 
     @staticmethod
+    def cmdline(pid):
+        try:
+            with open("/proc/%d/cmdline" % pid, "rb") as f:
+                return f.read().replace(b"\0", b" ").decode("utf-8", "replace")
+        except OSError:
+            return ""
+
+    @staticmethod
     def comm(pid):
         try:
             with open("/proc/%d/comm" % pid) as f:
@@ -164,10 +173,10 @@ class SshAttacks(GatewayTestCase):
 
     # ---- a SIGKILLed gateway, then envs rm / envs gc ----------------------
 
-    def crashed_with_a_command(self):
+    def crashed_with_a_command(self, state=None):
         """(state dir, environment id, command's needle): a gateway killed
         while a run_command runs on the remote."""
-        state = self.state()
+        state = state or self.state()
         gw = Gateway(state_dir=state, config=self.cfg, profile="p")
         self.addCleanup(gw.cleanup)
         env_id = gw.initialize(environment={"lifetime_seconds": LIFETIME})["environment"]["id"]
@@ -184,8 +193,12 @@ class SshAttacks(GatewayTestCase):
         """A process that left its command's group (setsid, stdio closed),
         started by a run_command that then returns: its needle."""
         needle = "sleep 63.%06d " % random.randrange(10**6)
-        gw.tool_ok("run_command", {"command": "setsid %s</dev/null >/dev/null 2>&1 &"
-                                   % needle.strip()})
+        # The command waits until the child has its own session: the job
+        # kills what is left in the command's group when the command ends.
+        gw.tool_ok("run_command", {"command": (
+            "setsid %s</dev/null >/dev/null 2>&1 & p=$!; i=0; "
+            "while [ \"$(cut -d' ' -f6 /proc/$p/stat)\" != $p ] && [ $i -lt 200 ]; "
+            "do sleep 0.05; i=$((i + 1)); done") % needle.strip()})
         self.wait_running(needle, 1)
         return needle
 
@@ -196,21 +209,35 @@ class SshAttacks(GatewayTestCase):
         self.addCleanup(gw.cleanup)
         return gw
 
-    def assertAllStopped(self, state, needle, whose="the crashed gateway's"):
+    def assertAllStopped(self, state, needle, whose="the crashed gateway's", keep=None):
+        """No process matches needle, and no ssh process uses a control
+        socket under state but the one named keep."""
         deadline = time.monotonic() + 5 * sgclient.SLACK
-        while time.monotonic() < deadline and (host_processes_matching(needle) or
-                                               self.ssh_of(state)):
+        left = lambda: [p for p in self.ssh_of(state)
+                        if not (keep and keep in self.cmdline(p))]
+        while time.monotonic() < deadline and (host_processes_matching(needle) or left()):
             time.sleep(0.1)
         self.assertEqual(host_processes_matching(needle), [],
                          "a command of %s session still runs on the remote" % whose)
-        self.assertEqual(self.ssh_of(state), [],
+        self.assertEqual(left(), [],
                          "an ssh master or client of %s session is still running" % whose)
 
     def test_envs_rm_after_a_killed_gateway_stops_its_command_and_master(self):
-        state, env_id, needle = self.crashed_with_a_command()
+        # Another environment's live gateway, on the same state directory:
+        # its master is not the removed environment's, and stays.
+        state = self.state()
+        other = Gateway(state_dir=state, config=self.cfg, profile="p")
+        self.addCleanup(other.cleanup)
+        other.initialize()
+        master = [p for p in self.ssh_of(state) if "ControlMaster=yes" in self.cmdline(p)]
+        self.assertEqual(len(master), 1, "the other gateway's master")
+        sock = re.search(r'ControlPath="([^"]+)"', self.cmdline(master[0])).group(1)
+        state, env_id, needle = self.crashed_with_a_command(state)
         rc, out = self.envs(state, "rm", env_id)
         self.assertEqual(rc, 0, out)
-        self.assertAllStopped(state, needle)
+        self.assertAllStopped(state, needle, keep=sock)
+        self.assertIn(master[0], self.ssh_of(state), "envs rm ended another environment's master")
+        self.assertEqual(other.sh_ok("echo still").strip(), "still")
 
     def test_envs_gc_after_a_killed_gateway_stops_its_command_and_master(self):
         state, env_id, needle = self.crashed_with_a_command()
