@@ -162,7 +162,9 @@ class SshAttacks(GatewayTestCase):
         gw.request("process/list", {})
         time.sleep(0.5)
         rc, err, took = gw.shutdown(budget_ms / 1000 + 60)
-        self.assertLess(took, budget_ms / 1000 * 1.1,
+        # Within 10%; a sanitized gateway's own cleanup takes longer.
+        slack = 2 if os.environ.get("SG_SANITIZED") else 0
+        self.assertLess(took, budget_ms / 1000 * 1.1 + slack,
                         "EOF to exit took %.2f s with a %d ms budget; stderr tail:\n%s"
                         % (took, budget_ms, err[-2000:]))
         # The master (and every client) ended with it, unanswered as it was.
