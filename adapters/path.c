@@ -306,26 +306,24 @@ static sg_err up(struct walk *w, struct sg_errinfo *err)
 	return SG_OK;
 }
 
-/* One ordinary component c (n bytes); rest is the text after it. */
-static sg_err step(struct walk *w, const char *c, size_t n, const char *rest,
-		   bool *done, struct sg_errinfo *err)
+/*
+ * Look at name, the component just pushed onto res, in curfd: follow it
+ * into a directory, splice a link's target, or end the walk.  The
+ * environment can rename the name between the look (fstatat) and its use:
+ * readlink(2) of what became a directory is EINVAL, the open of what became
+ * a link ENOTDIR or ELOOP.  Then *changed is set and nothing else is, so
+ * the caller looks again.
+ */
+static sg_err look(struct walk *w, const char *name, const char *rest,
+		   bool *done, bool *changed, struct sg_errinfo *err)
 {
-	char name[SG_PATH_MAX + 1], target[SG_PATH_MAX + 1];
+	char target[SG_PATH_MAX + 1];
 	bool last = only_dots(rest);
 	struct stat st;
 	ssize_t tl;
 	int fd;
 
-	memcpy(name, c, n);
-	name[n] = '\0';
-	if (!push_comp(w->res, &w->reslen, c, n))
-		return sg_err_set(err, SG_E_INVALID_ARGUMENT,
-				  "%s is too long", w->user);
-	if (w->missing > 0) {
-		/* Below a missing directory: only PARENTS comes this far. */
-		w->missing++;
-		return SG_OK;
-	}
+	*changed = false;
 	if (fstatat(w->curfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0) {
 		if (errno != ENOENT)
 			return sys_fail(w, errno, err);
@@ -341,11 +339,15 @@ static sg_err step(struct walk *w, const char *c, size_t n, const char *rest,
 			*done = true;
 			return SG_OK;
 		}
-		if (++w->links > SG_SYMLINK_MAX)
+		if (w->links >= SG_SYMLINK_MAX)
 			return sg_err_set(err, SG_E_INVALID_ARGUMENT,
 					  "%s: too many levels of symbolic links",
 					  w->user);
 		tl = readlinkat(w->curfd, name, target, sizeof(target));
+		if (tl < 0 && errno == EINVAL) {
+			*changed = true;
+			return SG_OK;
+		}
 		if (tl < 0)
 			return sys_fail(w, errno, err);
 		if ((size_t)tl >= sizeof(target))
@@ -355,6 +357,7 @@ static sg_err step(struct walk *w, const char *c, size_t n, const char *rest,
 		if (tl == 0)
 			return sys_fail(w, ENOENT, err);
 		target[tl] = '\0';
+		w->links++;
 		/* The link's own name is not part of where it points. */
 		pop_comp(w->res, &w->reslen);
 		return splice_link(w, target, rest, err);
@@ -362,6 +365,10 @@ static sg_err step(struct walk *w, const char *c, size_t n, const char *rest,
 	if (S_ISDIR(st.st_mode)) {
 		fd = openat(w->curfd, name,
 			    O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (fd < 0 && (errno == ENOTDIR || errno == ELOOP)) {
+			*changed = true;
+			return SG_OK;
+		}
 		if (fd < 0)
 			return sys_fail(w, errno, err);
 		set_curfd(w, fd);
@@ -371,6 +378,38 @@ static sg_err step(struct walk *w, const char *c, size_t n, const char *rest,
 		return sys_fail(w, ENOTDIR, err);
 	*done = true;
 	return SG_OK;
+}
+
+/*
+ * One ordinary component c (n bytes); rest is the text after it.  A name
+ * that changes kind at every look (look()) is being swapped by the
+ * environment as it is resolved: after SG_PATH_LOOKS looks it is answered
+ * as not found, what a walk that had missed it would have said.
+ */
+static sg_err step(struct walk *w, const char *c, size_t n, const char *rest,
+		   bool *done, struct sg_errinfo *err)
+{
+	char name[SG_PATH_MAX + 1];
+	bool changed = true;
+	sg_err rc = SG_OK;
+
+	memcpy(name, c, n);
+	name[n] = '\0';
+	if (!push_comp(w->res, &w->reslen, c, n))
+		return sg_err_set(err, SG_E_INVALID_ARGUMENT,
+				  "%s is too long", w->user);
+	if (w->missing > 0) {
+		/* Below a missing directory: only PARENTS comes this far. */
+		w->missing++;
+		return SG_OK;
+	}
+	for (int i = 0; changed && !rc && i < SG_PATH_LOOKS; i++)
+		rc = look(w, name, rest, done, &changed, err);
+	if (!rc && changed)
+		rc = sg_err_set(err, SG_E_NOT_FOUND,
+				"%s: it kept changing while it was resolved",
+				w->user);
+	return rc;
 }
 
 sg_err sg_path_resolve(const char *root, const char *host_root,

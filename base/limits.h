@@ -90,6 +90,7 @@
 #define SG_GLOB_ALTS_MAX 1024      /* patterns a glob's braces expand to */
 #define SG_BINARY_SNIFF (8 * SG_KiB) /* bytes read_file looks at for binary */
 #define SG_SYMLINK_MAX 40          /* symlinks followed while resolving */
+#define SG_PATH_LOOKS 4            /* looks at a name the environment keeps swapping */
 #define SG_CREDENTIAL_ENV_MAX 16   /* variables one adapter reads per profile */
 #define SG_PATH_MAX 4096
 #define SG_PIPE_SIZE (1 * SG_MiB)  /* stdout pipe asked for (fs.pipe-max-size) */

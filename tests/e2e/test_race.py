@@ -18,7 +18,7 @@ import subprocess
 import tempfile
 import time
 
-from sgclient import CONFIG, Gateway, GatewayTestCase
+from sgclient import CONFIG, Gateway, GatewayTestCase, give_to_commands
 
 INSIDE = "SGRACE-inside\n"
 OUTSIDE = "SGRACE-OUTSIDE-never-to-be-seen\n"
@@ -33,6 +33,8 @@ while True:
 """
 # Requests per target; three targets make more than 500 in all.
 ROUNDS = 20
+# Rounds of four resolutions through a name being swapped.
+RESOLVES = 200
 
 
 class SymlinkRace(GatewayTestCase):
@@ -54,6 +56,7 @@ class SymlinkRace(GatewayTestCase):
             for name in ("environ", "victim"):
                 with open(os.path.join(self.host, sub, name), "w") as f:
                     f.write(INSIDE)
+        give_to_commands(self.host)
         cfg = os.path.join(self.dir, "config.json")
         with open(cfg, "w") as f:
             json.dump({"default": "p", "profiles": {"p": {
@@ -138,6 +141,38 @@ class SymlinkRace(GatewayTestCase):
         self.assertGreaterEqual(self.ops, 500)
         self.assertEqual(self.escapes, [], "%d answers from outside the root, by %s"
                          % (len(self.escapes), ", ".join(kinds)))
+        self.check_outside()
+
+    def test_swap_race_answers_escape_or_not_found(self):
+        """A name seen as a link and read as a directory a moment later (or
+        the reverse) answered `internal: ...: cannot be resolved (errno
+        22)` for about 3% of the requests: readlink(2) of what had become
+        a directory.  A path caught mid-swap is path_escape or not_found,
+        or resolves; never internal."""
+        gw = self.gw
+        pid = gw.start(argv=["python3", "-c", SWAPPER, self.outside])["id"]
+        r = gw.read(pid, wait_ns=10 * 10**9)
+        self.assertIn("swapping", r["Output"], "the swapper did not start: %s" % json.dumps(r))
+        internal, seen = [], set()
+        for i in range(RESOLVES):
+            mode = (None, "read_only", "standard", "full")[i % 4]
+            for tool, path in (("stat_path", "s/environ"), ("read_file", "d/environ"),
+                               ("stat_path", "d/environ"), ("read_file", "s/environ")):
+                r = gw.execute(tool, {"path": path}, mode)
+                text = json.dumps(r)
+                self.foreign(tool, text)
+                if "error" in r:
+                    seen.add(r["error"].split(":")[0])
+                    if r["error"].startswith("internal"):
+                        internal.append("%s %s (mode %s): %s" % (tool, path, mode, r["error"]))
+                else:
+                    seen.add("ok" if not r["data"]["is_error"] else "is_error")
+        gw.ok("process/stop", {"id": pid, "grace_ms": 0})
+        gw.wait_ended(pid)
+        print("\n%d resolutions mid-swap: %s" % (4 * RESOLVES, ", ".join(sorted(seen))))
+        self.assertEqual(internal, [], "%d of %d answered internal"
+                         % (len(internal), 4 * RESOLVES))
+        self.assertEqual(self.escapes, [])
         self.check_outside()
 
     def test_process_spool_link_is_not_followed(self):
