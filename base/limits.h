@@ -87,6 +87,10 @@
 #define SG_GREP_COUNT_MAX 100000   /* matches counted before "more than" */
 #define SG_GREP_LINE_MAX 1024      /* bytes of a matching line shown */
 #define SG_GREP_LINE_READ (4 * SG_MiB) /* bytes of one line read from the engine */
+#define SG_GREP_DEADLINE_MS 45000  /* a search's wall time (both engine runs), within the host's budget, before it is killed */
+#define SG_GREP_ENGINE_MEM (512 * SG_MiB) /* the search program's heap and anonymous maps (RLIMIT_DATA) */
+#define SG_GREP_ENGINE_CPU_S 720   /* its CPU, all threads together (RLIMIT_CPU): 16 threads to the deadline */
+#define SG_GREP_REGEX_SIZE "10M"   /* rg's --regex-size-limit and --dfa-size-limit */
 #define SG_GLOB_ALTS_MAX 1024      /* patterns a glob's braces expand to */
 #define SG_BINARY_SNIFF (8 * SG_KiB) /* bytes read_file looks at for binary */
 #define SG_SYMLINK_MAX 40          /* symlinks followed while resolving */

@@ -42,6 +42,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -419,17 +420,37 @@ bool sg_confine_reader_ok(void)
 	return sg_landlock_abi() >= 1;
 }
 
+/*
+ * The search program's own bounds, set between fork and exec: what it may
+ * allocate (heap and anonymous maps; the files it maps to read are not
+ * counted), the CPU it may use in all its threads, and no core file, which
+ * would land in the directory it searches.  The caller's deadline kills it
+ * sooner; these hold even for a search nobody waits for any more.
+ */
+static int reader_limits(void)
+{
+	const struct rlimit mem = { SG_GREP_ENGINE_MEM, SG_GREP_ENGINE_MEM };
+	const struct rlimit cpu = { SG_GREP_ENGINE_CPU_S, SG_GREP_ENGINE_CPU_S + 1 };
+	const struct rlimit core = { 0, 0 };
+
+	if (setrlimit(RLIMIT_DATA, &mem) != 0 || setrlimit(RLIMIT_CPU, &cpu) != 0 ||
+	    setrlimit(RLIMIT_CORE, &core) != 0)
+		return -1;
+	return 0;
+}
+
 pid_t sg_confine_spawn_reader(const char *prog, char *const *av, int dirfd,
 			      int outfd, int errfd)
 {
 	static const char msg[] = "sg-helper: the search program cannot run "
-				  "confined to the workspace\n";
+				  "(confined to the workspace where the "
+				  "kernel has Landlock)\n";
 	int ruleset = reader_ruleset(prog, dirfd), null = -1, e;
 	struct sigaction dfl;
 	sigset_t none;
 	pid_t pid = -1;
 
-	if (ruleset < 0)
+	if (ruleset < 0 && errno != ENOSYS && errno != EOPNOTSUPP)
 		return -1;
 	null = open("/dev/null", O_RDONLY | O_CLOEXEC);
 	if (null < 0)
@@ -447,8 +468,9 @@ pid_t sg_confine_spawn_reader(const char *prog, char *const *av, int dirfd,
 		sigprocmask(SIG_SETMASK, &none, NULL);
 		if (dup2(null, 0) < 0 || dup2(outfd, 1) < 0 ||
 		    dup2(errfd, 2) < 0 || fchdir(dirfd) != 0 ||
+		    reader_limits() != 0 ||
 		    prctl(PR_SET_NO_NEW_PRIVS, 1L, 0L, 0L, 0L) != 0 ||
-		    sg_landlock_restrict_self(ruleset) != 0)
+		    (ruleset >= 0 && sg_landlock_restrict_self(ruleset) != 0))
 			_exit(126);
 		execve(prog, av, environ);
 		(void)!write(2, msg, sizeof(msg) - 1);
@@ -458,7 +480,8 @@ out:
 	e = errno;
 	if (null >= 0)
 		close(null);
-	close(ruleset);
+	if (ruleset >= 0)
+		close(ruleset);
 	errno = e;
 	return pid;
 }

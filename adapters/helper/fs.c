@@ -18,9 +18,15 @@
  * becomes {"error":"<word>",...}.  fs never answers the protocol's
  * not_found, so nothing is lost by the overloading.
  *
- * _GNU_SOURCE is defined for O_PATH, memmem() and
- * posix_spawn_file_actions_addfchdir_np(), which glibc and musl declare
- * only with it.
+ * No argument may cost this process (the gateway itself, on the local
+ * backend) more than its size allows: glob matches one component at a
+ * time over state sets (glob_step()), edit knows the size of its result
+ * before it builds it, and grep's regex is never compiled here but only
+ * by the search program, a process with its own limits that a cancel,
+ * the shutdown or its deadline kills.
+ *
+ * _GNU_SOURCE is defined for O_PATH and memmem(), which glibc and musl
+ * declare only with it.
  */
 #define _GNU_SOURCE
 #include "internal.h"
@@ -31,9 +37,7 @@
 #include <fnmatch.h>
 #include <limits.h>
 #include <poll.h>
-#include <regex.h>
 #include <signal.h>
-#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1068,6 +1072,13 @@ static sg_err fs_edit(struct fs *c)
 			       "all of them", count, c->pos[0]);
 		goto out;
 	}
+	/*
+	 * The size is known before anything is built: an edit that would
+	 * multiply the file past the limit (a one-byte old_string, a long
+	 * new_string, replace_all) is refused without allocating for it.
+	 */
+	if (repln > oldn && (size_t)count > (FS_EDIT_MAX - data.len) / (repln - oldn))
+		rc = SG_E_TOO_LARGE;
 	for (p = data.p; !rc && (q = memmem(p, (size_t)(end - p), old, oldn));
 	     p = q + oldn) {
 		rc = sg_buf_add(&res, p, (size_t)(q - p));
@@ -2138,8 +2149,9 @@ struct grepper {
 	struct sg_buf tmp;      /* scratch for one line */
 	const char *prefix;     /* the searched directory, relative to root */
 	int dirfd;              /* where the engine runs (borrowed) */
-	regex_t re;             /* the pattern as POSIX ERE, to place a clip */
-	bool have_re;
+	bool columns;           /* the engine prints the first match's column */
+	int64_t deadline;       /* sg_now_ms() time the engine is killed at */
+	bool late;              /* ... and it was */
 	bool skipping;          /* dropping the rest of an overlong line */
 	bool sorted;            /* the engine prints in path order */
 	struct ghit *hits;
@@ -2180,27 +2192,22 @@ static void ghits_free(struct grepper *g)
 
 /*
  * A matching line longer than SG_GREP_LINE_MAX, as a window around its
- * first match (found again with the POSIX ERE reading of the pattern;
- * where the engine's dialect differs, the window starts at the line's
- * head), with the bytes left out said on each side.  `cut`: the engine's
- * line was longer than SG_GREP_LINE_READ and its end was never seen.
+ * first match, with the bytes left out said on each side.  at is that
+ * match's byte offset in the line as the engine printed it (rg's column;
+ * GNU grep prints none, and 0 starts the window at the line's head).
+ * `cut`: the engine's line was longer than SG_GREP_LINE_READ and its end
+ * was never seen.
  */
-static sg_err grep_clip(struct grepper *g, const char *t, size_t n, bool cut)
+static sg_err grep_clip(struct grepper *g, const char *t, size_t n, bool cut,
+			size_t at)
 {
 	size_t start = 0, keep;
 	sg_err rc = SG_OK;
 
 	if (n <= SG_GREP_LINE_MAX && !cut)
 		return sg_buf_add(&g->tmp, t, n);
-	if (g->have_re) {
-		char *z = strndup(t, n);
-		regmatch_t m;
-
-		if (z && regexec(&g->re, z, 1, &m, 0) == 0 &&
-		    (size_t)m.rm_so > SG_GREP_LINE_MAX / 4)
-			start = (size_t)m.rm_so - SG_GREP_LINE_MAX / 4;
-		free(z);
-	}
+	if (at > SG_GREP_LINE_MAX / 4 && at < n)
+		start = at - SG_GREP_LINE_MAX / 4;
 	while (start < n && ((unsigned char)t[start] & 0xC0) == 0x80)
 		start++;
 	keep = sg_utf8_clip(t + start, n - start, SG_GREP_LINE_MAX);
@@ -2217,24 +2224,41 @@ static sg_err grep_clip(struct grepper *g, const char *t, size_t n, bool cut)
 }
 
 /*
+ * The decimal number at *p (before end), moved past it and one ':' after
+ * it.  Numbers past what a line of SG_GREP_LINE_READ bytes or a file can
+ * hold stop growing: they only place a window or name a line.
+ */
+static long long grep_number(const char **p, const char *end)
+{
+	long long v = 0;
+
+	for (; *p < end && **p >= '0' && **p <= '9'; (*p)++)
+		if (v < INT64_MAX / 10 - 10)
+			v = v * 10 + (**p - '0');
+	if (*p < end && **p == ':')
+		(*p)++;
+	return v;
+}
+
+/*
  * One match of engine output, PATH (pn bytes, not NUL-terminated) and
- * "LINE:TEXT" (tn bytes): counted, and kept when it is among the max first
- * by (path, line).
+ * "LINE:TEXT", or "LINE:COLUMN:TEXT" from an engine that prints columns
+ * (tn bytes): counted, and kept when it is among the max first by (path,
+ * line).
  */
 static void grep_line(struct grepper *g, const char *s, size_t pn,
 		      const char *t, size_t tn, bool cut)
 {
 	const char *text = t;
 	size_t plen = strlen(g->prefix);
-	long long line = 0;
+	long long line, col = 0;
 	struct ghit *h;
 
 	if (pn >= 2 && s[0] == '.' && s[1] == '/')
 		s += 2, pn -= 2;
-	for (; text < t + tn && *text >= '0' && *text <= '9'; text++)
-		line = line * 10 + (*text - '0');
-	if (text < t + tn && *text == ':')
-		text++;
+	line = grep_number(&text, t + tn);
+	if (g->columns)
+		col = grep_number(&text, t + tn);
 	if (g->total == SG_GREP_COUNT_MAX) {
 		g->over = g->stop = true;
 		return;
@@ -2264,7 +2288,8 @@ static void grep_line(struct grepper *g, const char *s, size_t pn,
 	if (h->path)
 		snprintf(h->path, plen + 1 + pn + 1, "%s%s%.*s", g->prefix,
 			 plen ? "/" : "", (int)pn, s);
-	if (!h->path || grep_clip(g, text, (size_t)(t + tn - text), cut) ||
+	if (!h->path ||
+	    grep_clip(g, text, (size_t)(t + tn - text), cut, col > 0 ? (size_t)(col - 1) : 0) ||
 	    !(h->text = malloc(g->tmp.len + 1))) {
 		free(h->path);
 		g->oom = g->stop = true;
@@ -2428,20 +2453,24 @@ static bool find_in_path(const char *prog, char *dst, size_t cap)
 }
 
 /*
- * Run the search program with cwd = cwdfd (borrowed), its stdout cut
- * into g's lines and stderr kept for a message, until both close, g has
- * enough lines, or the cancel token fires.  The child is always reaped.
+ * Run the search program prog (an absolute path) with cwd = cwdfd
+ * (borrowed), its stdout cut into g's lines and stderr kept for a message,
+ * until both close, g has enough lines, the cancel token fires or
+ * g->deadline passes; in the last three cases it is killed.  The child is
+ * always reaped.  It runs under sg_confine_spawn_reader()'s limits: the
+ * engine walks the tree by path, so a directory swapped for a link during
+ * its walk would lead it out of root, and where Landlock exists it may
+ * read only beneath the searched directory.  Without Landlock, the engine
+ * runs in an environment that reaches only what the environment sees
+ * anyway, or on this host fs_grep chose GNU grep, whose walk refuses
+ * links.
  */
 static sg_err grep_run(struct fs *c, struct grepper *g, const char *prog,
-		       bool search_path, char *const *av, int cwdfd,
-		       int *status, bool *killed)
+		       char *const *av, int cwdfd, int *status, bool *killed)
 {
 	int outp[2] = { -1, -1 }, errp[2] = { -1, -1 };
-	posix_spawn_file_actions_t fa;
-	posix_spawnattr_t at;
-	bool fa_ok = false, at_ok = false, stop = false;
-	char *chunk = malloc(FS_CHUNK), abs[SG_PATH_MAX + 1];
-	sigset_t none, dfl;
+	char *chunk = malloc(FS_CHUNK);
+	bool stop = false;
 	pid_t pid = -1;
 	sg_err rc = SG_OK;
 	int e;
@@ -2454,64 +2483,18 @@ static sg_err grep_run(struct fs *c, struct grepper *g, const char *prog,
 				errstr(chunk ? errno : ENOMEM));
 		goto out;
 	}
-	/*
-	 * The engine walks the tree by path, so a directory swapped for a
-	 * link during its walk would lead it out of root: where Landlock
-	 * exists it may read only beneath the searched directory.  Without
-	 * Landlock the engine runs as it is: in an environment that reaches
-	 * only what the environment sees anyway, and on this host fs_grep
-	 * chose GNU grep, whose walk refuses links.
-	 */
-	e = !search_path || find_in_path(prog, abs, sizeof(abs)) ? 0 : ENOENT;
-	if (!e) {
-		pid = sg_confine_spawn_reader(search_path ? abs : prog, av, cwdfd,
-					      outp[1], errp[1]);
-		e = pid < 0 ? errno : 0;
-	}
-	if (pid < 0 && e != ENOSYS && e != EOPNOTSUPP) {
-		close_fd(&outp[1]);
-		close_fd(&errp[1]);
-		rc = tool_fail(c, "cannot run %s: %s", prog, errstr(e));
-		goto out;
-	}
-	if (pid < 0) {
-		fa_ok = posix_spawn_file_actions_init(&fa) == 0;
-		at_ok = posix_spawnattr_init(&at) == 0;
-	}
-	sigemptyset(&none);
-	sigemptyset(&dfl);
-	/* A gateway that ignores SIGPIPE must not pass that on. */
-	sigaddset(&dfl, SIGPIPE);
-	e = pid >= 0 ? 0 : !fa_ok || !at_ok ? ENOMEM : 0;
-	if (!e && pid < 0)
-		e = posix_spawn_file_actions_addopen(&fa, 0, "/dev/null",
-						     O_RDONLY, 0);
-	if (!e && pid < 0)
-		e = posix_spawn_file_actions_adddup2(&fa, outp[1], 1);
-	if (!e && pid < 0)
-		e = posix_spawn_file_actions_adddup2(&fa, errp[1], 2);
-	if (!e && pid < 0)
-		e = posix_spawn_file_actions_addfchdir_np(&fa, cwdfd);
-	if (!e && pid < 0)
-		e = posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSIGMASK |
-							  POSIX_SPAWN_SETSIGDEF);
-	if (!e && pid < 0)
-		e = posix_spawnattr_setsigmask(&at, &none);
-	if (!e && pid < 0)
-		e = posix_spawnattr_setsigdefault(&at, &dfl);
-	if (!e && pid < 0)
-		e = search_path ? posix_spawnp(&pid, prog, &fa, &at, av, environ)
-				: posix_spawn(&pid, prog, &fa, &at, av, environ);
+	pid = sg_confine_spawn_reader(prog, av, cwdfd, outp[1], errp[1]);
+	e = errno;
 	close_fd(&outp[1]);
 	close_fd(&errp[1]);
-	if (e) {
-		pid = -1;
+	if (pid < 0) {
 		rc = tool_fail(c, "cannot run %s: %s", prog, errstr(e));
 		goto out;
 	}
 	while (outp[0] >= 0 || errp[0] >= 0) {
 		struct pollfd pf[3];
-		int n = 0, io = -1, ie = -1, ic = -1;
+		int n = 0, io = -1, ie = -1, ic = -1, ready;
+		int64_t left;
 		ssize_t r;
 
 		if (outp[0] >= 0) {
@@ -2527,9 +2510,16 @@ static sg_err grep_run(struct fs *c, struct grepper *g, const char *prog,
 			pf[n++] = (struct pollfd){ .fd = sg_cancel_fd(c->cancel),
 						   .events = POLLIN };
 		}
-		if (poll(pf, (nfds_t)n, -1) < 0) {
-			if (errno == EINTR)
-				continue;
+		left = g->deadline - sg_now_ms();
+		ready = left <= 0 ? 0
+				  : poll(pf, (nfds_t)n, left > INT_MAX ? INT_MAX : (int)left);
+		if (ready < 0 && errno == EINTR)
+			continue;
+		if (ready == 0) {
+			g->late = stop = true;
+			break;
+		}
+		if (ready < 0) {
 			rc = sg_err_set(&c->err, SG_E_INTERNAL,
 					"waiting for %s failed: %s", prog,
 					errstr(errno));
@@ -2573,10 +2563,6 @@ out:
 		while (waitpid(pid, status, 0) < 0 && errno == EINTR)
 			;
 	}
-	if (fa_ok)
-		posix_spawn_file_actions_destroy(&fa);
-	if (at_ok)
-		posix_spawnattr_destroy(&at);
 	close_fd(&outp[0]);
 	close_fd(&outp[1]);
 	close_fd(&errp[0]);
@@ -2586,7 +2572,7 @@ out:
 }
 
 /*
- * The engine's command line, into av (at least 20 slots).  rg searches in
+ * The engine's command line, into av (at least 24 slots).  rg searches in
  * parallel and prints files in whatever order its threads finish, so
  * fs_grep sorts; `sorted` asks rg to print in path order instead (one
  * thread), for when there are too many matches to hold them all.
@@ -2603,8 +2589,14 @@ static void grep_argv(const char *engine, bool sorted, bool icase,
 		av[ac++] = (char *)"--no-heading";
 		av[ac++] = (char *)"--with-filename";
 		av[ac++] = (char *)"--null";
+		av[ac++] = (char *)"--column";
 		av[ac++] = (char *)"--color";
 		av[ac++] = (char *)"never";
+		/* What compiling the pattern may take, whatever rg's defaults. */
+		av[ac++] = (char *)"--regex-size-limit";
+		av[ac++] = (char *)SG_GREP_REGEX_SIZE;
+		av[ac++] = (char *)"--dfa-size-limit";
+		av[ac++] = (char *)SG_GREP_REGEX_SIZE;
 		if (sorted) {
 			av[ac++] = (char *)"--sort";
 			av[ac++] = (char *)"path";
@@ -2709,6 +2701,19 @@ static sg_err grep_reply(struct fs *c, struct grepper *g, const char *engine)
 	return rc;
 }
 
+/*
+ * A search's time, SG_GREP_DEADLINE_MS.  Tests may shorten it, never
+ * lengthen it, with SANDGATE_TEST_GREP_DEADLINE_MS: a test cannot wait
+ * the whole deadline for a search to overrun.
+ */
+static int64_t grep_deadline_ms(void)
+{
+	const char *t = getenv("SANDGATE_TEST_GREP_DEADLINE_MS");
+	long long ms = t ? strtoll(t, NULL, 10) : 0;
+
+	return ms > 0 && ms < SG_GREP_DEADLINE_MS ? ms : SG_GREP_DEADLINE_MS;
+}
+
 /* fs grep PATTERN [--path PATH] [--glob G] [--ignore-case] [--max N] */
 static sg_err fs_grep(struct fs *c)
 {
@@ -2717,10 +2722,10 @@ static sg_err fs_grep(struct fs *c)
 	const char *path = sg_args_str(&c->a, "path", ".");
 	const char *glob = sg_args_str(&c->a, "glob", NULL);
 	bool icase = sg_args_flag(&c->a, "ignore-case"), killed = false;
-	char parent[SG_PATH_MAX + 1], rg[SG_PATH_MAX + 1];
+	char parent[SG_PATH_MAX + 1], prog[SG_PATH_MAX + 1];
 	struct grepper g = { .prefix = "" };
 	const char *target = ".", *engine;
-	char *av[24];
+	char *av[28];
 	int cwdfd = -1, status = 0;
 	struct stat st;
 	sg_err rc;
@@ -2767,18 +2772,21 @@ static sg_err fs_grep(struct fs *c)
 	}
 	g.dirfd = cwdfd;
 	/* rg walks by path: on this host only where it can be confined. */
-	engine = find_in_path("rg", rg, sizeof(rg)) &&
+	engine = find_in_path("rg", prog, sizeof(prog)) &&
 				 (!c->on_host || sg_confine_reader_ok()) ? "rg" : "grep";
 	if (glob && strcmp(engine, "grep") == 0 &&
 	    sg_buf_addf(&include, "--include=%s", glob)) {
 		rc = sg_err_set(&c->err, SG_E_INVALID_ARGUMENT, "--glob is too long");
 		goto out;
 	}
-	g.have_re = regcomp(&g.re, c->pos[0],
-			    REG_EXTENDED | (icase ? REG_ICASE : 0)) == 0;
+	if (strcmp(engine, "grep") == 0 && !find_in_path("grep", prog, sizeof(prog))) {
+		rc = tool_fail(c, "grep cannot search here: neither rg nor grep is installed");
+		goto out;
+	}
+	g.columns = strcmp(engine, "rg") == 0;
+	g.deadline = sg_now_ms() + grep_deadline_ms();
 	grep_argv(engine, false, icase, glob, include.p, c->pos[0], target, av);
-	rc = grep_run(c, &g, strcmp(engine, "rg") ? "grep" : rg,
-		      strcmp(engine, "rg") != 0, av, cwdfd, &status, &killed);
+	rc = grep_run(c, &g, prog, av, cwdfd, &status, &killed);
 	if (!rc && g.over && strcmp(engine, "rg") == 0) {
 		/*
 		 * Too many to sort them all: ask rg for path order and take
@@ -2791,11 +2799,17 @@ static sg_err fs_grep(struct fs *c)
 		sg_buf_reset(&g.pending);
 		g.nonul = 0;
 		grep_argv(engine, true, icase, glob, include.p, c->pos[0], target, av);
-		rc = grep_run(c, &g, rg, false, av, cwdfd, &status, &killed);
+		rc = grep_run(c, &g, prog, av, cwdfd, &status, &killed);
 		g.over = true;
 	}
 	if (rc)
 		goto out;
+	if (g.late) {
+		rc = tool_fail(c, "the search was stopped after %lld s, its time limit; "
+			       "narrow the pattern, `path` or `glob`",
+			       (long long)(grep_deadline_ms() + 999) / 1000);
+		goto out;
+	}
 	if (g.oom) {
 		rc = sg_err_set(&c->err, SG_E_INTERNAL, "out of memory while searching");
 		goto out;
@@ -2806,8 +2820,10 @@ static sg_err fs_grep(struct fs *c)
 	 * tree, and the matches are worth more than the complaint.
 	 */
 	if (!killed && WIFSIGNALED(status)) {
-		rc = tool_fail(c, "%s was killed by signal %d", engine,
-			       WTERMSIG(status));
+		rc = tool_fail(c, "%s was stopped by signal %d; a search may use %zu MiB "
+			       "of memory and %d s of CPU: narrow the pattern or `path`",
+			       engine, WTERMSIG(status), (size_t)(SG_GREP_ENGINE_MEM / SG_MiB),
+			       SG_GREP_ENGINE_CPU_S);
 		goto out;
 	}
 	if (!killed && WIFEXITED(status) && WEXITSTATUS(status) >= 2 &&
@@ -2817,8 +2833,6 @@ static sg_err fs_grep(struct fs *c)
 	}
 	rc = grep_reply(c, &g, engine);
 out:
-	if (g.have_re)
-		regfree(&g.re);
 	ghits_free(&g);
 	close_fd(&cwdfd);
 	sg_buf_release(&g.pending);

@@ -67,11 +67,15 @@ int sg_confine_apply_exec(const char *mode, const char *root,
 /*
  * Start prog (an absolute path) with argv av, in directory dirfd
  * (borrowed), stdin /dev/null, stdout outfd and stderr errfd, signals at
- * their defaults, under a Landlock ruleset that lets it read files and
- * list directories only beneath dirfd (and load itself and the system's
- * shared libraries): a search that is led out of the tree by a link
- * swapped in during its walk finds nothing there.  Returns the child's
- * pid, or -1 with errno (ENOSYS or EOPNOTSUPP: no Landlock here).
+ * their defaults, under its own limits (SG_GREP_ENGINE_MEM of memory,
+ * SG_GREP_ENGINE_CPU_S of CPU, no core file), so that no pattern makes
+ * it cost more however it is compiled, and under a Landlock ruleset that
+ * lets it read files and list directories only beneath dirfd (and load
+ * itself and the system's shared libraries): a search that is led out of
+ * the tree by a link swapped in during its walk finds nothing there.
+ * Where the kernel has no Landlock (sg_confine_reader_ok() false) it runs
+ * with its limits alone; the caller then chose an engine whose own walk
+ * refuses links.  Returns the child's pid, or -1 with errno.
  */
 /* Whether sg_confine_spawn_reader() can confine here (Landlock exists). */
 bool sg_confine_reader_ok(void);
