@@ -76,6 +76,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "base/buf.h"
 #include "base/cancel.h"
@@ -252,6 +253,17 @@ struct sg_env {
 	bool own_tmp;
 	char *host_root; /* SG_CAP_HOST_FS: root's directory on this host */
 	char *host_ctl;  /* SG_CAP_HOST_FS: ctl_dir's directory on this host */
+	/*
+	 * SG_CAP_HOST_FS: the host user the environment's files belong to
+	 * and its commands run as, where that is not sandgate's own (sandgate
+	 * runs as root, its commands never do).  The gateway's in-process
+	 * steps then act as that user (its file system ids), so what they
+	 * create is the commands' to change, and what that user may not
+	 * open they may not either.
+	 */
+	bool run_as;
+	uid_t run_uid;
+	gid_t run_gid;
 	/*
 	 * Set by a provision() that fails when something it asked the
 	 * provider to create may exist anyway and it could not remove it: a

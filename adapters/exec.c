@@ -614,9 +614,31 @@ static int pidfd_open_compat(pid_t pid)
 #endif
 }
 
+/*
+ * The descriptors to hand the child, each numbered at or above the last
+ * target (3 + npass), so that no dup2 onto 3 + i overwrites a source still
+ * to come.  pass[i] is c->pass_fds[i] or a copy that lifted[i] says to
+ * close; -1 with errno when a copy cannot be made.
+ */
+static int lift_fds(const struct sg_child *c, int *pass, bool *lifted)
+{
+	int floor = 3 + (int)c->npass;
+
+	for (size_t i = 0; i < c->npass; i++) {
+		lifted[i] = c->pass_fds[i] < floor;
+		pass[i] = lifted[i] ? fcntl(c->pass_fds[i], F_DUPFD_CLOEXEC, floor)
+				    : c->pass_fds[i];
+		if (pass[i] < 0)
+			return -1;
+	}
+	return 0;
+}
+
 sg_err sg_exec_run(const struct sg_child *c, struct sg_exec_result *out,
 		   struct sg_cancel *cancel, struct sg_errinfo *err)
 {
+	int pass[SG_EXEC_PASS_MAX] = { 0 };
+	bool lifted[SG_EXEC_PASS_MAX] = { 0 };
 	static char *const empty_env[] = { NULL };
 	char path[SG_PATH_MAX], ebuf[128];
 	int in_p[2] = { -1, -1 }, out_p[2] = { -1, -1 }, err_p[2] = { -1, -1 };
@@ -656,6 +678,12 @@ sg_err sg_exec_run(const struct sg_child *c, struct sg_exec_result *out,
 			goto out;
 		}
 	}
+	if (c->npass > SG_EXEC_PASS_MAX || lift_fds(c, pass, lifted) != 0) {
+		rc = sg_err_set(err, SG_E_INTERNAL, "cannot pass descriptors to %s: %s",
+				c->argv[0], c->npass > SG_EXEC_PASS_MAX ? "too many"
+				: errtext(errno, ebuf, sizeof(ebuf)));
+		goto out;
+	}
 	e = find_program(c->argv[0], c->envp, c->cwd, path, sizeof(path));
 	if (e) {
 		not_started(out, c->argv[0], e);
@@ -685,7 +713,7 @@ sg_err sg_exec_run(const struct sg_child *c, struct sg_exec_result *out,
 
 	/*
 	 * The file actions run in order: stdio first, then the directory and
-	 * descriptor 3 when one is passed (a dup2 onto itself clears its
+	 * the descriptors passed, from 3 up (a dup2 onto itself clears its
 	 * close-on-exec too, as POSIX now asks and glibc does), then every
 	 * other descriptor is closed.  Our pipes are close-on-exec
 	 * already; closefrom also catches descriptors another thread (or a
@@ -703,10 +731,10 @@ sg_err sg_exec_run(const struct sg_child *c, struct sg_exec_result *out,
 			&fa, c->merge ? out_p[1] : err_p[1], 2);
 	if (!e && c->cwd)
 		e = posix_spawn_file_actions_addchdir_np(&fa, c->cwd);
-	if (!e && c->pass_fd3)
-		e = posix_spawn_file_actions_adddup2(&fa, c->fd3, 3);
+	for (size_t i = 0; !e && i < c->npass; i++)
+		e = posix_spawn_file_actions_adddup2(&fa, pass[i], 3 + (int)i);
 	if (!e)
-		e = posix_spawn_file_actions_addclosefrom_np(&fa, c->pass_fd3 ? 4 : 3);
+		e = posix_spawn_file_actions_addclosefrom_np(&fa, 3 + (int)c->npass);
 
 	/*
 	 * Its own process group, no blocked signals, and every signal at its
@@ -790,6 +818,9 @@ sg_err sg_exec_run(const struct sg_child *c, struct sg_exec_result *out,
 	}
 	rc = SG_OK;
 out:
+	for (size_t i = 0; i < c->npass && i < SG_EXEC_PASS_MAX; i++)
+		if (lifted[i] && pass[i] >= 0)
+			close(pass[i]);
 	sg_exec_capture_end(out);
 	if (fa_ok)
 		posix_spawn_file_actions_destroy(&fa);

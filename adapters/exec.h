@@ -71,13 +71,15 @@ struct sg_child {
 	int term_signal;
 	int64_t term_grace_ms;
 	/*
-	 * With pass_fd3, the child gets fd3 (borrowed; ours stays open) as
-	 * its descriptor 3, e.g. for bubblewrap's `--args 3`; every other
-	 * descriptor above 2 is closed either way.
+	 * The child gets pass_fds[i] (borrowed; ours stay open) as its
+	 * descriptor 3 + i, e.g. for bubblewrap's `--args 3` and its binds
+	 * by descriptor; every other descriptor above 2 is closed either way.
 	 */
-	bool pass_fd3;
-	int fd3;
+	const int *pass_fds;
+	size_t npass; /* at most SG_EXEC_PASS_MAX */
 };
+
+#define SG_EXEC_PASS_MAX 16
 
 /*
  * Run c to completion, capturing stdout into out->out (up to the max it was

@@ -127,6 +127,7 @@
 #define SG_PROBE_TOOL_MS 2000           /* each toolchain's --version */
 #define SG_PROBE_CAPTURE (4 * SG_KiB)   /* its output kept */
 #define SG_PROBE_FILE_MAX (256 * SG_KiB) /* a /proc or cgroup file read */
+#define SG_PROBE_HIDDEN_MAX 8           /* host files a probe tries to open (--hidden) */
 
 /* The ssh backend (ssh/ssh.c). */
 #define SG_SSH_CONNECT_TIMEOUT_S 10   /* ssh ConnectTimeout */

@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/fsuid.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -52,8 +53,17 @@ static int table_open(const struct sg_env *env, struct sg_errinfo *err)
 
 	if (ctl >= 0) {
 		fd = openat(ctl, "proc", flags);
-		if (fd < 0 && errno == ENOENT && (mkdirat(ctl, "proc", 0700) == 0 || errno == EEXIST))
+		if (fd < 0 && errno == ENOENT && mkdirat(ctl, "proc", 0700) == 0) {
 			fd = openat(ctl, "proc", flags);
+			/* Remade by sandgate, it is still the environment's user's. */
+			if (fd >= 0 && env->run_as &&
+			    fchownat(ctl, "proc", env->run_uid, env->run_gid, AT_SYMLINK_NOFOLLOW)) {
+				close(fd);
+				fd = -1;
+			}
+		} else if (fd < 0 && errno == EEXIST) {
+			fd = openat(ctl, "proc", flags);
+		}
 	}
 	e = errno;
 	if (ctl >= 0)
@@ -74,10 +84,12 @@ static int table_open(const struct sg_env *env, struct sg_errinfo *err)
  * The command words come first ("fs read"), then the options this file
  * adds, then the caller's own arguments: options must precede a `--`.
  * table: the descriptor --ctl names for an in-process step (table_open),
- * -1 otherwise; the caller closes it once the step has returned.
+ * -1 otherwise; the caller closes it once the step has returned.  rootfd:
+ * root's directory, for a step that acts as the environment's user, who
+ * may not pass the directories above it; -1: --host-root names the path.
  */
 static sg_err build_argv(struct sg_session *s, unsigned how, bool local,
-			 const char *const *args, struct sg_strv *av, int *table,
+			 const char *const *args, int rootfd, struct sg_strv *av, int *table,
 			 struct sg_errinfo *err)
 {
 	const struct sg_env *env = s->env;
@@ -100,11 +112,12 @@ static sg_err build_argv(struct sg_session *s, unsigned how, bool local,
 		rc = sg_strv_add(av, "--root");
 		if (!rc)
 			rc = sg_strv_add(av, env->root);
-		if (!rc && local) {
+		if (!rc && local)
 			rc = sg_strv_add(av, "--host-root");
-			if (!rc)
-				rc = sg_strv_add(av, env->host_root);
-		}
+		if (!rc && local && rootfd >= 0)
+			rc = sg_strv_addf(av, "/proc/self/fd/%d", rootfd);
+		else if (!rc && local)
+			rc = sg_strv_add(av, env->host_root);
 	}
 	/*
 	 * A read-only workspace is refused by the helper too, so no writing
@@ -202,7 +215,7 @@ sg_err sg_envcall_spawn(struct sg_session *s, const char *const *args,
 	 * table where its processes see it (no descriptor of ours), which
 	 * the supervisor it leaves behind keeps using.
 	 */
-	rc = build_argv(s, SG_CALL_CTL, false, args, &av, &table, err);
+	rc = build_argv(s, SG_CALL_CTL, false, args, -1, &av, &table, err);
 	/*
 	 * The spawn is not cancelled (proc.c says why), so its reply is
 	 * awaited for a bounded time: the helper answering it is the
@@ -218,16 +231,56 @@ sg_err sg_envcall_spawn(struct sg_session *s, const char *const *args,
 	return rc;
 }
 
+/*
+ * An in-process step acts as the environment's user (sg_env.run_as): this
+ * thread's file system ids become theirs, which also takes the thread's
+ * capabilities to override file permissions away until they are given
+ * back.  Both calls are per thread on Linux, so the gateway's other
+ * threads keep their own.  *saved: the ids to give back; false when the
+ * thread's ids could not be set, and the step must not run.
+ */
+static bool become_env_user(const struct sg_env *env, uid_t *saved_uid, gid_t *saved_gid)
+{
+	*saved_gid = (gid_t)setfsgid(env->run_gid);
+	*saved_uid = (uid_t)setfsuid(env->run_uid);
+	/* setfsuid answers the old id whatever happened: ask again. */
+	return (uid_t)setfsuid((uid_t)-1) == env->run_uid &&
+	       (gid_t)setfsgid((gid_t)-1) == env->run_gid;
+}
+
+static void become_self(uid_t uid, gid_t gid)
+{
+	setfsuid(uid);
+	setfsgid(gid);
+}
+
 /* Run one step, leaving the helper's output in r->out; timeout_ms 0: none. */
 static sg_err run_step(struct sg_session *s, unsigned how, const char *const *args,
 		       const void *in, size_t inlen, int64_t timeout_ms,
 		       struct sg_exec_result *r, struct sg_cancel *cancel,
 		       struct sg_errinfo *err)
 {
-	bool local = in_process(s, how);
+	bool local = in_process(s, how), as_user = local && s->env->run_as, became = false;
 	struct sg_strv av = SG_STRV_INIT;
-	int table;
-	sg_err rc = build_argv(s, how, local, args, &av, &table, err);
+	uid_t uid = 0;
+	gid_t gid = 0;
+	int table = -1, rootfd = -1;
+	sg_err rc = SG_OK;
+
+	/* Opened as sandgate, which may pass the state directory. */
+	if (as_user && (how & SG_CALL_ROOTED) &&
+	    (rootfd = open(s->env->host_root, O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0)
+		rc = sg_err_set(err, SG_E_UNAVAILABLE, "the workspace %s cannot be opened: %s",
+				s->env->host_root, strerror(errno));
+	if (!rc)
+		rc = build_argv(s, how, local, args, rootfd, &av, &table, err);
+	if (!rc && as_user) {
+		became = true;
+		if (!become_env_user(s->env, &uid, &gid))
+			rc = sg_err_set(err, SG_E_INTERNAL,
+					"cannot act as the environment's user (uid %lu) on this host",
+					(unsigned long)s->env->run_uid);
+	}
 
 	if (!rc && local) {
 		/* sg_helper_run's argv, like the program's, omits argv[0]. */
@@ -245,6 +298,10 @@ static sg_err run_step(struct sg_session *s, unsigned how, const char *const *ar
 	/* An in-process step forks nothing that outlives it: done with the table. */
 	if (table >= 0)
 		close(table);
+	if (rootfd >= 0)
+		close(rootfd);
+	if (became)
+		become_self(uid, gid);
 	sg_strv_release(&av);
 	return rc;
 }

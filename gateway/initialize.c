@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include "base/crash.h"
@@ -354,12 +355,22 @@ sg_err sg_init_bring_up(struct sg_op *op, json_t *binding, const char *name,
 		goto out;
 	}
 	{
-		const char *args[] = { "probe", NULL };
-
 		/*
 		 * Facts are observed inside the environment, so always exec,
-		 * unless provision() already ran the probe there.
+		 * unless provision() already ran the probe there.  Where the
+		 * environment lives on this host, the probe tries files of
+		 * the host that no command may read: sandgate's state and a
+		 * root-only file, so host_filesystem_restricted is seen.
 		 */
+		struct stat st;
+		bool shadow = stat("/etc/shadow", &st) == 0 && !(st.st_mode & S_IROTH);
+		const char *host[] = { "probe", "--hidden", s->state_dir, "--hidden", "/etc/shadow",
+				       NULL };
+		const char *plain[] = { "probe", NULL };
+		const char *const *args = !(ad->caps & SG_CAP_HOST_FS) ? plain : host;
+
+		if (args == host && !shadow)
+			host[3] = NULL;
 		rc = env->probe ? sg_envcall_reply(env->probe, strlen(env->probe), probe, &op->err)
 				: sg_envcall(s, SG_CALL_EXEC, args, NULL, 0, probe, &op->cancel,
 					     &op->err);

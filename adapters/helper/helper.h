@@ -68,9 +68,13 @@
  *                               (ARGV unconfined, but it sets no setuid
  *                               or setgid bit, and its signals and abstract
  *                               unix sockets stay in its domain)
- *   cgroup-exec FILE... -- ARGV join the cgroups whose cgroup.procs files
+ *   cgroup-exec [--user U:G [--stage FROM:TO]] FILE... -- ARGV
+ *                               join the cgroups whose cgroup.procs files
  *                               are given, then exec ARGV (the local backend,
- *                               on the host, before bubblewrap)
+ *                               on the host, before bubblewrap); --user: as
+ *                               U:G, with descriptors FROM..TO first shown at
+ *                               SG_HELPER_STAGE/<N> in a mount namespace of
+ *                               its own (bubblewrap binds them from there)
  *   status [--scope] --file F -- ARGV
  *                               run ARGV, write "exit N" or "signal N" to F
  *                               (--scope: as confine --mode scope)
@@ -91,6 +95,13 @@
 
 #include "base/buf.h"
 #include "base/cancel.h"
+
+/*
+ * Where cgroup-exec --stage shows descriptor N, as SG_HELPER_STAGE "/N": a
+ * tmpfs over /tmp in a mount namespace of the command's own, which every
+ * Linux host has a directory for and which no sandbox shows.
+ */
+#define SG_HELPER_STAGE "/tmp"
 
 /*
  * Run one sg-helper command in-process: argv as the program would get it

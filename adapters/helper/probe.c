@@ -5,8 +5,10 @@
  *
  * Every fact is observed, never guessed from a name: a fact that cannot be
  * read is left out (or null), not assumed.  host_filesystem_restricted is
- * never reported here, because no process can tell from inside alone
- * whether the host's files are out of its reach; the adapter adds it.
+ * reported only when the gateway names files of its host (--hidden PATH:
+ * its state directory, a root-only file), because no process can tell
+ * from inside alone which files are the host's: then it is true only if
+ * none of them opens.
  *
  * The gateway runs it at initialize through the adapter's exec; as part
  * of the helper library it stays thread-safe all the same (no globals, no
@@ -728,8 +730,31 @@ static sg_err probe_bool(struct sg_buf *out, const char *key, int *first,
 	return rc ? rc : sg_buf_adds(out, v == PROBE_YES ? "true" : "false");
 }
 
+/*
+ * Whether none of the host's files named opens from here: a refusal or an
+ * absence counts as hidden, any other failure (out of descriptors, say)
+ * leaves the fact unknown.  A FIFO among them does not block the open.
+ */
+static enum probe_tri probe_hidden(char *const *paths, int n)
+{
+	enum probe_tri r = n > 0 ? PROBE_YES : PROBE_UNKNOWN;
+
+	for (int i = 0; i < n && r == PROBE_YES; i++) {
+		int fd = open(paths[i], O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+
+		if (fd >= 0) {
+			close(fd);
+			r = PROBE_NO;
+		} else if (errno != ENOENT && errno != EACCES && errno != EPERM &&
+			   errno != ENOTDIR && errno != ELOOP) {
+			r = PROBE_UNKNOWN;
+		}
+	}
+	return r;
+}
+
 static sg_err probe_write(struct sg_buf *out, struct sg_buf *scratch,
-			  struct probe_run *runs)
+			  struct probe_run *runs, enum probe_tri hidden)
 {
 	struct sg_buf cgroups = SG_BUF_INIT(SG_PROBE_FILE_MAX);
 	enum probe_tri contained = PROBE_UNKNOWN, nnp = PROBE_UNKNOWN;
@@ -788,6 +813,8 @@ static sg_err probe_write(struct sg_buf *out, struct sg_buf *scratch,
 	if (!rc)
 		rc = probe_bool(out, "network_isolated", &first,
 				probe_network_isolated(scratch));
+	if (!rc)
+		rc = probe_bool(out, "host_filesystem_restricted", &first, hidden);
 	if (rc)
 		goto out;
 
@@ -848,14 +875,20 @@ int sg_helper_probe(int argc, char *const *argv, struct sg_buf *out)
 	struct sg_buf envstore = SG_BUF_INIT(PROBE_ENV_MAX);
 	struct sg_errinfo err = { 0 };
 	struct probe_run *runs = NULL;
-	char *envp[8];
-	sg_err rc;
+	char *envp[8], *hidden[SG_PROBE_HIDDEN_MAX];
+	int nhidden = 0;
+	sg_err rc = SG_OK;
 
-	/* argv[0] is the command word "probe"; it takes nothing else. */
-	if (argc > 1) {
-		rc = sg_err_set(&err, SG_E_INVALID_ARGUMENT,
-				"probe takes no arguments (got %s)", argv[1]);
-		goto out;
+	/* argv[0] is the command word "probe"; then --hidden PATH pairs. */
+	for (int i = 1; i < argc; i += 2) {
+		if (strcmp(argv[i], "--hidden") != 0 || i + 1 >= argc ||
+		    (i + 1) / 2 > SG_PROBE_HIDDEN_MAX) {
+			rc = sg_err_set(&err, SG_E_INVALID_ARGUMENT,
+					"probe takes at most %d --hidden PATH (got %s)",
+					SG_PROBE_HIDDEN_MAX, argv[i]);
+			goto out;
+		}
+		hidden[nhidden++] = argv[i + 1];
 	}
 	runs = calloc(PROBE_NTOOLS, sizeof(*runs));
 	if (!runs) {
@@ -868,7 +901,7 @@ int sg_helper_probe(int argc, char *const *argv, struct sg_buf *out)
 		goto out;
 	}
 	probe_toolchains(runs, envp);
-	rc = probe_write(out, &scratch, runs);
+	rc = probe_write(out, &scratch, runs, probe_hidden(hidden, nhidden));
 	if (rc)
 		sg_err_set(&err, rc, "the probe reply does not fit");
 out:

@@ -48,6 +48,7 @@
 #include "../path.h"
 #include "../helper/helper.h"
 #include "cgroup.h"
+#include "sandbox.h"
 
 /*
  * The longest environment name (env_name): "local-" and it fit an id
@@ -67,6 +68,7 @@ struct local_env {
 	char *bwrap;        /* bubblewrap's path, or NULL */
 	char *slug;         /* the environment's name, its cgroups' prefix */
 	struct sg_cgroup cg; /* this session's cgroups */
+	struct sg_sandbox sb; /* who commands run as, what bubblewrap binds */
 };
 
 /*
@@ -268,6 +270,29 @@ static char *env_name(const char *identity)
 	return name;
 }
 
+/*
+ * Who the environment's commands run as, their files theirs, and the
+ * descriptors bubblewrap binds (sandbox.h).  A workspace sandgate made is
+ * given to the environment's user whole (once: an older sandgate left it
+ * root's); a host_workspace is never changed, its owner is that user.
+ */
+static sg_err sandbox_setup(struct local_env *le, const char *name, const char *ctl,
+			    struct sg_errinfo *err)
+{
+	const struct sg_profile *p = le->base.profile;
+	sg_err rc = sg_sandbox_pick(&le->sb, name, le->workspace, p->host_workspace != NULL,
+				    p->mount_read_only, err);
+
+	if (!rc && !p->host_workspace)
+		rc = sg_sandbox_own(&le->sb, le->workspace, err);
+	if (!rc)
+		rc = sg_sandbox_own(&le->sb, ctl, err);
+	if (!rc)
+		rc = sg_sandbox_open(&le->sb, le->dir, le->workspace, ctl, le->base.helper_host,
+				     err);
+	return rc;
+}
+
 static sg_err local_provision(struct sg_env *env, struct sg_cancel *cancel,
 			      struct sg_errinfo *err)
 {
@@ -321,6 +346,15 @@ static sg_err local_provision(struct sg_env *env, struct sg_cancel *cancel,
 		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
 		goto out;
 	}
+	/*
+	 * Without bubblewrap a command runs as sandgate's user on this host
+	 * itself: where that is root, no command may run at all.
+	 */
+	if (!le->bwrap && geteuid() == 0) {
+		rc = sg_err_set(err, SG_E_UNSUPPORTED,
+				"sandgate runs as root and bubblewrap is not installed: a command would run as root on this host (install bubblewrap, or run sandgate as an ordinary user)");
+		goto out;
+	}
 	if (!le->bwrap && strcmp(env->root, le->workspace) != 0) {
 		rc = sg_err_set(err, SG_E_UNSUPPORTED,
 				"commands can see the workspace at %s only through bubblewrap, which is not installed (install bubblewrap, or set host_workspace to %s)",
@@ -341,6 +375,8 @@ static sg_err local_provision(struct sg_env *env, struct sg_cancel *cancel,
 		goto out;
 	}
 	rc = sg_host_make_ctl(ctl, err);
+	if (!rc && le->bwrap)
+		rc = sandbox_setup(le, name, ctl, err);
 	if (rc)
 		goto out;
 	snprintf(env->id, sizeof(env->id), "local-%s", name);
@@ -375,13 +411,18 @@ static sg_err local_provision(struct sg_env *env, struct sg_cancel *cancel,
 	env->host_root = strdup(le->workspace);
 	env->host_ctl = ctl;
 	ctl = NULL;
+	env->run_as = le->sb.drop;
+	env->run_uid = le->sb.uid;
+	env->run_gid = le->sb.gid;
 	/*
 	 * Contained only inside bubblewrap: without it commands run as this
 	 * user on the host, and one that may write cgroup files can leave.
+	 * Whether the host's files are out of reach is the probe's to
+	 * observe (it tries them from inside), not this adapter's to claim.
 	 */
 	env->facts = json_pack(
-		"{s:{s:b, s:b}, s:{s:O, s:O}, s:O, s:s, s:s}", "isolation",
-		"host_filesystem_restricted", le->bwrap != NULL, "processes_die_with_session",
+		"{s:{s:b}, s:{s:O, s:O}, s:O, s:s, s:s}", "isolation",
+		"processes_die_with_session",
 		le->cg.dirs.n > 0 && le->bwrap, "resources", "requested", requested, "applied", applied,
 		"observed", observed, "safety_class",
 		le->bwrap ? "container" : "trusted_local", "mechanism",
@@ -404,100 +445,64 @@ out:
 	return rc;
 }
 
-static sg_err add_system_dirs(struct sg_strv *av)
-{
-	static const char *const dirs[] = { "/usr", "/etc", "/opt", "/bin", "/sbin",
-					    "/lib", "/lib32", "/lib64", "/libx32", NULL };
-	sg_err rc = SG_OK;
-
-	for (size_t i = 0; !rc && dirs[i]; i++) {
-		struct stat st;
-		char target[SG_PATH_MAX];
-		ssize_t n;
-
-		if (lstat(dirs[i], &st))
-			continue;
-		if (S_ISLNK(st.st_mode)) {
-			/* Merged /usr: /bin -> usr/bin stays a link inside. */
-			n = readlink(dirs[i], target, sizeof(target) - 1);
-			if (n <= 0)
-				continue;
-			target[n] = '\0';
-			rc = sg_strv_addv(av, (const char *[]){ "--symlink", target,
-								 dirs[i], NULL });
-		} else if (S_ISDIR(st.st_mode)) {
-			rc = sg_strv_addv(av, (const char *[]){ "--ro-bind", dirs[i],
-								 dirs[i], NULL });
-		}
-	}
-	return rc;
-}
-
-/* bubblewrap's arguments for one command, up to and including "--". */
-static sg_err sandbox_argv(struct local_env *le, const struct sg_exec *x,
-			   struct sg_strv *av)
+/*
+ * bubblewrap's options for one command, which travel in a memory file
+ * (options_file) rather than its argv: a command reads its pid 1's argv in
+ * /proc/1/cmdline, and there it showed the workspace's and the state
+ * directory's paths on this host.
+ */
+static sg_err sandbox_options(struct local_env *le, const struct sg_exec *x,
+			      struct sg_strv *opts)
 {
 	const struct sg_env *env = &le->base;
 	const struct sg_profile *p = env->profile;
 	bool detaches = x->flags & SG_EXEC_DETACHES;
 	bool ro = p->mount_read_only || x->confine == SG_CONFINE_READ_ONLY;
-	sg_err rc = sg_strv_add(av, le->bwrap);
+	/*
+	 * A user namespace of its own, in which no command can make another
+	 * (each one it made would be kernel surface to attack from).
+	 */
+	sg_err rc = sg_strv_addv(opts, (const char *[]){ "--unshare-user", "--disable-userns",
+							 NULL });
 
 	/*
 	 * A command that leaves a daemon behind (sg-helper's supervisor) must
 	 * not live in a pid namespace that dies with it, nor die with us.
 	 */
 	if (!rc && !detaches)
-		rc = sg_strv_addv(av, (const char *[]){ "--die-with-parent",
-							 "--unshare-pid", "--new-session", NULL });
+		rc = sg_strv_addv(opts, (const char *[]){ "--die-with-parent",
+							   "--unshare-pid", "--new-session", NULL });
 	if (!rc)
-		rc = sg_strv_addv(av, (const char *[]){ "--unshare-ipc", "--unshare-uts",
-							 "--unshare-cgroup-try", "--hostname",
-							 "sandgate", "--cap-drop", "ALL", NULL });
+		rc = sg_strv_addv(opts, (const char *[]){ "--unshare-ipc", "--unshare-uts",
+							   "--unshare-cgroup-try", "--hostname",
+							   "sandgate", "--cap-drop", "ALL", NULL });
 	if (!rc && p->network == SG_NET_NONE)
-		rc = sg_strv_add(av, "--unshare-net");
+		rc = sg_strv_add(opts, "--unshare-net");
 	if (!rc)
-		rc = add_system_dirs(av);
+		rc = sg_sandbox_binds(&le->sb, opts, env->root, ro, SANDBOX_HELPER, SANDBOX_CTL);
 	if (!rc)
-		rc = sg_strv_addv(av, (const char *[]){ "--dev", "/dev", "--proc", "/proc", NULL });
-	/*
-	 * The environment's own /tmp, kept across its commands and shared
-	 * with its background processes: ctl/tmp, which is also TMPDIR.
-	 */
-	if (!rc)
-		rc = sg_strv_add(av, "--bind");
-	if (!rc)
-		rc = sg_strv_addf(av, "%s/tmp", env->host_ctl);
-	if (!rc)
-		rc = sg_strv_add(av, "/tmp");
-	if (!rc)
-		rc = sg_strv_addv(av, (const char *[]){ ro ? "--ro-bind" : "--bind",
-							 le->workspace, env->root, NULL });
-	if (!rc)
-		rc = sg_strv_addv(av, (const char *[]){ "--ro-bind", env->helper_host,
-							 SANDBOX_HELPER, "--bind", env->host_ctl,
-							 SANDBOX_CTL, NULL });
-	/* The command's variables come on descriptor 3 (env_args). */
-	if (!rc)
-		rc = sg_strv_addv(av, (const char *[]){ "--clearenv", "--args", "3", "--chdir",
-							 x->cwd ? x->cwd : env->root, "--", NULL });
+		rc = sg_strv_addv(opts, (const char *[]){ "--clearenv", "--chdir",
+							   x->cwd ? x->cwd : env->root, NULL });
 	return rc;
 }
 
 /*
- * The command's variables as bubblewrap's `--setenv NAME VALUE` arguments
- * in a memory file, for `--args 3`: -1 and errno when it cannot be made.
- * They never travel in the environment of the processes that run on this
- * host outside the sandbox (bubblewrap, sg-helper cgroup-exec): a request's
- * LD_PRELOAD would load a library of its choosing into them.  Nor in
- * their argv, which other users of this host may read.
+ * bubblewrap's options, then the command's variables as its
+ * `--setenv NAME VALUE` arguments, in a memory file for `--args 3`: -1
+ * and errno when it cannot be made.  The variables never travel in the
+ * environment of the processes that run on this host outside the sandbox
+ * (bubblewrap, sg-helper cgroup-exec): a request's LD_PRELOAD would load a
+ * library of its choosing into them.  Nor in their argv, which other users
+ * of this host may read.
  */
-static int env_args(const char *const *envp)
+static int options_file(const struct sg_strv *opts, const char *const *envp)
 {
-	int fd = memfd_create("sandgate-env", MFD_CLOEXEC);
+	int fd = memfd_create("sandgate-args", MFD_CLOEXEC);
 	struct sg_buf b = SG_BUF_INIT(SG_MAX_FRAME);
 	bool ok = fd >= 0;
 
+	for (size_t i = 0; ok && i < opts->n; i++)
+		ok = !sg_buf_add(&b, opts->v[i], strlen(opts->v[i]) + 1);
 	for (size_t i = 0; ok && envp && envp[i]; i++) {
 		const char *eq = strchr(envp[i], '=');
 
@@ -558,68 +563,98 @@ static void read_status(const char *file, struct sg_exec_result *out)
 	}
 }
 
+/*
+ * What runs on this host before the command: sg-helper cgroup-exec, which
+ * joins the session's cgroups and, where sandgate is root, shows bubblewrap
+ * the descriptors it binds and becomes the environment's user; then
+ * bubblewrap reading its options from descriptor 3.
+ */
+static sg_err host_argv(struct local_env *le, struct sg_strv *av)
+{
+	sg_err rc = SG_OK;
+
+	if (le->cg.procs.n || le->sb.drop) {
+		rc = sg_strv_addv(av, (const char *[]){ le->base.helper_host, "cgroup-exec",
+							 NULL });
+		if (!rc && le->sb.drop)
+			rc = sg_strv_add(av, "--user") ||
+			     sg_strv_addf(av, "%lu:%lu", (unsigned long)le->sb.uid,
+					  (unsigned long)le->sb.gid);
+		if (!rc && le->sb.drop && le->bwrap)
+			rc = sg_strv_add(av, "--stage") ||
+			     sg_strv_addf(av, "%d:%d", SG_SANDBOX_FD_ARGS + 1, SG_SANDBOX_FD_END - 1);
+		if (!rc)
+			rc = sg_strv_addv(av, sg_strv_get(&le->cg.procs));
+		if (!rc)
+			rc = sg_strv_add(av, "--");
+	}
+	if (!rc && le->bwrap)
+		rc = sg_strv_addv(av, (const char *[]){ le->bwrap, "--args", "3", "--", NULL });
+	return rc;
+}
+
+/*
+ * What runs inside before the command, naming the status file (new
+ * string, *status) that `sg-helper status` writes there.
+ *
+ * The status file's name is not guessable: a command could otherwise put
+ * a FIFO or a link where the next command's status goes.
+ *
+ * Every command under bubblewrap, even a `full` one that sandgate does not
+ * confine, starts in the environment's scope (--scope here, confine --mode
+ * scope for a background process).  A background process keeps the host's
+ * pid namespace (its supervisor must outlive the call), a command with
+ * network the host's abstract unix sockets: in the scope it sets no setuid
+ * or setgid bit, and from Landlock ABI 6 it cannot signal, or reach an
+ * abstract unix socket of, a process outside the environment, sandgate and
+ * its host included (docs/security.md).
+ */
+static sg_err sandbox_prefix(struct local_env *le, const struct sg_exec *x,
+			     struct sg_strv *av, char **status)
+{
+	static atomic_ulong serial;
+	unsigned long k = atomic_fetch_add(&serial, 1);
+	uint64_t nonce = 0;
+	char name[96];
+
+	if (x->flags & SG_EXEC_DETACHES)
+		return sg_strv_addv(av, (const char *[]){ SANDBOX_HELPER, "confine", "--mode",
+							   "scope", "--", NULL });
+	if (getentropy(&nonce, sizeof(nonce)) != 0)
+		nonce = (uint64_t)sg_now_ms() * 2654435761u;
+	snprintf(name, sizeof(name), "/tmp/.status-%ld-%lu-%016llx", (long)getpid(), k,
+		 (unsigned long long)nonce);
+	if (asprintf(status, "%s%s", le->base.host_ctl, name) < 0) {
+		*status = NULL;
+		return SG_E_INTERNAL;
+	}
+	return sg_strv_addv(av, (const char *[]){ SANDBOX_HELPER, "status", "--scope", "--file",
+						   NULL }) ||
+	       sg_strv_addf(av, SANDBOX_CTL "%s", name) || sg_strv_add(av, "--");
+}
+
 static sg_err local_exec(struct sg_env *env, const struct sg_exec *x,
 			 struct sg_exec_result *out, struct sg_cancel *cancel,
 			 struct sg_errinfo *err)
 {
-	static atomic_ulong serial;
 	struct local_env *le = (struct local_env *)env;
-	struct sg_strv av = SG_STRV_INIT;
+	struct sg_strv av = SG_STRV_INIT, opts = SG_STRV_INIT;
+	int fds[SG_SANDBOX_NFDS];
 	char *status = NULL;
-	int envfd = -1;
-	sg_err rc = SG_OK;
+	sg_err rc = host_argv(le, &av);
 
-	if (le->cg.procs.n) {
-		rc = sg_strv_addv(&av, (const char *[]){ env->helper_host, "cgroup-exec", NULL });
-		if (!rc)
-			rc = sg_strv_addv(&av, sg_strv_get(&le->cg.procs));
-		if (!rc)
-			rc = sg_strv_add(&av, "--");
-	}
+	memcpy(fds, le->sb.fds, sizeof(fds));
+	fds[0] = -1;
 	if (!rc && le->bwrap)
-		rc = sandbox_argv(le, x, &av);
-	/*
-	 * The status file's name is not guessable: a command could otherwise
-	 * put a FIFO or a link where the next command's status goes.
-	 *
-	 * Every command under bubblewrap, even a `full` one that sandgate does
-	 * not confine, starts in the environment's scope (--scope here,
-	 * confine --mode scope for a background process below).  A background
-	 * process keeps the host's pid namespace (its supervisor must outlive
-	 * the call), a command with network the host's abstract unix sockets,
-	 * and every command writes host files as sandgate's user: in the scope
-	 * it sets no setuid or setgid bit, and from Landlock ABI 6 it cannot
-	 * signal, or reach an abstract unix socket of, a process outside the
-	 * environment, sandgate and its host included (docs/security.md).
-	 */
-	if (!rc && le->bwrap && !(x->flags & SG_EXEC_DETACHES)) {
-		unsigned long k = atomic_fetch_add(&serial, 1);
-		char name[96];
-		uint64_t nonce = 0;
-
-		if (getentropy(&nonce, sizeof(nonce)) != 0)
-			nonce = (uint64_t)sg_now_ms() * 2654435761u;
-		snprintf(name, sizeof(name), "/tmp/.status-%ld-%lu-%016llx", (long)getpid(), k,
-			 (unsigned long long)nonce);
-		if (asprintf(&status, "%s%s", env->host_ctl, name) < 0)
-			status = NULL;
-		rc = !status || sg_strv_addv(&av, (const char *[]){ SANDBOX_HELPER, "status",
-								     NULL }) ||
-		     sg_strv_add(&av, "--scope") || sg_strv_add(&av, "--file") ||
-		     sg_strv_addf(&av, SANDBOX_CTL "%s", name) || sg_strv_add(&av, "--");
-	}
-	if (!rc && le->bwrap && (x->flags & SG_EXEC_DETACHES))
-		rc = sg_strv_addv(&av, (const char *[]){ SANDBOX_HELPER, "confine", "--mode",
-							 "scope", "--", NULL });
+		rc = sandbox_prefix(le, x, &av, &status) || sandbox_options(le, x, &opts);
 	if (!rc)
 		rc = sg_strv_addv(&av, x->argv);
 	if (rc) {
-		sg_strv_release(&av);
-		free(status);
-		return sg_err_set(err, SG_E_INTERNAL, "out of memory");
+		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
+		goto out;
 	}
-	if (le->bwrap && (envfd = env_args(x->envp)) < 0) {
-		rc = sg_err_set(err, SG_E_INTERNAL, "cannot pass the command's environment: %s",
+	if (le->bwrap && (fds[0] = options_file(&opts, x->envp)) < 0) {
+		rc = sg_err_set(err, SG_E_INTERNAL, "cannot pass the command's options: %s",
 				strerror(errno));
 		goto out;
 	}
@@ -628,8 +663,8 @@ static sg_err local_exec(struct sg_env *env, const struct sg_exec *x,
 		struct sg_child c = {
 			.argv = sg_strv_get(&av),
 			.envp = le->bwrap ? NULL : x->envp,
-			.pass_fd3 = envfd >= 0,
-			.fd3 = envfd,
+			.pass_fds = fds,
+			.npass = le->bwrap ? SG_SANDBOX_NFDS : 0,
 			/* Without bubblewrap, root is the workspace's real path. */
 			.cwd = le->bwrap ? NULL : (x->cwd ? x->cwd : env->root),
 			.stdin_data = x->stdin_data,
@@ -641,15 +676,15 @@ static sg_err local_exec(struct sg_env *env, const struct sg_exec *x,
 
 		rc = sg_exec_run(&c, out, cancel, err);
 	}
-	if (status) {
-		if (!rc)
-			read_status(status, out);
-		unlink(status);
-	}
+	if (status && !rc)
+		read_status(status, out);
 out:
-	if (envfd >= 0)
-		close(envfd);
+	if (status)
+		unlink(status);
+	if (fds[0] >= 0)
+		close(fds[0]);
 	free(status);
+	sg_strv_release(&opts);
 	sg_strv_release(&av);
 	return rc;
 }
@@ -867,6 +902,7 @@ static void local_release(struct sg_env *env)
 	free(le->bwrap);
 	free(le->slug);
 	sg_cgroup_release(&le->cg);
+	sg_sandbox_close(&le->sb);
 }
 
 const struct sg_adapter sg_adapter_local = {

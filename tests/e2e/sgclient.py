@@ -707,6 +707,22 @@ def registry_records(state_dir):
     return out
 
 
+# Who owns a host_workspace the tests make for commands to write: local
+# commands never run as root, and run as the workspace's owner, so where
+# the tests run as root the tree is given to an ordinary user.
+WORKSPACE_OWNER = 60000
+
+
+def give_to_commands(path):
+    """chown -R path to WORKSPACE_OWNER when the tests run as root."""
+    if os.geteuid() != 0:
+        return
+    for top, dirs, files in os.walk(path):
+        os.lchown(top, WORKSPACE_OWNER, WORKSPACE_OWNER)
+        for name in dirs + files:
+            os.lchown(os.path.join(top, name), WORKSPACE_OWNER, WORKSPACE_OWNER)
+
+
 def shell_quote(s):
     return "'" + s.replace("'", "'\\''") + "'"
 
