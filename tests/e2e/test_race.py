@@ -57,7 +57,6 @@ class SymlinkRace(GatewayTestCase):
                 with open(os.path.join(self.host, sub, name), "w") as f:
                     f.write(INSIDE)
         give_to_commands(self.host)
-        give_to_commands(self.host)
         cfg = os.path.join(self.dir, "config.json")
         with open(cfg, "w") as f:
             json.dump({"default": "p", "profiles": {"p": {
