@@ -4,8 +4,10 @@
 # front of the gateway that serves the test's own profile (chain.py).
 #
 #   run-chain.sh 1    chain-2: host -> sandgate -> sandgate (local), every test
-#   run-chain.sh 2    chain-3: two relays, every test
+#   run-chain.sh 2    two relays, every test
 #   run-chain.sh N test_tools test_process ...   only the modules named
+#                     (ctest's delegation/chain-3 is `2` with the modules
+#                     that relay through relays: tests/CMakeLists.txt)
 #
 # Needs SANDGATE_BIN (the real sandgate; every gateway of the chain is it).
 set -eu
