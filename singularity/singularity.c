@@ -974,7 +974,9 @@ static sg_err check_unprivileged(struct sing_env *se, struct sg_cancel *cancel,
 
 	sg_exec_result_init(&r, SING_CHECK_MAX);
 	rc = sg_sing_exec_argv(se->runtime, se->name, "/", NULL, NULL,
-			       (const char *[]){ "/bin/sh", "-c", sing_check_script, NULL }, &av);
+			       (const char *[]){ "/bin/sh", "-c", /* in the environment */
+						 sing_check_script, NULL },
+			       &av);
 	if (rc) {
 		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
 		goto out;

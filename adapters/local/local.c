@@ -289,7 +289,7 @@ static sg_err sandbox_setup(struct local_env *le, const char *name, const char *
 		rc = sg_sandbox_own(&le->sb, ctl, err);
 	if (!rc)
 		rc = sg_sandbox_open(&le->sb, le->dir, le->workspace, ctl, le->base.helper_host,
-				     err);
+				     SANDBOX_CTL, err);
 	return rc;
 }
 

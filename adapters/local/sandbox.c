@@ -18,10 +18,12 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <pwd.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "base/fsutil.h"
@@ -29,6 +31,7 @@
 #include "base/log.h"
 #include "../digest.h"
 #include "../helper/helper.h"
+#include "../hostutil.h"
 
 /*
  * How deep sg_sandbox_own follows a tree: each level holds a directory
@@ -38,24 +41,40 @@
 #define SANDBOX_OWN_DEPTH 256
 
 /*
+ * The copy of the host's /etc: how deep, how many entries, how many bytes,
+ * its fingerprint's text, and how long a copy no provision uses is kept.
+ */
+#define SANDBOX_ETC_DEPTH 8
+#define SANDBOX_ETC_ENTRIES 20000
+#define SANDBOX_ETC_BYTES (64 * 1024 * 1024)
+#define SANDBOX_ETC_FP_MAX (8 * 1024 * 1024)
+#define SANDBOX_ETC_KEEP_S (7 * 24 * 3600)
+
+/*
  * What programs need of /etc, and nothing else of it: name resolution,
  * certificates, the loader's cache, alternatives, time, locale, shells'
  * profiles and the language runtimes' own settings.  Entries missing on
  * this host are skipped; passwd and group are the sandbox's own, and
- * mtab is a link to the sandbox's mounts, not the host's.
+ * mtab is a link to the sandbox's mounts, not the host's (open_etc).
  */
 static const char *const etc_names[] = {
-	"hosts", "hostname", "resolv.conf", "nsswitch.conf", "host.conf", "gai.conf",
+	"hosts", "resolv.conf", "nsswitch.conf", "host.conf", "gai.conf",
 	"services", "protocols", "networks", "rpc", "ethertypes",
 	"ld.so.cache", "ld.so.conf", "ld.so.conf.d",
 	"ssl", "ca-certificates", "ca-certificates.conf", "pki", "crypto-policies",
 	"alternatives", "localtime", "timezone", "os-release", "lsb-release",
 	"debian_version", "locale.alias", "locale.gen", "locale.conf",
 	"mime.types", "magic", "magic.mime", "profile", "profile.d", "bash.bashrc",
-	"inputrc", "shells", "terminfo", "environment", "gitconfig", "gitattributes",
-	"fonts", "papersize", "vim", "nanorc", "wgetrc", "npmrc", "pip.conf",
+	"inputrc", "shells", "terminfo", "gitattributes", "fonts", "papersize", "vim",
+	"nanorc",
 	NULL
 };
+/*
+ * Left out on purpose, though programs read them: hostname (the host's
+ * name; the sandbox has its own), and the files that hold credentials as
+ * often as settings (environment's proxies, gitconfig, npmrc, pip.conf,
+ * wgetrc), however readable.
+ */
 /* Runtimes keep their settings in versioned directories: /etc/python3.11. */
 static const char *const etc_prefixes[] = { "python", "java-", "perl", "ruby", "php",
 					    "R", "ImageMagick-", NULL };
@@ -197,75 +216,327 @@ static void user_names(const struct sg_sandbox *sb, char *user, size_t un, char 
 		snprintf(group, gn, "%s", grp->gr_name);
 }
 
-/* Write <dir>/etc/name (mode 0644, atomically) and open it O_PATH. */
-static int write_etc(const char *dir, const char *name, const char *text)
-{
-	char *tmp = NULL, *dst = NULL;
-	int fd = -1, out = -1;
+/*
+ * One walk of the host's wanted /etc entries: it copies them into dst, or
+ * with dst -1 only writes what identifies each one (its path, kind, inode,
+ * size and times, a link's target) into fp, the copy's fingerprint.  What
+ * one copy may hold is bounded: the rest is left out, and logged.
+ */
+struct etc_walk {
+	struct sg_buf *fp;
+	int64_t bytes;
+	int64_t entries;
+	bool over;
+};
 
-	if (asprintf(&tmp, "%s/etc/.%s.tmp", dir, name) < 0) {
-		tmp = NULL;
-		goto out;
-	}
-	if (asprintf(&dst, "%s/etc/%s", dir, name) < 0) {
-		dst = NULL;
-		goto out;
-	}
-	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
-	if (fd < 0 || sg_write_all(fd, text, strlen(text)) != 0 || fchmod(fd, 0644) != 0 ||
-	    rename(tmp, dst) != 0)
-		goto out;
-	out = open(dst, O_PATH | O_NOFOLLOW | O_CLOEXEC);
-out:
-	if (fd >= 0)
-		close(fd);
-	free(tmp);
-	free(dst);
-	return out;
+static void walk_entry(struct etc_walk *w, int src, const char *name, int dst, int depth,
+		       const char *path);
+
+/* Copy a regular file's bytes (it is the host's, root's to write). */
+static void copy_file(struct etc_walk *w, int src, const char *name, int dst, mode_t mode)
+{
+	char buf[16384];
+	int in = openat(src, name, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+	int out = in < 0 ? -1
+			 : openat(dst, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+				  mode & 0755);
+	ssize_t n = 0;
+
+	while (out >= 0 && (n = read(in, buf, sizeof(buf))) > 0 && (w->bytes -= n) >= 0)
+		if (sg_write_all(out, buf, (size_t)n) != 0)
+			n = -1;
+	if (w->bytes < 0)
+		w->over = true;
+	if (in >= 0)
+		close(in);
+	if (out >= 0)
+		close(out);
+	/* Half a file is no file: a copy cut short is removed. */
+	if (out >= 0 && n != 0)
+		unlinkat(dst, name, 0);
 }
 
+/* A directory the world may read: its entries, one level deeper. */
+static void walk_dir(struct etc_walk *w, int src, const char *name, int dst, int depth,
+		     const char *path)
+{
+	int from = openat(src, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC), to = -1;
+	DIR *d = from >= 0 ? fdopendir(from) : NULL;
+	struct dirent *de;
+
+	if (d && dst >= 0 && mkdirat(dst, name, 0755) == 0)
+		to = openat(dst, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	while (d && (dst < 0 || to >= 0) && (de = readdir(d))) {
+		char sub[SG_PATH_MAX];
+
+		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+			continue;
+		snprintf(sub, sizeof(sub), "%s/%s", path, de->d_name);
+		walk_entry(w, from, de->d_name, to, depth + 1, sub);
+	}
+	if (d)
+		closedir(d);
+	else if (from >= 0)
+		close(from);
+	if (to >= 0)
+		close(to);
+}
+
+/*
+ * src/name: what the world may read and nothing else (a file, a
+ * directory, a link as a link; no FIFO, socket or device).  A link at the
+ * top is taken as what it names, which may lie outside /etc (resolv.conf
+ * in /run): programs read it that way.
+ */
+static void walk_entry(struct etc_walk *w, int src, const char *name, int dst, int depth,
+		       const char *path)
+{
+	struct stat st;
+	char target[SG_PATH_MAX] = "";
+	ssize_t n;
+
+	if (depth > SANDBOX_ETC_DEPTH || --w->entries < 0) {
+		w->over = true;
+		return;
+	}
+	if (fstatat(src, name, &st, depth == 0 ? 0 : AT_SYMLINK_NOFOLLOW) != 0)
+		return;
+	if (S_ISLNK(st.st_mode) && (n = readlinkat(src, name, target, sizeof(target) - 1)) > 0)
+		target[n] = '\0';
+	if (w->fp && sg_buf_addf(w->fp, "%s\n%o %lu %lld %lld.%ld %lld.%ld %s\n", path,
+				 (unsigned)st.st_mode, (unsigned long)st.st_ino,
+				 (long long)st.st_size, (long long)st.st_mtim.tv_sec,
+				 st.st_mtim.tv_nsec, (long long)st.st_ctim.tv_sec,
+				 st.st_ctim.tv_nsec, target))
+		w->over = true;
+	if (S_ISLNK(st.st_mode) && target[0] && dst >= 0)
+		symlinkat(target, dst, name);
+	else if (S_ISREG(st.st_mode) && (st.st_mode & S_IROTH) && dst >= 0)
+		copy_file(w, src, name, dst, st.st_mode);
+	else if (S_ISDIR(st.st_mode) && (st.st_mode & S_IROTH) && (st.st_mode & S_IXOTH))
+		walk_dir(w, src, name, dst, depth, path);
+}
+
+/* Walk every wanted entry of the host's /etc (see struct etc_walk). */
+static int walk_etc(struct etc_walk *w, int dst)
+{
+	int host = open("/etc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	DIR *d = host >= 0 ? fdopendir(host) : NULL;
+	struct dirent *de;
+
+	if (!d) {
+		if (host >= 0)
+			close(host);
+		return -1;
+	}
+	while ((de = readdir(d)))
+		if (de->d_name[0] != '.' && etc_wanted(de->d_name))
+			walk_entry(w, host, de->d_name, dst, 0, de->d_name);
+	closedir(d);
+	if (w->over)
+		sg_log_warn("the host's /etc holds more than the sandbox's copy takes: some of it is left out");
+	return 0;
+}
+
+/* An empty file that each environment's own passwd or group is bound over. */
+static int mountpoint(int dir, const char *name)
+{
+	int fd = openat(dir, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+
+	return fd >= 0 ? close(fd) : -1;
+}
+
+/*
+ * Build the copy of /etc at base/name, unless it is there already: made
+ * under a name of this process's and renamed into place whole, so a
+ * copy that exists is complete, and two gateways building it at once
+ * keep one.
+ */
+static sg_err build_etc(int base, const char *name, const char *where, struct sg_errinfo *err)
+{
+	struct etc_walk w = { NULL, SANDBOX_ETC_BYTES, SANDBOX_ETC_ENTRIES, false };
+	char tmp[96], *path = NULL;
+	int dst = -1;
+	sg_err rc = SG_OK;
+
+	if (faccessat(base, name, F_OK, AT_SYMLINK_NOFOLLOW) == 0)
+		return SG_OK;
+	snprintf(tmp, sizeof(tmp), "%s.%ld", name, (long)getpid());
+	if (mkdirat(base, tmp, 0755) != 0 ||
+	    (dst = openat(base, tmp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0 ||
+	    fchmod(dst, 0755) != 0 || walk_etc(&w, dst) != 0 ||
+	    symlinkat("../proc/self/mounts", dst, "mtab") != 0 || mountpoint(dst, "passwd") != 0 ||
+	    mountpoint(dst, "group") != 0 ||
+	    (renameat(base, tmp, base, name) != 0 && errno != EEXIST && errno != ENOTEMPTY))
+		rc = sg_err_set(err, SG_E_INTERNAL, "cannot copy /etc for the sandbox into %s: %s",
+				where, strerror(errno));
+	if (dst >= 0)
+		close(dst);
+	if (asprintf(&path, "%s/%s", where, tmp) >= 0)
+		sg_host_rm_tree(path);
+	free(path);
+	return rc;
+}
+
+/*
+ * Remove the copies of /etc that no provision used for SANDBOX_ETC_KEEP_S
+ * (the host's /etc changed since): a session that still binds one from a
+ * crashed gateway's background process would find it empty.
+ */
+static void sweep_etc(int base, const char *where, const char *keep)
+{
+	DIR *d = fdopendir(dup(base));
+	struct dirent *de;
+	struct stat st;
+	time_t now = time(NULL);
+
+	while (d && (de = readdir(d))) {
+		char *path = NULL;
+
+		if (strncmp(de->d_name, ".etc-", 5) != 0 || strcmp(de->d_name, keep) == 0 ||
+		    fstatat(base, de->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
+		    now - st.st_mtime < SANDBOX_ETC_KEEP_S)
+			continue;
+		if (asprintf(&path, "%s/%s", where, de->d_name) >= 0)
+			sg_host_rm_tree(path);
+		free(path);
+	}
+	if (d)
+		closedir(d);
+}
+
+/*
+ * The sandbox's /etc, one copy for every environment of this host's user
+ * under the cache directory `where` (.etc-<fingerprint>): made again only
+ * when the host's wanted entries change.  A copy rather than a bind per
+ * entry, which cost every command 7 ms; shared, because making one cost
+ * most of a second on a slow disk.  *fd: an O_PATH descriptor of it.
+ */
+static sg_err open_etc(const char *where, int *fd, struct sg_errinfo *err)
+{
+	struct sg_buf fp = SG_BUF_INIT(SANDBOX_ETC_FP_MAX);
+	struct etc_walk w = { &fp, SANDBOX_ETC_BYTES, SANDBOX_ETC_ENTRIES, false };
+	char sum[65], name[32];
+	int base = open(where, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	sg_err rc = SG_OK;
+
+	if (base < 0 || walk_etc(&w, -1) != 0 || !sg_sha256_hex(fp.p, fp.len, sum)) {
+		rc = sg_err_set(err, SG_E_INTERNAL, "cannot read the host's /etc for the sandbox: %s",
+				strerror(errno));
+		goto out;
+	}
+	snprintf(name, sizeof(name), ".etc-%.16s", sum);
+	rc = build_etc(base, name, where, err);
+	if (rc)
+		goto out;
+	/* Used now: the sweep keeps it. */
+	utimensat(base, name, NULL, AT_SYMLINK_NOFOLLOW);
+	sweep_etc(base, where, name);
+	*fd = openat(base, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (*fd < 0)
+		rc = sg_err_set(err, SG_E_INTERNAL, "cannot open %s/%s: %s", where, name,
+				strerror(errno));
+out:
+	if (base >= 0)
+		close(base);
+	sg_buf_release(&fp);
+	return rc;
+}
+
+/*
+ * Where the copies of /etc live, one set for every gateway of this user on
+ * this host (new string, or NULL): root's /var/cache/sandgate, else the
+ * user's cache directory.  A state directory of its own would copy /etc
+ * again for each.
+ */
+static char *cache_dir(void)
+{
+	const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+	char *d = NULL;
+
+	if (geteuid() == 0)
+		return strdup("/var/cache/sandgate");
+	if (xdg && xdg[0] == '/' && asprintf(&d, "%s/sandgate", xdg) >= 0)
+		return d;
+	if (home && home[0] == '/' && asprintf(&d, "%s/.cache/sandgate", home) >= 0)
+		return d;
+	return NULL;
+}
+
+/* Write dir/name with text (mode 0644) and open it O_PATH; -1 on failure. */
+static int write_file(int dir, const char *name, const char *text)
+{
+	char tmp[64];
+	int fd, rc = -1;
+
+	snprintf(tmp, sizeof(tmp), ".%s.%ld", name, (long)getpid());
+	fd = openat(dir, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
+	if (fd >= 0 && sg_write_all(fd, text, strlen(text)) == 0 && fchmod(fd, 0644) == 0 &&
+	    renameat(dir, tmp, dir, name) == 0)
+		rc = openat(dir, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+	if (fd >= 0)
+		close(fd);
+	return rc;
+}
+
+/*
+ * The sandbox's passwd and group, root's, in the environment's directory
+ * (dir/users): root, the environment's user, nobody.
+ */
 static sg_err write_users(struct sg_sandbox *sb, const char *dir, const char *ctl_at,
 			  struct sg_errinfo *err)
 {
-	char user[64], group[64], *etc = NULL, *passwd = NULL, *groups = NULL;
+	char user[64], group[64], *passwd = NULL, *groups = NULL, *at = NULL;
+	int d = -1;
 	sg_err rc = SG_OK;
 
 	user_names(sb, user, sizeof(user), group, sizeof(group));
-	if (asprintf(&etc, "%s/etc", dir) < 0)
-		etc = NULL;
-	if (!etc || (mkdir(etc, 0755) != 0 && errno != EEXIST) ||
-	    asprintf(&passwd,
+	if (asprintf(&passwd,
 		     "root:x:0:0:root:/root:/bin/sh\n"
 		     "%s:x:%lu:%lu:sandgate:%s/home:/bin/sh\n"
 		     "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n",
-		     sb->uid ? user : "sandbox", (unsigned long)sb->uid, (unsigned long)sb->gid,
-		     ctl_at) < 0 ||
-	    asprintf(&groups, "root:x:0:\n%s:x:%lu:\nnogroup:x:65534:\n",
-		     sb->gid ? group : "sandbox", (unsigned long)sb->gid) < 0) {
-		rc = sg_err_set(err, SG_E_INTERNAL, "cannot write the sandbox's users in %s: %s",
-				dir, strerror(errno));
-		goto out;
+		     user, (unsigned long)sb->uid, (unsigned long)sb->gid, ctl_at) < 0)
+		passwd = NULL;
+	if (asprintf(&groups, "root:x:0:\n%s:x:%lu:\nnogroup:x:65534:\n", group,
+		     (unsigned long)sb->gid) < 0)
+		groups = NULL;
+	if (asprintf(&at, "%s/users", dir) < 0)
+		at = NULL;
+	if (passwd && groups && at && (mkdir(at, 0755) == 0 || errno == EEXIST))
+		d = open(at, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (d >= 0) {
+		sb->fds[SG_SANDBOX_FD_PASSWD - SG_SANDBOX_FD_ARGS] = write_file(d, "passwd", passwd);
+		sb->fds[SG_SANDBOX_FD_GROUP - SG_SANDBOX_FD_ARGS] = write_file(d, "group", groups);
 	}
-	sb->fds[SG_SANDBOX_FD_PASSWD - SG_SANDBOX_FD_ARGS] = write_etc(dir, "passwd", passwd);
-	sb->fds[SG_SANDBOX_FD_GROUP - SG_SANDBOX_FD_ARGS] = write_etc(dir, "group", groups);
-	if (sb->fds[SG_SANDBOX_FD_PASSWD - SG_SANDBOX_FD_ARGS] < 0 ||
+	if (d < 0 || sb->fds[SG_SANDBOX_FD_PASSWD - SG_SANDBOX_FD_ARGS] < 0 ||
 	    sb->fds[SG_SANDBOX_FD_GROUP - SG_SANDBOX_FD_ARGS] < 0)
 		rc = sg_err_set(err, SG_E_INTERNAL, "cannot write the sandbox's users in %s: %s",
-				etc, strerror(errno));
-out:
-	free(etc);
+				dir, strerror(errno));
+	if (d >= 0)
+		close(d);
 	free(passwd);
 	free(groups);
+	free(at);
 	return rc;
 }
 
 sg_err sg_sandbox_open(struct sg_sandbox *sb, const char *dir, const char *workspace,
-		       const char *ctl, const char *helper, struct sg_errinfo *err)
+		       const char *ctl, const char *helper, const char *ctl_at,
+		       struct sg_errinfo *err)
 {
 	int flags = O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC;
 	int *fd = sb->fds - SG_SANDBOX_FD_ARGS;
-	sg_err rc = write_users(sb, dir, "/run/sandgate/ctl", err);
+	char *cache = cache_dir();
+	sg_err rc = SG_OK;
 
+	if (!cache || sg_mkdir_p(cache, 0755) != 0)
+		rc = sg_err_set(err, SG_E_INTERNAL, "cannot make the cache directory %s: %s",
+				cache ? cache : "(none)", strerror(errno));
+	if (!rc)
+		rc = open_etc(cache, &fd[SG_SANDBOX_FD_ETC], err);
+	free(cache);
+	if (!rc)
+		rc = write_users(sb, dir, ctl_at, err);
 	if (rc)
 		return rc;
 	fd[SG_SANDBOX_FD_WORKSPACE] = open(workspace, flags);
@@ -278,7 +549,8 @@ sg_err sg_sandbox_open(struct sg_sandbox *sb, const char *dir, const char *works
 			return sg_err_set(err, SG_E_INTERNAL,
 					  "cannot open the sandbox's %s: %s",
 					  i == SG_SANDBOX_FD_WORKSPACE ? workspace
-					  : i == SG_SANDBOX_FD_HELPER ? helper : ctl,
+					  : i == SG_SANDBOX_FD_HELPER ? helper
+					  : i == SG_SANDBOX_FD_ETC ? "/etc copy" : ctl,
 					  strerror(errno));
 	return SG_OK;
 }
@@ -329,42 +601,18 @@ static sg_err add_fd_bind(struct sg_strv *av, bool staged, bool ro, int fd, cons
 	return rc;
 }
 
-/*
- * The curated /etc: each wanted entry of the host's bound read-only where
- * it is (a link is bound as what it names, as programs would read it),
- * the sandbox's users and groups, and mtab naming the sandbox's mounts.
- */
-static sg_err add_etc(struct sg_strv *av, bool staged)
-{
-	DIR *d = opendir("/etc");
-	struct dirent *de;
-	sg_err rc = SG_OK;
-
-	while (d && !rc && (de = readdir(d))) {
-		if (de->d_name[0] == '.' || !etc_wanted(de->d_name))
-			continue;
-		rc = sg_strv_add(av, "--ro-bind-try") || sg_strv_addf(av, "/etc/%s", de->d_name) ||
-		     sg_strv_addf(av, "/etc/%s", de->d_name);
-	}
-	if (d)
-		closedir(d);
-	if (!rc)
-		rc = add_fd_bind(av, staged, true, SG_SANDBOX_FD_PASSWD, "/etc/passwd");
-	if (!rc)
-		rc = add_fd_bind(av, staged, true, SG_SANDBOX_FD_GROUP, "/etc/group");
-	if (!rc)
-		rc = sg_strv_addv(av, (const char *[]){ "--symlink", "../proc/self/mounts",
-							 "/etc/mtab", NULL });
-	return rc;
-}
-
 sg_err sg_sandbox_binds(const struct sg_sandbox *sb, struct sg_strv *opts, const char *root,
 			bool read_only, const char *helper_at, const char *ctl_at)
 {
 	sg_err rc = add_system_dirs(opts);
 
+	/* The curated /etc, read-only, and the sandbox's own users (open_etc). */
 	if (!rc)
-		rc = add_etc(opts, sb->drop);
+		rc = add_fd_bind(opts, sb->drop, true, SG_SANDBOX_FD_ETC, "/etc");
+	if (!rc)
+		rc = add_fd_bind(opts, sb->drop, true, SG_SANDBOX_FD_PASSWD, "/etc/passwd");
+	if (!rc)
+		rc = add_fd_bind(opts, sb->drop, true, SG_SANDBOX_FD_GROUP, "/etc/group");
 	if (!rc)
 		rc = sg_strv_addv(opts, (const char *[]){ "--dev", "/dev", "--proc", "/proc", NULL });
 	/*

@@ -13,9 +13,10 @@
  *   here (the state directory may be closed to that user), and its options
  *   travel in a memory file: no argv that a command can read names a host
  *   path.
- * - /etc is a curated list of the host's entries, with users and groups
- *   written for the sandbox: no shadow file, no key, no configuration of
- *   sandgate's, whatever their modes.
+ * - /etc is a copy of a curated list of the host's entries, what the world
+ *   may read of them, with users and groups written for the sandbox: no
+ *   shadow file, no key, no configuration of sandgate's, whatever their
+ *   modes.
  * Ownership: struct sg_sandbox owns its descriptors; sg_sandbox_close()
  * closes them and may be called on a zeroed or half-opened one.
  */
@@ -43,6 +44,7 @@ enum sg_sandbox_fd {
 	SG_SANDBOX_FD_CTL,
 	SG_SANDBOX_FD_TMP,
 	SG_SANDBOX_FD_HELPER,
+	SG_SANDBOX_FD_ETC,
 	SG_SANDBOX_FD_PASSWD,
 	SG_SANDBOX_FD_GROUP,
 	SG_SANDBOX_FD_END
@@ -77,12 +79,15 @@ sg_err sg_sandbox_own(const struct sg_sandbox *sb, const char *path,
 		      struct sg_errinfo *err) SG_MUST_CHECK;
 
 /*
- * Write the sandbox's passwd and group under dir (root's, read-only) and
- * open the descriptors bubblewrap binds: workspace, ctl, ctl/tmp, the
- * helper and those two files.
+ * Open the descriptors bubblewrap binds: workspace, ctl, ctl/tmp, the
+ * helper, the copy of the host's wanted /etc entries that every environment
+ * shares (made when the host's change; sandbox.c, cache_dir), and the sandbox's passwd
+ * and group in dir/users, whose home for the environment's user is
+ * ctl_at/home.  All root's, read-only to the sandbox.
  */
 sg_err sg_sandbox_open(struct sg_sandbox *sb, const char *dir, const char *workspace,
-		       const char *ctl, const char *helper, struct sg_errinfo *err) SG_MUST_CHECK;
+		       const char *ctl, const char *helper, const char *ctl_at,
+		       struct sg_errinfo *err) SG_MUST_CHECK;
 
 /*
  * bubblewrap's options for the host's directories, the curated /etc,
