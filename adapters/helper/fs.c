@@ -79,6 +79,13 @@
  * bits of a state set, which the walk holds once per directory level.
  */
 #define FS_GLOB_STATES_MAX (SG_GLOB_ALTS_MAX * 16)
+/*
+ * The bytes of the hits (paths, and grep's lines) a glob or a grep keeps
+ * in order: its reply shows no more than this.  They are pruned back to
+ * it once twice as much is held, so 10,000 hits of 4 KiB paths cost what
+ * their answer does, not 40 MiB.
+ */
+#define FS_HITS_BYTES SG_TOOL_OUTPUT
 
 /* One invocation. */
 struct fs {
@@ -1543,6 +1550,7 @@ struct globber {
 	struct relpath path;            /* the walked path, from root */
 	struct hit *hits;
 	size_t nhits, cap;
+	size_t bytes;           /* of the hits' paths */
 	int64_t max, total;
 };
 
@@ -1646,17 +1654,27 @@ static int hit_cmp(const void *a, const void *b)
 	return strcmp(x->path, y->path);
 }
 
-/* Keep only the max newest hits, so memory stays bounded by max. */
+/*
+ * Keep only the max newest hits, and of those no more bytes of path than
+ * the reply can show (FS_HITS_BYTES), so memory stays bounded by both.
+ */
 static void hits_prune(struct globber *g)
 {
-	size_t keep = (size_t)g->max;
+	size_t keep = 0, bytes = 0;
 
 	if (g->nhits > 1)
 		qsort(g->hits, g->nhits, sizeof(*g->hits), hit_cmp);
+	for (; keep < g->nhits && keep < (size_t)g->max; keep++) {
+		size_t n = strlen(g->hits[keep].path) + 1;
+
+		if (bytes + n > FS_HITS_BYTES)
+			break;
+		bytes += n;
+	}
 	for (size_t i = keep; i < g->nhits; i++)
 		free(g->hits[i].path);
-	if (g->nhits > keep)
-		g->nhits = keep;
+	g->nhits = keep;
+	g->bytes = bytes;
 }
 
 static sg_err hit_add(struct globber *g, const struct stat *st)
@@ -1686,6 +1704,9 @@ static sg_err hit_add(struct globber *g, const struct stat *st)
 	h->sec = (long long)st->st_mtim.tv_sec;
 	h->nsec = (long long)st->st_mtim.tv_nsec;
 	g->nhits++;
+	g->bytes += g->path.len + 1;
+	if (g->bytes > 2 * FS_HITS_BYTES)
+		hits_prune(g);
 	return SG_OK;
 }
 
@@ -2156,6 +2177,7 @@ struct grepper {
 	bool sorted;            /* the engine prints in path order */
 	struct ghit *hits;
 	size_t nhits, cap;
+	size_t bytes;           /* of the hits' paths and lines */
 	int64_t max, total;
 	bool over, stop, oom;
 };
@@ -2170,16 +2192,32 @@ static int ghit_cmp(const void *a, const void *b)
 	return x->line < y->line ? -1 : x->line > y->line;
 }
 
-static void ghits_prune(struct grepper *g, size_t keep)
+static size_t ghit_bytes(const struct ghit *h)
 {
+	return strlen(h->path) + 1 + h->len;
+}
+
+/*
+ * Keep the first max hits by (path, line), and of those no more bytes
+ * than the reply can show (FS_HITS_BYTES).
+ */
+static void ghits_prune(struct grepper *g, size_t max)
+{
+	size_t keep = 0, bytes = 0;
+
 	if (g->nhits > 1)
 		qsort(g->hits, g->nhits, sizeof(*g->hits), ghit_cmp);
+	for (; keep < g->nhits && keep < max; keep++) {
+		if (bytes + ghit_bytes(&g->hits[keep]) > FS_HITS_BYTES)
+			break;
+		bytes += ghit_bytes(&g->hits[keep]);
+	}
 	for (size_t i = keep; i < g->nhits; i++) {
 		free(g->hits[i].path);
 		free(g->hits[i].text);
 	}
-	if (g->nhits > keep)
-		g->nhits = keep;
+	g->nhits = keep;
+	g->bytes = bytes;
 }
 
 static void ghits_free(struct grepper *g)
@@ -2264,7 +2302,8 @@ static void grep_line(struct grepper *g, const char *s, size_t pn,
 		return;
 	}
 	g->total++;
-	if (g->sorted && (int64_t)g->nhits >= g->max)
+	/* In path order, a hit past what the reply can show stays unseen. */
+	if (g->sorted && ((int64_t)g->nhits >= g->max || g->bytes > FS_HITS_BYTES))
 		return;
 	if (g->nhits == g->cap && g->cap >= 2 * (size_t)g->max) {
 		ghits_prune(g, (size_t)g->max);
@@ -2298,6 +2337,9 @@ static void grep_line(struct grepper *g, const char *s, size_t pn,
 	memcpy(h->text, g->tmp.p, g->tmp.len);
 	h->len = g->tmp.len;
 	g->nhits++;
+	g->bytes += ghit_bytes(h);
+	if (!g->sorted && g->bytes > 2 * FS_HITS_BYTES)
+		ghits_prune(g, (size_t)g->max);
 }
 
 /*

@@ -163,6 +163,39 @@ class EditCost(LocalOnly):
         self.assertEqual(gw.tool_ok("read_file", {"path": "e.txt"})["content"], "a" * 65536)
 
 
+class ManyLongHits(LocalOnly):
+    """10,000 files whose paths are 4 KB long, each with a match: grep and
+    glob kept up to twice `max_results` hits, path and text, to sort them,
+    though the reply shows 1 MiB of them at most: grep grew the gateway by
+    about 50 MiB, glob by about 40."""
+
+    TREE = ("python3 -c 'import os\n"
+            "d = \"/\".join([\"p\" * 250] * 15)\n"
+            "os.makedirs(d)\n"
+            "for i in range(10000):\n"
+            "    open(d + \"/%05d\" % i + \"n\" * 200, \"w\").write(\"needle\" * 180 + \"\\n\")\n'")
+
+    def grew(self, tool, args):
+        gw = self.gw = self.gateway()
+        gw.sh_ok(self.TREE, timeout_ms=300000)
+        before = peak_rss(gw)
+        res = gw.tool_ok(tool, args)
+        self.assertIs(res["metadata"]["truncated"], True, res["metadata"])
+        self.assertEqual(res["metadata"]["total"], 10000, res["metadata"])
+        self.assertGreater(res["metadata"]["count"], 100, res["metadata"])
+        return peak_rss(gw) - before
+
+    @unittest.skipIf(SANITIZED, "a sanitizer's own memory is not the gateway's")
+    def test_grep_keeps_what_its_answer_can_show(self):
+        grew = self.grew("grep", {"pattern": "needle", "max_results": 10000})
+        self.assertLess(grew, 12 * MiB, "the gateway grew by %d MiB" % (grew // MiB))
+
+    @unittest.skipIf(SANITIZED, "a sanitizer's own memory is not the gateway's")
+    def test_glob_keeps_what_its_answer_can_show(self):
+        grew = self.grew("glob", {"pattern": "**/*nnn"})
+        self.assertLess(grew, 12 * MiB, "the gateway grew by %d MiB" % (grew // MiB))
+
+
 class CostFuzzer(LocalOnly):
     """Arguments built to cost the gateway, for every tool; a finding (a
     reply too slow, the gateway's own CPU spent, an `internal` answer, a
