@@ -11,6 +11,9 @@ reply and the shutdown keeps its budget.
   regcomp() in the gateway (to place the clip window of long lines).  One
   pattern took a gigabyte of the gateway's memory, another over a minute
   of a worker that neither a cancel nor the shutdown could stop.
+- `EditCost`, `ManyLongHits`: an edit that multiplies a file built its
+  16 MiB result before finding it too large; grep and glob held tens of
+  MiB of hits whose answer shows 1 MiB.
 - `CostFuzzer`: for every tool, arguments built to cost the gateway
   (regexes, brace-expanding globs, edits that multiply a file, huge
   offsets, long and looping paths), with the gateway's CPU and memory
@@ -21,12 +24,11 @@ Local backend only: elsewhere the tools run in the environment.
 
 import json
 import os
-import threading
 import time
 import unittest
 
 import sgclient
-from sgclient import CONFIG, MiB, SLACK, GatewayTestCase, code_of, unique
+from sgclient import CONFIG, MiB, SLACK, GatewayTestCase, code_of
 
 MODES = (None, "read_only", "standard", "full")
 SANITIZED = bool(os.environ.get("SG_SANITIZED"))
