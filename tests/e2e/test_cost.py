@@ -16,14 +16,17 @@ reply and the shutdown keeps its budget.
   MiB of hits whose answer shows 1 MiB.
 - `CostFuzzer`: for every tool, arguments built to cost the gateway
   (regexes, brace-expanding globs, edits that multiply a file, huge
-  offsets, long and looping paths), with the gateway's CPU and memory
-  watched; any finding fails the run.  About 15 s.
+  offsets, long and looping paths), then 60 seeded random regexes, globs
+  and paths (the seed is printed; SG_COST_SEED replays it), with the
+  gateway's CPU and memory watched; any finding fails the run.  About 15 s.
 
 Local backend only: elsewhere the tools run in the environment.
 """
 
+import itertools
 import json
 import os
+import random
 import time
 import unittest
 
@@ -287,6 +290,50 @@ os.symlink("long.txt", "cost/chain45")
         yield "edit_file", {"path": "cost/nl.txt", "old_string": "\n", "new_string": "\n\n",
                             "replace_all": True}
 
+    @staticmethod
+    def random_regex(rng, depth=0):
+        """A pattern of nested groups, counted repeats and alternations,
+        the shapes that make backtracking or automaton-building compilers
+        explode."""
+        atoms = ["a", ".", r"\w", "[a-z]", "(?:a|aa)", r"\s?", "x*"]
+        if depth > 3 or rng.random() < 0.3:
+            return rng.choice(atoms)
+        inner = "".join(CostFuzzer.random_regex(rng, depth + 1) for _ in range(rng.randint(1, 3)))
+        if rng.random() < 0.3:
+            inner += "|" + CostFuzzer.random_regex(rng, depth + 1)
+        lo = rng.choice([0, 1, 2, 10])
+        rep = rng.choice(["*", "+", "?", "{%d,%d}" % (lo, lo + rng.choice([1, 50, 200, 1000]))])
+        return "(" + inner + ")" + rep
+
+    @staticmethod
+    def random_glob(rng, depth=0):
+        """A glob of nested braces, stars, classes and globstars."""
+        parts = ["*", "**", "?", "a", "[a-z]", "[[:alpha:]]", "*a*", "d"]
+        out = []
+        for _ in range(rng.randint(1, 6)):
+            if depth < 4 and rng.random() < 0.3:
+                out.append("{" + ",".join(CostFuzzer.random_glob(rng, depth + 1)
+                                          for _ in range(rng.randint(2, 6))) + "}")
+            else:
+                out.append(rng.choice(parts))
+            out.append(rng.choice(["", "/"]))
+        return "".join(out)
+
+    def random_cases(self, rng, n):
+        """Seeded, so a finding can be replayed: regexes, globs and paths."""
+        for _ in range(n):
+            kind = rng.randrange(3)
+            if kind == 0:
+                yield "grep", {"pattern": self.random_regex(rng) * rng.randint(1, 8),
+                               "path": "cost/names", "ignore_case": rng.random() < 0.5}
+            elif kind == 1:
+                yield "glob", {"pattern": self.random_glob(rng), "path": "cost"}
+            else:
+                comps = [rng.choice(["..", ".", "loop", "chain0", "deep", "d", "x" * 255, ""])
+                         for _ in range(rng.randint(1, 400))]
+                yield rng.choice(["read_file", "stat_path", "list_dir"]), \
+                    {"path": "cost/" + "/".join(comps)}
+
     def test_no_argument_costs_the_gateway(self):
         # A search past its time is its own test; here it must end soon.
         gw = self.gw = self.gateway(env_extra={"SANDGATE_TEST_GREP_DEADLINE_MS": "3000"})
@@ -294,7 +341,11 @@ os.symlink("long.txt", "cost/chain45")
         findings, slow = [], []
         started = time.monotonic()
         n = 0
-        for i, (tool, args) in enumerate(self.cases()):
+        seed = int(os.environ.get("SG_COST_SEED") or time.time())
+        print("\nSG_COST_SEED=%d" % seed)
+        rng = random.Random(seed)
+        for i, (tool, args) in enumerate(itertools.chain(self.cases(),
+                                                         self.random_cases(rng, 60))):
             mode = MODES[i % len(MODES)]
             if tool == "run_command" and mode == "read_only":
                 mode = "standard"
