@@ -44,6 +44,7 @@
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -439,6 +440,29 @@ static int reader_limits(void)
 	return 0;
 }
 
+/*
+ * The search program runs as the calling thread's file system ids.  An
+ * in-process step acts as the environment's user by changing only those
+ * (setfsuid(2), per thread), and exec would give the program the process's
+ * own ids back (root's, under a root gateway), so that it read what the
+ * step may not.  Here it becomes that user wholly, supplementary groups
+ * dropped.  Raw syscalls: between fork and exec, and they change this one
+ * thread, the child's only one, without libc's broadcast to the others.
+ */
+static int reader_become_fs_user(void)
+{
+	uid_t uid = (uid_t)syscall(SYS_setfsuid, -1);
+	gid_t gid = (gid_t)syscall(SYS_setfsgid, -1);
+
+	if (uid == geteuid() && gid == getegid())
+		return 0;
+	if (syscall(SYS_setgroups, 0, NULL) != 0 ||
+	    syscall(SYS_setresgid, gid, gid, gid) != 0 ||
+	    syscall(SYS_setresuid, uid, uid, uid) != 0)
+		return -1;
+	return 0;
+}
+
 pid_t sg_confine_spawn_reader(const char *prog, char *const *av, int dirfd,
 			      int outfd, int errfd)
 {
@@ -467,8 +491,8 @@ pid_t sg_confine_spawn_reader(const char *prog, char *const *av, int dirfd,
 		sigaction(SIGPIPE, &dfl, NULL);
 		sigprocmask(SIG_SETMASK, &none, NULL);
 		if (dup2(null, 0) < 0 || dup2(outfd, 1) < 0 ||
-		    dup2(errfd, 2) < 0 || fchdir(dirfd) != 0 ||
-		    reader_limits() != 0 ||
+		    dup2(errfd, 2) < 0 || reader_become_fs_user() != 0 ||
+		    fchdir(dirfd) != 0 || reader_limits() != 0 ||
 		    prctl(PR_SET_NO_NEW_PRIVS, 1L, 0L, 0L, 0L) != 0 ||
 		    (ruleset >= 0 && sg_landlock_restrict_self(ruleset) != 0))
 			_exit(126);

@@ -67,7 +67,8 @@ int sg_confine_apply_exec(const char *mode, const char *root,
 /*
  * Start prog (an absolute path) with argv av, in directory dirfd
  * (borrowed), stdin /dev/null, stdout outfd and stderr errfd, signals at
- * their defaults, under its own limits (SG_GREP_ENGINE_MEM of memory,
+ * their defaults, as the calling thread's file system user (an in-process
+ * step's environment user), under its own limits (SG_GREP_ENGINE_MEM of memory,
  * SG_GREP_ENGINE_CPU_S of CPU, no core file), so that no pattern makes
  * it cost more however it is compiled, and under a Landlock ruleset that
  * lets it read files and list directories only beneath dirfd (and load

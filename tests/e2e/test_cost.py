@@ -27,6 +27,8 @@ import itertools
 import json
 import os
 import random
+import shutil
+import tempfile
 import time
 import unittest
 
@@ -148,6 +150,38 @@ class RegexInTheGateway(LocalOnly):
         self.assertIn("needle", line)
         self.assertIn("bytes clipped", line)
         self.assertLess(len(line), 2000, line[:300])
+
+
+class SearchProcess(LocalOnly):
+    def test_search_reads_as_the_environments_user(self):
+        """In-process steps act as the environment's user (their thread's
+        file system ids), but the search program forked from one took the
+        gateway's own ids again at exec: as root it found, in a file only
+        root may read, what read_file of that file refused."""
+        if os.geteuid() != 0:
+            self.skipTest("the environment has a user of its own only under a root gateway")
+        tmp = tempfile.mkdtemp(prefix="sg-e2e-cost-")
+        self.addCleanup(shutil.rmtree, tmp, True)
+        host = os.path.join(tmp, "workspace")
+        os.makedirs(host)
+        with open(os.path.join(host, "open.txt"), "w") as f:
+            f.write("SGSECRET open\n")
+        sgclient.give_to_commands(host)
+        private = os.path.join(host, "root-only.txt")
+        with open(private, "w") as f:
+            f.write("SGSECRET root only\n")
+        os.chmod(private, 0o600)
+        cfg = os.path.join(tmp, "config.json")
+        with open(cfg, "w") as f:
+            json.dump({"default": "p", "profiles": {"p": {
+                "backend": "local", "host_workspace": host}}}, f)
+        gw = self.gw = self.gateway(state_dir=os.path.join(tmp, "state"), config=cfg, profile="p")
+        self.assertIs(gw.tool("read_file", {"path": "root-only.txt"})["is_error"], True,
+                      "read_file does not act as the environment's user here")
+        for mode in MODES:
+            res = gw.tool("grep", {"pattern": "SGSECRET"}, mode)
+            self.assertIn("open.txt", res["content"], res)
+            self.assertNotIn("root only", res["content"], "mode %s: %s" % (mode, res))
 
 
 class EditCost(LocalOnly):
