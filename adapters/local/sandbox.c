@@ -56,6 +56,10 @@
  * profiles and the language runtimes' own settings.  Entries missing on
  * this host are skipped; passwd and group are the sandbox's own, and
  * mtab is a link to the sandbox's mounts, not the host's (open_etc).
+ * Left out on purpose, though programs read them: hostname (the host's
+ * name; the sandbox has its own), and the files that hold credentials as
+ * often as settings (environment's proxies, gitconfig, npmrc, pip.conf,
+ * wgetrc), however readable.
  */
 static const char *const etc_names[] = {
 	"hosts", "resolv.conf", "nsswitch.conf", "host.conf", "gai.conf",
@@ -69,12 +73,6 @@ static const char *const etc_names[] = {
 	"nanorc",
 	NULL
 };
-/*
- * Left out on purpose, though programs read them: hostname (the host's
- * name; the sandbox has its own), and the files that hold credentials as
- * often as settings (environment's proxies, gitconfig, npmrc, pip.conf,
- * wgetrc), however readable.
- */
 /* Runtimes keep their settings in versioned directories: /etc/python3.11. */
 static const char *const etc_prefixes[] = { "python", "java-", "perl", "ruby", "php",
 					    "R", "ImageMagick-", NULL };
