@@ -19,6 +19,11 @@ export SG_CHAIN_BIN="$SANDGATE_BIN" SG_PEER_BIN="$SANDGATE_BIN" SG_CHAIN_RELAYS=
 export SANDGATE_BIN="$here/chain"
 # Every chain's relay configs and state directories, removed at the end.
 SG_CHAIN_WORK=$(mktemp -d "${TMPDIR:-/tmp}/sg-chains-XXXXXX")
+# Some tests run their gateway, here the chain, as an ordinary user
+# (test_host_root): its chain makes its own directory in here too.  Each
+# chain's directory is private to its owner (mkdtemp), so a shared
+# sticky parent exposes nothing.
+chmod 1777 "$SG_CHAIN_WORK"
 export SG_CHAIN_WORK
 trap 'rm -rf "$SG_CHAIN_WORK"' EXIT
 cd "$here/../e2e"
