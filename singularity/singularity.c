@@ -99,14 +99,15 @@ static const char sing_check_script[] =
  * refuses every other one.  cpus, memory_mb and network "none" depend on
  * the runtime's version and the site: validate() and provision() refuse
  * them where they cannot be enforced, unless best_effort lists them.
- * `runtime` is this backend's own: the apptainer or singularity program.
+ * `runtime` is this backend's own: the apptainer or singularity program;
+ * so is `pull_policy` (sg_sing_pull_parse()).
  */
 static const struct sg_field sing_fields[] = {
 	SG_FIELD("image"), SG_FIELD("workspace"), SG_FIELD("host_workspace"),
 	SG_FIELD("mount_read_only"), SG_FIELD("persistent"), SG_FIELD("shared"),
 	SG_FIELD_BEST_EFFORT("network"), SG_FIELD_BEST_EFFORT("cpus"),
 	SG_FIELD_BEST_EFFORT("memory_mb"), SG_FIELD_OWN_STRING("runtime"),
-	SG_FIELDS_END,
+	SG_FIELD_OWN_STRING("pull_policy"), SG_FIELDS_END,
 };
 
 struct sing_env {
@@ -120,6 +121,8 @@ struct sing_env {
 	const char *proc_ro[SING_PROC_RO_MAX + 1]; /* proc_host_wide's on this host */
 	bool started;    /* this session started the instance */
 	char digest[SG_SING_DIGEST_LEN + 1]; /* a docker:// or oras:// image's, or "" */
+	enum sg_sing_pull pull; /* the profile's pull_policy */
+	long long cache_age_s;  /* the cached SIF's age when taken without the registry, else -1 */
 };
 
 /* ---- the pure parts (singularity.h) ------------------------------------ */
@@ -164,6 +167,28 @@ bool sg_sing_has_limits(const struct sg_sing_version *v)
 const char *sg_sing_env_prefix(const struct sg_sing_version *v)
 {
 	return v->flavour == SG_SING_APPTAINER ? "APPTAINERENV_" : "SINGULARITYENV_";
+}
+
+bool sg_sing_pull_parse(const char *text, enum sg_sing_pull *out)
+{
+	if (!text || strcmp(text, "always") == 0)
+		*out = SG_SING_PULL_ALWAYS;
+	else if (strcmp(text, "if_not_present") == 0)
+		*out = SG_SING_PULL_IF_NOT_PRESENT;
+	else
+		return false;
+	return true;
+}
+
+bool sg_sing_cache_entry(const char *key, const char *name, char digest[SG_SING_DIGEST_LEN + 1])
+{
+	size_t k = strlen(key), hex = SG_SING_DIGEST_LEN - 7;
+
+	if (strlen(name) != k + 1 + hex + 4 || strncmp(name, key, k) != 0 || name[k] != '.' ||
+	    strcmp(name + k + 1 + hex, ".sif") != 0)
+		return false;
+	snprintf(digest, SG_SING_DIGEST_LEN + 1, "sha256:%.*s", (int)hex, name + k + 1);
+	return sg_sing_digest_valid(digest);
 }
 
 /* Whether var ("NAME=value") is named in names. */
@@ -390,9 +415,14 @@ static sg_err sing_validate(const struct sg_profile *p, struct sg_errinfo *err)
 {
 	struct sg_strv envs = SG_STRV_INIT;
 	struct sg_sing_version v;
+	enum sg_sing_pull pull;
 	char *runtime = NULL;
 	sg_err rc = SG_OK;
 
+	if (!sg_sing_pull_parse(json_string_value(json_object_get(p->raw, "pull_policy")), &pull))
+		return sg_err_set(err, SG_E_INVALID_ARGUMENT,
+				  "field \"pull_policy\" (profile \"%s\") is \"always\" (the default) or \"if_not_present\"",
+				  p->name);
 	if (p->network == SG_NET_ALLOW && !sg_profile_best_effort(p, "network"))
 		return sg_err_set(err, SG_E_UNSUPPORTED,
 				  "network allow lists (profile \"%s\") cannot be enforced by the singularity backend; use \"none\" or \"default\"",
@@ -509,19 +539,102 @@ static const char *fatal_text(const struct sg_exec_result *r)
 }
 
 /*
+ * The newest complete SIF of the reference keyed key in images (new, into
+ * *out), its digest into se->digest and its age into se->cache_age_s;
+ * SG_E_NOT_FOUND when there is none.  An entry is renamed into place
+ * whole, so one listed is never half written.
+ */
+static sg_err newest_cached(struct sing_env *se, const char *images, const char *key,
+			    char **out, struct sg_errinfo *err)
+{
+	char digest[SG_SING_DIGEST_LEN + 1], *best = NULL;
+	struct timespec best_at = { 0, 0 };
+	DIR *d = opendir(images);
+	struct dirent *de;
+	struct stat st;
+	sg_err rc = SG_E_NOT_FOUND;
+
+	if (!d && errno != ENOENT)
+		rc = sg_err_set(err, SG_E_INTERNAL, "cannot read the image cache %s: %s", images,
+				strerror(errno));
+	while (d && (de = readdir(d))) {
+		if (!sg_sing_cache_entry(key, de->d_name, digest) ||
+		    fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
+		    !S_ISREG(st.st_mode) ||
+		    (best && (st.st_mtim.tv_sec < best_at.tv_sec ||
+			      (st.st_mtim.tv_sec == best_at.tv_sec &&
+			       st.st_mtim.tv_nsec <= best_at.tv_nsec))))
+			continue;
+		free(best);
+		if (asprintf(&best, "%s/%s", images, de->d_name) < 0) {
+			best = NULL;
+			rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
+			goto out;
+		}
+		best_at = st.st_mtim;
+		memcpy(se->digest, digest, sizeof(digest));
+		rc = SG_OK;
+	}
+	if (!rc) {
+		time_t now = time(NULL);
+
+		se->cache_age_s = now > best_at.tv_sec ? (long long)(now - best_at.tv_sec) : 0;
+		*out = best;
+		best = NULL;
+	}
+out:
+	if (rc)
+		se->digest[0] = '\0';
+	if (d)
+		closedir(d);
+	free(best);
+	return rc;
+}
+
+/*
+ * The digest the registry gives for parsed now (parsed's own when pinned,
+ * without asking), into se->digest; err names the reference and, where
+ * the policy would have taken the cache, that nothing of it was there.
+ */
+static sg_err ask_digest(struct sing_env *se, const struct sg_sing_ref *parsed, const char *ref,
+			 struct sg_cancel *cancel, struct sg_errinfo *err)
+{
+	struct sg_errinfo why = { 0 };
+	sg_err rc;
+
+	if (!parsed->digest[0])
+		sg_progress_begin("image", "asking %s for the digest of %s", parsed->host, ref);
+	rc = sg_sing_ref_resolve(parsed, se->digest, cancel, &why);
+	if (!parsed->digest[0])
+		sg_progress_end(rc);
+	/* Under "always", never the cached SIF of a tag that may have moved. */
+	if (rc && se->pull == SG_SING_PULL_IF_NOT_PRESENT)
+		rc = sg_err_set(err, rc,
+				"image %.200s: nothing of it is cached, and pull_policy \"if_not_present\" asks the registry then: %s",
+				ref, why.msg);
+	else if (rc)
+		rc = sg_err_set(err, rc,
+				"image %.200s: %s; a reference pinned by digest (...@sha256:HEX), or pull_policy \"if_not_present\" with the image cached, needs no registry",
+				ref, why.msg);
+	return rc;
+}
+
+/*
  * A docker:// or oras:// image, converted once into a SIF in the state
  * dir: keyed by the reference and the digest the registry gives for it
  * now (registry.h), so a tag that moved is converted again and a reference
  * pinned by digest is found without asking the registry; built from the
  * reference pinned to that digest, so the SIF is the one keyed; under a
  * lock so that concurrent sessions wait for one conversion; renamed into
- * place when complete.
+ * place when complete.  Under pull_policy "if_not_present" a tag's newest
+ * cached SIF is taken without asking (an offline compute node), whatever
+ * the tag names now.
  */
 static sg_err cached_sif(struct sing_env *se, const char *ref, char **out,
 			 struct sg_cancel *cancel, struct sg_errinfo *err)
 {
-	char *dir = NULL, *key = NULL, *sif = NULL, *tmp = NULL, *lock = NULL, *pinned = NULL;
-	char *name = sg_slug_digest(ref, SG_SING_KEY_MAX);
+	char *dir = NULL, *images = NULL, *key = NULL, *sif = NULL, *tmp = NULL, *lock = NULL;
+	char *pinned = NULL, *name = sg_slug_digest(ref, SG_SING_KEY_MAX);
 	struct sg_strv pull = SG_STRV_INIT;
 	struct sg_sing_ref parsed;
 	struct sg_exec_result r;
@@ -530,7 +643,10 @@ static sg_err cached_sif(struct sing_env *se, const char *ref, char **out,
 
 	sg_exec_result_init(&r, 4096);
 	/* The pull alone is given the operator's proxy (sg_sing_cli_env). */
-	if (cli_env(&pull, true)) {
+	if (cli_env(&pull, true) || !name ||
+	    !(dir = envs_dir(se->base.profile, se->base.state_dir)) ||
+	    asprintf(&images, "%s/images", dir) < 0) {
+		images = NULL;
 		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
 		goto out;
 	}
@@ -540,40 +656,26 @@ static sg_err cached_sif(struct sing_env *se, const char *ref, char **out,
 				ref);
 		goto out;
 	}
-	if (!parsed.digest[0])
-		sg_progress_begin("image", "asking %s for the digest of %s", parsed.host, ref);
-	{
-		struct sg_errinfo why = { 0 };
-
-		rc = sg_sing_ref_resolve(&parsed, se->digest, cancel, &why);
-		if (!parsed.digest[0])
-			sg_progress_end(rc);
-		/* Never the cached SIF of a tag that may have moved. */
-		if (rc)
-			rc = sg_err_set(err, rc,
-					"image %.200s: %s; a reference pinned by digest (...@sha256:HEX) needs no registry",
-					ref, why.msg);
+	if (se->pull == SG_SING_PULL_IF_NOT_PRESENT && !parsed.digest[0]) {
+		rc = newest_cached(se, images, name, &sif, err);
+		if (rc != SG_E_NOT_FOUND)
+			goto out; /* taken from the cache, or the cache unreadable */
+		rc = SG_OK;
 	}
+	rc = ask_digest(se, &parsed, ref, cancel, err);
 	if (rc)
 		goto out;
-	if (!name || asprintf(&key, "%s.%s", name, se->digest + 7) < 0 ||
+	if (asprintf(&key, "%s.%s", name, se->digest + 7) < 0 ||
 	    !(pinned = sg_sing_ref_pinned(&parsed, se->digest)) ||
-	    !(dir = envs_dir(se->base.profile, se->base.state_dir)) ||
-	    asprintf(&sif, "%s/images/%s.sif", dir, key) < 0 ||
-	    asprintf(&tmp, "%s/images/%s.sif.part", dir, key) < 0 ||
-	    asprintf(&lock, "%s/images/%s.lock", dir, key) < 0) {
+	    asprintf(&sif, "%s/%s.sif", images, key) < 0 ||
+	    asprintf(&tmp, "%s/%s.sif.part", images, key) < 0 ||
+	    asprintf(&lock, "%s/%s.lock", images, key) < 0) {
 		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
 		goto out;
 	}
-	{
-		char *images = NULL;
-
-		if (asprintf(&images, "%s/images", dir) < 0 || sg_mkdir_p(images, 0700)) {
-			free(images);
-			rc = sg_err_set(err, SG_E_INTERNAL, "cannot create the image cache in %s", dir);
-			goto out;
-		}
-		free(images);
+	if (sg_mkdir_p(images, 0700)) {
+		rc = sg_err_set(err, SG_E_INTERNAL, "cannot create the image cache in %s", dir);
+		goto out;
 	}
 	fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
 	if (fd < 0) {
@@ -618,6 +720,7 @@ out:
 	sg_strv_release(&pull);
 	sg_exec_result_release(&r);
 	free(dir);
+	free(images);
 	free(key);
 	free(name);
 	free(pinned);
@@ -1025,6 +1128,12 @@ static sg_err sing_provision(struct sg_env *env, struct sg_cancel *cancel,
 		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
 		goto out;
 	}
+	se->cache_age_s = -1;
+	if (!sg_sing_pull_parse(json_string_value(json_object_get(p->raw, "pull_policy")),
+				&se->pull)) {
+		rc = sg_err_set(err, SG_E_INVALID_ARGUMENT, "field \"pull_policy\" is not valid");
+		goto out;
+	}
 	se->runtime = runtime_of(p);
 	if (!se->runtime) {
 		rc = sg_err_set(err, SG_E_UNSUPPORTED, "apptainer or singularity is not installed");
@@ -1169,8 +1278,16 @@ static sg_err sing_provision(struct sg_env *env, struct sg_cancel *cancel,
 				    json_sprintf("%d.%d.%d", se->ver.major, se->ver.minor,
 						 se->ver.patch));
 		/* Which image a docker:// or oras:// reference named this time. */
-		if (se->digest[0])
+		if (se->digest[0]) {
 			json_object_set_new(rt, "image_digest", json_string(se->digest));
+			json_object_set_new(rt, "image_pull_policy",
+					    json_string(se->pull == SG_SING_PULL_IF_NOT_PRESENT
+								? "if_not_present"
+								: "always"));
+		}
+		/* Taken from the cache without the registry: how stale it may be. */
+		if (se->cache_age_s >= 0)
+			json_object_set_new(rt, "image_cache_age_s", json_integer(se->cache_age_s));
 	}
 	if (!env->helper || !env->ctl_dir || !env->host_root || !env->facts)
 		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");

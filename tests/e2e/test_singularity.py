@@ -4,7 +4,8 @@ cgroups, `network: "none"` through a network namespace, refusals (old
 runtime, no cgroups, no network namespace), persistence through an
 overlay, nothing left behind otherwise, the runtime given an allow-listed
 environment (no APPTAINER_* variable; the proxies to a pull alone),
-docker:// converted once, and a crashed gateway's instance found
+docker:// converted once, `pull_policy: "if_not_present"` starting from
+the cache with the registry unreachable, and a crashed gateway's instance found
 and removed by `sandgate envs`.
 
 These tests write their own config and skip when the suite runs against
@@ -21,6 +22,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 
 from sgclient import BIN, GatewayTestCase, Gateway, GatewayExited, code_of
 
@@ -261,6 +263,61 @@ class SingularityBackend(ApptainerFixture, GatewayTestCase):
         self.assertEqual(two.sh_ok("echo ran"), "ran\n")
         self.assertEqual(len(self.builds("team/tool")), 1)
         self.assertEqual(len(self.reg_requests()), asked)
+
+    def test_if_not_present_starts_offline_from_the_cache(self):
+        # An HPC compute node: the registry is unreachable, the cache holds
+        # SIFs of the tag.  pull_policy "if_not_present" starts from the
+        # newest of them without asking the registry and says which digest
+        # and how old; "always" (the default) refuses a tag as before.
+        host, digests = self.registry({"v1": 0})
+        ref = "docker://%s/team/tool:v1" % host
+        state = os.path.join(self.dir, "ostate")
+        images = os.path.join(state, "singularity", "images")
+        self.gw_with({"image": ref}, state=state).initialize(timeout=180)
+        self.set_tags({"v1": 1})
+        self.gw_with({"image": ref}, state=state).initialize(timeout=180)
+        sifs = {d: [p for p in glob.glob(os.path.join(images, "*.sif")) if d[7:] in p][0]
+                for d in digests}
+        now = time.time()
+        # The older digest's SIF made newer: "newest" is the cache's, not the tag's.
+        os.utime(sifs[digests[0]], (now - 3600, now - 3600))
+        os.utime(sifs[digests[1]], (now - 7200, now - 7200))
+        self.reg_proc.stdin.close()
+        self.reg_proc.wait(10)
+        asked = len(self.reg_requests())
+        builds = len(self.builds("team/tool"))
+        gw = self.gw_with({"image": ref, "pull_policy": "if_not_present"}, state=state)
+        rt = gw.initialize(timeout=60)["environment"]["facts"]["runtime"]
+        self.assertEqual(rt["image_digest"], digests[0])
+        self.assertEqual(os.path.realpath(rt["image"]), os.path.realpath(sifs[digests[0]]))
+        self.assertEqual(rt["image_pull_policy"], "if_not_present")
+        self.assertTrue(3600 <= rt["image_cache_age_s"] < 3600 + 60, rt)
+        self.assertEqual(gw.sh_ok("echo ran"), "ran\n")
+        self.assertEqual(len(self.builds("team/tool")), builds)
+        self.assertEqual(len(self.reg_requests()), asked)
+        running = len(self.instances())
+        # "always", written out, is today's behaviour: a tag needs the registry.
+        gw = self.gw_with({"image": ref, "pull_policy": "always"}, state=state)
+        r = gw.call("initialize", gw.make_binding(), timeout=60, token="tok-x")
+        self.assertEqual(code_of(r.get("error", "")), "unavailable", r)
+        # Nothing cached of this reference: refused, naming it and the policy.
+        gw = self.gw_with({"image": ref, "pull_policy": "if_not_present"},
+                          state=os.path.join(self.dir, "empty-state"))
+        r = gw.call("initialize", gw.make_binding(), timeout=60, token="tok-x")
+        self.assertEqual(code_of(r.get("error", "")), "unavailable", r)
+        self.assertIn(ref, r["error"])
+        self.assertIn("if_not_present", r["error"])
+        self.assertEqual(len(self.instances()), running)
+        # Only the two values: a clear error naming the field.
+        gw = self.gw_with({"image": ref, "pull_policy": "never"}, state=state)
+        try:
+            r = gw.call("initialize", gw.make_binding(), timeout=60, token="tok-x")
+            text = r.get("error", "")
+        except GatewayExited:
+            gw.wait_exit(30)
+            text = gw.stderr_text()
+        self.assertIn('"pull_policy"', text)
+        self.assertIn("if_not_present", text)
 
     def test_oras_ref(self):
         host, digests = self.registry({"v2": 1})

@@ -287,6 +287,34 @@ static void test_refs(void **state)
 	assert_false(sg_sing_ref_parse("/images/x.sif", &r));
 }
 
+/* pull_policy's two values, and which cache entries are a reference's. */
+static void test_pull_policy(void **state)
+{
+	char digest[SG_SING_DIGEST_LEN + 1];
+	enum sg_sing_pull pull = SG_SING_PULL_IF_NOT_PRESENT;
+
+	(void)state;
+	assert_true(sg_sing_pull_parse(NULL, &pull));
+	assert_int_equal(pull, SG_SING_PULL_ALWAYS);
+	assert_true(sg_sing_pull_parse("if_not_present", &pull));
+	assert_int_equal(pull, SG_SING_PULL_IF_NOT_PRESENT);
+	assert_true(sg_sing_pull_parse("always", &pull));
+	assert_int_equal(pull, SG_SING_PULL_ALWAYS);
+	assert_false(sg_sing_pull_parse("never", &pull));
+	assert_false(sg_sing_pull_parse("IfNotPresent", &pull));
+	assert_false(sg_sing_pull_parse("", &pull));
+	assert_true(sg_sing_cache_entry("ref-k", "ref-k." D64 ".sif", digest));
+	assert_string_equal(digest, "sha256:" D64);
+	/* Half-written conversions, locks, other references, bad digests. */
+	assert_false(sg_sing_cache_entry("ref-k", "ref-k." D64 ".sif.part", digest));
+	assert_false(sg_sing_cache_entry("ref-k", "ref-k." D64 ".lock", digest));
+	assert_false(sg_sing_cache_entry("ref", "ref-k." D64 ".sif", digest));
+	assert_false(sg_sing_cache_entry("ref-k", "ref-k.x." D64 ".sif", digest));
+	assert_false(sg_sing_cache_entry("ref-k", "ref-k." D64 "0.sif", digest));
+	assert_false(sg_sing_cache_entry("ref-k", "ref-k.0123456789ABCDEF0123456789abcdef0123456789abcdef0123456789abcdef.sif", digest));
+	assert_false(sg_sing_cache_entry("ref-k", "ref-k.sif", digest));
+}
+
 static void test_validate(void **state)
 {
 	struct sg_errinfo err;
@@ -310,6 +338,15 @@ static void test_validate(void **state)
 	assert_int_equal(validate_with("{}", "1.3.4", 0, SG_NET_DEFAULT, &err),
 			 SG_E_INVALID_ARGUMENT);
 	assert_non_null(strstr(err.msg, "image"));
+	assert_int_equal(validate_with("{\"image\": \"docker://a:1\", \"pull_policy\": \"if_not_present\"}",
+				       "1.3.4", 0, SG_NET_DEFAULT, &err),
+			 SG_OK);
+	/* Only the two values, refused naming the field. */
+	assert_int_equal(validate_with("{\"image\": \"docker://a:1\", \"pull_policy\": \"never\"}",
+				       "1.3.4", 0, SG_NET_DEFAULT, &err),
+			 SG_E_INVALID_ARGUMENT);
+	assert_non_null(strstr(err.msg, "\"pull_policy\""));
+	assert_non_null(strstr(err.msg, "if_not_present"));
 	{
 		json_t *raw = json_pack("{s:s, s:s}", "image", "/x.sif", "runtime",
 					"/nonexistent/apptainer");
@@ -331,7 +368,7 @@ int main(void)
 		cmocka_unit_test(test_versions),   cmocka_unit_test(test_cli_env),
 		cmocka_unit_test(test_exec_env),   cmocka_unit_test(test_start_argv),
 		cmocka_unit_test(test_exec_argv),  cmocka_unit_test(test_validate),
-		cmocka_unit_test(test_refs),
+		cmocka_unit_test(test_refs),       cmocka_unit_test(test_pull_policy),
 	};
 	char here[4096];
 
