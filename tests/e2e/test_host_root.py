@@ -239,6 +239,10 @@ class HostRoot(GatewayTestCase):
         """sandgate run as an ordinary user: the same promises hold."""
         if not running_as_root() or not shutil.which("setpriv"):
             self.skipTest("needs root to become an ordinary user (setpriv)")
+        with open(BIN, "rb") as f:
+            if f.read(4) != b"\x7fELF":
+                self.skipTest("the gateway is reached through a wrapper (a delegation "
+                              "chain); the ordinary user's run needs sandgate itself")
         user = 65534
         for d in (self.tmp,):
             os.chmod(d, 0o755)
