@@ -1149,8 +1149,9 @@ out:
 	return rc;
 }
 
-sg_err mdl_snapshot(struct mdl_router *r, int64_t timeout_ms, char **image_id,
-		    struct sg_cancel *cancel, struct sg_errinfo *err)
+sg_err mdl_snapshot(struct mdl_router *r, int64_t ttl_s, int64_t timeout_ms,
+		    char **image_id, struct sg_cancel *cancel,
+		    struct sg_errinfo *err)
 {
 	Modal__TaskCommandRouter__TaskSnapshotFilesystemRequest req =
 		MODAL__TASK_COMMAND_ROUTER__TASK_SNAPSHOT_FILESYSTEM_REQUEST__INIT;
@@ -1162,6 +1163,13 @@ sg_err mdl_snapshot(struct mdl_router *r, int64_t timeout_ms, char **image_id,
 	sg_grpc_uuid(snap);
 	req.task_id = r->task_id;
 	req.snapshot_id = snap;
+	/*
+	 * Always sent, as the SDK does: a request without a lifetime may be
+	 * refused, and the workspace would then be left unsaved.
+	 */
+	req._ttl_seconds_case =
+		MODAL__TASK_COMMAND_ROUTER__TASK_SNAPSHOT_FILESYSTEM_REQUEST___TTL_SECONDS_TTL_SECONDS;
+	req.ttl_seconds = ttl_s;
 	rc = router_call(r, "TaskSnapshotFilesystem", &req.base,
 			 &modal__task_command_router__task_snapshot_filesystem_response__descriptor,
 			 (ProtobufCMessage **)&resp, timeout_ms, cancel, err);

@@ -40,6 +40,15 @@
 
 #define MDL_SERVER_DEFAULT "https://api.modal.com:443"
 #define MDL_FIELD_MAX 512 /* a token, a URL, a profile or environment name */
+/*
+ * A snapshot's lifetime (TaskSnapshotFilesystem's ttl_seconds), which the
+ * SDK always sends: 30 days unless told, -1 for no expiry, never under a
+ * second.  The ceiling is sandgate's (the lifetime_seconds field's), not
+ * Modal's, which publishes none.
+ */
+#define MDL_SNAPSHOT_TTL_DEFAULT_S (30 * 24 * 3600)
+#define MDL_SNAPSHOT_TTL_NONE (-1)
+#define MDL_SNAPSHOT_TTL_MAX_S 2147483647
 
 /* Credentials and where to send them. */
 struct mdl_creds {
@@ -203,10 +212,13 @@ sg_err mdl_run(struct mdl_client *c, struct mdl_router *r,
 	       const struct mdl_exec *x, struct mdl_exec_result *res,
 	       struct sg_cancel *cancel, struct sg_errinfo *err) SG_MUST_CHECK;
 
-/* TaskSnapshotFilesystem; *image_id is new. */
-sg_err mdl_snapshot(struct mdl_router *r, int64_t timeout_ms, char **image_id,
-		    struct sg_cancel *cancel, struct sg_errinfo *err)
-	SG_MUST_CHECK;
+/*
+ * TaskSnapshotFilesystem of an image that lives ttl_s seconds
+ * (MDL_SNAPSHOT_TTL_NONE: until deleted); *image_id is new.
+ */
+sg_err mdl_snapshot(struct mdl_router *r, int64_t ttl_s, int64_t timeout_ms,
+		    char **image_id, struct sg_cancel *cancel,
+		    struct sg_errinfo *err) SG_MUST_CHECK;
 
 /* SandboxTerminate; terminating an ended sandbox is not an error. */
 sg_err mdl_terminate(struct mdl_client *c, const char *sandbox_id,

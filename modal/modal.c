@@ -44,7 +44,8 @@
  * at teardown), for the benchmarks.
  *
  * Teardown: KEEP of a persistent sandbox snapshots its filesystem
- * (TaskSnapshotFilesystem), records the image id in this host's state
+ * (TaskSnapshotFilesystem, always with a lifetime: `snapshot_ttl_seconds`,
+ * else the SDK's 30 days), records the image id in this host's state
  * (<state>/modal/<app>-<name>.image) and in the sandbox's tags, then
  * terminates it; KEEP of a non-persistent one leaves it running (Modal
  * cannot stop a sandbox; its timeout or `envs gc` ends it, and the next
@@ -161,7 +162,9 @@ static const struct sg_field mdl_fields[] = {
 	SG_FIELD("image"), SG_FIELD("workspace"), SG_FIELD("persistent"),
 	SG_FIELD("shared"), SG_FIELD_BEST_EFFORT("network"), SG_FIELD("cpus"),
 	SG_FIELD("memory_mb"), SG_FIELD_OWN_STRING("app"),
-	SG_FIELD_OWN_INT("idle_timeout_s", 60, SG_MODAL_MAX_TIMEOUT_S), SG_FIELDS_END,
+	SG_FIELD_OWN_INT("idle_timeout_s", 60, SG_MODAL_MAX_TIMEOUT_S),
+	SG_FIELD_OWN_INT("snapshot_ttl_seconds", MDL_SNAPSHOT_TTL_NONE, MDL_SNAPSHOT_TTL_MAX_S),
+	SG_FIELDS_END,
 };
 
 static const char *mdl_raw_str(const struct sg_profile *p, const char *key, const char *def)
@@ -194,6 +197,10 @@ static sg_err mdl_validate(const struct sg_profile *p, struct sg_errinfo *err)
 	if (!mdl_name_ok(app))
 		return sg_err_set(err, SG_E_INVALID_ARGUMENT,
 				  "field \"app\": a Modal app name is 1 to 64 letters, digits, '.', '_' or '-'");
+	/* The table's range lets 0 through; Modal's lifetimes are at least a second. */
+	if (mdl_raw_int(p, "snapshot_ttl_seconds", 1) == 0)
+		return sg_err_set(err, SG_E_INVALID_ARGUMENT,
+				  "field \"snapshot_ttl_seconds\": must be at least 1 (seconds), or -1 for no expiry");
 	if (p->image && (!p->image[0] || strpbrk(p->image, " \t\r\n")))
 		return sg_err_set(err, SG_E_INVALID_ARGUMENT,
 				  "field \"image\": a registry reference is one word");
@@ -1575,7 +1582,9 @@ static sg_err mdl_keep(struct mdl_env *me, struct sg_cancel *cancel, struct sg_e
 	sg_progress_begin("snapshot", "snapshotting sandbox %s", me->base.id);
 	rc = mdl_rt_get(me, SG_MODAL_CALL_MS, &rt, cancel, err);
 	if (!rc)
-		rc = mdl_snapshot(&rt->r, SG_MODAL_IMAGE_MS, &image, cancel, err);
+		rc = mdl_snapshot(&rt->r, mdl_raw_int(me->base.profile, "snapshot_ttl_seconds",
+						      MDL_SNAPSHOT_TTL_DEFAULT_S),
+				  SG_MODAL_IMAGE_MS, &image, cancel, err);
 	mdl_rt_drop(me, rt);
 	sg_progress_end(rc);
 	if (rc)

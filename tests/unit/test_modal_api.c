@@ -345,6 +345,20 @@ static void run_ok(struct mdl_client *c, struct mdl_router *r,
 		fail_msg("%s", err.msg);
 }
 
+/* The lifetime the fake recorded for image id (a snapshot's), or 0. */
+static json_int_t image_ttl(const char *id)
+{
+	json_t *st = admin("GET", "/__fake/state", NULL), *im;
+	json_int_t ttl = 0;
+	size_t i;
+
+	json_array_foreach(json_object_get(st, "images"), i, im)
+		if (strcmp(json_string_value(json_object_get(im, "id")), id) == 0)
+			ttl = json_integer_value(json_object_get(im, "ttlSeconds"));
+	json_decref(st);
+	return ttl;
+}
+
 static int count_cb(const Modal__Client__SandboxInfo *info, void *payload)
 {
 	(void)info;
@@ -439,7 +453,17 @@ static void test_lifecycle(void **state)
 	/* A snapshot carries the workspace into a new sandbox. */
 	run_ok(&c, &r, write, NULL, &res, 1 << 20);
 	mdl_exec_result_release(&res);
-	assert_int_equal(mdl_snapshot(&r, 60000, &snap, NULL, &err), SG_OK);
+	/*
+	 * It carries its lifetime, as the SDK's do: the fake, like the
+	 * service it suggests, refuses one without ttl_seconds.
+	 */
+	assert_int_equal(mdl_snapshot(&r, MDL_SNAPSHOT_TTL_NONE, 60000, &snap, NULL, &err),
+			 SG_OK);
+	assert_int_equal(image_ttl(snap), -1);
+	free(snap);
+	assert_int_equal(mdl_snapshot(&r, MDL_SNAPSHOT_TTL_DEFAULT_S, 60000, &snap, NULL, &err),
+			 SG_OK);
+	assert_int_equal(image_ttl(snap), 2592000);
 	assert_int_equal(create(&c, app, snap, NULL, run, &id2, &status), SG_OK);
 	assert_int_equal(mdl_router_open(&c, id2, 30000, &r2, NULL, &err), SG_OK);
 	run_ok(&c, &r2, read, NULL, &res, 1 << 20);

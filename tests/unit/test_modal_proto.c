@@ -256,6 +256,11 @@ static void test_exec_io(void **state)
 	expect_bytes(&snap.base, TASK_HEX "122433383866663437662d336233322d346366"
 					  "632d613565652d61616563613238396331666618"
 					  "809a9e01");
+	/* No expiry is -1, an int64 in ten bytes, as the SDK writes it. */
+	snap.ttl_seconds = -1;
+	expect_bytes(&snap.base, TASK_HEX "122433383866663437662d336233322d346366"
+					  "632d613565652d61616563613238396331666618"
+					  "ffffffffffffffffff01");
 
 	/* Exit code 0 is present (a oneof), not "unset". */
 	w = modal__task_command_router__task_exec_wait_response__unpack(

@@ -3,7 +3,8 @@
 # `npm ci` when missing, then for each exec mode (tmpdir, and bwrap when bubblewrap works) starts
 # the fake on free loopback ports and runs sdk-check.mjs twice, with the SDK's default V2 RPCs and
 # with its V1 ones (MODAL_SANDBOX_V2=0). A last phase checks that closing the fake's stdin stops it
-# with none of its sandboxes' processes left.
+# with none of its sandboxes' processes left. First, proto-check.mjs compares sandgate's protos
+# with the SDK's generated codecs.
 # Prints TAP-like lines and a final "N passed, M failed"; exits non-zero on any failure.
 # Usage: bash run-sdk-check.sh [tmpdir|bwrap ...]
 set -u
@@ -26,6 +27,14 @@ check() {
 		MODAL_SERVER_URL="http://127.0.0.1:$port" MODAL_TOKEN_ID=ak-test MODAL_TOKEN_SECRET=as-test \
 		FAKE_ADMIN="http://127.0.0.1:$admin" "$@"
 }
+
+# sandgate's protos against the SDK's own codecs: field numbers and wire types.
+if out="$(node ./proto-check.mjs 2>&1)"; then
+	pass_line "the protos match the SDK's codecs ($(printf '%s\n' "$out" | tail -n 1))"
+else
+	fail_line "the protos differ from the SDK's codecs"
+	printf '%s\n' "$out" | sed 's/^/#   /'
+fi
 
 mkdir -p "$work/home"
 for mode in "${modes[@]}"; do

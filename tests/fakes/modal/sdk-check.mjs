@@ -160,6 +160,11 @@ await check('by name', async () => {
 await check('snapshot', async () => {
   const img = await sb.snapshotFilesystem();
   ok(typeof img.imageId === 'string' && img.imageId.startsWith('im-'), 'snapshotFilesystem gives an image id');
+  // The fake refuses a snapshot without ttl_seconds; the SDK's default lifetime is 30 days.
+  const st = await (await fetch(`${ADMIN}/__fake/state`)).json();
+  const rec = st.images.find((i) => i.id === img.imageId);
+  ok(rec && rec.ttlSeconds === 30 * 24 * 3600, 'the snapshot carries the SDK\'s default lifetime',
+    JSON.stringify(rec));
   sb2 = await modal.sandboxes.create(app, img, { tags: { owner: 'sdk-check', run: RUN, copy: '1' }, workdir: '/workspace' });
   const r = await run(sb2, ['cat', 'hello.txt']);
   ok(r.out === 'hello from sdk-check\n', 'a sandbox made from the snapshot has the file', JSON.stringify(r));

@@ -27,7 +27,8 @@ import protobuf from 'protobufjs';
 
 const USAGE = `usage: node server.mjs [--port N] [--admin-port N] [--token-id ID] [--token-secret S]
        [--state-dir DIR] [--exec-mode tmpdir|bwrap] [--ready-ms N] [--build-ms N] [--delay-ms N]
-       [--list-page N] [--request-log FILE] [--no-stdin-watch]`;
+       [--list-page N] [--request-log FILE] [--no-stdin-watch] [--snapshot-ttl-optional]
+       [--log-requests]`;
 
 function fail(msg) {
   process.stderr.write(`fake-modal: ${msg}\n`);
@@ -38,7 +39,8 @@ function parseArgs(argv) {
   const o = {
     port: 0, adminPort: 0, tokenId: 'ak-test', tokenSecret: 'as-test', stateDir: null,
     execMode: 'tmpdir', readyMs: 0, buildMs: 0, delayMs: 0, listPage: 100, requestLog: null,
-    stdinWatch: true, authTtlS: 3600, routerTtlS: 3600,
+    stdinWatch: true, authTtlS: 3600, routerTtlS: 3600, snapshotTtlOptional: false,
+    logRequests: false,
   };
   const num = (name, v) => {
     const n = Number(v);
@@ -64,6 +66,8 @@ function parseArgs(argv) {
       case '--list-page': o.listPage = Math.max(1, num(a, next())); break;
       case '--request-log': o.requestLog = path.resolve(next()); break;
       case '--no-stdin-watch': o.stdinWatch = false; break;
+      case '--snapshot-ttl-optional': o.snapshotTtlOptional = true; break;
+      case '--log-requests': o.logRequests = true; break;
       case '-h': case '--help': process.stdout.write(USAGE + '\n'); process.exit(0); break;
       default: fail(`unknown argument ${a}\n${USAGE}`);
     }
@@ -178,6 +182,19 @@ function logCall(entry) {
   STATE.log.push(entry);
   if (STATE.log.length > 20000) STATE.log.shift();
   if (OPTS.requestLog) fs.appendFileSync(OPTS.requestLog, JSON.stringify(entry) + '\n');
+}
+
+// --log-requests: the call's first request messages as decoded (bytes as their length, long
+// strings cut), so that what a client sends can be compared with what the SDK sends.
+const LOG_REQUESTS_MAX = 4;
+function logRequest(call, obj) {
+  call.requests ??= [];
+  if (call.requests.length >= LOG_REQUESTS_MAX) return;
+  call.requests.push(JSON.parse(JSON.stringify(obj, (_k, v) => {
+    if (v && v.type === 'Buffer' && Array.isArray(v.data)) return `<${v.data.length} bytes>`;
+    if (typeof v === 'string' && v.length > 200) return `${v.slice(0, 200)}…(${v.length})`;
+    return v;
+  })));
 }
 
 // The first queued fault that matches method (times counts down; 0 removes it).
@@ -301,7 +318,8 @@ class Call {
     }
     logCall({ seq: ++STATE.seq, t_ms: Date.now() - T0, server: this.server, method: this.method, status,
       serving_ms: Math.round(ms * 1000) / 1000, bytes_in: this.bytesIn, bytes_out: this.bytesOut,
-      messages_out: this.messagesOut, metadata: meta, note: this.note });
+      messages_out: this.messagesOut, metadata: meta, note: this.note,
+      ...(OPTS.logRequests ? { requests: this.requests ?? [] } : {}) });
   }
 }
 
@@ -355,7 +373,11 @@ async function handleStream(stream, headers) {
   });
   const nextMessage = async () => {
     for (;;) {
-      if (queue.length) return md.resolvedRequestType.toObject(queue.shift(), TO_OBJECT);
+      if (queue.length) {
+        const obj = md.resolvedRequestType.toObject(queue.shift(), TO_OBJECT);
+        if (OPTS.logRequests) logRequest(call, obj);
+        return obj;
+      }
       if (ended || call.closed) return null;
       await new Promise((r) => (wake = r));
       wake = null;
@@ -1031,6 +1053,15 @@ const ROUTER = {
     call.send({});
   },
   async TaskSnapshotFilesystem(call, req) {
+    // The SDK always sends the snapshot's lifetime (30 days unless told, -1 for none, never under a
+    // second), so the fake, like the service it suggests, refuses a request without one.
+    const ttl = req.ttlSeconds;
+    if (ttl === undefined && !OPTS.snapshotTtlOptional) {
+      throw new GrpcError(S.INVALID_ARGUMENT, 'ttl_seconds must be set');
+    }
+    if (ttl !== undefined && ttl !== -1 && !(ttl >= 1)) {
+      throw new GrpcError(S.INVALID_ARGUMENT, `ttl_seconds must be at least 1, or -1 for no expiry, got ${ttl}`);
+    }
     const sb = await routerSandbox(call, req.taskId);
     const id = newId('im');
     const dir = path.join(STATE_DIR, 'images', id);
@@ -1039,7 +1070,8 @@ const ROUTER = {
         const rel = path.relative(sb.root, src).split(path.sep)[0];
         return !['usr', 'etc', 'bin', 'sbin', 'lib', 'lib32', 'lib64', 'libx32', 'proc', 'dev', 'run'].includes(rel);
       } });
-    STATE.images.set(id, { id, key: null, dir, built: true, fromSnapshot: sb.id, snapshotId: req.snapshotId });
+    STATE.images.set(id, { id, key: null, dir, built: true, fromSnapshot: sb.id, snapshotId: req.snapshotId,
+      ttlSeconds: ttl ?? null });
     call.send({ imageId: id });
   },
 };
@@ -1056,7 +1088,7 @@ function stateJson() {
       timeoutSecs: sb.timeoutSecs, idleTimeoutSecs: sb.idleTimeoutSecs ?? null, network: sb.network,
       resources: sb.resources, workdir: sb.workdir ?? null, execs: sb.execs.size, env: Object.keys(sb.env) })),
     images: [...STATE.images.values()].map((im) => ({ id: im.id, key: im.key, snapshot: !!im.dir,
-      fromSnapshot: im.fromSnapshot ?? null })),
+      fromSnapshot: im.fromSnapshot ?? null, ttlSeconds: im.ttlSeconds ?? null })),
     apps: [...STATE.apps.values()],
     liveProcesses: live,
     faults: STATE.faults,
