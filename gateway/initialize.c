@@ -363,14 +363,18 @@ sg_err sg_init_bring_up(struct sg_op *op, json_t *binding, const char *name,
 		 * root-only file, so host_filesystem_restricted is seen.
 		 */
 		struct stat st;
-		bool shadow = stat("/etc/shadow", &st) == 0 && !(st.st_mode & S_IROTH);
-		const char *host[] = { "probe", "--hidden", s->state_dir, "--hidden", "/etc/shadow",
-				       NULL };
-		const char *plain[] = { "probe", NULL };
-		const char *const *args = !(ad->caps & SG_CAP_HOST_FS) ? plain : host;
+		const char *args[6] = { "probe" };
+		size_t n = 1;
 
-		if (args == host && !shadow)
-			host[3] = NULL;
+		if (ad->caps & SG_CAP_HOST_FS) {
+			args[n++] = "--hidden";
+			args[n++] = s->state_dir;
+		}
+		if ((ad->caps & SG_CAP_HOST_FS) && stat("/etc/shadow", &st) == 0 &&
+		    !(st.st_mode & S_IROTH)) {
+			args[n++] = "--hidden";
+			args[n++] = "/etc/shadow";
+		}
 		rc = env->probe ? sg_envcall_reply(env->probe, strlen(env->probe), probe, &op->err)
 				: sg_envcall(s, SG_CALL_EXEC, args, NULL, 0, probe, &op->cancel,
 					     &op->err);

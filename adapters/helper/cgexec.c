@@ -24,7 +24,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <grp.h>
 #include <sched.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
@@ -34,31 +33,33 @@
 #include <string.h>
 #include <unistd.h>
 
-/*
- * Become uid:gid for good: groups first (setgroups needs root), then the
- * gid, then the uid; each checked, since a command that stayed root
- * because one step failed is exactly what --user is there to prevent.
- */
+int sg_helper_become(uid_t uid, gid_t gid)
+{
+	uid_t ru, eu, su;
+	gid_t rg, eg, sgid;
+
+	if (syscall(SYS_setgroups, 0, NULL) != 0 || syscall(SYS_setresgid, gid, gid, gid) != 0 ||
+	    syscall(SYS_setresuid, uid, uid, uid) != 0 ||
+	    syscall(SYS_getresuid, &ru, &eu, &su) != 0 ||
+	    syscall(SYS_getresgid, &rg, &eg, &sgid) != 0 || syscall(SYS_getgroups, 0, NULL) != 0)
+		return -1;
+	if (ru != uid || eu != uid || su != uid || rg != gid || eg != gid || sgid != gid)
+		return -1;
+	return 0;
+}
+
+/* --user U:G: neither may be root, nor past the largest id. */
 static int become(const char *spec)
 {
 	char *end;
 	unsigned long uid = strtoul(spec, &end, 10), gid;
-	uid_t ru, eu, su;
-	gid_t rg, eg, sgid;
 
 	if (end == spec || *end != ':')
 		return -1;
 	gid = strtoul(end + 1, &end, 10);
 	if (*end || uid == 0 || gid == 0 || uid > 0xfffffffeUL || gid > 0xfffffffeUL)
 		return -1;
-	if (setgroups(0, NULL) != 0 || setresgid((gid_t)gid, (gid_t)gid, (gid_t)gid) != 0 ||
-	    setresuid((uid_t)uid, (uid_t)uid, (uid_t)uid) != 0)
-		return -1;
-	if (getresuid(&ru, &eu, &su) != 0 || getresgid(&rg, &eg, &sgid) != 0 ||
-	    ru != uid || eu != uid || su != uid || rg != gid || eg != gid || sgid != gid ||
-	    getgroups(0, NULL) != 0)
-		return -1;
-	return 0;
+	return sg_helper_become((uid_t)uid, (gid_t)gid);
 }
 
 /* The new mount API, by number: musl 1.2.3 has no wrappers for it. */

@@ -445,9 +445,8 @@ static int reader_limits(void)
  * in-process step acts as the environment's user by changing only those
  * (setfsuid(2), per thread), and exec would give the program the process's
  * own ids back (root's, under a root gateway), so that it read what the
- * step may not.  Here it becomes that user wholly, supplementary groups
- * dropped.  Raw syscalls: between fork and exec, and they change this one
- * thread, the child's only one, without libc's broadcast to the others.
+ * step may not.  Here it becomes that user wholly (sg_helper_become, safe
+ * between fork and exec).
  */
 static int reader_become_fs_user(void)
 {
@@ -456,11 +455,7 @@ static int reader_become_fs_user(void)
 
 	if (uid == geteuid() && gid == getegid())
 		return 0;
-	if (syscall(SYS_setgroups, 0, NULL) != 0 ||
-	    syscall(SYS_setresgid, gid, gid, gid) != 0 ||
-	    syscall(SYS_setresuid, uid, uid, uid) != 0)
-		return -1;
-	return 0;
+	return sg_helper_become(uid, gid);
 }
 
 pid_t sg_confine_spawn_reader(const char *prog, char *const *av, int dirfd,

@@ -24,6 +24,14 @@ int sg_helper_proc(int argc, char *const *argv, const void *in, size_t inlen,
 		   struct sg_buf *out, const struct sg_cancel *cancel);
 int sg_helper_confine(int argc, char *const *argv);
 int sg_helper_cgroup_exec(int argc, char *const *argv);
+/*
+ * Become uid:gid for good, with no supplementary group, each id checked
+ * afterwards: a process that stayed root because one step failed is what
+ * its callers are there to prevent.  0, or -1.  Raw system calls, so it
+ * also serves between fork and exec, and changes only the calling thread
+ * (the child's only one) without libc's broadcast to others.
+ */
+int sg_helper_become(uid_t uid, gid_t gid);
 int sg_helper_probe(int argc, char *const *argv, struct sg_buf *out);
 int sg_helper_status(int argc, char *const *argv);
 int sg_helper_job(int argc, char *const *argv);

@@ -88,6 +88,12 @@ static bool etc_wanted(const char *name)
 	return false;
 }
 
+/* The slot of descriptor `which` in sb->fds. */
+static int *fd_of(struct sg_sandbox *sb, enum sg_sandbox_fd which)
+{
+	return &sb->fds[which - SG_SANDBOX_FD_ARGS];
+}
+
 /* The environment's own id: a stable hash of its name into the range. */
 static uid_t derived_id(const char *name)
 {
@@ -503,11 +509,10 @@ static sg_err write_users(struct sg_sandbox *sb, const char *dir, const char *ct
 	if (passwd && groups && at && (mkdir(at, 0755) == 0 || errno == EEXIST))
 		d = open(at, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (d >= 0) {
-		sb->fds[SG_SANDBOX_FD_PASSWD - SG_SANDBOX_FD_ARGS] = write_file(d, "passwd", passwd);
-		sb->fds[SG_SANDBOX_FD_GROUP - SG_SANDBOX_FD_ARGS] = write_file(d, "group", groups);
+		*fd_of(sb, SG_SANDBOX_FD_PASSWD) = write_file(d, "passwd", passwd);
+		*fd_of(sb, SG_SANDBOX_FD_GROUP) = write_file(d, "group", groups);
 	}
-	if (d < 0 || sb->fds[SG_SANDBOX_FD_PASSWD - SG_SANDBOX_FD_ARGS] < 0 ||
-	    sb->fds[SG_SANDBOX_FD_GROUP - SG_SANDBOX_FD_ARGS] < 0)
+	if (d < 0 || *fd_of(sb, SG_SANDBOX_FD_PASSWD) < 0 || *fd_of(sb, SG_SANDBOX_FD_GROUP) < 0)
 		rc = sg_err_set(err, SG_E_INTERNAL, "cannot write the sandbox's users in %s: %s",
 				dir, strerror(errno));
 	if (d >= 0)
@@ -523,7 +528,6 @@ sg_err sg_sandbox_open(struct sg_sandbox *sb, const char *dir, const char *works
 		       struct sg_errinfo *err)
 {
 	int flags = O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC;
-	int *fd = sb->fds - SG_SANDBOX_FD_ARGS;
 	char *cache = cache_dir();
 	sg_err rc = SG_OK;
 
@@ -531,19 +535,19 @@ sg_err sg_sandbox_open(struct sg_sandbox *sb, const char *dir, const char *works
 		rc = sg_err_set(err, SG_E_INTERNAL, "cannot make the cache directory %s: %s",
 				cache ? cache : "(none)", strerror(errno));
 	if (!rc)
-		rc = open_etc(cache, &fd[SG_SANDBOX_FD_ETC], err);
+		rc = open_etc(cache, fd_of(sb, SG_SANDBOX_FD_ETC), err);
 	free(cache);
 	if (!rc)
 		rc = write_users(sb, dir, ctl_at, err);
 	if (rc)
 		return rc;
-	fd[SG_SANDBOX_FD_WORKSPACE] = open(workspace, flags);
-	fd[SG_SANDBOX_FD_CTL] = open(ctl, flags);
-	if (fd[SG_SANDBOX_FD_CTL] >= 0)
-		fd[SG_SANDBOX_FD_TMP] = openat(fd[SG_SANDBOX_FD_CTL], "tmp", flags);
-	fd[SG_SANDBOX_FD_HELPER] = open(helper, O_PATH | O_CLOEXEC);
+	*fd_of(sb, SG_SANDBOX_FD_WORKSPACE) = open(workspace, flags);
+	*fd_of(sb, SG_SANDBOX_FD_CTL) = open(ctl, flags);
+	if (*fd_of(sb, SG_SANDBOX_FD_CTL) >= 0)
+		*fd_of(sb, SG_SANDBOX_FD_TMP) = openat(*fd_of(sb, SG_SANDBOX_FD_CTL), "tmp", flags);
+	*fd_of(sb, SG_SANDBOX_FD_HELPER) = open(helper, O_PATH | O_CLOEXEC);
 	for (int i = SG_SANDBOX_FD_WORKSPACE; i < SG_SANDBOX_FD_END; i++)
-		if (fd[i] < 0)
+		if (*fd_of(sb, (enum sg_sandbox_fd)i) < 0)
 			return sg_err_set(err, SG_E_INTERNAL,
 					  "cannot open the sandbox's %s: %s",
 					  i == SG_SANDBOX_FD_WORKSPACE ? workspace
