@@ -400,14 +400,6 @@ out:
 	return rc;
 }
 
-sg_err sg_export_open(struct sg_op *op, json_t **out)
-{
-	const char *path = NULL;
-	sg_err rc = sg_arg_str(op->data, "path", true, &path, &op->err);
-
-	return rc ? rc : sg_export_path(op->s, path, out, &op->cancel, &op->err);
-}
-
 /* Find an export by token and hold a dup of its fd, so a concurrent close
  * cannot pull the file from under a read. */
 static sg_err find_dup(struct sg_op *op, const char *token, int *fd,

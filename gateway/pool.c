@@ -59,6 +59,7 @@ void sg_op_free(struct sg_op *op)
 	json_decref(op->after);
 	free(op->after_id);
 	free(op->raw_reply);
+	free(op->fail_text);
 	sg_cancel_release(&op->cancel);
 	free(op);
 }
@@ -110,6 +111,8 @@ static void finish(struct sg_pool *p, struct sg_op *op, size_t bytes, sg_err rc,
 	} else if (!rc) {
 		sg_wire_send(wire, json_pack("{s:O, s:o}", "id", op->id, "data",
 					     data ? data : json_object()));
+	} else if (op->fail_text && op->err.code == rc) {
+		sg_wire_send_error_text(wire, op->id, rc, op->fail_text);
 	} else {
 		sg_wire_send_error(wire, op->id, &op->err);
 	}

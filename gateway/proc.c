@@ -242,7 +242,7 @@ static void stop_unanswered(struct sg_session *s, const char *id, sg_err why)
 	json_decref(final);
 }
 
-sg_err sg_proc_start(struct sg_op *op, json_t **out)
+static sg_err proc_start(struct sg_op *op, json_t **out)
 {
 	struct sg_session *s = op->s;
 	struct sg_procs *p = s->procs;
@@ -366,7 +366,7 @@ out:
 	return rc;
 }
 
-sg_err sg_proc_list(struct sg_op *op, json_t **out)
+static sg_err proc_list(struct sg_op *op, json_t **out)
 {
 	const char *args[] = { "proc", "list", "--session", op->s->session_id, NULL };
 	json_t *reply = NULL;
@@ -403,7 +403,7 @@ static sg_err get_own(struct sg_op *op, const char *id, json_t **out)
 	return rc;
 }
 
-sg_err sg_proc_get(struct sg_op *op, json_t **out)
+static sg_err proc_get(struct sg_op *op, json_t **out)
 {
 	const char *id = NULL;
 	sg_err rc = sg_arg_str(op->data, "id", true, &id, &op->err);
@@ -411,7 +411,7 @@ sg_err sg_proc_get(struct sg_op *op, json_t **out)
 	return rc ? rc : get_own(op, id, out);
 }
 
-sg_err sg_proc_read(struct sg_op *op, json_t **out)
+static sg_err proc_read(struct sg_op *op, json_t **out)
 {
 	const char *id = NULL;
 	int64_t max, offset, wait, dwell, start = sg_now_ns();
@@ -461,7 +461,7 @@ sg_err sg_proc_read(struct sg_op *op, json_t **out)
 	return SG_OK;
 }
 
-sg_err sg_proc_stop(struct sg_op *op, json_t **out)
+static sg_err proc_stop(struct sg_op *op, json_t **out)
 {
 	const char *id = NULL;
 	int64_t grace;
@@ -605,4 +605,21 @@ sg_err sg_procs_shutdown(struct sg_session *s, int64_t grace_ms, struct sg_cance
 	json_decref(reply);
 	return sg_cancel_check(cancel) ? sg_err_set(err, SG_E_TIMEOUT,
 			"stopping processes did not finish inside the shutdown budget") : SG_OK;
+}
+
+/* Interim: the old five, until the host's thirteen replace them. */
+sg_err sg_proc_method(struct sg_op *op, json_t **out)
+{
+	static const struct {
+		const char *name;
+		sg_err (*run)(struct sg_op *op, json_t **out);
+	} ops[] = { { "process/start", proc_start }, { "process/list", proc_list },
+		    { "process/get", proc_get }, { "process/read", proc_read },
+		    { "process/stop", proc_stop } };
+
+	for (size_t i = 0; i < sizeof(ops) / sizeof(ops[0]); i++)
+		if (strcmp(ops[i].name, op->method) == 0)
+			return ops[i].run(op, out);
+	*out = NULL;
+	return sg_err_set(&op->err, SG_E_UNKNOWN_METHOD, "unknown remote process operation");
 }

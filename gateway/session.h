@@ -98,6 +98,12 @@ struct sg_op {
 	char *raw_reply;
 	size_t raw_len;
 	/*
+	 * A failure's sentence when it is longer than err.msg holds (a tool's
+	 * diagnostic with candidates, malloc): the error reply is then
+	 * "<err's word>: <fail_text>".
+	 */
+	char *fail_text;
+	/*
 	 * Called by the worker once the reply is queued, whatever it was
 	 * (relay.c: a peer's reply is out before its next message).
 	 */
@@ -213,11 +219,11 @@ json_t *sg_tools_names(void);
 
 /* ---- proc.c: process methods and events ---- */
 sg_err sg_procs_new(struct sg_session *s) SG_MUST_CHECK;
-sg_err sg_proc_start(struct sg_op *op, json_t **out) SG_MUST_CHECK;
-sg_err sg_proc_list(struct sg_op *op, json_t **out) SG_MUST_CHECK;
-sg_err sg_proc_get(struct sg_op *op, json_t **out) SG_MUST_CHECK;
-sg_err sg_proc_read(struct sg_op *op, json_t **out) SG_MUST_CHECK;
-sg_err sg_proc_stop(struct sg_op *op, json_t **out) SG_MUST_CHECK;
+/*
+ * The process methods (protocol section 4), one handler for all:
+ * op->method names the operation.
+ */
+sg_err sg_proc_method(struct sg_op *op, json_t **out) SG_MUST_CHECK;
 /*
  * Stop this session's running processes, all at once, each with grace_ms
  * before SIGKILL, within the cancel token's time; *stopped (optional) is
@@ -229,10 +235,12 @@ void sg_procs_free(struct sg_session *s);
 
 /* ---- export.c: immutable file snapshots ---- */
 sg_err sg_exports_new(struct sg_session *s) SG_MUST_CHECK;
-sg_err sg_export_open(struct sg_op *op, json_t **out) SG_MUST_CHECK;
 sg_err sg_export_read(struct sg_op *op, json_t **out) SG_MUST_CHECK;
 sg_err sg_export_close(struct sg_op *op, json_t **out) SG_MUST_CHECK;
-/* Open an export of path for present_artifact (*out as export/open's). */
+/*
+ * Snapshot path for present_artifact: *out is {"execution_export":TOKEN,
+ * "name","size"} (new).
+ */
 sg_err sg_export_path(struct sg_session *s, const char *path, json_t **out,
 		      struct sg_cancel *cancel, struct sg_errinfo *err)
 	SG_MUST_CHECK;

@@ -417,6 +417,14 @@ bool sg_wire_send_error(struct sg_wire *w, json_t *id, const struct sg_errinfo *
 	return sg_wire_send(w, json_pack("{s:O, s:s}", "id", id, "error", text));
 }
 
+bool sg_wire_send_error_text(struct sg_wire *w, json_t *id, sg_err code, const char *text)
+{
+	json_t *e = json_sprintf("%s: %s", sg_err_word(code), text);
+
+	return sg_wire_send(w, json_pack("{s:O, s:o}", "id", id, "error",
+					 e ? e : json_string(sg_err_word(code))));
+}
+
 bool sg_wire_send(struct sg_wire *w, json_t *msg)
 {
 	/* The newline must fit too. */

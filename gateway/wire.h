@@ -86,6 +86,8 @@ bool sg_wire_send_text(struct sg_wire *w, char *text, size_t len);
 
 /* Queue the error reply {"id": id, "error": "word: detail"} for request id. */
 bool sg_wire_send_error(struct sg_wire *w, json_t *id, const struct sg_errinfo *e);
+/* The same with a sentence of any length: {"id", "error": "<word>: text"}. */
+bool sg_wire_send_error_text(struct sg_wire *w, json_t *id, sg_err code, const char *text);
 
 /* Wait until everything queued is written, the wire died, or deadline_ms
  * (sg_now_ms clock) passed.  True when all was written. */

@@ -1,0 +1,101 @@
+/*
+ * tool.h - what every tool of the host's catalogue is given, and how it
+ * answers (protocol section 3).
+ *
+ * Invariants:
+ * - The catalogue is the host's eleven tools, one row each in tools.c's
+ *   table; each tool lives in the file named for what it holds (files.c,
+ *   patch.c, search.c, bash.c, process.c, git.c) and exports one function
+ *   sg_tool_<name>.
+ * - A tool runs on a worker thread, blocking, and honours op->cancel in
+ *   every wait (sg_envcall and the adapter's exec do).
+ * - A tool that fails returns the error code with op->err set (or a long
+ *   sentence through sg_tool_fail): the host gets an error reply, as from
+ *   its own worker.  A command that ran and exited non-zero is a result.
+ * - A result is the host's ToolResult: `content` an array of parts, most
+ *   often one text part whose text is the tool's JSON view, plus
+ *   `structured_content` for the tools whose host counterpart fills it.
+ * - Path containment is sg-helper's, inside the environment; a tool never
+ *   opens a user's path itself.
+ */
+#ifndef SG_TOOLS_TOOL_H
+#define SG_TOOLS_TOOL_H
+
+#include <jansson.h>
+#include <stdbool.h>
+
+#include "../session.h"
+
+struct sg_exec_result;
+
+struct sg_tool_call {
+	struct sg_op *op;        /* borrowed */
+	struct sg_session *s;    /* borrowed */
+	enum sg_confine mode;    /* the request's permission_mode */
+	json_t *a;               /* the arguments object (owned by the call) */
+	const char *actor;       /* `actor`, borrowed from the request */
+	bool main_agent;         /* actor == binding.session */
+	bool git_attribution;    /* git_attribution_enabled */
+};
+
+/* ---- the tools (one file each group) ---- */
+sg_err sg_tool_read_file(struct sg_tool_call *t, json_t **result);
+sg_err sg_tool_write_file(struct sg_tool_call *t, json_t **result);
+sg_err sg_tool_edit_file(struct sg_tool_call *t, json_t **result);
+sg_err sg_tool_list_files(struct sg_tool_call *t, json_t **result);
+sg_err sg_tool_present_artifact(struct sg_tool_call *t, json_t **result);
+sg_err sg_tool_apply_patch(struct sg_tool_call *t, json_t **result);
+sg_err sg_tool_grep(struct sg_tool_call *t, json_t **result);
+sg_err sg_tool_glob(struct sg_tool_call *t, json_t **result);
+sg_err sg_tool_bash(struct sg_tool_call *t, json_t **result);
+sg_err sg_tool_process(struct sg_tool_call *t, json_t **result);
+sg_err sg_tool_git(struct sg_tool_call *t, json_t **result);
+/*
+ * git's check for read_only (what a peer is asked to run is checked here
+ * before it is relayed, too): SG_E_PERMISSION naming the subcommand when
+ * it would write.
+ */
+sg_err sg_tool_git_read_only(struct sg_tool_call *t) SG_MUST_CHECK;
+
+/* ---- building results (tools.c) ---- */
+
+/*
+ * The ToolResult {"content":[{"type":"text","text":<view as compact
+ * JSON>}], "structured_content":structured}; steals both, structured may
+ * be NULL.  NULL when out of memory.
+ */
+json_t *sg_tool_result(json_t *view, json_t *structured);
+
+/* The ToolResult of one text part holding text as it is (new). */
+json_t *sg_tool_result_text(const char *text, json_t *structured);
+
+/*
+ * Fail the tool with a sentence longer than op->err can hold (a
+ * diagnostic with candidates): the reply's error is "<word>: <text>".
+ * Returns code, so a tool can `return sg_tool_fail(...)`.
+ */
+sg_err sg_tool_fail(struct sg_tool_call *t, sg_err code, const char *fmt, ...)
+	SG_PRINTF(3, 4);
+
+/*
+ * Run `sg-helper fs SUB` rooted at the session's root with argv (after
+ * SUB) and optional stdin; *reply is the helper's JSON reply (new).  A
+ * helper `tool_error` becomes a failed tool (SG_E_NOT_FOUND with its
+ * text, or the code its `code` field names), so *reply is only ever a
+ * success.  In `unconfined` mode the helper is told so (--unconfined).
+ */
+sg_err sg_tool_fs(struct sg_tool_call *t, const char *const *argv, const void *in,
+		  size_t inlen, json_t **reply) SG_MUST_CHECK;
+
+/*
+ * Run argv in the environment for a tool: confined for the permission
+ * mode, with the command environment (binding.environment and
+ * forward_env, then env_extra), in cwd (a user path, resolved; NULL:
+ * root), output bounded by r (initialised by the caller), stderr merged
+ * into stdout when merge is set.
+ */
+sg_err sg_tool_exec(struct sg_tool_call *t, const char *const *argv, const char *cwd,
+		    json_t *env_extra, const char *stdin_data, size_t stdin_len,
+		    int64_t timeout_ms, bool merge, struct sg_exec_result *r) SG_MUST_CHECK;
+
+#endif
