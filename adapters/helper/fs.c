@@ -29,7 +29,7 @@
  * declare only with it.
  */
 #define _GNU_SOURCE
-#include "internal.h"
+#include "fs.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -88,24 +88,10 @@
 #define FS_HITS_BYTES SG_TOOL_OUTPUT
 
 /* One invocation. */
-struct fs {
-	struct sg_args a;
-	const char *cmd;        /* the sub-command, for messages */
-	const char *pos[SG_ARGS_MAX];
-	int npos;               /* positionals, those after `--` included */
-	char root[SG_PATH_MAX + 1]; /* --root, normalised */
-	const char *host_root;
-	bool on_host;           /* --host-root: in-process, on this host */
-	int rootfd;             /* O_PATH of host_root, -1 until opened */
-	const void *in;
-	size_t inlen;
-	struct sg_buf *out;
-	const struct sg_cancel *cancel;
-	struct sg_errinfo err;
-};
+
 
 /* errno as a sentence fragment; strerror() is not thread-safe in POSIX. */
-static const char *errstr(int e)
+const char *sg_fs_errstr(int e)
 {
 	switch (e) {
 	case ENOENT: return "no such file or directory";
@@ -134,10 +120,8 @@ static const char *errstr(int e)
 	}
 }
 
-static sg_err tool_fail(struct fs *c, const char *fmt, ...) SG_PRINTF(2, 3);
-
 /* Record a tool failure (see the top of the file). */
-static sg_err tool_fail(struct fs *c, const char *fmt, ...)
+sg_err sg_fs_fail(struct fs *c, const char *fmt, ...)
 {
 	va_list ap;
 	sg_err rc;
@@ -148,7 +132,7 @@ static sg_err tool_fail(struct fs *c, const char *fmt, ...)
 	return rc;
 }
 
-static sg_err cancelled(struct fs *c, const char *what)
+sg_err sg_fs_cancelled(struct fs *c, const char *what)
 {
 	sg_err why = sg_cancel_check(c->cancel);
 
@@ -156,7 +140,7 @@ static sg_err cancelled(struct fs *c, const char *what)
 			  "%s was cancelled", what);
 }
 
-static void close_fd(int *fd)
+void sg_fs_close(int *fd)
 {
 	if (*fd >= 0)
 		close(*fd);
@@ -167,7 +151,7 @@ static void close_fd(int *fd)
  * Split a resolved relative path into its directory (into parent, "."
  * for root) and last component (a pointer into rel).
  */
-static const char *split_rel(const char *rel, char *parent, size_t cap)
+const char *sg_fs_split_rel(const char *rel, char *parent, size_t cap)
 {
 	const char *slash = strrchr(rel, '/');
 	size_t n = slash ? (size_t)(slash - rel) : 0;
@@ -182,26 +166,26 @@ static const char *split_rel(const char *rel, char *parent, size_t cap)
 }
 
 /* Reply helpers: ,"key":value after sg_reply_ok(). */
-static sg_err kv_strn(struct sg_buf *o, const char *k, const char *s, size_t n)
+sg_err sg_fs_kv_strn(struct sg_buf *o, const char *k, const char *s, size_t n)
 {
 	sg_err rc = sg_jw_key(o, k, 0);
 
 	return rc ? rc : sg_jw_str(o, s, n);
 }
 
-static sg_err kv_str(struct sg_buf *o, const char *k, const char *s)
+sg_err sg_fs_kv_str(struct sg_buf *o, const char *k, const char *s)
 {
-	return kv_strn(o, k, s, strlen(s));
+	return sg_fs_kv_strn(o, k, s, strlen(s));
 }
 
-static sg_err kv_int(struct sg_buf *o, const char *k, long long v)
+sg_err sg_fs_kv_int(struct sg_buf *o, const char *k, long long v)
 {
 	sg_err rc = sg_jw_key(o, k, 0);
 
 	return rc ? rc : sg_buf_addf(o, "%lld", v);
 }
 
-static sg_err kv_bool(struct sg_buf *o, const char *k, bool v)
+sg_err sg_fs_kv_bool(struct sg_buf *o, const char *k, bool v)
 {
 	sg_err rc = sg_jw_key(o, k, 0);
 
@@ -212,7 +196,7 @@ static sg_err kv_bool(struct sg_buf *o, const char *k, bool v)
  * Every option known, the right number of positionals; then open
  * host_root, so a malformed command never touches the disk.
  */
-static sg_err args_done(struct fs *c, int min, int max)
+sg_err sg_fs_args_done(struct fs *c, int min, int max)
 {
 	sg_err rc = sg_args_unused(&c->a, &c->err);
 	int e;
@@ -228,27 +212,27 @@ static sg_err args_done(struct fs *c, int min, int max)
 		return SG_OK;
 	e = errno;
 	if (e == ENOENT)
-		return tool_fail(c, "the workspace root %s does not exist",
+		return sg_fs_fail(c, "the workspace root %s does not exist",
 				 c->root);
 	return sg_err_set(&c->err, SG_E_INTERNAL,
 			  "the workspace root %s cannot be opened: %s", c->root,
-			  errstr(e));
+			  sg_fs_errstr(e));
 }
 
-static sg_err resolve(struct fs *c, const char *path, enum sg_path_mode m,
+sg_err sg_fs_resolve(struct fs *c, const char *path, enum sg_path_mode m,
 		      struct sg_buf *rel)
 {
 	return sg_path_resolve(c->root, c->host_root, path, m, rel, &c->err);
 }
 
 /* A resolved path opened beneath root; see sg_path_openat(). */
-static int open_rel(struct fs *c, const struct sg_buf *rel, int flags)
+int sg_fs_open_rel(struct fs *c, const struct sg_buf *rel, int flags)
 {
 	return sg_path_openat(c->rootfd, rel->len ? rel->p : "", flags);
 }
 
 /* The directory holding a resolved path's last component, and its name. */
-static int open_parent(struct fs *c, const struct sg_buf *rel,
+int sg_fs_open_parent(struct fs *c, const struct sg_buf *rel,
 		       const char **name)
 {
 	return sg_path_openat_parent(c->rootfd, rel->len ? rel->p : "", name);
@@ -259,7 +243,7 @@ static int open_parent(struct fs *c, const struct sg_buf *rel,
  * return an O_PATH descriptor of the last one in *fdp (owned).  *created
  * (may be NULL) tells whether that last one was made here.
  */
-static sg_err make_dirs(struct fs *c, const char *rel, int *fdp, bool *created)
+sg_err sg_fs_make_dirs(struct fs *c, const char *rel, int *fdp, bool *created)
 {
 	char name[NAME_MAX + 1];
 	const char *p = rel, *end;
@@ -271,8 +255,8 @@ static sg_err make_dirs(struct fs *c, const char *rel, int *fdp, bool *created)
 	*fdp = -1;
 	fd = openat(c->rootfd, ".", O_PATH | O_DIRECTORY | O_CLOEXEC);
 	if (fd < 0)
-		return tool_fail(c, "the workspace root cannot be opened: %s",
-				 errstr(errno));
+		return sg_fs_fail(c, "the workspace root cannot be opened: %s",
+				 sg_fs_errstr(errno));
 	while (*p) {
 		while (*p == '/')
 			p++;
@@ -281,28 +265,28 @@ static sg_err make_dirs(struct fs *c, const char *rel, int *fdp, bool *created)
 			break;
 		end = p + n;
 		if (n > NAME_MAX) {
-			rc = tool_fail(c, "%.*s: %s", (int)(end - rel), rel,
-				       errstr(ENAMETOOLONG));
+			rc = sg_fs_fail(c, "%.*s: %s", (int)(end - rel), rel,
+				       sg_fs_errstr(ENAMETOOLONG));
 			goto out;
 		}
 		memcpy(name, p, n);
 		name[n] = '\0';
 		made = mkdirat(fd, name, 0755) == 0;
 		if (!made && errno != EEXIST) {
-			rc = tool_fail(c, "cannot create directory %.*s: %s",
-				       (int)(end - rel), rel, errstr(errno));
+			rc = sg_fs_fail(c, "cannot create directory %.*s: %s",
+				       (int)(end - rel), rel, sg_fs_errstr(errno));
 			goto out;
 		}
 		nfd = openat(fd, name, O_PATH | O_DIRECTORY | O_NOFOLLOW |
 					       O_CLOEXEC);
 		if (nfd < 0 && (errno == ENOTDIR || errno == ELOOP)) {
-			rc = tool_fail(c, "%.*s exists and is not a directory",
+			rc = sg_fs_fail(c, "%.*s exists and is not a directory",
 				       (int)(end - rel), rel);
 			goto out;
 		}
 		if (nfd < 0) {
-			rc = tool_fail(c, "%.*s: %s", (int)(end - rel), rel,
-				       errstr(errno));
+			rc = sg_fs_fail(c, "%.*s: %s", (int)(end - rel), rel,
+				       sg_fs_errstr(errno));
 			goto out;
 		}
 		close(fd);
@@ -314,31 +298,31 @@ static sg_err make_dirs(struct fs *c, const char *rel, int *fdp, bool *created)
 	if (created)
 		*created = made;
 out:
-	close_fd(&fd);
+	sg_fs_close(&fd);
 	return rc;
 }
 
 /* Open a resolved path for reading; tool failure unless a regular file. */
-static sg_err open_file(struct fs *c, const struct sg_buf *rel,
+sg_err sg_fs_open_file(struct fs *c, const struct sg_buf *rel,
 			const char *shown, int *fdp, struct stat *st)
 {
 	/* O_NONBLOCK: opening a FIFO must not wait for a writer. */
-	int fd = open_rel(c, rel, O_RDONLY | O_NONBLOCK);
+	int fd = sg_fs_open_rel(c, rel, O_RDONLY | O_NONBLOCK);
 
 	*fdp = -1;
 	if (fd < 0)
-		return tool_fail(c, "%s: %s", shown, errstr(errno));
+		return sg_fs_fail(c, "%s: %s", shown, sg_fs_errstr(errno));
 	if (fstat(fd, st) != 0) {
 		close(fd);
-		return tool_fail(c, "%s: %s", shown, errstr(errno));
+		return sg_fs_fail(c, "%s: %s", shown, sg_fs_errstr(errno));
 	}
 	if (S_ISDIR(st->st_mode)) {
 		close(fd);
-		return tool_fail(c, "%s is a directory", shown);
+		return sg_fs_fail(c, "%s is a directory", shown);
 	}
 	if (!S_ISREG(st->st_mode)) {
 		close(fd);
-		return tool_fail(c, "%s is not a regular file", shown);
+		return sg_fs_fail(c, "%s is not a regular file", shown);
 	}
 	*fdp = fd;
 	return SG_OK;
@@ -355,7 +339,7 @@ static sg_err slurp(struct fs *c, int fd, const char *shown, struct sg_buf *b)
 		size_t want = b->max - b->len;
 
 		if (sg_cancel_check(c->cancel))
-			return cancelled(c, "the read");
+			return sg_fs_cancelled(c, "the read");
 		if (want > FS_CHUNK)
 			want = FS_CHUNK;
 		if (want == 0) {
@@ -374,7 +358,7 @@ static sg_err slurp(struct fs *c, int fd, const char *shown, struct sg_buf *b)
 		if (n == 0)
 			return SG_OK;
 		if (n < 0 && errno != EINTR)
-			return tool_fail(c, "%s: %s", shown, errstr(errno));
+			return sg_fs_fail(c, "%s: %s", shown, sg_fs_errstr(errno));
 	}
 }
 
@@ -506,13 +490,13 @@ static sg_err read_base64(struct fs *c, int fd, const struct sg_buf *rel,
 	if (!rc)
 		rc = sg_buf_addc(c->out, '"');
 	if (!rc)
-		rc = kv_int(c->out, "size", (long long)data.len);
+		rc = sg_fs_kv_int(c->out, "size", (long long)data.len);
 	if (!rc)
-		rc = kv_int(c->out, "total_lines", lines);
+		rc = sg_fs_kv_int(c->out, "total_lines", lines);
 	if (!rc)
-		rc = kv_bool(c->out, "truncated", false);
+		rc = sg_fs_kv_bool(c->out, "truncated", false);
 	if (!rc)
-		rc = kv_strn(c->out, "path", rel->p, rel->len);
+		rc = sg_fs_kv_strn(c->out, "path", rel->p, rel->len);
 	if (!rc)
 		rc = sg_reply_end(c->out);
 out:
@@ -526,8 +510,8 @@ out:
  */
 static sg_err read_content(struct fs *c, const char *p, size_t n, bool raw)
 {
-	return raw ? kv_int(c->out, "content_bytes", (long long)n)
-		   : kv_strn(c->out, "content", p, n);
+	return raw ? sg_fs_kv_int(c->out, "content_bytes", (long long)n)
+		   : sg_fs_kv_strn(c->out, "content", p, n);
 }
 
 /*
@@ -603,13 +587,13 @@ static sg_err read_text(struct fs *c, int fd, const struct sg_buf *rel,
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0) {
-			rc = tool_fail(c, "%s: %s", c->pos[0], errstr(errno));
+			rc = sg_fs_fail(c, "%s: %s", c->pos[0], sg_fs_errstr(errno));
 			goto out;
 		}
 		if (n == 0)
 			break;
 		if (sg_cancel_check(c->cancel)) {
-			rc = cancelled(c, "the read");
+			rc = sg_fs_cancelled(c, "the read");
 			goto out;
 		}
 		size += n;
@@ -655,17 +639,17 @@ static sg_err read_text(struct fs *c, int fd, const struct sg_buf *rel,
 	if (!rc)
 		rc = read_content(c, text.p, keep, raw);
 	if (!rc && truncated)
-		rc = kv_int(c->out, "next_offset", next);
+		rc = sg_fs_kv_int(c->out, "next_offset", next);
 	if (!rc)
-		rc = kv_int(c->out, "size", size);
+		rc = sg_fs_kv_int(c->out, "size", size);
 	if (!rc)
-		rc = kv_int(c->out, "total_lines", lines);
+		rc = sg_fs_kv_int(c->out, "total_lines", lines);
 	if (!rc && partial)
-		rc = kv_bool(c->out, "total_lines_partial", true);
+		rc = sg_fs_kv_bool(c->out, "total_lines_partial", true);
 	if (!rc)
-		rc = kv_bool(c->out, "truncated", truncated);
+		rc = sg_fs_kv_bool(c->out, "truncated", truncated);
 	if (!rc)
-		rc = kv_strn(c->out, "path", rel->p, rel->len);
+		rc = sg_fs_kv_strn(c->out, "path", rel->p, rel->len);
 	if (!rc)
 		rc = sg_reply_end(c->out);
 	if (!rc)
@@ -774,15 +758,15 @@ static sg_err read_binary(struct fs *c, const struct sg_buf *rel, const struct s
 	if (!rc)
 		rc = read_content(c, text.p, text.len, raw);
 	if (!rc)
-		rc = kv_int(c->out, "size", (long long)st->st_size);
+		rc = sg_fs_kv_int(c->out, "size", (long long)st->st_size);
 	if (!rc)
-		rc = kv_bool(c->out, "binary", true);
+		rc = sg_fs_kv_bool(c->out, "binary", true);
 	if (!rc)
-		rc = kv_str(c->out, "type", type);
+		rc = sg_fs_kv_str(c->out, "type", type);
 	if (!rc)
-		rc = kv_bool(c->out, "truncated", false);
+		rc = sg_fs_kv_bool(c->out, "truncated", false);
 	if (!rc)
-		rc = kv_strn(c->out, "path", rel->p, rel->len);
+		rc = sg_fs_kv_strn(c->out, "path", rel->p, rel->len);
 	if (!rc)
 		rc = sg_reply_end(c->out);
 	if (!rc)
@@ -813,11 +797,11 @@ static sg_err fs_read(struct fs *c)
 		rc = sg_args_int(&c->a, "max", (int64_t)SG_TOOL_OUTPUT,
 				 (int64_t)FS_MAX_BYTES, &max, &c->err);
 	if (!rc)
-		rc = args_done(c, 1, 1);
+		rc = sg_fs_args_done(c, 1, 1);
 	if (!rc)
-		rc = resolve(c, c->pos[0], SG_PATH_EXISTING, &rel);
+		rc = sg_fs_resolve(c, c->pos[0], SG_PATH_EXISTING, &rel);
 	if (!rc)
-		rc = open_file(c, &rel, c->pos[0], &fd, &st);
+		rc = sg_fs_open_file(c, &rel, c->pos[0], &fd, &st);
 	if (rc)
 		goto out;
 	if (b64 && st.st_size > max) {
@@ -840,7 +824,7 @@ static sg_err fs_read(struct fs *c)
 				       (long long)st.st_size);
 	}
 out:
-	close_fd(&fd);
+	sg_fs_close(&fd);
 	sg_buf_release(&rel);
 	return rc;
 }
@@ -879,12 +863,12 @@ static int open_temp(int dirfd, const char *name, char *tmp, size_t cap)
  * new file, never half of one.  An existing file keeps its mode and owner
  * unless has_mode.
  */
-static sg_err put_file(struct fs *c, const char *rel, const char *shown,
+sg_err sg_fs_put_file(struct fs *c, const char *rel, const char *shown,
 		       const char *data, size_t n, bool has_mode, mode_t mode,
 		       bool *created)
 {
 	char parent[SG_PATH_MAX + 1], tmp[NAME_MAX + 1];
-	const char *name = split_rel(rel, parent, sizeof(parent));
+	const char *name = sg_fs_split_rel(rel, parent, sizeof(parent));
 	bool exists = false, fix_owner = false;
 	int dirfd = -1, fd = -1, e = 0;
 	struct stat st;
@@ -892,32 +876,32 @@ static sg_err put_file(struct fs *c, const char *rel, const char *shown,
 
 	*created = false;
 	if (!rel[0])
-		return tool_fail(c, "%s is a directory", shown);
-	rc = make_dirs(c, strcmp(parent, ".") ? parent : "", &dirfd, NULL);
+		return sg_fs_fail(c, "%s is a directory", shown);
+	rc = sg_fs_make_dirs(c, strcmp(parent, ".") ? parent : "", &dirfd, NULL);
 	if (rc)
 		goto out;
 	if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0) {
 		exists = true;
 		if (S_ISDIR(st.st_mode)) {
-			rc = tool_fail(c, "%s is a directory", shown);
+			rc = sg_fs_fail(c, "%s is a directory", shown);
 			goto out;
 		}
 		if (!S_ISREG(st.st_mode)) {
-			rc = tool_fail(c, "%s is not a regular file", shown);
+			rc = sg_fs_fail(c, "%s is not a regular file", shown);
 			goto out;
 		}
 		if (!has_mode)
 			mode = st.st_mode & 07777;
 		fix_owner = true;
 	} else if (errno != ENOENT) {
-		rc = tool_fail(c, "%s: %s", shown, errstr(errno));
+		rc = sg_fs_fail(c, "%s: %s", shown, sg_fs_errstr(errno));
 		goto out;
 	} else if (!has_mode) {
 		mode = 0644;
 	}
 	fd = open_temp(dirfd, name, tmp, sizeof(tmp));
 	if (fd < 0) {
-		rc = tool_fail(c, "cannot write %s: %s", shown, errstr(errno));
+		rc = sg_fs_fail(c, "cannot write %s: %s", shown, sg_fs_errstr(errno));
 		goto out;
 	}
 	if (sg_write_all(fd, data, n) != 0 || fchmod(fd, mode) != 0) {
@@ -943,11 +927,11 @@ static sg_err put_file(struct fs *c, const char *rel, const char *shown,
 	*created = !exists;
 	goto out;
 fail:
-	rc = tool_fail(c, "cannot write %s: %s", shown, errstr(e));
+	rc = sg_fs_fail(c, "cannot write %s: %s", shown, sg_fs_errstr(e));
 	unlinkat(dirfd, tmp, 0);
 out:
-	close_fd(&fd);
-	close_fd(&dirfd);
+	sg_fs_close(&fd);
+	sg_fs_close(&dirfd);
 	return rc;
 }
 
@@ -983,7 +967,7 @@ static sg_err fs_write(struct fs *c)
 	if (mode_s)
 		rc = parse_mode(c, mode_s, &mode);
 	if (!rc)
-		rc = args_done(c, 1, 1);
+		rc = sg_fs_args_done(c, 1, 1);
 	if (!rc && b64) {
 		rc = b64_decode(data, n, &dec);
 		if (rc)
@@ -993,18 +977,18 @@ static sg_err fs_write(struct fs *c)
 		n = dec.len;
 	}
 	if (!rc)
-		rc = resolve(c, c->pos[0], SG_PATH_PARENTS, &rel);
+		rc = sg_fs_resolve(c, c->pos[0], SG_PATH_PARENTS, &rel);
 	if (!rc)
-		rc = put_file(c, rel.p, c->pos[0], data, n, mode_s != NULL, mode,
+		rc = sg_fs_put_file(c, rel.p, c->pos[0], data, n, mode_s != NULL, mode,
 			      &created);
 	if (!rc)
 		rc = sg_reply_ok(c->out);
 	if (!rc)
-		rc = kv_int(c->out, "bytes_written", (long long)n);
+		rc = sg_fs_kv_int(c->out, "bytes_written", (long long)n);
 	if (!rc)
-		rc = kv_strn(c->out, "path", rel.p, rel.len);
+		rc = sg_fs_kv_strn(c->out, "path", rel.p, rel.len);
 	if (!rc)
-		rc = kv_bool(c->out, "created", created);
+		rc = sg_fs_kv_bool(c->out, "created", created);
 	if (!rc)
 		rc = sg_reply_end(c->out);
 	sg_buf_release(&dec);
@@ -1046,13 +1030,13 @@ static sg_err fs_edit(struct fs *c)
 	int fd = -1;
 	sg_err rc;
 
-	rc = args_done(c, 1, 1);
+	rc = sg_fs_args_done(c, 1, 1);
 	if (!rc)
 		rc = parse_edit(c, &old, &oldn, &repl, &repln);
 	if (!rc)
-		rc = resolve(c, c->pos[0], SG_PATH_EXISTING, &rel);
+		rc = sg_fs_resolve(c, c->pos[0], SG_PATH_EXISTING, &rel);
 	if (!rc)
-		rc = open_file(c, &rel, c->pos[0], &fd, &st);
+		rc = sg_fs_open_file(c, &rel, c->pos[0], &fd, &st);
 	if (!rc)
 		rc = slurp(c, fd, c->pos[0], &data);
 	if (rc == SG_E_TOO_LARGE)
@@ -1062,7 +1046,7 @@ static sg_err fs_edit(struct fs *c)
 	if (rc)
 		goto out;
 	if (oldn == 0) {
-		rc = tool_fail(c, "old_string is empty");
+		rc = sg_fs_fail(c, "old_string is empty");
 		goto out;
 	}
 	end = data.p + data.len;
@@ -1070,11 +1054,11 @@ static sg_err fs_edit(struct fs *c)
 	     p = q + oldn)
 		count++;
 	if (count == 0) {
-		rc = tool_fail(c, "old_string was not found in %s", c->pos[0]);
+		rc = sg_fs_fail(c, "old_string was not found in %s", c->pos[0]);
 		goto out;
 	}
 	if (count > 1 && !all) {
-		rc = tool_fail(c, "old_string occurs %lld times in %s; give "
+		rc = sg_fs_fail(c, "old_string occurs %lld times in %s; give "
 			       "more context to make it unique, or replace "
 			       "all of them", count, c->pos[0]);
 		goto out;
@@ -1099,18 +1083,18 @@ static sg_err fs_edit(struct fs *c)
 				"the edited %s would be larger than %zu bytes",
 				c->pos[0], (size_t)FS_EDIT_MAX);
 	if (!rc)
-		rc = put_file(c, rel.p, c->pos[0], res.p, res.len, false, 0,
+		rc = sg_fs_put_file(c, rel.p, c->pos[0], res.p, res.len, false, 0,
 			      &created);
 	if (!rc)
 		rc = sg_reply_ok(c->out);
 	if (!rc)
-		rc = kv_int(c->out, "replacements", count);
+		rc = sg_fs_kv_int(c->out, "replacements", count);
 	if (!rc)
-		rc = kv_strn(c->out, "path", rel.p, rel.len);
+		rc = sg_fs_kv_strn(c->out, "path", rel.p, rel.len);
 	if (!rc)
 		rc = sg_reply_end(c->out);
 out:
-	close_fd(&fd);
+	sg_fs_close(&fd);
 	sg_buf_release(&res);
 	sg_buf_release(&data);
 	sg_buf_release(&rel);
@@ -1396,7 +1380,7 @@ static sg_err list_walk(struct lister *l, int dirfd, int64_t level)
 	int e;
 
 	if (sg_cancel_check(l->c->cancel))
-		return cancelled(l->c, "the listing");
+		return sg_fs_cancelled(l->c, "the listing");
 	/*
 	 * Only the names this listing can still show are kept (one more
 	 * tells that the listing is cut): a directory of millions costs
@@ -1406,8 +1390,8 @@ static sg_err list_walk(struct lister *l, int dirfd, int64_t level)
 	if (e) {
 		/* An unreadable subdirectory is listed without its contents. */
 		if (level == 1)
-			return tool_fail(l->c, "cannot list %s: %s",
-					 l->c->pos[0], errstr(e));
+			return sg_fs_fail(l->c, "cannot list %s: %s",
+					 l->c->pos[0], sg_fs_errstr(e));
 		return SG_OK;
 	}
 	for (size_t i = 0; i < ns.n && !rc && !l->stop; i++) {
@@ -1466,23 +1450,23 @@ static sg_err fs_list(struct fs *c)
 		rc = sg_args_int(&c->a, "max", SG_LIST_MAX, SG_LIST_MAX, &l->max,
 				 &c->err);
 	if (!rc)
-		rc = args_done(c, 0, 1);
+		rc = sg_fs_args_done(c, 0, 1);
 	if (!rc)
-		rc = resolve(c, c->npos ? c->pos[0] : ".", SG_PATH_EXISTING, &rel);
+		rc = sg_fs_resolve(c, c->npos ? c->pos[0] : ".", SG_PATH_EXISTING, &rel);
 	if (rc)
 		goto out;
 	if (!c->npos)
 		c->pos[c->npos++] = ".";
 	if (l->depth < 1)
 		l->depth = 1;
-	dirfd = open_rel(c, &rel, O_PATH | O_DIRECTORY);
+	dirfd = sg_fs_open_rel(c, &rel, O_PATH | O_DIRECTORY);
 	if (dirfd < 0 && errno == ENOTDIR) {
-		rc = tool_fail(c, "%s is not a directory", c->pos[0]);
+		rc = sg_fs_fail(c, "%s is not a directory", c->pos[0]);
 		goto out;
 	}
 	if (dirfd < 0) {
-		rc = tool_fail(c, "cannot list %s: %s", c->pos[0],
-			       errstr(errno));
+		rc = sg_fs_fail(c, "cannot list %s: %s", c->pos[0],
+			       sg_fs_errstr(errno));
 		goto out;
 	}
 	memcpy(l->path.p, rel.p, rel.len + 1);
@@ -1509,17 +1493,17 @@ static sg_err fs_list(struct fs *c)
 	if (!rc)
 		rc = sg_reply_ok(c->out);
 	if (!rc)
-		rc = kv_strn(c->out, "content", l->text.p, l->text.len);
+		rc = sg_fs_kv_strn(c->out, "content", l->text.p, l->text.len);
 	if (!rc)
-		rc = kv_int(c->out, "entries", l->entries);
+		rc = sg_fs_kv_int(c->out, "entries", l->entries);
 	if (!rc)
-		rc = kv_bool(c->out, "truncated", l->truncated);
+		rc = sg_fs_kv_bool(c->out, "truncated", l->truncated);
 	if (!rc)
-		rc = kv_strn(c->out, "path", rel.p, rel.len);
+		rc = sg_fs_kv_strn(c->out, "path", rel.p, rel.len);
 	if (!rc)
 		rc = sg_reply_end(c->out);
 out:
-	close_fd(&dirfd);
+	sg_fs_close(&dirfd);
 	sg_buf_release(&l->text);
 	free(l);
 	sg_buf_release(&rel);
@@ -1736,7 +1720,7 @@ static int glob_sift(void *ctx, int dirfd, const char *name, unsigned char type)
 	size_t saved;
 
 	if (sg_cancel_check(g->c->cancel)) {
-		w->rc = cancelled(g->c, "the glob");
+		w->rc = sg_fs_cancelled(g->c, "the glob");
 		return -1;
 	}
 	if (g->ns == FS_DEPTH_MAX)
@@ -1771,7 +1755,7 @@ static sg_err glob_walk(struct globber *g, int dirfd, const unsigned char *set)
 	bool match, below;
 
 	if (sg_cancel_check(g->c->cancel))
-		return cancelled(g->c, "the glob");
+		return sg_fs_cancelled(g->c, "the glob");
 	w.next = malloc(states_bytes(g));
 	if (!w.next) {
 		rc = SG_E_INTERNAL;
@@ -1787,7 +1771,7 @@ static sg_err glob_walk(struct globber *g, int dirfd, const unsigned char *set)
 		int sub;
 
 		if (sg_cancel_check(g->c->cancel)) {
-			rc = cancelled(g->c, "the glob");
+			rc = sg_fs_cancelled(g->c, "the glob");
 			break;
 		}
 		if (!rp_push(&g->path, name, &saved))
@@ -2070,7 +2054,7 @@ static sg_err fs_glob(struct fs *c)
 	rc = sg_args_int(&c->a, "max", SG_LIST_MAX, SG_LIST_MAX, &g->max,
 			 &c->err);
 	if (!rc)
-		rc = args_done(c, 1, 1);
+		rc = sg_fs_args_done(c, 1, 1);
 	if (rc)
 		goto out;
 	pattern = c->pos[0];
@@ -2092,12 +2076,12 @@ static sg_err fs_glob(struct fs *c)
 	}
 	rc = glob_expand(g, pattern);
 	if (!rc)
-		rc = resolve(c, base, SG_PATH_EXISTING, &rel);
+		rc = sg_fs_resolve(c, base, SG_PATH_EXISTING, &rel);
 	if (rc)
 		goto out;
-	dirfd = open_rel(c, &rel, O_PATH | O_DIRECTORY);
+	dirfd = sg_fs_open_rel(c, &rel, O_PATH | O_DIRECTORY);
 	if (dirfd < 0) {
-		rc = tool_fail(c, "%s is not a directory", base);
+		rc = sg_fs_fail(c, "%s is not a directory", base);
 		goto out;
 	}
 	memcpy(g->path.p, rel.p, rel.len + 1);
@@ -2135,18 +2119,18 @@ static sg_err fs_glob(struct fs *c)
 	if (!rc)
 		rc = sg_reply_ok(c->out);
 	if (!rc)
-		rc = kv_strn(c->out, "content", text.p, text.len);
+		rc = sg_fs_kv_strn(c->out, "content", text.p, text.len);
 	if (!rc)
-		rc = kv_int(c->out, "count", count);
+		rc = sg_fs_kv_int(c->out, "count", count);
 	if (!rc)
-		rc = kv_int(c->out, "total", (long long)g->total);
+		rc = sg_fs_kv_int(c->out, "total", (long long)g->total);
 	if (!rc)
-		rc = kv_bool(c->out, "truncated", truncated);
+		rc = sg_fs_kv_bool(c->out, "truncated", truncated);
 	if (!rc)
 		rc = sg_reply_end(c->out);
 out:
 	free(start);
-	close_fd(&dirfd);
+	sg_fs_close(&dirfd);
 	glob_free(g);
 	sg_buf_release(&text);
 	sg_buf_release(&rel);
@@ -2522,15 +2506,15 @@ static sg_err grep_run(struct fs *c, struct grepper *g, const char *prog,
 	if (!chunk || pipe2(outp, O_CLOEXEC) != 0 || pipe2(errp, O_CLOEXEC) != 0) {
 		rc = sg_err_set(&c->err, SG_E_INTERNAL,
 				"cannot start %s: %s", prog,
-				errstr(chunk ? errno : ENOMEM));
+				sg_fs_errstr(chunk ? errno : ENOMEM));
 		goto out;
 	}
 	pid = sg_confine_spawn_reader(prog, av, cwdfd, outp[1], errp[1]);
 	e = errno;
-	close_fd(&outp[1]);
-	close_fd(&errp[1]);
+	sg_fs_close(&outp[1]);
+	sg_fs_close(&errp[1]);
 	if (pid < 0) {
-		rc = tool_fail(c, "cannot run %s: %s", prog, errstr(e));
+		rc = sg_fs_fail(c, "cannot run %s: %s", prog, sg_fs_errstr(e));
 		goto out;
 	}
 	while (outp[0] >= 0 || errp[0] >= 0) {
@@ -2564,12 +2548,12 @@ static sg_err grep_run(struct fs *c, struct grepper *g, const char *prog,
 		if (ready < 0) {
 			rc = sg_err_set(&c->err, SG_E_INTERNAL,
 					"waiting for %s failed: %s", prog,
-					errstr(errno));
+					sg_fs_errstr(errno));
 			stop = true;
 			break;
 		}
 		if ((ic >= 0 && pf[ic].revents) || sg_cancel_check(c->cancel)) {
-			rc = cancelled(c, "the search");
+			rc = sg_fs_cancelled(c, "the search");
 			stop = true;
 			break;
 		}
@@ -2578,7 +2562,7 @@ static sg_err grep_run(struct fs *c, struct grepper *g, const char *prog,
 			if (r > 0)
 				grep_feed(g, chunk, (size_t)r, false);
 			else if (r == 0 || errno != EINTR)
-				close_fd(&outp[0]);
+				sg_fs_close(&outp[0]);
 			if (g->stop) {
 				stop = true;
 				break;
@@ -2589,7 +2573,7 @@ static sg_err grep_run(struct fs *c, struct grepper *g, const char *prog,
 			if (r > 0)
 				sg_buf_add_clipped(&g->errtext, chunk, (size_t)r);
 			else if (r == 0 || errno != EINTR)
-				close_fd(&errp[0]);
+				sg_fs_close(&errp[0]);
 		}
 	}
 	if (!stop)
@@ -2600,15 +2584,15 @@ out:
 			kill(pid, SIGKILL);
 			*killed = true;
 		}
-		close_fd(&outp[0]);
-		close_fd(&errp[0]);
+		sg_fs_close(&outp[0]);
+		sg_fs_close(&errp[0]);
 		while (waitpid(pid, status, 0) < 0 && errno == EINTR)
 			;
 	}
-	close_fd(&outp[0]);
-	close_fd(&outp[1]);
-	close_fd(&errp[0]);
-	close_fd(&errp[1]);
+	sg_fs_close(&outp[0]);
+	sg_fs_close(&outp[1]);
+	sg_fs_close(&errp[0]);
+	sg_fs_close(&errp[1]);
 	free(chunk);
 	return rc;
 }
@@ -2681,7 +2665,7 @@ static sg_err grep_complaint(struct fs *c, struct grepper *g, const char *engine
 	while (n && (g->errtext.p[n - 1] == '\n' || g->errtext.p[n - 1] == ' '))
 		n--;
 	if (!n)
-		return tool_fail(c, "%s exited with status %d", engine, status);
+		return sg_fs_fail(c, "%s exited with status %d", engine, status);
 	sg_buf_reset(c->out);
 	rc = sg_buf_adds(c->out, "{\"ok\":false,\"tool_error\":");
 	if (!rc)
@@ -2726,17 +2710,17 @@ static sg_err grep_reply(struct fs *c, struct grepper *g, const char *engine)
 	if (!rc)
 		rc = sg_reply_ok(c->out);
 	if (!rc)
-		rc = kv_strn(c->out, "content", text.p, text.len);
+		rc = sg_fs_kv_strn(c->out, "content", text.p, text.len);
 	if (!rc)
-		rc = kv_int(c->out, "count", shown);
+		rc = sg_fs_kv_int(c->out, "count", shown);
 	if (!rc)
-		rc = kv_int(c->out, "total", (long long)g->total);
+		rc = sg_fs_kv_int(c->out, "total", (long long)g->total);
 	if (!rc)
-		rc = kv_bool(c->out, "total_exact", !g->over);
+		rc = sg_fs_kv_bool(c->out, "total_exact", !g->over);
 	if (!rc)
-		rc = kv_bool(c->out, "truncated", truncated);
+		rc = sg_fs_kv_bool(c->out, "truncated", truncated);
 	if (!rc)
-		rc = kv_str(c->out, "engine", engine);
+		rc = sg_fs_kv_str(c->out, "engine", engine);
 	if (!rc)
 		rc = sg_reply_end(c->out);
 	sg_buf_release(&text);
@@ -2780,14 +2764,14 @@ static sg_err fs_grep(struct fs *c)
 	if (!rc && g.max < 1)
 		g.max = 1;
 	if (!rc)
-		rc = args_done(c, 1, 1);
+		rc = sg_fs_args_done(c, 1, 1);
 	if (!rc)
-		rc = resolve(c, path, SG_PATH_EXISTING, &rel);
+		rc = sg_fs_resolve(c, path, SG_PATH_EXISTING, &rel);
 	if (rc)
 		goto out;
-	cwdfd = open_rel(c, &rel, O_PATH);
+	cwdfd = sg_fs_open_rel(c, &rel, O_PATH);
 	if (cwdfd < 0 || fstat(cwdfd, &st) != 0) {
-		rc = tool_fail(c, "%s: %s", path, errstr(errno));
+		rc = sg_fs_fail(c, "%s: %s", path, sg_fs_errstr(errno));
 		goto out;
 	}
 	/*
@@ -2796,20 +2780,20 @@ static sg_err fs_grep(struct fs *c)
 	 * and a device is no file to search.
 	 */
 	if (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode)) {
-		rc = tool_fail(c, "%s is not a regular file", path);
+		rc = sg_fs_fail(c, "%s is not a regular file", path);
 		goto out;
 	}
 	if (S_ISDIR(st.st_mode)) {
 		/* Search "." in the directory so the paths come out short. */
 		g.prefix = rel.p;
 	} else {
-		split_rel(rel.p, parent, sizeof(parent));
+		sg_fs_split_rel(rel.p, parent, sizeof(parent));
 		g.prefix = strcmp(parent, ".") ? parent : "";
-		close_fd(&cwdfd);
-		cwdfd = open_parent(c, &rel, &target);
+		sg_fs_close(&cwdfd);
+		cwdfd = sg_fs_open_parent(c, &rel, &target);
 	}
 	if (cwdfd < 0) {
-		rc = tool_fail(c, "%s: %s", path, errstr(errno));
+		rc = sg_fs_fail(c, "%s: %s", path, sg_fs_errstr(errno));
 		goto out;
 	}
 	g.dirfd = cwdfd;
@@ -2822,7 +2806,7 @@ static sg_err fs_grep(struct fs *c)
 		goto out;
 	}
 	if (strcmp(engine, "grep") == 0 && !find_in_path("grep", prog, sizeof(prog))) {
-		rc = tool_fail(c, "grep cannot search here: neither rg nor grep is installed");
+		rc = sg_fs_fail(c, "grep cannot search here: neither rg nor grep is installed");
 		goto out;
 	}
 	g.columns = strcmp(engine, "rg") == 0;
@@ -2847,7 +2831,7 @@ static sg_err fs_grep(struct fs *c)
 	if (rc)
 		goto out;
 	if (g.late) {
-		rc = tool_fail(c, "the search was stopped after %lld s, its time limit; "
+		rc = sg_fs_fail(c, "the search was stopped after %lld s, its time limit; "
 			       "narrow the pattern, `path` or `glob`",
 			       (long long)(grep_deadline_ms() + 999) / 1000);
 		goto out;
@@ -2862,7 +2846,7 @@ static sg_err fs_grep(struct fs *c)
 	 * tree, and the matches are worth more than the complaint.
 	 */
 	if (!killed && WIFSIGNALED(status)) {
-		rc = tool_fail(c, "%s was stopped by signal %d; a search may use %zu MiB "
+		rc = sg_fs_fail(c, "%s was stopped by signal %d; a search may use %zu MiB "
 			       "of memory and %d s of CPU: narrow the pattern or `path`",
 			       engine, WTERMSIG(status), (size_t)(SG_GREP_ENGINE_MEM / SG_MiB),
 			       SG_GREP_ENGINE_CPU_S);
@@ -2876,7 +2860,7 @@ static sg_err fs_grep(struct fs *c)
 	rc = grep_reply(c, &g, engine);
 out:
 	ghits_free(&g);
-	close_fd(&cwdfd);
+	sg_fs_close(&cwdfd);
 	sg_buf_release(&g.pending);
 	sg_buf_release(&g.errtext);
 	sg_buf_release(&g.tmp);
@@ -2899,14 +2883,14 @@ static sg_err fs_stat(struct fs *c)
 	int pfd = -1;
 	sg_err rc;
 
-	rc = args_done(c, 1, 1);
+	rc = sg_fs_args_done(c, 1, 1);
 	if (!rc)
-		rc = resolve(c, c->pos[0], SG_PATH_NOFOLLOW, &rel);
+		rc = sg_fs_resolve(c, c->pos[0], SG_PATH_NOFOLLOW, &rel);
 	if (rc)
 		goto out;
-	pfd = open_parent(c, &rel, &name);
+	pfd = sg_fs_open_parent(c, &rel, &name);
 	if (pfd < 0 || fstatat(pfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0) {
-		rc = tool_fail(c, "%s: %s", c->pos[0], errstr(errno));
+		rc = sg_fs_fail(c, "%s: %s", c->pos[0], sg_fs_errstr(errno));
 		goto out;
 	}
 	type = S_ISREG(st.st_mode)   ? "file"
@@ -2924,21 +2908,21 @@ static sg_err fs_stat(struct fs *c)
 		snprintf(when, sizeof(when), "1970-01-01T00:00:00Z");
 	rc = sg_reply_ok(c->out);
 	if (!rc)
-		rc = kv_strn(c->out, "path", rel.p, rel.len);
+		rc = sg_fs_kv_strn(c->out, "path", rel.p, rel.len);
 	if (!rc)
-		rc = kv_str(c->out, "type", type);
+		rc = sg_fs_kv_str(c->out, "type", type);
 	if (!rc)
-		rc = kv_int(c->out, "size", (long long)st.st_size);
+		rc = sg_fs_kv_int(c->out, "size", (long long)st.st_size);
 	if (!rc)
-		rc = kv_str(c->out, "mode", mode);
+		rc = sg_fs_kv_str(c->out, "mode", mode);
 	if (!rc)
-		rc = kv_str(c->out, "mtime", when);
+		rc = sg_fs_kv_str(c->out, "mtime", when);
 	if (!rc && tl >= 0)
-		rc = kv_strn(c->out, "target", target, (size_t)tl);
+		rc = sg_fs_kv_strn(c->out, "target", target, (size_t)tl);
 	if (!rc)
 		rc = sg_reply_end(c->out);
 out:
-	close_fd(&pfd);
+	sg_fs_close(&pfd);
 	sg_buf_release(&rel);
 	return rc;
 }
@@ -2963,7 +2947,7 @@ static int rm_sift(void *ctx, int dirfd, const char *name, unsigned char type)
 	struct stat st;
 
 	if (sg_cancel_check(w->c->cancel)) {
-		w->rc = cancelled(w->c, "the delete");
+		w->rc = sg_fs_cancelled(w->c, "the delete");
 		return -1;
 	}
 	if (type == DT_UNKNOWN) {
@@ -2981,7 +2965,7 @@ static int rm_sift(void *ctx, int dirfd, const char *name, unsigned char type)
 		return 0;
 	if (errno == EISDIR)
 		return 1; /* made a directory since readdir saw it */
-	w->rc = tool_fail(w->c, "cannot delete %s: %s", name, errstr(errno));
+	w->rc = sg_fs_fail(w->c, "cannot delete %s: %s", name, sg_fs_errstr(errno));
 	return -1;
 }
 
@@ -3006,19 +2990,19 @@ static sg_err remove_tree(struct fs *c, int dirfd, const char *name, int level)
 	int fd, e, pass;
 
 	if (sg_cancel_check(c->cancel))
-		return cancelled(c, "the delete");
+		return sg_fs_cancelled(c, "the delete");
 	if (level > FS_DEPTH_MAX)
-		return tool_fail(c, "cannot delete %s: it holds directories nested more "
+		return sg_fs_fail(c, "cannot delete %s: it holds directories nested more "
 				 "than %d deep; remove it with a command (rm -r)",
 				 c->pos[0], FS_DEPTH_MAX);
 	fd = openat(dirfd, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0)
-		return tool_fail(c, "cannot delete %s: %s", name, errstr(errno));
+		return sg_fs_fail(c, "cannot delete %s: %s", name, sg_fs_errstr(errno));
 	for (pass = 1;; pass++) {
 		w.removed = 0;
 		e = names_read(fd, true, &sieve, 0, &ns);
 		if (e) {
-			rc = w.rc ? w.rc : tool_fail(c, "cannot delete %s: %s", name, errstr(e));
+			rc = w.rc ? w.rc : sg_fs_fail(c, "cannot delete %s: %s", name, sg_fs_errstr(e));
 			break;
 		}
 		for (size_t i = 0; i < ns.n && !rc; i++) {
@@ -3032,7 +3016,7 @@ static sg_err remove_tree(struct fs *c, int dirfd, const char *name, int level)
 			break;
 		if ((errno != ENOTEMPTY && errno != EEXIST) || w.removed == 0 ||
 		    pass == FS_DELETE_PASSES) {
-			rc = tool_fail(c, "cannot delete %s: %s", name, errstr(errno));
+			rc = sg_fs_fail(c, "cannot delete %s: %s", name, sg_fs_errstr(errno));
 			break;
 		}
 	}
@@ -3050,9 +3034,9 @@ static sg_err fs_delete(struct fs *c)
 	struct stat st;
 	sg_err rc;
 
-	rc = args_done(c, 1, 1);
+	rc = sg_fs_args_done(c, 1, 1);
 	if (!rc)
-		rc = resolve(c, c->pos[0], SG_PATH_NOFOLLOW, &rel);
+		rc = sg_fs_resolve(c, c->pos[0], SG_PATH_NOFOLLOW, &rel);
 	if (rc)
 		goto out;
 	if (rel.len == 0) {
@@ -3061,9 +3045,9 @@ static sg_err fs_delete(struct fs *c)
 				"deleted", c->pos[0]);
 		goto out;
 	}
-	dirfd = open_parent(c, &rel, &name);
+	dirfd = sg_fs_open_parent(c, &rel, &name);
 	if (dirfd < 0 || fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0) {
-		rc = tool_fail(c, "%s: %s", c->pos[0], errstr(errno));
+		rc = sg_fs_fail(c, "%s: %s", c->pos[0], sg_fs_errstr(errno));
 		goto out;
 	}
 	if (S_ISDIR(st.st_mode) && recursive) {
@@ -3071,23 +3055,23 @@ static sg_err fs_delete(struct fs *c)
 	} else if (S_ISDIR(st.st_mode)) {
 		if (unlinkat(dirfd, name, AT_REMOVEDIR) != 0)
 			rc = errno == ENOTEMPTY || errno == EEXIST
-				     ? tool_fail(c, "%s is a directory that is "
+				     ? sg_fs_fail(c, "%s is a directory that is "
 						 "not empty; delete it "
 						 "recursively", c->pos[0])
-				     : tool_fail(c, "cannot delete %s: %s",
-						 c->pos[0], errstr(errno));
+				     : sg_fs_fail(c, "cannot delete %s: %s",
+						 c->pos[0], sg_fs_errstr(errno));
 	} else if (unlinkat(dirfd, name, 0) != 0) {
-		rc = tool_fail(c, "cannot delete %s: %s", c->pos[0],
-			       errstr(errno));
+		rc = sg_fs_fail(c, "cannot delete %s: %s", c->pos[0],
+			       sg_fs_errstr(errno));
 	}
 	if (!rc)
 		rc = sg_reply_ok(c->out);
 	if (!rc)
-		rc = kv_strn(c->out, "deleted", rel.p, rel.len);
+		rc = sg_fs_kv_strn(c->out, "deleted", rel.p, rel.len);
 	if (!rc)
 		rc = sg_reply_end(c->out);
 out:
-	close_fd(&dirfd);
+	sg_fs_close(&dirfd);
 	sg_buf_release(&rel);
 	return rc;
 }
@@ -3162,9 +3146,9 @@ static sg_err fs_move(struct fs *c)
 	int sfd = -1, dfd = -1, moved;
 	sg_err rc;
 
-	rc = args_done(c, 2, 2);
+	rc = sg_fs_args_done(c, 2, 2);
 	if (!rc)
-		rc = resolve(c, c->pos[0], SG_PATH_NOFOLLOW, &src);
+		rc = sg_fs_resolve(c, c->pos[0], SG_PATH_NOFOLLOW, &src);
 	if (!rc && src.len == 0)
 		rc = sg_err_set(&c->err, SG_E_PERMISSION,
 				"%s is the workspace root, which cannot be "
@@ -3173,10 +3157,10 @@ static sg_err fs_move(struct fs *c)
 		rc = split_dest(c, c->pos[1], ddir, sizeof(ddir), dname,
 				sizeof(dname));
 	if (!rc)
-		rc = resolve(c, ddir, SG_PATH_PARENTS, &dst);
+		rc = sg_fs_resolve(c, ddir, SG_PATH_PARENTS, &dst);
 	if (rc)
 		goto out;
-	rc = make_dirs(c, dst.p, &dfd, NULL);
+	rc = sg_fs_make_dirs(c, dst.p, &dfd, NULL);
 	if (rc)
 		goto out;
 	/* dst becomes the destination's own path, relative to root. */
@@ -3185,9 +3169,9 @@ static sg_err fs_move(struct fs *c)
 				"the destination %s is too long", c->pos[1]);
 		goto out;
 	}
-	sfd = open_parent(c, &src, &sname);
+	sfd = sg_fs_open_parent(c, &src, &sname);
 	if (sfd < 0) {
-		rc = tool_fail(c, "%s: %s", c->pos[0], errstr(errno));
+		rc = sg_fs_fail(c, "%s: %s", c->pos[0], sg_fs_errstr(errno));
 		goto out;
 	}
 	/* A move onto itself replaces nothing: a plain rename, a no-op. */
@@ -3196,24 +3180,24 @@ static sg_err fs_move(struct fs *c)
 	else
 		moved = rename_noreplace(sfd, sname, dfd, dname);
 	if (moved != 0 && errno == EEXIST && !overwrite) {
-		rc = tool_fail(c, "%s already exists", c->pos[1]);
+		rc = sg_fs_fail(c, "%s already exists", c->pos[1]);
 		goto out;
 	}
 	if (moved != 0) {
-		rc = tool_fail(c, "cannot move %s to %s: %s", c->pos[0],
-			       c->pos[1], errstr(errno));
+		rc = sg_fs_fail(c, "cannot move %s to %s: %s", c->pos[0],
+			       c->pos[1], sg_fs_errstr(errno));
 		goto out;
 	}
 	rc = sg_reply_ok(c->out);
 	if (!rc)
-		rc = kv_strn(c->out, "from", src.p, src.len);
+		rc = sg_fs_kv_strn(c->out, "from", src.p, src.len);
 	if (!rc)
-		rc = kv_strn(c->out, "to", dst.p, dst.len);
+		rc = sg_fs_kv_strn(c->out, "to", dst.p, dst.len);
 	if (!rc)
 		rc = sg_reply_end(c->out);
 out:
-	close_fd(&sfd);
-	close_fd(&dfd);
+	sg_fs_close(&sfd);
+	sg_fs_close(&dfd);
 	sg_buf_release(&src);
 	sg_buf_release(&dst);
 	return rc;
@@ -3227,20 +3211,20 @@ static sg_err fs_mkdir(struct fs *c)
 	int fd = -1;
 	sg_err rc;
 
-	rc = args_done(c, 1, 1);
+	rc = sg_fs_args_done(c, 1, 1);
 	if (!rc)
-		rc = resolve(c, c->pos[0], SG_PATH_PARENTS, &rel);
+		rc = sg_fs_resolve(c, c->pos[0], SG_PATH_PARENTS, &rel);
 	if (!rc)
-		rc = make_dirs(c, rel.p, &fd, &created);
+		rc = sg_fs_make_dirs(c, rel.p, &fd, &created);
 	if (!rc)
 		rc = sg_reply_ok(c->out);
 	if (!rc)
-		rc = kv_strn(c->out, "path", rel.p, rel.len);
+		rc = sg_fs_kv_strn(c->out, "path", rel.p, rel.len);
 	if (!rc)
-		rc = kv_bool(c->out, "created", created);
+		rc = sg_fs_kv_bool(c->out, "created", created);
 	if (!rc)
 		rc = sg_reply_end(c->out);
-	close_fd(&fd);
+	sg_fs_close(&fd);
 	sg_buf_release(&rel);
 	return rc;
 }
@@ -3252,9 +3236,9 @@ static sg_err fs_resolve(struct fs *c)
 	bool for_write = sg_args_flag(&c->a, "for-write");
 	sg_err rc;
 
-	rc = args_done(c, 1, 1);
+	rc = sg_fs_args_done(c, 1, 1);
 	if (!rc)
-		rc = resolve(c, c->pos[0],
+		rc = sg_fs_resolve(c, c->pos[0],
 			     for_write ? SG_PATH_CREATE : SG_PATH_EXISTING, &rel);
 	if (!rc)
 		rc = sg_buf_adds(&abs, c->root);
@@ -3265,9 +3249,9 @@ static sg_err fs_resolve(struct fs *c)
 	if (!rc)
 		rc = sg_reply_ok(c->out);
 	if (!rc)
-		rc = kv_strn(c->out, "path", abs.p, abs.len);
+		rc = sg_fs_kv_strn(c->out, "path", abs.p, abs.len);
 	if (!rc)
-		rc = kv_strn(c->out, "rel", rel.p, rel.len);
+		rc = sg_fs_kv_strn(c->out, "rel", rel.p, rel.len);
 	if (!rc)
 		rc = sg_reply_end(c->out);
 	sg_buf_release(&abs);
@@ -3293,11 +3277,12 @@ static const struct fs_cmd {
 	{ "move", "overwrite", fs_move },
 	{ "mkdir", "", fs_mkdir },
 	{ "resolve", "for-write", fs_resolve },
+	{ "patch", "dry-run", sg_fs_patch },
 };
 
 /* The commands that change the tree: refused under --read-only. */
 static const char *const fs_writers[] = { "write", "edit", "delete", "move",
-					  "mkdir", NULL };
+					  "mkdir", "patch", NULL };
 
 /*
  * The common options: --root (absolute, normalised), --host-root and
@@ -3318,6 +3303,7 @@ static sg_err common_args(struct fs *c)
 						  "workspace is mounted "
 						  "read-only", c->cmd);
 
+	c->unconfined = sg_args_flag(&c->a, "unconfined");
 	c->host_root = sg_args_str(&c->a, "host-root", NULL);
 	c->on_host = c->host_root != NULL;
 	if (!c->host_root)
@@ -3378,7 +3364,7 @@ int sg_helper_fs(int argc, char *const *argv, const void *in, size_t inlen,
 		goto out;
 	}
 	c->cmd = cmd->name;
-	snprintf(flags, sizeof(flags), "%s read-only", cmd->flags);
+	snprintf(flags, sizeof(flags), "%s read-only unconfined", cmd->flags);
 	rc = sg_args_parse(&c->a, argc - 1, argv + 1, flags, &c->err);
 	if (!rc)
 		rc = common_args(c);
@@ -3395,7 +3381,7 @@ out:
 		sg_reply_tool_error(out, "%s", c->err.msg);
 	else if (rc)
 		sg_reply_error(out, &c->err);
-	close_fd(&c->rootfd);
+	sg_fs_close(&c->rootfd);
 	free(c);
 	return 0;
 }
