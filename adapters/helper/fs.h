@@ -80,6 +80,56 @@ sg_err sg_fs_open_file(struct fs *c, const struct sg_buf *rel, const char *shown
 sg_err sg_fs_put_file(struct fs *c, const char *rel, const char *shown, const char *data,
 		      size_t n, bool has_mode, mode_t mode, bool *created);
 
+/* Read size for streaming files and child output. */
+#define FS_CHUNK (64 * SG_KiB)
+/* A path of SG_PATH_MAX bytes has at most this many components. */
+#define FS_DEPTH_MAX (SG_PATH_MAX / 2)
+
+/* ---- directory walks (fs.c), for list, glob and recursive delete ---- */
+
+struct names {
+	char **v;
+	size_t n, cap;
+	bool more; /* sg_fs_names_read with a bound left some out */
+};
+
+/*
+ * What sg_fs_names_read keeps, decided as each entry is read, so that a
+ * walk that needs few of a directory's names never holds the others.
+ * keep() is given the directory (borrowed), the name and readdir's
+ * d_type, and returns 1 to keep the entry, 0 to drop it, or -1 to end the
+ * read (sg_fs_names_read then fails with ECANCELED; the sieve keeps its
+ * own reason).
+ */
+struct names_sieve {
+	int (*keep)(void *ctx, int dirfd, const char *name, unsigned char type);
+	void *ctx;
+};
+
+/* A '/'-joined path under construction, relative to root. */
+struct relpath {
+	char p[SG_PATH_MAX + 1];
+	size_t len;
+};
+
+/*
+ * The entries of directory dirfd (borrowed), sorted, "." and ".." left
+ * out, and dot names too unless hidden; see fs.c.  Returns 0 or an errno.
+ */
+int sg_fs_names_read(int dirfd, bool hidden, const struct names_sieve *sieve,
+		     size_t keep, struct names *ns);
+void sg_fs_names_free(struct names *ns);
+/* Append /name (false: too long, r unchanged); *saved for the pop. */
+bool sg_fs_rp_push(struct relpath *r, const char *name, size_t *saved);
+void sg_fs_rp_pop(struct relpath *r, size_t saved);
+
+/* A name as list writes it: one line, C-quoted if it holds controls. */
+sg_err sg_fs_name_put(struct sg_buf *b, const char *s, size_t n, const char *suffix);
+
+/* search.c: `fs glob` and `fs grep`. */
+sg_err sg_fs_glob(struct fs *c);
+sg_err sg_fs_grep(struct fs *c);
+
 /* patch.c: `fs patch` (apply_patch). */
 sg_err sg_fs_patch(struct fs *c);
 
