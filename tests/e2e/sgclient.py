@@ -1,16 +1,30 @@
-"""sgclient - a small protocol v4 client for the end-to-end suite.
+"""sgclient - the end-to-end suite's client, speaking the host's wire.
 
-It starts `sandgate serve` with pipes, writes requests, and reads every line
-the gateway writes on a reader thread.  Replies are matched to requests by
-id; `process/event`s are collected in arrival order.  Every message gets a
-sequence number and an arrival time, so tests can assert on ordering
-("the reply is written before its `started` event") and on latency.
+It starts `sandgate serve` with pipes and talks to it the way the agent host
+(Wuu) does: requests `{"token","id","method","data"}` with string ids from a
+decimal counter ("1", "2", ...), a 64-hex token on every frame, tools through
+`execute` with `data.call.name` and `call.arguments` as a JSON string,
+`cancel` carrying the target's id and expecting no reply, and `callback`
+requests answering run_code's `tool` frames.  A reader thread takes every
+line the gateway writes; replies are matched to requests by id, process
+events are collected in arrival order.  Every message gets a sequence number
+and an arrival time, so tests can assert on ordering ("the reply is written
+before its `started` event") and on latency.
 
-The client is also a protocol checker: a line that is not a JSON object, a
-reply without exactly one of `data`/`error`, an `error` that is not a
-string, an event that carries an `id`, or a second reply to one request is
-recorded in `Gateway.violations`; `GatewayTestCase` fails a test whose
-gateway saw any.
+The client is also a protocol checker, as strict as the host's own decoder
+and stricter where the host's worker is always exact.  Every line must be
+one JSON object `{method?, parent_id?, id, data?, error?}` (no other key),
+at most 16 MiB, newline-terminated, and one of:
+  - a reply: no method or parent_id, exactly one of data/error, the error a
+    non-empty "<code>: <sentence>" string, the id a string (or the request's
+    own JSON type echoed) of a request in flight, answered once;
+  - a process event: {"method":"process","id":"","data":{"Type","Cause",
+    "Process"}} with the host's types and causes and a record with an id;
+  - a tool callback: {"method":"tool","parent_id":<a run_code in flight>,
+    "id":<fresh string>,"data":<ToolCall>}.
+Anything else is recorded in `Gateway.violations`; `GatewayTestCase` fails a
+test whose gateway saw any.  (A numeric id where the host sent a string is a
+terminal transport failure in the host: a violation here.)
 
 Configuration comes from the environment, so the same suite runs unchanged
 against every profile (README.md):
@@ -31,6 +45,7 @@ import io
 import json
 import os
 import random
+import secrets
 import shutil
 import signal
 import subprocess
@@ -47,7 +62,8 @@ ROOT = os.environ.get("SANDGATE_TEST_ROOT") or "/workspace"
 SLACK = float(os.environ.get("SANDGATE_TEST_SLACK") or "1")
 
 # Set in every gateway's own environment; commands must never see it
-# (docs/protocol.md section 7.7, run_command).
+# (protocol: a command's environment is the host's non-interactive
+# variables, binding.environment and forward_env, never sandgate's own).
 CANARY_NAME = "SG_E2E_CANARY_SECRET"
 
 # Reply timeout for ordinary requests: generous, because a remote backend's
@@ -55,19 +71,43 @@ CANARY_NAME = "SG_E2E_CANARY_SECRET"
 DEFAULT_TIMEOUT = 60.0
 
 MiB = 1024 * 1024
+MAX_FRAME = 16 * MiB  # a frame, newline included
 
-METHODS = {
-    "initialize", "execute", "cancel",
+# The process methods (protocol-v4 section 4): the host's thirteen and
+# version 4's process/start.
+PROCESS_METHODS = {
     "process/start", "process/list", "process/get", "process/read",
-    "process/stop",
-    "export/open", "export/read", "export/close",
+    "process/write", "process/resize", "process/stop",
+    "process/input_available", "process/completion_pending",
+    "process/completion_delivered", "process/recheck",
+    "process/completion_mode", "process/recheck_delivered",
+    "process/cleanup",
 }
 
+# What the initialize reply's `methods` lists (sections 3, 4 and 6).
+# run_code is listed only when it is served whole (section 7); `callback`
+# is the host's answer to a run_code callback, never a method of its own.
+METHODS = {"initialize", "execute", "cancel", "export/read", "export/close"} \
+    | PROCESS_METHODS
+
+# The host's eleven workspace tools (section 3); any other name is refused.
 TOOLS = {
-    "read_file", "write_file", "edit_file", "list_dir", "glob", "grep",
-    "run_command", "git", "delete_path", "move_path", "make_dir",
-    "stat_path", "present_artifact",
+    "read_file", "write_file", "edit_file", "apply_patch", "list_files",
+    "grep", "glob", "bash", "process", "git", "present_artifact",
 }
+
+# The process event's Type and Cause values, and a record's statuses.
+EVENT_TYPES = {"started", "updated", "failed", "stopped", "cleaned_up",
+               "recheck_due"}
+EVENT_CAUSES = {"natural_exit", "requested_stop", ""}
+LIVE_STATUSES = {"starting", "running", "stopping"}
+END_STATUSES = {"stopped", "failed"}
+
+# The keys of the host's Response struct: nothing else may appear.
+FRAME_KEYS = {"method", "parent_id", "id", "data", "error"}
+# The keys of the host's ToolResult.
+RESULT_KEYS = {"content", "structured_content", "meta", "is_error", "activity"}
+MAX_PARTS = 128
 
 SEC = 1_000_000_000  # nanoseconds, for process/read Wait and MinDwell
 
@@ -82,6 +122,11 @@ def code_of(error):
 
 def unique(prefix="e2e"):
     return "%s-%s" % (prefix, uuid.uuid4().hex[:10])
+
+
+def host_token():
+    """A token as the host makes one: 32 random bytes, hex."""
+    return secrets.token_hex(32)
 
 
 class Marker:
@@ -151,16 +196,17 @@ def live_checker(gw):
     """A function(marker) -> number of live processes carrying the marker.
 
     Chosen by observation, with a positive control: a sleeper is started
-    and must be seen before the method is trusted to report "none".  On the
-    local backend the host's /proc sees every pid namespace; elsewhere a
-    /proc scan through run_command is used.  None when neither can see the
-    control (then "the process is gone" cannot be checked on this backend).
+    (bash run_in_background) and must be seen before the method is trusted
+    to report "none".  On the local backend the host's /proc sees every pid
+    namespace; elsewhere a /proc scan through bash is used.  None when
+    neither can see the control (then "the process is gone" cannot be
+    checked on this backend).
     """
     cached = getattr(gw, "_live_checker", Ellipsis)
     if cached is not Ellipsis:
         return cached
     m = Marker()
-    rec = gw.start(command=m.command)
+    rec = gw.start(m.command)
     found = None
     try:
         deadline = time.monotonic() + 10
@@ -172,7 +218,7 @@ def live_checker(gw):
             else:
                 time.sleep(0.1)
     finally:
-        gw.ok("process/stop", {"id": rec["id"], "grace_ms": 0})
+        gw.stop(rec["id"])
     gw._live_checker = found
     return found
 
@@ -189,7 +235,11 @@ def wait_gone(count_fn, marker, timeout=5.0):
 
 
 class Msg(dict):
-    """One line from the gateway, decoded, with `seq` and `t` (monotonic)."""
+    """One line from the gateway, decoded, with `seq` and `t` (monotonic).
+
+    Process events are kept as their data ({"Type","Cause","Process"}) in a
+    Msg too, so they carry `seq` and `t` as well.
+    """
 
     seq = 0
     t = 0.0
@@ -201,6 +251,15 @@ class Msg(dict):
     @property
     def code(self):
         return code_of(self.get("error"))
+
+
+class View(dict):
+    """A tool's JSON view (the text of its single text part), with the
+    whole ToolResult in `result` and its structured_content in
+    `structured` (None when absent)."""
+
+    result = None
+    structured = None
 
 
 class GatewayExited(AssertionError):
@@ -242,16 +301,23 @@ class Gateway:
         self.binding = None
         self.init_reply = None
         self.violations = []
-        self.messages = []   # every decoded message, in arrival order
-        self.events = []     # process/event messages
+        self.messages = []    # every decoded message, in arrival order
+        self.events = []      # process event data, in arrival order
+        self.tool_calls = []  # run_code `tool` frames, in arrival order
+        # tool_handler(frame) -> (ToolResult, None) or (None, "error text"):
+        # when set, every `tool` frame is answered with a `callback` request
+        # (on a thread of its own, so the reader never blocks).
+        self.tool_handler = None
         self.raw_lines = 0
         self._cond = threading.Condition()
         self._replies = collections.defaultdict(collections.deque)
         self._sent = collections.Counter()
         self._answered = collections.Counter()
+        self._methods = {}        # request key -> method, for parent_id checks
+        self._tool_ids = set()
         self._seq = 0
         self._eof = False
-        self._next_id = 1000
+        self._next_id = 0
         self._wlock = threading.Lock()
         self._stderr = bytearray()
         self._reader = threading.Thread(target=self._read_stdout, daemon=True)
@@ -305,6 +371,8 @@ class Gateway:
         now = time.monotonic()
         if not line.endswith(b"\n"):
             self._violate("unterminated line at EOF: %r" % line[:200])
+        if len(line) > MAX_FRAME:
+            self._violate("frame of %d bytes, over the 16 MiB limit" % len(line))
         try:
             obj = json.loads(line.decode("utf-8"))
         except (UnicodeDecodeError, ValueError) as e:
@@ -319,33 +387,84 @@ class Gateway:
             msg.seq = self._seq
             msg.t = now
             self.messages.append(msg)
-            if "method" in msg:
-                if msg["method"] == "process/event":
-                    if "id" in msg:
-                        self._violate("event carries an id: %r" % line[:200])
-                    if not isinstance(msg.get("data"), dict):
-                        self._violate("event without data object: %r" % line[:200])
-                    self.events.append(msg)
-                elif msg["method"] == "invokeTool":
-                    if not str(msg.get("id", "")).startswith("sg-"):
-                        self._violate("callback id without sg- prefix: %r" % line[:200])
-                else:
-                    self._violate("unexpected method from gateway: %r" % line[:200])
-            elif "id" in msg:
-                if ("data" in msg) == ("error" in msg):
-                    self._violate("reply needs exactly one of data/error: %r" % line[:200])
-                if "error" in msg and not isinstance(msg["error"], str):
-                    self._violate("error is not a string: %r" % line[:200])
-                if "error" in msg and code_of(msg["error"]) is None:
-                    self._violate("error without a code: %r" % msg["error"][:200])
-                key = json.dumps(msg["id"])
-                self._answered[key] += 1
-                if self._answered[key] > self._sent[key]:
-                    self._violate("reply to an id not in flight: %r" % line[:200])
-                self._replies[key].append(msg)
-            else:
-                self._violate("neither id nor method: %r" % line[:200])
+            self._check(msg, line[:200])
             self._cond.notify_all()
+
+    def _check(self, msg, head):
+        """Classify one frame (under _cond) and record what is wrong."""
+        extra = set(msg) - FRAME_KEYS
+        if extra:
+            self._violate("keys outside the host's frame %s: %r" % (sorted(extra), head))
+        if "id" not in msg:
+            self._violate("frame without an id: %r" % head)
+            return
+        for k in ("method", "parent_id", "error"):
+            if k in msg and not isinstance(msg[k], str):
+                self._violate("%s is not a string: %r" % (k, head))
+                return
+        method = msg.get("method")
+        if method == "process":
+            self._check_event(msg, head)
+        elif method == "tool":
+            self._check_tool(msg, head)
+        elif method is not None:
+            self._violate("unexpected method from the gateway: %r" % head)
+        else:
+            self._check_reply(msg, head)
+
+    def _check_event(self, msg, head):
+        if msg["id"] != "" or "parent_id" in msg or "error" in msg:
+            self._violate("event with an id, parent_id or error: %r" % head)
+        d = msg.get("data")
+        if not isinstance(d, dict) or set(d) != {"Type", "Cause", "Process"}:
+            self._violate("event data is not {Type,Cause,Process}: %r" % head)
+            return
+        if d["Type"] not in EVENT_TYPES or d["Cause"] not in EVENT_CAUSES:
+            self._violate("event Type/Cause not the host's: %r" % head)
+        rec = d["Process"]
+        if not isinstance(rec, dict) or not str(rec.get("id", "")).startswith("proc-"):
+            self._violate("event without a process record: %r" % head)
+        ev = Msg(d)
+        ev.seq, ev.t = msg.seq, msg.t
+        self.events.append(ev)
+
+    def _check_tool(self, msg, head):
+        parent = msg.get("parent_id")
+        key = json.dumps(parent)
+        live = self._sent[key] > self._answered[key]
+        if not isinstance(parent, str) or self._methods.get(key) != "run_code" or not live:
+            self._violate("tool frame outside a live run_code: %r" % head)
+        tid = msg["id"]
+        if not isinstance(tid, str) or not tid or tid in self._tool_ids:
+            self._violate("tool frame id not fresh: %r" % head)
+        self._tool_ids.add(tid)
+        call = msg.get("data")
+        if "error" in msg or not isinstance(call, dict) or \
+                not isinstance(call.get("name"), str) or \
+                not isinstance(call.get("arguments", ""), str):
+            self._violate("tool frame data is not a ToolCall: %r" % head)
+        self.tool_calls.append(msg)
+        if self.tool_handler is not None:
+            threading.Thread(target=self._answer_tool, args=(msg,), daemon=True).start()
+
+    def _check_reply(self, msg, head):
+        if "parent_id" in msg:
+            self._violate("reply with a parent_id: %r" % head)
+        if ("data" in msg) == ("error" in msg):
+            self._violate("reply needs exactly one of data/error: %r" % head)
+        if "error" in msg:
+            if not msg["error"]:
+                self._violate("empty error: %r" % head)
+            elif code_of(msg["error"]) is None:
+                self._violate("error without a code: %r" % msg["error"][:200])
+        key = json.dumps(msg["id"])
+        if not isinstance(msg["id"], str) and self._sent[key] == 0:
+            # The host decodes id as a string: anything else kills it.
+            self._violate("reply id is not a string: %r" % head)
+        self._answered[key] += 1
+        if self._answered[key] > self._sent[key]:
+            self._violate("reply to an id not in flight: %r" % head)
+        self._replies[key].append(msg)
 
     # ---- writing -------------------------------------------------------
 
@@ -360,33 +479,72 @@ class Gateway:
                 return False
 
     def new_id(self):
-        self._next_id += 1
-        return self._next_id
+        """The next id, as the host makes them: a decimal counter, a string."""
+        with self._cond:
+            self._next_id += 1
+            return str(self._next_id)
 
-    def request(self, method, data=None, token=Ellipsis, id=None, extra=None):
-        """Send one request; returns its id.  token=None omits the field."""
-        rid = self.new_id() if id is None else id
-        frame = {"id": rid, "method": method}
+    def _frame(self, method, data, token, id, extra):
+        frame = {}
         tok = self.token if token is Ellipsis else token
         if tok is not None:
             frame["token"] = tok
+        frame["id"] = id
+        frame["method"] = method
         if data is not None:
             frame["data"] = data
         if extra:
             frame.update(extra)
-        with self._cond:
-            self._sent[json.dumps(rid)] += 1
-        line = json.dumps(frame, ensure_ascii=False, separators=(",", ":"))
+        return json.dumps(frame, ensure_ascii=False, separators=(",", ":"))
+
+    def _write_line(self, line, what):
         if not self.send_raw(line.encode("utf-8") + b"\n"):
             time.sleep(0.2)  # let the stderr reader catch the reason
             raise GatewayExited("gateway closed its stdin before %s; stderr tail:\n%s"
-                                % (method, self.stderr_text()[-3000:]))
+                                % (what, self.stderr_text()[-3000:]))
+
+    def request(self, method, data=None, token=Ellipsis, id=None, extra=None):
+        """Send one request; returns its id (a string unless given).
+
+        token=None omits the field; extra adds keys to the frame."""
+        rid = self.new_id() if id is None else id
+        line = self._frame(method, data, token, rid, extra)
+        with self._cond:
+            self._sent[json.dumps(rid)] += 1
+            self._methods[json.dumps(rid)] = method
+        self._write_line(line, method)
         return rid
 
     def expect_sent(self, rid):
         """Count a request written with send_raw, so its reply is legal."""
         with self._cond:
             self._sent[json.dumps(rid)] += 1
+
+    def cancel(self, rid, token=Ellipsis):
+        """The host's cancel: the target's id, no data, no reply expected.
+        The target still answers once, usually with an error."""
+        self._write_line(self._frame("cancel", None, token, rid, None), "cancel")
+
+    def answer_tool(self, frame, result=None, error=None, token=Ellipsis):
+        """Answer a run_code `tool` frame with the host's `callback` request
+        (the frame's id, data {"id", "data"|"error"}); it gets no reply."""
+        inner = {"id": frame["id"]}
+        if error is not None:
+            inner["error"] = error
+        else:
+            inner["data"] = result
+        self._write_line(self._frame("callback", inner, token, frame["id"], None),
+                         "callback")
+
+    def _answer_tool(self, frame):
+        try:
+            result, error = self.tool_handler(frame)
+        except Exception as e:  # the handler's failure is the tool's error
+            result, error = None, "tool handler failed: %s" % e
+        try:
+            self.answer_tool(frame, result, error)
+        except GatewayExited:
+            pass
 
     # ---- replies and events ---------------------------------------------
 
@@ -447,6 +605,7 @@ class Gateway:
         return r["error"]
 
     def wait_event(self, pred, timeout=DEFAULT_TIMEOUT, what="event"):
+        """The first event data ({"Type","Cause","Process"}) satisfying pred."""
         deadline = time.monotonic() + timeout
         with self._cond:
             while True:
@@ -463,9 +622,10 @@ class Gateway:
                 self._cond.wait(min(left, 0.5))
 
     def events_for(self, pid):
+        """This process's events, in arrival order."""
         with self._cond:
             return [e for e in self.events
-                    if ((e.get("data") or {}).get("Process") or {}).get("id") == pid]
+                    if (e.get("Process") or {}).get("id") == pid]
 
     # ---- protocol helpers -----------------------------------------------
 
@@ -480,8 +640,10 @@ class Gateway:
         return b
 
     def initialize(self, token=None, timeout=DEFAULT_TIMEOUT * 3, **over):
-        """Initialize (binding fields overridable; None drops one); returns data."""
-        token = token or "tok-" + uuid.uuid4().hex
+        """Initialize (binding fields overridable; None drops one); returns data.
+
+        The token is the host's kind (64 hex) unless given."""
+        token = token or host_token()
         binding = self.make_binding(**over)
         r = self.call("initialize", binding, timeout=timeout, token=token)
         if "error" in r:
@@ -504,16 +666,23 @@ class Gateway:
     def facts(self):
         return ((self.init_reply or {}).get("environment") or {}).get("facts") or {}
 
-    def execute_req(self, tool, args, mode=None, raw_arguments=None, **kw):
-        """Send an execute; returns its id.  args is encoded as a JSON string."""
-        call = {"id": unique("call"),
+    def execute_req(self, tool, args, mode=None, actor=None, attribution=False,
+                    raw_arguments=None, call_extra=None, **kw):
+        """Send an execute the way the host does; returns its id.
+
+        args is encoded as a JSON string (raw_arguments, when given, is sent
+        as it is); actor defaults to the session (the main agent)."""
+        call = {"id": unique("call"), "name": tool,
                 "arguments": raw_arguments if raw_arguments is not None
-                else json.dumps(args)}
-        data = {"tool": tool, "call": call,
-                "executor": {"thread_id": self.session if self.binding else "t",
-                             "agent": "e2e"}}
-        if mode is not None:
-            data["permission_mode"] = mode
+                else json.dumps(args),
+                "kind": "function"}
+        if call_extra:
+            call.update(call_extra)
+        data = {"call": call,
+                "permission_mode": "standard" if mode is None else mode,
+                "actor": actor if actor is not None
+                else (self.session if self.binding else "actor"),
+                "git_attribution_enabled": bool(attribution)}
         return self.request("execute", data, **kw)
 
     def execute(self, tool, args, mode=None, timeout=DEFAULT_TIMEOUT, **kw):
@@ -521,55 +690,64 @@ class Gateway:
         return self.wait_reply(self.execute_req(tool, args, mode, **kw), timeout)
 
     def tool(self, tool, args, mode=None, timeout=DEFAULT_TIMEOUT, **kw):
-        """The ToolResult of an execute that must not be a protocol error."""
+        """The ToolResult of an execute that must not fail (an error reply
+        is a failed tool)."""
         r = self.execute(tool, args, mode, timeout, **kw)
         if "error" in r:
-            raise AssertionError("execute %s %s: protocol error %s"
+            raise AssertionError("execute %s %s failed: %s"
                                  % (tool, json.dumps(args)[:300], r["error"]))
-        res = r["data"]
-        if not isinstance(res, dict) or not isinstance(res.get("content"), str) \
-                or not isinstance(res.get("is_error"), bool):
-            raise AssertionError("not a ToolResult: %s" % json.dumps(res)[:500])
-        return res
+        check_result(r["data"])
+        return r["data"]
 
     def tool_ok(self, tool, args, mode=None, **kw):
+        """tool(), also refusing a result marked is_error (the host's worker
+        reports failures as error replies, so is_error is never expected)."""
         res = self.tool(tool, args, mode, **kw)
-        if res["is_error"]:
+        if res.get("is_error"):
             raise AssertionError("%s %s: is_error: %s"
-                                 % (tool, json.dumps(args)[:300], res["content"][:1000]))
+                                 % (tool, json.dumps(args)[:300], json.dumps(res)[:1000]))
         return res
 
+    def view(self, tool, args, mode=None, **kw):
+        """The tool's JSON view: json.loads of the result's single text part
+        (a View, with .result and .structured)."""
+        return view_of(self.tool_ok(tool, args, mode, **kw))
+
     def tool_error(self, tool, args, mode=None, **kw):
-        """The protocol error string of an execute that must be refused."""
+        """The error string of an execute that must be refused."""
         r = self.execute(tool, args, mode, **kw)
         if "error" not in r:
-            raise AssertionError("execute %s %s: expected a protocol error, got %s"
+            raise AssertionError("execute %s %s: expected an error reply, got %s"
                                  % (tool, json.dumps(args)[:300],
                                     json.dumps(r.get("data"))[:500]))
         return r["error"]
 
     def sh(self, command, mode=None, **args):
-        """run_command with a shell string; the ToolResult."""
+        """bash with a command string; its view (exit_code, output, ...)."""
         a = {"command": command}
         a.update(args)
-        return self.tool("run_command", a, mode)
+        return self.view("bash", a, mode)
 
     def sh_ok(self, command, mode=None, **args):
-        res = self.sh(command, mode, **args)
-        if res["is_error"] or res["metadata"].get("exit_code") != 0:
-            raise AssertionError("command %r failed: %s %s"
-                                 % (command, json.dumps(res["metadata"]),
-                                    res["content"][:1000]))
-        return res["content"]
+        """The output (stdout and stderr) of a bash command that must exit 0."""
+        v = self.sh(command, mode, **args)
+        if v.get("exit_code") != 0:
+            raise AssertionError("command %r failed: exit %s, output %s"
+                                 % (command, v.get("exit_code"),
+                                    str(v.get("output"))[:1000]))
+        return v["output"]
 
-    def write(self, path, content):
-        return self.tool_ok("write_file", {"path": path, "content": content})
+    def write(self, path, content, **args):
+        """write_file; its view."""
+        a = {"path": path, "content": content}
+        a.update(args)
+        return self.view("write_file", a)
 
     def env_count_matching(self, regex):
         """Processes inside the environment whose command line matches regex.
 
         Scans /proc with plain shell tools (no pgrep needed).  The pattern
-        should not match itself (use the bracket trick, marker_seconds()).
+        should not match itself (use the bracket trick, Marker.regex).
         """
         out = self.sh_ok(
             "cat /proc/[0-9]*/cmdline 2>/dev/null | tr '\\000' ' ' "
@@ -578,29 +756,39 @@ class Gateway:
 
     # ---- processes -----------------------------------------------------
 
-    def start(self, command=None, argv=None, **kw):
-        data = dict(kw)
-        if command is not None:
-            data["command"] = command
-        if argv is not None:
-            data["argv"] = argv
-        return self.ok("process/start", data)
+    def start(self, command, mode=None, **bash_args):
+        """Start a managed process with bash run_in_background; its record
+        (the view without its "action":"start")."""
+        a = {"command": command, "run_in_background": True}
+        a.update(bash_args)
+        v = self.view("bash", a, mode)
+        if v.get("action") != "start" or not str(v.get("id", "")).startswith("proc-"):
+            raise AssertionError("bash run_in_background: not a started record: %s"
+                                 % json.dumps(v)[:500])
+        rec = dict(v)
+        del rec["action"]
+        return rec
 
-    def read(self, pid, offset=0, max_bytes=0, wait_ns=0, min_dwell_ns=0,
+    def read(self, pid, offset=None, max_bytes=0, wait_ns=0, min_dwell_ns=0,
              timeout=DEFAULT_TIMEOUT):
-        return self.ok("process/read", {"id": pid, "OffsetBytes": offset,
-                                        "MaxBytes": max_bytes, "Wait": wait_ns,
-                                        "MinDwell": min_dwell_ns}, timeout)
+        """process/read's OutputSnapshot; offset None reads the tail."""
+        return self.ok("process/read", {"id": pid, "options": {
+            "MaxBytes": max_bytes, "OffsetBytes": offset,
+            "Wait": wait_ns, "MinDwell": min_dwell_ns}}, timeout)
+
+    def stop(self, pid, timeout=DEFAULT_TIMEOUT):
+        """process/stop; the final record."""
+        return self.ok("process/stop", {"id": pid}, timeout)
 
     def wait_ended(self, pid, timeout=30.0):
         """Poll until the process has ended; its final record."""
         deadline = time.monotonic() + timeout
         while True:
             rec = self.ok("process/get", {"id": pid})
-            if rec.get("status") != "running":
+            if rec.get("status") in END_STATUSES:
                 return rec
             if time.monotonic() > deadline:
-                raise AssertionError("process %s still running after %.1f s: %s"
+                raise AssertionError("process %s still live after %.1f s: %s"
                                      % (pid, timeout, json.dumps(rec)))
             time.sleep(0.05)
 
@@ -613,7 +801,7 @@ class Gateway:
             r = self.read(pid, offset=off, wait_ns=SEC)
             parts.append(r["Output"])
             off = r["EndOffset"]
-            ended = r["Process"]["status"] != "running"
+            ended = r["Process"]["status"] in END_STATUSES
             if ended and off >= r["TotalBytes"]:
                 return "".join(parts), r
             if time.monotonic() > deadline:
@@ -681,6 +869,45 @@ class Gateway:
         shutil.rmtree(self._xdg, ignore_errors=True)
         if self._own_state:
             shutil.rmtree(self.state_dir, ignore_errors=True)
+
+
+def check_result(res):
+    """Fail unless res has the host's ToolResult shape: content an array of
+    at most 128 typed parts, only the ToolResult's keys."""
+    if not isinstance(res, dict) or set(res) - RESULT_KEYS:
+        raise AssertionError("not a ToolResult: %s" % json.dumps(res)[:500])
+    parts = res.get("content", [])
+    if not isinstance(parts, list) or len(parts) > MAX_PARTS or \
+            not all(isinstance(p, dict) and isinstance(p.get("type"), str)
+                    for p in parts):
+        raise AssertionError("ToolResult content is not an array of parts: %s"
+                             % json.dumps(res)[:500])
+    if "is_error" in res and not isinstance(res["is_error"], bool):
+        raise AssertionError("is_error is not a bool: %s" % json.dumps(res)[:500])
+
+
+def text_of(res):
+    """The text of a ToolResult's text parts, joined (the host's projection)."""
+    return "".join(p.get("text", "") for p in res.get("content", [])
+                   if p.get("type") == "text")
+
+
+def view_of(res):
+    """The JSON view a tool returns as its single text part."""
+    parts = res.get("content") or []
+    if len(parts) != 1 or parts[0].get("type") != "text":
+        raise AssertionError("not one text part: %s" % json.dumps(res)[:500])
+    try:
+        v = json.loads(parts[0]["text"])
+    except (KeyError, ValueError) as e:
+        raise AssertionError("the text part is not JSON (%s): %s"
+                             % (e, json.dumps(res)[:500]))
+    if not isinstance(v, dict):
+        raise AssertionError("the view is not an object: %s" % json.dumps(res)[:500])
+    out = View(v)
+    out.result = res
+    out.structured = res.get("structured_content")
+    return out
 
 
 def proc_status(pid, field):
