@@ -222,6 +222,37 @@ class HostSmoke(HostCase):
         environment_end_to_end(self)
 
 
+class EnvironmentBoundaries(HostCase):
+    """The parts of the host's other end-to-end tests that a command
+    backend can take: the forwarded variables and a large frame."""
+
+    def test_environment_boundary(self):
+        """TestDockerMountAndEnvironmentBoundaryEndToEnd, its environment
+        part: a forwarded variable is visible to bash, a variable of the
+        backend's own process is not."""
+        env = self.environment(session="boundary",
+                               environment={"WUU_E2E_VISIBLE": "explicit-value"},
+                               env_extra={"WUU_E2E_HIDDEN": "must-stay-on-host"})
+        res = env.execute("bash", {"command": "printf '%s/%s' \"$WUU_E2E_VISIBLE\" "
+                                              "\"${WUU_E2E_HIDDEN-unset}\""},
+                          actor="boundary")
+        self.assertIn("explicit-value/unset", hd.text_projection(res) + json.dumps(res))
+
+    def test_large_frame_arrives_intact(self):
+        """TestPTYTransportEndToEnd's payload: a write_file of about
+        224 KiB arrives byte for byte."""
+        env = self.environment(session="terminal")
+        content = "payload" * 32768
+        env.execute("write_file", {"path": "large.txt", "content": content},
+                    actor="terminal")
+        res = env.execute("bash", {"command": "wc -c < large.txt; sha256sum large.txt"},
+                          actor="terminal")
+        import hashlib
+        text = hd.text_projection(res) + json.dumps(res)
+        self.assertIn(str(len(content)), text)
+        self.assertIn(hashlib.sha256(content.encode()).hexdigest(), text)
+
+
 # ---- internal/executionenv/client_test.go --------------------------------------
 
 class Transport(HostCase):
@@ -339,6 +370,20 @@ class Transport(HostCase):
         self.assertFalse(c.failed)
         c.call("process/list", None)
 
+    def test_close_ends_the_worker_within_the_hosts_grace(self):
+        """Client.Close: stdin closed, the close grace (3 s; 90 s for the
+        cloud backends), then a kill.  A version-2+ host reports a worker
+        that had to be killed, or exited non-zero, as a cleanup failure:
+        sandgate must be gone by itself, with status 0, inside the grace,
+        with a background process still running."""
+        env = self.environment(session="close-grace")
+        env.execute("bash", {"command": "sleep 60", "run_in_background": True})
+        c = env.client
+        took = env.close()
+        self.assertEqual(c.exit_code(), 0, "the worker was killed or failed (%.1f s): %s"
+                         % (took, c.diagnostic()[-2000:]))
+        self.assertLess(took, env.close_grace)
+
     def test_program_retirement_run_code(self):
         """TestProgramRetirementKeepsProcessControlAvailable with run_code
         (issue 36): a cancelled program fails, the next program and an
@@ -374,6 +419,84 @@ class Transport(HostCase):
             return fn(*a, **kw)
         except CallError as e:
             return e
+
+
+class ProgramTransport(HostCase):
+    """server_test.go's run_code transport tests (issue 36)."""
+
+    def test_worker_transport_program_cancellation(self):
+        """TestWorkerTransportProgramCancellation."""
+        env = self.environment(session="program-cancellation")
+        self.require_run_code(env)
+        cases = (("caller_cancellation", "await tools.wait({})", 0, True),
+                 ("caller_cancellation_busy_guest", "tools.wait({}); for (;;) {}", 0, True),
+                 ("explicit_timeout", "await tools.wait({})", 1000, False),
+                 ("unawaited_call_cleanup",
+                  "tools.wait({}); await tools.ready({}); return 7;", 0, False))
+        for name, code, timeout_ms, cancel in cases:
+            with self.subTest(name):
+                entered, stopped = threading.Event(), threading.Event()
+
+                def handler(cctx, call, entered=entered, stopped=stopped):
+                    if call.get("name") == "wait":
+                        entered.set()
+                        cctx.wait()
+                        stopped.set()
+                        raise CallError("context canceled")
+                    if call.get("name") == "ready":
+                        while not entered.is_set() and not cctx.done:
+                            time.sleep(0.01)
+                        if cctx.done:
+                            raise CallError("context canceled")
+                        return {"content": [{"type": "text", "text": "ready"}]}
+                    raise CallError("unexpected callback %r" % call.get("name"))
+
+                ctx = Ctx()
+                box = []
+
+                def go():
+                    try:
+                        box.append(env.run_code(code, tools=[{"name": "wait"}, {"name": "ready"}],
+                                                handler=handler, actor="a", mode="unconfined",
+                                                timeout_ms=timeout_ms, ctx=ctx))
+                    except CallError as e:
+                        box.append(e)
+
+                t = threading.Thread(target=go)
+                t.start()
+                self.assertTrue(entered.wait(10 * SLACK), "host callback did not start")
+                if cancel:
+                    ctx.cancel()
+                t.join(10 * SLACK)
+                self.assertFalse(t.is_alive(), "program did not finish")
+                if cancel:
+                    self.assertIsInstance(box[0], Canceled)
+                elif timeout_ms:
+                    self.assertEqual(box[0].get("Error"), "context deadline exceeded")
+                else:
+                    self.assertEqual((box[0].get("Error") or "", box[0].get("Value")), ("", 7))
+                self.assertTrue(stopped.wait(10 * SLACK), "host callback outlived its program scope")
+                nxt = env.run_code("return 9", actor="a", mode="unconfined", ctx=Ctx(10 * SLACK))
+                self.assertEqual((nxt.get("Error") or "", nxt.get("Value")), ("", 9))
+
+    def test_worker_transport_state_is_actor_scoped_and_volatile(self):
+        """TestWorkerTransportStateIsActorScopedAndVolatile."""
+        env = self.environment(session="state-conversation")
+        self.require_run_code(env)
+
+        def run(e, actor, code, want, failed):
+            r = e.run_code(code, actor=actor, mode="unconfined", ctx=Ctx(10 * SLACK))
+            self.assertEqual(bool(r.get("Error")), failed, json.dumps(r))
+            if not failed:
+                self.assertEqual(r.get("Value"), want, json.dumps(r))
+
+        run(env, "root", 'store("checkpoint",{done:2}); return true;', True, False)
+        run(env, "child", 'return typeof load("checkpoint");', "undefined", False)
+        run(env, "root", 'store("checkpoint",3); throw new Error("failed");', None, True)
+        run(env, "root", 'return load("checkpoint");', {"done": 2}, False)
+        env.close()
+        again = self.environment(session="state-conversation", store=env.store)
+        run(again, "root", 'return typeof load("checkpoint");', "undefined", False)
 
 
 # ---- the driver itself, against a scripted worker -------------------------------
@@ -463,6 +586,14 @@ class HostDriverFidelity(unittest.TestCase):
                                                     "id": "cb1", "data": {"content": [
                                                         {"type": "text", "text": "ok"}]}}})
         self.assertEqual(events[0]["Type"], "started")
+
+    def test_a_frame_over_16_mib_is_not_written_and_ends_the_client(self):
+        c, log = self.worker({"hello": ['{"id":"$ID","data":{}}']})
+        c.call("hello", None)
+        with self.assertRaises(CallError) as cm:
+            c.call("hello", {"x": "y" * hd.MAX_FRAME_BYTES})
+        self.assertIn("exceeds transport limit", str(cm.exception))
+        self.assertTrue(c.failed)
 
     @staticmethod
     def _swallow(fn, *a):
