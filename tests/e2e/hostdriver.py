@@ -182,6 +182,8 @@ def go_decode(value, schema, where="value"):
     ignored; names match case-insensitively, as Go's do).  null is accepted
     everywhere (Go leaves the zero value).  Raises _GoDecodeError.
     """
+    if value is MISSING:
+        raise _GoDecodeError("unexpected end of JSON input")
     if value is None or schema == "any":
         return
     kind = _go_type_name(value)
@@ -268,6 +270,31 @@ _PART_TYPES = ("text", "image", "audio", "file", "resource", "resource_link")
 
 def _reject_constant(name):
     raise ValueError("invalid character in JSON: %s" % name)
+
+
+def _fold(obj, schema):
+    """obj with its keys spelled as the struct's fields, as Go matches
+    names (an exact match first, else one that differs only in case)."""
+    out = {}
+    fold = {k.lower(): k for k in schema}
+    for k, v in obj.items():
+        if k in schema:
+            out[k] = v
+    for k, v in obj.items():
+        name = fold.get(k.lower())
+        if k not in schema and name is not None and name not in out:
+            out[name] = v
+    return out
+
+
+class _Missing:
+    """A reply without data (Go's nil RawMessage, which no struct decodes)."""
+
+    def __repr__(self):
+        return "MISSING"
+
+
+MISSING = _Missing()
 
 
 def go_unmarshal(text, schema, where="value"):
@@ -424,14 +451,14 @@ class Client:
                 break
             if not isinstance(resp, dict):
                 continue  # a JSON null decodes to an empty response, dropped
-            self._dispatch(resp)
+            self._dispatch(_fold(resp, RESPONSE))
         self._finish(too_long)
 
     def _dispatch(self, resp):
         method = resp.get("method") or ""
         if method == "process":
             if self.event is not None:
-                self.event(resp.get("data"))
+                self.event(resp.get("data", MISSING))
             return
         if method == "tool":
             parent = resp.get("parent_id") or ""
@@ -455,7 +482,10 @@ class Client:
             reply["error"] = "parent execution scope is closed"
         else:
             try:
-                data = handler(ctx, callback.get("data"))
+                raw = callback.get("data", MISSING)
+                if raw is MISSING:
+                    raise CallError("unexpected end of JSON input")
+                data = handler(ctx, raw)
                 if data is not None:
                     reply["data"] = data
             except Exception as e:  # the handler's error goes back as text
@@ -596,7 +626,7 @@ class Client:
                     raise ctx.err()
         if resp.get("error"):
             raise CallError(resp["error"])
-        return resp.get("data")
+        return resp.get("data", MISSING)
 
     def _send_cancel(self, rid):
         try:
