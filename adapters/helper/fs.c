@@ -50,7 +50,9 @@
 
 #include "base/fsutil.h"
 #include "base/jw.h"
+#include "base/hex.h"
 #include "base/limits.h"
+#include "base/sha256.h"
 #include "base/utf8.h"
 #include "../path.h"
 
@@ -203,15 +205,88 @@ sg_err sg_fs_args_done(struct fs *c, int min, int max)
 			  sg_fs_errstr(e));
 }
 
+/*
+ * Unconfined, where the helper runs inside the environment: path is
+ * resolved from the environment's "/" as the environment sees it, and
+ * rel is then relative to root, with ".." components when it lies
+ * outside (sg_fs_open_rel() opens such a path without the beneath rule,
+ * which unconfined mode lifts).
+ */
+static sg_err resolve_anywhere(struct fs *c, const char *path, enum sg_path_mode m,
+			       struct sg_buf *rel)
+{
+	struct sg_buf abs = SG_BUF_INIT(2 * SG_PATH_MAX + 2), got = SG_BUF_INIT(SG_PATH_MAX);
+	const char *in = c->root + 1; /* root relative to "/" */
+	size_t inlen = strlen(in);
+	sg_err rc;
+
+	if (path && path[0] == '/')
+		rc = sg_buf_adds(&abs, path);
+	else
+		rc = sg_buf_addf(&abs, "%s/%s", c->root, path ? path : ".");
+	if (rc) {
+		rc = sg_err_set(&c->err, SG_E_INVALID_ARGUMENT, "the path is too long");
+		goto out;
+	}
+	rc = sg_path_resolve("/", "/", abs.p, m, &got, &c->err);
+	if (rc)
+		goto out;
+	sg_buf_reset(rel);
+	if (!inlen || (got.len >= inlen && !memcmp(got.p, in, inlen) &&
+		       (got.len == inlen || got.p[inlen] == '/'))) {
+		size_t skip = !inlen ? 0 : got.len == inlen ? inlen : inlen + 1;
+
+		rc = sg_buf_add(rel, got.p + skip, got.len - skip);
+		goto out;
+	}
+	/* One ".." per component of root, then the path from "/". */
+	for (const char *p = in; *p && !rc; p += strcspn(p, "/"), p += *p == '/')
+		rc = sg_buf_adds(rel, rel->len ? "/.." : "..");
+	if (!rc && got.len)
+		rc = sg_buf_addf(rel, "/%s", got.p);
+	if (rc)
+		rc = sg_err_set(&c->err, SG_E_INVALID_ARGUMENT, "%s: the path is too long", path);
+out:
+	sg_buf_release(&abs);
+	sg_buf_release(&got);
+	return rc;
+}
+
 sg_err sg_fs_resolve(struct fs *c, const char *path, enum sg_path_mode m,
 		      struct sg_buf *rel)
 {
-	return sg_path_resolve(c->root, c->host_root, path, m, rel, &c->err);
+	sg_err rc;
+
+	if (c->unconfined && !c->on_host)
+		return resolve_anywhere(c, path, m, rel);
+	rc = sg_path_resolve(c->root, c->host_root, path, m, rel, &c->err);
+	/*
+	 * In-process on this host, the environment's files outside its root
+	 * are this host's: unconfined mode does not reach them.
+	 */
+	if (rc == SG_E_PATH_ESCAPE && c->unconfined) {
+		sg_err_clear(&c->err);
+		rc = sg_err_set(&c->err, SG_E_PERMISSION,
+				"%s lies outside the workspace root; unconfined mode lifts "
+				"confinement inside the environment, but this environment's "
+				"files outside its root are the host's, which sandgate never "
+				"reaches", path);
+	}
+	return rc;
+}
+
+/* Whether a resolved rel leaves root (unconfined only). */
+static bool rel_outside(const struct sg_buf *rel)
+{
+	return rel->len >= 2 && rel->p[0] == '.' && rel->p[1] == '.' &&
+	       (rel->len == 2 || rel->p[2] == '/');
 }
 
 /* A resolved path opened beneath root; see sg_path_openat(). */
 int sg_fs_open_rel(struct fs *c, const struct sg_buf *rel, int flags)
 {
+	if (c->unconfined && rel_outside(rel))
+		return openat(c->rootfd, rel->p, flags | O_NOFOLLOW | O_CLOEXEC);
 	return sg_path_openat(c->rootfd, rel->len ? rel->p : "", flags);
 }
 
@@ -219,6 +294,12 @@ int sg_fs_open_rel(struct fs *c, const struct sg_buf *rel, int flags)
 int sg_fs_open_parent(struct fs *c, const struct sg_buf *rel,
 		       const char **name)
 {
+	if (c->unconfined && rel_outside(rel)) {
+		char parent[SG_PATH_MAX + 1];
+
+		*name = sg_fs_split_rel(rel->p, parent, sizeof(parent));
+		return openat(c->rootfd, parent, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	}
 	return sg_path_openat_parent(c->rootfd, rel->len ? rel->p : "", name);
 }
 
@@ -435,38 +516,493 @@ static sg_err b64_decode(const char *s, size_t n, struct sg_buf *o)
 	return SG_OK;
 }
 
-/* ---- read ---- */
+/* ---- the workspace revision ---- */
 
-static long long count_newlines(const char *s, size_t n)
+/*
+ * The host's workspace revision for a tree that is not read through git:
+ * "fs:worktree:" and the first 16 hex digits of a SHA-256 over the tree's
+ * files in walk order (each directory's names sorted), each recorded as
+ * "file\t<path>\t<size>\t<sha256 of its first REV_FILE_BYTES>\n", links
+ * as "symlink\t<path>\t<target>\n", anything else as "special\t<path>\n",
+ * then a summary line.  Skipped: dot directories and the dependency and
+ * cache directories the host skips.  The walk stops counting past
+ * REV_FILES files or REV_BYTES bytes hashed (the summary says truncated),
+ * and gives up after REV_DEADLINE_MS, when the revision is "" as the
+ * host's is.  No git runs here: the helper may run in-process on the
+ * host, where a repository's configuration must never run a program.
+ */
+#define REV_FILES 5000
+#define REV_BYTES ((long long)(32 * SG_MiB))
+#define REV_FILE_BYTES ((long long)SG_MiB)
+#define REV_DEADLINE_MS 500
+/* Directory levels the walk descends; deeper ones count as truncated. */
+#define REV_DEPTH 128
+
+struct rev {
+	struct fs *c;
+	struct sg_sha256 h;
+	struct relpath path;
+	char *chunk;
+	long long files, bytes;
+	int64_t deadline_ms;
+	bool truncated, late, stop;
+};
+
+static int64_t mono_ms(void)
 {
-	const char *p = s, *end = s + n;
-	long long count = 0;
+	struct timespec ts;
 
-	while ((p = memchr(p, '\n', (size_t)(end - p))) != NULL) {
-		count++;
-		p++;
-	}
-	return count;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-static sg_err read_base64(struct fs *c, int fd, const struct sg_buf *rel,
-			  int64_t max)
+static bool rev_skipped_dir(const char *name)
 {
-	struct sg_buf data = SG_BUF_INIT((size_t)max);
-	long long lines;
-	sg_err rc = slurp(c, fd, c->pos[0], &data);
+	static const char *const skip[] = { "node_modules", "vendor", "__pycache__", NULL };
 
+	if (name[0] == '.')
+		return true;
+	for (int i = 0; skip[i]; i++)
+		if (strcmp(name, skip[i]) == 0)
+			return true;
+	return false;
+}
+
+static void rev_line(struct rev *r, const char *kind, const char *tail)
+{
+	sg_sha256_update(&r->h, kind, strlen(kind));
+	sg_sha256_update(&r->h, "\t", 1);
+	sg_sha256_update(&r->h, r->path.p, r->path.len);
+	sg_sha256_update(&r->h, tail, strlen(tail));
+}
+
+/* One regular file: its size and the digest of its head. */
+static void rev_file(struct rev *r, int dirfd, const char *name, const struct stat *st)
+{
+	long long want = REV_BYTES - r->bytes, got = 0;
+	int fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	struct sg_sha256 fh;
+	char hex[2 * SG_SHA256_LEN + 1], tail[128];
+
+	if (want > REV_FILE_BYTES)
+		want = REV_FILE_BYTES;
+	if (fd < 0) {
+		snprintf(tail, sizeof(tail), "\tunreadable\t%lld\n", (long long)st->st_size);
+		rev_line(r, "file", tail);
+		return;
+	}
+	r->files++;
+	sg_sha256_init(&fh);
+	while (got < want) {
+		size_t ask = want - got < (long long)FS_CHUNK ? (size_t)(want - got) : FS_CHUNK;
+		ssize_t n = read(fd, r->chunk, ask);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		sg_sha256_update(&fh, r->chunk, (size_t)n);
+		got += n;
+	}
+	close(fd);
+	r->bytes += got;
+	if (got < (long long)st->st_size)
+		r->truncated = true;
+	sg_sha256_final_hex(&fh, hex);
+	snprintf(tail, sizeof(tail), "\t%lld\t%s\n", (long long)st->st_size, hex);
+	rev_line(r, "file", tail);
+}
+
+static void rev_walk(struct rev *r, int dirfd, int level)
+{
+	struct names ns;
+
+	if (sg_fs_names_read(dirfd, true, NULL, REV_FILES + 1, &ns))
+		return;
+	if (ns.more)
+		r->truncated = true;
+	for (size_t i = 0; i < ns.n && !r->stop; i++) {
+		const char *name = ns.v[i];
+		struct stat st;
+		size_t saved;
+
+		if (sg_cancel_check(r->c->cancel) || mono_ms() > r->deadline_ms) {
+			r->late = r->stop = true;
+			break;
+		}
+		if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
+		    !sg_fs_rp_push(&r->path, name, &saved))
+			continue;
+		if (S_ISDIR(st.st_mode) && !rev_skipped_dir(name)) {
+			int sub = level < REV_DEPTH ? openat(dirfd, name, O_PATH | O_DIRECTORY |
+							     O_NOFOLLOW | O_CLOEXEC) : -1;
+
+			if (level >= REV_DEPTH)
+				r->truncated = true;
+			if (sub >= 0) {
+				rev_walk(r, sub, level + 1);
+				close(sub);
+			}
+		} else if (S_ISLNK(st.st_mode)) {
+			char target[SG_PATH_MAX + 1];
+			ssize_t tl = readlinkat(dirfd, name, target, SG_PATH_MAX);
+
+			target[tl > 0 ? tl : 0] = '\0';
+			sg_sha256_update(&r->h, "symlink\t", 8);
+			sg_sha256_update(&r->h, r->path.p, r->path.len);
+			sg_sha256_update(&r->h, "\t", 1);
+			sg_sha256_update(&r->h, target, strlen(target));
+			sg_sha256_update(&r->h, "\n", 1);
+		} else if (S_ISREG(st.st_mode)) {
+			if (r->files >= REV_FILES || r->bytes >= REV_BYTES) {
+				r->truncated = r->stop = true;
+			} else {
+				rev_file(r, dirfd, name, &st);
+			}
+		} else if (!S_ISDIR(st.st_mode)) {
+			rev_line(r, "special", "\n");
+		}
+		sg_fs_rp_pop(&r->path, saved);
+	}
+	sg_fs_names_free(&ns);
+}
+
+sg_err sg_fs_revision(struct fs *c, char out[SG_FS_REVISION_SIZE])
+{
+	struct rev *r = calloc(1, sizeof(*r));
+	unsigned char md[SG_SHA256_LEN];
+	char hex[2 * SG_SHA256_LEN + 1], sum[96];
+	int fd;
+
+	out[0] = '\0';
+	if (!r || !(r->chunk = malloc(FS_CHUNK))) {
+		free(r);
+		return SG_E_INTERNAL;
+	}
+	r->c = c;
+	r->deadline_ms = mono_ms() + REV_DEADLINE_MS;
+	sg_sha256_init(&r->h);
+	fd = openat(c->rootfd, ".", O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (fd >= 0) {
+		rev_walk(r, fd, 1);
+		close(fd);
+	}
+	if (fd >= 0 && !r->late) {
+		snprintf(sum, sizeof(sum), "summary\tfiles=%lld\tbytes=%lld\ttruncated=%s\n",
+			 r->files, r->bytes, r->truncated ? "true" : "false");
+		sg_sha256_update(&r->h, sum, strlen(sum));
+		sg_sha256_final(&r->h, md);
+		sg_hex(md, 8, hex);
+		memcpy(out, "fs:worktree:", 12);
+		memcpy(out + 12, hex, 17);
+	}
+	free(r->chunk);
+	free(r);
+	return SG_OK;
+}
+
+sg_err sg_fs_kv_revision(struct fs *c)
+{
+	char rev[SG_FS_REVISION_SIZE];
+	sg_err rc = sg_fs_revision(c, rev);
+
+	return rc ? rc : sg_fs_kv_str(c->out, "workspace_revision", rev);
+}
+
+/* fs revision: {"ok":true,"workspace_revision":...} for the tools that
+ * change the tree through a command (bash, git). */
+static sg_err fs_revision(struct fs *c)
+{
+	sg_err rc = sg_fs_args_done(c, 0, 0);
+
+	if (!rc)
+		rc = sg_reply_ok(c->out);
+	if (!rc)
+		rc = sg_fs_kv_revision(c);
+	if (!rc)
+		rc = sg_reply_end(c->out);
+	return rc;
+}
+
+/* ---- the host's sensitive paths ---- */
+
+/* Source files whose names only mention credentials or secrets. */
+static bool source_suffix(const char *part)
+{
+	static const char *const ext[] = { ".c", ".cc", ".cpp", ".cs", ".go", ".h", ".hpp",
+		".java", ".js", ".jsx", ".kt", ".m", ".mjs", ".mm", ".php", ".py", ".rb", ".rs",
+		".scala", ".svelte", ".swift", ".ts", ".tsx", ".vue", ".cjs", NULL };
+	const char *dot = strrchr(part, '.');
+
+	if (!dot || dot == part || !dot[1])
+		return false;
+	for (int i = 0; ext[i]; i++)
+		if (strcmp(dot, ext[i]) == 0)
+			return true;
+	return false;
+}
+
+const char *sg_fs_sensitive(const char *path)
+{
+	char part[NAME_MAX + 3];
+	const char *p = path;
+
+	while (*p) {
+		size_t n = strcspn(p, "/"), k = 0;
+		bool last = p[n] == '\0';
+		const char *s = p, *e = p + n;
+
+		/* The host trims quotes around each component. */
+		while (s < e && (*s == '"' || *s == '\''))
+			s++;
+		while (e > s && (e[-1] == '"' || e[-1] == '\''))
+			e--;
+		for (; s < e && k < sizeof(part) - 1; s++)
+			part[k++] = (char)((*s >= 'A' && *s <= 'Z') ? *s - 'A' + 'a' : *s);
+		part[k] = '\0';
+		if (!strcmp(part, ".git") || !strcmp(part, ".hg") || !strcmp(part, ".svn"))
+			return "version-control metadata";
+		if (!strcmp(part, ".wuu") || !strcmp(part, ".wuu-state") || !strcmp(part, ".wuu-home"))
+			return "wuu runtime state";
+		if (strstr(part, ".env"))
+			return ".env file";
+		if (!strcmp(part, ".netrc"))
+			return ".netrc credentials";
+		if (!strcmp(part, ".npmrc") || !strcmp(part, ".pypirc") || !strcmp(part, ".pgpass"))
+			return "credential configuration";
+		if ((strstr(part, "credential") || strstr(part, "secret")) &&
+		    (!last || !source_suffix(part)))
+			return "credential or secret path";
+		if (!strcmp(part, "id_rsa") || !strcmp(part, "id_ed25519") || !strcmp(part, "id_ecdsa"))
+			return "SSH private key";
+		if (strstr(part, "private") && strstr(part, "key"))
+			return "private key path";
+		p += n;
+		while (*p == '/')
+			p++;
+	}
+	return NULL;
+}
+
+bool sg_fs_app_credential(const char *dir, const char *name)
+{
+	static const char *const names[] = { "auth.json", "credentials.json", "remote.json",
+					     "phone.json", NULL };
+	size_t n = strlen(dir);
+	bool home = (n >= 5 && strcmp(dir + n - 5, "/.wuu") == 0) || strcmp(dir, ".wuu") == 0;
+
+	for (int i = 0; home && names[i]; i++)
+		if (strcmp(name, names[i]) == 0)
+			return true;
+	return false;
+}
+
+void sg_fs_display(struct fs *c, const struct sg_buf *rel, struct sg_buf *out)
+{
+	sg_buf_reset(out);
+	if (rel->len >= 2 && rel->p[0] == '.' && rel->p[1] == '.') {
+		/* Outside root (unconfined): the absolute path, as the host shows it. */
+		struct sg_buf joined = SG_BUF_INIT(2 * SG_PATH_MAX + 2);
+
+		if (!sg_buf_addf(&joined, "%s/%s", c->root, rel->p) &&
+		    sg_path_normalize(joined.p, out) == SG_OK) {
+			sg_buf_release(&joined);
+			return;
+		}
+		sg_buf_release(&joined);
+		sg_buf_reset(out);
+	}
+	if (sg_buf_add(out, rel->len ? rel->p : ".", rel->len ? rel->len : 1))
+		sg_buf_reset(out);
+}
+
+/* ---- read ---- */
+
+/*
+ * fs read: the host's read_file, one helper step.  A text file is read
+ * once from start to end: every byte is hashed (content_sha256 is the
+ * whole file's), lines are counted, and the lines of the window
+ * [offset, offset + limit) are kept, each without its newline and one
+ * carriage return.  An image (PNG, JPEG, GIF, WebP by their first bytes)
+ * comes back whole as base64 with its dimensions.
+ */
+/* The host's limit on a read without `limit`, and on an image. */
+#define READ_MAX_FILE ((long long)(256 * SG_KiB))
+#define READ_MAX_IMAGE ((long long)(20 * SG_MiB))
+#define READ_MAX_PIXELS 40000000ULL
+/* The host's inline attachment limit for an image's bytes. */
+#define READ_MAX_INLINE ((long long)(2 * SG_MiB))
+/* What the host sniffs and what it looks at for a NUL. */
+#define READ_SNIFF 512
+/*
+ * The bytes a window's lines may hold when a limit is given: twice them
+ * go into the reply (numbered, and plain for programs), escaped twice.
+ */
+#define READ_MAX_SELECTED ((long long)SG_TOOL_OUTPUT)
+
+struct image {
+	const char *mime;
+	unsigned long long w, h;
+	bool animated;
+};
+
+static unsigned be16(const unsigned char *p) { return (unsigned)p[0] << 8 | p[1]; }
+static unsigned le16(const unsigned char *p) { return (unsigned)p[1] << 8 | p[0]; }
+static unsigned long be32(const unsigned char *p)
+{
+	return (unsigned long)p[0] << 24 | (unsigned long)p[1] << 16 | (unsigned long)p[2] << 8 | p[3];
+}
+
+/* What the host's content sniffing calls an image, from the first bytes. */
+static const char *image_mime(const unsigned char *b, size_t n)
+{
+	if (n >= 8 && !memcmp(b, "\211PNG\r\n\032\n", 8))
+		return "image/png";
+	if (n >= 3 && !memcmp(b, "\377\330\377", 3))
+		return "image/jpeg";
+	if (n >= 6 && (!memcmp(b, "GIF87a", 6) || !memcmp(b, "GIF89a", 6)))
+		return "image/gif";
+	if (n >= 14 && !memcmp(b, "RIFF", 4) && !memcmp(b + 8, "WEBPVP", 6))
+		return "image/webp";
+	if (n >= 2 && !memcmp(b, "BM", 2))
+		return "image/bmp";
+	if (n >= 4 && !memcmp(b, "\0\0\1\0", 4))
+		return "image/x-icon";
+	return NULL;
+}
+
+/* A GIF's frames: more than one image descriptor makes it animated. */
+static bool gif_dims(const unsigned char *b, size_t n, struct image *im)
+{
+	size_t i = 13, frames = 0;
+
+	if (n < 13)
+		return false;
+	im->w = le16(b + 6), im->h = le16(b + 8);
+	if (b[10] & 0x80)
+		i += 3u << ((b[10] & 7) + 1);
+	while (i < n && b[i] != 0x3b) {
+		if (b[i] == 0x2c) {
+			if (i + 10 > n)
+				return false;
+			frames++;
+			i += 10 + ((b[i + 9] & 0x80) ? 3u << ((b[i + 9] & 7) + 1) : 0) + 1;
+		} else if (b[i] == 0x21) {
+			i += 2;
+		} else {
+			return false;
+		}
+		while (i < n && b[i])
+			i += b[i] + 1u;
+		i++;
+	}
+	im->animated = frames > 1;
+	return frames > 0;
+}
+
+static bool jpeg_dims(const unsigned char *b, size_t n, struct image *im)
+{
+	for (size_t i = 2; i + 9 < n;) {
+		unsigned marker;
+
+		if (b[i] != 0xff)
+			return false;
+		marker = b[i + 1];
+		if (marker == 0xff) {
+			i++;
+			continue;
+		}
+		if (marker >= 0xc0 && marker <= 0xcf && marker != 0xc4 && marker != 0xc8 &&
+		    marker != 0xcc) {
+			im->h = be16(b + i + 5), im->w = be16(b + i + 7);
+			return true;
+		}
+		i += 2 + be16(b + i + 2);
+	}
+	return false;
+}
+
+static bool webp_dims(const unsigned char *b, size_t n, struct image *im)
+{
+	if (n >= 30 && !memcmp(b + 12, "VP8 ", 4)) {
+		im->w = le16(b + 26) & 0x3fff, im->h = le16(b + 28) & 0x3fff;
+		return true;
+	}
+	if (n >= 25 && !memcmp(b + 12, "VP8L", 4)) {
+		unsigned long v = b[21] | (unsigned long)b[22] << 8 | (unsigned long)b[23] << 16 |
+				  (unsigned long)b[24] << 24;
+
+		im->w = (v & 0x3fff) + 1, im->h = (v >> 14 & 0x3fff) + 1;
+		return true;
+	}
+	if (n >= 30 && !memcmp(b + 12, "VP8X", 4)) {
+		im->w = 1 + (b[24] | (unsigned long)b[25] << 8 | (unsigned long)b[26] << 16);
+		im->h = 1 + (b[27] | (unsigned long)b[28] << 8 | (unsigned long)b[29] << 16);
+		im->animated = (b[20] & 0x02) != 0;
+		return true;
+	}
+	return false;
+}
+
+static bool image_dims(const unsigned char *b, size_t n, struct image *im)
+{
+	if (!strcmp(im->mime, "image/png"))
+		return n >= 24 && !memcmp(b + 12, "IHDR", 4) &&
+		       (im->w = be32(b + 16), im->h = be32(b + 20), true);
+	if (!strcmp(im->mime, "image/jpeg"))
+		return jpeg_dims(b, n, im);
+	if (!strcmp(im->mime, "image/gif"))
+		return gif_dims(b, n, im);
+	if (!strcmp(im->mime, "image/webp"))
+		return webp_dims(b, n, im);
+	return false;
+}
+
+static sg_err read_image(struct fs *c, int fd, const struct stat *st, const char *mime,
+			 const struct sg_buf *shown)
+{
+	struct sg_buf data = SG_BUF_INIT((size_t)READ_MAX_IMAGE);
+	struct image im = { .mime = mime };
+	sg_err rc;
+
+	if (st->st_size > READ_MAX_IMAGE)
+		return sg_fs_fail(c, "image too large (%lld bytes, max %lld); resize or crop it "
+				  "before reading", (long long)st->st_size, READ_MAX_IMAGE);
+	rc = slurp(c, fd, c->pos[0], &data);
 	if (rc == SG_E_TOO_LARGE)
-		rc = sg_err_set(&c->err, SG_E_TOO_LARGE,
-				"%s is larger than %lld bytes", c->pos[0],
-				(long long)max);
+		rc = sg_fs_fail(c, "image exceeds %lld bytes; resize or crop it before reading",
+				READ_MAX_IMAGE);
 	if (rc)
 		goto out;
-	lines = count_newlines(data.p, data.len) +
-		(data.len && data.p[data.len - 1] != '\n');
+	if (!image_dims((const unsigned char *)data.p, data.len, &im) || im.animated) {
+		rc = sg_fs_fail(c, "cannot decode image: %s; use PNG, JPEG, static GIF, or WebP",
+				im.animated ? "animated images are not supported"
+					    : "unknown or damaged format");
+		goto out;
+	}
+	if (im.w * im.h > READ_MAX_PIXELS) {
+		rc = sg_fs_fail(c, "image dimensions %llux%llu exceed %llu pixels; resize or crop "
+				"it before reading", im.w, im.h, READ_MAX_PIXELS);
+		goto out;
+	}
+	if ((long long)data.len > READ_MAX_INLINE) {
+		rc = sg_fs_fail(c, "normalized image exceeds the %lld-byte tool attachment limit; "
+				"resize or crop it before reading", READ_MAX_INLINE);
+		goto out;
+	}
 	rc = sg_reply_ok(c->out);
 	if (!rc)
-		rc = sg_jw_key(c->out, "content", 0);
+		rc = sg_fs_kv_str(c->out, "kind", "image");
+	if (!rc)
+		rc = sg_fs_kv_strn(c->out, "path", shown->p, shown->len);
+	if (!rc)
+		rc = sg_fs_kv_str(c->out, "media_type", mime);
+	if (!rc)
+		rc = sg_fs_kv_int(c->out, "width", (long long)im.w);
+	if (!rc)
+		rc = sg_fs_kv_int(c->out, "height", (long long)im.h);
+	if (!rc)
+		rc = sg_jw_key(c->out, "data", 0);
 	if (!rc)
 		rc = sg_buf_addc(c->out, '"');
 	if (!rc)
@@ -474,303 +1010,262 @@ static sg_err read_base64(struct fs *c, int fd, const struct sg_buf *rel,
 	if (!rc)
 		rc = sg_buf_addc(c->out, '"');
 	if (!rc)
-		rc = sg_fs_kv_int(c->out, "size", (long long)data.len);
-	if (!rc)
-		rc = sg_fs_kv_int(c->out, "total_lines", lines);
-	if (!rc)
-		rc = sg_fs_kv_bool(c->out, "truncated", false);
-	if (!rc)
-		rc = sg_fs_kv_strn(c->out, "path", rel->p, rel->len);
-	if (!rc)
 		rc = sg_reply_end(c->out);
 out:
 	sg_buf_release(&data);
 	return rc;
 }
 
-/*
- * A read's text, as `content`, or with --raw as `content_bytes` in the
- * JSON line (read_raw_after() then appends the bytes themselves).
- */
-static sg_err read_content(struct fs *c, const char *p, size_t n, bool raw)
-{
-	return raw ? sg_fs_kv_int(c->out, "content_bytes", (long long)n)
-		   : sg_fs_kv_strn(c->out, "content", p, n);
-}
+struct window {
+	int64_t first, limit;     /* limit 0: to the end */
+	long long max;            /* bytes the window's lines may hold */
+	struct sg_buf numbered;   /* "N|text\n" or "|text\n" per line */
+	struct sg_buf text;       /* the lines as they are, newlines kept */
+	struct sg_buf line;       /* the current line, while it is in pieces */
+	long long line_no, shown, kept;
+	bool in_line;             /* the current line has begun */
+};
 
-/*
- * --raw: the text follows the JSON line as it is, so the gateway can
- * escape it once into its reply instead of parsing and re-encoding a
- * megabyte of JSON string.
- */
-static sg_err read_raw_after(struct fs *c, const char *p, size_t n, bool raw)
+/* One whole line of the window (its bytes in w->line): into both views. */
+static sg_err window_line(struct fs *c, struct window *w, bool had_newline)
 {
-	if (raw && (sg_buf_addc(c->out, '\n') || sg_buf_add(c->out, p, n)))
-		return SG_E_TOO_LARGE;
+	size_t n = w->line.len;
+	sg_err rc = SG_OK;
+
+	/* The host drops the newline and a carriage return, twice over. */
+	for (int i = 0; had_newline && i < 2 && n && w->line.p[n - 1] == '\r'; i++)
+		n--;
+	if (w->shown == 0 || w->line_no % 10 == 0)
+		rc = sg_buf_addf(&w->numbered, "%lld", w->line_no);
+	if (!rc)
+		rc = sg_buf_addc(&w->numbered, '|');
+	if (!rc)
+		rc = sg_buf_add(&w->numbered, w->line.p, n);
+	if (!rc)
+		rc = sg_buf_addc(&w->numbered, '\n');
+	if (rc)
+		return sg_fs_fail(c, "selected read range too large (over %lld bytes). Use a "
+				  "lower limit or a later offset to read a smaller portion", w->max);
+	w->shown++;
+	sg_buf_reset(&w->line);
 	return SG_OK;
 }
 
-/*
- * Lines before a read's window are only counted, and a hole (a sparse
- * file's unwritten range, which reads as NUL bytes) holds no newline: move
- * *at, the descriptor's offset, past the hole there, so that an offset
- * beyond the end of a terabyte hole behind a text head costs the text
- * alone.  True when a hole was skipped.  Where SEEK_DATA is not
- * supported (EINVAL), the file is simply read.
- */
-static bool skip_hole(int fd, long long *at)
+/* A piece of a line of the window (the host counts the bytes without the
+ * newline against its cap). */
+static sg_err window_add(struct fs *c, struct window *w, const char *p, size_t n,
+			 bool newline)
 {
-	off_t data = lseek(fd, (off_t)*at, SEEK_DATA);
+	size_t body = n - (newline ? 1 : 0);
 
-	/* ENXIO: no data from *at on, the rest of the file is a hole. */
-	if (data < 0 && errno == ENXIO)
-		data = lseek(fd, 0, SEEK_END);
-	if (data <= (off_t)*at)
-		return false;
-	*at = (long long)data;
-	return true;
+	if (w->kept + (long long)body > w->max ||
+	    sg_buf_add(&w->line, p, body) || sg_buf_add(&w->text, p, n))
+		return sg_fs_fail(c, "selected read range too large (over %lld bytes). Use a "
+				  "lower limit or a later offset to read a smaller portion", w->max);
+	w->kept += (long long)body;
+	return SG_OK;
 }
 
-/*
- * Stream the file once: only the lines of the window [first, end) are
- * kept, up to max bytes (plus a few so that the cut can be moved back to a
- * character boundary), and lines are counted as they pass.  Once the
- * window is complete, reading goes on only to SG_READ_COUNT_MAX bytes in
- * all: a 10-line read of a large file does not scan the whole file.  A
- * count cut short is a lower bound, and the reply says total_lines_partial;
- * size is then the file's size as opened (file_size).
- */
-static sg_err read_text(struct fs *c, int fd, const struct sg_buf *rel,
-			int64_t first, int64_t limit, int64_t max, bool raw,
-			long long file_size)
+static sg_err read_lines(struct fs *c, int fd, struct window *w, struct sg_sha256 *h,
+			 long long *lines)
 {
-	struct sg_buf text = SG_BUF_INIT((size_t)max + 4);
-	int64_t end = limit && limit <= INT64_MAX - first ? first + limit
-							  : INT64_MAX;
-	long long line = 1, size = 0, lines, next = 0;
-	char *chunk = malloc(FS_CHUNK), last = '\n';
-	bool full = false, truncated, partial = false;
-	size_t keep;
-	ssize_t n;
+	char *chunk = malloc(FS_CHUNK);
+	int64_t end = w->limit && w->limit <= INT64_MAX - w->first ? w->first + w->limit : INT64_MAX;
 	sg_err rc = SG_OK;
 
-	if (!chunk) {
-		rc = SG_E_INTERNAL;
-		goto out;
-	}
+	w->line_no = 1;
+	w->in_line = false;
+	if (!chunk)
+		return SG_E_INTERNAL;
 	for (;;) {
+		ssize_t n = read(fd, chunk, FS_CHUNK);
 		const char *p, *e, *nl;
 
-		if ((full || line >= end) && size >= (long long)SG_READ_COUNT_MAX) {
-			partial = size < file_size;
-			break;
-		}
-		if (line < first && skip_hole(fd, &size))
-			last = '\0';
-		n = read(fd, chunk, FS_CHUNK);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0) {
-			rc = sg_fs_fail(c, "%s: %s", c->pos[0], sg_fs_errstr(errno));
-			goto out;
+			rc = sg_fs_fail(c, "read file: %s", sg_fs_errstr(errno));
+			break;
 		}
 		if (n == 0)
 			break;
 		if (sg_cancel_check(c->cancel)) {
 			rc = sg_fs_cancelled(c, "the read");
-			goto out;
+			break;
 		}
-		size += n;
-		last = chunk[n - 1];
-		for (p = chunk, e = chunk + n; p < e; p = nl ? nl + 1 : e) {
-			nl = memchr(p, '\n', (size_t)(e - p));
-			if (line >= first && line < end && !full)
-				full = sg_buf_add_clipped(
-					&text, p, (size_t)((nl ? nl + 1 : e) - p));
-			if (nl)
-				line++;
-		}
-	}
-	lines = line - 1 + (size && last != '\n');
-	keep = text.len > (size_t)max ? sg_utf8_clip(text.p, text.len, (size_t)max)
-				      : text.len;
-	truncated = keep < text.len || (limit && (lines >= end || partial));
-	if (partial)
-		size = file_size;
-	if (truncated) {
-		/*
-		 * Said in the content, where the model reads: the lines shown
-		 * and the offset that reads on (a line cut by the byte cap is
-		 * read again from its start).
-		 */
-		long long whole = count_newlines(text.p, keep);
+		sg_sha256_update(h, chunk, (size_t)n);
+		for (p = chunk, e = chunk + n; p < e && !rc; p = nl ? nl + 1 : e) {
+			bool in = w->line_no >= w->first && w->line_no < end;
 
-		next = first + (whole ? whole : 1);
-		text.len = keep;
-		text.max += 256;
-		if (sg_buf_addf(&text, "%s[truncated: ", keep && text.p[keep - 1] != '\n' ? "\n" : "") ||
-		    (whole ? sg_buf_addf(&text, "lines %lld-%lld shown", (long long)first,
-					 (long long)next - 1)
-			   : sg_buf_addf(&text, "line %lld is longer than %lld bytes, only its "
-					 "head shown (encoding base64 reads the whole file)",
-					 (long long)first, (long long)max)) ||
-		    sg_buf_addf(&text, "; read on with offset=%lld]\n", next))
-			rc = SG_E_INTERNAL;
-		keep = text.len;
+			nl = memchr(p, '\n', (size_t)(e - p));
+			w->in_line = true;
+			if (in)
+				rc = window_add(c, w, p, (size_t)((nl ? nl + 1 : e) - p), nl != NULL);
+			if (!rc && nl && in)
+				rc = window_line(c, w, true);
+			if (nl) {
+				w->line_no++;
+				w->in_line = false;
+			}
+		}
+		if (rc)
+			break;
 	}
-	if (!rc)
-		rc = sg_reply_ok(c->out);
-	if (!rc)
-		rc = read_content(c, text.p, keep, raw);
-	if (!rc && truncated)
-		rc = sg_fs_kv_int(c->out, "next_offset", next);
-	if (!rc)
-		rc = sg_fs_kv_int(c->out, "size", size);
-	if (!rc)
-		rc = sg_fs_kv_int(c->out, "total_lines", lines);
-	if (!rc && partial)
-		rc = sg_fs_kv_bool(c->out, "total_lines_partial", true);
-	if (!rc)
-		rc = sg_fs_kv_bool(c->out, "truncated", truncated);
-	if (!rc)
-		rc = sg_fs_kv_strn(c->out, "path", rel->p, rel->len);
-	if (!rc)
-		rc = sg_reply_end(c->out);
-	if (!rc)
-		rc = read_raw_after(c, text.p, keep, raw);
-out:
+	/* A last line without a newline is a line too. */
+	if (!rc && w->in_line && w->line_no >= w->first && w->line_no < end)
+		rc = window_line(c, w, false);
+	*lines = w->line_no - 1 + (w->in_line ? 1 : 0);
 	free(chunk);
-	sg_buf_release(&text);
 	return rc;
 }
 
-/*
- * What a file that is not text probably is, from its first bytes; NULL
- * when nothing known matches.  Only formats an agent meets in a
- * workspace: build outputs, archives, images, databases.
- */
-static const char *magic_type(const unsigned char *b, size_t n)
+static sg_err read_text(struct fs *c, int fd, const struct stat *st,
+			const struct sg_buf *shown, int64_t first, int64_t limit, bool raw)
 {
-	static const struct {
-		size_t off;
-		const char *sig;
-		size_t len;
-		const char *type;
-	} m[] = {
-		{ 0, "\177ELF", 4, "ELF executable or object" },
-		{ 0, "\211PNG\r\n\032\n", 8, "PNG image" },
-		{ 0, "\377\330\377", 3, "JPEG image" },
-		{ 0, "GIF8", 4, "GIF image" },
-		{ 0, "RIFF", 4, "RIFF media (WebP, WAV, AVI)" },
-		{ 0, "%PDF", 4, "PDF document" },
-		{ 0, "PK\003\004", 4, "zip archive (also jar, wheel, docx)" },
-		{ 0, "\037\213", 2, "gzip-compressed data" },
-		{ 0, "BZh", 3, "bzip2-compressed data" },
-		{ 0, "\3757zXZ", 5, "xz-compressed data" },
-		{ 0, "\050\265\057\375", 4, "zstd-compressed data" },
-		{ 0, "7z\274\257\047\034", 6, "7-zip archive" },
-		{ 257, "ustar", 5, "tar archive" },
-		{ 0, "SQLite format 3", 16, "SQLite database" },
-		{ 0, "\0asm", 4, "WebAssembly module" },
-		{ 0, "\312\376\272\276", 4, "Java class file or Mach-O universal binary" },
-		{ 0, "\317\372\355\376", 4, "Mach-O executable" },
-		{ 0, "MZ", 2, "Windows executable (PE)" },
-		{ 0, "!<arch>\n", 8, "ar archive (static library, .deb)" },
-		{ 0, "\377\376", 2, "UTF-16 (little-endian) text" },
-		{ 0, "\376\377", 2, "UTF-16 (big-endian) text" },
+	struct window w = {
+		.first = first,
+		.limit = limit,
+		.max = limit ? READ_MAX_SELECTED : READ_MAX_FILE,
 	};
-
-	for (size_t i = 0; i < sizeof(m) / sizeof(m[0]); i++)
-		if (n >= m[i].off + m[i].len &&
-		    memcmp(b + m[i].off, m[i].sig, m[i].len) == 0)
-			return m[i].type;
-	return NULL;
-}
-
-/*
- * Is this the head of a binary file?  A NUL byte says so, as for git and
- * grep; so does a head where more than one byte in eight (and at least
- * four) is not part of valid UTF-8 (a Latin-1 text file with a few
- * accents stays text).  A
- * character cut by the end of the head is not held against it.
- */
-static bool looks_binary(const unsigned char *b, size_t n)
-{
-	size_t bad = 0;
-
-	if (memchr(b, '\0', n))
-		return true;
-	for (size_t i = 0; i < n;) {
-		size_t k = sg_utf8_seq(b + i, n - i);
-
-		if (k == 0 && n - i < 4)
-			break;
-		if (k == 0)
-			bad++;
-		i += k ? k : 1;
-	}
-	return bad >= 4 && bad * 8 > n;
-}
-
-/*
- * A binary file's answer: what it is and how to get its bytes, never the
- * bytes as escaped text.  The reply has the text fields (content or,
- * with raw, content_bytes and the text after the line), plus
- * `binary: true` and `type`.
- */
-static sg_err read_binary(struct fs *c, const struct sg_buf *rel, const struct stat *st,
-			  const unsigned char *head, size_t n, int64_t max, bool raw)
-{
-	struct sg_buf text = SG_BUF_INIT(SG_PATH_MAX + 512);
-	const char *type = magic_type(head, n);
-	const char *shown = rel->len ? rel->p : ".";
+	char hex[2 * SG_SHA256_LEN + 1];
+	struct sg_sha256 h;
+	struct stat after;
+	long long lines = 0;
 	sg_err rc;
 
-	if (!type)
-		type = "binary data";
-	rc = sg_buf_addf(&text, "[binary file: %s is %lld bytes of %s, not shown as text. ",
-			 shown, (long long)st->st_size, type);
-	if (!rc && st->st_size <= max)
-		rc = sg_buf_addf(&text, "Its bytes: read_file with \"encoding\": \"base64\", "
-				 "or present_artifact to export it.]\n");
-	else if (!rc)
-		rc = sg_buf_addf(&text, "It is larger than the %lld bytes a read may return "
-				 "as base64: export it with present_artifact.]\n",
-				 (long long)max);
+	sg_buf_init(&w.numbered, (size_t)w.max * 2 + 64);
+	sg_buf_init(&w.text, (size_t)w.max * 2 + 64);
+	sg_buf_init(&w.line, (size_t)w.max + 1);
+	sg_sha256_init(&h);
+	rc = read_lines(c, fd, &w, &h, &lines);
+	if (rc)
+		goto out;
+	/* The host hashes twice to see a file that changed under the read. */
+	if (fstat(fd, &after) != 0 || after.st_size != st->st_size ||
+	    after.st_mtim.tv_sec != st->st_mtim.tv_sec ||
+	    after.st_mtim.tv_nsec != st->st_mtim.tv_nsec) {
+		rc = sg_fs_fail(c, "read_file snapshot changed while it was being read; retry the "
+				"request");
+		goto out;
+	}
+	sg_sha256_final_hex(&h, hex);
+	rc = sg_reply_ok(c->out);
 	if (!rc)
-		rc = sg_reply_ok(c->out);
+		rc = sg_fs_kv_str(c->out, "kind", "text");
 	if (!rc)
-		rc = read_content(c, text.p, text.len, raw);
+		rc = sg_fs_kv_strn(c->out, "path", shown->p, shown->len);
 	if (!rc)
 		rc = sg_fs_kv_int(c->out, "size", (long long)st->st_size);
 	if (!rc)
-		rc = sg_fs_kv_bool(c->out, "binary", true);
+		rc = sg_fs_kv_int(c->out, "mtime_ns", (long long)st->st_mtim.tv_sec * 1000000000LL +
+						       st->st_mtim.tv_nsec);
 	if (!rc)
-		rc = sg_fs_kv_str(c->out, "type", type);
+		rc = sg_fs_kv_str(c->out, "content_sha256", hex);
 	if (!rc)
-		rc = sg_fs_kv_bool(c->out, "truncated", false);
+		rc = sg_fs_kv_int(c->out, "start_line", (long long)first);
 	if (!rc)
-		rc = sg_fs_kv_strn(c->out, "path", rel->p, rel->len);
+		rc = sg_fs_kv_int(c->out, "num_lines", w.shown);
+	if (!rc)
+		rc = sg_fs_kv_int(c->out, "total_lines", lines);
+	if (!rc)
+		rc = sg_fs_kv_revision(c);
+	if (!rc && raw) {
+		rc = sg_fs_kv_int(c->out, "content_bytes", (long long)w.numbered.len);
+		if (!rc)
+			rc = sg_fs_kv_int(c->out, "text_bytes", (long long)w.text.len);
+	} else if (!rc) {
+		rc = sg_fs_kv_strn(c->out, "content", w.numbered.p, w.numbered.len);
+		if (!rc)
+			rc = sg_fs_kv_strn(c->out, "text", w.text.p, w.text.len);
+	}
 	if (!rc)
 		rc = sg_reply_end(c->out);
-	if (!rc)
-		rc = read_raw_after(c, text.p, text.len, raw);
-	sg_buf_release(&text);
+	/*
+	 * --raw: both views follow the JSON line as they are, so the gateway
+	 * escapes them once into its frame instead of parsing a megabyte of
+	 * JSON string and encoding it again.
+	 */
+	if (!rc && raw &&
+	    (sg_buf_addc(c->out, '\n') || sg_buf_add(c->out, w.numbered.p, w.numbered.len) ||
+	     sg_buf_add(c->out, w.text.p, w.text.len)))
+		rc = SG_E_TOO_LARGE;
+out:
+	sg_buf_release(&w.numbered);
+	sg_buf_release(&w.text);
+	sg_buf_release(&w.line);
 	return rc;
 }
 
 /*
- * fs read PATH [--offset N] [--limit N] [--base64] [--max BYTES]
- * --offset 0 is taken as 1 and --limit 0 as "no limit"; --base64 returns
- * the whole file, so the window options do not apply to it.
+ * A name beside a missing one that was probably meant: the same name in
+ * another case, or the same stem with another extension.  Into hint
+ * (display form), empty when there is none.
+ */
+static void similar_name(struct fs *c, const char *path, struct sg_buf *hint)
+{
+	struct sg_buf rel = SG_BUF_INIT(SG_PATH_MAX), shown = SG_BUF_INIT(SG_PATH_MAX);
+	struct sg_errinfo quiet = { 0 };
+	struct names ns = { 0 };
+	const char *name;
+	size_t stem;
+	int dirfd = -1;
+
+	sg_buf_reset(hint);
+	if (sg_path_resolve(c->root, c->host_root, path, SG_PATH_CREATE, &rel, &quiet))
+		goto out;
+	dirfd = sg_fs_open_parent(c, &rel, &name);
+	if (dirfd < 0 || sg_fs_names_read(dirfd, true, NULL, SG_LIST_MAX, &ns))
+		goto out;
+	stem = strcspn(name, ".");
+	for (size_t i = 0; i < ns.n; i++) {
+		const char *cand = ns.v[i];
+
+		if (strcasecmp(cand, name) == 0 ||
+		    (stem && strncmp(cand, name, stem) == 0 && cand[stem] == '.')) {
+			size_t dir = (size_t)(name - (rel.len ? rel.p : ""));
+
+			if (!sg_buf_add(&shown, rel.p, dir) && !sg_buf_adds(&shown, cand))
+				sg_fs_display(c, &shown, hint);
+			break;
+		}
+	}
+out:
+	sg_fs_names_free(&ns);
+	sg_fs_close(&dirfd);
+	sg_buf_release(&rel);
+	sg_buf_release(&shown);
+}
+
+/* The host's sentence for a path that is not there. */
+static sg_err read_missing(struct fs *c, const char *path)
+{
+	struct sg_buf hint = SG_BUF_INIT(SG_PATH_MAX);
+	sg_err rc;
+
+	similar_name(c, path, &hint);
+	if (hint.len)
+		rc = sg_fs_fail(c, "File not found: %s. Did you mean: %s?", path, hint.p);
+	else
+		rc = sg_fs_fail(c, "File not found: %s", path);
+	sg_buf_release(&hint);
+	return rc;
+}
+
+/*
+ * fs read PATH [--offset N] [--limit N] [--raw]
+ * --offset below 1 is 1; --limit 0 (or none) reads to the end, then of a
+ * file no larger than the host's 256 KiB.  Tool failures carry the host's
+ * sentences.
  */
 static sg_err fs_read(struct fs *c)
 {
-	struct sg_buf rel = SG_BUF_INIT(SG_PATH_MAX);
-	bool b64 = sg_args_flag(&c->a, "base64");
+	struct sg_buf rel = SG_BUF_INIT(SG_PATH_MAX), shown = SG_BUF_INIT(SG_PATH_MAX);
 	bool raw = sg_args_flag(&c->a, "raw");
-	int64_t offset, limit, max;
+	unsigned char head[READ_SNIFF];
+	const char *why, *mime, *name;
+	int64_t offset, limit;
 	struct stat st;
+	ssize_t n = 0;
 	int fd = -1;
 	sg_err rc;
 
@@ -778,38 +1273,80 @@ static sg_err fs_read(struct fs *c)
 	if (!rc)
 		rc = sg_args_int(&c->a, "limit", 0, INT64_MAX, &limit, &c->err);
 	if (!rc)
-		rc = sg_args_int(&c->a, "max", (int64_t)SG_TOOL_OUTPUT,
-				 (int64_t)FS_MAX_BYTES, &max, &c->err);
-	if (!rc)
 		rc = sg_fs_args_done(c, 1, 1);
-	if (!rc)
+	if (!rc) {
 		rc = sg_fs_resolve(c, c->pos[0], SG_PATH_EXISTING, &rel);
-	if (!rc)
-		rc = sg_fs_open_file(c, &rel, c->pos[0], &fd, &st);
+		if (rc == SG_E_NOT_FOUND) {
+			sg_err_clear(&c->err);
+			rc = read_missing(c, c->pos[0]);
+		}
+	}
 	if (rc)
 		goto out;
-	if (b64 && st.st_size > max) {
-		rc = sg_err_set(&c->err, SG_E_TOO_LARGE,
-				"%s is %lld bytes, more than the %lld a read "
-				"may return", c->pos[0], (long long)st.st_size,
-				(long long)max);
+	sg_fs_display(c, &rel, &shown);
+	{
+		char parent[SG_PATH_MAX + 1];
+
+		name = sg_fs_split_rel(rel.p, parent, sizeof(parent));
+		if (!strcmp(parent, "."))
+			snprintf(parent, sizeof(parent), "%s", c->root);
+		why = sg_fs_app_credential(parent, name) ? "" : NULL;
+	}
+	if (why) {
+		rc = sg_err_set(&c->err, SG_E_PERMISSION, "read_file refuses to read wuu credential "
+				"file \"%s\": it stores the app's own login credentials and is never "
+				"accessible to the agent in any permission mode", shown.p);
 		goto out;
 	}
-	if (b64) {
-		rc = read_base64(c, fd, &rel, max);
-	} else {
-		unsigned char head[SG_BINARY_SNIFF];
-		ssize_t n = pread(fd, head, sizeof(head), 0);
-
-		if (n > 0 && looks_binary(head, (size_t)n))
-			rc = read_binary(c, &rel, &st, head, (size_t)n, max, raw);
-		else
-			rc = read_text(c, fd, &rel, offset ? offset : 1, limit, max, raw,
-				       (long long)st.st_size);
+	why = c->unconfined ? NULL : sg_fs_sensitive(shown.p);
+	if (why) {
+		rc = sg_err_set(&c->err, SG_E_PERMISSION, "read_file refuses to read sensitive path "
+				"\"%s\" (%s). Chat approval does not lift this guard. Use a "
+				"metadata-only command, or edit the file outside the session",
+				shown.p, why);
+		goto out;
 	}
+	fd = sg_fs_open_rel(c, &rel, O_RDONLY | O_NONBLOCK);
+	if (fd < 0 && errno == ENOENT) {
+		rc = read_missing(c, c->pos[0]);
+		goto out;
+	}
+	if (fd < 0 || fstat(fd, &st) != 0) {
+		rc = sg_fs_fail(c, "stat file: %s: %s", c->pos[0], sg_fs_errstr(errno));
+		goto out;
+	}
+	if (S_ISDIR(st.st_mode)) {
+		rc = sg_fs_fail(c, "path is a directory: %s. Use list_files to inspect directories "
+				"or read_file on a file inside it", c->pos[0]);
+		goto out;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		rc = sg_fs_fail(c, "read_file requires a regular file: %s", c->pos[0]);
+		goto out;
+	}
+	n = pread(fd, head, sizeof(head), 0);
+	if (n < 0)
+		n = 0;
+	mime = image_mime(head, (size_t)n);
+	if (mime) {
+		rc = read_image(c, fd, &st, mime, &shown);
+		goto out;
+	}
+	if (memchr(head, '\0', (size_t)n)) {
+		rc = sg_fs_fail(c, "unsupported binary file; read_file accepts text, PNG, JPEG, "
+				"static GIF, and WebP");
+		goto out;
+	}
+	if (!limit && st.st_size > READ_MAX_FILE) {
+		rc = sg_fs_fail(c, "file too large (%lld bytes, max %lld). Use offset and limit to "
+				"read portions", (long long)st.st_size, READ_MAX_FILE);
+		goto out;
+	}
+	rc = read_text(c, fd, &st, &shown, offset ? offset : 1, limit, raw);
 out:
 	sg_fs_close(&fd);
 	sg_buf_release(&rel);
+	sg_buf_release(&shown);
 	return rc;
 }
 
@@ -1246,11 +1783,6 @@ void sg_fs_rp_pop(struct relpath *r, size_t saved)
 	r->p[saved] = '\0';
 }
 
-static char type_char(mode_t m)
-{
-	return S_ISDIR(m) ? 'd' : S_ISREG(m) ? 'f' : S_ISLNK(m) ? 'l' : 'o';
-}
-
 /*
  * Whether a name must be quoted in a listing: a control character (bytes
  * below 0x20 and 0x7f), a newline above all, would let one name read as
@@ -1308,165 +1840,193 @@ out:
 	return rc;
 }
 
-/* One list entry, "TYPE SIZE PATH\n", whole or not at all. */
-static sg_err list_entry(struct sg_buf *b, const struct stat *st, const struct relpath *path)
-{
-	size_t mark = b->len;
-	sg_err rc;
+/*
+ * The most names of one directory list_files looks at: a directory of
+ * millions lists its first LIST_NAMES (in name order), and the counts
+ * are of those.
+ */
+#define LIST_NAMES 200000
+/* The host's page of list_files entries. */
+#define LIST_PAGE 1000
 
-	rc = sg_buf_addf(b, "%c %lld ", type_char(st->st_mode), (long long)st->st_size);
+/* One entry as the host writes it: {"is_dir","name","path","size"?}. */
+static sg_err list_entry(struct sg_buf *b, const char *name, const struct sg_buf *path,
+			 const struct stat *st)
+{
+	bool dir = S_ISDIR(st->st_mode);
+	sg_err rc = sg_buf_adds(b, "{\"is_dir\":");
+
 	if (!rc)
-		rc = sg_fs_name_put(b, path->p, path->len, S_ISDIR(st->st_mode) ? "/" : "");
+		rc = sg_buf_adds(b, dir ? "true" : "false");
 	if (!rc)
-		rc = sg_buf_addc(b, '\n');
-	if (rc)
-		sg_buf_truncate(b, mark);
+		rc = sg_fs_kv_str(b, "name", name);
+	if (!rc)
+		rc = sg_fs_kv_strn(b, "path", path->p, path->len);
+	if (!rc && !dir)
+		rc = sg_fs_kv_int(b, "size", (long long)st->st_size);
+	if (!rc)
+		rc = sg_buf_addc(b, '}');
 	return rc;
 }
 
 struct lister {
 	struct fs *c;
-	struct sg_buf text;
-	struct relpath path;
-	int64_t max, depth, entries;
-	bool hidden, truncated, stop;
+	const struct sg_buf *rel;  /* the directory, resolved */
+	const char *abs_dir;       /* its path for the app credential rule */
+	int64_t offset;
+	struct sg_buf all;         /* every visible entry, for the digest */
+	struct sg_buf page;        /* the page's entries */
+	struct sg_buf path;
+	long long total, visible, protected_, returned;
+	bool more;
 };
 
-/* List directory dirfd (borrowed), which is l->path, at depth level. */
-static sg_err list_walk(struct lister *l, int dirfd, int64_t level)
+static sg_err list_one(struct lister *l, int dirfd, const char *name)
 {
-	struct names ns;
+	struct stat st;
+	struct sg_buf rel = SG_BUF_INIT(SG_PATH_MAX);
 	sg_err rc = SG_OK;
-	int e;
 
-	if (sg_cancel_check(l->c->cancel))
-		return sg_fs_cancelled(l->c, "the listing");
-	/*
-	 * Only the names this listing can still show are kept (one more
-	 * tells that the listing is cut): a directory of millions costs
-	 * the same memory as one of SG_LIST_MAX.
-	 */
-	e = sg_fs_names_read(dirfd, l->hidden, NULL, (size_t)(l->max - l->entries) + 1, &ns);
-	if (e) {
-		/* An unreadable subdirectory is listed without its contents. */
-		if (level == 1)
-			return sg_fs_fail(l->c, "cannot list %s: %s",
-					 l->c->pos[0], sg_fs_errstr(e));
-		return SG_OK;
+	l->total++;
+	if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0)
+		memset(&st, 0, sizeof(st));
+	if (sg_buf_addf(&rel, "%s%s%s", l->rel->p, l->rel->len ? "/" : "", name))
+		goto out;
+	sg_fs_display(l->c, &rel, &l->path);
+	/* The app's own credential files are hidden in every mode. */
+	if (sg_fs_app_credential(l->abs_dir, name) ||
+	    (!l->c->unconfined && sg_fs_sensitive(l->path.p))) {
+		l->protected_++;
+		goto out;
 	}
-	for (size_t i = 0; i < ns.n && !rc && !l->stop; i++) {
-		const char *name = ns.v[i];
-		struct stat st;
-		size_t saved;
-		int sub;
-
-		if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0)
-			continue;
-		if (!sg_fs_rp_push(&l->path, name, &saved))
-			continue;
-		if (l->entries == l->max) {
-			l->truncated = l->stop = true;
-		} else if (list_entry(&l->text, &st, &l->path)) {
-			l->truncated = l->stop = true;
-		} else {
-			l->entries++;
-		}
-		if (!l->stop && S_ISDIR(st.st_mode) && level < l->depth) {
-			sub = openat(dirfd, name, O_PATH | O_DIRECTORY |
-							  O_NOFOLLOW | O_CLOEXEC);
-			if (sub >= 0) {
-				rc = list_walk(l, sub, level + 1);
-				close(sub);
-			}
-		}
-		sg_fs_rp_pop(&l->path, saved);
+	if (l->visible && (rc = sg_buf_addc(&l->all, ',')))
+		goto out;
+	rc = list_entry(&l->all, name, &l->path, &st);
+	if (!rc && l->visible >= l->offset && l->returned < LIST_PAGE) {
+		if (l->returned)
+			rc = sg_buf_addc(&l->page, ',');
+		if (!rc)
+			rc = list_entry(&l->page, name, &l->path, &st);
+		l->returned++;
+	} else if (!rc && l->visible >= l->offset) {
+		l->more = true;
 	}
-	/* Names past those kept were there: the listing is cut here. */
-	if (!rc && !l->stop && ns.more)
-		l->truncated = l->stop = true;
-	sg_fs_names_free(&ns);
+	l->visible++;
+out:
+	sg_buf_release(&rel);
 	return rc;
 }
 
 /*
- * fs list [PATH] [--depth N] [--hidden] [--max N]
- * Entries come in tree order: each directory's names sorted, a
- * directory's contents right after it.
+ * fs list [PATH] [--offset N]: one level of a directory, the host's
+ * list_files.  The reply has the page's entries, the counts, the
+ * workspace revision and `listing`: the digest of every visible entry,
+ * which the gateway binds into the page's continuation revision.
  */
 static sg_err fs_list(struct fs *c)
 {
-	struct sg_buf rel = SG_BUF_INIT(SG_PATH_MAX);
-	struct lister *l = calloc(1, sizeof(*l));
-	int dirfd = -1;
+	struct sg_buf rel = SG_BUF_INIT(SG_PATH_MAX), shown = SG_BUF_INIT(SG_PATH_MAX);
+	struct sg_buf abs = SG_BUF_INIT(2 * SG_PATH_MAX + 2);
+	struct lister l = { .c = c, .rel = &rel };
+	char hex[2 * SG_SHA256_LEN + 1];
+	struct sg_sha256 h;
+	struct names ns = { 0 };
+	const char *path, *why;
+	int dirfd = -1, e;
 	sg_err rc;
 
-	if (!l)
-		return SG_E_INTERNAL;
-	l->c = c;
-	sg_buf_init(&l->text, SG_TOOL_OUTPUT);
-	l->hidden = sg_args_flag(&c->a, "hidden");
-	rc = sg_args_int(&c->a, "depth", 1, FS_DEPTH_MAX, &l->depth, &c->err);
-	if (!rc)
-		rc = sg_args_int(&c->a, "max", SG_LIST_MAX, SG_LIST_MAX, &l->max,
-				 &c->err);
+	sg_buf_init(&l.all, SG_ENVTOOL_REPLY);
+	sg_buf_init(&l.page, SG_ENVTOOL_REPLY);
+	sg_buf_init(&l.path, SG_PATH_MAX);
+	rc = sg_args_int(&c->a, "offset", 0, INT64_MAX, &l.offset, &c->err);
 	if (!rc)
 		rc = sg_fs_args_done(c, 0, 1);
+	path = c->npos ? c->pos[0] : ".";
 	if (!rc)
-		rc = sg_fs_resolve(c, c->npos ? c->pos[0] : ".", SG_PATH_EXISTING, &rel);
+		rc = sg_fs_resolve(c, path, SG_PATH_EXISTING, &rel);
+	if (rc == SG_E_NOT_FOUND) {
+		sg_err_clear(&c->err);
+		rc = sg_fs_fail(c, "stat path: %s: no such file or directory", path);
+	}
 	if (rc)
 		goto out;
-	if (!c->npos)
-		c->pos[c->npos++] = ".";
-	if (l->depth < 1)
-		l->depth = 1;
-	dirfd = sg_fs_open_rel(c, &rel, O_PATH | O_DIRECTORY);
+	sg_fs_display(c, &rel, &shown);
+	why = rel.len ? sg_fs_sensitive(shown.p) : NULL;
+	if (why) {
+		rc = sg_err_set(&c->err, SG_E_PERMISSION, "list_files refuses to list sensitive "
+				"path \"%s\" (%s). This guard applies in every permission mode, "
+				"including unconfined, and chat approval does not lift it. Edit the "
+				"file outside the session", shown.p, why);
+		goto out;
+	}
+	dirfd = sg_fs_open_rel(c, &rel, O_RDONLY | O_DIRECTORY | O_NONBLOCK);
 	if (dirfd < 0 && errno == ENOTDIR) {
-		rc = sg_fs_fail(c, "%s is not a directory", c->pos[0]);
+		rc = sg_fs_fail(c, "path is not a directory: %s. Use read_file to inspect files",
+				path);
 		goto out;
 	}
 	if (dirfd < 0) {
-		rc = sg_fs_fail(c, "cannot list %s: %s", c->pos[0],
-			       sg_fs_errstr(errno));
+		rc = sg_fs_fail(c, "list directory: %s: %s", path, sg_fs_errstr(errno));
 		goto out;
 	}
-	memcpy(l->path.p, rel.p, rel.len + 1);
-	l->path.len = rel.len;
-	rc = list_walk(l, dirfd, 1);
-	/*
-	 * A cut listing says so where the agent reads it; when the text is
-	 * full, whole entries at its end make room for the marker.
-	 */
-	while (!rc && l->truncated &&
-	       sg_buf_addf(&l->text, "[truncated: the first %lld entries shown; list a "
-			   "subdirectory, or a smaller depth, for the rest]\n",
-			   (long long)l->entries)) {
-		char *nl = l->entries > 0 && l->text.len > 1
-				   ? memrchr(l->text.p, '\n', l->text.len - 1) : NULL;
-
-		if (!l->entries) {
-			rc = SG_E_INTERNAL;
-			break;
-		}
-		sg_buf_truncate(&l->text, nl ? (size_t)(nl - l->text.p) + 1 : 0);
-		l->entries--;
+	if (sg_buf_addf(&abs, "%s/%s", c->root, rel.p)) {
+		rc = SG_E_TOO_LARGE;
+		goto out;
 	}
+	l.abs_dir = abs.p;
+	e = sg_fs_names_read(dirfd, true, NULL, LIST_NAMES, &ns);
+	if (e) {
+		rc = sg_fs_fail(c, "list directory: %s: %s", path, sg_fs_errstr(e));
+		goto out;
+	}
+	for (size_t i = 0; i < ns.n && !rc; i++) {
+		if (i % 1024 == 0 && sg_cancel_check(c->cancel))
+			rc = sg_fs_cancelled(c, "the listing");
+		if (!rc)
+			rc = list_one(&l, dirfd, ns.v[i]);
+	}
+	if (rc)
+		goto out;
+	sg_sha256_init(&h);
+	sg_sha256_update(&h, "list_files", 11); /* the kind and its NUL */
+	sg_sha256_update(&h, "[", 1);
+	sg_sha256_update(&h, l.all.p, l.all.len);
+	sg_sha256_update(&h, "]", 1);
+	sg_sha256_final_hex(&h, hex);
+	rc = sg_reply_ok(c->out);
 	if (!rc)
-		rc = sg_reply_ok(c->out);
+		rc = sg_fs_kv_strn(c->out, "path", shown.p, shown.len);
 	if (!rc)
-		rc = sg_fs_kv_strn(c->out, "content", l->text.p, l->text.len);
+		rc = sg_fs_kv_revision(c);
 	if (!rc)
-		rc = sg_fs_kv_int(c->out, "entries", l->entries);
+		rc = sg_fs_kv_str(c->out, "listing", hex);
 	if (!rc)
-		rc = sg_fs_kv_bool(c->out, "truncated", l->truncated);
+		rc = sg_fs_kv_int(c->out, "total", l.total);
 	if (!rc)
-		rc = sg_fs_kv_strn(c->out, "path", rel.p, rel.len);
+		rc = sg_fs_kv_int(c->out, "visible_total", l.visible);
+	if (!rc)
+		rc = sg_fs_kv_int(c->out, "omitted_protected", l.protected_);
+	if (!rc)
+		rc = sg_fs_kv_bool(c->out, "has_more", l.more);
+	if (!rc)
+		rc = sg_jw_key(c->out, "entries", 0);
+	if (!rc)
+		rc = sg_buf_addc(c->out, '[');
+	if (!rc)
+		rc = sg_buf_add(c->out, l.page.p, l.page.len);
+	if (!rc)
+		rc = sg_buf_addc(c->out, ']');
 	if (!rc)
 		rc = sg_reply_end(c->out);
 out:
+	sg_fs_names_free(&ns);
 	sg_fs_close(&dirfd);
-	sg_buf_release(&l->text);
-	free(l);
+	sg_buf_release(&l.all);
+	sg_buf_release(&l.page);
+	sg_buf_release(&l.path);
 	sg_buf_release(&rel);
+	sg_buf_release(&shown);
+	sg_buf_release(&abs);
 	return rc;
 }
 
@@ -1867,10 +2427,11 @@ static const struct fs_cmd {
 	const char *flags; /* the options that take no value */
 	sg_err (*run)(struct fs *c);
 } fs_cmds[] = {
-	{ "read", "base64 raw", fs_read },
+	{ "read", "raw", fs_read },
 	{ "write", "base64", fs_write },
 	{ "edit", "all", fs_edit },
-	{ "list", "hidden", fs_list },
+	{ "list", "", fs_list },
+	{ "revision", "", fs_revision },
 	{ "glob", "", sg_fs_glob },
 	{ "grep", "ignore-case", sg_fs_grep },
 	{ "stat", "", fs_stat },

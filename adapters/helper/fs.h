@@ -126,6 +126,35 @@ void sg_fs_rp_pop(struct relpath *r, size_t saved);
 /* A name as list writes it: one line, C-quoted if it holds controls. */
 sg_err sg_fs_name_put(struct sg_buf *b, const char *s, size_t n, const char *suffix);
 
+/*
+ * ---- what every command's reply and check share (fs.c) ----
+ *
+ * The workspace revision the host's tools report as workspace_revision:
+ * "fs:worktree:<16 hex>", a digest of the files under root (the host's
+ * form for a tree it does not read through git), or "" when it could not
+ * be computed within the host's half second.  Each command that reports
+ * it appends it with sg_fs_kv_revision() after sg_reply_ok(); `fs
+ * revision` answers it alone, for the tools that change the tree through
+ * a command.
+ */
+#define SG_FS_REVISION_SIZE 32
+sg_err sg_fs_revision(struct fs *c, char out[SG_FS_REVISION_SIZE]) SG_MUST_CHECK;
+sg_err sg_fs_kv_revision(struct fs *c) SG_MUST_CHECK;
+/*
+ * The host's reason a path is sensitive (.env files, keys, credential
+ * stores, version-control and wuu state), or NULL.  path is the display
+ * form (relative to root, or absolute outside it).  Reads refuse these
+ * unless unconfined; writes and list_files' own path in every mode.
+ */
+const char *sg_fs_sensitive(const char *path);
+/* Whether dir/name is one of the host's own credential files (auth.json,
+ * credentials.json ... directly in a .wuu directory): hidden and refused
+ * in every mode. */
+bool sg_fs_app_credential(const char *dir, const char *name);
+/* A resolved rel as the host shows it: relative to root, "." for root,
+ * absolute when it lies outside (unconfined). */
+void sg_fs_display(struct fs *c, const struct sg_buf *rel, struct sg_buf *out);
+
 /* search.c: `fs glob` and `fs grep`. */
 sg_err sg_fs_glob(struct fs *c);
 sg_err sg_fs_grep(struct fs *c);
