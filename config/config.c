@@ -2,11 +2,13 @@
  * config.c - loading, validating and narrowing profiles (config.h).
  *
  * One table, fields[], names every field sandgate itself understands, with
- * its type and the rule by which a binding's `environment` may change it.
- * Loading checks every profile against that table, so `sandgate config
- * check` and startup refuse the same files; building a profile re-checks
- * the binding's values with the same code, then applies the narrowing
- * rules, so a type error reads the same wherever it comes from.
+ * its type and the rule by which the host's profile (WUU_EXECUTION_PROFILE,
+ * protocol section 2) may narrow the operator's.  Loading checks every
+ * profile against that table, so `sandgate config check` and startup
+ * refuse the same files; building a profile re-checks the host's values
+ * with the same code, then applies the narrowing rules, so a type error
+ * reads the same wherever it comes from.  "The binding" below is that
+ * narrowing object, whoever gives it (the host's profile, or relay.c's).
  *
  * A built profile owns everything it points to: a deep copy of the file's
  * profile object (profile->raw, whose strings the scalar fields point into),
@@ -47,14 +49,15 @@ enum cfg_kind {
 	CK_HOST_SIDE,   /* the host's command-backend entry: never read */
 };
 
-/* How the binding's environment may change a field (protocol 8.0). */
+/* How the binding may change a field (protocol 2 and 8.0). */
 enum cfg_narrow {
 	CN_EQUAL,   /* only repeat the profile's value */
 	CN_LOWER,   /* lower it, or set it when the profile does not */
+	CN_SHORTER, /* lifetime_seconds: lower it, 0 counting as the default */
 	CN_NETWORK, /* only stricter: default > allow > none, allow lists shrink */
+	CN_ALLOW,   /* ask for it only where the profile turns it on itself */
 	CN_TAKE,    /* the binding's value replaces the profile's */
 	CN_TURN_ON, /* may turn it on, never off */
-	CN_ADD,     /* added to the profile's */
 	CN_SUBSET,  /* only drop entries */
 	CN_IGNORE,  /* describes the host's side; not sandgate's business */
 };
@@ -96,19 +99,28 @@ static const struct cfg_field fields[] = {
 	{ "host", CK_STRING, CN_EQUAL, MEMBER(host), CF_ADAPTER },
 	{ "identity_file", CK_PATH, CN_EQUAL, MEMBER(identity_file), CF_ADAPTER },
 	{ "known_hosts_file", CK_PATH, CN_EQUAL, MEMBER(known_hosts_file), CF_ADAPTER },
-	{ "worker", CK_STRING, CN_EQUAL, NO_MEMBER, CF_ALL },
-	{ "python", CK_STRING, CN_EQUAL, NO_MEMBER, CF_ALL },
-	{ "persistent", CK_BOOL, CN_TAKE, MEMBER(persistent), CF_ADAPTER },
-	{ "shared", CK_BOOL, CN_TAKE, MEMBER(shared), CF_ADAPTER },
+	/* The host's launch of its own worker: not sandgate's business. */
+	{ "worker", CK_STRING, CN_IGNORE, NO_MEMBER, CF_ALL },
+	{ "python", CK_STRING, CN_IGNORE, NO_MEMBER, CF_ALL },
+	/*
+	 * State left behind, and a filesystem other sessions see: the host
+	 * may ask for them only where the operator's profile has them.
+	 */
+	{ "persistent", CK_BOOL, CN_ALLOW, MEMBER(persistent), CF_ADAPTER },
+	{ "shared", CK_BOOL, CN_ALLOW, MEMBER(shared), CF_ADAPTER },
 	{ "mount_read_only", CK_BOOL, CN_TURN_ON, MEMBER(mount_read_only), CF_ADAPTER },
 	{ "network", CK_NETWORK, CN_NETWORK, NO_MEMBER, CF_ADAPTER },
 	{ "cpus", CK_CPUS, CN_LOWER, NO_MEMBER, CF_ADAPTER },
 	{ "memory_mb", CK_MEMORY, CN_LOWER, NO_MEMBER, CF_ADAPTER },
 	{ "port", CK_PORT, CN_EQUAL, NO_MEMBER, CF_ADAPTER },
 	/* The gateway's registry expires a detached environment by it. */
-	{ "lifetime_seconds", CK_LIFETIME, CN_TAKE, NO_MEMBER, CF_ALL },
+	{ "lifetime_seconds", CK_LIFETIME, CN_SHORTER, NO_MEMBER, CF_ALL },
 	{ "shutdown_timeout_ms", CK_SHUTDOWN, CN_TAKE, NO_MEMBER, CF_ALL },
-	{ "forward_env", CK_FORWARD_ENV, CN_ADD, NO_MEMBER, CF_ALL },
+	/*
+	 * The host's forward_env names variables of the host's own
+	 * environment, whose values it sends in binding.environment.
+	 */
+	{ "forward_env", CK_FORWARD_ENV, CN_IGNORE, NO_MEMBER, CF_ALL },
 	{ "best_effort", CK_BEST_EFFORT, CN_SUBSET, NO_MEMBER, CF_ALL },
 	{ "command", CK_HOST_SIDE, CN_IGNORE, NO_MEMBER, CF_ALL },
 	{ "shutdown_grace_ms", CK_HOST_SIDE, CN_IGNORE, NO_MEMBER, CF_ALL },
@@ -144,9 +156,12 @@ struct sg_config {
 	const char **names;  /* NULL-terminated; keys borrowed from root */
 };
 
+/* What messages call the host's profile: where it comes from. */
+#define HOST_PROFILE "WUU_EXECUTION_PROFILE"
+
 /* Where a value came from, for the message's prefix. */
 struct cfg_where {
-	const char *path;    /* NULL: the binding's environment */
+	const char *path;    /* NULL: the host's profile */
 	const char *profile;
 };
 
@@ -191,7 +206,7 @@ static const char *shown(const char *s, char *out, size_t n)
 
 /*
  * A field's value is wrong: `FILE: profile "P": field "F": WHY` for the
- * file, `environment.F: WHY` for the binding.
+ * file, `WUU_EXECUTION_PROFILE: field "F": WHY` for the host's profile.
  */
 static sg_err bad_field(struct sg_errinfo *err, sg_err code,
 			const struct cfg_where *w, const char *field,
@@ -211,7 +226,7 @@ static sg_err bad_field(struct sg_errinfo *err, sg_err code,
 		return sg_err_set(err, code,
 				  "%s: profile \"%s\": field \"%s\": %s",
 				  w->path, w->profile, field, why);
-	return sg_err_set(err, code, "environment.%s: %s", field, why);
+	return sg_err_set(err, code, HOST_PROFILE ": field \"%s\": %s", field, why);
 }
 
 /* "a, b, c" (clipped with "...") for messages that list the profiles. */
@@ -885,8 +900,8 @@ static sg_err narrow_network(const json_t *pv, const json_t *bv,
 
 	if (strictness(bv) < strictness(pv))
 		return sg_err_set(err, SG_E_PERMISSION,
-				  "environment.network \"%s\" is wider than "
-				  "the profile's \"%s\"",
+				  HOST_PROFILE ": field \"network\": \"%s\" is wider "
+				  "than the operator's profile's \"%s\"",
 				  net_word(bv), net_word(pv));
 	if (strictness(bv) != 1 || strictness(pv) != 1)
 		return SG_OK;
@@ -899,9 +914,9 @@ static sg_err narrow_network(const json_t *pv, const json_t *bv,
 				ok = true;
 		if (!ok)
 			return sg_err_set(err, SG_E_PERMISSION,
-					  "environment.network allows \"%s\", "
-					  "which the profile's allow list does "
-					  "not",
+					  HOST_PROFILE ": field \"network\": allows "
+					  "\"%s\", which the operator's allow list "
+					  "does not",
 					  shown(json_string_value(x), sh,
 						sizeof(sh)));
 	}
@@ -919,8 +934,14 @@ static bool array_has(const json_t *a, const char *s)
 	return false;
 }
 
+/* A profile's lifetime_seconds in force: absent or 0 is the default. */
+static json_int_t lifetime_of(const json_t *v)
+{
+	return json_integer_value(v) > 0 ? json_integer_value(v) : SG_LIFETIME_DEFAULT_S;
+}
+
 /*
- * Check the binding's environment against the profile prof: types first
+ * Check the binding against the profile prof: types first
  * (SG_E_INVALID_ARGUMENT), then that it only narrows (SG_E_PERMISSION).
  */
 static sg_err narrow_check(const json_t *prof, const json_t *env,
@@ -948,15 +969,17 @@ static sg_err narrow_check(const json_t *prof, const json_t *env,
 		case CN_EQUAL:
 			if (!pv)
 				return sg_err_set(err, SG_E_PERMISSION,
-						  "environment.%s is not set "
-						  "by the profile, and a "
-						  "binding may not add it",
+						  HOST_PROFILE ": field \"%s\": "
+						  "the operator's profile does not "
+						  "set it, and the host's may not "
+						  "add it",
 						  shown(key, sh, sizeof(sh)));
 			if (!json_equal(pv, bv))
 				return sg_err_set(err, SG_E_PERMISSION,
-						  "environment.%s differs from "
-						  "the profile's value, and a "
-						  "binding may only narrow it",
+						  HOST_PROFILE ": field \"%s\": "
+						  "differs from the operator's "
+						  "profile, which the host's may "
+						  "only narrow",
 						  shown(key, sh, sizeof(sh)));
 			break;
 		case CN_LOWER:
@@ -964,40 +987,58 @@ static sg_err narrow_check(const json_t *prof, const json_t *env,
 				break;
 			if (json_is_integer(bv) && json_is_integer(pv))
 				return sg_err_set(err, SG_E_PERMISSION,
-						  "environment.%s %lld exceeds "
-						  "the profile's %lld", key,
+						  HOST_PROFILE ": field \"%s\": "
+						  "%lld exceeds the operator's "
+						  "profile's %lld", key,
 						  (long long)json_integer_value(bv),
 						  (long long)json_integer_value(pv));
 			return sg_err_set(err, SG_E_PERMISSION,
-					  "environment.%s %g exceeds the "
-					  "profile's %g", key,
+					  HOST_PROFILE ": field \"%s\": %g "
+					  "exceeds the operator's profile's %g",
+					  key,
 					  json_number_value(bv),
 					  json_number_value(pv));
+		case CN_SHORTER:
+			if (json_integer_value(bv) <= lifetime_of(pv))
+				break;
+			return sg_err_set(err, SG_E_PERMISSION,
+					  HOST_PROFILE ": field \"%s\": %lld exceeds the "
+					  "operator's profile's %lld", key,
+					  (long long)json_integer_value(bv),
+					  (long long)lifetime_of(pv));
 		case CN_NETWORK:
 			rc = narrow_network(pv, bv, err);
 			if (rc)
 				return rc;
 			break;
+		case CN_ALLOW:
+			if (json_is_true(bv) && !json_is_true(pv))
+				return sg_err_set(err, SG_E_PERMISSION,
+						  HOST_PROFILE ": field \"%s\": the "
+						  "operator's profile is not %s, and "
+						  "the host's may not make it so",
+						  key, key);
+			break;
 		case CN_TURN_ON:
 			if (json_is_true(pv) && !json_is_true(bv))
 				return sg_err_set(err, SG_E_PERMISSION,
-						  "environment.%s false would "
-						  "lift the profile's %s",
-						  key, key);
+						  HOST_PROFILE ": field \"%s\": "
+						  "false would lift the operator's "
+						  "profile's", key);
 			break;
 		case CN_SUBSET:
 			json_array_foreach(bv, i, x)
 				if (!array_has(pv, json_string_value(x)))
 					return sg_err_set(
 						err, SG_E_PERMISSION,
-						"environment.%s adds \"%s\", "
-						"which the profile does not "
-						"mark best-effort", key,
+						HOST_PROFILE ": field \"%s\": "
+						"adds \"%s\", which the operator's "
+						"profile does not mark best-effort",
+						key,
 						shown(json_string_value(x), sh,
 						      sizeof(sh)));
 			break;
 		case CN_TAKE:
-		case CN_ADD:
 		case CN_IGNORE:
 			break;
 		}
@@ -1245,7 +1286,7 @@ static json_t *in_force(const struct cfg_field *f, json_t *prof,
 	json_t *bv = env ? json_object_get(env, f->name) : NULL;
 
 	if (bv && f->narrow != CN_EQUAL && f->narrow != CN_IGNORE &&
-	    f->narrow != CN_ADD)
+	    f->narrow != CN_ALLOW)
 		return bv;
 	return json_object_get(prof, f->name);
 }
@@ -1373,28 +1414,14 @@ static bool is_credential(const struct sg_config *cfg, const char *name)
 	return false;
 }
 
-/* Does the profile's forward_env list name `name`? */
-static bool lists_name(const json_t *fe, const char *name)
-{
-	const json_t *x;
-	size_t i;
-
-	json_array_foreach(fe, i, x)
-		if (strcmp(json_string_value(x), name) == 0)
-			return true;
-	return false;
-}
-
 /*
- * Add fe's variables.  A list takes values from this process's
- * environment, which only the operator may ask for: from the binding
- * (pfe is then the profile's forward_env) a list may repeat only names the
- * profile's own list forwards.  No list, the operator's included, ever
- * forwards a variable an adapter reads as its credential.
+ * Add the operator's forward_env variables.  A list takes values from this
+ * process's environment, but never a variable an adapter reads as its
+ * credential.
  */
 static sg_err add_vars(struct cfg_var *vars, size_t *n, const json_t *fe,
 		       const struct cfg_where *w, const struct sg_config *cfg,
-		       const json_t *pfe, struct sg_errinfo *err)
+		       struct sg_errinfo *err)
 {
 	const char *name, *value;
 	json_t *x;
@@ -1411,12 +1438,6 @@ static sg_err add_vars(struct cfg_var *vars, size_t *n, const json_t *fe,
 			return bad_field(err, SG_E_PERMISSION, w, "forward_env",
 					 "%s holds a backend's credential and is never "
 					 "forwarded to commands", name);
-		if (!w->path && !lists_name(pfe, name))
-			return bad_field(err, SG_E_PERMISSION, w, "forward_env",
-					 "%s is not in the profile's forward_env list: a "
-					 "binding gives values as {\"NAME\": \"value\"}; "
-					 "only the operator's config may take them from "
-					 "sandgate's environment", name);
 		value = getenv(name);
 		if (!value)
 			return bad_field(err, SG_E_INVALID_ARGUMENT, w,
@@ -1432,27 +1453,26 @@ static size_t fe_size(const json_t *fe)
 	return json_is_array(fe) ? json_array_size(fe) : json_object_size(fe);
 }
 
+/*
+ * The operator's forward_env only: the host's names variables of the host's
+ * own environment, whose values it sends in binding.environment (fields[]).
+ */
 static sg_err fill_forward_env(struct cfg_box *b, const struct sg_config *cfg,
-			       json_t *prof, json_t *env,
-			       struct sg_errinfo *err)
+			       json_t *prof, struct sg_errinfo *err)
 {
-	const struct cfg_where pw = { cfg->path, b->name }, bw = { NULL, NULL };
+	const struct cfg_where pw = { cfg->path, b->name };
 	json_t *pfe = json_object_get(prof, "forward_env");
-	json_t *bfe = env ? json_object_get(env, "forward_env") : NULL;
 	struct cfg_var *vars;
 	size_t n = 0, ln, lv;
 	sg_err rc;
 
-	vars = calloc(fe_size(pfe) + fe_size(bfe) + 1, sizeof(*vars));
-	b->env = calloc(fe_size(pfe) + fe_size(bfe) + 1, sizeof(*b->env));
+	vars = calloc(fe_size(pfe) + 1, sizeof(*vars));
+	b->env = calloc(fe_size(pfe) + 1, sizeof(*b->env));
 	if (!vars || !b->env) {
 		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
 		goto out;
 	}
-	rc = add_vars(vars, &n, pfe, &pw, cfg, NULL, err);
-	if (rc)
-		goto out;
-	rc = add_vars(vars, &n, bfe, &bw, cfg, pfe, err);
+	rc = add_vars(vars, &n, pfe, &pw, cfg, err);
 	if (rc)
 		goto out;
 	for (size_t i = 0; i < n; i++) {
@@ -1557,6 +1577,50 @@ static sg_err fill_fields(struct cfg_box *b, json_t *prof, json_t *env,
 	return SG_OK;
 }
 
+/* What the host's Go encoder leaves out: a field at its zero value. */
+static bool zero_value(const json_t *v)
+{
+	return json_is_null(v) || json_is_false(v) ||
+	       (json_is_string(v) && json_string_length(v) == 0) ||
+	       (json_is_number(v) && json_number_value(v) == 0) ||
+	       (json_is_array(v) && json_array_size(v) == 0);
+}
+
+sg_err sg_config_host_profile(const char *text, json_t **out, struct sg_errinfo *err)
+{
+	const struct cfg_field *f;
+	json_error_t je;
+	const char *key;
+	json_t *prof, *v, *tmp;
+
+	*out = NULL;
+	if (!text || !*text)
+		return SG_OK;
+	prof = json_loads(text, JSON_REJECT_DUPLICATES, &je);
+	if (!json_is_object(prof)) {
+		json_decref(prof);
+		return sg_err_set(err, SG_E_INVALID_ARGUMENT,
+				  HOST_PROFILE ": not a JSON object (%s)",
+				  je.text[0] ? je.text : "another JSON value");
+	}
+	json_object_foreach_safe(prof, tmp, key, v) {
+		f = field_find(key);
+		/*
+		 * A zero value asks for nothing (the host's encoder omits it),
+		 * and a field describing the host's own launch of this backend
+		 * is not a request to it.
+		 */
+		if (zero_value(v) || (f && f->narrow == CN_IGNORE))
+			json_object_del(prof, key);
+		/* The host's word for the backend's own network. */
+		else if (strcmp(key, "network") == 0 && json_is_string(v) &&
+			 strcmp(json_string_value(v), "enabled") == 0)
+			json_object_set_new(prof, key, json_string("default"));
+	}
+	*out = prof;
+	return SG_OK;
+}
+
 sg_err sg_config_profile(const struct sg_config *cfg, const char *name,
 			 json_t *environment, struct sg_profile **out,
 			 struct sg_errinfo *err)
@@ -1580,7 +1644,7 @@ sg_err sg_config_profile(const struct sg_config *cfg, const char *name,
 	}
 	if (environment && !json_is_object(environment))
 		return sg_err_set(err, SG_E_INVALID_ARGUMENT,
-				  "environment: must be an object");
+				  HOST_PROFILE ": must be an object");
 	b = calloc(1, sizeof(*b));
 	if (!b)
 		return sg_err_set(err, SG_E_INTERNAL, "out of memory");
@@ -1618,7 +1682,7 @@ sg_err sg_config_profile(const struct sg_config *cfg, const char *name,
 	rc = fill_fields(b, b->raw, environment, err);
 	if (rc)
 		goto out;
-	rc = fill_forward_env(b, cfg, b->raw, environment, err);
+	rc = fill_forward_env(b, cfg, b->raw, err);
 	if (rc)
 		goto out;
 	*out = &b->p;

@@ -43,26 +43,34 @@ const char *sg_config_default(const struct sg_config *cfg);
 const char *const *sg_config_names(const struct sg_config *cfg);
 
 /*
- * Build the profile `name` (NULL: the default), narrowed by the binding's
- * `environment` object (NULL: none).  The binding may lower cpus and
- * memory_mb, make the network stricter (default > allow > none, an allow
- * list only a subset), and set lifetime_seconds, shutdown_timeout_ms and
- * forward_env; asking for more than the profile allows is
- * SG_E_PERMISSION naming the field.  `backend`, `command` and
- * `shutdown_grace_ms` describe the host's side of a command backend and
- * are ignored.  forward_env given as a list of names takes the values from
- * this process's environment (a missing one is SG_E_INVALID_ARGUMENT), as
- * an object its values as given; a name in both takes the binding's value.
- * A binding's list may only repeat names the profile's list forwards, and
- * no list forwards a variable an adapter reads (credential_env): both are
- * SG_E_PERMISSION naming the variable.
- * A binding field sandgate does not know must repeat the profile's value.
- * Errors: SG_E_NOT_FOUND (no such profile; the message lists them),
- * SG_E_INVALID_ARGUMENT (a malformed environment value, as
- * "environment.FIELD: ..."), SG_E_PERMISSION (a widening).  No message ever
- * holds a forward_env value.  profile->raw is a private deep copy of the
- * file's profile object as written (not narrowed): adapters read their own
- * fields there and the generic ones from the struct.
+ * The host's profile, WUU_EXECUTION_PROFILE's JSON text (NULL or "": none),
+ * as the narrowing sg_config_profile takes (*out new, NULL for none).
+ * Fields at their zero value ("", 0, false, null, []) ask for nothing, as
+ * the host's encoder omits them, and are dropped; so are the fields that
+ * describe the host's own launch of this backend (backend, command,
+ * forward_env, worker, python, workspace, shutdown_grace_ms); network
+ * "enabled" is the host's word for "default".  Text that is not a JSON
+ * object is SG_E_INVALID_ARGUMENT.
+ */
+sg_err sg_config_host_profile(const char *text, json_t **out, struct sg_errinfo *err)
+	SG_MUST_CHECK;
+
+/*
+ * Build the profile `name` (NULL: the default), narrowed by `environment`
+ * (NULL: none): the host's profile as sg_config_host_profile made it.  It
+ * may lower cpus and memory_mb and lifetime_seconds (0 counts as the
+ * default on both sides), make the network stricter (default > allow >
+ * none, an allow list only a subset), turn mount_read_only on, shorten
+ * shutdown_timeout_ms, drop best_effort names, and ask for persistent or
+ * shared only where the profile has them itself; anything else it sets
+ * must repeat the profile's value.  A field it adds that the backend
+ * cannot enforce is refused as in the file.  Refusals are SG_E_PERMISSION
+ * naming the field (`WUU_EXECUTION_PROFILE: field "cpus": ...`), type
+ * errors SG_E_INVALID_ARGUMENT; SG_E_NOT_FOUND for no such profile (the
+ * message lists them).  profile->raw is a private deep copy of the file's
+ * profile object as written (not narrowed): adapters read their own fields
+ * there and the generic ones from the struct.  The forwarded variables
+ * are the operator's forward_env alone; no message ever holds a value.
  * *out is new; free with sg_profile_free().
  */
 sg_err sg_config_profile(const struct sg_config *cfg, const char *name,

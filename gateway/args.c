@@ -122,26 +122,27 @@ json_t *sg_json_text(const char *p, size_t n)
 
 sg_err sg_arg_mode(json_t *obj, enum sg_confine *out, struct sg_errinfo *err)
 {
-	const char *m = "standard";
+	const char *m = "";
 	sg_err rc = sg_arg_str(obj, "permission_mode", false, &m, err);
 
 	*out = SG_CONFINE_STANDARD;
 	if (rc)
 		return rc;
-	if (strcmp(m, "standard") == 0)
+	/* The host's three modes (protocol section 3); "" is its standard. */
+	if (!*m || strcmp(m, "standard") == 0)
 		*out = SG_CONFINE_STANDARD;
 	else if (strcmp(m, "read_only") == 0)
 		*out = SG_CONFINE_READ_ONLY;
-	else if (strcmp(m, "full") == 0)
+	else if (strcmp(m, "unconfined") == 0)
 		*out = SG_CONFINE_NONE;
 	else
 		return sg_err_set(err, SG_E_INVALID_ARGUMENT,
-				  "`permission_mode` must be read_only, standard or full");
+				  "invalid execution permission mode: `permission_mode` must be standard, read_only or unconfined");
 	return SG_OK;
 }
 
 const char *sg_confine_word(enum sg_confine mode)
 {
 	return mode == SG_CONFINE_READ_ONLY ? "read_only"
-	       : mode == SG_CONFINE_STANDARD ? "standard" : "full";
+	       : mode == SG_CONFINE_STANDARD ? "standard" : "unconfined";
 }

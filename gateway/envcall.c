@@ -416,6 +416,14 @@ sg_err sg_envcall_command_env(struct sg_session *s, json_t *extra,
 
 	if (!env)
 		return sg_err_set(err, SG_E_INTERNAL, "out of memory");
+	/*
+	 * First, so that what follows wins: the host's forwarded variables
+	 * (names and values checked at initialize) may not move HOME, TMPDIR
+	 * or PATH out of the environment's layout, nor replace what the
+	 * operator forwards.
+	 */
+	if (json_is_object(s->forwarded) && json_object_update(env, s->forwarded))
+		rc = SG_E_INTERNAL;
 	for (size_t i = 0; !rc && i < s->base_env.n; i++) {
 		const char *kv = s->base_env.v[i], *eq = strchr(kv, '=');
 

@@ -27,10 +27,54 @@
 #include "server.h"
 
 
+/* The protocol versions sandgate speaks (protocol section 2). */
+#define VERSION_MIN 3
+#define VERSION_MAX 4
+
+/* POSIX's portable variable names, the host's rule for forward_env. */
+static bool env_name_ok(const char *k)
+{
+	if (!((*k >= 'A' && *k <= 'Z') || (*k >= 'a' && *k <= 'z') || *k == '_'))
+		return false;
+	for (k++; *k; k++)
+		if (!((*k >= 'A' && *k <= 'Z') || (*k >= 'a' && *k <= 'z') ||
+		      (*k >= '0' && *k <= '9') || *k == '_'))
+			return false;
+	return true;
+}
+
+/*
+ * binding.environment: the variables the host forwards to every command
+ * (protocol section 2), names and string values.  The sentence names the
+ * variable, never its value, which may be a credential.
+ */
+static sg_err check_forwarded(json_t *env, struct sg_errinfo *e)
+{
+	const char *k;
+	json_t *v;
+
+	if (env && !json_is_null(env) && !json_is_object(env))
+		return sg_err_set(e, SG_E_INVALID_ARGUMENT,
+				  "`environment` must be an object of variable names to strings");
+	json_object_foreach(env, k, v) {
+		if (!env_name_ok(k))
+			return sg_err_set(e, SG_E_INVALID_ARGUMENT,
+					  "`environment`: \"%.64s\" is not a variable name (a letter or '_', then letters, digits and '_')",
+					  k);
+		if (!json_is_string(v) ||
+		    strlen(json_string_value(v)) != json_string_length(v))
+			return sg_err_set(e, SG_E_INVALID_ARGUMENT,
+					  "`environment.%s` must be a string without NUL characters",
+					  k);
+	}
+	return SG_OK;
+}
+
 /*
  * The binding in canonical form: every field present, absent ones as
  * null/false (protocol section 10), so a repeated initialize compares with
- * json_equal.
+ * json_equal.  remove_workspace_on_exit stays null when absent: the
+ * profile decides then (section 2).
  */
 sg_err sg_binding_canonical(json_t *d, json_t **out, struct sg_errinfo *e)
 {
@@ -39,17 +83,20 @@ sg_err sg_binding_canonical(json_t *d, json_t **out, struct sg_errinfo *e)
 	json_t *session = json_object_get(d, "session");
 	json_t *identity = json_object_get(d, "identity");
 	json_t *env = json_object_get(d, "environment");
-	bool req = false, rm = false;
+	json_t *rm = json_object_get(d, "remove_workspace_on_exit");
+	bool req = false;
 	sg_err rc;
 
 	*out = NULL;
-	if (!json_is_integer(v) || json_integer_value(v) != 4) {
+	if (!json_is_integer(v) || json_integer_value(v) < VERSION_MIN ||
+	    json_integer_value(v) > VERSION_MAX) {
 		if (json_is_integer(v))
 			return sg_err_set(e, SG_E_UNSUPPORTED,
-					  "protocol version %lld (this backend speaks 4)",
-					  (long long)json_integer_value(v));
+					  "protocol mismatch: the host speaks version %lld, this backend versions %d and %d",
+					  (long long)json_integer_value(v), VERSION_MIN, VERSION_MAX);
 		return sg_err_set(e, SG_E_UNSUPPORTED,
-				  "protocol version missing or not an integer (this backend speaks 4)");
+				  "protocol mismatch: `version` is missing or not an integer (this backend speaks %d and %d)",
+				  VERSION_MIN, VERSION_MAX);
 	}
 	if (!json_is_string(root) || json_string_value(root)[0] != '/' ||
 	    strlen(json_string_value(root)) != json_string_length(root) ||
@@ -70,20 +117,64 @@ sg_err sg_binding_canonical(json_t *d, json_t **out, struct sg_errinfo *e)
 	     strlen(json_string_value(identity)) != json_string_length(identity)))
 		return sg_err_set(e, SG_E_INVALID_ARGUMENT,
 				  "`identity` must be a non-empty string of at most 128 bytes");
-	if (env && !json_is_null(env) && !json_is_object(env))
+	if (rm && !json_is_null(rm) && !json_is_boolean(rm))
 		return sg_err_set(e, SG_E_INVALID_ARGUMENT,
-				  "`environment` must be an object");
-	rc = sg_arg_bool(d, "require_existing_workspace", false, &req, e);
+				  "`remove_workspace_on_exit` must be true or false");
+	rc = check_forwarded(env, e);
 	if (!rc)
-		rc = sg_arg_bool(d, "remove_workspace_on_exit", false, &rm, e);
+		rc = sg_arg_bool(d, "require_existing_workspace", false, &req, e);
 	if (rc)
 		return rc;
-	*out = json_pack("{s:i, s:O, s:O, s:O, s:O, s:b, s:b}", "version", 4,
+	*out = json_pack("{s:O, s:O, s:O, s:O, s:O, s:b, s:O}", "version", v,
 			 "root", root, "session", session, "identity",
 			 identity ? identity : json_null(), "environment",
 			 env ? env : json_null(), "require_existing_workspace", req,
-			 "remove_workspace_on_exit", rm);
+			 "remove_workspace_on_exit", rm ? rm : json_null());
 	return *out ? SG_OK : sg_err_set(e, SG_E_INTERNAL, "out of memory");
+}
+
+/*
+ * The host names the session and identity it binds in sandgate's own
+ * environment too (WUU_EXECUTION_SESSION, WUU_EXECUTION_ID).  The binding
+ * must agree with them; a binding without an identity takes the host's.
+ * WUU_EXECUTION_STATE, the host's own state directory for the identity, is
+ * not read: sandgate keeps its state under --state-dir.
+ */
+static sg_err host_names(json_t *binding, struct sg_errinfo *e)
+{
+	const char *sess = getenv("WUU_EXECUTION_SESSION");
+	const char *id = getenv("WUU_EXECUTION_ID");
+	json_t *bid = json_object_get(binding, "identity");
+
+	if (sess && *sess &&
+	    strcmp(sess, json_string_value(json_object_get(binding, "session"))) != 0)
+		return sg_err_set(e, SG_E_INVALID_ARGUMENT,
+				  "`session` differs from the WUU_EXECUTION_SESSION sandgate was started with");
+	if (!id || !*id)
+		return SG_OK;
+	if (json_is_string(bid) && strcmp(id, json_string_value(bid)) != 0)
+		return sg_err_set(e, SG_E_INVALID_ARGUMENT,
+				  "`identity` differs from the WUU_EXECUTION_ID sandgate was started with");
+	if (strlen(id) > 128)
+		return sg_err_set(e, SG_E_INVALID_ARGUMENT,
+				  "WUU_EXECUTION_ID must be at most 128 bytes");
+	return json_object_set_new(binding, "identity", json_string(id))
+		       ? sg_err_set(e, SG_E_INTERNAL, "out of memory") : SG_OK;
+}
+
+/*
+ * Whether the environment goes at shutdown: as the binding says, else (the
+ * host never says so to a command backend) by the profile in force: kept
+ * when persistent or shared, removed otherwise.  A kept environment that is
+ * not persistent is removed by `envs gc` once its lifetime passed idle.
+ */
+static bool remove_on_exit(json_t *binding, const struct sg_profile *p)
+{
+	json_t *rm = json_object_get(binding, "remove_workspace_on_exit");
+
+	if (json_is_boolean(rm))
+		return json_is_true(rm);
+	return !p->persistent && !p->shared;
 }
 
 static json_t *merge_objects(json_t *a, json_t *b)
@@ -295,7 +386,7 @@ sg_err sg_init_bring_up(struct sg_op *op, json_t *binding, const char *name,
 			json_t **probe, bool *fatal)
 {
 	struct sg_session *s = op->s;
-	json_t *envobj = json_object_get(binding, "environment");
+	json_t *narrow = NULL;
 	const struct sg_adapter *ad;
 	struct sg_env *env = NULL;
 	bool provisioned = false, known = true, persisted = false;
@@ -303,8 +394,11 @@ sg_err sg_init_bring_up(struct sg_op *op, json_t *binding, const char *name,
 
 	*fatal = false;
 	*probe = NULL;
-	rc = sg_config_profile(s->cfg, name, json_is_object(envobj) ? envobj : NULL,
-			       &s->profile, &op->err);
+	/* The host's profile may only narrow the operator's (protocol section 2). */
+	rc = sg_config_host_profile(getenv("WUU_EXECUTION_PROFILE"), &narrow, &op->err);
+	if (!rc)
+		rc = sg_config_profile(s->cfg, name, narrow, &s->profile, &op->err);
+	json_decref(narrow);
 	if (rc)
 		goto out;
 	ad = sg_adapter_find(s->profile->backend);
@@ -340,7 +434,7 @@ sg_err sg_init_bring_up(struct sg_op *op, json_t *binding, const char *name,
 	env->state_dir = s->state_dir;
 	env->helper_host = s->helper_path;
 	env->require_existing = json_is_true(json_object_get(binding, "require_existing_workspace"));
-	env->remove_on_exit = json_is_true(json_object_get(binding, "remove_workspace_on_exit"));
+	env->remove_on_exit = remove_on_exit(binding, s->profile);
 	env->known = known;
 	env->persisted = persisted && s->profile->persistent;
 	s->env = env;
@@ -469,11 +563,11 @@ static sg_err provision(struct sg_op *op, json_t *binding, bool *fatal)
 	if (selection)
 		json_object_set(facts, "selection", selection);
 	s->init_reply = json_pack(
-		"{s:i, s:[s], s:o, s:o, s:{s:s, s:s, s:s, s:b, s:o}}", "version", 4,
-		"capabilities", "process.start.v1", "methods", sg_server_methods(),
-		"tools", sg_tools_names(), "environment", "backend", s->env->ad->name,
-		"profile", s->profile->name, "id", s->env->id, "resumed", s->env->resumed,
-		"facts", facts);
+		"{s:O, s:s, s:[s], s:o, s:{s:s, s:s, s:s, s:b, s:o}}", "version",
+		json_object_get(binding, "version"), "root", s->root, "capabilities",
+		"process.start.v1", "methods", sg_server_methods(), "environment",
+		"backend", s->env->ad->name, "profile", s->profile->name, "id", s->env->id,
+		"resumed", s->env->resumed, "facts", facts);
 	goto out;
 fail:
 	*fatal = true;
@@ -496,8 +590,12 @@ sg_err sg_init_run(struct sg_op *op, json_t **out)
 	rc = sg_arg_str(op->req, "token", true, &token, &op->err);
 	if (!rc)
 		rc = sg_binding_canonical(op->data, &binding, &op->err);
-	if (rc)
+	if (!rc)
+		rc = host_names(binding, &op->err);
+	if (rc) {
+		json_decref(binding);
 		return rc;
+	}
 	pthread_mutex_lock(&s->lock);
 	while (s->state == SG_S_INITIALIZING)
 		pthread_cond_wait(&s->init_done, &s->lock);
@@ -529,6 +627,8 @@ sg_err sg_init_run(struct sg_op *op, json_t **out)
 		sg_crashpoint("ready");
 		s->binding = binding;
 		s->token = strdup(token);
+		s->version = (int)json_integer_value(json_object_get(binding, "version"));
+		s->forwarded = json_incref(json_object_get(binding, "environment"));
 		s->state = SG_S_READY;
 		*out = json_deep_copy(s->init_reply);
 	} else {

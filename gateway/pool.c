@@ -82,8 +82,8 @@ static struct sg_op *find_inflight(struct sg_pool *p, json_t *id)
 
 /*
  * The terminal reply.  The op leaves the in-flight list first: once the
- * host can read the reply, a cancel of that id must answer false and the
- * id may be used again.
+ * host can read the reply, a cancel of that id is a no-op and the id may be
+ * used again.
  */
 static void finish(struct sg_pool *p, struct sg_op *op, size_t bytes, sg_err rc,
 		   json_t *data)
@@ -284,12 +284,11 @@ sg_err sg_pool_submit(struct sg_pool *p, struct sg_op *op, sg_handler run, size_
 }
 
 /*
- * The answer is queued under the lock: finish() takes the target out of
- * flight under the same lock before it queues the terminal reply, so the
- * host reads `cancelled: true` before the target's `cancelled:` error,
- * never after it.  The wire's lock is a leaf, taken inside this one.
+ * Under the lock, so the target cannot leave flight between the search and
+ * the fire: a target found here has not queued its reply yet, and the one
+ * it queues says it was cancelled.  The cancel itself is never answered.
  */
-void sg_pool_cancel(struct sg_pool *p, json_t *id, json_t *target)
+void sg_pool_cancel(struct sg_pool *p, json_t *target)
 {
 	struct sg_op *op;
 
@@ -298,9 +297,43 @@ void sg_pool_cancel(struct sg_pool *p, json_t *id, json_t *target)
 	if (op)
 		sg_cancel_fire_with(&op->cancel, SG_E_CANCELLED,
 				    "request cancelled by the host");
-	sg_wire_send(p->s->wire, json_pack("{s:O, s:{s:b}}", "id", id, "data",
-					   "cancelled", op != NULL));
 	pthread_mutex_unlock(&p->lock);
+}
+
+/* ---- run_code's nested calls (session.h) ---- */
+
+void sg_callback_add(struct sg_session *s, struct sg_callback *cb)
+{
+	pthread_mutex_lock(&s->callback_lock);
+	cb->next = s->callbacks;
+	s->callbacks = cb;
+	pthread_mutex_unlock(&s->callback_lock);
+}
+
+void sg_callback_remove(struct sg_session *s, struct sg_callback *cb)
+{
+	pthread_mutex_lock(&s->callback_lock);
+	for (struct sg_callback **link = &s->callbacks; *link; link = &(*link)->next) {
+		if (*link == cb) {
+			*link = cb->next;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&s->callback_lock);
+}
+
+bool sg_callback_deliver(struct sg_session *s, const char *id, json_t *answer)
+{
+	struct sg_callback *cb;
+
+	pthread_mutex_lock(&s->callback_lock);
+	for (cb = s->callbacks; cb; cb = cb->next)
+		if (strcmp(cb->id, id) == 0)
+			break;
+	if (cb)
+		cb->deliver(cb, answer);
+	pthread_mutex_unlock(&s->callback_lock);
+	return cb != NULL;
 }
 
 /* Wait on cond for at most ms, the pool's lock held. */

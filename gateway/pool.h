@@ -66,11 +66,12 @@ sg_err sg_pool_submit(struct sg_pool *p, struct sg_op *op, sg_handler run, size_
 		      struct sg_errinfo *err) SG_MUST_CHECK;
 
 /*
- * Answer the host's cancel request id (borrowed): cancel the request in
- * flight whose id is target (borrowed) and reply whether there was one.
- * The reply is queued before the target's own terminal reply.
+ * The host's cancel of target (borrowed; protocol section 5): fire the
+ * token of the request in flight with that id, if any.  Nothing is
+ * replied; the target's own reply says it was cancelled once its handler
+ * stopped.  An unknown or finished id is a no-op.
  */
-void sg_pool_cancel(struct sg_pool *p, json_t *id, json_t *target);
+void sg_pool_cancel(struct sg_pool *p, json_t *target);
 
 /*
  * Cancel every request in flight and wait until each has replied, or

@@ -5,9 +5,12 @@
  * Invariants: the reader (main) thread parses and routes frames and never
  * blocks on the environment; every request that passes the checks here
  * goes to the worker pool (pool.c), whose worker queues its one terminal
- * reply; cancel is answered here at once and only fires the target's
- * token.  initialize is initialize.c's, the end of the connection
- * shutdown.c's, the audit log audit.c's.
+ * reply.  cancel and callback frames get no reply at all: a cancel only
+ * fires its target's token (the target answers when its handler stopped),
+ * a callback only hands its answer to the nested call waiting for it.
+ * Once a binding fixed the token, no frame without it is acted on.
+ * initialize is initialize.c's, the end of the connection shutdown.c's,
+ * the audit log audit.c's.
  */
 #define _GNU_SOURCE /* F_SETPIPE_SZ */
 #include "server.h"
@@ -20,6 +23,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+#include <openssl/crypto.h>
 
 #include "audit.h"
 #include "base/limits.h"
@@ -43,6 +48,11 @@ struct server {
 	const struct sg_server_opts *o;
 	struct sg_pool pool;
 	struct sg_audit *audit;
+	/*
+	 * The id an error reply carries when the request had none (""): the
+	 * host reads it as an id nobody waits for, as from its own worker.
+	 */
+	json_t *no_id;
 };
 
 static const struct method methods[] = {
@@ -64,10 +74,16 @@ static const struct method methods[] = {
 	{ "process/cleanup", sg_proc_method, false },
 	{ "export/read", sg_export_read, false },
 	{ "export/close", sg_export_close, false },
-	/* Answered on the reader thread; allowed while initialize runs, so an
-	 * initialize can be cancelled. */
-	{ "cancel", NULL, true },
 };
+
+/*
+ * Frames answered on the reader thread with no reply of their own: cancel
+ * (the target's id, protocol section 5) and callback (the answer to one of
+ * run_code's nested tool calls, section 7).  Not methods a host calls for
+ * a result, so `methods` does not list them.
+ */
+static const char cancel_word[] = "cancel";
+static const char callback_word[] = "callback";
 
 /* A method only a command profile's peer offers (relay.c). */
 static const struct method relayed = { "relayed", sg_relay_request, false };
@@ -97,23 +113,65 @@ static void send_error_code(struct sg_session *s, json_t *id, sg_err code,
 
 /* ---- dispatch (reader thread) ---- */
 
-/* cancel: answered at once; the target replies `cancelled:` when its
- * handler has actually stopped. */
-static void do_cancel(struct server *sv, json_t *id, json_t *data)
+/*
+ * Whether the frame may be acted on: once a binding fixed the token, every
+ * frame (cancel, callback and a repeated initialize included) must carry
+ * it, compared in constant time.  Before that there is no token to hold a
+ * frame to; only initialize and cancel are served then.
+ */
+static bool authorized(struct sg_session *s, json_t *frame, int state)
 {
-	json_t *target = json_object_get(data, "id");
+	json_t *t = json_object_get(frame, "token");
+	size_t n;
 
-	if (!json_is_string(target) && !json_is_integer(target)) {
-		send_error_code(&sv->s, id, SG_E_INVALID_ARGUMENT,
-				"`id` must be the string or integer id of a request");
-		return;
-	}
-	sg_pool_cancel(&sv->pool, id, target);
+	if (state != SG_S_READY)
+		return true;
+	n = strlen(s->token);
+	return json_is_string(t) && json_string_length(t) == n &&
+	       CRYPTO_memcmp(json_string_value(t), s->token, n) == 0;
+}
+
+/*
+ * A callback frame: {"id", "method":"callback", "data":{"id", "data"|"error"}}
+ * settles the nested tool call whose id it carries (data's, else the
+ * frame's).  One nobody waits for (unknown, settled, or its program gone)
+ * is dropped: the host never expects a reply to it.
+ */
+static void do_callback(struct server *sv, json_t *frame)
+{
+	json_t *data = json_object_get(frame, "data");
+	json_t *id = json_object_get(data, "id");
+
+	if (!json_is_string(id))
+		id = json_object_get(frame, "id");
+	if (!json_is_object(data) || !json_is_string(id) ||
+	    !sg_callback_deliver(&sv->s, json_string_value(id), data))
+		sg_log_debug("a callback no nested call waits for was dropped");
+}
+
+static const struct method *find_method(const char *name)
+{
+	for (size_t i = 0; i < sizeof(methods) / sizeof(methods[0]); i++)
+		if (strcmp(methods[i].name, name) == 0)
+			return &methods[i];
+	return NULL;
+}
+
+/* The unknown method's error; a process operation's has the host's meaning. */
+static void unknown_method(struct sg_session *s, json_t *id, const char *name)
+{
+	if (strncmp(name, "process/", 8) == 0)
+		send_error_code(s, id, SG_E_UNKNOWN_METHOD,
+				"unknown remote process operation \"%.64s\"", name + 8);
+	else
+		send_error_code(s, id, SG_E_UNKNOWN_METHOD, "no method \"%.64s\"", name);
 }
 
 /*
  * Check a request and answer what needs no worker; returns the method to
- * run, or NULL once the request was answered here.
+ * run, or NULL once the frame was answered (or, for cancel and callback,
+ * acted on) here.  The order is the host worker's: the token first, then
+ * the frames that get no reply, then the id, then the method.
  */
 static const struct method *route(struct server *sv, json_t *frame)
 {
@@ -121,10 +179,36 @@ static const struct method *route(struct server *sv, json_t *frame)
 	json_t *id = json_object_get(frame, "id");
 	json_t *m = json_object_get(frame, "method");
 	json_t *data = json_object_get(frame, "data");
-	const struct method *meth = NULL;
-	const char *token;
+	const struct method *meth;
+	const char *name;
 	int state;
 
+	pthread_mutex_lock(&s->lock);
+	state = s->state;
+	pthread_mutex_unlock(&s->lock);
+	if (!id || json_is_null(id) || (json_is_string(id) && json_string_length(id) == 0))
+		id = NULL;
+	if (!authorized(s, frame, state)) {
+		send_error_code(s, id ? id : sv->no_id, SG_E_BAD_TOKEN,
+				"the frame's token does not match the connection's");
+		return NULL;
+	}
+	name = json_is_string(m) ? json_string_value(m) : "";
+	if (strcmp(name, cancel_word) == 0) {
+		if (id)
+			sg_pool_cancel(&sv->pool, id);
+		return NULL;
+	}
+	if (strcmp(name, callback_word) == 0) {
+		if (state == SG_S_READY)
+			do_callback(sv, frame);
+		return NULL;
+	}
+	if (!id) {
+		send_error_code(s, sv->no_id, SG_E_INVALID_REQUEST,
+				"the request has no id (a non-empty string or an integer)");
+		return NULL;
+	}
 	if (!json_is_string(m)) {
 		send_error_code(s, id, SG_E_INVALID_REQUEST, "`method` must be a string");
 		return NULL;
@@ -133,53 +217,25 @@ static const struct method *route(struct server *sv, json_t *frame)
 		send_error_code(s, id, SG_E_INVALID_REQUEST, "`data` must be an object");
 		return NULL;
 	}
-	for (size_t i = 0; i < sizeof(methods) / sizeof(methods[0]); i++)
-		if (strcmp(methods[i].name, json_string_value(m)) == 0)
-			meth = &methods[i];
-	pthread_mutex_lock(&s->lock);
-	state = s->state;
-	pthread_mutex_unlock(&s->lock);
+	meth = find_method(name);
 	/* A relayed connection serves the methods its peer offers. */
-	if (state == SG_S_READY && s->relay && (!meth || (meth->run && meth->run != sg_init_run)))
-		meth = sg_relay_has_method(s->relay, json_string_value(m)) ? &relayed : NULL;
+	if (state == SG_S_READY && s->relay && (!meth || meth->run != sg_init_run))
+		meth = sg_relay_has_method(s->relay, name) ? &relayed : NULL;
 	if (!meth) {
-		send_error_code(s, id, SG_E_UNKNOWN_METHOD, "no method \"%.64s\"",
-				json_string_value(m));
+		unknown_method(s, id, name);
 		return NULL;
 	}
-	if (!meth->before_init) {
-		if (state == SG_S_FAILED) {
-			send_error_code(s, id, SG_E_INIT_FAILED, "reconnect with a new connection");
-			return NULL;
-		}
-		if (state != SG_S_READY) {
-			send_error_code(s, id, SG_E_NOT_INITIALIZED,
-					"call initialize before %s", meth->name);
-			return NULL;
-		}
-		token = json_string_value(json_object_get(frame, "token"));
-		if (!token || strcmp(token, s->token) != 0) {
-			send_error_code(s, id, SG_E_BAD_TOKEN,
-					"the request's token does not match the connection's");
-			return NULL;
-		}
+	if (!meth->before_init && state == SG_S_FAILED) {
+		send_error_code(s, id, SG_E_INIT_FAILED, "reconnect with a new connection");
+		return NULL;
 	}
-	if (!data || json_is_null(data)) {
+	if (!meth->before_init && state != SG_S_READY) {
+		send_error_code(s, id, SG_E_NOT_INITIALIZED, "call initialize before %s",
+				meth->name);
+		return NULL;
+	}
+	if (!data || json_is_null(data))
 		json_object_set_new(frame, "data", json_object());
-		data = json_object_get(frame, "data");
-	}
-	if (!meth->run && state == SG_S_READY) {
-		token = json_string_value(json_object_get(frame, "token"));
-		if (!token || strcmp(token, s->token) != 0) {
-			send_error_code(s, id, SG_E_BAD_TOKEN,
-					"the request's token does not match the connection's");
-			return NULL;
-		}
-	}
-	if (!meth->run) {
-		do_cancel(sv, id, data);
-		return NULL;
-	}
 	return meth;
 }
 
@@ -280,7 +336,9 @@ static void session_release(struct server *sv)
 	sg_init_reset(s);
 	json_decref(s->binding);
 	json_decref(s->init_reply);
+	json_decref(s->forwarded);
 	free(s->token);
+	json_decref(sv->no_id);
 }
 
 int sg_server_run(const struct sg_server_opts *o)
@@ -297,7 +355,9 @@ int sg_server_run(const struct sg_server_opts *o)
 	if (!sv)
 		return 70;
 	sv->o = o;
+	sv->no_id = json_string("");
 	pthread_mutex_init(&sv->s.lock, NULL);
+	pthread_mutex_init(&sv->s.callback_lock, NULL);
 	pthread_cond_init(&sv->s.init_done, NULL);
 	sv->s.cfg = o->cfg;
 	sv->s.profile_name = o->profile;
@@ -307,6 +367,7 @@ int sg_server_run(const struct sg_server_opts *o)
 	sv->s.tool_output = o->tool_output ? o->tool_output : SG_TOOL_OUTPUT;
 	if (o->audit_log && sg_audit_open(o->audit_log, &sv->audit, &err)) {
 		fprintf(stderr, "sandgate: %s\n", err.msg);
+		json_decref(sv->no_id);
 		free(sv);
 		return SG_EXIT_CANTCREAT;
 	}
@@ -321,6 +382,7 @@ int sg_server_run(const struct sg_server_opts *o)
 	(void)fcntl(out_fd, F_SETPIPE_SZ, (int)SG_PIPE_SIZE);
 	if (sg_wire_new(o->in_fd, out_fd, on_dead, sv, &sv->s.wire)) {
 		fprintf(stderr, "sandgate: cannot start the protocol writer\n");
+		json_decref(sv->no_id);
 		free(sv);
 		return 70;
 	}

@@ -29,6 +29,7 @@
 #include "base/strv.h"
 #include "wire.h"
 
+struct sg_callback;
 struct sg_exports;
 struct sg_procs;
 struct sg_relay;
@@ -50,6 +51,7 @@ struct sg_session {
 	json_t *binding;    /* the canonical binding object (own ref) */
 	char *token;
 	json_t *init_reply; /* the reply data a repeated initialize returns */
+	int version;        /* the binding's protocol version, 3 or 4 */
 
 	/* Valid once READY; read without the lock afterwards. */
 	char *root, *session_id, *identity;
@@ -57,6 +59,7 @@ struct sg_session {
 	struct sg_env *env;
 	int landlock_abi;            /* observed inside the environment */
 	struct sg_strv base_env;     /* a command's minimal environment */
+	json_t *forwarded;           /* binding.environment: {NAME: value}, checked */
 	char *tmp_dir;               /* inside the environment: TMPDIR */
 
 	struct sg_exports *exports;
@@ -76,7 +79,31 @@ struct sg_session {
 	 * within the budget (sg_envs_settle).  Under lock.
 	 */
 	json_t *pending;
+
+	/* run_code's nested calls awaiting the host's `callback` (pool.c). */
+	pthread_mutex_t callback_lock;
+	struct sg_callback *callbacks;
 };
+
+/*
+ * A nested tool call waiting for the host's `callback` frame (protocol
+ * section 7).  Its owner (run_code) embeds it, sets id (the id of the
+ * `tool` frame it sent) and deliver, adds it before that frame goes out and
+ * removes it when the call is settled or the program ends.  deliver runs
+ * on the reader thread with the callback's data, {"id", "data"|"error"}
+ * (borrowed), under the session's callback lock: it must only record the
+ * answer and wake its waiter.  After sg_callback_remove returns, deliver
+ * is not running and will not run again.
+ */
+struct sg_callback {
+	const char *id;
+	void (*deliver)(struct sg_callback *cb, json_t *answer);
+	struct sg_callback *next; /* the session's list */
+};
+void sg_callback_add(struct sg_session *s, struct sg_callback *cb);
+void sg_callback_remove(struct sg_session *s, struct sg_callback *cb);
+/* Hand answer to the waiter of id; false when nobody waits for it. */
+bool sg_callback_deliver(struct sg_session *s, const char *id, json_t *answer);
 
 struct sg_op {
 	json_t *id;           /* the request's id (own ref) */
@@ -182,15 +209,17 @@ sg_err sg_envcall_resolve(struct sg_session *s, const char *path,
 			  struct sg_errinfo *err) SG_MUST_CHECK;
 
 /*
- * The environment for a command: the session's minimal set, then
- * forward_env, then `extra` (a JSON object of strings, may be NULL).
+ * The environment for a command, later sources winning: binding.environment
+ * (the variables the host forwards), then the session's minimal set and the
+ * operator's forward_env, which the host may not override, then `extra` (the
+ * request's or the tool's own, a JSON object of strings, may be NULL).
  */
 sg_err sg_envcall_command_env(struct sg_session *s, json_t *extra,
 			      struct sg_strv *out, struct sg_errinfo *err)
 	SG_MUST_CHECK;
 
 /*
- * SG_OK when commands of this mode can run here: `full` always, standard
+ * SG_OK when commands of this mode can run here: `unconfined` always, standard
  * and read_only only where the environment can confine them (Landlock ABI
  * 3 or newer); SG_E_PERMISSION otherwise, never a silently weaker mode.
  */
@@ -265,10 +294,13 @@ sg_err sg_arg_strings(json_t *obj, const char *key, json_t **out,
 sg_err sg_arg_env(json_t *obj, const char *key, json_t **out,
 		  struct sg_errinfo *err) SG_MUST_CHECK;
 
-/* `permission_mode` (absent: standard) as a confinement mode. */
+/*
+ * `permission_mode` as a confinement mode: "standard" (or "" or absent),
+ * "read_only", "unconfined"; anything else is invalid_argument.
+ */
 sg_err sg_arg_mode(json_t *obj, enum sg_confine *out, struct sg_errinfo *err)
 	SG_MUST_CHECK;
-/* "read_only", "standard" or "full"; static. */
+/* "read_only", "standard" or "unconfined"; static. */
 const char *sg_confine_word(enum sg_confine mode);
 
 /* Text as a JSON string with invalid UTF-8 replaced by U+FFFD (new). */

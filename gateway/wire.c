@@ -213,9 +213,15 @@ void sg_wire_free(struct sg_wire *w)
 	free(w);
 }
 
+/*
+ * The id types a frame may carry: a string (the host's), an integer (other
+ * hosts'), or none at all (absent or null), which the server answers with
+ * an error under the empty id as the host's own worker does.  Any other
+ * type is a frame the host itself could not have written.
+ */
 static bool id_valid(const json_t *id)
 {
-	return id && (json_is_string(id) || json_is_integer(id));
+	return !id || json_is_null(id) || json_is_string(id) || json_is_integer(id);
 }
 
 sg_err sg_wire_parse(const char *p, size_t n, json_t **frame,
@@ -234,7 +240,7 @@ sg_err sg_wire_parse(const char *p, size_t n, json_t **frame,
 	if (!json_is_object(j) || !id_valid(json_object_get(j, "id"))) {
 		json_decref(j);
 		return sg_err_set(err, SG_E_INVALID_REQUEST,
-				  "malformed frame: not an object with a string or integer id");
+				  "malformed frame: not an object with a string, integer or no id");
 	}
 	*frame = j;
 	return SG_OK;

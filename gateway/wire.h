@@ -34,7 +34,7 @@ void sg_wire_free(struct sg_wire *w);
 
 /*
  * The next request frame as a JSON object (new reference) whose `id` is a
- * string or an integer.  Errors: SG_E_NOT_FOUND at end of input (an
+ * string, an integer, null or absent (the server answers the last two).  Errors: SG_E_NOT_FOUND at end of input (an
  * unterminated last line is ignored), SG_E_TOO_LARGE for a frame over the
  * cap, SG_E_INVALID_REQUEST for a malformed frame, SG_E_CANCELLED after
  * sg_wire_stop().  Every error ends reading for good.

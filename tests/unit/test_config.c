@@ -113,15 +113,15 @@ static void field_ok(const char *members)
 	sg_config_free(load_ok(json));
 }
 
-static json_t *parse(const char *json)
+/* The host's profile as WUU_EXECUTION_PROFILE carries it, made a narrowing. */
+static json_t *host(const char *env)
 {
-	json_t *v;
+	struct sg_errinfo err = { 0 };
+	json_t *e = NULL;
 
-	if (!json)
-		return NULL;
-	v = json_loads(json, 0, NULL);
-	assert_non_null(v);
-	return v;
+	if (sg_config_host_profile(env, &e, &err))
+		fail_msg("host profile refused: %s", err.msg);
+	return e;
 }
 
 static struct sg_profile *build_ok(const struct sg_config *cfg,
@@ -129,7 +129,7 @@ static struct sg_profile *build_ok(const struct sg_config *cfg,
 {
 	struct sg_errinfo err = { 0 };
 	struct sg_profile *p = NULL;
-	json_t *e = parse(env);
+	json_t *e = host(env);
 	sg_err rc = sg_config_profile(cfg, name, e, &p, &err);
 
 	json_decref(e);
@@ -144,7 +144,7 @@ static void build_fails(const struct sg_config *cfg, const char *name,
 {
 	struct sg_errinfo err = { 0 };
 	struct sg_profile *p = (struct sg_profile *)&err;
-	json_t *e = parse(env);
+	json_t *e = host(env);
 
 	assert_int_equal(sg_config_profile(cfg, name, e, &p, &err), code);
 	json_decref(e);
@@ -694,13 +694,25 @@ static void test_lifetime_mapping(void **state)
 	p = build_ok(cfg, "short", NULL);
 	assert_int_equal(p->lifetime_seconds, 30);
 	sg_profile_free(p);
-	/* The binding's value is taken, with the same mapping. */
+	/*
+	 * The host's profile may shorten it, 0 counting as 600 on the
+	 * operator's side and as no request on the host's.
+	 */
 	p = build_ok(cfg, "short", "{\"lifetime_seconds\": 0}");
+	assert_int_equal(p->lifetime_seconds, 30);
+	sg_profile_free(p);
+	p = build_ok(cfg, "short", "{\"lifetime_seconds\": 10}");
+	assert_int_equal(p->lifetime_seconds, 10);
+	sg_profile_free(p);
+	p = build_ok(cfg, "absent", "{\"lifetime_seconds\": 600}");
 	assert_int_equal(p->lifetime_seconds, 600);
 	sg_profile_free(p);
-	p = build_ok(cfg, "short", "{\"lifetime_seconds\": 7200}");
-	assert_int_equal(p->lifetime_seconds, 7200);
-	sg_profile_free(p);
+	build_fails(cfg, "short", "{\"lifetime_seconds\": 7200}", SG_E_PERMISSION,
+		    "WUU_EXECUTION_PROFILE: field \"lifetime_seconds\": 7200 exceeds "
+		    "the operator's profile's 30");
+	build_fails(cfg, "zero", "{\"lifetime_seconds\": 601}", SG_E_PERMISSION,
+		    "WUU_EXECUTION_PROFILE: field \"lifetime_seconds\": 601 exceeds "
+		    "the operator's profile's 600");
 	sg_config_free(cfg);
 }
 
@@ -712,7 +724,7 @@ static const char narrow_cfg[] =
 	" \"cpus\": 2, \"memory_mb\": 4096,"
 	" \"network\": {\"allow\": [\"10.0.0.0/8\", \"*.example.com\","
 	" \"fd00::/8\", \"pypi.org\"]},"
-	" \"mount_read_only\": true, \"persistent\": false,"
+	" \"mount_read_only\": true, \"persistent\": true, \"shared\": true,"
 	" \"lifetime_seconds\": 300,"
 	" \"forward_env\": {\"A\": \"1\", \"Z\": \"26\"},"
 	" \"best_effort\": [\"cpus\", \"network\"], \"fake_knob\": 2},"
@@ -726,9 +738,12 @@ static void test_narrowing_accepted(void **state)
 
 	(void)state;
 	cfg = load_ok(narrow_cfg);
+	/* The host's own launch fields (its command entry) ask nothing. */
 	p = build_ok(cfg, "lab",
 		     "{\"backend\": \"command\", \"command\": [\"sandgate\"],"
-		     " \"shutdown_grace_ms\": 90000,"
+		     " \"shutdown_grace_ms\": 90000, \"worker\": \"wuu\","
+		     " \"python\": \"python3\", \"workspace\": \"/workspace\","
+		     " \"forward_env\": [\"GITHUB_TOKEN\"],"
 		     " \"cpus\": 1, \"memory_mb\": 2048,"
 		     " \"network\": {\"allow\": [\"10.1.0.0/16\","
 		     " \"api.example.com\", \"*.cdn.example.com\","
@@ -736,11 +751,11 @@ static void test_narrowing_accepted(void **state)
 		     " \"persistent\": true, \"shared\": true,"
 		     " \"mount_read_only\": true, \"lifetime_seconds\": 60,"
 		     " \"shutdown_timeout_ms\": 5000, \"image\": \"debian:12\","
-		     " \"fake_knob\": 2, \"best_effort\": [\"cpus\"],"
-		     " \"forward_env\": {\"B\": \"2\", \"A\": \"3\"}}");
-	/* The binding's copy is ours: nothing points into the caller's JSON. */
+		     " \"fake_knob\": 2, \"best_effort\": [\"cpus\"]}");
+	/* The host's copy is ours: nothing points into the caller's JSON. */
 	assert_string_equal(p->backend, "fake");
 	assert_string_equal(p->image, "debian:12");
+	assert_null(p->workspace);
 	assert_true(p->cpus == 1);
 	assert_int_equal(p->memory_mb, 2048);
 	assert_int_equal(p->network, SG_NET_ALLOW);
@@ -754,11 +769,10 @@ static void test_narrowing_accepted(void **state)
 	assert_int_equal(p->shutdown_timeout_ms, 5000);
 	assert_int_equal(count(p->best_effort), 1);
 	assert_string_equal(p->best_effort[0], "cpus");
-	/* Binding values are added; a name given twice takes the binding's. */
-	assert_int_equal(count(p->forward_env), 3);
-	assert_string_equal(p->forward_env[0], "A=3");
+	/* The forwarded variables are the operator's alone. */
+	assert_int_equal(count(p->forward_env), 2);
+	assert_string_equal(p->forward_env[0], "A=1");
 	assert_string_equal(p->forward_env[1], "Z=26");
-	assert_string_equal(p->forward_env[2], "B=2");
 	sg_profile_free(p);
 
 	/* Equal values are not widening. */
@@ -769,19 +783,35 @@ static void test_narrowing_accepted(void **state)
 	assert_int_equal(p->memory_mb, 4096);
 	sg_profile_free(p);
 
-	/* A profile without resources takes the binding's. */
-	p = build_ok(cfg, "open", "{\"cpus\": 16, \"memory_mb\": 65536,"
-				 " \"mount_read_only\": false}");
-	assert_true(p->cpus == 16);
-	assert_int_equal(p->memory_mb, 65536);
-	assert_false(p->mount_read_only);
+	/*
+	 * Zero values ask for nothing (the host's encoder omits them): the
+	 * operator's persistent, shared and mount_read_only stand.
+	 */
+	p = build_ok(cfg, "lab", "{\"persistent\": false, \"shared\": false,"
+			       " \"mount_read_only\": false, \"cpus\": 0,"
+			       " \"network\": \"\", \"image\": \"\"}");
+	assert_true(p->persistent);
+	assert_true(p->shared);
+	assert_true(p->mount_read_only);
+	assert_true(p->cpus == 2);
+	assert_int_equal(count(p->network_allow), 4);
 	sg_profile_free(p);
 
-	/* An empty environment changes nothing. */
+	/* A profile without resources takes the host's. */
+	p = build_ok(cfg, "open", "{\"cpus\": 16, \"memory_mb\": 65536}");
+	assert_true(p->cpus == 16);
+	assert_int_equal(p->memory_mb, 65536);
+	assert_false(p->persistent);
+	sg_profile_free(p);
+
+	/* An empty or absent host profile changes nothing. */
 	p = build_ok(cfg, "lab", "{}");
 	assert_true(p->cpus == 2);
 	assert_int_equal(count(p->network_allow), 4);
 	assert_int_equal(count(p->forward_env), 2);
+	sg_profile_free(p);
+	p = build_ok(cfg, "lab", "");
+	assert_true(p->cpus == 2);
 	sg_profile_free(p);
 	sg_config_free(cfg);
 }
@@ -793,43 +823,38 @@ static void test_narrowing_refused(void **state)
 	(void)state;
 	cfg = load_ok(narrow_cfg);
 	build_fails(cfg, "lab", "{\"cpus\": 8}", SG_E_PERMISSION,
-		    "environment.cpus 8 exceeds the profile's 2");
+		    "WUU_EXECUTION_PROFILE: field \"cpus\": 8 exceeds the operator's profile's 2");
 	build_fails(cfg, "lab", "{\"cpus\": 2.5}", SG_E_PERMISSION,
-		    "environment.cpus 2.5 exceeds the profile's 2");
+		    "WUU_EXECUTION_PROFILE: field \"cpus\": 2.5 exceeds the operator's profile's 2");
 	build_fails(cfg, "lab", "{\"memory_mb\": 8192}", SG_E_PERMISSION,
-		    "environment.memory_mb 8192 exceeds the profile's 4096");
-	build_fails(cfg, "lab", "{\"mount_read_only\": false}",
-		    SG_E_PERMISSION,
-		    "environment.mount_read_only false would lift the "
-		    "profile's mount_read_only");
-	build_fails(cfg, "lab", "{\"image\": \"ubuntu:24.04\"}",
-		    SG_E_PERMISSION,
-		    "environment.image differs from the profile's value, and "
-		    "a binding may only narrow it");
+		    "WUU_EXECUTION_PROFILE: field \"memory_mb\": 8192 exceeds the "
+		    "operator's profile's 4096");
+	build_fails(cfg, "lab", "{\"image\": \"ubuntu:24.04\"}", SG_E_PERMISSION,
+		    "WUU_EXECUTION_PROFILE: field \"image\": differs from the operator's "
+		    "profile, which the host's may only narrow");
 	build_fails(cfg, "lab", "{\"fake_knob\": 3}", SG_E_PERMISSION,
-		    "environment.fake_knob differs from the profile's value, and "
-		    "a binding may only narrow it");
+		    "WUU_EXECUTION_PROFILE: field \"fake_knob\": differs from the "
+		    "operator's profile, which the host's may only narrow");
 	build_fails(cfg, "lab", "{\"host\": \"elsewhere\"}", SG_E_PERMISSION,
-		    "environment.host is not set by the profile, and a binding "
-		    "may not add it");
-	/* A host's command entry names its root as `workspace`: ignored. */
-	{
-		struct sg_profile *p = build_ok(cfg, "lab", "{\"workspace\": \"/workspace\"}");
-
-		assert_null(p->workspace);
-		sg_profile_free(p);
-	}
+		    "WUU_EXECUTION_PROFILE: field \"host\": the operator's profile does "
+		    "not set it, and the host's may not add it");
 	build_fails(cfg, "lab", "{\"region\": \"x\"}", SG_E_PERMISSION,
-		    "environment.region is not set by the profile, and a "
-		    "binding may not add it");
+		    "WUU_EXECUTION_PROFILE: field \"region\": the operator's profile "
+		    "does not set it, and the host's may not add it");
 	build_fails(cfg, "lab", "{\"best_effort\": [\"network\", \"image\"]}",
 		    SG_E_PERMISSION,
-		    "environment.best_effort adds \"image\", which the profile "
-		    "does not mark best-effort");
-	build_fails(cfg, "open", "{\"best_effort\": [\"network\"]}",
-		    SG_E_PERMISSION,
-		    "environment.best_effort adds \"network\", which the "
-		    "profile does not mark best-effort");
+		    "WUU_EXECUTION_PROFILE: field \"best_effort\": adds \"image\", which "
+		    "the operator's profile does not mark best-effort");
+	build_fails(cfg, "open", "{\"best_effort\": [\"network\"]}", SG_E_PERMISSION,
+		    "WUU_EXECUTION_PROFILE: field \"best_effort\": adds \"network\", "
+		    "which the operator's profile does not mark best-effort");
+	/* persistent and shared only where the operator's profile has them. */
+	build_fails(cfg, "open", "{\"persistent\": true}", SG_E_PERMISSION,
+		    "WUU_EXECUTION_PROFILE: field \"persistent\": the operator's profile "
+		    "is not persistent, and the host's may not make it so");
+	build_fails(cfg, "open", "{\"shared\": true}", SG_E_PERMISSION,
+		    "WUU_EXECUTION_PROFILE: field \"shared\": the operator's profile is "
+		    "not shared, and the host's may not make it so");
 	sg_config_free(cfg);
 }
 
@@ -838,55 +863,58 @@ static void test_narrowing_bad_types(void **state)
 	struct sg_config *cfg;
 	struct sg_errinfo err = { 0 };
 	struct sg_profile *p = NULL;
-	json_t *arr = json_array();
+	json_t *arr = json_array(), *e = NULL;
 
 	(void)state;
 	cfg = load_ok(narrow_cfg);
 	build_fails(cfg, "lab", "{\"cpus\": \"1\"}", SG_E_INVALID_ARGUMENT,
-		    "environment.cpus: must be a positive number");
+		    "WUU_EXECUTION_PROFILE: field \"cpus\": must be a positive number");
 	build_fails(cfg, "lab", "{\"memory_mb\": -5}", SG_E_INVALID_ARGUMENT,
-		    "environment.memory_mb: must be a positive integer");
+		    "WUU_EXECUTION_PROFILE: field \"memory_mb\": must be a positive integer");
 	/* A lowering below the bounds is refused, not passed to a backend. */
 	build_fails(cfg, "lab", "{\"cpus\": 0.001}", SG_E_INVALID_ARGUMENT,
-		    "environment.cpus: must be a number from 0.01 to 4096");
-	build_fails(cfg, "lab", "{\"memory_mb\": 17592186044416}",
-		    SG_E_INVALID_ARGUMENT,
-		    "environment.memory_mb: must be an integer from 1 to 16777216");
-	build_fails(cfg, "lab", "{\"network\": \"off\"}",
-		    SG_E_INVALID_ARGUMENT,
-		    "environment.network: must be \"none\", \"default\" or "
-		    "{\"allow\": [CIDR or domain, ...]}");
+		    "WUU_EXECUTION_PROFILE: field \"cpus\": must be a number from 0.01 to 4096");
+	build_fails(cfg, "lab", "{\"memory_mb\": 17592186044416}", SG_E_INVALID_ARGUMENT,
+		    "WUU_EXECUTION_PROFILE: field \"memory_mb\": must be an integer from 1 "
+		    "to 16777216");
+	build_fails(cfg, "lab", "{\"network\": \"off\"}", SG_E_INVALID_ARGUMENT,
+		    "WUU_EXECUTION_PROFILE: field \"network\": must be \"none\", "
+		    "\"default\" or {\"allow\": [CIDR or domain, ...]}");
 	build_fails(cfg, "lab", "{\"network\": {\"allow\": [\"1.2.3.4/40\"]}}",
 		    SG_E_INVALID_ARGUMENT,
-		    "environment.network: \"1.2.3.4/40\" is neither a CIDR "
-		    "(address/prefix) nor a domain name");
-	build_fails(cfg, "lab", "{\"persistent\": \"yes\"}",
-		    SG_E_INVALID_ARGUMENT,
-		    "environment.persistent: must be true or false");
-	build_fails(cfg, "lab", "{\"lifetime_seconds\": -1}",
-		    SG_E_INVALID_ARGUMENT,
-		    "environment.lifetime_seconds: must be an integer from 0 "
-		    "to 2147483647");
+		    "WUU_EXECUTION_PROFILE: field \"network\": \"1.2.3.4/40\" is neither "
+		    "a CIDR (address/prefix) nor a domain name");
+	build_fails(cfg, "lab", "{\"persistent\": \"yes\"}", SG_E_INVALID_ARGUMENT,
+		    "WUU_EXECUTION_PROFILE: field \"persistent\": must be true or false");
+	build_fails(cfg, "lab", "{\"lifetime_seconds\": -1}", SG_E_INVALID_ARGUMENT,
+		    "WUU_EXECUTION_PROFILE: field \"lifetime_seconds\": must be an integer "
+		    "from 0 to 2147483647");
 	build_fails(cfg, "lab", "{\"shutdown_timeout_ms\": 2147483648}",
 		    SG_E_INVALID_ARGUMENT,
-		    "environment.shutdown_timeout_ms: must be an integer from 0 "
-		    "to 2147483647");
+		    "WUU_EXECUTION_PROFILE: field \"shutdown_timeout_ms\": must be an "
+		    "integer from 0 to 2147483647");
 	build_fails(cfg, "lab", "{\"image\": 7}", SG_E_INVALID_ARGUMENT,
-		    "environment.image: must be a non-empty string");
-	build_fails(cfg, "lab", "{\"forward_env\": \"A\"}",
-		    SG_E_INVALID_ARGUMENT,
-		    "environment.forward_env: must be a list of variable names "
-		    "or an object of names to string values");
+		    "WUU_EXECUTION_PROFILE: field \"image\": must be a non-empty string");
 	/* The host's own fields are not sandgate's to check. */
 	p = build_ok(cfg, "open", "{\"command\": 5, \"shutdown_grace_ms\": \"x\","
-				 " \"backend\": 1}");
+				 " \"backend\": 1, \"forward_env\": \"A\","
+				 " \"worker\": 3}");
 	assert_string_equal(p->backend, "local");
 	sg_profile_free(p);
 	p = NULL;
+	/* Text that is not a JSON object. */
+	assert_int_equal(sg_config_host_profile("[1]", &e, &err), SG_E_INVALID_ARGUMENT);
+	assert_null(e);
+	assert_non_null(strstr(err.msg, "WUU_EXECUTION_PROFILE: not a JSON object"));
+	sg_err_clear(&err);
+	assert_int_equal(sg_config_host_profile("{\"cpus\":", &e, &err),
+			 SG_E_INVALID_ARGUMENT);
+	assert_null(e);
+	sg_err_clear(&err);
 	assert_int_equal(sg_config_profile(cfg, "lab", arr, &p, &err),
 			 SG_E_INVALID_ARGUMENT);
 	assert_null(p);
-	assert_string_equal(err.msg, "environment: must be an object");
+	assert_string_equal(err.msg, "WUU_EXECUTION_PROFILE: must be an object");
 	json_decref(arr);
 	sg_config_free(cfg);
 }
@@ -898,15 +926,14 @@ static void test_network_narrowing(void **state)
 
 	(void)state;
 	cfg = load_ok(narrow_cfg);
-	/* none: nothing wider. */
-	build_fails(cfg, "sealed", "{\"network\": \"default\"}",
-		    SG_E_PERMISSION,
-		    "environment.network \"default\" is wider than the "
-		    "profile's \"none\"");
+	/* none: nothing wider; "enabled" is the host's word for default. */
+	build_fails(cfg, "sealed", "{\"network\": \"enabled\"}", SG_E_PERMISSION,
+		    "WUU_EXECUTION_PROFILE: field \"network\": \"default\" is wider than "
+		    "the operator's profile's \"none\"");
 	build_fails(cfg, "sealed", "{\"network\": {\"allow\": [\"a.io\"]}}",
 		    SG_E_PERMISSION,
-		    "environment.network \"allow\" is wider than the "
-		    "profile's \"none\"");
+		    "WUU_EXECUTION_PROFILE: field \"network\": \"allow\" is wider than "
+		    "the operator's profile's \"none\"");
 	p = build_ok(cfg, "sealed", "{\"network\": \"none\"}");
 	assert_int_equal(p->network, SG_NET_NONE);
 	assert_int_equal(count(p->network_allow), 0);
@@ -914,8 +941,8 @@ static void test_network_narrowing(void **state)
 
 	/* allow: none, or a subset. */
 	build_fails(cfg, "lab", "{\"network\": \"default\"}", SG_E_PERMISSION,
-		    "environment.network \"default\" is wider than the "
-		    "profile's \"allow\"");
+		    "WUU_EXECUTION_PROFILE: field \"network\": \"default\" is wider than "
+		    "the operator's profile's \"allow\"");
 	p = build_ok(cfg, "lab", "{\"network\": \"none\"}");
 	assert_int_equal(p->network, SG_NET_NONE);
 	sg_profile_free(p);
@@ -930,8 +957,8 @@ static void test_network_narrowing(void **state)
 		snprintf(env, sizeof(env), "{\"network\": {\"allow\": "
 			 "[\"10.2.0.0/16\", \"%s\"]}}", wider[i]);
 		snprintf(want, sizeof(want),
-			 "environment.network allows \"%s\", which the "
-			 "profile's allow list does not", wider[i]);
+			 "WUU_EXECUTION_PROFILE: field \"network\": allows \"%s\", "
+			 "which the operator's allow list does not", wider[i]);
 		build_fails(cfg, "lab", env, SG_E_PERMISSION, want);
 	}
 
@@ -944,7 +971,7 @@ static void test_network_narrowing(void **state)
 	p = build_ok(cfg, "open", "{\"network\": \"none\"}");
 	assert_int_equal(p->network, SG_NET_NONE);
 	sg_profile_free(p);
-	p = build_ok(cfg, "open", "{\"network\": \"default\"}");
+	p = build_ok(cfg, "open", "{\"network\": \"enabled\"}");
 	assert_int_equal(p->network, SG_NET_DEFAULT);
 	sg_profile_free(p);
 	sg_config_free(cfg);
@@ -981,20 +1008,16 @@ static void test_forward_env_names(void **state)
 	build_fails(cfg, "fe", NULL, SG_E_INVALID_ARGUMENT, want);
 
 	/*
-	 * A binding's list never takes a value from this process's
-	 * environment on its own: only names the profile's list forwards.
+	 * The host's forward_env names variables of the host's environment
+	 * (their values come in binding.environment): it never takes a value
+	 * from sandgate's.
 	 */
 	assert_int_equal(setenv("SGT_BETA", "b", 1), 0);
 	assert_int_equal(setenv("SGT_GAMMA", "gamma-secret-3", 1), 0);
-	build_fails(cfg, "fe", "{\"forward_env\": [\"SGT_GAMMA\"]}",
-		    SG_E_PERMISSION,
-		    "environment.forward_env: SGT_GAMMA is not in the profile's "
-		    "forward_env list: a binding gives values as {\"NAME\": "
-		    "\"value\"}; only the operator's config may take them from "
-		    "sandgate's environment");
-	p = build_ok(cfg, "fe", "{\"forward_env\": [\"SGT_ALPHA\"]}");
+	p = build_ok(cfg, "fe", "{\"forward_env\": [\"SGT_GAMMA\"]}");
 	assert_int_equal(count(p->forward_env), 2);
 	assert_string_equal(p->forward_env[0], "SGT_ALPHA=alpha-secret-1");
+	assert_string_equal(p->forward_env[1], "SGT_BETA=b");
 	sg_profile_free(p);
 	sg_config_free(cfg);
 
@@ -1006,6 +1029,7 @@ static void test_forward_env_names(void **state)
 	cfg = load_ok("{\"default\": \"plain\", \"profiles\": {\"fe\": {\"backend\": \"local\","
 		      " \"forward_env\": [\"SGT_DT_KEY\"]},"
 		      " \"dt\": {\"backend\": \"daytona\", \"api_key_env\": \"SGT_DT_KEY\"},"
+		      " \"fd\": {\"backend\": \"local\", \"forward_env\": [\"DAYTONA_API_KEY\"]},"
 		      " \"plain\": {\"backend\": \"local\"}}}");
 	assert_int_equal(setenv("SGT_DT_KEY", "dt-secret-4", 1), 0);
 	snprintf(want, sizeof(want),
@@ -1013,13 +1037,13 @@ static void test_forward_env_names(void **state)
 		 "backend's credential and is never forwarded to commands",
 		 sg_config_path(cfg));
 	build_fails(cfg, "fe", NULL, SG_E_PERMISSION, want);
-	build_fails(cfg, "plain", "{\"forward_env\": [\"DAYTONA_API_KEY\"]}",
-		    SG_E_PERMISSION,
-		    "environment.forward_env: DAYTONA_API_KEY holds a backend's "
-		    "credential and is never forwarded to commands");
-	/* A value the binding gives itself is its own, not sandgate's. */
-	p = build_ok(cfg, "plain", "{\"forward_env\": {\"DAYTONA_API_KEY\": \"host's\"}}");
-	assert_string_equal(p->forward_env[0], "DAYTONA_API_KEY=host's");
+	snprintf(want, sizeof(want),
+		 "%s: profile \"fd\": field \"forward_env\": DAYTONA_API_KEY holds a "
+		 "backend's credential and is never forwarded to commands",
+		 sg_config_path(cfg));
+	build_fails(cfg, "fd", NULL, SG_E_PERMISSION, want);
+	p = build_ok(cfg, "plain", "{\"forward_env\": [\"DAYTONA_API_KEY\"]}");
+	assert_int_equal(count(p->forward_env), 0);
 	sg_profile_free(p);
 	unsetenv("SGT_DT_KEY");
 	unsetenv("SGT_ALPHA");
@@ -1039,50 +1063,17 @@ static void test_values_never_in_messages(void **state)
 	cfg = load_ok("{\"profiles\": {\"fe\": {\"backend\": \"local\","
 		      " \"cpus\": 1,"
 		      " \"forward_env\": {\"TOKEN\": \"s3cr3t-file\"}}}}");
-	/* Every failure path after the values are known. */
-	env = parse("{\"forward_env\": {\"KEY\": \"s3cr3t-bind\","
-		    " \"2BAD\": \"s3cr3t-bind\"}}");
-	assert_int_equal(sg_config_profile(cfg, NULL, env, &p, &err),
-			 SG_E_INVALID_ARGUMENT);
-	assert_string_equal(err.msg, "environment.forward_env: \"2BAD\" is "
-				     "not a valid variable name");
-	json_decref(env);
-
-	sg_err_clear(&err);
-	env = parse("{\"forward_env\": {\"KEY\": \"s3cr3t-bind\"},"
-		    " \"cpus\": 4}");
-	assert_int_equal(sg_config_profile(cfg, NULL, env, &p, &err),
-			 SG_E_PERMISSION);
-	assert_null(strstr(err.msg, "s3cr3t"));
-	json_decref(env);
-
-	sg_err_clear(&err);
-	env = json_pack("{s:{s:s,s:i}}", "forward_env", "KEY", "s3cr3t-bind",
-			"OTHER", 99);
-	assert_int_equal(sg_config_profile(cfg, NULL, env, &p, &err),
-			 SG_E_INVALID_ARGUMENT);
-	assert_string_equal(err.msg, "environment.forward_env: the value of "
-				     "OTHER must be a string without NUL "
-				     "bytes");
-	json_decref(env);
-
-	/* A value with a NUL inside would be cut short: refused. */
-	sg_err_clear(&err);
-	env = json_object();
-	json_object_set_new(env, "forward_env", json_object());
-	json_object_set_new(json_object_get(env, "forward_env"), "K",
-			    json_stringn("s3cr3t\0tail", 11));
-	assert_int_equal(sg_config_profile(cfg, NULL, env, &p, &err),
-			 SG_E_INVALID_ARGUMENT);
+	/* A refusal after the operator's values are known. */
+	env = host("{\"cpus\": 4}");
+	assert_int_equal(sg_config_profile(cfg, NULL, env, &p, &err), SG_E_PERMISSION);
 	assert_null(strstr(err.msg, "s3cr3t"));
 	json_decref(env);
 	assert_null(p);
 
-	/* Accepted, the value reaches forward_env only. */
-	p = build_ok(cfg, NULL, "{\"forward_env\": {\"KEY\": \"s3cr3t-bind\"}}");
-	assert_int_equal(count(p->forward_env), 2);
+	/* Accepted, the operator's value reaches forward_env only. */
+	p = build_ok(cfg, NULL, "{\"cpus\": 0.5}");
+	assert_int_equal(count(p->forward_env), 1);
 	assert_string_equal(p->forward_env[0], "TOKEN=s3cr3t-file");
-	assert_string_equal(p->forward_env[1], "KEY=s3cr3t-bind");
 	sg_profile_free(p);
 	sg_config_free(cfg);
 }
@@ -1252,14 +1243,14 @@ static void test_backend_fields_binding(void **state)
 	struct sg_config *cfg;
 	struct sg_errinfo err = { 0 };
 	struct sg_profile *p = NULL;
-	json_t *e = parse("{\"mount_read_only\": true}");
+	json_t *e = host("{\"mount_read_only\": true}");
 
 	(void)state;
 	cfg = load_ok("{\"profiles\": {\"p\": {\"backend\": \"ssh\", "
 		      "\"host\": \"h\"}}}");
 	assert_int_equal(sg_config_profile(cfg, "p", e, &p, &err),
 			 SG_E_UNSUPPORTED);
-	assert_string_equal(err.msg, "environment.mount_read_only: the ssh "
+	assert_string_equal(err.msg, "WUU_EXECUTION_PROFILE: field \"mount_read_only\": the ssh "
 			    "backend cannot enforce it (list it in best_effort "
 			    "to accept it unenforced)");
 	json_decref(e);

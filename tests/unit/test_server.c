@@ -176,11 +176,17 @@ static char *call_error(struct srv *v, const char *id, int timeout_ms)
 	return out;
 }
 
-static void initialize(struct srv *v, const char *id, const char *extra)
+/* initialize as request id; `extra` adds binding fields (",\"k\":v"). */
+static void initialize_as(struct srv *v, const char *id, int version, bool rm, const char *extra)
 {
 	sendf(v, "{\"id\":\"%s\",\"method\":\"initialize\",\"token\":\"T\",\"data\":"
-		 "{\"version\":4,\"root\":\"%s\",\"session\":\"s1\","
-		 "\"remove_workspace_on_exit\":true%s}}", id, v->root, extra ? extra : "");
+		 "{\"version\":%d,\"root\":\"%s\",\"session\":\"s1\"%s%s}}", id, version,
+	      v->root, rm ? ",\"remove_workspace_on_exit\":true" : "", extra ? extra : "");
+}
+
+static void initialize(struct srv *v, const char *id, const char *extra)
+{
+	initialize_as(v, id, 4, true, extra);
 }
 
 static void init_ok(struct srv *v)
@@ -193,18 +199,59 @@ static void init_ok(struct srv *v)
 		fail_msg("initialize: %s", e);
 }
 
-/* execute `tool` with arguments (a JSON object as text); the reply. */
-static json_t *execute(struct srv *v, const char *id, const char *tool, const char *args)
+/* Send execute of `tool` with arguments (a JSON object as text), unconfined. */
+static void send_execute(struct srv *v, const char *id, const char *tool, const char *args)
 {
 	json_t *a = json_string(args);
 	char *quoted = json_dumps(a, JSON_ENCODE_ANY);
 
 	sendf(v, "{\"id\":\"%s\",\"method\":\"execute\",\"token\":\"T\",\"data\":"
-		 "{\"tool\":\"%s\",\"call\":{\"id\":\"c\",\"arguments\":%s},"
-		 "\"permission_mode\":\"full\"}}", id, tool, quoted);
+		 "{\"call\":{\"id\":\"c\",\"name\":\"%s\",\"arguments\":%s,"
+		 "\"kind\":\"function\"},\"permission_mode\":\"unconfined\","
+		 "\"actor\":\"s1\"}}", id, tool, quoted);
 	free(quoted);
 	json_decref(a);
+}
+
+/* execute `tool`; the reply. */
+static json_t *execute(struct srv *v, const char *id, const char *tool, const char *args)
+{
+	send_execute(v, id, tool, args);
 	return reply(v, id, 30000);
+}
+
+/*
+ * The JSON view in a ToolResult reply's one text part (new), failing the
+ * test on an error reply.
+ */
+static json_t *view(json_t *r)
+{
+	json_t *part = json_array_get(json_object_get(json_object_get(r, "data"), "content"), 0);
+	json_t *v = json_loads(json_string_value(json_object_get(part, "text")) ?
+				       json_string_value(json_object_get(part, "text")) : "",
+			       0, NULL);
+
+	if (!v)
+		fail_msg("not a tool view: %s",
+			 json_string_value(json_object_get(r, "error")) ?
+				 json_string_value(json_object_get(r, "error")) : "(no text part)");
+	return v;
+}
+
+/* A bash command's output, from its view. */
+static char *bash_output(struct srv *v, const char *id, const char *cmd)
+{
+	json_t *a = json_pack("{s:s}", "command", cmd);
+	char *args = json_dumps(a, JSON_COMPACT);
+	json_t *r = execute(v, id, "bash", args), *w = view(r);
+	char *out = strdup(json_string_value(json_object_get(w, "output")) ?
+				   json_string_value(json_object_get(w, "output")) : "");
+
+	free(args);
+	json_decref(a);
+	json_decref(w);
+	json_decref(r);
+	return out;
 }
 
 /* EOF from the host; the server's exit status, within timeout_ms. */
@@ -273,12 +320,13 @@ static void expect_error(struct srv *v, const char *id, int timeout_ms, const ch
 	free(e);
 }
 
-/* run_command `cmd` (no quotes in it) as request id; its reply comes later. */
+/* bash `cmd` (no quotes in it) as request id; its reply comes later. */
 static void send_run(struct srv *v, const char *id, const char *cmd)
 {
-	sendf(v, "{\"id\":\"%s\",\"method\":\"execute\",\"token\":\"T\",\"data\":"
-		 "{\"tool\":\"run_command\",\"call\":{\"id\":\"c\",\"arguments\":"
-		 "\"{\\\"command\\\":\\\"%s\\\"}\"},\"permission_mode\":\"full\"}}", id, cmd);
+	char args[256];
+
+	snprintf(args, sizeof(args), "{\"command\":\"%s\"}", cmd);
+	send_execute(v, id, "bash", args);
 }
 
 /* ---- the tests ---------------------------------------------------------- */
@@ -287,20 +335,21 @@ static void test_session_and_tools(void **state)
 {
 	struct srv *v = start("{\"backend\":\"fake\"}", 0);
 	json_t *r;
+	char *out;
 
 	(void)state;
 	init_ok(v);
 	r = execute(v, "w", "write_file", "{\"path\":\"a.txt\",\"content\":\"hello\\n\"}");
-	assert_false(json_is_true(json_object_get(json_object_get(r, "data"), "is_error")));
+	assert_null(json_object_get(r, "error"));
 	json_decref(r);
 	r = execute(v, "r", "read_file", "{\"path\":\"a.txt\"}");
-	assert_string_equal(json_string_value(json_object_get(json_object_get(r, "data"),
-							      "content")), "hello\n");
+	assert_string_equal(json_string_value(json_object_get(
+				    json_object_get(json_object_get(r, "data"), "structured_content"),
+				    "text")), "hello\n");
 	json_decref(r);
-	r = execute(v, "c", "run_command", "{\"command\":\"cat a.txt; echo $((6*7))\"}");
-	assert_non_null(strstr(json_string_value(json_object_get(json_object_get(r, "data"),
-								 "content")), "hello\n42"));
-	json_decref(r);
+	out = bash_output(v, "c", "cat a.txt; echo $((6*7))");
+	assert_non_null(strstr(out, "hello\n42"));
+	free(out);
 	assert_int_equal(finish(v, 30000, NULL), 0);
 	assert_int_equal(atomic_load(&sg_fake.provisions), 1);
 	assert_int_equal(atomic_load(&sg_fake.teardowns), 1);
@@ -313,17 +362,16 @@ static void test_session_and_tools(void **state)
 static void test_exec_fails_at_call_n(void **state)
 {
 	struct srv *v = start("{\"backend\":\"fake\"}", 0);
-	json_t *r;
+	char *out;
 
 	(void)state;
 	init_ok(v);
 	sg_fake.exec_fail_at = atomic_load(&sg_fake.execs) + 1;
 	send_run(v, "x", "true");
 	expect_error(v, "x", 30000, "unavailable: fake: exec call");
-	r = execute(v, "y", "run_command", "{\"command\":\"echo again\"}");
-	assert_non_null(strstr(json_string_value(json_object_get(json_object_get(r, "data"),
-								 "content")), "again"));
-	json_decref(r);
+	out = bash_output(v, "y", "echo again");
+	assert_non_null(strstr(out, "again"));
+	free(out);
 	end_clean(v);
 }
 
@@ -366,21 +414,147 @@ static void test_provision_fails(void **state)
 	cleanup(v);
 }
 
-/* A slow provision is cancelled by the host, promptly and cleanly. */
+/*
+ * A slow provision is cancelled by the host, promptly and cleanly: the
+ * cancel carries the target's id and no data, and gets no reply of its
+ * own; the one message that follows is the target's `cancelled`.
+ */
 static void test_slow_provision_cancelled(void **state)
 {
 	struct srv *v = start("{\"backend\":\"fake\"}", 0);
 	int64_t t0;
+	json_t *m;
 
 	(void)state;
 	sg_fake.provision_delay_ms = 20000;
 	initialize(v, "init", NULL);
 	usleep(200 * 1000);
 	t0 = sg_now_ms();
-	sendf(v, "{\"id\":\"k\",\"method\":\"cancel\",\"token\":\"T\",\"data\":{\"id\":\"init\"}}");
-	expect_error(v, "init", 10000, "cancelled");
+	sendf(v, "{\"token\":\"T\",\"id\":\"init\",\"method\":\"cancel\"}");
+	m = next_message(v, NULL, sg_now_ms() + 10000);
+	assert_non_null(m);
+	assert_string_equal(json_string_value(json_object_get(m, "id")), "init");
+	assert_non_null(strstr(json_string_value(json_object_get(m, "error")), "cancelled"));
+	json_decref(m);
 	assert_true(sg_now_ms() - t0 < 5000);
+	/* Nothing else: no reply to the cancel, no second one to init. */
+	assert_null(next_message(v, NULL, sg_now_ms() + 300));
 	end_clean(v);
+}
+
+/* The reply to a request whose id is not a string (an integer, say). */
+static json_t *next_any(struct srv *v)
+{
+	json_t *m = next_message(v, NULL, sg_now_ms() + 10000);
+
+	if (!m)
+		fail_msg("no message");
+	return m;
+}
+
+/*
+ * The frame rules of protocol section 1: integer ids echoed as integers,
+ * a frame without an id answered under "", a wrong token refused (cancel
+ * included) while the connection goes on, a callback nobody waits for
+ * dropped without a reply, an unknown process operation named as such,
+ * and a cancel of an unknown id ignored, never taken for a duplicate.
+ */
+static void test_frame_rules(void **state)
+{
+	struct srv *v = start("{\"backend\":\"fake\"}", 0);
+	json_t *m;
+
+	(void)state;
+	init_ok(v);
+	sendf(v, "{\"token\":\"T\",\"id\":12,\"method\":\"process/nope\"}");
+	m = next_any(v);
+	assert_true(json_is_integer(json_object_get(m, "id")));
+	assert_int_equal(json_integer_value(json_object_get(m, "id")), 12);
+	assert_string_equal(json_string_value(json_object_get(m, "error")),
+			    "unknown_method: unknown remote process operation \"nope\"");
+	json_decref(m);
+	sendf(v, "{\"token\":\"T\",\"method\":\"process/list\"}");
+	m = next_any(v);
+	assert_string_equal(json_string_value(json_object_get(m, "id")), "");
+	assert_non_null(strstr(json_string_value(json_object_get(m, "error")), "invalid_request"));
+	json_decref(m);
+	sendf(v, "{\"token\":\"X\",\"id\":\"b1\",\"method\":\"process/nope\"}");
+	expect_error(v, "b1", 10000, "bad_token");
+	sendf(v, "{\"token\":\"X\",\"id\":\"b2\",\"method\":\"cancel\"}");
+	expect_error(v, "b2", 10000, "bad_token");
+	/* Neither answered: a callback no call waits for, a stray cancel. */
+	sendf(v, "{\"token\":\"T\",\"id\":\"cb1\",\"method\":\"callback\","
+		 "\"data\":{\"id\":\"cb1\",\"data\":{\"content\":[]}}}");
+	sendf(v, "{\"token\":\"T\",\"id\":\"never\",\"method\":\"cancel\"}");
+	sendf(v, "{\"token\":\"T\",\"id\":\"after\",\"method\":\"frob\"}");
+	m = next_any(v);
+	assert_string_equal(json_string_value(json_object_get(m, "id")), "after");
+	assert_string_equal(json_string_value(json_object_get(m, "error")),
+			    "unknown_method: no method \"frob\"");
+	json_decref(m);
+	end_clean(v);
+}
+
+/*
+ * Versions 3 and 4 are spoken and echoed; others are refused before
+ * anything is made, with a sentence that says the protocol mismatched.
+ */
+static void test_versions(void **state)
+{
+	static const int refused[] = { 2, 5, 0 };
+	struct srv *v;
+	json_t *m;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
+		v = start("{\"backend\":\"fake\"}", 0);
+		initialize_as(v, "init", refused[i], true, NULL);
+		expect_error(v, "init", 10000, "unsupported: protocol mismatch");
+		assert_int_equal(atomic_load(&sg_fake.provisions), 0);
+		end_clean(v);
+	}
+	v = start("{\"backend\":\"fake\"}", 0);
+	initialize_as(v, "init", 3, true, NULL);
+	m = reply(v, "init", 30000);
+	assert_int_equal(json_integer_value(json_object_get(json_object_get(m, "data"), "version")),
+			 3);
+	assert_string_equal(json_string_value(json_object_get(json_object_get(m, "data"), "root")),
+			    v->root);
+	json_decref(m);
+	end_clean(v);
+}
+
+/*
+ * Without remove_workspace_on_exit, the profile decides: a plain one is
+ * removed at shutdown, a persistent or shared one kept; `true` removes.
+ */
+static void test_cleanup_default(void **state)
+{
+	static const struct {
+		const char *profile;
+		bool rm;
+		int removed;
+	} cases[] = {
+		{ "{\"backend\":\"fake\"}", false, 1 },
+		{ "{\"backend\":\"fake\",\"persistent\":true}", false, 0 },
+		{ "{\"backend\":\"fake\",\"shared\":true}", false, 0 },
+		{ "{\"backend\":\"fake\",\"persistent\":true}", true, 1 },
+	};
+	char *e;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct srv *v = start(cases[i].profile, 0);
+
+		initialize_as(v, "init", 4, cases[i].rm, NULL);
+		e = call_error(v, "init", 30000);
+		if (e)
+			fail_msg("case %zu: %s", i, e);
+		assert_int_equal(finish(v, 30000, NULL), 0);
+		assert_int_equal(atomic_load(&sg_fake.teardowns), 1);
+		assert_int_equal(atomic_load(&sg_fake.removed), cases[i].removed);
+		cleanup(v);
+	}
 }
 
 /* A persistent environment that is gone is workspace_lost, never fresh. */
@@ -479,7 +653,7 @@ static void test_process_stopped_at_shutdown(void **state)
 	(void)state;
 	init_ok(v);
 	sendf(v, "{\"id\":\"ps\",\"method\":\"process/start\",\"token\":\"T\",\"data\":"
-		 "{\"command\":\"sleep 60\",\"permission_mode\":\"full\"}}");
+		 "{\"command\":\"sleep 60\",\"permission_mode\":\"unconfined\"}}");
 	r = reply(v, "ps", 30000);
 	p = json_object_get(r, "data");
 	if (!p)
@@ -488,8 +662,7 @@ static void test_process_stopped_at_shutdown(void **state)
 	json_decref(r);
 	sendf(v, "{\"id\":\"pl\",\"method\":\"process/list\",\"token\":\"T\",\"data\":{}}");
 	r = reply(v, "pl", 30000);
-	assert_int_equal(json_array_size(json_object_get(json_object_get(r, "data"),
-							  "processes")), 1);
+	assert_int_equal(json_array_size(json_object_get(r, "data")), 1);
 	json_decref(r);
 	assert_int_equal(finish(v, 30000, NULL), 0);
 	if (pid > 0)
@@ -529,11 +702,10 @@ static struct srv *start_wrapped(const char *profile, const char *intercept, cha
 /* The connection still serves after a hostile reply. */
 static void assert_alive(struct srv *v)
 {
-	json_t *r = execute(v, "c", "run_command", "{\"command\":\"echo alive\"}");
+	char *out = bash_output(v, "c", "echo alive");
 
-	assert_string_equal(json_string_value(json_object_get(json_object_get(r, "data"),
-							      "content")), "alive\n");
-	json_decref(r);
+	assert_string_equal(out, "alive\n");
+	free(out);
 }
 
 /*
@@ -615,7 +787,7 @@ static void test_lost_spawn_reply_is_stopped(void **state)
 			     "echo garbage; exit 0; fi", getenv("SG_HELPER")) > 0);
 	v = start_wrapped("{\"backend\":\"fake\"}", intercept, &wrapper);
 	sendf(v, "{\"id\":\"ps\",\"method\":\"process/start\",\"token\":\"T\",\"data\":"
-		 "{\"command\":\"sleep 61.%d\",\"permission_mode\":\"full\"}}", (int)getpid());
+		 "{\"command\":\"sleep 61.%d\",\"permission_mode\":\"unconfined\"}}", (int)getpid());
 	r = reply(v, "ps", 30000);
 	assert_non_null(json_object_get(r, "error"));
 	json_decref(r);
@@ -707,18 +879,17 @@ static void test_hostile_read_reply(void **state)
 		"  echo '{\"ok\":true}'; head -c \"$n\" /dev/zero | tr '\\0' a; exit 0\n"
 		"fi",
 		&wrapper);
+	char path[64];
 
 	(void)state;
 	/* Over the output limit, with room to spare in the frame. */
-	sendf(v, "{\"id\":\"ra\",\"method\":\"execute\",\"token\":\"T\",\"data\":"
-		 "{\"tool\":\"read_file\",\"call\":{\"id\":\"c\",\"arguments\":"
-		 "\"{\\\"path\\\":\\\"%zu\\\"}\"}}}", (size_t)SG_TOOL_OUTPUT + 64 * SG_KiB);
+	snprintf(path, sizeof(path), "{\"path\":\"%zu\"}", (size_t)SG_TOOL_OUTPUT + 64 * SG_KiB);
+	send_execute(v, "ra", "read_file", path);
 	expect_error(v, "ra", 30000, "too_large");
 	/* A reply of exactly SG_MAX_FRAME bytes. */
-	sendf(v, "{\"id\":\"rb\",\"method\":\"execute\",\"token\":\"T\",\"data\":"
-		 "{\"tool\":\"read_file\",\"call\":{\"id\":\"c\",\"arguments\":"
-		 "\"{\\\"path\\\":\\\"%zu\\\"}\"}}}",
-	      (size_t)SG_MAX_FRAME - strlen(head) - strlen(foot));
+	snprintf(path, sizeof(path), "{\"path\":\"%zu\"}",
+		 (size_t)SG_MAX_FRAME - strlen(head) - strlen(foot));
+	send_execute(v, "rb", "read_file", path);
 	expect_error(v, "rb", 30000, "too_large");
 	assert_alive(v);
 	end_clean(v);
@@ -730,23 +901,23 @@ static void test_hostile_read_reply(void **state)
 static void test_export(void **state)
 {
 	struct srv *v = start("{\"backend\":\"fake\"}", 0);
-	json_t *r;
+	json_t *r, *w;
 	char tok[80];
 
 	(void)state;
 	init_ok(v);
 	json_decref(execute(v, "w", "write_file", "{\"path\":\"e.bin\",\"content\":\"0123456789\"}"));
-	sendf(v, "{\"id\":\"eo\",\"method\":\"export/open\",\"token\":\"T\",\"data\":{\"path\":\"e.bin\"}}");
-	r = reply(v, "eo", 30000);
-	assert_int_equal(json_integer_value(json_object_get(json_object_get(r, "data"), "size")), 10);
-	snprintf(tok, sizeof(tok), "%s",
-		 json_string_value(json_object_get(json_object_get(r, "data"), "token")));
+	r = execute(v, "eo", "present_artifact", "{\"path\":\"e.bin\"}");
+	w = view(r);
+	assert_int_equal(json_integer_value(json_object_get(w, "size")), 10);
+	snprintf(tok, sizeof(tok), "%s", json_string_value(json_object_get(w, "execution_export")));
+	json_decref(w);
 	json_decref(r);
 	sendf(v, "{\"id\":\"er\",\"method\":\"export/read\",\"token\":\"T\",\"data\":"
-		 "{\"token\":\"%s\",\"offset\":4,\"length\":3}}", tok);
+		 "{\"token\":\"%s\",\"offset\":4}}", tok);
 	r = reply(v, "er", 30000);
 	assert_string_equal(json_string_value(json_object_get(json_object_get(r, "data"), "data")),
-			    "NDU2"); /* "456" */
+			    "NDU2Nzg5"); /* "456789" */
 	json_decref(r);
 	/* Left open: shutdown releases it. */
 	end_clean(v);
@@ -760,6 +931,9 @@ int main(void)
 		cmocka_unit_test(test_exec_fails_in_initialize),
 		cmocka_unit_test(test_provision_fails),
 		cmocka_unit_test(test_slow_provision_cancelled),
+		cmocka_unit_test(test_frame_rules),
+		cmocka_unit_test(test_versions),
+		cmocka_unit_test(test_cleanup_default),
 		cmocka_unit_test(test_lost_environment),
 		cmocka_unit_test(test_teardown_over_budget),
 		cmocka_unit_test(test_removal_is_measured),

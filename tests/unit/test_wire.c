@@ -95,8 +95,8 @@ static void test_frames_and_eof(void **state)
 static void test_malformed(void **state)
 {
 	static const char *const bad[] = {
-		"not json\n", "[1,2]\n", "{\"method\":\"a\"}\n", "{\"id\":1.5}\n",
-		"{\"id\":null}\n", "{\"id\":{}}\n", "\n", "{\"id\":1,\"id\":2}\n",
+		"not json\n", "[1,2]\n", "{\"id\":1.5}\n", "{\"id\":true}\n",
+		"{\"id\":{}}\n", "{\"id\":[\"7\"]}\n", "\n", "{\"id\":1,\"id\":2}\n",
 	};
 
 	(void)state;
@@ -107,6 +107,31 @@ static void test_malformed(void **state)
 		rig_start(&r, bad[i], strlen(bad[i]));
 		assert_int_equal(next(&r, &f), SG_E_INVALID_REQUEST);
 		assert_null(f);
+		rig_stop(&r);
+	}
+}
+
+/*
+ * A frame without an id (absent, null) or with the empty one is a frame:
+ * the server answers it under the empty id, as the host's worker does,
+ * and the connection goes on (protocol section 1).
+ */
+static void test_missing_id_is_a_frame(void **state)
+{
+	static const char *const ok[] = {
+		"{\"method\":\"a\"}\n", "{\"id\":null,\"method\":\"a\"}\n",
+		"{\"id\":\"\",\"method\":\"a\"}\n", "{\"id\":\"7\",\"method\":\"cancel\"}\n",
+	};
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+		struct rig r;
+		json_t *f = NULL;
+
+		rig_start(&r, ok[i], strlen(ok[i]));
+		assert_int_equal(next(&r, &f), SG_OK);
+		assert_non_null(f);
+		json_decref(f);
 		rig_stop(&r);
 	}
 }
@@ -320,6 +345,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_frames_and_eof),
 		cmocka_unit_test(test_malformed),
+		cmocka_unit_test(test_missing_id_is_a_frame),
 		cmocka_unit_test(test_frame_cap),
 		cmocka_unit_test(test_no_newline_over_cap),
 		cmocka_unit_test(test_writer_order_and_cap),
