@@ -4,12 +4,15 @@
     scripts/demo.py [PATH/TO/sandgate]        (or SANDGATE_BIN=...)
 
 Starts `sandgate serve` on the embedded local profile with a fresh state
-directory and walks through a session: initialize, write/read/edit a file,
-grep, a command, a background process read by offsets with long polls, an
-export, and shutdown.  Every frame is printed as one line of compact JSON,
-`→` for what the host sends and `←` for what sandgate writes, with long
-strings and lists elided.  The demo checks what it sees and exits non-zero
-on the first surprise.  Python 3 standard library only.
+directory and walks through a session the way the agent host (Wuu) drives
+its execution backend: initialize, the host's workspace tools through
+`execute` (write_file, read_file, edit_file, grep, bash), a cancelled
+command, a background process read by offsets with long polls and its
+`process` events, an artifact exported by present_artifact and downloaded,
+and shutdown.  Every frame is printed as one line of compact JSON, `→` for
+what the host sends and `←` for what sandgate writes, with long strings and
+lists elided.  The demo checks what it sees and exits non-zero on the first
+surprise.  Python 3 standard library only.
 """
 
 import base64
@@ -17,6 +20,7 @@ import hashlib
 import json
 import os
 import queue
+import secrets
 import shutil
 import subprocess
 import sys
@@ -25,7 +29,8 @@ import threading
 import time
 
 ROOT = "/workspace"
-TOKEN = "demo-token"
+SESSION = "demo-session"
+TOKEN = secrets.token_hex(32)  # as the host makes one: 64 hex characters
 WAIT_S = 60  # bound on any single reply
 
 
@@ -69,10 +74,12 @@ def brief_record(rec):
     """A process record inside a read reply or an event, cut to what changes."""
     if not isinstance(rec, dict):
         return rec
-    return {k: rec.get(k) for k in ("id", "status", "exit_code", "signal") if k in rec}
+    return {k: rec.get(k) for k in ("id", "status", "exit_code", "terminal_cause") if k in rec}
 
 
 def show(arrow, obj):
+    if isinstance(obj, dict) and "token" in obj:
+        obj = dict(obj, token=obj["token"][:8] + "…")
     line = json.dumps(elide(obj), ensure_ascii=False, separators=(",", ":"))
     if len(line) > 600:
         line = line[:590] + "…"
@@ -97,6 +104,8 @@ class Session:
         self.lines = queue.Queue()
         self.stderr = bytearray()
         self.next_id = 0
+        self.calls = 0
+        self.events = []
         threading.Thread(target=self._pump, daemon=True).start()
         threading.Thread(target=self._pump_err, daemon=True).start()
 
@@ -123,31 +132,61 @@ class Session:
         show("←", msg)
         return msg
 
-    def request(self, method, data):
-        """Send one request and return its reply's data (events are printed)."""
-        self.next_id += 1
-        rid = self.next_id
-        frame = {"id": rid, "method": method, "token": TOKEN, "data": data}
+    def send(self, method, data=None, rid=None):
+        """Write one frame (the host's: token, a string id, method, data);
+        its id.  rid names another request's id (a cancel's target)."""
+        if rid is None:
+            self.next_id += 1
+            rid = str(self.next_id)
+        frame = {"token": TOKEN, "id": rid, "method": method}
+        if data is not None:
+            frame["data"] = data
         show("→", frame)
         self.proc.stdin.write(json.dumps(frame).encode() + b"\n")
         self.proc.stdin.flush()
+        return rid
+
+    def reply(self, rid):
+        """The reply to rid (events and anything else are printed and kept)."""
         deadline = time.monotonic() + WAIT_S
         while True:
             msg = self._next_message(max(0.1, deadline - time.monotonic()))
-            if msg.get("id") == rid and "method" not in msg:
-                if "error" in msg:
-                    raise DemoFailed("%s failed: %s" % (method, msg["error"]))
-                return msg["data"]
+            if msg.get("method") == "process":
+                self.events.append(msg["data"])
+            elif msg.get("id") == rid and "method" not in msg:
+                return msg
 
-    def tool(self, name, args, expect_error=False):
-        data = {"tool": name, "call": {"id": "call-%d" % (self.next_id + 1),
-                                       "arguments": json.dumps(args)},
-                "executor": {"thread_id": "demo-session", "agent": "demo"}}
-        res = self.request("execute", data)
-        if res.get("is_error") != expect_error:
-            raise DemoFailed("%s: is_error is %s: %s" % (name, res.get("is_error"),
-                                                           str(res.get("content"))[:300]))
-        return res
+    def request(self, method, data=None):
+        """Send one request and return its reply's data."""
+        msg = self.reply(self.send(method, data))
+        if "error" in msg:
+            raise DemoFailed("%s failed: %s" % (method, msg["error"]))
+        return msg["data"]
+
+    def execute_data(self, name, args):
+        self.calls += 1
+        return {"call": {"id": "call_%d" % self.calls, "name": name,
+                         "arguments": json.dumps(args), "kind": "function"},
+                "permission_mode": "standard", "actor": SESSION,
+                "git_attribution_enabled": False}
+
+    def tool(self, name, args):
+        """A tool call that must succeed: (its JSON view, the ToolResult)."""
+        res = self.request("execute", self.execute_data(name, args))
+        parts = res.get("content") or []
+        expect(isinstance(parts, list) and parts and parts[0].get("type") == "text",
+               "%s: a ToolResult with a text part: %s" % (name, str(res)[:300]))
+        text = parts[0]["text"]
+        try:
+            return json.loads(text), res
+        except ValueError:
+            return text, res
+
+    def tool_error(self, name, args):
+        """A tool call that must fail: the error reply's text."""
+        msg = self.reply(self.send("execute", self.execute_data(name, args)))
+        expect("error" in msg, "%s %s should have failed" % (name, args))
+        return msg["error"]
 
     def finish(self):
         """EOF on stdin; print what arrives until exit; the exit status."""
@@ -178,70 +217,74 @@ def expect(cond, what):
 
 def demo(s):
     note("initialize: bind the connection to a workspace")
-    init = s.request("initialize", {"version": 4, "root": ROOT, "session": "demo-session",
+    init = s.request("initialize", {"version": 4, "root": ROOT, "session": SESSION,
                                     "identity": "demo", "remove_workspace_on_exit": True})
     expect(init.get("version") == 4, "protocol version 4")
     env = init.get("environment", {})
     print("  backend=%s profile=%s id=%s" % (env.get("backend"), env.get("profile"), env.get("id")))
 
-    note("write, read and edit a file")
+    note("write, read and edit a file (the host's tools, through execute)")
     text = "alpha\nbeta\ngamma\n"
-    r = s.tool("write_file", {"path": "notes/today.txt", "content": text})
-    expect(r["metadata"].get("bytes_written") == len(text), "bytes_written")
-    r = s.tool("read_file", {"path": "notes/today.txt"})
-    expect(r["content"] == text, "read back what was written")
-    s.tool("edit_file", {"path": "notes/today.txt", "old_string": "beta",
-                         "new_string": "BETA"})
-    r = s.tool("read_file", {"path": "notes/today.txt"})
-    expect("BETA" in r["content"], "the edit is visible")
+    view, _ = s.tool("write_file", {"path": "notes/today.txt", "content": text})
+    expect(view.get("written_bytes") == len(text), "written_bytes")
+    view, res = s.tool("read_file", {"path": "notes/today.txt"})
+    expect(res["structured_content"]["text"] == text, "read back what was written")
+    s.tool("edit_file", {"path": "notes/today.txt", "old_text": "beta", "new_text": "BETA"})
+    view, res = s.tool("read_file", {"path": "notes/today.txt"})
+    expect("BETA" in res["structured_content"]["text"], "the edit is visible")
 
-    note("grep and a path outside the workspace")
-    r = s.tool("grep", {"pattern": "^(alpha|BETA)$", "path": "notes"})
-    expect(len(r["content"].splitlines()) == 2, "two matching lines")
-    data = {"tool": "read_file", "call": {"id": "call-escape",
-                                          "arguments": json.dumps({"path": "../etc/passwd"})}}
-    try:
-        s.request("execute", data)
-        raise DemoFailed("../etc/passwd was readable")
-    except DemoFailed as e:
-        expect("path_escape" in str(e), "refused with path_escape: %s" % e)
-        print("  (refused, as it must be)")
+    note("grep, and a path outside the workspace (a failed tool is an error reply)")
+    view, _ = s.tool("grep", {"pattern": "^(alpha|BETA)$", "path": "notes"})
+    expect(view.get("total") == 2, "two matching lines")
+    err = s.tool_error("read_file", {"path": "../etc/passwd"})
+    print("  (refused, as it must be: %s)" % err.split(":", 1)[0])
 
-    note("a command")
-    r = s.tool("run_command", {"command": "wc -l notes/today.txt && echo \"cwd is $PWD\""})
-    expect(r["metadata"].get("exit_code") == 0, "exit code 0")
-    r = s.tool("run_command", {"command": "exit 3"}, expect_error=True)
-    expect(r["metadata"].get("exit_code") == 3, "exit code 3 is a tool error")
+    note("bash: a fresh login shell per call; a non-zero exit is a normal result")
+    view, _ = s.tool("bash", {"command": "wc -l notes/today.txt && echo \"cwd is $PWD\""})
+    expect(view.get("exit_code") == 0, "exit code 0")
+    view, _ = s.tool("bash", {"command": "exit 3"})
+    expect(view.get("exit_code") == 3, "exit code 3, in a result")
+
+    note("cancel: the host names the request it gives up on; only that request replies")
+    rid = s.send("execute", s.execute_data("bash", {"command": "sleep 30"}))
+    time.sleep(0.5)
+    s.send("cancel", rid=rid)
+    msg = s.reply(rid)
+    expect("error" in msg, "the cancelled command ends with an error reply")
 
     note("a background process, read by byte offsets with long polls")
-    rec = s.request("process/start", {"command": "for i in 1 2 3; do echo tick $i; sleep 0.3; done",
-                                      "operation_id": "op-demo"})
-    pid = rec["id"]
+    view, _ = s.tool("bash", {"command": "for i in 1 2 3; do echo tick $i; sleep 0.3; done",
+                              "run_in_background": True})
+    pid = view["id"]
     offset, output = 0, ""
     for _ in range(50):
-        r = s.request("process/read", {"id": pid, "OffsetBytes": offset, "MaxBytes": 0,
-                                       "Wait": 2_000_000_000, "MinDwell": 0})
+        r = s.request("process/read", {"id": pid, "options": {
+            "MaxBytes": 0, "OffsetBytes": offset, "Wait": 2_000_000_000, "MinDwell": 0}})
         output += r["Output"]
         offset = r["EndOffset"]
-        if r["Process"]["status"] != "running" and offset >= r["TotalBytes"]:
+        if r["Process"]["status"] in ("stopped", "failed") and offset >= r["TotalBytes"]:
             break
-    expect(output == "tick 1\ntick 2\ntick 3\n", "the process's whole output: %r" % output)
-    listing = s.request("process/list", {})
-    expect(any(p.get("operation_id") == "op-demo" for p in listing["processes"]),
-           "the list keeps operation_id")
+    expect(output.replace("\r\n", "\n") == "tick 1\ntick 2\ntick 3\n",
+           "the process's whole output: %r" % output)
+    listing = s.request("process/list")
+    expect(any(p.get("id") == pid for p in listing), "the list (an array) has the process")
+    expect(any(e["Type"] == "started" and e["Process"]["id"] == pid for e in s.events),
+           "a `started` event for the process")
 
-    note("export the file: an immutable snapshot, read in chunks")
-    ex = s.request("export/open", {"path": "notes/today.txt"})
+    note("present_artifact: an immutable snapshot the host downloads in chunks")
+    art, _ = s.tool("present_artifact", {"path": "notes/today.txt"})
     got, off = b"", 0
     while True:
-        r = s.request("export/read", {"token": ex["token"], "offset": off, "length": 8})
+        r = s.request("export/read", {"token": art["execution_export"], "offset": off})
         chunk = base64.b64decode(r["data"])
         got += chunk
         off += len(chunk)
         if r["eof"]:
             break
-    expect(hashlib.sha256(got).hexdigest() == ex["sha256"], "sha256 of the exported bytes")
-    s.request("export/close", {"token": ex["token"]})
+    expect(len(got) == art["size"], "the declared size")
+    expect(hashlib.sha256(got).hexdigest() == hashlib.sha256(
+        text.replace("beta", "BETA").encode()).hexdigest(), "sha256 of the exported bytes")
+    s.request("export/close", {"token": art["execution_export"]})
 
     note("shutdown: EOF on stdin")
     rc = s.finish()

@@ -84,11 +84,11 @@ PROCESS_METHODS = {
     "process/cleanup",
 }
 
-# What the initialize reply's `methods` lists (sections 3, 4 and 6).
-# run_code is listed only when it is served whole (section 7); `callback`
-# is the host's answer to a run_code callback, never a method of its own.
-METHODS = {"initialize", "execute", "cancel", "export/read", "export/close"} \
-    | PROCESS_METHODS
+# What the initialize reply's `methods` lists (sections 3, 4 and 6): the
+# requests a host calls for a reply.  `cancel` and `callback` are frames
+# with no reply of their own, so they are not listed; run_code is listed
+# only when it is served whole (section 7).
+METHODS = {"initialize", "execute", "export/read", "export/close"} | PROCESS_METHODS
 
 # The host's eleven workspace tools (section 3); any other name is refused.
 TOOLS = {
@@ -127,6 +127,19 @@ def unique(prefix="e2e"):
 def host_token():
     """A token as the host makes one: 32 random bytes, hex."""
     return secrets.token_hex(32)
+
+
+def host_env(profile, session=None, identity=None, state=None):
+    """The variables the host gives a command backend (protocol section 2):
+    its profile as JSON in WUU_EXECUTION_PROFILE, and, when given, the
+    session, identity and state directory.  For Gateway(env_extra=...)."""
+    env = {"WUU_EXECUTION_PROFILE": json.dumps(profile)}
+    for name, value in (("WUU_EXECUTION_SESSION", session),
+                        ("WUU_EXECUTION_ID", identity),
+                        ("WUU_EXECUTION_STATE", state)):
+        if value is not None:
+            env[name] = value
+    return env
 
 
 class Marker:

@@ -1,20 +1,21 @@
 """A scripted agent session on a generated repository of 3,000 files.
 
-Every tool of the catalogue is used the way an agent uses it, and each
-answer is compared with the same operation done directly in the
-environment (find, rg or grep, cat, stat, ls, git, sha256sum), so the
+Every tool of the host's catalogue is used the way an agent uses it (with
+the host's argument names, following its pages), and each answer is
+compared with the same operation done directly in the environment through
+bash (find, rg or grep, cat, sed, stat, ls, git, sha256sum), so the
 catalogue is checked against the tools it stands in for, not against
-itself.
+itself.  The repository is the workspace root itself, as an agent's is.
 """
 
 import base64
 import hashlib
 import json
 
-from sgclient import GatewayTestCase, unique
+from sgclient import GatewayTestCase
 
 GENERATE = r"""
-mkdir -p %(d)s && cd %(d)s && awk 'BEGIN {
+awk 'BEGIN {
   for (d = 0; d < 30; d++) {
     dir = sprintf("mod%%02d/sub%%d", d, d %% 3)
     system("mkdir -p " dir)
@@ -34,119 +35,144 @@ git -c user.email=a@x -c user.name=agent commit -qm initial
 
 
 class AgentSession(GatewayTestCase):
-    shared_gateway = True
 
     def setUp(self):
-        self.d = unique("repo")
-        self.gw.tool_ok("run_command", {"command": GENERATE % {"d": self.d},
-                                        "timeout_ms": 600000}, timeout=600)
+        self.gw = self.gateway()
+        self.gw.sh_ok(GENERATE % {}, timeout_seconds=600)
 
     def sh(self, script):
-        return self.gw.sh_ok("cd %s && %s" % (self.d, script))
+        return self.gw.sh_ok(script)
 
     def lines(self, script):
         return [l for l in self.sh(script).splitlines() if l]
 
+    def pages(self, tool, args, key, mode=None):
+        """Every record of a paged tool (glob, grep), following page.next
+        the way the tools' descriptions tell the model to; (records, the
+        first page's view)."""
+        gw, out, first, args = self.gw, [], None, dict(args)
+        for _ in range(100):
+            v = gw.view(tool, args, mode)
+            first = first or v
+            out += v[key]
+            if not v["has_more"]:
+                return out, first
+            nxt = v["page"]["next"]
+            args.update(offset=nxt["offset"], expected_revision=nxt["expected_revision"])
+        self.fail("%s never reached its last page" % tool)
+
     def test_session(self):
-        gw, d = self.gw, self.d
-        n = len(d) + 1
+        gw = self.gw
 
-        # Explore: list_dir against ls.
-        res = gw.tool_ok("list_dir", {"path": d})
-        listed = sorted(l.split(" ", 2)[2][n:].rstrip("/")
-                        for l in res["content"].splitlines())
-        self.assertEqual(listed, sorted(self.lines("ls -1")))
+        # Explore: list_files against ls (hidden entries included).
+        v = gw.view("list_files", {})
+        self.assertEqual(sorted(e["name"] for e in v["entries"]),
+                         sorted(self.lines("ls -1A")))
+        self.assertEqual(v["total"], len(v["entries"]))
+        sizes = {e["path"]: e.get("size") for e in gw.view(
+            "list_files", {"path": "mod07/sub1"})["entries"]}
+        size = int(self.sh("stat -c %s mod07/sub1/f001.h"))
+        self.assertEqual(sizes["mod07/sub1/f001.h"], size)
 
-        # glob with braces against find.
-        res = gw.tool_ok("glob", {"pattern": "**/*.{c,h}", "path": d})
-        found = sorted(l[n:] for l in res["content"].splitlines())
+        # glob with braces against find, over every page.
+        found, first = self.pages("glob", {"pattern": "**/*.{c,h}"}, "files")
         direct = sorted(l[2:] for l in self.lines(
             "find . -path ./.git -prune -o -type f \\( -name '*.c' -o -name '*.h' \\) -print"))
         self.assertEqual(len(direct), 2010)
-        self.assertEqual(found, direct)
-        self.assertEqual(res["metadata"]["total"], 2010)
+        self.assertEqual(first["total"], 2010)
+        self.assertEqual(sorted(found), direct)
+        self.assertEqual(found, sorted(found), "glob is in path order")
 
-        # grep against the same engine run directly, in (path, line) order.
-        res = gw.tool_ok("grep", {"pattern": "TODO fix [0-9]+-", "path": d,
-                                  "max_results": 10000})
-        engine = res["metadata"]["engine"]
-        cmd = ("rg --line-number --no-heading --with-filename --color never -e 'TODO fix [0-9]+-' ."
-               if engine == "rg" else "grep -rnHE -e 'TODO fix [0-9]+-' .")
-        direct = []
-        for l in self.lines(cmd):
+        # grep against the same search run directly: the files, the
+        # counts, and the matches of its first page in (path, line) order.
+        pattern = "TODO fix [0-9]+-"
+        files, _ = self.pages("grep", {"pattern": pattern, "output_mode": "files_with_matches"},
+                              "files")
+        direct_lines = []
+        for l in self.lines("grep -rnHE --exclude-dir=.git -e 'TODO fix [0-9]+-' ."):
             path, num, text = l.split(":", 2)
-            direct.append((path[2:].encode(), int(num), text))
-        direct.sort()
-        got = []
-        for l in res["content"].splitlines():
-            path, num, text = l.split(":", 2)
-            got.append((path[n:].encode(), int(num), text))
-        self.assertGreater(len(direct), 100)
-        self.assertEqual(got, direct)
-        self.assertEqual(res["metadata"]["total"], len(direct))
+            direct_lines.append((path[2:], int(num), text))
+        direct_lines.sort()
+        self.assertGreater(len(direct_lines), 100)
+        self.assertEqual(sorted(files), sorted({p for p, _, _ in direct_lines}))
+        counts, _ = self.pages("grep", {"pattern": pattern, "output_mode": "count"}, "counts")
+        self.assertEqual(sum(c["count"] for c in counts), len(direct_lines))
+        v = gw.view("grep", {"pattern": pattern})
+        self.assertEqual(v["total"], len(direct_lines))
+        got = [(m["file"], m["line"], m["content"]) for m in v["matches"]]
+        self.assertGreater(len(got), 10)
+        self.assertEqual(got, direct_lines[:len(got)])
 
-        # A capped grep is the head of the whole answer.
-        capped = gw.tool_ok("grep", {"pattern": "TODO", "path": d, "max_results": 50})
-        self.assertEqual(capped["content"].splitlines()[:50],
-                         gw.tool_ok("grep", {"pattern": "TODO", "path": d,
-                                             "max_results": 10000})["content"].splitlines()[:50])
-
-        # read_file against cat, whole and windowed.
+        # read_file against cat and sed, whole and windowed.
         for rel in ("mod03/sub0/f010.h", "mod29/sub2/f099.c", "mod15/sub0/f050.txt"):
-            whole = gw.tool_ok("read_file", {"path": "%s/%s" % (d, rel)})
-            self.assertEqual(whole["content"], self.sh("cat %s" % rel))
-            self.assertEqual(whole["metadata"]["total_lines"], 20)
-            part = gw.tool_ok("read_file", {"path": "%s/%s" % (d, rel), "offset": 5, "limit": 3})
-            self.assertEqual(part["content"].splitlines()[:3],
-                             self.sh("sed -n 5,7p %s" % rel).splitlines())
-        blob = gw.tool_ok("read_file", {"path": d + "/mod00/blob.bin"})
-        self.assertIs(blob["metadata"]["binary"], True)
-        raw = gw.tool_ok("read_file", {"path": d + "/mod00/blob.bin", "encoding": "base64"})
-        self.assertEqual(base64.b64decode(raw["content"]), b"bin\x00ary")
-
-        # stat_path against stat.
-        st = gw.tool_ok("stat_path", {"path": d + "/mod07/sub1/f001.h"})["metadata"]
-        size, mode = self.sh("stat -c '%s %a' mod07/sub1/f001.h").split()
-        self.assertEqual((st["size"], int(st["mode"], 8)), (int(size), int(mode, 8)))
+            whole = gw.view("read_file", {"path": rel})
+            self.assertEqual(whole.structured["text"], self.sh("cat %s" % rel))
+            self.assertEqual(whole["total_lines"], 20)
+            part = gw.view("read_file", {"path": rel, "offset": 5, "limit": 3})
+            self.assertEqual(part.structured["text"], self.sh("sed -n 5,7p %s" % rel))
+            self.assertEqual(part["range"], {"start_line": 5, "end_line": 7})
+        # A binary file is refused; its bytes are bash's business.
+        gw.tool_error("read_file", {"path": "mod00/blob.bin"})
+        self.assertEqual(base64.b64decode(self.sh("base64 -w0 mod00/blob.bin")), b"bin\x00ary")
 
         # Edit, write, then check with cat, sha256sum and git.
-        target = "%s/mod05/sub2/f003.c" % d
-        gw.tool_ok("edit_file", {"path": target, "old_string": "int v2 = 17;",
-                                 "new_string": "int v2 = 42; /* edited */"})
+        gw.view("edit_file", {"path": "mod05/sub2/f003.c", "old_text": "int v2 = 17;",
+                              "new_text": "int v2 = 42; /* edited */"})
         self.assertIn("int v2 = 42; /* edited */", self.sh("cat mod05/sub2/f003.c"))
         text = "".join("line %d\n" % i for i in range(500))
-        gw.tool_ok("write_file", {"path": d + "/notes/new.md", "content": text})
-        self.assertEqual(self.sh("sha256sum notes/new.md").split()[0],
-                         hashlib.sha256(text.encode()).hexdigest())
-        status = gw.tool_ok("git", {"args": ["status", "--porcelain"], "cwd": d})
-        self.assertEqual(status["content"], self.sh("git status --porcelain"))
-        self.assertEqual(sorted(status["content"].splitlines()),
-                         [" M mod05/sub2/f003.c", "?? notes/"])
-        diff = gw.tool_ok("git", {"args": ["-C", ".", "diff", "--stat"], "cwd": d}, "read_only")
-        self.assertIn("mod05/sub2/f003.c", diff["content"])
-        files = gw.tool_ok("git", {"args": ["ls-files"], "cwd": d})
-        self.assertEqual(len(files["content"].splitlines()), 3001)
+        w = gw.write("notes/new.md", text)
+        digest = hashlib.sha256(text.encode()).hexdigest()
+        self.assertEqual(self.sh("sha256sum notes/new.md").split()[0], digest)
+        self.assertEqual(w["new_file_sha"], "sha256:" + digest)
+        status = gw.view("git", {"subcommand": "status", "args": []})
+        self.assertEqual(status["exit_code"], 0, status)
+        self.assertIn("mod05/sub2/f003.c", json.dumps(status["unstaged"]))
+        self.assertIn("notes", json.dumps(status["untracked"]))
+        self.assertEqual(status["staged"], [])
+        diff = gw.view("git", {"subcommand": "diff", "args": ["--stat"]}, "read_only")
+        self.assertIn("mod05/sub2/f003.c", diff["output"])
+        files = gw.view("git", {"subcommand": "ls-files", "args": []})
+        self.assertEqual(len(files["output"].splitlines()), 3001)
 
-        # make_dir, move_path, delete_path against test -e.
-        gw.tool_ok("make_dir", {"path": d + "/build/out"})
-        gw.tool_ok("move_path", {"path": d + "/notes/new.md", "destination": d + "/build/out/n.md"})
-        self.assertEqual(self.sh("test -f build/out/n.md && test ! -e notes/new.md && echo y"),
-                         "y\n")
-        gw.tool_ok("delete_path", {"path": d + "/mod29", "recursive": True})
-        self.assertEqual(self.sh("test ! -e mod29 && find . -name '*.c' -not -path './.git/*' "
-                                 "| wc -l").strip(), "986")
+        # apply_patch: a file added, one moved with a change, one deleted,
+        # against test -e and cat.
+        patch = ("*** Begin Patch\n"
+                 "*** Add File: build/out/readme.txt\n+built\n"
+                 "*** Update File: notes/new.md\n*** Move to: build/out/n.md\n"
+                 "@@\n line 0\n-line 1\n+line one\n line 2\n"
+                 "*** Delete File: mod28/sub1/f000.c\n"
+                 "*** End Patch\n")
+        res = gw.tool_ok("apply_patch", {"patchText": patch})
+        self.assertTrue(res["content"][0]["text"].startswith("Success."), res)
+        self.assertEqual(self.sh("test -f build/out/n.md && test ! -e notes/new.md && "
+                                 "test ! -e mod28/sub1/f000.c && cat build/out/readme.txt"),
+                         "built\n")
+        text = text.replace("line 1\n", "line one\n", 1)
+        self.assertEqual(self.sh("cat build/out/n.md"), text)
+        self.sh("rm -r mod29")
+        self.assertEqual(self.sh("find . -name '*.c' -not -path './.git/*' | wc -l").strip(),
+                         "985")
 
-        # A long build log: the last error survives the output cap.
-        res = gw.tool("run_command", {"command": "cd %s && find . -name '*.c' -not -path "
-                                      "'./.git/*' -exec cat {} +; seq 1 200000; "
-                                      "echo 'ld: undefined reference to main' >&2; exit 1" % d},
-                      timeout=300)
-        self.assertIs(res["is_error"], True)
-        self.assertIs(res["metadata"]["truncated"], True)
-        self.assertTrue(res["content"].endswith("ld: undefined reference to main\n"))
-        self.assertIn("output truncated", res["content"])
+        # A long build log: the output is capped, the exit code kept, and
+        # the last error survives the cap.
+        v = gw.sh("find . -name '*.c' -not -path './.git/*' -exec cat {} +; seq 1 200000; "
+                  "echo 'ld: undefined reference to main' >&2; exit 1", timeout_seconds=300)
+        self.assertEqual(v["exit_code"], 1)
+        self.assertIs(v["truncated"], True)
+        self.assertLessEqual(len(v["output"].encode()), 30 * 1024 + 1024)
+        self.assertIn("ld: undefined reference to main",
+                      v["output"] + v.get("stderr_tail", ""))
 
-        # present_artifact: the export's size is the file's.
-        res = gw.tool_ok("present_artifact", {"path": d + "/build/out/n.md"})
-        self.assertEqual(res["metadata"]["export"]["size"], len(text))
-        print(json.dumps({"files": 3001, "grep_matches": len(direct)}), end=" ")
+        # present_artifact: the export's bytes are the file's.
+        art = gw.view("present_artifact", {"path": "build/out/n.md"})
+        self.assertEqual((art["name"], art["size"]), ("n.md", len(text)))
+        got, off = b"", 0
+        while True:
+            chunk = gw.ok("export/read", {"token": art["execution_export"], "offset": off})
+            data = base64.b64decode(chunk["data"])
+            got, off = got + data, off + len(data)
+            if chunk["eof"]:
+                break
+        self.assertEqual(got, text.encode())
+        gw.ok("export/close", {"token": art["execution_export"]})
+        print(json.dumps({"files": 3001, "grep_matches": len(direct_lines)}), end=" ")

@@ -21,7 +21,7 @@ import subprocess
 import tempfile
 import unittest
 
-from sgclient import CONFIG, PROFILE, Gateway, unique
+from sgclient import CONFIG, PROFILE, Gateway, host_token, unique
 import sgclient
 
 # The command line under test is sandgate's own: when the suite runs
@@ -87,13 +87,13 @@ class CliTestCase(unittest.TestCase):
                            name="ssh.json")
 
     def kept_env(self):
-        """A kept local environment made under profile "p": its id, the
-        config, and a config without "p" (so removing it fails)."""
-        cfg = self.config({"p": {"backend": "local"}}, name="p.json")
+        """A kept local environment made under profile "p" (persistent): its
+        id, the config, and a config without "p" (so removing it fails)."""
+        cfg = self.config({"p": {"backend": "local", "persistent": True}}, name="p.json")
         gw = Gateway(state_dir=self.state, config=cfg, profile="p")
         self.addCleanup(gw.cleanup)
         env_id = gw.initialize(identity=unique("cli"),
-                               remove_workspace_on_exit=False)["environment"]["id"]
+                               remove_workspace_on_exit=None)["environment"]["id"]
         gw.shutdown()
         other = self.config({"q": {"backend": "local"}}, name="q.json")
         self.addCleanup(lambda: self.run_bin("envs", "rm", env_id, "--config", cfg,
@@ -178,7 +178,7 @@ class CliTestCase(unittest.TestCase):
             sgclient.BIN = saved
         self.addCleanup(gw.cleanup)
         gw.initialize()
-        gw.start(command="trap '' TERM; sleep 30")
+        gw.start("trap '' TERM; sleep 30")
         code, err, _ = gw.shutdown(timeout=60)
         return subprocess.CompletedProcess(gw.argv, code, b"", err.encode()
                                            if isinstance(err, str) else err)
@@ -327,8 +327,8 @@ class Verdict(CliTestCase):
         self.assertEqual(r.returncode, 0, r.stderr)
 
     def test_serve_fails_before_reading_a_frame(self):
-        init = (b'{"id":1,"method":"initialize","token":"t","data":{"version":4,'
-                b'"root":"/workspace"}}\n')
+        init = (b'{"token":"%s","id":"1","method":"initialize","data":{"version":4,'
+                b'"root":"/workspace","session":"s"}}\n' % host_token().encode())
         r = self.run_bin("serve", "--profile", "nosuch", "--state-dir", self.state,
                          stdin=init)
         self.assertEqual(r.returncode, 78)
@@ -347,13 +347,14 @@ class EofRace(CliTestCase):
         return out
 
     def test_validation_error_survives_eof(self):
-        frames = [{"id": 1, "method": "initialize", "token": "t",
-                   "data": {"version": 3, "root": "/workspace"}},
-                  {"id": 2, "method": "initialize", "token": "t",
-                   "data": {"version": 4, "root": "relative/dir"}}]
+        tok = host_token()
+        frames = [{"token": tok, "id": "1", "method": "initialize",
+                   "data": {"version": 2, "root": "/workspace", "session": "s"}},
+                  {"token": tok, "id": "2", "method": "initialize",
+                   "data": {"version": 4, "root": "relative/dir", "session": "s"}}]
         for replies in self.piped(frames):
-            self.assertTrue(replies[1]["error"].startswith("unsupported:"), replies[1])
-            self.assertTrue(replies[2]["error"].startswith("invalid_argument:"), replies[2])
+            self.assertTrue(replies["1"]["error"].startswith("unsupported:"), replies["1"])
+            self.assertTrue(replies["2"]["error"].startswith("invalid_argument:"), replies["2"])
 
     def test_requests_needing_no_provider_are_answered(self):
         # On a bound session, requests written together with EOF: those
@@ -362,14 +363,17 @@ class EofRace(CliTestCase):
             gw = Gateway(state_dir=self.state, config=None, profile=None)
             self.addCleanup(gw.cleanup)
             gw.initialize()
-            frames = [{"id": "l", "method": "process/list", "token": gw.token, "data": {}},
-                      {"id": "g", "method": "process/get", "token": gw.token,
-                       "data": {"id": "no-such-process"}},
-                      {"id": "x", "method": "execute", "token": gw.token,
-                       "data": {"tool": "no_such_tool",
-                                "call": {"id": "c", "arguments": "{}"}}},
-                      {"id": "r", "method": "export/read", "token": gw.token,
-                       "data": {"token": "no-such-export"}}]
+            frames = [{"token": gw.token, "id": "l", "method": "process/list"},
+                      {"token": gw.token, "id": "g", "method": "process/get",
+                       "data": {"id": "proc-00000000"}},
+                      {"token": gw.token, "id": "x", "method": "execute",
+                       "data": {"call": {"id": "c", "name": "no_such_tool",
+                                         "arguments": "{}", "kind": "function"},
+                                "permission_mode": "standard", "actor": gw.session}},
+                      {"token": gw.token, "id": "r", "method": "export/read",
+                       "data": {"token": "no-such-export", "offset": 0}}]
+            for f in frames:
+                gw.expect_sent(f["id"])
             gw.send_raw(b"".join(json.dumps(f).encode() + b"\n" for f in frames))
             code, err, _ = gw.shutdown()
             self.assertEqual(code, 0, err[-500:])

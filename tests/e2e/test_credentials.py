@@ -1,11 +1,13 @@
 """forward_env never carries sandgate's own secrets into commands (issue 9, item 2).
 
-The attacker here is whoever writes the binding (a host, or anything that can
-write one): it asks for variables by name, hoping sandgate fills them in from
-its own environment.  Values a command sees come only from the host (an
-object of names to values in the binding) or from names the operator listed
-in the profile's own `forward_env`; a credential any adapter reads is never
-forwarded, not even when the operator lists it.
+The attacker here is whoever writes the binding or the host's profile (a
+host, or anything that can write them): it asks for variables by name,
+hoping sandgate fills them in from its own environment.  Values a command
+sees come only from the host (binding.environment, an object of names to
+the host's own values) or from names the operator listed in the profile's
+own `forward_env`; the host's profile's `forward_env` (WUU_EXECUTION_PROFILE)
+names the host's variables, never sandgate's; a credential any adapter reads
+is never forwarded, not even when the operator lists it.
 
 These tests use a config of their own on the local backend (whatever
 SANDGATE_TEST_CONFIG says), since the rule lives in the gateway and the config
@@ -18,7 +20,7 @@ import shutil
 import tempfile
 import unittest
 
-from sgclient import GatewayTestCase, unique
+from sgclient import GatewayTestCase, host_env, host_token, unique
 
 
 class ForwardEnvSources(GatewayTestCase):
@@ -40,15 +42,17 @@ class ForwardEnvSources(GatewayTestCase):
             json.dump({"default": default, "profiles": profiles}, f)
         return path
 
-    def start(self, profiles, profile="here"):
+    def start(self, profiles, profile="here", host=None):
         env = {"SECRET_X": self.secret, "DAYTONA_API_KEY": self.dt_key,
                "SG_E2E_DT_KEY": self.dt_key, "SG_E2E_OPERATOR": "operator-value"}
+        if host is not None:
+            env.update(host_env(host))
         return self.gateway(init=False, config=self.config(profiles), profile=profile,
                             env_extra=env)
 
     def init(self, gw, **binding):
         """initialize, whatever the outcome: the reply."""
-        token = "tok-" + unique()
+        token = host_token()
         b = gw.make_binding(**binding)
         r = gw.call("initialize", b, token=token)
         if "data" in r:
@@ -56,7 +60,7 @@ class ForwardEnvSources(GatewayTestCase):
         return r
 
     def command_env(self, gw):
-        return gw.tool_ok("run_command", {"argv": ["env"]})["content"]
+        return gw.sh_ok("env")
 
     def assertNoLeak(self, gw, reply):
         """Whatever the reply, no secret value reached a command or a message."""
@@ -67,11 +71,24 @@ class ForwardEnvSources(GatewayTestCase):
             self.assertNotIn(value, blob)
 
     def test_binding_list_cannot_take_sandgate_env(self):
+        # binding.environment holds values; a list of names is not one.
         gw = self.start({"here": {"backend": "local"}})
         r = self.init(gw, environment={"forward_env": ["SECRET_X"]})
         self.assertNoLeak(gw, r)
-        self.assertReplyCode(r, "permission_denied")
-        self.assertIn("SECRET_X", r["error"])
+        self.assertReplyCode(r, "invalid_argument")
+        self.assertIn("forward_env", r["error"])
+
+    def test_host_profile_list_cannot_take_sandgate_env(self):
+        # The host's profile names the host's variables (whose values it
+        # sends itself): sandgate's own SECRET_X never fills them in.
+        for name in ("SECRET_X", "DAYTONA_API_KEY"):
+            with self.subTest(name=name):
+                gw = self.start({"here": {"backend": "local"}},
+                                host={"backend": "command", "forward_env": [name]})
+                r = self.init(gw)
+                self.assertNoLeak(gw, r)
+                if "data" in r:
+                    self.assertNotIn(name + "=", self.command_env(gw))
 
     def test_operator_cannot_forward_an_adapter_credential(self):
         for name in ("DAYTONA_API_KEY", "SG_E2E_DT_KEY"):
@@ -87,24 +104,27 @@ class ForwardEnvSources(GatewayTestCase):
                 self.assertNotIn(self.dt_key, err)
 
     def test_binding_cannot_name_an_adapter_credential(self):
-        # Refused for being a credential, whatever else the profile says.
+        # A variable the host forwards under a credential's name carries the
+        # host's value, or is refused: never sandgate's own.
         gw = self.start({"here": {"backend": "local"}})
-        r = self.init(gw, environment={"forward_env": ["DAYTONA_API_KEY"]})
+        r = self.init(gw, environment={"DAYTONA_API_KEY": "", "SG_E2E_DT_KEY": "host-value"})
         self.assertNoLeak(gw, r)
-        self.assertReplyCode(r, "permission_denied")
-        self.assertIn("DAYTONA_API_KEY", r["error"])
+        if "error" in r:
+            self.assertReplyCode(r, "permission_denied")
+            self.assertIn("DAYTONA_API_KEY", r["error"])
 
     def test_host_map_reaches_commands(self):
         gw = self.start({"here": {"backend": "local"}})
-        gw.initialize(environment={"forward_env": {"SG_E2E_HOST": "host-value"}})
+        gw.initialize(environment={"SG_E2E_HOST": "host-value"})
         env = self.command_env(gw).splitlines()
         self.assertIn("SG_E2E_HOST=host-value", env)
         self.assertFalse(any(self.secret in line or self.dt_key in line for line in env))
 
     def test_operator_list_reaches_commands(self):
-        gw = self.start({"here": {"backend": "local", "forward_env": ["SG_E2E_OPERATOR"]}})
-        # The binding may repeat a name the operator forwards: no new value.
-        gw.initialize(environment={"forward_env": ["SG_E2E_OPERATOR"]})
+        gw = self.start({"here": {"backend": "local", "forward_env": ["SG_E2E_OPERATOR"]}},
+                        host={"backend": "command", "forward_env": ["SG_E2E_OPERATOR"]})
+        # The host's profile may name it too: the operator's value stands.
+        gw.initialize()
         env = self.command_env(gw).splitlines()
         self.assertIn("SG_E2E_OPERATOR=operator-value", env)
         self.assertFalse(any(self.secret in line or self.dt_key in line for line in env))

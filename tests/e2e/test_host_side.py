@@ -5,11 +5,12 @@ processes that run on this host with sandgate's user and sandgate's view:
 `sg-helper cgroup-exec`, bubblewrap, and the status file the gateway reads
 back.  Two attackers try to reach them:
 
-- the host, through a request's `env` (run_command, process/start) or a
-  binding's `forward_env` object: LD_PRELOAD naming a library it wrote into
-  the workspace must never load into a process outside the sandbox (it
-  would run as sandgate, read sandgate's environment, and leave the
-  cgroup before the command joins it);
+- the host, through the variables it forwards (binding.environment, which
+  every command gets) or process/start's `env`: LD_PRELOAD naming a library
+  (one it wrote into the workspace, or one on this host) must never load
+  into a process outside the sandbox (it would run as sandgate, read
+  sandgate's environment, and leave the cgroup before the command joins
+  it);
 - a command, through the file `sg-helper status` writes into the
   environment's /tmp when the command ends: a FIFO or a link where the
   status goes must neither hang the gateway nor let the unconfined status
@@ -22,7 +23,7 @@ back.  Two attackers try to reach them:
   not read again;
 - a background process (it shares the host's pid namespace) and a command
   with network (it shares the host's abstract unix sockets), in any
-  permission mode, `full` included: with Landlock ABI 6 neither signals,
+  permission mode, `unconfined` included: with Landlock ABI 6 neither signals,
   nor connects to an abstract socket of, a process outside its sandbox.
 """
 
@@ -37,7 +38,7 @@ import time
 import unittest
 
 from escapes import abstract_socket_probe, setuid_leftovers
-from sgclient import CONFIG, ROOT, GatewayTestCase
+from sgclient import CONFIG, ROOT, GatewayTestCase, shell_quote
 
 # Loaded into a process, it leaves a mark in a directory only the host sees
 # (the sandbox has a private /tmp), naming the process it ran in.
@@ -120,8 +121,10 @@ class HostSide(GatewayTestCase):
         """The library written into the workspace; its path on this host."""
         with open(lib, "rb") as f:
             data = base64.b64encode(f.read()).decode()
-        gw.tool_ok("write_file", {"path": "lib.so", "content": data, "encoding": "base64"})
-        info = gw.tool_ok("run_command", {"command": "cat /proc/self/mountinfo"})["content"]
+        # write_file takes text only: the bytes go through base64(1).
+        gw.write("lib.so.b64", data)
+        gw.sh_ok("base64 -d lib.so.b64 > lib.so && rm lib.so.b64")
+        info = gw.sh_ok("cat /proc/self/mountinfo")
         m = re.search(r"^\S+ \S+ \S+ (\S+) %s " % re.escape(ROOT), info, re.M)
         self.assertIsNotNone(m, info)
         return m.group(1) + "/lib.so"
@@ -132,38 +135,26 @@ class HostSide(GatewayTestCase):
             with open(mark) as f:
                 self.fail("a library the request named ran outside the sandbox:\n" + f.read())
 
-    def test_run_command_env_never_reaches_the_host(self):
+    def test_forwarded_environment_never_reaches_the_host(self):
+        # The host's forwarded variables reach every command: bash in
+        # every mode, and a background process.
         lib = self.library()
-        gw = self.gateway_in_sandbox()
-        path = self.plant_library(gw, lib)
-        for mode in ("read_only", "full"):
-            r = gw.tool("run_command", {"command": "echo ran", "env": {"LD_PRELOAD": path}}, mode)
-            self.assertIn("ran", r["content"])
+        gw = self.gateway_in_sandbox(environment={"LD_PRELOAD": lib})
+        for mode in ("standard", "read_only", "unconfined"):
+            self.assertIn("ran", gw.sh("echo ran", mode)["output"])
+        gw.wait_ended(gw.start("echo started")["id"])
         self.assert_not_loaded()
 
-    def test_run_command_env_still_reaches_the_command(self):
-        gw = self.gateway_in_sandbox()
-        r = gw.tool_ok("run_command", {"command": 'printf "%s|%s" "$A" "$B"',
-                                       "env": {"A": "one two", "B": "x=y\nz"}})
-        self.assertEqual(r["content"], "one two|x=y\nz")
+    def test_forwarded_environment_still_reaches_the_command(self):
+        gw = self.gateway_in_sandbox(environment={"A": "one two", "B": "x=y\nz"})
+        self.assertEqual(gw.sh_ok('printf "%s|%s" "$A" "$B"'), "one two|x=y\nz")
 
     def test_process_start_env_never_reaches_the_host(self):
         lib = self.library()
         gw = self.gateway_in_sandbox()
         path = self.plant_library(gw, lib)
-        pid = gw.start("echo started", env={"LD_PRELOAD": path})["id"]
-        deadline = time.time() + 10
-        while time.time() < deadline:
-            r = gw.call("process/get", {"id": pid})
-            if r["data"]["status"] != "running":
-                break
-            time.sleep(0.1)
-        self.assert_not_loaded()
-
-    def test_binding_forward_env_never_reaches_the_host(self):
-        lib = self.library()
-        gw = self.gateway_in_sandbox(environment={"forward_env": {"LD_PRELOAD": lib}})
-        gw.tool("run_command", {"command": "true"})
+        rec = gw.ok("process/start", {"command": "echo started", "env": {"LD_PRELOAD": path}})
+        gw.wait_ended(rec["id"])
         self.assert_not_loaded()
 
     # -- signals ----------------------------------------------------------
@@ -173,50 +164,54 @@ class HostSide(GatewayTestCase):
         for mode in ("read_only", "standard"):
             with self.subTest(mode=mode):
                 victim = self.victim()
-                pid = gw.start("kill -TERM %d" % victim.pid, permission_mode=mode)["id"]
+                pid = gw.start("kill -TERM %d" % victim.pid, mode=mode)["id"]
                 gw.wait_ended(pid)
                 time.sleep(0.3)
                 self.assertIsNone(victim.poll(), "a %s background process killed host pid %d"
                                   % (mode, victim.pid))
 
-    def test_full_background_process_cannot_signal_the_host(self):
-        # `full` lifts sandgate's own confinement, not the environment's:
+    def test_unconfined_background_process_cannot_signal_the_host(self):
+        # `unconfined` lifts sandgate's path confinement, not the environment's:
         # a background process shares the host's pid namespace, so the
         # sandbox must still keep its signals inside.
         gw, _ = self.gateway_in_scope()
         victim = self.victim()
         for target in (victim.pid, gw.proc.pid):
-            pid = gw.start("kill -TERM %d; echo kill=$?" % target, permission_mode="full")["id"]
+            pid = gw.start("kill -TERM %d; echo kill=$?" % target, mode="unconfined")["id"]
             out, _ = gw.read_all(pid)
             time.sleep(0.3)
             self.assertIn("kill=1", out)
-        self.assertIsNone(victim.poll(), "a full-mode background process killed host pid %d"
+        self.assertIsNone(victim.poll(), "an unconfined background process killed host pid %d"
                           % victim.pid)
-        self.assertIsNone(gw.proc.poll(), "a full-mode background process killed the gateway")
+        self.assertIsNone(gw.proc.poll(), "an unconfined background process killed the gateway")
         # Inside, it still signals what it started, and the gateway still
         # stops it.
         pid = gw.start("sleep 30 & k=$!; kill -TERM $k; wait $k; echo status=$?",
-                       permission_mode="full")["id"]
+                       mode="unconfined")["id"]
         out, _ = gw.read_all(pid)
         self.assertIn("status=143", out)
-        pid = gw.start("sleep 300", permission_mode="full")["id"]
-        gw.ok("process/stop", {"id": pid})
+        pid = gw.start("sleep 300", mode="unconfined")["id"]
+        gw.stop(pid)
         self.assertEqual(gw.wait_ended(pid)["status"], "stopped")
 
     def test_background_process_cannot_kill_its_supervisor(self):
         # A process's supervisor is what stops whatever the process moves
         # out of its group; killed, it left that running for nobody to stop.
         gw, _ = self.gateway_in_scope()
-        for mode in ("full", "standard"):
+        for mode in ("unconfined", "standard"):
             with self.subTest(mode=mode):
-                # `command` runs as `sh -c COMMAND`: $PPID is the supervisor.
+                # The command runs in a shell whose parent is the
+                # supervisor: $PPID.
                 pid = gw.start("kill -KILL $PPID; echo kill=$?; sleep 0.5; echo end",
-                               permission_mode=mode)["id"]
+                               mode=mode)["id"]
                 out, last = gw.read_all(pid)
                 self.assertIn("kill=1", out, "a %s background process killed its supervisor" % mode)
                 self.assertIn("end", out)
-                self.assertEqual((last["Process"]["status"], last["Process"]["exit_code"]),
-                                 ("exited", 0), last["Process"])
+                # A natural exit 0 ends `stopped` with exit_code 0 (the
+                # host's record drops a zero exit_code).
+                self.assertEqual((last["Process"]["status"], last["Process"].get("exit_code", 0),
+                                  last["Process"].get("terminal_cause")),
+                                 ("stopped", 0, "natural_exit"), last["Process"])
 
     def test_nothing_sets_a_setuid_or_setgid_bit(self):
         # The workspace is on this host, written as sandgate's user: where
@@ -224,31 +219,36 @@ class HostSide(GatewayTestCase):
         # whoever else on the host can reach it.
         gw = self.gateway_in_sandbox()
         self.assertEqual(setuid_leftovers(gw), [])
-        err = gw.tool_error("write_file", {"path": "w", "content": "x", "mode": "4755"})
-        self.assertIn("invalid_argument", err)
-        self.assertIn("setuid", err)
-        res = gw.tool("stat_path", {"path": "w"})
-        self.assertTrue(res["is_error"], res)
+        # write_file has no mode: an extra "mode" is refused or ignored,
+        # and the file it may write is 0644 either way.
+        r = gw.execute("write_file", {"path": "w", "content": "x", "mode": "4755"})
+        st = gw.sh("stat -c %a w")
+        if "error" in r:
+            self.assertNotEqual(st["exit_code"], 0, "a refused write_file wrote: %s" % r)
+        else:
+            self.assertEqual(st["output"].strip(), "644", r)
 
-    def test_full_command_cannot_reach_a_host_abstract_socket(self):
+    def test_unconfined_command_cannot_reach_a_host_abstract_socket(self):
         # With network allowed, commands share the host's network namespace
         # and with it the abstract unix sockets of the host's daemons.
         gw, facts = self.gateway_in_scope()
         if facts["isolation"].get("network_isolated"):
             self.skipTest("the profile has no network, so no shared abstract sockets")
         probe = abstract_socket_probe(self)
-        r = gw.tool("run_command", {"argv": probe}, "full")
-        if "No such file" in r["content"] and "python3" in r["content"]:
+        r = gw.sh(probe, "unconfined")
+        if r["exit_code"] == 127:
             self.skipTest("no python3 in the sandbox")
-        self.assertIn("refused", r["content"], "a full-mode command reached a host abstract socket")
-        pid = gw.start(argv=probe, permission_mode="full")["id"]
+        self.assertIn("refused", r["output"],
+                      "an unconfined command reached a host abstract socket")
+        pid = gw.start(probe, mode="unconfined")["id"]
         out, _ = gw.read_all(pid)
-        self.assertIn("refused", out, "a full-mode background process reached a host abstract socket")
+        self.assertIn("refused", out,
+                      "an unconfined background process reached a host abstract socket")
 
     # -- forged process records ----------------------------------------
 
     def forge(self, gw, pid, pgid):
-        """A full-mode command rewrites process pid's record to name pgid."""
+        """An unconfined command rewrites process pid's record to name pgid."""
         script = textwrap.dedent("""
             import json, os, sys
             d = '/run/sandgate/ctl/proc/' + sys.argv[1]
@@ -257,10 +257,10 @@ class HostSide(GatewayTestCase):
             open(d + '/forged.tmp', 'w').write(json.dumps(r))
             os.rename(d + '/forged.tmp', d + '/record.json')
         """)
-        r = gw.tool("run_command", {"argv": ["python3", "-c", script, pid, str(pgid)]}, "full")
-        if "No such file" in r["content"] and "python3" in r["content"]:
+        r = gw.sh("python3 -c %s %s %d" % (shell_quote(script), pid, pgid), "unconfined")
+        if r["exit_code"] == 127:
             self.skipTest("no python3 in the sandbox")
-        self.assertFalse(r["is_error"], r)
+        self.assertEqual(r["exit_code"], 0, r)
 
     def victim(self):
         v = subprocess.Popen(["sleep", "300"], start_new_session=True)
@@ -273,9 +273,9 @@ class HostSide(GatewayTestCase):
         for name, forged in (("the victim's group", 0), ("past pid_t", 1 << 32)):
             with self.subTest(pgid=name):
                 v = self.victim()
-                pid = gw.start("sleep 60", permission_mode="full")["id"]
+                pid = gw.start("sleep 60", mode="unconfined")["id"]
                 self.forge(gw, pid, forged + v.pid)
-                r = gw.call("process/stop", {"id": pid, "grace_ms": 100}, timeout=30)
+                r = gw.call("process/stop", {"id": pid}, timeout=30)
                 self.assertIn("error", r, r)
                 time.sleep(0.3)
                 self.assertIsNone(v.poll(), "process/stop signalled a host process group")
@@ -283,7 +283,7 @@ class HostSide(GatewayTestCase):
     def test_shutdown_never_signals_a_group_a_record_forges(self):
         v = self.victim()
         gw = self.gateway_in_sandbox(remove_workspace_on_exit=True)
-        pid = gw.start("sleep 60", permission_mode="full")["id"]
+        pid = gw.start("sleep 60", mode="unconfined")["id"]
         self.forge(gw, pid, v.pid)
         gw.close_stdin()
         gw.wait_exit(60)
@@ -294,7 +294,7 @@ class HostSide(GatewayTestCase):
         # A record costs the gateway its size once per id it is read under;
         # hard links would multiply that at no cost to the disk.
         gw = self.gateway_in_sandbox()
-        pid = gw.start("sleep 60", permission_mode="full")["id"]
+        pid = gw.start("sleep 60", mode="unconfined")["id"]
         link = textwrap.dedent("""
             import os, sys
             d = '/run/sandgate/ctl/proc/'
@@ -302,12 +302,12 @@ class HostSide(GatewayTestCase):
                 os.mkdir(d + 'p-linked%d' % i)
                 os.link(d + sys.argv[1] + '/record.json', d + 'p-linked%d/record.json' % i)
         """)
-        r = gw.tool("run_command", {"argv": ["python3", "-c", link, pid]}, "full")
-        if "No such file" in r["content"] and "python3" in r["content"]:
+        r = gw.sh("python3 -c %s %s" % (shell_quote(link), pid), "unconfined")
+        if r["exit_code"] == 127:
             self.skipTest("no python3 in the sandbox")
-        self.assertFalse(r["is_error"], r)
+        self.assertEqual(r["exit_code"], 0, r)
         # Its own record now has six names, so it is no longer read either.
-        listed = gw.call("process/list", {})["data"]["processes"]
+        listed = gw.ok("process/list")
         self.assertLessEqual(len(listed), 1, [p["id"] for p in listed])
 
     # -- the status file -------------------------------------------------
@@ -315,13 +315,12 @@ class HostSide(GatewayTestCase):
     def test_fifo_at_the_status_file_hangs_nothing(self):
         gw = self.gateway_in_sandbox()
         # Its own status file and the next ones' (as far as it can guess).
-        r = gw.tool("run_command", {"argv": ["python3", "-c", PLANT, "fifo"], "timeout_ms": 10000},
-                    timeout=30)
-        if "No such file" in r["content"] and "python3" in r["content"]:
+        r = gw.sh("python3 -c %s fifo" % shell_quote(PLANT), timeout_seconds=10)
+        if r["exit_code"] == 127:
             self.skipTest("no python3 in the sandbox")
-        self.assertFalse(r.get("metadata", {}).get("timed_out"), r)
-        r = gw.tool("run_command", {"command": "echo hello", "timeout_ms": 10000}, timeout=30)
-        self.assertEqual(r["content"], "hello\n")
+        self.assertFalse(r["timed_out"], r)
+        r = gw.sh("echo hello", timeout_seconds=10)
+        self.assertEqual((r["exit_code"], r["timed_out"], r["output"]), (0, False, "hello\n"))
 
     def test_link_at_the_status_file_writes_nothing_through_it(self):
         gw = self.gateway_in_sandbox()
@@ -329,10 +328,10 @@ class HostSide(GatewayTestCase):
         record = "/run/sandgate/ctl/proc/%s/record.json" % pid
         before = gw.call("process/get", {"id": pid})
         self.assertIn("data", before, before)
-        r = gw.tool("run_command", {"argv": ["python3", "-c", PLANT, "link", record]}, timeout=30)
-        if "No such file" in r["content"] and "python3" in r["content"]:
+        r = gw.sh("python3 -c %s link %s" % (shell_quote(PLANT), record))
+        if r["exit_code"] == 127:
             self.skipTest("no python3 in the sandbox")
-        gw.tool("run_command", {"command": "exit 3"})
+        self.assertEqual(gw.sh("exit 3")["exit_code"], 3)
         after = gw.call("process/get", {"id": pid})
         self.assertIn("data", after, after)
         self.assertEqual(after["data"]["status"], "running")

@@ -1,9 +1,9 @@
-"""Bounds on cpus and memory_mb (docs/protocol.md 4.3): a value outside
+"""Bounds on cpus and memory_mb (docs/protocol.md, profiles): a value outside
 0.01..4096 CPUs or 1..16777216 MiB is refused with invalid_argument naming
-the field, in a profile and in a binding alike, and `config check`, `serve`
-and `probe` reach the same verdict.
+the field, in the operator's profile and in the host's (WUU_EXECUTION_PROFILE)
+alike, and `config check`, `serve` and `probe` reach the same verdict.
 
-Before the bounds, a binding that lowered cpus to 0.001 made a CPU quota
+Before the bounds, a narrowing that lowered cpus to 0.001 made a CPU quota
 the kernel rejects, and the best-effort fallback then dropped every limit
 (memory_mb too); a huge memory_mb overflowed its byte count, and a huge
 cpus was reported as a negative quota.  The gateway tests need the local
@@ -21,7 +21,8 @@ import subprocess
 import tempfile
 import unittest
 
-from sgclient import BIN, MiB, PROFILE, GatewayTestCase, cgroup_writable, unique
+from sgclient import (BIN, MiB, PROFILE, GatewayTestCase, cgroup_writable, host_env,
+                      host_token, unique)
 
 # The command line under test is sandgate's own, also when the suite runs
 # through the delegation wrapper (tests/delegation), whose peer it is.
@@ -41,7 +42,7 @@ OUT_OF_BOUNDS = [
 
 # A command that fills n MiB (bytearray's zeroing touches every page).
 def alloc(n):
-    return ["python3", "-c", "b = bytearray(%d << 20); print('allocated %d MiB')" % (n, n)]
+    return "python3 -c \"b = bytearray(%d << 20); print('allocated %d MiB')\"" % (n, n)
 
 
 class Dir(unittest.TestCase):
@@ -77,8 +78,8 @@ class ProfileVerdict(Dir):
     BE = {"best_effort": ["cpus", "memory_mb"]}
 
     def test_out_of_bounds_refused_everywhere(self):
-        init = (b'{"id":1,"method":"initialize","token":"t","data":{"version":4,'
-                b'"root":"/workspace"}}\n')
+        init = (b'{"token":"%s","id":"1","method":"initialize","data":{"version":4,'
+                b'"root":"/workspace","session":"s"}}\n' % host_token().encode())
         for field, value in OUT_OF_BOUNDS:
             with self.subTest(field=field, value=value):
                 cfg = self.config(dict({field: value}, **self.BE))
@@ -109,36 +110,39 @@ class ProfileVerdict(Dir):
 
 
 @unittest.skipUnless(not PROFILE or PROFILE == "local", "needs the local backend")
-class BindingBounds(Dir, GatewayTestCase):
-    """A binding's value outside the bounds is invalid_argument naming
-    environment.FIELD, and the connection stays usable: the next
-    initialize gets every limit of the profile."""
+class HostProfileBounds(Dir, GatewayTestCase):
+    """A value outside the bounds in the host's profile (WUU_EXECUTION_PROFILE,
+    which narrows the operator's) is invalid_argument naming the field; the
+    gateway keeps answering (a second initialize is refused alike), and a
+    session without it gets every limit of the profile."""
 
     LIMITED = {"cpus": 2, "memory_mb": 128, "best_effort": ["cpus", "memory_mb"]}
 
-    def limited_gateway(self, profile):
+    def limited_gateway(self, profile, host=None):
+        env = host_env(dict({"backend": "command", "command": ["sandgate", "serve"]},
+                            **host)) if host is not None else None
         return self.gateway(init=False, config=self.config(profile), profile="p",
-                            state_dir=self.state)
+                            state_dir=self.state, env_extra=env)
 
-    def refuse(self, gw, field, value):
-        r = gw.call("initialize", gw.make_binding(environment={field: value}),
-                    token="T", timeout=60)
-        self.assertReplyCode(r, "invalid_argument", "environment.%s %r" % (field, value))
-        self.assertIn("environment.%s" % field, r["error"])
+    def refuse(self, profile, field, value):
+        gw = self.limited_gateway(profile, {field: value})
+        for _ in range(2):
+            r = gw.call("initialize", gw.make_binding(), token=host_token(), timeout=60)
+            self.assertReplyCode(r, "invalid_argument", "%s %r" % (field, value))
+            self.assertIn('field "%s"' % field, r["error"])
 
     def test_out_of_bounds_refused_on_an_open_profile(self):
-        # Nothing in the profile to lower: the binding's value would apply.
-        gw = self.limited_gateway({})
+        # Nothing in the profile to lower: the host's value would apply.
         for field, value in OUT_OF_BOUNDS:
             with self.subTest(field=field, value=value):
-                self.refuse(gw, field, value)
-        gw.initialize()
+                self.refuse({}, field, value)
+        self.limited_gateway({}).initialize()
 
     def test_a_refused_lowering_drops_nothing(self):
         if not cgroup_writable():
             self.skipTest("this user cannot make cgroups here")
+        self.refuse(self.LIMITED, "cpus", 0.001)
         gw = self.limited_gateway(self.LIMITED)
-        self.refuse(gw, "cpus", 0.001)
         gw.initialize()
         res = gw.facts["resources"]
         applied, observed = res["applied"], gw.facts["observed"]
@@ -146,16 +150,16 @@ class BindingBounds(Dir, GatewayTestCase):
         self.assertEqual(applied.get("memory_mb"), 128, json.dumps(gw.facts))
         self.assertEqual(observed.get("memory_limit_bytes"), 128 * MiB, json.dumps(gw.facts))
         self.assertIn("pids_max", applied, json.dumps(gw.facts))
-        small = gw.tool("run_command", {"argv": alloc(16)})
-        self.assertIn("allocated 16 MiB", small["content"], "the positive control did not run")
-        big = gw.tool("run_command", {"argv": alloc(512)})
-        self.assertNotIn("allocated", big["content"], "the 128 MiB limit was lifted")
+        small = gw.sh(alloc(16))
+        self.assertIn("allocated 16 MiB", small["output"], "the positive control did not run")
+        big = gw.sh(alloc(512))
+        self.assertNotIn("allocated", big["output"], "the 128 MiB limit was lifted")
 
     def test_lowering_to_the_minimum_keeps_every_limit(self):
         if not cgroup_writable():
             self.skipTest("this user cannot make cgroups here")
-        gw = self.limited_gateway(self.LIMITED)
-        gw.initialize(environment={"cpus": CPUS_MIN})
+        gw = self.limited_gateway(self.LIMITED, {"cpus": CPUS_MIN})
+        gw.initialize()
         applied, observed = gw.facts["resources"]["applied"], gw.facts["observed"]
         self.assertAlmostEqual(applied.get("cpus"), CPUS_MIN, places=6, msg=json.dumps(gw.facts))
         self.assertAlmostEqual(observed.get("cpu_limit"), CPUS_MIN, places=6,
@@ -167,8 +171,8 @@ class BindingBounds(Dir, GatewayTestCase):
     def test_largest_cpus_is_reported_as_asked(self):
         if not cgroup_writable():
             self.skipTest("this user cannot make cgroups here")
-        gw = self.limited_gateway({})
-        gw.initialize(environment={"cpus": CPUS_MAX})
+        gw = self.limited_gateway({}, {"cpus": CPUS_MAX})
+        gw.initialize()
         applied = gw.facts["resources"]["applied"]
         self.assertEqual(applied.get("cpus"), CPUS_MAX, json.dumps(gw.facts))
 
@@ -218,10 +222,10 @@ class Fallback(Dir, GatewayTestCase):
         self.assertEqual(observed.get("memory_limit_bytes"), 128 * MiB, json.dumps(gw.facts))
         self.assertIn("pids_max", applied, json.dumps(gw.facts))
         self.assertIn("runs without cpus (best-effort)", gw.stderr_text())
-        small = gw.tool("run_command", {"argv": alloc(16)})
-        self.assertIn("allocated 16 MiB", small["content"], "the positive control did not run")
-        big = gw.tool("run_command", {"argv": alloc(512)})
-        self.assertNotIn("allocated", big["content"], "the 128 MiB limit was dropped with cpus")
+        small = gw.sh(alloc(16))
+        self.assertIn("allocated 16 MiB", small["output"], "the positive control did not run")
+        big = gw.sh(alloc(512))
+        self.assertNotIn("allocated", big["output"], "the 128 MiB limit was dropped with cpus")
 
 
 if __name__ == "__main__":

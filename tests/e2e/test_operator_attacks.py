@@ -1,32 +1,52 @@
 """Attacks on the operators' side: `sandgate envs rm/gc` and the registry.
 
 An environment's commands are hostile and write anything they can reach
-(in `full` mode that includes the control directory, /run/sandgate/ctl);
+(in `unconfined` mode that includes the control directory, /run/sandgate/ctl);
 the host chooses identities; the registry is a directory an operator may
 edit by hand.  None of that may make `envs rm` or `envs gc` kill or
 delete anything but the environment it removes, hide an environment from
 them, or stop them listing and collecting the other records.  Every test
 drives real gateways and the real CLI against a fresh state directory
 and checks what exists afterwards: directories, processes, records.
+
+An environment that outlives its session is a persistent profile's (the
+operator's config below offers one, `kept`); a host asks for a shorter
+lifetime in its own profile (WUU_EXECUTION_PROFILE).
 """
 
 import json
 import os
+import shutil
 import subprocess
 import tempfile
 import time
 import unittest
 
 from sgclient import (BIN, CONFIG, PROFILE, Gateway, GatewayTestCase, Marker,
-                      code_of, host_processes_matching, unique)
+                      code_of, host_env, host_processes_matching, host_token, unique)
+
+# The operator's profiles: `here` ends with its session, `kept` outlives it.
+OPERATOR = {"default": "here", "profiles": {
+    "here": {"backend": "local"},
+    "kept": {"backend": "local", "persistent": True}}}
+_config_dir = tempfile.mkdtemp(prefix="sg-e2e-opattack-cfg-")
+OP_CONFIG = os.path.join(_config_dir, "config.json")
+with open(OP_CONFIG, "w") as _f:
+    json.dump(OPERATOR, _f)
+
+
+def tearDownModule():
+    shutil.rmtree(_config_dir, ignore_errors=True)
 
 
 def envs(state_dir, *args, timeout=60):
-    argv = [BIN, "envs", *args, "--state-dir", state_dir]
-    if CONFIG:
-        argv += ["--config", CONFIG]
+    argv = [BIN, "envs", *args, "--state-dir", state_dir, "--config", OP_CONFIG]
     p = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
     return p.returncode, p.stdout, p.stderr
+
+
+def gc_argv(state_dir, *args):
+    return [BIN, "envs", "gc", *args, "--state-dir", state_dir, "--config", OP_CONFIG]
 
 
 def records(state_dir):
@@ -44,8 +64,12 @@ class OperatorAttacks(GatewayTestCase):
         self.addCleanup(lambda: subprocess.run(["rm", "-rf", d]))
         return d
 
-    def gateway_on(self, state, **binding):
-        gw = Gateway(state_dir=state)
+    def gateway_on(self, state, kept=False, lifetime=None, **binding):
+        """A gateway on state, initialized: `kept` picks the persistent
+        profile, `lifetime` is the host's lifetime_seconds."""
+        env = host_env({"lifetime_seconds": lifetime}) if lifetime else None
+        gw = Gateway(state_dir=state, config=OP_CONFIG, profile="kept" if kept else "here",
+                     env_extra=env)
         self.addCleanup(self._finish, gw)
         return gw, gw.initialize(**binding)
 
@@ -59,14 +83,14 @@ class OperatorAttacks(GatewayTestCase):
         if not victim.facts.get("isolation", {}).get("host_filesystem_restricted"):
             self.skipTest("needs bubblewrap: without it commands run on the host")
         marker = Marker()
-        pid = victim.start(command=marker.command)["id"]
-        attacker, a = self.gateway_on(state, identity=unique("attacker"),
-                                      remove_workspace_on_exit=False)
+        pid = victim.start(marker.command)["id"]
+        attacker, a = self.gateway_on(state, kept=True, identity=unique("attacker"),
+                                      remove_workspace_on_exit=None)
         spool = os.path.join(state, "local", v["environment"]["id"][len("local-"):],
                              "ctl", "proc")
         self.assertTrue(os.path.isdir(spool), spool)
         attacker.sh_ok("mv /run/sandgate/ctl/proc /run/sandgate/ctl/old && "
-                       "ln -s %s /run/sandgate/ctl/proc" % spool, mode="full")
+                       "ln -s %s /run/sandgate/ctl/proc" % spool, mode="unconfined")
         # Its own session's process table is a link now: the gateway does
         # not follow it, so it cannot say its processes were stopped.
         code, err, _ = attacker.shutdown()
@@ -80,7 +104,7 @@ class OperatorAttacks(GatewayTestCase):
         self.assertEqual(victim.ok("process/get", {"id": pid})["status"], "running")
         self.assertFalse(os.path.exists(os.path.join(state, "local",
                                                      a["environment"]["id"][6:])))
-        victim.ok("process/stop", {"id": pid})
+        victim.stop(pid)
 
     def test_long_identities_get_distinct_collectable_environments(self):
         # An identity may be 128 bytes; its slug was cut to fit the id, so
@@ -91,12 +115,13 @@ class OperatorAttacks(GatewayTestCase):
         head = "a" * 121
         keeper, k = self.gateway_on(state, identity=head)
         keeper.write("precious.txt", "the keeper's work\n")
-        crashed = Gateway(state_dir=state)
+        crashed = Gateway(state_dir=state, config=OP_CONFIG, profile="here",
+                          env_extra=host_env({"lifetime_seconds": 1}))
         self.addCleanup(crashed.cleanup)
-        c = crashed.initialize(identity=head + "b", environment={"lifetime_seconds": 1})
+        c = crashed.initialize(identity=head + "b")
         self.assertNotEqual(k["environment"]["id"], c["environment"]["id"])
         marker = Marker()
-        crashed.start(command=marker.command)
+        crashed.start(marker.command)
         crashed.proc.kill()
         crashed.wait_exit(30)
         time.sleep(1.5)
@@ -110,8 +135,8 @@ class OperatorAttacks(GatewayTestCase):
             time.sleep(0.1)
         self.assertEqual(host_processes_matching(marker.needle), [],
                          "the crashed session's process still runs")
-        self.assertEqual(keeper.tool_ok("read_file", {"path": "precious.txt"})["content"],
-                         "the keeper's work\n")
+        self.assertEqual(keeper.tool_ok("read_file", {"path": "precious.txt"})
+                         ["structured_content"]["text"], "the keeper's work\n")
         rows = json.loads(envs(state, "list", "--json")[1])
         self.assertEqual([(r["id"], r["state"], r["live_sessions"]) for r in rows],
                          [(k["environment"]["id"], "present", 1)])
@@ -140,8 +165,8 @@ class OperatorAttacks(GatewayTestCase):
         self.assertIn("do not name this file", err)
         self.assertTrue(os.path.exists(os.path.join(state, "registry",
                                                     "local--stale-copy.json.corrupt")))
-        self.assertEqual(live.tool_ok("read_file", {"path": "precious.txt"})["content"],
-                         "still here\n")
+        self.assertEqual(live.tool_ok("read_file", {"path": "precious.txt"})
+                         ["structured_content"]["text"], "still here\n")
 
     def test_a_fifo_or_oversized_record_does_not_stop_the_others(self):
         # A FIFO where a record should be held `envs list` (and every
@@ -149,8 +174,8 @@ class OperatorAttacks(GatewayTestCase):
         # megabytes was read whole.  Each is now set aside with its reason,
         # and the other records are still listed and collected.
         state = self.state()
-        gw, g = self.gateway_on(state, identity=unique("kept"),
-                                remove_workspace_on_exit=False)
+        gw, g = self.gateway_on(state, kept=True, identity=unique("kept"),
+                                remove_workspace_on_exit=None)
         self.assertEqual(gw.shutdown()[0], 0)
         reg = os.path.join(state, "registry")
         os.mkfifo(os.path.join(reg, "local--fifo.json"))
@@ -179,35 +204,37 @@ class OperatorAttacks(GatewayTestCase):
         # while gc was busy removing another lost its workspace under it.
         # Either outcome is fine now: the gateway attaches first and gc
         # keeps the environment, or gc claims it first and the gateway is
-        # told it is being removed; never both.
+        # told it is being removed; never both.  (Kept environments are a
+        # persistent profile's, which only --older-than collects.)
         state = self.state()
         ids = {}
         for ident in (unique("slow-a"), unique("slow-b")):
-            gw, g = self.gateway_on(state, identity=ident, remove_workspace_on_exit=False,
-                                    environment={"lifetime_seconds": 1})
+            gw, g = self.gateway_on(state, kept=True, identity=ident,
+                                    remove_workspace_on_exit=None)
             gw.write("precious.txt", ident + "\n")
             # Many files, so that removing one takes gc a while.
             gw.sh_ok("mkdir big && cd big && seq 1 30000 | xargs touch")
             self.assertEqual(gw.shutdown()[0], 0)
             ids[g["environment"]["id"]] = ident
         time.sleep(1.5)
-        argv = [BIN, "envs", "gc", "--state-dir", state]
+        argv = gc_argv(state, "--older-than", "1s")
         gc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         self.addCleanup(lambda: gc.poll() is None and gc.kill())
         first = gc.stderr.readline()
         self.assertIn("removing", first)
         [other] = [ident for eid, ident in ids.items() if eid not in first]
-        late = Gateway(state_dir=state)
+        late = Gateway(state_dir=state, config=OP_CONFIG, profile="kept")
         self.addCleanup(self._finish, late)
-        late.token = "tok-" + unique()
-        late.binding = late.make_binding(identity=other, remove_workspace_on_exit=False)
+        late.token = host_token()
+        late.binding = late.make_binding(identity=other, remove_workspace_on_exit=None)
         r = late.call("initialize", late.binding, token=late.token, timeout=60)
         out, err = gc.communicate(timeout=120)
         if "error" in r:
             self.assertEqual(code_of(r["error"]), "unavailable", r)
             self.assertIn("being removed", r["error"])
             return
-        self.assertEqual(late.tool_ok("read_file", {"path": "precious.txt"})["content"],
+        self.assertEqual(late.tool_ok("read_file", {"path": "precious.txt"})
+                         ["structured_content"]["text"],
                          other + "\n", "gc removed the workspace of a live session")
         self.assertIn("keeping", first + err)
 
@@ -216,18 +243,18 @@ class OperatorAttacks(GatewayTestCase):
         # is told so, instead of getting a workspace that goes under it.
         state = self.state()
         ident = unique("going")
-        gw, g = self.gateway_on(state, identity=ident, remove_workspace_on_exit=False,
-                                environment={"lifetime_seconds": 1})
+        gw, g = self.gateway_on(state, kept=True, identity=ident,
+                                remove_workspace_on_exit=None)
         gw.sh_ok("mkdir big && cd big && seq 1 60000 | xargs touch")
         self.assertEqual(gw.shutdown()[0], 0)
         time.sleep(1.5)
-        gc = subprocess.Popen([BIN, "envs", "gc", "--state-dir", state],
+        gc = subprocess.Popen(gc_argv(state, "--older-than", "1s"),
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         self.addCleanup(lambda: gc.poll() is None and gc.kill())
         self.assertIn("removing " + g["environment"]["id"], gc.stderr.readline())
-        late = Gateway(state_dir=state)
+        late = Gateway(state_dir=state, config=OP_CONFIG, profile="kept")
         self.addCleanup(self._finish, late)
-        r = late.call("initialize", late.make_binding(identity=ident), token="tok-" + unique(),
+        r = late.call("initialize", late.make_binding(identity=ident), token=host_token(),
                       timeout=60)
         out, err = gc.communicate(timeout=120)
         self.assertEqual(gc.returncode, 0, out + err)
@@ -235,7 +262,7 @@ class OperatorAttacks(GatewayTestCase):
         self.assertEqual(code_of(r["error"]), "unavailable", r)
         self.assertIn("being removed", r["error"])
         # Once gc is done, the identity starts afresh.
-        again = Gateway(state_dir=state)
+        again = Gateway(state_dir=state, config=OP_CONFIG, profile="kept")
         self.addCleanup(self._finish, again)
         self.assertFalse(again.initialize(identity=ident)["environment"]["resumed"])
 

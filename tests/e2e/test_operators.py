@@ -5,6 +5,9 @@ provisioning, running and teardown (SANDGATE_TEST_CRASH_AT names the step,
 docs/operators.md lists them); afterwards `sandgate envs gc` must leave
 nothing behind, checked against what really exists: the local backend's
 directories and processes, and every backend's own listing.
+
+The host asks for the short lifetime in its own profile
+(WUU_EXECUTION_PROFILE), as it does for a command backend.
 """
 
 import json
@@ -16,9 +19,9 @@ import time
 import unittest
 
 from sgclient import (BIN, CONFIG, PROFILE, GatewayTestCase, Gateway, Marker,
-                      host_processes_matching, unique)
+                      host_env, host_processes_matching, host_token, unique)
 
-LIFETIME = 1  # seconds: what the binding asks for, so expiry comes quickly
+LIFETIME = 1  # seconds: what the host's profile asks for, so expiry comes quickly
 
 # Behind relaying sandgates (tests/delegation/chain.py) the crash point is
 # the innermost gateway's; the relay the test talks to reports its peer's
@@ -51,10 +54,22 @@ class Operators(GatewayTestCase):
         self.addCleanup(lambda: subprocess.run(["rm", "-rf", d]))
         return d
 
-    def binding(self, **env):
-        e = {"lifetime_seconds": LIFETIME}
-        e.update(env)
-        return {"identity": unique("ops"), "environment": e}
+    def binding(self):
+        return {"identity": unique("ops")}
+
+    def host(self, **fields):
+        """The host's profile: the short lifetime, and fields."""
+        return host_env(dict({"lifetime_seconds": LIFETIME}, **fields))
+
+    def left_behind(self, state, b):
+        """A gateway whose session dies (SIGKILL) and leaves its
+        environment behind; the environment's id."""
+        gw = Gateway(state_dir=state, env_extra=self.host())
+        self.addCleanup(gw.cleanup)
+        env_id = gw.initialize(**b)["environment"]["id"]
+        gw.proc.kill()
+        gw.wait_exit(30)
+        return env_id
 
     def assertNothingLeft(self, state_dir, marker=None):
         self.assertEqual(listed(state_dir), [], "envs list still shows environments")
@@ -107,17 +122,19 @@ class Operators(GatewayTestCase):
         state = self.state()
         b = self.binding()
         marker = None
-        gw = Gateway(state_dir=state, env_extra={"SANDGATE_TEST_CRASH_AT": point}
-                     if point != "running" else None)
+        env = self.host()
+        if point != "running":
+            env["SANDGATE_TEST_CRASH_AT"] = point
+        gw = Gateway(state_dir=state, env_extra=env)
         self.addCleanup(gw.cleanup)
         if point in ("provision:intent", "adapter:created", "provision:created", "ready"):
-            gw.request("initialize", gw.make_binding(**b), token="t")
+            gw.request("initialize", gw.make_binding(**b), token=host_token())
             code, _ = gw.wait_exit(60)
             self.assertTrue(crashed(code), "the gateway did not stop at %s (%s)" % (point, code))
         else:
             gw.initialize(**b)
             marker = Marker()
-            gw.start(command=marker.command)
+            gw.start(marker.command)
             if point == "running":
                 gw.proc.kill()
                 gw.wait_exit(30)
@@ -150,24 +167,47 @@ class Operators(GatewayTestCase):
     def test_crash_during_teardown(self):
         self.crash("teardown:detached")
 
-    def test_shared_identity_removed_by_the_last_to_leave(self):
-        state = self.state()
-        b = self.binding(shared=True)
-        one = Gateway(state_dir=state)
-        two = Gateway(state_dir=state)
+    def shared_pair(self, state):
+        """Two gateways whose profile is shared: the operator's own local
+        one, or, on a configured backend, the host's profile asking for
+        it (refused where the operator's profile does not offer it)."""
+        kw = {"env_extra": self.host(shared=True)}
+        if not CONFIG:
+            d = tempfile.mkdtemp(prefix="sg-e2e-shared-")
+            self.addCleanup(lambda: subprocess.run(["rm", "-rf", d]))
+            cfg = os.path.join(d, "config.json")
+            with open(cfg, "w") as f:
+                json.dump({"default": "together", "profiles": {
+                    "together": {"backend": "local", "shared": True}}}, f)
+            kw.update(config=cfg, profile="together")
+        one = Gateway(state_dir=state, **kw)
+        two = Gateway(state_dir=state, **kw)
         self.addCleanup(one.cleanup)
         self.addCleanup(two.cleanup)
-        one.initialize(**b)
+        return one, two
+
+    def test_shared_identity_removed_by_the_last_to_leave(self):
+        state = self.state()
+        b = self.binding()
+        one, two = self.shared_pair(state)
+        binding, token = one.make_binding(**b), host_token()
+        r = one.call("initialize", binding, token=token)
+        if CONFIG and "error" in r and "shared" in r["error"]:
+            self.skipTest("the profile under test offers no sharing: " + r["error"])
+        self.assertIn("data", r, r.get("error"))
+        one.token, one.binding, one.init_reply = token, binding, r["data"]
         two.initialize(**b)
         one.write("shared.txt", "from one\n")
-        self.assertEqual(two.tool_ok("read_file", {"path": "shared.txt"})["content"], "from one\n")
+        self.assertEqual(two.view("read_file", {"path": "shared.txt"}).structured["text"],
+                         "from one\n")
         rows = listed(state)
         self.assertEqual(len(rows), 1)
         self.assertEqual(rows[0]["live_sessions"], 2)
         code, _, _ = one.shutdown()
         self.assertEqual(code, 0)
         # The other session still works in the same environment.
-        self.assertEqual(two.tool_ok("read_file", {"path": "shared.txt"})["content"], "from one\n")
+        self.assertEqual(two.view("read_file", {"path": "shared.txt"}).structured["text"],
+                         "from one\n")
         self.assertEqual(len(listed(state)), 1)
         code, _, _ = two.shutdown()
         self.assertEqual(code, 0)
@@ -181,19 +221,13 @@ class Operators(GatewayTestCase):
         self.addCleanup(one.cleanup)
         self.addCleanup(two.cleanup)
         one.initialize(**b)
-        err = two.fail("initialize", two.make_binding(**b), token="t2")
+        err = two.fail("initialize", two.make_binding(**b), token=host_token())
         self.assertCode(err, "unavailable")
         one.shutdown()
 
     def test_envs_list_show_rm_in_both_formats(self):
         state = self.state()
-        b = self.binding()
-        b["remove_workspace_on_exit"] = False
-        gw = Gateway(state_dir=state)
-        self.addCleanup(gw.cleanup)
-        reply = gw.initialize(**b)
-        env_id = reply["environment"]["id"]
-        gw.shutdown()
+        env_id = self.left_behind(state, self.binding())
         rows = listed(state)
         self.assertEqual([r["id"] for r in rows], [env_id])
         row = rows[0]
@@ -229,12 +263,7 @@ class Operators(GatewayTestCase):
         # still found through the backend's own listing, and gc removes it
         # once it is past its expiry.
         state = self.state()
-        b = self.binding()
-        b["remove_workspace_on_exit"] = False
-        gw = Gateway(state_dir=state)
-        self.addCleanup(gw.cleanup)
-        env_id = gw.initialize(**b)["environment"]["id"]
-        gw.shutdown()
+        env_id = self.left_behind(state, self.binding())
         reg = os.path.join(state, "registry")
         for f in os.listdir(reg):
             if f.endswith(".json"):
@@ -301,7 +330,7 @@ class ProviderSelection(GatewayTestCase):
                 "here": {"backend": "local"}}}, f)
         gw = Gateway(state_dir=os.path.join(d, "state"), config=cfg, profile="auto")
         self.addCleanup(gw.cleanup)
-        err = gw.fail("initialize", gw.make_binding(), token="t")
+        err = gw.fail("initialize", gw.make_binding(), token=host_token())
         self.assertCode(err, "unavailable")
         self.assertIn("nonexistent-tool", err)
 

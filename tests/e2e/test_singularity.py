@@ -24,7 +24,7 @@ import sys
 import threading
 import time
 
-from sgclient import BIN, GatewayTestCase, Gateway, GatewayExited, code_of
+from sgclient import BIN, GatewayTestCase, Gateway, GatewayExited, code_of, host_token
 
 from apptainer_fixture import FAKE_DIR, ApptainerFixture
 
@@ -50,7 +50,7 @@ class SingularityBackend(ApptainerFixture, GatewayTestCase):
     def refused(self, gw, word):
         """Refused at startup (validate: exit 78) or at initialize (provision)."""
         try:
-            r = gw.call("initialize", gw.make_binding(), timeout=120, token="tok-x")
+            r = gw.call("initialize", gw.make_binding(), timeout=120, token=host_token())
         except GatewayExited:
             code, _ = gw.wait_exit(30)
             self.assertEqual(code, 78, gw.stderr_text())
@@ -96,18 +96,18 @@ class SingularityBackend(ApptainerFixture, GatewayTestCase):
     def test_persistence_and_loss(self):
         state = os.path.join(self.dir, "pstate")
         gw = self.gw_with({"persistent": True}, state=state)
-        gw.initialize(identity="keeper", remove_workspace_on_exit=False)
-        gw.sh_ok("echo kept > /opt/outside-workspace && echo ws > file", mode="full")
+        gw.initialize(identity="keeper", remove_workspace_on_exit=None)
+        gw.sh_ok("echo kept > /opt/outside-workspace && echo ws > file", mode="unconfined")
         gw.shutdown()
         self.assertEqual(self.instances(), [])
         gw2 = self.gw_with({"persistent": True}, state=state)
-        gw2.initialize(identity="keeper", remove_workspace_on_exit=False,
+        gw2.initialize(identity="keeper", remove_workspace_on_exit=None,
                        require_existing_workspace=True)
         self.assertEqual(gw2.sh_ok("cat /opt/outside-workspace file"), "kept\nws\n")
         gw2.shutdown()
         shutil.rmtree(glob.glob(os.path.join(state, "singularity", "keeper", "overlay"))[0])
         gw3 = self.gw_with({"persistent": True}, state=state)
-        r = gw3.call("initialize", gw3.make_binding(identity="keeper"), timeout=120, token="t")
+        r = gw3.call("initialize", gw3.make_binding(identity="keeper"), timeout=120, token=host_token())
         self.assertEqual(code_of(r.get("error", "")), "workspace_lost", r)
         self.assertEqual(self.instances(), [])
 
@@ -115,7 +115,7 @@ class SingularityBackend(ApptainerFixture, GatewayTestCase):
         state = os.path.join(self.dir, "nstate")
         gw = self.gw_with({}, state=state)
         gw.initialize()
-        gw.sh_ok("echo x > /opt/scratch", mode="full")
+        gw.sh_ok("echo x > /opt/scratch", mode="unconfined")
         gw.shutdown()
         self.assertEqual(self.instances(), [])
         left = os.listdir(os.path.join(state, "singularity"))
@@ -241,7 +241,7 @@ class SingularityBackend(ApptainerFixture, GatewayTestCase):
         self.reg_proc.stdin.close()
         self.reg_proc.wait(10)
         four = self.gw_with({"image": ref}, state=state)
-        r = four.call("initialize", four.make_binding(), timeout=120, token="tok-x")
+        r = four.call("initialize", four.make_binding(), timeout=120, token=host_token())
         self.assertIn("error", r)
         self.assertEqual(code_of(r["error"]), "unavailable", r["error"])
         self.assertIn("pinned by digest", r["error"])
@@ -298,12 +298,12 @@ class SingularityBackend(ApptainerFixture, GatewayTestCase):
         running = len(self.instances())
         # "always", written out, is today's behaviour: a tag needs the registry.
         gw = self.gw_with({"image": ref, "pull_policy": "always"}, state=state)
-        r = gw.call("initialize", gw.make_binding(), timeout=60, token="tok-x")
+        r = gw.call("initialize", gw.make_binding(), timeout=60, token=host_token())
         self.assertEqual(code_of(r.get("error", "")), "unavailable", r)
         # Nothing cached of this reference: refused, naming it and the policy.
         gw = self.gw_with({"image": ref, "pull_policy": "if_not_present"},
                           state=os.path.join(self.dir, "empty-state"))
-        r = gw.call("initialize", gw.make_binding(), timeout=60, token="tok-x")
+        r = gw.call("initialize", gw.make_binding(), timeout=60, token=host_token())
         self.assertEqual(code_of(r.get("error", "")), "unavailable", r)
         self.assertIn(ref, r["error"])
         self.assertIn("if_not_present", r["error"])
@@ -311,7 +311,7 @@ class SingularityBackend(ApptainerFixture, GatewayTestCase):
         # Only the two values: a clear error naming the field.
         gw = self.gw_with({"image": ref, "pull_policy": "never"}, state=state)
         try:
-            r = gw.call("initialize", gw.make_binding(), timeout=60, token="tok-x")
+            r = gw.call("initialize", gw.make_binding(), timeout=60, token=host_token())
             text = r.get("error", "")
         except GatewayExited:
             gw.wait_exit(30)
@@ -358,8 +358,8 @@ class SingularityBackend(ApptainerFixture, GatewayTestCase):
         self.assertNotIn("image_digest", facts["runtime"])
         self.assertEqual(gw.sh_ok("cat /etc/sandbox-marker"), "from the sandbox\n")
         # Not the host's root: the host's /etc/os-release is not there.
-        self.assertIs(gw.sh("cat /etc/os-release")["is_error"], True)
-        gw.sh_ok("echo changed > /etc/sandbox-marker; echo new > /etc/new-file", mode="full")
+        self.assertNotEqual(gw.sh("cat /etc/os-release")["exit_code"], 0)
+        gw.sh_ok("echo changed > /etc/sandbox-marker; echo new > /etc/new-file", mode="unconfined")
         self.assertEqual(gw.sh_ok("cat /etc/sandbox-marker"), "changed\n")
         gw.shutdown()
         after = sorted(os.path.relpath(os.path.join(r, n), box)
@@ -421,11 +421,11 @@ class SingularityBackend(ApptainerFixture, GatewayTestCase):
     def test_shared_identity_joins_the_running_instance(self):
         state = os.path.join(self.dir, "sstate")
         one = self.gw_with({"shared": True}, state=state)
-        one.initialize(identity="both", remove_workspace_on_exit=False)
+        one.initialize(identity="both", remove_workspace_on_exit=None)
         # The instance's /tmp lives as long as the instance: a restart empties it.
-        one.sh_ok("echo alive > /tmp/instance-mark", mode="full")
+        one.sh_ok("echo alive > /tmp/instance-mark", mode="unconfined")
         two = self.gw_with({"shared": True}, state=state)
-        two.initialize(identity="both", remove_workspace_on_exit=False)
+        two.initialize(identity="both", remove_workspace_on_exit=None)
         self.assertEqual(two.sh_ok("cat /tmp/instance-mark"), "alive\n")
         self.assertEqual(one.sh_ok("cat /tmp/instance-mark"), "alive\n")
         self.assertEqual([i["instance"] for i in self.instances()], ["sg-both"])

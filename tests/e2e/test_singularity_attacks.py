@@ -7,7 +7,7 @@ instance with network shares the host's network namespace), a setuid
 bit on a workspace file (where apptainer runs as root, so do commands),
 the gateway's TERM and proxy variables (credentials in a proxy URL), and
 root's capabilities or a host-wide sysctl (/proc/sys/kernel/core_pattern)
-from a `full` command, with the fake runtime honouring --userns and
+from an `unconfined` command, with the fake runtime honouring --userns and
 --no-privs, refusing a user namespace, or granting root's capabilities
 whatever it is asked.
 
@@ -21,7 +21,8 @@ import os
 import signal
 import subprocess
 
-from sgclient import BIN, GatewayTestCase, Gateway, GatewayExited, code_of
+from sgclient import (BIN, GatewayTestCase, Gateway, GatewayExited, code_of, host_token,
+                      shell_quote)
 
 from apptainer_fixture import ApptainerFixture
 from escapes import abstract_socket_probe, setuid_leftovers
@@ -69,18 +70,19 @@ class SingularityAttacks(ApptainerFixture, GatewayTestCase):
         roots = ("/opt/w,%s:/stolen" % secret, "/opt/w:ro,%s:/stolen" % secret,
                  "/opt/w^%s:/stolen" % secret[1:], "/opt/w ")
         prep = self.gw_with({"p": {"persistent": True}})
-        prep.initialize(identity="ovl", remove_workspace_on_exit=False)
-        prep.sh_ok(" && ".join("mkdir -p '%s'" % r for r in roots), mode="full")
+        prep.initialize(identity="ovl", remove_workspace_on_exit=None)
+        prep.sh_ok(" && ".join("mkdir -p '%s'" % r for r in roots), mode="unconfined")
         prep.shutdown()
         for root in roots:
             gw = self.gw_with({"p": {"persistent": True}})
+            tok = host_token()
             r = gw.call("initialize", gw.make_binding(root=root, identity="ovl",
-                                                      remove_workspace_on_exit=False),
-                        timeout=120, token="tok-r")
+                                                      remove_workspace_on_exit=None),
+                        timeout=120, token=tok)
             if "error" not in r:
-                gw.token = "tok-r"
+                gw.token = tok
                 out = gw.sh("cat /stolen/key; echo pwned > /stolen/planted")
-                self.assertNotIn("host secret", out["content"])
+                self.assertNotIn("host secret", out["output"])
                 self.fail("root %r was accepted" % root)
             self.assertEqual(code_of(r["error"]), "invalid_argument", r["error"])
             self.assertIn("root", r["error"])
@@ -115,7 +117,7 @@ class SingularityAttacks(ApptainerFixture, GatewayTestCase):
         # A long one (slug over 100 bytes) was never listed by `envs`.
         for ident in ("alice@example.com", "x" * 128, "a" * 100 + "/b"):
             gw = self.gw_with({"p": {}})
-            gw.initialize(identity=ident, remove_workspace_on_exit=False)
+            gw.initialize(identity=ident, remove_workspace_on_exit=None)
             self.assertEqual(gw.sh_ok("echo ran"), "ran\n")
             gw.proc.send_signal(signal.SIGKILL)
             gw.proc.wait()
@@ -138,13 +140,14 @@ class SingularityAttacks(ApptainerFixture, GatewayTestCase):
         # its facts claimed the namespace.
         profiles = {"open": {"shared": True}, "closed": {"shared": True, "network": "none"}}
         one = self.gw_with(profiles, name="open")
-        one.initialize(identity="mixed", remove_workspace_on_exit=False)
+        one.initialize(identity="mixed", remove_workspace_on_exit=None)
         two = self.gw_with(profiles, name="closed")
+        tok = host_token()
         r = two.call("initialize", two.make_binding(identity="mixed",
-                                                    remove_workspace_on_exit=False),
-                     timeout=120, token="tok-c")
+                                                    remove_workspace_on_exit=None),
+                     timeout=120, token=tok)
         if "error" not in r:
-            two.token = "tok-c"
+            two.token = tok
             facts = r["data"]["environment"]["facts"]
             ifaces = two.sh_ok("cat /proc/net/dev")
             self.assertFalse(facts["runtime"]["network_namespace"] and "eth" in ifaces
@@ -164,16 +167,16 @@ class SingularityAttacks(ApptainerFixture, GatewayTestCase):
         if (facts.get("landlock_abi") or 0) < 6:
             self.skipTest("needs Landlock ABI 6 (abstract socket scoping)")
         probe = abstract_socket_probe(self)
-        for mode in ("full", "standard"):
-            out = gw.tool("run_command", {"argv": probe}, mode)["content"]
+        for mode in ("unconfined", "standard"):
+            out = gw.sh(probe, mode)["output"]
             self.assertIn("refused", out, "a %s command reached a host abstract socket" % mode)
-            pid = gw.start(argv=probe, permission_mode=mode)["id"]
+            pid = gw.start(probe, mode=mode)["id"]
             out, _ = gw.read_all(pid)
             self.assertIn("refused", out,
                           "a %s background process reached a host abstract socket" % mode)
         # The scope keeps the environment's own processes in reach.
-        pid = gw.start("sleep 300", permission_mode="full")["id"]
-        gw.ok("process/stop", {"id": pid})
+        pid = gw.start("sleep 300", mode="unconfined")["id"]
+        gw.stop(pid)
         self.assertEqual(gw.wait_ended(pid)["status"], "stopped")
 
     def test_no_command_sets_a_setuid_or_setgid_bit(self):
@@ -187,13 +190,13 @@ class SingularityAttacks(ApptainerFixture, GatewayTestCase):
 
     # ---- what reaches the runtime and the commands --------------------
 
-    def command_outputs(self, gw, argv):
-        """argv's output from run_command and from a background process,
-        in `full` and in `standard` mode."""
+    def command_outputs(self, gw, command):
+        """command's output from bash and from a background process, in
+        `unconfined` and in `standard` mode."""
         outs = {}
-        for mode in ("full", "standard"):
-            outs["run_command " + mode] = gw.tool("run_command", {"argv": argv}, mode)["content"]
-            pid = gw.start(argv=argv, permission_mode=mode)["id"]
+        for mode in ("unconfined", "standard"):
+            outs["bash " + mode] = gw.sh(command, mode)["output"]
+            pid = gw.start(command, mode=mode)["id"]
             outs["process " + mode] = gw.read_all(pid)[0]
         return outs
 
@@ -207,7 +210,7 @@ class SingularityAttacks(ApptainerFixture, GatewayTestCase):
                 "TERM": "xterm-from-the-gateway"}
         gw = self.gw_with({"p": {}}, env_extra=leak)
         gw.initialize()
-        for where, out in self.command_outputs(gw, ["env"]).items():
+        for where, out in self.command_outputs(gw, "env").items():
             names = {line.split("=", 1)[0] for line in out.splitlines()}
             self.assertEqual(names & set(leak), set(), "%s: %s" % (where, out))
             self.assertNotIn("s3cret", out, where)
@@ -231,8 +234,8 @@ class SingularityAttacks(ApptainerFixture, GatewayTestCase):
              "    except OSError as e:\n"
              "        print('refused', f, e.errno)\n")
 
-    def test_a_full_command_holds_no_capability_and_writes_no_sysctl(self):
-        # In `full` mode a command ran as uid 0 with every capability and
+    def test_an_unconfined_command_holds_no_capability_and_writes_no_sysctl(self):
+        # In `unconfined` mode a command ran as uid 0 with every capability and
         # a writable /proc: it could open /proc/sys/kernel/core_pattern
         # for writing (nothing is written here), the local backend's route
         # to host root.  Now the instance runs in a user namespace
@@ -241,7 +244,7 @@ class SingularityAttacks(ApptainerFixture, GatewayTestCase):
         # and /proc/sys read-only, so uid 0 cannot write a sysctl either.
         gw = self.gw_with({"p": {}})
         gw.initialize()
-        for where, out in self.command_outputs(gw, ["python3", "-c", self.PRIVS]).items():
+        for where, out in self.command_outputs(gw, "python3 -c " + shell_quote(self.PRIVS)).items():
             self.assertNotIn("opened", out, "%s: %s" % (where, out))
             self.assertIn("caps 0000000000000000 0000000000000000", out, where)
             self.assertNotIn("uid_map 0 0 4294967295", out, where)
@@ -250,15 +253,16 @@ class SingularityAttacks(ApptainerFixture, GatewayTestCase):
     def refused_at_initialize(self, gw):
         """The initialize error (or the exit at validate): its text."""
         try:
-            r = gw.call("initialize", gw.make_binding(), timeout=120, token="tok-x")
+            tok = host_token()
+            r = gw.call("initialize", gw.make_binding(), timeout=120, token=tok)
         except GatewayExited:
             code, _ = gw.wait_exit(30)
             self.assertEqual(code, 78, gw.stderr_text())
             return gw.stderr_text()
         if "error" not in r:
-            gw.token = "tok-x"
-            out = gw.tool("run_command", {"argv": ["python3", "-c", self.PRIVS]}, "full")
-            self.fail("initialize was accepted; a full command: %s" % out["content"])
+            gw.token = tok
+            out = gw.sh("python3 -c " + shell_quote(self.PRIVS), "unconfined")
+            self.fail("initialize was accepted; an unconfined command: %s" % out["output"])
         self.assertEqual(code_of(r["error"]), "unsupported", r["error"])
         return r["error"]
 

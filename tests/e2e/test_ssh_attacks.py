@@ -10,11 +10,11 @@ The "remote" is this machine, so its processes are visible here.
   are in flight: EOF must end the gateway within its shutdown budget (10%
   allowed).  The kill of each cancelled command (`sg-helper job --kill`)
   waited 5 s of its own past the budget.
-- A gateway SIGKILLed while a run_command runs: `envs rm` and `envs gc`
+- A gateway SIGKILLed while a bash command runs: `envs rm` and `envs gc`
   must stop the command on the remote and leave no ssh master nor ssh
   client of the dead gateway here.  The detached master (ControlPersist)
   and the dead gateway's client kept the command's session open, so its
-  job never noticed, and the removal stopped only process/start processes.
+  job never noticed, and the removal stopped only background processes.
 """
 
 import json
@@ -29,9 +29,10 @@ import unittest
 
 import sgclient
 import test_ssh_paths as paths
-from sgclient import BIN, GatewayTestCase, Gateway, Marker, host_processes_matching, unique
+from sgclient import (BIN, GatewayTestCase, Gateway, Marker, host_env,
+                      host_processes_matching, unique)
 
-LIFETIME = 1  # seconds: the binding's, so a crashed environment expires at once
+LIFETIME = 1  # seconds: the host profile's, so a crashed environment expires at once
 
 
 def children():
@@ -147,19 +148,19 @@ class SshAttacks(GatewayTestCase):
         gw = Gateway(state_dir=state, config=self.cfg, profile="p", budget_ms=budget_ms)
         self.addCleanup(gw.cleanup)
         gw.initialize()
-        # A process/start process, so the shutdown stops processes over ssh.
+        # A background process, so the shutdown stops processes over ssh.
         m = Marker()
-        gw.start(command=m.command)
+        gw.start(m.command)
         # Requests in flight: commands running when the remote stops ...
         tag = unique("sg-hang")
         for i in range(4):
-            gw.execute_req("run_command", {"command": "sleep 61.%d # %s" % (i, tag)})
+            gw.execute_req("bash", {"command": "sleep 61.%d # %s" % (i, tag)})
         self.wait_running(tag, 4)
         self.freeze()
         # ... and file tools and a process list sent after it stopped.
         for i in range(3):
             gw.execute_req("read_file", {"path": "f%d" % i})
-        gw.request("process/list", {})
+        gw.request("process/list")
         time.sleep(0.5)
         rc, err, took = gw.shutdown(budget_ms / 1000 + 60)
         # Within 10%; a sanitized gateway's own cleanup takes longer.
@@ -177,14 +178,15 @@ class SshAttacks(GatewayTestCase):
 
     def crashed_with_a_command(self, state=None):
         """(state dir, environment id, command's needle): a gateway killed
-        while a run_command runs on the remote."""
+        while a bash command runs on the remote."""
         state = state or self.state()
-        gw = Gateway(state_dir=state, config=self.cfg, profile="p")
+        gw = Gateway(state_dir=state, config=self.cfg, profile="p",
+                     env_extra=host_env({"lifetime_seconds": LIFETIME}))
         self.addCleanup(gw.cleanup)
-        env_id = gw.initialize(environment={"lifetime_seconds": LIFETIME})["environment"]["id"]
+        env_id = gw.initialize()["environment"]["id"]
         needle = unique("sg-orphan")
-        gw.execute_req("run_command", {"command": "sleep 62 # %s" % needle,
-                                       "timeout_ms": 600000})
+        gw.execute_req("bash", {"command": "sleep 62 # %s" % needle,
+                                "timeout_seconds": 600})
         self.wait_running(needle, 1)
         self.assertTrue(self.ssh_of(state), "no ssh process uses the state dir's socket")
         gw.proc.kill()
@@ -193,21 +195,22 @@ class SshAttacks(GatewayTestCase):
 
     def escaped(self, gw):
         """A process that left its command's group (setsid, stdio closed),
-        started by a run_command that then returns: its needle."""
+        started by a bash command that then returns: its needle."""
         needle = "sleep 63.%06d " % random.randrange(10**6)
         # The command waits until the child has its own session: the job
         # kills what is left in the command's group when the command ends.
-        gw.tool_ok("run_command", {"command": (
+        gw.sh_ok((
             "setsid %s</dev/null >/dev/null 2>&1 & p=$!; i=0; "
             "while [ \"$(cut -d' ' -f6 /proc/$p/stat)\" != $p ] && [ $i -lt 200 ]; "
-            "do sleep 0.05; i=$((i + 1)); done") % needle.strip()})
+            "do sleep 0.05; i=$((i + 1)); done") % needle.strip())
         self.wait_running(needle, 1)
         return needle
 
-    def capped(self, state):
+    def capped(self, state, host=None):
         if not sgclient.cgroup_writable():
             self.skipTest("this login cannot make cgroups")
-        gw = Gateway(state_dir=state, config=self.cfg, profile="capped")
+        gw = Gateway(state_dir=state, config=self.cfg, profile="capped",
+                     env_extra=host_env(host) if host else None)
         self.addCleanup(gw.cleanup)
         return gw
 
@@ -255,8 +258,8 @@ class SshAttacks(GatewayTestCase):
         # Neither the job (its group) nor the records (run/, proc/) know a
         # process that called setsid; the environment's cgroup does.
         state = self.state()
-        gw = self.capped(state)
-        env_id = gw.initialize(environment={"lifetime_seconds": LIFETIME})["environment"]["id"]
+        gw = self.capped(state, {"lifetime_seconds": LIFETIME})
+        env_id = gw.initialize()["environment"]["id"]
         needle = self.escaped(gw)
         gw.proc.kill()
         gw.wait_exit(30)

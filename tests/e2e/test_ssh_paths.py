@@ -8,9 +8,10 @@ whatever SANDGATE_TEST_PROFILE says; skipped when sshd is not installed.
   value (a `'` pair disappears), expands `${VAR}` of its environment, `%`
   tokens and `~`; each is either passed so that ssh reads the named file or
   refused with invalid_argument naming the field.
-- export/open over ssh: a file swapped for a FIFO after the gateway's check,
-  and a host that stalls, end the request promptly with a clear error
-  instead of holding it until a cancel (docs/security.md, ssh section).
+- present_artifact over ssh (the export's snapshot): a file swapped for a
+  FIFO after the gateway's check, and a host that stalls, end the request
+  promptly with a clear error instead of holding it until a cancel
+  (docs/security.md, ssh section).
 
 The `ssh` that sandgate runs is found on its PATH; the export tests put a
 wrapper first there that acts only on the one ssh call whose command line
@@ -27,7 +28,7 @@ import time
 import unittest
 
 import sgclient
-from sgclient import GatewayTestCase, Gateway, SLACK, unique
+from sgclient import GatewayTestCase, Gateway, SLACK, host_token, unique
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 HARNESS = os.path.join(HERE, "..", "ssh", "sshd-harness.sh")
@@ -94,7 +95,7 @@ class SshPaths(GatewayTestCase):
     def start(self, config, env_extra=None):
         """(gateway, initialize's reply) for the config's profile."""
         gw = self.gateway(init=False, config=config, profile="p", env_extra=env_extra)
-        token, binding = "tok-" + unique(), gw.make_binding()
+        token, binding = host_token(), gw.make_binding()
         r = gw.call("initialize", binding, token=token, timeout=sgclient.DEFAULT_TIMEOUT * 3)
         if "data" in r:
             gw.token, gw.binding, gw.init_reply = token, binding, r["data"]
@@ -226,11 +227,11 @@ class SshPaths(GatewayTestCase):
         path = sgclient.ROOT + "/" + name
         gw.write(path, "regular\n")
         t0 = time.monotonic()
-        rid = gw.request("export/open", {"path": path})
+        rid = gw.execute_req("present_artifact", {"path": path})
         try:
             reply = gw.wait_reply(rid, timeout=20 * SLACK)
         except AssertionError:
-            self.fail("export/open of a file swapped for a FIFO did not end in %d s"
+            self.fail("present_artifact of a file swapped for a FIFO did not end in %d s"
                       % (20 * SLACK))
         self.assertReplyCode(reply, "invalid_argument")
         self.assertIn("regular file", reply["error"])
@@ -247,17 +248,20 @@ class SshPaths(GatewayTestCase):
         path = sgclient.ROOT + "/" + name
         gw.write(path, "x" * 1000)
         t0 = time.monotonic()
-        rid = gw.request("export/open", {"path": path})
+        rid = gw.execute_req("present_artifact", {"path": path})
         try:
             reply = gw.wait_reply(rid, timeout=20 * SLACK)
         except AssertionError:
-            self.fail("export/open from a stalled host did not end in %d s" % (20 * SLACK))
+            self.fail("present_artifact from a stalled host did not end in %d s" % (20 * SLACK))
         self.assertReplyCode(reply, "timeout")
         self.assertIn("no byte", reply["error"])
         self.assertLess(time.monotonic() - t0, 10 * SLACK)
         # The session is still usable: an export of another file works.
         gw.write(sgclient.ROOT + "/plain", "p")
-        self.assertEqual(gw.ok("export/open", {"path": sgclient.ROOT + "/plain"})["size"], 1)
+        art = gw.view("present_artifact", {"path": sgclient.ROOT + "/plain"})
+        self.assertEqual((art["name"], art["size"]), ("plain", 1))
+        self.assertEqual(gw.ok("export/read", {"token": art["execution_export"], "offset": 0}),
+                         {"data": sgclient.b64(b"p"), "eof": True})
 
 
 if __name__ == "__main__":
