@@ -106,6 +106,27 @@ json_t *sg_budget_load(const char *state_dir, const char *backend);
 void sg_budget_record(const char *state_dir, const char *backend, enum sg_budget_op op,
 		      int64_t ms);
 
+/*
+ * A version-3 host kills its command backend this long after it closed
+ * the backend's stdin, whatever the profile says (host-wire.md section 8).
+ */
+#define SG_BUDGET_V3_HOST_GRACE_MS 3000
+/*
+ * What a gateway serving a version-3 host allows itself from EOF to exit:
+ * the host's grace less what the process needs to end and the host to
+ * see it.  A delegated peer (--peer) allows itself less, so that the
+ * outer gateway, which waits SG_BUDGET_V3_PEER_KILL_MS less than its own
+ * window for it, sees it exit instead of killing it.
+ */
+#define SG_BUDGET_V3_EXIT_MS 2500
+#define SG_BUDGET_V3_PEER_EXIT_MS 2000
+#define SG_BUDGET_V3_PEER_KILL_MS 300
+/*
+ * What handing a removal to a reaper may take inside the exit window:
+ * starting it and waiting for its claim on the record (reaper.h).
+ */
+#define SG_BUDGET_HANDOFF_MS 700
+
 /* The time an outer adapter waits for a cancelled request's terminal
  * reply before it closes the peer (docs/delegation.md). */
 #define SG_BUDGET_CANCEL_DRAIN_MS SG_RELAY_CANCEL_MS

@@ -29,6 +29,7 @@
 #include "check.h"
 #include "cli.h"
 #include "envs.h"
+#include "reaper.h"
 #include "server.h"
 #include "wire.h"
 #include "sg_config.h"
@@ -843,6 +844,9 @@ int main(int argc, char **argv)
 			sg_cli_bash(f);
 		return fclose(f) == 0 ? SG_EXIT_OK : SG_EXIT_CANTCREAT;
 	}
+	/* Internal: a removal that outlives its gateway (reaper.h). */
+	if (strcmp(word, "__reap") == 0)
+		return sg_reaper_main(argc, argv);
 	if (strcmp(word, "--help") == 0 || strcmp(word, "-h") == 0) {
 		sg_cli_help(NULL, NULL);
 		return SG_EXIT_OK;

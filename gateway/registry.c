@@ -463,6 +463,7 @@ sg_err sg_registry_detach(const char *state_dir, const struct sg_reg_key *key,
 struct claim_arg {
 	bool force;
 	const bool *found; /* edit() sets it before do_claim runs */
+	json_t *copy;      /* the claimed record, when asked for (new) */
 };
 
 static sg_err do_claim(json_t *rec, void *p, struct sg_errinfo *err)
@@ -484,18 +485,29 @@ static sg_err do_claim(json_t *rec, void *p, struct sg_errinfo *err)
 	json_object_set_new(rec, "removing",
 			    json_pack("{s:I, s:I}", "pid", (json_int_t)getpid(), "pid_start",
 				      (json_int_t)sg_registry_self_start()));
+	a->copy = json_deep_copy(rec);
 	return SG_OK;
+}
+
+sg_err sg_registry_claim_copy(const char *state_dir, const struct sg_reg_key *key, bool force,
+			      bool *made, json_t **rec, struct sg_errinfo *err)
+{
+	bool found = true;
+	struct claim_arg a = { force, &found, NULL };
+	sg_err rc = edit(state_dir, key, true, &found, do_claim, &a, err);
+
+	*made = !rc && !found;
+	if (rec && !rc)
+		*rec = a.copy;
+	else
+		json_decref(a.copy);
+	return rc;
 }
 
 sg_err sg_registry_claim(const char *state_dir, const struct sg_reg_key *key, bool force,
 			 bool *made, struct sg_errinfo *err)
 {
-	bool found = true;
-	struct claim_arg a = { force, &found };
-	sg_err rc = edit(state_dir, key, true, &found, do_claim, &a, err);
-
-	*made = !rc && !found;
-	return rc;
+	return sg_registry_claim_copy(state_dir, key, force, made, NULL, err);
 }
 
 static sg_err do_unclaim(json_t *rec, void *p, struct sg_errinfo *err)

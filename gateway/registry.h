@@ -111,6 +111,10 @@ sg_err sg_registry_update_if_last(const char *state_dir, const struct sg_reg_key
 sg_err sg_registry_claim(const char *state_dir, const struct sg_reg_key *key, bool force,
 			 bool *made, struct sg_errinfo *err) SG_MUST_CHECK;
 
+/* As sg_registry_claim; *rec (new, on success) is the claimed record. */
+sg_err sg_registry_claim_copy(const char *state_dir, const struct sg_reg_key *key, bool force,
+			      bool *made, json_t **rec, struct sg_errinfo *err) SG_MUST_CHECK;
+
 /* Give a claim back after a removal that failed (a record it made goes). */
 void sg_registry_unclaim(const char *state_dir, const struct sg_reg_key *key, bool made);
 

@@ -41,7 +41,7 @@
 /* A relayed request waiting for its terminal reply. */
 struct call {
 	struct call *next;
-	int64_t id;       /* on the peer's connection */
+	json_t *id;       /* the host's id, borrowed from the request */
 	json_t *reply;    /* the reply frame once it came (own ref) */
 	pthread_cond_t cond;
 };
@@ -57,7 +57,6 @@ struct sg_relay {
 	pthread_mutex_t lock;
 	pthread_cond_t changed; /* exited, gone or handed moved */
 	struct call *calls;
-	int64_t next_id;
 	bool input_closed;      /* the peer has seen EOF */
 	bool gone;              /* no reply will come any more */
 	bool exited, killed;
@@ -311,11 +310,13 @@ static void deliver(struct sg_relay *r, json_t *m)
 	uint64_t mine;
 
 	pthread_mutex_lock(&r->lock);
-	if (json_is_integer(id))
-		for (c = r->calls; c && c->id != json_integer_value(id); c = c->next)
-			;
-	if (!c) {
-		/* A cancel's own answer, or a call that gave up: nobody waits. */
+	for (c = r->calls; c && !json_equal(c->id, id); c = c->next)
+		;
+	if (!c || c->reply) {
+		/*
+		 * A stray reply (no request of that id is in flight), or a
+		 * second one: the host would drop it too, so nobody waits.
+		 */
 		pthread_mutex_unlock(&r->lock);
 		json_decref(m);
 		return;
@@ -391,8 +392,28 @@ static bool own_event(struct sg_relay *r, json_t *m)
 	pthread_mutex_unlock(&r->lock);
 	/* Once: a peer must not flood stderr through sandgate either. */
 	if (!own && !said)
-		sg_log_warn("the peer sent a process/event that is not of this connection's session; dropped, as are any later ones");
+		sg_log_warn("the peer sent a process event that is not of this connection's session; dropped, as are any later ones");
 	return own;
+}
+
+/*
+ * Is m, a peer's `tool` frame, a callback of a request in flight?  Only a
+ * live run_code may call back (protocol section 7); one whose parent_id
+ * names nothing the host is waiting for is a stray, dropped like a stray
+ * reply.
+ */
+static bool live_callback(struct sg_relay *r, json_t *m)
+{
+	json_t *parent = json_object_get(m, "parent_id");
+	struct call *c;
+
+	pthread_mutex_lock(&r->lock);
+	for (c = r->calls; c && !(json_equal(c->id, parent) && !c->reply); c = c->next)
+		;
+	pthread_mutex_unlock(&r->lock);
+	if (!c)
+		sg_log_info("the peer called back for a request not in flight; dropped");
+	return c != NULL;
 }
 
 /*
@@ -403,18 +424,18 @@ static bool own_event(struct sg_relay *r, json_t *m)
  * of growing sandgate's memory.  (Each message costs its queue entry too,
  * hence the 64 bytes.)
  */
-static void forward_event(struct sg_relay *r, json_t *m)
+static void forward_event(struct sg_relay *r, json_t *m, bool callback)
 {
 	struct sg_buf b = SG_BUF_INIT(SG_MAX_FRAME - 1);
 	char *text;
 	size_t len;
 
-	if (!own_event(r, m)) {
+	if (callback ? !live_callback(r, m) : !own_event(r, m)) {
 		json_decref(m);
 		return;
 	}
 	if (sg_json_dump(m, &b)) {
-		sg_log_err("an event of the peer was not forwarded: it would exceed the frame limit, or memory ran out");
+		sg_log_err("a message of the peer was not forwarded: it would exceed the frame limit, or memory ran out");
 		sg_buf_release(&b);
 		json_decref(m);
 		return;
@@ -429,6 +450,38 @@ static void forward_event(struct sg_relay *r, json_t *m)
 	}
 }
 
+/* What a peer may write: the host's three kinds of message (protocol section 1). */
+enum peer_msg { PEER_REPLY, PEER_EVENT, PEER_CALLBACK, PEER_BROKEN };
+
+/*
+ * The host decodes every line as one struct, so anything else would be a
+ * transport failure there: a reply has an id (string or integer) and at
+ * most one of data and error, the error a string; an event is a
+ * `process` message; a callback a `tool` message naming its parent and
+ * carrying its own id.
+ */
+static enum peer_msg classify(json_t *m)
+{
+	json_t *id = json_object_get(m, "id"), *method = json_object_get(m, "method");
+	json_t *error = json_object_get(m, "error");
+	const char *name = json_string_value(method);
+
+	if (!method) {
+		if ((!json_is_string(id) && !json_is_integer(id)) ||
+		    (error && (!json_is_string(error) || json_object_get(m, "data"))))
+			return PEER_BROKEN;
+		return PEER_REPLY;
+	}
+	if (!name)
+		return PEER_BROKEN;
+	if (strcmp(name, "process") == 0 && json_is_object(json_object_get(m, "data")))
+		return PEER_EVENT;
+	if (strcmp(name, "tool") == 0 && (json_is_string(id) || json_is_integer(id)) &&
+	    json_object_get(m, "parent_id") && json_object_get(m, "data"))
+		return PEER_CALLBACK;
+	return PEER_BROKEN;
+}
+
 static void *reader_main(void *arg)
 {
 	struct sg_relay *r = arg;
@@ -436,7 +489,8 @@ static void *reader_main(void *arg)
 
 	for (;;) {
 		struct sg_errinfo err = { 0 };
-		json_t *m = NULL, *id, *method;
+		enum peer_msg kind;
+		json_t *m = NULL;
 		sg_err rc = sg_wire_read_msg(r->wire, &m, &err);
 
 		if (rc == SG_E_NOT_FOUND || rc == SG_E_CANCELLED) {
@@ -451,39 +505,16 @@ static void *reader_main(void *arg)
 			close_peer(r, why);
 			break;
 		}
-		id = json_object_get(m, "id");
-		method = json_object_get(m, "method");
-		if (id && !method && (!json_object_get(m, "data") != !json_object_get(m, "error"))) {
+		kind = classify(m);
+		if (kind == PEER_REPLY) {
 			deliver(r, m);
-		} else if (!id && json_is_string(method) &&
-			   strcmp(json_string_value(method), "process/event") == 0) {
-			/* Events belong to the host's connection, as they are. */
-			forward_event(r, m);
-		} else if (id && json_is_string(method)) {
-			/*
-			 * A callback: sandgate serves none to a peer (no
-			 * run_code).  Its answer is queued only once the peer
-			 * has read the last one: a peer that writes callbacks
-			 * (ids of up to 16 MiB) and never reads its input must
-			 * not grow the queue without bound.  One that reads
-			 * nothing for the cancel drain is unresponsive.
-			 */
-			if (!await_written(r, r->wire, r->cancel_ms)) {
-				json_decref(m);
-				snprintf(why, sizeof(why),
-					 "the peer was closed for not reading its input for %lld ms",
-					 (long long)r->cancel_ms);
-				sg_log_err("%s", why);
-				close_peer(r, why);
-				break;
-			}
-			sg_wire_send(r->wire, json_pack("{s:O, s:s}", "id", id, "error",
-							"unknown_method: sandgate relays no callbacks"));
-			json_decref(m);
+		} else if (kind == PEER_EVENT || kind == PEER_CALLBACK) {
+			/* The host's, as they are (protocol sections 4 and 7). */
+			forward_event(r, m, kind == PEER_CALLBACK);
 		} else {
 			json_decref(m);
 			snprintf(why, sizeof(why),
-				 "the peer sent a message that is neither a reply nor an event, and was closed");
+				 "the peer sent a message that is neither a reply, a process event nor a tool callback, and was closed");
 			sg_log_err("%s", why);
 			close_peer(r, why);
 			break;
@@ -531,35 +562,28 @@ static sg_err peer_error(struct sg_op *op, json_t *error)
 }
 
 /*
- * Forward method with data under a fresh id and wait for the terminal
- * reply (*out its data, new).  A fired cancel token is forwarded as the
- * peer's cancel; a peer that leaves it unanswered for SG_RELAY_CANCEL_MS
- * is closed.
+ * Forward op's request as the host sent it, its id included, and wait
+ * for the peer's terminal reply to it (*out the reply frame, new).  A
+ * fired cancel token is forwarded as the host's cancel, the target's id
+ * and nothing else; it has no reply of its own, and a peer that leaves
+ * the target unanswered for SG_RELAY_CANCEL_MS is closed.
  */
-static sg_err call(struct sg_relay *r, struct sg_op *op, const char *method,
-		   json_t *data, json_t **out)
+static sg_err call(struct sg_relay *r, struct sg_op *op, json_t **out)
 {
-	struct call c = { 0 };
+	struct call c = { .id = op->id };
 	int64_t cancel_at = 0;
-	json_t *reply, *frame;
 	char why[SG_ERR_MSG];
-	sg_err rc;
 
 	*out = NULL;
 	pthread_cond_init(&c.cond, NULL);
 	pthread_mutex_lock(&r->lock);
-	c.id = ++r->next_id;
-	frame = json_pack("{s:I, s:s, s:s, s:O}", "id", (json_int_t)c.id, "method", method,
-			  "token", r->token, "data", data);
-	if (!r->gone && !r->input_closed && frame) {
+	if (!r->gone && !r->input_closed) {
 		c.next = r->calls;
 		r->calls = &c;
-		if (!sg_wire_send(r->wire, frame))
+		if (!sg_wire_send(r->wire, json_incref(op->req)))
 			set_gone(r, "the peer stopped reading its input");
-	} else {
-		json_decref(frame);
-		if (!r->gone)
-			set_gone(r, frame ? "the peer's input is closed" : "out of memory");
+	} else if (!r->gone) {
+		set_gone(r, "the peer's input is closed");
 	}
 	while (!c.reply && !r->gone) {
 		struct timespec ts;
@@ -568,16 +592,14 @@ static sg_err call(struct sg_relay *r, struct sg_op *op, const char *method,
 			cancel_at = sg_now_ms() + r->cancel_ms;
 			/* At shutdown the peer's EOF already cancels everything. */
 			if (!r->input_closed)
-				sg_wire_send(r->wire, json_pack("{s:I, s:s, s:s, s:{s:I}}", "id",
-								(json_int_t)++r->next_id, "method",
-								"cancel", "token", r->token, "data",
-								"id", (json_int_t)c.id));
+				sg_wire_send(r->wire, json_pack("{s:s, s:O, s:s}", "token", r->token,
+								"id", op->id, "method", "cancel"));
 			continue;
 		}
 		if (cancel_at && sg_now_ms() >= cancel_at) {
 			pthread_mutex_unlock(&r->lock);
 			snprintf(why, sizeof(why),
-				 "the peer was closed for not answering a cancel within %lld ms",
+				 "the peer was closed for not answering a cancelled request within %lld ms",
 				 (long long)r->cancel_ms);
 			sg_log_err("%s", why);
 			close_peer(r, why);
@@ -589,24 +611,29 @@ static sg_err call(struct sg_relay *r, struct sg_op *op, const char *method,
 		pthread_cond_timedwait(&c.cond, &r->lock, &ts);
 	}
 	unlink_call(r, &c);
-	reply = c.reply;
+	*out = c.reply;
 	snprintf(why, sizeof(why), "%s", r->why);
 	pthread_mutex_unlock(&r->lock);
 	pthread_cond_destroy(&c.cond);
-	if (!reply) {
-		/* Not the cancel's `cancelled`: the peer is gone (relay.h). */
+	if (!*out) {
+		/* The peer is gone (relay.h): this answer is sandgate's own. */
 		op->keep_err = true;
 		return sg_err_set(&op->err, SG_E_UNAVAILABLE, "%s", why);
 	}
 	op->replied = handed;
-	if (json_object_get(reply, "error")) {
-		rc = peer_error(op, json_object_get(reply, "error"));
-	} else {
-		*out = json_incref(json_object_get(reply, "data"));
-		rc = SG_OK;
-	}
-	json_decref(reply);
-	return rc;
+	return SG_OK;
+}
+
+/* A reply frame's outcome for initialize: *out its data (new), or its error. */
+static sg_err reply_outcome(struct sg_op *op, json_t *reply, json_t **out)
+{
+	json_t *data = json_object_get(reply, "data");
+
+	*out = NULL;
+	if (json_object_get(reply, "error"))
+		return peer_error(op, json_object_get(reply, "error"));
+	*out = data ? json_incref(data) : json_null();
+	return SG_OK;
 }
 
 bool sg_relay_has_method(const struct sg_relay *r, const char *method)
@@ -623,6 +650,8 @@ bool sg_relay_has_method(const struct sg_relay *r, const char *method)
 sg_err sg_relay_request(struct sg_op *op, json_t **out)
 {
 	struct sg_relay *r = op->s->relay;
+	struct sg_buf b = SG_BUF_INIT(SG_MAX_FRAME - 1);
+	json_t *reply = NULL;
 	sg_err rc;
 
 	*out = NULL;
@@ -632,10 +661,40 @@ sg_err sg_relay_request(struct sg_op *op, json_t **out)
 		if (rc)
 			return rc;
 	}
-	rc = call(r, op, op->method, op->data, out);
-	if (!rc && op->tool)
-		op->tool_failed = json_is_true(json_object_get(*out, "is_error"));
+	rc = call(r, op, &reply);
+	if (rc)
+		return rc;
+	/*
+	 * The peer's reply goes to the host as the peer wrote it, its error
+	 * text included: the host shows that text to the model, and its id is
+	 * the host's own.
+	 */
+	if (op->tool)
+		op->tool_failed = json_object_get(reply, "error") != NULL;
+	if (sg_json_dump(reply, &b)) {
+		rc = sg_err_set(&op->err, SG_E_TOO_LARGE,
+				"the peer's reply does not fit in a frame");
+	} else {
+		op->raw_reply = sg_buf_take(&b, &op->raw_len);
+		if (!op->raw_reply)
+			rc = sg_err_set(&op->err, SG_E_INTERNAL, "out of memory");
+	}
+	sg_buf_release(&b);
+	json_decref(reply);
 	return rc;
+}
+
+void sg_relay_callback(struct sg_session *s, json_t *frame)
+{
+	struct sg_relay *r = s->relay;
+
+	pthread_mutex_lock(&r->lock);
+	/* Nobody can wait for it once the peer's input is closed. */
+	if (r->gone || r->input_closed)
+		json_decref(frame);
+	else
+		(void)sg_wire_send(r->wire, frame);
+	pthread_mutex_unlock(&r->lock);
 }
 
 /* ---- initialize ------------------------------------------------------ */
@@ -651,25 +710,33 @@ static bool has_string(json_t *arr, const char *s)
 	return false;
 }
 
-/* The peer's initialize reply against what the connection needs. */
+/*
+ * The peer's initialize reply against what the connection needs: the
+ * binding's version echoed, its root kept, and the capabilities the
+ * profile requires (by default process.start.v1, a version-4 promise).
+ */
 static sg_err check_reply(struct sg_op *op, const struct sg_profile *p, json_t *binding,
 			  json_t *data)
 {
 	json_t *req = json_object_get(p->raw, "capabilities"), *v, *root;
-	json_t *deflt = json_pack("[s]", "process.start.v1");
+	json_t *version = json_object_get(binding, "version");
+	json_t *deflt = json_integer_value(version) >= 4 ? json_pack("[s]", "process.start.v1")
+							  : json_array();
 	sg_err rc = SG_OK;
 	size_t i;
 
-	if (!json_is_object(data) || !json_is_integer(json_object_get(data, "version")) ||
-	    json_integer_value(json_object_get(data, "version")) != 4)
+	if (!json_is_object(data) || !json_equal(json_object_get(data, "version"), version))
 		rc = sg_err_set(&op->err, SG_E_UNSUPPORTED,
-				"profile \"%s\": the peer does not speak protocol version 4", p->name);
+				"profile \"%s\": the peer does not speak protocol version %lld",
+				p->name, (long long)json_integer_value(version));
 	json_array_foreach(req ? req : deflt, i, v)
 		if (!rc && !has_string(json_object_get(data, "capabilities"), json_string_value(v)))
 			rc = sg_err_set(&op->err, SG_E_UNSUPPORTED,
 					"profile \"%s\": the peer does not offer the capability %s",
 					p->name, json_string_value(v));
-	root = json_object_get(json_object_get(data, "environment"), "root");
+	root = json_object_get(data, "root");
+	if (!root)
+		root = json_object_get(json_object_get(data, "environment"), "root");
 	if (!rc && root && !json_equal(root, json_object_get(binding, "root")))
 		rc = sg_err_set(&op->err, SG_E_UNSUPPORTED,
 				"profile \"%s\": the peer serves root %s, not the binding's %s",
@@ -778,7 +845,7 @@ sg_err sg_relay_initialize(struct sg_op *op, json_t *binding, const char *profil
 {
 	struct sg_session *s = op->s;
 	struct sg_profile *base = NULL, *p = NULL;
-	json_t *data = NULL, *narrow = NULL;
+	json_t *data = NULL, *narrow = NULL, *reply = NULL;
 	const char *token = json_string_value(json_object_get(op->req, "token"));
 	const char *root = json_string_value(json_object_get(binding, "root"));
 	sg_err rc;
@@ -821,7 +888,9 @@ sg_err sg_relay_initialize(struct sg_op *op, json_t *binding, const char *profil
 		*fatal = true;
 		goto out;
 	}
-	rc = call(s->relay, op, "initialize", op->data, &data);
+	rc = call(s->relay, op, &reply);
+	if (!rc)
+		rc = reply_outcome(op, reply, &data);
 	if (rc) {
 		/*
 		 * The refusals that leave the peer's connection usable
@@ -854,6 +923,7 @@ sg_err sg_relay_initialize(struct sg_op *op, json_t *binding, const char *profil
 	s->profile = p;
 	p = NULL;
 out:
+	json_decref(reply);
 	json_decref(data);
 	json_decref(narrow);
 	sg_profile_free(base);
@@ -939,7 +1009,8 @@ static void await_forwarded(struct sg_relay *r, struct sg_pool *pool,
 	}
 }
 
-int sg_relay_shutdown(struct sg_session *s, struct sg_pool *pool, struct sg_cancel *deadline)
+int sg_relay_shutdown(struct sg_session *s, struct sg_pool *pool, struct sg_cancel *deadline,
+		      int64_t max_grace_ms)
 {
 	struct sg_relay *r = s->relay;
 	char how[64], what[SG_ERR_MSG + 128];
@@ -948,6 +1019,8 @@ int sg_relay_shutdown(struct sg_session *s, struct sg_pool *pool, struct sg_canc
 
 	if (!r)
 		return 0;
+	if (r->grace_ms > max_grace_ms)
+		r->grace_ms = max_grace_ms > 0 ? max_grace_ms : 0;
 	await_forwarded(r, pool, deadline);
 	close_input(r);
 	pthread_mutex_lock(&r->lock);

@@ -15,20 +15,25 @@
  *    profile, with exactly the profile's `env` (and PATH), never sandgate's
  *    own variables, and no descriptor but its stdin, stdout and stderr;
  *    it is never retried or replaced.
- *  - The binding and token reach it unchanged; its initialize reply must
- *    speak version 4, keep the binding's root and offer every capability
- *    the profile requires (`capabilities`, default process.start.v1).
- *  - Every relayed request has a fresh id on the peer's connection; its
- *    terminal reply goes back under the host's id, and is queued to the
- *    host before the peer's next message is, so a reply still precedes the
- *    events the peer wrote after it.  Events of this connection's session
- *    go to the host as they are, others are dropped; after SG_MAX_FRAME
- *    bytes of them the reader waits for the host to read them.  A
- *    callback's answer waits until the peer read the previous one.
- *  - A cancel is forwarded; a peer that leaves it unanswered for
- *    SG_RELAY_CANCEL_MS is closed (killed).  A peer that is gone (exited,
- *    closed, or broke the protocol) answers `unavailable` to every
- *    pending request, and the connection ends with it.
+ *  - The host's frames reach it unchanged: each request as the host wrote
+ *    it (its token, its id, the binding of initialize), the host's cancel
+ *    (the target's id, no data) and the host's `callback` requests.  Its
+ *    initialize reply must echo the binding's version, keep the binding's
+ *    root and offer every capability the profile requires
+ *    (`capabilities`; by default process.start.v1 for version 4).
+ *  - The peer's messages reach the host unchanged too: a reply to a
+ *    request in flight (its error text included), queued to the host
+ *    before the peer's next message is, so a reply still precedes the
+ *    events the peer wrote after it; `process` events of this
+ *    connection's session; `tool` callbacks whose parent is in flight.
+ *    Stray replies, foreign events and orphan callbacks are dropped; any
+ *    other line closes the peer.  After SG_MAX_FRAME bytes of events and
+ *    callbacks the reader waits for the host to read them.
+ *  - A cancel has no reply of its own; a peer that leaves the target
+ *    unanswered for SG_RELAY_CANCEL_MS after it is closed (killed).  A
+ *    peer that is gone (exited, closed, or broke the protocol) answers
+ *    `unavailable` to every pending request, and the connection ends
+ *    with it.
  *  - At shutdown the peer's stdin is closed and it gets shutdown_grace_ms
  *    (default SG_OUTER_GRACE_MS) to exit, within the gateway's budget;
  *    past it, it is killed and the failure said on stderr and in the state
@@ -58,18 +63,30 @@ sg_err sg_relay_initialize(struct sg_op *op, json_t *binding, const char *profil
 /* Whether the peer offered method (its initialize reply's `methods`). */
 bool sg_relay_has_method(const struct sg_relay *r, const char *method);
 
-/* The handler of every relayed method: forward, await, answer. */
+/*
+ * The handler of every relayed method: forward, await, answer with the
+ * peer's reply frame as it is (op->raw_reply).
+ */
 sg_err sg_relay_request(struct sg_op *op, json_t **out) SG_MUST_CHECK;
+
+/*
+ * A host's `callback` request (protocol section 7), to the peer as it is
+ * (steals frame).  It has no reply; after the peer's input closed it is
+ * dropped.  From the reader thread; never blocks.
+ */
+void sg_relay_callback(struct sg_session *s, json_t *frame);
 
 /*
  * The end of the connection: once the requests in flight in pool have
  * reached the peer (SG_RELAY_FORWARD_MS at most), close the peer's stdin
- * and give it its grace (bounded by the deadline token); kill it past
- * that.  Returns non-zero when its cleanup failed or was cut short (said
- * on stderr and in the registry).
+ * and give it its grace, at most max_grace_ms (a version-3 host's short
+ * window) and bounded by the deadline token; kill it past that.  Returns
+ * non-zero when its cleanup failed or was cut short (said on stderr and
+ * in the registry).
  */
 struct sg_pool;
-int sg_relay_shutdown(struct sg_session *s, struct sg_pool *pool, struct sg_cancel *deadline);
+int sg_relay_shutdown(struct sg_session *s, struct sg_pool *pool, struct sg_cancel *deadline,
+		      int64_t max_grace_ms);
 
 /* Before the session's wire is freed: the reader thread writes to it. */
 void sg_relay_free(struct sg_relay *r);

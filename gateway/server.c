@@ -142,6 +142,11 @@ static void do_callback(struct server *sv, json_t *frame)
 	json_t *data = json_object_get(frame, "data");
 	json_t *id = json_object_get(data, "id");
 
+	/* A relayed connection's programs run at its peer: the answer is the peer's. */
+	if (sv->s.relay) {
+		sg_relay_callback(&sv->s, json_incref(frame));
+		return;
+	}
 	if (!json_is_string(id))
 		id = json_object_get(frame, "id");
 	if (!json_is_object(data) || !json_is_string(id) ||
@@ -364,6 +369,7 @@ int sg_server_run(const struct sg_server_opts *o)
 	sv->s.state_dir = o->state_dir;
 	sv->s.helper_path = o->helper_path;
 	sv->s.budget_ms = o->budget_ms;
+	sv->s.peer = o->peer;
 	sv->s.tool_output = o->tool_output ? o->tool_output : SG_TOOL_OUTPUT;
 	if (o->audit_log && sg_audit_open(o->audit_log, &sv->audit, &err)) {
 		fprintf(stderr, "sandgate: %s\n", err.msg);

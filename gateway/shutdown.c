@@ -17,10 +17,17 @@
  * create whose outcome is unknown): it is looked for and removed here,
  * within the budget.  Every real stop, removal and keep is timed into the
  * state directory's measurements, which the next plan uses.
+ *
+ * A version-3 host gives its command backend SG_BUDGET_V3_HOST_GRACE_MS
+ * from EOF to exit, whatever the budget says: the gateway then plans for
+ * its exit window, and a removal that does not fit is handed to a reaper
+ * (reaper.h) bounded by the whole budget, with the processes left to end
+ * with their environment.
  */
 #include "shutdown.h"
 
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
@@ -31,6 +38,7 @@
 #include "budget.h"
 #include "cli.h"
 #include "envs.h"
+#include "reaper.h"
 #include "registry.h"
 #include "relay.h"
 
@@ -178,8 +186,9 @@ static void *deadline_main(void *arg)
  * the record say so now, while sandgate still can.  Returns whether the
  * plan fits; *marked says whether the record was marked.
  */
-static bool plan_shutdown(struct sg_session *s, int64_t budget_ms, struct sg_budget_plan *plan,
-			  int64_t *optional_ms, bool *marked)
+static bool plan_shutdown(struct sg_session *s, int64_t budget_ms, bool can_hand_off,
+			  struct sg_budget_plan *plan, int64_t *optional_ms, bool *marked,
+			  bool *handoff)
 {
 	struct sg_reg_key key = { s->env->ad->name, s->identity };
 	enum sg_fate fate = s->env->remove_on_exit ? SG_FATE_REMOVE : SG_FATE_KEEP;
@@ -215,7 +224,11 @@ static bool plan_shutdown(struct sg_session *s, int64_t budget_ms, struct sg_bud
 		sg_budget_plan(s->env->ad->name, &fate, stats, plan);
 		fits = sg_budget_split(plan, budget_ms, optional_ms);
 	}
-	if (!fits)
+	/* The removal goes to a reaper: the window is the optional work's. */
+	*handoff = !fits && can_hand_off && *marked;
+	if (*handoff)
+		*optional_ms = budget_ms > SG_BUDGET_HANDOFF_MS ? budget_ms - SG_BUDGET_HANDOFF_MS : 0;
+	if (!fits && !*handoff)
 		fprintf(stderr,
 			"sandgate: %s for environment %s (%s, profile %s: %s %lld ms%s, %s %lld ms%s, slack %lld ms); processes are killed without a grace so that %s has its time; what does not finish stays in the registry for `sandgate envs gc`\n",
 			why, s->env->id, s->env->ad->name, s->profile->name,
@@ -227,6 +240,75 @@ static bool plan_shutdown(struct sg_session *s, int64_t budget_ms, struct sg_bud
 	json_decref(fields);
 	json_decref(stats);
 	return fits;
+}
+
+/*
+ * Hand the removal of the session's environment to a reaper that may
+ * take until reap_until, waiting at most until exit_until for its claim.
+ * The session detaches first, and the record says cleanup-pending with
+ * the reaper's bound before the reaper starts.  Returns non-zero when the
+ * reaper did not take it: the record then stays for `sandgate envs gc`.
+ */
+static int hand_off(struct sg_session *s, int64_t budget_ms, int64_t reap_until,
+		    int64_t exit_until)
+{
+	struct sg_reg_key key = { s->env->ad->name, s->identity };
+	struct sg_errinfo err = { 0 };
+	json_t *fields;
+	int others = 0;
+	sg_err rc;
+
+	if (sg_registry_detach(s->state_dir, &key, s->session_id, &others, &err))
+		sg_log_warn("%s", err.msg);
+	sg_err_clear(&err);
+	if (others) {
+		/* A session attached since: the environment is its now. */
+		fields = json_pack("{s:s, s:s}", "status", SG_REG_ACTIVE, "error", "");
+		if (sg_registry_update(s->state_dir, &key, fields, &err))
+			sg_log_warn("%s", err.msg);
+		json_decref(fields);
+		return 0;
+	}
+	fields = json_pack("{s:s, s:s, s:{s:I, s:I}}", "status", SG_REG_CLEANUP, "error",
+			   "its removal was handed to a reaper: the host allowed its gateway too little time",
+			   "reaper", "budget_ms", (json_int_t)budget_ms, "since", (json_int_t)time(NULL));
+	rc = sg_registry_update(s->state_dir, &key, fields, &err);
+	json_decref(fields);
+	if (!rc)
+		rc = sg_reaper_start(s, &key, reap_until, exit_until - sg_now_ms(), &err);
+	if (rc) {
+		fprintf(stderr,
+			"sandgate: the removal of environment %s (%s, profile %s) could not be handed to a reaper: %s: %s; it may remain: run `sandgate envs gc`\n",
+			s->env->id, s->env->ad->name, s->profile->name, sg_err_word(rc), err.msg);
+		return 1;
+	}
+	sg_log_warn("the host allows %lld ms to exit: the removal of environment %s (%s, profile %s) goes on in a reaper for at most %lld ms; what it cannot finish stays for `sandgate envs gc`",
+		    (long long)(exit_until - (reap_until - budget_ms)), s->env->id,
+		    s->env->ad->name, s->profile->name, (long long)budget_ms);
+	return 0;
+}
+
+/* The binding's protocol version (4 until a binding is set). */
+static json_int_t session_version(struct sg_session *s)
+{
+	json_int_t v = 4;
+
+	pthread_mutex_lock(&s->lock);
+	if (json_is_integer(json_object_get(s->binding, "version")))
+		v = json_integer_value(json_object_get(s->binding, "version"));
+	pthread_mutex_unlock(&s->lock);
+	return v;
+}
+
+/*
+ * The time from EOF to exit: the budget, or for a version-3 host the
+ * shorter window its grace leaves (budget.h).
+ */
+static int64_t exit_window(struct sg_session *s, int64_t budget_ms)
+{
+	int64_t w = s->peer ? SG_BUDGET_V3_PEER_EXIT_MS : SG_BUDGET_V3_EXIT_MS;
+
+	return session_version(s) == 3 && budget_ms > w ? w : budget_ms;
 }
 
 /*
@@ -246,19 +328,22 @@ static bool session_ready(struct sg_session *s)
 int sg_shutdown_run(struct sg_session *s, struct sg_pool *pool, int64_t budget_ms,
 		    const char *why)
 {
-	struct deadline d = { .ms = budget_ms, .optional_ms = budget_ms };
+	int64_t exit_ms = exit_window(s, budget_ms);
+	struct deadline d = { .ms = exit_ms, .optional_ms = exit_ms };
 	struct sg_budget_plan plan = { 0 };
 	struct sg_errinfo err = { 0 };
-	bool ready = session_ready(s), fits = true, marked = false;
+	bool ready = session_ready(s), fits = true, marked = false, handoff = false;
+	bool can_hand_off = exit_ms < budget_ms;
 	int status = 0, stopped = 0;
 	int64_t t0, start = sg_now_ms(), late_optional, took;
 	sg_err rc = SG_OK;
 
 	sg_log_info("shutting down: %s", why);
 	/* What a cancelled request still waits for ends by then too (cancel.h). */
-	sg_cancel_set_quit(start + budget_ms);
+	sg_cancel_set_quit(start + exit_ms);
 	if (ready)
-		fits = plan_shutdown(s, budget_ms, &plan, &d.optional_ms, &marked);
+		fits = plan_shutdown(s, exit_ms, can_hand_off, &plan, &d.optional_ms, &marked,
+				     &handoff);
 	if (sg_cancel_init(&d.token) || sg_cancel_init(&d.optional) || sg_cancel_init(&d.done))
 		return 70;
 	if (pthread_create(&d.thread, NULL, deadline_main, &d) != 0)
@@ -267,7 +352,8 @@ int sg_shutdown_run(struct sg_session *s, struct sg_pool *pool, int64_t budget_m
 	 * A peer sees EOF first: it cancels its own requests, whose replies
 	 * still reach the host while they drain here (relay.h).
 	 */
-	if (sg_relay_shutdown(s, pool, &d.token))
+	if (sg_relay_shutdown(s, pool, &d.token,
+			      can_hand_off ? exit_ms - SG_BUDGET_V3_PEER_KILL_MS : INT64_MAX))
 		status = SG_EXIT_UNAVAILABLE;
 	/* Optional: awaiting the cancelled requests; those still cancelling
 	 * when their share ran out finish beside the cleanup. */
@@ -279,9 +365,13 @@ int sg_shutdown_run(struct sg_session *s, struct sg_pool *pool, int64_t budget_m
 	 * (the deadline thread's split is already fixed).
 	 */
 	if (!ready && (ready = session_ready(s)))
-		fits = plan_shutdown(s, budget_ms - (sg_now_ms() - start), &plan, &late_optional,
-				     &marked);
-	if (ready) {
+		fits = plan_shutdown(s, exit_ms - (sg_now_ms() - start), can_hand_off, &plan,
+				     &late_optional, &marked, &handoff);
+	if (ready && handoff) {
+		/* The processes end with their environment, in the reaper's removal. */
+		if (hand_off(s, budget_ms, start + budget_ms, start + exit_ms))
+			status = SG_EXIT_UNAVAILABLE;
+	} else if (ready) {
 		/* Must-do, in this order: the processes (without a grace when
 		 * the budget is short), then the environment. */
 		t0 = sg_now_ms();
@@ -312,9 +402,9 @@ int sg_shutdown_run(struct sg_session *s, struct sg_pool *pool, int64_t budget_m
 	 * waited on it had already finished.
 	 */
 	took = sg_now_ms() - start;
-	if (status == 0 && took > budget_ms) {
+	if (status == 0 && took > exit_ms) {
 		fprintf(stderr, "sandgate: the shutdown took %lld ms, past its budget of %lld ms\n",
-			(long long)took, (long long)budget_ms);
+			(long long)took, (long long)exit_ms);
 		status = SG_EXIT_UNAVAILABLE;
 	}
 	/*
@@ -322,7 +412,7 @@ int sg_shutdown_run(struct sg_session *s, struct sg_pool *pool, int64_t budget_m
 	 * host that does not read its stdout must not hold the exit past the
 	 * budget, which counts from EOF to exit.
 	 */
-	if (!sg_wire_flush(s->wire, start + budget_ms < sg_now_ms() + 1000 ? start + budget_ms
+	if (!sg_wire_flush(s->wire, start + exit_ms < sg_now_ms() + 1000 ? start + exit_ms
 									: sg_now_ms() + 1000) &&
 	    !sg_wire_dead(s->wire))
 		sg_log_warn("replies could not all be written before exit");
