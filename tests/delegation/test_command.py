@@ -1,11 +1,15 @@
-"""sandgate's `command` backend (gateway/relay.c) with a peer that
-misbehaves on purpose (command_peer.py): what the peer sees, the grace at
-end of input, a peer that dies mid-request, cancels, the checks of its
-initialize reply, and `config check` of a chain's budgets.  The whole e2e
-suite through chains of sandgates is run by run-chain.sh."""
+"""sandgate's `command` backend (gateway/relay.c) with a peer that speaks the
+host's wire and misbehaves on purpose (command_peer.py): what the peer sees,
+the host's frames relayed unchanged both ways (requests with the host's ids,
+the cancel with no reply, tool callbacks and the host's callback requests,
+process events), the grace at end of input (a version-3 host's 3 s
+included), a peer that dies mid-request, the checks of its initialize reply,
+and `config check` of a chain's budgets.  The whole e2e suite through chains
+of sandgates is run by run-chain.sh."""
 
 import json
 import os
+import select
 import subprocess
 import sys
 import tempfile
@@ -18,7 +22,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 PEER = os.path.join(HERE, "command_peer.py")
 BIN = os.environ.get("SANDGATE_BIN", "")
 
-BINDING = {"version": 4, "root": "/workspace", "session": "s-1", "identity": None}
+TOKEN = "5e" * 32
+BINDING = {"version": 4, "root": "/workspace", "session": "s-1", "identity": "s-1"}
 
 
 def profile(mode, log=None, **extra):
@@ -29,7 +34,8 @@ def profile(mode, log=None, **extra):
 
 
 class Gate:
-    """`sandgate serve` on a config whose profile is a command backend."""
+    """`sandgate serve` on a config whose profile is a command backend; the
+    test writes the host's frames and reads sandgate's lines as they are."""
 
     def __init__(self, prof, env=None, args=()):
         if not BIN:
@@ -45,27 +51,56 @@ class Gate:
         self.proc = subprocess.Popen(
             [BIN, "serve", "--config", self.config, "--state-dir", self.state] + list(args),
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=e)
+        self.buf = b""
 
-    def send(self, rid, method, data=None, token="tok"):
-        frame = {"id": rid, "method": method, "token": token, "data": data or {}}
+    def write(self, frame):
         self.proc.stdin.write((json.dumps(frame) + "\n").encode())
         self.proc.stdin.flush()
+        return frame
 
-    def read(self):
-        line = self.proc.stdout.readline()
-        if not line:
-            raise AssertionError("sandgate closed its output: %s" % self.proc.stderr.read())
-        return json.loads(line)
+    def send(self, rid, method, data=None, token=TOKEN):
+        frame = {"token": token, "id": rid, "method": method}
+        if data is not None:
+            frame["data"] = data
+        return self.write(frame)
 
-    def init(self, **over):
+    def line(self, timeout=20):
+        """The next line as text, or None when none came within timeout."""
+        end = time.monotonic() + timeout
+        while b"\n" not in self.buf:
+            left = end - time.monotonic()
+            if left <= 0 or not select.select([self.proc.stdout], [], [], left)[0]:
+                return None
+            chunk = os.read(self.proc.stdout.fileno(), 65536)
+            if not chunk:
+                return ""
+            self.buf += chunk
+        text, self.buf = self.buf.split(b"\n", 1)
+        return text.decode()
+
+    def read(self, timeout=20):
+        text = self.line(timeout)
+        if not text:
+            raise AssertionError("no line from sandgate (%r): %s" % (text, self.stderr()))
+        return json.loads(text)
+
+    def stderr(self):
+        if self.proc.poll() is None:
+            return "(running)"
+        return self.proc.stderr.read().decode()
+
+    def init(self, token=TOKEN, **over):
         b = dict(BINDING, **over)
-        self.send(1, "initialize", b)
+        self.send("1", "initialize", b, token=token)
         return self.read()
 
     def close(self, timeout=20):
         self.proc.stdin.close()
         rc = self.proc.wait(timeout)
-        return rc, self.proc.stderr.read().decode()
+        err = self.proc.stderr.read().decode()
+        self.proc.stdout.close()
+        self.proc.stderr.close()
+        return rc, err
 
     def registry(self):
         d = os.path.join(self.state, "registry")
@@ -77,11 +112,16 @@ class Gate:
         return out
 
 
-def execute(tool, mode=None, **args):
-    d = {"tool": tool, "call": {"id": "c", "arguments": json.dumps(args)}}
-    if mode:
-        d["permission_mode"] = mode
-    return d
+def execute(tool, mode=None, actor="s-1", **args):
+    return {"call": {"id": "call_1", "name": tool, "arguments": json.dumps(args),
+                     "kind": "function"},
+            "permission_mode": mode or "standard", "actor": actor,
+            "git_attribution_enabled": False}
+
+
+def logged(log):
+    with open(log) as f:
+        return [json.loads(l) for l in f]
 
 
 class CommandBackend(unittest.TestCase):
@@ -97,47 +137,52 @@ class CommandBackend(unittest.TestCase):
         self.assertNotIn("dtn-secret-1", json.dumps(seen))
         self.assertEqual(g.close()[0], 0)
 
-    def test_binding_and_token_reach_the_peer_unchanged(self):
-        g = Gate(profile("plain"))
-        b = dict(BINDING, environment={"cpus": 1}, remove_workspace_on_exit=True)
-        g.send(1, "initialize", b, token="secret-token")
-        r = g.read()
-        self.assertEqual(r["data"]["binding_seen"], b)
-        self.assertEqual(r["data"]["token_seen"], "secret-token")
-        self.assertEqual(g.close()[0], 0)
+    def test_the_hosts_frames_reach_the_peer_unchanged(self):
+        # Both versions the host speaks: the binding as sent, the token,
+        # the host's string ids, and the version echoed back.
+        for version in (3, 4):
+            log = tempfile.mktemp(prefix="sg-peer-log-")
+            g = Gate(profile("plain", log))
+            b = dict(BINDING, version=version, environment={"GITHUB_TOKEN": "gh-1"},
+                     remove_workspace_on_exit=True)
+            init = g.send("1", "initialize", b)
+            r = g.read()
+            self.assertEqual(r["id"], "1")
+            self.assertEqual(r["data"]["version"], version)
+            self.assertEqual(r["data"]["binding_seen"], b)
+            self.assertEqual(r["data"]["token_seen"], TOKEN)
+            ex = g.send("2", "execute", execute("read_file", path="a.txt"))
+            lst = g.send("3", "process/list")
+            got = {}
+            for _ in range(2):
+                m = g.read()
+                got[m["id"]] = m
+            self.assertEqual(got["2"], {"id": "2", "data": {"echo": "execute"}})
+            self.assertEqual(got["3"], {"id": "3", "data": {"echo": "process/list"}})
+            self.assertEqual(g.close()[0], 0)
+            frames = logged(log)
+            self.assertEqual(frames[0], init)
+            self.assertEqual(frames[1], ex)
+            self.assertEqual({k: v for k, v in frames[2].items() if k != "data"}, lst)
+            self.assertIn(frames[2].get("data"), (None, {}))
 
     def test_sandgate_checks_stay_in_front(self):
         log = tempfile.mktemp(prefix="sg-peer-log-")
-        audit = tempfile.mktemp(prefix="sg-audit-")
-        g = Gate(profile("plain", log), args=["--audit-log", audit])
+        g = Gate(profile("plain", log))
         g.init()
-        g.send(2, "execute", execute("write_file", mode="read_only", path="a", content="x"))
+        g.send("2", "execute", execute("read_file", path="a"), token="f" * 64)
         r = g.read()
-        self.assertTrue(r["error"].startswith("permission_denied:"), r)
-        g.send(3, "execute", execute("peer_tool", mode="read_only"))
-        self.assertTrue(g.read()["error"].startswith("permission_denied:"))
-        g.send(4, "execute", execute("git", mode="read_only", args=["commit", "-m", "x"]))
-        self.assertTrue(g.read()["error"].startswith("permission_denied:"))
-        g.send(5, "execute", execute("read_file", mode="read_only", path="a"))
+        self.assertEqual(r["id"], "2")
+        self.assertIn("error", r, "a frame with another token is not relayed")
+        g.send("3", "export/open", {"path": "a"})
+        r = g.read()
+        self.assertEqual(r["id"], "3")
+        self.assertIn("error", r, "a method the peer does not offer is not run here either")
+        g.send("4", "execute", execute("read_file", path="a"))
         self.assertEqual(g.read()["data"], {"echo": "execute"})
-        g.send(6, "execute", execute("read_file"), token="wrong")
-        self.assertTrue(g.read()["error"].startswith("bad_token:"))
-        g.send(7, "export/open", {"path": "a"})
-        self.assertTrue(g.read()["error"].startswith("unknown_method:"),
-                        "a method the peer does not offer is not run here either")
         self.assertEqual(g.close()[0], 0)
-        with open(log) as f:
-            methods = [json.loads(l)["method"] for l in f]
-        self.assertEqual(methods, ["initialize", "execute"], "refused requests never reach the peer")
-        with open(audit) as f:
-            lines = [(l["method"], l.get("tool"), l["outcome"]) for l in map(json.loads, f)]
-        self.assertEqual(lines, [("initialize", None, "ok"),
-                                 ("execute", "write_file", "permission_denied"),
-                                 ("execute", "peer_tool", "permission_denied"),
-                                 ("execute", "git", "permission_denied"),
-                                 ("execute", "read_file", "ok")],
-                         "the audit log sees relayed calls; bad_token and unknown_method "
-                         "never reach a worker")
+        self.assertEqual([f["method"] for f in logged(log)], ["initialize", "execute"],
+                         "refused frames never reach the peer")
 
     def test_peer_that_ignores_eof_is_killed_when_the_grace_runs_out(self):
         g = Gate(profile("ignore-eof", shutdown_grace_ms=500))
@@ -154,80 +199,132 @@ class CommandBackend(unittest.TestCase):
         self.assertEqual(recs[0]["status"], "cleanup-pending")
         self.assertEqual(recs[0]["backend"], "command")
 
+    def test_a_version_3_host_gets_its_exit_inside_3_seconds(self):
+        # A version-3 host kills its command backend 3 s after EOF; the
+        # peer's 10 s grace is cut so that sandgate exits before that.
+        g = Gate(profile("ignore-eof"))
+        self.assertIn("data", g.init(version=3))
+        t0 = time.monotonic()
+        rc, err = g.close()
+        took = time.monotonic() - t0
+        self.assertLess(took, 3.0, "exited inside the host's grace: %.2f s" % took)
+        self.assertNotEqual(rc, 0, "the peer was killed, which is a cleanup failure")
+        self.assertIn("did not finish its cleanup", err)
+
     def test_peer_dying_mid_request_answers_unavailable(self):
         g = Gate(profile("die-on-execute"))
         g.init()
-        g.send(2, "execute", execute("read_file", path="a"))
+        g.send("2", "execute", execute("read_file", path="a"))
         r = g.read()
-        self.assertEqual(r["id"], 2)
+        self.assertEqual(r["id"], "2")
         self.assertTrue(r["error"].startswith("unavailable:"), r)
         self.assertIn("exit status 3", r["error"])
         # Never replaced: the connection ends with its peer.
-        self.assertEqual(g.proc.stdout.readline(), b"")
+        self.assertEqual(g.line(), "")
         rc = g.proc.wait(20)
         self.assertNotEqual(rc, 0)
         self.assertIn("cleanup failed", g.proc.stderr.read().decode())
 
-    def test_cancel_is_forwarded(self):
+    def test_the_hosts_cancel_is_forwarded_and_has_no_reply(self):
         log = tempfile.mktemp(prefix="sg-peer-log-")
         g = Gate(profile("hold", log))
         g.init()
-        g.send("x", "execute", execute("read_file", path="a"))
+        g.send("7", "execute", execute("read_file", path="a"))
         time.sleep(0.3)
-        g.send(3, "cancel", {"id": "x"})
-        got = {}
-        for _ in range(2):
-            r = g.read()
-            got[r["id"]] = r
-        self.assertEqual(got[3]["data"], {"cancelled": True})
-        self.assertTrue(got["x"]["error"].startswith("cancelled:"), got)
+        cancel = g.send("7", "cancel")
+        r = g.read()
+        self.assertEqual(r, {"id": "7", "error": "cancelled: the peer stopped it"},
+                         "the target's one reply, the peer's text unchanged")
+        self.assertIsNone(g.line(timeout=1.0), "the cancel itself has no reply")
+        # The connection stays usable.
+        g.send("8", "process/list")
+        self.assertEqual(g.read(), {"id": "8", "data": {"echo": "process/list"}})
         self.assertEqual(g.close()[0], 0)
-        with open(log) as f:
-            frames = [json.loads(l) for l in f]
-        ex = [f for f in frames if f["method"] == "execute"][0]
-        cancels = [f for f in frames if f["method"] == "cancel"]
-        self.assertEqual(len(cancels), 1)
-        self.assertEqual(cancels[0]["data"], {"id": ex["id"]}, "the peer's own id is cancelled")
-        self.assertEqual(cancels[0]["token"], "tok")
+        cancels = [f for f in logged(log) if f["method"] == "cancel"]
+        self.assertEqual(cancels, [cancel], "the host's cancel frame, as it was")
+
+    def test_a_cancel_of_nothing_in_flight_is_a_no_op(self):
+        log = tempfile.mktemp(prefix="sg-peer-log-")
+        g = Gate(profile("plain", log))
+        g.init()
+        g.send("42", "cancel")
+        self.assertIsNone(g.line(timeout=0.5))
+        g.send("43", "process/list")
+        self.assertEqual(g.read()["id"], "43")
+        self.assertEqual(g.close()[0], 0)
 
     def test_unanswered_cancel_closes_the_peer(self):
         g = Gate(profile("ignore-cancel"), env={"SANDGATE_TEST_RELAY_CANCEL_MS": "300"})
         g.init()
-        g.send(2, "execute", execute("read_file", path="a"))
+        g.send("2", "execute", execute("read_file", path="a"))
         time.sleep(0.2)
         t0 = time.monotonic()
-        g.send(3, "cancel", {"id": 2})
-        got = {}
-        for _ in range(2):
-            r = g.read()
-            got[r["id"]] = r
+        g.send("2", "cancel")
+        r = g.read()
         took = time.monotonic() - t0
-        self.assertEqual(got[3]["data"], {"cancelled": True})
-        self.assertTrue(got[2]["error"].startswith("unavailable:"), got)
+        self.assertEqual(r["id"], "2")
+        self.assertTrue(r["error"].startswith("unavailable:"), r)
         self.assertGreaterEqual(took, 0.3)
         self.assertLess(took, 3.0)
-        self.assertEqual(g.proc.stdout.readline(), b"", "the connection ends with its peer")
+        self.assertEqual(g.line(), "", "the connection ends with its peer")
         self.assertNotEqual(g.proc.wait(20), 0)
-        self.assertIn("closed for not answering a cancel", g.proc.stderr.read().decode())
+        self.assertIn("not answering a cancelled request", g.proc.stderr.read().decode())
 
-    def test_events_follow_their_reply(self):
+    def test_events_follow_their_reply_unchanged(self):
         g = Gate(profile("event"))
         g.init()
-        g.send(2, "process/start", {"command": "true"})
+        g.send("2", "process/start", {"command": "true"})
         first, second = g.read(), g.read()
-        self.assertEqual(first["id"], 2)
-        self.assertEqual(second["method"], "process/event")
+        self.assertEqual(first["id"], "2")
+        self.assertEqual(second, {"method": "process", "id": "",
+                                  "data": {"Type": "started", "Cause": "",
+                                           "Process": first["data"]}})
         self.assertEqual(g.close()[0], 0)
 
-    def test_a_peer_of_another_version_is_refused(self):
-        for mode, word in (("version-3", "version 4"), ("no-capability", "process.start.v1")):
+    def test_tool_callbacks_go_to_the_host_and_its_callbacks_to_the_peer(self):
+        log = tempfile.mktemp(prefix="sg-peer-log-")
+        g = Gate(profile("callback", log))
+        g.init()
+        g.send("20", "run_code", {"program": {"code": "return 1", "tools": []},
+                                  "timeout_ms": 0, "permission_mode": "standard",
+                                  "actor": "s-1", "git_attribution_enabled": False})
+        tool = g.read()
+        self.assertEqual(tool, {"method": "tool", "parent_id": "20", "id": "cb-20",
+                                "data": {"id": "1", "name": "read_file",
+                                         "arguments": json.dumps({"path": "a.txt"}),
+                                         "kind": "function"}},
+                         "the orphan callback (parent not in flight) was dropped")
+        answer = {"id": "cb-20", "data": {"content": [{"type": "text", "text": "hi"}]}}
+        cb = g.send("cb-20", "callback", answer)
+        r = g.read()
+        self.assertEqual(r["id"], "20")
+        self.assertEqual(r["data"]["Value"], answer)
+        self.assertIsNone(g.line(timeout=0.5), "a callback has no reply")
+        self.assertEqual(g.close()[0], 0)
+        self.assertIn(cb, logged(log), "the host's callback frame, as it was")
+
+    def test_stray_replies_never_reach_the_host(self):
+        g = Gate(profile("stray"))
+        r = g.init()
+        self.assertEqual(r["id"], "1")
+        g.send("2", "process/list")
+        self.assertEqual(g.read(), {"id": "2", "data": {"echo": "process/list"}})
+        self.assertIsNone(g.line(timeout=0.5))
+        self.assertEqual(g.close()[0], 0)
+
+    def test_a_peer_that_does_not_echo_the_version_is_refused(self):
+        for mode, word in (("wrong-version", "version 4"), ("no-capability", "process.start.v1")):
             g = Gate(profile(mode))
             r = g.init()
-            self.assertTrue(r["error"].startswith("unsupported:"), r)
-            self.assertIn(word, r["error"])
-            g.send(2, "execute", execute("read_file", path="a"))
-            self.assertTrue(g.read()["error"].startswith("init_failed:"))
+            self.assertIn(word, r.get("error", ""), r)
+            g.send("2", "execute", execute("read_file", path="a"))
+            self.assertIn("error", g.read())
             g.close()
+        # A version-3 binding asks for no version-4 capability.
+        g = Gate(profile("no-capability"))
+        r = g.init(version=3)
+        self.assertEqual(r["data"]["version"], 3, r)
+        self.assertEqual(g.close()[0], 0)
 
     def test_the_workspace_is_the_binding_root(self):
         g = Gate(profile("plain", workspace="/srv/w"))
@@ -240,9 +337,9 @@ class CommandBackend(unittest.TestCase):
 
     def test_a_binding_cannot_change_the_peer_or_its_settings(self):
         # The attacker's test: the command profile's own fields in a
-        # binding were accepted and ignored (the real peer ran), where
-        # docs/security.md promises a refusal unless they repeat the
-        # profile's value.  Each is refused before the peer starts.
+        # binding's environment must not start another peer or change its
+        # settings.  Each is refused before the peer starts, or reaches the
+        # peer only as a variable for its commands.
         d = tempfile.mkdtemp(prefix="sg-cmd-bind-")
         pwned = os.path.join(d, "pwned")
         log = os.path.join(d, "peer.log")
@@ -254,25 +351,19 @@ class CommandBackend(unittest.TestCase):
             g = Gate(profile("plain", log, shutdown_grace_ms=5000))
             r = g.init(environment={field: value})
             self.assertIn("error", r, "environment.%s was accepted: %s" % (field, r))
-            self.assertTrue(r["error"].startswith("permission_denied:"), r)
             self.assertIn(field, r["error"])
             self.assertEqual(g.close()[0], 0)
             self.assertFalse(os.path.exists(log), "environment.%s started the peer" % field)
         self.assertFalse(os.path.exists(pwned), "the binding's command ran")
-        # Repeating the profile's own values changes nothing and is fine;
-        # variables for commands (what a host's binding.environment holds)
-        # reach neither the peer's argv nor its environment.
         prof = profile("plain", log, shutdown_grace_ms=5000)
         g = Gate(prof)
-        same = {k: prof[k] for k in ("command", "backend", "shutdown_grace_ms", "env")}
-        r = g.init(environment=dict(same, LD_PRELOAD="/x.so", PATH="/evil"))
+        r = g.init(environment={"LD_PRELOAD": "/x.so", "PATH": "/evil"})
         self.assertIn("data", r, r)
         seen = r["data"]["environ_seen"]
         self.assertEqual(set(seen) - {"LC_CTYPE"}, {"ONLY_THIS", "PATH"}, seen)
         self.assertNotEqual(seen["PATH"], "/evil")
         self.assertEqual(g.close()[0], 0)
-        with open(log) as f:
-            self.assertEqual([json.loads(l)["method"] for l in f], ["initialize"])
+        self.assertEqual([f["method"] for f in logged(log)], ["initialize"])
         self.assertFalse(os.path.exists(pwned))
 
     def test_a_peer_that_cannot_start_is_not_retried(self):
@@ -280,7 +371,7 @@ class CommandBackend(unittest.TestCase):
         r = g.init()
         self.assertTrue(r["error"].startswith("unavailable:"), r)
         self.assertIn("/nonexistent/peer", r["error"])
-        self.assertEqual(g.proc.stdout.readline(), b"", "not retried: the connection ends")
+        self.assertEqual(g.line(), "", "not retried: the connection ends")
         self.assertNotEqual(g.proc.wait(20), 0)
 
 

@@ -139,7 +139,7 @@ class UnknownCreateOutcome(OnFakeDaytona, GatewayTestCase):
         token = "tok-" + unique()
         rid = gw.request("initialize", gw.make_binding(), token=token)
         t0 = self.wait_create_sent(gw)
-        gw.request("cancel", {"id": rid}, token=token)
+        gw.cancel(rid)
         r = gw.wait_reply(rid, 30)
         self.assertReplyCode(r, "cancelled")
         rc, err, _ = gw.shutdown(timeout=30)
@@ -183,7 +183,7 @@ class UnknownCreateOutcome(OnFakeDaytona, GatewayTestCase):
         gw.wait_stderr("preparing sandbox")
         time.sleep(0.3)
         t0 = time.monotonic()
-        gw.request("cancel", {"id": rid}, token=token)
+        gw.cancel(rid)
         r = gw.wait_reply(rid, 30)
         self.assertReplyCode(r, "cancelled")
         self.assertLess(time.monotonic() - t0, 3.0, "the cancel waited for the upload")
@@ -213,6 +213,58 @@ class UnknownCreateOutcome(OnFakeDaytona, GatewayTestCase):
         g = self.envs_gc()
         self.assertEqual(g.returncode, 0, g.stdout + g.stderr)
         self.assertNothingLeft()
+
+
+@unittest.skipUnless(BIN and have("node") and have("bwrap") and have("nsenter"),
+                     "needs SANDGATE_BIN, node, bwrap and nsenter")
+class HostGrace(OnFakeDaytona, GatewayTestCase):
+    """A version-3 host kills its command backend 3 s after EOF: a delete
+    slower than that goes to a detached reaper, which removes the sandbox
+    within the profile's budget; version 4 keeps its 60 s and deletes
+    inline."""
+
+    SLOW_DELETE_MS = 8000
+
+    def slow_delete(self):
+        self.fake.fault({"method": "DELETE", "path": "^/api/sandbox/", "action": "delay",
+                         "delayMs": self.SLOW_DELETE_MS})
+
+    def assertNothingLeft(self, within):
+        deadline = time.monotonic() + within
+        while (self.fake.sandboxes() or self.records()) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        self.assertEqual([(s["name"], s["state"]) for s in self.fake.sandboxes()], [],
+                         "sandboxes left at the provider")
+        self.assertEqual(self.records(), [], "registry records left")
+
+    def test_version_3_hands_a_slow_delete_to_a_reaper(self):
+        gw = self.gateway(config=self.config, profile="cloud", env_extra=self.env,
+                          state_dir=self.state, binding={"version": 3})
+        self.assertEqual(gw.init_reply["version"], 3)
+        self.assertEqual(len(self.fake.sandboxes()), 1)
+        self.slow_delete()
+        rc, err, took = gw.shutdown(timeout=30)
+        self.assertLess(took, 3.0, "exited inside the host's 3 s: %.2f s\n%s" % (took, err))
+        self.assertEqual(rc, 0, err[-2000:])
+        self.assertIn("reaper", err)
+        recs = self.records()
+        self.assertEqual(len(recs), 1, "the reaper's job is in the registry")
+        self.assertEqual(recs[0]["status"], "cleanup-pending")
+        self.assertEqual(recs[0]["reaper"]["budget_ms"], 60000)
+        self.assertIn("removing", recs[0], "claimed by the live reaper")
+        self.assertEqual(len(self.fake.sandboxes()), 1, "the delete is still on its way")
+        self.assertNothingLeft(within=self.SLOW_DELETE_MS / 1000 + 20)
+
+    def test_version_4_keeps_its_budget_and_deletes_inline(self):
+        gw = self.gateway(config=self.config, profile="cloud", env_extra=self.env,
+                          state_dir=self.state)
+        self.assertEqual(gw.init_reply["version"], 4)
+        self.slow_delete()
+        rc, err, took = gw.shutdown(timeout=60)
+        self.assertEqual(rc, 0, err[-2000:])
+        self.assertGreaterEqual(took, self.SLOW_DELETE_MS / 1000, "the delete was waited for")
+        self.assertNotIn("reaper", err)
+        self.assertNothingLeft(within=0)
 
 
 @unittest.skipUnless(BIN and have("node") and have("bwrap") and have("nsenter"),

@@ -31,7 +31,7 @@ import time
 import unittest
 import urllib.request
 
-from sgclient import BIN, CONFIG, PROFILE, GatewayTestCase, unique
+from sgclient import BIN, CONFIG, PROFILE, GatewayTestCase, registry_records, unique
 
 FAKE = os.environ.get("SANDGATE_TEST_FAKE_URL")
 
@@ -332,6 +332,31 @@ class Modal(GatewayTestCase):
         self.assertEqual(sb["network"]["type"], 2)  # BLOCKED
         out = gw.sh_ok("cat /proc/net/dev | tail -n +3 | cut -d: -f1 | tr -d ' '")
         self.assertEqual(out.split(), ["lo"])
+
+
+    def test_version_3_hands_a_slow_terminate_to_a_reaper(self):
+        # A version-3 host kills its command backend 3 s after EOF: a
+        # terminate slower than that goes on in a detached reaper (on record
+        # before it starts) that ends the sandbox within the budget.
+        ident = unique("v3")
+        gw = self.gateway(state_dir=self.state, binding={"version": 3, "identity": ident})
+        self.assertEqual(gw.init_reply["version"], 3)
+        self.assertEqual(len(self.ident_sandboxes(ident)), 1)
+        admin("POST", "/__fake/faults", [{"method": self.rpc("SandboxTerminate"),
+                                          "kind": "delay", "delayMs": 8000}])
+        rc, err, took = gw.shutdown(timeout=30)
+        self.assertLess(took, 3.0, "exited inside the host's 3 s: %.2f s\n%s" % (took, err))
+        self.assertEqual(rc, 0, err[-2000:])
+        recs = registry_records(self.state)
+        self.assertEqual([(r["status"], "reaper" in r, "removing" in r) for r in recs],
+                         [("cleanup-pending", True, True)], "the reaper's job is on record")
+        self.assertEqual(len(self.ident_sandboxes(ident)), 1, "the terminate is on its way")
+        deadline = time.monotonic() + 30
+        while (self.ident_sandboxes(ident) or registry_records(self.state)) and \
+                time.monotonic() < deadline:
+            time.sleep(0.2)
+        self.assertEqual(self.ident_sandboxes(ident), [], "a sandbox still runs at the provider")
+        self.assertEqual(registry_records(self.state), [], "registry records left")
 
 
 class ModalV1(Modal):

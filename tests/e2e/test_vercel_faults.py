@@ -37,7 +37,7 @@ import unittest
 import urllib.request
 
 from fakeserver import VercelFake as Fake, have
-from sgclient import BIN, PROFILE, GatewayTestCase, unique
+from sgclient import BIN, PROFILE, GatewayTestCase, registry_records, unique
 
 
 @unittest.skipUnless(BIN and have("node") and have("bwrap") and have("nsenter"),
@@ -116,6 +116,29 @@ class VercelFaults(GatewayTestCase):
         st = self.fake.state()
         self.assertEqual(st["sandboxes"], [])
         self.assertEqual(st["runningSessions"], [])
+
+    def test_version_3_hands_a_slow_delete_to_a_reaper(self):
+        # A version-3 host kills its command backend 3 s after EOF: the
+        # delete, slower than that, goes on in a detached reaper (on record
+        # before it starts) that removes the sandbox within the budget.
+        gw = self.start(version=3)
+        self.assertEqual(gw.init_reply["version"], 3)
+        self.assertEqual(len(self.sandboxes()), 1)
+        self.fake.fault({"method": "DELETE", "path": "^/v2/sandboxes/[^/]+$",
+                         "action": "delay", "delayMs": 8000})
+        rc, err, took = gw.shutdown(timeout=30)
+        self.assertLess(took, 3.0, "exited inside the host's 3 s: %.2f s\n%s" % (took, err))
+        self.assertEqual(rc, 0, err[-2000:])
+        recs = registry_records(gw.state_dir)
+        self.assertEqual([(r["status"], "reaper" in r, "removing" in r) for r in recs],
+                         [("cleanup-pending", True, True)], "the reaper's job is on record")
+        self.assertEqual(len(self.sandboxes()), 1, "the delete is still on its way")
+        deadline = time.monotonic() + 30
+        while (self.sandboxes() or registry_records(gw.state_dir)) and \
+                time.monotonic() < deadline:
+            time.sleep(0.2)
+        self.assertEqual(self.sandboxes(), [], "sandboxes left at the provider")
+        self.assertEqual(registry_records(gw.state_dir), [], "registry records left")
 
     def test_persistence_by_identity(self):
         ident = unique("vp")
