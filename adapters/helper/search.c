@@ -21,6 +21,7 @@
 #include <limits.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -49,12 +50,82 @@
  * their answer does, not 40 MiB.
  */
 #define FS_HITS_BYTES SG_TOOL_OUTPUT
+/*
+ * The bytes of records a search keeps to answer one page: the records
+ * before its offset are kept too (the engines do not print in the order
+ * pages are cut in), so this bounds how deep a continuation can reach
+ * when lines are long.
+ */
+#define SEARCH_KEEP_BYTES (16 * SG_MiB)
+/* The records one page may ask for (the gateway asks for 250 or 500). */
+#define SEARCH_PAGE_MAX 1000
+/* The deepest record offset a continuation may start at. */
+#define SEARCH_OFFSET_MAX SG_GREP_COUNT_MAX
+
+/*
+ * A result's fingerprint: two 64-bit hashes of every record, each summed,
+ * so that it does not depend on the order the engine printed them in.  A
+ * continuation carries it, and a page of a result whose records changed
+ * since the first page is refused.
+ */
+struct rhash {
+	uint64_t a, b;
+};
+
+static void rhash_add(struct rhash *h, const char *kind, const char *s, size_t n,
+		      long long num)
+{
+	uint64_t x = 0xcbf29ce484222325ULL, y = 0x84222325cbf29ce4ULL;
+	char nb[24];
+	int nn = snprintf(nb, sizeof(nb), "\n%lld", num);
+
+	for (const char *k = kind; *k; k++) {
+		x = (x ^ (unsigned char)*k) * 0x100000001b3ULL;
+		y = (y ^ (unsigned char)*k) * 0x9E3779B97F4A7C15ULL;
+	}
+	for (size_t i = 0; i < n; i++) {
+		x = (x ^ (unsigned char)s[i]) * 0x100000001b3ULL;
+		y = (y ^ (unsigned char)s[i]) * 0x9E3779B97F4A7C15ULL;
+	}
+	for (int i = 0; i < nn; i++) {
+		x = (x ^ (unsigned char)nb[i]) * 0x100000001b3ULL;
+		y = (y ^ (unsigned char)nb[i]) * 0x9E3779B97F4A7C15ULL;
+	}
+	/* A final mix, so that sums of nearby values do not cancel. */
+	y ^= y >> 31;
+	y *= 0xbf58476d1ce4e5b9ULL;
+	y ^= y >> 29;
+	h->a += x;
+	h->b += y;
+}
+
+/* ,"result_hash":"<32 hex>" */
+static sg_err rhash_put(struct sg_buf *o, const struct rhash *h)
+{
+	char hex[40];
+
+	snprintf(hex, sizeof(hex), "%016llx%016llx", (unsigned long long)h->a,
+		 (unsigned long long)h->b);
+	return sg_fs_kv_str(o, "result_hash", hex);
+}
+
+/* --offset and --page: the window of records a reply holds. */
+static sg_err search_window(struct fs *c, int64_t *offset, int64_t *page)
+{
+	sg_err rc = sg_args_int(&c->a, "offset", 0, SEARCH_OFFSET_MAX, offset, &c->err);
+
+	if (!rc)
+		rc = sg_args_int(&c->a, "page", SEARCH_PAGE_MAX, SEARCH_PAGE_MAX, page, &c->err);
+	if (!rc && (*offset < 0 || *page < 1))
+		rc = sg_err_set(&c->err, SG_E_INVALID_ARGUMENT,
+				"--offset must be >= 0 and --page >= 1");
+	return rc;
+}
 
 /* ---- glob ---- */
 
 struct hit {
 	char *path;
-	long long sec, nsec;
 };
 
 /* One alternative of the pattern, after brace expansion. */
@@ -75,7 +146,8 @@ struct globber {
 	struct hit *hits;
 	size_t nhits, cap;
 	size_t bytes;           /* of the hits' paths */
-	int64_t max, total;
+	int64_t max, total;     /* max: the offset + page first paths kept */
+	struct rhash sum;       /* of every matching path */
 };
 
 static bool is_globstar(const char *p)
@@ -171,16 +243,12 @@ static int hit_cmp(const void *a, const void *b)
 {
 	const struct hit *x = a, *y = b;
 
-	if (x->sec != y->sec)
-		return x->sec < y->sec ? 1 : -1;
-	if (x->nsec != y->nsec)
-		return x->nsec < y->nsec ? 1 : -1;
 	return strcmp(x->path, y->path);
 }
 
 /*
- * Keep only the max newest hits, and of those no more bytes of path than
- * the reply can show (FS_HITS_BYTES), so memory stays bounded by both.
+ * Keep only the max first hits by path, and of those no more bytes of
+ * path than SEARCH_KEEP_BYTES, so memory stays bounded by both.
  */
 static void hits_prune(struct globber *g)
 {
@@ -191,7 +259,7 @@ static void hits_prune(struct globber *g)
 	for (; keep < g->nhits && keep < (size_t)g->max; keep++) {
 		size_t n = strlen(g->hits[keep].path) + 1;
 
-		if (bytes + n > FS_HITS_BYTES)
+		if (bytes + n > SEARCH_KEEP_BYTES)
 			break;
 		bytes += n;
 	}
@@ -206,6 +274,7 @@ static sg_err hit_add(struct globber *g, const struct stat *st)
 	struct hit *h;
 
 	g->total++;
+	rhash_add(&g->sum, "glob", g->path.p, g->path.len, 0);
 	if (g->max == 0)
 		return SG_OK;
 	if (g->nhits == g->cap && g->cap >= 2 * (size_t)g->max) {
@@ -225,11 +294,10 @@ static sg_err hit_add(struct globber *g, const struct stat *st)
 	h->path = strdup(g->path.p);
 	if (!h->path)
 		return SG_E_INTERNAL;
-	h->sec = (long long)st->st_mtim.tv_sec;
-	h->nsec = (long long)st->st_mtim.tv_nsec;
+	(void)st;
 	g->nhits++;
 	g->bytes += g->path.len + 1;
-	if (g->bytes > 2 * FS_HITS_BYTES)
+	if (g->bytes > 2 * SEARCH_KEEP_BYTES)
 		hits_prune(g);
 	return SG_OK;
 }
@@ -570,16 +638,52 @@ static void glob_free(struct globber *g)
 	free(g);
 }
 
-/* fs glob PATTERN [--path PATH] [--max N] */
+/* The reply: the page of paths in [offset, offset + page), then the counts. */
+static sg_err glob_reply(struct fs *c, struct globber *g, int64_t offset, int64_t page)
+{
+	sg_err rc;
+
+	hits_prune(g);
+	rc = sg_reply_ok(c->out);
+	if (!rc)
+		rc = sg_buf_adds(c->out, ",\"files\":[");
+	for (int64_t i = offset; !rc && i < offset + page && i < (int64_t)g->nhits; i++) {
+		if (i > offset)
+			rc = sg_buf_addc(c->out, ',');
+		if (!rc)
+			rc = sg_jw_str(c->out, g->hits[i].path, strlen(g->hits[i].path));
+	}
+	if (!rc)
+		rc = sg_buf_addc(c->out, ']');
+	if (!rc)
+		rc = sg_fs_kv_int(c->out, "total", (long long)g->total);
+	/* Kept fewer than the window needs: the paths were too long to hold. */
+	if (!rc)
+		rc = sg_fs_kv_bool(c->out, "short",
+				   (int64_t)g->nhits < g->max && g->total > (int64_t)g->nhits);
+	if (!rc)
+		rc = rhash_put(c->out, &g->sum);
+	if (!rc)
+		rc = sg_fs_kv_revision(c);
+	if (!rc)
+		rc = sg_reply_end(c->out);
+	return rc;
+}
+
+/*
+ * fs glob PATTERN [--path PATH] [--offset N] [--page N]: the files beneath
+ * PATH that PATTERN matches, sorted by path (relative to root), the page
+ * from offset.  A pattern with no '/' matches a file's name at any depth,
+ * as rg's --glob (gitignore rules) does for the host.
+ */
 sg_err sg_fs_glob(struct fs *c)
 {
-	struct sg_buf rel = SG_BUF_INIT(SG_PATH_MAX), text = SG_BUF_INIT(SG_TOOL_OUTPUT);
+	struct sg_buf rel = SG_BUF_INIT(SG_PATH_MAX), anywhere = SG_BUF_INIT(SG_PATH_MAX + 4);
 	const char *base = sg_args_str(&c->a, "path", ".");
 	struct globber *g = calloc(1, sizeof(*g));
 	unsigned char *start = NULL;
 	const char *pattern;
-	bool truncated;
-	long long count = 0;
+	int64_t offset = 0, page = 0;
 	int dirfd = -1;
 	sg_err rc;
 
@@ -591,12 +695,12 @@ sg_err sg_fs_glob(struct fs *c)
 		rc = SG_E_INTERNAL;
 		goto out;
 	}
-	rc = sg_args_int(&c->a, "max", SG_LIST_MAX, SG_LIST_MAX, &g->max,
-			 &c->err);
+	rc = search_window(c, &offset, &page);
 	if (!rc)
 		rc = sg_fs_args_done(c, 1, 1);
 	if (rc)
 		goto out;
+	g->max = offset + page;
 	pattern = c->pos[0];
 	if (pattern[0] == '/') {
 		/* An absolute pattern is an environment path under root. */
@@ -613,6 +717,13 @@ sg_err sg_fs_glob(struct fs *c)
 		}
 		pattern += rn;
 		base = ".";
+	} else if (!strchr(pattern, '/')) {
+		if (sg_buf_addf(&anywhere, "**/%s", pattern)) {
+			rc = sg_err_set(&c->err, SG_E_INVALID_ARGUMENT,
+					"the glob pattern is too long");
+			goto out;
+		}
+		pattern = anywhere.p;
 	}
 	rc = glob_expand(g, pattern);
 	if (!rc)
@@ -633,58 +744,40 @@ sg_err sg_fs_glob(struct fs *c)
 	}
 	glob_start(g, start);
 	rc = glob_walk(g, dirfd, start);
-	if (rc)
-		goto out;
-	if (g->max)
-		hits_prune(g);
-	/* The marker line needs room, so the paths stop a little early. */
-	text.max -= 256;
-	for (size_t i = 0; i < g->nhits; i++) {
-		size_t mark = text.len;
-
-		if (sg_fs_name_put(&text, g->hits[i].path, strlen(g->hits[i].path), "") ||
-		    sg_buf_addc(&text, '\n')) {
-			sg_buf_truncate(&text, mark);
-			break;
-		}
-		count++;
-	}
-	text.max += 256;
-	truncated = g->total > count;
-	if (truncated &&
-	    sg_buf_addf(&text, "[truncated: %lld of %lld matching files shown, newest first; "
-			"narrow the pattern or the path to see the rest]\n",
-			count, (long long)g->total))
-		rc = SG_E_INTERNAL;
 	if (!rc)
-		rc = sg_reply_ok(c->out);
-	if (!rc)
-		rc = sg_fs_kv_strn(c->out, "content", text.p, text.len);
-	if (!rc)
-		rc = sg_fs_kv_int(c->out, "count", count);
-	if (!rc)
-		rc = sg_fs_kv_int(c->out, "total", (long long)g->total);
-	if (!rc)
-		rc = sg_fs_kv_bool(c->out, "truncated", truncated);
-	if (!rc)
-		rc = sg_reply_end(c->out);
+		rc = glob_reply(c, g, offset, page);
 out:
 	free(start);
 	sg_fs_close(&dirfd);
 	glob_free(g);
-	sg_buf_release(&text);
+	sg_buf_release(&anywhere);
 	sg_buf_release(&rel);
 	return rc;
 }
 
 /* ---- grep ---- */
 
-/* One match, its text already clipped. */
+/*
+ * A match line longer than this is shown as its head and tail, half and a
+ * quarter of it (the host's maxGrepMatchContentBytes); one longer than
+ * GREP_LINE_OMIT is not shown at all (the host's ripgrep record limit).
+ */
+#define GREP_CONTENT_MAX (4 * SG_KiB)
+#define GREP_LINE_OMIT SG_MiB
+#define GREP_CLIP_MARK "\n...[line truncated]...\n"
+#define GREP_OMITTED "[match omitted: line exceeds 1 MiB; use read_file on this file to inspect]"
+
+/* What a grep answers with: matching lines, files, or counts per file. */
+enum grep_mode { GREP_CONTENT, GREP_FILES, GREP_COUNT };
+
+/* One record: a match (its text already clipped), or a file and its count. */
 struct ghit {
 	char *path;             /* relative to root */
-	long long line;
-	char *text;
+	long long line;         /* 0 for a file's record */
+	char *text;             /* NULL for a file's record */
 	size_t len;
+	long long count;        /* matching lines, for a file's record */
+	bool cut;               /* text is not the whole line */
 };
 
 struct grepper {
@@ -698,11 +791,17 @@ struct grepper {
 	int64_t deadline;       /* sg_now_ms() time the engine is killed at */
 	bool late;              /* ... and it was */
 	bool skipping;          /* dropping the rest of an overlong line */
-	bool sorted;            /* the engine prints in path order */
+	enum grep_mode mode;
 	struct ghit *hits;
 	size_t nhits, cap;
 	size_t bytes;           /* of the hits' paths and lines */
-	int64_t max, total;
+	int64_t max;            /* the offset + page first records are kept */
+	int64_t total;          /* matching lines */
+	int64_t records;        /* records (lines, or files) */
+	size_t last;            /* the file record lines are counted in, or SIZE_MAX */
+	struct sg_buf lastpath; /* its path */
+	struct sg_buf full;     /* scratch: one match's path from root */
+	struct rhash sum;       /* of every matching line */
 	bool over, stop, oom;
 };
 
@@ -723,7 +822,7 @@ static size_t ghit_bytes(const struct ghit *h)
 
 /*
  * Keep the first max hits by (path, line), and of those no more bytes
- * than the reply can show (FS_HITS_BYTES).
+ * than SEARCH_KEEP_BYTES.
  */
 static void ghits_prune(struct grepper *g, size_t max)
 {
@@ -732,7 +831,7 @@ static void ghits_prune(struct grepper *g, size_t max)
 	if (g->nhits > 1)
 		qsort(g->hits, g->nhits, sizeof(*g->hits), ghit_cmp);
 	for (; keep < g->nhits && keep < max; keep++) {
-		if (bytes + ghit_bytes(&g->hits[keep]) > FS_HITS_BYTES)
+		if (bytes + ghit_bytes(&g->hits[keep]) > SEARCH_KEEP_BYTES)
 			break;
 		bytes += ghit_bytes(&g->hits[keep]);
 	}
@@ -742,6 +841,7 @@ static void ghits_prune(struct grepper *g, size_t max)
 	}
 	g->nhits = keep;
 	g->bytes = bytes;
+	g->last = SIZE_MAX;
 }
 
 static void ghits_free(struct grepper *g)
@@ -753,35 +853,30 @@ static void ghits_free(struct grepper *g)
 }
 
 /*
- * A matching line longer than SG_GREP_LINE_MAX, as a window around its
- * first match, with the bytes left out said on each side.  at is that
- * match's byte offset in the line as the engine printed it (rg's column;
- * GNU grep prints none, and 0 starts the window at the line's head).
- * `cut`: the engine's line was longer than SG_GREP_LINE_READ and its end
- * was never seen.
+ * A match's text t (n bytes) into g->tmp as the host shows it: whole up to
+ * GREP_CONTENT_MAX, else its head and tail around a marker, each cut on a
+ * character boundary; a line longer than GREP_LINE_OMIT, or one whose end
+ * was never read (`cut`), is replaced by a notice.  *clipped: not whole.
  */
-static sg_err grep_clip(struct grepper *g, const char *t, size_t n, bool cut,
-			size_t at)
+static sg_err grep_clip(struct grepper *g, const char *t, size_t n, bool cut, bool *clipped)
 {
-	size_t start = 0, keep;
-	sg_err rc = SG_OK;
+	size_t head, tail;
+	sg_err rc;
 
-	if (n <= SG_GREP_LINE_MAX && !cut)
+	*clipped = cut || n > GREP_CONTENT_MAX;
+	if (cut || n > GREP_LINE_OMIT)
+		return sg_buf_adds(&g->tmp, GREP_OMITTED);
+	if (n <= GREP_CONTENT_MAX)
 		return sg_buf_add(&g->tmp, t, n);
-	if (at > SG_GREP_LINE_MAX / 4 && at < n)
-		start = at - SG_GREP_LINE_MAX / 4;
-	while (start < n && ((unsigned char)t[start] & 0xC0) == 0x80)
-		start++;
-	keep = sg_utf8_clip(t + start, n - start, SG_GREP_LINE_MAX);
-	if (start)
-		rc = sg_buf_addf(&g->tmp, "[%zu bytes clipped] ", start);
+	head = sg_utf8_clip(t, n, GREP_CONTENT_MAX / 2);
+	tail = n - GREP_CONTENT_MAX / 4;
+	while (tail < n && ((unsigned char)t[tail] & 0xC0) == 0x80)
+		tail++;
+	rc = sg_buf_add(&g->tmp, t, head);
 	if (!rc)
-		rc = sg_buf_add(&g->tmp, t + start, keep);
-	if (!rc && cut)
-		rc = sg_buf_addf(&g->tmp, " [the rest of a line longer than %zu bytes "
-				 "clipped]", (size_t)SG_GREP_LINE_READ);
-	else if (!rc && start + keep < n)
-		rc = sg_buf_addf(&g->tmp, " [%zu bytes clipped]", n - start - keep);
+		rc = sg_buf_adds(&g->tmp, GREP_CLIP_MARK);
+	if (!rc)
+		rc = sg_buf_add(&g->tmp, t + tail, n - tail);
 	return rc;
 }
 
@@ -802,67 +897,114 @@ static long long grep_number(const char **p, const char *end)
 	return v;
 }
 
+/* Room for one more record in g->hits (pruned to the max first). */
+static bool ghits_room(struct grepper *g)
+{
+	struct ghit *h;
+	size_t cap;
+
+	if (g->nhits == g->cap && g->cap >= 2 * (size_t)g->max)
+		ghits_prune(g, (size_t)g->max);
+	if (g->nhits < g->cap)
+		return true;
+	cap = g->cap ? g->cap * 2 : 64;
+	if (cap > 2 * (size_t)g->max)
+		cap = 2 * (size_t)g->max;
+	h = realloc(g->hits, cap * sizeof(*h));
+	if (!h)
+		return false;
+	g->hits = h;
+	g->cap = cap;
+	return true;
+}
+
+/*
+ * A line of a file whose record is being counted (files and count
+ * modes): true when it was counted into that record, which both engines
+ * print together.  A prune may have moved or dropped the record; a
+ * dropped one lies past the page, and its lines need no counting.
+ */
+static bool grep_same_file(struct grepper *g, const char *path)
+{
+	if (!g->lastpath.len || strcmp(g->lastpath.p, path) != 0)
+		return false;
+	if (g->last == SIZE_MAX)
+		for (size_t i = 0; i < g->nhits && g->last == SIZE_MAX; i++)
+			if (strcmp(g->hits[i].path, path) == 0)
+				g->last = i;
+	if (g->last != SIZE_MAX)
+		g->hits[g->last].count++;
+	return true;
+}
+
 /*
  * One match of engine output, PATH (pn bytes, not NUL-terminated) and
  * "LINE:TEXT", or "LINE:COLUMN:TEXT" from an engine that prints columns
- * (tn bytes): counted, and kept when it is among the max first by (path,
- * line).
+ * (tn bytes): counted and fingerprinted, and kept (as a line, or in its
+ * file's record) while it is among the max first records by (path, line).
  */
 static void grep_line(struct grepper *g, const char *s, size_t pn,
 		      const char *t, size_t tn, bool cut)
 {
 	const char *text = t;
 	size_t plen = strlen(g->prefix);
-	long long line, col = 0;
+	long long line;
 	struct ghit *h;
+	bool clipped = false;
 
 	if (pn >= 2 && s[0] == '.' && s[1] == '/')
 		s += 2, pn -= 2;
 	line = grep_number(&text, t + tn);
 	if (g->columns)
-		col = grep_number(&text, t + tn);
+		grep_number(&text, t + tn);
 	if (g->total == SG_GREP_COUNT_MAX) {
 		g->over = g->stop = true;
 		return;
 	}
 	g->total++;
-	/* In path order, a hit past what the reply can show stays unseen. */
-	if (g->sorted && ((int64_t)g->nhits >= g->max || g->bytes > FS_HITS_BYTES))
+	sg_buf_reset(&g->full);
+	if (sg_buf_addf(&g->full, "%s%s%.*s", g->prefix, plen ? "/" : "", (int)pn, s)) {
+		g->oom = g->stop = true;
 		return;
-	if (g->nhits == g->cap && g->cap >= 2 * (size_t)g->max) {
-		ghits_prune(g, (size_t)g->max);
-	} else if (g->nhits == g->cap) {
-		size_t cap = g->cap ? g->cap * 2 : 64;
-
-		if (cap > 2 * (size_t)g->max)
-			cap = 2 * (size_t)g->max;
-		h = realloc(g->hits, cap * sizeof(*h));
-		if (!h) {
+	}
+	rhash_add(&g->sum, "grep", g->full.p, g->full.len, line);
+	rhash_add(&g->sum, "text", text, (size_t)(t + tn - text), line);
+	if (g->mode != GREP_CONTENT && grep_same_file(g, g->full.p))
+		return;
+	g->records++;
+	if (g->mode != GREP_CONTENT) {
+		sg_buf_reset(&g->lastpath);
+		if (sg_buf_add(&g->lastpath, g->full.p, g->full.len)) {
 			g->oom = g->stop = true;
 			return;
 		}
-		g->hits = h;
-		g->cap = cap;
+	}
+	if (!ghits_room(g)) {
+		g->oom = g->stop = true;
+		return;
 	}
 	sg_buf_reset(&g->tmp);
 	h = &g->hits[g->nhits];
-	h->line = line;
-	h->path = malloc(plen + 1 + pn + 1);
-	if (h->path)
-		snprintf(h->path, plen + 1 + pn + 1, "%s%s%.*s", g->prefix,
-			 plen ? "/" : "", (int)pn, s);
-	if (!h->path ||
-	    grep_clip(g, text, (size_t)(t + tn - text), cut, col > 0 ? (size_t)(col - 1) : 0) ||
-	    !(h->text = malloc(g->tmp.len + 1))) {
+	memset(h, 0, sizeof(*h));
+	h->line = g->mode == GREP_CONTENT ? line : 0;
+	h->count = 1;
+	h->path = strdup(g->full.p);
+	if (!h->path || (g->mode == GREP_CONTENT &&
+			 (grep_clip(g, text, (size_t)(t + tn - text), cut, &clipped) ||
+			  !(h->text = malloc(g->tmp.len + 1))))) {
 		free(h->path);
 		g->oom = g->stop = true;
 		return;
 	}
-	memcpy(h->text, g->tmp.p, g->tmp.len);
-	h->len = g->tmp.len;
+	if (h->text) {
+		memcpy(h->text, g->tmp.p, g->tmp.len);
+		h->len = g->tmp.len;
+	}
+	h->cut = clipped;
+	g->last = g->nhits;
 	g->nhits++;
 	g->bytes += ghit_bytes(h);
-	if (!g->sorted && g->bytes > 2 * FS_HITS_BYTES)
+	if (g->bytes > 2 * SEARCH_KEEP_BYTES)
 		ghits_prune(g, (size_t)g->max);
 }
 
@@ -1138,12 +1280,12 @@ out:
 }
 
 /*
- * The engine's command line, into av (at least 24 slots).  rg searches in
- * parallel and prints files in whatever order its threads finish, so
- * fs_grep sorts; `sorted` asks rg to print in path order instead (one
- * thread), for when there are too many matches to hold them all.
+ * The engine's command line, into av (at least 28 slots): rg as the host
+ * runs it (--no-config, --hidden, its .gitignore rules), or GNU grep
+ * skipping what the host's own walker skips.  rg searches in parallel and
+ * prints files in whatever order its threads finish, so sg_fs_grep sorts.
  */
-static void grep_argv(const char *engine, bool sorted, bool icase,
+static void grep_argv(const char *engine, bool icase,
 		      const char *glob, const char *include, const char *pattern,
 		      const char *target, char **av)
 {
@@ -1151,6 +1293,8 @@ static void grep_argv(const char *engine, bool sorted, bool icase,
 
 	if (strcmp(engine, "rg") == 0) {
 		av[ac++] = (char *)"rg";
+		av[ac++] = (char *)"--no-config";
+		av[ac++] = (char *)"--hidden";
 		av[ac++] = (char *)"--line-number";
 		av[ac++] = (char *)"--no-heading";
 		av[ac++] = (char *)"--with-filename";
@@ -1163,10 +1307,6 @@ static void grep_argv(const char *engine, bool sorted, bool icase,
 		av[ac++] = (char *)SG_GREP_REGEX_SIZE;
 		av[ac++] = (char *)"--dfa-size-limit";
 		av[ac++] = (char *)SG_GREP_REGEX_SIZE;
-		if (sorted) {
-			av[ac++] = (char *)"--sort";
-			av[ac++] = (char *)"path";
-		}
 		if (icase)
 			av[ac++] = (char *)"-i";
 		if (glob) {
@@ -1183,6 +1323,9 @@ static void grep_argv(const char *engine, bool sorted, bool icase,
 		 * otherwise run into the next match's path (grep_record()).
 		 */
 		av[ac++] = (char *)"-I";
+		av[ac++] = (char *)"--exclude-dir=.git";
+		av[ac++] = (char *)"--exclude-dir=node_modules";
+		av[ac++] = (char *)"--exclude-dir=vendor";
 		if (icase)
 			av[ac++] = (char *)"-i";
 		if (glob)
@@ -1199,6 +1342,8 @@ static void grep_argv(const char *engine, bool sorted, bool icase,
 static sg_err grep_complaint(struct fs *c, struct grepper *g, const char *engine,
 			     int status)
 {
+	struct sg_buf said = SG_BUF_INIT(SG_HELPER_STDERR + 32);
+	const char *prefix = "grep failed: ";
 	size_t n = g->errtext.len;
 	sg_err rc;
 
@@ -1206,64 +1351,86 @@ static sg_err grep_complaint(struct fs *c, struct grepper *g, const char *engine
 		n--;
 	if (!n)
 		return sg_fs_fail(c, "%s exited with status %d", engine, status);
+	/* The host checks the pattern before it searches: its words first. */
+	if (memmem(g->errtext.p, n, "regex parse error", 17))
+		prefix = "invalid regex: ";
+	else if (strcmp(engine, "rg") == 0)
+		prefix = "ripgrep failed: ";
 	sg_buf_reset(c->out);
 	rc = sg_buf_adds(c->out, "{\"ok\":false,\"tool_error\":");
 	if (!rc)
-		rc = sg_jw_str(c->out, g->errtext.p, n);
+		rc = sg_buf_addf(&said, "%s%.*s", prefix, (int)n, g->errtext.p);
+	if (!rc)
+		rc = sg_jw_str(c->out, said.p, said.len);
+	sg_buf_release(&said);
 	if (!rc)
 		rc = sg_buf_addc(c->out, '}');
 	return rc;
 }
 
-/* The reply: the kept matches in (path, line) order, then the marker. */
-static sg_err grep_reply(struct fs *c, struct grepper *g, const char *engine)
+/* One record of the page, as the host writes it. */
+static sg_err grep_record_put(struct sg_buf *o, const struct grepper *g, const struct ghit *h)
 {
-	struct sg_buf text = SG_BUF_INIT(SG_TOOL_OUTPUT - 512);
-	long long shown = 0;
-	bool truncated;
-	sg_err rc = SG_OK;
+	sg_err rc;
+
+	if (g->mode == GREP_FILES)
+		return sg_jw_str(o, h->path, strlen(h->path));
+	rc = sg_buf_adds(o, "{\"file\":");
+	if (!rc)
+		rc = sg_jw_str(o, h->path, strlen(h->path));
+	if (!rc && g->mode == GREP_COUNT)
+		rc = sg_buf_addf(o, ",\"count\":%lld}", h->count);
+	if (rc || g->mode == GREP_COUNT)
+		return rc;
+	rc = sg_buf_addf(o, ",\"line\":%lld,\"content\":", h->line);
+	if (!rc)
+		rc = sg_jw_str(o, h->text, h->len);
+	if (!rc && h->cut)
+		rc = sg_buf_adds(o, ",\"content_truncated\":true");
+	if (!rc)
+		rc = sg_buf_addc(o, '}');
+	return rc;
+}
+
+/*
+ * The reply: the records in [offset, offset + page) by (path, line), the
+ * totals (lines, and records), and the result's fingerprint.  `short`:
+ * the window needed more records than SEARCH_KEEP_BYTES could hold.
+ */
+static sg_err grep_reply(struct fs *c, struct grepper *g, const char *engine,
+			 int64_t offset, int64_t page)
+{
+	sg_err rc;
 
 	ghits_prune(g, (size_t)g->max);
-	for (size_t i = 0; i < g->nhits; i++) {
-		struct ghit *h = &g->hits[i];
-		size_t mark = text.len;
-
-		if (sg_fs_name_put(&text, h->path, strlen(h->path), "") ||
-		    sg_buf_addf(&text, ":%lld:", h->line) ||
-		    sg_buf_add(&text, h->text, h->len) || sg_buf_addc(&text, '\n')) {
-			sg_buf_truncate(&text, mark); /* whole lines only */
-			break;
-		}
-		shown++;
+	rc = sg_reply_ok(c->out);
+	if (!rc)
+		rc = sg_buf_adds(c->out, ",\"records\":[");
+	for (int64_t i = offset; !rc && i < offset + page && i < (int64_t)g->nhits; i++) {
+		if (i > offset)
+			rc = sg_buf_addc(c->out, ',');
+		if (!rc)
+			rc = grep_record_put(c->out, g, &g->hits[i]);
 	}
-	truncated = g->over || g->total > shown;
-	text.max += 512;
-	if (truncated && g->over)
-		rc = sg_buf_addf(&text, "[truncated: the first %lld matches shown, by path then "
-				 "line; more than %d lines matched; narrow the pattern, "
-				 "`path` or `glob`]\n", shown, SG_GREP_COUNT_MAX);
-	else if (truncated)
-		rc = sg_buf_addf(&text, "[truncated: %lld of %lld matches shown, by path then "
-				 "line; narrow the pattern, `path` or `glob`, or raise "
-				 "`max_results` (up to %d)]\n", shown, (long long)g->total,
-				 (int)SG_LIST_MAX);
 	if (!rc)
-		rc = sg_reply_ok(c->out);
-	if (!rc)
-		rc = sg_fs_kv_strn(c->out, "content", text.p, text.len);
-	if (!rc)
-		rc = sg_fs_kv_int(c->out, "count", shown);
+		rc = sg_buf_addc(c->out, ']');
 	if (!rc)
 		rc = sg_fs_kv_int(c->out, "total", (long long)g->total);
 	if (!rc)
-		rc = sg_fs_kv_bool(c->out, "total_exact", !g->over);
+		rc = sg_fs_kv_int(c->out, "record_total", (long long)g->records);
 	if (!rc)
-		rc = sg_fs_kv_bool(c->out, "truncated", truncated);
+		rc = sg_fs_kv_bool(c->out, "over", g->over);
+	if (!rc)
+		rc = sg_fs_kv_bool(c->out, "short",
+				   (int64_t)g->nhits < g->max && g->records > (int64_t)g->nhits);
 	if (!rc)
 		rc = sg_fs_kv_str(c->out, "engine", engine);
 	if (!rc)
+		rc = rhash_put(c->out, &g->sum);
+	if (!rc)
+		rc = sg_fs_kv_revision(c);
+	if (!rc)
 		rc = sg_reply_end(c->out);
-	sg_buf_release(&text);
 	return rc;
 }
 
@@ -1280,35 +1447,86 @@ static int64_t grep_deadline_ms(void)
 	return ms > 0 && ms < SG_GREP_DEADLINE_MS ? ms : SG_GREP_DEADLINE_MS;
 }
 
-/* fs grep PATTERN [--path PATH] [--glob G] [--ignore-case] [--max N] */
+/* --mode: content (the default), files or count. */
+static sg_err grep_mode(struct fs *c, enum grep_mode *mode)
+{
+	const char *m = sg_args_str(&c->a, "mode", "content");
+
+	*mode = strcmp(m, "files") == 0 ? GREP_FILES
+		: strcmp(m, "count") == 0 ? GREP_COUNT : GREP_CONTENT;
+	if (*mode == GREP_CONTENT && strcmp(m, "content") != 0)
+		return sg_err_set(&c->err, SG_E_INVALID_ARGUMENT,
+				  "--mode must be content, files or count");
+	return SG_OK;
+}
+
+/*
+ * How the engine ended, as the tool's failure, or SG_OK when it answered;
+ * *said: the failure is already the reply (the engine's own complaint).
+ */
+static sg_err grep_outcome(struct fs *c, struct grepper *g, const char *engine, int status,
+			   bool killed, bool *said)
+{
+	*said = false;
+	if (g->late)
+		return sg_fs_fail(c, "the search was stopped after %lld s, its time limit; "
+				  "narrow the pattern, `path` or `include`",
+				  (long long)(grep_deadline_ms() + 999) / 1000);
+	if (g->oom)
+		return sg_err_set(&c->err, SG_E_INTERNAL, "out of memory while searching");
+	if (!killed && WIFSIGNALED(status))
+		return sg_fs_fail(c, "%s was stopped by signal %d; a search may use %zu MiB "
+				  "of memory and %d s of CPU: narrow the pattern or `path`",
+				  engine, WTERMSIG(status), (size_t)(SG_GREP_ENGINE_MEM / SG_MiB),
+				  SG_GREP_ENGINE_CPU_S);
+	/*
+	 * Status 1 is "no match".  2 and up is an error, but one that
+	 * still printed matches is usually an unreadable file in a big
+	 * tree, and the matches are worth more than the complaint.
+	 */
+	if (!killed && WIFEXITED(status) && WEXITSTATUS(status) >= 2 && g->total == 0) {
+		*said = true;
+		return grep_complaint(c, g, engine, WEXITSTATUS(status));
+	}
+	return SG_OK;
+}
+
+/*
+ * fs grep PATTERN [--path PATH] [--glob G] [--ignore-case] [--mode M]
+ * [--offset N] [--page N]: the matching lines (or files, or counts per
+ * file) beneath PATH, sorted by path then line, the page from offset.
+ */
 sg_err sg_fs_grep(struct fs *c)
 {
 	struct sg_buf rel = SG_BUF_INIT(SG_PATH_MAX),
 		      include = SG_BUF_INIT(SG_PATH_MAX + 16);
 	const char *path = sg_args_str(&c->a, "path", ".");
 	const char *glob = sg_args_str(&c->a, "glob", NULL);
-	bool icase = sg_args_flag(&c->a, "ignore-case"), killed = false;
+	bool icase = sg_args_flag(&c->a, "ignore-case"), killed = false, said = false;
 	char parent[SG_PATH_MAX + 1], prog[SG_PATH_MAX + 1];
-	struct grepper g = { .prefix = "" };
+	struct grepper g = { .prefix = "", .last = SIZE_MAX };
 	const char *target = ".", *engine;
-	char *av[28];
+	int64_t offset = 0, page = 0;
+	char *av[32];
 	int cwdfd = -1, status = 0;
 	struct stat st;
 	sg_err rc;
 
 	sg_buf_init(&g.pending, SG_GREP_LINE_READ);
 	sg_buf_init(&g.errtext, SG_HELPER_STDERR);
-	sg_buf_init(&g.tmp, SG_GREP_LINE_MAX + 256);
-	rc = sg_args_int(&c->a, "max", SG_GREP_DEFAULT, SG_LIST_MAX, &g.max,
-			 &c->err);
-	if (!rc && g.max < 1)
-		g.max = 1;
+	sg_buf_init(&g.tmp, GREP_CONTENT_MAX + 256);
+	sg_buf_init(&g.lastpath, 2 * SG_PATH_MAX + 2);
+	sg_buf_init(&g.full, 2 * SG_PATH_MAX + 2);
+	rc = search_window(c, &offset, &page);
+	if (!rc)
+		rc = grep_mode(c, &g.mode);
 	if (!rc)
 		rc = sg_fs_args_done(c, 1, 1);
 	if (!rc)
 		rc = sg_fs_resolve(c, path, SG_PATH_EXISTING, &rel);
 	if (rc)
 		goto out;
+	g.max = offset + page;
 	cwdfd = sg_fs_open_rel(c, &rel, O_PATH);
 	if (cwdfd < 0 || fstat(cwdfd, &st) != 0) {
 		rc = sg_fs_fail(c, "%s: %s", path, sg_fs_errstr(errno));
@@ -1351,61 +1569,21 @@ sg_err sg_fs_grep(struct fs *c)
 	}
 	g.columns = strcmp(engine, "rg") == 0;
 	g.deadline = sg_now_ms() + grep_deadline_ms();
-	grep_argv(engine, false, icase, glob, include.p, c->pos[0], target, av);
+	grep_argv(engine, icase, glob, include.p, c->pos[0], target, av);
 	rc = grep_run(c, &g, prog, av, cwdfd, &status, &killed);
-	if (!rc && g.over && strcmp(engine, "rg") == 0) {
-		/*
-		 * Too many to sort them all: ask rg for path order and take
-		 * the first max, so the answer is still the same every time.
-		 */
-		ghits_free(&g);
-		g.total = 0;
-		g.over = g.stop = g.skipping = false;
-		g.sorted = true;
-		sg_buf_reset(&g.pending);
-		g.nonul = 0;
-		grep_argv(engine, true, icase, glob, include.p, c->pos[0], target, av);
-		rc = grep_run(c, &g, prog, av, cwdfd, &status, &killed);
-		g.over = true;
-	}
-	if (rc)
-		goto out;
-	if (g.late) {
-		rc = sg_fs_fail(c, "the search was stopped after %lld s, its time limit; "
-			       "narrow the pattern, `path` or `glob`",
-			       (long long)(grep_deadline_ms() + 999) / 1000);
-		goto out;
-	}
-	if (g.oom) {
-		rc = sg_err_set(&c->err, SG_E_INTERNAL, "out of memory while searching");
-		goto out;
-	}
-	/*
-	 * Status 1 is "no match".  2 and up is an error, but one that
-	 * still printed matches is usually an unreadable file in a big
-	 * tree, and the matches are worth more than the complaint.
-	 */
-	if (!killed && WIFSIGNALED(status)) {
-		rc = sg_fs_fail(c, "%s was stopped by signal %d; a search may use %zu MiB "
-			       "of memory and %d s of CPU: narrow the pattern or `path`",
-			       engine, WTERMSIG(status), (size_t)(SG_GREP_ENGINE_MEM / SG_MiB),
-			       SG_GREP_ENGINE_CPU_S);
-		goto out;
-	}
-	if (!killed && WIFEXITED(status) && WEXITSTATUS(status) >= 2 &&
-	    g.total == 0) {
-		rc = grep_complaint(c, &g, engine, WEXITSTATUS(status));
-		goto out;
-	}
-	rc = grep_reply(c, &g, engine);
+	if (!rc)
+		rc = grep_outcome(c, &g, engine, status, killed, &said);
+	if (!rc && !said)
+		rc = grep_reply(c, &g, engine, offset, page);
 out:
 	ghits_free(&g);
 	sg_fs_close(&cwdfd);
 	sg_buf_release(&g.pending);
 	sg_buf_release(&g.errtext);
 	sg_buf_release(&g.tmp);
+	sg_buf_release(&g.lastpath);
+	sg_buf_release(&g.full);
 	sg_buf_release(&include);
 	sg_buf_release(&rel);
 	return rc;
 }
-

@@ -1,7 +1,25 @@
 /*
- * git.c - the git tool: `subcommand` and `args`, checked against what a
- * permission mode allows, run in the environment.
+ * git.c - the host's git tool: `subcommand` and `args`, checked against
+ * the host's allow-list (git.go), run as `git --no-optional-locks ...` in
+ * root, and answered with the host's view.
+ *
+ * Invariants:
+ * - Every mode runs only what the host's allow-list admits: the read
+ *   queries, with their flags checked where the host checks them, and the
+ *   restricted writes add (literal paths), restore --staged, commit (an
+ *   explicit message) and push (plain, or -u origin <current branch>).
+ *   Anything else is an error reply, as the host's refusal is.
+ * - read_only refuses the writes, and keeps sandgate's defence against a
+ *   repository whose configuration runs programs (a standard-mode agent
+ *   may have written it): git is started through `sg-helper confine
+ *   --git`, which lets it execute only itself; its configuration is read
+ *   first and refused when it names a program; the command line turns
+ *   the program-running keys off; diffs are shown without external
+ *   drivers or textconv.
+ * - sg_tool_git_read_only() decides, from the arguments alone, what a
+ *   relayed read_only call may run: the same checks, before the peer.
  */
+#define _GNU_SOURCE /* asprintf */
 #include "tool.h"
 
 #include <stdio.h>
@@ -10,57 +28,534 @@
 #include <strings.h>
 
 #include "../../adapters/exec.h"
+#include "../../adapters/json.h"
 #include "base/limits.h"
 
-static sg_err strings_to_strv(json_t *arr, struct sg_strv *out)
-{
-	json_t *e;
-	size_t i;
+/* The host's gitTimeout: a git that runs longer is killed, exit 124. */
+#define GIT_TIMEOUT_MS 30000
+/* The host's maxShellOutputBytes: the output a view shows. */
+#define GIT_OUTPUT_MAX (30 * SG_KiB)
+/* The host's commit trailer (gitattribution.Trailer), and its dedup rule. */
+#define GIT_TRAILER "Co-authored-by: WUU Agent <305930189+wuu-agent[bot]@users.noreply.github.com>"
+#define GIT_TRAILER_RULE "trailer.Co-authored-by.ifexists=addIfDifferent"
+/* Characters the host refuses in an argument (shellMetacharacters). */
+#define GIT_METACHARS ";&|$`><()"
+/* The host's read-only refusal (tools.c says it for the other tools). */
+#define GIT_READ_ONLY "this agent is read-only; it may observe but not modify"
 
-	json_array_foreach(arr, i, e) {
-		if (sg_strv_add(out, json_string_value(e)))
-			return SG_E_INTERNAL;
-	}
-	return SG_OK;
+/* What a flag of a policied subcommand takes. */
+enum git_flag_arg { GF_NONE, GF_STRING, GF_NUMBER };
+
+struct git_flag {
+	const char *name;
+	enum git_flag_arg arg;
+};
+
+/* A subcommand whose every flag is checked (the host's subcommandPolicy). */
+struct git_policy {
+	const char *name;
+	const struct git_flag *flags;
+	bool (*dangerous)(json_t *args, size_t from);
+};
+
+/* One call, once parsed: the subcommand (perhaps two words) and its args. */
+struct git_call {
+	char sub[64];
+	const char *given;       /* `subcommand` as the caller wrote it */
+	json_t *args;            /* borrowed from t->a, or NULL */
+	size_t from;             /* args[from..] follow the subcommand */
+	const struct git_policy *policy;
+};
+
+static const char *const git_plain[] = {
+	"log", "show", "diff", "blame", "reflog", "stash list", "stash show", "ls-files",
+	"ls-remote", "rev-parse", "rev-list", "describe", "cat-file", "for-each-ref", "grep",
+	"worktree list", "merge-base", "shortlog", "add", "restore --staged", "commit", "push",
+	NULL
+};
+
+/* The subcommands that change the repository (refused in read_only). */
+static const char *const git_writes[] = { "add", "restore --staged", "commit", "push", NULL };
+
+static const struct git_flag branch_flags[] = {
+	{ "-l", GF_NONE }, { "--list", GF_NONE }, { "-a", GF_NONE }, { "--all", GF_NONE },
+	{ "-r", GF_NONE }, { "--remotes", GF_NONE }, { "-v", GF_NONE }, { "-vv", GF_NONE },
+	{ "--verbose", GF_NONE }, { "--color", GF_NONE }, { "--no-color", GF_NONE },
+	{ "--column", GF_NONE }, { "--no-column", GF_NONE }, { "--abbrev", GF_NUMBER },
+	{ "--no-abbrev", GF_NONE }, { "--contains", GF_STRING }, { "--no-contains", GF_STRING },
+	{ "--merged", GF_NONE }, { "--no-merged", GF_NONE }, { "--points-at", GF_STRING },
+	{ "--sort", GF_STRING }, { "--show-current", GF_NONE }, { "-i", GF_NONE },
+	{ "--ignore-case", GF_NONE }, { NULL, GF_NONE }
+};
+
+static const struct git_flag tag_flags[] = {
+	{ "-l", GF_NONE }, { "--list", GF_NONE }, { "-n", GF_NUMBER },
+	{ "--contains", GF_STRING }, { "--no-contains", GF_STRING }, { "--merged", GF_STRING },
+	{ "--no-merged", GF_STRING }, { "--sort", GF_STRING }, { "--format", GF_STRING },
+	{ "--points-at", GF_STRING }, { "--column", GF_NONE }, { "--no-column", GF_NONE },
+	{ "-i", GF_NONE }, { "--ignore-case", GF_NONE }, { NULL, GF_NONE }
+};
+
+static const struct git_flag remote_flags[] = {
+	{ "-v", GF_NONE }, { "--verbose", GF_NONE }, { NULL, GF_NONE }
+};
+
+static const struct git_flag remote_show_flags[] = { { "-n", GF_NONE }, { NULL, GF_NONE } };
+
+static const struct git_flag config_get_flags[] = {
+	{ "--local", GF_NONE }, { "--global", GF_NONE }, { "--system", GF_NONE },
+	{ "--worktree", GF_NONE }, { "--default", GF_STRING }, { "--type", GF_STRING },
+	{ "--bool", GF_NONE }, { "--int", GF_NONE }, { "--bool-or-int", GF_NONE },
+	{ "--path", GF_NONE }, { "--expiry-date", GF_NONE }, { "-z", GF_NONE },
+	{ "--null", GF_NONE }, { "--name-only", GF_NONE }, { "--show-origin", GF_NONE },
+	{ "--show-scope", GF_NONE }, { NULL, GF_NONE }
+};
+
+static const struct git_flag config_list_flags[] = {
+	{ "--local", GF_NONE }, { "--global", GF_NONE }, { "--system", GF_NONE },
+	{ "--worktree", GF_NONE }, { "--type", GF_STRING }, { "--bool", GF_NONE },
+	{ "--int", GF_NONE }, { "--bool-or-int", GF_NONE }, { "--path", GF_NONE },
+	{ "--expiry-date", GF_NONE }, { "-z", GF_NONE }, { "--null", GF_NONE },
+	{ "--name-only", GF_NONE }, { "--show-origin", GF_NONE }, { "--show-scope", GF_NONE },
+	{ NULL, GF_NONE }
+};
+
+static const struct git_flag status_flags[] = {
+	{ "--short", GF_NONE }, { "-s", GF_NONE }, { "--branch", GF_NONE }, { "-b", GF_NONE },
+	{ "--porcelain", GF_NONE }, { "--long", GF_NONE }, { "--verbose", GF_NONE },
+	{ "-v", GF_NONE }, { "--untracked-files", GF_STRING }, { "-u", GF_STRING },
+	{ "--ignored", GF_NONE }, { "--ignore-submodules", GF_STRING }, { "--column", GF_NONE },
+	{ "--no-column", GF_NONE }, { "--ahead-behind", GF_NONE },
+	{ "--no-ahead-behind", GF_NONE }, { "--renames", GF_NONE }, { "--no-renames", GF_NONE },
+	{ "--find-renames", GF_STRING }, { "-M", GF_STRING }, { NULL, GF_NONE }
+};
+
+static const char *arg_at(json_t *args, size_t i)
+{
+	return json_string_value(json_array_get(args, i));
 }
 
-
-/* Whether a is one of list's options; an entry ending in '*' is a prefix. */
-static bool git_opt_in(const char *a, const char *const *list)
+static bool is_one_of(const char *s, const char *const *list)
 {
-	for (size_t i = 0; list[i]; i++) {
-		size_t n = strlen(list[i]);
+	for (size_t i = 0; list[i]; i++)
+		if (strcmp(s, list[i]) == 0)
+			return true;
+	return false;
+}
 
-		if (list[i][n - 1] == '*' ? strncmp(a, list[i], n - 1) == 0
-					  : strcmp(a, list[i]) == 0)
+/* A bundle of short flags ("-lv") that holds letter c, not "--" or "-x=". */
+static bool bundle_has(const char *a, char c)
+{
+	return strlen(a) > 2 && a[0] == '-' && a[1] != '-' && !strchr(a, '=') &&
+	       strchr(a + 1, c);
+}
+
+/*
+ * branch and tag create, delete or move with a name, unless a listing
+ * flag came first: a name is a pattern only after -l/--list (and, for
+ * branch, the commit after --merged/--no-merged).  takes[] are the flags
+ * whose value is the next argument.
+ */
+static bool names_without_list(json_t *args, size_t from, const char *const *takes,
+			       const char *const *optional)
+{
+	bool list = false, dashdash = false;
+	const char *last = "";
+
+	for (size_t i = from; i < json_array_size(args); i++) {
+		const char *a = arg_at(args, i);
+
+		if (strcmp(a, "--") == 0 && !dashdash) {
+			dashdash = true;
+			last = "";
+			continue;
+		}
+		if (!dashdash && a[0] == '-') {
+			list |= strcmp(a, "--list") == 0 || strcmp(a, "-l") == 0 ||
+				bundle_has(a, 'l');
+			last = strchr(a, '=') ? "" : a;
+			if (!strchr(a, '=') && is_one_of(a, takes))
+				i++;
+			continue;
+		}
+		if (!list && !(optional && is_one_of(last, optional)))
 			return true;
 	}
 	return false;
 }
 
-/*
- * Whether every option in args[from..] is one of opts.  *words counts the
- * arguments that are not options (names, patterns, values); *lists says
- * whether one of `listing`, the options that put the subcommand in its
- * listing mode, appeared.
- */
-static bool git_opts_only(json_t *args, size_t from, const char *const *opts,
-			  const char *const *listing, size_t *words, bool *lists)
+static bool branch_dangerous(json_t *args, size_t from)
 {
-	*words = 0;
-	*lists = false;
-	for (size_t i = from; i < json_array_size(args); i++) {
-		const char *a = json_string_value(json_array_get(args, i));
+	static const char *const takes[] = { "--contains", "--no-contains", "--points-at",
+					     "--sort", NULL };
+	static const char *const optional[] = { "--merged", "--no-merged", NULL };
 
-		if (a[0] != '-' || a[1] == '\0') {
-			(*words)++;
+	return names_without_list(args, from, takes, optional);
+}
+
+static bool tag_dangerous(json_t *args, size_t from)
+{
+	static const char *const takes[] = { "--contains", "--no-contains", "--merged",
+					     "--no-merged", "--points-at", "--sort", "--format",
+					     "-n", NULL };
+
+	return names_without_list(args, from, takes, NULL);
+}
+
+/* `remote` only lists: nothing but -v. */
+static bool remote_dangerous(json_t *args, size_t from)
+{
+	for (size_t i = from; i < json_array_size(args); i++)
+		if (strcmp(arg_at(args, i), "-v") != 0 && strcmp(arg_at(args, i), "--verbose") != 0)
+			return true;
+	return false;
+}
+
+/* `remote show` names exactly one remote, a plain name. */
+static bool remote_show_dangerous(json_t *args, size_t from)
+{
+	const char *name = NULL;
+	size_t names = 0;
+
+	for (size_t i = from; i < json_array_size(args); i++)
+		if (strcmp(arg_at(args, i), "-n") != 0) {
+			name = arg_at(args, i);
+			names++;
+		}
+	if (names != 1 || !*name)
+		return true;
+	for (const char *p = name; *p; p++)
+		if (!strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-", *p))
+			return true;
+	return false;
+}
+
+/* `config --list` takes no key. */
+static bool config_list_dangerous(json_t *args, size_t from)
+{
+	for (size_t i = from; i < json_array_size(args); i++)
+		if (arg_at(args, i)[0] != '-')
+			return true;
+	return false;
+}
+
+static const struct git_policy git_policies[] = {
+	{ "branch", branch_flags, branch_dangerous },
+	{ "tag", tag_flags, tag_dangerous },
+	{ "remote", remote_flags, remote_dangerous },
+	{ "remote show", remote_show_flags, remote_show_dangerous },
+	{ "config --get", config_get_flags, NULL },
+	{ "config --get-all", config_get_flags, NULL },
+	{ "config --list", config_list_flags, config_list_dangerous },
+	{ "status", status_flags, NULL },
+	{ NULL, NULL, NULL }
+};
+
+static const struct git_policy *policy_of(const char *sub)
+{
+	for (size_t i = 0; git_policies[i].name; i++)
+		if (strcmp(git_policies[i].name, sub) == 0)
+			return &git_policies[i];
+	return NULL;
+}
+
+static bool known_sub(const char *sub)
+{
+	return is_one_of(sub, git_plain) || policy_of(sub);
+}
+
+static const struct git_flag *flag_of(const struct git_policy *p, const char *name, size_t n)
+{
+	for (size_t i = 0; p->flags[i].name; i++)
+		if (strlen(p->flags[i].name) == n && strncmp(p->flags[i].name, name, n) == 0)
+			return &p->flags[i];
+	return NULL;
+}
+
+/* Every flag of a policied subcommand in its list (validateSubcommandFlags). */
+static sg_err check_flags(struct sg_tool_call *t, const struct git_call *g)
+{
+	size_t n = json_array_size(g->args);
+
+	for (size_t i = g->from; i < n; i++) {
+		const char *a = arg_at(g->args, i), *eq = strchr(a, '=');
+		size_t len = eq ? (size_t)(eq - a) : strlen(a);
+		const struct git_flag *f;
+
+		if (strcmp(a, "--") == 0)
+			break;
+		if (a[0] != '-')
+			continue;
+		f = flag_of(g->policy, a, len);
+		if (!f && len > 2 && a[1] != '-' && !eq) {
+			/* A bundle of short flags, each taking no value. */
+			for (const char *c = a + 1; *c; c++) {
+				char one[3] = { '-', *c, '\0' };
+				const struct git_flag *b = flag_of(g->policy, one, 2);
+
+				if (!b || b->arg != GF_NONE)
+					return sg_err_set(&t->op->err, SG_E_PERMISSION,
+							  "git %s flag \"%s\" is not allowed in "
+							  "restricted mode", g->sub, one);
+			}
 			continue;
 		}
-		if (!git_opt_in(a, opts))
-			return false;
-		*lists |= git_opt_in(a, listing);
+		if (!f)
+			return sg_err_set(&t->op->err, SG_E_PERMISSION,
+					  "git %s flag \"%.*s\" is not allowed in restricted mode",
+					  g->sub, (int)len, a);
+		if (f->arg == GF_NONE && eq)
+			return sg_err_set(&t->op->err, SG_E_INVALID_ARGUMENT,
+					  "git %s flag \"%.*s\" does not accept a value", g->sub,
+					  (int)len, a);
+		if (f->arg != GF_NONE && !eq)
+			i++;
+		if (f->arg == GF_NUMBER) {
+			const char *v = eq ? eq + 1 : arg_at(g->args, i);
+			char *end = NULL;
+
+			if (v && *v && (strtol(v, &end, 10), *end != '\0'))
+				return sg_err_set(&t->op->err, SG_E_INVALID_ARGUMENT,
+						  "git %s flag \"%.*s\" requires a numeric value, "
+						  "got \"%s\"", g->sub, (int)len, a, v);
+		}
 	}
-	return true;
+	if (g->policy->dangerous && g->policy->dangerous(g->args, g->from))
+		return sg_err_set(&t->op->err, SG_E_PERMISSION,
+				  "git %s: operation not allowed in restricted mode", g->sub);
+	return SG_OK;
+}
+
+/* add and restore --staged: literal workspace paths, nothing else. */
+static sg_err check_paths(struct sg_tool_call *t, const struct git_call *g)
+{
+	size_t paths = 0;
+	bool dashdash = false;
+
+	for (size_t i = g->from; i < json_array_size(g->args); i++) {
+		const char *raw = arg_at(g->args, i), *a = raw + strspn(raw, " \t\r\n");
+		size_t n = strlen(a);
+
+		if (strcmp(raw, "--") == 0) {
+			if (dashdash)
+				return sg_err_set(&t->op->err, SG_E_INVALID_ARGUMENT,
+						  "git %s accepts at most one -- path separator",
+						  g->sub);
+			dashdash = true;
+			continue;
+		}
+		while (n && strchr(" \t\r\n", a[n - 1]))
+			n--;
+		if (!n)
+			return sg_err_set(&t->op->err, SG_E_INVALID_ARGUMENT,
+					  "git %s requires non-empty explicit path arguments", g->sub);
+		if (a[0] == '-')
+			return sg_err_set(&t->op->err, SG_E_PERMISSION,
+					  "git %s only accepts explicit file or directory paths; "
+					  "flag \"%.*s\" is not allowed", g->sub, (int)n, a);
+		if (a[0] == '/')
+			return sg_err_set(&t->op->err, SG_E_INVALID_ARGUMENT,
+					  "git %s requires workspace-relative paths, got absolute "
+					  "path \"%.*s\"", g->sub, (int)n, a);
+		if (strpbrk(a, "*?[") || a[0] == ':' || strstr(a, ":("))
+			return sg_err_set(&t->op->err, SG_E_PERMISSION,
+					  "git %s only accepts literal paths from git status; "
+					  "wildcard or pathspec magic \"%.*s\" is not allowed",
+					  g->sub, (int)n, a);
+		/* ".", "..", "./", "../x": root, the current directory, or above. */
+		if ((n == 1 && a[0] == '.') || (n >= 2 && a[0] == '.' && a[1] == '/' &&
+						!a[2 + strspn(a + 2, "/.")]) ||
+		    (n >= 2 && strncmp(a, "..", 2) == 0 && (n == 2 || a[2] == '/')))
+			return sg_err_set(&t->op->err, SG_E_PERMISSION,
+					  "git %s requires explicit workspace paths; root, "
+					  "current-directory, and parent traversal pathspecs are "
+					  "not allowed", g->sub);
+		paths++;
+	}
+	if (!paths)
+		return sg_err_set(&t->op->err, SG_E_INVALID_ARGUMENT,
+				  "git %s requires at least one explicit file or directory path "
+				  "from git status", g->sub);
+	return SG_OK;
+}
+
+/* A message file of commit -F: a literal workspace path, never stdin. */
+static sg_err check_message_file(struct sg_tool_call *t, const char *flag, const char *v)
+{
+	v += strspn(v, " \t\r\n");
+	if (!*v)
+		return sg_err_set(&t->op->err, SG_E_INVALID_ARGUMENT,
+				  "git commit flag \"%s\" requires a non-empty message file", flag);
+	if (strcmp(v, "-") == 0)
+		return sg_err_set(&t->op->err, SG_E_PERMISSION,
+				  "git commit flag \"%s\" cannot read the message from stdin in "
+				  "restricted mode", flag);
+	if (v[0] == '/' || strcmp(v, ".") == 0 || strncmp(v, "..", 2) == 0)
+		return sg_err_set(&t->op->err, SG_E_PERMISSION,
+				  "git commit flag \"%s\" requires a workspace-relative message "
+				  "file, got \"%s\"", flag, v);
+	if (strpbrk(v, "*?[") || v[0] == ':' || strstr(v, ":("))
+		return sg_err_set(&t->op->err, SG_E_PERMISSION,
+				  "git commit flag \"%s\" requires a literal message file path, "
+				  "got \"%s\"", flag, v);
+	return SG_OK;
+}
+
+/* commit: an explicit message (-m, --message, -F, --file), few flags. */
+static sg_err check_commit(struct sg_tool_call *t, const struct git_call *g)
+{
+	static const char *const blocked[] = {
+		"--no-verify", "--gpg-sign", "--no-gpg-sign", "-S", "--signoff", "--fixup",
+		"--squash", "-C", "-c", "--author", "--date", "--allow-empty",
+		"--allow-empty-message", "-e", "--edit", NULL
+	};
+	size_t n = json_array_size(g->args);
+	bool message = false;
+	sg_err rc = SG_OK;
+
+	for (size_t i = g->from; i < n && !rc; i++) {
+		const char *a = arg_at(g->args, i);
+
+		for (size_t k = 0; blocked[k]; k++) {
+			size_t bl = strlen(blocked[k]);
+
+			if (strcmp(a, blocked[k]) == 0 || (strncmp(a, blocked[k], bl) == 0 &&
+							   a[bl] == '='))
+				return sg_err_set(&t->op->err, SG_E_PERMISSION,
+						  "git commit flag \"%s\" is not allowed in "
+						  "restricted mode", blocked[k]);
+		}
+		if (strcmp(a, "-m") == 0 || strcmp(a, "--message") == 0 ||
+		    strcmp(a, "-F") == 0 || strcmp(a, "--file") == 0) {
+			if (i + 1 >= n)
+				return sg_err_set(&t->op->err, SG_E_INVALID_ARGUMENT,
+						  "git commit flag \"%s\" requires a %s", a,
+						  a[1] == 'F' || a[2] == 'f' ? "message file"
+									     : "message");
+			if (a[1] == 'F' || a[2] == 'f')
+				rc = check_message_file(t, a, arg_at(g->args, i + 1));
+			message = true;
+			i++;
+		} else if ((strncmp(a, "-m", 2) == 0) || strncmp(a, "--message=", 10) == 0) {
+			message = true;
+		} else if (strncmp(a, "--file=", 7) == 0) {
+			rc = check_message_file(t, "--file", a + 7);
+			message = true;
+		} else if (strcmp(a, "--amend") != 0) {
+			return sg_err_set(&t->op->err, a[0] == '-' ? SG_E_PERMISSION
+								  : SG_E_INVALID_ARGUMENT,
+					  a[0] == '-' ? "git commit flag \"%s\" is not allowed in "
+							"restricted mode"
+						      : "git commit only supports explicit "
+							"non-interactive message flags; unexpected arg "
+							"\"%s\"", a);
+		}
+	}
+	if (!rc && !message)
+		rc = sg_err_set(&t->op->err, SG_E_INVALID_ARGUMENT,
+				"git commit requires an explicit message via -m/--message or "
+				"-F/--file");
+	return rc;
+}
+
+/* push: no arguments, or -u/--set-upstream origin <branch>. */
+static sg_err check_push(struct sg_tool_call *t, const struct git_call *g)
+{
+	size_t n = json_array_size(g->args) - g->from;
+	const char *first = arg_at(g->args, g->from);
+
+	if (n == 0 || (n == 3 && (strcmp(first, "-u") == 0 ||
+				  strcmp(first, "--set-upstream") == 0)))
+		return SG_OK;
+	for (size_t i = g->from; i < json_array_size(g->args); i++) {
+		const char *a = arg_at(g->args, i);
+
+		if (strcmp(a, "--force") == 0 || strcmp(a, "--force-with-lease") == 0 ||
+		    strcmp(a, "-f") == 0 || strncmp(a, "--force=", 8) == 0 ||
+		    strncmp(a, "--delete", 8) == 0 || strcmp(a, "--tags") == 0)
+			return sg_err_set(&t->op->err, SG_E_PERMISSION,
+					  "git push flag \"%s\" is not allowed in restricted mode", a);
+		if (a[0] == ':')
+			return sg_err_set(&t->op->err, SG_E_PERMISSION,
+					  "git push refspec \"%s\" is not allowed in restricted mode",
+					  a);
+	}
+	return sg_err_set(&t->op->err, SG_E_PERMISSION,
+			  "git push only supports: no args, -u origin <current-branch>, or "
+			  "--set-upstream origin <current-branch>");
+}
+
+/* cat-file: one metadata mode (-t, -s, -e), never an object's content. */
+static sg_err check_cat_file(struct sg_tool_call *t, const struct git_call *g)
+{
+	bool mode = false;
+
+	for (size_t i = g->from; i < json_array_size(g->args); i++) {
+		const char *a = arg_at(g->args, i);
+
+		if (strcmp(a, "-t") == 0 || strcmp(a, "-s") == 0 || strcmp(a, "-e") == 0) {
+			if (mode)
+				return sg_err_set(&t->op->err, SG_E_INVALID_ARGUMENT,
+						  "git cat-file accepts exactly one metadata mode");
+			mode = true;
+		} else if (a[0] == '-') {
+			return sg_err_set(&t->op->err, SG_E_PERMISSION,
+					  "git cat-file flag \"%s\" is not allowed; only -t, -s, "
+					  "and -e metadata modes are allowed", a);
+		}
+	}
+	if (!mode)
+		return sg_err_set(&t->op->err, SG_E_PERMISSION,
+				  "git cat-file only allows -t, -s, and -e metadata modes");
+	return SG_OK;
+}
+
+/* The other plain subcommands: no configuration overrides, no --no-index. */
+static sg_err check_overrides(struct sg_tool_call *t, const struct git_call *g)
+{
+	for (size_t i = g->from; i < json_array_size(g->args); i++) {
+		const char *a = arg_at(g->args, i);
+
+		if (strncmp(a, "-c", 2) == 0 || strcmp(a, "--config-env") == 0 ||
+		    strncmp(a, "--config-env=", 13) == 0 || strcmp(a, "--exec-path") == 0 ||
+		    strncmp(a, "--exec-path=", 12) == 0 || strcmp(a, "--no-index") == 0)
+			return sg_err_set(&t->op->err, SG_E_PERMISSION,
+					  "git global config overrides are not allowed");
+	}
+	return SG_OK;
+}
+
+/* Whether args[i] is commit's message, where the host allows metacharacters. */
+static bool is_message(const struct git_call *g, size_t i)
+{
+	const char *a = arg_at(g->args, i), *prev = i > g->from ? arg_at(g->args, i - 1) : "";
+
+	if (strcmp(g->sub, "commit") != 0)
+		return false;
+	return strcmp(prev, "-m") == 0 || strcmp(prev, "--message") == 0 ||
+	       (strncmp(a, "-m", 2) == 0 && a[2]) || strncmp(a, "--message=", 10) == 0;
+}
+
+/* The checks every argument passes (validateGlobalGitArgs). */
+static sg_err check_globals(struct sg_tool_call *t, const struct git_call *g)
+{
+	bool paths = strcmp(g->sub, "add") == 0 || strcmp(g->sub, "restore --staged") == 0;
+
+	for (size_t i = g->from; i < json_array_size(g->args); i++) {
+		const char *a = arg_at(g->args, i), *bad;
+
+		if (strcmp(a, "--config-env") == 0 || strncmp(a, "--config-env=", 13) == 0 ||
+		    strcmp(a, "--exec-path") == 0 || strncmp(a, "--exec-path=", 12) == 0)
+			return sg_err_set(&t->op->err, SG_E_PERMISSION,
+					  "git arg \"%s\" is not allowed", a);
+		bad = strpbrk(a, GIT_METACHARS);
+		if (bad && !is_message(g, i) &&
+		    !(paths && strcmp(a, "--") != 0 && a[strspn(a, " \t\r\n")] != '-'))
+			return sg_err_set(&t->op->err, SG_E_PERMISSION,
+					  "git arg \"%.200s\" contains blocked metacharacter \"%c\"",
+					  a, *bad);
+	}
+	return SG_OK;
 }
 
 /*
@@ -71,10 +566,10 @@ static bool git_opts_only(json_t *args, size_t from, const char *const *opts,
  * the value of -e, -f, -m and -A/-B/-C in the rest of a bundle or the next
  * argument, which is a pattern or a number, never an option.
  */
-static bool git_grep_opens_pager(json_t *args, size_t sub)
+static bool grep_opens_pager(const struct git_call *g)
 {
-	for (size_t i = sub + 1; i < json_array_size(args); i++) {
-		const char *a = json_string_value(json_array_get(args, i));
+	for (size_t i = g->from; i < json_array_size(g->args); i++) {
+		const char *a = arg_at(g->args, i);
 		size_t n = strcspn(a, "=");
 
 		if (strcmp(a, "--") == 0)
@@ -100,224 +595,100 @@ static bool git_grep_opens_pager(json_t *args, size_t sub)
 }
 
 /*
- * NULL when a read_only git may run subcommand args[sub] with the rest of
- * args; otherwise the sentence that says why not.  Most reading
- * subcommands read in every form (their options that hand files to a
- * program are refused in git_read_only).  branch, tag, remote, stash,
- * config and help read only in some forms, and every argument decides:
- * `branch -v -D x` deletes, a bare `stash` stashes, `help log` starts man.
+ * read_only's own refusals, after the allow-list: the writes, and the
+ * options that hand files to a program (a pager through grep -O, external
+ * diff drivers and textconv that git_no_programs' flags would not cover,
+ * a git started in each submodule).
  */
-static const char *git_refusal(json_t *args, size_t sub)
+static sg_err check_read_only(struct sg_tool_call *t, const struct git_call *g)
 {
-	static const char *const readers[] = {
-		"status", "diff", "log", "show", "blame", "rev-parse", "ls-files",
-		"grep", "describe", "shortlog", "cat-file", "ls-tree", "rev-list",
-		"whatchanged", "name-rev", "merge-base", "show-ref", "count-objects",
-		"annotate", "diff-tree", "diff-files", "diff-index", "for-each-ref",
-		"var", "version", NULL
-	};
-	static const char *const branch_opts[] = {
-		"--list", "-l", "-v", "-vv", "--verbose", "-a", "--all", "-r", "--remotes",
-		"--show-current", "--contains*", "--no-contains*", "--merged*", "--no-merged*",
-		"--points-at*", "--sort=*", "--format=*", "--color", "--color=*", "--no-color",
-		"--column", "--column=*", "--no-column", "--abbrev=*", "--no-abbrev", "-i",
-		"--ignore-case", "--omit-empty", NULL
-	};
-	static const char *const branch_listing[] = {
-		"--list", "-l", "-v", "-vv", "--verbose", "--contains*", "--no-contains*",
-		"--merged*", "--no-merged*", "--points-at*", NULL
-	};
-	/* Not tag's -v, which verifies: it runs gpg. */
-	static const char *const tag_opts[] = {
-		"--list", "-l", "-n*", "--contains*", "--no-contains*", "--merged*",
-		"--no-merged*", "--points-at*", "--sort=*", "--format=*", "--color",
-		"--color=*", "--no-color", "--column", "--column=*", "--no-column", "-i",
-		"--ignore-case", "--omit-empty", NULL
-	};
-	static const char *const tag_listing[] = {
-		"--list", "-l", "-n*", "--contains*", "--no-contains*", "--merged*",
-		"--no-merged*", "--points-at*", NULL
-	};
-	static const char *const config_opts[] = {
-		"-l", "--list", "--get", "--get-all", "--get-regexp", "-z", "--null",
-		"--name-only", "--show-origin", "--show-scope", "--type=*", "--bool", "--int",
-		"--bool-or-int", "--path", "--expiry-date", "--default=*", "--local",
-		"--global", "--system", "--worktree", "--includes", "--no-includes", NULL
-	};
-	static const char *const config_listing[] = {
-		"-l", "--list", "--get", "--get-all", "--get-regexp", NULL
-	};
-	static const char *const help_opts[] = {
-		"-a", "--all", "-g", "--guides", "-c", "--config", "--no-external-commands",
-		"--no-aliases", "--verbose", "--no-verbose", "--user-interfaces",
-		"--developer-interfaces", NULL
-	};
-	static const char *const none[] = { NULL };
-	const char *cmd = json_string_value(json_array_get(args, sub));
-	const char *next = json_string_value(json_array_get(args, sub + 1));
-	size_t words = 0;
-	bool lists = false;
+	if (is_one_of(g->sub, git_writes))
+		return sg_err_set(&t->op->err, SG_E_PERMISSION, "git %s writes: %s", g->sub,
+				  GIT_READ_ONLY);
+	if (strcmp(g->sub, "grep") == 0 && grep_opens_pager(g))
+		return sg_err_set(&t->op->err, SG_E_PERMISSION,
+				  "git grep -O (--open-files-in-pager) is not allowed in read_only "
+				  "mode: it hands the matching files to a program");
+	for (size_t i = g->from; i < json_array_size(g->args); i++) {
+		const char *a = arg_at(g->args, i);
+		bool sub_diff = strncmp(a, "--sub", 5) == 0 && strcmp(a, "--submodule") != 0 &&
+				strcmp(a, "--submodule=log") != 0 &&
+				strcmp(a, "--submodule=short") != 0;
 
-	for (size_t i = 0; readers[i]; i++)
-		if (strcmp(cmd, readers[i]) == 0)
-			return strcmp(cmd, "grep") == 0 && git_grep_opens_pager(args, sub)
-				       ? "git grep -O (--open-files-in-pager) hands the matching "
-					 "files to a program"
-				       : NULL;
-	if (strcmp(cmd, "branch") == 0 || strcmp(cmd, "tag") == 0) {
-		bool tag = cmd[0] == 't';
-
-		/* A name without a listing option creates. */
-		if (git_opts_only(args, sub + 1, tag ? tag_opts : branch_opts,
-				  tag ? tag_listing : branch_listing, &words, &lists) &&
-		    (words == 0 || lists))
-			return NULL;
-		return "git branch and tag only list in read_only mode: a name only "
-		       "after --list, --contains, --merged or --points-at (or branch's "
-		       "-v, tag's -n), and no option that creates, deletes, moves or "
-		       "verifies";
+		if (strncmp(a, "--ext", 5) == 0 || strncmp(a, "--textc", 7) == 0 || sub_diff)
+			return sg_err_set(&t->op->err, SG_E_PERMISSION,
+					  "git option %.64s is not allowed in read_only mode: it "
+					  "hands files to a program the configuration names", a);
 	}
-	if (strcmp(cmd, "remote") == 0) {
-		size_t i = sub + 1;
-		const char *word;
-
-		while ((word = json_string_value(json_array_get(args, i))) &&
-		       (strcmp(word, "-v") == 0 || strcmp(word, "--verbose") == 0))
-			i++;
-		if (!word ||
-		    (strcmp(word, "show") == 0 &&
-		     git_opts_only(args, i + 1, (const char *const[]){ "-n", NULL }, none,
-				   &words, &lists)) ||
-		    (strcmp(word, "get-url") == 0 &&
-		     git_opts_only(args, i + 1, (const char *const[]){ "--push", "--all", NULL },
-				   none, &words, &lists)))
-			return NULL;
-		return "git remote only lists in read_only mode: `remote [-v]`, "
-		       "`remote show` and `remote get-url`";
-	}
-	if (strcmp(cmd, "stash") == 0)
-		return next && (strcmp(next, "list") == 0 || strcmp(next, "show") == 0)
-			       ? NULL
-			       : "git stash only lists in read_only mode: `stash list` and "
-				 "`stash show`";
-	if (strcmp(cmd, "config") == 0)
-		return git_opts_only(args, sub + 1, config_opts, config_listing, &words,
-				     &lists) && lists
-			       ? NULL
-			       : "git config only reads in read_only mode: --get, --get-all, "
-				 "--get-regexp or --list, with display options";
-	if (strcmp(cmd, "help") == 0)
-		return git_opts_only(args, sub + 1, help_opts, none, &words, &lists) &&
-				       words == 0
-			       ? NULL
-			       : "git help only lists in read_only mode (-a, -g, -c): a "
-				 "manual page needs a viewer program";
-	return "it may write";
+	return SG_OK;
 }
 
 /*
- * `-c` keys a read_only git may set: display and diff settings that
- * neither write nor run a program.  Everything else stays refused, above
- * all the keys that name a program (core.pager, core.fsmonitor,
- * diff.external, core.sshCommand, core.hooksPath, alias.*, *.textconv,
- * filter.*, credential.*, ...): an allow-list cannot miss one.
+ * Parse and check a call the way the host does (parseGitInvocation): the
+ * subcommand, joined with the first argument when only the two words
+ * together name an allowed form ("stash" + ["list"]), then the checks.
  */
-static bool git_key_harmless(const char *kv)
+static sg_err git_parse(struct sg_tool_call *t, struct git_call *g)
 {
-	static const char *const keys[] = {
-		"color.ui", "color.diff", "color.status", "color.branch", "color.grep",
-		"core.quotepath", "core.abbrev", "core.safecrlf", "core.autocrlf",
-		"diff.noprefix", "diff.renames", "diff.mnemonicprefix", "diff.context",
-		"diff.algorithm", "diff.indentheuristic", "diff.relative",
-		"diff.interhunkcontext", "diff.suppressblankempty", "diff.statgraphwidth",
-		"log.decorate", "log.date", "log.abbrevcommit", "log.follow",
-		"log.showroot", "log.mailmap", "grep.linenumber", "grep.extendedregexp",
-		"grep.patterntype", "status.short", "status.branch",
-		"status.showuntrackedfiles", "blame.date", "i18n.logoutputencoding",
-		"format.pretty", "pager.log", "pager.diff", "pager.show", NULL
-	};
-	size_t n = strcspn(kv, "=");
+	const char *given = NULL, *first;
+	size_t lead, n;
+	sg_err rc;
 
-	for (size_t i = 0; keys[i]; i++)
-		if (strlen(keys[i]) == n && strncasecmp(keys[i], kv, n) == 0) {
-			/* pager.<cmd> may only turn the pager off. */
-			if (strncasecmp(kv, "pager.", 6) == 0)
-				return kv[n] == '=' && (strcmp(kv + n + 1, "false") == 0 ||
-							strcmp(kv + n + 1, "0") == 0);
-			return true;
-		}
-	return false;
-}
+	memset(g, 0, sizeof(*g));
+	rc = sg_arg_str(t->a, "subcommand", false, &given, &t->op->err);
+	if (!rc)
+		rc = sg_arg_strings(t->a, "args", &g->args, &t->op->err);
+	if (rc)
+		return rc;
+	g->given = given;
+	lead = given ? strspn(given, " \t\r\n") : 0;
+	n = given ? strlen(given + lead) : 0;
+	while (n && strchr(" \t\r\n", given[lead + n - 1]))
+		n--;
+	if (!n)
+		return sg_err_set(&t->op->err, SG_E_INVALID_ARGUMENT, "git requires subcommand");
+	if (n >= sizeof(g->sub))
+		return sg_err_set(&t->op->err, SG_E_PERMISSION,
+				  "git subcommand \"%.64s\" is not allowed in restricted mode", given);
+	memcpy(g->sub, given + lead, n);
+	g->sub[n] = '\0';
+	first = arg_at(g->args, 0);
+	if (!known_sub(g->sub) && first && n + 1 + strlen(first) < sizeof(g->sub)) {
+		char both[sizeof(g->sub)];
 
-/*
- * git's global options, before the subcommand, in read_only mode: the
- * ones that can neither write nor run a program.  `-C DIR` must stay
- * inside root (resolved in the environment, like every path); the rest
- * are refused with the reason.  *sub is the subcommand's index in args.
- */
-static sg_err git_globals(struct sg_tool_call *t, json_t *args, const char *cwd, size_t *sub)
-{
-	static const char *const plain[] = {
-		"--no-pager", "-P", "--no-optional-locks", "--literal-pathspecs",
-		"--glob-pathspecs", "--noglob-pathspecs", "--icase-pathspecs",
-		"--no-replace-objects", "--no-advice", NULL
-	};
-	size_t i = 0, n = json_array_size(args);
-	sg_err rc = SG_OK;
-
-	for (; i < n && !rc; i++) {
-		const char *a = json_string_value(json_array_get(args, i));
-		bool known = false;
-
-		if (a[0] != '-')
-			break;
-		for (size_t k = 0; plain[k]; k++)
-			known |= strcmp(a, plain[k]) == 0;
-		if (known)
-			continue;
-		if ((strcmp(a, "-C") == 0 || strcmp(a, "-c") == 0) && i + 1 == n)
-			return sg_err_set(&t->op->err, SG_E_INVALID_ARGUMENT,
-					  "git %s needs a value", a);
-		if (strcmp(a, "-C") == 0) {
-			const char *dir = json_string_value(json_array_get(args, ++i));
-			struct sg_buf joined = SG_BUF_INIT(2 * SG_PATH_MAX + 2);
-			char *where = NULL;
-
-			/* Relative to cwd, as git reads it; outside root is path_escape. */
-			if (sg_buf_addf(&joined, "%s%s%s", cwd && dir[0] != '/' ? cwd : "",
-					cwd && dir[0] != '/' ? "/" : "", dir))
-				rc = sg_err_set(&t->op->err, SG_E_INVALID_ARGUMENT,
-						"git -C: the path is too long");
-			/* Relayed (no environment here), the peer resolves it. */
-			if (!rc && t->s->env)
-				rc = sg_envcall_resolve(t->s, joined.p, false, &where,
-							&t->op->cancel, &t->op->err);
-			sg_buf_release(&joined);
-			free(where);
-		} else if (strcmp(a, "-c") == 0) {
-			const char *kv = json_string_value(json_array_get(args, ++i));
-
-			if (!git_key_harmless(kv))
-				rc = sg_err_set(&t->op->err, SG_E_PERMISSION,
-						"git -c %.*s is not allowed in read_only mode: only "
-						"display settings (color.*, core.quotepath, diff.*, "
-						"log.* and the like) are; a key that can run a program "
-						"or write never is",
-						(int)strcspn(kv, "="), kv);
-		} else {
-			rc = sg_err_set(&t->op->err, SG_E_PERMISSION,
-					"git option %.64s is not allowed in read_only mode "
-					"(allowed before the subcommand: -C DIR inside the "
-					"workspace, -c with a display setting, --no-pager, "
-					"--no-optional-locks, --literal-pathspecs)", a);
+		memcpy(both, g->sub, n);
+		both[n] = ' ';
+		memcpy(both + n + 1, first, strlen(first) + 1);
+		if (known_sub(both)) {
+			memcpy(g->sub, both, sizeof(both));
+			g->from = 1;
 		}
 	}
-	*sub = i;
-	if (!rc && i == n)
-		rc = sg_err_set(&t->op->err, SG_E_INVALID_ARGUMENT,
-				"`args` names no git subcommand after its options");
+	g->policy = policy_of(g->sub);
+	rc = check_globals(t, g);
+	if (rc)
+		return rc;
+	if (g->policy)
+		rc = check_flags(t, g);
+	else if (!is_one_of(g->sub, git_plain))
+		rc = sg_err_set(&t->op->err, SG_E_PERMISSION,
+				"git subcommand \"%.64s\" is not allowed in restricted mode", given);
+	else if (strcmp(g->sub, "add") == 0 || strcmp(g->sub, "restore --staged") == 0)
+		rc = check_paths(t, g);
+	else if (strcmp(g->sub, "commit") == 0)
+		rc = check_commit(t, g);
+	else if (strcmp(g->sub, "push") == 0)
+		rc = check_push(t, g);
+	else if (strcmp(g->sub, "cat-file") == 0)
+		rc = check_cat_file(t, g);
+	else
+		rc = check_overrides(t, g);
+	if (!rc && t->mode == SG_CONFINE_READ_ONLY)
+		rc = check_read_only(t, g);
 	return rc;
 }
+
+/* ---- running git ---- */
 
 /*
  * Whether a configuration entry (as `git config --list -z` gives it:
@@ -329,7 +700,7 @@ static sg_err git_globals(struct sg_tool_call *t, json_t *args, const char *cwd,
  * key whose last part names a command, a program or a helper.  Values that
  * turn a feature off ("false", a pager.<cmd> boolean) are harmless.
  */
-static bool git_entry_runs_program(const char *key, const char *value)
+static bool entry_runs_program(const char *key, const char *value)
 {
 	static const char *const sections[] = { "filter", "gpg", "man", "browser",
 						"difftool", "mergetool", NULL };
@@ -340,6 +711,7 @@ static bool git_entry_runs_program(const char *key, const char *value)
 		"proxycommand", "viewer", "tool", NULL
 	};
 	static const char *const off[] = { "false", "no", "off", "0", "", NULL };
+	static const char *const on[] = { "true", "yes", "on", "1", NULL };
 	const char *dot = strchr(key, '.'), *last = strrchr(key, '.');
 	size_t slen = dot ? (size_t)(dot - key) : strlen(key);
 	bool hit = false;
@@ -349,105 +721,99 @@ static bool git_entry_runs_program(const char *key, const char *value)
 	for (size_t i = 0; names[i] && !hit && last; i++)
 		hit = strcmp(last + 1, names[i]) == 0;
 	/* pager.<cmd> and core.fsmonitor may be set to false. */
-	if (hit && (strncmp(key, "pager.", 6) == 0 || strcmp(key, "core.fsmonitor") == 0) &&
-	    value) {
+	if (hit && value &&
+	    (strncmp(key, "pager.", 6) == 0 || strcmp(key, "core.fsmonitor") == 0)) {
 		for (size_t i = 0; off[i]; i++)
 			if (strcasecmp(value, off[i]) == 0)
 				return false;
-		if (strncmp(key, "pager.", 6) == 0 &&
-		    (strcasecmp(value, "true") == 0 || strcasecmp(value, "yes") == 0 ||
-		     strcasecmp(value, "on") == 0 || strcmp(value, "1") == 0))
-			return false;
+		for (size_t i = 0; on[i] && strncmp(key, "pager.", 6) == 0; i++)
+			if (strcasecmp(value, on[i]) == 0)
+				return false;
 	}
 	return hit;
 }
 
 /*
- * The flags that keep a read_only git from handing a file to a program the
- * configuration names (diff.external, a diff driver's command or
- * textconv), and in *at the index in args they go before: right after the
- * subcommand (after `stash show` / `stash list`).  NULL when the
- * subcommand shows no diff.  git_exec_only's rule stops such a program
- * from starting, all but one: the ELF interpreter stays executable because
- * git needs it, and given a workspace file as its argument it would load
- * and run that file.  These flags take the argument away.
- */
-static const char *const *git_no_programs(json_t *args, size_t sub, size_t *at)
-{
-	static const char *const both[] = { "--no-ext-diff", "--no-textconv", NULL };
-	static const char *const textconv[] = { "--no-textconv", NULL };
-	static const char *const diffs[] = { "diff", "log", "show", "whatchanged",
-					     "diff-tree", "diff-files", "diff-index", NULL };
-	const char *cmd = json_string_value(json_array_get(args, sub));
-	const char *next = json_string_value(json_array_get(args, sub + 1));
-
-	*at = sub + 1;
-	for (size_t i = 0; diffs[i]; i++)
-		if (strcmp(cmd, diffs[i]) == 0)
-			return both;
-	if (strcmp(cmd, "blame") == 0 || strcmp(cmd, "annotate") == 0 ||
-	    strcmp(cmd, "grep") == 0)
-		return textconv;
-	if (strcmp(cmd, "stash") == 0 && next &&
-	    (strcmp(next, "show") == 0 || strcmp(next, "list") == 0)) {
-		*at = sub + 2;
-		return both;
-	}
-	return NULL;
-}
-
-/*
  * Start a read_only git's argv in av: `sg-helper confine --git`, inside
- * the confinement exec_argv adds, so that git may execute only itself,
+ * the confinement sg_tool_exec adds, so that git may execute only itself,
  * its exec-path helpers and the ELF interpreter.  A program the
  * configuration names (a filter, textconv, diff command, pager, hook) then
  * fails to start, even one added after git_config_guard read the files:
  * this, not the guard, is what makes the race between the two harmless.
  */
-static sg_err git_exec_only(struct sg_tool_call *t, struct sg_strv *av)
+static bool add_exec_only(struct sg_tool_call *t, struct sg_strv *av)
 {
-	if (sg_strv_addv(av, (const char *[]){ t->s->env->helper, "confine", "--mode",
-						"read_only", "--root", t->s->root, "--git",
-						"--", NULL }))
-		return sg_err_set(&t->op->err, SG_E_INTERNAL, "out of memory");
-	return SG_OK;
+	return sg_strv_addv(av, (const char *[]){ t->s->env->helper, "confine", "--mode",
+						   "read_only", "--root", t->s->root, "--git",
+						   "--", NULL }) == 0;
+}
+
+/*
+ * The command line outranks every configuration file, so these keys stay
+ * off even if the files change after the guard read them (and reach the
+ * gits started in submodules, through the environment):
+ * diff.submodule=short keeps a diff from starting one.
+ */
+static bool add_overrides(struct sg_strv *av)
+{
+	return sg_strv_addv(av, (const char *[]){
+		"-c", "core.fsmonitor=false", "-c", "core.pager=cat",
+		"-c", "core.hooksPath=/dev/null", "-c", "core.sshCommand=false",
+		"-c", "core.askPass=false", "-c", "credential.helper=",
+		"-c", "protocol.allow=never", "-c", "gpg.program=false",
+		"-c", "log.showSignature=false", "-c", "diff.submodule=short",
+		NULL }) == 0;
+}
+
+/* Run one git command line for the tool, output bounded, within the host's time. */
+static sg_err git_exec(struct sg_tool_call *t, struct sg_strv *av, json_t *env, bool merge,
+		       size_t max, struct sg_exec_result *r)
+{
+	sg_exec_result_init(r, max);
+	r->keep_tail = merge;
+	return sg_tool_exec(t, sg_strv_get(av), NULL, env, NULL, 0, GIT_TIMEOUT_MS, merge, r);
+}
+
+/*
+ * `git WORDS...` as av, in read_only mode inside the confinement that lets
+ * git run only itself, with the overriding keys unless `bare` (the guard
+ * reads the configuration as the files have it).
+ */
+static sg_err git_argv(struct sg_tool_call *t, const char *const *words, bool bare,
+		       struct sg_strv *av)
+{
+	bool ro = t->mode == SG_CONFINE_READ_ONLY, ok = true;
+
+	if (ro)
+		ok = add_exec_only(t, av);
+	ok = ok && sg_strv_add(av, "git") == 0;
+	if (ro && !bare)
+		ok = ok && add_overrides(av);
+	ok = ok && sg_strv_addv(av, words) == 0;
+	return ok ? SG_OK : sg_err_set(&t->op->err, SG_E_INTERNAL, "out of memory");
 }
 
 /*
  * In read_only mode, refuse a git whose configuration (the repository's
  * own, its includes, the environment's ~/.gitconfig and /etc/gitconfig,
  * all writable by a standard-mode agent before) would make it run a
- * program: `git [GLOBALS] config --list -z` is read first, with the
- * caller's -C and -c, in the same confinement.  This gives the clear
- * sentence when the files stay as they are; when they change between this
- * read and the run (filter and diff drivers have names the repository
- * chooses, so no -c override covers them), git_exec_only's Landlock rule
- * still keeps git from starting the program.
+ * program: `git config --list -z` is read first, in the same confinement.
+ * This gives the clear sentence when the files stay as they are; when they
+ * change between this read and the run (filter and diff drivers have names
+ * the repository chooses, so no -c override covers them), add_exec_only's
+ * Landlock rule still keeps git from starting the program.
  */
-static sg_err git_config_guard(struct sg_tool_call *t, json_t *args, size_t sub, const char *cwd,
-			       json_t *env)
+static sg_err git_config_guard(struct sg_tool_call *t, json_t *env)
 {
 	struct sg_strv av = SG_STRV_INIT;
 	struct sg_exec_result r;
 	sg_err rc;
 
-	sg_exec_result_init(&r, SG_GIT_CONFIG_MAX);
-	rc = git_exec_only(t, &av);
-	if (rc)
-		goto out;
-	rc = sg_strv_add(&av, "git") ? SG_E_INTERNAL : SG_OK;
-	for (size_t i = 0; !rc && i < sub; i++)
-		rc = sg_strv_add(&av, json_string_value(json_array_get(args, i)))
-			     ? SG_E_INTERNAL : SG_OK;
+	rc = git_argv(t, (const char *[]){ "config", "--list", "-z", NULL }, true, &av);
 	if (!rc)
-		rc = sg_strv_addv(&av, (const char *[]){ "config", "--list", "-z", NULL })
-			     ? SG_E_INTERNAL : SG_OK;
-	if (rc) {
-		rc = sg_err_set(&t->op->err, SG_E_INTERNAL, "out of memory");
-		goto out;
-	}
-	rc = sg_tool_exec(t, sg_strv_get(&av), cwd, env, NULL, 0, SG_COMMAND_TIMEOUT_MS, false,
-		       &r);
+		rc = git_exec(t, &av, env, false, SG_GIT_CONFIG_MAX, &r);
+	else
+		sg_exec_result_init(&r, 0);
 	if (rc)
 		goto out;
 	if (r.exit_code != 0 || r.signal || r.truncated || r.timed_out) {
@@ -458,16 +824,15 @@ static sg_err git_config_guard(struct sg_tool_call *t, json_t *args, size_t sub,
 				r.err.p ? r.err.p : "");
 		goto out;
 	}
-	/* Entries are KEY NUL or KEY LF VALUE NUL. */
+	/* Entries are KEY NUL or KEY LF VALUE NUL; p[len] is 0 (buf.h). */
 	for (size_t at = 0; at < r.out.len && !rc;) {
-		/* p[len] is 0 (buf.h), so the last entry ends too. */
 		char *e = r.out.p + at, *nl;
 		size_t n = strlen(e);
 
 		nl = strchr(e, '\n');
 		if (nl)
 			*nl = '\0';
-		if (git_entry_runs_program(e, nl ? nl + 1 : NULL))
+		if (entry_runs_program(e, nl ? nl + 1 : NULL))
 			rc = sg_err_set(&t->op->err, SG_E_PERMISSION,
 					"git's configuration sets %.100s, which runs a program; "
 					"read_only git refuses to run with it (remove it in "
@@ -481,151 +846,417 @@ out:
 }
 
 /*
- * In read_only mode, git runs only reading subcommands after harmless
- * global options (protocol section 10); SG_E_PERMISSION otherwise.
+ * The flags that keep a read_only git from handing a file to a program the
+ * configuration names (diff.external, a diff driver's command or
+ * textconv), for the subcommands that show diffs or file content.  The
+ * exec-only rule stops such a program from starting, all but one: the ELF
+ * interpreter stays executable because git needs it, and given a
+ * workspace file as its argument it would load and run that file.  These
+ * flags take the argument away.  NULL when there is nothing to show.
  */
-static sg_err git_read_only(struct sg_tool_call *t, json_t *args, const char *cwd, size_t *sub)
+static const char *const *no_program_flags(const char *sub)
 {
-	const char *why;
-	sg_err rc;
+	static const char *const both[] = { "--no-ext-diff", "--no-textconv", NULL };
+	static const char *const textconv[] = { "--no-textconv", NULL };
+	static const char *const diffs[] = { "diff", "log", "show", "stash show",
+					     "stash list", NULL };
 
-	*sub = 0;
-	rc = git_globals(t, args, cwd, sub);
-	if (rc)
-		return rc;
-	why = git_refusal(args, *sub);
-	if (why)
-		return sg_err_set(&t->op->err, SG_E_PERMISSION,
-				  "git %.64s is not allowed in read_only mode: %s",
-				  json_string_value(json_array_get(args, *sub)), why);
-	/*
-	 * --ext-diff and --textconv (and their abbreviations) would undo
-	 * git_no_programs' flags, and --submodule=diff runs a git in each
-	 * submodule that has neither; a pathspec that happens to look like
-	 * them is refused too, which costs nothing.
-	 */
-	for (size_t i = *sub + 1; i < json_array_size(args); i++) {
-		const char *a = json_string_value(json_array_get(args, i));
-		bool sub_diff = strncmp(a, "--sub", 5) == 0 && strcmp(a, "--submodule") != 0 &&
-				strcmp(a, "--submodule=log") != 0 &&
-				strcmp(a, "--submodule=short") != 0;
-
-		if (strncmp(a, "--ext", 5) == 0 || strncmp(a, "--textc", 7) == 0 || sub_diff)
-			return sg_err_set(&t->op->err, SG_E_PERMISSION,
-					  "git option %.64s is not allowed in read_only mode: it "
-					  "hands files to a program the configuration names", a);
-	}
-	return SG_OK;
+	if (is_one_of(sub, diffs))
+		return both;
+	if (strcmp(sub, "blame") == 0 || strcmp(sub, "grep") == 0)
+		return textconv;
+	return NULL;
 }
 
-/* git's `args` and `cwd`, checked; borrowed from t->a. */
-static sg_err git_args(struct sg_tool_call *t, json_t **args, const char **cwd)
+/* The words after `git` for a call (gitExecute), the pathspecs literal. */
+static sg_err git_words(struct sg_tool_call *t, const struct git_call *g, struct sg_strv *w)
 {
-	sg_err rc = sg_arg_str(t->a, "cwd", false, cwd, &t->op->err);
+	bool add = strcmp(g->sub, "add") == 0, restore = strcmp(g->sub, "restore --staged") == 0;
+	bool commit = strcmp(g->sub, "commit") == 0, ok = true;
+	const char *const *flags = t->mode == SG_CONFINE_READ_ONLY ? no_program_flags(g->sub)
+								  : NULL;
+	size_t n = json_array_size(g->args), dashdash = n;
+	char sub[sizeof(g->sub)], *save = NULL;
 
+	ok = sg_strv_add(w, "--no-optional-locks") == 0;
+	if (add || restore)
+		ok = ok && sg_strv_add(w, "--literal-pathspecs") == 0;
+	if (commit && t->git_attribution)
+		ok = ok && sg_strv_addv(w, (const char *[]){ "-c", GIT_TRAILER_RULE, NULL }) == 0;
+	memcpy(sub, g->sub, sizeof(sub));
+	for (char *word = strtok_r(sub, " ", &save); ok && word; word = strtok_r(NULL, " ", &save))
+		ok = sg_strv_add(w, word) == 0;
+	if (flags)
+		ok = ok && sg_strv_addv(w, flags) == 0;
+	if (add || restore)
+		ok = ok && sg_strv_add(w, "--") == 0;
+	/* The trailer goes before commit's pathspecs (gitattribution). */
+	for (size_t i = g->from; commit && i < n && dashdash == n; i++)
+		if (strcmp(arg_at(g->args, i), "--") == 0)
+			dashdash = i;
+	for (size_t i = g->from; ok && i < n; i++) {
+		if (commit && t->git_attribution && i == dashdash)
+			ok = sg_strv_addv(w, (const char *[]){ "--trailer", GIT_TRAILER, NULL }) == 0;
+		if ((add || restore) && strcmp(arg_at(g->args, i), "--") == 0)
+			continue;
+		ok = ok && sg_strv_add(w, arg_at(g->args, i)) == 0;
+	}
+	if (ok && commit && t->git_attribution && dashdash == n)
+		ok = sg_strv_addv(w, (const char *[]){ "--trailer", GIT_TRAILER, NULL }) == 0;
+	return ok ? SG_OK : sg_err_set(&t->op->err, SG_E_INTERNAL, "out of memory");
+}
+
+/* What one git command printed, exit code and all (runGit's core). */
+struct git_out {
+	int exit_code;
+	bool timed_out, truncated;
+	struct sg_buf text;      /* what the view shows as output */
+	struct sg_buf stdout_;   /* stdout alone (status parses it) */
+};
+
+/* Run words (after `git`) and keep its output the host's way. */
+static sg_err git_run(struct sg_tool_call *t, const char *const *words, json_t *env, bool split,
+		      struct git_out *o)
+{
+	struct sg_strv av = SG_STRV_INIT;
+	struct sg_exec_result r;
+	sg_err rc = git_argv(t, words, false, &av);
+
+	sg_exec_result_init(&r, 0);
 	if (!rc)
-		rc = sg_arg_strings(t->a, "args", args, &t->op->err);
-	if (!rc && (!*args || json_array_size(*args) == 0))
-		rc = sg_err_set(&t->op->err, SG_E_INVALID_ARGUMENT,
-				"`args` must be a non-empty array (the argv after `git`)");
+		rc = git_exec(t, &av, env, !split, split ? SG_TOOL_OUTPUT : GIT_OUTPUT_MAX, &r);
+	if (rc)
+		goto out;
+	o->timed_out = r.timed_out;
+	o->exit_code = r.timed_out ? 124 : r.signal ? -1 : r.exit_code;
+	if (split) {
+		/* stdout then stderr, as the host joins them. */
+		if (sg_buf_add(&o->stdout_, r.out.p, r.out.len) ||
+		    sg_buf_add(&o->text, r.out.p, r.out.len) ||
+		    sg_buf_add(&o->text, r.err.p, r.err.len))
+			o->truncated = true;
+		o->truncated |= r.truncated;
+	} else if (sg_exec_text(&r, &o->text)) {
+		rc = sg_err_set(&t->op->err, SG_E_INTERNAL, "out of memory");
+	} else {
+		o->truncated = r.truncated;
+	}
+out:
+	sg_exec_result_release(&r);
+	sg_strv_release(&av);
 	return rc;
+}
+
+static void git_out_init(struct git_out *o)
+{
+	memset(o, 0, sizeof(*o));
+	sg_buf_init(&o->text, GIT_OUTPUT_MAX + SG_KiB);
+	sg_buf_init(&o->stdout_, SG_TOOL_OUTPUT);
+}
+
+static void git_out_release(struct git_out *o)
+{
+	sg_buf_release(&o->text);
+	sg_buf_release(&o->stdout_);
+}
+
+/* A porcelain status letter in the host's words (statusDescription). */
+static const char *status_word(char c)
+{
+	switch (c) {
+	case 'A': return "added";
+	case 'M': return "modified";
+	case 'D': return "deleted";
+	case 'R': return "renamed";
+	case 'C': return "copied";
+	case 'T': return "type_changed";
+	case 'U': return "unmerged";
+	default: return "unknown";
+	}
 }
 
 /*
- * Run git and give the host's view of it: exit code, output (stdout and
- * stderr merged, bounded), whether it timed out.
+ * `git status --porcelain=v1 -z` (p, n bytes) into view's staged,
+ * unstaged and untracked.  A rename or copy names its source in the next
+ * NUL-separated field, which is skipped.
  */
-static sg_err git_run(struct sg_tool_call *t, const char *const *argv, const char *cwd,
-		      json_t *env, json_t **result)
+static void status_parse(const char *p, size_t n, json_t *view)
 {
-	struct sg_exec_result r;
-	struct sg_buf text = SG_BUF_INIT(t->s->tool_output + SG_KiB);
-	const char *sub = json_string_value(json_object_get(t->a, "subcommand"));
-	sg_err rc;
+	json_t *staged = json_array(), *unstaged = json_array(), *untracked = json_array();
+	size_t at = 0;
 
-	sg_exec_result_init(&r, t->s->tool_output);
-	r.keep_tail = true;
-	rc = sg_tool_exec(t, argv, cwd, env, NULL, 0, SG_COMMAND_TIMEOUT_MS, true, &r);
-	if (!rc && sg_exec_text(&r, &text))
-		rc = sg_err_set(&t->op->err, SG_E_INTERNAL, "out of memory");
-	if (!rc)
-		*result = sg_tool_result(
-			json_pack("{s:s, s:s, s:I, s:o, s:b}", "action", sub ? sub : "git",
-				  "subcommand", sub ? sub : "", "exit_code",
-				  (json_int_t)(r.timed_out ? 124 : r.signal ? -1 : r.exit_code),
-				  "output", sg_json_text(text.p, text.len), "timed_out",
-				  r.timed_out),
-			NULL);
-	sg_buf_release(&text);
-	sg_exec_result_release(&r);
+	while (at < n) {
+		const char *rec = p + at;
+		size_t len = strnlen(rec, n - at);
+
+		at += len + 1;
+		if (len < 4)
+			continue;
+		if (rec[0] == 'R' || rec[0] == 'C' || rec[1] == 'R' || rec[1] == 'C')
+			at += strnlen(p + at, at < n ? n - at : 0) + 1;
+		if (rec[0] == '?' && rec[1] == '?') {
+			json_array_append_new(untracked, sg_json_text(rec + 3, len - 3));
+			continue;
+		}
+		if (rec[0] == '!' && rec[1] == '!')
+			continue;
+		if (rec[0] != ' ' && rec[0] != '?')
+			json_array_append_new(staged,
+					      json_pack("{s:o, s:s}", "file",
+							sg_json_text(rec + 3, len - 3), "status",
+							status_word(rec[0])));
+		if (rec[1] != ' ' && rec[1] != '?')
+			json_array_append_new(unstaged,
+					      json_pack("{s:o, s:s}", "file",
+							sg_json_text(rec + 3, len - 3), "status",
+							status_word(rec[1])));
+	}
+	json_object_set_new(view, "staged", staged);
+	json_object_set_new(view, "unstaged", unstaged);
+	json_object_set_new(view, "untracked", untracked);
+}
+
+/* The host's next_suggestions after status (gitStatusNextSuggestions). */
+static const char *status_suggestion(json_t *view, int exit_code, bool timed_out)
+{
+	if (timed_out)
+		return "retry git status with narrower flags or inspect repository state with git diff";
+	if (exit_code != 0)
+		return "inspect git status output and resolve repository errors before continuing";
+	if (!json_array_size(json_object_get(view, "staged")) &&
+	    !json_array_size(json_object_get(view, "unstaged")) &&
+	    !json_array_size(json_object_get(view, "untracked")))
+		return "working tree is clean; use prior validation evidence before finishing";
+	if (json_array_size(json_object_get(view, "unstaged")) ||
+	    json_array_size(json_object_get(view, "untracked")))
+		return "run git diff or read_file relevant paths before deciding what to stage, "
+		       "commit, or report";
+	return "review staged changes with git diff --cached before committing";
+}
+
+/* The host's next_suggestions after any other subcommand (gitNextSuggestions). */
+static const char *git_suggestion(const char *sub, int exit_code, bool timed_out)
+{
+	static const char *const evidence[] = { "diff", "show", "log", "blame", "grep", NULL };
+
+	if (timed_out)
+		return "retry with a narrower git command or inspect repository state with git status";
+	if (exit_code != 0)
+		return "inspect the git output, then correct the command or run git status before "
+		       "retrying";
+	if (is_one_of(sub, evidence))
+		return "use this git output as evidence, or read_file relevant paths before editing";
+	if (strcmp(sub, "add") == 0)
+		return "review staged changes with git diff --cached before committing";
+	if (strcmp(sub, "restore --staged") == 0)
+		return "run git status to confirm the index now matches the intended staging set";
+	if (strcmp(sub, "commit") == 0)
+		return "confirm git status is clean or contains only intentional remaining changes";
+	if (strcmp(sub, "push") == 0)
+		return "confirm the remote update succeeded and report the pushed branch";
+	return "use this git output as evidence for the next action";
+}
+
+/* The host's action word: lower case, runs of other characters made '_'. */
+static void git_action(const char *sub, char *out, size_t cap)
+{
+	size_t n = 0;
+	bool gap = false;
+
+	for (const char *p = sub; *p && n + 2 < cap; p++) {
+		char c = (char)(*p >= 'A' && *p <= 'Z' ? *p - 'A' + 'a' : *p);
+		bool word = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
+
+		if (word && gap && n)
+			out[n++] = '_';
+		if (word)
+			out[n++] = c;
+		gap = !word;
+	}
+	out[n] = '\0';
+	if (!n)
+		snprintf(out, cap, "git");
+}
+
+/* push's arguments, checked against the branch checked out now. */
+static sg_err push_branch(struct sg_tool_call *t, const struct git_call *g, json_t *env)
+{
+	struct git_out o;
+	sg_err rc;
+	size_t n;
+
+	if (json_array_size(g->args) == g->from)
+		return SG_OK;
+	git_out_init(&o);
+	rc = git_run(t, (const char *[]){ "--no-optional-locks", "rev-parse", "--abbrev-ref",
+					  "HEAD", NULL }, env, true, &o);
+	n = o.stdout_.len;
+	while (n && (o.stdout_.p[n - 1] == '\n' || o.stdout_.p[n - 1] == ' '))
+		n--;
+	if (!rc && (o.exit_code != 0 || !n || (n == 4 && memcmp(o.stdout_.p, "HEAD", 4) == 0)))
+		rc = sg_err_set(&t->op->err, SG_E_INVALID_ARGUMENT,
+				"git push requires a checked-out branch");
+	if (!rc && strcmp(arg_at(g->args, g->from + 1), "origin") != 0)
+		rc = sg_err_set(&t->op->err, SG_E_PERMISSION,
+				"git push only allows remote \"origin\" in restricted mode");
+	if (!rc && (strlen(arg_at(g->args, g->from + 2)) != n ||
+		    memcmp(arg_at(g->args, g->from + 2), o.stdout_.p, n) != 0))
+		rc = sg_err_set(&t->op->err, SG_E_PERMISSION,
+				"git push only allows current branch \"%.*s\", got \"%s\"",
+				(int)n, o.stdout_.p, arg_at(g->args, g->from + 2));
+	git_out_release(&o);
 	return rc;
+}
+
+/* After a write, what the host adds: the commit made, or the index now. */
+static void git_after(struct sg_tool_call *t, const struct git_call *g, json_t *env,
+		      json_t *view)
+{
+	bool commit = strcmp(g->sub, "commit") == 0;
+	struct git_out o;
+
+	if (!commit && strcmp(g->sub, "add") != 0 && strcmp(g->sub, "restore --staged") != 0)
+		return;
+	git_out_init(&o);
+	if (commit && !git_run(t, (const char *[]){ "--no-optional-locks", "log", "-1",
+						    "--format=%H%x00%s", NULL }, env, true, &o) &&
+	    o.exit_code == 0 && memchr(o.stdout_.p, '\0', o.stdout_.len)) {
+		size_t h = strlen(o.stdout_.p), s = o.stdout_.len - h - 1;
+		const char *subj = o.stdout_.p + h + 1;
+
+		while (s && (subj[s - 1] == '\n' || subj[s - 1] == ' '))
+			s--;
+		json_object_set_new(view, "commit_sha", sg_json_text(o.stdout_.p, h));
+		json_object_set_new(view, "commit_subject", sg_json_text(subj, s));
+	} else if (!commit && !git_run(t, (const char *[]){ "--no-optional-locks", "status",
+							    "--porcelain=v1", "-z", NULL },
+				       env, true, &o) && o.exit_code == 0) {
+		status_parse(o.stdout_.p, o.stdout_.len, view);
+	}
+	git_out_release(&o);
+}
+
+/* The tree's revision after the command, from the helper ("" if none). */
+static void git_revision(struct sg_tool_call *t, json_t *view)
+{
+	json_t *reply = NULL;
+	const char *rev = NULL;
+	struct sg_errinfo keep = t->op->err;
+
+	if (!sg_tool_fs(t, (const char *[]){ "revision", NULL }, NULL, 0, &reply))
+		rev = json_string_value(json_object_get(reply, "workspace_revision"));
+	/* A revision that could not be read is the host's "", not a failure. */
+	t->op->err = keep;
+	json_object_set_new(view, "workspace_revision", json_string(rev ? rev : ""));
+	json_decref(reply);
+}
+
+/* The non-interactive environment git runs in (the host's). */
+static json_t *git_env(struct sg_tool_call *t)
+{
+	json_t *env = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s}", "GIT_TERMINAL_PROMPT", "0",
+				"GIT_PAGER", "cat", "PAGER", "cat", "GIT_EDITOR", "true",
+				"EDITOR", "true", "NO_COLOR", "1");
+
+	if (env && t->mode == SG_CONFINE_READ_ONLY)
+		json_object_set_new(env, "GIT_OPTIONAL_LOCKS", json_string("0"));
+	return env;
 }
 
 sg_err sg_tool_git(struct sg_tool_call *t, json_t **result)
 {
-	const char *cwd = NULL;
-	json_t *args = NULL, *env;
-	struct sg_strv av = SG_STRV_INIT;
-	size_t sub = 0, at = 0;
+	struct sg_strv words = SG_STRV_INIT;
+	struct git_call g;
+	struct git_out o;
+	json_t *env = NULL, *view = NULL;
+	bool status;
+	char action[64];
 	sg_err rc;
 
-	rc = git_args(t, &args, &cwd);
-	if (!rc && t->mode == SG_CONFINE_READ_ONLY)
-		rc = git_read_only(t, args, cwd, &sub);
+	*result = NULL;
+	git_out_init(&o);
+	rc = git_parse(t, &g);
 	if (rc)
-		return rc;
-	env = json_pack("{s:s}", "GIT_TERMINAL_PROMPT", "0");
-	if (t->mode == SG_CONFINE_READ_ONLY) {
-		json_object_set_new(env, "GIT_OPTIONAL_LOCKS", json_string("0"));
-		json_object_set_new(env, "GIT_PAGER", json_string("cat"));
-		rc = git_config_guard(t, args, sub, cwd, env);
-		if (!rc)
-			rc = git_exec_only(t, &av);
+		goto out;
+	if (is_one_of(g.sub, git_writes) && t->s->profile->mount_read_only) {
+		rc = sg_err_set(&t->op->err, SG_E_PERMISSION,
+				"git %s writes, and the workspace is mounted read-only "
+				"(mount_read_only)", g.sub);
+		goto out;
 	}
-	if (!rc)
-		rc = sg_strv_add(&av, "git");
-	/*
-	 * The command line outranks every configuration file, so these keys
-	 * stay off even if the files change after the guard read them (and
-	 * reach the gits started in submodules, through the environment):
-	 * diff.submodule=short keeps a diff from starting one.
-	 */
-	if (!rc && t->mode == SG_CONFINE_READ_ONLY)
-		rc = sg_strv_addv(&av, (const char *[]){
-			"-c", "core.fsmonitor=false", "-c", "core.pager=cat",
-			"-c", "core.hooksPath=/dev/null", "-c", "core.sshCommand=false",
-			"-c", "core.askPass=false", "-c", "credential.helper=",
-			"-c", "protocol.allow=never", "-c", "gpg.program=false",
-			"-c", "log.showSignature=false", "-c", "diff.submodule=short",
-			NULL });
-	if (!rc && t->mode == SG_CONFINE_READ_ONLY) {
-		const char *const *flags = git_no_programs(args, sub, &at);
+	status = strcmp(g.sub, "status") == 0;
+	env = git_env(t);
+	if (!env) {
+		rc = sg_err_set(&t->op->err, SG_E_INTERNAL, "out of memory");
+		goto out;
+	}
+	if (t->mode == SG_CONFINE_READ_ONLY)
+		rc = git_config_guard(t, env);
+	if (!rc && strcmp(g.sub, "push") == 0)
+		rc = push_branch(t, &g, env);
+	if (!rc && status)
+		rc = sg_strv_addv(&words, (const char *[]){ "--no-optional-locks", "status",
+							     "--porcelain=v1", "-z", NULL })
+			     ? sg_err_set(&t->op->err, SG_E_INTERNAL, "out of memory") : SG_OK;
+	/* status keeps only the flags that change what it reports (gitStatus). */
+	for (size_t i = g.from; !rc && status && i < json_array_size(g.args); i++) {
+		const char *a = arg_at(g.args, i), *next = arg_at(g.args, i + 1);
+		bool pair = strcmp(a, "-u") == 0 || strcmp(a, "--untracked-files") == 0 ||
+			    strcmp(a, "--ignore-submodules") == 0 ||
+			    strcmp(a, "--find-renames") == 0 || strcmp(a, "-M") == 0;
 
-		for (size_t i = 0; !rc && i < json_array_size(args); i++) {
-			if (i == at && flags)
-				rc = sg_strv_addv(&av, flags) ? SG_E_INTERNAL : SG_OK;
-			if (!rc)
-				rc = sg_strv_add(&av, json_string_value(json_array_get(args, i)))
-					     ? SG_E_INTERNAL : SG_OK;
-		}
-		if (!rc && flags && at == json_array_size(args))
-			rc = sg_strv_addv(&av, flags) ? SG_E_INTERNAL : SG_OK;
-	} else if (!rc) {
-		rc = strings_to_strv(args, &av);
+		if (pair && next && (sg_strv_add(&words, a) || sg_strv_add(&words, next)))
+			rc = SG_E_INTERNAL;
+		else if (pair)
+			i++;
+		else if ((strcmp(a, "--renames") == 0 || strcmp(a, "--no-renames") == 0 ||
+			  strcmp(a, "--ignored") == 0 || strncmp(a, "--untracked-files=", 18) == 0 ||
+			  strncmp(a, "--ignore-submodules=", 20) == 0 ||
+			  strncmp(a, "--find-renames=", 15) == 0 || strncmp(a, "-M", 2) == 0) &&
+			 sg_strv_add(&words, a))
+			rc = SG_E_INTERNAL;
 	}
+	if (!rc && !status)
+		rc = git_words(t, &g, &words);
 	if (!rc)
-		rc = git_run(t, sg_strv_get(&av), cwd, env, result);
+		rc = git_run(t, sg_strv_get(&words), env, status, &o);
+	if (rc)
+		goto out;
+	git_action(g.sub, action, sizeof(action));
+	view = json_pack("{s:s, s:s, s:i, s:o, s:b}", "action", action, "subcommand", g.sub,
+			 "exit_code", o.exit_code, "output",
+			 sg_json_text(o.text.p, o.text.len < GIT_OUTPUT_MAX ? o.text.len
+									    : GIT_OUTPUT_MAX),
+			 "timed_out", o.timed_out);
+	if (!view) {
+		rc = sg_err_set(&t->op->err, SG_E_INTERNAL, "out of memory");
+		goto out;
+	}
+	if (status)
+		status_parse(o.stdout_.p, o.stdout_.len, view);
+	else if (o.exit_code == 0 && !o.timed_out)
+		git_after(t, &g, env, view);
+	git_revision(t, view);
+	json_object_set_new(view, "next_suggestions",
+			    json_pack("[s]", status ? status_suggestion(view, o.exit_code,
+									 o.timed_out)
+						    : git_suggestion(g.sub, o.exit_code,
+								     o.timed_out)));
+	if (o.truncated || o.text.len > GIT_OUTPUT_MAX)
+		json_object_set_new(view, "truncated", json_true());
+	*result = sg_tool_result(view, NULL);
+	if (!*result)
+		rc = sg_err_set(&t->op->err, SG_E_INTERNAL, "out of memory");
+out:
 	json_decref(env);
-	sg_strv_release(&av);
+	git_out_release(&o);
+	sg_strv_release(&words);
 	return rc;
 }
 
 sg_err sg_tool_git_read_only(struct sg_tool_call *t)
 {
-	const char *cwd = NULL;
-	json_t *args = NULL;
-	size_t sub;
-	sg_err rc = git_args(t, &args, &cwd);
+	struct git_call g;
 
-	return rc ? rc : git_read_only(t, args, cwd, &sub);
+	return git_parse(t, &g);
 }
