@@ -1,11 +1,14 @@
 /*
  * export.c - exports: immutable snapshots of files, read in chunks.
  *
- * export/open copies the file, as it is at that moment, into a private
- * snapshot file under the state directory while hashing it, so later reads
- * return the snapshot's bytes whatever happens to the source.  Snapshots
- * are streamed through a fixed buffer: a 256 MiB export never sits in
- * memory.  Unclosed exports are removed at shutdown.
+ * present_artifact copies the file, as it is at that moment, into a
+ * private snapshot file under the state directory, so later reads return
+ * the snapshot's bytes whatever happens to the source; the host then reads
+ * it with export/read {token, offset} and releases it with export/close,
+ * as from its own worker (internal/executionworker/artifacts.go).  There
+ * is no export/open.  Snapshots are streamed through a fixed buffer: a
+ * 256 MiB export never sits in memory.  Unclosed exports are removed at
+ * shutdown.
  *
  * A session holds at most SG_EXPORTS_OPEN_MAX exports and
  * SG_EXPORTS_HELD_MAX bytes of snapshots at once.  present_artifact opens
@@ -34,6 +37,15 @@
 #include "base/log.h"
 
 #define COPY_CHUNK (1 * SG_MiB)
+/*
+ * The bytes one export/read returns: the host's worker sends 256 KiB, and
+ * a host reads whatever comes until eof (any size up to SG_EXPORT_CHUNK
+ * would do).
+ */
+#define EXPORT_READ_CHUNK (256 * SG_KiB)
+/* The host worker's sentences, which its client passes on. */
+#define UNKNOWN_EXPORT "unknown artifact export"
+#define NOT_AN_ARTIFACT "artifact must be a regular file of at most 256 MiB"
 
 struct export {
 	struct export *next;
@@ -147,19 +159,18 @@ static void exports_release(struct sg_exports *x, int64_t size)
 }
 
 /*
- * Copy src into dst while hashing, honouring the cancel token between
- * chunks.  SG_E_TOO_LARGE past max bytes: the file grew meanwhile past
- * the export limit, or past what the session's bound leaves.
+ * Copy src into dst (dst -1: only count), honouring the cancel token
+ * between chunks.  SG_E_TOO_LARGE past max bytes: the file grew meanwhile
+ * past the export limit, or past what the session's bound leaves.
  */
-static sg_err copy_hash(int src, int dst, int64_t max, unsigned char *digest, int64_t *size,
+static sg_err copy_file(int src, int dst, int64_t max, int64_t *size,
 			struct sg_cancel *cancel, struct sg_errinfo *err)
 {
-	EVP_MD_CTX *md = EVP_MD_CTX_new();
 	char *buf = malloc(COPY_CHUNK);
 	int64_t total = 0;
 	sg_err rc = SG_OK;
 
-	if (!md || !buf || !EVP_DigestInit_ex(md, EVP_sha256(), NULL)) {
+	if (!buf) {
 		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
 		goto out;
 	}
@@ -178,8 +189,7 @@ static sg_err copy_hash(int src, int dst, int64_t max, unsigned char *digest, in
 		total += n;
 		if (total > max && max == (int64_t)SG_EXPORT_MAX) {
 			rc = sg_err_set(err, SG_E_TOO_LARGE,
-					"the file exceeds the %zu MiB export limit",
-					SG_EXPORT_MAX / SG_MiB);
+					"artifact grew beyond %zu MiB", SG_EXPORT_MAX / SG_MiB);
 			goto out;
 		}
 		if (total > max) {
@@ -189,8 +199,7 @@ static sg_err copy_hash(int src, int dst, int64_t max, unsigned char *digest, in
 					SG_EXPORTS_HELD_MAX / SG_MiB);
 			goto out;
 		}
-		EVP_DigestUpdate(md, buf, (size_t)n);
-		for (ssize_t off = 0; off < n;) {
+		for (ssize_t off = 0; dst >= 0 && off < n;) {
 			ssize_t w = write(dst, buf + off, (size_t)(n - off));
 
 			if (w < 0 && errno == EINTR)
@@ -209,10 +218,8 @@ static sg_err copy_hash(int src, int dst, int64_t max, unsigned char *digest, in
 			goto out;
 		}
 	}
-	EVP_DigestFinal_ex(md, digest, NULL);
 	*size = total;
 out:
-	EVP_MD_CTX_free(md);
 	free(buf);
 	return rc;
 }
@@ -235,12 +242,10 @@ static sg_err open_host_source(struct sg_session *s, const char *rel, int *fd,
 		rc = sg_err_set(err, errno == ENOENT ? SG_E_NOT_FOUND : SG_E_INVALID_ARGUMENT,
 				"%s cannot be opened: %s", rel, strerror(errno));
 	else if (fstat(*fd, &st) || !S_ISREG(st.st_mode))
-		rc = sg_err_set(err, SG_E_INVALID_ARGUMENT,
-				"%s is not a regular file", rel);
+		rc = sg_err_set(err, SG_E_INVALID_ARGUMENT, "%s: %s", NOT_AN_ARTIFACT, rel);
 	else if (st.st_size > (off_t)SG_EXPORT_MAX)
-		rc = sg_err_set(err, SG_E_TOO_LARGE,
-				"%s is %lld bytes, over the %zu MiB export limit", rel,
-				(long long)st.st_size, SG_EXPORT_MAX / SG_MiB);
+		rc = sg_err_set(err, SG_E_TOO_LARGE, "%s: %s is %lld bytes", NOT_AN_ARTIFACT, rel,
+				(long long)st.st_size);
 	if (rc && *fd >= 0) {
 		close(*fd);
 		*fd = -1;
@@ -290,8 +295,7 @@ sg_err sg_export_path(struct sg_session *s, const char *path, json_t **out,
 	const char *args[] = { "fs", "stat", "--", NULL, NULL };
 	struct export *e = calloc(1, sizeof(*e));
 	char *abs = NULL;
-	unsigned char digest[32], rnd[16];
-	char hex[65];
+	unsigned char rnd[16];
 	json_t *st = NULL;
 	const char *type, *rel;
 	int64_t seen = 0, room = 0;
@@ -320,16 +324,16 @@ sg_err sg_export_path(struct sg_session *s, const char *path, json_t **out,
 		goto out;
 	}
 	if (strcmp(type, "file") != 0) {
-		rc = sg_err_set(err, SG_E_INVALID_ARGUMENT,
-				"%s is a %s, not a regular file", rel, type);
+		rc = sg_err_set(err, SG_E_INVALID_ARGUMENT, "%s: %s is a %s", NOT_AN_ARTIFACT,
+				rel, type);
 		goto out;
 	}
 	/* The size comes from inside the environment: a negative one is 0. */
 	if (json_integer_value(json_object_get(st, "size")) > 0)
 		seen = (int64_t)json_integer_value(json_object_get(st, "size"));
 	if (seen > (int64_t)SG_EXPORT_MAX) {
-		rc = sg_err_set(err, SG_E_TOO_LARGE, "%s is over the %zu MiB export limit",
-				rel, SG_EXPORT_MAX / SG_MiB);
+		rc = sg_err_set(err, SG_E_TOO_LARGE, "%s: %s is %lld bytes", NOT_AN_ARTIFACT,
+				rel, (long long)seen);
 		goto out;
 	}
 	rc = exports_reserve(x, seen, &room, err);
@@ -360,27 +364,23 @@ sg_err sg_export_path(struct sg_session *s, const char *path, json_t **out,
 	if (s->env->ad->caps & SG_CAP_HOST_FS) {
 		rc = open_host_source(s, rel, &src, err);
 		if (!rc)
-			rc = copy_hash(src, e->fd, room, digest, &e->size, cancel, err);
+			rc = copy_file(src, e->fd, room, &e->size, cancel, err);
 	} else {
 		rc = fetch_remote(s, abs, e->fd, room, cancel, err);
-		if (!rc && lseek(e->fd, 0, SEEK_SET) == 0) {
+		if (!rc) {
 			int tmp = open(e->file, O_RDONLY | O_CLOEXEC);
 
 			rc = tmp < 0 ? SG_E_INTERNAL : SG_OK;
 			if (!rc) {
-				int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
-
-				rc = copy_hash(tmp, null, room, digest, &e->size, cancel, err);
-				close(null);
+				rc = copy_file(tmp, -1, room, &e->size, cancel, err);
 				close(tmp);
 			}
 		}
 	}
 	if (rc)
 		goto out;
-	sg_hex(digest, 32, hex);
-	*out = json_pack("{s:s, s:I, s:s, s:s}", "token", e->token, "size",
-			 (json_int_t)e->size, "sha256", hex, "name", base_name(rel));
+	*out = json_pack("{s:s, s:s, s:I}", "execution_export", e->token, "name",
+			 base_name(rel), "size", (json_int_t)e->size);
 	pthread_mutex_lock(&x->lock);
 	/* The reservation becomes the snapshot's real size. */
 	x->held += e->size - seen;
@@ -417,7 +417,7 @@ static sg_err find_dup(struct sg_op *op, const char *token, int *fd,
 		}
 	}
 	if (*fd < 0)
-		rc = sg_err_set(&op->err, SG_E_NOT_FOUND, "no open export has that token");
+		rc = sg_err_set(&op->err, SG_E_NOT_FOUND, UNKNOWN_EXPORT);
 	pthread_mutex_unlock(&x->lock);
 	return rc;
 }
@@ -425,7 +425,7 @@ static sg_err find_dup(struct sg_op *op, const char *token, int *fd,
 sg_err sg_export_read(struct sg_op *op, json_t **out)
 {
 	const char *token = NULL;
-	int64_t offset, length, size = 0;
+	int64_t offset, length = EXPORT_READ_CHUNK, size = 0;
 	unsigned char *raw = NULL;
 	char *b64 = NULL, *idtext = NULL;
 	int fd = -1;
@@ -435,21 +435,17 @@ sg_err sg_export_read(struct sg_op *op, json_t **out)
 	*out = NULL;
 	rc = sg_arg_str(op->data, "token", true, &token, &op->err);
 	if (!rc)
-		rc = sg_arg_int(op->data, "offset", 0, 0, INT64_MAX, &offset, &op->err);
-	if (!rc)
-		rc = sg_arg_int(op->data, "length", 0, 0, INT64_MAX, &length, &op->err);
+		rc = sg_arg_int(op->data, "offset", 0, INT64_MIN, INT64_MAX, &offset, &op->err);
 	if (!rc)
 		rc = find_dup(op, token, &fd, &size);
 	if (rc)
 		goto out;
-	if (offset > size) {
+	if (offset < 0 || offset > size) {
 		rc = sg_err_set(&op->err, SG_E_INVALID_ARGUMENT,
-				"offset %lld is past the end of the export (%lld bytes)",
+				"invalid artifact offset: %lld is outside 0 to %lld",
 				(long long)offset, (long long)size);
 		goto out;
 	}
-	if (length == 0 || length > (int64_t)SG_EXPORT_CHUNK)
-		length = SG_EXPORT_CHUNK;
 	if (length > size - offset)
 		length = size - offset;
 	/*
@@ -514,7 +510,7 @@ sg_err sg_export_close(struct sg_op *op, json_t **out)
 	}
 	pthread_mutex_unlock(&x->lock);
 	if (!found)
-		return sg_err_set(&op->err, SG_E_NOT_FOUND, "no open export has that token");
+		return sg_err_set(&op->err, SG_E_NOT_FOUND, UNKNOWN_EXPORT);
 	exports_release(x, found->size);
 	export_free(found);
 	*out = json_object();

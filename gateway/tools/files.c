@@ -1,35 +1,645 @@
 /*
- * files.c - interim: being rewritten to the host's tools.
+ * files.c - the host's read_file, list_files and present_artifact.
+ *
+ * Each is one sg-helper step (`fs read`, `fs list`) or one export, and
+ * answers with the view the host's own worker gives: the same keys,
+ * defaults, limits and failure sentences (internal/tools/tool_files.go).
+ *
+ * read_file's reply frame is built here as text: the helper sends the
+ * window's two forms (numbered for the model, plain for programs) raw
+ * after its JSON line, and each is escaped into the frame without a
+ * parse or a second encoding through jansson, which for a megabyte costs
+ * tens of milliseconds.
+ *
+ * The read_unchanged stub needs what an actor read before: a small table
+ * per process (READ_SEEN entries, the oldest replaced), keyed by session,
+ * actor, permission mode and path, remembering the range and the digest.
  */
+#define _GNU_SOURCE /* strdup under strict POSIX */
 #include "tool.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../adapters/json.h"
+#include "base/jw.h"
+#include "base/limits.h"
+
+/* The most reads remembered for read_unchanged, all actors together. */
+#define READ_SEEN 512
+/* Bytes of a continuation token decoded; a real one is a path and numbers. */
+#define CONTINUATION_MAX (2 * SG_PATH_MAX)
+/* The host's page of list_files. */
+#define LIST_PAGE 1000
+
+/* ---- what an actor read (read_unchanged) ---- */
+
+struct seen {
+	char *key; /* session \n actor \n mode \n path */
+	int64_t offset, limit;
+	char sha[65];
+};
+
+static struct {
+	pthread_mutex_t lock;
+	struct seen v[READ_SEEN];
+	size_t next;
+} reads = { .lock = PTHREAD_MUTEX_INITIALIZER };
+
+static char *seen_key(struct sg_tool_call *t, const char *path)
+{
+	char *key = NULL;
+
+	if (asprintf(&key, "%s\n%s\n%d\n%s", t->s->session_id ? t->s->session_id : "",
+		     t->actor, (int)t->mode, path) < 0)
+		return NULL;
+	return key;
+}
+
+/* Whether this actor read the same range of the same content before. */
+static bool seen_unchanged(const char *key, int64_t offset, int64_t limit, const char *sha)
+{
+	bool same = false;
+
+	pthread_mutex_lock(&reads.lock);
+	for (size_t i = 0; i < READ_SEEN && !same; i++)
+		same = reads.v[i].key && !strcmp(reads.v[i].key, key) &&
+		       reads.v[i].offset == offset && reads.v[i].limit == limit &&
+		       !strcmp(reads.v[i].sha, sha);
+	pthread_mutex_unlock(&reads.lock);
+	return same;
+}
+
+/* Remember a read (key is stolen), replacing this path's entry or the oldest. */
+static void seen_record(char *key, int64_t offset, int64_t limit, const char *sha)
+{
+	struct seen *slot = NULL;
+
+	pthread_mutex_lock(&reads.lock);
+	for (size_t i = 0; i < READ_SEEN && !slot; i++)
+		if (reads.v[i].key && !strcmp(reads.v[i].key, key))
+			slot = &reads.v[i];
+	if (!slot) {
+		slot = &reads.v[reads.next];
+		reads.next = (reads.next + 1) % READ_SEEN;
+	}
+	free(slot->key);
+	slot->key = key;
+	slot->offset = offset;
+	slot->limit = limit;
+	snprintf(slot->sha, sizeof(slot->sha), "%s", sha);
+	pthread_mutex_unlock(&reads.lock);
+}
+
+/* ---- arguments ---- */
+
+/* An optional integer argument; *given says whether it was there. */
+static sg_err int_arg(struct sg_tool_call *t, json_t *obj, const char *key, int64_t *out,
+		      bool *given)
+{
+	json_t *v = json_object_get(obj, key);
+
+	*given = v && !json_is_null(v);
+	*out = 0;
+	if (!*given)
+		return SG_OK;
+	if (json_is_real(v) && json_real_value(v) == (double)(int64_t)json_real_value(v)) {
+		*out = (int64_t)json_real_value(v);
+		return SG_OK;
+	}
+	if (!json_is_integer(v))
+		return sg_err_set(&t->op->err, SG_E_INVALID_ARGUMENT,
+				  "%s must be an integer", key);
+	*out = json_integer_value(v);
+	return SG_OK;
+}
+
+static int b64url_value(unsigned char ch)
+{
+	if (ch >= 'A' && ch <= 'Z')
+		return ch - 'A';
+	if (ch >= 'a' && ch <= 'z')
+		return ch - 'a' + 26;
+	if (ch >= '0' && ch <= '9')
+		return ch - '0' + 52;
+	return ch == '-' ? 62 : ch == '_' ? 63 : -1;
+}
+
+/*
+ * The host's read_file continuation: unpadded URL-safe base64 of
+ * {"path","offset","limit","expected_sha256"} (or byte_offset for a byte
+ * window).  *out new.
+ */
+static sg_err decode_continuation(struct sg_tool_call *t, const char *token, json_t **out)
+{
+	size_t n = strlen(token), len = 0;
+	unsigned acc = 0, bits = 0;
+	char *raw = n <= CONTINUATION_MAX ? malloc(n) : NULL;
+	struct sg_errinfo why = { 0 };
+	json_t *c = NULL;
+	sg_err rc = SG_OK;
+
+	*out = NULL;
+	for (size_t i = 0; raw && i < n; i++) {
+		int v = b64url_value((unsigned char)token[i]);
+
+		if (v < 0)
+			break;
+		acc = acc << 6 | (unsigned)v;
+		bits += 6;
+		if (bits >= 8) {
+			bits -= 8;
+			raw[len++] = (char)(acc >> bits);
+		}
+		if (i + 1 == n)
+			rc = sg_json_parse(raw, len, SG_JSON_REJECT_DUPLICATES, &c, &why);
+	}
+	if (!raw || !c || rc || !json_is_object(c) ||
+	    !json_string_length(json_object_get(c, "path")) ||
+	    (!json_object_get(c, "byte_offset") &&
+	     (json_integer_value(json_object_get(c, "offset")) <= 0 ||
+	      json_integer_value(json_object_get(c, "limit")) <= 0))) {
+		free(raw);
+		json_decref(c);
+		return sg_err_set(&t->op->err, SG_E_INVALID_ARGUMENT,
+				  "invalid read_file continuation token");
+	}
+	free(raw);
+	*out = c;
+	return SG_OK;
+}
+
+/* ---- read_file ---- */
+
+struct read_args {
+	const char *path, *expected;
+	int64_t offset, limit; /* limit 0: to the end */
+	bool ranged;           /* anything but a path: images refuse it */
+	json_t *continuation;  /* owns the strings above when they came from it */
+};
+
+static sg_err read_args(struct sg_tool_call *t, struct read_args *r)
+{
+	const char *token = NULL;
+	json_t *range = json_object_get(t->a, "byte_range");
+	bool has_offset, has_limit;
+	sg_err rc;
+
+	rc = sg_arg_str(t->a, "path", false, &r->path, &t->op->err);
+	if (!rc)
+		rc = sg_arg_str(t->a, "continuation", false, &token, &t->op->err);
+	if (!rc)
+		rc = sg_arg_str(t->a, "expected_sha256", false, &r->expected, &t->op->err);
+	if (!rc)
+		rc = int_arg(t, t->a, "offset", &r->offset, &has_offset);
+	if (!rc)
+		rc = int_arg(t, t->a, "limit", &r->limit, &has_limit);
+	if (rc)
+		return rc;
+	if (token && token[strspn(token, " \t\r\n")]) {
+		const char *cpath;
+
+		rc = decode_continuation(t, token + strspn(token, " \t\r\n"), &r->continuation);
+		if (rc)
+			return rc;
+		cpath = json_string_value(json_object_get(r->continuation, "path"));
+		if (r->path && r->path[strspn(r->path, " \t\r\n")] && strcmp(r->path, cpath))
+			return sg_err_set(&t->op->err, SG_E_INVALID_ARGUMENT,
+					  "read_file continuation does not match path");
+		if (json_object_get(r->continuation, "byte_offset"))
+			range = json_object_get(r->continuation, "byte_offset");
+		r->path = cpath;
+		r->offset = json_integer_value(json_object_get(r->continuation, "offset"));
+		r->limit = json_integer_value(json_object_get(r->continuation, "limit"));
+		has_offset = has_limit = true;
+		r->expected = json_string_value(json_object_get(r->continuation, "expected_sha256"));
+	}
+	if (!r->path || !r->path[strspn(r->path, " \t\r\n")])
+		return sg_err_set(&t->op->err, SG_E_INVALID_ARGUMENT,
+				  token ? "read_file requires path" :
+				  "read_file requires path or continuation");
+	/* Providers that send every optional key with a zero mean "absent". */
+	if (json_is_object(range) && !json_integer_value(json_object_get(range, "offset")) &&
+	    !json_integer_value(json_object_get(range, "limit")))
+		range = NULL;
+	if (range && !json_is_null(range))
+		return sg_err_set(&t->op->err, SG_E_UNSUPPORTED,
+				  "read_file byte_range is not supported by this environment; "
+				  "use offset and limit");
+	if (r->limit < 0)
+		return sg_err_set(&t->op->err, SG_E_INVALID_ARGUMENT,
+				  "read_file limit must be positive");
+	if (r->offset < 0)
+		r->offset = 0;
+	if (r->expected && !r->expected[strspn(r->expected, " \t\r\n")])
+		r->expected = NULL;
+	r->ranged = r->offset > 1 || (has_limit && r->limit) || r->continuation || r->expected;
+	(void)has_offset;
+	return SG_OK;
+}
+
+/* An image: the host's read_image view and the picture itself. */
+static sg_err read_image(struct sg_tool_call *t, const struct read_args *r, json_t *reply,
+			 json_t **result)
+{
+	const char *path = json_string_value(json_object_get(reply, "path"));
+	const char *slash = path ? strrchr(path, '/') : NULL;
+	json_t *w = json_object_get(reply, "width"), *h = json_object_get(reply, "height");
+	json_t *view, *mime = json_object_get(reply, "media_type");
+
+	if (r->ranged)
+		return sg_err_set(&t->op->err, SG_E_INVALID_ARGUMENT,
+				  "image reads do not support text ranges or continuations; call "
+				  "read_file with only path");
+	view = json_pack("{s:s, s:O, s:O, s:O, s:O, s:O, s:O, s:b}", "action", "read_image",
+			 "path", json_object_get(reply, "path"), "media_type", mime, "width", w,
+			 "height", h, "source_width", w, "source_height", h, "resized", 0);
+	*result = view ? sg_tool_result(view, NULL) : NULL;
+	if (*result)
+		json_array_append_new(json_object_get(*result, "content"),
+				      json_pack("{s:s, s:O, s:O, s:s}", "type", "image", "mime_type",
+						mime, "data", json_object_get(reply, "data"), "name",
+						slash ? slash + 1 : path ? path : ""));
+	return *result ? SG_OK : sg_err_set(&t->op->err, SG_E_INTERNAL, "out of memory");
+}
+
+/* {"end_line":E,"start_line":S} for the lines shown. */
+static sg_err add_range(struct sg_buf *b, int64_t start, int64_t shown)
+{
+	return sg_buf_addf(b, "{\"end_line\":%lld,\"start_line\":%lld}",
+			   (long long)(start + shown - 1), (long long)start);
+}
+
+/* The host's omitted_ranges (null when nothing was left out) and
+ * next_suggestions, from the lines shown and the file's. */
+static sg_err add_omitted(struct sg_buf *b, int64_t start, int64_t shown, int64_t total)
+{
+	int64_t end = start + shown - 1;
+	bool before = total > 0 && start > 1, after = total > 0 && end < total;
+	sg_err rc = sg_buf_adds(b, ",\"omitted_ranges\":");
+
+	if (!rc && !before && !after)
+		rc = sg_buf_adds(b, "null");
+	if (!rc && (before || after))
+		rc = sg_buf_addc(b, '[');
+	if (!rc && before)
+		rc = sg_buf_addf(b, "{\"end_line\":%lld,\"start_line\":1}%s",
+				 (long long)(start - 1 < total ? start - 1 : total), after ? "," : "");
+	if (!rc && after)
+		rc = sg_buf_addf(b, "{\"end_line\":%lld,\"start_line\":%lld}", (long long)total,
+				 (long long)(end + 1 > 1 ? end + 1 : 1));
+	if (!rc && (before || after))
+		rc = sg_buf_addc(b, ']');
+	if (!rc)
+		rc = sg_buf_addf(b, ",\"next_suggestions\":[\"%s\"]",
+				 before || after ? "read an omitted range or nearby surrounding lines "
+						   "if the current excerpt is insufficient before "
+						   "editing"
+						 : "use the excerpt as grounded evidence for subsequent "
+						   "edits or analysis");
+	return rc;
+}
+
+struct text_read {
+	json_t *reply;             /* the helper's JSON line */
+	const char *content, *text; /* the raw views after it */
+	size_t content_len, text_len;
+	int64_t start, shown, total;
+};
+
+/* The read_unchanged view (keys sorted, as the host's are), into v. */
+static sg_err stub_view(const struct text_read *x, struct sg_buf *v)
+{
+	json_t *rp = x->reply;
+	const char *path = json_string_value(json_object_get(rp, "path"));
+	const char *sha = json_string_value(json_object_get(rp, "content_sha256"));
+	const char *rev = json_string_value(json_object_get(rp, "workspace_revision"));
+	sg_err rc;
+
+	rc = sg_buf_addf(v, "{\"action\":\"read_unchanged\",\"content_sha256\":\"%s\","
+			 "\"message\":\"File unchanged since last read. Refer to the earlier "
+			 "read result.\",\"next_suggestions\":[\"use the earlier read result as "
+			 "evidence, or request a different offset/limit if more context is "
+			 "needed\"],\"path\":", sha);
+	if (!rc)
+		rc = sg_jw_str(v, path, strlen(path));
+	if (!rc)
+		rc = sg_buf_adds(v, ",\"range\":");
+	if (!rc)
+		rc = add_range(v, x->start, x->shown);
+	if (!rc)
+		rc = sg_buf_adds(v, ",\"unchanged\":true,\"workspace_revision\":");
+	if (!rc)
+		rc = sg_jw_str(v, rev, strlen(rev));
+	return rc ? rc : sg_buf_addc(v, '}');
+}
+
+/*
+ * The view in the host's key order (Go sorts a map's keys): action,
+ * content, content_sha256, next_suggestions, num_lines, omitted_ranges,
+ * path, range, start_line, total_lines, truncated, workspace_revision.
+ */
+static sg_err read_view_sorted(const struct text_read *x, struct sg_buf *v)
+{
+	json_t *rp = x->reply;
+	const char *path = json_string_value(json_object_get(rp, "path"));
+	const char *sha = json_string_value(json_object_get(rp, "content_sha256"));
+	const char *rev = json_string_value(json_object_get(rp, "workspace_revision"));
+	struct sg_buf om = SG_BUF_INIT(4 * SG_KiB);
+	const char *ranges, *sugg;
+	sg_err rc;
+
+	/* add_omitted writes ,"omitted_ranges":X,"next_suggestions":Y */
+	rc = add_omitted(&om, x->start, x->shown, x->total);
+	ranges = rc ? NULL : strstr(om.p, ",\"omitted_ranges\":");
+	sugg = rc ? NULL : strstr(om.p, ",\"next_suggestions\":");
+	if (rc || !ranges || !sugg) {
+		sg_buf_release(&om);
+		return SG_E_INTERNAL;
+	}
+	rc = sg_buf_adds(v, "{\"action\":\"read\",\"content\":");
+	if (!rc)
+		rc = sg_jw_str(v, x->content, x->content_len);
+	if (!rc)
+		rc = sg_buf_addf(v, ",\"content_sha256\":\"%s\"", sha);
+	if (!rc)
+		rc = sg_buf_adds(v, sugg);
+	if (!rc)
+		rc = sg_buf_addf(v, ",\"num_lines\":%lld", (long long)x->shown);
+	if (!rc)
+		rc = sg_buf_add(v, ranges, (size_t)(sugg - ranges));
+	if (!rc)
+		rc = sg_buf_adds(v, ",\"path\":");
+	if (!rc)
+		rc = sg_jw_str(v, path, strlen(path));
+	if (!rc)
+		rc = sg_buf_adds(v, ",\"range\":");
+	if (!rc)
+		rc = add_range(v, x->start, x->shown);
+	if (!rc)
+		rc = sg_buf_addf(v, ",\"start_line\":%lld,\"total_lines\":%lld,\"truncated\":%s,"
+				 "\"workspace_revision\":", (long long)x->start, (long long)x->total,
+				 x->start <= x->total && x->start - 1 + x->shown < x->total ? "true"
+											    : "false");
+	if (!rc)
+		rc = sg_jw_str(v, rev, strlen(rev));
+	if (!rc)
+		rc = sg_buf_addc(v, '}');
+	sg_buf_release(&om);
+	return rc;
+}
+
+/*
+ * The whole reply frame: {"id":ID,"data":{"content":[{"type":"text",
+ * "text":VIEW}],"structured_content":{...}}}, each text escaped once.
+ */
+static sg_err read_frame(struct sg_tool_call *t, const struct text_read *x, bool unchanged)
+{
+	struct sg_buf view = SG_BUF_INIT(SG_MAX_FRAME), frame = SG_BUF_INIT(SG_MAX_FRAME - 1);
+	json_t *rp = x->reply;
+	const char *path = json_string_value(json_object_get(rp, "path"));
+	char *idtext = json_dumps(t->op->id, JSON_COMPACT | JSON_ENCODE_ANY);
+	sg_err rc;
+
+	rc = idtext ? SG_OK : SG_E_INTERNAL;
+	if (!rc)
+		rc = unchanged ? stub_view(x, &view) : read_view_sorted(x, &view);
+	if (!rc)
+		rc = sg_buf_addf(&frame, "{\"id\":%s,\"data\":{\"content\":[{\"type\":\"text\","
+				 "\"text\":", idtext);
+	if (!rc)
+		rc = sg_jw_str(&frame, view.p, view.len);
+	if (!rc)
+		rc = sg_buf_addf(&frame, "}],\"structured_content\":{\"content_sha256\":\"%s\","
+				 "\"num_lines\":%lld,\"path\":",
+				 json_string_value(json_object_get(rp, "content_sha256")),
+				 (long long)x->shown);
+	if (!rc)
+		rc = sg_jw_str(&frame, path, strlen(path));
+	if (!rc)
+		rc = sg_buf_addf(&frame, ",\"start_line\":%lld,\"text\":", (long long)x->start);
+	if (!rc)
+		rc = sg_jw_str(&frame, x->text, x->text_len);
+	if (!rc)
+		rc = sg_buf_addf(&frame, ",\"total_lines\":%lld}}}", (long long)x->total);
+	if (rc)
+		rc = sg_err_set(&t->op->err, SG_E_TOO_LARGE,
+				"the selected lines do not fit in a reply; use a lower limit");
+	else
+		t->op->raw_reply = sg_buf_take(&frame, &t->op->raw_len);
+	free(idtext);
+	sg_buf_release(&view);
+	sg_buf_release(&frame);
+	return rc;
+}
+
+/* A helper's tool_error or error reply, as the tool's failure. */
+static sg_err helper_failed(struct sg_tool_call *t, json_t *reply)
+{
+	const char *te = json_string_value(json_object_get(reply, "tool_error"));
+	const char *word = json_string_value(json_object_get(reply, "code"));
+	sg_err code = word ? sg_err_from_word(word) : SG_E_NOT_FOUND;
+
+	return sg_tool_fail(t, code == SG_E_INTERNAL ? SG_E_NOT_FOUND : code, "%s",
+			    te ? te : "the read failed");
+}
+
+static sg_err read_text(struct sg_tool_call *t, const struct read_args *r, json_t *reply,
+			const struct sg_buf *tail)
+{
+	struct text_read x = { .reply = reply };
+	const char *sha = json_string_value(json_object_get(reply, "content_sha256"));
+	const char *path = json_string_value(json_object_get(reply, "path"));
+	int64_t cb = json_integer_value(json_object_get(reply, "content_bytes"));
+	int64_t tb = json_integer_value(json_object_get(reply, "text_bytes"));
+	char *key;
+	bool unchanged;
+
+	if (!sha || !path || !json_is_string(json_object_get(reply, "workspace_revision")) ||
+	    cb < 0 || tb < 0 || (size_t)(cb + tb) != tail->len)
+		return sg_err_set(&t->op->err, SG_E_INTERNAL,
+				  "sg-helper's read reply is malformed");
+	if (r->expected && strcmp(r->expected, sha))
+		return sg_tool_fail(t, SG_E_INVALID_ARGUMENT,
+				    "read_file continuation is stale: file content changed from "
+				    "\"%s\" to \"%s\"; restart without expected_sha256",
+				    r->expected, sha);
+	x.content = tail->p;
+	x.content_len = (size_t)cb;
+	x.text = tail->p + cb;
+	x.text_len = (size_t)tb;
+	x.start = r->offset > 0 ? r->offset : 1;
+	x.shown = json_integer_value(json_object_get(reply, "num_lines"));
+	x.total = json_integer_value(json_object_get(reply, "total_lines"));
+	key = seen_key(t, path);
+	if (!key)
+		return sg_err_set(&t->op->err, SG_E_INTERNAL, "out of memory");
+	unchanged = seen_unchanged(key, x.start, r->limit, sha);
+	if (unchanged)
+		free(key);
+	else
+		seen_record(key, x.start, r->limit, sha);
+	return read_frame(t, &x, unchanged);
+}
 
 sg_err sg_tool_read_file(struct sg_tool_call *t, json_t **result)
 {
+	struct read_args r = { 0 };
+	struct sg_buf tail = SG_BUF_INIT(SG_ENVTOOL_REPLY);
+	struct sg_strv argv = SG_STRV_INIT;
+	const char *kind;
+	json_t *reply = NULL;
+	sg_err rc;
+
 	*result = NULL;
-	return sg_err_set(&t->op->err, SG_E_UNSUPPORTED, "read_file is being rebuilt");
+	rc = read_args(t, &r);
+	if (!rc && (sg_strv_addv(&argv, (const char *[]){ "fs", "read", "--raw", NULL }) ||
+		    (t->mode == SG_CONFINE_NONE && sg_strv_add(&argv, "--unconfined")) ||
+		    (r.offset > 1 && (sg_strv_add(&argv, "--offset") ||
+				      sg_strv_addf(&argv, "%lld", (long long)r.offset))) ||
+		    (r.limit && (sg_strv_add(&argv, "--limit") ||
+				 sg_strv_addf(&argv, "%lld", (long long)r.limit))) ||
+		    sg_strv_addv(&argv, (const char *[]){ "--", r.path, NULL })))
+		rc = sg_err_set(&t->op->err, SG_E_INTERNAL, "out of memory");
+	if (!rc)
+		rc = sg_envcall_tail(t->s, SG_CALL_ROOTED, sg_strv_get(&argv), &reply, &tail,
+				     &t->op->cancel, &t->op->err);
+	if (rc)
+		goto out;
+	kind = json_string_value(json_object_get(reply, "kind"));
+	if (json_object_get(reply, "tool_error"))
+		rc = helper_failed(t, reply);
+	else if (kind && !strcmp(kind, "image"))
+		rc = read_image(t, &r, reply, result);
+	else
+		rc = read_text(t, &r, reply, &tail);
+out:
+	json_decref(reply);
+	json_decref(r.continuation);
+	sg_buf_release(&tail);
+	sg_strv_release(&argv);
+	return rc;
 }
 
-sg_err sg_tool_write_file(struct sg_tool_call *t, json_t **result)
-{
-	*result = NULL;
-	return sg_err_set(&t->op->err, SG_E_UNSUPPORTED, "write_file is being rebuilt");
-}
+/* ---- list_files ---- */
 
-sg_err sg_tool_edit_file(struct sg_tool_call *t, json_t **result)
+static const char *list_suggestion(int64_t total, int64_t returned, bool more)
 {
-	*result = NULL;
-	return sg_err_set(&t->op->err, SG_E_UNSUPPORTED, "edit_file is being rebuilt");
+	if (more)
+		return "use page.next with the same list_files path for more entries, or narrow "
+		       "the path";
+	if (total == 0)
+		return "try a parent directory or glob if the expected files are elsewhere";
+	if (returned == 0)
+		return "inspect a parent directory or use glob to locate files";
+	return "use read_file on specific file paths or list_files on subdirectories before "
+	       "editing";
 }
 
 sg_err sg_tool_list_files(struct sg_tool_call *t, json_t **result)
 {
+	const char *path = NULL, *expected = NULL, *wr, *listing;
+	struct sg_strv argv = SG_STRV_INIT;
+	json_t *reply = NULL, *entries, *page, *view;
+	char *revision = NULL;
+	int64_t offset = 0, visible, returned;
+	bool given, more;
+	sg_err rc;
+
 	*result = NULL;
-	return sg_err_set(&t->op->err, SG_E_UNSUPPORTED, "list_files is being rebuilt");
+	rc = sg_arg_str(t->a, "path", false, &path, &t->op->err);
+	if (!rc)
+		rc = sg_arg_str(t->a, "expected_revision", false, &expected, &t->op->err);
+	if (!rc)
+		rc = int_arg(t, t->a, "offset", &offset, &given);
+	if (!rc && offset < 0)
+		rc = sg_err_set(&t->op->err, SG_E_INVALID_ARGUMENT,
+				"list_files offset must be non-negative");
+	if (rc)
+		return rc;
+	if (expected && !expected[strspn(expected, " \t\r\n")])
+		expected = NULL;
+	if (offset > 0 && !expected)
+		return sg_err_set(&t->op->err, SG_E_INVALID_ARGUMENT,
+				  "list_files expected_revision is required when offset is non-zero");
+	if (!path || !path[strspn(path, " \t\r\n")])
+		path = ".";
+	if (sg_strv_add(&argv, "list") || sg_strv_add(&argv, "--offset") ||
+	    sg_strv_addf(&argv, "%lld", (long long)offset) ||
+	    sg_strv_addv(&argv, (const char *[]){ "--", path, NULL }))
+		rc = sg_err_set(&t->op->err, SG_E_INTERNAL, "out of memory");
+	if (!rc)
+		rc = sg_tool_fs(t, sg_strv_get(&argv), NULL, 0, &reply);
+	if (rc)
+		goto out;
+	wr = json_string_value(json_object_get(reply, "workspace_revision"));
+	listing = json_string_value(json_object_get(reply, "listing"));
+	entries = json_object_get(reply, "entries");
+	if (!wr || !listing || !json_is_array(entries)) {
+		rc = sg_err_set(&t->op->err, SG_E_INTERNAL, "sg-helper's list reply is malformed");
+		goto out;
+	}
+	/* The host binds a page to the workspace and to the listing itself. */
+	if (asprintf(&revision, "%s%sresult:%s", wr, *wr ? ";" : "", listing) < 0) {
+		revision = NULL;
+		rc = sg_err_set(&t->op->err, SG_E_INTERNAL, "out of memory");
+		goto out;
+	}
+	if (expected && strcmp(expected, revision)) {
+		rc = sg_tool_fail(t, SG_E_INVALID_ARGUMENT,
+				  "list_files continuation is stale: result revision changed from "
+				  "\"%s\" to \"%s\"; restart at offset 0", expected, revision);
+		goto out;
+	}
+	visible = json_integer_value(json_object_get(reply, "visible_total"));
+	returned = (int64_t)json_array_size(entries);
+	more = json_is_true(json_object_get(reply, "has_more"));
+	page = json_pack("{s:I, s:I, s:b, s:s}", "offset", (json_int_t)offset, "returned",
+			 (json_int_t)returned, "has_more", more, "snapshot_token", revision);
+	if (page && more && returned > 0)
+		json_object_set_new(page, "next",
+				    json_pack("{s:I, s:s}", "offset", (json_int_t)(offset + returned),
+					      "expected_revision", revision));
+	view = json_pack("{s:s, s:O, s:s, s:O, s:I, s:I, s:I, s:b, s:o, s:b, s:I, s:O, s:O,"
+			 " s:[s]}",
+			 "action", "list", "path", json_object_get(reply, "path"),
+			 "workspace_revision", revision, "total", json_object_get(reply, "total"),
+			 "visible_total", (json_int_t)visible, "offset", (json_int_t)offset,
+			 "returned_count", (json_int_t)returned, "has_more", more, "page", page,
+			 "truncated", more, "omitted_entry_count",
+			 (json_int_t)(visible - offset - returned > 0 ? visible - offset - returned
+								      : 0),
+			 "omitted_protected", json_object_get(reply, "omitted_protected"),
+			 "entries", entries, "next_suggestions",
+			 list_suggestion(json_integer_value(json_object_get(reply, "total")),
+					 returned, more));
+	*result = view ? sg_tool_result(view, NULL) : NULL;
+	if (!*result)
+		rc = sg_err_set(&t->op->err, SG_E_INTERNAL, "out of memory");
+out:
+	free(revision);
+	json_decref(reply);
+	sg_strv_release(&argv);
+	return rc;
 }
+
+/* ---- present_artifact ---- */
 
 sg_err sg_tool_present_artifact(struct sg_tool_call *t, json_t **result)
 {
-	*result = NULL;
-	return sg_err_set(&t->op->err, SG_E_UNSUPPORTED, "present_artifact is being rebuilt");
-}
+	const char *path = NULL;
+	json_t *part = NULL;
+	sg_err rc;
 
+	*result = NULL;
+	rc = sg_arg_str(t->a, "path", true, &path, &t->op->err);
+	if (!rc && !path[strspn(path, " \t\r\n")])
+		rc = sg_err_set(&t->op->err, SG_E_INVALID_ARGUMENT, "present_artifact requires path");
+	if (!rc)
+		rc = sg_export_path(t->s, path, &part, &t->op->cancel, &t->op->err);
+	if (rc)
+		return rc;
+	*result = sg_tool_result(part, NULL);
+	return *result ? SG_OK : sg_err_set(&t->op->err, SG_E_INTERNAL, "out of memory");
+}
