@@ -1,14 +1,16 @@
 #!/usr/bin/env python3
-"""hostile_peer.py - a v4 peer that attacks the sandgate relaying to it.
+"""hostile_peer.py - a peer on the host's wire that attacks the sandgate
+relaying to it.
 
-It answers initialize as a v4 peer (reporting `token_seen` and the
-descriptors it inherited, `fds_seen`), then attacks as MODE (its first
-argument) says:
-  callback-flood   after initialize, writes COUNT (second argument) requests
-                   of its own, each with an id of 64 KiB, and never reads its
-                   input again
-  event-flood      after initialize, writes COUNT events of 1 MiB each, then
-                   answers as `plain`
+It answers initialize echoing the binding's version (reporting `token_seen`
+and the descriptors it inherited, `fds_seen`), then attacks as MODE (its
+first argument) says:
+  callback-flood   on run_code, writes COUNT (second argument) tool callbacks
+                   of that program, each with an id of 64 KiB, then COUNT
+                   orphan ones (their parent is not in flight), and never
+                   reads its input again
+  event-flood      after initialize, writes COUNT process events of 1 MiB
+                   each, then answers as `plain`
   foreign-events   writes an event before its initialize reply, and on
                    process/start an event for a process of session
                    "someone-else" before its own one
@@ -37,15 +39,15 @@ def send(obj):
 
 def event(session, pid, pad=""):
     rec = {"id": pid, "root_thread_id": session, "status": "running", "pad": pad}
-    return {"method": "process/event",
-            "data": {"Type": "started", "Cause": "the process was started", "Process": rec}}
+    return {"method": "process", "id": "",
+            "data": {"Type": "started", "Cause": "", "Process": rec}}
 
 
 def init_reply(rid, msg):
     return {"id": rid, "data": {
-        "version": 4, "capabilities": ["process.start.v1"],
-        "methods": ["initialize", "execute", "process/start", "cancel"],
-        "tools": ["read_file"],
+        "version": (msg.get("data") or {}).get("version"), "root": (msg.get("data") or {}).get("root"),
+        "capabilities": ["process.start.v1"],
+        "methods": ["initialize", "execute", "process/start", "run_code"],
         "environment": {"backend": "hostile", "profile": "hostile", "id": "h",
                         "resumed": False, "facts": {}},
         "token_seen": msg.get("token"), "fds_seen": sorted(os.listdir("/proc/self/fd"))}}
@@ -66,13 +68,6 @@ def main():
                 send(event(data.get("session"), "p-early"))
             session = data.get("session")
             send(init_reply(rid, msg))
-            if MODE == "callback-flood":
-                big = "c" * 65536
-                for i in range(COUNT):
-                    send({"id": "%s-%d" % (big, i), "method": "invokeTool", "data": {}})
-                # Never reads its input again, and never exits on its own.
-                while True:
-                    time.sleep(60)
             if MODE == "event-flood":
                 pad = "e" * (1 << 20)
                 for i in range(COUNT):
@@ -82,15 +77,28 @@ def main():
                 for _ in range(512):
                     sys.stderr.buffer.write(chunk)
                 sys.stderr.buffer.flush()
+        elif method == "run_code" and MODE == "callback-flood":
+            big = "c" * 65536
+            call = {"id": "1", "name": "read_file", "arguments": "{}", "kind": "function"}
+            for i in range(COUNT):
+                send({"method": "tool", "parent_id": rid, "id": "%s-%d" % (big, i),
+                      "data": call})
+            for i in range(COUNT):
+                send({"method": "tool", "parent_id": "gone", "id": "%s-o%d" % (big, i),
+                      "data": call})
+            # Never reads its input again, and never exits on its own.
+            while True:
+                time.sleep(60)
         elif method == "process/start" and MODE == "foreign-events":
             rec = {"id": "p-mine", "root_thread_id": session, "status": "running"}
             send({"id": rid, "data": rec})
             send(event("someone-else", "p-theirs"))
             send(event(session, "p-mine"))
         elif method == "execute" and MODE == "junk-replies":
-            send({"id": 999999, "data": {"never": "asked"}})
-            send({"id": str(rid), "data": {"never": "asked"}})
-            send({"id": -rid, "error": "cancelled: a cancel that never came"})
+            send({"id": "999999", "data": {"never": "asked"}})
+            send({"id": int(rid), "data": {"never": "asked"}})
+            send({"id": "", "data": {"never": "asked"}})
+            send({"id": rid + "-x", "error": "cancelled: a cancel that never came"})
             send({"id": rid, "data": {"echo": "first"}})
             send({"id": rid, "data": {"echo": "duplicate"}})
         else:

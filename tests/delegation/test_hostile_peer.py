@@ -20,7 +20,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 PEER = os.path.join(HERE, "hostile_peer.py")
 BIN = os.environ.get("SANDGATE_BIN", "")
 
-BINDING = {"version": 4, "root": "/workspace", "session": "s-1", "identity": None}
+BINDING = {"version": 4, "root": "/workspace", "session": "s-1", "identity": "s-1"}
+TOKEN = "7a" * 32
 
 
 class Gate:
@@ -49,8 +50,8 @@ class Gate:
         self.err_thread = threading.Thread(target=lambda: self.err.append(self.proc.stderr.read()))
         self.err_thread.start()
 
-    def send(self, rid, method, data=None, token="tok"):
-        frame = {"id": rid, "method": method, "token": token, "data": data or {}}
+    def send(self, rid, method, data=None, token=TOKEN):
+        frame = {"token": token, "id": rid, "method": method, "data": data or {}}
         self.proc.stdin.write((json.dumps(frame) + "\n").encode())
         self.proc.stdin.flush()
 
@@ -60,8 +61,8 @@ class Gate:
             raise AssertionError("sandgate closed its output")
         return json.loads(line)
 
-    def init(self, token="tok", **over):
-        self.send(1, "initialize", dict(BINDING, **over), token=token)
+    def init(self, token=TOKEN, **over):
+        self.send("1", "initialize", dict(BINDING, **over), token=token)
         return self.read()
 
     def rss_kib(self):
@@ -107,7 +108,14 @@ class Gate:
 
 
 def execute():
-    return {"tool": "read_file", "call": {"id": "c", "arguments": json.dumps({"path": "a"})}}
+    return {"call": {"id": "call_1", "name": "read_file", "arguments": json.dumps({"path": "a"}),
+                     "kind": "function"},
+            "permission_mode": "standard", "actor": "s-1", "git_attribution_enabled": False}
+
+
+def run_code():
+    return {"program": {"code": "return 1", "tools": []}, "timeout_ms": 0,
+            "permission_mode": "standard", "actor": "s-1", "git_attribution_enabled": False}
 
 
 class HostilePeer(unittest.TestCase):
@@ -129,12 +137,16 @@ class HostilePeer(unittest.TestCase):
             os.close(r)
             g.kill()
 
-    def test_callback_flood_from_a_peer_that_never_reads(self):
-        # 3000 callbacks with 64 KiB ids (190 MiB of answers) from a peer
-        # that never reads its input: sandgate must not queue them all.
-        g = Gate("callback-flood", 3000, env={"SANDGATE_TEST_RELAY_CANCEL_MS": "1000"})
+    def test_callback_flood_while_the_host_reads_slowly(self):
+        # 1000 tool callbacks with 64 KiB ids (64 MiB) while the host reads
+        # nothing for 4 s, then as many orphans: sandgate holds the peer
+        # back instead of queueing them all, drops the orphans, and every
+        # live one reaches the host whole.
+        n = 1000
+        g = Gate("callback-flood", n)
         try:
             self.assertIn("data", g.init())
+            g.send("20", "run_code", run_code())
             base = g.rss_kib()
             peak = base
             until = time.monotonic() + 4
@@ -142,11 +154,18 @@ class HostilePeer(unittest.TestCase):
                 peak = max(peak, g.rss_kib())
                 time.sleep(0.1)
             self.assertLess(peak - base, 64 * 1024,
-                            "sandgate queued the answers of a peer that does not read them")
+                            "sandgate queued the callbacks of a peer without bound")
+            for i in range(n):
+                m = g.read()
+                self.assertEqual((m["method"], m["parent_id"]), ("tool", "20"))
+                self.assertTrue(m["id"].endswith("-%d" % i), m["id"][-16:])
             t0 = time.monotonic()
-            rc, _, err = g.close()
+            rc, rest, err = g.close()
             self.assertLess(time.monotonic() - t0, 10, "shutdown stays within the grace")
-            self.assertIn("closed for not reading its input", err)
+            # The program never finished: its reply says the peer is gone.
+            lines = [json.loads(l) for l in rest.splitlines()]
+            self.assertEqual([(m["id"], m["error"].split(":")[0]) for m in lines],
+                             [("20", "unavailable")], "no orphan callback reached the host")
             self.assertNotEqual(rc, 0)
         finally:
             g.kill()
@@ -171,12 +190,12 @@ class HostilePeer(unittest.TestCase):
             got = 0
             for _ in range(300):
                 m = g.read()
-                self.assertEqual(m["method"], "process/event")
+                self.assertEqual((m["method"], m["id"]), ("process", ""))
                 self.assertEqual(len(m["data"]["Process"]["pad"]), 1 << 20)
                 got += 1
             self.assertEqual(got, 300)
-            g.send(2, "execute", execute())
-            self.assertEqual(g.read(), {"id": 2, "data": {"echo": "execute"}})
+            g.send("2", "execute", execute())
+            self.assertEqual(g.read(), {"id": "2", "data": {"echo": "execute"}})
             self.assertEqual(g.close()[0], 0)
         finally:
             g.kill()
@@ -185,12 +204,12 @@ class HostilePeer(unittest.TestCase):
         g = Gate("foreign-events")
         try:
             first = g.init()
-            self.assertEqual(first["id"], 1, "no event before the initialize reply")
-            g.send(2, "process/start", {"command": "true"})
+            self.assertEqual(first["id"], "1", "no event before the initialize reply")
+            g.send("2", "process/start", {"command": "true"})
             reply = g.read()
-            self.assertEqual(reply["id"], 2)
+            self.assertEqual(reply["id"], "2")
             ev = g.read()
-            self.assertEqual(ev["method"], "process/event")
+            self.assertEqual(ev["method"], "process")
             self.assertEqual(ev["data"]["Process"]["id"], "p-mine",
                              "an event for another session's process is not this connection's")
             rc, rest, err = g.close()
@@ -203,10 +222,10 @@ class HostilePeer(unittest.TestCase):
         g = Gate("junk-replies")
         try:
             g.init()
-            g.send(2, "execute", execute())
-            self.assertEqual(g.read(), {"id": 2, "data": {"echo": "first"}})
-            g.send(3, "execute", execute())
-            self.assertEqual(g.read(), {"id": 3, "data": {"echo": "first"}})
+            g.send("2", "execute", execute())
+            self.assertEqual(g.read(), {"id": "2", "data": {"echo": "first"}})
+            g.send("3", "execute", execute())
+            self.assertEqual(g.read(), {"id": "3", "data": {"echo": "first"}})
             rc, rest, _ = g.close()
             self.assertEqual(rest, b"", "no duplicate, stray or late reply reaches the host")
             self.assertEqual(rc, 0)
@@ -217,8 +236,8 @@ class HostilePeer(unittest.TestCase):
         g = Gate("stderr-flood")
         try:
             g.init()
-            g.send(2, "execute", execute())
-            self.assertEqual(g.read(), {"id": 2, "data": {"echo": "execute"}})
+            g.send("2", "execute", execute())
+            self.assertEqual(g.read(), {"id": "2", "data": {"echo": "execute"}})
             rc, rest, err = g.close()
             self.assertEqual((rc, rest), (0, b""))
             self.assertGreaterEqual(len(err), 32 << 20)
@@ -230,12 +249,13 @@ class HostilePeer(unittest.TestCase):
         # usable; the retry's token is the one the peer must be bound with.
         g = Gate("refuse-first")
         try:
-            r = g.init(token="first-token")
+            first, second = "1f" * 32, "2e" * 32
+            r = g.init(token=first)
             self.assertTrue(r["error"].startswith("unsupported:"), r)
-            r = g.init(token="second-token")
-            self.assertEqual(r["data"]["token_seen"], "second-token")
-            g.send(2, "execute", execute(), token="second-token")
-            self.assertEqual(g.read(), {"id": 2, "data": {"echo": "execute"}})
+            r = g.init(token=second)
+            self.assertEqual(r["data"]["token_seen"], second)
+            g.send("2", "execute", execute(), token=second)
+            self.assertEqual(g.read(), {"id": "2", "data": {"echo": "execute"}})
             self.assertEqual(g.close()[0], 0)
         finally:
             g.kill()
