@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
-"""fake_peer.py - a misbehaving v4 peer, for the outer adapter's own tests.
+"""fake_peer.py - a misbehaving peer on the host's wire, for the outer
+adapter's own tests.
 
 FAKE_PEER_MODE says how it misbehaves:
   ignore-eof     answers requests, then ignores end of input and never exits
   die-on-execute answers initialize, and exits the moment an execute arrives
-  ignore-cancel  answers initialize; never answers an execute or a cancel
+  ignore-cancel  answers initialize; never answers an execute (a cancel has
+                 no reply in any mode)
 It answers `serve --peer ...` only; anything else exits 2.
 """
 import json
@@ -27,10 +29,11 @@ def main():
         msg = json.loads(line)
         method, rid = msg.get("method"), msg.get("id")
         if method == "initialize":
-            reply(rid, {"version": 4, "binding_seen": msg.get("data"), "token_seen": msg.get("token")})
+            reply(rid, {"version": (msg.get("data") or {}).get("version"),
+                        "binding_seen": msg.get("data"), "token_seen": msg.get("token")})
         elif method == "execute" and MODE == "die-on-execute":
             os._exit(3)
-        elif method in ("execute", "cancel") and MODE == "ignore-cancel":
+        elif method in ("cancel", "callback") or (method == "execute" and MODE == "ignore-cancel"):
             continue
         else:
             reply(rid, {})

@@ -18,9 +18,11 @@ The rules:
   - Frames go to the peer byte for byte, so the binding and the token reach
     it unchanged; replies and process events come back the same way, on
     this connection.
-  - A cancel is forwarded; if the cancelled request has no terminal reply
-    SG_OUTER_CANCEL_MS (35 s) later, the peer is unresponsive and is
-    closed (killed), and every pending request is answered `unavailable`.
+  - The host's cancel ({"id": <target>, "method": "cancel"}, no data) and
+    its callback requests are forwarded and have no reply; if a cancelled
+    request has no terminal reply SG_OUTER_CANCEL_MS (35 s) later, the peer
+    is unresponsive and is closed (killed), and every pending request is
+    answered `unavailable`.
   - A peer that dies gives `unavailable` to every request still pending.
   - At end of input the peer's stdin is closed and it gets a grace of
     SG_OUTER_GRACE_MS (10 s, as the host's default) to clean up and exit;
@@ -130,7 +132,7 @@ class Relay:
                 msg = json.loads(line)
             except ValueError:
                 msg = None
-            if isinstance(msg, dict) and "id" in msg and ("data" in msg or "error" in msg):
+            if isinstance(msg, dict) and "id" in msg and "method" not in msg:
                 key = json.dumps(msg["id"])
                 with self.lock:
                     self.pending.pop(key, None)
@@ -183,12 +185,15 @@ class Relay:
             rid = json.dumps(msg["id"])
         with self.lock:
             closed, why = self.closed, self.closed_why
-            if rid is not None and not closed:
+            if rid is not None and msg["method"] == "cancel":
+                # The target's id; a cancel has no reply of its own.
+                if rid in self.pending and not closed:
+                    self.cancels[rid] = time.monotonic() + CANCEL_MS / 1000.0
+                rid = None
+            elif rid is not None and msg["method"] == "callback":
+                rid = None  # an answer to a tool callback: no reply either
+            elif rid is not None and not closed:
                 self.pending[rid] = msg["method"]
-                if msg["method"] == "cancel" and isinstance(msg.get("data"), dict):
-                    target = json.dumps(msg["data"].get("id"))
-                    if target in self.pending:
-                        self.cancels[target] = time.monotonic() + CANCEL_MS / 1000.0
         if closed:
             if rid is not None:
                 self.answer(rid, why)
