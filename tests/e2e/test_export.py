@@ -1,11 +1,17 @@
-"""Exports (docs/protocol.md section 10)."""
+"""Exports (protocol section 6): present_artifact snapshots a file and the host
+reads it with export/read {token, offset} until eof, then export/close, as
+from its own worker (internal/executionworker/artifacts.go).  There is no
+export/open."""
 
 import base64
 import hashlib
+import json
 import os
 import unittest
 
-from sgclient import MiB, GatewayTestCase, b64, proc_status, unique
+from sgclient import MiB, GatewayTestCase, proc_status, unique
+
+CHUNK = 256 * 1024  # what the host's worker sends per export/read
 
 
 class Exports(GatewayTestCase):
@@ -13,72 +19,76 @@ class Exports(GatewayTestCase):
 
     def setUp(self):
         self.d = unique("exp")
+        self.gw.sh_ok("mkdir -p " + self.d)
 
-    def put(self, name, raw):
-        path = "%s/%s" % (self.d, name)
-        self.gw.tool_ok("write_file", {"path": path, "content": b64(raw), "encoding": "base64"})
-        return path
+    def present(self, path, gw=None, **kw):
+        """present_artifact: the one text part's {execution_export,name,size}."""
+        res = (gw or self.gw).tool_ok("present_artifact", {"path": path}, **kw)
+        self.assertEqual([p["type"] for p in res["content"]], ["text"])
+        ex = json.loads(res["content"][0]["text"])
+        self.assertEqual(set(ex), {"execution_export", "name", "size"})
+        self.assertTrue(ex["execution_export"])
+        return ex
 
-    def read(self, token, offset, length=None):
-        data = {"token": token, "offset": offset}
-        if length is not None:
-            data["length"] = length
-        r = self.gw.ok("export/read", data)
+    def read(self, token, offset, gw=None):
+        r = (gw or self.gw).ok("export/read", {"token": token, "offset": offset})
         self.assertEqual(set(r), {"data", "eof"})
         self.assertIsInstance(r["eof"], bool)
         return base64.b64decode(r["data"], validate=True), r["eof"]
 
-    def test_open_read_in_chunks_close(self):
-        gw = self.gw
-        raw = os.urandom(2500)
-        path = self.put("blob.bin", raw)
-        ex = gw.ok("export/open", {"path": path})
-        self.assertIsInstance(ex["token"], str)
-        self.assertTrue(ex["token"])
-        self.assertEqual(ex["size"], 2500)
-        self.assertEqual(ex["sha256"], hashlib.sha256(raw).hexdigest())
-        self.assertEqual(ex["name"], "blob.bin")
+    def download(self, ex, gw=None):
+        """The host's Download: reads from 0 until eof, checking each chunk
+        against the declared size, then export/close."""
         got = b""
-        for off, want_len, want_eof in ((0, 1000, False), (1000, 1000, False), (2000, 500, True)):
-            chunk, eof = self.read(ex["token"], off, 1000)
-            self.assertEqual((len(chunk), eof), (want_len, want_eof), "offset %d" % off)
+        while True:
+            chunk, eof = self.read(ex["execution_export"], len(got), gw)
+            self.assertLessEqual(len(got) + len(chunk), ex["size"], "over the declared size")
             got += chunk
-        self.assertEqual(got, raw)
-        self.assertEqual(self.read(ex["token"], 0), (raw, True), "default length")
-        self.assertEqual(self.read(ex["token"], 0, 0), (raw, True), "length 0 means default")
-        self.assertEqual(self.read(ex["token"], 2500), (b"", True), "offset at the end")
-        self.assertEqual(self.read(ex["token"], 1234, 10), (raw[1234:1244], False))
-        err = gw.fail("export/read", {"token": ex["token"], "offset": 2501})
-        self.assertCode(err, "invalid_argument", "offset past the end")
-        self.assertEqual(gw.ok("export/close", {"token": ex["token"]}), {})
-        gw.fail("export/read", {"token": ex["token"], "offset": 0})
+            if eof:
+                break
+            self.assertTrue(chunk, "an empty chunk before eof")
+        self.assertEqual(len(got), ex["size"], "eof before the declared size")
+        self.assertEqual((gw or self.gw).ok("export/close", {"token": ex["execution_export"]}),
+                         {})
+        return got
+
+    def test_read_in_chunks_close(self):
+        gw = self.gw
+        raw = gw.sh_ok("head -c 600000 /dev/urandom > %s/blob.bin && sha256sum %s/blob.bin"
+                       % (self.d, self.d)).split()[0]
+        ex = self.present(self.d + "/blob.bin")
+        self.assertEqual((ex["name"], ex["size"]), ("blob.bin", 600000))
+        tok = ex["execution_export"]
+        first, eof = self.read(tok, 0)
+        self.assertEqual((len(first), eof), (CHUNK, False))
+        mid, eof = self.read(tok, 1234)
+        self.assertEqual(mid[:CHUNK - 1234], first[1234:])
+        last, eof = self.read(tok, 600000 - 10)
+        self.assertEqual((len(last), eof), (10, True))
+        self.assertEqual(self.read(tok, 600000), (b"", True), "offset at the end")
+        self.assertIn("invalid artifact offset",
+                      gw.fail("export/read", {"token": tok, "offset": 600001}))
+        self.assertEqual(hashlib.sha256(self.download(ex)).hexdigest(), raw)
+        self.assertIn("unknown artifact export",
+                      gw.fail("export/read", {"token": tok, "offset": 0}))
 
     def test_snapshot_is_immutable(self):
         gw = self.gw
-        before = b"first version\n" * 100
-        path = self.put("snap.txt", before)
-        ex = gw.ok("export/open", {"path": path})
+        path = self.d + "/snap.txt"
+        gw.write(path, "first version\n" * 100)
+        ex = self.present(path)
         gw.tool_ok("write_file", {"path": path, "content": "rewritten"})
-        self.assertEqual(self.read(ex["token"], 0), (before, True))
-        gw.sh_ok("printf appended >> " + path)
-        gw.tool_ok("delete_path", {"path": path})
-        self.assertEqual(self.read(ex["token"], 0), (before, True))
-        gw.ok("export/close", {"token": ex["token"]})
+        gw.sh_ok("printf appended >> %s && rm %s" % (path, path))
+        self.assertEqual(self.download(ex), b"first version\n" * 100)
 
-    def test_large_file_read_is_capped(self):
+    def test_five_mib_comes_in_host_sized_chunks(self):
         gw = self.gw
         path = self.d + "/five.bin"
-        gw.tool_ok("make_dir", {"path": self.d})
         digest = gw.sh_ok("head -c %d /dev/urandom > %s && sha256sum %s"
                           % (5 * MiB, path, path)).split()[0]
-        ex = gw.ok("export/open", {"path": path})
-        self.assertEqual((ex["size"], ex["sha256"]), (5 * MiB, digest))
-        first, eof = self.read(ex["token"], 0, 10 * MiB)
-        self.assertEqual((len(first), eof), (4 * MiB, False), "length is capped at 4 MiB")
-        rest, eof = self.read(ex["token"], len(first))
-        self.assertEqual((len(rest), eof), (MiB, True))
-        self.assertEqual(hashlib.sha256(first + rest).hexdigest(), digest)
-        gw.ok("export/close", {"token": ex["token"]})
+        ex = self.present(path)
+        self.assertEqual(ex["size"], 5 * MiB)
+        self.assertEqual(hashlib.sha256(self.download(ex)).hexdigest(), digest)
 
     @unittest.skipIf(os.environ.get("SG_SANITIZED"), "a sanitizer's own memory is not the gateway's")
     @unittest.skipIf(os.environ.get("SG_PEER_BIN"), "the gateway measured is sandgate itself")
@@ -88,43 +98,49 @@ class Exports(GatewayTestCase):
         # first (up to 256 MiB per export in progress).
         gw = self.gateway()
         d = unique("big")
-        gw.tool_ok("make_dir", {"path": d})
-        digest = gw.sh_ok("head -c %d /dev/urandom > %s/f && sha256sum %s/f"
-                          % (48 * MiB, d, d)).split()[0]
+        digest = gw.sh_ok("mkdir -p %s && head -c %d /dev/urandom > %s/f && sha256sum %s/f"
+                          % (d, 48 * MiB, d, d)).split()[0]
         before = proc_status(gw.proc.pid, "VmHWM")
-        ex = gw.ok("export/open", {"path": d + "/f"}, timeout=300)
+        ex = self.present(d + "/f", gw=gw, timeout=300)
         grew = proc_status(gw.proc.pid, "VmHWM") - before
-        self.assertEqual((ex["size"], ex["sha256"]), (48 * MiB, digest))
-        gw.ok("export/close", {"token": ex["token"]})
+        self.assertEqual(ex["size"], 48 * MiB)
         self.assertLess(grew * 1024, 16 * MiB,
                         "the gateway grew by %d KiB for a 48 MiB export" % grew)
+        first, _ = self.read(ex["execution_export"], 48 * MiB - 5, gw)
+        self.assertEqual(len(first), 5)
+        gw.ok("export/close", {"token": ex["execution_export"]})
+        self.assertTrue(digest)
 
     def test_empty_file(self):
-        gw = self.gw
-        path = self.put("empty", b"")
-        ex = gw.ok("export/open", {"path": path})
+        self.gw.sh_ok(": > %s/empty" % self.d)
+        ex = self.present(self.d + "/empty")
         self.assertEqual(ex["size"], 0)
-        self.assertEqual(ex["sha256"], hashlib.sha256(b"").hexdigest())
-        self.assertEqual(self.read(ex["token"], 0), (b"", True))
-        gw.ok("export/close", {"token": ex["token"]})
+        self.assertEqual(self.read(ex["execution_export"], 0), (b"", True))
+        self.assertEqual(self.download(ex), b"")
 
     def test_not_a_regular_file(self):
         gw = self.gw
-        gw.tool_ok("make_dir", {"path": self.d + "/dir"})
-        self.assertCode(gw.fail("export/open", {"path": self.d + "/dir"}), "invalid_argument")
-        self.assertCode(gw.fail("export/open", {"path": "."}), "invalid_argument")
-        gw.fail("export/open", {"path": self.d + "/missing"})
+        gw.sh_ok("mkdir -p %s/dir" % self.d)
+        for path in (self.d + "/dir", "."):
+            err = gw.tool_error("present_artifact", {"path": path})
+            self.assertCode(err, "invalid_argument")
+            self.assertIn("artifact must be a regular file of at most 256 MiB", err)
+        self.assertCode(gw.tool_error("present_artifact", {"path": self.d + "/missing"}),
+                        "not_found")
 
     def test_too_large(self):
-        gw = self.gw
-        gw.tool_ok("make_dir", {"path": self.d})
-        gw.sh_ok("truncate -s 257M big.bin", cwd=self.d)
-        self.assertCode(gw.fail("export/open", {"path": self.d + "/big.bin"}), "too_large")
+        self.gw.sh_ok("truncate -s 257M big.bin", cwd=self.d)
+        err = self.gw.tool_error("present_artifact", {"path": self.d + "/big.bin"})
+        self.assertCode(err, "too_large")
+        self.assertIn("artifact must be a regular file of at most 256 MiB", err)
 
-    def test_unknown_token(self):
+    def test_unknown_token_and_no_export_open(self):
         gw = self.gw
-        gw.fail("export/read", {"token": "no-such-token", "offset": 0})
-        gw.fail("export/close", {"token": "no-such-token"})
+        for method in ("export/read", "export/close"):
+            err = gw.fail(method, {"token": "no-such-token", "offset": 0})
+            self.assertIn("unknown artifact export", err)
+        gw.sh_ok(": > %s/x" % self.d)
+        self.assertIn("export/open", gw.fail("export/open", {"path": self.d + "/x"}))
 
 
 if __name__ == "__main__":

@@ -1,14 +1,17 @@
-"""Path containment: `..`, absolute paths and symlinks, in every mode
-(docs/protocol.md sections 6.1 and 6.2: containment applies in `full` too)."""
+"""Path containment: `..`, absolute paths and symlinks, in every confined mode
+(standard, "" and read_only); unconfined lifts it inside the environment, and
+where the file tools run in-process on this host (the local backend) a path
+outside root is refused instead of reaching the host (protocol section 3)."""
 
+import json
 import os
 import unittest
 import uuid
 
 from sgclient import ROOT, GatewayTestCase, unique
 
-MODES = (None, "standard", "read_only", "full")
-WRITE_MODES = (None, "standard", "full")
+MODES = (None, "", "standard", "read_only")
+WRITE_MODES = (None, "", "standard")
 
 
 class Paths(GatewayTestCase):
@@ -27,14 +30,14 @@ class Paths(GatewayTestCase):
         for path in ("../etc/passwd", self.d + "/../../etc/passwd", "./../x",
                      self.d + "/../" + self.d + "/../../etc/hostname"):
             self.escape("read_file", {"path": path})
-            self.escape("stat_path", {"path": path})
+            self.escape("list_files", {"path": path.rsplit("/", 1)[0] or "/"})
             self.escape("write_file", {"path": path, "content": "x"}, WRITE_MODES)
-        self.escape("list_dir", {"path": ".."})
-        self.escape("make_dir", {"path": "../sg-e2e-escape"}, WRITE_MODES)
+        self.escape("list_files", {"path": ".."})
+        self.escape("write_file", {"path": "../sg-e2e-escape/x", "content": "x"}, WRITE_MODES)
 
     def test_dotdot_that_stays_inside_is_fine(self):
-        res = self.gw.tool_ok("read_file", {"path": self.d + "/../" + self.d + "/inside.txt"})
-        self.assertEqual(res["content"], "inside")
+        v = self.gw.view("read_file", {"path": self.d + "/../" + self.d + "/inside.txt"})
+        self.assertEqual((v["content"], v["path"]), ("1|inside\n", self.d + "/inside.txt"))
 
     def test_absolute_outside(self):
         root = ROOT.rstrip("/")
@@ -42,7 +45,7 @@ class Paths(GatewayTestCase):
                      root + "-evil/file", root + "x/" + self.d + "/inside.txt"):
             self.escape("read_file", {"path": path})
             self.escape("write_file", {"path": path, "content": "x"}, WRITE_MODES)
-        self.escape("list_dir", {"path": "/etc"})
+        self.escape("list_files", {"path": "/etc"})
         self.escape("glob", {"pattern": "*", "path": "/etc"})
         self.escape("grep", {"pattern": "root", "path": "/etc"})
 
@@ -52,16 +55,13 @@ class Paths(GatewayTestCase):
         link = self.d + "/etc_link"
         self.escape("read_file", {"path": link + "/passwd"})
         self.escape("read_file", {"path": link + "/hostname"})
-        self.escape("stat_path", {"path": link + "/passwd"})
-        self.escape("list_dir", {"path": link})
+        self.escape("list_files", {"path": link})
         self.escape("grep", {"pattern": "root", "path": link})
         self.escape("write_file", {"path": link + "/sg-e2e-evil", "content": "x"}, WRITE_MODES)
-        self.escape("edit_file", {"path": link + "/hostname", "old_string": "a",
-                                  "new_string": "b"}, WRITE_MODES)
-        self.escape("make_dir", {"path": link + "/sg-e2e-dir"}, WRITE_MODES)
-        self.escape("move_path", {"path": self.d + "/inside.txt",
-                                  "destination": link + "/sg-e2e-moved"}, WRITE_MODES)
-        self.assertCode(gw.fail("export/open", {"path": link + "/passwd"}), "path_escape")
+        self.escape("edit_file", {"path": link + "/hostname", "old_text": "a",
+                                  "new_text": "b"}, WRITE_MODES)
+        self.escape("write_file", {"path": link + "/sg-e2e-dir/x", "content": "x"}, WRITE_MODES)
+        self.escape("present_artifact", {"path": link + "/passwd"})
 
     def test_relative_symlink_climbing_out(self):
         gw = self.gw
@@ -76,7 +76,7 @@ class Paths(GatewayTestCase):
         gw.sh_ok("ln -s %s dangling" % target, cwd=self.d)
         self.escape("write_file", {"path": self.d + "/dangling", "content": "x"}, WRITE_MODES)
         self.escape("read_file", {"path": self.d + "/dangling"})
-        gw.sh_ok("test ! -e " + target, mode="full")
+        gw.sh_ok("test ! -e " + target, mode="unconfined")
         if gw.backend == "local":
             # The gateway may write through the host's view of the
             # workspace, where /tmp is this machine's.
@@ -87,42 +87,59 @@ class Paths(GatewayTestCase):
         gw.sh_ok("ln -s /etc/passwd pw", cwd=self.d)
         self.escape("read_file", {"path": self.d + "/pw"})
         self.escape("write_file", {"path": self.d + "/pw", "content": "x"}, WRITE_MODES)
-        self.escape("edit_file", {"path": self.d + "/pw", "old_string": "root",
-                                  "new_string": "toor"}, WRITE_MODES)
+        self.escape("edit_file", {"path": self.d + "/pw", "old_text": "root",
+                                  "new_text": "toor"}, WRITE_MODES)
 
     def test_symlinks_inside_root_are_followed(self):
         gw = self.gw
         gw.sh_ok("ln -s inside.txt rel && ln -s %s/%s/inside.txt abs"
                  % (ROOT.rstrip("/"), self.d), cwd=self.d)
         for name in ("rel", "abs"):
-            res = gw.tool_ok("read_file", {"path": self.d + "/" + name})
-            self.assertEqual(res["content"], "inside", name)
+            # Each actor reads it once; the link is the file it names.
+            v = gw.view("read_file", {"path": self.d + "/" + name}, actor=unique(name))
+            self.assertEqual((v["content"], v["path"]), ("1|inside\n", self.d + "/inside.txt"),
+                             name)
 
     def test_cwd_outside(self):
         gw = self.gw
-        self.escape("run_command", {"command": "pwd", "cwd": ".."}, WRITE_MODES)
-        self.escape("run_command", {"command": "pwd", "cwd": "/etc"}, WRITE_MODES)
+        self.escape("bash", {"command": "pwd", "cwd": ".."}, WRITE_MODES)
+        self.escape("bash", {"command": "pwd", "cwd": "/etc"}, WRITE_MODES)
         self.assertCode(gw.fail("process/start", {"command": "pwd", "cwd": "/etc"}),
                         "path_escape")
         out = gw.sh_ok("pwd", cwd=self.d)
         self.assertEqual(out.strip(), ROOT.rstrip("/") + "/" + self.d)
 
     def test_empty_path_names_root(self):
-        """Results name root "" (section 6.2), so "" given back names it too."""
+        """An empty path is the root, as the host's tools take it."""
         gw = self.gw
-        st = gw.tool_ok("stat_path", {"path": ""})
-        self.assertEqual((st["metadata"]["type"], st["metadata"]["path"]), ("dir", ""))
-        self.assertEqual(gw.tool_ok("list_dir", {"path": ""})["content"],
-                         gw.tool_ok("list_dir", {})["content"])
+        root = gw.view("list_files", {"path": ""})
+        self.assertEqual(root["path"], ".")
+        self.assertEqual(root["entries"], gw.view("list_files", {})["entries"])
         self.assertEqual(gw.sh_ok("pwd", cwd="").strip(), ROOT.rstrip("/") or "/")
-        self.assertCode(gw.tool_error("delete_path", {"path": "", "recursive": True}),
-                        "permission_denied")
-        self.assertTrue(gw.tool("write_file", {"path": "", "content": "x"})["is_error"])
+        self.assertIn("read_file requires path", gw.tool_error("read_file", {"path": ""}))
+        self.assertIsInstance(gw.tool_error("write_file", {"path": "", "content": "x"}), str)
 
     def test_export_outside(self):
-        gw = self.gw
         for path in ("/etc/passwd", "../etc/passwd"):
-            self.assertCode(gw.fail("export/open", {"path": path}), "path_escape", path)
+            self.escape("present_artifact", {"path": path})
+
+    def test_unconfined_lifts_containment_inside_the_environment(self):
+        gw = self.gw
+        gw.sh_ok("ln -s /etc/hostname hn", cwd=self.d)
+        for path in ("/etc/hostname", "../" * 12 + "etc/hostname", self.d + "/hn"):
+            r = gw.execute("read_file", {"path": path}, mode="unconfined")
+            if gw.backend == "local":
+                # In-process on this host, the environment's files outside
+                # root are the host's: refused, never read from the host.
+                self.assertReplyCode(r, "permission_denied", path)
+                self.assertIn("outside the workspace root", r["error"])
+            else:
+                self.assertNotIn("error", r, path)
+                v = json.loads(r["data"]["content"][0]["text"])
+                self.assertEqual(v["path"], "/etc/hostname")
+        inside = gw.view("read_file", {"path": ROOT.rstrip("/") + "/" + self.d + "/inside.txt"},
+                         mode="unconfined")
+        self.assertEqual(inside["path"], self.d + "/inside.txt")
 
 
 if __name__ == "__main__":

@@ -2,7 +2,8 @@
 item 5).
 
 A local profile with `host_workspace` and `mount_read_only: true` (or the
-profile's workspace made read-only by the binding's `environment`): every
+workspace made read-only by the host's own profile, which reaches a command
+backend in WUU_EXECUTION_PROFILE and may narrow the operator's): every
 writing file tool is refused with `permission_denied`, as the read_only
 permission mode refuses them, and the host directory is byte for byte what
 it was.  Reading tools keep working.
@@ -13,7 +14,7 @@ import os
 import subprocess
 import tempfile
 
-from sgclient import CONFIG, Gateway, GatewayTestCase
+from sgclient import CONFIG, Gateway, GatewayTestCase, host_env
 
 
 def snapshot(top):
@@ -49,12 +50,11 @@ class ReadOnlyMount(GatewayTestCase):
         cfg = os.path.join(self.dir, "config.json")
         with open(cfg, "w") as f:
             json.dump({"default": "p", "profiles": {"p": profile}}, f)
-        gw = Gateway(state_dir=os.path.join(self.dir, "state"), config=cfg, profile="p")
+        env = host_env({"backend": "command", "mount_read_only": True}) if in_binding else None
+        gw = Gateway(state_dir=os.path.join(self.dir, "state"), config=cfg, profile="p",
+                     env_extra=env)
         self.addCleanup(gw.cleanup)
-        if in_binding:
-            gw.initialize(environment={"mount_read_only": True})
-        else:
-            gw.initialize()
+        gw.initialize()
         return gw
 
     def refused(self, tool, args, in_binding=False):
@@ -65,7 +65,9 @@ class ReadOnlyMount(GatewayTestCase):
         self.assertEqual(snapshot(self.host), self.before,
                          "%s changed the read-only host directory" % tool)
         # Reading still works.
-        self.assertEqual(gw.tool_ok("read_file", {"path": "keep.txt"})["content"], "original\n")
+        self.assertEqual(gw.view("read_file", {"path": "keep.txt"})["content"], "1|original\n")
+        self.assertEqual([e["name"] for e in gw.view("list_files", {})["entries"]],
+                         ["keep.txt", "sub"])
         gw.shutdown()
         self.assertEqual(snapshot(self.host), self.before)
 
@@ -76,19 +78,16 @@ class ReadOnlyMount(GatewayTestCase):
         self.refused("write_file", {"path": "keep.txt", "content": "changed"})
 
     def test_edit_file(self):
-        self.refused("edit_file", {"path": "keep.txt", "old_string": "original",
-                                   "new_string": "edited"})
+        self.refused("edit_file", {"path": "keep.txt", "old_text": "original",
+                                   "new_text": "edited"})
 
-    def test_make_dir(self):
-        self.refused("make_dir", {"path": "newdir/deeper"})
+    def test_apply_patch(self):
+        self.refused("apply_patch", {"patchText": "*** Begin Patch\n*** Add File: newdir/x\n"
+                                                  "+x\n*** Delete File: keep.txt\n"
+                                                  "*** End Patch\n"})
 
-    def test_move_path(self):
-        self.refused("move_path", {"path": "keep.txt", "destination": "moved.txt"})
-
-    def test_delete_path(self):
-        self.refused("delete_path", {"path": "sub", "recursive": True})
-
-    def test_binding_environment_makes_it_read_only(self):
+    def test_host_profile_makes_it_read_only(self):
         for tool, args in (("write_file", {"path": "keep.txt", "content": "changed"}),
-                           ("delete_path", {"path": "keep.txt"})):
+                           ("edit_file", {"path": "keep.txt", "old_text": "original",
+                                          "new_text": "x"})):
             self.refused(tool, args, in_binding=True)
