@@ -203,6 +203,13 @@ sg_err sg_envcall_spawn(struct sg_session *s, const char *const *args,
 			const char *const *envp, json_t **out,
 			struct sg_cancel *cancel, struct sg_errinfo *err)
 {
+	return sg_envcall_spawn_for(s, args, envp, 0, out, cancel, err);
+}
+
+sg_err sg_envcall_spawn_for(struct sg_session *s, const char *const *args,
+			    const char *const *envp, int64_t wait_ms, json_t **out,
+			    struct sg_cancel *cancel, struct sg_errinfo *err)
+{
 	struct sg_strv av = SG_STRV_INIT;
 	struct sg_exec_result r;
 	int table;
@@ -222,8 +229,8 @@ sg_err sg_envcall_spawn(struct sg_session *s, const char *const *args,
 	 * environment's, which may never answer at all.
 	 */
 	if (!rc)
-		rc = run_exec(s, &av, envp, SG_EXEC_DETACHES, SG_PROC_SPAWN_MS, NULL, 0, &r,
-			      cancel, err);
+		rc = run_exec(s, &av, envp, SG_EXEC_DETACHES, SG_PROC_SPAWN_MS + wait_ms, NULL, 0,
+			      &r, cancel, err);
 	if (!rc)
 		rc = sg_envcall_reply(r.out.p, r.out.len, out, err);
 	sg_exec_result_release(&r);

@@ -203,6 +203,15 @@ sg_err sg_envcall_spawn(struct sg_session *s, const char *const *args,
 			const char *const *envp, json_t **out,
 			struct sg_cancel *cancel, struct sg_errinfo *err)
 	SG_MUST_CHECK;
+/*
+ * As sg_envcall_spawn for a step that itself waits up to wait_ms (a
+ * foreground bash run, `proc spawn --wait-ms`): the exec is given that
+ * much longer, and cancel ends it (the supervisor it left runs on).
+ */
+sg_err sg_envcall_spawn_for(struct sg_session *s, const char *const *args,
+			    const char *const *envp, int64_t wait_ms, json_t **out,
+			    struct sg_cancel *cancel, struct sg_errinfo *err)
+	SG_MUST_CHECK;
 
 /* Resolve a user path to an absolute path inside the environment (new). */
 sg_err sg_envcall_resolve(struct sg_session *s, const char *path,
@@ -247,7 +256,7 @@ sg_err sg_tools_precheck(struct sg_op *op) SG_MUST_CHECK;
 /* The catalogue's names as a JSON array (new). */
 json_t *sg_tools_names(void);
 
-/* ---- proc.c: process methods and events ---- */
+/* ---- proc.c: the host's processes, their methods and events ---- */
 sg_err sg_procs_new(struct sg_session *s) SG_MUST_CHECK;
 /*
  * The process methods (protocol section 4), one handler for all:
@@ -255,9 +264,47 @@ sg_err sg_procs_new(struct sg_session *s) SG_MUST_CHECK;
  */
 sg_err sg_proc_method(struct sg_op *op, json_t **out) SG_MUST_CHECK;
 /*
- * Stop this session's running processes, all at once, each with grace_ms
- * before SIGKILL, within the cancel token's time; *stopped (optional) is
- * how many were running.
+ * As sg_proc_method for `method` with `data` (the process tool's way to
+ * the same handlers); *out new.
+ */
+sg_err sg_proc_run(struct sg_op *op, const char *method, json_t *data, json_t **out)
+	SG_MUST_CHECK;
+
+/* What one start runs, and how (bash and process/start). */
+struct sg_proc_start {
+	const char *command;      /* a shell string, or NULL with argv */
+	json_t *argv;             /* an array of strings, or NULL (borrowed) */
+	const char *cwd;          /* a user path; NULL or "": root */
+	json_t *env;              /* extra variables, or NULL (borrowed) */
+	const char *operation_id; /* version 4's, or NULL */
+	const char *actor;        /* the agent; NULL: the main agent */
+	const char *lifecycle;    /* "managed" (NULL) or "session" */
+	enum sg_confine mode;     /* the request's permission mode */
+	int64_t timeout_ms;       /* the process is stopped after it; 0: never */
+	/*
+	 * >= 0: a foreground run, waited for that long; one that ends in
+	 * time leaves no record, one that does not is promoted to a managed
+	 * process.  -1: a background start.
+	 */
+	int64_t wait_ms;
+	bool tty;                 /* on a terminal of its own (implies input) */
+	bool input;               /* process/write reaches its stdin */
+	bool login;               /* the command in a login shell (bash -l) */
+};
+
+/*
+ * Start st in the environment; *reply is sg-helper's (new): "process" the
+ * record, and for a foreground run "ended", "output", "stdout", "stderr"
+ * with their _bytes and _truncated.  A process that runs on is announced
+ * `started` after op's reply.  A cancelled foreground run is stopped.
+ */
+sg_err sg_proc_spawn(struct sg_op *op, const struct sg_proc_start *st, json_t **reply)
+	SG_MUST_CHECK;
+/*
+ * Stop every process this session still controls (managed ones too), all
+ * at once, each with grace_ms before SIGKILL, within the cancel token's
+ * time, each announced `cleaned_up`; *stopped (optional) is how many were
+ * running.
  */
 sg_err sg_procs_shutdown(struct sg_session *s, int64_t grace_ms, struct sg_cancel *cancel,
 			 int *stopped, struct sg_errinfo *err);

@@ -49,14 +49,22 @@
  *
  *   proc spawn --ctl C --id ID --session S [--op OPID] [--cwd DIR]
  *              [--timeout-ms N] [--retain BYTES]
+ *              [--owner-kind K] [--owner-id A] [--generation G]
+ *              [--lifecycle managed|session] [--tty] [--input] [--login]
+ *              [--wait-ms N [--output-max N]]   (a foreground run)
  *              [--confine standard|read_only --root R]
  *              [--allow-write DIR]... (--command STRING | -- ARGV...)
- *   proc read  --ctl C --id ID [--offset N] [--max N] [--wait-ns N]
+ *   proc read  --ctl C --id ID (--offset N | --tail) [--max N] [--wait-ns N]
  *              [--min-dwell-ns N]
  *   proc get   --ctl C --id ID
  *   proc list  --ctl C --session S
  *   proc stop  --ctl C --id ID [--grace-ms N]
  *   proc wait  --ctl C --session S --since STAMP [--timeout-ms N]
+ *   proc update --ctl C --id ID [--mode resume|detached]
+ *              [--recheck-minutes N] [--deliver CONSUMER]
+ *              [--recheck-delivered] [--recheck-due]
+ *   proc write --ctl C --id ID              the input on stdin
+ *   proc resize --ctl C --id ID --cols N --rows N
  *   proc stop-all --ctl C [--grace-ms N]    every session's processes
  *
  *   confine --mode standard|read_only --root R [--allow-write DIR]...

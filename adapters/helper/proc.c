@@ -82,6 +82,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/ioctl.h>
 #include <sys/inotify.h>
 #include <sys/prctl.h>
 #include <pthread.h>
@@ -99,9 +100,21 @@
 #include "base/limits.h"
 #include "../path.h"
 #include "base/ring.h"
+#include "base/sha256.h"
 #include "base/utf8.h"
 
 #define PROGRESS_MAGIC UINT64_C(0x73672d70726f6373)
+
+/* What the host's worker fixes about processes (tool_bash.go, process.go). */
+#define SG_PROC_PROMOTED_RECHECK_MIN 30   /* a promoted foreground run's recheck */
+#define SG_PROC_RECHECK_MAX_MIN 1440      /* process/recheck's minutes */
+#define SG_PROC_OUTPUT_MAX (30 * SG_KiB)  /* bash's `output` */
+#define SG_PROC_SIDE_MAX (64 * SG_KiB)    /* bash's structured stdout and stderr */
+#define SG_PROC_SIDE_RETAIN SG_PROC_RETAIN /* each of those spools (the full log) */
+#define SG_PROC_LOG_CHUNK SG_MiB          /* one copy into the full log */
+#define SG_PROC_WRITE_POLL_MS 50          /* a full input FIFO re-tried */
+#define SG_PROC_TTY_COLS 80               /* a terminal's first size */
+#define SG_PROC_TTY_ROWS 24
 
 /* ---- small tools ------------------------------------------------------ */
 
@@ -247,17 +260,38 @@ static const char *const proc_status_words[] = {
 	"running", "exited", "stopped", "failed", "lost",
 };
 
+/* A time the record may leave unset, and a consumer's name. */
+#define REC_TIME 40
+#define REC_NAME 256
+
+/*
+ * One process.  The file keeps the supervisor's own words (status
+ * exited/stopped/failed/lost, signal, message); what the host is shown is
+ * the host's process.Process, derived from them by rec_view.
+ */
 struct proc_rec {
 	char *text;        /* owned: the parsed file, strings unescaped in place */
 	const char **argv; /* owned array, NULL-terminated; NULL: a command */
 	/* Borrowed from text (parsed) or from the command line (spawn). */
 	const char *id, *op, *session, *command, *cwd, *message;
+	const char *owner_kind, *owner_id, *generation, *lifecycle, *log_path;
 	enum proc_status status;
 	int64_t pid, exit_code; /* -1 stands for null */
 	char signal[24];        /* "" stands for null */
-	char started_at[40], ended_at[40];
+	char started_at[REC_TIME], ended_at[REC_TIME], updated_at[REC_TIME];
+	/* What the host changes after the start (proc update). */
+	char mode[16], delivered_at[REC_TIME], consumer[REC_NAME];
+	char next_recheck[REC_TIME], pending_recheck[REC_TIME];
+	int64_t recheck_minutes;
 	int64_t sup_pid, sup_start, pid_ns, pgid, timeout_ms, retain;
 	int64_t stamp, birth;
+	/*
+	 * tty: the command runs on a terminal; input: C/<ID>/in reaches its
+	 * stdin; hidden: a foreground run no reply shows until it is
+	 * promoted; split: its stdout and stderr are also kept apart;
+	 * log_base: the oldest offset the spool still holds, once ended.
+	 */
+	int64_t tty, input, hidden, split, log_base;
 	size_t bytes;           /* the file's size, as read */
 };
 
@@ -271,6 +305,26 @@ static const struct {
 	{ "command", offsetof(struct proc_rec, command) },
 	{ "cwd", offsetof(struct proc_rec, cwd) },
 	{ "message", offsetof(struct proc_rec, message) },
+	{ "owner_kind", offsetof(struct proc_rec, owner_kind) },
+	{ "owner_id", offsetof(struct proc_rec, owner_id) },
+	{ "host_generation_id", offsetof(struct proc_rec, generation) },
+	{ "lifecycle", offsetof(struct proc_rec, lifecycle) },
+	{ "log_path", offsetof(struct proc_rec, log_path) },
+};
+
+static const struct {
+	const char *key;
+	size_t off, size;
+} rec_smalls[] = {
+	{ "signal", offsetof(struct proc_rec, signal), sizeof(((struct proc_rec *)0)->signal) },
+	{ "started_at", offsetof(struct proc_rec, started_at), REC_TIME },
+	{ "ended_at", offsetof(struct proc_rec, ended_at), REC_TIME },
+	{ "updated_at", offsetof(struct proc_rec, updated_at), REC_TIME },
+	{ "completion_mode", offsetof(struct proc_rec, mode), sizeof(((struct proc_rec *)0)->mode) },
+	{ "completion_delivered_at", offsetof(struct proc_rec, delivered_at), REC_TIME },
+	{ "completion_consumed_by", offsetof(struct proc_rec, consumer), REC_NAME },
+	{ "next_recheck_at", offsetof(struct proc_rec, next_recheck), REC_TIME },
+	{ "pending_recheck_at", offsetof(struct proc_rec, pending_recheck), REC_TIME },
 };
 
 static const struct {
@@ -287,6 +341,12 @@ static const struct {
 	{ "retain", offsetof(struct proc_rec, retain) },
 	{ "stamp", offsetof(struct proc_rec, stamp) },
 	{ "birth", offsetof(struct proc_rec, birth) },
+	{ "recheck_minutes", offsetof(struct proc_rec, recheck_minutes) },
+	{ "tty", offsetof(struct proc_rec, tty) },
+	{ "input", offsetof(struct proc_rec, input) },
+	{ "hidden", offsetof(struct proc_rec, hidden) },
+	{ "split", offsetof(struct proc_rec, split) },
+	{ "log_base", offsetof(struct proc_rec, log_base) },
 };
 
 static void rec_init(struct proc_rec *r)
@@ -398,6 +458,12 @@ static bool rec_set_str(struct proc_rec *r, const char *key, const char *s)
 			return true;
 		}
 	}
+	for (size_t i = 0; i < sizeof(rec_smalls) / sizeof(rec_smalls[0]); i++) {
+		if (strcmp(rec_smalls[i].key, key) == 0) {
+			rec_set_small((char *)r + rec_smalls[i].off, rec_smalls[i].size, s);
+			return true;
+		}
+	}
 	if (strcmp(key, "status") == 0) {
 		for (int i = 0; i <= PS_LOST; i++)
 			if (s && strcmp(s, proc_status_words[i]) == 0) {
@@ -406,12 +472,6 @@ static bool rec_set_str(struct proc_rec *r, const char *key, const char *s)
 			}
 		return false;
 	}
-	if (strcmp(key, "signal") == 0)
-		rec_set_small(r->signal, sizeof(r->signal), s);
-	else if (strcmp(key, "started_at") == 0)
-		rec_set_small(r->started_at, sizeof(r->started_at), s);
-	else if (strcmp(key, "ended_at") == 0)
-		rec_set_small(r->ended_at, sizeof(r->ended_at), s);
 	/* Unknown keys are skipped: a newer helper may have written them. */
 	return true;
 }
@@ -423,7 +483,6 @@ static void rec_set_int(struct proc_rec *r, const char *key, int64_t v)
 			*(int64_t *)((char *)r + rec_ints[i].off) = v;
 }
 
-/* ["a","b",...] at *pp (on the bracket) into r->argv. */
 static bool rec_parse_argv(struct proc_rec *r, char **pp)
 {
 	size_t n = 0, cap = 0;
@@ -556,9 +615,8 @@ static sg_err put_int(struct sg_buf *b, const char *key, int64_t v)
 	return rc;
 }
 
-/* The record as JSON; `internal` adds the fields no reply may show. */
-static sg_err rec_json(struct sg_buf *b, const struct proc_rec *r,
-		       bool internal)
+/* The record as its file keeps it: every field, by the tables above. */
+static sg_err rec_json(struct sg_buf *b, const struct proc_rec *r)
 {
 	sg_err rc = sg_buf_adds(b, "{");
 
@@ -566,16 +624,25 @@ static sg_err rec_json(struct sg_buf *b, const struct proc_rec *r,
 		rc = sg_jw_key(b, "id", 1);
 	if (!rc)
 		rc = sg_jw_str(b, r->id, strlen(r->id));
+	for (size_t i = 1; !rc && i < sizeof(rec_strs) / sizeof(rec_strs[0]); i++) {
+		const char *s = *(const char *const *)((const char *)r + rec_strs[i].off);
+
+		if (s)
+			rc = put_str(b, rec_strs[i].key, s);
+	}
+	for (size_t i = 0; !rc && i < sizeof(rec_smalls) / sizeof(rec_smalls[0]); i++) {
+		const char *s = (const char *)r + rec_smalls[i].off;
+
+		if (s[0])
+			rc = put_str(b, rec_smalls[i].key, s);
+	}
+	for (size_t i = 0; !rc && i < sizeof(rec_ints) / sizeof(rec_ints[0]); i++)
+		rc = put_int(b, rec_ints[i].key,
+			     *(const int64_t *)((const char *)r + rec_ints[i].off));
 	if (!rc)
-		rc = put_str(b, "operation_id", r->op);
-	if (!rc)
-		rc = put_str(b, "root_thread_id", r->session);
-	if (!rc)
-		rc = put_str(b, "command", r->command);
-	if (!rc)
+		rc = put_str(b, "status", proc_status_words[r->status]);
+	if (!rc && r->argv)
 		rc = sg_jw_key(b, "argv", 0);
-	if (!rc && !r->argv)
-		rc = sg_buf_adds(b, "null");
 	for (size_t i = 0; !rc && r->argv && r->argv[i]; i++) {
 		rc = sg_buf_addc(b, i ? ',' : '[');
 		if (!rc)
@@ -584,30 +651,140 @@ static sg_err rec_json(struct sg_buf *b, const struct proc_rec *r,
 	if (!rc && r->argv)
 		rc = sg_buf_adds(b, r->argv[0] ? "]" : "[]");
 	if (!rc)
-		rc = put_str(b, "cwd", r->cwd);
+		rc = sg_buf_addc(b, '}');
+	return rc;
+}
+
+/* Go's zero time: what the host's record says of a time not yet reached. */
+#define REC_ZERO_TIME "0001-01-01T00:00:00Z"
+
+/* The host's words for how a process ended: status, cause, last_error. */
+static void rec_outcome(const struct proc_rec *r, const char **status, const char **cause,
+			char *last_error, size_t n)
+{
+	last_error[0] = '\0';
+	*cause = "";
+	*status = "failed";
+	switch (r->status) {
+	case PS_RUNNING:
+		*status = "running";
+		return;
+	case PS_STOPPED:
+		*status = "stopped";
+		*cause = "requested_stop";
+		if (r->message)
+			snprintf(last_error, n, "%s", r->message);
+		return;
+	case PS_EXITED:
+		*cause = "natural_exit";
+		if (r->signal[0]) {
+			*status = "failed";
+			snprintf(last_error, n, "signal: %s", r->signal);
+		} else if (r->exit_code != 0) {
+			*status = "failed";
+			snprintf(last_error, n, "exit status %lld", (long long)r->exit_code);
+		} else {
+			*status = "stopped";
+		}
+		return;
+	case PS_FAILED:
+		*status = "failed";
+		snprintf(last_error, n, "%s", r->message ? r->message : "the process did not start");
+		return;
+	case PS_LOST:
+		*status = "failed";
+		snprintf(last_error, n, "the process's supervisor is gone; its outcome is unknown");
+		return;
+	}
+}
+
+/* A text key, left out when empty (Go's omitempty). */
+static sg_err view_str(struct sg_buf *b, const char *key, const char *s, bool always)
+{
+	if (!always && (!s || !s[0]))
+		return SG_OK;
+	return put_str(b, key, s ? s : "");
+}
+
+/*
+ * The record as the host's process.Process, its keys in the host's order;
+ * exit_code is -1 while running and whenever a signal ended the process.
+ */
+static sg_err rec_view(struct sg_buf *b, const struct proc_rec *r)
+{
+	const char *status, *cause;
+	char last_error[SG_ERR_MSG];
+	sg_err rc;
+
+	rec_outcome(r, &status, &cause, last_error, sizeof(last_error));
+	rc = sg_buf_adds(b, "{");
 	if (!rc)
-		rc = put_str(b, "status", proc_status_words[r->status]);
+		rc = sg_jw_key(b, "id", 1);
 	if (!rc)
-		rc = put_int(b, "pid", r->pid);
+		rc = sg_jw_str(b, r->id, strlen(r->id));
 	if (!rc)
-		rc = put_int(b, "exit_code", r->exit_code);
+		rc = view_str(b, "owner_kind", r->owner_kind ? r->owner_kind : "main_agent", true);
 	if (!rc)
-		rc = put_str(b, "signal", r->signal[0] ? r->signal : NULL);
+		rc = view_str(b, "owner_id", r->owner_id, true);
 	if (!rc)
-		rc = put_str(b, "started_at",
-			     r->started_at[0] ? r->started_at : NULL);
+		rc = view_str(b, "root_thread_id", r->session, true);
 	if (!rc)
-		rc = put_str(b, "ended_at", r->ended_at[0] ? r->ended_at : NULL);
+		rc = view_str(b, "host_generation_id", r->generation, true);
 	if (!rc)
-		rc = sg_buf_adds(b, ",\"managed\":true");
-	/* rec_ints[0] and [1] (pid, exit_code) are public and written above. */
-	for (size_t i = 2; internal && !rc && i < sizeof(rec_ints) /
-				sizeof(rec_ints[0]); i++)
-		rc = put_int(b, rec_ints[i].key,
-			     *(const int64_t *)((const char *)r +
-						rec_ints[i].off));
-	if (!rc && internal && r->message)
-		rc = put_str(b, "message", r->message);
+		rc = view_str(b, "lifecycle", r->lifecycle ? r->lifecycle : "managed", true);
+	if (!rc)
+		rc = view_str(b, "completion_mode", r->mode[0] ? r->mode : "resume", true);
+	if (!rc)
+		rc = view_str(b, "status", status, true);
+	if (!rc)
+		rc = sg_buf_addf(b, ",\"pid\":%lld,\"pgid\":%lld", (long long)(r->pid > 0 ? r->pid : 0),
+				 (long long)(r->pgid > 0 ? r->pgid : 0));
+	if (!rc)
+		rc = view_str(b, "process_start_time", r->started_at[0] ? r->started_at : REC_ZERO_TIME,
+			      true);
+	if (!rc)
+		rc = sg_buf_addf(b, ",\"tty\":%s", r->tty > 0 ? "true" : "false");
+	if (!rc)
+		rc = view_str(b, "log_path", r->log_path, true);
+	if (!rc)
+		rc = sg_buf_addf(b, ",\"log_base_offset\":%lld",
+				 (long long)(r->log_base > 0 ? r->log_base : 0));
+	if (!rc)
+		rc = view_str(b, "command", r->command ? r->command : r->argv ? r->argv[0] : "", true);
+	if (!rc)
+		rc = view_str(b, "cwd", r->cwd, true);
+	if (!rc)
+		rc = view_str(b, "started_at", r->started_at[0] ? r->started_at : REC_ZERO_TIME, true);
+	if (!rc)
+		rc = view_str(b, "updated_at",
+			      r->updated_at[0] ? r->updated_at
+			      : r->ended_at[0] ? r->ended_at
+			      : r->started_at[0] ? r->started_at : REC_ZERO_TIME, true);
+	if (!rc)
+		rc = view_str(b, "stopped_at",
+			      r->status != PS_RUNNING && r->ended_at[0] ? r->ended_at : REC_ZERO_TIME,
+			      true);
+	if (!rc)
+		rc = sg_buf_addf(b, ",\"exit_code\":%lld",
+				 (long long)(r->status == PS_RUNNING || r->signal[0] ? -1
+					     : r->exit_code));
+	if (!rc)
+		rc = view_str(b, "last_error", last_error, false);
+	if (!rc)
+		rc = view_str(b, "terminal_cause", cause, false);
+	if (!rc)
+		rc = view_str(b, "completion_delivered_at", r->delivered_at, false);
+	if (!rc)
+		rc = view_str(b, "completion_consumed_by", r->consumer, false);
+	if (!rc)
+		rc = sg_buf_addf(b, ",\"recheck_minutes\":%lld",
+				 (long long)(r->recheck_minutes > 0 ? r->recheck_minutes : 0));
+	if (!rc)
+		rc = view_str(b, "next_recheck_at", r->next_recheck, false);
+	if (!rc)
+		rc = view_str(b, "pending_recheck_at", r->pending_recheck, false);
+	if (!rc)
+		rc = view_str(b, "operation_id", r->op, false);
 	if (!rc)
 		rc = sg_buf_addc(b, '}');
 	return rc;
@@ -695,9 +872,10 @@ static sg_err rec_store_locked(const char *ctl, int seqfd, struct proc_rec *r,
 		goto out;
 	}
 	r->stamp = (int64_t)seq;
+	utc_now(r->updated_at, sizeof(r->updated_at));
 	if (!r->birth)
 		r->birth = r->stamp;
-	rc = rec_json(&b, r, true);
+	rc = rec_json(&b, r);
 	if (rc) {
 		sg_err_set(err, rc, "the record of %s is too large", r->id);
 		goto out;
@@ -922,6 +1100,19 @@ static sg_err rec_load(const char *ctl, const char *id, struct proc_rec *r,
 	return rc;
 }
 
+/* A record no reply shows yet (a foreground run) is no process. */
+static sg_err rec_load_shown(const char *ctl, const char *id, struct proc_rec *r,
+			     const struct sg_cancel *cancel, struct sg_errinfo *err)
+{
+	sg_err rc = rec_load(ctl, id, r, cancel, err);
+
+	if (!rc && r->hidden > 0) {
+		rec_release(r);
+		rc = sg_err_set(err, SG_E_NOT_FOUND, "no process %s", id);
+	}
+	return rc;
+}
+
 /* ---- progress and the spool ---------------------------------------------- */
 
 static int progress_put(int fd, uint64_t total, uint64_t reserve)
@@ -995,10 +1186,18 @@ struct proc_snap {
  * is checked against the writer afterwards: bytes the writer may have
  * overwritten meanwhile are dropped from the front (start moves forward).
  */
-static sg_err snap_take(int dirfd, const char *id, uint64_t retain, uint64_t offset,
+/*
+ * The spools of a process: the merged output every read sees, then, for a
+ * foreground run (split), its stdout alone and its stderr alone.
+ */
+enum { SPOOL_ALL, SPOOL_OUT, SPOOL_ERR, SPOOL_COUNT };
+static const char *const spool_data[SPOOL_COUNT] = { "out", "out1", "out2" };
+static const char *const spool_progress[SPOOL_COUNT] = { "progress", "progress1", "progress2" };
+
+static sg_err snap_take(int dirfd, const char *id, int spool, uint64_t retain, uint64_t offset,
 			uint64_t n, struct proc_snap *s, struct sg_errinfo *err)
 {
-	const char *name = "progress";
+	const char *name = spool_progress[spool];
 	int outfd = -1, progfd = -1;
 	uint64_t total = 0, reserve;
 	sg_err rc = SG_OK;
@@ -1007,7 +1206,7 @@ static sg_err snap_take(int dirfd, const char *id, uint64_t retain, uint64_t off
 	s->start = s->total = 0;
 	progfd = id_file_open(dirfd, name);
 	if (progfd >= 0) {
-		name = "out";
+		name = spool_data[spool];
 		outfd = id_file_open(dirfd, name);
 	}
 	if (outfd < 0) {
@@ -1318,7 +1517,10 @@ static sg_err reply_rec(struct sg_buf *reply, const char *key,
 	if (!rc)
 		rc = sg_jw_key(reply, key, 0);
 	if (!rc)
-		rc = rec_json(reply, r, false);
+		rc = rec_view(reply, r);
+	if (!rc)
+		rc = sg_buf_addf(reply, ",\"input_available\":%s",
+				 r->input > 0 && r->status == PS_RUNNING ? "true" : "false");
 	if (!rc && message)
 		rc = put_str(reply, "message", message);
 	if (!rc)
@@ -1338,7 +1540,7 @@ static sg_err cmd_get(struct sg_args *a, struct sg_buf *reply,
 	if (!rc)
 		rc = args_done(a, err);
 	if (!rc)
-		rc = rec_load(ctl, id, &r, cancel, err);
+		rc = rec_load_shown(ctl, id, &r, cancel, err);
 	if (!rc)
 		rc = reply_rec(reply, "process", &r, NULL);
 	rec_release(&r);
@@ -1386,7 +1588,9 @@ static sg_err scan(const char *ctl, const char *session, int64_t since,
 		if (check ? rec_load(ctl, de->d_name, &r, cancel, &e2)
 			  : rec_read(ctl, de->d_name, &r, &e2))
 			continue; /* mid-spawn (no record yet) or unreadable */
-		if ((session && strcmp(r.session, session) != 0) || r.stamp <= since) {
+		/* A foreground run is no session's process until it is promoted. */
+		if ((session && (strcmp(r.session, session) != 0 || r.hidden > 0)) ||
+		    r.stamp <= since) {
 			rec_release(&r);
 			continue;
 		}
@@ -1447,7 +1651,7 @@ static sg_err reply_recs(struct sg_buf *reply, const char *key,
 		if (i)
 			rc = sg_buf_addc(reply, ',');
 		if (!rc)
-			rc = rec_json(reply, &v[i], false);
+			rc = rec_view(reply, &v[i]);
 	}
 	if (!rc)
 		rc = sg_buf_addc(reply, ']');
@@ -1759,33 +1963,38 @@ out:
 
 /* ---- read ------------------------------------------------------------------ */
 
+/* The host's OutputSnapshot, without Duration (the gateway measures it). */
 static sg_err reply_read(struct sg_buf *reply, const struct proc_rec *r,
-			 const struct proc_snap *s, size_t k, uint64_t offset)
+			 const struct proc_snap *s, size_t k, bool truncated, bool timed_out)
 {
-	bool running = r->status == PS_RUNNING;
 	sg_err rc = sg_reply_ok(reply);
 
 	if (!rc)
 		rc = sg_jw_key(reply, "Process", 0);
 	if (!rc)
-		rc = rec_json(reply, r, false);
+		rc = rec_view(reply, r);
 	if (!rc)
 		rc = sg_jw_key(reply, "Output", 0);
 	if (!rc)
 		rc = sg_jw_str(reply, s->data.p, k);
 	if (!rc)
 		rc = sg_buf_addf(reply,
-				 ",\"StartOffset\":%llu,\"EndOffset\":%llu,"
-				 "\"TotalBytes\":%llu,\"Truncated\":%s,"
-				 "\"TimedOut\":%s}",
+				 ",\"Truncated\":%s,\"StartOffset\":%llu,\"EndOffset\":%llu,"
+				 "\"TotalBytes\":%llu,\"TimedOut\":%s}",
+				 truncated ? "true" : "false",
 				 (unsigned long long)s->start,
 				 (unsigned long long)(s->start + k),
 				 (unsigned long long)s->total,
-				 s->start > offset ? "true" : "false",
-				 k == 0 && running ? "true" : "false");
+				 timed_out ? "true" : "false");
 	return rc;
 }
 
+/*
+ * `proc read`: the window from --offset, or with --tail the last --max
+ * bytes.  From an offset, --wait-ns waits until bytes exist past it (and
+ * --min-dwell-ns has passed since the call began), the process ends, or
+ * the deadline passes (TimedOut).
+ */
 static sg_err cmd_read(struct sg_args *a, struct sg_buf *reply,
 		       const struct sg_cancel *cancel, struct sg_errinfo *err)
 {
@@ -1794,8 +2003,9 @@ static sg_err cmd_read(struct sg_args *a, struct sg_buf *reply,
 	struct proc_rec r;
 	const char *ctl, *id;
 	char dir[64];
-	int64_t offset, max, wait_ns, dwell_ns, now, deadline, dwell_end = -1;
+	int64_t offset, max, wait_ns, dwell_ns, now, deadline, dwell_end;
 	int dirfd = -1;
+	bool tail = false, timed_out = false;
 	uint64_t n;
 	size_t k;
 	sg_err rc;
@@ -1810,8 +2020,9 @@ static sg_err cmd_read(struct sg_args *a, struct sg_buf *reply,
 	if (!rc)
 		rc = sg_args_int(a, "wait-ns", 0, INT64_MAX, &wait_ns, err);
 	if (!rc)
-		rc = sg_args_int(a, "min-dwell-ns", 0, INT64_MAX, &dwell_ns,
-				 err);
+		rc = sg_args_int(a, "min-dwell-ns", 0, INT64_MAX, &dwell_ns, err);
+	if (!rc)
+		tail = sg_args_flag(a, "tail");
 	if (!rc)
 		rc = args_done(a, err);
 	if (rc)
@@ -1824,39 +2035,44 @@ static sg_err cmd_read(struct sg_args *a, struct sg_buf *reply,
 	}
 	fd_path(dir, sizeof(dir), dirfd);
 	n = sg_ring_max((uint64_t)max);
-	deadline = sat_add(sg_now_ns(), wait_ns);
+	now = sg_now_ns();
+	deadline = sat_add(now, tail ? 0 : wait_ns);
+	dwell_end = sat_add(now, dwell_ns);
 	for (;;) {
 		uint64_t probe = n < 4 ? n : 4;
 		bool ready;
 
 		rec_release(&r);
-		rc = rec_load(ctl, id, &r, cancel, err);
+		rc = rec_load_shown(ctl, id, &r, cancel, err);
 		if (rc)
 			goto out;
-		if (r.status != PS_RUNNING)
+		if (tail) {
+			/* The total now tells where the last n bytes begin. */
+			rc = snap_take(dirfd, id, SPOOL_ALL, (uint64_t)r.retain, 0, 0, &s, err);
+			if (rc)
+				goto out;
+			offset = s.total > n ? (int64_t)(s.total - n) : 0;
 			break;
-		/* A few bytes tell whether anything can be returned yet. */
-		rc = snap_take(dirfd, id, (uint64_t)r.retain, (uint64_t)offset, probe,
+		}
+		if (r.status != PS_RUNNING || wait_ns == 0)
+			break;
+		/* A few bytes tell whether a whole character can be returned yet. */
+		rc = snap_take(dirfd, id, SPOOL_ALL, (uint64_t)r.retain, (uint64_t)offset, probe,
 			       &s, err);
 		if (rc)
 			goto out;
 		ready = snap_keep(&s, probe, true) > 0;
 		now = sg_now_ns();
-		if (ready) {
-			if (dwell_ns == 0)
-				break;
-			if (dwell_end < 0)
-				dwell_end = sat_add(now, dwell_ns);
-			if (s.total - s.start >= n || now >= dwell_end)
-				break;
-		} else if (now >= deadline) {
+		/* A full window needs no more dwelling. */
+		if (ready && (now >= dwell_end || s.total - s.start >= n))
+			break;
+		if (!ready && now >= deadline) {
+			timed_out = true;
 			break;
 		}
 		if (w.ino < 0) {
 			/* Armed before the next look, so no write is missed. */
-			rc = waiter_arm(&w, dir,
-					IN_MODIFY | IN_MOVED_TO | IN_CLOSE_WRITE,
-					err);
+			rc = waiter_arm(&w, dir, IN_MODIFY | IN_MOVED_TO | IN_CLOSE_WRITE, err);
 			if (rc)
 				goto out;
 			waiter_watch_sup(&w, &r);
@@ -1866,13 +2082,13 @@ static sg_err cmd_read(struct sg_args *a, struct sg_buf *reply,
 		if (rc)
 			goto out;
 	}
-	rc = snap_take(dirfd, id, (uint64_t)r.retain, (uint64_t)offset, n, &s, err);
+	rc = snap_take(dirfd, id, SPOOL_ALL, (uint64_t)r.retain, (uint64_t)offset, n, &s, err);
 	if (rc)
 		goto out;
 	k = snap_keep(&s, n, r.status == PS_RUNNING);
 	/* Escapes can make Output much larger than its bytes: shrink to fit. */
-	while ((rc = reply_read(reply, &r, &s, k, (uint64_t)offset)) ==
-		       SG_E_TOO_LARGE && k > 0)
+	while ((rc = reply_read(reply, &r, &s, k, tail ? s.start > 0 : s.start + k < s.total,
+				timed_out)) == SG_E_TOO_LARGE && k > 0)
 		k = sg_utf8_clip(s.data.p, k, k / 2);
 	if (rc)
 		sg_err_set(err, rc, "the read of %s does not fit the reply", id);
@@ -1885,6 +2101,254 @@ out:
 	return rc;
 }
 
+
+/* ---- what the host changes: update, write, resize ------------------------- */
+
+/* utc_now, `seconds` from now. */
+static void utc_after(char *dst, size_t n, int64_t seconds)
+{
+	struct timespec ts;
+	struct tm tm;
+	char day[32];
+	time_t t;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	t = ts.tv_sec + (time_t)seconds;
+	gmtime_r(&t, &tm);
+	strftime(day, sizeof(day), "%Y-%m-%dT%H:%M:%S", &tm);
+	snprintf(dst, n, "%s.%03uZ", day, (unsigned)(ts.tv_nsec / 1000000) % 1000u);
+}
+
+static bool natural_exit(const struct proc_rec *r)
+{
+	return r->status == PS_EXITED;
+}
+
+/* The changes one `proc update` asks for. */
+struct proc_change {
+	const char *mode, *consumer;
+	int64_t recheck;           /* -1: unchanged */
+	bool recheck_delivered, recheck_due, show, promote;
+};
+
+/* Apply c to r (under the .seq lock); SG_E_INVALID_ARGUMENT when it may not. */
+static sg_err rec_change(struct proc_rec *r, const struct proc_change *c, struct sg_errinfo *err)
+{
+	bool live = r->status == PS_RUNNING;
+
+	if (c->consumer) {
+		if (live || !natural_exit(r) || strcmp(r->mode[0] ? r->mode : "resume", "resume") != 0)
+			return sg_err_set(err, SG_E_INVALID_ARGUMENT,
+					  "process %s has no completion to deliver: only a natural "
+					  "exit in resume mode has one", r->id);
+		if (!r->delivered_at[0]) {
+			utc_now(r->delivered_at, sizeof(r->delivered_at));
+			rec_set_small(r->consumer, sizeof(r->consumer), c->consumer);
+		}
+	}
+	if (c->recheck >= 0) {
+		if (!live)
+			return sg_err_set(err, SG_E_INVALID_ARGUMENT,
+					  "process %s is not running: a recheck needs a live process",
+					  r->id);
+		r->recheck_minutes = c->recheck;
+		r->pending_recheck[0] = '\0';
+		if (c->recheck > 0)
+			utc_after(r->next_recheck, sizeof(r->next_recheck), c->recheck * 60);
+		else
+			r->next_recheck[0] = '\0';
+	}
+	if (c->mode)
+		rec_set_small(r->mode, sizeof(r->mode), c->mode);
+	if (c->recheck_due && live && r->next_recheck[0] && !r->pending_recheck[0])
+		utc_now(r->pending_recheck, sizeof(r->pending_recheck));
+	if (c->recheck_delivered) {
+		r->pending_recheck[0] = '\0';
+		if (live && r->recheck_minutes > 0)
+			utc_after(r->next_recheck, sizeof(r->next_recheck), r->recheck_minutes * 60);
+	}
+	if (c->show)
+		r->hidden = 0;
+	if (c->promote && live) {
+		r->recheck_minutes = SG_PROC_PROMOTED_RECHECK_MIN;
+		utc_after(r->next_recheck, sizeof(r->next_recheck),
+			  SG_PROC_PROMOTED_RECHECK_MIN * 60);
+	}
+	utc_now(r->updated_at, sizeof(r->updated_at));
+	return SG_OK;
+}
+
+/* Read, change and store the record of id under the .seq lock; r: the result. */
+static sg_err rec_update(const char *ctl, const char *id, const struct proc_change *c,
+			 struct proc_rec *r, const struct sg_cancel *cancel,
+			 struct sg_errinfo *err)
+{
+	int fd = seq_lock(ctl, LOCK_EX, cancel, err);
+	sg_err rc;
+
+	if (fd < 0)
+		return err->code;
+	rc = rec_read(ctl, id, r, err);
+	if (!rc && r->hidden > 0 && !c->show)
+		rc = sg_err_set(err, SG_E_NOT_FOUND, "no process %s", id);
+	if (!rc)
+		rc = rec_change(r, c, err);
+	if (!rc)
+		rc = rec_store_locked(ctl, fd, r, err);
+	close(fd);
+	return rc;
+}
+
+static sg_err cmd_update(struct sg_args *a, struct sg_buf *reply,
+			 const struct sg_cancel *cancel, struct sg_errinfo *err)
+{
+	struct proc_change c = { .recheck = -1 };
+	struct proc_rec r;
+	const char *ctl, *id;
+	sg_err rc;
+
+	rec_init(&r);
+	rc = args_ctl_id(a, true, &ctl, &id, err);
+	c.mode = sg_args_str(a, "mode", NULL);
+	c.consumer = sg_args_str(a, "deliver", NULL);
+	c.recheck_delivered = sg_args_flag(a, "recheck-delivered");
+	c.recheck_due = sg_args_flag(a, "recheck-due");
+	if (!rc && sg_args_str(a, "recheck-minutes", NULL))
+		rc = sg_args_int(a, "recheck-minutes", 0, SG_PROC_RECHECK_MAX_MIN, &c.recheck, err);
+	if (!rc && c.mode && strcmp(c.mode, "resume") != 0 && strcmp(c.mode, "detached") != 0)
+		rc = sg_err_set(err, SG_E_INVALID_ARGUMENT, "--mode must be resume or detached");
+	if (!rc)
+		rc = args_done(a, err);
+	if (!rc)
+		rc = rec_update(ctl, id, &c, &r, cancel, err);
+	if (!rc)
+		rc = reply_rec(reply, "process", &r, NULL);
+	rec_release(&r);
+	return rc;
+}
+
+/*
+ * Open a FIFO of a live process's directory for writing, without waiting
+ * and only when it is a FIFO; -1 with err set.
+ */
+static int fifo_open(const char *ctl, const char *id, const char *name, struct sg_errinfo *err)
+{
+	struct stat st;
+	int dirfd = id_dir_open(ctl, id, err), fd;
+
+	if (dirfd < 0)
+		return -1;
+	fd = openat(dirfd, name, O_WRONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	close(dirfd);
+	if (fd >= 0 && (fstat(fd, &st) != 0 || !S_ISFIFO(st.st_mode))) {
+		close(fd);
+		fd = -1;
+		errno = EINVAL;
+	}
+	if (fd < 0)
+		sg_err_set(err, SG_E_INVALID_ARGUMENT, "process %s does not accept input", id);
+	return fd;
+}
+
+/* Write all of p to a non-blocking fd, waiting while it is full. */
+static sg_err write_waiting(int fd, const char *id, const char *p, size_t n,
+			    const struct sg_cancel *cancel, struct sg_errinfo *err)
+{
+	while (n > 0) {
+		ssize_t k = write(fd, p, n);
+		struct pollfd pfd = { .fd = fd, .events = POLLOUT };
+		sg_err why;
+
+		if (k > 0) {
+			p += k;
+			n -= (size_t)k;
+			continue;
+		}
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k < 0 && errno != EAGAIN)
+			return sg_err_set(err, SG_E_INVALID_ARGUMENT,
+					  "process %s no longer accepts input: %s", id, strerror(errno));
+		why = sg_cancel_check(cancel);
+		if (why)
+			return sg_err_set(err, why, "the write to process %s was cancelled", id);
+		poll(&pfd, 1, SG_PROC_WRITE_POLL_MS);
+	}
+	return SG_OK;
+}
+
+static sg_err cmd_write(struct sg_args *a, const void *in, size_t inlen, struct sg_buf *reply,
+			const struct sg_cancel *cancel, struct sg_errinfo *err)
+{
+	struct proc_rec r;
+	const char *ctl, *id;
+	int fd = -1;
+	sg_err rc;
+
+	rec_init(&r);
+	rc = args_ctl_id(a, true, &ctl, &id, err);
+	if (!rc)
+		rc = args_done(a, err);
+	if (!rc)
+		rc = rec_load_shown(ctl, id, &r, cancel, err);
+	if (!rc && (r.status != PS_RUNNING || r.input <= 0))
+		rc = sg_err_set(err, SG_E_INVALID_ARGUMENT, "process %s does not accept input%s",
+				id, r.status != PS_RUNNING ? ": it is not running" : "");
+	if (!rc && (fd = fifo_open(ctl, id, "in", err)) < 0)
+		rc = err->code;
+	if (!rc)
+		rc = write_waiting(fd, id, in, inlen, cancel, err);
+	if (fd >= 0)
+		close(fd);
+	if (!rc)
+		rc = reply_rec(reply, "process", &r, NULL);
+	rec_release(&r);
+	return rc;
+}
+
+static sg_err cmd_resize(struct sg_args *a, struct sg_buf *reply,
+			 const struct sg_cancel *cancel, struct sg_errinfo *err)
+{
+	struct proc_rec r;
+	const char *ctl, *id;
+	int64_t cols = 0, rows = 0;
+	uint16_t size[2];
+	int fd = -1;
+	sg_err rc;
+
+	rec_init(&r);
+	rc = args_ctl_id(a, true, &ctl, &id, err);
+	if (!rc)
+		rc = sg_args_int(a, "cols", 0, UINT16_MAX, &cols, err);
+	if (!rc)
+		rc = sg_args_int(a, "rows", 0, UINT16_MAX, &rows, err);
+	if (!rc && (cols < 1 || rows < 1))
+		rc = sg_err_set(err, SG_E_INVALID_ARGUMENT, "cols and rows must be 1 to %d",
+				UINT16_MAX);
+	if (!rc)
+		rc = args_done(a, err);
+	if (!rc)
+		rc = rec_load_shown(ctl, id, &r, cancel, err);
+	if (!rc && (r.status != PS_RUNNING || r.tty <= 0))
+		rc = sg_err_set(err, SG_E_INVALID_ARGUMENT,
+				"process %s has no terminal to resize%s", id,
+				r.status != PS_RUNNING ? ": it is not running" : "");
+	if (!rc && (fd = fifo_open(ctl, id, "winch", err)) < 0)
+		rc = err->code;
+	size[0] = (uint16_t)cols;
+	size[1] = (uint16_t)rows;
+	/* Four bytes, below PIPE_BUF: written whole or not at all. */
+	if (!rc && write(fd, size, sizeof(size)) != (ssize_t)sizeof(size))
+		rc = sg_err_set(err, SG_E_INVALID_ARGUMENT, "process %s did not take the size: %s",
+				id, strerror(errno));
+	if (fd >= 0)
+		close(fd);
+	if (!rc)
+		rc = reply_rec(reply, "process", &r, NULL);
+	rec_release(&r);
+	return rc;
+}
+
 /* ---- spawn ------------------------------------------------------------------ */
 
 /* Everything the supervisor and the child need, prepared before fork(). */
@@ -1893,22 +2357,63 @@ struct proc_spawn {
 	char dir[SG_PATH_MAX];
 	const char *confine, *root;
 	char tmpdir[SG_PATH_MAX];
+	char log_path[SG_PATH_MAX];
 	/* Writable besides root in standard mode: tmpdir, then --allow-write. */
 	const char *allow[SG_ARGS_MAX + 2];
 	struct proc_rec rec;
 	char *const *argv; /* borrowed; NULL with a command */
+	bool login;        /* a command runs in a login shell */
 	int report;        /* the pipe the spawner reads the reply from */
 };
 
+/* The command's descriptors, as the supervisor hands them to the child. */
+struct proc_stdio {
+	int in;       /* stdin: a pipe's read end, or -1 for the supervisor's /dev/null */
+	int out, err; /* stdout and stderr (the same pipe unless split) */
+	int tty;      /* the terminal's slave side, or -1 */
+	int fail;     /* close-on-exec: why the exec did not happen */
+};
+
+/* The login shell a command runs in: bash where the environment has it. */
+static void exec_shell(const char *command)
+{
+	static const char *const shells[] = { "/bin/bash", "/usr/bin/bash" };
+
+	for (size_t i = 0; i < sizeof(shells) / sizeof(shells[0]); i++)
+		if (access(shells[i], X_OK) == 0)
+			execl(shells[i], "bash", "-l", "-c", command, (char *)NULL);
+	execl("/bin/sh", "sh", "-l", "-c", command, (char *)NULL);
+}
+
+/* Put the descriptors in place: a terminal of its own, or the pipes. */
+static int child_stdio(const struct proc_stdio *io, char *msg, size_t n)
+{
+	if (io->tty >= 0) {
+		/* A session of its own whose controlling terminal is the slave. */
+		if (setsid() < 0 || ioctl(io->tty, TIOCSCTTY, 0) < 0 || dup2(io->tty, 0) < 0 ||
+		    dup2(io->tty, 1) < 0 || dup2(io->tty, 2) < 0) {
+			snprintf(msg, n, "cannot set up the terminal: %s", strerror(errno));
+			return -1;
+		}
+		return 0;
+	}
+	setpgid(0, 0);
+	if ((io->in >= 0 && dup2(io->in, 0) < 0) || dup2(io->out, 1) < 0 || dup2(io->err, 2) < 0) {
+		snprintf(msg, n, "cannot set up the output: %s", strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
 /*
  * The child, between fork() and exec(): only syscalls and stack
- * buffers.  A failure is written to errfd (close-on-exec, so a successful
- * exec reports nothing) and the child exits 127.
+ * buffers.  A failure is written to io->fail (close-on-exec, so a
+ * successful exec reports nothing) and the child exits 127.
  */
-static void child_run(const struct proc_spawn *sp, int outfd, int errfd)
+static void child_run(const struct proc_spawn *sp, const struct proc_stdio *io)
 {
 	static const int dfl[] = { SIGPIPE, SIGTERM, SIGINT, SIGQUIT, SIGHUP,
-				   SIGCHLD, SIGTSTP, SIGTTIN, SIGTTOU };
+				   SIGCHLD, SIGTSTP, SIGTTIN, SIGTTOU, SIGWINCH };
 	char msg[SG_ERR_MSG];
 	sigset_t none;
 	int e;
@@ -1917,12 +2422,8 @@ static void child_run(const struct proc_spawn *sp, int outfd, int errfd)
 		signal(dfl[i], SIG_DFL);
 	sigemptyset(&none);
 	sigprocmask(SIG_SETMASK, &none, NULL);
-	setpgid(0, 0);
-	if (dup2(outfd, 1) < 0 || dup2(outfd, 2) < 0) {
-		snprintf(msg, sizeof(msg), "cannot set up the output: %s",
-			 strerror(errno));
+	if (child_stdio(io, msg, sizeof(msg)))
 		goto fail;
-	}
 	/*
 	 * The cwd was resolved under root by the gateway: it is entered
 	 * beneath root with no link followed, so a directory swapped for a
@@ -1941,21 +2442,23 @@ static void child_run(const struct proc_spawn *sp, int outfd, int errfd)
 	 * so from ABI 6 it cannot signal or ptrace its supervisor: killed,
 	 * the supervisor would leave whatever the command moved out of its
 	 * group for nobody to stop (docs/security.md).  The supervisor and
-	 * the gateway still signal it.
+	 * the gateway still signal it.  The terminal was opened before.
 	 */
 	if (sp->confine
 		    ? sg_confine_apply(sp->confine, sp->root, sp->allow, msg, sizeof(msg))
 		    : sg_confine_scope_domain(msg, sizeof(msg)))
 		goto fail;
-	if (sp->rec.command)
+	if (sp->rec.command && sp->login)
+		exec_shell(sp->rec.command);
+	else if (sp->rec.command)
 		execl("/bin/sh", "sh", "-c", sp->rec.command, (char *)NULL);
 	else
 		execvp(sp->argv[0], sp->argv);
 	e = errno;
 	snprintf(msg, sizeof(msg), "cannot run %s: %s",
-		 sp->rec.command ? "/bin/sh" : sp->argv[0], strerror(e));
+		 sp->rec.command ? "the shell" : sp->argv[0], strerror(e));
 fail:
-	(void)sg_write_all(errfd, msg, strlen(msg));
+	(void)sg_write_all(io->fail, msg, strlen(msg));
 	_exit(127);
 }
 
@@ -2115,22 +2618,200 @@ static void kill_descendants(int sfd)
 	}
 }
 
+/* One spool the supervisor appends to (see spool_add). */
+struct sup_spool {
+	int data, prog;
+	uint64_t retain, total;
+};
+
+/* The supervisor's descriptors besides the signalfd. */
+struct sup_io {
+	int src[2];          /* output: stdout (or all, or the terminal), stderr when split */
+	bool eof[2];
+	int fifo;            /* C/<ID>/in, the input the host writes */
+	int to;              /* where input goes: the stdin pipe or the terminal, -1 */
+	int winch;           /* C/<ID>/winch, terminal sizes */
+	int master;          /* the terminal's master side, -1 */
+	char pend[4096];     /* input read from the FIFO, not yet taken */
+	size_t pend_len, pend_off;
+	struct sup_spool spool[SPOOL_COUNT];
+};
+
+static void sup_io_init(struct sup_io *io)
+{
+	memset(io, 0, sizeof(*io));
+	io->src[0] = io->src[1] = io->fifo = io->to = io->winch = io->master = -1;
+	for (int i = 0; i < SPOOL_COUNT; i++)
+		io->spool[i].data = io->spool[i].prog = -1;
+}
+
+static int sup_open_spool(int dirfd, struct sup_spool *sp, int which, uint64_t retain)
+{
+	sp->retain = retain;
+	sp->data = openat(dirfd, spool_data[which], O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	sp->prog = openat(dirfd, spool_progress[which],
+			  O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	return sp->data >= 0 && sp->prog >= 0 ? 0 : -1;
+}
+
+/*
+ * A terminal: the master side kept here, the slave side handed to the
+ * child (*slave), sized SG_PROC_TTY_COLS x SG_PROC_TTY_ROWS.
+ */
+static int sup_open_tty(struct sup_io *io, int *slave)
+{
+	struct winsize ws = { .ws_col = SG_PROC_TTY_COLS, .ws_row = SG_PROC_TTY_ROWS };
+	char name[64];
+
+	io->master = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
+	if (io->master < 0 || grantpt(io->master) < 0 || unlockpt(io->master) < 0 ||
+	    ptsname_r(io->master, name, sizeof(name)) != 0)
+		return -1;
+	/* Held until the child has it, so the master never reads a hangup first. */
+	*slave = open(name, O_RDWR | O_NOCTTY | O_CLOEXEC);
+	if (*slave < 0)
+		return -1;
+	ioctl(io->master, TIOCSWINSZ, &ws);
+	fcntl(io->master, F_SETFL, fcntl(io->master, F_GETFL) | O_NONBLOCK);
+	io->src[0] = io->to = io->master;
+	return 0;
+}
+
+/* Store a chunk the command wrote on source i (0 stdout or all, 1 stderr). */
+static void sup_store(struct sup_io *io, int i, bool split, const char *p, size_t n)
+{
+	struct sup_spool *all = &io->spool[SPOOL_ALL];
+	struct sup_spool *side = &io->spool[i ? SPOOL_ERR : SPOOL_OUT];
+
+	spool_add(all->data, all->prog, all->retain, &all->total, p, n);
+	if (split)
+		spool_add(side->data, side->prog, side->retain, &side->total, p, n);
+}
+
+/* Move input along: FIFO -> pending -> the command's stdin. */
+static void sup_input(struct sup_io *io, short fifo_ev, short to_ev)
+{
+	ssize_t k;
+
+	if (io->pend_len == 0 && (fifo_ev & POLLIN)) {
+		k = read(io->fifo, io->pend, sizeof(io->pend));
+		if (k > 0) {
+			io->pend_len = (size_t)k;
+			io->pend_off = 0;
+		}
+	}
+	if (io->pend_len > io->pend_off && (to_ev & (POLLOUT | POLLERR | POLLHUP))) {
+		k = write(io->to, io->pend + io->pend_off, io->pend_len - io->pend_off);
+		if (k > 0)
+			io->pend_off += (size_t)k;
+		else if (k < 0 && errno != EAGAIN && errno != EINTR)
+			io->pend_off = io->pend_len; /* nobody reads it any more */
+		if (io->pend_off == io->pend_len)
+			io->pend_len = io->pend_off = 0;
+	}
+}
+
+/* Apply the sizes the host sent (proc resize) to the terminal. */
+static void sup_winch(struct sup_io *io)
+{
+	uint16_t size[2];
+
+	while (read(io->winch, size, sizeof(size)) == (ssize_t)sizeof(size)) {
+		struct winsize ws = { .ws_col = size[0], .ws_row = size[1] };
+
+		ioctl(io->master, TIOCSWINSZ, &ws);
+	}
+}
+
+/*
+ * The final record keeps what the host changed while the process ran
+ * (proc update writes the file, not this supervisor's copy): read it
+ * again under the lock and carry those fields over.
+ */
+static sg_err sup_store_final(struct proc_spawn *sp, struct sg_errinfo *err)
+{
+	struct proc_rec cur;
+	int fd = seq_lock(sp->ctl, LOCK_EX, NULL, err);
+	sg_err rc;
+
+	if (fd < 0)
+		return err->code;
+	if (rec_read(sp->ctl, sp->rec.id, &cur, err) == SG_OK) {
+		memcpy(sp->rec.mode, cur.mode, sizeof(cur.mode));
+		memcpy(sp->rec.delivered_at, cur.delivered_at, sizeof(cur.delivered_at));
+		memcpy(sp->rec.consumer, cur.consumer, sizeof(cur.consumer));
+		sp->rec.hidden = cur.hidden;
+		sp->rec.recheck_minutes = cur.recheck_minutes;
+	}
+	rec_release(&cur);
+	/* A process that ended has nothing left to recheck. */
+	sp->rec.next_recheck[0] = sp->rec.pending_recheck[0] = '\0';
+	rc = rec_store_locked(sp->ctl, fd, &sp->rec, err);
+	close(fd);
+	return rc;
+}
+
+/* Set up the spools, FIFOs and the command's descriptors; -1 on failure. */
+static int sup_prepare(struct proc_spawn *sp, int dirfd, struct sup_io *io,
+		       struct proc_stdio *cio, int pipes[4][2])
+{
+	bool split = sp->rec.split > 0;
+
+	if (sup_open_spool(dirfd, &io->spool[SPOOL_ALL], SPOOL_ALL, (uint64_t)sp->rec.retain) ||
+	    (split && (sup_open_spool(dirfd, &io->spool[SPOOL_OUT], SPOOL_OUT, SG_PROC_SIDE_RETAIN) ||
+		       sup_open_spool(dirfd, &io->spool[SPOOL_ERR], SPOOL_ERR,
+				      SG_PROC_SIDE_RETAIN))))
+		return -1;
+	if (sp->rec.input > 0) {
+		/* Read and write, so the FIFO never reads end-of-file. */
+		io->fifo = openat(dirfd, "in", O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+		if (io->fifo < 0)
+			return -1;
+	}
+	if (pipe2(pipes[3], O_CLOEXEC) < 0)
+		return -1;
+	cio->fail = pipes[3][1];
+	if (sp->rec.tty > 0) {
+		io->winch = openat(dirfd, "winch", O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+		return io->winch < 0 || sup_open_tty(io, &cio->tty) ? -1 : 0;
+	}
+	if (pipe2(pipes[0], O_CLOEXEC) < 0 || (split && pipe2(pipes[1], O_CLOEXEC) < 0) ||
+	    (sp->rec.input > 0 && pipe2(pipes[2], O_CLOEXEC | O_NONBLOCK) < 0))
+		return -1;
+	io->src[0] = pipes[0][0];
+	cio->out = cio->err = pipes[0][1];
+	if (split) {
+		io->src[1] = pipes[1][0];
+		cio->err = pipes[1][1];
+	}
+	if (sp->rec.input > 0) {
+		/* The child's end blocks as a stdin should; ours never does. */
+		fcntl(pipes[2][0], F_SETFL, fcntl(pipes[2][0], F_GETFL) & ~O_NONBLOCK);
+		cio->in = pipes[2][0];
+		io->to = pipes[2][1];
+	}
+	return 0;
+}
+
 /* The supervisor: never returns. */
 static void sup_run(struct proc_spawn *sp)
 {
 	char msg[SG_ERR_MSG], state;
 	int64_t boot_ticks;
-	int outp[2] = { -1, -1 }, errp[2] = { -1, -1 };
-	int outfd = -1, progfd = -1, dirfd, sfd, devnull, status = 0;
+	int pipes[4][2] = { { -1, -1 }, { -1, -1 }, { -1, -1 }, { -1, -1 } };
+	struct proc_stdio cio = { .in = -1, .out = -1, .err = -1, .tty = -1, .fail = -1 };
+	struct sup_io io;
+	int dirfd, sfd, devnull, status = 0;
 	struct sg_errinfo err = { 0 };
-	uint64_t total = 0, retain = (uint64_t)sp->rec.retain;
+	bool split = sp->rec.split > 0;
 	int64_t term_at = 0, kill_at = 0, drain_until = 0, start;
-	bool exited = false, eof = false, timed_out = false;
+	bool exited = false, timed_out = false;
 	sigset_t chld;
 	char *buf;
 	ssize_t k;
 	pid_t pid;
 
+	sup_io_init(&io);
 	setsid();
 	signal(SIGPIPE, SIG_IGN);
 	devnull = open("/dev/null", O_RDWR);
@@ -2156,12 +2837,7 @@ static void sup_run(struct proc_spawn *sp)
 	buf = malloc(SG_PROC_CHUNK);
 	/* The spool's directory, never a link put in its place (id_dir_open). */
 	dirfd = id_dir_open(sp->ctl, sp->rec.id, &err);
-	if (dirfd >= 0) {
-		outfd = openat(dirfd, "out", O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-		progfd = openat(dirfd, "progress", O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-	}
-	if (sfd < 0 || !buf || outfd < 0 || progfd < 0 ||
-	    pipe2(outp, O_CLOEXEC) < 0 || pipe2(errp, O_CLOEXEC) < 0) {
+	if (sfd < 0 || !buf || dirfd < 0 || sup_prepare(sp, dirfd, &io, &cio, pipes)) {
 		snprintf(msg, sizeof(msg), "cannot set up the supervisor: %s",
 			 strerror(errno));
 		sup_fail(sp, msg);
@@ -2173,25 +2849,31 @@ static void sup_run(struct proc_spawn *sp)
 		snprintf(msg, sizeof(msg), "cannot fork: %s", strerror(errno));
 		sup_fail(sp, msg);
 	}
-	if (pid == 0) {
-		close(outp[0]);
-		close(errp[0]);
-		child_run(sp, outp[1], errp[1]);
+	if (pid == 0)
+		child_run(sp, &cio);
+	/* Both sides set the group, so it exists before anyone signals it
+	 * (a terminal's child makes a session of its own instead). */
+	if (cio.tty < 0)
+		setpgid(pid, pid);
+	for (int i = 0; i < 4; i++) {
+		if (i != 2 && pipes[i][1] >= 0)
+			close(pipes[i][1]);
 	}
-	/* Both sides set the group, so it exists before anyone signals it. */
-	setpgid(pid, pid);
-	close(outp[1]);
-	close(errp[1]);
+	if (pipes[2][0] >= 0)
+		close(pipes[2][0]);
 	k = 0;
 	for (;;) {
-		ssize_t r = read(errp[0], msg + k, sizeof(msg) - 1 - (size_t)k);
+		ssize_t r = read(pipes[3][0], msg + k, sizeof(msg) - 1 - (size_t)k);
 
 		if (r < 0 && errno == EINTR)
 			continue;
 		if (r <= 0 || (size_t)(k += r) == sizeof(msg) - 1)
 			break;
 	}
-	close(errp[0]);
+	close(pipes[3][0]);
+	/* The child has exec'd (or failed): the terminal is its alone now. */
+	if (cio.tty >= 0)
+		close(cio.tty);
 	if (k > 0) {
 		msg[k] = '\0';
 		while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
@@ -2208,10 +2890,16 @@ static void sup_run(struct proc_spawn *sp)
 	if (sp->rec.timeout_ms > 0)
 		term_at = sat_add(start, sp->rec.timeout_ms * 1000000);
 
-	while (!exited || (!eof && sg_now_ns() < drain_until)) {
-		struct pollfd pfd[2] = {
-			{ .fd = eof ? -1 : outp[0], .events = POLLIN },
+	while (!exited || ((!io.eof[0] || (io.src[1] >= 0 && !io.eof[1])) &&
+			   sg_now_ns() < drain_until)) {
+		bool want_in = !exited && io.to >= 0;
+		struct pollfd pfd[6] = {
+			{ .fd = io.eof[0] ? -1 : io.src[0], .events = POLLIN },
+			{ .fd = io.src[1] < 0 || io.eof[1] ? -1 : io.src[1], .events = POLLIN },
 			{ .fd = sfd, .events = POLLIN },
+			{ .fd = want_in && io.pend_len == 0 ? io.fifo : -1, .events = POLLIN },
+			{ .fd = want_in && io.pend_len > 0 ? io.to : -1, .events = POLLOUT },
+			{ .fd = exited ? -1 : io.winch, .events = POLLIN },
 		};
 		int64_t now = sg_now_ns(), next = INT64_MAX, ms;
 		siginfo_t si;
@@ -2225,16 +2913,23 @@ static void sup_run(struct proc_spawn *sp)
 		ms = next == INT64_MAX ? -1
 		     : next <= now	? 0
 					: (next - now + 999999) / 1000000;
-		if (poll(pfd, 2, ms > INT32_MAX ? INT32_MAX : (int)ms) > 0 &&
-		    (pfd[0].revents & (POLLIN | POLLHUP | POLLERR))) {
-			k = read(outp[0], buf, sup_chunk(retain));
-			if (k > 0)
-				spool_add(outfd, progfd, retain, &total, buf,
-					  (size_t)k);
-			else if (k == 0 || (errno != EINTR && errno != EAGAIN))
-				eof = true;
+		if (poll(pfd, 6, ms > INT32_MAX ? INT32_MAX : (int)ms) > 0) {
+			for (int i = 0; i < 2; i++) {
+				if (!(pfd[i].revents & (POLLIN | POLLHUP | POLLERR)))
+					continue;
+				k = read(io.src[i], buf, sup_chunk((uint64_t)sp->rec.retain));
+				if (k > 0)
+					sup_store(&io, i, split, buf, (size_t)k);
+				/* A terminal whose slave side is closed reads EIO. */
+				else if (k == 0 || (errno != EINTR && errno != EAGAIN))
+					io.eof[i] = true;
+			}
+			if (want_in)
+				sup_input(&io, pfd[3].revents, pfd[4].revents);
+			if (pfd[5].revents & POLLIN)
+				sup_winch(&io);
 		}
-		if (pfd[1].revents & POLLIN) {
+		if (pfd[2].revents & POLLIN) {
 			struct signalfd_siginfo ssi;
 
 			while (read(sfd, &ssi, sizeof(ssi)) > 0)
@@ -2283,7 +2978,9 @@ static void sup_run(struct proc_spawn *sp)
 	utc_now(sp->rec.ended_at, sizeof(sp->rec.ended_at));
 	if (timed_out)
 		sp->rec.message = "the process reached its timeout";
-	if (rec_store(sp->ctl, &sp->rec, &err))
+	sp->rec.log_base = (int64_t)sg_ring_oldest(io.spool[SPOOL_ALL].total,
+						   (uint64_t)sp->rec.retain);
+	if (sup_store_final(sp, &err))
 		_exit(1);
 	_exit(0);
 }
@@ -2341,15 +3038,261 @@ static sg_err make_file(int dirfd, const char *dir, const char *name, const void
 	return SG_OK;
 }
 
+/* The files of a process directory: the spools, progress, FIFOs and record. */
+static sg_err make_files(int dirfd, const struct proc_spawn *sp, struct sg_errinfo *err)
+{
+	uint64_t zero[3] = { 0, 0, PROGRESS_MAGIC };
+	int spools = sp->rec.split > 0 ? SPOOL_COUNT : 1;
+	sg_err rc = SG_OK;
+
+	for (int i = 0; !rc && i < spools; i++) {
+		rc = make_file(dirfd, sp->dir, spool_data[i], NULL, 0, err);
+		if (!rc)
+			rc = make_file(dirfd, sp->dir, spool_progress[i], zero, sizeof(zero), err);
+	}
+	if (!rc && ((sp->rec.input > 0 && mkfifoat(dirfd, "in", 0600) < 0) ||
+		    (sp->rec.tty > 0 && mkfifoat(dirfd, "winch", 0600) < 0)))
+		rc = sg_err_set(err, SG_E_INTERNAL, "cannot make the input of %s: %s", sp->dir,
+				strerror(errno));
+	return rc;
+}
+
+/*
+ * An ended foreground run keeps only its full log (C/<ID>/log, the host's
+ * full_log_ref) and its hidden record: the spools go.
+ */
+static void id_dir_trim(int dirfd)
+{
+	static const char *const files[] = { "record.tmp", "out", "progress", "out1",
+					      "progress1", "out2", "progress2", "in", "winch",
+					      "stop" };
+
+	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++)
+		unlinkat(dirfd, files[i], 0);
+}
+
+/* Append what a spool still holds to fd, hashing it; *n: the bytes copied. */
+static sg_err log_copy(int dirfd, const struct proc_rec *r, int spool, int fd,
+		       struct sg_sha256 *h, uint64_t *n, struct sg_errinfo *err)
+{
+	struct proc_snap s = { .data = SG_BUF_INIT(SG_PROC_LOG_CHUNK + 4) };
+	uint64_t at = 0;
+	sg_err rc = SG_OK;
+
+	*n = 0;
+	for (;;) {
+		rc = snap_take(dirfd, r->id, spool, SG_PROC_SIDE_RETAIN, at, SG_PROC_LOG_CHUNK, &s,
+			       err);
+		if (rc || s.data.len == 0)
+			break;
+		/* snap_take reads a few bytes past the window: keep the window. */
+		if (s.data.len > SG_PROC_LOG_CHUNK)
+			s.data.len = SG_PROC_LOG_CHUNK;
+		if (sg_write_all(fd, s.data.p, s.data.len)) {
+			rc = sg_err_set(err, SG_E_INTERNAL, "cannot write the log of %s: %s", r->id,
+					strerror(errno));
+			break;
+		}
+		sg_sha256_update(h, s.data.p, s.data.len);
+		*n += s.data.len;
+		at = s.start + s.data.len;
+	}
+	sg_buf_release(&s.data);
+	return rc;
+}
+
+/*
+ * ,"full_log_ref":PATH,"full_log_bytes":N,"full_log_sha256":HEX,
+ * "full_log_sections":{...}: the run's stdout, then its stderr, in one file.
+ */
+static sg_err put_full_log(struct sg_buf *reply, int dirfd, const struct proc_rec *r,
+			   const char *ctl, struct sg_errinfo *err)
+{
+	struct sg_sha256 h;
+	char hex[2 * SG_SHA256_LEN + 1], path[SG_PATH_MAX];
+	uint64_t nout = 0, nerr = 0;
+	int fd = openat(dirfd, "log", O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	sg_err rc = SG_OK;
+
+	if (fd < 0)
+		return sg_err_set(err, SG_E_INTERNAL, "cannot create the log of %s: %s", r->id,
+				  strerror(errno));
+	sg_sha256_init(&h);
+	rc = log_copy(dirfd, r, SPOOL_OUT, fd, &h, &nout, err);
+	if (!rc)
+		rc = log_copy(dirfd, r, SPOOL_ERR, fd, &h, &nerr, err);
+	if (close(fd) < 0 && !rc)
+		rc = sg_err_set(err, SG_E_INTERNAL, "cannot write the log of %s", r->id);
+	sg_sha256_final_hex(&h, hex);
+	if (!rc)
+		rc = path_join(path, sizeof(path), ctl, r->id, "log", err);
+	if (!rc)
+		rc = put_str(reply, "full_log_ref", path);
+	if (!rc)
+		rc = sg_buf_addf(reply,
+				 ",\"full_log_bytes\":%llu,\"full_log_sha256\":\"%s\","
+				 "\"full_log_sections\":{\"stdout_start\":0,\"stdout_end\":%llu,"
+				 "\"stderr_start\":%llu,\"stderr_end\":%llu}",
+				 (unsigned long long)(nout + nerr), hex, (unsigned long long)nout,
+				 (unsigned long long)nout, (unsigned long long)(nout + nerr));
+	return rc;
+}
+
+/* ,"<key>":"<the last max bytes of a spool>","<key>_bytes":N,"<key>_truncated":B */
+static sg_err put_tail(struct sg_buf *reply, int dirfd, const struct proc_rec *r, int spool,
+		       const char *key, uint64_t max, struct sg_errinfo *err)
+{
+	struct proc_snap s = { .data = SG_BUF_INIT(SG_READ_CAP + 4) };
+	uint64_t retain = spool == SPOOL_ALL ? (uint64_t)r->retain : SG_PROC_SIDE_RETAIN;
+	size_t k = 0;
+	sg_err rc = snap_take(dirfd, r->id, spool, retain, 0, 0, &s, err);
+
+	if (!rc)
+		rc = snap_take(dirfd, r->id, spool, retain, s.total > max ? s.total - max : 0, max,
+			       &s, err);
+	if (!rc)
+		k = snap_keep(&s, max, false);
+	if (!rc)
+		rc = sg_jw_key(reply, key, 0);
+	if (!rc)
+		rc = sg_jw_str(reply, s.data.p, k);
+	if (!rc)
+		rc = sg_buf_addf(reply, ",\"%s_bytes\":%llu,\"%s_truncated\":%s", key,
+				 (unsigned long long)s.total, key, s.start > 0 ? "true" : "false");
+	sg_buf_release(&s.data);
+	return rc;
+}
+
+/*
+ * A foreground run (--wait-ms): wait for the end, at most wait_ms; then
+ * answer with the record and the tails of its output.  An ended run's
+ * directory goes; one still running is promoted to a managed process the
+ * host's replies show from now on.
+ */
+static sg_err spawn_wait(const char *ctl, const char *id, int64_t wait_ms, int64_t out_max,
+			 struct sg_buf *reply, struct sg_errinfo *err)
+{
+	struct proc_change promote = { .recheck = -1, .show = true, .promote = true };
+	struct proc_rec r;
+	bool ended;
+	int dirfd = -1;
+	sg_err rc;
+
+	rec_init(&r);
+	rc = await_end(ctl, id, sat_add(sg_now_ns(), wait_ms * 1000000), &r, NULL, err);
+	if (rc)
+		goto out;
+	if (r.status == PS_FAILED) {
+		rc = reply_rec(reply, "process", &r, r.message);
+		goto out;
+	}
+	ended = r.status != PS_RUNNING;
+	if (!ended) {
+		rec_release(&r);
+		rc = rec_update(ctl, id, &promote, &r, NULL, err);
+		if (rc)
+			goto out;
+	}
+	dirfd = id_dir_open(ctl, id, err);
+	if (dirfd < 0) {
+		rc = err->code;
+		goto out;
+	}
+	sg_buf_reset(reply);
+	rc = sg_reply_ok(reply);
+	if (!rc)
+		rc = sg_jw_key(reply, "process", 0);
+	if (!rc)
+		rc = rec_view(reply, &r);
+	if (!rc)
+		rc = sg_buf_addf(reply, ",\"ended\":%s", ended ? "true" : "false");
+	if (!rc)
+		rc = put_tail(reply, dirfd, &r, SPOOL_ALL, "output", (uint64_t)out_max, err);
+	if (!rc)
+		rc = put_tail(reply, dirfd, &r, SPOOL_OUT, "stdout", SG_PROC_SIDE_MAX, err);
+	if (!rc)
+		rc = put_tail(reply, dirfd, &r, SPOOL_ERR, "stderr", SG_PROC_SIDE_MAX, err);
+	if (!rc && ended)
+		rc = put_full_log(reply, dirfd, &r, ctl, err);
+	if (!rc && !ended)
+		rc = put_str(reply, "full_log_ref", r.log_path);
+	if (!rc)
+		rc = sg_reply_end(reply);
+	if (!rc && ended)
+		id_dir_trim(dirfd);
+out:
+	if (dirfd >= 0)
+		close(dirfd);
+	rec_release(&r);
+	return rc;
+}
+
+/* The options of `proc spawn` that fill the record. */
+static sg_err spawn_options(struct sg_args *a, struct proc_spawn *sp, struct sg_errinfo *err)
+{
+	int64_t timeout, retain;
+	sg_err rc = sg_args_int(a, "timeout-ms", 0, INT64_MAX / 1000000, &timeout, err);
+
+	if (!rc)
+		rc = sg_args_int(a, "retain", SG_PROC_RETAIN, INT64_MAX / 2, &retain, err);
+	if (rc)
+		return rc;
+	sp->rec.session = sg_args_str(a, "session", NULL);
+	sp->rec.op = sg_args_str(a, "op", NULL);
+	sp->rec.command = sg_args_str(a, "command", NULL);
+	sp->rec.owner_kind = sg_args_str(a, "owner-kind", "main_agent");
+	sp->rec.owner_id = sg_args_str(a, "owner-id", sp->rec.session);
+	sp->rec.generation = sg_args_str(a, "generation", "");
+	sp->rec.lifecycle = sg_args_str(a, "lifecycle", "managed");
+	sp->rec.tty = sg_args_flag(a, "tty");
+	sp->rec.input = sg_args_flag(a, "input");
+	if (sp->rec.tty)
+		sp->rec.input = 1;
+	sp->login = sg_args_flag(a, "login");
+	sp->confine = sg_args_str(a, "confine", NULL);
+	sp->root = sg_args_str(a, "root", NULL);
+	sp->rec.timeout_ms = timeout;
+	sp->rec.retain = retain;
+	if (!sp->rec.session)
+		return sg_err_set(err, SG_E_INVALID_ARGUMENT, "--session is required");
+	if (retain < 1)
+		return sg_err_set(err, SG_E_INVALID_ARGUMENT, "--retain must be at least 1");
+	if (!sp->rec.command == !(a->nrest > 0))
+		return sg_err_set(err, SG_E_INVALID_ARGUMENT,
+				  "give exactly one of --command and an argv after --");
+	if (sp->confine && strcmp(sp->confine, "standard") != 0 &&
+	    strcmp(sp->confine, "read_only") != 0)
+		return sg_err_set(err, SG_E_INVALID_ARGUMENT,
+				  "--confine must be standard or read_only");
+	if (sp->confine && (!sp->root || sp->root[0] != '/'))
+		return sg_err_set(err, SG_E_INVALID_ARGUMENT, "--confine needs an absolute --root");
+	if (a->npos > 0)
+		return sg_err_set(err, SG_E_INVALID_ARGUMENT, "unexpected argument %s", a->pos[0]);
+	/* --allow-write repeats (the gateway names the environment's HOME
+	 * and TMPDIR); sg_args keeps only the last, so walk all. */
+	{
+		size_t n = 0;
+
+		sp->allow[n++] = sp->tmpdir;
+		for (int i = 0; i < a->nopt; i++) {
+			if (strcmp(a->opt[i].name, "allow-write") == 0) {
+				a->opt[i].used = true;
+				sp->allow[n++] = a->opt[i].value;
+			}
+		}
+		sp->allow[n] = NULL;
+	}
+	return SG_OK;
+}
+
 static sg_err cmd_spawn(struct sg_args *a, struct sg_buf *reply,
 			struct sg_errinfo *err)
 {
 	char ctl[SG_PATH_MAX], cwd[SG_PATH_MAX];
 	struct proc_spawn sp;
 	const char *id, *cwd_arg, *raw_ctl;
-	uint64_t zero[3] = { 0, 0, PROGRESS_MAGIC };
 	int pipefd[2] = { -1, -1 }, dirfd = -1;
-	int64_t timeout, retain;
+	int64_t wait_ms = -1, out_max = SG_PROC_OUTPUT_MAX;
 	pid_t pid;
 	sg_err rc;
 
@@ -2357,59 +3300,19 @@ static sg_err cmd_spawn(struct sg_args *a, struct sg_buf *reply,
 	rec_init(&sp.rec);
 	sp.report = -1;
 	rc = args_ctl_id(a, true, &raw_ctl, &id, err);
+	if (!rc && sg_args_str(a, "wait-ms", NULL))
+		rc = sg_args_int(a, "wait-ms", 0, INT64_MAX / 1000000, &wait_ms, err);
 	if (!rc)
-		rc = sg_args_int(a, "timeout-ms", 0, INT64_MAX / 1000000,
-				 &timeout, err);
+		rc = sg_args_int(a, "output-max", SG_PROC_OUTPUT_MAX, SG_READ_CAP, &out_max, err);
 	if (!rc)
-		rc = sg_args_int(a, "retain", SG_PROC_RETAIN, INT64_MAX / 2,
-				 &retain, err);
+		rc = spawn_options(a, &sp, err);
 	if (rc)
 		goto out;
 	sp.rec.id = id;
-	sp.rec.session = sg_args_str(a, "session", NULL);
-	sp.rec.op = sg_args_str(a, "op", NULL);
-	sp.rec.command = sg_args_str(a, "command", NULL);
-	sp.confine = sg_args_str(a, "confine", NULL);
-	{
-		/* --allow-write repeats (the gateway names the environment's
-		 * HOME and TMPDIR); sg_args keeps only the last, so walk all. */
-		size_t n = 0;
-
-		sp.allow[n++] = sp.tmpdir;
-		for (int i = 0; i < a->nopt; i++) {
-			if (strcmp(a->opt[i].name, "allow-write") == 0) {
-				a->opt[i].used = true;
-				sp.allow[n++] = a->opt[i].value;
-			}
-		}
-		sp.allow[n] = NULL;
-	}
-	sp.root = sg_args_str(a, "root", NULL);
+	/* A foreground run: no reply shows it until it is promoted. */
+	sp.rec.hidden = sp.rec.split = wait_ms >= 0;
 	cwd_arg = sg_args_str(a, "cwd", NULL);
-	sp.rec.timeout_ms = timeout;
-	sp.rec.retain = retain;
-	if (!sp.rec.session)
-		rc = sg_err_set(err, SG_E_INVALID_ARGUMENT,
-				"--session is required");
-	else if (retain < 1)
-		rc = sg_err_set(err, SG_E_INVALID_ARGUMENT,
-				"--retain must be at least 1");
-	else if (!sp.rec.command == !(a->nrest > 0))
-		rc = sg_err_set(err, SG_E_INVALID_ARGUMENT,
-				"give exactly one of --command and an argv "
-				"after --");
-	else if (sp.confine && strcmp(sp.confine, "standard") != 0 &&
-		 strcmp(sp.confine, "read_only") != 0)
-		rc = sg_err_set(err, SG_E_INVALID_ARGUMENT,
-				"--confine must be standard or read_only");
-	else if (sp.confine && (!sp.root || sp.root[0] != '/'))
-		rc = sg_err_set(err, SG_E_INVALID_ARGUMENT,
-				"--confine needs an absolute --root");
-	else if (a->npos > 0)
-		rc = sg_err_set(err, SG_E_INVALID_ARGUMENT,
-				"unexpected argument %s", a->pos[0]);
-	if (!rc)
-		rc = sg_args_unused(a, err);
+	rc = sg_args_unused(a, err);
 	if (!rc)
 		rc = absolute(ctl, sizeof(ctl), raw_ctl, NULL, err);
 	if (!rc)
@@ -2433,8 +3336,11 @@ static sg_err cmd_spawn(struct sg_args *a, struct sg_buf *reply,
 	if (!rc)
 		rc = path_join(sp.tmpdir, sizeof(sp.tmpdir), ctl, ".tmp", NULL,
 			       err);
+	if (!rc)
+		rc = path_join(sp.log_path, sizeof(sp.log_path), sp.dir, "out", NULL, err);
 	if (rc)
 		goto out;
+	sp.rec.log_path = sp.log_path;
 	if ((mkdir(ctl, 0700) < 0 && errno != EEXIST) ||
 	    (mkdir(sp.tmpdir, 0700) < 0 && errno != EEXIST)) {
 		rc = sg_err_set(err, SG_E_INTERNAL, "cannot create %s: %s", ctl,
@@ -2454,9 +3360,7 @@ static sg_err cmd_spawn(struct sg_args *a, struct sg_buf *reply,
 		rc = err->code;
 		goto out;
 	}
-	rc = make_file(dirfd, sp.dir, "out", NULL, 0, err);
-	if (!rc)
-		rc = make_file(dirfd, sp.dir, "progress", zero, sizeof(zero), err);
+	rc = make_files(dirfd, &sp, err);
 	close(dirfd);
 	if (rc)
 		goto out;
@@ -2475,11 +3379,12 @@ static sg_err cmd_spawn(struct sg_args *a, struct sg_buf *reply,
 	pipefd[1] = -1;
 	sg_buf_reset(reply);
 	if (pid > 0 && sg_read_all(pipefd[0], reply) == SG_OK && reply->len > 0) {
-		rc = SG_OK;
+		rc = wait_ms >= 0 ? spawn_wait(ctl, id, wait_ms, out_max, reply, err) : SG_OK;
 		goto out;
 	}
 	/* No supervisor, or it died before reporting: record the failure. */
 	sp.rec.status = PS_FAILED;
+	sp.rec.hidden = 0;
 	utc_now(sp.rec.started_at, sizeof(sp.rec.started_at));
 	utc_now(sp.rec.ended_at, sizeof(sp.rec.ended_at));
 	sp.rec.message = pid < 0 ? "cannot fork the supervisor"
@@ -2502,9 +3407,8 @@ int sg_helper_proc(int argc, char *const *argv, const void *in, size_t inlen,
 	const char *cmd = argc > 0 ? argv[0] : "";
 	sg_err rc;
 
-	(void)in;
-	(void)inlen;
-	rc = sg_args_parse(&a, argc - (argc > 0), argv + (argc > 0), "", &err);
+	rc = sg_args_parse(&a, argc - (argc > 0), argv + (argc > 0),
+			   "tail tty input login recheck-delivered recheck-due", &err);
 	if (rc)
 		goto out;
 	if (strcmp(cmd, "spawn") == 0)
@@ -2521,15 +3425,16 @@ int sg_helper_proc(int argc, char *const *argv, const void *in, size_t inlen,
 		rc = cmd_wait(&a, out, cancel, &err);
 	else if (strcmp(cmd, "stop-all") == 0)
 		rc = cmd_stop_all(&a, out, cancel, &err);
-	else if (!cmd[0])
-		rc = sg_err_set(&err, SG_E_INVALID_ARGUMENT,
-				"proc needs a command: spawn, read, get, list, "
-				"stop or wait");
+	else if (strcmp(cmd, "update") == 0)
+		rc = cmd_update(&a, out, cancel, &err);
+	else if (strcmp(cmd, "write") == 0)
+		rc = cmd_write(&a, in, inlen, out, cancel, &err);
+	else if (strcmp(cmd, "resize") == 0)
+		rc = cmd_resize(&a, out, cancel, &err);
 	else
 		rc = sg_err_set(&err, SG_E_INVALID_ARGUMENT,
-				"unknown proc command \"%s\": spawn, read, get, "
-				"list, stop or wait",
-				cmd);
+				"unknown proc command \"%s\": spawn, read, get, list, stop, "
+				"wait, stop-all, update, write or resize", cmd);
 out:
 	if (rc) {
 		if (!err.code)
