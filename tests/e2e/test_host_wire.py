@@ -302,9 +302,13 @@ class Transport(HostCase):
         t.join(120 * SLACK)
         self.assertFalse(t.is_alive(), "the call outlived its worker")
         self.assertIsInstance(box[0], CallError, "connection loss succeeded")
+        # The worker goes away on its own (its stdout ends); the client is
+        # failed from then on and never starts another.
+        self.assertTrue(c._done.wait(60 * SLACK), "the worker never went away")
+        self.assertTrue(c.failed)
         with self.assertRaises(CallError, msg="failed worker was automatically restarted"):
             c.call("process/list", None)
-        self.assertIsNotNone(c.exit_code(), "the worker is still running")
+        self.assertEqual(c.exit_code(), 0, c.diagnostic()[-2000:])
         self.assertEqual(len(env.clients), 1)
 
     def test_concurrent_responses_stay_with_caller(self):
