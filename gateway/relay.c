@@ -67,6 +67,7 @@ struct sg_relay {
 	json_t *methods;        /* the peer's, from its initialize reply */
 	char *session;          /* the bound session, once the peer accepted it */
 	bool dropped_event;     /* a foreign event was said on stderr already */
+	bool dropped_other;     /* so was a message of another method (reader's) */
 	size_t unread;          /* event bytes the host may not have read (reader's) */
 	char *token;
 	char *argv0;
@@ -451,14 +452,15 @@ static void forward_event(struct sg_relay *r, json_t *m, bool callback)
 }
 
 /* What a peer may write: the host's three kinds of message (protocol section 1). */
-enum peer_msg { PEER_REPLY, PEER_EVENT, PEER_CALLBACK, PEER_BROKEN };
+enum peer_msg { PEER_REPLY, PEER_EVENT, PEER_CALLBACK, PEER_OTHER, PEER_BROKEN };
 
 /*
- * The host decodes every line as one struct, so anything else would be a
- * transport failure there: a reply has an id (string or integer) and at
- * most one of data and error, the error a string; an event is a
- * `process` message; a callback a `tool` message naming its parent and
- * carrying its own id.
+ * The host decodes every line as one struct: a reply has an id (string or
+ * integer) and at most one of data and error, the error a string; an
+ * event is a `process` message; a callback a `tool` message naming its
+ * parent and carrying its own id.  A message of another method decodes
+ * there too and is dropped, as it is here (PEER_OTHER); anything else
+ * would be a transport failure, and closes the peer.
  */
 static enum peer_msg classify(json_t *m)
 {
@@ -479,7 +481,9 @@ static enum peer_msg classify(json_t *m)
 	if (strcmp(name, "tool") == 0 && (json_is_string(id) || json_is_integer(id)) &&
 	    json_object_get(m, "parent_id") && json_object_get(m, "data"))
 		return PEER_CALLBACK;
-	return PEER_BROKEN;
+	if (strcmp(name, "process") == 0 || strcmp(name, "tool") == 0)
+		return PEER_BROKEN;
+	return PEER_OTHER;
 }
 
 static void *reader_main(void *arg)
@@ -511,10 +515,17 @@ static void *reader_main(void *arg)
 		} else if (kind == PEER_EVENT || kind == PEER_CALLBACK) {
 			/* The host's, as they are (protocol sections 4 and 7). */
 			forward_event(r, m, kind == PEER_CALLBACK);
+		} else if (kind == PEER_OTHER) {
+			/* Once: a peer must not flood stderr through sandgate. */
+			if (!r->dropped_other)
+				sg_log_warn("the peer sent a message of a method the host does not read (%.64s); dropped, as are any later ones",
+					    json_string_value(json_object_get(m, "method")));
+			r->dropped_other = true;
+			json_decref(m);
 		} else {
 			json_decref(m);
 			snprintf(why, sizeof(why),
-				 "the peer sent a message that is neither a reply, a process event nor a tool callback, and was closed");
+				 "the peer sent a message the host could not decode, and was closed");
 			sg_log_err("%s", why);
 			close_peer(r, why);
 			break;
