@@ -62,11 +62,6 @@
  */
 #define FS_MAX_BYTES (SG_ENVTOOL_REPLY / 2)
 /*
- * edit holds a file twice in memory; a file larger than one frame could
- * not have been written through the tools either.
- */
-#define FS_EDIT_MAX SG_MAX_FRAME
-/*
  * Passes a recursive delete makes over one directory that is still not
  * empty after the one before (remove_tree()): a process that keeps
  * filling it makes the delete fail clearly, never run without end.
@@ -116,6 +111,14 @@ sg_err sg_fs_fail(struct fs *c, const char *fmt, ...)
 	rc = sg_err_vset(&c->err, SG_E_NOT_FOUND, fmt, ap);
 	va_end(ap);
 	return rc;
+}
+
+sg_err sg_fs_fail_text(struct fs *c, const char *code, char *text, const char *shortmsg)
+{
+	free(c->tool_error);
+	c->tool_error = text;
+	c->tool_code = code;
+	return sg_fs_fail(c, "%s", shortmsg);
 }
 
 sg_err sg_fs_cancelled(struct fs *c, const char *what)
@@ -457,62 +460,6 @@ static sg_err b64_encode(struct sg_buf *o, const unsigned char *s, size_t n)
 		d[j++] = '=';
 	}
 	sg_buf_commit(o, need);
-	return SG_OK;
-}
-
-static int b64_value(unsigned char ch)
-{
-	const char *p = ch ? strchr(b64_chars, ch) : NULL;
-
-	return p ? (int)(p - b64_chars) : -1;
-}
-
-/*
- * Decode base64 text (whitespace ignored, padding optional) into o.
- * SG_E_INVALID_ARGUMENT for anything else.
- */
-static sg_err b64_decode(const char *s, size_t n, struct sg_buf *o)
-{
-	unsigned acc = 0;
-	size_t nd = 0, pad = 0;
-	sg_err rc;
-
-	for (size_t i = 0; i < n; i++) {
-		unsigned char ch = (unsigned char)s[i];
-		int v;
-
-		if (ch == ' ' || ch == '\n' || ch == '\r' || ch == '\t')
-			continue;
-		if (ch == '=') {
-			pad++;
-			continue;
-		}
-		v = b64_value(ch);
-		if (v < 0 || pad)
-			return SG_E_INVALID_ARGUMENT;
-		acc = acc << 6 | (unsigned)v;
-		if (++nd % 4 == 0) {
-			char bytes[3] = { (char)(acc >> 16), (char)(acc >> 8),
-					  (char)acc };
-
-			rc = sg_buf_add(o, bytes, 3);
-			if (rc)
-				return rc;
-			acc = 0;
-		}
-	}
-	if (nd % 4 == 1 || pad > 2 || (pad && (nd + pad) % 4))
-		return SG_E_INVALID_ARGUMENT;
-	if (nd % 4 == 2) {
-		char b = (char)(acc >> 4);
-
-		return sg_buf_add(o, &b, 1);
-	}
-	if (nd % 4 == 3) {
-		char bytes[2] = { (char)(acc >> 10), (char)(acc >> 2) };
-
-		return sg_buf_add(o, bytes, 2);
-	}
 	return SG_OK;
 }
 
@@ -1456,172 +1403,6 @@ out:
 	return rc;
 }
 
-/* An octal mode string ("644", "0755"); SG_E_INVALID_ARGUMENT otherwise. */
-static sg_err parse_mode(struct fs *c, const char *s, mode_t *mode)
-{
-	unsigned long v = 0;
-	size_t n = strlen(s);
-
-	if (n == 0 || n > 5 || strspn(s, "01234567") != n)
-		return sg_err_set(&c->err, SG_E_INVALID_ARGUMENT,
-				  "--mode must be an octal string like 0644");
-	for (size_t i = 0; i < n; i++)
-		v = v * 8 + (unsigned long)(s[i] - '0');
-	if (v > 07777)
-		return sg_err_set(&c->err, SG_E_INVALID_ARGUMENT,
-				  "--mode %s is not a file mode", s);
-	*mode = (mode_t)v;
-	return SG_OK;
-}
-
-/* fs write PATH [--mode OCTAL] [--base64], content on stdin. */
-static sg_err fs_write(struct fs *c)
-{
-	struct sg_buf rel = SG_BUF_INIT(SG_PATH_MAX), dec = SG_BUF_INIT(c->inlen);
-	const char *mode_s = sg_args_str(&c->a, "mode", NULL);
-	bool b64 = sg_args_flag(&c->a, "base64"), created = false;
-	const char *data = c->in ? c->in : "";
-	size_t n = c->inlen;
-	mode_t mode = 0;
-	sg_err rc = SG_OK;
-
-	if (mode_s)
-		rc = parse_mode(c, mode_s, &mode);
-	if (!rc)
-		rc = sg_fs_args_done(c, 1, 1);
-	if (!rc && b64) {
-		rc = b64_decode(data, n, &dec);
-		if (rc)
-			rc = sg_err_set(&c->err, SG_E_INVALID_ARGUMENT,
-					"the content is not valid base64");
-		data = dec.p;
-		n = dec.len;
-	}
-	if (!rc)
-		rc = sg_fs_resolve(c, c->pos[0], SG_PATH_PARENTS, &rel);
-	if (!rc)
-		rc = sg_fs_put_file(c, rel.p, c->pos[0], data, n, mode_s != NULL, mode,
-			      &created);
-	if (!rc)
-		rc = sg_reply_ok(c->out);
-	if (!rc)
-		rc = sg_fs_kv_int(c->out, "bytes_written", (long long)n);
-	if (!rc)
-		rc = sg_fs_kv_strn(c->out, "path", rel.p, rel.len);
-	if (!rc)
-		rc = sg_fs_kv_bool(c->out, "created", created);
-	if (!rc)
-		rc = sg_reply_end(c->out);
-	sg_buf_release(&dec);
-	sg_buf_release(&rel);
-	return rc;
-}
-
-/* stdin of edit: "<decimal length of old>\n" old new. */
-static sg_err parse_edit(struct fs *c, const char **old, size_t *oldn,
-			 const char **repl, size_t *repln)
-{
-	const char *s = c->in ? c->in : "";
-	size_t i = 0, len = 0;
-
-	while (i < c->inlen && i < 20 && s[i] >= '0' && s[i] <= '9')
-		len = len * 10 + (size_t)(s[i++] - '0');
-	if (i == 0 || i >= c->inlen || s[i] != '\n' || len > c->inlen - i - 1)
-		return sg_err_set(&c->err, SG_E_INVALID_ARGUMENT,
-				  "edit input must be the byte length of "
-				  "old_string, a newline, old_string and "
-				  "new_string");
-	*old = s + i + 1;
-	*oldn = len;
-	*repl = *old + len;
-	*repln = c->inlen - i - 1 - len;
-	return SG_OK;
-}
-
-/* fs edit PATH [--all], stdin as parse_edit() reads it. */
-static sg_err fs_edit(struct fs *c)
-{
-	struct sg_buf rel = SG_BUF_INIT(SG_PATH_MAX), data = SG_BUF_INIT(FS_EDIT_MAX),
-		      res = SG_BUF_INIT(FS_EDIT_MAX);
-	bool all = sg_args_flag(&c->a, "all"), created;
-	const char *old = NULL, *repl = NULL, *p, *q, *end;
-	size_t oldn = 0, repln = 0;
-	long long count = 0;
-	struct stat st;
-	int fd = -1;
-	sg_err rc;
-
-	rc = sg_fs_args_done(c, 1, 1);
-	if (!rc)
-		rc = parse_edit(c, &old, &oldn, &repl, &repln);
-	if (!rc)
-		rc = sg_fs_resolve(c, c->pos[0], SG_PATH_EXISTING, &rel);
-	if (!rc)
-		rc = sg_fs_open_file(c, &rel, c->pos[0], &fd, &st);
-	if (!rc)
-		rc = slurp(c, fd, c->pos[0], &data);
-	if (rc == SG_E_TOO_LARGE)
-		rc = sg_err_set(&c->err, SG_E_TOO_LARGE,
-				"%s is larger than the %zu bytes edit handles",
-				c->pos[0], (size_t)FS_EDIT_MAX);
-	if (rc)
-		goto out;
-	if (oldn == 0) {
-		rc = sg_fs_fail(c, "old_string is empty");
-		goto out;
-	}
-	end = data.p + data.len;
-	for (p = data.p; (q = memmem(p, (size_t)(end - p), old, oldn)) != NULL;
-	     p = q + oldn)
-		count++;
-	if (count == 0) {
-		rc = sg_fs_fail(c, "old_string was not found in %s", c->pos[0]);
-		goto out;
-	}
-	if (count > 1 && !all) {
-		rc = sg_fs_fail(c, "old_string occurs %lld times in %s; give "
-			       "more context to make it unique, or replace "
-			       "all of them", count, c->pos[0]);
-		goto out;
-	}
-	/*
-	 * The size is known before anything is built: an edit that would
-	 * multiply the file past the limit (a one-byte old_string, a long
-	 * new_string, replace_all) is refused without allocating for it.
-	 */
-	if (repln > oldn && (size_t)count > (FS_EDIT_MAX - data.len) / (repln - oldn))
-		rc = SG_E_TOO_LARGE;
-	for (p = data.p; !rc && (q = memmem(p, (size_t)(end - p), old, oldn));
-	     p = q + oldn) {
-		rc = sg_buf_add(&res, p, (size_t)(q - p));
-		if (!rc)
-			rc = sg_buf_add(&res, repl, repln);
-	}
-	if (!rc)
-		rc = sg_buf_add(&res, p, (size_t)(end - p));
-	if (rc == SG_E_TOO_LARGE)
-		rc = sg_err_set(&c->err, SG_E_TOO_LARGE,
-				"the edited %s would be larger than %zu bytes",
-				c->pos[0], (size_t)FS_EDIT_MAX);
-	if (!rc)
-		rc = sg_fs_put_file(c, rel.p, c->pos[0], res.p, res.len, false, 0,
-			      &created);
-	if (!rc)
-		rc = sg_reply_ok(c->out);
-	if (!rc)
-		rc = sg_fs_kv_int(c->out, "replacements", count);
-	if (!rc)
-		rc = sg_fs_kv_strn(c->out, "path", rel.p, rel.len);
-	if (!rc)
-		rc = sg_reply_end(c->out);
-out:
-	sg_fs_close(&fd);
-	sg_buf_release(&res);
-	sg_buf_release(&data);
-	sg_buf_release(&rel);
-	return rc;
-}
-
 /* ---- directory walks: list, glob, recursive delete ---- */
 
 void sg_fs_names_free(struct names *ns)
@@ -2428,8 +2209,8 @@ static const struct fs_cmd {
 	sg_err (*run)(struct fs *c);
 } fs_cmds[] = {
 	{ "read", "raw", fs_read },
-	{ "write", "base64", fs_write },
-	{ "edit", "all", fs_edit },
+	{ "write", "create-only", sg_fs_write },
+	{ "edit", "all", sg_fs_edit },
 	{ "list", "", fs_list },
 	{ "revision", "", fs_revision },
 	{ "glob", "", sg_fs_glob },
@@ -2491,6 +2272,25 @@ static sg_err common_args(struct fs *c)
 	return rc;
 }
 
+/*
+ * {"ok":false,"tool_error":...[,"code":...]}: the long text when a command
+ * left one (sg_fs_fail_text), else err.msg.  A reply too large for the
+ * buffer falls back to the short form.
+ */
+static void tool_error_reply(struct fs *c)
+{
+	const char *text = c->tool_error ? c->tool_error : c->err.msg;
+
+	sg_buf_reset(c->out);
+	if (!sg_buf_adds(c->out, "{\"ok\":false,\"tool_error\":") &&
+	    !sg_jw_str(c->out, text, strlen(text)) &&
+	    (!c->tool_code || (!sg_jw_key(c->out, "code", 0) &&
+			       !sg_jw_str(c->out, c->tool_code, strlen(c->tool_code)))) &&
+	    !sg_buf_addc(c->out, '}'))
+		return;
+	sg_reply_tool_error(c->out, "%s", c->err.msg);
+}
+
 int sg_helper_fs(int argc, char *const *argv, const void *in, size_t inlen,
 		 struct sg_buf *out, const struct sg_cancel *cancel)
 {
@@ -2540,10 +2340,11 @@ out:
 	else if (rc)
 		sg_err_set(&c->err, rc, "%s", sg_err_word(rc));
 	if (rc && c->err.code == SG_E_NOT_FOUND)
-		sg_reply_tool_error(out, "%s", c->err.msg);
+		tool_error_reply(c);
 	else if (rc)
 		sg_reply_error(out, &c->err);
 	sg_fs_close(&c->rootfd);
+	free(c->tool_error);
 	free(c);
 	return 0;
 }

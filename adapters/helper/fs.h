@@ -39,12 +39,26 @@ struct fs {
 	struct sg_buf *out;
 	const struct sg_cancel *cancel;
 	struct sg_errinfo err;
+	/*
+	 * A tool failure longer than err.msg holds (a diagnostic with
+	 * candidates, malloc, set by sg_fs_fail_text): the dispatcher sends
+	 * it whole as the tool_error, with tool_code as its "code" (NULL:
+	 * the gateway's default).
+	 */
+	char *tool_error;
+	const char *tool_code;
 };
 
 /* errno as a sentence fragment (strerror() is not thread-safe). */
 const char *sg_fs_errstr(int e);
 /* Record a tool failure: SG_E_NOT_FOUND with the sentence. */
 sg_err sg_fs_fail(struct fs *c, const char *fmt, ...) SG_PRINTF(2, 3);
+/*
+ * Record a long tool failure: takes text (malloc'd, may be NULL when out
+ * of memory: then err.msg's short form stands), code the wire word the
+ * gateway gives it (NULL: not_found).  Returns SG_E_NOT_FOUND.
+ */
+sg_err sg_fs_fail_text(struct fs *c, const char *code, char *text, const char *shortmsg);
 /* The cancel token's reason, as an error naming what was cancelled. */
 sg_err sg_fs_cancelled(struct fs *c, const char *what);
 /* Close *fd if open and set it to -1. */
@@ -161,5 +175,8 @@ sg_err sg_fs_grep(struct fs *c);
 
 /* patch.c: `fs patch` (apply_patch). */
 sg_err sg_fs_patch(struct fs *c);
+/* edit.c: `fs write` (write_file) and `fs edit` (edit_file). */
+sg_err sg_fs_write(struct fs *c);
+sg_err sg_fs_edit(struct fs *c);
 
 #endif

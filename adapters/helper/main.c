@@ -26,7 +26,8 @@
 static bool wants_stdin(int argc, char **argv)
 {
 	return argc >= 3 && strcmp(argv[1], "fs") == 0 &&
-	       (strcmp(argv[2], "write") == 0 || strcmp(argv[2], "edit") == 0);
+	       (strcmp(argv[2], "write") == 0 || strcmp(argv[2], "edit") == 0 ||
+		strcmp(argv[2], "patch") == 0);
 }
 
 static int helper_main(int argc, char **argv)
