@@ -255,6 +255,35 @@ class HostGrace(OnFakeDaytona, GatewayTestCase):
         self.assertEqual(len(self.fake.sandboxes()), 1, "the delete is still on its way")
         self.assertNothingLeft(within=self.SLOW_DELETE_MS / 1000 + 20)
 
+    def test_what_a_reaper_cannot_finish_is_left_to_gc(self):
+        # The reaper is bounded by the budget (4 s here); a delete that
+        # hangs past it leaves the record cleanup-pending, unclaimed, and
+        # a plain `sandgate envs gc` removes the sandbox once Daytona
+        # answers again.
+        gw = self.gateway(config=self.config, profile="cloud", env_extra=self.env,
+                          state_dir=self.state, budget_ms=4000, binding={"version": 3})
+        self.fake.fault({"method": "DELETE", "path": "^/api/sandbox/", "action": "delay",
+                         "delayMs": 60000})
+        rc, err, took = gw.shutdown(timeout=30)
+        self.assertLess(took, 3.0, err)
+        self.assertEqual(rc, 0, err[-2000:])
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline and \
+                any("removing" in r for r in self.records()):
+            time.sleep(0.2)
+        recs = self.records()
+        self.assertEqual([(r["status"], "removing" in r) for r in recs],
+                         [("cleanup-pending", False)], "the reaper gave up and said so")
+        with open(os.path.join(self.state, "reaper.log")) as f:
+            self.assertIn("sandgate envs gc", f.read())
+        self.assertEqual(len(self.fake.sandboxes()), 1)
+        self.fake.admin("DELETE", "/__fake/faults")
+        env = dict(os.environ, **self.env)
+        g = subprocess.run([BIN, "envs", "gc", "--config", self.config, "--state-dir",
+                            self.state], env=env, capture_output=True, text=True, timeout=120)
+        self.assertEqual(g.returncode, 0, g.stdout + g.stderr)
+        self.assertNothingLeft(within=10)
+
     def test_version_4_keeps_its_budget_and_deletes_inline(self):
         gw = self.gateway(config=self.config, profile="cloud", env_extra=self.env,
                           state_dir=self.state)
