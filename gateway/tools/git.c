@@ -30,11 +30,14 @@
 #include "../../adapters/exec.h"
 #include "../../adapters/json.h"
 #include "base/limits.h"
+#include "base/utf8.h"
 
 /* The host's gitTimeout: a git that runs longer is killed, exit 124. */
 #define GIT_TIMEOUT_MS 30000
 /* The host's maxShellOutputBytes: the output a view shows. */
 #define GIT_OUTPUT_MAX (30 * SG_KiB)
+/* Room for the marker sg_exec_text puts between a long output's ends. */
+#define GIT_MARK_ROOM 512
 /* The host's commit trailer (gitattribution.Trailer), and its dedup rule. */
 #define GIT_TRAILER "Co-authored-by: WUU Agent <305930189+wuu-agent[bot]@users.noreply.github.com>"
 #define GIT_TRAILER_RULE "trailer.Co-authored-by.ifexists=addIfDifferent"
@@ -924,7 +927,8 @@ static sg_err git_run(struct sg_tool_call *t, const char *const *words, json_t *
 
 	sg_exec_result_init(&r, 0);
 	if (!rc)
-		rc = git_exec(t, &av, env, !split, split ? SG_TOOL_OUTPUT : GIT_OUTPUT_MAX, &r);
+		rc = git_exec(t, &av, env, !split, split ? SG_TOOL_OUTPUT : GIT_OUTPUT_MAX - GIT_MARK_ROOM,
+			      &r);
 	if (rc)
 		goto out;
 	o->timed_out = r.timed_out;
@@ -947,10 +951,25 @@ out:
 	return rc;
 }
 
+/*
+ * The output the view shows: whole, or (status, whose stdout is read
+ * whole to be parsed) its first GIT_OUTPUT_MAX bytes, cut on a character.
+ */
+static json_t *git_output(struct git_out *o)
+{
+	size_t n = o->text.len;
+
+	if (n > GIT_OUTPUT_MAX) {
+		n = sg_utf8_clip(o->text.p, n, GIT_OUTPUT_MAX);
+		o->truncated = true;
+	}
+	return sg_json_text(o->text.p, n);
+}
+
 static void git_out_init(struct git_out *o)
 {
 	memset(o, 0, sizeof(*o));
-	sg_buf_init(&o->text, GIT_OUTPUT_MAX + SG_KiB);
+	sg_buf_init(&o->text, SG_TOOL_OUTPUT + SG_KiB);
 	sg_buf_init(&o->stdout_, SG_TOOL_OUTPUT);
 }
 
@@ -1224,10 +1243,8 @@ sg_err sg_tool_git(struct sg_tool_call *t, json_t **result)
 		goto out;
 	git_action(g.sub, action, sizeof(action));
 	view = json_pack("{s:s, s:s, s:i, s:o, s:b}", "action", action, "subcommand", g.sub,
-			 "exit_code", o.exit_code, "output",
-			 sg_json_text(o.text.p, o.text.len < GIT_OUTPUT_MAX ? o.text.len
-									    : GIT_OUTPUT_MAX),
-			 "timed_out", o.timed_out);
+			 "exit_code", o.exit_code, "output", git_output(&o), "timed_out",
+			 o.timed_out);
 	if (!view) {
 		rc = sg_err_set(&t->op->err, SG_E_INTERNAL, "out of memory");
 		goto out;
@@ -1242,7 +1259,7 @@ sg_err sg_tool_git(struct sg_tool_call *t, json_t **result)
 									 o.timed_out)
 						    : git_suggestion(g.sub, o.exit_code,
 								     o.timed_out)));
-	if (o.truncated || o.text.len > GIT_OUTPUT_MAX)
+	if (o.truncated)
 		json_object_set_new(view, "truncated", json_true());
 	*result = sg_tool_result(view, NULL);
 	if (!*result)

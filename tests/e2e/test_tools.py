@@ -1,326 +1,579 @@
-"""The workspace tool catalogue (docs/protocol.md section 7)."""
+"""The host's grep, glob and git tools, view for view (protocol section 3).
 
-import base64
-import hashlib
-import unittest
+Each view is compared key for key with what the host's worker writes
+(internal/tools/tool_search.go, git.go): grep's pages of 250 records sorted
+by file then line inside a 20 KiB result, its output modes, glob's pages of
+500 sorted by path, both bound to a result revision that a stale
+continuation is refused with; git's allow-list, its structured status,
+commit metadata and co-author trailer.  The read_only git attacks (a
+repository whose configuration runs programs, pagers, fsmonitor, a race
+with the guard) are kept from the earlier dialect, on the host's arguments.
+None of this passes on the earlier dialect: its grep and glob answered
+`content` text and took `glob`/`max_results`, its git took an argv.
+"""
 
-from sgclient import ROOT, GatewayTestCase, b64, unique
+import json
+import re
+
+from sgclient import GatewayTestCase, code_of, unique
+
+GREP_KEYS = {"action", "pattern", "continuation_supported", "workspace_revision", "total",
+             "record_total", "offset", "has_more", "truncated", "matches",
+             "omitted_match_count", "content_truncated", "next_suggestions",
+             "result_budget_bytes", "returned_match_count", "returned_count", "page"}
+LIST_KEYS = {"action", "pattern", "continuation_supported", "workspace_revision", "total",
+             "record_total", "offset", "returned_count", "has_more", "page", "truncated",
+             "next_suggestions"}
+GIT_KEYS = {"action", "subcommand", "exit_code", "output", "timed_out", "workspace_revision",
+            "next_suggestions"}
+TRAILER = "Co-authored-by: WUU Agent <305930189+wuu-agent[bot]@users.noreply.github.com>"
+BUDGET = 20 * 1024
 
 
-class Tools(GatewayTestCase):
+def text_bytes(view):
+    """The size of the view's text part, as the host measures its budget."""
+    return len(view.result["content"][0]["text"].encode())
+
+
+class Search(GatewayTestCase):
     shared_gateway = True
 
     def setUp(self):
-        self.d = unique("tools")
+        self.d = unique("srch")
 
     def p(self, name):
         return "%s/%s" % (self.d, name)
 
-    def stat_missing(self, path):
-        return self.gw.tool("stat_path", {"path": path})["is_error"]
+    def sh(self, script):
+        return self.gw.sh_ok("mkdir -p %s && cd %s && %s" % (self.d, self.d, script))
 
-    def read_text(self, path):
-        return self.gw.tool_ok("read_file", {"path": path})["content"]
+    def grep(self, pattern, **kw):
+        args = {"pattern": pattern, "path": self.d}
+        args.update(kw)
+        return self.gw.view("grep", args)
 
-    # ---- read_file / write_file ------------------------------------------
+    def glob(self, pattern, **kw):
+        args = {"pattern": pattern, "path": self.d}
+        args.update(kw)
+        return self.gw.view("glob", args)
 
-    def test_write_then_read(self):
-        gw = self.gw
-        text = "l1\nl2 héllo €\nl3\n"
-        res = gw.tool_ok("write_file", {"path": self.p("a/b/c/f.txt"), "content": text})
-        self.assertEqual(res["metadata"]["bytes_written"], len(text.encode("utf-8")))
-        res = gw.tool_ok("read_file", {"path": self.p("a/b/c/f.txt")})
-        self.assertEqual(res["content"], text)
-        md = res["metadata"]
-        self.assertEqual(md["size"], len(text.encode("utf-8")))
-        self.assertEqual(md["total_lines"], 3)
-        self.assertIs(md["truncated"], False)
-        # An absolute path under root names the same file.
-        res = gw.tool_ok("read_file", {"path": ROOT + "/" + self.p("a/b/c/f.txt")})
-        self.assertEqual(res["content"], text)
-        # Overwrite replaces the whole file.
-        gw.write(self.p("a/b/c/f.txt"), "short")
-        self.assertEqual(self.read_text(self.p("a/b/c/f.txt")), "short")
+    def check_page(self, v, offset, returned, more):
+        page = v["page"]
+        self.assertEqual(page["offset"], offset)
+        self.assertEqual(page["returned"], returned)
+        self.assertIs(page["has_more"], more)
+        self.assertEqual(page["snapshot_token"], v["workspace_revision"])
+        if more:
+            self.assertEqual(page["next"], {"offset": offset + returned,
+                                            "expected_revision": v["workspace_revision"]})
+        else:
+            self.assertNotIn("next", page)
 
-    def test_read_offset_and_limit(self):
-        gw = self.gw
-        gw.write(self.p("lines.txt"), "".join("line%d\n" % i for i in range(1, 11)))
-        res = gw.tool_ok("read_file", {"path": self.p("lines.txt"), "offset": 3, "limit": 2})
-        self.assertIn("line3", res["content"])
-        self.assertIn("line4", res["content"])
-        for absent in ("line2\n", "line5"):
-            self.assertNotIn(absent, res["content"])
-        self.assertEqual(res["metadata"]["total_lines"], 10)
+    # ---- grep ---------------------------------------------------------------
 
-    def test_read_missing_is_tool_error(self):
-        res = self.gw.tool("read_file", {"path": self.p("nope.txt")})
-        self.assertIs(res["is_error"], True)
+    def test_grep_content_view(self):
+        self.gw.write(self.p("b.txt"), "nothing\nTODO two\nTODO three\n")
+        self.gw.write(self.p("a/z.go"), "// TODO one\n")
+        self.gw.write(self.p("a-c.txt"), "TODO dash\n")
+        v = self.grep("TODO")
+        self.assertEqual(set(v), GREP_KEYS)
+        self.assertEqual(v["action"], "grep")
+        self.assertEqual(v["pattern"], "TODO")
+        self.assertIs(v["continuation_supported"], True)
+        # By file (as strings compare: '-' sorts before '/'), then line.
+        self.assertEqual(v["matches"], [
+            {"file": self.p("a-c.txt"), "line": 1, "content": "TODO dash"},
+            {"file": self.p("a/z.go"), "line": 1, "content": "// TODO one"},
+            {"file": self.p("b.txt"), "line": 2, "content": "TODO two"},
+            {"file": self.p("b.txt"), "line": 3, "content": "TODO three"}])
+        self.assertEqual((v["total"], v["record_total"], v["returned_count"],
+                          v["returned_match_count"], v["omitted_match_count"]), (4, 4, 4, 4, 0))
+        self.assertEqual((v["offset"], v["has_more"], v["truncated"], v["content_truncated"]),
+                         (0, False, False, False))
+        self.assertEqual(v["result_budget_bytes"], BUDGET)
+        self.assertRegex(v["workspace_revision"], r"(^|;)result:[0-9a-f]+$")
+        self.check_page(v, 0, 4, False)
+        self.assertEqual(v["next_suggestions"], [
+            "read_file the relevant match ranges before editing or making a conclusion"])
+        # The same search gives the same revision.
+        self.assertEqual(self.grep("TODO")["workspace_revision"], v["workspace_revision"])
 
-    def test_read_text_with_nul_bytes(self):
-        # A NUL byte makes a file binary (as for git and grep): read_file
-        # describes it instead of returning it as text; base64 keeps it.
-        gw = self.gw
-        gw.sh_ok("printf 'a\\000b\\n' > nul.txt")
-        res = gw.tool_ok("read_file", {"path": "nul.txt"})
-        self.assertTrue(res["content"].startswith("[binary file: nul.txt is 4 bytes"))
-        self.assertIs(res["metadata"]["binary"], True)
-        res = gw.tool_ok("read_file", {"path": "nul.txt", "encoding": "base64"})
-        self.assertEqual(base64.b64decode(res["content"]), b"a\x00b\n")
+    def test_grep_no_match_is_success(self):
+        self.gw.write(self.p("a.txt"), "hay\n")
+        v = self.grep("needle-that-is-not-there")
+        self.assertEqual((v["total"], v["matches"], v["has_more"]), (0, [], False))
+        self.assertEqual(v["next_suggestions"], [
+            "try a broader or case-insensitive grep pattern, or use glob to find candidate "
+            "files first"])
 
-    def test_base64_round_trip(self):
-        gw = self.gw
-        raw = bytes(range(256)) + b"\xff\xfe\x00"
-        res = gw.tool_ok("write_file", {"path": self.p("bin.dat"), "content": b64(raw),
-                                        "encoding": "base64"})
-        self.assertEqual(res["metadata"]["bytes_written"], len(raw))
-        res = gw.tool_ok("read_file", {"path": self.p("bin.dat"), "encoding": "base64"})
-        self.assertEqual(base64.b64decode(res["content"]), raw)
-        self.assertEqual(res["metadata"]["size"], len(raw))
+    def test_grep_output_modes(self):
+        self.gw.write(self.p("one.txt"), "needle\nneedle again\nhay\n")
+        self.gw.write(self.p("two.md"), "a needle\n")
+        self.gw.write(self.p("three.txt"), "hay\n")
+        v = self.grep("needle", output_mode="files_with_matches")
+        self.assertEqual(set(v), LIST_KEYS | {"files"})
+        self.assertEqual(v["files"], [self.p("one.txt"), self.p("two.md")])
+        self.assertEqual((v["total"], v["record_total"], v["returned_count"]), (2, 2, 2))
+        self.check_page(v, 0, 2, False)
+        self.assertEqual(v["next_suggestions"], [
+            "use grep output_mode=content or read_file on the most relevant matched files"])
+        v = self.grep("needle", output_mode="count")
+        self.assertEqual(set(v), LIST_KEYS | {"counts"})
+        self.assertEqual(v["counts"], [{"file": self.p("one.txt"), "count": 2},
+                                       {"file": self.p("two.md"), "count": 1}])
+        # total counts lines, record_total the files.
+        self.assertEqual((v["total"], v["record_total"]), (3, 2))
+        # Like the host, any other mode is content.
+        self.assertIn("matches", self.grep("needle", output_mode="lines"))
 
-    def test_write_mode(self):
-        gw = self.gw
-        gw.tool_ok("write_file", {"path": self.p("run.sh"), "content": "#!/bin/sh\necho ran\n",
-                                  "mode": "0755"})
-        out = gw.sh_ok("stat -c %a " + self.p("run.sh"))
-        self.assertEqual(out.strip(), "755")
+    def test_grep_include_ignore_case_and_file_path(self):
+        self.gw.write(self.p("one.txt"), "the Needle42 here\n")
+        self.gw.write(self.p("two.md"), "needle7\n")
+        v = self.grep("needle[0-9]+")
+        self.assertEqual([m["file"] for m in v["matches"]], [self.p("two.md")])
+        v = self.grep("needle[0-9]+", ignore_case=True)
+        self.assertEqual(len(v["matches"]), 2)
+        v = self.grep("needle", ignore_case=True, include="*.txt")
+        self.assertEqual(v["matches"], [{"file": self.p("one.txt"), "line": 1,
+                                         "content": "the Needle42 here"}])
+        # path may name one file; the paths stay relative to root.
+        v = self.gw.view("grep", {"pattern": "needle", "path": self.p("two.md")})
+        self.assertEqual([m["file"] for m in v["matches"]], [self.p("two.md")])
 
-    # ---- edit_file --------------------------------------------------------
+    def test_grep_context_is_accepted_and_not_shown(self):
+        # The host passes context to ripgrep and keeps only its match
+        # records: context lines never reach the view.
+        self.gw.write(self.p("c.txt"), "before\nNEEDLE\nafter\n")
+        for kw in ({"context": 2}, {"before": 1, "after": 1}):
+            with self.subTest(kw=kw):
+                v = self.grep("NEEDLE", **kw)
+                self.assertEqual(v["matches"], [{"file": self.p("c.txt"), "line": 2,
+                                                 "content": "NEEDLE"}])
 
-    def test_edit_file(self):
-        gw = self.gw
-        f = self.p("e.txt")
-        gw.write(f, "alpha beta gamma beta\n")
-        res = gw.tool_ok("edit_file", {"path": f, "old_string": "alpha", "new_string": "ALPHA"})
-        self.assertEqual(res["metadata"]["replacements"], 1)
-        self.assertEqual(self.read_text(f), "ALPHA beta gamma beta\n")
-        # Two occurrences without replace_all: refused, file unchanged.
-        res = gw.tool("edit_file", {"path": f, "old_string": "beta", "new_string": "B"})
-        self.assertIs(res["is_error"], True)
-        self.assertEqual(self.read_text(f), "ALPHA beta gamma beta\n")
-        # No occurrence: refused.
-        res = gw.tool("edit_file", {"path": f, "old_string": "delta", "new_string": "D"})
-        self.assertIs(res["is_error"], True)
-        res = gw.tool_ok("edit_file", {"path": f, "old_string": "beta", "new_string": "B",
-                                       "replace_all": True})
-        self.assertEqual(res["metadata"]["replacements"], 2)
-        self.assertEqual(self.read_text(f), "ALPHA B gamma B\n")
-        res = gw.tool("edit_file", {"path": self.p("missing.txt"), "old_string": "a",
-                                    "new_string": "b"})
-        self.assertIs(res["is_error"], True)
+    def test_grep_pages_with_expected_revision(self):
+        self.gw.write(self.p("f.txt"), "hit\n" * 600)
+        v = self.grep("hit")
+        self.assertEqual((v["total"], v["returned_count"], v["has_more"], v["truncated"]),
+                         (600, 250, True, True))
+        self.assertEqual([m["line"] for m in v["matches"]], list(range(1, 251)))
+        self.check_page(v, 0, 250, True)
+        self.assertEqual(v["next_suggestions"], [
+            "use page.next with the same grep arguments for more matches, or narrow the "
+            "search"])
+        nxt = v["page"]["next"]
+        v2 = self.grep("hit", **nxt)
+        self.assertEqual([m["line"] for m in v2["matches"]], list(range(251, 501)))
+        self.check_page(v2, 250, 250, True)
+        v3 = self.grep("hit", **v2["page"]["next"])
+        self.assertEqual([m["line"] for m in v3["matches"]], list(range(501, 601)))
+        self.check_page(v3, 500, 100, False)
+        # A continuation needs its revision, and a changed result refuses it.
+        err = self.gw.tool_error("grep", {"pattern": "hit", "path": self.d, "offset": 250})
+        self.assertCode(err, "invalid_argument")
+        self.assertIn("grep expected_revision is required when offset is non-zero", err)
+        err = self.gw.tool_error("grep", {"pattern": "hit", "path": self.d, "offset": -1})
+        self.assertIn("grep offset must be non-negative", err)
+        self.gw.write(self.p("g.txt"), "hit\n")
+        err = self.gw.tool_error("grep", dict({"pattern": "hit", "path": self.d}, **nxt))
+        self.assertCode(err, "invalid_argument")
+        self.assertIn("grep continuation is stale", err)
+        self.assertIn("restart at offset 0", err)
 
-    # ---- list_dir / glob / grep -----------------------------------------
+    def test_grep_result_stays_within_20_kib(self):
+        # 100 matches of 1000 bytes: the page holds them all, the view only
+        # what fits in 20 KiB; the rest is counted and comes next.
+        self.gw.write(self.p("wide.txt"), "".join("hit%0996d\n" % i for i in range(1, 101)))
+        v = self.grep("hit")
+        self.assertLessEqual(text_bytes(v), BUDGET)
+        shown = v["returned_count"]
+        self.assertGreater(shown, 10)
+        self.assertLess(shown, 25)
+        self.assertEqual(v["returned_match_count"], shown)
+        self.assertEqual(v["omitted_match_count"], 100 - shown)
+        self.assertEqual((v["total"], v["has_more"], v["truncated"]), (100, True, True))
+        self.check_page(v, 0, shown, True)
+        seen = [m["line"] for m in v["matches"]]
+        while v["has_more"]:
+            v = self.grep("hit", **v["page"]["next"])
+            self.assertLessEqual(text_bytes(v), BUDGET)
+            seen += [m["line"] for m in v["matches"]]
+        self.assertEqual(seen, list(range(1, 101)))
 
-    def entries(self, content):
-        out = {}
-        for line in content.splitlines():
-            if not line.strip():
-                continue
-            kind, size, name = line.split(None, 2)
-            out[name.rstrip("/").rsplit("/", 1)[-1]] = (kind, size, name)
-        return out
+    def test_grep_long_lines_are_clipped(self):
+        # 10 KB on one line: its head and tail around the host's marker; a
+        # line over 1 MiB: the host's notice.
+        self.gw.write(self.p("long.txt"), "a" * 6000 + "NEEDLE" + "b" * 4000 + "\nshort NEEDLE\n")
+        self.gw.write(self.p("huge.txt"), "c" * 1100000 + "NEEDLE\n")
+        v = self.grep("NEEDLE")
+        by = {(m["file"], m["line"]): m for m in v["matches"]}
+        long1 = by[(self.p("long.txt"), 1)]
+        self.assertIs(long1["content_truncated"], True)
+        self.assertIn("\n...[line truncated]...\n", long1["content"])
+        head, tail = long1["content"].split("\n...[line truncated]...\n")
+        self.assertEqual(head, "a" * 2048)
+        self.assertEqual(tail, "b" * 1024)
+        self.assertNotIn("content_truncated", by[(self.p("long.txt"), 2)])
+        huge = [m for m in v["matches"] if m["file"] == self.p("huge.txt")]
+        self.assertEqual(len(huge), 1)
+        self.assertTrue(huge[0]["content"].startswith("[match omitted: line exceeds 1 MiB"))
+        self.assertIs(v["content_truncated"], True)
+        self.assertIs(v["truncated"], True)
 
-    def test_list_dir(self):
-        gw = self.gw
-        gw.write(self.p("f1.txt"), "12345")
-        gw.write(self.p("sub/inner.txt"), "x")
-        gw.write(self.p(".hidden"), "h")
-        gw.sh_ok("ln -s f1.txt lnk", cwd=self.d)
-        res = gw.tool_ok("list_dir", {"path": self.d})
-        e = self.entries(res["content"])
-        self.assertEqual(set(e), {"f1.txt", "sub", "lnk"}, res["content"])
-        self.assertEqual(res["metadata"]["entries"], 3)
-        self.assertIs(res["metadata"]["truncated"], False)
-        self.assertEqual(e["f1.txt"][0], "f")
-        self.assertEqual(e["f1.txt"][1], "5")
-        self.assertEqual(e["sub"][0], "d")
-        self.assertEqual(e["lnk"][0], "l")
-        res = gw.tool_ok("list_dir", {"path": self.d, "include_hidden": True})
-        self.assertIn(".hidden", self.entries(res["content"]))
-        res = gw.tool_ok("list_dir", {"path": self.d, "depth": 2})
-        self.assertIn("inner.txt", self.entries(res["content"]))
-        res = gw.tool("list_dir", {"path": self.p("no-such-dir")})
-        self.assertIs(res["is_error"], True)
+    def test_grep_refusals_are_error_replies(self):
+        self.gw.write(self.p("a.txt"), "x\n")
+        err = self.gw.tool_error("grep", {"pattern": "foo((", "path": self.d})
+        self.assertIn("invalid regex", err)
+        self.assertTrue("unclosed group" in err or "Unmatched" in err, err)
+        self.assertIn("grep requires pattern",
+                      self.gw.tool_error("grep", {"pattern": "  ", "path": self.d}))
+        self.assertCode(self.gw.tool_error("grep", {"pattern": "x", "path": "../.."}),
+                        "path_escape")
 
-    def test_glob_newest_first_relative_paths(self):
-        gw = self.gw
-        for name in ("a.py", "b.py", "c.txt", "sub/d.py"):
-            gw.write(self.p(name), name)
-        gw.sh_ok("touch -d @1000000000 a.py && touch -d @1500000000 b.py && "
-                 "touch -d @1700000000 sub/d.py", cwd=self.d)
-        res = gw.tool_ok("glob", {"pattern": "**/*.py", "path": self.d})
-        lines = [l for l in res["content"].splitlines() if l.strip()]
-        self.assertEqual(lines, [self.p("sub/d.py"), self.p("b.py"), self.p("a.py")],
-                         "newest first, relative to root")
-        self.assertEqual(res["metadata"]["count"], 3)
-        self.assertIs(res["metadata"]["truncated"], False)
-        res = gw.tool_ok("glob", {"pattern": "*.txt", "path": self.d})
-        self.assertEqual([l for l in res["content"].splitlines() if l], [self.p("c.txt")])
-        self.assertEqual(res["metadata"]["count"], 1)
+    # ---- glob ---------------------------------------------------------------
 
-    def test_grep(self):
-        gw = self.gw
-        gw.write(self.p("one.txt"), "nothing\nthe Needle42 here\n")
-        gw.write(self.p("two.md"), "needle7\nneedle8\n")
-        res = gw.tool_ok("grep", {"pattern": "needle[0-9]+", "path": self.d})
-        hits = sorted(res["content"].splitlines())
-        self.assertEqual(hits, [self.p("two.md") + ":1:needle7",
-                                self.p("two.md") + ":2:needle8"])
-        res = gw.tool_ok("grep", {"pattern": "needle[0-9]+", "path": self.d,
-                                  "ignore_case": True})
-        self.assertIn(self.p("one.txt") + ":2:the Needle42 here", res["content"].splitlines())
-        self.assertEqual(len(res["content"].splitlines()), 3)
-        res = gw.tool_ok("grep", {"pattern": "needle", "path": self.d, "glob": "*.txt",
-                                  "ignore_case": True})
-        self.assertEqual(res["content"].splitlines(), [self.p("one.txt") + ":2:the Needle42 here"])
-        res = gw.tool_ok("grep", {"pattern": "needle", "path": self.d, "max_results": 1})
-        # One match, then the line that says the rest was left out.
-        lines = res["content"].splitlines()
-        self.assertEqual(lines[0], self.p("two.md") + ":1:needle7")
-        self.assertTrue(lines[1].startswith("[truncated: 1 of 2 matches shown"), lines)
+    def make(self, names):
+        for name in names:
+            self.gw.write(self.p(name), "x\n")
 
-    # ---- git ------------------------------------------------------------
+    def glob_set(self, pattern):
+        return {f[len(self.d) + 1:] for f in self.glob(pattern)["files"]}
 
-    def test_git(self):
-        gw = self.gw
-        if gw.sh("command -v git")["metadata"].get("exit_code") != 0:
-            self.skipTest("git is not installed in the environment")
-        gw.tool_ok("make_dir", {"path": self.p("repo")})
-        repo = self.p("repo")
-        res = gw.tool_ok("git", {"args": ["init", "-q"], "cwd": repo})
-        self.assertEqual(res["metadata"]["exit_code"], 0)
-        gw.write(self.p("repo/file.txt"), "v1\n")
-        gw.tool_ok("git", {"args": ["add", "file.txt"], "cwd": repo})
-        gw.tool_ok("git", {"args": ["-c", "user.name=e2e", "-c", "user.email=e2e@example.invalid",
-                                    "commit", "-q", "-m", "first"], "cwd": repo})
-        res = gw.tool_ok("git", {"args": ["log", "--format=%s"], "cwd": repo})
-        self.assertEqual(res["content"].strip(), "first")
-        # argv only: a `;` is an argument, never a command separator.
-        gw.tool("git", {"args": ["status", ";", "touch", "pwned"], "cwd": repo})
-        self.assertTrue(self.stat_missing(self.p("repo/pwned")), "git went through a shell")
-        res = gw.tool("git", {"args": ["checkout", "no-such-branch-e2e"], "cwd": repo})
-        self.assertIs(res["is_error"], True)
-        self.assertNotEqual(res["metadata"]["exit_code"], 0)
+    def test_glob_view_sorted_by_path(self):
+        # Written in path order, so the newest comes last: the host sorts
+        # by path, never by time.
+        self.make(["a-b.py", "a.py", "b.py", "c.txt", "sub/d.py"])
+        v = self.glob("**/*.py")
+        self.assertEqual(set(v), LIST_KEYS | {"files"})
+        self.assertEqual(v["action"], "glob")
+        self.assertEqual(v["files"], [self.p("a-b.py"), self.p("a.py"), self.p("b.py"),
+                                      self.p("sub/d.py")])
+        self.assertEqual((v["total"], v["record_total"], v["returned_count"], v["has_more"],
+                          v["truncated"]), (4, 4, 4, False, False))
+        self.check_page(v, 0, 4, False)
+        self.assertEqual(v["next_suggestions"], [
+            "use read_file for specific candidate files or grep within the matched set "
+            "before editing"])
+        # A pattern without '/' matches names at any depth (ripgrep's --glob).
+        self.assertEqual(self.glob_set("*.py"), {"a-b.py", "a.py", "b.py", "sub/d.py"})
+        self.assertEqual(self.glob_set("sub/*.py"), {"sub/d.py"})
+        v = self.glob("*.nothing")
+        self.assertEqual((v["files"], v["total"]), ([], 0))
+        self.assertEqual(v["next_suggestions"], [
+            "try a broader glob pattern or inspect the directory with list_files"])
 
-    # ---- delete / move / make_dir / stat ----------------------------------
+    def test_glob_pages_with_expected_revision(self):
+        self.sh("seq -f 'f%03g.c' 1 510 | xargs touch")
+        v = self.glob("*.c")
+        self.assertEqual((v["total"], v["returned_count"], v["has_more"], v["truncated"]),
+                         (510, 500, True, True))
+        self.assertEqual(v["files"][0], self.p("f001.c"))
+        self.assertEqual(v["files"][-1], self.p("f500.c"))
+        self.check_page(v, 0, 500, True)
+        v2 = self.glob("*.c", **v["page"]["next"])
+        self.assertEqual(v2["files"], [self.p("f%03d.c" % i) for i in range(501, 511)])
+        self.check_page(v2, 500, 10, False)
+        self.assertIn("glob expected_revision is required",
+                      self.gw.tool_error("glob", {"pattern": "*.c", "path": self.d,
+                                                  "offset": 500}))
+        self.make(["f000.c"])
+        err = self.gw.tool_error("glob", dict({"pattern": "*.c", "path": self.d},
+                                              **v["page"]["next"]))
+        self.assertIn("glob continuation is stale", err)
 
-    def test_stat_path(self):
-        gw = self.gw
-        gw.write(self.p("s.txt"), "12345678")
-        res = gw.tool_ok("stat_path", {"path": self.p("s.txt")})
-        self.assertEqual(res["metadata"]["size"], 8)
-        res = gw.tool("stat_path", {"path": self.p("missing")})
-        self.assertIs(res["is_error"], True)
+    def test_glob_braces_and_classes(self):
+        self.make(["src/a.c", "src/b.h", "src/deep/c.c", "inc/d.h", "doc/e.txt", "f.py",
+                   "a1.c", "x.c", "[lit].c"])
+        self.assertEqual(self.glob_set("**/*.{c,h}"),
+                         {"src/a.c", "src/b.h", "src/deep/c.c", "inc/d.h", "a1.c", "x.c",
+                          "[lit].c"})
+        self.assertEqual(self.glob_set("{src,inc}/*.{c,h}"), {"src/a.c", "src/b.h", "inc/d.h"})
+        self.assertEqual(self.glob_set("{src/deep,doc}/**"), {"src/deep/c.c", "doc/e.txt"})
+        self.assertEqual(self.glob_set("[ab]*.c"), {"a1.c", "src/a.c"})
+        self.assertEqual(self.glob_set("\\[lit\\].c"), {"[lit].c"})
 
-    def test_make_dir_creates_parents(self):
-        gw = self.gw
-        gw.tool_ok("make_dir", {"path": self.p("x/y/z")})
-        gw.sh_ok("test -d " + self.p("x/y/z"))
-
-    def test_delete_path(self):
-        gw = self.gw
-        gw.write(self.p("del.txt"), "x")
-        gw.tool_ok("delete_path", {"path": self.p("del.txt")})
-        self.assertTrue(self.stat_missing(self.p("del.txt")))
-        gw.write(self.p("tree/a/b.txt"), "x")
-        r = gw.execute("delete_path", {"path": self.p("tree")})
-        self.assertTrue("error" in r or r["data"]["is_error"],
-                        "a non-empty directory needs recursive")
-        self.assertFalse(self.stat_missing(self.p("tree/a/b.txt")))
-        gw.tool_ok("delete_path", {"path": self.p("tree"), "recursive": True})
-        self.assertTrue(self.stat_missing(self.p("tree")))
-        res = gw.tool("delete_path", {"path": self.p("never-existed")})
-        self.assertIs(res["is_error"], True)
-
-    def test_delete_root_is_refused(self):
-        gw = self.gw
-        gw.write(self.p("canary.txt"), "x")
-        for path in (".", ROOT, ROOT + "/", self.d + "/.."):
-            for mode in (None, "full"):
-                err = gw.tool_error("delete_path", {"path": path, "recursive": True}, mode)
-                self.assertCode(err, "permission_denied", "delete %r" % path)
-        self.assertFalse(self.stat_missing(self.p("canary.txt")))
-
-    def test_move_path(self):
-        gw = self.gw
-        gw.write(self.p("src.txt"), "source")
-        gw.write(self.p("dst.txt"), "destination")
-        r = gw.execute("move_path", {"path": self.p("src.txt"), "destination": self.p("dst.txt")})
-        self.assertTrue("error" in r or r["data"]["is_error"], "must not overwrite")
-        self.assertEqual(self.read_text(self.p("dst.txt")), "destination")
-        self.assertEqual(self.read_text(self.p("src.txt")), "source")
-        gw.tool_ok("move_path", {"path": self.p("src.txt"), "destination": self.p("dst.txt"),
-                                 "overwrite": True})
-        self.assertEqual(self.read_text(self.p("dst.txt")), "source")
-        self.assertTrue(self.stat_missing(self.p("src.txt")))
-        gw.tool_ok("move_path", {"path": self.p("dst.txt"), "destination": self.p("new.txt")})
-        self.assertEqual(self.read_text(self.p("new.txt")), "source")
-
-    # ---- present_artifact -------------------------------------------------
-
-    def test_present_artifact(self):
-        gw = self.gw
-        body = "artifact body\n" * 10
-        gw.write(self.p("report.txt"), body)
-        res = gw.tool_ok("present_artifact", {"path": self.p("report.txt")})
-        ex = res["metadata"]["export"]
-        self.assertEqual(ex["size"], len(body))
-        self.assertEqual(ex["sha256"], hashlib.sha256(body.encode()).hexdigest())
-        self.assertEqual(ex["name"], "report.txt")
-        r = gw.ok("export/read", {"token": ex["token"], "offset": 0})
-        self.assertEqual(base64.b64decode(r["data"]), body.encode())
-        self.assertIs(r["eof"], True)
-        self.assertEqual(gw.ok("export/close", {"token": ex["token"]}), {})
-
-    # ---- requests that cannot run at all -------------------------------------
-
-    def test_bad_execute_requests(self):
-        gw = self.gw
-        self.assertCode(gw.tool_error("no_such_tool", {}), "invalid_argument", "unknown tool")
-        for raw in ("not json", "[1,2]", "\"str\"", "42", "null", ""):
-            r = gw.execute("stat_path", None, raw_arguments=raw)
-            self.assertReplyCode(r, "invalid_argument", "arguments %r" % raw)
-        # arguments as an object rather than a string holding one.
-        r = gw.execute("stat_path", None, raw_arguments={"path": "."})
-        self.assertReplyCode(r, "invalid_argument", "arguments as an object")
-        self.assertCode(gw.tool_error("read_file", {}), "invalid_argument", "missing path")
-        self.assertCode(gw.tool_error("read_file", {"path": 7}), "invalid_argument",
-                        "path not a string")
-
-    # ---- permission modes ---------------------------------------------------
-
-    def test_read_only_refuses_writing_tools(self):
-        gw = self.gw
-        gw.write(self.p("keep.txt"), "original")
-        gw.tool_ok("make_dir", {"path": self.p("dir")})
-        for tool, args in [
-                ("write_file", {"path": self.p("keep.txt"), "content": "changed"}),
-                ("write_file", {"path": self.p("new.txt"), "content": "new"}),
-                ("edit_file", {"path": self.p("keep.txt"), "old_string": "original",
-                               "new_string": "changed"}),
-                ("delete_path", {"path": self.p("keep.txt")}),
-                ("delete_path", {"path": self.p("dir"), "recursive": True}),
-                ("move_path", {"path": self.p("keep.txt"), "destination": self.p("moved.txt")}),
-                ("make_dir", {"path": self.p("made")})]:
-            err = gw.tool_error(tool, args, "read_only")
-            self.assertCode(err, "permission_denied", tool)
-        self.assertEqual(self.read_text(self.p("keep.txt")), "original")
-        for gone in ("new.txt", "moved.txt", "made"):
-            self.assertTrue(self.stat_missing(self.p(gone)), gone)
-        self.assertFalse(self.stat_missing(self.p("dir")))
-        # Reading tools work in read_only.
-        self.assertEqual(gw.tool_ok("read_file", {"path": self.p("keep.txt")}, "read_only")
-                         ["content"], "original")
-        gw.tool_ok("list_dir", {"path": self.d}, "read_only")
-        gw.tool_ok("stat_path", {"path": self.p("keep.txt")}, "read_only")
-        gw.tool_ok("glob", {"pattern": "*.txt", "path": self.d}, "read_only")
-        gw.tool_ok("grep", {"pattern": "orig", "path": self.d}, "read_only")
-
-    def test_explicit_modes_write(self):
-        gw = self.gw
-        for mode in ("standard", "full"):
-            gw.tool_ok("write_file", {"path": self.p(mode + ".txt"), "content": mode}, mode)
-            self.assertEqual(self.read_text(self.p(mode + ".txt")), mode)
+    def test_glob_refusals_are_error_replies(self):
+        self.make(["a.c"])
+        for pattern, why in (("**/*.{c,h", "unmatched '{'"), ("[ab", "unterminated '['")):
+            with self.subTest(pattern=pattern):
+                err = self.gw.tool_error("glob", {"pattern": pattern, "path": self.d})
+                self.assertCode(err, "invalid_argument")
+                self.assertIn(why, err)
+        self.assertIn("glob requires pattern", self.gw.tool_error("glob", {"pattern": ""}))
+        self.assertCode(self.gw.tool_error("glob", {"pattern": "*", "path": "/etc"}),
+                        "path_escape")
 
 
-if __name__ == "__main__":
-    unittest.main()
+class Git(GatewayTestCase):
+    """git runs in root: each test has its own workspace holding one repository."""
+
+    def setUp(self):
+        self.g = self.gateway()
+        self.sh("git init -q -b main . && git config user.name e2e && "
+                "git config user.email e2e@example.invalid && mkdir -p sub && "
+                "echo a > sub/a.txt && echo k > keep.txt && git add . && git commit -qm one")
+
+    def sh(self, script, mode=None):
+        return self.g.sh_ok(script, mode)
+
+    def git(self, sub, args=None, mode=None, **kw):
+        a = {"subcommand": sub}
+        if args is not None:
+            a["args"] = args
+        return self.g.view("git", a, mode, **kw)
+
+    def git_error(self, sub, args=None, mode=None):
+        a = {"subcommand": sub}
+        if args is not None:
+            a["args"] = args
+        return self.g.tool_error("git", a, mode)
+
+    def test_git_view(self):
+        v = self.git("log", ["--format=%s"])
+        self.assertEqual(set(v), GIT_KEYS)
+        self.assertEqual((v["action"], v["subcommand"], v["exit_code"], v["output"],
+                          v["timed_out"]), ("log", "log", 0, "one\n", False))
+        self.assertEqual(v["next_suggestions"], [
+            "use this git output as evidence, or read_file relevant paths before editing"])
+        # Multi-word forms: the subcommand joined with the first argument.
+        v = self.git("stash", ["list"])
+        self.assertEqual((v["action"], v["subcommand"]), ("stash_list", "stash list"))
+        v = self.git("worktree list")
+        self.assertEqual((v["action"], v["subcommand"], v["exit_code"]),
+                         ("worktree_list", "worktree list", 0))
+        # A command that fails is a result with its exit code.
+        v = self.git("show", ["no-such-rev"])
+        self.assertNotEqual(v["exit_code"], 0)
+        self.assertEqual(v["next_suggestions"], [
+            "inspect the git output, then correct the command or run git status before "
+            "retrying"])
+
+    def test_git_status_is_structured(self):
+        self.sh("echo b >> sub/a.txt && echo n > new.txt && echo s > staged.txt && "
+                "git add staged.txt && git mv keep.txt moved.txt && echo m >> moved.txt")
+        v = self.git("status")
+        self.assertEqual(set(v), GIT_KEYS | {"staged", "unstaged", "untracked"})
+        self.assertEqual(v["action"], "status")
+        self.assertEqual(sorted(v["staged"], key=lambda e: e["file"]),
+                         [{"file": "moved.txt", "status": "renamed"},
+                          {"file": "staged.txt", "status": "added"}])
+        self.assertEqual(sorted(v["unstaged"], key=lambda e: e["file"]),
+                         [{"file": "moved.txt", "status": "modified"},
+                          {"file": "sub/a.txt", "status": "modified"}])
+        self.assertEqual(v["untracked"], ["new.txt"])
+        self.assertEqual(v["next_suggestions"], [
+            "run git diff or read_file relevant paths before deciding what to stage, commit, "
+            "or report"])
+        self.sh("git rm -q --cached sub/a.txt")
+        v = self.git("status", ["--short"])
+        self.assertIn({"file": "sub/a.txt", "status": "deleted"}, v["staged"])
+
+    def test_git_add_commit_and_trailer(self):
+        self.sh("echo c > c.txt && echo d > d.txt")
+        v = self.git("add", ["c.txt"])
+        self.assertEqual(v["staged"], [{"file": "c.txt", "status": "added"}])
+        self.assertEqual(v["untracked"], ["d.txt"])
+        v = self.git("restore --staged", ["c.txt"])
+        self.assertEqual(v["staged"], [])
+        self.git("add", ["c.txt", "d.txt"])
+        v = self.git("commit", ["-m", "two (with parens; and $dollars)"], attribution=True)
+        self.assertEqual(set(v), GIT_KEYS | {"commit_sha", "commit_subject"})
+        self.assertEqual(v["commit_subject"], "two (with parens; and $dollars)")
+        self.assertEqual(v["commit_sha"], self.sh("git rev-parse HEAD").strip())
+        body = self.sh("git log -1 --format=%B")
+        self.assertEqual(body.count(TRAILER), 1, body)
+        # Without attribution, no trailer; with it twice, still one.
+        self.sh("echo e > e.txt && git add e.txt")
+        self.git("commit", ["-m", "three"])
+        self.assertNotIn("WUU Agent", self.sh("git log -1 --format=%B"))
+        self.sh("echo f > f.txt && git add f.txt")
+        self.git("commit", ["-m", "four", "-m", TRAILER], attribution=True)
+        self.assertEqual(self.sh("git log -1 --format=%B").count(TRAILER), 1)
+
+    def test_git_allow_list(self):
+        refused = [("checkout", ["main"]), ("reset", ["--hard"]), ("clean", ["-fd"]),
+                   ("config", ["user.name", "x"]), ("branch", ["newbranch"]),
+                   ("branch", ["-D", "main"]), ("tag", ["v1"]), ("remote", ["add", "o", "/x"]),
+                   ("push", ["--force"]), ("push", ["origin", "main"]),
+                   ("commit", ["--author", "x <y@z>", "-m", "m"]), ("commit", []),
+                   ("commit", ["-m", "m", "--no-verify"]), ("add", ["-A"]), ("add", ["."]),
+                   ("add", ["*.txt"]), ("add", [":(glob)x"]), ("add", ["../x"]),
+                   ("cat-file", ["-p", "HEAD"]), ("log", ["-c", "core.pager=x"]),
+                   ("log", ["--exec-path=/tmp"]), ("status", [";"]), ("log", ["$(id)"]),
+                   ("diff", ["--no-index", "a", "b"]), ("stash", []), ("stash", ["drop"])]
+        for sub, args in refused:
+            with self.subTest(sub=sub, args=args):
+                err = self.git_error(sub, args)
+                self.assertCode(err, ("permission_denied", "invalid_argument"))
+        self.assertIn("git subcommand \"checkout\" is not allowed in restricted mode",
+                      self.git_error("checkout", ["main"]))
+        self.assertIn("blocked metacharacter", self.git_error("status", [";"]))
+        self.assertIn("git requires subcommand", self.git_error(" "))
+        # Nothing refused happened.
+        self.assertEqual(self.sh("git branch --list && git tag -l && git status --short"),
+                         "* main\n")
+        allowed = [("branch", ["--list"]), ("branch", ["-a"]), ("tag", ["-l"]),
+                   ("remote", ["-v"]), ("config", ["--get", "user.name"]),
+                   ("config --list", []), ("rev-parse", ["HEAD"]), ("ls-files", []),
+                   ("cat-file", ["-t", "HEAD"]), ("describe", ["--always"]),
+                   ("for-each-ref", []), ("shortlog", ["-s", "HEAD"]), ("reflog", []),
+                   ("merge-base", ["HEAD", "HEAD"]), ("grep", ["-n", "a"]), ("blame", ["keep.txt"])]
+        for sub, args in allowed:
+            with self.subTest(sub=sub, args=args):
+                self.assertEqual(self.git(sub, args)["exit_code"], 0)
+
+    def test_git_read_only_refuses_the_writes(self):
+        self.sh("echo c > c.txt")
+        for sub, args in (("add", ["c.txt"]), ("commit", ["-m", "x"]), ("push", []),
+                          ("restore --staged", ["keep.txt"])):
+            with self.subTest(sub=sub):
+                err = self.git_error(sub, args, "read_only")
+                self.assertCode(err, "permission_denied")
+                self.assertIn("read-only", err)
+        self.assertEqual(self.sh("git status --short"), "?? c.txt\n")
+        self.assertEqual(self.git("status", mode="read_only")["untracked"], ["c.txt"])
+        self.assertEqual(self.git("log", ["--format=%s"], "read_only")["output"], "one\n")
+
+    def test_git_output_keeps_tail(self):
+        self.sh("seq 1 50000 > big.txt && git add big.txt && git commit -qm big")
+        v = self.git("show", ["--format=", "HEAD"])
+        self.assertIs(v["truncated"], True)
+        self.assertLessEqual(len(v["output"].encode()), 30 * 1024)
+        self.assertTrue(v["output"].rstrip("\n").endswith("+50000"), v["output"][-200:])
+
+    # ---- read_only git against a hostile repository --------------------------
+
+    def test_git_read_only_never_runs_the_repository_programs(self):
+        # A standard-mode agent writes programs into the repository's own
+        # configuration (and an include, and ~/.gitconfig); a read_only
+        # git status / diff / log -p / show must not run them.  The program
+        # says so on stderr (read_only cannot write).
+        self.sh("printf '#!/bin/sh\\necho SG-PWNED \"$0\" >&2\\ncat\\n' > evil.sh && "
+                "chmod +x evil.sh && echo b >> sub/a.txt && cp .git/config .git/config.sg-clean")
+        evil = self.sh("pwd").strip() + "/evil.sh"
+        attacks = [
+            ("core.fsmonitor", "git config core.fsmonitor %s" % evil),
+            ("diff.external", "git config diff.external %s" % evil),
+            ("filter.x.clean", "echo '*.txt filter=x' > .git/info/attributes && "
+                               "git config filter.x.clean %s" % evil),
+            ("filter.x.process", "echo '*.txt filter=x' > .git/info/attributes && "
+                                 "git config filter.x.process %s" % evil),
+            ("diff.c.textconv", "echo '*.txt diff=c' > .gitattributes && "
+                                "git config diff.c.textconv %s" % evil),
+            ("diff.c.command", "echo '*.txt diff=c' > .gitattributes && "
+                               "git config diff.c.command %s" % evil),
+            ("core.pager", "git config core.pager %s" % evil),
+            ("core.hookspath", "git config core.hooksPath /tmp"),
+            ("core.fsmonitor", "printf '[core]\\n\\tfsmonitor = %s\\n' > inc.cfg && "
+                               "git config include.path $PWD/inc.cfg" % evil),
+            ("core.fsmonitor", "git config --global core.fsmonitor %s" % evil),
+        ]
+        for key, setup in attacks:
+            with self.subTest(attack=setup):
+                self.sh("rm -f .gitattributes .git/info/attributes inc.cfg; "
+                        "git config --global --remove-section core 2>/dev/null; "
+                        "cp .git/config.sg-clean .git/config; " + setup)
+                for sub, args in (("status", []), ("diff", []), ("log", ["-p", "-1"]),
+                                  ("show", []), ("diff", ["sub/a.txt"])):
+                    reply = self.g.execute("git", {"subcommand": sub, "args": args},
+                                           "read_only")
+                    self.assertNotIn("SG-PWNED", json.dumps(reply), (sub, args))
+                err = self.git_error("status", [], "read_only")
+                self.assertCode(err, "permission_denied")
+                self.assertIn(key, err.lower())
+        self.sh("git config --global --remove-section core 2>/dev/null; "
+                "cp .git/config.sg-clean .git/config; rm -f .gitattributes")
+        # A clean repository still answers.
+        self.assertEqual(self.git("status", mode="read_only")["exit_code"], 0)
+
+    def evil_filter_repo(self, where):
+        # A repository in `where` whose clean filter, a program in the
+        # workspace named in evil.cfg, says so on stderr.  a.txt is changed
+        # but keeps its size and gets an old time, so that even `status`
+        # must filter it to compare.
+        self.sh("printf '#!/bin/sh\\necho SG-PWNED >&2\\ncat\\n' > evil.sh && chmod +x evil.sh")
+        evil = self.sh("pwd").strip() + "/evil.sh"
+        self.sh("mkdir -p %s && cd %s && git init -q && echo a > a.txt && git add a.txt && "
+                "git -c user.email=e@x -c user.name=e commit -qm s && "
+                "echo '*.txt filter=x' > .gitattributes && echo c > a.txt && "
+                "touch -d 2001-01-01 a.txt && "
+                "printf '[filter \"x\"]\\n\\tclean = %s\\n' > evil.cfg && : > clean.cfg"
+                % (where, where, evil))
+
+    def test_git_read_only_runs_no_program_the_guard_did_not_see(self):
+        # The guard reads the repository's configuration, not that of a
+        # submodule, whose status the read_only `git status` starts (and
+        # which runs the submodule's clean filter).  Landlock lets a
+        # read_only git execute only git itself, so the filter cannot start.
+        self.evil_filter_repo("sm")
+        self.sh("cd sm && git config include.path $PWD/evil.cfg && cd .. && "
+                "git add sm 2>/dev/null; git commit -qm sm")
+        for sub in ("status", "diff"):
+            with self.subTest(sub=sub):
+                a = {"subcommand": sub}
+                # In standard mode the filter runs: the setup does what it claims.
+                self.assertIn("SG-PWNED", json.dumps(self.g.execute("git", a, "standard")))
+                reply = self.g.execute("git", a, "read_only")
+                self.assertNotIn("SG-PWNED", json.dumps(reply))
+                self.assertIn("sm", json.dumps(reply["data"]))
+
+    def test_git_read_only_race_with_the_guard(self):
+        # A background process flips an included file between empty and a
+        # clean filter plus a diff command, so the guard may read the empty
+        # one and git the other.  The diff command is the ELF interpreter,
+        # which Landlock must leave executable for git itself: given the
+        # workspace's program as its argument it would run it, so read_only
+        # git passes --no-ext-diff.  Bounded: 30 tries.
+        self.evil_filter_repo(".")
+        ldso = self.sh("for l in /lib64/ld-linux-x86-64.so.2 /lib/ld-linux-aarch64.so.1; do "
+                       "if [ -e $l ]; then echo $l; break; fi; done").strip()
+        self.sh("cp clean.cfg inc.cfg && git config include.path $PWD/inc.cfg")
+        if ldso:
+            self.sh("cp /bin/echo sub/a.bin && git add -N sub/a.bin && "
+                    "echo '*.bin diff=y' >> .gitattributes && "
+                    "printf '[diff \"y\"]\\n\\tcommand = %s\\n' >> evil.cfg" % ldso)
+        flipper = self.g.start("while :; do cp evil.cfg t1 && mv t1 inc.cfg; "
+                               "cp clean.cfg t2 && mv t2 inc.cfg; done")
+        try:
+            for attempt in range(30):
+                reply = json.dumps(self.g.execute("git", {"subcommand": "diff"}, "read_only"))
+                self.assertNotIn("SG-PWNED", reply, "attempt %d" % attempt)
+                self.assertNotRegex(reply, r"/dev/null \. \. sub/a\.bin", "attempt %d" % attempt)
+        finally:
+            self.g.stop(flipper["id"])
+
+    def test_git_read_only_grep_opens_files_in_no_program(self):
+        # `git grep -O<pager>` hands the matching files to a program the
+        # caller names.  Named as the ELF interpreter it loads and runs a
+        # workspace file: here a copy of uname, which prints "Linux".
+        # Refused in every spelling in read_only; the host's allow-list
+        # takes it in standard mode, where the agent has bash anyway.
+        ldso = self.sh("for l in /lib64/ld-linux-x86-64.so.2 /lib/ld-linux-aarch64.so.1; do "
+                       "if [ -e $l ]; then echo $l; break; fi; done").strip()
+        if not ldso:
+            self.skipTest("no ELF interpreter at a known path")
+        self.sh("cp /bin/uname sub/evil.bin && git add sub/evil.bin && git commit -qm evil")
+        ran = self.g.execute("git", {"subcommand": "grep", "args": ["-O" + ldso, "ELF"]})
+        self.assertIn("Linux", json.dumps(ran))
+        for args in (["-O" + ldso, "ELF"], ["-nO" + ldso, "ELF"],
+                     ["--open-files-in-pager=" + ldso, "ELF"], ["--open=" + ldso, "ELF"],
+                     ["-iO" + ldso, "elf"]):
+            with self.subTest(args=args):
+                reply = self.g.execute("git", {"subcommand": "grep", "args": args},
+                                       "read_only")
+                self.assertNotIn("Linux", json.dumps(reply))
+                self.assertEqual(code_of(reply.get("error")), "permission_denied", reply)
+        # What only looks like -O is still a search.
+        for args in (["-e", "-O"], ["-eO", "sub"], ["-nA1", "a"]):
+            with self.subTest(args=args):
+                self.g.tool("git", {"subcommand": "grep", "args": args}, "read_only")
+
+    def test_git_read_only_refuses_what_hands_files_to_programs(self):
+        for sub, args in (("diff", ["--ext-diff"]), ("log", ["-p", "--textconv"]),
+                          ("show", ["--ext"]), ("diff", ["--submodule=diff"])):
+            with self.subTest(sub=sub, args=args):
+                self.assertCode(self.git_error(sub, args, "read_only"), "permission_denied")
+        for sub, args in (("diff", ["--submodule=log"]), ("log", ["--text", "-1"]),
+                          ("blame", ["sub/a.txt"]), ("grep", ["-n", "a"]),
+                          ("stash list", [])):
+            with self.subTest(sub=sub, args=args):
+                self.assertEqual(self.git(sub, args, "read_only")["exit_code"], 0)
