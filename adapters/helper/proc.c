@@ -113,6 +113,7 @@
 #define SG_PROC_SIDE_RETAIN SG_PROC_RETAIN /* each of those spools (the full log) */
 #define SG_PROC_LOG_CHUNK SG_MiB          /* one copy into the full log */
 #define SG_PROC_WRITE_POLL_MS 50          /* a full input FIFO re-tried */
+#define SG_PROC_INPUT_PIPE 4096         /* the input FIFO's capacity (one page) */
 #define SG_PROC_TTY_COLS 80               /* a terminal's first size */
 #define SG_PROC_TTY_ROWS 24
 
@@ -2767,6 +2768,12 @@ static int sup_prepare(struct proc_spawn *sp, int dirfd, struct sup_io *io,
 		io->fifo = openat(dirfd, "in", O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
 		if (io->fifo < 0)
 			return -1;
+		/*
+		 * As small as the kernel allows: a writer should feel the
+		 * command's own input buffer filling (the host's worker
+		 * writes to the terminal directly), not a relay's 64 KiB.
+		 */
+		fcntl(io->fifo, F_SETPIPE_SZ, SG_PROC_INPUT_PIPE);
 	}
 	if (pipe2(pipes[3], O_CLOEXEC) < 0)
 		return -1;
