@@ -1,10 +1,33 @@
-"""Shutdown (docs/protocol.md section 11)."""
+"""Shutdown (docs/protocol.md section 9): end of input, in-flight work, the
+session's processes, the host's budgets, and a version-3 host's 3 s."""
 
+import json
+import os
+import tempfile
 import time
 import unittest
 
-from sgclient import (CONFIG, SLACK, GatewayTestCase, Marker, host_processes_matching,
-                      live_checker, unique, wait_gone)
+from sgclient import (CONFIG, SLACK, GatewayTestCase, Marker, host_env,
+                      host_processes_matching, live_checker, registry_records, unique,
+                      wait_gone)
+
+# A host profile that keeps the workspace past its session (protocol section
+# 2: without remove_workspace_on_exit the effective profile decides).
+KEEP = host_env({"backend": "command", "persistent": True})
+
+
+def keeping_gateway(case, **kw):
+    """A gateway whose effective profile is persistent: the test's profile
+    narrowed by the host's, or on the embedded local profile (which is not
+    persistent) a local profile that is."""
+    if CONFIG:
+        return case.gateway(init=False, env_extra=KEEP, **kw)
+    d = tempfile.mkdtemp(prefix="sg-e2e-keep-")
+    path = os.path.join(d, "config.json")
+    with open(path, "w") as f:
+        json.dump({"default": "keep", "profiles": {"keep": {"backend": "local",
+                                                            "persistent": True}}}, f)
+    return case.gateway(init=False, config=path, profile="keep", **kw)
 
 
 class Shutdown(GatewayTestCase):
@@ -24,14 +47,15 @@ class Shutdown(GatewayTestCase):
     def test_eof_with_running_processes(self):
         budget_ms = 8000
         ident, session = unique("shut"), unique("sess")
-        gw = self.gateway(init=False, budget_ms=budget_ms)
-        # Keep the workspace (remove_workspace_on_exit absent) so that a
-        # second connection can look at what is left.
+        gw = keeping_gateway(self, budget_ms=budget_ms)
+        # A persistent workspace, kept so that a second connection can look
+        # at what is left.
         gw.initialize(identity=ident, session=session, remove_workspace_on_exit=None)
         count = live_checker(gw)
         plain, stubborn = Marker(), Marker()
-        p1 = gw.start(command=plain.command, operation_id="op-plain")["id"]
-        p2 = gw.start(command="trap '' TERM; echo ready; %s" % stubborn.command)["id"]
+        p1 = gw.ok("process/start", {"command": plain.command, "operation_id": "op-plain"})["id"]
+        p2 = gw.ok("process/start",
+                   {"command": "trap '' TERM; echo ready; %s" % stubborn.command})["id"]
         r = gw.read(p2, offset=0, wait_ns=10 * 10**9)
         self.assertIn("ready", r["Output"])
         if count is not None:
@@ -44,7 +68,7 @@ class Shutdown(GatewayTestCase):
             for m in (plain, stubborn):
                 self.assertEqual(host_processes_matching(m.needle), [],
                                  "%s survived the gateway" % m.command)
-        gw2 = self.gateway(init=False, state_dir=gw.state_dir)
+        gw2 = keeping_gateway(self, state_dir=gw.state_dir)
         gw2.initialize(identity=ident, session=session, require_existing_workspace=True,
                        remove_workspace_on_exit=True)
         if gw.backend != "local" and count is not None:
@@ -53,10 +77,10 @@ class Shutdown(GatewayTestCase):
                 for m in (plain, stubborn):
                     self.assertTrue(wait_gone(count2, m, 1.0), "%s survived" % m.command)
         # The records outlive the connection and say the processes ended.
-        listing = {p["id"]: p for p in gw2.ok("process/list", {})["processes"]}
+        listing = {p["id"]: p for p in gw2.ok("process/list")}
         for pid in (p1, p2):
             self.assertIn(pid, listing, "a reconnecting session lists its processes")
-            self.assertIn(listing[pid]["status"], ("stopped", "lost"))
+            self.assertIn(listing[pid]["status"], ("stopped", "failed"))
         self.assertEqual(listing[p1]["operation_id"], "op-plain")
         out, _ = gw2.read_all(p2)
         self.assertIn("ready", out, "output is readable after a reconnect")
@@ -73,9 +97,10 @@ class Shutdown(GatewayTestCase):
         # A longer one than the operator's leaves the operator's.
         for operator, binding, what in ((None, 300, "the binding's 300 ms budget was not planned for"),
                                         (300, 600000, "the binding lengthened the operator's budget")):
-            gw = self.gateway(init=False, budget_ms=operator)
-            gw.initialize(environment={"shutdown_timeout_ms": binding})
-            gw.start(command="trap '' TERM; echo ready; sleep 60")
+            gw = self.gateway(init=False, budget_ms=operator, env_extra=host_env(
+                {"backend": "command", "shutdown_timeout_ms": binding}))
+            gw.initialize()
+            gw.ok("process/start", {"command": "trap '' TERM; echo ready; sleep 60"})
             rc, err, _ = gw.shutdown(30)
             self.assertIn(rc, (0, 69), err[-2000:])
             self.assertIn("processes are killed without a grace", err, what)
@@ -84,7 +109,7 @@ class Shutdown(GatewayTestCase):
         gw = self.gateway()
         count = live_checker(gw)
         m = Marker()
-        gw.execute_req("run_command", {"command": m.command})
+        gw.execute_req("bash", {"command": m.command})
         if count is not None:
             deadline = time.monotonic() + 10
             while count(m) == 0:
@@ -98,11 +123,12 @@ class Shutdown(GatewayTestCase):
 
     def test_closed_stdout_shuts_down(self):
         gw = self.gateway(init=False, reader=False)
-        rid = gw.request("initialize", gw.make_binding(), token="t")
+        token = "d0" * 32
+        rid = gw.request("initialize", gw.make_binding(), token=token)
         msg = gw.read_line_sync(120)
         self.assertEqual(msg.get("id"), rid)
         self.assertIn("data", msg, msg.get("error"))
-        gw.token = "t"
+        gw.token = token
         gw.close_stdout()
         t0 = time.monotonic()
         for _ in range(3):
@@ -115,6 +141,42 @@ class Shutdown(GatewayTestCase):
         self.assertLess(time.monotonic() - t0, 15 * SLACK)
         self.assertNotEqual(rc, -13, "killed by SIGPIPE: no cleanup ran")
         self.assertEqual(rc, 0, err[-2000:])
+
+    def test_version_3_exits_inside_the_hosts_grace(self):
+        # A version-3 host kills its command backend 3 s after EOF, whatever
+        # the budget says.  With a process that ignores SIGTERM and a request
+        # in flight, sandgate still exits inside that, and what it hands on
+        # (the environment's removal, in a reaper on record) leaves nothing.
+        gw = self.gateway(init=False)
+        gw.initialize(version=3)
+        self.assertEqual(gw.init_reply["version"], 3)
+        count = live_checker(gw)
+        m = Marker()
+        pid = gw.ok("process/start", {"command": "trap '' TERM; echo ready; %s" % m.command})["id"]
+        self.assertIn("ready", gw.read(pid, offset=0, wait_ns=10 * 10**9)["Output"])
+        gw.request("process/read", {"id": pid, "options": {
+            "MaxBytes": 0, "OffsetBytes": 6, "Wait": 60 * 10**9, "MinDwell": 0}})
+        rc, err, took = gw.shutdown(30)
+        self.assertLess(took, 3.0, "past the host's 3 s: %.2f s\n%s" % (took, err[-2000:]))
+        self.assertEqual(rc, 0, err[-2000:])
+        deadline = time.monotonic() + 30 * SLACK
+        while registry_records(gw.state_dir) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        self.assertEqual(registry_records(gw.state_dir), [], "the environment stayed on record")
+        if count is not None and gw.backend == "local":
+            self.assertEqual(host_processes_matching(m.needle), [], "the process survived")
+
+    def test_version_4_keeps_its_budget(self):
+        # The same stubborn process under version 4 gets its 2 s grace, which
+        # a 3 s window would not have left.
+        gw = self.gateway(init=False)
+        gw.initialize()
+        pid = gw.ok("process/start", {"command": "trap '' TERM; echo ready; sleep 60"})["id"]
+        self.assertIn("ready", gw.read(pid, offset=0, wait_ns=10 * 10**9)["Output"])
+        rc, err, took = gw.shutdown(60)
+        self.assertEqual(rc, 0, err[-2000:])
+        self.assertGreaterEqual(took, 2.0, "the process got no grace")
+        self.assertNotIn("reaper", err)
 
 
 if __name__ == "__main__":
