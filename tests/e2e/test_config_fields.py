@@ -14,7 +14,7 @@ import subprocess
 import tempfile
 import unittest
 
-from sgclient import BIN, unique
+from sgclient import BIN, Gateway, GatewayTestCase, host_env, host_token, unique
 
 # The command line under test is sandgate's own, also when the suite runs
 # through the delegation wrapper (tests/delegation), whose peer it is.
@@ -87,6 +87,86 @@ class OneAnswer(unittest.TestCase):
         self.assertIn("network allow lists", checked)
         self.assertEqual(checked, served)
         self.assertEqual(checked, probed)
+
+
+class HostProfile(GatewayTestCase):
+    """The host's profile (WUU_EXECUTION_PROFILE, protocol-v4 section 2) may
+    only narrow the operator's: what it cannot honour is refused at
+    initialize naming the field, never served weaker."""
+
+    def setUp(self):
+        if not BIN:
+            raise unittest.SkipTest("SANDGATE_BIN is not set")
+        d = tempfile.mkdtemp(prefix="sg-e2e-hostprof-")
+        self.addCleanup(lambda: subprocess.run(["rm", "-rf", d]))
+        self.config = os.path.join(d, "config.json")
+        with open(self.config, "w") as f:
+            json.dump({"profiles": {"op": {"backend": "local", "cpus": 2,
+                                           "best_effort": ["cpus"],
+                                           "lifetime_seconds": 300}}}, f)
+
+    def init(self, profile, **ids):
+        gw = Gateway(config=self.config, profile="op",
+                     env_extra=host_env(profile, **ids) if profile is not None else
+                     {"WUU_EXECUTION_PROFILE": ""})
+        self.addCleanup(self._finish, gw)
+        return gw, gw.call("initialize", gw.make_binding(), token=host_token(), timeout=120)
+
+    def refused(self, profile, field, code="permission_denied"):
+        _, r = self.init(profile)
+        self.assertReplyCode(r, code, json.dumps(profile))
+        self.assertIn('WUU_EXECUTION_PROFILE: field "%s"' % field, r["error"])
+
+    def test_wider_than_the_operator_is_refused_naming_the_field(self):
+        self.refused({"backend": "command", "cpus": 4}, "cpus")
+        self.refused({"lifetime_seconds": 3600}, "lifetime_seconds")
+        self.refused({"persistent": True}, "persistent")
+        self.refused({"shared": True}, "shared")
+        self.refused({"image": "debian:12"}, "image")
+        self.refused({"cpus": "2"}, "cpus", "invalid_argument")
+
+    def test_narrower_is_served(self):
+        gw, r = self.init({"backend": "command", "command": ["sandgate", "serve"],
+                           "forward_env": ["HOME"], "worker": "wuu", "python": "python3",
+                           "workspace": "/workspace", "cpus": 1, "network": "none",
+                           "lifetime_seconds": 60, "persistent": False})
+        self.assertNotIn("error", r, r.get("error"))
+        facts = r["data"]["environment"]["facts"]
+        self.assertEqual(facts["resources"]["requested"]["cpus"], 1)
+        self.assertIs(facts["isolation"]["network_isolated"], True,
+                      "network none is observed, not assumed")
+
+    def test_enabled_and_zero_values_ask_for_nothing(self):
+        gw, r = self.init({"backend": "command", "network": "enabled", "cpus": 0,
+                           "memory_mb": 0, "image": "", "mount_read_only": False})
+        self.assertNotIn("error", r, r.get("error"))
+        self.assertEqual(r["data"]["environment"]["facts"]["resources"]["requested"]["cpus"], 2)
+
+    def test_not_json_is_refused(self):
+        gw = Gateway(config=self.config, profile="op",
+                     env_extra={"WUU_EXECUTION_PROFILE": "{cpus: 1"})
+        self.addCleanup(self._finish, gw)
+        err = gw.fail("initialize", gw.make_binding(), token=host_token())
+        self.assertCode(err, "invalid_argument")
+        self.assertIn("WUU_EXECUTION_PROFILE", err)
+
+    def test_session_and_identity_must_agree(self):
+        gw = Gateway(config=self.config, profile="op",
+                     env_extra={"WUU_EXECUTION_SESSION": "someone-else"})
+        self.addCleanup(self._finish, gw)
+        err = gw.fail("initialize", gw.make_binding(), token=host_token())
+        self.assertCode(err, "invalid_argument")
+        self.assertIn("WUU_EXECUTION_SESSION", err)
+        ident = unique("wuu-env")
+        gw = Gateway(config=self.config, profile="op", env_extra={"WUU_EXECUTION_ID": ident})
+        self.addCleanup(self._finish, gw)
+        err = gw.fail("initialize", gw.make_binding(identity=unique("other")),
+                      token=host_token())
+        self.assertCode(err, "invalid_argument")
+        self.assertIn("WUU_EXECUTION_ID", err)
+        # A binding without an identity takes the host's.
+        d = gw.initialize(identity=None)
+        self.assertIn(ident, d["environment"]["id"])
 
 
 if __name__ == "__main__":

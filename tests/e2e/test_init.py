@@ -1,11 +1,10 @@
-"""initialize and the binding (docs/protocol.md sections 4 and 5)."""
+"""initialize and the binding (protocol-v4 section 2)."""
 
 import json
 import subprocess
 import unittest
-import uuid
 
-from sgclient import (BIN, CONFIG, METHODS, ROOT, TOOLS, GatewayTestCase,
+from sgclient import (BIN, CONFIG, METHODS, ROOT, GatewayTestCase, host_token,
                       unique)
 
 ISOLATION_KEYS = {"process_contained", "host_filesystem_restricted",
@@ -17,42 +16,46 @@ SAFETY_CLASSES = {"trusted_local", "container", "microvm", "remote_host"}
 class BeforeInitialize(GatewayTestCase):
 
     def test_every_method_is_not_initialized(self):
-        # Every method but cancel: cancel is answered before a binding exists
-        # (so an initialize in progress can be cancelled; see test_cancel).
         gw = self.gateway(init=False)
         for method, data in [
-                ("execute", {"tool": "stat_path",
-                             "call": {"id": "c", "arguments": "{\"path\":\".\"}"}}),
-                ("process/list", {}),
+                ("execute", {"call": {"id": "c", "name": "list_files", "arguments": "{}"},
+                             "actor": "a", "permission_mode": "standard"}),
+                ("process/list", None),
                 ("process/start", {"command": "true"}),
-                ("process/read", {"id": "p-1"}),
-                ("export/open", {"path": "x"}),
+                ("process/read", {"id": "proc-00000000"}),
+                ("export/read", {"token": "t", "offset": 0}),
                 ("export/close", {"token": "t"})]:
-            for token in ("some-token", None):
+            for token in (host_token(), None):
                 err = gw.fail(method, data, token=token)
                 self.assertCode(err, "not_initialized", method)
 
-    def test_wrong_version_leaves_connection_usable(self):
+    def test_versions_3_and_4_are_echoed(self):
+        for version in (3, 4):
+            gw = self.gateway(init=False)
+            d = gw.initialize(version=version)
+            self.assertEqual(d["version"], version)
+            self.assertIs(type(d["version"]), int)
+            self.assertEqual(d["root"], ROOT)
+
+    def test_other_versions_are_refused_and_leave_the_connection_usable(self):
         gw = self.gateway(init=False)
-        for version in (3, 5, 0):
-            b = gw.make_binding(version=version)
-            err = gw.fail("initialize", b, token="t1")
-            self.assertCode(err, "unsupported", "version %d" % version)
-        # Still uninitialised: other methods are refused as before...
-        self.assertCode(gw.fail("process/list", {}, token="t1"), "not_initialized")
-        # ...and a correct initialize, even with another token, succeeds.
-        data = gw.initialize(token="t2")
-        self.assertEqual(data["version"], 4)
-        self.assertIsInstance(gw.ok("process/list", {}), dict)
+        token = host_token()
+        for version in (2, 5, 1, 0, "4"):
+            err = gw.fail("initialize", gw.make_binding(version=version), token=token)
+            self.assertCode(err, "unsupported", "version %r" % version)
+            self.assertIn("protocol mismatch", err)
+        # Refused before anything was made: no record in the registry.
+        self.assertCode(gw.fail("process/list", None, token=token), "not_initialized")
+        gw.initialize()
+        self.assertEqual(gw.ok("process/list"), [])
 
     def test_invalid_binding_leaves_connection_usable(self):
         gw = self.gateway(init=False)
         for drop in ("session", "root"):
-            b = gw.make_binding(**{drop: None})
-            err = gw.fail("initialize", b, token="t")
+            err = gw.fail("initialize", gw.make_binding(**{drop: None}), token=host_token())
             self.assertCode(err, "invalid_argument", "binding without %s" % drop)
-        gw.initialize(token="t")
-        self.assertIn("processes", gw.ok("process/list", {}))
+        gw.initialize()
+        self.assertEqual(gw.ok("process/list"), [])
 
 
 class ReplyShape(GatewayTestCase):
@@ -60,23 +63,19 @@ class ReplyShape(GatewayTestCase):
     def test_reply_shape(self):
         gw = self.gateway()
         d = gw.init_reply
+        self.assertEqual(set(d), {"version", "root", "capabilities", "methods", "environment"})
         self.assertEqual(d["version"], 4)
-        self.assertIsInstance(d["capabilities"], list)
+        self.assertEqual(d["root"], ROOT)
         self.assertIn("process.start.v1", d["capabilities"])
-        self.assertIsInstance(d["methods"], list)
         self.assertEqual(len(d["methods"]), len(set(d["methods"])), "duplicate methods")
-        self.assertEqual(set(d["methods"]), METHODS)
-        self.assertNotIn("run_code", d["methods"])
-        self.assertIsInstance(d["tools"], list)
-        for t in d["tools"]:
-            self.assertIsInstance(t, str, "tools is a list of names")
-        self.assertEqual(set(d["tools"]), TOOLS)
+        self.assertEqual(set(d["methods"]) - {"run_code"}, METHODS)
+        for frame in ("cancel", "callback"):
+            self.assertNotIn(frame, d["methods"], "%s gets no reply: not a method" % frame)
         env = d["environment"]
         for key in ("backend", "profile", "id"):
             self.assertIsInstance(env.get(key), str, key)
             self.assertTrue(env[key], key)
-        if not gw.binding.get("require_existing_workspace"):
-            self.assertIs(env["resumed"], False)
+        self.assertIs(env["resumed"], False)
         self.assertIsInstance(env["facts"], dict)
         if CONFIG is None:
             self.assertEqual(env["backend"], "local", "no config: embedded local profile")
@@ -90,8 +89,6 @@ class ReplyShape(GatewayTestCase):
         for k in ISOLATION_KEYS:
             self.assertIsInstance(iso[k], bool, "isolation.%s is a boolean" % k)
         self.assertIn(facts.get("safety_class"), SAFETY_CLASSES)
-        if "toolchains" in facts:
-            self.assertIsInstance(facts["toolchains"], dict)
 
     def test_listed_methods_are_implemented(self):
         gw = self.gateway()
@@ -101,8 +98,10 @@ class ReplyShape(GatewayTestCase):
             r = gw.call(m, {})
             if "error" in r:
                 self.assertNotEqual(r.code, "unknown_method", "%s is listed" % m)
-        self.assertCode(gw.fail("run_code", {"code": "print(1)"}), "unknown_method")
         self.assertCode(gw.fail("no/such/method", {}), "unknown_method")
+        err = gw.fail("process/frobnicate", {})
+        self.assertCode(err, "unknown_method")
+        self.assertIn("unknown remote process operation", err)
 
 
 class RepeatedInitialize(GatewayTestCase):
@@ -110,9 +109,8 @@ class RepeatedInitialize(GatewayTestCase):
     def test_identical_repeat_gives_same_reply(self):
         gw = self.gateway()
         first = gw.init_reply
-        again = gw.ok("initialize", gw.binding)
-        self.assertEqual(again, first)
-        # An absent field equals false/null (section 10).
+        self.assertEqual(gw.ok("initialize", gw.binding), first)
+        # An absent field equals false/null.
         b = dict(gw.binding)
         b["require_existing_workspace"] = False
         self.assertEqual(gw.ok("initialize", b), first)
@@ -122,64 +120,44 @@ class RepeatedInitialize(GatewayTestCase):
         for change in ({"session": unique("other")},
                        {"root": ROOT.rstrip("/") + "/elsewhere"},
                        {"identity": unique("other")},
+                       {"version": 3},
+                       {"environment": {"X": "1"}},
                        {"remove_workspace_on_exit": False},
                        {"require_existing_workspace": True}):
             b = dict(gw.binding)
             b.update(change)
-            err = gw.fail("initialize", b)
-            self.assertCode(err, "binding_conflict", json.dumps(change))
-        # The first binding is still the one in force.
-        rec = gw.start(command="pwd")
-        self.assertEqual(rec["root_thread_id"], gw.session)
-        out, _ = gw.read_all(rec["id"])
-        self.assertEqual(out.strip(), ROOT)
+            self.assertCode(gw.fail("initialize", b), "binding_conflict", json.dumps(change))
+        self.assertEqual(gw.ok("process/list"), [])
 
-    def test_different_token_is_a_conflict(self):
+    def test_different_token_is_refused(self):
         gw = self.gateway()
-        err = gw.fail("initialize", gw.binding, token="another-token")
-        self.assertCode(err, "binding_conflict")
-        self.assertIn("processes", gw.ok("process/list", {}))
-        self.assertCode(gw.fail("process/list", {}, token="another-token"), "bad_token")
+        # Once bound, a frame with another token is refused before anything.
+        err = gw.fail("initialize", gw.binding, token=host_token())
+        self.assertCode(err, "bad_token")
+        self.assertEqual(gw.ok("process/list"), [])
 
 
-class Tokens(GatewayTestCase):
+class Cleanup(GatewayTestCase):
+    """Without remove_workspace_on_exit (the host never sends it to a command
+    backend) the profile decides: not persistent, not shared: removed."""
 
-    def test_wrong_or_missing_token_is_refused_and_not_run(self):
-        gw = self.gateway()
-        name = unique("badtok") + ".txt"
-        for token in ("wrong-" + uuid.uuid4().hex, None, ""):
-            r = gw.execute("write_file", {"path": name, "content": "x"}, token=token)
-            self.assertReplyCode(r, "bad_token", "token %r" % token)
-        res = gw.tool("stat_path", {"path": name})
-        self.assertTrue(res["is_error"], "the refused write must not have run")
-        for method in ("process/list", "cancel", "export/open"):
-            self.assertCode(gw.fail(method, {}, token="nope"), "bad_token", method)
-
-
-class FailedProvisioning(GatewayTestCase):
-
-    def test_workspace_lost_then_init_failed(self):
-        gw = self.gateway(init=False)
-        b = gw.make_binding(require_existing_workspace=True)
-        err = gw.fail("initialize", b, token="t", timeout=180)
-        self.assertCode(err, "workspace_lost")
-        # The connection is dead for operations, initialize included.
-        self.assertCode(gw.fail("process/list", {}, token="t"), "init_failed")
-        r = gw.execute("stat_path", {"path": "."}, token="t")
-        self.assertReplyCode(r, "init_failed")
-        self.assertCode(gw.fail("initialize", gw.make_binding(), token="t"), "init_failed")
-        self.assertCode(gw.fail("initialize", b, token="t"), "init_failed")
-        rc, err, _ = gw.shutdown()
-        self.assertEqual(rc, 0, err[-2000:])
-
-
-class Resume(GatewayTestCase):
-
-    def test_kept_workspace_resumes_and_removed_one_is_lost(self):
+    def test_absent_remove_flag_removes_a_plain_workspace(self):
+        if CONFIG is not None:
+            self.skipTest("the embedded local profile is neither persistent nor shared")
+        ident = unique("plain")
         gw1 = self.gateway(init=False)
-        ident = unique("keep")
         gw1.initialize(identity=ident, remove_workspace_on_exit=None)
-        gw1.write("kept.txt", "still here")
+        rc, err, _ = gw1.shutdown(timeout=90)
+        self.assertEqual(rc, 0, err[-2000:])
+        gw2 = self.gateway(init=False, state_dir=gw1.state_dir)
+        b = gw2.make_binding(identity=ident, require_existing_workspace=True)
+        self.assertCode(gw2.fail("initialize", b, token=host_token(), timeout=180),
+                        "workspace_lost", "removed at exit, so gone")
+
+    def test_explicit_false_keeps_and_true_removes(self):
+        ident = unique("keep")
+        gw1 = self.gateway(init=False)
+        gw1.initialize(identity=ident, remove_workspace_on_exit=False)
         rc, err, _ = gw1.shutdown(timeout=90)
         self.assertEqual(rc, 0, err[-2000:])
 
@@ -187,15 +165,27 @@ class Resume(GatewayTestCase):
         d = gw2.initialize(identity=ident, require_existing_workspace=True,
                            remove_workspace_on_exit=True)
         self.assertIs(d["environment"]["resumed"], True)
-        self.assertEqual(gw2.tool_ok("read_file", {"path": "kept.txt"})["content"],
-                         "still here")
         rc, err, _ = gw2.shutdown(timeout=90)
         self.assertEqual(rc, 0, err[-2000:])
 
         gw3 = self.gateway(init=False, state_dir=gw1.state_dir)
         b = gw3.make_binding(identity=ident, require_existing_workspace=True)
-        self.assertCode(gw3.fail("initialize", b, token="t", timeout=180),
+        self.assertCode(gw3.fail("initialize", b, token=host_token(), timeout=180),
                         "workspace_lost", "removed at exit, so gone")
+
+
+class FailedProvisioning(GatewayTestCase):
+
+    def test_workspace_lost_then_init_failed(self):
+        gw = self.gateway(init=False)
+        token = host_token()
+        b = gw.make_binding(require_existing_workspace=True)
+        self.assertCode(gw.fail("initialize", b, token=token, timeout=180), "workspace_lost")
+        # The connection is dead for operations, initialize included.
+        self.assertCode(gw.fail("process/list", None, token=token), "init_failed")
+        self.assertCode(gw.fail("initialize", gw.make_binding(), token=token), "init_failed")
+        rc, err, _ = gw.shutdown()
+        self.assertEqual(rc, 0, err[-2000:])
 
 
 class CommandLine(unittest.TestCase):

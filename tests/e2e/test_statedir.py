@@ -50,7 +50,8 @@ class StateDir(GatewayTestCase):
         gw.initialize()
         name = unique("f") + ".txt"
         gw.write(name, "hello")
-        self.assertIn("hello", gw.tool_ok("read_file", {"path": name})["content"])
+        self.assertEqual(gw.tool_ok("read_file", {"path": name})["structured_content"]["text"],
+                         "hello")
         self.assertTrue(os.path.isdir(os.path.join(cwd, "state", "local")))
 
 

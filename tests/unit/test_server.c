@@ -48,7 +48,7 @@ struct srv {
 	int status;
 	char buf[SG_MAX_FRAME + 1]; /* one whole frame and its newline */
 	size_t len;
-	json_t *events;    /* every process/event read so far, in order */
+	json_t *events;    /* every process event read so far, in order */
 };
 
 static void *serve(void *arg)
@@ -136,7 +136,7 @@ static json_t *next_message(struct srv *v, const char *id, int64_t end)
 			v->len -= k;
 			assert_non_null(m);
 			meth = json_string_value(json_object_get(m, "method"));
-			if (meth && strcmp(meth, "process/event") == 0)
+			if (meth && strcmp(meth, "process") == 0)
 				json_array_append(v->events, m);
 			mid = json_object_get(m, "id");
 			if (!id || (json_is_string(mid) && strcmp(json_string_value(mid), id) == 0))
@@ -521,7 +521,12 @@ static void test_versions(void **state)
 	assert_string_equal(json_string_value(json_object_get(json_object_get(m, "data"), "root")),
 			    v->root);
 	json_decref(m);
-	end_clean(v);
+	/*
+	 * Its end is not this test's: a version-3 host kills its backend 3 s
+	 * after EOF, so the removal goes to a reaper (shutdown.c).
+	 */
+	(void)finish(v, 30000, NULL);
+	cleanup(v);
 }
 
 /*
@@ -699,13 +704,17 @@ static struct srv *start_wrapped(const char *profile, const char *intercept, cha
 	return v;
 }
 
-/* The connection still serves after a hostile reply. */
+/*
+ * The connection still serves after a hostile reply: a tool that needs
+ * neither `proc spawn` nor `fs read`, which the hostile helpers answer.
+ */
 static void assert_alive(struct srv *v)
 {
-	char *out = bash_output(v, "c", "echo alive");
+	json_t *r = execute(v, "alive", "list_files", "{}");
 
-	assert_string_equal(out, "alive\n");
-	free(out);
+	if (!json_object_get(r, "data"))
+		fail_msg("list_files: %s", json_string_value(json_object_get(r, "error")));
+	json_decref(r);
 }
 
 /*
@@ -826,7 +835,7 @@ static void test_watcher_forged_records(void **state)
 		"if [ \"$1 $2\" = 'proc wait' ]; then\n"
 		"  n=$(cat %s 2>/dev/null || echo 0); echo $((n + 1)) > %s\n"
 		"  [ \"$n\" -ge 2 ] && { sleep 1; echo '{\"stamp\":3,\"changed\":[]}'; exit 0; }\n"
-		"  st=running; [ \"$n\" = 1 ] && st=exited\n"
+		"  st=running; [ \"$n\" = 1 ] && st=stopped\n"
 		"  awk -v st=$st -v n=$n 'BEGIN { printf \"{\\\"stamp\\\":%%d,\\\"changed\\\":[\", n + 1;\n"
 		"    for (i = 0; i < 5000; i++) printf \"{\\\"id\\\":\\\"p-own%%d\\\",\\\"root_thread_id\\\":\\\"s1\\\",\\\"status\\\":\\\"%%s\\\",\\\"exit_code\\\":0},\", i, st;\n"
 		"    printf \"{\\\"id\\\":\\\"p-foreign\\\",\\\"root_thread_id\\\":\\\"s2\\\",\\\"status\\\":\\\"%%s\\\",\\\"exit_code\\\":0}]}\\n\", st }'\n"
