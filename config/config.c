@@ -441,12 +441,14 @@ static sg_err check_network(const struct cfg_where *w, const json_t *v,
 
 	if (json_is_string(v)) {
 		s = json_string_value(v);
-		if (strcmp(s, "none") == 0 || strcmp(s, "default") == 0)
+		/* "enabled" is the host's word for "default" (protocol 8.1). */
+		if (strcmp(s, "none") == 0 || strcmp(s, "default") == 0 ||
+		    strcmp(s, "enabled") == 0)
 			return SG_OK;
 	}
 	if (!json_is_object(v))
 		return bad_field(err, SG_E_INVALID_ARGUMENT, w, "network",
-				 "must be \"none\", \"default\" or "
+				 "must be \"none\", \"default\" (or \"enabled\") or "
 				 "{\"allow\": [CIDR or domain, ...]}");
 	json_object_foreach((json_t *)v, key, x) {
 		if (strcmp(key, "allow") != 0)

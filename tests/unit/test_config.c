@@ -500,7 +500,7 @@ static void test_number_fields(void **state)
 static void test_network_field(void **state)
 {
 	static const char shape[] =
-		"\"network\": must be \"none\", \"default\" or "
+		"\"network\": must be \"none\", \"default\" (or \"enabled\") or "
 		"{\"allow\": [CIDR or domain, ...]}";
 	static const char empty[] =
 		"\"network\": \"allow\" must list at least one CIDR or "
@@ -508,6 +508,8 @@ static void test_network_field(void **state)
 
 	(void)state;
 	field_fails("\"network\": \"all\"", shape);
+	field_fails("\"network\": \"\"", shape);
+	field_ok("\"network\": \"enabled\"");
 	field_fails("\"network\": true", shape);
 	field_fails("\"network\": [\"10.0.0.0/8\"]", shape);
 	field_fails("\"network\": {\"allow\": []}", empty);
@@ -879,7 +881,7 @@ static void test_narrowing_bad_types(void **state)
 		    "to 16777216");
 	build_fails(cfg, "lab", "{\"network\": \"off\"}", SG_E_INVALID_ARGUMENT,
 		    "WUU_EXECUTION_PROFILE: field \"network\": must be \"none\", "
-		    "\"default\" or {\"allow\": [CIDR or domain, ...]}");
+		    "\"default\" (or \"enabled\") or {\"allow\": [CIDR or domain, ...]}");
 	build_fails(cfg, "lab", "{\"network\": {\"allow\": [\"1.2.3.4/40\"]}}",
 		    SG_E_INVALID_ARGUMENT,
 		    "WUU_EXECUTION_PROFILE: field \"network\": \"1.2.3.4/40\" is neither "
