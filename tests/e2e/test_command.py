@@ -1,145 +1,139 @@
-"""run_command (docs/protocol.md section 7.7)."""
+"""The bash tool, the host's only command tool (protocol section 3; the host's
+tool_bash.go in reference/host-wire.md section 3.2): a fresh login shell per
+call in `cwd`, the host's non-interactive environment, a non-zero exit as a
+normal result, output bounded in the view (30 KiB) and in
+structured_content (64 KiB a stream), a foreground command past its
+timeout promoted to a managed process instead of killed, run_in_background,
+the permission modes, and what commands never see."""
 
 import time
 import unittest
 
-from sgclient import (CANARY_NAME, CONFIG, MiB, ROOT, GatewayTestCase, Marker,
-                      live_checker, unique, wait_gone)
+from sgclient import (CANARY_NAME, ROOT, GatewayTestCase, Marker, live_checker, unique,
+                      wait_gone)
 
-# The minimal environment commands see (section 10), plus the working
-# directory variables a sandbox runtime or shell sets (no secret in them).
-MINIMAL_ENV = {"PATH", "HOME", "USER", "LOGNAME", "TMPDIR", "TZ", "LANG",
-               "PWD", "OLDPWD", "SHLVL", "_"}
-
-
-def env_names(text):
-    return {line.split("=", 1)[0] for line in text.splitlines() if "=" in line}
+KiB = 1024
+OUTPUT_MAX = 30 * KiB      # the view's output (maxShellOutputBytes)
+STREAM_MAX = 64 * KiB      # structured stdout and stderr, each
 
 
-class Command(GatewayTestCase):
+class Bash(GatewayTestCase):
     shared_gateway = True
 
-    def test_exit_codes(self):
+    def test_exit_codes_are_results(self):
         gw = self.gw
-        res = gw.sh("true")
-        self.assertIs(res["is_error"], False)
-        self.assertEqual(res["metadata"]["exit_code"], 0)
-        res = gw.sh("echo partial; exit 3")
-        self.assertIs(res["is_error"], True)
-        self.assertEqual(res["metadata"]["exit_code"], 3)
-        self.assertIn("partial", res["content"])
-        md = res["metadata"]
-        self.assertIs(md["timed_out"], False)
-        self.assertIs(md["truncated"], False)
-        self.assertIsInstance(md["duration_ms"], int)
+        v = gw.sh("true")
+        self.assertEqual(v["exit_code"], 0)
+        self.assertIs(v["timed_out"], False)
+        self.assertIs(v["truncated"], False)
+        self.assertIsInstance(v["duration_ms"], int)
+        # A command that ran and failed is a normal result, not an error reply.
+        res = gw.tool_ok("bash", {"command": "echo partial; exit 3"})
+        v = gw.view("bash", {"command": "echo partial; exit 3"})
+        self.assertEqual(v["exit_code"], 3)
+        self.assertIn("partial", v["output"])
+        self.assertEqual(res["structured_content"]["exit_code"], 3)
+        self.assertEqual(res["structured_content"]["promoted_process_id"], "")
 
-    def test_stdout_and_stderr_combined(self):
-        res = self.gw.sh("echo to-out; echo to-err >&2; echo again")
-        self.assertEqual(res["content"].split(), ["to-out", "to-err", "again"])
+    def test_stdout_and_stderr(self):
+        res = self.gw.tool_ok("bash", {"command": "echo to-out; echo to-err >&2; echo again"})
+        sc = res["structured_content"]
+        self.assertEqual(sc["stdout"].split(), ["to-out", "again"])
+        self.assertEqual(sc["stderr"].split(), ["to-err"])
+        v = self.gw.sh("echo to-out; echo to-err >&2; echo again")
+        for word in ("to-out", "to-err", "again"):
+            self.assertIn(word, v["output"])
 
-    def test_argv_without_shell(self):
+    def test_a_login_shell_of_its_own_per_call(self):
         gw = self.gw
-        res = gw.tool_ok("run_command", {"argv": ["printf", "%s", "a b"]})
-        self.assertEqual(res["content"], "a b")
-        res = gw.tool_ok("run_command", {"argv": ["printf", "%s|", "$HOME", "`id`", "a;b", "*"]})
-        self.assertEqual(res["content"], "$HOME|`id`|a;b|*|")
+        self.assertEqual(gw.sh_ok("shopt -q login_shell && echo login").strip(), "login")
+        gw.sh_ok("export SG_E2E_LEFT=1; cd /; sg_e2e_fn() { :; }")
+        self.assertEqual(gw.sh_ok("printf '[%s]' \"$SG_E2E_LEFT\"; type sg_e2e_fn >/dev/null "
+                                  "2>&1 || printf gone; pwd"),
+                         "[]gone" + ROOT.rstrip("/") + "\n", "a fresh shell per call")
 
-    def test_argv_program_names_with_odd_characters(self):
-        # A program whose name holds '=' or starts with '-' is a program,
-        # never an assignment or an option of whatever wraps the command
-        # (env(1) on the singularity backend read "./a=b" as a variable).
+    def test_quoting_is_the_shells(self):
+        out = self.gw.sh_ok("printf '%s|' '$HOME' '`id`' 'a;b' '*'")
+        self.assertEqual(out, "$HOME|`id`|a;b|*|")
+
+    def test_missing_program_is_a_result(self):
+        v = self.gw.sh("/nonexistent/sg-e2e-program")
+        self.assertEqual(v["exit_code"], 127)
+
+    def test_bad_arguments_are_error_replies(self):
         gw = self.gw
-        gw.sh_ok("printf '#!/bin/sh\\necho ran \"$@\"\\n' >a=b && cp a=b ./-x && chmod +x a=b ./-x")
-        res = gw.tool_ok("run_command", {"argv": ["./a=b", "one"]})
-        self.assertEqual(res["content"], "ran one\n")
-        res = gw.tool_ok("run_command", {"argv": ["./-x", "two"]})
-        self.assertEqual(res["content"], "ran two\n")
+        self.assertTrue(gw.tool_error("bash", {}))
+        self.assertTrue(gw.tool_error("bash", {"command": ["echo", "hi"]}))
+        # The legacy `action` key is refused with a hint, as the host does.
+        self.assertTrue(gw.tool_error("bash", {"command": "true", "action": "start"}))
 
-    def test_missing_program_is_tool_error(self):
-        res = self.gw.tool("run_command", {"argv": ["/nonexistent/sg-e2e-program"]})
-        self.assertIs(res["is_error"], True)
-        self.assertNotEqual(res["metadata"].get("exit_code"), 0)
-
-    def test_bad_arguments(self):
-        gw = self.gw
-        self.assertCode(gw.tool_error("run_command", {}), "invalid_argument", "no command")
-        self.assertCode(gw.tool_error("run_command", {"argv": []}), "invalid_argument",
-                        "empty argv")
-        self.assertCode(gw.tool_error("run_command", {"argv": "echo hi"}), "invalid_argument",
-                        "argv not a list")
-
-    def test_cwd_and_stdin(self):
+    def test_cwd(self):
         gw = self.gw
         d = unique("cwd")
-        gw.tool_ok("make_dir", {"path": d})
+        gw.sh_ok("mkdir -p %s" % d)
         self.assertEqual(gw.sh_ok("pwd", cwd=d).strip(), ROOT.rstrip("/") + "/" + d)
         self.assertEqual(gw.sh_ok("pwd").strip(), ROOT.rstrip("/"), "default cwd is root")
-        res = gw.tool_ok("run_command", {"argv": ["cat"], "stdin": "line one\nline two"})
-        self.assertEqual(res["content"], "line one\nline two")
-        res = gw.tool_ok("run_command", {"command": "wc -c"})
-        self.assertEqual(res["content"].strip(), "0", "no stdin means empty stdin")
+        self.assertTrue(gw.tool_error("bash", {"command": "pwd", "cwd": "../.."}),
+                        "a cwd outside root in standard mode")
 
-    def test_timeout(self):
+    def test_the_hosts_non_interactive_environment(self):
+        out = self.gw.sh_ok("printf '%s\\n' \"$GIT_PAGER\" \"$GIT_TERMINAL_PROMPT\" \"$PAGER\" "
+                            "\"$EDITOR\" \"$NO_COLOR\"")
+        self.assertEqual(out.split("\n")[:5], ["cat", "0", "cat", "true", "1"])
+
+    def test_timeout_promotes_instead_of_killing(self):
+        gw = self.gw
         t0 = time.monotonic()
-        # 1.5 s: long enough for a loaded machine to start the shell, far
-        # shorter than the command.
-        res = self.gw.tool("run_command", {"command": "echo begun; sleep 20", "timeout_ms": 1500})
+        res = gw.tool_ok("bash", {"command": "echo begun; sleep 20; echo finished",
+                                  "timeout_seconds": 1})
         took = time.monotonic() - t0
-        self.assertIs(res["metadata"]["timed_out"], True)
-        self.assertIs(res["is_error"], True)
-        self.assertIn("begun", res["content"])
-        self.assertLess(took, 10, "a 1.5 s timeout took %.1f s" % took)
-        self.assertGreaterEqual(res["metadata"]["duration_ms"], 1450)
+        self.assertLess(took, 10, "a 1 s timeout took %.1f s" % took)
+        sc = res["structured_content"]
+        self.assertIs(sc["timed_out"], True)
+        pid = sc["promoted_process_id"]
+        self.assertTrue(pid.startswith("proc-"), sc)
+        rec = gw.ok("process/get", {"id": pid})
+        self.assertEqual((rec["status"], rec["lifecycle"]), ("running", "managed"),
+                         "promoted, not killed")
+        self.assertIn("begun", gw.read(pid, offset=0, wait_ns=5 * 10**9)["Output"])
+        final = gw.stop(pid)
+        self.assertIn(final["status"], ("stopped", "failed"))
 
-    def test_signal(self):
-        res = self.gw.sh("kill -KILL $$")
-        self.assertIs(res["is_error"], True)
-        self.assertIn(res["metadata"]["signal"], ("SIGKILL", 9))
-
-    def test_output_truncation(self):
+    def test_output_is_bounded(self):
         gw = self.gw
-        res = gw.sh("head -c 3000000 /dev/zero | tr '\\000' a; echo; echo tail-marker")
-        md = res["metadata"]
-        self.assertIs(md["truncated"], True)
-        self.assertLessEqual(len(res["content"].encode()), MiB + 4096,
-                             "output kept per call is bounded by 1 MiB")
-        self.assertGreater(len(res["content"]), 512 * 1024)
-        self.assertEqual(md["exit_code"], 0, "the command itself still ran to the end")
-        res = gw.sh("head -c 100000 /dev/zero | tr '\\000' b")
-        self.assertIs(res["metadata"]["truncated"], False)
-        self.assertEqual(res["content"], "b" * 100000)
+        res = gw.tool_ok("bash", {"command": "head -c 3000000 /dev/zero | tr '\\000' a; "
+                                             "echo; echo tail-marker"})
+        v = gw.sh("head -c 3000000 /dev/zero | tr '\\000' a; echo; echo tail-marker")
+        self.assertIs(v["truncated"], True)
+        self.assertEqual(v["exit_code"], 0, "the command itself still ran to the end")
+        self.assertLessEqual(len(v["output"].encode()), OUTPUT_MAX + 1024)
+        sc = res["structured_content"]
+        self.assertIs(sc["stdout_truncated"], True)
+        self.assertLessEqual(len(sc["stdout"].encode()), STREAM_MAX + 1024)
+        v = gw.sh("head -c 20000 /dev/zero | tr '\\000' b")
+        self.assertIs(v["truncated"], False)
+        self.assertEqual(v["output"], "b" * 20000)
 
-    def test_env_reaches_command_but_gateway_env_does_not(self):
-        gw = self.gw
-        res = gw.tool_ok("run_command", {"argv": ["env"], "env": {"SG_E2E_GIVEN": "given value"}})
-        names = env_names(res["content"])
-        self.assertIn("SG_E2E_GIVEN=given value", res["content"].splitlines())
+    def test_gateway_environment_never_reaches_commands(self):
+        out = self.gw.sh_ok("env")
+        names = {line.split("=", 1)[0] for line in out.splitlines() if "=" in line}
         self.assertNotIn(CANARY_NAME, names)
-        self.assertNotIn(gw.canary, res["content"])
-        if CONFIG is None:
-            extra = names - MINIMAL_ENV - {"SG_E2E_GIVEN"}
-            self.assertEqual(extra, set(), "commands see only the minimal environment")
-        res = gw.tool_ok("run_command", {"command": "printf %s \"$SG_E2E_GIVEN\"",
-                                         "env": {"SG_E2E_GIVEN": "via shell"}})
-        self.assertEqual(res["content"], "via shell")
-        out = gw.sh_ok("env")
-        self.assertNotIn(gw.canary, out)
-        self.assertNotIn("SG_E2E_GIVEN", out, "a request's env does not persist")
+        self.assertNotIn(self.gw.canary, out)
 
     def test_duration(self):
-        res = self.gw.sh("sleep 0.3")
-        self.assertGreaterEqual(res["metadata"]["duration_ms"], 250)
-        self.assertLess(res["metadata"]["duration_ms"], 10000)
+        v = self.gw.sh("sleep 0.3")
+        self.assertGreaterEqual(v["duration_ms"], 250)
+        self.assertLess(v["duration_ms"], 10000)
 
     def test_leftovers_in_process_group_are_killed(self):
         gw = self.gw
         m = Marker()
         t0 = time.monotonic()
         # The background sleeper even keeps the output pipe open.
-        res = gw.sh("%s & echo started" % m.command)
+        v = gw.sh("%s & echo started" % m.command)
         took = time.monotonic() - t0
-        self.assertEqual(res["metadata"]["exit_code"], 0)
-        self.assertIn("started", res["content"])
+        self.assertEqual(v["exit_code"], 0)
+        self.assertIn("started", v["output"])
         self.assertLess(took, 10, "the command's exit ends the call (%.1f s)" % took)
         count = live_checker(gw)
         if count is None:
@@ -149,46 +143,49 @@ class Command(GatewayTestCase):
     def test_read_only_never_writes(self):
         gw = self.gw
         d = unique("ro")
-        gw.write(d + "/keep.txt", "original")
+        gw.sh_ok("mkdir -p %s && printf original > %s/keep.txt" % (d, d))
         attempts = ["echo x > %s/new.txt" % d, "rm -f %s/keep.txt" % d,
                     "echo changed > %s/keep.txt" % d, "mkdir %s/newdir" % d]
         refused = 0
         for cmd in attempts:
-            r = gw.execute("run_command", {"command": cmd}, "read_only")
+            r = gw.execute("bash", {"command": cmd}, "read_only")
             if "error" in r:
-                self.assertCode(r["error"], "permission_denied", cmd)
                 refused += 1
-            else:
-                self.assertIs(r["data"]["is_error"], True, "%s in read_only succeeded" % cmd)
         self.assertIn(refused, (0, len(attempts)), "either confined or refused, consistently")
-        self.assertEqual(gw.tool_ok("read_file", {"path": d + "/keep.txt"})["content"],
-                         "original")
-        for gone in ("new.txt", "newdir"):
-            self.assertTrue(gw.tool("stat_path", {"path": d + "/" + gone})["is_error"], gone)
+        self.assertEqual(gw.sh_ok("cat %s/keep.txt; ls %s" % (d, d)), "originalkeep.txt\n")
         if refused == 0:
             # Confined, not refused: reading still works.
-            res = gw.tool_ok("run_command", {"command": "cat %s/keep.txt" % d}, "read_only")
-            self.assertEqual(res["content"], "original")
+            self.assertEqual(gw.sh_ok("cat %s/keep.txt" % d, "read_only"), "original")
 
     def test_concurrent_commands_run_in_parallel(self):
         gw = self.gw
         t0 = time.monotonic()
-        ids = [gw.execute_req("run_command", {"command": "sleep 1; echo done%d" % i})
+        ids = [gw.execute_req("bash", {"command": "sleep 1; echo done%d" % i})
                for i in range(3)]
         for i, rid in enumerate(ids):
             r = gw.wait_reply(rid, 30)
-            self.assertIn("done%d" % i, r["data"]["content"])
+            self.assertIn("done%d" % i, r["data"]["structured_content"]["stdout"])
         took = time.monotonic() - t0
         self.assertLess(took, 2.5, "three 1 s commands took %.1f s: not concurrent" % took)
 
+    def test_run_in_background_starts_a_managed_process(self):
+        gw = self.gw
+        rec = gw.start("echo hi; sleep 0.2")
+        self.assertEqual((rec["lifecycle"], rec["owner_kind"], rec["root_thread_id"]),
+                         ("managed", "main_agent", gw.session))
+        self.assertEqual(rec["exit_code"], -1)
+        final = gw.wait_ended(rec["id"])
+        self.assertEqual((final["status"], final["exit_code"]), ("stopped", 0))
+        self.assertIn("hi", gw.read(rec["id"], offset=0)["Output"])
 
-class ForwardEnv(GatewayTestCase):
 
-    def test_forward_env_reaches_commands(self):
-        gw = self.gateway(binding={"environment": {"forward_env": {"SG_E2E_FWD": "fwd-value"}}})
-        res = gw.tool_ok("run_command", {"argv": ["env"]})
-        self.assertIn("SG_E2E_FWD=fwd-value", res["content"].splitlines())
-        self.assertNotIn(gw.canary, res["content"])
+class ForwardedEnvironment(GatewayTestCase):
+
+    def test_binding_environment_reaches_commands(self):
+        # binding.environment is the variables the host forwards.
+        gw = self.gateway(binding={"environment": {"SG_E2E_FWD": "fwd-value"}})
+        self.assertEqual(gw.sh_ok("printf %s \"$SG_E2E_FWD\""), "fwd-value")
+        self.assertNotIn(gw.canary, gw.sh_ok("env"))
 
 
 if __name__ == "__main__":
