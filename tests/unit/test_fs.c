@@ -26,6 +26,7 @@
 #include <cmocka.h>
 #include <jansson.h>
 
+#include "adapters/helper/fs.h"
 #include "adapters/helper/internal.h"
 #include "base/cancel.h"
 #include "base/limits.h"
@@ -320,46 +321,46 @@ static void test_read_text(void **state)
 {
 	struct fx *f = *state;
 
-	puts_file(f, "a.txt", "one\ntwo\nthree\n");
+	puts_file(f, "a.txt", "one\r\ntwo\nthree\n");
 	run(f, "read", "a.txt", NULL);
 	expect_ok(f);
-	assert_string_equal(str(f, "content"), "one\ntwo\nthree\n");
-	assert_int_equal(num(f, "size"), 14);
+	/* The host's view: the first line and multiples of 10 numbered. */
+	assert_string_equal(str(f, "content"), "1|one\n|two\n|three\n");
+	assert_string_equal(str(f, "text"), "one\r\ntwo\nthree\n");
+	assert_string_equal(str(f, "kind"), "text");
+	assert_int_equal(num(f, "size"), 15);
 	assert_int_equal(num(f, "total_lines"), 3);
-	assert_false(flag(f, "truncated"));
+	assert_int_equal(num(f, "num_lines"), 3);
+	assert_int_equal(num(f, "start_line"), 1);
+	/* The whole file's digest, whatever the window. */
+	assert_string_equal(str(f, "content_sha256"),
+			    "737cacfd55bc153855c76808d5ca28da6a8e36118f5b48bb7b6105a457cca25c");
+	assert_true(strncmp(str(f, "workspace_revision"), "fs:worktree:", 12) == 0);
+	assert_int_equal(strlen(str(f, "workspace_revision")), 12 + 16);
 	assert_string_equal(str(f, "path"), "a.txt");
 
 	run(f, "read", ROOT "/a.txt", "--offset", "2", "--limit", "1", NULL);
-	/* Truncation is said in the content too, with the offset to read on. */
-	assert_string_equal(str(f, "content"),
-			    "two\n[truncated: lines 2-2 shown; read on with offset=3]\n");
-	assert_int_equal(num(f, "next_offset"), 3);
-	assert_true(flag(f, "truncated"));
+	assert_string_equal(str(f, "content"), "2|two\n");
+	assert_string_equal(str(f, "text"), "two\n");
+	assert_int_equal(num(f, "num_lines"), 1);
 	assert_int_equal(num(f, "total_lines"), 3);
-
-	run(f, "read", "a.txt", "--offset", "2", "--limit", "2", NULL);
-	assert_string_equal(str(f, "content"), "two\nthree\n");
-	assert_false(flag(f, "truncated"));
-
-	run(f, "read", "a.txt", "--offset", "3", NULL);
-	assert_string_equal(str(f, "content"), "three\n");
-	assert_false(flag(f, "truncated"));
+	assert_string_equal(str(f, "content_sha256"),
+			    "737cacfd55bc153855c76808d5ca28da6a8e36118f5b48bb7b6105a457cca25c");
 
 	run(f, "read", "a.txt", "--offset", "9", NULL);
 	expect_ok(f);
 	assert_string_equal(str(f, "content"), "");
-
-	run(f, "read", "a.txt", "--max", "5", NULL);
-	/* Line 2 was cut: it is read again from its start. */
-	assert_string_equal(str(f, "content"),
-			    "one\nt\n[truncated: lines 1-1 shown; read on with offset=2]\n");
-	assert_int_equal(num(f, "next_offset"), 2);
-	assert_true(flag(f, "truncated"));
+	assert_int_equal(num(f, "num_lines"), 0);
 
 	puts_file(f, "noeol.txt", "x\ny");
 	run(f, "read", "noeol.txt", NULL);
 	assert_int_equal(num(f, "total_lines"), 2);
-	assert_string_equal(str(f, "content"), "x\ny");
+	assert_string_equal(str(f, "content"), "1|x\n|y\n");
+	assert_string_equal(str(f, "text"), "x\ny");
+
+	puts_file(f, "ten.txt", "1\n2\n3\n4\n5\n6\n7\n8\n9\n10\n11\n");
+	run(f, "read", "ten.txt", "--offset", "9", NULL);
+	assert_string_equal(str(f, "content"), "9|9\n10|10\n|11\n");
 
 	puts_file(f, "empty.txt", "");
 	run(f, "read", "empty.txt", NULL);
@@ -368,7 +369,7 @@ static void test_read_text(void **state)
 	assert_string_equal(str(f, "content"), "");
 }
 
-/* --raw: the JSON line carries content_bytes, the bytes follow verbatim. */
+/* --raw: the JSON line carries the views' lengths, the bytes follow. */
 static void test_read_raw(void **state)
 {
 	struct fx *f = *state;
@@ -386,10 +387,11 @@ static void test_read_raw(void **state)
 	assert_non_null(j);
 	assert_true(json_is_true(json_object_get(j, "ok")));
 	assert_null(json_object_get(j, "content"));
-	assert_int_equal(json_integer_value(json_object_get(j, "content_bytes")), 5);
+	assert_int_equal(json_integer_value(json_object_get(j, "content_bytes")), 8);
+	assert_int_equal(json_integer_value(json_object_get(j, "text_bytes")), 5);
 	assert_int_equal(json_integer_value(json_object_get(j, "total_lines")), 2);
-	assert_int_equal(f->out.len - (size_t)(nl + 1 - f->out.p), 5);
-	assert_memory_equal(nl + 1, "a\xff\nb\n", 5);
+	assert_int_equal(f->out.len - (size_t)(nl + 1 - f->out.p), 13);
+	assert_memory_equal(nl + 1, "1|a\xff\n|b\na\xff\nb\n", 13);
 	json_decref(j);
 }
 
@@ -400,16 +402,8 @@ static void test_read_utf8(void **state)
 	put(f, "bad.txt", "a\xff\xfe" "b\n", 5);
 	run(f, "read", "bad.txt", NULL);
 	expect_ok(f);
-	assert_string_equal(str(f, "content"), "a\xef\xbf\xbd\xef\xbf\xbd" "b\n");
+	assert_string_equal(str(f, "content"), "1|a\xef\xbf\xbd\xef\xbf\xbd" "b\n");
 	assert_int_equal(num(f, "size"), 5);
-
-	/* "é" is two bytes: a 3-byte window keeps one whole character. */
-	puts_file(f, "e.txt", "\xc3\xa9\xc3\xa9\xc3\xa9");
-	run(f, "read", "e.txt", "--max", "3", NULL);
-	assert_true(strncmp(str(f, "content"), "\xc3\xa9\n[truncated: line 1 is longer than 3 "
-			    "bytes", 35) == 0);
-	assert_int_equal(num(f, "next_offset"), 2);
-	assert_true(flag(f, "truncated"));
 }
 
 static void test_read_big(void **state)
@@ -417,39 +411,26 @@ static void test_read_big(void **state)
 	struct fx *f = *state;
 	size_t n = 200000, len = 0;
 	char *big = malloc(n * 8);
-	char want[96];
 
 	assert_non_null(big);
 	for (size_t i = 1; i <= n; i++)
 		len += (size_t)snprintf(big + len, 16, "%zu\n", i);
 	put(f, "big.txt", big, len);
 	run(f, "read", "big.txt", "--offset", "199999", "--limit", "1", NULL);
-	snprintf(want, sizeof(want),
-		 "199999\n[truncated: lines 199999-199999 shown; read on with offset=200000]\n");
-	assert_string_equal(str(f, "content"), want);
+	assert_string_equal(str(f, "content"), "199999|199999\n");
 	assert_int_equal(num(f, "total_lines"), 200000);
 	assert_int_equal(num(f, "size"), (json_int_t)len);
-	assert_true(flag(f, "truncated"));
-	assert_null(json_object_get(f->reply, "total_lines_partial"));
 
-	/*
-	 * Ten lines of a file larger than SG_READ_COUNT_MAX: the count stops
-	 * there, and says it is a lower bound.
-	 */
-	assert_true(len > SG_READ_COUNT_MAX);
+	/* No limit: the host's 256 KiB rule, with its sentence. */
+	run(f, "read", "big.txt", NULL);
+	expect_tool_error(f, "file too large (");
+	expect_tool_error(f, "bytes, max 262144). Use offset and limit to read portions");
 	run(f, "read", "big.txt", "--limit", "10", NULL);
-	assert_string_equal(str(f, "content"), "1\n2\n3\n4\n5\n6\n7\n8\n9\n10\n"
-			    "[truncated: lines 1-10 shown; read on with offset=11]\n");
-	assert_int_equal(num(f, "next_offset"), 11);
-	assert_true(flag(f, "total_lines_partial"));
-	assert_true(num(f, "total_lines") >= 10 && num(f, "total_lines") < 200000);
-	assert_int_equal(num(f, "size"), (json_int_t)len);
-	assert_true(flag(f, "truncated"));
-
-	/* Default window: clipped at SG_TOOL_OUTPUT bytes. */
-	run(f, "read", "big.txt", "--max", "1000", NULL);
-	assert_int_equal(strcspn(str(f, "content"), "["), 1000);
-	assert_true(flag(f, "truncated"));
+	assert_string_equal(str(f, "content"), "1|1\n|2\n|3\n|4\n|5\n|6\n|7\n|8\n|9\n10|10\n");
+	assert_int_equal(num(f, "total_lines"), 200000);
+	/* A window larger than a reply may hold is refused, as the host refuses. */
+	run(f, "read", "big.txt", "--limit", "200000", NULL);
+	expect_tool_error(f, "selected read range too large");
 	free(big);
 }
 
@@ -459,10 +440,16 @@ static void test_read_failures(void **state)
 	char p[512];
 
 	mk(f, "d");
+	puts_file(f, "d/Readme.md", "x");
 	run(f, "read", "nope.txt", NULL);
-	expect_tool_error(f, "nope.txt: no such file or directory");
+	expect_tool_error(f, "File not found: nope.txt");
+	assert_null(strstr(str(f, "tool_error"), "Did you mean"));
+	run(f, "read", "d/readme.md", NULL);
+	expect_tool_error(f, "File not found: d/readme.md. Did you mean: d/Readme.md?");
+	run(f, "read", "d/Readme", NULL);
+	expect_tool_error(f, "Did you mean: d/Readme.md?");
 	run(f, "read", "d", NULL);
-	expect_tool_error(f, "is a directory");
+	expect_tool_error(f, "path is a directory: d. Use list_files");
 	run(f, "read", "../etc/passwd", NULL);
 	expect_error(f, "path_escape",
 		     "../etc/passwd resolves outside the workspace root");
@@ -475,11 +462,132 @@ static void test_read_failures(void **state)
 	path_of(f, "fifo", p, sizeof(p));
 	assert_int_equal(mkfifo(p, 0600), 0);
 	run(f, "read", "fifo", NULL);
-	expect_tool_error(f, "not a regular file");
+	expect_tool_error(f, "read_file requires a regular file: fifo");
+	put(f, "nul.bin", "ab\0cd", 5);
+	run(f, "read", "nul.bin", NULL);
+	expect_tool_error(f, "unsupported binary file");
 	run(f, "read", "a", "b", NULL);
 	expect_error(f, "invalid_argument", NULL);
 	run(f, "read", "x", "--limit", "-1", NULL);
 	expect_error(f, "invalid_argument", "--limit");
+}
+
+/* The host's sensitive paths: refused unless unconfined. */
+static void test_read_sensitive(void **state)
+{
+	struct fx *f = *state;
+
+	mk(f, "k");
+	puts_file(f, ".env.local", "T=1\n");
+	puts_file(f, "k/id_ed25519", "key\n");
+	puts_file(f, "my-credentials.json", "{}\n");
+	puts_file(f, "credentials.go", "package x\n");
+	run(f, "read", ".env.local", NULL);
+	expect_error(f, "permission_denied", "refuses to read sensitive path \".env.local\" "
+		     "(.env file)");
+	run(f, "read", "k/id_ed25519", NULL);
+	expect_error(f, "permission_denied", "SSH private key");
+	run(f, "read", "my-credentials.json", NULL);
+	expect_error(f, "permission_denied", "credential or secret path");
+	/* Source about credentials is not a credential store. */
+	run(f, "read", "credentials.go", NULL);
+	expect_ok(f);
+	run(f, "read", "--unconfined", ".env.local", NULL);
+	expect_ok(f);
+	assert_string_equal(str(f, "content"), "1|T=1\n");
+	assert_string_equal(sg_fs_sensitive("a/.git/config"), "version-control metadata");
+	assert_string_equal(sg_fs_sensitive("x/PRIVATE_KEY.pem"), "private key path");
+	assert_null(sg_fs_sensitive("src/main.c"));
+}
+
+/* PNG, JPEG, GIF and WebP by their bytes: whole, base64, with dimensions. */
+static void test_read_image(void **state)
+{
+	struct fx *f = *state;
+	static const char png[] = "\x89PNG\r\n\x1a\n\0\0\0\rIHDR\0\0\0\x03\0\0\0\x02\x08\x06\0\0\0";
+	static const char gif[] = "GIF89a\x05\0\x07\0\0\0\0,\0\0\0\0\x05\0\x07\0\0\x02\x01\0\0;";
+
+	put(f, "p.png", png, sizeof(png) - 1);
+	run(f, "read", "p.png", NULL);
+	expect_ok(f);
+	assert_string_equal(str(f, "kind"), "image");
+	assert_string_equal(str(f, "media_type"), "image/png");
+	assert_int_equal(num(f, "width"), 3);
+	assert_int_equal(num(f, "height"), 2);
+	assert_string_equal(str(f, "data"), "iVBORw0KGgoAAAANSUhEUgAAAAMAAAACCAYAAAA=");
+	put(f, "g.gif", gif, sizeof(gif) - 1);
+	run(f, "read", "g.gif", NULL);
+	expect_ok(f);
+	assert_int_equal(num(f, "width"), 5);
+	assert_int_equal(num(f, "height"), 7);
+	put(f, "bad.png", png, 12);
+	run(f, "read", "bad.png", NULL);
+	expect_tool_error(f, "cannot decode image");
+}
+
+/* One revision for every command: it moves with the tree's files. */
+static void test_revision(void **state)
+{
+	struct fx *f = *state;
+	char first[64];
+
+	puts_file(f, "a.txt", "1\n");
+	run(f, "revision", NULL);
+	expect_ok(f);
+	snprintf(first, sizeof(first), "%s", str(f, "workspace_revision"));
+	assert_true(strncmp(first, "fs:worktree:", 12) == 0);
+	run(f, "revision", NULL);
+	assert_string_equal(str(f, "workspace_revision"), first);
+	/* Version-control and dot directories are not part of it. */
+	mk(f, ".git");
+	puts_file(f, ".git/HEAD", "x\n");
+	run(f, "revision", NULL);
+	assert_string_equal(str(f, "workspace_revision"), first);
+	puts_file(f, "a.txt", "2\n");
+	run(f, "revision", NULL);
+	assert_string_not_equal(str(f, "workspace_revision"), first);
+	run(f, "list", NULL);
+	assert_string_not_equal(str(f, "workspace_revision"), first);
+}
+
+/*
+ * --unconfined where the helper runs in the environment (no --host-root):
+ * a path outside root resolves and comes back absolute.  In-process on
+ * the host it is refused instead.
+ */
+static void test_unconfined(void **state)
+{
+	struct fx *f = *state;
+	char root[512], *argv[8];
+
+	puts_file(f, "in.txt", "in\n");
+	snprintf(root, sizeof(root), "%s", f->dir);
+	argv[0] = "read", argv[1] = "--unconfined", argv[2] = "--root", argv[3] = root;
+	argv[4] = "--", argv[5] = "/etc/hostname", argv[6] = NULL;
+	sg_buf_reset(&f->out);
+	assert_int_equal(sg_helper_fs(6, argv, NULL, 0, &f->out, NULL), 0);
+	json_decref(f->reply);
+	f->reply = json_loadb(f->out.p, f->out.len, 0, NULL);
+	expect_ok(f);
+	assert_string_equal(str(f, "path"), "/etc/hostname");
+	argv[5] = "../../../../../../etc";
+	argv[0] = "list";
+	sg_buf_reset(&f->out);
+	assert_int_equal(sg_helper_fs(6, argv, NULL, 0, &f->out, NULL), 0);
+	json_decref(f->reply);
+	f->reply = json_loadb(f->out.p, f->out.len, 0, NULL);
+	expect_ok(f);
+	assert_string_equal(str(f, "path"), "/etc");
+	argv[5] = "in.txt";
+	argv[0] = "read";
+	sg_buf_reset(&f->out);
+	assert_int_equal(sg_helper_fs(6, argv, NULL, 0, &f->out, NULL), 0);
+	json_decref(f->reply);
+	f->reply = json_loadb(f->out.p, f->out.len, 0, NULL);
+	assert_string_equal(str(f, "path"), "in.txt");
+	/* In-process on this host: the host's files are never reached. */
+	run(f, "read", "--unconfined", "/etc/hostname", NULL);
+	expect_error(f, "permission_denied", "outside the workspace root");
 }
 
 /* ---- write, base64 ---- */
@@ -582,47 +690,16 @@ static void test_write_links_and_refusals(void **state)
 	assert_false(exists(f, ".env"));
 }
 
+/* No base64 either way: the host's read_file and write_file take text. */
 static void test_base64(void **state)
 {
 	struct fx *f = *state;
-	const unsigned char bin[] = { 0x00, 0xff, 0x10, '\n', 0x80, 'A' };
-	const char *b64 = "AP8QCoBB";
-	char *data;
-	size_t n;
 
-	{
-		char p[512];
-		FILE *fp;
-
-		path_of(f, "bin", p, sizeof(p));
-		fp = fopen(p, "wb");
-		assert_non_null(fp);
-		assert_int_equal(fwrite(bin, 1, sizeof(bin), fp), sizeof(bin));
-		assert_int_equal(fclose(fp), 0);
-	}
-	data = slurp(f, "bin", &n);
-	assert_int_equal(n, sizeof(bin));
-	free(data);
-
-	run(f, "read", "bin", "--base64", NULL);
-	expect_ok(f);
-	assert_string_equal(str(f, "content"), b64);
-	assert_int_equal(num(f, "size"), sizeof(bin));
-	assert_false(flag(f, "truncated"));
-
-	/* Padding. */
 	puts_file(f, "p1", "a");
-	run(f, "read", "p1", "--base64", NULL);
-	assert_string_equal(str(f, "content"), "YQ==");
-	puts_file(f, "p3", "abc");
-	run(f, "read", "p3", "--base64", NULL);
-	assert_string_equal(str(f, "content"), "YWJj");
-	/* write takes text only, as the host's write_file does. */
-	run_in(f, "YQ==", 4, "write", "p2", "--base64", NULL);
-	expect_error(f, "invalid_argument", "--base64");
-
-	run(f, "read", "bin", "--base64", "--max", "3", NULL);
-	expect_error(f, "too_large", NULL);
+	run(f, "read", "--base64", "p1", NULL);
+	expect_error(f, "invalid_argument", NULL);
+	run_in(f, "YQ==", 4, "write", "--base64", "p2", NULL);
+	expect_error(f, "invalid_argument", NULL);
 }
 
 /* ---- edit ---- */
@@ -694,118 +771,91 @@ static void test_edit(void **state)
 static void test_list(void **state)
 {
 	struct fx *f = *state;
+	json_t *e;
 
 	puts_file(f, "a.txt", "1");
 	mk(f, "b");
 	puts_file(f, "b/c.txt", "22");
-	mk(f, "b/d");
-	puts_file(f, "b/d/e.txt", "333");
 	puts_file(f, ".hidden", "");
+	puts_file(f, ".env", "X=1\n");
+	mk(f, ".git");
 	ln(f, "a.txt", "link");
 	ln(f, "/etc", "z_etc");
 
 	run(f, "list", NULL);
 	expect_ok(f);
+	assert_string_equal(str(f, "path"), ".");
+	/* One level, sorted, dot names too; links are entries, never followed. */
+	e = json_object_get(f->reply, "entries");
+	assert_int_equal(json_array_size(e), 5);
 	{
-		char want[256];
-		struct stat st;
-		char p[512];
+		char *got = json_dumps(e, JSON_COMPACT | JSON_SORT_KEYS);
 
-		path_of(f, "b", p, sizeof(p));
-		assert_int_equal(stat(p, &st), 0);
-		snprintf(want, sizeof(want),
-			 "f 1 a.txt\nd %lld b/\nl 5 link\nl 4 z_etc\n",
-			 (long long)st.st_size);
-		assert_string_equal(str(f, "content"), want);
+		assert_string_equal(got,
+				    "[{\"is_dir\":false,\"name\":\".hidden\",\"path\":\".hidden\","
+				    "\"size\":0},{\"is_dir\":false,\"name\":\"a.txt\",\"path\":"
+				    "\"a.txt\",\"size\":1},{\"is_dir\":true,\"name\":\"b\",\"path\":"
+				    "\"b\"},{\"is_dir\":false,\"name\":\"link\",\"path\":\"link\","
+				    "\"size\":5},{\"is_dir\":false,\"name\":\"z_etc\",\"path\":"
+				    "\"z_etc\",\"size\":4}]");
+		free(got);
 	}
-	assert_int_equal(num(f, "entries"), 4);
-	assert_false(flag(f, "truncated"));
+	assert_int_equal(num(f, "total"), 7);
+	assert_int_equal(num(f, "visible_total"), 5);
+	assert_int_equal(num(f, "omitted_protected"), 2);
+	assert_false(flag(f, "has_more"));
+	assert_int_equal(strlen(str(f, "listing")), 64);
 
-	run(f, "list", ".", "--depth", "3", NULL);
-	{
-		const char *c = str(f, "content");
-		const char *a = strstr(c, " a.txt\n"), *b = strstr(c, " b/\n"),
-			   *bc = strstr(c, "f 2 b/c.txt\n"),
-			   *bd = strstr(c, " b/d/\n"),
-			   *bde = strstr(c, "f 3 b/d/e.txt\n"),
-			   *l = strstr(c, " link\n");
-
-		assert_true(a && b && bc && bd && bde && l);
-		assert_true(a < b && b < bc && bc < bd && bd < bde && bde < l);
-	}
-	assert_int_equal(num(f, "entries"), 7);
-
-	run(f, "list", "--hidden", NULL);
-	assert_true(strncmp(str(f, "content"), "f 0 .hidden\n", 12) == 0);
-	assert_int_equal(num(f, "entries"), 5);
-
-	run(f, "list", "--max", "2", NULL);
-	assert_int_equal(num(f, "entries"), 2);
-	assert_true(flag(f, "truncated"));
-	/* The content says so too, as its last line. */
-	assert_non_null(strstr(str(f, "content"),
-			       "\n[truncated: the first 2 entries shown; list a subdirectory, "
-			       "or a smaller depth, for the rest]\n"));
-	run(f, "list", "--max", "4", NULL);
-	assert_false(flag(f, "truncated"));
-	assert_null(strstr(str(f, "content"), "[truncated"));
+	run(f, "list", "--unconfined", NULL);
+	assert_int_equal(num(f, "visible_total"), 7);
 
 	run(f, "list", "b", NULL);
-	assert_true(strstr(str(f, "content"), "f 2 b/c.txt\n") != NULL);
-	assert_int_equal(num(f, "entries"), 2);
+	e = json_array_get(json_object_get(f->reply, "entries"), 0);
+	assert_string_equal(json_string_value(json_object_get(e, "path")), "b/c.txt");
 
 	run(f, "list", "a.txt", NULL);
-	expect_tool_error(f, "not a directory");
+	expect_tool_error(f, "path is not a directory: a.txt. Use read_file to inspect files");
 	run(f, "list", "nope", NULL);
 	expect_tool_error(f, "no such file");
 	run(f, "list", "z_etc", NULL);
 	expect_error(f, "path_escape", NULL);
+	run(f, "list", ".git", NULL);
+	expect_error(f, "permission_denied", "list_files refuses to list sensitive path");
 }
 
 /*
- * A listing cut at --max K shows exactly the first K entries of the whole
- * one, in tree order, for every K: the names of a directory are kept only
- * as far as the listing can still show them, in a bounded heap.
+ * Pages of 1000 from --offset: each page is the next part of the whole,
+ * and the digest names the whole listing, whatever the page.
  */
-static void test_list_cut_matches_the_whole(void **state)
+static void test_list_pages(void **state)
 {
 	struct fx *f = *state;
-	char name[64], whole[4096], want[4096];
-	const char *c;
-	int64_t total;
+	char name[64], listing[80];
+	json_t *e;
 
 	mk(f, "many");
-	/* Made out of order, with dot names among them, and one subdirectory. */
-	for (int i = 0; i < 40; i++) {
-		int k = (i * 17) % 40;
-
-		snprintf(name, sizeof(name), k % 9 == 4 ? "many/.h%02d" : "many/n%02d", k);
-		if (k == 21)
-			mk(f, name);
-		else
-			puts_file(f, name, "x");
+	for (int i = 0; i < 1003; i++) {
+		snprintf(name, sizeof(name), "many/n%04d", (i * 7) % 1003);
+		puts_file(f, name, "x");
 	}
-	puts_file(f, "many/n21/inner", "y");
-	run(f, "list", "many", "--depth", "2", NULL);
+	run(f, "list", "many", NULL);
 	expect_ok(f);
-	assert_false(flag(f, "truncated"));
-	total = num(f, "entries");
-	assert_int_equal(total, 40 - 4 + 1);
-	snprintf(whole, sizeof(whole), "%s", str(f, "content"));
-	for (int64_t k = 1; k <= total; k++) {
-		const char *end = whole;
-
-		for (int64_t i = 0; i < k; i++)
-			end = strchr(end, '\n') + 1;
-		snprintf(want, sizeof(want), "%.*s", (int)(end - whole), whole);
-		snprintf(name, sizeof(name), "%lld", (long long)k);
-		run(f, "list", "many", "--depth", "2", "--max", name, NULL);
-		expect_ok(f);
-		c = str(f, "content");
-		assert_int_equal(num(f, "entries"), k);
-		assert_true(strncmp(c, want, strlen(want)) == 0);
-		assert_int_equal(flag(f, "truncated"), k < total);
-	}
+	assert_int_equal(json_array_size(json_object_get(f->reply, "entries")), 1000);
+	assert_true(flag(f, "has_more"));
+	assert_int_equal(num(f, "visible_total"), 1003);
+	snprintf(listing, sizeof(listing), "%s", str(f, "listing"));
+	run(f, "list", "many", "--offset", "1000", NULL);
+	e = json_object_get(f->reply, "entries");
+	assert_int_equal(json_array_size(e), 3);
+	assert_string_equal(json_string_value(json_object_get(json_array_get(e, 0), "name")),
+			    "n1000");
+	assert_false(flag(f, "has_more"));
+	assert_string_equal(str(f, "listing"), listing);
+	run(f, "list", "many", "--offset", "5000", NULL);
+	assert_int_equal(json_array_size(json_object_get(f->reply, "entries")), 0);
+	puts_file(f, "many/zz", "y");
+	run(f, "list", "many", "--offset", "1000", NULL);
+	assert_string_not_equal(str(f, "listing"), listing);
 }
 
 /* ---- glob ---- */
@@ -1226,25 +1276,22 @@ static void test_hostile_names(void **state)
 
 	hostile_tree(f);
 
-	/* One entry is one line, and the count says so. */
+	/* One entry is one name, exactly as it is: a JSON string. */
 	run(f, "list", NULL);
 	expect_ok(f);
-	c = str(f, "content");
-	assert_int_equal(num(f, "entries"), 7);
-	assert_int_equal(count_lines(c), 7);
-	assert_true(has_line(c, "f 7 \"evil\\ninnocent.txt\""));
-	assert_true(has_line(c, "f 7 innocent.txt"));
-	assert_true(has_line(c, "f 7 \"t\\tq\\\"b\\\\s\\001\\177.txt\""));
-	assert_true(has_line(c, "f 7 plain\"quote\\.txt"));
-	assert_non_null(strstr(c, " \"d\\nx/\"\n"));
-	run(f, "list", "--depth", "2", NULL);
-	assert_int_equal(num(f, "entries"), 9);
-	assert_int_equal(count_lines(str(f, "content")), 9);
-	assert_true(has_line(str(f, "content"), "f 7 \"d\\nx/f.txt\""));
-	assert_true(has_line(str(f, "content"), "f 7 " NOTICE_QUOTED));
-	run(f, "list", "--depth", "2", "--max", "3", NULL);
-	assert_int_equal(num(f, "entries"), 3);
-	assert_int_equal(count_lines(str(f, "content")), 4); /* and the marker */
+	{
+		json_t *e = json_object_get(f->reply, "entries");
+		const char *want[] = { "d\nx", "evil\ninnocent.txt", "innocent.txt",
+				       "plain\"quote\\.txt", "t\tq\"b\\s\001\177.txt", "x" };
+
+		assert_int_equal(json_array_size(e), 7);
+		for (size_t i = 0; i < sizeof(want) / sizeof(*want); i++)
+			assert_string_equal(json_string_value(json_object_get(
+						    json_array_get(e, i), "name")), want[i]);
+	}
+	run(f, "list", "d\nx", NULL);
+	assert_string_equal(json_string_value(json_object_get(json_array_get(
+				    json_object_get(f->reply, "entries"), 0), "path")), "d\nx/f.txt");
 
 	run(f, "glob", "**", NULL);
 	expect_ok(f);
@@ -1599,8 +1646,8 @@ static void *hammer(void *arg)
 			continue;
 		}
 		j = json_loadb(out.p, out.len, 0, NULL);
-		if (!j || !json_is_string(json_object_get(j, "content")) ||
-		    strcmp(json_string_value(json_object_get(j, "content")),
+		if (!j || !json_is_string(json_object_get(j, "text")) ||
+		    strcmp(json_string_value(json_object_get(j, "text")),
 			   body) != 0)
 			w->failures++;
 		json_decref(j);
@@ -1665,12 +1712,16 @@ int main(void)
 		T(test_read_utf8),
 		T(test_read_big),
 		T(test_read_failures),
+		T(test_read_sensitive),
+		T(test_read_image),
+		T(test_revision),
+		T(test_unconfined),
 		T(test_write),
 		T(test_write_links_and_refusals),
 		T(test_base64),
 		T(test_edit),
 		T(test_list),
-		T(test_list_cut_matches_the_whole),
+		T(test_list_pages),
 		T(test_glob),
 		T(test_glob_many),
 		T(test_glob_nested_globstars),

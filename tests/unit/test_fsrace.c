@@ -247,34 +247,25 @@ static bool foreign(const char *text)
 }
 
 /*
- * Whether every line of a listing ("<type> <size> <path>") names what the
- * tools make inside: the two files (at their inside size), the tree that
- * leads to them for the / case, and the entries the loop creates.
+ * Whether every entry of a listing ({name, path, is_dir, size}) names what
+ * the tools make inside: the two files (at their inside size), the tree
+ * that leads to them for the / case, and the entries the loop creates.
  */
-static bool listing_inside(const char *text)
+static bool listing_inside(json_t *entries)
 {
-	const char *made[] = { "new-", "dir-", "moved-", ".new-", "tmp/" };
+	const char *made[] = { "new-", "dir-", "moved-", ".new-", "tmp" };
+	size_t k;
+	json_t *e;
 
-	for (const char *l = text; *l;) {
-		const char *nl = strchr(l, '\n'), *path, *base;
-		char line[512];
+	if (!json_is_array(entries))
+		return false;
+	json_array_foreach(entries, k, e) {
+		const char *path = str(e, "path"), *base = str(e, "name");
+		json_int_t size = json_integer_value(json_object_get(e, "size"));
 		bool known = false;
-		long size;
-		size_t n = nl ? (size_t)(nl - l) : strlen(l);
 
-		snprintf(line, sizeof(line), "%.*s", (int)n, l);
-		l += n + (nl ? 1 : 0);
-		path = strchr(line + 2, ' ');
-		if (!path)
-			return false;
-		size = strtol(line + 2, NULL, 10);
-		path++;
-		if (line[strlen(line) - 1] == '/')
-			line[strlen(line) - 1] = '\0';
-		base = strrchr(path, '/');
-		base = base && base[1] ? base + 1 : path;
 		if (!strcmp(base, "environ") || !strcmp(base, "victim"))
-			known = size == (long)strlen(INSIDE);
+			known = size == (json_int_t)strlen(INSIDE);
 		for (size_t i = 0; i < sizeof(made) / sizeof(*made); i++)
 			if (!strncmp(base, made[i], strlen(made[i])) ||
 			    !strncmp(path, "d/tmp", 5))
@@ -296,14 +287,14 @@ static void round_of_tools(struct fx *f, int i, bool with_grep)
 
 	r = fs(f, NULL, "read", "--", path, NULL);
 	if (json_is_true(json_object_get(r, "ok")) &&
-	    strcmp(str(r, "content"), INSIDE) != 0)
+	    (strcmp(str(r, "text"), INSIDE) != 0 || foreign(f->out.p)))
 		escaped(f, "read");
 
-	r = fs(f, NULL, "read", "--base64", "--", path, NULL);
+	r = fs(f, NULL, "read", "--limit", "1", "--", path, NULL);
 	if (json_is_true(json_object_get(r, "ok")) &&
 	    json_integer_value(json_object_get(r, "size")) !=
 		    (json_int_t)strlen(INSIDE))
-		escaped(f, "read --base64");
+		escaped(f, "read --limit");
 
 	r = fs(f, NULL, "stat", "--", path, NULL);
 	if (json_is_true(json_object_get(r, "ok")) &&
@@ -312,9 +303,9 @@ static void round_of_tools(struct fx *f, int i, bool with_grep)
 		escaped(f, "stat");
 
 	snprintf(name, sizeof(name), "d%s", f->sub);
-	r = fs(f, NULL, "list", "--hidden", "--", name, NULL);
+	r = fs(f, NULL, "list", "--", name, NULL);
 	if (json_is_true(json_object_get(r, "ok")) &&
-	    !listing_inside(str(r, "content")))
+	    !listing_inside(json_object_get(r, "entries")))
 		escaped(f, "list");
 
 	r = fs(f, NULL, "glob", "--", "d/**/environ", NULL);
