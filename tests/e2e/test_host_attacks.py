@@ -89,6 +89,8 @@ class HostAttacks(GatewayTestCase):
         gw.close_stdout()
         gw.send_raw(("\n".join(burst) + "\n").encode())
         gw.wait_exit(60)
+        self.assertTrue(glob.glob(os.path.join(gw.state_dir, "local", "*", "workspace")),
+                        "the kept workspace is not where the files are counted")
         written = glob.glob(os.path.join(gw.state_dir, "local", "*", "workspace", "burst-*"))
         self.assertLess(len(written), n // 4,
                         "%d of %d requests ran after the output died" % (len(written), n))

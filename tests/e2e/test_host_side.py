@@ -2,8 +2,8 @@
 
 On the local backend a command's way into its sandbox passes through
 processes that run on this host with sandgate's user and sandgate's view:
-`sg-helper cgroup-exec`, bubblewrap, and the status file the gateway reads
-back.  Two attackers try to reach them:
+`sg-helper cgroup-exec`, bubblewrap, and the process supervisor whose
+final record the gateway reads back.  Two attackers try to reach them:
 
 - the host, through the variables it forwards (binding.environment, which
   every command gets) or process/start's `env`: LD_PRELOAD naming a library
@@ -11,11 +11,11 @@ back.  Two attackers try to reach them:
   into a process outside the sandbox (it would run as sandgate, read
   sandgate's environment, and leave the cgroup before the command joins
   it);
-- a command, through the file `sg-helper status` writes into the
-  environment's /tmp when the command ends: a FIFO or a link where the
-  status goes must neither hang the gateway nor let the unconfined status
-  writer overwrite a file the command may not write itself (a process
-  record in the control directory);
+- a command, through the file its supervisor writes when the command ends
+  (record.tmp in the command's own process directory, which an
+  `unconfined` command can write; bash runs every command as a process): a FIFO or
+  a link there must neither hang the gateway nor let the supervisor write
+  through the link into another process's record;
 - a command, through the process records the gateway reads and acts on
   (they live where the environment writes): a record naming a host
   process group, or one past a pid_t, is never signalled by process/stop
@@ -63,20 +63,25 @@ __attribute__((constructor)) static void mark(void)
 }
 """
 
-# Run inside the environment: find this command's own status file in its
-# parent's argv (sg-helper status --file F -- ...), put a FIFO or a link to
-# a process record there, and guess the next few names as well.
+# Run inside the environment: find this command's own process directory in
+# its supervisor's argv (sg-helper proc spawn --ctl C --id ID, an ancestor),
+# put a FIFO or a link to another process's record where the supervisor
+# writes its final record (ID/record.tmp), and say where.
 PLANT = textwrap.dedent(r"""
-    import os, re, sys
-    args = open('/proc/%d/cmdline' % os.getppid(), 'rb').read().split(b'\0')
-    own = [a.decode() for a in args if b'/.status-' in a][0]
-    m = re.match(r'(.*-)(\d+)((?:-[0-9a-f]+)?)$', own)
-    names = [own] + [m.group(1) + str(int(m.group(2)) + i) + m.group(3) for i in range(1, 6)]
-    for name in names:
-        if sys.argv[1] == 'fifo':
-            os.mkfifo(name)
-        else:
-            os.symlink(sys.argv[2], name)
+    import os, sys
+    pid = os.getppid()
+    while pid > 1:
+        args = [a.decode() for a in open('/proc/%d/cmdline' % pid, 'rb').read().split(b'\0')]
+        if '--ctl' in args and '--id' in args:
+            break
+        pid = int(open('/proc/%d/stat' % pid).read().rsplit(')', 1)[1].split()[1])
+    name = os.path.join(args[args.index('--ctl') + 1], args[args.index('--id') + 1],
+                        'record.tmp')
+    if sys.argv[1] == 'fifo':
+        os.mkfifo(name)
+    else:
+        os.symlink(sys.argv[2], name)
+    print('planted', name)
 """)
 
 
@@ -310,31 +315,41 @@ class HostSide(GatewayTestCase):
         listed = gw.ok("process/list")
         self.assertLessEqual(len(listed), 1, [p["id"] for p in listed])
 
-    # -- the status file -------------------------------------------------
+    # -- the supervisor's final record ------------------------------------
 
-    def test_fifo_at_the_status_file_hangs_nothing(self):
+    def test_fifo_at_the_final_record_hangs_nothing(self):
         gw = self.gateway_in_sandbox()
-        # Its own status file and the next ones' (as far as it can guess).
+        # A confined command cannot write the control directory at all;
+        # an unconfined one can.
         r = gw.sh("python3 -c %s fifo" % shell_quote(PLANT), timeout_seconds=10)
         if r["exit_code"] == 127:
             self.skipTest("no python3 in the sandbox")
-        self.assertFalse(r["timed_out"], r)
+        self.assertIn("Permission denied", r["output"], r)
+        r = gw.sh("python3 -c %s fifo" % shell_quote(PLANT), "unconfined", timeout_seconds=10)
+        self.assertIn("planted", r["output"], r)
+        self.assertEqual((r["exit_code"], r["timed_out"]), (0, False), r)
         r = gw.sh("echo hello", timeout_seconds=10)
         self.assertEqual((r["exit_code"], r["timed_out"], r["output"]), (0, False, "hello\n"))
 
-    def test_link_at_the_status_file_writes_nothing_through_it(self):
+    def test_link_at_the_final_record_writes_nothing_through_it(self):
         gw = self.gateway_in_sandbox()
         pid = gw.start("sleep 60")["id"]
         record = "/run/sandgate/ctl/proc/%s/record.json" % pid
         before = gw.call("process/get", {"id": pid})
         self.assertIn("data", before, before)
-        r = gw.sh("python3 -c %s link %s" % (shell_quote(PLANT), record))
+        # The planting command ends with exit 3: its final record, written
+        # through the link, would make the sleeper's record say so.
+        r = gw.sh("python3 -c %s link %s; exit 3" % (shell_quote(PLANT), record), "unconfined")
         if r["exit_code"] == 127:
             self.skipTest("no python3 in the sandbox")
-        self.assertEqual(gw.sh("exit 3")["exit_code"], 3)
+        self.assertIn("planted", r["output"], r)
+        self.assertEqual(r["exit_code"], 3)
+        self.assertEqual(gw.sh("exit 4")["exit_code"], 4)
         after = gw.call("process/get", {"id": pid})
         self.assertIn("data", after, after)
-        self.assertEqual(after["data"]["status"], "running")
+        self.assertEqual((after["data"]["id"], after["data"]["status"], after["data"]["command"]),
+                         (pid, "running", "sleep 60"))
+        self.assertIn('"sleep 60"', gw.sh_ok("cat %s" % record))
         stop = gw.call("process/stop", {"id": pid})
         self.assertIn("data", stop, stop)
 
