@@ -272,10 +272,14 @@ class ToolShapes(unittest.TestCase):
         view, _ = self.view("process", {"action": "write", "process_id": pid,
                                         "input": "ping\n"})
         self.assertKeys(view, exact=PROCESS_WRITE)
-        view, _ = self.view("process", {"action": "read", "process_id": pid,
-                                        "offset_bytes": 0, "wait_ms": 2000})
-        self.assertKeys(view, exact=PROCESS_READ)
-        self.assertIn("ping", view["output"])
+        deadline = time.monotonic() + 15 * SLACK
+        while True:
+            view, _ = self.view("process", {"action": "read", "process_id": pid,
+                                            "offset_bytes": 0, "wait_ms": 2000})
+            self.assertKeys(view, exact=PROCESS_READ)
+            if "ping" in view["output"] or time.monotonic() > deadline:
+                break
+        self.assertIn("ping", view["output"], "the input written never showed")
         view, _ = self.view("process", {"action": "update", "process_id": pid,
                                         "completion_mode": "detached"})
         self.assertKeys(view, exact=PROCESS_UPDATE)
