@@ -294,8 +294,9 @@ static void probe_lines(struct probe_run *r, struct sg_buf *b, bool is_err)
 			/* The first command: what a tool call costs once ready. */
 			if (!json_object_get(j, "data") ||
 			    !send_line(r->in, "{\"id\":\"probe-cmd\",\"method\":\"execute\",\"token\":\"probe\","
-					   "\"data\":{\"tool\":\"run_command\",\"call\":{\"id\":\"c1\","
-					   "\"arguments\":\"{\\\"command\\\":\\\"true\\\"}\"}}}\n"))
+					   "\"data\":{\"call\":{\"id\":\"c1\",\"name\":\"bash\","
+					   "\"arguments\":\"{\\\"command\\\":\\\"true\\\"}\",\"kind\":\"function\"},"
+					   "\"permission_mode\":\"standard\",\"actor\":\"probe\"}}\n"))
 				probe_close_in(r);
 		} else if (id && strcmp(id, "probe-cmd") == 0 && !r->cmd) {
 			r->cmd = json_incref(j);
@@ -309,7 +310,7 @@ static void probe_lines(struct probe_run *r, struct sg_buf *b, bool is_err)
 
 /*
  * Run argv (this binary as `serve`, progress as JSON on its stderr), send
- * the initialize, then one run_command, keeping stdin open until each reply
+ * the initialize, then one bash command, keeping stdin open until each reply
  * arrived (an EOF earlier would cancel the request); then close stdin and
  * wait for the clean shutdown.
  */
