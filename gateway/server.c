@@ -173,6 +173,26 @@ static void unknown_method(struct sg_session *s, json_t *id, const char *name)
 }
 
 /*
+ * cancel and callback, acted on here and never answered (protocol sections
+ * 5 and 7); false for any other frame.
+ */
+static bool without_reply(struct server *sv, json_t *frame, json_t *id, const char *name,
+			  int state)
+{
+	if (strcmp(name, cancel_word) == 0) {
+		if (id)
+			sg_pool_cancel(&sv->pool, id);
+		return true;
+	}
+	if (strcmp(name, callback_word) == 0) {
+		if (state == SG_S_READY)
+			do_callback(sv, frame);
+		return true;
+	}
+	return false;
+}
+
+/*
  * Check a request and answer what needs no worker; returns the method to
  * run, or NULL once the frame was answered (or, for cancel and callback,
  * acted on) here.  The order is the host worker's: the token first, then
@@ -199,16 +219,8 @@ static const struct method *route(struct server *sv, json_t *frame)
 		return NULL;
 	}
 	name = json_is_string(m) ? json_string_value(m) : "";
-	if (strcmp(name, cancel_word) == 0) {
-		if (id)
-			sg_pool_cancel(&sv->pool, id);
+	if (without_reply(sv, frame, id, name, state))
 		return NULL;
-	}
-	if (strcmp(name, callback_word) == 0) {
-		if (state == SG_S_READY)
-			do_callback(sv, frame);
-		return NULL;
-	}
 	if (!id) {
 		send_error_code(s, sv->no_id, SG_E_INVALID_REQUEST,
 				"the request has no id (a non-empty string or an integer)");
