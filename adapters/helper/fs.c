@@ -468,19 +468,19 @@ static sg_err b64_encode(struct sg_buf *o, const unsigned char *s, size_t n)
 /*
  * The host's workspace revision for a tree that is not read through git:
  * "fs:worktree:" and the first 16 hex digits of a SHA-256 over the tree's
- * files in walk order (each directory's names sorted), each recorded as
- * "file\t<path>\t<size>\t<sha256 of its first REV_FILE_BYTES>\n", links
- * as "symlink\t<path>\t<target>\n", anything else as "special\t<path>\n",
- * then a summary line.  Skipped: dot directories and the dependency and
- * cache directories the host skips.  The walk stops counting past
- * REV_FILES files or REV_BYTES bytes hashed (the summary says truncated),
- * and gives up after REV_DEADLINE_MS, when the revision is "" as the
- * host's is.  No git runs here: the helper may run in-process on the
- * host, where a repository's configuration must never run a program.
+ * entries in walk order (each directory's names sorted): a file as
+ * "file\t<path>\t<size>\t<mtime ns>\t<ctime ns>\t<inode>\n", a link as
+ * "symlink\t<path>\t<target>\n", anything else as "special\t<path>\n",
+ * then a summary line.  The host hashes each file's first MiB; its status
+ * from the inode instead (every write moves ctime) keeps a read of a
+ * 5,000-file tree at a few milliseconds, where the contents took 400.
+ * Skipped: dot directories and the dependency and cache directories the
+ * host skips.  The walk stops counting past REV_FILES files (the summary
+ * says truncated), and gives up after REV_DEADLINE_MS, when the revision is
+ * "" as the host's is.  No git runs here: the helper may run in-process on
+ * the host, where a repository's configuration must never run a program.
  */
 #define REV_FILES 5000
-#define REV_BYTES ((long long)(32 * SG_MiB))
-#define REV_FILE_BYTES ((long long)SG_MiB)
 #define REV_DEADLINE_MS 500
 /* Directory levels the walk descends; deeper ones count as truncated. */
 #define REV_DEPTH 128
@@ -489,8 +489,7 @@ struct rev {
 	struct fs *c;
 	struct sg_sha256 h;
 	struct relpath path;
-	char *chunk;
-	long long files, bytes;
+	long long files;
 	int64_t deadline_ms;
 	bool truncated, late, stop;
 };
@@ -523,40 +522,16 @@ static void rev_line(struct rev *r, const char *kind, const char *tail)
 	sg_sha256_update(&r->h, tail, strlen(tail));
 }
 
-/* One regular file: its size and the digest of its head. */
-static void rev_file(struct rev *r, int dirfd, const char *name, const struct stat *st)
+/* One regular file, by what its inode says of it. */
+static void rev_file(struct rev *r, const struct stat *st)
 {
-	long long want = REV_BYTES - r->bytes, got = 0;
-	int fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-	struct sg_sha256 fh;
-	char hex[2 * SG_SHA256_LEN + 1], tail[128];
+	char tail[128];
 
-	if (want > REV_FILE_BYTES)
-		want = REV_FILE_BYTES;
-	if (fd < 0) {
-		snprintf(tail, sizeof(tail), "\tunreadable\t%lld\n", (long long)st->st_size);
-		rev_line(r, "file", tail);
-		return;
-	}
 	r->files++;
-	sg_sha256_init(&fh);
-	while (got < want) {
-		size_t ask = want - got < (long long)FS_CHUNK ? (size_t)(want - got) : FS_CHUNK;
-		ssize_t n = read(fd, r->chunk, ask);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			break;
-		sg_sha256_update(&fh, r->chunk, (size_t)n);
-		got += n;
-	}
-	close(fd);
-	r->bytes += got;
-	if (got < (long long)st->st_size)
-		r->truncated = true;
-	sg_sha256_final_hex(&fh, hex);
-	snprintf(tail, sizeof(tail), "\t%lld\t%s\n", (long long)st->st_size, hex);
+	snprintf(tail, sizeof(tail), "\t%lld\t%lld.%09ld\t%lld.%09ld\t%llu\n",
+		 (long long)st->st_size, (long long)st->st_mtim.tv_sec, st->st_mtim.tv_nsec,
+		 (long long)st->st_ctim.tv_sec, st->st_ctim.tv_nsec,
+		 (unsigned long long)st->st_ino);
 	rev_line(r, "file", tail);
 }
 
@@ -601,11 +576,10 @@ static void rev_walk(struct rev *r, int dirfd, int level)
 			sg_sha256_update(&r->h, target, strlen(target));
 			sg_sha256_update(&r->h, "\n", 1);
 		} else if (S_ISREG(st.st_mode)) {
-			if (r->files >= REV_FILES || r->bytes >= REV_BYTES) {
+			if (r->files >= REV_FILES)
 				r->truncated = r->stop = true;
-			} else {
-				rev_file(r, dirfd, name, &st);
-			}
+			else
+				rev_file(r, &st);
 		} else if (!S_ISDIR(st.st_mode)) {
 			rev_line(r, "special", "\n");
 		}
@@ -622,10 +596,8 @@ sg_err sg_fs_revision(struct fs *c, char out[SG_FS_REVISION_SIZE])
 	int fd;
 
 	out[0] = '\0';
-	if (!r || !(r->chunk = malloc(FS_CHUNK))) {
-		free(r);
+	if (!r)
 		return SG_E_INTERNAL;
-	}
 	r->c = c;
 	r->deadline_ms = mono_ms() + REV_DEADLINE_MS;
 	sg_sha256_init(&r->h);
@@ -635,15 +607,14 @@ sg_err sg_fs_revision(struct fs *c, char out[SG_FS_REVISION_SIZE])
 		close(fd);
 	}
 	if (fd >= 0 && !r->late) {
-		snprintf(sum, sizeof(sum), "summary\tfiles=%lld\tbytes=%lld\ttruncated=%s\n",
-			 r->files, r->bytes, r->truncated ? "true" : "false");
+		snprintf(sum, sizeof(sum), "summary\tfiles=%lld\ttruncated=%s\n", r->files,
+			 r->truncated ? "true" : "false");
 		sg_sha256_update(&r->h, sum, strlen(sum));
 		sg_sha256_final(&r->h, md);
 		sg_hex(md, 8, hex);
 		memcpy(out, "fs:worktree:", 12);
 		memcpy(out + 12, hex, 17);
 	}
-	free(r->chunk);
 	free(r);
 	return SG_OK;
 }
