@@ -878,13 +878,61 @@ static void glob_tree(struct fx *f)
 	set_mtime(f, ".git/config.c", 5000);
 }
 
+/*
+ * The records of a glob ("files") or a grep ("records", content mode) as
+ * lines, "PATH" or "PATH:LINE:TEXT", each path as list writes a name (one
+ * line, C-quoted when it holds control characters), in reply order.
+ */
+static const char *hits(struct fx *f)
+{
+	static struct sg_buf b = SG_BUF_INIT(4 * SG_MiB);
+	json_t *files = json_object_get(f->reply, "files"), *e;
+	json_t *recs = json_object_get(f->reply, "records");
+	size_t i;
+
+	sg_buf_reset(&b);
+	json_array_foreach(files, i, e) {
+		assert_int_equal(sg_fs_name_put(&b, json_string_value(e),
+						json_string_length(e), ""), SG_OK);
+		assert_int_equal(sg_buf_addc(&b, '\n'), SG_OK);
+	}
+	json_array_foreach(recs, i, e) {
+		json_t *file = json_object_get(e, "file"), *text = json_object_get(e, "content");
+
+		assert_int_equal(sg_fs_name_put(&b, json_string_value(file),
+						json_string_length(file), ""), SG_OK);
+		assert_int_equal(sg_buf_addf(&b, ":%lld:%s\n",
+					     (long long)json_integer_value(json_object_get(e, "line")),
+					     json_string_value(text)), SG_OK);
+	}
+	return b.p ? b.p : "";
+}
+
+/* How many records the reply holds. */
+static size_t shown(struct fx *f)
+{
+	json_t *v = json_object_get(f->reply, "files");
+
+	return json_array_size(v ? v : json_object_get(f->reply, "records"));
+}
+
+/* v as compact JSON, in order (until the next call). */
+static const char *json_dumps_s(const json_t *v)
+{
+	static char buf[4096];
+
+	buf[0] = '\0';
+	if (v && json_dumpb(v, buf, sizeof(buf) - 1, JSON_COMPACT) < sizeof(buf) - 1)
+		buf[json_dumpb(v, buf, sizeof(buf) - 1, JSON_COMPACT)] = '\0';
+	return buf;
+}
+
 static void glob_is(struct fx *f, const char *pattern, const char *want)
 {
 	run(f, "glob", pattern, NULL);
 	expect_ok(f);
-	if (strcmp(str(f, "content"), want) != 0)
-		fail_msg("glob %s: got \"%s\", want \"%s\"", pattern,
-			 str(f, "content"), want);
+	if (strcmp(hits(f), want) != 0)
+		fail_msg("glob %s: got \"%s\", want \"%s\"", pattern, hits(f), want);
 }
 
 static void test_glob(void **state)
@@ -892,14 +940,16 @@ static void test_glob(void **state)
 	struct fx *f = *state;
 
 	glob_tree(f);
-	glob_is(f, "**/*.c", "top.c\nsrc/sub/b.c\nsrc/a.c\n");
-	assert_int_equal(num(f, "count"), 3);
-	assert_false(flag(f, "truncated"));
+	/* Sorted by path, whatever the times; .git only where a component names it. */
+	glob_is(f, "**/*.c", "src/a.c\nsrc/sub/b.c\ntop.c\n");
+	assert_int_equal(num(f, "total"), 3);
+	assert_int_equal(strlen(str(f, "result_hash")), 32);
 	glob_is(f, "src/*.c", "src/a.c\n");
-	glob_is(f, "*.c", "top.c\n");
-	glob_is(f, "src/**", "src/sub/b.c\nsrc/x.h\nsrc/a.c\n");
+	/* No '/': a name at any depth, as rg's --glob matches it for the host. */
+	glob_is(f, "*.c", "src/a.c\nsrc/sub/b.c\ntop.c\n");
+	glob_is(f, "src/**", "src/a.c\nsrc/sub/b.c\nsrc/x.h\n");
 	glob_is(f, "src/**/b.c", "src/sub/b.c\n");
-	glob_is(f, "src/**/**/*.c", "src/sub/b.c\nsrc/a.c\n");
+	glob_is(f, "src/**/**/*.c", "src/a.c\nsrc/sub/b.c\n");
 	glob_is(f, "src/[ab].c", "src/a.c\n");
 	glob_is(f, "?op.c", "top.c\n");
 	glob_is(f, "./src/./x.?", "src/x.h\n");
@@ -909,18 +959,20 @@ static void test_glob(void **state)
 	glob_is(f, "nothing*", "");
 	glob_is(f, ROOT "/src/*.c", "src/a.c\n");
 
-	run(f, "glob", "**/*.c", "--max", "2", NULL);
-	assert_string_equal(str(f, "content"),
-			    "top.c\nsrc/sub/b.c\n[truncated: 2 of 3 matching files shown, newest "
-			    "first; narrow the pattern or the path to see the rest]\n");
-	assert_int_equal(num(f, "count"), 2);
+	/* A page: the window from --offset, the total of all. */
+	run(f, "glob", "**/*.c", "--page", "2", NULL);
+	assert_string_equal(hits(f), "src/a.c\nsrc/sub/b.c\n");
 	assert_int_equal(num(f, "total"), 3);
-	assert_true(flag(f, "truncated"));
+	run(f, "glob", "**/*.c", "--page", "2", "--offset", "2", NULL);
+	assert_string_equal(hits(f), "top.c\n");
+	run(f, "glob", "**/*.c", "--offset", "9", NULL);
+	assert_string_equal(hits(f), "");
+	assert_int_equal(num(f, "total"), 3);
 
 	run(f, "glob", "*.c", "--path", "src", NULL);
-	assert_string_equal(str(f, "content"), "src/a.c\n");
+	assert_string_equal(hits(f), "src/a.c\nsrc/sub/b.c\n");
 	run(f, "glob", "*.c", "--path", "linkdir", NULL);
-	assert_string_equal(str(f, "content"), "src/a.c\n");
+	assert_string_equal(hits(f), "src/a.c\nsrc/sub/b.c\n");
 
 	run(f, "glob", "../*", NULL);
 	expect_error(f, "invalid_argument", NULL);
@@ -937,22 +989,30 @@ static void test_glob_many(void **state)
 	struct fx *f = *state;
 	char name[32];
 
-	/* More hits than twice --max: the bounded keeper must stay exact. */
+	const char *first;
+
+	/* More hits than twice the window: the bounded keeper must stay exact. */
 	mk(f, "m");
 	for (int i = 0; i < 50; i++) {
-		snprintf(name, sizeof(name), "m/f%02d", i);
+		snprintf(name, sizeof(name), "m/f%02d", (i * 7) % 50);
 		puts_file(f, name, "");
-		set_mtime(f, name, 10000 + (i * 7) % 50);
 	}
-	run(f, "glob", "m/*", "--max", "3", NULL);
+	run(f, "glob", "m/*", "--page", "3", NULL);
 	expect_ok(f);
-	/* mtimes 10049, 10048, 10047 belong to i = 7, 14, 21 (i*7 % 50). */
-	assert_true(strncmp(str(f, "content"), "m/f07\nm/f14\nm/f21\n[truncated: 3 of 50 ",
-			    37) == 0);
-	assert_true(flag(f, "truncated"));
+	assert_string_equal(hits(f), "m/f00\nm/f01\nm/f02\n");
+	assert_int_equal(num(f, "total"), 50);
+	first = json_string_value(json_object_get(f->reply, "result_hash"));
+	first = first ? strdup(first) : NULL;
+	run(f, "glob", "m/*", "--page", "3", "--offset", "47", NULL);
+	assert_string_equal(hits(f), "m/f47\nm/f48\nm/f49\n");
+	/* The fingerprint is the whole result's, not the page's. */
+	assert_string_equal(str(f, "result_hash"), first);
+	puts_file(f, "m/f50", "");
+	run(f, "glob", "m/*", "--page", "3", NULL);
+	assert_string_not_equal(str(f, "result_hash"), first);
+	free((char *)first);
 	run(f, "glob", "m/*", NULL);
-	assert_int_equal(num(f, "count"), 50);
-	assert_false(flag(f, "truncated"));
+	assert_int_equal(shown(f), 51);
 }
 
 /*
@@ -1038,40 +1098,53 @@ static void grep_checks(struct fx *f, const char *engine)
 	run(f, "grep", "foo", NULL);
 	expect_ok(f);
 	assert_string_equal(str(f, "engine"), engine);
-	c = str(f, "content");
-	assert_true(has_line(c, "src/a.c:2:foo bar"));
-	assert_true(has_line(c, "notes.md:1:foo"));
-	assert_false(strstr(c, "FOO") != NULL);
-	assert_int_equal(num(f, "count"), 2);
-	assert_false(flag(f, "truncated"));
+	c = hits(f);
+	/* By file then line. */
+	assert_string_equal(c, "notes.md:1:foo\nsrc/a.c:2:foo bar\n");
+	assert_int_equal(num(f, "total"), 2);
+	assert_int_equal(num(f, "record_total"), 2);
 
 	run(f, "grep", "foo", "--ignore-case", NULL);
-	assert_true(has_line(str(f, "content"), "src/b.txt:1:FOO"));
-	assert_int_equal(num(f, "count"), 3);
+	assert_true(has_line(hits(f), "src/b.txt:1:FOO"));
+	assert_int_equal(num(f, "total"), 3);
 
 	run(f, "grep", "foo", "--glob", "*.c", NULL);
-	assert_string_equal(str(f, "content"), "src/a.c:2:foo bar\n");
+	assert_string_equal(hits(f), "src/a.c:2:foo bar\n");
 
 	run(f, "grep", "fo+ ba[r]", "--path", "src", NULL);
-	assert_string_equal(str(f, "content"), "src/a.c:2:foo bar\n");
+	assert_string_equal(hits(f), "src/a.c:2:foo bar\n");
 	run(f, "grep", "main", "--path", ROOT "/src/a.c", NULL);
-	assert_string_equal(str(f, "content"), "src/a.c:1:int main\n");
+	assert_string_equal(hits(f), "src/a.c:1:int main\n");
 	run(f, "grep", "foo", "--path", "notes.md", NULL);
-	assert_string_equal(str(f, "content"), "notes.md:1:foo\n");
+	assert_string_equal(hits(f), "notes.md:1:foo\n");
+
+	/* The other modes: files, and lines counted per file. */
+	run(f, "grep", "o", "--ignore-case", "--mode", "files", NULL);
+	assert_string_equal(json_dumps_s(json_object_get(f->reply, "records")),
+			    "[\"notes.md\",\"src/a.c\",\"src/b.txt\"]");
+	run(f, "grep", "o", "--ignore-case", "--mode", "count", NULL);
+	assert_string_equal(json_dumps_s(json_object_get(f->reply, "records")),
+			    "[{\"file\":\"notes.md\",\"count\":1},{\"file\":\"src/a.c\","
+			    "\"count\":1},{\"file\":\"src/b.txt\",\"count\":1}]");
+	assert_int_equal(num(f, "total"), 3);
+	run(f, "grep", "o", "--mode", "lines", NULL);
+	expect_error(f, "invalid_argument", NULL);
 
 	run(f, "grep", "-e", NULL);
 	expect_ok(f);
-	assert_int_equal(num(f, "count"), 0);
+	assert_int_equal(num(f, "total"), 0);
 
 	run(f, "grep", "nomatch-anywhere", NULL);
 	expect_ok(f);
-	assert_string_equal(str(f, "content"), "");
-	assert_int_equal(num(f, "count"), 0);
+	assert_string_equal(hits(f), "");
+	assert_int_equal(num(f, "total"), 0);
 
-	run(f, "grep", "o", "--ignore-case", "--max", "1", NULL);
+	run(f, "grep", "o", "--ignore-case", "--page", "1", NULL);
 	expect_ok(f);
-	assert_int_equal(num(f, "count"), 1);
-	assert_true(flag(f, "truncated"));
+	assert_string_equal(hits(f), "notes.md:1:foo\n");
+	assert_int_equal(num(f, "total"), 3);
+	run(f, "grep", "o", "--ignore-case", "--page", "1", "--offset", "2", NULL);
+	assert_string_equal(hits(f), "src/b.txt:1:FOO\n");
 
 	run(f, "grep", "(unclosed", NULL);
 	expect_tool_error(f, NULL);
@@ -1206,7 +1279,7 @@ static void test_grep_not_regular(void **state)
 	puts_file(f, "a.txt", "x\n");
 	run(f, "grep", "x", NULL);
 	expect_ok(f);
-	assert_string_equal(str(f, "content"), "a.txt:1:x\n");
+	assert_string_equal(hits(f), "a.txt:1:x\n");
 }
 
 /* ---- names with control characters ---- */
@@ -1249,24 +1322,24 @@ static void hostile_grep(struct fx *f, const char *engine)
 	run(f, "grep", "needle", NULL);
 	expect_ok(f);
 	assert_string_equal(str(f, "engine"), engine);
-	assert_string_equal(str(f, "content"),
+	assert_string_equal(hits(f),
 			    "\"d\\nx/f.txt\":1:needle\n"
 			    "\"evil\\ninnocent.txt\":1:needle\n"
 			    "plain\"quote\\.txt:1:needle\n"
 			    "\"t\\tq\\\"b\\\\s\\001\\177.txt\":1:needle\n"
 			    "x:1:needle\n"
 			    NOTICE_QUOTED ":1:needle\n");
-	assert_int_equal(num(f, "count"), 6);
-	assert_false(has_line(str(f, "content"), "innocent.txt:1:needle"));
+	assert_int_equal(num(f, "total"), 6);
+	assert_false(has_line(hits(f), "innocent.txt:1:needle"));
 
 	/* The searched directory's own name is quoted with the rest. */
 	run(f, "grep", "needle", "--path", "d\nx", NULL);
-	assert_string_equal(str(f, "content"), "\"d\\nx/f.txt\":1:needle\n");
+	assert_string_equal(hits(f), "\"d\\nx/f.txt\":1:needle\n");
 	/* And a single file whose name holds a newline. */
 	run(f, "grep", "needle", "--path", "evil\ninnocent.txt", NULL);
-	assert_string_equal(str(f, "content"), "\"evil\\ninnocent.txt\":1:needle\n");
+	assert_string_equal(hits(f), "\"evil\\ninnocent.txt\":1:needle\n");
 	run(f, "grep", "secret", NULL);
-	assert_string_equal(str(f, "content"), "innocent.txt:1:secret\n");
+	assert_string_equal(hits(f), "innocent.txt:1:secret\n");
 }
 
 static void test_hostile_names(void **state)
@@ -1295,8 +1368,8 @@ static void test_hostile_names(void **state)
 
 	run(f, "glob", "**", NULL);
 	expect_ok(f);
-	c = str(f, "content");
-	assert_int_equal(num(f, "count"), 7);
+	c = hits(f);
+	assert_int_equal(num(f, "total"), 7);
 	assert_int_equal(count_lines(c), 7);
 	assert_true(has_line(c, "\"evil\\ninnocent.txt\""));
 	assert_true(has_line(c, "\"d\\nx/f.txt\""));
@@ -1337,8 +1410,8 @@ static void test_grep_binary_notice(void **state)
 	}
 	run(f, "grep", "needle", NULL);
 	expect_ok(f);
-	c = str(f, "content");
-	assert_int_equal(num(f, "count"), 9);
+	c = hits(f);
+	assert_int_equal(num(f, "total"), 9);
 	assert_int_equal(count_lines(c), 9);
 	assert_true(has_line(c, "bin.txt:1:needle"));
 	for (int i = 0; i < 8; i++) {

@@ -309,11 +309,11 @@ static void round_of_tools(struct fx *f, int i, bool with_grep)
 		escaped(f, "list");
 
 	r = fs(f, NULL, "glob", "--", "d/**/environ", NULL);
-	if (foreign(f->out.p) || strstr(str(r, "content"), "/proc"))
+	if (foreign(f->out.p) || strstr(f->out.p, "/proc"))
 		escaped(f, "glob");
 
 	if (with_grep) {
-		r = fs(f, NULL, "grep", "--max", "5", "--", "SGRACE", NULL);
+		r = fs(f, NULL, "grep", "--page", "5", "--", "SGRACE", NULL);
 		if (foreign(f->out.p))
 			escaped(f, "grep");
 	}
