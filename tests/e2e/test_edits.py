@@ -305,6 +305,23 @@ class ApplyPatch(Base):
         self.assertContent(self.path("a.txt"), "one\ntwo\nthree\n")
         self.assertAbsent(self.path("new.txt"))
 
+    def test_a_failing_commit_rolls_everything_back(self):
+        """A patch that plans cleanly can still fail as it is written: here
+        the move makes directory `sub`, and the later Add of a file named
+        `sub` then fails.  Every section written before it is put back."""
+        self.seed()
+        d = self.dir
+        err = self.gw.tool_error("apply_patch", {"patchText": patch(
+            "*** Update File: %s/a.txt" % d, "@@", "-two", "+2",
+            "*** Delete File: %s/old.txt" % d,
+            "*** Update File: %s/m.txt" % d, "*** Move to: %s/sub/m2.txt" % d, "@@", "-mv", "+x",
+            "*** Add File: %s/sub" % d, "+clash")})
+        self.assertTrue(body(err).startswith("apply_patch apply failed: "), err)
+        self.assertContent(self.path("a.txt"), "one\ntwo\nthree\n")
+        self.assertContent(self.path("old.txt"), "gone\n")
+        self.assertContent(self.path("m.txt"), "mv\n")
+        self.assertAbsent(self.path("sub/m2.txt"))
+
     def test_ambiguous_context(self):
         p = self.path("amb.txt")
         self.gw.write(p, "x\ny\nx\ny\n")

@@ -3,7 +3,9 @@
 A process inside the environment exchanges a directory `d` of the workspace
 with a symbolic link `s` in a loop (renameat2 RENAME_EXCHANGE), the link
 pointing at /proc/self, at / or at a directory beside the workspace on the
-host.  The local backend runs the file tools inside the gateway, so
+host.  The requests are the host's tools: read_file, grep, present_artifact
+(and export/read), list_files, glob, write_file, edit_file and apply_patch
+(add, move, delete).  The local backend runs the file tools inside the gateway, so
 /proc/self there would be sandgate itself, with its environment (the
 canary every test gateway carries).  Meanwhile more than 500 requests go
 through every file tool and export: no answer may hold anything from
@@ -18,7 +20,7 @@ import subprocess
 import tempfile
 import time
 
-from sgclient import CONFIG, Gateway, GatewayTestCase, give_to_commands
+from sgclient import CONFIG, Gateway, GatewayTestCase, give_to_commands, shell_quote
 
 INSIDE = "SGRACE-inside\n"
 OUTSIDE = "SGRACE-OUTSIDE-never-to-be-seen\n"
@@ -80,40 +82,46 @@ class SymlinkRace(GatewayTestCase):
         return r.get("data") or {}
 
     def export(self, path):
+        """present_artifact, then the snapshot read back whole."""
         self.ops += 1
-        reply = self.gw.call("export/open", {"path": path})
+        reply = self.gw.execute("present_artifact", {"path": path})
         if "error" in reply:
             return
-        ex = reply["data"]
-        if ex["sha256"] != hashlib.sha256(INSIDE.encode()).hexdigest():
-            data = self.gw.ok("export/read", {"token": ex["token"], "offset": 0})
-            self.escapes.append("export: %r" % base64.b64decode(data["data"])[:200])
-        self.gw.ok("export/close", {"token": ex["token"]})
+        ex = json.loads(reply["data"]["content"][0]["text"])
+        data = self.gw.ok("export/read", {"token": ex["execution_export"], "offset": 0})
+        got = base64.b64decode(data["data"])
+        if hashlib.sha256(got).digest() != hashlib.sha256(INSIDE.encode()).digest():
+            self.escapes.append("export: %r" % got[:200])
+        self.gw.ok("export/close", {"token": ex["execution_export"]})
+
+    def patch(self, *lines):
+        return self.tool("apply_patch", {"patchText": "\n".join(
+            ("*** Begin Patch",) + lines + ("*** End Patch",))})
 
     def race(self, target, sub):
         gw = self.gw
-        pid = gw.start(argv=["python3", "-c", SWAPPER, target])["id"]
-        r = gw.read(pid, wait_ns=10 * 10**9)
+        pid = gw.start("exec python3 -c %s %s" % (shell_quote(SWAPPER), shell_quote(target)))["id"]
+        r = gw.read(pid, offset=0, wait_ns=10 * 10**9)
         self.assertIn("swapping", r["Output"], "the swapper did not start: %s" % json.dumps(r))
         path = "d%s/environ" % sub
         victim = "d%s/victim" % sub
         for i in range(ROUNDS):
             r = self.tool("read_file", {"path": path})
-            if not r.get("is_error") and r.get("content") not in (None, INSIDE):
-                self.foreign("read_file", r["content"] + " OUTSIDE?")
+            text = (r.get("structured_content") or {}).get("text")
+            if text not in (None, INSIDE):
+                self.foreign("read_file", text + " OUTSIDE?")
             self.tool("grep", {"pattern": "SGRACE"})
             self.export(path)
-            r = self.tool("stat_path", {"path": path})
-            if not r.get("is_error") and r.get("metadata", {}).get("size") not in (None, len(INSIDE)):
-                self.foreign("stat_path", json.dumps(r) + " OUTSIDE?")
-            self.tool("list_dir", {"path": "d" + sub})
+            self.tool("list_files", {"path": "d" + sub})
             self.tool("glob", {"pattern": "d/**/environ"})
-            self.tool("write_file", {"path": "d%s/new-%d" % (sub, i), "content": "x"})
-            self.tool("make_dir", {"path": "d%s/dir-%d" % (sub, i)})
-            self.tool("edit_file", {"path": path, "old_string": "inside", "new_string": "inside"})
-            self.tool("move_path", {"path": victim, "destination": "d%s/moved-%d" % (sub, i)})
-            self.tool("delete_path", {"path": "d%s/moved-%d" % (sub, i)})
-        gw.ok("process/stop", {"id": pid, "grace_ms": 0})
+            new = "d%s/new-%d" % (sub, i)
+            self.tool("write_file", {"path": new, "content": INSIDE})
+            self.tool("edit_file", {"path": new, "old_text": "inside", "new_text": "edited"})
+            self.tool("edit_file", {"path": path, "old_text": "never-to-be", "new_text": "x"})
+            self.patch("*** Add File: d%s/dir-%d/added" % (sub, i), "+" + INSIDE.strip())
+            self.patch("*** Update File: %s" % victim, "*** Move to: d%s/moved-%d" % (sub, i))
+            self.patch("*** Delete File: d%s/moved-%d" % (sub, i), "*** Delete File: " + new)
+        gw.stop(pid)
         gw.wait_ended(pid)
 
     def check_outside(self):
@@ -150,14 +158,15 @@ class SymlinkRace(GatewayTestCase):
         a directory.  A path caught mid-swap is path_escape or not_found,
         or resolves; never internal."""
         gw = self.gw
-        pid = gw.start(argv=["python3", "-c", SWAPPER, self.outside])["id"]
-        r = gw.read(pid, wait_ns=10 * 10**9)
+        pid = gw.start("exec python3 -c %s %s" % (shell_quote(SWAPPER),
+                                                  shell_quote(self.outside)))["id"]
+        r = gw.read(pid, offset=0, wait_ns=10 * 10**9)
         self.assertIn("swapping", r["Output"], "the swapper did not start: %s" % json.dumps(r))
         internal, seen = [], set()
         for i in range(RESOLVES):
-            mode = (None, "read_only", "standard", "full")[i % 4]
-            for tool, path in (("stat_path", "s/environ"), ("read_file", "d/environ"),
-                               ("stat_path", "d/environ"), ("read_file", "s/environ")):
+            mode = (None, "read_only", "standard", "unconfined")[i % 4]
+            for tool, path in (("list_files", "s"), ("read_file", "d/environ"),
+                               ("list_files", "d"), ("read_file", "s/environ")):
                 r = gw.execute(tool, {"path": path}, mode)
                 text = json.dumps(r)
                 self.foreign(tool, text)
@@ -166,8 +175,8 @@ class SymlinkRace(GatewayTestCase):
                     if r["error"].startswith("internal"):
                         internal.append("%s %s (mode %s): %s" % (tool, path, mode, r["error"]))
                 else:
-                    seen.add("ok" if not r["data"]["is_error"] else "is_error")
-        gw.ok("process/stop", {"id": pid, "grace_ms": 0})
+                    seen.add("ok")
+        gw.stop(pid)
         gw.wait_ended(pid)
         print("\n%d resolutions mid-swap: %s" % (4 * RESOLVES, ", ".join(sorted(seen))))
         self.assertEqual(internal, [], "%d of %d answered internal"
@@ -177,16 +186,15 @@ class SymlinkRace(GatewayTestCase):
 
     def test_process_spool_link_is_not_followed(self):
         """The spool lives in the control directory, which a command in
-        `full` mode can write: a spool replaced by a link must not be read
+        unconfined mode can write: a spool replaced by a link must not be read
         through on the host."""
         gw = self.gw
-        pid = gw.start(command="echo hello; sleep 30")["id"]
-        self.assertIn("hello", gw.read(pid, wait_ns=10 * 10**9)["Output"])
+        pid = gw.start("echo hello; sleep 30")["id"]
+        self.assertIn("hello", gw.read(pid, offset=0, wait_ns=10 * 10**9)["Output"])
         target = os.path.join(self.outside, "environ")
-        gw.tool_ok("run_command",
-                   {"argv": ["ln", "-sf", target, "/run/sandgate/ctl/proc/%s/out" % pid]},
-                   mode="full")
-        r = gw.call("process/read", {"id": pid, "OffsetBytes": 0, "MaxBytes": 0,
-                                     "Wait": 0, "MinDwell": 0})
+        gw.sh("ln -sf %s /run/sandgate/ctl/proc/%s/out" % (shell_quote(target), pid),
+              mode="unconfined")
+        r = gw.call("process/read", {"id": pid, "options": {
+            "OffsetBytes": 0, "MaxBytes": 0, "Wait": 0, "MinDwell": 0}})
         self.assertNotIn("SGRACE", json.dumps(r), "the spool link was followed on the host")
-        gw.ok("process/stop", {"id": pid, "grace_ms": 0})
+        gw.stop(pid)
