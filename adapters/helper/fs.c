@@ -1115,6 +1115,97 @@ out:
 }
 
 /*
+ * A byte window [offset, offset + limit) of the segment [offset, end)
+ * (end 0: the file's end), the host's byte_range: the whole file is
+ * hashed, the window read with a few bytes more so that a character cut
+ * at its end can be told from binary bytes and trimmed, and sent as
+ * base64, or with --raw after the JSON line (the gateway decides whether
+ * it is text).
+ */
+static sg_err read_bytes(struct fs *c, int fd, const struct stat *st,
+			 const struct sg_buf *shown, int64_t offset, int64_t limit, int64_t end,
+			 bool raw)
+{
+	struct sg_buf win = SG_BUF_INIT((size_t)limit + 4);
+	int64_t size = (int64_t)st->st_size, seg = end ? end : size, want;
+	char hex[2 * SG_SHA256_LEN + 1], *chunk = malloc(FS_CHUNK), *dst;
+	struct sg_sha256 h;
+	struct stat after;
+	ssize_t n;
+	sg_err rc = SG_OK;
+
+	if (!chunk)
+		return SG_E_INTERNAL;
+	if (end && (end <= offset || end > size)) {
+		rc = sg_fs_fail(c, "read_file byte_range.end_offset must be greater than offset "
+				"and within the file");
+		goto out;
+	}
+	if (offset > size)
+		offset = size;
+	sg_sha256_init(&h);
+	while ((n = read(fd, chunk, FS_CHUNK)) != 0) {
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 || sg_cancel_check(c->cancel)) {
+			rc = n < 0 ? sg_fs_fail(c, "read file: %s", sg_fs_errstr(errno))
+				   : sg_fs_cancelled(c, "the read");
+			goto out;
+		}
+		sg_sha256_update(&h, chunk, (size_t)n);
+	}
+	want = seg - offset < limit + 3 ? seg - offset : limit + 3;
+	rc = sg_buf_reserve(&win, (size_t)want, &dst);
+	n = rc ? -1 : pread(fd, dst, (size_t)want, offset);
+	if (n < 0 || fstat(fd, &after) != 0 || after.st_size != st->st_size ||
+	    after.st_mtim.tv_sec != st->st_mtim.tv_sec ||
+	    after.st_mtim.tv_nsec != st->st_mtim.tv_nsec) {
+		rc = sg_fs_fail(c, "read_file snapshot changed while it was being read; retry the "
+				"request");
+		goto out;
+	}
+	sg_buf_commit(&win, (size_t)n);
+	/* A character cut by the window's end is left to the next one. */
+	for (int i = 0; i < 3 && win.len && offset + (int64_t)n < seg &&
+			!sg_utf8_valid(win.p, win.len); i++)
+		win.len--;
+	sg_sha256_final_hex(&h, hex);
+	rc = sg_reply_ok(c->out);
+	if (!rc)
+		rc = sg_fs_kv_str(c->out, "kind", "bytes");
+	if (!rc)
+		rc = sg_fs_kv_strn(c->out, "path", shown->p, shown->len);
+	if (!rc)
+		rc = sg_fs_kv_str(c->out, "content_sha256", hex);
+	if (!rc)
+		rc = sg_fs_kv_int(c->out, "total_bytes", (long long)size);
+	if (!rc)
+		rc = sg_fs_kv_int(c->out, "segment_end_offset", (long long)seg);
+	if (!rc)
+		rc = sg_fs_kv_int(c->out, "byte_offset", (long long)offset);
+	if (!rc)
+		rc = sg_fs_kv_revision(c);
+	if (!rc && raw)
+		rc = sg_fs_kv_int(c->out, "data_bytes", (long long)win.len);
+	if (!rc && !raw)
+		rc = sg_jw_key(c->out, "data", 0);
+	if (!rc && !raw)
+		rc = sg_buf_addc(c->out, '"');
+	if (!rc && !raw)
+		rc = b64_encode(c->out, (const unsigned char *)win.p, win.len);
+	if (!rc && !raw)
+		rc = sg_buf_addc(c->out, '"');
+	if (!rc)
+		rc = sg_reply_end(c->out);
+	if (!rc && raw && (sg_buf_addc(c->out, '\n') || sg_buf_add(c->out, win.p, win.len)))
+		rc = SG_E_TOO_LARGE;
+out:
+	free(chunk);
+	sg_buf_release(&win);
+	return rc;
+}
+
+/*
  * A name beside a missing one that was probably meant: the same name in
  * another case, or the same stem with another extension.  Into hint
  * (display form), empty when there is none.
@@ -1171,8 +1262,10 @@ static sg_err read_missing(struct fs *c, const char *path)
 
 /*
  * fs read PATH [--offset N] [--limit N] [--raw]
+ * fs read PATH --byte-limit N [--byte-offset N] [--byte-end N]
  * --offset below 1 is 1; --limit 0 (or none) reads to the end, then of a
- * file no larger than the host's 256 KiB.  Tool failures carry the host's
+ * file no larger than the host's 256 KiB.  --byte-limit reads a byte
+ * window instead (read_bytes()).  Tool failures carry the host's
  * sentences.
  */
 static sg_err fs_read(struct fs *c)
@@ -1181,7 +1274,7 @@ static sg_err fs_read(struct fs *c)
 	bool raw = sg_args_flag(&c->a, "raw");
 	unsigned char head[READ_SNIFF];
 	const char *why, *mime, *name;
-	int64_t offset, limit;
+	int64_t offset, limit, boff, blim, bend;
 	struct stat st;
 	ssize_t n = 0;
 	int fd = -1;
@@ -1190,6 +1283,12 @@ static sg_err fs_read(struct fs *c)
 	rc = sg_args_int(&c->a, "offset", 1, INT64_MAX, &offset, &c->err);
 	if (!rc)
 		rc = sg_args_int(&c->a, "limit", 0, INT64_MAX, &limit, &c->err);
+	if (!rc)
+		rc = sg_args_int(&c->a, "byte-offset", 0, INT64_MAX, &boff, &c->err);
+	if (!rc)
+		rc = sg_args_int(&c->a, "byte-limit", 0, READ_MAX_FILE, &blim, &c->err);
+	if (!rc)
+		rc = sg_args_int(&c->a, "byte-end", 0, INT64_MAX, &bend, &c->err);
 	if (!rc)
 		rc = sg_fs_args_done(c, 1, 1);
 	if (!rc) {
@@ -1248,6 +1347,10 @@ static sg_err fs_read(struct fs *c)
 	mime = image_mime(head, (size_t)n);
 	if (mime) {
 		rc = read_image(c, fd, &st, mime, &shown);
+		goto out;
+	}
+	if (blim) {
+		rc = read_bytes(c, fd, &st, &shown, boff, blim, bend, raw);
 		goto out;
 	}
 	if (memchr(head, '\0', (size_t)n)) {

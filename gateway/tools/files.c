@@ -18,6 +18,7 @@
 #define _GNU_SOURCE /* strdup under strict POSIX */
 #include "tool.h"
 
+#include <openssl/evp.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,6 +26,7 @@
 #include "../../adapters/json.h"
 #include "base/jw.h"
 #include "base/limits.h"
+#include "base/utf8.h"
 
 /* The most reads remembered for read_unchanged, all actors together. */
 #define READ_SEEN 512
@@ -32,6 +34,9 @@
 #define CONTINUATION_MAX (2 * SG_PATH_MAX)
 /* The host's page of list_files. */
 #define LIST_PAGE 1000
+/* The host's largest byte_range window, and the next page's it offers. */
+#define BYTE_WINDOW_MAX 4096
+#define BYTE_PAGE_NEXT (128 * 1024)
 
 /* ---- what an actor read (read_unchanged) ---- */
 
@@ -176,8 +181,31 @@ struct read_args {
 	const char *path, *expected;
 	int64_t offset, limit; /* limit 0: to the end */
 	bool ranged;           /* anything but a path: images refuse it */
+	bool bytes;            /* a byte window (byte_range) instead of lines */
+	int64_t boff, blim, bend;
 	json_t *continuation;  /* owns the strings above when they came from it */
 };
+
+/* byte_range {offset, limit, end_offset}, or a byte continuation's. */
+static sg_err byte_args(struct sg_tool_call *t, json_t *range, struct read_args *r)
+{
+	bool given;
+	sg_err rc;
+
+	if (!json_is_object(range))
+		return sg_err_set(&t->op->err, SG_E_INVALID_ARGUMENT,
+				  "byte_range must be an object {offset, limit, end_offset}");
+	rc = int_arg(t, range, "offset", &r->boff, &given);
+	if (!rc)
+		rc = int_arg(t, range, "limit", &r->blim, &given);
+	if (!rc)
+		rc = int_arg(t, range, "end_offset", &r->bend, &given);
+	if (rc)
+		return rc;
+	/* Providers that send every optional key with a zero mean "absent". */
+	r->bytes = r->boff || r->blim;
+	return SG_OK;
+}
 
 static sg_err read_args(struct sg_tool_call *t, struct read_args *r)
 {
@@ -207,26 +235,48 @@ static sg_err read_args(struct sg_tool_call *t, struct read_args *r)
 		if (r->path && r->path[strspn(r->path, " \t\r\n")] && strcmp(r->path, cpath))
 			return sg_err_set(&t->op->err, SG_E_INVALID_ARGUMENT,
 					  "read_file continuation does not match path");
-		if (json_object_get(r->continuation, "byte_offset"))
-			range = json_object_get(r->continuation, "byte_offset");
 		r->path = cpath;
-		r->offset = json_integer_value(json_object_get(r->continuation, "offset"));
-		r->limit = json_integer_value(json_object_get(r->continuation, "limit"));
-		has_offset = has_limit = true;
+		if (json_object_get(r->continuation, "byte_offset")) {
+			range = json_pack("{s:O, s:O, s:O*}", "offset",
+					  json_object_get(r->continuation, "byte_offset"), "limit",
+					  json_object_get(r->continuation, "limit"), "end_offset",
+					  json_object_get(r->continuation, "byte_end_offset"));
+			rc = range ? byte_args(t, range, r)
+				   : sg_err_set(&t->op->err, SG_E_INTERNAL, "out of memory");
+			json_decref(range);
+			range = NULL;
+			if (rc)
+				return rc;
+		} else {
+			r->offset = json_integer_value(json_object_get(r->continuation, "offset"));
+			r->limit = json_integer_value(json_object_get(r->continuation, "limit"));
+			has_offset = has_limit = true;
+		}
 		r->expected = json_string_value(json_object_get(r->continuation, "expected_sha256"));
 	}
 	if (!r->path || !r->path[strspn(r->path, " \t\r\n")])
 		return sg_err_set(&t->op->err, SG_E_INVALID_ARGUMENT,
 				  token ? "read_file requires path" :
 				  "read_file requires path or continuation");
-	/* Providers that send every optional key with a zero mean "absent". */
-	if (json_is_object(range) && !json_integer_value(json_object_get(range, "offset")) &&
-	    !json_integer_value(json_object_get(range, "limit")))
-		range = NULL;
-	if (range && !json_is_null(range))
-		return sg_err_set(&t->op->err, SG_E_UNSUPPORTED,
-				  "read_file byte_range is not supported by this environment; "
-				  "use offset and limit");
+	if (range && !json_is_null(range)) {
+		rc = byte_args(t, range, r);
+		if (rc)
+			return rc;
+	}
+	if (r->bytes && (r->offset > 0 || (has_limit && r->limit)))
+		return sg_err_set(&t->op->err, SG_E_INVALID_ARGUMENT,
+				  "read_file accepts byte_range instead of offset/limit");
+	if (r->bytes && r->boff < 0)
+		return sg_err_set(&t->op->err, SG_E_INVALID_ARGUMENT,
+				  "read_file byte_range.offset must be non-negative");
+	if (r->bytes && r->blim <= 0)
+		return sg_err_set(&t->op->err, SG_E_INVALID_ARGUMENT,
+				  "read_file byte_range.limit must be positive");
+	if (r->bytes && r->blim > BYTE_WINDOW_MAX)
+		return sg_err_set(&t->op->err, SG_E_INVALID_ARGUMENT,
+				  "read_file byte_range.limit must be <= %d", BYTE_WINDOW_MAX);
+	if (r->bytes && r->bend < 0)
+		r->bend = 0;
 	if (r->limit < 0)
 		return sg_err_set(&t->op->err, SG_E_INVALID_ARGUMENT,
 				  "read_file limit must be positive");
@@ -234,7 +284,8 @@ static sg_err read_args(struct sg_tool_call *t, struct read_args *r)
 		r->offset = 0;
 	if (r->expected && !r->expected[strspn(r->expected, " \t\r\n")])
 		r->expected = NULL;
-	r->ranged = r->offset > 1 || (has_limit && r->limit) || r->continuation || r->expected;
+	r->ranged = r->offset > 1 || (has_limit && r->limit) || r->continuation || r->expected ||
+		    r->bytes;
 	(void)has_offset;
 	return SG_OK;
 }
@@ -483,6 +534,98 @@ static sg_err read_text(struct sg_tool_call *t, const struct read_args *r, json_
 	return read_frame(t, &x, unchanged);
 }
 
+/* Unpadded URL-safe base64 of n bytes (new), as the host's tokens are. */
+static char *b64url(const char *p, size_t n)
+{
+	char *out = malloc(4 * ((n + 2) / 3) + 1);
+	int len;
+
+	if (!out)
+		return NULL;
+	len = EVP_EncodeBlock((unsigned char *)out, (const unsigned char *)p, (int)n);
+	while (len > 0 && out[len - 1] == '=')
+		len--;
+	out[len] = '\0';
+	for (char *c = out; *c; c++)
+		*c = *c == '+' ? '-' : *c == '/' ? '_' : *c;
+	return out;
+}
+
+/*
+ * A byte window as the host's read_bytes page: text when the bytes are
+ * UTF-8 without NUL (cut after a line when that keeps half the window),
+ * base64 otherwise; has_more with the continuation that reads on.
+ */
+static sg_err read_bytes_page(struct sg_tool_call *t, const struct read_args *r, json_t *reply,
+			      const struct sg_buf *data, json_t **result)
+{
+	const char *sha = json_string_value(json_object_get(reply, "content_sha256"));
+	int64_t off = json_integer_value(json_object_get(reply, "byte_offset"));
+	int64_t end = json_integer_value(json_object_get(reply, "segment_end_offset"));
+	size_t keep = data->len < (size_t)r->blim ? data->len : (size_t)r->blim;
+	bool text = sg_utf8_valid(data->p, data->len) && !memchr(data->p, '\0', data->len);
+	json_t *view, *cont;
+	char *token = NULL, *enc = NULL;
+	sg_err rc = SG_OK;
+
+	if (r->expected && sha && strcmp(r->expected, sha))
+		return sg_tool_fail(t, SG_E_INVALID_ARGUMENT,
+				    "read_file continuation is stale: file content changed from "
+				    "\"%s\" to \"%s\"; restart without expected_sha256",
+				    r->expected, sha);
+	if (text && data->len && sg_utf8_seq((const unsigned char *)data->p, data->len) > keep)
+		text = false;
+	if (text && keep < data->len) {
+		const char *nl = memrchr(data->p, '\n', keep);
+
+		if (nl && (size_t)(nl - data->p) + 1 >= keep / 2)
+			keep = (size_t)(nl - data->p) + 1;
+		while (keep > 0 && keep < data->len && ((unsigned char)data->p[keep] & 0xc0) == 0x80)
+			keep--;
+	}
+	view = json_pack("{s:s, s:O, s:O, s:s, s:O, s:O, s:I, s:I, s:s}", "action", "read_bytes",
+			 "path", json_object_get(reply, "path"), "workspace_revision",
+			 json_object_get(reply, "workspace_revision"), "content_sha256", sha ? sha : "",
+			 "total_bytes", json_object_get(reply, "total_bytes"), "segment_end_offset",
+			 json_object_get(reply, "segment_end_offset"), "byte_offset", (json_int_t)off,
+			 "byte_count", (json_int_t)keep, "encoding", text ? "utf-8" : "base64");
+	if (view && text) {
+		json_object_set_new(view, "content", json_stringn(data->p, keep));
+	} else if (view) {
+		enc = malloc(4 * ((keep + 2) / 3) + 1);
+		if (enc)
+			EVP_EncodeBlock((unsigned char *)enc, (const unsigned char *)data->p, (int)keep);
+		json_object_set_new(view, "content_base64", json_string(enc ? enc : ""));
+	}
+	cont = json_pack("{s:b}", "has_more", off + (int64_t)keep < end);
+	if (cont && off + (int64_t)keep < end) {
+		/* The host's byte continuation, its keys in its order. */
+		json_t *c = json_pack("{s:O, s:I, s:s, s:I, s:I}", "path",
+				      json_object_get(reply, "path"), "limit",
+				      (json_int_t)(r->blim < BYTE_PAGE_NEXT ? r->blim : BYTE_PAGE_NEXT),
+				      "expected_sha256", sha ? sha : "", "byte_offset",
+				      (json_int_t)(off + (int64_t)keep), "byte_end_offset",
+				      (json_int_t)end);
+		char *raw = c ? json_dumps(c, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
+
+		token = raw ? b64url(raw, strlen(raw)) : NULL;
+		json_object_set_new(cont, "next", json_pack("{s:s}", "continuation",
+							     token ? token : ""));
+		free(raw);
+		json_decref(c);
+	}
+	if (view && cont)
+		json_object_set_new(view, "continuation", cont);
+	else
+		json_decref(cont);
+	*result = view ? sg_tool_result(view, NULL) : NULL;
+	if (!*result)
+		rc = sg_err_set(&t->op->err, SG_E_INTERNAL, "out of memory");
+	free(token);
+	free(enc);
+	return rc;
+}
+
 sg_err sg_tool_read_file(struct sg_tool_call *t, json_t **result)
 {
 	struct read_args r = { 0 };
@@ -500,6 +643,12 @@ sg_err sg_tool_read_file(struct sg_tool_call *t, json_t **result)
 				      sg_strv_addf(&argv, "%lld", (long long)r.offset))) ||
 		    (r.limit && (sg_strv_add(&argv, "--limit") ||
 				 sg_strv_addf(&argv, "%lld", (long long)r.limit))) ||
+		    (r.bytes && (sg_strv_add(&argv, "--byte-offset") ||
+				 sg_strv_addf(&argv, "%lld", (long long)r.boff) ||
+				 sg_strv_add(&argv, "--byte-limit") ||
+				 sg_strv_addf(&argv, "%lld", (long long)r.blim) ||
+				 sg_strv_add(&argv, "--byte-end") ||
+				 sg_strv_addf(&argv, "%lld", (long long)r.bend))) ||
 		    sg_strv_addv(&argv, (const char *[]){ "--", r.path, NULL })))
 		rc = sg_err_set(&t->op->err, SG_E_INTERNAL, "out of memory");
 	if (!rc)
@@ -512,6 +661,8 @@ sg_err sg_tool_read_file(struct sg_tool_call *t, json_t **result)
 		rc = helper_failed(t, reply);
 	else if (kind && !strcmp(kind, "image"))
 		rc = read_image(t, &r, reply, result);
+	else if (kind && !strcmp(kind, "bytes"))
+		rc = read_bytes_page(t, &r, reply, &tail, result);
 	else
 		rc = read_text(t, &r, reply, &tail);
 out:

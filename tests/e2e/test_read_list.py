@@ -159,6 +159,46 @@ class ReadFile(Base):
         self.refused("read_file", {"path": path, "expected_sha256": "f" * 64},
                      "invalid_argument", ["stale"])
 
+    def test_byte_range_pages_and_their_continuation(self):
+        raw = "".join("row %03d é\n" % i for i in range(600)).encode()
+        path = self.put("bytes.txt", raw)
+        sha = hashlib.sha256(raw).hexdigest()
+        v = self.gw.view("read_file", {"path": path, "byte_range": {"offset": 7, "limit": 1000}})
+        self.assertEqual(set(v), {"action", "path", "workspace_revision", "content_sha256",
+                                  "total_bytes", "segment_end_offset", "content", "encoding",
+                                  "byte_offset", "byte_count", "continuation"})
+        self.assertEqual((v["action"], v["encoding"], v["byte_offset"], v["total_bytes"],
+                          v["content_sha256"]), ("read_bytes", "utf-8", 7, len(raw), sha))
+        self.assertTrue(raw[7:].decode().startswith(v["content"]))
+        self.assertTrue(v["content"].endswith("\n"), "cut after a whole line")
+        self.assertIsNone(v.structured)
+        # Follow the host's continuation to the end: every byte, once.
+        got, page = raw[:7] + v["content"].encode(), v
+        while page["continuation"]["has_more"]:
+            page = self.gw.view("read_file", page["continuation"]["next"])
+            self.assertEqual(page["byte_offset"], len(got))
+            got += page["content"].encode()
+        self.assertEqual(got, raw)
+        tail = self.gw.view("read_file", {"path": path, "byte_range": {
+            "offset": 5, "limit": 4096, "end_offset": 8}})
+        self.assertEqual((tail["content"], tail["segment_end_offset"]), ("00 ", 8))
+        self.assertEqual(tail["continuation"], {"has_more": False})
+        binary = self.put("b.bin", b"\x00\x01\xffabc")
+        b = self.gw.view("read_file", {"path": binary, "byte_range": {"offset": 1, "limit": 3}})
+        self.assertEqual((b["encoding"], base64.b64decode(b["content_base64"])),
+                         ("base64", b"\x01\xffa"))
+        self.refused("read_file", {"path": path, "offset": 3, "byte_range": {"offset": 1,
+                                                                            "limit": 5}},
+                     "invalid_argument", ["read_file accepts byte_range instead of offset/limit"])
+        self.refused("read_file", {"path": path, "byte_range": {"offset": 1, "limit": 5000}},
+                     "invalid_argument", ["byte_range.limit must be <= 4096"])
+        self.refused("read_file", {"path": path, "byte_range": {"offset": 9, "limit": 5,
+                                                               "end_offset": 3}},
+                     None, ["byte_range.end_offset must be greater than offset"])
+        zero = self.gw.view("read_file", {"path": path, "byte_range": {"offset": 0, "limit": 0}},
+                            actor=unique("zero"))
+        self.assertEqual(zero["action"], "read", "an all-zero byte_range is absent")
+
     def test_failures_are_error_replies_with_the_hosts_sentences(self):
         path = self.put("present.txt", b"x\n")
         err = self.refused("read_file", {"path": self.d + "/Present.txt"}, "not_found")
