@@ -71,9 +71,26 @@ static bool is_final(const char *st)
 	return strcmp(st, "stopped") == 0 || strcmp(st, "failed") == 0;
 }
 
+/* "proc-" and 8 lowercase hex digits: the only ids this gateway makes. */
+static bool id_ours(const char *id)
+{
+	if (strncmp(id, "proc-", 5) != 0 || strlen(id) != 13)
+		return false;
+	for (size_t i = 5; i < 13; i++)
+		if (!((id[i] >= '0' && id[i] <= '9') || (id[i] >= 'a' && id[i] <= 'f')))
+			return false;
+	return true;
+}
+
+/*
+ * A record of this session with an id of the gateway's making; anything
+ * else in the environment's table (which its commands can write) is no
+ * process of this session.
+ */
 static bool owned(const struct sg_session *s, json_t *rec)
 {
-	return json_is_object(rec) && strcmp(rec_str(rec, "root_thread_id"), s->session_id) == 0;
+	return json_is_object(rec) && strcmp(rec_str(rec, "root_thread_id"), s->session_id) == 0 &&
+	       id_ours(rec_str(rec, "id"));
 }
 
 /*

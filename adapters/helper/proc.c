@@ -858,7 +858,7 @@ static sg_err rec_store_locked(const char *ctl, int seqfd, struct proc_rec *r,
 			       struct sg_errinfo *err)
 {
 	struct sg_buf b = SG_BUF_INIT(SG_MAX_FRAME);
-	uint64_t seq = seq_value(seqfd) + 1;
+	uint64_t seq = seqfd >= 0 ? seq_value(seqfd) + 1 : 0;
 	int fd = -1, dirfd = id_dir_open(ctl, r->id, err);
 	const char *tmp = "record.tmp";
 	sg_err rc;
@@ -867,12 +867,14 @@ static sg_err rec_store_locked(const char *ctl, int seqfd, struct proc_rec *r,
 		rc = err->code;
 		goto out;
 	}
-	if (pwrite(seqfd, &seq, sizeof(seq), 0) != (ssize_t)sizeof(seq)) {
+	/* Without the lock (seqfd -1: a hidden record) the stamp stays. */
+	if (seqfd >= 0 && pwrite(seqfd, &seq, sizeof(seq), 0) != (ssize_t)sizeof(seq)) {
 		rc = sg_err_set(err, SG_E_INTERNAL, "cannot advance %s/.seq: %s",
 				ctl, strerror(errno));
 		goto out;
 	}
-	r->stamp = (int64_t)seq;
+	if (seqfd >= 0)
+		r->stamp = (int64_t)seq;
 	utc_now(r->updated_at, sizeof(r->updated_at));
 	if (!r->birth)
 		r->birth = r->stamp;
@@ -920,16 +922,40 @@ out:
 	return rc;
 }
 
+/*
+ * The records' lock for a store of r: a hidden record (a foreground run
+ * no reply shows, whose stamp nobody waits for) takes it only when it is
+ * free at once, so that a process of the environment holding it cannot
+ * stop every bash call; -1 then, with err clear, means "store unlocked".
+ */
+static int store_lock(const char *ctl, const struct proc_rec *r, struct sg_errinfo *err)
+{
+	char path[SG_PATH_MAX];
+	int fd;
+
+	if (r->hidden <= 0)
+		return seq_lock(ctl, LOCK_EX, NULL, err);
+	if (path_join(path, sizeof(path), ctl, ".seq", NULL, err))
+		return -1;
+	fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0600);
+	if (fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) < 0) {
+		close(fd);
+		fd = -1;
+	}
+	return fd;
+}
+
 static sg_err rec_store(const char *ctl, struct proc_rec *r,
 			struct sg_errinfo *err)
 {
-	int fd = seq_lock(ctl, LOCK_EX, NULL, err);
+	int fd = store_lock(ctl, r, err);
 	sg_err rc;
 
-	if (fd < 0)
+	if (fd < 0 && r->hidden <= 0)
 		return err->code;
 	rc = rec_store_locked(ctl, fd, r, err);
-	close(fd);
+	if (fd >= 0)
+		close(fd);
 	return rc;
 }
 
@@ -2732,10 +2758,10 @@ static void sup_winch(struct sup_io *io)
 static sg_err sup_store_final(struct proc_spawn *sp, struct sg_errinfo *err)
 {
 	struct proc_rec cur;
-	int fd = seq_lock(sp->ctl, LOCK_EX, NULL, err);
+	int fd = store_lock(sp->ctl, &sp->rec, err);
 	sg_err rc;
 
-	if (fd < 0)
+	if (fd < 0 && sp->rec.hidden <= 0)
 		return err->code;
 	if (rec_read(sp->ctl, sp->rec.id, &cur, err) == SG_OK) {
 		memcpy(sp->rec.mode, cur.mode, sizeof(cur.mode));
@@ -2748,7 +2774,8 @@ static sg_err sup_store_final(struct proc_spawn *sp, struct sg_errinfo *err)
 	/* A process that ended has nothing left to recheck. */
 	sp->rec.next_recheck[0] = sp->rec.pending_recheck[0] = '\0';
 	rc = rec_store_locked(sp->ctl, fd, &sp->rec, err);
-	close(fd);
+	if (fd >= 0)
+		close(fd);
 	return rc;
 }
 
