@@ -179,7 +179,7 @@ class DaytonaLeaks(OnFakeDaytona, GatewayTestCase):
         token = "tok-" + unique()
         rid = gw.request("initialize", gw.make_binding(**binding), token=token)
         gw.wait_stderr("preparing sandbox")
-        gw.request("cancel", {"id": rid}, token=token)
+        gw.cancel(rid, token=token)
         self.assertReplyCode(gw.wait_reply(rid, 30), "cancelled")
         gw.shutdown(timeout=60)
         self.assertEqual(self.settled_state(name, "stopped"), "stopped",

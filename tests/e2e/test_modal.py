@@ -22,6 +22,7 @@ takes two calls fewer); ModalV1 runs every test again with
 MODAL_SANDBOX_V2=0, on the v1 calls.
 """
 
+import base64
 import json
 import os
 import shutil
@@ -31,7 +32,8 @@ import time
 import unittest
 import urllib.request
 
-from sgclient import BIN, CONFIG, PROFILE, GatewayTestCase, registry_records, unique
+from sgclient import (BIN, CONFIG, PROFILE, GatewayTestCase, host_env, registry_records,
+                      unique)
 
 FAKE = os.environ.get("SANDGATE_TEST_FAKE_URL")
 
@@ -104,9 +106,10 @@ class Modal(GatewayTestCase):
         self.assertEqual(router, ["TaskExecStart", "TaskExecStdioRead"] * 3, calls)
         self.assertEqual(control, [], "a command made control-plane calls")
         # The reply still tells stdout from stderr and gives the exit code.
-        res = gw.sh("echo out; echo err >&2; exit 3")
-        self.assertEqual(res["metadata"]["exit_code"], 3)
-        self.assertIn("out", res["content"])
+        res = gw.tool_ok("bash", {"command": "echo out; echo err >&2; exit 3"})
+        self.assertEqual(res["structured_content"]["exit_code"], 3)
+        self.assertEqual(res["structured_content"]["stdout"], "out\n")
+        self.assertEqual(res["structured_content"]["stderr"], "err\n")
 
     def test_export_cut_short_is_an_error(self):
         # The fake keeps at most 64 MiB of an exec's output and drops the
@@ -114,14 +117,28 @@ class Modal(GatewayTestCase):
         # must fail, not hand out a shorter file as the whole one.
         gw = self.gateway(state_dir=self.state)
         gw.sh_ok("head -c %d /dev/zero > long.bin" % (65 * 1024 * 1024))
-        err = gw.fail("export/open", {"path": "long.bin"}, timeout=300)
+        r = gw.execute("present_artifact", {"path": "long.bin"}, timeout=300)
+        if "error" not in r:
+            # Snapshotted inside the environment: the cut shows when read.
+            token = json.loads(r["data"]["content"][0]["text"])["execution_export"]
+            offset, err = 0, None
+            while err is None:
+                c = gw.call("export/read", {"token": token, "offset": offset}, timeout=300)
+                if "error" in c:
+                    err = c["error"]
+                elif c["data"]["eof"]:
+                    self.fail("a cut export was handed out whole (%d bytes)" % offset)
+                else:
+                    offset += len(base64.b64decode(c["data"]["data"]))
+        else:
+            err = r["error"]
         self.assertIn("cut its output short", err)
         # One within the limit exports whole: after the path's checks (two
         # helper jobs), one exec of its own, whose stderr and exit status
         # are read apart from the bytes.
         gw.sh_ok("printf abc > short.bin")
         admin("POST", "/__fake/log/clear")
-        ex = gw.ok("export/open", {"path": "short.bin"})
+        ex = gw.view("present_artifact", {"path": "short.bin"})
         self.assertEqual(ex["size"], 3)
         router = [c["method"] for c in admin("GET", "/__fake/log") if c["server"] == "router"]
         self.assertEqual(router[-4:], ["TaskExecStart", "TaskExecStdioRead",
@@ -205,9 +222,9 @@ class Modal(GatewayTestCase):
 
     def test_persistent_snapshot_resume_and_lost(self):
         ident = unique("persist")
-        b = {"identity": ident, "remove_workspace_on_exit": False,
-             "environment": {"persistent": True}}
-        gw = self.gateway(state_dir=self.state, binding=b)
+        b = {"identity": ident, "remove_workspace_on_exit": False}
+        keep = self.profile_config(persistent=True)
+        gw = self.gateway(state_dir=self.state, binding=b, config=keep)
         gw.write("kept.txt", "survives\n")
         rc, err, _ = gw.shutdown(timeout=120)
         self.assertEqual(rc, 0, err[-2000:])
@@ -215,7 +232,7 @@ class Modal(GatewayTestCase):
         snaps = [i for i in admin("GET", "/__fake/state")["images"] if i["snapshot"]]
         self.assertTrue(snaps, "no snapshot was taken")
         # Resumed from the snapshot: the file is there.
-        gw2 = self.gateway(state_dir=self.state, binding=b)
+        gw2 = self.gateway(state_dir=self.state, binding=b, config=keep)
         self.assertEqual(gw2.sh_ok("cat kept.txt"), "survives\n")
         self.assertTrue(gw2.init_reply.get("resumed", True))
         [sb] = self.ident_sandboxes(ident)
@@ -226,17 +243,21 @@ class Modal(GatewayTestCase):
         image = [s for s in self.ident_sandboxes(ident, only_running=False)][0]
         latest = [i for i in admin("GET", "/__fake/state")["images"] if i["snapshot"]][-1]
         admin("POST", "/__fake/images/%s/delete" % latest["id"])
-        gw3 = self.gateway(init=False, state_dir=self.state)
+        gw3 = self.gateway(init=False, state_dir=self.state, config=keep)
         r = gw3.call("initialize", gw3.make_binding(**b), token="tok-" + unique(), timeout=120)
         self.assertReplyCode(r, ("workspace_lost", "init_failed"))
         self.assertEqual(self.ident_sandboxes(ident), [])
         self.assertTrue(image)
 
     def ttl_config(self, ttl):
-        """A copy of the suite's config whose profile sets snapshot_ttl_seconds."""
+        """A copy of the suite's config whose persistent profile sets snapshot_ttl_seconds."""
+        return self.profile_config(persistent=True, snapshot_ttl_seconds=ttl)
+
+    def profile_config(self, **fields):
+        """A copy of the suite's config whose profile sets fields."""
         with open(CONFIG) as f:
             conf = json.load(f)
-        conf["profiles"][PROFILE]["snapshot_ttl_seconds"] = ttl
+        conf["profiles"][PROFILE].update(fields)
         d = tempfile.mkdtemp(prefix="sg-e2e-modal-ttl-")
         self.addCleanup(shutil.rmtree, d, True)
         path = os.path.join(d, "config.json")
@@ -247,8 +268,8 @@ class Modal(GatewayTestCase):
     def kept_snapshot(self, **kw):
         """A persistent session kept at shutdown: the snapshot it left."""
         before = {i["id"] for i in admin("GET", "/__fake/state")["images"]}
-        b = {"identity": unique("ttl"), "remove_workspace_on_exit": False,
-             "environment": {"persistent": True}}
+        b = {"identity": unique("ttl"), "remove_workspace_on_exit": False}
+        kw.setdefault("config", self.profile_config(persistent=True))
         gw = self.gateway(state_dir=self.state, binding=b, **kw)
         gw.write("kept.txt", "survives\n")
         rc, err, _ = gw.shutdown(timeout=120)
@@ -327,7 +348,7 @@ class Modal(GatewayTestCase):
 
     def test_network_none_is_blocked(self):
         gw = self.gateway(state_dir=self.state,
-                          binding={"environment": {"network": "none"}})
+                          env_extra=host_env({"backend": "command", "network": "none"}))
         [sb] = [s for s in running() if any(t["tagValue"] == gw.session for t in s["tags"])]
         self.assertEqual(sb["network"]["type"], 2)  # BLOCKED
         out = gw.sh_ok("cat /proc/net/dev | tail -n +3 | cut -d: -f1 | tr -d ' '")

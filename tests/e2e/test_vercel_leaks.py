@@ -275,7 +275,7 @@ class VercelLeaks(GatewayTestCase):
             time.sleep(0.05)
         time.sleep(0.3)
         t0 = time.monotonic()
-        gw.request("cancel", {"id": rid}, token=token)
+        gw.cancel(rid, token=token)
         self.assertReplyCode(gw.wait_reply(rid, 30), "cancelled")
         self.assertLess(time.monotonic() - t0, 8, "the cancel was not answered in time")
         rc, err, _ = gw.shutdown(timeout=60)
@@ -364,7 +364,7 @@ class VercelLeaks(GatewayTestCase):
         sid = self.fake.state()["runningSessions"][0]
         self.fake.admin("POST", "/__fake/sessions/%s/expire" % sid)
         for _ in range(2):
-            r = gw.execute("run_command", {"command": "cat f.txt"})
+            r = gw.execute("bash", {"command": "cat f.txt"})
             self.assertReplyCode(r, "workspace_lost")
         self.assertEqual(self.fake.state()["runningSessions"], [])
 
@@ -395,7 +395,7 @@ class VercelLeaks(GatewayTestCase):
         gw.wait_stderr(words)
         time.sleep(0.3)
         if how == "cancel":
-            gw.request("cancel", {"id": rid}, token=token)
+            gw.cancel(rid, token=token)
             self.assertReplyCode(gw.wait_reply(rid, 30), "cancelled")
         rc, err, _ = gw.shutdown(timeout=60)
         return rc, err
@@ -446,7 +446,7 @@ class VercelLeaks(GatewayTestCase):
         gw.wait_stderr("preparing sandbox")
         time.sleep(0.3)
         t0 = time.monotonic()
-        gw.request("cancel", {"id": rid}, token=token)
+        gw.cancel(rid, token=token)
         self.assertReplyCode(gw.wait_reply(rid, 30), "cancelled")
         self.assertLess(time.monotonic() - t0, 8, "the cancel waited for the stop to settle")
         self.fake.admin("DELETE", "/__fake/faults")
@@ -467,7 +467,7 @@ class VercelLeaks(GatewayTestCase):
     def test_rate_limited_command_is_a_clear_error(self):
         gw = self.start()
         self.fake.fault({"method": "POST", "path": "/cmd$", "status": 429, "retryAfter": 1})
-        r = gw.execute("run_command", {"command": "echo once"})
+        r = gw.execute("bash", {"command": "echo once"})
         self.assertIn("error", r)
         self.assertIn("429", r["error"])
         # A command is never sent twice: the next call is whole again.
@@ -519,7 +519,7 @@ class VercelLeaks(GatewayTestCase):
         gw.sh_ok("echo x > f")
         sid = self.fake.state()["runningSessions"][0]
         self.fake.admin("POST", "/__fake/sessions/%s/expire" % sid)
-        r = gw.execute("run_command", {"command": "cat f"})
+        r = gw.execute("bash", {"command": "cat f"})
         self.assertReplyCode(r, "workspace_lost")
         # The processes went with the sandbox, and its removal succeeds:
         # exit 0 (it was 69, the stop of the processes counted as failed).
