@@ -35,9 +35,12 @@ Client (the host's transport):
   - close = close stdin, wait the close grace (3 s; 90 s for the modal,
     daytona and vercel backends), then kill.
 
-HostEnvironment (the host's environment for one session): connects lazily
-with the host's initialize (token of 64 hex characters reused on every
-reconnect, identity "wuu-env-" + 32 hex, no remove_workspace_on_exit and no
+HostEnvironment (the host's environment for one session): starts sandgate
+as the host starts a command backend (its own profile, with sandgate as the
+command, in WUU_EXECUTION_PROFILE, and WUU_EXECUTION_ID, _SESSION, _STATE),
+connects lazily with the host's initialize (token of 64 hex characters
+reused on every reconnect, identity "wuu-env-" + 32 hex from the profile as
+the host derives it, no remove_workspace_on_exit and no
 require_existing_workspace, as for a command backend), checks the echoed
 version, makes a new client after a transport failure, and offers
 execute (ToolResult decoded strictly as the host's struct), request
@@ -674,10 +677,37 @@ def profile_backend(config=CONFIG, profile=PROFILE):
     return ((cfg.get("profiles") or {}).get(name) or {}).get("backend") or "local"
 
 
+# The host's Profile struct: its fields in order, and which are omitempty.
+_PROFILE_FIELDS = (("python", True), ("host_workspace", True), ("mount_read_only", True),
+                   ("backend", False), ("image", True), ("host", True), ("port", True),
+                   ("known_hosts_file", True), ("identity_file", True),
+                   ("workspace", True), ("worker", True), ("shared", True),
+                   ("persistent", True), ("network", True), ("cpus", True),
+                   ("memory_mb", True), ("lifetime_seconds", True),
+                   ("forward_env", True), ("command", True))
+
+
+def host_profile_json(profile):
+    """json.Marshal of the host's Profile: its field order, empty
+    omitempty fields left out."""
+    out = {}
+    for name, omitempty in _PROFILE_FIELDS:
+        value = profile.get(name)
+        if omitempty and not value:
+            continue
+        out[name] = value if value is not None else ""
+    return go_marshal(out)
+
+
 def identity_for(store, session, name, profile):
-    """The host's Identity(): wuu-env- and 16 bytes of a sha256."""
-    doc = json.dumps({"Store": store, "Session": session, "Name": name,
-                      "Profile": profile}, separators=(",", ":"), sort_keys=True)
+    """The host's Identity(): wuu-env- and 16 bytes of the sha256 of
+    {Store, Session, Name, Profile} ("shared" for the session of a shared
+    profile)."""
+    if profile.get("shared"):
+        session = "shared"
+    doc = '{"Store":%s,"Session":%s,"Name":%s,"Profile":%s}' % (
+        go_marshal(store), go_marshal(session), go_marshal(name),
+        host_profile_json(profile))
     return "wuu-env-" + hashlib.sha256(doc.encode()).hexdigest()[:32]
 
 
@@ -686,7 +716,7 @@ class HostEnvironment:
 
     def __init__(self, session="a", identity=None, version=4, root=ROOT,
                  environment=None, store=None, extra_args=(), env_extra=None,
-                 config=CONFIG, profile=PROFILE, close_grace=None):
+                 config=CONFIG, profile=PROFILE, close_grace=None, host_profile=None):
         if not BIN:
             import unittest
             raise unittest.SkipTest("SANDGATE_BIN is not set")
@@ -697,8 +727,6 @@ class HostEnvironment:
         self.backend = profile_backend(config, profile)
         self._own_store = store is None
         self.store = store or tempfile.mkdtemp(prefix="sg-host-store-")
-        self.identity = identity or identity_for(self.store, session, profile or "test",
-                                                 {"backend": self.backend})
         self.state_dir = os.path.join(self.store, "sandgate-state")
         self._xdg = os.path.join(self.store, "xdg")
         os.makedirs(self.state_dir, exist_ok=True)
@@ -709,9 +737,17 @@ class HostEnvironment:
         if profile:
             argv += ["--profile", profile]
         self.argv = argv + list(extra_args)
+        # The host's own profile for sandgate: a command backend whose
+        # command is sandgate, forwarding the variables the binding carries.
+        self.host_profile = {"backend": "command", "command": list(self.argv),
+                             "forward_env": sorted(self.environment)}
+        self.host_profile.update(host_profile or {})
+        self.identity = identity or identity_for(self.store, session, "sandgate",
+                                                 self.host_profile)
         env = dict(os.environ)
         env.pop("SANDGATE_CONFIG", None)
         env["XDG_CONFIG_HOME"] = self._xdg
+        env["WUU_EXECUTION_PROFILE"] = host_profile_json(self.host_profile)
         env["WUU_EXECUTION_ID"] = self.identity
         env["WUU_EXECUTION_SESSION"] = session
         env["WUU_EXECUTION_STATE"] = os.path.join(self.store, self.identity)
