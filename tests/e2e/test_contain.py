@@ -186,7 +186,7 @@ class Survivors(GatewayTestCase):
                 n, cmd = self.plant(how)
                 pid = gw.start(command=cmd + "\nsleep 600")["id"]
                 self.assertStarted([n])
-                gw.ok("process/stop", {"id": pid, "grace_ms": 200})
+                gw.ok("process/stop", {"id": pid})
                 self.assertNoneSurvive([n])
                 self.assertEqual(gw.ok("process/get", {"id": pid})["status"], "stopped")
 
@@ -194,15 +194,27 @@ class Survivors(GatewayTestCase):
         # Whether they die with their command or at teardown, none may
         # outlive the session.
         def launch(gw, cmd):
-            res = gw.sh(cmd + "\necho started", timeout_ms=20000)
-            self.assertEqual(res["metadata"]["exit_code"], 0, json.dumps(res))
+            res = gw.sh(cmd + "\necho started", timeout_seconds=20)
+            self.assertEqual(res["exit_code"], 0, json.dumps(res))
         self.escapes_die_at_shutdown(launch)
+
+    BRIEF = {"backend": "local", "lifetime_seconds": 1}
+
+    def brief_gateway(self, state):
+        """A gateway whose profile lives a second (binding.environment is
+        the host's forwarded variables, no profile overlay); and its
+        config, which `envs gc` needs to find the profile."""
+        fd, path = tempfile.mkstemp(prefix="sg-e2e-contain-", suffix=".json")
+        with os.fdopen(fd, "w") as f:
+            json.dump({"default": "brief", "profiles": {"brief": self.BRIEF}}, f)
+        self.addCleanup(os.unlink, path)
+        return self.gateway(state_dir=state, config=path, profile="brief",
+                            binding={"identity": unique("crash")}), path
 
     def test_crashed_gateway_survivors_are_collected(self):
         state = tempfile.mkdtemp(prefix="sg-e2e-contain-")
         self.addCleanup(lambda: subprocess.run(["rm", "-rf", state]))
-        gw = self.gateway(state_dir=state, binding={"identity": unique("crash"),
-                                                    "environment": {"lifetime_seconds": 1}})
+        gw, path = self.brief_gateway(state)
         planted = []
         for how in ("setsid", "own_pgid_ignores_term"):
             n, cmd = self.plant(how)
@@ -212,7 +224,7 @@ class Survivors(GatewayTestCase):
         gw.proc.kill()
         gw.wait_exit(30)
         time.sleep(1.5)
-        p = subprocess.run([BIN, "envs", "gc", "--state-dir", state],
+        p = subprocess.run([BIN, "envs", "gc", "--state-dir", state, "--config", path],
                            capture_output=True, text=True, timeout=120)
         self.assertEqual(p.returncode, 0, "envs gc failed: %s %s" % (p.stdout, p.stderr))
         self.assertNoneSurvive(planted)
@@ -221,6 +233,13 @@ class Survivors(GatewayTestCase):
 class SurvivorsUnderFreezer(Survivors):
     """The same attacks on a hybrid host without the unified hierarchy:
     containment falls back to v1's freezer (freeze, SIGKILL, thaw)."""
+
+    def brief_gateway(self, state):
+        if not os.path.isdir("/sys/fs/cgroup/freezer"):
+            self.skipTest("no v1 freezer on this host")
+        gw = hiding_gateway(self, "/sys/fs/cgroup/unified", self.BRIEF, state_dir=state)
+        gw.initialize(identity=unique("crash"))
+        return gw, gw.argv[gw.argv.index("--config") + 1]
 
     def gateway(self, init=True, **kw):
         binding = kw.pop("binding", {})
@@ -309,7 +328,7 @@ class Limits(GatewayTestCase):
         out = ""
         while time.monotonic() < deadline and "fork" not in out and "never" not in out:
             peak = max(peak, host_process_count())
-            out = gw.read(rec["id"])["Output"]
+            out = gw.read(rec["id"], offset=0)["Output"]
             time.sleep(0.1)
         # The gateway answers while the environment is at its limit.
         t0 = time.monotonic()
@@ -321,7 +340,7 @@ class Limits(GatewayTestCase):
         self.assertLess(forks, self.PIDS, out)
         self.assertLess(peak - before, self.PIDS + 50,
                         "the host's process count grew by %d" % (peak - before))
-        gw.ok("process/stop", {"id": rec["id"], "grace_ms": 0})
+        gw.ok("process/stop", {"id": rec["id"]})
 
 
 @unittest.skipUnless(not PROFILE or PROFILE == "local", "needs the local backend")
@@ -346,7 +365,7 @@ class WithoutCgroups(GatewayTestCase):
         self.needles = [n]
         self.addCleanup(lambda: [os.kill(p, signal.SIGKILL) for p in host_pids(n.needle)])
         res = gw.sh("setsid %s &\nsleep 0.3; kill -0 $! && echo alive" % n.command)
-        self.assertIn("alive", res["content"])
+        self.assertIn("alive", res["output"])
         self.assertTrue(wait_for(lambda: not host_pids(n.needle), 5),
                         "a run_command child outlived its command")
 
@@ -364,7 +383,7 @@ class WithoutCgroups(GatewayTestCase):
                                              for p in host_pids(n.needle)])
                 pid = gw.start(command=ESCAPES[how].format(m=n.command) + "\nsleep 600")["id"]
                 self.assertTrue(wait_for(lambda: host_pids(n.needle), 10), "never started")
-                gw.ok("process/stop", {"id": pid, "grace_ms": 200})
+                gw.ok("process/stop", {"id": pid})
                 self.assertTrue(wait_for(lambda: not host_pids(n.needle), 5),
                                 "%s outlived process/stop" % how)
 
