@@ -158,10 +158,10 @@ class WorkerServer(HostCase):
 
 # ---- internal/executionworker/environment_e2e_test.go -------------------------
 
-def environment_end_to_end(test):
+def environment_end_to_end(test, version=4):
     """testEnvironmentEndToEnd, with sandgate as the backend."""
     ctx = Ctx(120 * SLACK)
-    env = test.environment(session="a")
+    env = test.environment(session="a", version=version)
 
     def run(name, args, mode="standard"):
         return env.run(name, args, actor="a", mode=mode, ctx=ctx)
@@ -173,7 +173,7 @@ def environment_end_to_end(test):
         env.execute("write_file", '{"path":"denied.txt","content":"no"}', actor="a",
                     mode="read_only", ctx=ctx)
     run("bash", '{"command":"git init -q && git status --porcelain"}')
-    second = test.environment(session="b", store=env.store)
+    second = test.environment(session="b", store=env.store, version=version)
     with test.assertRaises(CallError, msg="isolated session read another session's file"):
         second.execute("read_file", '{"path":"marker.txt"}', actor="a", mode="standard",
                        ctx=ctx)
@@ -220,6 +220,10 @@ class HostSmoke(HostCase):
 
     def test_environment_end_to_end(self):
         environment_end_to_end(self)
+
+    def test_environment_end_to_end_version_3(self):
+        """The same, from a version-3 host (the newest public one)."""
+        environment_end_to_end(self, version=3)
 
 
 class EnvironmentBoundaries(HostCase):
