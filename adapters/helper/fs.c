@@ -944,6 +944,29 @@ struct window {
 	bool in_line;             /* the current line has begun */
 };
 
+/*
+ * Both views with credentials masked (an unconfined read of a sensitive
+ * file, as the host's); the line count and the digest stay the file's.
+ */
+static sg_err window_redact(struct window *w)
+{
+	struct sg_buf tmp = SG_BUF_INIT(w->numbered.max);
+	sg_err rc = sg_fs_redact(w->numbered.p, w->numbered.len, &tmp);
+
+	if (!rc) {
+		sg_buf_reset(&w->numbered);
+		rc = sg_buf_add(&w->numbered, tmp.p, tmp.len);
+	}
+	if (!rc)
+		rc = sg_fs_redact(w->text.p, w->text.len, &tmp);
+	if (!rc) {
+		sg_buf_reset(&w->text);
+		rc = sg_buf_add(&w->text, tmp.p, tmp.len);
+	}
+	sg_buf_release(&tmp);
+	return rc;
+}
+
 /* One whole line of the window (its bytes in w->line): into both views. */
 static sg_err window_line(struct fs *c, struct window *w, bool had_newline)
 {
@@ -1038,7 +1061,8 @@ static sg_err read_lines(struct fs *c, int fd, struct window *w, struct sg_sha25
 }
 
 static sg_err read_text(struct fs *c, int fd, const struct stat *st,
-			const struct sg_buf *shown, int64_t first, int64_t limit, bool raw)
+			const struct sg_buf *shown, int64_t first, int64_t limit, bool raw,
+			bool redact)
 {
 	struct window w = {
 		.first = first,
@@ -1056,6 +1080,8 @@ static sg_err read_text(struct fs *c, int fd, const struct stat *st,
 	sg_buf_init(&w.line, (size_t)w.max + 1);
 	sg_sha256_init(&h);
 	rc = read_lines(c, fd, &w, &h, &lines);
+	if (!rc && redact)
+		rc = window_redact(&w);
 	if (rc)
 		goto out;
 	/* The host hashes twice to see a file that changed under the read. */
@@ -1124,9 +1150,12 @@ out:
  */
 static sg_err read_bytes(struct fs *c, int fd, const struct stat *st,
 			 const struct sg_buf *shown, int64_t offset, int64_t limit, int64_t end,
-			 bool raw)
+			 bool raw, bool redact)
 {
 	struct sg_buf win = SG_BUF_INIT((size_t)limit + 4);
+	/* [REDACTED] for a one-byte value: a window grows at most elevenfold. */
+	struct sg_buf masked = SG_BUF_INIT(11 * ((size_t)limit + 4));
+	const struct sg_buf *show = &win;
 	int64_t size = (int64_t)st->st_size, seg = end ? end : size, want;
 	char hex[2 * SG_SHA256_LEN + 1], *chunk = malloc(FS_CHUNK), *dst;
 	struct sg_sha256 h;
@@ -1168,7 +1197,13 @@ static sg_err read_bytes(struct fs *c, int fd, const struct stat *st,
 	/* A character cut by the window's end is left to the next one. */
 	for (int i = 0; i < 3 && win.len && offset + (int64_t)n < seg &&
 			!sg_utf8_valid(win.p, win.len); i++)
-		win.len--;
+		sg_buf_truncate(&win, win.len - 1);
+	if (redact) {
+		rc = sg_fs_redact(win.p, win.len, &masked);
+		if (rc)
+			goto out;
+		show = &masked;
+	}
 	sg_sha256_final_hex(&h, hex);
 	rc = sg_reply_ok(c->out);
 	if (!rc)
@@ -1186,21 +1221,22 @@ static sg_err read_bytes(struct fs *c, int fd, const struct stat *st,
 	if (!rc)
 		rc = sg_fs_kv_revision(c);
 	if (!rc && raw)
-		rc = sg_fs_kv_int(c->out, "data_bytes", (long long)win.len);
+		rc = sg_fs_kv_int(c->out, "data_bytes", (long long)show->len);
 	if (!rc && !raw)
 		rc = sg_jw_key(c->out, "data", 0);
 	if (!rc && !raw)
 		rc = sg_buf_addc(c->out, '"');
 	if (!rc && !raw)
-		rc = b64_encode(c->out, (const unsigned char *)win.p, win.len);
+		rc = b64_encode(c->out, (const unsigned char *)show->p, show->len);
 	if (!rc && !raw)
 		rc = sg_buf_addc(c->out, '"');
 	if (!rc)
 		rc = sg_reply_end(c->out);
-	if (!rc && raw && (sg_buf_addc(c->out, '\n') || sg_buf_add(c->out, win.p, win.len)))
+	if (!rc && raw && (sg_buf_addc(c->out, '\n') || sg_buf_add(c->out, show->p, show->len)))
 		rc = SG_E_TOO_LARGE;
 out:
 	free(chunk);
+	sg_buf_release(&masked);
 	sg_buf_release(&win);
 	return rc;
 }
@@ -1350,7 +1386,8 @@ static sg_err fs_read(struct fs *c)
 		goto out;
 	}
 	if (blim) {
-		rc = read_bytes(c, fd, &st, &shown, boff, blim, bend, raw);
+		rc = read_bytes(c, fd, &st, &shown, boff, blim, bend, raw,
+				c->unconfined && sg_fs_sensitive(shown.p));
 		goto out;
 	}
 	if (memchr(head, '\0', (size_t)n)) {
@@ -1363,7 +1400,8 @@ static sg_err fs_read(struct fs *c)
 				"read portions", (long long)st.st_size, READ_MAX_FILE);
 		goto out;
 	}
-	rc = read_text(c, fd, &st, &shown, offset ? offset : 1, limit, raw);
+	rc = read_text(c, fd, &st, &shown, offset ? offset : 1, limit, raw,
+		       c->unconfined && sg_fs_sensitive(shown.p));
 out:
 	sg_fs_close(&fd);
 	sg_buf_release(&rel);

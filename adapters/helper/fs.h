@@ -168,6 +168,12 @@ bool sg_fs_app_credential(const char *dir, const char *name);
 /* A resolved rel as the host shows it: relative to root, "." for root,
  * absolute when it lies outside (unconfined). */
 void sg_fs_display(struct fs *c, const struct sg_buf *rel, struct sg_buf *out);
+/*
+ * redact.c: p[0..n) into out (reset first) with what looks like a
+ * credential masked as the host masks it in an unconfined read of a
+ * sensitive file.  SG_E_TOO_LARGE when out cannot hold it.
+ */
+sg_err sg_fs_redact(const char *p, size_t n, struct sg_buf *out) SG_MUST_CHECK;
 
 /* search.c: `fs glob` and `fs grep`. */
 sg_err sg_fs_glob(struct fs *c);

@@ -236,7 +236,9 @@ class ReadFile(Base):
             self.refused("read_file", {"path": p}, "permission_denied",
                          ["read_file refuses to read sensitive path"])
         v = self.gw.view("read_file", {"path": env}, mode="unconfined")
-        self.assertEqual(v["content"], "1|TOKEN=abc\n")
+        self.assertEqual(v["content"], "1|TOKEN=[REDACTED]\n", "credentials masked, as the host's")
+        self.assertEqual(v.structured["text"], "TOKEN=[REDACTED]\n")
+        self.assertEqual(v["content_sha256"], hashlib.sha256(b"TOKEN=abc\n").hexdigest())
 
     def test_image_is_an_image_part(self):
         path = self.put("pic.png", PNG)

@@ -495,6 +495,20 @@ static void test_read_sensitive(void **state)
 	run(f, "read", "--unconfined", ".env.local", NULL);
 	expect_ok(f);
 	assert_string_equal(str(f, "content"), "1|T=1\n");
+	/* Unconfined, credentials in a sensitive file are masked as the host's. */
+	puts_file(f, ".env", "A=1\nAPI_KEY=\"sk-abcdefghijkl\"\nAuthorization: Bearer abcdefghijk\n"
+		  "my_password=x\n-----BEGIN RSA PRIVATE KEY-----\nMIIE\n"
+		  "-----END RSA PRIVATE KEY-----\n");
+	run(f, "read", "--unconfined", ".env", NULL);
+	assert_string_equal(str(f, "text"), "A=1\nAPI_KEY=[REDACTED]\"\nAuthorization: [REDACTED] "
+			    "[REDACTED]\nmy_password=x\n[REDACTED]\n");
+	run(f, "read", "--unconfined", "--byte-offset", "4", "--byte-limit", "30", ".env", NULL);
+	expect_ok(f);
+	assert_null(strstr(str(f, "data"), "c2stYWJj")); /* no "sk-abc" in the window */
+	/* An ordinary file is shown as it is. */
+	puts_file(f, "notes.txt", "token=abc\n");
+	run(f, "read", "--unconfined", "notes.txt", NULL);
+	assert_string_equal(str(f, "text"), "token=abc\n");
 	assert_string_equal(sg_fs_sensitive("a/.git/config"), "version-control metadata");
 	assert_string_equal(sg_fs_sensitive("x/PRIVATE_KEY.pem"), "private key path");
 	assert_null(sg_fs_sensitive("src/main.c"));
