@@ -58,21 +58,19 @@ class LocalBackend(GatewayTestCase):
         facts = sealed.initialize()["environment"]["facts"]
         self.assertTrue(facts["isolation"]["network_isolated"])
         res = sealed.sh(probe)
-        self.assertTrue(res["is_error"])
-        self.assertNotIn("connected", res["content"])
+        self.assertNotEqual(res["exit_code"], 0)
+        self.assertNotIn("connected", res["output"])
 
     def test_memory_limit_is_enforced(self):
         gw = self.gw_with({"memory_mb": 64})
         facts = gw.initialize()["environment"]["facts"]
         self.assertEqual(facts["resources"]["requested"]["memory_mb"], 64)
         self.assertEqual(facts["resources"]["applied"]["memory_mb"], 64)
-        small = gw.tool("run_command", {"argv": ["python3", "-c",
-                                                 "b = bytearray(16 * 1024 * 1024); print('ok')"]})
-        self.assertFalse(small["is_error"], small["content"])
-        big = gw.tool("run_command", {"argv": ["python3", "-c",
-                                               "b = bytearray(256 * 1024 * 1024); print('ok')"]})
-        self.assertTrue(big["is_error"], "a 256 MiB allocation ran under a 64 MiB limit")
-        self.assertNotIn("ok\n", big["content"])
+        small = gw.sh("python3 -c 'b = bytearray(16 * 1024 * 1024); print(\"ok\")'")
+        self.assertEqual(small["exit_code"], 0, small["output"])
+        big = gw.sh("python3 -c 'b = bytearray(256 * 1024 * 1024); print(\"ok\")'")
+        self.assertNotEqual(big["exit_code"], 0, "a 256 MiB allocation ran under a 64 MiB limit")
+        self.assertNotIn("ok\n", big["output"])
 
     def test_what_cannot_be_enforced_is_refused(self):
         for profile, field in [({"network": {"allow": ["10.0.0.0/8"]}}, "network"),
@@ -101,34 +99,34 @@ class LocalBackend(GatewayTestCase):
             f.write("original\n")
         gw = self.gw_with({"host_workspace": host, "mount_read_only": True})
         gw.initialize()
-        self.assertEqual(gw.tool_ok("read_file", {"path": "keep.txt"})["content"], "original\n")
-        res = gw.tool("run_command", {"command": "echo changed > keep.txt"}, mode="full")
-        self.assertTrue(res["is_error"])
+        self.assertEqual(gw.sh_ok("cat keep.txt"), "original\n")
+        res = gw.sh("echo changed > keep.txt", "unconfined")
+        self.assertNotEqual(res["exit_code"], 0)
         with open(os.path.join(host, "keep.txt")) as f:
             self.assertEqual(f.read(), "original\n")
 
     def test_standard_mode_writes_only_under_root(self):
         gw = self.gw_with({})
         gw.initialize()
-        self.assertFalse(gw.sh("echo x > inside.txt")["is_error"])
-        self.assertFalse(gw.sh("echo x > \"$HOME/cache\" && echo x > \"$TMPDIR/t\"")["is_error"])
+        gw.sh_ok("echo x > inside.txt")
+        gw.sh_ok("echo x > \"$HOME/cache\" && echo x > \"$TMPDIR/t\"")
         # /tmp is writable, and it is the environment's own, never the host's.
         name = "/tmp/" + unique("outside")
-        self.assertFalse(gw.sh("echo x > %s" % name)["is_error"])
+        gw.sh_ok("echo x > %s" % name)
         self.assertFalse(os.path.exists(name))
-        self.assertFalse(gw.tool("run_command", {"command": "echo x > %s-full" % name},
-                                 mode="full")["is_error"])
+        gw.sh_ok("echo x > %s-full" % name, "unconfined")
         self.assertFalse(os.path.exists(name + "-full"))
-        self.assertTrue(gw.sh("echo x > /etc/outside")["is_error"])
-        ro = gw.tool("run_command", {"command": "echo x > inside2.txt"}, mode="read_only")
-        self.assertTrue(ro["is_error"])
-        self.assertTrue(gw.tool("stat_path", {"path": "inside2.txt"})["is_error"])
+        self.assertNotEqual(gw.sh("echo x > /etc/outside")["exit_code"], 0)
+        ro = gw.sh("echo x > inside2.txt", "read_only")
+        self.assertNotEqual(ro["exit_code"], 0)
+        self.assertNotEqual(gw.sh("test -e inside2.txt")["exit_code"], 0)
 
     def test_host_files_stay_hidden(self):
         gw = self.gw_with({})
         gw.initialize()
         res = gw.sh("ls %s" % self.dir)
-        self.assertTrue(res["is_error"], "the host's state directory is visible in the sandbox")
+        self.assertNotEqual(res["exit_code"], 0,
+                            "the host's state directory is visible in the sandbox")
 
     def test_audit_log(self):
         audit = os.path.join(self.dir, "audit.jsonl")
@@ -139,9 +137,9 @@ class LocalBackend(GatewayTestCase):
                      extra_args=["--audit-log", audit])
         self.addCleanup(gw.cleanup)
         gw.initialize()
-        gw.tool_ok("write_file", {"path": "s.txt", "content": "very-secret-content"})
-        gw.tool("read_file", {"path": "missing.txt"})
-        gw.fail("execute", {"tool": "nope", "call": {"id": "c", "arguments": "{}"}})
+        gw.sh_ok("printf very-secret-content > s.txt")
+        gw.execute("bash", {"command": "true", "cwd": "missing-dir"})
+        gw.execute("nope", {})
         gw.shutdown()
         with open(audit) as f:
             text = f.read()
@@ -149,9 +147,10 @@ class LocalBackend(GatewayTestCase):
         self.assertNotIn("very-secret-content", text)
         self.assertEqual([l["method"] for l in lines],
                          ["initialize", "execute", "execute", "execute"])
-        self.assertEqual([l.get("tool") for l in lines[1:3]], ["write_file", "read_file"])
-        self.assertEqual([l["outcome"] for l in lines],
-                         ["ok", "ok", "is_error", "invalid_argument"])
+        self.assertEqual([l.get("tool") for l in lines[1:3]], ["bash", "bash"])
+        self.assertEqual([l["outcome"] for l in lines[:2]], ["ok", "ok"])
+        self.assertNotEqual(lines[2]["outcome"], "ok")
+        self.assertEqual(lines[3]["outcome"], "invalid_argument")
         for l in lines:
             self.assertIsInstance(l["duration_ms"], int)
             self.assertIn("ts", l)
