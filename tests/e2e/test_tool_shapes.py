@@ -183,6 +183,13 @@ class ToolShapes(unittest.TestCase):
                                           "new_text": "new line"})
         self.assertKeys(view, exact=EDIT_VIEW, optional={"contract_warning"})
         self.assertEqual(view["action"], "edit")
+        self.write(name, "a a a\n")
+        with self.assertRaises(CallError) as cm:
+            self.env.execute("edit_file", {"path": name, "old_text": "a", "new_text": "b"})
+        self.assertIn("ambiguous_old_text", str(cm.exception))
+        view, _ = self.view("edit_file", {"path": name, "old_text": "a", "new_text": "b",
+                                          "replace_all": True})
+        self.assertKeys(view, exact=EDIT_VIEW, optional={"contract_warning"})
         with self.assertRaises(CallError) as cm:
             self.env.execute("edit_file", {"path": name, "old_text": "absent",
                                            "new_text": "x"})
@@ -227,6 +234,12 @@ class ToolShapes(unittest.TestCase):
         for m in view["matches"]:
             self.assertKeys(m, exact={"file", "line", "content"},
                             optional={"content_truncated"}, what="matches[]")
+        view, _ = self.view("grep", {"pattern": "NEEDLE", "path": d, "include": "*.txt",
+                                     "context": 1, "ignore_case": True})
+        self.assertKeys(view, exact=GREP_CONTENT)
+        self.assertEqual(view["total"], 2)
+        view, _ = self.view("grep", {"pattern": "needle", "path": d, "include": "*.md"})
+        self.assertEqual(view["total"], 0)
         view, _ = self.view("grep", {"pattern": "needle", "path": d,
                                      "output_mode": "files_with_matches"})
         self.assertKeys(view, exact=GREP_FILES)
@@ -253,6 +266,11 @@ class ToolShapes(unittest.TestCase):
                         what="structured_content")
         self.assertEqual(sc["stdout"], "out\n")
         self.assertEqual(sc["stderr"], "err\n")
+        d = "cwd-%d" % time.monotonic_ns()
+        self.write(d + "/here.txt", "x")
+        view, res = self.view("bash", {"command": "ls", "cwd": d})
+        self.assertKeys(view, always=BASH_VIEW, optional=BASH_VIEW_OPTIONAL)
+        self.assertEqual(res["structured_content"]["stdout"], "here.txt\n")
 
     def test_bash_background(self):
         view = self.start("sleep 30")
