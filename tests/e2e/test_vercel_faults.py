@@ -4,8 +4,8 @@ Every assertion about what exists is made on the fake Vercel's own state
 (/__fake/state) or its request log (/__fake/requests), never on what
 sandgate says:
 
-  - one provider request per read_file, write_file, stat_path, run_command
-    and process/read;
+  - one provider request per read_file, write_file, list_files, bash and
+    process/read;
   - persistence by identity: write, exit, resume with
     require_existing_workspace, read back; an expired snapshot is then
     workspace_lost, never a fresh sandbox;
@@ -83,10 +83,10 @@ class VercelFaults(GatewayTestCase):
     def test_one_request_per_call(self):
         gw = self.start()
         gw.tool_ok("write_file", {"path": "a.txt", "content": "one\n"})
-        pid = gw.start(command="echo hi; sleep 0.2")["id"]
+        pid = gw.start("echo hi; sleep 0.2")["id"]
         gw.wait_ended(pid)
         calls = [("read_file", {"path": "a.txt"}), ("write_file", {"path": "b.txt", "content": "x"}),
-                 ("stat_path", {"path": "a.txt"}), ("run_command", {"command": "true"})]
+                 ("list_files", {"path": "."}), ("bash", {"command": "true"})]
         for tool, args in calls:
             seq = self.fake.last_seq()
             gw.tool_ok(tool, args)
@@ -100,12 +100,10 @@ class VercelFaults(GatewayTestCase):
         # a command given longer must run to its end in one call, not be
         # killed at the request's wait and called timed out.
         gw = self.start()
-        res = gw.tool("run_command", {"command": "sleep 52; echo finished",
-                                      "timeout_ms": 90000})
-        self.assertFalse(res["is_error"], res["content"][:500])
-        self.assertFalse(res["metadata"].get("timed_out"), res["metadata"])
-        self.assertEqual(res["metadata"].get("exit_code"), 0, res["metadata"])
-        self.assertIn("finished", res["content"])
+        v = gw.sh("sleep 52; echo finished", timeout_seconds=90)
+        self.assertIs(v["timed_out"], False, v)
+        self.assertEqual(v["exit_code"], 0, v)
+        self.assertIn("finished", v["output"])
 
     def test_non_persistent_deleted_at_shutdown(self):
         gw = self.start()
@@ -151,8 +149,7 @@ class VercelFaults(GatewayTestCase):
         self.assertEqual(len(st["sandboxes"]), 1)
         gw2 = self.start("vp", identity=ident, require_existing_workspace=True,
                          remove_workspace_on_exit=False)
-        self.assertEqual(gw2.tool_ok("read_file", {"path": "keep.txt"})["content"].strip()
-                         .splitlines()[-1].split("\t")[-1].strip(), "kept")
+        self.assertEqual(gw2.sh_ok("cat keep.txt"), "kept\n")
         rc, err, _ = gw2.shutdown(timeout=60)
         self.assertEqual(rc, 0, err[-2000:])
         # The snapshot expires: the workspace is lost, never silently fresh.
@@ -194,7 +191,7 @@ class VercelFaults(GatewayTestCase):
     def test_cut_stream_is_provider_error(self):
         gw = self.start()
         self.fake.fault({"method": "POST", "path": "/cmd$", "action": "cut", "bytes": 60})
-        r = gw.execute("run_command", {"command": "echo hello"})
+        r = gw.execute("bash", {"command": "echo hello"})
         self.assertReplyCode(r, "provider_error")
         self.assertIn("cut mid-line", r["error"])
         # The next call is whole again.
