@@ -25,6 +25,7 @@ Only the opening of a sysctl for writing is tried: nothing is written.
 
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import tempfile
@@ -36,7 +37,7 @@ import uuid
 import sgclient
 from sgclient import BIN, CONFIG, GatewayTestCase
 
-MODES = ("full", "standard", "read_only")
+MODES = ("unconfined", "standard", "read_only")
 # Host-wide, each root's to write.  (kernel/pid_max is not among them: from
 # Linux 6.14 each pid namespace has its own, which its owner may set.)
 SYSCTLS = ("/proc/sys/kernel/core_pattern", "/proc/sys/vm/overcommit_memory",
@@ -60,6 +61,11 @@ INSPECT = textwrap.dedent(r"""
     out["capeff"] = own[0].split()[1] if own else ""
     print(json.dumps(out))
 """)
+
+
+def argv_text(argv):
+    """argv as one shell command (bash takes a command string)."""
+    return " ".join(shlex.quote(a) for a in argv)
 
 
 def running_as_root():
@@ -86,9 +92,8 @@ class HostRoot(GatewayTestCase):
         gw.write(".inspect.py", INSPECT)
         argv = ["python3", ".inspect.py"] + list(SYSCTLS)
         if not background:
-            res = gw.tool_ok("run_command", {"argv": argv}, mode)
-            return json.loads(res["content"])
-        pid = gw.start(argv=argv)["id"]
+            return json.loads(gw.sh_ok(argv_text(argv), mode))
+        pid = gw.start(argv_text(argv))["id"]
         gw.wait_ended(pid)
         return json.loads(gw.read_all(pid)[0])
 
@@ -130,9 +135,9 @@ class HostRoot(GatewayTestCase):
                 marker = "sg-e2e-mark-" + uuid.uuid4().hex
                 argv = ["python3", "-c", "import time; time.sleep(3)", marker]
                 if mode == "background":
-                    gw.start(argv=argv)
+                    gw.start(argv_text(argv))
                 else:
-                    rid = gw.execute_req("run_command", {"argv": argv}, mode)
+                    rid = gw.execute_req("bash", {"command": argv_text(argv)}, mode)
                 uids, ns = self.host_view(marker)
                 if mode != "background":
                     gw.wait_reply(rid)
@@ -181,25 +186,26 @@ class HostRoot(GatewayTestCase):
         for mode in MODES:
             for t in targets:
                 with self.subTest(mode=mode, path=t):
-                    res = gw.tool("run_command", {"argv": ["cat", t]}, mode)
-                    self.assertNotEqual(res["metadata"].get("exit_code"), 0,
-                                        "%s read in %s mode" % (t, mode))
+                    res = gw.sh(argv_text(["cat", t]), mode)
+                    self.assertNotEqual(res["exit_code"], 0, "%s read in %s mode" % (t, mode))
                     for _, secret in planted:
-                        self.assertNotIn(secret, res["content"])
+                        self.assertNotIn(secret, res["output"])
         if os.path.exists("/etc/shadow"):
             with open("/etc/shadow") as f:
                 root_line = f.readline().strip()
         else:
             root_line = None
-        gw.sh_ok("git init -q blame && cd blame && touch a && git add a && "
+        # The git tool runs in the root (it takes no cwd): a repository there.
+        gw.sh_ok("git init -q . && touch blame-a && git add blame-a && "
                  "git -c user.name=x -c user.email=x@y commit -qm a")
         for t in ["/etc/shadow", planted[0][0]]:
             with self.subTest(git=t):
-                res = gw.tool("git", {"args": ["blame", "--contents", t, "a"],
-                                      "cwd": "blame"}, "read_only")
+                reply = json.dumps(gw.execute("git", {"subcommand": "blame",
+                                                      "args": ["--contents", t, "blame-a"]},
+                                              "read_only"))
                 if root_line:
-                    self.assertNotIn(root_line, res["content"])
-                self.assertNotIn(planted[0][1], res["content"])
+                    self.assertNotIn(root_line, reply)
+                self.assertNotIn(planted[0][1], reply)
 
     def test_sandgate_configuration_is_not_in_the_sandbox(self):
         if not running_as_root():
@@ -219,11 +225,11 @@ class HostRoot(GatewayTestCase):
         gw = self.sandboxed(config=cfg, profile="dev")
         for mode in MODES:
             with self.subTest(mode=mode):
-                res = gw.tool("run_command", {"argv": ["cat", cfg]}, mode)
-                self.assertNotEqual(res["metadata"].get("exit_code"), 0)
-                self.assertNotIn(secret, res["content"])
-                listing = gw.tool("run_command", {"argv": ["ls", "-a", "/etc"]}, mode)
-                self.assertNotIn(os.path.basename(d), listing["content"])
+                res = gw.sh(argv_text(["cat", cfg]), mode)
+                self.assertNotEqual(res["exit_code"], 0)
+                self.assertNotIn(secret, res["output"])
+                listing = gw.sh("ls -a /etc", mode)
+                self.assertNotIn(os.path.basename(d), listing["output"])
 
     def test_the_curated_etc_still_runs_programs(self):
         gw = self.sandboxed()
@@ -266,8 +272,8 @@ class HostRoot(GatewayTestCase):
                 got = self.inspect(gw, mode)
                 self.assertEqual(got["writable"], [])
                 self.assertNotIn(state, got["cmdline1"])
-                res = gw.tool("run_command", {"argv": ["cat", "/etc/shadow"]}, mode)
-                self.assertNotEqual(res["metadata"].get("exit_code"), 0)
+                res = gw.sh("cat /etc/shadow", mode)
+                self.assertNotEqual(res["exit_code"], 0)
         iso = gw.facts.get("isolation") or {}
         self.assertIs(iso.get("host_filesystem_restricted"), True, json.dumps(gw.facts))
 
