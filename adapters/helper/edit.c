@@ -347,9 +347,15 @@ static sg_err parse_edit(struct fs *c, const char **old, size_t *oldn, const cha
 static sg_err edit_read(struct fs *c, const struct sg_buf *rel, struct sg_buf *data)
 {
 	struct stat st;
-	int fd = -1;
-	sg_err rc = sg_fs_open_file(c, rel, c->pos[0], &fd, &st);
+	int fd = sg_fs_open_rel(c, rel, O_RDONLY | O_NONBLOCK);
+	sg_err rc = SG_OK;
 
+	if (fd < 0 || fstat(fd, &st) != 0)
+		rc = sg_fs_fail(c, "%s: %s", c->pos[0], sg_fs_errstr(errno));
+	else if (S_ISDIR(st.st_mode))
+		rc = sg_fs_fail(c, "path is a directory: %s", c->pos[0]);
+	else if (!S_ISREG(st.st_mode))
+		rc = sg_fs_fail(c, "edit_file requires a regular file: %s", c->pos[0]);
 	if (!rc)
 		rc = sg_read_all(fd, data);
 	if (rc == SG_E_TOO_LARGE)

@@ -253,7 +253,8 @@ static bool foreign(const char *text)
  */
 static bool listing_inside(json_t *entries)
 {
-	const char *made[] = { "new-", "dir-", "moved-", ".new-", "tmp" };
+	const char *made[] = { "new-", "dir-", "moved-", ".new-", "tmp", "added-", ".added-",
+			       "patched-", ".patched-" };
 	size_t k;
 	json_t *e;
 
@@ -322,7 +323,21 @@ static void round_of_tools(struct fx *f, int i, bool with_grep)
 	r = fs(f, "written", "write", "--", name, NULL);
 	snprintf(name, sizeof(name), "d%s/dir-%d", f->sub, i);
 	r = fs(f, NULL, "mkdir", "--", name, NULL);
-	r = fs(f, "13\nSGRACE-insideSGRACE-inside", "edit", "--", path, NULL);
+	/* Text only the outside file holds: an edit that got out changes it. */
+	r = fs(f, "12\nmust-neverchanged", "edit", "--", path, NULL);
+	if (foreign(f->out.p))
+		escaped(f, "edit");
+	{
+		char text[1600];
+
+		snprintf(text, sizeof(text), "*** Begin Patch\n*** Add File: d%s/added-%d\n+x\n"
+			 "*** Update File: %s\n*** Move to: d%s/patched-%d\n"
+			 "*** Delete File: d%s/new-%d\n*** End Patch", f->sub, i, victim,
+			 f->sub, i, f->sub, i);
+		r = fs(f, text, "patch", NULL);
+		if (foreign(f->out.p))
+			escaped(f, "patch");
+	}
 	snprintf(name, sizeof(name), "d%s/moved-%d", f->sub, i);
 	r = fs(f, NULL, "move", "--", victim, name, NULL);
 	r = fs(f, NULL, "delete", "--", victim, NULL);
