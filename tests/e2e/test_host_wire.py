@@ -549,6 +549,21 @@ class HostDriverFidelity(unittest.TestCase):
         with open(log) as f:
             self.assertTrue(f.read().endswith("EOF\n"), "stdin was not closed")
 
+    def test_lines_the_hosts_struct_refuses(self):
+        """An error that is not a string, an empty line, an array, a bare
+        number: each ends the transport; a JSON null is an empty response
+        the host drops."""
+        for bad in ('{"id":"$ID","error":{"code":1}}', "", "[]", "7",
+                    '{"id":"$ID","method":5}', '{"id":"$ID","data":NaN}'):
+            with self.subTest(line=bad):
+                c, _ = self.worker({"hello": [bad, '{"id":"$ID","data":{}}']}, grace=1.0)
+                with self.assertRaises(CallError) as cm:
+                    c.call("hello", None)
+                self.assertIn("invalid execution response", str(cm.exception))
+        c, _ = self.worker({"hello": ["null", '{"id":"$ID","data":{"ok":1}}']})
+        self.assertEqual(c.call("hello", None), {"ok": 1})
+        self.assertFalse(c.failed)
+
     def test_a_stray_line_ends_the_transport(self):
         c, _ = self.worker({"hello": ["ready", '{"id":"$ID","data":{}}']}, grace=1.0)
         with self.assertRaises(CallError):
