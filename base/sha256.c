@@ -1,11 +1,23 @@
 /*
  * sha256.c - SHA-256 as FIPS 180-4 defines it; see sha256.h.
+ *
+ * read_file hashes every file it reads, whole, as the host does: on an
+ * x86-64 processor with the SHA extensions the blocks go through them
+ * (about five times the plain code's speed), chosen once at run time;
+ * everywhere else, and on older processors, the plain code below runs.
  */
 #include "sha256.h"
 
+#include <stdbool.h>
 #include <string.h>
 
 #include "hex.h"
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <cpuid.h>
+#include <immintrin.h>
+#define SHA_NI 1
+#endif
 
 static const uint32_t k[64] = {
 	0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1,
@@ -54,6 +66,79 @@ static void compress(uint32_t h[8], const unsigned char *p)
 	h[4] += e, h[5] += f, h[6] += g, h[7] += hh;
 }
 
+#ifdef SHA_NI
+/*
+ * Blocks through the SHA extensions: the state kept as ABEF and CDGH, four
+ * rounds per step, each step's message words made from the four before.
+ */
+__attribute__((target("sha,sse4.1,ssse3"))) static void compress_ni(uint32_t h[8],
+								     const unsigned char *p,
+								     size_t blocks)
+{
+	const __m128i swap = _mm_set_epi64x(0x0c0d0e0f08090a0bULL, 0x0405060700010203ULL);
+	__m128i t = _mm_loadu_si128((const __m128i *)(const void *)&h[0]);
+	__m128i s1 = _mm_loadu_si128((const __m128i *)(const void *)&h[4]);
+	__m128i s0, w[4], m, abef, cdgh;
+
+	t = _mm_shuffle_epi32(t, 0xB1);
+	s1 = _mm_shuffle_epi32(s1, 0x1B);
+	s0 = _mm_alignr_epi8(t, s1, 8);
+	s1 = _mm_blend_epi16(s1, t, 0xF0);
+	for (; blocks; blocks--, p += 64) {
+		abef = s0;
+		cdgh = s1;
+		for (int i = 0; i < 16; i++) {
+			if (i < 4) {
+				w[i] = _mm_shuffle_epi8(
+					_mm_loadu_si128((const __m128i *)(const void *)(p + 16 * i)),
+					swap);
+			} else {
+				m = _mm_sha256msg1_epu32(w[i % 4], w[(i - 3) % 4]);
+				m = _mm_add_epi32(m, _mm_alignr_epi8(w[(i - 1) % 4], w[(i - 2) % 4], 4));
+				w[i % 4] = _mm_sha256msg2_epu32(m, w[(i - 1) % 4]);
+			}
+			m = _mm_add_epi32(w[i % 4],
+					  _mm_loadu_si128((const __m128i *)(const void *)&k[4 * i]));
+			s1 = _mm_sha256rnds2_epu32(s1, s0, m);
+			m = _mm_shuffle_epi32(m, 0x0E);
+			s0 = _mm_sha256rnds2_epu32(s0, s1, m);
+		}
+		s0 = _mm_add_epi32(s0, abef);
+		s1 = _mm_add_epi32(s1, cdgh);
+	}
+	t = _mm_shuffle_epi32(s0, 0x1B);
+	s1 = _mm_shuffle_epi32(s1, 0xB1);
+	s0 = _mm_blend_epi16(t, s1, 0xF0);
+	s1 = _mm_alignr_epi8(s1, t, 8);
+	_mm_storeu_si128((__m128i *)(void *)&h[0], s0);
+	_mm_storeu_si128((__m128i *)(void *)&h[4], s1);
+}
+
+/* Whether this processor has the SHA extensions (CPUID 7.0, EBX bit 29). */
+static bool have_sha_ni(void)
+{
+	static int known; /* 0 unknown, 1 no, 2 yes; a race only repeats the probe */
+	unsigned a, b, c, d;
+
+	if (!known)
+		known = __get_cpuid_count(7, 0, &a, &b, &c, &d) && (b & (1u << 29)) ? 2 : 1;
+	return known == 2;
+}
+#endif
+
+/* n whole blocks at p, by the fastest code this processor runs. */
+static void compress_blocks(uint32_t h[8], const unsigned char *p, size_t blocks)
+{
+#ifdef SHA_NI
+	if (have_sha_ni()) {
+		compress_ni(h, p, blocks);
+		return;
+	}
+#endif
+	for (; blocks; blocks--, p += 64)
+		compress(h, p);
+}
+
 void sg_sha256_init(struct sg_sha256 *c)
 {
 	static const uint32_t iv[8] = { 0x6a09e667, 0xbb67ae85, 0x3c6ef372,
@@ -79,12 +164,13 @@ void sg_sha256_update(struct sg_sha256 *c, const void *data, size_t n)
 		n -= take;
 		if (c->used < 64)
 			return;
-		compress(c->h, c->block);
+		compress_blocks(c->h, c->block, 1);
 		c->used = 0;
 	}
 	/* Whole blocks straight from the input, without a copy. */
-	for (; n >= 64; p += 64, n -= 64)
-		compress(c->h, p);
+	compress_blocks(c->h, p, n / 64);
+	p += n / 64 * 64;
+	n %= 64;
 	memcpy(c->block, p, n);
 	c->used = n;
 }
@@ -96,13 +182,13 @@ void sg_sha256_final(struct sg_sha256 *c, unsigned char out[SG_SHA256_LEN])
 	c->block[c->used++] = 0x80;
 	if (c->used > 56) {
 		memset(c->block + c->used, 0, 64 - c->used);
-		compress(c->h, c->block);
+		compress_blocks(c->h, c->block, 1);
 		c->used = 0;
 	}
 	memset(c->block + c->used, 0, 56 - c->used);
 	for (int i = 0; i < 8; i++)
 		c->block[56 + i] = (unsigned char)(bits >> (56 - 8 * i));
-	compress(c->h, c->block);
+	compress_blocks(c->h, c->block, 1);
 	for (int i = 0; i < 8; i++) {
 		out[4 * i] = (unsigned char)(c->h[i] >> 24);
 		out[4 * i + 1] = (unsigned char)(c->h[i] >> 16);
