@@ -766,6 +766,9 @@ out:
 #define GREP_LINE_OMIT SG_MiB
 #define GREP_CLIP_MARK "\n...[line truncated]...\n"
 #define GREP_OMITTED "[match omitted: line exceeds 1 MiB; use read_file on this file to inspect]"
+/* What a match in a file the host protects shows instead (grepMatchContentForPath). */
+#define GREP_APP_CREDENTIAL "[REDACTED: Wuu credential file content]"
+#define GREP_SENSITIVE "[REDACTED: sensitive file content]"
 
 /* What a grep answers with: matching lines, files, or counts per file. */
 enum grep_mode { GREP_CONTENT, GREP_FILES, GREP_COUNT };
@@ -792,6 +795,8 @@ struct grepper {
 	bool late;              /* ... and it was */
 	bool skipping;          /* dropping the rest of an overlong line */
 	enum grep_mode mode;
+	const char *root;       /* --root, for the host's credential files */
+	bool unconfined;        /* a sensitive file's matches are masked, not hidden */
 	struct ghit *hits;
 	size_t nhits, cap;
 	size_t bytes;           /* of the hits' paths and lines */
@@ -852,6 +857,38 @@ static void ghits_free(struct grepper *g)
 	g->cap = 0;
 }
 
+/* t (n bytes) with its credential values masked, then clipped. */
+static sg_err grep_masked(struct grepper *g, const char *t, size_t n, bool *clipped)
+{
+	struct sg_buf red = SG_BUF_INIT(GREP_LINE_OMIT + GREP_LINE_OMIT / 2);
+	size_t keep;
+	sg_err rc = sg_fs_redact(t, n, &red);
+
+	keep = rc ? 0 : sg_utf8_clip(red.p, red.len, GREP_CONTENT_MAX);
+	*clipped = !rc && keep < red.len;
+	if (!rc)
+		rc = sg_buf_add(&g->tmp, red.p, keep);
+	sg_buf_release(&red);
+	return rc;
+}
+
+/*
+ * Whether the match in g->full lies in a file the host protects: 1 for one
+ * of its own credential files, 2 for a sensitive path (.env, keys ...), 0
+ * otherwise.
+ */
+static int grep_protected(struct grepper *g)
+{
+	char parent[SG_PATH_MAX + 1], dir[2 * SG_PATH_MAX + 2];
+	const char *name = sg_fs_split_rel(g->full.p, parent, sizeof(parent));
+
+	snprintf(dir, sizeof(dir), "%s%s%s", g->root,
+		 strcmp(parent, ".") ? "/" : "", strcmp(parent, ".") ? parent : "");
+	if (sg_fs_app_credential(dir, name))
+		return 1;
+	return sg_fs_sensitive(g->full.p) ? 2 : 0;
+}
+
 /*
  * A match's text t (n bytes) into g->tmp as the host shows it: whole up to
  * GREP_CONTENT_MAX, else its head and tail around a marker, each cut on a
@@ -863,9 +900,22 @@ static sg_err grep_clip(struct grepper *g, const char *t, size_t n, bool cut, bo
 	size_t head, tail;
 	sg_err rc;
 
+	switch (grep_protected(g)) {
+	case 1:
+		return sg_buf_adds(&g->tmp, GREP_APP_CREDENTIAL);
+	case 2:
+		if (!g->unconfined)
+			return sg_buf_adds(&g->tmp, GREP_SENSITIVE);
+		break;
+	default:
+		break;
+	}
 	*clipped = cut || n > GREP_CONTENT_MAX;
 	if (cut || n > GREP_LINE_OMIT)
 		return sg_buf_adds(&g->tmp, GREP_OMITTED);
+	/* Unconfined lifts the gate, not the masking of credential values. */
+	if (g->unconfined && sg_fs_sensitive(g->full.p))
+		return grep_masked(g, t, n, clipped);
 	if (n <= GREP_CONTENT_MAX)
 		return sg_buf_add(&g->tmp, t, n);
 	head = sg_utf8_clip(t, n, GREP_CONTENT_MAX / 2);
@@ -968,7 +1018,15 @@ static void grep_line(struct grepper *g, const char *s, size_t pn,
 		return;
 	}
 	rhash_add(&g->sum, "grep", g->full.p, g->full.len, line);
-	rhash_add(&g->sum, "text", text, (size_t)(t + tn - text), line);
+	/* The text as shown is fingerprinted, never a protected file's own. */
+	if (g->mode == GREP_CONTENT) {
+		sg_buf_reset(&g->tmp);
+		if (grep_clip(g, text, (size_t)(t + tn - text), cut, &clipped)) {
+			g->oom = g->stop = true;
+			return;
+		}
+		rhash_add(&g->sum, "text", g->tmp.p, g->tmp.len, line);
+	}
 	if (g->mode != GREP_CONTENT && grep_same_file(g, g->full.p))
 		return;
 	g->records++;
@@ -983,15 +1041,12 @@ static void grep_line(struct grepper *g, const char *s, size_t pn,
 		g->oom = g->stop = true;
 		return;
 	}
-	sg_buf_reset(&g->tmp);
 	h = &g->hits[g->nhits];
 	memset(h, 0, sizeof(*h));
 	h->line = g->mode == GREP_CONTENT ? line : 0;
 	h->count = 1;
 	h->path = strdup(g->full.p);
-	if (!h->path || (g->mode == GREP_CONTENT &&
-			 (grep_clip(g, text, (size_t)(t + tn - text), cut, &clipped) ||
-			  !(h->text = malloc(g->tmp.len + 1))))) {
+	if (!h->path || (g->mode == GREP_CONTENT && !(h->text = malloc(g->tmp.len + 1)))) {
 		free(h->path);
 		g->oom = g->stop = true;
 		return;
@@ -1504,7 +1559,8 @@ sg_err sg_fs_grep(struct fs *c)
 	const char *glob = sg_args_str(&c->a, "glob", NULL);
 	bool icase = sg_args_flag(&c->a, "ignore-case"), killed = false, said = false;
 	char parent[SG_PATH_MAX + 1], prog[SG_PATH_MAX + 1];
-	struct grepper g = { .prefix = "", .last = SIZE_MAX };
+	struct grepper g = { .prefix = "", .last = SIZE_MAX, .root = c->root,
+			     .unconfined = c->unconfined };
 	const char *target = ".", *engine;
 	int64_t offset = 0, page = 0;
 	char *av[32];

@@ -909,6 +909,36 @@ static sg_err git_words(struct sg_tool_call *t, const struct git_call *g, struct
 	return ok ? SG_OK : sg_err_set(&t->op->err, SG_E_INTERNAL, "out of memory");
 }
 
+/*
+ * status's words: porcelain v1 with NULs, and of the caller's flags only
+ * those that change what it reports (gitStatus).
+ */
+static sg_err status_words(struct sg_tool_call *t, const struct git_call *g, struct sg_strv *w)
+{
+	static const char *const pairs[] = { "-u", "--untracked-files", "--ignore-submodules",
+					     "--find-renames", "-M", NULL };
+	static const char *const single[] = { "--renames", "--no-renames", "--ignored", NULL };
+	static const char *const joined[] = { "--untracked-files=", "--ignore-submodules=",
+					      "--find-renames=", "-M", NULL };
+	bool ok = sg_strv_addv(w, (const char *[]){ "--no-optional-locks", "status",
+						     "--porcelain=v1", "-z", NULL }) == 0;
+
+	for (size_t i = g->from; ok && i < json_array_size(g->args); i++) {
+		const char *a = arg_at(g->args, i), *next = arg_at(g->args, i + 1);
+		bool keep = is_one_of(a, single);
+
+		for (size_t k = 0; joined[k] && !keep; k++)
+			keep = strncmp(a, joined[k], strlen(joined[k])) == 0;
+		if (is_one_of(a, pairs)) {
+			ok = !next || (sg_strv_add(w, a) == 0 && sg_strv_add(w, next) == 0);
+			i++;
+		} else if (keep) {
+			ok = sg_strv_add(w, a) == 0;
+		}
+	}
+	return ok ? SG_OK : sg_err_set(&t->op->err, SG_E_INTERNAL, "out of memory");
+}
+
 /* What one git command printed, exit code and all (runGit's core). */
 struct git_out {
 	int exit_code;
@@ -1182,14 +1212,46 @@ static json_t *git_env(struct sg_tool_call *t)
 	return env;
 }
 
+/*
+ * The host's view of a run (runGit, gitStatus): what it printed, status's
+ * lists, what a write left (the commit, the index), the tree's revision
+ * and the next step.  NULL when out of memory.
+ */
+static json_t *git_view(struct sg_tool_call *t, const struct git_call *g, struct git_out *o,
+			json_t *env)
+{
+	bool status = strcmp(g->sub, "status") == 0;
+	char action[64];
+	json_t *view;
+
+	git_action(g->sub, action, sizeof(action));
+	view = json_pack("{s:s, s:s, s:i, s:o, s:b}", "action", action, "subcommand", g->sub,
+			 "exit_code", o->exit_code, "output", git_output(o), "timed_out",
+			 o->timed_out);
+	if (!view)
+		return NULL;
+	if (status)
+		status_parse(o->stdout_.p, o->stdout_.len, view);
+	else if (o->exit_code == 0 && !o->timed_out)
+		git_after(t, g, env, view);
+	git_revision(t, view);
+	json_object_set_new(view, "next_suggestions",
+			    json_pack("[s]", status ? status_suggestion(view, o->exit_code,
+									 o->timed_out)
+						    : git_suggestion(g->sub, o->exit_code,
+								     o->timed_out)));
+	if (o->truncated)
+		json_object_set_new(view, "truncated", json_true());
+	return view;
+}
+
 sg_err sg_tool_git(struct sg_tool_call *t, json_t **result)
 {
 	struct sg_strv words = SG_STRV_INIT;
 	struct git_call g;
 	struct git_out o;
-	json_t *env = NULL, *view = NULL;
+	json_t *env = NULL;
 	bool status;
-	char action[64];
 	sg_err rc;
 
 	*result = NULL;
@@ -1213,55 +1275,13 @@ sg_err sg_tool_git(struct sg_tool_call *t, json_t **result)
 		rc = git_config_guard(t, env);
 	if (!rc && strcmp(g.sub, "push") == 0)
 		rc = push_branch(t, &g, env);
-	if (!rc && status)
-		rc = sg_strv_addv(&words, (const char *[]){ "--no-optional-locks", "status",
-							     "--porcelain=v1", "-z", NULL })
-			     ? sg_err_set(&t->op->err, SG_E_INTERNAL, "out of memory") : SG_OK;
-	/* status keeps only the flags that change what it reports (gitStatus). */
-	for (size_t i = g.from; !rc && status && i < json_array_size(g.args); i++) {
-		const char *a = arg_at(g.args, i), *next = arg_at(g.args, i + 1);
-		bool pair = strcmp(a, "-u") == 0 || strcmp(a, "--untracked-files") == 0 ||
-			    strcmp(a, "--ignore-submodules") == 0 ||
-			    strcmp(a, "--find-renames") == 0 || strcmp(a, "-M") == 0;
-
-		if (pair && next && (sg_strv_add(&words, a) || sg_strv_add(&words, next)))
-			rc = SG_E_INTERNAL;
-		else if (pair)
-			i++;
-		else if ((strcmp(a, "--renames") == 0 || strcmp(a, "--no-renames") == 0 ||
-			  strcmp(a, "--ignored") == 0 || strncmp(a, "--untracked-files=", 18) == 0 ||
-			  strncmp(a, "--ignore-submodules=", 20) == 0 ||
-			  strncmp(a, "--find-renames=", 15) == 0 || strncmp(a, "-M", 2) == 0) &&
-			 sg_strv_add(&words, a))
-			rc = SG_E_INTERNAL;
-	}
-	if (!rc && !status)
-		rc = git_words(t, &g, &words);
+	if (!rc)
+		rc = status ? status_words(t, &g, &words) : git_words(t, &g, &words);
 	if (!rc)
 		rc = git_run(t, sg_strv_get(&words), env, status, &o);
 	if (rc)
 		goto out;
-	git_action(g.sub, action, sizeof(action));
-	view = json_pack("{s:s, s:s, s:i, s:o, s:b}", "action", action, "subcommand", g.sub,
-			 "exit_code", o.exit_code, "output", git_output(&o), "timed_out",
-			 o.timed_out);
-	if (!view) {
-		rc = sg_err_set(&t->op->err, SG_E_INTERNAL, "out of memory");
-		goto out;
-	}
-	if (status)
-		status_parse(o.stdout_.p, o.stdout_.len, view);
-	else if (o.exit_code == 0 && !o.timed_out)
-		git_after(t, &g, env, view);
-	git_revision(t, view);
-	json_object_set_new(view, "next_suggestions",
-			    json_pack("[s]", status ? status_suggestion(view, o.exit_code,
-									 o.timed_out)
-						    : git_suggestion(g.sub, o.exit_code,
-								     o.timed_out)));
-	if (o.truncated)
-		json_object_set_new(view, "truncated", json_true());
-	*result = sg_tool_result(view, NULL);
+	*result = sg_tool_result(git_view(t, &g, &o, env), NULL);
 	if (!*result)
 		rc = sg_err_set(&t->op->err, SG_E_INTERNAL, "out of memory");
 out:

@@ -219,6 +219,28 @@ class Search(GatewayTestCase):
         self.assertIs(v["content_truncated"], True)
         self.assertIs(v["truncated"], True)
 
+    def test_grep_masks_protected_files(self):
+        # A sensitive file's matches are found but not shown; unconfined
+        # shows them with the credential values masked; the host's own
+        # credential files are never shown.
+        self.sh("printf 'API_KEY=sk-e2e-secret-42 MARKER\\n' > .env && mkdir -p .wuu && "
+                "printf 'MARKER token-e2e-77\\n' > .wuu/auth.json && echo 'MARKER ok' > a.txt")
+        for mode in ("standard", "read_only", "unconfined"):
+            with self.subTest(mode=mode):
+                v = self.gw.view("grep", {"pattern": "MARKER", "path": self.d}, mode)
+                by = {m["file"]: m["content"] for m in v["matches"]}
+                self.assertEqual(by[self.p("a.txt")], "MARKER ok")
+                self.assertEqual(by[self.p(".wuu/auth.json")],
+                                 "[REDACTED: Wuu credential file content]")
+                if mode == "unconfined":
+                    self.assertIn("MARKER", by[self.p(".env")])
+                    self.assertIn("[REDACTED]", by[self.p(".env")])
+                else:
+                    self.assertEqual(by[self.p(".env")], "[REDACTED: sensitive file content]")
+                text = v.result["content"][0]["text"]
+                self.assertNotIn("sk-e2e-secret-42", text)
+                self.assertNotIn("token-e2e-77", text)
+
     def test_grep_refusals_are_error_replies(self):
         self.gw.write(self.p("a.txt"), "x\n")
         err = self.gw.tool_error("grep", {"pattern": "foo((", "path": self.d})
