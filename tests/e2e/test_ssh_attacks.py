@@ -30,7 +30,7 @@ import unittest
 import sgclient
 import test_ssh_paths as paths
 from sgclient import (BIN, GatewayTestCase, Gateway, Marker, host_env,
-                      host_processes_matching, unique)
+                      host_processes_matching)
 
 LIFETIME = 1  # seconds: the host profile's, so a crashed environment expires at once
 
@@ -152,9 +152,11 @@ class SshAttacks(GatewayTestCase):
         m = Marker()
         gw.start(m.command)
         # Requests in flight: commands running when the remote stops ...
-        tag = unique("sg-hang")
+        # (The tag is in the sleep's own argv: a shell comment is not, since
+        # bash runs a lone command by exec.)
+        tag = "sleep 61.%06d" % random.randrange(10**6)
         for i in range(4):
-            gw.execute_req("bash", {"command": "sleep 61.%d # %s" % (i, tag)})
+            gw.execute_req("bash", {"command": "%s%d" % (tag, i)})
         self.wait_running(tag, 4)
         self.freeze()
         # ... and file tools and a process list sent after it stopped.
@@ -172,7 +174,8 @@ class SshAttacks(GatewayTestCase):
         deadline = time.monotonic() + 2 * sgclient.SLACK
         while self.ssh_of(state) and time.monotonic() < deadline:
             time.sleep(0.1)
-        self.assertEqual(self.ssh_of(state), [], "an ssh master or client outlived the gateway")
+        self.assertEqual([self.cmdline(p)[-300:] for p in self.ssh_of(state)], [],
+                         "an ssh master or client outlived the gateway")
 
     # ---- a SIGKILLed gateway, then envs rm / envs gc ----------------------
 
@@ -184,9 +187,8 @@ class SshAttacks(GatewayTestCase):
                      env_extra=host_env({"lifetime_seconds": LIFETIME}))
         self.addCleanup(gw.cleanup)
         env_id = gw.initialize()["environment"]["id"]
-        needle = unique("sg-orphan")
-        gw.execute_req("bash", {"command": "sleep 62 # %s" % needle,
-                                "timeout_seconds": 600})
+        needle = "sleep 62.%06d" % random.randrange(10**6)
+        gw.execute_req("bash", {"command": needle, "timeout_seconds": 600})
         self.wait_running(needle, 1)
         self.assertTrue(self.ssh_of(state), "no ssh process uses the state dir's socket")
         gw.proc.kill()
@@ -194,15 +196,14 @@ class SshAttacks(GatewayTestCase):
         return state, env_id, needle
 
     def escaped(self, gw):
-        """A process that left its command's group (setsid, stdio closed),
-        started by a bash command that then returns: its needle."""
+        """A process that left its group (setsid, stdio closed), started by
+        a background process that lives on: its needle.  (A foreground
+        command's leftovers end with the command now, so only a process
+        can leave one behind for the session's end or `envs rm` to find.)"""
         needle = "sleep 63.%06d " % random.randrange(10**6)
-        # The command waits until the child has its own session: the job
-        # kills what is left in the command's group when the command ends.
-        gw.sh_ok((
-            "setsid %s</dev/null >/dev/null 2>&1 & p=$!; i=0; "
-            "while [ \"$(cut -d' ' -f6 /proc/$p/stat)\" != $p ] && [ $i -lt 200 ]; "
-            "do sleep 0.05; i=$((i + 1)); done") % needle.strip())
+        gw.start(("setsid %s</dev/null >/dev/null 2>&1 & p=$!; i=0; "
+                  "while [ \"$(cut -d' ' -f6 /proc/$p/stat)\" != $p ] && [ $i -lt 200 ]; "
+                  "do sleep 0.05; i=$((i + 1)); done; exec sleep 120") % needle.strip())
         self.wait_running(needle, 1)
         return needle
 
