@@ -288,11 +288,40 @@ static sg_err fetch_remote(struct sg_session *s, const char *abs, int dst, int64
 	return rc;
 }
 
-sg_err sg_export_path(struct sg_session *s, const char *path, json_t **out,
+/*
+ * The path as the environment names it, absolute (new): confined beneath
+ * root, or anywhere in the environment when unconfined (sg-helper refuses
+ * a path outside root where it runs on this host).
+ */
+static sg_err resolve(struct sg_session *s, const char *path, bool unconfined, char **abs,
+		      struct sg_cancel *cancel, struct sg_errinfo *err)
+{
+	const char *args[] = { "fs", "resolve", "--unconfined", "--", path, NULL };
+	const char *p;
+	json_t *r = NULL;
+	sg_err rc;
+
+	*abs = NULL;
+	if (!unconfined)
+		return sg_envcall_resolve(s, path, false, abs, cancel, err);
+	rc = sg_envcall(s, SG_CALL_ROOTED, args, NULL, 0, &r, cancel, err);
+	p = rc ? NULL : json_string_value(json_object_get(r, "path"));
+	if (!rc && !p)
+		rc = sg_err_set(err, SG_E_NOT_FOUND, "%s",
+				json_string_value(json_object_get(r, "tool_error"))
+					? json_string_value(json_object_get(r, "tool_error"))
+					: "no such file");
+	if (!rc && !(*abs = strdup(p)))
+		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
+	json_decref(r);
+	return rc;
+}
+
+sg_err sg_export_path(struct sg_session *s, const char *path, bool unconfined, json_t **out,
 		      struct sg_cancel *cancel, struct sg_errinfo *err)
 {
 	struct sg_exports *x = s->exports;
-	const char *args[] = { "fs", "stat", "--", NULL, NULL };
+	const char *args[] = { "fs", "stat", "--", NULL, NULL, NULL };
 	struct export *e = calloc(1, sizeof(*e));
 	char *abs = NULL;
 	unsigned char rnd[16];
@@ -308,10 +337,12 @@ sg_err sg_export_path(struct sg_session *s, const char *path, json_t **out,
 		return sg_err_set(err, SG_E_INTERNAL, "out of memory");
 	e->fd = -1;
 	/* Resolve first, so a link to a file inside root exports the file. */
-	rc = sg_envcall_resolve(s, path, false, &abs, cancel, err);
+	rc = resolve(s, path, unconfined, &abs, cancel, err);
 	if (rc)
 		goto out;
-	args[3] = abs;
+	if (unconfined)
+		args[2] = "--unconfined", args[3] = "--";
+	args[unconfined ? 4 : 3] = abs;
 	rc = sg_envcall(s, SG_CALL_ROOTED, args, NULL, 0, &st, cancel, err);
 	if (rc)
 		goto out;

@@ -318,7 +318,7 @@ sg_err sg_export_close(struct sg_op *op, json_t **out) SG_MUST_CHECK;
  * Snapshot path for present_artifact: *out is {"execution_export":TOKEN,
  * "name","size"} (new).
  */
-sg_err sg_export_path(struct sg_session *s, const char *path, json_t **out,
+sg_err sg_export_path(struct sg_session *s, const char *path, bool unconfined, json_t **out,
 		      struct sg_cancel *cancel, struct sg_errinfo *err)
 	SG_MUST_CHECK;
 void sg_exports_free(struct sg_session *s);

@@ -2294,11 +2294,14 @@ static sg_err fs_resolve(struct fs *c)
 	if (!rc)
 		rc = sg_fs_resolve(c, c->pos[0],
 			     for_write ? SG_PATH_CREATE : SG_PATH_EXISTING, &rel);
-	if (!rc)
+	/* Outside root (unconfined), the absolute path itself, folded. */
+	if (!rc && rel_outside(&rel))
+		sg_fs_display(c, &rel, &abs);
+	if (!rc && !abs.len)
 		rc = sg_buf_adds(&abs, c->root);
-	if (!rc && rel.len && strcmp(c->root, "/") != 0)
+	if (!rc && !rel_outside(&rel) && rel.len && strcmp(c->root, "/") != 0)
 		rc = sg_buf_addc(&abs, '/');
-	if (!rc)
+	if (!rc && !rel_outside(&rel))
 		rc = sg_buf_add(&abs, rel.p, rel.len);
 	if (!rc)
 		rc = sg_reply_ok(c->out);

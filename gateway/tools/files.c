@@ -32,8 +32,6 @@
 #define READ_SEEN 512
 /* Bytes of a continuation token decoded; a real one is a path and numbers. */
 #define CONTINUATION_MAX (2 * SG_PATH_MAX)
-/* The host's page of list_files. */
-#define LIST_PAGE 1000
 /* The host's largest byte_range window, and the next page's it offers. */
 #define BYTE_WINDOW_MAX 4096
 #define BYTE_PAGE_NEXT (128 * 1024)
@@ -788,7 +786,8 @@ sg_err sg_tool_present_artifact(struct sg_tool_call *t, json_t **result)
 	if (!rc && !path[strspn(path, " \t\r\n")])
 		rc = sg_err_set(&t->op->err, SG_E_INVALID_ARGUMENT, "present_artifact requires path");
 	if (!rc)
-		rc = sg_export_path(t->s, path, &part, &t->op->cancel, &t->op->err);
+		rc = sg_export_path(t->s, path, t->mode == SG_CONFINE_NONE, &part, &t->op->cancel,
+				    &t->op->err);
 	if (rc)
 		return rc;
 	*result = sg_tool_result(part, NULL);

@@ -140,6 +140,17 @@ class Paths(GatewayTestCase):
         inside = gw.view("read_file", {"path": ROOT.rstrip("/") + "/" + self.d + "/inside.txt"},
                          mode="unconfined")
         self.assertEqual(inside["path"], self.d + "/inside.txt")
+        r = gw.execute("present_artifact", {"path": "/etc/hostname"}, mode="unconfined")
+        if gw.backend == "local":
+            self.assertReplyCode(r, "permission_denied", "present_artifact")
+        else:
+            ex = json.loads(r["data"]["content"][0]["text"])
+            self.assertEqual(ex["name"], "hostname")
+            gw.ok("export/close", {"token": ex["execution_export"]})
+        res = gw.tool_ok("present_artifact", {"path": self.d + "/inside.txt"}, mode="unconfined")
+        ex = json.loads(res["content"][0]["text"])
+        self.assertEqual((ex["name"], ex["size"]), ("inside.txt", 6))
+        gw.ok("export/close", {"token": ex["execution_export"]})
 
 
 if __name__ == "__main__":
