@@ -28,6 +28,7 @@
 #include <strings.h>
 
 #include "../../adapters/exec.h"
+#include "../../adapters/helper/fs.h"
 #include "../../adapters/json.h"
 #include "base/limits.h"
 #include "base/utf8.h"
@@ -365,6 +366,11 @@ static sg_err check_paths(struct sg_tool_call *t, const struct git_call *g)
 					  "git %s only accepts literal paths from git status; "
 					  "wildcard or pathspec magic \"%.*s\" is not allowed",
 					  g->sub, (int)n, a);
+		if (strcmp(g->sub, "add") == 0 && sg_fs_sensitive(a))
+			return sg_err_set(&t->op->err, SG_E_PERMISSION,
+					  "git add refuses sensitive path \"%.*s\" (%s). Ask the user "
+					  "for explicit secret handling before staging", (int)n, a,
+					  sg_fs_sensitive(a));
 		/* ".", "..", "./", "../x": root, the current directory, or above. */
 		if ((n == 1 && a[0] == '.') || (n >= 2 && a[0] == '.' && a[1] == '/' &&
 						!a[2 + strspn(a + 2, "/.")]) ||
@@ -401,6 +407,10 @@ static sg_err check_message_file(struct sg_tool_call *t, const char *flag, const
 		return sg_err_set(&t->op->err, SG_E_PERMISSION,
 				  "git commit flag \"%s\" requires a literal message file path, "
 				  "got \"%s\"", flag, v);
+	if (sg_fs_sensitive(v))
+		return sg_err_set(&t->op->err, SG_E_PERMISSION,
+				  "git commit refuses message file \"%s\" (%s). Ask the user for "
+				  "explicit secret handling before committing", v, sg_fs_sensitive(v));
 	return SG_OK;
 }
 
@@ -627,6 +637,63 @@ static sg_err check_read_only(struct sg_tool_call *t, const struct git_call *g)
 }
 
 /*
+ * Why a path an argument may name is sensitive, or NULL
+ * (sensitiveGitPathCandidates): the argument itself unless an option,
+ * what follows a REV: prefix, and what follows pathspec magic; the path
+ * found is left in one (cap bytes).
+ */
+static const char *sensitive_in(const char *arg, char *one, size_t cap)
+{
+	const char *colon, *why;
+	size_t lead = strspn(arg, " \t\r\n\"'"), n = strlen(arg + lead);
+
+	while (n && strchr(" \t\r\n\"'", arg[lead + n - 1]))
+		n--;
+	if (!n || n >= cap)
+		return NULL;
+	memcpy(one, arg + lead, n);
+	one[n] = '\0';
+	if (strcmp(one, "--") == 0 || (strncmp(one, "--", 2) == 0 && !strchr(one, '=')))
+		return NULL;
+	colon = strrchr(one, ':');
+	if (colon && colon[1] && (why = sg_fs_sensitive(colon + 1))) {
+		memmove(one, colon + 1, strlen(colon + 1) + 1);
+		return why;
+	}
+	if (strncmp(one, ":(", 2) == 0 && strchr(one, ')') && strchr(one, ')')[1] &&
+	    (why = sg_fs_sensitive(strchr(one, ')') + 1))) {
+		memmove(one, strchr(one, ')') + 1, strlen(strchr(one, ')') + 1) + 1);
+		return why;
+	}
+	return one[0] != '-' ? sg_fs_sensitive(one) : NULL;
+}
+
+/*
+ * The subcommands that print file content refuse to name a sensitive path
+ * (validateSensitiveGitContentArgs); unconfined lifts this, as the host's
+ * unconfined lifts its read gate.
+ */
+static sg_err check_content_args(struct sg_tool_call *t, const struct git_call *g)
+{
+	static const char *const readers[] = { "diff", "show", "blame", "grep", "cat-file",
+					       "stash show", "log", NULL };
+	char one[SG_PATH_MAX + 1];
+
+	if (t->mode == SG_CONFINE_NONE || !is_one_of(g->sub, readers))
+		return SG_OK;
+	for (size_t i = g->from; i < json_array_size(g->args); i++) {
+		const char *why = sensitive_in(arg_at(g->args, i), one, sizeof(one));
+
+		if (why)
+			return sg_err_set(&t->op->err, SG_E_PERMISSION,
+					  "git %s refuses to inspect sensitive path \"%.200s\" (%s). "
+					  "Use metadata-safe git commands or ask the user for explicit "
+					  "secret handling", g->sub, one, why);
+	}
+	return SG_OK;
+}
+
+/*
  * Parse and check a call the way the host does (parseGitInvocation): the
  * subcommand, joined with the first argument when only the two words
  * together name an allowed form ("stash" + ["list"]), then the checks.
@@ -686,6 +753,8 @@ static sg_err git_parse(struct sg_tool_call *t, struct git_call *g)
 		rc = check_cat_file(t, g);
 	else
 		rc = check_overrides(t, g);
+	if (!rc)
+		rc = check_content_args(t, g);
 	if (!rc && t->mode == SG_CONFINE_READ_ONLY)
 		rc = check_read_only(t, g);
 	return rc;
@@ -943,6 +1012,7 @@ static sg_err status_words(struct sg_tool_call *t, const struct git_call *g, str
 struct git_out {
 	int exit_code;
 	bool timed_out, truncated;
+	bool redacted;           /* a sensitive file's diff or grep lines were masked */
 	struct sg_buf text;      /* what the view shows as output */
 	struct sg_buf stdout_;   /* stdout alone (status parses it) */
 };
@@ -979,6 +1049,117 @@ out:
 	sg_exec_result_release(&r);
 	sg_strv_release(&av);
 	return rc;
+}
+
+/* A path token of a diff header ("a/x", "\"b/y\"", /dev/null), into one. */
+static const char *diff_path(const char *s, size_t n, char *one, size_t cap)
+{
+	while (n && strchr(" \t\"'", *s))
+		s++, n--;
+	while (n && strchr(" \t\r\"'", s[n - 1]))
+		n--;
+	if (n >= 2 && (s[0] == 'a' || s[0] == 'b') && s[1] == '/')
+		s += 2, n -= 2;
+	if (n >= cap || (n == 9 && memcmp(s, "/dev/null", 9) == 0))
+		n = 0;
+	memcpy(one, s, n);
+	one[n] = '\0';
+	return n ? sg_fs_sensitive(one) : NULL;
+}
+
+/* Why a diff block's line (n bytes) names a sensitive path (gitDiffPathCandidates). */
+static const char *diff_line_sensitive(const char *l, size_t n, char *one, size_t cap)
+{
+	const char *why = NULL, *sp;
+
+	while (n && (*l == ' ' || *l == '\t'))
+		l++, n--;
+	if (n > 11 && memcmp(l, "diff --git ", 11) == 0) {
+		const char *a = l + 11, *end = l + n;
+
+		sp = memchr(a, ' ', (size_t)(end - a));
+		if (sp) {
+			const char *b = sp + 1, *sp2 = memchr(b, ' ', (size_t)(end - b));
+
+			why = diff_path(a, (size_t)(sp - a), one, cap);
+			if (!why)
+				why = diff_path(b, (size_t)((sp2 ? sp2 : end) - b), one, cap);
+		}
+	} else if (n > 4 && (memcmp(l, "--- ", 4) == 0 || memcmp(l, "+++ ", 4) == 0)) {
+		sp = memchr(l + 4, ' ', n - 4);
+		why = diff_path(l + 4, (size_t)((sp ? sp : l + n) - (l + 4)), one, cap);
+	} else if (n > 12 && memcmp(l, "rename from ", 12) == 0) {
+		why = diff_path(l + 12, n - 12, one, cap);
+	} else if (n > 10 && memcmp(l, "rename to ", 10) == 0) {
+		why = diff_path(l + 10, n - 10, one, cap);
+	}
+	return why;
+}
+
+/*
+ * Mask what the host masks in every mode (sanitizeGitOutput): each diff
+ * block ("diff --git" to the next) that touches a sensitive path becomes
+ * two lines saying so, and a `git grep` line in a sensitive file keeps
+ * only its path.
+ */
+static void git_sanitize(const char *sub, struct git_out *o)
+{
+	static const char *const diffs[] = { "diff", "show", "log", "stash show", NULL };
+	bool diff = is_one_of(sub, diffs), grep = strcmp(sub, "grep") == 0;
+	struct sg_buf out = SG_BUF_INIT(o->text.max);
+	char one[SG_PATH_MAX + 1];
+	const char *p = o->text.p, *end = p + o->text.len;
+	bool skip = false, ok = true;
+
+	if ((!diff && !grep) || !p)
+		return;
+	while (ok && p < end) {
+		const char *nl = memchr(p, '\n', (size_t)(end - p)), *why = NULL;
+		size_t n = nl ? (size_t)(nl - p) + 1 : (size_t)(end - p);
+
+		if (diff && n > 11 && memcmp(p, "diff --git ", 11) == 0) {
+			skip = false;
+			/* The block's header lines decide; look ahead to its end. */
+			for (const char *q = p; q < end && !why;) {
+				const char *qn = memchr(q, '\n', (size_t)(end - q));
+				size_t qlen = qn ? (size_t)(qn - q) : (size_t)(end - q);
+
+				if (q != p && qlen >= 11 && memcmp(q, "diff --git ", 11) == 0)
+					break;
+				why = diff_line_sensitive(q, qlen, one, sizeof(one));
+				q = qn ? qn + 1 : end;
+			}
+			if (why) {
+				skip = o->redacted = true;
+				ok = sg_buf_addf(&out, "diff --git [REDACTED sensitive path]\n"
+						 "[REDACTED git diff for sensitive path \"%s\" (%s)]\n",
+						 one, why) == 0;
+			}
+		} else if (grep && memchr(p, ':', n)) {
+			size_t k = (size_t)((const char *)memchr(p, ':', n) - p);
+
+			if (k && k < sizeof(one)) {
+				memcpy(one, p, k);
+				one[k] = '\0';
+				why = sg_fs_sensitive(one);
+			}
+			if (why) {
+				o->redacted = true;
+				ok = sg_buf_addf(&out, "%s:[REDACTED git grep output for sensitive path "
+						 "(%s)]%s", one, why, nl ? "\n" : "") == 0;
+				p += n;
+				continue;
+			}
+		}
+		if (!skip)
+			ok = sg_buf_add(&out, p, n) == 0;
+		p += n;
+	}
+	if (ok && o->redacted) {
+		sg_buf_reset(&o->text);
+		ok = sg_buf_add(&o->text, out.p, out.len) == 0;
+	}
+	sg_buf_release(&out);
 }
 
 /*
@@ -1157,6 +1338,80 @@ static sg_err push_branch(struct sg_tool_call *t, const struct git_call *g, json
 	return rc;
 }
 
+/*
+ * The first sensitive path among NUL-separated names p[0..n) (porcelain
+ * records when `porcelain`: "XY PATH", a rename's source in the next
+ * field), or NULL; *why its reason.
+ */
+static const char *first_sensitive(const char *p, size_t n, bool porcelain, const char **why)
+{
+	for (size_t at = 0; at < n;) {
+		const char *rec = p + at, *name = porcelain ? rec + 3 : rec;
+		size_t len = strnlen(rec, n - at);
+
+		at += len + 1;
+		if (porcelain && len < 4)
+			continue;
+		if ((*why = sg_fs_sensitive(name)) != NULL)
+			return name;
+		if (porcelain && (rec[0] == 'R' || rec[0] == 'C' || rec[1] == 'R' || rec[1] == 'C') &&
+		    at < n) {
+			name = p + at;
+			at += strnlen(name, n - at) + 1;
+			if ((*why = sg_fs_sensitive(name)) != NULL)
+				return name;
+		}
+	}
+	return NULL;
+}
+
+/*
+ * What add would stage and what commit would record, checked for
+ * sensitive paths in every mode, unconfined included, as the host checks
+ * them (rejectSensitiveStagePathspecs, rejectSensitiveStagedCommitPaths):
+ * a directory named to add may hold a .env.
+ */
+static sg_err staging_guard(struct sg_tool_call *t, const struct git_call *g, json_t *env)
+{
+	bool add = strcmp(g->sub, "add") == 0;
+	struct sg_strv w = SG_STRV_INIT;
+	const char *path, *why = NULL;
+	struct git_out o;
+	bool ok;
+	sg_err rc;
+
+	if (!add && strcmp(g->sub, "commit") != 0)
+		return SG_OK;
+	git_out_init(&o);
+	ok = add ? sg_strv_addv(&w, (const char *[]){ "--no-optional-locks", "--literal-pathspecs",
+						      "status", "--porcelain=v1", "-z",
+						      "--untracked-files=all", "--", NULL }) == 0
+		 : sg_strv_addv(&w, (const char *[]){ "--no-optional-locks", "diff", "--cached",
+						      "--name-only", "-z", NULL }) == 0;
+	for (size_t i = g->from; ok && add && i < json_array_size(g->args); i++)
+		if (strcmp(arg_at(g->args, i), "--") != 0)
+			ok = sg_strv_add(&w, arg_at(g->args, i)) == 0;
+	rc = ok ? git_run(t, sg_strv_get(&w), env, true, &o)
+		: sg_err_set(&t->op->err, SG_E_INTERNAL, "out of memory");
+	if (!rc && (o.exit_code != 0 || o.truncated))
+		rc = sg_err_set(&t->op->err, SG_E_INVALID_ARGUMENT,
+				"inspect %s: git exited %d: %.200s",
+				add ? "paths before git add" : "staged paths before commit",
+				o.exit_code, o.text.p ? o.text.p + o.stdout_.len : "");
+	path = rc ? NULL : first_sensitive(o.stdout_.p, o.stdout_.len, add, &why);
+	if (path && add)
+		rc = sg_err_set(&t->op->err, SG_E_PERMISSION,
+				"git add refuses sensitive path \"%.200s\" (%s). Ask the user for "
+				"explicit secret handling before staging", path, why);
+	else if (path)
+		rc = sg_err_set(&t->op->err, SG_E_PERMISSION,
+				"git commit refuses staged sensitive path \"%.200s\" (%s). Ask the "
+				"user for explicit secret handling before committing", path, why);
+	git_out_release(&o);
+	sg_strv_release(&w);
+	return rc;
+}
+
 /* After a write, what the host adds: the commit made, or the index now. */
 static void git_after(struct sg_tool_call *t, const struct git_call *g, json_t *env,
 		      json_t *view)
@@ -1225,6 +1480,7 @@ static json_t *git_view(struct sg_tool_call *t, const struct git_call *g, struct
 	json_t *view;
 
 	git_action(g->sub, action, sizeof(action));
+	git_sanitize(g->sub, o);
 	view = json_pack("{s:s, s:s, s:i, s:o, s:b}", "action", action, "subcommand", g->sub,
 			 "exit_code", o->exit_code, "output", git_output(o), "timed_out",
 			 o->timed_out);
@@ -1242,6 +1498,8 @@ static json_t *git_view(struct sg_tool_call *t, const struct git_call *g, struct
 								     o->timed_out)));
 	if (o->truncated)
 		json_object_set_new(view, "truncated", json_true());
+	if (o->redacted)
+		json_object_set_new(view, "redacted", json_true());
 	return view;
 }
 
@@ -1275,6 +1533,8 @@ sg_err sg_tool_git(struct sg_tool_call *t, json_t **result)
 		rc = git_config_guard(t, env);
 	if (!rc && strcmp(g.sub, "push") == 0)
 		rc = push_branch(t, &g, env);
+	if (!rc)
+		rc = staging_guard(t, &g, env);
 	if (!rc)
 		rc = status ? status_words(t, &g, &words) : git_words(t, &g, &words);
 	if (!rc)

@@ -443,6 +443,45 @@ class Git(GatewayTestCase):
             with self.subTest(sub=sub, args=args):
                 self.assertEqual(self.git(sub, args)["exit_code"], 0)
 
+    def test_git_guards_sensitive_paths(self):
+        # The host's secret guards, in every mode: nothing sensitive is
+        # staged or committed through the tool, and no diff or grep shows a
+        # sensitive file's content.
+        secret = "sk-e2e-" + unique("s")
+        self.sh("mkdir -p conf && printf 'TOKEN=%s\\n' > conf/.env && echo ok > conf/a.txt"
+                % secret)
+        for args in (["conf/.env"], ["conf"], ["--", "conf"]):
+            with self.subTest(args=args):
+                err = self.git_error("add", args)
+                self.assertCode(err, "permission_denied")
+                self.assertIn("git add refuses sensitive path", err)
+                self.assertIn("conf/.env", err)
+        self.assertEqual(self.git("add", ["conf/a.txt"])["staged"],
+                         [{"file": "conf/a.txt", "status": "added"}])
+        # Staged behind the tool's back: commit refuses, unconfined too.
+        self.sh("git add -f conf/.env")
+        for mode in ("standard", "unconfined"):
+            with self.subTest(mode=mode):
+                err = self.git_error("commit", ["-m", "leak"], mode)
+                self.assertIn("git commit refuses staged sensitive path \"conf/.env\"", err)
+        self.assertEqual(self.sh("git log --format=%s"), "one\n")
+        # Content of a sensitive path: refused by name, masked in output.
+        self.sh("git commit -qm leak && printf 'TOKEN=%s-2\\n' > conf/.env" % secret)
+        for sub, args in (("diff", ["conf/.env"]), ("show", ["HEAD:conf/.env"]),
+                          ("log", ["-p", "--", "conf/.env"]), ("grep", ["TOKEN", "conf/.env"])):
+            with self.subTest(sub=sub, args=args):
+                err = self.git_error(sub, args)
+                self.assertIn("refuses to inspect sensitive path", err)
+        for mode in ("standard", "unconfined"):
+            with self.subTest(mode=mode):
+                for sub, args in (("show", ["HEAD"]), ("diff", []), ("grep", ["TOKEN"])):
+                    v = self.git(sub, args, mode)
+                    self.assertNotIn(secret, json.dumps(v), (sub, args))
+                    self.assertIs(v.get("redacted"), True, (sub, args))
+                v = self.git("show", ["HEAD"], mode)
+                self.assertIn('[REDACTED git diff for sensitive path "conf/.env"', v["output"])
+                self.assertIn("conf/a.txt", self.git("show", ["--stat", "HEAD"], mode)["output"])
+
     def test_git_read_only_refuses_the_writes(self):
         self.sh("echo c > c.txt")
         for sub, args in (("add", ["c.txt"]), ("commit", ["-m", "x"]), ("push", []),
