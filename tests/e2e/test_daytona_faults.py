@@ -250,7 +250,9 @@ class HostGrace(OnFakeDaytona, GatewayTestCase):
         recs = self.records()
         self.assertEqual(len(recs), 1, "the reaper's job is in the registry")
         self.assertEqual(recs[0]["status"], "cleanup-pending")
-        self.assertEqual(recs[0]["reaper"]["budget_ms"], 60000)
+        # Bounded by the budget (60 s, or a peer's 10 s through a relay),
+        # not by the host's window.
+        self.assertGreater(recs[0]["reaper"]["budget_ms"], 3000)
         self.assertIn("removing", recs[0], "claimed by the live reaper")
         self.assertEqual(len(self.fake.sandboxes()), 1, "the delete is still on its way")
         self.assertNothingLeft(within=self.SLOW_DELETE_MS / 1000 + 20)
