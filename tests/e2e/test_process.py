@@ -6,6 +6,7 @@ frames, `exited`/`lost` statuses, list as {processes}, top-level read options).
 """
 
 import json
+import os
 import re
 import time
 import unittest
@@ -27,6 +28,22 @@ EVENT_TYPES = {"started", "updated", "failed", "stopped", "cleaned_up", "recheck
 STAMP = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)$")
 ZERO_TIME = "0001-01-01T00:00:00Z"
 PROC_ID = re.compile(r"^proc-[0-9a-f]{8}$")
+
+
+def host_cmdlines_with(marker):
+    """Command lines of this host's processes that hold marker."""
+    found = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit() or int(d) == os.getpid():
+            continue
+        try:
+            with open("/proc/%s/cmdline" % d, "rb") as f:
+                line = f.read().decode(errors="replace")
+        except OSError:
+            continue
+        if marker in line:
+            found.append(line)
+    return found
 
 
 class Processes(GatewayTestCase):
@@ -380,6 +397,39 @@ class Processes(GatewayTestCase):
         rec = gw.wait_ended(pid, 10)
         self.assertLess(time.monotonic() - t0, 5 * SLACK)
         self.assertEqual(rec["status"], "stopped")
+
+    def test_cancelled_foreground_command_is_stopped(self):
+        gw = self.gw
+        marker = unique("sg-e2e-cancel")
+        rid = gw.execute_req("bash", {"command": "sleep 30; echo %s" % marker,
+                                      "timeout_seconds": 60})
+        time.sleep(0.5)
+        gw.cancel(rid)
+        t0 = time.monotonic()
+        reply = gw.wait_reply(rid, timeout=30)
+        self.assertLess(time.monotonic() - t0, 5 * SLACK)
+        self.assertIn("error", reply)
+        self.assertCode(reply["error"], "cancelled")
+        # Not promoted, not running on: nothing of it is listed, and where
+        # the environment's processes are this host's, none is left.
+        self.assertNotIn(marker, json.dumps(gw.ok("process/list")))
+        deadline = time.monotonic() + 5 * SLACK
+        while host_cmdlines_with(marker) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        self.assertEqual(host_cmdlines_with(marker), [], "the cancelled command runs on")
+
+    def test_shutdown_stops_managed_processes_and_says_cleaned_up(self):
+        gw = self.gateway()
+        pid = gw.start("sleep 60")["id"]
+        started = gw.ok("process/start", {"command": "sleep 60"})["id"]
+        rc, err, took = gw.shutdown(30)
+        self.assertEqual(rc, 0, err[-2000:])
+        cleaned = {e["Process"]["id"]: e for e in gw.events if e["Type"] == "cleaned_up"}
+        self.assertEqual(set(cleaned) & {pid, started}, {pid, started},
+                         "version 4: every process the session controls is stopped")
+        for e in cleaned.values():
+            self.assertEqual(e["Cause"], "")
+            self.assertIn(e["Process"]["status"], ("stopped", "failed"))
 
     def test_another_sessions_record_is_refused(self):
         gw = self.gw
