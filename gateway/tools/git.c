@@ -1096,6 +1096,202 @@ static const char *diff_line_sensitive(const char *l, size_t n, char *one, size_
 	return why;
 }
 
+/* ---- credential values in git's output (the host's gitSecretValuePatterns) ---- */
+
+static bool word_ch(unsigned char c)
+{
+	return (c >= '0' && c <= '9') || ((c | 0x20) >= 'a' && (c | 0x20) <= 'z') || c == '_';
+}
+
+static bool space_ch(unsigned char c)
+{
+	return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
+}
+
+/* Whether p[0..n) starts with lower-case word w, in any case; its length or 0. */
+static size_t ci_word(const char *p, size_t n, const char *w)
+{
+	size_t k = strlen(w);
+
+	if (k > n)
+		return 0;
+	for (size_t i = 0; i < k; i++)
+		if ((char)(((unsigned char)p[i] >= 'A' && (unsigned char)p[i] <= 'Z')
+				   ? p[i] - 'A' + 'a' : p[i]) != w[i])
+			return 0;
+	return k;
+}
+
+static size_t span(const char *p, size_t n, bool (*in)(unsigned char))
+{
+	size_t i = 0;
+
+	while (i < n && in((unsigned char)p[i]))
+		i++;
+	return i;
+}
+
+static bool bearer_ch(unsigned char c)
+{
+	return word_ch(c) ? c != '_' : c != '\0' && strchr(".~+/=-", c) != NULL;
+}
+
+static bool value_ch(unsigned char c)
+{
+	return !space_ch(c) && c != '"' && c != '\'' && c != ',' && c != ';';
+}
+
+/* "bearer" spaces token: its length from p, or 0. */
+static size_t bearer_at(const char *p, size_t n)
+{
+	size_t i = ci_word(p, n, "bearer"), sp, tok;
+
+	if (!i)
+		return 0;
+	sp = span(p + i, n - i, space_ch);
+	tok = sp ? span(p + i + sp, n - i - sp, bearer_ch) : 0;
+	return tok ? i + sp + tok : 0;
+}
+
+/* "authorization" [:=] "bearer" token (the first pattern). */
+static size_t auth_bearer_at(const char *p, size_t n)
+{
+	size_t i = ci_word(p, n, "authorization"), b;
+
+	if (!i)
+		return 0;
+	i += span(p + i, n - i, space_ch);
+	if (i >= n || (p[i] != ':' && p[i] != '='))
+		return 0;
+	i++;
+	i += span(p + i, n - i, space_ch);
+	b = bearer_at(p + i, n - i);
+	return b ? i + b : 0;
+}
+
+/* One of the host's keys, as its alternation takes it first; its length. */
+static size_t secret_key_at(const char *p, size_t n)
+{
+	static const char *const two[][2] = { { "api", "key" }, { "access", "token" },
+					      { "refresh", "token" } };
+	static const char *const one[] = { "authorization", "password", "secret", NULL };
+
+	for (size_t k = 0; k < sizeof(two) / sizeof(two[0]); k++) {
+		size_t i = ci_word(p, n, two[k][0]), j;
+
+		if (!i)
+			continue;
+		if (i < n && (p[i] == '_' || p[i] == '-') && ci_word(p + i + 1, n - i - 1, two[k][1]))
+			return i + 1 + strlen(two[k][1]);
+		if ((j = ci_word(p + i, n - i, two[k][1])) != 0)
+			return i + j;
+	}
+	for (size_t k = 0; one[k]; k++)
+		if (ci_word(p, n, one[k]))
+			return strlen(one[k]);
+	return 0;
+}
+
+/* key [:=] ["']value (the third pattern). */
+static size_t key_value_at(const char *p, size_t n)
+{
+	size_t i = secret_key_at(p, n), v;
+
+	if (!i)
+		return 0;
+	i += span(p + i, n - i, space_ch);
+	if (i >= n || (p[i] != ':' && p[i] != '='))
+		return 0;
+	i++;
+	i += span(p + i, n - i, space_ch);
+	if (i < n && (p[i] == '"' || p[i] == '\''))
+		i++;
+	v = span(p + i, n - i, value_ch);
+	return v ? i + v : 0;
+}
+
+static bool user_ch(unsigned char c)
+{
+	return !space_ch(c) && c != '/' && c != ':' && c != '@';
+}
+
+static bool pass_ch(unsigned char c)
+{
+	return !space_ch(c) && c != '/' && c != '@';
+}
+
+/* scheme://user:password@ (the fourth pattern). */
+static size_t url_at(const char *p, size_t n)
+{
+	static const char *const schemes[] = { "https://", "http://", "ssh://", "git://", NULL };
+	size_t i = 0, u, w;
+
+	for (size_t k = 0; schemes[k] && !i; k++)
+		i = ci_word(p, n, schemes[k]);
+	if (!i)
+		return 0;
+	u = span(p + i, n - i, user_ch);
+	if (!u || i + u >= n || p[i + u] != ':')
+		return 0;
+	i += u + 1;
+	w = span(p + i, n - i, pass_ch);
+	return w && i + w < n && p[i + w] == '@' ? i + w + 1 : 0;
+}
+
+/* The host's replacement for a match m (n bytes). */
+static bool secret_put(struct sg_buf *out, const char *m, size_t n)
+{
+	const char *sep = memchr(m, ':', n), *scheme = memmem(m, n, "://", 3);
+	size_t k;
+
+	if (n > 7 && ci_word(m, n, "bearer ") == 7)
+		return sg_buf_adds(out, "Bearer [REDACTED]") == 0;
+	if (scheme && memchr(m, '@', n))
+		return sg_buf_add(out, m, (size_t)(scheme - m) + 3) == 0 &&
+		       sg_buf_adds(out, "[REDACTED]@") == 0;
+	if (!sep)
+		sep = memchr(m, '=', n);
+	if (!sep)
+		return sg_buf_adds(out, "[REDACTED]") == 0;
+	k = (size_t)(sep - m);
+	while (k && space_ch((unsigned char)m[k - 1]))
+		k--;
+	return sg_buf_add(out, m, k) == 0 && sg_buf_addc(out, *sep) == 0 &&
+	       sg_buf_adds(out, "[REDACTED]") == 0;
+}
+
+/*
+ * One of the host's patterns over o->text (at_word: it starts at a word
+ * boundary), each match replaced; linear, no regular expression.
+ */
+static void secret_pass(struct git_out *o, size_t (*at)(const char *, size_t), bool at_word)
+{
+	struct sg_buf out = SG_BUF_INIT(o->text.max);
+	const char *p = o->text.p;
+	size_t n = o->text.len, i = 0, start = 0;
+	bool hit = false, ok = true;
+
+	while (ok && i < n) {
+		size_t m = (!at_word || i == 0 || !word_ch((unsigned char)p[i - 1]))
+				   ? at(p + i, n - i) : 0;
+
+		if (!m) {
+			i++;
+			continue;
+		}
+		ok = sg_buf_add(&out, p + start, i - start) == 0 && secret_put(&out, p + i, m);
+		hit = true;
+		i += m;
+		start = i;
+	}
+	ok = ok && sg_buf_add(&out, p + start, n - start) == 0;
+	if (ok && hit) {
+		sg_buf_reset(&o->text);
+		o->redacted = sg_buf_add(&o->text, out.p, out.len) == 0;
+	}
+	sg_buf_release(&out);
+}
+
 /*
  * Mask what the host masks in every mode (sanitizeGitOutput): each diff
  * block ("diff --git" to the next) that touches a sensitive path becomes
@@ -1160,6 +1356,18 @@ static void git_sanitize(const char *sub, struct git_out *o)
 		ok = sg_buf_add(&o->text, out.p, out.len) == 0;
 	}
 	sg_buf_release(&out);
+}
+
+/* Every mask the host puts on git's output, in its order. */
+static void git_mask(const char *sub, struct git_out *o)
+{
+	git_sanitize(sub, o);
+	if (!o->text.p)
+		return;
+	secret_pass(o, auth_bearer_at, true);
+	secret_pass(o, bearer_at, true);
+	secret_pass(o, key_value_at, true);
+	secret_pass(o, url_at, false);
 }
 
 /*
@@ -1480,7 +1688,7 @@ static json_t *git_view(struct sg_tool_call *t, const struct git_call *g, struct
 	json_t *view;
 
 	git_action(g->sub, action, sizeof(action));
-	git_sanitize(g->sub, o);
+	git_mask(g->sub, o);
 	view = json_pack("{s:s, s:s, s:i, s:o, s:b}", "action", action, "subcommand", g->sub,
 			 "exit_code", o->exit_code, "output", git_output(o), "timed_out",
 			 o->timed_out);

@@ -482,6 +482,25 @@ class Git(GatewayTestCase):
                 self.assertIn('[REDACTED git diff for sensitive path "conf/.env"', v["output"])
                 self.assertIn("conf/a.txt", self.git("show", ["--stat", "HEAD"], mode)["output"])
 
+    def test_git_masks_credential_values(self):
+        # The host's masks on every git output: key = value, bearer
+        # tokens, and a password in a remote's URL.
+        self.sh("printf 'password = hunter2e2e\\nAuthorization: Bearer tok.e2e/xyz\\n"
+                "plain line\\n' > settings.txt && git add settings.txt && git commit -qm s && "
+                "git remote add origin https://e2e-user:pw-e2e-9@example.invalid/r.git")
+        v = self.git("show", ["HEAD"])
+        self.assertIs(v["redacted"], True)
+        for secret in ("hunter2e2e", "tok.e2e/xyz", "pw-e2e-9"):
+            self.assertNotIn(secret, v["output"])
+        self.assertIn("+plain line", v["output"])
+        self.assertIn("+password=[REDACTED]", v["output"])
+        self.assertIn("Authorization:[REDACTED]", v["output"])
+        v = self.git("remote", ["-v"])
+        self.assertIn("https://[REDACTED]@example.invalid/r.git", v["output"])
+        self.assertNotIn("pw-e2e-9", v["output"])
+        # Nothing to mask, nothing said.
+        self.assertNotIn("redacted", self.git("log", ["--format=%s"]))
+
     def test_git_read_only_refuses_the_writes(self):
         self.sh("echo c > c.txt")
         for sub, args in (("add", ["c.txt"]), ("commit", ["-m", "x"]), ("push", []),
