@@ -330,6 +330,8 @@ class Git(GatewayTestCase):
 
     def setUp(self):
         self.g = self.gateway()
+        if self.g.sh("command -v git")["exit_code"] != 0:
+            self.skipTest("git is not installed in the environment")
         self.sh("git init -q -b main . && git config user.name e2e && "
                 "git config user.email e2e@example.invalid && mkdir -p sub && "
                 "echo a > sub/a.txt && echo k > keep.txt && git add . && git commit -qm one")
@@ -512,6 +514,17 @@ class Git(GatewayTestCase):
         self.assertEqual(self.sh("git status --short"), "?? c.txt\n")
         self.assertEqual(self.git("status", mode="read_only")["untracked"], ["c.txt"])
         self.assertEqual(self.git("log", ["--format=%s"], "read_only")["output"], "one\n")
+
+    def test_git_timeout_is_exit_124(self):
+        # The host gives git 30 s; a hook that sleeps longer is killed and
+        # the result says so (exit_code 124, timed_out), not an error.
+        self.sh("printf '#!/bin/sh\\nsleep 45\\n' > .git/hooks/pre-commit && "
+                "chmod +x .git/hooks/pre-commit && echo t > t.txt && git add t.txt")
+        v = self.git("commit", ["-m", "slow"], timeout=60)
+        self.assertEqual((v["exit_code"], v["timed_out"]), (124, True))
+        self.assertNotIn("commit_sha", v)
+        self.assertEqual(v["next_suggestions"], [
+            "retry with a narrower git command or inspect repository state with git status"])
 
     def test_git_output_keeps_tail(self):
         self.sh("seq 1 50000 > big.txt && git add big.txt && git commit -qm big")
