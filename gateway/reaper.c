@@ -25,10 +25,12 @@
 #include "budget.h"
 #include "cli.h"
 
-/* What the reaper writes on its stdout once it holds the claim. */
+/*
+ * What the reaper writes on its stdout once it holds the claim, or when it
+ * leaves the environment to whoever attached or claimed it meanwhile.
+ */
 #define CLAIMED "claimed\n"
-
-/* ---- the gateway's side ---------------------------------------------- */
+#define CEDED "ceded\n"
 
 /* In the child: only async-signal-safe calls until execve. */
 static void reaper_child(int null, int report, int log, const char *exe, char *const *argv)
@@ -50,28 +52,32 @@ static void reaper_child(int null, int report, int log, const char *exe, char *c
 	_exit(127);
 }
 
-/* Wait up to ms for the reaper's word on fd; true once it claimed. */
-static bool await_claim(int fd, int64_t ms)
+enum claim { CLAIM_NONE, CLAIM_TAKEN, CLAIM_CEDED };
+
+/* Wait up to ms for the reaper's one line on fd. */
+static enum claim await_claim(int fd, int64_t ms)
 {
-	char buf[sizeof(CLAIMED)] = { 0 };
+	char buf[16] = { 0 };
 	size_t got = 0;
 	int64_t until = sg_now_ms() + ms;
 
-	while (got < sizeof(CLAIMED) - 1) {
+	while (got < sizeof(buf) - 1 && !memchr(buf, '\n', got)) {
 		struct pollfd pfd = { .fd = fd, .events = POLLIN };
 		int64_t left = until - sg_now_ms();
 		ssize_t n;
 
 		if (left <= 0 || poll(&pfd, 1, (int)left) <= 0)
-			return false;
-		n = read(fd, buf + got, sizeof(CLAIMED) - 1 - got);
+			return CLAIM_NONE;
+		n = read(fd, buf + got, sizeof(buf) - 1 - got);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n <= 0)
-			return false;
+			return CLAIM_NONE;
 		got += (size_t)n;
 	}
-	return memcmp(buf, CLAIMED, sizeof(CLAIMED) - 1) == 0;
+	if (strcmp(buf, CLAIMED) == 0)
+		return CLAIM_TAKEN;
+	return strcmp(buf, CEDED) == 0 ? CLAIM_CEDED : CLAIM_NONE;
 }
 
 sg_err sg_reaper_start(const struct sg_session *s, const struct sg_reg_key *key,
@@ -83,6 +89,7 @@ sg_err sg_reaper_start(const struct sg_session *s, const struct sg_reg_key *key,
 			 (char *)key->backend, (char *)key->identity, until, NULL };
 	int rep[2] = { -1, -1 }, null = -1, log = -1;
 	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	enum claim word;
 	pid_t pid;
 	sg_err rc = SG_OK;
 
@@ -111,13 +118,17 @@ sg_err sg_reaper_start(const struct sg_session *s, const struct sg_reg_key *key,
 		reaper_child(null, rep[1], log, exe, argv);
 	close(rep[1]);
 	rep[1] = -1;
-	if (!await_claim(rep[0], wait_ms))
+	word = await_claim(rep[0], wait_ms);
+	if (word == CLAIM_TAKEN)
+		sg_log_info("the reaper (pid %d) removes environment %s/%s", (int)pid,
+			    key->backend, key->identity);
+	else if (word == CLAIM_CEDED)
+		sg_log_info("environment %s/%s was attached or claimed meanwhile; the reaper left it",
+			    key->backend, key->identity);
+	else
 		rc = sg_err_set(err, SG_E_UNAVAILABLE,
 				"the reaper (pid %d) did not claim the environment within %lld ms (see %s)",
 				(int)pid, (long long)wait_ms, log_path);
-	else
-		sg_log_info("the reaper (pid %d) removes environment %s/%s", (int)pid,
-			    key->backend, key->identity);
 out:
 	for (int k = 0; k < 2; k++)
 		if (rep[k] >= 0)
@@ -223,6 +234,7 @@ int sg_reaper_main(int argc, char **argv)
 		/* A session attached since, or another remover: it is theirs now. */
 		fprintf(stderr, "sandgate reaper: %s/%s: %s; left to it\n", key.backend,
 			key.identity, err.msg);
+		(void)sg_write_all(1, CEDED, sizeof(CEDED) - 1);
 		return SG_EXIT_OK;
 	}
 	if (sg_write_all(1, CLAIMED, sizeof(CLAIMED) - 1))
