@@ -168,11 +168,26 @@ class Operators(GatewayTestCase):
         self.crash("teardown:detached")
 
     def shared_pair(self, state):
-        """Two gateways whose profile is shared: the operator's own local
-        one, or, on a configured backend, the host's profile asking for
-        it (refused where the operator's profile does not offer it)."""
+        """Two gateways whose profile is shared (the host's profile asks for
+        it, which only an operator's shared profile allows): the profile
+        under test made shared, in a copy of its config beside the original
+        (relative paths in it stay right), or the embedded local one."""
         kw = {"env_extra": self.host(shared=True)}
-        if not CONFIG:
+        if CONFIG:
+            with open(CONFIG) as f:
+                body = json.load(f)
+            name = PROFILE or body.get("default")
+            body["profiles"][name] = dict(body["profiles"][name], shared=True)
+            cfg = os.path.join(os.path.dirname(os.path.abspath(CONFIG)),
+                               unique(".sg-e2e-shared") + ".json")
+            try:
+                with open(cfg, "w") as f:
+                    json.dump(body, f)
+            except OSError as e:
+                self.skipTest("cannot write a shared copy of the config: %s" % e)
+            self.addCleanup(os.unlink, cfg)
+            kw.update(config=cfg, profile=name)
+        else:
             d = tempfile.mkdtemp(prefix="sg-e2e-shared-")
             self.addCleanup(lambda: subprocess.run(["rm", "-rf", d]))
             cfg = os.path.join(d, "config.json")
