@@ -27,6 +27,8 @@
 #define DIFF_WORK ((size_t)32 * 1000 * 1000)
 /* Differing lines the search tracks at most (its trace is D squared ints). */
 #define DIFF_D_MAX ((size_t)1024)
+/* Lines a diff splits on each side, between the common prefix and suffix. */
+#define DIFF_LINES_MAX ((size_t)256 * 1024)
 /* Bytes the candidate search may compare before it stops looking. */
 #define CAND_WORK ((size_t)64 * 1000 * 1000)
 /* A diagnostic shows at most this much of one line. */
@@ -34,17 +36,16 @@
 
 /* ---- lines ---- */
 
-sg_err sg_lines_split(struct sg_lines *out, const char *s, size_t n, bool strip_cr)
+sg_err sg_lines_split(struct sg_lines *out, const char *s, size_t n, bool strip_cr,
+		      size_t max)
 {
-	size_t count = 0, i = 0;
+	size_t count = sg_text_lines(s, n), i = 0;
 	const char *p = s, *end = s + n, *q;
 
 	out->v = NULL;
 	out->n = 0;
-	for (q = s; q < end && (q = memchr(q, '\n', (size_t)(end - q))); q++)
-		count++;
-	if (n && s[n - 1] != '\n')
-		count++;
+	if (count > max || n > UINT32_MAX)
+		return SG_E_TOO_LARGE;
 	if (!count)
 		return SG_OK;
 	out->v = calloc(count, sizeof(*out->v));
@@ -53,7 +54,7 @@ sg_err sg_lines_split(struct sg_lines *out, const char *s, size_t n, bool strip_
 	while (p < end) {
 		q = memchr(p, '\n', (size_t)(end - p));
 		out->v[i].p = p;
-		out->v[i].n = q ? (size_t)(q - p) : (size_t)(end - p);
+		out->v[i].n = (uint32_t)(q ? q - p : end - p);
 		out->v[i].nl = q != NULL;
 		if (strip_cr && out->v[i].n && p[out->v[i].n - 1] == '\r')
 			out->v[i].n--;
@@ -363,7 +364,7 @@ static void cursor_step(const struct differ *d, struct cursor *c)
  * DIFF_CONTEXT, ranges closer than twice that merged, as the host does.
  */
 static sg_err hunks_json(struct sg_buf *o, const struct differ *d,
-			 const struct sg_lines *A, const struct sg_lines *B)
+			 const struct sg_lines *A, const struct sg_lines *B, size_t skipped)
 {
 	struct cursor c = { 0 };
 	size_t total = 0, pos = 0, i = 0;
@@ -401,7 +402,7 @@ static sg_err hunks_json(struct sg_buf *o, const struct differ *d,
 		while (c.pos < hs)
 			cursor_step(d, &c);
 		rc = sg_buf_addf(o, "%s{\"old_start\":%zu,\"new_start\":%zu,\"lines\":[",
-				 first_hunk ? "" : ",", c.ai + 1, c.bi + 1);
+				 first_hunk ? "" : ",", skipped + c.ai + 1, skipped + c.bi + 1);
 		first_hunk = false;
 		for (bool first = true; !rc && c.pos <= he; first = false) {
 			int op = d->runs[c.run].op;
@@ -443,26 +444,76 @@ sg_err sg_diff_json_new(struct sg_buf *o, size_t lines)
 	return sg_buf_addf(o, "{\"new_file\":true,\"lines\":%zu}", lines);
 }
 
+/* Back from at over up to n line starts of s (at is a line start). */
+static size_t lines_back(const char *s, size_t at, int n)
+{
+	while (n-- > 0 && at > 0) {
+		at--;
+		while (at > 0 && s[at - 1] != '\n')
+			at--;
+	}
+	return at;
+}
+
+/*
+ * The window of a and b the line diff needs: the common prefix and suffix
+ * cut at line starts (whole lines, their ends included, are equal), less
+ * DIFF_CONTEXT lines each side.  *skipped is the lines before it.
+ */
+static void diff_window(const char *a, size_t an, const char *b, size_t bn, size_t *from,
+			size_t *a_end, size_t *b_end, size_t *skipped)
+{
+	size_t p = 0, s = 0, lim = an < bn ? an : bn;
+
+	while (p < lim && a[p] == b[p])
+		p++;
+	while (p > 0 && a[p - 1] != '\n')
+		p--;
+	lim -= p;
+	while (s < lim && a[an - 1 - s] == b[bn - 1 - s])
+		s++;
+	/* The suffix must start a line in both texts. */
+	while (s > 0 && !((an - s == 0 || a[an - s - 1] == '\n') &&
+			  (bn - s == 0 || b[bn - s - 1] == '\n')))
+		s--;
+	*from = lines_back(a, p, DIFF_CONTEXT);
+	*skipped = sg_text_lines(a, *from);
+	/* DIFF_CONTEXT lines of the suffix, kept as context. */
+	for (int k = 0; k < DIFF_CONTEXT && s > 0; k++) {
+		const char *nl = memchr(a + an - s, '\n', s);
+
+		s = nl ? an - (size_t)(nl + 1 - a) : 0;
+	}
+	*a_end = an - s;
+	*b_end = bn - s;
+}
+
 sg_err sg_diff_json(struct sg_buf *o, const char *a, size_t an, const char *b,
 		    size_t bn, size_t budget)
 {
 	struct sg_lines A = { 0 }, B = { 0 };
 	struct differ d = { 0 };
 	struct sg_buf h = SG_BUF_INIT(budget);
+	size_t from, a_end, b_end, skipped;
 	bool costly = false, changed = false;
 	sg_err rc;
 
-	rc = sg_lines_split(&A, a, an, false);
+	diff_window(a, an, b, bn, &from, &a_end, &b_end, &skipped);
+	rc = sg_lines_split(&A, a + from, a_end - from, false, DIFF_LINES_MAX);
 	if (!rc)
-		rc = sg_lines_split(&B, b, bn, false);
-	if (!rc)
+		rc = sg_lines_split(&B, b + from, b_end - from, false, DIFF_LINES_MAX);
+	if (rc == SG_E_TOO_LARGE) {
+		costly = true;
+		rc = SG_OK;
+	}
+	if (!rc && !costly)
 		rc = diff_runs(&d, &A, &B, &costly);
 	for (size_t i = 0; !rc && !costly && i < d.nruns; i++)
 		changed |= d.runs[i].op != OP_EQ;
 	if (!rc && !costly && changed) {
 		rc = sg_buf_adds(&h, "{\"hunks\":[");
 		if (!rc)
-			rc = hunks_json(&h, &d, &A, &B);
+			rc = hunks_json(&h, &d, &A, &B, skipped);
 		if (!rc)
 			rc = sg_buf_adds(&h, "]}");
 		if (rc == SG_E_TOO_LARGE) {
@@ -471,7 +522,7 @@ sg_err sg_diff_json(struct sg_buf *o, const char *a, size_t an, const char *b,
 		}
 	}
 	if (!rc && costly)
-		rc = sg_diff_json_summary(o, A.n, B.n,
+		rc = sg_diff_json_summary(o, sg_text_lines(a, an), sg_text_lines(b, bn),
 					  "diff too large to show; inline diff omitted "
 					  "from tool result");
 	else if (!rc && changed)

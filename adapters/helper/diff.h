@@ -21,14 +21,18 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "base/buf.h"
 #include "base/err.h"
 
-/* One line of a text: p[0..n), and whether a '\n' ended it. */
+/*
+ * One line of a text: p[0..n), and whether a '\n' ended it.  A text is
+ * at most one frame, so n fits 32 bits and a line costs 16 bytes.
+ */
 struct sg_line {
 	const char *p;
-	size_t n;
+	uint32_t n;
 	bool nl;
 };
 
@@ -41,10 +45,12 @@ struct sg_lines {
 /*
  * Split s into lines at '\n'; a final line without '\n' counts, an empty
  * tail does not.  strip_cr drops one '\r' before each '\n' (and at the
- * very end), as the host does when it shows a CRLF file's lines.
+ * very end), as the host does when it shows a CRLF file's lines.  More
+ * than max lines: SG_E_TOO_LARGE, nothing allocated (a text of newlines
+ * would otherwise cost 16 bytes a byte).
  */
-sg_err sg_lines_split(struct sg_lines *out, const char *s, size_t n, bool strip_cr)
-	SG_MUST_CHECK;
+sg_err sg_lines_split(struct sg_lines *out, const char *s, size_t n, bool strip_cr,
+		      size_t max) SG_MUST_CHECK;
 void sg_lines_release(struct sg_lines *l);
 
 /* The host's line count: 0 for "", else the '\n's plus an unended last line. */
@@ -56,9 +62,11 @@ sg_err sg_fs_kv_sha(struct sg_buf *o, const char *k, const char *p, size_t n)
 
 /*
  * Append the DiffResult of a -> b as a JSON object, with 3 lines of
- * context like the host's.  Past budget bytes, or when the line diff is
- * too costly, the summary form {"old_lines","new_lines","truncated":true,
- * "summary"} is written instead.
+ * context like the host's.  Only the lines between the common prefix and
+ * suffix (and their context) are split and compared; past DIFF_LINES_MAX
+ * of them, past budget bytes, or when the line diff is too costly, the
+ * summary form {"old_lines","new_lines","truncated":true,"summary"} is
+ * written instead.
  */
 sg_err sg_diff_json(struct sg_buf *o, const char *a, size_t an, const char *b,
 		    size_t bn, size_t budget) SG_MUST_CHECK;

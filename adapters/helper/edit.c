@@ -45,6 +45,11 @@
 /* Candidates the host shows: closest for a miss, exact for an ambiguity. */
 #define EDIT_NEAR_MAX 3
 #define EDIT_EXACT_MAX 5
+/*
+ * Lines of the file (and of old_text) a diagnostic splits to look for
+ * candidates: past them it names no candidates (16 bytes a line held).
+ */
+#define DIAG_LINES_MAX ((size_t)256 * 1024)
 /* Lines of old_text shown as "expected", and of each candidate. */
 #define DIAG_EXPECTED_LINES 8
 #define DIAG_CAND_LINES 6
@@ -464,14 +469,18 @@ static sg_err edit_diag(struct fs *c, const char *file, size_t fn, const char *o
 	size_t nc = 0;
 	sg_err rc;
 
-	rc = sg_lines_split(&hay, file, fn, true);
+	rc = sg_lines_split(&hay, file, fn, true, DIAG_LINES_MAX);
 	if (!rc)
-		rc = sg_lines_split(&want, old, oldn, true);
+		rc = sg_lines_split(&want, old, oldn, true, DIAG_LINES_MAX);
+	if (rc == SG_E_TOO_LARGE) {
+		sg_lines_release(&hay);
+		rc = SG_OK;
+	}
 	if (!rc && count == 0) {
 		sg_cand_closest(&hay, &want, cands, EDIT_NEAR_MAX, &nc);
 		rc = sg_buf_adds(&t, "old_text_not_found: failed to find old_text in file");
 	} else if (!rc) {
-		nc = exact_cands(file, fn, old, oldn, hay.n, cands);
+		nc = hay.n ? exact_cands(file, fn, old, oldn, hay.n, cands) : 0;
 		rc = sg_buf_addf(&t, "ambiguous_old_text: old_text matched %zu locations; add "
 				 "more surrounding context or set replace_all=true only if "
 				 "every occurrence should change", count);

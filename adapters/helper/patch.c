@@ -43,6 +43,8 @@
 /* Lines of a patch, and its file sections. */
 #define PATCH_LINES_MAX ((size_t)1024 * 1024)
 #define PATCH_FILES_MAX ((size_t)1024)
+/* Lines of one file a patch updates (each held as 16 bytes while it applies). */
+#define PATCH_FILE_LINES_MAX ((size_t)1024 * 1024)
 /* Bytes of the files one patch reads and builds, all together. */
 #define PATCH_HOLD_MAX (64 * SG_MiB)
 /* Line comparisons (and moves) spent locating and applying chunks. */
@@ -291,11 +293,10 @@ static sg_err normalise(struct patch *pt, const char *in, size_t n)
 		pt->text[j++] = in[i] == '\r' ? '\n' : in[i];
 	}
 	pt->text[j] = '\0';
-	/* A text ending in "\n" (it cannot, trimmed) would lose no line. */
 	if (sg_text_lines(pt->text, j) > PATCH_LINES_MAX)
 		return sg_fs_fail(pt->c, "%sthe patch has more than %zu lines", PATCH_VERIFY,
 				  PATCH_LINES_MAX);
-	return sg_lines_split(&pt->lines, pt->text, j, false);
+	return sg_lines_split(&pt->lines, pt->text, j, false, PATCH_LINES_MAX);
 }
 
 static sg_err parse(struct patch *pt, const char *in, size_t n)
@@ -533,6 +534,9 @@ static sg_err lines_splice(struct patch *pt, struct sg_lines *lines, size_t *cap
 	if (pt->work > PATCH_MATCH_WORK)
 		return sg_fs_fail(pt->c, "%sapplying the chunks of %s moves more than %zu lines",
 				  PATCH_VERIFY, "this patch", PATCH_MATCH_WORK);
+	if (n > PATCH_FILE_LINES_MAX)
+		return sg_fs_fail(pt->c, "%sthe patched file would have more than %zu lines",
+				  PATCH_VERIFY, PATCH_FILE_LINES_MAX);
 	if (n > *cap) {
 		size_t nc = n * 2;
 		struct sg_line *v = realloc(lines->v, nc * sizeof(*v));
@@ -595,8 +599,12 @@ static sg_err apply_chunks(struct patch *pt, struct section *s)
 	use_crlf = crlf && crlf == lf;
 	trailing = n && p[n - 1] == '\n';
 	/* A file that is one line end has no lines, as the host splits it. */
-	rc = n == (use_crlf ? 2u : 1u) && trailing ? SG_OK
-						   : sg_lines_split(&lines, p, n, use_crlf);
+	rc = n == (use_crlf ? 2u : 1u) && trailing
+		     ? SG_OK
+		     : sg_lines_split(&lines, p, n, use_crlf, PATCH_FILE_LINES_MAX);
+	if (rc == SG_E_TOO_LARGE)
+		rc = sg_fs_fail(pt->c, "%s%s has more than %zu lines", PATCH_VERIFY, s->path,
+				PATCH_FILE_LINES_MAX);
 	cap = lines.n;
 	for (size_t i = 0; !rc && i < s->nchunks; i++)
 		rc = apply_chunk(pt, s, &s->chunks[i], &lines, &cap, &cursor);

@@ -42,12 +42,14 @@ static void test_lines(void **state)
 	assert_int_equal(sg_text_lines("a\n", 2), 1);
 	assert_int_equal(sg_text_lines("a\nb", 3), 2);
 	assert_int_equal(sg_text_lines("\n\n", 2), 2);
-	assert_int_equal(sg_lines_split(&l, "a\r\nb\r\nc", 8, true), SG_OK);
+	assert_int_equal(sg_lines_split(&l, "a\r\nb\r\nc", 8, true, 3), SG_OK);
 	assert_int_equal(l.n, 3);
 	assert_int_equal(l.v[0].n, 1);
 	assert_true(l.v[1].nl);
 	assert_false(l.v[2].nl);
 	sg_lines_release(&l);
+	assert_int_equal(sg_lines_split(&l, "a\nb\nc", 5, false, 2), SG_E_TOO_LARGE);
+	assert_null(l.v);
 }
 
 static void test_shape(void **state)
@@ -134,8 +136,8 @@ static void check_rebuild(const char *a, const char *b)
 	size_t at = 0, out = 0, k;
 	const char **got;
 
-	assert_int_equal(sg_lines_split(&A, a, strlen(a), false), SG_OK);
-	assert_int_equal(sg_lines_split(&B, b, strlen(b), false), SG_OK);
+	assert_int_equal(sg_lines_split(&A, a, strlen(a), false, 1 << 20), SG_OK);
+	assert_int_equal(sg_lines_split(&B, b, strlen(b), false, 1 << 20), SG_OK);
 	got = calloc(A.n + B.n + 1, sizeof(*got));
 	h = json_object_get(j, "hunks");
 	json_array_foreach(h, k, hunk) {
@@ -205,6 +207,49 @@ static void test_random_edits(void **state)
 	}
 }
 
+/*
+ * A change deep in a large text: only the lines around it are compared,
+ * and the hunk's line numbers count the lines skipped.  A text of four
+ * million line ends doubled is the summary form, without splitting it.
+ */
+static void test_large_texts(void **state)
+{
+	const int at[] = { 150000 };
+	char *a = text(200000, NULL, 0), *b = text(200000, at, 1);
+	size_t n = 4 << 20;
+	char *nl = malloc(2 * n + 1);
+	json_t *j, *h;
+
+	(void)state;
+	j = diff(a, b, SG_TOOL_OUTPUT);
+	h = json_array_get(json_object_get(j, "hunks"), 0);
+	assert_int_equal(json_array_size(json_object_get(j, "hunks")), 1);
+	assert_int_equal(json_integer_value(json_object_get(h, "old_start")), 149997);
+	assert_int_equal(json_integer_value(json_object_get(h, "new_start")), 149997);
+	assert_int_equal(json_array_size(json_object_get(h, "lines")), 3 + 2 + 3);
+	json_decref(j);
+	check_rebuild(a, b);
+	memset(nl, '\n', 2 * n);
+	nl[2 * n] = '\0';
+	nl[n] = '\0';
+	{
+		struct sg_buf o = SG_BUF_INIT(SG_MAX_FRAME);
+
+		assert_int_equal(sg_diff_json(&o, nl, n, nl + n + 1, n - 1, SG_TOOL_OUTPUT), SG_OK);
+		nl[n] = '\n';
+		sg_buf_reset(&o);
+		assert_int_equal(sg_diff_json(&o, nl, n, nl, 2 * n, SG_TOOL_OUTPUT), SG_OK);
+		j = json_loadb(o.p, o.len, 0, NULL);
+		assert_true(json_is_true(json_object_get(j, "truncated")));
+		assert_int_equal(json_integer_value(json_object_get(j, "new_lines")), 2 * n);
+		json_decref(j);
+		sg_buf_release(&o);
+	}
+	free(nl);
+	free(a);
+	free(b);
+}
+
 static void test_candidates(void **state)
 {
 	struct sg_lines hay, want;
@@ -213,8 +258,8 @@ static void test_candidates(void **state)
 	const char *file = "x\n  if (a) {\n    b();\n  }\ny\n  if (a) {\n    c();\n";
 
 	(void)state;
-	assert_int_equal(sg_lines_split(&hay, file, strlen(file), true), SG_OK);
-	assert_int_equal(sg_lines_split(&want, "if (a) {\nb();", 13, true), SG_OK);
+	assert_int_equal(sg_lines_split(&hay, file, strlen(file), true, 100), SG_OK);
+	assert_int_equal(sg_lines_split(&want, "if (a) {\nb();", 13, true, 100), SG_OK);
 	sg_cand_closest(&hay, &want, c, 3, &n);
 	assert_int_equal(n, 3);
 	/* Lines 2-3 match both lines once trimmed; 6-7 only the first. */
@@ -234,6 +279,7 @@ int main(void)
 		cmocka_unit_test(test_shape),
 		cmocka_unit_test(test_grouping),
 		cmocka_unit_test(test_random_edits),
+		cmocka_unit_test(test_large_texts),
 		cmocka_unit_test(test_candidates),
 	};
 
