@@ -4,7 +4,8 @@
  * This is the only place in sandgate where the helper's reply is printed:
  * the reply is built in a buffer by the same code the gateway runs
  * in-process, then written to stdout whole, with a newline.  stdin is read
- * only by the commands that take content from it (fs write, fs edit), so
+ * only by the commands that take content from it (fs write, fs edit, fs
+ * patch, proc write), so
  * every other command leaves the caller's stdin alone.
  *
  * `confine`, `job` and `proc spawn` are called directly: sg_helper_run refuses
@@ -25,6 +26,9 @@
 
 static bool wants_stdin(int argc, char **argv)
 {
+	/* proc write: the input for a process's stdin. */
+	if (argc >= 3 && strcmp(argv[1], "proc") == 0 && strcmp(argv[2], "write") == 0)
+		return true;
 	return argc >= 3 && strcmp(argv[1], "fs") == 0 &&
 	       (strcmp(argv[2], "write") == 0 || strcmp(argv[2], "edit") == 0 ||
 		strcmp(argv[2], "patch") == 0);
