@@ -8,8 +8,8 @@
 //   ready     from the first SDK call until a first exec has started (create included)
 //   tasks     the pid steps of `cat /proc/self/stat` run by consecutive execs: tasks started in the
 //             sandbox per exec (the fake's bwrap mode gives each sandbox a pid namespace)
-//   ops       --n calls of each operation sgbench counts (write_file, read_file, stat_path,
-//             run_command, edit_file), one kind at a time, with the log's sequence number read
+//   ops       --n calls of each operation sgbench counts (write_file, read_file, list_files,
+//             bash, edit_file: the host's tools), one kind at a time, with the log's sequence number read
 //             before and after each kind: requests per call and their routes
 //   mix       the calls of bench/cloud-mix.json in order, --runs times; each run's wall time
 //   rss       process.resourceUsage().maxRSS at the end (KiB)
@@ -142,23 +142,26 @@ async function fenced(log, fn) {
 
 const RT_FILE = 'sgbench-rt.txt';
 
-// The five operations, the same way for every SDK, from its primitives: exec(argv) ->
-// {out, code}, readText(path), writeText(content, path), stat(path) -> text (paths relative to the
-// workspace). Each returns the text the mixed calls' `expect` is looked for in.
-export function opsOf({ exec, readText, writeText, stat }) {
+// The five operations (the host's tools with sgbench's arguments), the same way for every SDK,
+// from its primitives: exec(argv) -> {out, code}, readText(path), writeText(content, path),
+// list(dir) -> text (paths relative to the workspace). Each returns the text the mixed calls'
+// `expect` is looked for in. read_file's line limit (sgbench's, to get the whole file every time)
+// is past every file's end, so the whole file is what the SDK reads too; bash's command string
+// runs as `bash -c` (the host's tool runs a login shell; an SDK user runs a plain one).
+export function opsOf({ exec, readText, writeText, list }) {
   return {
     write_file: async ({ path: p, content }) => {
       await writeText(content, p);
       return '';
     },
     read_file: ({ path: p }) => readText(p),
-    stat_path: ({ path: p }) => stat(p),
-    run_command: async ({ argv }) => {
-      const r = await exec(argv);
-      if (r.code !== 0) throw new Error(`${argv.join(' ')}: exit ${r.code}: ${r.out}`);
+    list_files: ({ path: p }) => list(p || '.'),
+    bash: async ({ command }) => {
+      const r = await exec(['bash', '-c', command]);
+      if (r.code !== 0) throw new Error(`${command}: exit ${r.code}: ${r.out}`);
       return r.out;
     },
-    edit_file: async ({ path: p, old_string: from, new_string: to }) => {
+    edit_file: async ({ path: p, old_text: from, new_text: to }) => {
       const parts = (await readText(p)).split(from);
       if (parts.length !== 2) throw new Error(`edit ${p}: ${parts.length - 1} occurrences of the old string`);
       await writeText(parts.join(to), p);
@@ -212,9 +215,9 @@ export async function run(b, o) {
     const counted = {
       write_file: () => ({ path: RT_FILE, content: 'sgbench a\n' }),
       read_file: () => ({ path: RT_FILE }),
-      stat_path: () => ({ path: RT_FILE }),
-      run_command: () => ({ argv: ['true'] }),
-      edit_file: (i) => ({ path: RT_FILE, old_string: i % 2 ? 'sgbench b' : 'sgbench a', new_string: i % 2 ? 'sgbench a' : 'sgbench b' }),
+      list_files: () => ({ path: '.' }),
+      bash: () => ({ command: 'true' }),
+      edit_file: (i) => ({ path: RT_FILE, old_text: i % 2 ? 'sgbench b' : 'sgbench a', new_text: i % 2 ? 'sgbench a' : 'sgbench b' }),
     };
     out.ops = {};
     for (const [tool, args] of Object.entries(counted)) {

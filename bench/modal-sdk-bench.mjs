@@ -5,9 +5,9 @@
 //
 //   write_file   sandbox.filesystem.writeText(content, path)
 //   read_file    sandbox.filesystem.readText(path)
-//   stat_path    sandbox.filesystem.stat(path); the fake does not implement the SDK's Stat
-//                operation, so there it is sandbox.exec(['stat', ...]) (said in the results)
-//   run_command  sandbox.exec(argv, {workdir}), stdout and stderr read, then wait()
+//   list_files   sandbox.filesystem.listFiles(path); where the fake does not implement it,
+//                sandbox.exec(['ls', '-la', ...]) (said in the results)
+//   bash         sandbox.exec(['bash', '-c', command], {workdir}), stdout and stderr read, then wait()
 //   edit_file    readText, the one occurrence replaced, writeText
 //
 // Paths are under /workspace, the sandbox's workdir. Time to ready runs from apps.fromName through
@@ -40,7 +40,7 @@ main(NAME, async () => {
   const modal = new sdk.ModalClient();
   const abs = (p) => path.posix.join(WS, p);
   let sb = null;
-  let statViaExec = false;
+  let listViaExec = false;
 
   const exec = async (argv) => {
     const p = await sb.exec(argv, { workdir: WS });
@@ -69,10 +69,10 @@ main(NAME, async () => {
     setup: async () => {
       await writeText('x\n', 'sgbench-probe.txt');
       try {
-        await sb.filesystem.stat(abs('sgbench-probe.txt'));
+        await sb.filesystem.listFiles(WS);
       } catch (e) {
-        statViaExec = true;
-        process.stderr.write(`${NAME}: filesystem.stat failed on the fake (${e.message.split('\n')[0]}); stat_path is exec(['stat', ...])\n`);
+        listViaExec = true;
+        process.stderr.write(`${NAME}: filesystem.listFiles failed on the fake (${e.message.split('\n')[0]}); list_files is exec(['ls', ...])\n`);
       }
     },
     exec,
@@ -80,14 +80,14 @@ main(NAME, async () => {
       exec,
       readText,
       writeText,
-      stat: async (p) => {
-        if (!statViaExec) return JSON.stringify(await sb.filesystem.stat(abs(p)));
-        const r = await exec(['stat', '-c', '%F %s %Y', abs(p)]);
-        if (r.code !== 0) throw new Error(`stat ${p}: exit ${r.code}: ${r.out}`);
+      list: async (p) => {
+        if (!listViaExec) return JSON.stringify(await sb.filesystem.listFiles(abs(p)));
+        const r = await exec(['ls', '-la', abs(p)]);
+        if (r.code !== 0) throw new Error(`ls ${p}: exit ${r.code}: ${r.out}`);
         return r.out;
       },
     }),
-    info: () => ({ stat_path_via: statViaExec ? "exec(['stat', ...]) (the fake has no Stat)" : 'filesystem.stat' }),
+    info: () => ({ list_files_via: listViaExec ? "exec(['ls', ...]) (the fake has no listFiles)" : 'filesystem.listFiles' }),
     destroy: async () => {
       if (sb) await sb.terminate();
       sb = null;

@@ -5,22 +5,21 @@
  * --config and --profile name, else the default one), initializes a
  * session and then measures, over those pipes, on the local backend:
  *
- *   stat    round trips of execute(stat_path);
- *   cmd     execute(run_command "true"), from argv and from a shell string,
- *           against the same confined command (bubblewrap + `sg-helper
- *           confine` + true) spawned directly by this program;
+ *   stat    round trips of execute(list_files ".");
+ *   cmd     execute(bash "true") against a plain exec of the same login
+ *           shell (`bash -l -c true`) by this program;
  *   wake    how long a long-polling process/read takes to answer after the
  *           process wrote a byte (the process `cat`s a FIFO this program
  *           writes into);
- *   export  export/open + export/read of a large file in 4 MiB chunks +
- *           export/close, base64-decoded and checked against the sha256
- *           the open reply gave;
+ *   export  present_artifact + export/read of a large file in the
+ *           gateway's chunks + export/close, base64-decoded and checked
+ *           against the sha256 of the file this program wrote;
  *   rss     the gateway's resident set, idle after initialize and sampled
  *           every few milliseconds during the export;
  *
  * and on the ssh backend (the `ssh` set; `stat` runs on any backend):
  *
- *   ssh     execute(run_command "true") against a raw `ssh -S <socket> host
+ *   ssh     execute(bash "true") against a raw `ssh -S <socket> host
  *           true` over a ControlMaster of this program's own (same sshd,
  *           key and known_hosts), execute(read_file) of 1 MiB against a raw
  *           `ssh -S <socket> host cat <file>`, interleaved; the export of a
@@ -32,21 +31,19 @@
  * and on the daytona backend, against the fake Daytona on 127.0.0.1
  * (tests/fakes/daytona), the `daytona` set:
  *
- *   daytona execute(run_command "true"), write_file and read_file of 1 MiB,
+ *   daytona execute(bash "true"), write_file and read_file of 1 MiB,
  *           interleaved, for comparison with the official SDK's results
  *           (bench/daytona-sdk-bench.mjs, read from --sdk-json); the
  *           gateway's peak RSS; and the provider requests per call,
  *           counted from the fake's request log by each call's window.
  *
- * The confined command line of the direct spawn is not rebuilt here: it is
- * read back from the sandbox itself (/proc/1/cmdline and /proc/1/environ
- * are bubblewrap's own argv and environment), so the comparison stays
- * exact whatever the adapter's sandbox arguments become.  The environment
- * is the command's own less PWD, which the sandbox adds (/proc/1/environ,
- * bubblewrap's, is not readable from inside).
+ * Every request is on the host's wire (protocol version 4): string ids,
+ * the tool in call.name with its arguments as a JSON string, the main
+ * agent as actor, results as ToolResult parts, a failed tool an error
+ * reply.
  *
  * Invariants: one request is in flight at a time, so a reply is matched to
- * its request by id and anything else read meanwhile is a process/event;
+ * its request by id and anything else read meanwhile is a process event;
  * every wait on the gateway has a deadline, so a hung gateway fails the run
  * instead of hanging it.  The table goes to stdout (this program's job),
  * diagnostics to stderr.
@@ -262,7 +259,7 @@ struct gw {
 	size_t line_len;    /* the line last returned, newline excluded */
 	bool held;          /* that line is still at the front of buf */
 	int64_t next_id;
-	long events;        /* process/event lines seen */
+	long events;        /* process event lines seen */
 	char *req;          /* the request being formatted */
 	size_t req_cap;
 };
@@ -386,7 +383,10 @@ static char *gw_line(struct gw *g, int64_t deadline_ns)
 	}
 }
 
-/* Send {"id":N,"method":M,"token":T,"data":DATA}; returns N. */
+/*
+ * Send {"id":"N","method":M,"token":T,"data":DATA}; returns N.  The id is a
+ * JSON string, a decimal counter, as the host writes it.
+ */
 static int64_t gw_send(struct gw *g, const char *method, const char *data)
 {
 	int64_t id = g->next_id++;
@@ -401,7 +401,7 @@ static int64_t gw_send(struct gw *g, const char *method, const char *data)
 			die("out of memory");
 	}
 	n = snprintf(g->req, g->req_cap,
-		     "{\"id\":%" PRId64 ",\"method\":\"%s\",\"token\":\"" TOKEN
+		     "{\"id\":\"%" PRId64 "\",\"method\":\"%s\",\"token\":\"" TOKEN
 		     "\",\"data\":%s}\n",
 		     id, method, data);
 	if (n < 0 || (size_t)n >= g->req_cap)
@@ -420,6 +420,15 @@ static json_t *parse_line(const char *p, size_t n)
 	return j;
 }
 
+/* Whether the string id s is the decimal n. */
+static bool id_is(const char *s, int64_t n)
+{
+	char want[32];
+
+	snprintf(want, sizeof(want), "%" PRId64, n);
+	return strcmp(s, want) == 0;
+}
+
 /*
  * Wait for the reply to `id`; returns its frame (new) and, in *at, when
  * its line was complete.  Events read meanwhile are counted and dropped.
@@ -435,7 +444,7 @@ static json_t *gw_reply(struct gw *g, int64_t id, int64_t *at)
 		json_t *jid = json_object_get(j, "id");
 
 		gw_line_done(g);
-		if (json_is_integer(jid) && json_integer_value(jid) == id) {
+		if (json_is_string(jid) && id_is(json_string_value(jid), id)) {
 			if (at)
 				*at = t;
 			return j;
@@ -476,7 +485,11 @@ static json_t *gw_call(struct gw *g, const char *method, json_t *data)
 	return r;
 }
 
-/* An execute data object for `tool` with the arguments object (steals). */
+/*
+ * An execute data object for `tool` with the arguments object (steals): the
+ * host's shape, the tool in call.name and its arguments as a JSON string,
+ * the main agent (actor = the binding's session), standard mode.
+ */
 static char *execute_data(const char *tool, json_t *args)
 {
 	char *a = json_dumps(args, JSON_COMPACT);
@@ -486,8 +499,9 @@ static char *execute_data(const char *tool, json_t *args)
 	if (!a)
 		die("out of memory");
 	json_decref(args);
-	d = json_pack("{s:s, s:{s:s, s:s}}", "tool", tool, "call", "id", "c",
-		      "arguments", a);
+	d = json_pack("{s:{s:s, s:s, s:s, s:s}, s:s, s:s}", "call", "id", "call_sgbench",
+		      "name", tool, "arguments", a, "kind", "function", "actor", SESSION,
+		      "permission_mode", "standard");
 	free(a);
 	text = json_dumps(d, JSON_COMPACT);
 	json_decref(d);
@@ -496,15 +510,79 @@ static char *execute_data(const char *tool, json_t *args)
 	return text;
 }
 
-/* A ToolResult that ran, or death. */
+/*
+ * A ToolResult that ran, or death: a failed tool is an error reply, which
+ * reply_data reports.
+ */
 static json_t *check_tool(json_t *frame, const char *what)
 {
 	json_t *d = reply_data(frame, what);
 
-	if (json_is_true(json_object_get(d, "is_error")))
-		die("%s: the tool failed: %.300s", what,
-		    json_string_value(json_object_get(d, "content")));
+	if (!json_is_array(json_object_get(d, "content")))
+		die("%s: the result has no content parts", what);
 	return d;
+}
+
+/* The text of a ToolResult's first part (borrowed; "" when it has none). */
+static const char *tool_text(json_t *d)
+{
+	const char *t = json_string_value(
+		json_object_get(json_array_get(json_object_get(d, "content"), 0), "text"));
+
+	return t ? t : "";
+}
+
+/* The first text part of a ToolResult parsed as the tool's JSON view (new). */
+static json_t *tool_view(json_t *d, const char *what)
+{
+	json_error_t je;
+	json_t *v = json_loads(tool_text(d), 0, &je);
+
+	if (!v)
+		die("%s: the result's text is not a JSON view: %s", what, je.text);
+	return v;
+}
+
+/* A number from a ToolResult's JSON view (-1 when absent). */
+static json_int_t view_int(json_t *d, const char *key, const char *what)
+{
+	json_t *v = tool_view(d, what);
+	json_int_t n = json_is_integer(json_object_get(v, key)) ?
+			       json_integer_value(json_object_get(v, key)) : -1;
+
+	json_decref(v);
+	return n;
+}
+
+/*
+ * read_file's arguments for path (new).  An actor that reads the same range
+ * of an unchanged file again gets the host's read_unchanged stub, without
+ * the text; each read here asks for a range of its own (a line limit past
+ * any file's end), so every one returns the whole file, as the SDKs'
+ * reads do.  A limit also lets a file over 256 KiB be read whole.
+ */
+#define READ_LIMIT 1000000
+static json_t *read_args(const char *path)
+{
+	static long reads;
+	json_int_t limit = READ_LIMIT + reads++ % READ_LIMIT;
+
+	return json_pack("{s:s, s:I}", "path", path, "limit", limit);
+}
+
+/* edit_file's arguments (new): the i-th swap of "sgbench a" and "sgbench b". */
+static json_t *edit_args(const char *path, long i)
+{
+	return json_pack("{s:s, s:s, s:s}", "path", path, "old_text",
+			 i % 2 ? "sgbench b" : "sgbench a", "new_text",
+			 i % 2 ? "sgbench a" : "sgbench b");
+}
+
+/* process/read of id from offset 0 without waiting, options nested (new). */
+static json_t *pread_data(const char *id)
+{
+	return json_pack("{s:s, s:{s:i, s:i, s:i, s:i}}", "id", id, "options", "OffsetBytes", 0,
+			 "Wait", 0, "MinDwell", 0, "MaxBytes", 0);
 }
 
 static int gw_stop(struct gw *g)
@@ -586,7 +664,7 @@ static void *sampler_main(void *arg)
 	return NULL;
 }
 
-/* ---- 1. stat_path round trips ---- */
+/* ---- 1. list_files round trips ---- */
 
 struct stat_result {
 	struct dist d;
@@ -595,7 +673,11 @@ struct stat_result {
 
 static struct stat_result bench_stat(struct gw *g, long n)
 {
-	char *data = execute_data("stat_path", json_pack("{s:s}", "path", "."));
+	/*
+	 * list_files of the (nearly empty) root: the host has no stat, and a
+	 * listing is its cheapest call that answers in-process here.
+	 */
+	char *data = execute_data("list_files", json_pack("{s:s}", "path", "."));
 	int64_t *v = calloc((size_t)n, sizeof(*v));
 	long warm = n / 10 < 100 ? 100 : n / 10;
 	struct stat_result r;
@@ -613,9 +695,9 @@ static struct stat_result bench_stat(struct gw *g, long n)
 		id = gw_send(g, "execute", data);
 		f = gw_reply(g, id, &t1);
 		if (i == -warm)
-			check_tool(f, "stat_path");
+			check_tool(f, "list_files");
 		else if (!json_object_get(f, "data"))
-			reply_data(f, "stat_path");
+			reply_data(f, "list_files");
 		json_decref(f);
 		if (i >= 0)
 			v[i] = t1 - t0;
@@ -627,151 +709,13 @@ static struct stat_result bench_stat(struct gw *g, long n)
 	return r;
 }
 
-/* ---- 2. run_command against the direct confined spawn ---- */
-
-/* The NUL-separated strings of a tool's content (new, NULL-terminated). */
-static char **split_nul(json_t *content, size_t *count)
-{
-	const char *s = json_string_value(content);
-	size_t len = json_string_length(content), n = 0, k = 0;
-	char **v;
-
-	if (!s)
-		die("no content to split");
-	for (size_t i = 0; i < len; i++)
-		n += s[i] == '\0';
-	if (len && s[len - 1] != '\0')
-		n++;
-	v = calloc(n + 1, sizeof(*v));
-	if (!v)
-		die("out of memory");
-	for (size_t i = 0; i < len && k < n; k++) {
-		size_t l = strnlen(s + i, len - i);
-
-		v[k] = strndup(s + i, l);
-		if (!v[k])
-			die("out of memory");
-		i += l + 1;
-	}
-	*count = k;
-	return v;
-}
+/* ---- 2. bash against a plain exec ---- */
 
 static void free_strv(char **v)
 {
 	for (size_t i = 0; v && v[i]; i++)
 		free(v[i]);
 	free(v);
-}
-
-/* What a run_command of argv printed (new), checked to have exited 0. */
-static json_t *run_argv(struct gw *g, const char *const *argv)
-{
-	json_t *a = json_array(), *f, *content;
-	char *data;
-	int64_t id;
-
-	for (size_t i = 0; argv[i]; i++)
-		json_array_append_new(a, json_string(argv[i]));
-	data = execute_data("run_command", json_pack("{s:o}", "argv", a));
-	id = gw_send(g, "execute", data);
-	free(data);
-	f = gw_reply(g, id, NULL);
-	check_tool(f, argv[0]);
-	content = json_incref(json_object_get(json_object_get(f, "data"), "content"));
-	json_decref(f);
-	return content;
-}
-
-struct confined {
-	char **argv;      /* bubblewrap ... sg-helper confine ... -- (prefix) */
-	size_t argc;
-	char **envp;
-	/*
-	 * bubblewrap's --args descriptor, as the gateway fills it (a
-	 * --setenv triple per variable of envp), rewound before each spawn.
-	 */
-	int args;
-	/* argv's `sg-helper status --file` value: made new for each spawn. */
-	size_t file_at;
-};
-
-/*
- * The gateway's own confined command line for run_command, read back from
- * inside: bubblewrap is pid 1 of the sandbox's pid namespace.
- */
-static struct confined capture_confined(struct gw *g)
-{
-	static const char *const cmdline[] = { "cat", "/proc/1/cmdline", NULL };
-	static const char *const environ_[] = { "cat", "/proc/self/environ", NULL };
-	struct confined c = { 0 };
-	json_t *out = run_argv(g, cmdline);
-	size_t n, ne;
-
-	c.argv = split_nul(out, &n);
-	json_decref(out);
-	/*
-	 * Since the sandbox's options travel on a descriptor, its pid 1 shows
-	 * `bwrap --args 3 -- ...` and no more: there is nothing to replay.
-	 */
-	if (n >= 2 && strcmp(c.argv[1], "--args") == 0) {
-		c.argc = 0;
-		return c;
-	}
-	if (n < 4 || strcmp(c.argv[n - 2], "cat") != 0 ||
-	    strcmp(c.argv[n - 1], "/proc/1/cmdline") != 0 || c.argv[0][0] != '/')
-		die("the sandbox's pid 1 is not the confined command line "
-		    "(is the gateway using bubblewrap with --unshare-pid?)");
-	free(c.argv[n - 1]);
-	free(c.argv[n - 2]);
-	c.argv[n - 2] = c.argv[n - 1] = NULL;
-	c.argc = n - 2;
-	out = run_argv(g, environ_);
-	c.envp = split_nul(out, &ne);
-	json_decref(out);
-	for (size_t i = 0, k = 0; i <= ne; i++) {
-		if (c.envp[i] && strncmp(c.envp[i], "PWD=", 4) == 0)
-			free(c.envp[i]);
-		else
-			c.envp[k++] = c.envp[i];
-	}
-	/*
-	 * The gateway passes the variables on bubblewrap's --args descriptor
-	 * (fd 3) and writes the status file only as a new file: the replay
-	 * does the same, with a file name of its own each time.
-	 */
-	if ((c.args = memfd_create("sgbench-env", MFD_CLOEXEC)) < 0)
-		die("memfd_create: %s", strerror(errno));
-	for (size_t i = 0; c.envp[i]; i++) {
-		const char *eq = strchr(c.envp[i], '=');
-
-		if (eq && (write(c.args, "--setenv", sizeof("--setenv")) < 0 ||
-			   write(c.args, c.envp[i], (size_t)(eq - c.envp[i])) < 0 ||
-			   write(c.args, "", 1) < 0 || write(c.args, eq + 1, strlen(eq + 1) + 1) < 0))
-			die("cannot fill the --args descriptor: %s", strerror(errno));
-	}
-	for (size_t i = 1; i < c.argc && !c.file_at; i++)
-		if (strcmp(c.argv[i - 1], "--file") == 0)
-			c.file_at = i;
-	return c;
-}
-
-/* The prefix plus a command (new vector; the strings are borrowed). */
-static char **with_command(const struct confined *c, const char *const *cmd)
-{
-	size_t k = 0, m = 0;
-	char **v;
-
-	while (cmd[m])
-		m++;
-	v = calloc(c->argc + m + 1, sizeof(*v));
-	if (!v)
-		die("out of memory");
-	for (size_t i = 0; i < c->argc; i++)
-		v[k++] = c->argv[i];
-	for (size_t i = 0; i < m; i++)
-		v[k++] = (char *)cmd[i];
-	return v;
 }
 
 /*
@@ -827,23 +771,7 @@ static int64_t spawn_timed(char *const *argv, char *const *envp, int fd3, size_t
 	return now_ns() - t0;
 }
 
-/* The confined prefix c with a command (argv), spawned as the gateway would. */
-static int64_t spawn_direct(const struct confined *c, char **argv)
-{
-	/* Static: argv keeps pointing at it for the report's command line. */
-	static char file[PATH_MAX];
-	static unsigned long serial;
-	char *const none[] = { NULL };
-
-	if (c->file_at) {
-		snprintf(file, sizeof(file), "%s-sgbench-%lu", c->argv[c->file_at], ++serial);
-		argv[c->file_at] = file;
-	}
-	if (lseek(c->args, 0, SEEK_SET) != 0)
-		die("cannot rewind the --args descriptor: %s", strerror(errno));
-	return spawn_timed(argv, none, c->args, NULL, "the direct confined command");
-}
-
+/* One bash call of data through the gateway: its round trip, exit 0 checked. */
 static int64_t gateway_cmd(struct gw *g, const char *data)
 {
 	int64_t t0 = now_ns(), t1, id;
@@ -851,69 +779,71 @@ static int64_t gateway_cmd(struct gw *g, const char *data)
 
 	id = gw_send(g, "execute", data);
 	f = gw_reply(g, id, &t1);
-	d = check_tool(f, "run_command");
-	if (json_integer_value(json_object_get(json_object_get(d, "metadata"),
+	d = check_tool(f, "bash");
+	if (!json_is_integer(json_object_get(json_object_get(d, "structured_content"),
+					     "exit_code")) ||
+	    json_integer_value(json_object_get(json_object_get(d, "structured_content"),
 					       "exit_code")) != 0)
-		die("run_command true did not exit 0");
+		die("bash true did not exit 0: %.300s", tool_text(d));
 	json_decref(f);
 	return t1 - t0;
 }
 
-enum { CMD_GW_ARGV, CMD_GW_SHELL, CMD_DIRECT_ARGV, CMD_DIRECT_SHELL, CMD_KINDS };
+enum { CMD_GW, CMD_DIRECT, CMD_KINDS };
 
 static const char *const cmd_names[CMD_KINDS] = {
-	"run_command argv [\"true\"]",
-	"run_command command \"true\"",
-	"direct: bwrap + confine + true",
-	"direct: bwrap + confine + sh -c true",
+	"bash \"true\" through the gateway",
+	"direct: bash -l -c true, plain exec",
 };
-static const char *const cmd_keys[CMD_KINDS] = { "gateway_argv", "gateway_command",
-						  "direct_argv", "direct_command" };
+static const char *const cmd_keys[CMD_KINDS] = { "gateway_bash", "direct_bash" };
 
 struct cmd_result {
 	struct dist d[CMD_KINDS];
 	char *argv_text; /* the direct command line, for the report */
 };
 
-static struct cmd_result bench_cmd(struct gw *g, long n)
+/*
+ * The bash tool's `true` against the same login shell spawned here.  Since
+ * the sandbox's options travel on a descriptor (its pid 1 shows only `bwrap
+ * --args 3`) the gateway's confined command line cannot be replayed, so the
+ * reference is a plain exec: the ratio holds the whole of what a command
+ * costs through sandgate (the sandbox, the helper's process supervisor, its
+ * log), not just the gateway's share.
+ */
+static struct cmd_result bench_cmd(struct gw *g, const char *state, long n)
 {
-	static const char *const t_argv[] = { "true", NULL };
-	static const char *const t_shell[] = { "/bin/sh", "-c", "true", NULL };
-	struct confined c = capture_confined(g);
-	char **direct_argv, **direct_shell;
+	static char *const direct[] = { "/bin/bash", "-l", "-c", "true", NULL };
+	/*
+	 * The login shell's environment as the sandbox gives it: an empty
+	 * home (this machine's own ~/.profile would be timed otherwise),
+	 * the system PATH and the host's TERM.
+	 */
+	char *home = xasprintf("%s/cmd-home", state);
+	char *home_var = xasprintf("HOME=%s", home);
+	char *const envp[] = { home_var, "PATH=/usr/local/bin:/usr/bin:/bin", "TERM=dumb", NULL };
+	char *data = execute_data("bash", json_pack("{s:s}", "command", "true"));
 	struct cmd_result r = { 0 };
-
-	if (!c.argc)
-		return r;
-	direct_argv = with_command(&c, t_argv);
-	direct_shell = with_command(&c, t_shell);
-	char *d_argv = execute_data("run_command",
-				    json_pack("{s:[s]}", "argv", "true"));
-	char *d_shell = execute_data("run_command", json_pack("{s:s}", "command", "true"));
 	int64_t *v[CMD_KINDS];
 	long warm = 20;
 	json_t *a = json_array();
 
+	if (mkdir(home, 0700) && errno != EEXIST)
+		die("%s: %s", home, strerror(errno));
 	for (int k = 0; k < CMD_KINDS; k++) {
 		v[k] = calloc((size_t)n + 1, sizeof(int64_t));
 		if (!v[k])
 			die("out of memory");
 	}
 	/*
-	 * Interleaved, with the order rotating each round, so drift in the
-	 * machine's load falls on all four alike.
+	 * Interleaved, with the order alternating each round, so drift in the
+	 * machine's load falls on both alike.
 	 */
 	for (long i = -warm; i < n; i++) {
 		for (int j = 0; j < CMD_KINDS; j++) {
 			int k = (int)(((i + warm) + j) % CMD_KINDS);
-			int64_t t;
+			int64_t t = k == CMD_GW ? gateway_cmd(g, data) :
+						  spawn_timed(direct, envp, -1, NULL, "bash -l -c true");
 
-			switch (k) {
-			case CMD_GW_ARGV: t = gateway_cmd(g, d_argv); break;
-			case CMD_GW_SHELL: t = gateway_cmd(g, d_shell); break;
-			case CMD_DIRECT_ARGV: t = spawn_direct(&c, direct_argv); break;
-			default: t = spawn_direct(&c, direct_shell); break;
-			}
 			if (i >= 0)
 				v[k][i] = t;
 		}
@@ -922,17 +852,13 @@ static struct cmd_result bench_cmd(struct gw *g, long n)
 		r.d[k] = dist_of(v[k], (size_t)n);
 		free(v[k]);
 	}
-	for (size_t i = 0; direct_argv[i]; i++)
-		json_array_append_new(a, json_string(direct_argv[i]));
+	for (size_t i = 0; direct[i]; i++)
+		json_array_append_new(a, json_string(direct[i]));
 	r.argv_text = json_dumps(a, JSON_COMPACT);
 	json_decref(a);
-	free(direct_argv);
-	free(direct_shell);
-	free(d_argv);
-	free(d_shell);
-	free_strv(c.argv);
-	free_strv(c.envp);
-	close(c.args);
+	free(data);
+	free(home_var);
+	free(home);
 	return r;
 }
 
@@ -958,9 +884,13 @@ static struct wake_result bench_wake(struct gw *g, const char *workspace, long n
 	if (!v)
 		die("out of memory");
 	unlink(fifo);
-	if (mkfifo(fifo, 0600))
+	/*
+	 * The command runs as the environment's own user, not as this
+	 * program's: the FIFO must be readable by anyone (umask aside).
+	 */
+	if (mkfifo(fifo, 0644) || chmod(fifo, 0644))
 		die("mkfifo %s: %s", fifo, strerror(errno));
-	f = gw_call(g, "process/start", json_pack("{s:[s,s]}", "argv", "cat", WAKE_FIFO));
+	f = gw_call(g, "process/start", json_pack("{s:s}", "command", "cat " WAKE_FIFO));
 	snprintf(pid_id, sizeof(pid_id), "%s",
 		 json_string_value(json_object_get(reply_data(f, "process/start"), "id")));
 	json_decref(f);
@@ -980,9 +910,10 @@ static struct wake_result bench_wake(struct gw *g, const char *workspace, long n
 		json_t *d;
 		int len;
 
+		/* The host's Go options, nested under "options". */
 		snprintf(data, sizeof(data),
-			 "{\"id\":\"%s\",\"OffsetBytes\":%" PRId64
-			 ",\"Wait\":10000000000,\"MinDwell\":0,\"MaxBytes\":0}",
+			 "{\"id\":\"%s\",\"options\":{\"OffsetBytes\":%" PRId64
+			 ",\"Wait\":10000000000,\"MinDwell\":0,\"MaxBytes\":0}}",
 			 pid_id, offset);
 		id = gw_send(g, "process/read", data);
 		/* Let the read block; a reply now would be a premature answer. */
@@ -1165,7 +1096,7 @@ static json_t *export_reply(struct gw *g, int64_t id, const char **b64,
 			*b64_len = 0;
 		}
 		jid = json_object_get(j, "id");
-		if (json_is_integer(jid) && json_integer_value(jid) == id) {
+		if (json_is_string(jid) && id_is(json_string_value(jid), id)) {
 			if (!*b64) {
 				/* A small chunk went through the parser whole. */
 				json_t *d = json_object_get(reply_data(j, "export/read"), "data");
@@ -1220,13 +1151,34 @@ static struct export_run median_run(const struct export_run *v, int n)
 	return sorted[n / 2];
 }
 
+/*
+ * present_artifact of path: its export token into token[cap]; returns the
+ * size it reports.  This is how an export starts on the host's wire (there
+ * is no export/open): one text part {"execution_export","name","size"}.
+ */
+static int64_t present_artifact(struct gw *g, const char *path, char *token, size_t cap)
+{
+	char *data = execute_data("present_artifact", json_pack("{s:s}", "path", path));
+	json_t *f = gw_reply(g, gw_send(g, "execute", data), NULL);
+	json_t *v = tool_view(check_tool(f, "present_artifact"), "present_artifact");
+	const char *t = json_string_value(json_object_get(v, "execution_export"));
+	int64_t size = json_integer_value(json_object_get(v, "size"));
+
+	if (!t || snprintf(token, cap, "%s", t) >= (int)cap)
+		die("present_artifact: no export token");
+	json_decref(v);
+	json_decref(f);
+	free(data);
+	return size;
+}
+
 static int64_t send_read(struct gw *g, const char *token, int64_t offset)
 {
 	char data[512];
 
-	snprintf(data, sizeof(data),
-		 "{\"token\":\"%s\",\"offset\":%" PRId64 ",\"length\":%zu}", token,
-		 offset, EXPORT_CHUNK);
+	/* The host sends no length: the gateway picks the chunk (256 KiB). */
+	snprintf(data, sizeof(data), "{\"token\":\"%s\",\"offset\":%" PRId64 "}", token,
+		 offset);
 	return gw_send(g, "export/read", data);
 }
 
@@ -1243,15 +1195,9 @@ static struct export_run export_once(struct gw *g, const char *sha_hex, size_t b
 
 	if (!md || !EVP_DigestInit_ex(md, EVP_sha256(), NULL))
 		die("out of memory");
-	f = gw_call(g, "export/open", json_pack("{s:s}", "path", EXPORT_FILE));
-	d = reply_data(f, "export/open");
-	if (json_integer_value(json_object_get(d, "size")) != (json_int_t)bytes ||
-	    !json_is_string(json_object_get(d, "sha256")) ||
-	    strcmp(json_string_value(json_object_get(d, "sha256")), sha_hex) != 0)
-		die("export/open: size or sha256 differs from the file written");
-	snprintf(token, sizeof(token), "%s",
-		 json_string_value(json_object_get(d, "token")));
-	json_decref(f);
+	/* The digest is checked on the bytes read back (the host gets none). */
+	if (present_artifact(g, EXPORT_FILE, token, sizeof(token)) != (int64_t)bytes)
+		die("present_artifact: the size differs from the file written");
 	t_open = now_ns();
 	r.open_s = (double)(t_open - t0) / 1e9;
 
@@ -1592,24 +1538,23 @@ static char *argv_text(char *const *v)
 	return s;
 }
 
-/* A ToolResult of run_command `command` that exited 0; its content (new). */
+/* A bash call of `command` that exited 0; its stdout (new). */
 static char *run_shell(struct gw *g, const char *command)
 {
-	char *data = execute_data("run_command", json_pack("{s:s, s:i}", "command", command,
-							    "timeout_ms", 120000));
-	json_t *f, *d;
+	char *data = execute_data("bash", json_pack("{s:s, s:i}", "command", command,
+						     "timeout_seconds", 120));
+	json_t *f, *d, *sc;
 	char *out;
 
 	f = gw_reply(g, gw_send(g, "execute", data), NULL);
 	free(data);
 	d = check_tool(f, command);
-	if (json_integer_value(json_object_get(json_object_get(d, "metadata"),
-					       "exit_code")) != 0)
-		die("run_command %s: exit %lld: %.300s", command,
-		    (long long)json_integer_value(
-			    json_object_get(json_object_get(d, "metadata"), "exit_code")),
-		    json_string_value(json_object_get(d, "content")));
-	out = xasprintf("%s", json_string_value(json_object_get(d, "content")));
+	sc = json_object_get(d, "structured_content");
+	if (!json_is_integer(json_object_get(sc, "exit_code")) ||
+	    json_integer_value(json_object_get(sc, "exit_code")) != 0)
+		die("bash %s: %.300s", command, tool_text(d));
+	out = xasprintf("%s", json_string_value(json_object_get(sc, "stdout")) ?
+				      json_string_value(json_object_get(sc, "stdout")) : "");
 	json_decref(f);
 	return out;
 }
@@ -1643,7 +1588,7 @@ static char *text_mib(void)
 enum { SSH_GW_TRUE, SSH_RAW_TRUE, SSH_GW_READ, SSH_RAW_CAT, SSH_KINDS };
 
 static const char *const ssh_names[SSH_KINDS] = {
-	"sandgate run_command argv [\"true\"]",
+	"sandgate bash \"true\"",
 	"raw ssh -S <socket> host true",
 	"sandgate read_file (1 MiB)",
 	"raw ssh -S <socket> host cat (1 MiB)",
@@ -1675,26 +1620,33 @@ struct ssh_result {
 	struct rt_row rt[RT_ROWS_MAX];
 };
 
-static int64_t gateway_read(struct gw *g, const char *data, const char *expect)
+/*
+ * read_file of the 1 MiB file at path: the file's text is the result's
+ * structured_content.text (the view numbers its lines), whole.
+ */
+static int64_t gateway_read(struct gw *g, const char *path, const char *expect)
 {
+	char *data = execute_data("read_file", read_args(path));
 	int64_t t0 = now_ns(), t1, id;
-	json_t *f, *d, *content, *md;
+	json_t *f, *d, *text, *sc;
 
 	id = gw_send(g, "execute", data);
 	f = gw_reply(g, id, &t1);
+	free(data);
 	d = check_tool(f, "read_file");
-	content = json_object_get(d, "content");
-	md = json_object_get(d, "metadata");
-	if (json_string_length(content) != SSH_READ_BYTES ||
-	    json_is_true(json_object_get(md, "truncated")) ||
-	    (expect && memcmp(json_string_value(content), expect, SSH_READ_BYTES) != 0))
+	sc = json_object_get(d, "structured_content");
+	text = json_object_get(sc, "text");
+	if (json_string_length(text) != SSH_READ_BYTES ||
+	    json_integer_value(json_object_get(sc, "num_lines")) !=
+		    json_integer_value(json_object_get(sc, "total_lines")) ||
+	    (expect && memcmp(json_string_value(text), expect, SSH_READ_BYTES) != 0))
 		die("read_file did not return the 1 MiB written");
 	json_decref(f);
 	return t1 - t0;
 }
 
 /*
- * S1 and S2: the gateway's run_command and read_file against the raw
+ * S1 and S2: the gateway's bash and read_file against the raw
  * multiplexed client, the four kinds interleaved in rotating order.
  */
 static void ssh_compare(struct gw *g, const struct ssh_target *t, long n,
@@ -1704,17 +1656,17 @@ static void ssh_compare(struct gw *g, const struct ssh_target *t, long n,
 	char *text = text_mib(), *path = xasprintf("%s/%s", t->directory, SSH_READ_FILE);
 	const char *w_cat[] = { "cat", path, NULL };
 	char **raw_true = ssh_raw_argv(t, w_true), **raw_cat = ssh_raw_argv(t, w_cat);
-	char *d_true = execute_data("run_command", json_pack("{s:[s]}", "argv", "true"));
-	char *d_read = execute_data("read_file", json_pack("{s:s}", "path", SSH_READ_FILE));
-	char *d_write = execute_data("write_file", json_pack("{s:s, s:s}", "path",
-							     SSH_READ_FILE, "content", text));
+	char *d_true = execute_data("bash", json_pack("{s:s}", "command", "true"));
+	char *d_write = execute_data("write_file", json_pack("{s:s, s:s, s:s}", "path",
+							     SSH_READ_FILE, "content", text,
+							     "overwrite_policy",
+							     "explicit_user_requested"));
 	int64_t *v[SSH_KINDS];
 	json_t *f, *d;
 
 	f = gw_reply(g, gw_send(g, "execute", d_write), NULL);
 	d = check_tool(f, "write_file");
-	if (json_integer_value(json_object_get(json_object_get(d, "metadata"),
-					       "bytes_written")) != (json_int_t)SSH_READ_BYTES)
+	if (view_int(d, "written_bytes", "write_file") != (json_int_t)SSH_READ_BYTES)
 		die("write_file did not write 1 MiB");
 	json_decref(f);
 	for (int k = 0; k < SSH_KINDS; k++) {
@@ -1734,7 +1686,7 @@ static void ssh_compare(struct gw *g, const struct ssh_target *t, long n,
 				ns = spawn_timed(raw_true, environ, -1, NULL, "raw ssh true");
 				break;
 			case SSH_GW_READ:
-				ns = gateway_read(g, d_read, i == -SSH_WARM ? text : NULL);
+				ns = gateway_read(g, SSH_READ_FILE, i == -SSH_WARM ? text : NULL);
 				break;
 			default:
 				ns = spawn_timed(raw_cat, environ, -1, &got, "raw ssh cat");
@@ -1755,14 +1707,13 @@ static void ssh_compare(struct gw *g, const struct ssh_target *t, long n,
 	free_strv(raw_true);
 	free_strv(raw_cat);
 	free(d_true);
-	free(d_read);
 	free(d_write);
 	free(path);
 	free(text);
 }
 
 /*
- * S3: a pseudo-random file made on the host by run_command, exported
+ * S3: a pseudo-random file made on the host by bash, exported
  * like the local set's file; then the same file through the raw client,
  * for the transport's own rate.
  */
@@ -1933,16 +1884,35 @@ static void execute_ok(struct gw *g, const char *tool, json_t *args)
 	free(data);
 }
 
-/* process/start of argv (steals); the process id into id[64]. */
-static void start_process(struct gw *g, json_t *argv, char id[64])
+/* process/start of a command string; the process id into id[64]. */
+static void start_process(struct gw *g, const char *command, char id[64])
 {
-	json_t *f = gw_call(g, "process/start", json_pack("{s:o}", "argv", argv));
+	json_t *f = gw_call(g, "process/start", json_pack("{s:s}", "command", command));
 	json_t *d = reply_data(f, "process/start");
+	const char *status = json_string_value(json_object_get(d, "status"));
 
-	if (!json_is_string(json_object_get(d, "id")) ||
-	    strcmp(json_string_value(json_object_get(d, "status")), "running") != 0)
+	if (!json_is_string(json_object_get(d, "id")) || !status ||
+	    (strcmp(status, "running") != 0 && strcmp(status, "starting") != 0))
 		die("process/start did not start a process");
 	snprintf(id, 64, "%s", json_string_value(json_object_get(d, "id")));
+	json_decref(f);
+}
+
+/*
+ * The export of path, whole, as the host does it: present_artifact, one
+ * export/read from 0 (a small file fits one chunk), export/close.
+ */
+static void export_whole(struct gw *g, const char *path)
+{
+	char token[128];
+	json_t *f;
+
+	present_artifact(g, path, token, sizeof(token));
+	f = gw_call(g, "export/read", json_pack("{s:s, s:i}", "token", token, "offset", 0));
+	reply_data(f, "export/read");
+	json_decref(f);
+	f = gw_call(g, "export/close", json_pack("{s:s}", "token", token));
+	reply_data(f, "export/close");
 	json_decref(f);
 }
 
@@ -2006,51 +1976,44 @@ static void ssh_round_trips(const struct opts *o, const char *sandgate, const ch
 
 	row = rt_begin(r, "read_file", true, &mark, log);
 	for (long i = 0; i < n; i++)
-		execute_ok(&g, "read_file", json_pack("{s:s}", "path", RT_FILE));
+		execute_ok(&g, "read_file", read_args(RT_FILE));
 	row->calls = n;
 	rt_collect(log, mark, row);
 
-	row = rt_begin(r, "stat_path", true, &mark, log);
+	row = rt_begin(r, "list_files", true, &mark, log);
 	for (long i = 0; i < n; i++)
-		execute_ok(&g, "stat_path", json_pack("{s:s}", "path", RT_FILE));
+		execute_ok(&g, "list_files", json_pack("{s:s}", "path", "."));
 	row->calls = n;
 	rt_collect(log, mark, row);
 
-	row = rt_begin(r, "run_command", true, &mark, log);
+	row = rt_begin(r, "bash", true, &mark, log);
 	for (long i = 0; i < n; i++)
-		execute_ok(&g, "run_command", json_pack("{s:[s]}", "argv", "true"));
+		execute_ok(&g, "bash", json_pack("{s:s}", "command", "true"));
 	row->calls = n;
 	rt_collect(log, mark, row);
 
 	/* process/read at offset 0 of a process that runs throughout. */
-	start_process(&g, json_pack("[s,s,s]", "sh", "-c", "echo sgbench; exec sleep 120"),
-		      pid_id);
-	snprintf(data, sizeof(data),
-		 "{\"id\":\"%s\",\"OffsetBytes\":0,\"Wait\":0,\"MinDwell\":0,\"MaxBytes\":0}",
-		 pid_id);
+	start_process(&g, "echo sgbench; exec sleep 120", pid_id);
 	row = rt_begin(r, "process/read", true, &mark, log);
 	for (long i = 0; i < n; i++) {
-		f = gw_reply(&g, gw_send(&g, "process/read", data), NULL);
+		f = gw_call(&g, "process/read", pread_data(pid_id));
 		reply_data(f, "process/read");
 		json_decref(f);
 	}
 	row->calls = n;
 	rt_collect(log, mark, row);
-	snprintf(data, sizeof(data), "{\"id\":\"%s\",\"grace_ms\":1000}", pid_id);
+	snprintf(data, sizeof(data), "{\"id\":\"%s\"}", pid_id);
 	json_decref(gw_reply(&g, gw_send(&g, "process/stop", data), NULL));
 
 	row = rt_begin(r, "edit_file", false, &mark, log);
 	for (long i = 0; i < n; i++)
-		execute_ok(&g, "edit_file",
-			   json_pack("{s:s, s:s, s:s}", "path", RT_FILE, "old_string",
-				     i % 2 ? "sgbench b" : "sgbench a", "new_string",
-				     i % 2 ? "sgbench a" : "sgbench b"));
+		execute_ok(&g, "edit_file", edit_args(RT_FILE, i));
 	row->calls = n;
 	rt_collect(log, mark, row);
 
 	row = rt_begin(r, "process/start", false, &mark, log);
 	for (long i = 0; i < n; i++)
-		start_process(&g, json_pack("[s,s]", "sleep", "0.2"), pid_id);
+		start_process(&g, "sleep 0.2", pid_id);
 	row->calls = n;
 	rt_collect(log, mark, row);
 
@@ -2059,16 +2022,12 @@ static void ssh_round_trips(const struct opts *o, const char *sandgate, const ch
 		long mark_rd;
 		char token[128];
 
-		row = rt_begin(r, "export/open", false, &mark, log);
+		row = rt_begin(r, "present_artifact", false, &mark, log);
 		rd = rt_begin(r, "export/read + export/close", false, &mark_rd, log);
 		for (long i = 0; i < n; i++) {
 			long before = file_size(log), after;
 
-			f = gw_call(&g, "export/open", json_pack("{s:s}", "path", RT_FILE));
-			snprintf(token, sizeof(token), "%s",
-				 json_string_value(json_object_get(reply_data(f, "export/open"),
-								   "token")));
-			json_decref(f);
+			present_artifact(&g, RT_FILE, token, sizeof(token));
 			after = file_size(log);
 			rt_collect(log, before, row);
 			f = gw_call(&g, "export/read",
@@ -2316,13 +2275,13 @@ enum {
  * for a neighbour's or for the watcher's.
  */
 static const char *const dk_names[DK_KINDS] = {
-	"run_command argv [\"true\"]", "write_file 1 MiB", "read_file 1 MiB",
-	"write_file", "read_file", "stat_path", "run_command", "process/read",
-	"edit_file", "process/start", "export/open + export/read + export/close",
+	"bash \"true\"", "write_file 1 MiB", "read_file 1 MiB",
+	"write_file", "read_file", "list_files", "bash", "process/read",
+	"edit_file", "process/start", "present_artifact + export/read + export/close",
 	"initialize", "other calls",
 };
 static const char *const dk_keys[DK_KINDS] = {
-	"exec", "upload", "download", "write_file", "read_file", "stat_path", "run_command",
+	"exec", "upload", "download", "write_file", "read_file", "list_files", "bash",
 	"process_read", "edit_file", "process_start", "export", "initialize", "other",
 };
 
@@ -2491,8 +2450,7 @@ static int64_t dtn_write(struct gw *g, const char *data)
 	json_t *f = gw_reply(g, gw_send(g, "execute", data), &t1), *d;
 
 	d = check_tool(f, "write_file");
-	if (json_integer_value(json_object_get(json_object_get(d, "metadata"),
-					       "bytes_written")) != (json_int_t)SSH_READ_BYTES)
+	if (view_int(d, "written_bytes", "write_file") != (json_int_t)SSH_READ_BYTES)
 		die("write_file did not write 1 MiB");
 	json_decref(f);
 	return t1 - t0;
@@ -2504,19 +2462,23 @@ static int64_t dtn_write(struct gw *g, const char *data)
  * counted and named in the report rather than fatal, so a defect in the
  * content does not hide the timing.  A shorter or truncated one is fatal.
  */
-static int64_t dtn_read(struct gw *g, const char *data, const char *expect,
+static int64_t dtn_read(struct gw *g, const char *path, const char *expect,
 			struct dtn_result *r)
 {
+	char *data = execute_data("read_file", read_args(path));
 	int64_t t0 = now_ns(), t1;
-	json_t *f = gw_reply(g, gw_send(g, "execute", data), &t1), *d, *content;
+	json_t *f = gw_reply(g, gw_send(g, "execute", data), &t1), *d, *sc, *text;
 	size_t len;
 
+	free(data);
 	d = check_tool(f, "read_file");
-	content = json_object_get(d, "content");
-	len = json_string_length(content);
+	sc = json_object_get(d, "structured_content");
+	text = json_object_get(sc, "text");
+	len = json_string_length(text);
 	if (len < SSH_READ_BYTES ||
-	    json_is_true(json_object_get(json_object_get(d, "metadata"), "truncated")) ||
-	    (expect && memcmp(json_string_value(content), expect, SSH_READ_BYTES) != 0))
+	    json_integer_value(json_object_get(sc, "num_lines")) !=
+		    json_integer_value(json_object_get(sc, "total_lines")) ||
+	    (expect && memcmp(json_string_value(text), expect, SSH_READ_BYTES) != 0))
 		die("read_file did not return the 1 MiB written");
 	if (len != SSH_READ_BYTES) {
 		r->read_bad++;
@@ -2533,10 +2495,11 @@ static int64_t dtn_read(struct gw *g, const char *data, const char *expect,
 static void dtn_timed(struct gw *g, struct dtn_log *l, long n, struct dtn_result *r)
 {
 	char *text = text_mib();
-	char *d_true = execute_data("run_command", json_pack("{s:[s]}", "argv", "true"));
-	char *d_read = execute_data("read_file", json_pack("{s:s}", "path", SSH_READ_FILE));
-	char *d_up = execute_data("write_file", json_pack("{s:s, s:s}", "path", DTN_UP_FILE,
-							  "content", text));
+	char *d_true = execute_data("bash", json_pack("{s:s}", "command", "true"));
+	/* Replacing a file over 32 KiB takes a policy on the host's wire. */
+	char *d_up = execute_data("write_file", json_pack("{s:s, s:s, s:s}", "path", DTN_UP_FILE,
+							  "content", text, "overwrite_policy",
+							  "explicit_user_requested"));
 	int64_t *v[DK_TIMED];
 
 	json_decref(dtn_execute(g, l, DK_OTHER, "write_file",
@@ -2555,7 +2518,7 @@ static void dtn_timed(struct gw *g, struct dtn_log *l, long n, struct dtn_result
 			case DK_EXEC: ns = gateway_cmd(g, d_true); break;
 			case DK_WRITE: ns = dtn_write(g, d_up); break;
 			default:
-				ns = dtn_read(g, d_read, i == -DTN_WARM ? text : NULL, r);
+				ns = dtn_read(g, SSH_READ_FILE, i == -DTN_WARM ? text : NULL, r);
 				break;
 			}
 			dtn_add(l, i >= 0 ? k : DK_OTHER, t0, wall_ms(true));
@@ -2569,7 +2532,6 @@ static void dtn_timed(struct gw *g, struct dtn_log *l, long n, struct dtn_result
 		free(v[k]);
 	}
 	free(d_true);
-	free(d_read);
 	free(d_up);
 	free(text);
 }
@@ -2594,8 +2556,8 @@ static void dtn_served(const struct dtn_log *l, long n, struct dtn_result *r)
 /* D5: `n` calls of each tool and method, one at a time, each window logged. */
 static void dtn_counted(struct gw *g, struct dtn_log *l, long n)
 {
-	char pid_id[64], token[128];
-	json_t *f, *pread;
+	char pid_id[64];
+	json_t *pread;
 	int64_t t0;
 
 	for (long i = 0; i < n; i++)
@@ -2603,36 +2565,29 @@ static void dtn_counted(struct gw *g, struct dtn_log *l, long n)
 					json_pack("{s:s, s:s}", "path", RT_FILE, "content",
 						  "sgbench a\n")));
 	for (long i = 0; i < n; i++)
-		json_decref(dtn_execute(g, l, DK_C_READ, "read_file",
-					json_pack("{s:s}", "path", RT_FILE)));
+		json_decref(dtn_execute(g, l, DK_C_READ, "read_file", read_args(RT_FILE)));
 	for (long i = 0; i < n; i++)
-		json_decref(dtn_execute(g, l, DK_C_STAT, "stat_path",
-					json_pack("{s:s}", "path", RT_FILE)));
+		json_decref(dtn_execute(g, l, DK_C_STAT, "list_files",
+					json_pack("{s:s}", "path", ".")));
 	for (long i = 0; i < n; i++)
-		json_decref(dtn_execute(g, l, DK_C_RUN, "run_command",
-					json_pack("{s:[s]}", "argv", "true")));
+		json_decref(dtn_execute(g, l, DK_C_RUN, "bash",
+					json_pack("{s:s}", "command", "true")));
 	for (long i = 0; i < n; i++)
-		json_decref(dtn_execute(g, l, DK_C_EDIT, "edit_file",
-					json_pack("{s:s, s:s, s:s}", "path", RT_FILE,
-						  "old_string", i % 2 ? "sgbench b" : "sgbench a",
-						  "new_string", i % 2 ? "sgbench a" : "sgbench b")));
+		json_decref(dtn_execute(g, l, DK_C_EDIT, "edit_file", edit_args(RT_FILE, i)));
 
 	/*
 	 * process/read at offset 0 of a process that runs throughout; the
 	 * watcher's answer to its start is let past first.
 	 */
 	t0 = wall_ms(false);
-	start_process(g, json_pack("[s,s,s]", "sh", "-c", "echo sgbench; exec sleep 120"),
-		      pid_id);
+	start_process(g, "echo sgbench; exec sleep 120", pid_id);
 	dtn_add(l, DK_OTHER, t0, wall_ms(true));
 	sleep_ms(500);
-	pread = json_pack("{s:s, s:i, s:i, s:i, s:i}", "id", pid_id, "OffsetBytes", 0, "Wait", 0,
-			  "MinDwell", 0, "MaxBytes", 0);
+	pread = pread_data(pid_id);
 	for (long i = 0; i < n; i++)
 		dtn_call(g, l, DK_C_PREAD, "process/read", json_incref(pread));
 	json_decref(pread);
-	dtn_call(g, l, DK_OTHER, "process/stop",
-		 json_pack("{s:s, s:i}", "id", pid_id, "grace_ms", 1000));
+	dtn_call(g, l, DK_OTHER, "process/stop", json_pack("{s:s}", "id", pid_id));
 
 	/*
 	 * Each started process has ended before the next start, so the
@@ -2641,26 +2596,17 @@ static void dtn_counted(struct gw *g, struct dtn_log *l, long n)
 	sleep_ms(DTN_PSTART_GAP_MS);
 	for (long i = 0; i < n; i++) {
 		t0 = wall_ms(false);
-		start_process(g, json_pack("[s,s]", "sleep", "0.2"), pid_id);
+		start_process(g, "sleep 0.2", pid_id);
 		dtn_add(l, DK_C_PSTART, t0, wall_ms(true));
 		sleep_ms(DTN_PSTART_GAP_MS);
 	}
 	/*
 	 * One window for a whole export: the snapshot's download may still be
-	 * running when export/open has answered.
+	 * running when present_artifact has answered.
 	 */
 	for (long i = 0; i < n; i++) {
 		t0 = wall_ms(false);
-		f = gw_call(g, "export/open", json_pack("{s:s}", "path", RT_FILE));
-		snprintf(token, sizeof(token), "%s",
-			 json_string_value(json_object_get(reply_data(f, "export/open"), "token")));
-		json_decref(f);
-		f = gw_call(g, "export/read", json_pack("{s:s, s:i}", "token", token, "offset", 0));
-		reply_data(f, "export/read");
-		json_decref(f);
-		f = gw_call(g, "export/close", json_pack("{s:s}", "token", token));
-		reply_data(f, "export/close");
-		json_decref(f);
+		export_whole(g, RT_FILE);
 		dtn_add(l, DK_C_EXPORT, t0, wall_ms(true));
 	}
 }
@@ -2676,7 +2622,7 @@ static void bench_daytona(struct gw *g, const struct fake *fk, struct dtn_log *l
 	json_t *reqs;
 	long rss;
 
-	fprintf(stderr, "sgbench: daytona: run_command, write_file and read_file of 1 MiB x %ld\n",
+	fprintf(stderr, "sgbench: daytona: bash, write_file and read_file of 1 MiB x %ld\n",
 		o->dtn_n);
 	dtn_timed(g, l, o->dtn_n, r);
 	fprintf(stderr, "sgbench: daytona: provider requests per call x %ld\n", o->rt_n);
@@ -2843,11 +2789,11 @@ enum {
 	CK_OTHER = CK_REPORTED, CK_KINDS
 };
 static const char *const ck_names[CK_KINDS] = {
-	"write_file", "read_file", "stat_path", "run_command", "process/read",
+	"write_file", "read_file", "list_files", "bash", "process/read",
 	"edit_file", "process/start", "initialize", "mixed calls", "other calls",
 };
 static const char *const ck_keys[CK_KINDS] = {
-	"write_file", "read_file", "stat_path", "run_command", "process_read",
+	"write_file", "read_file", "list_files", "bash", "process_read",
 	"edit_file", "process_start", "initialize", "mix", "other",
 };
 
@@ -2880,14 +2826,14 @@ struct cl_result {
 	double cpu_ms;                  /* the gateway's CPU per counted call */
 	char bg_routes[128];
 	char init_reqs[512]; /* initialize's requests: when each began, how long it was served */
-	long pid_run_min, pid_run_max;  /* tasks per run_command, command included */
+	long pid_run_min, pid_run_max;  /* tasks per bash call, command included */
 	double pid_per[CK_TARGETS];     /* tasks per call of the file tools */
 	bool pid_ok;                    /* the probe ran in a pid namespace */
 	long pid_calls;
 	long hwm_kib, rss_kib;
 	double init_ms;
 	long delay_ms; /* the fake's added delay; -1: not said */
-	double rt_ms;                   /* one round trip: stat_path's served p50 per request */
+	double rt_ms;                   /* one round trip: list_files's served p50 per request */
 	int64_t clock_err_us;           /* how well the log's clock was pinned */
 	json_t *sdk;
 };
@@ -2932,7 +2878,7 @@ static void cl_call_method(struct gw *g, struct cl_calls *l, int kind, const cha
 
 /*
  * A log on a relative clock (modal's t_ms) is pinned to the wall clock
- * with CL_CALIB_N stat_path calls, the log read after each: a request
+ * with CL_CALIB_N list_files calls, the log read after each: a request
  * ended before its call's reply and began after its request, so the
  * fake's start lies in [t0 - start, t1 - end] for each; the narrowest
  * such interval over all of them holds it.
@@ -2950,7 +2896,7 @@ static void cl_calibrate(struct gw *g, struct cl_src *s, struct cl_calls *l, lon
 		struct cl_req *v;
 		size_t n;
 
-		json_decref(cl_execute(g, l, CK_OTHER, "stat_path", json_pack("{s:s}", "path", ".")));
+		json_decref(cl_execute(g, l, CK_OTHER, "list_files", json_pack("{s:s}", "path", ".")));
 		c = &l->v[l->n - 1];
 		v = cl_fetch(s, *since, &n);
 		for (size_t k = 0; k < n; k++) {
@@ -2968,7 +2914,7 @@ static void cl_calibrate(struct gw *g, struct cl_src *s, struct cl_calls *l, lon
 		free(v);
 	}
 	if (hi == INT64_MAX)
-		die("the fake logged no request for %d stat_path calls", CL_CALIB_N);
+		die("the fake logged no request for %d list_files calls", CL_CALIB_N);
 	*err_us = hi - lo;
 	/*
 	 * Both bounds carry a delivery delay (request to handler, log to
@@ -3137,16 +3083,17 @@ static void cl_attribute(struct cl_calls *l, const struct cl_req *v, size_t n,
 }
 
 /*
- * The pid of a `cat /proc/self/stat` run by run_command: in a sandbox
- * with its own pid namespace, pids are handed out in order, so the
- * difference between two such pids is the number of tasks started in
- * between, the second cat included.
+ * The pid of a `cat /proc/self/stat` run by bash: in a sandbox
+ * with a pid namespace of its own, successive pids count the tasks started
+ * in between.  bash runs the command's one simple command by exec, so the
+ * login shell and the command are one task.
  */
 static long cl_pid(struct gw *g, struct cl_calls *l)
 {
-	json_t *f = cl_execute(g, l, CK_OTHER, "run_command",
-			       json_pack("{s:[s,s]}", "argv", "cat", "/proc/self/stat"));
-	const char *c = json_string_value(json_object_get(reply_data(f, "run_command"), "content"));
+	json_t *f = cl_execute(g, l, CK_OTHER, "bash",
+			       json_pack("{s:s}", "command", "cat /proc/self/stat"));
+	const char *c = json_string_value(json_object_get(
+		json_object_get(reply_data(f, "bash"), "structured_content"), "stdout"));
 	char *end;
 	long pid = c ? strtol(c, &end, 10) : 0;
 
@@ -3157,13 +3104,13 @@ static long cl_pid(struct gw *g, struct cl_calls *l)
 }
 
 /*
- * Tasks started in the sandbox per call: per run_command from the pid
+ * Tasks started in the sandbox per call: per bash call from the pid
  * steps between successive probes (the command itself is one), per file
  * tool from n calls between two probes, less one probe's step.
  */
 static void cl_pids(struct gw *g, struct cl_calls *l, long n, struct cl_result *r)
 {
-	static const char *const tools[] = { "write_file", "read_file", "stat_path" };
+	static const char *const tools[] = { "write_file", "read_file", "list_files" };
 	int64_t *d = calloc((size_t)n + 1, sizeof(*d));
 	long prev = cl_pid(g, l), step;
 
@@ -3187,7 +3134,8 @@ static void cl_pids(struct gw *g, struct cl_calls *l, long n, struct cl_result *
 
 		for (long i = 0; i < n; i++) {
 			json_t *args = t == 0 ? json_pack("{s:s, s:s}", "path", CL_PID_FILE, "content", "x\n") :
-						json_pack("{s:s}", "path", CL_PID_FILE);
+				       t == 1 ? read_args(CL_PID_FILE) :
+						json_pack("{s:s}", "path", ".");
 
 			json_decref(cl_execute(g, l, CK_OTHER, tools[t], args));
 		}
@@ -3231,21 +3179,38 @@ static void cl_counted(struct gw *g, struct cl_calls *l, long n)
 				       json_pack("{s:s, s:s}", "path", RT_FILE, "content",
 						 "sgbench a\n")));
 	for (long i = 0; i < n; i++)
-		json_decref(cl_execute(g, l, CK_READ, "read_file", json_pack("{s:s}", "path", RT_FILE)));
+		json_decref(cl_execute(g, l, CK_READ, "read_file", read_args(RT_FILE)));
 	for (long i = 0; i < n; i++)
-		json_decref(cl_execute(g, l, CK_STAT, "stat_path", json_pack("{s:s}", "path", RT_FILE)));
+		json_decref(cl_execute(g, l, CK_STAT, "list_files", json_pack("{s:s}", "path", ".")));
 	for (long i = 0; i < n; i++)
-		json_decref(cl_execute(g, l, CK_RUN, "run_command", json_pack("{s:[s]}", "argv", "true")));
+		json_decref(cl_execute(g, l, CK_RUN, "bash", json_pack("{s:s}", "command", "true")));
 	for (long i = 0; i < n; i++)
-		json_decref(cl_execute(g, l, CK_EDIT, "edit_file",
-				       json_pack("{s:s, s:s, s:s}", "path", RT_FILE, "old_string",
-						 i % 2 ? "sgbench b" : "sgbench a", "new_string",
-						 i % 2 ? "sgbench a" : "sgbench b")));
+		json_decref(cl_execute(g, l, CK_EDIT, "edit_file", edit_args(RT_FILE, i)));
 }
 
 /*
- * The mixed sequence, `runs` times: each op's tool and arguments as the
- * file has them; `expect`, when given, must be in the answer's content.
+ * The execute data of a mixed op (new): its tool and arguments as the file
+ * has them, a read_file given a range of its own (read_args).
+ */
+static char *mix_data(json_t *op)
+{
+	const char *tool = json_string_value(json_object_get(op, "tool"));
+	json_t *args = json_deep_copy(json_object_get(op, "args"));
+
+	if (!tool || !json_is_object(args))
+		die("a mixed op without a tool or arguments");
+	if (strcmp(tool, "read_file") == 0 && !json_object_get(args, "limit")) {
+		json_t *r = read_args(json_string_value(json_object_get(args, "path")));
+
+		json_object_update(args, r);
+		json_decref(r);
+	}
+	return execute_data(tool, args);
+}
+
+/*
+ * The mixed sequence, `runs` times: `expect`, when given, must be in the
+ * answer's text (the tool's JSON view).
  */
 static void cl_mix(struct gw *g, struct cl_calls *l, json_t *ops, int runs, struct cl_result *r)
 {
@@ -3254,32 +3219,32 @@ static void cl_mix(struct gw *g, struct cl_calls *l, json_t *ops, int runs, stru
 
 	if (!data)
 		die("out of memory");
-	for (size_t i = 0; i < nops; i++) {
-		json_t *op = json_array_get(ops, i);
-
-		data[i] = execute_data(json_string_value(json_object_get(op, "tool")),
-				       json_incref(json_object_get(op, "args")));
-	}
 	for (int run = 0; run < runs; run++) {
-		int64_t t_run = now_ns();
+		int64_t t_run;
 
+		/* Built before the run's clock starts, as the requests always were. */
+		for (size_t i = 0; i < nops; i++)
+			data[i] = mix_data(json_array_get(ops, i));
+		t_run = now_ns();
 		for (size_t i = 0; i < nops; i++) {
 			json_t *op = json_array_get(ops, i);
 			const char *tool = json_string_value(json_object_get(op, "tool"));
 			const char *expect = json_string_value(json_object_get(op, "expect"));
 			int64_t t0 = wall_us(), t0n = now_ns();
 			json_t *f = gw_reply(g, gw_send(g, "execute", data[i]), NULL), *d;
-			const char *content;
+			const char *text;
 
 			cl_add(l, CK_MIX, t0, t0n);
 			d = check_tool(f, tool);
-			content = json_string_value(json_object_get(d, "content"));
-			if (expect && (!content || !strstr(content, expect)))
+			text = tool_text(d);
+			if (expect && !strstr(text, expect))
 				die("mixed call %zu (%s): the answer lacks \"%s\": %.200s", i, tool,
-				    expect, content ? content : "");
+				    expect, text);
 			json_decref(f);
 		}
 		r->mix_ns[run] = now_ns() - t_run;
+		for (size_t i = 0; i < nops; i++)
+			free(data[i]);
 	}
 	r->mix_runs = runs;
 	r->mix_ops = (int)nops;
@@ -3289,8 +3254,6 @@ static void cl_mix(struct gw *g, struct cl_calls *l, json_t *ops, int runs, stru
 		memcpy(v, r->mix_ns, sizeof(v));
 		r->mix_med_ns = dist_of(v, (size_t)runs).p50;
 	}
-	for (size_t i = 0; i < nops; i++)
-		free(data[i]);
 	free(data);
 }
 
@@ -3303,21 +3266,19 @@ static void cl_processes(struct gw *g, struct cl_calls *l, long n)
 
 	t0 = wall_us();
 	t0n = now_ns();
-	start_process(g, json_pack("[s,s,s]", "sh", "-c", "echo sgbench; exec sleep 120"), pid_id);
+	start_process(g, "echo sgbench; exec sleep 120", pid_id);
 	cl_add(l, CK_OTHER, t0, t0n);
 	sleep_ms(500);
-	pread = json_pack("{s:s, s:i, s:i, s:i, s:i}", "id", pid_id, "OffsetBytes", 0, "Wait", 0,
-			  "MinDwell", 0, "MaxBytes", 0);
+	pread = pread_data(pid_id);
 	for (long i = 0; i < n; i++)
 		cl_call_method(g, l, CK_PREAD, "process/read", json_incref(pread));
 	json_decref(pread);
-	cl_call_method(g, l, CK_OTHER, "process/stop",
-		       json_pack("{s:s, s:i}", "id", pid_id, "grace_ms", 1000));
+	cl_call_method(g, l, CK_OTHER, "process/stop", json_pack("{s:s}", "id", pid_id));
 	sleep_ms(DTN_PSTART_GAP_MS);
 	for (long i = 0; i < n; i++) {
 		t0 = wall_us();
 		t0n = now_ns();
-		start_process(g, json_pack("[s,s]", "sleep", "0.2"), pid_id);
+		start_process(g, "sleep 0.2", pid_id);
 		cl_add(l, CK_PSTART, t0, t0n);
 		sleep_ms(DTN_PSTART_GAP_MS);
 	}
@@ -3343,7 +3304,7 @@ static void bench_cloud(struct gw *g, struct cl_src *s, struct cl_calls *l, long
 	ops = json_object_get(mix, "ops");
 	if (!json_is_array(ops) || json_array_size(ops) == 0 || json_array_size(ops) > CL_MIX_MAX)
 		die("%s: no ops, or more than %d", o->mix, CL_MIX_MAX);
-	fprintf(stderr, "sgbench: cloud: pinning the fake's clock (%d stat_path calls)\n", CL_CALIB_N);
+	fprintf(stderr, "sgbench: cloud: pinning the fake's clock (%d list_files calls)\n", CL_CALIB_N);
 	/* Past the initialize's requests: they belong to no calibration call. */
 	mark = cl_last_seq(s);
 	cl_calibrate(g, s, l, &mark, &r->clock_err_us);
@@ -3366,7 +3327,7 @@ static void bench_cloud(struct gw *g, struct cl_src *s, struct cl_calls *l, long
 	v = cl_fetch(s, since, &n);
 	cl_attribute(l, v, n, r);
 	free(v);
-	/* One round trip: the fake's median serving time of stat_path's requests. */
+	/* One round trip: the fake's median serving time of list_files's requests. */
 	{
 		int64_t *per = calloc(l->n + 1, sizeof(*per));
 		size_t m = 0;
@@ -3453,7 +3414,7 @@ static void report_ssh_markdown(FILE *o, const struct ssh_result *s)
 	bool all = true;
 	char steps[256];
 
-	fprintf(o, "| S1 | run_command argv [\"true\"] vs raw `ssh -S <socket> host true`, %zu runs each | p50 %.2f ms vs %.2f ms: **%.2f×** (p90 %.2f vs %.2f ms) | ≤ 1.3× | %s |\n",
+	fprintf(o, "| S1 | bash \"true\" (was run_command) vs raw `ssh -S <socket> host true`, %zu runs each | p50 %.2f ms vs %.2f ms: **%.2f×** (p90 %.2f vs %.2f ms) | ≤ 1.3× | %s |\n",
 		d[SSH_GW_TRUE].n, d[SSH_GW_TRUE].p50 / 1e6, d[SSH_RAW_TRUE].p50 / 1e6, rt,
 		d[SSH_GW_TRUE].p90 / 1e6, d[SSH_RAW_TRUE].p90 / 1e6, verdict(rt <= 1.3));
 	fprintf(o, "| S2 | read_file of 1 MiB vs raw `ssh -S <socket> host cat FILE`, %zu runs each | p50 %.2f ms vs %.2f ms: **%.2f×** (p90 %.2f vs %.2f ms) | ≤ 1.3× | %s |\n",
@@ -3462,7 +3423,7 @@ static void report_ssh_markdown(FILE *o, const struct ssh_result *s)
 	if (s->export) {
 		const struct export_run *m = &s->ex.med, *ma = &s->ex.med_ahead;
 
-		fprintf(o, "| S3 | export of %zu MiB made on the host: open + 4 MiB reads, each base64-decoded and hashed + close; sha256 checked; median of %d | **%.0f MB/s** end to end (%.2f s: open %.2f s, reads %.2f s, client %.2f s); one read ahead %.0f MB/s; raw `ssh -S` cat of the file %.0f MB/s | none set | info |\n",
+		fprintf(o, "| S3 | export of %zu MiB made on the host: present_artifact + export/read of the gateway's chunks, each base64-decoded and hashed + close; sha256 checked; median of %d | **%.0f MB/s** end to end (%.2f s: present_artifact %.2f s, reads %.2f s, client %.2f s); one read ahead %.0f MB/s; raw `ssh -S` cat of the file %.0f MB/s | none set | info |\n",
 			s->ex.bytes / MiB, s->ex.runs, mbps(s->ex.bytes, m->total_s), m->total_s,
 			m->open_s, m->read_s, m->client_s, mbps(s->ex.bytes, ma->total_s),
 			mbps(s->ex.bytes, s->raw_export_s));
@@ -3540,7 +3501,7 @@ static bool dtn_one_each(const struct dtn_count *c)
 }
 
 static const char *const dtn_rows[DK_TIMED] = {
-	"exec: run_command argv [\"true\"] vs the SDK's `process.executeCommand('true')`",
+	"exec: bash \"true\" (was run_command) vs the SDK's `process.executeCommand('true')`",
 	"upload 1 MiB: write_file (content as a string) vs `fs.uploadFile(Buffer)`",
 	"download 1 MiB: read_file vs `fs.downloadFile(path)`",
 };
@@ -3804,18 +3765,18 @@ static void report_cloud_markdown(FILE *o, const struct cl_result *r)
 	if (r->pid_ok) {
 		long base = s_exec > 0 ? (long)s_exec : 1;
 
-		fprintf(o, "| C4 | tasks started in the sandbox per run_command (pid steps in its pid namespace, %ld calls; the command itself counts 1)%s | %ld", r->pid_calls, s_exec > 0 ? " vs the SDK's exec of the same command" : "", r->pid_run_min);
+		fprintf(o, "| C4 | tasks started in the sandbox per bash call (pid steps in its pid namespace, %ld calls; the command itself counts 1)%s | %ld", r->pid_calls, s_exec > 0 ? " vs the SDK's exec of the same command" : "", r->pid_run_min);
 		if (r->pid_run_max != r->pid_run_min)
 			fprintf(o, "–%ld", r->pid_run_max);
 		if (s_exec > 0)
 			fprintf(o, " vs %.3g: **%ld beyond the provider's own**", s_exec, r->pid_run_max - base);
 		else
 			fprintf(o, ": **%ld beyond the command**", r->pid_run_max - base);
-		fprintf(o, "; per write_file %.2g, read_file %.2g, stat_path %.2g | ≤ 1 beyond the command | %s |\n",
+		fprintf(o, "; per write_file %.2g, read_file %.2g, list_files %.2g | ≤ 1 beyond the command | %s |\n",
 			r->pid_per[CK_WRITE], r->pid_per[CK_READ], r->pid_per[CK_STAT],
 			verdict(r->pid_run_max - base <= 1));
 	} else {
-		fprintf(o, "| C4 | tasks started in the sandbox per run_command | pid steps %ld–%ld: the sandbox has no pid namespace of its own (run the fake in bwrap mode) | ≤ 1 beyond the command | n/a |\n",
+		fprintf(o, "| C4 | tasks started in the sandbox per bash call | pid steps %ld–%ld: the sandbox has no pid namespace of its own (run the fake in bwrap mode) | ≤ 1 beyond the command | n/a |\n",
 			r->pid_run_min, r->pid_run_max);
 	}
 	if (s_rss > 0)
@@ -3826,7 +3787,7 @@ static void report_cloud_markdown(FILE *o, const struct cl_result *r)
 		fprintf(o, "| C5 | peak RSS: the gateway's VmHWM | %.1f MiB; the SDK was not run | ≤ 0.25× the SDK's | n/a |\n",
 			r->hwm_kib / 1024.0);
 	if (s_ready > 0)
-		fprintf(o, "| C6 | time to ready: initialize vs the SDK's create until its first exec has started, + one round trip (the fake's p50 serving of a stat_path request) | %.0f ms vs %.0f + %.0f ms: **%+.0f ms** | ≤ the SDK's + 1 round trip%s | %s |\n",
+		fprintf(o, "| C6 | time to ready: initialize vs the SDK's create until its first exec has started, + one round trip (the fake's p50 serving of a list_files request) | %.0f ms vs %.0f + %.0f ms: **%+.0f ms** | ≤ the SDK's + 1 round trip%s | %s |\n",
 			r->init_ms, s_ready, r->rt_ms, r->init_ms - s_ready, rtt_only,
 			no_rtt ? "info" : verdict(r->init_ms <= s_ready + r->rt_ms));
 	else
@@ -3880,15 +3841,15 @@ static void report_cloud_details(FILE *o, const struct cl_result *r, long idle_h
 				json_string_value(json_object_get(json_object_get(r->sdk, "ready"), "routes_text")) :
 				"?",
 			sdk_at(r->sdk, "pid", "tasks_per_exec"));
-		if (json_is_string(json_object_get(r->sdk, "stat_path_via")))
-			fprintf(o, "SDK stat_path: %s\n",
-				json_string_value(json_object_get(r->sdk, "stat_path_via")));
+		if (json_is_string(json_object_get(r->sdk, "list_files_via")))
+			fprintf(o, "SDK list_files: %s\n",
+				json_string_value(json_object_get(r->sdk, "list_files_via")));
 	}
 	dtn_count_text(&r->cnt[CK_INIT], true, text, sizeof(text));
 	fprintf(o, "gateway: VmHWM %.1f MiB after initialize, %.1f MiB at the end (VmRSS %.1f MiB); initialize %.0f ms in %s requests (%s); one round trip %.1f ms\n",
 		idle_hwm_kib / 1024.0, r->hwm_kib / 1024.0, r->rss_kib / 1024.0, r->init_ms, text,
 		r->init_reqs[0] ? r->init_reqs : "none logged", r->rt_ms);
-	fprintf(o, "tasks per run_command (the command included) %ld to %ld; the log's clock pinned within %.1f ms; calls with requests side by side: %ld; requests outside any call: %ld (%s)\n",
+	fprintf(o, "tasks per bash call (the command included) %ld to %ld; the log's clock pinned within %.1f ms; calls with requests side by side: %ld; requests outside any call: %ld (%s)\n",
 		r->pid_run_min, r->pid_run_max, r->clock_err_us / 1e3, r->overlapped,
 		r->background, r->background ? r->bg_routes : "none");
 }
@@ -3917,11 +3878,11 @@ static json_t *cloud_json(const struct cl_result *r)
 	json_object_set_new(j, "mix", json_pack("{s:i, s:f, s:o}", "ops", r->mix_ops, "median_ms",
 						 r->mix_med_ns / 1e6, "runs_ms", runs));
 	json_object_set_new(j, "tasks", json_pack("{s:b, s:I, s:I, s:f, s:f, s:f}", "pid_namespace",
-						   r->pid_ok, "run_command_min",
-						   (json_int_t)r->pid_run_min, "run_command_max",
+						   r->pid_ok, "bash_min",
+						   (json_int_t)r->pid_run_min, "bash_max",
 						   (json_int_t)r->pid_run_max, "write_file",
 						   r->pid_per[CK_WRITE], "read_file",
-						   r->pid_per[CK_READ], "stat_path",
+						   r->pid_per[CK_READ], "list_files",
 						   r->pid_per[CK_STAT]));
 	json_object_set_new(j, "background", json_integer(r->background));
 	json_object_set_new(j, "hwm_kib", json_integer(r->hwm_kib));
@@ -3946,24 +3907,22 @@ static void report_markdown(FILE *o, const struct results *r)
 		const struct dist *d = &r->st.d;
 
 		/* The target is the local backend's; elsewhere the number is information. */
-		fprintf(o, "| 1 | execute(stat_path) round trip, %zu calls | p50 %.0f µs, p90 %.0f µs, p99 %.0f µs (min %.0f, max %.0f) | %s | %s |\n",
+		fprintf(o, "| 1 | execute(list_files \".\") round trip (was stat_path), %zu calls | p50 %.0f µs, p90 %.0f µs, p99 %.0f µs (min %.0f, max %.0f) | %s | %s |\n",
 			d->n, d->p50 / 1e3, d->p90 / 1e3, d->p99 / 1e3, d->min / 1e3,
 			d->max / 1e3, r->local ? "p50 ≤ 200 µs" : "none (local backend only)",
 			r->local ? verdict(d->p50 <= 200000) : "info");
 	}
 	if (r->cmd) {
 		const struct dist *d = r->cmd_r.d;
-		double ra = (double)d[CMD_GW_ARGV].p50 / (double)d[CMD_DIRECT_ARGV].p50;
-		double rs = (double)d[CMD_GW_SHELL].p50 / (double)d[CMD_DIRECT_SHELL].p50;
+		double ra = (double)d[CMD_GW].p50 / (double)d[CMD_DIRECT].p50;
 
-		fprintf(o, "| 2a | run_command argv [\"true\"] vs direct bwrap+confine+true, %zu runs each | p50 %.2f ms vs %.2f ms: **%.2f×** (p90 %.2f vs %.2f ms) | ≤ 1.3× | %s |\n",
-			d[CMD_GW_ARGV].n, d[CMD_GW_ARGV].p50 / 1e6, d[CMD_DIRECT_ARGV].p50 / 1e6,
-			ra, d[CMD_GW_ARGV].p90 / 1e6, d[CMD_DIRECT_ARGV].p90 / 1e6,
-			verdict(ra <= 1.3));
-		fprintf(o, "| 2b | run_command command \"true\" vs direct bwrap+confine+sh -c true, %zu runs each | p50 %.2f ms vs %.2f ms: **%.2f×** (p90 %.2f vs %.2f ms) | ≤ 1.3× | %s |\n",
-			d[CMD_GW_SHELL].n, d[CMD_GW_SHELL].p50 / 1e6,
-			d[CMD_DIRECT_SHELL].p50 / 1e6, rs, d[CMD_GW_SHELL].p90 / 1e6,
-			d[CMD_DIRECT_SHELL].p90 / 1e6, verdict(rs <= 1.3));
+		/*
+		 * The 1.3x target was set against the same confined command
+		 * line, which cannot be replayed any more: information only.
+		 */
+		fprintf(o, "| 2 | bash \"true\" (was run_command) vs a plain exec of `bash -l -c true`, %zu runs each | p50 %.2f ms vs %.2f ms: **%.2f×** (p90 %.2f vs %.2f ms) | ≤ 1.3× against the same confined command line, which cannot be replayed: none | info |\n",
+			d[CMD_GW].n, d[CMD_GW].p50 / 1e6, d[CMD_DIRECT].p50 / 1e6, ra,
+			d[CMD_GW].p90 / 1e6, d[CMD_DIRECT].p90 / 1e6);
 	}
 	if (r->wake) {
 		const struct dist *d = &r->wk.d;
@@ -3976,11 +3935,11 @@ static void report_markdown(FILE *o, const struct results *r)
 		const struct export_run *m = &r->ex.med, *ma = &r->ex.med_ahead;
 		double t = mbps(r->ex.bytes, m->total_s);
 
-		fprintf(o, "| 4a | export of %zu MiB: open + 4 MiB reads, one at a time, each base64-decoded and hashed + close; sha256 checked; median of %d | **%.0f MB/s** end to end (%.2f s: open %.2f s, reads %.2f s, client decode+hash %.2f s); gateway share alone %.0f MB/s | ≥ 200 MB/s | %s |\n",
+		fprintf(o, "| 4a | export of %zu MiB: present_artifact (was export/open) + export/read of the gateway's 256 KiB chunks, one at a time, each base64-decoded and hashed + close; sha256 checked; median of %d | **%.0f MB/s** end to end (%.2f s: present_artifact %.2f s, reads %.2f s, client decode+hash %.2f s); gateway share alone %.0f MB/s | ≥ 200 MB/s | %s |\n",
 			r->ex.bytes / MiB, r->ex.runs, t, m->total_s, m->open_s, m->read_s,
 			m->client_s, mbps(r->ex.bytes, m->total_s - m->client_s),
 			verdict(t >= 200));
-		fprintf(o, "| 4b | the same with one read ahead (the next read sent before decoding), median of %d | **%.0f MB/s** end to end (%.2f s: open %.2f s) | ≥ 200 MB/s | %s |\n",
+		fprintf(o, "| 4b | the same with one read ahead (the next read sent before decoding), median of %d | **%.0f MB/s** end to end (%.2f s: present_artifact %.2f s) | ≥ 200 MB/s | %s |\n",
 			r->ex.runs, mbps(r->ex.bytes, ma->total_s), ma->total_s, ma->open_s,
 			verdict(mbps(r->ex.bytes, ma->total_s) >= 200));
 	}
@@ -4004,7 +3963,7 @@ static void report_markdown(FILE *o, const struct results *r)
 static void report_details(FILE *o, const struct results *r)
 {
 	if (r->stat)
-		fprintf(o, "stat_path: %zu calls in %.2f s (%.0f calls/s), mean %.0f µs\n",
+		fprintf(o, "list_files: %zu calls in %.2f s (%.0f calls/s), mean %.0f µs\n",
 			r->st.d.n, r->st.wall_s, (double)r->st.d.n / r->st.wall_s,
 			r->st.d.mean / 1e3);
 	if (r->cmd) {
@@ -4023,7 +3982,7 @@ static void report_details(FILE *o, const struct results *r)
 	for (int i = 0; r->export && i < r->ex.runs; i++) {
 		const struct export_run *x = &r->ex.run[i], *y = &r->ex.ahead[i];
 
-		fprintf(o, "export run %d: %.2f s = %.0f MB/s (open %.3f s, reads %.3f s in %ld chunks, client %.3f s, close %.4f s); read ahead: %.2f s = %.0f MB/s (open %.3f s)\n",
+		fprintf(o, "export run %d: %.2f s = %.0f MB/s (present_artifact %.3f s, reads %.3f s in %ld chunks, client %.3f s, close %.4f s); read ahead: %.2f s = %.0f MB/s (present_artifact %.3f s)\n",
 			i + 1, x->total_s, mbps(r->ex.bytes, x->total_s), x->open_s,
 			x->read_s, x->chunks, x->client_s, x->close_s, y->total_s,
 			mbps(r->ex.bytes, y->total_s), y->open_s);
@@ -4044,7 +4003,7 @@ static void report_details(FILE *o, const struct results *r)
 		for (int i = 0; s->export && i < s->ex.runs; i++) {
 			const struct export_run *x = &s->ex.run[i], *y = &s->ex.ahead[i];
 
-			fprintf(o, "ssh export run %d: %.2f s = %.0f MB/s (open %.3f s, reads %.3f s in %ld chunks, client %.3f s, close %.4f s); read ahead: %.2f s = %.0f MB/s (open %.3f s)\n",
+			fprintf(o, "ssh export run %d: %.2f s = %.0f MB/s (present_artifact %.3f s, reads %.3f s in %ld chunks, client %.3f s, close %.4f s); read ahead: %.2f s = %.0f MB/s (present_artifact %.3f s)\n",
 				i + 1, x->total_s, mbps(s->ex.bytes, x->total_s), x->open_s,
 				x->read_s, x->chunks, x->client_s, x->close_s, y->total_s,
 				mbps(s->ex.bytes, y->total_s), y->open_s);
@@ -4065,7 +4024,7 @@ static void report_details(FILE *o, const struct results *r)
 		report_dtn_details(o, &r->dt, r->idle_hwm_kib);
 	if (r->cloud)
 		report_cloud_details(o, &r->cl, r->idle_hwm_kib);
-	fprintf(o, "process/event lines seen: %ld; gateway exit status: %d\n", r->events,
+	fprintf(o, "process event lines seen: %ld; gateway exit status: %d\n", r->events,
 		r->gateway_status);
 }
 
@@ -4082,21 +4041,19 @@ static void write_json(const char *path, const struct results *r)
 	json_t *j = json_object();
 
 	if (r->stat)
+		/* "stat_path": the key bench/relay-bench.sh reads. */
 		json_object_set_new(j, "stat_path", dist_json(&r->st.d));
 	if (r->cmd) {
 		json_t *c = json_object();
 
 		for (int k = 0; k < CMD_KINDS; k++)
 			json_object_set_new(c, cmd_keys[k], dist_json(&r->cmd_r.d[k]));
-		json_object_set_new(c, "ratio_argv",
-				    json_real((double)r->cmd_r.d[CMD_GW_ARGV].p50 /
-					      (double)r->cmd_r.d[CMD_DIRECT_ARGV].p50));
-		json_object_set_new(c, "ratio_command",
-				    json_real((double)r->cmd_r.d[CMD_GW_SHELL].p50 /
-					      (double)r->cmd_r.d[CMD_DIRECT_SHELL].p50));
+		json_object_set_new(c, "ratio",
+				    json_real((double)r->cmd_r.d[CMD_GW].p50 /
+					      (double)r->cmd_r.d[CMD_DIRECT].p50));
 		json_object_set_new(c, "direct_command_line",
 				    json_string(r->cmd_r.argv_text));
-		json_object_set_new(j, "run_command", c);
+		json_object_set_new(j, "bash", c);
 	}
 	if (r->wake) {
 		json_t *w = dist_json(&r->wk.d);
@@ -4468,18 +4425,14 @@ int main(int argc, char **argv)
 		die("cannot read the gateway's /proc status");
 
 	if (o.do_stat) {
-		fprintf(stderr, "sgbench: stat_path x %ld\n", o.stat_n);
+		fprintf(stderr, "sgbench: list_files x %ld\n", o.stat_n);
 		r.st = bench_stat(&g, o.stat_n);
 		r.stat = true;
 	}
 	if (o.do_cmd) {
-		fprintf(stderr, "sgbench: run_command x %ld x 4 kinds\n", o.cmd_n);
-		r.cmd_r = bench_cmd(&g, o.cmd_n);
-		r.cmd = r.cmd_r.argv_text != NULL;
-		if (!r.cmd)
-			fprintf(stderr, "sgbench: run_command skipped: the gateway's confined command "
-				"line is no longer visible from inside (bubblewrap reads its options "
-				"from a descriptor), so there is no direct spawn to compare with\n");
+		fprintf(stderr, "sgbench: bash true and bash -l -c true x %ld\n", o.cmd_n);
+		r.cmd_r = bench_cmd(&g, state, o.cmd_n);
+		r.cmd = true;
 	}
 	if (o.do_wake) {
 		fprintf(stderr, "sgbench: process/read wake-ups x %ld\n", o.wake_n);
@@ -4495,7 +4448,7 @@ int main(int argc, char **argv)
 	}
 	if (o.do_ssh) {
 		ssh_master_open(&t, state);
-		fprintf(stderr, "sgbench: ssh: run_command, read_file and their raw clients x %ld\n",
+		fprintf(stderr, "sgbench: ssh: bash, read_file and their raw clients x %ld\n",
 			o.ssh_n);
 		ssh_compare(&g, &t, o.ssh_n, &r.sh);
 		if (o.ssh_export_mib > 0) {

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""bench/singularity-bench.py - run_command through sandgate's singularity
+"""bench/singularity-bench.py - the bash tool through sandgate's singularity
 backend against the same command run with the runtime directly.
 
     SANDGATE_BIN=build/sandgate python3 bench/singularity-bench.py [--n 100] [--runtime PATH]
@@ -8,9 +8,10 @@ backend against the same command run with the runtime directly.
 Starts `sandgate serve` on a singularity profile (the fake apptainer in
 tests/fakes/apptainer unless --runtime names a real one and --image a
 SIF), then, interleaved in rotating order after 10 warm-up rounds, times
-(a) `run_command` argv ["true"] from writing the request to reading the
-reply, and (b) the very command line the adapter runs (`RUNTIME exec
---cleanenv --no-eval --pwd ROOT instance://NAME env HOME=... true`, read
+(a) `bash` with command "true" (it was `run_command` argv ["true"] before
+the host's wire) from writing the request to reading the reply, and (b)
+the very command line the adapter runs (`RUNTIME exec --cleanenv
+--no-eval --pwd ROOT instance://NAME ... bash -l -c true`, read
 back from the fake's argv log or rebuilt for a real runtime) spawned
 directly and waited for, and (c) the bare `RUNTIME exec instance://NAME
 true` (no confinement, no variables).  Prints p50/p90 of each and the ratio of p50s as
@@ -63,7 +64,7 @@ def main():
     gw = Gateway(state_dir=os.path.join(work, "state"), config=cfg, profile="s", env_extra=env)
     try:
         gw.initialize(identity="bench")
-        gw.tool_ok("run_command", {"argv": ["true"]})
+        gw.tool_ok("bash", {"command": "true"})
         direct = None
         with open(log) as f:
             for line in f:
@@ -84,7 +85,7 @@ def main():
             for kind in [(0, 1, 2), (1, 2, 0), (2, 0, 1)][i % 3]:
                 t0 = time.monotonic_ns()
                 if kind == 0:
-                    gw.tool_ok("run_command", {"argv": ["true"]})
+                    gw.tool_ok("bash", {"command": "true"})
                 else:
                     subprocess.run(direct if kind == 1 else bare, env=denv, check=True, stdout=subprocess.PIPE,
                                    stderr=subprocess.PIPE)
@@ -103,7 +104,7 @@ def main():
             rt = res["runtime"]
             with open(a.markdown, "w") as f:
                 f.write("| kind | p50 | p90 |\n|---|---|---|\n")
-                for label, key in (("`run_command` through sandgate", "sandgate_ms"),
+                for label, key in (("`bash` \"true\" through sandgate", "sandgate_ms"),
                                    ("the adapter's command line, spawned directly", "direct_ms"),
                                    ("bare `%s exec instance://NAME true`" % rt, "bare_ms")):
                     f.write("| %s | %.1f ms | %.1f ms |\n" % (label, res[key]["p50"],

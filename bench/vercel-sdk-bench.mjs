@@ -7,8 +7,8 @@
 //
 //   write_file   sandbox.writeFiles([{path, content}])
 //   read_file    sandbox.readFileToBuffer({path})
-//   stat_path    sandbox.fs.stat(path) (the SDK runs `stat` in the sandbox)
-//   run_command  sandbox.runCommand({cmd, args, cwd}), then its output('both')
+//   list_files   sandbox.fs.readdir(path) (the SDK runs `ls` in the sandbox)
+//   bash         sandbox.runCommand({cmd: 'bash', args: ['-c', command], cwd}), then its output('both')
 //   edit_file    readFileToBuffer, the one occurrence replaced, writeFiles
 //
 // Paths are under /vercel/sandbox, the sandbox's working directory. Time to ready runs from
@@ -70,7 +70,7 @@ main(NAME, async () => {
     },
     setup: async () => {},
     exec,
-    ops: opsOf({ exec, readText, writeText, stat: async (p) => JSON.stringify(await sb.fs.stat(abs(p))) }),
+    ops: opsOf({ exec, readText, writeText, list: async (p) => JSON.stringify(await sb.fs.readdir(abs(p))) }),
     destroy: async () => {
       if (sb) {
         await sb.stop();
