@@ -967,6 +967,33 @@ static sg_err window_redact(struct window *w)
 	return rc;
 }
 
+/*
+ * Both views as valid UTF-8 (each invalid byte U+FFFD, as JSON gives it
+ * anyway), before they go raw after the JSON line: an exec transport
+ * (Daytona's, Vercel's) may replace invalid bytes itself, which would
+ * change the lengths the line announces.
+ */
+static sg_err window_sanitize(struct window *w)
+{
+	struct sg_buf tmp = SG_BUF_INIT(3 * w->numbered.max);
+	struct sg_buf *views[] = { &w->numbered, &w->text };
+	sg_err rc = SG_OK;
+
+	for (size_t i = 0; i < 2 && !rc; i++) {
+		if (sg_utf8_valid(views[i]->p, views[i]->len))
+			continue;
+		sg_buf_reset(&tmp);
+		rc = sg_utf8_sanitize(&tmp, views[i]->p, views[i]->len);
+		if (!rc) {
+			sg_buf_release(views[i]);
+			sg_buf_init(views[i], tmp.max);
+			rc = sg_buf_add(views[i], tmp.p, tmp.len);
+		}
+	}
+	sg_buf_release(&tmp);
+	return rc;
+}
+
 /* One whole line of the window (its bytes in w->line): into both views. */
 static sg_err window_line(struct fs *c, struct window *w, bool had_newline)
 {
@@ -1082,6 +1109,8 @@ static sg_err read_text(struct fs *c, int fd, const struct stat *st,
 	rc = read_lines(c, fd, &w, &h, &lines);
 	if (!rc && redact)
 		rc = window_redact(&w);
+	if (!rc && raw)
+		rc = window_sanitize(&w);
 	if (rc)
 		goto out;
 	/* The host hashes twice to see a file that changed under the read. */
@@ -1145,12 +1174,13 @@ out:
  * (end 0: the file's end), the host's byte_range: the whole file is
  * hashed, the window read with a few bytes more so that a character cut
  * at its end can be told from binary bytes and trimmed, and sent as
- * base64, or with --raw after the JSON line (the gateway decides whether
- * it is text).
+ * base64 in the JSON line, never raw: the bytes may be anything, and not
+ * every exec transport keeps what is not UTF-8 (the gateway decides
+ * whether it is text).
  */
 static sg_err read_bytes(struct fs *c, int fd, const struct stat *st,
 			 const struct sg_buf *shown, int64_t offset, int64_t limit, int64_t end,
-			 bool raw, bool redact)
+			 bool redact)
 {
 	struct sg_buf win = SG_BUF_INIT((size_t)limit + 4);
 	/* [REDACTED] for a one-byte value: a window grows at most elevenfold. */
@@ -1220,20 +1250,16 @@ static sg_err read_bytes(struct fs *c, int fd, const struct stat *st,
 		rc = sg_fs_kv_int(c->out, "byte_offset", (long long)offset);
 	if (!rc)
 		rc = sg_fs_kv_revision(c);
-	if (!rc && raw)
-		rc = sg_fs_kv_int(c->out, "data_bytes", (long long)show->len);
-	if (!rc && !raw)
+	if (!rc)
 		rc = sg_jw_key(c->out, "data", 0);
-	if (!rc && !raw)
+	if (!rc)
 		rc = sg_buf_addc(c->out, '"');
-	if (!rc && !raw)
+	if (!rc)
 		rc = b64_encode(c->out, (const unsigned char *)show->p, show->len);
-	if (!rc && !raw)
+	if (!rc)
 		rc = sg_buf_addc(c->out, '"');
 	if (!rc)
 		rc = sg_reply_end(c->out);
-	if (!rc && raw && (sg_buf_addc(c->out, '\n') || sg_buf_add(c->out, show->p, show->len)))
-		rc = SG_E_TOO_LARGE;
 out:
 	free(chunk);
 	sg_buf_release(&masked);
@@ -1386,7 +1412,7 @@ static sg_err fs_read(struct fs *c)
 		goto out;
 	}
 	if (blim) {
-		rc = read_bytes(c, fd, &st, &shown, boff, blim, bend, raw,
+		rc = read_bytes(c, fd, &st, &shown, boff, blim, bend,
 				c->unconfined && sg_fs_sensitive(shown.p));
 		goto out;
 	}

@@ -554,6 +554,24 @@ static char *b64url(const char *p, size_t n)
  * UTF-8 without NUL (cut after a line when that keeps half the window),
  * base64 otherwise; has_more with the continuation that reads on.
  */
+/* The helper's base64 window into out (at most BYTE_WINDOW_MAX + 3 bytes). */
+static bool unbase64(const char *b64, struct sg_buf *out)
+{
+	size_t n = strlen(b64), pad = 0;
+	char *dst;
+	int got;
+
+	if (n % 4 || n / 4 * 3 > BYTE_WINDOW_MAX + 3 || sg_buf_reserve(out, n / 4 * 3 + 1, &dst))
+		return false;
+	got = n ? EVP_DecodeBlock((unsigned char *)dst, (const unsigned char *)b64, (int)n) : 0;
+	if (got < 0)
+		return false;
+	while (pad < 2 && pad < n && b64[n - 1 - pad] == '=')
+		pad++;
+	sg_buf_commit(out, (size_t)got - pad);
+	return true;
+}
+
 static sg_err read_bytes_page(struct sg_tool_call *t, const struct read_args *r, json_t *reply,
 			      const struct sg_buf *data, json_t **result)
 {
@@ -659,8 +677,16 @@ sg_err sg_tool_read_file(struct sg_tool_call *t, json_t **result)
 		rc = helper_failed(t, reply);
 	else if (kind && !strcmp(kind, "image"))
 		rc = read_image(t, &r, reply, result);
-	else if (kind && !strcmp(kind, "bytes"))
-		rc = read_bytes_page(t, &r, reply, &tail, result);
+	else if (kind && !strcmp(kind, "bytes")) {
+		struct sg_buf window = SG_BUF_INIT(BYTE_WINDOW_MAX + 8);
+		const char *b64 = json_string_value(json_object_get(reply, "data"));
+
+		rc = b64 && unbase64(b64, &window)
+			     ? read_bytes_page(t, &r, reply, &window, result)
+			     : sg_err_set(&t->op->err, SG_E_INTERNAL,
+					  "sg-helper's byte window reply is malformed");
+		sg_buf_release(&window);
+	}
 	else
 		rc = read_text(t, &r, reply, &tail);
 out:

@@ -99,6 +99,14 @@ class ReadFile(Base):
         self.assertEqual(v.structured["text"], raw.decode(), "programs get the bytes as they are")
         self.assertEqual(v.structured["content_sha256"], v["content_sha256"])
 
+    def test_invalid_utf8_is_replaced_on_every_transport(self):
+        raw = b"caf\xc3\xa9 \xff\xfe ok\n"
+        path = self.put("latin.txt", raw)
+        v = self.gw.view("read_file", {"path": path})
+        self.assertEqual(v["content"], "1|caf\u00e9 \ufffd\ufffd ok\n")
+        self.assertEqual(v.structured["text"], "caf\u00e9 \ufffd\ufffd ok\n")
+        self.assertEqual(v["content_sha256"], hashlib.sha256(raw).hexdigest())
+
     def test_window_omitted_ranges_and_last_line(self):
         lines = ["l%d" % i for i in range(1, 31)]
         path = self.put("win.txt", "\n".join(lines).encode())  # no final newline
