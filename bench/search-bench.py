@@ -82,6 +82,10 @@ def main():
     tree = os.path.join(work, "tree")
     try:
         generate(tree, a.files)
+        if os.geteuid() == 0:
+            # The local backend never runs commands as root: a host workspace
+            # that root owns is refused, so the tree goes to an unprivileged user.
+            subprocess.run(["chown", "-R", "65534:65534", work], check=True)
         cfg = os.path.join(work, "config.json")
         with open(cfg, "w") as f:
             json.dump({"default": "b", "profiles": {"b": {"backend": "local",
@@ -94,8 +98,7 @@ def main():
 
         def tool(name, args, check):
             def run():
-                res = gw.tool_ok(name, args, timeout=600)
-                check(res)
+                check(gw.view(name, args, timeout=600))
             return run
 
         def direct(argv):
@@ -106,17 +109,17 @@ def main():
         todo = a.files * 12 // 97
         cases = [
             ("glob `**/*.c`", tool("glob", {"pattern": "**/*.c"},
-                                   lambda r: r["metadata"]["total"] >= a.files // 7),
+                                   lambda v: v["total"] >= a.files // 7),
              "find . -type f -name '*.c'", direct(["find", ".", "-type", "f", "-name", "*.c"])),
             ("glob `**/*.{c,h}`", tool("glob", {"pattern": "**/*.{c,h}"},
-                                       lambda r: r["metadata"]["total"] >= 2 * a.files // 7),
+                                       lambda v: v["total"] >= 2 * a.files // 7),
              "find . -type f ( -name '*.c' -o -name '*.h' )",
              direct(["find", ".", "-type", "f", "(", "-name", "*.c", "-o", "-name", "*.h", ")"])),
             ("grep `item 4242[0-9]` (rare)", tool("grep", {"pattern": "item 4242[0-9]"},
-                                                 lambda r: True),
+                                                 lambda v: True),
              "rg -n 'item 4242[0-9]'", direct([rg, "-n", "item 4242[0-9]"])),
-            ("grep `TODO` (%d matches, first 500)" % todo,
-             tool("grep", {"pattern": "TODO"}, lambda r: r["metadata"]["total"] >= todo - 50),
+            ("grep `TODO` (%d matches, the first page)" % todo,
+             tool("grep", {"pattern": "TODO"}, lambda v: v["total"] >= todo - 50),
              "rg -n TODO", direct([rg, "-n", "TODO"])),
         ]
         rows = []
