@@ -352,11 +352,16 @@ class Processes(GatewayTestCase):
 
     def test_resize_only_a_terminal(self):
         gw = self.gw
-        pid = gw.start("sleep 1; stty size; sleep 20")["id"]
+        pid = gw.start("stty -echo; read x; stty size; sleep 20")["id"]
         self.quiet_stop(pid)
         gw.ok("process/resize", {"id": pid, "cols": 132, "rows": 43})
-        r = gw.read(pid, offset=0, wait_ns=5 * SEC)
-        self.assertIn("43 132", r["Output"])
+        # The size is asked for only after the resize was answered.
+        gw.ok("process/write", {"id": pid, "input": "\r"})
+        deadline = time.monotonic() + 10 * SLACK
+        out = ""
+        while "43 132" not in out and time.monotonic() < deadline:
+            out = gw.read(pid, offset=0, wait_ns=SEC)["Output"]
+        self.assertIn("43 132", out)
         other = gw.ok("process/start", {"command": "sleep 20"})["id"]
         self.quiet_stop(other)
         self.assertCode(gw.fail("process/resize", {"id": other, "cols": 80, "rows": 24}),
