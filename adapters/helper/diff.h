@@ -104,6 +104,14 @@ sg_err sg_diag_lines(struct sg_buf *o, const struct sg_line *v, size_t n,
 /* Append s as a Go %q string would show it (quotes, \t, \\, \", \n, \r). */
 sg_err sg_diag_quote(struct sg_buf *o, const char *s, size_t n) SG_MUST_CHECK;
 
+/*
+ * The host's test-contract warning (contract.c): when path is a test
+ * file and new lacks test declarations old has, append the warning's
+ * sentence to o and set *warned.
+ */
+sg_err sg_contract_warning(struct sg_buf *o, const char *path, const char *old, size_t on,
+			   const char *new, size_t nn, bool *warned) SG_MUST_CHECK;
+
 /* ---- edit.c ---- */
 
 struct fs;

@@ -69,6 +69,31 @@ static sg_err view_open(struct sg_buf *o, const char *action)
 	return rc ? rc : sg_jw_str(o, action, strlen(action));
 }
 
+#define CONTRACT_NEXT "address the contract_warning before anything else"
+/* The warning's text: a few names and one sentence. */
+#define CONTRACT_MAX (64 * SG_KiB)
+
+/*
+ * ,"contract_warning":... when the change removes tests from a test file
+ * (*warned), as the host adds it.
+ */
+static sg_err view_contract(struct sg_buf *o, const char *path, const char *old, size_t on,
+			    const char *new, size_t nn, bool *warned)
+{
+	struct sg_buf w = SG_BUF_INIT(CONTRACT_MAX);
+	sg_err rc = sg_contract_warning(&w, path, old, on, new, nn, warned);
+
+	/* Too many names to list is no reason to fail the edit: no warning. */
+	if (rc == SG_E_TOO_LARGE) {
+		*warned = false;
+		rc = SG_OK;
+	}
+	if (!rc && *warned)
+		rc = sg_fs_kv_strn(o, "contract_warning", w.p, w.len);
+	sg_buf_release(&w);
+	return rc;
+}
+
 /* ,"diff": then the DiffResult of old -> new. */
 static sg_err view_diff(struct sg_buf *o, const char *old, size_t on, const char *new,
 			size_t nn)
@@ -258,6 +283,7 @@ static sg_err write_view(struct fs *c, const struct sg_buf *shown, const char *d
 			 const struct old_file *of)
 {
 	struct sg_buf *o = c->out;
+	bool warned = false;
 	sg_err rc = sg_reply_ok(o);
 
 	if (!rc)
@@ -282,6 +308,11 @@ static sg_err write_view(struct fs *c, const struct sg_buf *shown, const char *d
 					  "from tool result");
 	else if (!rc)
 		rc = sg_diff_json(o, of->small.p, of->small.len, data, n, VIEW_DIFF_BUDGET);
+	/* The old text is held only when small: a larger one is not checked. */
+	if (!rc && of->exists && of->small.len == of->size)
+		rc = view_contract(o, shown->p, of->small.p, of->small.len, data, n, &warned);
+	if (!rc && warned)
+		rc = sg_buf_adds(o, ",\"next_suggestions\":[\"" CONTRACT_NEXT "\"]");
 	if (!rc)
 		rc = sg_buf_addc(o, '}');
 	return rc ? rc : sg_reply_end(o);
@@ -550,6 +581,7 @@ static sg_err edit_view(struct fs *c, const struct sg_buf *shown, const struct s
 			const struct sg_buf *res)
 {
 	struct sg_buf *o = c->out;
+	bool warned = false;
 	sg_err rc = sg_reply_ok(o);
 
 	if (!rc)
@@ -565,7 +597,10 @@ static sg_err edit_view(struct fs *c, const struct sg_buf *shown, const struct s
 	if (!rc)
 		rc = view_diff(o, data->p, data->len, res->p, res->len);
 	if (!rc)
-		rc = sg_buf_adds(o, ",\"next_suggestions\":[\"" EDIT_NEXT "\"]}");
+		rc = view_contract(o, shown->p, data->p, data->len, res->p, res->len, &warned);
+	if (!rc)
+		rc = sg_buf_adds(o, warned ? ",\"next_suggestions\":[\"" CONTRACT_NEXT "\",\"" EDIT_NEXT "\"]}"
+				    : ",\"next_suggestions\":[\"" EDIT_NEXT "\"]}");
 	return rc ? rc : sg_reply_end(o);
 }
 

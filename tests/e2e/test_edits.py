@@ -227,6 +227,27 @@ class EditFile(Base):
         self.gw.write(m, "a\r\nb\nc\n")
         self.assertIn("old_text_not_found:", self.edit_error(m, "a\nb", "z"))
 
+    def test_removing_a_test_warns(self):
+        """The host's test-contract guard: a change that drops a test from a
+        test file is made, and its view says so first."""
+        p = self.path("x_test.go")
+        self.gw.write(p, "package x\n\nfunc TestKeep(t *testing.T) {}\n"
+                         "func TestGone(t *testing.T) {}\n")
+        v = self.edit(p, "func TestGone(t *testing.T) {}\n", "")
+        self.assertTrue(v["contract_warning"].startswith(
+            "this edit removes existing test(s): TestGone. Existing tests encode"), v)
+        self.assertEqual(v["next_suggestions"][0],
+                         "address the contract_warning before anything else")
+        self.assertEqual(len(v["next_suggestions"]), 2)
+        w = self.gw.write(p, "package x\n")
+        self.assertIn("TestKeep", w["contract_warning"])
+        self.assertEqual(w["next_suggestions"],
+                         ["address the contract_warning before anything else"])
+        # Not a test file: no warning.
+        q = self.path("x.go")
+        self.gw.write(q, "func TestKeep(t *testing.T) {}\n")
+        self.assertNotIn("contract_warning", self.gw.write(q, "\n"))
+
     def test_sensitive_and_missing(self):
         self.assertIn("refuses to edit sensitive path",
                       self.edit_error(self.path("secrets.env"), "a", "b"))
