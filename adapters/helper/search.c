@@ -1407,7 +1407,11 @@ static sg_err grep_complaint(struct fs *c, struct grepper *g, const char *engine
 	if (!n)
 		return sg_fs_fail(c, "%s exited with status %d", engine, status);
 	/* The host checks the pattern before it searches: its words first. */
-	if (memmem(g->errtext.p, n, "regex parse error", 17))
+	if (memmem(g->errtext.p, n, "regex parse error", 17) ||
+	    (strcmp(engine, "grep") == 0 &&
+	     (memmem(g->errtext.p, n, "Unmatched ", 10) || memmem(g->errtext.p, n, "Invalid ", 8) ||
+	      memmem(g->errtext.p, n, "Trailing backslash", 18) ||
+	      memmem(g->errtext.p, n, "Regular expression too big", 26))))
 		prefix = "invalid regex: ";
 	else if (strcmp(engine, "rg") == 0)
 		prefix = "ripgrep failed: ";
