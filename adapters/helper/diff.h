@@ -115,6 +115,8 @@ sg_err sg_contract_warning(struct sg_buf *o, const char *path, const char *old, 
 /* ---- edit.c ---- */
 
 struct fs;
+/* A tool failure whose error reply carries the wire word code (fmt's text whole). */
+sg_err sg_fs_fail_code(struct fs *c, const char *code, const char *fmt, ...) SG_PRINTF(3, 4);
 /*
  * The host's guard for a path a tool would change (its app credential
  * files, its sensitive paths), in every permission mode: a long tool

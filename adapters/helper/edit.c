@@ -19,6 +19,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -134,6 +135,18 @@ sg_err sg_fs_refuse_write(struct fs *c, const char *tool, const char *action,
 	if (n < 0)
 		text = NULL;
 	return sg_fs_fail_text(c, "permission_denied", text, "the path is sensitive");
+}
+
+sg_err sg_fs_fail_code(struct fs *c, const char *code, const char *fmt, ...)
+{
+	char *text = NULL;
+	va_list ap;
+
+	va_start(ap, fmt);
+	if (vasprintf(&text, fmt, ap) < 0)
+		text = NULL;
+	va_end(ap);
+	return sg_fs_fail_text(c, code, text, text ? text : "the tool failed");
 }
 
 /* ---- write ---- */
@@ -335,8 +348,9 @@ sg_err sg_fs_write(struct fs *c)
 	rc = sg_fs_args_done(c, 1, 1);
 	if (!rc && *policy && strcmp(policy, "small_file") && strcmp(policy, "generated") &&
 	    strcmp(policy, "explicit_user_requested"))
-		rc = sg_fs_fail(c, "write_file invalid overwrite_policy \"%.64s\": use "
-				"small_file, generated, or explicit_user_requested", policy);
+		rc = sg_fs_fail_code(c, "invalid_argument", "write_file invalid overwrite_policy "
+				     "\"%.64s\": use small_file, generated, or "
+				     "explicit_user_requested", policy);
 	if (!rc)
 		rc = sg_fs_resolve(c, c->pos[0], SG_PATH_PARENTS, &rel);
 	if (!rc)
@@ -344,7 +358,7 @@ sg_err sg_fs_write(struct fs *c)
 	if (!rc)
 		rc = old_read(c, &rel, data, n, &of);
 	if (!rc && create_only && of.exists)
-		rc = sg_fs_fail(c, "file already exists: %s", c->pos[0]);
+		rc = sg_fs_fail_code(c, "invalid_argument", "file already exists: %s", c->pos[0]);
 	if (!rc && of.exists)
 		rc = overwrite_allowed(c, shown.p, &of, policy);
 	if (!rc)
@@ -645,9 +659,10 @@ sg_err sg_fs_edit(struct fs *c)
 	if (!rc)
 		rc = parse_edit(c, &old, &oldn, &repl, &repln);
 	if (!rc && oldn == 0)
-		rc = sg_fs_fail(c, "edit_file requires old_text");
+		rc = sg_fs_fail_code(c, "invalid_argument", "edit_file requires old_text");
 	if (!rc && oldn == repln && memcmp(old, repl, oldn) == 0)
-		rc = sg_fs_fail(c, "old_text and new_text are identical, no changes needed");
+		rc = sg_fs_fail_code(c, "invalid_argument",
+				     "old_text and new_text are identical, no changes needed");
 	if (!rc)
 		rc = sg_fs_resolve(c, c->pos[0], SG_PATH_PARENTS, &rel);
 	if (!rc)
@@ -657,7 +672,8 @@ sg_err sg_fs_edit(struct fs *c)
 	if (!rc)
 		rc = edit_crlf(&data, &old, &oldn, &repl, &repln, &o2, &r2);
 	if (!rc && oldn == repln && memcmp(old, repl, oldn) == 0)
-		rc = sg_fs_fail(c, "old_text and new_text are identical, no changes needed");
+		rc = sg_fs_fail_code(c, "invalid_argument",
+				     "old_text and new_text are identical, no changes needed");
 	if (!rc)
 		count = count_str(data.p, data.len, old, oldn);
 	if (!rc && (count == 0 || (count > 1 && !all)))

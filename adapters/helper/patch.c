@@ -839,13 +839,20 @@ static sg_err reply(struct patch *pt, bool dry)
 
 /*
  * Put prefix before a failure's text unless it has one: the path checks'
- * own errors (path_escape ...) carry the host's prefix too.
+ * own errors (path_escape ...) carry the host's prefix too.  A patch that
+ * does not fit the files (verify) is the caller's to fix, and its code
+ * says so, except where a file it names is missing.
  */
-static void prefix_failure(struct fs *c, const char *prefix)
+static void prefix_failure(struct fs *c, const char *prefix, bool verify)
 {
 	char msg[sizeof(c->err.msg)];
 
-	if (!c->err.code || strncmp(c->err.msg, "apply_patch ", 12) == 0)
+	if (!c->err.code)
+		return;
+	if (verify && c->err.code == SG_E_NOT_FOUND && !c->tool_code &&
+	    !strstr(c->err.msg, sg_fs_errstr(ENOENT)))
+		c->tool_code = "invalid_argument";
+	if (strncmp(c->err.msg, "apply_patch ", 12) == 0)
 		return;
 	snprintf(msg, sizeof(msg), "%s%s", prefix, c->err.msg);
 	memcpy(c->err.msg, msg, sizeof(msg));
@@ -890,11 +897,11 @@ sg_err sg_fs_patch(struct fs *c)
 	if (!rc)
 		rc = plan(&pt);
 	if (rc)
-		prefix_failure(c, PATCH_VERIFY);
+		prefix_failure(c, PATCH_VERIFY, true);
 	if (!rc && !dry) {
 		rc = commit(&pt);
 		if (rc)
-			prefix_failure(c, PATCH_APPLY);
+			prefix_failure(c, PATCH_APPLY, false);
 	}
 	if (!rc)
 		rc = reply(&pt, dry);

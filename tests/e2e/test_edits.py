@@ -90,6 +90,7 @@ class WriteFile(Base):
         self.assertEqual(self.gw.write(p, "1", create_only=True)["action"], "create")
         err = self.gw.tool_error("write_file", {"path": p, "content": "2", "create_only": True})
         self.assertEqual(body(err), "file already exists: %s" % p)
+        self.assertCode(err, "invalid_argument")
         self.assertContent(p, "1")
 
     def test_required_arguments(self):
@@ -381,6 +382,11 @@ class ApplyPatch(Base):
             err = self.gw.tool_error("apply_patch", {"patchText": text})
             self.assertTrue(body(err).startswith("apply_patch verification failed: "), err)
             self.assertIn(want, err)
+            self.assertCode(err, "invalid_argument")
+        err = self.gw.tool_error("apply_patch", {"patchText": patch(
+            "*** Update File: %s/missing.txt" % d, "@@", "-a", "+b")})
+        self.assertIn("read file to update %s/missing.txt" % d, err)
+        self.assertCode(err, "not_found")
         self.assertIn("apply_patch requires patchText",
                       self.gw.tool_error("apply_patch", {"patchText": "  "}))
         self.assertContent(self.path("a.txt"), "one\ntwo\nthree\n")
