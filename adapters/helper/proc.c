@@ -34,6 +34,9 @@
  *                    change in stamp order; `proc wait` scans under LOCK_SH
  *                    and so never misses a change, which file mtimes (a few
  *                    milliseconds coarse) could not promise.
+ *   C/.logs/<ID>.log the full log of an ended foreground run (bash's
+ *                    full_log_ref): its stdout, then its stderr.  The run's
+ *                    own directory is removed once it answered.
  *   C/.tmp/          the one directory a confined child may write besides
  *                    its root (--confine); the gateway may point TMPDIR at it.
  *   C/<ID>/record.json  one JSON object: ExecutionProcessV4's fields in the
@@ -3092,17 +3095,50 @@ static sg_err make_files(int dirfd, const struct proc_spawn *sp, struct sg_errin
 }
 
 /*
- * An ended foreground run keeps only its full log (C/<ID>/log, the host's
- * full_log_ref) and its hidden record: the spools go.
+ * An ended foreground run leaves nothing in the table (which every list
+ * and wait reads whole): its full log, the host's full_log_ref, is kept
+ * apart in C/.logs/<ID>.log, and its directory goes.
  */
-static void id_dir_trim(int dirfd)
+static void id_dir_remove(int dirfd, const char *ctl, const char *id)
 {
-	static const char *const files[] = { "record.tmp", "out", "progress", "out1",
-					      "progress1", "out2", "progress2", "in", "winch",
-					      "stop" };
+	static const char *const files[] = { "record.json", "record.tmp", "out", "progress",
+					      "out1", "progress1", "out2", "progress2", "in",
+					      "winch", "stop" };
+	struct sg_errinfo err = { 0 };
+	char path[SG_PATH_MAX];
 
 	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++)
 		unlinkat(dirfd, files[i], 0);
+	if (path_join(path, sizeof(path), ctl, id, NULL, &err) == SG_OK)
+		rmdir(path);
+}
+
+/* Create C/.logs/<id>.log (C/.logs made when missing); its path in path. */
+static int log_create(const char *ctl, const char *id, char *path, size_t n,
+		      struct sg_errinfo *err)
+{
+	char dir[SG_PATH_MAX], name[SG_PROC_ID_MAX + 8];
+	int dirfd, fd;
+
+	if (path_join(dir, sizeof(dir), ctl, ".logs", NULL, err))
+		return -1;
+	snprintf(name, sizeof(name), "%s.log", id);
+	if (path_join(path, n, dir, name, NULL, err))
+		return -1;
+	if (mkdir(dir, 0700) < 0 && errno != EEXIST) {
+		sg_err_set(err, SG_E_INTERNAL, "cannot create %s: %s", dir, strerror(errno));
+		return -1;
+	}
+	dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (dirfd < 0) {
+		sg_err_set(err, SG_E_INTERNAL, "cannot open %s: %s", dir, strerror(errno));
+		return -1;
+	}
+	fd = openat(dirfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	close(dirfd);
+	if (fd < 0)
+		sg_err_set(err, SG_E_INTERNAL, "cannot create %s: %s", path, strerror(errno));
+	return fd;
 }
 
 /* Append what a spool still holds to fd, hashing it; *n: the bytes copied. */
@@ -3145,12 +3181,11 @@ static sg_err put_full_log(struct sg_buf *reply, int dirfd, const struct proc_re
 	struct sg_sha256 h;
 	char hex[2 * SG_SHA256_LEN + 1], path[SG_PATH_MAX];
 	uint64_t nout = 0, nerr = 0;
-	int fd = openat(dirfd, "log", O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	int fd = log_create(ctl, r->id, path, sizeof(path), err);
 	sg_err rc = SG_OK;
 
 	if (fd < 0)
-		return sg_err_set(err, SG_E_INTERNAL, "cannot create the log of %s: %s", r->id,
-				  strerror(errno));
+		return err->code;
 	sg_sha256_init(&h);
 	rc = log_copy(dirfd, r, SPOOL_OUT, fd, &h, &nout, err);
 	if (!rc)
@@ -3158,8 +3193,6 @@ static sg_err put_full_log(struct sg_buf *reply, int dirfd, const struct proc_re
 	if (close(fd) < 0 && !rc)
 		rc = sg_err_set(err, SG_E_INTERNAL, "cannot write the log of %s", r->id);
 	sg_sha256_final_hex(&h, hex);
-	if (!rc)
-		rc = path_join(path, sizeof(path), ctl, r->id, "log", err);
 	if (!rc)
 		rc = put_str(reply, "full_log_ref", path);
 	if (!rc)
@@ -3253,7 +3286,7 @@ static sg_err spawn_wait(const char *ctl, const char *id, int64_t wait_ms, int64
 	if (!rc)
 		rc = sg_reply_end(reply);
 	if (!rc && ended)
-		id_dir_trim(dirfd);
+		id_dir_remove(dirfd, ctl, id);
 out:
 	if (dirfd >= 0)
 		close(dirfd);

@@ -1353,6 +1353,21 @@ static void test_foreground(void **state)
 	assert_int_equal(num(r, "stdout_bytes"), 4);
 	assert_int_equal(num(json_object_get(r, "process"), "exit_code"), 3);
 	assert_int_equal(num(r, "full_log_bytes"), 8);
+	{
+		/* The full log is kept apart, and nothing of the run stays in the table. */
+		char path[512], buf[64] = { 0 };
+		FILE *fp;
+
+		snprintf(path, sizeof(path), "%s/.logs/p1.log", f->ctl);
+		assert_string_equal(str(r, "full_log_ref"), path);
+		fp = fopen(path, "r");
+		assert_non_null(fp);
+		assert_int_equal(fread(buf, 1, sizeof(buf) - 1, fp), 8);
+		fclose(fp);
+		assert_string_equal(buf, "out\nerr\n");
+		snprintf(path, sizeof(path), "%s/p1", f->ctl);
+		assert_int_equal(access(path, F_OK), -1);
+	}
 	json_decref(r);
 	r = run("proc", "list", "--ctl", f->ctl, "--session", "s1", NULL);
 	assert_int_equal(json_array_size(json_object_get(r, "processes")), 0);
