@@ -21,6 +21,8 @@ Singularity block, which bench/run.sh puts there).  Needs root for the fake.
 import argparse
 import json
 import os
+import random
+import shlex
 import statistics
 import subprocess
 import sys
@@ -57,10 +59,17 @@ def main():
         image = os.path.join(work, "image.sif")
         subprocess.run([a.runtime, "-q", "build", image, "docker://debian:12"], check=True,
                        env=dict(os.environ, **env))
+    # sandgate hands the runtime an allow-listed environment, so the argv
+    # log's variable reaches the fake through a wrapper of its own.
+    wrapper = os.path.join(work, "apptainer")
+    with open(wrapper, "w") as f:
+        f.write("#!/bin/sh\nexport FAKE_APPTAINER_LOG=%s\nexec %s \"$@\"\n"
+                % (shlex.quote(log), shlex.quote(a.runtime)))
+    os.chmod(wrapper, 0o755)
     cfg = os.path.join(work, "config.json")
     with open(cfg, "w") as f:
         json.dump({"default": "s", "profiles": {"s": {"backend": "singularity", "image": image,
-                                                       "runtime": a.runtime}}}, f)
+                                                       "runtime": wrapper}}}, f)
     gw = Gateway(state_dir=os.path.join(work, "state"), config=cfg, profile="s", env_extra=env)
     try:
         gw.initialize(identity="bench")
@@ -87,6 +96,9 @@ def main():
                 if kind == 0:
                     gw.tool_ok("bash", {"command": "true"})
                 else:
+                    if kind == 1 and "--id" in direct:
+                        # Each supervised command has a record of its own.
+                        direct[direct.index("--id") + 1] = "proc-%08x" % random.getrandbits(32)
                     subprocess.run(direct if kind == 1 else bare, env=denv, check=True, stdout=subprocess.PIPE,
                                    stderr=subprocess.PIPE)
                 dt = (time.monotonic_ns() - t0) / 1e6
@@ -116,7 +128,8 @@ def main():
     finally:
         gw.shutdown()
         gw.cleanup()
-        subprocess.run(["rm", "-rf", work])
+        if not os.environ.get("SGBENCH_KEEP"):
+            subprocess.run(["rm", "-rf", work])
 
 
 if __name__ == "__main__":
