@@ -8,6 +8,13 @@
  * confined process with its own limits that a cancel, the shutdown or its
  * deadline kills.
  *
+ * Both answer the way the host's tools page (tool_search.go): every record
+ * sorted by path (then line), the window [--offset, --offset + --page) of
+ * them, the totals, and a fingerprint of the whole result, which the
+ * gateway turns into the revision a continuation must present.  Only the
+ * records up to the window's end are kept while the engine runs, and no
+ * more than SEARCH_KEEP_BYTES of them.
+ *
  * _GNU_SOURCE is defined for O_PATH and memmem(), which glibc and musl
  * declare only with it.
  */
@@ -43,13 +50,6 @@
  * bits of a state set, which the walk holds once per directory level.
  */
 #define FS_GLOB_STATES_MAX (SG_GLOB_ALTS_MAX * 16)
-/*
- * The bytes of the hits (paths, and grep's lines) a glob or a grep keeps
- * in order: its reply shows no more than this.  They are pruned back to
- * it once twice as much is held, so 10,000 hits of 4 KiB paths cost what
- * their answer does, not 40 MiB.
- */
-#define FS_HITS_BYTES SG_TOOL_OUTPUT
 /*
  * The bytes of records a search keeps to answer one page: the records
  * before its offset are kept too (the engines do not print in the order
