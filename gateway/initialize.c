@@ -610,6 +610,8 @@ sg_err sg_init_run(struct sg_op *op, json_t **out)
 			*out = json_deep_copy(s->init_reply);
 	} else {
 		s->state = SG_S_INITIALIZING;
+		/* Before it is bound: a shutdown meanwhile keeps the host's grace (shutdown.c). */
+		s->version = (int)json_integer_value(json_object_get(binding, "version"));
 	}
 	pthread_mutex_unlock(&s->lock);
 	if (rc || *out) {

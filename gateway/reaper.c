@@ -24,6 +24,7 @@
 #include "base/log.h"
 #include "budget.h"
 #include "cli.h"
+#include "envs.h"
 
 /*
  * What the reaper writes on its stdout once it holds the claim, or when it
@@ -162,7 +163,9 @@ static void *deadline_main(void *arg)
 /*
  * Remove the claimed record's environment by its id, within d's token:
  * the resource first, then the record.  A resource that is gone already
- * counts as removed.
+ * counts as removed.  A record without an id is a create whose outcome is
+ * unknown: the environment is looked for by its tags (sg_envs_settle),
+ * which also settles the record.
  */
 static sg_err reap(const char *state_dir, const char *config, const struct sg_reg_key *key,
 		   json_t *rec, struct deadline *d, struct sg_errinfo *err)
@@ -178,10 +181,11 @@ static sg_err reap(const char *state_dir, const char *config, const struct sg_re
 	if (!ad || !ad->destroy)
 		return sg_err_set(err, SG_E_UNSUPPORTED, "backend %s cannot remove environments here",
 				  key->backend);
-	if (!id)
-		return sg_err_set(err, SG_E_NOT_FOUND,
-				  "the record names no environment id; `sandgate envs gc` looks for it by its tags");
 	rc = sg_config_load(strcmp(config, "-") == 0 ? NULL : config, &cfg, err);
+	if (!rc && !id) {
+		rc = sg_envs_settle(cfg, state_dir, rec, &d->token, err);
+		goto out;
+	}
 	if (!rc)
 		rc = sg_config_profile(cfg, profile, NULL, &p, err);
 	if (rc)

@@ -126,12 +126,40 @@ static int teardown(struct sg_session *s, const struct sg_budget_plan *plan, boo
 	return rc ? 1 : 0;
 }
 
+/* When a reaper must take over, and what bounds it (sg_shutdown_run). */
+struct hand_over {
+	bool allowed;                /* the exit window is shorter than the budget */
+	int64_t budget_ms;
+	int64_t reap_until, exit_until;
+};
+
+/*
+ * Hand the settling of what a failed provisioning may have left (rec) to
+ * a reaper, its record saying so first.  SG_OK once the reaper took it.
+ */
+static sg_err settle_later(struct sg_session *s, json_t *rec, const struct hand_over *h,
+			   struct sg_errinfo *err)
+{
+	struct sg_reg_key key = { json_string_value(json_object_get(rec, "backend")),
+				  json_string_value(json_object_get(rec, "identity")) };
+	json_t *fields = json_pack("{s:{s:I, s:I}}", "reaper", "budget_ms",
+				   (json_int_t)h->budget_ms, "since", (json_int_t)time(NULL));
+	sg_err rc = sg_registry_update(s->state_dir, &key, fields, err);
+
+	json_decref(fields);
+	if (!rc)
+		rc = sg_reaper_start(s, &key, h->reap_until, h->exit_until - sg_now_ms(), err);
+	return rc;
+}
+
 /*
  * Settle what failed provisionings may have left (initialize.c,
- * keep_pending) within the budget.  Returns non-zero when something may
- * remain; stderr says what, and its record stays for `sandgate envs gc`.
+ * keep_pending) within the budget, or when the host's window is too short
+ * for it, in reapers.  Returns non-zero when something may remain; stderr
+ * says what, and its record stays for `sandgate envs gc`.
  */
-static int settle_pending(struct sg_session *s, struct sg_cancel *deadline)
+static int settle_pending(struct sg_session *s, struct sg_cancel *deadline,
+			  const struct hand_over *h)
 {
 	json_t *pending, *rec;
 	size_t i;
@@ -144,7 +172,8 @@ static int settle_pending(struct sg_session *s, struct sg_cancel *deadline)
 	json_array_foreach(pending, i, rec) {
 		struct sg_errinfo err = { 0 };
 
-		if (!sg_envs_settle(s->cfg, s->state_dir, rec, deadline, &err))
+		if (h->allowed ? !settle_later(s, rec, h, &err)
+			       : !sg_envs_settle(s->cfg, s->state_dir, rec, deadline, &err))
 			continue;
 		fprintf(stderr,
 			"sandgate: a failed initialize may have left an environment of identity \"%s\" (%s, profile %s) that could not be removed: %s: %s; it may remain: run `sandgate envs gc`\n",
@@ -288,14 +317,16 @@ static int hand_off(struct sg_session *s, int64_t budget_ms, int64_t reap_until,
 	return 0;
 }
 
-/* The binding's protocol version (4 until a binding is set). */
-static json_int_t session_version(struct sg_session *s)
+/*
+ * The host's protocol version: the binding's, or the one an initialize
+ * that has not bound the session (yet) asked for; 4 before any.
+ */
+static int session_version(struct sg_session *s)
 {
-	json_int_t v = 4;
+	int v;
 
 	pthread_mutex_lock(&s->lock);
-	if (json_is_integer(json_object_get(s->binding, "version")))
-		v = json_integer_value(json_object_get(s->binding, "version"));
+	v = s->version ? s->version : 4;
 	pthread_mutex_unlock(&s->lock);
 	return v;
 }
@@ -336,11 +367,15 @@ int sg_shutdown_run(struct sg_session *s, struct sg_pool *pool, int64_t budget_m
 	bool can_hand_off = exit_ms < budget_ms;
 	int status = 0, stopped = 0;
 	int64_t t0, start = sg_now_ms(), late_optional, took;
+	struct hand_over over = { can_hand_off, budget_ms, start + budget_ms, start + exit_ms };
 	sg_err rc = SG_OK;
 
 	sg_log_info("shutting down: %s", why);
 	/* What a cancelled request still waits for ends by then too (cancel.h). */
 	sg_cancel_set_quit(start + exit_ms);
+	/* An initialize cut short may leave a create to settle: a reaper's start. */
+	if (can_hand_off && exit_ms > SG_BUDGET_HANDOFF_MS)
+		d.optional_ms = exit_ms - SG_BUDGET_HANDOFF_MS;
 	if (ready)
 		fits = plan_shutdown(s, exit_ms, can_hand_off, &plan, &d.optional_ms, &marked,
 				     &handoff);
@@ -393,7 +428,7 @@ int sg_shutdown_run(struct sg_session *s, struct sg_pool *pool, int64_t budget_m
 		sg_procs_free(s);
 		sg_exports_free(s);
 	}
-	if (settle_pending(s, &d.token))
+	if (settle_pending(s, &d.token, &over))
 		status = SG_EXIT_UNAVAILABLE;
 	/*
 	 * Past the budget the exit says so even when every step succeeded

@@ -286,6 +286,29 @@ class HostGrace(OnFakeDaytona, GatewayTestCase):
         self.assertEqual(g.returncode, 0, g.stdout + g.stderr)
         self.assertNothingLeft(within=10)
 
+    def test_version_3_eof_during_slow_create(self):
+        # The initialize is still creating when a version-3 host closes
+        # stdin: the gateway exits inside 3 s, and the create that lands
+        # later is found by its tags and deleted by a reaper.
+        self.fake.fault({"method": "POST", "path": "^/api/sandbox$", "action": "delay",
+                         "delayMs": 2500})
+        gw = self.gateway(init=False, config=self.config, profile="cloud",
+                          env_extra=self.env, state_dir=self.state)
+        gw.request("initialize", gw.make_binding(version=3), token="a1" * 32)
+        gw.wait_stderr("creating sandbox")
+        time.sleep(0.3)
+        rc, err, took = gw.shutdown(timeout=30)
+        self.assertLess(took, 3.0, "past the host's 3 s: %.2f s\n%s" % (took, err[-2000:]))
+        self.assertEqual(rc, 0, err[-2000:])
+        recs = self.records()
+        self.assertEqual([(r["status"], "reaper" in r, "removing" in r) for r in recs],
+                         [("cleanup-pending", True, True)], "the reaper's job is on record")
+        time.sleep(2.5)  # the create lands
+        self.assertNothingLeft(within=20)
+        deletes = [r for r in self.fake.admin("GET", "/__fake/requests")["requests"]
+                   if r.get("route") == "deleteSandbox"]
+        self.assertTrue(deletes, "the landed sandbox was never deleted")
+
     def test_version_4_keeps_its_budget_and_deletes_inline(self):
         gw = self.gateway(config=self.config, profile="cloud", env_extra=self.env,
                           state_dir=self.state)
