@@ -344,7 +344,8 @@ static sg_err spawn_args(struct sg_op *op, const struct sg_proc_start *st, const
 	    (st->timeout_ms > 0 && (sg_strv_add(av, "--timeout-ms") ||
 				    sg_strv_addf(av, "%lld", (long long)st->timeout_ms))) ||
 	    (st->wait_ms >= 0 && (sg_strv_add(av, "--wait-ms") ||
-				  sg_strv_addf(av, "%lld", (long long)st->wait_ms))) ||
+				  sg_strv_addf(av, "%lld", (long long)st->wait_ms) ||
+				  sg_strv_add(av, "--revision"))) ||
 	    (st->tty && sg_strv_add(av, "--tty")) || (st->input && sg_strv_add(av, "--input")) ||
 	    (st->login && sg_strv_add(av, "--login")))
 		return oom(op);

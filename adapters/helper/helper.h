@@ -51,7 +51,9 @@
  *              [--timeout-ms N] [--retain BYTES]
  *              [--owner-kind K] [--owner-id A] [--generation G]
  *              [--lifecycle managed|session] [--tty] [--input] [--login]
- *              [--wait-ms N [--output-max N]]   (a foreground run)
+ *              [--wait-ms N [--output-max N] [--revision]]
+ *                               (a foreground run; --revision: the
+ *                               workspace_revision after it)
  *              [--confine standard|read_only --root R]
  *              [--allow-write DIR]... (--command STRING | -- ARGV...)
  *   proc read  --ctl C --id ID (--offset N | --tail) [--max N] [--wait-ns N]

@@ -104,6 +104,7 @@
 #include "../path.h"
 #include "base/ring.h"
 #include "base/sha256.h"
+#include "fs.h"
 #include "base/utf8.h"
 
 #define PROGRESS_MAGIC UINT64_C(0x73672d70726f6373)
@@ -3236,8 +3237,25 @@ static sg_err put_tail(struct sg_buf *reply, int dirfd, const struct proc_rec *r
  * directory goes; one still running is promoted to a managed process the
  * host's replies show from now on.
  */
+/*
+ * ,"workspace_revision":REV: the tree under root after the run, as the
+ * host's tools report it ("" when it cannot be read in time).
+ */
+static sg_err put_revision(struct sg_buf *reply, const char *root)
+{
+	struct fs c = { .rootfd = root ? open(root, O_PATH | O_DIRECTORY | O_CLOEXEC) : -1 };
+	char rev[SG_FS_REVISION_SIZE] = "";
+	sg_err rc = SG_OK;
+
+	if (c.rootfd >= 0) {
+		rc = sg_fs_revision(&c, rev);
+		close(c.rootfd);
+	}
+	return rc ? rc : put_str(reply, "workspace_revision", rev);
+}
+
 static sg_err spawn_wait(const char *ctl, const char *id, int64_t wait_ms, int64_t out_max,
-			 struct sg_buf *reply, struct sg_errinfo *err)
+			 const char *revision_root, struct sg_buf *reply, struct sg_errinfo *err)
 {
 	struct proc_change promote = { .recheck = -1, .show = true, .promote = true };
 	struct proc_rec r;
@@ -3283,6 +3301,8 @@ static sg_err spawn_wait(const char *ctl, const char *id, int64_t wait_ms, int64
 		rc = put_full_log(reply, dirfd, &r, ctl, err);
 	if (!rc && !ended)
 		rc = put_str(reply, "full_log_ref", r.log_path);
+	if (!rc && revision_root)
+		rc = put_revision(reply, revision_root);
 	if (!rc)
 		rc = sg_reply_end(reply);
 	if (!rc && ended)
@@ -3316,6 +3336,7 @@ static sg_err spawn_options(struct sg_args *a, struct proc_spawn *sp, struct sg_
 	if (sp->rec.tty)
 		sp->rec.input = 1;
 	sp->login = sg_args_flag(a, "login");
+	(void)sg_args_flag(a, "revision"); /* read by cmd_spawn after the run */
 	sp->confine = sg_args_str(a, "confine", NULL);
 	sp->root = sg_args_str(a, "root", NULL);
 	sp->rec.timeout_ms = timeout;
@@ -3446,7 +3467,9 @@ static sg_err cmd_spawn(struct sg_args *a, struct sg_buf *reply,
 	pipefd[1] = -1;
 	sg_buf_reset(reply);
 	if (pid > 0 && sg_read_all(pipefd[0], reply) == SG_OK && reply->len > 0) {
-		rc = wait_ms >= 0 ? spawn_wait(ctl, id, wait_ms, out_max, reply, err) : SG_OK;
+		rc = wait_ms >= 0 ? spawn_wait(ctl, id, wait_ms, out_max,
+					       sg_args_flag(a, "revision") ? sp.root : NULL, reply, err)
+				  : SG_OK;
 		goto out;
 	}
 	/* No supervisor, or it died before reporting: record the failure. */
@@ -3475,7 +3498,7 @@ int sg_helper_proc(int argc, char *const *argv, const void *in, size_t inlen,
 	sg_err rc;
 
 	rc = sg_args_parse(&a, argc - (argc > 0), argv + (argc > 0),
-			   "tail tty input login recheck-delivered recheck-due", &err);
+			   "tail tty input login revision recheck-delivered recheck-due", &err);
 	if (rc)
 		goto out;
 	if (strcmp(cmd, "spawn") == 0)

@@ -107,7 +107,10 @@ static json_t *run_result(struct sg_tool_call *t, const char *command, json_t *r
 			 "stderr_tail", tail_of(err, BASH_TAIL, &err_cut),
 			 "stdout_bytes", json_object_get(reply, "stdout_bytes"),
 			 "stderr_bytes", json_object_get(reply, "stderr_bytes"),
-			 "workspace_revision", "");
+			 "workspace_revision",
+			 json_string_value(json_object_get(reply, "workspace_revision"))
+				 ? json_string_value(json_object_get(reply, "workspace_revision"))
+				 : "");
 	data = json_pack("{s:I, s:b, s:O, s:O, s:b, s:b, s:O, s:o, s:o, s:s}",
 			 "exit_code", (json_int_t)code, "timed_out", !ended, "stdout", out, "stderr",
 			 err, "stdout_truncated",

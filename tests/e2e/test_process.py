@@ -142,6 +142,12 @@ class Processes(GatewayTestCase):
         self.assertEqual((sc["exit_code"], sc["stdout"], sc["stderr"]), (3, "out\n", "err\n"))
         self.assertEqual(sc["promoted_process_id"], "")
         self.assertEqual({p["id"] for p in gw.ok("process/list")}, before)
+        # The tree's revision after the command, as the host's tools say it.
+        first = gw.sh("true")["workspace_revision"]
+        self.assertRegex(first, r"^fs:worktree:[0-9a-f]{16}$")
+        second = gw.sh("echo x > %s.txt" % unique("rev"))["workspace_revision"]
+        self.assertRegex(second, r"^fs:worktree:[0-9a-f]{16}$")
+        self.assertNotEqual(first, second, "a command that wrote a file changed no revision")
 
     # ---- the methods ---------------------------------------------------------
 
