@@ -40,7 +40,7 @@ backend=${1:-}
 # Files that make their own fake or sshd and config and never read
 # SANDGATE_TEST_CONFIG (each says so in its docstring).  Through a relay
 # (tests/delegation/run-chain.sh) they do test something new, and run there.
-own_harness="test_daytona_faults test_daytona_leaks test_vercel_faults test_vercel_leaks test_ssh_paths"
+own_harness="test_daytona_faults test_daytona_leaks test_vercel_faults test_vercel_leaks test_ssh_paths test_sgclient"
 
 # suite: the unittest run this script was asked for, from tests/e2e.
 suite() {
