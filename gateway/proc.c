@@ -379,10 +379,14 @@ sg_err sg_proc_spawn(struct sg_op *op, const struct sg_proc_start *st, json_t **
 
 	*reply = NULL;
 	rc = sg_envcall_can_confine(s, st->mode, &op->err);
-	/* Without a cwd the root is the cwd: no round trip to resolve it. */
-	if (!rc && st->cwd && st->cwd[0])
+	/*
+	 * Without a cwd the root is the cwd: no round trip to resolve it.
+	 * Unconfined, a cwd is taken as it is (relative to root), as the
+	 * host's unconfined boundary takes any path.
+	 */
+	if (!rc && st->cwd && st->cwd[0] && st->mode != SG_CONFINE_NONE)
 		rc = sg_envcall_resolve(s, st->cwd, false, &cwd, &op->cancel, &op->err);
-	else if (!rc && !(cwd = strdup(s->root)))
+	else if (!rc && !(cwd = strdup(st->cwd && st->cwd[0] ? st->cwd : s->root)))
 		rc = oom(op);
 	if (!rc)
 		rc = sg_envcall_command_env(s, st->env, &envp, &op->err);

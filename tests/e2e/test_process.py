@@ -409,6 +409,15 @@ class Processes(GatewayTestCase):
         self.assertLess(time.monotonic() - t0, 5 * SLACK)
         self.assertEqual(rec["status"], "stopped")
 
+    def test_cwd_is_confined_unless_unconfined(self):
+        gw = self.gw
+        d = unique("cwd")
+        gw.sh_ok("mkdir -p %s" % d)
+        self.assertEqual(gw.sh_ok("pwd", cwd=d).strip(), ROOT.rstrip("/") + "/" + d)
+        for bad in ("/tmp", "../"):
+            self.assertCode(gw.tool_error("bash", {"command": "pwd", "cwd": bad}), "path_escape")
+        self.assertEqual(gw.sh_ok("pwd", "unconfined", cwd="/tmp").strip(), "/tmp")
+
     def test_cancelled_foreground_command_is_stopped(self):
         gw = self.gw
         marker = unique("sg-e2e-cancel")
