@@ -3,7 +3,11 @@
  *
  * Invariants: runs once, on the reader thread, after the last frame was
  * dispatched; it returns within the budget (plus one second to flush the
- * replies), whatever the handlers and the provider do.
+ * replies), whatever the handlers and the provider do.  For a version-3
+ * host, which kills its command backend SG_BUDGET_V3_HOST_GRACE_MS after
+ * EOF, it returns within the shorter window budget.h names, and hands a
+ * removal (or a create's settling) that does not fit to a reaper bounded
+ * by the budget (reaper.h), on record before it starts.
  */
 #ifndef SG_SHUTDOWN_H
 #define SG_SHUTDOWN_H
@@ -16,7 +20,8 @@
 /*
  * Cancel and await the requests in flight, stop the session's processes,
  * release its exports, and keep or remove its environment as the binding
- * says, all within budget_ms.  Returns the exit status: 0, or 69
+ * says, all within budget_ms (a version-3 host's window, when shorter:
+ * what does not fit goes to a reaper).  Returns the exit status: 0, or 69
  * (SG_EXIT_UNAVAILABLE, cli.h) when
  * anything may remain against the binding's wish (said on stderr and in
  * the state registry).
