@@ -35,8 +35,10 @@
  *    `unavailable` to every pending request, and the connection ends
  *    with it.
  *  - At shutdown the peer's stdin is closed and it gets shutdown_grace_ms
- *    (default SG_OUTER_GRACE_MS) to exit, within the gateway's budget;
- *    past it, it is killed and the failure said on stderr and in the state
+ *    (default SG_OUTER_GRACE_MS) to exit, within the gateway's budget and,
+ *    for a version-3 host, within its short window (budget.h; a sandgate
+ *    peer sees the same binding and keeps a shorter one of its own); past
+ *    it, it is killed and the failure said on stderr and in the state
  *    registry.
  *
  * Ownership: the session owns its relay (session->relay); sg_relay_free
