@@ -59,9 +59,9 @@ class GraceShorterThanDelete(dtf.OnFakeDaytona, unittest.TestCase):
                               "--state-dir", self.state] + list(peer_args),
                              stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, env=env)
-        init = {"id": 1, "method": "initialize", "token": "tok-" + unique(),
+        init = {"token": "c4" * 32, "id": "1", "method": "initialize",
                 "data": {"version": 4, "root": "/workspace", "session": unique("s"),
-                         "remove_workspace_on_exit": True}}
+                         "identity": unique("i"), "remove_workspace_on_exit": True}}
         p.stdin.write((json.dumps(init) + "\n").encode())
         p.stdin.flush()
         reply = json.loads(p.stdout.readline())
