@@ -257,6 +257,20 @@ class HostGrace(OnFakeDaytona, GatewayTestCase):
         self.assertEqual(len(self.fake.sandboxes()), 1, "the delete is still on its way")
         self.assertNothingLeft(within=self.SLOW_DELETE_MS / 1000 + 20)
 
+    def test_version_3_with_a_command_in_flight(self):
+        # A command still running at EOF is cancelled and answered, and the
+        # slow delete still goes to the reaper: out in under 3 s.
+        gw = self.gateway(config=self.config, profile="cloud", env_extra=self.env,
+                          state_dir=self.state, binding={"version": 3})
+        rid = gw.execute_req("bash", {"command": "echo started; sleep 30"})
+        time.sleep(1.0)
+        self.slow_delete()
+        rc, err, took = gw.shutdown(timeout=30)
+        self.assertLess(took, 3.0, "past the host's 3 s: %.2f s\n%s" % (took, err[-2000:]))
+        self.assertEqual(rc, 0, err[-2000:])
+        self.assertTrue(gw.has_reply(rid), "the command in flight was never answered")
+        self.assertNothingLeft(within=self.SLOW_DELETE_MS / 1000 + 20)
+
     def test_what_a_reaper_cannot_finish_is_left_to_gc(self):
         # The reaper is bounded by the budget (4 s here); a delete that
         # hangs past it leaves the record cleanup-pending, unclaimed, and
