@@ -1759,13 +1759,7 @@ out:
 	return rc;
 }
 
-/*
- * The most names of one directory list_files looks at: a directory of
- * millions lists its first LIST_NAMES (in name order), and the counts
- * are of those.
- */
-#define LIST_NAMES 200000
-/* The host's page of list_files entries. */
+/* The host's page of list_files. */
 #define LIST_PAGE 1000
 
 /* One entry as the host writes it: {"is_dir","name","path","size"?}. */
@@ -1788,51 +1782,100 @@ static sg_err list_entry(struct sg_buf *b, const char *name, const struct sg_buf
 	return rc;
 }
 
+/*
+ * A listing as it is read: every entry is counted and each visible one
+ * enters the listing's digest as it passes (a sum of the entries'
+ * digests, so readdir's order does not matter), while only the names the
+ * page can show are kept.  A directory of 150,000 names then costs the
+ * gateway what a page does.
+ */
 struct lister {
 	struct fs *c;
 	const struct sg_buf *rel;  /* the directory, resolved */
 	const char *abs_dir;       /* its path for the app credential rule */
-	int64_t offset;
-	struct sg_buf all;         /* every visible entry, for the digest */
-	struct sg_buf page;        /* the page's entries */
-	struct sg_buf path;
-	long long total, visible, protected_, returned;
-	bool more;
+	unsigned char sum[SG_SHA256_LEN]; /* the visible entries' digests, added */
+	struct sg_buf entry, path, rel_entry;
+	long long total, visible, protected_;
+	sg_err rc;
 };
 
-static sg_err list_one(struct lister *l, int dirfd, const char *name)
+/* The entry's rel path and display path into l->rel_entry and l->path. */
+static bool list_paths(struct lister *l, const char *name)
 {
-	struct stat st;
-	struct sg_buf rel = SG_BUF_INIT(SG_PATH_MAX);
-	sg_err rc = SG_OK;
+	sg_buf_reset(&l->rel_entry);
+	if (sg_buf_addf(&l->rel_entry, "%s%s%s", l->rel->p, l->rel->len ? "/" : "", name))
+		return false;
+	sg_fs_display(l->c, &l->rel_entry, &l->path);
+	return true;
+}
 
+/* Add a digest into the 256-bit sum, big-endian, carries upward. */
+static void sum_add(unsigned char sum[SG_SHA256_LEN], const unsigned char md[SG_SHA256_LEN])
+{
+	unsigned carry = 0;
+
+	for (int i = SG_SHA256_LEN - 1; i >= 0; i--) {
+		carry += (unsigned)sum[i] + md[i];
+		sum[i] = (unsigned char)carry;
+		carry >>= 8;
+	}
+}
+
+/* The sieve: count, hide what the host hides, digest what it shows. */
+static int list_sift(void *ctx, int dirfd, const char *name, unsigned char type)
+{
+	struct lister *l = ctx;
+	unsigned char md[SG_SHA256_LEN];
+	struct sg_sha256 h;
+	struct stat st;
+
+	(void)type;
 	l->total++;
-	if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0)
-		memset(&st, 0, sizeof(st));
-	if (sg_buf_addf(&rel, "%s%s%s", l->rel->p, l->rel->len ? "/" : "", name))
-		goto out;
-	sg_fs_display(l->c, &rel, &l->path);
+	if (l->total % 1024 == 0 && sg_cancel_check(l->c->cancel)) {
+		l->rc = sg_fs_cancelled(l->c, "the listing");
+		return -1;
+	}
+	if (!list_paths(l, name))
+		return 0;
 	/* The app's own credential files are hidden in every mode. */
 	if (sg_fs_app_credential(l->abs_dir, name) ||
 	    (!l->c->unconfined && sg_fs_sensitive(l->path.p))) {
 		l->protected_++;
-		goto out;
+		return 0;
 	}
-	if (l->visible && (rc = sg_buf_addc(&l->all, ',')))
-		goto out;
-	rc = list_entry(&l->all, name, &l->path, &st);
-	if (!rc && l->visible >= l->offset && l->returned < LIST_PAGE) {
-		if (l->returned)
-			rc = sg_buf_addc(&l->page, ',');
-		if (!rc)
-			rc = list_entry(&l->page, name, &l->path, &st);
-		l->returned++;
-	} else if (!rc && l->visible >= l->offset) {
-		l->more = true;
-	}
+	if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0)
+		memset(&st, 0, sizeof(st));
+	sg_buf_reset(&l->entry);
+	if (list_entry(&l->entry, name, &l->path, &st))
+		return 0;
+	sg_sha256_init(&h);
+	sg_sha256_update(&h, l->entry.p, l->entry.len);
+	sg_sha256_final(&h, md);
+	sum_add(l->sum, md);
 	l->visible++;
-out:
-	sg_buf_release(&rel);
+	return 1;
+}
+
+/* The page: the kept names from offset on, as entries. */
+static sg_err list_page(struct lister *l, int dirfd, const struct names *ns, int64_t offset,
+			struct sg_buf *out, long long *returned)
+{
+	sg_err rc = SG_OK;
+
+	*returned = 0;
+	for (size_t i = (size_t)offset; i < ns->n && *returned < LIST_PAGE && !rc; i++) {
+		struct stat st;
+
+		if (fstatat(dirfd, ns->v[i], &st, AT_SYMLINK_NOFOLLOW) != 0)
+			memset(&st, 0, sizeof(st));
+		if (!list_paths(l, ns->v[i]))
+			continue;
+		if (*returned)
+			rc = sg_buf_addc(out, ',');
+		if (!rc)
+			rc = list_entry(out, ns->v[i], &l->path, &st);
+		(*returned)++;
+	}
 	return rc;
 }
 
@@ -1845,19 +1888,22 @@ out:
 static sg_err fs_list(struct fs *c)
 {
 	struct sg_buf rel = SG_BUF_INIT(SG_PATH_MAX), shown = SG_BUF_INIT(SG_PATH_MAX);
-	struct sg_buf abs = SG_BUF_INIT(2 * SG_PATH_MAX + 2);
+	struct sg_buf abs = SG_BUF_INIT(2 * SG_PATH_MAX + 2), page = SG_BUF_INIT(SG_ENVTOOL_REPLY);
 	struct lister l = { .c = c, .rel = &rel };
-	char hex[2 * SG_SHA256_LEN + 1];
+	struct names_sieve sieve = { .keep = list_sift, .ctx = &l };
+	char hex[2 * SG_SHA256_LEN + 1], head[64];
 	struct sg_sha256 h;
 	struct names ns = { 0 };
 	const char *path, *why;
+	long long returned = 0;
+	int64_t offset = 0;
 	int dirfd = -1, e;
 	sg_err rc;
 
-	sg_buf_init(&l.all, SG_ENVTOOL_REPLY);
-	sg_buf_init(&l.page, SG_ENVTOOL_REPLY);
+	sg_buf_init(&l.entry, 2 * SG_PATH_MAX + 128);
 	sg_buf_init(&l.path, SG_PATH_MAX);
-	rc = sg_args_int(&c->a, "offset", 0, INT64_MAX, &l.offset, &c->err);
+	sg_buf_init(&l.rel_entry, SG_PATH_MAX);
+	rc = sg_args_int(&c->a, "offset", 0, INT64_MAX - LIST_PAGE, &offset, &c->err);
 	if (!rc)
 		rc = sg_fs_args_done(c, 0, 1);
 	path = c->npos ? c->pos[0] : ".";
@@ -1893,24 +1939,22 @@ static sg_err fs_list(struct fs *c)
 		goto out;
 	}
 	l.abs_dir = abs.p;
-	e = sg_fs_names_read(dirfd, true, NULL, LIST_NAMES, &ns);
+	e = sg_fs_names_read(dirfd, true, &sieve, (size_t)offset + LIST_PAGE, &ns);
+	if (e == ECANCELED && l.rc) {
+		rc = l.rc;
+		goto out;
+	}
 	if (e) {
 		rc = sg_fs_fail(c, "list directory: %s: %s", path, sg_fs_errstr(e));
 		goto out;
 	}
-	for (size_t i = 0; i < ns.n && !rc; i++) {
-		if (i % 1024 == 0 && sg_cancel_check(c->cancel))
-			rc = sg_fs_cancelled(c, "the listing");
-		if (!rc)
-			rc = list_one(&l, dirfd, ns.v[i]);
-	}
+	rc = list_page(&l, dirfd, &ns, offset, &page, &returned);
 	if (rc)
 		goto out;
 	sg_sha256_init(&h);
-	sg_sha256_update(&h, "list_files", 11); /* the kind and its NUL */
-	sg_sha256_update(&h, "[", 1);
-	sg_sha256_update(&h, l.all.p, l.all.len);
-	sg_sha256_update(&h, "]", 1);
+	snprintf(head, sizeof(head), "list_files%c%lld%c", '\0', l.visible, '\0');
+	sg_sha256_update(&h, head, 11 + strlen(head + 11) + 1);
+	sg_sha256_update(&h, l.sum, sizeof(l.sum));
 	sg_sha256_final_hex(&h, hex);
 	rc = sg_reply_ok(c->out);
 	if (!rc)
@@ -1926,13 +1970,13 @@ static sg_err fs_list(struct fs *c)
 	if (!rc)
 		rc = sg_fs_kv_int(c->out, "omitted_protected", l.protected_);
 	if (!rc)
-		rc = sg_fs_kv_bool(c->out, "has_more", l.more);
+		rc = sg_fs_kv_bool(c->out, "has_more", l.visible > offset + returned);
 	if (!rc)
 		rc = sg_jw_key(c->out, "entries", 0);
 	if (!rc)
 		rc = sg_buf_addc(c->out, '[');
 	if (!rc)
-		rc = sg_buf_add(c->out, l.page.p, l.page.len);
+		rc = sg_buf_add(c->out, page.p, page.len);
 	if (!rc)
 		rc = sg_buf_addc(c->out, ']');
 	if (!rc)
@@ -1940,9 +1984,10 @@ static sg_err fs_list(struct fs *c)
 out:
 	sg_fs_names_free(&ns);
 	sg_fs_close(&dirfd);
-	sg_buf_release(&l.all);
-	sg_buf_release(&l.page);
+	sg_buf_release(&l.entry);
 	sg_buf_release(&l.path);
+	sg_buf_release(&l.rel_entry);
+	sg_buf_release(&page);
 	sg_buf_release(&rel);
 	sg_buf_release(&shown);
 	sg_buf_release(&abs);
@@ -2377,9 +2422,11 @@ static sg_err common_args(struct fs *c)
 {
 	struct sg_buf root = SG_BUF_INIT(SG_PATH_MAX);
 	const char *r = sg_args_str(&c->a, "root", NULL);
+	/* A dry-run patch only plans: it writes nothing, so it may run. */
+	bool dry = strcmp(c->cmd, "patch") == 0 && sg_args_flag(&c->a, "dry-run");
 	sg_err rc;
 
-	if (sg_args_flag(&c->a, "read-only"))
+	if (sg_args_flag(&c->a, "read-only") && !dry)
 		for (int i = 0; fs_writers[i]; i++)
 			if (strcmp(c->cmd, fs_writers[i]) == 0)
 				return sg_err_set(&c->err, SG_E_PERMISSION,

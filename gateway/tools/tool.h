@@ -4,9 +4,9 @@
  *
  * Invariants:
  * - The catalogue is the host's eleven tools, one row each in tools.c's
- *   table; each tool lives in the file named for what it holds (files.c,
- *   patch.c, search.c, bash.c, process.c, git.c) and exports one function
- *   sg_tool_<name>.
+ *   table; each tool lives in the file named for what it holds (files.c:
+ *   reading and listing, edit.c: writing and editing, patch.c, search.c,
+ *   bash.c, process.c, git.c) and exports one function sg_tool_<name>.
  * - A tool runs on a worker thread, blocking, and honours op->cancel in
  *   every wait (sg_envcall and the adapter's exec do).
  * - A tool that fails returns the error code with op->err set (or a long

@@ -40,6 +40,19 @@ static const struct tool catalogue[] = {
 	{ "present_artifact", false, sg_tool_present_artifact },
 };
 
+/*
+ * Whether this call changes the workspace: a writing tool does, except
+ * apply_patch's dry run, which the host's worker lets a read-only agent
+ * make (it validates the patch and writes nothing).
+ */
+static bool call_writes(const struct tool *tool, json_t *a)
+{
+	if (tool->run == sg_tool_apply_patch)
+		return !json_is_true(json_object_get(a, "dry_run")) &&
+		       !json_is_true(json_object_get(a, "dryRun"));
+	return tool->writes;
+}
+
 /* The host worker's refusal of a mutating tool, word for word in meaning. */
 #define READ_ONLY_REFUSAL "this agent is read-only; it may observe but not modify"
 
@@ -233,7 +246,7 @@ static sg_err precheck(struct sg_tool_call *t, const struct tool **tool)
 	t->main_agent = t->s->session_id && strcmp(t->actor, t->s->session_id) == 0;
 	if (t->mode != SG_CONFINE_READ_ONLY)
 		return SG_OK;
-	if ((*tool)->writes)
+	if (call_writes(*tool, t->a))
 		return sg_err_set(&op->err, SG_E_PERMISSION, READ_ONLY_REFUSAL);
 	if ((*tool)->run == sg_tool_git)
 		return sg_tool_git_read_only(t);
@@ -260,7 +273,7 @@ sg_err sg_tools_execute(struct sg_op *op, json_t **out)
 	rc = precheck(&t, &tool);
 	if (rc)
 		goto out;
-	if (tool->writes && t.s->profile->mount_read_only)
+	if (call_writes(tool, t.a) && t.s->profile->mount_read_only)
 		rc = sg_err_set(&op->err, SG_E_PERMISSION,
 				"%s writes, and the workspace is mounted read-only "
 				"(mount_read_only)", tool->name);
