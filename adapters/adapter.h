@@ -343,7 +343,7 @@ struct sg_exec_result {
 	struct sg_buf err;  /* stderr, clipped to SG_HELPER_STDERR */
 	/*
 	 * Set by the caller after init: keep the newest max_output/2 bytes
-	 * too, so a long log's last lines survive (run_command, git).  Then,
+	 * too, so a long log's last lines survive (bash, git).  Then,
 	 * when truncated, `tail` holds them in order, `total` counts every
 	 * byte of output and `lines` every newline in it.  Adapters fill
 	 * these through sg_exec_capture() or set them themselves.

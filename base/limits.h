@@ -40,8 +40,6 @@
 #define SG_EXPORTS_OPEN_MAX 256      /* exports one session holds open at once */
 #define SG_EXPORTS_HELD_MAX (4 * SG_EXPORT_MAX) /* their snapshots' bytes, all together */
 
-/* run_command (section 10). */
-#define SG_COMMAND_TIMEOUT_MS 120000
 #define SG_GIT_CONFIG_MAX (1 * SG_MiB) /* read_only git reads the configuration first */
 
 /* Shutdown budgets (section 8.2). */
@@ -82,7 +80,7 @@
 #define SG_INFLIGHT_MAX 1024       /* requests in flight at once (protocol section 2) */
 #define SG_INFLIGHT_BYTES (256 * SG_MiB) /* their frames' bytes, all together */
 #define SG_WIRE_QUEUE_MAX (256 * SG_MiB) /* output queued for a host that does not read it */
-#define SG_LIST_MAX 10000          /* list_dir / glob entries */
+#define SG_LIST_MAX 10000          /* entries one listing or glob step holds */
 #define SG_GREP_DEFAULT 500        /* grep max_results default */
 #define SG_GREP_COUNT_MAX 100000   /* matches counted before "more than" */
 #define SG_GREP_LINE_MAX 1024      /* bytes of a matching line shown */

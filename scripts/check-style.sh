@@ -22,7 +22,7 @@ hits=$(grep -rnE '\b(v?printf|puts|putchar)\s*\(|\b(v?fprintf|fflush)\s*\(\s*std
 $hits"
 
 # No shell on the host side (commands inside environments may use one:
-# run_command's `command` and sg-helper's spawn are shell strings by
+# bash's `command` and sg-helper's spawn are shell strings by
 # definition), no switched-off host key or TLS checks anywhere.
 # A line that builds a command for inside an environment says so with the
 # comment "in the environment".

@@ -17,7 +17,7 @@
  * the children it forks.  It is this small static program rather than the
  * gateway's own executable because it runs once per command, and loading
  * sandgate's forty shared libraries cost more than the rest of a local
- * `run_command` on a slow host (docs/benchmarks.md, benchmark 2).
+ * `bash` on a slow host (docs/benchmarks.md, benchmark 2).
  */
 #define _GNU_SOURCE /* O_CLOEXEC */
 #include "internal.h"
