@@ -837,8 +837,8 @@ static void test_watcher_forged_records(void **state)
 		"  [ \"$n\" -ge 2 ] && { sleep 1; echo '{\"stamp\":3,\"changed\":[]}'; exit 0; }\n"
 		"  st=running; [ \"$n\" = 1 ] && st=stopped\n"
 		"  awk -v st=$st -v n=$n 'BEGIN { printf \"{\\\"stamp\\\":%%d,\\\"changed\\\":[\", n + 1;\n"
-		"    for (i = 0; i < 5000; i++) printf \"{\\\"id\\\":\\\"p-own%%d\\\",\\\"root_thread_id\\\":\\\"s1\\\",\\\"status\\\":\\\"%%s\\\",\\\"exit_code\\\":0},\", i, st;\n"
-		"    printf \"{\\\"id\\\":\\\"p-foreign\\\",\\\"root_thread_id\\\":\\\"s2\\\",\\\"status\\\":\\\"%%s\\\",\\\"exit_code\\\":0}]}\\n\", st }'\n"
+		"    for (i = 0; i < 5000; i++) printf \"{\\\"id\\\":\\\"proc-%%08x\\\",\\\"root_thread_id\\\":\\\"s1\\\",\\\"status\\\":\\\"%%s\\\",\\\"exit_code\\\":0},\", i, st;\n"
+		"    printf \"{\\\"id\\\":\\\"proc-ffffffff\\\",\\\"root_thread_id\\\":\\\"s2\\\",\\\"status\\\":\\\"%%s\\\",\\\"exit_code\\\":0}]}\\n\", st }'\n"
 		"  exit 0\n"
 		"fi", count, count) > 0);
 	v = start_wrapped("{\"backend\":\"fake_remote\"}", intercept, &wrapper);
@@ -853,9 +853,10 @@ static void test_watcher_forged_records(void **state)
 		const char *id = json_string_value(json_object_get(
 			json_object_get(json_object_get(ev, "data"), "Process"), "id"));
 
-		if (id && strcmp(id, "p-foreign") == 0)
+		/* Only proc-<8 hex> ids are processes of the gateway's making. */
+		if (id && strcmp(id, "proc-ffffffff") == 0)
 			foreign++;
-		else if (id && strncmp(id, "p-own", 5) == 0)
+		else if (id && strncmp(id, "proc-", 5) == 0)
 			own++;
 	}
 	assert_int_equal(foreign, 0);
