@@ -435,7 +435,10 @@ sg_err sg_proc_spawn(struct sg_op *op, const struct sg_proc_start *st, json_t **
 		pthread_mutex_unlock(&p->lock);
 		goto out;
 	}
-	if (strcmp(status, "running") == 0 || is_final(status))
+	/* A start that failed is announced as the host's manager does: failed. */
+	if (is_final(status))
+		sg_op_after(op, event(status, rec_str(rec, "terminal_cause"), rec));
+	else
 		sg_op_after(op, event("started", "", rec));
 	pthread_mutex_lock(&p->lock);
 	json_object_set_new(json_object_get(p->known, id), "status", json_string(status));

@@ -190,6 +190,18 @@ class Processes(GatewayTestCase):
         out, _ = gw.read_all(pid)
         self.assertEqual(out, "hello")
 
+    def test_a_start_that_fails_is_a_failed_record(self):
+        gw = self.gw
+        reply = gw.call("process/start", {"argv": ["/nonexistent/sg-e2e-program"]})
+        rec = reply["data"]
+        self.assertRecord(rec)
+        self.assertEqual(rec["status"], "failed")
+        self.assertIn("/nonexistent/sg-e2e-program", rec["last_error"])
+        ev = gw.wait_event(lambda e: e["Process"]["id"] == rec["id"], 10, "its event")
+        self.assertEqual(ev["Type"], "failed")
+        self.assertLess(reply.seq, ev.seq)
+        self.assertNotIn("started", [e["Type"] for e in gw.events_for(rec["id"])])
+
     def test_zero_exit_ends_stopped(self):
         gw = self.gw
         pid = gw.start("exit 0")["id"]
