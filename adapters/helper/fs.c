@@ -13,7 +13,7 @@
  * literally, never the path again.
  *
  * Inside this file SG_E_NOT_FOUND carries every tool failure (the tool ran
- * and failed: a missing file, an old_string that is not unique ...).  The
+ * and failed: a missing file, an old_text that is not unique ...).  The
  * dispatcher turns it into {"ok":false,"tool_error":...}; every other code
  * becomes {"error":"<word>",...}.  fs never answers the protocol's
  * not_found, so nothing is lost by the overloading.
@@ -477,11 +477,13 @@ static sg_err b64_encode(struct sg_buf *o, const unsigned char *s, size_t n)
  * Skipped: dot directories and the dependency and cache directories the
  * host skips.  The walk stops counting past REV_FILES files (the summary
  * says truncated), and gives up after REV_DEADLINE_MS, when the revision is
- * "" as the host's is.  No git runs here: the helper may run in-process on
+ * "" as the host's is after its half second: longer here, since a page's
+ * continuation compares revisions, and one that flips to "" on a loaded
+ * machine would make the next page stale.  No git runs here: the helper may run in-process on
  * the host, where a repository's configuration must never run a program.
  */
 #define REV_FILES 5000
-#define REV_DEADLINE_MS 500
+#define REV_DEADLINE_MS 2000
 /* Directory levels the walk descends; deeper ones count as truncated. */
 #define REV_DEPTH 128
 
