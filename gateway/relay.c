@@ -796,24 +796,33 @@ static sg_err relay_new(struct sg_session *s, const struct sg_profile *p,
 }
 
 /*
- * The binding's `environment`, as far as the command profile itself has
- * a say: the fields it sets, which a binding may not widen.  The rest is
- * the peer's to honour or refuse (forward_env included: the peer's own
- * profile says what it forwards); the binding reaches it unchanged.  New
- * or NULL.
+ * The host's profile (WUU_EXECUTION_PROFILE), as far as the command
+ * profile itself has a say: the fields it sets, which the host may not
+ * widen.  The rest is the peer's to honour or refuse in its own profile.
+ * *out new or NULL.
  */
-static json_t *own_narrowing(json_t *env, const struct sg_profile *p)
-{
-	json_t *mine, *v;
-	const char *k;
+static sg_err check_peer_fixed(json_t *env, const struct sg_profile *p,
+			       struct sg_errinfo *err);
 
-	if (!json_is_object(env))
-		return NULL;
-	mine = json_object();
-	json_object_foreach(env, k, v)
+static sg_err own_narrowing(const struct sg_profile *p, json_t **out, struct sg_errinfo *err)
+{
+	json_t *host = NULL, *v;
+	const char *k;
+	sg_err rc = sg_config_host_profile(getenv("WUU_EXECUTION_PROFILE"), &host, err);
+
+	*out = NULL;
+	if (!rc)
+		rc = check_peer_fixed(host, p, err);
+	if (rc || !host) {
+		json_decref(host);
+		return rc;
+	}
+	*out = json_object();
+	json_object_foreach(host, k, v)
 		if (json_object_get(p->raw, k))
-			json_object_set(mine, k, v);
-	return mine;
+			json_object_set(*out, k, v);
+	json_decref(host);
+	return SG_OK;
 }
 
 /*
@@ -827,9 +836,11 @@ static const char *const peer_fixed[] = { "backend", "command", "shutdown_grace_
 					  "workspace", "env", "capabilities", NULL };
 
 /*
- * A binding's environment may only repeat what the command profile says
- * of its peer (docs/security.md): anything else is refused before the
- * peer starts, so nothing in a binding reaches its argv or settings.
+ * The host's profile may only repeat what the command profile says of its
+ * peer (docs/security.md): anything else is refused before the peer
+ * starts, so nothing the host sends reaches the peer's argv or settings.
+ * The binding's own `environment` holds forwarded variables, which reach
+ * the peer inside its initialize and nowhere else.
  */
 static sg_err check_peer_fixed(json_t *env, const struct sg_profile *p,
 			       struct sg_errinfo *err)
@@ -841,7 +852,7 @@ static sg_err check_peer_fixed(json_t *env, const struct sg_profile *p,
 		if (!bv || (pv && json_equal(bv, pv)))
 			continue;
 		return sg_err_set(err, SG_E_PERMISSION,
-				  "environment.%s %s (profile \"%s\"); a binding may only repeat what a command profile says of its peer",
+				  "WUU_EXECUTION_PROFILE: field \"%s\" %s (profile \"%s\"); the host's profile may only repeat what a command profile says of its peer",
 				  peer_fixed[i],
 				  pv ? "differs from the profile's value" : "is not set by the profile",
 				  p->name);
@@ -864,11 +875,9 @@ sg_err sg_relay_initialize(struct sg_op *op, json_t *binding, const char *profil
 	*fatal = false;
 	rc = sg_config_profile(s->cfg, profile, NULL, &base, &op->err);
 	if (!rc)
-		rc = check_peer_fixed(json_object_get(binding, "environment"), base, &op->err);
-	if (!rc) {
-		narrow = own_narrowing(json_object_get(binding, "environment"), base);
+		rc = own_narrowing(base, &narrow, &op->err);
+	if (!rc)
 		rc = sg_config_profile(s->cfg, profile, narrow, &p, &op->err);
-	}
 	if (!rc)
 		rc = check_fields(p, &op->err);
 	if (!rc && p->workspace && strcmp(p->workspace, root) != 0)

@@ -335,35 +335,52 @@ class CommandBackend(unittest.TestCase):
         self.assertIn("data", r, "the refusal left the connection usable")
         self.assertEqual(g.close()[0], 0)
 
-    def test_a_binding_cannot_change_the_peer_or_its_settings(self):
-        # The attacker's test: the command profile's own fields in a
-        # binding's environment must not start another peer or change its
-        # settings.  Each is refused before the peer starts, or reaches the
-        # peer only as a variable for its commands.
+    def test_the_host_cannot_change_the_peer_or_its_settings(self):
+        # The attacker's test: the command profile's own fields, in the
+        # host's profile (WUU_EXECUTION_PROFILE) or as forwarded variables
+        # in the binding's environment, must not start another peer or
+        # change its settings.  The host's launch fields are ignored, the
+        # others refused naming the field before the peer starts; a
+        # forwarded variable reaches the peer only inside its initialize.
         d = tempfile.mkdtemp(prefix="sg-cmd-bind-")
         pwned = os.path.join(d, "pwned")
         log = os.path.join(d, "peer.log")
         evil = ["/bin/sh", "-c", "touch %s" % pwned]
         asks = {"command": evil, "backend": "local", "shutdown_grace_ms": 1,
                 "env": {"ONLY_THIS": "1", "LD_PRELOAD": "/x.so"},
-                "capabilities": [], "workspace": "/etc"}
+                "capabilities": ["x.unheard.v9"], "workspace": "/etc"}
         for field, value in asks.items():
-            g = Gate(profile("plain", log, shutdown_grace_ms=5000))
-            r = g.init(environment={field: value})
-            self.assertIn("error", r, "environment.%s was accepted: %s" % (field, r))
-            self.assertIn(field, r["error"])
+            g = Gate(profile("plain", log, shutdown_grace_ms=5000),
+                     env={"WUU_EXECUTION_PROFILE": json.dumps({field: value})})
+            r = g.init()
+            if "error" in r:
+                self.assertIn(field, r["error"])
+                self.assertFalse(os.path.exists(log), "%s started the peer" % field)
+            else:
+                seen = r["data"]["environ_seen"]
+                self.assertEqual(set(seen) - {"LC_CTYPE"}, {"ONLY_THIS", "PATH"}, (field, seen))
             self.assertEqual(g.close()[0], 0)
-            self.assertFalse(os.path.exists(log), "environment.%s started the peer" % field)
-        self.assertFalse(os.path.exists(pwned), "the binding's command ran")
+            if os.path.exists(log):
+                os.unlink(log)
+        self.assertFalse(os.path.exists(pwned), "the host's command ran")
+        for field in ("env", "capabilities"):
+            g = Gate(profile("plain", log, shutdown_grace_ms=5000),
+                     env={"WUU_EXECUTION_PROFILE": json.dumps({field: asks[field]})})
+            r = g.init()
+            self.assertIn("error", r, "WUU_EXECUTION_PROFILE %s was accepted: %s" % (field, r))
+            g.close()
         prof = profile("plain", log, shutdown_grace_ms=5000)
         g = Gate(prof)
-        r = g.init(environment={"LD_PRELOAD": "/x.so", "PATH": "/evil"})
+        r = g.init(environment={"LD_PRELOAD": "/x.so", "PATH": "/evil", "backend": "local",
+                                "command": "touch %s" % pwned})
         self.assertIn("data", r, r)
         seen = r["data"]["environ_seen"]
         self.assertEqual(set(seen) - {"LC_CTYPE"}, {"ONLY_THIS", "PATH"}, seen)
         self.assertNotEqual(seen["PATH"], "/evil")
         self.assertEqual(g.close()[0], 0)
         self.assertEqual([f["method"] for f in logged(log)], ["initialize"])
+        self.assertEqual(logged(log)[0]["data"]["environment"]["LD_PRELOAD"], "/x.so",
+                         "the forwarded variables reach the peer in its initialize")
         self.assertFalse(os.path.exists(pwned))
 
     def test_a_peer_that_cannot_start_is_not_retried(self):
