@@ -752,6 +752,11 @@ void sg_fs_display(struct fs *c, const struct sg_buf *rel, struct sg_buf *out)
 #define READ_MAX_PIXELS 40000000ULL
 /* The host's inline attachment limit for an image's bytes. */
 #define READ_MAX_INLINE ((long long)(2 * SG_MiB))
+/*
+ * A file larger than this is neither hashed nor counted to its end
+ * (version_digest(), read_lines()): the host would read a terabyte.
+ */
+#define READ_FULL_MAX ((long long)(256 * SG_MiB))
 /* What the host sniffs and what it looks at for a NUL. */
 #define READ_SNIFF 512
 /*
@@ -1036,11 +1041,58 @@ static sg_err window_add(struct fs *c, struct window *w, const char *p, size_t n
 	return SG_OK;
 }
 
+/*
+ * Lines before or after a big file's window are only counted, and a hole
+ * (a sparse file's unwritten range, which reads as NUL bytes) holds no
+ * newline: move *at, the descriptor's offset, past the hole there, so
+ * that a terabyte hole behind a text head costs the text alone.  True
+ * when a hole was skipped.  Where SEEK_DATA is not supported (EINVAL),
+ * the file is simply read.
+ */
+static bool skip_hole(int fd, long long *at)
+{
+	off_t data = lseek(fd, (off_t)*at, SEEK_DATA);
+
+	/* ENXIO: no data from *at on, the rest of the file is a hole. */
+	if (data < 0 && errno == ENXIO)
+		data = lseek(fd, 0, SEEK_END);
+	if (data <= (off_t)*at) {
+		lseek(fd, (off_t)*at, SEEK_SET);
+		return false;
+	}
+	*at = (long long)data;
+	return true;
+}
+
+/*
+ * A file larger than READ_FULL_MAX is not hashed: its content_sha256 is
+ * the digest of its version (device, inode, size, modification and change
+ * times), which a change moves as a change of its bytes would.
+ */
+static void version_digest(const struct stat *st, struct sg_sha256 *h)
+{
+	char id[192];
+	int n = snprintf(id, sizeof(id), "file-version %llu %llu %lld %lld.%09ld %lld.%09ld",
+			 (unsigned long long)st->st_dev, (unsigned long long)st->st_ino,
+			 (long long)st->st_size, (long long)st->st_mtim.tv_sec, st->st_mtim.tv_nsec,
+			 (long long)st->st_ctim.tv_sec, st->st_ctim.tv_nsec);
+
+	sg_sha256_init(h);
+	sg_sha256_update(h, id, n > 0 ? (size_t)n : 0);
+}
+
+/*
+ * Read the file once: every byte hashed into h (NULL for a big file),
+ * lines counted, the window's lines kept.  A big file's holes outside the
+ * window are skipped, and its count stops once the window is complete
+ * and READ_FULL_MAX bytes were read: total_lines is then a lower bound.
+ */
 static sg_err read_lines(struct fs *c, int fd, struct window *w, struct sg_sha256 *h,
 			 long long *lines)
 {
 	char *chunk = malloc(FS_CHUNK);
 	int64_t end = w->limit && w->limit <= INT64_MAX - w->first ? w->first + w->limit : INT64_MAX;
+	long long at = 0;
 	sg_err rc = SG_OK;
 
 	w->line_no = 1;
@@ -1048,8 +1100,14 @@ static sg_err read_lines(struct fs *c, int fd, struct window *w, struct sg_sha25
 	if (!chunk)
 		return SG_E_INTERNAL;
 	for (;;) {
-		ssize_t n = read(fd, chunk, FS_CHUNK);
+		ssize_t n;
 		const char *p, *e, *nl;
+
+		if (!h && w->line_no >= end && at >= READ_FULL_MAX)
+			break;
+		if (!h && (w->line_no < w->first || w->line_no >= end) && skip_hole(fd, &at))
+			w->in_line = true;
+		n = read(fd, chunk, FS_CHUNK);
 
 		if (n < 0 && errno == EINTR)
 			continue;
@@ -1063,7 +1121,9 @@ static sg_err read_lines(struct fs *c, int fd, struct window *w, struct sg_sha25
 			rc = sg_fs_cancelled(c, "the read");
 			break;
 		}
-		sg_sha256_update(h, chunk, (size_t)n);
+		at += n;
+		if (h)
+			sg_sha256_update(h, chunk, (size_t)n);
 		for (p = chunk, e = chunk + n; p < e && !rc; p = nl ? nl + 1 : e) {
 			bool in = w->line_no >= w->first && w->line_no < end;
 
@@ -1108,7 +1168,9 @@ static sg_err read_text(struct fs *c, int fd, const struct stat *st,
 	sg_buf_init(&w.text, (size_t)w.max * 2 + 64);
 	sg_buf_init(&w.line, (size_t)w.max + 1);
 	sg_sha256_init(&h);
-	rc = read_lines(c, fd, &w, &h, &lines);
+	if (st->st_size > READ_FULL_MAX)
+		version_digest(st, &h);
+	rc = read_lines(c, fd, &w, st->st_size > READ_FULL_MAX ? NULL : &h, &lines);
 	if (!rc && redact)
 		rc = window_redact(&w);
 	if (!rc && raw)
@@ -1205,7 +1267,9 @@ static sg_err read_bytes(struct fs *c, int fd, const struct stat *st,
 	if (offset > size)
 		offset = size;
 	sg_sha256_init(&h);
-	while ((n = read(fd, chunk, FS_CHUNK)) != 0) {
+	if (size > READ_FULL_MAX)
+		version_digest(st, &h);
+	while (size <= READ_FULL_MAX && (n = read(fd, chunk, FS_CHUNK)) != 0) {
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0 || sg_cancel_check(c->cancel)) {
