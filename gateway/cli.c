@@ -105,7 +105,7 @@ static const struct sg_cli_opt version_opts[] = { OPT_JSON("the version"), OPT_H
 #define EXITS(...) ((const int[]){ __VA_ARGS__, -1 })
 
 static const struct sg_cli_cmd commands[] = {
-	{ "serve", NULL, 0, 0, "be the command backend: protocol v4 on stdin and stdout",
+	{ "serve", NULL, 0, 0, "be the command backend: the host's execution protocol (v3, v4) on stdin and stdout",
 	  "An agent host starts `sandgate serve` as its command backend and speaks "
 	  "newline-delimited JSON to it (docs/protocol.md).  The profile and the "
 	  "config are checked before the first frame is read, so a missing profile "
@@ -500,7 +500,7 @@ void sg_cli_man(FILE *out, const char *version)
 	roff(out, "sandgate runs the tools of an AI coding agent (files, commands, "
 		  "processes) in an environment made by one of its backends: this "
 		  "host (local), a machine over ssh, or a cloud sandbox.  The agent "
-		  "host starts `sandgate serve` and speaks protocol version 4 to it "
+		  "host starts `sandgate serve` as its command backend and speaks its execution protocol (version 3 or 4) to it "
 		  "over stdin and stdout.  The other commands are for operators: "
 		  "checking the config, trying a profile, and listing and cleaning up "
 		  "the environments sandgate made.\n\nBackends built in: ");
