@@ -12,6 +12,7 @@ PACKAGES=(
   openssh-server openssh-client openssl
   protobuf-c-compiler libprotobuf-c-dev
   clang libclang-rt-14-dev
+  libmozjs-102-dev
   nodejs npm
 )
 
