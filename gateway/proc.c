@@ -302,13 +302,20 @@ static void start_sent(struct sg_op *op)
  * failed, and a retry would run it twice.  The stop is bounded by
  * SG_PROC_SPAWN_MS, as the spawn was, since no host's cancel ends it; an
  * id that never started is "not found", which is what was hoped for.
+ * During a shutdown it is also clipped to the shutdown's deadline
+ * (cancel.h): a remote that never answers must not keep the stop's ssh
+ * client alive past the gateway.  With no time left it is not tried; the
+ * shutdown's own stop of every process, or the end of the environment's
+ * connection (which ends a tied supervisor), is all that is left then.
  */
 static void stop_unanswered(struct sg_session *s, const char *id, sg_err why)
 {
 	const char *stop[] = { "proc", "stop", "--id", id, "--grace-ms", "0", NULL };
 	struct sg_errinfo err = { 0 };
 	json_t *final = NULL;
-	sg_err rc = sg_envcall_within(s, SG_CALL_CTL, stop, SG_PROC_SPAWN_MS, &final, NULL, &err);
+	int64_t ms = sg_cancel_quit_clip(SG_PROC_SPAWN_MS);
+	sg_err rc = ms > 0 ? sg_envcall_within(s, SG_CALL_CTL, stop, ms, &final, NULL, &err)
+			   : sg_err_set(&err, SG_E_TIMEOUT, "the shutdown's deadline has passed");
 
 	if (rc && rc != SG_E_NOT_FOUND)
 		sg_log_warn("process %s (its start %s) may still run: stopping it failed: %s", id,
@@ -353,6 +360,14 @@ static sg_err spawn_args(struct sg_op *op, const struct sg_proc_start *st, const
 	    (sg_strv_addv(av, (const char *[]){ "--confine", sg_confine_word(st->mode), NULL }) ||
 	     sg_strv_add(av, "--allow-write") || sg_strv_addf(av, "%s/tmp", s->env->ctl_dir) ||
 	     sg_strv_add(av, "--allow-write") || sg_strv_addf(av, "%s/home", s->env->ctl_dir)))
+		return oom(op);
+	/*
+	 * Tools that hard-code /tmp may write it in standard mode where it is
+	 * the environment's own (sg_env.own_tmp), as every confined step may
+	 * (sg_envcall_confine); where it is the host's, they may not.
+	 */
+	if (st->mode == SG_CONFINE_STANDARD && s->env->own_tmp &&
+	    sg_strv_addv(av, (const char *[]){ "--allow-write", "/tmp", NULL }))
 		return oom(op);
 	if (st->command)
 		return sg_strv_addv(av, (const char *[]){ "--command", st->command, NULL })
