@@ -29,7 +29,7 @@
 # closed).  A phase
 # whose parts are missing (sshd; node, the SDK's node_modules after
 # `npm ci`, bubblewrap or nsenter) is skipped and its block is left as it
-# was.  singularity: bench/singularity-bench.py, run_command through the
+# was.  singularity: bench/singularity-bench.py, the bash tool through the
 # singularity backend against the same `apptainer exec` command line run
 # directly, on the fake apptainer (tests/fakes/apptainer; needs root,
 # bubblewrap, nsenter and unshare, else skipped).
