@@ -1,0 +1,31 @@
+/*
+ * code.h - run_code: a model's program whose only reach is the host's tools
+ * (protocol section 7).
+ *
+ * Invariants:
+ * - The program runs in sg-jsrun (adapters/jsrun/), one process per
+ *   program beside the gateway, never inside the environment; the gateway
+ *   owns its time: a cancel or the deadline kills it.
+ * - Every tools.x(...) the program makes is a `tool` frame to the host
+ *   with parent_id = the run_code request's id, answered by a `callback`
+ *   frame; nothing waits for a callback after the run_code reply is out.
+ * - A program's failure (a throw, the deadline, an output or state limit)
+ *   is a successful reply with Error set; an error reply only means the
+ *   program could not run.
+ * - Per-actor state lives in this process only, scoped [session, actor,
+ *   root], changed only by a program that succeeded, one program per scope
+ *   at a time.
+ */
+#ifndef SG_CODE_H
+#define SG_CODE_H
+
+#include <jansson.h>
+
+#include "base/err.h"
+
+struct sg_op;
+
+/* The run_code method (a pool handler). */
+sg_err sg_code_run(struct sg_op *op, json_t **out);
+
+#endif
