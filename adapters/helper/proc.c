@@ -2594,19 +2594,95 @@ static void reap_others(pid_t main)
 	}
 }
 
+/* One process seen in /proc: its pid, its parent's, and whether it is ours. */
+struct proc_link {
+	pid_t pid, ppid;
+	bool ours;
+};
+
+static int link_by_pid(const void *a, const void *b)
+{
+	pid_t x = ((const struct proc_link *)a)->pid, y = ((const struct proc_link *)b)->pid;
+
+	return (x > y) - (x < y);
+}
+
+/*
+ * Every process on the host and its parent, from one pass over /proc,
+ * into *v (*n of them, sorted by pid); *cap is the array's room, grown as
+ * needed.  Out of memory, the pass stops where it is: the caller scans
+ * again.
+ */
+static void scan_links(struct proc_link **v, size_t *n, size_t *cap)
+{
+	struct dirent *de;
+	DIR *d = opendir("/proc");
+
+	*n = 0;
+	if (!d)
+		return;
+	while ((de = readdir(d))) {
+		char *end, state = 0;
+		long pid = strtol(de->d_name, &end, 10);
+		pid_t ppid;
+
+		if (*end || pid <= 1 || (ppid = parent_of(pid, &state)) < 0)
+			continue;
+		if (*n == *cap) {
+			size_t more = *cap ? 2 * *cap : 256;
+			struct proc_link *g = realloc(*v, more * sizeof(**v));
+
+			if (!g)
+				break;
+			*v = g;
+			*cap = more;
+		}
+		(*v)[(*n)++] = (struct proc_link){ (pid_t)pid, ppid, false };
+	}
+	closedir(d);
+	qsort(*v, *n, sizeof(**v), link_by_pid);
+}
+
+/*
+ * Mark every descendant of this process in v (sorted by pid).  A parent
+ * usually has the lower pid, so one pass in pid order marks most of a
+ * tree; passes repeat until none marks more (pids that wrapped around).
+ */
+static void mark_ours(struct proc_link *v, size_t n)
+{
+	pid_t self = getpid();
+	bool more = true;
+
+	while (more) {
+		more = false;
+		for (size_t i = 0; i < n; i++) {
+			struct proc_link key = { .pid = v[i].ppid }, *up;
+
+			if (v[i].ours)
+				continue;
+			up = v[i].ppid == self ? NULL
+					       : bsearch(&key, v, n, sizeof(*v), link_by_pid);
+			if (v[i].ppid == self || (up && up->ours))
+				more = v[i].ours = true;
+		}
+	}
+}
+
 /*
  * Kill whatever left the command's process group, once main is reaped.
  * The supervisor is the command's subreaper (PR_SET_CHILD_SUBREAPER), so
  * every descendant is either its child or below a living child, and a
- * process that dies hands its children to it, never to init.  It kills
- * its children, waits for a death, and starts again, until it has no
- * child at all (ECHILD), which is exactly "no descendant left": a chain
- * of any depth, each level in a session of its own, ends this way.  A
- * child's death raises SIGCHLD on sfd; an orphan handed over raises
- * nothing, so the wait is capped and the children scanned again.  A
- * child forked after a scan is found by the next (SIGKILL aborts a fork
- * in progress).  SG_PROC_KILL_MS bounds it for a process that cannot die
- * (stuck in the kernel); a fork bomb meets the environment's pids limit.
+ * process that dies hands its children to it, never to init.  Each round
+ * reads the whole process tree once and kills every descendant at once,
+ * however deep: killing only its children, a round per level, took a
+ * chain of 150 sessions longer than SG_PROC_KILL_MS on a loaded host.  It
+ * then waits for a death and starts again, until it has no child at all
+ * (ECHILD), which is exactly "no descendant left".  A child's death
+ * raises SIGCHLD on sfd; an orphan handed over raises nothing, so the
+ * wait is capped and the tree read again.  A process forked after a
+ * read is found by the next (SIGKILL aborts a fork in progress).
+ * SG_PROC_KILL_MS bounds it for a process that cannot die (stuck in the
+ * kernel); a fork bomb meets the environment's pids limit.
  */
 /* The stopper awaits the final record for longer than this can take. */
 _Static_assert(SG_PROC_KILL_MS + SG_PROC_DRAIN_MS < SG_PROC_REAP_MS,
@@ -2615,38 +2691,32 @@ _Static_assert(SG_PROC_KILL_MS + SG_PROC_DRAIN_MS < SG_PROC_REAP_MS,
 static void kill_descendants(int sfd)
 {
 	int64_t deadline = sat_add(sg_now_ns(), (int64_t)SG_PROC_KILL_MS * 1000000);
+	struct proc_link *v = NULL;
+	size_t n, cap = 0;
 
 	for (;;) {
 		struct pollfd pfd = { .fd = sfd, .events = POLLIN };
 		struct signalfd_siginfo ssi;
-		struct dirent *de;
 		int64_t left;
 		pid_t r;
-		DIR *d;
 
 		while ((r = waitpid(-1, NULL, WNOHANG)) > 0)
 			;
 		if (r < 0 && errno == ECHILD)
-			return;
-		d = opendir("/proc");
-		if (!d)
-			return;
-		while ((de = readdir(d))) {
-			char *end, state = 0;
-			long pid = strtol(de->d_name, &end, 10);
-
-			if (*end || pid <= 1 || parent_of(pid, &state) != getpid() || state == 'Z')
-				continue;
-			kill((pid_t)pid, SIGKILL);
-		}
-		closedir(d);
+			break;
+		scan_links(&v, &n, &cap);
+		mark_ours(v, n);
+		for (size_t i = 0; i < n; i++)
+			if (v[i].ours)
+				kill(v[i].pid, SIGKILL);
 		left = (deadline - sg_now_ns()) / 1000000;
 		if (left <= 0)
-			return;
+			break;
 		poll(&pfd, 1, left < SG_PROC_KILL_POLL_MS ? (int)left : SG_PROC_KILL_POLL_MS);
 		while (read(sfd, &ssi, sizeof(ssi)) > 0)
 			;
 	}
+	free(v);
 }
 
 /* One spool the supervisor appends to (see spool_add). */
