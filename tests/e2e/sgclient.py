@@ -953,6 +953,35 @@ def registry_records(state_dir):
 WORKSPACE_OWNER = 60000
 
 
+def profile_copy(case, **fields):
+    """(config, profile): the profile under test with `fields` set, in a
+    copy of its config beside the original (relative paths in it stay
+    right), or, without a config, a local profile with them.  The host's
+    profile may only narrow the operator's, so what a test needs the
+    operator to allow (persistent, shared) comes from here.  Removed when
+    the test ends; the test is skipped if the copy cannot be written."""
+    if CONFIG:
+        with open(CONFIG) as f:
+            body = json.load(f)
+        name = PROFILE or body.get("default")
+        body["profiles"][name] = dict(body["profiles"][name], **fields)
+        cfg = os.path.join(os.path.dirname(os.path.abspath(CONFIG)),
+                           unique(".sg-e2e-profile") + ".json")
+        try:
+            with open(cfg, "w") as f:
+                json.dump(body, f)
+        except OSError as e:
+            case.skipTest("cannot write a copy of the config: %s" % e)
+        case.addCleanup(os.unlink, cfg)
+        return cfg, name
+    d = tempfile.mkdtemp(prefix="sg-e2e-profile-")
+    case.addCleanup(lambda: subprocess.run(["rm", "-rf", d]))
+    cfg = os.path.join(d, "config.json")
+    with open(cfg, "w") as f:
+        json.dump({"default": "p", "profiles": {"p": dict({"backend": "local"}, **fields)}}, f)
+    return cfg, "p"
+
+
 def give_to_commands(path):
     """chown -R path to WORKSPACE_OWNER when the tests run as root."""
     if os.geteuid() != 0:

@@ -18,7 +18,7 @@ import tempfile
 import time
 import unittest
 
-from sgclient import (BIN, CONFIG, PROFILE, GatewayTestCase, Gateway, Marker,
+from sgclient import (BIN, CONFIG, PROFILE, GatewayTestCase, Gateway, Marker, profile_copy,
                       host_env, host_processes_matching, host_token, unique)
 
 LIFETIME = 1  # seconds: what the host's profile asks for, so expiry comes quickly
@@ -172,29 +172,8 @@ class Operators(GatewayTestCase):
         it, which only an operator's shared profile allows): the profile
         under test made shared, in a copy of its config beside the original
         (relative paths in it stay right), or the embedded local one."""
-        kw = {"env_extra": self.host(shared=True)}
-        if CONFIG:
-            with open(CONFIG) as f:
-                body = json.load(f)
-            name = PROFILE or body.get("default")
-            body["profiles"][name] = dict(body["profiles"][name], shared=True)
-            cfg = os.path.join(os.path.dirname(os.path.abspath(CONFIG)),
-                               unique(".sg-e2e-shared") + ".json")
-            try:
-                with open(cfg, "w") as f:
-                    json.dump(body, f)
-            except OSError as e:
-                self.skipTest("cannot write a shared copy of the config: %s" % e)
-            self.addCleanup(os.unlink, cfg)
-            kw.update(config=cfg, profile=name)
-        else:
-            d = tempfile.mkdtemp(prefix="sg-e2e-shared-")
-            self.addCleanup(lambda: subprocess.run(["rm", "-rf", d]))
-            cfg = os.path.join(d, "config.json")
-            with open(cfg, "w") as f:
-                json.dump({"default": "together", "profiles": {
-                    "together": {"backend": "local", "shared": True}}}, f)
-            kw.update(config=cfg, profile="together")
+        cfg, name = profile_copy(self, shared=True)
+        kw = {"env_extra": self.host(shared=True), "config": cfg, "profile": name}
         one = Gateway(state_dir=state, **kw)
         two = Gateway(state_dir=state, **kw)
         self.addCleanup(one.cleanup)

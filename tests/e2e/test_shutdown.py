@@ -1,33 +1,20 @@
 """Shutdown (docs/protocol.md section 9): end of input, in-flight work, the
 session's processes, the host's budgets, and a version-3 host's 3 s."""
 
-import json
-import os
-import tempfile
 import time
 import unittest
 
-from sgclient import (CONFIG, SLACK, GatewayTestCase, Marker, host_env,
+from sgclient import (CONFIG, SLACK, GatewayTestCase, Marker, host_env, profile_copy,
                       host_processes_matching, live_checker, registry_records, unique,
                       wait_gone)
 
-# A host profile that keeps the workspace past its session (protocol section
-# 2: without remove_workspace_on_exit the effective profile decides).
-KEEP = host_env({"backend": "command", "persistent": True})
-
-
 def keeping_gateway(case, **kw):
-    """A gateway whose effective profile is persistent: the test's profile
-    narrowed by the host's, or on the embedded local profile (which is not
-    persistent) a local profile that is."""
-    if CONFIG:
-        return case.gateway(init=False, env_extra=KEEP, **kw)
-    d = tempfile.mkdtemp(prefix="sg-e2e-keep-")
-    path = os.path.join(d, "config.json")
-    with open(path, "w") as f:
-        json.dump({"default": "keep", "profiles": {"keep": {"backend": "local",
-                                                            "persistent": True}}}, f)
-    return case.gateway(init=False, config=path, profile="keep", **kw)
+    """A gateway whose effective profile is persistent: the profile under
+    test made persistent by its operator (the host's profile may only ask
+    for what the operator's allows), in a copy of its config."""
+    if "config" not in kw:
+        kw["config"], kw["profile"] = profile_copy(case, persistent=True)
+    return case.gateway(init=False, **kw)
 
 
 class Shutdown(GatewayTestCase):
