@@ -3088,6 +3088,13 @@ static void sup_run(struct proc_spawn *sp)
 		sp->rec.message = "the process reached its timeout";
 	sp->rec.log_base = (int64_t)sg_ring_oldest(io.spool[SPOOL_ALL].total,
 						   (uint64_t)sp->rec.retain);
+	/*
+	 * The FIFOs end with the process: nothing reads them any more, and a
+	 * snapshot of the environment (a provider's copy may refuse a FIFO)
+	 * must not meet them.  A later proc write finds no input to write to.
+	 */
+	unlinkat(dirfd, "in", 0);
+	unlinkat(dirfd, "winch", 0);
 	if (sup_store_final(sp, &err))
 		_exit(1);
 	_exit(0);
