@@ -878,27 +878,32 @@ static void test_watcher_forged_records(void **state)
  */
 static void test_hostile_read_reply(void **state)
 {
-	static const char head[] = "{\"id\":\"rb\",\"data\":{\"content\":\"";
-	static const char foot[] = "\",\"is_error\":false,\"metadata\":{}}}";
 	char *wrapper = NULL;
-	/* `fs read --raw ... -- LEN`: a JSON line, then LEN bytes of text. */
+	/*
+	 * `fs read --raw ... -- LEN`: a JSON line, then LEN bytes of text.
+	 * `LEN` alone: a header the gateway must refuse; `wLEN`: a header in
+	 * the helper's own form, whose text is the whole window.
+	 */
 	struct srv *v = start_wrapped(
 		"{\"backend\":\"fake_remote\"}",
 		"if [ \"$1 $2\" = 'fs read' ]; then\n"
 		"  for a; do n=$a; done\n"
-		"  echo '{\"ok\":true}'; head -c \"$n\" /dev/zero | tr '\\0' a; exit 0\n"
+		"  case $n in w*) n=${n#w}; printf '{\"ok\":true,\"path\":\"f\",\"content_sha256\":\"00\","
+		"\"workspace_revision\":\"r\",\"content_bytes\":%s,\"text_bytes\":0,\"total_lines\":1,"
+		"\"start_line\":1,\"num_lines\":1}\\n' \"$n\";;\n"
+		"  *) echo '{\"ok\":true}';; esac\n"
+		"  head -c \"$n\" /dev/zero | tr '\\0' a; exit 0\n"
 		"fi",
 		&wrapper);
 	char path[64];
 
 	(void)state;
-	/* Over the output limit, with room to spare in the frame. */
+	/* A malformed header before a large text: an error, never a crash. */
 	snprintf(path, sizeof(path), "{\"path\":\"%zu\"}", (size_t)SG_TOOL_OUTPUT + 64 * SG_KiB);
 	send_execute(v, "ra", "read_file", path);
-	expect_error(v, "ra", 30000, "too_large");
-	/* A reply of exactly SG_MAX_FRAME bytes. */
-	snprintf(path, sizeof(path), "{\"path\":\"%zu\"}",
-		 (size_t)SG_MAX_FRAME - strlen(head) - strlen(foot));
+	expect_error(v, "ra", 30000, "internal");
+	/* A window whose reply would pass the frame limit: too_large, not silence. */
+	snprintf(path, sizeof(path), "{\"path\":\"w%zu\"}", (size_t)SG_MAX_FRAME);
 	send_execute(v, "rb", "read_file", path);
 	expect_error(v, "rb", 30000, "too_large");
 	assert_alive(v);
