@@ -35,7 +35,10 @@ else()
   target_link_libraries(sg-jsrun PRIVATE PkgConfig::MOZJS)
   # SpiderMonkey's stack rooting stores the address of a local by design,
   # which GCC 12's -Wdangling-pointer reports from inside its headers.
-  target_compile_options(sg-jsrun PRIVATE -Wall -Wextra -Wno-dangling-pointer)
+  target_compile_options(sg-jsrun PRIVATE -Wall -Wextra)
+  if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU" AND CMAKE_CXX_COMPILER_VERSION VERSION_GREATER_EQUAL 12)
+    target_compile_options(sg-jsrun PRIVATE -Wno-dangling-pointer)
+  endif()
   if(SG_WERROR)
     target_compile_options(sg-jsrun PRIVATE -Werror)
   endif()
