@@ -571,6 +571,21 @@ static json_t *scope_enter(const char *key, const struct sg_cancel *mine, bool *
 	return state;
 }
 
+/* An idle scope with nothing stored is forgotten: actors come and go. */
+static void scope_drop(struct code_scope *sc)
+{
+	for (struct code_scope **link = &scopes; *link; link = &(*link)->next) {
+		if (*link == sc) {
+			*link = sc->next;
+			break;
+		}
+	}
+	scopes_bytes -= sc->bytes;
+	json_decref(sc->state);
+	free(sc->key);
+	free(sc);
+}
+
 static size_t state_bytes(json_t *state, size_t *keys)
 {
 	const char *k;
@@ -620,6 +635,8 @@ static const char *scope_leave(const char *key, json_t *state)
 	if (sc) {
 		sc->busy = false;
 		sc->holder = NULL;
+		if (json_object_size(sc->state) == 0)
+			scope_drop(sc);
 	}
 	pthread_cond_broadcast(&scopes_free);
 	pthread_mutex_unlock(&scopes_lock);
