@@ -101,6 +101,7 @@ struct code_run {
 	struct sg_op *op;
 	struct sg_session *s;
 	const char *view;
+	json_t *tools; /* program.tools (borrowed): the only names a call may use */
 	pid_t pid;
 	int to_child, from_child, wake;
 	struct sg_buf in, out; /* from and to sg-jsrun */
@@ -196,6 +197,21 @@ static sg_err queue_line(struct code_run *r, json_t *msg)
 	return rc;
 }
 
+/* Whether program.tools offers name: a broken engine cannot widen them. */
+static bool offered(const struct code_run *r, const char *name)
+{
+	json_t *t;
+	size_t i;
+
+	json_array_foreach(r->tools, i, t) {
+		const char *n = json_string_value(json_object_get(t, "name"));
+
+		if (n && strcmp(n, name) == 0)
+			return true;
+	}
+	return false;
+}
+
 /* A `call` line: a nested call goes to the host. */
 static void start_call(struct code_run *r, json_t *msg)
 {
@@ -205,7 +221,8 @@ static void start_call(struct code_run *r, json_t *msg)
 	char guest[24];
 
 	if (!json_is_integer(id) || json_integer_value(id) < 1 || !json_is_string(name) ||
-	    !json_is_string(args) || r->pending >= CODE_PENDING_MAX) {
+	    !json_is_string(args) || r->pending >= CODE_PENDING_MAX ||
+	    !offered(r, json_string_value(name))) {
 		run_fail(r, "PTC runtime sent an invalid call");
 		return;
 	}
@@ -794,6 +811,7 @@ sg_err sg_code_run(struct sg_op *op, json_t **out)
 	if (rc)
 		goto out;
 	r.view = view;
+	r.tools = tools;
 	key = json_pack("[s, s, s]", op->s->session_id ? op->s->session_id : "", actor,
 			op->s->root ? op->s->root : "");
 	scope = key ? json_dumps(key, JSON_COMPACT) : NULL;
