@@ -33,6 +33,9 @@
 #define CAND_WORK ((size_t)64 * 1000 * 1000)
 /* A diagnostic shows at most this much of one line. */
 #define DIAG_LINE_MAX ((size_t)512)
+/* Lines of the expected text a diagnostic shows, and of each candidate. */
+#define DIAG_EXPECTED_LINES 8
+#define DIAG_CAND_LINES 6
 
 /* ---- lines ---- */
 
@@ -615,6 +618,30 @@ sg_err sg_diag_lines(struct sg_buf *o, const struct sg_line *v, size_t n,
 	}
 	if (!rc && n > shown)
 		rc = sg_buf_addf(o, "  ... %zu more lines omitted\n", n - shown);
+	return rc;
+}
+
+sg_err sg_diag_expected(struct sg_buf *o, const struct sg_lines *want)
+{
+	sg_err rc;
+
+	if (!want->n)
+		return SG_OK;
+	rc = sg_buf_adds(o, "\nexpected:\n");
+	return rc ? rc : sg_diag_lines(o, want->v, want->n, 0, DIAG_EXPECTED_LINES);
+}
+
+sg_err sg_diag_cand(struct sg_buf *o, const struct sg_lines *hay, const struct sg_cand *c)
+{
+	sg_err rc = sg_buf_addf(o, "- lines %zu-%zu", c->start, c->end);
+
+	if (!rc && c->score > 0)
+		rc = sg_buf_addf(o, " score=%d", c->score);
+	if (!rc)
+		rc = sg_buf_adds(o, ":\n");
+	if (!rc && hay->n)
+		rc = sg_diag_lines(o, hay->v + c->start - 1, c->end - c->start + 1, c->start,
+				   DIAG_CAND_LINES);
 	return rc;
 }
 

@@ -101,6 +101,17 @@ void sg_cand_closest(const struct sg_lines *hay, const struct sg_lines *needle,
 sg_err sg_diag_lines(struct sg_buf *o, const struct sg_line *v, size_t n,
 		     size_t start_line, size_t limit) SG_MUST_CHECK;
 
+/*
+ * The parts of a failed match's diagnostic that edit and patch share, in
+ * the host's words.  sg_diag_expected appends "\nexpected:\n" and the
+ * first lines of want (nothing when want is empty); sg_diag_cand appends
+ * "- lines A-B", " score=S" when S > 0, ":\n", then the first lines of
+ * the candidate's window in hay (none when hay was not split).
+ */
+sg_err sg_diag_expected(struct sg_buf *o, const struct sg_lines *want) SG_MUST_CHECK;
+sg_err sg_diag_cand(struct sg_buf *o, const struct sg_lines *hay, const struct sg_cand *c)
+	SG_MUST_CHECK;
+
 /* Append s as a Go %q string would show it (quotes, \t, \\, \", \n, \r). */
 sg_err sg_diag_quote(struct sg_buf *o, const char *s, size_t n) SG_MUST_CHECK;
 

@@ -51,9 +51,6 @@
  * candidates: past them it names no candidates (16 bytes a line held).
  */
 #define DIAG_LINES_MAX ((size_t)256 * 1024)
-/* Lines of old_text shown as "expected", and of each candidate. */
-#define DIAG_EXPECTED_LINES 8
-#define DIAG_CAND_LINES 6
 
 #define EDIT_SAFE_RETRY                                                        \
 	"safe_retry: read_file the target range and retry edit_file with "     \
@@ -530,22 +527,12 @@ static sg_err edit_diag(struct fs *c, const char *file, size_t fn, const char *o
 				 "more surrounding context or set replace_all=true only if "
 				 "every occurrence should change", count);
 	}
-	if (!rc && want.n)
-		rc = sg_buf_adds(&t, "\nexpected:\n");
-	if (!rc && want.n)
-		rc = sg_diag_lines(&t, want.v, want.n, 0, DIAG_EXPECTED_LINES);
+	if (!rc)
+		rc = sg_diag_expected(&t, &want);
 	if (!rc && nc)
 		rc = sg_buf_adds(&t, "\ncandidates:\n");
 	for (size_t i = 0; !rc && i < nc; i++) {
-		rc = sg_buf_addf(&t, "- lines %zu-%zu", cands[i].start, cands[i].end);
-		if (!rc && cands[i].score > 0)
-			rc = sg_buf_addf(&t, " score=%d", cands[i].score);
-		if (!rc)
-			rc = sg_buf_adds(&t, ":\n");
-		if (!rc && hay.n)
-			rc = sg_diag_lines(&t, hay.v + cands[i].start - 1,
-					   cands[i].end - cands[i].start + 1, cands[i].start,
-					   DIAG_CAND_LINES);
+		rc = sg_diag_cand(&t, &hay, &cands[i]);
 		if (!rc && count == 0)
 			rc = indent_hint(&t, &want, &hay, &cands[i]);
 	}

@@ -496,22 +496,12 @@ static sg_err chunk_diag(struct patch *pt, const struct section *s, const struct
 		rc = sg_buf_addf(&t, "ambiguous_anchor: expected lines matched %zu locations; "
 				 "add more context", count);
 	}
-	if (!rc && want->n)
-		rc = sg_buf_adds(&t, "\nexpected:\n");
-	if (!rc && want->n)
-		rc = sg_diag_lines(&t, want->v, want->n, 0, 8);
+	if (!rc)
+		rc = sg_diag_expected(&t, want);
 	if (!rc && nc)
 		rc = sg_buf_adds(&t, "\ncandidates:\n");
-	for (size_t i = 0; !rc && i < nc; i++) {
-		rc = sg_buf_addf(&t, "- lines %zu-%zu", cands[i].start, cands[i].end);
-		if (!rc && cands[i].score > 0)
-			rc = sg_buf_addf(&t, " score=%d", cands[i].score);
-		if (!rc)
-			rc = sg_buf_adds(&t, ":\n");
-		if (!rc)
-			rc = sg_diag_lines(&t, lines->v + cands[i].start - 1,
-					   cands[i].end - cands[i].start + 1, cands[i].start, 6);
-	}
+	for (size_t i = 0; !rc && i < nc; i++)
+		rc = sg_diag_cand(&t, lines, &cands[i]);
 	if (!rc)
 		rc = sg_buf_adds(&t, "\n" PATCH_SAFE_RETRY);
 	if (rc) {
