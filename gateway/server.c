@@ -27,6 +27,7 @@
 #include <openssl/crypto.h>
 
 #include "audit.h"
+#include "code.h"
 #include "base/limits.h"
 #include "base/log.h"
 #include "cli.h"
@@ -74,6 +75,10 @@ static const struct method methods[] = {
 	{ "process/cleanup", sg_proc_method, false },
 	{ "export/read", sg_export_read, false },
 	{ "export/close", sg_export_close, false },
+#ifdef SG_HAVE_JSRUN
+	/* Offered only where sg-jsrun, its interpreter, was built. */
+	{ "run_code", sg_code_run, false },
+#endif
 };
 
 /*

@@ -581,7 +581,17 @@ class Client:
             q = queue.Queue(1)
             self._pending[rid] = q
             self._handlers[rid] = handler
-            self._contexts[rid] = ctx
+            # The scope nested calls run in: the caller's context, ended
+            # too when this call returns (the host revokes the parent scope
+            # then, so a callback never outlives its program).
+            scope = Ctx()
+            if ctx is not None:
+                def follow(scope=scope, ctx=ctx):
+                    while not scope.done:
+                        if ctx.wait(0.05):
+                            scope._end(ctx._err)
+                threading.Thread(target=follow, daemon=True).start()
+            self._contexts[rid] = scope
         finally:
             self._mu.release()
         try:
@@ -590,6 +600,7 @@ class Client:
             with self._mu:
                 self._handlers.pop(rid, None)
                 self._contexts.pop(rid, None)
+            scope.cancel()
 
     def _await(self, rid, method, data, ctx, q):
         written = queue.Queue(1)
@@ -619,6 +630,8 @@ class Client:
         while True:
             try:
                 resp = q.get(timeout=0.02)
+                if ctx.done:
+                    raise ctx.err()
                 break
             except queue.Empty:
                 if ctx.done:
