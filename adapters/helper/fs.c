@@ -1389,6 +1389,34 @@ static sg_err read_missing(struct fs *c, const char *path)
 }
 
 /*
+ * What no tool hands out: the host's own credential files, in every mode,
+ * and sensitive paths (keys, .env ...) unless unconfined.  shown is rel's
+ * display form; tool and verb word the refusal ("read_file refuses to
+ * read ...").
+ */
+static sg_err guard_read(struct fs *c, const struct sg_buf *rel, const struct sg_buf *shown,
+			 const char *tool, const char *verb)
+{
+	char parent[SG_PATH_MAX + 1];
+	const char *name = sg_fs_split_rel(rel->p, parent, sizeof(parent)), *why;
+
+	if (!strcmp(parent, "."))
+		snprintf(parent, sizeof(parent), "%s", c->root);
+	if (rel->len && sg_fs_app_credential(parent, name))
+		return sg_err_set(&c->err, SG_E_PERMISSION, "%s refuses to %s wuu credential "
+				  "file \"%s\": it stores the app's own login credentials and is "
+				  "never accessible to the agent in any permission mode", tool, verb,
+				  shown->p);
+	why = c->unconfined ? NULL : sg_fs_sensitive(shown->p);
+	if (why)
+		return sg_err_set(&c->err, SG_E_PERMISSION, "%s refuses to %s sensitive path "
+				  "\"%s\" (%s). Chat approval does not lift this guard. Use a "
+				  "metadata-only command, or edit the file outside the session",
+				  tool, verb, shown->p, why);
+	return SG_OK;
+}
+
+/*
  * fs read PATH [--offset N] [--limit N] [--raw]
  * fs read PATH --byte-limit N [--byte-offset N] [--byte-end N]
  * --offset below 1 is 1; --limit 0 (or none) reads to the end, then of a
@@ -1401,7 +1429,7 @@ static sg_err fs_read(struct fs *c)
 	struct sg_buf rel = SG_BUF_INIT(SG_PATH_MAX), shown = SG_BUF_INIT(SG_PATH_MAX);
 	bool raw = sg_args_flag(&c->a, "raw");
 	unsigned char head[READ_SNIFF];
-	const char *why, *mime, *name;
+	const char *mime;
 	int64_t offset, limit, boff, blim, bend;
 	struct stat st;
 	ssize_t n = 0;
@@ -1429,28 +1457,9 @@ static sg_err fs_read(struct fs *c)
 	if (rc)
 		goto out;
 	sg_fs_display(c, &rel, &shown);
-	{
-		char parent[SG_PATH_MAX + 1];
-
-		name = sg_fs_split_rel(rel.p, parent, sizeof(parent));
-		if (!strcmp(parent, "."))
-			snprintf(parent, sizeof(parent), "%s", c->root);
-		why = sg_fs_app_credential(parent, name) ? "" : NULL;
-	}
-	if (why) {
-		rc = sg_err_set(&c->err, SG_E_PERMISSION, "read_file refuses to read wuu credential "
-				"file \"%s\": it stores the app's own login credentials and is never "
-				"accessible to the agent in any permission mode", shown.p);
+	rc = guard_read(c, &rel, &shown, "read_file", "read");
+	if (rc)
 		goto out;
-	}
-	why = c->unconfined ? NULL : sg_fs_sensitive(shown.p);
-	if (why) {
-		rc = sg_err_set(&c->err, SG_E_PERMISSION, "read_file refuses to read sensitive path "
-				"\"%s\" (%s). Chat approval does not lift this guard. Use a "
-				"metadata-only command, or edit the file outside the session",
-				shown.p, why);
-		goto out;
-	}
 	fd = sg_fs_open_rel(c, &rel, O_RDONLY | O_NONBLOCK);
 	if (fd < 0 && errno == ENOENT) {
 		rc = read_missing(c, c->pos[0]);
@@ -2065,7 +2074,7 @@ out:
 /* fs stat PATH: the entry itself, a final symlink not followed. */
 static sg_err fs_stat(struct fs *c)
 {
-	struct sg_buf rel = SG_BUF_INIT(SG_PATH_MAX);
+	struct sg_buf rel = SG_BUF_INIT(SG_PATH_MAX), shown = SG_BUF_INIT(SG_PATH_MAX);
 	char target[SG_PATH_MAX + 1], mode[8], when[32];
 	const char *type, *name;
 	struct stat st;
@@ -2077,6 +2086,11 @@ static sg_err fs_stat(struct fs *c)
 	rc = sg_fs_args_done(c, 1, 1);
 	if (!rc)
 		rc = sg_fs_resolve(c, c->pos[0], SG_PATH_NOFOLLOW, &rel);
+	if (!rc) {
+		/* Only present_artifact asks: it hands the file out as read_file would. */
+		sg_fs_display(c, &rel, &shown);
+		rc = guard_read(c, &rel, &shown, "present_artifact", "export");
+	}
 	if (rc)
 		goto out;
 	pfd = sg_fs_open_parent(c, &rel, &name);
@@ -2115,6 +2129,7 @@ static sg_err fs_stat(struct fs *c)
 out:
 	sg_fs_close(&pfd);
 	sg_buf_release(&rel);
+	sg_buf_release(&shown);
 	return rc;
 }
 

@@ -41,15 +41,21 @@ static const struct tool catalogue[] = {
 };
 
 /*
- * Whether this call changes the workspace: a writing tool does, except
+ * Whether this call changes anything: a writing tool does, except
  * apply_patch's dry run, which the host's worker lets a read-only agent
- * make (it validates the patch and writes nothing).
+ * make (it validates the patch and writes nothing); the process tool's
+ * write, stop and update do, as on the host.
  */
 static bool call_writes(const struct tool *tool, json_t *a)
 {
+	const char *action = json_string_value(json_object_get(a, "action"));
+
 	if (tool->run == sg_tool_apply_patch)
 		return !json_is_true(json_object_get(a, "dry_run")) &&
 		       !json_is_true(json_object_get(a, "dryRun"));
+	/* The process tool changes state but for reading and listing. */
+	if (tool->run == sg_tool_process)
+		return !action || (strcmp(action, "read") != 0 && strcmp(action, "list") != 0);
 	return tool->writes;
 }
 
@@ -273,7 +279,7 @@ sg_err sg_tools_execute(struct sg_op *op, json_t **out)
 	rc = precheck(&t, &tool);
 	if (rc)
 		goto out;
-	if (call_writes(tool, t.a) && t.s->profile->mount_read_only)
+	if (tool->writes && call_writes(tool, t.a) && t.s->profile->mount_read_only)
 		rc = sg_err_set(&op->err, SG_E_PERMISSION,
 				"%s writes, and the workspace is mounted read-only "
 				"(mount_read_only)", tool->name);

@@ -52,6 +52,22 @@ class Exports(GatewayTestCase):
                          {})
         return got
 
+    def test_sensitive_files_are_not_handed_out(self):
+        # The attacker's test: present_artifact is a way to read a file
+        # whole; it must refuse what read_file refuses, as the host's does.
+        self.gw.write("notes.txt", "x")
+        self.gw.sh_ok("printf 'TOKEN=hunter2\\n' > .env && mkdir -p .wuu && "
+                      "printf '{}' > .wuu/auth.json")
+        err = self.gw.tool_error("present_artifact", {"path": ".env"})
+        self.assertCode(err, "permission_denied")
+        self.assertIn("sensitive path", err)
+        self.assertNotIn("hunter2", err)
+        for mode in ("standard", "unconfined"):
+            err = self.gw.tool_error("present_artifact", {"path": ".wuu/auth.json"}, mode=mode)
+            self.assertCode(err, "permission_denied")
+        ex = self.present(".env", mode="unconfined")
+        self.assertEqual(self.download(ex), b"TOKEN=hunter2\n")
+
     def test_read_in_chunks_close(self):
         gw = self.gw
         raw = gw.sh_ok("head -c 600000 /dev/urandom > %s/blob.bin && sha256sum %s/blob.bin"

@@ -385,6 +385,21 @@ class Processes(GatewayTestCase):
         self.assertCode(gw.fail("process/resize", {"id": other, "cols": 80, "rows": 24}),
                         "invalid_argument")
 
+    def test_read_only_agents_only_read_and_list(self):
+        # The host's worker counts the process tool's write, stop and
+        # update as changes: a read-only agent may only look.
+        rec = self.gw.start(command="sleep 30")
+        for args in ({"action": "stop", "process_id": rec["id"]},
+                     {"action": "write", "process_id": rec["id"], "input": "x"},
+                     {"action": "update", "process_id": rec["id"], "recheck_minutes": 5}):
+            err = self.gw.tool_error("process", args, mode="read_only")
+            self.assertCode(err, "permission_denied")
+        self.assertEqual(self.gw.view("process", {"action": "list"}, mode="read_only")["action"],
+                         "list")
+        self.gw.view("process", {"action": "read", "process_id": rec["id"]}, mode="read_only")
+        self.assertEqual(self.gw.ok("process/get", {"id": rec["id"]})["status"], "running")
+        self.gw.stop(rec["id"])
+
     def test_stop_sends_term_then_event(self):
         gw = self.gw
         pid = gw.start("sleep 20")["id"]
