@@ -42,6 +42,7 @@ static sg_err act_list(struct sg_tool_call *t, json_t **view)
 static sg_err act_read(struct sg_tool_call *t, const char *id, json_t **view)
 {
 	json_t *offset = json_object_get(t->a, "offset_bytes"), *snap = NULL, *rec, *next;
+	const char *status;
 	int64_t wait_ms, max;
 	sg_err rc;
 
@@ -72,7 +73,9 @@ static sg_err act_read(struct sg_tool_call *t, const char *id, json_t **view)
 	if (rc)
 		return rc;
 	rec = json_object_get(snap, "Process");
-	next = strcmp(json_string_value(json_object_get(rec, "status")), "running") == 0 &&
+	/* The record comes from the environment's helper: its status may be anything. */
+	status = json_string_value(json_object_get(rec, "status"));
+	next = status && strcmp(status, "running") == 0 &&
 			       json_is_true(json_object_get(snap, "Truncated")) && offset
 		       ? json_pack("[s]", "more output follows: read again from end_offset")
 		       : json_null();
