@@ -247,6 +247,25 @@ static int hit_cmp(const void *a, const void *b)
 }
 
 /*
+ * Grow a search's array of kept records (glob's hits or grep's): double
+ * from 64, never past twice the page, where the caller prunes instead, so
+ * a search holds at most two pages of records.  NULL when out of memory
+ * (v and *cap are then unchanged).
+ */
+static void *hits_grow(void *v, size_t *cap, size_t size, size_t max)
+{
+	size_t next = *cap ? *cap * 2 : 64;
+	void *p;
+
+	if (next > 2 * max)
+		next = 2 * max;
+	p = realloc(v, next * size);
+	if (p)
+		*cap = next;
+	return p;
+}
+
+/*
  * Keep only the max first hits by path, and of those no more bytes of
  * path than SEARCH_KEEP_BYTES, so memory stays bounded by both.
  */
@@ -280,15 +299,10 @@ static sg_err hit_add(struct globber *g, const struct stat *st)
 	if (g->nhits == g->cap && g->cap >= 2 * (size_t)g->max) {
 		hits_prune(g);
 	} else if (g->nhits == g->cap) {
-		size_t cap = g->cap ? g->cap * 2 : 64;
-
-		if (cap > 2 * (size_t)g->max)
-			cap = 2 * (size_t)g->max;
-		h = realloc(g->hits, cap * sizeof(*h));
+		h = hits_grow(g->hits, &g->cap, sizeof(*h), (size_t)g->max);
 		if (!h)
 			return SG_E_INTERNAL;
 		g->hits = h;
-		g->cap = cap;
 	}
 	h = &g->hits[g->nhits];
 	h->path = strdup(g->path.p);
@@ -951,20 +965,15 @@ static long long grep_number(const char **p, const char *end)
 static bool ghits_room(struct grepper *g)
 {
 	struct ghit *h;
-	size_t cap;
 
 	if (g->nhits == g->cap && g->cap >= 2 * (size_t)g->max)
 		ghits_prune(g, (size_t)g->max);
 	if (g->nhits < g->cap)
 		return true;
-	cap = g->cap ? g->cap * 2 : 64;
-	if (cap > 2 * (size_t)g->max)
-		cap = 2 * (size_t)g->max;
-	h = realloc(g->hits, cap * sizeof(*h));
+	h = hits_grow(g->hits, &g->cap, sizeof(*h), (size_t)g->max);
 	if (!h)
 		return false;
 	g->hits = h;
-	g->cap = cap;
 	return true;
 }
 
