@@ -106,22 +106,17 @@ static const struct git_flag remote_flags[] = {
 
 static const struct git_flag remote_show_flags[] = { { "-n", GF_NONE }, { NULL, GF_NONE } };
 
+/*
+ * config --list takes every flag config --get takes but --default, which
+ * stands first so that the list's policy can begin just past it.
+ */
 static const struct git_flag config_get_flags[] = {
-	{ "--local", GF_NONE }, { "--global", GF_NONE }, { "--system", GF_NONE },
-	{ "--worktree", GF_NONE }, { "--default", GF_STRING }, { "--type", GF_STRING },
+	{ "--default", GF_STRING }, { "--local", GF_NONE }, { "--global", GF_NONE },
+	{ "--system", GF_NONE }, { "--worktree", GF_NONE }, { "--type", GF_STRING },
 	{ "--bool", GF_NONE }, { "--int", GF_NONE }, { "--bool-or-int", GF_NONE },
 	{ "--path", GF_NONE }, { "--expiry-date", GF_NONE }, { "-z", GF_NONE },
 	{ "--null", GF_NONE }, { "--name-only", GF_NONE }, { "--show-origin", GF_NONE },
 	{ "--show-scope", GF_NONE }, { NULL, GF_NONE }
-};
-
-static const struct git_flag config_list_flags[] = {
-	{ "--local", GF_NONE }, { "--global", GF_NONE }, { "--system", GF_NONE },
-	{ "--worktree", GF_NONE }, { "--type", GF_STRING }, { "--bool", GF_NONE },
-	{ "--int", GF_NONE }, { "--bool-or-int", GF_NONE }, { "--path", GF_NONE },
-	{ "--expiry-date", GF_NONE }, { "-z", GF_NONE }, { "--null", GF_NONE },
-	{ "--name-only", GF_NONE }, { "--show-origin", GF_NONE }, { "--show-scope", GF_NONE },
-	{ NULL, GF_NONE }
 };
 
 static const struct git_flag status_flags[] = {
@@ -250,7 +245,7 @@ static const struct git_policy git_policies[] = {
 	{ "remote show", remote_show_flags, remote_show_dangerous },
 	{ "config --get", config_get_flags, NULL },
 	{ "config --get-all", config_get_flags, NULL },
-	{ "config --list", config_list_flags, config_list_dangerous },
+	{ "config --list", config_get_flags + 1, config_list_dangerous },
 	{ "status", status_flags, NULL },
 	{ NULL, NULL, NULL }
 };

@@ -427,7 +427,8 @@ class Git(GitRepoCase):
                    ("add", ["*.txt"]), ("add", [":(glob)x"]), ("add", ["../x"]),
                    ("cat-file", ["-p", "HEAD"]), ("log", ["-c", "core.pager=x"]),
                    ("log", ["--exec-path=/tmp"]), ("status", [";"]), ("log", ["$(id)"]),
-                   ("diff", ["--no-index", "a", "b"]), ("stash", []), ("stash", ["drop"])]
+                   ("diff", ["--no-index", "a", "b"]), ("stash", []), ("stash", ["drop"]),
+                   ("config --list", ["--default=x"])]
         for sub, args in refused:
             with self.subTest(sub=sub, args=args):
                 err = self.git_error(sub, args)
@@ -435,13 +436,17 @@ class Git(GitRepoCase):
         self.assertIn("git subcommand \"checkout\" is not allowed in restricted mode",
                       self.git_error("checkout", ["main"]))
         self.assertIn("blocked metacharacter", self.git_error("status", [";"]))
+        self.assertIn("flag \"--default\" is not allowed",
+                      self.git_error("config --list", ["--default=x"]))
         self.assertIn("git requires subcommand", self.git_error(" "))
         # Nothing refused happened.
         self.assertEqual(self.sh("git branch --list && git tag -l && git status --short"),
                          "* main\n")
         allowed = [("branch", ["--list"]), ("branch", ["-a"]), ("tag", ["-l"]),
                    ("remote", ["-v"]), ("config", ["--get", "user.name"]),
-                   ("config --list", []), ("rev-parse", ["HEAD"]), ("ls-files", []),
+                   ("config", ["--get", "--default", "d", "no.such.key"]),
+                   ("config --list", []), ("config --list", ["--show-scope"]),
+                   ("rev-parse", ["HEAD"]), ("ls-files", []),
                    ("cat-file", ["-t", "HEAD"]), ("describe", ["--always"]),
                    ("for-each-ref", []), ("shortlog", ["-s", "HEAD"]), ("reflog", []),
                    ("merge-base", ["HEAD", "HEAD"]), ("grep", ["-n", "a"]), ("blame", ["keep.txt"])]
