@@ -197,6 +197,7 @@ sg_err sg_tool_bash(struct sg_tool_call *t, json_t **result)
 {
 	struct sg_proc_start st = { .actor = t->actor, .mode = t->mode, .login = true };
 	json_t *reply = NULL, *env = NULL;
+	const char *status;
 	bool background = false;
 	int64_t seconds = 0, start = sg_now_ms();
 	sg_err rc;
@@ -227,13 +228,20 @@ sg_err sg_tool_bash(struct sg_tool_call *t, json_t **result)
 		return sg_err_set(&t->op->err, SG_E_INTERNAL, "out of memory");
 	st.env = env;
 	rc = sg_proc_spawn(t->op, &st, &reply);
-	if (!rc && strcmp(json_string_value(json_object_get(json_object_get(reply, "process"),
-							       "status")), "failed") == 0 &&
-	    !json_object_get(reply, "ended")) {
+	/* The reply comes from the environment: its status may be missing. */
+	status = rc ? NULL : json_string_value(json_object_get(json_object_get(reply, "process"),
+							       "status"));
+	if (status && strcmp(status, "failed") == 0 && !json_object_get(reply, "ended")) {
 		const char *why = json_string_value(json_object_get(reply, "message"));
 
 		rc = sg_tool_fail(t, SG_E_INVALID_ARGUMENT, "the command could not start: %s",
 				  why ? why : "the process failed at its start");
+	}
+	if (!rc && !background) {
+		/* The host masks credentials in what a command printed, in every mode. */
+		sg_tool_mask(reply, "output");
+		sg_tool_mask(reply, "stdout");
+		sg_tool_mask(reply, "stderr");
 	}
 	if (!rc)
 		*result = background ? start_result(reply)

@@ -72,6 +72,7 @@ static sg_err act_read(struct sg_tool_call *t, const char *id, json_t **view)
 	}
 	if (rc)
 		return rc;
+	sg_tool_mask(snap, "Output");
 	rec = json_object_get(snap, "Process");
 	/* The record comes from the environment's helper: its status may be anything. */
 	status = json_string_value(json_object_get(rec, "status"));

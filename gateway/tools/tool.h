@@ -60,6 +60,14 @@ sg_err sg_tool_git_read_only(struct sg_tool_call *t) SG_MUST_CHECK;
 /* ---- building results (tools.c) ---- */
 
 /*
+ * Mask the credentials (bearer tokens, key = value secrets, sk- keys,
+ * private keys, JWTs) in the string obj[key] in place, as the host masks
+ * what a command printed before the model sees it, in every mode.  A
+ * missing or non-string value is left alone.
+ */
+void sg_tool_mask(json_t *obj, const char *key);
+
+/*
  * The ToolResult {"content":[{"type":"text","text":<view as compact
  * JSON>}], "structured_content":structured}; steals both, structured may
  * be NULL.  NULL when out of memory.

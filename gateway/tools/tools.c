@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "../../adapters/exec.h"
+#include "../../adapters/helper/fs.h"
 #include "../../adapters/json.h"
 #include "base/limits.h"
 
@@ -94,6 +95,17 @@ json_t *sg_tool_result(json_t *view, json_t *structured)
 	free(text);
 	json_decref(view);
 	return r;
+}
+
+void sg_tool_mask(json_t *obj, const char *key)
+{
+	json_t *v = json_object_get(obj, key);
+	struct sg_buf b = SG_BUF_INIT(SG_MAX_FRAME);
+
+	if (json_is_string(v) && !sg_fs_redact(json_string_value(v), json_string_length(v), &b) &&
+	    (b.len != json_string_length(v) || memcmp(b.p, json_string_value(v), b.len) != 0))
+		json_object_set_new(obj, key, json_stringn(b.p, b.len));
+	sg_buf_release(&b);
 }
 
 sg_err sg_tool_fail(struct sg_tool_call *t, sg_err code, const char *fmt, ...)

@@ -18,6 +18,7 @@ import json
 import os
 import shutil
 import tempfile
+import time
 import unittest
 
 from sgclient import GatewayTestCase, host_env, host_token, unique
@@ -128,6 +129,37 @@ class ForwardEnvSources(GatewayTestCase):
         env = self.command_env(gw).splitlines()
         self.assertIn("SG_E2E_OPERATOR=operator-value", env)
         self.assertFalse(any(self.secret in line or self.dt_key in line for line in env))
+
+
+class PrintedCredentialsAreMasked(GatewayTestCase):
+    """What a command prints reaches the model with credentials masked, in
+    every mode, as the host masks bash and process output."""
+
+    SECRET = "sk-e2eA1b2C3d4E5f6G7h8"
+    LINES = ("api_key = %s" % SECRET, "Authorization: Bearer %s" % SECRET)
+
+    def test_bash_output_is_masked(self):
+        gw = self.gateway()
+        script = "; ".join("echo '%s'" % l for l in self.LINES) + "; echo '%s' >&2" % self.LINES[0]
+        for mode in ("standard", "unconfined"):
+            res = gw.tool("bash", {"command": script}, mode=mode)
+            view, data = json.loads(res["content"][0]["text"]), res["structured_content"]
+            printed = [view["output"], view["stdout_tail"], view["stderr_tail"],
+                       data["stdout"], data["stderr"]]
+            self.assertNotIn(self.SECRET, json.dumps(printed), mode)
+            self.assertIn("[REDACTED]", data["stdout"])
+
+    def test_process_read_is_masked(self):
+        gw = self.gateway()
+        rec = gw.start(command="echo '%s'; sleep 30" % self.LINES[0])
+        deadline = time.monotonic() + 20
+        text = ""
+        while "[REDACTED]" not in text and time.monotonic() < deadline:
+            text = gw.view("process", {"action": "read", "process_id": rec["id"]})["output"]
+            time.sleep(0.1)
+        self.assertIn("[REDACTED]", text)
+        self.assertNotIn(self.SECRET, text)
+        gw.stop(rec["id"])
 
 
 if __name__ == "__main__":
