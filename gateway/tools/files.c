@@ -313,11 +313,21 @@ static sg_err read_image(struct sg_tool_call *t, const struct read_args *r, json
 	return *result ? SG_OK : sg_err_set(&t->op->err, SG_E_INTERNAL, "out of memory");
 }
 
-/* {"end_line":E,"start_line":S} for the lines shown. */
-static sg_err add_range(struct sg_buf *b, int64_t start, int64_t shown)
+/*
+ * ,"path":P,"range":{"end_line":E,"start_line":S} for the lines shown:
+ * the two keys stand together in both read views' sorted order.
+ */
+static sg_err add_path_range(struct sg_buf *b, const char *path, int64_t start,
+			     int64_t shown)
 {
-	return sg_buf_addf(b, "{\"end_line\":%lld,\"start_line\":%lld}",
-			   (long long)(start + shown - 1), (long long)start);
+	sg_err rc = sg_buf_adds(b, ",\"path\":");
+
+	if (!rc)
+		rc = sg_jw_str(b, path, strlen(path));
+	if (!rc)
+		rc = sg_buf_addf(b, ",\"range\":{\"end_line\":%lld,\"start_line\":%lld}",
+				 (long long)(start + shown - 1), (long long)start);
+	return rc;
 }
 
 /* The host's omitted_ranges (null when nothing was left out) and
@@ -370,13 +380,9 @@ static sg_err stub_view(const struct text_read *x, struct sg_buf *v)
 			 "\"message\":\"File unchanged since last read. Refer to the earlier "
 			 "read result.\",\"next_suggestions\":[\"use the earlier read result as "
 			 "evidence, or request a different offset/limit if more context is "
-			 "needed\"],\"path\":", sha);
+			 "needed\"]", sha);
 	if (!rc)
-		rc = sg_jw_str(v, path, strlen(path));
-	if (!rc)
-		rc = sg_buf_adds(v, ",\"range\":");
-	if (!rc)
-		rc = add_range(v, x->start, x->shown);
+		rc = add_path_range(v, path, x->start, x->shown);
 	if (!rc)
 		rc = sg_buf_adds(v, ",\"unchanged\":true,\"workspace_revision\":");
 	if (!rc)
@@ -419,13 +425,7 @@ static sg_err read_view_sorted(const struct text_read *x, struct sg_buf *v)
 	if (!rc)
 		rc = sg_buf_add(v, ranges, (size_t)(sugg - ranges));
 	if (!rc)
-		rc = sg_buf_adds(v, ",\"path\":");
-	if (!rc)
-		rc = sg_jw_str(v, path, strlen(path));
-	if (!rc)
-		rc = sg_buf_adds(v, ",\"range\":");
-	if (!rc)
-		rc = add_range(v, x->start, x->shown);
+		rc = add_path_range(v, path, x->start, x->shown);
 	if (!rc)
 		rc = sg_buf_addf(v, ",\"start_line\":%lld,\"total_lines\":%lld,\"truncated\":%s,"
 				 "\"workspace_revision\":", (long long)x->start, (long long)x->total,
