@@ -566,6 +566,21 @@ static void test_revision(void **state)
 }
 
 /*
+ * Run "fs <cmd> --unconfined --root <root> -- <path>" as the helper runs
+ * inside the environment (no --host-root); the reply stays owned by f.
+ */
+static void run_unconfined(struct fx *f, const char *cmd, char *root, const char *path)
+{
+	char *argv[] = { (char *)cmd, "--unconfined", "--root", root, "--", (char *)path,
+			 NULL };
+
+	sg_buf_reset(&f->out);
+	assert_int_equal(sg_helper_fs(6, argv, NULL, 0, &f->out, NULL), 0);
+	json_decref(f->reply);
+	f->reply = json_loadb(f->out.p, f->out.len, 0, NULL);
+}
+
+/*
  * --unconfined where the helper runs in the environment (no --host-root):
  * a path outside root resolves and comes back absolute.  In-process on
  * the host it is refused instead.
@@ -573,32 +588,17 @@ static void test_revision(void **state)
 static void test_unconfined(void **state)
 {
 	struct fx *f = *state;
-	char root[512], *argv[8];
+	char root[512];
 
 	puts_file(f, "in.txt", "in\n");
 	snprintf(root, sizeof(root), "%s", f->dir);
-	argv[0] = "read", argv[1] = "--unconfined", argv[2] = "--root", argv[3] = root;
-	argv[4] = "--", argv[5] = "/etc/hostname", argv[6] = NULL;
-	sg_buf_reset(&f->out);
-	assert_int_equal(sg_helper_fs(6, argv, NULL, 0, &f->out, NULL), 0);
-	json_decref(f->reply);
-	f->reply = json_loadb(f->out.p, f->out.len, 0, NULL);
+	run_unconfined(f, "read", root, "/etc/hostname");
 	expect_ok(f);
 	assert_string_equal(str(f, "path"), "/etc/hostname");
-	argv[5] = "../../../../../../etc";
-	argv[0] = "list";
-	sg_buf_reset(&f->out);
-	assert_int_equal(sg_helper_fs(6, argv, NULL, 0, &f->out, NULL), 0);
-	json_decref(f->reply);
-	f->reply = json_loadb(f->out.p, f->out.len, 0, NULL);
+	run_unconfined(f, "list", root, "../../../../../../etc");
 	expect_ok(f);
 	assert_string_equal(str(f, "path"), "/etc");
-	argv[5] = "in.txt";
-	argv[0] = "read";
-	sg_buf_reset(&f->out);
-	assert_int_equal(sg_helper_fs(6, argv, NULL, 0, &f->out, NULL), 0);
-	json_decref(f->reply);
-	f->reply = json_loadb(f->out.p, f->out.len, 0, NULL);
+	run_unconfined(f, "read", root, "in.txt");
 	assert_string_equal(str(f, "path"), "in.txt");
 	/* In-process on this host: the host's files are never reached. */
 	run(f, "read", "--unconfined", "/etc/hostname", NULL);
