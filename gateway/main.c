@@ -833,6 +833,7 @@ int main(int argc, char **argv)
 
 	if (!word)
 		return sg_cli_usage_error(NULL, "no command given (serve, config check, envs, probe, help, version)");
+	sg_reaper_enable();
 	if ((strcmp(word, "__man") == 0 || strcmp(word, "__bash") == 0) && argc == 3) {
 		/* Internal: the build writes the man page and the completion. */
 		FILE *f = fopen(argv[2], "we");

@@ -33,6 +33,16 @@
 #define CLAIMED "claimed\n"
 #define CEDED "ceded\n"
 
+/* The sandgate program, once main() allowed reapers ("" before). */
+static char reaper_exe[PATH_MAX];
+
+void sg_reaper_enable(void)
+{
+	ssize_t n = readlink("/proc/self/exe", reaper_exe, sizeof(reaper_exe) - 1);
+
+	reaper_exe[n > 0 ? n : 0] = '\0';
+}
+
 /* In the child: only async-signal-safe calls until execve. */
 static void reaper_child(int null, int report, int log, const char *exe, char *const *argv)
 {
@@ -85,11 +95,11 @@ sg_err sg_reaper_start(const struct sg_session *s, const struct sg_reg_key *key,
 		       int64_t until_ms, int64_t wait_ms, struct sg_errinfo *err)
 {
 	const char *config = sg_config_path(s->cfg);
-	char exe[PATH_MAX], until[32], *log_path = NULL;
+	const char *exe = reaper_exe;
+	char until[32], *log_path = NULL;
 	char *argv[] = { "sandgate", "__reap", (char *)s->state_dir, NULL,
 			 (char *)key->backend, (char *)key->identity, until, NULL };
 	int rep[2] = { -1, -1 }, null = -1, log = -1;
-	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
 	enum claim word;
 	pid_t pid;
 	sg_err rc = SG_OK;
@@ -97,10 +107,9 @@ sg_err sg_reaper_start(const struct sg_session *s, const struct sg_reg_key *key,
 	/* The embedded default config names no file: "-" says so. */
 	argv[3] = (char *)(config && config[0] != '<' ? config : "-");
 	snprintf(until, sizeof(until), "%lld", (long long)until_ms);
-	if (n <= 0)
-		return sg_err_set(err, SG_E_INTERNAL, "cannot find this sandgate's executable: %s",
-				  strerror(errno));
-	exe[n] = '\0';
+	if (!exe[0])
+		return sg_err_set(err, SG_E_UNAVAILABLE,
+				  "no reaper outside the sandgate program (or its executable is gone)");
 	if (asprintf(&log_path, "%s/reaper.log", s->state_dir) < 0)
 		return sg_err_set(err, SG_E_INTERNAL, "out of memory");
 	log = open(log_path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);

@@ -36,6 +36,14 @@
 #include "session.h"
 
 /*
+ * Allow reapers: this process is the sandgate program, which the reaper
+ * runs anew.  Called by sandgate's main() alone; a gateway linked into
+ * another program (a unit test) starts no reaper, since running "itself"
+ * there would run that program.
+ */
+void sg_reaper_enable(void);
+
+/*
  * Start the reaper for key's environment (the session has detached and
  * the record says cleanup-pending) and wait at most wait_ms for it to
  * claim the record.  until_ms, on sg_now_ms's clock (monotonic, the same
