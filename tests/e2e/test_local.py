@@ -129,6 +129,9 @@ class LocalBackend(GatewayTestCase):
                             "the host's state directory is visible in the sandbox")
 
     def test_audit_log(self):
+        if os.environ.get("SG_CHAIN_RELAYS"):
+            self.skipTest("through a relay the audit log is the innermost gateway's, and the "
+                          "relay refuses an unknown tool before it reaches it")
         audit = os.path.join(self.dir, "audit.jsonl")
         cfg = os.path.join(self.dir, "c.json")
         with open(cfg, "w") as f:

@@ -62,13 +62,13 @@ class Operators(GatewayTestCase):
         return host_env(dict({"lifetime_seconds": LIFETIME}, **fields))
 
     def left_behind(self, state, b):
-        """A gateway whose session dies (SIGKILL) and leaves its
-        environment behind; the environment's id."""
+        """A gateway that ends its session cleanly and keeps its
+        environment, as the binding asks (remove_workspace_on_exit false);
+        the environment's id.  Through a relay the peer keeps it too."""
         gw = Gateway(state_dir=state, env_extra=self.host())
         self.addCleanup(gw.cleanup)
-        env_id = gw.initialize(**b)["environment"]["id"]
-        gw.proc.kill()
-        gw.wait_exit(30)
+        env_id = gw.initialize(**dict(b, remove_workspace_on_exit=False))["environment"]["id"]
+        gw.shutdown()
         return env_id
 
     def assertNothingLeft(self, state_dir, marker=None):
