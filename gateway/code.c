@@ -51,6 +51,12 @@
 #define CODE_SUMMARY_RECENT 16
 /* How long a new program waits for a cancelled one to leave its scope. */
 #define CODE_RETIRE_WAIT_MS 5000
+/*
+ * How long it waits for a running one whose cancel may still be on its
+ * way: through a relay, the host's next program can reach this gateway
+ * before the cancel of the one before it.
+ */
+#define CODE_CANCEL_IN_FLIGHT_MS 1000
 /* One line from sg-jsrun, as the host's control frame. */
 #define CODE_LINE_MAX ((size_t)64 << 20)
 /* The longest timeout_ms: the host's int64 nanoseconds. */
@@ -554,17 +560,20 @@ static struct code_scope *scope_find(const char *key)
  * Marks the scope busy; its committed state (new ref), or NULL if busy.
  * A scope held by a program whose token already fired (the host cancelled
  * it and went on) is waited for, up to CODE_RETIRE_WAIT_MS, so the host's
- * next program does not race the cancelled one's clean-up.
+ * next program does not race the cancelled one's clean-up; one held by a
+ * running program, up to CODE_CANCEL_IN_FLIGHT_MS, for a cancel that may
+ * still be crossing a relay.
  */
 static json_t *scope_enter(const char *key, const struct sg_cancel *mine, bool *busy)
 {
-	int64_t until = sg_now_ms() + CODE_RETIRE_WAIT_MS;
+	int64_t start = sg_now_ms();
 	struct code_scope *sc;
 	json_t *state = NULL;
 
 	pthread_mutex_lock(&scopes_lock);
-	while ((sc = scope_find(key)) && sc->busy && sg_cancel_check(sc->holder) &&
-	       !sg_cancel_check(mine) && sg_now_ms() < until) {
+	while ((sc = scope_find(key)) && sc->busy && !sg_cancel_check(mine) &&
+	       sg_now_ms() < start + (sg_cancel_check(sc->holder) ? CODE_RETIRE_WAIT_MS
+								   : CODE_CANCEL_IN_FLIGHT_MS)) {
 		struct timespec ts = sg_time_after(CLOCK_REALTIME, 20);
 
 		pthread_cond_timedwait(&scopes_free, &scopes_lock, &ts);

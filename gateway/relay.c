@@ -647,20 +647,6 @@ static sg_err reply_outcome(struct sg_op *op, json_t *reply, json_t **out)
 	return SG_OK;
 }
 
-/*
- * run_code is not relayed yet: a cancelled program's scope is freed at the
- * peer only after the cancel has crossed the relay, and the host's next
- * program may arrive first.  A method the relay cannot serve as the host
- * expects is not offered (never offered and then failed).
- */
-static void hide_run_code(json_t *methods)
-{
-	for (size_t i = json_array_size(methods); i-- > 0;)
-		if (json_is_string(json_array_get(methods, i)) &&
-		    strcmp(json_string_value(json_array_get(methods, i)), "run_code") == 0)
-			json_array_remove(methods, i);
-}
-
 bool sg_relay_has_method(const struct sg_relay *r, const char *method)
 {
 	json_t *m;
@@ -942,7 +928,6 @@ sg_err sg_relay_initialize(struct sg_op *op, json_t *binding, const char *profil
 		*fatal = true;
 		goto out;
 	}
-	hide_run_code(json_object_get(data, "methods"));
 	s->relay->methods = json_incref(json_object_get(data, "methods"));
 	/* Before the reply is handed: the peer's next events are checked by it. */
 	pthread_mutex_lock(&s->relay->lock);

@@ -407,19 +407,10 @@ int sg_shutdown_run(struct sg_session *s, struct sg_pool *pool, int64_t budget_m
 		if (hand_off(s, budget_ms, start + budget_ms, start + exit_ms))
 			status = SG_EXIT_UNAVAILABLE;
 	} else if (ready) {
-		/*
-		 * Must-do, in this order: the processes (without a grace when
-		 * the budget is short), then the environment.  A short budget
-		 * whose environment is removed gives it all to the removal:
-		 * every backend's delete ends the processes with it, and a stop
-		 * through the environment could use up the time the delete needs.
-		 */
-		bool skip = !fits && plan.env.op == SG_BUDGET_REMOVE;
-
+		/* Must-do, in this order: the processes (without a grace when
+		 * the budget is short), then the environment. */
 		t0 = sg_now_ms();
-		rc = skip ? SG_OK
-			  : sg_procs_shutdown(s, fits ? SG_PROC_GRACE_MS : 0, &d.token, &stopped,
-					      &err);
+		rc = sg_procs_shutdown(s, fits ? SG_PROC_GRACE_MS : 0, &d.token, &stopped, &err);
 		if (rc)
 			fprintf(stderr, "sandgate: %s\n", err.msg);
 		if (stopped && fits)
