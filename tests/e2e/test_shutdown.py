@@ -90,7 +90,10 @@ class Shutdown(GatewayTestCase):
             gw.initialize()
             gw.ok("process/start", {"command": "trap '' TERM; echo ready; sleep 60"})
             rc, err, _ = gw.shutdown(30)
-            self.assertIn(rc, (0, 69), err[-2000:])
+            # 69: the 300 ms ran out; behind the host's outer adapter, which
+            # exits 1 when its peer's cleanup failed, that 69 becomes 1.
+            outer = os.environ.get("SG_PEER_BIN") and not os.environ.get("SG_CHAIN_RELAYS")
+            self.assertIn(rc, (0, 69, 1) if outer else (0, 69), err[-2000:])
             self.assertIn("processes are killed without a grace", err, what)
 
     def test_eof_with_request_in_flight(self):
