@@ -467,6 +467,9 @@ class Processes(GatewayTestCase):
 
     def test_shutdown_stops_managed_processes_and_says_cleaned_up(self):
         gw = self.gateway()
+        if os.environ.get("SG_PEER_BIN") and gw.backend != "local":
+            self.skipTest("a delegated peer's budget (10 s with --peer) is shorter than a remote "
+                          "backend's cleanup plan: its processes end with the environment")
         pid = gw.start("sleep 60")["id"]
         started = gw.ok("process/start", {"command": "sleep 60"})["id"]
         rc, err, took = gw.shutdown(30)
