@@ -189,7 +189,9 @@ sg_err sg_contract_warning(struct sg_buf *o, const char *path, const char *old, 
 		rc = decls_of(&now, new, nn);
 	if (rc || !was.n)
 		goto out;
-	qsort(now.v, now.n, sizeof(*now.v), by_name);
+	/* qsort of no array (v NULL) is undefined: a new text may declare nothing. */
+	if (now.n)
+		qsort(now.v, now.n, sizeof(*now.v), by_name);
 	qsort(was.v, was.n, sizeof(*was.v), by_name);
 	/* Keep the first of each name that the new text lacks. */
 	for (size_t i = 0; i < was.n; i++) {
