@@ -87,7 +87,7 @@ static void put(const char *dir, const char *rel, const char *text)
 	char p[512];
 	FILE *fp;
 
-	snprintf(p, sizeof(p), "%s/%s", dir, rel);
+	assert_true((size_t)snprintf(p, sizeof(p), "%s/%s", dir, rel) < sizeof(p));
 	fp = fopen(p, "wb");
 	assert_non_null(fp);
 	fputs(text, fp);
@@ -100,7 +100,7 @@ static void mkdirs(const char *dir, const char *rel)
 	char p[512];
 	size_t n = strlen(dir);
 
-	snprintf(p, sizeof(p), "%s/%s", dir, rel);
+	assert_true((size_t)snprintf(p, sizeof(p), "%s/%s", dir, rel) < sizeof(p));
 	for (char *q = p + n + 1; *q; q++) {
 		if (*q != '/')
 			continue;
