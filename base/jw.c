@@ -18,11 +18,11 @@ static bool jw_plain(unsigned char c)
  */
 #define JW_CHUNK 4096
 
-sg_err sg_jw_str(struct sg_buf *b, const char *s, size_t n)
+sg_err sg_jw_chars(struct sg_buf *b, const char *s, size_t n)
 {
 	const unsigned char *p = (const unsigned char *)s;
 	size_t i = 0;
-	sg_err rc = sg_buf_addc(b, '"');
+	sg_err rc = SG_OK;
 
 	while (!rc && i < n) {
 		size_t end = n - i > JW_CHUNK ? i + JW_CHUNK : n, o = 0, room;
@@ -81,6 +81,15 @@ sg_err sg_jw_str(struct sg_buf *b, const char *s, size_t n)
 		if (o)
 			sg_buf_commit(b, o);
 	}
+	return rc;
+}
+
+sg_err sg_jw_str(struct sg_buf *b, const char *s, size_t n)
+{
+	sg_err rc = sg_buf_addc(b, '"');
+
+	if (!rc)
+		rc = sg_jw_chars(b, s, n);
 	if (!rc)
 		rc = sg_buf_addc(b, '"');
 	return rc;

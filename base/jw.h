@@ -3,7 +3,7 @@
  *
  * The helper (sg-helper) is a static program that travels into remote
  * environments, so it cannot depend on jansson; it only ever writes JSON,
- * and these two functions are all it takes.  The gateway parses what it
+ * and these few functions are all it takes.  The gateway parses what it
  * writes with jansson.
  *
  * Invariant: everything appended is valid UTF-8 JSON; invalid input bytes
@@ -18,6 +18,13 @@
 
 /* Append s (n bytes) as a quoted JSON string. */
 sg_err sg_jw_str(struct sg_buf *b, const char *s, size_t n) SG_MUST_CHECK;
+
+/*
+ * Append s escaped as the inside of a JSON string, without the quotes: a
+ * string built in pieces, or escaped twice (JSON inside a JSON string).
+ * Each piece must end on a character boundary.
+ */
+sg_err sg_jw_chars(struct sg_buf *b, const char *s, size_t n) SG_MUST_CHECK;
 
 /* Append "key": (quoted key, colon) preceded by a comma unless first. */
 sg_err sg_jw_key(struct sg_buf *b, const char *key, int first) SG_MUST_CHECK;

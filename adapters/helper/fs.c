@@ -941,31 +941,28 @@ out:
 	return rc;
 }
 
+/*
+ * The window's lines travel as they are, newlines kept: the gateway
+ * numbers them for the model's view (gateway/tools/files.c), so a read
+ * crosses the transport once and not twice.
+ */
 struct window {
 	int64_t first, limit;     /* limit 0: to the end */
 	long long max;            /* bytes the window's lines may hold */
-	struct sg_buf numbered;   /* "N|text\n" or "|text\n" per line */
 	struct sg_buf text;       /* the lines as they are, newlines kept */
-	struct sg_buf line;       /* the current line, while it is in pieces */
 	long long line_no, shown, kept;
 	bool in_line;             /* the current line has begun */
 };
 
 /*
- * Both views with credentials masked (an unconfined read of a sensitive
+ * The text with credentials masked (an unconfined read of a sensitive
  * file, as the host's); the line count and the digest stay the file's.
  */
 static sg_err window_redact(struct window *w)
 {
-	struct sg_buf tmp = SG_BUF_INIT(w->numbered.max);
-	sg_err rc = sg_fs_redact(w->numbered.p, w->numbered.len, &tmp);
+	struct sg_buf tmp = SG_BUF_INIT(w->text.max);
+	sg_err rc = sg_fs_redact(w->text.p, w->text.len, &tmp);
 
-	if (!rc) {
-		sg_buf_reset(&w->numbered);
-		rc = sg_buf_add(&w->numbered, tmp.p, tmp.len);
-	}
-	if (!rc)
-		rc = sg_fs_redact(w->text.p, w->text.len, &tmp);
 	if (!rc) {
 		sg_buf_reset(&w->text);
 		rc = sg_buf_add(&w->text, tmp.p, tmp.len);
@@ -975,55 +972,26 @@ static sg_err window_redact(struct window *w)
 }
 
 /*
- * Both views as valid UTF-8 (each invalid byte U+FFFD, as JSON gives it
- * anyway), before they go raw after the JSON line: an exec transport
+ * The text as valid UTF-8 (each invalid byte U+FFFD, as JSON gives it
+ * anyway), before it goes raw after the JSON line: an exec transport
  * (Daytona's, Vercel's) may replace invalid bytes itself, which would
- * change the lengths the line announces.
+ * change the length the line announces.
  */
 static sg_err window_sanitize(struct window *w)
 {
-	struct sg_buf tmp = SG_BUF_INIT(3 * w->numbered.max);
-	struct sg_buf *views[] = { &w->numbered, &w->text };
+	struct sg_buf tmp = SG_BUF_INIT(3 * w->text.max);
 	sg_err rc = SG_OK;
 
-	for (size_t i = 0; i < 2 && !rc; i++) {
-		if (sg_utf8_valid(views[i]->p, views[i]->len))
-			continue;
-		sg_buf_reset(&tmp);
-		rc = sg_utf8_sanitize(&tmp, views[i]->p, views[i]->len);
-		if (!rc) {
-			sg_buf_release(views[i]);
-			sg_buf_init(views[i], tmp.max);
-			rc = sg_buf_add(views[i], tmp.p, tmp.len);
-		}
+	if (sg_utf8_valid(w->text.p, w->text.len))
+		return SG_OK;
+	rc = sg_utf8_sanitize(&tmp, w->text.p, w->text.len);
+	if (!rc) {
+		sg_buf_release(&w->text);
+		sg_buf_init(&w->text, tmp.max);
+		rc = sg_buf_add(&w->text, tmp.p, tmp.len);
 	}
 	sg_buf_release(&tmp);
 	return rc;
-}
-
-/* One whole line of the window (its bytes in w->line): into both views. */
-static sg_err window_line(struct fs *c, struct window *w, bool had_newline)
-{
-	size_t n = w->line.len;
-	sg_err rc = SG_OK;
-
-	/* The host drops the newline and a carriage return, twice over. */
-	for (int i = 0; had_newline && i < 2 && n && w->line.p[n - 1] == '\r'; i++)
-		n--;
-	if (w->shown == 0 || w->line_no % 10 == 0)
-		rc = sg_buf_addf(&w->numbered, "%lld", w->line_no);
-	if (!rc)
-		rc = sg_buf_addc(&w->numbered, '|');
-	if (!rc)
-		rc = sg_buf_add(&w->numbered, w->line.p, n);
-	if (!rc)
-		rc = sg_buf_addc(&w->numbered, '\n');
-	if (rc)
-		return sg_fs_fail(c, "selected read range too large (over %lld bytes). Use a "
-				  "lower limit or a later offset to read a smaller portion", w->max);
-	w->shown++;
-	sg_buf_reset(&w->line);
-	return SG_OK;
 }
 
 /* A piece of a line of the window (the host counts the bytes without the
@@ -1033,8 +1001,7 @@ static sg_err window_add(struct fs *c, struct window *w, const char *p, size_t n
 {
 	size_t body = n - (newline ? 1 : 0);
 
-	if (w->kept + (long long)body > w->max ||
-	    sg_buf_add(&w->line, p, body) || sg_buf_add(&w->text, p, n))
+	if (w->kept + (long long)body > w->max || sg_buf_add(&w->text, p, n))
 		return sg_fs_fail(c, "selected read range too large (over %lld bytes). Use a "
 				  "lower limit or a later offset to read a smaller portion", w->max);
 	w->kept += (long long)body;
@@ -1132,7 +1099,7 @@ static sg_err read_lines(struct fs *c, int fd, struct window *w, struct sg_sha25
 			if (in)
 				rc = window_add(c, w, p, (size_t)((nl ? nl + 1 : e) - p), nl != NULL);
 			if (!rc && nl && in)
-				rc = window_line(c, w, true);
+				w->shown++;
 			if (nl) {
 				w->line_no++;
 				w->in_line = false;
@@ -1143,7 +1110,7 @@ static sg_err read_lines(struct fs *c, int fd, struct window *w, struct sg_sha25
 	}
 	/* A last line without a newline is a line too. */
 	if (!rc && w->in_line && w->line_no >= w->first && w->line_no < end)
-		rc = window_line(c, w, false);
+		w->shown++;
 	*lines = w->line_no - 1 + (w->in_line ? 1 : 0);
 	free(chunk);
 	return rc;
@@ -1164,9 +1131,7 @@ static sg_err read_text(struct fs *c, int fd, const struct stat *st,
 	long long lines = 0;
 	sg_err rc;
 
-	sg_buf_init(&w.numbered, (size_t)w.max * 2 + 64);
 	sg_buf_init(&w.text, (size_t)w.max * 2 + 64);
-	sg_buf_init(&w.line, (size_t)w.max + 1);
 	sg_sha256_init(&h);
 	if (st->st_size > READ_FULL_MAX)
 		version_digest(st, &h);
@@ -1206,30 +1171,22 @@ static sg_err read_text(struct fs *c, int fd, const struct stat *st,
 		rc = sg_fs_kv_int(c->out, "total_lines", lines);
 	if (!rc)
 		rc = sg_fs_kv_revision(c);
-	if (!rc && raw) {
-		rc = sg_fs_kv_int(c->out, "content_bytes", (long long)w.numbered.len);
-		if (!rc)
-			rc = sg_fs_kv_int(c->out, "text_bytes", (long long)w.text.len);
-	} else if (!rc) {
-		rc = sg_fs_kv_strn(c->out, "content", w.numbered.p, w.numbered.len);
-		if (!rc)
-			rc = sg_fs_kv_strn(c->out, "text", w.text.p, w.text.len);
-	}
+	if (!rc && raw)
+		rc = sg_fs_kv_int(c->out, "text_bytes", (long long)w.text.len);
+	else if (!rc)
+		rc = sg_fs_kv_strn(c->out, "text", w.text.p, w.text.len);
 	if (!rc)
 		rc = sg_reply_end(c->out);
 	/*
-	 * --raw: both views follow the JSON line as they are, so the gateway
-	 * escapes them once into its frame instead of parsing a megabyte of
-	 * JSON string and encoding it again.
+	 * --raw: the text follows the JSON line as it is, so the gateway
+	 * escapes it into its frame instead of parsing a megabyte of JSON
+	 * string and encoding it again.
 	 */
 	if (!rc && raw &&
-	    (sg_buf_addc(c->out, '\n') || sg_buf_add(c->out, w.numbered.p, w.numbered.len) ||
-	     sg_buf_add(c->out, w.text.p, w.text.len)))
+	    (sg_buf_addc(c->out, '\n') || sg_buf_add(c->out, w.text.p, w.text.len)))
 		rc = SG_E_TOO_LARGE;
 out:
-	sg_buf_release(&w.numbered);
 	sg_buf_release(&w.text);
-	sg_buf_release(&w.line);
 	return rc;
 }
 

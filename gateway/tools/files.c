@@ -6,10 +6,12 @@
  * defaults, limits and failure sentences (internal/tools/tool_files.go).
  *
  * read_file's reply frame is built here as text: the helper sends the
- * window's two forms (numbered for the model, plain for programs) raw
- * after its JSON line, and each is escaped into the frame without a
- * parse or a second encoding through jansson, which for a megabyte costs
- * tens of milliseconds.
+ * window's lines raw after its JSON line, once; they are numbered here for
+ * the model's view and escaped straight into the frame (twice for the
+ * view, which is JSON inside a JSON string; once for the plain text
+ * programs get), in batches, without a parse or a second encoding
+ * through jansson, which for a megabyte costs tens of milliseconds, and
+ * without holding the view whole beside the frame.
  *
  * The read_unchanged stub needs what an actor read before: a small table
  * per process (READ_SEEN entries, the oldest replaced), keyed by session,
@@ -361,11 +363,15 @@ static sg_err add_omitted(struct sg_buf *b, int64_t start, int64_t shown, int64_
 }
 
 struct text_read {
-	json_t *reply;             /* the helper's JSON line */
-	const char *content, *text; /* the raw views after it */
-	size_t content_len, text_len;
+	json_t *reply;    /* the helper's JSON line */
+	const char *text; /* the window's lines after it, newlines kept */
+	size_t text_len;
 	int64_t start, shown, total;
 };
+
+/* Numbered lines are escaped into the frame in batches of about this many
+ * bytes: a bounded scratch instead of the whole view beside the frame. */
+#define NUMBER_BATCH (64 * SG_KiB)
 
 /* The read_unchanged view (keys sorted, as the host's are), into v. */
 static sg_err stub_view(const struct text_read *x, struct sg_buf *v)
@@ -390,12 +396,63 @@ static sg_err stub_view(const struct text_read *x, struct sg_buf *v)
 	return rc ? rc : sg_buf_addc(v, '}');
 }
 
+/* s escaped twice into frame (JSON inside a JSON string), through once. */
+static sg_err escape_twice(struct sg_buf *frame, const char *s, size_t n, struct sg_buf *once)
+{
+	sg_err rc;
+
+	sg_buf_reset(once);
+	rc = sg_jw_chars(once, s, n);
+	return rc ? rc : sg_jw_chars(frame, once->p, once->len);
+}
+
 /*
- * The view in the host's key order (Go sorts a map's keys): action,
- * content, content_sha256, next_suggestions, num_lines, omitted_ranges,
- * path, range, start_line, total_lines, truncated, workspace_revision.
+ * The view's content, "N|line" per line (the number on the first line and
+ * every tenth, as the host's; a line's newline and up to two carriage
+ * returns before it dropped), escaped twice into frame.  Batches end at a
+ * line's end, so never inside a character.
  */
-static sg_err read_view_sorted(const struct text_read *x, struct sg_buf *v)
+static sg_err put_numbered(struct sg_buf *frame, const struct text_read *x)
+{
+	struct sg_buf lines = SG_BUF_INIT(SG_MAX_FRAME), once = SG_BUF_INIT(SG_MAX_FRAME);
+	const char *p = x->text, *end = x->text + x->text_len;
+	int64_t no = x->start;
+	sg_err rc = SG_OK;
+
+	while (!rc && p < end) {
+		const char *nl = memchr(p, '\n', (size_t)(end - p));
+		size_t n = (size_t)((nl ? nl : end) - p);
+
+		for (int i = 0; nl && i < 2 && n && p[n - 1] == '\r'; i++)
+			n--;
+		if (no == x->start || no % 10 == 0)
+			rc = sg_buf_addf(&lines, "%lld", (long long)no);
+		if (!rc)
+			rc = sg_buf_addc(&lines, '|');
+		if (!rc)
+			rc = sg_buf_add(&lines, p, n);
+		if (!rc)
+			rc = sg_buf_addc(&lines, '\n');
+		p = nl ? nl + 1 : end;
+		no++;
+		if (!rc && (lines.len >= NUMBER_BATCH || p == end)) {
+			rc = escape_twice(frame, lines.p, lines.len, &once);
+			sg_buf_reset(&lines);
+		}
+	}
+	sg_buf_release(&lines);
+	sg_buf_release(&once);
+	return rc;
+}
+
+/*
+ * The view after its content, in the host's key order (Go sorts a map's
+ * keys): action and content come first, then content_sha256,
+ * next_suggestions, num_lines, omitted_ranges, path, range, start_line,
+ * total_lines, truncated, workspace_revision.  v gets `","content_sha256"
+ * ...}`: the content string's closing quote and the rest.
+ */
+static sg_err read_view_rest(const struct text_read *x, struct sg_buf *v)
 {
 	json_t *rp = x->reply;
 	const char *path = json_string_value(json_object_get(rp, "path"));
@@ -413,11 +470,7 @@ static sg_err read_view_sorted(const struct text_read *x, struct sg_buf *v)
 		sg_buf_release(&om);
 		return SG_E_INTERNAL;
 	}
-	rc = sg_buf_adds(v, "{\"action\":\"read\",\"content\":");
-	if (!rc)
-		rc = sg_jw_str(v, x->content, x->content_len);
-	if (!rc)
-		rc = sg_buf_addf(v, ",\"content_sha256\":\"%s\"", sha);
+	rc = sg_buf_addf(v, "\",\"content_sha256\":\"%s\"", sha);
 	if (!rc)
 		rc = sg_buf_adds(v, sugg);
 	if (!rc)
@@ -439,28 +492,57 @@ static sg_err read_view_sorted(const struct text_read *x, struct sg_buf *v)
 	return rc;
 }
 
+/* The view, escaped once into frame as the text part's string body. */
+static sg_err put_view(struct sg_buf *frame, const struct text_read *x, bool unchanged)
+{
+	static const char head[] = "{\"action\":\"read\",\"content\":\"";
+	struct sg_buf v = SG_BUF_INIT(SG_MAX_FRAME);
+	sg_err rc;
+
+	if (unchanged) {
+		rc = stub_view(x, &v);
+		if (!rc)
+			rc = sg_jw_chars(frame, v.p, v.len);
+		sg_buf_release(&v);
+		return rc;
+	}
+	rc = sg_jw_chars(frame, head, sizeof(head) - 1);
+	if (!rc)
+		rc = put_numbered(frame, x);
+	if (!rc)
+		rc = read_view_rest(x, &v);
+	if (!rc)
+		rc = sg_jw_chars(frame, v.p, v.len);
+	sg_buf_release(&v);
+	return rc;
+}
+
 /*
  * The whole reply frame: {"id":ID,"data":{"content":[{"type":"text",
- * "text":VIEW}],"structured_content":{...}}}, each text escaped once.
+ * "text":VIEW}],"structured_content":{...}}}.  Its size is about the
+ * text twice and a few bytes a line, so it is allocated once at that size
+ * rather than doubled up to it.
  */
 static sg_err read_frame(struct sg_tool_call *t, const struct text_read *x, bool unchanged)
 {
-	struct sg_buf view = SG_BUF_INIT(SG_MAX_FRAME), frame = SG_BUF_INIT(SG_MAX_FRAME - 1);
+	struct sg_buf frame = SG_BUF_INIT(SG_MAX_FRAME - 1);
 	json_t *rp = x->reply;
 	const char *path = json_string_value(json_object_get(rp, "path"));
 	char *idtext = json_dumps(t->op->id, JSON_COMPACT | JSON_ENCODE_ANY);
+	size_t guess = 2 * x->text_len + 8 * (size_t)x->shown + 4 * SG_KiB;
+	char *unused;
 	sg_err rc;
 
 	rc = idtext ? SG_OK : SG_E_INTERNAL;
-	if (!rc)
-		rc = unchanged ? stub_view(x, &view) : read_view_sorted(x, &view);
+	if (!rc && guess < frame.max)
+		rc = sg_buf_reserve(&frame, guess, &unused);
 	if (!rc)
 		rc = sg_buf_addf(&frame, "{\"id\":%s,\"data\":{\"content\":[{\"type\":\"text\","
-				 "\"text\":", idtext);
+				 "\"text\":\"", idtext);
 	if (!rc)
-		rc = sg_jw_str(&frame, view.p, view.len);
+		rc = put_view(&frame, x, unchanged);
 	if (!rc)
-		rc = sg_buf_addf(&frame, "}],\"structured_content\":{\"content_sha256\":\"%s\","
+		rc = sg_buf_addf(&frame, "\"}],\"structured_content\":{\"content_sha256\":\"%s\","
 				 "\"num_lines\":%lld,\"path\":",
 				 json_string_value(json_object_get(rp, "content_sha256")),
 				 (long long)x->shown);
@@ -478,7 +560,6 @@ static sg_err read_frame(struct sg_tool_call *t, const struct text_read *x, bool
 	else
 		t->op->raw_reply = sg_buf_take(&frame, &t->op->raw_len);
 	free(idtext);
-	sg_buf_release(&view);
 	sg_buf_release(&frame);
 	return rc;
 }
@@ -500,13 +581,12 @@ static sg_err read_text(struct sg_tool_call *t, const struct read_args *r, json_
 	struct text_read x = { .reply = reply };
 	const char *sha = json_string_value(json_object_get(reply, "content_sha256"));
 	const char *path = json_string_value(json_object_get(reply, "path"));
-	int64_t cb = json_integer_value(json_object_get(reply, "content_bytes"));
 	int64_t tb = json_integer_value(json_object_get(reply, "text_bytes"));
 	char *key;
 	bool unchanged;
 
 	if (!sha || !path || !json_is_string(json_object_get(reply, "workspace_revision")) ||
-	    cb < 0 || tb < 0 || (size_t)(cb + tb) != tail->len)
+	    tb < 0 || (size_t)tb != tail->len)
 		return sg_err_set(&t->op->err, SG_E_INTERNAL,
 				  "sg-helper's read reply is malformed");
 	if (r->expected && strcmp(r->expected, sha))
@@ -514,9 +594,7 @@ static sg_err read_text(struct sg_tool_call *t, const struct read_args *r, json_
 				    "read_file continuation is stale: file content changed from "
 				    "\"%s\" to \"%s\"; restart without expected_sha256",
 				    r->expected, sha);
-	x.content = tail->p;
-	x.content_len = (size_t)cb;
-	x.text = tail->p + cb;
+	x.text = tail->p;
 	x.text_len = (size_t)tb;
 	x.start = r->offset > 0 ? r->offset : 1;
 	x.shown = json_integer_value(json_object_get(reply, "num_lines"));

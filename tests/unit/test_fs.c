@@ -324,8 +324,7 @@ static void test_read_text(void **state)
 	puts_file(f, "a.txt", "one\r\ntwo\nthree\n");
 	run(f, "read", "a.txt", NULL);
 	expect_ok(f);
-	/* The host's view: the first line and multiples of 10 numbered. */
-	assert_string_equal(str(f, "content"), "1|one\n|two\n|three\n");
+	/* The lines as they are: the gateway numbers them for the view. */
 	assert_string_equal(str(f, "text"), "one\r\ntwo\nthree\n");
 	assert_string_equal(str(f, "kind"), "text");
 	assert_int_equal(num(f, "size"), 15);
@@ -340,7 +339,6 @@ static void test_read_text(void **state)
 	assert_string_equal(str(f, "path"), "a.txt");
 
 	run(f, "read", ROOT "/a.txt", "--offset", "2", "--limit", "1", NULL);
-	assert_string_equal(str(f, "content"), "2|two\n");
 	assert_string_equal(str(f, "text"), "two\n");
 	assert_int_equal(num(f, "num_lines"), 1);
 	assert_int_equal(num(f, "total_lines"), 3);
@@ -349,27 +347,26 @@ static void test_read_text(void **state)
 
 	run(f, "read", "a.txt", "--offset", "9", NULL);
 	expect_ok(f);
-	assert_string_equal(str(f, "content"), "");
+	assert_string_equal(str(f, "text"), "");
 	assert_int_equal(num(f, "num_lines"), 0);
 
 	puts_file(f, "noeol.txt", "x\ny");
 	run(f, "read", "noeol.txt", NULL);
 	assert_int_equal(num(f, "total_lines"), 2);
-	assert_string_equal(str(f, "content"), "1|x\n|y\n");
 	assert_string_equal(str(f, "text"), "x\ny");
 
 	puts_file(f, "ten.txt", "1\n2\n3\n4\n5\n6\n7\n8\n9\n10\n11\n");
 	run(f, "read", "ten.txt", "--offset", "9", NULL);
-	assert_string_equal(str(f, "content"), "9|9\n10|10\n|11\n");
+	assert_string_equal(str(f, "text"), "9\n10\n11\n");
 
 	puts_file(f, "empty.txt", "");
 	run(f, "read", "empty.txt", NULL);
 	assert_int_equal(num(f, "total_lines"), 0);
 	assert_int_equal(num(f, "size"), 0);
-	assert_string_equal(str(f, "content"), "");
+	assert_string_equal(str(f, "text"), "");
 }
 
-/* --raw: the JSON line carries the views' lengths, the bytes follow. */
+/* --raw: the JSON line carries the text's length, the bytes follow. */
 static void test_read_raw(void **state)
 {
 	struct fx *f = *state;
@@ -388,11 +385,12 @@ static void test_read_raw(void **state)
 	assert_true(json_is_true(json_object_get(j, "ok")));
 	assert_null(json_object_get(j, "content"));
 	/* Valid UTF-8 before it crosses a transport: 0xff is U+FFFD. */
-	assert_int_equal(json_integer_value(json_object_get(j, "content_bytes")), 10);
+	assert_null(json_object_get(j, "content_bytes"));
 	assert_int_equal(json_integer_value(json_object_get(j, "text_bytes")), 7);
 	assert_int_equal(json_integer_value(json_object_get(j, "total_lines")), 2);
-	assert_int_equal(f->out.len - (size_t)(nl + 1 - f->out.p), 17);
-	assert_memory_equal(nl + 1, "1|a\xef\xbf\xbd\n|b\na\xef\xbf\xbd\nb\n", 17);
+	/* The lines cross once; the gateway numbers them. */
+	assert_int_equal(f->out.len - (size_t)(nl + 1 - f->out.p), 7);
+	assert_memory_equal(nl + 1, "a\xef\xbf\xbd\nb\n", 7);
 	json_decref(j);
 }
 
@@ -403,7 +401,7 @@ static void test_read_utf8(void **state)
 	put(f, "bad.txt", "a\xff\xfe" "b\n", 5);
 	run(f, "read", "bad.txt", NULL);
 	expect_ok(f);
-	assert_string_equal(str(f, "content"), "1|a\xef\xbf\xbd\xef\xbf\xbd" "b\n");
+	assert_string_equal(str(f, "text"), "a\xef\xbf\xbd\xef\xbf\xbd" "b\n");
 	assert_int_equal(num(f, "size"), 5);
 }
 
@@ -418,7 +416,7 @@ static void test_read_big(void **state)
 		len += (size_t)snprintf(big + len, 16, "%zu\n", i);
 	put(f, "big.txt", big, len);
 	run(f, "read", "big.txt", "--offset", "199999", "--limit", "1", NULL);
-	assert_string_equal(str(f, "content"), "199999|199999\n");
+	assert_string_equal(str(f, "text"), "199999\n");
 	assert_int_equal(num(f, "total_lines"), 200000);
 	assert_int_equal(num(f, "size"), (json_int_t)len);
 
@@ -427,7 +425,7 @@ static void test_read_big(void **state)
 	expect_tool_error(f, "file too large (");
 	expect_tool_error(f, "bytes, max 262144). Use offset and limit to read portions");
 	run(f, "read", "big.txt", "--limit", "10", NULL);
-	assert_string_equal(str(f, "content"), "1|1\n|2\n|3\n|4\n|5\n|6\n|7\n|8\n|9\n10|10\n");
+	assert_string_equal(str(f, "text"), "1\n2\n3\n4\n5\n6\n7\n8\n9\n10\n");
 	assert_int_equal(num(f, "total_lines"), 200000);
 	/* A window larger than a reply may hold is refused, as the host refuses. */
 	run(f, "read", "big.txt", "--limit", "200000", NULL);
@@ -495,7 +493,7 @@ static void test_read_sensitive(void **state)
 	expect_ok(f);
 	run(f, "read", "--unconfined", ".env.local", NULL);
 	expect_ok(f);
-	assert_string_equal(str(f, "content"), "1|T=1\n");
+	assert_string_equal(str(f, "text"), "T=1\n");
 	/* Unconfined, credentials in a sensitive file are masked as the host's. */
 	puts_file(f, ".env", "A=1\nAPI_KEY=\"sk-abcdefghijkl\"\nAuthorization: Bearer abcdefghijk\n"
 		  "my_password=x\n-----BEGIN RSA PRIVATE KEY-----\nMIIE\n"

@@ -889,7 +889,7 @@ static void test_hostile_read_reply(void **state)
 		"if [ \"$1 $2\" = 'fs read' ]; then\n"
 		"  for a; do n=$a; done\n"
 		"  case $n in w*) n=${n#w}; printf '{\"ok\":true,\"path\":\"f\",\"content_sha256\":\"00\","
-		"\"workspace_revision\":\"r\",\"content_bytes\":%s,\"text_bytes\":0,\"total_lines\":1,"
+		"\"workspace_revision\":\"r\",\"text_bytes\":%s,\"total_lines\":1,"
 		"\"start_line\":1,\"num_lines\":1}\\n' \"$n\";;\n"
 		"  *) echo '{\"ok\":true}';; esac\n"
 		"  head -c \"$n\" /dev/zero | tr '\\0' a; exit 0\n"
