@@ -1,6 +1,6 @@
 // bench/cloud-sdk-bench.mjs - what every cloud SDK script (bench/modal-sdk-bench.mjs,
 // bench/vercel-sdk-bench.mjs) does around its SDK: the same measurements as sgbench's `cloud` set
-// (bench/sgbench.c), so the two sides of each table row come from one procedure.
+// (bench/cloud.c), so the two sides of each table row come from one procedure.
 //
 // A script gives run() its backend's five operations, done the most direct way its official SDK
 // offers, plus create/exec/destroy; run() then measures, against the fake's request log:

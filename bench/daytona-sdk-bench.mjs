@@ -76,7 +76,7 @@ async function loadSdk(sdkDir) {
   return { sdk: await import(pathToFileURL(entry).href), version: pkg.version };
 }
 
-// The 1 MiB text sgbench writes (bench/sgbench.c text_mib): lines of 99 pseudo-random lowercase
+// The 1 MiB text sgbench writes (bench/stats.c text_mib): lines of 99 pseudo-random lowercase
 // letters and a newline, from the same xorshift64* sequence, so both clients move the same bytes.
 function textMib() {
   const t = Buffer.alloc(MiB);
@@ -119,7 +119,7 @@ function dist(v) {
 // client: a request ending later than this after a call's reply was not that call's.
 const LATE_MS = 50;
 
-// sgbench's rule (bench/sgbench.c dtn_attribute): a request belongs to the latest call that began
+// sgbench's rule (bench/daytona.c dtn_attribute): a request belongs to the latest call that began
 // at or before its start, if it started before that call's reply and ended by it (+LATE_MS).
 function attribute(requests, windows) {
   const per = windows.map(() => ({ n: 0, served_ms: 0, routes: {} }));
