@@ -1129,9 +1129,14 @@ static sg_err read_text(struct fs *c, int fd, const struct stat *st,
 	struct sg_sha256 h;
 	struct stat after;
 	long long lines = 0;
+	char *unused;
 	sg_err rc;
 
 	sg_buf_init(&w.text, (size_t)w.max * 2 + 64);
+	/* Room for the whole window at once: no copy per doubling of a megabyte. */
+	if (sg_buf_reserve(&w.text, (size_t)(st->st_size < w.max ? st->st_size : w.max) + 64,
+			   &unused))
+		return sg_fs_fail(c, "out of memory for the read");
 	sg_sha256_init(&h);
 	if (st->st_size > READ_FULL_MAX)
 		version_digest(st, &h);
