@@ -4,18 +4,20 @@
 #
 # Optional but on: without a C++ compiler or libmozjs-102 it is simply not
 # built, SG_HAVE_JSRUN stays OFF and run_code is not offered; configuring
-# never fails for its sake.  Sanitized builds leave it out too: ASan's and
-# TSan's shadow memory cannot live under the program's address-space limit
-# and seccomp allow-list.  bridge.js, the program's whole surface, is
-# compiled in as a string (bridge.inc), regenerated when it changes.
+# never fails for its sake.  In a sanitized build (SG_SANITIZE, SG_TSAN,
+# SG_FUZZ) sg-jsrun alone is built without the sanitizer flags: ASan's and
+# TSan's shadow memory cannot live under its address-space limit and
+# seccomp allow-list, and it is a separate process whose confinement, not
+# a sanitizer, is what protects; the gateway that checks its every line
+# stays sanitized, so run_code's tests run there too.  bridge.js, the
+# program's whole surface, is compiled in as a string (bridge.inc),
+# regenerated when it changes.
 
 set(SG_HAVE_JSRUN OFF)
 include(CheckLanguage)
 check_language(CXX)
 pkg_check_modules(MOZJS QUIET IMPORTED_TARGET mozjs-102)
-if(SG_SANITIZE OR SG_TSAN)
-  message(STATUS "sg-jsrun: not built in a sanitized build; run_code is not offered")
-elseif(NOT CMAKE_CXX_COMPILER)
+if(NOT CMAKE_CXX_COMPILER)
   message(STATUS "sg-jsrun: no C++ compiler; run_code is not offered")
 elseif(NOT MOZJS_FOUND)
   message(STATUS "sg-jsrun: libmozjs-102-dev not found; run_code is not offered")
@@ -33,6 +35,15 @@ else()
     CXX_EXTENSIONS OFF)
   target_include_directories(sg-jsrun PRIVATE ${CMAKE_BINARY_DIR}/jsrun)
   target_link_libraries(sg-jsrun PRIVATE PkgConfig::MOZJS)
+  # The directory's sanitizer options (cmake/sanitizers.cmake, SG_FUZZ)
+  # were copied onto the target when it was made; take them off again.
+  foreach(prop COMPILE_OPTIONS LINK_OPTIONS)
+    get_target_property(sg_jsrun_opts sg-jsrun ${prop})
+    if(sg_jsrun_opts)
+      list(FILTER sg_jsrun_opts EXCLUDE REGEX "^-f(no-)?sanitize")
+      set_target_properties(sg-jsrun PROPERTIES ${prop} "${sg_jsrun_opts}")
+    endif()
+  endforeach()
   # SpiderMonkey's stack rooting stores the address of a local by design,
   # which GCC 12's -Wdangling-pointer reports from inside its headers.
   target_compile_options(sg-jsrun PRIVATE -Wall -Wextra)

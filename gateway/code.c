@@ -6,7 +6,10 @@
  * Invariants:
  * - One struct code_run per request, on its worker thread's stack; the
  *   reader thread touches it only through a nested call's deliver, which
- *   records the answer under run->lock and wakes the worker by eventfd.
+ *   records a copy of the answer under run->lock and wakes the worker by
+ *   eventfd.  No JSON value is shared between the two threads: jansson
+ *   releases a reference without acquire order, so the thread that frees
+ *   a shared value is not ordered after the other's last read of it.
  *   run->lock is never held while a callback is added or removed (deliver
  *   runs under the session's callback lock and then takes run->lock).
  * - Every line from sg-jsrun is untrusted: checked before it is acted on;
@@ -118,6 +121,9 @@ struct code_run {
 	json_t *logs, *media, *value, *state;
 	char *error;
 	bool done, closed;
+	/* The state scope: its key, and whether this run holds it. */
+	char *scope;
+	bool entered;
 	/* The call summary: totals and the most recent calls (calls.go). */
 	int total, succeeded, failed, interrupted;
 	struct code_outcome recent[CODE_SUMMARY_RECENT];
@@ -171,16 +177,27 @@ static void record(struct code_run *r, struct code_call *c, const char *status)
 		r->interrupted++;
 }
 
-/* The reader thread's half: record the answer and wake the worker. */
+/*
+ * The reader thread's half: record the answer and wake the worker.  The
+ * answer is copied here, on the thread that owns the frame, so the worker
+ * owns its copy alone (see the invariants); a copy that fails is an empty
+ * answer, which the program sees as a failed call.
+ */
 static void call_deliver(struct sg_callback *cb, json_t *answer)
 {
 	struct code_call *c = (struct code_call *)cb;
+	json_t *mine = json_deep_copy(answer);
 	uint64_t one = 1;
 
+	if (!mine)
+		mine = json_object();
 	pthread_mutex_lock(&c->run->lock);
-	if (!c->answer)
-		c->answer = json_incref(answer);
+	if (!c->answer) {
+		c->answer = mine;
+		mine = NULL;
+	}
 	pthread_mutex_unlock(&c->run->lock);
+	json_decref(mine);
 	(void)!write(c->run->wake, &one, sizeof one);
 }
 
@@ -305,7 +322,8 @@ static void settle_call(struct code_run *r, struct code_call *c, json_t *answer)
 				json_is_string(err) ? json_string_value(err) : "tool call failed");
 		failed = true;
 	} else {
-		json_t *result = json_deep_copy(data);
+		/* The answer is this worker's own copy (call_deliver). */
+		json_t *result = json_incref(data);
 
 		failed = json_is_true(json_object_get(result, "is_error"));
 		keep_media(r, result);
@@ -801,72 +819,150 @@ static void run_close(struct code_run *r)
 	pthread_mutex_destroy(&r->lock);
 }
 
-sg_err sg_code_run(struct sg_op *op, json_t **out)
+/* A run before its child starts: the request read, the scope held. */
+static void run_init(struct code_run *r, struct sg_op *op)
 {
-	struct code_run r = { .op = op, .s = op->s, .to_child = -1, .from_child = -1,
-			      .wake = -1, .in = SG_BUF_INIT(CODE_LINE_MAX),
-			      .out = SG_BUF_INIT(CODE_LINE_MAX) };
-	const char *code, *view, *actor = "", *broke;
-	json_t *tools = NULL, *state = NULL;
-	int64_t timeout_ms = 0, deadline = 0;
-	char *scope = NULL;
-	json_t *key;
-	bool busy = false, entered = false;
+	*r = (struct code_run){ .op = op, .s = op->s, .to_child = -1, .from_child = -1,
+				.wake = -1, .in = SG_BUF_INIT(CODE_LINE_MAX),
+				.out = SG_BUF_INIT(CODE_LINE_MAX) };
+	pthread_mutex_init(&r->lock, NULL);
+}
+
+/*
+ * Reads the request, enters its state scope and queues the boot line;
+ * *deadline is 0 for none.
+ */
+static sg_err run_open(struct code_run *r, int64_t *deadline)
+{
+	struct sg_op *op = r->op;
+	const char *code, *view, *actor = "";
+	json_t *tools = NULL, *state = NULL, *key;
+	int64_t timeout_ms = 0;
+	bool busy = false;
 	sg_err rc;
 
-	*out = NULL;
-	pthread_mutex_init(&r.lock, NULL);
 	rc = read_request(op, &code, &tools, &view, &timeout_ms, &actor);
 	if (rc)
 		goto out;
-	r.view = view;
-	r.tools = tools;
+	r->view = view;
+	r->tools = tools;
 	key = json_pack("[s, s, s]", op->s->session_id ? op->s->session_id : "", actor,
 			op->s->root ? op->s->root : "");
-	scope = key ? json_dumps(key, JSON_COMPACT) : NULL;
+	r->scope = key ? json_dumps(key, JSON_COMPACT) : NULL;
 	json_decref(key);
-	if (!scope || !(state = scope_enter(scope, &op->cancel, &busy))) {
+	if (!r->scope || !(state = scope_enter(r->scope, &op->cancel, &busy))) {
 		rc = sg_err_set(&op->err, busy ? SG_E_UNAVAILABLE : SG_E_INTERNAL, "%s",
 				busy ? busy_text : "run_code: out of memory");
 		goto out;
 	}
-	entered = true;
-	if (timeout_ms)
-		deadline = sg_now_ms() + timeout_ms;
-	r.logs = json_array();
-	r.media = json_array();
-	r.wake = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	if (r.wake < 0 || !r.logs || !r.media) {
+	r->entered = true;
+	*deadline = timeout_ms ? sg_now_ms() + timeout_ms : 0;
+	r->logs = json_array();
+	r->media = json_array();
+	r->wake = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (r->wake < 0 || !r->logs || !r->media) {
 		rc = sg_err_set(&op->err, SG_E_INTERNAL, "run_code: out of resources");
 		goto out;
 	}
-	if ((rc = boot_child(&r, code, tools, state)) || (rc = spawn_child(&r)))
-		goto out;
-	rc = run_loop(&r, deadline);
-	if (rc)
-		goto out;
-	run_close(&r);
-	broke = scope_leave(scope, r.error ? NULL : r.state);
-	entered = false;
-	if (broke) {
-		free(r.error);
-		r.error = strdup(broke);
-	}
-	*out = build_result(&r);
-	if (!*out)
-		rc = sg_err_set(&op->err, SG_E_INTERNAL, "run_code: out of memory");
+	rc = boot_child(r, code, tools, state);
 out:
-	run_close(&r);
-	if (entered)
-		(void)scope_leave(scope, NULL);
 	json_decref(state);
-	json_decref(r.logs);
-	json_decref(r.media);
-	json_decref(r.value);
-	json_decref(r.state);
-	for (int i = 0; i < r.nrecent; i++)
-		free(r.recent[i].name);
-	free(r.error);
-	free(scope);
+	return rc;
+}
+
+/* The program is over: its state committed if it succeeded, the reply. */
+static sg_err run_end(struct code_run *r, json_t **out)
+{
+	const char *broke;
+
+	run_close(r);
+	broke = scope_leave(r->scope, r->error ? NULL : r->state);
+	r->entered = false;
+	if (broke) {
+		free(r->error);
+		r->error = strdup(broke);
+	}
+	*out = build_result(r);
+	if (!*out)
+		return sg_err_set(&r->op->err, SG_E_INTERNAL, "run_code: out of memory");
+	return SG_OK;
+}
+
+/* Whatever the run still holds, on every path. */
+static void run_release(struct code_run *r)
+{
+	run_close(r);
+	if (r->entered)
+		(void)scope_leave(r->scope, NULL);
+	json_decref(r->logs);
+	json_decref(r->media);
+	json_decref(r->value);
+	json_decref(r->state);
+	for (int i = 0; i < r->nrecent; i++)
+		free(r->recent[i].name);
+	free(r->error);
+	free(r->scope);
+}
+
+sg_err sg_code_run(struct sg_op *op, json_t **out)
+{
+	struct code_run r;
+	int64_t deadline = 0;
+	sg_err rc;
+
+	*out = NULL;
+	run_init(&r, op);
+	if (!(rc = run_open(&r, &deadline)) && !(rc = spawn_child(&r)) &&
+	    !(rc = run_loop(&r, deadline)))
+		rc = run_end(&r, out);
+	run_release(&r);
+	return rc;
+}
+
+/* ---- the line seam (code.h), for the fuzz target ---- */
+
+struct sg_code_seam {
+	struct code_run r;
+};
+
+sg_err sg_code_seam_open(struct sg_op *op, struct sg_code_seam **out)
+{
+	struct sg_code_seam *seam = malloc(sizeof *seam);
+	int64_t deadline;
+	sg_err rc;
+
+	*out = NULL;
+	if (!seam)
+		return sg_err_set(&op->err, SG_E_INTERNAL, "run_code: out of memory");
+	run_init(&seam->r, op);
+	rc = run_open(&seam->r, &deadline);
+	if (rc) {
+		run_release(&seam->r);
+		free(seam);
+		return rc;
+	}
+	*out = seam;
+	return SG_OK;
+}
+
+bool sg_code_seam_line(struct sg_code_seam *seam, const char *line, size_t n)
+{
+	struct code_run *r = &seam->r;
+
+	/* As run_loop does on a wake, then as read_child does with a line. */
+	drain_answers(r);
+	if (!r->done)
+		child_line(r, line, n);
+	return !r->done;
+}
+
+sg_err sg_code_seam_close(struct sg_code_seam *seam, json_t **out)
+{
+	sg_err rc;
+
+	*out = NULL;
+	rc = run_end(&seam->r, out);
+	run_release(&seam->r);
+	free(seam);
 	return rc;
 }

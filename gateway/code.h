@@ -20,6 +20,8 @@
 #define SG_CODE_H
 
 #include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
 
 #include "base/err.h"
 
@@ -27,5 +29,21 @@ struct sg_op;
 
 /* The run_code method (a pool handler). */
 sg_err sg_code_run(struct sg_op *op, json_t **out);
+
+/*
+ * The line seam, for the fuzz target (tests/fuzz/fuzz_code.c): op's run
+ * as sg_code_run makes it (request read, state scope entered), but with no
+ * sg-jsrun: the caller supplies the lines sg-jsrun would write.
+ * sg_code_seam_line acts on one line (without its newline) exactly as on
+ * one read from sg-jsrun, after settling the nested calls the host
+ * answered since (sg_callback_deliver); false once the program is over.
+ * sg_code_seam_close ends the run as sg_code_run does (the state committed
+ * only on success), frees the seam and sets *out to the reply's data
+ * (new).  Both open and close leave op->err set on failure.
+ */
+struct sg_code_seam;
+sg_err sg_code_seam_open(struct sg_op *op, struct sg_code_seam **out);
+bool sg_code_seam_line(struct sg_code_seam *seam, const char *line, size_t n);
+sg_err sg_code_seam_close(struct sg_code_seam *seam, json_t **out);
 
 #endif

@@ -16,12 +16,17 @@ import hostdriver as hd
 from hostdriver import CallError, Ctx, HostEnvironment
 
 SLACK = hd.SLACK
+# What a sanitized gateway (tests/CMakeLists.txt: SG_SANITIZE, SG_TSAN)
+# writes on stderr when it finds a fault; a leak is only reported at exit.
+SANITIZER_WORDS = ("Sanitizer", "runtime error:")
 
 
 class RunCode(unittest.TestCase):
 
     def setUp(self):
         self.env = HostEnvironment(session="run-code")
+        # Cleanups run last first: the gateways have exited when it looks.
+        self.addCleanup(self.assert_no_sanitizer_report)
         self.addCleanup(self.env.cleanup)
         self.env.connect()
         if "run_code" not in self.env.methods:
@@ -39,6 +44,15 @@ class RunCode(unittest.TestCase):
                     "actor": "a"}, **data)
         return client.call("run_code", req, Ctx(30 * SLACK),
                            handler or (lambda ctx, call: {"content": []}))
+
+    def assert_no_sanitizer_report(self):
+        """The gateway's stderr after it exited: a sanitizer's report there
+        (a leak, a race, undefined behaviour in gateway/code.c) fails the
+        test, which the harness alone would not notice."""
+        for client in self.env.clients:
+            text = client.diagnostic()
+            for word in SANITIZER_WORDS:
+                self.assertNotIn(word, text, text[-4000:])
 
     def assert_usable(self):
         r = self.run_code("return 9")
