@@ -354,7 +354,8 @@ static sg_err spawn_args(struct sg_op *op, const struct sg_proc_start *st, const
 				  sg_strv_addf(av, "%lld", (long long)st->wait_ms) ||
 				  sg_strv_add(av, "--revision"))) ||
 	    (st->tty && sg_strv_add(av, "--tty")) || (st->input && sg_strv_add(av, "--input")) ||
-	    (st->login && sg_strv_add(av, "--login")))
+	    (st->login && sg_strv_add(av, "--login")) ||
+	    (st->git_attribution && sg_strv_add(av, "--git-attribution")))
 		return oom(op);
 	if (st->mode != SG_CONFINE_NONE &&
 	    (sg_strv_addv(av, (const char *[]){ "--confine", sg_confine_word(st->mode), NULL }) ||

@@ -290,6 +290,7 @@ struct sg_proc_start {
 	bool tty;                 /* on a terminal of its own (implies input) */
 	bool input;               /* process/write reaches its stdin */
 	bool login;               /* the command in a login shell (bash -l) */
+	bool git_attribution;     /* its commits get the host's co-author trailer */
 };
 
 /*

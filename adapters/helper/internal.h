@@ -35,6 +35,14 @@ int sg_helper_become(uid_t uid, gid_t gid);
 int sg_helper_probe(int argc, char *const *argv, struct sg_buf *out);
 int sg_helper_status(int argc, char *const *argv);
 int sg_helper_job(int argc, char *const *argv);
+/* `git-wrap LAUNCHER REAL_GIT ARGS...`: exec git, a commit attributed. */
+int sg_helper_gitwrap(int argc, char *const *argv);
+/*
+ * *text (new): command, run in a login shell, with the git launcher first
+ * on its PATH; the launcher is (re)written under ctl (gitwrap.c).
+ */
+sg_err sg_gitwrap_command(const char *ctl, const char *command, char **text,
+			  struct sg_errinfo *err);
 /*
  * The program's own main, set by main.c before it dispatches (NULL in the
  * gateway's library): a job whose command is this very program (sg-helper

@@ -49,6 +49,8 @@ static int helper_main(int argc, char **argv)
 		return sg_helper_cgroup_exec(argc - 1, argv + 1);
 	if (argc >= 2 && strcmp(argv[1], "job") == 0)
 		return sg_helper_job(argc - 1, argv + 1);
+	if (argc >= 2 && strcmp(argv[1], "git-wrap") == 0)
+		return sg_helper_gitwrap(argc - 1, argv + 1);
 	if (wants_stdin(argc, argv) && (rc = sg_read_all(0, &in)) != SG_OK) {
 		struct sg_errinfo err = { 0 };
 

@@ -2394,6 +2394,8 @@ struct proc_spawn {
 	struct proc_rec rec;
 	char *const *argv; /* borrowed; NULL with a command */
 	bool login;        /* a command runs in a login shell */
+	bool attribute;    /* commits get the host's co-author trailer (gitwrap.c) */
+	char *shell;       /* the login shell's text when it differs (new), or NULL */
 	int report;        /* the pipe the spawner reads the reply from */
 };
 
@@ -2480,7 +2482,7 @@ static void child_run(const struct proc_spawn *sp, const struct proc_stdio *io)
 		    : sg_confine_scope_domain(msg, sizeof(msg)))
 		goto fail;
 	if (sp->rec.command && sp->login)
-		exec_shell(sp->rec.command);
+		exec_shell(sp->shell ? sp->shell : sp->rec.command);
 	else if (sp->rec.command)
 		execl("/bin/sh", "sh", "-c", sp->rec.command, (char *)NULL);
 	else
@@ -3413,6 +3415,7 @@ static sg_err spawn_options(struct sg_args *a, struct proc_spawn *sp, struct sg_
 	if (sp->rec.tty)
 		sp->rec.input = 1;
 	sp->login = sg_args_flag(a, "login");
+	sp->attribute = sg_args_flag(a, "git-attribution");
 	(void)sg_args_flag(a, "revision"); /* read by cmd_spawn after the run */
 	sp->confine = sg_args_str(a, "confine", NULL);
 	sp->root = sg_args_str(a, "root", NULL);
@@ -3487,6 +3490,12 @@ static sg_err cmd_spawn(struct sg_args *a, struct sg_buf *reply,
 		goto out;
 	sp.ctl = ctl;
 	sp.rec.cwd = cwd;
+	/* The record keeps the command as given; only the shell sees the launcher. */
+	if (sp.attribute && sp.rec.command && sp.login) {
+		rc = sg_gitwrap_command(ctl, sp.rec.command, &sp.shell, err);
+		if (rc)
+			goto out;
+	}
 	if (a->nrest > 0) {
 		sp.argv = a->rest;
 		sp.rec.argv = calloc((size_t)a->nrest + 1, sizeof(char *));
@@ -3563,6 +3572,7 @@ out:
 	if (pipefd[0] >= 0)
 		close(pipefd[0]);
 	free(sp.rec.argv);
+	free(sp.shell);
 	return rc;
 }
 
@@ -3575,7 +3585,7 @@ int sg_helper_proc(int argc, char *const *argv, const void *in, size_t inlen,
 	sg_err rc;
 
 	rc = sg_args_parse(&a, argc - (argc > 0), argv + (argc > 0),
-			   "tail tty input login revision recheck-delivered recheck-due", &err);
+			   "tail tty input login revision recheck-delivered recheck-due git-attribution", &err);
 	if (rc)
 		goto out;
 	if (strcmp(cmd, "spawn") == 0)

@@ -195,7 +195,8 @@ static sg_err check_scope(struct sg_tool_call *t)
 
 sg_err sg_tool_bash(struct sg_tool_call *t, json_t **result)
 {
-	struct sg_proc_start st = { .actor = t->actor, .mode = t->mode, .login = true };
+	struct sg_proc_start st = { .actor = t->actor, .mode = t->mode, .login = true,
+				    .git_attribution = t->git_attribution };
 	json_t *reply = NULL, *env = NULL;
 	const char *status;
 	bool background = false;

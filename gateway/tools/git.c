@@ -30,6 +30,7 @@
 #include "../../adapters/exec.h"
 #include "../../adapters/helper/fs.h"
 #include "../../adapters/json.h"
+#include "base/gitattr.h"
 #include "base/limits.h"
 #include "base/utf8.h"
 
@@ -39,9 +40,6 @@
 #define GIT_OUTPUT_MAX (30 * SG_KiB)
 /* Room for the marker sg_exec_text puts between a long output's ends. */
 #define GIT_MARK_ROOM 512
-/* The host's commit trailer (gitattribution.Trailer), and its dedup rule. */
-#define GIT_TRAILER "Co-authored-by: WUU Agent <305930189+wuu-agent[bot]@users.noreply.github.com>"
-#define GIT_TRAILER_RULE "trailer.Co-authored-by.ifexists=addIfDifferent"
 /* Characters the host refuses in an argument (shellMetacharacters). */
 #define GIT_METACHARS ";&|$`><()"
 /* The host's read-only refusal (tools.c says it for the other tools). */
@@ -949,7 +947,7 @@ static sg_err git_words(struct sg_tool_call *t, const struct git_call *g, struct
 	if (add || restore)
 		ok = ok && sg_strv_add(w, "--literal-pathspecs") == 0;
 	if (commit && t->git_attribution)
-		ok = ok && sg_strv_addv(w, (const char *[]){ "-c", GIT_TRAILER_RULE, NULL }) == 0;
+		ok = ok && sg_strv_addv(w, (const char *[]){ "-c", SG_GIT_TRAILER_RULE, NULL }) == 0;
 	memcpy(sub, g->sub, sizeof(sub));
 	for (char *word = strtok_r(sub, " ", &save); ok && word; word = strtok_r(NULL, " ", &save))
 		ok = sg_strv_add(w, word) == 0;
@@ -963,13 +961,13 @@ static sg_err git_words(struct sg_tool_call *t, const struct git_call *g, struct
 			dashdash = i;
 	for (size_t i = g->from; ok && i < n; i++) {
 		if (commit && t->git_attribution && i == dashdash)
-			ok = sg_strv_addv(w, (const char *[]){ "--trailer", GIT_TRAILER, NULL }) == 0;
+			ok = sg_strv_addv(w, (const char *[]){ "--trailer", SG_GIT_TRAILER, NULL }) == 0;
 		if ((add || restore) && strcmp(arg_at(g->args, i), "--") == 0)
 			continue;
 		ok = ok && sg_strv_add(w, arg_at(g->args, i)) == 0;
 	}
 	if (ok && commit && t->git_attribution && dashdash == n)
-		ok = sg_strv_addv(w, (const char *[]){ "--trailer", GIT_TRAILER, NULL }) == 0;
+		ok = sg_strv_addv(w, (const char *[]){ "--trailer", SG_GIT_TRAILER, NULL }) == 0;
 	return ok ? SG_OK : sg_err_set(&t->op->err, SG_E_INTERNAL, "out of memory");
 }
 

@@ -13,6 +13,7 @@ None of this passes on the earlier dialect: its grep and glob answered
 """
 
 import json
+import time
 
 from sgclient import GatewayTestCase, unique
 
@@ -415,6 +416,47 @@ class Git(GitRepoCase):
         self.assertNotIn("WUU Agent", self.sh("git log -1 --format=%B"))
         self.sh("echo f > f.txt && git add f.txt")
         self.git("commit", ["-m", "four", "-m", TRAILER], attribution=True)
+        self.assertEqual(self.sh("git log -1 --format=%B").count(TRAILER), 1)
+
+    def bash(self, command, attribution=True, **args):
+        a = {"command": command}
+        a.update(args)
+        return self.g.view("bash", a, attribution=attribution)
+
+    def test_bash_commits_get_the_trailer(self):
+        """git_attribution_enabled reaches the commits bash makes, as the
+        host's worker does it: a git launcher first on the command's PATH
+        adds the trailer once, leaves an amend alone, and refuses to run
+        itself as git."""
+        v = self.bash("echo b > b.txt && git add b.txt && git commit -qm 'via bash'")
+        self.assertEqual(v["exit_code"], 0, v["output"])
+        self.assertEqual(v["command"], "echo b > b.txt && git add b.txt && "
+                                       "git commit -qm 'via bash'")
+        self.assertEqual(self.sh("git log -1 --format=%B").count(TRAILER), 1)
+        # git's own options before the subcommand, the trailer already given.
+        v = self.bash("echo c > sub/c.txt && git -C sub add c.txt && "
+                      "git -C sub commit -qm c -m '%s'" % TRAILER)
+        self.assertEqual(v["exit_code"], 0, v["output"])
+        self.assertEqual(self.sh("git log -1 --format=%B").count(TRAILER), 1)
+        # An amend keeps the commit it amends as it was.
+        self.sh("echo h > h.txt && git add h.txt && git commit -qm human")
+        v = self.bash("git commit -q --amend -m 'amended through bash'")
+        self.assertEqual(v["exit_code"], 0, v["output"])
+        self.assertNotIn("WUU Agent", self.sh("git log -1 --format=%B"))
+        # Without attribution, no trailer.
+        self.bash("echo n > n.txt && git add n.txt && git commit -qm none", attribution=False)
+        self.assertNotIn("WUU Agent", self.sh("git log -1 --format=%B"))
+        # A command that empties its environment finds only the launcher.
+        v = self.bash('env -i PATH="$PATH" git status')
+        self.assertEqual(v["exit_code"], 127, v["output"])
+        self.assertIn("git launcher itself", v["stderr_tail"])
+        # A background commit is attributed too.
+        self.bash("echo g > g.txt && git add g.txt && git commit -qm background",
+                  run_in_background=True)
+        deadline = time.monotonic() + 20
+        while "background" not in self.sh("git log -1 --format=%s"):
+            self.assertLess(time.monotonic(), deadline, "the background commit never landed")
+            time.sleep(0.2)
         self.assertEqual(self.sh("git log -1 --format=%B").count(TRAILER), 1)
 
     def test_git_allow_list(self):

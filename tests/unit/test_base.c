@@ -18,6 +18,7 @@
 #include "base/cancel.h"
 #include "base/err.h"
 #include "base/fsutil.h"
+#include "base/gitattr.h"
 #include "base/jw.h"
 #include "base/hex.h"
 #include "base/slug.h"
@@ -85,6 +86,49 @@ static void test_utf8_seq_and_valid(void **state)
 	assert_int_equal(sg_utf8_seq((const unsigned char *)"\xe2\x82", 2), 0);     /* cut */
 	assert_true(sg_utf8_valid("h\xc3\xa9llo", 6));
 	assert_false(sg_utf8_valid("\xff", 1));
+	/* Eight ASCII bytes at a time: a bad byte anywhere after them is seen. */
+	assert_true(sg_utf8_valid("abcdefghijklmnop\xc3\xa9q", 19));
+	assert_false(sg_utf8_valid("abcdefghijklmnop\xffq", 18));
+	assert_false(sg_utf8_valid("abcdefgh\xe2\x82", 10));
+	assert_false(sg_utf8_valid("abcdefg\xc3", 8));
+}
+
+/* The host's attribution rewrite of a git command line (gitattribution). */
+static void test_gitattr(void **state)
+{
+	char *simple[] = { "commit", "-m", "x" };
+	char *global[] = { "-C", "commit", "commit", "-qm", "y", "--", "a.txt" };
+	char *amend[] = { "commit", "--ame", "-m", "z" };
+	char *abbrev[] = { "commit", "--mess", "--amend" };
+	char *missing[] = { "commit", "-m" };
+	char *other[] = { "-c", "commit", "status" };
+	char *out[16];
+	int n;
+
+	(void)state;
+	n = sg_gitattr_commit_args(3, simple, out);
+	assert_int_equal(n, 7);
+	assert_string_equal(out[0], "-c");
+	assert_string_equal(out[1], SG_GIT_TRAILER_RULE);
+	assert_string_equal(out[2], "commit");
+	assert_string_equal(out[5], "--trailer");
+	assert_string_equal(out[6], SG_GIT_TRAILER);
+	/* -C's value is not the subcommand; the trailer goes before "--". */
+	n = sg_gitattr_commit_args(7, global, out);
+	assert_int_equal(n, 11);
+	assert_string_equal(out[0], "-C");
+	assert_string_equal(out[1], "commit");
+	assert_string_equal(out[2], "-c");
+	assert_string_equal(out[4], "commit");
+	assert_string_equal(out[7], "--trailer");
+	assert_string_equal(out[9], "--");
+	assert_string_equal(out[10], "a.txt");
+	/* An amend (abbreviated too) and a line git would refuse stay as they are. */
+	assert_int_equal(sg_gitattr_commit_args(4, amend, out), -1);
+	/* --mess takes "--amend" as its message: not an amend. */
+	assert_int_equal(sg_gitattr_commit_args(3, abbrev, out), 7);
+	assert_int_equal(sg_gitattr_commit_args(2, missing, out), -1);
+	assert_int_equal(sg_gitattr_commit_args(3, other, out), -1);
 }
 
 static void test_utf8_clip(void **state)
@@ -386,6 +430,7 @@ int main(void)
 		cmocka_unit_test(test_jw),
 		cmocka_unit_test(test_jw_long),
 		cmocka_unit_test(test_strv),
+		cmocka_unit_test(test_gitattr),
 		cmocka_unit_test(test_slug),
 		cmocka_unit_test(test_cancel),
 		cmocka_unit_test(test_read_all),
