@@ -6,16 +6,22 @@
 // offers, plus create/exec/destroy; run() then measures, against the fake's request log:
 //
 //   ready     from the first SDK call until a first exec has started (create included)
-//   tasks     the pid steps of `cat /proc/self/stat` run by consecutive execs: tasks started in the
-//             sandbox per exec (the fake's bwrap mode gives each sandbox a pid namespace)
+//   tasks     the pid steps of `cat /proc/self/stat` run by consecutive execs of `bash -l -c` (a
+//             bash call as the host's worker runs it): tasks started in the sandbox per exec (the
+//             fake's bwrap mode gives each sandbox a pid namespace)
 //   ops       --n calls of each operation sgbench counts (write_file, read_file, list_files,
 //             bash, edit_file: the host's tools), one kind at a time, with the log's sequence number read
-//             before and after each kind: requests per call and their routes
+//             before and after each call: requests per call and their routes, and the SDK's own share
+//             of each call (its wall time less the fake's serving time of its requests), as sgbench's
+//             C3 measures sandgate's
 //   mix       the calls of bench/cloud-mix.json in order, --runs times; each run's wall time
 //   rss       process.resourceUsage().maxRSS at the end (KiB)
 //
 // The SDK makes no request of its own between calls, so sequence fences count them exactly (sgbench
 // needs time windows instead: the gateway's process watcher polls in the background).
+//
+// A `bash` call runs its command as `bash -l -c COMMAND`, the login shell the host's worker runs for
+// its bash tool, so both sides of C1 and C4 pay for the same shell.
 // Results: one JSON object to --json (else stdout); progress to stderr.
 
 import fs from 'node:fs';
@@ -141,13 +147,16 @@ async function fenced(log, fn) {
 }
 
 const RT_FILE = 'sgbench-rt.txt';
+// What the host's worker runs for a bash call: a login shell (its bash tool's `bash -l -c`).
+const LOGIN_SHELL = ['bash', '-l', '-c'];
+const PID_PROBE = 'cat /proc/self/stat';
 
 // The five operations (the host's tools with sgbench's arguments), the same way for every SDK,
 // from its primitives: exec(argv) -> {out, code}, readText(path), writeText(content, path),
 // list(dir) -> text (paths relative to the workspace). Each returns the text the mixed calls'
 // `expect` is looked for in. read_file's line limit (sgbench's, to get the whole file every time)
 // is past every file's end, so the whole file is what the SDK reads too; bash's command string
-// runs as `bash -c` (the host's tool runs a login shell; an SDK user runs a plain one).
+// runs as `bash -l -c`, the login shell the host's worker runs for the bash tool.
 export function opsOf({ exec, readText, writeText, list }) {
   return {
     write_file: async ({ path: p, content }) => {
@@ -157,7 +166,7 @@ export function opsOf({ exec, readText, writeText, list }) {
     read_file: ({ path: p }) => readText(p),
     list_files: ({ path: p }) => list(p || '.'),
     bash: async ({ command }) => {
-      const r = await exec(['bash', '-c', command]);
+      const r = await exec(LOGIN_SHELL.concat(command));
       if (r.code !== 0) throw new Error(`${command}: exit ${r.code}: ${r.out}`);
       return r.out;
     },
@@ -196,7 +205,8 @@ export async function run(b, o) {
 
     say(`tasks per exec x ${o.n}`);
     const pid = async () => {
-      const r = await b.exec(['cat', '/proc/self/stat']);
+      // bash -l -c runs its one simple command by exec: the shell and cat are one task.
+      const r = await b.exec(LOGIN_SHELL.concat(PID_PROBE));
       const m = /^(\d+) \(cat\)/.exec(r.out);
       if (!m) throw new Error(`cat /proc/self/stat printed ${r.out.slice(0, 80)}`);
       return Number(m[1]);
@@ -209,7 +219,8 @@ export async function run(b, o) {
       prev = p;
     }
     steps.sort((x, y) => x - y);
-    out.pid = { tasks_per_exec: steps[Math.floor(steps.length / 2)], min: steps[0], max: steps[steps.length - 1] };
+    out.pid = { tasks_per_exec: steps[Math.floor(steps.length / 2)], min: steps[0], max: steps[steps.length - 1],
+      command: LOGIN_SHELL.concat(PID_PROBE) };
 
     say(`requests per call x ${o.n}`);
     const counted = {
@@ -222,19 +233,23 @@ export async function run(b, o) {
     out.ops = {};
     for (const [tool, args] of Object.entries(counted)) {
       const times = [];
-      const { reqs } = await fenced(o.log, async () => {
-        for (let i = 0; i < o.n; i++) {
-          t0 = performance.now();
+      const own = [];
+      const reqs = [];
+      // One fence per call: the SDK's own share of each call, as sgbench's C3 measures sandgate's
+      // (wall time less the fake's serving time of the call's requests), so both give a p50.
+      for (let i = 0; i < o.n; i++) {
+        const { out: ms, reqs: r } = await fenced(o.log, async () => {
+          const t = performance.now();
           await b.ops[tool](args(i));
-          times.push(performance.now() - t0);
-        }
-      });
-      // The SDK's own share, as sgbench's C3 defines sandgate's: wall time less the fake's serving
-      // time of the requests, here as a mean over the batch (the fence counts requests per batch).
-      const wall = times.reduce((a, t) => a + t, 0);
-      const served = servedTime(reqs);
+          return performance.now() - t;
+        });
+        times.push(ms);
+        own.push(ms - servedTime(r));
+        reqs.push(...r);
+      }
+      const ownDist = dist(own);
       out.ops[tool] = { ...dist(times), requests_per_call: reqs.length / o.n, routes_text: routesText(reqs, o.n),
-        own_mean_us: ((wall - served) / o.n) * 1e3 };
+        own_mean_us: ownDist.mean_us, own: ownDist };
     }
 
     say(`${mix.length} mixed calls x ${o.runs}`);

@@ -56,7 +56,7 @@ static const char usage[] =
 	"from $SANDGATE,\n"
 	"else next to this program or one directory up (a build tree); 2000 stat\n"
 	"calls, 300 command runs of each kind, 200 wake-ups, 3 exports of 256 MiB\n"
-	"of each kind; for ssh, 150 runs of each of the 4 kinds, 3 exports of\n"
+	"of each kind; for ssh, 150 runs of each of the 5 kinds, 3 exports of\n"
 	"64 MiB of each kind and 10 calls per tool counted; for daytona, 100 runs\n"
 	"of each of the 3 operations and 10 calls per tool counted.  The cloud\n"
 	"set (the default on the vercel and modal backends; --only cloud elsewhere)\n"
@@ -254,6 +254,8 @@ static void run_pick(struct run *u, const char *backend)
 	struct opts *o = &u->o;
 
 	u->r.local = strcmp(backend, "local") == 0;
+	/* Issue 39: on Modal, sandgate's own share is held to the SDK's. */
+	u->r.cl.own_vs_sdk = strcmp(backend, "modal") == 0;
 	if (!o->only) {
 		o->do_stat = o->do_cmd = o->do_wake = o->do_export = u->r.local;
 		o->do_ssh = strcmp(backend, "ssh") == 0;
@@ -427,6 +429,7 @@ static void run_report(const struct run *u)
 static void run_free(struct run *u)
 {
 	ssh_target_free(&u->t);
+	free(u->r.sh.raw_login);
 	free(u->r.sh.raw_true);
 	free(u->r.sh.raw_cat);
 	free(u->r.sh.view);

@@ -152,10 +152,14 @@ static json_t *ssh_json(const struct ssh_result *s)
 
 	for (int k = 0; k < SSH_KINDS; k++)
 		json_object_set_new(sj, ssh_keys[k], dist_json(&s->d[k]));
+	/* S1's ratio, against the login shell the host's bash tool runs. */
 	json_object_set_new(sj, "ratio_true",
+			    json_real((double)s->d[SSH_GW_TRUE].p50 / (double)s->d[SSH_RAW_LOGIN].p50));
+	json_object_set_new(sj, "ratio_bare_true",
 			    json_real((double)s->d[SSH_GW_TRUE].p50 / (double)s->d[SSH_RAW_TRUE].p50));
 	json_object_set_new(sj, "ratio_read",
 			    json_real((double)s->d[SSH_GW_READ].p50 / (double)s->d[SSH_RAW_CAT].p50));
+	json_object_set_new(sj, "raw_login_true", json_string(s->raw_login));
 	json_object_set_new(sj, "raw_true", json_string(s->raw_true));
 	json_object_set_new(sj, "raw_cat", json_string(s->raw_cat));
 	if (s->export)

@@ -195,6 +195,8 @@ struct export_result {
 };
 
 #define SSH_READ_FILE "sgbench-1m.txt"
+/* S1: the raw login shell's empty home, in the workspace on the host. */
+#define SSH_HOME_DIR "sgbench-home"
 #define SSH_READ_BYTES MiB
 #define SSH_WARM 10
 #define RT_FILE "sgbench-rt.txt"
@@ -211,7 +213,11 @@ struct ssh_target {
 	char *directory;   /* the workspace's real path on the host */
 };
 
-enum { SSH_GW_TRUE, SSH_RAW_TRUE, SSH_GW_READ, SSH_RAW_CAT, SSH_KINDS };
+/*
+ * S1 and S2's kinds: S1's reference is the raw login shell (the host's bash
+ * tool runs `bash -l -c`); the raw bare `true` is for information.
+ */
+enum { SSH_GW_TRUE, SSH_RAW_LOGIN, SSH_RAW_TRUE, SSH_GW_READ, SSH_RAW_CAT, SSH_KINDS };
 
 /* One ssh session count: what a kind of call made the gateway run. */
 struct rt_row {
@@ -228,7 +234,7 @@ struct rt_row {
 
 struct ssh_result {
 	struct dist d[SSH_KINDS];
-	char *raw_true, *raw_cat; /* the raw command lines */
+	char *raw_login, *raw_true, *raw_cat; /* the raw command lines */
 	char *view;               /* facts.ssh.view */
 	struct export_result ex;
 	bool export;
@@ -324,6 +330,10 @@ struct dtn_log {
 #define CL_PID_FILE "sgbench-pid.txt"
 /* Requests of one call whose lives are kept, to count its round trips. */
 #define CL_LIVES_MAX 16
+/* C3: sandgate's own share of a call, p50, at most this (Vercel; Modal's calls the SDK has not). */
+#define CL_OWN_MAX_NS 1000000
+/* C3 on Modal: at most this times the SDK's own share, p50 (issue 39). */
+#define CL_OWN_SDK_RATIO 0.5
 
 /* A request of the fake's log, its life on the wall clock in µs. */
 struct cl_req {
@@ -382,6 +392,7 @@ struct cl_result {
 	long hwm_kib, rss_kib;
 	double init_ms;
 	long delay_ms; /* the fake's added delay; -1: not said */
+	bool own_vs_sdk; /* C3's target is a ratio to the SDK's own share (Modal) */
 	double rt_ms;                   /* one round trip: list_files's served p50 per request */
 	int64_t clock_err_us;           /* how well the log's clock was pinned */
 	json_t *sdk;
@@ -469,8 +480,7 @@ void ssh_target_load(struct ssh_target *t, const struct opts *o);
 void ssh_target_free(struct ssh_target *t);
 void ssh_master_open(struct ssh_target *t, const char *state);
 void ssh_master_close(const struct ssh_target *t, const char *state);
-void ssh_compare(struct gw *g, const struct ssh_target *t, long n,
-			struct ssh_result *r);
+void ssh_compare(struct gw *g, const struct ssh_target *t, long n, struct ssh_result *r);
 void ssh_export(struct gw *g, const struct ssh_target *t, size_t bytes, int runs,
 		       struct ssh_result *r);
 void ssh_round_trips(const struct opts *o, const char *sandgate, const char *state,

@@ -242,12 +242,13 @@ static char *run_shell(struct gw *g, const char *command)
 
 const char *const ssh_names[SSH_KINDS] = {
 	"sandgate bash \"true\"",
+	"raw ssh -S <socket> host env HOME=... bash -l -c true",
 	"raw ssh -S <socket> host true",
 	"sandgate read_file (1 MiB)",
 	"raw ssh -S <socket> host cat (1 MiB)",
 };
-const char *const ssh_keys[SSH_KINDS] = { "gateway_true", "raw_true",
-						  "gateway_read", "raw_cat" };
+const char *const ssh_keys[SSH_KINDS] = { "gateway_true", "raw_login_true", "raw_true",
+					  "gateway_read", "raw_cat" };
 
 /*
  * read_file of the 1 MiB file at path: the file's text is the result's
@@ -274,30 +275,82 @@ static int64_t gateway_read(struct gw *g, const char *path, const char *expect)
 	return t1 - t0;
 }
 
-/*
- * S1 and S2: the gateway's bash and read_file against the raw
- * multiplexed client, the four kinds interleaved in rotating order.
- */
-void ssh_compare(struct gw *g, const struct ssh_target *t, long n,
-			struct ssh_result *r)
+/* What S1 and S2 run: the gateway's requests and the raw clients' argvs. */
+struct ssh_calls {
+	char *d_true;       /* execute(bash "true") */
+	char **raw_login;   /* the bash tool's login shell: env HOME=<empty> bash -l -c true */
+	char **raw_true;    /* the bare command, for information */
+	char **raw_cat;
+	const char *text;   /* the 1 MiB file's text, compared on the first read */
+};
+
+/* One call of kind k, timed; `first` compares read_file's whole text. */
+static int64_t ssh_one(struct gw *g, const struct ssh_calls *c, int k, bool first)
 {
-	static const char *const w_true[] = { "true", NULL };
-	char *text = text_mib(), *path = xasprintf("%s/%s", t->directory, SSH_READ_FILE);
-	const char *w_cat[] = { "cat", path, NULL };
-	char **raw_true = ssh_raw_argv(t, w_true), **raw_cat = ssh_raw_argv(t, w_cat);
-	char *d_true = execute_data("bash", json_pack("{s:s}", "command", "true"));
+	size_t got = 0;
+	int64_t ns;
+
+	switch (k) {
+	case SSH_GW_TRUE:
+		return gateway_cmd(g, c->d_true);
+	case SSH_RAW_LOGIN:
+		return spawn_timed(c->raw_login, environ, -1, NULL, "raw ssh env HOME=... bash -l -c true");
+	case SSH_RAW_TRUE:
+		return spawn_timed(c->raw_true, environ, -1, NULL, "raw ssh true");
+	case SSH_GW_READ:
+		return gateway_read(g, SSH_READ_FILE, first ? c->text : NULL);
+	default:
+		ns = spawn_timed(c->raw_cat, environ, -1, &got, "raw ssh cat");
+		if (got != SSH_READ_BYTES)
+			die("raw ssh cat gave %zu bytes, not 1 MiB", got);
+		return ns;
+	}
+}
+
+/* The 1 MiB file written through the gateway, for read_file and the raw cat. */
+static void ssh_write_text(struct gw *g, const char *text)
+{
 	char *d_write = execute_data("write_file", json_pack("{s:s, s:s, s:s}", "path",
 							     SSH_READ_FILE, "content", text,
 							     "overwrite_policy",
 							     "explicit_user_requested"));
-	int64_t *v[SSH_KINDS];
-	json_t *f, *d;
+	json_t *f = gw_reply(g, gw_send(g, "execute", d_write), NULL);
+	json_t *d = check_tool(f, "write_file");
 
-	f = gw_reply(g, gw_send(g, "execute", d_write), NULL);
-	d = check_tool(f, "write_file");
 	if (view_int(d, "written_bytes", "write_file") != (json_int_t)SSH_READ_BYTES)
 		die("write_file did not write 1 MiB");
 	json_decref(f);
+	free(d_write);
+}
+
+/*
+ * S1 and S2: the gateway's bash and read_file against the raw
+ * multiplexed client, the kinds interleaved in rotating order.  The host's
+ * bash tool runs a login shell, so S1's reference is the same command
+ * line through the raw client (`bash -l -c true`); the bare `true` is
+ * timed beside it for information.  The gateway gives its commands a
+ * home of their own, empty, so the raw login shell gets an empty home too
+ * (the login's own ~/.profile would be timed otherwise, as in the local
+ * set's cmd).
+ */
+void ssh_compare(struct gw *g, const struct ssh_target *t, long n, struct ssh_result *r)
+{
+	static const char *const w_true[] = { "true", NULL };
+	char *text = text_mib(), *path = xasprintf("%s/%s", t->directory, SSH_READ_FILE);
+	char *home = xasprintf("HOME=%s/" SSH_HOME_DIR, t->directory);
+	char *made = run_shell(g, "mkdir -p " SSH_HOME_DIR);
+	const char *w_login[] = { "env", home, "bash", "-l", "-c", "true", NULL };
+	const char *w_cat[] = { "cat", path, NULL };
+	struct ssh_calls c = {
+		.d_true = execute_data("bash", json_pack("{s:s}", "command", "true")),
+		.raw_login = ssh_raw_argv(t, w_login),
+		.raw_true = ssh_raw_argv(t, w_true),
+		.raw_cat = ssh_raw_argv(t, w_cat),
+		.text = text,
+	};
+	int64_t *v[SSH_KINDS];
+
+	ssh_write_text(g, text);
 	for (int k = 0; k < SSH_KINDS; k++) {
 		v[k] = calloc((size_t)n + 1, sizeof(int64_t));
 		if (!v[k])
@@ -306,23 +359,8 @@ void ssh_compare(struct gw *g, const struct ssh_target *t, long n,
 	for (long i = -SSH_WARM; i < n; i++) {
 		for (int j = 0; j < SSH_KINDS; j++) {
 			int k = (int)(((i + SSH_WARM) + j) % SSH_KINDS);
-			size_t got = 0;
-			int64_t ns;
+			int64_t ns = ssh_one(g, &c, k, i == -SSH_WARM);
 
-			switch (k) {
-			case SSH_GW_TRUE: ns = gateway_cmd(g, d_true); break;
-			case SSH_RAW_TRUE:
-				ns = spawn_timed(raw_true, environ, -1, NULL, "raw ssh true");
-				break;
-			case SSH_GW_READ:
-				ns = gateway_read(g, SSH_READ_FILE, i == -SSH_WARM ? text : NULL);
-				break;
-			default:
-				ns = spawn_timed(raw_cat, environ, -1, &got, "raw ssh cat");
-				if (got != SSH_READ_BYTES)
-					die("raw ssh cat gave %zu bytes, not 1 MiB", got);
-				break;
-			}
 			if (i >= 0)
 				v[k][i] = ns;
 		}
@@ -331,12 +369,15 @@ void ssh_compare(struct gw *g, const struct ssh_target *t, long n,
 		r->d[k] = dist_of(v[k], (size_t)n);
 		free(v[k]);
 	}
-	r->raw_true = argv_text(raw_true);
-	r->raw_cat = argv_text(raw_cat);
-	free_strv(raw_true);
-	free_strv(raw_cat);
-	free(d_true);
-	free(d_write);
+	r->raw_login = argv_text(c.raw_login);
+	r->raw_true = argv_text(c.raw_true);
+	r->raw_cat = argv_text(c.raw_cat);
+	free_strv(c.raw_login);
+	free_strv(c.raw_true);
+	free_strv(c.raw_cat);
+	free(c.d_true);
+	free(made);
+	free(home);
 	free(path);
 	free(text);
 }
