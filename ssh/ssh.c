@@ -1385,27 +1385,31 @@ out:
 	return rc;
 }
 
-static sg_err ssh_provision(struct sg_env *env, struct sg_cancel *cancel,
-			    struct sg_errinfo *err)
-{
-	struct ssh_env *se = (struct ssh_env *)env;
-	const struct sg_profile *p = env->profile;
-	json_t *applied = json_object(), *requested = json_object();
+/*
+ * What one provision carries from step to step: the probe's reply, the
+ * host's home, the cgroup kind, the trial's text and what has been made on
+ * the host so far (so a failure undoes exactly that).
+ */
+struct sshb_prov {
+	struct ssh_env *se;
 	struct sg_exec_result r;
-	struct utsname un;
-	char *slug = NULL, *probe = NULL, *home = NULL, *ws = NULL;
-	char *v = NULL, *marker = NULL, *lease_text = NULL, *cgkind = NULL;
-	char where[300], host[256] = "";
-	struct sg_buf trial = SG_BUF_INIT(SG_ERR_MSG); /* what the trial run tests */
-	struct sg_helper_bin bin = { .fd = -1 };
-	struct sg_install_cost cost = { 0 };
+	char where[300];
+	char *slug, *probe, *home, *cgkind;
+	struct sg_buf trial; /* what the trial run tests */
+	struct sg_helper_bin bin;
+	struct sg_install_cost cost;
+	json_t *applied, *requested;
+	bool fresh, made, leased, uploaded, netns, mount;
+};
+
+/* The lock, the nonce, the id and the local ssh client, before any login. */
+static sg_err sshb_prov_open(struct sshb_prov *pv, struct sg_errinfo *err)
+{
+	struct ssh_env *se = pv->se;
+	struct sg_env *env = &se->base;
 	unsigned char rnd[8];
-	bool fresh = false, made = false, leased = false, uploaded = false;
-	bool netns = false, mount = false;
 	sg_err rc;
 
-	sg_exec_result_init(&r, SG_SSH_REPLY_MAX);
-	sshb_where(p, where, sizeof(where));
 	if (pthread_mutex_init(&se->lock, NULL) != 0) {
 		rc = sg_err_set(err, SG_E_INTERNAL, "cannot create a lock");
 		goto out;
@@ -1416,12 +1420,12 @@ static sg_err ssh_provision(struct sg_env *env, struct sg_cancel *cancel,
 		goto out;
 	}
 	sg_hex(rnd, sizeof(rnd), se->nonce);
-	slug = sg_slug_digest(env->identity, SG_SSH_SLUG_MAX);
-	if (!slug) {
+	pv->slug = sg_slug_digest(env->identity, SG_SSH_SLUG_MAX);
+	if (!pv->slug) {
 		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
 		goto out;
 	}
-	snprintf(env->id, sizeof(env->id), "ssh-%s", slug);
+	snprintf(env->id, sizeof(env->id), "ssh-%s", pv->slug);
 	rc = sshb_sock_path(se, err);
 	if (rc)
 		goto out;
@@ -1429,74 +1433,65 @@ static sg_err ssh_provision(struct sg_env *env, struct sg_cancel *cancel,
 		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
 		goto out;
 	}
-	rc = sshb_base_argv(p, se->sock, &se->ssh, err);
-	if (rc)
-		goto out;
-	rc = sg_helper_bin_open(env->helper_host, &bin, err);
-	if (rc)
-		goto out;
+	rc = sshb_base_argv(env->profile, se->sock, &se->ssh, err);
+	if (!rc)
+		rc = sg_helper_bin_open(env->helper_host, &pv->bin, err);
+out:
+	return rc;
+}
 
-	/* 1. The master connection: host key, login. */
-	sg_progress_begin("connect", "logging in to %s", where);
-	rc = sshb_master_ensure(se, cancel, err);
-	sg_progress_end(rc);
-	if (rc)
-		goto out;
+/* The host must be Linux on this machine's architecture, with cat and mkdir. */
+static sg_err sshb_prov_platform(struct sshb_prov *pv, const char *os,
+				  struct sg_errinfo *err)
+{
+	static const char *const need[] = { "has_cat", "has_mkdir", NULL };
+	struct utsname un;
+	char *v = NULL;
+	sg_err rc = SG_OK;
 
-	/* 2. What the host is and has. */
-	rc = sshb_script(se, sshb_probe_sh,
-			 (const char *[]){ p->workspace ? p->workspace : "", slug, bin.sha,
-					   env->root, NULL },
-			 NULL, 0, SG_SSH_STEP_MS, &r, cancel, err);
-	if (rc)
-		goto out;
-	probe = sg_buf_take(&r.out, NULL);
-	if ((v = sshb_kv(probe, "error")) || r.exit_code != 0) {
-		rc = sg_err_set(err, SG_E_UNAVAILABLE, "cannot prepare %s: %s", where,
-				v ? v : "the probe step failed");
-		goto out;
-	}
-	home = sshb_kv(probe, "home");
-	ws = sshb_kv(probe, "workspace");
-	v = sshb_kv(probe, "os");
-	if (!home || !ws || !v || !sshb_clean_path(home) || !sshb_clean_path(ws)) {
-		rc = sg_err_set(err, SG_E_UNAVAILABLE,
-				"%s gave no usable home or workspace directory", where);
-		goto out;
-	}
-	if (strcmp(v, "Linux") != 0) {
+	if (strcmp(os, "Linux") != 0) {
 		rc = sg_err_set(err, SG_E_UNSUPPORTED,
 				"%s runs %s; the ssh backend needs Linux there (sg-helper is a Linux program)",
-				where, v);
+				pv->where, os);
 		goto out;
 	}
-	free(v);
-	v = sshb_kv(probe, "arch");
+	v = sshb_kv(pv->probe, "arch");
 	if (uname(&un) != 0 || !v || strcmp(v, un.machine) != 0) {
 		rc = sg_err_set(err, SG_E_UNSUPPORTED,
-				"%s is %s and sg-helper was built for %s", where,
+				"%s is %s and sg-helper was built for %s", pv->where,
 				v ? v : "of an unknown architecture", un.machine);
 		goto out;
 	}
+	for (size_t i = 0; need[i]; i++)
+		if (!sshb_flag(pv->probe, need[i])) {
+			rc = sg_err_set(err, SG_E_UNSUPPORTED,
+					"%s lacks the %s program the ssh backend needs",
+					pv->where, need[i] + 4);
+			goto out;
+		}
+out:
 	free(v);
-	v = NULL;
-	{
-		static const char *const need[] = { "has_cat", "has_mkdir", NULL };
+	return rc;
+}
 
-		for (size_t i = 0; need[i]; i++)
-			if (!sshb_flag(probe, need[i])) {
-				rc = sg_err_set(err, SG_E_UNSUPPORTED,
-						"%s lacks the %s program the ssh backend needs",
-						where, need[i] + 4);
-				goto out;
-			}
-	}
-	se->dd_nonblock = sshb_flag(probe, "dd_nonblock");
-	if (!(se->envdir = sshb_fmt("%s/%s", ws, slug)) ||
+/*
+ * The environment's paths on the host, and whether it is resumed: a
+ * directory sandgate did not make (no marker) is never adopted, since it
+ * would later be removed.
+ */
+static sg_err sshb_prov_places(struct sshb_prov *pv, const char *ws, struct sg_errinfo *err)
+{
+	struct ssh_env *se = pv->se;
+	struct sg_env *env = &se->base;
+	sg_err rc = SG_OK;
+
+	se->dd_nonblock = sshb_flag(pv->probe, "dd_nonblock");
+	if (!(se->envdir = sshb_fmt("%s/%s", ws, pv->slug)) ||
 	    !(se->files = sshb_fmt("%s/workspace", se->envdir)) ||
 	    !(se->rundir = sshb_fmt("%s/run", se->envdir)) ||
 	    !(env->ctl_dir = sshb_fmt("%s/ctl", se->envdir)) ||
-	    !(env->helper = sshb_fmt("%s/.cache/sandgate/sg-helper-%s", home, bin.sha))) {
+	    !(env->helper = sshb_fmt("%s/.cache/sandgate/sg-helper-%s", pv->home,
+				     pv->bin.sha))) {
 		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
 		goto out;
 	}
@@ -1505,68 +1500,136 @@ static sg_err ssh_provision(struct sg_env *env, struct sg_cancel *cancel,
 				"the workspace directory %s is too long", se->envdir);
 		goto out;
 	}
-	if (sshb_flag(probe, "envdir") && !sshb_flag(probe, "marker")) {
-		/* Never adopt (and later remove) a directory sandgate did not make. */
+	if (sshb_flag(pv->probe, "envdir") && !sshb_flag(pv->probe, "marker")) {
 		rc = sg_err_set(err, SG_E_PERMISSION,
 				"%s on %s exists and is not a sandgate environment (it has no env.json); move it away or use another workspace",
-				se->envdir, where);
+				se->envdir, pv->where);
 		goto out;
 	}
-	env->resumed = sshb_flag(probe, "envdir") && sshb_flag(probe, "marker");
+	env->resumed = sshb_flag(pv->probe, "envdir") && sshb_flag(pv->probe, "marker");
 	if (env->require_existing &&
-	    !(env->resumed && sshb_flag(probe, "files"))) {
+	    !(env->resumed && sshb_flag(pv->probe, "files"))) {
 		rc = sg_err_set(err, SG_E_WORKSPACE_LOST,
 				"the workspace of identity \"%s\" is gone (%s on %s does not exist)",
-				env->identity, se->files, where);
+				env->identity, se->files, pv->where);
 		goto out;
 	}
-	fresh = !env->resumed;
+	pv->fresh = !env->resumed;
+out:
+	return rc;
+}
 
-	/* 3. Where commands see the files, and the network. */
-	rc = sshb_namespaces(se, where, &mount, &netns, err);
+/* Step 2: what the host is and has, and where the environment lives there. */
+static sg_err sshb_prov_probe(struct sshb_prov *pv, struct sg_cancel *cancel,
+			      struct sg_errinfo *err)
+{
+	struct sg_env *env = &pv->se->base;
+	const struct sg_profile *p = env->profile;
+	char *v = NULL, *ws = NULL, *os = NULL;
+	sg_err rc;
+
+	rc = sshb_script(pv->se, sshb_probe_sh,
+			 (const char *[]){ p->workspace ? p->workspace : "", pv->slug,
+					   pv->bin.sha, env->root, NULL },
+			 NULL, 0, SG_SSH_STEP_MS, &pv->r, cancel, err);
 	if (rc)
 		goto out;
-	if ((mount && sg_buf_addf(&trial, "root %s", env->root)) ||
-	    (netns && sg_buf_addf(&trial, "%snetwork \"none\"", trial.len ? ", " : ""))) {
+	pv->probe = sg_buf_take(&pv->r.out, NULL);
+	if ((v = sshb_kv(pv->probe, "error")) || pv->r.exit_code != 0) {
+		rc = sg_err_set(err, SG_E_UNAVAILABLE, "cannot prepare %s: %s", pv->where,
+				v ? v : "the probe step failed");
+		goto out;
+	}
+	pv->home = sshb_kv(pv->probe, "home");
+	ws = sshb_kv(pv->probe, "workspace");
+	os = sshb_kv(pv->probe, "os");
+	if (!pv->home || !ws || !os || !sshb_clean_path(pv->home) || !sshb_clean_path(ws)) {
+		rc = sg_err_set(err, SG_E_UNAVAILABLE,
+				"%s gave no usable home or workspace directory", pv->where);
+		goto out;
+	}
+	rc = sshb_prov_platform(pv, os, err);
+	if (!rc)
+		rc = sshb_prov_places(pv, ws, err);
+out:
+	free(v);
+	free(ws);
+	free(os);
+	return rc;
+}
+
+/*
+ * Steps 3 and 4: the namespaces that move the files and the network, and
+ * the cgroup hierarchy a CPU or memory limit needs unless the profile lets
+ * it be best effort.
+ */
+static sg_err sshb_prov_isolation(struct sshb_prov *pv, struct sg_errinfo *err)
+{
+	struct sg_env *env = &pv->se->base;
+	const struct sg_profile *p = env->profile;
+	sg_err rc;
+
+	rc = sshb_namespaces(pv->se, pv->where, &pv->mount, &pv->netns, err);
+	if (rc)
+		goto out;
+	if ((pv->mount && sg_buf_addf(&pv->trial, "root %s", env->root)) ||
+	    (pv->netns && sg_buf_addf(&pv->trial, "%snetwork \"none\"",
+				      pv->trial.len ? ", " : ""))) {
 		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
 		goto out;
 	}
-
-	/* 4. CPU and memory: cgroup limits the login user can make. */
 	if (p->cpus > 0)
-		json_object_set_new(requested, "cpus", json_real(p->cpus));
+		json_object_set_new(pv->requested, "cpus", json_real(p->cpus));
 	if (p->memory_mb > 0)
-		json_object_set_new(requested, "memory_mb", json_integer(p->memory_mb));
+		json_object_set_new(pv->requested, "memory_mb", json_integer(p->memory_mb));
 	if ((p->cpus > 0 && !sg_profile_best_effort(p, "cpus")) ||
 	    (p->memory_mb > 0 && !sg_profile_best_effort(p, "memory_mb"))) {
-		cgkind = sshb_kv(probe, "cgroup");
-		if (!cgkind) {
+		pv->cgkind = sshb_kv(pv->probe, "cgroup");
+		if (!pv->cgkind)
 			rc = sg_err_set(err, SG_E_UNSUPPORTED,
 					"field \"%s\" (profile \"%s\") needs a cgroup hierarchy the login user can write on %s, and there is none",
-					p->cpus > 0 ? "cpus" : "memory_mb", p->name, where);
-			goto out;
-		}
+					p->cpus > 0 ? "cpus" : "memory_mb", p->name, pv->where);
 	}
+out:
+	return rc;
+}
 
-	/* 5. sg-helper, once per user and version. */
-	if (!sshb_flag(probe, "helper")) {
-		char *cache = sshb_fmt("%s/.cache/sandgate", home);
-		struct sg_install in = { .ctx = se, .dir = cache, .nonce = se->nonce,
-					 .run = sshb_install_run };
+/* Step 5: sg-helper, once per user and version. */
+static sg_err sshb_prov_helper(struct sshb_prov *pv, struct sg_cancel *cancel,
+			       struct sg_errinfo *err)
+{
+	char *cache;
+	struct sg_install in = { .ctx = pv->se, .nonce = pv->se->nonce,
+				 .run = sshb_install_run };
+	sg_err rc = SG_OK;
 
-		/* One session: the program on its stdin, verified there. */
-		sg_progress_begin("helper", "uploading sg-helper to %s", where);
-		rc = cache ? sg_install_helper(&in, &bin, &cost, cancel, err)
-			   : sg_err_set(err, SG_E_INTERNAL, "out of memory");
-		sg_progress_end(rc);
-		free(cache);
-		if (rc)
-			goto out;
-		uploaded = true;
-	}
+	if (sshb_flag(pv->probe, "helper"))
+		goto out;
+	cache = sshb_fmt("%s/.cache/sandgate", pv->home);
+	in.dir = cache;
+	/* One session: the program on its stdin, verified there. */
+	sg_progress_begin("helper", "uploading sg-helper to %s", pv->where);
+	rc = cache ? sg_install_helper(&in, &pv->bin, &pv->cost, cancel, err)
+		   : sg_err_set(err, SG_E_INTERNAL, "out of memory");
+	sg_progress_end(rc);
+	free(cache);
+	if (!rc)
+		pv->uploaded = true;
+out:
+	return rc;
+}
 
-	/* 6. The environment's directories, marker and lease. */
-	if (fresh && !(marker = sshb_marker(se))) {
+/* Step 6: the environment's directories, marker and lease. */
+static sg_err sshb_prov_setup(struct sshb_prov *pv, struct sg_cancel *cancel,
+			      struct sg_errinfo *err)
+{
+	struct ssh_env *se = pv->se;
+	struct sg_env *env = &se->base;
+	char *marker = NULL, *lease_text = NULL;
+	char host[256] = "";
+	sg_err rc;
+
+	if (pv->fresh && !(marker = sshb_marker(se))) {
 		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
 		goto out;
 	}
@@ -1579,106 +1642,150 @@ static sg_err ssh_provision(struct sg_env *env, struct sg_cancel *cancel,
 		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
 		goto out;
 	}
-	made = fresh;
-	leased = true;
+	pv->made = pv->fresh;
+	pv->leased = true;
 	rc = sshb_script(se, sshb_setup_sh,
 			 (const char *[]){ se->envdir, marker ? marker : "", se->lease,
 					   lease_text, se->bind_src ? env->root : "",
 					   env->helper, NULL },
-			 NULL, 0, SG_SSH_STEP_MS, &r, cancel, err);
-	if (!rc && r.exit_code != 0)
+			 NULL, 0, SG_SSH_STEP_MS, &pv->r, cancel, err);
+	if (!rc && pv->r.exit_code != 0)
 		rc = sg_err_set(err, SG_E_PERMISSION,
 				"cannot create the environment's directory %s on %s: %.160s",
-				se->envdir, where, r.err.p);
+				se->envdir, pv->where, pv->r.err.p);
 	if (!rc)
 		sg_crashpoint("adapter:created");
-	if (!rc && sshb_flag(r.out.p, "nomount"))
+	if (!rc && sshb_flag(pv->r.out.p, "nomount"))
 		rc = sg_err_set(err, SG_E_UNSUPPORTED,
 				"root %s does not exist on %s and cannot be created there (create it once, e.g. as root: mkdir %s)",
-				env->root, where, env->root);
-	if (rc)
-		goto out;
+				env->root, pv->where, env->root);
+out:
+	free(marker);
+	free(lease_text);
+	return rc;
+}
 
-	/* 7. Limits, then one trial run of everything a command goes through. */
-	if (cgkind) {
-		rc = sshb_limits(se, cgkind, applied, cancel, err);
+/* Step 7: limits, then one trial run of everything a command goes through. */
+static sg_err sshb_prov_trial(struct sshb_prov *pv, struct sg_cancel *cancel,
+			      struct sg_errinfo *err)
+{
+	const struct sg_profile *p = pv->se->base.profile;
+	sg_err rc = SG_OK;
+
+	if (pv->cgkind) {
+		rc = sshb_limits(pv->se, pv->cgkind, pv->applied, cancel, err);
 		if (rc)
 			goto out;
-		if (sg_buf_addf(&trial, "%s%s", trial.len ? ", " : "",
+		if (sg_buf_addf(&pv->trial, "%s%s", pv->trial.len ? ", " : "",
 				p->memory_mb > 0 && p->cpus > 0 ? "cpus and memory_mb"
 				: p->memory_mb > 0 ? "memory_mb" : "cpus")) {
 			rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
 			goto out;
 		}
 	}
-	if (trial.len) {
-		rc = sshb_trial(se, trial.p, cancel, err);
-		if (rc)
-			goto out;
-	}
+	if (pv->trial.len)
+		rc = sshb_trial(pv->se, pv->trial.p, cancel, err);
+out:
+	return rc;
+}
 
-	/*
-	 * Commands see the host's whole filesystem (a mount namespace only
-	 * moves the workspace); the rest of isolation is what sg-helper
-	 * observes from inside.
-	 */
-	env->facts = json_pack(
+/*
+ * Commands see the host's whole filesystem (a mount namespace only moves
+ * the workspace); the rest of isolation is what sg-helper observes from
+ * inside.
+ */
+static sg_err sshb_prov_facts(struct sshb_prov *pv, struct sg_errinfo *err)
+{
+	struct ssh_env *se = pv->se;
+
+	se->base.facts = json_pack(
 		"{s:{s:b}, s:s, s:s, s:{s:O, s:O}, s:{s:s, s:s, s:s, s:s, s:s, s:b},"
 		" s:{s:I, s:i, s:I}}",
 		"isolation", "host_filesystem_restricted", 0,
 		"safety_class", "remote_host", "mechanism",
-		mount || netns ? "ssh+namespaces" : "ssh", "resources",
-		"requested", requested, "applied", applied, "ssh", "host",
-		where, "directory", se->files, "view",
-		mount ? "mount namespace" : "direct", "network",
-		netns ? "network namespace" : "host", "cgroup",
-		cgkind ? cgkind : "none", "helper_uploaded", uploaded, "helper_install",
-		"bytes", (json_int_t)cost.bytes, "requests", cost.requests, "ms",
-		(json_int_t)cost.ms);
-	if (!env->facts) {
-		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
-		goto out;
-	}
-	rc = SG_OK;
-out:
-	if (rc && se->master) {
-		/*
-		 * A failed create leaves nothing behind: directory, cgroups,
-		 * master; a failed attach leaves no lease of this session.
-		 */
-		if (made || leased || se->cgroups.n) {
-			struct sg_strv args = SG_STRV_INIT;
-			struct sg_errinfo ignore = { 0 };
-			/* Often after a cancel: the shutdown's deadline bounds it. */
-			int64_t ms = sg_cancel_quit_clip(SG_SSH_CLEANUP_MS);
+		pv->mount || pv->netns ? "ssh+namespaces" : "ssh", "resources",
+		"requested", pv->requested, "applied", pv->applied, "ssh", "host",
+		pv->where, "directory", se->files, "view",
+		pv->mount ? "mount namespace" : "direct", "network",
+		pv->netns ? "network namespace" : "host", "cgroup",
+		pv->cgkind ? pv->cgkind : "none", "helper_uploaded", pv->uploaded,
+		"helper_install", "bytes", (json_int_t)pv->cost.bytes, "requests",
+		pv->cost.requests, "ms", (json_int_t)pv->cost.ms);
+	return se->base.facts ? SG_OK : sg_err_set(err, SG_E_INTERNAL, "out of memory");
+}
 
-			if (ms <= 0 ||
-			    sg_strv_addv(&args, (const char *[]){ se->envdir,
-								   se->lease ? se->lease : "-",
-								   made ? "remove" : "detach",
-								   "0", NULL }) ||
-			    sg_strv_addv(&args, sg_strv_get(&se->cgroups)) ||
-			    sshb_script(se, sshb_teardown_sh, sg_strv_get(&args), NULL, 0, ms,
-					&r, NULL, &ignore) ||
-			    r.exit_code != 0)
-				env->may_remain = made; /* for envs gc, by its marker */
-			sg_strv_release(&args);
-		}
-		sshb_master_stop(se);
+/*
+ * A failed create leaves nothing behind: directory, cgroups, master; a
+ * failed attach leaves no lease of this session.
+ */
+static void sshb_prov_undo(struct sshb_prov *pv)
+{
+	struct ssh_env *se = pv->se;
+
+	if (pv->made || pv->leased || se->cgroups.n) {
+		struct sg_strv args = SG_STRV_INIT;
+		struct sg_errinfo ignore = { 0 };
+		/* Often after a cancel: the shutdown's deadline bounds it. */
+		int64_t ms = sg_cancel_quit_clip(SG_SSH_CLEANUP_MS);
+
+		if (ms <= 0 ||
+		    sg_strv_addv(&args, (const char *[]){ se->envdir,
+							   se->lease ? se->lease : "-",
+							   pv->made ? "remove" : "detach",
+							   "0", NULL }) ||
+		    sg_strv_addv(&args, sg_strv_get(&se->cgroups)) ||
+		    sshb_script(se, sshb_teardown_sh, sg_strv_get(&args), NULL, 0, ms,
+				&pv->r, NULL, &ignore) ||
+		    pv->r.exit_code != 0)
+			se->base.may_remain = pv->made; /* for envs gc, by its marker */
+		sg_strv_release(&args);
 	}
-	json_decref(applied);
-	json_decref(requested);
-	sg_exec_result_release(&r);
-	sg_buf_release(&trial);
-	free(slug);
-	sg_helper_bin_close(&bin);
-	free(probe);
-	free(home);
-	free(ws);
-	free(v);
-	free(marker);
-	free(lease_text);
-	free(cgkind);
+	sshb_master_stop(se);
+}
+
+static sg_err ssh_provision(struct sg_env *env, struct sg_cancel *cancel,
+			    struct sg_errinfo *err)
+{
+	struct sshb_prov pv = { .se = (struct ssh_env *)env,
+				.trial = SG_BUF_INIT(SG_ERR_MSG),
+				.bin = { .fd = -1 },
+				.applied = json_object(), .requested = json_object() };
+	sg_err rc;
+
+	sg_exec_result_init(&pv.r, SG_SSH_REPLY_MAX);
+	sshb_where(env->profile, pv.where, sizeof(pv.where));
+	rc = sshb_prov_open(&pv, err);
+	if (rc)
+		goto out;
+
+	/* 1. The master connection: host key, login. */
+	sg_progress_begin("connect", "logging in to %s", pv.where);
+	rc = sshb_master_ensure(pv.se, cancel, err);
+	sg_progress_end(rc);
+	if (!rc)
+		rc = sshb_prov_probe(&pv, cancel, err);
+	if (!rc)
+		rc = sshb_prov_isolation(&pv, err);
+	if (!rc)
+		rc = sshb_prov_helper(&pv, cancel, err);
+	if (!rc)
+		rc = sshb_prov_setup(&pv, cancel, err);
+	if (!rc)
+		rc = sshb_prov_trial(&pv, cancel, err);
+	if (!rc)
+		rc = sshb_prov_facts(&pv, err);
+out:
+	if (rc && pv.se->master)
+		sshb_prov_undo(&pv);
+	json_decref(pv.applied);
+	json_decref(pv.requested);
+	sg_exec_result_release(&pv.r);
+	sg_buf_release(&pv.trial);
+	free(pv.slug);
+	sg_helper_bin_close(&pv.bin);
+	free(pv.probe);
+	free(pv.home);
+	free(pv.cgkind);
 	return rc;
 }
 
@@ -1738,6 +1845,88 @@ static void sshb_kill(struct ssh_env *se, const char *dir)
 }
 
 /*
+ * The login shell's line (`exec sg-helper job ...`) and the job's spec for
+ * its stdin; the error names what cannot be sent.
+ */
+static sg_err sshb_exec_request(const struct sg_job_line *l, const struct sg_exec *x,
+				const char *root, struct sg_buf *line, struct sg_buf *in,
+				struct sg_errinfo *err)
+{
+	struct sg_buf words = SG_BUF_INIT(SG_SSH_LINE_MAX);
+	sg_err rc = sg_job_words(l, x, root, &words, NULL);
+
+	if (!rc) {
+		/* sg_job_words begins with the helper and "job"; the line says exec. */
+		rc = sg_buf_adds(line, "exec ");
+		if (!rc)
+			rc = sg_buf_add(line, words.p, words.len);
+	}
+	if (!rc)
+		rc = sg_job_spec(x, in);
+	if (rc)
+		rc = sg_err_set(err, rc, rc == SG_E_INVALID_ARGUMENT ? "an empty command"
+					 : rc == SG_E_TOO_LARGE
+						 ? "the command and its environment are too large to send over ssh"
+						 : "out of memory");
+	sg_buf_release(&words);
+	return rc;
+}
+
+/*
+ * The job's reply came whole: stdout's head stays where it is, stderr's
+ * head replaces ssh's, and the job's status becomes the command's.
+ */
+static void sshb_exec_done(const struct sg_job_reply *jr, size_t max,
+			   struct sg_exec_result *out)
+{
+	struct sg_buf e = SG_BUF_INIT(SG_HELPER_STDERR);
+
+	sg_buf_add_clipped(&e, out->out.p + jr->err_at, out->out.len - jr->err_at);
+	/* The capture counted the whole reply: stdout's own count, or none. */
+	out->total = out->lines = 0;
+	sg_buf_reset(&out->tail);
+	out->truncated = false;
+	sg_buf_truncate(&out->out, sg_job_tail(jr, out->out.p, max, out));
+	out->out.max = max;
+	sg_buf_reset(&out->err);
+	if (sg_buf_add(&out->err, e.p, e.len))
+		sg_buf_reset(&out->err);
+	sg_job_status(jr, max, out);
+	sg_buf_release(&e);
+}
+
+/*
+ * No reply from the job: ssh's exit 255 or a signal is the transport's
+ * (the master's check tells a lost connection from a refused start); any
+ * other exit is the helper's failure.
+ */
+static sg_err sshb_exec_lost(struct ssh_env *se, struct sg_exec_result *out,
+			     struct sg_errinfo *err)
+{
+	char where[300], last[200];
+	sg_err rc;
+
+	sshb_where(se->base.profile, where, sizeof(where));
+	sshb_last_line(out->err.p, last, sizeof(last));
+	if (out->exit_code == 255 || out->signal) {
+		if (!sshb_master_ctl(se, "check"))
+			rc = sg_err_set(err, SG_E_UNAVAILABLE,
+					"the ssh connection to %s was lost%s", where,
+					out->out.len ? " while the command ran; its outcome is unknown"
+						     : "; the command's outcome is unknown");
+		else
+			rc = sg_err_set(err, SG_E_UNAVAILABLE,
+					"ssh could not start the command on %s: %s", where, last);
+	} else {
+		rc = sg_err_set(err, SG_E_PROVIDER,
+				"sg-helper job gave no result on %s (exit %d): %s", where,
+				out->exit_code, last);
+	}
+	sg_buf_reset(&out->out);
+	return rc;
+}
+
+/*
  * One exec is one ssh session running `sg-helper job --tie --spec-stdin`
  * (adapters/helper/job.c): the job supervises the command on the host and
  * prints its reply (adapters/jobreply.h) on stdout, so ssh's own exit
@@ -1748,10 +1937,10 @@ static sg_err ssh_exec(struct sg_env *env, const struct sg_exec *x,
 		       struct sg_errinfo *err)
 {
 	struct ssh_env *se = (struct ssh_env *)env;
-	struct sg_buf line = SG_BUF_INIT(SG_SSH_LINE_MAX), words = SG_BUF_INIT(SG_SSH_LINE_MAX);
+	struct sg_buf line = SG_BUF_INIT(SG_SSH_LINE_MAX);
 	struct sg_buf in = SG_BUF_INIT(SG_JOB_SPEC_MAX + SG_MAX_FRAME);
 	struct sg_job_reply jr;
-	char dir[SG_PATH_MAX], mark[SG_JOB_MARK_SIZE], where[300], last[200];
+	char dir[SG_PATH_MAX], mark[SG_JOB_MARK_SIZE], where[300];
 	size_t max = x->max_output;
 	/*
 	 * The job waits as long as the command may run, and a little more; a
@@ -1773,22 +1962,9 @@ static sg_err ssh_exec(struct sg_env *env, const struct sg_exec *x,
 	snprintf(dir, sizeof(dir), "%s/%s-%u", se->rundir, se->nonce,
 		 atomic_fetch_add(&se->seq, 1u));
 	sg_job_mark(mark);
-	rc = sg_job_words(&l, x, env->root, &words, NULL);
-	if (!rc) {
-		/* sg_job_words begins with the helper and "job"; the line says exec. */
-		rc = sg_buf_adds(&line, "exec ");
-		if (!rc)
-			rc = sg_buf_add(&line, words.p, words.len);
-	}
-	if (!rc)
-		rc = sg_job_spec(x, &in);
-	if (rc) {
-		rc = sg_err_set(err, rc, rc == SG_E_INVALID_ARGUMENT ? "an empty command"
-					 : rc == SG_E_TOO_LARGE
-						 ? "the command and its environment are too large to send over ssh"
-						 : "out of memory");
+	rc = sshb_exec_request(&l, x, env->root, &line, &in, err);
+	if (rc)
 		goto out;
-	}
 	/*
 	 * Room for the job's trailer and stderr head after stdout's head: the
 	 * capture's bound is raised for this one run and put back below.
@@ -1817,45 +1993,13 @@ static sg_err ssh_exec(struct sg_env *env, const struct sg_exec *x,
 	}
 	if (rc)
 		goto out;
-	if (jr.state == SG_JOB_IS_DONE) {
-		struct sg_buf e = SG_BUF_INIT(SG_HELPER_STDERR);
-
-		/* stdout's head stays where it is; stderr's head replaces ssh's. */
-		sg_buf_add_clipped(&e, out->out.p + jr.err_at, out->out.len - jr.err_at);
-		/* The capture counted the whole reply: stdout's own count, or none. */
-		out->total = out->lines = 0;
-		sg_buf_reset(&out->tail);
-		out->truncated = false;
-		sg_buf_truncate(&out->out, sg_job_tail(&jr, out->out.p, max, out));
-		out->out.max = max;
-		sg_buf_reset(&out->err);
-		if (sg_buf_add(&out->err, e.p, e.len))
-			sg_buf_reset(&out->err);
-		sg_job_status(&jr, max, out);
-		sg_buf_release(&e);
-		goto out;
-	}
-	sshb_where(env->profile, where, sizeof(where));
-	sshb_last_line(out->err.p, last, sizeof(last));
-	if (out->exit_code == 255 || out->signal) {
-		if (!sshb_master_ctl(se, "check"))
-			rc = sg_err_set(err, SG_E_UNAVAILABLE,
-					"the ssh connection to %s was lost%s", where,
-					out->out.len ? " while the command ran; its outcome is unknown"
-						     : "; the command's outcome is unknown");
-		else
-			rc = sg_err_set(err, SG_E_UNAVAILABLE,
-					"ssh could not start the command on %s: %s", where, last);
-	} else {
-		rc = sg_err_set(err, SG_E_PROVIDER,
-				"sg-helper job gave no result on %s (exit %d): %s", where,
-				out->exit_code, last);
-	}
-	sg_buf_reset(&out->out);
+	if (jr.state == SG_JOB_IS_DONE)
+		sshb_exec_done(&jr, max, out);
+	else
+		rc = sshb_exec_lost(se, out, err);
 out:
 	out->out.max = max;
 	sg_buf_release(&line);
-	sg_buf_release(&words);
 	sg_buf_release(&in);
 	return rc;
 }
