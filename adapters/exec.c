@@ -505,6 +505,54 @@ static int64_t earliest(int64_t a, int64_t b)
 }
 
 /*
+ * The deadlines that have passed: the timeout and the idle limit start the
+ * kill, the grace's end sends SIGKILL.  Without a pidfd the exit is polled
+ * here too.
+ */
+static void fire_timers(struct run *r, int64_t now)
+{
+	if (!r->exited && r->deadline_ms && now >= r->deadline_ms) {
+		r->deadline_ms = 0;
+		r->out->timed_out = true;
+		start_kill(r, now);
+	}
+	if (!r->exited && r->idle_at_ms && now >= r->idle_at_ms) {
+		r->idle_at_ms = 0;
+		r->out->stalled = true;
+		start_kill(r, now);
+	}
+	if (!r->exited && r->kill_at_ms && now >= r->kill_at_ms) {
+		r->kill_at_ms = 0;
+		kill(-r->pid, SIGKILL);
+	}
+	if (!r->exited && r->pidfd < 0)
+		try_reap(r, now);
+}
+
+/*
+ * How long poll() may sleep: until the next deadline (or the next exit
+ * poll without a pidfd), after the exit until the drain's end, and never
+ * more than a minute; -1 when nothing is due.
+ */
+static int poll_timeout(const struct run *r, int64_t now)
+{
+	int64_t wake;
+
+	if (!r->exited) {
+		wake = earliest(earliest(r->deadline_ms, r->idle_at_ms), r->kill_at_ms);
+		if (r->pidfd < 0)
+			wake = earliest(wake, now + EXEC_REAP_POLL_MS);
+	} else {
+		wake = r->drain_until_ms;
+	}
+	if (wake <= 0)
+		return -1;
+	if (wake - now > 60000)
+		return 60000;
+	return wake > now ? (int)(wake - now) : 0;
+}
+
+/*
  * The loop: runs until the child is reaped and both pipes are at EOF (or
  * the drain time after the exit has passed).  Returns 0 or an errno value
  * from poll(), in which case the caller kills and reaps the child.
@@ -516,25 +564,10 @@ static int supervise(struct run *r, struct sg_cancel *cancel)
 	for (;;) {
 		struct pollfd pfd[5];
 		int idx_in = -1, idx_out = -1, idx_err = -1, idx_pid = -1;
-		int idx_cancel = -1, nfds = 0, timeout;
-		int64_t now = sg_now_ms(), wake;
+		int idx_cancel = -1, nfds = 0;
+		int64_t now = sg_now_ms();
 
-		if (!r->exited && r->deadline_ms && now >= r->deadline_ms) {
-			r->deadline_ms = 0;
-			r->out->timed_out = true;
-			start_kill(r, now);
-		}
-		if (!r->exited && r->idle_at_ms && now >= r->idle_at_ms) {
-			r->idle_at_ms = 0;
-			r->out->stalled = true;
-			start_kill(r, now);
-		}
-		if (!r->exited && r->kill_at_ms && now >= r->kill_at_ms) {
-			r->kill_at_ms = 0;
-			kill(-r->pid, SIGKILL);
-		}
-		if (!r->exited && r->pidfd < 0)
-			try_reap(r, now);
+		fire_timers(r, now);
 		if (r->exited && r->out_r < 0 && r->err_r < 0)
 			return 0;
 		if (r->exited && now >= r->drain_until_ms)
@@ -561,22 +594,7 @@ static int supervise(struct run *r, struct sg_cancel *cancel)
 			pfd[nfds++] = (struct pollfd){ cfd, POLLIN, 0 };
 		}
 
-		wake = 0;
-		if (!r->exited) {
-			wake = earliest(earliest(r->deadline_ms, r->idle_at_ms), r->kill_at_ms);
-			if (r->pidfd < 0)
-				wake = earliest(wake, now + EXEC_REAP_POLL_MS);
-		} else {
-			wake = r->drain_until_ms;
-		}
-		if (wake <= 0)
-			timeout = -1;
-		else if (wake - now > 60000)
-			timeout = 60000;
-		else
-			timeout = wake > now ? (int)(wake - now) : 0;
-
-		if (poll(pfd, (nfds_t)nfds, timeout) < 0) {
+		if (poll(pfd, (nfds_t)nfds, poll_timeout(r, now)) < 0) {
 			if (errno == EINTR)
 				continue;
 			return errno;
@@ -634,27 +652,30 @@ static int lift_fds(const struct sg_child *c, int *pass, bool *lifted)
 	return 0;
 }
 
-sg_err sg_exec_run(const struct sg_child *c, struct sg_exec_result *out,
-		   struct sg_cancel *cancel, struct sg_errinfo *err)
-{
-	int pass[SG_EXEC_PASS_MAX] = { 0 };
-	bool lifted[SG_EXEC_PASS_MAX] = { 0 };
-	static char *const empty_env[] = { NULL };
-	char path[SG_PATH_MAX], ebuf[128];
-	int in_p[2] = { -1, -1 }, out_p[2] = { -1, -1 }, err_p[2] = { -1, -1 };
+/* What the spawn needs, made before it and released after the run. */
+struct prep {
+	int pass[SG_EXEC_PASS_MAX];     /* the descriptors handed over */
+	bool lifted[SG_EXEC_PASS_MAX];  /* pass[i] is our copy, to close */
+	char path[SG_PATH_MAX];         /* the program, resolved */
+	int in_p[2], out_p[2], err_p[2];
 	posix_spawn_file_actions_t fa;
 	posix_spawnattr_t sa;
-	bool fa_ok = false, sa_ok = false;
-	sigset_t mask, def;
-	struct run r;
+	bool fa_ok, sa_ok;
+	bool answered; /* not started: out says why, and the call succeeded */
+};
+
+/*
+ * Everything that can refuse the command before a pipe is made: no argv,
+ * a cancel, a working directory or program that is not there (answered in
+ * out, as a shell would), descriptors that cannot be passed.
+ */
+static sg_err prep_check(const struct sg_child *c, struct prep *p,
+			 struct sg_exec_result *out, struct sg_cancel *cancel,
+			 struct sg_errinfo *err)
+{
+	char ebuf[128];
 	int e;
 	sg_err rc;
-
-	memset(&r, 0, sizeof(r));
-	r.c = c;
-	r.out = out;
-	r.pidfd = r.in_w = r.out_r = r.err_r = -1;
-	sg_exec_result_reset(out);
 
 	if (!c->argv || !c->argv[0]) {
 		rc = sg_err_set(err, SG_E_INVALID_ARGUMENT,
@@ -674,85 +695,206 @@ sg_err sg_exec_run(const struct sg_child *c, struct sg_exec_result *out,
 					  : S_ISDIR(st.st_mode) ? 0 : ENOTDIR;
 		if (e) {
 			not_started(out, c->cwd, e);
-			rc = SG_OK;
+			p->answered = true;
 			goto out;
 		}
 	}
-	if (c->npass > SG_EXEC_PASS_MAX || lift_fds(c, pass, lifted) != 0) {
+	if (c->npass > SG_EXEC_PASS_MAX || lift_fds(c, p->pass, p->lifted) != 0) {
 		rc = sg_err_set(err, SG_E_INTERNAL, "cannot pass descriptors to %s: %s",
 				c->argv[0], c->npass > SG_EXEC_PASS_MAX ? "too many"
 				: errtext(errno, ebuf, sizeof(ebuf)));
 		goto out;
 	}
-	e = find_program(c->argv[0], c->envp, c->cwd, path, sizeof(path));
+	e = find_program(c->argv[0], c->envp, c->cwd, p->path, sizeof(p->path));
 	if (e) {
 		not_started(out, c->argv[0], e);
-		rc = SG_OK;
-		goto out;
+		p->answered = true;
 	}
+out:
+	return rc;
+}
 
-	if ((c->stdin_len > 0 && (e = make_pipe(in_p))) ||
-	    (e = make_pipe(out_p)) || (!c->merge && (e = make_pipe(err_p)))) {
+/* The pipes, and the spawn's file actions and attributes, still empty. */
+static sg_err prep_pipes(const struct sg_child *c, struct prep *p,
+			 struct sg_errinfo *err)
+{
+	char ebuf[128];
+	int e;
+	sg_err rc = SG_OK;
+
+	if ((c->stdin_len > 0 && (e = make_pipe(p->in_p))) ||
+	    (e = make_pipe(p->out_p)) || (!c->merge && (e = make_pipe(p->err_p)))) {
 		rc = sg_err_set(err, SG_E_INTERNAL, "cannot make pipes for %s: %s",
 				c->argv[0], errtext(e, ebuf, sizeof(ebuf)));
 		goto out;
 	}
-
-	if ((e = posix_spawn_file_actions_init(&fa))) {
+	if ((e = posix_spawn_file_actions_init(&p->fa))) {
 		rc = sg_err_set(err, SG_E_INTERNAL, "cannot prepare %s: %s",
 				c->argv[0], errtext(e, ebuf, sizeof(ebuf)));
 		goto out;
 	}
-	fa_ok = true;
-	if ((e = posix_spawnattr_init(&sa))) {
+	p->fa_ok = true;
+	if ((e = posix_spawnattr_init(&p->sa))) {
 		rc = sg_err_set(err, SG_E_INTERNAL, "cannot prepare %s: %s",
 				c->argv[0], errtext(e, ebuf, sizeof(ebuf)));
 		goto out;
 	}
-	sa_ok = true;
+	p->sa_ok = true;
+out:
+	return rc;
+}
 
-	/*
-	 * The file actions run in order: stdio first, then the directory and
-	 * the descriptors passed, from 3 up (a dup2 onto itself clears its
-	 * close-on-exec too, as POSIX now asks and glibc does), then every
-	 * other descriptor is closed.  Our pipes are close-on-exec
-	 * already; closefrom also catches descriptors another thread (or a
-	 * library) opened without O_CLOEXEC.
-	 */
-	if (in_p[0] >= 0)
-		e = posix_spawn_file_actions_adddup2(&fa, in_p[0], 0);
+/*
+ * The file actions run in order: stdio first, then the directory and the
+ * descriptors passed, from 3 up (a dup2 onto itself clears its
+ * close-on-exec too, as POSIX now asks and glibc does), then every other
+ * descriptor is closed.  Our pipes are close-on-exec already; closefrom
+ * also catches descriptors another thread (or a library) opened without
+ * O_CLOEXEC.  Returns 0 or an errno value.
+ */
+static int prep_actions(const struct sg_child *c, struct prep *p)
+{
+	int e;
+
+	if (p->in_p[0] >= 0)
+		e = posix_spawn_file_actions_adddup2(&p->fa, p->in_p[0], 0);
 	else
-		e = posix_spawn_file_actions_addopen(&fa, 0, "/dev/null",
+		e = posix_spawn_file_actions_addopen(&p->fa, 0, "/dev/null",
 						     O_RDONLY, 0);
 	if (!e)
-		e = posix_spawn_file_actions_adddup2(&fa, out_p[1], 1);
+		e = posix_spawn_file_actions_adddup2(&p->fa, p->out_p[1], 1);
 	if (!e)
 		e = posix_spawn_file_actions_adddup2(
-			&fa, c->merge ? out_p[1] : err_p[1], 2);
+			&p->fa, c->merge ? p->out_p[1] : p->err_p[1], 2);
 	if (!e && c->cwd)
-		e = posix_spawn_file_actions_addchdir_np(&fa, c->cwd);
+		e = posix_spawn_file_actions_addchdir_np(&p->fa, c->cwd);
 	for (size_t i = 0; !e && i < c->npass; i++)
-		e = posix_spawn_file_actions_adddup2(&fa, pass[i], 3 + (int)i);
+		e = posix_spawn_file_actions_adddup2(&p->fa, p->pass[i], 3 + (int)i);
 	if (!e)
-		e = posix_spawn_file_actions_addclosefrom_np(&fa, 3 + (int)c->npass);
+		e = posix_spawn_file_actions_addclosefrom_np(&p->fa, 3 + (int)c->npass);
+	return e;
+}
 
-	/*
-	 * Its own process group, no blocked signals, and every signal at its
-	 * default action (we may ignore SIGPIPE; the child must not inherit
-	 * that).
-	 */
+/*
+ * Its own process group, no blocked signals, and every signal at its
+ * default action (we may ignore SIGPIPE; the child must not inherit that).
+ * Returns 0 or an errno value.
+ */
+static int prep_attrs(struct prep *p)
+{
+	sigset_t mask, def;
+	int e;
+
 	sigemptyset(&mask);
 	sigfillset(&def);
+	e = posix_spawnattr_setpgroup(&p->sa, 0);
 	if (!e)
-		e = posix_spawnattr_setpgroup(&sa, 0);
+		e = posix_spawnattr_setsigmask(&p->sa, &mask);
 	if (!e)
-		e = posix_spawnattr_setsigmask(&sa, &mask);
+		e = posix_spawnattr_setsigdefault(&p->sa, &def);
 	if (!e)
-		e = posix_spawnattr_setsigdefault(&sa, &def);
+		e = posix_spawnattr_setflags(&p->sa, POSIX_SPAWN_SETPGROUP |
+							     POSIX_SPAWN_SETSIGMASK |
+							     POSIX_SPAWN_SETSIGDEF);
+	return e;
+}
+
+static void prep_release(const struct sg_child *c, struct prep *p)
+{
+	for (size_t i = 0; i < c->npass && i < SG_EXEC_PASS_MAX; i++)
+		if (p->lifted[i] && p->pass[i] >= 0)
+			close(p->pass[i]);
+	if (p->fa_ok)
+		posix_spawn_file_actions_destroy(&p->fa);
+	if (p->sa_ok)
+		posix_spawnattr_destroy(&p->sa);
+	close_fd(&p->in_p[0]);
+	close_fd(&p->in_p[1]);
+	close_fd(&p->out_p[0]);
+	close_fd(&p->out_p[1]);
+	close_fd(&p->err_p[0]);
+	close_fd(&p->err_p[1]);
+}
+
+/*
+ * The run takes our ends of the pipes; theirs are closed so EOF means
+ * "every writer is gone".  Then the pidfd and the deadlines.
+ */
+static void run_adopt(struct run *r, struct prep *p)
+{
+	close_fd(&p->in_p[0]);
+	close_fd(&p->out_p[1]);
+	close_fd(&p->err_p[1]);
+	r->in_w = p->in_p[1];
+	r->out_r = p->out_p[0];
+	r->err_r = p->err_p[0];
+	p->in_p[1] = p->out_p[0] = p->err_p[0] = -1;
+	if (r->in_w >= 0)
+		set_nonblock(r->in_w);
+	set_nonblock(r->out_r);
+	if (r->err_r >= 0)
+		set_nonblock(r->err_r);
+	r->pidfd = pidfd_open_compat(r->pid);
+	if (r->c->timeout_ms > 0)
+		r->deadline_ms = r->start_ms + r->c->timeout_ms;
+	if (r->c->idle_ms > 0)
+		r->idle_at_ms = r->start_ms + r->c->idle_ms;
+}
+
+/*
+ * The call's result once the loop returned e: a failed poll() (the child
+ * is killed and reaped, not left behind), a cancel, or a failed write of
+ * the streamed output.
+ */
+static sg_err run_outcome(struct run *r, int e, struct sg_errinfo *err)
+{
+	const char *what = r->c->argv[0];
+	char ebuf[128];
+	sg_err rc = SG_OK;
+
+	if (e) {
+		if (!r->exited) {
+			kill(-r->pid, SIGKILL);
+			while (waitpid(r->pid, NULL, 0) < 0 && errno == EINTR)
+				;
+		}
+		rc = sg_err_set(err, SG_E_INTERNAL, "waiting for %s failed: %s",
+				what, errtext(e, ebuf, sizeof(ebuf)));
+	} else if (r->why != SG_OK) {
+		rc = sg_err_set(err, r->why, "%s was stopped: the call was cancelled",
+				what);
+	} else if (r->stream_errno) {
+		rc = sg_err_set(err, SG_E_INTERNAL, "writing what %s printed failed: %s",
+				what, errtext(r->stream_errno, ebuf, sizeof(ebuf)));
+	}
+	return rc;
+}
+
+sg_err sg_exec_run(const struct sg_child *c, struct sg_exec_result *out,
+		   struct sg_cancel *cancel, struct sg_errinfo *err)
+{
+	static char *const empty_env[] = { NULL };
+	struct prep p = { .in_p = { -1, -1 }, .out_p = { -1, -1 }, .err_p = { -1, -1 } };
+	char ebuf[128];
+	struct run r;
+	int e;
+	sg_err rc;
+
+	memset(&r, 0, sizeof(r));
+	r.c = c;
+	r.out = out;
+	r.pidfd = r.in_w = r.out_r = r.err_r = -1;
+	sg_exec_result_reset(out);
+
+	rc = prep_check(c, &p, out, cancel, err);
+	if (rc || p.answered)
+		goto out;
+	rc = prep_pipes(c, &p, err);
+	if (rc)
+		goto out;
+	e = prep_actions(c, &p);
 	if (!e)
-		e = posix_spawnattr_setflags(&sa, POSIX_SPAWN_SETPGROUP |
-							  POSIX_SPAWN_SETSIGMASK |
-							  POSIX_SPAWN_SETSIGDEF);
+		e = prep_attrs(&p);
 	if (e) {
 		rc = sg_err_set(err, SG_E_INTERNAL, "cannot prepare %s: %s",
 				c->argv[0], errtext(e, ebuf, sizeof(ebuf)));
@@ -760,7 +902,7 @@ sg_err sg_exec_run(const struct sg_child *c, struct sg_exec_result *out,
 	}
 
 	r.start_ms = sg_now_ms();
-	e = posix_spawn(&r.pid, path, &fa, &sa, (char *const *)c->argv,
+	e = posix_spawn(&r.pid, p.path, &p.fa, &p.sa, (char *const *)c->argv,
 			c->envp ? (char *const *)c->envp : empty_env);
 	if (e == EAGAIN || e == ENOMEM) {
 		rc = sg_err_set(err, SG_E_INTERNAL, "cannot start %s: %s",
@@ -774,64 +916,11 @@ sg_err sg_exec_run(const struct sg_child *c, struct sg_exec_result *out,
 		rc = SG_OK;
 		goto out;
 	}
-
-	/* Our ends: theirs are closed so EOF means "every writer is gone". */
-	close_fd(&in_p[0]);
-	close_fd(&out_p[1]);
-	close_fd(&err_p[1]);
-	r.in_w = in_p[1];
-	r.out_r = out_p[0];
-	r.err_r = err_p[0];
-	in_p[1] = out_p[0] = err_p[0] = -1;
-	if (r.in_w >= 0)
-		set_nonblock(r.in_w);
-	set_nonblock(r.out_r);
-	if (r.err_r >= 0)
-		set_nonblock(r.err_r);
-	r.pidfd = pidfd_open_compat(r.pid);
-	if (c->timeout_ms > 0)
-		r.deadline_ms = r.start_ms + c->timeout_ms;
-	if (c->idle_ms > 0)
-		r.idle_at_ms = r.start_ms + c->idle_ms;
-
-	e = supervise(&r, cancel);
-	if (e) {
-		/* poll() itself failed: do not leave the child behind. */
-		if (!r.exited) {
-			kill(-r.pid, SIGKILL);
-			while (waitpid(r.pid, NULL, 0) < 0 && errno == EINTR)
-				;
-		}
-		rc = sg_err_set(err, SG_E_INTERNAL, "waiting for %s failed: %s",
-				c->argv[0], errtext(e, ebuf, sizeof(ebuf)));
-		goto out;
-	}
-	if (r.why != SG_OK) {
-		rc = sg_err_set(err, r.why, "%s was stopped: the call was cancelled",
-				c->argv[0]);
-		goto out;
-	}
-	if (r.stream_errno) {
-		rc = sg_err_set(err, SG_E_INTERNAL, "writing what %s printed failed: %s",
-				c->argv[0], errtext(r.stream_errno, ebuf, sizeof(ebuf)));
-		goto out;
-	}
-	rc = SG_OK;
+	run_adopt(&r, &p);
+	rc = run_outcome(&r, supervise(&r, cancel), err);
 out:
-	for (size_t i = 0; i < c->npass && i < SG_EXEC_PASS_MAX; i++)
-		if (lifted[i] && pass[i] >= 0)
-			close(pass[i]);
 	sg_exec_capture_end(out);
-	if (fa_ok)
-		posix_spawn_file_actions_destroy(&fa);
-	if (sa_ok)
-		posix_spawnattr_destroy(&sa);
-	close_fd(&in_p[0]);
-	close_fd(&in_p[1]);
-	close_fd(&out_p[0]);
-	close_fd(&out_p[1]);
-	close_fd(&err_p[0]);
-	close_fd(&err_p[1]);
+	prep_release(c, &p);
 	close_fd(&r.in_w);
 	close_fd(&r.out_r);
 	close_fd(&r.err_r);
