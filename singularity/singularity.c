@@ -67,6 +67,8 @@ extern char **environ;
 #define SING_CHECK_MAX 4096
 /* How many /proc paths are bound read-only (proc_host_wide). */
 #define SING_PROC_RO_MAX 4
+/* The largest conversion record read (a few hundred bytes: record_new()). */
+#define SING_RECORD_MAX 4096
 
 /*
  * /proc's files that change the whole host and that bubblewrap also covers:
@@ -100,14 +102,14 @@ static const char sing_check_script[] =
  * the runtime's version and the site: validate() and provision() refuse
  * them where they cannot be enforced, unless best_effort lists them.
  * `runtime` is this backend's own: the apptainer or singularity program;
- * so is `pull_policy` (sg_sing_pull_parse()).
+ * so is `image_pull_policy` (sg_sing_pull_parse()).
  */
 static const struct sg_field sing_fields[] = {
 	SG_FIELD("image"), SG_FIELD("workspace"), SG_FIELD("host_workspace"),
 	SG_FIELD("mount_read_only"), SG_FIELD("persistent"), SG_FIELD("shared"),
 	SG_FIELD_BEST_EFFORT("network"), SG_FIELD_BEST_EFFORT("cpus"),
 	SG_FIELD_BEST_EFFORT("memory_mb"), SG_FIELD_OWN_STRING("runtime"),
-	SG_FIELD_OWN_STRING("pull_policy"), SG_FIELDS_END,
+	SG_FIELD_OWN_STRING("image_pull_policy"), SG_FIELDS_END,
 };
 
 struct sing_env {
@@ -121,7 +123,7 @@ struct sing_env {
 	const char *proc_ro[SING_PROC_RO_MAX + 1]; /* proc_host_wide's on this host */
 	bool started;    /* this session started the instance */
 	char digest[SG_SING_DIGEST_LEN + 1]; /* a docker:// or oras:// image's, or "" */
-	enum sg_sing_pull pull; /* the profile's pull_policy */
+	enum sg_sing_pull pull; /* the profile's image_pull_policy */
 	long long cache_age_s;  /* the cached SIF's age when taken without the registry, else -1 */
 };
 
@@ -419,9 +421,10 @@ static sg_err sing_validate(const struct sg_profile *p, struct sg_errinfo *err)
 	char *runtime = NULL;
 	sg_err rc = SG_OK;
 
-	if (!sg_sing_pull_parse(json_string_value(json_object_get(p->raw, "pull_policy")), &pull))
+	if (!sg_sing_pull_parse(json_string_value(json_object_get(p->raw, "image_pull_policy")),
+				&pull))
 		return sg_err_set(err, SG_E_INVALID_ARGUMENT,
-				  "field \"pull_policy\" (profile \"%s\") is \"always\" (the default) or \"if_not_present\"",
+				  "field \"image_pull_policy\" (profile \"%s\") is \"always\" (the default) or \"if_not_present\"",
 				  p->name);
 	if (p->network == SG_NET_ALLOW && !sg_profile_best_effort(p, "network"))
 		return sg_err_set(err, SG_E_UNSUPPORTED,
@@ -539,15 +542,184 @@ static const char *fatal_text(const struct sg_exec_result *r)
 }
 
 /*
- * The newest complete SIF of the reference keyed key in images (new, into
- * *out), its digest into se->digest and its age into se->cache_age_s;
- * SG_E_NOT_FOUND when there is none.  An entry is renamed into place
- * whole, so one listed is never half written.
+ * A conversion's record, SIF.json beside each cached SIF, written once the
+ * SIF is in place (under the conversion's lock): the reference it was
+ * converted from (scheme, registry, repository, tag), the manifest digest,
+ * the SIF's own SHA-256 and the file's identity when it was hashed (inode,
+ * size, mtime, ctime).  A cache entry is started only when its record
+ * names the same reference and digest and the file is still the one
+ * hashed, so a conversion cut short, a file copied in by hand or another
+ * tag's conversion under this one's name is never started.  Any write to
+ * the file moves its ctime, which no program can set back, so an
+ * unchanged identity spares hashing a large SIF at every start; a changed
+ * one (a copy from a login node, say) is hashed.  st_dev is left out: a
+ * shared file system's differs between nodes.
+ */
+static json_t *record_new(const struct sg_sing_ref *r, const char *digest, const char *sha,
+			  const struct stat *st)
+{
+	return json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:I}", "scheme",
+			 r->oras ? "oras" : "docker", "registry", r->host, "repository", r->repo,
+			 "tag", r->tag, "manifest_digest", digest, "sif_sha256", sha, "ino",
+			 (json_int_t)st->st_ino, "size", (json_int_t)st->st_size, "mtime_s",
+			 (json_int_t)st->st_mtim.tv_sec, "mtime_ns", (json_int_t)st->st_mtim.tv_nsec,
+			 "ctime_s", (json_int_t)st->st_ctim.tv_sec, "ctime_ns",
+			 (json_int_t)st->st_ctim.tv_nsec);
+}
+
+/* A string member of a record, or "" when it has none. */
+static const char *record_str(const json_t *rec, const char *key)
+{
+	const char *v = json_string_value(json_object_get(rec, key));
+
+	return v ? v : "";
+}
+
+/* Whether rec is a record of a conversion of r at digest. */
+static bool record_names(const json_t *rec, const struct sg_sing_ref *r, const char *digest)
+{
+	return strcmp(record_str(rec, "scheme"), r->oras ? "oras" : "docker") == 0 &&
+	       strcmp(record_str(rec, "registry"), r->host) == 0 &&
+	       strcmp(record_str(rec, "repository"), r->repo) == 0 &&
+	       strcmp(record_str(rec, "tag"), r->tag) == 0 &&
+	       strcmp(record_str(rec, "manifest_digest"), digest) == 0 &&
+	       strlen(record_str(rec, "sif_sha256")) == 64;
+}
+
+/* Whether st is the file's identity rec recorded when it was hashed. */
+static bool record_same_file(const json_t *rec, const struct stat *st)
+{
+	json_t *same = record_new(&(struct sg_sing_ref){ 0 }, "", "", st);
+	const char *const keys[] = { "ino", "size", "mtime_s", "mtime_ns", "ctime_s", "ctime_ns" };
+	bool eq = same != NULL;
+
+	for (size_t i = 0; eq && i < sizeof(keys) / sizeof(keys[0]); i++)
+		eq = json_is_integer(json_object_get(rec, keys[i])) &&
+		     json_equal(json_object_get(rec, keys[i]), json_object_get(same, keys[i]));
+	json_decref(same);
+	return eq;
+}
+
+/* The record of sif (new), or NULL when it has none that can be read. */
+static json_t *record_load(const char *sif)
+{
+	char *path = NULL;
+	json_t *rec = NULL;
+	struct stat st;
+	int fd = -1;
+
+	if (asprintf(&path, "%s.json", sif) < 0)
+		return NULL;
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size <= SING_RECORD_MAX)
+		rec = json_loadfd(fd, JSON_REJECT_DUPLICATES, NULL);
+	if (rec && !json_is_object(rec)) {
+		json_decref(rec);
+		rec = NULL;
+	}
+	if (fd >= 0)
+		close(fd);
+	free(path);
+	return rec;
+}
+
+/*
+ * Whether the cache entry sif (of r at digest) may be started: SG_OK, or
+ * SG_E_NOT_FOUND when no conversion of r at digest is recorded for it, or
+ * SG_E_UNAVAILABLE when the file is no longer the one converted; err says
+ * which (the log names the file).
+ */
+static sg_err entry_check(const char *sif, const struct sg_sing_ref *r, const char *digest,
+			  struct sg_errinfo *err)
+{
+	json_t *rec = record_load(sif);
+	struct stat st;
+	char sha[65];
+	int fd = -1;
+	sg_err rc = SG_OK;
+
+	if (!rec || !record_names(rec, r, digest)) {
+		rc = sg_err_set(err, SG_E_NOT_FOUND, "no conversion of %.19s... is recorded", digest);
+		goto out;
+	}
+	fd = open(sif, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+		rc = sg_err_set(err, SG_E_NOT_FOUND, "its conversion %.19s... cannot be read", digest);
+		goto out;
+	}
+	if (record_same_file(rec, &st))
+		goto out;
+	rc = sg_sha256_fd_hex(fd, "a cached SIF", sha, err);
+	if (!rc && strcmp(sha, record_str(rec, "sif_sha256")) != 0) {
+		sg_log_warn("image cache: %s is no longer the file converted (SHA-256 %s, recorded %s)",
+			    sif, sha, record_str(rec, "sif_sha256"));
+		rc = sg_err_set(err, SG_E_UNAVAILABLE,
+				"its cached conversion %.19s... is no longer the file converted (its SHA-256 is not the one recorded): delete it from the image cache",
+				digest);
+	}
+out:
+	if (fd >= 0)
+		close(fd);
+	json_decref(rec);
+	return rc;
+}
+
+/*
+ * Store the conversion tmp (of r at digest) as sif, then its record: the
+ * record last, so an entry cut short between the two is never started.
+ */
+static sg_err entry_store(const char *tmp, const char *sif, const struct sg_sing_ref *r,
+			  const char *digest, struct sg_errinfo *err)
+{
+	char sha[65], *rec_path = NULL, *rec_tmp = NULL;
+	int fd = open(tmp, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	json_t *rec = NULL;
+	struct stat st;
+	sg_err rc = SG_OK;
+
+	if (fd < 0) {
+		rc = sg_err_set(err, SG_E_INTERNAL, "cannot open %s: %s", tmp, strerror(errno));
+		goto out;
+	}
+	rc = sg_sha256_fd_hex(fd, "the converted SIF", sha, err);
+	if (rc)
+		goto out;
+	/* The identity recorded is the one after the rename, which moves ctime. */
+	if (rename(tmp, sif) || fstat(fd, &st)) {
+		rc = sg_err_set(err, SG_E_INTERNAL, "cannot store %s: %s", sif, strerror(errno));
+		goto out;
+	}
+	if (asprintf(&rec_path, "%s.json", sif) < 0 || asprintf(&rec_tmp, "%s.json.part", sif) < 0 ||
+	    !(rec = record_new(r, digest, sha, &st))) {
+		rec_path = rec_tmp = NULL;
+		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
+		goto out;
+	}
+	if (json_dump_file(rec, rec_tmp, JSON_COMPACT) || rename(rec_tmp, rec_path)) {
+		unlink(rec_tmp);
+		rc = sg_err_set(err, SG_E_INTERNAL, "cannot store the record of %s", sif);
+	}
+out:
+	if (fd >= 0)
+		close(fd);
+	json_decref(rec);
+	free(rec_path);
+	free(rec_tmp);
+	return rc;
+}
+
+/*
+ * The newest cached SIF of the reference r keyed key in images (new, into
+ * *out) among those recorded as its conversions, its digest into
+ * se->digest and its age into se->cache_age_s; SG_E_NOT_FOUND when there
+ * is none.  The newest must still be the file converted: when it is not,
+ * the session is refused (SG_E_UNAVAILABLE), never quietly started from
+ * an older one.
  */
 static sg_err newest_cached(struct sing_env *se, const char *images, const char *key,
-			    char **out, struct sg_errinfo *err)
+			    const struct sg_sing_ref *r, char **out, struct sg_errinfo *err)
 {
-	char digest[SG_SING_DIGEST_LEN + 1], *best = NULL;
+	char digest[SG_SING_DIGEST_LEN + 1], *path = NULL, *best = NULL;
 	struct timespec best_at = { 0, 0 };
 	DIR *d = opendir(images);
 	struct dirent *de;
@@ -558,6 +730,8 @@ static sg_err newest_cached(struct sing_env *se, const char *images, const char 
 		rc = sg_err_set(err, SG_E_INTERNAL, "cannot read the image cache %s: %s", images,
 				strerror(errno));
 	while (d && (de = readdir(d))) {
+		json_t *rec;
+
 		if (!sg_sing_cache_entry(key, de->d_name, digest) ||
 		    fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
 		    !S_ISREG(st.st_mode) ||
@@ -565,16 +739,32 @@ static sg_err newest_cached(struct sing_env *se, const char *images, const char 
 			      (st.st_mtim.tv_sec == best_at.tv_sec &&
 			       st.st_mtim.tv_nsec <= best_at.tv_nsec))))
 			continue;
-		free(best);
-		if (asprintf(&best, "%s/%s", images, de->d_name) < 0) {
-			best = NULL;
+		free(path);
+		if (asprintf(&path, "%s/%s", images, de->d_name) < 0) {
+			path = NULL;
 			rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
 			goto out;
 		}
+		rec = record_load(path);
+		if (!rec || !record_names(rec, r, digest)) {
+			sg_log_warn("image cache: %s is not a recorded conversion of this reference; not taken",
+				    path);
+			json_decref(rec);
+			continue;
+		}
+		json_decref(rec);
+		free(best);
+		best = path;
+		path = NULL;
 		best_at = st.st_mtim;
 		memcpy(se->digest, digest, sizeof(digest));
 		rc = SG_OK;
 	}
+	if (!rc)
+		rc = entry_check(best, r, se->digest, err);
+	if (rc == SG_E_NOT_FOUND && best) /* removed or replaced while it was chosen */
+		rc = sg_err_set(err, SG_E_UNAVAILABLE,
+				"its cached conversion %.19s... changed while it was chosen", se->digest);
 	if (!rc) {
 		time_t now = time(NULL);
 
@@ -587,6 +777,7 @@ out:
 		se->digest[0] = '\0';
 	if (d)
 		closedir(d);
+	free(path);
 	free(best);
 	return rc;
 }
@@ -610,12 +801,58 @@ static sg_err ask_digest(struct sing_env *se, const struct sg_sing_ref *parsed, 
 	/* Under "always", never the cached SIF of a tag that may have moved. */
 	if (rc && se->pull == SG_SING_PULL_IF_NOT_PRESENT)
 		rc = sg_err_set(err, rc,
-				"image %.200s: nothing of it is cached, and pull_policy \"if_not_present\" asks the registry then: %s",
+				"image %.150s: nothing of it is in the image cache, and field \"image_pull_policy\" is \"if_not_present\", which asks the registry then: %s",
 				ref, why.msg);
 	else if (rc)
 		rc = sg_err_set(err, rc,
-				"image %.200s: %s; a reference pinned by digest (...@sha256:HEX), or pull_policy \"if_not_present\" with the image cached, needs no registry",
+				"image %.200s: %s; a reference pinned by digest (...@sha256:HEX), or image_pull_policy \"if_not_present\" with the image cached, needs no registry",
 				ref, why.msg);
+	return rc;
+}
+
+/*
+ * Convert parsed (ref) pinned to se->digest into tmp with the runtime's
+ * `build`, then store it as sif with its record (entry_store()); tmp is
+ * gone either way.  The caller holds the conversion's lock.
+ */
+static sg_err convert(struct sing_env *se, const struct sg_sing_ref *parsed, const char *ref,
+		      const char *tmp, const char *sif, struct sg_cancel *cancel,
+		      struct sg_errinfo *err)
+{
+	char *pinned = sg_sing_ref_pinned(parsed, se->digest);
+	struct sg_strv pull = SG_STRV_INIT;
+	struct sg_exec_result r;
+	sg_err rc;
+
+	sg_exec_result_init(&r, 4096);
+	/* The pull alone is given the operator's proxy (sg_sing_cli_env). */
+	if (!pinned || cli_env(&pull, true)) {
+		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
+		goto out;
+	}
+	sg_log_info("converting %s (%s) into %s (once; later sessions reuse it)", ref, se->digest,
+		    sif);
+	unlink(tmp);
+	sg_progress_begin("image", "converting %s into a SIF", pinned);
+	/* A loopback registry is plain http (registry.h), and the runtime must be told. */
+	rc = run_cli(parsed->plain_http
+			     ? (const char *[]){ se->runtime, "build", "--no-https", tmp, pinned, NULL }
+			     : (const char *[]){ se->runtime, "build", tmp, pinned, NULL },
+		     sg_strv_get(&pull), SG_SING_BUILD_MS, &r, cancel, err);
+	sg_progress_end(rc ? rc : r.exit_code ? SG_E_PROVIDER : SG_OK);
+	if (r.err.len)
+		sg_log_info("%s build: %s", se->runtime, r.err.p);
+	if (!rc && r.exit_code != 0)
+		rc = sg_err_set(err, SG_E_PROVIDER, "cannot convert %s into a SIF: %.300s", ref,
+				fatal_text(&r));
+	if (!rc)
+		rc = entry_store(tmp, sif, parsed, se->digest, err);
+	if (rc)
+		unlink(tmp);
+out:
+	sg_strv_release(&pull);
+	sg_exec_result_release(&r);
+	free(pinned);
 	return rc;
 }
 
@@ -626,25 +863,23 @@ static sg_err ask_digest(struct sing_env *se, const struct sg_sing_ref *parsed, 
  * pinned by digest is found without asking the registry; built from the
  * reference pinned to that digest, so the SIF is the one keyed; under a
  * lock so that concurrent sessions wait for one conversion; renamed into
- * place when complete.  Under pull_policy "if_not_present" a tag's newest
- * cached SIF is taken without asking (an offline compute node), whatever
- * the tag names now.
+ * place when complete, with its record (entry_store()); started again
+ * only while it is still the file converted (entry_check()), else
+ * converted again.  Under image_pull_policy "if_not_present" a tag's
+ * newest recorded conversion is taken without asking (an offline compute
+ * node), whatever the tag names now.
  */
 static sg_err cached_sif(struct sing_env *se, const char *ref, char **out,
 			 struct sg_cancel *cancel, struct sg_errinfo *err)
 {
 	char *dir = NULL, *images = NULL, *key = NULL, *sif = NULL, *tmp = NULL, *lock = NULL;
-	char *pinned = NULL, *name = sg_slug_digest(ref, SG_SING_KEY_MAX);
-	struct sg_strv pull = SG_STRV_INIT;
+	char *name = sg_slug_digest(ref, SG_SING_KEY_MAX);
+	struct sg_errinfo why = { 0 };
 	struct sg_sing_ref parsed;
-	struct sg_exec_result r;
 	int fd = -1;
 	sg_err rc = SG_OK;
 
-	sg_exec_result_init(&r, 4096);
-	/* The pull alone is given the operator's proxy (sg_sing_cli_env). */
-	if (cli_env(&pull, true) || !name ||
-	    !(dir = envs_dir(se->base.profile, se->base.state_dir)) ||
+	if (!name || !(dir = envs_dir(se->base.profile, se->base.state_dir)) ||
 	    asprintf(&images, "%s/images", dir) < 0) {
 		images = NULL;
 		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
@@ -657,16 +892,19 @@ static sg_err cached_sif(struct sing_env *se, const char *ref, char **out,
 		goto out;
 	}
 	if (se->pull == SG_SING_PULL_IF_NOT_PRESENT && !parsed.digest[0]) {
-		rc = newest_cached(se, images, name, &sif, err);
+		rc = newest_cached(se, images, name, &parsed, &sif, &why);
+		if (rc == SG_E_UNAVAILABLE)
+			sg_err_set(err, rc, "image %.120s: %s", ref, why.msg);
+		else if (rc && rc != SG_E_NOT_FOUND)
+			*err = why;
 		if (rc != SG_E_NOT_FOUND)
-			goto out; /* taken from the cache, or the cache unreadable */
+			goto out; /* taken from the cache, or refused */
 		rc = SG_OK;
 	}
 	rc = ask_digest(se, &parsed, ref, cancel, err);
 	if (rc)
 		goto out;
 	if (asprintf(&key, "%s.%s", name, se->digest + 7) < 0 ||
-	    !(pinned = sg_sing_ref_pinned(&parsed, se->digest)) ||
 	    asprintf(&sif, "%s/%s.sif", images, key) < 0 ||
 	    asprintf(&tmp, "%s/%s.sif.part", images, key) < 0 ||
 	    asprintf(&lock, "%s/%s.lock", images, key) < 0) {
@@ -689,27 +927,13 @@ static sg_err cached_sif(struct sing_env *se, const char *ref, char **out,
 			goto out;
 		}
 	}
-	if (access(sif, R_OK) == 0)
-		goto out; /* converted earlier, or by the session we waited for */
-	sg_log_info("converting %s (%s) into %s (once; later sessions reuse it)", ref, se->digest,
-		    sif);
-	unlink(tmp);
-	sg_progress_begin("image", "converting %s into a SIF", pinned);
-	/* A loopback registry is plain http (registry.h), and the runtime must be told. */
-	rc = run_cli(parsed.plain_http
-			     ? (const char *[]){ se->runtime, "build", "--no-https", tmp, pinned, NULL }
-			     : (const char *[]){ se->runtime, "build", tmp, pinned, NULL },
-		     sg_strv_get(&pull), SG_SING_BUILD_MS, &r, cancel, err);
-	sg_progress_end(rc ? rc : r.exit_code ? SG_E_PROVIDER : SG_OK);
-	if (r.err.len)
-		sg_log_info("%s build: %s", se->runtime, r.err.p);
-	if (!rc && r.exit_code != 0)
-		rc = sg_err_set(err, SG_E_PROVIDER, "cannot convert %s into a SIF: %.300s", ref,
-				fatal_text(&r));
-	if (!rc && rename(tmp, sif))
-		rc = sg_err_set(err, SG_E_INTERNAL, "cannot store %s: %s", sif, strerror(errno));
-	if (rc)
-		unlink(tmp);
+	/* Converted earlier, or by the session we waited for, and still that file. */
+	if (access(sif, F_OK) == 0) {
+		if (!entry_check(sif, &parsed, se->digest, &why))
+			goto out;
+		sg_log_warn("image %s: %s; converting it again", ref, why.msg);
+	}
+	rc = convert(se, &parsed, ref, tmp, sif, cancel, err);
 out:
 	if (!rc) {
 		*out = sif;
@@ -717,13 +941,10 @@ out:
 	}
 	if (fd >= 0)
 		close(fd); /* releases the lock */
-	sg_strv_release(&pull);
-	sg_exec_result_release(&r);
 	free(dir);
 	free(images);
 	free(key);
 	free(name);
-	free(pinned);
 	free(sif);
 	free(tmp);
 	free(lock);
@@ -1129,9 +1350,9 @@ static sg_err sing_provision(struct sg_env *env, struct sg_cancel *cancel,
 		goto out;
 	}
 	se->cache_age_s = -1;
-	if (!sg_sing_pull_parse(json_string_value(json_object_get(p->raw, "pull_policy")),
+	if (!sg_sing_pull_parse(json_string_value(json_object_get(p->raw, "image_pull_policy")),
 				&se->pull)) {
-		rc = sg_err_set(err, SG_E_INVALID_ARGUMENT, "field \"pull_policy\" is not valid");
+		rc = sg_err_set(err, SG_E_INVALID_ARGUMENT, "field \"image_pull_policy\" is not valid");
 		goto out;
 	}
 	se->runtime = runtime_of(p);

@@ -58,12 +58,15 @@ const char *sg_sing_env_prefix(const struct sg_sing_version *v);
 
 /*
  * When a docker:// or oras:// reference by tag asks its registry (profile
- * field pull_policy, after Kubernetes' imagePullPolicy).  A reference
- * pinned by digest never needs to: its cache entry is found by key.
+ * field image_pull_policy, after Kubernetes' imagePullPolicy).  A
+ * reference pinned by digest never needs to: its cache entry is found by
+ * key.  Under either policy a cache entry is started only while its
+ * conversion's record names the same reference and the file is still the
+ * one converted.
  */
 enum sg_sing_pull {
 	SG_SING_PULL_ALWAYS = 0,     /* "always" (default): the tag's digest at every start */
-	SG_SING_PULL_IF_NOT_PRESENT, /* "if_not_present": the newest cached SIF, else the registry */
+	SG_SING_PULL_IF_NOT_PRESENT, /* "if_not_present": the newest recorded conversion, else the registry */
 };
 
 /* text ("always", "if_not_present", or NULL for the default) into *out; false otherwise. */
@@ -71,8 +74,8 @@ bool sg_sing_pull_parse(const char *text, enum sg_sing_pull *out);
 
 /*
  * Whether name is a complete image cache entry of the reference keyed key:
- * "KEY.HEX.sif" with HEX 64 lower-case hex digits, never a ".sif.part" or
- * a lock; its digest ("sha256:HEX") into digest.  The length pins KEY, so
+ * "KEY.HEX.sif" with HEX 64 lower-case hex digits, never a ".sif.part", a
+ * record (".sif.json") or a lock; its digest ("sha256:HEX") into digest.  The length pins KEY, so
  * another reference's entries never match.
  */
 bool sg_sing_cache_entry(const char *key, const char *name, char digest[SG_SING_DIGEST_LEN + 1]);

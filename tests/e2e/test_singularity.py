@@ -4,8 +4,9 @@ cgroups, `network: "none"` through a network namespace, refusals (old
 runtime, no cgroups, no network namespace), persistence through an
 overlay, nothing left behind otherwise, the runtime given an allow-listed
 environment (no APPTAINER_* variable; the proxies to a pull alone),
-docker:// converted once, `pull_policy: "if_not_present"` starting from
-the cache with the registry unreachable, and a crashed gateway's instance found
+docker:// converted once, `image_pull_policy: "if_not_present"` starting
+from the cache with the registry unreachable (and never from an entry that
+is not that reference's or no longer the file converted), and a crashed gateway's instance found
 and removed by `sandgate envs`.
 
 These tests write their own config and skip when the suite runs against
@@ -266,7 +267,7 @@ class SingularityBackend(ApptainerFixture, GatewayTestCase):
 
     def test_if_not_present_starts_offline_from_the_cache(self):
         # An HPC compute node: the registry is unreachable, the cache holds
-        # SIFs of the tag.  pull_policy "if_not_present" starts from the
+        # SIFs of the tag.  image_pull_policy "if_not_present" starts from the
         # newest of them without asking the registry and says which digest
         # and how old; "always" (the default) refuses a tag as before.
         host, digests = self.registry({"v1": 0})
@@ -286,7 +287,7 @@ class SingularityBackend(ApptainerFixture, GatewayTestCase):
         self.reg_proc.wait(10)
         asked = len(self.reg_requests())
         builds = len(self.builds("team/tool"))
-        gw = self.gw_with({"image": ref, "pull_policy": "if_not_present"}, state=state)
+        gw = self.gw_with({"image": ref, "image_pull_policy": "if_not_present"}, state=state)
         rt = gw.initialize(timeout=60)["environment"]["facts"]["runtime"]
         self.assertEqual(rt["image_digest"], digests[0])
         self.assertEqual(os.path.realpath(rt["image"]), os.path.realpath(sifs[digests[0]]))
@@ -297,27 +298,133 @@ class SingularityBackend(ApptainerFixture, GatewayTestCase):
         self.assertEqual(len(self.reg_requests()), asked)
         running = len(self.instances())
         # "always", written out, is today's behaviour: a tag needs the registry.
-        gw = self.gw_with({"image": ref, "pull_policy": "always"}, state=state)
+        gw = self.gw_with({"image": ref, "image_pull_policy": "always"}, state=state)
         r = gw.call("initialize", gw.make_binding(), timeout=60, token=host_token())
         self.assertEqual(code_of(r.get("error", "")), "unavailable", r)
         # Nothing cached of this reference: refused, naming it and the policy.
-        gw = self.gw_with({"image": ref, "pull_policy": "if_not_present"},
+        gw = self.gw_with({"image": ref, "image_pull_policy": "if_not_present"},
                           state=os.path.join(self.dir, "empty-state"))
         r = gw.call("initialize", gw.make_binding(), timeout=60, token=host_token())
         self.assertEqual(code_of(r.get("error", "")), "unavailable", r)
         self.assertIn(ref, r["error"])
-        self.assertIn("if_not_present", r["error"])
+        self.assertIn('field "image_pull_policy" is "if_not_present"', r["error"])
+        self.assertIn("nothing of it is in the image cache", r["error"])
         self.assertEqual(len(self.instances()), running)
         # Only the two values: a clear error naming the field.
-        gw = self.gw_with({"image": ref, "pull_policy": "never"}, state=state)
+        gw = self.gw_with({"image": ref, "image_pull_policy": "never"}, state=state)
         try:
             r = gw.call("initialize", gw.make_binding(), timeout=60, token=host_token())
             text = r.get("error", "")
         except GatewayExited:
             gw.wait_exit(30)
             text = gw.stderr_text()
-        self.assertIn('"pull_policy"', text)
+        self.assertIn('"image_pull_policy"', text)
         self.assertIn("if_not_present", text)
+
+    def cache_entry(self, images, digest):
+        """The cached SIF of digest in images (the only one)."""
+        sifs = [p for p in glob.glob(os.path.join(images, "*.sif")) if digest[7:] in p]
+        self.assertEqual(len(sifs), 1, sifs)
+        return sifs[0]
+
+    def offline_refusal(self, ref, state):
+        gw = self.gw_with({"image": ref, "image_pull_policy": "if_not_present"}, state=state)
+        r = gw.call("initialize", gw.make_binding(), timeout=60, token=host_token())
+        self.assertIn("error", r, "initialize should have been refused")
+        self.assertEqual(code_of(r["error"]), "unavailable", r["error"])
+        self.assertIn(ref, r["error"])
+        return r["error"]
+
+    def offline_cache(self, name):
+        """Tags v1 and v2 converted into a state dir, then the registry
+        stopped.  Returns (state, images, (v1's ref, v2's), digests,
+        (v1's SIF, v2's))."""
+        host, digests = self.registry({"v1": 0, "v2": 1})
+        refs = tuple("docker://%s/team/tool:%s" % (host, t) for t in ("v1", "v2"))
+        state = os.path.join(self.dir, name)
+        images = os.path.join(state, "singularity", "images")
+        for r in refs:
+            self.gw_with({"image": r}, state=state).initialize(timeout=180)
+        sifs = tuple(self.cache_entry(images, d) for d in digests)
+        self.reg_proc.stdin.close()
+        self.reg_proc.wait(10)
+        return state, images, refs, digests, sifs
+
+    # Offline, a cache entry is started only when sandgate converted it for
+    # this very reference (registry, repository, tag) and the file is still
+    # the one it converted.
+
+    def test_if_not_present_skips_a_sif_no_conversion_recorded(self):
+        # A newer file under the reference's name that sandgate did not
+        # convert (copied in by hand, say) is not taken: the conversion is.
+        state, _, (ref, _), digests, (mine, _) = self.offline_cache("pstate")
+        now = time.time()
+        planted = mine.replace(digests[0][7:], "f" * 64)
+        shutil.copyfile(self.sif, planted)
+        os.utime(mine, (now - 600, now - 600))
+        gw = self.gw_with({"image": ref, "image_pull_policy": "if_not_present"}, state=state)
+        rt = gw.initialize(timeout=60)["environment"]["facts"]["runtime"]
+        self.assertEqual(rt["image_digest"], digests[0])
+        self.assertEqual(os.path.realpath(rt["image"]), os.path.realpath(mine))
+        self.assertTrue(600 <= rt["image_cache_age_s"] < 660, rt)
+        self.assertEqual(gw.sh_ok("echo ran"), "ran\n")
+
+    def test_if_not_present_never_takes_another_tags_conversion(self):
+        # v1's conversion (and its record) under v2's name is not v2's.
+        state, images, (_, other), digests, (mine, theirs) = self.offline_cache("tstate")
+        key_other = os.path.basename(theirs)[:-(64 + 5)]
+        for suffix in ("", ".json"):
+            if os.path.exists(theirs + suffix):
+                os.unlink(theirs + suffix)
+            if os.path.exists(mine + suffix):
+                shutil.copy2(mine + suffix, os.path.join(
+                    images, "%s.%s.sif%s" % (key_other, digests[0][7:], suffix)))
+        err = self.offline_refusal(other, state)
+        self.assertIn("nothing of it is in the image cache", err)
+
+    def test_if_not_present_refuses_a_conversion_changed_since(self):
+        # The converted file changed (same size, same mtime): refused,
+        # naming the file, and never an older conversion instead.
+        state, _, (ref, _), _, (mine, _) = self.offline_cache("cstate")
+        now = time.time()
+        older = mine.replace(os.path.basename(mine)[-(64 + 4):-4], "e" * 64)
+        shutil.copy2(mine, older)
+        if os.path.exists(mine + ".json"):
+            with open(mine + ".json") as f:
+                rec = f.read()
+            with open(older + ".json", "w") as f:
+                f.write(rec.replace(mine[-(64 + 4):-4], "e" * 64))
+        os.utime(older, (now - 7200, now - 7200))
+        with open(mine, "r+b") as f:
+            data = f.read()
+            f.seek(len(data) // 2)
+            f.write(bytes([data[len(data) // 2] ^ 1]))
+        os.utime(mine, (now - 600, now - 600))
+        running = len(self.instances())
+        err = self.offline_refusal(ref, state)
+        self.assertIn(os.path.basename(mine)[-(64 + 4):-(64 + 4) + 12], err)
+        self.assertIn("no longer the file converted", err)
+        self.assertEqual(len(self.instances()), running)
+
+    def test_always_converts_an_altered_cache_entry_again(self):
+        # Under "always" the registry confirms the tag's digest, but the
+        # cached SIF is started only if it is still the file converted:
+        # one changed since is converted again.
+        host, digests = self.registry({"v1": 0})
+        ref = "docker://%s/team/tool:v1" % host
+        state = os.path.join(self.dir, "astate")
+        images = os.path.join(state, "singularity", "images")
+        self.gw_with({"image": ref}, state=state).initialize(timeout=180)
+        sif = self.cache_entry(images, digests[0])
+        with open(sif, "ab") as f:
+            f.write(b"not what was converted\n")
+        gw = self.gw_with({"image": ref}, state=state)
+        rt = gw.initialize(timeout=180)["environment"]["facts"]["runtime"]
+        self.assertEqual(rt["image_digest"], digests[0])
+        self.assertEqual(len(self.builds("team/tool")), 2)
+        with open(rt["image"], "rb") as f:
+            self.assertNotIn(b"not what was converted", f.read())
+        self.assertEqual(gw.sh_ok("echo ran"), "ran\n")
 
     def test_oras_ref(self):
         host, digests = self.registry({"v2": 1})

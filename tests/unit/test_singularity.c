@@ -287,7 +287,7 @@ static void test_refs(void **state)
 	assert_false(sg_sing_ref_parse("/images/x.sif", &r));
 }
 
-/* pull_policy's two values, and which cache entries are a reference's. */
+/* image_pull_policy's two values, and which cache entries are a reference's. */
 static void test_pull_policy(void **state)
 {
 	char digest[SG_SING_DIGEST_LEN + 1];
@@ -338,14 +338,14 @@ static void test_validate(void **state)
 	assert_int_equal(validate_with("{}", "1.3.4", 0, SG_NET_DEFAULT, &err),
 			 SG_E_INVALID_ARGUMENT);
 	assert_non_null(strstr(err.msg, "image"));
-	assert_int_equal(validate_with("{\"image\": \"docker://a:1\", \"pull_policy\": \"if_not_present\"}",
+	assert_int_equal(validate_with("{\"image\": \"docker://a:1\", \"image_pull_policy\": \"if_not_present\"}",
 				       "1.3.4", 0, SG_NET_DEFAULT, &err),
 			 SG_OK);
 	/* Only the two values, refused naming the field. */
-	assert_int_equal(validate_with("{\"image\": \"docker://a:1\", \"pull_policy\": \"never\"}",
+	assert_int_equal(validate_with("{\"image\": \"docker://a:1\", \"image_pull_policy\": \"never\"}",
 				       "1.3.4", 0, SG_NET_DEFAULT, &err),
 			 SG_E_INVALID_ARGUMENT);
-	assert_non_null(strstr(err.msg, "\"pull_policy\""));
+	assert_non_null(strstr(err.msg, "\"image_pull_policy\""));
 	assert_non_null(strstr(err.msg, "if_not_present"));
 	{
 		json_t *raw = json_pack("{s:s, s:s}", "image", "/x.sif", "runtime",
