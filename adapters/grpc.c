@@ -630,51 +630,20 @@ static int final_status(const struct xfer *x, CURLcode cc, long version,
 }
 
 /*
- * One try of a call.  *upgrade_failed: a plain HTTP/2 call on h2c found
- * no live connection in the pool, so libcurl opened one with an HTTP/1.1
- * upgrade, which a gRPC server refuses before running anything (curl
- * reports CURLE_UNSUPPORTED_PROTOCOL); the call is to be made again with
- * prior knowledge.
+ * A call that cannot be sent: a method that is not /package.Service/Method
+ * (or would not fit the URL), a request over the limit, or a cancel.  url
+ * gets the call's address.
  */
-static sg_err invoke_once(struct sg_grpc_channel *ch,
-			  const struct sg_grpc_call *call,
-			  struct sg_grpc_result *res, struct sg_cancel *cancel,
-			  struct sg_errinfo *err, bool reopen,
-			  bool *upgrade_failed)
+static sg_err check_call(const struct sg_grpc_channel *ch,
+			 const struct sg_grpc_call *call, struct sg_grpc_result *res,
+			 char *url, size_t url_size, struct sg_cancel *cancel,
+			 struct sg_errinfo *err)
 {
-	struct xfer x = { .call = call, .res = res, .status = -1 };
-	enum conn_mode mode = conn_mode(ch, reopen);
-	bool healthy = false;
-	struct curl_slist *hdrs = NULL;
-	char url[SG_GRPC_URL_MAX * 2];
-	uint8_t *body = NULL;
-	struct sg_http_curl_pair pair = { 0 };
-	CURL *e = NULL;
-	CURLM *m = NULL;
-	bool added = false;
-	int cfd = sg_cancel_fd(cancel);
-	struct curl_waitfd wfd = { .fd = cfd, .events = CURL_WAIT_POLLIN };
-	int64_t deadline = call->timeout_ms > 0 ? sg_now_ms() + call->timeout_ms
-						: 0;
 	const char *method = call->method ? call->method : "";
-	const char *why = "";
-	long version = 0, conns = 0;
-	CURLMsg *msg;
-	CURLcode cc = CURLE_OK;
-	CURLMcode mc = CURLM_OK;
-	uint64_t nth;
-	int running = 1, left;
-	sg_err rc = SG_OK;
+	sg_err rc;
 
-	*upgrade_failed = false;
-	x.max_msg = call->max_msg ? call->max_msg : SG_GRPC_MSG_MAX;
-	result_reset(res, x.max_msg);
-	res->attempts = 1;
-	res->status = SG_GRPC_INTERNAL;
-	sg_buf_init(&x.frame, x.max_msg);
 	if (method[0] != '/' || strpbrk(method, " \r\n?#") ||
-	    snprintf(url, sizeof(url), "%s%s", ch->base, method) >=
-		    (int)sizeof(url)) {
+	    snprintf(url, url_size, "%s%s", ch->base, method) >= (int)url_size) {
 		rc = sg_err_set(err, SG_E_INVALID_ARGUMENT,
 				"a gRPC method is /package.Service/Method");
 		goto out;
@@ -690,15 +659,14 @@ static sg_err invoke_once(struct sg_grpc_channel *ch,
 		res->status = SG_GRPC_CANCELLED;
 		sg_err_set(err, rc, "%s to %s was cancelled before it was sent",
 			   method, ch->host);
-		goto out;
 	}
-	body = malloc(call->req_len + 5);
-	if (!body || !sg_http_curl_get(&pair, mode != CONN_OWN)) {
-		rc = sg_err_set(err, SG_E_INTERNAL, "%s: out of memory", method);
-		goto out;
-	}
-	e = pair.easy;
-	m = pair.multi;
+out:
+	return rc;
+}
+
+/* The request as one uncompressed message: a zero flag, its length big-endian. */
+static void frame_request(uint8_t *body, const struct sg_grpc_call *call)
+{
 	body[0] = 0;
 	body[1] = (uint8_t)(call->req_len >> 24);
 	body[2] = (uint8_t)(call->req_len >> 16);
@@ -706,24 +674,25 @@ static sg_err invoke_once(struct sg_grpc_channel *ch,
 	body[4] = (uint8_t)call->req_len;
 	if (call->req_len)
 		memcpy(body + 5, call->req, call->req_len);
-	x.easy = e;
-	rc = build_headers(call, &hdrs);
-	if (rc) {
-		sg_err_set(err, rc, "%s: %s", method,
-			   rc == SG_E_INVALID_ARGUMENT
-				   ? "a metadata line is malformed"
-				   : "out of memory");
-		goto out;
-	}
-	nth = atomic_fetch_add(&ch->calls, 1) + 1;
-	if (set_options(ch, e, &x, url, hdrs, body, call->req_len + 5, nth,
-			mode) ||
-	    curl_multi_add_handle(m, e) != CURLM_OK) {
-		rc = sg_err_set(err, SG_E_INTERNAL, "%s: curl refused an option",
-				method);
-		goto out;
-	}
-	added = true;
+}
+
+/*
+ * Drive the transfer until it ends, the deadline (0: none) passes or the
+ * call is cancelled.  A call given up on closes its connection with the
+ * stream: libcurl 7.88.1 would keep the RST_STREAM until the connection's
+ * next use, and the server would go on working for nobody.
+ */
+static sg_err wait_reply(const struct sg_grpc_channel *ch, struct xfer *x, CURLM *m,
+			 int64_t deadline, struct sg_cancel *cancel,
+			 struct sg_errinfo *err)
+{
+	const struct sg_grpc_call *call = x->call;
+	const char *method = call->method ? call->method : "";
+	int cfd = sg_cancel_fd(cancel);
+	struct curl_waitfd wfd = { .fd = cfd, .events = CURL_WAIT_POLLIN };
+	CURLMcode mc = CURLM_OK;
+	int running = 1;
+	sg_err rc = SG_OK;
 
 	for (;;) {
 		int64_t wait = GRPC_POLL_MS;
@@ -735,12 +704,13 @@ static sg_err invoke_once(struct sg_grpc_channel *ch,
 			int64_t now = sg_now_ms();
 
 			if (now >= deadline) {
-				res->status = SG_GRPC_DEADLINE_EXCEEDED;
+				x->res->status = SG_GRPC_DEADLINE_EXCEEDED;
 				rc = sg_err_set(err, SG_E_TIMEOUT,
 						"%s to %s: no reply within %lld ms",
 						method, ch->host,
 						(long long)call->timeout_ms);
-				goto abort;
+				close_behind(x);
+				goto out;
 			}
 			if (deadline - now < wait)
 				wait = deadline - now;
@@ -751,28 +721,50 @@ static sg_err invoke_once(struct sg_grpc_channel *ch,
 			break;
 		rc = sg_cancel_check(cancel);
 		if (rc) {
-			res->status = SG_GRPC_CANCELLED;
+			x->res->status = SG_GRPC_CANCELLED;
 			sg_err_set(err, rc, "%s to %s was cancelled", method,
 				   ch->host);
-			goto abort;
+			close_behind(x);
+			goto out;
 		}
 	}
 	if (mc != CURLM_OK) {
-		res->status = SG_GRPC_INTERNAL;
+		x->res->status = SG_GRPC_INTERNAL;
 		rc = sg_err_set(err, SG_E_INTERNAL, "%s: curl failed: %s", method,
 				curl_multi_strerror(mc));
-		goto out;
 	}
+out:
+	return rc;
+}
+
+/*
+ * What the finished transfer means: the connections it opened, whether its
+ * connection stays healthy for reuse, a failed h2c upgrade (see
+ * invoke_once), a callback's stop, or the call's final status.
+ */
+static sg_err conclude(struct sg_grpc_channel *ch, struct xfer *x, CURLM *m,
+		       enum conn_mode mode, bool *healthy, bool *upgrade_failed,
+		       struct sg_errinfo *err)
+{
+	struct sg_grpc_result *res = x->res;
+	const char *method = x->call->method ? x->call->method : "";
+	const char *why = "";
+	long version = 0, conns = 0;
+	CURLcode cc = CURLE_OK;
+	CURLMsg *msg;
+	int left;
+	sg_err rc = SG_OK;
+
 	while ((msg = curl_multi_info_read(m, &left)) != NULL)
-		if (msg->msg == CURLMSG_DONE && msg->easy_handle == e)
+		if (msg->msg == CURLMSG_DONE && msg->easy_handle == x->easy)
 			cc = msg->data.result;
-	curl_easy_getinfo(e, CURLINFO_HTTP_VERSION, &version);
-	if (curl_easy_getinfo(e, CURLINFO_NUM_CONNECTS, &conns) == CURLE_OK &&
+	curl_easy_getinfo(x->easy, CURLINFO_HTTP_VERSION, &version);
+	if (curl_easy_getinfo(x->easy, CURLINFO_NUM_CONNECTS, &conns) == CURLE_OK &&
 	    conns > 0)
 		atomic_fetch_add(&ch->connections, (uint64_t)conns);
-	healthy = cc == CURLE_OK && !x.abort_rc;
+	*healthy = cc == CURLE_OK && !x->abort_rc;
 	if (mode == CONN_H2C_REUSE && cc == CURLE_UNSUPPORTED_PROTOCOL &&
-	    !res->responded && x.status < 0 && conns > 0) {
+	    !res->responded && x->status < 0 && conns > 0) {
 		/* Not an HTTP/2 request: the try is not counted as a call. */
 		atomic_fetch_sub(&ch->calls, 1);
 		*upgrade_failed = true;
@@ -782,47 +774,100 @@ static sg_err invoke_once(struct sg_grpc_channel *ch,
 				method, ch->host);
 		goto out;
 	}
-
-	if (x.abort_rc) {
-		res->status = x.abort_status;
-		if (x.abort_why[0])
-			rc = sg_err_set(err, x.abort_rc, "%s from %s: %s", method,
-					ch->host, x.abort_why);
+	if (x->abort_rc) {
+		res->status = x->abort_status;
+		if (x->abort_why[0])
+			rc = sg_err_set(err, x->abort_rc, "%s from %s: %s", method,
+					ch->host, x->abort_why);
 		else
-			rc = sg_err_set(err, x.abort_rc,
+			rc = sg_err_set(err, x->abort_rc,
 					"%s from %s: the stream's reader stopped "
 					"(%s)",
-					method, ch->host, sg_err_word(x.abort_rc));
+					method, ch->host, sg_err_word(x->abort_rc));
 		goto out;
 	}
-	res->status = final_status(&x, cc, version, &why);
-	res->from_server = x.status >= 0 && !why[0];
+	res->status = final_status(x, cc, version, &why);
+	res->from_server = x->status >= 0 && !why[0];
 	if (res->status == SG_GRPC_OK)
 		goto out;
 	rc = status_err(res->status);
-	if (res->from_server)
-		sg_err_set(err, rc, "%s on %s: %s: %s", method, ch->host,
-			   sg_grpc_code_name(res->status),
-			   res->message[0] ? res->message : "(no message)");
-	else
-		sg_err_set(err, rc, "%s on %s: %s: %s", method, ch->host,
-			   sg_grpc_code_name(res->status), why);
-	goto out;
+	sg_err_set(err, rc, "%s on %s: %s: %s", method, ch->host,
+		   sg_grpc_code_name(res->status),
+		   !res->from_server ? why
+		   : res->message[0] ? res->message : "(no message)");
+out:
+	return rc;
+}
 
-abort:
-	/*
-	 * Close the connection with the stream: libcurl 7.88.1 would keep
-	 * the RST_STREAM until the connection's next use, and the server
-	 * would go on working for nobody.
-	 */
-	close_behind(&x);
+/*
+ * One try of a call.  *upgrade_failed: a plain HTTP/2 call on h2c found
+ * no live connection in the pool, so libcurl opened one with an HTTP/1.1
+ * upgrade, which a gRPC server refuses before running anything (curl
+ * reports CURLE_UNSUPPORTED_PROTOCOL); the call is to be made again with
+ * prior knowledge.
+ */
+static sg_err invoke_once(struct sg_grpc_channel *ch,
+			  const struct sg_grpc_call *call,
+			  struct sg_grpc_result *res, struct sg_cancel *cancel,
+			  struct sg_errinfo *err, bool reopen,
+			  bool *upgrade_failed)
+{
+	struct xfer x = { .call = call, .res = res, .status = -1 };
+	enum conn_mode mode = conn_mode(ch, reopen);
+	bool healthy = false, added = false;
+	struct curl_slist *hdrs = NULL;
+	char url[SG_GRPC_URL_MAX * 2];
+	uint8_t *body = NULL;
+	struct sg_http_curl_pair pair = { 0 };
+	int64_t deadline = call->timeout_ms > 0 ? sg_now_ms() + call->timeout_ms
+						: 0;
+	const char *method = call->method ? call->method : "";
+	uint64_t nth;
+	sg_err rc;
+
+	*upgrade_failed = false;
+	x.max_msg = call->max_msg ? call->max_msg : SG_GRPC_MSG_MAX;
+	result_reset(res, x.max_msg);
+	res->attempts = 1;
+	res->status = SG_GRPC_INTERNAL;
+	sg_buf_init(&x.frame, x.max_msg);
+	rc = check_call(ch, call, res, url, sizeof(url), cancel, err);
+	if (rc)
+		goto out;
+	body = malloc(call->req_len + 5);
+	if (!body || !sg_http_curl_get(&pair, mode != CONN_OWN)) {
+		rc = sg_err_set(err, SG_E_INTERNAL, "%s: out of memory", method);
+		goto out;
+	}
+	frame_request(body, call);
+	x.easy = pair.easy;
+	rc = build_headers(call, &hdrs);
+	if (rc) {
+		sg_err_set(err, rc, "%s: %s", method,
+			   rc == SG_E_INVALID_ARGUMENT
+				   ? "a metadata line is malformed"
+				   : "out of memory");
+		goto out;
+	}
+	nth = atomic_fetch_add(&ch->calls, 1) + 1;
+	if (set_options(ch, x.easy, &x, url, hdrs, body, call->req_len + 5, nth,
+			mode) ||
+	    curl_multi_add_handle(pair.multi, x.easy) != CURLM_OK) {
+		rc = sg_err_set(err, SG_E_INTERNAL, "%s: curl refused an option",
+				method);
+		goto out;
+	}
+	added = true;
+	rc = wait_reply(ch, &x, pair.multi, deadline, cancel, err);
+	if (!rc)
+		rc = conclude(ch, &x, pair.multi, mode, &healthy, upgrade_failed, err);
 out:
 	/* The pool keeps the connection: one more to take (see h2c_idle). */
 	if (added && mode != CONN_POOL && mode != CONN_OWN && healthy &&
 	    !x.closing && atomic_fetch_add(&ch->h2c_idle, 1) >= SG_CURL_POOL_MAX)
 		atomic_fetch_sub(&ch->h2c_idle, 1);
 	if (added)
-		curl_multi_remove_handle(m, e);
+		curl_multi_remove_handle(pair.multi, x.easy);
 	sg_http_curl_put(&pair);
 	curl_slist_free_all(hdrs);
 	free(body);
