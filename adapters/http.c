@@ -526,6 +526,84 @@ static sg_err map_curl(CURLcode cc, CURL *e, const struct xfer *x,
 }
 
 /*
+ * A multipart body: each part's name, file name, type and reader, then the
+ * form itself.  *cc: what curl refused; the result: any other failure.
+ */
+static sg_err set_parts(CURL *e, const struct sg_http_request *req,
+			struct reader *readers, curl_mime **mime, const char *what,
+			CURLcode *cc, struct sg_errinfo *err)
+{
+	sg_err rc;
+
+	*cc = CURLE_OK;
+	*mime = curl_mime_init(e);
+	if (!*mime)
+		return sg_err_set(err, SG_E_INTERNAL, "%s: out of memory", what);
+	for (size_t i = 0; i < req->nparts; i++) {
+		const struct sg_http_part *pt = &req->parts[i];
+		curl_mimepart *mp = curl_mime_addpart(*mime);
+
+		if (!pt->name || !mp)
+			return sg_err_set(err, SG_E_INVALID_ARGUMENT,
+					  "%s: part %zu has no name", what, i);
+		if (pt->file) {
+			rc = reader_from_file(&readers[i], pt->file, what, err);
+			if (rc)
+				return rc;
+		} else {
+			reader_from_mem(&readers[i], pt->data, pt->len);
+		}
+		*cc = curl_mime_name(mp, pt->name);
+		if (!*cc && pt->filename)
+			*cc = curl_mime_filename(mp, pt->filename);
+		if (!*cc && pt->content_type)
+			*cc = curl_mime_type(mp, pt->content_type);
+		if (!*cc)
+			*cc = curl_mime_data_cb(mp, readers[i].size, on_read,
+						on_seek, NULL, &readers[i]);
+		if (*cc)
+			return SG_OK;
+	}
+	*cc = curl_easy_setopt(e, CURLOPT_MIMEPOST, *mime);
+	return SG_OK;
+}
+
+/*
+ * A plain body: a file read as curl asks (and seeks, for a resend), or
+ * req->body, not copied since it outlives the transfer.  *cc: what curl
+ * refused; the result: a file that cannot be read.
+ */
+static sg_err set_plain(CURL *e, const struct sg_http_request *req,
+			struct reader *rd, const char *what, CURLcode *cc,
+			struct sg_errinfo *err)
+{
+	sg_err rc;
+
+	if (!req->body_file) {
+		*cc = curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE,
+				       (curl_off_t)req->body_len);
+		if (!*cc)
+			*cc = curl_easy_setopt(e, CURLOPT_POSTFIELDS,
+					       req->body ? req->body : "");
+		return SG_OK;
+	}
+	rc = reader_from_file(rd, req->body_file, what, err);
+	if (rc)
+		return rc;
+	*cc = curl_easy_setopt(e, CURLOPT_READFUNCTION, on_read);
+	if (!*cc)
+		*cc = curl_easy_setopt(e, CURLOPT_READDATA, rd);
+	if (!*cc)
+		*cc = curl_easy_setopt(e, CURLOPT_SEEKFUNCTION, on_seek);
+	if (!*cc)
+		*cc = curl_easy_setopt(e, CURLOPT_SEEKDATA, rd);
+	if (!*cc)
+		*cc = curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE,
+				       (curl_off_t)rd->size);
+	return SG_OK;
+}
+
+/*
  * Set the method and body on e.  POST, PUT and PATCH always carry a body
  * (possibly empty) so that a Content-Length goes out; other methods only
  * when given one.
@@ -540,78 +618,18 @@ static sg_err set_body(CURL *e, const struct sg_http_request *req,
 		     strcmp(method, "PATCH") == 0 || req->body ||
 		     req->body_file || req->nparts;
 	CURLcode cc = CURLE_OK;
-	sg_err rc;
+	sg_err rc = SG_OK;
 
 	if ((req->body && (req->body_file || req->nparts)) ||
 	    (req->body_file && req->nparts))
 		return sg_err_set(err, SG_E_INVALID_ARGUMENT,
 				  "%s: give one kind of body", what);
 	if (req->nparts) {
-		*mime = curl_mime_init(e);
-		if (!*mime)
-			return sg_err_set(err, SG_E_INTERNAL, "%s: out of memory",
-					  what);
-		for (size_t i = 0; i < req->nparts; i++) {
-			const struct sg_http_part *pt = &req->parts[i];
-			curl_mimepart *mp = curl_mime_addpart(*mime);
-
-			if (!pt->name || !mp)
-				return sg_err_set(err, SG_E_INVALID_ARGUMENT,
-						  "%s: part %zu has no name", what, i);
-			if (pt->file) {
-				rc = reader_from_file(&readers[i], pt->file, what,
-						      err);
-				if (rc)
-					return rc;
-			} else {
-				reader_from_mem(&readers[i], pt->data, pt->len);
-			}
-			cc = curl_mime_name(mp, pt->name);
-			if (!cc && pt->filename)
-				cc = curl_mime_filename(mp, pt->filename);
-			if (!cc && pt->content_type)
-				cc = curl_mime_type(mp, pt->content_type);
-			if (!cc)
-				cc = curl_mime_data_cb(mp, readers[i].size, on_read,
-						       on_seek, NULL, &readers[i]);
-			if (cc)
-				break;
-		}
-		if (!cc)
-			cc = curl_easy_setopt(e, CURLOPT_MIMEPOST, *mime);
-		if (!cc && !is_post)
-			cc = curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, method);
+		rc = set_parts(e, req, readers, mime, what, &cc, err);
 	} else if (wants) {
 		cc = curl_easy_setopt(e, CURLOPT_POST, 1L);
-		if (!cc && req->body_file) {
-			rc = reader_from_file(&readers[0], req->body_file, what,
-					      err);
-			if (rc)
-				return rc;
-			cc = curl_easy_setopt(e, CURLOPT_READFUNCTION, on_read);
-			if (!cc)
-				cc = curl_easy_setopt(e, CURLOPT_READDATA,
-						      &readers[0]);
-			if (!cc)
-				cc = curl_easy_setopt(e, CURLOPT_SEEKFUNCTION,
-						      on_seek);
-			if (!cc)
-				cc = curl_easy_setopt(e, CURLOPT_SEEKDATA,
-						      &readers[0]);
-			if (!cc)
-				cc = curl_easy_setopt(e,
-						      CURLOPT_POSTFIELDSIZE_LARGE,
-						      (curl_off_t)readers[0].size);
-		} else if (!cc) {
-			/* Not copied: req->body outlives the transfer. */
-			cc = curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE,
-					      (curl_off_t)req->body_len);
-			if (!cc)
-				cc = curl_easy_setopt(e, CURLOPT_POSTFIELDS,
-						      req->body ? req->body : "");
-		}
-		if (!cc && !is_post)
-			cc = curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, method);
+		if (!cc)
+			rc = set_plain(e, req, &readers[0], what, &cc, err);
 	} else if (strcmp(method, "HEAD") == 0) {
 		cc = curl_easy_setopt(e, CURLOPT_NOBODY, 1L);
 	} else if (strcmp(method, "GET") == 0) {
@@ -619,6 +637,10 @@ static sg_err set_body(CURL *e, const struct sg_http_request *req,
 	} else {
 		cc = curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, method);
 	}
+	if (rc)
+		return rc;
+	if (!cc && wants && !is_post)
+		cc = curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, method);
 	if (cc)
 		return sg_err_set(err, SG_E_INTERNAL, "%s: curl refused the body: %s",
 				  what, curl_easy_strerror(cc));
@@ -759,89 +781,54 @@ void sg_http_curl_put(struct sg_http_curl_pair *h)
 	h->easy = h->multi = NULL;
 }
 
-static sg_err do_once(const struct sg_http_request *req,
-		      struct sg_http_response *r, struct sg_cancel *cancel,
-		      struct sg_errinfo *err, struct attempt *at)
+/*
+ * What must hold before anything is allocated: a method curl will send as
+ * given, an http(s) URL with a host, libcurl initialised, no cancel.  host
+ * and what (method and host, for every sentence) are filled in.
+ */
+static sg_err check_request(const struct sg_http_request *req, const char *method,
+			    char *host, size_t host_size, char *what, size_t what_size,
+			    struct sg_cancel *cancel, struct sg_errinfo *err)
 {
-	const char *method = req->method ? req->method : "GET";
-	char host[300], what[340];
-	struct xfer x = { .req = req, .r = r, .abort_rc = SG_OK };
-	struct curl_slist *hdrs = NULL;
-	struct reader *readers = NULL;
-	curl_mime *mime = NULL;
-	struct sg_http_curl_pair h = { 0 };
-	CURL *e = NULL;
-	CURLM *m = NULL;
-	bool added = false, reuse = false;
-	int cfd = sg_cancel_fd(cancel);
-	struct curl_waitfd wfd = { .fd = cfd, .events = CURL_WAIT_POLLIN };
-	CURLMsg *msg;
-	CURLcode cc = CURLE_OK;
-	CURLMcode mc;
-	long status = 0, version = 0;
-	char *ip = NULL;
-	int running = 1, left;
 	sg_err rc;
 
-	at->never_connected = false;
-	response_reset(r);
 	if (!method_ok(method)) {
 		rc = sg_err_set(err, SG_E_INVALID_ARGUMENT,
 				"an HTTP method must be a short upper-case word");
 		goto out;
 	}
-	if (!sg_http_url_host(req->url, host, sizeof(host))) {
+	if (!sg_http_url_host(req->url, host, host_size)) {
 		rc = sg_err_set(err, SG_E_INVALID_ARGUMENT,
 				"%s: the URL must be http:// or https:// with a host",
 				method);
 		goto out;
 	}
-	snprintf(what, sizeof(what), "%s %s", method, host);
+	snprintf(what, what_size, "%s %s", method, host);
 	if (sg_http_curl_init() != SG_OK) {
 		rc = sg_err_set(err, SG_E_INTERNAL, "%s: libcurl did not initialise",
 				what);
 		goto out;
 	}
 	rc = sg_cancel_check(cancel);
-	if (rc) {
+	if (rc)
 		sg_err_set(err, rc, "%s was cancelled before it was sent", what);
-		goto out;
-	}
+out:
+	return rc;
+}
 
-	/* After sg_http_curl_init: the share exists from then on. */
-	reuse = share && (is_idempotent(req) || req->resend_safe);
-	readers = calloc(req->nparts + 1, sizeof(*readers));
-	if (!readers || !sg_http_curl_get(&h, reuse)) {
-		rc = sg_err_set(err, SG_E_INTERNAL, "%s: out of memory", what);
-		goto out;
-	}
-	e = h.easy;
-	m = h.multi;
-	rc = build_headers(req, &hdrs, what, err);
-	if (rc)
-		goto out;
-	rc = set_options(e, req, &x, hdrs);
-	/*
-	 * A request that may not travel on a kept connection neither takes
-	 * one from this thread's multi handle nor leaves its own there.
-	 */
-	if (!rc && !reuse &&
-	    (curl_easy_setopt(e, CURLOPT_FRESH_CONNECT, 1L) != CURLE_OK ||
-	     curl_easy_setopt(e, CURLOPT_FORBID_REUSE, 1L) != CURLE_OK))
-		rc = SG_E_INTERNAL;
-	if (rc) {
-		sg_err_set(err, rc, "%s: curl refused an option", what);
-		goto out;
-	}
-	rc = set_body(e, req, method, readers, &mime, what, err);
-	if (rc)
-		goto out;
-	if (curl_multi_add_handle(m, e) != CURLM_OK) {
-		rc = sg_err_set(err, SG_E_INTERNAL, "%s: curl refused the request",
-				what);
-		goto out;
-	}
-	added = true;
+/*
+ * Run the transfer to its end, woken by the cancel token; *cc is curl's
+ * result for it.
+ */
+static sg_err transfer(CURLM *m, CURL *e, const char *what, CURLcode *cc,
+		       struct sg_cancel *cancel, struct sg_errinfo *err)
+{
+	int cfd = sg_cancel_fd(cancel);
+	struct curl_waitfd wfd = { .fd = cfd, .events = CURL_WAIT_POLLIN };
+	CURLMsg *msg;
+	CURLMcode mc;
+	int running = 1, left;
+	sg_err rc = SG_OK;
 
 	for (;;) {
 		mc = curl_multi_perform(m, &running);
@@ -864,7 +851,16 @@ static sg_err do_once(const struct sg_http_request *req,
 	}
 	while ((msg = curl_multi_info_read(m, &left)) != NULL)
 		if (msg->msg == CURLMSG_DONE && msg->easy_handle == e)
-			cc = msg->data.result;
+			*cc = msg->data.result;
+out:
+	return rc;
+}
+
+/* The response's status, HTTP version and peer address, as far as curl knows them. */
+static void response_info(CURL *e, struct sg_http_response *r)
+{
+	long status = 0, version = 0;
+	char *ip = NULL;
 
 	if (curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &status) == CURLE_OK &&
 	    status > 0)
@@ -875,40 +871,116 @@ static sg_err do_once(const struct sg_http_request *req,
 			     : version ? 1 : 0;
 	if (curl_easy_getinfo(e, CURLINFO_PRIMARY_IP, &ip) == CURLE_OK && ip)
 		snprintf(r->primary_ip, sizeof(r->primary_ip), "%s", ip);
+}
 
-	if (cc == CURLE_OK) {
-		rc = SG_OK;
-	} else if (x.abort_rc == SG_E_TOO_LARGE && !req->sink) {
-		rc = sg_err_set(err, SG_E_TOO_LARGE,
-				"the response to %s is larger than %zu bytes",
-				what, r->body.max);
-	} else if (x.abort_rc == SG_E_TOO_LARGE) {
-		rc = sg_err_set(err, SG_E_TOO_LARGE,
-				"the response to %s passed its size limit", what);
-	} else if (x.abort_rc) {
-		rc = sg_err_set(err, x.abort_rc,
-				"%s: the response body could not be taken (%s)",
-				what, sg_err_word(x.abort_rc));
-	} else if (cc == CURLE_ABORTED_BY_CALLBACK ||
-		   cc == CURLE_READ_ERROR) {
-		char ebuf[128] = "";
-		int rerr = 0;
+/*
+ * A failed transfer's sentence: a body over its limit, a callback's stop, a
+ * body file that could not be read (its errno when a reader kept one), or
+ * curl's own error (map_curl).
+ */
+static sg_err transfer_failed(CURLcode cc, CURL *e, const struct xfer *x,
+			      const struct reader *readers, const char *method,
+			      const char *host, const char *what, struct attempt *at,
+			      struct sg_errinfo *err)
+{
+	const struct sg_http_request *req = x->req;
+	char ebuf[128] = "";
+	int rerr = 0;
 
-		for (size_t i = 0; i <= req->nparts; i++)
-			if (readers[i].err)
-				rerr = readers[i].err;
-		/* The XSI strerror_r: thread-safe, unlike strerror. */
-		if (rerr && strerror_r(rerr, ebuf, sizeof(ebuf)) != 0)
-			snprintf(ebuf, sizeof(ebuf), "error %d", rerr);
-		rc = sg_err_set(err, SG_E_INTERNAL,
-				"%s: reading the body file failed: %s", what,
-				rerr ? ebuf : curl_easy_strerror(cc));
-	} else {
-		rc = map_curl(cc, e, &x, method, host, at, err);
+	if (x->abort_rc == SG_E_TOO_LARGE && !req->sink)
+		return sg_err_set(err, SG_E_TOO_LARGE,
+				  "the response to %s is larger than %zu bytes",
+				  what, x->r->body.max);
+	if (x->abort_rc == SG_E_TOO_LARGE)
+		return sg_err_set(err, SG_E_TOO_LARGE,
+				  "the response to %s passed its size limit", what);
+	if (x->abort_rc)
+		return sg_err_set(err, x->abort_rc,
+				  "%s: the response body could not be taken (%s)",
+				  what, sg_err_word(x->abort_rc));
+	if (cc != CURLE_ABORTED_BY_CALLBACK && cc != CURLE_READ_ERROR)
+		return map_curl(cc, e, x, method, host, at, err);
+	for (size_t i = 0; i <= req->nparts; i++)
+		if (readers[i].err)
+			rerr = readers[i].err;
+	/* The XSI strerror_r: thread-safe, unlike strerror. */
+	if (rerr && strerror_r(rerr, ebuf, sizeof(ebuf)) != 0)
+		snprintf(ebuf, sizeof(ebuf), "error %d", rerr);
+	return sg_err_set(err, SG_E_INTERNAL,
+			  "%s: reading the body file failed: %s", what,
+			  rerr ? ebuf : curl_easy_strerror(cc));
+}
+
+/*
+ * The handle's options: the request's own, then no kept connection for a
+ * request that may not travel on one (it neither takes one from this
+ * thread's multi handle nor leaves its own there).
+ */
+static sg_err prepare(CURL *e, const struct sg_http_request *req, struct xfer *x,
+		      struct curl_slist *hdrs, bool reuse, const char *what,
+		      struct sg_errinfo *err)
+{
+	sg_err rc = set_options(e, req, x, hdrs);
+
+	if (!rc && !reuse &&
+	    (curl_easy_setopt(e, CURLOPT_FRESH_CONNECT, 1L) != CURLE_OK ||
+	     curl_easy_setopt(e, CURLOPT_FORBID_REUSE, 1L) != CURLE_OK))
+		rc = SG_E_INTERNAL;
+	if (rc)
+		sg_err_set(err, rc, "%s: curl refused an option", what);
+	return rc;
+}
+
+static sg_err do_once(const struct sg_http_request *req,
+		      struct sg_http_response *r, struct sg_cancel *cancel,
+		      struct sg_errinfo *err, struct attempt *at)
+{
+	const char *method = req->method ? req->method : "GET";
+	char host[300], what[340];
+	struct xfer x = { .req = req, .r = r, .abort_rc = SG_OK };
+	struct curl_slist *hdrs = NULL;
+	struct reader *readers = NULL;
+	curl_mime *mime = NULL;
+	struct sg_http_curl_pair h = { 0 };
+	bool added = false, reuse = false;
+	CURLcode cc = CURLE_OK;
+	sg_err rc;
+
+	at->never_connected = false;
+	response_reset(r);
+	rc = check_request(req, method, host, sizeof(host), what, sizeof(what),
+			   cancel, err);
+	if (rc)
+		goto out;
+	/* After sg_http_curl_init: the share exists from then on. */
+	reuse = share && (is_idempotent(req) || req->resend_safe);
+	readers = calloc(req->nparts + 1, sizeof(*readers));
+	if (!readers || !sg_http_curl_get(&h, reuse)) {
+		rc = sg_err_set(err, SG_E_INTERNAL, "%s: out of memory", what);
+		goto out;
 	}
+	rc = build_headers(req, &hdrs, what, err);
+	if (!rc)
+		rc = prepare(h.easy, req, &x, hdrs, reuse, what, err);
+	if (!rc)
+		rc = set_body(h.easy, req, method, readers, &mime, what, err);
+	if (rc)
+		goto out;
+	if (curl_multi_add_handle(h.multi, h.easy) != CURLM_OK) {
+		rc = sg_err_set(err, SG_E_INTERNAL, "%s: curl refused the request",
+				what);
+		goto out;
+	}
+	added = true;
+	rc = transfer(h.multi, h.easy, what, &cc, cancel, err);
+	if (rc)
+		goto out;
+	response_info(h.easy, r);
+	if (cc != CURLE_OK)
+		rc = transfer_failed(cc, h.easy, &x, readers, method, host, what, at, err);
 out:
 	if (added)
-		curl_multi_remove_handle(m, e);
+		curl_multi_remove_handle(h.multi, h.easy);
 	sg_http_curl_put(&h);
 	curl_mime_free(mime);
 	curl_slist_free_all(hdrs);
