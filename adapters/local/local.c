@@ -293,18 +293,17 @@ static sg_err sandbox_setup(struct local_env *le, const char *name, const char *
 	return rc;
 }
 
-static sg_err local_provision(struct sg_env *env, struct sg_cancel *cancel,
-			      struct sg_errinfo *err)
+/*
+ * The environment's directory and whether it is resumed, once bubblewrap's
+ * presence says which roots and networks can be honoured.
+ */
+static sg_err local_locate(struct local_env *le, const char *name, struct sg_errinfo *err)
 {
-	struct local_env *le = (struct local_env *)env;
+	struct sg_env *env = &le->base;
 	const struct sg_profile *p = env->profile;
-	json_t *applied = json_object(), *requested = json_object(), *observed = json_object();
-	char *name = env_name(env->identity), *ctl = NULL;
-	bool fresh = false;
 	struct stat st;
 	sg_err rc = SG_OK;
 
-	(void)cancel; /* nothing here blocks for long */
 	if (!name || asprintf(&le->dir, "%s/local/%s",
 			      p->workspace ? p->workspace : env->state_dir, name) < 0) {
 		le->dir = NULL;
@@ -328,8 +327,24 @@ static sg_err local_provision(struct sg_env *env, struct sg_cancel *cancel,
 		rc = sg_err_set(err, SG_E_WORKSPACE_LOST,
 				"the workspace of identity \"%s\" is gone (%s does not exist)",
 				env->identity, le->dir);
-		goto out;
 	}
+out:
+	return rc;
+}
+
+/*
+ * The workspace (the profile's host_workspace, or one under the directory)
+ * and the control directory's path.  Without bubblewrap a command runs as
+ * sandgate's user on this host itself: where that is root, no command may
+ * run at all, and root can only be the workspace's own path.
+ */
+static sg_err local_workspace(struct local_env *le, char **ctl, struct sg_errinfo *err)
+{
+	struct sg_env *env = &le->base;
+	const struct sg_profile *p = env->profile;
+	struct stat st;
+	sg_err rc = SG_OK;
+
 	if (p->host_workspace) {
 		if (stat(p->host_workspace, &st) || !S_ISDIR(st.st_mode)) {
 			rc = sg_err_set(err, env->require_existing ? SG_E_WORKSPACE_LOST
@@ -341,34 +356,43 @@ static sg_err local_provision(struct sg_env *env, struct sg_cancel *cancel,
 	} else if (asprintf(&le->workspace, "%s/workspace", le->dir) < 0) {
 		le->workspace = NULL;
 	}
-	if (!le->workspace || asprintf(&ctl, "%s/ctl", le->dir) < 0) {
-		ctl = NULL;
+	if (!le->workspace || asprintf(ctl, "%s/ctl", le->dir) < 0) {
+		*ctl = NULL;
 		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
 		goto out;
 	}
-	/*
-	 * Without bubblewrap a command runs as sandgate's user on this host
-	 * itself: where that is root, no command may run at all.
-	 */
 	if (!le->bwrap && geteuid() == 0) {
 		rc = sg_err_set(err, SG_E_UNSUPPORTED,
 				"sandgate runs as root and bubblewrap is not installed: a command would run as root on this host (install bubblewrap, or run sandgate as an ordinary user)");
 		goto out;
 	}
-	if (!le->bwrap && strcmp(env->root, le->workspace) != 0) {
+	if (!le->bwrap && strcmp(env->root, le->workspace) != 0)
 		rc = sg_err_set(err, SG_E_UNSUPPORTED,
 				"commands can see the workspace at %s only through bubblewrap, which is not installed (install bubblewrap, or set host_workspace to %s)",
 				env->root, env->root);
-		goto out;
-	}
-	fresh = !env->resumed;
+out:
+	return rc;
+}
+
+/*
+ * The directories on disk, the control directory and, with bubblewrap, the
+ * sandbox's user and descriptors.  A resumed environment that must exist
+ * still needs its workspace.
+ */
+static sg_err local_create(struct local_env *le, const char *name, const char *ctl,
+			   struct sg_errinfo *err)
+{
+	struct sg_env *env = &le->base;
+	struct stat st;
+	sg_err rc;
+
 	if (sg_mkdir_p(le->dir, 0700) || sg_mkdir_p(le->workspace, 0755)) {
 		rc = sg_err_set(err, SG_E_INTERNAL, "cannot create %s: %s", le->dir,
 				strerror(errno));
 		goto out;
 	}
 	sg_crashpoint("adapter:created");
-	if (env->resumed && env->require_existing && !p->host_workspace &&
+	if (env->resumed && env->require_existing && !env->profile->host_workspace &&
 	    stat(le->workspace, &st) != 0) {
 		rc = sg_err_set(err, SG_E_WORKSPACE_LOST, "the workspace %s is gone",
 				le->workspace);
@@ -377,49 +401,57 @@ static sg_err local_provision(struct sg_env *env, struct sg_cancel *cancel,
 	rc = sg_host_make_ctl(ctl, err);
 	if (!rc && le->bwrap)
 		rc = sandbox_setup(le, name, ctl, err);
-	if (rc)
-		goto out;
-	snprintf(env->id, sizeof(env->id), "local-%s", name);
+out:
+	return rc;
+}
+
+/*
+ * The limits asked for, and the cgroups that apply them.  A crashed
+ * gateway's processes are left alone here: a host that reconnects with the
+ * same session finds them (protocol section 8).  They die when the
+ * environment is removed (teardown, envs gc/rm); only the empty cgroups of
+ * dead gateways go now.
+ */
+static sg_err local_limits(struct local_env *le, const char *name, json_t *requested,
+			   json_t *applied, json_t *observed, struct sg_errinfo *err)
+{
+	const struct sg_profile *p = le->base.profile;
+	char cgname[200];
+
 	if (p->cpus > 0)
 		json_object_set_new(requested, "cpus", json_real(p->cpus));
 	if (p->memory_mb > 0)
 		json_object_set_new(requested, "memory_mb", json_integer(p->memory_mb));
 	if (pids_max_of(p) > 0)
 		json_object_set_new(requested, "pids_max", json_integer(pids_max_of(p)));
-	/*
-	 * A crashed gateway's processes are left alone here: a host that
-	 * reconnects with the same session finds them (protocol section 8).
-	 * They die when the environment is removed (teardown, envs gc/rm);
-	 * only the empty cgroups of dead gateways go now.
-	 */
 	sg_cgroup_sweep();
-	{
-		char cgname[200];
+	snprintf(cgname, sizeof(cgname), "%.150s-%ld", name, (long)getpid());
+	return setup_limits(le, cgname, applied, observed, err);
+}
 
-		snprintf(cgname, sizeof(cgname), "%.150s-%ld", name, (long)getpid());
-		rc = setup_limits(le, cgname, applied, observed, err);
-	}
-	if (rc)
-		goto out;
-	if (fresh)
-		rc = write_marker(le, err);
-	if (rc)
-		goto out;
+/*
+ * What the gateway sees: the helper and control directory as commands see
+ * them, the user they run as, and the facts.  Takes name and *ctl.
+ * Contained only inside bubblewrap: without it commands run as this user
+ * on the host, and one that may write cgroup files can leave.  Whether the
+ * host's files are out of reach is the probe's to observe (it tries them
+ * from inside), not this adapter's to claim.
+ */
+static sg_err local_publish(struct local_env *le, char *name, char **ctl,
+			    json_t *requested, json_t *applied, json_t *observed,
+			    struct sg_errinfo *err)
+{
+	struct sg_env *env = &le->base;
+
 	env->helper = strdup(le->bwrap ? SANDBOX_HELPER : env->helper_host);
-	env->ctl_dir = strdup(le->bwrap ? SANDBOX_CTL : ctl);
+	env->ctl_dir = strdup(le->bwrap ? SANDBOX_CTL : *ctl);
 	env->own_tmp = le->bwrap; /* the bind in the bwrap argv */
 	env->host_root = strdup(le->workspace);
-	env->host_ctl = ctl;
-	ctl = NULL;
+	env->host_ctl = *ctl;
+	*ctl = NULL;
 	env->run_as = le->sb.drop;
 	env->run_uid = le->sb.uid;
 	env->run_gid = le->sb.gid;
-	/*
-	 * Contained only inside bubblewrap: without it commands run as this
-	 * user on the host, and one that may write cgroup files can leave.
-	 * Whether the host's files are out of reach is the probe's to
-	 * observe (it tries them from inside), not this adapter's to claim.
-	 */
 	env->facts = json_pack(
 		"{s:{s:b}, s:{s:O, s:O}, s:O, s:s, s:s}", "isolation",
 		"processes_die_with_session",
@@ -428,9 +460,38 @@ static sg_err local_provision(struct sg_env *env, struct sg_cancel *cancel,
 		le->bwrap ? "container" : "trusted_local", "mechanism",
 		le->bwrap ? "bubblewrap" : "none");
 	le->slug = name;
-	name = NULL;
 	if (!env->helper || !env->ctl_dir || !env->host_root || !env->facts)
-		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
+		return sg_err_set(err, SG_E_INTERNAL, "out of memory");
+	return SG_OK;
+}
+
+static sg_err local_provision(struct sg_env *env, struct sg_cancel *cancel,
+			      struct sg_errinfo *err)
+{
+	struct local_env *le = (struct local_env *)env;
+	json_t *applied = json_object(), *requested = json_object(), *observed = json_object();
+	char *name = env_name(env->identity), *ctl = NULL;
+	bool fresh = false;
+	sg_err rc;
+
+	(void)cancel; /* nothing here blocks for long */
+	rc = local_locate(le, name, err);
+	if (!rc)
+		rc = local_workspace(le, &ctl, err);
+	if (rc)
+		goto out;
+	fresh = !env->resumed;
+	rc = local_create(le, name, ctl, err);
+	if (rc)
+		goto out;
+	snprintf(env->id, sizeof(env->id), "local-%s", name);
+	rc = local_limits(le, name, requested, applied, observed, err);
+	if (!rc && fresh)
+		rc = write_marker(le, err);
+	if (rc)
+		goto out;
+	rc = local_publish(le, name, &ctl, requested, applied, observed, err);
+	name = NULL;
 out:
 	if (rc)
 		sg_cgroup_kill(&le->cg);
