@@ -482,6 +482,89 @@ static void probe_print(json_t *report)
 }
 
 /*
+ * The profile cannot be probed (no config, or the profile does not build):
+ * the same words as `config check` and serve's startup.
+ */
+static void probe_refused(const struct sg_config *cfg, const char *profile,
+			  const struct sg_errinfo *err, bool as_json)
+{
+	char text[SG_ERR_MSG + 64];
+	json_t *report;
+
+	sg_err_format(err, text, sizeof(text));
+	if (as_json && cfg) {
+		report = json_pack("{s:s, s:b, s:s}", "profile",
+				   profile ? profile : sg_config_default(cfg),
+				   "reachable", 0, "error", text);
+		dump_json(report);
+		json_decref(report);
+	}
+	fprintf(stderr, "sandgate probe: %s\n", text);
+}
+
+/*
+ * Run the session: this binary as `serve` with the probe's state directory
+ * and the caller's config and profile, sent one initialize whose identity
+ * is new.  0, or -1 with errno.
+ */
+static int probe_start(const char *config, const char *profile, const char *state,
+		       int64_t t0, struct probe_run *r, char **line)
+{
+	char self[PATH_MAX], ident[64];
+	const char *av[] = { self, "serve", "--state-dir", state,
+			     config ? "--config" : NULL, config, NULL, NULL, NULL };
+	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+
+	self[n > 0 ? n : 0] = '\0';
+	snprintf(ident, sizeof(ident), "probe-%ld-%lld", (long)getpid(), (long long)t0);
+	if (asprintf(line,
+		     "{\"id\":\"probe\",\"method\":\"initialize\",\"token\":\"probe\","
+		     "\"data\":{\"version\":4,\"root\":\"/workspace\",\"session\":\"%s\","
+		     "\"remove_workspace_on_exit\":true}}\n", ident) < 0) {
+		*line = NULL;
+		errno = ENOMEM;
+		return -1;
+	}
+	if (profile) {
+		av[config ? 6 : 4] = "--profile";
+		av[config ? 7 : 5] = profile;
+	}
+	return probe_session(av, *line, r);
+}
+
+/*
+ * The report of a finished session: the profile, the credentials found,
+ * whether initialize answered, the timings, the facts, and the first error
+ * (initialize's, else the first command's).  New reference, or NULL.
+ */
+static json_t *probe_report(const struct sg_profile *p, json_t *creds,
+			    const struct probe_run *r, int64_t t0)
+{
+	json_t *data = json_object_get(r->init, "data");
+	json_t *report = json_pack("{s:s, s:s, s:O, s:b, s:I, s:{s:O}}", "profile", p->name,
+				   "backend", p->backend, "credentials", creds, "reachable",
+				   data != NULL, "duration_ms",
+				   (json_int_t)(sg_now_ms() - t0), "timings", "steps", r->steps);
+
+	if (r->init_ms >= 0)
+		json_object_set_new(json_object_get(report, "timings"), "initialize_ms",
+				    json_integer(r->init_ms));
+	if (r->cmd_ms >= 0)
+		json_object_set_new(json_object_get(report, "timings"), "first_command_ms",
+				    json_integer(r->cmd_ms));
+	if (data)
+		json_object_set(report, "facts",
+				json_object_get(json_object_get(data, "environment"), "facts"));
+	else
+		json_object_set_new(report, "error",
+				    json_string(str_or(r->init, "error", "the probe session gave no reply")));
+	if (json_object_get(report, "facts") && !json_object_get(r->cmd, "data"))
+		json_object_set_new(report, "error",
+				    json_string(str_or(r->cmd, "error", "the first command got no reply")));
+	return report;
+}
+
+/*
  * `sandgate probe`: a real, throwaway session of the profile (this binary
  * as `serve`, an initialize with a fresh identity and removal at exit), and
  * a report of what was observed: credentials found (never values), whether
@@ -490,7 +573,7 @@ static void probe_print(json_t *report)
 static int cmd_probe(const struct sg_cli_cmd *cmd, int argc, char **argv)
 {
 	const char *config = NULL, *profile = NULL, *state = NULL, *backend, *arg;
-	char self[PATH_MAX], *own_state = NULL, *line = NULL, ident[64];
+	char *own_state = NULL, *line = NULL;
 	struct probe_run r = { .out = SG_BUF_INIT(SG_MAX_FRAME), .err = SG_BUF_INIT(SG_MAX_FRAME),
 			       .init_ms = -1, .cmd_ms = -1, .in = -1 };
 	struct sg_errinfo err = { 0 };
@@ -501,7 +584,6 @@ static int cmd_probe(const struct sg_cli_cmd *cmd, int argc, char **argv)
 	int64_t t0 = sg_now_ms();
 	bool as_json = false;
 	int c, first, status = -1;
-	ssize_t n;
 
 	while (status < 0 && (c = sg_cli_next(cmd, argc, argv, &arg, &first, &status))) {
 		switch (c) {
@@ -518,17 +600,7 @@ static int cmd_probe(const struct sg_cli_cmd *cmd, int argc, char **argv)
 			sg_config_profile(cfg, profile, NULL, &p, &err)))
 		status = SG_EXIT_CONFIG;
 	if (status) {
-		/* The same words as `config check` and serve's startup. */
-		char text[SG_ERR_MSG + 64];
-
-		sg_err_format(&err, text, sizeof(text));
-		if (as_json && cfg) {
-			report = json_pack("{s:s, s:b, s:s}", "profile",
-					   profile ? profile : sg_config_default(cfg),
-					   "reachable", 0, "error", text);
-			dump_json(report);
-		}
-		fprintf(stderr, "sandgate probe: %s\n", text);
+		probe_refused(cfg, profile, &err, as_json);
 		goto out;
 	}
 	ad = sg_adapter_find(p->backend);
@@ -537,53 +609,20 @@ static int cmd_probe(const struct sg_cli_cmd *cmd, int argc, char **argv)
 	status = state_dir(&state, &own_state);
 	if (status)
 		goto out;
-	n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-	self[n > 0 ? n : 0] = '\0';
-	snprintf(ident, sizeof(ident), "probe-%ld-%lld", (long)getpid(), (long long)t0);
 	r.steps = json_object();
-	if (asprintf(&line,
-		     "{\"id\":\"probe\",\"method\":\"initialize\",\"token\":\"probe\","
-		     "\"data\":{\"version\":4,\"root\":\"/workspace\",\"session\":\"%s\","
-		     "\"remove_workspace_on_exit\":true}}\n", ident) < 0 || !r.steps) {
-		line = NULL;
+	if (!r.steps) {
 		status = SG_EXIT_SOFTWARE;
 		goto out;
 	}
-	{
-		const char *av[] = { self, "serve", "--state-dir", state,
-				     config ? "--config" : NULL, config, NULL, NULL, NULL };
-
-		if (profile) {
-			av[config ? 6 : 4] = "--profile";
-			av[config ? 7 : 5] = profile;
-		}
-		if (probe_session(av, line, &r)) {
+	if (probe_start(config, profile, state, t0, &r, &line)) {
+		/* No line is out of memory, which the status alone reports. */
+		if (line)
 			fprintf(stderr, "sandgate probe: cannot run the probe session: %s\n",
 				strerror(errno));
-			status = SG_EXIT_SOFTWARE;
-			goto out;
-		}
+		status = SG_EXIT_SOFTWARE;
+		goto out;
 	}
-	report = json_pack("{s:s, s:s, s:O, s:b, s:I, s:{s:O}}", "profile", p->name,
-			   "backend", p->backend, "credentials", creds, "reachable",
-			   json_object_get(r.init, "data") != NULL, "duration_ms",
-			   (json_int_t)(sg_now_ms() - t0), "timings", "steps", r.steps);
-	if (r.init_ms >= 0)
-		json_object_set_new(json_object_get(report, "timings"), "initialize_ms",
-				    json_integer(r.init_ms));
-	if (r.cmd_ms >= 0)
-		json_object_set_new(json_object_get(report, "timings"), "first_command_ms",
-				    json_integer(r.cmd_ms));
-	if (json_object_get(r.init, "data"))
-		json_object_set(report, "facts",
-				json_object_get(json_object_get(json_object_get(r.init, "data"),
-								"environment"), "facts"));
-	else
-		json_object_set_new(report, "error",
-				    json_string(str_or(r.init, "error", "the probe session gave no reply")));
-	if (json_object_get(report, "facts") && !json_object_get(r.cmd, "data"))
-		json_object_set_new(report, "error",
-				    json_string(str_or(r.cmd, "error", "the first command got no reply")));
+	report = probe_report(p, creds, &r, t0);
 	/* After the session: its own cleanup was just measured. */
 	sh = shutdown_report(cfg, profile, state);
 	if (sh)
@@ -611,12 +650,50 @@ out:
 
 /* ---- config check ---- */
 
+/*
+ * One profile's line of the check (and its shutdown budgets when it
+ * builds), appended to report's profiles.  SG_EXIT_CONFIG when it does not
+ * build, else 0.
+ */
+static int check_profile(const struct sg_config *cfg, const char *name, const char *state,
+			 bool as_json, json_t *report)
+{
+	json_t *list = json_object_get(report, "profiles"), *sh = NULL;
+	struct sg_errinfo err = { 0 };
+	const char *backend = "?";
+	char word[SG_ERR_MSG + 64];
+	int status = 0;
+
+	if (sg_profile_check(cfg, name, &backend, &err)) {
+		sg_err_format(&err, word, sizeof(word));
+		json_array_append_new(list, json_pack("{s:s, s:s, s:b, s:s}", "name", name,
+						      "backend", backend, "ok", 0,
+						      "error", word));
+		json_object_set_new(report, "ok", json_false());
+		status = SG_EXIT_CONFIG;
+	} else {
+		snprintf(word, sizeof(word), "ok");
+		sh = shutdown_report(cfg, name, state);
+		json_array_append_new(list, json_pack("{s:s, s:s, s:b}", "name", name,
+						      "backend", backend, "ok", 1));
+		if (sh)
+			json_object_set_new(json_array_get(list, json_array_size(list) - 1),
+					    "shutdown", sh);
+	}
+	if (!as_json) {
+		sg_cli_printf("%s: profile \"%s\" (%s): %s\n", sg_config_path(cfg), name,
+			backend, word);
+		print_shutdown("  ", sh);
+	}
+	return status;
+}
+
 static int cmd_config_check(const struct sg_cli_cmd *cmd, int argc, char **argv)
 {
 	const char *config = NULL, *only = NULL, *given_state = NULL, *arg;
 	struct sg_errinfo err = { 0 };
 	struct sg_config *cfg = NULL;
-	json_t *report = NULL, *list, *sh;
+	json_t *report = NULL, *list;
 	char *state = NULL;
 	bool as_json = false;
 	int c, first, status = -1;
@@ -646,36 +723,10 @@ static int cmd_config_check(const struct sg_cli_cmd *cmd, int argc, char **argv)
 	}
 	json_object_set_new(report, "config", json_string(sg_config_path(cfg)));
 	json_object_set_new(report, "default", json_string(sg_config_default(cfg)));
-	for (const char *const *n = sg_config_names(cfg); *n; n++) {
-		const char *backend = "?";
-		char word[SG_ERR_MSG + 64];
-
-		if (only && strcmp(only, *n) != 0)
-			continue;
-		sg_err_clear(&err);
-		if (sg_profile_check(cfg, *n, &backend, &err)) {
-			sg_err_format(&err, word, sizeof(word));
-			json_array_append_new(list, json_pack("{s:s, s:s, s:b, s:s}", "name", *n,
-							      "backend", backend, "ok", 0,
-							      "error", word));
-			json_object_set_new(report, "ok", json_false());
+	for (const char *const *n = sg_config_names(cfg); *n; n++)
+		if ((!only || strcmp(only, *n) == 0) &&
+		    check_profile(cfg, *n, state, as_json, report))
 			status = SG_EXIT_CONFIG;
-			sh = NULL;
-		} else {
-			snprintf(word, sizeof(word), "ok");
-			sh = shutdown_report(cfg, *n, state);
-			json_array_append_new(list, json_pack("{s:s, s:s, s:b}", "name", *n,
-							      "backend", backend, "ok", 1));
-			if (sh)
-				json_object_set_new(json_array_get(list, json_array_size(list) - 1),
-						    "shutdown", sh);
-		}
-		if (!as_json) {
-			sg_cli_printf("%s: profile \"%s\" (%s): %s\n", sg_config_path(cfg), *n,
-				backend, word);
-			print_shutdown("  ", sh);
-		}
-	}
 	if (only && json_array_size(list) == 0) {
 		sg_err_clear(&err);
 		if (sg_profile_check(cfg, only, NULL, &err) == SG_OK)
