@@ -317,60 +317,53 @@ static sg_err resolve(struct sg_session *s, const char *path, bool unconfined, c
 	return rc;
 }
 
-sg_err sg_export_path(struct sg_session *s, const char *path, bool unconfined, json_t **out,
-		      struct sg_cancel *cancel, struct sg_errinfo *err)
+/*
+ * What the environment says the resolved path is: a regular file within
+ * the export limit.  *rel (borrowed from *st) names it for sentences and
+ * the host's copy; *seen is its size there (a negative one is 0).
+ */
+static sg_err stat_artifact(struct sg_session *s, const char *abs, bool unconfined,
+			    json_t **st, const char **rel, int64_t *seen,
+			    struct sg_cancel *cancel, struct sg_errinfo *err)
 {
-	struct sg_exports *x = s->exports;
 	const char *args[] = { "fs", "stat", "--", NULL, NULL, NULL };
-	struct export *e = calloc(1, sizeof(*e));
-	char *abs = NULL;
-	unsigned char rnd[16];
-	json_t *st = NULL;
-	const char *type, *rel;
-	int64_t seen = 0, room = 0;
-	bool reserved = false;
-	int src = -1;
+	const char *type;
 	sg_err rc;
 
-	*out = NULL;
-	if (!e)
-		return sg_err_set(err, SG_E_INTERNAL, "out of memory");
-	e->fd = -1;
-	/* Resolve first, so a link to a file inside root exports the file. */
-	rc = resolve(s, path, unconfined, &abs, cancel, err);
-	if (rc)
-		goto out;
 	if (unconfined)
 		args[2] = "--unconfined", args[3] = "--";
 	args[unconfined ? 4 : 3] = abs;
-	rc = sg_envcall(s, SG_CALL_ROOTED, args, NULL, 0, &st, cancel, err);
+	rc = sg_envcall(s, SG_CALL_ROOTED, args, NULL, 0, st, cancel, err);
 	if (rc)
 		goto out;
-	type = json_string_value(json_object_get(st, "type"));
-	rel = json_string_value(json_object_get(st, "path"));
-	if (!type || !rel) {
-		const char *te = json_string_value(json_object_get(st, "tool_error"));
+	type = json_string_value(json_object_get(*st, "type"));
+	*rel = json_string_value(json_object_get(*st, "path"));
+	if (!type || !*rel) {
+		const char *te = json_string_value(json_object_get(*st, "tool_error"));
 
 		rc = sg_err_set(err, SG_E_NOT_FOUND, "%s", te ? te : "no such file");
 		goto out;
 	}
 	if (strcmp(type, "file") != 0) {
 		rc = sg_err_set(err, SG_E_INVALID_ARGUMENT, "%s: %s is a %s", NOT_AN_ARTIFACT,
-				rel, type);
+				*rel, type);
 		goto out;
 	}
-	/* The size comes from inside the environment: a negative one is 0. */
-	if (json_integer_value(json_object_get(st, "size")) > 0)
-		seen = (int64_t)json_integer_value(json_object_get(st, "size"));
-	if (seen > (int64_t)SG_EXPORT_MAX) {
+	if (json_integer_value(json_object_get(*st, "size")) > 0)
+		*seen = (int64_t)json_integer_value(json_object_get(*st, "size"));
+	if (*seen > (int64_t)SG_EXPORT_MAX)
 		rc = sg_err_set(err, SG_E_TOO_LARGE, "%s: %s is %lld bytes", NOT_AN_ARTIFACT,
-				rel, (long long)seen);
-		goto out;
-	}
-	rc = exports_reserve(x, seen, &room, err);
-	if (rc)
-		goto out;
-	reserved = true;
+				*rel, (long long)*seen);
+out:
+	return rc;
+}
+
+/* The snapshot's token, and its file under the exports' directory, empty. */
+static sg_err snapshot_create(struct sg_exports *x, struct export *e, struct sg_errinfo *err)
+{
+	unsigned char rnd[16];
+	sg_err rc = SG_OK;
+
 	if (RAND_bytes(rnd, sizeof(rnd)) != 1) {
 		rc = sg_err_set(err, SG_E_INTERNAL, "no randomness for a token");
 		goto out;
@@ -387,11 +380,25 @@ sg_err sg_export_path(struct sg_session *s, const char *path, bool unconfined, j
 		goto out;
 	}
 	e->fd = open(e->file, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-	if (e->fd < 0) {
+	if (e->fd < 0)
 		rc = sg_err_set(err, SG_E_INTERNAL, "cannot create a snapshot: %s",
 				strerror(errno));
-		goto out;
-	}
+out:
+	return rc;
+}
+
+/*
+ * The snapshot's bytes, at most room: copied from this host's file beneath
+ * root, or fetched from a remote environment and then counted (and bounded)
+ * by a second pass over the snapshot.
+ */
+static sg_err snapshot_fill(struct sg_session *s, struct export *e, const char *rel,
+			    const char *abs, int64_t room, struct sg_cancel *cancel,
+			    struct sg_errinfo *err)
+{
+	int src = -1;
+	sg_err rc;
+
 	if (s->env->ad->caps & SG_CAP_HOST_FS) {
 		rc = open_host_source(s, rel, &src, err);
 		if (!rc)
@@ -408,6 +415,39 @@ sg_err sg_export_path(struct sg_session *s, const char *path, bool unconfined, j
 			}
 		}
 	}
+	if (src >= 0)
+		close(src);
+	return rc;
+}
+
+sg_err sg_export_path(struct sg_session *s, const char *path, bool unconfined, json_t **out,
+		      struct sg_cancel *cancel, struct sg_errinfo *err)
+{
+	struct sg_exports *x = s->exports;
+	struct export *e = calloc(1, sizeof(*e));
+	char *abs = NULL;
+	json_t *st = NULL;
+	const char *rel = NULL;
+	int64_t seen = 0, room = 0;
+	bool reserved = false;
+	sg_err rc;
+
+	*out = NULL;
+	if (!e)
+		return sg_err_set(err, SG_E_INTERNAL, "out of memory");
+	e->fd = -1;
+	/* Resolve first, so a link to a file inside root exports the file. */
+	rc = resolve(s, path, unconfined, &abs, cancel, err);
+	if (!rc)
+		rc = stat_artifact(s, abs, unconfined, &st, &rel, &seen, cancel, err);
+	if (!rc)
+		rc = exports_reserve(x, seen, &room, err);
+	if (rc)
+		goto out;
+	reserved = true;
+	rc = snapshot_create(x, e, err);
+	if (!rc)
+		rc = snapshot_fill(s, e, rel, abs, room, cancel, err);
 	if (rc)
 		goto out;
 	*out = json_pack("{s:s, s:s, s:I}", "execution_export", e->token, "name",
@@ -420,8 +460,6 @@ sg_err sg_export_path(struct sg_session *s, const char *path, bool unconfined, j
 	pthread_mutex_unlock(&x->lock);
 	e = NULL;
 out:
-	if (src >= 0)
-		close(src);
 	if (e && reserved)
 		exports_release(x, seen);
 	if (e)
