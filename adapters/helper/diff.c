@@ -7,7 +7,9 @@
  * cost grows with the number of differing lines (D) times the lines
  * (N+M), so D is capped at DIFF_WORK / (N+M): a rewrite too scattered to
  * diff cheaply is reported in the host's summary form, as the host itself
- * does for large rewrites.
+ * does for large rewrites.  Whether to try at all is decided first, from
+ * the line counts of the part that differs (window_too_big): an edit too
+ * big to show costs one count of its lines, nothing split or compared.
  */
 #define _GNU_SOURCE /* memmem */
 #include "diff.h"
@@ -31,6 +33,8 @@
 #define DIFF_LINES_MAX ((size_t)256 * 1024)
 /* Bytes the candidate search may compare before it stops looking. */
 #define CAND_WORK ((size_t)64 * 1000 * 1000)
+/* The first window sg_text_find gives memmem, beyond the searched text's length. */
+#define FIND_WINDOW ((size_t)256)
 /* A diagnostic shows at most this much of one line. */
 #define DIAG_LINE_MAX ((size_t)512)
 /* Lines of the expected text a diagnostic shows, and of each candidate. */
@@ -85,6 +89,32 @@ size_t sg_text_lines(const char *s, size_t n)
 	return count + (n && s[n - 1] != '\n');
 }
 
+/*
+ * memmem is given a window that doubles from FIND_WINDOW, never all the
+ * rest of the text: a sanitizer's memmem checks its whole haystack on
+ * every call, so replacing each of a 4 MiB file's four million newlines
+ * cost ASan minutes (the text's length times the matches).  A window
+ * without a match moves p past every place a match could have started in
+ * it.  The windows one find tries add up to at most twice the last one,
+ * which is at most twice the distance to the match plus wn.
+ */
+const char *sg_text_find(const char *p, const char *end, const char *w, size_t wn)
+{
+	size_t win = FIND_WINDOW + wn;
+
+	if (!wn)
+		return p;
+	while (win < (size_t)(end - p)) {
+		const char *q = memmem(p, win, w, wn);
+
+		if (q)
+			return q;
+		p += win - wn + 1;
+		win *= 2;
+	}
+	return memmem(p, (size_t)(end - p), w, wn);
+}
+
 sg_err sg_fs_kv_sha(struct sg_buf *o, const char *k, const char *p, size_t n)
 {
 	struct sg_sha256 h;
@@ -115,6 +145,11 @@ struct differ {
 	struct run *runs;            /* backwards while built */
 	size_t nruns, runs_cap;
 };
+
+static size_t gap(size_t x, size_t y)
+{
+	return x > y ? x - y : y - x;
+}
 
 static uint64_t line_hash(const struct sg_line *l)
 {
@@ -298,6 +333,11 @@ static sg_err diff_runs(struct differ *d, const struct sg_lines *A,
 		dmax = DIFF_D_MAX;
 	if (dmax > d->n + d->m)
 		dmax = d->n + d->m;
+	/* Each line one side has over the other is a difference. */
+	if (gap(d->n, d->m) > dmax) {
+		*too_costly = true;
+		goto out;
+	}
 	d->ha = malloc((d->n + 1) * sizeof(*d->ha));
 	d->hb = malloc((d->m + 1) * sizeof(*d->hb));
 	if (!d->ha || !d->hb) {
@@ -459,12 +499,18 @@ static size_t lines_back(const char *s, size_t at, int n)
 }
 
 /*
- * The window of a and b the line diff needs: the common prefix and suffix
- * cut at line starts (whole lines, their ends included, are equal), less
- * DIFF_CONTEXT lines each side.  *skipped is the lines before it.
+ * The part of a and b the line diff looks at: the common prefix and
+ * suffix cut at line starts (whole lines, their ends included, are
+ * equal), less DIFF_CONTEXT lines each side.  Its edges are line starts,
+ * so the line counts of the three parts add up to each text's.
  */
-static void diff_window(const char *a, size_t an, const char *b, size_t bn, size_t *from,
-			size_t *a_end, size_t *b_end, size_t *skipped)
+struct window {
+	size_t from, a_end, b_end;  /* a[from, a_end) and b[from, b_end) */
+	size_t skipped, after;      /* the lines before and after it, alike in both */
+	size_t a_lines, b_lines;    /* the lines in it */
+};
+
+static void diff_window(const char *a, size_t an, const char *b, size_t bn, struct window *w)
 {
 	size_t p = 0, s = 0, lim = an < bn ? an : bn;
 
@@ -479,61 +525,92 @@ static void diff_window(const char *a, size_t an, const char *b, size_t bn, size
 	while (s > 0 && !((an - s == 0 || a[an - s - 1] == '\n') &&
 			  (bn - s == 0 || b[bn - s - 1] == '\n')))
 		s--;
-	*from = lines_back(a, p, DIFF_CONTEXT);
-	*skipped = sg_text_lines(a, *from);
+	w->from = lines_back(a, p, DIFF_CONTEXT);
 	/* DIFF_CONTEXT lines of the suffix, kept as context. */
 	for (int k = 0; k < DIFF_CONTEXT && s > 0; k++) {
 		const char *nl = memchr(a + an - s, '\n', s);
 
 		s = nl ? an - (size_t)(nl + 1 - a) : 0;
 	}
-	*a_end = an - s;
-	*b_end = bn - s;
+	w->a_end = an - s;
+	w->b_end = bn - s;
+	w->skipped = sg_text_lines(a, w->from);
+	w->after = sg_text_lines(a + w->a_end, s);
+	w->a_lines = sg_text_lines(a + w->from, w->a_end - w->from);
+	w->b_lines = sg_text_lines(b + w->from, w->b_end - w->from);
+}
+
+/*
+ * Whether the line counts alone show the line diff is not worth trying,
+ * so that nothing is split, hashed or compared: a side with more lines
+ * than DIFF_LINES_MAX, or sides further apart than the DIFF_D_MAX
+ * differences the search follows (each line one has over the other is
+ * one).  Doubling a file's 4 MiB of newlines is both.
+ */
+static bool window_too_big(const struct window *w)
+{
+	return w->a_lines > DIFF_LINES_MAX || w->b_lines > DIFF_LINES_MAX ||
+	       gap(w->a_lines, w->b_lines) > DIFF_D_MAX;
+}
+
+/*
+ * The hunks of the window's lines A and B into o, within budget;
+ * *costly when the diff or its JSON is too large (o then unchanged).
+ */
+static sg_err diff_hunks(struct sg_buf *o, const struct sg_lines *A, const struct sg_lines *B,
+			 size_t skipped, size_t budget, bool *costly)
+{
+	struct differ d = { 0 };
+	struct sg_buf h = SG_BUF_INIT(budget);
+	bool changed = false;
+	sg_err rc = diff_runs(&d, A, B, costly);
+
+	for (size_t i = 0; !rc && !*costly && i < d.nruns; i++)
+		changed |= d.runs[i].op != OP_EQ;
+	if (!rc && !*costly && changed) {
+		rc = sg_buf_adds(&h, "{\"hunks\":[");
+		if (!rc)
+			rc = hunks_json(&h, &d, A, B, skipped);
+		if (!rc)
+			rc = sg_buf_adds(&h, "]}");
+	}
+	if (rc == SG_E_TOO_LARGE) {
+		*costly = true;
+		rc = SG_OK;
+	}
+	if (!rc && !*costly)
+		rc = changed ? sg_buf_add(o, h.p, h.len) : sg_buf_adds(o, "{}");
+	sg_buf_release(&h);
+	free(d.runs);
+	return rc;
 }
 
 sg_err sg_diff_json(struct sg_buf *o, const char *a, size_t an, const char *b,
 		    size_t bn, size_t budget)
 {
 	struct sg_lines A = { 0 }, B = { 0 };
-	struct differ d = { 0 };
-	struct sg_buf h = SG_BUF_INIT(budget);
-	size_t from, a_end, b_end, skipped;
-	bool costly = false, changed = false;
-	sg_err rc;
+	struct window w;
+	bool costly;
+	sg_err rc = SG_OK;
 
-	diff_window(a, an, b, bn, &from, &a_end, &b_end, &skipped);
-	rc = sg_lines_split(&A, a + from, a_end - from, false, DIFF_LINES_MAX);
-	if (!rc)
-		rc = sg_lines_split(&B, b + from, b_end - from, false, DIFF_LINES_MAX);
+	diff_window(a, an, b, bn, &w);
+	costly = window_too_big(&w);
+	if (!costly)
+		rc = sg_lines_split(&A, a + w.from, w.a_end - w.from, false, DIFF_LINES_MAX);
+	if (!rc && !costly)
+		rc = sg_lines_split(&B, b + w.from, w.b_end - w.from, false, DIFF_LINES_MAX);
+	/* A text past 4 GiB, whose lines a struct sg_line cannot hold. */
 	if (rc == SG_E_TOO_LARGE) {
 		costly = true;
 		rc = SG_OK;
 	}
 	if (!rc && !costly)
-		rc = diff_runs(&d, &A, &B, &costly);
-	for (size_t i = 0; !rc && !costly && i < d.nruns; i++)
-		changed |= d.runs[i].op != OP_EQ;
-	if (!rc && !costly && changed) {
-		rc = sg_buf_adds(&h, "{\"hunks\":[");
-		if (!rc)
-			rc = hunks_json(&h, &d, &A, &B, skipped);
-		if (!rc)
-			rc = sg_buf_adds(&h, "]}");
-		if (rc == SG_E_TOO_LARGE) {
-			costly = true;
-			rc = SG_OK;
-		}
-	}
+		rc = diff_hunks(o, &A, &B, w.skipped, budget, &costly);
 	if (!rc && costly)
-		rc = sg_diff_json_summary(o, sg_text_lines(a, an), sg_text_lines(b, bn),
+		rc = sg_diff_json_summary(o, w.skipped + w.a_lines + w.after,
+					  w.skipped + w.b_lines + w.after,
 					  "diff too large to show; inline diff omitted "
 					  "from tool result");
-	else if (!rc && changed)
-		rc = sg_buf_add(o, h.p, h.len);
-	else if (!rc)
-		rc = sg_buf_adds(o, "{}");
-	sg_buf_release(&h);
-	free(d.runs);
 	sg_lines_release(&A);
 	sg_lines_release(&B);
 	return rc;

@@ -4,11 +4,14 @@
  * show a model where its text did not match.
  *
  * Invariants:
- * - Nothing here costs more than a fixed multiple of its input: the line
- *   diff gives up past DIFF_WORK comparisons (the result is then the
- *   host's summary form, truncated:true), the candidate search stops past
- *   CAND_WORK bytes compared, and a diff's JSON never exceeds the budget
- *   its caller gives (again the summary form past it).
+ * - Nothing here costs more than a fixed multiple of its input, under a
+ *   sanitizer too: the line diff is not tried when the line counts show
+ *   it too big and gives up past DIFF_WORK comparisons (the result is
+ *   then the host's summary form, truncated:true), the candidate search
+ *   stops past CAND_WORK bytes compared, a diff's JSON never exceeds the
+ *   budget its caller gives (again the summary form past it), and
+ *   sg_text_find never hands memmem a haystack much longer than the
+ *   distance it searches.
  * - Lines are views into the caller's text (never copied); a line's
  *   bytes exclude its '\n'.
  * - The JSON written is the host's: DiffResult is
@@ -55,6 +58,13 @@ void sg_lines_release(struct sg_lines *l);
 
 /* The host's line count: 0 for "", else the '\n's plus an unended last line. */
 size_t sg_text_lines(const char *s, size_t n);
+
+/*
+ * The first occurrence of w[0..wn) in [p, end), or NULL; p itself when wn
+ * is 0.  Linear in the distance to it plus wn, whoever provides memmem:
+ * finding every occurrence of w in a text costs time linear in the text.
+ */
+const char *sg_text_find(const char *p, const char *end, const char *w, size_t wn);
 
 /* ,"key":"sha256:<hex>" of p[0..n), after sg_reply_ok(). */
 sg_err sg_fs_kv_sha(struct sg_buf *o, const char *k, const char *p, size_t n)

@@ -419,7 +419,7 @@ static size_t count_str(const char *s, size_t n, const char *what, size_t wn)
 	size_t count = 0;
 	const char *end = s + n, *q;
 
-	for (const char *p = s; (q = memmem(p, (size_t)(end - p), what, wn)); p = q + wn)
+	for (const char *p = s; (q = sg_text_find(p, end, what, wn)); p = q + wn)
 		count++;
 	return count;
 }
@@ -483,7 +483,7 @@ static size_t exact_cands(const char *s, size_t n, const char *old, size_t oldn,
 	const char *at = s, *end = s + n, *q;
 
 	for (const char *p = s; count < EDIT_EXACT_MAX &&
-				(q = memmem(p, (size_t)(end - p), old, oldn)); p = q + oldn) {
+				(q = sg_text_find(p, end, old, oldn)); p = q + oldn) {
 		size_t first, last;
 
 		line += count_str(at, (size_t)(q - at), "\n", 1);
@@ -564,7 +564,7 @@ static sg_err edit_build(struct fs *c, const struct sg_buf *data, const char *ol
 	if (repln > oldn && count > (FS_EDIT_MAX - data->len) / (repln - oldn))
 		rc = SG_E_TOO_LARGE;
 	for (size_t done = 0; !rc && done < count &&
-			      (q = memmem(p, (size_t)(end - p), old, oldn)); done++) {
+			      (q = sg_text_find(p, end, old, oldn)); done++) {
 		rc = sg_buf_add(res, p, (size_t)(q - p));
 		if (!rc)
 			rc = sg_buf_add(res, repl, repln);

@@ -5,6 +5,7 @@
  * the summary form past a budget, and random edits whose hunks must
  * rebuild the new text from the old.
  */
+#define _GNU_SOURCE /* memmem */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -250,6 +251,85 @@ static void test_large_texts(void **state)
 	free(b);
 }
 
+/*
+ * Sides whose line counts are further apart than the search follows are
+ * answered in the summary form, with each text's own line count (the
+ * window's lines and those before and after it, an unended last line
+ * included); a gap it follows is still diffed.
+ */
+static void test_counts_decide(void **state)
+{
+	const char *a = "p\np\np\np\np\nx\ns\ns\ns\ns\ns";
+	size_t cap = 4 * 2000 + 64, k;
+	char *b = malloc(cap);
+	json_t *j;
+
+	(void)state;
+	assert_non_null(b);
+	for (int inserted = 1100; inserted >= 1000; inserted -= 100) {
+		k = (size_t)snprintf(b, cap, "p\np\np\np\np\n");
+		for (int i = 0; i < inserted; i++)
+			k += (size_t)snprintf(b + k, cap - k, "y\n");
+		snprintf(b + k, cap - k, "s\ns\ns\ns\ns");
+		j = diff(a, b, SG_TOOL_OUTPUT);
+		if (inserted > 1024) {
+			assert_true(json_is_true(json_object_get(j, "truncated")));
+			assert_int_equal(json_integer_value(json_object_get(j, "old_lines")), 11);
+			assert_int_equal(json_integer_value(json_object_get(j, "new_lines")),
+					 10 + inserted);
+		} else {
+			assert_int_equal(json_array_size(json_object_get(j, "hunks")), 1);
+			assert_null(json_object_get(j, "truncated"));
+		}
+		json_decref(j);
+	}
+	free(b);
+}
+
+/* Every occurrence sg_text_find finds from each one before is memmem's. */
+static void check_find(const char *s, size_t n, const char *w, size_t wn)
+{
+	const char *end = s + n, *p = s, *q;
+
+	do {
+		q = sg_text_find(p, end, w, wn);
+		assert_ptr_equal(q, memmem(p, (size_t)(end - p), w, wn));
+		p = q ? q + 1 : p;
+	} while (q);
+}
+
+/*
+ * sg_text_find searches windows that double: a match is found wherever
+ * it lies against their edges (one at every position of the first few
+ * windows), and in a text where matches are dense or far apart.
+ */
+static void test_find(void **state)
+{
+	size_t n = 20000;
+	char *s = malloc(n);
+	unsigned seed = 7;
+
+	(void)state;
+	assert_non_null(s);
+	for (size_t at = 0; at < 2100; at++) {
+		memset(s, 'a', n);
+		memcpy(s + at, "bcd", 3);
+		for (size_t wn = 1; wn <= 3; wn++)
+			assert_ptr_equal(sg_text_find(s, s + n, "bcd" + 3 - wn, wn), s + at + 3 - wn);
+		assert_null(sg_text_find(s, s + n, "bcx", 3));
+	}
+	for (size_t i = 0; i < n; i++) {
+		seed = seed * 1103515245u + 12345u;
+		s[i] = "ab\n"[(seed >> 16) % 3];
+	}
+	for (size_t wn = 1; wn < 1000; wn = 2 * wn + 1)
+		check_find(s, n, s + 9000, wn);
+	check_find(s, n, "\n\n\n\n\n\n\n\n\n\n\n\n", 12);
+	assert_ptr_equal(sg_text_find(s, s + n, "x", 0), s);
+	assert_null(sg_text_find(s, s + 2, "ab\n", 3));
+	free(s);
+}
+
 static void test_candidates(void **state)
 {
 	struct sg_lines hay, want;
@@ -280,6 +360,8 @@ int main(void)
 		cmocka_unit_test(test_grouping),
 		cmocka_unit_test(test_random_edits),
 		cmocka_unit_test(test_large_texts),
+		cmocka_unit_test(test_counts_decide),
+		cmocka_unit_test(test_find),
 		cmocka_unit_test(test_candidates),
 	};
 
