@@ -235,6 +235,23 @@ static bool offered(const struct code_run *r, const char *name)
 	return false;
 }
 
+/*
+ * Whether a call's arguments are JSON text, as JSON.stringify writes it:
+ * the host parses them, and a program cannot send anything else.  Any
+ * value, NUL in strings and integers past int64 included.
+ */
+static bool json_text(json_t *args)
+{
+	json_t *v = json_loadb(json_string_value(args), json_string_length(args),
+			       JSON_DECODE_ANY | JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL |
+				       JSON_DECODE_INT_AS_REAL,
+			       NULL);
+	bool ok = v != NULL;
+
+	json_decref(v);
+	return ok;
+}
+
 /* A `call` line: a nested call goes to the host. */
 static void start_call(struct code_run *r, json_t *msg)
 {
@@ -245,7 +262,7 @@ static void start_call(struct code_run *r, json_t *msg)
 
 	if (!json_is_integer(id) || json_integer_value(id) < 1 || !json_is_string(name) ||
 	    !json_is_string(args) || r->pending >= CODE_PENDING_MAX ||
-	    !offered(r, json_string_value(name))) {
+	    !offered(r, json_string_value(name)) || !json_text(args)) {
 		run_fail(r, "PTC runtime sent an invalid call");
 		return;
 	}

@@ -78,8 +78,8 @@ python3 scripts/skips.py build-tsan
 
 phase "fuzz (${fuzz_seconds}s per target, side by side)"
 CC=clang cmake -S . -B build-fuzz -DSG_FUZZ=ON -DBUILD_TESTING=OFF >/dev/null
-fuzz_targets="frame json reply"
-cmake --build build-fuzz -j"$jobs" --target sg-fuzz-frame sg-fuzz-json sg-fuzz-reply
+fuzz_targets="frame json reply code"
+cmake --build build-fuzz -j"$jobs" --target sg-fuzz-frame sg-fuzz-json sg-fuzz-reply sg-fuzz-code
 # libFuzzer's own output (its dictionary, coverage lines) goes to a log;
 # the run shows one result line per target, and the log's tail on failure.
 # A target's seeds are tests/fuzz/corpus-<target> when it has its own.
