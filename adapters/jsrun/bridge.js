@@ -3,10 +3,14 @@
 //
 // Invariants:
 // - This file is evaluated once, as a function expression, before the
-//   program; it receives the native `send` (one line to the gateway) and
-//   the boot request, and returns `receive` (one line from the gateway).
-//   Neither native is ever reachable from the program: both live only in
-//   this closure.
+//   program; it receives the native `send` (one line to the gateway), the
+//   boot request and the native `loadStrip` (the TypeScript stripper, or
+//   null), and returns `receive` (one line from the gateway).  No native
+//   is ever reachable from the program: they live only in this closure.
+// - A program is JavaScript, or TypeScript whose types are stripped as the
+//   host strips them (the body of `async function __program__() {...}`);
+//   the stripper runs only when the text does not compile as JavaScript,
+//   and always before the program's first statement.
 // - The global keeps the standard JavaScript built-ins plus exactly tools,
 //   console, ToolCallError, searchTools, describeTool, store, load, remove.
 // - Every built-in the bridge needs after the program starts is captured
@@ -14,7 +18,7 @@
 //   confuses itself; the gateway checks every line it is sent anyway.
 // - Only lossless plain JSON crosses to the gateway (jsonValue), as on the
 //   host.
-(function (send, bootLine) {
+(function (send, bootLine, loadStrip) {
   "use strict";
   const parse = JSON.parse, stringify = JSON.stringify;
   const isArray = Array.isArray, getProto = Object.getPrototypeOf;
@@ -29,6 +33,8 @@
   const strSlice = String.prototype.slice, charCodeAt = String.prototype.charCodeAt;
   const mapSize = Object.getOwnPropertyDescriptor(Map.prototype, "size").get;
   const promiseThen = Promise.prototype.then, promiseReject = Promise.reject;
+  const SyntaxErrorC = SyntaxError, strStarts = String.prototype.startsWith;
+  const strEnds = String.prototype.endsWith;
   const global = Function("return this")();
 
   const boot = parse(bootLine);
@@ -227,10 +233,32 @@
     } catch (e) { fail(e); }
   }
 
-  try {
+  // The program's text without its TypeScript types, or null when it has
+  // none to strip or this build has no stripper (cmake/jsrun.cmake).
+  function stripTypes(code) {
+    const strip = loadStrip();
+    if (strip === null) return null;
+    const prefix = "async function __program__() {\n", suffix = "\n}";
+    let out;
+    try { out = strip(prefix + code + suffix); } catch (e) { return null; }
+    if (!apply(strStarts, out, [prefix]) || !apply(strEnds, out, [suffix])) return null;
+    return apply(strSlice, out, [prefix.length, out.length - suffix.length]);
+  }
+  function compile(code) {
     const AsyncFunction = (async () => {}).constructor;
-    const program = new AsyncFunction("tools", "console", "ToolCallError", "searchTools", "describeTool",
-                                      "store", "load", "remove", "'use strict';\n" + boot.code);
+    const make = body => new AsyncFunction("tools", "console", "ToolCallError", "searchTools",
+                                           "describeTool", "store", "load", "remove",
+                                           "'use strict';\n" + body);
+    try { return make(code); } catch (e) {
+      if (!(e instanceof SyntaxErrorC)) throw e;
+      const stripped = stripTypes(code);
+      if (stripped === null) throw e;
+      return make(stripped);
+    }
+  }
+
+  try {
+    const program = compile(boot.code);
     apply(promiseThen, program(tools, consoleShim, ToolCallError, searchTools, describeTool,
                                store, load, remove), [succeed, fail]);
   } catch (e) { fail(e); }

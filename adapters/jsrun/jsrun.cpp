@@ -53,6 +53,9 @@
 #include <js/String.h>
 
 #include "bridge.inc"
+#ifdef SG_JSRUN_STRIP
+#include "strip.inc"
+#endif
 
 /* Limits, each named once. */
 static const size_t JSRUN_LINE_MAX = 64u << 20;		/* one message, as the host's frame */
@@ -124,6 +127,30 @@ static bool jsrun_send(JSContext *cx, unsigned argc, JS::Value *vp)
 	}
 	args.rval().setUndefined();
 	return true;
+}
+
+/*
+ * The native the bridge loads the TypeScript stripper with (strip.inc,
+ * cmake/jsrun.cmake): the function strip(code) -> code, or null in a
+ * build without it.  The bridge calls it only for a program that does not
+ * compile as JavaScript, before the program runs, so the stripper's cost
+ * (tens of milliseconds without a JIT) is paid only by TypeScript.
+ */
+static bool jsrun_load_strip(JSContext *cx, unsigned argc, JS::Value *vp)
+{
+	JS::CallArgs args = JS::CallArgsFromVp(argc, vp);
+#ifdef SG_JSRUN_STRIP
+	JS::CompileOptions opts(cx);
+	opts.setFileAndLine("strip.js", 1);
+	JS::SourceText<mozilla::Utf8Unit> src;
+	if (!src.init(cx, jsrun_strip_js, strlen(jsrun_strip_js), JS::SourceOwnership::Borrowed))
+		return false;
+	return JS::Evaluate(cx, opts, src, args.rval());
+#else
+	(void)cx;
+	args.rval().setNull();
+	return true;
+#endif
 }
 
 /* The allow-list; each entry is a syscall number, or one with an fd rule. */
@@ -291,9 +318,13 @@ static bool jsrun_start(JSContext *cx, JS::HandleObject g, const std::string &bo
 	JS::RootedString bootstr(cx, JS_NewStringCopyUTF8N(cx, JS::UTF8Chars(boot.data(), boot.size())));
 	if (!bootstr)
 		return false;
-	JS::RootedValueArray<2> argv(cx);
+	JSFunction *load_strip = JS_NewFunction(cx, jsrun_load_strip, 0, 0, "loadStrip");
+	if (!load_strip)
+		return false;
+	JS::RootedValueArray<3> argv(cx);
 	argv[0].setObject(*JS_GetFunctionObject(send));
 	argv[1].setString(bootstr);
+	argv[2].setObject(*JS_GetFunctionObject(load_strip));
 	return JS_CallFunctionValue(cx, g, fn, argv, receive);
 }
 

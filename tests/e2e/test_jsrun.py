@@ -203,6 +203,92 @@ class Interpreter(unittest.TestCase):
         p.kill()
 
 
+def strips_typescript():
+    """Whether this build compiled the TypeScript stripper in: its CMake
+    cache asks for it and the configure step made strip.inc (it needs node,
+    npm and the npm registry; cmake/jsrun.cmake says which it lacked)."""
+    build = os.path.dirname(JSRUN)
+    try:
+        with open(os.path.join(build, "CMakeCache.txt")) as f:
+            cache = f.read()
+    except OSError:
+        return False
+    return "SG_JSRUN_TYPESCRIPT:BOOL=OFF" not in cache and \
+        os.path.exists(os.path.join(build, "jsrun", "strip.inc"))
+
+
+# TypeScript as models write it in run_code programs; each returns 'ok'.
+TYPESCRIPT = [
+    "const n: number = 1; const s: string = 'ok'; return n === 1 ? s : 'no';",
+    "interface Hit { path: string; line?: number }\n"
+    "const hits: Hit[] = [{path: 'a'}]; return hits.length === 1 ? 'ok' : 'no';",
+    "type Pair<T> = [T, T];\nconst p: Pair<string> = ['o', 'k']; return p.join('');",
+    "const r = (await tools.t({})) as {content: {text: string}[]}; return r.content[0].text;",
+    "function first<T>(xs: T[]): T | undefined { return xs[0]; }\nreturn first<string>(['ok']);",
+    "const m = new Map<string, number[]>(); m.set('ok', [1]); return [...m.keys()][0];",
+    "const r = await tools.t({}); return r!.content![0]!.text;",
+    "const f = async (name: string, opts?: {limit: number}): Promise<string> => name;\n"
+    "return await f('ok');",
+    "const o = {v: 'ok'} satisfies Record<string, string>; return o.v;",
+    "let x!: string; x = 'ok'; return x as string;",
+    "declare const never: number;\nimport type { T } from 'types';\nreturn 'ok';",
+    "class Box<T> { private v: T; constructor(v: T) { this.v = v; } get(): T { return this.v; } }\n"
+    "return new Box<string>('ok').get();",
+]
+
+
+@unittest.skipUnless(os.access(JSRUN, os.X_OK) and strips_typescript(),
+                     "sg-jsrun is not built with the TypeScript stripper (cmake/jsrun.cmake)")
+class TypeScript(unittest.TestCase):
+    """The host strips TypeScript types before running a program
+    (node:module stripTypeScriptTypes); sg-jsrun does with sucrase, only
+    for a program that is not JavaScript already."""
+
+    def answered(self, code):
+        p = Program(code, tools=["t"])
+        msg = p.next()
+        while msg["t"] == "call":
+            p.send({"id": msg["id"], "value": {"content": [{"type": "text", "text": "ok"}]}})
+            msg = p.next()
+        p.proc.stdin.close()
+        p.proc.wait(10)
+        p.proc.stdout.close()
+        p.proc.stderr.close()
+        return msg
+
+    def test_the_types_models_write_are_stripped(self):
+        for code in TYPESCRIPT:
+            with self.subTest(code):
+                done = self.answered(code)
+                self.assertEqual((done.get("error"), done.get("value")), (None, "ok"))
+
+    def test_lines_keep_their_numbers(self):
+        # An error's line is the same as in JavaScript of the same shape.
+        throw = "throw new Error('line ' + new Error().lineNumber);"
+        ts = run("interface A {\n  a: number\n}\nconst a: A = {a: 1};\n" + throw)
+        js = run("\n\n\nconst a = {a: 1};\n" + throw)
+        self.assertRegex(js.get("error", ""), "^line [0-9]+$")
+        self.assertEqual(ts.get("error"), js.get("error"))
+
+    def test_javascript_is_not_rewritten(self):
+        # Valid JavaScript that a TypeScript parser would read as a generic
+        # call runs as JavaScript.
+        done = run("const a = 1, b = 2, c = 3; return a < b > (c);")
+        self.assertEqual(done.get("value"), False)
+
+    def test_broken_programs_still_fail(self):
+        for code in ("const x: number = ; return 1", "return {", "let a: = 1"):
+            with self.subTest(code):
+                self.assertIn("error", run(code))
+
+    def test_stripping_leaves_the_global_as_it_was(self):
+        names = run("const g: any = Function('return this')(); const seen: string[] = []; "
+                    "for (let o = g; o; o = Object.getPrototypeOf(o)) "
+                    "seen.push(...Object.getOwnPropertyNames(o)); return seen;")["value"]
+        extra = set(names) - STANDARD - SURFACE - set(dir_object_prototype())
+        self.assertEqual(extra, set(), "names on the global beyond the standard ones")
+
+
 def dir_object_prototype():
     return ["constructor", "__proto__", "toString", "toLocaleString", "valueOf",
             "hasOwnProperty", "isPrototypeOf", "propertyIsEnumerable", "__defineGetter__",

@@ -14,6 +14,7 @@ import unittest
 
 import hostdriver as hd
 from hostdriver import CallError, Ctx, HostEnvironment
+from test_jsrun import strips_typescript
 
 SLACK = hd.SLACK
 # What a sanitized gateway (tests/CMakeLists.txt: SG_SANITIZE, SG_TSAN)
@@ -130,6 +131,25 @@ class RunCode(unittest.TestCase):
         self.assertEqual(r.get("Value"), "Too many pending tool calls; process in bounded batches")
         self.assertIn("128 interrupted", r.get("CallSummary", ""))
 
+    def test_any_json_a_program_sends_reaches_the_host(self):
+        # The gateway checks a call's arguments are JSON text; whatever
+        # JSON.stringify writes must pass: NUL in a string, an integer past
+        # int64, a bare value, astral characters.
+        seen = []
+
+        def handler(ctx, call):
+            seen.append(call["arguments"])
+            return {"content": []}
+
+        r = self.run_code(
+            "await tools.t({s: 'a\\u0000b\\ud83d\\ude00', n: 12345678901234567890, f: -0.5e-300});"
+            "await tools.t(7); await tools.t([[[]]]); return 1;",
+            tools=[{"name": "t"}], handler=handler)
+        self.assertEqual((r.get("Error") or "", r.get("Value")), ("", 1), json.dumps(r)[:500])
+        self.assertEqual([json.loads(a) for a in seen],
+                         [{"s": "a\u0000b\U0001F600", "n": 12345678901234567000, "f": -0.5e-300},
+                          7, [[[]]]])
+
     def test_result_views(self):
         result = {"content": [{"type": "text", "text": "one"}, {"type": "text", "text": "two"}],
                   "structured_content": {"n": 2}}
@@ -167,6 +187,30 @@ class RunCode(unittest.TestCase):
     def test_output_is_capped(self):
         r = self.run_code("const s = 'x'.repeat(600000); console.log(s); console.log(s);")
         self.assertEqual(r.get("Error"), "PTC output exceeded the byte limit")
+
+    @unittest.skipUnless(strips_typescript(),
+                         "sg-jsrun is not built with the TypeScript stripper (cmake/jsrun.cmake)")
+    def test_typescript_runs_as_on_the_host(self):
+        seen = []
+
+        def handler(ctx, call):
+            seen.append(json.loads(call["arguments"]))
+            return {"content": [{"type": "text", "text": "a.txt"}]}
+
+        r = self.run_code(
+            "interface Listing { content: { type: string; text: string }[] }\n"
+            "const dirs: string[] = ['src', 'docs'];\n"
+            "const out: Record<string, string> = {};\n"
+            "for (const d of dirs) {\n"
+            "  const r = (await tools.list_files({path: d})) as Listing;\n"
+            "  out[d] = r.content[0]!.text;\n"
+            "}\n"
+            "console.log(`listed ${dirs.length as number}`);\n"
+            "return out;", tools=[{"name": "list_files"}], handler=handler)
+        self.assertEqual(r.get("Error") or "", "", json.dumps(r)[:2000])
+        self.assertEqual(r.get("Value"), {"src": "a.txt", "docs": "a.txt"})
+        self.assertEqual(r.get("Logs"), ["listed 2"])
+        self.assertEqual(seen, [{"path": "src"}, {"path": "docs"}])
 
     def test_one_program_per_scope(self):
         entered, release = threading.Event(), threading.Event()
