@@ -2723,7 +2723,7 @@ static void kill_descendants(int sfd)
 
 /* One spool the supervisor appends to (see spool_add). */
 struct sup_spool {
-	int data, prog;
+	int data, prog;       /* -1 until opened (a foreground run's: at its first byte) */
 	uint64_t retain, total;
 };
 
@@ -2738,22 +2738,29 @@ struct sup_io {
 	char pend[4096];     /* input read from the FIFO, not yet taken */
 	size_t pend_len, pend_off;
 	struct sup_spool spool[SPOOL_COUNT];
+	int dirfd;           /* the process directory, where spools are made */
 };
 
 static void sup_io_init(struct sup_io *io)
 {
 	memset(io, 0, sizeof(*io));
-	io->src[0] = io->src[1] = io->fifo = io->to = io->winch = io->master = -1;
+	io->src[0] = io->src[1] = io->fifo = io->to = io->winch = io->master = io->dirfd = -1;
 	for (int i = 0; i < SPOOL_COUNT; i++)
 		io->spool[i].data = io->spool[i].prog = -1;
 }
 
+/*
+ * Open a spool, made if it is not there: the data first, so that a reader
+ * who finds the progress file finds the data too (an empty progress file
+ * reads as nothing written).
+ */
 static int sup_open_spool(int dirfd, struct sup_spool *sp, int which, uint64_t retain)
 {
+	const int flags = O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC;
+
 	sp->retain = retain;
-	sp->data = openat(dirfd, spool_data[which], O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-	sp->prog = openat(dirfd, spool_progress[which],
-			  O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	sp->data = openat(dirfd, spool_data[which], flags, 0600);
+	sp->prog = sp->data >= 0 ? openat(dirfd, spool_progress[which], flags, 0600) : -1;
 	return sp->data >= 0 && sp->prog >= 0 ? 0 : -1;
 }
 
@@ -2786,8 +2793,18 @@ static void sup_store(struct sup_io *io, int i, bool split, const char *p, size_
 	struct sup_spool *all = &io->spool[SPOOL_ALL];
 	struct sup_spool *side = &io->spool[i ? SPOOL_ERR : SPOOL_OUT];
 
-	spool_add(all->data, all->prog, all->retain, &all->total, p, n);
-	if (split)
+	/*
+	 * A foreground run's spools are made at its first byte: most
+	 * commands write one stream or none, and on a slow disk each file
+	 * made and removed costs about a millisecond of every call.
+	 */
+	if (all->prog < 0)
+		sup_open_spool(io->dirfd, all, SPOOL_ALL, all->retain);
+	if (split && side->prog < 0)
+		sup_open_spool(io->dirfd, side, i ? SPOOL_ERR : SPOOL_OUT, side->retain);
+	if (all->prog >= 0)
+		spool_add(all->data, all->prog, all->retain, &all->total, p, n);
+	if (split && side->prog >= 0)
 		spool_add(side->data, side->prog, side->retain, &side->total, p, n);
 }
 
@@ -2861,10 +2878,12 @@ static int sup_prepare(struct proc_spawn *sp, int dirfd, struct sup_io *io,
 {
 	bool split = sp->rec.split > 0;
 
-	if (sup_open_spool(dirfd, &io->spool[SPOOL_ALL], SPOOL_ALL, (uint64_t)sp->rec.retain) ||
-	    (split && (sup_open_spool(dirfd, &io->spool[SPOOL_OUT], SPOOL_OUT, SG_PROC_SIDE_RETAIN) ||
-		       sup_open_spool(dirfd, &io->spool[SPOOL_ERR], SPOOL_ERR,
-				      SG_PROC_SIDE_RETAIN))))
+	/* A foreground run (split) makes its spools at its first byte (sup_store). */
+	io->dirfd = dirfd;
+	io->spool[SPOOL_ALL].retain = (uint64_t)sp->rec.retain;
+	io->spool[SPOOL_OUT].retain = io->spool[SPOOL_ERR].retain = SG_PROC_SIDE_RETAIN;
+	if (!split && sup_open_spool(dirfd, &io->spool[SPOOL_ALL], SPOOL_ALL,
+				     (uint64_t)sp->rec.retain))
 		return -1;
 	if (sp->rec.input > 0) {
 		/* Read and write, so the FIFO never reads end-of-file. */
@@ -3159,7 +3178,8 @@ static sg_err make_file(int dirfd, const char *dir, const char *name, const void
 static sg_err make_files(int dirfd, const struct proc_spawn *sp, struct sg_errinfo *err)
 {
 	uint64_t zero[3] = { 0, 0, PROGRESS_MAGIC };
-	int spools = sp->rec.split > 0 ? SPOOL_COUNT : 1;
+	/* A foreground run's spools come with its output (sup_store). */
+	int spools = sp->rec.split > 0 ? 0 : 1;
 	sg_err rc = SG_OK;
 
 	for (int i = 0; !rc && i < spools; i++) {
