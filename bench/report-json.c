@@ -159,7 +159,8 @@ static json_t *ssh_json(const struct ssh_result *s)
 			    json_real((double)s->d[SSH_GW_TRUE].p50 / (double)s->d[SSH_RAW_TRUE].p50));
 	json_object_set_new(sj, "ratio_read",
 			    json_real((double)s->d[SSH_GW_READ].p50 / (double)s->d[SSH_RAW_CAT].p50));
-	json_object_set_new(sj, "raw_login_true", json_string(s->raw_login));
+	/* Not "raw_login_true": that key holds the timings (ssh_keys). */
+	json_object_set_new(sj, "raw_login_command", json_string(s->raw_login));
 	json_object_set_new(sj, "raw_true", json_string(s->raw_true));
 	json_object_set_new(sj, "raw_cat", json_string(s->raw_cat));
 	if (s->export)
