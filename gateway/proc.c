@@ -15,9 +15,10 @@
  * turns an end it sees into `stopped` or `failed` with the record's
  * terminal_cause; the methods that change a record send `updated`; a
  * stop at cleanup or shutdown sends `cleaned_up`; a recheck whose time
- * has come, `recheck_due`.  Until a start's reply is out its id is
- * "starting", and an end the watcher sees meanwhile is parked and sent
- * by the after_sent hook, so no event of a process precedes its start.
+ * has come, `recheck_due` (the watcher's wait marks and answers those).
+ * Until a start's reply is out its id is "starting", and an end the
+ * watcher sees meanwhile is parked and sent by the after_sent hook, so
+ * no event of a process precedes its start.
  */
 #include "session.h"
 
@@ -25,7 +26,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "base/hex.h"
 #include "base/limits.h"
@@ -133,60 +133,42 @@ static json_t *observe(struct sg_procs *p, json_t *rec)
 	return ev;
 }
 
-/* The time now as the records write it, for comparing with theirs. */
-static void utc_now(char *dst, size_t n)
+/* Each record of reply[key] through observe: the events their transitions call for. */
+static void observe_all(struct sg_procs *p, json_t *reply, const char *key)
 {
-	struct timespec ts;
-	struct tm tm;
-	char day[32];
+	json_t *rec;
+	size_t i;
 
-	clock_gettime(CLOCK_REALTIME, &ts);
-	gmtime_r(&ts.tv_sec, &tm);
-	strftime(day, sizeof(day), "%Y-%m-%dT%H:%M:%S", &tm);
-	snprintf(dst, n, "%s.%03uZ", day, (unsigned)(ts.tv_nsec / 1000000) % 1000u);
-}
+	json_array_foreach(json_object_get(reply, key), i, rec) {
+		json_t *ev;
 
-/*
- * A live record whose next_recheck_at has passed and that has no recheck
- * pending: mark it pending and say recheck_due (the timestamps share one
- * format, so they compare as strings).
- */
-static void recheck_if_due(struct sg_procs *p, json_t *rec)
-{
-	const char *next = rec_str(rec, "next_recheck_at"), *id = rec_str(rec, "id");
-	char now[40];
-
-	utc_now(now, sizeof(now));
-	if (strcmp(rec_str(rec, "status"), "running") != 0 || !next[0] ||
-	    rec_str(rec, "pending_recheck_at")[0] || strcmp(next, now) > 0 || !owned(p->s, rec))
-		return;
-	{
-		const char *args[] = { "proc", "update", "--id", id, "--recheck-due", NULL };
-		struct sg_errinfo err = { 0 };
-		json_t *reply = NULL, *ev;
-
-		if (sg_envcall(p->s, SG_CALL_CTL, args, NULL, 0, &reply, &p->stop, &err)) {
-			sg_log_warn("marking process %s's recheck failed: %s", id, err.msg);
-			return;
-		}
-		ev = event("recheck_due", "", json_object_get(reply, "process"));
+		pthread_mutex_lock(&p->lock);
+		ev = observe(p, rec);
+		pthread_mutex_unlock(&p->lock);
 		if (ev)
 			sg_wire_send(p->s->wire, ev);
-		json_decref(reply);
 	}
 }
 
+/*
+ * The watcher: `proc wait` long-polls this session's records for changes
+ * and, with --recheck-due, marks and answers the live ones whose recheck
+ * has come (sg-helper's `proc wait` in helper.h).  So one call in the
+ * environment per wake serves both, and no `proc list` is needed to find
+ * a recheck that fell due: a due record is seen at the wait after its
+ * time, within WATCH_POLL_MS.
+ */
 static void *watch_main(void *arg)
 {
 	struct sg_procs *p = arg;
 	struct sg_session *s = p->s;
 	long long stamp = 0;
-	int64_t rechecked = 0;
 
 	while (!sg_cancel_check(&p->stop)) {
 		char since[32], tmo[32];
 		const char *args[] = { "proc", "wait", "--session", s->session_id,
-				       "--since", since, "--timeout-ms", tmo, NULL };
+				       "--since", since, "--timeout-ms", tmo, "--recheck-due",
+				       NULL };
 		struct sg_errinfo err = { 0 };
 		json_t *reply = NULL, *rec;
 		size_t i;
@@ -202,25 +184,14 @@ static void *watch_main(void *arg)
 			continue;
 		}
 		stamp = json_integer_value(json_object_get(reply, "stamp"));
-		json_array_foreach(json_object_get(reply, "changed"), i, rec) {
-			json_t *ev;
+		observe_all(p, reply, "changed");
+		/* The environment writes the records: only this session's are announced. */
+		json_array_foreach(json_object_get(reply, "due"), i, rec) {
+			json_t *ev = owned(s, rec) && strcmp(rec_str(rec, "status"), "running") == 0
+					     ? event("recheck_due", "", rec) : NULL;
 
-			pthread_mutex_lock(&p->lock);
-			ev = observe(p, rec);
-			pthread_mutex_unlock(&p->lock);
 			if (ev)
 				sg_wire_send(s->wire, ev);
-		}
-		json_decref(reply);
-		/* Rechecks fall due without a record changing: look now and then. */
-		reply = NULL;
-		if (sg_now_ms() - rechecked >= WATCH_POLL_MS) {
-			const char *list[] = { "proc", "list", "--session", s->session_id, NULL };
-
-			if (!sg_envcall(s, SG_CALL_CTL, list, NULL, 0, &reply, &p->stop, &err))
-				json_array_foreach(json_object_get(reply, "processes"), i, rec)
-					recheck_if_due(p, rec);
-			rechecked = sg_now_ms();
 		}
 		json_decref(reply);
 	}

@@ -62,6 +62,8 @@
  *   proc list  --ctl C --session S
  *   proc stop  --ctl C --id ID [--grace-ms N]
  *   proc wait  --ctl C --session S --since STAMP [--timeout-ms N]
+ *              [--recheck-due]   (first marks, and answers as "due", the
+ *                                 live records whose recheck has come)
  *   proc update --ctl C --id ID [--mode resume|detached]
  *              [--recheck-minutes N] [--deliver CONSUMER]
  *              [--recheck-delivered] [--recheck-due]

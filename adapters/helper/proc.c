@@ -1899,16 +1899,21 @@ static sg_err cmd_stop_all(struct sg_args *a, struct sg_buf *reply,
 	return rc;
 }
 
+static sg_err mark_due(const char *ctl, const char *session, struct proc_rec **out,
+		       size_t *count, size_t *marked, const struct sg_cancel *cancel,
+		       struct sg_errinfo *err);
+
 static sg_err cmd_wait(struct sg_args *a, struct sg_buf *reply,
 		       const struct sg_cancel *cancel, struct sg_errinfo *err)
 {
 	const char *ctl, *id, *session = sg_args_str(a, "session", NULL);
 	char path[SG_PATH_MAX];
 	struct proc_waiter w;
-	struct proc_rec *v = NULL;
-	size_t n = 0;
+	struct proc_rec *v = NULL, *due = NULL;
+	size_t n = 0, ndue = 0, marked = 0;
 	int64_t since, timeout, deadline;
 	uint64_t stamp = 0;
+	bool want_due = sg_args_flag(a, "recheck-due");
 	sg_err rc;
 
 	waiter_init(&w);
@@ -1931,6 +1936,9 @@ static sg_err cmd_wait(struct sg_args *a, struct sg_buf *reply,
 				strerror(errno));
 	if (!rc)
 		rc = path_join(path, sizeof(path), ctl, ".seq", NULL, err);
+	/* Marked before the stamp is read, so their marks are among the changes. */
+	if (!rc && want_due)
+		rc = mark_due(ctl, session, &due, &ndue, &marked, cancel, err);
 	if (rc)
 		goto out;
 	deadline = sat_add(sg_now_ns(), timeout * 1000000);
@@ -1984,10 +1992,13 @@ static sg_err cmd_wait(struct sg_args *a, struct sg_buf *reply,
 		rc = sg_buf_addf(reply, "%llu", (unsigned long long)stamp);
 	if (!rc)
 		rc = reply_recs(reply, "changed", v, n);
+	if (!rc && want_due)
+		rc = reply_recs(reply, "due", due, marked);
 	if (!rc)
 		rc = sg_reply_end(reply);
 out:
 	scan_free(v, n);
+	scan_free(due, ndue);
 	waiter_release(&w);
 	return rc;
 }
@@ -2255,6 +2266,77 @@ static sg_err cmd_update(struct sg_args *a, struct sg_buf *reply,
 	if (!rc)
 		rc = reply_rec(reply, "process", &r, NULL);
 	rec_release(&r);
+	return rc;
+}
+
+/* A live record whose recheck time has come and that has none pending. */
+static bool rec_due(const struct proc_rec *r, const char *now)
+{
+	return r->status == PS_RUNNING && r->next_recheck[0] && !r->pending_recheck[0] &&
+	       strcmp(r->next_recheck, now) <= 0;
+}
+
+/*
+ * Mark the record of id pending a recheck when, read again under the
+ * .seq lock, it is still due (*was_due); r: that record.  Under the lock
+ * only one of two waits marks it, so it is answered as due once.
+ */
+static sg_err rec_mark_due(const char *ctl, const char *id, const char *now,
+			   struct proc_rec *r, bool *was_due, const struct sg_cancel *cancel,
+			   struct sg_errinfo *err)
+{
+	const struct proc_change due = { .recheck = -1, .recheck_due = true };
+	struct sg_errinfo gone = { 0 };
+	int fd = seq_lock(ctl, LOCK_EX, cancel, err);
+	sg_err rc = SG_OK;
+
+	*was_due = false;
+	rec_init(r);
+	if (fd < 0)
+		return err->code;
+	/* A record removed or spoilt meanwhile is not due. */
+	*was_due = !rec_read(ctl, id, r, &gone) && r->hidden <= 0 && rec_due(r, now);
+	if (*was_due)
+		rc = rec_change(r, &due, err);
+	if (*was_due && !rc)
+		rc = rec_store_locked(ctl, fd, r, err);
+	close(fd);
+	return rc;
+}
+
+/*
+ * `proc wait --recheck-due`: session's records whose recheck has come,
+ * marked pending as `proc update --recheck-due` marks one.  The first
+ * *marked of the *count records in *out (new, each owned) are those.
+ * The watcher's wait answers them, so no list of every record is needed
+ * to find them.
+ */
+static sg_err mark_due(const char *ctl, const char *session, struct proc_rec **out,
+		       size_t *count, size_t *marked, const struct sg_cancel *cancel,
+		       struct sg_errinfo *err)
+{
+	char now[REC_TIME];
+	/* check: a record whose supervisor is dead is lost, not due. */
+	sg_err rc = scan(ctl, session, -1, true, out, count, cancel, err);
+
+	*marked = 0;
+	utc_now(now, sizeof(now));
+	for (size_t i = 0; !rc && i < *count; i++) {
+		struct proc_rec *v = *out, r;
+		bool was_due = false;
+
+		if (!rec_due(&v[i], now))
+			continue;
+		rc = rec_mark_due(ctl, v[i].id, now, &r, &was_due, cancel, err);
+		if (rc || !was_due) {
+			rec_release(&r);
+			continue;
+		}
+		/* The marked record takes the place of the first unmarked one. */
+		rec_release(&v[i]);
+		v[i] = v[*marked];
+		v[(*marked)++] = r;
+	}
 	return rc;
 }
 
