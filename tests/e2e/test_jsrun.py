@@ -203,11 +203,12 @@ class Interpreter(unittest.TestCase):
         p.kill()
 
 
-def strips_typescript():
-    """Whether this build compiled the TypeScript stripper in: its CMake
-    cache asks for it and the configure step made strip.inc (it needs node,
-    npm and the npm registry; cmake/jsrun.cmake says which it lacked)."""
-    build = os.path.dirname(JSRUN)
+def strips_typescript(build=None):
+    """Whether the build in directory build (sg-jsrun's by default)
+    compiled the TypeScript stripper in: its CMake cache asks for it and
+    the configure step made strip.inc (it needs node, npm and the npm
+    registry; cmake/jsrun.cmake says which it lacked)."""
+    build = build or os.path.dirname(JSRUN)
     try:
         with open(os.path.join(build, "CMakeCache.txt")) as f:
             cache = f.read()

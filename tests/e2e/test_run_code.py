@@ -8,6 +8,7 @@ so, while sandgate's initialize reply does not list run_code in `methods`
 """
 
 import json
+import os
 import threading
 import time
 import unittest
@@ -17,6 +18,9 @@ from hostdriver import CallError, Ctx, HostEnvironment
 from test_jsrun import strips_typescript
 
 SLACK = hd.SLACK
+# The build of the sandgate that runs the programs: through a chain of
+# relays (tests/delegation/run-chain.sh) SANDGATE_BIN is the chain's script.
+BUILD = os.path.dirname(os.environ.get("SG_CHAIN_BIN") or os.environ.get("SANDGATE_BIN", ""))
 # What a sanitized gateway (tests/CMakeLists.txt: SG_SANITIZE, SG_TSAN)
 # writes on stderr when it finds a fault; a leak is only reported at exit.
 SANITIZER_WORDS = ("Sanitizer", "runtime error:")
@@ -188,7 +192,7 @@ class RunCode(unittest.TestCase):
         r = self.run_code("const s = 'x'.repeat(600000); console.log(s); console.log(s);")
         self.assertEqual(r.get("Error"), "PTC output exceeded the byte limit")
 
-    @unittest.skipUnless(strips_typescript(),
+    @unittest.skipUnless(strips_typescript(BUILD),
                          "sg-jsrun is not built with the TypeScript stripper (cmake/jsrun.cmake)")
     def test_typescript_runs_as_on_the_host(self):
         seen = []
