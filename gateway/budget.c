@@ -273,7 +273,7 @@ json_t *sg_budget_report(const struct sg_profile *p, const char *state_dir)
 	struct sg_budget_plan plan;
 	int64_t own, peer, grace, host, need;
 
-	/* A command profile's chain is checked whole by sg_relay_check. */
+	/* A command profile's chain is checked whole by sg_profile_check (check.c). */
 	if (strcmp(p->backend, "select") == 0 || strcmp(p->backend, "command") == 0)
 		return NULL;
 	stats = sg_budget_load(state_dir, p->backend);

@@ -150,7 +150,7 @@ int64_t sg_budget_chain_need(int64_t inner_ms);
  * grace plus the cancel drain (its default: 90 s for a cloud backend's
  * entry, 60 s otherwise).  A select profile has no report of its own
  * (NULL): each candidate has one; nor has a command profile, whose
- * chain config check refuses when its budget is short (relay.h).
+ * chain config check refuses when its budget is short (check.h).
  */
 json_t *sg_budget_report(const struct sg_profile *p, const char *state_dir);
 

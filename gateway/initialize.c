@@ -1,7 +1,8 @@
 /*
- * initialize.c - the initialize method: check the binding, record the
- * intent, provision the profile's environment (or a select profile's first
- * fitting candidate), observe its facts and build the reply.
+ * initialize.c - the initialize method: check the binding and hold the
+ * session while the mode brings the connection up (its initialize slot);
+ * and for the built-in mode, the bring-up of one profile's environment:
+ * record the intent, provision, observe its facts.
  *
  * Invariants: the state registry knows of an environment before anything
  * is created for it; a provisioning that fails after that removes what it
@@ -23,9 +24,6 @@
 #include "base/log.h"
 #include "adapters/path.h"
 #include "registry.h"
-#include "relay.h"
-#include "server.h"
-
 
 /* The protocol versions sandgate speaks (protocol section 2). */
 #define VERSION_MIN 3
@@ -338,9 +336,9 @@ static void keep_unsettled(struct sg_session *s)
  * A provisioning that failed after the registry knew of it: remove what
  * was made (a resumed environment is only let go), then the record, unless
  * another session still uses the environment.  The cleanup runs even when
- * the request itself was cancelled.
+ * the request itself was cancelled (initialize.h).
  */
-static void undo(struct sg_session *s, bool provisioned)
+void sg_init_undo(struct sg_session *s, bool provisioned)
 {
 	struct sg_reg_key key = { s->env ? s->env->ad->name : "", s->identity };
 	struct sg_errinfo err = { 0 };
@@ -380,7 +378,7 @@ static void undo(struct sg_session *s, bool provisioned)
  * Bring up one profile's environment for the binding: build and validate
  * the profile, record the intent, provision, and observe the facts inside
  * (*probe, new).  Errors before anything was created leave *fatal false;
- * a failure after that removes what was made (undo) and sets it.
+ * a failure after that removes what was made (sg_init_undo) and sets it.
  */
 sg_err sg_init_bring_up(struct sg_op *op, json_t *binding, const char *name,
 			json_t **probe, bool *fatal)
@@ -477,7 +475,7 @@ sg_err sg_init_bring_up(struct sg_op *op, json_t *binding, const char *name,
 		s->landlock_abi = (int)json_integer_value(json_object_get(*probe, "landlock_abi"));
 out:
 	if (rc && *fatal)
-		undo(s, provisioned);
+		sg_init_undo(s, provisioned);
 	return rc;
 }
 
@@ -502,80 +500,6 @@ void sg_init_reset(struct sg_session *s)
 	s->identity = s->root = s->session_id = NULL;
 	sg_strv_release(&s->base_env);
 	s->landlock_abi = 0;
-}
-
-/*
- * Provision the environment for the binding (or, for a `select` profile,
- * the first candidate that meets its requirements) and build the reply.
- */
-static sg_err provision(struct sg_op *op, json_t *binding, bool *fatal)
-{
-	struct sg_session *s = op->s;
-	json_t *probe = NULL, *selection = NULL, *facts, *raw;
-	struct sg_profile *chosen = NULL;
-	sg_err rc;
-
-	*fatal = false;
-	rc = sg_config_profile(s->cfg, s->profile_name, NULL, &chosen, &op->err);
-	if (rc)
-		return rc;
-	raw = chosen->raw;
-	if (strcmp(chosen->backend, "command") == 0) {
-		/* The peer makes the whole reply (relay.c). */
-		sg_profile_free(chosen);
-		return sg_relay_initialize(op, binding, s->profile_name, fatal);
-	}
-	if (strcmp(chosen->backend, "select") == 0) {
-		if (!json_is_array(json_object_get(raw, "candidates")))
-			rc = sg_err_set(&op->err, SG_E_INVALID_ARGUMENT,
-					"profile \"%s\": a select profile needs `candidates`",
-					chosen->name);
-		else
-			rc = sg_select_candidate(op, binding, json_object_get(raw, "candidates"),
-					      &probe, &selection, fatal);
-	} else {
-		rc = sg_init_bring_up(op, binding, s->profile_name, &probe, fatal);
-	}
-	sg_profile_free(chosen);
-	if (rc)
-		goto out;
-	rc = sg_exports_new(s);
-	if (!rc)
-		rc = sg_procs_new(s);
-	if (rc) {
-		sg_err_set(&op->err, rc, "out of memory");
-		goto fail;
-	}
-	{
-		struct sg_reg_key key = { s->env->ad->name, s->identity };
-		json_t *done = json_pack("{s:s, s:s, s:O}", "id", s->env->id, "status",
-					 SG_REG_ACTIVE, "resources",
-					 json_object_get(s->env->facts, "resources")
-						 ? json_object_get(s->env->facts, "resources")
-						 : json_null());
-
-		rc = sg_registry_update(s->state_dir, &key, done, &op->err);
-		json_decref(done);
-		if (rc)
-			goto fail;
-	}
-	facts = sg_init_facts(probe, s->env->facts);
-	if (selection)
-		json_object_set(facts, "selection", selection);
-	s->init_reply = json_pack(
-		"{s:O, s:s, s:[s], s:o, s:{s:s, s:s, s:s, s:b, s:o}}", "version",
-		json_object_get(binding, "version"), "root", s->root, "capabilities",
-		"process.start.v1", "methods", sg_server_methods(), "environment",
-		"backend", s->env->ad->name, "profile", s->profile->name, "id", s->env->id,
-		"resumed", s->env->resumed, "facts", facts);
-	goto out;
-fail:
-	*fatal = true;
-	undo(s, true);
-out:
-	json_decref(probe);
-	json_decref(selection);
-	return rc;
 }
 
 sg_err sg_init_run(struct sg_op *op, json_t **out)
@@ -619,7 +543,7 @@ sg_err sg_init_run(struct sg_op *op, json_t **out)
 		return rc;
 	}
 
-	rc = provision(op, binding, &fatal);
+	rc = s->mode->initialize(op, binding, &fatal);
 	/* A cancelled initialize is final too (protocol section 2). */
 	if (rc && sg_cancel_check(&op->cancel))
 		fatal = true;

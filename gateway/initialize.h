@@ -1,10 +1,11 @@
 /*
- * initialize.h - the initialize method and candidate selection, for the
- * server's method table and its shutdown.
+ * initialize.h - the initialize method, and the bring-up of one profile's
+ * environment that the built-in mode builds on (mode.c, select.c).
  *
  * Invariants: as initialize.c's.  Everything here runs on a worker thread
  * with the op's cancel token, except sg_init_reset, which the server calls
- * once no worker runs.
+ * once no worker runs.  The mode's own part of initialize is the session
+ * mode's slot (session.h); this file never names a mode.
  */
 #ifndef SG_INITIALIZE_H
 #define SG_INITIALIZE_H
@@ -25,6 +26,14 @@ sg_err sg_init_run(struct sg_op *op, json_t **out) SG_MUST_CHECK;
 sg_err sg_init_bring_up(struct sg_op *op, json_t *binding, const char *name,
 			json_t **probe, bool *fatal) SG_MUST_CHECK;
 
+/*
+ * An environment brought up that fails afterwards: remove what was made
+ * (provisioned: the adapter's provision succeeded) or let go of what was
+ * resumed or shared, and its record, as a failed sg_init_bring_up does.
+ * Runs even when the request was cancelled.
+ */
+void sg_init_undo(struct sg_session *s, bool provisioned);
+
 /* The facts a reply reports: sg-helper's observations merged with the
  * adapter's own (new). */
 json_t *sg_init_facts(json_t *probe, json_t *adapter);
@@ -35,14 +44,5 @@ json_t *sg_init_facts(json_t *probe, json_t *adapter);
  * not touched.
  */
 void sg_init_reset(struct sg_session *s);
-
-/*
- * A select profile (select.c): bring up its candidates in order and keep
- * the first whose facts meet its requirements; *selection (new) records
- * each one tried and why it was skipped.
- */
-sg_err sg_select_candidate(struct sg_op *op, json_t *binding, json_t *candidates,
-			   json_t **probe, json_t **selection, bool *fatal)
-	SG_MUST_CHECK;
 
 #endif

@@ -31,10 +31,9 @@
 #include "base/limits.h"
 #include "base/log.h"
 #include "base/strv.h"
-#include "budget.h"
 #include "check.h"
+#include "mode.h"
 #include "pool.h"
-#include "cli.h"
 #include "registry.h"
 #include "wire.h"
 
@@ -358,7 +357,7 @@ static bool is_gone(struct sg_relay *r)
 /*
  * Wait until wire has written all that is queued on it, it died, or the
  * peer is gone; at most ms (0: no limit).  False when ms ran out.  In
- * slices, so that closing the peer (sg_relay_free) ends the wait.
+ * slices, so that closing the peer (relay_free) ends the wait.
  */
 static bool await_written(struct sg_relay *r, struct sg_wire *wire, int64_t ms)
 {
@@ -647,7 +646,8 @@ static sg_err reply_outcome(struct sg_op *op, json_t *reply, json_t **out)
 	return SG_OK;
 }
 
-bool sg_relay_has_method(const struct sg_relay *r, const char *method)
+/* Whether the peer offered method (its initialize reply's `methods`). */
+static bool has_method(const struct sg_relay *r, const char *method)
 {
 	json_t *m;
 	size_t i;
@@ -658,7 +658,11 @@ bool sg_relay_has_method(const struct sg_relay *r, const char *method)
 	return false;
 }
 
-sg_err sg_relay_request(struct sg_op *op, json_t **out)
+/*
+ * The handler of every relayed method: forward, await, answer with the
+ * peer's reply frame as it is (op->raw_reply).
+ */
+static sg_err request(struct sg_op *op, json_t **out)
 {
 	struct sg_relay *r = op->s->relay;
 	struct sg_buf b = SG_BUF_INIT(SG_MAX_FRAME - 1);
@@ -695,16 +699,19 @@ sg_err sg_relay_request(struct sg_op *op, json_t **out)
 	return rc;
 }
 
-void sg_relay_callback(struct sg_session *s, json_t *frame)
+/*
+ * A host's `callback` request (protocol section 7; borrowed): the relayed
+ * connection's programs run at its peer, so the answer is the peer's, as
+ * it is.  Once the peer's input closed nobody can wait for it, and it is
+ * dropped.  Never blocks: the wire queues it.
+ */
+static void callback(struct sg_session *s, json_t *frame)
 {
 	struct sg_relay *r = s->relay;
 
 	pthread_mutex_lock(&r->lock);
-	/* Nobody can wait for it once the peer's input is closed. */
-	if (r->gone || r->input_closed)
-		json_decref(frame);
-	else
-		(void)sg_wire_send(r->wire, frame);
+	if (!r->gone && !r->input_closed)
+		(void)sg_wire_send(r->wire, json_incref(frame));
 	pthread_mutex_unlock(&r->lock);
 }
 
@@ -860,66 +867,117 @@ static sg_err check_peer_fixed(json_t *env, const struct sg_profile *p,
 	return SG_OK;
 }
 
-static sg_err check_fields(const struct sg_profile *p, struct sg_errinfo *err);
-
-sg_err sg_relay_initialize(struct sg_op *op, json_t *binding, const char *profile,
-			   bool *fatal)
+/*
+ * The command profile as this connection serves it (*out new, also on
+ * failure): the config's, narrowed by the host's profile as far as the
+ * command profile has a say, its fields checked, its workspace the
+ * binding's root.
+ */
+static sg_err peer_profile(struct sg_op *op, json_t *binding, struct sg_profile **out)
 {
 	struct sg_session *s = op->s;
-	struct sg_profile *base = NULL, *p = NULL;
-	json_t *data = NULL, *narrow = NULL, *reply = NULL;
-	const char *token = json_string_value(json_object_get(op->req, "token"));
 	const char *root = json_string_value(json_object_get(binding, "root"));
+	struct sg_profile *base = NULL;
+	json_t *narrow = NULL;
 	sg_err rc;
 
-	*fatal = false;
-	rc = sg_config_profile(s->cfg, profile, NULL, &base, &op->err);
+	*out = NULL;
+	rc = sg_config_profile(s->cfg, s->profile_name, NULL, &base, &op->err);
 	if (!rc)
 		rc = own_narrowing(base, &narrow, &op->err);
 	if (!rc)
-		rc = sg_config_profile(s->cfg, profile, narrow, &p, &op->err);
+		rc = sg_config_profile(s->cfg, s->profile_name, narrow, out, &op->err);
 	if (!rc)
-		rc = check_fields(p, &op->err);
-	if (!rc && p->workspace && strcmp(p->workspace, root) != 0)
+		rc = sg_check_peer_fields(*out, &op->err);
+	if (!rc && (*out)->workspace && strcmp((*out)->workspace, root) != 0)
 		rc = sg_err_set(&op->err, SG_E_UNSUPPORTED,
 				"profile \"%s\": its peer serves the workspace %s, and the binding's root is %s",
-				p->name, p->workspace, root);
+				(*out)->name, (*out)->workspace, root);
+	json_decref(narrow);
+	sg_profile_free(base);
+	return rc;
+}
+
+/*
+ * The peer, started by the first initialize and never replaced, given
+ * this initialize's own token: a retry after a refusal that left the
+ * connection usable may bring another one, and the peer must be bound
+ * with the token this connection ends up with.  A failure is final.
+ */
+static sg_err peer_for(struct sg_op *op, const struct sg_profile *p)
+{
+	struct sg_session *s = op->s;
+	const char *token = json_string_value(json_object_get(op->req, "token"));
+	sg_err rc = s->relay ? SG_OK : relay_new(s, p, &s->relay, &op->err);
+
 	if (rc)
-		goto out;
-	if (!s->relay) {
-		/* Started once; a peer that fails is never replaced. */
-		rc = relay_new(s, p, &s->relay, &op->err);
-		if (rc) {
-			*fatal = true;
-			goto out;
-		}
-	}
-	/*
-	 * Each initialize's own token, unchanged: a retry after a refusal
-	 * that left the connection usable may bring another one, and the
-	 * peer must be bound with the token this connection ends up with.
-	 */
+		return rc;
 	pthread_mutex_lock(&s->relay->lock);
 	free(s->relay->token);
 	s->relay->token = strdup(token);
 	pthread_mutex_unlock(&s->relay->lock);
-	if (!s->relay->token) {
-		rc = sg_err_set(&op->err, SG_E_INTERNAL, "out of memory");
+	return s->relay->token ? SG_OK : sg_err_set(&op->err, SG_E_INTERNAL, "out of memory");
+}
+
+/*
+ * The peer refused the binding with rc: the refusals that leave the
+ * peer's connection usable leave ours so too (protocol 4.1), and the host
+ * may retry, on the same peer.
+ */
+static bool refusal_is_final(const struct sg_relay *r, sg_err rc)
+{
+	return r->gone || !(rc == SG_E_UNSUPPORTED || rc == SG_E_INVALID_ARGUMENT ||
+			    rc == SG_E_PERMISSION || rc == SG_E_UNAVAILABLE ||
+			    rc == SG_E_BINDING_CONFLICT);
+}
+
+/*
+ * The peer accepted the binding (its reply's data, stolen, and p, taken):
+ * the session is bound to it.  The peer's session is set before the
+ * reply is handed on: the peer's next events are checked by it.
+ */
+static void take_binding(struct sg_session *s, json_t *binding, struct sg_profile *p,
+			 json_t *data)
+{
+	const char *session = json_string_value(json_object_get(binding, "session"));
+	json_t *identity = json_object_get(binding, "identity");
+
+	s->relay->methods = json_incref(json_object_get(data, "methods"));
+	pthread_mutex_lock(&s->relay->lock);
+	s->relay->session = strdup(session);
+	pthread_mutex_unlock(&s->relay->lock);
+	s->identity = strdup(json_is_string(identity) ? json_string_value(identity) : session);
+	s->root = strdup(json_string_value(json_object_get(binding, "root")));
+	s->session_id = strdup(session);
+	s->init_reply = data;
+	s->profile = p;
+}
+
+/*
+ * The relay mode's initialize: start the peer unless this connection
+ * already did, forward the request as the host wrote it, check the reply
+ * and fill the session in.  *fatal once the peer may hold an environment.
+ */
+static sg_err initialize(struct sg_op *op, json_t *binding, bool *fatal)
+{
+	struct sg_profile *p = NULL;
+	json_t *data = NULL, *reply = NULL;
+	sg_err rc;
+
+	*fatal = false;
+	rc = peer_profile(op, binding, &p);
+	if (rc)
+		goto out;
+	rc = peer_for(op, p);
+	if (rc) {
 		*fatal = true;
 		goto out;
 	}
-	rc = call(s->relay, op, &reply);
+	rc = call(op->s->relay, op, &reply);
 	if (!rc)
 		rc = reply_outcome(op, reply, &data);
 	if (rc) {
-		/*
-		 * The refusals that leave the peer's connection usable
-		 * leave ours so too (protocol 4.1); the host may retry, on
-		 * the same peer.
-		 */
-		*fatal = s->relay->gone || !(rc == SG_E_UNSUPPORTED || rc == SG_E_INVALID_ARGUMENT ||
-					     rc == SG_E_PERMISSION || rc == SG_E_UNAVAILABLE ||
-					     rc == SG_E_BINDING_CONFLICT);
+		*fatal = refusal_is_final(op->s->relay, rc);
 		goto out;
 	}
 	/* From here the peer is bound: a refusal is final. */
@@ -928,25 +986,12 @@ sg_err sg_relay_initialize(struct sg_op *op, json_t *binding, const char *profil
 		*fatal = true;
 		goto out;
 	}
-	s->relay->methods = json_incref(json_object_get(data, "methods"));
-	/* Before the reply is handed: the peer's next events are checked by it. */
-	pthread_mutex_lock(&s->relay->lock);
-	s->relay->session = strdup(json_string_value(json_object_get(binding, "session")));
-	pthread_mutex_unlock(&s->relay->lock);
-	s->identity = strdup(json_is_string(json_object_get(binding, "identity"))
-				     ? json_string_value(json_object_get(binding, "identity"))
-				     : json_string_value(json_object_get(binding, "session")));
-	s->root = strdup(root);
-	s->session_id = strdup(json_string_value(json_object_get(binding, "session")));
-	s->init_reply = data;
-	data = NULL;
-	s->profile = p;
+	take_binding(op->s, binding, p, data);
 	p = NULL;
+	data = NULL;
 out:
 	json_decref(reply);
 	json_decref(data);
-	json_decref(narrow);
-	sg_profile_free(base);
 	sg_profile_free(p);
 	return rc;
 }
@@ -1029,8 +1074,17 @@ static void await_forwarded(struct sg_relay *r, struct sg_pool *pool,
 	}
 }
 
-int sg_relay_shutdown(struct sg_session *s, struct sg_pool *pool, struct sg_cancel *deadline,
-		      int64_t max_grace_ms)
+/*
+ * The end of the connection, first of all (the mode's shutdown slot): a
+ * peer sees EOF first, once the requests in flight in pool have reached
+ * it (SG_RELAY_FORWARD_MS at most), and cancels its own requests, whose
+ * replies still reach the host while the gateway drains them.  Its grace
+ * is at most max_grace_ms (a version-3 host's short window) and bounded by
+ * the deadline token; past it the peer is killed.  Non-zero when its
+ * cleanup failed or was cut short (said on stderr and in the registry).
+ */
+static int end_peer(struct sg_session *s, struct sg_pool *pool, struct sg_cancel *deadline,
+		    int64_t max_grace_ms)
 {
 	struct sg_relay *r = s->relay;
 	char how[64], what[SG_ERR_MSG + 128];
@@ -1075,7 +1129,8 @@ int sg_relay_shutdown(struct sg_session *s, struct sg_pool *pool, struct sg_canc
 	return 1;
 }
 
-void sg_relay_free(struct sg_relay *r)
+/* Before the session's wire is freed: the reader thread writes to it. */
+static void relay_free(struct sg_relay *r)
 {
 	if (!r)
 		return;
@@ -1105,178 +1160,35 @@ void sg_relay_free(struct sg_relay *r)
 	free(r);
 }
 
-/* ---- config check ---------------------------------------------------- */
+/* ---- the mode -------------------------------------------------------- */
 
-/* The command profile's own fields, by their types (docs/delegation.md). */
-static sg_err check_fields(const struct sg_profile *p, struct sg_errinfo *err)
-{
-	json_t *cmd = json_object_get(p->raw, "command");
-	json_t *env = json_object_get(p->raw, "env");
-	json_t *grace = json_object_get(p->raw, "shutdown_grace_ms");
-	json_t *caps = json_object_get(p->raw, "capabilities");
-	const char *k;
-	json_t *v;
-	size_t i;
-
-	if (!json_is_array(cmd) || json_array_size(cmd) == 0)
-		return sg_err_set(err, SG_E_INVALID_ARGUMENT,
-				  "profile \"%s\": field \"command\": must be a non-empty list of strings (the peer's argv)",
-				  p->name);
-	json_array_foreach(cmd, i, v)
-		if (!json_is_string(v) || !*json_string_value(v))
-			return sg_err_set(err, SG_E_INVALID_ARGUMENT,
-					  "profile \"%s\": field \"command\": entry %zu must be a non-empty string",
-					  p->name, i);
-	if (env && !json_is_object(env))
-		return sg_err_set(err, SG_E_INVALID_ARGUMENT,
-				  "profile \"%s\": field \"env\": must be an object of strings", p->name);
-	json_object_foreach(env, k, v)
-		if (!json_is_string(v) || !*k || strchr(k, '=') ||
-		    strlen(json_string_value(v)) != json_string_length(v))
-			return sg_err_set(err, SG_E_INVALID_ARGUMENT,
-					  "profile \"%s\": field \"env\": \"%.64s\" must be a name without '=' holding a string",
-					  p->name, k);
-	if (grace && (!json_is_integer(grace) || json_integer_value(grace) < 1 ||
-		      json_integer_value(grace) > INT32_MAX))
-		return sg_err_set(err, SG_E_INVALID_ARGUMENT,
-				  "profile \"%s\": field \"shutdown_grace_ms\": must be an integer from 1 to 2147483647",
-				  p->name);
-	json_array_foreach(caps, i, v)
-		if (!json_is_string(v))
-			return sg_err_set(err, SG_E_INVALID_ARGUMENT,
-					  "profile \"%s\": field \"capabilities\": must be a list of strings",
-					  p->name);
-	return SG_OK;
-}
-
-/* The budget a profile's gateway has for its shutdown. */
-static int64_t budget_of(const struct sg_profile *p)
-{
-	return p->shutdown_timeout_ms > 0 ? p->shutdown_timeout_ms : SG_SHUTDOWN_BUDGET_MS;
-}
-
-/* Is argv[0] this very sandgate (or one named so)? */
-static bool is_sandgate(const char *argv0)
-{
-	char a[PATH_MAX], b[PATH_MAX];
-	const char *base = strrchr(argv0, '/');
-
-	base = base ? base + 1 : argv0;
-	if (strcmp(base, "sandgate") == 0)
-		return true;
-	return realpath(argv0, a) && realpath("/proc/self/exe", b) && strcmp(a, b) == 0;
-}
+static const struct sg_method relayed = { "relayed", request, false };
 
 /*
- * When the peer is sandgate serving a config it names, that gateway's
- * budget (*inner_ms), after the whole `config check` of its profile, so a
- * chain is refused at its outer end for what its inner end would refuse
- * (a nested command profile included).  *inner_ms stays 0 when the peer
- * is something else.
+ * Until the peer accepted a binding, the methods sandgate itself knows
+ * (a known one is answered not_initialized); after, initialize stays
+ * sandgate's and every other method is the peer's, if it offered it.
  */
-static sg_err inner_budget(const struct sg_profile *p, int64_t *inner_ms,
-			   struct sg_errinfo *err)
+static const struct sg_method *route(struct sg_session *s, const char *name, bool bound)
 {
-	/* A config that names itself as its peer's must not loop forever. */
-	static _Thread_local int depth;
-	json_t *cmd = json_object_get(p->raw, "command");
-	const char *config = NULL, *profile = NULL, *a;
-	struct sg_config *cfg = NULL;
-	struct sg_profile *ip = NULL;
-	int64_t flag_ms = 0;
-	bool serve = false, peer = false;
-	size_t i, n = json_array_size(cmd);
-	sg_err rc = SG_OK;
+	const struct sg_method *own = sg_mode_builtin.route(s, name, bound);
 
-	*inner_ms = 0;
-	if (!is_sandgate(json_string_value(json_array_get(cmd, 0))))
-		return SG_OK;
-	for (i = 1; i < n; i++) {
-		const char *next = json_string_value(json_array_get(cmd, i + 1));
-
-		a = json_string_value(json_array_get(cmd, i));
-		if (strcmp(a, "serve") == 0)
-			serve = true;
-		else if (strcmp(a, "--peer") == 0)
-			peer = true;
-		else if (strcmp(a, "--config") == 0 && next)
-			config = next, i++;
-		else if (strcmp(a, "--profile") == 0 && next)
-			profile = next, i++;
-		else if (strcmp(a, "--shutdown-budget-ms") == 0 && next)
-			flag_ms = strtoll(next, NULL, 10), i++;
-	}
-	if (!serve)
-		return SG_OK;
-	if (!config)
-		config = json_string_value(json_object_get(json_object_get(p->raw, "env"),
-							   "SANDGATE_CONFIG"));
-	/* The inner gateway's budget, as its server.c works it out. */
-	*inner_ms = peer ? SG_PEER_SHUTDOWN_MS : SG_SHUTDOWN_BUDGET_MS;
-	if (config) {
-		if (depth >= 8)
-			return sg_err_set(err, SG_E_INVALID_ARGUMENT,
-					  "profile \"%s\": the delegation chain is deeper than 8",
-					  p->name);
-		depth++;
-		rc = sg_config_load(config, &cfg, err);
-		if (!rc)
-			rc = sg_profile_check(cfg, profile, NULL, err);
-		if (!rc)
-			rc = sg_config_profile(cfg, profile, NULL, &ip, err);
-		depth--;
-		if (rc) {
-			char inner[SG_ERR_MSG];
-
-			snprintf(inner, sizeof(inner), "%s", err->msg);
-			sg_err_clear(err);
-			sg_err_set(err, rc, "profile \"%s\": its peer's config %s: %s", p->name,
-				   config, inner);
-			goto out;
-		}
-		if (ip->shutdown_timeout_ms > 0)
-			*inner_ms = ip->shutdown_timeout_ms;
-	}
-	if (flag_ms > 0)
-		*inner_ms = flag_ms;
-out:
-	sg_profile_free(ip);
-	sg_config_free(cfg);
-	return rc;
+	if (!bound || (own && own->before_init))
+		return own;
+	return has_method(s->relay, name) ? &relayed : NULL;
 }
 
-/* What p's gateway needs; *inner as inner_budget's. */
-static sg_err needs(const struct sg_profile *p, int64_t *need, struct sg_errinfo *err)
+static void release(struct sg_session *s)
 {
-	json_t *g = json_object_get(p->raw, "shutdown_grace_ms");
-	int64_t grace = json_is_integer(g) ? json_integer_value(g) : SG_OUTER_GRACE_MS;
-	int64_t inner = 0;
-	sg_err rc = inner_budget(p, &inner, err);
-
-	*need = sg_budget_chain_need(grace > inner ? grace : inner);
-	return rc;
+	relay_free(s->relay);
+	s->relay = NULL;
 }
 
-int64_t sg_relay_needs_ms(const struct sg_profile *p)
-{
-	struct sg_errinfo ignore = { 0 };
-	int64_t need = 0;
-
-	(void)needs(p, &need, &ignore);
-	return need;
-}
-
-sg_err sg_relay_check(const struct sg_profile *p, struct sg_errinfo *err)
-{
-	int64_t need = 0;
-	sg_err rc = check_fields(p, err);
-
-	if (!rc)
-		rc = needs(p, &need, err);
-	if (!rc && budget_of(p) < need)
-		rc = sg_err_set(err, SG_E_INVALID_ARGUMENT,
-				"profile \"%s\": shutdown_timeout_ms %lld is shorter than the %lld ms the delegation chain needs (the peer's grace or its own budget, whichever is longer, plus %d ms for a cancel's drain)",
-				p->name, (long long)budget_of(p), (long long)need,
-				SG_BUDGET_CANCEL_DRAIN_MS);
-	return rc;
-}
+const struct sg_mode sg_mode_relay = {
+	.name = "relay",
+	.route = route,
+	.initialize = initialize,
+	.callback = callback,
+	.shutdown = end_peer,
+	.release = release,
+};

@@ -4,11 +4,12 @@
  *
  * It is not an adapter: adapters offer primitives the gateway builds tools
  * on, while a peer already speaks the whole protocol.  So the relay is a
- * mode of the gateway, chosen by the profile's backend.  The gateway's own
- * layers stay in front of it: requests still pass the reader's checks, the
- * worker pool (ids in flight, cancel, the audit log) and the permission
- * checks of execute (sg_tools_precheck); only what would have run here
- * runs at the peer instead.
+ * mode of the session (struct sg_mode, session.h), chosen by the profile's
+ * backend.  The gateway's own layers stay in front of it: requests still
+ * pass the reader's checks, the worker pool (ids in flight, cancel, the
+ * audit log) and the permission checks of execute (sg_tools_precheck);
+ * only what would have run here runs at the peer instead.  A `command`
+ * profile's config check is check.h's.
  *
  * Invariants:
  *  - The peer is started once, by the first initialize on a command
@@ -41,73 +42,14 @@
  *    it, it is killed and the failure said on stderr and in the state
  *    registry.
  *
- * Ownership: the session owns its relay (session->relay); sg_relay_free
- * once no worker runs.
+ * Ownership: the session owns its relay (session->relay), which the mode's
+ * initialize makes and its release frees, once no worker runs.
  */
 #ifndef SG_RELAY_H
 #define SG_RELAY_H
 
-#include <stdbool.h>
-#include <stdint.h>
-
 #include "session.h"
 
-/*
- * initialize on a command profile (the profile from the config, not
- * narrowed, borrowed): start the peer unless this connection already did,
- * forward the request, check the reply and fill the session in
- * (s->init_reply, profile, identity, root, session_id).  *fatal as
- * sg_init_bring_up's: set once the peer may hold an environment.
- */
-sg_err sg_relay_initialize(struct sg_op *op, json_t *binding, const char *profile,
-			   bool *fatal) SG_MUST_CHECK;
-
-/* Whether the peer offered method (its initialize reply's `methods`). */
-bool sg_relay_has_method(const struct sg_relay *r, const char *method);
-
-/*
- * The handler of every relayed method: forward, await, answer with the
- * peer's reply frame as it is (op->raw_reply).
- */
-sg_err sg_relay_request(struct sg_op *op, json_t **out) SG_MUST_CHECK;
-
-/*
- * A host's `callback` request (protocol section 7), to the peer as it is
- * (steals frame).  It has no reply; after the peer's input closed it is
- * dropped.  From the reader thread; never blocks.
- */
-void sg_relay_callback(struct sg_session *s, json_t *frame);
-
-/*
- * The end of the connection: once the requests in flight in pool have
- * reached the peer (SG_RELAY_FORWARD_MS at most), close the peer's stdin
- * and give it its grace, at most max_grace_ms (a version-3 host's short
- * window) and bounded by the deadline token; kill it past that.  Returns
- * non-zero when its cleanup failed or was cut short (said on stderr and
- * in the registry).
- */
-struct sg_pool;
-int sg_relay_shutdown(struct sg_session *s, struct sg_pool *pool, struct sg_cancel *deadline,
-		      int64_t max_grace_ms);
-
-/* Before the session's wire is freed: the reader thread writes to it. */
-void sg_relay_free(struct sg_relay *r);
-
-/*
- * `config check` of a command profile p: its own fields, and that the
- * budget the profile's gateway has (shutdown_timeout_ms, else
- * SG_SHUTDOWN_BUDGET_MS) covers the chain below it: the peer's grace, or
- * when the peer is sandgate with a config it can read, that gateway's own
- * budget, whichever is longer, plus SG_RELAY_CANCEL_MS for a cancel's
- * drain.  Nested command profiles are checked the same way.
- */
-sg_err sg_relay_check(const struct sg_profile *p, struct sg_errinfo *err) SG_MUST_CHECK;
-
-/*
- * What a command profile's gateway needs for its own shutdown, in ms: the
- * longer of the grace and the inner gateway's budget, plus the cancel
- * drain.  For reports (probe, config check).
- */
-int64_t sg_relay_needs_ms(const struct sg_profile *p);
+extern const struct sg_mode sg_mode_relay;
 
 #endif

@@ -7,7 +7,7 @@
  * skipped is removed (or let go, when resumed or shared) before the next
  * one is tried, and the reason it was skipped is reported.
  */
-#include "initialize.h"
+#include "select.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,6 +15,7 @@
 
 #include "base/limits.h"
 #include "base/log.h"
+#include "initialize.h"
 #include "registry.h"
 
 /* "3.11.2" >= "3.10"?  Dotted numbers, missing parts are 0. */

@@ -1,11 +1,13 @@
 /*
- * server.c - `sandgate serve`: the reader loop, the method table and
- * dispatch.
+ * server.c - `sandgate serve`: the reader loop, the choice of the
+ * session's mode and dispatch.
  *
  * Invariants: the reader (main) thread parses and routes frames and never
  * blocks on the environment; every request that passes the checks here
  * goes to the worker pool (pool.c), whose worker queues its one terminal
- * reply.  cancel and callback frames get no reply at all: a cancel only
+ * reply.  The methods a request may name, and where a callback goes, are
+ * the session's mode's (session.h), chosen here once before the first
+ * frame.  cancel and callback frames get no reply at all: a cancel only
  * fires its target's token (the target answers when its handler stopped),
  * a callback only hands its answer to the nested call waiting for it.
  * Once a binding fixed the token, no frame without it is acted on.
@@ -27,22 +29,16 @@
 #include <openssl/crypto.h>
 
 #include "audit.h"
-#include "code.h"
 #include "base/limits.h"
 #include "base/log.h"
 #include "cli.h"
 #include "initialize.h"
+#include "mode.h"
 #include "pool.h"
 #include "relay.h"
 #include "session.h"
 #include "shutdown.h"
 #include "wire.h"
-
-struct method {
-	const char *name;
-	sg_handler run;
-	bool before_init; /* allowed before initialize succeeded */
-};
 
 struct server {
 	struct sg_session s;
@@ -56,51 +52,14 @@ struct server {
 	json_t *no_id;
 };
 
-static const struct method methods[] = {
-	{ "initialize", sg_init_run, true },
-	{ "execute", sg_tools_execute, false },
-	{ "process/start", sg_proc_method, false },
-	{ "process/list", sg_proc_method, false },
-	{ "process/get", sg_proc_method, false },
-	{ "process/read", sg_proc_method, false },
-	{ "process/write", sg_proc_method, false },
-	{ "process/resize", sg_proc_method, false },
-	{ "process/stop", sg_proc_method, false },
-	{ "process/input_available", sg_proc_method, false },
-	{ "process/completion_pending", sg_proc_method, false },
-	{ "process/completion_delivered", sg_proc_method, false },
-	{ "process/recheck", sg_proc_method, false },
-	{ "process/completion_mode", sg_proc_method, false },
-	{ "process/recheck_delivered", sg_proc_method, false },
-	{ "process/cleanup", sg_proc_method, false },
-	{ "export/read", sg_export_read, false },
-	{ "export/close", sg_export_close, false },
-#ifdef SG_HAVE_JSRUN
-	/* Offered only where sg-jsrun, its interpreter, was built. */
-	{ "run_code", sg_code_run, false },
-#endif
-};
-
 /*
  * Frames answered on the reader thread with no reply of their own: cancel
  * (the target's id, protocol section 5) and callback (the answer to one of
  * run_code's nested tool calls, section 7).  Not methods a host calls for
- * a result, so `methods` does not list them.
+ * a result, so no mode routes them.
  */
 static const char cancel_word[] = "cancel";
 static const char callback_word[] = "callback";
-
-/* A method only a command profile's peer offers (relay.c). */
-static const struct method relayed = { "relayed", sg_relay_request, false };
-
-json_t *sg_server_methods(void)
-{
-	json_t *a = json_array();
-
-	for (size_t i = 0; i < sizeof(methods) / sizeof(methods[0]); i++)
-		json_array_append_new(a, json_string(methods[i].name));
-	return a;
-}
 
 static void send_error_code(struct sg_session *s, json_t *id, sg_err code,
 			    const char *fmt, ...) SG_PRINTF(4, 5);
@@ -136,37 +95,6 @@ static bool authorized(struct sg_session *s, json_t *frame, int state)
 	       CRYPTO_memcmp(json_string_value(t), s->token, n) == 0;
 }
 
-/*
- * A callback frame: {"id", "method":"callback", "data":{"id", "data"|"error"}}
- * settles the nested tool call whose id it carries (data's, else the
- * frame's).  One nobody waits for (unknown, settled, or its program gone)
- * is dropped: the host never expects a reply to it.
- */
-static void do_callback(struct server *sv, json_t *frame)
-{
-	json_t *data = json_object_get(frame, "data");
-	json_t *id = json_object_get(data, "id");
-
-	/* A relayed connection's programs run at its peer: the answer is the peer's. */
-	if (sv->s.relay) {
-		sg_relay_callback(&sv->s, json_incref(frame));
-		return;
-	}
-	if (!json_is_string(id))
-		id = json_object_get(frame, "id");
-	if (!json_is_object(data) || !json_is_string(id) ||
-	    !sg_callback_deliver(&sv->s, json_string_value(id), data))
-		sg_log_debug("a callback no nested call waits for was dropped");
-}
-
-static const struct method *find_method(const char *name)
-{
-	for (size_t i = 0; i < sizeof(methods) / sizeof(methods[0]); i++)
-		if (strcmp(methods[i].name, name) == 0)
-			return &methods[i];
-	return NULL;
-}
-
 /* The unknown method's error; a process operation's has the host's meaning. */
 static void unknown_method(struct sg_session *s, json_t *id, const char *name)
 {
@@ -191,7 +119,7 @@ static bool without_reply(struct server *sv, json_t *frame, json_t *id, const ch
 	}
 	if (strcmp(name, callback_word) == 0) {
 		if (state == SG_S_READY)
-			do_callback(sv, frame);
+			sv->s.mode->callback(&sv->s, frame);
 		return true;
 	}
 	return false;
@@ -203,13 +131,13 @@ static bool without_reply(struct server *sv, json_t *frame, json_t *id, const ch
  * acted on) here.  The order is the host worker's: the token first, then
  * the frames that get no reply, then the id, then the method.
  */
-static const struct method *route(struct server *sv, json_t *frame)
+static const struct sg_method *route(struct server *sv, json_t *frame)
 {
 	struct sg_session *s = &sv->s;
 	json_t *id = json_object_get(frame, "id");
 	json_t *m = json_object_get(frame, "method");
 	json_t *data = json_object_get(frame, "data");
-	const struct method *meth;
+	const struct sg_method *meth;
 	const char *name;
 	int state;
 
@@ -239,10 +167,7 @@ static const struct method *route(struct server *sv, json_t *frame)
 		send_error_code(s, id, SG_E_INVALID_REQUEST, "`data` must be an object");
 		return NULL;
 	}
-	meth = find_method(name);
-	/* A relayed connection serves the methods its peer offers. */
-	if (state == SG_S_READY && s->relay && (!meth || meth->run != sg_init_run))
-		meth = sg_relay_has_method(s->relay, name) ? &relayed : NULL;
+	meth = s->mode->route(s, name, state == SG_S_READY);
 	if (!meth) {
 		unknown_method(s, id, name);
 		return NULL;
@@ -252,8 +177,7 @@ static const struct method *route(struct server *sv, json_t *frame)
 		return NULL;
 	}
 	if (!meth->before_init && state != SG_S_READY) {
-		send_error_code(s, id, SG_E_NOT_INITIALIZED, "call initialize before %s",
-				meth->name);
+		send_error_code(s, id, SG_E_NOT_INITIALIZED, "call initialize before %s", name);
 		return NULL;
 	}
 	if (!data || json_is_null(data))
@@ -268,7 +192,9 @@ static const struct method *route(struct server *sv, json_t *frame)
  */
 static void dispatch(struct server *sv, json_t *frame)
 {
-	const struct method *meth = route(sv, frame);
+	const struct sg_method *meth = route(sv, frame);
+	/* The op owns the frame, and so the method's name in it. */
+	const char *name = json_string_value(json_object_get(frame, "method"));
 	struct sg_errinfo why = { 0 };
 	struct sg_op *op = NULL;
 
@@ -281,13 +207,10 @@ static void dispatch(struct server *sv, json_t *frame)
 	 */
 	if (sg_wire_stopped(sv->s.wire)) {
 		send_error_code(&sv->s, json_object_get(frame, "id"), SG_E_UNAVAILABLE,
-				"the gateway is shutting down; %s was not run", meth->name);
+				"the gateway is shutting down; %s was not run", name);
 		goto out;
 	}
-	/* A relayed method's name lives in the frame, which the op owns. */
-	op = sg_op_new(&sv->s, frame, meth == &relayed
-			      ? json_string_value(json_object_get(frame, "method"))
-			      : meth->name);
+	op = sg_op_new(&sv->s, frame, name);
 	if (!op) {
 		send_error_code(&sv->s, json_object_get(frame, "id"), SG_E_INTERNAL,
 				"out of memory");
@@ -351,6 +274,22 @@ static int64_t budget_ms(struct server *sv)
 	return bound > 0 && bound < ms ? bound : ms;
 }
 
+/*
+ * The connection's mode, from the served profile: a `command` profile's
+ * peer serves it, else this gateway does.  A profile that cannot be read
+ * is the built-in mode's, whose initialize then says why.
+ */
+static const struct sg_mode *choose_mode(const struct sg_server_opts *o)
+{
+	struct sg_profile *p = NULL;
+	struct sg_errinfo ignore = { 0 };
+	bool relay = sg_config_profile(o->cfg, o->profile, NULL, &p, &ignore) == SG_OK &&
+		     strcmp(p->backend, "command") == 0;
+
+	sg_profile_free(p);
+	return relay ? &sg_mode_relay : &sg_mode_builtin;
+}
+
 static void session_release(struct server *sv)
 {
 	struct sg_session *s = &sv->s;
@@ -387,6 +326,7 @@ int sg_server_run(const struct sg_server_opts *o)
 	sv->s.helper_path = o->helper_path;
 	sv->s.budget_ms = o->budget_ms;
 	sv->s.peer = o->peer;
+	sv->s.mode = choose_mode(o);
 	sv->s.tool_output = o->tool_output ? o->tool_output : SG_TOOL_OUTPUT;
 	if (o->audit_log && sg_audit_open(o->audit_log, &sv->audit, &err)) {
 		fprintf(stderr, "sandgate: %s\n", err.msg);
@@ -445,8 +385,8 @@ int sg_server_run(const struct sg_server_opts *o)
 		sg_log_err("a request handler did not stop; exiting without it");
 		return status ? status : SG_EXIT_SOFTWARE;
 	}
-	/* Its reader forwards events to the wire: gone before the wire is. */
-	sg_relay_free(sv->s.relay);
+	/* The relay's reader forwards events to the wire: gone before the wire is. */
+	sv->s.mode->release(&sv->s);
 	sg_wire_free(sv->s.wire);
 	session_release(sv);
 	sg_audit_close(sv->audit);

@@ -36,9 +36,6 @@ struct sg_server_opts {
 	int in_fd, out_fd;
 };
 
-/* The method names, for initialize's reply (new). */
-json_t *sg_server_methods(void);
-
 /* Serve until shutdown; returns the process's exit status. */
 int sg_server_run(const struct sg_server_opts *o);
 

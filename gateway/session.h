@@ -12,6 +12,13 @@
  * reply is written by the worker only after its handler returned, and the
  * handler may queue events to follow that reply (op->after), which is how
  * process/start's reply precedes its `started` event.
+ *
+ * What the connection is, the session's mode (struct sg_mode below), is
+ * chosen once from the served profile before the first frame and never
+ * changes: the built-in mode (mode.h) runs the tools in an environment
+ * this gateway provisions, the relay mode (relay.h) hands each request to
+ * a `command` profile's peer.  Where the two differ is a slot of the mode;
+ * no handler asks which mode it runs in.
  */
 #ifndef SG_SESSION_H
 #define SG_SESSION_H
@@ -31,6 +38,9 @@
 
 struct sg_callback;
 struct sg_exports;
+struct sg_mode;
+struct sg_op;
+struct sg_pool;
 struct sg_procs;
 struct sg_relay;
 
@@ -44,6 +54,7 @@ struct sg_session {
 	bool peer;                   /* --peer: a delegated peer (shutdown.c) */
 	size_t tool_output;          /* bytes kept per tool call */
 	struct sg_wire *wire;
+	const struct sg_mode *mode;  /* static; chosen by server.c */
 
 	/* The binding: set once by the first initialize that succeeds. */
 	pthread_mutex_t lock;
@@ -67,9 +78,9 @@ struct sg_session {
 	struct sg_procs *procs;
 
 	/*
-	 * A `command` profile's peer (relay.c): set by the first initialize
-	 * on such a profile and never replaced; when set, every request but
-	 * initialize and cancel is relayed to it, and env is NULL.
+	 * The relay mode's peer (relay.c): set by the first initialize and
+	 * never replaced; NULL in the built-in mode, and env is NULL in the
+	 * relay mode.
 	 */
 	struct sg_relay *relay;
 
@@ -84,6 +95,53 @@ struct sg_session {
 	/* run_code's nested calls awaiting the host's `callback` (pool.c). */
 	pthread_mutex_t callback_lock;
 	struct sg_callback *callbacks;
+};
+
+/* A method a mode serves: the handler a worker runs for it. */
+struct sg_method {
+	const char *name;
+	sg_err (*run)(struct sg_op *op, json_t **out);
+	bool before_init; /* served before a binding (initialize only) */
+};
+
+/*
+ * A connection's mode: a static table, one per mode, whose every slot is
+ * set.  The reader thread calls route and callback, a worker initialize,
+ * the shutdown shutdown and release.
+ */
+struct sg_mode {
+	const char *name;
+	/*
+	 * The method a request named name runs, NULL when the mode knows
+	 * none of that name (unknown_method).  bound: the session is bound
+	 * (READY); before that the server runs only a method marked
+	 * before_init and answers the others not_initialized.  Never blocks.
+	 */
+	const struct sg_method *(*route)(struct sg_session *s, const char *name, bool bound);
+	/*
+	 * initialize's own part (initialize.c checked the binding and
+	 * holds the session INITIALIZING): bring the connection up and fill
+	 * s->init_reply, profile, identity, root and session_id.  *fatal is
+	 * set once a failure may have left something behind, which makes it
+	 * final for the connection.
+	 */
+	sg_err (*initialize)(struct sg_op *op, json_t *binding, bool *fatal);
+	/*
+	 * A bound session's `callback` frame (protocol section 7; borrowed):
+	 * the answer to a nested tool call.  It has no reply.  Never blocks.
+	 */
+	void (*callback)(struct sg_session *s, json_t *frame);
+	/*
+	 * The first step of the shutdown, before the requests in flight are
+	 * drained, within deadline (grace at most max_grace_ms); non-zero
+	 * when what it ended may remain (said on stderr and in the state
+	 * registry).  What an environment of the session's own needs is
+	 * shutdown.c's, after the drain.
+	 */
+	int (*shutdown)(struct sg_session *s, struct sg_pool *pool, struct sg_cancel *deadline,
+			int64_t max_grace_ms);
+	/* Free the mode's state, once no worker runs and before the wire is freed. */
+	void (*release)(struct sg_session *s);
 };
 
 /*

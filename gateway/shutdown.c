@@ -40,7 +40,6 @@
 #include "envs.h"
 #include "reaper.h"
 #include "registry.h"
-#include "relay.h"
 
 /*
  * Keep a measured duration for the next plans: a step that finished, or
@@ -351,7 +350,7 @@ static bool session_ready(struct sg_session *s)
 	bool ready;
 
 	pthread_mutex_lock(&s->lock);
-	ready = s->state == SG_S_READY && !s->relay;
+	ready = s->state == SG_S_READY && s->env;
 	pthread_mutex_unlock(&s->lock);
 	return ready;
 }
@@ -383,11 +382,8 @@ int sg_shutdown_run(struct sg_session *s, struct sg_pool *pool, int64_t budget_m
 		return 70;
 	if (pthread_create(&d.thread, NULL, deadline_main, &d) != 0)
 		d.thread = pthread_self();
-	/*
-	 * A peer sees EOF first: it cancels its own requests, whose replies
-	 * still reach the host while they drain here (relay.h).
-	 */
-	if (sg_relay_shutdown(s, pool, &d.token,
+	/* The mode's first step: a relay's peer sees EOF before the drain (relay.h). */
+	if (s->mode->shutdown(s, pool, &d.token,
 			      can_hand_off ? exit_ms - SG_BUDGET_V3_PEER_KILL_MS : INT64_MAX))
 		status = SG_EXIT_UNAVAILABLE;
 	/* Optional: awaiting the cancelled requests; those still cancelling
