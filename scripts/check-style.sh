@@ -43,5 +43,14 @@ hits=$(grep -rnE 'TODO|FIXME|XXX' --include='*.c' --include='*.h' $dirs || true)
 [ -z "$hits" ] || report "unfinished markers:
 $hits"
 
+# The include graph is a layering: no circle, no upward include
+# (scripts/check-includes.py; its self-test shows each rule can fail).
+if ! command -v python3 >/dev/null; then
+	report "python3 is needed for the include check"
+elif ! out=$(python3 scripts/check-includes.py --self-test && python3 scripts/check-includes.py); then
+	report "include graph:
+$out"
+fi
+
 [ $fail -eq 0 ] && echo "style: ok"
 exit $fail
