@@ -50,6 +50,10 @@ static const struct sg_cli_opt serve_opts[] = {
 	{ "peer", 'P', NULL,
 	  "run as a delegated peer of another adapter: the default shutdown budget "
 	  "is 10 s instead of 60 s" },
+	{ "toolchains", 'T', NULL,
+	  "observe the environment's toolchains (python, node, go, c++, git, rg) at "
+	  "initialize, as `sandgate probe` does; by default only a select candidate "
+	  "that requires one is asked" },
 	OPT_HELP,
 	OPT_END,
 };

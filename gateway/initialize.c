@@ -195,8 +195,10 @@ json_t *sg_init_facts(json_t *probe, json_t *adapter)
 	json_object_set_new(f, "isolation",
 			    merge_objects(json_object_get(probe, "isolation"),
 					  json_object_get(adapter, "isolation")));
-	json_object_set_new(f, "toolchains",
-			    merge_objects(json_object_get(probe, "toolchains"), NULL));
+	/* Asked only by `sandgate probe` and a candidate that requires one. */
+	if (json_object_get(probe, "toolchains"))
+		json_object_set_new(f, "toolchains",
+				    merge_objects(json_object_get(probe, "toolchains"), NULL));
 	json_object_set(f, "landlock_abi", json_object_get(probe, "landlock_abi"));
 	/* What the adapter read on the host (its cgroup's limits) beats
 	 * what the probe could not see from inside. */
@@ -375,13 +377,55 @@ void sg_init_undo(struct sg_session *s, bool provisioned)
 }
 
 /*
+ * The facts, observed inside the environment, into *probe (new): the
+ * probe provision() already ran there, else one exec of it.  Where the
+ * environment lives on this host, the probe tries files of the host that
+ * no command may read (sandgate's state, a root-only file), so that
+ * host_filesystem_restricted is seen.  The toolchains' --version runs were
+ * most of a probe's time, and nothing in the host reads them: they are
+ * asked only when wanted (`sandgate probe`, a select candidate that
+ * requires one), with a second exec where provision()'s probe had none.
+ */
+static sg_err observe(struct sg_op *op, bool toolchains, json_t **probe)
+{
+	struct sg_session *s = op->s;
+	const char *args[8] = { "probe" }, *const again[] = { "probe", "--toolchains", NULL };
+	json_t *more = NULL;
+	struct stat st;
+	size_t n = 1;
+	sg_err rc;
+
+	if (toolchains)
+		args[n++] = "--toolchains";
+	if (s->env->ad->caps & SG_CAP_HOST_FS) {
+		args[n++] = "--hidden";
+		args[n++] = s->state_dir;
+	}
+	if ((s->env->ad->caps & SG_CAP_HOST_FS) && stat("/etc/shadow", &st) == 0 &&
+	    !(st.st_mode & S_IROTH)) {
+		args[n++] = "--hidden";
+		args[n++] = "/etc/shadow";
+	}
+	if (!s->env->probe)
+		return sg_envcall(s, SG_CALL_EXEC, args, NULL, 0, probe, &op->cancel, &op->err);
+	rc = sg_envcall_reply(s->env->probe, strlen(s->env->probe), probe, &op->err);
+	if (rc || !toolchains || json_object_get(*probe, "toolchains"))
+		return rc;
+	rc = sg_envcall(s, SG_CALL_EXEC, again, NULL, 0, &more, &op->cancel, &op->err);
+	if (!rc)
+		json_object_set(*probe, "toolchains", json_object_get(more, "toolchains"));
+	json_decref(more);
+	return rc;
+}
+
+/*
  * Bring up one profile's environment for the binding: build and validate
  * the profile, record the intent, provision, and observe the facts inside
  * (*probe, new).  Errors before anything was created leave *fatal false;
  * a failure after that removes what was made (sg_init_undo) and sets it.
  */
 sg_err sg_init_bring_up(struct sg_op *op, json_t *binding, const char *name,
-			json_t **probe, bool *fatal)
+			bool toolchains, json_t **probe, bool *fatal)
 {
 	struct sg_session *s = op->s;
 	json_t *narrow = NULL;
@@ -446,31 +490,7 @@ sg_err sg_init_bring_up(struct sg_op *op, json_t *binding, const char *name,
 		sg_err_set(&op->err, rc, "out of memory");
 		goto out;
 	}
-	{
-		/*
-		 * Facts are observed inside the environment, so always exec,
-		 * unless provision() already ran the probe there.  Where the
-		 * environment lives on this host, the probe tries files of
-		 * the host that no command may read: sandgate's state and a
-		 * root-only file, so host_filesystem_restricted is seen.
-		 */
-		struct stat st;
-		const char *args[6] = { "probe" };
-		size_t n = 1;
-
-		if (ad->caps & SG_CAP_HOST_FS) {
-			args[n++] = "--hidden";
-			args[n++] = s->state_dir;
-		}
-		if ((ad->caps & SG_CAP_HOST_FS) && stat("/etc/shadow", &st) == 0 &&
-		    !(st.st_mode & S_IROTH)) {
-			args[n++] = "--hidden";
-			args[n++] = "/etc/shadow";
-		}
-		rc = env->probe ? sg_envcall_reply(env->probe, strlen(env->probe), probe, &op->err)
-				: sg_envcall(s, SG_CALL_EXEC, args, NULL, 0, probe, &op->cancel,
-					     &op->err);
-	}
+	rc = observe(op, toolchains, probe);
 	if (!rc)
 		s->landlock_abi = (int)json_integer_value(json_object_get(*probe, "landlock_abi"));
 out:

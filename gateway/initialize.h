@@ -24,7 +24,7 @@ sg_err sg_init_run(struct sg_op *op, json_t **out) SG_MUST_CHECK;
  * a failure after that removes what was made and sets it.
  */
 sg_err sg_init_bring_up(struct sg_op *op, json_t *binding, const char *name,
-			json_t **probe, bool *fatal) SG_MUST_CHECK;
+			bool toolchains, json_t **probe, bool *fatal) SG_MUST_CHECK;
 
 /*
  * An environment brought up that fails afterwards: remove what was made

@@ -184,6 +184,7 @@ static int cmd_serve(const struct sg_cli_cmd *cmd, int argc, char **argv)
 			o.tool_output = (size_t)v;
 			break;
 		case 'P': o.peer = true; break;
+		case 'T': o.toolchains = true; break;
 		}
 	}
 	if (status >= 0)
@@ -511,9 +512,10 @@ static int probe_start(const char *config, const char *profile, const char *stat
 		       int64_t t0, struct probe_run *r, char **line)
 {
 	char self[PATH_MAX], ident[64];
-	const char *av[] = { self, "serve", "--state-dir", state,
-			     config ? "--config" : NULL, config, NULL, NULL, NULL };
+	/* The toolchains are part of what a probe reports (protocol.md section 5). */
+	const char *av[10] = { self, "serve", "--toolchains", "--state-dir", state };
 	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	size_t k = 5;
 
 	self[n > 0 ? n : 0] = '\0';
 	snprintf(ident, sizeof(ident), "probe-%ld-%lld", (long)getpid(), (long long)t0);
@@ -525,9 +527,13 @@ static int probe_start(const char *config, const char *profile, const char *stat
 		errno = ENOMEM;
 		return -1;
 	}
+	if (config) {
+		av[k++] = "--config";
+		av[k++] = config;
+	}
 	if (profile) {
-		av[config ? 6 : 4] = "--profile";
-		av[config ? 7 : 5] = profile;
+		av[k++] = "--profile";
+		av[k++] = profile;
 	}
 	return probe_session(av, *line, r);
 }

@@ -80,7 +80,7 @@ static sg_err bring_up(struct sg_op *op, json_t *binding, json_t **probe, json_t
 		return rc;
 	candidates = json_object_get(p->raw, "candidates");
 	if (strcmp(p->backend, "select") != 0)
-		rc = sg_init_bring_up(op, binding, s->profile_name, probe, fatal);
+		rc = sg_init_bring_up(op, binding, s->profile_name, s->toolchains, probe, fatal);
 	else if (!json_is_array(candidates))
 		rc = sg_err_set(&op->err, SG_E_INVALID_ARGUMENT,
 				"profile \"%s\": a select profile needs `candidates`", p->name);

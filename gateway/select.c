@@ -127,7 +127,10 @@ sg_err sg_select_candidate(struct sg_op *op, json_t *binding, json_t *candidates
 			break;
 		}
 		sg_err_clear(&op->err);
-		rc = sg_init_bring_up(op, binding, name, probe, &made);
+		rc = sg_init_bring_up(op, binding, name,
+				      s->toolchains ||
+					      json_object_get(json_object_get(c, "require"), "toolchains"),
+				      probe, &made);
 		*fatal = *fatal || made;
 		if (rc) {
 			snprintf(why, sizeof(why), "%s: %.200s", sg_err_word(rc), op->err.msg);

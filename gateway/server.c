@@ -326,6 +326,7 @@ int sg_server_run(const struct sg_server_opts *o)
 	sv->s.helper_path = o->helper_path;
 	sv->s.budget_ms = o->budget_ms;
 	sv->s.peer = o->peer;
+	sv->s.toolchains = o->toolchains;
 	sv->s.mode = choose_mode(o);
 	sv->s.tool_output = o->tool_output ? o->tool_output : SG_TOOL_OUTPUT;
 	if (o->audit_log && sg_audit_open(o->audit_log, &sv->audit, &err)) {

@@ -28,6 +28,7 @@ struct sg_server_opts {
 	int64_t budget_ms;           /* 0: the profile's, else the default */
 	size_t tool_output;          /* 0: SG_TOOL_OUTPUT */
 	bool peer;                   /* started as a delegated peer (budget 10 s) */
+	bool toolchains;             /* probe the toolchains at initialize */
 	/*
 	 * The connection: frames are read from in_fd and written to out_fd,
 	 * both borrowed.  Both 0 (the zeroed default) means stdin and stdout;

@@ -51,6 +51,7 @@ struct sg_session {
 	const char *state_dir;
 	const char *helper_path;     /* sg-helper on this host */
 	int64_t budget_ms;           /* --shutdown-budget-ms, 0: profile/default */
+	bool toolchains;             /* --toolchains: probe them at initialize */
 	bool peer;                   /* --peer: a delegated peer (shutdown.c) */
 	size_t tool_output;          /* bytes kept per tool call */
 	struct sg_wire *wire;

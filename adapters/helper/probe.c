@@ -13,7 +13,11 @@
  * The gateway runs it at initialize through the adapter's exec; as part
  * of the helper library it stays thread-safe all the same (no globals, no
  * signal handlers, children only through posix_spawn and reaped by pid).
- * It is quick: the toolchain commands run concurrently under one deadline.
+ * The toolchains are asked only with --toolchains (`sandgate probe`, a
+ * profile that requires one): their --version runs took most of the
+ * probe's time (node's and c++'s tens of milliseconds each), which every
+ * initialize paid before the first tool result.  They run concurrently
+ * under one deadline.
  */
 /*
  * _GNU_SOURCE: syscall() for the Landlock version, pipe2(O_CLOEXEC) so
@@ -730,6 +734,27 @@ static sg_err probe_bool(struct sg_buf *out, const char *key, int *first,
 	return rc ? rc : sg_buf_adds(out, v == PROBE_YES ? "true" : "false");
 }
 
+/* ,"toolchains":{id:version...}: each run that answered with a version. */
+static sg_err probe_write_toolchains(struct sg_buf *out, const struct probe_run *runs)
+{
+	sg_err rc = sg_buf_adds(out, ",\"toolchains\":{");
+	int first = 1;
+
+	for (size_t i = 0; !rc && i < PROBE_NTOOLS; i++) {
+		char v[64];
+
+		if (!runs[i].exited || !WIFEXITED(runs[i].status) ||
+		    WEXITSTATUS(runs[i].status) != 0 ||
+		    !probe_version(runs[i].out, runs[i].len, v, sizeof(v)))
+			continue;
+		rc = sg_jw_key(out, probe_tools[i].id, first);
+		if (!rc)
+			rc = sg_jw_str(out, v, strlen(v));
+		first = 0;
+	}
+	return rc ? rc : sg_buf_addc(out, '}');
+}
+
 /*
  * Whether none of the host's files named opens from here: a refusal or an
  * absence counts as hidden, any other failure (out of descriptors, say)
@@ -754,7 +779,7 @@ static enum probe_tri probe_hidden(char *const *paths, int n)
 }
 
 static sg_err probe_write(struct sg_buf *out, struct sg_buf *scratch,
-			  struct probe_run *runs, enum probe_tri hidden)
+			  const struct probe_run *runs, enum probe_tri hidden)
 {
 	struct sg_buf cgroups = SG_BUF_INIT(SG_PROBE_FILE_MAX);
 	enum probe_tri contained = PROBE_UNKNOWN, nnp = PROBE_UNKNOWN;
@@ -818,26 +843,14 @@ static sg_err probe_write(struct sg_buf *out, struct sg_buf *scratch,
 	if (rc)
 		goto out;
 
-	rc = sg_buf_adds(out, "},\"toolchains\":{");
+	/* Without runs the toolchains were not asked: no key, not an empty one. */
+	rc = sg_buf_addc(out, '}');
+	if (!rc && runs)
+		rc = probe_write_toolchains(out, runs);
 	if (rc)
 		goto out;
-	first = 1;
-	for (size_t i = 0; i < PROBE_NTOOLS; i++) {
-		char v[64];
 
-		if (!runs[i].exited || !WIFEXITED(runs[i].status) ||
-		    WEXITSTATUS(runs[i].status) != 0 ||
-		    !probe_version(runs[i].out, runs[i].len, v, sizeof(v)))
-			continue;
-		rc = sg_jw_key(out, probe_tools[i].id, first);
-		if (!rc)
-			rc = sg_jw_str(out, v, strlen(v));
-		if (rc)
-			goto out;
-		first = 0;
-	}
-
-	rc = sg_buf_addf(out, "},\"observed\":{\"uid\":%lu",
+	rc = sg_buf_addf(out, ",\"observed\":{\"uid\":%lu",
 			 (unsigned long)getuid());
 	if (rc)
 		goto out;
@@ -877,30 +890,37 @@ int sg_helper_probe(int argc, char *const *argv, struct sg_buf *out)
 	struct probe_run *runs = NULL;
 	char *envp[8], *hidden[SG_PROBE_HIDDEN_MAX];
 	int nhidden = 0;
+	bool toolchains = false;
 	sg_err rc = SG_OK;
 
-	/* argv[0] is the command word "probe"; then --hidden PATH pairs. */
+	/* argv[0] is the command word "probe"; then --toolchains and --hidden PATH pairs. */
 	for (int i = 1; i < argc; i += 2) {
+		if (strcmp(argv[i], "--toolchains") == 0) {
+			toolchains = true;
+			i--;
+			continue;
+		}
 		if (strcmp(argv[i], "--hidden") != 0 || i + 1 >= argc ||
-		    (i + 1) / 2 > SG_PROBE_HIDDEN_MAX) {
+		    nhidden >= SG_PROBE_HIDDEN_MAX) {
 			rc = sg_err_set(&err, SG_E_INVALID_ARGUMENT,
-					"probe takes at most %d --hidden PATH (got %s)",
-					SG_PROBE_HIDDEN_MAX, argv[i]);
+					"probe takes --toolchains and at most %d --hidden PATH "
+					"(got %s)", SG_PROBE_HIDDEN_MAX, argv[i]);
 			goto out;
 		}
 		hidden[nhidden++] = argv[i + 1];
 	}
-	runs = calloc(PROBE_NTOOLS, sizeof(*runs));
-	if (!runs) {
+	runs = toolchains ? calloc(PROBE_NTOOLS, sizeof(*runs)) : NULL;
+	if (toolchains && !runs) {
 		rc = sg_err_set(&err, SG_E_INTERNAL, "out of memory");
 		goto out;
 	}
-	rc = probe_env(&envstore, envp);
+	rc = toolchains ? probe_env(&envstore, envp) : SG_OK;
 	if (rc) {
 		sg_err_set(&err, rc, "the environment is too large to pass on");
 		goto out;
 	}
-	probe_toolchains(runs, envp);
+	if (toolchains)
+		probe_toolchains(runs, envp);
 	rc = probe_write(out, &scratch, runs, probe_hidden(hidden, nhidden));
 	if (rc)
 		sg_err_set(&err, rc, "the probe reply does not fit");

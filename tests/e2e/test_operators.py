@@ -311,6 +311,38 @@ class ProviderSelection(GatewayTestCase):
         self.assertEqual(len(os.listdir(os.path.join(state, "local"))), 1)
         gw.shutdown()
 
+    def test_toolchains_are_probed_only_when_asked(self):
+        """Toolchains cost the probe's time and nothing in the host reads
+        them: a plain initialize has none, `serve --toolchains` and a
+        candidate that requires one have them observed."""
+        if CONFIG:
+            self.skipTest("selection is exercised with its own local config")
+        gw = Gateway()
+        self.addCleanup(gw.cleanup)
+        facts = gw.initialize()["environment"]["facts"]
+        self.assertNotIn("toolchains", facts)
+        self.assertIn("isolation", facts)
+        gw.shutdown()
+        gw = Gateway(extra_args=["--toolchains"])
+        self.addCleanup(gw.cleanup)
+        self.assertRegex(gw.initialize()["environment"]["facts"]["toolchains"].get("git", ""),
+                         r"^\d+\.")
+        gw.shutdown()
+        d = tempfile.mkdtemp(prefix="sg-e2e-select-")
+        self.addCleanup(lambda: subprocess.run(["rm", "-rf", d]))
+        cfg = os.path.join(d, "config.json")
+        with open(cfg, "w") as f:
+            json.dump({"default": "auto", "profiles": {
+                "auto": {"backend": "select", "candidates": [
+                    {"profile": "here", "require": {"toolchains": {"git": ">=1"}}}]},
+                "here": {"backend": "local"}}}, f)
+        gw = Gateway(state_dir=os.path.join(d, "state"), config=cfg, profile="auto")
+        self.addCleanup(gw.cleanup)
+        env = gw.initialize()["environment"]
+        self.assertEqual(env["profile"], "here")
+        self.assertIn("git", env["facts"]["toolchains"])
+        gw.shutdown()
+
     def test_no_candidate_fits(self):
         if CONFIG:
             self.skipTest("selection is exercised with its own local config")

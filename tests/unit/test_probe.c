@@ -30,14 +30,15 @@
 #include "adapters/helper/internal.h"
 #include "adapters/helper/landlock.h"
 
+/* The probe as `sandgate probe` asks it: the toolchains included. */
 static json_t *probe_json(void)
 {
 	struct sg_buf out = SG_BUF_INIT(1024 * 1024);
-	char *argv[] = { "probe", NULL };
+	char *argv[] = { "probe", "--toolchains", NULL };
 	json_error_t e;
 	json_t *j;
 
-	assert_int_equal(sg_helper_probe(1, argv, &out), 0);
+	assert_int_equal(sg_helper_probe(2, argv, &out), 0);
 	j = json_loadb(out.p, out.len, JSON_REJECT_DUPLICATES, &e);
 	if (!j)
 		fail_msg("unparsable probe reply: %s (%s)", out.p, e.text);
@@ -547,6 +548,36 @@ static void test_deadline(void **state)
 	rmdir(dir);
 }
 
+/*
+ * At initialize the toolchains are not asked: no key (not an empty one,
+ * which would say none was found) and no --version run, so the probe is
+ * quick even with a toolchain that hangs (test_deadline's takes 2 s).
+ */
+static void test_no_toolchains_unasked(void **state)
+{
+	struct sg_buf out = SG_BUF_INIT(1024 * 1024);
+	char *argv[] = { "probe", "--hidden", "/nonexistent", NULL };
+	struct timespec a, b;
+	json_t *j;
+	long ms;
+
+	(void)state;
+	clock_gettime(CLOCK_MONOTONIC, &a);
+	assert_int_equal(sg_helper_probe(3, argv, &out), 0);
+	clock_gettime(CLOCK_MONOTONIC, &b);
+	ms = (b.tv_sec - a.tv_sec) * 1000 + (b.tv_nsec - a.tv_nsec) / 1000000;
+	j = json_loadb(out.p, out.len, JSON_REJECT_DUPLICATES, NULL);
+	assert_non_null(j);
+	assert_true(json_is_true(json_object_get(j, "ok")));
+	assert_null(json_object_get(j, "toolchains"));
+	assert_true(json_is_true(json_object_get(json_object_get(j, "isolation"),
+						 "host_filesystem_restricted")));
+	print_message("probe without toolchains took %ld ms\n", ms);
+	assert_true(ms < 500);
+	json_decref(j);
+	sg_buf_release(&out);
+}
+
 static void test_arguments(void **state)
 {
 	struct sg_buf out = SG_BUF_INIT(4096);
@@ -568,6 +599,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_landlock_and_kernel),
 		cmocka_unit_test(test_toolchains),
+		cmocka_unit_test(test_no_toolchains_unasked),
 		cmocka_unit_test(test_isolation),
 		cmocka_unit_test(test_unshare_net),
 		cmocka_unit_test(test_cgroup_limits),
