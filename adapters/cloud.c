@@ -251,3 +251,52 @@ bool sg_cloud_stdin_vars(const void *data, size_t len, size_t each, size_t total
 	}
 	return true;
 }
+
+sg_err sg_rest_init(struct sg_rest *r, const char *url, const char *secret,
+		    const char *const *headers, struct sg_errinfo *err)
+{
+	size_t n;
+	sg_err rc = SG_OK;
+
+	memset(r, 0, sizeof(*r));
+	r->api = strdup(url);
+	r->secret = strdup(secret);
+	if (!r->api || !r->secret)
+		rc = SG_E_INTERNAL;
+	n = r->api ? strlen(r->api) : 0;
+	while (n > 0 && r->api[n - 1] == '/')
+		r->api[--n] = '\0';
+	if (!rc)
+		rc = sg_strv_addf(&r->headers, "Authorization: Bearer %s", secret);
+	if (!rc)
+		rc = sg_strv_addv(&r->headers, headers);
+	if (rc) {
+		sg_rest_release(r);
+		return sg_err_set(err, SG_E_INTERNAL, "out of memory");
+	}
+	return SG_OK;
+}
+
+void sg_rest_release(struct sg_rest *r)
+{
+	if (r->secret) {
+		/* Not a guarantee against every copy, but no stale secret here. */
+		memset(r->secret, 0, strlen(r->secret));
+		free(r->secret);
+	}
+	for (size_t i = 0; i < r->headers.n; i++)
+		memset(r->headers.v[i], 0, strlen(r->headers.v[i]));
+	free(r->api);
+	sg_strv_release(&r->headers);
+	memset(r, 0, sizeof(*r));
+}
+
+sg_err sg_rest_failed(sg_err rc, const char *provider, const char *what, const char *fallback,
+		      const struct sg_errinfo *inner, struct sg_errinfo *err)
+{
+	if (inner)
+		return sg_err_set(err, rc, "%s: %s", what ? what : fallback, inner->msg);
+	if (rc == SG_E_TOO_LARGE)
+		return sg_err_set(err, rc, "the request to %s is too large", provider);
+	return sg_err_set(err, SG_E_INTERNAL, "out of memory");
+}

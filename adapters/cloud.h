@@ -1,6 +1,8 @@
 /*
  * cloud.h - what the cloud adapters (daytona, vercel) share beyond HTTP
- * and cloudkit.h (names, tags, key=value replies): URL encoding, scrubbing a secret out
+ * and cloudkit.h (names, tags, key=value replies): the part of a REST
+ * client they all hold (URL, credential, headers) and its failure
+ * sentences, URL encoding, scrubbing a secret out
  * of a provider's text, the one set-up script that prepares the inside of
  * a sandbox (root, sandgate's directories, sg-helper, the probe) and the
  * reading of its reply, and stdin carried in a command's variables.
@@ -10,7 +12,8 @@
  *    SG_SHA, SG_SWEEP, SG_UP, SG_PROBE), never spliced into its text, and
  *    prints key=value lines, then, after "probe<<", the probe's reply.
  *  - Strings returned as "new" are malloc'd and the caller frees them;
- *    nothing here keeps state, so every function is thread-safe.
+ *    nothing here keeps state of its own (a struct sg_rest is its
+ *    caller's), so every function is thread-safe.
  */
 #ifndef SG_CLOUD_H
 #define SG_CLOUD_H
@@ -22,6 +25,37 @@
 #include "adapter.h"
 #include "cloudkit.h"
 #include "base/buf.h"
+#include "base/strv.h"
+
+/*
+ * What a cloud provider's REST client holds the same in every adapter:
+ * the API's base URL, the credential (kept only to scrub it out of
+ * sentences) and the headers every call sends.
+ */
+struct sg_rest {
+	char *api;              /* the base URL, without a trailing slash */
+	char *secret;           /* the credential */
+	struct sg_strv headers; /* Authorization: Bearer <secret>, then the provider's */
+};
+
+/*
+ * Fill r (zeroed first) with url, secret and the provider's headers
+ * (NULL-terminated).  SG_E_INTERNAL when out of memory, r released.
+ */
+sg_err sg_rest_init(struct sg_rest *r, const char *url, const char *secret,
+		    const char *const *headers, struct sg_errinfo *err) SG_MUST_CHECK;
+
+/* Wipe the secret and the headers, and free them; r zeroed. */
+void sg_rest_release(struct sg_rest *r);
+
+/*
+ * The sentence for a call that failed with rc: one that could not be
+ * built (inner NULL: too large for provider, or out of memory), or that
+ * failed on the way (inner names the method and host; what says what it
+ * was for, or the fallback).  Returns the code set.
+ */
+sg_err sg_rest_failed(sg_err rc, const char *provider, const char *what, const char *fallback,
+		      const struct sg_errinfo *inner, struct sg_errinfo *err);
 
 /* Append s to b percent-encoded for a URL's path or query. */
 sg_err sg_cloud_urlenc(struct sg_buf *b, const char *s) SG_MUST_CHECK;

@@ -76,7 +76,6 @@ sg_err dtn_client_init(struct dtn_client *c, const struct sg_profile *p,
 	const char *url_var = dtn_str(raw, "api_url_env");
 	const char *target_var = dtn_str(raw, "target_env");
 	const char *key, *url, *target;
-	size_t n;
 	sg_err rc = SG_OK;
 
 	memset(c, 0, sizeof(*c));
@@ -106,41 +105,22 @@ sg_err dtn_client_init(struct dtn_client *c, const struct sg_profile *p,
 		return sg_err_set(err, SG_E_INVALID_ARGUMENT,
 				  "$%s (profile \"%s\") holds a line break", key_var,
 				  p->name);
-	c->api = strdup(url);
-	c->key = strdup(key);
-	c->target = target ? strdup(target) : NULL;
-	if (!c->api || !c->key || (target && !c->target))
-		rc = SG_E_INTERNAL;
-	n = c->api ? strlen(c->api) : 0;
-	while (n > 0 && c->api[n - 1] == '/')
-		c->api[--n] = '\0';
-	if (!rc)
-		rc = sg_strv_addf(&c->headers, "Authorization: Bearer %s", key);
-	if (!rc)
-		rc = sg_strv_addv(&c->headers,
-				  (const char *[]){ "Accept: application/json",
-						    "X-Daytona-Source: sandgate",
-						    "X-Daytona-SDK-Version: " DTN_SDK_VERSION,
-						    "User-Agent: sandgate/" SG_VERSION, NULL });
-	if (rc) {
+	rc = sg_rest_init(&c->rest, url, key,
+			  (const char *[]){ "Accept: application/json", "X-Daytona-Source: sandgate",
+					    "X-Daytona-SDK-Version: " DTN_SDK_VERSION,
+					    "User-Agent: sandgate/" SG_VERSION, NULL },
+			  err);
+	if (!rc && target && !(c->target = strdup(target))) {
 		dtn_client_release(c);
-		return sg_err_set(err, SG_E_INTERNAL, "out of memory");
+		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
 	}
-	return SG_OK;
+	return rc;
 }
 
 void dtn_client_release(struct dtn_client *c)
 {
-	if (c->key) {
-		/* Not a guarantee against every copy, but no stale key here. */
-		memset(c->key, 0, strlen(c->key));
-		free(c->key);
-	}
-	for (size_t i = 0; i < c->headers.n; i++)
-		memset(c->headers.v[i], 0, strlen(c->headers.v[i]));
-	free(c->api);
+	sg_rest_release(&c->rest);
 	free(c->target);
-	sg_strv_release(&c->headers);
 	memset(c, 0, sizeof(*c));
 }
 
@@ -156,7 +136,7 @@ char *dtn_sandbox_url(const struct dtn_client *c, const char *id,
 {
 	struct sg_buf b = SG_BUF_INIT(SG_PATH_MAX);
 
-	if (sg_buf_adds(&b, c->api) || sg_buf_adds(&b, "/sandbox")) {
+	if (sg_buf_adds(&b, c->rest.api) || sg_buf_adds(&b, "/sandbox")) {
 		sg_buf_release(&b);
 		return NULL;
 	}
@@ -185,7 +165,7 @@ sg_err dtn_do(const struct dtn_client *c, const struct dtn_call *call,
 
 	memset(out, 0, sizeof(*out));
 	sg_http_response_init(&resp, call->max_body ? call->max_body : SG_DAYTONA_REPLY_MAX);
-	rc = sg_strv_addv(&hdrs, sg_strv_get(&c->headers));
+	rc = sg_strv_addv(&hdrs, sg_strv_get(&c->rest.headers));
 	if (!rc && call->skip_activity)
 		rc = sg_strv_add(&hdrs, "X-Daytona-Skip-Last-Activity-Update: true");
 	if (!rc && call->body) {
@@ -193,9 +173,7 @@ sg_err dtn_do(const struct dtn_client *c, const struct dtn_call *call,
 		body = text.p;
 	}
 	if (rc) {
-		rc = sg_err_set(err, rc == SG_E_TOO_LARGE ? rc : SG_E_INTERNAL,
-				rc == SG_E_TOO_LARGE ? "the request to Daytona is too large"
-						     : "out of memory");
+		rc = sg_rest_failed(rc, "Daytona", NULL, NULL, NULL, err);
 		goto out;
 	}
 	{
@@ -219,8 +197,7 @@ sg_err dtn_do(const struct dtn_client *c, const struct dtn_call *call,
 	}
 	if (rc) {
 		/* inner names the method and host; say what it was for. */
-		rc = sg_err_set(err, rc, "%s: %s", call->what ? call->what : "a Daytona call",
-				inner.msg);
+		rc = sg_rest_failed(rc, "Daytona", call->what, "a Daytona call", &inner, err);
 		goto out;
 	}
 	out->status = resp.status;
@@ -263,7 +240,7 @@ void dtn_message(const struct dtn_client *c, const struct dtn_reply *r,
 			used += (size_t)k < n - used ? (size_t)k : n - used - 1;
 		}
 	}
-	sg_cloud_scrub(out, c ? c->key : NULL);
+	sg_cloud_scrub(out, c ? c->rest.secret : NULL);
 	len = strlen(out);
 	if (len > DTN_MSG_SHOWN && n > DTN_MSG_SHOWN + 4)
 		memcpy(out + DTN_MSG_SHOWN, "...", 4);

@@ -40,11 +40,9 @@
 #define DTN_API_DEFAULT "https://app.daytona.io/api"
 
 struct dtn_client {
-	char *api;     /* the API base URL, without a trailing slash */
+	/* The URL, the API key (secret) and the X-Daytona-* headers. */
+	struct sg_rest rest;
 	char *target;  /* the region for new sandboxes, or NULL */
-	char *key;     /* the API key: only for scrubbing sentences */
-	/* Authorization and the X-Daytona-* headers every call sends. */
-	struct sg_strv headers;
 	/* The event stream while provisioning waits (events.h), or NULL. */
 	struct dtn_events *events;
 };

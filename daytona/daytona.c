@@ -110,6 +110,7 @@
 #include "../adapters/install.h"
 #include "../adapters/jobreply.h"
 #include "../adapters/leg.h"
+#include "../adapters/remote.h"
 #include "../adapters/shquote.h"
 #include "base/crash.h"
 #include "base/hex.h"
@@ -132,29 +133,18 @@
 #define DTN_L_CREATED SG_CLOUD_TAG_CREATED
 
 struct dtn_env {
-	struct sg_env base;
+	/* first: its base is the env; rm.lock guards garbage and ka_armed, ka_gen */
+	struct sg_remote rm;
 	struct dtn_client cl;
-	char *name;      /* the deterministic sandbox name */
 	char *toolbox;   /* <toolboxProxyUrl>/<id> */
-	char *base_dir;  /* sandgate's directory in the sandbox */
-	char *run_dir;   /* base_dir/run */
 	char *proc_dir;  /* ctl_dir/proc, where sg-helper keeps process records */
 	int64_t limit_ms; /* toolbox_timeout_ms */
-	int64_t wait_ms;  /* what one trip waits in the sandbox */
-	bool fresh;       /* this provision created the sandbox */
 	bool started;     /* this provision asked Daytona to start it */
 	char create_id[33];
-	atomic_uint seq;
-	char nonce[17];
-	pthread_mutex_t lock; /* garbage, keep-alive state */
-	bool lock_ready;
 	struct sg_strv garbage; /* run directories whose results arrived */
-	/* keep-alive */
-	struct sg_leg ka;
-	bool ka_started;        /* under lock: ka runs, or is being ended */
+	/* keep-alive, while a daemon may run */
 	bool ka_armed;          /* a daemon was left since the last check */
 	unsigned ka_gen;        /* bumped by every arm */
-	int64_t ka_ms;
 	struct sg_install_cost install; /* what set-up spent on sg-helper */
 };
 
@@ -477,7 +467,7 @@ static sg_err dtn_wait_from(const struct dtn_client *cl, const char *id,
 			char msg[200];
 
 			snprintf(msg, sizeof(msg), "%s", why ? why : "no reason given");
-			sg_cloud_scrub(msg, cl->key);
+			sg_cloud_scrub(msg, cl->rest.secret);
 			rc = sg_err_set(err, SG_E_PROVIDER, "sandbox %s is in state %s: %s", id,
 					st, msg);
 			break;
@@ -666,9 +656,10 @@ static bool dtn_landed(const struct dtn_client *cl, const char *id,
  * sandbox that is still `destroying`, so "removed" is only said once the
  * per-id lookup, which is monotonic, no longer finds it.
  */
-static sg_err dtn_remove(const struct dtn_client *cl, const char *id, struct sg_cancel *cancel,
+static sg_err dtn_remove(struct sg_remote *rm, const char *id, struct sg_cancel *cancel,
 			 struct sg_errinfo *err)
 {
+	const struct dtn_client *cl = &((struct dtn_env *)rm)->cl;
 	json_t *last = NULL;
 	sg_err rc = dtn_lifecycle(cl, id, DTN_DELETE, SG_DAYTONA_DELETE_MS, cancel, err);
 
@@ -715,7 +706,7 @@ static json_t *dtn_labels(const struct dtn_env *de)
 	struct sg_cloud_tags t;
 	json_t *labels = json_object();
 
-	sg_cloud_tags_fill(&de->base, de->create_id, &t);
+	sg_cloud_tags_fill(&de->rm.base, de->create_id, &t);
 	for (size_t i = 0; labels && i < t.n; i++)
 		if (json_object_set_new(labels, t.key[i], json_string(t.value[i]))) {
 			json_decref(labels);
@@ -750,7 +741,7 @@ static sg_err dtn_network_body(const struct sg_profile *p, json_t *body,
 
 static sg_err dtn_create_body(struct dtn_env *de, json_t **out, struct sg_errinfo *err)
 {
-	const struct sg_profile *p = de->base.profile;
+	const struct sg_profile *p = de->rm.base.profile;
 	int64_t minutes = dtn_minutes(p->lifetime_seconds);
 	json_t *body = json_object(), *labels = dtn_labels(de);
 	sg_err rc = SG_OK;
@@ -760,7 +751,7 @@ static sg_err dtn_create_body(struct dtn_env *de, json_t **out, struct sg_errinf
 		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
 		goto out;
 	}
-	json_object_set_new(body, "name", json_string(de->name));
+	json_object_set_new(body, "name", json_string(de->rm.name));
 	json_object_set(body, "labels", labels);
 	if (p->image) {
 		/* What the SDK sends for Image.base(): a one-line Dockerfile. */
@@ -815,15 +806,15 @@ static sg_err dtn_check_owner(const struct dtn_env *de, const json_t *dto, bool 
 	const char *m = dtn_str(labels, DTN_L_MANAGED), *id = dtn_str(labels, DTN_L_IDENTITY);
 	const char *name = dtn_str(dto, "name");
 
-	*read = json_is_object(labels) && (!name || strcmp(name, de->name) == 0);
+	*read = json_is_object(labels) && (!name || strcmp(name, de->rm.name) == 0);
 	if (!*read)
 		return sg_err_set(err, SG_E_PROVIDER,
 				  "Daytona's reply for sandbox %s does not say whose it is (no labels, or another name)",
-				  de->name);
-	if (!m || strcmp(m, "sandgate") != 0 || !id || strcmp(id, de->base.identity) != 0)
+				  de->rm.name);
+	if (!m || strcmp(m, "sandgate") != 0 || !id || strcmp(id, de->rm.base.identity) != 0)
 		return sg_err_set(err, SG_E_PROVIDER,
 				  "a Daytona sandbox named %s exists and is not sandgate's sandbox for identity \"%.60s\"; rename or delete it",
-				  de->name, de->base.identity);
+				  de->rm.name, de->rm.base.identity);
 	return SG_OK;
 }
 
@@ -872,12 +863,13 @@ static bool dtn_create_refused(long status)
  * the name is looked up first, and only a sandbox that is still missing
  * is created again; a 409 means the name exists and is adopted.  429 is a
  * refusal made before anything happened, so it is retried after the wait
- * Daytona asks for.  *dto (new) is the sandbox; de->fresh says whether
+ * Daytona asks for.  *dto (new) is the sandbox; de->rm.fresh says whether
  * this provision made it.
  */
-static sg_err dtn_create(struct dtn_env *de, json_t **dto, struct sg_cancel *cancel,
+static sg_err dtn_create(struct sg_remote *rm, json_t **dto, struct sg_cancel *cancel,
 			 struct sg_errinfo *err)
 {
+	struct dtn_env *de = (struct dtn_env *)rm;
 	char *url = dtn_sandbox_url(&de->cl, NULL, NULL);
 	json_t *body = NULL;
 	bool doubted = false, foreign = false;
@@ -904,7 +896,7 @@ static sg_err dtn_create(struct dtn_env *de, json_t **dto, struct sg_cancel *can
 		if (!rc && r.status == 200 && json_is_object(r.json)) {
 			*dto = r.json;
 			r.json = NULL;
-			de->fresh = true;
+			de->rm.fresh = true;
 			dtn_reply_release(&r);
 			break;
 		}
@@ -947,13 +939,13 @@ static sg_err dtn_create(struct dtn_env *de, json_t **dto, struct sg_cancel *can
 		/* Doubt or 409: what does the name hold now? */
 		{
 			struct sg_errinfo look = { 0 };
-			sg_err lr = dtn_get(&de->cl, de->name, dto, cancel, &look);
+			sg_err lr = dtn_get(&de->cl, de->rm.name, dto, cancel, &look);
 
 			if (lr == SG_OK) {
 				bool read;
 
 				rc = dtn_check_owner(de, *dto, &read, err);
-				de->fresh = !rc && dtn_made_here(de, *dto);
+				de->rm.fresh = !rc && dtn_made_here(de, *dto);
 				/* Only labels that were read and name another owner. */
 				foreign = rc && read;
 				if (rc) {
@@ -984,7 +976,7 @@ static sg_err dtn_create(struct dtn_env *de, json_t **dto, struct sg_cancel *can
 	 * it may still land.  The gateway settles it (adapter.h, may_remain).
 	 */
 	if (rc && !*dto && doubted && !foreign)
-		de->base.may_remain = true;
+		de->rm.base.may_remain = true;
 	json_decref(body);
 	free(url);
 	return rc;
@@ -1117,9 +1109,10 @@ static sg_err dtn_upload(struct dtn_env *de, const char *path, const void *data,
 
 /* ---- exec -------------------------------------------------------------------- */
 
-/* Kill the exec of run directory dir, or keep it from starting. */
-static void dtn_kill(struct dtn_env *de, const char *dir)
+/* Kill the exec of run directory dir, or keep it from starting (remote.h). */
+static void dtn_kill(struct sg_remote *rm, const char *dir)
 {
+	struct dtn_env *de = (struct dtn_env *)rm;
 	struct sg_errinfo err = { 0 };
 	json_t *envs = json_pack("{s:s}", "SG_D", dir);
 	sg_err rc;
@@ -1138,57 +1131,27 @@ static void dtn_kill(struct dtn_env *de, const char *dir)
 		dtn_reply_release(&r);
 	}
 	if (rc)
-		sg_log_warn("sandbox %s: a command may still run: %s", de->base.id, err.msg);
+		sg_log_warn("sandbox %s: a command may still run: %s", de->rm.base.id, err.msg);
 	json_decref(envs);
 }
 
 /*
- * The two command lines of one exec, quoted for the sandbox's shell
- * (adapters/jobreply.h): *start starts the command and waits for it,
- * *attach waits for it again.  stdin comes from the variables named in
- * in_vars (comma-separated), from the file in_file, or from /dev/null.
- * gc: the prefixes of finished execs whose files the job removes.
- */
-static sg_err dtn_job_words(const struct dtn_env *de, const struct sg_exec *x,
-			    const char *dir, const char *mark, const char *gc, const char *in_vars,
-			    const char *in_file, bool keep_tail, struct sg_buf *start,
-			    struct sg_buf *attach, struct sg_errinfo *err)
-{
-	struct sg_job_line l = {
-		.helper = de->base.helper, .dir = dir, .mark = mark, .wait_ms = de->wait_ms,
-		.stdin_vars = in_vars, .stdin_file = in_file, .gc = gc, .keep_tail = keep_tail,
-	};
-	sg_err rc = sg_job_words(&l, x, de->base.root, start, attach);
-
-	if (rc == SG_E_INVALID_ARGUMENT)
-		return sg_err_set(err, rc, "an empty command");
-	if (rc)
-		return sg_err_set(err, rc == SG_E_TOO_LARGE ? rc : SG_E_INTERNAL,
-				  "the command and its environment are too large to send");
-	if (!sg_utf8_valid(start->p, start->len))
-		return sg_err_set(err, SG_E_INVALID_ARGUMENT,
-				  "the command or its working directory holds bytes that are not UTF-8, which Daytona's toolbox cannot carry");
-	return SG_OK;
-}
-
-/*
- * The prefixes of finished execs, a line each, into g once
+ * The prefixes of finished execs, a line each (new; NULL for none), once
  * DTN_GARBAGE_BATCH of them have gathered: the next job then removes
  * many execs' files at once, and each exec's files stay until its reply
- * has surely arrived.
+ * has surely arrived (remote.h's gc).
  */
-static void dtn_take_garbage(struct dtn_env *de, struct sg_buf *g)
+static char *dtn_gc(struct sg_remote *rm)
 {
-	pthread_mutex_lock(&de->lock);
-	if (de->garbage.n < DTN_GARBAGE_BATCH) {
-		pthread_mutex_unlock(&de->lock);
-		return;
-	}
-	while (de->garbage.n > 0) {
+	struct dtn_env *de = (struct dtn_env *)rm;
+	struct sg_buf g = SG_BUF_INIT(SG_KiB * 96);
+
+	pthread_mutex_lock(&rm->lock);
+	while (de->garbage.n >= DTN_GARBAGE_BATCH || (g.len && de->garbage.n > 0)) {
 		struct sg_buf one = SG_BUF_INIT(SG_PATH_MAX + 1);
 		char *d = de->garbage.v[de->garbage.n - 1];
-		bool ok = !(g->len && sg_buf_addc(&one, '\n')) && !sg_buf_adds(&one, d) &&
-			  !sg_buf_add(g, one.p, one.len);
+		bool ok = !(g.len && sg_buf_addc(&one, '\n')) && !sg_buf_adds(&one, d) &&
+			  !sg_buf_add(&g, one.p, one.len);
 
 		sg_buf_release(&one);
 		if (!ok)
@@ -1196,234 +1159,102 @@ static void dtn_take_garbage(struct dtn_env *de, struct sg_buf *g)
 		free(d);
 		de->garbage.v[--de->garbage.n] = NULL;
 	}
-	pthread_mutex_unlock(&de->lock);
-}
-
-static void dtn_add_garbage(struct dtn_env *de, const char *dir)
-{
-	pthread_mutex_lock(&de->lock);
-	/* A full list only delays the removal to the next day's sweep. */
-	if (de->garbage.n < DTN_GARBAGE_BATCH * 8 && sg_strv_add(&de->garbage, dir))
-		sg_log_debug("cannot remember %s for removal", dir);
-	pthread_mutex_unlock(&de->lock);
+	pthread_mutex_unlock(&rm->lock);
+	return g.len ? sg_buf_take(&g, NULL) : NULL;
 }
 
 static void dtn_keepalive_arm(struct dtn_env *de);
 
-/* The requests of one exec: what starts it and what attaches to it. */
-struct dtn_job {
-	json_t *full, *attach; /* their envs */
-	char *command;         /* the starting command text, when SG_X cannot be a variable */
-	char *upload;          /* where stdin was uploaded, or NULL */
-	bool in_vars;          /* stdin travels in variables */
-	bool keep_tail;        /* the caller keeps a long output's tail */
-};
-
-static void dtn_job_release(struct dtn_job *j)
+/* An exec's result arrived: its files go with a later job (remote.h's done). */
+static void dtn_done(struct sg_remote *rm, const struct sg_remote_job *j)
 {
-	json_decref(j->full);
-	json_decref(j->attach);
-	free(j->command);
-	free(j->upload);
-	memset(j, 0, sizeof(*j));
+	struct dtn_env *de = (struct dtn_env *)rm;
+
+	pthread_mutex_lock(&rm->lock);
+	/* A full list only delays the removal to the next day's sweep. */
+	if (de->garbage.n < DTN_GARBAGE_BATCH * 8 && sg_strv_add(&de->garbage, j->dir))
+		sg_log_debug("cannot remember %s for removal", j->dir);
+	pthread_mutex_unlock(&rm->lock);
+	if (j->x->flags & SG_EXEC_DETACHES)
+		dtn_keepalive_arm(de);
 }
 
 /*
- * Prepare j for the exec of run directory dir.  stdin text of up to
- * SG_DAYTONA_STDIN_VARS bytes travels in variables of at most
- * SG_DAYTONA_INLINE_MAX bytes each, cut between characters (the kernel's
- * limit for one string is 128 KiB, for all of them together a quarter of
- * the stack limit, 2 MiB by default), unless vars is false; other stdin is
- * uploaded first, a request of its own.
+ * The toolbox gave up on the script (408); the command lives on in its
+ * own session and the next request attaches.  A 408 sooner than the wait
+ * means toolbox_timeout_ms is set above the toolbox's real limit: slow
+ * down, never spin.
  */
-static sg_err dtn_job_prepare(struct dtn_env *de, const struct sg_exec *x, const char *dir,
-			      const char *mark, const char *garbage, bool vars, struct dtn_job *j,
-			      struct sg_cancel *cancel, struct sg_errinfo *err)
+static enum sg_job_trip dtn_trip_408(struct dtn_env *de, struct sg_remote_job *j,
+				     int64_t trip_start, struct sg_cancel *cancel)
 {
-	struct sg_buf start_w = SG_BUF_INIT(SG_MAX_FRAME * 2), attach_w = SG_BUF_INIT(SG_PATH_MAX * 8),
-		      names = SG_BUF_INIT(SG_KiB);
-	bool keep_tail = j->keep_tail; /* the caller's, kept across the reset */
-	sg_err rc = SG_OK;
-
-	memset(j, 0, sizeof(*j));
-	j->keep_tail = keep_tail;
-	j->full = json_object();
-	j->attach = json_object();
-	if (!j->full || !j->attach) {
-		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
-		goto out;
+	if (sg_now_ms() - trip_start < de->rm.wait_ms) {
+		if (++j->quick == 1)
+			sg_log_warn("the Daytona toolbox ends requests sooner than toolbox_timeout_ms (%lld ms) says; lower it",
+				    (long long)de->limit_ms);
+		/* Cancelled: a failed trip, which the driver reads as the cancel. */
+		if (sg_cancel_sleep(cancel, j->quick > 10 ? 1000 : 100 * j->quick))
+			return SG_JOB_TRIP_FAILED;
 	}
-	if (x->stdin_data && x->stdin_len > 0) {
-		j->in_vars = vars && sg_cloud_stdin_vars(x->stdin_data, x->stdin_len,
-							 SG_DAYTONA_INLINE_MAX,
-							 SG_DAYTONA_STDIN_VARS, j->full, &names);
-		if (!j->in_vars) {
-			if (asprintf(&j->upload, "%s.up", dir) < 0) {
-				j->upload = NULL;
-				rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
-				goto out;
-			}
-			rc = dtn_upload(de, j->upload, x->stdin_data, x->stdin_len, NULL, NULL, cancel,
-					err);
-			if (rc)
-				goto out;
-		}
-	}
-	rc = dtn_job_words(de, x, dir, mark, garbage, j->in_vars ? names.p : NULL, j->upload,
-			   j->keep_tail,
-			   &start_w, &attach_w, err);
-	if (rc)
-		goto out;
-	/*
-	 * The words ride in a variable (the shell then reads one short line)
-	 * unless too long for one; then they are the command text itself.
-	 */
-	json_object_set_new(j->attach, "SG_X", json_stringn(attach_w.p, attach_w.len));
-	if (start_w.len <= SG_DAYTONA_INLINE_MAX) {
-		json_object_set_new(j->full, "SG_X", json_stringn_nocheck(start_w.p, start_w.len));
-	} else if (asprintf(&j->command, "exec %s\n", start_w.p) < 0) {
-		j->command = NULL;
-		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
-	}
-out:
-	sg_buf_release(&start_w);
-	sg_buf_release(&attach_w);
-	sg_buf_release(&names);
-	return rc;
+	return SG_JOB_TRIP_LIVES;
 }
 
-/* One exec's trips (sg_job_drive). */
-struct dtn_trip {
-	struct dtn_env *de;
-	const struct sg_exec *x;
-	struct dtn_job j;
-	const char *dir, *mark, *garbage;
-	size_t max_body;
-	struct dtn_reply r; /* the last trip's, until the next */
-	bool have_r;
-	bool keep_tail; /* the caller keeps a long output's tail */
-	int quick408;
-};
-
-/* One toolbox request of the job: its start, or an attach. */
-static enum sg_job_trip dtn_trip(void *ctx, bool attach, const char **text, size_t *len,
+/* One toolbox request of the job: its start, or an attach (remote.h). */
+static enum sg_job_trip dtn_trip(struct sg_remote *rm, struct sg_remote_job *j, bool attach,
 				 struct sg_cancel *cancel, struct sg_errinfo *err)
 {
-	struct dtn_trip *t = ctx;
-	struct dtn_env *de = t->de;
+	struct dtn_env *de = (struct dtn_env *)rm;
 	int64_t trip_start = sg_now_ms();
-	const char *res;
+	enum sg_job_trip t = SG_JOB_TRIP_REPLY;
+	struct dtn_reply r;
+	const json_t *res;
 	sg_err rc;
 
-	if (t->have_r)
-		dtn_reply_release(&t->r);
-	t->have_r = false;
-	rc = dtn_execute(de, !attach && t->j.command ? t->j.command : "eval \"exec $SG_X\"",
-			 attach ? t->j.attach : t->j.full, de->limit_ms + SG_DAYTONA_TRIP_SLACK_MS,
-			 t->max_body, false, &t->r, cancel, err);
+	rc = dtn_execute(de, attach ? SG_JOB_EVAL : j->command, attach ? j->attach : j->start,
+			 de->limit_ms + SG_DAYTONA_TRIP_SLACK_MS, j->reply.max, false, &r, cancel,
+			 err);
 	if (rc)
 		return SG_JOB_TRIP_FAILED;
-	t->have_r = true;
-	if (t->r.status == 408) {
-		/*
-		 * The toolbox gave up on the script; the command lives on in
-		 * its own session and the next request attaches.  A 408
-		 * sooner than the wait means toolbox_timeout_ms is set above
-		 * the toolbox's real limit: slow down, never spin.
-		 */
-		if (sg_now_ms() - trip_start < de->wait_ms) {
-			if (++t->quick408 == 1)
-				sg_log_warn("the Daytona toolbox ends requests sooner than toolbox_timeout_ms (%lld ms) says; lower it",
-					    (long long)de->limit_ms);
-			/* Cancelled: a failed trip, which the driver reads as the cancel. */
-			if (sg_cancel_sleep(cancel, t->quick408 > 10 ? 1000 : 100 * t->quick408))
-				return SG_JOB_TRIP_FAILED;
-		}
-		return SG_JOB_TRIP_LIVES;
-	}
-	if (!attach && t->j.in_vars &&
-	    (t->r.status == 413 ||
-	     (t->r.status == 200 &&
-	      json_integer_value(json_object_get(t->r.json, "exitCode")) == -1))) {
+	res = json_object_get(r.json, "result");
+	if (r.status == 408) {
+		t = dtn_trip_408(de, j, trip_start, cancel);
+	} else if (!attach && j->in_vars &&
+		   (r.status == 413 ||
+		    (r.status == 200 &&
+		     json_integer_value(json_object_get(r.json, "exitCode")) == -1))) {
 		/*
 		 * The toolbox could not take stdin in variables (a body limit,
 		 * or E2BIG under a small stack limit) and started nothing:
 		 * upload it instead, once.
 		 */
 		sg_log_debug("sandbox %s: stdin in variables refused (HTTP %ld); uploading it",
-			     de->base.id, (long)t->r.status);
-		dtn_job_release(&t->j);
-		t->j.keep_tail = t->keep_tail;
-		rc = dtn_job_prepare(de, t->x, t->dir, t->mark, t->garbage, false, &t->j, cancel, err);
-		return rc ? SG_JOB_TRIP_FATAL : SG_JOB_TRIP_RESTART;
+			     de->rm.base.id, (long)r.status);
+		t = sg_remote_job_unvars(j, cancel, err) ? SG_JOB_TRIP_FATAL : SG_JOB_TRIP_RESTART;
+	} else if (r.status != 200) {
+		rc = dtn_fail(&de->cl, "running a command in the sandbox", &r, SG_OK, err);
+		t = rc == SG_E_NOT_FOUND || rc == SG_E_PERMISSION ? SG_JOB_TRIP_FATAL
+								  : SG_JOB_TRIP_FAILED;
+	} else if (res && sg_buf_add(&j->reply, json_string_value(res), json_string_length(res))) {
+		t = sg_err_set(err, SG_E_INTERNAL, "out of memory") ? SG_JOB_TRIP_FATAL : t;
 	}
-	if (t->r.status != 200) {
-		rc = dtn_fail(&de->cl, "running a command in the sandbox", &t->r, SG_OK, err);
-		return rc == SG_E_NOT_FOUND || rc == SG_E_PERMISSION ? SG_JOB_TRIP_FATAL
-								     : SG_JOB_TRIP_FAILED;
-	}
-	res = dtn_str(t->r.json, "result");
-	*text = res ? res : "";
-	*len = res ? json_string_length(json_object_get(t->r.json, "result")) : 0;
-	return SG_JOB_TRIP_REPLY;
+	dtn_reply_release(&r);
+	return t;
 }
 
-static void dtn_trip_kill(void *ctx)
+/* A short script (remote.h): one toolbox request, which counts as activity. */
+static sg_err dtn_script_op(struct sg_remote *rm, const char *script, json_t *vars, char **reply,
+			    struct sg_cancel *cancel, struct sg_errinfo *err)
 {
-	struct dtn_trip *t = ctx;
-
-	dtn_kill(t->de, t->dir);
+	return dtn_script((struct dtn_env *)rm, script, vars, false, reply, cancel, err);
 }
 
-static sg_err dtn_exec(struct sg_env *env, const struct sg_exec *x,
-		       struct sg_exec_result *out, struct sg_cancel *cancel,
-		       struct sg_errinfo *err)
+/* stdin too large for variables, uploaded first (remote.h). */
+static sg_err dtn_upload_op(struct sg_remote *rm, const char *path, const void *data,
+			    size_t len, unsigned mode, struct sg_cancel *cancel,
+			    struct sg_errinfo *err)
 {
-	struct dtn_env *de = (struct dtn_env *)env;
-	struct sg_buf garbage = SG_BUF_INIT(SG_KiB * 96);
-	struct dtn_trip t = { .de = de, .x = x, .keep_tail = out->keep_tail,
-			      .j = { .keep_tail = out->keep_tail } };
-	char *dir = NULL, mark[SG_JOB_MARK_SIZE], tok[40];
-	struct sg_job_driver d = {
-		.ctx = &t, .mark = mark, .trip = dtn_trip, .kill = dtn_trip_kill,
-		.fails = SG_DAYTONA_TRIP_FAILS, .backoff_ms = SG_HTTP_RETRY_BASE_MS,
-		/* Past this a pending job's own watchdog should have ended it. */
-		.pending_ms = x->timeout_ms > 0 ? x->timeout_ms + 2 * de->limit_ms + 10000 : 0,
-	};
-	int64_t start = sg_now_ms();
-	sg_err rc = SG_OK;
-
-	sg_exec_result_reset(out);
-
-	snprintf(tok, sizeof(tok), "%s-%u", de->nonce, atomic_fetch_add(&de->seq, 1));
-	sg_job_mark(mark);
-	if (asprintf(&dir, "%s/%s", de->run_dir, tok) < 0) {
-		dir = NULL;
-		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
-		goto out;
-	}
-	dtn_take_garbage(de, &garbage);
-	t.dir = dir;
-	t.mark = mark;
-	t.garbage = garbage.p;
-	/* The reply carries the heads as JSON strings: allow for escapes. */
-	t.max_body = (x->max_output + SG_HELPER_STDERR) * 6 + SG_KiB * 64;
-	rc = dtn_job_prepare(de, x, dir, mark, garbage.p, true, &t.j, cancel, err);
-	if (!rc)
-		rc = sg_job_drive(&d, x->max_output, out, cancel, err);
-	if (rc)
-		goto out;
-	dtn_add_garbage(de, dir);
-	if (x->flags & SG_EXEC_DETACHES)
-		dtn_keepalive_arm(de);
-out:
-	out->duration_ms = sg_now_ms() - start;
-	if (t.have_r)
-		dtn_reply_release(&t.r);
-	dtn_job_release(&t.j);
-	sg_buf_release(&garbage);
-	free(dir);
-	return rc;
+	(void)mode; /* the toolbox writes 0644; sg-helper job reads it once */
+	return dtn_upload((struct dtn_env *)rm, path, data, len, NULL, NULL, cancel, err);
 }
 
 /* ---- Keep-alive ------------------------------------------------------------ */
@@ -1446,96 +1277,71 @@ static bool dtn_any_running(const char *reply)
 	return running;
 }
 
-static sg_err dtn_keepalive_run(void *arg, struct sg_cancel *stop)
+/* Tell Daytona the sandbox is active, so that its auto-stop waits. */
+static void dtn_touch(struct dtn_env *de, struct sg_cancel *stop)
 {
-	struct dtn_env *de = arg;
+	char *url = dtn_sandbox_url(&de->cl, de->rm.base.id, "/last-activity");
+	struct sg_errinfo err = { 0 };
+	struct dtn_reply r;
 
-	for (;;) {
-		struct sg_errinfo err = { 0 };
-		unsigned gen;
-		bool armed;
-		char *reply = NULL;
-		json_t *envs;
-		sg_err rc;
-
-		if (sg_cancel_sleep(stop, de->ka_ms))
-			break;
-		pthread_mutex_lock(&de->lock);
-		armed = de->ka_armed;
-		gen = de->ka_gen;
-		pthread_mutex_unlock(&de->lock);
-		if (!armed)
-			continue;
-		envs = json_pack("{s:s, s:s, s:s}", "SG_H", de->base.helper, "SG_CTL",
-				 de->proc_dir, "SG_SESS", de->base.session);
-		/* The question alone must not keep the sandbox up. */
-		rc = envs ? dtn_script(de, dtn_procs_sh, envs, true, &reply, stop, &err)
-			  : SG_E_INTERNAL;
-		json_decref(envs);
-		if (rc) {
-			if (sg_cancel_check(stop))
-				break;
-			sg_log_debug("sandbox %s: keep-alive check failed: %s", de->base.id, err.msg);
-			continue;
-		}
-		if (dtn_any_running(reply)) {
-			char *url = dtn_sandbox_url(&de->cl, de->base.id, "/last-activity");
-			struct dtn_reply r;
-
-			if (url && !dtn_do(&de->cl,
-					   &(struct dtn_call){ .method = "POST", .url = url,
-							       .idempotent = true,
-							       .what = "keeping the sandbox active" },
-					   &r, stop, &err)) {
-				if (r.status >= 300)
-					sg_log_debug("sandbox %s: last-activity answered HTTP %ld",
-						     de->base.id, r.status);
-				dtn_reply_release(&r);
-			}
-			free(url);
-		} else {
-			pthread_mutex_lock(&de->lock);
-			if (de->ka_gen == gen)
-				de->ka_armed = false; /* until the next daemon */
-			pthread_mutex_unlock(&de->lock);
-		}
-		free(reply);
+	if (url && !dtn_do(&de->cl,
+			   &(struct dtn_call){ .method = "POST", .url = url, .idempotent = true,
+					       .what = "keeping the sandbox active" },
+			   &r, stop, &err)) {
+		if (r.status >= 300)
+			sg_log_debug("sandbox %s: last-activity answered HTTP %ld", de->rm.base.id,
+				     r.status);
+		dtn_reply_release(&r);
 	}
-	return SG_OK;
+	free(url);
+}
+
+/* One keep-alive step (remote.h): while a daemon of this session runs. */
+static void dtn_extend(struct sg_remote *rm, struct sg_cancel *stop)
+{
+	struct dtn_env *de = (struct dtn_env *)rm;
+	struct sg_errinfo err = { 0 };
+	unsigned gen;
+	bool armed;
+	char *reply = NULL;
+	json_t *envs;
+	sg_err rc;
+
+	pthread_mutex_lock(&rm->lock);
+	armed = de->ka_armed;
+	gen = de->ka_gen;
+	pthread_mutex_unlock(&rm->lock);
+	if (!armed)
+		return;
+	envs = json_pack("{s:s, s:s, s:s}", "SG_H", rm->base.helper, "SG_CTL", de->proc_dir,
+			 "SG_SESS", rm->base.session);
+	/* The question alone must not keep the sandbox up. */
+	rc = envs ? dtn_script(de, dtn_procs_sh, envs, true, &reply, stop, &err) : SG_E_INTERNAL;
+	json_decref(envs);
+	if (rc && !sg_cancel_check(stop))
+		sg_log_debug("sandbox %s: keep-alive check failed: %s", rm->base.id, err.msg);
+	if (!rc && dtn_any_running(reply)) {
+		dtn_touch(de, stop);
+	} else if (!rc) {
+		pthread_mutex_lock(&rm->lock);
+		if (de->ka_gen == gen)
+			de->ka_armed = false; /* until the next daemon */
+		pthread_mutex_unlock(&rm->lock);
+	}
+	free(reply);
 }
 
 static void dtn_keepalive_arm(struct dtn_env *de)
 {
-	struct sg_errinfo no_thread = { 0 };
-
-	pthread_mutex_lock(&de->lock);
+	pthread_mutex_lock(&de->rm.lock);
 	de->ka_gen++;
 	de->ka_armed = true;
-	if (!de->ka_started && de->base.helper && de->proc_dir) {
-		de->ka = (struct sg_leg){ .run = dtn_keepalive_run, .arg = de };
-		if (sg_leg_start(&de->ka, &no_thread) == SG_OK)
-			de->ka_started = true;
-		else
-			sg_log_warn("sandbox %s: %s; long background processes may be stopped by Daytona's auto-stop",
-				    de->base.id, no_thread.msg);
-	}
-	pthread_mutex_unlock(&de->lock);
+	pthread_mutex_unlock(&de->rm.lock);
+	if (de->rm.base.helper && de->proc_dir)
+		sg_remote_keepalive_start(&de->rm, de->rm.ka_ms);
 }
 
-static void dtn_keepalive_stop(struct dtn_env *de)
-{
-	bool started;
-
-	if (!de->lock_ready)
-		return; /* provision never got as far as the mutex */
-	pthread_mutex_lock(&de->lock);
-	started = de->ka_started;
-	de->ka_started = false;
-	pthread_mutex_unlock(&de->lock);
-	/* Outside the lock: the leg takes it in its loop. */
-	if (started)
-		sg_leg_end(&de->ka, SG_E_CANCELLED);
-}
+static const struct sg_remote_ops dtn_ops;
 
 /* ---- provision ----------------------------------------------------------- */
 
@@ -1603,7 +1409,7 @@ static sg_err dtn_enforce_network(struct dtn_env *de, json_t **dto,
 
 	if (!want)
 		return sg_err_set(err, SG_E_INTERNAL, "out of memory");
-	rc = dtn_network_body(de->base.profile, want, err);
+	rc = dtn_network_body(de->rm.base.profile, want, err);
 	if (rc || dtn_network_matches(want, *dto))
 		goto out;
 	json_object_set_new(want, "networkBlockAll",
@@ -1612,7 +1418,7 @@ static sg_err dtn_enforce_network(struct dtn_env *de, json_t **dto,
 		json_object_set_new(want, "networkAllowList", json_string(""));
 	if (!json_object_get(want, "domainAllowList"))
 		json_object_set_new(want, "domainAllowList", json_string(""));
-	url = dtn_sandbox_url(&de->cl, de->base.id, "/network-settings");
+	url = dtn_sandbox_url(&de->cl, de->rm.base.id, "/network-settings");
 	if (!url) {
 		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
 		goto out;
@@ -1627,7 +1433,7 @@ static sg_err dtn_enforce_network(struct dtn_env *de, json_t **dto,
 	if (!rc && !dtn_network_matches(want, r.json))
 		rc = sg_err_set(err, SG_E_UNSUPPORTED,
 				"sandbox %s does not report the network the profile asks for (network_block_all %s)",
-				de->base.id,
+				de->rm.base.id,
 				json_is_true(json_object_get(r.json, "networkBlockAll")) ? "true" : "false");
 	if (!rc) {
 		json_decref(*dto);
@@ -1647,7 +1453,7 @@ static sg_err dtn_relabel(struct dtn_env *de, const json_t *dto, struct sg_cance
 {
 	json_t *labels = json_deep_copy(json_object_get(dto, "labels")), *ours = dtn_labels(de);
 	json_t *body = NULL;
-	char *url = dtn_sandbox_url(&de->cl, de->base.id, "/labels");
+	char *url = dtn_sandbox_url(&de->cl, de->rm.base.id, "/labels");
 	struct dtn_reply r = { 0 };
 	sg_err rc = SG_OK;
 
@@ -1698,7 +1504,7 @@ static sg_err dtn_keep_forever(struct dtn_env *de, json_t **dto, struct sg_cance
 
 	if (json_is_integer(v) && json_integer_value(v) < 0)
 		return SG_OK;
-	url = dtn_sandbox_url(&de->cl, de->base.id, "/autodelete/-1");
+	url = dtn_sandbox_url(&de->cl, de->rm.base.id, "/autodelete/-1");
 	if (!url)
 		return sg_err_set(err, SG_E_INTERNAL, "out of memory");
 	rc = dtn_do(&de->cl,
@@ -1709,12 +1515,12 @@ static sg_err dtn_keep_forever(struct dtn_env *de, json_t **dto, struct sg_cance
 		rc = dtn_fail(&de->cl, "turning off the sandbox's auto-delete", &r, SG_OK, err);
 	/* Older APIs answer with no body: then the sandbox itself says. */
 	if (!rc && !json_is_integer(json_object_get(r.json, "autoDeleteInterval")))
-		rc = dtn_get(&de->cl, de->base.id, &now, cancel, err);
+		rc = dtn_get(&de->cl, de->rm.base.id, &now, cancel, err);
 	v = json_object_get(now ? now : r.json, "autoDeleteInterval");
 	if (!rc && (!json_is_integer(v) || json_integer_value(v) >= 0))
 		rc = sg_err_set(err, SG_E_UNSUPPORTED,
 				"sandbox %s was made for a session that is not persistent and still reports auto-delete; Daytona would delete the workspace after it stops",
-				de->base.id);
+				de->rm.base.id);
 	if (!rc)
 		json_object_set_new(*dto, "autoDeleteInterval", json_integer(-1));
 	json_decref(now);
@@ -1732,7 +1538,7 @@ static double dtn_num(const json_t *o, const char *key)
 /* What the provider says about the sandbox, as facts (new). */
 static json_t *dtn_facts(const struct dtn_env *de, const json_t *dto)
 {
-	const struct sg_profile *p = de->base.profile;
+	const struct sg_profile *p = de->rm.base.profile;
 	const char *cls = dtn_str(dto, "sandboxClass");
 	json_t *req = json_object(), *app = json_object(), *f, *d;
 
@@ -1767,8 +1573,8 @@ static json_t *dtn_facts(const struct dtn_env *de, const json_t *dto)
 		else if (strcmp(cls, "linux-vm") == 0)
 			json_object_set_new(f, "safety_class", json_string("microvm"));
 	}
-	d = json_pack("{s:s, s:s, s:s?, s:s?, s:s?, s:b, s:I, s:I, s:I}", "sandbox", de->base.id,
-		      "name", de->name, "state", dtn_str(dto, "state"), "target",
+	d = json_pack("{s:s, s:s, s:s?, s:s?, s:s?, s:b, s:I, s:I, s:I}", "sandbox", de->rm.base.id,
+		      "name", de->rm.name, "state", dtn_str(dto, "state"), "target",
 		      dtn_str(dto, "target"), "snapshot", dtn_str(dto, "snapshot"),
 		      "network_block_all", json_is_true(json_object_get(dto, "networkBlockAll")),
 		      "auto_stop_minutes", (json_int_t)dtn_num(dto, "autoStopInterval"),
@@ -1795,29 +1601,6 @@ static sg_err dtn_install_upload(void *ctx, const char *path, int fd, struct sg_
 
 	sg_progress_update("uploading sg-helper");
 	return dtn_upload(ctx, path, NULL, 0, &src, NULL, cancel, err);
-}
-
-/* The installer's step: d, s and u as variables. */
-static sg_err dtn_install_run(void *ctx, const char *script, const char *dir, const char *sha,
-			      const char *upload, const void *in, size_t inlen, char **reply,
-			      struct sg_cancel *cancel, struct sg_errinfo *err)
-{
-	json_t *envs = json_pack("{s:s, s:s, s:s}", "SG_D", dir, "SG_SHA", sha, "SG_UP", upload);
-	char *text = NULL;
-	sg_err rc;
-
-	(void)in; /* the toolbox has no stdin: installs go through upload */
-	(void)inlen;
-	*reply = NULL;
-	if (!envs || asprintf(&text, "exec 2>/dev/null\nd=$SG_D s=$SG_SHA u=$SG_UP\n%s", script) < 0) {
-		text = NULL;
-		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
-	} else {
-		rc = dtn_script(ctx, text, envs, false, reply, cancel, err);
-	}
-	free(text);
-	json_decref(envs);
-	return rc;
 }
 
 /*
@@ -1863,14 +1646,14 @@ static sg_err dtn_beside_setup(void *ctx, char **reply, struct sg_cancel *stop,
  * usually has it (the set-up finds it by checksum) and otherwise receives
  * it through the installer afterwards.
  */
-static sg_err dtn_setup(struct dtn_env *de, struct sg_cancel *cancel, struct sg_errinfo *err)
+static sg_err dtn_setup(struct sg_remote *rm, struct sg_cancel *cancel, struct sg_errinfo *err)
 {
-	struct sg_env *env = &de->base;
+	struct dtn_env *de = (struct dtn_env *)rm;
+	struct sg_env *env = &de->rm.base;
 	struct sg_helper_bin bin = { .fd = -1 };
 	struct sg_install_cost cost = { 0 };
-	struct sg_install in = { .ctx = de, .dir = "/tmp", .nonce = de->nonce,
-				 .run = dtn_install_run, .upload = dtn_install_upload };
-	struct sg_cloud_setup got = { 0 };
+	struct sg_install in = { .ctx = de, .dir = "/tmp", .nonce = de->rm.nonce,
+				 .run = sg_remote_install_run, .upload = dtn_install_upload };
 	char *reply = NULL, *up = NULL, *mark = NULL;
 	/* The set-up answers for itself well within its request's timeout. */
 	int64_t wait_ms = de->limit_ms / 2 < SG_DAYTONA_UPLOAD_WAIT_MS ? de->limit_ms / 2
@@ -1881,7 +1664,7 @@ static sg_err dtn_setup(struct dtn_env *de, struct sg_cancel *cancel, struct sg_
 	rc = sg_helper_bin_open(env->helper_host, &bin, err);
 	if (rc)
 		goto out;
-	if (de->fresh && (rc = sg_install_beside_paths(&in, &bin, &up, &mark, err)))
+	if (de->rm.fresh && (rc = sg_install_beside_paths(&in, &bin, &up, &mark, err)))
 		goto out;
 	envs = sg_cloud_setup_vars(env->root, bin.sha, SG_DAYTONA_SWEEP_MIN, up, mark, wait_ms);
 	if (!envs) {
@@ -1900,24 +1683,10 @@ static sg_err dtn_setup(struct dtn_env *de, struct sg_cancel *cancel, struct sg_
 		rc = dtn_script(de, sg_cloud_setup_sh, envs, false, &reply, cancel, err);
 		dtn_mark("setup answered");
 	}
-	if (!rc)
-		rc = sg_cloud_setup_read(env, reply, bin.sha, up != NULL, "daytona", &got, err);
-	de->base_dir = got.base_dir;
-	if (rc)
-		goto out;
-	if (asprintf(&de->run_dir, "%s/run", de->base_dir) < 0 ||
-	    asprintf(&de->proc_dir, "%s/ctl/proc", de->base_dir) < 0) {
+	rc = sg_remote_setup_read(rm, rc, reply, up != NULL, &in, &bin, &cost, cancel, err);
+	if (!rc && asprintf(&de->proc_dir, "%s/ctl/proc", rm->base_dir) < 0) {
+		de->proc_dir = NULL;
 		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
-		goto out;
-	}
-	if (sg_cloud_flag(reply, "helper")) {
-		cost.bytes = 0; /* found, whatever was sent */
-	} else if (!got.helper) {
-		/* Resumed without it: the installer's upload and step. */
-		in.dir = de->base_dir;
-		rc = sg_install_helper(&in, &bin, &cost, cancel, err);
-		free(env->probe);
-		env->probe = NULL; /* the gateway runs it */
 	}
 	de->install = cost;
 out:
@@ -1940,7 +1709,7 @@ static sg_err dtn_toolbox_base(struct dtn_env *de, const json_t *dto,
 
 	if (!base) {
 		/* Older APIs leave it out of the sandbox; the SDK asks then. */
-		char *url = dtn_sandbox_url(&de->cl, de->base.id, "/toolbox-proxy-url");
+		char *url = dtn_sandbox_url(&de->cl, de->rm.base.id, "/toolbox-proxy-url");
 
 		rc = url ? dtn_do(&de->cl,
 				  &(struct dtn_call){ .url = url,
@@ -1959,7 +1728,7 @@ static sg_err dtn_toolbox_base(struct dtn_env *de, const json_t *dto,
 
 		while (n > 0 && base[n - 1] == '/')
 			n--;
-		if (sg_buf_add(&b, base, n) || sg_buf_addc(&b, '/') || sg_cloud_urlenc(&b, de->base.id))
+		if (sg_buf_add(&b, base, n) || sg_buf_addc(&b, '/') || sg_cloud_urlenc(&b, de->rm.base.id))
 			rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
 		else
 			de->toolbox = sg_buf_take(&b, NULL);
@@ -1976,7 +1745,7 @@ static sg_err dtn_toolbox_base(struct dtn_env *de, const json_t *dto,
 static sg_err dtn_obtain(struct dtn_env *de, json_t **dto, struct sg_cancel *cancel,
 			 struct sg_errinfo *err)
 {
-	struct sg_env *env = &de->base;
+	struct sg_env *env = &de->rm.base;
 	const struct sg_profile *p = env->profile;
 	static const char *const started[] = { "started", NULL };
 	sg_err rc = SG_OK;
@@ -1997,24 +1766,14 @@ static sg_err dtn_obtain(struct dtn_env *de, json_t **dto, struct sg_cancel *can
 		if (round == 0 && !env->known && !env->require_existing)
 			rc = SG_E_NOT_FOUND;
 		else
-			rc = dtn_get(&de->cl, de->name, dto, cancel, err);
+			rc = dtn_get(&de->cl, de->rm.name, dto, cancel, err);
 		if (rc == SG_E_NOT_FOUND) {
-			sg_err_clear(err);
-			if (env->require_existing)
-				return sg_err_set(err, SG_E_WORKSPACE_LOST,
-						  "the sandbox of identity \"%.60s\" (%s) is gone",
-						  env->identity, de->name);
-			if (env->persisted)
-				return sg_cloud_lost(env, de->name, err);
-			sg_progress_begin("create", "creating sandbox %s", de->name);
-			dtn_mark("create sent");
-			rc = dtn_create(de, dto, cancel, err);
-			dtn_mark("create answered");
-			sg_progress_end(rc);
+			bool made;
+
+			rc = sg_remote_create(&de->rm, de->rm.name, dto, &made, cancel, err);
 			if (rc)
 				return rc;
-			sg_crashpoint("adapter:created");
-			env->resumed = !de->fresh;
+			env->resumed = !de->rm.fresh;
 		} else if (rc) {
 			return rc;
 		} else {
@@ -2026,7 +1785,7 @@ static sg_err dtn_obtain(struct dtn_env *de, json_t **dto, struct sg_cancel *can
 			env->resumed = true;
 		}
 		snprintf(env->id, sizeof(env->id), "%s",
-			 dtn_str(*dto, "id") ? dtn_str(*dto, "id") : de->name);
+			 dtn_str(*dto, "id") ? dtn_str(*dto, "id") : de->rm.name);
 		st = dtn_state(*dto);
 		if (strcmp(st, "destroying") == 0 || strcmp(st, "destroyed") == 0) {
 			/* On its way out: wait until it is gone, then decide again. */
@@ -2038,10 +1797,10 @@ static sg_err dtn_obtain(struct dtn_env *de, json_t **dto, struct sg_cancel *can
 			if (rc && rc != SG_E_NOT_FOUND)
 				return rc;
 			sg_err_clear(err);
-			de->fresh = false;
+			de->rm.fresh = false;
 			continue;
 		}
-		if ((strcmp(st, "error") == 0 || strcmp(st, "build_failed") == 0) && !de->fresh &&
+		if ((strcmp(st, "error") == 0 || strcmp(st, "build_failed") == 0) && !de->rm.fresh &&
 		    !p->persistent && !env->require_existing) {
 			/* A kept scratch sandbox that broke: replace it. */
 			rc = dtn_lifecycle(&de->cl, env->id, DTN_DELETE, SG_DAYTONA_START_MS,
@@ -2111,10 +1870,10 @@ static void dtn_stop_started(struct dtn_env *de, bool cancelled)
 	sg_err rc = SG_E_TIMEOUT;
 
 	if (!cancelled) {
-		rc = dtn_keep(&de->cl, de->base.id, NULL, &e);
+		rc = dtn_keep(&de->cl, de->rm.base.id, NULL, &e);
 		goto out;
 	}
-	url = dtn_sandbox_url(&de->cl, de->base.id, "/stop");
+	url = dtn_sandbox_url(&de->cl, de->rm.base.id, "/stop");
 	if (!url) {
 		rc = sg_err_set(&e, SG_E_INTERNAL, "out of memory");
 		goto out;
@@ -2145,8 +1904,8 @@ static void dtn_stop_started(struct dtn_env *de, bool cancelled)
 out:
 	if (rc) {
 		sg_log_warn("sandbox %s was started for a session that failed and may run until Daytona's auto-stop: %s",
-			    de->base.id, e.msg);
-		de->base.may_run = true;
+			    de->rm.base.id, e.msg);
+		de->rm.base.may_run = true;
 	}
 	free(url);
 }
@@ -2161,26 +1920,24 @@ static sg_err dtn_provision(struct sg_env *env, struct sg_cancel *cancel,
 	sg_err rc;
 
 	dtn_mark("provision");
-	if (pthread_mutex_init(&de->lock, NULL) == 0)
-		de->lock_ready = true;
-	if (!de->lock_ready)
-		return sg_err_set(err, SG_E_INTERNAL, "cannot create a mutex");
-	sg_cloud_random_hex(de->nonce, 8);
+	rc = sg_remote_init(&de->rm, &dtn_ops, err);
+	if (rc)
+		return rc;
 	sg_cloud_random_hex(de->create_id, 16);
 	de->limit_ms = dtn_raw_int(p, "toolbox_timeout_ms", SG_DAYTONA_TOOLBOX_MS);
-	de->wait_ms = de->limit_ms - (de->limit_ms / 10 > 1000 ? de->limit_ms / 10 : 1000);
-	de->ka_ms = dtn_raw_int(p, "keepalive_ms",
+	de->rm.wait_ms = de->limit_ms - (de->limit_ms / 10 > 1000 ? de->limit_ms / 10 : 1000);
+	/* Past this a pending job's own watchdog should have ended it. */
+	de->rm.pending_slack_ms = 2 * de->limit_ms + 10000;
+	de->rm.ka_ms = dtn_raw_int(p, "keepalive_ms",
 				dtn_minutes(p->lifetime_seconds) * 60000 / 3);
 	if (env->root[0] != '/')
 		return sg_err_set(err, SG_E_INVALID_ARGUMENT,
 				  "root %s is not an absolute path", env->root);
-	rc = dtn_client_init(&de->cl, p, err);
+	rc = sg_remote_open(&de->rm, p, err);
 	if (rc)
 		return rc;
-	if (!(de->name = sg_cloud_name(env->identity)))
-		return sg_err_set(err, SG_E_INTERNAL, "out of memory");
 	/* Listening from the start, so no state change goes unheard. */
-	de->cl.events = dtn_events_open(de->cl.api, de->cl.key);
+	de->cl.events = dtn_events_open(de->cl.rest.api, de->cl.rest.secret);
 	rc = dtn_obtain(de, &dto, cancel, err);
 	sg_progress_end(rc); /* the "ready" wait, when there was one */
 	dtn_events_close(de->cl.events);
@@ -2208,31 +1965,14 @@ static sg_err dtn_provision(struct sg_env *env, struct sg_cancel *cancel,
 		rc = dtn_relabel(de, dto, cancel, err);
 	if (!rc)
 		rc = dtn_toolbox_base(de, dto, cancel, err);
-	if (!rc) {
-		sg_progress_begin("helper", "preparing sandbox %s", env->id);
-		rc = dtn_setup(de, cancel, err);
-		sg_progress_end(rc);
-	}
+	if (!rc)
+		rc = sg_remote_setup(&de->rm, env->id, cancel, err);
 	if (!rc && !(env->facts = dtn_facts(de, dto)))
 		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
 	dtn_mark("provisioned");
 out:
-	if (rc && de->fresh && env->id[0] && sg_cancel_check(cancel)) {
-		/*
-		 * Cancelled: removing it here would outlast the shutdown
-		 * budget, which the gateway keeps while it settles this.
-		 */
-		env->may_remain = true;
-	} else if (rc && de->fresh && env->id[0]) {
-		/* A failed create leaves nothing behind. */
-		struct sg_errinfo e2 = { 0 };
-
-		if (dtn_remove(&de->cl, env->id, NULL, &e2)) {
-			/* Daytona's own answer, checked by dtn_remove: it is there. */
-			sg_log_err("sandbox %s may remain after a failed provisioning: %s",
-				   env->id, e2.msg);
-			env->may_remain = true;
-		}
+	if (sg_remote_failed(&de->rm, rc, cancel)) {
+		/* A failed create leaves nothing behind (remote.h). */
 	} else if (rc && de->started && env->id[0]) {
 		/* Resumed, then failed: as this provision found it, stopped. */
 		dtn_stop_started(de, sg_cancel_check(cancel) != SG_OK);
@@ -2262,7 +2002,7 @@ static sg_err dtn_get_file(struct sg_env *env, const char *path, int fd, size_t 
 	{
 		struct sg_http_request req = {
 			.url = u.p,
-			.headers = sg_strv_get(&de->cl.headers),
+			.headers = sg_strv_get(&de->cl.rest.headers),
 			.timeout_ms = SG_DAYTONA_CREATE_MS * 5,
 			.sink = sg_http_sink_fd,
 			.sink_payload = &sink,
@@ -2291,22 +2031,14 @@ out:
 
 /* ---- teardown, list, destroy, release ------------------------------- */
 
-static sg_err dtn_teardown(struct sg_env *env, enum sg_fate fate, struct sg_cancel *cancel,
-			   struct sg_errinfo *err)
+/*
+ * Teardown's KEEP (remote.h) stops the sandbox whether or not it is
+ * persistent: the files stay (and use disk quota) until Daytona's
+ * autoDeleteInterval, or for persistent ones autoArchiveInterval, acts.
+ */
+static sg_err dtn_keep_op(struct sg_remote *rm, struct sg_cancel *cancel, struct sg_errinfo *err)
 {
-	struct dtn_env *de = (struct dtn_env *)env;
-
-	dtn_keepalive_stop(de);
-	if (fate == SG_FATE_DETACH || !env->id[0] || !de->cl.api)
-		return SG_OK;
-	/*
-	 * KEEP stops the sandbox whether or not it is persistent: the files
-	 * stay (and use disk quota) until Daytona's autoDeleteInterval, or
-	 * for persistent ones autoArchiveInterval, acts.
-	 */
-	if (fate == SG_FATE_REMOVE)
-		return dtn_remove(&de->cl, env->id, cancel, err);
-	return dtn_keep(&de->cl, env->id, cancel, err);
+	return dtn_keep(&((struct dtn_env *)rm)->cl, rm->base.id, cancel, err);
 }
 
 /* A label's value (sg_cloud_info's getter). */
@@ -2315,106 +2047,129 @@ static const char *dtn_label(const void *labels, const char *key)
 	return dtn_str(labels, key);
 }
 
-static sg_err dtn_list(const struct sg_profile *p, const char *state_dir, sg_env_list_cb cb,
-		       void *payload, struct sg_cancel *cancel, struct sg_errinfo *err)
+/* The URL of one page of p's sandboxes after cursor (new), or NULL. */
+static char *dtn_list_url(const struct dtn_client *cl, const struct sg_profile *p,
+			  const char *cursor)
 {
-	struct dtn_client cl;
 	json_t *filter = json_pack("{s:s, s:s}", DTN_L_MANAGED, "sandgate", DTN_L_PROFILE, p->name);
 	char *fj = filter ? json_dumps(filter, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
-	char *cursor = NULL;
-	sg_err rc;
+	struct sg_buf u = SG_BUF_INIT(SG_PATH_MAX * 2);
+	bool ok = fj && !sg_buf_adds(&u, cl->rest.api) && !sg_buf_adds(&u, "/sandbox?labels=") &&
+		  !sg_cloud_urlenc(&u, fj) && !sg_buf_adds(&u, "&limit=100") &&
+		  !(cursor && (sg_buf_adds(&u, "&cursor=") || sg_cloud_urlenc(&u, cursor)));
 
-	(void)state_dir;
-	rc = fj ? dtn_client_init(&cl, p, err) : sg_err_set(err, SG_E_INTERNAL, "out of memory");
-	if (rc)
-		goto out;
-	for (int page = 0; !rc && page < SG_DAYTONA_LIST_PAGES; page++) {
-		struct sg_buf u = SG_BUF_INIT(SG_PATH_MAX * 2);
-		struct dtn_reply r = { 0 };
-		const json_t *item;
-		const char *next;
-		size_t i;
-		bool stop = false;
-
-		if (sg_buf_adds(&u, cl.api) || sg_buf_adds(&u, "/sandbox?labels=") ||
-		    sg_cloud_urlenc(&u, fj) || sg_buf_adds(&u, "&limit=100") ||
-		    (cursor && (sg_buf_adds(&u, "&cursor=") || sg_cloud_urlenc(&u, cursor)))) {
-			sg_buf_release(&u);
-			rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
-			break;
-		}
-		rc = dtn_do(&cl, &(struct dtn_call){ .url = u.p, .what = "listing sandboxes" }, &r,
-			    cancel, err);
-		sg_buf_release(&u);
-		if (!rc && (r.status != 200 || !json_is_array(json_object_get(r.json, "items"))))
-			rc = dtn_fail(&cl, "listing sandboxes", &r, SG_E_PROVIDER, err);
-		json_array_foreach(rc ? NULL : json_object_get(r.json, "items"), i, item) {
-			struct sg_env_info info;
-
-			/* Gone already: Daytona may list it for a moment longer. */
-			if (dtn_str(item, "state") && strcmp(dtn_str(item, "state"), "destroyed") == 0)
-				continue;
-			sg_cloud_info(dtn_str(item, "id"), dtn_str(item, "state"), dtn_label,
-				      json_object_get(item, "labels"), &info);
-			if (cb(&info, payload)) {
-				stop = true;
-				break;
-			}
-		}
-		next = rc ? NULL : dtn_str(r.json, "nextCursor");
-		free(cursor);
-		cursor = next && *next && !stop ? strdup(next) : NULL;
-		dtn_reply_release(&r);
-		if (!cursor)
-			break;
-	}
-	dtn_client_release(&cl);
-out:
 	json_decref(filter);
 	free(fj);
-	free(cursor);
-	return rc;
+	if (!ok) {
+		sg_buf_release(&u);
+		return NULL;
+	}
+	return sg_buf_take(&u, NULL);
 }
 
-static sg_err dtn_destroy(const struct sg_profile *p, const char *state_dir, const char *id,
-			  struct sg_cancel *cancel, struct sg_errinfo *err)
+/* One page of sandboxes labelled with p's name (remote.h). */
+static sg_err dtn_list_page(struct sg_remote *rm, const struct sg_profile *p,
+			    const char *cursor, json_t **items, char **next,
+			    struct sg_cancel *cancel, struct sg_errinfo *err)
 {
-	struct dtn_client cl;
-	json_t *dto = NULL;
-	const char *m;
+	const struct dtn_client *cl = &((struct dtn_env *)rm)->cl;
+	char *url = dtn_list_url(cl, p, cursor);
+	struct dtn_reply r = { 0 };
+	const char *more;
 	sg_err rc;
 
-	(void)state_dir;
-	rc = dtn_client_init(&cl, p, err);
-	if (rc)
-		return rc;
-	rc = dtn_get(&cl, id, &dto, cancel, err);
-	if (rc == SG_E_NOT_FOUND)
-		rc = sg_err_set(err, rc, "there is no sandbox %s", id);
-	m = rc ? NULL : dtn_str(json_object_get(dto, "labels"), DTN_L_MANAGED);
-	/* An operator's typo must never delete a sandbox sandgate did not make. */
-	if (!rc && (!m || strcmp(m, "sandgate") != 0))
-		rc = sg_err_set(err, SG_E_PERMISSION, "sandbox %s was not made by sandgate", id);
-	if (!rc)
-		rc = dtn_remove(&cl, dtn_str(dto, "id") ? dtn_str(dto, "id") : id, cancel, err);
-	json_decref(dto);
-	dtn_client_release(&cl);
+	if (!url)
+		return sg_err_set(err, SG_E_INTERNAL, "out of memory");
+	rc = dtn_do(cl, &(struct dtn_call){ .url = url, .what = "listing sandboxes" }, &r, cancel,
+		    err);
+	free(url);
+	if (!rc && (r.status != 200 || !json_is_array(json_object_get(r.json, "items"))))
+		rc = dtn_fail(cl, "listing sandboxes", &r, SG_E_PROVIDER, err);
+	*items = rc ? NULL : json_incref(json_object_get(r.json, "items"));
+	more = rc ? NULL : dtn_str(r.json, "nextCursor");
+	*next = more && *more ? strdup(more) : NULL;
+	dtn_reply_release(&r);
 	return rc;
 }
+
+/* An operator's view of a listed sandbox (remote.h). */
+static bool dtn_info(const json_t *item, struct sg_env_info *info)
+{
+	const char *st = dtn_str(item, "state");
+
+	/* Gone already: Daytona may list it for a moment longer. */
+	if (st && strcmp(st, "destroyed") == 0)
+		return false;
+	sg_cloud_info(dtn_str(item, "id"), st, dtn_label, json_object_get(item, "labels"), info);
+	return true;
+}
+
+/* The client, for a session or an operator's call (remote.h). */
+static sg_err dtn_open(struct sg_remote *rm, const struct sg_profile *p, struct sg_errinfo *err)
+{
+	return dtn_client_init(&((struct dtn_env *)rm)->cl, p, err);
+}
+
+/* Sandbox id's view (remote.h): an id or a name. */
+static sg_err dtn_lookup(struct sg_remote *rm, const char *id, json_t **dto,
+			 struct sg_cancel *cancel, struct sg_errinfo *err)
+{
+	return dtn_get(&((struct dtn_env *)rm)->cl, id, dto, cancel, err);
+}
+
+static void dtn_close(struct sg_remote *rm)
+{
+	dtn_client_release(&((struct dtn_env *)rm)->cl);
+}
+
+static const char *dtn_id_of(const json_t *dto)
+{
+	return dtn_str(dto, "id");
+}
+
+/* A label of a sandbox dtn_lookup returned. */
+static const char *dtn_label_of(const json_t *dto, const char *key)
+{
+	return dtn_str(json_object_get(dto, "labels"), key);
+}
+
+static const struct sg_remote_ops dtn_ops = {
+	.provider = "Daytona's toolbox",
+	.inline_max = SG_DAYTONA_INLINE_MAX,
+	.stdin_vars = SG_DAYTONA_STDIN_VARS,
+	.words_in_text = true,
+	.fails = SG_DAYTONA_TRIP_FAILS,
+	.list_pages = SG_DAYTONA_LIST_PAGES,
+	.trip = dtn_trip,
+	.kill = dtn_kill,
+	.upload = dtn_upload_op,
+	.gc = dtn_gc,
+	.done = dtn_done,
+	.extend = dtn_extend,
+	.script = dtn_script_op,
+	.setup = dtn_setup,
+	.keep = dtn_keep_op,
+	.create = dtn_create,
+	.env_size = sizeof(struct dtn_env),
+	.open = dtn_open,
+	.close = dtn_close,
+	.lookup = dtn_lookup,
+	.tag = dtn_label_of,
+	.id_of = dtn_id_of,
+	.remove = dtn_remove,
+	.list_page = dtn_list_page,
+	.info = dtn_info,
+};
+
+SG_REMOTE_OPERATOR(dtn, &dtn_ops)
 
 static void dtn_release(struct sg_env *env)
 {
 	struct dtn_env *de = (struct dtn_env *)env;
 
-	dtn_keepalive_stop(de);
-	if (de->lock_ready)
-		pthread_mutex_destroy(&de->lock);
-	dtn_client_release(&de->cl);
+	sg_remote_release(&de->rm);
 	sg_strv_release(&de->garbage);
-	free(de->name);
 	free(de->toolbox);
-	free(de->base_dir);
-	free(de->run_dir);
 	free(de->proc_dir);
 	sg_env_release_base(env);
 }
@@ -2440,18 +2195,8 @@ static size_t dtn_credential_env(const json_t *raw, const char **names, size_t m
 
 static void dtn_credentials(const struct sg_profile *p, json_t *out)
 {
-	const char *names[3];
-	size_t n = dtn_credential_env(p->raw, names, 3);
-
-	for (size_t i = 0; i < n; i++) {
-		const char *v;
-
-		/* The URL and the region have defaults: only the key is needed. */
-		if (i == 2 && dtn_str(p->raw, "target"))
-			continue;
-		v = getenv(names[i]);
-		json_object_set_new(out, names[i], json_string(v && *v ? "found" : "missing"));
-	}
+	/* The URL has a default, and the region too when the profile sets target. */
+	sg_remote_credentials(dtn_credential_env, dtn_str(p->raw, "target") ? 2 : 3, p, out);
 }
 
 const struct sg_adapter sg_adapter_daytona = {
@@ -2461,9 +2206,9 @@ const struct sg_adapter sg_adapter_daytona = {
 	.fields = dtn_fields,
 	.validate = dtn_validate,
 	.provision = dtn_provision,
-	.exec = dtn_exec,
+	.exec = sg_remote_exec,
 	.get_file = dtn_get_file,
-	.teardown = dtn_teardown,
+	.teardown = sg_remote_teardown,
 	.list = dtn_list,
 	.destroy = dtn_destroy,
 	.release = dtn_release,

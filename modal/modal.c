@@ -77,6 +77,7 @@
 #include "../adapters/exec.h"
 #include "../adapters/install.h"
 #include "../adapters/jobreply.h"
+#include "../adapters/remote.h"
 #include "base/crash.h"
 #include "base/limits.h"
 #include "base/log.h"
@@ -98,22 +99,15 @@ struct mdl_rt {
 };
 
 struct mdl_env {
-	struct sg_env base;
+	struct sg_remote rm; /* first: its base is the env; rm.lock guards rt */
 	struct mdl_client cl;
 	bool cl_ready;
 	char *app;       /* the app's name */
 	char *app_id;
 	char *name;      /* the sandbox name for the identity */
-	char *base_dir;  /* sandgate's directory in the sandbox */
-	char *run_dir;   /* base_dir/run */
 	char *image_id;  /* what the sandbox was created from */
-	bool fresh;      /* this provision created the sandbox */
 	char create_id[33];
-	char nonce[17];
-	atomic_uint seq;
-	pthread_mutex_t lock;
-	bool lock_ready;
-	struct mdl_rt *rt; /* under lock */
+	struct mdl_rt *rt; /* under rm.lock */
 	atomic_uint_fast64_t requests; /* router requests of every exec */
 	atomic_uint_fast64_t execs;
 	struct sg_install_cost install;
@@ -145,8 +139,7 @@ static const char mdl_setup_sh[] =
 	"mkdir -p -- \"$r\" && test -d \"$r\" && printf 'root=1\\n'\n"
 	SG_INSTALL_PROBE_SH;
 
-/* The job: its words in SG_X; with SG_UP, stdin is written there first. */
-static const char mdl_job_sh[] = "eval \"exec $SG_X\"";
+/* The job (remote.h) whose stdin is written to SG_UP first. */
 static const char mdl_job_up_sh[] =
 	"(umask 077; cat >\"$SG_UP\") || exit 126; eval \"exec $SG_X\"";
 
@@ -416,11 +409,11 @@ static sg_err mdl_check_owner(struct mdl_env *me, const char *id, bool *made_her
 	who = mdl_tag(t->tags, t->n_tags, SG_CLOUD_TAG_IDENTITY);
 	c = mdl_tag(t->tags, t->n_tags, SG_CLOUD_TAG_CREATE);
 	lim = mdl_tag(t->tags, t->n_tags, MDL_TAG_LIMITS);
-	mdl_limits(me->base.profile, want);
-	if (!m || strcmp(m, SG_CLOUD_MANAGER) != 0 || !who || strcmp(who, me->base.identity) != 0)
+	mdl_limits(me->rm.base.profile, want);
+	if (!m || strcmp(m, SG_CLOUD_MANAGER) != 0 || !who || strcmp(who, me->rm.base.identity) != 0)
 		rc = sg_err_set(err, SG_E_PROVIDER,
 				"a Modal sandbox named %s exists in app %s and is not sandgate's sandbox for identity \"%.60s\"; terminate or rename it",
-				me->name, me->app, me->base.identity);
+				me->name, me->app, me->rm.base.identity);
 	/*
 	 * Adopting a sandbox made under other limits (another profile or
 	 * binding of the identity, say with the network open) would run this
@@ -429,7 +422,7 @@ static sg_err mdl_check_owner(struct mdl_env *me, const char *id, bool *made_her
 	else if (!lim || strcmp(lim, want) != 0)
 		rc = sg_err_set(err, SG_E_UNSUPPORTED,
 				"sandbox %s of identity \"%.60s\" runs with limits \"%.60s\" and this session asks for \"%s\"; Modal cannot change them on a running sandbox: end it (remove_workspace_on_exit, or `sandgate envs rm %s`) or ask for the same",
-				id, me->base.identity, lim ? lim : "(unknown)", want, id);
+				id, me->rm.base.identity, lim ? lim : "(unknown)", want, id);
 	if (foreign)
 		*foreign = rc != SG_OK;
 	*made_here = !rc && c && strcmp(c, me->create_id) == 0;
@@ -490,10 +483,10 @@ static void mdl_tag_add(struct mdl_tags *t, const char *name, const char *value)
 static void mdl_tags_build(struct mdl_env *me, const char *image, struct mdl_tags *t)
 {
 	t->n = 0;
-	sg_cloud_tags_fill(&me->base, me->create_id, &t->cloud);
+	sg_cloud_tags_fill(&me->rm.base, me->create_id, &t->cloud);
 	for (size_t i = 0; i < t->cloud.n; i++)
 		mdl_tag_add(t, t->cloud.key[i], t->cloud.value[i]);
-	mdl_limits(me->base.profile, t->limits);
+	mdl_limits(me->rm.base.profile, t->limits);
 	mdl_tag_add(t, MDL_TAG_LIMITS, t->limits);
 	if (image)
 		mdl_tag_add(t, MDL_TAG_IMAGE, image);
@@ -509,7 +502,7 @@ static sg_err mdl_tags_set(struct mdl_env *me, const char *image, struct sg_canc
 	sg_err rc;
 
 	mdl_tags_build(me, image, &t);
-	req.sandbox_id = me->base.id;
+	req.sandbox_id = me->rm.base.id;
 	req.environment_name = me->cl.creds.environment;
 	req.n_tags = t.n;
 	req.tags = t.p;
@@ -555,7 +548,7 @@ static char *mdl_record_path(const char *state_dir, const char *app, const char 
 static void mdl_record_read(const struct mdl_env *me, const char *ext, char id[128],
 			    struct timespec *when)
 {
-	char *path = mdl_record_path(me->base.state_dir, me->app, me->name, ext);
+	char *path = mdl_record_path(me->rm.base.state_dir, me->app, me->name, ext);
 	FILE *f = path ? fopen(path, "re") : NULL;
 	struct stat st;
 
@@ -576,12 +569,12 @@ static void mdl_record_read(const struct mdl_env *me, const char *ext, char id[1
 static sg_err mdl_record_write(const struct mdl_env *me, const char *ext, const char *id,
 			       struct sg_errinfo *err)
 {
-	char *path = mdl_record_path(me->base.state_dir, me->app, me->name, ext), *dir = NULL,
+	char *path = mdl_record_path(me->rm.base.state_dir, me->app, me->name, ext), *dir = NULL,
 	     *tmp = NULL;
 	sg_err rc = SG_OK;
 	int fd = -1;
 
-	if (!path || asprintf(&dir, "%s/modal", me->base.state_dir) < 0 ||
+	if (!path || asprintf(&dir, "%s/modal", me->rm.base.state_dir) < 0 ||
 	    asprintf(&tmp, "%s.tmp", path) < 0) {
 		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
 		goto out;
@@ -636,8 +629,8 @@ static void mdl_records_forget(const char *state_dir, const char *app, const cha
 static sg_err mdl_lost(const struct mdl_env *me, const char *live, const char *other,
 		       const char *snap, time_t snap_at, struct sg_errinfo *err)
 {
-	char *path = mdl_record_path(me->base.state_dir, me->app, me->name, MDL_REC_LIVE),
-	     *img = mdl_record_path(me->base.state_dir, me->app, me->name, MDL_REC_IMAGE),
+	char *path = mdl_record_path(me->rm.base.state_dir, me->app, me->name, MDL_REC_LIVE),
+	     *img = mdl_record_path(me->rm.base.state_dir, me->app, me->name, MDL_REC_IMAGE),
 	     *why = NULL;
 	char when[32] = "an unknown time";
 	struct tm tm;
@@ -664,7 +657,7 @@ static sg_err mdl_lost(const struct mdl_env *me, const char *live, const char *o
 		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
 	} else {
 		/* The whole sentence, and the other way out, whatever SG_ERR_MSG cuts. */
-		sg_log_err("modal: identity \"%s\": %s%s%s", me->base.identity, why,
+		sg_log_err("modal: identity \"%s\": %s%s%s", me->rm.base.identity, why,
 			   snap[0] && !other ? "; to start over instead, delete " : "",
 			   snap[0] && !other ? img : "");
 		rc = sg_err_set(err, SG_E_WORKSPACE_LOST, "%s", why);
@@ -684,9 +677,9 @@ static void mdl_rt_drop(struct mdl_env *me, struct mdl_rt *rt)
 
 	if (!rt)
 		return;
-	pthread_mutex_lock(&me->lock);
+	pthread_mutex_lock(&me->rm.lock);
 	last = --rt->refs == 0;
-	pthread_mutex_unlock(&me->lock);
+	pthread_mutex_unlock(&me->rm.lock);
 	if (last) {
 		mdl_router_release(&rt->r);
 		free(rt);
@@ -705,12 +698,12 @@ static sg_err mdl_rt_get(struct mdl_env *me, int64_t wait_ms, struct mdl_rt **ou
 	sg_err rc = SG_OK;
 
 	*out = NULL;
-	pthread_mutex_lock(&me->lock);
+	pthread_mutex_lock(&me->rm.lock);
 	rt = me->rt;
 	if (rt && (!rt->r.exp || (int64_t)time(NULL) + SG_MODAL_ROUTER_REFRESH_S < rt->r.exp)) {
 		rt->refs++;
 		*out = rt;
-		pthread_mutex_unlock(&me->lock);
+		pthread_mutex_unlock(&me->rm.lock);
 		return SG_OK;
 	}
 	/* Opened (or refreshed) under the lock: once an hour, or at start. */
@@ -718,7 +711,7 @@ static sg_err mdl_rt_get(struct mdl_env *me, int64_t wait_ms, struct mdl_rt **ou
 	if (!rt)
 		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
 	if (!rc)
-		rc = mdl_router_open(&me->cl, me->base.id, wait_ms, &rt->r, cancel, err);
+		rc = mdl_router_open(&me->cl, me->rm.base.id, wait_ms, &rt->r, cancel, err);
 	if (!rc) {
 		old = me->rt;
 		rt->refs = 2; /* the env's and the caller's */
@@ -727,7 +720,7 @@ static sg_err mdl_rt_get(struct mdl_env *me, int64_t wait_ms, struct mdl_rt **ou
 	} else {
 		free(rt);
 	}
-	pthread_mutex_unlock(&me->lock);
+	pthread_mutex_unlock(&me->rm.lock);
 	if (old)
 		mdl_rt_drop(me, old);
 	return rc;
@@ -753,7 +746,7 @@ static sg_err mdl_do(struct mdl_env *me, const struct mdl_exec *x, char **out, s
 	mdl_rt_drop(me, rt);
 	atomic_fetch_add(&me->requests, (uint_fast64_t)res.router_calls);
 	atomic_fetch_add(&me->execs, 1);
-	sg_log_debug("modal: sandbox %s: exec of %s: %d router requests", me->base.id,
+	sg_log_debug("modal: sandbox %s: exec of %s: %d router requests", me->rm.base.id,
 		     x->argv[0], res.router_calls);
 	if (!rc && sg_buf_addc(&res.out, '\0'))
 		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
@@ -788,87 +781,11 @@ static bool mdl_var(struct sg_strv *v, const char *name, const char *value, size
 	return sg_strv_addf(v, "%s=%.*s", name, (int)n, value) == SG_OK;
 }
 
-/* One exec's requests: the start's variables and the attach's. */
-struct mdl_job {
-	struct sg_strv start, attach;
-	char *up;         /* where stdin is written first, or NULL */
-};
-
-static void mdl_job_release(struct mdl_job *j)
+/* Give up on the job of prefix dir: it never starts, or its group dies (remote.h). */
+static void mdl_kill(struct sg_remote *rm, const char *dir)
 {
-	sg_strv_release(&j->start);
-	sg_strv_release(&j->attach);
-	free(j->up);
-}
-
-static sg_err mdl_job_prepare(struct mdl_env *me, const struct sg_exec *x, const char *dir,
-			      const char *mark, bool keep_tail, int64_t wait_ms, struct mdl_job *j,
-			      struct sg_errinfo *err)
-{
-	struct sg_buf start = SG_BUF_INIT(SG_MODAL_INLINE_MAX + 1),
-		      attach = SG_BUF_INIT(SG_PATH_MAX * 8), names = SG_BUF_INIT(SG_KiB);
-	const char *in = x->stdin_data;
-	bool vars = in && x->stdin_len > 0 && x->stdin_len <= SG_MODAL_STDIN_VARS &&
-		    !memchr(in, 0, x->stdin_len) && sg_utf8_valid(in, x->stdin_len);
-	struct sg_job_line l = { .helper = me->base.helper, .dir = dir, .mark = mark,
-				 .wait_ms = wait_ms, .keep_tail = keep_tail, .rm = true };
-	sg_err rc = SG_OK;
-
-	for (size_t at = 0, part = 0; vars && at < x->stdin_len; part++) {
-		size_t n = sg_utf8_clip(in + at, x->stdin_len - at, SG_MODAL_INLINE_MAX);
-		char name[32];
-
-		snprintf(name, sizeof(name), "SG_IN%zu", part);
-		if ((names.len && sg_buf_addc(&names, ',')) || sg_buf_adds(&names, name) ||
-		    !mdl_var(&j->start, name, in + at, n)) {
-			rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
-			goto out;
-		}
-		at += n;
-	}
-	if (in && x->stdin_len > 0 && !vars) {
-		if (asprintf(&j->up, "%s.up", dir) < 0) {
-			j->up = NULL;
-			rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
-			goto out;
-		}
-		if (!mdl_var(&j->start, "SG_UP", j->up, strlen(j->up))) {
-			rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
-			goto out;
-		}
-	}
-	l.stdin_vars = vars ? names.p : NULL;
-	l.stdin_file = j->up;
-	rc = sg_job_words(&l, x, me->base.root, &start, &attach);
-	if (rc == SG_E_INVALID_ARGUMENT) {
-		rc = sg_err_set(err, rc, "an empty command");
-		goto out;
-	}
-	if (rc) {
-		rc = sg_err_set(err, SG_E_TOO_LARGE,
-				"the command and its environment are over %d KiB, more than one exec variable carries",
-				(int)(SG_MODAL_INLINE_MAX / SG_KiB));
-		goto out;
-	}
-	if (!sg_utf8_valid(start.p, start.len)) {
-		rc = sg_err_set(err, SG_E_INVALID_ARGUMENT,
-				"the command or its environment holds bytes that are not UTF-8, which Modal's exec variables cannot carry");
-		goto out;
-	}
-	if (!mdl_var(&j->start, "SG_X", start.p, start.len) ||
-	    !mdl_var(&j->attach, "SG_X", attach.p, attach.len))
-		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
-out:
-	sg_buf_release(&start);
-	sg_buf_release(&attach);
-	sg_buf_release(&names);
-	return rc;
-}
-
-/* Give up on the job of prefix dir: it never starts, or its group dies. */
-static void mdl_kill(struct mdl_env *me, const char *dir)
-{
-	const char *argv[] = { me->base.helper, "job", "--dir", dir, "--kill", NULL };
+	struct mdl_env *me = (struct mdl_env *)rm;
+	const char *argv[] = { rm->base.helper, "job", "--dir", dir, "--kill", NULL };
 	struct mdl_exec x = { .argv = argv, .wait_ms = SG_MODAL_KILL_MS, .max_output = SG_KiB,
 			      .merge = true, .no_wait = true };
 	struct sg_errinfo e = { 0 };
@@ -879,108 +796,90 @@ static void mdl_kill(struct mdl_env *me, const char *dir)
 	if (sg_cancel_init(&none) != SG_OK)
 		return;
 	if (mdl_do(me, &x, &reply, &len, &none, &e))
-		sg_log_warn("sandbox %s: cannot stop a cancelled command: %s", me->base.id, e.msg);
+		sg_log_warn("sandbox %s: cannot stop a cancelled command: %s", rm->base.id, e.msg);
 	free(reply);
 	sg_cancel_release(&none);
 }
 
-/* One exec's trips (sg_job_drive). */
-struct mdl_trip {
-	struct mdl_env *me;
-	const struct sg_exec *x;
-	struct mdl_job j;
-	const char *dir;
-	char *reply; /* the last trip's, until the next */
-};
+/* A job's variables (remote.h) as an exec's "NAME=value" list into v. */
+static bool mdl_vars(const json_t *vars, struct sg_strv *v)
+{
+	const char *k;
+	json_t *val;
+
+	json_object_foreach((json_t *)vars, k, val) {
+		if (!mdl_var(v, k, json_string_value(val), json_string_length(val)))
+			return false;
+	}
+	return true;
+}
 
 /*
- * One request of the job: the start, or (for a job that detaches and
- * answered "pending") the attach.  A simple exec's job relays its output
- * through pipes (--rm: no runner, no output files) and the router keeps
- * it by offset, so a broken read reconnects where it stopped (api.c) and
- * nothing attaches later; a trip that fails even so is never sent again
- * under a new exec id (an attach could not read a relayed job's output):
- * the driver kills the job and says it may have run.
+ * One request of the job (remote.h): the start, or (for a job that
+ * detaches and answered "pending") the attach.  A simple exec's job
+ * relays its output through pipes (--rm: no runner, no output files) and
+ * the router keeps it by offset, so a broken read reconnects where it
+ * stopped (api.c) and nothing attaches later; a trip that fails even so
+ * is never sent again under a new exec id (an attach could not read a
+ * relayed job's output): the driver kills the job and says it may have
+ * run.  stdin that is not in variables travels on the start's stdin.
  */
-static enum sg_job_trip mdl_trip(void *ctx, bool attach, const char **text, size_t *len,
+static enum sg_job_trip mdl_trip(struct sg_remote *rm, struct sg_remote_job *j, bool attach,
 				 struct sg_cancel *cancel, struct sg_errinfo *err)
 {
-	struct mdl_trip *t = ctx;
-	const struct sg_exec *x = t->x;
-	const char *argv[] = { "/bin/sh", "-c", mdl_job_sh, NULL }; /* in the environment */
-	bool detaches = (x->flags & SG_EXEC_DETACHES) != 0;
+	const struct sg_exec *x = j->x;
+	const char *argv[] = { "/bin/sh", "-c", SG_JOB_EVAL, NULL }; /* in the environment */
 	struct mdl_exec mx = {
 		.argv = argv, .max_output = x->max_output + SG_HELPER_STDERR + SG_KiB * 4,
 		.merge = true, .no_wait = true,
 	};
+	struct sg_strv v = SG_STRV_INIT;
+	char *reply = NULL;
+	size_t len = 0;
 	sg_err rc;
 
 	/* The job's own timer ends the command; the slack covers the trips. */
-	if (detaches || attach)
+	if ((x->flags & SG_EXEC_DETACHES) || attach)
 		mx.wait_ms = SG_MODAL_JOB_WAIT_MS + SG_MODAL_TRIP_SLACK_MS;
 	else if (x->timeout_ms > 0)
 		mx.wait_ms = x->timeout_ms + SG_MODAL_TRIP_SLACK_MS;
-	mx.env = attach ? sg_strv_get(&t->j.attach) : sg_strv_get(&t->j.start);
-	if (!attach && t->j.up) {
+	if (!attach && j->upload) {
 		argv[2] = mdl_job_up_sh;
 		mx.stdin_data = x->stdin_data;
 		mx.stdin_len = x->stdin_len;
 	}
-	free(t->reply);
-	t->reply = NULL;
-	rc = mdl_do(t->me, &mx, &t->reply, len, cancel, err);
-	*text = t->reply;
+	rc = mdl_vars(attach ? j->attach : j->start, &v)
+		     ? SG_OK : sg_err_set(err, SG_E_INTERNAL, "out of memory");
+	mx.env = sg_strv_get(&v);
+	if (!rc)
+		rc = mdl_do((struct mdl_env *)rm, &mx, &reply, &len, cancel, err);
+	if (!rc && sg_buf_add(&j->reply, reply, len))
+		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
+	free(reply);
+	sg_strv_release(&v);
 	if (rc == SG_E_WORKSPACE_LOST || rc == SG_E_PERMISSION || rc == SG_E_NOT_FOUND) {
 		char why[sizeof(err->msg)];
 
 		snprintf(why, sizeof(why), "%s", err->msg);
 		sg_err_clear(err);
 		sg_err_set(err, rc == SG_E_NOT_FOUND ? SG_E_UNAVAILABLE : rc, "sandbox %s: %s",
-			   t->me->base.id, why);
+			   rm->base.id, why);
 		return SG_JOB_TRIP_FATAL;
 	}
 	return rc ? SG_JOB_TRIP_FAILED : SG_JOB_TRIP_REPLY;
 }
 
-static void mdl_trip_kill(void *ctx)
-{
-	struct mdl_trip *t = ctx;
-
-	mdl_kill(t->me, t->dir);
-}
-
-static sg_err mdl_exec_cmd(struct sg_env *env, const struct sg_exec *x,
-			   struct sg_exec_result *out, struct sg_cancel *cancel,
-			   struct sg_errinfo *err)
-{
-	struct mdl_env *me = (struct mdl_env *)env;
-	struct mdl_trip t = { .me = me, .x = x };
-	char *dir = NULL, mark[SG_JOB_MARK_SIZE];
-	struct sg_job_driver d = { .ctx = &t, .mark = mark, .trip = mdl_trip,
-				   .kill = mdl_trip_kill, .fails = 1, .kill_unseen = true };
-	int64_t start = sg_now_ms();
-	sg_err rc;
-
-	sg_exec_result_reset(out);
-	sg_job_mark(mark);
-	if (asprintf(&dir, "%s/%s-%u", me->run_dir, me->nonce, atomic_fetch_add(&me->seq, 1)) < 0) {
-		dir = NULL;
-		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
-		goto out;
-	}
-	t.dir = dir;
-	/* A job that detaches may answer "pending"; a relayed one waits for its end. */
-	rc = mdl_job_prepare(me, x, dir, mark, out->keep_tail,
-			     (x->flags & SG_EXEC_DETACHES) ? SG_MODAL_JOB_WAIT_MS : 0, &t.j, err);
-	if (!rc)
-		rc = sg_job_drive(&d, x->max_output, out, cancel, err);
-out:
-	out->duration_ms = sg_now_ms() - start;
-	mdl_job_release(&t.j);
-	free(t.reply);
-	free(dir);
-	return rc;
-}
+static const struct sg_remote_ops mdl_ops = {
+	.provider = "Modal's exec variables",
+	.inline_max = SG_MODAL_INLINE_MAX,
+	.stdin_vars = SG_MODAL_STDIN_VARS,
+	.relays = true,
+	.relay_wait_ms = SG_MODAL_JOB_WAIT_MS,
+	.fails = 1,
+	.kill_unseen = true,
+	.trip = mdl_trip,
+	.kill = mdl_kill,
+};
 
 /* The number on text's last non-empty line, or ULLONG_MAX. */
 static unsigned long long last_number(const char *text)
@@ -1037,11 +936,11 @@ static sg_err mdl_get_file(struct sg_env *env, const char *path, int fd, size_t 
 		rc = sg_err_set(err, SG_E_NOT_FOUND, "%s does not exist", path);
 	else if (!rc && res.code != 0)
 		rc = sg_err_set(err, SG_E_NOT_FOUND, "%s cannot be read in sandbox %s: %.160s",
-				path, me->base.id, why);
+				path, me->rm.base.id, why);
 	else if (!rc && (now = last_number(why)) != res.out_total)
 		rc = sg_err_set(err, SG_E_PROVIDER,
 				"%s: %llu bytes arrived from sandbox %s, and the file now holds %llu (it changed while it was read, or the router cut its output short)",
-				path, (unsigned long long)res.out_total, me->base.id,
+				path, (unsigned long long)res.out_total, me->rm.base.id,
 				(unsigned long long)now);
 	mdl_exec_result_release(&res);
 	return rc;
@@ -1089,7 +988,7 @@ static sg_err mdl_create_v2(struct mdl_env *me, Modal__Client__Sandbox *def,
 		rc = sg_err_set(err, SG_E_PROVIDER, "Modal's create gave no sandbox id");
 	if (rc)
 		goto out;
-	snprintf(me->base.id, sizeof(me->base.id), "%s", resp->sandbox_id);
+	snprintf(me->rm.base.id, sizeof(me->rm.base.id), "%s", resp->sandbox_id);
 	acc = resp->command_router_access;
 	if (!acc || !resp->task_id[0] || !acc->url[0] || !acc->jwt[0])
 		goto out;
@@ -1097,15 +996,15 @@ static sg_err mdl_create_v2(struct mdl_env *me, Modal__Client__Sandbox *def,
 	if (rt && mdl_router_attach(&me->cl, resp->task_id, acc->url, acc->jwt, &rt->r,
 				    &soft) == SG_OK) {
 		rt->refs = 1; /* the env's */
-		pthread_mutex_lock(&me->lock);
+		pthread_mutex_lock(&me->rm.lock);
 		if (!me->rt) {
 			me->rt = rt;
 			rt = NULL;
 		}
-		pthread_mutex_unlock(&me->lock);
+		pthread_mutex_unlock(&me->rm.lock);
 	} else {
 		sg_log_warn("Modal's access to the router of sandbox %s is unusable (%s); "
-			    "asking for it again", me->base.id, soft.msg[0] ? soft.msg : "out of memory");
+			    "asking for it again", me->rm.base.id, soft.msg[0] ? soft.msg : "out of memory");
 	}
 	if (rt)
 		mdl_router_release(&rt->r);
@@ -1122,12 +1021,12 @@ out:
 
 /*
  * SandboxCreate from image.  *status is the gRPC status; rc SG_OK means a
- * sandbox id in me->base.id.
+ * sandbox id in me->rm.base.id.
  */
 static sg_err mdl_create_once(struct mdl_env *me, const char *image, int *status,
 			      struct sg_cancel *cancel, struct sg_errinfo *err)
 {
-	const struct sg_profile *p = me->base.profile;
+	const struct sg_profile *p = me->rm.base.profile;
 	Modal__Client__SandboxCreateRequest req = MODAL__CLIENT__SANDBOX_CREATE_REQUEST__INIT;
 	Modal__Client__SandboxCreateResponse *resp = NULL;
 	Modal__Client__Sandbox def = MODAL__CLIENT__SANDBOX__INIT;
@@ -1186,7 +1085,7 @@ static sg_err mdl_create_once(struct mdl_env *me, const char *image, int *status
 	if (!rc && !resp->sandbox_id[0])
 		rc = sg_err_set(err, SG_E_PROVIDER, "Modal's create gave no sandbox id");
 	if (!rc)
-		snprintf(me->base.id, sizeof(me->base.id), "%s", resp->sandbox_id);
+		snprintf(me->rm.base.id, sizeof(me->rm.base.id), "%s", resp->sandbox_id);
 	if (resp)
 		protobuf_c_message_free_unpacked(&resp->base, NULL);
 	return rc;
@@ -1238,7 +1137,7 @@ static sg_err mdl_create(struct mdl_env *me, const char *image, bool from_snapsh
 	sg_progress_begin("create", "creating sandbox %s", me->name);
 	rc = mdl_create_once(me, image, &status, cancel, &once);
 	if (!rc) {
-		me->fresh = true;
+		me->rm.fresh = true;
 		sg_progress_end(rc);
 		sg_crashpoint("adapter:created");
 		return SG_OK;
@@ -1247,25 +1146,25 @@ static sg_err mdl_create(struct mdl_env *me, const char *image, bool from_snapsh
 	if (status == SG_GRPC_NOT_FOUND && from_snapshot)
 		return sg_err_set(err, SG_E_WORKSPACE_LOST,
 				  "the snapshot of identity \"%.60s\" (image %s) is gone at Modal",
-				  me->base.identity, image);
+				  me->rm.base.identity, image);
 	if (mdl_create_refused(status, rc))
 		return sg_err_set(err, rc, "creating the sandbox failed: %s", once.msg);
 	if (sg_cancel_check(cancel)) {
-		me->base.may_remain = true;
+		me->rm.base.may_remain = true;
 		return sg_err_set(err, sg_cancel_check(cancel), "creating the sandbox was cancelled");
 	}
 	/* What does the name hold now? */
-	lr = mdl_by_name(me, me->base.id, cancel, &look);
+	lr = mdl_by_name(me, me->rm.base.id, cancel, &look);
 	if (!lr)
-		lr = mdl_check_owner(me, me->base.id, &mine, &foreign, cancel, &look);
+		lr = mdl_check_owner(me, me->rm.base.id, &mine, &foreign, cancel, &look);
 	if (!lr) {
-		me->fresh = mine;
-		me->base.resumed = !mine;
+		me->rm.fresh = mine;
+		me->rm.base.resumed = !mine;
 		if (mine)
 			sg_crashpoint("adapter:created");
 		return SG_OK;
 	}
-	me->base.id[0] = '\0';
+	me->rm.base.id[0] = '\0';
 	/*
 	 * Whose it is cannot be told (even ALREADY_EXISTS may answer our own
 	 * retried create, and a lookup whose reply cannot be read proves
@@ -1275,7 +1174,7 @@ static sg_err mdl_create(struct mdl_env *me, const char *image, bool from_snapsh
 	 */
 	if (foreign)
 		return sg_err_set(err, lr, "%s", look.msg);
-	me->base.may_remain = true;
+	me->rm.base.may_remain = true;
 	return sg_err_set(err, status == SG_GRPC_ALREADY_EXISTS ? SG_E_PROVIDER : rc,
 			  "creating the sandbox failed: %s; %s", once.msg,
 			  lr == SG_E_NOT_FOUND ? "no sandbox of that name appeared"
@@ -1312,9 +1211,9 @@ static sg_err mdl_install_run(void *ctx, const char *script, const char *dir, co
  */
 static sg_err mdl_setup(struct mdl_env *me, struct sg_cancel *cancel, struct sg_errinfo *err)
 {
-	struct sg_env *env = &me->base;
+	struct sg_env *env = &me->rm.base;
 	struct sg_helper_bin bin = { .fd = -1 };
-	struct sg_install in = { .ctx = me, .dir = "/tmp", .nonce = me->nonce,
+	struct sg_install in = { .ctx = me, .dir = "/tmp", .nonce = me->rm.nonce,
 				 .run = mdl_install_run };
 	struct sg_strv v = { 0 };
 	char *reply = NULL, *e = NULL, *probe;
@@ -1322,18 +1221,18 @@ static sg_err mdl_setup(struct mdl_env *me, struct sg_cancel *cancel, struct sg_
 	sg_err rc;
 
 	rc = sg_helper_bin_open(env->helper_host, &bin, err);
-	if (!rc && me->fresh)
+	if (!rc && me->rm.fresh)
 		rc = sg_helper_bin_load(&bin, err);
 	if (rc)
 		goto out;
 	if (!mdl_var(&v, "SG_ROOT", env->root, strlen(env->root)) ||
 	    !mdl_var(&v, "SG_SHA", bin.sha, strlen(bin.sha)) ||
-	    !mdl_var(&v, "SG_PROBE", "1", 1) || (me->fresh && !mdl_var(&v, "SG_UP", "-", 1))) {
+	    !mdl_var(&v, "SG_PROBE", "1", 1) || (me->rm.fresh && !mdl_var(&v, "SG_UP", "-", 1))) {
 		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
 		goto out;
 	}
-	rc = mdl_script(me, mdl_setup_sh, sg_strv_get(&v), me->fresh ? bin.data : NULL,
-			me->fresh ? (size_t)bin.size : 0, &reply, cancel, err);
+	rc = mdl_script(me, mdl_setup_sh, sg_strv_get(&v), me->rm.fresh ? bin.data : NULL,
+			me->rm.fresh ? (size_t)bin.size : 0, &reply, cancel, err);
 	if (rc)
 		goto out;
 	if ((e = sg_cloud_kv(reply, "error"))) {
@@ -1346,35 +1245,36 @@ static sg_err mdl_setup(struct mdl_env *me, struct sg_cancel *cancel, struct sg_
 				env->id);
 		goto out;
 	}
-	me->base_dir = e;
+	rc = sg_remote_dirs(&me->rm, SG_OK, e, err);
 	e = NULL;
+	if (rc)
+		goto out;
 	if (!sg_cloud_flag(reply, "root")) {
 		rc = sg_err_set(err, SG_E_PROVIDER, "sandbox %s: cannot create root %s", env->id,
 				env->root);
 		goto out;
 	}
-	if (asprintf(&me->run_dir, "%s/run", me->base_dir) < 0 ||
-	    asprintf(&env->ctl_dir, "%s/ctl", me->base_dir) < 0 ||
-	    asprintf(&env->helper, "%s/sg-helper-%s", me->base_dir, bin.sha) < 0) {
+	if (asprintf(&env->ctl_dir, "%s/ctl", me->rm.base_dir) < 0 ||
+	    asprintf(&env->helper, "%s/sg-helper-%s", me->rm.base_dir, bin.sha) < 0) {
 		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
 		goto out;
 	}
 	if (!sg_cloud_flag(reply, "helper") && !sg_cloud_flag(reply, "installed")) {
 		char *ie = sg_cloud_kv(reply, "install_error");
 
-		if (ie || me->fresh) {
+		if (ie || me->rm.fresh) {
 			rc = sg_err_set(err, SG_E_PROVIDER, "sandbox %s: installing sg-helper failed: %s",
 					env->id, ie ? ie : "no answer");
 			free(ie);
 			goto out;
 		}
 		/* A resumed sandbox without it: install, then probe via the gateway. */
-		in.dir = me->base_dir;
+		in.dir = me->rm.base_dir;
 		rc = sg_install_helper(&in, &bin, &me->install, cancel, err);
 		goto out;
 	}
-	me->install.requests = me->fresh ? 1 : 0;
-	me->install.bytes = me->fresh ? bin.size : 0;
+	me->install.requests = me->rm.fresh ? 1 : 0;
+	me->install.bytes = me->rm.fresh ? bin.size : 0;
 	me->install.ms = sg_now_ms() - t0;
 	probe = strstr(reply, "probe<<\n");
 	if (probe && !(env->probe = strdup(probe + 8)))
@@ -1389,7 +1289,7 @@ out:
 
 static json_t *mdl_facts(const struct mdl_env *me)
 {
-	const struct sg_profile *p = me->base.profile;
+	const struct sg_profile *p = me->rm.base.profile;
 	json_t *req = json_object(), *app = json_object(), *f;
 
 	if (p->cpus > 0) {
@@ -1412,7 +1312,7 @@ static json_t *mdl_facts(const struct mdl_env *me)
 		      "remote_host", "isolation", "host_filesystem_restricted", 1,
 		      "helper_install", "bytes", (json_int_t)me->install.bytes, "requests",
 		      me->install.requests, "ms", (json_int_t)me->install.ms, "modal", "sandbox",
-		      me->base.id, "name", me->name, "app", me->app, "image", me->image_id ? me->image_id : "",
+		      me->rm.base.id, "name", me->name, "app", me->app, "image", me->image_id ? me->image_id : "",
 		      "timeout_secs", (json_int_t)mdl_timeout_secs(p), "network_blocked",
 		      p->network != SG_NET_DEFAULT);
 	return f;
@@ -1421,7 +1321,7 @@ static json_t *mdl_facts(const struct mdl_env *me)
 /* Find or make the sandbox; sets base.id, fresh, resumed, image_id. */
 static sg_err mdl_obtain(struct mdl_env *me, struct sg_cancel *cancel, struct sg_errinfo *err)
 {
-	const struct sg_profile *p = me->base.profile;
+	const struct sg_profile *p = me->rm.base.profile;
 	char snap[128], live[128];
 	struct timespec snap_at, live_at;
 	bool mine;
@@ -1442,8 +1342,8 @@ static sg_err mdl_obtain(struct mdl_env *me, struct sg_cancel *cancel, struct sg
 	    (snap_at.tv_sec > live_at.tv_sec ||
 	     (snap_at.tv_sec == live_at.tv_sec && snap_at.tv_nsec > live_at.tv_nsec))) {
 		sg_log_info("modal: identity \"%s\": the snapshot %s was recorded after sandbox %s, so it holds the work",
-			    me->base.identity, snap, live);
-		mdl_record_forget(me->base.state_dir, me->app, me->name, MDL_REC_LIVE);
+			    me->rm.base.identity, snap, live);
+		mdl_record_forget(me->rm.base.state_dir, me->app, me->name, MDL_REC_LIVE);
 		live[0] = '\0';
 	}
 	/*
@@ -1453,39 +1353,39 @@ static sg_err mdl_obtain(struct mdl_env *me, struct sg_cancel *cancel, struct sg
 	 * which mdl_create answers with the lookup and the owner check.
 	 */
 	rc = SG_E_NOT_FOUND;
-	if (me->base.known || me->base.require_existing || snap[0] || live[0])
-		rc = mdl_by_name(me, me->base.id, cancel, err);
-	if (!rc && live[0] && strcmp(me->base.id, live) != 0) {
+	if (me->rm.base.known || me->rm.base.require_existing || snap[0] || live[0])
+		rc = mdl_by_name(me, me->rm.base.id, cancel, err);
+	if (!rc && live[0] && strcmp(me->rm.base.id, live) != 0) {
 		/* Not the sandbox whose work is unsnapshotted: that one is gone. */
-		rc = mdl_lost(me, live, me->base.id, snap, snap_at.tv_sec, err);
-		me->base.id[0] = '\0';
+		rc = mdl_lost(me, live, me->rm.base.id, snap, snap_at.tv_sec, err);
+		me->rm.base.id[0] = '\0';
 		return rc;
 	}
 	if (!rc) {
-		rc = mdl_check_owner(me, me->base.id, &mine, NULL, cancel, err);
+		rc = mdl_check_owner(me, me->rm.base.id, &mine, NULL, cancel, err);
 		if (!rc)
-			me->base.resumed = true;
+			me->rm.base.resumed = true;
 		return rc;
 	}
-	me->base.id[0] = '\0';
+	me->rm.base.id[0] = '\0';
 	if (rc != SG_E_NOT_FOUND)
 		return rc;
 	/* The sandbox that held the newest work is gone: never a silent step back. */
 	if (live[0])
 		return mdl_lost(me, live, NULL, snap, snap_at.tv_sec, err);
-	if (me->base.require_existing && !snap[0])
+	if (me->rm.base.require_existing && !snap[0])
 		return sg_err_set(err, SG_E_WORKSPACE_LOST,
 				  "identity \"%.60s\" has no sandbox or snapshot in Modal app %s",
-				  me->base.identity, me->app);
+				  me->rm.base.identity, me->app);
 	if (snap[0]) {
 		me->image_id = strdup(snap);
 		if (!me->image_id)
 			return sg_err_set(err, SG_E_INTERNAL, "out of memory");
 		rc = mdl_create(me, snap, true, cancel, err);
 		if (rc == SG_E_WORKSPACE_LOST)
-			mdl_record_forget(me->base.state_dir, me->app, me->name, MDL_REC_IMAGE);
+			mdl_record_forget(me->rm.base.state_dir, me->app, me->name, MDL_REC_IMAGE);
 		if (!rc)
-			me->base.resumed = true;
+			me->rm.base.resumed = true;
 		return rc;
 	}
 	rc = mdl_image_for(me, p->image ? p->image : MDL_IMAGE_DEFAULT, &me->image_id, cancel, err);
@@ -1502,12 +1402,11 @@ static sg_err mdl_provision(struct sg_env *env, struct sg_cancel *cancel,
 	struct mdl_rt *rt = NULL;
 	sg_err rc;
 
-	if (pthread_mutex_init(&me->lock, NULL) != 0)
-		return sg_err_set(err, SG_E_INTERNAL, "cannot create a mutex");
-	me->lock_ready = true;
+	rc = sg_remote_init(&me->rm, &mdl_ops, err);
+	if (rc)
+		return rc;
 	atomic_init(&me->requests, 0);
 	atomic_init(&me->execs, 0);
-	sg_cloud_random_hex(me->nonce, 8);
 	sg_cloud_random_hex(me->create_id, 16);
 	if (env->root[0] != '/')
 		return sg_err_set(err, SG_E_INVALID_ARGUMENT, "root %s is not an absolute path",
@@ -1554,10 +1453,10 @@ static sg_err mdl_provision(struct sg_env *env, struct sg_cancel *cancel,
 	if (!rc && p->persistent)
 		rc = mdl_record_write(me, MDL_REC_LIVE, env->id, err);
 out:
-	if (rc && me->fresh && env->id[0] && sg_cancel_check(cancel)) {
+	if (rc && me->rm.fresh && env->id[0] && sg_cancel_check(cancel)) {
 		/* Cancelled: the gateway settles it within its budget. */
 		env->may_remain = true;
-	} else if (rc && me->fresh && env->id[0]) {
+	} else if (rc && me->rm.fresh && env->id[0]) {
 		/* A failed create leaves nothing behind. */
 		struct sg_errinfo e2 = { 0 };
 
@@ -1579,27 +1478,27 @@ static sg_err mdl_keep(struct mdl_env *me, struct sg_cancel *cancel, struct sg_e
 	char *image = NULL;
 	sg_err rc;
 
-	sg_progress_begin("snapshot", "snapshotting sandbox %s", me->base.id);
+	sg_progress_begin("snapshot", "snapshotting sandbox %s", me->rm.base.id);
 	rc = mdl_rt_get(me, SG_MODAL_CALL_MS, &rt, cancel, err);
 	if (!rc)
-		rc = mdl_snapshot(&rt->r, mdl_raw_int(me->base.profile, "snapshot_ttl_seconds",
+		rc = mdl_snapshot(&rt->r, mdl_raw_int(me->rm.base.profile, "snapshot_ttl_seconds",
 						      MDL_SNAPSHOT_TTL_DEFAULT_S),
 				  SG_MODAL_IMAGE_MS, &image, cancel, err);
 	mdl_rt_drop(me, rt);
 	sg_progress_end(rc);
 	if (rc)
-		return sg_err_set(err, rc, "snapshotting sandbox %s: %s", me->base.id, err->msg);
+		return sg_err_set(err, rc, "snapshotting sandbox %s: %s", me->rm.base.id, err->msg);
 	rc = mdl_record_write(me, MDL_REC_IMAGE, image, err);
 	if (!rc) {
 		struct sg_errinfo e2 = { 0 };
 
 		/* The snapshot holds the newest work now, not the sandbox. */
-		mdl_record_forget(me->base.state_dir, me->app, me->name, MDL_REC_LIVE);
+		mdl_record_forget(me->rm.base.state_dir, me->app, me->name, MDL_REC_LIVE);
 		/* The tag helps an operator; the record on this host is what resumes. */
 		if (mdl_tags_set(me, image, cancel, &e2))
-			sg_log_warn("sandbox %s: cannot tag it with its snapshot: %s", me->base.id,
+			sg_log_warn("sandbox %s: cannot tag it with its snapshot: %s", me->rm.base.id,
 				    e2.msg);
-		rc = mdl_terminate(&me->cl, me->base.id, cancel, err);
+		rc = mdl_terminate(&me->cl, me->rm.base.id, cancel, err);
 	}
 	free(image);
 	return rc;
@@ -1713,15 +1612,12 @@ static void mdl_release(struct sg_env *env)
 		free(me->rt);
 		me->rt = NULL;
 	}
-	if (me->lock_ready)
-		pthread_mutex_destroy(&me->lock);
+	sg_remote_release(&me->rm);
 	if (me->cl_ready)
 		mdl_client_release(&me->cl);
 	free(me->app);
 	free(me->app_id);
 	free(me->name);
-	free(me->base_dir);
-	free(me->run_dir);
 	free(me->image_id);
 	sg_env_release_base(env);
 }
@@ -1764,7 +1660,7 @@ const struct sg_adapter sg_adapter_modal = {
 	.fields = mdl_fields,
 	.validate = mdl_validate,
 	.provision = mdl_provision,
-	.exec = mdl_exec_cmd,
+	.exec = sg_remote_exec,
 	.get_file = mdl_get_file,
 	.teardown = mdl_teardown,
 	.list = mdl_envs_list,

@@ -92,7 +92,6 @@ sg_err vcl_client_init(struct vcl_client *c, const struct sg_profile *p,
 	const char *team = vcl_str(raw, "team"), *project = vcl_str(raw, "project");
 	const char *url = vcl_str(raw, "api_url");
 	struct vcl_claims cl;
-	size_t n;
 	sg_err rc = SG_OK;
 
 	memset(c, 0, sizeof(*c));
@@ -138,22 +137,14 @@ sg_err vcl_client_init(struct vcl_client *c, const struct sg_profile *p,
 		return sg_err_set(err, SG_E_INVALID_ARGUMENT,
 				  "the Vercel token, team or project (profile \"%s\") holds a character it cannot hold",
 				  p->name);
-	c->api = strdup(url);
-	c->token = strdup(token);
+	rc = sg_rest_init(&c->rest, url, token,
+			  (const char *[]){ "Accept: */*", "User-Agent: sandgate/" SG_VERSION, NULL },
+			  err);
+	if (rc)
+		return rc;
 	c->team = strdup(team);
 	c->project = strdup(project);
-	if (!c->api || !c->token || !c->team || !c->project)
-		rc = SG_E_INTERNAL;
-	n = c->api ? strlen(c->api) : 0;
-	while (n > 0 && c->api[n - 1] == '/')
-		c->api[--n] = '\0';
-	if (!rc)
-		rc = sg_strv_addf(&c->headers, "Authorization: Bearer %s", token);
-	if (!rc)
-		rc = sg_strv_addv(&c->headers, (const char *[]){ "Accept: */*",
-								 "User-Agent: sandgate/" SG_VERSION,
-								 NULL });
-	if (rc) {
+	if (!c->team || !c->project) {
 		vcl_client_release(c);
 		return sg_err_set(err, SG_E_INTERNAL, "out of memory");
 	}
@@ -162,17 +153,9 @@ sg_err vcl_client_init(struct vcl_client *c, const struct sg_profile *p,
 
 void vcl_client_release(struct vcl_client *c)
 {
-	if (c->token) {
-		/* Not a guarantee against every copy, but no stale token here. */
-		memset(c->token, 0, strlen(c->token));
-		free(c->token);
-	}
-	for (size_t i = 0; i < c->headers.n; i++)
-		memset(c->headers.v[i], 0, strlen(c->headers.v[i]));
-	free(c->api);
+	sg_rest_release(&c->rest);
 	free(c->team);
 	free(c->project);
-	sg_strv_release(&c->headers);
 	memset(c, 0, sizeof(*c));
 }
 
@@ -218,7 +201,7 @@ sg_err vcl_do(struct vcl_client *c, const struct vcl_call *call, struct vcl_repl
 	out->sent_ms = sg_now_ms();
 	sg_http_response_init(&resp, call->sink ? SG_HTTP_ERROR_BODY
 			      : call->max_body ? (size_t)call->max_body : SG_VERCEL_REPLY_MAX);
-	rc = sg_strv_addv(&hdrs, sg_strv_get(&c->headers));
+	rc = sg_strv_addv(&hdrs, sg_strv_get(&c->rest.headers));
 	if (!rc && call->extra_headers)
 		rc = sg_strv_addv(&hdrs, call->extra_headers);
 	if (!rc && call->body) {
@@ -230,14 +213,12 @@ sg_err vcl_do(struct vcl_client *c, const struct vcl_call *call, struct vcl_repl
 		body_len = call->raw_len;
 		type = call->raw_type;
 	}
-	if (!rc && (sg_buf_adds(&url, c->api) || sg_buf_adds(&url, call->path) ||
+	if (!rc && (sg_buf_adds(&url, c->rest.api) || sg_buf_adds(&url, call->path) ||
 		    sg_buf_adds(&url, "?teamId=") || sg_cloud_urlenc(&url, c->team) ||
 		    (call->query && (sg_buf_addc(&url, '&') || sg_buf_adds(&url, call->query)))))
 		rc = SG_E_INTERNAL;
 	if (rc) {
-		rc = sg_err_set(err, rc == SG_E_TOO_LARGE ? rc : SG_E_INTERNAL,
-				rc == SG_E_TOO_LARGE ? "the request to Vercel is too large"
-						     : "out of memory");
+		rc = sg_rest_failed(rc, "Vercel", NULL, NULL, NULL, err);
 		goto out;
 	}
 	{
@@ -266,8 +247,7 @@ sg_err vcl_do(struct vcl_client *c, const struct vcl_call *call, struct vcl_repl
 	}
 	if (rc) {
 		/* inner names the method and host; say what it was for. */
-		rc = sg_err_set(err, rc, "%s: %s", call->what ? call->what : "a Vercel call",
-				inner.msg);
+		rc = sg_rest_failed(rc, "Vercel", call->what, "a Vercel call", &inner, err);
 		goto out;
 	}
 	out->status = resp.status;
@@ -300,7 +280,7 @@ sg_err vcl_fail(const struct vcl_client *c, const char *what, const struct vcl_r
 	if (!code)
 		code = SG_E_PROVIDER;
 	snprintf(msg, sizeof(msg), "%s", m ? m : "");
-	sg_cloud_scrub(msg, c ? c->token : NULL);
+	sg_cloud_scrub(msg, c ? c->rest.secret : NULL);
 	if (strlen(msg) >= SG_VERCEL_MSG_SHOWN)
 		memcpy(msg + SG_VERCEL_MSG_SHOWN - 3, "...", 4);
 	/* One line: a message with line breaks would break logs apart. */

@@ -28,6 +28,7 @@
 #include <stdint.h>
 
 #include "../adapters/adapter.h"
+#include "../adapters/cloud.h"
 #include "../adapters/http.h"
 #include "../adapters/ndjson.h"
 #include "base/strv.h"
@@ -41,12 +42,10 @@
 #define VCL_API_DEFAULT "https://api.vercel.com"
 
 struct vcl_client {
-	char *api;     /* the API base URL, without a trailing slash */
+	struct sg_rest rest; /* the URL, the token (secret) and the headers */
 	char *team;    /* teamId, on every call */
 	char *project; /* projectId */
-	char *token;   /* only for scrubbing sentences */
 	bool oidc;     /* the token is an OIDC token */
-	struct sg_strv headers; /* Authorization and the rest */
 	atomic_uint_fast64_t requests; /* requests sent, retries included */
 };
 

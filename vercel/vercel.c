@@ -67,6 +67,7 @@
 #include "../adapters/install.h"
 #include "../adapters/jobreply.h"
 #include "../adapters/leg.h"
+#include "../adapters/remote.h"
 #include "../adapters/targz.h"
 #include "base/crash.h"
 #include "base/limits.h"
@@ -97,13 +98,9 @@ _Static_assert(SG_VERCEL_UPLOAD_WAIT_MS * 3 / 2 < SG_VERCEL_CALL_MS, "upload wai
 #define VCL_CLOCK_SLACK_MS 1000
 
 struct vcl_env {
-	struct sg_env base;
+	struct sg_remote rm; /* first: its base is the env; rm.lock guards sid */
 	struct vcl_client cl;
-	char *name;       /* the named sandbox */
-	char *base_dir;   /* sandgate's directory in the sandbox */
-	char *run_dir;    /* base_dir/run */
 	int64_t vcpus;    /* asked for, 0: Vercel's default */
-	bool fresh;       /* this provision created the sandbox */
 	/*
 	 * This provision's lookup resumed a stopped sandbox (a new VM, billed):
 	 * a provisioning that fails stops it again (vcl_provision).
@@ -118,15 +115,8 @@ struct vcl_env {
 	 */
 	int64_t doubt_ms;
 	atomic_bool lost; /* its files are gone: no resume brings them back */
-	char nonce[17];
-	atomic_uint seq;
-	pthread_mutex_t lock; /* sid */
-	bool lock_ready;
 	atomic_bool resuming; /* one resume at a time (vcl_resume) */
 	char sid[128];    /* the current session */
-	/* keep-alive: extend-timeout while the session lives */
-	struct sg_leg ka;
-	int64_t ka_ms;
 	struct sg_install_cost install;
 	/*
 	 * sg-helper as the set-up sends it (vcl_prep_start): read and summed
@@ -398,10 +388,10 @@ static sg_err vcl_check_owner(const struct vcl_env *ve, const json_t *got,
 	const char *m = vcl_str(tags, VCL_T_MANAGED), *id = vcl_str(tags, VCL_T_IDENTITY);
 
 	if (!m || strcmp(m, "sandgate") != 0 || !id ||
-	    strncmp(id, ve->base.identity, VCL_TAG_MAX) != 0)
+	    strncmp(id, ve->rm.base.identity, VCL_TAG_MAX) != 0)
 		return sg_err_set(err, SG_E_PROVIDER,
 				  "a Vercel sandbox named %s exists and is not sandgate's sandbox for identity \"%.60s\"; rename or delete it",
-				  ve->name, ve->base.identity);
+				  ve->rm.name, ve->rm.base.identity);
 	return SG_OK;
 }
 
@@ -466,20 +456,20 @@ static sg_err vcl_check_woken(struct vcl_env *ve, const json_t *got, const struc
 	      vcl_started_since(got, look->sent_ms, look->date_ms, look->got_ms)))
 		return SG_OK;
 	ve->woke = true;
-	pthread_mutex_lock(&ve->lock);
+	pthread_mutex_lock(&ve->rm.lock);
 	snprintf(ve->sid, sizeof(ve->sid), "%s", vcl_str(s, "id") ? vcl_str(s, "id") : "");
-	pthread_mutex_unlock(&ve->lock);
-	if (vcl_str(s, "sourceSnapshotId") || !vcl_needs_files(&ve->base))
+	pthread_mutex_unlock(&ve->rm.lock);
+	if (vcl_str(s, "sourceSnapshotId") || !vcl_needs_files(&ve->rm.base))
 		return SG_OK;
 	atomic_store(&ve->lost, true);
 	return sg_err_set(err, SG_E_WORKSPACE_LOST,
 			  "sandbox %s was stopped without a snapshot (it was not persistent then), so its files are gone; a resume would give an empty workspace",
-			  ve->name);
+			  ve->rm.name);
 }
 
 static json_t *vcl_tags(const struct vcl_env *ve)
 {
-	const struct sg_env *env = &ve->base;
+	const struct sg_env *env = &ve->rm.base;
 	char expires[32];
 
 	snprintf(expires, sizeof(expires), "%lld",
@@ -513,7 +503,7 @@ static int64_t vcl_timeout_ms(const struct sg_profile *p)
 
 static sg_err vcl_create_body(struct vcl_env *ve, json_t **out, struct sg_errinfo *err)
 {
-	const struct sg_profile *p = ve->base.profile;
+	const struct sg_profile *p = ve->rm.base.profile;
 	json_t *body = json_object(), *np = vcl_network_policy(p, err);
 	const char *region = vcl_str(p->raw, "region");
 
@@ -524,10 +514,10 @@ static sg_err vcl_create_body(struct vcl_env *ve, json_t **out, struct sg_errinf
 		return err->code ? err->code : sg_err_set(err, SG_E_INTERNAL, "out of memory");
 	}
 	json_object_set_new(body, "projectId", json_string(ve->cl.project));
-	json_object_set_new(body, "name", json_string(ve->name));
+	json_object_set_new(body, "name", json_string(ve->rm.name));
 	json_object_set_new(body, "ports", json_array());
 	json_object_set_new(body, "timeout", json_integer(vcl_timeout_ms(p)));
-	json_object_set_new(body, "persistent", json_boolean(vcl_keeps(&ve->base)));
+	json_object_set_new(body, "persistent", json_boolean(vcl_keeps(&ve->rm.base)));
 	json_object_set_new(body, "networkPolicy", np);
 	json_object_set_new(body, "tags", vcl_tags(ve));
 	if (ve->vcpus > 0)
@@ -548,9 +538,10 @@ static sg_err vcl_create_body(struct vcl_env *ve, json_t **out, struct sg_errinf
  * it is ours.  When no reply settles it, the name is looked up once; if
  * that fails too, whatever the create did may remain (may_remain).
  */
-static sg_err vcl_create(struct vcl_env *ve, json_t **got, struct sg_cancel *cancel,
+static sg_err vcl_create(struct sg_remote *rm, json_t **got, struct sg_cancel *cancel,
 			 struct sg_errinfo *err)
 {
+	struct vcl_env *ve = (struct vcl_env *)rm;
 	struct vcl_reply r = { 0 };
 	struct sg_errinfo once = { 0 };
 	json_t *body = NULL;
@@ -570,7 +561,7 @@ static sg_err vcl_create(struct vcl_env *ve, json_t **got, struct sg_cancel *can
 	if (!rc && r.status == 200 && json_is_object(json_object_get(r.json, "session"))) {
 		*got = r.json;
 		r.json = NULL;
-		ve->fresh = true;
+		ve->rm.fresh = true;
 		vcl_reply_release(&r);
 		return SG_OK;
 	}
@@ -590,14 +581,14 @@ static sg_err vcl_create(struct vcl_env *ve, json_t **got, struct sg_cancel *can
 	sent = r.attempts;
 	vcl_reply_release(&r);
 	if (sg_cancel_check(cancel)) {
-		ve->base.may_remain = rc != SG_OK || sent > 1;
+		ve->rm.base.may_remain = rc != SG_OK || sent > 1;
 		return sg_err_set(err, sg_cancel_check(cancel), "creating the sandbox was cancelled");
 	}
 	/* A conflict or a doubt: what does the name hold now? */
 	{
 		struct sg_errinfo look = { 0 };
 		struct vcl_look lk;
-		sg_err lr = vcl_get(&ve->cl, ve->name, true, 0, got, &lk, cancel, &look);
+		sg_err lr = vcl_get(&ve->cl, ve->rm.name, true, 0, got, &lk, cancel, &look);
 
 		if (lk.unknown)
 			ve->doubt_ms = lk.sent_ms;
@@ -618,14 +609,14 @@ static sg_err vcl_create(struct vcl_env *ve, json_t **got, struct sg_cancel *can
 				return orc;
 			}
 			/* Our own create, repeated: this session's tag is on it. */
-			ve->fresh = sess && strncmp(sess, ve->base.session, VCL_TAG_MAX) == 0;
+			ve->rm.fresh = sess && strncmp(sess, ve->rm.base.session, VCL_TAG_MAX) == 0;
 			return SG_OK;
 		}
 		/* An expired snapshot: vcl_obtain decides what that means. */
 		if (!rc && lr == SG_E_WORKSPACE_LOST)
 			return sg_err_set(err, lr, "%s", look.msg);
 		if (!rc && sent > 1) {
-			ve->base.may_remain = true;
+			ve->rm.base.may_remain = true;
 			return sg_err_set(err, lr == SG_E_NOT_FOUND ? SG_E_PROVIDER : lr,
 					  "creating the sandbox met a conflict after it was sent %d times, so the sandbox of that name may be this create's own, and %s",
 					  sent, look.msg[0] ? look.msg : "the name is not found");
@@ -635,7 +626,7 @@ static sg_err vcl_create(struct vcl_env *ve, json_t **got, struct sg_cancel *can
 			 * A create whose answer was lost may still land after
 			 * this lookup: the gateway settles it by the tags.
 			 */
-			ve->base.may_remain = true;
+			ve->rm.base.may_remain = true;
 			if (lr == SG_E_NOT_FOUND)
 				return sg_err_set(err, once.code, "%s (and no sandbox of that name appeared)",
 						  once.msg);
@@ -656,16 +647,16 @@ static const json_t *vcl_session(const json_t *got)
 
 static void vcl_set_sid(struct vcl_env *ve, const char *sid)
 {
-	pthread_mutex_lock(&ve->lock);
+	pthread_mutex_lock(&ve->rm.lock);
 	snprintf(ve->sid, sizeof(ve->sid), "%s", sid ? sid : "");
-	pthread_mutex_unlock(&ve->lock);
+	pthread_mutex_unlock(&ve->rm.lock);
 }
 
 static void vcl_get_sid(struct vcl_env *ve, char *out, size_t n)
 {
-	pthread_mutex_lock(&ve->lock);
+	pthread_mutex_lock(&ve->rm.lock);
 	snprintf(out, n, "%s", ve->sid);
-	pthread_mutex_unlock(&ve->lock);
+	pthread_mutex_unlock(&ve->rm.lock);
 }
 
 /*
@@ -691,7 +682,7 @@ static sg_err vcl_wait_running(struct vcl_env *ve, json_t **got, struct sg_cance
 			return SG_OK;
 		if (!st || (strcmp(st, "pending") != 0 && strcmp(st, "snapshotting") != 0))
 			return sg_err_set(err, SG_E_PROVIDER, "session %s of sandbox %s is %s", sid,
-					  ve->name, st ? st : "in no state");
+					  ve->rm.name, st ? st : "in no state");
 		sg_progress_update("session %s is %s", sid, st);
 		if (sg_now_ms() > until)
 			return sg_err_set(err, SG_E_TIMEOUT, "session %s was still %s after %d s", sid,
@@ -725,8 +716,8 @@ static sg_err vcl_wait_running(struct vcl_env *ve, json_t **got, struct sg_cance
  */
 static sg_err vcl_adopt(struct vcl_env *ve, struct sg_cancel *cancel, struct sg_errinfo *err)
 {
-	const struct sg_profile *p = ve->base.profile;
-	char *path = vcl_path("/v2/sandboxes/", ve->name, NULL), *q = vcl_pq(&ve->cl, NULL);
+	const struct sg_profile *p = ve->rm.base.profile;
+	char *path = vcl_path("/v2/sandboxes/", ve->rm.name, NULL), *q = vcl_pq(&ve->cl, NULL);
 	json_t *np = vcl_network_policy(p, err), *body = NULL;
 	struct vcl_reply r = { 0 };
 	sg_err rc = SG_OK;
@@ -743,7 +734,7 @@ static sg_err vcl_adopt(struct vcl_env *ve, struct sg_cancel *cancel, struct sg_
 	 * persistent, or its files would be gone at the stop that ends it.
 	 * Never the other way: another session may keep it.
 	 */
-	if (body && vcl_keeps(&ve->base) &&
+	if (body && vcl_keeps(&ve->rm.base) &&
 	    json_object_set_new(body, "persistent", json_true())) {
 		json_decref(body);
 		body = NULL;
@@ -789,9 +780,10 @@ out:
 }
 
 /* DELETE the named sandbox and its snapshots; one that is gone already is fine. */
-static sg_err vcl_delete(struct vcl_client *cl, const char *name, struct sg_cancel *cancel,
+static sg_err vcl_delete(struct sg_remote *rm, const char *name, struct sg_cancel *cancel,
 			 struct sg_errinfo *err)
 {
+	struct vcl_client *cl = &((struct vcl_env *)rm)->cl;
 	/*
 	 * Its snapshots go with it: Vercel keeps (and bills) them until they
 	 * expire otherwise, and nothing of sandgate's would list them again.
@@ -890,30 +882,30 @@ static sg_err vcl_resume(struct vcl_env *ve, const char *sid, struct sg_cancel *
 	while (atomic_exchange(&ve->resuming, true)) {
 		rc = sg_cancel_sleep(cancel, SG_VERCEL_RESUME_POLL_MS);
 		if (rc)
-			return sg_err_set(err, rc, "cancelled while sandbox %s was resumed", ve->name);
+			return sg_err_set(err, rc, "cancelled while sandbox %s was resumed", ve->rm.name);
 	}
 	vcl_get_sid(ve, now, sizeof(now));
 	if (strcmp(now, sid) != 0) {
 		rc = SG_OK; /* another exec resumed it already */
 		goto out;
 	}
-	if (!vcl_keeps(&ve->base) || atomic_load(&ve->lost)) {
+	if (!vcl_keeps(&ve->rm.base) || atomic_load(&ve->lost)) {
 		rc = sg_err_set(err, SG_E_WORKSPACE_LOST,
 				"sandbox %s stopped (its timeout, or Vercel), and %s",
-				ve->name, atomic_load(&ve->lost) ? "it had no snapshot to resume from"
+				ve->rm.name, atomic_load(&ve->lost) ? "it had no snapshot to resume from"
 								 : "a non-persistent sandbox keeps no files");
 		goto out;
 	}
-	sg_log_info("sandbox %s stopped; resuming it", ve->name);
-	rc = vcl_get(&ve->cl, ve->name, true, 0, &got, NULL, cancel, err);
+	sg_log_info("sandbox %s stopped; resuming it", ve->rm.name);
+	rc = vcl_get(&ve->cl, ve->rm.name, true, 0, &got, NULL, cancel, err);
 	if (rc == SG_E_NOT_FOUND)
-		rc = sg_err_set(err, SG_E_WORKSPACE_LOST, "sandbox %s is gone", ve->name);
+		rc = sg_err_set(err, SG_E_WORKSPACE_LOST, "sandbox %s is gone", ve->rm.name);
 	if (!rc && (rc = vcl_check_woken(ve, got, NULL, err))) {
 		/* An empty VM is no workspace: stop it, and stay lost. */
 		struct sg_errinfo e2 = { 0 };
 
 		if (vcl_stop(ve, 0, cancel, &e2))
-			sg_log_warn("sandbox %s: %s", ve->name, e2.msg);
+			sg_log_warn("sandbox %s: %s", ve->rm.name, e2.msg);
 	}
 	if (!rc)
 		rc = vcl_wait_running(ve, &got, cancel, err);
@@ -969,9 +961,10 @@ static sg_err vcl_run(struct vcl_env *ve, const char *command, json_t *args, jso
 }
 
 /* A short shell script with vars as its parameters: *out (new) what it printed. */
-static sg_err vcl_script(struct vcl_env *ve, const char *script, json_t *vars, char **out,
+static sg_err vcl_script(struct sg_remote *rm, const char *script, json_t *vars, char **out,
 			 struct sg_cancel *cancel, struct sg_errinfo *err)
 {
+	struct vcl_env *ve = (struct vcl_env *)rm;
 	json_t *args = json_pack("[s, s]", "-c", script);
 	struct vcl_stream s;
 	sg_err rc;
@@ -1051,9 +1044,17 @@ static sg_err vcl_write(struct vcl_env *ve, const char *path, const void *data, 
 	return vcl_write_tar(ve, &e, 1, cancel, err);
 }
 
-/* Give up on the job of prefix dir: it never starts, or it is killed. */
-static void vcl_kill(struct vcl_env *ve, const char *dir)
+/* The driver's upload (remote.h): fs/write. */
+static sg_err vcl_upload(struct sg_remote *rm, const char *path, const void *data, size_t len,
+			 unsigned mode, struct sg_cancel *cancel, struct sg_errinfo *err)
 {
+	return vcl_write((struct vcl_env *)rm, path, data, len, mode, cancel, err);
+}
+
+/* Give up on the job of prefix dir: it never starts, or it is killed. */
+static void vcl_kill(struct sg_remote *rm, const char *dir)
+{
+	struct vcl_env *ve = (struct vcl_env *)rm;
 	struct sg_errinfo err = { 0 };
 	json_t *args = json_pack("[s, s, s, s]", "job", "--dir", dir, "--kill"), *vars = json_object();
 	struct vcl_stream s;
@@ -1061,175 +1062,80 @@ static void vcl_kill(struct vcl_env *ve, const char *dir)
 
 	vcl_stream_init(&s, SG_VERCEL_SCRIPT_REPLY);
 	/* A fresh wait: the caller's token has usually fired.  Killing twice is killing. */
-	rc = args && vars ? vcl_run(ve, ve->base.helper, args, vars, SG_VERCEL_KILL_MS, true,
+	rc = args && vars ? vcl_run(ve, ve->rm.base.helper, args, vars, SG_VERCEL_KILL_MS, true,
 				    SG_VERCEL_SCRIPT_REPLY, &s, NULL, &err)
 			  : SG_E_INTERNAL;
 	if (rc)
-		sg_log_warn("sandbox %s: a command may still run: %s", ve->name, err.msg);
+		sg_log_warn("sandbox %s: a command may still run: %s", ve->rm.name, err.msg);
 	vcl_stream_release(&s);
 	json_decref(args);
 	json_decref(vars);
 }
 
-static sg_err vcl_exec(struct sg_env *env, const struct sg_exec *x, struct sg_exec_result *out,
-		       struct sg_cancel *cancel, struct sg_errinfo *err)
+/*
+ * One cmd request of a job (remote.h): sh -c its start or its attach.
+ * Resend-safe: the job's start takes its .s file exclusively, so a copy
+ * of the request attaches to the job instead of running the command
+ * again, and an attach only reads.  (A relayed job's files go once it has
+ * reported; curl sends a copy only when no byte of the reply came back,
+ * and the stream's first line leaves when the command starts.)
+ */
+static enum sg_job_trip vcl_trip(struct sg_remote *rm, struct sg_remote_job *j, bool attach,
+				 struct sg_cancel *cancel, struct sg_errinfo *err)
 {
-	struct vcl_env *ve = (struct vcl_env *)env;
-	struct sg_buf start_w = SG_BUF_INIT(SG_MAX_FRAME * 2), attach_w = SG_BUF_INIT(SG_PATH_MAX * 8),
-		      names = SG_BUF_INIT(SG_KiB);
-	json_t *full = json_object(), *attach = json_object(), *args = NULL;
-	char *dir = NULL, *upload = NULL, mark[SG_JOB_MARK_SIZE];
-	int64_t t0 = sg_now_ms();
+	const struct sg_exec *x = j->x;
 	size_t max_out = x->max_output + SG_HELPER_STDERR + 64 * SG_KiB;
-	struct vcl_stream s;
-	bool in_vars, started = false, detaches = (x->flags & SG_EXEC_DETACHES) != 0;
+	/* in the environment: the job's words, from SG_X or in the text */
+	json_t *args = json_pack("[s, s]", "-c", attach ? SG_JOB_EVAL : j->command);
 	int64_t trip_ms = 0; /* one request's HTTP timeout; 0: the cancel bounds it */
-	sg_err rc = SG_OK;
+	struct vcl_stream s;
+	sg_err rc;
 
-	if (detaches)
+	if (x->flags & SG_EXEC_DETACHES)
 		trip_ms = SG_VERCEL_WAIT_MS + SG_VERCEL_TRIP_SLACK_MS;
 	else if (x->timeout_ms > 0)
 		trip_ms = x->timeout_ms + SG_VERCEL_TRIP_SLACK_MS;
-	sg_exec_result_reset(out);
 	vcl_stream_init(&s, max_out);
-	sg_job_mark(mark);
-	args = json_pack("[s, s]", "-c", "eval \"exec $SG_X\"");
-	if (!full || !attach || !args ||
-	    asprintf(&dir, "%s/%s-%u", ve->run_dir, ve->nonce, atomic_fetch_add(&ve->seq, 1)) < 0) {
-		dir = NULL;
+	rc = args ? vcl_run((struct vcl_env *)rm, "sh", args, attach ? j->attach : j->start,
+			    trip_ms, true, max_out, &s, cancel, err)
+		  : sg_err_set(err, SG_E_INTERNAL, "out of memory");
+	if (!rc && sg_buf_add(&j->reply, s.out.p, s.out.len))
 		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
-		goto out;
-	}
-	in_vars = sg_cloud_stdin_vars(x->stdin_data, x->stdin_len, SG_VERCEL_INLINE_MAX,
-				      SG_VERCEL_STDIN_VARS, full, &names);
-	if (!in_vars) {
-		/* Too large, or not text: one fs/write first. */
-		if (asprintf(&upload, "%s.up", dir) < 0) {
-			upload = NULL;
-			rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
-			goto out;
-		}
-		rc = vcl_write(ve, upload, x->stdin_data, x->stdin_len, 0600, cancel, err);
-		if (rc)
-			goto out;
-	}
-	{
-		struct sg_job_line l = {
-			/*
-			 * A --rm job relays its command through pipes, so no
-			 * later request could attach to it: it waits as long as
-			 * the command may run (its own --timeout-ms ends it).
-			 * Only a detached start, which keeps its files, returns
-			 * after one request's wait.
-			 */
-			.helper = env->helper, .dir = dir, .mark = mark,
-			.wait_ms = detaches ? SG_VERCEL_WAIT_MS : 0,
-			.stdin_vars = in_vars && names.len ? names.p : NULL,
-			.stdin_file = upload, .rm = true, .keep_tail = out->keep_tail,
-		};
-
-		rc = sg_job_words(&l, x, env->root, &start_w, &attach_w);
-		if (rc == SG_E_INVALID_ARGUMENT) {
-			rc = sg_err_set(err, rc, "an empty command");
-			goto out;
-		}
-		if (rc || start_w.len > SG_VERCEL_INLINE_MAX) {
-			rc = sg_err_set(err, SG_E_TOO_LARGE,
-					"the command and its environment are too large to send");
-			goto out;
-		}
-	}
-	json_object_set_new(full, "SG_X", json_stringn(start_w.p, start_w.len));
-	json_object_set_new(attach, "SG_X", json_stringn(attach_w.p, attach_w.len));
-	for (int trips = 0;; trips++) {
-		struct sg_job_reply jr;
-
-		/*
-		 * Resend-safe: the job's start takes its .s file exclusively, so
-		 * a copy of the request attaches to the job instead of running
-		 * the command again, and an attach only reads.  (A --rm job's
-		 * files go once it has reported; curl sends a copy only when no
-		 * byte of the reply came back, and the stream's first line
-		 * leaves when the command starts.)
-		 */
-		rc = vcl_run(ve, "sh", args, started ? attach : full, trip_ms, true, max_out, &s,
-			     cancel, err);
-		if (rc) {
-			if (sg_cancel_check(cancel))
-				goto cancelled;
-			/* The request may have reached the sandbox: never a result. */
-			vcl_kill(ve, dir);
-			goto out;
-		}
-		started = true;
-		sg_job_parse(s.out.p, s.out.len, mark, &jr);
-		if (jr.state == SG_JOB_IS_PENDING) {
-			if ((rc = sg_cancel_check(cancel)))
-				goto cancelled;
-			continue;
-		}
-		if (jr.state != SG_JOB_IS_DONE) {
-			rc = sg_err_set(err, SG_E_PROVIDER,
-					"sg-helper in the sandbox gave no result (exit %d, %zu bytes)",
-					s.exit_code, s.out.len);
-			vcl_kill(ve, dir);
-			goto out;
-		}
-		sg_job_result(&jr, s.out.p, s.out.len, x->max_output, out);
-		break;
-	}
-	rc = SG_OK;
-	goto out;
-cancelled:
-	rc = sg_cancel_check(cancel) ? sg_cancel_check(cancel) : SG_E_CANCELLED;
-	vcl_kill(ve, dir);
-	sg_err_clear(err);
-	sg_err_set(err, rc, "the command was %s in the sandbox",
-		   rc == SG_E_TIMEOUT ? "stopped by a deadline" : "cancelled");
-out:
-	out->duration_ms = sg_now_ms() - t0;
 	vcl_stream_release(&s);
-	sg_buf_release(&start_w);
-	sg_buf_release(&attach_w);
-	sg_buf_release(&names);
-	json_decref(full);
-	json_decref(attach);
 	json_decref(args);
-	free(dir);
-	free(upload);
-	return rc;
+	if (rc == SG_E_WORKSPACE_LOST)
+		return SG_JOB_TRIP_FATAL;
+	return rc ? SG_JOB_TRIP_FAILED : SG_JOB_TRIP_REPLY;
 }
 
 /* ---- Keep-alive --------------------------------------------------------------- */
 
-/* Extend the session's timeout by ka_ms every ka_ms: it stays ahead. */
-static sg_err vcl_keepalive_run(void *arg, struct sg_cancel *stop)
+/* One keep-alive step (remote.h): extend the session's timeout by ka_ms. */
+static void vcl_extend(struct sg_remote *rm, struct sg_cancel *stop)
 {
-	struct vcl_env *ve = arg;
+	struct vcl_env *ve = (struct vcl_env *)rm;
+	struct sg_errinfo err = { 0 };
+	struct vcl_reply r = { 0 };
+	json_t *body = json_pack("{s:I}", "duration", (json_int_t)rm->ka_ms);
+	char sid[128], *p;
 
-	while (!sg_cancel_sleep(stop, ve->ka_ms)) {
-		struct sg_errinfo err = { 0 };
-		struct vcl_reply r = { 0 };
-		json_t *body = json_pack("{s:I}", "duration", (json_int_t)ve->ka_ms);
-		char sid[128], *p;
-
-		vcl_get_sid(ve, sid, sizeof(sid));
-		p = vcl_path("/v2/sandboxes/sessions/", sid, "/extend-timeout");
-		if (p && body &&
-		    !vcl_do(&ve->cl,
-			    &(struct vcl_call){ .method = "POST", .path = p, .body = body,
-						.what = "extending the sandbox's timeout" },
-			    &r, stop, &err) &&
-		    r.status != 200)
-			vcl_fail(&ve->cl, "extending the sandbox's timeout", &r, SG_OK, &err);
-		if (err.msg[0])
-			sg_log_debug("sandbox %s: %s", ve->name, err.msg);
-		vcl_reply_release(&r);
-		json_decref(body);
-		free(p);
-	}
-	return SG_OK;
+	vcl_get_sid(ve, sid, sizeof(sid));
+	p = vcl_path("/v2/sandboxes/sessions/", sid, "/extend-timeout");
+	if (p && body &&
+	    !vcl_do(&ve->cl,
+		    &(struct vcl_call){ .method = "POST", .path = p, .body = body,
+					.what = "extending the sandbox's timeout" },
+		    &r, stop, &err) &&
+	    r.status != 200)
+		vcl_fail(&ve->cl, "extending the sandbox's timeout", &r, SG_OK, &err);
+	if (err.msg[0])
+		sg_log_debug("sandbox %s: %s", ve->rm.name, err.msg);
+	vcl_reply_release(&r);
+	json_decref(body);
+	free(p);
 }
+
+static const struct sg_remote_ops vcl_ops;
 
 /* ---- provision ---------------------------------------------------------------- */
 
@@ -1250,29 +1156,6 @@ static sg_err vcl_install_upload(void *ctx, const char *path, int fd, struct sg_
 	return rc;
 }
 
-/* The installer's step: d, s and u as variables. */
-static sg_err vcl_install_run(void *ctx, const char *script, const char *dir, const char *sha,
-			      const char *upload, const void *in, size_t inlen, char **reply,
-			      struct sg_cancel *cancel, struct sg_errinfo *err)
-{
-	json_t *vars = json_pack("{s:s, s:s, s:s}", "SG_D", dir, "SG_SHA", sha, "SG_UP", upload);
-	char *text = NULL;
-	sg_err rc;
-
-	(void)in; /* no stdin on Vercel: installs go through fs/write */
-	(void)inlen;
-	*reply = NULL;
-	if (!vars || asprintf(&text, "exec 2>/dev/null\nd=$SG_D s=$SG_SHA u=$SG_UP\n%s", script) < 0) {
-		text = NULL;
-		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
-	} else {
-		rc = vcl_script(ctx, text, vars, reply, cancel, err);
-	}
-	free(text);
-	json_decref(vars);
-	return rc;
-}
-
 /*
  * What the set-up sends of sg-helper: its checksum always; for a sandbox
  * that cannot hold it yet (upload), its bytes, the upload's path and its
@@ -1281,10 +1164,10 @@ static sg_err vcl_install_run(void *ctx, const char *script, const char *dir, co
 static void vcl_prep_run(struct vcl_env *ve, bool upload)
 {
 	struct vcl_prep *pp = &ve->prep;
-	struct sg_install in = { .dir = "/tmp", .nonce = ve->nonce };
+	struct sg_install in = { .dir = "/tmp", .nonce = ve->rm.nonce };
 
 	pp->done = true;
-	pp->rc = sg_helper_bin_open(ve->base.helper_host, &pp->bin, &pp->err);
+	pp->rc = sg_helper_bin_open(ve->rm.base.helper_host, &pp->bin, &pp->err);
 	if (pp->rc || !upload)
 		return;
 	pp->rc = sg_install_beside_paths(&in, &pp->bin, &pp->up, &pp->mark, &pp->err);
@@ -1342,7 +1225,7 @@ static void vcl_prep_start(struct vcl_env *ve)
 	vcl_prep_run(ve, true);
 	ve->prep.pack = (struct sg_leg){ .run = vcl_prep_pack_run, .arg = &ve->prep };
 	if (!ve->prep.rc && sg_leg_start(&ve->prep.pack, &no_thread))
-		sg_log_debug("sandbox %s: %s: the upload packs sg-helper", ve->name, no_thread.msg);
+		sg_log_debug("sandbox %s: %s: the upload packs sg-helper", ve->rm.name, no_thread.msg);
 }
 
 /* Wait for the packing leg, if one runs. */
@@ -1390,18 +1273,18 @@ static sg_err vcl_beside_setup(void *ctx, char **reply, struct sg_cancel *stop,
 {
 	struct vcl_beside *vb = ctx;
 
-	return vcl_script(vb->ve, sg_cloud_setup_sh, vb->vars, reply, stop, err);
+	return vcl_script(&vb->ve->rm, sg_cloud_setup_sh, vb->vars, reply, stop, err);
 }
 
 /* Root, sandgate's directories, sg-helper and the probe (cloud.h). */
-static sg_err vcl_setup(struct vcl_env *ve, struct sg_cancel *cancel, struct sg_errinfo *err)
+static sg_err vcl_setup(struct sg_remote *rm, struct sg_cancel *cancel, struct sg_errinfo *err)
 {
-	struct sg_env *env = &ve->base;
+	struct vcl_env *ve = (struct vcl_env *)rm;
+	struct sg_env *env = &ve->rm.base;
 	struct vcl_prep *pp = &ve->prep;
 	struct sg_install_cost cost = { 0 };
-	struct sg_install in = { .ctx = ve, .dir = "/tmp", .nonce = ve->nonce,
-				 .run = vcl_install_run, .upload = vcl_install_upload };
-	struct sg_cloud_setup got = { 0 };
+	struct sg_install in = { .ctx = ve, .dir = "/tmp", .nonce = ve->rm.nonce,
+				 .run = sg_remote_install_run, .upload = vcl_install_upload };
 	char *reply = NULL, *up = NULL;
 	json_t *vars = NULL;
 	sg_err rc;
@@ -1409,7 +1292,7 @@ static sg_err vcl_setup(struct vcl_env *ve, struct sg_cancel *cancel, struct sg_
 	/* A lookup came first: nothing was prepared. */
 	if (!pp->done) {
 		vcl_prep_init(ve);
-		vcl_prep_run(ve, ve->fresh);
+		vcl_prep_run(ve, ve->rm.fresh);
 	}
 	rc = pp->rc;
 	if (rc) {
@@ -1417,7 +1300,7 @@ static sg_err vcl_setup(struct vcl_env *ve, struct sg_cancel *cancel, struct sg_
 		goto out;
 	}
 	/* A new sandbox cannot have it: send it beside the set-up. */
-	up = ve->fresh ? pp->up : NULL;
+	up = ve->rm.fresh ? pp->up : NULL;
 	vars = sg_cloud_setup_vars(env->root, pp->bin.sha, 1440, up, up ? pp->mark : NULL,
 				   SG_VERCEL_UPLOAD_WAIT_MS);
 	if (!vars) {
@@ -1431,27 +1314,9 @@ static sg_err vcl_setup(struct vcl_env *ve, struct sg_cancel *cancel, struct sg_
 		cost.requests = 1;
 		cost.bytes = pp->bin.size;
 	} else {
-		rc = vcl_script(ve, sg_cloud_setup_sh, vars, &reply, cancel, err);
+		rc = vcl_script(&ve->rm, sg_cloud_setup_sh, vars, &reply, cancel, err);
 	}
-	if (!rc)
-		rc = sg_cloud_setup_read(env, reply, pp->bin.sha, up != NULL, "vercel", &got, err);
-	ve->base_dir = got.base_dir;
-	if (rc)
-		goto out;
-	if (asprintf(&ve->run_dir, "%s/run", ve->base_dir) < 0) {
-		ve->run_dir = NULL;
-		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
-		goto out;
-	}
-	if (sg_cloud_flag(reply, "helper")) {
-		cost.bytes = 0; /* found, whatever was sent */
-	} else if (!got.helper) {
-		/* Resumed without it: the installer's upload and step. */
-		in.dir = ve->base_dir;
-		rc = sg_install_helper(&in, &pp->bin, &cost, cancel, err);
-		free(env->probe);
-		env->probe = NULL; /* the gateway runs it */
-	}
+	rc = sg_remote_setup_read(rm, rc, reply, up != NULL, &in, &pp->bin, &cost, cancel, err);
 	ve->install = cost;
 out:
 	vcl_prep_release(ve);
@@ -1470,7 +1335,7 @@ static sg_err vcl_drop_expired(struct vcl_env *ve, struct sg_cancel *cancel,
 			       struct sg_errinfo *err)
 {
 	json_t *got = NULL;
-	sg_err rc = vcl_get(&ve->cl, ve->name, false, 0, &got, NULL, cancel, err);
+	sg_err rc = vcl_get(&ve->cl, ve->rm.name, false, 0, &got, NULL, cancel, err);
 
 	if (rc == SG_E_NOT_FOUND) {
 		sg_err_clear(err);
@@ -1478,7 +1343,7 @@ static sg_err vcl_drop_expired(struct vcl_env *ve, struct sg_cancel *cancel,
 	} else if (!rc) {
 		rc = vcl_check_owner(ve, got, err);
 		if (!rc)
-			rc = vcl_delete(&ve->cl, ve->name, cancel, err);
+			rc = vcl_delete(&ve->rm, ve->rm.name, cancel, err);
 	}
 	json_decref(got);
 	return rc;
@@ -1497,7 +1362,7 @@ static sg_err vcl_drop_expired(struct vcl_env *ve, struct sg_cancel *cancel,
 static sg_err vcl_obtain(struct vcl_env *ve, json_t **got, struct sg_cancel *cancel,
 			 struct sg_errinfo *err)
 {
-	struct sg_env *env = &ve->base;
+	struct sg_env *env = &ve->rm.base;
 	bool look = env->known || env->require_existing;
 	sg_err rc;
 
@@ -1505,22 +1370,15 @@ static sg_err vcl_obtain(struct vcl_env *ve, json_t **got, struct sg_cancel *can
 		struct vcl_look lk = { 0 };
 		bool made = false;
 
-		rc = look ? vcl_get(&ve->cl, ve->name, true, 0, got, &lk, cancel, err)
+		rc = look ? vcl_get(&ve->cl, ve->rm.name, true, 0, got, &lk, cancel, err)
 			  : SG_E_NOT_FOUND;
 		if (lk.unknown)
 			ve->doubt_ms = lk.sent_ms;
 		if (rc == SG_E_NOT_FOUND) {
 			sg_err_clear(err);
-			if (env->require_existing)
-				return sg_err_set(err, SG_E_WORKSPACE_LOST,
-						  "the sandbox of identity \"%.60s\" (%s) is gone",
-						  env->identity, ve->name);
-			if (env->persisted)
-				return sg_cloud_lost(env, ve->name, err);
-			sg_progress_begin("create", "creating sandbox %s", ve->name);
-			rc = vcl_create(ve, got, cancel, err);
-			sg_progress_end(rc);
-			made = true;
+			rc = sg_remote_create(&ve->rm, ve->rm.name, got, &made, cancel, err);
+			if (!made)
+				return rc;
 		}
 		if (rc == SG_E_WORKSPACE_LOST && !vcl_keeps(env) && !env->require_existing) {
 			/* A scratch sandbox's old snapshot: nothing to keep. */
@@ -1534,8 +1392,7 @@ static sg_err vcl_obtain(struct vcl_env *ve, json_t **got, struct sg_cancel *can
 			return rc;
 		if (made) {
 			/* vcl_create checked the tags of a sandbox it met. */
-			sg_crashpoint("adapter:created");
-			env->resumed = !ve->fresh;
+			env->resumed = !ve->rm.fresh;
 		} else {
 			struct sg_errinfo scratch = { 0 };
 
@@ -1549,15 +1406,15 @@ static sg_err vcl_obtain(struct vcl_env *ve, json_t **got, struct sg_cancel *can
 				return rc;
 			env->resumed = true;
 		}
-		snprintf(env->id, sizeof(env->id), "%s", ve->name);
+		snprintf(env->id, sizeof(env->id), "%s", ve->rm.name);
 		return vcl_wait_running(ve, got, cancel, err);
 	}
-	return sg_err_set(err, SG_E_PROVIDER, "sandbox %s keeps disappearing", ve->name);
+	return sg_err_set(err, SG_E_PROVIDER, "sandbox %s keeps disappearing", ve->rm.name);
 }
 
 static json_t *vcl_facts(const struct vcl_env *ve, const json_t *got)
 {
-	const struct sg_profile *p = ve->base.profile;
+	const struct sg_profile *p = ve->rm.base.profile;
 	const json_t *s = vcl_session(got), *sb = json_object_get(got, "sandbox");
 	json_t *req = json_object(), *app = json_object();
 
@@ -1579,7 +1436,7 @@ static json_t *vcl_facts(const struct vcl_env *ve, const json_t *got)
 			 "remote_host", "isolation", "host_filesystem_restricted", 1,
 			 "helper_install", "bytes", (json_int_t)ve->install.bytes, "requests",
 			 ve->install.requests, "ms", (json_int_t)ve->install.ms, "vercel",
-			 "sandbox", ve->name, "session", vcl_str(s, "id"), "region",
+			 "sandbox", ve->rm.name, "session", vcl_str(s, "id"), "region",
 			 vcl_str(s, "region"), "persistent",
 			 json_is_true(json_object_get(sb, "persistent")), "network_policy",
 			 json_object_get(s, "networkPolicy"));
@@ -1593,20 +1450,16 @@ static sg_err vcl_provision(struct sg_env *env, struct sg_cancel *cancel, struct
 	bool exact;
 	sg_err rc;
 
-	if (pthread_mutex_init(&ve->lock, NULL) != 0)
-		return sg_err_set(err, SG_E_INTERNAL, "cannot create a mutex");
-	ve->lock_ready = true;
-	sg_cloud_random_hex(ve->nonce, 8);
+	rc = sg_remote_init(&ve->rm, &vcl_ops, err);
+	if (rc)
+		return rc;
 	ve->vcpus = vcl_vcpus(p->cpus, p->memory_mb, &exact);
-	ve->ka_ms = vcl_timeout_ms(p) / 3;
 	if (env->root[0] != '/')
 		return sg_err_set(err, SG_E_INVALID_ARGUMENT, "root %s is not an absolute path",
 				  env->root);
-	rc = vcl_client_init(&ve->cl, p, err);
+	rc = sg_remote_open(&ve->rm, p, err);
 	if (rc)
 		return rc;
-	if (!(ve->name = sg_cloud_name(env->identity)))
-		return sg_err_set(err, SG_E_INTERNAL, "out of memory");
 	/* No lookup first: a create, and a new sandbox needs sg-helper sent. */
 	if (!env->known && !env->require_existing)
 		vcl_prep_start(ve);
@@ -1618,42 +1471,23 @@ static sg_err vcl_provision(struct sg_env *env, struct sg_cancel *cancel, struct
 	    json_integer_value(json_object_get(vcl_session(got), "vcpus")) < ve->vcpus) {
 		rc = sg_err_set(err, SG_E_UNSUPPORTED,
 				"sandbox %s has %lld vCPU, fewer than the %lld profile \"%s\" asks for",
-				ve->name,
+				ve->rm.name,
 				(long long)json_integer_value(json_object_get(vcl_session(got), "vcpus")),
 				(long long)ve->vcpus, p->name);
 		goto out;
 	}
-	if (!ve->fresh)
+	if (!ve->rm.fresh)
 		rc = vcl_adopt(ve, cancel, err);
-	if (!rc) {
-		sg_progress_begin("helper", "preparing sandbox %s", ve->name);
-		rc = vcl_setup(ve, cancel, err);
-		sg_progress_end(rc);
-	}
+	if (!rc)
+		rc = sg_remote_setup(&ve->rm, ve->rm.name, cancel, err);
 	if (!rc && !(env->facts = vcl_facts(ve, got)))
 		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
-	if (!rc) {
-		struct sg_errinfo no_thread = { 0 };
-
-		ve->ka = (struct sg_leg){ .run = vcl_keepalive_run, .arg = ve };
-		if (sg_leg_start(&ve->ka, &no_thread))
-			sg_log_warn("sandbox %s: %s; its timeout is not extended while the session lives",
-				    ve->name, no_thread.msg);
-	}
+	if (!rc)
+		sg_remote_keepalive_start(&ve->rm, vcl_timeout_ms(p) / 3);
 out:
-	if (rc && ve->fresh && env->id[0] && sg_cancel_check(cancel)) {
-		/* Removing it here would outlast the budget the gateway keeps. */
-		env->may_remain = true;
-	} else if (rc && ve->fresh && env->id[0]) {
-		/* A failed create leaves nothing behind. */
-		struct sg_errinfo e2 = { 0 };
-
-		if (vcl_delete(&ve->cl, ve->name, NULL, &e2)) {
-			sg_log_err("sandbox %s may remain after a failed provisioning: %s", ve->name,
-				   e2.msg);
-			env->may_remain = true;
-		}
-	} else if (rc && ve->woke && !ve->fresh) {
+	if (sg_remote_failed(&ve->rm, rc, cancel)) {
+		/* A failed create leaves nothing behind (remote.h). */
+	} else if (rc && ve->woke && !ve->rm.fresh) {
 		/*
 		 * The lookup resumed a stopped sandbox, and the provisioning
 		 * failed: stop it again rather than leave a VM running (and
@@ -1666,13 +1500,13 @@ out:
 
 		if (vcl_stop(ve, quick ? VCL_CANCEL_STOP_MS : 0, NULL, &e2)) {
 			sg_log_warn("sandbox %s was resumed for a failed initialize and %s: %s",
-				    ve->name,
+				    ve->rm.name,
 				    quick ? "its stop was sent, not seen through"
 					  : "may run until its timeout",
 				    e2.msg);
 			env->may_run = true;
 		}
-	} else if (rc && !ve->fresh && ve->doubt_ms) {
+	} else if (rc && !ve->rm.fresh && ve->doubt_ms) {
 		/* A resume that may have happened unseen is looked for, not forgotten. */
 		env->may_run = !vcl_settle_doubt(ve);
 	}
@@ -1775,7 +1609,7 @@ static bool vcl_settle_doubt(struct vcl_env *ve)
 		int64_t left = until - sg_now_ms();
 
 		sg_err_clear(&e);
-		rc = vcl_get(&ve->cl, ve->name, false, left > 500 ? left : 500, &got, &lk, NULL, &e);
+		rc = vcl_get(&ve->cl, ve->rm.name, false, left > 500 ? left : 500, &got, &lk, NULL, &e);
 		if (!rc && vcl_started_since(got, ve->doubt_ms, lk.date_ms, lk.got_ms)) {
 			const char *sid = vcl_str(vcl_session(got), "id");
 
@@ -1784,10 +1618,10 @@ static bool vcl_settle_doubt(struct vcl_env *ve)
 				 : sg_err_set(&e, SG_E_PROVIDER, "Vercel's reply names no session");
 			if (rc)
 				sg_log_warn("sandbox %s: session %s, which a lookup of a failed initialize may have started, was sent a stop not seen through: %s",
-					    ve->name, sid ? sid : "(unnamed)", e.msg);
+					    ve->rm.name, sid ? sid : "(unnamed)", e.msg);
 			else
 				sg_log_info("sandbox %s: stopped session %s, which a lookup of a failed initialize started",
-					    ve->name, sid);
+					    ve->rm.name, sid);
 			json_decref(got);
 			return rc == SG_OK;
 		}
@@ -1803,22 +1637,14 @@ static bool vcl_settle_doubt(struct vcl_env *ve)
 	if (!rc)
 		return true;
 	sg_log_warn("sandbox %s: a lookup of a failed initialize may have started a session, and it cannot be looked up now (%s); it runs until Vercel's timeout",
-		    ve->name, e.msg);
+		    ve->rm.name, e.msg);
 	return false;
 }
 
-static sg_err vcl_teardown(struct sg_env *env, enum sg_fate fate, struct sg_cancel *cancel,
-			   struct sg_errinfo *err)
+/* Teardown's KEEP (remote.h): Vercel snapshots a persistent sandbox as it stops. */
+static sg_err vcl_keep(struct sg_remote *rm, struct sg_cancel *cancel, struct sg_errinfo *err)
 {
-	struct vcl_env *ve = (struct vcl_env *)env;
-
-	sg_leg_end(&ve->ka, SG_E_CANCELLED);
-	if (fate == SG_FATE_DETACH || !env->id[0] || !ve->cl.api)
-		return SG_OK;
-	if (fate == SG_FATE_REMOVE)
-		return vcl_delete(&ve->cl, ve->name, cancel, err);
-	/* Vercel snapshots a persistent sandbox as it stops. */
-	return vcl_stop(ve, 0, cancel, err);
+	return vcl_stop((struct vcl_env *)rm, 0, cancel, err);
 }
 
 static void vcl_copy(char *dst, size_t n, const char *src)
@@ -1826,115 +1652,118 @@ static void vcl_copy(char *dst, size_t n, const char *src)
 	snprintf(dst, n, "%s", src ? src : "");
 }
 
-static sg_err vcl_list(const struct sg_profile *p, const char *state_dir, sg_env_list_cb cb,
-		       void *payload, struct sg_cancel *cancel, struct sg_errinfo *err)
+/* An operator's view of one listed sandbox (Vercel's five tags). */
+static bool vcl_info(const json_t *item, struct sg_env_info *info)
 {
-	struct vcl_client cl;
-	char *cursor = NULL;
+	const json_t *tags = json_object_get(item, "tags");
+	const char *ex = vcl_str(tags, VCL_T_EXPIRES), *m = vcl_str(tags, VCL_T_MANAGED);
+
+	/* The filter is Vercel's; sandgate checks it anyway. */
+	if (!m || strcmp(m, SG_CLOUD_MANAGER) != 0)
+		return false;
+	vcl_copy(info->id, sizeof(info->id), vcl_str(item, "name"));
+	vcl_copy(info->state, sizeof(info->state), vcl_str(item, "status"));
+	vcl_copy(info->identity, sizeof(info->identity), vcl_str(tags, VCL_T_IDENTITY));
+	vcl_copy(info->session, sizeof(info->session), vcl_str(tags, VCL_T_SESSION));
+	vcl_copy(info->profile, sizeof(info->profile), vcl_str(tags, VCL_T_PROFILE));
+	info->created = json_integer_value(json_object_get(item, "createdAt")) / 1000;
+	info->expires = ex ? strtoll(ex, NULL, 10) : 0;
+	info->persistent = json_is_true(json_object_get(item, "persistent"));
+	return true;
+}
+
+/* One page of sandboxes tagged with p's name (remote.h). */
+static sg_err vcl_list_page(struct sg_remote *rm, const struct sg_profile *p,
+			    const char *cursor, json_t **items, char **next,
+			    struct sg_cancel *cancel, struct sg_errinfo *err)
+{
+	struct vcl_client *cl = &((struct vcl_env *)rm)->cl;
+	struct sg_buf q = SG_BUF_INIT(SG_PATH_MAX * 2);
+	struct vcl_reply r = { 0 };
+	const char *more;
 	sg_err rc;
 
-	(void)state_dir;
-	rc = vcl_client_init(&cl, p, err);
-	if (rc)
-		return rc;
-	for (int page = 0; !rc && page < SG_VERCEL_LIST_PAGES; page++) {
-		struct sg_buf q = SG_BUF_INIT(SG_PATH_MAX * 2);
-		struct vcl_reply r = { 0 };
-		const json_t *item;
-		const char *next;
-		size_t i;
-		bool stop = false;
-
-		if (sg_buf_adds(&q, "project=") || sg_cloud_urlenc(&q, cl.project) ||
-		    sg_buf_adds(&q, "&limit=100&tags=managed-by%3Asandgate&tags=" VCL_T_PROFILE "%3A") ||
-		    sg_cloud_urlenc(&q, p->name) ||
-		    (cursor && (sg_buf_adds(&q, "&cursor=") || sg_cloud_urlenc(&q, cursor)))) {
-			sg_buf_release(&q);
-			rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
-			break;
-		}
-		rc = vcl_do(&cl,
-			    &(struct vcl_call){ .path = "/v2/sandboxes", .query = q.p,
-						.idempotent = true, .what = "listing sandboxes" },
-			    &r, cancel, err);
+	if (sg_buf_adds(&q, "project=") || sg_cloud_urlenc(&q, cl->project) ||
+	    sg_buf_adds(&q, "&limit=100&tags=managed-by%3Asandgate&tags=" VCL_T_PROFILE "%3A") ||
+	    sg_cloud_urlenc(&q, p->name) ||
+	    (cursor && (sg_buf_adds(&q, "&cursor=") || sg_cloud_urlenc(&q, cursor)))) {
 		sg_buf_release(&q);
-		if (!rc && (r.status != 200 || !json_is_array(json_object_get(r.json, "sandboxes"))))
-			rc = vcl_fail(&cl, "listing sandboxes", &r, SG_E_PROVIDER, err);
-		json_array_foreach(rc ? NULL : json_object_get(r.json, "sandboxes"), i, item) {
-			const json_t *tags = json_object_get(item, "tags");
-			const char *m = vcl_str(tags, VCL_T_MANAGED), *ex = vcl_str(tags, VCL_T_EXPIRES);
-			struct sg_env_info info;
-
-			/* The filter is Vercel's; sandgate checks it anyway. */
-			if (!m || strcmp(m, "sandgate") != 0)
-				continue;
-			memset(&info, 0, sizeof(info));
-			vcl_copy(info.id, sizeof(info.id), vcl_str(item, "name"));
-			vcl_copy(info.state, sizeof(info.state), vcl_str(item, "status"));
-			vcl_copy(info.identity, sizeof(info.identity), vcl_str(tags, VCL_T_IDENTITY));
-			vcl_copy(info.session, sizeof(info.session), vcl_str(tags, VCL_T_SESSION));
-			vcl_copy(info.profile, sizeof(info.profile), vcl_str(tags, VCL_T_PROFILE));
-			info.created = json_integer_value(json_object_get(item, "createdAt")) / 1000;
-			info.expires = ex ? strtoll(ex, NULL, 10) : 0;
-			info.persistent = json_is_true(json_object_get(item, "persistent"));
-			if (cb(&info, payload)) {
-				stop = true;
-				break;
-			}
-		}
-		next = rc ? NULL : vcl_str(json_object_get(r.json, "pagination"), "next");
-		free(cursor);
-		cursor = next && *next && !stop ? strdup(next) : NULL;
-		vcl_reply_release(&r);
-		if (!cursor)
-			break;
+		return sg_err_set(err, SG_E_INTERNAL, "out of memory");
 	}
-	free(cursor);
-	vcl_client_release(&cl);
+	rc = vcl_do(cl,
+		    &(struct vcl_call){ .path = "/v2/sandboxes", .query = q.p, .idempotent = true,
+					.what = "listing sandboxes" },
+		    &r, cancel, err);
+	sg_buf_release(&q);
+	if (!rc && (r.status != 200 || !json_is_array(json_object_get(r.json, "sandboxes"))))
+		rc = vcl_fail(cl, "listing sandboxes", &r, SG_E_PROVIDER, err);
+	*items = rc ? NULL : json_incref(json_object_get(r.json, "sandboxes"));
+	more = rc ? NULL : vcl_str(json_object_get(r.json, "pagination"), "next");
+	*next = more && *more ? strdup(more) : NULL;
+	vcl_reply_release(&r);
 	return rc;
 }
 
-static sg_err vcl_destroy(const struct sg_profile *p, const char *state_dir, const char *id,
-			  struct sg_cancel *cancel, struct sg_errinfo *err)
+/* The named sandbox id's view (remote.h). */
+static sg_err vcl_lookup(struct sg_remote *rm, const char *id, json_t **got,
+			 struct sg_cancel *cancel, struct sg_errinfo *err)
 {
-	struct vcl_client cl;
-	json_t *got = NULL;
-	const char *m;
-	sg_err rc;
-
-	(void)state_dir;
-	rc = vcl_client_init(&cl, p, err);
-	if (rc)
-		return rc;
-	rc = vcl_get(&cl, id, false, 0, &got, NULL, cancel, err);
-	if (rc == SG_E_NOT_FOUND)
-		rc = sg_err_set(err, rc, "there is no sandbox %s", id);
-	m = rc ? NULL : vcl_str(json_object_get(json_object_get(got, "sandbox"), "tags"),
-				VCL_T_MANAGED);
-	/* An operator's typo must never delete a sandbox sandgate did not make. */
-	if (!rc && (!m || strcmp(m, "sandgate") != 0))
-		rc = sg_err_set(err, SG_E_PERMISSION, "sandbox %s was not made by sandgate", id);
-	if (!rc)
-		rc = vcl_delete(&cl, id, cancel, err);
-	json_decref(got);
-	vcl_client_release(&cl);
-	return rc;
+	return vcl_get(&((struct vcl_env *)rm)->cl, id, false, 0, got, NULL, cancel, err);
 }
+
+static const char *vcl_tag(const json_t *got, const char *key)
+{
+	return vcl_str(json_object_get(json_object_get(got, "sandbox"), "tags"), key);
+}
+
+/* The client, for a session or an operator's call (remote.h). */
+static sg_err vcl_open(struct sg_remote *rm, const struct sg_profile *p, struct sg_errinfo *err)
+{
+	return vcl_client_init(&((struct vcl_env *)rm)->cl, p, err);
+}
+
+static void vcl_close(struct sg_remote *rm)
+{
+	vcl_client_release(&((struct vcl_env *)rm)->cl);
+}
+
+static const struct sg_remote_ops vcl_ops = {
+	.provider = "Vercel",
+	.inline_max = SG_VERCEL_INLINE_MAX,
+	.stdin_vars = SG_VERCEL_STDIN_VARS,
+	.relays = true,
+	.relay_wait_ms = SG_VERCEL_WAIT_MS,
+	.fails = 1,
+	.kill_unseen = true,
+	.list_pages = SG_VERCEL_LIST_PAGES,
+	.trip = vcl_trip,
+	.kill = vcl_kill,
+	.upload = vcl_upload,
+	.extend = vcl_extend,
+	.script = vcl_script,
+	.setup = vcl_setup,
+	.keep = vcl_keep,
+	.create = vcl_create,
+	.env_size = sizeof(struct vcl_env),
+	.open = vcl_open,
+	.close = vcl_close,
+	.lookup = vcl_lookup,
+	.tag = vcl_tag,
+	.remove = vcl_delete,
+	.list_page = vcl_list_page,
+	.info = vcl_info,
+};
+
+SG_REMOTE_OPERATOR(vcl, &vcl_ops)
 
 static void vcl_release(struct sg_env *env)
 {
 	struct vcl_env *ve = (struct vcl_env *)env;
 
-	sg_leg_end(&ve->ka, SG_E_CANCELLED);
-	if (ve->lock_ready)
-		pthread_mutex_destroy(&ve->lock);
-	if (ve->cl.api)
-		sg_log_debug("sandbox %s: %llu Vercel requests", ve->name ? ve->name : "?",
+	if (ve->cl.rest.api)
+		sg_log_debug("sandbox %s: %llu Vercel requests", ve->rm.name ? ve->rm.name : "?",
 			     (unsigned long long)atomic_load(&ve->cl.requests));
-	vcl_client_release(&ve->cl);
-	free(ve->name);
-	free(ve->base_dir);
-	free(ve->run_dir);
+	sg_remote_release(&ve->rm);
 	sg_env_release_base(env);
 }
 
@@ -1953,14 +1782,8 @@ static size_t vcl_credential_env(const json_t *raw, const char **names, size_t m
 
 static void vcl_credentials(const struct sg_profile *p, json_t *out)
 {
-	const char *names[5];
-	size_t n = vcl_credential_env(p->raw, names, 4);
-
-	for (size_t i = 0; i < n; i++) {
-		const char *v = getenv(names[i]);
-
-		json_object_set_new(out, names[i], json_string(v && *v ? "found" : "missing"));
-	}
+	/* The API URL has a default: the token, team, project and OIDC token count. */
+	sg_remote_credentials(vcl_credential_env, 4, p, out);
 }
 
 const struct sg_adapter sg_adapter_vercel = {
@@ -1970,9 +1793,9 @@ const struct sg_adapter sg_adapter_vercel = {
 	.fields = vcl_fields,
 	.validate = vcl_validate,
 	.provision = vcl_provision,
-	.exec = vcl_exec,
+	.exec = sg_remote_exec,
 	.get_file = vcl_get_file,
-	.teardown = vcl_teardown,
+	.teardown = sg_remote_teardown,
 	.list = vcl_list,
 	.destroy = vcl_destroy,
 	.release = vcl_release,

@@ -254,7 +254,7 @@ static void test_credentials(void **state)
 	setenv("VERCEL_PROJECT_ID", "prj_a", 1);
 	setenv("VERCEL_API_URL", "http://127.0.0.1:9/", 1);
 	assert_int_equal(vcl_client_init(&c, &p, &err), SG_OK);
-	assert_string_equal(c.api, "http://127.0.0.1:9");
+	assert_string_equal(c.rest.api, "http://127.0.0.1:9");
 	assert_string_equal(c.team, "team_a");
 	assert_false(c.oidc);
 	vcl_client_release(&c);
@@ -267,7 +267,7 @@ static void test_credentials(void **state)
 	assert_int_equal(vcl_client_init(&c, &p, &err), SG_OK);
 	assert_string_equal(c.team, "team_o");
 	assert_string_equal(c.project, "prj_o");
-	assert_string_equal(c.api, VCL_API_DEFAULT);
+	assert_string_equal(c.rest.api, VCL_API_DEFAULT);
 	assert_true(c.oidc);
 	vcl_client_release(&c);
 

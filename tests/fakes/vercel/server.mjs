@@ -1177,8 +1177,12 @@ async function hWriteFiles(ctx) {
         fs.rmSync(host, { force: true });
         fs.symlinkSync(e.linkname, host);
       } else {
-        fs.writeFileSync(host, e.data);
-        fs.chmodSync(host, e.mode || 0o644);
+        // Whole and with its mode before it appears, as tar extracts it: a
+        // set-up waiting for the archive's last file may remove it at once.
+        const part = `${host}.fake-part-${process.pid}`;
+        fs.writeFileSync(part, e.data);
+        fs.chmodSync(part, e.mode || 0o644);
+        fs.renameSync(part, host);
       }
     } catch (err) {
       if (err instanceof HttpError) throw err;
