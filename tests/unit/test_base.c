@@ -202,6 +202,34 @@ static void test_jw(void **state)
 }
 
 /*
+ * Runs of plain bytes are scanned eight at a time: every ASCII byte, at
+ * every place in and around a word, comes out byte for byte as jansson
+ * writes it.
+ */
+static void test_jw_words(void **state)
+{
+	(void)state;
+	for (int c = 1; c < 0x80; c++) {
+		for (size_t at = 0; at < 20; at++) {
+			char text[24];
+			struct sg_buf b = SG_BUF_INIT(256);
+			json_t *v;
+			char *want;
+
+			memset(text, 'a', sizeof(text));
+			text[at] = (char)c;
+			v = json_stringn(text, sizeof(text));
+			want = json_dumps(v, JSON_ENCODE_ANY);
+			assert_int_equal(sg_jw_str(&b, text, sizeof(text)), SG_OK);
+			assert_string_equal(b.p, want);
+			free(want);
+			json_decref(v);
+			sg_buf_release(&b);
+		}
+	}
+}
+
+/*
  * Long strings cross the writer's 4 KiB chunks at every kind of byte: the
  * round trip through jansson must give back the input (invalid bytes as
  * U+FFFD), and a buffer too small by one byte must refuse, not cut.
@@ -428,6 +456,7 @@ int main(void)
 		cmocka_unit_test(test_utf8_sanitize),
 		cmocka_unit_test(test_err_strings),
 		cmocka_unit_test(test_jw),
+		cmocka_unit_test(test_jw_words),
 		cmocka_unit_test(test_jw_long),
 		cmocka_unit_test(test_strv),
 		cmocka_unit_test(test_gitattr),
