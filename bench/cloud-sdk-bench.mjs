@@ -15,6 +15,10 @@
 //             of each call (its wall time less the fake's serving time of its requests), as sgbench's
 //             C3 measures sandgate's
 //   mix       the calls of bench/cloud-mix.json in order, --runs times; each run's wall time
+//   ttfr      time to the first result, after the main sandbox is gone: --ttfr-n sessions with a
+//             new client each and as many reusing one (firstResults below), each create() (a new
+//             sandbox) and its first exec of `bash -l -c true` to completion; each sandbox is
+//             destroyed untimed
 //   rss       process.resourceUsage().maxRSS at the end (KiB)
 //
 // The SDK makes no request of its own between calls, so sequence fences count them exactly (sgbench
@@ -29,11 +33,13 @@ import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
+// Fresh sessions timed to their first result at most (sgbench's TTFR_RUNS_MAX).
+const TTFR_MAX = 16;
 
 export function usage(name, msg, extra = '') {
   process.stderr.write(`${name}: ${msg}\n` +
     `usage: node ${name}.mjs --url http://127.0.0.1:PORT --log http://127.0.0.1:PORT/PATH\n` +
-    `       [--n 20] [--runs 3] [--mix FILE] [--json FILE] [--sdk-dir DIR]${extra}\n`);
+    `       [--n 20] [--runs 3] [--ttfr-n 5] [--mix FILE] [--json FILE] [--sdk-dir DIR]${extra}\n`);
   process.exit(2);
 }
 
@@ -46,7 +52,7 @@ function loopback(name, what, v) {
 
 // The options every script takes; `more` maps extra option names to defaults.
 export function parseArgs(name, argv, sdkDir, more = {}) {
-  const o = { url: null, log: null, n: 20, runs: 3, json: null, sdkDir,
+  const o = { url: null, log: null, n: 20, runs: 3, ttfrN: 5, json: null, sdkDir,
     mix: path.join(here, 'cloud-mix.json'), ...more };
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i];
@@ -61,6 +67,7 @@ export function parseArgs(name, argv, sdkDir, more = {}) {
   o.url = loopback(name, '--url', o.url).origin;
   loopback(name, '--log', o.log);
   if (!Number.isInteger(o.n) || o.n < 2 || !Number.isInteger(o.runs) || o.runs < 1) usage(name, '--n must be ≥ 2 and --runs ≥ 1');
+  if (!Number.isInteger(o.ttfrN) || o.ttfrN < 0 || o.ttfrN > TTFR_MAX) usage(name, `--ttfr-n must be 0 to ${TTFR_MAX}`);
   return o;
 }
 
@@ -179,10 +186,51 @@ export function opsOf({ exec, readText, writeText, list }) {
   };
 }
 
+// Time to the first result (sgbench's C7 and D7): n pairs of sessions, one sandbox at a time, each
+// from its first SDK call to the end of its first exec of `bash -l -c true` (exit 0 checked). The
+// first of a pair starts a new client, as a new process does and as sgbench starts a new gateway
+// (the SDK's own first requests, an auth token say, are paid again): that side's median is C7's.
+// The second reuses that client, as a host that keeps one across sessions would: information. The
+// medians are the nearest rank, as sgbench's. session(fresh) -> {ms, create_ms}.
+export async function firstResults(n, session) {
+  const fresh = { runs_ms: [], create_ms: [] };
+  const warm = { runs_ms: [], create_ms: [] };
+  for (let i = 0; i < n; i++) {
+    for (const [side, isFresh] of [[fresh, true], [warm, false]]) {
+      const t = await session(isFresh);
+      side.runs_ms.push(t.ms);
+      side.create_ms.push(t.create_ms);
+    }
+  }
+  const median = (v) => [...v].sort((x, y) => x - y)[Math.ceil(v.length / 2) - 1];
+  for (const side of [fresh, warm]) {
+    side.median_ms = median(side.runs_ms);
+    side.create_median_ms = median(side.create_ms);
+  }
+  return { n, ...fresh, warm, command: LOGIN_SHELL.concat('true') };
+}
+
+// One such session of a cloud SDK script's backend b, destroyed (untimed) whatever happens.
+async function cloudSession(b, fresh) {
+  // The client is made untimed (its constructor sends nothing; closing the old one is no part of
+  // a session): the clock starts at the SDK's first call, as the SDK's first requests are timed.
+  if (fresh && b.newClient) b.newClient();
+  const t0 = performance.now();
+  try {
+    await b.create();
+    const createMs = performance.now() - t0;
+    await b.ops.bash({ command: 'true' });
+    return { ms: performance.now() - t0, create_ms: createMs };
+  } finally {
+    await b.destroy();
+  }
+}
+
 // b: { name, sdk, version, create(), firstExec() (resolves once an exec has started, to a function that
 // waits for it to end), setup()
 // (untimed: the workspace directory), exec(argv) -> {out, code}, ops: {tool: (args) -> text},
-// destroy(), info() (optional: fields for the results) }.  Each op throws on failure.
+// destroy() (the sandbox), newClient() (optional: replaces the client, the old one closed), close()
+// (optional: the client, once at the end), info() (optional: fields for the results) }.  Each op throws on failure.
 export async function run(b, o) {
   const rssStart = process.memoryUsage().rss;
   const mix = JSON.parse(fs.readFileSync(o.mix, 'utf8')).ops;
@@ -278,8 +326,14 @@ export async function run(b, o) {
     created = false;
     await b.destroy();
     out.destroy_ms = performance.now() - t0;
+
+    if (o.ttfrN > 0) {
+      say(`time to first result x ${o.ttfrN} fresh sandboxes`);
+      out.ttfr = await firstResults(o.ttfrN, (fresh) => cloudSession(b, fresh));
+    }
   } finally {
     if (created) await b.destroy().catch(() => {});
+    if (b.close) b.close();
   }
   // ru_maxrss of this process: everything the SDK and its runtime held at their peak.
   out.rss_start_kib = Math.round(rssStart / 1024);
@@ -291,7 +345,9 @@ export async function run(b, o) {
     say(`${k.padEnd(12)} p50 ${(d.p50_us / 1e3).toFixed(2)} ms  requests/call ${d.requests_per_call} (${d.routes_text})`);
   }
   say(`mixed ${out.mix.median_ms.toFixed(0)} ms (median of ${o.runs}); ready ${out.ready.ms.toFixed(0)} ms; ` +
-    `tasks per exec ${out.pid.tasks_per_exec}; peak RSS ${(out.max_rss_kib / 1024).toFixed(1)} MiB`);
+    `tasks per exec ${out.pid.tasks_per_exec}; peak RSS ${(out.max_rss_kib / 1024).toFixed(1)} MiB` +
+    (out.ttfr ? `; first result ${out.ttfr.median_ms.toFixed(0)} ms (median of ${out.ttfr.n}; ` +
+      `${out.ttfr.warm.median_ms.toFixed(0)} ms on a client already used)` : ''));
 }
 
 // Run main(), exit 0 on success and 1 on any failure.

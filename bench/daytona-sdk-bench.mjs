@@ -5,6 +5,11 @@
 //   exec      sandbox.process.executeCommand('true')            (exit code 0 checked)
 //   upload    sandbox.fs.uploadFile(<1 MiB Buffer>, path)
 //   download  sandbox.fs.downloadFile(path) of a 1 MiB file     (length checked, bytes once)
+//   ttfr      time to the first result (sgbench's D7), after that sandbox is deleted: --ttfr-n
+//             sessions with a new Daytona client each and as many reusing one (firstResults in
+//             cloud-sdk-bench.mjs), each daytona.create() (a new sandbox) and its first
+//             process.executeCommand('bash -l -c true') to completion (exit code 0 checked); each
+//             sandbox deleted untimed
 //
 // The three run interleaved, in an order that rotates each round, after warm-up rounds; each is
 // timed from the call to its resolved promise. Every timed call's window (wall-clock ms) is then
@@ -14,7 +19,7 @@
 // process.resourceUsage().maxRSS (KiB) at the end.
 //
 //   node bench/daytona-sdk-bench.mjs --url http://127.0.0.1:PORT [--api-key test-key]
-//        [--n 100] [--warm 10] [--json FILE] [--sdk-dir tests/fakes/daytona]
+//        [--n 100] [--warm 10] [--ttfr-n 5] [--json FILE] [--sdk-dir tests/fakes/daytona]
 //
 // The results go to --json (else stdout) as one JSON object; progress goes to stderr. The sandbox
 // is created with the same image as sandgate's profile in bench/run.sh (debian:12, default
@@ -25,19 +30,22 @@ import fs from 'node:fs';
 import { createRequire } from 'node:module';
 import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
+import { firstResults } from './cloud-sdk-bench.mjs';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const MiB = 1024 * 1024;
+// Fresh sessions timed to their first result at most (sgbench's TTFR_RUNS_MAX).
+const TTFR_MAX = 16;
 
 function usage(msg) {
   process.stderr.write(`daytona-sdk-bench: ${msg}\n` +
-    'usage: node daytona-sdk-bench.mjs --url http://127.0.0.1:PORT [--api-key KEY] [--n N] [--warm N]\n' +
+    'usage: node daytona-sdk-bench.mjs --url http://127.0.0.1:PORT [--api-key KEY] [--n N] [--warm N] [--ttfr-n N]\n' +
     '       [--json FILE] [--sdk-dir DIR]\n');
   process.exit(2);
 }
 
 function parseArgs(argv) {
-  const o = { url: null, apiKey: 'test-key', n: 100, warm: 10, json: null,
+  const o = { url: null, apiKey: 'test-key', n: 100, warm: 10, ttfrN: 5, json: null,
     sdkDir: path.join(here, '..', 'tests', 'fakes', 'daytona') };
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i];
@@ -48,6 +56,7 @@ function parseArgs(argv) {
     else if (a === '--api-key') o.apiKey = v;
     else if (a === '--n') o.n = Number(v);
     else if (a === '--warm') o.warm = Number(v);
+    else if (a === '--ttfr-n') o.ttfrN = Number(v);
     else if (a === '--json') o.json = v;
     else if (a === '--sdk-dir') o.sdkDir = v;
     else usage(`unknown option ${a}`);
@@ -58,6 +67,7 @@ function parseArgs(argv) {
   if (u.protocol !== 'http:' || u.hostname !== '127.0.0.1') usage(`--url must be http://127.0.0.1:PORT, not ${o.url}`);
   o.url = `${u.protocol}//${u.host}`;
   if (!Number.isInteger(o.n) || o.n < 1 || !Number.isInteger(o.warm) || o.warm < 0) usage('--n must be ≥ 1 and --warm ≥ 0');
+  if (!Number.isInteger(o.ttfrN) || o.ttfrN < 0 || o.ttfrN > TTFR_MAX) usage(`--ttfr-n must be 0 to ${TTFR_MAX}`);
   return o;
 }
 
@@ -146,6 +156,39 @@ function attribute(requests, windows) {
 }
 
 const KINDS = ['exec', 'upload', 'download'];
+// The host's bash tool runs a login shell; the toolbox runs the command line as given.
+const FIRST_COMMAND = 'bash -l -c true';
+
+// As sandgate's sandbox on bench/run.sh's profile: image debian:12, default resources, and the
+// auto-stop and auto-delete intervals of 10 minutes its initialize reports.
+function createSandbox(daytona, runId) {
+  return daytona.create({
+    image: 'debian:12',
+    labels: { 'sgbench.client': 'sdk', 'sgbench.run': runId },
+    autoStopInterval: 10,
+    autoDeleteInterval: 10,
+  }, { timeout: 60 });
+}
+
+// One session for time to first result: (a new client,) create, the first exec to its end; the
+// sandbox deleted untimed. client.current is the client to use, replaced when fresh.
+async function firstResult(client, fresh, runId) {
+  // The client is made untimed, as in cloud-sdk-bench.mjs: the clock starts at the first call.
+  if (fresh) {
+    await client.current[Symbol.asyncDispose]();
+    client.current = client.make();
+  }
+  const t0 = performance.now();
+  const sandbox = await createSandbox(client.current, runId);
+  try {
+    const createMs = performance.now() - t0;
+    const r = await sandbox.process.executeCommand(FIRST_COMMAND);
+    if (r.exitCode !== 0) throw new Error(`executeCommand('${FIRST_COMMAND}') exited ${r.exitCode}`);
+    return { ms: performance.now() - t0, create_ms: createMs };
+  } finally {
+    await sandbox.delete();
+  }
+}
 
 async function main() {
   const o = parseArgs(process.argv.slice(2));
@@ -154,7 +197,9 @@ async function main() {
   const { Daytona } = sdk;
   const text = textMib();
   const runId = crypto.randomBytes(4).toString('hex');
-  const daytona = new Daytona({ apiUrl: `${o.url}/api`, apiKey: o.apiKey, target: 'us' });
+  const client = { make: () => new Daytona({ apiUrl: `${o.url}/api`, apiKey: o.apiKey, target: 'us' }) };
+  client.current = client.make();
+  const daytona = client.current;
   const out = { sdk: '@daytonaio/sdk', sdk_version: version, node: process.version, n: o.n, warm: o.warm };
   let sandbox = null;
 
@@ -162,14 +207,7 @@ async function main() {
     process.stderr.write('daytona-sdk-bench: creating a sandbox (image debian:12)\n');
     let seq = await lastSeq(o.url);
     let t0 = performance.now();
-    // As sandgate's sandbox on bench/run.sh's profile: image debian:12, default resources, and
-    // the auto-stop and auto-delete intervals of 10 minutes its initialize reports.
-    sandbox = await daytona.create({
-      image: 'debian:12',
-      labels: { 'sgbench.client': 'sdk', 'sgbench.run': runId },
-      autoStopInterval: 10,
-      autoDeleteInterval: 10,
-    }, { timeout: 60 });
+    sandbox = await createSandbox(daytona, runId);
     out.create_ms = performance.now() - t0;
     out.create_requests = (await admin(o.url, `/requests?since=${seq}`)).requests.length;
     out.sandbox = sandbox.id;
@@ -238,9 +276,15 @@ async function main() {
     await sandbox.delete();
     sandbox = null;
     out.delete_ms = performance.now() - t0;
+
+    if (o.ttfrN > 0) {
+      process.stderr.write(`daytona-sdk-bench: time to first result x ${o.ttfrN} fresh sandboxes\n`);
+      out.ttfr = await firstResults(o.ttfrN, (fresh) => firstResult(client, fresh, runId));
+      out.ttfr.command = FIRST_COMMAND;
+    }
   } finally {
     if (sandbox) await sandbox.delete().catch(() => {});
-    await daytona[Symbol.asyncDispose]();
+    await client.current[Symbol.asyncDispose]();
   }
   // ru_maxrss of this process: everything the SDK and its runtime held at their peak.
   out.rss_start_kib = Math.round(rssStart / 1024);
@@ -253,7 +297,9 @@ async function main() {
     process.stderr.write(`daytona-sdk-bench: ${k.padEnd(8)} p50 ${(d.p50_us / 1e3).toFixed(2)} ms  p90 ${(d.p90_us / 1e3).toFixed(2)} ms  ` +
       `requests/call ${d.requests_per_call} (served p50 ${(d.served.p50_us / 1e3).toFixed(1)} ms)\n`);
   }
-  process.stderr.write(`daytona-sdk-bench: peak RSS ${(out.max_rss_kib / 1024).toFixed(1)} MiB\n`);
+  process.stderr.write(`daytona-sdk-bench: peak RSS ${(out.max_rss_kib / 1024).toFixed(1)} MiB` +
+    (out.ttfr ? `; first result ${out.ttfr.median_ms.toFixed(0)} ms (median of ${out.ttfr.n}; ` +
+      `${out.ttfr.warm.median_ms.toFixed(0)} ms on a client already used)\n` : '\n'));
 }
 
 main().then(() => process.exit(0), (e) => {

@@ -228,6 +228,21 @@ json_t *gw_call(struct gw *g, const char *method, json_t *data)
 }
 
 /*
+ * initialize as the host sends it: protocol version 4, the session SESSION
+ * at ROOT, its workspace removed when the gateway stops.  Returns the
+ * reply's frame (new); dies when initialize failed.
+ */
+json_t *gw_initialize(struct gw *g)
+{
+	json_t *f = gw_call(g, "initialize",
+			    json_pack("{s:i, s:s, s:s, s:b}", "version", 4, "root", ROOT,
+				      "session", SESSION, "remove_workspace_on_exit", true));
+
+	reply_data(f, "initialize");
+	return f;
+}
+
+/*
  * An execute data object for `tool` with the arguments object (steals): the
  * host's shape, the tool in call.name and its arguments as a JSON string,
  * the main agent (actor = the binding's session), standard mode.

@@ -45,7 +45,7 @@ static const char usage[] =
 	"               [--ssh-n N] [--ssh-export-mib N] [--ssh-export-runs N]\n"
 	"               [--rt-n N] [--dtn-n N] [--sdk-json FILE] [--keep]\n"
 	"               [--fake-log URL] [--mix FILE] [--mix-runs N] [--cloud-n N]\n"
-	"               [--fake-delay-ms N]\n"
+	"               [--fake-delay-ms N] [--ttfr-n N]\n"
 	"\n"
 	"Runs sandgate's benchmarks over pipes, on the profile --config and\n"
 	"--profile name (else sandgate's default), and prints a table.  The\n"
@@ -65,7 +65,9 @@ static const char usage[] =
 	"of each tool (--cloud-n); --sdk-json adds bench/<backend>-sdk-bench.mjs's\n"
 	"results.  --fake-delay-ms says what delay the fake adds to each request:\n"
 	"with 0, the mixed sequence and time to ready are given for information\n"
-	"only, since their targets are set for a real round trip.\n";
+	"only, since their targets are set for a real round trip.  After the\n"
+	"daytona and cloud sets, --ttfr-n (5) fresh sessions are timed from the\n"
+	"gateway's spawn to the reply of their first bash \"true\" (0: none).\n";
 
 /* An option with a value: a path or name, or a count, stored at off. */
 struct opt_def {
@@ -89,7 +91,7 @@ static const struct opt_def opt_defs[] = {
 	OPT_COUNT("--dtn-n", dtn_n), OPT_TEXT("--sdk-json", sdk_json),
 	OPT_TEXT("--fake-log", fake_log), OPT_TEXT("--mix", mix),
 	OPT_COUNT("--mix-runs", mix_runs), OPT_COUNT("--cloud-n", cloud_n),
-	OPT_COUNT("--fake-delay-ms", fake_delay_ms),
+	OPT_COUNT("--fake-delay-ms", fake_delay_ms), OPT_COUNT("--ttfr-n", ttfr_n),
 };
 
 static const struct opt_def *opt_find(const char *name)
@@ -119,7 +121,7 @@ static void parse_opts(int argc, char **argv, struct opts *o)
 			    .export_mib = 256, .export_runs = 3, .ssh_n = 150,
 			    .ssh_export_mib = 64, .ssh_export_runs = 3, .rt_n = 10,
 			    .dtn_n = 100, .cloud_n = 20, .mix_runs = 3, .mix = SGBENCH_MIX,
-			    .fake_delay_ms = -1 };
+			    .fake_delay_ms = -1, .ttfr_n = 5 };
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i];
 		const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -148,9 +150,10 @@ static void parse_opts(int argc, char **argv, struct opts *o)
 	if (o->stat_n < 1 || o->cmd_n < 1 || o->wake_n < 1 || o->export_runs < 1 ||
 	    o->export_mib < 1 || o->export_mib > 256 || o->ssh_n < 1 ||
 	    o->ssh_export_runs < 1 || o->rt_n < 1 || o->ssh_export_mib > 256 ||
-	    o->dtn_n < 1 || o->cloud_n < 1 || o->mix_runs < 1 || o->mix_runs > CL_RUNS_MAX)
-		die("counts must be at least 1, export sizes at most 256 MiB and mixed runs at most %d",
-		    CL_RUNS_MAX);
+	    o->dtn_n < 1 || o->cloud_n < 1 || o->mix_runs < 1 || o->mix_runs > CL_RUNS_MAX ||
+	    o->ttfr_n > TTFR_RUNS_MAX)
+		die("counts must be at least 1 (--ttfr-n 0 to %d), export sizes at most 256 MiB and mixed runs at most %d",
+		    TTFR_RUNS_MAX, CL_RUNS_MAX);
 }
 
 /* $SANDGATE, else sandgate next to this program or one directory up. */
@@ -303,9 +306,7 @@ static void run_initialize(struct run *u)
 	t0_ms = wall_ms(false);
 	t0_us = wall_us();
 	u->init_ns = now_ns();
-	f = gw_call(&u->g, "initialize",
-		    json_pack("{s:i, s:s, s:s, s:b}", "version", 4, "root", ROOT,
-			      "session", SESSION, "remove_workspace_on_exit", true));
+	f = gw_initialize(&u->g);
 	u->init_ns = now_ns() - u->init_ns;
 	if (u->fk.port)
 		dtn_add(&u->dl, DK_C_INIT, t0_ms, wall_ms(true));
@@ -396,6 +397,11 @@ static void run_sets(struct run *u)
 	}
 	u->r.events = u->g.events;
 	u->r.gateway_status = gw_stop(&u->g);
+	/* After the main session, whose sandbox is gone: one sandbox at a time. */
+	if ((u->o.do_dtn || u->o.do_cloud) && u->o.ttfr_n > 0) {
+		bench_ttfr(&u->o, u->sandgate, u->state, &u->r.tf);
+		u->r.ttfr = true;
+	}
 	if (u->o.do_ssh) {
 		/* After the timed session: the counting client slows every call. */
 		fprintf(stderr, "sgbench: ssh: client runs per tool call x %ld\n", u->o.rt_n);

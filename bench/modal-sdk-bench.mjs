@@ -37,7 +37,7 @@ main(NAME, async () => {
   process.env.MODAL_TOKEN_ID = o.tokenId;
   process.env.MODAL_TOKEN_SECRET = o.tokenSecret;
   const { sdk, version } = await loadSdk(o.sdkDir, 'modal');
-  const modal = new sdk.ModalClient();
+  let modal = new sdk.ModalClient();
   const abs = (p) => path.posix.join(WS, p);
   let sb = null;
   let listViaExec = false;
@@ -91,8 +91,12 @@ main(NAME, async () => {
     destroy: async () => {
       if (sb) await sb.terminate();
       sb = null;
-      modal.close();
     },
+    newClient: () => {
+      modal.close();
+      modal = new sdk.ModalClient();
+    },
+    close: () => modal.close(),
   };
   await run(b, o);
 });

@@ -459,3 +459,85 @@ void report_cloud_details(FILE *o, const struct cl_result *r, long idle_hwm_kib)
 		r->pid_run_min, r->pid_run_max, r->clock_err_us / 1e3, r->overlapped,
 		r->background, r->background ? r->bg_routes : "none");
 }
+
+/* The SDK's time to first result (ttfr in --sdk-json), or NULL. */
+static const json_t *sdk_ttfr(const json_t *sdk)
+{
+	const json_t *t = json_object_get(sdk, "ttfr");
+
+	return json_is_number(json_object_get(t, "median_ms")) ? t : NULL;
+}
+
+/* "5 fresh sessions each", or "5 and 3 fresh sessions" when the sides differ. */
+static void ttfr_runs_text(const struct ttfr_result *r, const json_t *s, char *out, size_t n)
+{
+	json_int_t sn = json_integer_value(json_object_get(s, "n"));
+
+	if (!s || sn == r->n)
+		snprintf(out, n, "%d fresh sessions%s", r->n, s ? " each" : "");
+	else
+		snprintf(out, n, "%d and %" JSON_INTEGER_FORMAT " fresh sessions", r->n, sn);
+}
+
+/*
+ * D7 or C7 (row): time to the first tool result against the SDK's; the
+ * target is set for a real round trip, so without the fake's delay the
+ * row is information.
+ */
+void report_ttfr_markdown(FILE *o, const struct ttfr_result *r, const json_t *sdk,
+			  const char *row)
+{
+	const json_t *s = sdk_ttfr(sdk);
+	double mine = r->med_ns / 1e6, theirs = json_number_value(json_object_get(s, "median_ms"));
+	char runs[64];
+
+	ttfr_runs_text(r, s, runs, sizeof(runs));
+	fprintf(o, "| %s | time to first result: initialize + the first bash \"true\", from the gateway's spawn, vs the SDK's create() + its first exec of `bash -l -c true` to completion, on a new client as a new process has; median of %s, each a new sandbox | ",
+		row, runs);
+	if (!s) {
+		fprintf(o, "%.0f ms (initialize %.0f ms); the SDK was not run | sandgate ahead of the SDK | n/a |\n",
+			mine, r->init_med_ns / 1e6);
+		return;
+	}
+	fprintf(o, "%.0f ms (initialize %.0f) vs %.0f ms (create %.0f): **%+.0f ms**; the SDK on a client already used: %.0f ms | sandgate ahead of the SDK%s | %s |\n",
+		mine, r->init_med_ns / 1e6, theirs,
+		json_number_value(json_object_get(s, "create_median_ms")), mine - theirs,
+		json_number_value(json_object_get(json_object_get(s, "warm"), "median_ms")),
+		r->delay_ms == 0 ? " with a real round trip (the delayed block)" : "",
+		r->delay_ms == 0 ? "info" : verdict(mine < theirs));
+}
+
+/* " 469 475 ms (create 219 217 ms)": one side's sessions (runs_ms, create_ms). */
+static void ttfr_sdk_runs(FILE *o, const json_t *side)
+{
+	size_t i;
+	json_t *x;
+
+	json_array_foreach(json_object_get(side, "runs_ms"), i, x)
+		fprintf(o, " %.0f", json_number_value(x));
+	fputs(" ms (create", o);
+	json_array_foreach(json_object_get(side, "create_ms"), i, x)
+		fprintf(o, " %.0f", json_number_value(x));
+	fputs(" ms)", o);
+}
+
+/* Each session's times, both sides, in the order they ran. */
+void report_ttfr_details(FILE *o, const struct ttfr_result *r, const json_t *sdk)
+{
+	const json_t *s = sdk_ttfr(sdk);
+
+	fputs("time to first result, sandgate:", o);
+	for (int k = 0; k < r->n; k++)
+		fprintf(o, " %.0f", r->first_ns[k] / 1e6);
+	fputs(" ms (initialize", o);
+	for (int k = 0; k < r->n; k++)
+		fprintf(o, " %.0f", r->init_ns[k] / 1e6);
+	fputs(" ms)", o);
+	if (s) {
+		fputs("; SDK on a new client:", o);
+		ttfr_sdk_runs(o, s);
+		fputs("; on a client already used:", o);
+		ttfr_sdk_runs(o, json_object_get(s, "warm"));
+	}
+	fputc('\n', o);
+}

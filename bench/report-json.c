@@ -175,6 +175,21 @@ static json_t *ssh_json(const struct ssh_result *s)
 	return sj;
 }
 
+/* Time to the first result: each session's and the medians, in ms. */
+static json_t *ttfr_json(const struct ttfr_result *t)
+{
+	json_t *first = json_array(), *init = json_array();
+
+	for (int i = 0; i < t->n; i++) {
+		json_array_append_new(first, json_real(t->first_ns[i] / 1e6));
+		json_array_append_new(init, json_real(t->init_ns[i] / 1e6));
+	}
+	return json_pack("{s:i, s:o, s:o, s:f, s:f, s:I}", "n", t->n, "runs_ms", first,
+			 "initialize_ms", init, "median_ms", t->med_ns / 1e6,
+			 "initialize_median_ms", t->init_med_ns / 1e6, "fake_delay_ms",
+			 (json_int_t)t->delay_ms);
+}
+
 void write_json(const char *path, const struct results *r)
 {
 	json_t *j = json_object();
@@ -199,6 +214,8 @@ void write_json(const char *path, const struct results *r)
 		json_object_set_new(j, "daytona", dtn_json(&r->dt));
 	if (r->cloud)
 		json_object_set_new(j, "cloud", cloud_json(&r->cl));
+	if (r->ttfr)
+		json_object_set_new(j, "ttfr", ttfr_json(&r->tf));
 	json_object_set_new(j, "idle_rss_kib", json_integer(r->idle_rss_kib));
 	json_object_set_new(j, "idle_hwm_kib", json_integer(r->idle_hwm_kib));
 	json_object_set_new(j, "gateway_status", json_integer(r->gateway_status));

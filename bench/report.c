@@ -156,6 +156,8 @@ void report_markdown(FILE *o, const struct results *r)
 		report_dtn_markdown(o, &r->dt);
 	if (r->cloud)
 		report_cloud_markdown(o, &r->cl);
+	if (r->ttfr)
+		report_ttfr_markdown(o, &r->tf, r->dtn ? r->dt.sdk : r->cl.sdk, r->dtn ? "D7" : "C7");
 	if (r->export)
 		fprintf(o, "| 5b | gateway RSS during the export | max VmRSS %.1f MiB over %ld samples (VmHWM after: %.1f MiB) | ≤ 64 MiB | %s |\n",
 			r->ex.rss_max_kib / 1024.0, r->ex.rss_samples,
@@ -228,6 +230,8 @@ void report_details(FILE *o, const struct results *r)
 		report_dtn_details(o, &r->dt, r->idle_hwm_kib);
 	if (r->cloud)
 		report_cloud_details(o, &r->cl, r->idle_hwm_kib);
+	if (r->ttfr)
+		report_ttfr_details(o, &r->tf, r->dtn ? r->dt.sdk : r->cl.sdk);
 	fprintf(o, "process event lines seen: %ld; gateway exit status: %d\n", r->events,
 		r->gateway_status);
 }

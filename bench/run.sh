@@ -16,6 +16,7 @@
 #   bench/run.sh --modal-only    only the modal phase (its two blocks)
 #   bench/run.sh --vercel-only   only the vercel phase (its two blocks)
 #   bench/run.sh --no-modal / --no-vercel  skip that phase
+#   bench/run.sh --cloud-only    only the daytona, modal and vercel phases (six blocks), in one run
 #
 # Four phases.  local: the gateway on the local backend.  ssh: a real sshd
 # on 127.0.0.1 started by tests/ssh/sshd-harness.sh (generated keys and
@@ -53,6 +54,12 @@
 # sgbench fails (the adapter is not in this build, say) the block keeps the
 # SDK's numbers and says why.  SGBENCH_CLOUD_ARGS and CLOUD_SDK_ARGS pass
 # options on; about 1.5 minutes per backend.
+#
+# Time to the first result (D7 and C7, issue 39): after the daytona and
+# cloud sets, each SDK script and sgbench time fresh sessions, each a new
+# sandbox (--ttfr-n, 5; 3 with --quick): the SDK's create() and its first
+# exec of `bash -l -c true` to completion against sandgate's initialize and
+# its first bash "true" from the gateway's spawn.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -80,8 +87,8 @@ for a in "$@"; do
       print=1
       quick=(--stat-n 300 --cmd-n 30 --wake-n 30 --export-mib 64 --export-runs 1)
       quick_ssh=(--ssh-n 30 --ssh-export-runs 1 --rt-n 3)
-      quick_dtn=(--dtn-n 20 --rt-n 3)
-      quick_sdk=(--n 20)
+      quick_dtn=(--dtn-n 20 --rt-n 3 --ttfr-n 3)
+      quick_sdk=(--n 20 --ttfr-n 3)
       quick_sing=(--n 20) ;;
     --no-ssh) ssh_phase=0 ;;
     --no-daytona) dtn_phase=0 ;;
@@ -93,7 +100,8 @@ for a in "$@"; do
     --no-vercel) vercel_phase=0 ;;
     --modal-only) local_phase=0 ssh_phase=0 dtn_phase=0 sing_phase=0 vercel_phase=0 cloud_only=1 ;;
     --vercel-only) local_phase=0 ssh_phase=0 dtn_phase=0 sing_phase=0 modal_phase=0 cloud_only=1 ;;
-    -h|--help) sed -n '2,60p' "$0"; exit 0 ;;
+    --cloud-only) local_phase=0 ssh_phase=0 sing_phase=0 cloud_only=1 ;;
+    -h|--help) sed -n '2,62p' "$0"; exit 0 ;;
     *) echo "run.sh: unknown option $a" >&2; exit 2 ;;
   esac
 done
@@ -104,8 +112,8 @@ fi
 quick_cloud=()
 quick_csdk=()
 if [ ${#quick[@]} -gt 0 ]; then
-  quick_cloud=(--cloud-n 5 --mix-runs 1 --rt-n 5)
-  quick_csdk=(--n 5 --runs 1)
+  quick_cloud=(--cloud-n 5 --mix-runs 1 --rt-n 5 --ttfr-n 3)
+  quick_csdk=(--n 5 --runs 1 --ttfr-n 3)
 fi
 if [ "$local_phase" = 0 ] && [ "$ssh_phase" = 0 ] && [ "$dtn_phase" = 0 ] &&
   [ "$sing_phase" = 0 ] && [ "$modal_phase" = 0 ] && [ "$vercel_phase" = 0 ]; then
@@ -251,7 +259,7 @@ dtn_run() {
   # shellcheck disable=SC2086
   DT_URL="http://127.0.0.1:$port/api" DT_KEY=test-key \
     "$sgbench" --sandgate "$build/sandgate" --config "$dir/config.json" \
-    --profile daytona --sdk-json "$dir/sdk.json" --json "$dir/sgbench.json" \
+    --profile daytona --fake-delay-ms "$delay" --sdk-json "$dir/sdk.json" --json "$dir/sgbench.json" \
     --markdown "$dir/table.md" "${quick_dtn[@]}" ${SGBENCH_DTN_ARGS:-} >&2
   stop_fake
   sdk_version=$(sed -n 's/^ *"sdk_version": "\([^"]*\)".*/\1/p' "$dir/sdk.json")
@@ -375,6 +383,7 @@ cloud_sdk_rows() {
     console.log(`| C4 | tasks started in the sandbox per exec | ${j.pid.tasks_per_exec} |`);
     console.log(`| C5 | peak RSS (maxRSS) | ${(j.max_rss_kib / 1024).toFixed(1)} MiB |`);
     console.log(`| C6 | ready: create until the first exec started | ${j.ready.ms.toFixed(0)} ms (create ${j.ready.create_ms.toFixed(0)} ms; ${j.ready.requests} requests: ${j.ready.routes_text}) |`);
+    if (j.ttfr) console.log(`| C7 | first result: create + the first exec of \`bash -l -c true\` to its end, on a new client, median of ${j.ttfr.n} fresh sandboxes | ${j.ttfr.median_ms.toFixed(0)} ms (create ${j.ttfr.create_median_ms.toFixed(0)} ms; on a client already used ${j.ttfr.warm.median_ms.toFixed(0)} ms) |`);
   ' "$1"
 }
 

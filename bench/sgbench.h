@@ -52,8 +52,9 @@
  * dying with a message), gw.c (the gateway over its pipes: the only file
  * that writes requests or reads replies), local.c (stat, cmd, wake,
  * export), ssh.c, fake.c (the fakes' request logs over HTTP), daytona.c,
- * cloud.c, report.c, report-cloud.c and report-json.c (the tables and the
- * JSON), main.c (options, the run's order).
+ * cloud.c, ttfr.c (time to the first result in fresh sessions), report.c,
+ * report-cloud.c and report-json.c (the tables and the JSON), main.c
+ * (options, the run's order).
  *
  * Ownership: a function that returns a pointer says "(new)" when the
  * caller frees it, "(borrowed)" when it lives in an argument; the result
@@ -136,6 +137,7 @@ struct opts {
 	const char *mix;      /* the cloud set's mixed calls (bench/cloud-mix.json) */
 	long cloud_n, mix_runs;
 	long fake_delay_ms; /* the delay the fake adds to every request; -1: not said */
+	long ttfr_n;        /* fresh sessions timed to their first result; 0: none */
 	bool do_stat, do_cmd, do_wake, do_export, do_ssh, do_dtn, do_cloud;
 	bool only; /* --only was given: the sets are not the backend's defaults */
 	bool keep;
@@ -398,9 +400,29 @@ struct cl_result {
 	json_t *sdk;
 };
 
+/*
+ * Time to the first tool result (issue 39), beside the daytona and cloud
+ * sets: --ttfr-n fresh sessions after the main one, each a new gateway on
+ * the same profile and state directory and so a new sandbox, timed from
+ * right after `sandgate serve` is spawned (as initialize is, D6 and C6)
+ * to the reply of its first bash "true"; against the SDK's create() and
+ * its first exec of `bash -l -c true` to completion (`ttfr` in
+ * --sdk-json), the median of each side's sessions.
+ */
+#define TTFR_RUNS_MAX 16
+
+struct ttfr_result {
+	int n;
+	int64_t first_ns[TTFR_RUNS_MAX]; /* the spawn to the bash reply, in session order */
+	int64_t init_ns[TTFR_RUNS_MAX];  /* of that, the spawn to the initialize reply */
+	int64_t med_ns, init_med_ns;
+	long delay_ms; /* the fake's added delay; -1: not said */
+};
+
 struct results {
 	bool local; /* the gateway's profile is on the local backend */
-	bool stat, cmd, wake, export, ssh, dtn, cloud;
+	bool stat, cmd, wake, export, ssh, dtn, cloud, ttfr;
+	struct ttfr_result tf;
 	struct stat_result st;
 	struct cl_result cl;
 	struct ssh_result sh;
@@ -449,6 +471,7 @@ bool id_is(const char *s, int64_t n);
 json_t *gw_reply(struct gw *g, int64_t id, int64_t *at);
 json_t *reply_data(json_t *frame, const char *what);
 json_t *gw_call(struct gw *g, const char *method, json_t *data);
+json_t *gw_initialize(struct gw *g);
 char *execute_data(const char *tool, json_t *args);
 json_t *check_tool(json_t *frame, const char *what);
 const char *tool_text(json_t *d);
@@ -506,6 +529,10 @@ struct cl_call *cl_add(struct cl_calls *l, int kind, int64_t t0_us, int64_t t0_n
 void bench_cloud(struct gw *g, struct cl_src *s, struct cl_calls *l, long long since,
 			const struct opts *o, struct cl_result *r);
 
+/* ttfr.c */
+void bench_ttfr(const struct opts *o, const char *sandgate, const char *state,
+		struct ttfr_result *r);
+
 /* report.c */
 double mbps(size_t bytes, double s);
 const char *verdict(bool ok);
@@ -517,6 +544,9 @@ void report_dtn_markdown(FILE *o, const struct dtn_result *r);
 void report_dtn_details(FILE *o, const struct dtn_result *r, long idle_hwm_kib);
 void report_cloud_markdown(FILE *o, const struct cl_result *r);
 void report_cloud_details(FILE *o, const struct cl_result *r, long idle_hwm_kib);
+void report_ttfr_markdown(FILE *o, const struct ttfr_result *r, const json_t *sdk,
+			  const char *row);
+void report_ttfr_details(FILE *o, const struct ttfr_result *r, const json_t *sdk);
 
 /* report-json.c */
 void write_json(const char *path, const struct results *r);
