@@ -363,10 +363,15 @@ sg_err sg_envcall_tail(struct sg_session *s, unsigned how, const char *const *ar
 	 */
 	if (!in_process(s, how) && r.out.len && r.out.p[r.out.len - 1] == '\n')
 		r.out.p[--r.out.len] = '\0';
-	/* The JSON is one line (the helper escapes newlines in strings). */
-	nl = memchr(r.out.p, '\n', r.out.len);
-	rc = sg_envcall_reply(r.out.p, nl ? (size_t)(nl - r.out.p) : r.out.len, out, err);
-	if (!rc && nl && sg_buf_add(tail, nl + 1, r.out.len - (size_t)(nl + 1 - r.out.p)))
+	/*
+	 * The JSON is the last line (the helper escapes newlines in strings),
+	 * after the tail: a helper streams the tail before it knows the
+	 * reply (its digest comes at the end of the read).
+	 */
+	nl = memrchr(r.out.p, '\n', r.out.len);
+	rc = nl ? sg_envcall_reply(nl + 1, r.out.len - (size_t)(nl + 1 - r.out.p), out, err)
+		: sg_envcall_reply(r.out.p, r.out.len, out, err);
+	if (!rc && nl && sg_buf_add(tail, r.out.p, (size_t)(nl - r.out.p)))
 		rc = sg_err_set(err, SG_E_TOO_LARGE, "the helper's reply is too large");
 out:
 	sg_exec_result_release(&r);

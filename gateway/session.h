@@ -245,9 +245,9 @@ sg_err sg_envcall_within(struct sg_session *s, unsigned how, const char *const *
 			 struct sg_errinfo *err) SG_MUST_CHECK;
 
 /*
- * As sg_envcall, for a step whose reply is a JSON line followed by raw
- * bytes (`fs read --raw`): *out is the JSON (new) and the bytes after its
- * newline are appended to tail.
+ * As sg_envcall, for a step whose reply is raw bytes followed by a JSON
+ * line (`fs read --raw`): *out is the JSON (new), the last line, and the
+ * bytes before its newline are appended to tail.
  */
 sg_err sg_envcall_tail(struct sg_session *s, unsigned how, const char *const *args,
 		       json_t **out, struct sg_buf *tail, struct sg_cancel *cancel,

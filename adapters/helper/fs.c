@@ -949,10 +949,19 @@ out:
 struct window {
 	int64_t first, limit;     /* limit 0: to the end */
 	long long max;            /* bytes the window's lines may hold */
-	struct sg_buf text;       /* the lines as they are, newlines kept */
+	struct sg_buf text;       /* the lines as they are (those not streamed yet) */
 	long long line_no, shown, kept;
 	bool in_line;             /* the current line has begun */
+	int stream;               /* where the lines stream as they are read, or -1 */
+	uint64_t streamed;        /* bytes written to stream */
 };
+
+/*
+ * Streamed, the window's lines go out in pieces of about this many bytes,
+ * each ending at a newline, while the rest of the file is still read and
+ * hashed (a transport then carries them meanwhile, as it would `cat`'s).
+ */
+#define READ_STREAM_CHUNK (64 * SG_KiB)
 
 /*
  * The text with credentials masked (an unconfined read of a sensitive
@@ -990,6 +999,34 @@ static sg_err window_sanitize(struct window *w)
 		sg_buf_init(&w->text, tmp.max);
 		rc = sg_buf_add(&w->text, tmp.p, tmp.len);
 	}
+	sg_buf_release(&tmp);
+	return rc;
+}
+
+/*
+ * The lines kept so far, as valid UTF-8, written to the stream.  A piece
+ * ends at a newline or at the window's end, and no character spans a
+ * newline, so piece by piece the text is sanitized exactly as it would
+ * be whole.
+ */
+static sg_err window_flush(struct fs *c, struct window *w)
+{
+	struct sg_buf tmp = SG_BUF_INIT(3 * w->text.max);
+	const char *p = w->text.p;
+	size_t n = w->text.len;
+	sg_err rc = SG_OK;
+
+	if (n && !sg_utf8_valid(p, n)) {
+		rc = sg_utf8_sanitize(&tmp, p, n);
+		p = tmp.p;
+		n = tmp.len;
+	}
+	if (!rc && sg_write_all(w->stream, p, n))
+		rc = sg_fs_fail(c, "read file: cannot write the lines read: %s",
+				sg_fs_errstr(errno));
+	if (!rc)
+		w->streamed += n;
+	sg_buf_reset(&w->text);
 	sg_buf_release(&tmp);
 	return rc;
 }
@@ -1100,6 +1137,8 @@ static sg_err read_lines(struct fs *c, int fd, struct window *w, struct sg_sha25
 				rc = window_add(c, w, p, (size_t)((nl ? nl + 1 : e) - p), nl != NULL);
 			if (!rc && nl && in)
 				w->shown++;
+			if (!rc && nl && in && w->stream >= 0 && w->text.len >= READ_STREAM_CHUNK)
+				rc = window_flush(c, w);
 			if (nl) {
 				w->line_no++;
 				w->in_line = false;
@@ -1116,47 +1155,13 @@ static sg_err read_lines(struct fs *c, int fd, struct window *w, struct sg_sha25
 	return rc;
 }
 
-static sg_err read_text(struct fs *c, int fd, const struct stat *st,
-			const struct sg_buf *shown, int64_t first, int64_t limit, bool raw,
-			bool redact)
+/* The reply's JSON for a text read, into c->out. */
+static sg_err read_reply(struct fs *c, const struct stat *st, const struct sg_buf *shown,
+			 int64_t first, const struct window *w, long long lines, const char *hex,
+			 bool raw)
 {
-	struct window w = {
-		.first = first,
-		.limit = limit,
-		.max = limit ? READ_MAX_SELECTED : READ_MAX_FILE,
-	};
-	char hex[2 * SG_SHA256_LEN + 1];
-	struct sg_sha256 h;
-	struct stat after;
-	long long lines = 0;
-	char *unused;
-	sg_err rc;
+	sg_err rc = sg_reply_ok(c->out);
 
-	sg_buf_init(&w.text, (size_t)w.max * 2 + 64);
-	/* Room for the whole window at once: no copy per doubling of a megabyte. */
-	if (sg_buf_reserve(&w.text, (size_t)(st->st_size < w.max ? st->st_size : w.max) + 64,
-			   &unused))
-		return sg_fs_fail(c, "out of memory for the read");
-	sg_sha256_init(&h);
-	if (st->st_size > READ_FULL_MAX)
-		version_digest(st, &h);
-	rc = read_lines(c, fd, &w, st->st_size > READ_FULL_MAX ? NULL : &h, &lines);
-	if (!rc && redact)
-		rc = window_redact(&w);
-	if (!rc && raw)
-		rc = window_sanitize(&w);
-	if (rc)
-		goto out;
-	/* The host hashes twice to see a file that changed under the read. */
-	if (fstat(fd, &after) != 0 || after.st_size != st->st_size ||
-	    after.st_mtim.tv_sec != st->st_mtim.tv_sec ||
-	    after.st_mtim.tv_nsec != st->st_mtim.tv_nsec) {
-		rc = sg_fs_fail(c, "read_file snapshot changed while it was being read; retry the "
-				"request");
-		goto out;
-	}
-	sg_sha256_final_hex(&h, hex);
-	rc = sg_reply_ok(c->out);
 	if (!rc)
 		rc = sg_fs_kv_str(c->out, "kind", "text");
 	if (!rc)
@@ -1171,26 +1176,96 @@ static sg_err read_text(struct fs *c, int fd, const struct stat *st,
 	if (!rc)
 		rc = sg_fs_kv_int(c->out, "start_line", (long long)first);
 	if (!rc)
-		rc = sg_fs_kv_int(c->out, "num_lines", w.shown);
+		rc = sg_fs_kv_int(c->out, "num_lines", w->shown);
 	if (!rc)
 		rc = sg_fs_kv_int(c->out, "total_lines", lines);
 	if (!rc)
 		rc = sg_fs_kv_revision(c);
 	if (!rc && raw)
-		rc = sg_fs_kv_int(c->out, "text_bytes", (long long)w.text.len);
+		rc = sg_fs_kv_int(c->out, "text_bytes",
+				  (long long)(w->stream >= 0 ? w->streamed : w->text.len));
 	else if (!rc)
-		rc = sg_fs_kv_strn(c->out, "text", w.text.p, w.text.len);
-	if (!rc)
-		rc = sg_reply_end(c->out);
-	/*
-	 * --raw: the text follows the JSON line as it is, so the gateway
-	 * escapes it into its frame instead of parsing a megabyte of JSON
-	 * string and encoding it again.
-	 */
-	if (!rc && raw &&
-	    (sg_buf_addc(c->out, '\n') || sg_buf_add(c->out, w.text.p, w.text.len)))
+		rc = sg_fs_kv_strn(c->out, "text", w->text.p, w->text.len);
+	return rc ? rc : sg_reply_end(c->out);
+}
+
+/*
+ * --raw, kept whole (in-process, or masked): the text, a newline, then the
+ * reply's JSON line, the same shape a streamed read has on stdout.  The
+ * gateway takes the last line as the reply and escapes the text into its
+ * frame without parsing a megabyte of JSON string and encoding it again.
+ */
+static sg_err raw_frame(struct fs *c, const struct window *w)
+{
+	char *json = strdup(c->out->p);
+	sg_err rc = json ? SG_OK : SG_E_INTERNAL;
+
+	sg_buf_reset(c->out);
+	if (!rc && (sg_buf_add(c->out, w->text.p, w->text.len) || sg_buf_addc(c->out, '\n') ||
+		    sg_buf_adds(c->out, json)))
 		rc = SG_E_TOO_LARGE;
+	free(json);
+	return rc;
+}
+
+/*
+ * A text read: the window's lines, the whole file hashed.  With --raw and
+ * when this is sg-helper's own process (not the gateway's in-process call)
+ * and nothing is masked, the lines stream to stdout as they are read and
+ * the JSON line follows them (main.c writes it).
+ */
+static sg_err read_text(struct fs *c, int fd, const struct stat *st,
+			const struct sg_buf *shown, int64_t first, int64_t limit, bool raw,
+			bool redact)
+{
+	struct window w = {
+		.first = first,
+		.limit = limit,
+		.max = limit ? READ_MAX_SELECTED : READ_MAX_FILE,
+		.stream = raw && !redact && sg_helper_self ? STDOUT_FILENO : -1,
+	};
+	long long room = st->st_size < w.max ? (long long)st->st_size : w.max;
+	char hex[2 * SG_SHA256_LEN + 1];
+	struct sg_sha256 h;
+	struct stat after;
+	long long lines = 0;
+	char *unused;
+	sg_err rc;
+
+	sg_buf_init(&w.text, (size_t)w.max * 2 + 64);
+	/* Room for what is kept at once: no copy per doubling of a megabyte. */
+	if (w.stream >= 0 && room > (long long)(2 * READ_STREAM_CHUNK))
+		room = (long long)(2 * READ_STREAM_CHUNK);
+	if (sg_buf_reserve(&w.text, (size_t)room + 64, &unused))
+		return sg_fs_fail(c, "out of memory for the read");
+	sg_sha256_init(&h);
+	if (st->st_size > READ_FULL_MAX)
+		version_digest(st, &h);
+	rc = read_lines(c, fd, &w, st->st_size > READ_FULL_MAX ? NULL : &h, &lines);
+	if (!rc && redact)
+		rc = window_redact(&w);
+	if (!rc && w.stream >= 0)
+		rc = window_flush(c, &w);
+	else if (!rc && raw)
+		rc = window_sanitize(&w);
+	if (rc)
+		goto out;
+	/* The host hashes twice to see a file that changed under the read. */
+	if (fstat(fd, &after) != 0 || after.st_size != st->st_size ||
+	    after.st_mtim.tv_sec != st->st_mtim.tv_sec ||
+	    after.st_mtim.tv_nsec != st->st_mtim.tv_nsec) {
+		rc = sg_fs_fail(c, "read_file snapshot changed while it was being read; retry the "
+				"request");
+		goto out;
+	}
+	sg_sha256_final_hex(&h, hex);
+	rc = read_reply(c, st, shown, first, &w, lines, hex, raw);
+	if (!rc && raw && w.stream < 0)
+		rc = raw_frame(c, &w);
 out:
+	/* Whatever main.c writes next (the reply, or an error) is a line of its own. */
+	if (w.stream >= 0 && sg_write_all(w.stream, "\n", 1) && !rc)
+		rc = sg_fs_fail(c, "read file: cannot write the lines read: %s", sg_fs_errstr(errno));
 	sg_buf_release(&w.text);
 	return rc;
 }

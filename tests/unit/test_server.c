@@ -880,19 +880,20 @@ static void test_hostile_read_reply(void **state)
 {
 	char *wrapper = NULL;
 	/*
-	 * `fs read --raw ... -- LEN`: a JSON line, then LEN bytes of text.
-	 * `LEN` alone: a header the gateway must refuse; `wLEN`: a header in
+	 * `fs read --raw ... -- LEN`: LEN bytes of text, then a JSON line.
+	 * `LEN` alone: a reply the gateway must refuse; `wLEN`: a reply in
 	 * the helper's own form, whose text is the whole window.
 	 */
 	struct srv *v = start_wrapped(
 		"{\"backend\":\"fake_remote\"}",
 		"if [ \"$1 $2\" = 'fs read' ]; then\n"
 		"  for a; do n=$a; done\n"
-		"  case $n in w*) n=${n#w}; printf '{\"ok\":true,\"path\":\"f\",\"content_sha256\":\"00\","
+		"  m=${n#w}; head -c \"$m\" /dev/zero | tr '\\0' a; echo\n"
+		"  case $n in w*) printf '{\"ok\":true,\"path\":\"f\",\"content_sha256\":\"00\","
 		"\"workspace_revision\":\"r\",\"text_bytes\":%s,\"total_lines\":1,"
-		"\"start_line\":1,\"num_lines\":1}\\n' \"$n\";;\n"
+		"\"start_line\":1,\"num_lines\":1}\\n' \"$m\";;\n"
 		"  *) echo '{\"ok\":true}';; esac\n"
-		"  head -c \"$n\" /dev/zero | tr '\\0' a; exit 0\n"
+		"  exit 0\n"
 		"fi",
 		&wrapper);
 	char path[64];
