@@ -311,6 +311,21 @@ class ProviderSelection(GatewayTestCase):
         self.assertEqual(len(os.listdir(os.path.join(state, "local"))), 1)
         gw.shutdown()
 
+    def select_gateway(self, toolchains):
+        """A gateway on a select profile of one local candidate that
+        requires the toolchains given (name -> version rule)."""
+        d = tempfile.mkdtemp(prefix="sg-e2e-select-")
+        self.addCleanup(lambda: subprocess.run(["rm", "-rf", d]))
+        cfg = os.path.join(d, "config.json")
+        with open(cfg, "w") as f:
+            json.dump({"default": "auto", "profiles": {
+                "auto": {"backend": "select", "candidates": [
+                    {"profile": "here", "require": {"toolchains": toolchains}}]},
+                "here": {"backend": "local"}}}, f)
+        gw = Gateway(state_dir=os.path.join(d, "state"), config=cfg, profile="auto")
+        self.addCleanup(gw.cleanup)
+        return gw
+
     def test_toolchains_are_probed_only_when_asked(self):
         """Toolchains cost the probe's time and nothing in the host reads
         them: a plain initialize has none, `serve --toolchains` and a
@@ -328,16 +343,7 @@ class ProviderSelection(GatewayTestCase):
         self.assertRegex(gw.initialize()["environment"]["facts"]["toolchains"].get("git", ""),
                          r"^\d+\.")
         gw.shutdown()
-        d = tempfile.mkdtemp(prefix="sg-e2e-select-")
-        self.addCleanup(lambda: subprocess.run(["rm", "-rf", d]))
-        cfg = os.path.join(d, "config.json")
-        with open(cfg, "w") as f:
-            json.dump({"default": "auto", "profiles": {
-                "auto": {"backend": "select", "candidates": [
-                    {"profile": "here", "require": {"toolchains": {"git": ">=1"}}}]},
-                "here": {"backend": "local"}}}, f)
-        gw = Gateway(state_dir=os.path.join(d, "state"), config=cfg, profile="auto")
-        self.addCleanup(gw.cleanup)
+        gw = self.select_gateway({"git": ">=1"})
         env = gw.initialize()["environment"]
         self.assertEqual(env["profile"], "here")
         self.assertIn("git", env["facts"]["toolchains"])
@@ -346,16 +352,7 @@ class ProviderSelection(GatewayTestCase):
     def test_no_candidate_fits(self):
         if CONFIG:
             self.skipTest("selection is exercised with its own local config")
-        d = tempfile.mkdtemp(prefix="sg-e2e-select-")
-        self.addCleanup(lambda: subprocess.run(["rm", "-rf", d]))
-        cfg = os.path.join(d, "config.json")
-        with open(cfg, "w") as f:
-            json.dump({"default": "auto", "profiles": {
-                "auto": {"backend": "select", "candidates": [
-                    {"profile": "here", "require": {"toolchains": {"nonexistent-tool": "*"}}}]},
-                "here": {"backend": "local"}}}, f)
-        gw = Gateway(state_dir=os.path.join(d, "state"), config=cfg, profile="auto")
-        self.addCleanup(gw.cleanup)
+        gw = self.select_gateway({"nonexistent-tool": "*"})
         err = gw.fail("initialize", gw.make_binding(), token=host_token())
         self.assertCode(err, "unavailable")
         self.assertIn("nonexistent-tool", err)
