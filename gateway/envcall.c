@@ -371,8 +371,18 @@ sg_err sg_envcall_tail(struct sg_session *s, unsigned how, const char *const *ar
 	nl = memrchr(r.out.p, '\n', r.out.len);
 	rc = nl ? sg_envcall_reply(nl + 1, r.out.len - (size_t)(nl + 1 - r.out.p), out, err)
 		: sg_envcall_reply(r.out.p, r.out.len, out, err);
-	if (!rc && nl && sg_buf_add(tail, r.out.p, (size_t)(nl - r.out.p)))
-		rc = sg_err_set(err, SG_E_TOO_LARGE, "the helper's reply is too large");
+	/* The tail is the output's head: keep it where it is rather than copy a megabyte. */
+	if (!rc && nl) {
+		sg_buf_truncate(&r.out, (size_t)(nl - r.out.p));
+		if (tail->len == 0 && tail->max >= r.out.max) {
+			struct sg_buf empty = *tail;
+
+			*tail = r.out;
+			r.out = empty;
+		} else if (sg_buf_add(tail, r.out.p, r.out.len)) {
+			rc = sg_err_set(err, SG_E_TOO_LARGE, "the helper's reply is too large");
+		}
+	}
 out:
 	sg_exec_result_release(&r);
 	return rc;
