@@ -12,23 +12,13 @@
  */
 void fake_load(struct fake *f, const struct opts *o)
 {
-	json_error_t je;
 	json_t *cfg, *prof;
-	const char *name = o->profile, *var, *url, *p;
-	const char *path = o->config ? o->config : getenv("SANDGATE_CONFIG");
+	const char *name, *var, *url, *p;
 	char *end;
 
 	memset(f, 0, sizeof(*f));
-	if (!path || !*path)
-		die("the daytona set needs --config FILE (to find the fake's address)");
-	cfg = json_load_file(path, 0, &je);
-	if (!cfg)
-		die("%s: %s (line %d)", path, je.text, je.line);
-	if (!name)
-		name = json_string_value(json_object_get(cfg, "default"));
-	prof = json_object_get(json_object_get(cfg, "profiles"), name ? name : "");
-	if (!json_is_object(prof))
-		die("%s has no profile %s", path, name ? name : "(no default)");
+	prof = bench_profile(o, "the daytona set needs --config FILE (to find the fake's address)",
+			     &cfg, &name);
 	var = json_string_value(json_object_get(prof, "api_url_env"));
 	if (!var)
 		var = "DAYTONA_API_URL";

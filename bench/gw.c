@@ -152,6 +152,25 @@ int64_t gw_send(struct gw *g, const char *method, const char *data)
 	return id;
 }
 
+json_t *bench_profile(const struct opts *o, const char *refusal, json_t **cfg,
+		      const char **name)
+{
+	const char *path = o->config ? o->config : getenv("SANDGATE_CONFIG");
+	json_error_t je;
+	json_t *prof;
+
+	if (!path || !*path)
+		die("%s", refusal);
+	*cfg = json_load_file(path, 0, &je);
+	if (!*cfg)
+		die("%s: %s (line %d)", path, je.text, je.line);
+	*name = o->profile ? o->profile : json_string_value(json_object_get(*cfg, "default"));
+	prof = json_object_get(json_object_get(*cfg, "profiles"), *name ? *name : "");
+	if (!json_is_object(prof))
+		die("%s has no profile %s", path, *name ? *name : "(no default)");
+	return prof;
+}
+
 json_t *parse_line(const char *p, size_t n)
 {
 	json_error_t je;

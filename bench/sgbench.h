@@ -467,6 +467,14 @@ void gw_line_done(struct gw *g);
 char *gw_line(struct gw *g, int64_t deadline_ns);
 int64_t gw_send(struct gw *g, const char *method, const char *data);
 json_t *parse_line(const char *p, size_t n);
+/*
+ * The profile a set reads from the gateway's own config file (--config,
+ * else $SANDGATE_CONFIG; --profile, else the file's default), borrowed
+ * from *cfg (new; the caller frees it); *name is its name.  Without a
+ * config file the run dies with `refusal`.
+ */
+json_t *bench_profile(const struct opts *o, const char *refusal, json_t **cfg,
+		      const char **name);
 bool id_is(const char *s, int64_t n);
 json_t *gw_reply(struct gw *g, int64_t id, int64_t *at);
 json_t *reply_data(json_t *frame, const char *what);

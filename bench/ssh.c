@@ -49,22 +49,12 @@ static char *profile_path(json_t *prof, const char *key)
  */
 void ssh_target_load(struct ssh_target *t, const struct opts *o)
 {
-	json_error_t je;
 	json_t *cfg, *prof;
-	const char *name = o->profile, *v;
-	const char *path = o->config ? o->config : getenv("SANDGATE_CONFIG");
+	const char *name, *v;
 
 	memset(t, 0, sizeof(*t));
-	if (!path || !*path)
-		die("the ssh set needs --config FILE (to reach the host without sandgate)");
-	cfg = json_load_file(path, 0, &je);
-	if (!cfg)
-		die("%s: %s (line %d)", path, je.text, je.line);
-	if (!name)
-		name = json_string_value(json_object_get(cfg, "default"));
-	prof = json_object_get(json_object_get(cfg, "profiles"), name ? name : "");
-	if (!json_is_object(prof))
-		die("%s has no profile %s", path, name ? name : "(no default)");
+	prof = bench_profile(o, "the ssh set needs --config FILE (to reach the host without sandgate)",
+			     &cfg, &name);
 	v = json_string_value(json_object_get(prof, "backend"));
 	if (!v || strcmp(v, "ssh") != 0)
 		die("profile %s is not on the ssh backend", name);
