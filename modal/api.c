@@ -1236,69 +1236,76 @@ sg_err mdl_terminate(struct mdl_client *c, const char *sandbox_id,
 	return rc;
 }
 
-sg_err mdl_list(struct mdl_client *c, const char *app_id,
-		const char *const *tags, mdl_list_cb cb, void *payload,
-		struct sg_cancel *cancel, struct sg_errinfo *err)
+/* The filters "name=value" as Modal's tag messages (tv, tp: n + 1 each). */
+static sg_err list_tags(const char *const *tags, size_t n, Modal__Client__SandboxTag *tv,
+			Modal__Client__SandboxTag **tp, struct sg_errinfo *err)
 {
+	for (size_t i = 0; i < n; i++) {
+		const char *eq = strchr(tags[i], '=');
+
+		modal__client__sandbox_tag__init(&tv[i]);
+		if (!eq)
+			return sg_err_set(err, SG_E_INVALID_ARGUMENT, "a tag filter is not name=value");
+		tv[i].tag_name = strndup(tags[i], (size_t)(eq - tags[i]));
+		tv[i].tag_value = (char *)eq + 1;
+		tp[i] = &tv[i];
+		if (!tv[i].tag_name)
+			return sg_err_set(err, SG_E_INTERNAL, "out of memory");
+	}
+	return SG_OK;
+}
+
+sg_err mdl_list_page(struct mdl_client *c, const char *app_id, const char *const *tags,
+		     double before, Modal__Client__SandboxListResponse **out,
+		     struct sg_cancel *cancel, struct sg_errinfo *err)
+{
+	Modal__Client__SandboxListRequest req = MODAL__CLIENT__SANDBOX_LIST_REQUEST__INIT;
 	Modal__Client__SandboxTag *tv = NULL, **tp = NULL;
 	size_t nt = 0;
-	double before = 0;
-	sg_err rc = SG_OK;
+	sg_err rc;
 
+	*out = NULL;
 	while (tags && tags[nt])
 		nt++;
 	tv = calloc(nt + 1, sizeof(*tv));
 	tp = calloc(nt + 1, sizeof(*tp));
-	if (!tv || !tp) {
-		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
-		goto out;
-	}
-	for (size_t i = 0; i < nt; i++) {
-		const char *eq = strchr(tags[i], '=');
-
-		modal__client__sandbox_tag__init(&tv[i]);
-		if (!eq) {
-			rc = sg_err_set(err, SG_E_INVALID_ARGUMENT,
-					"a tag filter is not name=value");
-			goto out;
-		}
-		tv[i].tag_name = strndup(tags[i], (size_t)(eq - tags[i]));
-		tv[i].tag_value = (char *)eq + 1;
-		tp[i] = &tv[i];
-		if (!tv[i].tag_name) {
-			rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
-			goto out;
-		}
-	}
-	for (int page = 0; page < SG_MODAL_LIST_PAGES; page++) {
-		Modal__Client__SandboxListRequest req =
-			MODAL__CLIENT__SANDBOX_LIST_REQUEST__INIT;
-		Modal__Client__SandboxListResponse *resp = NULL;
-		bool stop = false;
-
-		req.app_id = (char *)app_id;
-		req.environment_name = c->creds.environment;
-		req.before_timestamp = before;
-		req.n_tags = nt;
-		req.tags = tp;
+	rc = tv && tp ? list_tags(tags, nt, tv, tp, err)
+		      : sg_err_set(err, SG_E_INTERNAL, "out of memory");
+	req.app_id = (char *)app_id;
+	req.environment_name = c->creds.environment;
+	req.before_timestamp = before;
+	req.n_tags = nt;
+	req.tags = tp;
+	if (!rc)
 		rc = mdl_call(c, MDL_SANDBOX_RPC(c, "SandboxList"), &req.base,
 			      &modal__client__sandbox_list_response__descriptor,
-			      (ProtobufCMessage **)&resp, 0, NULL, cancel, err);
-		if (rc)
-			goto out;
-		for (size_t i = 0; i < resp->n_sandboxes && !stop; i++) {
-			stop = cb(resp->sandboxes[i], payload) != 0;
-			before = resp->sandboxes[i]->created_at;
-		}
-		stop = stop || resp->n_sandboxes == 0;
-		protobuf_c_message_free_unpacked(&resp->base, NULL);
-		if (stop)
-			break;
-	}
-out:
+			      (ProtobufCMessage **)out, 0, NULL, cancel, err);
 	for (size_t i = 0; tv && i < nt; i++)
 		free(tv[i].tag_name);
 	free(tv);
 	free(tp);
+	return rc;
+}
+
+sg_err mdl_list(struct mdl_client *c, const char *app_id,
+		const char *const *tags, mdl_list_cb cb, void *payload,
+		struct sg_cancel *cancel, struct sg_errinfo *err)
+{
+	double before = 0;
+	sg_err rc = SG_OK;
+	bool stop = false;
+
+	for (int page = 0; !rc && !stop && page < SG_MODAL_LIST_PAGES; page++) {
+		Modal__Client__SandboxListResponse *resp = NULL;
+
+		rc = mdl_list_page(c, app_id, tags, before, &resp, cancel, err);
+		for (size_t i = 0; !rc && i < resp->n_sandboxes && !stop; i++) {
+			stop = cb(resp->sandboxes[i], payload) != 0;
+			before = resp->sandboxes[i]->created_at;
+		}
+		stop = stop || rc || resp->n_sandboxes == 0;
+		if (resp)
+			protobuf_c_message_free_unpacked(&resp->base, NULL);
+	}
 	return rc;
 }

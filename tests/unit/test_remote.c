@@ -429,19 +429,19 @@ static void test_destroy_checks_the_owner(void **state)
 
 	(void)state;
 	F.owner = "someone-else";
-	assert_int_equal(sg_remote_destroy(&fake_ops, &fake_profile, "x", NULL, &err),
+	assert_int_equal(sg_remote_destroy(&fake_ops, &fake_profile, NULL, "x", NULL, &err),
 			 SG_E_PERMISSION);
 	F.owner = NULL;
 	sg_err_clear(&err);
-	assert_int_equal(sg_remote_destroy(&fake_ops, &fake_profile, "x", NULL, &err),
+	assert_int_equal(sg_remote_destroy(&fake_ops, &fake_profile, NULL, "x", NULL, &err),
 			 SG_E_PERMISSION);
 	assert_int_equal(F.removes, 0);
 	sg_err_clear(&err);
-	assert_int_equal(sg_remote_destroy(&fake_ops, &fake_profile, "gone", NULL, &err),
+	assert_int_equal(sg_remote_destroy(&fake_ops, &fake_profile, NULL, "gone", NULL, &err),
 			 SG_E_NOT_FOUND);
 	assert_non_null(strstr(err.msg, "there is no sandbox gone"));
 	F.owner = SG_CLOUD_MANAGER;
-	assert_int_equal(sg_remote_destroy(&fake_ops, &fake_profile, "x", NULL, &err), SG_OK);
+	assert_int_equal(sg_remote_destroy(&fake_ops, &fake_profile, NULL, "x", NULL, &err), SG_OK);
 	assert_int_equal(F.removes, 1);
 	assert_string_equal(F.removed, "real-id");
 }
