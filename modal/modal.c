@@ -128,17 +128,16 @@ static const char mdl_job_up_sh[] =
 /* ---- validate ------------------------------------------------------------ */
 
 /*
- * The profile fields the modal backend honours (adapter.h) and its own
+ * The profile fields the modal backend honours (adapter.h), its own first
  * (docs/modal.md).  network is partial: IPv6 ranges and domains cannot be
  * enforced by Modal's CIDR allow list.  `workspace` is accepted for the
  * host's sake: commands see the workspace at binding.root.
  */
 static const struct sg_field mdl_fields[] = {
-	SG_FIELD("image"), SG_FIELD("workspace"), SG_FIELD("persistent"),
-	SG_FIELD("shared"), SG_FIELD_BEST_EFFORT("network"), SG_FIELD("cpus"),
-	SG_FIELD("memory_mb"), SG_FIELD_OWN_STRING("app"),
-	SG_FIELD_OWN_INT("idle_timeout_s", 60, SG_MODAL_MAX_TIMEOUT_S),
+	SG_FIELD_OWN_STRING("app"), SG_FIELD_OWN_INT("idle_timeout_s", 60, SG_MODAL_MAX_TIMEOUT_S),
 	SG_FIELD_OWN_INT("snapshot_ttl_seconds", MDL_SNAPSHOT_TTL_NONE, MDL_SNAPSHOT_TTL_MAX_S),
+	SG_FIELD("image"), SG_FIELD("workspace"), SG_FIELD("persistent"), SG_FIELD("shared"),
+	SG_FIELD_BEST_EFFORT("network"), SG_FIELD("cpus"), SG_FIELD("memory_mb"),
 	SG_FIELDS_END,
 };
 
@@ -578,13 +577,25 @@ static void mdl_record_read(const struct mdl_env *me, const char *ext, char id[1
 	free(path);
 }
 
+/* Remove one record; one that is not there is no error. */
+static void mdl_record_forget(const char *state_dir, const char *app, const char *name,
+			      const char *ext)
+{
+	char *path = mdl_record_path(state_dir, app, name, ext);
+
+	if (path && unlink(path) != 0 && errno != ENOENT)
+		sg_log_warn("cannot remove %s: %s", path, strerror(errno));
+	free(path);
+}
+
 static sg_err mdl_record_write(const struct mdl_env *me, const char *ext, const char *id,
 			       struct sg_errinfo *err)
 {
 	char *path = mdl_record_path(me->rm.base.state_dir, me->app, me->rm.name, ext), *dir = NULL,
 	     *tmp = NULL;
 	sg_err rc = SG_OK;
-	int fd = -1;
+	bool ok;
+	int fd;
 
 	if (!path || asprintf(&dir, "%s/modal", me->rm.base.state_dir) < 0 ||
 	    asprintf(&tmp, "%s.tmp", path) < 0) {
@@ -596,30 +607,18 @@ static sg_err mdl_record_write(const struct mdl_env *me, const char *ext, const 
 		goto out;
 	}
 	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-	if (fd < 0 || dprintf(fd, "%s\n", id) < 0 || fsync(fd) != 0 || close(fd) != 0 ||
-	    rename(tmp, path) != 0)
+	ok = fd >= 0 && dprintf(fd, "%s\n", id) >= 0 && fsync(fd) == 0;
+	/* Closed once whatever failed: a second close could hit another thread's file. */
+	ok = fd >= 0 && close(fd) == 0 && ok;
+	if (!ok || rename(tmp, path) != 0)
 		rc = sg_err_set(err, SG_E_INTERNAL, "cannot record the %s in %s: %s",
 				strcmp(ext, MDL_REC_IMAGE) == 0 ? "snapshot" : "sandbox", path,
 				strerror(errno));
-	else
-		fd = -1;
-	if (fd >= 0)
-		close(fd);
 out:
 	free(path);
 	free(dir);
 	free(tmp);
 	return rc;
-}
-
-static void mdl_record_forget(const char *state_dir, const char *app, const char *name,
-			      const char *ext)
-{
-	char *path = mdl_record_path(state_dir, app, name, ext);
-
-	if (path && unlink(path) != 0 && errno != ENOENT)
-		sg_log_warn("cannot remove %s: %s", path, strerror(errno));
-	free(path);
 }
 
 /* Both records of an environment that is being removed. */
@@ -685,9 +684,9 @@ static sg_err mdl_lost(const struct mdl_env *me, const char *live, const char *o
 		rc = sg_err_set(err, SG_E_WORKSPACE_LOST, "%s", why);
 	}
 out:
-	free(why);
 	free(path);
 	free(img);
+	free(why);
 	return rc;
 }
 
@@ -1556,29 +1555,19 @@ static bool mdl_info(const json_t *item, struct sg_env_info *info)
 
 static const struct sg_remote_ops mdl_ops = {
 	.provider = "Modal's exec variables",
-	.inline_max = SG_MODAL_INLINE_MAX,
-	.stdin_vars = SG_MODAL_STDIN_VARS,
-	.relays = true,
-	.relay_wait_ms = SG_MODAL_JOB_WAIT_MS,
-	.fails = 1,
-	.kill_unseen = true,
-	.list_pages = SG_MODAL_LIST_PAGES,
-	.snapshot_records = true,
-	.trip = mdl_trip,
-	.kill = mdl_kill,
-	.forget = mdl_forget,
-	.script = mdl_script,
-	.create = mdl_create_step,
-	.setup = mdl_setup,
-	.keep = mdl_keep,
+	/* A job's words and stdin in variables, its output relayed (remote.h). */
+	.inline_max = SG_MODAL_INLINE_MAX, .stdin_vars = SG_MODAL_STDIN_VARS,
+	.relays = true, .relay_wait_ms = SG_MODAL_JOB_WAIT_MS, .fails = 1, .kill_unseen = true,
+	.list_pages = SG_MODAL_LIST_PAGES, .snapshot_records = true,
 	.env_size = sizeof(struct mdl_env),
-	.open = mdl_open,
-	.close = mdl_close,
-	.lookup = mdl_lookup,
-	.tag = mdl_tag,
-	.remove = mdl_remove,
-	.list_page = mdl_list_step,
-	.info = mdl_info,
+	/* The client, and the calls an operator's list and destroy make. */
+	.open = mdl_open, .close = mdl_close,
+	.lookup = mdl_lookup, .tag = mdl_tag, .remove = mdl_remove,
+	.list_page = mdl_list_step, .info = mdl_info,
+	/* A session's life: create, set up, its commands, keep or forget. */
+	.create = mdl_create_step, .setup = mdl_setup, .script = mdl_script,
+	.trip = mdl_trip, .kill = mdl_kill,
+	.keep = mdl_keep, .forget = mdl_forget,
 };
 
 SG_REMOTE_OPERATOR(mdl_envs, &mdl_ops)
@@ -1633,19 +1622,13 @@ static void mdl_credentials(const struct sg_profile *p, json_t *out)
 	memset(&c, 0, sizeof(c));
 }
 
+/* What is Modal's own (validate, provision, files); the rest is the driver's. */
 const struct sg_adapter sg_adapter_modal = {
 	.name = "modal",
-	.caps = SG_CAP_FILES | SG_CAP_LIST,
-	.env_size = sizeof(struct mdl_env),
-	.fields = mdl_fields,
-	.validate = mdl_validate,
-	.provision = mdl_provision,
-	.exec = sg_remote_exec,
-	.get_file = mdl_get_file,
-	.teardown = sg_remote_teardown,
-	.list = mdl_envs_list,
-	.destroy = mdl_envs_destroy,
-	.release = mdl_release,
-	.credentials = mdl_credentials,
-	.credential_env = mdl_credential_env,
+	.fields = mdl_fields, .validate = mdl_validate,
+	.caps = SG_CAP_FILES | SG_CAP_LIST, .env_size = sizeof(struct mdl_env),
+	.provision = mdl_provision, .get_file = mdl_get_file, .release = mdl_release,
+	.credentials = mdl_credentials, .credential_env = mdl_credential_env,
+	.exec = sg_remote_exec, .teardown = sg_remote_teardown,
+	.list = mdl_envs_list, .destroy = mdl_envs_destroy,
 };
