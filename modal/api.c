@@ -965,61 +965,95 @@ static sg_err write_stdin(struct mdl_router *r, const char *exec_id,
 	return rc;
 }
 
-/* The output read on a second thread (a leg) while the stdin is written. */
+/*
+ * The merged output read on a second thread (a leg), sent beside the
+ * start rather than after its answer, and beside the stdin's writes.
+ */
 struct side_read {
 	struct mdl_router *r;
 	const char *exec_id;
 	struct mdl_exec_result *res;
 	int64_t deadline;
+	struct sg_cancel started; /* fired once the start has answered */
 	int calls;
 	struct sg_errinfo err;
 };
 
-/* stop fires when the write fails or the caller cancels. */
+/*
+ * stop fires when the start or a write fails, or the caller cancels.  A
+ * read that reached the router before the start did finds no exec
+ * (NOT_FOUND, nothing read): it is sent again once the start has answered,
+ * as it would have been without the head start.
+ */
 static sg_err side_read_run(void *arg, struct sg_cancel *stop)
 {
 	struct side_read *s = arg;
+	struct mdl_exec_result *res = s->res;
+	struct pollfd p[2] = { { .fd = sg_cancel_fd(&s->started), .events = POLLIN },
+			       { .fd = sg_cancel_fd(stop), .events = POLLIN } };
+	sg_err rc;
 
-	return read_stream(s->r, s->exec_id, 0, &s->res->out, s->res->out_fd,
-			   &s->res->out_total, s->deadline, &s->calls, stop, &s->err);
+	/* The start leaves first: on its way, it is registered first. */
+	if (sg_cancel_sleep(stop, SG_MODAL_READ_LAG_MS))
+		return sg_cancel_check(stop);
+	rc = read_stream(s->r, s->exec_id, 0, &res->out, res->out_fd, &res->out_total,
+			 s->deadline, &s->calls, stop, &s->err);
+	if (rc != SG_E_NOT_FOUND || res->out_total > 0)
+		return rc;
+	while (!sg_cancel_check(&s->started) && !sg_cancel_check(stop))
+		(void)poll(p, 2, 1000);
+	if (sg_cancel_check(stop))
+		return sg_cancel_check(stop);
+	sg_err_clear(&s->err);
+	return read_stream(s->r, s->exec_id, 0, &res->out, res->out_fd, &res->out_total,
+			   s->deadline, &s->calls, stop, &s->err);
 }
 
 /*
- * Write the stdin and read the merged output side by side: the read is
- * sent once the start has answered (the router knows the exec), the
- * writes go out beside it, so a command with stdin costs the round trips
- * of its writes, not those plus the read's.  A failed write stops the
- * read; the caller's cancel stops both.  *started false: no second
- * thread could be had, nothing was sent.
+ * The start, the stdin's writes and the read of the merged output side
+ * by side: the read leaves with the start, so a command costs one round
+ * trip (its writes' with stdin), not the start's and then the read's.  A
+ * failed start or write stops the read; the caller's cancel stops all.
+ * *side false: no second thread could be had, nothing was sent.
  */
-static sg_err write_and_read(struct mdl_router *r, const char *exec_id,
-			     const struct mdl_exec *x, struct mdl_exec_result *res,
-			     int64_t deadline, bool *started,
-			     struct sg_cancel *cancel, struct sg_errinfo *err)
+static sg_err start_beside_read(struct mdl_router *r, const ProtobufCMessage *start,
+				const char *exec_id, const struct mdl_exec *x,
+				struct mdl_exec_result *res, int64_t deadline, bool *side,
+				struct sg_cancel *cancel, struct sg_errinfo *err)
 {
-	struct side_read s = { .r = r, .exec_id = exec_id, .res = res,
-			       .deadline = deadline };
+	struct side_read s = { .r = r, .exec_id = exec_id, .res = res, .deadline = deadline };
 	struct sg_leg read = { .run = side_read_run, .arg = &s };
-	struct sg_errinfo no_thread = { 0 };
+	struct pollfd p[2] = { { .fd = -1, .events = POLLIN },
+			       { .fd = sg_cancel_fd(cancel), .events = POLLIN } };
+	ProtobufCMessage *sresp = NULL;
 	sg_err rc;
 
-	*started = sg_leg_start(&read, &no_thread) == SG_OK;
-	if (!*started)
-		return SG_OK;
-	rc = write_stdin(r, exec_id, x, &res->router_calls, cancel, err);
-	if (rc) {
-		sg_leg_stop(&read, SG_E_CANCELLED, NULL);
-	} else {
-		struct pollfd p[2] = { { .fd = sg_leg_fd(&read), .events = POLLIN },
-				       { .fd = sg_cancel_fd(cancel), .events = POLLIN } };
-
-		while (!sg_leg_ended(&read) && !sg_cancel_check(cancel))
-			(void)poll(p, p[1].fd >= 0 ? 2 : 1, 1000);
-		if (sg_cancel_check(cancel))
-			sg_leg_stop(&read, sg_cancel_check(cancel), sg_cancel_reason(cancel));
+	*side = sg_cancel_init(&s.started) == SG_OK;
+	if (*side && sg_leg_start(&read, &s.err) != SG_OK) {
+		sg_cancel_release(&s.started);
+		*side = false;
 	}
+	if (!*side)
+		return SG_OK;
+	rc = router_call(r, "TaskExecStart", start,
+			 &modal__task_command_router__task_exec_start_response__descriptor, &sresp,
+			 0, cancel, err);
+	res->router_calls++;
+	if (sresp)
+		protobuf_c_message_free_unpacked(sresp, NULL);
+	if (!rc)
+		sg_cancel_fire(&s.started, SG_E_CANCELLED);
+	if (!rc && x->stdin_data)
+		rc = write_stdin(r, exec_id, x, &res->router_calls, cancel, err);
+	p[0].fd = sg_leg_fd(&read);
+	while (!rc && !sg_leg_ended(&read) && !sg_cancel_check(cancel))
+		(void)poll(p, p[1].fd >= 0 ? 2 : 1, 1000);
+	if (rc || sg_cancel_check(cancel))
+		sg_leg_stop(&read, rc ? SG_E_CANCELLED : sg_cancel_check(cancel),
+			    sg_cancel_reason(cancel));
 	sg_leg_end(&read, SG_OK);
 	res->router_calls += s.calls;
+	sg_cancel_release(&s.started);
 	if (!rc && read.rc)
 		rc = sg_err_set(err, read.rc, "%s", s.err.msg);
 	return rc;
@@ -1038,7 +1072,8 @@ sg_err mdl_run(struct mdl_client *c, struct mdl_router *r,
 	int64_t deadline = x->wait_ms > 0 ? sg_now_ms() + x->wait_ms : 0;
 	char exec_id[37];
 	size_t argc = 0, envc = 0;
-	sg_err rc;
+	bool side = false;
+	sg_err rc = SG_OK;
 
 	(void)c;
 	while (x->argv[argc])
@@ -1089,29 +1124,23 @@ sg_err mdl_run(struct mdl_client *c, struct mdl_router *r,
 	}
 	req.n_env = envc;
 	req.env = env;
-	rc = router_call(r, "TaskExecStart", &req.base,
-			 &modal__task_command_router__task_exec_start_response__descriptor,
-			 (ProtobufCMessage **)&sresp, 0, cancel, err);
-	res->router_calls++;
+	/* With stderr apart it is read after stdout, once the start has answered. */
+	if (x->merge)
+		rc = start_beside_read(r, &req.base, exec_id, x, res, deadline, &side, cancel,
+				       err);
+	if (!side) {
+		rc = router_call(r, "TaskExecStart", &req.base,
+				 &modal__task_command_router__task_exec_start_response__descriptor,
+				 (ProtobufCMessage **)&sresp, 0, cancel, err);
+		res->router_calls++;
+		if (!rc && x->stdin_data)
+			rc = write_stdin(r, exec_id, x, &res->router_calls, cancel, err);
+		if (!rc)
+			rc = read_stream(r, exec_id, 0, &res->out, res->out_fd, &res->out_total,
+					 deadline, &res->router_calls, cancel, err);
+	}
 	if (rc)
 		goto out;
-	{
-		bool side = false;
-
-		/* With stderr apart it is read after stdout, as without stdin. */
-		if (x->stdin_data && x->merge)
-			rc = write_and_read(r, exec_id, x, res, deadline, &side,
-					    cancel, err);
-		if (x->stdin_data && !side)
-			rc = write_stdin(r, exec_id, x, &res->router_calls, cancel,
-					 err);
-		if (!side && !rc)
-			rc = read_stream(r, exec_id, 0, &res->out, res->out_fd,
-					 &res->out_total, deadline, &res->router_calls, cancel,
-					 err);
-		if (rc)
-			goto out;
-	}
 	if (!rc && !x->merge)
 		rc = read_stream(r, exec_id, 1, &res->err, -1, &res->err_total,
 				 deadline, &res->router_calls, cancel, err);
