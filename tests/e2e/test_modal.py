@@ -4,7 +4,8 @@ Runs only where the suite itself runs on a modal profile against the fake
 (SANDGATE_TEST_FAKE_URL is the fake's admin API); every check reads the
 fake's own state and request log:
   - a simple command costs two router requests (TaskExecStart, one
-    TaskExecStdioRead), and nothing else;
+    TaskExecStdioRead), and nothing else, sent side by side: one round
+    trip;
   - the router's JWT is replaced before it expires;
   - an identity the state directory has no record of is created without
     a lookup first; a taken name is adopted only after the owner check;
@@ -105,6 +106,16 @@ class Modal(GatewayTestCase):
         control = [c["method"] for c in calls if c["server"] == "control"]
         self.assertEqual(router, ["TaskExecStart", "TaskExecStdioRead"] * 3, calls)
         self.assertEqual(control, [], "a command made control-plane calls")
+        # One round trip: with every request held 300 ms, each read arrives
+        # while its start is still held (it left beside it, not after).
+        admin("POST", "/__fake/delay", {"ms": 300})
+        self.addCleanup(admin, "POST", "/__fake/delay", {"ms": 0})
+        admin("POST", "/__fake/log/clear")
+        gw.sh_ok("echo hi")
+        router = [c for c in admin("GET", "/__fake/log") if c["server"] == "router"]
+        self.assertEqual([c["method"] for c in router], ["TaskExecStart", "TaskExecStdioRead"], router)
+        start, read = router
+        self.assertLess(read["t_ms"] - read["serving_ms"], start["t_ms"] - 250, router)
         # The reply still tells stdout from stderr and gives the exit code.
         res = gw.tool_ok("bash", {"command": "echo out; echo err >&2; exit 3"})
         self.assertEqual(res["structured_content"]["exit_code"], 3)
