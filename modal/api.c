@@ -981,9 +981,11 @@ struct side_read {
 
 /*
  * stop fires when the start or a write fails, or the caller cancels.  A
- * read that reached the router before the start did finds no exec
- * (NOT_FOUND, nothing read): it is sent again once the start has answered,
- * as it would have been without the head start.
+ * read that reached the router before the start did finds no exec (the
+ * fake says NOT_FOUND; whatever Modal says, nothing was read): it is sent
+ * again once the start has answered, as it would have been without the
+ * head start, so the early read never fails a command the late one
+ * would not.
  */
 static sg_err side_read_run(void *arg, struct sg_cancel *stop)
 {
@@ -998,7 +1000,7 @@ static sg_err side_read_run(void *arg, struct sg_cancel *stop)
 		return sg_cancel_check(stop);
 	rc = read_stream(s->r, s->exec_id, 0, &res->out, res->out_fd, &res->out_total,
 			 s->deadline, &s->calls, stop, &s->err);
-	if (rc != SG_E_NOT_FOUND || res->out_total > 0)
+	if (!rc || res->out_total > 0 || sg_cancel_check(stop))
 		return rc;
 	while (!sg_cancel_check(&s->started) && !sg_cancel_check(stop))
 		(void)poll(p, 2, 1000);

@@ -31,10 +31,10 @@
  * job relays the command's output through a pipe (no runner, no output
  * files), and its trailer carries the exit status, the signal, the timeout
  * and the sizes, so no TaskExecWait is needed: two router requests per
- * command (three with stdin too large for variables).  The router has no
- * call that starts and reads at once, and a read sent before the start has
- * answered may find no exec yet (a gRPC server serves one connection's
- * streams concurrently), so the read follows the start's answer.  The
+ * command (three with stdin too large for variables), sent side by side
+ * (api.c): the read leaves a few ms after the start, and one that found no
+ * exec yet (it overtook the start) is sent again once the start answered.
+ * The
  * router keeps the output by offset: a broken read reconnects where it
  * stopped, and a start is retried under its own exec id, so nothing runs
  * twice; an exec whose output stays out of reach is killed, never started

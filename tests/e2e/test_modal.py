@@ -122,6 +122,23 @@ class Modal(GatewayTestCase):
         self.assertEqual(res["structured_content"]["stdout"], "out\n")
         self.assertEqual(res["structured_content"]["stderr"], "err\n")
 
+    def test_a_read_that_overtakes_its_start_is_sent_again(self):
+        # The read leaves beside the start; one that reaches the router
+        # first finds no exec (the fake says NOT_FOUND; Modal may say
+        # something else).  Nothing was read, so it is sent again once the
+        # start has answered, and the command's result is whole.
+        gw = self.gateway(state_dir=self.state)
+        gw.sh_ok("true")
+        for code in (5, 2):
+            admin("POST", "/__fake/log/clear")
+            admin("POST", "/__fake/faults", {"method": "TaskExecStdioRead", "kind": "status",
+                                             "code": code, "message": "no such exec"})
+            self.assertEqual(gw.sh_ok("echo again"), "again\n")
+            router = sorted((c["method"], c["status"]) for c in admin("GET", "/__fake/log")
+                            if c["server"] == "router")
+            self.assertEqual(router, [("TaskExecStart", 0), ("TaskExecStdioRead", 0),
+                                      ("TaskExecStdioRead", code)], (code, router))
+
     def test_export_cut_short_is_an_error(self):
         # The fake keeps at most 64 MiB of an exec's output and drops the
         # rest, as a router that cuts a stream short would: the export
