@@ -875,10 +875,12 @@ static sg_err on_output(const uint8_t *data, size_t len, void *payload)
  * deadline 0: none (the cancel token bounds it).  The reconnects are
  * counted since the last byte that came, so a long command's stream may
  * be cut any number of times as long as each piece brings something.
+ * *refused (may be NULL): the read failed with the router's own status,
+ * before any message.
  */
 static sg_err read_stream(struct mdl_router *r, const char *exec_id, int fd,
 			  struct sg_buf *buf, int out_fd, uint64_t *total, int64_t deadline,
-			  int *calls, struct sg_cancel *cancel,
+			  int *calls, bool *refused, struct sg_cancel *cancel,
 			  struct sg_errinfo *err)
 {
 	const char *md[2] = { r->auth_line, NULL };
@@ -910,6 +912,8 @@ static sg_err read_stream(struct mdl_router *r, const char *exec_id, int fd,
 		sg_grpc_result_init(&res);
 		rc = sg_grpc_invoke(r->ch, &call, &res, cancel, &e1);
 		(*calls)++;
+		if (refused)
+			*refused = rc && res.from_server && res.messages == 0;
 		sg_grpc_result_release(&res);
 		if (rc == SG_OK)
 			return SG_OK;
@@ -981,11 +985,12 @@ struct side_read {
 
 /*
  * stop fires when the start or a write fails, or the caller cancels.  A
- * read that reached the router before the start did finds no exec (the
- * fake says NOT_FOUND; whatever Modal says, nothing was read): it is sent
- * again once the start has answered, as it would have been without the
- * head start, so the early read never fails a command the late one
- * would not.
+ * read that reached the router before the start did finds no exec: the
+ * router refuses it with a status of its own before any output (the fake
+ * says NOT_FOUND; Modal may say another).  It is sent again once the
+ * start has answered, as it would have been without the head start, so
+ * the early read fails no command the late one would not.  A reply that
+ * came and was wrong (too large, not protobuf) is not such a refusal.
  */
 static sg_err side_read_run(void *arg, struct sg_cancel *stop)
 {
@@ -993,14 +998,15 @@ static sg_err side_read_run(void *arg, struct sg_cancel *stop)
 	struct mdl_exec_result *res = s->res;
 	struct pollfd p[2] = { { .fd = sg_cancel_fd(&s->started), .events = POLLIN },
 			       { .fd = sg_cancel_fd(stop), .events = POLLIN } };
+	bool refused = false;
 	sg_err rc;
 
 	/* The start leaves first: on its way, it is registered first. */
 	if (sg_cancel_sleep(stop, SG_MODAL_READ_LAG_MS))
 		return sg_cancel_check(stop);
 	rc = read_stream(s->r, s->exec_id, 0, &res->out, res->out_fd, &res->out_total,
-			 s->deadline, &s->calls, stop, &s->err);
-	if (!rc || res->out_total > 0 || sg_cancel_check(stop))
+			 s->deadline, &s->calls, &refused, stop, &s->err);
+	if (!refused || res->out_total > 0 || sg_cancel_check(stop))
 		return rc;
 	while (!sg_cancel_check(&s->started) && !sg_cancel_check(stop))
 		(void)poll(p, 2, 1000);
@@ -1008,7 +1014,7 @@ static sg_err side_read_run(void *arg, struct sg_cancel *stop)
 		return sg_cancel_check(stop);
 	sg_err_clear(&s->err);
 	return read_stream(s->r, s->exec_id, 0, &res->out, res->out_fd, &res->out_total,
-			   s->deadline, &s->calls, stop, &s->err);
+			   s->deadline, &s->calls, NULL, stop, &s->err);
 }
 
 /*
@@ -1139,13 +1145,13 @@ sg_err mdl_run(struct mdl_client *c, struct mdl_router *r,
 			rc = write_stdin(r, exec_id, x, &res->router_calls, cancel, err);
 		if (!rc)
 			rc = read_stream(r, exec_id, 0, &res->out, res->out_fd, &res->out_total,
-					 deadline, &res->router_calls, cancel, err);
+					 deadline, &res->router_calls, NULL, cancel, err);
 	}
 	if (rc)
 		goto out;
 	if (!rc && !x->merge)
 		rc = read_stream(r, exec_id, 1, &res->err, -1, &res->err_total,
-				 deadline, &res->router_calls, cancel, err);
+				 deadline, &res->router_calls, NULL, cancel, err);
 	if (rc || x->no_wait)
 		goto out;
 	{
