@@ -357,7 +357,7 @@ sg_err sg_sing_exec_argv(const char *runtime, const char *name, const char *cwd,
 /* The profile's runtime (field `runtime`), else apptainer, else singularity (new). */
 static char *runtime_of(const struct sg_profile *p)
 {
-	const char *want = json_string_value(json_object_get(p->raw, "runtime"));
+	const char *want = sg_profile_str(p, "runtime");
 	char *found;
 
 	if (want && strchr(want, '/')) {
@@ -421,7 +421,7 @@ static sg_err sing_validate(const struct sg_profile *p, struct sg_errinfo *err)
 	char *runtime = NULL;
 	sg_err rc = SG_OK;
 
-	if (!sg_sing_pull_parse(json_string_value(json_object_get(p->raw, "image_pull_policy")),
+	if (!sg_sing_pull_parse(sg_profile_str(p, "image_pull_policy"),
 				&pull))
 		return sg_err_set(err, SG_E_INVALID_ARGUMENT,
 				  "field \"image_pull_policy\" (profile \"%s\") is \"always\" (the default) or \"if_not_present\"",
@@ -439,9 +439,8 @@ static sg_err sing_validate(const struct sg_profile *p, struct sg_errinfo *err)
 		rc = sg_err_set(err, SG_E_UNSUPPORTED,
 				"profile \"%s\" needs apptainer or singularity: %s was not found",
 				p->name,
-				json_string_value(json_object_get(p->raw, "runtime"))
-					? json_string_value(json_object_get(p->raw, "runtime"))
-					: "neither is on PATH");
+				sg_profile_str(p, "runtime") ? sg_profile_str(p, "runtime")
+							     : "neither is on PATH");
 		goto out;
 	}
 	rc = cli_env(&envs, false);
@@ -1350,7 +1349,7 @@ static sg_err sing_provision(struct sg_env *env, struct sg_cancel *cancel,
 		goto out;
 	}
 	se->cache_age_s = -1;
-	if (!sg_sing_pull_parse(json_string_value(json_object_get(p->raw, "image_pull_policy")),
+	if (!sg_sing_pull_parse(sg_profile_str(p, "image_pull_policy"),
 				&se->pull)) {
 		rc = sg_err_set(err, SG_E_INVALID_ARGUMENT, "field \"image_pull_policy\" is not valid");
 		goto out;

@@ -83,24 +83,17 @@ static const struct sg_field local_fields[] = {
 	SG_FIELD_BEST_EFFORT("network"), SG_FIELD_BEST_EFFORT("cpus"),
 	SG_FIELD_BEST_EFFORT("memory_mb"),
 	/* The local backend's own: a cgroup's pids.max (docs/operators.md). */
-	{ "pids_max", SG_FIELD_INT, SG_FIELD_PARTIAL, 1, SG_LOCAL_PIDS_CEILING },
+	{ "pids_max", SG_FIELD_INT, SG_FIELD_PARTIAL, 1, SG_LOCAL_PIDS_CEILING, NULL },
 	SG_FIELDS_END,
 };
 
 /*
- * The profile's pids_max (a local-backend field, read from the file's
- * profile object): 0 when unset, -1 when it is not a valid count.
+ * The profile's pids_max: 0 when unset.  The config layer checked it
+ * against the table's range.
  */
 static int64_t pids_max_of(const struct sg_profile *p)
 {
-	const json_t *v = json_object_get(p->raw, "pids_max");
-
-	if (!v)
-		return 0;
-	if (!json_is_integer(v) || json_integer_value(v) < 1 ||
-	    json_integer_value(v) > SG_LOCAL_PIDS_CEILING)
-		return -1;
-	return (int64_t)json_integer_value(v);
+	return sg_profile_int(p, "pids_max", 0);
 }
 
 static sg_err local_validate(const struct sg_profile *p, struct sg_errinfo *err)
@@ -120,10 +113,6 @@ static sg_err local_validate(const struct sg_profile *p, struct sg_errinfo *err)
 	free(bwrap);
 	if (rc)
 		return rc;
-	if (pids_max_of(p) < 0)
-		return sg_err_set(err, SG_E_INVALID_ARGUMENT,
-				  "field \"pids_max\" (profile \"%s\") must be an integer from 1 to %d",
-				  p->name, SG_LOCAL_PIDS_CEILING);
 	if ((p->cpus > 0 && !sg_profile_best_effort(p, "cpus")) ||
 	    (p->memory_mb > 0 && !sg_profile_best_effort(p, "memory_mb")) ||
 	    (pids_max_of(p) > 0 && !sg_profile_best_effort(p, "pids_max"))) {

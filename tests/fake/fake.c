@@ -30,7 +30,9 @@ static const struct sg_field fake_fields[] = {
 	SG_FIELD("persistent"), SG_FIELD("shared"), SG_FIELD("mount_read_only"),
 	SG_FIELD_BEST_EFFORT("network"), SG_FIELD_BEST_EFFORT("cpus"),
 	SG_FIELD_BEST_EFFORT("memory_mb"), SG_FIELD("port"),
-	SG_FIELD_OWN_INT("fake_knob", 1, 10), SG_FIELDS_END,
+	SG_FIELD_OWN_INT("fake_knob", 1, 10),
+	SG_FIELD_OWN_ENV("fake_token_env", "SG_FAKE_TOKEN", SG_FIELD_PROBE),
+	SG_FIELD_ENV("SG_FAKE_URL", 0), SG_FIELDS_END,
 };
 
 void sg_fake_reset(void)

@@ -10,7 +10,10 @@
  * the same without SG_CAP_HOST_FS: every sg-helper step then runs as a
  * program through exec, as on a remote backend, so a test can put a
  * wrapper (SG_HELPER) between the gateway and what it reads.  It declares every field config.c knows, so a test
- * can narrow any of them, and one of its own, `fake_knob` (1..10).
+ * can narrow any of them, and one of its own, `fake_knob` (1..10).  It reads
+ * two credential variables, as a cloud adapter reads its API key and URL:
+ * $SG_FAKE_TOKEN, renamed by its own field `fake_token_env` (and reported
+ * by probe), and $SG_FAKE_URL.
  *
  * Faults are set in sg_fake before a session starts and read by the
  * adapter's methods on the gateway's worker threads; counters record what
