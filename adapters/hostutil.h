@@ -1,8 +1,9 @@
 /*
  * hostutil.h - small pieces the adapters whose environments live on this
- * host (local, singularity) share: making the control directory, removing
- * an environment's directory tree, and copying a string field of its
- * marker.
+ * host (local, singularity, the tests' fake) share: making the control
+ * directory, writing an environment's marker and copying a string field of
+ * it, removing an environment's directory tree, and the part of a child
+ * process that an exec request gives as it is.
  *
  * Invariants: no function here runs a program; sg_host_rm_tree never
  * follows a symlink or crosses a mount point.
@@ -13,6 +14,8 @@
 #include <jansson.h>
 #include <stddef.h>
 
+#include "adapter.h"
+#include "exec.h"
 #include "base/err.h"
 
 
@@ -33,5 +36,27 @@ sg_err sg_host_make_ctl(const char *ctl, struct sg_errinfo *err) SG_MUST_CHECK;
 
 /* The string m[key] into dst (n bytes, always terminated), "" if absent. */
 void sg_host_copy_field(char *dst, size_t n, json_t *m, const char *key);
+
+/*
+ * Record env in dir/env.json (written whole, then renamed into place, so
+ * a reader sees the old marker or the new, never half): the backend, id,
+ * identity, session, profile, creation time, persistent, shared and
+ * workspace, plus the members of extra (may be NULL; borrowed).  The
+ * listing (`envs list`) and gc read it back with sg_host_copy_field.
+ */
+sg_err sg_host_write_marker(const struct sg_env *env, const char *dir, const char *workspace,
+			    const json_t *extra, struct sg_errinfo *err) SG_MUST_CHECK;
+
+/*
+ * rm -rf dir (sg_host_rm_tree), with the sentence an operator reads when
+ * it fails (SG_E_INTERNAL, naming dir and the reason).
+ */
+sg_err sg_host_remove(const char *dir, struct sg_errinfo *err) SG_MUST_CHECK;
+
+/*
+ * *c zeroed, then what the request x gives as it is: stdin, the timeout,
+ * merge and detaches.  argv, envp and cwd are the adapter's to set.
+ */
+void sg_host_child(struct sg_child *c, const struct sg_exec *x);
 
 #endif

@@ -1035,29 +1035,6 @@ static bool instance_listed(json_t *list, const char *name)
 	return false;
 }
 
-static sg_err write_marker(struct sing_env *se, struct sg_errinfo *err)
-{
-	const struct sg_env *env = &se->base;
-	json_t *m = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:I, s:b, s:b, s:s}", "backend",
-			      "singularity", "id", env->id, "instance", se->name, "identity",
-			      env->identity, "session", env->session, "profile",
-			      env->profile->name, "created", (json_int_t)time(NULL), "persistent",
-			      env->profile->persistent, "shared", env->profile->shared,
-			      "workspace", se->workspace);
-	char *tmp = NULL, *dst = NULL;
-	sg_err rc = SG_OK;
-
-	if (!m || asprintf(&tmp, "%s/env.json.tmp", se->dir) < 0 ||
-	    asprintf(&dst, "%s/env.json", se->dir) < 0 || json_dump_file(m, tmp, JSON_COMPACT) ||
-	    rename(tmp, dst))
-		rc = sg_err_set(err, SG_E_INTERNAL, "cannot record the environment in %s: %s",
-				se->dir, strerror(errno));
-	json_decref(m);
-	free(tmp);
-	free(dst);
-	return rc;
-}
-
 static bool is_dir(const char *path)
 {
 	struct stat st;
@@ -1441,8 +1418,13 @@ static sg_err sing_provision(struct sg_env *env, struct sg_cancel *cancel,
 		rc = stop_instance(se->runtime, sg_strv_get(&se->cli_env), se->name, cancel, err);
 	}
 	snprintf(env->id, sizeof(env->id), "singularity-%.100s", slug);
-	if (!rc && fresh)
-		rc = write_marker(se, err);
+	if (!rc && fresh) {
+		json_t *instance = json_pack("{s:s}", "instance", se->name);
+
+		rc = instance ? sg_host_write_marker(env, se->dir, se->workspace, instance, err)
+			      : sg_err_set(err, SG_E_INTERNAL, "out of memory");
+		json_decref(instance);
+	}
 	if (attach) {
 		struct sg_sing_start s = start_spec(se, image, overlay, ctl);
 
@@ -1577,16 +1559,11 @@ static sg_err sing_exec(struct sg_env *env, const struct sg_exec *x,
 		goto out;
 	}
 	{
-		struct sg_child c = {
-			.argv = sg_strv_get(&av),
-			.envp = sg_strv_get(&ev),
-			.stdin_data = x->stdin_data,
-			.stdin_len = x->stdin_len,
-			.timeout_ms = x->timeout_ms,
-			.merge = x->flags & SG_EXEC_MERGE,
-			.detaches = x->flags & SG_EXEC_DETACHES,
-		};
+		struct sg_child c;
 
+		sg_host_child(&c, x);
+		c.argv = sg_strv_get(&av);
+		c.envp = sg_strv_get(&ev);
 		rc = sg_exec_run(&c, out, cancel, err);
 	}
 	if (rc)
@@ -1613,9 +1590,8 @@ static sg_err sing_teardown(struct sg_env *env, enum sg_fate fate, struct sg_can
 	if (se->name)
 		rc = stop_instance(se->runtime, sg_strv_get(&se->cli_env), se->name, cancel, err);
 	se->started = false;
-	if (!rc && fate == SG_FATE_REMOVE && se->dir && sg_host_rm_tree(se->dir))
-		rc = sg_err_set(err, SG_E_INTERNAL, "cannot remove %s: %s", se->dir,
-				strerror(errno));
+	if (!rc && fate == SG_FATE_REMOVE && se->dir)
+		rc = sg_host_remove(se->dir, err);
 	return rc;
 }
 
@@ -1723,8 +1699,8 @@ static sg_err sing_destroy(const struct sg_profile *p, const char *state_dir, co
 	}
 	if (instance_listed(live, name))
 		rc = stop_instance(runtime, sg_strv_get(&envs), name, cancel, err);
-	if (!rc && sg_host_rm_tree(dir))
-		rc = sg_err_set(err, SG_E_INTERNAL, "cannot remove %s: %s", dir, strerror(errno));
+	if (!rc)
+		rc = sg_host_remove(dir, err);
 out:
 	json_decref(live);
 	sg_strv_release(&envs);

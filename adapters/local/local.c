@@ -126,29 +126,6 @@ static sg_err local_validate(const struct sg_profile *p, struct sg_errinfo *err)
 }
 
 /* Write the environment's marker (what `sandgate envs` reads) atomically. */
-static sg_err write_marker(struct local_env *le, struct sg_errinfo *err)
-{
-	const struct sg_env *env = &le->base;
-	json_t *m = json_pack("{s:s, s:s, s:s, s:s, s:s, s:I, s:b, s:b, s:s}",
-			      "backend", "local", "id", env->id, "identity",
-			      env->identity, "session", env->session, "profile",
-			      env->profile->name, "created", (json_int_t)time(NULL),
-			      "persistent", env->profile->persistent, "shared",
-			      env->profile->shared, "workspace", le->workspace);
-	char *tmp = NULL, *dst = NULL;
-	sg_err rc = SG_OK;
-
-	if (!m || asprintf(&tmp, "%s/env.json.tmp", le->dir) < 0 ||
-	    asprintf(&dst, "%s/env.json", le->dir) < 0 ||
-	    json_dump_file(m, tmp, JSON_COMPACT) || rename(tmp, dst))
-		rc = sg_err_set(err, SG_E_INTERNAL, "cannot record the environment in %s: %s",
-				le->dir, strerror(errno));
-	json_decref(m);
-	free(tmp);
-	free(dst);
-	return rc;
-}
-
 /*
  * Make this session's cgroups: the limits the profile asks for, the
  * default pids limit, and the containment teardown kills with.  Facts
@@ -476,7 +453,7 @@ static sg_err local_provision(struct sg_env *env, struct sg_cancel *cancel,
 	snprintf(env->id, sizeof(env->id), "local-%s", name);
 	rc = local_limits(le, name, requested, applied, observed, err);
 	if (!rc && fresh)
-		rc = write_marker(le, err);
+		rc = sg_host_write_marker(env, le->dir, le->workspace, NULL, err);
 	if (rc)
 		goto out;
 	rc = local_publish(le, name, &ctl, requested, applied, observed, err);
@@ -709,21 +686,16 @@ static sg_err local_exec(struct sg_env *env, const struct sg_exec *x,
 		goto out;
 	}
 	{
-		/* Under bubblewrap, the processes on this host get no variables. */
-		struct sg_child c = {
-			.argv = sg_strv_get(&av),
-			.envp = le->bwrap ? NULL : x->envp,
-			.pass_fds = fds,
-			.npass = le->bwrap ? SG_SANDBOX_NFDS : 0,
-			/* Without bubblewrap, root is the workspace's real path. */
-			.cwd = le->bwrap ? NULL : (x->cwd ? x->cwd : env->root),
-			.stdin_data = x->stdin_data,
-			.stdin_len = x->stdin_len,
-			.timeout_ms = x->timeout_ms,
-			.merge = x->flags & SG_EXEC_MERGE,
-			.detaches = x->flags & SG_EXEC_DETACHES,
-		};
+		struct sg_child c;
 
+		sg_host_child(&c, x);
+		c.argv = sg_strv_get(&av);
+		/* Under bubblewrap, the processes on this host get no variables. */
+		c.envp = le->bwrap ? NULL : x->envp;
+		c.pass_fds = fds;
+		c.npass = le->bwrap ? SG_SANDBOX_NFDS : 0;
+		/* Without bubblewrap, root is the workspace's real path. */
+		c.cwd = le->bwrap ? NULL : (x->cwd ? x->cwd : env->root);
 		rc = sg_exec_run(&c, out, cancel, err);
 	}
 	if (status && !rc)
@@ -831,9 +803,8 @@ static sg_err local_teardown(struct sg_env *env, enum sg_fate fate,
 		rc = stop_processes(le->dir, le->bwrap != NULL, err);
 	if (!rc && fate == SG_FATE_REMOVE && le->slug)
 		sg_cgroup_kill_env(le->slug);
-	if (!rc && fate == SG_FATE_REMOVE && le->dir && sg_host_rm_tree(le->dir))
-		rc = sg_err_set(err, SG_E_INTERNAL, "cannot remove %s: %s", le->dir,
-				strerror(errno));
+	if (!rc && fate == SG_FATE_REMOVE && le->dir)
+		rc = sg_host_remove(le->dir, err);
 	return rc;
 }
 
@@ -934,8 +905,8 @@ static sg_err local_destroy(const struct sg_profile *p, const char *state_dir,
 	/* And whatever escaped their process groups (a crashed gateway's). */
 	if (!rc)
 		sg_cgroup_kill_env(id + 6);
-	if (!rc && sg_host_rm_tree(dir))
-		rc = sg_err_set(err, SG_E_INTERNAL, "cannot remove %s: %s", dir, strerror(errno));
+	if (!rc)
+		rc = sg_host_remove(dir, err);
 out:
 	free(base);
 	free(dir);
