@@ -223,6 +223,75 @@ static void test_backend_credential_lists(void **state)
 	}
 }
 
+/* The keys a profile's probe reports (ad->credentials, else the table's). */
+static json_t *probe_keys(const char *backend, const char *extra)
+{
+	char json[256];
+	struct sg_errinfo err = { 0 };
+	struct sg_config *cfg;
+	struct sg_profile *p = NULL;
+	const struct sg_adapter *ad = sg_adapter_find(backend);
+	json_t *out = json_object();
+	char *path;
+
+	snprintf(json, sizeof(json), "{\"profiles\": {\"p\": {\"backend\": \"%s\"%s}}}",
+		 backend, extra);
+	path = write_config(json);
+	assert_int_equal(sg_config_load(path, &cfg, &err), SG_OK);
+	assert_int_equal(sg_config_profile(cfg, "p", NULL, &p, &err), SG_OK);
+	if (ad->credentials)
+		ad->credentials(p, out);
+	else
+		sg_profile_credentials(p, out);
+	sg_profile_free(p);
+	sg_config_free(cfg);
+	unlink(path);
+	return out;
+}
+
+/*
+ * `sandgate probe` reports the variables it did before the table: vercel
+ * the token, team, project and OIDC token (the URL has a default), daytona
+ * the key, the URL and the region unless the profile sets target.
+ */
+static void test_probe_credentials(void **state)
+{
+	char *text;
+	json_t *o;
+
+	(void)state;
+	if (sg_adapter_find("vercel")) {
+		setenv("VERCEL_TOKEN", "secret-vercel", 1);
+		o = probe_keys("vercel", "");
+		assert_int_equal(json_object_size(o), 4);
+		assert_string_equal(json_string_value(json_object_get(o, "VERCEL_TOKEN")), "found");
+		assert_non_null(json_object_get(o, "VERCEL_TEAM_ID"));
+		assert_non_null(json_object_get(o, "VERCEL_PROJECT_ID"));
+		assert_non_null(json_object_get(o, "VERCEL_OIDC_TOKEN"));
+		text = json_dumps(o, 0);
+		assert_null(strstr(text, "secret-vercel"));
+		free(text);
+		json_decref(o);
+		unsetenv("VERCEL_TOKEN");
+	}
+	if (sg_adapter_find("daytona")) {
+		o = probe_keys("daytona", ", \"api_key_env\": \"MY_KEY\"");
+		assert_int_equal(json_object_size(o), 3);
+		assert_string_equal(json_string_value(json_object_get(o, "MY_KEY")), "missing");
+		assert_non_null(json_object_get(o, "DAYTONA_API_URL"));
+		assert_non_null(json_object_get(o, "DAYTONA_TARGET"));
+		json_decref(o);
+		o = probe_keys("daytona", ", \"target\": \"eu\", \"target_env\": \"MY_T\"");
+		assert_int_equal(json_object_size(o), 2);
+		assert_null(json_object_get(o, "MY_T"));
+		assert_non_null(json_object_get(o, "DAYTONA_API_KEY"));
+		json_decref(o);
+	}
+	o = probe_keys("local", "");
+	assert_int_equal(json_object_size(o), 0);
+	json_decref(o);
+}
+
 /* Network allow entries, by kind: the one parser config.c and the backends share. */
 static void test_allow_kind(void **state)
 {
@@ -251,6 +320,7 @@ int main(void)
 		cmocka_unit_test(test_credentials_from_the_table),
 		cmocka_unit_test(test_variable_is_not_a_field),
 		cmocka_unit_test(test_backend_credential_lists),
+		cmocka_unit_test(test_probe_credentials),
 		cmocka_unit_test(test_allow_kind),
 	};
 
