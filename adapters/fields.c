@@ -11,7 +11,7 @@
  * forward.
  */
 #define _GNU_SOURCE /* asprintf */
-#include "adapter.h"
+#include "adapters/adapter.h"
 
 #include <arpa/inet.h>
 #include <assert.h>

@@ -14,8 +14,8 @@
 #include <jansson.h>
 #include <stddef.h>
 
-#include "adapter.h"
-#include "exec.h"
+#include "adapters/adapter.h"
+#include "core/exec.h"
 #include "base/err.h"
 
 

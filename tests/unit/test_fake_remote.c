@@ -21,7 +21,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "adapters/exec.h"
+#include "core/exec.h"
 #include "adapters/hostutil.h"
 #include "base/fsutil.h"
 #include "config/config.h"
