@@ -63,11 +63,13 @@
  * SG_CAP_HOST_FS and env->host_root; the gateway then runs the same helper
  * code in-process and skips the round trip.
  *
- * Writing a sixth adapter: see adapters/README.md.  In short, one folder
- * with one `const struct sg_adapter sg_adapter_<name>` (its `fields` table
- * included), its name added to SG_BACKENDS in the top CMakeLists.txt (the
- * registry is generated from that list), and the end-to-end suite run
- * against a profile for it (tests/e2e/README.md).
+ * Writing the next adapter: see adapters/README.md, whose walk-through
+ * builds a toy cloud backend on the remote driver (tests/fake/remote.c).
+ * In short, one folder with one `const struct sg_adapter
+ * sg_adapter_<name>` (its `fields` table included, with every variable of
+ * sandgate's environment it reads), its name added to SG_BACKENDS in the
+ * top CMakeLists.txt (the registry is generated from that list), and the
+ * end-to-end suite run against a profile for it (tests/e2e/README.md).
  */
 #ifndef SG_ADAPTER_H
 #define SG_ADAPTER_H
