@@ -163,15 +163,25 @@ sg_err sg_host_make_ctl(const char *ctl, struct sg_errinfo *err)
 	return SG_OK;
 }
 
-sg_err sg_host_write_marker(const struct sg_env *env, const char *dir, const char *workspace,
-			    const json_t *extra, struct sg_errinfo *err)
+void sg_host_release(struct sg_host_env *h)
 {
+	sg_env_release_base(&h->base);
+	free(h->dir);
+	free(h->workspace);
+	h->dir = h->workspace = NULL;
+}
+
+sg_err sg_host_write_marker(const struct sg_host_env *h, const json_t *extra,
+			    struct sg_errinfo *err)
+{
+	const struct sg_env *env = &h->base;
 	const struct sg_profile *p = env->profile;
+	const char *dir = h->dir;
 	json_t *m = json_pack("{s:s, s:s, s:s, s:s, s:s, s:I, s:b, s:b, s:s}", "backend",
 			      env->ad->name, "id", env->id, "identity", env->identity, "session",
 			      env->session, "profile", p->name, "created", (json_int_t)time(NULL),
 			      "persistent", p->persistent, "shared", p->shared, "workspace",
-			      workspace);
+			      h->workspace);
 	char *tmp = NULL, *dst = NULL;
 	sg_err rc = SG_OK;
 
@@ -201,4 +211,41 @@ void sg_host_child(struct sg_child *c, const struct sg_exec *x)
 	c->timeout_ms = x->timeout_ms;
 	c->merge = x->flags & SG_EXEC_MERGE;
 	c->detaches = x->flags & SG_EXEC_DETACHES;
+}
+
+static bool host_is_dir(const char *path)
+{
+	struct stat st;
+
+	return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+sg_err sg_host_find_env(struct sg_host_env *h, struct sg_errinfo *err)
+{
+	struct sg_env *env = &h->base;
+
+	if (host_is_dir(h->dir))
+		env->resumed = true;
+	else if (env->require_existing)
+		return sg_err_set(err, SG_E_WORKSPACE_LOST,
+				  "the workspace of identity \"%s\" is gone (%s does not exist)",
+				  env->identity, h->dir);
+	return SG_OK;
+}
+
+sg_err sg_host_workspace(struct sg_host_env *h, struct sg_errinfo *err)
+{
+	const struct sg_env *env = &h->base;
+	const char *hw = env->profile->host_workspace;
+
+	free(h->workspace);
+	h->workspace = NULL;
+	if (hw && !host_is_dir(hw))
+		return sg_err_set(err, env->require_existing ? SG_E_WORKSPACE_LOST : SG_E_NOT_FOUND,
+				  "host_workspace %s is not a directory", hw);
+	if (hw)
+		h->workspace = realpath(hw, NULL);
+	else if (asprintf(&h->workspace, "%s/workspace", h->dir) < 0)
+		h->workspace = NULL;
+	return h->workspace ? SG_OK : sg_err_set(err, SG_E_INTERNAL, "out of memory");
 }

@@ -62,9 +62,7 @@ _Static_assert(SG_LOCAL_NAME_MAX == 120, "local_list spells the bound as %.120s"
 #define SANDBOX_CTL "/run/sandgate/ctl"
 
 struct local_env {
-	struct sg_env base;
-	char *dir;          /* <base>/local/<slug>: everything of this env */
-	char *workspace;    /* the workspace on this host */
+	struct sg_host_env h; /* first; h.dir is <base>/local/<slug> */
 	char *bwrap;        /* bubblewrap's path, or NULL */
 	char *slug;         /* the environment's name, its cgroups' prefix */
 	struct sg_cgroup cg; /* this session's cgroups */
@@ -139,7 +137,7 @@ static sg_err local_validate(const struct sg_profile *p, struct sg_errinfo *err)
 static sg_err setup_limits(struct local_env *le, const char *name, json_t *applied,
 			   json_t *observed, struct sg_errinfo *err)
 {
-	const struct sg_profile *p = le->base.profile;
+	const struct sg_profile *p = le->h.base.profile;
 	struct sg_cgroup_want want = {
 		.cpus = p->cpus,
 		.memory_mb = p->memory_mb,
@@ -245,16 +243,16 @@ static char *env_name(const char *identity)
 static sg_err sandbox_setup(struct local_env *le, const char *name, const char *ctl,
 			    struct sg_errinfo *err)
 {
-	const struct sg_profile *p = le->base.profile;
-	sg_err rc = sg_sandbox_pick(&le->sb, name, le->workspace, p->host_workspace != NULL,
+	const struct sg_profile *p = le->h.base.profile;
+	sg_err rc = sg_sandbox_pick(&le->sb, name, le->h.workspace, p->host_workspace != NULL,
 				    p->mount_read_only, err);
 
 	if (!rc && !p->host_workspace)
-		rc = sg_sandbox_own(&le->sb, le->workspace, err);
+		rc = sg_sandbox_own(&le->sb, le->h.workspace, err);
 	if (!rc)
 		rc = sg_sandbox_own(&le->sb, ctl, err);
 	if (!rc)
-		rc = sg_sandbox_open(&le->sb, le->dir, le->workspace, ctl, le->base.helper_host,
+		rc = sg_sandbox_open(&le->sb, le->h.dir, le->h.workspace, ctl, le->h.base.helper_host,
 				     SANDBOX_CTL, err);
 	return rc;
 }
@@ -265,14 +263,13 @@ static sg_err sandbox_setup(struct local_env *le, const char *name, const char *
  */
 static sg_err local_locate(struct local_env *le, const char *name, struct sg_errinfo *err)
 {
-	struct sg_env *env = &le->base;
+	struct sg_env *env = &le->h.base;
 	const struct sg_profile *p = env->profile;
-	struct stat st;
 	sg_err rc = SG_OK;
 
-	if (!name || asprintf(&le->dir, "%s/local/%s",
+	if (!name || asprintf(&le->h.dir, "%s/local/%s",
 			      p->workspace ? p->workspace : env->state_dir, name) < 0) {
-		le->dir = NULL;
+		le->h.dir = NULL;
 		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
 		goto out;
 	}
@@ -287,13 +284,7 @@ static sg_err local_locate(struct local_env *le, const char *name, struct sg_err
 				env->root);
 		goto out;
 	}
-	if (stat(le->dir, &st) == 0) {
-		env->resumed = true;
-	} else if (env->require_existing) {
-		rc = sg_err_set(err, SG_E_WORKSPACE_LOST,
-				"the workspace of identity \"%s\" is gone (%s does not exist)",
-				env->identity, le->dir);
-	}
+	rc = sg_host_find_env(&le->h, err);
 out:
 	return rc;
 }
@@ -306,23 +297,13 @@ out:
  */
 static sg_err local_workspace(struct local_env *le, char **ctl, struct sg_errinfo *err)
 {
-	struct sg_env *env = &le->base;
-	const struct sg_profile *p = env->profile;
-	struct stat st;
+	struct sg_env *env = &le->h.base;
 	sg_err rc = SG_OK;
 
-	if (p->host_workspace) {
-		if (stat(p->host_workspace, &st) || !S_ISDIR(st.st_mode)) {
-			rc = sg_err_set(err, env->require_existing ? SG_E_WORKSPACE_LOST
-								   : SG_E_NOT_FOUND,
-					"host_workspace %s is not a directory", p->host_workspace);
-			goto out;
-		}
-		le->workspace = realpath(p->host_workspace, NULL);
-	} else if (asprintf(&le->workspace, "%s/workspace", le->dir) < 0) {
-		le->workspace = NULL;
-	}
-	if (!le->workspace || asprintf(ctl, "%s/ctl", le->dir) < 0) {
+	rc = sg_host_workspace(&le->h, err);
+	if (rc)
+		goto out;
+	if (asprintf(ctl, "%s/ctl", le->h.dir) < 0) {
 		*ctl = NULL;
 		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
 		goto out;
@@ -332,7 +313,7 @@ static sg_err local_workspace(struct local_env *le, char **ctl, struct sg_errinf
 				"sandgate runs as root and bubblewrap is not installed: a command would run as root on this host (install bubblewrap, or run sandgate as an ordinary user)");
 		goto out;
 	}
-	if (!le->bwrap && strcmp(env->root, le->workspace) != 0)
+	if (!le->bwrap && strcmp(env->root, le->h.workspace) != 0)
 		rc = sg_err_set(err, SG_E_UNSUPPORTED,
 				"commands can see the workspace at %s only through bubblewrap, which is not installed (install bubblewrap, or set host_workspace to %s)",
 				env->root, env->root);
@@ -348,20 +329,20 @@ out:
 static sg_err local_create(struct local_env *le, const char *name, const char *ctl,
 			   struct sg_errinfo *err)
 {
-	struct sg_env *env = &le->base;
+	struct sg_env *env = &le->h.base;
 	struct stat st;
 	sg_err rc;
 
-	if (sg_mkdir_p(le->dir, 0700) || sg_mkdir_p(le->workspace, 0755)) {
-		rc = sg_err_set(err, SG_E_INTERNAL, "cannot create %s: %s", le->dir,
+	if (sg_mkdir_p(le->h.dir, 0700) || sg_mkdir_p(le->h.workspace, 0755)) {
+		rc = sg_err_set(err, SG_E_INTERNAL, "cannot create %s: %s", le->h.dir,
 				strerror(errno));
 		goto out;
 	}
 	sg_crashpoint("adapter:created");
 	if (env->resumed && env->require_existing && !env->profile->host_workspace &&
-	    stat(le->workspace, &st) != 0) {
+	    stat(le->h.workspace, &st) != 0) {
 		rc = sg_err_set(err, SG_E_WORKSPACE_LOST, "the workspace %s is gone",
-				le->workspace);
+				le->h.workspace);
 		goto out;
 	}
 	rc = sg_host_make_ctl(ctl, err);
@@ -381,7 +362,7 @@ out:
 static sg_err local_limits(struct local_env *le, const char *name, json_t *requested,
 			   json_t *applied, json_t *observed, struct sg_errinfo *err)
 {
-	const struct sg_profile *p = le->base.profile;
+	const struct sg_profile *p = le->h.base.profile;
 	char cgname[200];
 
 	if (p->cpus > 0)
@@ -407,12 +388,12 @@ static sg_err local_publish(struct local_env *le, char *name, char **ctl,
 			    json_t *requested, json_t *applied, json_t *observed,
 			    struct sg_errinfo *err)
 {
-	struct sg_env *env = &le->base;
+	struct sg_env *env = &le->h.base;
 
 	env->helper = strdup(le->bwrap ? SANDBOX_HELPER : env->helper_host);
 	env->ctl_dir = strdup(le->bwrap ? SANDBOX_CTL : *ctl);
 	env->own_tmp = le->bwrap; /* the bind in the bwrap argv */
-	env->host_root = strdup(le->workspace);
+	env->host_root = strdup(le->h.workspace);
 	env->host_ctl = *ctl;
 	*ctl = NULL;
 	env->run_as = le->sb.drop;
@@ -453,7 +434,7 @@ static sg_err local_provision(struct sg_env *env, struct sg_cancel *cancel,
 	snprintf(env->id, sizeof(env->id), "local-%s", name);
 	rc = local_limits(le, name, requested, applied, observed, err);
 	if (!rc && fresh)
-		rc = sg_host_write_marker(env, le->dir, le->workspace, NULL, err);
+		rc = sg_host_write_marker(&le->h, NULL, err);
 	if (rc)
 		goto out;
 	rc = local_publish(le, name, &ctl, requested, applied, observed, err);
@@ -462,8 +443,8 @@ out:
 	if (rc)
 		sg_cgroup_kill(&le->cg);
 	/* A failed create leaves nothing behind. */
-	if (rc && fresh && le->dir)
-		sg_host_rm_tree(le->dir);
+	if (rc && fresh && le->h.dir)
+		sg_host_rm_tree(le->h.dir);
 	json_decref(applied);
 	json_decref(requested);
 	json_decref(observed);
@@ -481,7 +462,7 @@ out:
 static sg_err sandbox_options(struct local_env *le, const struct sg_exec *x,
 			      struct sg_strv *opts)
 {
-	const struct sg_env *env = &le->base;
+	const struct sg_env *env = &le->h.base;
 	const struct sg_profile *p = env->profile;
 	bool detaches = x->flags & SG_EXEC_DETACHES;
 	bool ro = p->mount_read_only || x->confine == SG_CONFINE_READ_ONLY;
@@ -601,7 +582,7 @@ static sg_err host_argv(struct local_env *le, struct sg_strv *av)
 	sg_err rc = SG_OK;
 
 	if (le->cg.procs.n || le->sb.drop) {
-		rc = sg_strv_addv(av, (const char *[]){ le->base.helper_host, "cgroup-exec",
+		rc = sg_strv_addv(av, (const char *[]){ le->h.base.helper_host, "cgroup-exec",
 							 NULL });
 		if (!rc && le->sb.drop)
 			rc = sg_strv_add(av, "--user") ||
@@ -651,7 +632,7 @@ static sg_err sandbox_prefix(struct local_env *le, const struct sg_exec *x,
 		nonce = (uint64_t)sg_now_ms() * 2654435761u;
 	snprintf(name, sizeof(name), "/tmp/.status-%ld-%lu-%016llx", (long)getpid(), k,
 		 (unsigned long long)nonce);
-	if (asprintf(status, "%s%s", le->base.host_ctl, name) < 0) {
+	if (asprintf(status, "%s%s", le->h.base.host_ctl, name) < 0) {
 		*status = NULL;
 		return SG_E_INTERNAL;
 	}
@@ -799,12 +780,12 @@ static sg_err local_teardown(struct sg_env *env, enum sg_fate fate,
 		rc = sg_err_set(err, SG_E_INTERNAL,
 				"processes of %s could not all be killed (see the log)", env->id);
 	/* Processes of earlier, crashed sessions die with the environment. */
-	if (!rc && fate == SG_FATE_REMOVE && le->dir)
-		rc = stop_processes(le->dir, le->bwrap != NULL, err);
+	if (!rc && fate == SG_FATE_REMOVE && le->h.dir)
+		rc = stop_processes(le->h.dir, le->bwrap != NULL, err);
 	if (!rc && fate == SG_FATE_REMOVE && le->slug)
 		sg_cgroup_kill_env(le->slug);
-	if (!rc && fate == SG_FATE_REMOVE && le->dir)
-		rc = sg_host_remove(le->dir, err);
+	if (!rc && fate == SG_FATE_REMOVE && le->h.dir)
+		rc = sg_host_remove(le->h.dir, err);
 	return rc;
 }
 
@@ -917,9 +898,7 @@ static void local_release(struct sg_env *env)
 {
 	struct local_env *le = (struct local_env *)env;
 
-	sg_env_release_base(env);
-	free(le->dir);
-	free(le->workspace);
+	sg_host_release(&le->h);
 	free(le->bwrap);
 	free(le->slug);
 	sg_cgroup_release(&le->cg);
@@ -929,13 +908,5 @@ static void local_release(struct sg_env *env)
 const struct sg_adapter sg_adapter_local = {
 	.name = "local",
 	.caps = SG_CAP_HOST_FS | SG_CAP_LIST,
-	.env_size = sizeof(struct local_env),
-	.fields = local_fields,
-	.validate = local_validate,
-	.provision = local_provision,
-	.exec = local_exec,
-	.teardown = local_teardown,
-	.list = local_list,
-	.destroy = local_destroy,
-	.release = local_release,
+	SG_HOST_METHODS(local),
 };

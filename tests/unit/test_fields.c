@@ -149,6 +149,12 @@ static void test_credentials_from_the_table(void **state)
 	assert_int_equal(json_object_size(out), 1);
 	assert_string_equal(json_string_value(json_object_get(out, "MY_TOKEN")), "found");
 	json_decref(out);
+#ifdef NDEBUG
+	/* An undeclared variable is never read (with assertions, a failed one). */
+	setenv("SG_FAKE_UNDECLARED", "x", 1);
+	assert_null(sg_profile_env(p, "SG_FAKE_UNDECLARED", NULL));
+	unsetenv("SG_FAKE_UNDECLARED");
+#endif
 	sg_profile_free(p);
 	unsetenv("MY_TOKEN");
 	unsetenv("SG_FAKE_TOKEN");
