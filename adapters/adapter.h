@@ -537,6 +537,14 @@ int64_t sg_profile_int(const struct sg_profile *p, const char *field, int64_t de
 const char *sg_profile_env(const struct sg_profile *p, const char *var, const char **name);
 
 /*
+ * The same for adapter ad and the profile object raw (NULL: the default
+ * names), for code that holds no profile, such as a client loading the
+ * provider's own credential files.
+ */
+const char *sg_adapter_env(const struct sg_adapter *ad, const json_t *raw, const char *var,
+			   const char **name);
+
+/*
  * Every variable ad reads for the profile object raw (NULL: by default),
  * at most max names into names (borrowed: static strings or strings of
  * raw); returns how many.  The config refuses to forward any of them.

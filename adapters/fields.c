@@ -62,20 +62,25 @@ static const struct sg_field *env_entry(const struct sg_field *table, const char
 	return NULL;
 }
 
-const char *sg_profile_env(const struct sg_profile *p, const char *var, const char **name)
+const char *sg_adapter_env(const struct sg_adapter *ad, const json_t *raw, const char *var,
+			   const char **name)
 {
-	const struct sg_adapter *ad = sg_adapter_find(p->backend);
 	const struct sg_field *f = ad ? env_entry(ad->fields, var) : NULL;
 	const char *n, *v;
 
 	assert(f && "a variable read must be declared in the field table");
 	if (name)
-		*name = f ? env_name(f, p->raw) : var;
+		*name = f ? env_name(f, raw) : var;
 	if (!f)
 		return NULL;
-	n = env_name(f, p->raw);
+	n = env_name(f, raw);
 	v = getenv(n);
 	return v && *v ? v : NULL;
+}
+
+const char *sg_profile_env(const struct sg_profile *p, const char *var, const char **name)
+{
+	return sg_adapter_env(sg_adapter_find(p->backend), p->raw, var, name);
 }
 
 size_t sg_adapter_credential_env(const struct sg_adapter *ad, const json_t *raw,

@@ -202,12 +202,12 @@ static void test_variable_is_not_a_field(void **state)
 /* The variables each built-in backend reads, as they were before the table. */
 static void test_backend_credential_lists(void **state)
 {
-	static const char *const want[][7] = {
+	static const char *const want[][8] = {
 		{ "daytona", "DAYTONA_API_KEY", "DAYTONA_API_URL", "DAYTONA_TARGET" },
 		{ "vercel", "VERCEL_TOKEN", "VERCEL_TEAM_ID", "VERCEL_PROJECT_ID",
 		  "VERCEL_OIDC_TOKEN", "VERCEL_API_URL" },
 		{ "modal", "MODAL_TOKEN_ID", "MODAL_TOKEN_SECRET", "MODAL_PROFILE",
-		  "MODAL_CONFIG_PATH", "MODAL_ENVIRONMENT", "MODAL_SERVER_URL" },
+		  "MODAL_CONFIG_PATH", "MODAL_ENVIRONMENT", "MODAL_SERVER_URL", "MODAL_SANDBOX_V2" },
 		{ "ssh", "SSH_AUTH_SOCK", "KRB5CCNAME" },
 		{ "local" },
 	};
@@ -221,7 +221,7 @@ static void test_backend_credential_lists(void **state)
 		if (!ad)
 			continue; /* not built here */
 		n = sg_adapter_credential_env(ad, NULL, names, SG_CREDENTIAL_ENV_MAX);
-		for (; k + 1 < 7 && want[i][k + 1]; k++) {
+		for (; k + 1 < 8 && want[i][k + 1]; k++) {
 			assert_true(k < n);
 			assert_string_equal(names[k], want[i][k + 1]);
 		}
