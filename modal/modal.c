@@ -1041,7 +1041,8 @@ static sg_err mdl_create_once(struct mdl_env *me, const char *image, int *status
 	def.timeout_secs = mdl_timeout_secs(p);
 	def._name_case = MODAL__CLIENT__SANDBOX___NAME_NAME;
 	def.name = me->name;
-	if (json_is_integer(json_object_get(p->raw, "idle_timeout_s"))) {
+	/* The table's range starts at 60: 0 means the field is absent. */
+	if (sg_profile_int(p, "idle_timeout_s", 0) > 0) {
 		def._idle_timeout_secs_case = MODAL__CLIENT__SANDBOX___IDLE_TIMEOUT_SECS_IDLE_TIMEOUT_SECS;
 		def.idle_timeout_secs = (uint32_t)sg_profile_int(p, "idle_timeout_s", 0);
 	}

@@ -487,7 +487,7 @@ static sg_err vcl_create_body(struct vcl_env *ve, json_t **out, struct sg_errinf
 {
 	const struct sg_profile *p = ve->rm.base.profile;
 	json_t *body = json_object(), *np = vcl_network_policy(p, err);
-	const char *region = vcl_str(p->raw, "region");
+	const char *region = sg_profile_str(p, "region");
 
 	*out = NULL;
 	if (!np || !body) {
