@@ -123,7 +123,6 @@ static sg_err local_validate(const struct sg_profile *p, struct sg_errinfo *err)
 	return SG_OK;
 }
 
-/* Write the environment's marker (what `sandgate envs` reads) atomically. */
 /*
  * Make this session's cgroups: the limits the profile asks for, the
  * default pids limit, and the containment teardown kills with.  Facts
