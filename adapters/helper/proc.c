@@ -298,6 +298,12 @@ struct proc_rec {
 	 */
 	int64_t tty, input, hidden, split, log_base;
 	size_t bytes;           /* the file's size, as read */
+	/*
+	 * A stop marker lies beside a record still running: the host's
+	 * `stopping`, from the stop's start to the supervisor's final
+	 * record.  Read with the record, never stored in it.
+	 */
+	bool stopping;
 };
 
 static const struct {
@@ -672,7 +678,7 @@ static void rec_outcome(const struct proc_rec *r, const char **status, const cha
 	*status = "failed";
 	switch (r->status) {
 	case PS_RUNNING:
-		*status = "running";
+		*status = r->stopping ? "stopping" : "running";
 		return;
 	case PS_STOPPED:
 		*status = "stopped";
@@ -1014,6 +1020,8 @@ static sg_err rec_read(const char *ctl, const char *id, struct proc_rec *r,
 		rc = sg_err_set(err, SG_E_INTERNAL, "%s is malformed", path);
 		goto out;
 	}
+	r->stopping = r->status == PS_RUNNING &&
+		      faccessat(dirfd, "stop", F_OK, AT_SYMLINK_NOFOLLOW) == 0;
 	rc = SG_OK;
 out:
 	if (fd >= 0)
