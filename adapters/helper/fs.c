@@ -626,7 +626,19 @@ sg_err sg_fs_kv_revision(struct fs *c)
 	char rev[SG_FS_REVISION_SIZE];
 	sg_err rc = sg_fs_revision(c, rev);
 
-	return rc ? rc : sg_fs_kv_str(c->out, "workspace_revision", rev);
+	if (!rc)
+		rc = sg_fs_kv_str(c->out, "workspace_revision", rev);
+	return rc ? rc : sg_fs_kv_revision_git(c->out, c->rootfd);
+}
+
+bool sg_fs_revision_git(int rootfd)
+{
+	return rootfd >= 0 && faccessat(rootfd, ".git", F_OK, AT_SYMLINK_NOFOLLOW) == 0;
+}
+
+sg_err sg_fs_kv_revision_git(struct sg_buf *o, int rootfd)
+{
+	return sg_fs_revision_git(rootfd) ? sg_fs_kv_bool(o, "workspace_git", true) : SG_OK;
 }
 
 /* fs revision: {"ok":true,"workspace_revision":...} for the tools that

@@ -155,6 +155,17 @@ sg_err sg_fs_name_put(struct sg_buf *b, const char *s, size_t n, const char *suf
 sg_err sg_fs_revision(struct fs *c, char out[SG_FS_REVISION_SIZE]) SG_MUST_CHECK;
 sg_err sg_fs_kv_revision(struct fs *c) SG_MUST_CHECK;
 /*
+ * The host reports a git repository's revision in git's own form
+ * ("git:<HEAD>:worktree:<digest of git status>"), which takes running
+ * git; the helper runs no program for a revision, so next to its own form
+ * it only says when git would answer: `,"workspace_git":true` when root
+ * holds a .git (a directory, or a worktree's file), and the gateway runs
+ * git, confined, for those alone (gateway/tools/git.c).  A .git above
+ * root does not count: the revision then stays this tree's own.
+ */
+bool sg_fs_revision_git(int rootfd);
+sg_err sg_fs_kv_revision_git(struct sg_buf *o, int rootfd) SG_MUST_CHECK;
+/*
  * The host's reason a path is sensitive (.env files, keys, credential
  * stores, version-control and wuu state), or NULL.  path is the display
  * form (relative to root, or absolute outside it).  Reads refuse these

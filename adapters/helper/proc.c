@@ -3436,11 +3436,15 @@ static sg_err put_revision(struct sg_buf *reply, const char *root)
 	char rev[SG_FS_REVISION_SIZE] = "";
 	sg_err rc = SG_OK;
 
-	if (c.rootfd >= 0) {
+	if (c.rootfd >= 0)
 		rc = sg_fs_revision(&c, rev);
+	if (!rc)
+		rc = put_str(reply, "workspace_revision", rev);
+	if (!rc)
+		rc = sg_fs_kv_revision_git(reply, c.rootfd);
+	if (c.rootfd >= 0)
 		close(c.rootfd);
-	}
-	return rc ? rc : put_str(reply, "workspace_revision", rev);
+	return rc;
 }
 
 static sg_err spawn_wait(const char *ctl, const char *id, int64_t wait_ms, int64_t out_max,

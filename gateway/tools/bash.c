@@ -98,6 +98,7 @@ static json_t *run_result(struct sg_tool_call *t, const char *command, json_t *r
 
 	if (!promoted)
 		promoted = "";
+	sg_tool_revision(t, reply);
 	view = json_pack("{s:s, s:s, s:I, s:I, s:b, s:b, s:O, s:o, s:o, s:O, s:O, s:s}",
 			 "action", "run", "command", command, "exit_code", (json_int_t)code,
 			 "duration_ms", (json_int_t)duration_ms, "timed_out", !ended,

@@ -750,6 +750,7 @@ sg_err sg_tool_read_file(struct sg_tool_call *t, json_t **result)
 				     &t->op->cancel, &t->op->err);
 	if (rc)
 		goto out;
+	sg_tool_revision(t, reply);
 	kind = json_string_value(json_object_get(reply, "kind"));
 	if (json_object_get(reply, "tool_error"))
 		rc = helper_failed(t, reply);

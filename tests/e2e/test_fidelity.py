@@ -13,8 +13,9 @@ each checked against the host's code, driven as the host drives them
 Runs on every backend (tests/e2e/run-against.sh BACKEND test_fidelity).
 """
 
+import base64
+import hashlib
 import json
-import re
 import threading
 import time
 import unittest
@@ -87,6 +88,81 @@ class Stopping(FidelityCase):
         self.assertEqual(rec["terminal_cause"], "requested_stop")
         after = client.call("process/get", {"id": pid}, Ctx(10 * SLACK))
         self.assertEqual(after["status"], "stopped")
+
+
+def host_git_revision(status):
+    """internal/tools workspaceRevision, from `git status --porcelain=v2 -z
+    --branch` output (bytes): None where the host falls back to its
+    filesystem form."""
+    head, records = "", b""
+    for rec in status.split(b"\0"):
+        if not rec:
+            continue
+        if rec.startswith(b"# branch.oid "):
+            head = rec[len(b"# branch.oid "):].decode().strip()
+            continue
+        if rec.startswith(b"# "):
+            continue
+        records += rec + b"\0"
+    head = "".join(c for c in head.lower() if c in "0123456789abcdef")
+    if not head:
+        return None
+    return "git:%s:worktree:%s" % (head[:12], hashlib.sha256(records).hexdigest()[:16])
+
+
+class GitRevision(FidelityCase):
+    SETUP = ("git init -q && git config user.email t@example.com && "
+             "git config user.name t && printf 'one\\n' > a.txt && git add a.txt && "
+             "git commit -qm one")
+
+    def status(self, env):
+        out = hd.text_projection(env.execute("bash", {
+            "command": "git rev-parse HEAD && git status --porcelain=v2 -z --branch | base64 -w0"},
+            actor="a", mode="unconfined"))
+        lines = json.loads(out)["output"].split("\n")
+        return lines[0].strip(), base64.b64decode(lines[1])
+
+    def test_a_git_workspace_reports_the_hosts_git_revision(self):
+        env = self.environment(session="gitrev")
+        self.view(env, "bash", {"command": self.SETUP})
+        head, status = self.status(env)
+        clean = host_git_revision(status)
+        self.assertEqual(clean, "git:%s:worktree:%s" % (head[:12],
+                                                        hashlib.sha256(b"").hexdigest()[:16]),
+                         "the tree is clean after the commit: %r" % status)
+        self.assertEqual(self.view(env, "read_file", {"path": "a.txt"})["workspace_revision"],
+                         clean)
+        self.assertEqual(self.view(env, "git", {"subcommand": "log", "args": ["-1"]})
+                         ["workspace_revision"], clean)
+
+        wrote = self.view(env, "write_file", {"path": "b.txt", "content": "two\n"})
+        dirty = host_git_revision(b"# branch.oid " + head.encode() + b"\0? b.txt\0")
+        self.assertEqual(wrote["workspace_revision"], dirty)
+        self.assertEqual(host_git_revision(self.status(env)[1]), dirty)
+        self.assertEqual(self.view(env, "bash", {"command": "true"})["workspace_revision"],
+                         dirty)
+        listed = self.view(env, "list_files", {})
+        self.assertTrue(listed["workspace_revision"].startswith(dirty + ";result:"),
+                        listed["workspace_revision"])
+        found = self.view(env, "grep", {"pattern": "two"})
+        self.assertTrue(found["workspace_revision"].startswith(dirty + ";result:"),
+                        found["workspace_revision"])
+        # read_only agents see the same revision (the git run is sandgate's).
+        self.assertEqual(self.view(env, "read_file", {"path": "a.txt"}, mode="read_only")
+                         ["workspace_revision"], dirty)
+
+    def test_an_unborn_branch_keeps_the_hosts_one_hex_letter(self):
+        """The host trims "(initial)" to its hex characters: "a"."""
+        env = self.environment(session="gitunborn")
+        self.view(env, "bash", {"command": "git init -q"})
+        rev = self.view(env, "read_file", {"path": ".", "limit": 1}, mode="unconfined") \
+            if False else self.view(env, "list_files", {})["workspace_revision"]
+        self.assertTrue(rev.startswith("git:a:worktree:"), rev)
+
+    def test_a_workspace_without_git_keeps_the_filesystem_form(self):
+        env = self.environment(session="fsrev")
+        wrote = self.view(env, "write_file", {"path": "x.txt", "content": "x"})
+        self.assertRegex(wrote["workspace_revision"], r"^fs:worktree:[0-9a-f]{16}$")
 
 
 if __name__ == "__main__":
