@@ -32,6 +32,7 @@
 #include "fs.h"
 
 #include <dirent.h>
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <fnmatch.h>
@@ -1466,6 +1467,72 @@ static sg_err guard_read(struct fs *c, const struct sg_buf *rel, const struct sg
 }
 
 /*
+ * --full-log: PATH is a bash run's full_log_ref, read as the host's
+ * read_file reads its session artifacts (ResolveReadPath).  Only its last
+ * component counts, a log's name, opened beneath --ctl's log directory
+ * (proc.c keeps the logs there) without following a link, and a file
+ * with a second name is refused as the process records are: the
+ * environment's commands write beside it.  The gateway checks that the
+ * rest of PATH is that directory as the environment sees it.
+ */
+static sg_err open_full_log(struct fs *c, const char *ctl, struct sg_buf *shown, int *fdp)
+{
+	const char *path = c->pos[0], *slash = strrchr(path, '/');
+	const char *name = slash ? slash + 1 : path;
+	size_t n = strlen(name);
+	int dir = -1, logs = -1;
+	struct stat st;
+	bool ok = n > 4 && n <= SG_PROC_ID_MAX + 4 && name[0] != '.' &&
+		  strcmp(name + n - 4, ".log") == 0;
+
+	for (size_t i = 0; ok && i < n; i++)
+		ok = isalnum((unsigned char)name[i]) || strchr("-_.", name[i]);
+	if (!ok || !ctl)
+		return sg_fs_fail(c, "File not found: %s", path);
+	dir = open(ctl, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (dir >= 0)
+		logs = openat(dir, SG_FS_FULL_LOG_DIR, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	*fdp = logs < 0 ? -1 : openat(logs, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	sg_fs_close(&dir);
+	sg_fs_close(&logs);
+	if (*fdp < 0)
+		return sg_fs_fail(c, "File not found: %s", path);
+	if (fstat(*fdp, &st) != 0 || !S_ISREG(st.st_mode) || st.st_nlink > 1) {
+		sg_fs_close(fdp);
+		return sg_fs_fail(c, "read_file requires a regular file: %s", path);
+	}
+	return sg_buf_adds(shown, path) ? sg_err_set(&c->err, SG_E_INTERNAL, "out of memory")
+					: SG_OK;
+}
+
+/*
+ * The workspace file PATH names, resolved beneath root, guarded (the
+ * host's credential files, sensitive paths) and opened; shown gets its
+ * display form.  A missing file fails in the host's words.
+ */
+static sg_err open_workspace_file(struct fs *c, struct sg_buf *shown, int *fdp)
+{
+	struct sg_buf rel = SG_BUF_INIT(SG_PATH_MAX);
+	sg_err rc = sg_fs_resolve(c, c->pos[0], SG_PATH_EXISTING, &rel);
+
+	if (rc == SG_E_NOT_FOUND) {
+		sg_err_clear(&c->err);
+		rc = read_missing(c, c->pos[0]);
+	}
+	if (!rc) {
+		sg_fs_display(c, &rel, shown);
+		rc = guard_read(c, &rel, shown, "read_file", "read");
+	}
+	if (!rc) {
+		*fdp = sg_fs_open_rel(c, &rel, O_RDONLY | O_NONBLOCK);
+		if (*fdp < 0 && errno == ENOENT)
+			rc = read_missing(c, c->pos[0]);
+	}
+	sg_buf_release(&rel);
+	return rc;
+}
+
+/*
  * fs read PATH [--offset N] [--limit N] [--raw]
  * fs read PATH --byte-limit N [--byte-offset N] [--byte-end N]
  * --offset below 1 is 1; --limit 0 (or none) reads to the end, then of a
@@ -1475,10 +1542,12 @@ static sg_err guard_read(struct fs *c, const struct sg_buf *rel, const struct sg
  */
 static sg_err fs_read(struct fs *c)
 {
-	struct sg_buf rel = SG_BUF_INIT(SG_PATH_MAX), shown = SG_BUF_INIT(SG_PATH_MAX);
+	struct sg_buf shown = SG_BUF_INIT(SG_PATH_MAX);
 	bool raw = sg_args_flag(&c->a, "raw");
 	unsigned char head[READ_SNIFF];
 	const char *mime;
+	bool log = sg_args_flag(&c->a, "full-log");
+	const char *ctl = sg_args_str(&c->a, "ctl", NULL);
 	int64_t offset, limit, boff, blim, bend;
 	struct stat st;
 	ssize_t n = 0;
@@ -1496,24 +1565,10 @@ static sg_err fs_read(struct fs *c)
 		rc = sg_args_int(&c->a, "byte-end", 0, INT64_MAX, &bend, &c->err);
 	if (!rc)
 		rc = sg_fs_args_done(c, 1, 1);
-	if (!rc) {
-		rc = sg_fs_resolve(c, c->pos[0], SG_PATH_EXISTING, &rel);
-		if (rc == SG_E_NOT_FOUND) {
-			sg_err_clear(&c->err);
-			rc = read_missing(c, c->pos[0]);
-		}
-	}
+	if (!rc)
+		rc = log ? open_full_log(c, ctl, &shown, &fd) : open_workspace_file(c, &shown, &fd);
 	if (rc)
 		goto out;
-	sg_fs_display(c, &rel, &shown);
-	rc = guard_read(c, &rel, &shown, "read_file", "read");
-	if (rc)
-		goto out;
-	fd = sg_fs_open_rel(c, &rel, O_RDONLY | O_NONBLOCK);
-	if (fd < 0 && errno == ENOENT) {
-		rc = read_missing(c, c->pos[0]);
-		goto out;
-	}
 	if (fd < 0 || fstat(fd, &st) != 0) {
 		rc = sg_fs_fail(c, "stat file: %s: %s", c->pos[0], sg_fs_errstr(errno));
 		goto out;
@@ -1530,14 +1585,15 @@ static sg_err fs_read(struct fs *c)
 	n = pread(fd, head, sizeof(head), 0);
 	if (n < 0)
 		n = 0;
-	mime = image_mime(head, (size_t)n);
+	/* A log is the command's text, never an image, and masked as bash's view is. */
+	mime = log ? NULL : image_mime(head, (size_t)n);
 	if (mime) {
 		rc = read_image(c, fd, &st, mime, &shown);
 		goto out;
 	}
 	if (blim) {
 		rc = read_bytes(c, fd, &st, &shown, boff, blim, bend,
-				c->unconfined && sg_fs_sensitive(shown.p));
+				log || (c->unconfined && sg_fs_sensitive(shown.p)));
 		goto out;
 	}
 	if (memchr(head, '\0', (size_t)n)) {
@@ -1551,10 +1607,9 @@ static sg_err fs_read(struct fs *c)
 		goto out;
 	}
 	rc = read_text(c, fd, &st, &shown, offset ? offset : 1, limit, raw,
-		       c->unconfined && sg_fs_sensitive(shown.p));
+		       log || (c->unconfined && sg_fs_sensitive(shown.p)));
 out:
 	sg_fs_close(&fd);
-	sg_buf_release(&rel);
 	sg_buf_release(&shown);
 	return rc;
 }
@@ -2524,7 +2579,7 @@ static const struct fs_cmd {
 	const char *flags; /* the options that take no value */
 	sg_err (*run)(struct fs *c);
 } fs_cmds[] = {
-	{ "read", "raw", fs_read },
+	{ "read", "raw full-log", fs_read },
 	{ "write", "create-only", sg_fs_write },
 	{ "edit", "all", sg_fs_edit },
 	{ "list", "", fs_list },

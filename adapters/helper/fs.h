@@ -94,6 +94,8 @@ sg_err sg_fs_open_file(struct fs *c, const struct sg_buf *rel, const char *shown
 sg_err sg_fs_put_file(struct fs *c, const char *rel, const char *shown, const char *data,
 		      size_t n, bool has_mode, mode_t mode, bool *created);
 
+/* Where a bash run's full log lies under the process table (proc.c). */
+#define SG_FS_FULL_LOG_DIR ".logs"
 /* Read size for streaming files and child output. */
 #define FS_CHUNK (64 * SG_KiB)
 /* A path of SG_PATH_MAX bytes has at most this many components. */

@@ -90,6 +90,68 @@ class Stopping(FidelityCase):
         self.assertEqual(after["status"], "stopped")
 
 
+class FullLog(FidelityCase):
+    """The host's read_file opens its session artifacts, a bash run's
+    full_log_ref among them (internal/tools/env.go ResolveReadPath: an
+    absolute path under the session directory is readable by the
+    read-only tools)."""
+
+    def run_bash(self, env, command, mode="standard"):
+        return env.execute("bash", {"command": command}, actor="a", mode=mode)
+
+    def test_read_file_opens_a_bash_runs_full_log(self):
+        env = self.environment(session="fulllog")
+        ran = self.run_bash(env, "echo out-line; echo err-line >&2; exit 3")
+        data = ran["structured_content"]
+        ref = data["full_log_ref"]
+        for mode in ("standard", "read_only", "unconfined"):
+            read = env.execute("read_file", {"path": ref}, actor="a", mode=mode)
+            sc = read["structured_content"]
+            self.assertEqual(sc["text"], "out-line\nerr-line\n", mode)
+            self.assertEqual(sc["content_sha256"], data["full_log_sha256"], mode)
+            self.assertEqual(sc["path"], ref, mode)
+        page = env.execute("read_file", {"path": ref, "offset": 2, "limit": 1}, actor="a")
+        self.assertEqual(page["structured_content"]["text"], "err-line\n")
+
+    def test_the_log_is_masked_as_bash_shows_it(self):
+        env = self.environment(session="fulllogmask")
+        secret = "sk-" + "Q" * 40
+        # The command line does not hold the secret: only its output does.
+        ran = self.run_bash(env, "echo api_key=sk-$(head -c 40 /dev/zero | tr '\\0' Q)")
+        self.assertNotIn(secret, json.dumps(ran))
+        self.assertIn("[REDACTED]", ran["structured_content"]["stdout"])
+        read = env.execute("read_file", {"path": ran["structured_content"]["full_log_ref"]},
+                           actor="a")
+        self.assertNotIn(secret, json.dumps(read))
+        self.assertIn("REDACTED", read["structured_content"]["text"])
+
+    def test_a_link_planted_among_the_logs_is_not_followed(self):
+        """The log directory is the environment's to write: a name there
+        that is a link (or a file with a second name) opens nothing."""
+        env = self.environment(session="fulllogattack")
+        ref = self.run_bash(env, "true")["structured_content"]["full_log_ref"]
+        logs = ref.rsplit("/", 1)[0]
+        ln = self.run_bash(env, "ln -s /etc/passwd %s/proc-0000link.log && "
+                           "echo secret-word > s.txt && ln s.txt %s/proc-0000hard.log; "
+                           "ls %s" % (logs, logs, logs), mode="unconfined")
+        listing = ln["structured_content"]["stdout"]
+        if "proc-0000link.log" not in listing:
+            self.skipTest("the environment's commands cannot write its log directory here")
+        with self.assertRaises(CallError) as cm:
+            env.execute("read_file", {"path": logs + "/proc-0000link.log"}, actor="a",
+                        mode="unconfined")
+        self.assertNotIn("root:", str(cm.exception))
+        if "proc-0000hard.log" in listing:
+            with self.assertRaises(CallError) as cm:
+                env.execute("read_file", {"path": logs + "/proc-0000hard.log"}, actor="a")
+            self.assertNotIn("secret-word", str(cm.exception))
+        # Only the log directory itself: its parent stays outside the root.
+        with self.assertRaises(CallError) as cm:
+            env.execute("read_file", {"path": logs + "/../" + ref.rsplit("/", 1)[1]},
+                        actor="a")
+        self.assertIn("path_escape", str(cm.exception))
+
+
 def host_git_revision(status):
     """internal/tools workspaceRevision, from `git status --porcelain=v2 -z
     --branch` output (bytes): None where the host falls back to its
@@ -155,8 +217,7 @@ class GitRevision(FidelityCase):
         """The host trims "(initial)" to its hex characters: "a"."""
         env = self.environment(session="gitunborn")
         self.view(env, "bash", {"command": "git init -q"})
-        rev = self.view(env, "read_file", {"path": ".", "limit": 1}, mode="unconfined") \
-            if False else self.view(env, "list_files", {})["workspace_revision"]
+        rev = self.view(env, "list_files", {})["workspace_revision"]
         self.assertTrue(rev.startswith("git:a:worktree:"), rev)
 
     def test_a_workspace_without_git_keeps_the_filesystem_form(self):
