@@ -1469,21 +1469,24 @@ static sg_err guard_read(struct fs *c, const struct sg_buf *rel, const struct sg
 /*
  * --full-log: PATH is a bash run's full_log_ref, read as the host's
  * read_file reads its session artifacts (ResolveReadPath).  Only its last
- * component counts, a log's name, opened beneath --ctl's log directory
- * (proc.c keeps the logs there) without following a link, and a file
- * with a second name is refused as the process records are: the
- * environment's commands write beside it.  The gateway checks that the
- * rest of PATH is that directory as the environment sees it.
+ * two components count, the log directory's name and a log's: the log is
+ * opened beneath --ctl (proc.c keeps the logs there) without following a
+ * link, and a file with a second name is refused as the process records
+ * are, since the environment's commands write beside it.  The gateway
+ * checks that the rest of PATH is the process table as the environment
+ * sees it.
  */
 static sg_err open_full_log(struct fs *c, const char *ctl, struct sg_buf *shown, int *fdp)
 {
+	static const char logdir[] = "/" SG_FS_FULL_LOG_DIR "/";
 	const char *path = c->pos[0], *slash = strrchr(path, '/');
 	const char *name = slash ? slash + 1 : path;
-	size_t n = strlen(name);
+	size_t n = strlen(name), d = sizeof(logdir) - 1;
 	int dir = -1, logs = -1;
 	struct stat st;
 	bool ok = n > 4 && n <= SG_PROC_ID_MAX + 4 && name[0] != '.' &&
-		  strcmp(name + n - 4, ".log") == 0;
+		  strcmp(name + n - 4, ".log") == 0 && (size_t)(name - path) >= d &&
+		  strncmp(name - d, logdir, d) == 0;
 
 	for (size_t i = 0; ok && i < n; i++)
 		ok = isalnum((unsigned char)name[i]) || strchr("-_.", name[i]);

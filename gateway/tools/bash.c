@@ -24,7 +24,6 @@
 #include "base/limits.h"
 
 #define BASH_TIMEOUT_DEFAULT_S 300  /* timeout_seconds absent or <= 0 */
-#define BASH_TIMEOUT_MAX_S 3600     /* timeout_seconds beyond is clamped */
 #define BASH_TAIL (4 * SG_KiB)      /* stdout_tail and stderr_tail */
 
 /* The host's non-interactive environment for shell commands. */
@@ -175,8 +174,8 @@ static sg_err timeout_of(struct sg_tool_call *t, int64_t *seconds)
 	*seconds = json_integer_value(v);
 	if (*seconds <= 0)
 		*seconds = BASH_TIMEOUT_DEFAULT_S;
-	if (*seconds > BASH_TIMEOUT_MAX_S)
-		*seconds = BASH_TIMEOUT_MAX_S;
+	if (*seconds > SG_TOOL_BASH_TIMEOUT_MAX_S)
+		*seconds = SG_TOOL_BASH_TIMEOUT_MAX_S;
 	return SG_OK;
 }
 

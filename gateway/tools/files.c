@@ -25,7 +25,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../adapters/helper/fs.h"
 #include "../../adapters/json.h"
 #include "base/jw.h"
 #include "base/limits.h"
@@ -722,19 +721,25 @@ static sg_err read_bytes_page(struct sg_tool_call *t, const struct read_args *r,
 }
 
 /*
- * Whether path is a bash run's full_log_ref: the environment's log
- * directory under its process table, as the environment sees it, and one
- * name in it.  The host lets read_file open its session artifacts so (its
- * ResolveReadPath); sg-helper opens the name beneath the table.
+ * Whether path may be a bash run's full_log_ref: the environment's process
+ * table, as the environment sees it, then a directory and a name.  The
+ * host lets read_file open its session artifacts so (its ResolveReadPath);
+ * sg-helper (fs read --full-log) takes only those last two, the log
+ * directory's name and a log's, beneath the table.
  */
 static bool full_log_ref(const struct sg_tool_call *t, const char *path)
 {
 	char dir[SG_PATH_MAX];
-	int n = snprintf(dir, sizeof(dir), "%s/proc/" SG_FS_FULL_LOG_DIR "/",
+	const char *rest, *slash;
+	int n = snprintf(dir, sizeof(dir), "%s/proc/",
 			 t->s->env->ctl_dir ? t->s->env->ctl_dir : "");
 
-	return t->s->env->ctl_dir && n > 0 && (size_t)n < sizeof(dir) &&
-	       strncmp(path, dir, (size_t)n) == 0 && path[n] && !strchr(path + n, '/');
+	if (!t->s->env->ctl_dir || n <= 0 || (size_t)n >= sizeof(dir) ||
+	    strncmp(path, dir, (size_t)n) != 0)
+		return false;
+	rest = path + n;
+	slash = strchr(rest, '/');
+	return slash && slash > rest && slash[1] && !strchr(slash + 1, '/');
 }
 
 sg_err sg_tool_read_file(struct sg_tool_call *t, json_t **result)

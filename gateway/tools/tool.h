@@ -28,6 +28,10 @@
 
 struct sg_exec_result;
 
+/* bash's timeout_seconds ceiling (the host's maxShellTimeoutSeconds), which
+ * apply_patch's then_run is held to as well. */
+#define SG_TOOL_BASH_TIMEOUT_MAX_S 3600
+
 struct sg_tool_call {
 	struct sg_op *op;        /* borrowed */
 	struct sg_session *s;    /* borrowed */

@@ -445,8 +445,10 @@ class Gateway:
         parent = msg.get("parent_id")
         key = json.dumps(parent)
         live = self._sent[key] > self._answered[key]
-        if not isinstance(parent, str) or self._methods.get(key) != "run_code" or not live:
-            self._violate("tool frame outside a live run_code: %r" % head)
+        # run_code's nested calls, and apply_patch's then_run (an execute).
+        if not isinstance(parent, str) or \
+                self._methods.get(key) not in ("run_code", "execute") or not live:
+            self._violate("tool frame outside a live run_code or execute: %r" % head)
         tid = msg["id"]
         if not isinstance(tid, str) or not tid or tid in self._tool_ids:
             self._violate("tool frame id not fresh: %r" % head)
@@ -459,6 +461,11 @@ class Gateway:
         self.tool_calls.append(msg)
         if self.tool_handler is not None:
             threading.Thread(target=self._answer_tool, args=(msg,), daemon=True).start()
+        elif self._methods.get(key) == "execute":
+            # The host's Execute registers no handler for nested calls.
+            threading.Thread(target=self.answer_tool, args=(msg,),
+                             kwargs={"error": "parent execution scope is closed"},
+                             daemon=True).start()
 
     def _check_reply(self, msg, head):
         if "parent_id" in msg:

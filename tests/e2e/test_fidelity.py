@@ -152,6 +152,120 @@ class FullLog(FidelityCase):
         self.assertIn("path_escape", str(cm.exception))
 
 
+PATCH = ("*** Begin Patch\n*** Update File: a.txt\n@@\n-one\n+two\n*** End Patch\n")
+
+
+class ThenRun(FidelityCase):
+    """apply_patch's then_run as the host's worker runs it
+    (internal/tools/tool_apply_patch_fusion.go, executionworker/server.go):
+    the patch and the command are nested calls back to the host, whose
+    Execute gives them no handler (internal/executionenv/client.go:
+    "parent execution scope is closed"); a host that routes them runs
+    both and gets the patch's result with the command's outcome."""
+
+    def setup_file(self, env):
+        env.execute("write_file", {"path": "a.txt", "content": "one\n"}, actor="a")
+
+    def fused(self, env, arguments, calls=None, mode="standard"):
+        """execute apply_patch; with calls (a list), nested calls are run
+        as the host's tool runtime runs them: through the environment, a
+        tool's failure becoming an is_error result."""
+        handler = None
+        if calls is not None:
+            def handler(ctx, call):
+                calls.append((call.get("id"), call.get("name"),
+                              json.loads(call.get("arguments") or "{}")))
+                try:
+                    return env.execute(call["name"], call["arguments"], actor="a",
+                                       mode=mode, ctx=ctx)
+                except CallError as e:
+                    return {"content": [{"type": "text", "text": str(e)}], "is_error": True}
+        client = env.connect()
+        req = {"call": {"name": "apply_patch", "arguments": json.dumps(arguments)},
+               "permission_mode": mode, "actor": "a"}
+        return client.call("execute", req, Ctx(60 * SLACK), handler=handler)
+
+    def read(self, env):
+        return env.execute("read_file", {"path": "a.txt"}, actor="a")["structured_content"]["text"]
+
+    def test_the_hosts_execute_gives_nested_calls_no_scope(self):
+        env = self.environment(session="thenrun-noscope")
+        self.setup_file(env)
+        r = self.fused(env, {"patchText": PATCH, "then_run": {"command": "cat a.txt"}})
+        self.assertEqual(r.get("is_error"), True, r)
+        self.assertEqual(r["content"], [{"type": "text", "text":
+                         "Patch outcome unavailable: parent execution scope is closed. "
+                         "then_run was not started. Recover the tool records and inspect "
+                         "files before retrying the patch."}])
+        self.assertEqual(self.read(env), "one\n")
+
+    def test_a_routed_then_run_applies_then_runs(self):
+        env = self.environment(session="thenrun-ok")
+        self.setup_file(env)
+        calls = []
+        r = self.fused(env, {"patchText": PATCH, "then_run": {"command": "cat a.txt",
+                                                               "timeout_seconds": 30}}, calls)
+        self.assertEqual([(c[0], c[1]) for c in calls], [("patch", "apply_patch"),
+                                                         ("then_run", "bash")])
+        self.assertEqual(calls[0][2], {"patchText": PATCH, "patch": "", "patch_text": "",
+                                       "dry_run": False, "dryRun": False})
+        self.assertEqual(calls[1][2], {"command": "cat a.txt", "timeout_seconds": 30})
+        self.assertNotIn("is_error", r)
+        self.assertEqual(r["content"][0]["text"], "Success. Updated the following files:\nM a.txt")
+        head, _, rest = r["content"][1]["text"].partition("\n")
+        self.assertEqual(head, "[then_run:completed] Patch applied and retained.")
+        self.assertEqual(json.loads(rest)["output"], "two\n")
+        sc = r["structured_content"]
+        self.assertEqual(sc["files"][0]["path"], "a.txt")
+        self.assertEqual(sc["then_run"]["status"], "completed")
+        self.assertEqual(sc["then_run"]["result"]["structured_content"]["stdout"], "two\n")
+        self.assertEqual(self.read(env), "two\n")
+
+    def test_a_failed_command_keeps_the_patch(self):
+        env = self.environment(session="thenrun-fail")
+        self.setup_file(env)
+        r = self.fused(env, {"patchText": PATCH, "then_run": {"command": "exit 3"}}, [])
+        self.assertIs(r.get("is_error"), True)
+        self.assertTrue(r["content"][1]["text"].startswith(
+            "[then_run:failed] Patch applied and retained.\n"), r["content"][1]["text"])
+        self.assertEqual(r["structured_content"]["then_run"]["status"], "failed")
+        self.assertEqual(self.read(env), "two\n")
+
+    def test_a_failed_patch_skips_the_command(self):
+        env = self.environment(session="thenrun-skip")
+        env.execute("write_file", {"path": "a.txt", "content": "other\n"}, actor="a")
+        calls = []
+        r = self.fused(env, {"patchText": PATCH, "then_run": {"command": "touch ran"}}, calls)
+        self.assertEqual([c[1] for c in calls], ["apply_patch"])
+        self.assertIs(r.get("is_error"), True)
+        self.assertEqual(r["content"][-1]["text"],
+                         "[then_run:skipped] The patch failed; the command was not run.")
+        with self.assertRaises(CallError):
+            env.execute("read_file", {"path": "ran"}, actor="a")
+
+    def test_then_run_is_checked_as_the_host_checks_it(self):
+        env = self.environment(session="thenrun-args")
+        self.setup_file(env)
+        cases = [
+            ({"dry_run": True, "then_run": {"command": "true"}},
+             "then_run cannot be combined with dry_run"),
+            ({"then_run": {"command": "  "}}, "then_run requires command"),
+            ({"then_run": {"command": "true", "timeout_seconds": 0}},
+             "then_run timeout_seconds must be between 1 and 3600"),
+            ({"then_run": {"command": "true", "scope": "all"}},
+             "then_run scope must be targeted, affected, or full"),
+            ({"then_run": {"command": "true", "run_in_background": True}},
+             'invalid then_run: json: unknown field "run_in_background"'),
+        ]
+        for extra, want in cases:
+            args = {"patchText": PATCH}
+            args.update(extra)
+            with self.assertRaises(CallError, msg=want) as cm:
+                self.fused(env, args, [])
+            self.assertEqual(str(cm.exception), "invalid_argument: " + want)
+        self.assertEqual(self.read(env), "one\n")
+
+
 def host_git_revision(status):
     """internal/tools workspaceRevision, from `git status --porcelain=v2 -z
     --branch` output (bytes): None where the host falls back to its
