@@ -1471,39 +1471,47 @@ static sg_err guard_read(struct fs *c, const struct sg_buf *rel, const struct sg
  * read_file reads its session artifacts (ResolveReadPath).  Only its last
  * two components count, the log directory's name and a log's: the log is
  * opened beneath --ctl (proc.c keeps the logs there) without following a
- * link, and a file with a second name is refused as the process records
- * are, since the environment's commands write beside it.  The gateway
- * checks that the rest of PATH is the process table as the environment
- * sees it.
+ * link, and a file with a second name is not taken for one, as the process
+ * records are not, since the environment's commands write beside it.  The
+ * gateway checks that the rest of PATH is the process table as the
+ * environment sees it.  *is_log: PATH named a log (opened, or missing);
+ * when false, PATH is read as any other path, under the mode's rules.
  */
-static sg_err open_full_log(struct fs *c, const char *ctl, struct sg_buf *shown, int *fdp)
+static sg_err open_full_log(struct fs *c, const char *ctl, struct sg_buf *shown, int *fdp,
+			    bool *is_log)
 {
 	static const char logdir[] = "/" SG_FS_FULL_LOG_DIR "/";
 	const char *path = c->pos[0], *slash = strrchr(path, '/');
 	const char *name = slash ? slash + 1 : path;
 	size_t n = strlen(name), d = sizeof(logdir) - 1;
-	int dir = -1, logs = -1;
+	int dir = -1, logs = -1, e;
 	struct stat st;
-	bool ok = n > 4 && n <= SG_PROC_ID_MAX + 4 && name[0] != '.' &&
+	bool ok = ctl && n > 4 && n <= SG_PROC_ID_MAX + 4 && name[0] != '.' &&
 		  strcmp(name + n - 4, ".log") == 0 && (size_t)(name - path) >= d &&
 		  strncmp(name - d, logdir, d) == 0;
 
 	for (size_t i = 0; ok && i < n; i++)
 		ok = isalnum((unsigned char)name[i]) || strchr("-_.", name[i]);
-	if (!ok || !ctl)
-		return sg_fs_fail(c, "File not found: %s", path);
+	*is_log = false;
+	if (!ok)
+		return SG_OK;
 	dir = open(ctl, O_PATH | O_DIRECTORY | O_CLOEXEC);
 	if (dir >= 0)
 		logs = openat(dir, SG_FS_FULL_LOG_DIR, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	*fdp = logs < 0 ? -1 : openat(logs, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	e = errno;
 	sg_fs_close(&dir);
 	sg_fs_close(&logs);
-	if (*fdp < 0)
+	if (*fdp < 0 && e == ENOENT) {
+		*is_log = true;
 		return sg_fs_fail(c, "File not found: %s", path);
-	if (fstat(*fdp, &st) != 0 || !S_ISREG(st.st_mode) || st.st_nlink > 1) {
-		sg_fs_close(fdp);
-		return sg_fs_fail(c, "read_file requires a regular file: %s", path);
 	}
+	if (*fdp >= 0 && (fstat(*fdp, &st) != 0 || !S_ISREG(st.st_mode) || st.st_nlink > 1))
+		sg_fs_close(fdp);
+	/* Anything but the log itself is read by the ordinary rules. */
+	if (*fdp < 0)
+		return SG_OK;
+	*is_log = true;
 	return sg_buf_adds(shown, path) ? sg_err_set(&c->err, SG_E_INTERNAL, "out of memory")
 					: SG_OK;
 }
@@ -1568,8 +1576,10 @@ static sg_err fs_read(struct fs *c)
 		rc = sg_args_int(&c->a, "byte-end", 0, INT64_MAX, &bend, &c->err);
 	if (!rc)
 		rc = sg_fs_args_done(c, 1, 1);
-	if (!rc)
-		rc = log ? open_full_log(c, ctl, &shown, &fd) : open_workspace_file(c, &shown, &fd);
+	if (!rc && log)
+		rc = open_full_log(c, ctl, &shown, &fd, &log);
+	if (!rc && !log)
+		rc = open_workspace_file(c, &shown, &fd);
 	if (rc)
 		goto out;
 	if (fd < 0 || fstat(fd, &st) != 0) {
