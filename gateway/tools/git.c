@@ -20,7 +20,7 @@
  *   relayed read_only call may run: the same checks, before the peer.
  */
 #define _GNU_SOURCE /* asprintf */
-#include "tool.h"
+#include "gateway/tools/tool.h"
 
 #include <ctype.h>
 #include <stdio.h>
@@ -28,9 +28,9 @@
 #include <string.h>
 #include <strings.h>
 
-#include "../../adapters/exec.h"
-#include "../../adapters/helper/fs.h"
-#include "../../adapters/json.h"
+#include "core/exec.h"
+#include "helper/fs.h"
+#include "core/json.h"
 #include "base/gitattr.h"
 #include "base/limits.h"
 #include "base/sha256.h"

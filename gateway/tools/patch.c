@@ -20,7 +20,7 @@
  * outcome is unavailable, as its own worker's would.
  */
 #define _GNU_SOURCE /* getrandom */
-#include "tool.h"
+#include "gateway/tools/tool.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -32,7 +32,7 @@
 #include <sys/random.h>
 #include <unistd.h>
 
-#include "../wire.h"
+#include "gateway/wire.h"
 #include "base/limits.h"
 
 /* The host's accepted spellings, in the order it tries them. */
