@@ -494,7 +494,8 @@ struct rev {
 	struct relpath path;
 	long long files;
 	int64_t deadline_ms;
-	bool truncated, late, stop;
+	/* partial: a directory git may see was skipped (any but root's .git). */
+	bool truncated, late, stop, partial;
 };
 
 static int64_t mono_ms(void)
@@ -558,6 +559,9 @@ static void rev_walk(struct rev *r, int dirfd, int level)
 		if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
 		    !sg_fs_rp_push(&r->path, name, &saved))
 			continue;
+		if (S_ISDIR(st.st_mode) && rev_skipped_dir(name) &&
+		    !(level == 1 && strcmp(name, ".git") == 0))
+			r->partial = true;
 		if (S_ISDIR(st.st_mode) && !rev_skipped_dir(name)) {
 			int sub = level < REV_DEPTH ? openat(dirfd, name, O_PATH | O_DIRECTORY |
 							     O_NOFOLLOW | O_CLOEXEC) : -1;
@@ -609,6 +613,7 @@ sg_err sg_fs_revision(struct fs *c, char out[SG_FS_REVISION_SIZE])
 		rev_walk(r, fd, 1);
 		close(fd);
 	}
+	c->rev_partial = fd < 0 || r->partial || r->truncated || r->late;
 	if (fd >= 0 && !r->late) {
 		snprintf(sum, sizeof(sum), "summary\tfiles=%lld\ttruncated=%s\n", r->files,
 			 r->truncated ? "true" : "false");
@@ -629,7 +634,7 @@ sg_err sg_fs_kv_revision(struct fs *c)
 
 	if (!rc)
 		rc = sg_fs_kv_str(c->out, "workspace_revision", rev);
-	return rc ? rc : sg_fs_kv_revision_git(c->out, c->rootfd);
+	return rc ? rc : sg_fs_kv_revision_git(c->out, c->rootfd, c->rev_partial);
 }
 
 bool sg_fs_revision_git(int rootfd)
@@ -637,9 +642,70 @@ bool sg_fs_revision_git(int rootfd)
 	return rootfd >= 0 && faccessat(rootfd, ".git", F_OK, AT_SYMLINK_NOFOLLOW) == 0;
 }
 
-sg_err sg_fs_kv_revision_git(struct sg_buf *o, int rootfd)
+/* One line of git_meta: a file's identity under .git, or that it is absent. */
+static void git_meta_file(struct sg_sha256 *h, int gitfd, const char *name)
 {
-	return sg_fs_revision_git(rootfd) ? sg_fs_kv_bool(o, "workspace_git", true) : SG_OK;
+	struct stat st;
+	char line[SG_PATH_MAX + 128];
+	int n;
+
+	if (fstatat(gitfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0)
+		n = snprintf(line, sizeof(line), "%s\t%lld\t%lld.%09ld\t%lld.%09ld\t%llu\n", name,
+			     (long long)st.st_size, (long long)st.st_mtim.tv_sec,
+			     st.st_mtim.tv_nsec, (long long)st.st_ctim.tv_sec, st.st_ctim.tv_nsec,
+			     (unsigned long long)st.st_ino);
+	else
+		n = snprintf(line, sizeof(line), "%s\t-\n", name);
+	if (n > 0)
+		sg_sha256_update(h, line, (size_t)n < sizeof(line) ? (size_t)n : sizeof(line) - 1);
+}
+
+/*
+ * What git's status reads beside the tree the revision's own walk covers:
+ * HEAD's text and the identity of the ref it names, the index, packed-refs,
+ * config and info/exclude, as 16 hex digits; "" when .git is no directory
+ * (a linked worktree's or a submodule's file: its state lies elsewhere).
+ * The gateway runs git again only when this or the tree's digest moved.
+ */
+static void git_meta(int rootfd, char out[17])
+{
+	static const char *const files[] = { "index", "packed-refs", "config", "info/exclude" };
+	char head[SG_FS_GIT_HEAD_MAX + 1], hex[2 * SG_SHA256_LEN + 1];
+	int g = openat(rootfd, ".git", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC), fd = -1;
+	ssize_t n = 0;
+	struct sg_sha256 h;
+
+	out[0] = '\0';
+	if (g < 0)
+		return;
+	fd = openat(g, "HEAD", O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	if (fd >= 0)
+		n = read(fd, head, SG_FS_GIT_HEAD_MAX);
+	sg_fs_close(&fd);
+	head[n > 0 ? n : 0] = '\0';
+	sg_sha256_init(&h);
+	sg_sha256_update(&h, head, strlen(head));
+	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++)
+		git_meta_file(&h, g, files[i]);
+	if (strncmp(head, "ref: refs/", 10) == 0 && !strstr(head, "..")) {
+		head[strcspn(head, "\r\n")] = '\0';
+		git_meta_file(&h, g, head + 5);
+	}
+	sg_fs_close(&g);
+	sg_sha256_final_hex(&h, hex);
+	memcpy(out, hex, 16);
+	out[16] = '\0';
+}
+
+sg_err sg_fs_kv_revision_git(struct sg_buf *o, int rootfd, bool partial)
+{
+	char meta[17] = "";
+
+	if (!sg_fs_revision_git(rootfd))
+		return SG_OK;
+	if (!partial)
+		git_meta(rootfd, meta);
+	return sg_fs_kv_str(o, "workspace_git", meta);
 }
 
 /* fs revision: {"ok":true,"workspace_revision":...} for the tools that

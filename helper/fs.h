@@ -34,6 +34,8 @@ struct fs {
 	 */
 	bool unconfined;
 	int rootfd;             /* O_PATH of host_root, -1 until opened */
+	/* sg_fs_revision's walk left out part of the tree (fs.h, workspace_git). */
+	bool rev_partial;
 	const void *in;
 	size_t inlen;
 	struct sg_buf *out;
@@ -163,10 +165,18 @@ sg_err sg_fs_kv_revision(struct fs *c) SG_MUST_CHECK;
  * it only says when git would answer: `,"workspace_git":true` when root
  * holds a .git (a directory, or a worktree's file), and the gateway runs
  * git, confined, for those alone (gateway/tools/git.c).  A .git above
- * root does not count: the revision then stays this tree's own.
+ * root does not count: the revision then stays this tree's own.  The mark's
+ * value is a digest of what git reads beside the tree (HEAD, the index, the
+ * refs, its config), "" when it cannot be had or the tree's digest skipped
+ * a directory git may see (node_modules, vendor, a dot directory, a tree
+ * past its bound): with the tree's own digest it tells the gateway when
+ * git's answer may have changed.
  */
+#define SG_FS_GIT_HEAD_MAX 256 /* the most of .git/HEAD that is read */
 bool sg_fs_revision_git(int rootfd);
-sg_err sg_fs_kv_revision_git(struct sg_buf *o, int rootfd) SG_MUST_CHECK;
+/* partial: the tree's digest left out part of what git sees (the mark is
+ * then "": every call asks git). */
+sg_err sg_fs_kv_revision_git(struct sg_buf *o, int rootfd, bool partial) SG_MUST_CHECK;
 /*
  * The host's reason a path is sensitive (.env files, keys, credential
  * stores, version-control and wuu state), or NULL.  path is the display

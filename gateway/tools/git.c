@@ -23,6 +23,7 @@
 #include "gateway/tools/tool.h"
 
 #include <ctype.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1718,6 +1719,27 @@ static bool revision_of_status(const char *p, size_t n, char *out, size_t cap)
 			     (int)cap;
 }
 
+/*
+ * The last git revision this process computed and what it was computed
+ * from: the root, the tree's own digest and the helper's digest of what
+ * git reads beside the tree (fs.h).  While neither digest moves, git's
+ * answer stands and no git runs: a tool call in an unchanged repository
+ * costs no process.  One entry: a gateway serves one session's root.
+ */
+static pthread_mutex_t revision_lock = PTHREAD_MUTEX_INITIALIZER;
+static char revision_key[SG_PATH_MAX + 128];
+static char revision_value[64];
+
+/* The cache key of a reply, or false when it cannot be cached. */
+static bool revision_key_of(struct sg_tool_call *t, json_t *reply, char *key, size_t n)
+{
+	const char *fs = json_string_value(json_object_get(reply, "workspace_revision"));
+	const char *meta = json_string_value(json_object_get(reply, "workspace_git"));
+
+	return fs && *fs && meta && *meta &&
+	       snprintf(key, n, "%s\n%s\n%s", t->s->root, fs, meta) < (int)n;
+}
+
 void sg_tool_revision(struct sg_tool_call *t, json_t *reply)
 {
 	static const char *const words[] = { "--no-optional-locks", "status", "--porcelain=v2",
@@ -1726,18 +1748,27 @@ void sg_tool_revision(struct sg_tool_call *t, json_t *reply)
 	struct sg_errinfo keep = t->op->err;
 	struct sg_strv av = SG_STRV_INIT;
 	struct sg_exec_result r;
-	char rev[64];
-	json_t *env;
-	bool git;
+	char rev[64] = "", key[sizeof(revision_key)];
+	json_t *env, *mark;
+	bool cached;
 
 	/* write and edit put the revision in the view they hand over whole. */
 	if (!json_object_get(reply, "workspace_git") &&
 	    json_is_object(json_object_get(reply, "view")))
 		reply = json_object_get(reply, "view");
-	git = json_is_true(json_object_get(reply, "workspace_git"));
-	json_object_del(reply, "workspace_git");
-	if (!git)
+	mark = json_object_get(reply, "workspace_git");
+	if (!mark)
 		return;
+	cached = revision_key_of(t, reply, key, sizeof(key));
+	json_object_del(reply, "workspace_git");
+	pthread_mutex_lock(&revision_lock);
+	if (cached && strcmp(key, revision_key) == 0)
+		memcpy(rev, revision_value, sizeof(rev));
+	pthread_mutex_unlock(&revision_lock);
+	if (rev[0]) {
+		json_object_set_new(reply, "workspace_revision", json_string(rev));
+		return;
+	}
 	/*
 	 * Whatever the agent's mode, this git is sandgate's own look: read
 	 * only, and inside the rule that lets git execute nothing but itself,
@@ -1752,8 +1783,15 @@ void sg_tool_revision(struct sg_tool_call *t, json_t *reply)
 	    !sg_tool_exec(&ro, sg_strv_get(&av), NULL, env, NULL, 0, GIT_REVISION_TIMEOUT_MS,
 			  false, &r) &&
 	    r.exit_code == 0 && !r.signal && !r.timed_out && !r.truncated &&
-	    revision_of_status(r.out.p, r.out.len, rev, sizeof(rev)))
+	    revision_of_status(r.out.p, r.out.len, rev, sizeof(rev))) {
 		json_object_set_new(reply, "workspace_revision", json_string(rev));
+		pthread_mutex_lock(&revision_lock);
+		if (cached) {
+			memcpy(revision_key, key, sizeof(revision_key));
+			memcpy(revision_value, rev, sizeof(revision_value));
+		}
+		pthread_mutex_unlock(&revision_lock);
+	}
 	/* The revision is telemetry: its failure is never the tool's. */
 	t->op->err = keep;
 	sg_exec_result_release(&r);

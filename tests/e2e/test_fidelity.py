@@ -328,6 +328,25 @@ class GitRevision(FidelityCase):
         self.assertEqual(self.view(env, "read_file", {"path": "a.txt"}, mode="read_only")
                          ["workspace_revision"], dirty)
 
+    def test_the_revision_follows_what_git_sees(self):
+        """git's answer is reused while neither the tree nor git's own
+        files move; staging, committing and a change where the tree's own
+        digest does not look (vendor/) each give git's new answer."""
+        env = self.environment(session="gitrevmove")
+        self.view(env, "bash", {"command": self.SETUP + " && mkdir vendor && "
+                                "echo v > vendor/v.txt && git add vendor && git commit -qm v"})
+        steps = ["echo two > b.txt", "git add b.txt", "git commit -qm b",
+                 "echo w >> vendor/v.txt", "git checkout -q -b other"]
+        seen = set()
+        for step in steps:
+            self.view(env, "bash", {"command": step})
+            got = self.view(env, "read_file", {"path": "a.txt"})["workspace_revision"]
+            want = host_git_revision(self.status(env)[1])
+            self.assertEqual(got, want, "after %r" % step)
+            seen.add(got)
+        # The branch switch moves no commit and no file: git's answer stays.
+        self.assertEqual(len(seen), 4, seen)
+
     def test_an_unborn_branch_keeps_the_hosts_one_hex_letter(self):
         """The host trims "(initial)" to its hex characters: "a"."""
         env = self.environment(session="gitunborn")
