@@ -494,7 +494,12 @@ struct rev {
 	struct relpath path;
 	long long files;
 	int64_t deadline_ms;
-	/* partial: a directory git may see was skipped (any but root's .git). */
+	/*
+	 * extra: where the dot directories the revision skips are hashed for
+	 * workspace_git (itself inside them), NULL when nobody asks; partial:
+	 * a directory git may see went unhashed (node_modules, vendor, ...).
+	 */
+	struct rev *extra;
 	bool truncated, late, stop, partial;
 };
 
@@ -539,6 +544,32 @@ static void rev_file(struct rev *r, const struct stat *st)
 	rev_line(r, "file", tail);
 }
 
+static void rev_walk(struct rev *r, int dirfd, int level);
+
+/*
+ * A directory the revision skips, for workspace_git's sake: root's .git is
+ * the mark's own business; another dot directory is walked into r->extra
+ * (its path the one r has reached); anything else leaves the tree's digest
+ * partial.
+ */
+static void rev_skipped(struct rev *r, int dirfd, const char *name, int level)
+{
+	int sub;
+
+	if (r->extra != r && level == 1 && strcmp(name, ".git") == 0)
+		return;
+	if (name[0] != '.' || !r->extra || r->extra->stop || level >= REV_DEPTH) {
+		r->partial = true;
+		return;
+	}
+	sub = openat(dirfd, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (sub < 0)
+		return;
+	r->extra->path = r->path;
+	rev_walk(r->extra, sub, level + 1);
+	close(sub);
+}
+
 static void rev_walk(struct rev *r, int dirfd, int level)
 {
 	struct names ns;
@@ -559,9 +590,8 @@ static void rev_walk(struct rev *r, int dirfd, int level)
 		if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
 		    !sg_fs_rp_push(&r->path, name, &saved))
 			continue;
-		if (S_ISDIR(st.st_mode) && rev_skipped_dir(name) &&
-		    !(level == 1 && strcmp(name, ".git") == 0))
-			r->partial = true;
+		if (S_ISDIR(st.st_mode) && rev_skipped_dir(name))
+			rev_skipped(r, dirfd, name, level);
 		if (S_ISDIR(st.st_mode) && !rev_skipped_dir(name)) {
 			int sub = level < REV_DEPTH ? openat(dirfd, name, O_PATH | O_DIRECTORY |
 							     O_NOFOLLOW | O_CLOEXEC) : -1;
@@ -597,23 +627,32 @@ static void rev_walk(struct rev *r, int dirfd, int level)
 
 sg_err sg_fs_revision(struct fs *c, char out[SG_FS_REVISION_SIZE])
 {
-	struct rev *r = calloc(1, sizeof(*r));
+	struct rev *r = calloc(2, sizeof(*r)), *x = r + 1;
 	unsigned char md[SG_SHA256_LEN];
 	char hex[2 * SG_SHA256_LEN + 1], sum[96];
 	int fd;
 
 	out[0] = '\0';
+	c->rev_extra[0] = '\0';
 	if (!r)
 		return SG_E_INTERNAL;
-	r->c = c;
-	r->deadline_ms = mono_ms() + REV_DEADLINE_MS;
+	r->c = x->c = c;
+	r->deadline_ms = x->deadline_ms = mono_ms() + REV_DEADLINE_MS;
 	sg_sha256_init(&r->h);
+	sg_sha256_init(&x->h);
+	/* Only a git workspace needs what the fs form skips (fs.h). */
+	if (sg_fs_revision_git(c->rootfd))
+		r->extra = x->extra = x;
 	fd = openat(c->rootfd, ".", O_PATH | O_DIRECTORY | O_CLOEXEC);
 	if (fd >= 0) {
 		rev_walk(r, fd, 1);
 		close(fd);
 	}
-	c->rev_partial = fd < 0 || r->partial || r->truncated || r->late;
+	c->rev_partial = fd < 0 || r->partial || r->truncated || r->late || x->partial ||
+			 x->truncated || x->late;
+	sg_sha256_final_hex(&x->h, hex);
+	memcpy(c->rev_extra, hex, 16);
+	c->rev_extra[16] = '\0';
 	if (fd >= 0 && !r->late) {
 		snprintf(sum, sizeof(sum), "summary\tfiles=%lld\ttruncated=%s\n", r->files,
 			 r->truncated ? "true" : "false");
@@ -634,7 +673,7 @@ sg_err sg_fs_kv_revision(struct fs *c)
 
 	if (!rc)
 		rc = sg_fs_kv_str(c->out, "workspace_revision", rev);
-	return rc ? rc : sg_fs_kv_revision_git(c->out, c->rootfd, c->rev_partial);
+	return rc ? rc : sg_fs_kv_revision_git(c->out, c->rootfd, c->rev_partial, c->rev_extra);
 }
 
 bool sg_fs_revision_git(int rootfd)
@@ -662,12 +701,13 @@ static void git_meta_file(struct sg_sha256 *h, int gitfd, const char *name)
 
 /*
  * What git's status reads beside the tree the revision's own walk covers:
- * HEAD's text and the identity of the ref it names, the index, packed-refs,
- * config and info/exclude, as 16 hex digits; "" when .git is no directory
+ * the dot directories it skips (extra, their digest), HEAD's text and the
+ * identity of the ref it names, the index, packed-refs, config and
+ * info/exclude, as 16 hex digits; "" when .git is no directory
  * (a linked worktree's or a submodule's file: its state lies elsewhere).
  * The gateway runs git again only when this or the tree's digest moved.
  */
-static void git_meta(int rootfd, char out[17])
+static void git_meta(int rootfd, const char *extra, char out[17])
 {
 	static const char *const files[] = { "index", "packed-refs", "config", "info/exclude" };
 	char head[SG_FS_GIT_HEAD_MAX + 1], hex[2 * SG_SHA256_LEN + 1];
@@ -684,6 +724,7 @@ static void git_meta(int rootfd, char out[17])
 	sg_fs_close(&fd);
 	head[n > 0 ? n : 0] = '\0';
 	sg_sha256_init(&h);
+	sg_sha256_update(&h, extra, strlen(extra));
 	sg_sha256_update(&h, head, strlen(head));
 	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++)
 		git_meta_file(&h, g, files[i]);
@@ -697,14 +738,14 @@ static void git_meta(int rootfd, char out[17])
 	out[16] = '\0';
 }
 
-sg_err sg_fs_kv_revision_git(struct sg_buf *o, int rootfd, bool partial)
+sg_err sg_fs_kv_revision_git(struct sg_buf *o, int rootfd, bool partial, const char *extra)
 {
 	char meta[17] = "";
 
 	if (!sg_fs_revision_git(rootfd))
 		return SG_OK;
 	if (!partial)
-		git_meta(rootfd, meta);
+		git_meta(rootfd, extra, meta);
 	return sg_fs_kv_str(o, "workspace_git", meta);
 }
 

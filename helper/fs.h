@@ -34,8 +34,10 @@ struct fs {
 	 */
 	bool unconfined;
 	int rootfd;             /* O_PATH of host_root, -1 until opened */
-	/* sg_fs_revision's walk left out part of the tree (fs.h, workspace_git). */
+	/* sg_fs_revision's walk left out part of the tree (fs.h, workspace_git),
+	 * and its digest of the dot directories the fs form skips. */
 	bool rev_partial;
+	char rev_extra[17];
 	const void *in;
 	size_t inlen;
 	struct sg_buf *out;
@@ -167,16 +169,18 @@ sg_err sg_fs_kv_revision(struct fs *c) SG_MUST_CHECK;
  * git, confined, for those alone (gateway/tools/git.c).  A .git above
  * root does not count: the revision then stays this tree's own.  The mark's
  * value is a digest of what git reads beside the tree (HEAD, the index, the
- * refs, its config), "" when it cannot be had or the tree's digest skipped
- * a directory git may see (node_modules, vendor, a dot directory, a tree
- * past its bound): with the tree's own digest it tells the gateway when
- * git's answer may have changed.
+ * refs, its config, the dot directories the fs form skips), "" when it
+ * cannot be had or the walk left out a directory git may see (node_modules,
+ * vendor, __pycache__, a tree past its bound): with the tree's own digest
+ * it tells the gateway when git's answer may have changed.
  */
 #define SG_FS_GIT_HEAD_MAX 256 /* the most of .git/HEAD that is read */
 bool sg_fs_revision_git(int rootfd);
 /* partial: the tree's digest left out part of what git sees (the mark is
- * then "": every call asks git). */
-sg_err sg_fs_kv_revision_git(struct sg_buf *o, int rootfd, bool partial) SG_MUST_CHECK;
+ * then "": every call asks git); extra: sg_fs_revision's digest of the dot
+ * directories the fs form skips. */
+sg_err sg_fs_kv_revision_git(struct sg_buf *o, int rootfd, bool partial,
+			     const char *extra) SG_MUST_CHECK;
 /*
  * The host's reason a path is sensitive (.env files, keys, credential
  * stores, version-control and wuu state), or NULL.  path is the display

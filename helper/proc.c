@@ -3441,7 +3441,8 @@ static sg_err put_revision(struct sg_buf *reply, const char *root)
 	if (!rc)
 		rc = put_str(reply, "workspace_revision", rev);
 	if (!rc)
-		rc = sg_fs_kv_revision_git(reply, c.rootfd, c.rev_partial || c.rootfd < 0);
+		rc = sg_fs_kv_revision_git(reply, c.rootfd, c.rev_partial || c.rootfd < 0,
+					   c.rev_extra);
 	if (c.rootfd >= 0)
 		close(c.rootfd);
 	return rc;

@@ -294,7 +294,10 @@ class GitRevision(FidelityCase):
 
     def status(self, env):
         out = hd.text_projection(env.execute("bash", {
-            "command": "git rev-parse HEAD && git status --porcelain=v2 -z --branch | base64 -w0"},
+            # No optional locks: this look must not refresh the index, which
+            # would move what the revision's cache watches.
+            "command": "git rev-parse HEAD && "
+                       "git --no-optional-locks status --porcelain=v2 -z --branch | base64 -w0"},
             actor="a", mode="unconfined"))
         lines = json.loads(out)["output"].split("\n")
         return lines[0].strip(), base64.b64decode(lines[1])
@@ -333,10 +336,15 @@ class GitRevision(FidelityCase):
         files move; staging, committing and a change where the tree's own
         digest does not look (vendor/) each give git's new answer."""
         env = self.environment(session="gitrevmove")
-        self.view(env, "bash", {"command": self.SETUP + " && mkdir vendor && "
-                                "echo v > vendor/v.txt && git add vendor && git commit -qm v"})
+        self.view(env, "bash", {"command": self.SETUP + " && mkdir .github && "
+                                "echo on > .github/ci.yml && git add .github && "
+                                "git commit -qm ci"})
+        # The dot directory the tree's digest skips is watched for git's
+        # sake; vendor/ is not, so from there on every call asks git.
         steps = ["echo two > b.txt", "git add b.txt", "git commit -qm b",
-                 "echo w >> vendor/v.txt", "git checkout -q -b other"]
+                 "echo off >> .github/ci.yml", "git checkout -q -b other",
+                 "mkdir vendor && echo v > vendor/v.txt && git add vendor && git commit -qm v",
+                 "echo w >> vendor/v.txt"]
         seen = set()
         for step in steps:
             self.view(env, "bash", {"command": step})
@@ -345,7 +353,7 @@ class GitRevision(FidelityCase):
             self.assertEqual(got, want, "after %r" % step)
             seen.add(got)
         # The branch switch moves no commit and no file: git's answer stays.
-        self.assertEqual(len(seen), 4, seen)
+        self.assertEqual(len(seen), 6, seen)
 
     def test_an_unborn_branch_keeps_the_hosts_one_hex_letter(self):
         """The host trims "(initial)" to its hex characters: "a"."""
