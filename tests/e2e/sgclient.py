@@ -20,8 +20,10 @@ at most 16 MiB, newline-terminated, and one of:
     own JSON type echoed) of a request in flight, answered once;
   - a process event: {"method":"process","id":"","data":{"Type","Cause",
     "Process"}} with the host's types and causes and a record with an id;
-  - a tool callback: {"method":"tool","parent_id":<a run_code in flight>,
-    "id":<fresh string>,"data":<ToolCall>}.
+  - a tool callback: {"method":"tool","parent_id":<a run_code in flight, or
+    an execute: apply_patch's then_run>,"id":<fresh string>,"data":<ToolCall>};
+    without a tool_handler, an execute's is answered as the host's Execute
+    answers it ("parent execution scope is closed").
 Anything else is recorded in `Gateway.violations`; `GatewayTestCase` fails a
 test whose gateway saw any.  (A numeric id where the host sent a string is a
 terminal transport failure in the host: a violation here.)
