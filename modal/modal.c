@@ -217,14 +217,15 @@ static sg_err mdl_open(struct sg_remote *rm, const struct sg_profile *p, struct 
 	return rc;
 }
 
+/* The client and the app's names go with the env, or with an operator's call. */
 static void mdl_close(struct sg_remote *rm)
 {
 	struct mdl_env *me = (struct mdl_env *)rm;
 
-	mdl_client_release(&me->cl);
-	free(me->app);
 	free(me->app_id);
+	free(me->app);
 	me->app = me->app_id = NULL;
+	mdl_client_release(&me->cl);
 }
 
 /* The image id for a registry reference, cached for the process's life. */
