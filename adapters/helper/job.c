@@ -88,6 +88,7 @@
 #include <unistd.h>
 
 #include "adapters/jobreply.h"
+#include "base/cancel.h"
 #include "base/fsutil.h"
 #include "base/limits.h"
 
@@ -104,6 +105,8 @@ extern char **environ;
 #define JOB_CHUNK (64 * 1024) /* one read of output */
 
 int (*sg_helper_self)(int argc, char **argv);
+int64_t sg_helper_due;
+void (*sg_helper_overdue)(void);
 
 /* Every file of a job, for --gc. */
 static const char *const job_suffixes[] = {
@@ -915,6 +918,128 @@ out:
 	return rc;
 }
 
+/*
+ * A detaching job whose command is this program's `proc spawn` runs it in
+ * its own process (job_inline) instead of under a runner: the spawn
+ * already leaves its command to a supervisor of its own session, so the
+ * runner would only wait.  That saves the runner and the command's fork,
+ * two of the tasks every bash call started.  Its state, for the hook the
+ * spawn's wait calls (sg_helper_overdue):
+ */
+static const struct job *job_inline_job;
+static int job_inline_reply = -1; /* the request's stdout, -1 once detached */
+static int64_t job_inline_end;    /* --timeout-ms's end (sg_now_ns), or 0 */
+
+/* sg_now_ns() ms from now, saturated far beyond any wait. */
+static int64_t job_ns_after(int64_t ms)
+{
+	return ms < INT64_MAX / 4000000 ? sg_now_ns() + ms * 1000000 : INT64_MAX / 4;
+}
+
+/* Whether argv is `<this program> proc spawn`, with nothing that confines it here. */
+static bool job_inline_ok(const struct job *j, char *const *argv)
+{
+	return j->self && j->detach && !j->tie && !j->bind && !j->netns && !j->cgroups &&
+	       argv[1] && argv[2] && strcmp(argv[1], "proc") == 0 &&
+	       strcmp(argv[2], "spawn") == 0;
+}
+
+/* Report on the request's stdout (unless detached: an attach will), and end. */
+static void job_inline_exit(const struct job *j)
+{
+	if (job_inline_reply >= 0 && dup2(job_inline_reply, 1) >= 0) {
+		job_report(j);
+		if (j->rm)
+			job_remove(j);
+	}
+	_exit(0);
+}
+
+/*
+ * The spawn's wait reached sg_helper_due.  At --timeout-ms the command
+ * ends as a runner's would at its timeout: recorded as killed (the spawn's
+ * own supervisor, in a session of its own, lives on, as it did).  At
+ * --wait-ms the request answers "pending" and a child in a session of its
+ * own goes on waiting, as the runner would have: the fork is made only
+ * for a spawn that outlasts one request.
+ */
+static void job_overdue(void)
+{
+	const struct job *j = job_inline_job;
+	pid_t pid;
+
+	if (job_inline_end && sg_now_ns() >= job_inline_end) {
+		job_put(j, ".to", "1\n");
+		job_put(j, ".st", "signal 9\n");
+		job_put(j, ".x", "137\n");
+		job_inline_exit(j);
+	}
+	sg_helper_due = job_inline_end;
+	if (job_inline_reply < 0)
+		return;
+	pid = fork();
+	if (pid > 0) {
+		dprintf(job_inline_reply, "\n%s %s\n", j->mark, SG_JOB_PENDING);
+		_exit(0);
+	}
+	if (pid < 0)
+		return; /* waited here, in the request, until the end */
+	/* The request's end must neither wait for us nor take us along. */
+	setsid();
+	close(job_inline_reply);
+	job_inline_reply = -1;
+	job_put(j, ".pid", "%d\n", (int)getpid());
+}
+
+/*
+ * Run `proc spawn` in this process, its stdin, stdout and stderr those a
+ * runner's command would have had (in, the job's .o and .e), the result
+ * in .st and .x as a runner writes them.  .pid names this process until
+ * it detaches, so `job --kill` ends the spawn here as it ended the runner
+ * and the spawn with it.
+ */
+static int job_inline(const struct job *j, int in, int out, int err, char **envp,
+		      char *const *argv)
+{
+	static const int dfl[] = { SIGINT, SIGQUIT, SIGPIPE };
+	int argc = 0, rc;
+	sigset_t none;
+
+	job_inline_reply = fcntl(1, F_DUPFD_CLOEXEC, 3);
+	if (job_inline_reply < 0 || dup2(in, 0) < 0 || dup2(out, 1) < 0 || dup2(err, 2) < 0)
+		return job_fail(j, "cannot pass on the command's descriptors: %s", strerror(errno));
+	close(in);
+	close(out);
+	close(err);
+	job_put(j, ".pid", "%d\n", (int)getpid());
+	if (job_exists(j, ".cancel")) {
+		job_put(j, ".st", "signal 9\n");
+		job_put(j, ".x", "137\n");
+		job_inline_exit(j);
+	}
+	job_inline_job = j;
+	job_inline_end = j->timeout_ms > 0 ? job_ns_after(j->timeout_ms) : 0;
+	sg_helper_due = job_ns_after(j->wait_ms);
+	if (job_inline_end && job_inline_end < sg_helper_due)
+		sg_helper_due = job_inline_end;
+	sg_helper_overdue = job_overdue;
+	/* As job_exec leaves them for a command; the spawn's supervisor inherits them. */
+	for (size_t i = 0; i < sizeof(dfl) / sizeof(dfl[0]); i++)
+		signal(dfl[i], SIG_DFL);
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
+	environ = envp;
+	while (argv[argc])
+		argc++;
+	rc = sg_helper_self(argc, (char **)argv);
+	fflush(NULL);
+	sg_helper_due = 0;
+	job_put(j, ".st", "exit %d\n", rc);
+	job_put(j, ".x", "%d\n", rc);
+	job_inline_exit(j);
+	return 0;
+}
+
 /* Whether prog names this very program (see sg_helper_self). */
 static bool job_is_self(const char *prog)
 {
@@ -960,6 +1085,8 @@ static int job_start(const struct job *j, const char *cwd, const char *stdin_var
 			close(err);
 		return job_fail(j, "cannot create the command's output files %s.o", j->dir);
 	}
+	if (job_inline_ok(j, argv))
+		return job_inline(j, in, out, err, envp, argv);
 	runner = fork();
 	if (runner == 0)
 		job_runner(j, in, out, err, envp, argv);
