@@ -64,7 +64,9 @@
  *    relays its output through pipes instead of files (job_relay): one
  *    process and no file copy fewer per call.
  * A command that is this program (sg-helper confine, fs ...) runs in the
- * forked child without a second exec (sg_helper_self).
+ * forked child without a second exec (sg_helper_self); a detaching job's
+ * `proc spawn` runs in the job's own process, with no runner (job_inline):
+ * a bash call is then this process, the spawn's supervisor and the command.
  * The reply's format is shared with the adapters in adapters/jobreply.h.
  */
 #define _GNU_SOURCE /* environ, O_CLOEXEC */
@@ -420,11 +422,12 @@ static bool job_map(long in_u, long in_g, long out_u, long out_g)
 }
 
 /*
- * In the command's process, before exec: join the cgroups, enter the
- * namespaces, show the workspace, enter cwd.  A failure is a sentence on
- * the command's stderr and exit 127, as a command that could not start.
+ * In the command's process, before exec (or in the job's own, before it
+ * runs a spawn inline): join the cgroups, enter the namespaces, show the
+ * workspace, enter cwd.  A failure is a sentence on the command's stderr
+ * and false: the command ends as one that could not start (127).
  */
-static void job_confine(const struct job *j, int err)
+static bool job_confine(const struct job *j, int err)
 {
 	long uid = (long)getuid(), gid = (long)getgid();
 	int flags = (j->bind ? CLONE_NEWNS : 0) | (j->netns ? CLONE_NEWNET : 0);
@@ -442,7 +445,7 @@ static void job_confine(const struct job *j, int err)
 			if (!job_poke(path, pid)) {
 				dprintf(err, "sandgate: cannot join the cgroup %s: %s\n", path,
 					strerror(errno));
-				_exit(127);
+				return false;
 			}
 		}
 		l += n;
@@ -460,12 +463,12 @@ static void job_confine(const struct job *j, int err)
 	     mount(j->bind, j->bind_to, NULL, MS_BIND | MS_REC, NULL) != 0)) {
 		dprintf(err, "sandgate: cannot show the workspace at %s (mount --bind failed: %s)\n",
 			j->bind_to, strerror(errno));
-		_exit(127);
+		return false;
 	}
 	if (!what && j->tmp && mount(j->tmp, "/tmp", NULL, MS_BIND | MS_REC, NULL) != 0) {
 		dprintf(err, "sandgate: cannot give the environment its own /tmp (mount --bind failed: %s)\n",
 			strerror(errno));
-		_exit(127);
+		return false;
 	}
 	/* And back to the login's own ids, so files keep their owner. */
 	if (!what && flags && uid != 0 &&
@@ -473,12 +476,13 @@ static void job_confine(const struct job *j, int err)
 		what = "a user namespace mapping back to the login's uid";
 	if (what) {
 		dprintf(err, "sandgate: cannot enter %s: %s\n", what, strerror(errno));
-		_exit(127);
+		return false;
 	}
 	if (j->cwd && chdir(j->cwd) != 0) {
 		dprintf(err, "sandgate: cannot enter the directory %s\n", j->cwd);
-		_exit(127);
+		return false;
 	}
+	return true;
 }
 
 /* In the command's process: stdio, a clean environment, then exec. */
@@ -488,7 +492,8 @@ static void job_exec(const struct job *j, int in, int out, int err, char **envp,
 	sigset_t none;
 	int e;
 
-	job_confine(j, err);
+	if (!job_confine(j, err))
+		_exit(127);
 	sigemptyset(&none);
 	sigprocmask(SIG_SETMASK, &none, NULL);
 	signal(SIGINT, SIG_DFL);
@@ -936,11 +941,10 @@ static int64_t job_ns_after(int64_t ms)
 	return ms < INT64_MAX / 4000000 ? sg_now_ns() + ms * 1000000 : INT64_MAX / 4;
 }
 
-/* Whether argv is `<this program> proc spawn`, with nothing that confines it here. */
+/* Whether argv is `<this program> proc spawn`. */
 static bool job_inline_ok(const struct job *j, char *const *argv)
 {
-	return j->self && j->detach && !j->tie && !j->bind && !j->netns && !j->cgroups &&
-	       argv[1] && argv[2] && strcmp(argv[1], "proc") == 0 &&
+	return j->self && j->detach && argv[1] && argv[2] && strcmp(argv[1], "proc") == 0 &&
 	       strcmp(argv[2], "spawn") == 0;
 }
 
@@ -1012,9 +1016,15 @@ static int job_inline(const struct job *j, int in, int out, int err, char **envp
 	close(out);
 	close(err);
 	job_put(j, ".pid", "%d\n", (int)getpid());
-	if (job_exists(j, ".cancel")) {
+	if (job_orphaned || job_exists(j, ".cancel")) {
 		job_put(j, ".st", "signal 9\n");
 		job_put(j, ".x", "137\n");
+		job_inline_exit(j);
+	}
+	/* The namespaces are this process's now, and so the spawn's. */
+	if (!job_confine(j, 2)) {
+		job_put(j, ".st", "exit 127\n");
+		job_put(j, ".x", "127\n");
 		job_inline_exit(j);
 	}
 	job_inline_job = j;
