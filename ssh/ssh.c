@@ -1933,7 +1933,8 @@ static sg_err sshb_exec_lost(struct ssh_env *se, struct sg_exec_result *out,
  * ending a mount namespace costs a read_file a kernel grace period or
  * two, so such a step runs without one (nor a network namespace: the
  * helper never uses the network); *argv (new) is its argv with
- * --host-root, or NULL for every other command, which keeps the view.
+ * --host-root, or NULL for every other command (and an unconfined step),
+ * which keeps the view.
  */
 static sg_err sshb_file_step(const struct ssh_env *se, const struct sg_exec *x,
 			     const char ***argv, struct sg_errinfo *err)
@@ -1945,8 +1946,13 @@ static sg_err sshb_file_step(const struct ssh_env *se, const struct sg_exec *x,
 	if (!se->bind_src || !a[0] || strcmp(a[0], se->base.helper) != 0 || !a[1] ||
 	    strcmp(a[1], "fs") != 0 || !a[2])
 		return SG_OK;
-	while (a[n])
-		n++;
+	/*
+	 * Unconfined, a step reaches the environment's files outside root,
+	 * which --host-root would take for this host's and refuse (fs.c).
+	 */
+	for (; a[n]; n++)
+		if (strcmp(a[n], "--unconfined") == 0)
+			return SG_OK;
 	*argv = calloc(n + 3, sizeof(**argv));
 	if (!*argv)
 		return sg_err_set(err, SG_E_INTERNAL, "out of memory");
