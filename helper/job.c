@@ -81,6 +81,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
@@ -143,11 +144,45 @@ static bool job_path(const struct job *j, const char *suffix, char *out, size_t 
 	return len > 0 && (size_t)len < n;
 }
 
+/*
+ * A --rm job that runs its spawn inline (job_inline) keeps its result in
+ * memory until it detaches: .o and .e are memfds, .st, .to and .x lines
+ * here, which spares every bash call five files made and removed.  A job
+ * that detaches writes them out at its end for --attach (job_mem_flush).
+ */
+static const char *const job_mem_names[] = { ".o", ".e", ".st", ".to", ".x" };
+static struct {
+	bool on;
+	int fd[2];                 /* .o and .e (-1 for .e with --merge) */
+	char line[3][JOB_LINE];    /* .st, .to and .x */
+} job_mem = { .fd = { -1, -1 } };
+
+/* Which of job_mem_names suffix is, or -1 (also while memory is off). */
+static int job_mem_slot(const char *suffix)
+{
+	for (int k = 0; job_mem.on && k < (int)(sizeof(job_mem_names) / sizeof(*job_mem_names)); k++)
+		if (strcmp(suffix, job_mem_names[k]) == 0)
+			return k;
+	return -1;
+}
+
 /* Open a file of the job; -1 when it cannot be (or its path is too long). */
 static int job_open(const struct job *j, const char *suffix, int flags)
 {
 	char path[SG_PATH_MAX];
+	int k = job_mem_slot(suffix), fd;
 
+	if (k == 0 || k == 1) {
+		/* Read only once the command is done, or written by it. */
+		fd = job_mem.fd[k] < 0 ? -1 : fcntl(job_mem.fd[k], F_DUPFD_CLOEXEC, 3);
+		if (fd >= 0 && (flags & O_TRUNC) && ftruncate(fd, 0) != 0) {
+			close(fd);
+			return -1;
+		}
+		if (fd >= 0)
+			lseek(fd, 0, SEEK_SET);
+		return fd;
+	}
 	return job_path(j, suffix, path, sizeof(path))
 		       ? open(path, flags | O_CLOEXEC, 0600)
 		       : -1;
@@ -160,8 +195,13 @@ static int job_open(const struct job *j, const char *suffix, int flags)
  */
 static void job_write(const struct job *j, const char *suffix, const char *p, size_t n)
 {
-	int fd = job_open(j, suffix, O_WRONLY | O_CREAT | O_TRUNC);
+	int k = job_mem_slot(suffix), fd;
 
+	if (k >= 2) {
+		snprintf(job_mem.line[k - 2], JOB_LINE, "%.*s", (int)n, p);
+		return;
+	}
+	fd = job_open(j, suffix, O_WRONLY | O_CREAT | O_TRUNC);
 	if (fd < 0)
 		return;
 	(void)sg_write_all(fd, p, n);
@@ -187,9 +227,15 @@ static void job_put(const struct job *j, const char *suffix, const char *fmt, ..
 static void job_get(const struct job *j, const char *suffix, char *out, size_t n)
 {
 	ssize_t got = -1;
-	int fd = job_open(j, suffix, O_RDONLY);
+	int k = job_mem_slot(suffix), fd;
 
 	out[0] = '\0';
+	if (k >= 2) {
+		snprintf(out, n, "%.*s", (int)strcspn(job_mem.line[k - 2], "\n"),
+			 job_mem.line[k - 2]);
+		return;
+	}
+	fd = job_open(j, suffix, O_RDONLY);
 	if (fd < 0)
 		return;
 	do
@@ -203,7 +249,10 @@ static void job_get(const struct job *j, const char *suffix, char *out, size_t n
 static bool job_exists(const struct job *j, const char *suffix)
 {
 	char path[SG_PATH_MAX];
+	int k = job_mem_slot(suffix);
 
+	if (k >= 0)
+		return k < 2 ? job_mem.fd[k] >= 0 : job_mem.line[k - 2][0] != '\0';
 	return job_path(j, suffix, path, sizeof(path)) && access(path, F_OK) == 0;
 }
 
@@ -948,9 +997,42 @@ static bool job_inline_ok(const struct job *j, char *const *argv)
 	       strcmp(argv[2], "spawn") == 0;
 }
 
+/* Keep the result in memory (a --rm job's inline spawn); off when it cannot. */
+static void job_mem_begin(const struct job *j)
+{
+	job_mem.fd[0] = memfd_create("sg-job.o", MFD_CLOEXEC);
+	job_mem.fd[1] = j->merge ? -1 : memfd_create("sg-job.e", MFD_CLOEXEC);
+	job_mem.on = job_mem.fd[0] >= 0 && (j->merge || job_mem.fd[1] >= 0);
+}
+
+/* Write the result kept in memory to the job's files, .x last. */
+static void job_mem_flush(const struct job *j)
+{
+	char buf[JOB_CHUNK];
+	ssize_t got;
+
+	job_mem.on = false;
+	for (int k = 0; k < 2; k++) {
+		int out = job_mem.fd[k] < 0 ? -1
+					    : job_open(j, job_mem_names[k], O_WRONLY | O_CREAT | O_TRUNC);
+
+		for (off_t off = 0; out >= 0 && (got = pread(job_mem.fd[k], buf, sizeof(buf), off)) > 0;
+		     off += got)
+			if (sg_write_all(out, buf, (size_t)got))
+				break;
+		if (out >= 0)
+			close(out);
+	}
+	for (int k = 2; k < 5; k++)
+		if (job_mem.line[k - 2][0])
+			job_write(j, job_mem_names[k], job_mem.line[k - 2], strlen(job_mem.line[k - 2]));
+}
+
 /* Report on the request's stdout (unless detached: an attach will), and end. */
 static void job_inline_exit(const struct job *j)
 {
+	if (job_inline_reply < 0 && job_mem.on)
+		job_mem_flush(j);
 	if (job_inline_reply >= 0 && dup2(job_inline_reply, 1) >= 0) {
 		job_report(j);
 		if (j->rm)
@@ -983,6 +1065,9 @@ static void job_overdue(void)
 		return;
 	pid = fork();
 	if (pid > 0) {
+		/* Named before the answer: an attach must never find the pid of
+		 * a job that ended without writing .x. */
+		job_put(j, ".pid", "%d\n", (int)pid);
 		dprintf(job_inline_reply, "\n%s %s\n", j->mark, SG_JOB_PENDING);
 		_exit(0);
 	}
@@ -992,7 +1077,6 @@ static void job_overdue(void)
 	setsid();
 	close(job_inline_reply);
 	job_inline_reply = -1;
-	job_put(j, ".pid", "%d\n", (int)getpid());
 }
 
 /*
@@ -1085,6 +1169,8 @@ static int job_start(const struct job *j, const char *cwd, const char *stdin_var
 	}
 	if (j->rm && !j->detach)
 		return job_relay(j, in, envp, argv);
+	if (j->rm && job_inline_ok(j, argv))
+		job_mem_begin(j);
 	out = job_open(j, ".o", O_WRONLY | O_CREAT | O_TRUNC);
 	err = j->merge ? fcntl(out, F_DUPFD_CLOEXEC, 0) : job_open(j, ".e", O_WRONLY | O_CREAT | O_TRUNC);
 	if (out < 0 || err < 0) {
