@@ -347,7 +347,8 @@ static void job_remove(const struct job *j)
 	char path[SG_PATH_MAX];
 
 	for (size_t i = 0; i < sizeof(job_suffixes) / sizeof(*job_suffixes); i++)
-		if (job_path(j, job_suffixes[i], path, sizeof(path)))
+		if (job_mem_slot(job_suffixes[i]) < 0 &&
+		    job_path(j, job_suffixes[i], path, sizeof(path)))
 			unlink(path);
 }
 
@@ -1023,9 +1024,14 @@ static void job_mem_flush(const struct job *j)
 		if (out >= 0)
 			close(out);
 	}
-	for (int k = 2; k < 5; k++)
-		if (job_mem.line[k - 2][0])
-			job_write(j, job_mem_names[k], job_mem.line[k - 2], strlen(job_mem.line[k - 2]));
+	for (int k = 2; k < 5; k++) {
+		char line[JOB_LINE];
+
+		/* A copy: job_write never reads what it may write (-Wrestrict). */
+		snprintf(line, sizeof(line), "%s", job_mem.line[k - 2]);
+		if (line[0])
+			job_write(j, job_mem_names[k], line, strlen(line));
+	}
 }
 
 /* Report on the request's stdout (unless detached: an attach will), and end. */
