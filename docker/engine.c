@@ -1,0 +1,249 @@
+/*
+ * engine.c - the Docker Engine API over its unix socket (engine.h).
+ */
+#define _GNU_SOURCE /* strndup with a POSIX profile */
+#include "engine.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../adapters/cloud.h"
+#include "../adapters/json.h"
+#include "base/limits.h"
+
+/* The URL's host names nothing (the socket does); Docker wants a Host header. */
+#define DK_URL "http://docker" DK_API
+
+sg_err dk_client_init(struct dk_client *cl, struct sg_errinfo *err)
+{
+	const char *h = getenv(DK_ENV_HOST);
+
+	memset(cl, 0, sizeof(*cl));
+	if (h && *h && strncmp(h, "unix://", 7) != 0)
+		return sg_err_set(err, SG_E_UNSUPPORTED,
+				  "DOCKER_HOST is %.40s: the docker backend speaks to a unix socket only (unix:///path)",
+				  h);
+	cl->socket = strdup(h && *h ? h + 7 : DK_DEFAULT_SOCKET);
+	if (!cl->socket)
+		return sg_err_set(err, SG_E_INTERNAL, "out of memory");
+	if (cl->socket[0] != '/' || strlen(cl->socket) >= 108) {
+		dk_client_release(cl);
+		return sg_err_set(err, SG_E_INVALID_ARGUMENT,
+				  "DOCKER_HOST names no absolute socket path of at most 107 bytes");
+	}
+	return SG_OK;
+}
+
+void dk_client_release(struct dk_client *cl)
+{
+	free(cl->socket);
+	cl->socket = NULL;
+}
+
+void dk_reply_release(struct dk_reply *r)
+{
+	json_decref(r->json);
+	memset(r, 0, sizeof(*r));
+}
+
+char *dk_path(const char *kind, const char *id, const char *suffix)
+{
+	struct sg_buf b = SG_BUF_INIT(SG_PATH_MAX);
+
+	if (sg_buf_adds(&b, kind) || sg_cloud_urlenc(&b, id) || (suffix && sg_buf_adds(&b, suffix))) {
+		sg_buf_release(&b);
+		return NULL;
+	}
+	return sg_buf_take(&b, NULL);
+}
+
+/* The reply's JSON, and the daemon's message when it is an error. */
+static void dk_read_body(struct dk_reply *r, const struct sg_buf *body)
+{
+	const char *m;
+
+	if (!body->len || sg_json_parse(body->p, body->len, 0, &r->json, NULL))
+		r->json = NULL;
+	m = json_string_value(json_object_get(r->json, "message"));
+	if (!m && r->status >= 300 && !r->json)
+		snprintf(r->message, sizeof(r->message), "%.*s", (int)(body->len < 190 ? body->len : 190),
+			 body->p);
+	else if (m)
+		snprintf(r->message, sizeof(r->message), "%s", m);
+}
+
+sg_err dk_do(struct dk_client *cl, const struct dk_call *c, struct dk_reply *r,
+	     struct sg_cancel *cancel, struct sg_errinfo *err)
+{
+	const char *hdrs[2] = { NULL, NULL };
+	struct sg_http_response resp;
+	char *text = NULL, *url = NULL;
+	sg_err rc;
+
+	memset(r, 0, sizeof(*r));
+	sg_http_response_init(&resp, c->sink ? SG_HTTP_ERROR_BODY : DK_REPLY_MAX);
+	if (c->body && !(text = json_dumps(c->body, JSON_COMPACT))) {
+		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
+		goto out;
+	}
+	if (asprintf(&url, DK_URL "%s%s%s", c->path, c->query ? "?" : "", c->query ? c->query : "") < 0) {
+		url = NULL;
+		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
+		goto out;
+	}
+	atomic_fetch_add(&cl->requests, 1);
+	rc = sg_http_do(&(struct sg_http_request){
+				.method = c->method, .url = url, .unix_socket = cl->socket,
+				.headers = hdrs,
+				.content_type = text ? "application/json" : c->raw_type,
+				.body = text ? (const void *)text : c->raw,
+				.body_len = text ? strlen(text) : c->raw_len,
+				.timeout_ms = c->timeout_ms < 0 ? 0 : c->timeout_ms ? c->timeout_ms : DK_CALL_MS,
+				.connect_timeout_ms = 5000,
+				.version = SG_HTTP_1_1, .sink = c->sink, .sink_payload = c->sink_payload },
+			&resp, cancel, err);
+	if (rc == SG_E_UNAVAILABLE && !resp.status) {
+		sg_err_clear(err);
+		rc = sg_err_set(err, SG_E_UNAVAILABLE,
+				"%s: the Docker daemon does not answer at %s (is it running, and may this user open its socket?)",
+				c->what, cl->socket);
+		goto out;
+	}
+	if (rc)
+		goto out;
+	r->status = resp.status;
+	dk_read_body(r, &resp.body);
+out:
+	sg_http_response_release(&resp);
+	free(text);
+	free(url);
+	return rc;
+}
+
+sg_err dk_fail(const struct dk_call *c, const struct dk_reply *r, sg_err code,
+	       struct sg_errinfo *err)
+{
+	if (!code)
+		code = r->status == 404 ? SG_E_NOT_FOUND
+		       : r->status >= 500 ? SG_E_PROVIDER
+		       : r->status == 409 ? SG_E_UNAVAILABLE
+					  : SG_E_PROVIDER;
+	return sg_err_set(err, code, "%s: Docker answered %ld%s%s", c->what, r->status,
+			  r->message[0] ? ": " : "", r->message);
+}
+
+/*
+ * The exec stream without a tty: frames of an 8-byte header (stream: 1
+ * stdout, 2 stderr; bytes 4-7 the length, big-endian) and their payload.
+ */
+struct dk_demux {
+	unsigned char hdr[8];
+	size_t have;      /* header bytes so far */
+	uint32_t left;    /* payload bytes of the current frame still to come */
+	int stream;
+	struct sg_buf *out;
+};
+
+static sg_err dk_demux_feed(const char *data, size_t len, void *payload)
+{
+	struct dk_demux *d = payload;
+
+	while (len) {
+		size_t k;
+
+		if (d->left == 0) {
+			k = sizeof(d->hdr) - d->have < len ? sizeof(d->hdr) - d->have : len;
+			memcpy(d->hdr + d->have, data, k);
+			d->have += k;
+			data += k;
+			len -= k;
+			if (d->have == sizeof(d->hdr)) {
+				d->stream = d->hdr[0];
+				d->left = (uint32_t)d->hdr[4] << 24 | (uint32_t)d->hdr[5] << 16 |
+					  (uint32_t)d->hdr[6] << 8 | d->hdr[7];
+				d->have = 0;
+			}
+			continue;
+		}
+		k = d->left < len ? d->left : len;
+		if (d->stream == 1 && sg_buf_add(d->out, data, k))
+			return SG_E_TOO_LARGE;
+		d->left -= (uint32_t)k;
+		data += k;
+		len -= k;
+	}
+	return SG_OK;
+}
+
+/* POST /containers/{id}/exec: the exec's id into idbuf. */
+static sg_err dk_exec_create(struct dk_client *cl, const char *id, const struct dk_exec *e,
+			     char *idbuf, size_t n, bool *stopped, struct sg_cancel *cancel,
+			     struct sg_errinfo *err)
+{
+	char *path = dk_path("/containers/", id, "/exec");
+	json_t *env = json_array(), *body, *v;
+	struct dk_call c = { .method = "POST", .path = path, .what = "starting a command" };
+	struct dk_reply r;
+	const char *k;
+	sg_err rc;
+
+	json_object_foreach(e->vars, k, v) {
+		char *kv = NULL;
+
+		if (asprintf(&kv, "%s=%s", k, json_string_value(v)) >= 0)
+			json_array_append_new(env, json_string(kv));
+		free(kv);
+	}
+	body = json_pack("{s:b, s:b, s:b, s:O, s:o}", "AttachStdin", 0, "AttachStdout", 1,
+			 "AttachStderr", 1, "Cmd", e->cmd, "Env", env);
+	if (body && e->user)
+		json_object_set_new(body, "User", json_string(e->user));
+	c.body = body;
+	rc = path && body ? dk_do(cl, &c, &r, cancel, err)
+			  : sg_err_set(err, SG_E_INTERNAL, "out of memory");
+	if (!rc && r.status == 409)
+		*stopped = true;
+	if (!rc && r.status == 201 && json_is_string(json_object_get(r.json, "Id")))
+		snprintf(idbuf, n, "%s", json_string_value(json_object_get(r.json, "Id")));
+	else if (!rc)
+		rc = dk_fail(&c, &r, 0, err);
+	dk_reply_release(&r);
+	json_decref(body);
+	free(path);
+	return rc;
+}
+
+sg_err dk_exec(struct dk_client *cl, const char *id, const struct dk_exec *e, bool *stopped,
+	       struct sg_cancel *cancel, struct sg_errinfo *err)
+{
+	struct dk_demux d = { .out = e->out };
+	char xid[128], *path = NULL;
+	json_t *body = NULL;
+	struct dk_call c = { .method = "POST", .timeout_ms = e->timeout_ms ? e->timeout_ms : -1,
+			     .sink = dk_demux_feed, .sink_payload = &d,
+			     .what = "running a command" };
+	struct dk_reply r = { 0 };
+	sg_err rc;
+
+	*stopped = false;
+	rc = dk_exec_create(cl, id, e, xid, sizeof(xid), stopped, cancel, err);
+	if (rc)
+		return rc;
+	path = dk_path("/exec/", xid, "/start");
+	body = json_pack("{s:b, s:b}", "Detach", 0, "Tty", 0);
+	c.path = path;
+	c.body = body;
+	rc = path && body ? dk_do(cl, &c, &r, cancel, err)
+			  : sg_err_set(err, SG_E_INTERNAL, "out of memory");
+	if (rc == SG_E_TOO_LARGE)
+		rc = sg_err_set(err, rc, "a command's output passed %zu bytes", e->out->max);
+	else if (!rc && r.status != 200)
+		rc = dk_fail(&c, &r, 0, err);
+	else if (!rc && (d.have || d.left))
+		rc = sg_err_set(err, SG_E_PROVIDER, "Docker's output stream ended inside a frame");
+	dk_reply_release(&r);
+	json_decref(body);
+	free(path);
+	return rc;
+}
