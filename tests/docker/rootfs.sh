@@ -15,7 +15,8 @@ progs="sh bash dash cat ls cp mv rm mkdir rmdir chmod chown ln touch stat head t
 sort uniq wc tr tee env id uname sleep true false printf echo test expr date dirname
 basename readlink realpath mktemp sha256sum md5sum od base64 kill ps find xargs grep egrep
 sed awk gawk mawk tar gzip diff patch file less more which timeout nohup nice git python3
-rg dmesg seq du df yes tac nl comm join paste split fold hostname whoami getent"
+rg dmesg seq du df yes tac nl comm join paste split fold hostname whoami getent stty tty
+setsid pkill pgrep nproc"
 for p in $progs; do
 	f=$(command -v "$p" 2>/dev/null) || continue
 	case $f in /*) ;; *) continue ;; esac
