@@ -101,7 +101,11 @@ static const char *dk_runtime(const struct sg_profile *p)
 
 /* ---- validate --------------------------------------------------------------- */
 
-/* Does the daemon list runtime?  GET /info; SG_E_UNSUPPORTED when it does not. */
+/*
+ * Does the daemon list runtime?  GET /info; SG_E_UNAVAILABLE when it does
+ * not, as when the daemon is down: this host cannot serve the profile now,
+ * and a select profile falls back from it.
+ */
 static sg_err dk_runtime_check(struct dk_client *cl, const struct sg_profile *p,
 			       struct sg_cancel *cancel, struct sg_errinfo *err)
 {
@@ -116,7 +120,7 @@ static sg_err dk_runtime_check(struct dk_client *cl, const struct sg_profile *p,
 	if (!rc && r.status != 200)
 		rc = dk_fail(&c, &r, SG_E_UNAVAILABLE, err);
 	if (!rc && !json_object_get(json_object_get(r.json, "Runtimes"), want))
-		rc = sg_err_set(err, SG_E_UNSUPPORTED,
+		rc = sg_err_set(err, SG_E_UNAVAILABLE,
 				"field \"runtime\" (profile \"%s\"): the Docker daemon at %s has no runtime \"%.60s\" (it lists those in its daemon.json \"runtimes\"; docs/docker.md)",
 				p->name, cl->socket, want);
 	dk_reply_release(&r);
@@ -181,22 +185,12 @@ static sg_err dk_validate(const struct sg_profile *p, struct sg_errinfo *err)
 
 /* ---- Commands --------------------------------------------------------------- */
 
-/* Start container id (204, or 304: running already). */
+/* Start container id (204, or 304: running already); a missing one is lost. */
 static sg_err dk_start(struct dk_client *cl, const char *id, struct sg_cancel *cancel,
 		       struct sg_errinfo *err)
 {
-	char *path = dk_path("/containers/", id, "/start");
-	struct dk_call c = { .method = "POST", .path = path, .what = "starting the container" };
-	struct dk_reply r;
-	sg_err rc = path ? dk_do(cl, &c, &r, cancel, err)
-			 : sg_err_set(err, SG_E_INTERNAL, "out of memory");
-
-	if (!rc && r.status != 204 && r.status != 304)
-		rc = dk_fail(&c, &r, r.status == 404 ? SG_E_WORKSPACE_LOST : SG_OK, err);
-	if (path)
-		dk_reply_release(&r);
-	free(path);
-	return rc;
+	return dk_container(cl, "POST", id, "/start", NULL, (const long[]){ 204, 304, 0 },
+			    SG_E_WORKSPACE_LOST, "starting the container", cancel, err);
 }
 
 /*
@@ -247,16 +241,37 @@ static sg_err dk_script(struct sg_remote *rm, const char *script, json_t *vars, 
 	return rc;
 }
 
+static sg_err dk_upload(struct sg_remote *rm, const char *path, const void *data, size_t len,
+			unsigned mode, struct sg_cancel *cancel, struct sg_errinfo *err);
+
 /* One job request (remote.h): the start or an attach, as one exec. */
 static enum sg_job_trip dk_trip(struct sg_remote *rm, struct sg_remote_job *j, bool attach,
 				struct sg_cancel *cancel, struct sg_errinfo *err)
 {
 	const struct sg_exec *x = j->x;
-	json_t *argv = json_pack("[s, s, s]", "sh", "-c", attach ? SG_JOB_EVAL : j->command);
+	const char *text = attach ? SG_JOB_EVAL : j->command;
 	struct sg_buf out = SG_BUF_INIT(x->max_output + SG_HELPER_STDERR + 64 * SG_KiB);
 	int64_t trip_ms = -1; /* none: the cancel bounds it */
-	sg_err rc;
+	char *file = NULL;
+	json_t *argv;
+	sg_err rc = SG_OK;
 
+	/*
+	 * Words too long for one argv string (Linux takes 128 KiB) travel as
+	 * a script file, copied in first; copying it again is harmless.
+	 */
+	if (strlen(text) > DK_INLINE_MAX) {
+		if (asprintf(&file, "%s.sh", j->dir) < 0)
+			file = NULL;
+		rc = file ? dk_upload(rm, file, text, strlen(text), 0600, cancel, err)
+			  : sg_err_set(err, SG_E_INTERNAL, "out of memory");
+	}
+	argv = file ? json_pack("[s, s]", "sh", file) : json_pack("[s, s, s]", "sh", "-c", text);
+	free(file);
+	if (rc) {
+		json_decref(argv);
+		return SG_JOB_TRIP_FAILED;
+	}
 	if (x->flags & SG_EXEC_DETACHES)
 		trip_ms = DK_WAIT_MS + DK_TRIP_SLACK_MS;
 	else if (x->timeout_ms > 0)
@@ -564,35 +579,16 @@ static sg_err dk_create(struct sg_remote *rm, json_t **got, struct sg_cancel *ca
 static sg_err dk_remove(struct sg_remote *rm, const char *id, struct sg_cancel *cancel,
 			struct sg_errinfo *err)
 {
-	char *path = dk_path("/containers/", id, NULL);
-	struct dk_call c = { .method = "DELETE", .path = path, .query = "force=1&v=1",
-			     .what = "removing the container" };
-	struct dk_reply r = { 0 };
-	sg_err rc = path ? dk_do(&((struct dk_env *)rm)->cl, &c, &r, cancel, err)
-			 : sg_err_set(err, SG_E_INTERNAL, "out of memory");
-
-	if (!rc && r.status != 204 && r.status != 404)
-		rc = dk_fail(&c, &r, SG_E_PROVIDER, err);
-	dk_reply_release(&r);
-	free(path);
-	return rc;
+	return dk_container(&((struct dk_env *)rm)->cl, "DELETE", id, NULL, "force=1&v=1",
+			    (const long[]){ 204, 0 }, SG_OK, "removing the container", cancel, err);
 }
 
 /* Teardown's KEEP (remote.h): stop it, its files kept. */
 static sg_err dk_keep(struct sg_remote *rm, struct sg_cancel *cancel, struct sg_errinfo *err)
 {
-	char *path = dk_path("/containers/", rm->base.id, "/stop");
-	struct dk_call c = { .method = "POST", .path = path, .query = "t=" DK_STOP_S,
-			     .what = "stopping the container" };
-	struct dk_reply r = { 0 };
-	sg_err rc = path ? dk_do(&((struct dk_env *)rm)->cl, &c, &r, cancel, err)
-			 : sg_err_set(err, SG_E_INTERNAL, "out of memory");
-
-	if (!rc && r.status != 204 && r.status != 304 && r.status != 404)
-		rc = dk_fail(&c, &r, SG_E_PROVIDER, err);
-	dk_reply_release(&r);
-	free(path);
-	return rc;
+	return dk_container(&((struct dk_env *)rm)->cl, "POST", rm->base.id, "/stop",
+			    "t=" DK_STOP_S, (const long[]){ 204, 304, 0 }, SG_OK,
+			    "stopping the container", cancel, err);
 }
 
 static const char *dk_tag(const json_t *got, const char *key)
@@ -780,12 +776,13 @@ static json_t *dk_facts(const struct dk_env *de, const json_t *got)
 	json_object_set_new(app, "pids_limit",
 			    json_integer(json_integer_value(json_object_get(hc, "PidsLimit"))));
 	/*
-	 * gVisor says so in its kernel log; another kernel release than this
-	 * host's (kata) is a virtual machine's; the same one is namespaces.
+	 * gVisor says so in its kernel log (still a container: its kernel is a
+	 * process on this host's); another kernel release than this host's
+	 * (kata) is a virtual machine's; the same one is namespaces.
 	 */
-	return json_pack("{s:{s:o, s:o}, s:s, s:s, s:{s:s?, s:s?, s:b, s:b}, s:{s:s, s:s, s:O?}, s:{s:I, s:i, s:I}}",
-			 "resources", "requested", req, "applied", app, "safety_class",
-			 de->gvisor ? "sandboxed_kernel" : own_kernel ? "microvm" : "container",
+	return json_pack("{s:{s:b}, s:{s:o, s:o}, s:s, s:s, s:{s:s?, s:s?, s:b, s:b}, s:{s:s, s:s, s:O?}, s:{s:I, s:i, s:I}}",
+			 "isolation", "host_filesystem_restricted", 1, "resources", "requested", req, "applied", app, "safety_class",
+			 own_kernel && !de->gvisor ? "microvm" : "container",
 			 "mechanism", de->gvisor ? "gvisor" : own_kernel ? "separate_kernel"
 								 : "namespaces",
 			 "runtime", "requested", dk_runtime(p), "used", runtime, "gvisor_seen",
@@ -843,10 +840,18 @@ static sg_err dk_provision(struct sg_env *env, struct sg_cancel *cancel, struct 
 	return rc;
 }
 
+/* Exports' native download (SG_CAP_FILES): the file out of GET archive's tar. */
+static sg_err dk_get_file(struct sg_env *env, const char *path, int fd, size_t max,
+			  struct sg_cancel *cancel, struct sg_errinfo *err)
+{
+	return dk_get_file_of(&((struct dk_env *)env)->cl, env->id, path, fd, max, cancel, err);
+}
+
 static const struct sg_remote_ops dk_ops = {
 	.provider = "Docker",
 	.inline_max = DK_INLINE_MAX,
 	.stdin_vars = DK_STDIN_VARS,
+	.words_in_text = true,
 	.relays = true,
 	.relay_wait_ms = DK_WAIT_MS,
 	.fails = 1,
@@ -899,12 +904,13 @@ static size_t dk_credential_env(const json_t *raw, const char **names, size_t ma
 
 const struct sg_adapter sg_adapter_docker = {
 	.name = "docker",
-	.caps = SG_CAP_LIST,
+	.caps = SG_CAP_FILES | SG_CAP_LIST,
 	.env_size = sizeof(struct dk_env),
 	.fields = dk_fields,
 	.validate = dk_validate,
 	.provision = dk_provision,
 	.exec = sg_remote_exec,
+	.get_file = dk_get_file,
 	.teardown = sg_remote_teardown,
 	.list = dk_list,
 	.destroy = dk_destroy,

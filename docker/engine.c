@@ -133,6 +133,25 @@ sg_err dk_fail(const struct dk_call *c, const struct dk_reply *r, sg_err code,
 			  r->message[0] ? ": " : "", r->message);
 }
 
+sg_err dk_container(struct dk_client *cl, const char *method, const char *id, const char *suffix,
+		    const char *query, const long *ok, sg_err gone, const char *what,
+		    struct sg_cancel *cancel, struct sg_errinfo *err)
+{
+	char *path = dk_path("/containers/", id, suffix);
+	struct dk_call c = { .method = method, .path = path, .query = query, .what = what };
+	struct dk_reply r = { 0 };
+	sg_err rc = path ? dk_do(cl, &c, &r, cancel, err)
+			 : sg_err_set(err, SG_E_INTERNAL, "out of memory");
+
+	while (!rc && *ok && *ok != r.status)
+		ok++;
+	if (!rc && !*ok)
+		rc = r.status == 404 && !gone ? SG_OK : dk_fail(&c, &r, r.status == 404 ? gone : SG_E_PROVIDER, err);
+	dk_reply_release(&r);
+	free(path);
+	return rc;
+}
+
 /*
  * The exec stream without a tty: frames of an 8-byte header (stream: 1
  * stdout, 2 stderr; bytes 4-7 the length, big-endian) and their payload.
@@ -245,5 +264,116 @@ sg_err dk_exec(struct dk_client *cl, const char *id, const struct dk_exec *e, bo
 	dk_reply_release(&r);
 	json_decref(body);
 	free(path);
+	return rc;
+}
+
+/*
+ * GET archive's tar, read as it comes: headers (pax ones skipped) until
+ * the file's own, whose bytes go to the fd sink; the rest is ignored.
+ */
+struct dk_untar {
+	unsigned char hdr[512];
+	size_t have;        /* header bytes so far */
+	uint64_t skip;      /* bytes of a pax entry (and padding) still to skip */
+	uint64_t left;      /* bytes of the file still to write */
+	bool in_file, done, not_regular;
+	struct sg_http_fd_sink out;
+};
+
+static uint64_t dk_octal(const unsigned char *f, size_t n)
+{
+	uint64_t v = 0;
+
+	for (size_t i = 0; i < n && f[i] >= '0' && f[i] <= '7'; i++)
+		v = v * 8 + (uint64_t)(f[i] - '0');
+	return v;
+}
+
+/* A whole header in u->hdr: the file's own, or one to skip. */
+static sg_err dk_untar_header(struct dk_untar *u)
+{
+	uint64_t size = dk_octal(u->hdr + 124, 12);
+	char type = (char)u->hdr[156];
+
+	u->have = 0;
+	if (type == 'x' || type == 'g') {
+		u->skip = (size + 511) / 512 * 512;
+		return SG_OK;
+	}
+	if (type != '0' && type != '\0') {
+		u->not_regular = u->done = true;
+		return SG_E_INVALID_ARGUMENT;
+	}
+	if (size > u->out.max)
+		return SG_E_TOO_LARGE;
+	u->in_file = true;
+	u->left = size;
+	u->done = size == 0;
+	return SG_OK;
+}
+
+static sg_err dk_untar_feed(const char *data, size_t len, void *payload)
+{
+	struct dk_untar *u = payload;
+	sg_err rc = SG_OK;
+
+	while (len && !u->done && !rc) {
+		size_t k;
+
+		if (u->skip || (u->in_file && u->left)) {
+			uint64_t want = u->skip ? u->skip : u->left;
+
+			k = want < len ? (size_t)want : len;
+			if (u->skip)
+				u->skip -= k;
+			else if (!(rc = sg_http_sink_fd(data, k, &u->out)))
+				u->done = (u->left -= k) == 0;
+		} else {
+			k = sizeof(u->hdr) - u->have < len ? sizeof(u->hdr) - u->have : len;
+			memcpy(u->hdr + u->have, data, k);
+			u->have += k;
+			if (u->have == sizeof(u->hdr))
+				rc = dk_untar_header(u);
+		}
+		data += k;
+		len -= k;
+	}
+	return rc;
+}
+
+sg_err dk_get_file_of(struct dk_client *cl, const char *id, const char *path, int fd, size_t max,
+		   struct sg_cancel *cancel, struct sg_errinfo *err)
+{
+	struct dk_untar u = { .out = { .fd = fd, .max = max } };
+	struct sg_buf q = SG_BUF_INIT(SG_PATH_MAX * 3);
+	char *p = dk_path("/containers/", id, "/archive");
+	struct dk_call c = { .path = p, .timeout_ms = -1, .sink = dk_untar_feed, .sink_payload = &u,
+			     .what = "reading a file from the container" };
+	struct dk_reply r = { 0 };
+	sg_err rc;
+
+	if (!p || sg_buf_adds(&q, "path=") || sg_cloud_urlenc(&q, path)) {
+		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
+		goto out;
+	}
+	c.query = q.p;
+	rc = dk_do(cl, &c, &r, cancel, err);
+	/* The sink's own refusals: their sentences are these, not the transfer's. */
+	if (rc == SG_E_TOO_LARGE || u.not_regular)
+		sg_err_clear(err);
+	if (rc == SG_E_TOO_LARGE)
+		rc = sg_err_set(err, rc, "%s is larger than %zu bytes", path, max);
+	else if (u.not_regular)
+		rc = sg_err_set(err, SG_E_INVALID_ARGUMENT, "%s is not a regular file", path);
+	else if (!rc && r.status == 404)
+		rc = sg_err_set(err, SG_E_NOT_FOUND, "%s does not exist in the container", path);
+	else if (!rc && r.status != 200)
+		rc = dk_fail(&c, &r, SG_E_PROVIDER, err);
+	else if (!rc && !u.done)
+		rc = sg_err_set(err, SG_E_PROVIDER, "Docker's archive of %s ended early", path);
+out:
+	dk_reply_release(&r);
+	sg_buf_release(&q);
+	free(p);
 	return rc;
 }

@@ -68,6 +68,16 @@ sg_err dk_do(struct dk_client *cl, const struct dk_call *c, struct dk_reply *r,
 	     struct sg_cancel *cancel, struct sg_errinfo *err) SG_MUST_CHECK;
 void dk_reply_release(struct dk_reply *r);
 
+/*
+ * A call on container id (method, then suffix and query after its path)
+ * whose reply is a status alone: SG_OK for one of ok (0-ended), gone for
+ * a 404 (SG_OK among them when a missing container is fine), else the
+ * daemon's sentence.
+ */
+sg_err dk_container(struct dk_client *cl, const char *method, const char *id, const char *suffix,
+		    const char *query, const long *ok, sg_err gone, const char *what,
+		    struct sg_cancel *cancel, struct sg_errinfo *err) SG_MUST_CHECK;
+
 /* A reply that is not what the call wanted: code (0: by status) and the daemon's words. */
 sg_err dk_fail(const struct dk_call *c, const struct dk_reply *r, sg_err code,
 	       struct sg_errinfo *err);
@@ -88,6 +98,15 @@ struct dk_exec {
  */
 sg_err dk_exec(struct dk_client *cl, const char *id, const struct dk_exec *e, bool *stopped,
 	       struct sg_cancel *cancel, struct sg_errinfo *err) SG_MUST_CHECK;
+
+/*
+ * The regular file at path in container id, streamed to fd (at most max
+ * bytes: SG_E_TOO_LARGE beyond) from GET /containers/{id}/archive's tar.
+ * SG_E_NOT_FOUND when it is missing; anything but a regular file (a
+ * symlink, a directory) is SG_E_INVALID_ARGUMENT.
+ */
+sg_err dk_get_file_of(struct dk_client *cl, const char *id, const char *path, int fd, size_t max,
+		   struct sg_cancel *cancel, struct sg_errinfo *err) SG_MUST_CHECK;
 
 /* "/containers/<id><suffix>" with id percent-encoded (new, NULL when out of memory). */
 char *dk_path(const char *kind, const char *id, const char *suffix);
