@@ -139,7 +139,7 @@ class DockerBackend(GatewayTestCase):
         facts = gw.initialize()["environment"]["facts"]
         gvisor = self.prof.get("runtime") == "runsc"
         self.assertEqual(facts["mechanism"], "gvisor" if gvisor else "namespaces")
-        self.assertEqual(facts["safety_class"], "sandboxed_kernel" if gvisor else "container")
+        self.assertEqual(facts["safety_class"], "container")
         self.assertEqual(facts["runtime"]["gvisor_seen"], gvisor)
         gw.shutdown()
 
