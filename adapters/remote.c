@@ -4,16 +4,16 @@
  * and the paging and owner check of an operator's list and destroy.
  */
 #define _GNU_SOURCE /* asprintf */
-#include "remote.h"
+#include "adapters/remote.h"
 
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "cloud.h"
-#include "exec.h"
-#include "http.h"
+#include "adapters/cloud.h"
+#include "core/exec.h"
+#include "core/http.h"
 #include "base/crash.h"
 #include "base/limits.h"
 #include "base/log.h"

@@ -28,7 +28,7 @@
  * before the set-up script installs it.
  */
 #define _GNU_SOURCE /* asprintf */
-#include "../adapters/adapter.h"
+#include "adapters/adapter.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,16 +37,16 @@
 #include <sys/utsname.h>
 #include <unistd.h>
 
-#include "../adapters/cloud.h"
-#include "../adapters/cloudkit.h"
-#include "../adapters/install.h"
-#include "../adapters/remote.h"
-#include "../adapters/targz.h"
+#include "adapters/cloud.h"
+#include "adapters/cloudkit.h"
+#include "adapters/install.h"
+#include "adapters/remote.h"
+#include "core/targz.h"
 #include "base/cancel.h"
 #include "base/limits.h"
 #include "base/log.h"
 #include "base/progress.h"
-#include "engine.h"
+#include "docker/engine.h"
 
 #define DK_PIDS_LIMIT 512             /* the host's --pids-limit */
 #define DK_DEFAULT_USER "65534:65534" /* nobody, when neither user nor host_workspace says */

@@ -2,14 +2,14 @@
  * engine.c - the Docker Engine API over its unix socket (engine.h).
  */
 #define _GNU_SOURCE /* strndup with a POSIX profile */
-#include "engine.h"
+#include "docker/engine.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "../adapters/cloud.h"
-#include "../adapters/json.h"
+#include "adapters/cloud.h"
+#include "core/json.h"
 #include "base/limits.h"
 
 /* The URL's host names nothing (the socket does); Docker wants a Host header. */

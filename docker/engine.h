@@ -23,7 +23,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "../adapters/http.h"
+#include "core/http.h"
 #include "base/buf.h"
 #include "base/cancel.h"
 #include "base/err.h"
