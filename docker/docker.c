@@ -91,12 +91,14 @@ static const struct sg_field dk_fields[] = {
 	SG_FIELD("network"), SG_FIELD("cpus"), SG_FIELD("memory_mb"), SG_FIELD("user"),
 	SG_FIELD("host_workspace"), SG_FIELD("mount_read_only"),
 	SG_FIELD_OWN_STRING("runtime"),
+	/* The daemon's socket: never forwarded into commands. */
+	SG_FIELD_ENV(DK_ENV_HOST, 0),
 	SG_FIELDS_END,
 };
 
 static const char *dk_runtime(const struct sg_profile *p)
 {
-	return json_string_value(json_object_get(p->raw, "runtime"));
+	return sg_profile_str(p, "runtime");
 }
 
 /* ---- validate --------------------------------------------------------------- */
@@ -175,7 +177,7 @@ static sg_err dk_validate(const struct sg_profile *p, struct sg_errinfo *err)
 				  p->name);
 	rc = dk_user(p, user, sizeof(user), err);
 	if (!rc && dk_runtime(p)) {
-		rc = dk_client_init(&cl, err);
+		rc = dk_client_init(&cl, p, err);
 		if (!rc)
 			rc = dk_runtime_check(&cl, p, NULL, err);
 		dk_client_release(&cl);
@@ -652,8 +654,7 @@ out:
 
 static sg_err dk_open(struct sg_remote *rm, const struct sg_profile *p, struct sg_errinfo *err)
 {
-	(void)p;
-	return dk_client_init(&((struct dk_env *)rm)->cl, err);
+	return dk_client_init(&((struct dk_env *)rm)->cl, p, err);
 }
 
 static void dk_close(struct sg_remote *rm)
@@ -892,16 +893,6 @@ static void dk_release(struct sg_env *env)
 	sg_env_release_base(env);
 }
 
-/* The one variable this adapter reads: never forwarded into commands. */
-static size_t dk_credential_env(const json_t *raw, const char **names, size_t max)
-{
-	(void)raw;
-	if (max < 1)
-		return 0;
-	names[0] = DK_ENV_HOST;
-	return 1;
-}
-
 const struct sg_adapter sg_adapter_docker = {
 	.name = "docker",
 	.caps = SG_CAP_FILES | SG_CAP_LIST,
@@ -915,5 +906,4 @@ const struct sg_adapter sg_adapter_docker = {
 	.list = dk_list,
 	.destroy = dk_destroy,
 	.release = dk_release,
-	.credential_env = dk_credential_env,
 };

@@ -15,9 +15,9 @@
 /* The URL's host names nothing (the socket does); Docker wants a Host header. */
 #define DK_URL "http://docker" DK_API
 
-sg_err dk_client_init(struct dk_client *cl, struct sg_errinfo *err)
+sg_err dk_client_init(struct dk_client *cl, const struct sg_profile *p, struct sg_errinfo *err)
 {
-	const char *h = getenv(DK_ENV_HOST);
+	const char *h = sg_profile_env(p, DK_ENV_HOST, NULL);
 
 	memset(cl, 0, sizeof(*cl));
 	if (h && *h && strncmp(h, "unix://", 7) != 0)

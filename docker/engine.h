@@ -23,6 +23,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "adapters/adapter.h"
 #include "core/http.h"
 #include "base/buf.h"
 #include "base/cancel.h"
@@ -60,7 +61,9 @@ struct dk_reply {
 	char message[200]; /* the daemon's {"message": ...}, clipped */
 };
 
-sg_err dk_client_init(struct dk_client *cl, struct sg_errinfo *err) SG_MUST_CHECK;
+/* The client for profile p: DOCKER_HOST as its field table declares it. */
+sg_err dk_client_init(struct dk_client *cl, const struct sg_profile *p,
+		      struct sg_errinfo *err) SG_MUST_CHECK;
 void dk_client_release(struct dk_client *cl);
 
 /* One call: SG_OK with r filled for any status; errors are the transport's. */

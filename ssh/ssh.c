@@ -1044,7 +1044,9 @@ static const struct sg_field ssh_fields[] = {
 	SG_FIELD("identity_file"), SG_FIELD("known_hosts_file"),
 	SG_FIELD("workspace"), SG_FIELD("persistent"), SG_FIELD("shared"),
 	SG_FIELD_BEST_EFFORT("network"), SG_FIELD_BEST_EFFORT("cpus"),
-	SG_FIELD_BEST_EFFORT("memory_mb"), SG_FIELDS_END,
+	SG_FIELD_BEST_EFFORT("memory_mb"),
+	/* What leads to a login: the agent's socket and the Kerberos ticket cache. */
+	SG_FIELD_ENV(SSH_ENV_AGENT, 0), SG_FIELD_ENV(SSH_ENV_KRB5, 0), SG_FIELDS_END,
 };
 
 /*
@@ -2397,26 +2399,6 @@ static sg_err ssh_destroy(const struct sg_profile *p, const char *state_dir,
 	return rc;
 }
 
-/*
- * Where the login comes from, for `sandgate probe`: the identity file (or
- * the agent when there is none) and the known hosts file the host key is
- * checked against.  Presence only, never a value.
- */
-/*
- * The variables of sandgate's environment that lead to a login: the
- * agent's socket and the Kerberos ticket cache ssh is given.
- */
-static size_t ssh_credential_env(const json_t *raw, const char **names, size_t max)
-{
-	static const char *const creds[] = { SSH_ENV_AGENT, SSH_ENV_KRB5 };
-	size_t n = 0;
-
-	(void)raw;
-	for (; n < max && n < sizeof(creds) / sizeof(creds[0]); n++)
-		names[n] = creds[n];
-	return n;
-}
-
 /* "found" when path, ~ expanded as ssh does, is a file this user can read. */
 static const char *sshb_found(const char *path)
 {
@@ -2426,15 +2408,20 @@ static const char *sshb_found(const char *path)
 		       ? "found" : "missing";
 }
 
+/*
+ * Where the login comes from, for `sandgate probe`: the identity file (or
+ * the agent when there is none) and the known hosts file the host key is
+ * checked against.  Presence only, never a value.
+ */
 static void ssh_credentials(const struct sg_profile *p, json_t *out)
 {
-	const char *agent = getenv(SSH_ENV_AGENT);
+	const char *agent = sg_profile_env(p, SSH_ENV_AGENT, NULL);
 
 	if (p->identity_file)
 		json_object_set_new(out, "identity_file", json_string(sshb_found(p->identity_file)));
 	else
 		json_object_set_new(out, SSH_ENV_AGENT,
-				    json_string(agent && *agent ? "found" : "missing"));
+				    json_string(agent ? "found" : "missing"));
 	/* Without the field, ssh's own default: ~ is the account's home. */
 	json_object_set_new(out, "known_hosts_file",
 			    json_string(sshb_found(p->known_hosts_file ? p->known_hosts_file
@@ -2455,5 +2442,4 @@ const struct sg_adapter sg_adapter_ssh = {
 	.destroy = ssh_destroy,
 	.release = ssh_release,
 	.credentials = ssh_credentials,
-	.credential_env = ssh_credential_env,
 };
