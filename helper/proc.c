@@ -1744,6 +1744,10 @@ static sg_err await_end(const char *ctl, const char *id, int64_t deadline,
 		rc = rec_load(ctl, id, r, cancel, err);
 		if (rc || r->status != PS_RUNNING || sg_now_ns() >= deadline)
 			break;
+		if (sg_helper_due && sg_now_ns() >= sg_helper_due) {
+			sg_helper_overdue();
+			continue;
+		}
 		if (w.ino < 0) {
 			/* Armed before the next look, so no change is missed. */
 			rc = waiter_arm(&w, dir, IN_MOVED_TO | IN_CLOSE_WRITE,
@@ -1751,7 +1755,9 @@ static sg_err await_end(const char *ctl, const char *id, int64_t deadline,
 			waiter_watch_sup(&w, r);
 			continue;
 		}
-		rc = waiter_wait(&w, deadline, cancel, err);
+		rc = waiter_wait(&w, sg_helper_due && sg_helper_due < deadline ? sg_helper_due
+									 : deadline,
+				 cancel, err);
 	}
 	waiter_release(&w);
 	if (dirfd >= 0)

@@ -1929,6 +1929,43 @@ static sg_err sshb_exec_lost(struct ssh_env *se, struct sg_exec_result *out,
 }
 
 /*
+ * A file step (`sg-helper fs ...`) needs no mount namespace to see the
+ * workspace at root: the helper opens every path beneath --host-root, the
+ * files' own directory, as the local backend's steps do.  Making and
+ * ending a mount namespace costs a read_file a kernel grace period or
+ * two, so such a step runs without one (nor a network namespace: the
+ * helper never uses the network); *argv (new) is its argv with
+ * --host-root, or NULL for every other command (and an unconfined step),
+ * which keeps the view.
+ */
+static sg_err sshb_file_step(const struct ssh_env *se, const struct sg_exec *x,
+			     const char ***argv, struct sg_errinfo *err)
+{
+	const char *const *a = x->argv;
+	size_t n = 0;
+
+	*argv = NULL;
+	if (!se->bind_src || !a[0] || strcmp(a[0], se->base.helper) != 0 || !a[1] ||
+	    strcmp(a[1], "fs") != 0 || !a[2])
+		return SG_OK;
+	/*
+	 * Unconfined, a step reaches the environment's files outside root,
+	 * which --host-root would take for this host's and refuse (fs.c).
+	 */
+	for (; a[n]; n++)
+		if (strcmp(a[n], "--unconfined") == 0)
+			return SG_OK;
+	*argv = calloc(n + 3, sizeof(**argv));
+	if (!*argv)
+		return sg_err_set(err, SG_E_INTERNAL, "out of memory");
+	memcpy(*argv, a, 3 * sizeof(*a));
+	(*argv)[3] = "--host-root";
+	(*argv)[4] = se->files;
+	memcpy(*argv + 5, a + 3, (n - 3) * sizeof(*a));
+	return SG_OK;
+}
+
+/*
  * One exec is one ssh session running `sg-helper job --tie --spec-stdin`
  * (helper/job.c): the job supervises the command on the host and
  * prints its reply (adapters/jobreply.h) on stdout, so ssh's own exit
@@ -1959,12 +1996,23 @@ static sg_err ssh_exec(struct sg_env *env, const struct sg_exec *x,
 		.tmp = se->tmp_src,
 		.netns = se->netns, .cgroups = se->cgprocs, .keep_tail = out->keep_tail,
 	};
-	sg_err rc;
+	struct sg_exec fx;
+	const char **fargv = NULL;
+	sg_err rc = sshb_file_step(se, x, &fargv, err);
 
 	snprintf(dir, sizeof(dir), "%s/%s-%u", se->rundir, se->nonce,
 		 atomic_fetch_add(&se->seq, 1u));
 	sg_job_mark(mark);
-	rc = sshb_exec_request(&l, x, env->root, &line, &in, err);
+	if (fargv) {
+		fx = *x;
+		fx.argv = fargv;
+		fx.cwd = NULL;
+		x = &fx;
+		l.bind = l.bind_to = l.tmp = NULL;
+		l.netns = false;
+	}
+	if (!rc)
+		rc = sshb_exec_request(&l, x, fargv ? se->files : env->root, &line, &in, err);
 	if (rc)
 		goto out;
 	/*
@@ -2001,6 +2049,7 @@ static sg_err ssh_exec(struct sg_env *env, const struct sg_exec *x,
 		rc = sshb_exec_lost(se, out, err);
 out:
 	out->out.max = max;
+	free(fargv);
 	sg_buf_release(&line);
 	sg_buf_release(&in);
 	return rc;
