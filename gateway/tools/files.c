@@ -406,27 +406,50 @@ static sg_err escape_twice(struct sg_buf *frame, const char *s, size_t n, struct
 /* A line's newline in the view, escaped twice: \n, its backslash escaped. */
 static const char newline_twice[] = "\\\\n";
 
+/* no in decimal and "|" at the end of the NUM_WIDTH bytes at out; returns its start. */
+#define NUM_WIDTH 24
+static char *line_number(char *out, int64_t no)
+{
+	char *p = out + NUM_WIDTH;
+	uint64_t v = no < 0 ? 0 - (uint64_t)no : (uint64_t)no;
+
+	*--p = '|';
+	do
+		*--p = (char)('0' + v % 10);
+	while (v /= 10);
+	if (no < 0)
+		*--p = '-';
+	return p;
+}
+
 /*
  * One line of the view (n bytes at p, its newline gone), "N|" or "|" before
  * it, escaped twice into frame.  Escaping leaves the prefix and a line of
- * plain bytes as they are, so such a line (most of them) is copied once;
- * only the others go through once.
+ * plain bytes as they are, so such a line (most of them) is copied once,
+ * into room reserved once; only the others go through once.
  */
 static sg_err put_line(struct sg_buf *frame, const char *p, size_t n, int64_t no, bool numbered,
 		       struct sg_buf *once)
 {
-	char num[24];
-	int k = numbered ? snprintf(num, sizeof(num), "%lld|", (long long)no) : 1;
+	char num[NUM_WIDTH], *dst;
+	const char *lead = numbered ? line_number(num, no) : "|";
+	size_t k = numbered ? (size_t)(num + NUM_WIDTH - lead) : 1, nl = sizeof(newline_twice) - 1;
 	sg_err rc;
 
-	if (!numbered)
-		num[0] = '|';
-	rc = sg_buf_add(frame, num, (size_t)k);
-	if (!rc && sg_jw_plain(p, n) == n)
-		rc = sg_buf_add(frame, p, n);
-	else if (!rc)
+	if (sg_jw_plain(p, n) == n) {
+		rc = sg_buf_reserve(frame, k + n + nl, &dst);
+		if (rc)
+			return rc;
+		memcpy(dst, lead, k);
+		memcpy(dst + k, p, n);
+		memcpy(dst + k + n, newline_twice, nl);
+		sg_buf_commit(frame, k + n + nl);
+		return SG_OK;
+	}
+	rc = sg_buf_add(frame, lead, k);
+	if (!rc)
 		rc = escape_twice(frame, p, n, once);
-	return rc ? rc : sg_buf_add(frame, newline_twice, sizeof(newline_twice) - 1);
+	return rc ? rc : sg_buf_add(frame, newline_twice, nl);
 }
 
 /*
