@@ -64,11 +64,12 @@ sg_err sg_remote_create(struct sg_remote *rm, const char *name, json_t **got, bo
 
 	sg_err_clear(err);
 	*made = false;
-	if (env->require_existing)
+	/* With snapshot_records the adapter's own records decided (remote.h). */
+	if (env->require_existing && !rm->ops->snapshot_records)
 		return sg_err_set(err, SG_E_WORKSPACE_LOST,
 				  "the sandbox of identity \"%.60s\" (%s) is gone", env->identity,
 				  name);
-	if (env->persisted)
+	if (env->persisted && !rm->ops->snapshot_records)
 		return sg_cloud_lost(env, name, err);
 	*made = true;
 	sg_progress_begin("create", "creating sandbox %s", name);
@@ -147,6 +148,8 @@ sg_err sg_remote_teardown(struct sg_env *env, enum sg_fate fate, struct sg_cance
 	sg_remote_keepalive_stop(rm);
 	if (fate == SG_FATE_DETACH || !env->id[0] || !rm->opened)
 		return SG_OK;
+	if (fate == SG_FATE_REMOVE && rm->ops->forget && env->identity)
+		rm->ops->forget(rm, env->identity);
 	if (fate == SG_FATE_REMOVE)
 		return rm->ops->remove(rm, env->id, cancel, err);
 	return rm->ops->keep(rm, cancel, err);
@@ -414,8 +417,8 @@ bool sg_remote_failed(struct sg_remote *rm, sg_err rc, struct sg_cancel *cancel)
 
 /* An env for an operator's call (new; NULL when out of memory), its client open. */
 static struct sg_remote *remote_operator(const struct sg_remote_ops *ops,
-					 const struct sg_profile *p, sg_err *rc,
-					 struct sg_errinfo *err)
+					 const struct sg_profile *p, const char *state_dir,
+					 sg_err *rc, struct sg_errinfo *err)
 {
 	struct sg_remote *rm = calloc(1, ops->env_size);
 
@@ -424,6 +427,8 @@ static struct sg_remote *remote_operator(const struct sg_remote_ops *ops,
 		return NULL;
 	}
 	rm->ops = ops;
+	rm->base.profile = p;
+	rm->base.state_dir = state_dir;
 	*rc = sg_remote_open(rm, p, err);
 	return rm;
 }
@@ -440,7 +445,7 @@ sg_err sg_remote_list(const struct sg_remote_ops *ops, const struct sg_profile *
 		      struct sg_errinfo *err)
 {
 	sg_err rc;
-	struct sg_remote *rm = remote_operator(ops, p, &rc, err);
+	struct sg_remote *rm = remote_operator(ops, p, NULL, &rc, err);
 	char *cursor = NULL;
 	bool stop = false;
 
@@ -469,12 +474,13 @@ sg_err sg_remote_list(const struct sg_remote_ops *ops, const struct sg_profile *
 }
 
 sg_err sg_remote_destroy(const struct sg_remote_ops *ops, const struct sg_profile *p,
-			 const char *id, struct sg_cancel *cancel, struct sg_errinfo *err)
+			 const char *state_dir, const char *id, struct sg_cancel *cancel,
+			 struct sg_errinfo *err)
 {
 	sg_err rc;
-	struct sg_remote *rm = remote_operator(ops, p, &rc, err);
+	struct sg_remote *rm = remote_operator(ops, p, state_dir, &rc, err);
 	json_t *got = NULL;
-	const char *m, *real;
+	const char *m, *real, *who;
 
 	if (!rc)
 		rc = ops->lookup(rm, id, &got, cancel, err);
@@ -487,6 +493,10 @@ sg_err sg_remote_destroy(const struct sg_remote_ops *ops, const struct sg_profil
 	real = rc || !ops->id_of ? NULL : ops->id_of(got);
 	if (!rc)
 		rc = ops->remove(rm, real ? real : id, cancel, err);
+	/* Removing an environment removes what this host kept of it too. */
+	who = rc || !ops->forget ? NULL : ops->tag(got, SG_CLOUD_TAG_IDENTITY);
+	if (who)
+		ops->forget(rm, who);
 	json_decref(got);
 	remote_operator_end(rm);
 	return rc;

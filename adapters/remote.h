@@ -77,6 +77,14 @@ struct sg_remote_ops {
 	int fails;             /* sg_job_driver's */
 	bool kill_unseen;
 	int list_pages;        /* pages of a listing read at most */
+	/*
+	 * A kept persistent workspace outlives its sandbox in a snapshot that
+	 * the adapter records on this host and creates from (Modal): those
+	 * records, not env->persisted or require_existing, say whether the
+	 * workspace is lost, so sg_remote_create leaves that check to the
+	 * adapter, which made it before it asked for the create.
+	 */
+	bool snapshot_records;
 
 	/* One request of the job (sg_job_driver's trip): fills j->reply. */
 	enum sg_job_trip (*trip)(struct sg_remote *rm, struct sg_remote_job *j, bool attach,
@@ -99,6 +107,14 @@ struct sg_remote_ops {
 	void (*done)(struct sg_remote *rm, const struct sg_remote_job *j);
 	/* Optional: one keep-alive step (sg_remote_keepalive_start). */
 	void (*extend)(struct sg_remote *rm, struct sg_cancel *stop);
+	/*
+	 * Optional: forget what this host keeps of identity's environment
+	 * beyond the state registry (Modal's snapshot records in
+	 * env->state_dir), once it is removed for good: teardown's REMOVE
+	 * (before the removal) and an operator's destroy (after it).  No
+	 * remote call; cannot fail (a record that stays is logged).
+	 */
+	void (*forget)(struct sg_remote *rm, const char *identity);
 
 	/*
 	 * Run script (sh, in the environment) with vars as its variables:
@@ -122,7 +138,8 @@ struct sg_remote_ops {
 	/*
 	 * The provider's client in rm for profile p (sg_remote_open), and its
 	 * release (sg_remote_release).  An operator's list and destroy use
-	 * an env of env_size bytes, zeroed, that holds nothing else.
+	 * an env of env_size bytes, zeroed, that holds nothing else but its
+	 * profile and state_dir.
 	 */
 	size_t env_size;
 	sg_err (*open)(struct sg_remote *rm, const struct sg_profile *p, struct sg_errinfo *err);
@@ -192,8 +209,9 @@ sg_err sg_remote_dirs(struct sg_remote *rm, sg_err rc, char *base_dir,
  * The sandbox name of this identity is not at the provider (a lookup said
  * so, its sentence dropped): SG_E_WORKSPACE_LOST, *made false, when the
  * binding requires an existing workspace or the registry knew a
- * persistent one (adapter.h); else ops->create, *made true, and the
- * crash point adapter:created once it exists.
+ * persistent one (adapter.h; not with ops->snapshot_records); else
+ * ops->create, *made true, and the crash point adapter:created once it
+ * exists.
  */
 sg_err sg_remote_create(struct sg_remote *rm, const char *name, json_t **got, bool *made,
 			struct sg_cancel *cancel, struct sg_errinfo *err) SG_MUST_CHECK;
@@ -253,7 +271,8 @@ sg_err sg_remote_list(const struct sg_remote_ops *ops, const struct sg_profile *
 		      sg_env_list_cb cb, void *payload, struct sg_cancel *cancel,
 		      struct sg_errinfo *err);
 sg_err sg_remote_destroy(const struct sg_remote_ops *ops, const struct sg_profile *p,
-			 const char *id, struct sg_cancel *cancel, struct sg_errinfo *err);
+			 const char *state_dir, const char *id, struct sg_cancel *cancel,
+			 struct sg_errinfo *err);
 
 /*
  * The adapter's list and destroy (struct sg_adapter's slots), named
@@ -272,8 +291,7 @@ sg_err sg_remote_destroy(const struct sg_remote_ops *ops, const struct sg_profil
 				       const char *id, struct sg_cancel *cancel,             \
 				       struct sg_errinfo *err)                               \
 	{                                                                                    \
-		(void)state_dir;                                                             \
-		return sg_remote_destroy(ops, p, id, cancel, err);                           \
+		return sg_remote_destroy(ops, p, state_dir, id, cancel, err);                \
 	}
 
 /* End rm's own parts: the keep-alive, the lock, the directories, the client. */

@@ -879,10 +879,12 @@ static sg_err on_output(const uint8_t *data, size_t len, void *payload)
  * deadline 0: none (the cancel token bounds it).  The reconnects are
  * counted since the last byte that came, so a long command's stream may
  * be cut any number of times as long as each piece brings something.
+ * *refused (may be NULL): the read failed with the router's own status,
+ * before any message.
  */
 static sg_err read_stream(struct mdl_router *r, const char *exec_id, int fd,
 			  struct sg_buf *buf, int out_fd, uint64_t *total, int64_t deadline,
-			  int *calls, struct sg_cancel *cancel,
+			  int *calls, bool *refused, struct sg_cancel *cancel,
 			  struct sg_errinfo *err)
 {
 	const char *md[2] = { r->auth_line, NULL };
@@ -914,6 +916,8 @@ static sg_err read_stream(struct mdl_router *r, const char *exec_id, int fd,
 		sg_grpc_result_init(&res);
 		rc = sg_grpc_invoke(r->ch, &call, &res, cancel, &e1);
 		(*calls)++;
+		if (refused)
+			*refused = rc && res.from_server && res.messages == 0;
 		sg_grpc_result_release(&res);
 		if (rc == SG_OK)
 			return SG_OK;
@@ -969,61 +973,99 @@ static sg_err write_stdin(struct mdl_router *r, const char *exec_id,
 	return rc;
 }
 
-/* The output read on a second thread (a leg) while the stdin is written. */
+/*
+ * The merged output read on a second thread (a leg), sent beside the
+ * start rather than after its answer, and beside the stdin's writes.
+ */
 struct side_read {
 	struct mdl_router *r;
 	const char *exec_id;
 	struct mdl_exec_result *res;
 	int64_t deadline;
+	struct sg_cancel started; /* fired once the start has answered */
 	int calls;
 	struct sg_errinfo err;
 };
 
-/* stop fires when the write fails or the caller cancels. */
+/*
+ * stop fires when the start or a write fails, or the caller cancels.  A
+ * read that reached the router before the start did finds no exec: the
+ * router refuses it with a status of its own before any output (the fake
+ * says NOT_FOUND; Modal may say another).  It is sent again once the
+ * start has answered, as it would have been without the head start, so
+ * the early read fails no command the late one would not.  A reply that
+ * came and was wrong (too large, not protobuf) is not such a refusal.
+ */
 static sg_err side_read_run(void *arg, struct sg_cancel *stop)
 {
 	struct side_read *s = arg;
+	struct mdl_exec_result *res = s->res;
+	struct pollfd p[2] = { { .fd = sg_cancel_fd(&s->started), .events = POLLIN },
+			       { .fd = sg_cancel_fd(stop), .events = POLLIN } };
+	bool refused = false;
+	sg_err rc;
 
-	return read_stream(s->r, s->exec_id, 0, &s->res->out, s->res->out_fd,
-			   &s->res->out_total, s->deadline, &s->calls, stop, &s->err);
+	/* The start leaves first: on its way, it is registered first. */
+	if (sg_cancel_sleep(stop, SG_MODAL_READ_LAG_MS))
+		return sg_cancel_check(stop);
+	rc = read_stream(s->r, s->exec_id, 0, &res->out, res->out_fd, &res->out_total,
+			 s->deadline, &s->calls, &refused, stop, &s->err);
+	if (!refused || res->out_total > 0 || sg_cancel_check(stop))
+		return rc;
+	while (!sg_cancel_check(&s->started) && !sg_cancel_check(stop))
+		(void)poll(p, 2, 1000);
+	if (sg_cancel_check(stop))
+		return sg_cancel_check(stop);
+	sg_err_clear(&s->err);
+	return read_stream(s->r, s->exec_id, 0, &res->out, res->out_fd, &res->out_total,
+			   s->deadline, &s->calls, NULL, stop, &s->err);
 }
 
 /*
- * Write the stdin and read the merged output side by side: the read is
- * sent once the start has answered (the router knows the exec), the
- * writes go out beside it, so a command with stdin costs the round trips
- * of its writes, not those plus the read's.  A failed write stops the
- * read; the caller's cancel stops both.  *started false: no second
- * thread could be had, nothing was sent.
+ * The start, the stdin's writes and the read of the merged output side
+ * by side: the read leaves with the start, so a command costs one round
+ * trip (its writes' with stdin), not the start's and then the read's.  A
+ * failed start or write stops the read; the caller's cancel stops all.
+ * *side false: no second thread could be had, nothing was sent.
  */
-static sg_err write_and_read(struct mdl_router *r, const char *exec_id,
-			     const struct mdl_exec *x, struct mdl_exec_result *res,
-			     int64_t deadline, bool *started,
-			     struct sg_cancel *cancel, struct sg_errinfo *err)
+static sg_err start_beside_read(struct mdl_router *r, const ProtobufCMessage *start,
+				const char *exec_id, const struct mdl_exec *x,
+				struct mdl_exec_result *res, int64_t deadline, bool *side,
+				struct sg_cancel *cancel, struct sg_errinfo *err)
 {
-	struct side_read s = { .r = r, .exec_id = exec_id, .res = res,
-			       .deadline = deadline };
+	struct side_read s = { .r = r, .exec_id = exec_id, .res = res, .deadline = deadline };
 	struct sg_leg read = { .run = side_read_run, .arg = &s };
-	struct sg_errinfo no_thread = { 0 };
+	struct pollfd p[2] = { { .fd = -1, .events = POLLIN },
+			       { .fd = sg_cancel_fd(cancel), .events = POLLIN } };
+	ProtobufCMessage *sresp = NULL;
 	sg_err rc;
 
-	*started = sg_leg_start(&read, &no_thread) == SG_OK;
-	if (!*started)
-		return SG_OK;
-	rc = write_stdin(r, exec_id, x, &res->router_calls, cancel, err);
-	if (rc) {
-		sg_leg_stop(&read, SG_E_CANCELLED, NULL);
-	} else {
-		struct pollfd p[2] = { { .fd = sg_leg_fd(&read), .events = POLLIN },
-				       { .fd = sg_cancel_fd(cancel), .events = POLLIN } };
-
-		while (!sg_leg_ended(&read) && !sg_cancel_check(cancel))
-			(void)poll(p, p[1].fd >= 0 ? 2 : 1, 1000);
-		if (sg_cancel_check(cancel))
-			sg_leg_stop(&read, sg_cancel_check(cancel), sg_cancel_reason(cancel));
+	*side = sg_cancel_init(&s.started) == SG_OK;
+	if (*side && sg_leg_start(&read, &s.err) != SG_OK) {
+		sg_cancel_release(&s.started);
+		*side = false;
 	}
+	if (!*side)
+		return SG_OK;
+	rc = router_call(r, "TaskExecStart", start,
+			 &modal__task_command_router__task_exec_start_response__descriptor, &sresp,
+			 0, cancel, err);
+	res->router_calls++;
+	if (sresp)
+		protobuf_c_message_free_unpacked(sresp, NULL);
+	if (!rc)
+		sg_cancel_fire(&s.started, SG_E_CANCELLED);
+	if (!rc && x->stdin_data)
+		rc = write_stdin(r, exec_id, x, &res->router_calls, cancel, err);
+	p[0].fd = sg_leg_fd(&read);
+	while (!rc && !sg_leg_ended(&read) && !sg_cancel_check(cancel))
+		(void)poll(p, p[1].fd >= 0 ? 2 : 1, 1000);
+	if (rc || sg_cancel_check(cancel))
+		sg_leg_stop(&read, rc ? SG_E_CANCELLED : sg_cancel_check(cancel),
+			    sg_cancel_reason(cancel));
 	sg_leg_end(&read, SG_OK);
 	res->router_calls += s.calls;
+	sg_cancel_release(&s.started);
 	if (!rc && read.rc)
 		rc = sg_err_set(err, read.rc, "%s", s.err.msg);
 	return rc;
@@ -1042,7 +1084,8 @@ sg_err mdl_run(struct mdl_client *c, struct mdl_router *r,
 	int64_t deadline = x->wait_ms > 0 ? sg_now_ms() + x->wait_ms : 0;
 	char exec_id[37];
 	size_t argc = 0, envc = 0;
-	sg_err rc;
+	bool side = false;
+	sg_err rc = SG_OK;
 
 	(void)c;
 	while (x->argv[argc])
@@ -1093,32 +1136,26 @@ sg_err mdl_run(struct mdl_client *c, struct mdl_router *r,
 	}
 	req.n_env = envc;
 	req.env = env;
-	rc = router_call(r, "TaskExecStart", &req.base,
-			 &modal__task_command_router__task_exec_start_response__descriptor,
-			 (ProtobufCMessage **)&sresp, 0, cancel, err);
-	res->router_calls++;
+	/* With stderr apart it is read after stdout, once the start has answered. */
+	if (x->merge)
+		rc = start_beside_read(r, &req.base, exec_id, x, res, deadline, &side, cancel,
+				       err);
+	if (!side) {
+		rc = router_call(r, "TaskExecStart", &req.base,
+				 &modal__task_command_router__task_exec_start_response__descriptor,
+				 (ProtobufCMessage **)&sresp, 0, cancel, err);
+		res->router_calls++;
+		if (!rc && x->stdin_data)
+			rc = write_stdin(r, exec_id, x, &res->router_calls, cancel, err);
+		if (!rc)
+			rc = read_stream(r, exec_id, 0, &res->out, res->out_fd, &res->out_total,
+					 deadline, &res->router_calls, NULL, cancel, err);
+	}
 	if (rc)
 		goto out;
-	{
-		bool side = false;
-
-		/* With stderr apart it is read after stdout, as without stdin. */
-		if (x->stdin_data && x->merge)
-			rc = write_and_read(r, exec_id, x, res, deadline, &side,
-					    cancel, err);
-		if (x->stdin_data && !side)
-			rc = write_stdin(r, exec_id, x, &res->router_calls, cancel,
-					 err);
-		if (!side && !rc)
-			rc = read_stream(r, exec_id, 0, &res->out, res->out_fd,
-					 &res->out_total, deadline, &res->router_calls, cancel,
-					 err);
-		if (rc)
-			goto out;
-	}
 	if (!rc && !x->merge)
 		rc = read_stream(r, exec_id, 1, &res->err, -1, &res->err_total,
-				 deadline, &res->router_calls, cancel, err);
+				 deadline, &res->router_calls, NULL, cancel, err);
 	if (rc || x->no_wait)
 		goto out;
 	{
@@ -1240,69 +1277,76 @@ sg_err mdl_terminate(struct mdl_client *c, const char *sandbox_id,
 	return rc;
 }
 
-sg_err mdl_list(struct mdl_client *c, const char *app_id,
-		const char *const *tags, mdl_list_cb cb, void *payload,
-		struct sg_cancel *cancel, struct sg_errinfo *err)
+/* The filters "name=value" as Modal's tag messages (tv, tp: n + 1 each). */
+static sg_err list_tags(const char *const *tags, size_t n, Modal__Client__SandboxTag *tv,
+			Modal__Client__SandboxTag **tp, struct sg_errinfo *err)
 {
+	for (size_t i = 0; i < n; i++) {
+		const char *eq = strchr(tags[i], '=');
+
+		modal__client__sandbox_tag__init(&tv[i]);
+		if (!eq)
+			return sg_err_set(err, SG_E_INVALID_ARGUMENT, "a tag filter is not name=value");
+		tv[i].tag_name = strndup(tags[i], (size_t)(eq - tags[i]));
+		tv[i].tag_value = (char *)eq + 1;
+		tp[i] = &tv[i];
+		if (!tv[i].tag_name)
+			return sg_err_set(err, SG_E_INTERNAL, "out of memory");
+	}
+	return SG_OK;
+}
+
+sg_err mdl_list_page(struct mdl_client *c, const char *app_id, const char *const *tags,
+		     double before, Modal__Client__SandboxListResponse **out,
+		     struct sg_cancel *cancel, struct sg_errinfo *err)
+{
+	Modal__Client__SandboxListRequest req = MODAL__CLIENT__SANDBOX_LIST_REQUEST__INIT;
 	Modal__Client__SandboxTag *tv = NULL, **tp = NULL;
 	size_t nt = 0;
-	double before = 0;
-	sg_err rc = SG_OK;
+	sg_err rc;
 
+	*out = NULL;
 	while (tags && tags[nt])
 		nt++;
 	tv = calloc(nt + 1, sizeof(*tv));
 	tp = calloc(nt + 1, sizeof(*tp));
-	if (!tv || !tp) {
-		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
-		goto out;
-	}
-	for (size_t i = 0; i < nt; i++) {
-		const char *eq = strchr(tags[i], '=');
-
-		modal__client__sandbox_tag__init(&tv[i]);
-		if (!eq) {
-			rc = sg_err_set(err, SG_E_INVALID_ARGUMENT,
-					"a tag filter is not name=value");
-			goto out;
-		}
-		tv[i].tag_name = strndup(tags[i], (size_t)(eq - tags[i]));
-		tv[i].tag_value = (char *)eq + 1;
-		tp[i] = &tv[i];
-		if (!tv[i].tag_name) {
-			rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
-			goto out;
-		}
-	}
-	for (int page = 0; page < SG_MODAL_LIST_PAGES; page++) {
-		Modal__Client__SandboxListRequest req =
-			MODAL__CLIENT__SANDBOX_LIST_REQUEST__INIT;
-		Modal__Client__SandboxListResponse *resp = NULL;
-		bool stop = false;
-
-		req.app_id = (char *)app_id;
-		req.environment_name = c->creds.environment;
-		req.before_timestamp = before;
-		req.n_tags = nt;
-		req.tags = tp;
+	rc = tv && tp ? list_tags(tags, nt, tv, tp, err)
+		      : sg_err_set(err, SG_E_INTERNAL, "out of memory");
+	req.app_id = (char *)app_id;
+	req.environment_name = c->creds.environment;
+	req.before_timestamp = before;
+	req.n_tags = nt;
+	req.tags = tp;
+	if (!rc)
 		rc = mdl_call(c, MDL_SANDBOX_RPC(c, "SandboxList"), &req.base,
 			      &modal__client__sandbox_list_response__descriptor,
-			      (ProtobufCMessage **)&resp, 0, NULL, cancel, err);
-		if (rc)
-			goto out;
-		for (size_t i = 0; i < resp->n_sandboxes && !stop; i++) {
-			stop = cb(resp->sandboxes[i], payload) != 0;
-			before = resp->sandboxes[i]->created_at;
-		}
-		stop = stop || resp->n_sandboxes == 0;
-		protobuf_c_message_free_unpacked(&resp->base, NULL);
-		if (stop)
-			break;
-	}
-out:
+			      (ProtobufCMessage **)out, 0, NULL, cancel, err);
 	for (size_t i = 0; tv && i < nt; i++)
 		free(tv[i].tag_name);
 	free(tv);
 	free(tp);
+	return rc;
+}
+
+sg_err mdl_list(struct mdl_client *c, const char *app_id,
+		const char *const *tags, mdl_list_cb cb, void *payload,
+		struct sg_cancel *cancel, struct sg_errinfo *err)
+{
+	double before = 0;
+	sg_err rc = SG_OK;
+	bool stop = false;
+
+	for (int page = 0; !rc && !stop && page < SG_MODAL_LIST_PAGES; page++) {
+		Modal__Client__SandboxListResponse *resp = NULL;
+
+		rc = mdl_list_page(c, app_id, tags, before, &resp, cancel, err);
+		for (size_t i = 0; !rc && i < resp->n_sandboxes && !stop; i++) {
+			stop = cb(resp->sandboxes[i], payload) != 0;
+			before = resp->sandboxes[i]->created_at;
+		}
+		stop = stop || rc || resp->n_sandboxes == 0;
+		if (resp)
+			protobuf_c_message_free_unpacked(&resp->base, NULL);
+	}
 	return rc;
 }

@@ -229,6 +229,13 @@ sg_err mdl_terminate(struct mdl_client *c, const char *sandbox_id,
  * SandboxList of app_id with all of tags ("name=value", NULL-terminated),
  * every page; cb per sandbox (return non-zero to stop).
  */
+/*
+ * One page of SandboxList of app_id with all of tags, the sandboxes made
+ * before before (0: the newest page): *out new (NULL on failure).
+ */
+sg_err mdl_list_page(struct mdl_client *c, const char *app_id, const char *const *tags,
+		     double before, Modal__Client__SandboxListResponse **out,
+		     struct sg_cancel *cancel, struct sg_errinfo *err) SG_MUST_CHECK;
 typedef int (*mdl_list_cb)(const Modal__Client__SandboxInfo *info,
 			   void *payload);
 sg_err mdl_list(struct mdl_client *c, const char *app_id,

@@ -31,10 +31,10 @@
  * job relays the command's output through a pipe (no runner, no output
  * files), and its trailer carries the exit status, the signal, the timeout
  * and the sizes, so no TaskExecWait is needed: two router requests per
- * command (three with stdin too large for variables).  The router has no
- * call that starts and reads at once, and a read sent before the start has
- * answered may find no exec yet (a gRPC server serves one connection's
- * streams concurrently), so the read follows the start's answer.  The
+ * command (three with stdin too large for variables), sent side by side
+ * (api.c): the read leaves a few ms after the start, and one that found no
+ * exec yet (it overtook the start) is sent again once the start answered.
+ * The
  * router keeps the output by offset: a broken read reconnects where it
  * stopped, and a start is retried under its own exec id, so nothing runs
  * twice; an exec whose output stays out of reach is killed, never started
@@ -72,6 +72,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "adapters/cloud.h"
 #include "adapters/cloudkit.h"
 #include "core/digest.h"
 #include "core/exec.h"
@@ -100,12 +101,11 @@ struct mdl_rt {
 
 struct mdl_env {
 	struct sg_remote rm; /* first: its base is the env; rm.lock guards rt */
-	struct mdl_client cl;
-	bool cl_ready;
-	char *app;       /* the app's name */
+	struct mdl_client cl; /* rm.opened: ready */
+	char *app;       /* the app's name (with cl) */
 	char *app_id;
-	char *name;      /* the sandbox name for the identity */
-	char *image_id;  /* what the sandbox was created from */
+	char *image_id;  /* what the sandbox is created from */
+	bool from_snap;  /* image_id is the identity's snapshot */
 	char create_id[33];
 	struct mdl_rt *rt; /* under rm.lock */
 	atomic_uint_fast64_t requests; /* router requests of every exec */
@@ -116,28 +116,10 @@ struct mdl_env {
 /* ---- Scripts run in the sandbox ------------------------------------------
  *
  * Parameters arrive as the exec's variables (SG_*), never spliced into the
- * text; the scripts print key=value lines.
+ * text.  The set-up is cloud.h's, after a HOME that Modal's runtime may
+ * leave unset is made /root, where its sandboxes run.
  */
-
-/*
- * Set-up, in one exec: SG_ROOT binding.root, SG_SHA sg-helper's sha256,
- * SG_UP "-" when the program comes on stdin (a sandbox this provision
- * created cannot have it); SG_PROBE runs `sg-helper probe` after a line
- * "probe<<" once the helper is in place.
- */
-static const char mdl_setup_sh[] =
-	"exec 2>/dev/null\n"
-	"h=$HOME r=$SG_ROOT\n"
-	"case $h in /*) ;; *) h=/root ;; esac\n"
-	"b=$h/.sandgate\n"
-	"case $b/ in \"${r%/}\"/*) b=/tmp/.sandgate-$(id -u) ;; esac\n"
-	"printf 'base=%s\\n' \"$b\"\n"
-	"(umask 077; mkdir -p -- \"$b/ctl/proc\" \"$b/ctl/home\" \"$b/ctl/tmp\" \"$b/run\") "
-	"&& chmod 700 -- \"$b\" \"$b/ctl\" \"$b/run\" || "
-	"{ printf 'error=cannot create %s\\n' \"$b\"; exit 0; }\n"
-	"find \"$b/run\" -mindepth 1 -maxdepth 1 -mmin +1440 -exec rm -rf -- {} +\n"
-	"mkdir -p -- \"$r\" && test -d \"$r\" && printf 'root=1\\n'\n"
-	SG_INSTALL_PROBE_SH;
+static const char mdl_home_sh[] = "case $HOME in /*) ;; *) HOME=/root ;; esac\n";
 
 /* The job (remote.h) whose stdin is written to SG_UP first. */
 static const char mdl_job_up_sh[] =
@@ -146,17 +128,16 @@ static const char mdl_job_up_sh[] =
 /* ---- validate ------------------------------------------------------------ */
 
 /*
- * The profile fields the modal backend honours (adapter.h) and its own
+ * The profile fields the modal backend honours (adapter.h), its own first
  * (docs/modal.md).  network is partial: IPv6 ranges and domains cannot be
  * enforced by Modal's CIDR allow list.  `workspace` is accepted for the
  * host's sake: commands see the workspace at binding.root.
  */
 static const struct sg_field mdl_fields[] = {
-	SG_FIELD("image"), SG_FIELD("workspace"), SG_FIELD("persistent"),
-	SG_FIELD("shared"), SG_FIELD_BEST_EFFORT("network"), SG_FIELD("cpus"),
-	SG_FIELD("memory_mb"), SG_FIELD_OWN_STRING("app"),
-	SG_FIELD_OWN_INT("idle_timeout_s", 60, SG_MODAL_MAX_TIMEOUT_S),
+	SG_FIELD_OWN_STRING("app"), SG_FIELD_OWN_INT("idle_timeout_s", 60, SG_MODAL_MAX_TIMEOUT_S),
 	SG_FIELD_OWN_INT("snapshot_ttl_seconds", MDL_SNAPSHOT_TTL_NONE, MDL_SNAPSHOT_TTL_MAX_S),
+	SG_FIELD("image"), SG_FIELD("workspace"), SG_FIELD("persistent"), SG_FIELD("shared"),
+	SG_FIELD_BEST_EFFORT("network"), SG_FIELD("cpus"), SG_FIELD("memory_mb"),
 	/* Modal's own variables, read as its tools read them (api.h). */
 	SG_FIELD_ENV("MODAL_TOKEN_ID", 0), SG_FIELD_ENV("MODAL_TOKEN_SECRET", 0),
 	SG_FIELD_ENV("MODAL_PROFILE", 0), SG_FIELD_ENV("MODAL_CONFIG_PATH", 0),
@@ -219,17 +200,32 @@ static sg_err mdl_validate(const struct sg_profile *p, struct sg_errinfo *err)
 
 /* ---- The client ----------------------------------------------------------- */
 
-static sg_err mdl_client_open(const struct sg_profile *p, struct mdl_client *cl,
-			      struct sg_errinfo *err)
+/* The client and the app's name, for a session or an operator's call (remote.h). */
+static sg_err mdl_open(struct sg_remote *rm, const struct sg_profile *p, struct sg_errinfo *err)
 {
+	struct mdl_env *me = (struct mdl_env *)rm;
 	struct mdl_creds creds;
 	sg_err rc = mdl_creds_load(&creds, err);
 
 	if (!rc)
-		rc = mdl_client_init(cl, &creds, NULL, err);
-	memset(&creds, 0, sizeof(creds));
-	(void)p;
+		rc = mdl_client_init(&me->cl, &creds, NULL, err);
+	mdl_wipe(&creds, sizeof(creds));
+	if (!rc && !(me->app = strdup(mdl_app_name(p)))) {
+		mdl_client_release(&me->cl);
+		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
+	}
 	return rc;
+}
+
+/* The client and the app's names go with the env, or with an operator's call. */
+static void mdl_close(struct sg_remote *rm)
+{
+	struct mdl_env *me = (struct mdl_env *)rm;
+
+	free(me->app_id);
+	free(me->app);
+	me->app = me->app_id = NULL;
+	mdl_client_release(&me->cl);
 }
 
 /* The image id for a registry reference, cached for the process's life. */
@@ -346,42 +342,58 @@ static void mdl_limits(const struct sg_profile *p, char out[96])
 	sg_buf_release(&b);
 }
 
-/* A tag's value among n tags, or NULL. */
-static const char *mdl_tag(Modal__Client__SandboxTag *const *tags, size_t n, const char *key)
+/*
+ * A sandbox as the driver reads it (remote.h), new: {"id", "state",
+ * "tags": {name: value}} from Modal's messages; NULL when out of memory.
+ */
+static json_t *mdl_view(const char *id, const char *state, Modal__Client__SandboxTag *const *tags,
+			size_t n)
 {
-	for (size_t i = 0; i < n; i++)
-		if (tags[i]->tag_name && strcmp(tags[i]->tag_name, key) == 0)
-			return tags[i]->tag_value;
-	return NULL;
+	json_t *t = json_object(), *v = json_pack("{s:s, s:s, s:o}", "id", id ? id : "", "state",
+						 state, "tags", json_incref(t));
+
+	for (size_t i = 0; v && i < n; i++)
+		if (tags[i]->tag_name && tags[i]->tag_value &&
+		    json_object_set_new(t, tags[i]->tag_name, json_string(tags[i]->tag_value))) {
+			json_decref(v);
+			v = NULL;
+		}
+	json_decref(t);
+	return v;
 }
 
-struct mdl_tagv {
-	Modal__Client__SandboxTag *const *v;
-	size_t n;
-};
+/* A tag of a sandbox's view, or NULL (remote.h). */
+static const char *mdl_tag(const json_t *got, const char *key)
+{
+	return json_string_value(json_object_get(json_object_get(got, "tags"), key));
+}
 
 static const char *mdl_tag_get(const void *src, const char *key)
 {
-	const struct mdl_tagv *t = src;
-
-	return mdl_tag(t->v, t->n, key);
+	return mdl_tag(src, key);
 }
 
-/* SandboxTagsGet of id into *out (new). */
-static sg_err mdl_tags_get(struct mdl_client *cl, const char *id,
-			   Modal__Client__SandboxTagsGetResponse **out,
-			   struct sg_cancel *cancel, struct sg_errinfo *err)
+/* SandboxTagsGet of id: *got (new) its view.  SG_E_NOT_FOUND when it is gone. */
+static sg_err mdl_lookup(struct sg_remote *rm, const char *id, json_t **got,
+			 struct sg_cancel *cancel, struct sg_errinfo *err)
 {
+	struct mdl_client *cl = &((struct mdl_env *)rm)->cl;
 	Modal__Client__SandboxTagsGetRequest req = MODAL__CLIENT__SANDBOX_TAGS_GET_REQUEST__INIT;
+	Modal__Client__SandboxTagsGetResponse *t = NULL;
 	int status = 0;
 	sg_err rc;
 
+	*got = NULL;
 	req.sandbox_id = (char *)id;
 	rc = mdl_call(cl, MDL_SANDBOX_RPC(cl, "SandboxTagsGet"), &req.base,
 		      &modal__client__sandbox_tags_get_response__descriptor,
-		      (ProtobufCMessage **)out, 0, &status, cancel, err);
+		      (ProtobufCMessage **)&t, 0, &status, cancel, err);
 	if (rc && status == SG_GRPC_NOT_FOUND)
 		rc = SG_E_NOT_FOUND;
+	if (!rc && !(*got = mdl_view(id, "running", t->tags, t->n_tags)))
+		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
+	if (t)
+		protobuf_c_message_free_unpacked(&t->base, NULL);
 	return rc;
 }
 
@@ -394,25 +406,25 @@ static sg_err mdl_tags_get(struct mdl_client *cl, const char *id,
 static sg_err mdl_check_owner(struct mdl_env *me, const char *id, bool *made_here,
 			      bool *foreign, struct sg_cancel *cancel, struct sg_errinfo *err)
 {
-	Modal__Client__SandboxTagsGetResponse *t = NULL;
+	json_t *t = NULL;
 	const char *m, *who, *c, *lim;
 	char want[96];
-	sg_err rc = mdl_tags_get(&me->cl, id, &t, cancel, err);
+	sg_err rc = mdl_lookup(&me->rm, id, &t, cancel, err);
 
 	*made_here = false;
 	if (foreign)
 		*foreign = false;
 	if (rc)
 		return rc;
-	m = mdl_tag(t->tags, t->n_tags, SG_CLOUD_TAG_MANAGED);
-	who = mdl_tag(t->tags, t->n_tags, SG_CLOUD_TAG_IDENTITY);
-	c = mdl_tag(t->tags, t->n_tags, SG_CLOUD_TAG_CREATE);
-	lim = mdl_tag(t->tags, t->n_tags, MDL_TAG_LIMITS);
+	m = mdl_tag(t, SG_CLOUD_TAG_MANAGED);
+	who = mdl_tag(t, SG_CLOUD_TAG_IDENTITY);
+	c = mdl_tag(t, SG_CLOUD_TAG_CREATE);
+	lim = mdl_tag(t, MDL_TAG_LIMITS);
 	mdl_limits(me->rm.base.profile, want);
 	if (!m || strcmp(m, SG_CLOUD_MANAGER) != 0 || !who || strcmp(who, me->rm.base.identity) != 0)
 		rc = sg_err_set(err, SG_E_PROVIDER,
 				"a Modal sandbox named %s exists in app %s and is not sandgate's sandbox for identity \"%.60s\"; terminate or rename it",
-				me->name, me->app, me->rm.base.identity);
+				me->rm.name, me->app, me->rm.base.identity);
 	/*
 	 * Adopting a sandbox made under other limits (another profile or
 	 * binding of the identity, say with the network open) would run this
@@ -425,7 +437,7 @@ static sg_err mdl_check_owner(struct mdl_env *me, const char *id, bool *made_her
 	if (foreign)
 		*foreign = rc != SG_OK;
 	*made_here = !rc && c && strcmp(c, me->create_id) == 0;
-	protobuf_c_message_free_unpacked(&t->base, NULL);
+	json_decref(t);
 	return rc;
 }
 
@@ -439,7 +451,7 @@ static sg_err mdl_by_name(struct mdl_env *me, char id[128], struct sg_cancel *ca
 	int status = 0;
 	sg_err rc;
 
-	req.sandbox_name = me->name;
+	req.sandbox_name = me->rm.name;
 	req.app_name = me->app;
 	req.environment_name = me->cl.creds.environment;
 	rc = mdl_call(&me->cl, MDL_SANDBOX_RPC(&me->cl, "SandboxGetFromName"), &req.base,
@@ -547,7 +559,7 @@ static char *mdl_record_path(const char *state_dir, const char *app, const char 
 static void mdl_record_read(const struct mdl_env *me, const char *ext, char id[128],
 			    struct timespec *when)
 {
-	char *path = mdl_record_path(me->rm.base.state_dir, me->app, me->name, ext);
+	char *path = mdl_record_path(me->rm.base.state_dir, me->app, me->rm.name, ext);
 	FILE *f = path ? fopen(path, "re") : NULL;
 	struct stat st;
 
@@ -565,13 +577,25 @@ static void mdl_record_read(const struct mdl_env *me, const char *ext, char id[1
 	free(path);
 }
 
+/* Remove one record; one that is not there is no error. */
+static void mdl_record_forget(const char *state_dir, const char *app, const char *name,
+			      const char *ext)
+{
+	char *path = mdl_record_path(state_dir, app, name, ext);
+
+	if (path && unlink(path) != 0 && errno != ENOENT)
+		sg_log_warn("cannot remove %s: %s", path, strerror(errno));
+	free(path);
+}
+
 static sg_err mdl_record_write(const struct mdl_env *me, const char *ext, const char *id,
 			       struct sg_errinfo *err)
 {
-	char *path = mdl_record_path(me->rm.base.state_dir, me->app, me->name, ext), *dir = NULL,
+	char *path = mdl_record_path(me->rm.base.state_dir, me->app, me->rm.name, ext), *dir = NULL,
 	     *tmp = NULL;
 	sg_err rc = SG_OK;
-	int fd = -1;
+	bool ok;
+	int fd;
 
 	if (!path || asprintf(&dir, "%s/modal", me->rm.base.state_dir) < 0 ||
 	    asprintf(&tmp, "%s.tmp", path) < 0) {
@@ -583,15 +607,13 @@ static sg_err mdl_record_write(const struct mdl_env *me, const char *ext, const 
 		goto out;
 	}
 	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-	if (fd < 0 || dprintf(fd, "%s\n", id) < 0 || fsync(fd) != 0 || close(fd) != 0 ||
-	    rename(tmp, path) != 0)
+	ok = fd >= 0 && dprintf(fd, "%s\n", id) >= 0 && fsync(fd) == 0;
+	/* Closed once whatever failed: a second close could hit another thread's file. */
+	ok = fd >= 0 && close(fd) == 0 && ok;
+	if (!ok || rename(tmp, path) != 0)
 		rc = sg_err_set(err, SG_E_INTERNAL, "cannot record the %s in %s: %s",
 				strcmp(ext, MDL_REC_IMAGE) == 0 ? "snapshot" : "sandbox", path,
 				strerror(errno));
-	else
-		fd = -1;
-	if (fd >= 0)
-		close(fd);
 out:
 	free(path);
 	free(dir);
@@ -599,21 +621,21 @@ out:
 	return rc;
 }
 
-static void mdl_record_forget(const char *state_dir, const char *app, const char *name,
-			      const char *ext)
-{
-	char *path = mdl_record_path(state_dir, app, name, ext);
-
-	if (path && unlink(path) != 0 && errno != ENOENT)
-		sg_log_warn("cannot remove %s: %s", path, strerror(errno));
-	free(path);
-}
-
 /* Both records of an environment that is being removed. */
 static void mdl_records_forget(const char *state_dir, const char *app, const char *name)
 {
 	mdl_record_forget(state_dir, app, name, MDL_REC_IMAGE);
 	mdl_record_forget(state_dir, app, name, MDL_REC_LIVE);
+}
+
+/* What this host keeps of identity's environment: its records (remote.h). */
+static void mdl_forget(struct sg_remote *rm, const char *identity)
+{
+	char *name = sg_cloud_name(identity);
+
+	if (name && rm->base.state_dir)
+		mdl_records_forget(rm->base.state_dir, ((struct mdl_env *)rm)->app, name);
+	free(name);
 }
 
 /*
@@ -628,8 +650,8 @@ static void mdl_records_forget(const char *state_dir, const char *app, const cha
 static sg_err mdl_lost(const struct mdl_env *me, const char *live, const char *other,
 		       const char *snap, time_t snap_at, struct sg_errinfo *err)
 {
-	char *path = mdl_record_path(me->rm.base.state_dir, me->app, me->name, MDL_REC_LIVE),
-	     *img = mdl_record_path(me->rm.base.state_dir, me->app, me->name, MDL_REC_IMAGE),
+	char *path = mdl_record_path(me->rm.base.state_dir, me->app, me->rm.name, MDL_REC_LIVE),
+	     *img = mdl_record_path(me->rm.base.state_dir, me->app, me->rm.name, MDL_REC_IMAGE),
 	     *why = NULL;
 	char when[32] = "an unknown time";
 	struct tm tm;
@@ -662,9 +684,9 @@ static sg_err mdl_lost(const struct mdl_env *me, const char *live, const char *o
 		rc = sg_err_set(err, SG_E_WORKSPACE_LOST, "%s", why);
 	}
 out:
-	free(why);
 	free(path);
 	free(img);
+	free(why);
 	return rc;
 }
 
@@ -758,27 +780,52 @@ static sg_err mdl_do(struct mdl_env *me, const struct mdl_exec *x, char **out, s
 	return rc;
 }
 
-/* A script through sh -c with variables vars ("NAME=value", NULL-ended). */
-static sg_err mdl_script(struct mdl_env *me, const char *script, const char *const *vars,
-			 const void *in, size_t inlen, char **reply, struct sg_cancel *cancel,
-			 struct sg_errinfo *err)
+/* A job's or a script's variables as an exec's "NAME=value" list into v. */
+static bool mdl_vars(const json_t *vars, struct sg_strv *v)
+{
+	const char *k;
+	json_t *val;
+
+	json_object_foreach((json_t *)vars, k, val) {
+		if (sg_strv_addf(v, "%s=%.*s", k, (int)json_string_length(val),
+				 json_string_value(val)))
+			return false;
+	}
+	return true;
+}
+
+/* A script through sh -c with variables vars, and stdin in (inlen bytes; may be NULL). */
+static sg_err mdl_script_in(struct mdl_env *me, const char *script, const json_t *vars,
+			    const void *in, size_t inlen, char **reply, struct sg_cancel *cancel,
+			    struct sg_errinfo *err)
 {
 	const char *argv[] = { "/bin/sh", "-c", script, NULL }; /* in the environment */
-	struct mdl_exec x = { .argv = argv, .env = vars, .stdin_data = in, .stdin_len = inlen,
+	struct mdl_exec x = { .argv = argv, .stdin_data = in, .stdin_len = inlen,
 			      .wait_ms = SG_MODAL_JOB_WAIT_MS + SG_MODAL_TRIP_SLACK_MS,
 			      .max_output = SG_MiB, .merge = true, .no_wait = true };
+	struct sg_strv v = SG_STRV_INIT;
 	size_t len;
+	sg_err rc;
 
-	return mdl_do(me, &x, reply, &len, cancel, err);
+	*reply = NULL;
+	if (!mdl_vars(vars, &v)) {
+		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
+	} else {
+		x.env = sg_strv_get(&v);
+		rc = mdl_do(me, &x, reply, &len, cancel, err);
+	}
+	sg_strv_release(&v);
+	return rc;
+}
+
+/* The driver's script step (remote.h): no stdin. */
+static sg_err mdl_script(struct sg_remote *rm, const char *script, json_t *vars, char **reply,
+			 struct sg_cancel *cancel, struct sg_errinfo *err)
+{
+	return mdl_script_in((struct mdl_env *)rm, script, vars, NULL, 0, reply, cancel, err);
 }
 
 /* ---- exec -------------------------------------------------------------------- */
-
-/* "NAME=value" into v; false when out of memory. */
-static bool mdl_var(struct sg_strv *v, const char *name, const char *value, size_t n)
-{
-	return sg_strv_addf(v, "%s=%.*s", name, (int)n, value) == SG_OK;
-}
 
 /* Give up on the job of prefix dir: it never starts, or its group dies (remote.h). */
 static void mdl_kill(struct sg_remote *rm, const char *dir)
@@ -798,19 +845,6 @@ static void mdl_kill(struct sg_remote *rm, const char *dir)
 		sg_log_warn("sandbox %s: cannot stop a cancelled command: %s", rm->base.id, e.msg);
 	free(reply);
 	sg_cancel_release(&none);
-}
-
-/* A job's variables (remote.h) as an exec's "NAME=value" list into v. */
-static bool mdl_vars(const json_t *vars, struct sg_strv *v)
-{
-	const char *k;
-	json_t *val;
-
-	json_object_foreach((json_t *)vars, k, val) {
-		if (!mdl_var(v, k, json_string_value(val), json_string_length(val)))
-			return false;
-	}
-	return true;
 }
 
 /*
@@ -868,17 +902,7 @@ static enum sg_job_trip mdl_trip(struct sg_remote *rm, struct sg_remote_job *j, 
 	return rc ? SG_JOB_TRIP_FAILED : SG_JOB_TRIP_REPLY;
 }
 
-static const struct sg_remote_ops mdl_ops = {
-	.provider = "Modal's exec variables",
-	.inline_max = SG_MODAL_INLINE_MAX,
-	.stdin_vars = SG_MODAL_STDIN_VARS,
-	.relays = true,
-	.relay_wait_ms = SG_MODAL_JOB_WAIT_MS,
-	.fails = 1,
-	.kill_unseen = true,
-	.trip = mdl_trip,
-	.kill = mdl_kill,
-};
+static const struct sg_remote_ops mdl_ops;
 
 /* The number on text's last non-empty line, or ULLONG_MAX. */
 static unsigned long long last_number(const char *text)
@@ -1040,7 +1064,7 @@ static sg_err mdl_create_once(struct mdl_env *me, const char *image, int *status
 	def.image_id = (char *)image;
 	def.timeout_secs = mdl_timeout_secs(p);
 	def._name_case = MODAL__CLIENT__SANDBOX___NAME_NAME;
-	def.name = me->name;
+	def.name = me->rm.name;
 	/* The table's range starts at 60: 0 means the field is absent. */
 	if (sg_profile_int(p, "idle_timeout_s", 0) > 0) {
 		def._idle_timeout_secs_case = MODAL__CLIENT__SANDBOX___IDLE_TIMEOUT_SECS_IDLE_TIMEOUT_SECS;
@@ -1134,15 +1158,11 @@ static sg_err mdl_create(struct mdl_env *me, const char *image, bool from_snapsh
 	bool mine = false, foreign = false;
 	sg_err rc, lr;
 
-	sg_progress_begin("create", "creating sandbox %s", me->name);
 	rc = mdl_create_once(me, image, &status, cancel, &once);
 	if (!rc) {
 		me->rm.fresh = true;
-		sg_progress_end(rc);
-		sg_crashpoint("adapter:created");
 		return SG_OK;
 	}
-	sg_progress_end(rc);
 	if (status == SG_GRPC_NOT_FOUND && from_snapshot)
 		return sg_err_set(err, SG_E_WORKSPACE_LOST,
 				  "the snapshot of identity \"%.60s\" (image %s) is gone at Modal",
@@ -1160,8 +1180,6 @@ static sg_err mdl_create(struct mdl_env *me, const char *image, bool from_snapsh
 	if (!lr) {
 		me->rm.fresh = mine;
 		me->rm.base.resumed = !mine;
-		if (mine)
-			sg_crashpoint("adapter:created");
 		return SG_OK;
 	}
 	me->rm.base.id[0] = '\0';
@@ -1181,109 +1199,80 @@ static sg_err mdl_create(struct mdl_env *me, const char *image, bool from_snapsh
 					       : look.msg);
 }
 
-static sg_err mdl_install_run(void *ctx, const char *script, const char *dir, const char *sha,
-			      const char *upload, const void *in, size_t inlen, char **reply,
-			      struct sg_cancel *cancel, struct sg_errinfo *err)
+/* The create step (remote.h): from what mdl_obtain chose, the snapshot or the image. */
+static sg_err mdl_create_step(struct sg_remote *rm, json_t **got, struct sg_cancel *cancel,
+			      struct sg_errinfo *err)
 {
-	struct mdl_env *me = ctx;
-	struct sg_strv v = { 0 };
-	char *text = NULL;
-	sg_err rc;
+	struct mdl_env *me = (struct mdl_env *)rm;
 
-	*reply = NULL;
-	if (!mdl_var(&v, "d", dir, strlen(dir)) || !mdl_var(&v, "s", sha, strlen(sha)) ||
-	    !mdl_var(&v, "u", upload, strlen(upload)) ||
-	    asprintf(&text, "exec 2>/dev/null\n%s", script) < 0) {
-		text = NULL;
+	*got = NULL;
+	return mdl_create(me, me->image_id, me->from_snap, cancel, err);
+}
+
+/*
+ * The installer's transfer (install.h), for a resumed sandbox that lacks
+ * sg-helper: the program on an exec's stdin into path.
+ */
+static sg_err mdl_install_upload(void *ctx, const char *path, int fd, struct sg_cancel *cancel,
+				 struct sg_errinfo *err)
+{
+	struct sg_helper_bin prog = { .fd = fd, .size = lseek(fd, 0, SEEK_END) };
+	json_t *vars = json_pack("{s:s}", "SG_P", path);
+	char *reply = NULL;
+	sg_err rc = SG_OK;
+
+	if (!vars)
 		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
-	} else {
-		rc = mdl_script(me, text, sg_strv_get(&v), in, inlen, reply, cancel, err);
-	}
-	free(text);
-	sg_strv_release(&v);
+	else if (prog.size < 0)
+		rc = sg_err_set(err, SG_E_INTERNAL, "cannot size sg-helper");
+	if (!rc)
+		rc = sg_helper_bin_load(&prog, err);
+	if (!rc)
+		rc = mdl_script_in(ctx, "umask 077; cat >\"$SG_P\"", vars, prog.data,
+				   (size_t)prog.size, &reply, cancel, err);
+	free(prog.data);
+	free(reply);
+	json_decref(vars);
 	return rc;
 }
 
 /*
- * Prepare the inside in one exec: sandgate's directories, root, sg-helper
- * (on the exec's stdin for a sandbox made here; a resumed one is asked
- * first and sent it only when it lacks it), and the probe.
+ * The set-up (remote.h) in one exec of cloud.h's script, sg-helper on its
+ * stdin for a sandbox made here (which cannot have it); a resumed one is
+ * asked first and sent it only when it lacks it (the installer).
  */
-static sg_err mdl_setup(struct mdl_env *me, struct sg_cancel *cancel, struct sg_errinfo *err)
+static sg_err mdl_setup(struct sg_remote *rm, struct sg_cancel *cancel, struct sg_errinfo *err)
 {
-	struct sg_env *env = &me->rm.base;
+	struct mdl_env *me = (struct mdl_env *)rm;
+	struct sg_env *env = &rm->base;
 	struct sg_helper_bin bin = { .fd = -1 };
-	struct sg_install in = { .ctx = me, .dir = "/tmp", .nonce = me->rm.nonce,
-				 .run = mdl_install_run };
-	struct sg_strv v = { 0 };
-	char *reply = NULL, *e = NULL, *probe;
+	struct sg_install in = { .ctx = me, .dir = "/tmp", .nonce = rm->nonce,
+				 .run = sg_remote_install_run, .upload = mdl_install_upload };
+	json_t *vars = NULL;
+	char *reply = NULL, *text = NULL;
 	int64_t t0 = sg_now_ms();
-	sg_err rc;
+	sg_err rc = sg_helper_bin_open(env->helper_host, &bin, err);
 
-	rc = sg_helper_bin_open(env->helper_host, &bin, err);
-	if (!rc && me->rm.fresh)
+	if (!rc && rm->fresh)
 		rc = sg_helper_bin_load(&bin, err);
-	if (rc)
-		goto out;
-	if (!mdl_var(&v, "SG_ROOT", env->root, strlen(env->root)) ||
-	    !mdl_var(&v, "SG_SHA", bin.sha, strlen(bin.sha)) ||
-	    !mdl_var(&v, "SG_PROBE", "1", 1) || (me->rm.fresh && !mdl_var(&v, "SG_UP", "-", 1))) {
+	me->install = (struct sg_install_cost){ .bytes = rm->fresh ? bin.size : 0,
+						.requests = rm->fresh };
+	if (!rc && (!(vars = sg_cloud_setup_vars(env->root, bin.sha, SG_MODAL_SWEEP_MIN, NULL,
+						  NULL, 0)) ||
+		    (rm->fresh && json_object_set_new(vars, "SG_UP", json_string("-"))) ||
+		    asprintf(&text, "%s%s", mdl_home_sh, sg_cloud_setup_sh) < 0)) {
+		text = NULL;
 		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
-		goto out;
 	}
-	rc = mdl_script(me, mdl_setup_sh, sg_strv_get(&v), me->rm.fresh ? bin.data : NULL,
-			me->rm.fresh ? (size_t)bin.size : 0, &reply, cancel, err);
-	if (rc)
-		goto out;
-	if ((e = sg_cloud_kv(reply, "error"))) {
-		rc = sg_err_set(err, SG_E_PROVIDER, "sandbox %s: %s", env->id, e);
-		goto out;
-	}
-	if (!(e = sg_cloud_kv(reply, "base")) || e[0] != '/') {
-		rc = sg_err_set(err, SG_E_PROVIDER,
-				"sandbox %s: the set-up script gave no answer (is there a POSIX sh?)",
-				env->id);
-		goto out;
-	}
-	rc = sg_remote_dirs(&me->rm, SG_OK, e, err);
-	e = NULL;
-	if (rc)
-		goto out;
-	if (!sg_cloud_flag(reply, "root")) {
-		rc = sg_err_set(err, SG_E_PROVIDER, "sandbox %s: cannot create root %s", env->id,
-				env->root);
-		goto out;
-	}
-	if (asprintf(&env->ctl_dir, "%s/ctl", me->rm.base_dir) < 0 ||
-	    asprintf(&env->helper, "%s/sg-helper-%s", me->rm.base_dir, bin.sha) < 0) {
-		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
-		goto out;
-	}
-	if (!sg_cloud_flag(reply, "helper") && !sg_cloud_flag(reply, "installed")) {
-		char *ie = sg_cloud_kv(reply, "install_error");
-
-		if (ie || me->rm.fresh) {
-			rc = sg_err_set(err, SG_E_PROVIDER, "sandbox %s: installing sg-helper failed: %s",
-					env->id, ie ? ie : "no answer");
-			free(ie);
-			goto out;
-		}
-		/* A resumed sandbox without it: install, then probe via the gateway. */
-		in.dir = me->rm.base_dir;
-		rc = sg_install_helper(&in, &bin, &me->install, cancel, err);
-		goto out;
-	}
-	me->install.requests = me->rm.fresh ? 1 : 0;
-	me->install.bytes = me->rm.fresh ? bin.size : 0;
+	if (!rc)
+		rc = mdl_script_in(me, text, vars, rm->fresh ? bin.data : NULL,
+				   rm->fresh ? (size_t)bin.size : 0, &reply, cancel, err);
+	rc = sg_remote_setup_read(rm, rc, reply, rm->fresh, &in, &bin, &me->install, cancel, err);
 	me->install.ms = sg_now_ms() - t0;
-	probe = strstr(reply, "probe<<\n");
-	if (probe && !(env->probe = strdup(probe + 8)))
-		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
-out:
 	sg_helper_bin_close(&bin);
-	sg_strv_release(&v);
+	json_decref(vars);
 	free(reply);
-	free(e);
+	free(text);
 	return rc;
 }
 
@@ -1312,10 +1301,41 @@ static json_t *mdl_facts(const struct mdl_env *me)
 		      "remote_host", "isolation", "host_filesystem_restricted", 1,
 		      "helper_install", "bytes", (json_int_t)me->install.bytes, "requests",
 		      me->install.requests, "ms", (json_int_t)me->install.ms, "modal", "sandbox",
-		      me->rm.base.id, "name", me->name, "app", me->app, "image", me->image_id ? me->image_id : "",
+		      me->rm.base.id, "name", me->rm.name, "app", me->app, "image", me->image_id ? me->image_id : "",
 		      "timeout_secs", (json_int_t)mdl_timeout_secs(p), "network_blocked",
 		      p->network != SG_NET_DEFAULT);
 	return f;
+}
+
+/*
+ * The identity's sandbox is not running: made again from its snapshot
+ * (snap, when there is one), else from the profile's image, by the
+ * driver's create (remote.h), which Modal's records allowed.
+ */
+static sg_err mdl_make(struct mdl_env *me, const char *snap, struct sg_cancel *cancel,
+		       struct sg_errinfo *err)
+{
+	const struct sg_profile *p = me->rm.base.profile;
+	json_t *got = NULL;
+	bool made;
+	sg_err rc;
+
+	me->from_snap = snap[0] != '\0';
+	if (!me->from_snap)
+		rc = mdl_image_for(me, p->image ? p->image : MDL_IMAGE_DEFAULT, &me->image_id,
+				   cancel, err);
+	else if (!(me->image_id = strdup(snap)))
+		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
+	else
+		rc = SG_OK;
+	if (!rc)
+		rc = sg_remote_create(&me->rm, me->rm.name, &got, &made, cancel, err);
+	json_decref(got);
+	if (rc == SG_E_WORKSPACE_LOST && me->from_snap)
+		mdl_record_forget(me->rm.base.state_dir, me->app, me->rm.name, MDL_REC_IMAGE);
+	if (!rc && me->from_snap)
+		me->rm.base.resumed = true;
+	return rc;
 }
 
 /* Find or make the sandbox; sets base.id, fresh, resumed, image_id. */
@@ -1343,7 +1363,7 @@ static sg_err mdl_obtain(struct mdl_env *me, struct sg_cancel *cancel, struct sg
 	     (snap_at.tv_sec == live_at.tv_sec && snap_at.tv_nsec > live_at.tv_nsec))) {
 		sg_log_info("modal: identity \"%s\": the snapshot %s was recorded after sandbox %s, so it holds the work",
 			    me->rm.base.identity, snap, live);
-		mdl_record_forget(me->rm.base.state_dir, me->app, me->name, MDL_REC_LIVE);
+		mdl_record_forget(me->rm.base.state_dir, me->app, me->rm.name, MDL_REC_LIVE);
 		live[0] = '\0';
 	}
 	/*
@@ -1377,21 +1397,7 @@ static sg_err mdl_obtain(struct mdl_env *me, struct sg_cancel *cancel, struct sg
 		return sg_err_set(err, SG_E_WORKSPACE_LOST,
 				  "identity \"%.60s\" has no sandbox or snapshot in Modal app %s",
 				  me->rm.base.identity, me->app);
-	if (snap[0]) {
-		me->image_id = strdup(snap);
-		if (!me->image_id)
-			return sg_err_set(err, SG_E_INTERNAL, "out of memory");
-		rc = mdl_create(me, snap, true, cancel, err);
-		if (rc == SG_E_WORKSPACE_LOST)
-			mdl_record_forget(me->rm.base.state_dir, me->app, me->name, MDL_REC_IMAGE);
-		if (!rc)
-			me->rm.base.resumed = true;
-		return rc;
-	}
-	rc = mdl_image_for(me, p->image ? p->image : MDL_IMAGE_DEFAULT, &me->image_id, cancel, err);
-	if (!rc)
-		rc = mdl_create(me, me->image_id, false, cancel, err);
-	return rc;
+	return mdl_make(me, snap, cancel, err);
 }
 
 static sg_err mdl_provision(struct sg_env *env, struct sg_cancel *cancel,
@@ -1411,22 +1417,17 @@ static sg_err mdl_provision(struct sg_env *env, struct sg_cancel *cancel,
 	if (env->root[0] != '/')
 		return sg_err_set(err, SG_E_INVALID_ARGUMENT, "root %s is not an absolute path",
 				  env->root);
-	if (!(me->app = strdup(mdl_app_name(p))) ||
-	    !(me->name = sg_cloud_name(env->identity)))
-		return sg_err_set(err, SG_E_INTERNAL, "out of memory");
-	rc = mdl_client_open(p, &me->cl, err);
-	if (rc)
-		return rc;
-	me->cl_ready = true;
+	rc = sg_remote_open(&me->rm, p, err);
 	/*
 	 * A sandbox made from the profile's image (no record, so no lookup and
 	 * no snapshot first) needs the environment's builder version unless the
 	 * image is cached: asked beside the app, one round trip for both.
 	 */
-	rc = mdl_app_and_env(&me->cl, me->app,
-			     !env->known && !env->require_existing &&
-				     !mdl_image_cached(me, p->image ? p->image : MDL_IMAGE_DEFAULT),
-			     &me->app_id, cancel, err);
+	if (!rc)
+		rc = mdl_app_and_env(&me->cl, me->app,
+				     !env->known && !env->require_existing &&
+					     !mdl_image_cached(me, p->image ? p->image : MDL_IMAGE_DEFAULT),
+				     &me->app_id, cancel, err);
 	if (!rc)
 		rc = mdl_obtain(me, cancel, err);
 	if (rc)
@@ -1436,13 +1437,8 @@ static sg_err mdl_provision(struct sg_env *env, struct sg_cancel *cancel,
 	rc = mdl_rt_get(me, SG_MODAL_READY_MS, &rt, cancel, err);
 	mdl_rt_drop(me, rt);
 	sg_progress_end(rc);
-	if (!rc) {
-		sg_progress_begin("helper", "preparing sandbox %s", env->id);
-		rc = mdl_setup(me, cancel, err);
-		sg_progress_end(rc);
-	}
-	/* The sandbox's /tmp is its own, never another user's of this host. */
-	env->own_tmp = true;
+	if (!rc)
+		rc = sg_remote_setup(&me->rm, env->id, cancel, err);
 	if (!rc && !(env->facts = mdl_facts(me)))
 		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
 	/*
@@ -1453,171 +1449,145 @@ static sg_err mdl_provision(struct sg_env *env, struct sg_cancel *cancel,
 	if (!rc && p->persistent)
 		rc = mdl_record_write(me, MDL_REC_LIVE, env->id, err);
 out:
-	if (rc && me->rm.fresh && env->id[0] && sg_cancel_check(cancel)) {
-		/* Cancelled: the gateway settles it within its budget. */
-		env->may_remain = true;
-	} else if (rc && me->rm.fresh && env->id[0]) {
-		/* A failed create leaves nothing behind. */
-		struct sg_errinfo e2 = { 0 };
-
-		if (mdl_terminate(&me->cl, env->id, NULL, &e2)) {
-			sg_log_err("sandbox %s may remain after a failed provisioning: %s", env->id,
-				   e2.msg);
-			env->may_remain = true;
-		}
-	}
+	/* A failed create leaves nothing behind (remote.h). */
+	(void)sg_remote_failed(&me->rm, rc, cancel);
 	return rc;
 }
 
 /* ---- teardown, list, destroy, release ------------------------------------- */
 
-/* Snapshot, record, terminate: a persistent sandbox kept. */
-static sg_err mdl_keep(struct mdl_env *me, struct sg_cancel *cancel, struct sg_errinfo *err)
+/*
+ * Teardown's KEEP (remote.h).  A workspace that is not persistent stays
+ * as it is, running: Modal cannot stop a sandbox, and the next session of
+ * the identity adopts it by name; its lifetime (timeout_secs), the idle
+ * timeout or `sandgate envs gc` ends it.  A persistent one is
+ * snapshotted, recorded, then terminated.
+ */
+static sg_err mdl_keep(struct sg_remote *rm, struct sg_cancel *cancel, struct sg_errinfo *err)
 {
+	struct mdl_env *me = (struct mdl_env *)rm;
 	struct mdl_rt *rt = NULL;
 	char *image = NULL;
 	sg_err rc;
 
-	sg_progress_begin("snapshot", "snapshotting sandbox %s", me->rm.base.id);
+	if (!rm->base.profile->persistent)
+		return SG_OK;
+	sg_progress_begin("snapshot", "snapshotting sandbox %s", rm->base.id);
 	rc = mdl_rt_get(me, SG_MODAL_CALL_MS, &rt, cancel, err);
 	if (!rc)
-		rc = mdl_snapshot(&rt->r, sg_profile_int(me->rm.base.profile, "snapshot_ttl_seconds",
+		rc = mdl_snapshot(&rt->r, sg_profile_int(rm->base.profile, "snapshot_ttl_seconds",
 						      MDL_SNAPSHOT_TTL_DEFAULT_S),
 				  SG_MODAL_IMAGE_MS, &image, cancel, err);
 	mdl_rt_drop(me, rt);
 	sg_progress_end(rc);
 	if (rc)
-		return sg_err_set(err, rc, "snapshotting sandbox %s: %s", me->rm.base.id, err->msg);
+		return sg_err_set(err, rc, "snapshotting sandbox %s: %s", rm->base.id, err->msg);
 	rc = mdl_record_write(me, MDL_REC_IMAGE, image, err);
 	if (!rc) {
 		struct sg_errinfo e2 = { 0 };
 
 		/* The snapshot holds the newest work now, not the sandbox. */
-		mdl_record_forget(me->rm.base.state_dir, me->app, me->name, MDL_REC_LIVE);
+		mdl_record_forget(rm->base.state_dir, me->app, rm->name, MDL_REC_LIVE);
 		/* The tag helps an operator; the record on this host is what resumes. */
 		if (mdl_tags_set(me, image, cancel, &e2))
-			sg_log_warn("sandbox %s: cannot tag it with its snapshot: %s", me->rm.base.id,
+			sg_log_warn("sandbox %s: cannot tag it with its snapshot: %s", rm->base.id,
 				    e2.msg);
-		rc = mdl_terminate(&me->cl, me->rm.base.id, cancel, err);
+		rc = mdl_terminate(&me->cl, rm->base.id, cancel, err);
 	}
 	free(image);
 	return rc;
 }
 
-static sg_err mdl_teardown(struct sg_env *env, enum sg_fate fate, struct sg_cancel *cancel,
-			   struct sg_errinfo *err)
+/* Terminate sandbox id (remote.h); an ended one is not an error. */
+static sg_err mdl_remove(struct sg_remote *rm, const char *id, struct sg_cancel *cancel,
+			 struct sg_errinfo *err)
 {
-	struct mdl_env *me = (struct mdl_env *)env;
-
-	sg_log_info("modal: sandbox %s: %llu execs, %llu router requests", env->id,
-		    (unsigned long long)atomic_load(&me->execs),
-		    (unsigned long long)atomic_load(&me->requests));
-	if (fate == SG_FATE_DETACH || !env->id[0] || !me->cl_ready)
-		return SG_OK;
-	/*
-	 * A kept workspace that is not persistent stays as it is, running:
-	 * Modal cannot stop a sandbox, and the next session of the identity
-	 * adopts it by name.  Its lifetime (timeout_secs), the idle timeout
-	 * or `sandgate envs gc` ends it.
-	 */
-	if (fate == SG_FATE_KEEP && !env->profile->persistent)
-		return SG_OK;
-	if (fate == SG_FATE_KEEP)
-		return mdl_keep(me, cancel, err);
-	mdl_records_forget(env->state_dir, me->app, me->name);
-	return mdl_terminate(&me->cl, env->id, cancel, err);
+	return mdl_terminate(&((struct mdl_env *)rm)->cl, id, cancel, err);
 }
 
-struct mdl_list_ctx {
-	sg_env_list_cb cb;
-	void *payload;
-};
-
-static int mdl_list_one(const Modal__Client__SandboxInfo *info, void *payload)
+/*
+ * One page of p's sandboxes in its app (remote.h): the cursor is the
+ * creation time of the last one listed, before which the next page lists.
+ */
+static sg_err mdl_list_step(struct sg_remote *rm, const struct sg_profile *p, const char *cursor,
+			    json_t **items, char **next, struct sg_cancel *cancel,
+			    struct sg_errinfo *err)
 {
-	struct mdl_list_ctx *c = payload;
-	struct mdl_tagv t = { info->tags, info->n_tags };
-	struct sg_env_info e;
-
-	sg_cloud_info(info->id, info->task_info && info->task_info->result ? "finished" : "running",
-		      mdl_tag_get, &t, &e);
-	return c->cb(&e, c->payload);
-}
-
-static sg_err mdl_envs_list(const struct sg_profile *p, const char *state_dir, sg_env_list_cb cb,
-		       void *payload, struct sg_cancel *cancel, struct sg_errinfo *err)
-{
-	char tag_m[128], tag_p[256];
+	struct mdl_env *me = (struct mdl_env *)rm;
+	char tag_m[128], tag_p[256], at[64];
 	const char *tags[] = { tag_m, tag_p, NULL };
-	struct mdl_list_ctx c = { cb, payload };
-	struct mdl_client cl;
-	char *app_id = NULL;
-	sg_err rc;
+	Modal__Client__SandboxListResponse *resp = NULL;
+	sg_err rc = SG_OK;
 
-	(void)state_dir;
+	*items = NULL;
+	*next = NULL;
 	snprintf(tag_m, sizeof(tag_m), "%s=%s", SG_CLOUD_TAG_MANAGED, SG_CLOUD_MANAGER);
 	snprintf(tag_p, sizeof(tag_p), "%s=%s", SG_CLOUD_TAG_PROFILE, p->name);
-	rc = mdl_client_open(p, &cl, err);
-	if (rc)
-		return rc;
-	rc = mdl_app(&cl, mdl_app_name(p), &app_id, cancel, err);
+	if (!me->app_id)
+		rc = mdl_app(&me->cl, me->app, &me->app_id, cancel, err);
 	if (!rc)
-		rc = mdl_list(&cl, app_id, tags, mdl_list_one, &c, cancel, err);
-	free(app_id);
-	mdl_client_release(&cl);
-	return rc;
-}
+		rc = mdl_list_page(&me->cl, me->app_id, tags, cursor ? strtod(cursor, NULL) : 0,
+				   &resp, cancel, err);
+	if (!rc && !(*items = json_array()))
+		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
+	for (size_t i = 0; !rc && i < resp->n_sandboxes; i++) {
+		const Modal__Client__SandboxInfo *sb = resp->sandboxes[i];
+		bool ended = sb->task_info && sb->task_info->result;
 
-static sg_err mdl_destroy(const struct sg_profile *p, const char *state_dir, const char *id,
-			  struct sg_cancel *cancel, struct sg_errinfo *err)
-{
-	Modal__Client__SandboxTagsGetResponse *t = NULL;
-	struct mdl_client cl;
-	const char *m, *who;
-	sg_err rc;
-
-	rc = mdl_client_open(p, &cl, err);
-	if (rc)
-		return rc;
-	rc = mdl_tags_get(&cl, id, &t, cancel, err);
-	if (rc == SG_E_NOT_FOUND)
-		rc = sg_err_set(err, rc, "there is no sandbox %s", id);
-	m = rc ? NULL : mdl_tag(t->tags, t->n_tags, SG_CLOUD_TAG_MANAGED);
-	/* An operator's typo must never terminate a sandbox sandgate did not make. */
-	if (!rc && (!m || strcmp(m, SG_CLOUD_MANAGER) != 0))
-		rc = sg_err_set(err, SG_E_PERMISSION, "sandbox %s was not made by sandgate", id);
-	if (!rc)
-		rc = mdl_terminate(&cl, id, cancel, err);
-	who = rc ? NULL : mdl_tag(t->tags, t->n_tags, SG_CLOUD_TAG_IDENTITY);
-	if (who) {
-		/* Removing an environment removes its snapshot's record too. */
-		char *name = sg_cloud_name(who);
-
-		if (name)
-			mdl_records_forget(state_dir, mdl_app_name(p), name);
-		free(name);
+		if (json_array_append_new(*items, mdl_view(sb->id, ended ? "finished" : "running",
+							   sb->tags, sb->n_tags)))
+			rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
+		snprintf(at, sizeof(at), "%.17g", sb->created_at);
 	}
-	if (t)
-		protobuf_c_message_free_unpacked(&t->base, NULL);
-	mdl_client_release(&cl);
+	if (!rc && resp->n_sandboxes && !(*next = strdup(at)))
+		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
+	if (resp)
+		protobuf_c_message_free_unpacked(&resp->base, NULL);
 	return rc;
 }
+
+/* An operator's view of one listed sandbox (remote.h). */
+static bool mdl_info(const json_t *item, struct sg_env_info *info)
+{
+	sg_cloud_info(json_string_value(json_object_get(item, "id")),
+		      json_string_value(json_object_get(item, "state")), mdl_tag_get, item, info);
+	return true;
+}
+
+static const struct sg_remote_ops mdl_ops = {
+	.provider = "Modal's exec variables",
+	/* A job's words and stdin in variables, its output relayed (remote.h). */
+	.inline_max = SG_MODAL_INLINE_MAX, .stdin_vars = SG_MODAL_STDIN_VARS,
+	.relays = true, .relay_wait_ms = SG_MODAL_JOB_WAIT_MS, .fails = 1, .kill_unseen = true,
+	.list_pages = SG_MODAL_LIST_PAGES, .snapshot_records = true,
+	.env_size = sizeof(struct mdl_env),
+	/* The client, and the calls an operator's list and destroy make. */
+	.open = mdl_open, .close = mdl_close,
+	.lookup = mdl_lookup, .tag = mdl_tag, .remove = mdl_remove,
+	.list_page = mdl_list_step, .info = mdl_info,
+	/* A session's life: create, set up, its commands, keep or forget. */
+	.create = mdl_create_step, .setup = mdl_setup, .script = mdl_script,
+	.trip = mdl_trip, .kill = mdl_kill,
+	.keep = mdl_keep, .forget = mdl_forget,
+};
+
+SG_REMOTE_OPERATOR(mdl_envs, &mdl_ops)
 
 static void mdl_release(struct sg_env *env)
 {
 	struct mdl_env *me = (struct mdl_env *)env;
 
+	/* For the benchmarks: what the session's commands cost. */
+	if (env->id[0])
+		sg_log_info("modal: sandbox %s: %llu execs, %llu router requests", env->id,
+			    (unsigned long long)atomic_load(&me->execs),
+			    (unsigned long long)atomic_load(&me->requests));
 	if (me->rt) {
 		mdl_router_release(&me->rt->r);
 		free(me->rt);
 		me->rt = NULL;
 	}
 	sg_remote_release(&me->rm);
-	if (me->cl_ready)
-		mdl_client_release(&me->cl);
-	free(me->app);
-	free(me->app_id);
-	free(me->name);
 	free(me->image_id);
 	sg_env_release_base(env);
 }
@@ -1636,18 +1606,13 @@ static void mdl_credentials(const struct sg_profile *p, json_t *out)
 	memset(&c, 0, sizeof(c));
 }
 
+/* What is Modal's own (validate, provision, files); the rest is the driver's. */
 const struct sg_adapter sg_adapter_modal = {
 	.name = "modal",
-	.caps = SG_CAP_FILES | SG_CAP_LIST,
-	.env_size = sizeof(struct mdl_env),
-	.fields = mdl_fields,
-	.validate = mdl_validate,
-	.provision = mdl_provision,
-	.exec = sg_remote_exec,
-	.get_file = mdl_get_file,
-	.teardown = mdl_teardown,
-	.list = mdl_envs_list,
-	.destroy = mdl_destroy,
-	.release = mdl_release,
+	.fields = mdl_fields, .validate = mdl_validate,
+	.caps = SG_CAP_FILES | SG_CAP_LIST, .env_size = sizeof(struct mdl_env),
+	.provision = mdl_provision, .get_file = mdl_get_file, .release = mdl_release,
 	.credentials = mdl_credentials,
+	.exec = sg_remote_exec, .teardown = sg_remote_teardown,
+	.list = mdl_envs_list, .destroy = mdl_envs_destroy,
 };

@@ -4,7 +4,8 @@ Runs only where the suite itself runs on a modal profile against the fake
 (SANDGATE_TEST_FAKE_URL is the fake's admin API); every check reads the
 fake's own state and request log:
   - a simple command costs two router requests (TaskExecStart, one
-    TaskExecStdioRead), and nothing else;
+    TaskExecStdioRead), and nothing else, sent side by side: one round
+    trip;
   - the router's JWT is replaced before it expires;
   - an identity the state directory has no record of is created without
     a lookup first; a taken name is adopted only after the owner check;
@@ -105,11 +106,38 @@ class Modal(GatewayTestCase):
         control = [c["method"] for c in calls if c["server"] == "control"]
         self.assertEqual(router, ["TaskExecStart", "TaskExecStdioRead"] * 3, calls)
         self.assertEqual(control, [], "a command made control-plane calls")
+        # One round trip: with every request held 300 ms, each read arrives
+        # while its start is still held (it left beside it, not after).
+        admin("POST", "/__fake/delay", {"ms": 300})
+        self.addCleanup(admin, "POST", "/__fake/delay", {"ms": 0})
+        admin("POST", "/__fake/log/clear")
+        gw.sh_ok("echo hi")
+        router = [c for c in admin("GET", "/__fake/log") if c["server"] == "router"]
+        self.assertEqual([c["method"] for c in router], ["TaskExecStart", "TaskExecStdioRead"], router)
+        start, read = router
+        self.assertLess(read["t_ms"] - read["serving_ms"], start["t_ms"] - 250, router)
         # The reply still tells stdout from stderr and gives the exit code.
         res = gw.tool_ok("bash", {"command": "echo out; echo err >&2; exit 3"})
         self.assertEqual(res["structured_content"]["exit_code"], 3)
         self.assertEqual(res["structured_content"]["stdout"], "out\n")
         self.assertEqual(res["structured_content"]["stderr"], "err\n")
+
+    def test_a_read_that_overtakes_its_start_is_sent_again(self):
+        # The read leaves beside the start; one that reaches the router
+        # first finds no exec (the fake says NOT_FOUND; Modal may say
+        # something else).  Nothing was read, so it is sent again once the
+        # start has answered, and the command's result is whole.
+        gw = self.gateway(state_dir=self.state)
+        gw.sh_ok("true")
+        for code in (5, 2):
+            admin("POST", "/__fake/log/clear")
+            admin("POST", "/__fake/faults", {"method": "TaskExecStdioRead", "kind": "status",
+                                             "code": code, "message": "no such exec"})
+            self.assertEqual(gw.sh_ok("echo again"), "again\n")
+            router = sorted((c["method"], c["status"]) for c in admin("GET", "/__fake/log")
+                            if c["server"] == "router")
+            self.assertEqual(router, [("TaskExecStart", 0), ("TaskExecStdioRead", 0),
+                                      ("TaskExecStdioRead", code)], (code, router))
 
     def test_export_cut_short_is_an_error(self):
         # The fake keeps at most 64 MiB of an exec's output and drops the

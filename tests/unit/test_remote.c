@@ -3,8 +3,10 @@
  * scripted provider: an exec driven to its result (attaches, stdin in
  * variables or uploaded, words too long, a failed request and a cancel
  * that kill the job), the clean-up of a failed provision ("nothing
- * leaks"), a create that must not replace a lost workspace, an operator's
- * destroy that checks the owner tag, and a listing read page by page.
+ * leaks"), a create that must not replace a lost workspace (unless the
+ * adapter's snapshot records decided), an operator's destroy that checks
+ * the owner tag, what this host keeps forgotten on removal (ops->forget),
+ * and a listing read page by page.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -37,6 +39,8 @@ static struct {
 	const char *owner;                   /* the looked-up sandbox's managed-by tag */
 	int stop_after;                      /* the list callback stops after this many */
 	int listed;
+	int forgets;                         /* ops->forget's calls */
+	char forgot[64], forgot_in[64];      /* its identity, and the env's state_dir */
 } F;
 
 static struct sg_cancel *fake_cancel_on_trip; /* fired during the first trip */
@@ -151,13 +155,22 @@ static sg_err fake_lookup(struct sg_remote *rm, const char *id, json_t **got,
 	if (strcmp(id, "gone") == 0)
 		return SG_E_NOT_FOUND;
 	(void)err;
-	*got = json_pack("{s:s, s:{s:s?}}", "id", "real-id", "tags", SG_CLOUD_TAG_MANAGED, F.owner);
+	*got = json_pack("{s:s, s:{s:s?, s:s}}", "id", "real-id", "tags", SG_CLOUD_TAG_MANAGED,
+			 F.owner, SG_CLOUD_TAG_IDENTITY, "bob");
 	return SG_OK;
 }
 
 static const char *fake_tag(const json_t *got, const char *key)
 {
 	return json_string_value(json_object_get(json_object_get(got, "tags"), key));
+}
+
+static void fake_forget(struct sg_remote *rm, const char *identity)
+{
+	F.forgets++;
+	snprintf(F.forgot, sizeof(F.forgot), "%s", identity);
+	snprintf(F.forgot_in, sizeof(F.forgot_in), "%s",
+		 rm->base.state_dir ? rm->base.state_dir : "(none)");
 }
 
 static const char *fake_id_of(const json_t *got)
@@ -233,6 +246,8 @@ static int setup(void **state)
 	memset(&rm, 0, sizeof(rm));
 	fake_cancel_on_trip = NULL;
 	fake_ops.words_in_text = false;
+	fake_ops.snapshot_records = false;
+	fake_ops.forget = NULL;
 	rm.base.ad = &fake_adapter;
 	rm.base.profile = &fake_profile;
 	rm.base.root = "/w";
@@ -423,25 +438,77 @@ static void test_create_never_replaces_a_lost_workspace(void **state)
 	json_decref(got);
 }
 
+static void test_snapshot_records_leave_the_loss_to_the_adapter(void **state)
+{
+	struct sg_remote *rm = *state;
+	struct sg_errinfo err = { 0 };
+	json_t *got = NULL;
+	bool made = false;
+
+	/* Modal's persistent workspace is its snapshot: the sandbox is made again. */
+	fake_ops.snapshot_records = true;
+	rm->base.require_existing = true;
+	rm->base.persisted = true;
+	assert_int_equal(sg_remote_create(rm, "sg-alice", &got, &made, NULL, &err), SG_OK);
+	assert_true(made);
+	assert_int_equal(F.creates, 1);
+	json_decref(got);
+}
+
+static void test_removal_forgets_what_this_host_keeps(void **state)
+{
+	struct sg_remote *rm = *state;
+	struct sg_errinfo err = { 0 };
+
+	fake_ops.forget = fake_forget;
+	rm->opened = true;
+	snprintf(rm->base.id, sizeof(rm->base.id), "sb-1");
+	rm->base.state_dir = "/state";
+	/* A detach keeps everything. */
+	assert_int_equal(sg_remote_teardown(&rm->base, SG_FATE_DETACH, NULL, &err), SG_OK);
+	assert_int_equal(F.forgets, 0);
+	assert_int_equal(sg_remote_teardown(&rm->base, SG_FATE_REMOVE, NULL, &err), SG_OK);
+	assert_int_equal(F.forgets, 1);
+	assert_string_equal(F.forgot, "alice");
+	assert_string_equal(F.removed, "sb-1");
+	/* An operator's destroy: the identity of the sandbox's tag, in its state dir. */
+	F.owner = "someone-else";
+	assert_int_equal(sg_remote_destroy(&fake_ops, &fake_profile, "/ops", "x", NULL, &err),
+			 SG_E_PERMISSION);
+	assert_int_equal(F.forgets, 1);
+	F.owner = SG_CLOUD_MANAGER;
+	sg_err_clear(&err);
+	assert_int_equal(sg_remote_destroy(&fake_ops, &fake_profile, "/ops", "x", NULL, &err),
+			 SG_OK);
+	assert_int_equal(F.forgets, 2);
+	assert_string_equal(F.forgot, "bob");
+	assert_string_equal(F.forgot_in, "/ops");
+	/* A removal that failed forgets nothing more. */
+	F.remove_rc = SG_E_UNAVAILABLE;
+	assert_int_equal(sg_remote_destroy(&fake_ops, &fake_profile, "/ops", "x", NULL, &err),
+			 SG_E_UNAVAILABLE);
+	assert_int_equal(F.forgets, 2);
+}
+
 static void test_destroy_checks_the_owner(void **state)
 {
 	struct sg_errinfo err = { 0 };
 
 	(void)state;
 	F.owner = "someone-else";
-	assert_int_equal(sg_remote_destroy(&fake_ops, &fake_profile, "x", NULL, &err),
+	assert_int_equal(sg_remote_destroy(&fake_ops, &fake_profile, NULL, "x", NULL, &err),
 			 SG_E_PERMISSION);
 	F.owner = NULL;
 	sg_err_clear(&err);
-	assert_int_equal(sg_remote_destroy(&fake_ops, &fake_profile, "x", NULL, &err),
+	assert_int_equal(sg_remote_destroy(&fake_ops, &fake_profile, NULL, "x", NULL, &err),
 			 SG_E_PERMISSION);
 	assert_int_equal(F.removes, 0);
 	sg_err_clear(&err);
-	assert_int_equal(sg_remote_destroy(&fake_ops, &fake_profile, "gone", NULL, &err),
+	assert_int_equal(sg_remote_destroy(&fake_ops, &fake_profile, NULL, "gone", NULL, &err),
 			 SG_E_NOT_FOUND);
 	assert_non_null(strstr(err.msg, "there is no sandbox gone"));
 	F.owner = SG_CLOUD_MANAGER;
-	assert_int_equal(sg_remote_destroy(&fake_ops, &fake_profile, "x", NULL, &err), SG_OK);
+	assert_int_equal(sg_remote_destroy(&fake_ops, &fake_profile, NULL, "x", NULL, &err), SG_OK);
 	assert_int_equal(F.removes, 1);
 	assert_string_equal(F.removed, "real-id");
 }
@@ -477,6 +544,10 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_failed_provision_leaves_nothing, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_create_never_replaces_a_lost_workspace, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_snapshot_records_leave_the_loss_to_the_adapter,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_removal_forgets_what_this_host_keeps, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_destroy_checks_the_owner, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_list_reads_pages_until_told_to_stop, setup,
