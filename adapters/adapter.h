@@ -247,6 +247,14 @@ struct sg_env {
 	 */
 	char *probe;
 	/*
+	 * provision() returned with the inside still being prepared: the
+	 * first commands wait in the environment for sg-helper to be in
+	 * place (adapters/remote.h, sg_remote_setup_begin).  The probe would
+	 * then cost a round trip of its own, so the gateway runs it only
+	 * when it must observe (`sandgate probe`, a select candidate).
+	 */
+	bool setup_later;
+	/*
 	 * Commands see a /tmp of the environment's own (never one shared
 	 * with the host's other users): standard mode may then write it.
 	 */

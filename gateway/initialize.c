@@ -406,6 +406,16 @@ static sg_err observe(struct sg_op *op, bool toolchains, json_t **probe)
 		args[n++] = "--hidden";
 		args[n++] = "/etc/shadow";
 	}
+	if (!s->env->probe && s->env->setup_later && !toolchains && !s->must_observe) {
+		/*
+		 * The set-up is still under way beside the first command: a
+		 * probe now would add a round trip to every session's start,
+		 * for facts nothing in the host reads.  The reply then has
+		 * only what the adapter observed; `sandgate probe` has all.
+		 */
+		*probe = json_object();
+		return *probe ? SG_OK : sg_err_set(&op->err, SG_E_INTERNAL, "out of memory");
+	}
 	if (!s->env->probe)
 		return sg_envcall(s, SG_CALL_EXEC, args, NULL, 0, probe, &op->cancel, &op->err);
 	rc = sg_envcall_reply(s->env->probe, strlen(s->env->probe), probe, &op->err);
@@ -492,7 +502,9 @@ sg_err sg_init_bring_up(struct sg_op *op, json_t *binding, const char *name,
 	}
 	rc = observe(op, toolchains, probe);
 	if (!rc)
-		s->landlock_abi = (int)json_integer_value(json_object_get(*probe, "landlock_abi"));
+		s->landlock_abi = json_is_integer(json_object_get(*probe, "landlock_abi"))
+					  ? (int)json_integer_value(json_object_get(*probe, "landlock_abi"))
+					  : SG_LANDLOCK_UNSEEN;
 out:
 	if (rc && *fatal)
 		sg_init_undo(s, provisioned);
