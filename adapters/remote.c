@@ -182,15 +182,36 @@ bool sg_remote_can_defer(const struct sg_remote *rm)
 	return rm->fresh && env->remove_on_exit && !env->profile->shared;
 }
 
+/*
+ * The set-up failed on this side (an upload refused, a request lost) while
+ * its script may still wait in the environment: leave its SG_HFAIL file
+ * now, so that the starts waiting there give up at once, not after their
+ * whole wait.  Best effort: they give up anyway.
+ */
+static void remote_later_give_up(struct sg_remote *rm, struct sg_cancel *stop)
+{
+	json_t *vars = json_pack("{s:s}", "SG_HFAIL", rm->later_fail);
+	struct sg_errinfo e2 = { 0 };
+	char *reply = NULL;
+
+	if (vars && !sg_cancel_check(stop) &&
+	    rm->ops->script(rm, ": >\"$SG_HFAIL\"", vars, &reply, stop, &e2))
+		sg_log_debug("sandbox %s: %s", rm->base.id, e2.msg);
+	free(reply);
+	json_decref(vars);
+}
+
 static sg_err remote_later_run(void *arg, struct sg_cancel *stop)
 {
 	struct sg_remote *rm = arg;
 	sg_err rc = rm->later_run(rm, rm->later_fail, stop, &rm->later_err);
 
-	if (rc)
+	if (rc) {
 		sg_log_err("preparing sandbox %s failed: %s", rm->base.id, rm->later_err.msg);
-	else
+		remote_later_give_up(rm, stop);
+	} else {
 		atomic_store(&rm->later_ok, true);
+	}
 	return rc;
 }
 
