@@ -208,6 +208,7 @@ static sg_err remote_later_run(void *arg, struct sg_cancel *stop)
 
 	if (rc) {
 		sg_log_err("preparing sandbox %s failed: %s", rm->base.id, rm->later_err.msg);
+		atomic_store(&rm->base.setup_failed, true);
 		remote_later_give_up(rm, stop);
 	} else {
 		atomic_store(&rm->later_ok, true);
@@ -313,21 +314,24 @@ static bool remote_waits(const struct sg_remote *rm)
 }
 
 /*
- * command preceded by the wait for sg-helper (new), for a start sent while
- * the set-up is under way: the program appears (an atomic rename) only
- * once its checksum matched, so a command never runs before it is whole.
+ * command preceded by the wait for sg-helper (new), for the start of the
+ * job of prefix dir sent while the set-up is under way: the program
+ * appears (an atomic rename) only once its checksum matched, so a command
+ * never runs before it is whole.  A kill meanwhile leaves <dir>.cancel
+ * (remote_kill), and the start then runs nothing.
  */
-static char *remote_wait_text(const struct sg_remote *rm, const char *command)
+static char *remote_wait_text(const struct sg_remote *rm, const char *dir, const char *command)
 {
 	struct sg_buf b = SG_BUF_INIT(SG_MAX_FRAME * 2);
 
 	if (sg_buf_adds(&b, "h=") || sg_shquote(&b, rm->base.helper) || sg_buf_adds(&b, " f=") ||
-	    sg_shquote(&b, rm->later_fail) || sg_buf_addc(&b, '\n') ||
-	    sg_buf_adds(&b, SG_CLOUD_WAIT_SH("[ -x \"$h\" ]",
+	    sg_shquote(&b, rm->later_fail) || sg_buf_adds(&b, " c=") || sg_shquote(&b, dir) ||
+	    sg_buf_adds(&b, ".cancel\n") ||
+	    sg_buf_adds(&b, SG_CLOUD_WAIT_SH("{ [ -x \"$h\" ] || [ -e \"$c\" ]; }",
 					     "[ -e \"$f\" ] || [ \"$w\" -ge " REMOTE_STR(
 						     SG_REMOTE_LATER_WAIT_MS) " ]",
 					     "printf '" REMOTE_LATER_FAILED "'; exit 0")) ||
-	    sg_buf_adds(&b, command)) {
+	    sg_buf_adds(&b, "[ -e \"$c\" ] && exit 0\n") || sg_buf_adds(&b, command)) {
 		sg_buf_release(&b);
 		return NULL;
 	}
@@ -476,7 +480,7 @@ static enum sg_job_trip remote_trip(void *ctx, bool attach, const char **text, s
 	sg_buf_reset(&e->j.reply);
 	if (waits) {
 		free(e->wait);
-		if (!(e->wait = remote_wait_text(e->rm, command))) {
+		if (!(e->wait = remote_wait_text(e->rm, e->j.dir, command))) {
 			sg_err_set(err, SG_E_INTERNAL, "out of memory");
 			return SG_JOB_TRIP_FATAL;
 		}
@@ -492,19 +496,38 @@ static enum sg_job_trip remote_trip(void *ctx, bool attach, const char **text, s
 	return t;
 }
 
+/*
+ * Leave <dir>.cancel (its directory made first: the set-up may not have
+ * made it yet).  A start still waiting for sg-helper then runs nothing,
+ * and one that went on meanwhile meets it as it forks (sg-helper job).
+ */
+static const char remote_cancel_sh[] =
+	"exec 2>/dev/null\n"
+	"umask 077\n"
+	"mkdir -p -- \"${SG_D%/*}\" && : >\"$SG_D.cancel\"\n";
+
 static void remote_kill(void *ctx)
 {
 	struct remote_exec *e = ctx;
-	struct sg_errinfo why = { 0 };
+	struct sg_remote *rm = e->rm;
 
 	/*
-	 * A start sent beside the set-up runs once sg-helper is in place:
-	 * kill it after that (a kill that lands first keeps it from
-	 * starting), whatever the set-up's own answer said.
+	 * A start sent beside the set-up may be waiting for sg-helper: mark
+	 * it cancelled first, without waiting for the set-up, then kill as
+	 * usual (a job that already started).
 	 */
-	if (remote_waits(e->rm) && sg_remote_setup_wait(e->rm, NULL, &why))
-		sg_log_debug("killing a job after a set-up that failed: %s", why.msg);
-	e->rm->ops->kill(e->rm, e->j.dir);
+	if (remote_waits(rm)) {
+		json_t *vars = json_pack("{s:s}", "SG_D", e->j.dir);
+		struct sg_errinfo why = { 0 };
+		char *reply = NULL;
+
+		if (!vars || rm->ops->script(rm, remote_cancel_sh, vars, &reply, NULL, &why))
+			sg_log_warn("sandbox %s: a command may still start: %s", rm->base.id,
+				    vars ? why.msg : "out of memory");
+		free(reply);
+		json_decref(vars);
+	}
+	rm->ops->kill(rm, e->j.dir);
 }
 
 static void remote_exec_release(struct remote_exec *e)
@@ -543,6 +566,11 @@ sg_err sg_remote_exec(struct sg_env *env, const struct sg_exec *x, struct sg_exe
 	sg_err rc;
 
 	sg_exec_result_reset(out);
+	/* A set-up that failed: nothing can run, so nothing is sent. */
+	if (atomic_load(&env->setup_failed)) {
+		rc = sg_remote_setup_wait(rm, cancel, err);
+		goto out;
+	}
 	sg_job_mark(e.mark);
 	if (asprintf(&dir, "%s/%s-%u", rm->run_dir, rm->nonce, atomic_fetch_add(&rm->seq, 1)) < 0) {
 		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");

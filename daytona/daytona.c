@@ -27,7 +27,9 @@
  * (sha256sum in the sandbox).  A sandbox this provision created cannot
  * have it, so its copy is uploaded first and the one set-up request
  * installs it and runs sg-helper's probe (env->probe), so a new sandbox is
- * ready after the upload and one script.  While it waits for `started`,
+ * ready after the upload and one script; a new scratch sandbox does not
+ * wait for those: they go on beside the first commands, which wait in the
+ * sandbox for sg-helper (dtn_prepare, adapters/remote.h).  While it waits for `started`,
  * provision() listens to Daytona's event stream (events.h), as the SDK
  * does, and polls only as a fallback.
  *

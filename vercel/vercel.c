@@ -25,8 +25,11 @@
  * Inside.  The one set-up script all cloud adapters share (cloud.h)
  * prepares root, sandgate's directories and sg-helper; a sandbox this
  * provision made receives sg-helper by fs/write (a gzip'd tar, adapters/
- * targz.h) sent beside that command (vcl_setup_overlapped), so a new
- * sandbox is ready two round trips after the create began.
+ * targz.h) sent beside that command (sg_install_run_beside), so a new
+ * sandbox is ready two round trips after the create began.  A new
+ * scratch sandbox does not wait for the second: the set-up goes on beside
+ * the first commands, which wait in the sandbox for sg-helper
+ * (vcl_prepare, adapters/remote.h).
  *
  * One exec, one request.  Vercel's cmd takes an argv, an environment and
  * no stdin; with wait:true it streams NDJSON until the command ends.  Each

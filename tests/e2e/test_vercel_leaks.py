@@ -323,6 +323,8 @@ class VercelLeaks(GatewayTestCase):
         # by a killed gateway; a keeper adopts it, writes, and stops it.
         ident = unique("va")
         gw = self.start("v", identity=ident)
+        # Its set-up went on beside the first command: let it end first.
+        gw.sh_ok("true")
         gw.proc.send_signal(signal.SIGKILL)
         gw.wait_exit(30)
         other = tempfile.mkdtemp(prefix="sg-e2e-vlstate2-")
@@ -341,6 +343,8 @@ class VercelLeaks(GatewayTestCase):
         # no snapshot, so a resume would be an empty VM.
         ident = unique("vn")
         gw = self.start("v", identity=ident)
+        # Its set-up went on beside the first command: let it end first.
+        gw.sh_ok("true")
         gw.proc.send_signal(signal.SIGKILL)
         gw.wait_exit(30)
         sid = self.fake.state()["runningSessions"][0]
@@ -384,8 +388,9 @@ class VercelLeaks(GatewayTestCase):
 
     # ---- cancel and EOF during initialize ----------------------------------------
 
-    def slow(self, method, path, ms):
-        self.fake.fault({"method": method, "path": path, "action": "delay", "delayMs": ms})
+    def slow(self, method, path, ms, count=1):
+        self.fake.fault({"method": method, "path": path, "action": "delay", "delayMs": ms,
+                         "count": count})
 
     def interrupt_init(self, how, words, profile="v", budget_ms=15000, **binding):
         """Start initialize, wait for words on stderr, then cancel or EOF."""
@@ -427,7 +432,8 @@ class VercelLeaks(GatewayTestCase):
                 with self.subTest(how=how, step=path):
                     self.fake.admin("POST", "/__fake/reset")
                     shutil.rmtree(os.path.join(self.state, "registry"), True)
-                    self.slow(method, path, 2500)
+                    # Every command slow, the first one among them.
+                    self.slow(method, path, 2500, 10 if path == "/cmd$" else 1)
                     if words:
                         rc, err = self.interrupt_init(how, words)
                     else:
