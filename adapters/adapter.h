@@ -82,6 +82,7 @@
 #include "base/buf.h"
 #include "base/cancel.h"
 #include "base/err.h"
+#include "core/exec.h"
 
 /* ---- Profiles: the configuration an adapter is given ------------------ */
 
@@ -347,29 +348,6 @@ struct sg_exec {
 	enum sg_confine confine;  /* adapters may add their own layer for it */
 	unsigned flags;           /* SG_EXEC_* */
 };
-
-struct sg_exec_result {
-	int exit_code;      /* -1 when killed by a signal */
-	int signal;         /* the signal number, or 0 */
-	bool timed_out;     /* killed because timeout_ms passed */
-	bool stalled;       /* killed because stdout was silent (sg_child.idle_ms) */
-	bool truncated;     /* out was clipped at max_output */
-	int64_t duration_ms;
-	struct sg_buf out;  /* stdout (and stderr with SG_EXEC_MERGE): its head */
-	struct sg_buf err;  /* stderr, clipped to SG_HELPER_STDERR */
-	/*
-	 * Set by the caller after init: keep the newest max_output/2 bytes
-	 * too, so a long log's last lines survive (bash, git).  Then,
-	 * when truncated, `tail` holds them in order, `total` counts every
-	 * byte of output and `lines` every newline in it.  Adapters fill
-	 * these through sg_exec_capture() or set them themselves.
-	 */
-	bool keep_tail;
-	struct sg_buf tail;
-	uint64_t total, lines;
-	size_t ring_pos;    /* sg_exec_capture's write position in tail */
-};
-
 
 /* What teardown() should do with the environment. */
 enum sg_fate {

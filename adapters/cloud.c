@@ -2,7 +2,7 @@
  * cloud.c - the cloud adapters' shared pieces (cloud.h).
  */
 #define _GNU_SOURCE /* asprintf, getentropy */
-#include "cloud.h"
+#include "adapters/cloud.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,8 +12,8 @@
 #include "base/cancel.h"
 #include "base/hex.h"
 #include "base/utf8.h"
-#include "digest.h"
-#include "install.h"
+#include "core/digest.h"
+#include "adapters/install.h"
 
 
 sg_err sg_cloud_urlenc(struct sg_buf *b, const char *s)

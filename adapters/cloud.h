@@ -22,8 +22,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "adapter.h"
-#include "cloudkit.h"
+#include "adapters/adapter.h"
+#include "adapters/cloudkit.h"
 #include "base/buf.h"
 #include "base/strv.h"
 

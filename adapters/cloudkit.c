@@ -3,7 +3,7 @@
  * adapters (cloudkit.h).
  */
 #define _GNU_SOURCE /* asprintf, getentropy */
-#include "cloudkit.h"
+#include "adapters/cloudkit.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -16,7 +16,7 @@
 
 #include "base/hex.h"
 #include "base/cancel.h"
-#include "digest.h"
+#include "core/digest.h"
 
 void sg_cloud_random_hex(char *out, size_t n)
 {

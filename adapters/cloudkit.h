@@ -21,7 +21,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "adapter.h"
+#include "adapters/adapter.h"
 
 /* Tag (label) keys.  managed-by is what listings and reapers filter on. */
 #define SG_CLOUD_TAG_MANAGED "managed-by"

@@ -4,7 +4,7 @@
  * of every release() that frees the struct sg_env fields provision() sets.
  */
 #define _GNU_SOURCE /* asprintf */
-#include "adapter.h"
+#include "adapters/adapter.h"
 
 #include <stdio.h>
 #include <stdlib.h>

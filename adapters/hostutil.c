@@ -2,7 +2,7 @@
  * hostutil.c - see hostutil.h.
  */
 #define _GNU_SOURCE /* asprintf, renameat2 */
-#include "hostutil.h"
+#include "adapters/hostutil.h"
 
 #include <dirent.h>
 #include <errno.h>

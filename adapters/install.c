@@ -2,7 +2,7 @@
  * install.c - sg-helper into an environment, once per version (install.h).
  */
 #define _GNU_SOURCE /* asprintf */
-#include "install.h"
+#include "adapters/install.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -14,8 +14,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "adapters/digest.h"
-#include "adapters/leg.h"
+#include "core/digest.h"
+#include "core/leg.h"
 #include "base/limits.h"
 #include "base/log.h"
 

@@ -23,7 +23,7 @@
 
 #include <stdint.h>
 
-#include "adapter.h"
+#include "adapters/adapter.h"
 
 /*
  * Shell text: the sha256 line of file f ("<hex>  f", or "<hex> *f"), for

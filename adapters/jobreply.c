@@ -3,7 +3,7 @@
  * every adapter that supervises remote commands with it (jobreply.h).
  */
 #define _GNU_SOURCE /* memmem, getentropy */
-#include "jobreply.h"
+#include "adapters/jobreply.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -12,11 +12,11 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "adapter.h"
+#include "adapters/adapter.h"
 #include "base/cancel.h"
 #include "base/limits.h"
 #include "base/utf8.h"
-#include "shquote.h"
+#include "core/shquote.h"
 
 /* Append one more quoted word to w. */
 static sg_err job_word(struct sg_buf *w, const char *word)

@@ -14,7 +14,7 @@
  * contract's rules: a unique name, the mandatory methods and field table,
  * and capability bits that match the optional methods present.
  */
-#include "adapter.h"
+#include "adapters/adapter.h"
 
 #include <assert.h>
 #include <stdlib.h>

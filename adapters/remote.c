@@ -4,7 +4,7 @@
  * and the paging and owner check of an operator's list and destroy.
  */
 #define _GNU_SOURCE /* asprintf */
-#include "remote.h"
+#include "adapters/remote.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -13,10 +13,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cloud.h"
-#include "exec.h"
-#include "http.h"
-#include "shquote.h"
+#include "adapters/cloud.h"
+#include "core/exec.h"
+#include "core/http.h"
+#include "core/shquote.h"
 #include "base/crash.h"
 #include "base/limits.h"
 #include "base/log.h"

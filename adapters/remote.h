@@ -34,10 +34,10 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 
-#include "adapter.h"
-#include "install.h"
-#include "jobreply.h"
-#include "leg.h"
+#include "adapters/adapter.h"
+#include "adapters/install.h"
+#include "adapters/jobreply.h"
+#include "core/leg.h"
 #include "base/buf.h"
 
 struct sg_remote;

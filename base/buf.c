@@ -1,4 +1,4 @@
-#include "buf.h"
+#include "base/buf.h"
 
 #include <assert.h>
 #include <stdint.h>

@@ -1,5 +1,5 @@
 #define _GNU_SOURCE
-#include "cancel.h"
+#include "base/cancel.h"
 
 #include <errno.h>
 #include <poll.h>

@@ -14,7 +14,7 @@
 #include <stdint.h>
 #include <time.h>
 
-#include "err.h"
+#include "base/err.h"
 
 struct sg_cancel {
 	atomic_int why; /* SG_OK until fired, then SG_E_CANCELLED or another code */

@@ -1,4 +1,4 @@
-#include "crash.h"
+#include "base/crash.h"
 
 #include <signal.h>
 #include <stdlib.h>

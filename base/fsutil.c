@@ -1,5 +1,5 @@
 #define _GNU_SOURCE /* SYS_close_range */
-#include "fsutil.h"
+#include "base/fsutil.h"
 
 #include <errno.h>
 #include <stdbool.h>
@@ -9,7 +9,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "limits.h"
+#include "base/limits.h"
 
 int sg_mkdir_p(const char *path, mode_t mode)
 {

@@ -9,7 +9,7 @@
 #include <stddef.h>
 #include <sys/types.h>
 
-#include "buf.h"
+#include "base/buf.h"
 
 /*
  * mkdir -p: create path and its missing parents.  Parents are made 0700

@@ -1,4 +1,4 @@
-#include "gitattr.h"
+#include "base/gitattr.h"
 
 #include <stdbool.h>
 #include <stddef.h>

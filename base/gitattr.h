@@ -5,7 +5,7 @@
  *
  * Both the structured git tool (gateway/tools/git.c) and the launcher
  * that bash's commands find first on their PATH (sg-helper git-wrap,
- * adapters/helper/gitwrap.c) add it, so the text lives here once.
+ * helper/gitwrap.c) add it, so the text lives here once.
  *
  * Invariant: a command line is rewritten only when it is a commit that is
  * not an amend and whose options are whole; anything else is left as it

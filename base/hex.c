@@ -1,4 +1,4 @@
-#include "hex.h"
+#include "base/hex.h"
 
 void sg_hex(const void *b, size_t n, char *out)
 {

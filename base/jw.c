@@ -1,10 +1,10 @@
-#include "jw.h"
+#include "base/jw.h"
 
 #include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
 
-#include "utf8.h"
+#include "base/utf8.h"
 
 /* Bytes that go out as they are: printable ASCII but the quote and backslash. */
 static bool jw_plain(unsigned char c)

@@ -14,7 +14,7 @@
 
 #include <stddef.h>
 
-#include "buf.h"
+#include "base/buf.h"
 
 /* Append s (n bytes) as a quoted JSON string. */
 sg_err sg_jw_str(struct sg_buf *b, const char *s, size_t n) SG_MUST_CHECK;

@@ -8,7 +8,7 @@
 #ifndef SG_LOG_H
 #define SG_LOG_H
 
-#include "err.h"
+#include "base/err.h"
 
 enum sg_log_level { SG_LOG_ERROR, SG_LOG_WARN, SG_LOG_INFO, SG_LOG_DEBUG };
 

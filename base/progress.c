@@ -1,5 +1,5 @@
 /* progress.c - long provider waits on stderr (progress.h). */
-#include "progress.h"
+#include "base/progress.h"
 
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -9,7 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "cancel.h"
+#include "base/cancel.h"
 
 enum mode { MODE_UNSET, MODE_OFF, MODE_LINE, MODE_LOG, MODE_JSON };
 

@@ -22,7 +22,7 @@
 #ifndef SG_PROGRESS_H
 #define SG_PROGRESS_H
 
-#include "err.h"
+#include "base/err.h"
 
 /* Open `step` ("create", "ready", "helper", "connect") on this thread. */
 void sg_progress_begin(const char *step, const char *fmt, ...) SG_PRINTF(2, 3);

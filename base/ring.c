@@ -1,6 +1,6 @@
-#include "ring.h"
+#include "base/ring.h"
 
-#include "limits.h"
+#include "base/limits.h"
 
 uint64_t sg_ring_oldest(uint64_t total, uint64_t retain)
 {

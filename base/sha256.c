@@ -6,12 +6,12 @@
  * (about five times the plain code's speed), chosen once at run time;
  * everywhere else, and on older processors, the plain code below runs.
  */
-#include "sha256.h"
+#include "base/sha256.h"
 
 #include <stdbool.h>
 #include <string.h>
 
-#include "hex.h"
+#include "base/hex.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <cpuid.h>

@@ -5,7 +5,7 @@
  * without OpenSSL, yet it must give the digests the host's tools give
  * (read_file's content_sha256, the workspace revision): this is the one
  * implementation it uses.  The gateway keeps using OpenSSL
- * (adapters/digest.h).
+ * (core/digest.h).
  *
  * Invariants: a context is a plain value, so it needs no release; nothing
  * here keeps global state, so every function is thread-safe.  Use the API,

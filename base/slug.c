@@ -1,4 +1,4 @@
-#include "slug.h"
+#include "base/slug.h"
 
 #include <stdint.h>
 #include <stdlib.h>

@@ -5,7 +5,7 @@
  * non-leading dots are kept, every other byte becomes %XX, so two
  * identities never share a directory and "a/b" cannot climb one.  A slug
  * cut short by sg_slug_n() is no longer injective on its own: callers add
- * a digest of the whole (adapters/digest.h, sg_slug_digest()).
+ * a digest of the whole (core/digest.h, sg_slug_digest()).
  */
 #ifndef SG_SLUG_H
 #define SG_SLUG_H

@@ -1,4 +1,4 @@
-#include "strv.h"
+#include "base/strv.h"
 
 #include <stdarg.h>
 #include <stdio.h>

@@ -9,7 +9,7 @@
 
 #include <stddef.h>
 
-#include "err.h"
+#include "base/err.h"
 
 struct sg_strv {
 	char **v;

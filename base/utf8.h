@@ -11,7 +11,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "buf.h"
+#include "base/buf.h"
 
 /*
  * Length of the valid sequence at s (1..4), or 0 if the bytes at s do not

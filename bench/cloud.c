@@ -4,7 +4,7 @@
  * per call (C2), sandgate's own share of a call (C3), tasks per call in the
  * sandbox (C4), and time to ready (C6).
  */
-#include "sgbench.h"
+#include "bench/sgbench.h"
 
 /*
  * One log entry in the shapes the fakes write: daytona's and vercel's

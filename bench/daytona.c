@@ -3,7 +3,7 @@
  * download of 1 MiB beside the official SDK's numbers (D1-D3), and the
  * provider requests per call, given to calls by their time windows (D5).
  */
-#include "sgbench.h"
+#include "bench/sgbench.h"
 
 /*
  * The daytona set counts requests in the fake's log, so the profile must

@@ -2,7 +2,7 @@
  * fake.c - the fakes' request logs, read over one HTTP/1.0 GET each
  * from 127.0.0.1 (nothing here reaches any other address).
  */
-#include "sgbench.h"
+#include "bench/sgbench.h"
 
 /*
  * GET `target` from the fake on 127.0.0.1:port; the JSON body (new).  One

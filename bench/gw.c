@@ -4,7 +4,7 @@
  * (process events read meanwhile are counted and dropped), and the tool
  * calls every set makes.
  */
-#include "sgbench.h"
+#include "bench/sgbench.h"
 
 /*
  * Start `sandgate serve` on the profile o names, its stderr into

@@ -4,7 +4,7 @@
  * wake-up (wake), and the export of a large file with the gateway's RSS
  * sampled during it (export; the ssh set reuses export_measure).
  */
-#include "sgbench.h"
+#include "bench/sgbench.h"
 
 struct sampler {
 	pid_t pid;

@@ -3,7 +3,7 @@
  * started and initialized once, the sets that fit its backend run on it,
  * then the report.  sgbench.h says what each set measures.
  */
-#include "sgbench.h"
+#include "bench/sgbench.h"
 
 /* The backend the profile o names, from the config file (new), or NULL. */
 static char *profile_backend(const struct opts *o)

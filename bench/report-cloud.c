@@ -2,7 +2,7 @@
  * report-cloud.c - the daytona and cloud sets' rows and details, each
  * beside the official SDK's numbers when --sdk-json gave them.
  */
-#include "sgbench.h"
+#include "bench/sgbench.h"
 
 /* A number of the SDK's results (ops.<op>.<field>), or -1. */
 static double sdk_num(const json_t *sdk, const char *op, const char *field)

@@ -2,7 +2,7 @@
  * report-json.c - the results as JSON (--json), the numbers the tables
  * are made of.
  */
-#include "sgbench.h"
+#include "bench/sgbench.h"
 
 static json_t *dtn_json(const struct dtn_result *r)
 {

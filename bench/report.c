@@ -2,7 +2,7 @@
  * report.c - the Markdown table and the details below it: the local
  * and ssh sets' rows here, the daytona and cloud sets' in report-cloud.c.
  */
-#include "sgbench.h"
+#include "bench/sgbench.h"
 
 double mbps(size_t bytes, double s)
 {

@@ -4,7 +4,7 @@
  * host (S3), and the ssh client runs per tool call, counted by a second
  * gateway whose PATH starts with a counting client (S4).
  */
-#include "sgbench.h"
+#include "bench/sgbench.h"
 
 /* The first executable `name` on PATH (new), or NULL. */
 static char *find_on_path(const char *name)

@@ -3,7 +3,7 @@
  * shares: dying with a message (the state directory named, so its logs can
  * be read), formatting, writing whole buffers, the gateway's /proc status.
  */
-#include "sgbench.h"
+#include "bench/sgbench.h"
 
 #include <stdarg.h>
 

@@ -7,7 +7,7 @@
  * what is timed; the SDK's side is bench/cloud-sdk-bench.mjs's and
  * bench/daytona-sdk-bench.mjs's `ttfr`.
  */
-#include "sgbench.h"
+#include "bench/sgbench.h"
 
 /*
  * Session i: spawn, initialize, bash "true", stop.  The clock starts right

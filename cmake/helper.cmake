@@ -24,12 +24,12 @@ endif()
 
 if(SG_MUSL_GCC)
   file(GLOB SG_HELPER_MUSL_SOURCES CONFIGURE_DEPENDS
-    ${CMAKE_SOURCE_DIR}/adapters/helper/*.c
-    ${CMAKE_SOURCE_DIR}/adapters/path.c
+    ${CMAKE_SOURCE_DIR}/helper/*.c
+    ${CMAKE_SOURCE_DIR}/core/path.c
     ${CMAKE_SOURCE_DIR}/base/*.c)
   file(GLOB SG_HELPER_MUSL_HEADERS CONFIGURE_DEPENDS
-    ${CMAKE_SOURCE_DIR}/adapters/helper/*.h
-    ${CMAKE_SOURCE_DIR}/adapters/path.h
+    ${CMAKE_SOURCE_DIR}/helper/*.h
+    ${CMAKE_SOURCE_DIR}/core/path.h
     ${CMAKE_SOURCE_DIR}/adapters/jobreply.h
     ${CMAKE_SOURCE_DIR}/base/*.h)
 
@@ -62,7 +62,7 @@ if(SG_MUSL_GCC)
 else()
   message(STATUS "musl-gcc not found: sg-helper is built with the system "
     "compiler and is NOT static (install musl-tools for the static helper)")
-  add_executable(sg-helper adapters/helper/main.c)
+  add_executable(sg-helper helper/main.c)
   target_link_libraries(sg-helper PRIVATE sg_helperlib)
   sg_warnings(sg-helper)
   set_target_properties(sg-helper PROPERTIES

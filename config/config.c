@@ -18,7 +18,7 @@
  * several threads may build profiles from one config at once.
  */
 #define _DEFAULT_SOURCE /* realpath */
-#include "config.h"
+#include "config/config.h"
 
 #include <arpa/inet.h>
 #include <errno.h>

@@ -21,7 +21,7 @@
 
 #include <jansson.h>
 
-#include "../adapters/adapter.h"
+#include "adapters/adapter.h"
 
 struct sg_config;
 

@@ -9,14 +9,14 @@
  * names sandgate, so Daytona's side can tell our traffic from the SDK's.
  */
 #define _GNU_SOURCE /* asprintf */
-#include "api.h"
+#include "daytona/api.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-#include "../adapters/json.h"
+#include "core/json.h"
 #include "base/limits.h"
 #include "sg_config.h"
 

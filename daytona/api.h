@@ -1,6 +1,6 @@
 /*
  * api.h - the daytona adapter's client for Daytona's control plane and
- * toolbox: credentials, JSON calls over adapters/http.h, and sentences
+ * toolbox: credentials, JSON calls over core/http.h, and sentences
  * for the failures the provider reports.
  *
  * Invariants:
@@ -28,9 +28,9 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "../adapters/adapter.h"
-#include "../adapters/cloud.h"
-#include "../adapters/http.h"
+#include "adapters/adapter.h"
+#include "adapters/cloud.h"
+#include "core/http.h"
 #include "base/strv.h"
 
 /* The variables Daytona's own tools read (cloud-apis.md 1.1). */

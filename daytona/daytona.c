@@ -1,6 +1,6 @@
 /*
  * daytona.c - the daytona backend: environments in Daytona sandboxes,
- * over Daytona's HTTP APIs (libcurl through adapters/http.h, jansson).
+ * over Daytona's HTTP APIs (libcurl through core/http.h, jansson).
  *
  * Provisioning.  One sandbox per identity, named deterministically from
  * it ("sg-<readable part>-<sha256 prefix>"), labelled managed-by=sandgate
@@ -41,7 +41,7 @@
  * command is the short line `eval "exec $SG_X"`, with SG_X (in the
  * request's `envs`) holding sg-helper's `job` command line, quoted (bash
  * reads a script on stdin one byte per read(2), about 0.7 s per MiB;
- * variables cost nothing).  `sg-helper job` (adapters/helper/job.c)
+ * variables cost nothing).  `sg-helper job` (helper/job.c)
  * creates run/<token>.s exclusively (the "start once" guard), writes
  * stdin beside it, and forks a runner in a session of its own that runs
  * the command with exactly the given environment, stdout and stderr to
@@ -90,7 +90,7 @@
  * refuses, naming what is missing.
  */
 #define _GNU_SOURCE /* asprintf, getentropy, pthread with a POSIX profile */
-#include "../adapters/adapter.h"
+#include "adapters/adapter.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -104,16 +104,16 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../adapters/cloud.h"
-#include "../adapters/cloudkit.h"
-#include "../adapters/digest.h"
-#include "../adapters/exec.h"
-#include "../adapters/http.h"
-#include "../adapters/install.h"
-#include "../adapters/jobreply.h"
-#include "../adapters/leg.h"
-#include "../adapters/remote.h"
-#include "../adapters/shquote.h"
+#include "adapters/cloud.h"
+#include "adapters/cloudkit.h"
+#include "core/digest.h"
+#include "core/exec.h"
+#include "core/http.h"
+#include "adapters/install.h"
+#include "adapters/jobreply.h"
+#include "core/leg.h"
+#include "adapters/remote.h"
+#include "core/shquote.h"
 #include "base/crash.h"
 #include "base/hex.h"
 #include "base/limits.h"
@@ -121,8 +121,8 @@
 #include "base/progress.h"
 #include "base/strv.h"
 #include "base/utf8.h"
-#include "api.h"
-#include "events.h"
+#include "daytona/api.h"
+#include "daytona/events.h"
 
 /* Naming bounds; the waits and sizes are in base/limits.h. */
 #define DTN_GARBAGE_BATCH 16 /* finished execs whose files one rm removes */

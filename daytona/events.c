@@ -8,7 +8,7 @@
  * is answered with PONG "3".
  */
 #define _GNU_SOURCE
-#include "events.h"
+#include "daytona/events.h"
 
 #include <libwebsockets.h>
 #include <pthread.h>
@@ -18,7 +18,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "api.h"
+#include "daytona/api.h"
 #include "base/buf.h"
 #include "base/limits.h"
 

@@ -1,5 +1,5 @@
 /* args.c - typed reads of request data, with invalid_argument sentences. */
-#include "session.h"
+#include "gateway/session.h"
 
 #include <string.h>
 

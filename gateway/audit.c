@@ -1,7 +1,7 @@
 /*
  * audit.c - the audit log (audit.h).
  */
-#include "audit.h"
+#include "gateway/audit.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -10,7 +10,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "session.h"
+#include "gateway/session.h"
 
 struct sg_audit {
 	FILE *f;

@@ -1,6 +1,6 @@
 /* budget.c - what a shutdown costs (budget.h). */
 #define _GNU_SOURCE /* asprintf */
-#include "budget.h"
+#include "gateway/budget.h"
 
 #include <errno.h>
 #include <fcntl.h>

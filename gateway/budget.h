@@ -30,7 +30,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "../adapters/adapter.h"
+#include "adapters/adapter.h"
 
 /* The operations whose durations are measured. */
 enum sg_budget_op {

@@ -4,7 +4,7 @@
  * shutdown is worked out from the config alone, down the chain.
  */
 #define _GNU_SOURCE /* realpath */
-#include "check.h"
+#include "gateway/check.h"
 
 #include <limits.h>
 #include <stdint.h>
@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "base/limits.h"
-#include "budget.h"
+#include "gateway/budget.h"
 
 /* The requirements serve's select judges (meets() in select.c). */
 static const char *const requirements[] = { "isolation", "network_isolated",

@@ -9,7 +9,7 @@
 #ifndef SG_CHECK_H
 #define SG_CHECK_H
 
-#include "../config/config.h"
+#include "config/config.h"
 
 /*
  * Profile `name` (NULL: the config's default) exists, its fields pass the

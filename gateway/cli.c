@@ -3,7 +3,7 @@
  * --help and the man page.
  */
 #define _GNU_SOURCE /* getopt_long */
-#include "cli.h"
+#include "gateway/cli.h"
 
 #include <getopt.h>
 #include <stdarg.h>
@@ -11,9 +11,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../adapters/adapter.h"
+#include "adapters/adapter.h"
 #include "base/limits.h"
-#include "wire.h"
+#include "gateway/wire.h"
 
 /* ---- the tables ---- */
 

@@ -38,9 +38,9 @@
 
 #include "base/buf.h"
 #include "base/cancel.h"
-#include "code.h"
-#include "session.h"
-#include "wire.h"
+#include "gateway/code.h"
+#include "gateway/session.h"
+#include "gateway/wire.h"
 
 /* The host's limits (protocol section 7), each named once. */
 #define CODE_PENDING_MAX 128

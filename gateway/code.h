@@ -3,7 +3,7 @@
  * (protocol section 7).
  *
  * Invariants:
- * - The program runs in sg-jsrun (adapters/jsrun/), one process per
+ * - The program runs in sg-jsrun (jsrun/), one process per
  *   program beside the gateway, never inside the environment; the gateway
  *   owns its time: a cancel or the deadline kills it.
  * - Every tools.x(...) the program makes is a `tool` frame to the host

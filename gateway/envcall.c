@@ -7,7 +7,7 @@
  * once against sg_envcall().
  */
 #define _GNU_SOURCE /* O_PATH */
-#include "session.h"
+#include "gateway/session.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -18,9 +18,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../adapters/exec.h"
-#include "../adapters/helper/helper.h"
-#include "../adapters/json.h"
+#include "core/exec.h"
+#include "helper/helper.h"
+#include "core/json.h"
 #include "base/limits.h"
 #include "base/log.h"
 

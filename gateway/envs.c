@@ -16,20 +16,20 @@
  * statuses are cli.h's: 69 something could not be removed or listed (what
  * and why on stderr), 66 an ID named on the command line does not exist.
  */
-#include "envs.h"
+#include "gateway/envs.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-#include "../adapters/adapter.h"
+#include "adapters/adapter.h"
 #include "base/cancel.h"
 #include "base/limits.h"
-#include "budget.h"
-#include "cli.h"
-#include "registry.h"
-#include "wire.h"
+#include "gateway/budget.h"
+#include "gateway/cli.h"
+#include "gateway/registry.h"
+#include "gateway/wire.h"
 
 /* One environment in the merged view (a JSON object):
  *   id, backend, profile, identity, state, created, expires, persistent,

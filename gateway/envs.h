@@ -12,7 +12,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "../config/config.h"
+#include "config/config.h"
 #include "base/cancel.h"
 
 /*

@@ -18,7 +18,7 @@
  * descriptor for each.
  */
 #define _GNU_SOURCE /* O_NOFOLLOW, O_PATH are Linux/GNU under strict POSIX */
-#include "session.h"
+#include "gateway/session.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -30,8 +30,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../adapters/exec.h"
-#include "../adapters/path.h"
+#include "core/exec.h"
+#include "core/path.h"
 #include "base/hex.h"
 #include "base/limits.h"
 #include "base/log.h"

@@ -11,7 +11,7 @@
  * equal it.
  */
 #define _GNU_SOURCE /* asprintf */
-#include "initialize.h"
+#include "gateway/initialize.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,8 +22,8 @@
 #include "base/crash.h"
 #include "base/limits.h"
 #include "base/log.h"
-#include "adapters/path.h"
-#include "registry.h"
+#include "core/path.h"
+#include "gateway/registry.h"
 
 /* The protocol versions sandgate speaks (protocol section 2). */
 #define VERSION_MIN 3

@@ -12,7 +12,7 @@
 
 #include <stdbool.h>
 
-#include "session.h"
+#include "gateway/session.h"
 
 /* The initialize handler (protocol section 2); *out new. */
 sg_err sg_init_run(struct sg_op *op, json_t **out) SG_MUST_CHECK;

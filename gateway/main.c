@@ -19,19 +19,19 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../config/config.h"
+#include "config/config.h"
 #include "base/cancel.h"
 #include "base/fsutil.h"
 #include "base/limits.h"
 #include "base/log.h"
 #include "base/progress.h"
-#include "budget.h"
-#include "check.h"
-#include "cli.h"
-#include "envs.h"
-#include "reaper.h"
-#include "server.h"
-#include "wire.h"
+#include "gateway/budget.h"
+#include "gateway/check.h"
+#include "gateway/cli.h"
+#include "gateway/envs.h"
+#include "gateway/reaper.h"
+#include "gateway/server.h"
+#include "gateway/wire.h"
 #include "sg_config.h"
 
 /*

@@ -3,15 +3,15 @@
  * initialize (the profile's environment, or a select profile's first
  * fitting candidate, and the reply), and its callbacks.
  */
-#include "mode.h"
+#include "gateway/mode.h"
 
 #include <string.h>
 
 #include "base/log.h"
-#include "code.h"
-#include "initialize.h"
-#include "registry.h"
-#include "select.h"
+#include "gateway/code.h"
+#include "gateway/initialize.h"
+#include "gateway/registry.h"
+#include "gateway/select.h"
 
 static const struct sg_method methods[] = {
 	{ "initialize", sg_init_run, true },

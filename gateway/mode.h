@@ -12,7 +12,7 @@
 #ifndef SG_MODE_H
 #define SG_MODE_H
 
-#include "session.h"
+#include "gateway/session.h"
 
 extern const struct sg_mode sg_mode_builtin;
 

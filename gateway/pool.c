@@ -1,7 +1,7 @@
 /*
  * pool.c - requests in flight and the workers that run them (pool.h).
  */
-#include "pool.h"
+#include "gateway/pool.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -10,10 +10,10 @@
 
 #include <openssl/crypto.h>
 
-#include "../adapters/http.h"
-#include "audit.h"
+#include "core/http.h"
+#include "gateway/audit.h"
 #include "base/limits.h"
-#include "session.h"
+#include "gateway/session.h"
 
 /* A queued request: ops chain through `next` in the in-flight list, so the
  * queue has links of its own. */

@@ -20,7 +20,7 @@
  * watcher sees meanwhile is parked and sent by the after_sent hook, so
  * no event of a process precedes its start.
  */
-#include "session.h"
+#include "gateway/session.h"
 
 #include <openssl/rand.h>
 #include <stdio.h>

@@ -7,7 +7,7 @@
  * and removes the environment by its recorded id within its deadline.
  */
 #define _GNU_SOURCE /* pipe2, environ */
-#include "reaper.h"
+#include "gateway/reaper.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -22,9 +22,9 @@
 
 #include "base/fsutil.h"
 #include "base/log.h"
-#include "budget.h"
-#include "cli.h"
-#include "envs.h"
+#include "gateway/budget.h"
+#include "gateway/cli.h"
+#include "gateway/envs.h"
 
 /*
  * What the reaper writes on its stdout once it holds the claim, or when it

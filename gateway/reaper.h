@@ -32,8 +32,8 @@
 
 #include <stdint.h>
 
-#include "registry.h"
-#include "session.h"
+#include "gateway/registry.h"
+#include "gateway/session.h"
 
 /*
  * Allow reapers: this process is the sandgate program, which the reaper

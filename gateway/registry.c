@@ -2,7 +2,7 @@
  * registry.c - records of environments under <state>/registry/.
  */
 #define _GNU_SOURCE /* asprintf, O_CLOEXEC with dirfd helpers */
-#include "registry.h"
+#include "gateway/registry.h"
 
 #include <dirent.h>
 #include <errno.h>

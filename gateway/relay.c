@@ -10,7 +10,7 @@
  * wire's queue, which never blocks.
  */
 #define _GNU_SOURCE /* pipe2, dup3 */
-#include "relay.h"
+#include "gateway/relay.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -25,17 +25,17 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../adapters/json.h"
+#include "core/json.h"
 #include "base/buf.h"
 #include "base/fsutil.h"
 #include "base/limits.h"
 #include "base/log.h"
 #include "base/strv.h"
-#include "check.h"
-#include "mode.h"
-#include "pool.h"
-#include "registry.h"
-#include "wire.h"
+#include "gateway/check.h"
+#include "gateway/mode.h"
+#include "gateway/pool.h"
+#include "gateway/registry.h"
+#include "gateway/wire.h"
 
 /* A relayed request waiting for its terminal reply. */
 struct call {

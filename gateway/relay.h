@@ -48,7 +48,7 @@
 #ifndef SG_RELAY_H
 #define SG_RELAY_H
 
-#include "session.h"
+#include "gateway/session.h"
 
 extern const struct sg_mode sg_mode_relay;
 

@@ -7,7 +7,7 @@
  * skipped is removed (or let go, when resumed or shared) before the next
  * one is tried, and the reason it was skipped is reported.
  */
-#include "select.h"
+#include "gateway/select.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,8 +15,8 @@
 
 #include "base/limits.h"
 #include "base/log.h"
-#include "initialize.h"
-#include "registry.h"
+#include "gateway/initialize.h"
+#include "gateway/registry.h"
 
 /* "3.11.2" >= "3.10"?  Dotted numbers, missing parts are 0. */
 static bool version_at_least(const char *have, const char *want)

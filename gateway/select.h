@@ -12,7 +12,7 @@
 
 #include <stdbool.h>
 
-#include "session.h"
+#include "gateway/session.h"
 
 /*
  * Bring up the candidates (the select profile's `candidates` array,

@@ -15,7 +15,7 @@
  * the audit log audit.c's.
  */
 #define _GNU_SOURCE /* F_SETPIPE_SZ */
-#include "server.h"
+#include "gateway/server.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -28,17 +28,17 @@
 
 #include <openssl/crypto.h>
 
-#include "audit.h"
+#include "gateway/audit.h"
 #include "base/limits.h"
 #include "base/log.h"
-#include "cli.h"
-#include "initialize.h"
-#include "mode.h"
-#include "pool.h"
-#include "relay.h"
-#include "session.h"
-#include "shutdown.h"
-#include "wire.h"
+#include "gateway/cli.h"
+#include "gateway/initialize.h"
+#include "gateway/mode.h"
+#include "gateway/pool.h"
+#include "gateway/relay.h"
+#include "gateway/session.h"
+#include "gateway/shutdown.h"
+#include "gateway/wire.h"
 
 struct server {
 	struct sg_session s;

@@ -17,7 +17,7 @@
 
 #include <jansson.h>
 
-#include "../config/config.h"
+#include "config/config.h"
 
 struct sg_server_opts {
 	const struct sg_config *cfg; /* borrowed */

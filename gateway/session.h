@@ -28,13 +28,13 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "../adapters/adapter.h"
-#include "../config/config.h"
+#include "adapters/adapter.h"
+#include "config/config.h"
 #include "base/buf.h"
 #include "base/cancel.h"
 #include "base/err.h"
 #include "base/strv.h"
-#include "wire.h"
+#include "gateway/wire.h"
 
 struct sg_callback;
 struct sg_exports;

@@ -24,7 +24,7 @@
  * (reaper.h) bounded by the whole budget, with the processes left to end
  * with their environment.
  */
-#include "shutdown.h"
+#include "gateway/shutdown.h"
 
 #include <pthread.h>
 #include <stdint.h>
@@ -35,11 +35,11 @@
 #include "base/crash.h"
 #include "base/limits.h"
 #include "base/log.h"
-#include "budget.h"
-#include "cli.h"
-#include "envs.h"
-#include "reaper.h"
-#include "registry.h"
+#include "gateway/budget.h"
+#include "gateway/cli.h"
+#include "gateway/envs.h"
+#include "gateway/reaper.h"
+#include "gateway/registry.h"
 
 /*
  * Keep a measured duration for the next plans: a step that finished, or

@@ -14,8 +14,8 @@
 
 #include <stdint.h>
 
-#include "pool.h"
-#include "session.h"
+#include "gateway/pool.h"
+#include "gateway/session.h"
 
 /*
  * Cancel and await the requests in flight, stop the session's processes,

@@ -1,5 +1,5 @@
 #define _GNU_SOURCE /* eventfd is Linux-only */
-#include "wire.h"
+#include "gateway/wire.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -13,7 +13,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-#include "../adapters/json.h"
+#include "core/json.h"
 #include "base/buf.h"
 #include "base/cancel.h"
 #include "base/limits.h"

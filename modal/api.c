@@ -1,7 +1,7 @@
 /*
  * api.c - Modal's control plane and command router (see api.h).
  */
-#include "api.h"
+#include "modal/api.h"
 
 #include <errno.h>
 #include <jansson.h>
@@ -12,7 +12,7 @@
 #include <strings.h>
 #include <time.h>
 
-#include "adapters/leg.h"
+#include "core/leg.h"
 #include "base/fsutil.h"
 #include "base/log.h"
 #include "base/limits.h"

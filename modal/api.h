@@ -1,7 +1,7 @@
 /*
  * api.h - the modal backend's client for Modal's control plane and command
  * router: credentials as Modal's own tools keep them, the auth token, and
- * the calls a sandbox's life needs, over adapters/grpc.h with the message
+ * the calls a sandbox's life needs, over core/grpc.h with the message
  * types generated from modal/modal.proto and modal/router.proto.
  *
  * Invariants:
@@ -31,7 +31,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "adapters/grpc.h"
+#include "core/grpc.h"
 #include "base/buf.h"
 #include "base/cancel.h"
 #include "base/err.h"

@@ -1,7 +1,7 @@
 /*
  * modal.c - the modal backend: environments in Modal sandboxes, over
  * Modal's gRPC control plane and each sandbox's command router (api.h,
- * on adapters/grpc.h).
+ * on core/grpc.h).
  *
  * Provisioning.  One sandbox per identity in the profile's app (`app`,
  * default "sandgate"), named from the identity (adapters/cloudkit.h) and
@@ -58,7 +58,7 @@
  * older snapshot, never resumed from it as if nothing was lost.
  */
 #define _GNU_SOURCE /* asprintf */
-#include "../adapters/adapter.h"
+#include "adapters/adapter.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -72,19 +72,19 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../adapters/cloudkit.h"
-#include "../adapters/digest.h"
-#include "../adapters/exec.h"
-#include "../adapters/install.h"
-#include "../adapters/jobreply.h"
-#include "../adapters/remote.h"
+#include "adapters/cloudkit.h"
+#include "core/digest.h"
+#include "core/exec.h"
+#include "adapters/install.h"
+#include "adapters/jobreply.h"
+#include "adapters/remote.h"
 #include "base/crash.h"
 #include "base/limits.h"
 #include "base/log.h"
 #include "base/progress.h"
 #include "base/strv.h"
 #include "base/utf8.h"
-#include "api.h"
+#include "modal/api.h"
 
 #define MDL_APP_DEFAULT "sandgate"
 #define MDL_IMAGE_DEFAULT "debian:12"

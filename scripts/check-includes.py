@@ -3,17 +3,21 @@
 
 A module is a header and the source file of the same name beside it
 (gateway/relay.h and gateway/relay.c); module A depends on B when a file of A
-has `#include "..."` naming a file of B.  A name resolves beside the including
-file first, then from the source root, as the compiler's -I does; one that
-resolves to neither (a system header, a generated one such as sg_config.h)
-is not ours and is skipped.  The rules:
+has `#include "..."` naming a file of B.  Every name of ours is written from
+the source root ("core/json.h", "gateway/session.h"), the one include style;
+a name that is not a file from the root (a system header, a generated one
+such as sg_config.h) is not ours and is skipped.  The rules:
 
   1. No circle: no module depends on itself through others.
   2. A backend (BACKENDS) never includes gateway/ or another backend.
-  3. The gateway includes gateway/, base/, config/, the adapter contract and
-     the toolkit (GATEWAY_MAY) only, but for the EXCEPTIONS named below.
-  4. Nothing under base/, config/ or adapters/ but a backend includes
-     gateway/ or a backend; base/ includes only base/.
+  3. The gateway includes gateway/, base/, core/, config/ and the adapter
+     contract only, but for the EXCEPTIONS named below.
+  4. The rooms below the gateway never include it, nor a backend: base/
+     includes only base/; core/ only base/ and core/; helper/ (a program
+     of its own) only base/, core/ and the job reply's format; config/ and
+     adapters/ nothing above them.
+  5. One style: an include of ours that names a file beside the including
+     one but not from the root ("wire.h" for "gateway/wire.h") is refused.
 
 Usage: check-includes.py [--root DIR]   (exit 1 with what breaks a rule)
        check-includes.py --self-test    (each rule fails on a tree made to break it;
@@ -24,25 +28,32 @@ import re
 import sys
 import tempfile
 
-FOLDERS = ("base", "config", "gateway", "adapters",
+FOLDERS = ("base", "core", "config", "gateway", "adapters", "helper",
            "ssh", "singularity", "daytona", "vercel", "modal")
 BACKENDS = ("ssh", "singularity", "daytona", "vercel", "modal", "adapters/local")
 
-# The adapter contract and the toolkit the gateway shares with the adapters.
-GATEWAY_MAY = {"adapters/adapter.h"} | {
-    "adapters/%s.h" % m for m in ("json", "http", "grpc", "exec", "path", "ndjson",
-                                  "targz", "digest", "shquote", "leg")}
+# The adapter contract; the toolkit (core/) is a room the gateway may use whole.
+GATEWAY_MAY = {"adapters/adapter.h"}
+
+# What each lower room may include besides itself.
+ROOM_MAY = {
+    "base": (),
+    "core": ("base",),
+    "helper": ("base", "core", "adapters/jobreply.h"),
+    "config": ("base", "core", "adapters"),
+    "adapters": ("base", "core", "config"),
+}
 
 # Includes that break rule 3 today, each with why; one that is gone must
 # leave this list too (a stale entry fails the check).
 EXCEPTIONS = {
-    ("gateway/envcall.c", "adapters/helper/helper.h"):
+    ("gateway/envcall.c", "helper/helper.h"):
         "the gateway runs sg-helper's steps in-process when the environment's"
         " files are on this host (sg_helper_run), instead of one exec each",
-    ("gateway/tools/tools.c", "adapters/helper/fs.h"):
+    ("gateway/tools/tools.c", "helper/fs.h"):
         "tool results are redacted with sg-helper's own secret patterns"
         " (sg_fs_redact), so both sides hide the same values",
-    ("gateway/tools/git.c", "adapters/helper/fs.h"):
+    ("gateway/tools/git.c", "helper/fs.h"):
         "git refuses to stage the paths sg-helper's file tools treat as secrets"
         " (sg_fs_sensitive): one list of them",
 }
@@ -50,7 +61,7 @@ EXCEPTIONS = {
 # A private header that is part of another module, not a module of its own.
 SAME_MODULE = {
     # sg-helper's command modules' entry points, which helper.c dispatches to.
-    "adapters/helper/internal": "adapters/helper/helper",
+    "helper/internal": "helper/helper",
 }
 
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
@@ -65,17 +76,19 @@ def sources(root):
 
 
 def includes(root, path):
-    """(line number, resolved path) of each of path's includes of our files."""
+    """(line number, resolved path, style problem) of path's includes of ours."""
     with open(os.path.join(root, path), errors="replace") as f:
         for no, line in enumerate(f, 1):
             m = INCLUDE.match(line)
             if not m:
                 continue
+            name = os.path.normpath(m.group(1))
+            if os.path.isfile(os.path.join(root, name)) and not m.group(1).startswith("."):
+                yield no, name, None
+                continue
             beside = os.path.normpath(os.path.join(os.path.dirname(path), m.group(1)))
-            for cand in (beside, os.path.normpath(m.group(1))):
-                if os.path.isfile(os.path.join(root, cand)):
-                    yield no, cand
-                    break
+            if os.path.isfile(os.path.join(root, beside)):
+                yield no, beside, "not written from the source root"
 
 
 def module(path):
@@ -98,12 +111,10 @@ def direction(src, dst):
         return None
     if a in BACKENDS and (b == "gateway" or b in BACKENDS):
         return "a backend includes %s" % ("the gateway" if b == "gateway" else "another backend")
-    if a == "gateway" and b not in ("base", "config") and dst not in GATEWAY_MAY:
+    if a == "gateway" and b not in ("base", "core", "config") and dst not in GATEWAY_MAY:
         return "the gateway includes more than the adapter contract and the toolkit"
-    if a in ("base", "config", "adapters") and (b == "gateway" or b in BACKENDS):
-        return "%s/ includes %s/" % (a, b)
-    if a == "base":
-        return "base/ includes %s/" % b
+    if a in ROOM_MAY and b not in ROOM_MAY[a] and dst not in ROOM_MAY[a]:
+        return "%s/ includes %s" % (a, b + "/" if b != dst else dst)
     return None
 
 
@@ -159,7 +170,9 @@ def check(root):
     graph, where, problems, used = {}, {}, [], set()
     for f in sources(root):
         graph.setdefault(module(f), set())
-        for no, dst in includes(root, f):
+        for no, dst, style in includes(root, f):
+            if style:
+                problems.append("%s:%d: %s (%s)" % (f, no, style, dst))
             a, b = module(f), module(dst)
             if a != b:
                 graph[a].add(b)
@@ -181,16 +194,21 @@ def check(root):
 def self_test():
     """Each rule must fail on a tree that breaks it, and pass on one that does not."""
     cases = {
-        "clean": {"gateway/a.c": '#include "b.h"', "gateway/b.h": "",
+        "clean": {"gateway/a.c": '#include "gateway/b.h"', "gateway/b.h": "",
                   "ssh/s.c": '#include "adapters/adapter.h"', "adapters/adapter.h": ""},
-        "circle": {"gateway/a.c": '#include "b.h"', "gateway/a.h": "",
-                   "gateway/b.c": '#include "a.h"', "gateway/b.h": ""},
-        "backend up": {"ssh/s.c": '#include "../gateway/g.h"', "gateway/g.h": ""},
+        "circle": {"gateway/a.c": '#include "gateway/b.h"', "gateway/a.h": "",
+                   "gateway/b.c": '#include "gateway/a.h"', "gateway/b.h": ""},
+        "style": {"gateway/a.c": '#include "b.h"', "gateway/b.h": ""},
+        "backend up": {"ssh/s.c": '#include "gateway/g.h"', "gateway/g.h": ""},
         "backend across": {"vercel/v.c": '#include "adapters/local/sandbox.h"',
                            "adapters/local/sandbox.h": ""},
-        "gateway down": {"gateway/g.c": '#include "../adapters/cloud.h"',
+        "gateway down": {"gateway/g.c": '#include "adapters/cloud.h"',
                          "adapters/cloud.h": ""},
-        "toolkit up": {"adapters/json.c": '#include "gateway/wire.h"', "gateway/wire.h": ""},
+        "toolkit up": {"core/json.c": '#include "gateway/wire.h"', "gateway/wire.h": ""},
+        "core on adapters": {"core/exec.h": '#include "adapters/adapter.h"',
+                             "adapters/adapter.h": ""},
+        "helper on gateway": {"helper/fs.c": '#include "gateway/session.h"',
+                              "gateway/session.h": ""},
     }
     bad = []
     for name, files in cases.items():

@@ -10,7 +10,7 @@
  * build the SIF yourself.
  */
 #define _GNU_SOURCE /* asprintf */
-#include "registry.h"
+#include "singularity/registry.h"
 
 #include <ctype.h>
 #include <stdio.h>
@@ -20,8 +20,8 @@
 
 #include <jansson.h>
 
-#include "adapters/digest.h"
-#include "adapters/http.h"
+#include "core/digest.h"
+#include "core/http.h"
 #include "base/buf.h"
 #include "base/limits.h"
 

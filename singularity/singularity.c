@@ -31,8 +31,8 @@
  * pid namespace, so process steps go through exec (SG_CAP_PID_NS).
  */
 #define _GNU_SOURCE /* asprintf */
-#include "singularity.h"
-#include "registry.h"
+#include "singularity/singularity.h"
+#include "singularity/registry.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -46,8 +46,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "adapters/digest.h"
-#include "adapters/exec.h"
+#include "core/digest.h"
+#include "core/exec.h"
 #include "adapters/hostutil.h"
 #include "base/crash.h"
 #include "base/fsutil.h"

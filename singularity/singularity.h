@@ -20,7 +20,7 @@
 
 #include "adapters/adapter.h"
 #include "base/strv.h"
-#include "registry.h"
+#include "singularity/registry.h"
 
 enum sg_sing_flavour {
 	SG_SING_UNKNOWN = 0,

@@ -41,7 +41,7 @@
  *
  * One exec, one ssh session: `exec <sg-helper> job --tie --spec-stdin
  * --dir <run>/<token> --mark <random> [--bind files --bind-to root]
- * [--netns] [--cgroups ...]` (adapters/helper/job.c), the remote supervisor
+ * [--netns] [--cgroups ...]` (helper/job.c), the remote supervisor
  * the daytona backend uses too.  The command (its environment and argv, as
  * NUL-terminated words) travels on stdin ahead of its own stdin, so secrets
  * in forward_env never sit on a command line on the host.  The job makes
@@ -74,7 +74,7 @@
  * mkdir, and sha256sum (or shasum, or openssl) to verify sg-helper.
  */
 #define _GNU_SOURCE /* vasprintf, getentropy */
-#include "../adapters/adapter.h"
+#include "adapters/adapter.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -100,11 +100,11 @@
 #include "base/log.h"
 #include "base/progress.h"
 #include "base/strv.h"
-#include "../adapters/digest.h"
-#include "../adapters/exec.h"
-#include "../adapters/install.h"
-#include "../adapters/jobreply.h"
-#include "../adapters/shquote.h"
+#include "core/digest.h"
+#include "core/exec.h"
+#include "adapters/install.h"
+#include "adapters/jobreply.h"
+#include "core/shquote.h"
 
 /* The login credentials ssh reads from sandgate's environment. */
 #define SSH_ENV_AGENT "SSH_AUTH_SOCK"
@@ -1928,7 +1928,7 @@ static sg_err sshb_exec_lost(struct ssh_env *se, struct sg_exec_result *out,
 
 /*
  * One exec is one ssh session running `sg-helper job --tie --spec-stdin`
- * (adapters/helper/job.c): the job supervises the command on the host and
+ * (helper/job.c): the job supervises the command on the host and
  * prints its reply (adapters/jobreply.h) on stdout, so ssh's own exit
  * status and stderr speak only of the transport.
  */

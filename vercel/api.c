@@ -7,7 +7,7 @@
  * (GETs included), and ?teamId= on every path.
  */
 #define _GNU_SOURCE /* asprintf */
-#include "api.h"
+#include "vercel/api.h"
 
 #include <openssl/evp.h>
 #include <stdio.h>
@@ -15,8 +15,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "../adapters/cloud.h"
-#include "../adapters/json.h"
+#include "adapters/cloud.h"
+#include "core/json.h"
 #include "base/limits.h"
 #include "base/log.h"
 #include "sg_config.h"

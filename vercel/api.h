@@ -1,7 +1,7 @@
 /*
  * api.h - the vercel adapter's client for Vercel's Sandbox REST API:
  * credentials (an access token, or a Vercel OIDC token whose claims name
- * the team and the project), JSON calls on adapters/http.h with teamId on
+ * the team and the project), JSON calls on core/http.h with teamId on
  * every one, the provider's error words, and a count of requests made.
  *
  * Invariants:
@@ -27,10 +27,10 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "../adapters/adapter.h"
-#include "../adapters/cloud.h"
-#include "../adapters/http.h"
-#include "../adapters/ndjson.h"
+#include "adapters/adapter.h"
+#include "adapters/cloud.h"
+#include "core/http.h"
+#include "core/ndjson.h"
 #include "base/strv.h"
 
 /* The variables Vercel's own tools read. */

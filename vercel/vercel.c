@@ -53,7 +53,7 @@
  * remote.
  */
 #define _GNU_SOURCE /* asprintf, pthread with a POSIX profile */
-#include "../adapters/adapter.h"
+#include "adapters/adapter.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -65,18 +65,18 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../adapters/cloud.h"
-#include "../adapters/exec.h"
-#include "../adapters/install.h"
-#include "../adapters/jobreply.h"
-#include "../adapters/leg.h"
-#include "../adapters/remote.h"
-#include "../adapters/targz.h"
+#include "adapters/cloud.h"
+#include "core/exec.h"
+#include "adapters/install.h"
+#include "adapters/jobreply.h"
+#include "core/leg.h"
+#include "adapters/remote.h"
+#include "core/targz.h"
 #include "base/crash.h"
 #include "base/limits.h"
 #include "base/log.h"
 #include "base/progress.h"
-#include "api.h"
+#include "vercel/api.h"
 
 /*
  * The set-up answers for itself before its request's timeout, with room

@@ -11,7 +11,7 @@
  * cgroup of the session until it is empty.
  */
 #define _GNU_SOURCE /* asprintf */
-#include "cgroup.h"
+#include "adapters/local/cgroup.h"
 
 #include <ctype.h>
 #include <dirent.h>

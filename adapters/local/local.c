@@ -21,7 +21,7 @@
  * (and sg-helper steps that must observe the inside) go through exec().
  */
 #define _GNU_SOURCE /* asprintf, nftw's FTW_ACTIONRETVAL-free use, O_PATH */
-#include "../adapter.h"
+#include "adapters/adapter.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -42,13 +42,13 @@
 #include "base/log.h"
 #include "base/slug.h"
 #include "base/strv.h"
-#include "../digest.h"
-#include "../exec.h"
-#include "../hostutil.h"
-#include "../path.h"
-#include "../helper/helper.h"
-#include "cgroup.h"
-#include "sandbox.h"
+#include "core/digest.h"
+#include "core/exec.h"
+#include "adapters/hostutil.h"
+#include "core/path.h"
+#include "helper/helper.h"
+#include "adapters/local/cgroup.h"
+#include "adapters/local/sandbox.h"
 
 /*
  * The longest environment name (env_name): "local-" and it fit an id

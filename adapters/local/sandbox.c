@@ -11,7 +11,7 @@
  * no capability on the host, whatever the permission mode.
  */
 #define _GNU_SOURCE /* O_PATH, asprintf */
-#include "sandbox.h"
+#include "adapters/local/sandbox.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -29,9 +29,9 @@
 #include "base/fsutil.h"
 #include "base/limits.h"
 #include "base/log.h"
-#include "../digest.h"
-#include "../helper/helper.h"
-#include "../hostutil.h"
+#include "core/digest.h"
+#include "helper/helper.h"
+#include "adapters/hostutil.h"
 
 /*
  * How deep sg_sandbox_own follows a tree: each level holds a directory

@@ -16,7 +16,7 @@
  * directory, binding.environment and the operator's forward_env; in
  * standard and read_only mode it runs under Landlock, or not at all.
  */
-#include "tool.h"
+#include "gateway/tools/tool.h"
 
 #include <stdio.h>
 #include <string.h>

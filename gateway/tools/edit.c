@@ -10,7 +10,7 @@
  * comes back as a helper tool_error and leaves here as an error reply
  * whose text is the host's (sg_tool_fs).
  */
-#include "tool.h"
+#include "gateway/tools/tool.h"
 
 #include <stdio.h>
 #include <stdlib.h>

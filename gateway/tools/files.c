@@ -18,14 +18,14 @@
  * actor, permission mode and path, remembering the range and the digest.
  */
 #define _GNU_SOURCE /* strdup under strict POSIX */
-#include "tool.h"
+#include "gateway/tools/tool.h"
 
 #include <openssl/evp.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../adapters/json.h"
+#include "core/json.h"
 #include "base/jw.h"
 #include "base/limits.h"
 #include "base/utf8.h"

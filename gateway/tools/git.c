@@ -20,16 +20,16 @@
  *   relayed read_only call may run: the same checks, before the peer.
  */
 #define _GNU_SOURCE /* asprintf */
-#include "tool.h"
+#include "gateway/tools/tool.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
-#include "../../adapters/exec.h"
-#include "../../adapters/helper/fs.h"
-#include "../../adapters/json.h"
+#include "core/exec.h"
+#include "helper/fs.h"
+#include "core/json.h"
 #include "base/gitattr.h"
 #include "base/limits.h"
 #include "base/utf8.h"

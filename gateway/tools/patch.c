@@ -13,7 +13,7 @@
  * schema and result shape are the host's own (tool_apply_patch_fusion.go)
  * and are not reproduced here; the model can run the command with bash.
  */
-#include "tool.h"
+#include "gateway/tools/tool.h"
 
 #include <string.h>
 

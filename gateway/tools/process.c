@@ -7,7 +7,7 @@
  * and change the same records, with the same refusals and events; this
  * file only maps the model's arguments and shapes the host's views.
  */
-#include "tool.h"
+#include "gateway/tools/tool.h"
 
 #include <string.h>
 

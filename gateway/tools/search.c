@@ -17,7 +17,7 @@
  *   and left for the next page.
  */
 #define _GNU_SOURCE /* asprintf */
-#include "tool.h"
+#include "gateway/tools/tool.h"
 
 #include <inttypes.h>
 #include <stdio.h>

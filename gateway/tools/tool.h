@@ -24,7 +24,7 @@
 #include <jansson.h>
 #include <stdbool.h>
 
-#include "../session.h"
+#include "gateway/session.h"
 
 struct sg_exec_result;
 

@@ -9,16 +9,16 @@
  * shares: ToolResults, helper steps, commands.
  */
 #define _GNU_SOURCE /* vasprintf */
-#include "tool.h"
+#include "gateway/tools/tool.h"
 
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../adapters/exec.h"
-#include "../../adapters/helper/fs.h"
-#include "../../adapters/json.h"
+#include "core/exec.h"
+#include "helper/fs.h"
+#include "core/json.h"
 #include "base/limits.h"
 
 struct tool {

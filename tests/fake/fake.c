@@ -2,7 +2,7 @@
  * fake.c - the fake adapter (fake.h).
  */
 #define _GNU_SOURCE /* asprintf */
-#include "fake.h"
+#include "tests/fake/fake.h"
 
 #include <errno.h>
 #include <ftw.h>
@@ -12,7 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "adapters/exec.h"
+#include "core/exec.h"
 #include "base/fsutil.h"
 #include "base/slug.h"
 

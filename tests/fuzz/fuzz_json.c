@@ -2,14 +2,14 @@
  * fuzz_json.c - sg_json_parse against jansson's json_loadb under libFuzzer.
  *
  * The parser promises to accept exactly what json_loadb accepts and to
- * build equal values (adapters/json.h).  Any input where the two disagree,
+ * build equal values (core/json.h).  Any input where the two disagree,
  * under any of the four flag combinations, aborts.
  */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "adapters/json.h"
+#include "core/json.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -16,7 +16,7 @@
 #include <string.h>
 
 #include "adapters/cloud.h"
-#include "adapters/exec.h"
+#include "core/exec.h"
 #include "adapters/jobreply.h"
 #include "base/limits.h"
 

@@ -22,7 +22,7 @@
 #include "base/jw.h"
 #include "base/hex.h"
 #include "base/slug.h"
-#include "adapters/digest.h"
+#include "core/digest.h"
 #include "base/strv.h"
 #include "base/limits.h"
 #include "base/progress.h"

@@ -1,6 +1,6 @@
 /*
  * test_confine.c - Landlock confinement of commands
- * (adapters/helper/confine.c): what a confined process can and cannot
+ * (helper/confine.c): what a confined process can and cannot
  * write, and the `confine` command of the real sg-helper program.
  *
  * Confinement cannot be undone, so every confined attempt runs in a forked
@@ -27,8 +27,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "adapters/helper/internal.h"
-#include "adapters/helper/landlock.h"
+#include "helper/internal.h"
+#include "helper/landlock.h"
 
 /* What the confined child managed to do. */
 enum {

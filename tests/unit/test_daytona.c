@@ -33,8 +33,8 @@
 #include <unistd.h>
 
 #include "adapters/adapter.h"
-#include "adapters/exec.h"
-#include "adapters/http.h"
+#include "core/exec.h"
+#include "core/http.h"
 #include "base/cancel.h"
 
 extern const struct sg_adapter sg_adapter_daytona;

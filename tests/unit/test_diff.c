@@ -1,6 +1,6 @@
 /*
  * test_diff.c - sg-helper's line diff, digests and candidate search
- * (adapters/helper/diff.h): the host's DiffResult shape, its hunk
+ * (helper/diff.h): the host's DiffResult shape, its hunk
  * grouping (3 lines of context, changes closer than 6 lines in one hunk),
  * the summary form past a budget, and random edits whose hunks must
  * rebuild the new text from the old.
@@ -17,7 +17,7 @@
 #include <cmocka.h>
 #include <jansson.h>
 
-#include "adapters/helper/diff.h"
+#include "helper/diff.h"
 #include "base/limits.h"
 
 static json_t *diff(const char *a, const char *b, size_t budget)

@@ -1,5 +1,5 @@
 /*
- * test_exec.c - adapters/exec.c against sg-test-helper (SG_TEST_HELPER).
+ * test_exec.c - core/exec.c against sg-test-helper (SG_TEST_HELPER).
  *
  * The test process makes itself a child subreaper, so the grandchildren
  * and daemons the helper leaves behind are reparented here: "gone" can
@@ -26,7 +26,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "adapters/exec.h"
+#include "core/exec.h"
 #include "base/limits.h"
 
 static char helper[PATH_MAX];

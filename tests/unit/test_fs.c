@@ -26,8 +26,8 @@
 #include <cmocka.h>
 #include <jansson.h>
 
-#include "adapters/helper/fs.h"
-#include "adapters/helper/internal.h"
+#include "helper/fs.h"
+#include "helper/internal.h"
 #include "base/cancel.h"
 #include "base/limits.h"
 

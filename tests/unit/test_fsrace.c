@@ -47,7 +47,7 @@
 #include <cmocka.h>
 #include <jansson.h>
 
-#include "adapters/helper/internal.h"
+#include "helper/internal.h"
 #include "base/cancel.h"
 #include "base/limits.h"
 

@@ -1,5 +1,5 @@
 /*
- * test_grpc.c - adapters/grpc.c against real gRPC servers on 127.0.0.1.
+ * test_grpc.c - core/grpc.c against real gRPC servers on 127.0.0.1.
  *
  * The servers are tests/fakes/modal/grpc-probe.mjs: a @grpc/grpc-js server
  * (h2c and TLS with a certificate made at start-up) for the behaviour of a
@@ -28,7 +28,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "adapters/grpc.h"
+#include "core/grpc.h"
 
 static struct {
 	pid_t pid;

@@ -1,5 +1,5 @@
 /*
- * test_http.c - adapters/http.c against a tiny HTTP/1.1 server that runs
+ * test_http.c - core/http.c against a tiny HTTP/1.1 server that runs
  * inside this test, on 127.0.0.1 with a port the kernel picks.
  *
  * The server is one thread answering one connection at a time from a
@@ -41,7 +41,7 @@
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
 
-#include "adapters/http.h"
+#include "core/http.h"
 #include "sg_config.h"
 
 /* ---- The server --------------------------------------------------------- */

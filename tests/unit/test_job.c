@@ -1,5 +1,5 @@
 /*
- * test_job.c - `sg-helper job` (adapters/helper/job.c), end to end.
+ * test_job.c - `sg-helper job` (helper/job.c), end to end.
  *
  * The real program ($SG_HELPER; without it every test is skipped) runs
  * real commands (/bin/sh scripts, sleep, env, cat) with its files in a

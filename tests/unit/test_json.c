@@ -1,5 +1,5 @@
 /*
- * test_json.c - adapters/json.c against jansson 2.14's own json_loadb.
+ * test_json.c - core/json.c against jansson 2.14's own json_loadb.
  *
  * Every input goes through both parsers with every combination of the two
  * flags: both must accept or both reject, and accepted values must be
@@ -21,7 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "adapters/json.h"
+#include "core/json.h"
 #include "base/buf.h"
 #include "base/limits.h"
 

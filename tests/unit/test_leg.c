@@ -1,5 +1,5 @@
 /*
- * test_leg.c - work on a thread beside the caller's (adapters/leg.h): a
+ * test_leg.c - work on a thread beside the caller's (core/leg.h): a
  * leg is stopped only through its token and says it ended through its
  * descriptor; ending a leg waits for it, or stops it first.
  */
@@ -13,7 +13,7 @@
 #include <poll.h>
 #include <string.h>
 
-#include "adapters/leg.h"
+#include "core/leg.h"
 
 /* What a leg's run saw and did. */
 struct probe {

@@ -24,7 +24,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "adapters/http.h"
+#include "core/http.h"
 #include "base/limits.h"
 #include "modal/api.h"
 

@@ -25,7 +25,7 @@
 
 #include <cmocka.h>
 
-#include "adapters/path.h"
+#include "core/path.h"
 #include "base/limits.h"
 
 #define ROOT "/workspace"

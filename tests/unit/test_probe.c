@@ -1,5 +1,5 @@
 /*
- * test_probe.c - the environment probe (adapters/helper/probe.c): each
+ * test_probe.c - the environment probe (helper/probe.c): each
  * fact it reports is checked against an observation made here by other
  * means (the kernel, the tools themselves, a fresh network namespace, a
  * cgroup with limits).
@@ -27,8 +27,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "adapters/helper/internal.h"
-#include "adapters/helper/landlock.h"
+#include "helper/internal.h"
+#include "helper/landlock.h"
 
 /* The probe as `sandgate probe` asks it: the toolchains included. */
 static json_t *probe_json(void)

@@ -30,7 +30,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "adapters/helper/helper.h"
+#include "helper/helper.h"
 #include "base/cancel.h"
 #include "base/limits.h"
 

@@ -17,7 +17,7 @@
 #include <string.h>
 
 #include "adapters/cloudkit.h"
-#include "adapters/exec.h"
+#include "core/exec.h"
 #include "adapters/remote.h"
 
 #define FAKE_TRIPS 8  /* scripted trips of one exec at most */

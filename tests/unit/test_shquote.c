@@ -1,5 +1,5 @@
 /*
- * test_shquote.c - adapters/shquote.c: exact outputs, then round trips
+ * test_shquote.c - core/shquote.c: exact outputs, then round trips
  * through real shells (/bin/sh, and bash when installed) run with
  * sg_exec_run: every quoted word must come back byte for byte.
  */
@@ -14,8 +14,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "adapters/exec.h"
-#include "adapters/shquote.h"
+#include "core/exec.h"
+#include "core/shquote.h"
 #include "base/limits.h"
 
 static const char *const shell_env[] = { "PATH=/usr/bin:/bin", "LC_ALL=C",

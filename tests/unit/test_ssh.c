@@ -31,7 +31,7 @@
 #include <unistd.h>
 
 #include "adapters/adapter.h"
-#include "adapters/exec.h"
+#include "core/exec.h"
 #include "base/strv.h"
 
 extern const struct sg_adapter sg_adapter_ssh;

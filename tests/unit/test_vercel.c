@@ -21,8 +21,8 @@
 #include <zlib.h>
 
 #include "adapters/cloud.h"
-#include "adapters/ndjson.h"
-#include "adapters/targz.h"
+#include "core/ndjson.h"
+#include "core/targz.h"
 #include "base/limits.h"
 #include "vercel/api.h"
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// A gRPC probe server for adapters/grpc.c's unit test (tests/unit/test_grpc.c).
+// A gRPC probe server for core/grpc.c's unit test (tests/unit/test_grpc.c).
 //
 // Two servers on 127.0.0.1, ports picked by the kernel, printed on stdout once listening:
 //   GRPC <port>   a real gRPC server (@grpc/grpc-js), cleartext HTTP/2 (h2c), service probe.Probe;
