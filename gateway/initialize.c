@@ -200,6 +200,9 @@ json_t *sg_init_facts(json_t *probe, json_t *adapter)
 		json_object_set_new(f, "toolchains",
 				    merge_objects(json_object_get(probe, "toolchains"), NULL));
 	json_object_set(f, "landlock_abi", json_object_get(probe, "landlock_abi"));
+	/* Nothing was observed inside yet: the set-up runs beside the first command. */
+	if (json_is_true(json_object_get(probe, "deferred")))
+		json_object_set_new(f, "probe", json_string("deferred"));
 	/* What the adapter read on the host (its cgroup's limits) beats
 	 * what the probe could not see from inside. */
 	json_object_set_new(f, "observed",
@@ -411,9 +414,10 @@ static sg_err observe(struct sg_op *op, bool toolchains, json_t **probe)
 		 * The set-up is still under way beside the first command: a
 		 * probe now would add a round trip to every session's start,
 		 * for facts nothing in the host reads.  The reply then has
-		 * only what the adapter observed; `sandgate probe` has all.
+		 * only what the adapter observed, and says so (facts.probe
+		 * "deferred"); `sandgate probe` has all.
 		 */
-		*probe = json_object();
+		*probe = json_pack("{s:b}", "deferred", 1);
 		return *probe ? SG_OK : sg_err_set(&op->err, SG_E_INTERNAL, "out of memory");
 	}
 	if (!s->env->probe)
