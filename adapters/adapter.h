@@ -63,11 +63,13 @@
  * SG_CAP_HOST_FS and env->host_root; the gateway then runs the same helper
  * code in-process and skips the round trip.
  *
- * Writing a sixth adapter: see adapters/README.md.  In short, one folder
- * with one `const struct sg_adapter sg_adapter_<name>` (its `fields` table
- * included), its name added to SG_BACKENDS in the top CMakeLists.txt (the
- * registry is generated from that list), and the end-to-end suite run
- * against a profile for it (tests/e2e/README.md).
+ * Writing the next adapter: see adapters/README.md, whose walk-through
+ * builds a toy cloud backend on the remote driver (tests/fake/remote.c).
+ * In short, one folder with one `const struct sg_adapter
+ * sg_adapter_<name>` (its `fields` table included, with every variable of
+ * sandgate's environment it reads), its name added to SG_BACKENDS in the
+ * top CMakeLists.txt (the registry is generated from that list), and the
+ * end-to-end suite run against a profile for it (tests/e2e/README.md).
  */
 #ifndef SG_ADAPTER_H
 #define SG_ADAPTER_H
@@ -159,6 +161,13 @@ enum sg_field_type {
 	SG_FIELD_INT,         /* the backend's own: an integer in [min, max] */
 	SG_FIELD_ARRAY,       /* the backend's own: a JSON array */
 	SG_FIELD_OBJECT,      /* the backend's own: a JSON object */
+	/*
+	 * Not a profile field: a variable of sandgate's own environment
+	 * the backend reads (an API key, a URL, a region) under a fixed
+	 * name, `env`.  The config layer refuses a profile field of that
+	 * name like any undeclared one.
+	 */
+	SG_FIELD_ENV,
 };
 
 enum {
@@ -170,13 +179,31 @@ enum {
 	 * backend does not honour at all, may be listed there.
 	 */
 	SG_FIELD_PARTIAL = 1 << 0,
+	/*
+	 * A variable entry (env set): `sandgate probe` reports whether it
+	 * is set (sg_adapter_credentials), never its value.
+	 */
+	SG_FIELD_PROBE = 1 << 1,
 };
 
+/*
+ * Credentials.  Every variable of sandgate's environment a backend reads
+ * is declared in its field table, with `env` its default name: either a
+ * string field of the backend's own that names the variable instead
+ * (SG_FIELD_OWN_ENV, e.g. daytona's api_key_env), or an SG_FIELD_ENV
+ * entry when no field renames it.  That declaration is the one list the
+ * config refuses to forward into commands (forward_env) and `probe`
+ * reports on, and an adapter reads a variable only through
+ * sg_profile_env(), which reads nothing undeclared: a secret cannot be
+ * read without being refused to forward_env too.  Values are never put
+ * into a sentence, a log line or the facts; only names are.
+ */
 struct sg_field {
-	const char *name;
+	const char *name;     /* the profile field; for SG_FIELD_ENV, env */
 	enum sg_field_type type;
 	unsigned flags;       /* SG_FIELD_* */
 	int64_t min, max;     /* SG_FIELD_INT */
+	const char *env;      /* a variable's default name, or NULL */
 };
 
 /*
@@ -184,16 +211,21 @@ struct sg_field {
  *   static const struct sg_field acme_fields[] = {
  *	SG_FIELD("image"), SG_FIELD_BEST_EFFORT("network"),
  *	SG_FIELD_OWN_STRING("region"), SG_FIELD_OWN_INT("poll_ms", 100, 60000),
- *	SG_FIELDS_END,
+ *	SG_FIELD_OWN_ENV("token_env", "ACME_TOKEN", SG_FIELD_PROBE),
+ *	SG_FIELD_ENV("ACME_URL", 0), SG_FIELDS_END,
  *   };
  */
-#define SG_FIELD(n) { (n), SG_FIELD_GENERIC, 0, 0, 0 }
-#define SG_FIELD_BEST_EFFORT(n) { (n), SG_FIELD_GENERIC, SG_FIELD_PARTIAL, 0, 0 }
-#define SG_FIELD_OWN_STRING(n) { (n), SG_FIELD_STRING, 0, 0, 0 }
-#define SG_FIELD_OWN_INT(n, lo, hi) { (n), SG_FIELD_INT, 0, (lo), (hi) }
-#define SG_FIELD_OWN_ARRAY(n) { (n), SG_FIELD_ARRAY, 0, 0, 0 }
-#define SG_FIELD_OWN_OBJECT(n) { (n), SG_FIELD_OBJECT, 0, 0, 0 }
-#define SG_FIELDS_END { NULL, 0, 0, 0, 0 }
+#define SG_FIELD(n) { (n), SG_FIELD_GENERIC, 0, 0, 0, NULL }
+#define SG_FIELD_BEST_EFFORT(n) { (n), SG_FIELD_GENERIC, SG_FIELD_PARTIAL, 0, 0, NULL }
+#define SG_FIELD_OWN_STRING(n) { (n), SG_FIELD_STRING, 0, 0, 0, NULL }
+#define SG_FIELD_OWN_INT(n, lo, hi) { (n), SG_FIELD_INT, 0, (lo), (hi), NULL }
+#define SG_FIELD_OWN_ARRAY(n) { (n), SG_FIELD_ARRAY, 0, 0, 0, NULL }
+#define SG_FIELD_OWN_OBJECT(n) { (n), SG_FIELD_OBJECT, 0, 0, 0, NULL }
+/* A variable var, renamed by the backend's own string field n. */
+#define SG_FIELD_OWN_ENV(n, var, fl) { (n), SG_FIELD_STRING, (fl), 0, 0, (var) }
+/* A variable var under its own name. */
+#define SG_FIELD_ENV(var, fl) { (var), SG_FIELD_ENV, (fl), 0, 0, (var) }
+#define SG_FIELDS_END { NULL, 0, 0, 0, 0, NULL }
 
 /* ---- Environments ------------------------------------------------------ */
 
@@ -477,20 +509,11 @@ struct sg_adapter {
 	 * come from and whether they were found, as {"<name>": "found" |
 	 * "missing"} into out (e.g. {"DAYTONA_API_KEY": "found"},
 	 * {"identity_file": "missing"}).  Never a value.  No I/O beyond
-	 * looking at this host's environment and files.
+	 * looking at this host's environment and files.  NULL: the field
+	 * table's SG_FIELD_PROBE variables (sg_profile_credentials).
 	 */
 	void (*credentials)(const struct sg_profile *p, json_t *out);
 
-	/*
-	 * Optional: the variables of sandgate's own environment this adapter
-	 * reads for the profile object raw (NULL: its defaults), such as an
-	 * API key, URL or region: the one place they are named.  Fills at most
-	 * max names (borrowed: static strings or strings of raw) and returns
-	 * how many.  The config refuses to forward any of them into commands
-	 * (config/README.md, forward_env), so every adapter that reads a
-	 * secret from the environment must list it here.  Pure.
-	 */
-	size_t (*credential_env)(const json_t *raw, const char **names, size_t max);
 };
 
 /*
@@ -501,11 +524,75 @@ struct sg_adapter {
 void sg_env_release_base(struct sg_env *env);
 
 /*
- * The entry for name in a field table (an adapter's `fields`), or NULL
- * (adapters/fields.c).
+ * The entry for the profile field name in a field table (an adapter's
+ * `fields`), or NULL; variable entries (SG_FIELD_ENV) are not fields and
+ * never match (adapters/fields.c).
  */
 const struct sg_field *sg_field_in(const struct sg_field *table,
 				   const char *name);
+
+/* ---- Typed accessors over a profile (adapters/fields.c) ---------------- */
+
+/*
+ * The backend's own fields, read from p->raw: the config layer checked
+ * their types against the table, so these only pick the value.  A string
+ * is borrowed from the profile (NULL when absent); an integer is def
+ * when absent.
+ */
+const char *sg_profile_str(const struct sg_profile *p, const char *field);
+int64_t sg_profile_int(const struct sg_profile *p, const char *field, int64_t def);
+
+/*
+ * The value of the declared variable var (its default name in p's
+ * backend's field table) from sandgate's environment, borrowed, or NULL
+ * when it is unset or empty.  *name (when name is not NULL) is set to the
+ * variable actually read, the profile's renaming field's value or var,
+ * for sentences that must name it.  A variable the table does not
+ * declare is a programming error: asserted, and never read.
+ */
+const char *sg_profile_env(const struct sg_profile *p, const char *var, const char **name);
+
+/*
+ * The same for adapter ad and the profile object raw (NULL: the default
+ * names), for code that holds no profile, such as a client loading the
+ * provider's own credential files.
+ */
+const char *sg_adapter_env(const struct sg_adapter *ad, const json_t *raw, const char *var,
+			   const char **name);
+
+/*
+ * Every variable ad reads for the profile object raw (NULL: by default),
+ * at most max names into names (borrowed: static strings or strings of
+ * raw); returns how many.  The config refuses to forward any of them.
+ */
+size_t sg_adapter_credential_env(const struct sg_adapter *ad, const json_t *raw,
+				 const char **names, size_t max);
+
+/*
+ * The default `credentials` of `sandgate probe`: {"<variable>": "found" |
+ * "missing"} for each SG_FIELD_PROBE variable of p's backend's table.
+ */
+void sg_profile_credentials(const struct sg_profile *p, json_t *out);
+
+/*
+ * What a network allow entry is, the config having checked it is one of
+ * these (config/README.md): an IPv4 or an IPv6 range "address/prefix", or
+ * a domain ("*.example.com" included).  SG_ALLOW_BAD for anything else.
+ */
+enum sg_allow_kind { SG_ALLOW_BAD = 0, SG_ALLOW_IPV4, SG_ALLOW_IPV6, SG_ALLOW_DOMAIN };
+enum sg_allow_kind sg_allow_kind(const char *entry);
+
+/*
+ * entry as an "address/prefix" range: family AF_INET or AF_INET6, the
+ * address in network order, the prefix in range for the family.  false
+ * for anything else (a bare address, a leading zero in the prefix).
+ */
+struct sg_cidr {
+	int family;
+	unsigned char addr[16];
+	unsigned prefix;
+};
+bool sg_cidr_parse(const char *entry, struct sg_cidr *out);
 
 /* The adapter for a backend name, or NULL (registry.c). */
 const struct sg_adapter *sg_adapter_find(const char *name);

@@ -5,8 +5,6 @@
 #define _GNU_SOURCE /* asprintf, getentropy */
 #include "adapters/cloudkit.h"
 
-#include <arpa/inet.h>
-#include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -81,24 +79,6 @@ bool sg_cloud_flag(const char *text, const char *key)
 
 	free(v);
 	return on;
-}
-
-bool sg_cloud_ipv4_cidr(const char *s)
-{
-	const char *slash = strchr(s, '/');
-	char addr[INET_ADDRSTRLEN];
-	struct in_addr a;
-	char *end;
-	long bits;
-
-	if (!slash || (size_t)(slash - s) >= sizeof(addr))
-		return false;
-	memcpy(addr, s, (size_t)(slash - s));
-	addr[slash - s] = '\0';
-	errno = 0;
-	bits = strtol(slash + 1, &end, 10);
-	return inet_pton(AF_INET, addr, &a) == 1 && slash[1] && !*end && errno == 0 &&
-	       bits >= 0 && bits <= 32;
 }
 
 void sg_cloud_tags_fill(const struct sg_env *env, const char *create_id,

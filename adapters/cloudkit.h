@@ -52,9 +52,6 @@ char *sg_cloud_kv(const char *text, const char *key);
 /* Is key=1 among the lines? */
 bool sg_cloud_flag(const char *text, const char *key);
 
-/* "a.b.c.d/n" with n in 0..32. */
-bool sg_cloud_ipv4_cidr(const char *s);
-
 /* The tags of a sandbox made now for env (create_id: the random tag). */
 struct sg_cloud_tags {
 	const char *key[SG_CLOUD_TAGS];

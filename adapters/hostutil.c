@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "base/fsutil.h"
@@ -160,4 +161,91 @@ sg_err sg_host_make_ctl(const char *ctl, struct sg_errinfo *err)
 		free(d);
 	}
 	return SG_OK;
+}
+
+void sg_host_release(struct sg_host_env *h)
+{
+	sg_env_release_base(&h->base);
+	free(h->dir);
+	free(h->workspace);
+	h->dir = h->workspace = NULL;
+}
+
+sg_err sg_host_write_marker(const struct sg_host_env *h, const json_t *extra,
+			    struct sg_errinfo *err)
+{
+	const struct sg_env *env = &h->base;
+	const struct sg_profile *p = env->profile;
+	const char *dir = h->dir;
+	json_t *m = json_pack("{s:s, s:s, s:s, s:s, s:s, s:I, s:b, s:b, s:s}", "backend",
+			      env->ad->name, "id", env->id, "identity", env->identity, "session",
+			      env->session, "profile", p->name, "created", (json_int_t)time(NULL),
+			      "persistent", p->persistent, "shared", p->shared, "workspace",
+			      h->workspace);
+	char *tmp = NULL, *dst = NULL;
+	sg_err rc = SG_OK;
+
+	if (!m || (extra && json_object_update(m, (json_t *)extra)) ||
+	    asprintf(&tmp, "%s/env.json.tmp", dir) < 0 || asprintf(&dst, "%s/env.json", dir) < 0 ||
+	    json_dump_file(m, tmp, JSON_COMPACT) || rename(tmp, dst))
+		rc = sg_err_set(err, SG_E_INTERNAL, "cannot record the environment in %s: %s", dir,
+				strerror(errno));
+	json_decref(m);
+	free(tmp);
+	free(dst);
+	return rc;
+}
+
+sg_err sg_host_remove(const char *dir, struct sg_errinfo *err)
+{
+	if (sg_host_rm_tree(dir))
+		return sg_err_set(err, SG_E_INTERNAL, "cannot remove %s: %s", dir, strerror(errno));
+	return SG_OK;
+}
+
+void sg_host_child(struct sg_child *c, const struct sg_exec *x)
+{
+	memset(c, 0, sizeof(*c));
+	c->stdin_data = x->stdin_data;
+	c->stdin_len = x->stdin_len;
+	c->timeout_ms = x->timeout_ms;
+	c->merge = x->flags & SG_EXEC_MERGE;
+	c->detaches = x->flags & SG_EXEC_DETACHES;
+}
+
+static bool host_is_dir(const char *path)
+{
+	struct stat st;
+
+	return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+sg_err sg_host_find_env(struct sg_host_env *h, struct sg_errinfo *err)
+{
+	struct sg_env *env = &h->base;
+
+	if (host_is_dir(h->dir))
+		env->resumed = true;
+	else if (env->require_existing)
+		return sg_err_set(err, SG_E_WORKSPACE_LOST,
+				  "the workspace of identity \"%s\" is gone (%s does not exist)",
+				  env->identity, h->dir);
+	return SG_OK;
+}
+
+sg_err sg_host_workspace(struct sg_host_env *h, struct sg_errinfo *err)
+{
+	const struct sg_env *env = &h->base;
+	const char *hw = env->profile->host_workspace;
+
+	free(h->workspace);
+	h->workspace = NULL;
+	if (hw && !host_is_dir(hw))
+		return sg_err_set(err, env->require_existing ? SG_E_WORKSPACE_LOST : SG_E_NOT_FOUND,
+				  "host_workspace %s is not a directory", hw);
+	if (hw)
+		h->workspace = realpath(hw, NULL);
+	else if (asprintf(&h->workspace, "%s/workspace", h->dir) < 0)
+		h->workspace = NULL;
+	return h->workspace ? SG_OK : sg_err_set(err, SG_E_INTERNAL, "out of memory");
 }

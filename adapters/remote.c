@@ -759,16 +759,3 @@ void sg_remote_release(struct sg_remote *rm)
 	free(rm->name);
 	rm->base_dir = rm->run_dir = rm->name = NULL;
 }
-
-void sg_remote_credentials(size_t (*names)(const json_t *raw, const char **out, size_t max),
-			   size_t max, const struct sg_profile *p, json_t *out)
-{
-	const char *v[SG_REMOTE_CREDENTIALS];
-	size_t n = names(p->raw, v, max < SG_REMOTE_CREDENTIALS ? max : SG_REMOTE_CREDENTIALS);
-
-	for (size_t i = 0; i < n; i++) {
-		const char *val = getenv(v[i]);
-
-		json_object_set_new(out, v[i], json_string(val && *val ? "found" : "missing"));
-	}
-}

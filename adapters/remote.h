@@ -324,14 +324,6 @@ sg_err sg_remote_destroy(const struct sg_remote_ops *ops, const struct sg_profil
 		return sg_remote_destroy(ops, p, id, cancel, err);                           \
 	}
 
-/*
- * The adapter's credentials: each of the first max variables names gives
- * (its credential_env), "found" or "missing" in out (never its value).
- */
-#define SG_REMOTE_CREDENTIALS 8 /* variables one adapter reads at most */
-void sg_remote_credentials(size_t (*names)(const json_t *raw, const char **out, size_t max),
-			   size_t max, const struct sg_profile *p, json_t *out);
-
 /* End rm's own parts: the keep-alive, the lock, the directories, the client. */
 void sg_remote_release(struct sg_remote *rm);
 

@@ -298,50 +298,6 @@ static bool whole_string(const json_t *v)
 	       strlen(json_string_value(v)) == json_string_length(v);
 }
 
-struct cfg_cidr {
-	int family;
-	unsigned char addr[16];
-	unsigned prefix;
-};
-
-/* "ADDRESS/PREFIX" for IPv4 (prefix 0..32) or IPv6 (0..128). */
-static bool parse_cidr(const char *s, struct cfg_cidr *out)
-{
-	char host[INET6_ADDRSTRLEN + 1];
-	const char *slash = strchr(s, '/'), *d;
-	size_t hlen;
-	unsigned prefix = 0;
-
-	if (!slash)
-		return false;
-	hlen = (size_t)(slash - s);
-	if (hlen == 0 || hlen >= sizeof(host))
-		return false;
-	memcpy(host, s, hlen);
-	host[hlen] = '\0';
-	d = slash + 1;
-	if (!*d || strlen(d) > 3 || (d[0] == '0' && d[1]))
-		return false;
-	for (; *d; d++) {
-		if (*d < '0' || *d > '9')
-			return false;
-		prefix = prefix * 10 + (unsigned)(*d - '0');
-	}
-	if (inet_pton(AF_INET, host, out->addr) == 1) {
-		out->family = AF_INET;
-		if (prefix > 32)
-			return false;
-	} else if (inet_pton(AF_INET6, host, out->addr) == 1) {
-		out->family = AF_INET6;
-		if (prefix > 128)
-			return false;
-	} else {
-		return false;
-	}
-	out->prefix = prefix;
-	return true;
-}
-
 static bool bare_address(const char *s)
 {
 	unsigned char a[16];
@@ -349,53 +305,14 @@ static bool bare_address(const char *s)
 	return inet_pton(AF_INET, s, a) == 1 || inet_pton(AF_INET6, s, a) == 1;
 }
 
-/*
- * A host name (RFC 1123 labels), optionally "*." for every subdomain.  The
- * last label may not be all digits, so an address is never taken for a
- * name.
- */
-static bool domain_ok(const char *s)
-{
-	size_t len, label = 0;
-	bool digits = true;
-
-	if (strncmp(s, "*.", 2) == 0)
-		s += 2;
-	len = strlen(s);
-	if (len == 0 || len > 253)
-		return false;
-	for (size_t i = 0; i <= len; i++) {
-		char c = s[i];
-
-		if (c == '.' || c == '\0') {
-			if (label == 0 || label > 63 || s[i - 1] == '-')
-				return false;
-			if (c == '\0')
-				break;
-			label = 0;
-			digits = true;
-			continue;
-		}
-		if (c == '-' && label == 0)
-			return false;
-		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-		      (c >= '0' && c <= '9') || c == '-'))
-			return false;
-		if (c < '0' || c > '9')
-			digits = false;
-		label++;
-	}
-	return !digits;
-}
-
 /* Does the profile's allow entry `outer` admit everything `inner` does? */
 static bool covers(const char *outer, const char *inner)
 {
-	struct cfg_cidr o, i;
+	struct sg_cidr o, i;
 	size_t lo, li;
 
-	if (parse_cidr(outer, &o)) {
-		if (!parse_cidr(inner, &i) || i.family != o.family ||
+	if (sg_cidr_parse(outer, &o)) {
+		if (!sg_cidr_parse(inner, &i) || i.family != o.family ||
 		    i.prefix < o.prefix)
 			return false;
 		for (unsigned bit = 0; bit < o.prefix; bit++) {
@@ -406,7 +323,7 @@ static bool covers(const char *outer, const char *inner)
 		}
 		return true;
 	}
-	if (parse_cidr(inner, &i))
+	if (sg_cidr_parse(inner, &i))
 		return false;
 	if (strcasecmp(outer, inner) == 0)
 		return true;
@@ -463,8 +380,6 @@ static sg_err check_network(const struct cfg_where *w, const json_t *v,
 				 "\"allow\" must list at least one CIDR or "
 				 "domain (\"none\" allows nothing)");
 	json_array_foreach(allow, i, x) {
-		struct cfg_cidr c;
-
 		if (!whole_string(x) || !*json_string_value(x))
 			return bad_field(err, SG_E_INVALID_ARGUMENT, w,
 					 "network",
@@ -478,7 +393,7 @@ static sg_err check_network(const struct cfg_where *w, const json_t *v,
 					 "CIDR with a prefix (\"%s/%d\")",
 					 shown(s, sh, sizeof(sh)), sh,
 					 strchr(s, ':') ? 128 : 32);
-		if (strchr(s, '/') ? !parse_cidr(s, &c) : !domain_ok(s))
+		if (sg_allow_kind(s) == SG_ALLOW_BAD)
 			return bad_field(err, SG_E_INVALID_ARGUMENT, w,
 					 "network",
 					 "\"%s\" is neither a CIDR "
@@ -1126,7 +1041,8 @@ static const char *closest(const char *key, const struct sg_field *own)
 	for (size_t i = 0; i < NFIELDS; i++)
 		consider(key, fields[i].name, &best, &pick);
 	for (const struct sg_field *f = own; f->name; f++)
-		consider(key, f->name, &best, &pick);
+		if (f->type != SG_FIELD_ENV)
+			consider(key, f->name, &best, &pick);
 	return pick;
 }
 
@@ -1158,6 +1074,7 @@ static sg_err check_own(const struct sg_field *af, const json_t *v,
 					 "must be an object");
 		return SG_OK;
 	case SG_FIELD_GENERIC:
+	case SG_FIELD_ENV:
 		break;
 	}
 	return bad_field(err, SG_E_INTERNAL, w, af->name,
@@ -1385,32 +1302,35 @@ static void put_var(struct cfg_var *vars, size_t *n, const char *name,
 /*
  * Whether a compiled-in adapter reads name from sandgate's environment,
  * by default or for one of cfg's profiles (a daytona profile's own
- * api_key_env, say).  The adapters name these themselves
- * (credential_env), so a new adapter's secrets are refused here too.
+ * api_key_env, say).  The adapters declare these in their field tables
+ * (SG_FIELD_ENV, SG_FIELD_OWN_ENV), so a new adapter's secrets are
+ * refused here too.
  */
+static bool reads_var(const struct sg_adapter *ad, const json_t *raw, const char *name)
+{
+	const char *names[SG_CREDENTIAL_ENV_MAX];
+	size_t n = sg_adapter_credential_env(ad, raw, names, SG_CREDENTIAL_ENV_MAX);
+
+	for (size_t i = 0; i < n; i++)
+		if (strcmp(names[i], name) == 0)
+			return true;
+	return false;
+}
+
 static bool is_credential(const struct sg_config *cfg, const char *name)
 {
 	const struct sg_adapter *const *all = sg_adapter_all();
-	const char *names[SG_CREDENTIAL_ENV_MAX];
 	const char *key, *backend;
 	json_t *prof;
-	size_t n;
 
 	for (size_t a = 0; all[a]; a++) {
-		if (!all[a]->credential_env)
-			continue;
-		n = all[a]->credential_env(NULL, names, SG_CREDENTIAL_ENV_MAX);
-		for (size_t i = 0; i < n; i++)
-			if (strcmp(names[i], name) == 0)
-				return true;
+		if (reads_var(all[a], NULL, name))
+			return true;
 		json_object_foreach(cfg->profiles, key, prof) {
 			backend = json_string_value(json_object_get(prof, "backend"));
-			if (!backend || strcmp(backend, all[a]->name) != 0)
-				continue;
-			n = all[a]->credential_env(prof, names, SG_CREDENTIAL_ENV_MAX);
-			for (size_t i = 0; i < n; i++)
-				if (strcmp(names[i], name) == 0)
-					return true;
+			if (backend && strcmp(backend, all[a]->name) == 0 &&
+			    reads_var(all[a], prof, name))
+				return true;
 		}
 	}
 	return false;

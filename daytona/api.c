@@ -60,36 +60,18 @@ bool dtn_older(const json_t *a, const json_t *b)
 	return ta >= 0 && tb >= 0 && ta < tb;
 }
 
-/* A variable's value, or NULL when unset or empty. */
-static const char *dtn_getenv(const char *name)
-{
-	const char *v = name ? getenv(name) : NULL;
-
-	return v && *v ? v : NULL;
-}
-
 sg_err dtn_client_init(struct dtn_client *c, const struct sg_profile *p,
 		       struct sg_errinfo *err)
 {
-	const json_t *raw = p->raw;
-	const char *key_var = dtn_str(raw, "api_key_env");
-	const char *url_var = dtn_str(raw, "api_url_env");
-	const char *target_var = dtn_str(raw, "target_env");
-	const char *key, *url, *target;
+	const char *key_var, *url_var;
+	const char *key = sg_profile_env(p, DTN_ENV_KEY, &key_var);
+	const char *url = sg_profile_env(p, DTN_ENV_URL, &url_var);
+	const char *target = sg_profile_str(p, "target");
 	sg_err rc = SG_OK;
 
 	memset(c, 0, sizeof(*c));
-	if (!key_var)
-		key_var = DTN_ENV_KEY;
-	if (!url_var)
-		url_var = DTN_ENV_URL;
-	if (!target_var)
-		target_var = DTN_ENV_TARGET;
-	key = dtn_getenv(key_var);
-	url = dtn_getenv(url_var);
-	target = dtn_str(raw, "target");
 	if (!target)
-		target = dtn_getenv(target_var);
+		target = sg_profile_env(p, DTN_ENV_TARGET, NULL);
 	if (!url)
 		url = DTN_API_DEFAULT;
 	if (!key)

@@ -214,14 +214,6 @@ static int64_t dtn_minutes(int64_t seconds)
 	return m < 1 ? 1 : m;
 }
 
-/* An integer member of the raw profile, or def. */
-static int64_t dtn_raw_int(const struct sg_profile *p, const char *key, int64_t def)
-{
-	const json_t *v = json_object_get(p->raw, key);
-
-	return json_is_integer(v) ? (int64_t)json_integer_value(v) : def;
-}
-
 /* ---- validate ------------------------------------------------------------ */
 
 /*
@@ -235,8 +227,10 @@ static const struct sg_field dtn_fields[] = {
 	SG_FIELD("image"), SG_FIELD("snapshot"), SG_FIELD("workspace"),
 	SG_FIELD("user"), SG_FIELD("persistent"), SG_FIELD("shared"),
 	SG_FIELD_BEST_EFFORT("network"), SG_FIELD("cpus"), SG_FIELD("memory_mb"),
-	SG_FIELD_OWN_STRING("target"), SG_FIELD_OWN_STRING("target_env"),
-	SG_FIELD_OWN_STRING("api_key_env"), SG_FIELD_OWN_STRING("api_url_env"),
+	SG_FIELD_OWN_STRING("target"),
+	SG_FIELD_OWN_ENV("api_key_env", DTN_ENV_KEY, SG_FIELD_PROBE),
+	SG_FIELD_OWN_ENV("api_url_env", DTN_ENV_URL, SG_FIELD_PROBE),
+	SG_FIELD_OWN_ENV("target_env", DTN_ENV_TARGET, SG_FIELD_PROBE),
 	SG_FIELD_OWN_INT("toolbox_timeout_ms", 2000, INT32_MAX),
 	SG_FIELD_OWN_INT("keepalive_ms", 1000, INT32_MAX), SG_FIELDS_END,
 };
@@ -272,7 +266,7 @@ static sg_err dtn_allow_lists(const struct sg_profile *p, struct sg_buf *cidrs,
 			continue;
 		}
 		if (strchr(e, '/')) {
-			if (!sg_cloud_ipv4_cidr(e))
+			if (sg_allow_kind(e) != SG_ALLOW_IPV4)
 				return sg_err_set(err, SG_E_INVALID_ARGUMENT,
 						  "network allow entry \"%.60s\" (profile \"%s\") is not an IPv4 CIDR",
 						  e, p->name);
@@ -1993,11 +1987,11 @@ static sg_err dtn_provision(struct sg_env *env, struct sg_cancel *cancel,
 	if (rc)
 		return rc;
 	sg_cloud_random_hex(de->create_id, 16);
-	de->limit_ms = dtn_raw_int(p, "toolbox_timeout_ms", SG_DAYTONA_TOOLBOX_MS);
+	de->limit_ms = sg_profile_int(p, "toolbox_timeout_ms", SG_DAYTONA_TOOLBOX_MS);
 	de->rm.wait_ms = de->limit_ms - (de->limit_ms / 10 > 1000 ? de->limit_ms / 10 : 1000);
 	/* Past this a pending job's own watchdog should have ended it. */
 	de->rm.pending_slack_ms = 2 * de->limit_ms + 10000;
-	de->rm.ka_ms = dtn_raw_int(p, "keepalive_ms",
+	de->rm.ka_ms = sg_profile_int(p, "keepalive_ms",
 				dtn_minutes(p->lifetime_seconds) * 60000 / 3);
 	if (env->root[0] != '/')
 		return sg_err_set(err, SG_E_INVALID_ARGUMENT,
@@ -2244,28 +2238,18 @@ static void dtn_release(struct sg_env *env)
 }
 
 /*
- * The variables this adapter reads, in the order key, URL, region: the
- * profile's names for them or Daytona's own (api.h).  The one list both
- * `sandgate probe` and the config's forward_env refusal use.
+ * The key, URL and region variables (dtn_fields), but the region's only
+ * when the profile does not set target itself, which is then never read.
  */
-static size_t dtn_credential_env(const json_t *raw, const char **names, size_t max)
-{
-	static const char *const keys[] = { "api_key_env", "api_url_env", "target_env" };
-	static const char *const defaults[] = { DTN_ENV_KEY, DTN_ENV_URL, DTN_ENV_TARGET };
-	size_t n = 0;
-
-	for (size_t i = 0; i < 3 && n < max; i++) {
-		const char *name = raw ? dtn_str(raw, keys[i]) : NULL;
-
-		names[n++] = name ? name : defaults[i];
-	}
-	return n;
-}
-
 static void dtn_credentials(const struct sg_profile *p, json_t *out)
 {
-	/* The URL has a default, and the region too when the profile sets target. */
-	sg_remote_credentials(dtn_credential_env, dtn_str(p->raw, "target") ? 2 : 3, p, out);
+	const char *target_var;
+
+	sg_profile_credentials(p, out);
+	if (sg_profile_str(p, "target")) {
+		sg_profile_env(p, DTN_ENV_TARGET, &target_var);
+		json_object_del(out, target_var);
+	}
 }
 
 const struct sg_adapter sg_adapter_daytona = {
@@ -2282,5 +2266,4 @@ const struct sg_adapter sg_adapter_daytona = {
 	.destroy = dtn_destroy,
 	.release = dtn_release,
 	.credentials = dtn_credentials,
-	.credential_env = dtn_credential_env,
 };

@@ -612,6 +612,8 @@ static int cmd_probe(const struct sg_cli_cmd *cmd, int argc, char **argv)
 	ad = sg_adapter_find(p->backend);
 	if (ad && ad->credentials)
 		ad->credentials(p, creds);
+	else if (ad)
+		sg_profile_credentials(p, creds);
 	status = state_dir(&state, &own_state);
 	if (status)
 		goto out;

@@ -32,6 +32,7 @@
 #include "helper/fs.h"
 
 #include <dirent.h>
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <fnmatch.h>
@@ -493,7 +494,13 @@ struct rev {
 	struct relpath path;
 	long long files;
 	int64_t deadline_ms;
-	bool truncated, late, stop;
+	/*
+	 * extra: where the dot directories the revision skips are hashed for
+	 * workspace_git (itself inside them), NULL when nobody asks; partial:
+	 * a directory git may see went unhashed (node_modules, vendor, ...).
+	 */
+	struct rev *extra;
+	bool truncated, late, stop, partial;
 };
 
 static int64_t mono_ms(void)
@@ -537,6 +544,32 @@ static void rev_file(struct rev *r, const struct stat *st)
 	rev_line(r, "file", tail);
 }
 
+static void rev_walk(struct rev *r, int dirfd, int level);
+
+/*
+ * A directory the revision skips, for workspace_git's sake: root's .git is
+ * the mark's own business; another dot directory is walked into r->extra
+ * (its path the one r has reached); anything else leaves the tree's digest
+ * partial.
+ */
+static void rev_skipped(struct rev *r, int dirfd, const char *name, int level)
+{
+	int sub;
+
+	if (r->extra != r && level == 1 && strcmp(name, ".git") == 0)
+		return;
+	if (name[0] != '.' || !r->extra || r->extra->stop || level >= REV_DEPTH) {
+		r->partial = true;
+		return;
+	}
+	sub = openat(dirfd, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (sub < 0)
+		return;
+	r->extra->path = r->path;
+	rev_walk(r->extra, sub, level + 1);
+	close(sub);
+}
+
 static void rev_walk(struct rev *r, int dirfd, int level)
 {
 	struct names ns;
@@ -557,6 +590,8 @@ static void rev_walk(struct rev *r, int dirfd, int level)
 		if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
 		    !sg_fs_rp_push(&r->path, name, &saved))
 			continue;
+		if (S_ISDIR(st.st_mode) && rev_skipped_dir(name))
+			rev_skipped(r, dirfd, name, level);
 		if (S_ISDIR(st.st_mode) && !rev_skipped_dir(name)) {
 			int sub = level < REV_DEPTH ? openat(dirfd, name, O_PATH | O_DIRECTORY |
 							     O_NOFOLLOW | O_CLOEXEC) : -1;
@@ -592,22 +627,32 @@ static void rev_walk(struct rev *r, int dirfd, int level)
 
 sg_err sg_fs_revision(struct fs *c, char out[SG_FS_REVISION_SIZE])
 {
-	struct rev *r = calloc(1, sizeof(*r));
+	struct rev *r = calloc(2, sizeof(*r)), *x = r + 1;
 	unsigned char md[SG_SHA256_LEN];
 	char hex[2 * SG_SHA256_LEN + 1], sum[96];
 	int fd;
 
 	out[0] = '\0';
+	c->rev_extra[0] = '\0';
 	if (!r)
 		return SG_E_INTERNAL;
-	r->c = c;
-	r->deadline_ms = mono_ms() + REV_DEADLINE_MS;
+	r->c = x->c = c;
+	r->deadline_ms = x->deadline_ms = mono_ms() + REV_DEADLINE_MS;
 	sg_sha256_init(&r->h);
+	sg_sha256_init(&x->h);
+	/* Only a git workspace needs what the fs form skips (fs.h). */
+	if (sg_fs_revision_git(c->rootfd))
+		r->extra = x->extra = x;
 	fd = openat(c->rootfd, ".", O_PATH | O_DIRECTORY | O_CLOEXEC);
 	if (fd >= 0) {
 		rev_walk(r, fd, 1);
 		close(fd);
 	}
+	c->rev_partial = fd < 0 || r->partial || r->truncated || r->late || x->partial ||
+			 x->truncated || x->late;
+	sg_sha256_final_hex(&x->h, hex);
+	memcpy(c->rev_extra, hex, 16);
+	c->rev_extra[16] = '\0';
 	if (fd >= 0 && !r->late) {
 		snprintf(sum, sizeof(sum), "summary\tfiles=%lld\ttruncated=%s\n", r->files,
 			 r->truncated ? "true" : "false");
@@ -626,7 +671,82 @@ sg_err sg_fs_kv_revision(struct fs *c)
 	char rev[SG_FS_REVISION_SIZE];
 	sg_err rc = sg_fs_revision(c, rev);
 
-	return rc ? rc : sg_fs_kv_str(c->out, "workspace_revision", rev);
+	if (!rc)
+		rc = sg_fs_kv_str(c->out, "workspace_revision", rev);
+	return rc ? rc : sg_fs_kv_revision_git(c->out, c->rootfd, c->rev_partial, c->rev_extra);
+}
+
+bool sg_fs_revision_git(int rootfd)
+{
+	return rootfd >= 0 && faccessat(rootfd, ".git", F_OK, AT_SYMLINK_NOFOLLOW) == 0;
+}
+
+/* One line of git_meta: a file's identity under .git, or that it is absent. */
+static void git_meta_file(struct sg_sha256 *h, int gitfd, const char *name)
+{
+	struct stat st;
+	char line[SG_PATH_MAX + 128];
+	int n;
+
+	if (fstatat(gitfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0)
+		n = snprintf(line, sizeof(line), "%s\t%lld\t%lld.%09ld\t%lld.%09ld\t%llu\n", name,
+			     (long long)st.st_size, (long long)st.st_mtim.tv_sec,
+			     st.st_mtim.tv_nsec, (long long)st.st_ctim.tv_sec, st.st_ctim.tv_nsec,
+			     (unsigned long long)st.st_ino);
+	else
+		n = snprintf(line, sizeof(line), "%s\t-\n", name);
+	if (n > 0)
+		sg_sha256_update(h, line, (size_t)n < sizeof(line) ? (size_t)n : sizeof(line) - 1);
+}
+
+/*
+ * What git's status reads beside the tree the revision's own walk covers:
+ * the dot directories it skips (extra, their digest), HEAD's text and the
+ * identity of the ref it names, the index, packed-refs, config and
+ * info/exclude, as 16 hex digits; "" when .git is no directory
+ * (a linked worktree's or a submodule's file: its state lies elsewhere).
+ * The gateway runs git again only when this or the tree's digest moved.
+ */
+static void git_meta(int rootfd, const char *extra, char out[17])
+{
+	static const char *const files[] = { "index", "packed-refs", "config", "info/exclude" };
+	char head[SG_FS_GIT_HEAD_MAX + 1], hex[2 * SG_SHA256_LEN + 1];
+	int g = openat(rootfd, ".git", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC), fd = -1;
+	ssize_t n = 0;
+	struct sg_sha256 h;
+
+	out[0] = '\0';
+	if (g < 0)
+		return;
+	fd = openat(g, "HEAD", O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	if (fd >= 0)
+		n = read(fd, head, SG_FS_GIT_HEAD_MAX);
+	sg_fs_close(&fd);
+	head[n > 0 ? n : 0] = '\0';
+	sg_sha256_init(&h);
+	sg_sha256_update(&h, extra, strlen(extra));
+	sg_sha256_update(&h, head, strlen(head));
+	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++)
+		git_meta_file(&h, g, files[i]);
+	if (strncmp(head, "ref: refs/", 10) == 0 && !strstr(head, "..")) {
+		head[strcspn(head, "\r\n")] = '\0';
+		git_meta_file(&h, g, head + 5);
+	}
+	sg_fs_close(&g);
+	sg_sha256_final_hex(&h, hex);
+	memcpy(out, hex, 16);
+	out[16] = '\0';
+}
+
+sg_err sg_fs_kv_revision_git(struct sg_buf *o, int rootfd, bool partial, const char *extra)
+{
+	char meta[17] = "";
+
+	if (!sg_fs_revision_git(rootfd))
+		return SG_OK;
+	if (!partial)
+		git_meta(rootfd, extra, meta);
+	return sg_fs_kv_str(o, "workspace_git", meta);
 }
 
 /* fs revision: {"ok":true,"workspace_revision":...} for the tools that
@@ -1454,6 +1574,83 @@ static sg_err guard_read(struct fs *c, const struct sg_buf *rel, const struct sg
 }
 
 /*
+ * --full-log: PATH is a bash run's full_log_ref, read as the host's
+ * read_file reads its session artifacts (ResolveReadPath).  Only its last
+ * two components count, the log directory's name and a log's: the log is
+ * opened beneath --ctl (proc.c keeps the logs there) without following a
+ * link, and a file with a second name is not taken for one, as the process
+ * records are not, since the environment's commands write beside it.  The
+ * gateway checks that the rest of PATH is the process table as the
+ * environment sees it.  *is_log: PATH named a log (opened, or missing);
+ * when false, PATH is read as any other path, under the mode's rules.
+ */
+static sg_err open_full_log(struct fs *c, const char *ctl, struct sg_buf *shown, int *fdp,
+			    bool *is_log)
+{
+	static const char logdir[] = "/" SG_FS_FULL_LOG_DIR "/";
+	const char *path = c->pos[0], *slash = strrchr(path, '/');
+	const char *name = slash ? slash + 1 : path;
+	size_t n = strlen(name), d = sizeof(logdir) - 1;
+	int dir = -1, logs = -1, e;
+	struct stat st;
+	bool ok = ctl && n > 4 && n <= SG_PROC_ID_MAX + 4 && name[0] != '.' &&
+		  strcmp(name + n - 4, ".log") == 0 && (size_t)(name - path) >= d &&
+		  strncmp(name - d, logdir, d) == 0;
+
+	for (size_t i = 0; ok && i < n; i++)
+		ok = isalnum((unsigned char)name[i]) || strchr("-_.", name[i]);
+	*is_log = false;
+	if (!ok)
+		return SG_OK;
+	dir = open(ctl, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (dir >= 0)
+		logs = openat(dir, SG_FS_FULL_LOG_DIR, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	*fdp = logs < 0 ? -1 : openat(logs, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	e = errno;
+	sg_fs_close(&dir);
+	sg_fs_close(&logs);
+	if (*fdp < 0 && e == ENOENT) {
+		*is_log = true;
+		return sg_fs_fail(c, "File not found: %s", path);
+	}
+	if (*fdp >= 0 && (fstat(*fdp, &st) != 0 || !S_ISREG(st.st_mode) || st.st_nlink > 1))
+		sg_fs_close(fdp);
+	/* Anything but the log itself is read by the ordinary rules. */
+	if (*fdp < 0)
+		return SG_OK;
+	*is_log = true;
+	return sg_buf_adds(shown, path) ? sg_err_set(&c->err, SG_E_INTERNAL, "out of memory")
+					: SG_OK;
+}
+
+/*
+ * The workspace file PATH names, resolved beneath root, guarded (the
+ * host's credential files, sensitive paths) and opened; shown gets its
+ * display form.  A missing file fails in the host's words.
+ */
+static sg_err open_workspace_file(struct fs *c, struct sg_buf *shown, int *fdp)
+{
+	struct sg_buf rel = SG_BUF_INIT(SG_PATH_MAX);
+	sg_err rc = sg_fs_resolve(c, c->pos[0], SG_PATH_EXISTING, &rel);
+
+	if (rc == SG_E_NOT_FOUND) {
+		sg_err_clear(&c->err);
+		rc = read_missing(c, c->pos[0]);
+	}
+	if (!rc) {
+		sg_fs_display(c, &rel, shown);
+		rc = guard_read(c, &rel, shown, "read_file", "read");
+	}
+	if (!rc) {
+		*fdp = sg_fs_open_rel(c, &rel, O_RDONLY | O_NONBLOCK);
+		if (*fdp < 0 && errno == ENOENT)
+			rc = read_missing(c, c->pos[0]);
+	}
+	sg_buf_release(&rel);
+	return rc;
+}
+
+/*
  * fs read PATH [--offset N] [--limit N] [--raw]
  * fs read PATH --byte-limit N [--byte-offset N] [--byte-end N]
  * --offset below 1 is 1; --limit 0 (or none) reads to the end, then of a
@@ -1463,10 +1660,12 @@ static sg_err guard_read(struct fs *c, const struct sg_buf *rel, const struct sg
  */
 static sg_err fs_read(struct fs *c)
 {
-	struct sg_buf rel = SG_BUF_INIT(SG_PATH_MAX), shown = SG_BUF_INIT(SG_PATH_MAX);
+	struct sg_buf shown = SG_BUF_INIT(SG_PATH_MAX);
 	bool raw = sg_args_flag(&c->a, "raw");
 	unsigned char head[READ_SNIFF];
 	const char *mime;
+	bool log = sg_args_flag(&c->a, "full-log");
+	const char *ctl = sg_args_str(&c->a, "ctl", NULL);
 	int64_t offset, limit, boff, blim, bend;
 	struct stat st;
 	ssize_t n = 0;
@@ -1484,24 +1683,12 @@ static sg_err fs_read(struct fs *c)
 		rc = sg_args_int(&c->a, "byte-end", 0, INT64_MAX, &bend, &c->err);
 	if (!rc)
 		rc = sg_fs_args_done(c, 1, 1);
-	if (!rc) {
-		rc = sg_fs_resolve(c, c->pos[0], SG_PATH_EXISTING, &rel);
-		if (rc == SG_E_NOT_FOUND) {
-			sg_err_clear(&c->err);
-			rc = read_missing(c, c->pos[0]);
-		}
-	}
+	if (!rc && log)
+		rc = open_full_log(c, ctl, &shown, &fd, &log);
+	if (!rc && !log)
+		rc = open_workspace_file(c, &shown, &fd);
 	if (rc)
 		goto out;
-	sg_fs_display(c, &rel, &shown);
-	rc = guard_read(c, &rel, &shown, "read_file", "read");
-	if (rc)
-		goto out;
-	fd = sg_fs_open_rel(c, &rel, O_RDONLY | O_NONBLOCK);
-	if (fd < 0 && errno == ENOENT) {
-		rc = read_missing(c, c->pos[0]);
-		goto out;
-	}
 	if (fd < 0 || fstat(fd, &st) != 0) {
 		rc = sg_fs_fail(c, "stat file: %s: %s", c->pos[0], sg_fs_errstr(errno));
 		goto out;
@@ -1518,14 +1705,15 @@ static sg_err fs_read(struct fs *c)
 	n = pread(fd, head, sizeof(head), 0);
 	if (n < 0)
 		n = 0;
-	mime = image_mime(head, (size_t)n);
+	/* A log is the command's text, never an image, and masked as bash's view is. */
+	mime = log ? NULL : image_mime(head, (size_t)n);
 	if (mime) {
 		rc = read_image(c, fd, &st, mime, &shown);
 		goto out;
 	}
 	if (blim) {
 		rc = read_bytes(c, fd, &st, &shown, boff, blim, bend,
-				c->unconfined && sg_fs_sensitive(shown.p));
+				log || (c->unconfined && sg_fs_sensitive(shown.p)));
 		goto out;
 	}
 	if (memchr(head, '\0', (size_t)n)) {
@@ -1539,10 +1727,9 @@ static sg_err fs_read(struct fs *c)
 		goto out;
 	}
 	rc = read_text(c, fd, &st, &shown, offset ? offset : 1, limit, raw,
-		       c->unconfined && sg_fs_sensitive(shown.p));
+		       log || (c->unconfined && sg_fs_sensitive(shown.p)));
 out:
 	sg_fs_close(&fd);
-	sg_buf_release(&rel);
 	sg_buf_release(&shown);
 	return rc;
 }
@@ -2512,7 +2699,7 @@ static const struct fs_cmd {
 	const char *flags; /* the options that take no value */
 	sg_err (*run)(struct fs *c);
 } fs_cmds[] = {
-	{ "read", "raw", fs_read },
+	{ "read", "raw full-log", fs_read },
 	{ "write", "create-only", sg_fs_write },
 	{ "edit", "all", sg_fs_edit },
 	{ "list", "", fs_list },

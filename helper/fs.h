@@ -34,6 +34,10 @@ struct fs {
 	 */
 	bool unconfined;
 	int rootfd;             /* O_PATH of host_root, -1 until opened */
+	/* sg_fs_revision's walk left out part of the tree (fs.h, workspace_git),
+	 * and its digest of the dot directories the fs form skips. */
+	bool rev_partial;
+	char rev_extra[17];
 	const void *in;
 	size_t inlen;
 	struct sg_buf *out;
@@ -94,6 +98,8 @@ sg_err sg_fs_open_file(struct fs *c, const struct sg_buf *rel, const char *shown
 sg_err sg_fs_put_file(struct fs *c, const char *rel, const char *shown, const char *data,
 		      size_t n, bool has_mode, mode_t mode, bool *created);
 
+/* Where a bash run's full log lies under the process table (proc.c). */
+#define SG_FS_FULL_LOG_DIR ".logs"
 /* Read size for streaming files and child output. */
 #define FS_CHUNK (64 * SG_KiB)
 /* A path of SG_PATH_MAX bytes has at most this many components. */
@@ -154,6 +160,27 @@ sg_err sg_fs_name_put(struct sg_buf *b, const char *s, size_t n, const char *suf
 #define SG_FS_REVISION_SIZE 32
 sg_err sg_fs_revision(struct fs *c, char out[SG_FS_REVISION_SIZE]) SG_MUST_CHECK;
 sg_err sg_fs_kv_revision(struct fs *c) SG_MUST_CHECK;
+/*
+ * The host reports a git repository's revision in git's own form
+ * ("git:<HEAD>:worktree:<digest of git status>"), which takes running
+ * git; the helper runs no program for a revision, so next to its own form
+ * it only says when git would answer: `,"workspace_git":true` when root
+ * holds a .git (a directory, or a worktree's file), and the gateway runs
+ * git, confined, for those alone (gateway/tools/git.c).  A .git above
+ * root does not count: the revision then stays this tree's own.  The mark's
+ * value is a digest of what git reads beside the tree (HEAD, the index, the
+ * refs, its config, the dot directories the fs form skips), "" when it
+ * cannot be had or the walk left out a directory git may see (node_modules,
+ * vendor, __pycache__, a tree past its bound): with the tree's own digest
+ * it tells the gateway when git's answer may have changed.
+ */
+#define SG_FS_GIT_HEAD_MAX 256 /* the most of .git/HEAD that is read */
+bool sg_fs_revision_git(int rootfd);
+/* partial: the tree's digest left out part of what git sees (the mark is
+ * then "": every call asks git); extra: sg_fs_revision's digest of the dot
+ * directories the fs form skips. */
+sg_err sg_fs_kv_revision_git(struct sg_buf *o, int rootfd, bool partial,
+			     const char *extra) SG_MUST_CHECK;
 /*
  * The host's reason a path is sensitive (.env files, keys, credential
  * stores, version-control and wuu state), or NULL.  path is the display

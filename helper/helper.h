@@ -33,9 +33,10 @@
  * before the positional arguments; `--` ends options):
  *
  *   fs read   --root R [--host-root H] PATH [--offset N] [--limit N]
- *             [--base64] [--max BYTES] [--raw]
+ *             [--base64] [--max BYTES] [--raw] [--full-log --ctl DIR]
  *             (--raw: the text follows the JSON line, after a newline,
- *             as "content_bytes" raw bytes, instead of a "content" key)
+ *             as "content_bytes" raw bytes, instead of a "content" key;
+ *             --full-log: PATH may be a bash run's full log under DIR)
  *   fs write  ... PATH [--mode OCTAL] [--base64]     content on stdin
  *   fs edit   ... PATH [--all]      stdin: "<len of old>\n" old new
  *   fs list   ... [PATH] [--depth N] [--hidden] [--max N]

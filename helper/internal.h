@@ -50,6 +50,15 @@ sg_err sg_gitwrap_command(const char *ctl, const char *command, char **text,
  * file again.
  */
 extern int (*sg_helper_self)(int argc, char **argv);
+/*
+ * Set only by `job` while it runs `proc spawn` in its own process (job.c):
+ * from sg_helper_due on (sg_now_ns()), the spawn's wait for its command's
+ * end calls sg_helper_overdue(), which either does not return or returns
+ * with sg_helper_due moved on (0: never again).  Both stay 0 and NULL in
+ * the gateway's library, so its in-process steps never see them.
+ */
+extern int64_t sg_helper_due;
+extern void (*sg_helper_overdue)(void);
 int sg_confine_apply(const char *mode, const char *root, const char *const *allow_write, char *msg, size_t msglen);
 /*
  * Keep this process and what it runs inside its environment, whatever its

@@ -64,7 +64,9 @@
  *    relays its output through pipes instead of files (job_relay): one
  *    process and no file copy fewer per call.
  * A command that is this program (sg-helper confine, fs ...) runs in the
- * forked child without a second exec (sg_helper_self).
+ * forked child without a second exec (sg_helper_self); a detaching job's
+ * `proc spawn` runs in the job's own process, with no runner (job_inline):
+ * a bash call is then this process, the spawn's supervisor and the command.
  * The reply's format is shared with the adapters in adapters/jobreply.h.
  */
 #define _GNU_SOURCE /* environ, O_CLOEXEC */
@@ -79,6 +81,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
@@ -88,6 +91,7 @@
 #include <unistd.h>
 
 #include "adapters/jobreply.h"
+#include "base/cancel.h"
 #include "base/fsutil.h"
 #include "base/limits.h"
 
@@ -104,6 +108,8 @@ extern char **environ;
 #define JOB_CHUNK (64 * 1024) /* one read of output */
 
 int (*sg_helper_self)(int argc, char **argv);
+int64_t sg_helper_due;
+void (*sg_helper_overdue)(void);
 
 /* Every file of a job, for --gc. */
 static const char *const job_suffixes[] = {
@@ -138,11 +144,45 @@ static bool job_path(const struct job *j, const char *suffix, char *out, size_t 
 	return len > 0 && (size_t)len < n;
 }
 
+/*
+ * A --rm job that runs its spawn inline (job_inline) keeps its result in
+ * memory until it detaches: .o and .e are memfds, .st, .to and .x lines
+ * here, which spares every bash call five files made and removed.  A job
+ * that detaches writes them out at its end for --attach (job_mem_flush).
+ */
+static const char *const job_mem_names[] = { ".o", ".e", ".st", ".to", ".x" };
+static struct {
+	bool on;
+	int fd[2];                 /* .o and .e (-1 for .e with --merge) */
+	char line[3][JOB_LINE];    /* .st, .to and .x */
+} job_mem = { .fd = { -1, -1 } };
+
+/* Which of job_mem_names suffix is, or -1 (also while memory is off). */
+static int job_mem_slot(const char *suffix)
+{
+	for (int k = 0; job_mem.on && k < (int)(sizeof(job_mem_names) / sizeof(*job_mem_names)); k++)
+		if (strcmp(suffix, job_mem_names[k]) == 0)
+			return k;
+	return -1;
+}
+
 /* Open a file of the job; -1 when it cannot be (or its path is too long). */
 static int job_open(const struct job *j, const char *suffix, int flags)
 {
 	char path[SG_PATH_MAX];
+	int k = job_mem_slot(suffix), fd;
 
+	if (k == 0 || k == 1) {
+		/* Read only once the command is done, or written by it. */
+		fd = job_mem.fd[k] < 0 ? -1 : fcntl(job_mem.fd[k], F_DUPFD_CLOEXEC, 3);
+		if (fd >= 0 && (flags & O_TRUNC) && ftruncate(fd, 0) != 0) {
+			close(fd);
+			return -1;
+		}
+		if (fd >= 0)
+			lseek(fd, 0, SEEK_SET);
+		return fd;
+	}
 	return job_path(j, suffix, path, sizeof(path))
 		       ? open(path, flags | O_CLOEXEC, 0600)
 		       : -1;
@@ -155,8 +195,13 @@ static int job_open(const struct job *j, const char *suffix, int flags)
  */
 static void job_write(const struct job *j, const char *suffix, const char *p, size_t n)
 {
-	int fd = job_open(j, suffix, O_WRONLY | O_CREAT | O_TRUNC);
+	int k = job_mem_slot(suffix), fd;
 
+	if (k >= 2) {
+		snprintf(job_mem.line[k - 2], JOB_LINE, "%.*s", (int)n, p);
+		return;
+	}
+	fd = job_open(j, suffix, O_WRONLY | O_CREAT | O_TRUNC);
 	if (fd < 0)
 		return;
 	(void)sg_write_all(fd, p, n);
@@ -182,9 +227,15 @@ static void job_put(const struct job *j, const char *suffix, const char *fmt, ..
 static void job_get(const struct job *j, const char *suffix, char *out, size_t n)
 {
 	ssize_t got = -1;
-	int fd = job_open(j, suffix, O_RDONLY);
+	int k = job_mem_slot(suffix), fd;
 
 	out[0] = '\0';
+	if (k >= 2) {
+		snprintf(out, n, "%.*s", (int)strcspn(job_mem.line[k - 2], "\n"),
+			 job_mem.line[k - 2]);
+		return;
+	}
+	fd = job_open(j, suffix, O_RDONLY);
 	if (fd < 0)
 		return;
 	do
@@ -198,7 +249,10 @@ static void job_get(const struct job *j, const char *suffix, char *out, size_t n
 static bool job_exists(const struct job *j, const char *suffix)
 {
 	char path[SG_PATH_MAX];
+	int k = job_mem_slot(suffix);
 
+	if (k >= 0)
+		return k < 2 ? job_mem.fd[k] >= 0 : job_mem.line[k - 2][0] != '\0';
 	return job_path(j, suffix, path, sizeof(path)) && access(path, F_OK) == 0;
 }
 
@@ -293,7 +347,8 @@ static void job_remove(const struct job *j)
 	char path[SG_PATH_MAX];
 
 	for (size_t i = 0; i < sizeof(job_suffixes) / sizeof(*job_suffixes); i++)
-		if (job_path(j, job_suffixes[i], path, sizeof(path)))
+		if (job_mem_slot(job_suffixes[i]) < 0 &&
+		    job_path(j, job_suffixes[i], path, sizeof(path)))
 			unlink(path);
 }
 
@@ -417,11 +472,12 @@ static bool job_map(long in_u, long in_g, long out_u, long out_g)
 }
 
 /*
- * In the command's process, before exec: join the cgroups, enter the
- * namespaces, show the workspace, enter cwd.  A failure is a sentence on
- * the command's stderr and exit 127, as a command that could not start.
+ * In the command's process, before exec (or in the job's own, before it
+ * runs a spawn inline): join the cgroups, enter the namespaces, show the
+ * workspace, enter cwd.  A failure is a sentence on the command's stderr
+ * and false: the command ends as one that could not start (127).
  */
-static void job_confine(const struct job *j, int err)
+static bool job_confine(const struct job *j, int err)
 {
 	long uid = (long)getuid(), gid = (long)getgid();
 	int flags = (j->bind ? CLONE_NEWNS : 0) | (j->netns ? CLONE_NEWNET : 0);
@@ -439,7 +495,7 @@ static void job_confine(const struct job *j, int err)
 			if (!job_poke(path, pid)) {
 				dprintf(err, "sandgate: cannot join the cgroup %s: %s\n", path,
 					strerror(errno));
-				_exit(127);
+				return false;
 			}
 		}
 		l += n;
@@ -457,12 +513,12 @@ static void job_confine(const struct job *j, int err)
 	     mount(j->bind, j->bind_to, NULL, MS_BIND | MS_REC, NULL) != 0)) {
 		dprintf(err, "sandgate: cannot show the workspace at %s (mount --bind failed: %s)\n",
 			j->bind_to, strerror(errno));
-		_exit(127);
+		return false;
 	}
 	if (!what && j->tmp && mount(j->tmp, "/tmp", NULL, MS_BIND | MS_REC, NULL) != 0) {
 		dprintf(err, "sandgate: cannot give the environment its own /tmp (mount --bind failed: %s)\n",
 			strerror(errno));
-		_exit(127);
+		return false;
 	}
 	/* And back to the login's own ids, so files keep their owner. */
 	if (!what && flags && uid != 0 &&
@@ -470,12 +526,13 @@ static void job_confine(const struct job *j, int err)
 		what = "a user namespace mapping back to the login's uid";
 	if (what) {
 		dprintf(err, "sandgate: cannot enter %s: %s\n", what, strerror(errno));
-		_exit(127);
+		return false;
 	}
 	if (j->cwd && chdir(j->cwd) != 0) {
 		dprintf(err, "sandgate: cannot enter the directory %s\n", j->cwd);
-		_exit(127);
+		return false;
 	}
+	return true;
 }
 
 /* In the command's process: stdio, a clean environment, then exec. */
@@ -485,7 +542,8 @@ static void job_exec(const struct job *j, int in, int out, int err, char **envp,
 	sigset_t none;
 	int e;
 
-	job_confine(j, err);
+	if (!job_confine(j, err))
+		_exit(127);
 	sigemptyset(&none);
 	sigprocmask(SIG_SETMASK, &none, NULL);
 	signal(SIGINT, SIG_DFL);
@@ -915,6 +973,173 @@ out:
 	return rc;
 }
 
+/*
+ * A detaching job whose command is this program's `proc spawn` runs it in
+ * its own process (job_inline) instead of under a runner: the spawn
+ * already leaves its command to a supervisor of its own session, so the
+ * runner would only wait.  That saves the runner and the command's fork,
+ * two of the tasks every bash call started.  Its state, for the hook the
+ * spawn's wait calls (sg_helper_overdue):
+ */
+static const struct job *job_inline_job;
+static int job_inline_reply = -1; /* the request's stdout, -1 once detached */
+static int64_t job_inline_end;    /* --timeout-ms's end (sg_now_ns), or 0 */
+
+/* sg_now_ns() ms from now, saturated far beyond any wait. */
+static int64_t job_ns_after(int64_t ms)
+{
+	return ms < INT64_MAX / 4000000 ? sg_now_ns() + ms * 1000000 : INT64_MAX / 4;
+}
+
+/* Whether argv is `<this program> proc spawn`. */
+static bool job_inline_ok(const struct job *j, char *const *argv)
+{
+	return j->self && j->detach && argv[1] && argv[2] && strcmp(argv[1], "proc") == 0 &&
+	       strcmp(argv[2], "spawn") == 0;
+}
+
+/* Keep the result in memory (a --rm job's inline spawn); off when it cannot. */
+static void job_mem_begin(const struct job *j)
+{
+	job_mem.fd[0] = memfd_create("sg-job.o", MFD_CLOEXEC);
+	job_mem.fd[1] = j->merge ? -1 : memfd_create("sg-job.e", MFD_CLOEXEC);
+	job_mem.on = job_mem.fd[0] >= 0 && (j->merge || job_mem.fd[1] >= 0);
+}
+
+/* Write the result kept in memory to the job's files, .x last. */
+static void job_mem_flush(const struct job *j)
+{
+	char buf[JOB_CHUNK];
+	ssize_t got;
+
+	job_mem.on = false;
+	for (int k = 0; k < 2; k++) {
+		int out = job_mem.fd[k] < 0 ? -1
+					    : job_open(j, job_mem_names[k], O_WRONLY | O_CREAT | O_TRUNC);
+
+		for (off_t off = 0; out >= 0 && (got = pread(job_mem.fd[k], buf, sizeof(buf), off)) > 0;
+		     off += got)
+			if (sg_write_all(out, buf, (size_t)got))
+				break;
+		if (out >= 0)
+			close(out);
+	}
+	for (int k = 2; k < 5; k++) {
+		char line[JOB_LINE];
+
+		/* A copy: job_write never reads what it may write (-Wrestrict). */
+		snprintf(line, sizeof(line), "%s", job_mem.line[k - 2]);
+		if (line[0])
+			job_write(j, job_mem_names[k], line, strlen(line));
+	}
+}
+
+/* Report on the request's stdout (unless detached: an attach will), and end. */
+static void job_inline_exit(const struct job *j)
+{
+	if (job_inline_reply < 0 && job_mem.on)
+		job_mem_flush(j);
+	if (job_inline_reply >= 0 && dup2(job_inline_reply, 1) >= 0) {
+		job_report(j);
+		if (j->rm)
+			job_remove(j);
+	}
+	_exit(0);
+}
+
+/*
+ * The spawn's wait reached sg_helper_due.  At --timeout-ms the command
+ * ends as a runner's would at its timeout: recorded as killed (the spawn's
+ * own supervisor, in a session of its own, lives on, as it did).  At
+ * --wait-ms the request answers "pending" and a child in a session of its
+ * own goes on waiting, as the runner would have: the fork is made only
+ * for a spawn that outlasts one request.
+ */
+static void job_overdue(void)
+{
+	const struct job *j = job_inline_job;
+	pid_t pid;
+
+	if (job_inline_end && sg_now_ns() >= job_inline_end) {
+		job_put(j, ".to", "1\n");
+		job_put(j, ".st", "signal 9\n");
+		job_put(j, ".x", "137\n");
+		job_inline_exit(j);
+	}
+	sg_helper_due = job_inline_end;
+	if (job_inline_reply < 0)
+		return;
+	pid = fork();
+	if (pid > 0) {
+		/* Named before the answer: an attach must never find the pid of
+		 * a job that ended without writing .x. */
+		job_put(j, ".pid", "%d\n", (int)pid);
+		dprintf(job_inline_reply, "\n%s %s\n", j->mark, SG_JOB_PENDING);
+		_exit(0);
+	}
+	if (pid < 0)
+		return; /* waited here, in the request, until the end */
+	/* The request's end must neither wait for us nor take us along. */
+	setsid();
+	close(job_inline_reply);
+	job_inline_reply = -1;
+}
+
+/*
+ * Run `proc spawn` in this process, its stdin, stdout and stderr those a
+ * runner's command would have had (in, the job's .o and .e), the result
+ * in .st and .x as a runner writes them.  .pid names this process until
+ * it detaches, so `job --kill` ends the spawn here as it ended the runner
+ * and the spawn with it.
+ */
+static int job_inline(const struct job *j, int in, int out, int err, char **envp,
+		      char *const *argv)
+{
+	static const int dfl[] = { SIGINT, SIGQUIT, SIGPIPE };
+	int argc = 0, rc;
+	sigset_t none;
+
+	job_inline_reply = fcntl(1, F_DUPFD_CLOEXEC, 3);
+	if (job_inline_reply < 0 || dup2(in, 0) < 0 || dup2(out, 1) < 0 || dup2(err, 2) < 0)
+		return job_fail(j, "cannot pass on the command's descriptors: %s", strerror(errno));
+	close(in);
+	close(out);
+	close(err);
+	job_put(j, ".pid", "%d\n", (int)getpid());
+	if (job_orphaned || job_exists(j, ".cancel")) {
+		job_put(j, ".st", "signal 9\n");
+		job_put(j, ".x", "137\n");
+		job_inline_exit(j);
+	}
+	/* The namespaces are this process's now, and so the spawn's. */
+	if (!job_confine(j, 2)) {
+		job_put(j, ".st", "exit 127\n");
+		job_put(j, ".x", "127\n");
+		job_inline_exit(j);
+	}
+	job_inline_job = j;
+	job_inline_end = j->timeout_ms > 0 ? job_ns_after(j->timeout_ms) : 0;
+	sg_helper_due = job_ns_after(j->wait_ms);
+	if (job_inline_end && job_inline_end < sg_helper_due)
+		sg_helper_due = job_inline_end;
+	sg_helper_overdue = job_overdue;
+	/* As job_exec leaves them for a command; the spawn's supervisor inherits them. */
+	for (size_t i = 0; i < sizeof(dfl) / sizeof(dfl[0]); i++)
+		signal(dfl[i], SIG_DFL);
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
+	environ = envp;
+	while (argv[argc])
+		argc++;
+	rc = sg_helper_self(argc, (char **)argv);
+	fflush(NULL);
+	sg_helper_due = 0;
+	job_put(j, ".st", "exit %d\n", rc);
+	job_put(j, ".x", "%d\n", rc);
+	job_inline_exit(j);
+	return 0;
+}
+
 /* Whether prog names this very program (see sg_helper_self). */
 static bool job_is_self(const char *prog)
 {
@@ -950,6 +1175,8 @@ static int job_start(const struct job *j, const char *cwd, const char *stdin_var
 	}
 	if (j->rm && !j->detach)
 		return job_relay(j, in, envp, argv);
+	if (j->rm && job_inline_ok(j, argv))
+		job_mem_begin(j);
 	out = job_open(j, ".o", O_WRONLY | O_CREAT | O_TRUNC);
 	err = j->merge ? fcntl(out, F_DUPFD_CLOEXEC, 0) : job_open(j, ".e", O_WRONLY | O_CREAT | O_TRUNC);
 	if (out < 0 || err < 0) {
@@ -960,6 +1187,8 @@ static int job_start(const struct job *j, const char *cwd, const char *stdin_var
 			close(err);
 		return job_fail(j, "cannot create the command's output files %s.o", j->dir);
 	}
+	if (job_inline_ok(j, argv))
+		return job_inline(j, in, out, err, envp, argv);
 	runner = fork();
 	if (runner == 0)
 		job_runner(j, in, out, err, envp, argv);

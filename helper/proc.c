@@ -298,6 +298,12 @@ struct proc_rec {
 	 */
 	int64_t tty, input, hidden, split, log_base;
 	size_t bytes;           /* the file's size, as read */
+	/*
+	 * A stop marker lies beside a record still running: the host's
+	 * `stopping`, from the stop's start to the supervisor's final
+	 * record.  Read with the record, never stored in it.
+	 */
+	bool stopping;
 };
 
 static const struct {
@@ -672,7 +678,7 @@ static void rec_outcome(const struct proc_rec *r, const char **status, const cha
 	*status = "failed";
 	switch (r->status) {
 	case PS_RUNNING:
-		*status = "running";
+		*status = r->stopping ? "stopping" : "running";
 		return;
 	case PS_STOPPED:
 		*status = "stopped";
@@ -1014,6 +1020,8 @@ static sg_err rec_read(const char *ctl, const char *id, struct proc_rec *r,
 		rc = sg_err_set(err, SG_E_INTERNAL, "%s is malformed", path);
 		goto out;
 	}
+	r->stopping = r->status == PS_RUNNING &&
+		      faccessat(dirfd, "stop", F_OK, AT_SYMLINK_NOFOLLOW) == 0;
 	rc = SG_OK;
 out:
 	if (fd >= 0)
@@ -1736,6 +1744,10 @@ static sg_err await_end(const char *ctl, const char *id, int64_t deadline,
 		rc = rec_load(ctl, id, r, cancel, err);
 		if (rc || r->status != PS_RUNNING || sg_now_ns() >= deadline)
 			break;
+		if (sg_helper_due && sg_now_ns() >= sg_helper_due) {
+			sg_helper_overdue();
+			continue;
+		}
 		if (w.ino < 0) {
 			/* Armed before the next look, so no change is missed. */
 			rc = waiter_arm(&w, dir, IN_MOVED_TO | IN_CLOSE_WRITE,
@@ -1743,7 +1755,9 @@ static sg_err await_end(const char *ctl, const char *id, int64_t deadline,
 			waiter_watch_sup(&w, r);
 			continue;
 		}
-		rc = waiter_wait(&w, deadline, cancel, err);
+		rc = waiter_wait(&w, sg_helper_due && sg_helper_due < deadline ? sg_helper_due
+									 : deadline,
+				 cancel, err);
 	}
 	waiter_release(&w);
 	if (dirfd >= 0)
@@ -3428,11 +3442,16 @@ static sg_err put_revision(struct sg_buf *reply, const char *root)
 	char rev[SG_FS_REVISION_SIZE] = "";
 	sg_err rc = SG_OK;
 
-	if (c.rootfd >= 0) {
+	if (c.rootfd >= 0)
 		rc = sg_fs_revision(&c, rev);
+	if (!rc)
+		rc = put_str(reply, "workspace_revision", rev);
+	if (!rc)
+		rc = sg_fs_kv_revision_git(reply, c.rootfd, c.rev_partial || c.rootfd < 0,
+					   c.rev_extra);
+	if (c.rootfd >= 0)
 		close(c.rootfd);
-	}
-	return rc ? rc : put_str(reply, "workspace_revision", rev);
+	return rc;
 }
 
 static sg_err spawn_wait(const char *ctl, const char *id, int64_t wait_ms, int64_t out_max,

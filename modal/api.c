@@ -12,6 +12,7 @@
 #include <strings.h>
 #include <time.h>
 
+#include "adapters/adapter.h"
 #include "core/leg.h"
 #include "base/fsutil.h"
 #include "base/log.h"
@@ -43,11 +44,14 @@ static void copy_field(char *dst, const char *src)
 	snprintf(dst, MDL_FIELD_MAX, "%s", src ? src : "");
 }
 
+/*
+ * One of Modal's variables, or NULL when unset or empty: read only as
+ * the adapter's field table declares it, the list the config refuses to
+ * forward into commands.
+ */
 static const char *env_nonempty(const char *name)
 {
-	const char *v = getenv(name);
-
-	return v && *v ? v : NULL;
+	return sg_adapter_env(sg_adapter_find("modal"), NULL, name, NULL);
 }
 
 /* A TOML string or boolean value (the subset ~/.modal.toml uses). */
@@ -160,7 +164,7 @@ sg_err mdl_creds_load(struct mdl_creds *out, struct sg_errinfo *err)
 	const char *id = env_nonempty("MODAL_TOKEN_ID");
 	const char *secret = env_nonempty("MODAL_TOKEN_SECRET");
 	const char *want = env_nonempty("MODAL_PROFILE");
-	const char *home = env_nonempty("HOME");
+	const char *home = getenv("HOME");
 	char file[SG_PATH_MAX];
 	struct toml_profile *ps = calloc(16, sizeof(*ps));
 	const struct toml_profile *use = NULL;
@@ -171,7 +175,7 @@ sg_err mdl_creds_load(struct mdl_creds *out, struct sg_errinfo *err)
 	if (!ps)
 		return sg_err_set(err, SG_E_INTERNAL, "out of memory");
 	if (env_nonempty("MODAL_CONFIG_PATH"))
-		snprintf(file, sizeof(file), "%s", getenv("MODAL_CONFIG_PATH"));
+		snprintf(file, sizeof(file), "%s", env_nonempty("MODAL_CONFIG_PATH"));
 	else
 		snprintf(file, sizeof(file), "%s/.modal.toml", home ? home : "");
 	rc = read_profiles(file, ps, 16, &n, err);
@@ -197,15 +201,15 @@ sg_err mdl_creds_load(struct mdl_creds *out, struct sg_errinfo *err)
 		out->sandbox_v2 = use->sandbox_v2 != 0;
 	}
 	if (env_nonempty("MODAL_SANDBOX_V2"))
-		out->sandbox_v2 = flag_on(getenv("MODAL_SANDBOX_V2"));
+		out->sandbox_v2 = flag_on(env_nonempty("MODAL_SANDBOX_V2"));
 	if (id && secret) {
 		copy_field(out->token_id, id);
 		copy_field(out->token_secret, secret);
 	}
 	if (env_nonempty("MODAL_SERVER_URL"))
-		copy_field(out->server_url, getenv("MODAL_SERVER_URL"));
+		copy_field(out->server_url, env_nonempty("MODAL_SERVER_URL"));
 	if (env_nonempty("MODAL_ENVIRONMENT"))
-		copy_field(out->environment, getenv("MODAL_ENVIRONMENT"));
+		copy_field(out->environment, env_nonempty("MODAL_ENVIRONMENT"));
 	if (!out->server_url[0])
 		copy_field(out->server_url, MDL_SERVER_DEFAULT);
 	if (!out->token_id[0] || !out->token_secret[0])

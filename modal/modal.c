@@ -157,21 +157,20 @@ static const struct sg_field mdl_fields[] = {
 	SG_FIELD("memory_mb"), SG_FIELD_OWN_STRING("app"),
 	SG_FIELD_OWN_INT("idle_timeout_s", 60, SG_MODAL_MAX_TIMEOUT_S),
 	SG_FIELD_OWN_INT("snapshot_ttl_seconds", MDL_SNAPSHOT_TTL_NONE, MDL_SNAPSHOT_TTL_MAX_S),
+	/* Modal's own variables, read as its tools read them (api.h). */
+	SG_FIELD_ENV("MODAL_TOKEN_ID", 0), SG_FIELD_ENV("MODAL_TOKEN_SECRET", 0),
+	SG_FIELD_ENV("MODAL_PROFILE", 0), SG_FIELD_ENV("MODAL_CONFIG_PATH", 0),
+	SG_FIELD_ENV("MODAL_ENVIRONMENT", 0), SG_FIELD_ENV("MODAL_SERVER_URL", 0),
+	SG_FIELD_ENV("MODAL_SANDBOX_V2", 0),
 	SG_FIELDS_END,
 };
 
-static const char *mdl_raw_str(const struct sg_profile *p, const char *key, const char *def)
+/* The app's name: the profile's own, or sandgate's. */
+static const char *mdl_app_name(const struct sg_profile *p)
 {
-	const json_t *v = json_object_get(p->raw, key);
+	const char *app = sg_profile_str(p, "app");
 
-	return json_is_string(v) ? json_string_value(v) : def;
-}
-
-static int64_t mdl_raw_int(const struct sg_profile *p, const char *key, int64_t def)
-{
-	const json_t *v = json_object_get(p->raw, key);
-
-	return json_is_integer(v) ? (int64_t)json_integer_value(v) : def;
+	return app ? app : MDL_APP_DEFAULT;
 }
 
 /* Modal's names: letters, digits, ".", "_", "-", at most 64. */
@@ -185,13 +184,13 @@ static bool mdl_name_ok(const char *s)
 
 static sg_err mdl_validate(const struct sg_profile *p, struct sg_errinfo *err)
 {
-	const char *app = mdl_raw_str(p, "app", MDL_APP_DEFAULT);
+	const char *app = mdl_app_name(p);
 
 	if (!mdl_name_ok(app))
 		return sg_err_set(err, SG_E_INVALID_ARGUMENT,
 				  "field \"app\": a Modal app name is 1 to 64 letters, digits, '.', '_' or '-'");
 	/* The table's range lets 0 through; Modal's lifetimes are at least a second. */
-	if (mdl_raw_int(p, "snapshot_ttl_seconds", 1) == 0)
+	if (sg_profile_int(p, "snapshot_ttl_seconds", 1) == 0)
 		return sg_err_set(err, SG_E_INVALID_ARGUMENT,
 				  "field \"snapshot_ttl_seconds\": must be at least 1 (seconds), or -1 for no expiry");
 	if (p->image && (!p->image[0] || strpbrk(p->image, " \t\r\n")))
@@ -210,7 +209,7 @@ static sg_err mdl_validate(const struct sg_profile *p, struct sg_errinfo *err)
 		 * an IPv6 range would not be enforced.  Best-effort drops them,
 		 * which is stricter: they stay blocked.
 		 */
-		if (!sg_cloud_ipv4_cidr(e) && !sg_profile_best_effort(p, "network"))
+		if (sg_allow_kind(e) != SG_ALLOW_IPV4 && !sg_profile_best_effort(p, "network"))
 			return sg_err_set(err, SG_E_UNSUPPORTED,
 					  "field \"network\": allow entry \"%.80s\" cannot be enforced by backend modal (only IPv4 CIDRs; list network in best_effort to leave it blocked)",
 					  e);
@@ -312,7 +311,7 @@ static size_t mdl_cidrs(const struct sg_profile *p, char **v)
 
 	for (size_t i = 0; p->network == SG_NET_ALLOW && p->network_allow &&
 			   p->network_allow[i] && n < MDL_CIDRS_MAX; i++)
-		if (sg_cloud_ipv4_cidr(p->network_allow[i]))
+		if (sg_allow_kind(p->network_allow[i]) == SG_ALLOW_IPV4)
 			v[n++] = (char *)p->network_allow[i];
 	return n;
 }
@@ -1042,9 +1041,10 @@ static sg_err mdl_create_once(struct mdl_env *me, const char *image, int *status
 	def.timeout_secs = mdl_timeout_secs(p);
 	def._name_case = MODAL__CLIENT__SANDBOX___NAME_NAME;
 	def.name = me->name;
-	if (json_is_integer(json_object_get(p->raw, "idle_timeout_s"))) {
+	/* The table's range starts at 60: 0 means the field is absent. */
+	if (sg_profile_int(p, "idle_timeout_s", 0) > 0) {
 		def._idle_timeout_secs_case = MODAL__CLIENT__SANDBOX___IDLE_TIMEOUT_SECS_IDLE_TIMEOUT_SECS;
-		def.idle_timeout_secs = (uint32_t)mdl_raw_int(p, "idle_timeout_s", 0);
+		def.idle_timeout_secs = (uint32_t)sg_profile_int(p, "idle_timeout_s", 0);
 	}
 	/*
 	 * milli_cpu and memory_mb alone are what Modal reserves, not a bound:
@@ -1411,7 +1411,7 @@ static sg_err mdl_provision(struct sg_env *env, struct sg_cancel *cancel,
 	if (env->root[0] != '/')
 		return sg_err_set(err, SG_E_INVALID_ARGUMENT, "root %s is not an absolute path",
 				  env->root);
-	if (!(me->app = strdup(mdl_raw_str(p, "app", MDL_APP_DEFAULT))) ||
+	if (!(me->app = strdup(mdl_app_name(p))) ||
 	    !(me->name = sg_cloud_name(env->identity)))
 		return sg_err_set(err, SG_E_INTERNAL, "out of memory");
 	rc = mdl_client_open(p, &me->cl, err);
@@ -1481,7 +1481,7 @@ static sg_err mdl_keep(struct mdl_env *me, struct sg_cancel *cancel, struct sg_e
 	sg_progress_begin("snapshot", "snapshotting sandbox %s", me->rm.base.id);
 	rc = mdl_rt_get(me, SG_MODAL_CALL_MS, &rt, cancel, err);
 	if (!rc)
-		rc = mdl_snapshot(&rt->r, mdl_raw_int(me->rm.base.profile, "snapshot_ttl_seconds",
+		rc = mdl_snapshot(&rt->r, sg_profile_int(me->rm.base.profile, "snapshot_ttl_seconds",
 						      MDL_SNAPSHOT_TTL_DEFAULT_S),
 				  SG_MODAL_IMAGE_MS, &image, cancel, err);
 	mdl_rt_drop(me, rt);
@@ -1560,7 +1560,7 @@ static sg_err mdl_envs_list(const struct sg_profile *p, const char *state_dir, s
 	rc = mdl_client_open(p, &cl, err);
 	if (rc)
 		return rc;
-	rc = mdl_app(&cl, mdl_raw_str(p, "app", MDL_APP_DEFAULT), &app_id, cancel, err);
+	rc = mdl_app(&cl, mdl_app_name(p), &app_id, cancel, err);
 	if (!rc)
 		rc = mdl_list(&cl, app_id, tags, mdl_list_one, &c, cancel, err);
 	free(app_id);
@@ -1594,7 +1594,7 @@ static sg_err mdl_destroy(const struct sg_profile *p, const char *state_dir, con
 		char *name = sg_cloud_name(who);
 
 		if (name)
-			mdl_records_forget(state_dir, mdl_raw_str(p, "app", MDL_APP_DEFAULT), name);
+			mdl_records_forget(state_dir, mdl_app_name(p), name);
 		free(name);
 	}
 	if (t)
@@ -1622,31 +1622,14 @@ static void mdl_release(struct sg_env *env)
 	sg_env_release_base(env);
 }
 
-/* Modal's own variables, read as its tools read them (api.h). */
-static const char *const mdl_env_names[] = {
-	"MODAL_TOKEN_ID", "MODAL_TOKEN_SECRET", "MODAL_PROFILE", "MODAL_CONFIG_PATH",
-	"MODAL_ENVIRONMENT", "MODAL_SERVER_URL",
-};
-
-static size_t mdl_credential_env(const json_t *raw, const char **names, size_t max)
-{
-	size_t n = 0;
-
-	(void)raw;
-	for (size_t i = 0; i < sizeof(mdl_env_names) / sizeof(mdl_env_names[0]) && n < max; i++)
-		names[n++] = mdl_env_names[i];
-	return n;
-}
-
 static void mdl_credentials(const struct sg_profile *p, json_t *out)
 {
 	struct mdl_creds c;
 	struct sg_errinfo e = { 0 };
 	sg_err rc = mdl_creds_load(&c, &e);
-	const char *id = getenv("MODAL_TOKEN_ID");
+	const char *id = sg_profile_env(p, "MODAL_TOKEN_ID", NULL);
 
-	(void)p;
-	if (id && *id)
+	if (id)
 		json_object_set_new(out, "MODAL_TOKEN_ID", json_string(rc ? "missing" : "found"));
 	else
 		json_object_set_new(out, "~/.modal.toml", json_string(rc ? "missing" : "found"));
@@ -1667,5 +1650,4 @@ const struct sg_adapter sg_adapter_modal = {
 	.destroy = mdl_destroy,
 	.release = mdl_release,
 	.credentials = mdl_credentials,
-	.credential_env = mdl_credential_env,
 };

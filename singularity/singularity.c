@@ -113,11 +113,9 @@ static const struct sg_field sing_fields[] = {
 };
 
 struct sing_env {
-	struct sg_env base;
+	struct sg_host_env h; /* first; h.dir is <base>/singularity/<slug> */
 	char *runtime;   /* the CLI's path */
 	struct sg_sing_version ver;
-	char *dir;       /* <base>/singularity/<slug> */
-	char *workspace; /* the workspace on this host */
 	char *name;      /* the instance: sg-<slug> */
 	struct sg_strv cli_env; /* the CLI's environment (borrowed strings) */
 	const char *proc_ro[SING_PROC_RO_MAX + 1]; /* proc_host_wide's on this host */
@@ -357,7 +355,7 @@ sg_err sg_sing_exec_argv(const char *runtime, const char *name, const char *cwd,
 /* The profile's runtime (field `runtime`), else apptainer, else singularity (new). */
 static char *runtime_of(const struct sg_profile *p)
 {
-	const char *want = json_string_value(json_object_get(p->raw, "runtime"));
+	const char *want = sg_profile_str(p, "runtime");
 	char *found;
 
 	if (want && strchr(want, '/')) {
@@ -421,7 +419,7 @@ static sg_err sing_validate(const struct sg_profile *p, struct sg_errinfo *err)
 	char *runtime = NULL;
 	sg_err rc = SG_OK;
 
-	if (!sg_sing_pull_parse(json_string_value(json_object_get(p->raw, "image_pull_policy")),
+	if (!sg_sing_pull_parse(sg_profile_str(p, "image_pull_policy"),
 				&pull))
 		return sg_err_set(err, SG_E_INVALID_ARGUMENT,
 				  "field \"image_pull_policy\" (profile \"%s\") is \"always\" (the default) or \"if_not_present\"",
@@ -439,9 +437,8 @@ static sg_err sing_validate(const struct sg_profile *p, struct sg_errinfo *err)
 		rc = sg_err_set(err, SG_E_UNSUPPORTED,
 				"profile \"%s\" needs apptainer or singularity: %s was not found",
 				p->name,
-				json_string_value(json_object_get(p->raw, "runtime"))
-					? json_string_value(json_object_get(p->raw, "runtime"))
-					: "neither is on PATH");
+				sg_profile_str(p, "runtime") ? sg_profile_str(p, "runtime")
+							     : "neither is on PATH");
 		goto out;
 	}
 	rc = cli_env(&envs, false);
@@ -879,7 +876,7 @@ static sg_err cached_sif(struct sing_env *se, const char *ref, char **out,
 	int fd = -1;
 	sg_err rc = SG_OK;
 
-	if (!name || !(dir = envs_dir(se->base.profile, se->base.state_dir)) ||
+	if (!name || !(dir = envs_dir(se->h.base.profile, se->h.base.state_dir)) ||
 	    asprintf(&images, "%s/images", dir) < 0) {
 		images = NULL;
 		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
@@ -955,14 +952,14 @@ out:
 static sg_err resolve_image(struct sing_env *se, char **out, struct sg_cancel *cancel,
 			    struct sg_errinfo *err)
 {
-	const char *img = se->base.profile->image;
+	const char *img = se->h.base.profile->image;
 	char *path = NULL;
 	sg_err rc = SG_OK;
 	struct stat st;
 
 	if (strncmp(img, "docker://", 9) == 0 || strncmp(img, "oras://", 7) == 0)
 		return cached_sif(se, img, out, cancel, err);
-	path = sg_profile_path(se->base.profile, img);
+	path = sg_profile_path(se->h.base.profile, img);
 	if (!path) {
 		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
 		goto out;
@@ -1036,29 +1033,6 @@ static bool instance_listed(json_t *list, const char *name)
 	return false;
 }
 
-static sg_err write_marker(struct sing_env *se, struct sg_errinfo *err)
-{
-	const struct sg_env *env = &se->base;
-	json_t *m = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:I, s:b, s:b, s:s}", "backend",
-			      "singularity", "id", env->id, "instance", se->name, "identity",
-			      env->identity, "session", env->session, "profile",
-			      env->profile->name, "created", (json_int_t)time(NULL), "persistent",
-			      env->profile->persistent, "shared", env->profile->shared,
-			      "workspace", se->workspace);
-	char *tmp = NULL, *dst = NULL;
-	sg_err rc = SG_OK;
-
-	if (!m || asprintf(&tmp, "%s/env.json.tmp", se->dir) < 0 ||
-	    asprintf(&dst, "%s/env.json", se->dir) < 0 || json_dump_file(m, tmp, JSON_COMPACT) ||
-	    rename(tmp, dst))
-		rc = sg_err_set(err, SG_E_INTERNAL, "cannot record the environment in %s: %s",
-				se->dir, strerror(errno));
-	json_decref(m);
-	free(tmp);
-	free(dst);
-	return rc;
-}
-
 static bool is_dir(const char *path)
 {
 	struct stat st;
@@ -1092,13 +1066,13 @@ static const char *refused_field(const struct sg_profile *p, const char *text)
 static struct sg_sing_start start_spec(const struct sing_env *se, const char *image,
 				       const char *overlay, const char *ctl)
 {
-	const struct sg_env *env = &se->base;
+	const struct sg_env *env = &se->h.base;
 	const struct sg_profile *p = env->profile;
 	struct sg_sing_start s = {
 		.runtime = se->runtime,
 		.image = image,
 		.name = se->name,
-		.workspace = se->workspace,
+		.workspace = se->h.workspace,
 		.root = env->root,
 		.workspace_ro = p->mount_read_only,
 		.helper_host = env->helper_host,
@@ -1124,7 +1098,7 @@ static char *instance_record(const struct sing_env *se)
 {
 	char *path = NULL;
 
-	return asprintf(&path, "%s/instance.json", se->dir) < 0 ? NULL : path;
+	return asprintf(&path, "%s/instance.json", se->h.dir) < 0 ? NULL : path;
 }
 
 static sg_err record_instance(const struct sing_env *se, const struct sg_strv *av, bool limits,
@@ -1136,13 +1110,13 @@ static sg_err record_instance(const struct sing_env *se, const struct sg_strv *a
 
 	for (size_t i = 0; argv && i < av->n; i++)
 		json_array_append_new(argv, json_string(av->v[i]));
-	m = argv ? json_pack("{s:s, s:O, s:b, s:b}", "profile", se->base.profile->name, "argv",
+	m = argv ? json_pack("{s:s, s:O, s:b, s:b}", "profile", se->h.base.profile->name, "argv",
 			     argv, "limits", limits, "network_namespace", net)
 		 : NULL;
 	if (!m || !path || asprintf(&tmp, "%s.tmp", path) < 0 ||
 	    json_dump_file(m, tmp, JSON_COMPACT) || rename(tmp, path))
 		rc = sg_err_set(err, SG_E_INTERNAL, "cannot record instance %s in %s: %s",
-				se->name, se->dir, strerror(errno));
+				se->name, se->h.dir, strerror(errno));
 	json_decref(argv);
 	json_decref(m);
 	free(path);
@@ -1172,8 +1146,8 @@ static sg_err may_attach(const struct sing_env *se, const struct sg_sing_start *
 	if (!rc && (!m || !json_equal(want, json_object_get(m, "argv"))))
 		rc = sg_err_set(err, SG_E_UNAVAILABLE,
 				"instance %s of identity \"%s\" runs with other settings (started by profile \"%.100s\"); profile \"%s\" can join it only when it was started the same way",
-				se->name, se->base.identity, by ? by : "unknown",
-				se->base.profile->name);
+				se->name, se->h.base.identity, by ? by : "unknown",
+				se->h.base.profile->name);
 	else if (rc)
 		rc = sg_err_set(err, SG_E_INTERNAL, "cannot compare instance %s's settings",
 				se->name);
@@ -1195,7 +1169,7 @@ static sg_err start_instance(struct sing_env *se, const char *image, const char 
 			     const char *ctl, bool *limits, bool *net, struct sg_cancel *cancel,
 			     struct sg_errinfo *err)
 {
-	const struct sg_env *env = &se->base;
+	const struct sg_env *env = &se->h.base;
 	const struct sg_profile *p = env->profile;
 	struct sg_sing_start s = start_spec(se, image, overlay, ctl);
 	struct sg_strv av = SG_STRV_INIT, first = SG_STRV_INIT;
@@ -1343,14 +1317,14 @@ static sg_err sing_provision(struct sg_env *env, struct sg_cancel *cancel,
 	bool fresh = false, limits = false, net = false, attach = false;
 	sg_err rc = SG_OK;
 
-	if (!slug || !base || asprintf(&se->dir, "%s/%s", base, slug) < 0 ||
-	    asprintf(&se->name, "sg-%s", slug) < 0 || asprintf(&ctl, "%s/ctl", se->dir) < 0 ||
-	    (p->persistent && asprintf(&overlay, "%s/overlay", se->dir) < 0)) {
+	if (!slug || !base || asprintf(&se->h.dir, "%s/%s", base, slug) < 0 ||
+	    asprintf(&se->name, "sg-%s", slug) < 0 || asprintf(&ctl, "%s/ctl", se->h.dir) < 0 ||
+	    (p->persistent && asprintf(&overlay, "%s/overlay", se->h.dir) < 0)) {
 		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
 		goto out;
 	}
 	se->cache_age_s = -1;
-	if (!sg_sing_pull_parse(json_string_value(json_object_get(p->raw, "image_pull_policy")),
+	if (!sg_sing_pull_parse(sg_profile_str(p, "image_pull_policy"),
 				&se->pull)) {
 		rc = sg_err_set(err, SG_E_INVALID_ARGUMENT, "field \"image_pull_policy\" is not valid");
 		goto out;
@@ -1366,14 +1340,9 @@ static sg_err sing_provision(struct sg_env *env, struct sg_cancel *cancel,
 		rc = probe_version(se->runtime, sg_strv_get(&se->cli_env), &se->ver, err);
 	if (rc)
 		goto out;
-	if (is_dir(se->dir)) {
-		env->resumed = true;
-	} else if (env->require_existing) {
-		rc = sg_err_set(err, SG_E_WORKSPACE_LOST,
-				"the workspace of identity \"%s\" is gone (%s does not exist)",
-				env->identity, se->dir);
+	rc = sg_host_find_env(&se->h, err);
+	if (rc)
 		goto out;
-	}
 	/* A persistent environment whose overlay is gone or broken is lost, never fresh. */
 	if (env->resumed && overlay && !overlay_intact(overlay)) {
 		rc = sg_err_set(err, SG_E_WORKSPACE_LOST,
@@ -1381,20 +1350,9 @@ static sg_err sing_provision(struct sg_env *env, struct sg_cancel *cancel,
 				env->identity, overlay);
 		goto out;
 	}
-	if (p->host_workspace) {
-		if (!is_dir(p->host_workspace)) {
-			rc = sg_err_set(err, env->require_existing ? SG_E_WORKSPACE_LOST : SG_E_NOT_FOUND,
-					"host_workspace %s is not a directory", p->host_workspace);
-			goto out;
-		}
-		se->workspace = realpath(p->host_workspace, NULL);
-	} else if (asprintf(&se->workspace, "%s/workspace", se->dir) < 0) {
-		se->workspace = NULL;
-	}
-	if (!se->workspace) {
-		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
+	rc = sg_host_workspace(&se->h, err);
+	if (rc)
 		goto out;
-	}
 	/*
 	 * Apptainer splits a --bind value at ',' and ':': a root such as
 	 * "/work,/etc:/x" would bind the host's /etc into the container.
@@ -1405,22 +1363,22 @@ static sg_err sing_provision(struct sg_env *env, struct sg_cancel *cancel,
 				env->root);
 		goto out;
 	}
-	if (!sg_sing_bind_path_ok(se->workspace) || !sg_sing_bind_path_ok(se->dir) ||
+	if (!sg_sing_bind_path_ok(se->h.workspace) || !sg_sing_bind_path_ok(se->h.dir) ||
 	    !sg_sing_bind_path_ok(env->helper_host)) {
 		rc = sg_err_set(err, SG_E_INVALID_ARGUMENT,
 				"the workspace %.200s, the state directory %.200s or sg-helper %.200s contains ',', ':', '^', a backslash or edge white space, which apptainer reads as more binds",
-				se->workspace, se->dir,
+				se->h.workspace, se->h.dir,
 				env->helper_host ? env->helper_host : "(none)");
 		goto out;
 	}
-	if (env->resumed && env->require_existing && !p->host_workspace && !is_dir(se->workspace)) {
-		rc = sg_err_set(err, SG_E_WORKSPACE_LOST, "the workspace %s is gone", se->workspace);
+	if (env->resumed && env->require_existing && !p->host_workspace && !is_dir(se->h.workspace)) {
+		rc = sg_err_set(err, SG_E_WORKSPACE_LOST, "the workspace %s is gone", se->h.workspace);
 		goto out;
 	}
 	fresh = !env->resumed;
-	if (sg_mkdir_p(se->dir, 0700) || sg_mkdir_p(se->workspace, 0755) ||
+	if (sg_mkdir_p(se->h.dir, 0700) || sg_mkdir_p(se->h.workspace, 0755) ||
 	    (overlay && sg_mkdir_p(overlay, 0700))) {
-		rc = sg_err_set(err, SG_E_INTERNAL, "cannot create %s: %s", se->dir, strerror(errno));
+		rc = sg_err_set(err, SG_E_INTERNAL, "cannot create %s: %s", se->h.dir, strerror(errno));
 		goto out;
 	}
 	rc = sg_host_make_ctl(ctl, err);
@@ -1442,8 +1400,13 @@ static sg_err sing_provision(struct sg_env *env, struct sg_cancel *cancel,
 		rc = stop_instance(se->runtime, sg_strv_get(&se->cli_env), se->name, cancel, err);
 	}
 	snprintf(env->id, sizeof(env->id), "singularity-%.100s", slug);
-	if (!rc && fresh)
-		rc = write_marker(se, err);
+	if (!rc && fresh) {
+		json_t *instance = json_pack("{s:s}", "instance", se->name);
+
+		rc = instance ? sg_host_write_marker(&se->h, instance, err)
+			      : sg_err_set(err, SG_E_INTERNAL, "out of memory");
+		json_decref(instance);
+	}
 	if (attach) {
 		struct sg_sing_start s = start_spec(se, image, overlay, ctl);
 
@@ -1476,7 +1439,7 @@ static sg_err sing_provision(struct sg_env *env, struct sg_cancel *cancel,
 	env->ctl_dir = strdup(SING_CTL);
 	/* --containall gives the instance a /tmp of its own. */
 	env->own_tmp = true;
-	env->host_root = strdup(se->workspace);
+	env->host_root = strdup(se->h.workspace);
 	env->host_ctl = ctl;
 	ctl = NULL;
 	env->facts = json_pack("{s:{s:b, s:b}, s:{s:O, s:O}, s:s, s:s, s:{s:s, s:s, s:s}}",
@@ -1521,8 +1484,8 @@ out:
 		se->started = false;
 	}
 	/* A failed create leaves nothing behind. */
-	if (rc && fresh && se->dir)
-		sg_host_rm_tree(se->dir);
+	if (rc && fresh && se->h.dir)
+		sg_host_rm_tree(se->h.dir);
 	json_decref(live);
 	json_decref(requested);
 	json_decref(applied);
@@ -1578,16 +1541,11 @@ static sg_err sing_exec(struct sg_env *env, const struct sg_exec *x,
 		goto out;
 	}
 	{
-		struct sg_child c = {
-			.argv = sg_strv_get(&av),
-			.envp = sg_strv_get(&ev),
-			.stdin_data = x->stdin_data,
-			.stdin_len = x->stdin_len,
-			.timeout_ms = x->timeout_ms,
-			.merge = x->flags & SG_EXEC_MERGE,
-			.detaches = x->flags & SG_EXEC_DETACHES,
-		};
+		struct sg_child c;
 
+		sg_host_child(&c, x);
+		c.argv = sg_strv_get(&av);
+		c.envp = sg_strv_get(&ev);
 		rc = sg_exec_run(&c, out, cancel, err);
 	}
 	if (rc)
@@ -1614,9 +1572,8 @@ static sg_err sing_teardown(struct sg_env *env, enum sg_fate fate, struct sg_can
 	if (se->name)
 		rc = stop_instance(se->runtime, sg_strv_get(&se->cli_env), se->name, cancel, err);
 	se->started = false;
-	if (!rc && fate == SG_FATE_REMOVE && se->dir && sg_host_rm_tree(se->dir))
-		rc = sg_err_set(err, SG_E_INTERNAL, "cannot remove %s: %s", se->dir,
-				strerror(errno));
+	if (!rc && fate == SG_FATE_REMOVE && se->h.dir)
+		rc = sg_host_remove(se->h.dir, err);
 	return rc;
 }
 
@@ -1724,8 +1681,8 @@ static sg_err sing_destroy(const struct sg_profile *p, const char *state_dir, co
 	}
 	if (instance_listed(live, name))
 		rc = stop_instance(runtime, sg_strv_get(&envs), name, cancel, err);
-	if (!rc && sg_host_rm_tree(dir))
-		rc = sg_err_set(err, SG_E_INTERNAL, "cannot remove %s: %s", dir, strerror(errno));
+	if (!rc)
+		rc = sg_host_remove(dir, err);
 out:
 	json_decref(live);
 	sg_strv_release(&envs);
@@ -1740,24 +1697,14 @@ static void sing_release(struct sg_env *env)
 {
 	struct sing_env *se = (struct sing_env *)env;
 
-	sg_env_release_base(env);
-	free(se->runtime);
-	free(se->dir);
-	free(se->workspace);
-	free(se->name);
 	sg_strv_release(&se->cli_env);
+	free(se->name);
+	free(se->runtime);
+	sg_host_release(&se->h);
 }
 
 const struct sg_adapter sg_adapter_singularity = {
 	.name = "singularity",
 	.caps = SG_CAP_HOST_FS | SG_CAP_LIST | SG_CAP_PID_NS,
-	.env_size = sizeof(struct sing_env),
-	.fields = sing_fields,
-	.validate = sing_validate,
-	.provision = sing_provision,
-	.exec = sing_exec,
-	.teardown = sing_teardown,
-	.list = sing_list,
-	.destroy = sing_destroy,
-	.release = sing_release,
+	SG_HOST_METHODS(sing),
 };

@@ -1044,7 +1044,9 @@ static const struct sg_field ssh_fields[] = {
 	SG_FIELD("identity_file"), SG_FIELD("known_hosts_file"),
 	SG_FIELD("workspace"), SG_FIELD("persistent"), SG_FIELD("shared"),
 	SG_FIELD_BEST_EFFORT("network"), SG_FIELD_BEST_EFFORT("cpus"),
-	SG_FIELD_BEST_EFFORT("memory_mb"), SG_FIELDS_END,
+	SG_FIELD_BEST_EFFORT("memory_mb"),
+	/* What leads to a login: the agent's socket and the Kerberos ticket cache. */
+	SG_FIELD_ENV(SSH_ENV_AGENT, 0), SG_FIELD_ENV(SSH_ENV_KRB5, 0), SG_FIELDS_END,
 };
 
 /*
@@ -1927,6 +1929,43 @@ static sg_err sshb_exec_lost(struct ssh_env *se, struct sg_exec_result *out,
 }
 
 /*
+ * A file step (`sg-helper fs ...`) needs no mount namespace to see the
+ * workspace at root: the helper opens every path beneath --host-root, the
+ * files' own directory, as the local backend's steps do.  Making and
+ * ending a mount namespace costs a read_file a kernel grace period or
+ * two, so such a step runs without one (nor a network namespace: the
+ * helper never uses the network); *argv (new) is its argv with
+ * --host-root, or NULL for every other command (and an unconfined step),
+ * which keeps the view.
+ */
+static sg_err sshb_file_step(const struct ssh_env *se, const struct sg_exec *x,
+			     const char ***argv, struct sg_errinfo *err)
+{
+	const char *const *a = x->argv;
+	size_t n = 0;
+
+	*argv = NULL;
+	if (!se->bind_src || !a[0] || strcmp(a[0], se->base.helper) != 0 || !a[1] ||
+	    strcmp(a[1], "fs") != 0 || !a[2])
+		return SG_OK;
+	/*
+	 * Unconfined, a step reaches the environment's files outside root,
+	 * which --host-root would take for this host's and refuse (fs.c).
+	 */
+	for (; a[n]; n++)
+		if (strcmp(a[n], "--unconfined") == 0)
+			return SG_OK;
+	*argv = calloc(n + 3, sizeof(**argv));
+	if (!*argv)
+		return sg_err_set(err, SG_E_INTERNAL, "out of memory");
+	memcpy(*argv, a, 3 * sizeof(*a));
+	(*argv)[3] = "--host-root";
+	(*argv)[4] = se->files;
+	memcpy(*argv + 5, a + 3, (n - 3) * sizeof(*a));
+	return SG_OK;
+}
+
+/*
  * One exec is one ssh session running `sg-helper job --tie --spec-stdin`
  * (helper/job.c): the job supervises the command on the host and
  * prints its reply (adapters/jobreply.h) on stdout, so ssh's own exit
@@ -1957,12 +1996,23 @@ static sg_err ssh_exec(struct sg_env *env, const struct sg_exec *x,
 		.tmp = se->tmp_src,
 		.netns = se->netns, .cgroups = se->cgprocs, .keep_tail = out->keep_tail,
 	};
-	sg_err rc;
+	struct sg_exec fx;
+	const char **fargv = NULL;
+	sg_err rc = sshb_file_step(se, x, &fargv, err);
 
 	snprintf(dir, sizeof(dir), "%s/%s-%u", se->rundir, se->nonce,
 		 atomic_fetch_add(&se->seq, 1u));
 	sg_job_mark(mark);
-	rc = sshb_exec_request(&l, x, env->root, &line, &in, err);
+	if (fargv) {
+		fx = *x;
+		fx.argv = fargv;
+		fx.cwd = NULL;
+		x = &fx;
+		l.bind = l.bind_to = l.tmp = NULL;
+		l.netns = false;
+	}
+	if (!rc)
+		rc = sshb_exec_request(&l, x, fargv ? se->files : env->root, &line, &in, err);
 	if (rc)
 		goto out;
 	/*
@@ -1999,6 +2049,7 @@ static sg_err ssh_exec(struct sg_env *env, const struct sg_exec *x,
 		rc = sshb_exec_lost(se, out, err);
 out:
 	out->out.max = max;
+	free(fargv);
 	sg_buf_release(&line);
 	sg_buf_release(&in);
 	return rc;
@@ -2397,26 +2448,6 @@ static sg_err ssh_destroy(const struct sg_profile *p, const char *state_dir,
 	return rc;
 }
 
-/*
- * Where the login comes from, for `sandgate probe`: the identity file (or
- * the agent when there is none) and the known hosts file the host key is
- * checked against.  Presence only, never a value.
- */
-/*
- * The variables of sandgate's environment that lead to a login: the
- * agent's socket and the Kerberos ticket cache ssh is given.
- */
-static size_t ssh_credential_env(const json_t *raw, const char **names, size_t max)
-{
-	static const char *const creds[] = { SSH_ENV_AGENT, SSH_ENV_KRB5 };
-	size_t n = 0;
-
-	(void)raw;
-	for (; n < max && n < sizeof(creds) / sizeof(creds[0]); n++)
-		names[n] = creds[n];
-	return n;
-}
-
 /* "found" when path, ~ expanded as ssh does, is a file this user can read. */
 static const char *sshb_found(const char *path)
 {
@@ -2426,15 +2457,20 @@ static const char *sshb_found(const char *path)
 		       ? "found" : "missing";
 }
 
+/*
+ * Where the login comes from, for `sandgate probe`: the identity file (or
+ * the agent when there is none) and the known hosts file the host key is
+ * checked against.  Presence only, never a value.
+ */
 static void ssh_credentials(const struct sg_profile *p, json_t *out)
 {
-	const char *agent = getenv(SSH_ENV_AGENT);
+	const char *agent = sg_profile_env(p, SSH_ENV_AGENT, NULL);
 
 	if (p->identity_file)
 		json_object_set_new(out, "identity_file", json_string(sshb_found(p->identity_file)));
 	else
 		json_object_set_new(out, SSH_ENV_AGENT,
-				    json_string(agent && *agent ? "found" : "missing"));
+				    json_string(agent ? "found" : "missing"));
 	/* Without the field, ssh's own default: ~ is the account's home. */
 	json_object_set_new(out, "known_hosts_file",
 			    json_string(sshb_found(p->known_hosts_file ? p->known_hosts_file
@@ -2455,5 +2491,4 @@ const struct sg_adapter sg_adapter_ssh = {
 	.destroy = ssh_destroy,
 	.release = ssh_release,
 	.credentials = ssh_credentials,
-	.credential_env = ssh_credential_env,
 };

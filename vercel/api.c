@@ -26,14 +26,6 @@ const char *vcl_str(const json_t *o, const char *key)
 	return json_string_value(json_object_get(o, key));
 }
 
-/* A variable's value, or NULL when unset or empty. */
-static const char *vcl_getenv(const char *name)
-{
-	const char *v = name ? getenv(name) : NULL;
-
-	return v && *v ? v : NULL;
-}
-
 sg_err vcl_claims_decode(const char *jwt, struct vcl_claims *out)
 {
 	const char *a = strchr(jwt, '.'), *b = a ? strchr(a + 1, '.') : NULL;
@@ -85,24 +77,22 @@ out:
 sg_err vcl_client_init(struct vcl_client *c, const struct sg_profile *p,
 		       struct sg_errinfo *err)
 {
-	const json_t *raw = p->raw;
-	const char *token_var = vcl_str(raw, "token_env") ? vcl_str(raw, "token_env")
-							  : VCL_ENV_TOKEN;
-	const char *token = vcl_getenv(token_var), *oidc = vcl_getenv(VCL_ENV_OIDC);
-	const char *team = vcl_str(raw, "team"), *project = vcl_str(raw, "project");
-	const char *url = vcl_str(raw, "api_url");
+	const char *token_var, *token = sg_profile_env(p, VCL_ENV_TOKEN, &token_var);
+	const char *oidc = sg_profile_env(p, VCL_ENV_OIDC, NULL);
+	const char *team = sg_profile_str(p, "team"), *project = sg_profile_str(p, "project");
+	const char *url = sg_profile_str(p, "api_url");
 	struct vcl_claims cl;
 	sg_err rc = SG_OK;
 
 	memset(c, 0, sizeof(*c));
 	if (!url)
-		url = vcl_getenv(VCL_ENV_URL);
+		url = sg_profile_env(p, VCL_ENV_URL, NULL);
 	if (!url)
 		url = VCL_API_DEFAULT;
 	if (!team)
-		team = vcl_getenv(VCL_ENV_TEAM);
+		team = sg_profile_env(p, VCL_ENV_TEAM, NULL);
 	if (!project)
-		project = vcl_getenv(VCL_ENV_PROJECT);
+		project = sg_profile_env(p, VCL_ENV_PROJECT, NULL);
 	if (!token && oidc) {
 		if (vcl_claims_decode(oidc, &cl))
 			return sg_err_set(err, SG_E_INVALID_ARGUMENT,

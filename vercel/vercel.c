@@ -55,7 +55,6 @@
 #define _GNU_SOURCE /* asprintf, pthread with a POSIX profile */
 #include "adapters/adapter.h"
 
-#include <arpa/inet.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -147,30 +146,13 @@ static const struct sg_field vcl_fields[] = {
 	SG_FIELD("image"), SG_FIELD("workspace"), SG_FIELD("persistent"), SG_FIELD("shared"),
 	SG_FIELD("network"), SG_FIELD("cpus"), SG_FIELD("memory_mb"),
 	SG_FIELD_OWN_STRING("team"), SG_FIELD_OWN_STRING("project"),
-	SG_FIELD_OWN_STRING("api_url"), SG_FIELD_OWN_STRING("token_env"),
+	SG_FIELD_OWN_STRING("api_url"),
+	SG_FIELD_OWN_ENV("token_env", VCL_ENV_TOKEN, SG_FIELD_PROBE),
+	SG_FIELD_ENV(VCL_ENV_TEAM, SG_FIELD_PROBE), SG_FIELD_ENV(VCL_ENV_PROJECT, SG_FIELD_PROBE),
+	SG_FIELD_ENV(VCL_ENV_OIDC, SG_FIELD_PROBE), SG_FIELD_ENV(VCL_ENV_URL, 0),
 	SG_FIELD_OWN_STRING("region"), SG_FIELD_OWN_INT("vcpus_round_up", 0, 1),
 	SG_FIELDS_END,
 };
-
-/* "addr/bits", IPv4 or IPv6. */
-static bool vcl_cidr(const char *s)
-{
-	const char *slash = strchr(s, '/');
-	char addr[INET6_ADDRSTRLEN];
-	unsigned char a[16];
-	char *end;
-	long bits;
-	bool v6;
-
-	if (!slash || (size_t)(slash - s) >= sizeof(addr) || !slash[1])
-		return false;
-	memcpy(addr, s, (size_t)(slash - s));
-	addr[slash - s] = '\0';
-	v6 = strchr(addr, ':') != NULL;
-	bits = strtol(slash + 1, &end, 10);
-	return !*end && inet_pton(v6 ? AF_INET6 : AF_INET, addr, a) == 1 && bits >= 0 &&
-	       bits <= (v6 ? 128 : 32);
-}
 
 /* The networkPolicy for the profile (new), or NULL with err set. */
 static json_t *vcl_network_policy(const struct sg_profile *p, struct sg_errinfo *err)
@@ -186,7 +168,7 @@ static json_t *vcl_network_policy(const struct sg_profile *p, struct sg_errinfo 
 	for (size_t i = 0; p->network_allow && p->network_allow[i]; i++) {
 		const char *e = p->network_allow[i];
 
-		if (strchr(e, '/') && !vcl_cidr(e)) {
+		if (strchr(e, '/') && sg_allow_kind(e) == SG_ALLOW_BAD) {
 			json_decref(domains);
 			json_decref(cidrs);
 			sg_err_set(err, SG_E_INVALID_ARGUMENT,
@@ -202,7 +184,7 @@ static json_t *vcl_network_policy(const struct sg_profile *p, struct sg_errinfo 
 
 static bool vcl_round_up(const struct sg_profile *p)
 {
-	return json_integer_value(json_object_get(p->raw, "vcpus_round_up")) == 1;
+	return sg_profile_int(p, "vcpus_round_up", 0) == 1;
 }
 
 static sg_err vcl_validate(const struct sg_profile *p, struct sg_errinfo *err)
@@ -508,7 +490,7 @@ static sg_err vcl_create_body(struct vcl_env *ve, json_t **out, struct sg_errinf
 {
 	const struct sg_profile *p = ve->rm.base.profile;
 	json_t *body = json_object(), *np = vcl_network_policy(p, err);
-	const char *region = vcl_str(p->raw, "region");
+	const char *region = sg_profile_str(p, "region");
 
 	*out = NULL;
 	if (!np || !body) {
@@ -1819,25 +1801,6 @@ static void vcl_release(struct sg_env *env)
 	sg_env_release_base(env);
 }
 
-/* The variables this adapter reads: the one list probe and forward_env use. */
-static size_t vcl_credential_env(const json_t *raw, const char **names, size_t max)
-{
-	const char *tv = raw ? vcl_str(raw, "token_env") : NULL;
-	const char *all[] = { tv ? tv : VCL_ENV_TOKEN, VCL_ENV_TEAM, VCL_ENV_PROJECT,
-			      VCL_ENV_OIDC, VCL_ENV_URL };
-	size_t n = 0;
-
-	for (size_t i = 0; i < 5 && n < max; i++)
-		names[n++] = all[i];
-	return n;
-}
-
-static void vcl_credentials(const struct sg_profile *p, json_t *out)
-{
-	/* The API URL has a default: the token, team, project and OIDC token count. */
-	sg_remote_credentials(vcl_credential_env, 4, p, out);
-}
-
 const struct sg_adapter sg_adapter_vercel = {
 	.name = "vercel",
 	.caps = SG_CAP_FILES | SG_CAP_LIST,
@@ -1851,6 +1814,4 @@ const struct sg_adapter sg_adapter_vercel = {
 	.list = vcl_list,
 	.destroy = vcl_destroy,
 	.release = vcl_release,
-	.credentials = vcl_credentials,
-	.credential_env = vcl_credential_env,
 };

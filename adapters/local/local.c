@@ -62,9 +62,7 @@ _Static_assert(SG_LOCAL_NAME_MAX == 120, "local_list spells the bound as %.120s"
 #define SANDBOX_CTL "/run/sandgate/ctl"
 
 struct local_env {
-	struct sg_env base;
-	char *dir;          /* <base>/local/<slug>: everything of this env */
-	char *workspace;    /* the workspace on this host */
+	struct sg_host_env h; /* first; h.dir is <base>/local/<slug> */
 	char *bwrap;        /* bubblewrap's path, or NULL */
 	char *slug;         /* the environment's name, its cgroups' prefix */
 	struct sg_cgroup cg; /* this session's cgroups */
@@ -83,24 +81,17 @@ static const struct sg_field local_fields[] = {
 	SG_FIELD_BEST_EFFORT("network"), SG_FIELD_BEST_EFFORT("cpus"),
 	SG_FIELD_BEST_EFFORT("memory_mb"),
 	/* The local backend's own: a cgroup's pids.max (docs/operators.md). */
-	{ "pids_max", SG_FIELD_INT, SG_FIELD_PARTIAL, 1, SG_LOCAL_PIDS_CEILING },
+	{ "pids_max", SG_FIELD_INT, SG_FIELD_PARTIAL, 1, SG_LOCAL_PIDS_CEILING, NULL },
 	SG_FIELDS_END,
 };
 
 /*
- * The profile's pids_max (a local-backend field, read from the file's
- * profile object): 0 when unset, -1 when it is not a valid count.
+ * The profile's pids_max: 0 when unset.  The config layer checked it
+ * against the table's range.
  */
 static int64_t pids_max_of(const struct sg_profile *p)
 {
-	const json_t *v = json_object_get(p->raw, "pids_max");
-
-	if (!v)
-		return 0;
-	if (!json_is_integer(v) || json_integer_value(v) < 1 ||
-	    json_integer_value(v) > SG_LOCAL_PIDS_CEILING)
-		return -1;
-	return (int64_t)json_integer_value(v);
+	return sg_profile_int(p, "pids_max", 0);
 }
 
 static sg_err local_validate(const struct sg_profile *p, struct sg_errinfo *err)
@@ -120,10 +111,6 @@ static sg_err local_validate(const struct sg_profile *p, struct sg_errinfo *err)
 	free(bwrap);
 	if (rc)
 		return rc;
-	if (pids_max_of(p) < 0)
-		return sg_err_set(err, SG_E_INVALID_ARGUMENT,
-				  "field \"pids_max\" (profile \"%s\") must be an integer from 1 to %d",
-				  p->name, SG_LOCAL_PIDS_CEILING);
 	if ((p->cpus > 0 && !sg_profile_best_effort(p, "cpus")) ||
 	    (p->memory_mb > 0 && !sg_profile_best_effort(p, "memory_mb")) ||
 	    (pids_max_of(p) > 0 && !sg_profile_best_effort(p, "pids_max"))) {
@@ -134,30 +121,6 @@ static sg_err local_validate(const struct sg_profile *p, struct sg_errinfo *err)
 					  p->name);
 	}
 	return SG_OK;
-}
-
-/* Write the environment's marker (what `sandgate envs` reads) atomically. */
-static sg_err write_marker(struct local_env *le, struct sg_errinfo *err)
-{
-	const struct sg_env *env = &le->base;
-	json_t *m = json_pack("{s:s, s:s, s:s, s:s, s:s, s:I, s:b, s:b, s:s}",
-			      "backend", "local", "id", env->id, "identity",
-			      env->identity, "session", env->session, "profile",
-			      env->profile->name, "created", (json_int_t)time(NULL),
-			      "persistent", env->profile->persistent, "shared",
-			      env->profile->shared, "workspace", le->workspace);
-	char *tmp = NULL, *dst = NULL;
-	sg_err rc = SG_OK;
-
-	if (!m || asprintf(&tmp, "%s/env.json.tmp", le->dir) < 0 ||
-	    asprintf(&dst, "%s/env.json", le->dir) < 0 ||
-	    json_dump_file(m, tmp, JSON_COMPACT) || rename(tmp, dst))
-		rc = sg_err_set(err, SG_E_INTERNAL, "cannot record the environment in %s: %s",
-				le->dir, strerror(errno));
-	json_decref(m);
-	free(tmp);
-	free(dst);
-	return rc;
 }
 
 /*
@@ -173,7 +136,7 @@ static sg_err write_marker(struct local_env *le, struct sg_errinfo *err)
 static sg_err setup_limits(struct local_env *le, const char *name, json_t *applied,
 			   json_t *observed, struct sg_errinfo *err)
 {
-	const struct sg_profile *p = le->base.profile;
+	const struct sg_profile *p = le->h.base.profile;
 	struct sg_cgroup_want want = {
 		.cpus = p->cpus,
 		.memory_mb = p->memory_mb,
@@ -279,16 +242,16 @@ static char *env_name(const char *identity)
 static sg_err sandbox_setup(struct local_env *le, const char *name, const char *ctl,
 			    struct sg_errinfo *err)
 {
-	const struct sg_profile *p = le->base.profile;
-	sg_err rc = sg_sandbox_pick(&le->sb, name, le->workspace, p->host_workspace != NULL,
+	const struct sg_profile *p = le->h.base.profile;
+	sg_err rc = sg_sandbox_pick(&le->sb, name, le->h.workspace, p->host_workspace != NULL,
 				    p->mount_read_only, err);
 
 	if (!rc && !p->host_workspace)
-		rc = sg_sandbox_own(&le->sb, le->workspace, err);
+		rc = sg_sandbox_own(&le->sb, le->h.workspace, err);
 	if (!rc)
 		rc = sg_sandbox_own(&le->sb, ctl, err);
 	if (!rc)
-		rc = sg_sandbox_open(&le->sb, le->dir, le->workspace, ctl, le->base.helper_host,
+		rc = sg_sandbox_open(&le->sb, le->h.dir, le->h.workspace, ctl, le->h.base.helper_host,
 				     SANDBOX_CTL, err);
 	return rc;
 }
@@ -299,14 +262,13 @@ static sg_err sandbox_setup(struct local_env *le, const char *name, const char *
  */
 static sg_err local_locate(struct local_env *le, const char *name, struct sg_errinfo *err)
 {
-	struct sg_env *env = &le->base;
+	struct sg_env *env = &le->h.base;
 	const struct sg_profile *p = env->profile;
-	struct stat st;
 	sg_err rc = SG_OK;
 
-	if (!name || asprintf(&le->dir, "%s/local/%s",
+	if (!name || asprintf(&le->h.dir, "%s/local/%s",
 			      p->workspace ? p->workspace : env->state_dir, name) < 0) {
-		le->dir = NULL;
+		le->h.dir = NULL;
 		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
 		goto out;
 	}
@@ -321,13 +283,7 @@ static sg_err local_locate(struct local_env *le, const char *name, struct sg_err
 				env->root);
 		goto out;
 	}
-	if (stat(le->dir, &st) == 0) {
-		env->resumed = true;
-	} else if (env->require_existing) {
-		rc = sg_err_set(err, SG_E_WORKSPACE_LOST,
-				"the workspace of identity \"%s\" is gone (%s does not exist)",
-				env->identity, le->dir);
-	}
+	rc = sg_host_find_env(&le->h, err);
 out:
 	return rc;
 }
@@ -340,23 +296,13 @@ out:
  */
 static sg_err local_workspace(struct local_env *le, char **ctl, struct sg_errinfo *err)
 {
-	struct sg_env *env = &le->base;
-	const struct sg_profile *p = env->profile;
-	struct stat st;
+	struct sg_env *env = &le->h.base;
 	sg_err rc = SG_OK;
 
-	if (p->host_workspace) {
-		if (stat(p->host_workspace, &st) || !S_ISDIR(st.st_mode)) {
-			rc = sg_err_set(err, env->require_existing ? SG_E_WORKSPACE_LOST
-								   : SG_E_NOT_FOUND,
-					"host_workspace %s is not a directory", p->host_workspace);
-			goto out;
-		}
-		le->workspace = realpath(p->host_workspace, NULL);
-	} else if (asprintf(&le->workspace, "%s/workspace", le->dir) < 0) {
-		le->workspace = NULL;
-	}
-	if (!le->workspace || asprintf(ctl, "%s/ctl", le->dir) < 0) {
+	rc = sg_host_workspace(&le->h, err);
+	if (rc)
+		goto out;
+	if (asprintf(ctl, "%s/ctl", le->h.dir) < 0) {
 		*ctl = NULL;
 		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
 		goto out;
@@ -366,7 +312,7 @@ static sg_err local_workspace(struct local_env *le, char **ctl, struct sg_errinf
 				"sandgate runs as root and bubblewrap is not installed: a command would run as root on this host (install bubblewrap, or run sandgate as an ordinary user)");
 		goto out;
 	}
-	if (!le->bwrap && strcmp(env->root, le->workspace) != 0)
+	if (!le->bwrap && strcmp(env->root, le->h.workspace) != 0)
 		rc = sg_err_set(err, SG_E_UNSUPPORTED,
 				"commands can see the workspace at %s only through bubblewrap, which is not installed (install bubblewrap, or set host_workspace to %s)",
 				env->root, env->root);
@@ -382,20 +328,20 @@ out:
 static sg_err local_create(struct local_env *le, const char *name, const char *ctl,
 			   struct sg_errinfo *err)
 {
-	struct sg_env *env = &le->base;
+	struct sg_env *env = &le->h.base;
 	struct stat st;
 	sg_err rc;
 
-	if (sg_mkdir_p(le->dir, 0700) || sg_mkdir_p(le->workspace, 0755)) {
-		rc = sg_err_set(err, SG_E_INTERNAL, "cannot create %s: %s", le->dir,
+	if (sg_mkdir_p(le->h.dir, 0700) || sg_mkdir_p(le->h.workspace, 0755)) {
+		rc = sg_err_set(err, SG_E_INTERNAL, "cannot create %s: %s", le->h.dir,
 				strerror(errno));
 		goto out;
 	}
 	sg_crashpoint("adapter:created");
 	if (env->resumed && env->require_existing && !env->profile->host_workspace &&
-	    stat(le->workspace, &st) != 0) {
+	    stat(le->h.workspace, &st) != 0) {
 		rc = sg_err_set(err, SG_E_WORKSPACE_LOST, "the workspace %s is gone",
-				le->workspace);
+				le->h.workspace);
 		goto out;
 	}
 	rc = sg_host_make_ctl(ctl, err);
@@ -415,7 +361,7 @@ out:
 static sg_err local_limits(struct local_env *le, const char *name, json_t *requested,
 			   json_t *applied, json_t *observed, struct sg_errinfo *err)
 {
-	const struct sg_profile *p = le->base.profile;
+	const struct sg_profile *p = le->h.base.profile;
 	char cgname[200];
 
 	if (p->cpus > 0)
@@ -441,12 +387,12 @@ static sg_err local_publish(struct local_env *le, char *name, char **ctl,
 			    json_t *requested, json_t *applied, json_t *observed,
 			    struct sg_errinfo *err)
 {
-	struct sg_env *env = &le->base;
+	struct sg_env *env = &le->h.base;
 
 	env->helper = strdup(le->bwrap ? SANDBOX_HELPER : env->helper_host);
 	env->ctl_dir = strdup(le->bwrap ? SANDBOX_CTL : *ctl);
 	env->own_tmp = le->bwrap; /* the bind in the bwrap argv */
-	env->host_root = strdup(le->workspace);
+	env->host_root = strdup(le->h.workspace);
 	env->host_ctl = *ctl;
 	*ctl = NULL;
 	env->run_as = le->sb.drop;
@@ -487,7 +433,7 @@ static sg_err local_provision(struct sg_env *env, struct sg_cancel *cancel,
 	snprintf(env->id, sizeof(env->id), "local-%s", name);
 	rc = local_limits(le, name, requested, applied, observed, err);
 	if (!rc && fresh)
-		rc = write_marker(le, err);
+		rc = sg_host_write_marker(&le->h, NULL, err);
 	if (rc)
 		goto out;
 	rc = local_publish(le, name, &ctl, requested, applied, observed, err);
@@ -496,8 +442,8 @@ out:
 	if (rc)
 		sg_cgroup_kill(&le->cg);
 	/* A failed create leaves nothing behind. */
-	if (rc && fresh && le->dir)
-		sg_host_rm_tree(le->dir);
+	if (rc && fresh && le->h.dir)
+		sg_host_rm_tree(le->h.dir);
 	json_decref(applied);
 	json_decref(requested);
 	json_decref(observed);
@@ -515,7 +461,7 @@ out:
 static sg_err sandbox_options(struct local_env *le, const struct sg_exec *x,
 			      struct sg_strv *opts)
 {
-	const struct sg_env *env = &le->base;
+	const struct sg_env *env = &le->h.base;
 	const struct sg_profile *p = env->profile;
 	bool detaches = x->flags & SG_EXEC_DETACHES;
 	bool ro = p->mount_read_only || x->confine == SG_CONFINE_READ_ONLY;
@@ -635,7 +581,7 @@ static sg_err host_argv(struct local_env *le, struct sg_strv *av)
 	sg_err rc = SG_OK;
 
 	if (le->cg.procs.n || le->sb.drop) {
-		rc = sg_strv_addv(av, (const char *[]){ le->base.helper_host, "cgroup-exec",
+		rc = sg_strv_addv(av, (const char *[]){ le->h.base.helper_host, "cgroup-exec",
 							 NULL });
 		if (!rc && le->sb.drop)
 			rc = sg_strv_add(av, "--user") ||
@@ -685,7 +631,7 @@ static sg_err sandbox_prefix(struct local_env *le, const struct sg_exec *x,
 		nonce = (uint64_t)sg_now_ms() * 2654435761u;
 	snprintf(name, sizeof(name), "/tmp/.status-%ld-%lu-%016llx", (long)getpid(), k,
 		 (unsigned long long)nonce);
-	if (asprintf(status, "%s%s", le->base.host_ctl, name) < 0) {
+	if (asprintf(status, "%s%s", le->h.base.host_ctl, name) < 0) {
 		*status = NULL;
 		return SG_E_INTERNAL;
 	}
@@ -720,21 +666,16 @@ static sg_err local_exec(struct sg_env *env, const struct sg_exec *x,
 		goto out;
 	}
 	{
-		/* Under bubblewrap, the processes on this host get no variables. */
-		struct sg_child c = {
-			.argv = sg_strv_get(&av),
-			.envp = le->bwrap ? NULL : x->envp,
-			.pass_fds = fds,
-			.npass = le->bwrap ? SG_SANDBOX_NFDS : 0,
-			/* Without bubblewrap, root is the workspace's real path. */
-			.cwd = le->bwrap ? NULL : (x->cwd ? x->cwd : env->root),
-			.stdin_data = x->stdin_data,
-			.stdin_len = x->stdin_len,
-			.timeout_ms = x->timeout_ms,
-			.merge = x->flags & SG_EXEC_MERGE,
-			.detaches = x->flags & SG_EXEC_DETACHES,
-		};
+		struct sg_child c;
 
+		sg_host_child(&c, x);
+		c.argv = sg_strv_get(&av);
+		/* Under bubblewrap, the processes on this host get no variables. */
+		c.envp = le->bwrap ? NULL : x->envp;
+		c.pass_fds = fds;
+		c.npass = le->bwrap ? SG_SANDBOX_NFDS : 0;
+		/* Without bubblewrap, root is the workspace's real path. */
+		c.cwd = le->bwrap ? NULL : (x->cwd ? x->cwd : env->root);
 		rc = sg_exec_run(&c, out, cancel, err);
 	}
 	if (status && !rc)
@@ -838,13 +779,12 @@ static sg_err local_teardown(struct sg_env *env, enum sg_fate fate,
 		rc = sg_err_set(err, SG_E_INTERNAL,
 				"processes of %s could not all be killed (see the log)", env->id);
 	/* Processes of earlier, crashed sessions die with the environment. */
-	if (!rc && fate == SG_FATE_REMOVE && le->dir)
-		rc = stop_processes(le->dir, le->bwrap != NULL, err);
+	if (!rc && fate == SG_FATE_REMOVE && le->h.dir)
+		rc = stop_processes(le->h.dir, le->bwrap != NULL, err);
 	if (!rc && fate == SG_FATE_REMOVE && le->slug)
 		sg_cgroup_kill_env(le->slug);
-	if (!rc && fate == SG_FATE_REMOVE && le->dir && sg_host_rm_tree(le->dir))
-		rc = sg_err_set(err, SG_E_INTERNAL, "cannot remove %s: %s", le->dir,
-				strerror(errno));
+	if (!rc && fate == SG_FATE_REMOVE && le->h.dir)
+		rc = sg_host_remove(le->h.dir, err);
 	return rc;
 }
 
@@ -945,8 +885,8 @@ static sg_err local_destroy(const struct sg_profile *p, const char *state_dir,
 	/* And whatever escaped their process groups (a crashed gateway's). */
 	if (!rc)
 		sg_cgroup_kill_env(id + 6);
-	if (!rc && sg_host_rm_tree(dir))
-		rc = sg_err_set(err, SG_E_INTERNAL, "cannot remove %s: %s", dir, strerror(errno));
+	if (!rc)
+		rc = sg_host_remove(dir, err);
 out:
 	free(base);
 	free(dir);
@@ -957,9 +897,7 @@ static void local_release(struct sg_env *env)
 {
 	struct local_env *le = (struct local_env *)env;
 
-	sg_env_release_base(env);
-	free(le->dir);
-	free(le->workspace);
+	sg_host_release(&le->h);
 	free(le->bwrap);
 	free(le->slug);
 	sg_cgroup_release(&le->cg);
@@ -969,13 +907,5 @@ static void local_release(struct sg_env *env)
 const struct sg_adapter sg_adapter_local = {
 	.name = "local",
 	.caps = SG_CAP_HOST_FS | SG_CAP_LIST,
-	.env_size = sizeof(struct local_env),
-	.fields = local_fields,
-	.validate = local_validate,
-	.provision = local_provision,
-	.exec = local_exec,
-	.teardown = local_teardown,
-	.list = local_list,
-	.destroy = local_destroy,
-	.release = local_release,
+	SG_HOST_METHODS(local),
 };

@@ -24,7 +24,6 @@
 #include "base/limits.h"
 
 #define BASH_TIMEOUT_DEFAULT_S 300  /* timeout_seconds absent or <= 0 */
-#define BASH_TIMEOUT_MAX_S 3600     /* timeout_seconds beyond is clamped */
 #define BASH_TAIL (4 * SG_KiB)      /* stdout_tail and stderr_tail */
 
 /* The host's non-interactive environment for shell commands. */
@@ -98,6 +97,7 @@ static json_t *run_result(struct sg_tool_call *t, const char *command, json_t *r
 
 	if (!promoted)
 		promoted = "";
+	sg_tool_revision(t, reply);
 	view = json_pack("{s:s, s:s, s:I, s:I, s:b, s:b, s:O, s:o, s:o, s:O, s:O, s:s}",
 			 "action", "run", "command", command, "exit_code", (json_int_t)code,
 			 "duration_ms", (json_int_t)duration_ms, "timed_out", !ended,
@@ -174,8 +174,8 @@ static sg_err timeout_of(struct sg_tool_call *t, int64_t *seconds)
 	*seconds = json_integer_value(v);
 	if (*seconds <= 0)
 		*seconds = BASH_TIMEOUT_DEFAULT_S;
-	if (*seconds > BASH_TIMEOUT_MAX_S)
-		*seconds = BASH_TIMEOUT_MAX_S;
+	if (*seconds > SG_TOOL_BASH_TIMEOUT_MAX_S)
+		*seconds = SG_TOOL_BASH_TIMEOUT_MAX_S;
 	return SG_OK;
 }
 

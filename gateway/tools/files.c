@@ -720,6 +720,28 @@ static sg_err read_bytes_page(struct sg_tool_call *t, const struct read_args *r,
 	return rc;
 }
 
+/*
+ * Whether path may be a bash run's full_log_ref: the environment's process
+ * table, as the environment sees it, then a directory and a name.  The
+ * host lets read_file open its session artifacts so (its ResolveReadPath);
+ * sg-helper (fs read --full-log) takes only those last two, the log
+ * directory's name and a log's, beneath the table.
+ */
+static bool full_log_ref(const struct sg_tool_call *t, const char *path)
+{
+	char dir[SG_PATH_MAX];
+	const char *rest, *slash;
+	int n = snprintf(dir, sizeof(dir), "%s/proc/",
+			 t->s->env->ctl_dir ? t->s->env->ctl_dir : "");
+
+	if (!t->s->env->ctl_dir || n <= 0 || (size_t)n >= sizeof(dir) ||
+	    strncmp(path, dir, (size_t)n) != 0)
+		return false;
+	rest = path + n;
+	slash = strchr(rest, '/');
+	return slash && slash > rest && slash[1] && !strchr(slash + 1, '/');
+}
+
 sg_err sg_tool_read_file(struct sg_tool_call *t, json_t **result)
 {
 	struct read_args r = { 0 };
@@ -727,10 +749,12 @@ sg_err sg_tool_read_file(struct sg_tool_call *t, json_t **result)
 	struct sg_strv argv = SG_STRV_INIT;
 	const char *kind;
 	json_t *reply = NULL;
+	bool log;
 	sg_err rc;
 
 	*result = NULL;
 	rc = read_args(t, &r);
+	log = !rc && full_log_ref(t, r.path);
 	if (!rc && (sg_strv_addv(&argv, (const char *[]){ "fs", "read", "--raw", NULL }) ||
 		    (t->mode == SG_CONFINE_NONE && sg_strv_add(&argv, "--unconfined")) ||
 		    (r.offset > 1 && (sg_strv_add(&argv, "--offset") ||
@@ -743,13 +767,15 @@ sg_err sg_tool_read_file(struct sg_tool_call *t, json_t **result)
 				 sg_strv_addf(&argv, "%lld", (long long)r.blim) ||
 				 sg_strv_add(&argv, "--byte-end") ||
 				 sg_strv_addf(&argv, "%lld", (long long)r.bend))) ||
+		    (log && sg_strv_add(&argv, "--full-log")) ||
 		    sg_strv_addv(&argv, (const char *[]){ "--", r.path, NULL })))
 		rc = sg_err_set(&t->op->err, SG_E_INTERNAL, "out of memory");
 	if (!rc)
-		rc = sg_envcall_tail(t->s, SG_CALL_ROOTED, sg_strv_get(&argv), &reply, &tail,
-				     &t->op->cancel, &t->op->err);
+		rc = sg_envcall_tail(t->s, SG_CALL_ROOTED | (log ? SG_CALL_CTL : 0),
+				     sg_strv_get(&argv), &reply, &tail, &t->op->cancel, &t->op->err);
 	if (rc)
 		goto out;
+	sg_tool_revision(t, reply);
 	kind = json_string_value(json_object_get(reply, "kind"));
 	if (json_object_get(reply, "tool_error"))
 		rc = helper_failed(t, reply);

@@ -22,6 +22,8 @@
 #define _GNU_SOURCE /* asprintf */
 #include "gateway/tools/tool.h"
 
+#include <ctype.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,6 +34,7 @@
 #include "core/json.h"
 #include "base/gitattr.h"
 #include "base/limits.h"
+#include "base/sha256.h"
 #include "base/utf8.h"
 
 /* The host's gitTimeout: a git that runs longer is killed, exit 124. */
@@ -42,6 +45,16 @@
 #define GIT_MARK_ROOM 512
 /* Characters the host refuses in an argument (shellMetacharacters). */
 #define GIT_METACHARS ";&|$`><()"
+/*
+ * The git form of workspace_revision (sg_tool_revision): how long its
+ * `git status` may take (sandgate's revision budget, the fs form's too),
+ * the status output it reads whole (a longer one keeps the fs form), and
+ * how much of HEAD and of the digest the host shows.
+ */
+#define GIT_REVISION_TIMEOUT_MS 2000
+#define GIT_REVISION_OUTPUT_MAX (8 * SG_MiB)
+#define GIT_REVISION_HEAD 12
+#define GIT_REVISION_DIGEST 16
 /* The host's read-only refusal (tools.c says it for the other tools). */
 #define GIT_READ_ONLY "this agent is read-only; it may observe but not modify"
 
@@ -1666,6 +1679,124 @@ static json_t *git_env(struct sg_tool_call *t)
 	if (env && t->mode == SG_CONFINE_READ_ONLY)
 		json_object_set_new(env, "GIT_OPTIONAL_LOCKS", json_string("0"));
 	return env;
+}
+
+/*
+ * The host's git revision from `git status --porcelain=v2 -z --branch`
+ * (workspaceRevision): "git:" + the first 12 of HEAD's hex digits (of the
+ * `# branch.oid` record, its non-hex characters dropped) + ":worktree:" +
+ * 16 hex digits of the SHA-256 of every other record that does not open
+ * with "# ", each with its NUL.  false when HEAD has no hex digit at all
+ * (the host then keeps its filesystem form).  An unborn branch's
+ * "(initial)" keeps its one hex letter, "a", as the host's does.
+ */
+static bool revision_of_status(const char *p, size_t n, char *out, size_t cap)
+{
+	static const char oid[] = "# branch.oid ";
+	char head[GIT_REVISION_HEAD + 1] = "", hex[2 * SG_SHA256_LEN + 1];
+	size_t nh = 0;
+	struct sg_sha256 h;
+
+	sg_sha256_init(&h);
+	for (size_t at = 0; at < n;) {
+		const char *rec = p + at, *nul = memchr(rec, '\0', n - at);
+		size_t len = nul ? (size_t)(nul - rec) : n - at;
+
+		at += len + 1;
+		if (len >= sizeof(oid) - 1 && memcmp(rec, oid, sizeof(oid) - 1) == 0) {
+			nh = 0;
+			for (size_t i = sizeof(oid) - 1; i < len && nh < GIT_REVISION_HEAD; i++)
+				if (isxdigit((unsigned char)rec[i]))
+					head[nh++] = (char)tolower((unsigned char)rec[i]);
+			head[nh] = '\0';
+		} else if (len && !(len >= 2 && rec[0] == '#' && rec[1] == ' ')) {
+			sg_sha256_update(&h, rec, len);
+			sg_sha256_update(&h, "", 1);
+		}
+	}
+	sg_sha256_final_hex(&h, hex);
+	return nh && snprintf(out, cap, "git:%s:worktree:%.*s", head, GIT_REVISION_DIGEST, hex) <
+			     (int)cap;
+}
+
+/*
+ * The last git revision this process computed and what it was computed
+ * from: the root, the tree's own digest and the helper's digest of what
+ * git reads beside the tree (fs.h).  While neither digest moves, git's
+ * answer stands and no git runs: a tool call in an unchanged repository
+ * costs no process.  One entry: a gateway serves one session's root.
+ */
+static pthread_mutex_t revision_lock = PTHREAD_MUTEX_INITIALIZER;
+static char revision_key[SG_PATH_MAX + 128];
+static char revision_value[64];
+
+/* The cache key of a reply, or false when it cannot be cached. */
+static bool revision_key_of(struct sg_tool_call *t, json_t *reply, char *key, size_t n)
+{
+	const char *fs = json_string_value(json_object_get(reply, "workspace_revision"));
+	const char *meta = json_string_value(json_object_get(reply, "workspace_git"));
+
+	return fs && *fs && meta && *meta &&
+	       snprintf(key, n, "%s\n%s\n%s", t->s->root, fs, meta) < (int)n;
+}
+
+void sg_tool_revision(struct sg_tool_call *t, json_t *reply)
+{
+	static const char *const words[] = { "--no-optional-locks", "status", "--porcelain=v2",
+					     "-z", "--branch", NULL };
+	struct sg_tool_call ro = *t;
+	struct sg_errinfo keep = t->op->err;
+	struct sg_strv av = SG_STRV_INIT;
+	struct sg_exec_result r;
+	char rev[64] = "", key[sizeof(revision_key)];
+	json_t *env, *mark;
+	bool cached;
+
+	/* write and edit put the revision in the view they hand over whole. */
+	if (!json_object_get(reply, "workspace_git") &&
+	    json_is_object(json_object_get(reply, "view")))
+		reply = json_object_get(reply, "view");
+	mark = json_object_get(reply, "workspace_git");
+	if (!mark)
+		return;
+	cached = revision_key_of(t, reply, key, sizeof(key));
+	json_object_del(reply, "workspace_git");
+	pthread_mutex_lock(&revision_lock);
+	if (cached && strcmp(key, revision_key) == 0)
+		memcpy(rev, revision_value, sizeof(rev));
+	pthread_mutex_unlock(&revision_lock);
+	if (rev[0]) {
+		json_object_set_new(reply, "workspace_revision", json_string(rev));
+		return;
+	}
+	/*
+	 * Whatever the agent's mode, this git is sandgate's own look: read
+	 * only, and inside the rule that lets git execute nothing but itself,
+	 * so a repository's configured programs (an fsmonitor, a clean
+	 * filter) never start.  Where that confinement cannot be had, the
+	 * tree's own form stands.
+	 */
+	ro.mode = SG_CONFINE_READ_ONLY;
+	env = git_env(&ro);
+	sg_exec_result_init(&r, GIT_REVISION_OUTPUT_MAX);
+	if (env && !git_argv(&ro, words, false, &av) &&
+	    !sg_tool_exec(&ro, sg_strv_get(&av), NULL, env, NULL, 0, GIT_REVISION_TIMEOUT_MS,
+			  false, &r) &&
+	    r.exit_code == 0 && !r.signal && !r.timed_out && !r.truncated &&
+	    revision_of_status(r.out.p, r.out.len, rev, sizeof(rev))) {
+		json_object_set_new(reply, "workspace_revision", json_string(rev));
+		pthread_mutex_lock(&revision_lock);
+		if (cached) {
+			memcpy(revision_key, key, sizeof(revision_key));
+			memcpy(revision_value, rev, sizeof(revision_value));
+		}
+		pthread_mutex_unlock(&revision_lock);
+	}
+	/* The revision is telemetry: its failure is never the tool's. */
+	t->op->err = keep;
+	sg_exec_result_release(&r);
+	sg_strv_release(&av);
+	json_decref(env);
 }
 
 /*

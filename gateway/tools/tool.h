@@ -28,6 +28,10 @@
 
 struct sg_exec_result;
 
+/* bash's timeout_seconds ceiling (the host's maxShellTimeoutSeconds), which
+ * apply_patch's then_run is held to as well. */
+#define SG_TOOL_BASH_TIMEOUT_MAX_S 3600
+
 struct sg_tool_call {
 	struct sg_op *op;        /* borrowed */
 	struct sg_session *s;    /* borrowed */
@@ -56,6 +60,14 @@ sg_err sg_tool_git(struct sg_tool_call *t, json_t **result);
  * it would write.
  */
 sg_err sg_tool_git_read_only(struct sg_tool_call *t) SG_MUST_CHECK;
+/*
+ * A helper reply's workspace_revision in the host's git form when the
+ * helper says root is a git repository (`workspace_git`, fs.h): one
+ * `git status` run read-only, where git may execute nothing but itself.
+ * The reply keeps the helper's own form when git cannot answer; the
+ * marker key is removed either way, and op->err is left as it was.
+ */
+void sg_tool_revision(struct sg_tool_call *t, json_t *reply);
 
 /* ---- building results (tools.c) ---- */
 

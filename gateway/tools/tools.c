@@ -140,6 +140,8 @@ sg_err sg_tool_fs(struct sg_tool_call *t, const char *const *argv, const void *i
 	if (!rc)
 		rc = sg_envcall(t->s, SG_CALL_ROOTED, sg_strv_get(&full), in, inlen, reply,
 				&t->op->cancel, &t->op->err);
+	if (!rc)
+		sg_tool_revision(t, *reply);
 	te = rc ? NULL : json_string_value(json_object_get(*reply, "tool_error"));
 	if (te) {
 		const char *word = json_string_value(json_object_get(*reply, "code"));

@@ -20,8 +20,10 @@ at most 16 MiB, newline-terminated, and one of:
     own JSON type echoed) of a request in flight, answered once;
   - a process event: {"method":"process","id":"","data":{"Type","Cause",
     "Process"}} with the host's types and causes and a record with an id;
-  - a tool callback: {"method":"tool","parent_id":<a run_code in flight>,
-    "id":<fresh string>,"data":<ToolCall>}.
+  - a tool callback: {"method":"tool","parent_id":<a run_code in flight, or
+    an execute: apply_patch's then_run>,"id":<fresh string>,"data":<ToolCall>};
+    without a tool_handler, an execute's is answered as the host's Execute
+    answers it ("parent execution scope is closed").
 Anything else is recorded in `Gateway.violations`; `GatewayTestCase` fails a
 test whose gateway saw any.  (A numeric id where the host sent a string is a
 terminal transport failure in the host: a violation here.)
@@ -445,8 +447,10 @@ class Gateway:
         parent = msg.get("parent_id")
         key = json.dumps(parent)
         live = self._sent[key] > self._answered[key]
-        if not isinstance(parent, str) or self._methods.get(key) != "run_code" or not live:
-            self._violate("tool frame outside a live run_code: %r" % head)
+        # run_code's nested calls, and apply_patch's then_run (an execute).
+        if not isinstance(parent, str) or \
+                self._methods.get(key) not in ("run_code", "execute") or not live:
+            self._violate("tool frame outside a live run_code or execute: %r" % head)
         tid = msg["id"]
         if not isinstance(tid, str) or not tid or tid in self._tool_ids:
             self._violate("tool frame id not fresh: %r" % head)
@@ -459,6 +463,11 @@ class Gateway:
         self.tool_calls.append(msg)
         if self.tool_handler is not None:
             threading.Thread(target=self._answer_tool, args=(msg,), daemon=True).start()
+        elif self._methods.get(key) == "execute":
+            # The host's Execute registers no handler for nested calls.
+            threading.Thread(target=self.answer_tool, args=(msg,),
+                             kwargs={"error": "parent execution scope is closed"},
+                             daemon=True).start()
 
     def _check_reply(self, msg, head):
         if "parent_id" in msg:

@@ -398,12 +398,17 @@ class ApplyPatch(Base):
             "*** Update File: %s" % p, "@@", " b", "+c", "*** End of File")})
         self.assertContent(p, "a\r\nb\r\nc\r\n")
 
-    def test_then_run_is_refused_clearly(self):
+    def test_then_run_needs_the_hosts_nested_calls(self):
+        """then_run's patch is a nested call to the host (test_fidelity.ThenRun);
+        the host's Execute answers it "parent execution scope is closed",
+        and nothing is applied."""
         self.seed()
-        err = self.gw.tool_error("apply_patch", {"patchText": patch(
+        res = self.gw.tool("apply_patch", {"patchText": patch(
             "*** Update File: %s/a.txt" % self.dir, "@@", "-two", "+2"),
             "then_run": {"command": "true"}})
-        self.assertIn("then_run", err)
+        self.assertIs(res.get("is_error"), True)
+        self.assertIn("Patch outcome unavailable: parent execution scope is closed",
+                      res["content"][0]["text"])
         self.assertContent(self.path("a.txt"), "one\ntwo\nthree\n")
 
     def test_read_only_mode_refuses_writes(self):

@@ -79,6 +79,19 @@ class Processes(GatewayTestCase):
 
     # ---- bash starts ---------------------------------------------------------
 
+    def test_a_bash_call_starts_only_its_helper_and_the_supervisor(self):
+        """Tasks per call (benchmark C4): above the command's shell stand
+        only the supervisor that lets a foreground run be promoted and the
+        helper the call ran (on ssh and the cloud backends `sg-helper job`,
+        which runs `proc spawn` in its own process).  Before, a runner and
+        the spawner stood there too: four sg-helper processes."""
+        walk = ("p=$PPID; n=0; while [ \"$p\" -gt 1 ] && "
+                "tr '\\0' '\\n' </proc/$p/cmdline | head -n 1 | grep -q sg-helper; do "
+                "n=$((n+1)); p=$(cut -d' ' -f4 /proc/$p/stat); done; echo $n")
+        n = int(self.gw.sh_ok(walk).strip())
+        self.assertGreaterEqual(n, 1, "the supervisor is an sg-helper process")
+        self.assertLessEqual(n, 2, "sg-helper processes above the command")
+
     def test_background_record_and_started_after_reply(self):
         gw = self.gw
         rid = gw.execute_req("bash", {"command": "sleep 20", "run_in_background": True})

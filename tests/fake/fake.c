@@ -23,14 +23,16 @@ struct fake_env {
 	char *dir; /* <state_dir>/fake/<slug>: everything but the workspace */
 };
 
-static const struct sg_field fake_fields[] = {
+const struct sg_field sg_fake_fields[] = {
 	SG_FIELD("image"), SG_FIELD("snapshot"), SG_FIELD("workspace"),
 	SG_FIELD("user"), SG_FIELD("host_workspace"), SG_FIELD("host"),
 	SG_FIELD("identity_file"), SG_FIELD("known_hosts_file"),
 	SG_FIELD("persistent"), SG_FIELD("shared"), SG_FIELD("mount_read_only"),
 	SG_FIELD_BEST_EFFORT("network"), SG_FIELD_BEST_EFFORT("cpus"),
 	SG_FIELD_BEST_EFFORT("memory_mb"), SG_FIELD("port"),
-	SG_FIELD_OWN_INT("fake_knob", 1, 10), SG_FIELDS_END,
+	SG_FIELD_OWN_INT("fake_knob", 1, 10),
+	SG_FIELD_OWN_ENV("fake_token_env", "SG_FAKE_TOKEN", SG_FIELD_PROBE),
+	SG_FIELD_ENV("SG_FAKE_URL", 0), SG_FIELDS_END,
 };
 
 void sg_fake_reset(void)
@@ -38,7 +40,7 @@ void sg_fake_reset(void)
 	memset(&sg_fake, 0, sizeof(sg_fake));
 }
 
-static sg_err fake_validate(const struct sg_profile *p, struct sg_errinfo *err)
+sg_err sg_fake_validate(const struct sg_profile *p, struct sg_errinfo *err)
 {
 	(void)p;
 	(void)err;
@@ -184,20 +186,14 @@ static void fake_release(struct sg_env *env)
 	fe->dir = NULL;
 }
 
-/* The two fakes differ only in whether the gateway may reach their files. */
-#define FAKE_METHODS                                                           \
-	.env_size = sizeof(struct fake_env), .fields = fake_fields,              \
-	.validate = fake_validate, .provision = fake_provision,                 \
-	.exec = fake_exec, .teardown = fake_teardown, .release = fake_release
-
 const struct sg_adapter sg_adapter_fake = {
 	.name = "fake",
 	.caps = SG_CAP_HOST_FS,
-	FAKE_METHODS,
-};
-
-const struct sg_adapter sg_adapter_fake_remote = {
-	.name = "fake_remote",
-	.caps = 0,
-	FAKE_METHODS,
+	.env_size = sizeof(struct fake_env),
+	.fields = sg_fake_fields,
+	.validate = sg_fake_validate,
+	.provision = fake_provision,
+	.exec = fake_exec,
+	.teardown = fake_teardown,
+	.release = fake_release,
 };

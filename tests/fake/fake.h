@@ -6,11 +6,18 @@
  * added).  Its environments are directories on this host, like local's
  * without bubblewrap: the workspace is binding.root itself, the control
  * directory <state_dir>/fake/<identity slug>/ctl; commands run unconfined
- * with sg_exec_run().  `sg_adapter_fake_remote` (backend "fake_remote") is
- * the same without SG_CAP_HOST_FS: every sg-helper step then runs as a
- * program through exec, as on a remote backend, so a test can put a
- * wrapper (SG_HELPER) between the gateway and what it reads.  It declares every field config.c knows, so a test
- * can narrow any of them, and one of its own, `fake_knob` (1..10).
+ * with sg_exec_run().  `sg_adapter_fake_remote` (backend "fake_remote",
+ * tests/fake/remote.c) is the toy cloud backend of adapters/README.md's
+ * walk-through, built on the remote driver (adapters/remote.h): its
+ * provider is a directory of sandboxes on this host, sg-helper is
+ * installed in each, and every sg-helper step runs as a program through
+ * exec and sg-helper job, as on a cloud, so a test can put a wrapper
+ * (SG_HELPER) between the gateway and what it reads.  Both declare every
+ * field config.c knows (sg_fake_fields), so a test can narrow any of
+ * them, and one of their own, `fake_knob` (1..10).  It reads
+ * two credential variables, as a cloud adapter reads its API key and URL:
+ * $SG_FAKE_TOKEN, renamed by its own field `fake_token_env` (and reported
+ * by probe), and $SG_FAKE_URL.
  *
  * Faults are set in sg_fake before a session starts and read by the
  * adapter's methods on the gateway's worker threads; counters record what
@@ -41,9 +48,12 @@ struct sg_fake {
 };
 
 extern struct sg_fake sg_fake;
+extern const struct sg_field sg_fake_fields[];
 extern const struct sg_adapter sg_adapter_fake;
 extern const struct sg_adapter sg_adapter_fake_remote;
 
 void sg_fake_reset(void);
+/* Accepts every value: the fakes enforce nothing. */
+sg_err sg_fake_validate(const struct sg_profile *p, struct sg_errinfo *err);
 
 #endif

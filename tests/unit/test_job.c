@@ -1361,6 +1361,47 @@ static void test_rm_self(void **state)
 	assert_non_null(strstr(f->tail, "sg-helper: "));
 }
 
+/* `proc spawn`'s words after the job's, for a foreground run of script. */
+#define SPAWN(f, id, script)                                                             \
+	helper(), "proc", "spawn", "--ctl", name(f, "%s/ctl", (f)->root), "--id", (id),      \
+		"--session", "s", "--cwd", at(f, ""), "--root", at(f, ""), "--wait-ms",     \
+		"20000", "--command", (script)
+
+/*
+ * A detaching --rm job runs `proc spawn` in its own process (job_inline):
+ * the result comes from memory, no file but .s and .pid is made, and a
+ * spawn that outlasts --wait-ms answers pending, a child of the job's
+ * waiting on.  An attach right after pending gets the result: the child
+ * is named in .pid before the answer (before, the parent's pid was there
+ * for a moment, and an attach then reported an empty, statusless result).
+ */
+static void test_inline_spawn(void **state)
+{
+	struct fixture *f = fixture(state);
+
+	job(f, COMMON(f, "a"), "--rm", "--detach", "--wait-ms", "20000", "--", PATH_ENV, "--",
+	    SPAWN(f, "p-a", "echo fast"), NULL);
+	assert_non_null(strstr(f->head, "\"ended\":true"));
+	assert_non_null(strstr(f->head, "\"stdout\":\"fast\\n\""));
+	assert_int_equal(strncmp(f->trailer, "done 0|exit 0||", 15), 0);
+	for (size_t i = 0; i < sizeof(suffixes) / sizeof(*suffixes); i++)
+		assert_false(exists(jfile(f, "a", suffixes[i])));
+
+	job(f, COMMON(f, "b"), "--rm", "--detach", "--wait-ms", "200", "--", PATH_ENV, "--",
+	    SPAWN(f, "p-b", "sleep 2; echo late"), NULL);
+	assert_string_equal(f->trailer, "pending");
+	job(f, "--attach", COMMON(f, "b"), "--wait-ms", "30000", NULL);
+	assert_non_null(strstr(f->head, "\"stdout\":\"late\\n\""));
+	assert_int_equal(strncmp(f->trailer, "done 0|exit 0||", 15), 0);
+
+	/* --timeout-ms after the answer: recorded as a runner's timer would. */
+	job(f, COMMON(f, "c"), "--rm", "--detach", "--wait-ms", "200", "--timeout-ms", "1000",
+	    "--", PATH_ENV, "--", SPAWN(f, "p-c", "sleep 5"), NULL);
+	assert_string_equal(f->trailer, "pending");
+	job(f, "--attach", COMMON(f, "c"), "--wait-ms", "30000", NULL);
+	assert_string_equal(f->trailer, "done 137|signal 9|1|0");
+}
+
 /*
  * The caller left (its end of stdout closed): the job kills the command's
  * group instead of dying of SIGPIPE and leaving the command running.
@@ -1478,6 +1519,7 @@ int main(void)
 		T(test_rm_group),
 		T(test_rm_self),
 		T(test_rm_reader_gone),
+		T(test_inline_spawn),
 #undef T
 	};
 
