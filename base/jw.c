@@ -6,12 +6,46 @@
 
 #include "base/utf8.h"
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 /* Bytes that go out as they are: printable ASCII but the quote and backslash. */
 static bool jw_plain(unsigned char c)
 {
 	return c >= 0x20 && c < 0x80 && c != '"' && c != '\\';
 }
 
+#if defined(__SSE2__)
+/*
+ * The length of the run of plain bytes at p (at most n), sixteen at a
+ * time: a byte below 0x20 or from 0x80 up is below 0x20 as a signed byte,
+ * so one signed compare and two equalities find the first byte to escape,
+ * and its position ends the run exactly.  Text is mostly such runs, and
+ * read_file escapes its megabyte three times (the view twice, the text
+ * once), so this scan is most of a large read's reply.
+ */
+static size_t jw_plain_run(const unsigned char *p, size_t n)
+{
+	const __m128i low = _mm_set1_epi8(0x20), quote = _mm_set1_epi8('"');
+	const __m128i bslash = _mm_set1_epi8('\\');
+	size_t r = 0;
+
+	for (; n - r >= sizeof(__m128i); r += sizeof(__m128i)) {
+		__m128i v = _mm_loadu_si128((const __m128i *)(const void *)(p + r));
+		__m128i hit = _mm_or_si128(_mm_cmplt_epi8(v, low),
+					   _mm_or_si128(_mm_cmpeq_epi8(v, quote),
+							_mm_cmpeq_epi8(v, bslash)));
+		unsigned mask = (unsigned)_mm_movemask_epi8(hit);
+
+		if (mask)
+			return r + (size_t)__builtin_ctz(mask);
+	}
+	while (r < n && jw_plain(p[r]))
+		r++;
+	return r;
+}
+#else
 /* Bytes of w that are zero exist (the high bit of some byte is then set). */
 #define JW_ZERO(w) (((w) - UINT64_C(0x0101010101010101)) & ~(w) & UINT64_C(0x8080808080808080))
 
@@ -38,6 +72,12 @@ static size_t jw_plain_run(const unsigned char *p, size_t n)
 	while (r < n && jw_plain(p[r]))
 		r++;
 	return r;
+}
+#endif
+
+size_t sg_jw_plain(const char *s, size_t n)
+{
+	return jw_plain_run((const unsigned char *)s, n);
 }
 
 /*
@@ -86,6 +126,8 @@ sg_err sg_jw_chars(struct sg_buf *b, const char *s, size_t n)
 				k = k ? k : 1;
 			} else if (p[i] == '"' || p[i] == '\\') {
 				esc[1] = (char)p[i];
+			} else if (p[i] == '\n') {
+				esc[1] = 'n'; /* a line's end: the common escape, first */
 			} else if (p[i] && strchr("\n\t\r\b\f", p[i])) {
 				/* The short forms, as jansson writes them. */
 				esc[1] = "ntrbf"[strchr("\n\t\r\b\f", p[i]) - "\n\t\r\b\f"];

@@ -26,6 +26,12 @@ sg_err sg_jw_str(struct sg_buf *b, const char *s, size_t n) SG_MUST_CHECK;
  */
 sg_err sg_jw_chars(struct sg_buf *b, const char *s, size_t n) SG_MUST_CHECK;
 
+/*
+ * The length of s's longest prefix (at most n bytes) that escaping leaves
+ * as it is: printable ASCII but the quote and backslash.
+ */
+size_t sg_jw_plain(const char *s, size_t n);
+
 /* Append "key": (quoted key, colon) preceded by a comma unless first. */
 sg_err sg_jw_key(struct sg_buf *b, const char *key, int first) SG_MUST_CHECK;
 

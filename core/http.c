@@ -132,6 +132,8 @@ sg_err sg_http_curl_common(void *easy, const struct sg_http_curl_opts *o)
 		cc = curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
 	if (!cc && o->ca_file)
 		cc = curl_easy_setopt(e, CURLOPT_CAINFO, o->ca_file);
+	if (!cc && o->unix_socket)
+		cc = curl_easy_setopt(e, CURLOPT_UNIX_SOCKET_PATH, o->unix_socket);
 	if (!cc)
 		cc = curl_easy_setopt(e, CURLOPT_HTTPHEADER, o->headers);
 	return cc ? SG_E_INTERNAL : SG_OK;
@@ -674,6 +676,7 @@ static sg_err set_options(CURL *e, const struct sg_http_request *req,
 			.agent = "sandgate/" SG_VERSION, .on_header = on_header,
 			.on_body = on_body, .payload = x, .connect_timeout_ms = ct,
 			.ca_file = req->ca_file, .headers = hdrs,
+			.unix_socket = req->unix_socket,
 		};
 
 		if (sg_http_curl_common(e, &o))

@@ -118,6 +118,12 @@ struct sg_http_request {
 	int64_t connect_timeout_ms; /* 0: SG_HTTP_CONNECT_TIMEOUT_MS */
 	enum sg_http_version version;
 	const char *ca_file;        /* PEM CA bundle instead of the system's */
+	/*
+	 * Connect to this unix socket instead of the URL's host (the Docker
+	 * Engine API): the URL still gives the path, and its host the Host
+	 * header.  NULL: TCP.
+	 */
+	const char *unix_socket;
 
 	/*
 	 * Stream 2xx bodies to sink instead of the response's buffer; other
@@ -305,6 +311,7 @@ struct sg_http_curl_opts {
 	int64_t connect_timeout_ms;
 	const char *ca_file; /* NULL: the system's */
 	void *headers;
+	const char *unix_socket; /* NULL: TCP */
 };
 sg_err sg_http_curl_common(void *easy, const struct sg_http_curl_opts *o) SG_MUST_CHECK;
 void *sg_http_curl_share(void);

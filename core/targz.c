@@ -41,11 +41,14 @@ static sg_err sg_tar_header(const struct sg_targz_entry *e, unsigned char h[SG_T
 		memcpy(h, e->name, len);
 	}
 	sg_tar_octal((char *)h + 100, 8, e->mode & 07777);
-	sg_tar_octal((char *)h + 108, 8, 0);
-	sg_tar_octal((char *)h + 116, 8, 0);
+	/* Seven octal digits: a larger id is refused, never cut. */
+	if (e->uid > 07777777 || e->gid > 07777777)
+		return SG_E_INVALID_ARGUMENT;
+	sg_tar_octal((char *)h + 108, 8, e->uid & 07777777);
+	sg_tar_octal((char *)h + 116, 8, e->gid & 07777777);
 	sg_tar_octal((char *)h + 124, 12, e->len);
 	sg_tar_octal((char *)h + 136, 12, (unsigned long long)time(NULL));
-	h[156] = '0';
+	h[156] = e->dir ? '5' : '0';
 	memcpy(h + 257, "ustar", 6);
 	memcpy(h + 263, "00", 2);
 	memset(h + 148, ' ', 8);

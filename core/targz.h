@@ -11,6 +11,7 @@
 #ifndef SG_TARGZ_H
 #define SG_TARGZ_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "base/buf.h"
@@ -21,6 +22,8 @@ struct sg_targz_entry {
 	unsigned mode;     /* 0644, 0700 ... */
 	const void *data;  /* borrowed */
 	size_t len;
+	bool dir;          /* a directory (len 0): Docker's archive PUT makes it */
+	unsigned uid, gid; /* the owner a receiver that keeps owners gives it (Docker) */
 };
 
 /* The n entries as one gzip'd tar into out (appended). */

@@ -23,7 +23,8 @@ static const char *const op_words[SG_BUDGET_NOPS] = { "stop processes", "delete"
  * long only asks for a longer budget.  Stopping processes is their 2 s
  * grace plus a call or two; a local removal waits up to 3 s for its
  * cgroups; a cloud delete or stop waits for the provider's state change,
- * a Modal keep takes a snapshot.  Any other backend (a new adapter, a
+ * a Modal keep takes a snapshot, a Docker stop gives the container 2 s
+ * before its SIGKILL.  Any other backend (a new adapter, a
  * delegated peer) falls to the last row until it is measured.
  */
 static const struct costs {
@@ -37,6 +38,7 @@ static const struct costs {
 	{ "daytona", true, { 4000, 30000, 30000 } },
 	{ "vercel", true, { 4000, 30000, 30000 } },
 	{ "modal", true, { 4000, 30000, 60000 } },
+	{ "docker", false, { 3000, 10000, 10000 } },
 	{ NULL, false, { 5000, 60000, 60000 } },
 };
 

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "base/limits.h"
+#include "base/log.h"
 #include "gateway/budget.h"
 
 /* The requirements serve's select judges (meets() in select.c). */
@@ -251,6 +252,17 @@ static sg_err check_select(const struct sg_config *cfg, const struct sg_profile 
 		if (!rc)
 			rc = check_one(cand, err);
 		sg_profile_free(cand);
+		/*
+		 * A candidate that this host cannot serve now (a daemon down, a
+		 * runtime it lacks) is what select falls back from: initialize
+		 * skips it with the reason.  A candidate that is wrong is not.
+		 */
+		if (rc == SG_E_UNAVAILABLE) {
+			sg_log_info("profile \"%s\": candidate \"%s\" is unavailable now (%s); initialize will skip it",
+				    p->name, name, err->msg);
+			sg_err_clear(err);
+			rc = SG_OK;
+		}
 		if (rc)
 			return rc;
 	}

@@ -22,6 +22,7 @@
 
 #include <openssl/evp.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -369,10 +370,6 @@ struct text_read {
 	int64_t start, shown, total;
 };
 
-/* Numbered lines are escaped into the frame in batches of about this many
- * bytes: a bounded scratch instead of the whole view beside the frame. */
-#define NUMBER_BATCH (64 * SG_KiB)
-
 /* The read_unchanged view (keys sorted, as the host's are), into v. */
 static sg_err stub_view(const struct text_read *x, struct sg_buf *v)
 {
@@ -406,15 +403,64 @@ static sg_err escape_twice(struct sg_buf *frame, const char *s, size_t n, struct
 	return rc ? rc : sg_jw_chars(frame, once->p, once->len);
 }
 
+/* A line's newline in the view, escaped twice: \n, its backslash escaped. */
+static const char newline_twice[] = "\\\\n";
+
+/* no in decimal and "|" at the end of the NUM_WIDTH bytes at out; returns its start. */
+#define NUM_WIDTH 24
+static char *line_number(char *out, int64_t no)
+{
+	char *p = out + NUM_WIDTH;
+	uint64_t v = no < 0 ? 0 - (uint64_t)no : (uint64_t)no;
+
+	*--p = '|';
+	do
+		*--p = (char)('0' + v % 10);
+	while (v /= 10);
+	if (no < 0)
+		*--p = '-';
+	return p;
+}
+
+/*
+ * One line of the view (n bytes at p, its newline gone), "N|" or "|" before
+ * it, escaped twice into frame.  Escaping leaves the prefix and a line of
+ * plain bytes as they are, so such a line (most of them) is copied once,
+ * into room reserved once; only the others go through once.
+ */
+static sg_err put_line(struct sg_buf *frame, const char *p, size_t n, int64_t no, bool numbered,
+		       struct sg_buf *once)
+{
+	char num[NUM_WIDTH], *dst;
+	const char *lead = numbered ? line_number(num, no) : "|";
+	size_t k = numbered ? (size_t)(num + NUM_WIDTH - lead) : 1, nl = sizeof(newline_twice) - 1;
+	sg_err rc;
+
+	if (sg_jw_plain(p, n) == n) {
+		rc = sg_buf_reserve(frame, k + n + nl, &dst);
+		if (rc)
+			return rc;
+		memcpy(dst, lead, k);
+		memcpy(dst + k, p, n);
+		memcpy(dst + k + n, newline_twice, nl);
+		sg_buf_commit(frame, k + n + nl);
+		return SG_OK;
+	}
+	rc = sg_buf_add(frame, lead, k);
+	if (!rc)
+		rc = escape_twice(frame, p, n, once);
+	return rc ? rc : sg_buf_add(frame, newline_twice, nl);
+}
+
 /*
  * The view's content, "N|line" per line (the number on the first line and
  * every tenth, as the host's; a line's newline and up to two carriage
- * returns before it dropped), escaped twice into frame.  Batches end at a
- * line's end, so never inside a character.
+ * returns before it dropped), escaped twice into frame in one pass over
+ * the text.  Each line ends at a newline, so never inside a character.
  */
 static sg_err put_numbered(struct sg_buf *frame, const struct text_read *x)
 {
-	struct sg_buf lines = SG_BUF_INIT(SG_MAX_FRAME), once = SG_BUF_INIT(SG_MAX_FRAME);
+	struct sg_buf once = SG_BUF_INIT(SG_MAX_FRAME);
 	const char *p = x->text, *end = x->text + x->text_len;
 	int64_t no = x->start;
 	sg_err rc = SG_OK;
@@ -425,22 +471,10 @@ static sg_err put_numbered(struct sg_buf *frame, const struct text_read *x)
 
 		for (int i = 0; nl && i < 2 && n && p[n - 1] == '\r'; i++)
 			n--;
-		if (no == x->start || no % 10 == 0)
-			rc = sg_buf_addf(&lines, "%lld", (long long)no);
-		if (!rc)
-			rc = sg_buf_addc(&lines, '|');
-		if (!rc)
-			rc = sg_buf_add(&lines, p, n);
-		if (!rc)
-			rc = sg_buf_addc(&lines, '\n');
+		rc = put_line(frame, p, n, no, no == x->start || no % 10 == 0, &once);
 		p = nl ? nl + 1 : end;
 		no++;
-		if (!rc && (lines.len >= NUMBER_BATCH || p == end)) {
-			rc = escape_twice(frame, lines.p, lines.len, &once);
-			sg_buf_reset(&lines);
-		}
 	}
-	sg_buf_release(&lines);
 	sg_buf_release(&once);
 	return rc;
 }

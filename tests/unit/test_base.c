@@ -4,6 +4,7 @@
  */
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
@@ -202,30 +203,42 @@ static void test_jw(void **state)
 }
 
 /*
- * Runs of plain bytes are scanned eight at a time: every ASCII byte, at
- * every place in and around a word, comes out byte for byte as jansson
- * writes it.
+ * Runs of plain bytes are scanned sixteen (or eight) at a time: every
+ * ASCII byte and a two-byte character, at every place in and around two
+ * vectors, comes out byte for byte as jansson writes it, and the plain
+ * run (sg_jw_plain) ends exactly before the first byte to escape.
  */
+static void jw_one(const char *text, size_t n, size_t plain)
+{
+	struct sg_buf b = SG_BUF_INIT(512);
+	json_t *v = json_stringn(text, n);
+	char *want = json_dumps(v, JSON_ENCODE_ANY);
+
+	assert_non_null(want);
+	assert_int_equal(sg_jw_str(&b, text, n), SG_OK);
+	assert_string_equal(b.p, want);
+	assert_int_equal(sg_jw_plain(text, n), plain);
+	free(want);
+	json_decref(v);
+	sg_buf_release(&b);
+}
+
 static void test_jw_words(void **state)
 {
+	char text[40];
+
 	(void)state;
-	for (int c = 1; c < 0x80; c++) {
-		for (size_t at = 0; at < 20; at++) {
-			char text[24];
-			struct sg_buf b = SG_BUF_INIT(256);
-			json_t *v;
-			char *want;
+	for (size_t at = 0; at + 1 < sizeof(text); at++) {
+		for (int c = 1; c < 0x80; c++) {
+			bool plain = c >= 0x20 && c != '"' && c != '\\';
 
 			memset(text, 'a', sizeof(text));
 			text[at] = (char)c;
-			v = json_stringn(text, sizeof(text));
-			want = json_dumps(v, JSON_ENCODE_ANY);
-			assert_int_equal(sg_jw_str(&b, text, sizeof(text)), SG_OK);
-			assert_string_equal(b.p, want);
-			free(want);
-			json_decref(v);
-			sg_buf_release(&b);
+			jw_one(text, sizeof(text), plain ? sizeof(text) : at);
 		}
+		memset(text, 'a', sizeof(text));
+		memcpy(text + at, "\xc3\xa9", 2);
+		jw_one(text, sizeof(text), at);
 	}
 }
 

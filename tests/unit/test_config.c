@@ -1264,7 +1264,7 @@ static void test_backend_fields_binding(void **state)
 static void test_examples_load(void **state)
 {
 	static const char *const backends[] = {
-		"local", "ssh", "daytona", "vercel", "modal", "singularity",
+		"local", "ssh", "daytona", "vercel", "modal", "singularity", "docker",
 	};
 	char root[512], pattern[600], stem[64];
 	const char *base, *dot, *key, *const *names;
@@ -1329,13 +1329,13 @@ static void test_examples_load(void **state)
 			assert_string_equal(p->backend, stem);
 			sg_profile_free(p);
 		}
-		for (size_t b = 0; b < 6; b++)
+		for (size_t b = 0; b < 7; b++)
 			if (strcmp(stem, backends[b]) == 0)
 				seen |= (size_t)1 << b;
 		sg_config_free(cfg);
 	}
 	globfree(&g);
-	assert_int_equal(seen, 0x3f);
+	assert_int_equal(seen, 0x7f);
 }
 
 /*

@@ -363,6 +363,28 @@ static void test_targz(void **state)
 	long_name[sizeof(long_name) - 1] = '\0';
 	assert_int_equal(sg_targz(&e[1], 1, &out), SG_E_INVALID_ARGUMENT);
 	sg_buf_release(&out);
+	/* Directories and owners, which Docker's archive PUT keeps (docker/). */
+	{
+		struct sg_targz_entry d[2] = {
+			{ .name = "workspace", .mode = 0700, .dir = true, .uid = 65534, .gid = 65534 },
+			{ .name = "tmp/x", .mode = 0600, .data = "", .uid = 1000, .gid = 100 },
+		};
+
+		assert_int_equal(sg_targz(d, 2, &out), SG_OK);
+		n = gunzip(out.p, out.len, plain, sizeof(plain));
+		assert_int_equal(n, 512 * 4);
+		assert_int_equal(plain[156], '5');
+		assert_string_equal((char *)plain + 108, "0177776");
+		assert_string_equal((char *)plain + 116, "0177776");
+		assert_int_equal(plain[512 + 156], '0');
+		assert_string_equal((char *)plain + 512 + 108, "0001750");
+		assert_string_equal((char *)plain + 512 + 116, "0000144");
+		sg_buf_release(&out);
+		/* An id past ustar's seven digits is refused, never cut. */
+		d[1].uid = 010000000;
+		assert_int_equal(sg_targz(&d[1], 1, &out), SG_E_INVALID_ARGUMENT);
+		sg_buf_release(&out);
+	}
 }
 
 static void test_names(void **state)
