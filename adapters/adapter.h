@@ -75,6 +75,7 @@
 #define SG_ADAPTER_H
 
 #include <jansson.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -279,6 +280,21 @@ struct sg_env {
 	 * malloc; freed with the env.
 	 */
 	char *probe;
+	/*
+	 * provision() returned with the inside still being prepared: the
+	 * first commands wait in the environment for sg-helper to be in
+	 * place (adapters/remote.h, sg_remote_setup_begin).  The probe would
+	 * then cost a round trip of its own, so the gateway runs it only
+	 * when it must observe (`sandgate probe`, a select candidate).
+	 */
+	bool setup_later;
+	/*
+	 * That set-up failed, as far as sandgate saw (set by the adapter's
+	 * thread): every command fails with its error, and the session's
+	 * processes need no stop (none ran through sandgate, and such an
+	 * environment goes with the session).
+	 */
+	atomic_bool setup_failed;
 	/*
 	 * Commands see a /tmp of the environment's own (never one shared
 	 * with the host's other users): standard mode may then write it.

@@ -61,10 +61,13 @@ void sg_cloud_scrub(char *s, const char *secret)
 
 const char sg_cloud_setup_sh[] =
 	"exec 2>/dev/null\n"
-	"h=$HOME r=$SG_ROOT\n"
+	/* Commands sent beside this script wait for sg-helper, or for this. */
+	"[ -n \"${SG_HFAIL:-}\" ] && trap '[ -x \"$b/sg-helper-$SG_SHA\" ] || : >\"$SG_HFAIL\"' EXIT\n"
+	"h=$HOME r=$SG_ROOT b=\n"
 	"case $h in /*) ;; *) printf 'error=the sandbox user has no absolute HOME\\n'; exit 0 ;; esac\n"
 	"b=$h/.sandgate\n"
 	"case $b/ in \"${r%/}\"/*) b=/tmp/.sandgate-$(id -u) ;; esac\n"
+	"[ -n \"${SG_BASE:-}\" ] && b=$SG_BASE\n"
 	"case $b/ in \"${r%/}\"/*) printf 'error=root %s leaves no place outside it "
 	"for the control directory\\n' \"$r\"; exit 0 ;; esac\n"
 	"printf 'home=%s\\nbase=%s\\n' \"$h\" \"$b\"\n"
@@ -105,14 +108,8 @@ const char sg_cloud_setup_sh[] =
 	 * cannot take a fraction counts a whole second).
 	 */
 	"if [ -n \"${SG_UPW:-}\" ]; then\n"
-	"  w=0\n"
-	"  until [ -e \"$SG_UPW\" ]; do\n"
-	"    if [ \"$w\" -ge \"${SG_UPWAIT:-0}\" ]; then\n"
-	"      printf 'install_error=sg-helper did not arrive within %s ms\\n' \"$w\"; SG_UP=; break\n"
-	"    fi\n"
-	"    if [ \"$w\" -lt 1000 ]; then p=0.01 q=10; else p=0.1 q=100; fi\n"
-	"    if sleep \"$p\"; then w=$((w+q)); else sleep 1; w=$((w+1000)); fi\n"
-	"  done\n"
+	SG_CLOUD_WAIT_SH("[ -e \"$SG_UPW\" ]", "[ \"$w\" -ge \"${SG_UPWAIT:-0}\" ]",
+			 "printf 'install_error=sg-helper did not arrive within %s ms\\n' \"$w\"; SG_UP=; break")
 	"  rm -f -- \"$SG_UPW\"\n"
 	"fi\n"
 	SG_INSTALL_PROBE_SH;

@@ -78,11 +78,29 @@ sg_err sg_cloud_lost(const struct sg_env *env, const char *name, struct sg_errin
  * copy is whole (an upload sent beside the script), waited for at most
  * SG_UPWAIT ms, after which the install fails saying so (install_error);
  * SG_PROBE, when set, runs `sg-helper probe` once
- * the helper is in place and prints its reply after a line "probe<<".
- * sandgate's files go to $HOME/.sandgate, or /tmp/.sandgate-<uid> when
- * root would contain that: ctl/ (proc/, home/, tmp/) and run/.
+ * the helper is in place and prints its reply after a line "probe<<";
+ * SG_HFAIL, when set, a file the script creates when it ends without
+ * sg-helper in place (commands sent beside it wait for one or the other).
+ * sandgate's files go to SG_BASE when set, else to $HOME/.sandgate, or
+ * /tmp/.sandgate-<uid> when root would contain that: ctl/ (proc/, home/,
+ * tmp/) and run/.
  */
 extern const char sg_cloud_setup_sh[];
+
+/*
+ * Shell text: poll until the test ready holds, ten times a second at
+ * first and then every tenth of a second, counting the ms waited in $w;
+ * each time the test give_up holds first, run on_give_up (which leaves
+ * the loop: break or exit).  A sleep that cannot take a fraction counts
+ * a whole second, so that the count stays true.
+ */
+#define SG_CLOUD_WAIT_SH(ready, give_up, on_give_up)                                  \
+	"w=0\n"                                                                       \
+	"until " ready "; do\n"                                                       \
+	"  if " give_up "; then " on_give_up "; fi\n"                                 \
+	"  if [ \"$w\" -lt 1000 ]; then p=0.01 q=10; else p=0.1 q=100; fi\n"          \
+	"  if sleep \"$p\"; then w=$((w+q)); else sleep 1; w=$((w+1000)); fi\n"      \
+	"done\n"
 
 /*
  * The set-up script's variables (new; NULL when out of memory): root, the

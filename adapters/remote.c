@@ -6,6 +6,8 @@
 #define _GNU_SOURCE /* asprintf */
 #include "adapters/remote.h"
 
+#include <errno.h>
+#include <poll.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +16,7 @@
 #include "adapters/cloud.h"
 #include "core/exec.h"
 #include "core/http.h"
+#include "core/shquote.h"
 #include "base/crash.h"
 #include "base/limits.h"
 #include "base/log.h"
@@ -146,6 +149,8 @@ sg_err sg_remote_teardown(struct sg_env *env, enum sg_fate fate, struct sg_cance
 	struct sg_remote *rm = (struct sg_remote *)env;
 
 	sg_remote_keepalive_stop(rm);
+	/* Its requests use the sandbox: none may outlive the teardown. */
+	sg_leg_end(&rm->later, SG_E_CANCELLED);
 	if (fate == SG_FATE_DETACH || !env->id[0] || !rm->opened)
 		return SG_OK;
 	if (fate == SG_FATE_REMOVE && rm->ops->forget && env->identity)
@@ -153,6 +158,187 @@ sg_err sg_remote_teardown(struct sg_env *env, enum sg_fate fate, struct sg_cance
 	if (fate == SG_FATE_REMOVE)
 		return rm->ops->remove(rm, env->id, cancel, err);
 	return rm->ops->keep(rm, cancel, err);
+}
+
+/* ---- A set-up under way ------------------------------------------------------ */
+
+/*
+ * What a job's start prints, alone, when it gave up waiting for sg-helper:
+ * the set-up ended without it (its file SG_HFAIL appeared) or took longer
+ * than SG_REMOTE_LATER_WAIT_MS.  Nothing was started then.
+ */
+#define REMOTE_LATER_FAILED "sg-setup-failed\n"
+#define REMOTE_STR(x) REMOTE_STR2(x)
+#define REMOTE_STR2(x) #x
+
+bool sg_remote_can_defer(const struct sg_remote *rm)
+{
+	const struct sg_env *env = &rm->base;
+	size_t n = strlen(env->root);
+
+	while (n > 0 && env->root[n - 1] == '/')
+		n--;
+	/* Root "/", or one that holds /tmp/.sandgate-s...: no room outside it. */
+	if (n == 0 || (strncmp(SG_REMOTE_LATER_BASE, env->root, n) == 0 &&
+		       (SG_REMOTE_LATER_BASE[n] == '/' || SG_REMOTE_LATER_BASE[n] == '\0')))
+		return false;
+	return rm->fresh && env->remove_on_exit && !env->profile->shared;
+}
+
+/*
+ * The set-up failed on this side (an upload refused, a request lost) while
+ * its script may still wait in the environment: leave its SG_HFAIL file
+ * now, so that the starts waiting there give up at once, not after their
+ * whole wait.  Best effort: they give up anyway.
+ */
+static void remote_later_give_up(struct sg_remote *rm, struct sg_cancel *stop)
+{
+	json_t *vars = json_pack("{s:s}", "SG_HFAIL", rm->later_fail);
+	struct sg_errinfo e2 = { 0 };
+	char *reply = NULL;
+
+	if (vars && !sg_cancel_check(stop) &&
+	    rm->ops->script(rm, ": >\"$SG_HFAIL\"", vars, &reply, stop, &e2))
+		sg_log_debug("sandbox %s: %s", rm->base.id, e2.msg);
+	free(reply);
+	json_decref(vars);
+}
+
+static sg_err remote_later_run(void *arg, struct sg_cancel *stop)
+{
+	struct sg_remote *rm = arg;
+	sg_err rc = rm->later_run(rm, rm->later_fail, stop, &rm->later_err);
+
+	if (rc) {
+		sg_log_err("preparing sandbox %s failed: %s", rm->base.id, rm->later_err.msg);
+		atomic_store(&rm->base.setup_failed, true);
+		remote_later_give_up(rm, stop);
+	} else {
+		atomic_store(&rm->later_ok, true);
+	}
+	return rc;
+}
+
+sg_err sg_remote_setup_begin(struct sg_remote *rm, const char *sha,
+			     sg_err (*run)(struct sg_remote *rm, const char *fail,
+					   struct sg_cancel *stop, struct sg_errinfo *err),
+			     struct sg_errinfo *err)
+{
+	struct sg_env *env = &rm->base;
+	char *base = NULL;
+	sg_err rc;
+
+	if (asprintf(&base, "%s%s", SG_REMOTE_LATER_BASE, rm->nonce) < 0)
+		return sg_err_set(err, SG_E_INTERNAL, "out of memory");
+	rc = sg_remote_dirs(rm, SG_OK, base, err);
+	free(env->ctl_dir);
+	free(env->helper);
+	if (asprintf(&env->ctl_dir, "%s/ctl", base) < 0)
+		env->ctl_dir = NULL;
+	if (asprintf(&env->helper, "%s/sg-helper-%s", base, sha) < 0)
+		env->helper = NULL;
+	if (asprintf(&rm->later_fail, "%s.failed", base) < 0)
+		rm->later_fail = NULL;
+	if (!rc && (!env->ctl_dir || !env->helper || !rm->later_fail))
+		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
+	/* A sandbox is a machine of its own: its /tmp is nobody else's. */
+	env->own_tmp = true;
+	rm->later_run = run;
+	rm->later = (struct sg_leg){ .run = remote_later_run, .arg = rm };
+	if (!rc)
+		rc = sg_leg_start(&rm->later, err);
+	env->setup_later = rc == SG_OK;
+	return rc;
+}
+
+sg_err sg_remote_setup_wait(struct sg_remote *rm, struct sg_cancel *cancel,
+			    struct sg_errinfo *err)
+{
+	if (!rm->base.setup_later)
+		return SG_OK;
+	while (!sg_leg_ended(&rm->later)) {
+		struct pollfd p[2] = {
+			{ .fd = sg_cancel_fd(cancel), .events = POLLIN },
+			{ .fd = sg_leg_fd(&rm->later), .events = POLLIN },
+		};
+
+		if (sg_cancel_check(cancel))
+			return sg_err_set(err, sg_cancel_check(cancel),
+					  "cancelled while the sandbox was being prepared");
+		/* Bounded anyway: the set-up's requests have timeouts of their own. */
+		if (poll(p, 2, SG_INSTALL_POLL_MS) < 0 && errno != EINTR)
+			return sg_err_set(err, SG_E_INTERNAL, "cannot wait for the set-up: %s",
+					  strerror(errno));
+	}
+	if (atomic_load(&rm->later_ok))
+		return SG_OK;
+	return sg_err_set(err, rm->later_err.code ? rm->later_err.code : SG_E_PROVIDER, "%s",
+			  rm->later_err.msg);
+}
+
+json_t *sg_remote_later_vars(const struct sg_remote *rm, const char *fail, const char *sha,
+			     const char *up, const char *mark, int64_t wait_ms)
+{
+	json_t *vars = sg_cloud_setup_vars(rm->base.root, sha, 1440, up, mark, wait_ms);
+
+	/* No probe: nothing waits for its facts (env->setup_later). */
+	if (vars && (json_object_del(vars, "SG_PROBE") ||
+		     json_object_set_new(vars, "SG_BASE", json_string(rm->base_dir)) ||
+		     json_object_set_new(vars, "SG_HFAIL", json_string(fail)))) {
+		json_decref(vars);
+		vars = NULL;
+	}
+	return vars;
+}
+
+sg_err sg_remote_later_read(const struct sg_remote *rm, char *reply, const char *sha,
+			    struct sg_errinfo *err)
+{
+	/* A scratch env: the session's is read by other threads meanwhile. */
+	struct sg_env scratch = { .ad = rm->base.ad, .root = rm->base.root };
+	struct sg_cloud_setup got = { 0 };
+	sg_err rc = sg_cloud_setup_read(&scratch, reply, sha, true, rm->base.ad->name, &got, err);
+
+	if (!rc && (!got.helper || !got.base_dir || strcmp(got.base_dir, rm->base_dir) != 0))
+		rc = sg_err_set(err, SG_E_PROVIDER,
+				"preparing the sandbox failed: sandgate's directory is not %s",
+				rm->base_dir);
+	free(got.base_dir);
+	free(scratch.ctl_dir);
+	free(scratch.helper);
+	free(scratch.probe);
+	return rc;
+}
+
+/* Does a job's start still have to wait for sg-helper in the environment? */
+static bool remote_waits(const struct sg_remote *rm)
+{
+	return rm->base.setup_later && !atomic_load(&rm->later_ok);
+}
+
+/*
+ * command preceded by the wait for sg-helper (new), for the start of the
+ * job of prefix dir sent while the set-up is under way: the program
+ * appears (an atomic rename) only once its checksum matched, so a command
+ * never runs before it is whole.  A kill meanwhile leaves <dir>.cancel
+ * (remote_kill), and the start then runs nothing.
+ */
+static char *remote_wait_text(const struct sg_remote *rm, const char *dir, const char *command)
+{
+	struct sg_buf b = SG_BUF_INIT(SG_MAX_FRAME * 2);
+
+	if (sg_buf_adds(&b, "h=") || sg_shquote(&b, rm->base.helper) || sg_buf_adds(&b, " f=") ||
+	    sg_shquote(&b, rm->later_fail) || sg_buf_adds(&b, " c=") || sg_shquote(&b, dir) ||
+	    sg_buf_adds(&b, ".cancel\n") ||
+	    sg_buf_adds(&b, SG_CLOUD_WAIT_SH("{ [ -x \"$h\" ] || [ -e \"$c\" ]; }",
+					     "[ -e \"$f\" ] || [ \"$w\" -ge " REMOTE_STR(
+						     SG_REMOTE_LATER_WAIT_MS) " ]",
+					     "printf '" REMOTE_LATER_FAILED "'; exit 0")) ||
+	    sg_buf_adds(&b, "[ -e \"$c\" ] && exit 0\n") || sg_buf_adds(&b, command)) {
+		sg_buf_release(&b);
+		return NULL;
+	}
+	return sg_buf_take(&b, NULL);
 }
 
 /* ---- exec ------------------------------------------------------------------- */
@@ -163,6 +349,7 @@ struct remote_exec {
 	struct sg_remote_job j;
 	char mark[SG_JOB_MARK_SIZE];
 	char *text; /* the start's command text when it is the words */
+	char *wait; /* the start's text with the wait for sg-helper before it */
 };
 
 /*
@@ -273,24 +460,77 @@ sg_err sg_remote_job_unvars(struct sg_remote_job *j, struct sg_cancel *cancel,
 	return remote_prepare(e, false, cancel, err);
 }
 
+/*
+ * A start that gave up waiting for sg-helper: the set-up's own outcome
+ * says why (a start sent again once it ended well finds the program).
+ */
+static enum sg_job_trip remote_later_failed(struct remote_exec *e, struct sg_cancel *cancel,
+					    struct sg_errinfo *err)
+{
+	if (sg_remote_setup_wait(e->rm, cancel, err))
+		return SG_JOB_TRIP_FATAL;
+	return SG_JOB_TRIP_RESTART;
+}
+
 static enum sg_job_trip remote_trip(void *ctx, bool attach, const char **text, size_t *len,
 				    struct sg_cancel *cancel, struct sg_errinfo *err)
 {
 	struct remote_exec *e = ctx;
+	const char *command = e->j.command;
+	bool waits = !attach && remote_waits(e->rm);
 	enum sg_job_trip t;
 
 	sg_buf_reset(&e->j.reply);
+	if (waits) {
+		free(e->wait);
+		if (!(e->wait = remote_wait_text(e->rm, e->j.dir, command))) {
+			sg_err_set(err, SG_E_INTERNAL, "out of memory");
+			return SG_JOB_TRIP_FATAL;
+		}
+		e->j.command = e->wait;
+	}
 	t = e->rm->ops->trip(e->rm, &e->j, attach, cancel, err);
+	e->j.command = command;
+	if (waits && t == SG_JOB_TRIP_REPLY &&
+	    strcmp(e->j.reply.p, REMOTE_LATER_FAILED) == 0)
+		t = remote_later_failed(e, cancel, err);
 	*text = e->j.reply.p;
 	*len = e->j.reply.len;
 	return t;
 }
 
+/*
+ * Leave <dir>.cancel (its directory made first: the set-up may not have
+ * made it yet).  A start still waiting for sg-helper then runs nothing,
+ * and one that went on meanwhile meets it as it forks (sg-helper job).
+ */
+static const char remote_cancel_sh[] =
+	"exec 2>/dev/null\n"
+	"umask 077\n"
+	"mkdir -p -- \"${SG_D%/*}\" && : >\"$SG_D.cancel\"\n";
+
 static void remote_kill(void *ctx)
 {
 	struct remote_exec *e = ctx;
+	struct sg_remote *rm = e->rm;
 
-	e->rm->ops->kill(e->rm, e->j.dir);
+	/*
+	 * A start sent beside the set-up may be waiting for sg-helper: mark
+	 * it cancelled first, without waiting for the set-up, then kill as
+	 * usual (a job that already started).
+	 */
+	if (remote_waits(rm)) {
+		json_t *vars = json_pack("{s:s}", "SG_D", e->j.dir);
+		struct sg_errinfo why = { 0 };
+		char *reply = NULL;
+
+		if (!vars || rm->ops->script(rm, remote_cancel_sh, vars, &reply, NULL, &why))
+			sg_log_warn("sandbox %s: a command may still start: %s", rm->base.id,
+				    vars ? why.msg : "out of memory");
+		free(reply);
+		json_decref(vars);
+	}
+	rm->ops->kill(rm, e->j.dir);
 }
 
 static void remote_exec_release(struct remote_exec *e)
@@ -302,6 +542,7 @@ static void remote_exec_release(struct remote_exec *e)
 	free((char *)e->j.dir);
 	free((char *)e->j.gc);
 	free(e->text);
+	free(e->wait);
 }
 
 sg_err sg_remote_exec(struct sg_env *env, const struct sg_exec *x, struct sg_exec_result *out,
@@ -328,6 +569,11 @@ sg_err sg_remote_exec(struct sg_env *env, const struct sg_exec *x, struct sg_exe
 	sg_err rc;
 
 	sg_exec_result_reset(out);
+	/* A set-up that failed: nothing can run, so nothing is sent. */
+	if (atomic_load(&env->setup_failed)) {
+		rc = sg_remote_setup_wait(rm, cancel, err);
+		goto out;
+	}
 	sg_job_mark(e.mark);
 	if (asprintf(&dir, "%s/%s-%u", rm->run_dir, rm->nonce, atomic_fetch_add(&rm->seq, 1)) < 0) {
 		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
@@ -396,7 +642,11 @@ bool sg_remote_failed(struct sg_remote *rm, sg_err rc, struct sg_cancel *cancel)
 	struct sg_env *env = &rm->base;
 	struct sg_errinfo e2 = { 0 };
 
-	if (!rc || !rm->fresh || !env->id[0])
+	if (!rc)
+		return false;
+	/* Its requests use the sandbox: none may outlive the provision. */
+	sg_leg_end(&rm->later, SG_E_CANCELLED);
+	if (!rm->fresh || !env->id[0])
 		return false;
 	if (sg_cancel_check(cancel)) {
 		/*
@@ -505,6 +755,9 @@ sg_err sg_remote_destroy(const struct sg_remote_ops *ops, const struct sg_profil
 void sg_remote_release(struct sg_remote *rm)
 {
 	sg_remote_keepalive_stop(rm);
+	sg_leg_end(&rm->later, SG_E_CANCELLED);
+	free(rm->later_fail);
+	rm->later_fail = NULL;
 	if (rm->lock_ready)
 		pthread_mutex_destroy(&rm->lock);
 	rm->lock_ready = false;

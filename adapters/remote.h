@@ -17,9 +17,13 @@
  *  - An exec's job files live under run_dir with a name unique to this
  *    process (nonce) and exec (seq); a job that cannot be seen through is
  *    killed (ops->kill) before exec returns an error.
- *  - The driver owns nonce, seq, lock, run_dir, base_dir and the keep-alive
- *    leg; the adapter owns cl (its REST or gRPC client) and reads these
- *    fields only.  lock guards what the adapter says it guards (a session
+ *  - A set-up left under way (sg_remote_setup_begin) never lets a command
+ *    run before sg-helper is in place: until the set-up's leg has ended
+ *    well, each job's start first waits in the environment for the
+ *    program the set-up installs only once its checksum matched.
+ *  - The driver owns nonce, seq, lock, run_dir, base_dir, the keep-alive
+ *    leg and the set-up's leg; the adapter owns cl (its REST or gRPC
+ *    client) and reads these fields only.  lock guards what the adapter says it guards (a session
  *    id, a garbage list); the driver takes it for nothing of its own.
  */
 #ifndef SG_REMOTE_H
@@ -185,6 +189,13 @@ struct sg_remote {
 	struct sg_leg ka;     /* keep-alive */
 	bool ka_started;      /* under lock: ka runs, or is being ended */
 	int64_t ka_ms;
+	/* The set-up under way (sg_remote_setup_begin), and what it needs. */
+	struct sg_leg later;
+	atomic_bool later_ok;  /* it ended well: commands need not wait */
+	char *later_fail;      /* the file it leaves when it did not (malloc) */
+	struct sg_errinfo later_err; /* why not, once later has ended */
+	sg_err (*later_run)(struct sg_remote *rm, const char *fail, struct sg_cancel *stop,
+			    struct sg_errinfo *err);
 };
 
 /* Start rm's life: its ops, nonce and lock (first in provision()). */
@@ -225,6 +236,43 @@ sg_err sg_remote_create(struct sg_remote *rm, const char *name, json_t **got, bo
 sg_err sg_remote_setup_read(struct sg_remote *rm, sg_err rc, char *reply, bool uploaded,
 			    struct sg_install *in, struct sg_helper_bin *b,
 			    struct sg_install_cost *cost, struct sg_cancel *cancel,
+			    struct sg_errinfo *err) SG_MUST_CHECK;
+
+/*
+ * Can this provision leave the set-up under way (sg_remote_setup_begin)?
+ * Only for a sandbox it created and that goes when the session does (so
+ * no later session looks for sandgate's directory where the set-up's
+ * rule would put it), with root clear of that directory.
+ */
+bool sg_remote_can_defer(const struct sg_remote *rm);
+
+/*
+ * Leave the set-up to run beside the first commands: sandgate's directory
+ * is SG_REMOTE_LATER_BASE-<nonce> (the set-up script's SG_BASE), the env's
+ * paths are set from it and sha now, and run(rm, fail, stop, err) is
+ * started on a leg of its own: the adapter's upload and set-up, given
+ * SG_BASE and SG_HFAIL=fail, returning SG_OK only with sg-helper in place.
+ * env->setup_later is set.  An error: nothing was started.
+ */
+#define SG_REMOTE_LATER_BASE "/tmp/.sandgate-s"
+sg_err sg_remote_setup_begin(struct sg_remote *rm, const char *sha,
+			     sg_err (*run)(struct sg_remote *rm, const char *fail,
+					   struct sg_cancel *stop, struct sg_errinfo *err),
+			     struct sg_errinfo *err) SG_MUST_CHECK;
+
+/*
+ * For a set-up run: the set-up script's variables (new; NULL when out of
+ * memory) with SG_BASE and SG_HFAIL=fail and without the probe, for an
+ * upload at up with its marker mark (sg_install_beside_paths); and the
+ * reading of its reply: SG_OK only with sg-helper in place, in base_dir.
+ */
+json_t *sg_remote_later_vars(const struct sg_remote *rm, const char *fail, const char *sha,
+			     const char *up, const char *mark, int64_t wait_ms);
+sg_err sg_remote_later_read(const struct sg_remote *rm, char *reply, const char *sha,
+			    struct sg_errinfo *err) SG_MUST_CHECK;
+
+/* Wait for a set-up under way to end (cancel ends the wait): its outcome. */
+sg_err sg_remote_setup_wait(struct sg_remote *rm, struct sg_cancel *cancel,
 			    struct sg_errinfo *err) SG_MUST_CHECK;
 
 /* ops->setup under the progress step "helper". */

@@ -76,6 +76,8 @@
 #define SG_JOB_SPEC_MAX (8 * SG_MiB) /* a job's environment and argv on stdin */
 #define SG_HELPER_BIN_MAX (64 * SG_MiB) /* sg-helper on this host, to install */
 #define SG_INSTALL_POLL_MS 500 /* an upload and a set-up side by side: the coordinator's wake-ups */
+/* A command sent beside a set-up waits this long for sg-helper (> the set-ups' upload waits). */
+#define SG_REMOTE_LATER_WAIT_MS 45000
 #define SG_WORKERS_MAX 64          /* worker threads, grown on demand */
 #define SG_INFLIGHT_MAX 1024       /* requests in flight at once (protocol section 2) */
 #define SG_INFLIGHT_BYTES (256 * SG_MiB) /* their frames' bytes, all together */

@@ -27,7 +27,9 @@
  * (sha256sum in the sandbox).  A sandbox this provision created cannot
  * have it, so its copy is uploaded first and the one set-up request
  * installs it and runs sg-helper's probe (env->probe), so a new sandbox is
- * ready after the upload and one script.  While it waits for `started`,
+ * ready after the upload and one script; a new scratch sandbox does not
+ * wait for those: they go on beside the first commands, which wait in the
+ * sandbox for sg-helper (dtn_prepare, adapters/remote.h).  While it waits for `started`,
  * provision() listens to Daytona's event stream (events.h), as the SDK
  * does, and polls only as a fallback.
  *
@@ -146,6 +148,7 @@ struct dtn_env {
 	bool ka_armed;          /* a daemon was left since the last check */
 	unsigned ka_gen;        /* bumped by every arm */
 	struct sg_install_cost install; /* what set-up spent on sg-helper */
+	struct sg_helper_bin later_bin; /* sent by a set-up under way (dtn_setup_later) */
 };
 
 /* ---- Scripts run in the sandbox ------------------------------------------
@@ -1692,6 +1695,72 @@ out:
 	return rc;
 }
 
+/*
+ * The set-up left under way (sg_remote_setup_begin): dtn_setup's upload
+ * and script on the driver's leg, sandgate's directory chosen beforehand.
+ * The leg owns de->later_bin and closes it.
+ */
+static sg_err dtn_setup_later(struct sg_remote *rm, const char *fail, struct sg_cancel *stop,
+			      struct sg_errinfo *err)
+{
+	struct dtn_env *de = (struct dtn_env *)rm;
+	struct sg_install in = { .dir = "/tmp", .nonce = rm->nonce };
+	int64_t wait_ms = de->limit_ms / 2 < SG_DAYTONA_UPLOAD_WAIT_MS ? de->limit_ms / 2
+								       : SG_DAYTONA_UPLOAD_WAIT_MS;
+	char *reply = NULL, *up = NULL, *mark = NULL;
+	json_t *envs = NULL;
+	int64_t ms = 0;
+	sg_err rc = sg_install_beside_paths(&in, &de->later_bin, &up, &mark, err);
+
+	if (!rc && !(envs = sg_remote_later_vars(rm, fail, de->later_bin.sha, up, mark, wait_ms)))
+		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
+	if (!rc) {
+		struct dtn_beside db = { .de = de, .up = up, .mark = mark,
+					 .fd = de->later_bin.fd, .envs = envs };
+		const struct sg_install_beside side = { .ctx = &db, .upload = dtn_beside_upload,
+							.setup = dtn_beside_setup };
+
+		rc = sg_install_run_beside(&side, &reply, &ms, stop, err);
+	}
+	if (!rc)
+		rc = sg_remote_later_read(rm, reply, de->later_bin.sha, err);
+	if (!rc)
+		sg_log_info("sandbox %s prepared beside its first commands in %lld ms", rm->base.id,
+			    (long long)ms);
+	sg_helper_bin_close(&de->later_bin);
+	json_decref(envs);
+	free(reply);
+	free(up);
+	free(mark);
+	return rc;
+}
+
+/*
+ * A new scratch sandbox: the set-up goes on beside the first commands
+ * (adapters/remote.h), so the session starts one round trip sooner;
+ * anything else: the set-up, waited for.
+ */
+static sg_err dtn_prepare(struct dtn_env *de, struct sg_cancel *cancel, struct sg_errinfo *err)
+{
+	struct sg_remote *rm = &de->rm;
+	sg_err rc;
+
+	if (!sg_remote_can_defer(rm))
+		return sg_remote_setup(rm, rm->base.id, cancel, err);
+	rc = sg_helper_bin_open(rm->base.helper_host, &de->later_bin, err);
+	if (rc)
+		return rc;
+	de->install = (struct sg_install_cost){ .bytes = de->later_bin.size, .requests = 1 };
+	rc = sg_remote_setup_begin(rm, de->later_bin.sha, dtn_setup_later, err);
+	if (!rc && asprintf(&de->proc_dir, "%s/ctl/proc", rm->base_dir) < 0) {
+		de->proc_dir = NULL;
+		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
+	}
+	if (!rm->base.setup_later)
+		sg_helper_bin_close(&de->later_bin);
+	return rc;
+}
+
 /* The toolbox's base URL for the sandbox: <toolboxProxyUrl>/<id>. */
 static sg_err dtn_toolbox_base(struct dtn_env *de, const json_t *dto,
 			       struct sg_cancel *cancel, struct sg_errinfo *err)
@@ -1960,7 +2029,7 @@ static sg_err dtn_provision(struct sg_env *env, struct sg_cancel *cancel,
 	if (!rc)
 		rc = dtn_toolbox_base(de, dto, cancel, err);
 	if (!rc)
-		rc = sg_remote_setup(&de->rm, env->id, cancel, err);
+		rc = dtn_prepare(de, cancel, err);
 	if (!rc && !(env->facts = dtn_facts(de, dto)))
 		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
 	dtn_mark("provisioned");

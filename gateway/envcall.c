@@ -478,7 +478,11 @@ sg_err sg_envcall_command_env(struct sg_session *s, json_t *extra,
 sg_err sg_envcall_can_confine(struct sg_session *s, enum sg_confine mode,
 			      struct sg_errinfo *err)
 {
-	if (mode == SG_CONFINE_NONE || s->landlock_abi >= 3)
+	/*
+	 * Unseen (the probe did not run at initialize): `sg-helper confine`
+	 * checks the ABI itself and runs nothing it cannot confine.
+	 */
+	if (mode == SG_CONFINE_NONE || s->landlock_abi >= 3 || s->landlock_abi == SG_LANDLOCK_UNSEEN)
 		return SG_OK;
 	return sg_err_set(err, SG_E_PERMISSION,
 			  "permission mode %s needs commands confined, and this environment cannot (Landlock ABI %d; 3 or newer is needed)",

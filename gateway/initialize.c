@@ -200,6 +200,9 @@ json_t *sg_init_facts(json_t *probe, json_t *adapter)
 		json_object_set_new(f, "toolchains",
 				    merge_objects(json_object_get(probe, "toolchains"), NULL));
 	json_object_set(f, "landlock_abi", json_object_get(probe, "landlock_abi"));
+	/* Nothing was observed inside yet: the set-up runs beside the first command. */
+	if (json_is_true(json_object_get(probe, "deferred")))
+		json_object_set_new(f, "probe", json_string("deferred"));
 	/* What the adapter read on the host (its cgroup's limits) beats
 	 * what the probe could not see from inside. */
 	json_object_set_new(f, "observed",
@@ -406,6 +409,17 @@ static sg_err observe(struct sg_op *op, bool toolchains, json_t **probe)
 		args[n++] = "--hidden";
 		args[n++] = "/etc/shadow";
 	}
+	if (!s->env->probe && s->env->setup_later && !toolchains && !s->must_observe) {
+		/*
+		 * The set-up is still under way beside the first command: a
+		 * probe now would add a round trip to every session's start,
+		 * for facts nothing in the host reads.  The reply then has
+		 * only what the adapter observed, and says so (facts.probe
+		 * "deferred"); `sandgate probe` has all.
+		 */
+		*probe = json_pack("{s:b}", "deferred", 1);
+		return *probe ? SG_OK : sg_err_set(&op->err, SG_E_INTERNAL, "out of memory");
+	}
 	if (!s->env->probe)
 		return sg_envcall(s, SG_CALL_EXEC, args, NULL, 0, probe, &op->cancel, &op->err);
 	rc = sg_envcall_reply(s->env->probe, strlen(s->env->probe), probe, &op->err);
@@ -492,7 +506,9 @@ sg_err sg_init_bring_up(struct sg_op *op, json_t *binding, const char *name,
 	}
 	rc = observe(op, toolchains, probe);
 	if (!rc)
-		s->landlock_abi = (int)json_integer_value(json_object_get(*probe, "landlock_abi"));
+		s->landlock_abi = json_is_integer(json_object_get(*probe, "landlock_abi"))
+					  ? (int)json_integer_value(json_object_get(*probe, "landlock_abi"))
+					  : SG_LANDLOCK_UNSEEN;
 out:
 	if (rc && *fatal)
 		sg_init_undo(s, provisioned);

@@ -980,6 +980,13 @@ sg_err sg_procs_shutdown(struct sg_session *s, int64_t grace_ms, struct sg_cance
 		sg_err_clear(err);
 		return SG_OK;
 	}
+	/* Never prepared (adapter.h): sg-helper, which starts them all, is not there. */
+	if (rc && atomic_load(&s->env->setup_failed)) {
+		sg_log_info("the environment was never prepared, so it runs no process: %s",
+			    err->msg);
+		sg_err_clear(err);
+		return SG_OK;
+	}
 	if (rc)
 		return rc;
 	q.ids = calloc(json_array_size(json_object_get(reply, "processes")) + 1, sizeof(*q.ids));

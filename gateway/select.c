@@ -115,6 +115,8 @@ sg_err sg_select_candidate(struct sg_op *op, json_t *binding, json_t *candidates
 
 	*selection = json_array();
 	*fatal = false;
+	/* Requirements are judged from facts observed inside: never skip the probe. */
+	s->must_observe = true;
 	json_array_foreach(candidates, i, c) {
 		const char *name = json_string_value(json_object_get(c, "profile"));
 		char why[SG_ERR_MSG] = "";

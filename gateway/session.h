@@ -52,6 +52,7 @@ struct sg_session {
 	const char *helper_path;     /* sg-helper on this host */
 	int64_t budget_ms;           /* --shutdown-budget-ms, 0: profile/default */
 	bool toolchains;             /* --toolchains: probe them at initialize */
+	bool must_observe;           /* a select candidate: its facts decide (select.c) */
 	bool peer;                   /* --peer: a delegated peer (shutdown.c) */
 	size_t tool_output;          /* bytes kept per tool call */
 	struct sg_wire *wire;
@@ -70,7 +71,8 @@ struct sg_session {
 	char *root, *session_id, *identity;
 	struct sg_profile *profile;
 	struct sg_env *env;
-	int landlock_abi;            /* observed inside the environment */
+	int landlock_abi;            /* observed inside the environment, or: */
+#define SG_LANDLOCK_UNSEEN (-1)      /* not yet: sg-helper confine decides there */
 	struct sg_strv base_env;     /* a command's minimal environment */
 	json_t *forwarded;           /* binding.environment: {NAME: value}, checked */
 	char *tmp_dir;               /* inside the environment: TMPDIR */

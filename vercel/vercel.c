@@ -25,8 +25,11 @@
  * Inside.  The one set-up script all cloud adapters share (cloud.h)
  * prepares root, sandgate's directories and sg-helper; a sandbox this
  * provision made receives sg-helper by fs/write (a gzip'd tar, adapters/
- * targz.h) sent beside that command (vcl_setup_overlapped), so a new
- * sandbox is ready two round trips after the create began.
+ * targz.h) sent beside that command (sg_install_run_beside), so a new
+ * sandbox is ready two round trips after the create began.  A new
+ * scratch sandbox does not wait for the second: the set-up goes on beside
+ * the first commands, which wait in the sandbox for sg-helper
+ * (vcl_prepare, adapters/remote.h).
  *
  * One exec, one request.  Vercel's cmd takes an argv, an environment and
  * no stdin; with wait:true it streams NDJSON until the command ends.  Each
@@ -1308,6 +1311,53 @@ out:
 }
 
 /*
+ * The set-up left under way (sg_remote_setup_begin): the same upload and
+ * script as vcl_setup's, on the driver's leg, with sandgate's directory
+ * chosen beforehand.  The leg owns ve->prep from here and releases it.
+ */
+static sg_err vcl_setup_later(struct sg_remote *rm, const char *fail, struct sg_cancel *stop,
+			      struct sg_errinfo *err)
+{
+	struct vcl_env *ve = (struct vcl_env *)rm;
+	struct vcl_prep *pp = &ve->prep;
+	json_t *vars = sg_remote_later_vars(rm, fail, pp->bin.sha, pp->up, pp->mark,
+					    SG_VERCEL_UPLOAD_WAIT_MS);
+	struct vcl_beside vb = { .ve = ve, .vars = vars };
+	const struct sg_install_beside side = { .ctx = &vb, .upload = vcl_beside_upload,
+						.setup = vcl_beside_setup };
+	char *reply = NULL;
+	int64_t ms = 0;
+	sg_err rc;
+
+	rc = vars ? sg_install_run_beside(&side, &reply, &ms, stop, err)
+		  : sg_err_set(err, SG_E_INTERNAL, "out of memory");
+	if (!rc)
+		rc = sg_remote_later_read(rm, reply, pp->bin.sha, err);
+	if (!rc)
+		sg_log_info("sandbox %s prepared beside its first commands in %lld ms", rm->name,
+			    (long long)ms);
+	vcl_prep_release(ve);
+	json_decref(vars);
+	free(reply);
+	return rc;
+}
+
+/*
+ * A new scratch sandbox: the set-up goes on beside the first commands
+ * (adapters/remote.h), so the session starts one round trip sooner.
+ * Anything else, or without a prepared upload: the set-up, waited for.
+ */
+static sg_err vcl_prepare(struct vcl_env *ve, struct sg_cancel *cancel, struct sg_errinfo *err)
+{
+	struct vcl_prep *pp = &ve->prep;
+
+	if (!sg_remote_can_defer(&ve->rm) || !pp->done || pp->rc || !pp->up)
+		return sg_remote_setup(&ve->rm, ve->rm.name, cancel, err);
+	ve->install = (struct sg_install_cost){ .bytes = pp->bin.size, .requests = 1 };
+	return sg_remote_setup_begin(&ve->rm, pp->bin.sha, vcl_setup_later, err);
+}
+
+/*
  * A scratch sandbox's expired snapshot holds nothing to keep: delete the
  * sandbox so that its name can be created again, but only when its tags
  * say it is sandgate's for this identity (the lookup that met the expired
@@ -1461,7 +1511,7 @@ static sg_err vcl_provision(struct sg_env *env, struct sg_cancel *cancel, struct
 	if (!ve->rm.fresh)
 		rc = vcl_adopt(ve, cancel, err);
 	if (!rc)
-		rc = sg_remote_setup(&ve->rm, ve->rm.name, cancel, err);
+		rc = vcl_prepare(ve, cancel, err);
 	if (!rc && !(env->facts = vcl_facts(ve, got)))
 		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
 	if (!rc)
@@ -1492,7 +1542,9 @@ out:
 		/* A resume that may have happened unseen is looked for, not forgotten. */
 		env->may_run = !vcl_settle_doubt(ve);
 	}
-	vcl_prep_release(ve);
+	/* A set-up under way owns the upload (vcl_setup_later). */
+	if (!env->setup_later)
+		vcl_prep_release(ve);
 	json_decref(got);
 	return rc;
 }

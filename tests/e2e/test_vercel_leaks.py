@@ -323,6 +323,8 @@ class VercelLeaks(GatewayTestCase):
         # by a killed gateway; a keeper adopts it, writes, and stops it.
         ident = unique("va")
         gw = self.start("v", identity=ident)
+        # Its set-up went on beside the first command: let it end first.
+        gw.sh_ok("true")
         gw.proc.send_signal(signal.SIGKILL)
         gw.wait_exit(30)
         other = tempfile.mkdtemp(prefix="sg-e2e-vlstate2-")
@@ -341,6 +343,8 @@ class VercelLeaks(GatewayTestCase):
         # no snapshot, so a resume would be an empty VM.
         ident = unique("vn")
         gw = self.start("v", identity=ident)
+        # Its set-up went on beside the first command: let it end first.
+        gw.sh_ok("true")
         gw.proc.send_signal(signal.SIGKILL)
         gw.wait_exit(30)
         sid = self.fake.state()["runningSessions"][0]
@@ -384,8 +388,9 @@ class VercelLeaks(GatewayTestCase):
 
     # ---- cancel and EOF during initialize ----------------------------------------
 
-    def slow(self, method, path, ms):
-        self.fake.fault({"method": method, "path": path, "action": "delay", "delayMs": ms})
+    def slow(self, method, path, ms, count=1):
+        self.fake.fault({"method": method, "path": path, "action": "delay", "delayMs": ms,
+                         "count": count})
 
     def interrupt_init(self, how, words, profile="v", budget_ms=15000, **binding):
         """Start initialize, wait for words on stderr, then cancel or EOF."""
@@ -404,17 +409,35 @@ class VercelLeaks(GatewayTestCase):
         """Let a slow request that sandgate gave up on land at the fake."""
         time.sleep(seconds)
 
+    def interrupt_first_command(self, how):
+        """Initialize (a new scratch sandbox answers before its set-up
+        ends), send a bash that waits for the set-up, then cancel or EOF."""
+        gw = self.start("v", budget_ms=15000)
+        rid = gw.execute_req("bash", {"command": "echo ran"})
+        time.sleep(0.5)
+        if how == "cancel":
+            gw.cancel(rid)
+            self.assertReplyCode(gw.wait_reply(rid, 30), "cancelled")
+        rc, err, _ = gw.shutdown(timeout=60)
+        return rc, err
+
     def test_cancel_or_eof_during_fresh_initialize(self):
+        # The create is initialize's; the upload and the set-up go on beside
+        # the first command, which a cancel or an EOF interrupts instead.
         steps = [("POST", "^/v3/sandboxes$", "creating sandbox"),
-                 ("POST", "/fs/write$", "preparing sandbox"),
-                 ("POST", "/cmd$", "preparing sandbox")]
+                 ("POST", "/fs/write$", None),
+                 ("POST", "/cmd$", None)]
         for how in ("cancel", "eof"):
             for method, path, words in steps:
                 with self.subTest(how=how, step=path):
                     self.fake.admin("POST", "/__fake/reset")
                     shutil.rmtree(os.path.join(self.state, "registry"), True)
-                    self.slow(method, path, 2500)
-                    rc, err = self.interrupt_init(how, words)
+                    # Every command slow, the first one among them.
+                    self.slow(method, path, 2500, 10 if path == "/cmd$" else 1)
+                    if words:
+                        rc, err = self.interrupt_init(how, words)
+                    else:
+                        rc, err = self.interrupt_first_command(how)
                     self.wait_quiet(3)
                     self.assertNothingLeft()
                     self.assertEqual(rc, 0, err[-2000:])
