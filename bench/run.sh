@@ -13,6 +13,8 @@
 #   bench/run.sh --ssh-only   only the ssh phase (and its block)
 #   bench/run.sh --daytona-only  only the daytona phase (its two blocks)
 #   bench/run.sh --singularity-only  only the singularity phase (and its block)
+#   bench/run.sh --docker-only  only the docker phase (and its block)
+#   bench/run.sh --no-docker   skip it
 #   bench/run.sh --modal-only    only the modal phase (its two blocks)
 #   bench/run.sh --vercel-only   only the vercel phase (its two blocks)
 #   bench/run.sh --no-modal / --no-vercel  skip that phase
@@ -72,6 +74,7 @@ local_phase=1
 ssh_phase=1
 dtn_phase=1
 sing_phase=1
+docker_phase=1
 modal_phase=1
 vercel_phase=1
 cloud_only=0
@@ -93,14 +96,16 @@ for a in "$@"; do
     --no-ssh) ssh_phase=0 ;;
     --no-daytona) dtn_phase=0 ;;
     --no-singularity) sing_phase=0 ;;
-    --ssh-only) local_phase=0 dtn_phase=0 sing_phase=0 ;;
-    --daytona-only) local_phase=0 ssh_phase=0 sing_phase=0 ;;
-    --singularity-only) local_phase=0 ssh_phase=0 dtn_phase=0 ;;
+    --no-docker) docker_phase=0 ;;
+    --docker-only) local_phase=0 ssh_phase=0 dtn_phase=0 sing_phase=0 ;;
+    --ssh-only) local_phase=0 dtn_phase=0 sing_phase=0 docker_phase=0 ;;
+    --daytona-only) local_phase=0 ssh_phase=0 sing_phase=0 docker_phase=0 ;;
+    --singularity-only) local_phase=0 ssh_phase=0 dtn_phase=0 docker_phase=0 ;;
     --no-modal) modal_phase=0 ;;
     --no-vercel) vercel_phase=0 ;;
-    --modal-only) local_phase=0 ssh_phase=0 dtn_phase=0 sing_phase=0 vercel_phase=0 cloud_only=1 ;;
-    --vercel-only) local_phase=0 ssh_phase=0 dtn_phase=0 sing_phase=0 modal_phase=0 cloud_only=1 ;;
-    --cloud-only) local_phase=0 ssh_phase=0 sing_phase=0 cloud_only=1 ;;
+    --modal-only) local_phase=0 ssh_phase=0 dtn_phase=0 sing_phase=0 vercel_phase=0 cloud_only=1 docker_phase=0 ;;
+    --vercel-only) local_phase=0 ssh_phase=0 dtn_phase=0 sing_phase=0 modal_phase=0 cloud_only=1 docker_phase=0 ;;
+    --cloud-only) local_phase=0 ssh_phase=0 sing_phase=0 cloud_only=1 docker_phase=0 ;;
     -h|--help) sed -n '2,62p' "$0"; exit 0 ;;
     *) echo "run.sh: unknown option $a" >&2; exit 2 ;;
   esac
@@ -116,7 +121,8 @@ if [ ${#quick[@]} -gt 0 ]; then
   quick_csdk=(--n 5 --runs 1 --ttfr-n 3)
 fi
 if [ "$local_phase" = 0 ] && [ "$ssh_phase" = 0 ] && [ "$dtn_phase" = 0 ] &&
-  [ "$sing_phase" = 0 ] && [ "$modal_phase" = 0 ] && [ "$vercel_phase" = 0 ]; then
+  [ "$sing_phase" = 0 ] && [ "$modal_phase" = 0 ] && [ "$vercel_phase" = 0 ] &&
+  [ "$docker_phase" = 0 ]; then
   echo "run.sh: these options leave nothing to run" >&2
   exit 2
 fi
@@ -321,6 +327,42 @@ if [ "$sing_phase" = 1 ]; then
   fi
 fi
 
+# ---- docker phase: a private dockerd, runc then gVisor ----
+
+if [ "$docker_phase" = 1 ]; then
+  skip=""
+  if [ "$(id -u)" != 0 ]; then
+    skip="a private dockerd needs root"
+  else
+    for prog in dockerd runsc curl python3; do
+      command -v "$prog" >/dev/null || skip="$prog is not installed (apt-get install docker.io runsc)"
+    done
+  fi
+  if [ -n "$skip" ]; then
+    echo "== docker phase skipped: $skip" >&2
+    docker_phase=0
+  else
+    load_before=$(cut -d' ' -f1-3 /proc/loadavg)
+    echo "== docker phase: bench/docker-bench.py on a private dockerd (runc, then runsc)" >&2
+    dk_n=(); [ ${#quick[@]} -gt 0 ] && dk_n=(--n 10 --ttfr-n 3)
+    SANDGATE_BIN="$build/sandgate" python3 "$here/docker-bench.py" "${dk_n[@]}" \
+      --markdown "$out/docker-runc.md" >"$out/docker-runc.json"
+    SANDGATE_BIN="$build/sandgate" python3 "$here/docker-bench.py" "${dk_n[@]}" --runtime runsc \
+      --markdown "$out/docker-runsc.md" >"$out/docker-runsc.json"
+    {
+      machine "a private dockerd $(dockerd --version 2>/dev/null | cut -d, -f1 | cut -d' ' -f3), runc, and runsc (gVisor, --platform=ptrace)" "$load_before"
+      echo
+      echo "runc:"
+      echo
+      cat "$out/docker-runc.md"
+      echo
+      echo "runsc (gVisor):"
+      echo
+      cat "$out/docker-runsc.md"
+    } >"$out/docker-block.md"
+  fi
+fi
+
 # ---- cloud phases: one function for every cloud backend ----
 
 # cloud_static NAME: the backend's fake directory and its options (the
@@ -474,6 +516,7 @@ blocks=()
 [ "$dtn_phase" = 1 ] &&
   blocks+=("bench-daytona:$out/dtn-block.md" "bench-daytona-delay:$out/dtn-delay-block.md")
 [ "$sing_phase" = 1 ] && blocks+=("bench-singularity:$out/sing-block.md")
+[ "$docker_phase" = 1 ] && blocks+=("bench-docker:$out/docker-block.md")
 for pair in "${blocks[@]}" "${cloud_blocks[@]}"; do
   marker=${pair%%:*} block=${pair#*:}
   if [ "$print" = 1 ] || [ ! -f "$doc" ] || ! grep -qx "<!-- $marker:begin -->" "$doc"; then
