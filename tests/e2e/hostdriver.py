@@ -64,6 +64,7 @@ import subprocess
 import tempfile
 import threading
 import time
+import unittest
 
 BIN = os.environ.get("SANDGATE_BIN", "")
 CONFIG = os.environ.get("SANDGATE_TEST_CONFIG") or None
@@ -1007,3 +1008,19 @@ def proc_id_of(text):
     pid = record.get("process_id") or record.get("id") \
         or (record.get("process") or {}).get("id")
     return pid
+
+
+class HostTestCase(unittest.TestCase):
+    """A test case whose environments are closed after the test, and which
+    fails on any line the host could not have decoded."""
+
+    def environment(self, **kw):
+        env = HostEnvironment(**kw)
+        self.addCleanup(self._finish, env)
+        return env
+
+    def _finish(self, env):
+        env.cleanup()
+        for c in env.clients:
+            self.assertIsNone(c.invalid_line,
+                              "a line the host cannot decode: %r" % c.invalid_line)

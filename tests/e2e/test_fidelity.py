@@ -21,23 +21,12 @@ import time
 import unittest
 
 import hostdriver as hd
-from hostdriver import CallError, Ctx, HostEnvironment
+from hostdriver import CallError, Ctx
 
 SLACK = hd.SLACK
 
 
-class FidelityCase(unittest.TestCase):
-    def environment(self, **kw):
-        env = HostEnvironment(**kw)
-        self.addCleanup(self._finish, env)
-        return env
-
-    def _finish(self, env):
-        env.cleanup()
-        for c in env.clients:
-            self.assertIsNone(c.invalid_line,
-                              "a line the host cannot decode: %r" % c.invalid_line)
-
+class FidelityCase(hd.HostTestCase):
     def view(self, env, name, arguments, mode="unconfined"):
         return json.loads(hd.text_projection(env.execute(name, arguments, actor="a",
                                                          mode=mode)))

@@ -28,27 +28,19 @@ import time
 import unittest
 
 import hostdriver as hd
-from hostdriver import CallError, Canceled, Ctx, DeadlineExceeded, HostEnvironment
+from hostdriver import CallError, Canceled, Ctx, DeadlineExceeded
 
 SLACK = hd.SLACK
 RUN_CODE_SKIP = ("run_code belongs to issue 36; sandgate's initialize reply does "
                  "not list it in methods")
 
 
-class HostCase(unittest.TestCase):
-    """Environments made here are closed after the test, and any line the
-    host could not have decoded fails it."""
-
-    def environment(self, **kw):
-        env = HostEnvironment(**kw)
-        self.addCleanup(self._finish, env)
-        return env
+class HostCase(hd.HostTestCase):
+    """Environments made here are closed after the test, and any line or
+    process event the host could not have decoded fails it."""
 
     def _finish(self, env):
-        env.cleanup()
-        for c in env.clients:
-            self.assertIsNone(c.invalid_line,
-                              "a line the host cannot decode: %r" % c.invalid_line)
+        super()._finish(env)
         self.assertEqual(env.undecodable_events, [],
                          "process events the host cannot decode")
 
