@@ -59,6 +59,17 @@ void sg_cloud_scrub(char *s, const char *secret)
 	}
 }
 
+/*
+ * The order is the first command's: while a set-up runs beside the first
+ * commands (adapters/remote.h), they wait for sg-helper, so everything
+ * that can follow the install does, and only what a command needs comes
+ * before it (root, the directories, the program whole and checked).
+ * Every process counts in a set-up request (docs/benchmarks.md, D6): the
+ * umask makes new directories private, mkdir runs only for one that is
+ * missing, chmod only for an older directory (or one an upload made,
+ * after the install), find only when run/ holds something, id only for an
+ * error.
+ */
 const char sg_cloud_setup_sh[] =
 	"exec 2>/dev/null\n"
 	/* Commands sent beside this script wait for sg-helper, or for this. */
@@ -75,17 +86,35 @@ const char sg_cloud_setup_sh[] =
 	"  mkdir -p -- \"$r\" || { sudo -n mkdir -p -- \"$r\" && "
 	"sudo -n chown \"$(id -u):$(id -g)\" -- \"$r\"; }\n"
 	"fi\n"
-	/*
-	 * Every process counts in a set-up request (docs/benchmarks.md, D6):
-	 * the umask makes new directories private, chmod only an older one,
-	 * find runs only when run/ holds something, id only for an error.
-	 */
 	"umask 077\n"
-	"if [ -d \"$b\" ]; then\n"
-	"  mkdir -p -- \"$b/ctl/proc\" \"$b/ctl/home\" \"$b/ctl/tmp\" \"$b/run\" && "
-	"chmod 700 -- \"$b\" \"$b/ctl\" \"$b/run\"\n"
-	"else mkdir -p -- \"$b/ctl/proc\" \"$b/ctl/home\" \"$b/ctl/tmp\" \"$b/run\"; fi || "
+	"o=\n"
+	"[ -d \"$b\" ] && o=1\n"
+	"case ${SG_UP:-} in \"$b\"/*) o=1 ;; esac\n"
+	"{ [ -d \"$b/run\" ] && [ -d \"$b/ctl/proc\" ] && [ -d \"$b/ctl/home\" ] && "
+	"[ -d \"$b/ctl/tmp\" ]; } || "
+	"mkdir -p -- \"$b/ctl/proc\" \"$b/ctl/home\" \"$b/ctl/tmp\" \"$b/run\" || "
 	"{ printf 'error=cannot create %s\\n' \"$b\"; exit 0; }\n"
+	/*
+	 * An upload sent beside this script (vercel sends fs/write and this
+	 * command at once) has landed when SG_UPW, the archive's last entry,
+	 * exists: wait for it, at most SG_UPWAIT ms.  Polls are 10 ms apart
+	 * for the first second and 100 ms after, so that the time each sleep
+	 * takes to start stays small beside what it counts (a sleep that
+	 * cannot take a fraction counts a whole second).
+	 */
+	"if [ -n \"${SG_UPW:-}\" ]; then\n"
+	SG_CLOUD_WAIT_SH("[ -e \"$SG_UPW\" ]", "[ \"$w\" -ge \"${SG_UPWAIT:-0}\" ]",
+			 "printf 'install_error=sg-helper did not arrive within %s ms\\n' \"$w\"; SG_UP=; break")
+	"fi\n"
+	SG_INSTALL_ENSURE_SH
+	/*
+	 * An older directory (or one an upload's extraction made, whatever
+	 * modes it kept) is made private too; after the install, which no
+	 * command waits for any longer.
+	 */
+	"if [ -n \"$o\" ]; then chmod 700 -- \"$b\" \"$b/ctl\" \"$b/run\" || "
+	"{ printf 'error=cannot create %s\\n' \"$b\"; exit 0; }; fi\n"
+	"[ -n \"${SG_UPW:-}\" ] && rm -f -- \"$SG_UPW\"\n"
 	"for e in \"$b\"/run/* \"$b\"/run/.[!.]* \"$b\"/run/..?*; do\n"
 	"  if [ -e \"$e\" ] || [ -L \"$e\" ]; then\n"
 	"    find \"$b/run\" -mindepth 1 -maxdepth 1 -mmin +\"$SG_SWEEP\" -exec rm -rf -- {} +\n"
@@ -99,19 +128,6 @@ const char sg_cloud_setup_sh[] =
 	"  command -v \"$t\" >/dev/null || printf 'missing=%s\\n' \"$t\"\n"
 	"done\n"
 	"printf 'ok=1\\n'\n"
-	/*
-	 * An upload sent beside this script (vercel sends fs/write and this
-	 * command at once) has landed when SG_UPW, the archive's last entry,
-	 * exists: wait for it, at most SG_UPWAIT ms.  Polls are 10 ms apart
-	 * for the first second and 100 ms after, so that the time each sleep
-	 * takes to start stays small beside what it counts (a sleep that
-	 * cannot take a fraction counts a whole second).
-	 */
-	"if [ -n \"${SG_UPW:-}\" ]; then\n"
-	SG_CLOUD_WAIT_SH("[ -e \"$SG_UPW\" ]", "[ \"$w\" -ge \"${SG_UPWAIT:-0}\" ]",
-			 "printf 'install_error=sg-helper did not arrive within %s ms\\n' \"$w\"; SG_UP=; break")
-	"  rm -f -- \"$SG_UPW\"\n"
-	"fi\n"
 	SG_INSTALL_PROBE_SH;
 
 json_t *sg_cloud_setup_vars(const char *root, const char *sha, int sweep_min, const char *up,

@@ -83,7 +83,9 @@ sg_err sg_cloud_lost(const struct sg_env *env, const char *name, struct sg_errin
  * sg-helper in place (commands sent beside it wait for one or the other).
  * sandgate's files go to SG_BASE when set, else to $HOME/.sandgate, or
  * /tmp/.sandgate-<uid> when root would contain that: ctl/ (proc/, home/,
- * tmp/) and run/.
+ * tmp/) and run/.  sg-helper is in place as soon as root and these
+ * directories are (commands sent beside the script wait for nothing
+ * else); the checks that need no program follow it.
  */
 extern const char sg_cloud_setup_sh[];
 

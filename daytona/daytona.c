@@ -1704,7 +1704,11 @@ static sg_err dtn_setup_later(struct sg_remote *rm, const char *fail, struct sg_
 			      struct sg_errinfo *err)
 {
 	struct dtn_env *de = (struct dtn_env *)rm;
-	struct sg_install in = { .dir = "/tmp", .nonce = rm->nonce };
+	/*
+	 * Into sandgate's directory itself: the set-up then checks it where
+	 * it lies, one process less before the first command can run.
+	 */
+	struct sg_install in = { .dir = rm->base_dir, .nonce = rm->nonce };
 	int64_t wait_ms = de->limit_ms / 2 < SG_DAYTONA_UPLOAD_WAIT_MS ? de->limit_ms / 2
 								       : SG_DAYTONA_UPLOAD_WAIT_MS;
 	char *reply = NULL, *up = NULL, *mark = NULL;
