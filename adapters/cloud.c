@@ -113,7 +113,8 @@ const char sg_cloud_setup_sh[] =
 	/* After the install, which no command waits for any longer. */
 	"if [ -n \"$o\" ]; then chmod 700 -- \"$b\" \"$b/ctl\" \"$b/run\" \"$b/ctl/proc\" "
 	"\"$b/ctl/home\" \"$b/ctl/tmp\" || { printf 'error=cannot create %s\\n' \"$b\"; exit 0; }; fi\n"
-	"[ -n \"${SG_UPW:-}\" ] && rm -f -- \"$SG_UPW\"\n"
+	/* A marker in sandgate's own directory stays: one process less. */
+	"case ${SG_UPW:-} in \"\"|\"$b\"/*) ;; *) rm -f -- \"$SG_UPW\" ;; esac\n"
 	"for e in \"$b\"/run/* \"$b\"/run/.[!.]* \"$b\"/run/..?*; do\n"
 	"  if [ -e \"$e\" ] || [ -L \"$e\" ]; then\n"
 	"    find \"$b/run\" -mindepth 1 -maxdepth 1 -mmin +\"$SG_SWEEP\" -exec rm -rf -- {} +\n"

@@ -121,8 +121,8 @@ struct vcl_env {
 	char sid[128];    /* the current session */
 	struct sg_install_cost install;
 	/*
-	 * sg-helper as the set-up sends it (vcl_prep_start): read, summed and
-	 * packed on a thread of its own while the create travels.
+	 * sg-helper as the set-up sends it (vcl_prep_start): read and summed
+	 * before a create, packed on a thread of its own while it travels.
 	 */
 	struct vcl_prep {
 		struct sg_leg pack;
@@ -1204,15 +1204,13 @@ static sg_err vcl_prep_pack(struct vcl_prep *pp, struct sg_errinfo *err)
 	return rc;
 }
 
-/* The preparing leg: when packing fails, the upload packs again and says why. */
-static sg_err vcl_prep_leg(void *arg, struct sg_cancel *stop)
+/* The packing leg: when it fails, the upload packs again and says why. */
+static sg_err vcl_prep_pack_run(void *arg, struct sg_cancel *stop)
 {
-	struct vcl_env *ve = arg;
 	struct sg_errinfo err = { 0 };
 
-	(void)stop; /* a read, a sum and a few ms of gzip, waited for */
-	vcl_prep_run(ve);
-	return ve->prep.rc || !ve->prep.upload ? ve->prep.rc : vcl_prep_pack(&ve->prep, &err);
+	(void)stop; /* a few ms of gzip, waited for */
+	return vcl_prep_pack(arg, &err);
 }
 
 static void vcl_prep_init(struct vcl_env *ve, bool upload)
@@ -1224,11 +1222,12 @@ static void vcl_prep_init(struct vcl_env *ve, bool upload)
 }
 
 /*
- * Before a create: sg-helper read, summed and packed on a thread while the
- * create travels, so that the create leaves at once and the upload can
- * leave with the set-up command (docs/vercel.md, "What initialize sends").
- * A set-up that may be left under way gets the upload in its directory.
- * Without a thread, this thread prepares it, and the upload packs it.
+ * Before a create: sg-helper read and summed here (a few ms), and its
+ * archive packed on a thread while the create travels, so that the
+ * upload can leave with the set-up command instead of after a gzip of
+ * its own (docs/vercel.md, "What initialize sends").  A set-up that may
+ * be left under way gets the upload in its directory.  Without a thread
+ * the upload packs it.
  */
 static void vcl_prep_start(struct vcl_env *ve)
 {
@@ -1240,15 +1239,13 @@ static void vcl_prep_start(struct vcl_env *ve)
 		ve->prep.rc = sg_err_set(&ve->prep.err, SG_E_INTERNAL, "out of memory");
 		return;
 	}
-	ve->prep.pack = (struct sg_leg){ .run = vcl_prep_leg, .arg = ve };
-	if (sg_leg_start(&ve->prep.pack, &no_thread)) {
-		sg_log_debug("sandbox %s: %s: sg-helper is prepared here", ve->rm.name,
-			     no_thread.msg);
-		vcl_prep_run(ve);
-	}
+	vcl_prep_run(ve);
+	ve->prep.pack = (struct sg_leg){ .run = vcl_prep_pack_run, .arg = &ve->prep };
+	if (!ve->prep.rc && sg_leg_start(&ve->prep.pack, &no_thread))
+		sg_log_debug("sandbox %s: %s: the upload packs sg-helper", ve->rm.name, no_thread.msg);
 }
 
-/* Wait for the preparing leg, if one runs: ve->prep is then whole. */
+/* Wait for the packing leg, if one runs. */
 static void vcl_prep_join(struct vcl_env *ve)
 {
 	sg_leg_end(&ve->prep.pack, SG_OK);
@@ -1315,7 +1312,6 @@ static sg_err vcl_setup(struct sg_remote *rm, struct sg_cancel *cancel, struct s
 		vcl_prep_init(ve, ve->rm.fresh);
 		vcl_prep_run(ve);
 	}
-	vcl_prep_join(ve);
 	rc = pp->rc;
 	if (rc) {
 		sg_err_set(err, rc, "%s", pp->err.msg);
@@ -1388,7 +1384,6 @@ static sg_err vcl_prepare(struct vcl_env *ve, struct sg_cancel *cancel, struct s
 {
 	struct vcl_prep *pp = &ve->prep;
 
-	vcl_prep_join(ve);
 	if (!sg_remote_can_defer(&ve->rm) || !pp->done || pp->rc || !pp->up || !pp->dir)
 		return sg_remote_setup(&ve->rm, ve->rm.name, cancel, err);
 	ve->install = (struct sg_install_cost){ .bytes = pp->bin.size, .requests = 1 };
