@@ -59,6 +59,15 @@ extern int (*sg_helper_self)(int argc, char **argv);
  */
 extern int64_t sg_helper_due;
 extern void (*sg_helper_overdue)(void);
+/*
+ * Set only by `job --linger` while it runs `proc spawn` in its own process
+ * (job.c): its request may end before this process does, so the spawn
+ * supervises its command here, with no supervisor forked, and hands its
+ * reply (n bytes, without the final newline) to sg_helper_answer, which
+ * answers the request and returns; the process then goes on supervising
+ * until the command ended.  NULL in the gateway's library.
+ */
+extern void (*sg_helper_answer)(const char *reply, size_t n);
 int sg_confine_apply(const char *mode, const char *root, const char *const *allow_write, char *msg, size_t msglen);
 /*
  * Keep this process and what it runs inside its environment, whatever its

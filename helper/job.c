@@ -110,6 +110,7 @@ extern char **environ;
 int (*sg_helper_self)(int argc, char **argv);
 int64_t sg_helper_due;
 void (*sg_helper_overdue)(void);
+void (*sg_helper_answer)(const char *reply, size_t n);
 
 /* Every file of a job, for --gc. */
 static const char *const job_suffixes[] = {
@@ -131,6 +132,12 @@ struct job {
 	const char *cgroups; /* cgroup.procs files, a line each */
 	bool keep_tail;         /* --keep-tail */
 	bool self;              /* argv[0] is this program: run it without an exec */
+	/*
+	 * The request may end before this process (--linger): an inline
+	 * spawn supervises its command here and ends its reply with
+	 * "\n<mark> end\n", after which the adapter stops reading.
+	 */
+	bool linger;
 };
 
 /* Set by job_wait when a tied job's parent went away. */
@@ -984,6 +991,7 @@ out:
 static const struct job *job_inline_job;
 static int job_inline_reply = -1; /* the request's stdout, -1 once detached */
 static int64_t job_inline_end;    /* --timeout-ms's end (sg_now_ns), or 0 */
+static bool job_released;         /* --linger: the result went out; supervising on */
 
 /* sg_now_ns() ms from now, saturated far beyond any wait. */
 static int64_t job_ns_after(int64_t ms)
@@ -1034,17 +1042,60 @@ static void job_mem_flush(const struct job *j)
 	}
 }
 
-/* Report on the request's stdout (unless detached: an attach will), and end. */
-static void job_inline_exit(const struct job *j)
+/*
+ * Hand the result on: on the request's stdout (then "<mark> end" with
+ * --linger), or to the files an attach reads once the request answered
+ * "pending".  Nothing goes to either afterwards.
+ */
+static void job_release(const struct job *j)
 {
+	int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
+
+	if (job_released)
+		return;
+	job_released = true;
 	if (job_inline_reply < 0 && job_mem.on)
 		job_mem_flush(j);
 	if (job_inline_reply >= 0 && dup2(job_inline_reply, 1) >= 0) {
 		job_report(j);
+		if (j->linger)
+			job_say(j, SG_JOB_END);
 		if (j->rm)
 			job_remove(j);
 	}
+	/* The request's pipe closes here, whoever supervises on. */
+	if (null >= 0) {
+		dup2(null, 1);
+		dup2(null, 2);
+		close(null);
+	}
+	if (job_inline_reply >= 0)
+		close(job_inline_reply);
+	job_inline_reply = -1;
+	sg_helper_due = 0;
+}
+
+/* Report on the request's stdout (unless detached: an attach will), and end. */
+static void job_inline_exit(const struct job *j)
+{
+	job_release(j);
 	_exit(0);
+}
+
+/*
+ * --linger: the spawn's reply, which helper_main would have printed, from
+ * the process that goes on supervising its command (proc.c).
+ */
+static void job_answer(const char *reply, size_t n)
+{
+	const struct job *j = job_inline_job;
+
+	if (job_released)
+		return;
+	(void)(sg_write_all(1, reply, n) || sg_write_all(1, "\n", 1));
+	job_put(j, ".st", "exit 0\n");
+	job_put(j, ".x", "0\n");
+	job_release(j);
 }
 
 /*
@@ -1064,11 +1115,23 @@ static void job_overdue(void)
 		job_put(j, ".to", "1\n");
 		job_put(j, ".st", "signal 9\n");
 		job_put(j, ".x", "137\n");
-		job_inline_exit(j);
+		if (!j->linger)
+			job_inline_exit(j);
+		/* The supervisor is this process: it lives on, as it did. */
+		job_release(j);
+		return;
 	}
 	sg_helper_due = job_inline_end;
 	if (job_inline_reply < 0)
 		return;
+	if (j->linger) {
+		/* The adapter ends the request at "end"; this process goes on. */
+		dprintf(job_inline_reply, "\n%s %s\n\n%s %s\n", j->mark, SG_JOB_PENDING, j->mark,
+			SG_JOB_END);
+		close(job_inline_reply);
+		job_inline_reply = -1;
+		return;
+	}
 	pid = fork();
 	if (pid > 0) {
 		/* Named before the answer: an attach must never find the pid of
@@ -1123,6 +1186,8 @@ static int job_inline(const struct job *j, int in, int out, int err, char **envp
 	if (job_inline_end && job_inline_end < sg_helper_due)
 		sg_helper_due = job_inline_end;
 	sg_helper_overdue = job_overdue;
+	if (j->linger)
+		sg_helper_answer = job_answer;
 	/* As job_exec leaves them for a command; the spawn's supervisor inherits them. */
 	for (size_t i = 0; i < sizeof(dfl) / sizeof(dfl[0]); i++)
 		signal(dfl[i], SIG_DFL);
@@ -1337,7 +1402,7 @@ int sg_helper_job(int argc, char *const *argv)
 	sigset_t chld;
 
 	if (sg_args_parse(&a, argc - 1, argv + 1,
-			  "attach merge detach keep-tail tie spec-stdin netns kill rm", &e) ||
+			  "attach merge detach keep-tail tie spec-stdin netns kill rm linger", &e) ||
 	    !(j.dir = sg_args_str(&a, "dir", NULL)))
 		goto usage;
 	if (j.dir[0] != '/') {
@@ -1364,6 +1429,7 @@ int sg_helper_job(int argc, char *const *argv)
 	j.keep_tail = sg_args_flag(&a, "keep-tail");
 	j.tie = sg_args_flag(&a, "tie");
 	j.rm = sg_args_flag(&a, "rm");
+	j.linger = sg_args_flag(&a, "linger") && !j.tie;
 	j.netns = sg_args_flag(&a, "netns");
 	j.bind = sg_args_str(&a, "bind", NULL);
 	j.bind_to = sg_args_str(&a, "bind-to", NULL);

@@ -82,15 +82,23 @@ class Processes(GatewayTestCase):
     def test_a_bash_call_starts_only_its_helper_and_the_supervisor(self):
         """Tasks per call (benchmark C4): above the command's shell stand
         only the supervisor that lets a foreground run be promoted and the
-        helper the call ran (on ssh and the cloud backends `sg-helper job`,
-        which runs `proc spawn` in its own process).  Before, a runner and
-        the spawner stood there too: four sg-helper processes."""
+        helper the call ran.  Where the provider runs a command whoever
+        reads its output (Vercel, Modal, Docker), the `sg-helper job` it
+        started is that supervisor itself (--linger: the request ends at
+        the reply's last line while the job supervises on), so one
+        sg-helper stands there; on ssh and Daytona, whose request ends only
+        with its process, the job still forks the supervisor: two.  Before,
+        the clouds had two as well (and a runner and the spawner before
+        that: four)."""
         walk = ("p=$PPID; n=0; while [ \"$p\" -gt 1 ] && "
                 "tr '\\0' '\\n' </proc/$p/cmdline | head -n 1 | grep -q sg-helper; do "
                 "n=$((n+1)); p=$(cut -d' ' -f4 /proc/$p/stat); done; echo $n")
         n = int(self.gw.sh_ok(walk).strip())
         self.assertGreaterEqual(n, 1, "the supervisor is an sg-helper process")
-        self.assertLessEqual(n, 2, "sg-helper processes above the command")
+        if self.gw.backend in ("vercel", "modal", "docker"):
+            self.assertEqual(n, 1, "sg-helper processes above the command")
+        else:
+            self.assertLessEqual(n, 2, "sg-helper processes above the command")
 
     def test_background_record_and_started_after_reply(self):
         gw = self.gw
