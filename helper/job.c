@@ -106,6 +106,7 @@ extern char **environ;
  */
 #define JOB_DRAIN_MS 200
 #define JOB_CHUNK (64 * 1024) /* one read of output */
+#define JOB_LINGERS "lingers" /* .pid's word after a --linger job's pid */
 
 int (*sg_helper_self)(int argc, char **argv);
 int64_t sg_helper_due;
@@ -1168,7 +1169,8 @@ static int job_inline(const struct job *j, int in, int out, int err, char **envp
 	close(in);
 	close(out);
 	close(err);
-	job_put(j, ".pid", "%d\n", (int)getpid());
+	/* A lingering job may supervise its command: --kill then asks (job_kill). */
+	job_put(j, ".pid", "%d%s\n", (int)getpid(), j->linger ? " " JOB_LINGERS : "");
 	if (job_orphaned || job_exists(j, ".cancel")) {
 		job_put(j, ".st", "signal 9\n");
 		job_put(j, ".x", "137\n");
@@ -1287,7 +1289,7 @@ static int job_start(const struct job *j, const char *cwd, const char *stdin_var
  */
 static int job_kill(const struct job *j)
 {
-	char line[JOB_LINE];
+	char line[JOB_LINE], *word;
 	int fd = job_open(j, ".s", O_WRONLY | O_CREAT);
 	pid_t runner;
 
@@ -1295,8 +1297,16 @@ static int job_kill(const struct job *j)
 		close(fd);
 	job_put(j, ".cancel", "1\n");
 	job_get(j, ".pid", line, sizeof(line));
-	runner = (pid_t)strtol(line, NULL, 10);
-	if (runner > 1 && kill(-runner, SIGKILL) != 0)
+	runner = (pid_t)strtol(line, &word, 10);
+	/*
+	 * A lingering job that supervises its command is asked: it stops the
+	 * command's group and whatever escaped it, and records the stop, as
+	 * the supervisor it replaced did; before it started one, SIGTERM
+	 * kills it as SIGKILL would.
+	 */
+	if (runner > 1 && strcmp(word, " " JOB_LINGERS) == 0)
+		kill(runner, SIGTERM);
+	else if (runner > 1 && kill(-runner, SIGKILL) != 0)
 		kill(runner, SIGKILL);
 	job_get(j, ".x", line, sizeof(line));
 	if (!line[0])

@@ -3049,6 +3049,21 @@ static sg_err spawn_wait(const char *ctl, const char *id, int64_t wait_ms, int64
 			 const char *revision_root, struct sg_buf *reply, struct sg_errinfo *err);
 
 /*
+ * A supervisor that is the spawner was asked to stop (job --kill): as
+ * `proc stop` would, the stop marker, then SIGTERM to the command's
+ * group; SIGKILL follows at the returned time.
+ */
+static int64_t sup_stop(int dirfd, pid_t pid)
+{
+	int fd = openat(dirfd, "stop", O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+
+	if (fd >= 0)
+		close(fd);
+	kill(-pid, SIGTERM);
+	return sat_add(sg_now_ns(), (int64_t)SG_PROC_GRACE_MS * 1000000);
+}
+
+/*
  * A supervisor that is the spawner answers now with what spawn_wait
  * would have replied: the ended run, or the running one promoted.
  */
@@ -3112,6 +3127,9 @@ static void sup_run(struct proc_spawn *sp)
 		sp->rec.sup_start = boot_ticks;
 	sigemptyset(&chld);
 	sigaddset(&chld, SIGCHLD);
+	/* A spawner that supervises is stopped with SIGTERM (job --kill). */
+	if (sp->here)
+		sigaddset(&chld, SIGTERM);
 	/* Blocked so that the signalfd, not a handler, reports the child. */
 	sigprocmask(SIG_BLOCK, &chld, NULL);
 	sfd = signalfd(-1, &chld, SFD_CLOEXEC | SFD_NONBLOCK);
@@ -3223,7 +3241,8 @@ static void sup_run(struct proc_spawn *sp)
 			struct signalfd_siginfo ssi;
 
 			while (read(sfd, &ssi, sizeof(ssi)) > 0)
-				;
+				if (ssi.ssi_signo == SIGTERM && !exited && !kill_at)
+					kill_at = sup_stop(dirfd, pid);
 			/* Orphans reparented to us that ended meanwhile. */
 			if (!exited)
 				reap_others(pid);
