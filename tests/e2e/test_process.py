@@ -11,7 +11,8 @@ import re
 import time
 import unittest
 
-from sgclient import MiB, ROOT, SEC, SLACK, GatewayTestCase, unique
+from sgclient import (MiB, ROOT, SEC, SLACK, GatewayTestCase, Marker, live_checker, unique,
+                      wait_gone)
 
 # Keys every record carries (the host's process.Process; the rest are
 # omitted when empty, as Go's omitempty does).
@@ -99,6 +100,47 @@ class Processes(GatewayTestCase):
             self.assertEqual(n, 1, "sg-helper processes above the command")
         else:
             self.assertLessEqual(n, 2, "sg-helper processes above the command")
+
+    def escape_started(self, command, **args):
+        """A foreground bash whose command setsid's a marker away and
+        waits; its request id, the marker and the process counter, once
+        the marker runs."""
+        count = live_checker(self.gw)
+        if count is None:
+            self.skipTest("this backend's processes cannot be seen from here")
+        m = Marker()
+        args["command"] = command % m.command
+        rid = self.gw.execute_req("bash", args)
+        deadline = time.monotonic() + 10 * SLACK
+        while count(m) == 0:
+            self.assertLess(time.monotonic(), deadline, "the escape never started")
+            time.sleep(0.05)
+        return rid, m, count
+
+    def test_a_cancelled_bash_call_leaves_no_escape(self):
+        """A cancelled foreground bash is stopped by containment: what it
+        setsid'd away dies too.  Where the job the provider started is the
+        supervisor (--linger), `job --kill` asks it to stop the command;
+        killing it instead left the escape to nobody, and the record lost."""
+        gw = self.gw
+        rid, m, count = self.escape_started("setsid %s &\nsleep 600")
+        gw.cancel(rid)
+        self.assertReplyCode(gw.wait_reply(rid, 10 * SLACK), "cancelled")
+        self.assertTrue(wait_gone(count, m, 5 * SLACK), "the escape outlived the cancel")
+
+    def test_a_promoted_bash_call_is_stopped_with_its_escape(self):
+        """A foreground run promoted past its timeout outlives the request
+        that started it, still supervised: process/stop ends it and what
+        it setsid'd away, and the record says stopped."""
+        gw = self.gw
+        rid, m, count = self.escape_started("setsid %s &\nsleep 600", timeout_seconds=1)
+        res = gw.wait_reply(rid, 10 * SLACK)
+        self.assertNotIn("error", res)
+        pid = res["data"]["structured_content"]["promoted_process_id"]
+        self.assertGreater(count(m), 0, "the promoted run's escape still runs")
+        gw.ok("process/stop", {"id": pid})
+        self.assertTrue(wait_gone(count, m, 5 * SLACK), "the escape outlived process/stop")
+        self.assertEqual(gw.ok("process/get", {"id": pid})["status"], "stopped")
 
     def test_background_record_and_started_after_reply(self):
         gw = self.gw
