@@ -62,11 +62,18 @@
  *    killed, and .x is filled;
  *  - --rm: nothing attaches later, so the job forks the command itself and
  *    relays its output through pipes instead of files (job_relay): one
- *    process and no file copy fewer per call.
+ *    process and no file copy fewer per call;
+ *  - --linger: the request may end before this process (the provider runs
+ *    a command whoever reads its output): an inline spawn (below) is then
+ *    supervised by this very process, and every reply it writes ends with
+ *    "\n<mark> end\n", where the adapter stops reading; .pid then says
+ *    "<pid> lingers", and --kill asks it to stop its command (SIGTERM)
+ *    instead of killing the command's only supervisor.
  * A command that is this program (sg-helper confine, fs ...) runs in the
  * forked child without a second exec (sg_helper_self); a detaching job's
  * `proc spawn` runs in the job's own process, with no runner (job_inline):
- * a bash call is then this process, the spawn's supervisor and the command.
+ * a bash call is then this process, the spawn's supervisor and the command,
+ * and with --linger only this process and the command.
  * The reply's format is shared with the adapters in adapters/jobreply.h.
  */
 #define _GNU_SOURCE /* environ, O_CLOEXEC */
@@ -1527,7 +1534,7 @@ int sg_helper_job(int argc, char *const *argv)
 usage:
 	dprintf(2, "sg-helper: %s\nusage: job --dir PREFIX --mark WORD --wait-ms N "
 		   "--max-out N [--max-err N] [--attach] [--cwd DIR] [--timeout-ms N] "
-		   "[--merge] [--keep-tail] [--detach] [--tie] [--rm] [--bind SRC --bind-to DST [--tmp DIR]] [--netns] "
+		   "[--merge] [--keep-tail] [--detach] [--tie] [--rm] [--linger] [--bind SRC --bind-to DST [--tmp DIR]] [--netns] "
 		   "[--cgroups FILES] [--stdin-env VAR[,VAR...] | --stdin-file F] [--gc PREFIXES] "
 		   "{--spec-stdin | -- NAME=VALUE... -- ARGV...}\n"
 		   "       job --dir PREFIX --kill\n",

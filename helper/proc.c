@@ -4,7 +4,10 @@
  *
  * Three processes take part in a spawn.  The *spawner* is the sg-helper the
  * gateway runs through the adapter's exec; it forks the *supervisor*, waits
- * for its report, prints it and exits.  The supervisor leaves the caller's
+ * for its report, prints it and exits.  Inside `sg-helper job --linger`
+ * (sg_helper_answer set: a request that may end before its process) the
+ * spawner is the supervisor itself, with no fork: it answers through that
+ * hook once the command ended or the wait passed, and supervises on.  The supervisor leaves the caller's
  * session (setsid), keeps none of the caller's descriptors, forks the
  * *child* (the command, leader of its own process group) and pumps the
  * child's output into the spool until the child has been reaped *and* its
