@@ -42,8 +42,8 @@ struct sg_errinfo;
 #define SG_JOB_PENDING "pending"
 #define SG_JOB_MISSING "missing"
 /*
- * With --linger, the line after a whole reply: the job's process may live
- * on (it supervises a command that outlasts the request), so the adapter
+ * With --linger, the line after a whole reply when the job's process lives
+ * on (it supervises a command that outlasts the request): the adapter
  * stops reading here instead of at the request's end.
  */
 #define SG_JOB_END "end"
@@ -80,8 +80,9 @@ struct sg_job_line {
 	/*
 	 * The request may end before the job's process (--linger): a `proc
 	 * spawn` then supervises its command in that process, and a reply
-	 * ends with "\n<mark> end\n" (sg_job_ended), where the adapter stops
-	 * reading without waiting for the process's exit.
+	 * after which that process lives on ends with "\n<mark> end\n"
+	 * (sg_job_ended), where the adapter stops reading without waiting
+	 * for its exit.
 	 */
 	bool linger;
 };

@@ -65,8 +65,9 @@
  *    process and no file copy fewer per call;
  *  - --linger: the request may end before this process (the provider runs
  *    a command whoever reads its output): an inline spawn (below) is then
- *    supervised by this very process, and every reply it writes ends with
- *    "\n<mark> end\n", where the adapter stops reading; .pid then says
+ *    supervised by this very process, and a reply after which it lives on
+ *    ends with "\n<mark> end\n", where the adapter stops reading (one
+ *    that exits ends its request by its exit); .pid then says
  *    "<pid> lingers", and --kill asks it to stop its command (SIGTERM)
  *    instead of killing the command's only supervisor.
  * A command that is this program (sg-helper confine, fs ...) runs in the
@@ -118,7 +119,7 @@ extern char **environ;
 int (*sg_helper_self)(int argc, char **argv);
 int64_t sg_helper_due;
 void (*sg_helper_overdue)(void);
-void (*sg_helper_answer)(const char *reply, size_t n);
+void (*sg_helper_answer)(const char *reply, size_t n, bool on);
 
 /* Every file of a job, for --gc. */
 static const char *const job_suffixes[] = {
@@ -142,8 +143,8 @@ struct job {
 	bool self;              /* argv[0] is this program: run it without an exec */
 	/*
 	 * The request may end before this process (--linger): an inline
-	 * spawn supervises its command here and ends its reply with
-	 * "\n<mark> end\n", after which the adapter stops reading.
+	 * spawn supervises its command here, and a reply after which it
+	 * lives on ends with "\n<mark> end\n", where the adapter stops.
 	 */
 	bool linger;
 };
@@ -1051,11 +1052,13 @@ static void job_mem_flush(const struct job *j)
 }
 
 /*
- * Hand the result on: on the request's stdout (then "<mark> end" with
- * --linger), or to the files an attach reads once the request answered
- * "pending".  Nothing goes to either afterwards.
+ * Hand the result on: on the request's stdout, or to the files an attach
+ * reads once the request answered "pending".  Nothing goes to either
+ * afterwards.  on: this process lives on (--linger), so "<mark> end"
+ * tells the adapter to stop reading; one that exits ends the request by
+ * its exit, and the provider's connection stays whole for the next.
  */
-static void job_release(const struct job *j)
+static void job_release(const struct job *j, bool on)
 {
 	int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
 
@@ -1066,7 +1069,7 @@ static void job_release(const struct job *j)
 		job_mem_flush(j);
 	if (job_inline_reply >= 0 && dup2(job_inline_reply, 1) >= 0) {
 		job_report(j);
-		if (j->linger)
+		if (j->linger && on)
 			job_say(j, SG_JOB_END);
 		if (j->rm)
 			job_remove(j);
@@ -1086,7 +1089,7 @@ static void job_release(const struct job *j)
 /* Report on the request's stdout (unless detached: an attach will), and end. */
 static void job_inline_exit(const struct job *j)
 {
-	job_release(j);
+	job_release(j, false);
 	_exit(0);
 }
 
@@ -1094,7 +1097,7 @@ static void job_inline_exit(const struct job *j)
  * --linger: the spawn's reply, which helper_main would have printed, from
  * the process that goes on supervising its command (proc.c).
  */
-static void job_answer(const char *reply, size_t n)
+static void job_answer(const char *reply, size_t n, bool on)
 {
 	const struct job *j = job_inline_job;
 
@@ -1103,7 +1106,7 @@ static void job_answer(const char *reply, size_t n)
 	(void)(sg_write_all(1, reply, n) || sg_write_all(1, "\n", 1));
 	job_put(j, ".st", "exit 0\n");
 	job_put(j, ".x", "0\n");
-	job_release(j);
+	job_release(j, on);
 }
 
 /*
@@ -1126,7 +1129,7 @@ static void job_overdue(void)
 		if (!j->linger)
 			job_inline_exit(j);
 		/* The supervisor is this process: it lives on, as it did. */
-		job_release(j);
+		job_release(j, true);
 		return;
 	}
 	sg_helper_due = job_inline_end;

@@ -2615,7 +2615,7 @@ static void sup_report(struct proc_spawn *sp, const char *message)
 
 	/* A spawner that is gone no longer needs it: nothing else to do. */
 	if (ok && sp->here)
-		sg_helper_answer(b.p, b.len);
+		sg_helper_answer(b.p, b.len, sp->rec.status == PS_RUNNING);
 	else if (ok)
 		(void)sg_write_all(sp->report, b.p, b.len);
 	sp->answered = sp->here;
@@ -3070,7 +3070,7 @@ static int64_t sup_stop(int dirfd, pid_t pid)
  * A supervisor that is the spawner answers now with what spawn_wait
  * would have replied: the ended run, or the running one promoted.
  */
-static void sup_answer(struct proc_spawn *sp)
+static void sup_answer(struct proc_spawn *sp, bool on)
 {
 	struct sg_buf b = SG_BUF_INIT(SG_ENVTOOL_REPLY);
 	struct sg_errinfo err = { 0 };
@@ -3080,7 +3080,7 @@ static void sup_answer(struct proc_spawn *sp)
 		sg_buf_reset(&b);
 		sg_reply_error(&b, &err);
 	}
-	sg_helper_answer(b.p, b.len);
+	sg_helper_answer(b.p, b.len, on);
 	sg_buf_release(&b);
 }
 
@@ -3090,7 +3090,7 @@ static void sup_due(struct proc_spawn *sp, bool exited, int64_t answer_at)
 	int64_t now = sg_now_ns();
 
 	if (!exited && !sp->answered && answer_at && now >= answer_at)
-		sup_answer(sp);
+		sup_answer(sp, true);
 	/* The job's own: its request's wait, its timeout (job.c). */
 	if (sp->here && sg_helper_due && now >= sg_helper_due)
 		sg_helper_overdue();
@@ -3302,7 +3302,7 @@ static void sup_run(struct proc_spawn *sp)
 	unlinkat(dirfd, "winch", 0);
 	stored = sup_store_final(sp, &err) == SG_OK;
 	if (sp->here && !sp->answered)
-		sup_answer(sp);
+		sup_answer(sp, false);
 	_exit(stored ? 0 : 1);
 }
 
