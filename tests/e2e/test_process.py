@@ -178,6 +178,27 @@ class Processes(GatewayTestCase):
         self.assertTrue(out.rstrip().endswith("real"), out)
         self.assertIn(" end\n", out)
 
+    def test_the_command_cannot_reach_its_supervisors_descriptors(self):
+        """Attacker's test: the supervisor above the command (on Vercel,
+        Modal and Docker the job whose stdout is the request's reply) holds
+        that reply's pipe; a command that could open /proc/<it>/fd/N could
+        print a whole reply and its end line there before the job's own.
+        The command's Landlock domain keeps it from the supervisor's
+        descriptors: in a confined mode from ABI 1, unconfined from ABI 6."""
+        gw = self.gw
+        abi = gw.facts.get("landlock_abi") or 0
+        if not abi:
+            self.skipTest("no Landlock ABI in the facts (none, or a scratch sandbox's deferred facts)")
+        probe = ("n=0; for fd in /proc/$PPID/fd/*; do "
+                 "(printf 'x' >\"$fd\") 2>/dev/null && n=$((n+1)); "
+                 "readlink \"$fd\" >/dev/null 2>&1 && n=$((n+1)); done; echo reached=$n")
+        for mode, need in ((None, 1), ("unconfined", 6)):
+            if abi < need:
+                continue
+            with self.subTest(mode=mode):
+                out = gw.sh_ok(probe, mode=mode)
+                self.assertIn("reached=0", out)
+
     def test_background_record_and_started_after_reply(self):
         gw = self.gw
         rid = gw.execute_req("bash", {"command": "sleep 20", "run_in_background": True})
