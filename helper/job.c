@@ -1060,7 +1060,7 @@ static void job_mem_flush(const struct job *j)
  */
 static void job_release(const struct job *j, bool on)
 {
-	int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
+	int null;
 
 	if (job_released)
 		return;
@@ -1075,6 +1075,7 @@ static void job_release(const struct job *j, bool on)
 			job_remove(j);
 	}
 	/* The request's pipe closes here, whoever supervises on. */
+	null = open("/dev/null", O_WRONLY | O_CLOEXEC);
 	if (null >= 0) {
 		dup2(null, 1);
 		dup2(null, 2);

@@ -7,15 +7,17 @@
  * for its report, prints it and exits.  Inside `sg-helper job --linger`
  * (sg_helper_answer set: a request that may end before its process) the
  * spawner is the supervisor itself, with no fork: it answers through that
- * hook once the command ended or the wait passed, and supervises on.  The supervisor leaves the caller's
- * session (setsid), keeps none of the caller's descriptors, forks the
- * *child* (the command, leader of its own process group) and pumps the
- * child's output into the spool until the child has been reaped *and* its
- * pipe is at EOF; only then does it write the final record, so no output
- * ever follows it.  Every other command only reads these files (and
- * signals the group): the gateway runs them in-process for environments on
- * this host, from several threads at once, so they keep no global state,
- * never fork, and wait only on descriptors they own and the cancel token.
+ * hook once the command ended or the wait passed, and supervises on.  The
+ * supervisor leaves the caller's session (setsid), keeps none of the
+ * caller's descriptors (one that is the spawner only keeps its own from the
+ * child), forks the *child* (the command, leader of its own process group)
+ * and pumps the child's output into the spool until the child has been
+ * reaped *and* its pipe is at EOF; only then does it write the final
+ * record, so no output ever follows it.  Every other command only reads
+ * these files (and signals the group): the gateway runs them in-process
+ * for environments on this host, from several threads at once, so they
+ * keep no global state, never fork, and wait only on descriptors they own
+ * and the cancel token.
  *
  * Every file under C is opened with O_NOFOLLOW: C is writable from inside
  * the environment, and on the local backend these reads run in the
@@ -3058,7 +3060,8 @@ static sg_err spawn_wait(const char *ctl, const char *id, int64_t wait_ms, int64
  */
 static int64_t sup_stop(int dirfd, pid_t pid)
 {
-	int fd = openat(dirfd, "stop", O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+	int fd = openat(dirfd, "stop", O_WRONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC,
+			0600);
 
 	if (fd >= 0)
 		close(fd);

@@ -1560,7 +1560,8 @@ static const struct sg_remote_ops mdl_ops = {
 	.provider = "Modal's exec variables",
 	/* A job's words and stdin in variables, its output relayed (remote.h). */
 	.inline_max = SG_MODAL_INLINE_MAX, .stdin_vars = SG_MODAL_STDIN_VARS,
-	.relays = true, .lingers = true, .relay_wait_ms = SG_MODAL_JOB_WAIT_MS, .fails = 1, .kill_unseen = true,
+	.relays = true, .relay_wait_ms = SG_MODAL_JOB_WAIT_MS, .fails = 1, .kill_unseen = true,
+	.lingers = true,
 	.list_pages = SG_MODAL_LIST_PAGES, .snapshot_records = true,
 	.env_size = sizeof(struct mdl_env),
 	/* The client, and the calls an operator's list and destroy make. */
