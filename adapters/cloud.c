@@ -59,6 +59,16 @@ void sg_cloud_scrub(char *s, const char *secret)
 	}
 }
 
+/*
+ * The order is the first command's: while a set-up runs beside the first
+ * commands (adapters/remote.h), they wait for sg-helper, so everything
+ * that can follow the install does, and only what a command needs comes
+ * before it (root, the directories, the program whole and checked).
+ * Every process counts in a set-up request (docs/benchmarks.md, D6):
+ * mkdir runs once and only when a directory is missing, chmod only for a
+ * directory sandgate did not make private itself (after the install),
+ * find only when run/ holds something, id only for an error.
+ */
 const char sg_cloud_setup_sh[] =
 	"exec 2>/dev/null\n"
 	/* Commands sent beside this script wait for sg-helper, or for this. */
@@ -71,21 +81,40 @@ const char sg_cloud_setup_sh[] =
 	"case $b/ in \"${r%/}\"/*) printf 'error=root %s leaves no place outside it "
 	"for the control directory\\n' \"$r\"; exit 0 ;; esac\n"
 	"printf 'home=%s\\nbase=%s\\n' \"$h\" \"$b\"\n"
-	"if [ ! -d \"$r\" ]; then\n"
-	"  mkdir -p -- \"$r\" || { sudo -n mkdir -p -- \"$r\" && "
-	"sudo -n chown \"$(id -u):$(id -g)\" -- \"$r\"; }\n"
-	"fi\n"
 	/*
-	 * Every process counts in a set-up request (docs/benchmarks.md, D6):
-	 * the umask makes new directories private, chmod only an older one,
-	 * find runs only when run/ holds something, id only for an error.
+	 * Root and sandgate's directories in one mkdir, when any is missing:
+	 * under the sandbox's own umask (root as the user would make it),
+	 * so sandgate's are made private after the install, with an older
+	 * one's or those an upload's extraction made (whatever modes it kept).
 	 */
+	"o=\n"
+	"[ -d \"$b\" ] && o=1\n"
+	"case ${SG_UP:-} in \"$b\"/*) o=1 ;; esac\n"
+	"if ! { [ -d \"$r\" ] && [ -d \"$b/run\" ] && [ -d \"$b/ctl/proc\" ] && "
+	"[ -d \"$b/ctl/home\" ] && [ -d \"$b/ctl/tmp\" ]; }; then\n"
+	"  o=1\n"
+	"  mkdir -p -- \"$r\" \"$b/ctl/proc\" \"$b/ctl/home\" \"$b/ctl/tmp\" \"$b/run\"\n"
+	"  [ -d \"$r\" ] || { sudo -n mkdir -p -- \"$r\" && "
+	"sudo -n chown \"$(id -u):$(id -g)\" -- \"$r\"; }\n"
+	"  { [ -d \"$b/run\" ] && [ -d \"$b/ctl/proc\" ] && [ -d \"$b/ctl/home\" ] && "
+	"[ -d \"$b/ctl/tmp\" ]; } || { printf 'error=cannot create %s\\n' \"$b\"; exit 0; }\n"
+	"fi\n"
 	"umask 077\n"
-	"if [ -d \"$b\" ]; then\n"
-	"  mkdir -p -- \"$b/ctl/proc\" \"$b/ctl/home\" \"$b/ctl/tmp\" \"$b/run\" && "
-	"chmod 700 -- \"$b\" \"$b/ctl\" \"$b/run\"\n"
-	"else mkdir -p -- \"$b/ctl/proc\" \"$b/ctl/home\" \"$b/ctl/tmp\" \"$b/run\"; fi || "
-	"{ printf 'error=cannot create %s\\n' \"$b\"; exit 0; }\n"
+	/*
+	 * An upload sent beside this script (vercel sends fs/write and this
+	 * command at once) has landed when SG_UPW, the archive's last entry,
+	 * exists: wait for it, at most SG_UPWAIT ms (SG_CLOUD_WAIT_SH).
+	 */
+	"if [ -n \"${SG_UPW:-}\" ]; then\n"
+	SG_CLOUD_WAIT_SH("[ -e \"$SG_UPW\" ]", "[ \"$w\" -ge \"${SG_UPWAIT:-0}\" ]",
+			 "printf 'install_error=sg-helper did not arrive within %s ms\\n' \"$w\"; SG_UP=; break")
+	"fi\n"
+	SG_INSTALL_ENSURE_SH
+	/* After the install, which no command waits for any longer. */
+	"if [ -n \"$o\" ]; then chmod 700 -- \"$b\" \"$b/ctl\" \"$b/run\" \"$b/ctl/proc\" "
+	"\"$b/ctl/home\" \"$b/ctl/tmp\" || { printf 'error=cannot create %s\\n' \"$b\"; exit 0; }; fi\n"
+	/* A marker in sandgate's own directory stays: one process less. */
+	"case ${SG_UPW:-} in \"\"|\"$b\"/*) ;; *) rm -f -- \"$SG_UPW\" ;; esac\n"
 	"for e in \"$b\"/run/* \"$b\"/run/.[!.]* \"$b\"/run/..?*; do\n"
 	"  if [ -e \"$e\" ] || [ -L \"$e\" ]; then\n"
 	"    find \"$b/run\" -mindepth 1 -maxdepth 1 -mmin +\"$SG_SWEEP\" -exec rm -rf -- {} +\n"
@@ -99,19 +128,6 @@ const char sg_cloud_setup_sh[] =
 	"  command -v \"$t\" >/dev/null || printf 'missing=%s\\n' \"$t\"\n"
 	"done\n"
 	"printf 'ok=1\\n'\n"
-	/*
-	 * An upload sent beside this script (vercel sends fs/write and this
-	 * command at once) has landed when SG_UPW, the archive's last entry,
-	 * exists: wait for it, at most SG_UPWAIT ms.  Polls are 10 ms apart
-	 * for the first second and 100 ms after, so that the time each sleep
-	 * takes to start stays small beside what it counts (a sleep that
-	 * cannot take a fraction counts a whole second).
-	 */
-	"if [ -n \"${SG_UPW:-}\" ]; then\n"
-	SG_CLOUD_WAIT_SH("[ -e \"$SG_UPW\" ]", "[ \"$w\" -ge \"${SG_UPWAIT:-0}\" ]",
-			 "printf 'install_error=sg-helper did not arrive within %s ms\\n' \"$w\"; SG_UP=; break")
-	"  rm -f -- \"$SG_UPW\"\n"
-	"fi\n"
 	SG_INSTALL_PROBE_SH;
 
 json_t *sg_cloud_setup_vars(const char *root, const char *sha, int sweep_min, const char *up,

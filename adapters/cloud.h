@@ -83,22 +83,27 @@ sg_err sg_cloud_lost(const struct sg_env *env, const char *name, struct sg_errin
  * sg-helper in place (commands sent beside it wait for one or the other).
  * sandgate's files go to SG_BASE when set, else to $HOME/.sandgate, or
  * /tmp/.sandgate-<uid> when root would contain that: ctl/ (proc/, home/,
- * tmp/) and run/.
+ * tmp/) and run/.  sg-helper is in place as soon as root and these
+ * directories are (commands sent beside the script wait for nothing
+ * else); the checks that need no program follow it.
  */
 extern const char sg_cloud_setup_sh[];
 
 /*
- * Shell text: poll until the test ready holds, ten times a second at
- * first and then every tenth of a second, counting the ms waited in $w;
- * each time the test give_up holds first, run on_give_up (which leaves
- * the loop: break or exit).  A sleep that cannot take a fraction counts
- * a whole second, so that the count stays true.
+ * Shell text: poll until the test ready holds, every 4 ms for the first
+ * 200 ms (what a first command waits for, sg-helper's install, takes a
+ * few processes' time: the latency is the poll's), every 10 ms to the
+ * first second and every tenth of a second after, counting the ms waited
+ * in $w; each time the test give_up holds first, run on_give_up (which
+ * leaves the loop: break or exit).  A sleep that cannot take a fraction
+ * counts a whole second, so that the count stays true.
  */
 #define SG_CLOUD_WAIT_SH(ready, give_up, on_give_up)                                  \
 	"w=0\n"                                                                       \
 	"until " ready "; do\n"                                                       \
 	"  if " give_up "; then " on_give_up "; fi\n"                                 \
-	"  if [ \"$w\" -lt 1000 ]; then p=0.01 q=10; else p=0.1 q=100; fi\n"          \
+	"  if [ \"$w\" -lt 200 ]; then p=0.004 q=4; elif [ \"$w\" -lt 1000 ]; then p=0.01 q=10; " \
+	"else p=0.1 q=100; fi\n"                                                      \
 	"  if sleep \"$p\"; then w=$((w+q)); else sleep 1; w=$((w+1000)); fi\n"      \
 	"done\n"
 

@@ -54,13 +54,16 @@
  * "install_error=" and a sentence.  The upload is removed either way.
  * Sets t and c.  Every step that needs no process of its own has none
  * (a set-up request counts them, docs/benchmarks.md): an upload that
- * arrives executable (vercel's is packed 0700, in the private directory
- * $d once moved) is not chmod'ed again.
+ * arrives executable (vercel's is packed 0700) is not chmod'ed again, and
+ * one that arrived inside $d (a set-up whose directory was chosen before
+ * the upload left) is checked where it lies: $d is private, so nothing
+ * can change it between the check and the rename.  Elsewhere (/tmp) it is
+ * first moved into $d, and the check is made on that copy.
  */
 #define SG_INSTALL_SH                                                         \
 	"[ -d \"$d\" ] || ( umask 077; mkdir -p \"$d\" ) 2>/dev/null\n"          \
 	"t=$d/.sg-helper-$s.$$\n"                                               \
-	"if [ \"$u\" = - ]; then cat >\"$t\"; else mv -f -- \"$u\" \"$t\"; fi "   \
+	"case $u in -) cat >\"$t\" ;; \"$d\"/*) t=$u; [ -f \"$t\" ] ;; *) mv -f -- \"$u\" \"$t\" ;; esac " \
 	"2>/dev/null || { rm -f -- \"$t\"; printf 'install_error=cannot write %s\\n' \"$t\"; }\n" \
 	"if [ -f \"$t\" ]; then\n"                                              \
 	"  c=" SG_INSTALL_SUM_SH("$t") "; c=${c%% *}\n"                       \
@@ -73,20 +76,26 @@
 	"fi\n"
 
 /*
- * Shell text ending an adapter's set-up script: with $b (sandgate's
- * directory in the environment, holding ctl/home and ctl/tmp), $r
- * (binding.root) and the variables SG_SHA, SG_UP (an uploaded copy, "-"
- * for the program on stdin, or unset) and SG_PROBE: prints "helper=1"
- * when $b/sg-helper-<sha> is there, else installs it from SG_UP
- * (SG_INSTALL_SH's lines), and then, with SG_PROBE set, a line "probe<<"
- * followed by `sg-helper probe`'s reply, run in $r with the minimal
- * environment the gateway gives commands.
+ * Shell text in an adapter's set-up script, as soon as sandgate's
+ * directory $b (holding ctl/home and ctl/tmp) exists: with the variables
+ * SG_SHA and SG_UP (an uploaded copy, "-" for the program on stdin, or
+ * unset), prints "helper=1" when $b/sg-helper-<sha> is there, else
+ * installs it from SG_UP (SG_INSTALL_SH's lines).  Sets d, s, u, hc and i
+ * for SG_INSTALL_PROBE_SH.
  */
-#define SG_INSTALL_PROBE_SH                                                   \
+#define SG_INSTALL_ENSURE_SH                                                  \
 	"d=$b s=$SG_SHA u=${SG_UP:-} hc= i=\n"                                   \
 	"if [ -f \"$d/sg-helper-$s\" ]; then hc=$(" SG_INSTALL_CHECK_SH "); fi\n" \
 	"[ -n \"$hc\" ] && printf '%s\\n' \"$hc\"\n"                               \
-	"if [ -z \"$hc\" ] && [ -n \"$u\" ]; then\n" SG_INSTALL_SH "fi\n"          \
+	"if [ -z \"$hc\" ] && [ -n \"$u\" ]; then\n" SG_INSTALL_SH "fi\n"
+
+/*
+ * Shell text ending an adapter's set-up script, after SG_INSTALL_ENSURE_SH:
+ * with $r (binding.root) and SG_PROBE set and sg-helper in place, a line
+ * "probe<<" followed by `sg-helper probe`'s reply, run in $r with the
+ * minimal environment the gateway gives commands.
+ */
+#define SG_INSTALL_PROBE_SH                                                   \
 	"if [ -n \"$hc$i\" ] && [ -n \"${SG_PROBE:-}\" ] && cd -- \"$r\"; then\n"  \
 	"  printf 'probe<<\\n'\n"                                                  \
 	"  exec env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin " \

@@ -171,7 +171,7 @@ sg_err sg_remote_teardown(struct sg_env *env, enum sg_fate fate, struct sg_cance
 #define REMOTE_STR(x) REMOTE_STR2(x)
 #define REMOTE_STR2(x) #x
 
-bool sg_remote_can_defer(const struct sg_remote *rm)
+bool sg_remote_may_defer(const struct sg_remote *rm)
 {
 	const struct sg_env *env = &rm->base;
 	size_t n = strlen(env->root);
@@ -182,7 +182,21 @@ bool sg_remote_can_defer(const struct sg_remote *rm)
 	if (n == 0 || (strncmp(SG_REMOTE_LATER_BASE, env->root, n) == 0 &&
 		       (SG_REMOTE_LATER_BASE[n] == '/' || SG_REMOTE_LATER_BASE[n] == '\0')))
 		return false;
-	return rm->fresh && env->remove_on_exit && !env->profile->shared;
+	return env->remove_on_exit && !env->profile->shared;
+}
+
+bool sg_remote_can_defer(const struct sg_remote *rm)
+{
+	return rm->fresh && sg_remote_may_defer(rm);
+}
+
+char *sg_remote_later_dir(const struct sg_remote *rm)
+{
+	char *base = NULL;
+
+	if (asprintf(&base, "%s%s", SG_REMOTE_LATER_BASE, rm->nonce) < 0)
+		return NULL;
+	return base;
 }
 
 /*
@@ -225,10 +239,10 @@ sg_err sg_remote_setup_begin(struct sg_remote *rm, const char *sha,
 			     struct sg_errinfo *err)
 {
 	struct sg_env *env = &rm->base;
-	char *base = NULL;
+	char *base = sg_remote_later_dir(rm);
 	sg_err rc;
 
-	if (asprintf(&base, "%s%s", SG_REMOTE_LATER_BASE, rm->nonce) < 0)
+	if (!base)
 		return sg_err_set(err, SG_E_INTERNAL, "out of memory");
 	rc = sg_remote_dirs(rm, SG_OK, base, err);
 	free(env->ctl_dir);
@@ -572,10 +586,17 @@ sg_err sg_remote_exec(struct sg_env *env, const struct sg_exec *x, struct sg_exe
 	sg_err rc;
 
 	sg_exec_result_reset(out);
-	/* A set-up that failed: nothing can run, so nothing is sent. */
-	if (atomic_load(&env->setup_failed)) {
+	/*
+	 * A set-up that failed: nothing can run, so nothing is sent.  A
+	 * control step (the process watcher's wait, a stop) finds nothing
+	 * that a command started before the set-up has ended, so it waits
+	 * for that here rather than in the environment, where it would
+	 * compete with the first command for the sandbox's first moments.
+	 */
+	if (atomic_load(&env->setup_failed) || ((x->flags & SG_EXEC_CONTROL) && remote_waits(rm))) {
 		rc = sg_remote_setup_wait(rm, cancel, err);
-		goto out;
+		if (rc)
+			goto out;
 	}
 	sg_job_mark(e.mark);
 	e.j.mark = e.mark;

@@ -251,9 +251,13 @@ sg_err sg_remote_setup_read(struct sg_remote *rm, sg_err rc, char *reply, bool u
  * Can this provision leave the set-up under way (sg_remote_setup_begin)?
  * Only for a sandbox it created and that goes when the session does (so
  * no later session looks for sandgate's directory where the set-up's
- * rule would put it), with root clear of that directory.
+ * rule would put it), with root clear of that directory.  may_defer:
+ * everything but the creation, known before the create (an adapter then
+ * prepares the upload for the directory sg_remote_later_dir names, new).
  */
 bool sg_remote_can_defer(const struct sg_remote *rm);
+bool sg_remote_may_defer(const struct sg_remote *rm);
+char *sg_remote_later_dir(const struct sg_remote *rm);
 
 /*
  * Leave the set-up to run beside the first commands: sandgate's directory

@@ -207,6 +207,9 @@ export async function firstResults(n, session) {
     side.median_ms = median(side.runs_ms);
     side.create_median_ms = median(side.create_ms);
   }
+  // Every fresh session, in order, as sgbench prints its own: the spread a median hides.
+  process.stderr.write(`sdk: time to first result, each session (create): ${fresh.runs_ms
+    .map((ms, i) => `${ms.toFixed(0)} (${fresh.create_ms[i].toFixed(0)})`).join(' ')} ms\n`);
   return { n, ...fresh, warm, command: LOGIN_SHELL.concat('true') };
 }
 

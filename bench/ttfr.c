@@ -56,4 +56,10 @@ void bench_ttfr(const struct opts *o, const char *sandgate, const char *state,
 		ttfr_session(o, sandgate, state, i, r);
 	r->med_ns = ttfr_median(r->first_ns, r->n);
 	r->init_med_ns = ttfr_median(r->init_ns, r->n);
+	/* Every session, in order: the spread a median hides, under a machine's load. */
+	fprintf(stderr, "sgbench: time to first result, each session (initialize):");
+	for (int i = 0; i < r->n; i++)
+		fprintf(stderr, " %.0f (%.0f)", (double)r->first_ns[i] / 1e6,
+			(double)r->init_ns[i] / 1e6);
+	fprintf(stderr, " ms\n");
 }

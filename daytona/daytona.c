@@ -1704,7 +1704,11 @@ static sg_err dtn_setup_later(struct sg_remote *rm, const char *fail, struct sg_
 			      struct sg_errinfo *err)
 {
 	struct dtn_env *de = (struct dtn_env *)rm;
-	struct sg_install in = { .dir = "/tmp", .nonce = rm->nonce };
+	/*
+	 * Into sandgate's directory itself: the set-up then checks it where
+	 * it lies, one process less before the first command can run.
+	 */
+	struct sg_install in = { .dir = rm->base_dir, .nonce = rm->nonce };
 	int64_t wait_ms = de->limit_ms / 2 < SG_DAYTONA_UPLOAD_WAIT_MS ? de->limit_ms / 2
 								       : SG_DAYTONA_UPLOAD_WAIT_MS;
 	char *reply = NULL, *up = NULL, *mark = NULL;
@@ -1745,9 +1749,13 @@ static sg_err dtn_prepare(struct dtn_env *de, struct sg_cancel *cancel, struct s
 	struct sg_remote *rm = &de->rm;
 	sg_err rc;
 
-	if (!sg_remote_can_defer(rm))
+	if (!sg_remote_can_defer(rm)) {
+		sg_helper_bin_close(&de->later_bin);
 		return sg_remote_setup(rm, rm->base.id, cancel, err);
-	rc = sg_helper_bin_open(rm->base.helper_host, &de->later_bin, err);
+	}
+	/* Read and summed while the sandbox started, when it could be. */
+	rc = de->later_bin.fd >= 0 ? SG_OK
+				   : sg_helper_bin_open(rm->base.helper_host, &de->later_bin, err);
 	if (rc)
 		return rc;
 	de->install = (struct sg_install_cost){ .bytes = de->later_bin.size, .requests = 1 };
@@ -2001,6 +2009,15 @@ static sg_err dtn_provision(struct sg_env *env, struct sg_cancel *cancel,
 		return rc;
 	/* Listening from the start, so no state change goes unheard. */
 	de->cl.events = dtn_events_open(de->cl.rest.api, de->cl.rest.secret);
+	/*
+	 * A new sandbox whose set-up may go on beside the first commands:
+	 * sg-helper read and summed now, not once the sandbox has started
+	 * (dtn_prepare).  Nothing is lost when it is not needed.
+	 */
+	de->later_bin.fd = -1;
+	if (!env->known && !env->require_existing && sg_remote_may_defer(&de->rm) &&
+	    sg_helper_bin_open(env->helper_host, &de->later_bin, &(struct sg_errinfo){ 0 }))
+		sg_helper_bin_close(&de->later_bin);
 	rc = dtn_obtain(de, &dto, cancel, err);
 	sg_progress_end(rc); /* the "ready" wait, when there was one */
 	dtn_events_close(de->cl.events);
@@ -2040,6 +2057,9 @@ out:
 		/* Resumed, then failed: as this provision found it, stopped. */
 		dtn_stop_started(de, sg_cancel_check(cancel) != SG_OK);
 	}
+	/* A set-up under way owns it (dtn_setup_later). */
+	if (!env->setup_later)
+		sg_helper_bin_close(&de->later_bin);
 	json_decref(dto);
 	return rc;
 }

@@ -127,11 +127,18 @@ struct vcl_env {
 	struct vcl_prep {
 		struct sg_leg pack;
 		bool inited, done; /* done: read and summed */
+		bool upload;       /* its bytes and paths are wanted, not only its sum */
 		sg_err rc;
 		struct sg_errinfo err;
 		struct sg_helper_bin bin;
+		/*
+		 * The directory a set-up left under way will use
+		 * (sg_remote_later_dir), when it may be left so: the upload
+		 * goes there, with the directories it holds.  NULL: /tmp.
+		 */
+		char *dir;
 		char *up, *mark;    /* the upload's path and its marker's */
-		struct sg_buf tgz;  /* both, packed; empty until packed */
+		struct sg_buf tgz;  /* all of it, packed; empty until packed */
 	} prep;
 };
 
@@ -1153,17 +1160,17 @@ static sg_err vcl_install_upload(void *ctx, const char *path, int fd, struct sg_
 
 /*
  * What the set-up sends of sg-helper: its checksum always; for a sandbox
- * that cannot hold it yet (upload), its bytes, the upload's path and its
- * marker's.  Into ve->prep, done set.
+ * that cannot hold it yet (pp->upload), its bytes, the upload's path and
+ * its marker's, in pp->dir or /tmp.  Into ve->prep, done set.
  */
-static void vcl_prep_run(struct vcl_env *ve, bool upload)
+static void vcl_prep_run(struct vcl_env *ve)
 {
 	struct vcl_prep *pp = &ve->prep;
-	struct sg_install in = { .dir = "/tmp", .nonce = ve->rm.nonce };
+	struct sg_install in = { .dir = pp->dir ? pp->dir : "/tmp", .nonce = ve->rm.nonce };
 
 	pp->done = true;
 	pp->rc = sg_helper_bin_open(ve->rm.base.helper_host, &pp->bin, &pp->err);
-	if (pp->rc || !upload)
+	if (pp->rc || !pp->upload)
 		return;
 	pp->rc = sg_install_beside_paths(&in, &pp->bin, &pp->up, &pp->mark, &pp->err);
 	if (!pp->rc)
@@ -1171,21 +1178,39 @@ static void vcl_prep_run(struct vcl_env *ve, bool upload)
 }
 
 /*
- * Pack the upload into pp->tgz: the program, then its marker (last: it
- * exists once the program is whole).  tgz is left empty when it fails.
+ * Pack the upload into pp->tgz: in pp->dir, its directories first (the
+ * set-up then makes none before the install), then the program, then
+ * its marker (last: it exists once the program is whole).  tgz is left
+ * empty when it fails.
  */
 static sg_err vcl_prep_pack(struct vcl_prep *pp, struct sg_errinfo *err)
 {
-	const struct sg_targz_entry files[] = {
-		/* 0700: the install need not chmod it (SG_INSTALL_SH). */
-		{ .name = pp->up + 1, .mode = 0700, .data = pp->bin.data,
-		  .len = (size_t)pp->bin.size },
-		{ .name = pp->mark + 1, .mode = 0600, .data = "", .len = 0 },
-	};
-	sg_err rc = vcl_pack(files, 2, &pp->tgz, err);
+	static const char *const sub[] = { "", "/ctl", "/ctl/proc", "/ctl/home", "/ctl/tmp",
+					   "/run" };
+	struct sg_targz_entry files[8];
+	char *dirs[6] = { 0 };
+	size_t n = 0;
+	sg_err rc = SG_OK;
 
+	for (size_t k = 0; pp->dir && k < 6 && !rc; k++) {
+		if (asprintf(&dirs[k], "%s%s", pp->dir + 1, sub[k]) < 0) {
+			dirs[k] = NULL;
+			rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
+		} else {
+			files[n++] = (struct sg_targz_entry){ .name = dirs[k], .mode = 0700,
+							      .dir = true };
+		}
+	}
+	/* 0700: the install need not chmod it (SG_INSTALL_SH). */
+	files[n++] = (struct sg_targz_entry){ .name = pp->up + 1, .mode = 0700,
+					      .data = pp->bin.data, .len = (size_t)pp->bin.size };
+	files[n++] = (struct sg_targz_entry){ .name = pp->mark + 1, .mode = 0600, .data = "" };
+	if (!rc)
+		rc = vcl_pack(files, n, &pp->tgz, err);
 	if (rc)
 		sg_buf_reset(&pp->tgz);
+	for (size_t k = 0; k < 6; k++)
+		free(dirs[k]);
 	return rc;
 }
 
@@ -1198,10 +1223,11 @@ static sg_err vcl_prep_pack_run(void *arg, struct sg_cancel *stop)
 	return vcl_prep_pack(arg, &err);
 }
 
-static void vcl_prep_init(struct vcl_env *ve)
+static void vcl_prep_init(struct vcl_env *ve, bool upload)
 {
 	sg_buf_init(&ve->prep.tgz, SG_MAX_FRAME * 8);
 	ve->prep.bin.fd = -1;
+	ve->prep.upload = upload;
 	ve->prep.inited = true;
 }
 
@@ -1209,15 +1235,21 @@ static void vcl_prep_init(struct vcl_env *ve)
  * Before a create: sg-helper read and summed here (a few ms), and its
  * archive packed on a thread while the create travels, so that the
  * upload can leave with the set-up command instead of after a gzip of
- * its own (docs/vercel.md, "What initialize sends").  Without a thread
+ * its own (docs/vercel.md, "What initialize sends").  A set-up that may
+ * be left under way gets the upload in its directory.  Without a thread
  * the upload packs it.
  */
 static void vcl_prep_start(struct vcl_env *ve)
 {
 	struct sg_errinfo no_thread = { 0 };
 
-	vcl_prep_init(ve);
-	vcl_prep_run(ve, true);
+	vcl_prep_init(ve, true);
+	if (sg_remote_may_defer(&ve->rm) && !(ve->prep.dir = sg_remote_later_dir(&ve->rm))) {
+		ve->prep.done = true;
+		ve->prep.rc = sg_err_set(&ve->prep.err, SG_E_INTERNAL, "out of memory");
+		return;
+	}
+	vcl_prep_run(ve);
 	ve->prep.pack = (struct sg_leg){ .run = vcl_prep_pack_run, .arg = &ve->prep };
 	if (!ve->prep.rc && sg_leg_start(&ve->prep.pack, &no_thread))
 		sg_log_debug("sandbox %s: %s: the upload packs sg-helper", ve->rm.name, no_thread.msg);
@@ -1236,9 +1268,10 @@ static void vcl_prep_release(struct vcl_env *ve)
 	vcl_prep_join(ve);
 	sg_helper_bin_close(&ve->prep.bin);
 	sg_buf_release(&ve->prep.tgz);
+	free(ve->prep.dir);
 	free(ve->prep.up);
 	free(ve->prep.mark);
-	ve->prep.up = ve->prep.mark = NULL;
+	ve->prep.dir = ve->prep.up = ve->prep.mark = NULL;
 	ve->prep.done = ve->prep.inited = false;
 }
 
@@ -1285,9 +1318,9 @@ static sg_err vcl_setup(struct sg_remote *rm, struct sg_cancel *cancel, struct s
 	sg_err rc;
 
 	/* A lookup came first: nothing was prepared. */
-	if (!pp->done) {
-		vcl_prep_init(ve);
-		vcl_prep_run(ve, ve->rm.fresh);
+	if (!pp->inited) {
+		vcl_prep_init(ve, ve->rm.fresh);
+		vcl_prep_run(ve);
 	}
 	rc = pp->rc;
 	if (rc) {
@@ -1361,7 +1394,7 @@ static sg_err vcl_prepare(struct vcl_env *ve, struct sg_cancel *cancel, struct s
 {
 	struct vcl_prep *pp = &ve->prep;
 
-	if (!sg_remote_can_defer(&ve->rm) || !pp->done || pp->rc || !pp->up)
+	if (!sg_remote_can_defer(&ve->rm) || !pp->done || pp->rc || !pp->up || !pp->dir)
 		return sg_remote_setup(&ve->rm, ve->rm.name, cancel, err);
 	ve->install = (struct sg_install_cost){ .bytes = pp->bin.size, .requests = 1 };
 	return sg_remote_setup_begin(&ve->rm, pp->bin.sha, vcl_setup_later, err);

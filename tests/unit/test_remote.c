@@ -6,7 +6,8 @@
  * leaks"), a create that must not replace a lost workspace (unless the
  * adapter's snapshot records decided), an operator's destroy that checks
  * the owner tag, what this host keeps forgotten on removal (ops->forget),
- * and a listing read page by page.
+ * a listing read page by page, and the control steps that wait on this
+ * host for a set-up under way while commands wait for it in the sandbox.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -41,6 +42,8 @@ static struct {
 	int listed;
 	int forgets;                         /* ops->forget's calls */
 	char forgot[64], forgot_in[64];      /* its identity, and the env's state_dir */
+	bool setup_over[FAKE_TRIPS];         /* per trip: no set-up was under way */
+	int scripts;                         /* ops->script's calls */
 } F;
 
 static struct sg_cancel *fake_cancel_on_trip; /* fired during the first trip */
@@ -80,9 +83,10 @@ static enum sg_job_trip fake_trip(struct sg_remote *rm, struct sg_remote_job *j,
 	int n = F.trips++;
 	char mark[SG_JOB_MARK_SIZE], text[256];
 
-	(void)rm;
 	assert_true(n < FAKE_TRIPS);
 	F.attached[n] = attach;
+	F.setup_over[n] = !rm->base.setup_later || atomic_load(&rm->later_ok) ||
+			  atomic_load(&rm->base.setup_failed);
 	if (!attach) {
 		snprintf(F.command, sizeof(F.command), "%s", j->command);
 		F.start_had_in0 = json_object_get(j->start, "SG_IN0") != NULL;
@@ -113,6 +117,15 @@ static sg_err fake_upload(struct sg_remote *rm, const char *path, const void *da
 	F.uploads++;
 	F.upload_len = len;
 	snprintf(F.upload_path, sizeof(F.upload_path), "%s", path);
+	return SG_OK;
+}
+
+static sg_err fake_script(struct sg_remote *rm, const char *script, json_t *vars, char **reply,
+			  struct sg_cancel *cancel, struct sg_errinfo *err)
+{
+	(void)rm, (void)script, (void)vars, (void)cancel, (void)err;
+	F.scripts++;
+	*reply = strdup("");
 	return SG_OK;
 }
 
@@ -222,6 +235,7 @@ static struct sg_remote_ops fake_ops = {
 	.trip = fake_trip,
 	.kill = fake_kill,
 	.upload = fake_upload,
+	.script = fake_script,
 	.create = fake_create,
 	.env_size = sizeof(struct sg_remote),
 	.open = fake_open,
@@ -531,6 +545,82 @@ static void test_list_reads_pages_until_told_to_stop(void **state)
 	assert_int_equal(F.pages, 2);
 }
 
+/* A set-up under way that ends after 200 ms, well or with slow_rc. */
+static sg_err slow_rc;
+
+static sg_err slow_setup(struct sg_remote *rm, const char *fail, struct sg_cancel *stop,
+			 struct sg_errinfo *err)
+{
+	(void)rm, (void)fail;
+	if (sg_cancel_sleep(stop, 200))
+		return sg_err_set(err, SG_E_CANCELLED, "stopped");
+	return slow_rc ? sg_err_set(err, slow_rc, "the fake set-up failed") : SG_OK;
+}
+
+/* sg_remote_setup_begin replaces the env's paths with its own (malloc). */
+static void begin_slow_setup(struct sg_remote *rm, sg_err rc)
+{
+	struct sg_errinfo err = { 0 };
+
+	slow_rc = rc;
+	rm->base.helper = strdup("/h/sg-helper");
+	assert_int_equal(sg_remote_setup_begin(rm, "abc", slow_setup, &err), SG_OK);
+	assert_true(rm->base.setup_later);
+}
+
+static void end_slow_setup(struct sg_remote *rm)
+{
+	sg_leg_end(&rm->later, SG_E_CANCELLED);
+	free(rm->base.helper);
+	free(rm->base.ctl_dir);
+	rm->base.helper = rm->base.ctl_dir = NULL;
+}
+
+/*
+ * While a set-up is under way, a command leaves at once and waits for
+ * sg-helper in the sandbox; a control step (the process watcher's wait)
+ * waits on this host until the set-up has ended, and then needs no wait.
+ */
+static void test_control_steps_wait_for_the_setup(void **state)
+{
+	struct sg_remote *rm = *state;
+	struct sg_exec cmd = { 0 }, ctl = { .flags = SG_EXEC_CONTROL };
+	struct sg_exec_result out;
+	struct sg_errinfo err = { 0 };
+
+	begin_slow_setup(rm, SG_OK);
+	F.reply[0] = "hello\n@ done 0|exit 0|0|5\n";
+	F.reply[1] = "hello\n@ done 0|exit 0|0|5\n";
+	assert_int_equal(run(rm, &cmd, &out, NULL, &err), SG_OK);
+	sg_exec_result_release(&out);
+	assert_false(F.setup_over[0]);
+	assert_int_equal(strncmp(F.command, "h=", 2), 0);
+	assert_int_equal(run(rm, &ctl, &out, NULL, &err), SG_OK);
+	sg_exec_result_release(&out);
+	assert_int_equal(F.trips, 2);
+	assert_true(F.setup_over[1]);
+	assert_string_equal(F.command, SG_JOB_EVAL);
+	end_slow_setup(rm);
+}
+
+/* A control step after a set-up that failed fails with its error, sending nothing. */
+static void test_control_steps_fail_with_the_setup(void **state)
+{
+	struct sg_remote *rm = *state;
+	struct sg_exec ctl = { .flags = SG_EXEC_CONTROL };
+	struct sg_exec_result out;
+	struct sg_errinfo err = { 0 };
+
+	begin_slow_setup(rm, SG_E_PROVIDER);
+	assert_int_equal(run(rm, &ctl, &out, NULL, &err), SG_E_PROVIDER);
+	sg_exec_result_release(&out);
+	assert_int_equal(F.trips, 0);
+	assert_non_null(strstr(err.msg, "the fake set-up failed"));
+	/* The commands waiting in the sandbox were told to give up. */
+	assert_int_equal(F.scripts, 1);
+	end_slow_setup(rm);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -550,6 +640,10 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_removal_forgets_what_this_host_keeps, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_destroy_checks_the_owner, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_control_steps_wait_for_the_setup, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_control_steps_fail_with_the_setup, setup,
+						teardown),
 		cmocka_unit_test_setup_teardown(test_list_reads_pages_until_told_to_stop, setup,
 						teardown),
 	};
