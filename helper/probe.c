@@ -824,8 +824,16 @@ static sg_err probe_write(struct sg_buf *out, struct sg_buf *scratch,
 	rc = sg_reply_ok(out);
 	if (rc)
 		goto out;
-	rc = sg_buf_addf(out, ",\"landlock_abi\":%d,\"isolation\":{",
-			 abi > 0 ? abi : 0);
+	/*
+	 * How each permission mode is confined here (helper/confine.c):
+	 * Landlock, or for standard without it a read-only / (each command
+	 * checks the mounts again), or not at all: the mode is refused.
+	 */
+	rc = sg_buf_addf(out, ",\"landlock_abi\":%d,\"confinement\":{\"standard\":\"%s\","
+			 "\"read_only\":\"%s\"},\"isolation\":{", abi > 0 ? abi : 0,
+			 abi >= 3 ? "landlock" : abi < 0 && sg_confine_root_read_only() ? "read_only_root"
+										  : "refused",
+			 abi >= 3 ? "landlock" : "refused");
 	if (rc)
 		goto out;
 	first = 1;
