@@ -38,6 +38,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/types.h>
@@ -803,6 +804,13 @@ static sg_err probe_write(struct sg_buf *out, struct sg_buf *scratch,
 		v = probe_field(scratch->p, "Seccomp");
 		if (v)
 			seccomp = v[0] != '0' ? PROBE_YES : PROBE_NO;
+	}
+	/* gVisor's status has no NoNewPrivs line; prctl tells everywhere. */
+	if (nnp == PROBE_UNKNOWN) {
+		int v = prctl(PR_GET_NO_NEW_PRIVS, 0L, 0L, 0L, 0L);
+
+		if (v >= 0)
+			nnp = v == 1 ? PROBE_YES : PROBE_NO;
 	}
 	/*
 	 * NSpid lists our pid in each namespace from the one /proc was

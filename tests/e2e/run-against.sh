@@ -36,7 +36,9 @@
 # SANDGATE_BIN.  Exit 77 (skipped) when the backend's parts are missing.
 # Module names after BACKEND (test_tools test_process ...) run only those;
 # SANDGATE_E2E_PATTERN (a unittest file pattern such as test_t*.py) runs
-# the files it matches.  With neither, every test_*.py runs except those
+# the files it matches.  SANDGATE_E2E_SHARD=I/N runs the I-th of N shares
+# of the files (1-based, every N-th file of the sorted list), so that N
+# runs side by side make one whole suite.  With none, every test_*.py runs except those
 # that start their own harness whatever the profile says (own_harness
 # below): they would run exactly as they do in the local suite (ctest
 # e2e/...), which runs each of them once.
@@ -56,9 +58,12 @@ suite() {
 	if [ $# -eq 0 ] && [ -n "${SANDGATE_E2E_PATTERN:-}" ]; then
 		set -- discover -p "$SANDGATE_E2E_PATTERN"
 	elif [ $# -eq 0 ]; then
+		shard=${SANDGATE_E2E_SHARD:-1/1} i=0
 		for f in test_*.py; do
 			m=${f%.py}
 			case " $own_harness " in *" $m "*) continue ;; esac
+			i=$((i + 1))
+			[ $(( (i - 1) % ${shard#*/} + 1 )) -eq "${shard%/*}" ] || continue
 			set -- "$@" "$m"
 		done
 	fi
