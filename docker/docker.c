@@ -57,6 +57,14 @@
 #include "docker/engine.h"
 
 #define DK_PIDS_LIMIT 512             /* the host's --pids-limit */
+/*
+ * gVisor's: its Sentry's own threads and, on the ptrace platform, a stub
+ * process per address space count against the container's host pids
+ * limit; at 512, twelve background commands and their long polls made a
+ * clone fail (EAGAIN), which the Sentry answers with a panic that ends
+ * the container.
+ */
+#define DK_PIDS_LIMIT_GVISOR 4096
 #define DK_DEFAULT_USER "65534:65534" /* nobody, when neither user nor host_workspace says */
 #define DK_HOME "/tmp/wuu-home"       /* the host's HOME in its containers */
 #define DK_TMP "/tmp"                 /* where sg-helper and sandgate's directories go */
@@ -419,7 +427,8 @@ static json_t *dk_host_config(const struct dk_env *de)
 {
 	const struct sg_profile *p = de->rm.base.profile;
 	json_t *hc = json_pack("{s:b, s:[s], s:[s], s:i, s:o}", "Init", 1, "CapDrop", "ALL",
-			       "SecurityOpt", "no-new-privileges", "PidsLimit", DK_PIDS_LIMIT,
+			       "SecurityOpt", "no-new-privileges", "PidsLimit",
+			       de->ro_root ? DK_PIDS_LIMIT_GVISOR : DK_PIDS_LIMIT,
 			       "Mounts", dk_mounts(de));
 
 	if (!hc)
