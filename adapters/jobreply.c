@@ -68,6 +68,8 @@ static sg_err job_head(const struct sg_job_line *l, const struct sg_exec *x, boo
 		rc = job_word(w, "--tie");
 	if (!rc && l->rm && !attach)
 		rc = job_word(w, "--rm");
+	if (!rc && l->linger && !attach)
+		rc = job_word(w, "--linger");
 	return rc;
 }
 
@@ -234,6 +236,14 @@ static void job_status(struct sg_job_reply *r, const char *line, size_t len)
 		r->signal = 9, r->lost = true; /* killed before it wrote anything */
 }
 
+bool sg_job_ended(const char *text, size_t len, const char *mark)
+{
+	size_t mlen = strlen(mark), n = mlen + sizeof(" " SG_JOB_END "\n");
+
+	return len >= n && text[len - n] == '\n' && memcmp(text + len - n + 1, mark, mlen) == 0 &&
+	       memcmp(text + len - n + 1 + mlen, " " SG_JOB_END "\n", n - 1 - mlen) == 0;
+}
+
 void sg_job_parse(const char *text, size_t len, const char *mark, struct sg_job_reply *r)
 {
 	size_t mlen = strlen(mark);
@@ -241,6 +251,9 @@ void sg_job_parse(const char *text, size_t len, const char *mark, struct sg_job_
 
 	memset(r, 0, sizeof(*r));
 	r->exit_code = -1;
+	/* A --linger job's last line only says the reply is whole. */
+	if (sg_job_ended(text, len, mark))
+		len -= mlen + sizeof(" " SG_JOB_END "\n");
 	for (p = len ? memmem(text, len, mark, mlen) : NULL; p;
 	     p = memmem(p + 1, len - (size_t)(p + 1 - text), mark, mlen))
 		hit = p;

@@ -41,6 +41,12 @@ struct sg_errinfo;
 #define SG_JOB_DONE "done"
 #define SG_JOB_PENDING "pending"
 #define SG_JOB_MISSING "missing"
+/*
+ * With --linger, the line after a whole reply when the job's process lives
+ * on (it supervises a command that outlasts the request): the adapter
+ * stops reading here instead of at the request's end.
+ */
+#define SG_JOB_END "end"
 
 /* Bytes of a random mark: "sgmk-" and 16 hex digits, and the NUL. */
 #define SG_JOB_MARK_SIZE 22
@@ -71,6 +77,14 @@ struct sg_job_line {
 	const char *cgroups; /* cgroup.procs files to join, a line each */
 	/* Stdout over max_output keeps its tail too (exec's keep_tail). */
 	bool keep_tail;
+	/*
+	 * The request may end before the job's process (--linger): a `proc
+	 * spawn` then supervises its command in that process, and a reply
+	 * after which that process lives on ends with "\n<mark> end\n"
+	 * (sg_job_ended), where the adapter stops reading without waiting
+	 * for its exit.
+	 */
+	bool linger;
 };
 
 /*
@@ -112,6 +126,12 @@ struct sg_job_reply {
 	bool timed_out;
 	bool lost;          /* killed from outside before anything was recorded */
 };
+
+/*
+ * Whether text ends with a --linger job's "\n<mark> end\n": the reply is
+ * whole, and the adapter may end its request.  sg_job_parse skips it.
+ */
+bool sg_job_ended(const char *text, size_t len, const char *mark);
 
 void sg_job_parse(const char *text, size_t len, const char *mark, struct sg_job_reply *r);
 

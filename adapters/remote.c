@@ -397,9 +397,12 @@ static sg_err remote_words(struct remote_exec *e, const char *in_vars, struct sg
 		.wait_ms = relays ? (detaches ? rm->ops->relay_wait_ms : 0) : rm->wait_ms,
 		.stdin_vars = in_vars, .stdin_file = e->j.upload, .gc = e->j.gc, .rm = relays,
 		.keep_tail = e->j.keep_tail,
+		/* Only a spawn detaches, and only its helper's JSON reaches the reply. */
+		.linger = relays && detaches && rm->ops->lingers,
 	};
 	sg_err rc = sg_job_words(&l, x, rm->base.root, start, attach);
 
+	e->j.linger = l.linger;
 	if (rc == SG_E_INVALID_ARGUMENT)
 		return sg_err_set(err, rc, "an empty command");
 	if (rc || (start->len > rm->ops->inline_max && !rm->ops->words_in_text))
@@ -575,6 +578,7 @@ sg_err sg_remote_exec(struct sg_env *env, const struct sg_exec *x, struct sg_exe
 		goto out;
 	}
 	sg_job_mark(e.mark);
+	e.j.mark = e.mark;
 	if (asprintf(&dir, "%s/%s-%u", rm->run_dir, rm->nonce, atomic_fetch_add(&rm->seq, 1)) < 0) {
 		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
 		goto out;

@@ -59,6 +59,8 @@ struct sg_remote_job {
 	bool keep_tail;      /* the caller keeps a long output's tail */
 	const char *gc;      /* ops->gc's list of earlier jobs' files, or NULL */
 	struct sg_buf reply; /* the trip fills it with the request's reply */
+	const char *mark;    /* the job's trailer word */
+	bool linger;         /* the start asked for --linger (ops->lingers) */
 	int quick;           /* the trip's own count across this exec's trips */
 };
 
@@ -78,6 +80,13 @@ struct sg_remote_ops {
 	 */
 	bool relays;
 	int64_t relay_wait_ms; /* with relays: a detached job's wait */
+	/*
+	 * The provider runs a command whoever reads its output, so the trip
+	 * can end its request at a --linger job's "end" line while the job's
+	 * process lives on: a spawn's supervisor is then that process (no
+	 * fork), and the trip stops at sg_job_ended(j->reply, j->mark).
+	 */
+	bool lingers;
 	int fails;             /* sg_job_driver's */
 	bool kill_unseen;
 	int list_pages;        /* pages of a listing read at most */

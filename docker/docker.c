@@ -226,9 +226,11 @@ static sg_err dk_start(struct dk_client *cl, const char *id, struct sg_cancel *c
  * once when its files are kept; one that is gone is workspace_lost.
  */
 static sg_err dk_run(struct dk_env *de, json_t *argv, json_t *vars, int64_t timeout_ms,
-		     struct sg_buf *out, struct sg_cancel *cancel, struct sg_errinfo *err)
+		     const char *stop_mark, struct sg_buf *out, struct sg_cancel *cancel,
+		     struct sg_errinfo *err)
 {
-	struct dk_exec e = { .cmd = argv, .vars = vars, .timeout_ms = timeout_ms, .out = out };
+	struct dk_exec e = { .cmd = argv, .vars = vars, .timeout_ms = timeout_ms, .out = out,
+			     .stop_mark = stop_mark };
 	bool stopped = false;
 	sg_err rc = SG_OK;
 
@@ -259,7 +261,7 @@ static sg_err dk_script(struct sg_remote *rm, const char *script, json_t *vars, 
 	sg_err rc;
 
 	*reply = NULL;
-	rc = argv ? dk_run((struct dk_env *)rm, argv, vars, DK_CALL_MS, &out, cancel, err)
+	rc = argv ? dk_run((struct dk_env *)rm, argv, vars, DK_CALL_MS, NULL, &out, cancel, err)
 		  : sg_err_set(err, SG_E_INTERNAL, "out of memory");
 	if (!rc)
 		*reply = sg_buf_take(&out, NULL);
@@ -303,8 +305,9 @@ static enum sg_job_trip dk_trip(struct sg_remote *rm, struct sg_remote_job *j, b
 		trip_ms = DK_WAIT_MS + DK_TRIP_SLACK_MS;
 	else if (x->timeout_ms > 0)
 		trip_ms = x->timeout_ms + DK_TRIP_SLACK_MS;
-	rc = argv ? dk_run((struct dk_env *)rm, argv, attach ? j->attach : j->start, trip_ms, &out,
-			   cancel, err)
+	/* A start's job may outlive the exec's stream: stop at its last line. */
+	rc = argv ? dk_run((struct dk_env *)rm, argv, attach ? j->attach : j->start, trip_ms,
+			   j->linger && !attach ? j->mark : NULL, &out, cancel, err)
 		  : sg_err_set(err, SG_E_INTERNAL, "out of memory");
 	if (!rc && sg_buf_add(&j->reply, out.p, out.len))
 		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
@@ -323,7 +326,7 @@ static void dk_kill(struct sg_remote *rm, const char *dir)
 	struct sg_errinfo err = { 0 };
 	json_t *argv = json_pack("[s, s, s, s, s]", rm->base.helper, "job", "--dir", dir, "--kill");
 
-	if (!argv || dk_run(de, argv, NULL, DK_KILL_MS, &out, NULL, &err))
+	if (!argv || dk_run(de, argv, NULL, DK_KILL_MS, NULL, &out, NULL, &err))
 		sg_log_warn("container %s: a command may still run: %s", rm->base.id, err.msg);
 	sg_buf_release(&out);
 	json_decref(argv);
@@ -941,6 +944,7 @@ static const struct sg_remote_ops dk_ops = {
 	.stdin_vars = DK_STDIN_VARS,
 	.words_in_text = true,
 	.relays = true,
+	.lingers = true,
 	.relay_wait_ms = DK_WAIT_MS,
 	.fails = 1,
 	.kill_unseen = true,

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "adapters/cloud.h"
+#include "adapters/jobreply.h"
 #include "core/json.h"
 #include "base/limits.h"
 
@@ -162,6 +163,8 @@ struct dk_demux {
 	uint32_t left;    /* payload bytes of the current frame still to come */
 	int stream;
 	struct sg_buf *out;
+	const char *stop; /* dk_exec's stop_mark */
+	bool stopped;
 };
 
 static sg_err dk_demux_feed(const char *data, size_t len, void *payload)
@@ -191,6 +194,11 @@ static sg_err dk_demux_feed(const char *data, size_t len, void *payload)
 		d->left -= (uint32_t)k;
 		data += k;
 		len -= k;
+		/* The job's reply is whole and its process lives on. */
+		d->stopped = d->stop && d->stream == 1 && d->left == 0 &&
+			     sg_job_ended(d->out->p, d->out->len, d->stop);
+		if (d->stopped)
+			return SG_E_CANCELLED;
 	}
 	return SG_OK;
 }
@@ -236,7 +244,7 @@ static sg_err dk_exec_create(struct dk_client *cl, const char *id, const struct 
 sg_err dk_exec(struct dk_client *cl, const char *id, const struct dk_exec *e, bool *stopped,
 	       struct sg_cancel *cancel, struct sg_errinfo *err)
 {
-	struct dk_demux d = { .out = e->out };
+	struct dk_demux d = { .out = e->out, .stop = e->stop_mark };
 	char xid[128], *path = NULL;
 	json_t *body = NULL;
 	struct dk_call c = { .method = "POST", .timeout_ms = e->timeout_ms ? e->timeout_ms : -1,
@@ -255,6 +263,11 @@ sg_err dk_exec(struct dk_client *cl, const char *id, const struct dk_exec *e, bo
 	c.body = body;
 	rc = path && body ? dk_do(cl, &c, &r, cancel, err)
 			  : sg_err_set(err, SG_E_INTERNAL, "out of memory");
+	if (rc && d.stopped) {
+		sg_err_clear(err);
+		rc = SG_OK;
+		r.status = 200;
+	}
 	if (rc == SG_E_TOO_LARGE)
 		rc = sg_err_set(err, rc, "a command's output passed %zu bytes", e->out->max);
 	else if (!rc && r.status != 200)

@@ -92,6 +92,12 @@ struct dk_exec {
 	const char *user;    /* NULL: the container's */
 	int64_t timeout_ms;  /* the start's request; < 0: none */
 	struct sg_buf *out;  /* its stdout (bounded by out's max); stderr is dropped */
+	/*
+	 * A --linger job's mark, or NULL: the start's stream ends once stdout
+	 * ends with the job's "end" line (sg_job_ended), whose process may
+	 * live on; the exec counts as ended well.
+	 */
+	const char *stop_mark;
 };
 
 /*

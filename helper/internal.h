@@ -59,6 +59,16 @@ extern int (*sg_helper_self)(int argc, char **argv);
  */
 extern int64_t sg_helper_due;
 extern void (*sg_helper_overdue)(void);
+/*
+ * Set only by `job --linger` while it runs `proc spawn` in its own process
+ * (job.c): its request may end before this process does, so the spawn
+ * supervises its command here, with no supervisor forked, and hands its
+ * reply (n bytes, without the final newline) to sg_helper_answer, which
+ * answers the request and returns.  on: the process goes on supervising
+ * (the command still runs), so the request must end without its exit.
+ * NULL in the gateway's library.
+ */
+extern void (*sg_helper_answer)(const char *reply, size_t n, bool on);
 int sg_confine_apply(const char *mode, const char *root, const char *const *allow_write, char *msg, size_t msglen);
 /* Is / mounted read-only (mountinfo: gVisor's statvfs does not say)? */
 bool sg_confine_root_read_only(void);

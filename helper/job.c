@@ -62,11 +62,19 @@
  *    killed, and .x is filled;
  *  - --rm: nothing attaches later, so the job forks the command itself and
  *    relays its output through pipes instead of files (job_relay): one
- *    process and no file copy fewer per call.
+ *    process and no file copy fewer per call;
+ *  - --linger: the request may end before this process (the provider runs
+ *    a command whoever reads its output): an inline spawn (below) is then
+ *    supervised by this very process, and a reply after which it lives on
+ *    ends with "\n<mark> end\n", where the adapter stops reading (one
+ *    that exits ends its request by its exit); .pid then says
+ *    "<pid> lingers", and --kill asks it to stop its command (SIGTERM)
+ *    instead of killing the command's only supervisor.
  * A command that is this program (sg-helper confine, fs ...) runs in the
  * forked child without a second exec (sg_helper_self); a detaching job's
  * `proc spawn` runs in the job's own process, with no runner (job_inline):
- * a bash call is then this process, the spawn's supervisor and the command.
+ * a bash call is then this process, the spawn's supervisor and the command,
+ * and with --linger only this process and the command.
  * The reply's format is shared with the adapters in adapters/jobreply.h.
  */
 #define _GNU_SOURCE /* environ, O_CLOEXEC */
@@ -106,10 +114,12 @@ extern char **environ;
  */
 #define JOB_DRAIN_MS 200
 #define JOB_CHUNK (64 * 1024) /* one read of output */
+#define JOB_LINGERS "lingers" /* .pid's word after a --linger job's pid */
 
 int (*sg_helper_self)(int argc, char **argv);
 int64_t sg_helper_due;
 void (*sg_helper_overdue)(void);
+void (*sg_helper_answer)(const char *reply, size_t n, bool on);
 
 /* Every file of a job, for --gc. */
 static const char *const job_suffixes[] = {
@@ -131,6 +141,12 @@ struct job {
 	const char *cgroups; /* cgroup.procs files, a line each */
 	bool keep_tail;         /* --keep-tail */
 	bool self;              /* argv[0] is this program: run it without an exec */
+	/*
+	 * The request may end before this process (--linger): an inline
+	 * spawn supervises its command here, and a reply after which it
+	 * lives on ends with "\n<mark> end\n", where the adapter stops.
+	 */
+	bool linger;
 };
 
 /* Set by job_wait when a tied job's parent went away. */
@@ -984,6 +1000,7 @@ out:
 static const struct job *job_inline_job;
 static int job_inline_reply = -1; /* the request's stdout, -1 once detached */
 static int64_t job_inline_end;    /* --timeout-ms's end (sg_now_ns), or 0 */
+static bool job_released;         /* --linger: the result went out; supervising on */
 
 /* sg_now_ns() ms from now, saturated far beyond any wait. */
 static int64_t job_ns_after(int64_t ms)
@@ -1034,17 +1051,63 @@ static void job_mem_flush(const struct job *j)
 	}
 }
 
-/* Report on the request's stdout (unless detached: an attach will), and end. */
-static void job_inline_exit(const struct job *j)
+/*
+ * Hand the result on: on the request's stdout, or to the files an attach
+ * reads once the request answered "pending".  Nothing goes to either
+ * afterwards.  on: this process lives on (--linger), so "<mark> end"
+ * tells the adapter to stop reading; one that exits ends the request by
+ * its exit, and the provider's connection stays whole for the next.
+ */
+static void job_release(const struct job *j, bool on)
 {
+	int null;
+
+	if (job_released)
+		return;
+	job_released = true;
 	if (job_inline_reply < 0 && job_mem.on)
 		job_mem_flush(j);
 	if (job_inline_reply >= 0 && dup2(job_inline_reply, 1) >= 0) {
 		job_report(j);
+		if (j->linger && on)
+			job_say(j, SG_JOB_END);
 		if (j->rm)
 			job_remove(j);
 	}
+	/* The request's pipe closes here, whoever supervises on. */
+	null = open("/dev/null", O_WRONLY | O_CLOEXEC);
+	if (null >= 0) {
+		dup2(null, 1);
+		dup2(null, 2);
+		close(null);
+	}
+	if (job_inline_reply >= 0)
+		close(job_inline_reply);
+	job_inline_reply = -1;
+	sg_helper_due = 0;
+}
+
+/* Report on the request's stdout (unless detached: an attach will), and end. */
+static void job_inline_exit(const struct job *j)
+{
+	job_release(j, false);
 	_exit(0);
+}
+
+/*
+ * --linger: the spawn's reply, which helper_main would have printed, from
+ * the process that goes on supervising its command (proc.c).
+ */
+static void job_answer(const char *reply, size_t n, bool on)
+{
+	const struct job *j = job_inline_job;
+
+	if (job_released)
+		return;
+	(void)(sg_write_all(1, reply, n) || sg_write_all(1, "\n", 1));
+	job_put(j, ".st", "exit 0\n");
+	job_put(j, ".x", "0\n");
+	job_release(j, on);
 }
 
 /*
@@ -1064,11 +1127,23 @@ static void job_overdue(void)
 		job_put(j, ".to", "1\n");
 		job_put(j, ".st", "signal 9\n");
 		job_put(j, ".x", "137\n");
-		job_inline_exit(j);
+		if (!j->linger)
+			job_inline_exit(j);
+		/* The supervisor is this process: it lives on, as it did. */
+		job_release(j, true);
+		return;
 	}
 	sg_helper_due = job_inline_end;
 	if (job_inline_reply < 0)
 		return;
+	if (j->linger) {
+		/* The adapter ends the request at "end"; this process goes on. */
+		dprintf(job_inline_reply, "\n%s %s\n\n%s %s\n", j->mark, SG_JOB_PENDING, j->mark,
+			SG_JOB_END);
+		close(job_inline_reply);
+		job_inline_reply = -1;
+		return;
+	}
 	pid = fork();
 	if (pid > 0) {
 		/* Named before the answer: an attach must never find the pid of
@@ -1105,7 +1180,8 @@ static int job_inline(const struct job *j, int in, int out, int err, char **envp
 	close(in);
 	close(out);
 	close(err);
-	job_put(j, ".pid", "%d\n", (int)getpid());
+	/* A lingering job may supervise its command: --kill then asks (job_kill). */
+	job_put(j, ".pid", "%d%s\n", (int)getpid(), j->linger ? " " JOB_LINGERS : "");
 	if (job_orphaned || job_exists(j, ".cancel")) {
 		job_put(j, ".st", "signal 9\n");
 		job_put(j, ".x", "137\n");
@@ -1123,6 +1199,8 @@ static int job_inline(const struct job *j, int in, int out, int err, char **envp
 	if (job_inline_end && job_inline_end < sg_helper_due)
 		sg_helper_due = job_inline_end;
 	sg_helper_overdue = job_overdue;
+	if (j->linger)
+		sg_helper_answer = job_answer;
 	/* As job_exec leaves them for a command; the spawn's supervisor inherits them. */
 	for (size_t i = 0; i < sizeof(dfl) / sizeof(dfl[0]); i++)
 		signal(dfl[i], SIG_DFL);
@@ -1222,7 +1300,7 @@ static int job_start(const struct job *j, const char *cwd, const char *stdin_var
  */
 static int job_kill(const struct job *j)
 {
-	char line[JOB_LINE];
+	char line[JOB_LINE], *word;
 	int fd = job_open(j, ".s", O_WRONLY | O_CREAT);
 	pid_t runner;
 
@@ -1230,8 +1308,16 @@ static int job_kill(const struct job *j)
 		close(fd);
 	job_put(j, ".cancel", "1\n");
 	job_get(j, ".pid", line, sizeof(line));
-	runner = (pid_t)strtol(line, NULL, 10);
-	if (runner > 1 && kill(-runner, SIGKILL) != 0)
+	runner = (pid_t)strtol(line, &word, 10);
+	/*
+	 * A lingering job that supervises its command is asked: it stops the
+	 * command's group and whatever escaped it, and records the stop, as
+	 * the supervisor it replaced did; before it started one, SIGTERM
+	 * kills it as SIGKILL would.
+	 */
+	if (runner > 1 && strcmp(word, " " JOB_LINGERS) == 0)
+		kill(runner, SIGTERM);
+	else if (runner > 1 && kill(-runner, SIGKILL) != 0)
 		kill(runner, SIGKILL);
 	job_get(j, ".x", line, sizeof(line));
 	if (!line[0])
@@ -1337,7 +1423,7 @@ int sg_helper_job(int argc, char *const *argv)
 	sigset_t chld;
 
 	if (sg_args_parse(&a, argc - 1, argv + 1,
-			  "attach merge detach keep-tail tie spec-stdin netns kill rm", &e) ||
+			  "attach merge detach keep-tail tie spec-stdin netns kill rm linger", &e) ||
 	    !(j.dir = sg_args_str(&a, "dir", NULL)))
 		goto usage;
 	if (j.dir[0] != '/') {
@@ -1364,6 +1450,7 @@ int sg_helper_job(int argc, char *const *argv)
 	j.keep_tail = sg_args_flag(&a, "keep-tail");
 	j.tie = sg_args_flag(&a, "tie");
 	j.rm = sg_args_flag(&a, "rm");
+	j.linger = sg_args_flag(&a, "linger") && !j.tie;
 	j.netns = sg_args_flag(&a, "netns");
 	j.bind = sg_args_str(&a, "bind", NULL);
 	j.bind_to = sg_args_str(&a, "bind-to", NULL);
@@ -1451,7 +1538,7 @@ int sg_helper_job(int argc, char *const *argv)
 usage:
 	dprintf(2, "sg-helper: %s\nusage: job --dir PREFIX --mark WORD --wait-ms N "
 		   "--max-out N [--max-err N] [--attach] [--cwd DIR] [--timeout-ms N] "
-		   "[--merge] [--keep-tail] [--detach] [--tie] [--rm] [--bind SRC --bind-to DST [--tmp DIR]] [--netns] "
+		   "[--merge] [--keep-tail] [--detach] [--tie] [--rm] [--linger] [--bind SRC --bind-to DST [--tmp DIR]] [--netns] "
 		   "[--cgroups FILES] [--stdin-env VAR[,VAR...] | --stdin-file F] [--gc PREFIXES] "
 		   "{--spec-stdin | -- NAME=VALUE... -- ARGV...}\n"
 		   "       job --dir PREFIX --kill\n",

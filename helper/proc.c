@@ -4,15 +4,20 @@
  *
  * Three processes take part in a spawn.  The *spawner* is the sg-helper the
  * gateway runs through the adapter's exec; it forks the *supervisor*, waits
- * for its report, prints it and exits.  The supervisor leaves the caller's
- * session (setsid), keeps none of the caller's descriptors, forks the
- * *child* (the command, leader of its own process group) and pumps the
- * child's output into the spool until the child has been reaped *and* its
- * pipe is at EOF; only then does it write the final record, so no output
- * ever follows it.  Every other command only reads these files (and
- * signals the group): the gateway runs them in-process for environments on
- * this host, from several threads at once, so they keep no global state,
- * never fork, and wait only on descriptors they own and the cancel token.
+ * for its report, prints it and exits.  Inside `sg-helper job --linger`
+ * (sg_helper_answer set: a request that may end before its process) the
+ * spawner is the supervisor itself, with no fork: it answers through that
+ * hook once the command ended or the wait passed, and supervises on.  The
+ * supervisor leaves the caller's session (setsid), keeps none of the
+ * caller's descriptors (one that is the spawner only keeps its own from the
+ * child), forks the *child* (the command, leader of its own process group)
+ * and pumps the child's output into the spool until the child has been
+ * reaped *and* its pipe is at EOF; only then does it write the final
+ * record, so no output ever follows it.  Every other command only reads
+ * these files (and signals the group): the gateway runs them in-process
+ * for environments on this host, from several threads at once, so they
+ * keep no global state, never fork, and wait only on descriptors they own
+ * and the cancel token.
  *
  * Every file under C is opened with O_NOFOLLOW: C is writable from inside
  * the environment, and on the local backend these reads run in the
@@ -2503,6 +2508,16 @@ struct proc_spawn {
 	bool attribute;    /* commits get the host's co-author trailer (gitwrap.c) */
 	char *shell;       /* the login shell's text when it differs (new), or NULL */
 	int report;        /* the pipe the spawner reads the reply from */
+	/*
+	 * The spawner is the supervisor (sg_helper_answer is set: a job whose
+	 * request may end before this process): no fork, and the spawn's
+	 * reply goes to sg_helper_answer once wait_ms passed or the command
+	 * ended, as spawn_wait makes it, or at once without a wait.
+	 */
+	bool here;
+	bool answered;
+	int64_t wait_ms, out_max;
+	const char *revision_root;
 };
 
 /* The command's descriptors, as the supervisor hands them to the child. */
@@ -2601,21 +2616,33 @@ fail:
 	_exit(127);
 }
 
-/* The supervisor sends the spawner the whole reply and lets it go. */
+/*
+ * The supervisor sends the spawner the whole reply and lets it go (or,
+ * being the spawner, answers with it).
+ */
 static void sup_report(struct proc_spawn *sp, const char *message)
 {
 	struct sg_buf b = SG_BUF_INIT(SG_MAX_FRAME);
+	bool ok = reply_rec(&b, "process", &sp->rec, message) == SG_OK;
 
 	/* A spawner that is gone no longer needs it: nothing else to do. */
-	if (reply_rec(&b, "process", &sp->rec, message) == SG_OK)
+	if (ok && sp->here)
+		sg_helper_answer(b.p, b.len, sp->rec.status == PS_RUNNING);
+	else if (ok)
 		(void)sg_write_all(sp->report, b.p, b.len);
-	close(sp->report);
+	sp->answered = sp->here;
+	if (sp->report >= 0)
+		close(sp->report);
 	sp->report = -1;
 	sg_buf_release(&b);
 }
 
-/* Close every descriptor but keep (the supervisor owns nothing else). */
-static void close_others(int keep)
+/*
+ * Close every descriptor but keep (the supervisor owns nothing else), or
+ * with mark, only keep them from the command: the spawner that supervises
+ * still holds its job's descriptors, every one of them its own.
+ */
+static void close_others(int keep, bool mark)
 {
 	DIR *d = opendir("/proc/self/fd");
 	struct dirent *de;
@@ -2625,7 +2652,9 @@ static void close_others(int keep)
 
 		for (long fd = 3; fd < (max > 0 && max < 65536 ? max : 65536);
 		     fd++)
-			if (fd != keep)
+			if (fd != keep && mark)
+				fcntl((int)fd, F_SETFD, FD_CLOEXEC);
+			else if (fd != keep)
 				close((int)fd);
 		return;
 	}
@@ -2633,7 +2662,10 @@ static void close_others(int keep)
 		int fd = (int)strtol(de->d_name, NULL, 10);
 
 		if (de->d_name[0] >= '0' && de->d_name[0] <= '9' && fd > 2 &&
-		    fd != keep && fd != dirfd(d))
+		    fd != keep && fd != dirfd(d) && mark)
+			fcntl(fd, F_SETFD, FD_CLOEXEC);
+		else if (de->d_name[0] >= '0' && de->d_name[0] <= '9' && fd > 2 &&
+			 fd != keep && fd != dirfd(d))
 			close(fd);
 	}
 	closedir(d);
@@ -3028,6 +3060,55 @@ static int sup_prepare(struct proc_spawn *sp, int dirfd, struct sup_io *io,
 	return 0;
 }
 
+static sg_err spawn_wait(const char *ctl, const char *id, int64_t wait_ms, int64_t out_max,
+			 const char *revision_root, struct sg_buf *reply, struct sg_errinfo *err);
+
+/*
+ * A supervisor that is the spawner was asked to stop (job --kill): as
+ * `proc stop` would, the stop marker, then SIGTERM to the command's
+ * group; SIGKILL follows at the returned time.
+ */
+static int64_t sup_stop(int dirfd, pid_t pid)
+{
+	int fd = openat(dirfd, "stop", O_WRONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC,
+			0600);
+
+	if (fd >= 0)
+		close(fd);
+	kill(-pid, SIGTERM);
+	return sat_add(sg_now_ns(), (int64_t)SG_PROC_GRACE_MS * 1000000);
+}
+
+/*
+ * A supervisor that is the spawner answers now with what spawn_wait
+ * would have replied: the ended run, or the running one promoted.
+ */
+static void sup_answer(struct proc_spawn *sp, bool on)
+{
+	struct sg_buf b = SG_BUF_INIT(SG_ENVTOOL_REPLY);
+	struct sg_errinfo err = { 0 };
+
+	sp->answered = true;
+	if (spawn_wait(sp->ctl, sp->rec.id, 0, sp->out_max, sp->revision_root, &b, &err)) {
+		sg_buf_reset(&b);
+		sg_reply_error(&b, &err);
+	}
+	sg_helper_answer(b.p, b.len, on);
+	sg_buf_release(&b);
+}
+
+/* The spawner's deadlines, for a supervisor that is the spawner. */
+static void sup_due(struct proc_spawn *sp, bool exited, int64_t answer_at)
+{
+	int64_t now = sg_now_ns();
+
+	if (!exited && !sp->answered && answer_at && now >= answer_at)
+		sup_answer(sp, true);
+	/* The job's own: its request's wait, its timeout (job.c). */
+	if (sp->here && sg_helper_due && now >= sg_helper_due)
+		sg_helper_overdue();
+}
+
 /* The supervisor: never returns. */
 static void sup_run(struct proc_spawn *sp)
 {
@@ -3039,8 +3120,8 @@ static void sup_run(struct proc_spawn *sp)
 	int dirfd, sfd, devnull, status = 0;
 	struct sg_errinfo err = { 0 };
 	bool split = sp->rec.split > 0;
-	int64_t term_at = 0, kill_at = 0, drain_until = 0, start;
-	bool exited = false, timed_out = false;
+	int64_t term_at = 0, kill_at = 0, drain_until = 0, start, answer_at = 0;
+	bool exited = false, timed_out = false, stored;
 	sigset_t chld;
 	char *buf;
 	ssize_t k;
@@ -3050,20 +3131,21 @@ static void sup_run(struct proc_spawn *sp)
 	setsid();
 	signal(SIGPIPE, SIG_IGN);
 	devnull = open("/dev/null", O_RDWR);
-	if (devnull >= 0) {
-		dup2(devnull, 0);
-		dup2(devnull, 1);
-		dup2(devnull, 2);
-		if (devnull > 2)
-			close(devnull);
-	}
-	close_others(sp->report);
+	/* A spawner that supervises keeps its stdout and stderr for its answer. */
+	for (int fd = 0; devnull >= 0 && fd < (sp->here ? 1 : 3); fd++)
+		dup2(devnull, fd);
+	if (devnull > 2)
+		close(devnull);
+	close_others(sp->report, sp->here);
 	sp->rec.sup_pid = getpid();
 	sp->rec.pid_ns = pid_ns_of("self");
 	if (proc_stat(sp->rec.sup_pid, &state, &boot_ticks) == 1)
 		sp->rec.sup_start = boot_ticks;
 	sigemptyset(&chld);
 	sigaddset(&chld, SIGCHLD);
+	/* A spawner that supervises is stopped with SIGTERM (job --kill). */
+	if (sp->here)
+		sigaddset(&chld, SIGTERM);
 	/* Blocked so that the signalfd, not a handler, reports the child. */
 	sigprocmask(SIG_BLOCK, &chld, NULL);
 	sfd = signalfd(-1, &chld, SFD_CLOEXEC | SFD_NONBLOCK);
@@ -3121,7 +3203,10 @@ static void sup_run(struct proc_spawn *sp)
 		kill(-pid, SIGKILL);
 		sup_fail(sp, err.msg);
 	}
-	sup_report(sp, NULL);
+	if (!sp->here || sp->wait_ms < 0)
+		sup_report(sp, NULL);
+	else
+		answer_at = sat_add(start, sp->wait_ms * 1000000);
 	if (sp->rec.timeout_ms > 0)
 		term_at = sat_add(start, sp->rec.timeout_ms * 1000000);
 
@@ -3145,6 +3230,10 @@ static void sup_run(struct proc_spawn *sp)
 			next = kill_at;
 		if (exited && drain_until < next)
 			next = drain_until;
+		if (!sp->answered && answer_at && answer_at < next)
+			next = answer_at;
+		if (sp->here && sg_helper_due && sg_helper_due < next)
+			next = sg_helper_due;
 		ms = next == INT64_MAX ? -1
 		     : next <= now	? 0
 					: (next - now + 999999) / 1000000;
@@ -3168,7 +3257,8 @@ static void sup_run(struct proc_spawn *sp)
 			struct signalfd_siginfo ssi;
 
 			while (read(sfd, &ssi, sizeof(ssi)) > 0)
-				;
+				if (ssi.ssi_signo == SIGTERM && !exited && !kill_at)
+					kill_at = sup_stop(dirfd, pid);
 			/* Orphans reparented to us that ended meanwhile. */
 			if (!exited)
 				reap_others(pid);
@@ -3198,6 +3288,7 @@ static void sup_run(struct proc_spawn *sp)
 			kill(-pid, SIGKILL);
 			kill_at = 0;
 		}
+		sup_due(sp, exited, answer_at);
 	}
 
 	sp->rec.status = timed_out || faccessat(dirfd, "stop", F_OK, AT_SYMLINK_NOFOLLOW) == 0
@@ -3222,9 +3313,10 @@ static void sup_run(struct proc_spawn *sp)
 	 */
 	unlinkat(dirfd, "in", 0);
 	unlinkat(dirfd, "winch", 0);
-	if (sup_store_final(sp, &err))
-		_exit(1);
-	_exit(0);
+	stored = sup_store_final(sp, &err) == SG_OK;
+	if (sp->here && !sp->answered)
+		sup_answer(sp, false);
+	_exit(stored ? 0 : 1);
 }
 
 /* Make a path absolute against base (or the current directory). */
@@ -3669,6 +3761,14 @@ static sg_err cmd_spawn(struct sg_args *a, struct sg_buf *reply,
 	close(dirfd);
 	if (rc)
 		goto out;
+	if (sg_helper_answer) {
+		/* No supervisor of its own: this process is it (job.c's --linger). */
+		sp.here = true;
+		sp.wait_ms = wait_ms;
+		sp.out_max = out_max;
+		sp.revision_root = sg_args_flag(a, "revision") ? sp.root : NULL;
+		sup_run(&sp);
+	}
 	if (pipe2(pipefd, O_CLOEXEC) < 0) {
 		rc = sg_err_set(err, SG_E_INTERNAL, "cannot make a pipe: %s",
 				strerror(errno));

@@ -12,6 +12,7 @@
 #include <strings.h>
 #include <time.h>
 
+#include "adapters/jobreply.h"
 #include "adapters/adapter.h"
 #include "core/leg.h"
 #include "base/fsutil.h"
@@ -837,6 +838,7 @@ void mdl_exec_result_init(struct mdl_exec_result *r, size_t max)
 	r->code = -1;
 	r->signal = 0;
 	r->router_calls = 0;
+	r->stopped = false;
 }
 
 void mdl_exec_result_release(struct mdl_exec_result *r)
@@ -849,6 +851,8 @@ struct reader {
 	struct sg_buf *buf;
 	uint64_t *total;
 	int fd; /* -1: into buf */
+	const char *stop; /* mdl_exec's stop_mark, or NULL */
+	bool *stopped;
 };
 
 static sg_err on_output(const uint8_t *data, size_t len, void *payload)
@@ -871,6 +875,11 @@ static sg_err on_output(const uint8_t *data, size_t len, void *payload)
 	}
 	*rd->total += m->data.len;
 	modal__task_command_router__task_exec_stdio_read_response__free_unpacked(m, NULL);
+	/* The job's reply is whole and its process lives on: cancel the read. */
+	if (!rc && rd->stop && rd->fd < 0 && sg_job_ended(rd->buf->p, rd->buf->len, rd->stop)) {
+		*rd->stopped = true;
+		rc = SG_E_CANCELLED;
+	}
 	return rc;
 }
 
@@ -884,11 +893,12 @@ static sg_err on_output(const uint8_t *data, size_t len, void *payload)
  */
 static sg_err read_stream(struct mdl_router *r, const char *exec_id, int fd,
 			  struct sg_buf *buf, int out_fd, uint64_t *total, int64_t deadline,
-			  int *calls, bool *refused, struct sg_cancel *cancel,
-			  struct sg_errinfo *err)
+			  int *calls, bool *refused, struct mdl_exec_result *stop_in,
+			  const char *stop, struct sg_cancel *cancel, struct sg_errinfo *err)
 {
 	const char *md[2] = { r->auth_line, NULL };
-	struct reader rd = { .buf = buf, .total = total, .fd = out_fd };
+	struct reader rd = { .buf = buf, .total = total, .fd = out_fd, .stop = stop,
+			     .stopped = &stop_in->stopped };
 	sg_err rc = SG_OK;
 
 	for (int tries = 0;; tries++) {
@@ -919,7 +929,7 @@ static sg_err read_stream(struct mdl_router *r, const char *exec_id, int fd,
 		if (refused)
 			*refused = rc && res.from_server && res.messages == 0;
 		sg_grpc_result_release(&res);
-		if (rc == SG_OK)
+		if (rc == SG_OK || stop_in->stopped)
 			return SG_OK;
 		if (*total > at)
 			tries = 0;
@@ -981,6 +991,7 @@ struct side_read {
 	struct mdl_router *r;
 	const char *exec_id;
 	struct mdl_exec_result *res;
+	const char *stop_mark;
 	int64_t deadline;
 	struct sg_cancel started; /* fired once the start has answered */
 	int calls;
@@ -1009,7 +1020,7 @@ static sg_err side_read_run(void *arg, struct sg_cancel *stop)
 	if (sg_cancel_sleep(stop, SG_MODAL_READ_LAG_MS))
 		return sg_cancel_check(stop);
 	rc = read_stream(s->r, s->exec_id, 0, &res->out, res->out_fd, &res->out_total,
-			 s->deadline, &s->calls, &refused, stop, &s->err);
+			 s->deadline, &s->calls, &refused, res, s->stop_mark, stop, &s->err);
 	if (!refused || res->out_total > 0 || sg_cancel_check(stop))
 		return rc;
 	while (!sg_cancel_check(&s->started) && !sg_cancel_check(stop))
@@ -1018,7 +1029,7 @@ static sg_err side_read_run(void *arg, struct sg_cancel *stop)
 		return sg_cancel_check(stop);
 	sg_err_clear(&s->err);
 	return read_stream(s->r, s->exec_id, 0, &res->out, res->out_fd, &res->out_total,
-			   s->deadline, &s->calls, NULL, stop, &s->err);
+			   s->deadline, &s->calls, NULL, res, s->stop_mark, stop, &s->err);
 }
 
 /*
@@ -1033,7 +1044,8 @@ static sg_err start_beside_read(struct mdl_router *r, const ProtobufCMessage *st
 				struct mdl_exec_result *res, int64_t deadline, bool *side,
 				struct sg_cancel *cancel, struct sg_errinfo *err)
 {
-	struct side_read s = { .r = r, .exec_id = exec_id, .res = res, .deadline = deadline };
+	struct side_read s = { .r = r, .exec_id = exec_id, .res = res, .stop_mark = x->stop_mark,
+			       .deadline = deadline };
 	struct sg_leg read = { .run = side_read_run, .arg = &s };
 	struct pollfd p[2] = { { .fd = -1, .events = POLLIN },
 			       { .fd = sg_cancel_fd(cancel), .events = POLLIN } };
@@ -1149,13 +1161,14 @@ sg_err mdl_run(struct mdl_client *c, struct mdl_router *r,
 			rc = write_stdin(r, exec_id, x, &res->router_calls, cancel, err);
 		if (!rc)
 			rc = read_stream(r, exec_id, 0, &res->out, res->out_fd, &res->out_total,
-					 deadline, &res->router_calls, NULL, cancel, err);
+					 deadline, &res->router_calls, NULL, res, x->stop_mark, cancel,
+					 err);
 	}
 	if (rc)
 		goto out;
 	if (!rc && !x->merge)
 		rc = read_stream(r, exec_id, 1, &res->err, -1, &res->err_total,
-				 deadline, &res->router_calls, NULL, cancel, err);
+				 deadline, &res->router_calls, NULL, res, NULL, cancel, err);
 	if (rc || x->no_wait)
 		goto out;
 	{

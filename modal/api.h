@@ -183,6 +183,12 @@ struct mdl_exec {
 	 * how the command ended (sg-helper job's trailer): two requests.
 	 */
 	bool merge, no_wait;
+	/*
+	 * A --linger job's mark, or NULL: the merged output's read ends once
+	 * it ends with the job's "end" line (sg_job_ended), the call
+	 * cancelled while the exec runs on (stopped in the result).
+	 */
+	const char *stop_mark;
 };
 struct mdl_exec_result {
 	struct sg_buf out, err;
@@ -197,6 +203,7 @@ struct mdl_exec_result {
 	int code;   /* the exit code, or -1 */
 	int signal; /* the signal that ended it, or 0 */
 	int router_calls; /* gRPC requests this exec made */
+	bool stopped;     /* the read ended at x->stop_mark's line */
 };
 void mdl_exec_result_init(struct mdl_exec_result *r, size_t max);
 void mdl_exec_result_release(struct mdl_exec_result *r);

@@ -865,6 +865,8 @@ static enum sg_job_trip mdl_trip(struct sg_remote *rm, struct sg_remote_job *j, 
 	struct mdl_exec mx = {
 		.argv = argv, .max_output = x->max_output + SG_HELPER_STDERR + SG_KiB * 4,
 		.merge = true, .no_wait = true,
+		/* A start's job may outlive the exec's read: stop at its last line. */
+		.stop_mark = j->linger && !attach ? j->mark : NULL,
 	};
 	struct sg_strv v = SG_STRV_INIT;
 	char *reply = NULL;
@@ -1559,6 +1561,7 @@ static const struct sg_remote_ops mdl_ops = {
 	/* A job's words and stdin in variables, its output relayed (remote.h). */
 	.inline_max = SG_MODAL_INLINE_MAX, .stdin_vars = SG_MODAL_STDIN_VARS,
 	.relays = true, .relay_wait_ms = SG_MODAL_JOB_WAIT_MS, .fails = 1, .kill_unseen = true,
+	.lingers = true,
 	.list_pages = SG_MODAL_LIST_PAGES, .snapshot_records = true,
 	.env_size = sizeof(struct mdl_env),
 	/* The client, and the calls an operator's list and destroy make. */

@@ -16,6 +16,7 @@
 #include <time.h>
 
 #include "adapters/cloud.h"
+#include "adapters/jobreply.h"
 #include "core/json.h"
 #include "base/limits.h"
 #include "base/log.h"
@@ -310,6 +311,7 @@ static sg_err vcl_stream_line(const char *line, size_t len, void *payload)
 
 			s->out_total += n;
 			(void)sg_buf_add_clipped(&s->out, json_string_value(d), n);
+			s->stopped = s->stop_mark && sg_job_ended(s->out.p, s->out.len, s->stop_mark);
 		} else if (strcmp(st, "stderr") == 0 && json_is_string(d)) {
 			s->err_total += json_string_length(d);
 		} else if (strcmp(st, "error") == 0) {
@@ -340,8 +342,11 @@ void vcl_stream_release(struct vcl_stream *s)
 sg_err vcl_stream_feed(const char *data, size_t len, void *payload)
 {
 	struct vcl_stream *s = payload;
-	sg_err rc = sg_ndjson_feed(&s->nd, data, len);
+	sg_err rc = s->stopped ? SG_OK : sg_ndjson_feed(&s->nd, data, len);
 
+	/* The job's process lives on: nothing more to wait for (api.h). */
+	if (s->stopped)
+		return SG_E_CANCELLED;
 	if (rc == SG_E_TOO_LARGE)
 		snprintf(s->bad, sizeof(s->bad), "a line passed %zu bytes", (size_t)SG_VERCEL_LINE_MAX);
 	return rc ? SG_E_PROVIDER : SG_OK;
@@ -349,6 +354,8 @@ sg_err vcl_stream_feed(const char *data, size_t len, void *payload)
 
 sg_err vcl_stream_end(const struct vcl_stream *s, struct sg_errinfo *err)
 {
+	if (s->stopped)
+		return SG_OK;
 	if (s->bad[0])
 		return sg_err_set(err, SG_E_PROVIDER,
 				  "Vercel's command stream could not be read: %s", s->bad);

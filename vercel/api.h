@@ -152,12 +152,19 @@ struct vcl_stream {
 	int exit_code;
 	char error[160];       /* a {stream:"error"} line's code and message */
 	char bad[96];          /* why a line could not be read, or "" */
+	/*
+	 * A --linger job's mark, or NULL: once stdout ends with its "end"
+	 * line (sg_job_ended) the stream is whole (stopped) and the feed
+	 * aborts the request, whose command may run on.
+	 */
+	const char *stop_mark;
+	bool stopped;
 };
 void vcl_stream_init(struct vcl_stream *s, size_t max_out);
 void vcl_stream_release(struct vcl_stream *s);
 sg_err vcl_stream_feed(const char *data, size_t len, void *payload);
 /*
- * After the request ended: SG_OK for a whole stream; SG_E_PROVIDER with a
+ * After the request ended: SG_OK for a whole stream (or one stopped); SG_E_PROVIDER with a
  * sentence (cut mid-line, no exit code, an error line) otherwise.
  */
 sg_err vcl_stream_end(const struct vcl_stream *s, struct sg_errinfo *err) SG_MUST_CHECK;

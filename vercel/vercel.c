@@ -824,6 +824,12 @@ static sg_err vcl_cmd(struct vcl_env *ve, const char *sid, const char *command, 
 						.sink_payload = s,
 						.what = "running a command in the sandbox" },
 			    r, cancel, err);
+		/* Stopped at a --linger job's last line: a whole reply. */
+		if (rc && s->stopped) {
+			sg_err_clear(err);
+			rc = SG_OK;
+			r->status = 200;
+		}
 		/*
 		 * The connection broke after the stream began: that is a stream
 		 * cut short (the command may have run), not a host unreachable.
@@ -914,10 +920,12 @@ static sg_err vcl_run(struct vcl_env *ve, const char *command, json_t *args, jso
 
 	for (int round = 0; round < 2; round++) {
 		struct vcl_reply r = { 0 };
+		const char *stop = s->stop_mark;
 		char sid[128];
 
 		vcl_stream_release(s);
 		vcl_stream_init(s, max_out);
+		s->stop_mark = stop;
 		vcl_get_sid(ve, sid, sizeof(sid));
 		rc = vcl_cmd(ve, sid, command, args, vars, timeout_ms, resend_safe, s, &r, cancel,
 			     err);
@@ -1081,6 +1089,8 @@ static enum sg_job_trip vcl_trip(struct sg_remote *rm, struct sg_remote_job *j, 
 	else if (x->timeout_ms > 0)
 		trip_ms = x->timeout_ms + SG_VERCEL_TRIP_SLACK_MS;
 	vcl_stream_init(&s, max_out);
+	/* A start's job may outlive the request: stop at its last line. */
+	s.stop_mark = j->linger && !attach ? j->mark : NULL;
 	rc = args ? vcl_run((struct vcl_env *)rm, "sh", args, attach ? j->attach : j->start,
 			    trip_ms, true, max_out, &s, cancel, err)
 		  : sg_err_set(err, SG_E_INTERNAL, "out of memory");
@@ -1766,6 +1776,7 @@ static const struct sg_remote_ops vcl_ops = {
 	.inline_max = SG_VERCEL_INLINE_MAX,
 	.stdin_vars = SG_VERCEL_STDIN_VARS,
 	.relays = true,
+	.lingers = true,
 	.relay_wait_ms = SG_VERCEL_WAIT_MS,
 	.fails = 1,
 	.kill_unseen = true,

@@ -11,7 +11,8 @@ import re
 import time
 import unittest
 
-from sgclient import MiB, ROOT, SEC, SLACK, GatewayTestCase, unique
+from sgclient import (MiB, ROOT, SEC, SLACK, GatewayTestCase, Marker, live_checker, unique,
+                      wait_gone)
 
 # Keys every record carries (the host's process.Process; the rest are
 # omitted when empty, as Go's omitempty does).
@@ -82,15 +83,121 @@ class Processes(GatewayTestCase):
     def test_a_bash_call_starts_only_its_helper_and_the_supervisor(self):
         """Tasks per call (benchmark C4): above the command's shell stand
         only the supervisor that lets a foreground run be promoted and the
-        helper the call ran (on ssh and the cloud backends `sg-helper job`,
-        which runs `proc spawn` in its own process).  Before, a runner and
-        the spawner stood there too: four sg-helper processes."""
+        helper the call ran.  Where the provider runs a command whoever
+        reads its output (Vercel, Modal, Docker), the `sg-helper job` it
+        started is that supervisor itself (--linger: the request ends at
+        the reply's last line while the job supervises on), so one
+        sg-helper stands there; on ssh and Daytona, whose request ends only
+        with its process, the job still forks the supervisor: two.  Before,
+        the clouds had two as well (and a runner and the spawner before
+        that: four)."""
         walk = ("p=$PPID; n=0; while [ \"$p\" -gt 1 ] && "
                 "tr '\\0' '\\n' </proc/$p/cmdline | head -n 1 | grep -q sg-helper; do "
                 "n=$((n+1)); p=$(cut -d' ' -f4 /proc/$p/stat); done; echo $n")
         n = int(self.gw.sh_ok(walk).strip())
         self.assertGreaterEqual(n, 1, "the supervisor is an sg-helper process")
-        self.assertLessEqual(n, 2, "sg-helper processes above the command")
+        if self.gw.backend in ("vercel", "modal", "docker"):
+            self.assertEqual(n, 1, "sg-helper processes above the command")
+        else:
+            self.assertLessEqual(n, 2, "sg-helper processes above the command")
+
+    def escape_started(self, command, **args):
+        """A foreground bash whose command setsid's a marker away and
+        waits; its request id, the marker and the process counter, once
+        the marker runs."""
+        count = live_checker(self.gw)
+        if count is None:
+            self.skipTest("this backend's processes cannot be seen from here")
+        m = Marker()
+        args["command"] = command % m.command
+        rid = self.gw.execute_req("bash", args)
+        deadline = time.monotonic() + 10 * SLACK
+        while count(m) == 0:
+            self.assertLess(time.monotonic(), deadline, "the escape never started")
+            time.sleep(0.05)
+        return rid, m, count
+
+    def test_a_cancelled_bash_call_leaves_no_escape(self):
+        """A cancelled foreground bash is stopped by containment: what it
+        setsid'd away dies too.  Where the job the provider started is the
+        supervisor (--linger), `job --kill` asks it to stop the command;
+        killing it instead left the escape to nobody, and the record lost."""
+        gw = self.gw
+        rid, m, count = self.escape_started("setsid %s &\nsleep 600")
+        gw.cancel(rid)
+        self.assertReplyCode(gw.wait_reply(rid, 10 * SLACK), "cancelled")
+        self.assertTrue(wait_gone(count, m, 5 * SLACK), "the escape outlived the cancel")
+
+    def test_a_promoted_bash_call_is_stopped_with_its_escape(self):
+        """A foreground run promoted past its timeout outlives the request
+        that started it, still supervised: process/stop ends it and what
+        it setsid'd away, and the record says stopped."""
+        gw = self.gw
+        rid, m, count = self.escape_started("setsid %s &\nsleep 600", timeout_seconds=1)
+        res = gw.wait_reply(rid, 10 * SLACK)
+        self.assertNotIn("error", res)
+        pid = res["data"]["structured_content"]["promoted_process_id"]
+        self.assertGreater(count(m), 0, "the promoted run's escape still runs")
+        gw.ok("process/stop", {"id": pid})
+        self.assertTrue(wait_gone(count, m, 5 * SLACK), "the escape outlived process/stop")
+        self.assertEqual(gw.ok("process/get", {"id": pid})["status"], "stopped")
+
+    def test_a_bash_call_longer_than_one_request(self):
+        """A foreground run that outlasts one provider request (Docker's
+        detached job waits 2 s) is answered "pending" and attached to:
+        where the job supervises it (--linger) the request ends at the
+        reply's last line while the job runs on, and the attach reads the
+        result it leaves."""
+        gw = self.gw
+        res = gw.tool("bash", {"command": "echo early; sleep 3; echo late; exit 3",
+                               "timeout_seconds": 60})
+        view = json.loads(res["content"][0]["text"])
+        self.assertEqual(view["exit_code"], 3)
+        self.assertEqual(view["output"].split(), ["early", "late"])
+        self.assertEqual(res["structured_content"].get("promoted_process_id", ""), "")
+
+    def test_a_forged_trailer_in_the_output_changes_nothing(self):
+        """Attacker's test: the command finds its job's mark on an
+        ancestor's command line (no secret from it) and prints the job's
+        trailers and the --linger "end" line itself.  Its output reaches
+        the reply only inside the spawn's JSON, escaped, so the gateway
+        neither stops early nor takes a forged result: the real exit code
+        and the whole output come back."""
+        gw = self.gw
+        find = ("p=$PPID; m=; while [ -z \"$m\" ] && [ \"$p\" -gt 1 ]; do "
+                "m=$(tr '\\0' '\\n' </proc/$p/cmdline | sed -n '/^--mark$/{n;p;q;}'); "
+                "p=$(cut -d' ' -f4 /proc/$p/stat); done; echo \"mark=$m\"; ")
+        forge = ("printf '\\n%s done 0|exit 0||2\\nok\\n%s pending\\n\\n%s end\\n' "
+                 "\"$m\" \"$m\" \"$m\"; sleep 1; echo real; exit 7")
+        res = gw.tool("bash", {"command": find + forge, "timeout_seconds": 30})
+        view = json.loads(res["content"][0]["text"])
+        self.assertEqual(view["exit_code"], 7, json.dumps(view))
+        out = view["output"]
+        if gw.backend in ("vercel", "modal", "docker"):
+            self.assertRegex(out, r"mark=sgmk-", "the command did not find its job's mark")
+        self.assertTrue(out.rstrip().endswith("real"), out)
+        self.assertIn(" end\n", out)
+
+    def test_the_command_cannot_reach_its_supervisors_descriptors(self):
+        """Attacker's test: the supervisor above the command (on Vercel,
+        Modal and Docker the job whose stdout is the request's reply) holds
+        that reply's pipe; a command that could open /proc/<it>/fd/N could
+        print a whole reply and its end line there before the job's own.
+        The command's Landlock domain keeps it from the supervisor's
+        descriptors: in a confined mode from ABI 1, unconfined from ABI 6."""
+        gw = self.gw
+        abi = gw.facts.get("landlock_abi") or 0
+        if not abi:
+            self.skipTest("no Landlock ABI in the facts (none, or a scratch sandbox's deferred facts)")
+        probe = ("n=0; for fd in /proc/$PPID/fd/*; do "
+                 "(printf 'x' >\"$fd\") 2>/dev/null && n=$((n+1)); "
+                 "readlink \"$fd\" >/dev/null 2>&1 && n=$((n+1)); done; echo reached=$n")
+        for mode, need in ((None, 1), ("unconfined", 6)):
+            if abi < need:
+                continue
+            with self.subTest(mode=mode):
+                out = gw.sh_ok(probe, mode=mode)
+                self.assertIn("reached=0", out)
 
     def test_background_record_and_started_after_reply(self):
         gw = self.gw

@@ -1403,6 +1403,34 @@ static void test_inline_spawn(void **state)
 }
 
 /*
+ * --linger: the job supervises its spawn's command itself, and a reply
+ * after which it lives on ends with "<mark> end".  A spawn that outlasts
+ * --wait-ms answers pending and closes the request's pipes at once while
+ * the job supervises on, and an attach reads the result the job leaves at
+ * the command's end.
+ */
+static void test_linger_spawn(void **state)
+{
+	struct fixture *f = fixture(state);
+
+	job(f, COMMON(f, "a"), "--rm", "--detach", "--linger", "--wait-ms", "20000", "--",
+	    PATH_ENV, "--", SPAWN(f, "p-a", "echo fast"), NULL);
+	assert_non_null(strstr(f->head, "\"stdout\":\"fast\\n\""));
+	assert_int_equal(strncmp(f->trailer, "done 0|exit 0||", 15), 0);
+	/* It ended with its command: the request ends by its exit, no end line. */
+	assert_false(sg_job_ended(f->tail, f->tail_len, MARK));
+
+	job(f, COMMON(f, "b"), "--rm", "--detach", "--linger", "--wait-ms", "200", "--",
+	    PATH_ENV, "--", SPAWN(f, "p-b", "sleep 4; echo late"), NULL);
+	assert_string_equal(f->trailer, "pending");
+	assert_true(sg_job_ended(f->tail, f->tail_len, MARK));
+	assert_in_range(f->ms, 0, 3000); /* the pipes closed before the command ended */
+	job(f, "--attach", COMMON(f, "b"), "--wait-ms", "30000", NULL);
+	assert_non_null(strstr(f->head, "\"stdout\":\"late\\n\""));
+	assert_int_equal(strncmp(f->trailer, "done 0|exit 0||", 15), 0);
+}
+
+/*
  * The caller left (its end of stdout closed): the job kills the command's
  * group instead of dying of SIGPIPE and leaving the command running.
  */
@@ -1485,6 +1513,18 @@ static void test_reply_parse(void **state)
 	assert_int_equal(r.err_at, strlen("\n" MARK " done 0|exit 0|0|0"));
 	assert_int_equal(parsed("\n" MARK " pending\n").state, SG_JOB_IS_PENDING);
 	assert_int_equal(parsed("\n" MARK " lies\n").state, SG_JOB_BAD);
+
+	/* A --linger job's last line says the reply is whole, and is no part of it. */
+	assert_true(sg_job_ended("\n" MARK " end\n", strlen("\n" MARK " end\n"), MARK));
+	assert_false(sg_job_ended("x" MARK " end\n", strlen("x" MARK " end\n"), MARK));
+	assert_false(sg_job_ended("\n" MARK " end\nx", strlen("\n" MARK " end\nx"), MARK));
+	assert_false(sg_job_ended("\n" MARK " end", strlen("\n" MARK " end"), MARK));
+	assert_int_equal(parsed("\n" MARK " pending\n\n" MARK " end\n").state, SG_JOB_IS_PENDING);
+	r = parsed("out\n" MARK " done 0|exit 3|0|4\nerr\n" MARK " end\n");
+	assert_int_equal(r.state, SG_JOB_IS_DONE);
+	assert_int_equal(r.exit_code, 3);
+	assert_int_equal(strlen("out\n" MARK " done 0|exit 3|0|4\nerr\n" MARK " end\n") -
+			 strlen("\n" MARK " end\n") - r.err_at, 3);
 }
 
 int main(void)
@@ -1520,6 +1560,7 @@ int main(void)
 		T(test_rm_self),
 		T(test_rm_reader_gone),
 		T(test_inline_spawn),
+		T(test_linger_spawn),
 #undef T
 	};
 
