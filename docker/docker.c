@@ -20,6 +20,14 @@
  * again, one that is gone is workspace_lost for a persistent identity.
  * Teardown KEEP stops it, REMOVE deletes it with its anonymous volumes.
  *
+ * gVisor implements no Landlock, so on runsc the container's root file
+ * system is read-only: the workspace (host_workspace, else an anonymous
+ * volume) and /tmp (a volume: sandgate's directories, HOME, TMPDIR) are
+ * its only writable places and IPC has no /dev/shm.  sg-helper checks
+ * that at every `standard` command (helper/confine.c), so that mode runs
+ * there; `read_only` needs Landlock and stays refused.  Docker takes an
+ * archive only into a volume of such a container (dk_archive_dir).
+ *
  * Commands run as every remote backend's do: one exec per job request
  * (POST /containers/{id}/exec, then /exec/{id}/start, its stream read as
  * it comes) running `sg-helper job`, stdin in variables or uploaded with
@@ -49,8 +57,18 @@
 #include "docker/engine.h"
 
 #define DK_PIDS_LIMIT 512             /* the host's --pids-limit */
+/*
+ * gVisor's: its Sentry's own threads and, on the ptrace platform, a stub
+ * process per address space count against the container's host pids
+ * limit; at 512, twelve background commands and their long polls made a
+ * clone fail (EAGAIN), which the Sentry answers with a panic that ends
+ * the container.
+ */
+#define DK_PIDS_LIMIT_GVISOR 4096
 #define DK_DEFAULT_USER "65534:65534" /* nobody, when neither user nor host_workspace says */
 #define DK_HOME "/tmp/wuu-home"       /* the host's HOME in its containers */
+#define DK_TMP "/tmp"                 /* where sg-helper and sandgate's directories go */
+#define DK_RO_RUNTIME "runsc"         /* the runtime whose containers get a read-only root */
 #define DK_LABEL_HOST "wuu.execution.identity" /* the host's own label */
 #define DK_INLINE_MAX (64 * SG_KiB)   /* one variable: far below Linux's 128 KiB per string */
 #define DK_STDIN_VARS (512 * SG_KiB)  /* stdin in variables at most; beyond, an upload */
@@ -80,6 +98,7 @@ struct dk_env {
 	struct sg_helper_bin bin;
 	char *up, *mark;
 	bool woke;           /* this provision started a stopped container */
+	bool ro_root;        /* its root file system is read-only (DK_RO_RUNTIME) */
 	char kernel[128];    /* the release commands see */
 	bool gvisor;         /* gVisor's kernel log was seen inside */
 	json_t *warnings;    /* the daemon's, at create (new) */
@@ -99,6 +118,12 @@ static const struct sg_field dk_fields[] = {
 static const char *dk_runtime(const struct sg_profile *p)
 {
 	return sg_profile_str(p, "runtime");
+}
+
+/* Is p's container made with a read-only root (see the top of the file)? */
+static bool dk_wants_ro_root(const struct sg_profile *p)
+{
+	return dk_runtime(p) && strcmp(dk_runtime(p), DK_RO_RUNTIME) == 0;
 }
 
 /* ---- validate --------------------------------------------------------------- */
@@ -307,16 +332,33 @@ static void dk_kill(struct sg_remote *rm, const char *dir)
 	json_decref(argv);
 }
 
-/* PUT the n entries (a gzip'd tar, names relative to /), given to the container's user. */
-static sg_err dk_put(struct dk_env *de, struct sg_targz_entry *e, size_t n,
+/*
+ * The directory an archive holding path is unpacked at: "/", or on a
+ * read-only root the volume path lies in (Docker refuses a PUT elsewhere
+ * there).  Names in the archive are relative to it.
+ */
+static const char *dk_archive_dir(const struct dk_env *de, const char *path)
+{
+	const char *root = de->rm.base.root;
+	size_t n = strlen(root);
+
+	if (!de->ro_root)
+		return "/";
+	if (strncmp(path, DK_TMP "/", sizeof(DK_TMP)) == 0)
+		return DK_TMP;
+	if (strncmp(path, root, n) == 0 && (path[n] == '/' || path[n] == '\0'))
+		return root;
+	return "/";
+}
+
+/* PUT the n entries (a gzip'd tar, names relative to dir), given to the container's user. */
+static sg_err dk_put(struct dk_env *de, const char *dir, struct sg_targz_entry *e, size_t n,
 		     struct sg_cancel *cancel, struct sg_errinfo *err)
 {
-	struct sg_buf tgz = SG_BUF_INIT(SG_MAX_FRAME * 8);
+	struct sg_buf tgz = SG_BUF_INIT(SG_MAX_FRAME * 8), q = SG_BUF_INIT(SG_PATH_MAX * 3);
 	char *path = dk_path("/containers/", de->rm.base.id, "/archive");
-	struct dk_call c = { .method = "PUT", .path = path,
-			     .query = de->by_name ? "path=%2F&copyUIDGID=1" : "path=%2F",
-			     .raw_type = "application/x-tar", .timeout_ms = DK_PULL_MS,
-			     .what = "copying files into the container" };
+	struct dk_call c = { .method = "PUT", .path = path, .raw_type = "application/x-tar",
+			     .timeout_ms = DK_PULL_MS, .what = "copying files into the container" };
 	struct dk_reply r = { 0 };
 	sg_err rc;
 
@@ -325,11 +367,14 @@ static sg_err dk_put(struct dk_env *de, struct sg_targz_entry *e, size_t n,
 		e[i].uid = de->uid;
 		e[i].gid = de->gid;
 	}
-	rc = path ? sg_targz(e, n, &tgz) : SG_E_INTERNAL;
+	rc = path && !sg_buf_adds(&q, "path=") && !sg_cloud_urlenc(&q, dir) &&
+			     !(de->by_name && sg_buf_adds(&q, "&copyUIDGID=1"))
+		     ? sg_targz(e, n, &tgz) : SG_E_INTERNAL;
 	if (rc) {
-		rc = sg_err_set(err, rc, "cannot pack /%s for the container", e[0].name);
+		rc = sg_err_set(err, rc, "cannot pack %s/%s for the container", dir, e[0].name);
 		goto out;
 	}
+	c.query = q.p;
 	c.raw = tgz.p;
 	c.raw_len = tgz.len;
 	rc = dk_do(&de->cl, &c, &r, cancel, err);
@@ -338,6 +383,7 @@ static sg_err dk_put(struct dk_env *de, struct sg_targz_entry *e, size_t n,
 	dk_reply_release(&r);
 out:
 	sg_buf_release(&tgz);
+	sg_buf_release(&q);
 	free(path);
 	return rc;
 }
@@ -346,24 +392,54 @@ out:
 static sg_err dk_upload(struct sg_remote *rm, const char *path, const void *data, size_t len,
 			unsigned mode, struct sg_cancel *cancel, struct sg_errinfo *err)
 {
-	struct sg_targz_entry e = { .name = path + 1, .mode = mode, .data = data, .len = len };
+	const char *dir = dk_archive_dir((struct dk_env *)rm, path);
+	struct sg_targz_entry e = { .name = path + strlen(dir) + (dir[1] != '\0'), .mode = mode,
+				    .data = data, .len = len };
 
 	if (path[0] != '/')
 		return sg_err_set(err, SG_E_INTERNAL, "%s is not an absolute path", path);
-	return dk_put((struct dk_env *)rm, &e, 1, cancel, err);
+	return dk_put((struct dk_env *)rm, dir, &e, 1, cancel, err);
 }
 
 /* ---- The container ------------------------------------------------------------ */
+
+/*
+ * The container's mounts: host_workspace bound at the root, and with a
+ * read-only root file system an anonymous volume at each place that stays
+ * writable (removed with the container, kept while it is stopped).
+ */
+static json_t *dk_mounts(const struct dk_env *de)
+{
+	const struct sg_profile *p = de->rm.base.profile;
+	json_t *m = json_array();
+
+	if (m && p->host_workspace)
+		json_array_append_new(m, json_pack("{s:s, s:s, s:s, s:b}", "Type", "bind", "Source",
+						   p->host_workspace, "Target", de->rm.base.root,
+						   "ReadOnly", p->mount_read_only));
+	else if (m && de->ro_root)
+		json_array_append_new(m, json_pack("{s:s, s:s}", "Type", "volume", "Target",
+						   de->rm.base.root));
+	if (m && de->ro_root)
+		json_array_append_new(m, json_pack("{s:s, s:s}", "Type", "volume", "Target", DK_TMP));
+	return m;
+}
 
 /* HostConfig: the host's docker run flags, the profile's limits and runtime. */
 static json_t *dk_host_config(const struct dk_env *de)
 {
 	const struct sg_profile *p = de->rm.base.profile;
-	json_t *hc = json_pack("{s:b, s:[s], s:[s], s:i}", "Init", 1, "CapDrop", "ALL",
-			       "SecurityOpt", "no-new-privileges", "PidsLimit", DK_PIDS_LIMIT);
+	json_t *hc = json_pack("{s:b, s:[s], s:[s], s:i, s:o}", "Init", 1, "CapDrop", "ALL",
+			       "SecurityOpt", "no-new-privileges", "PidsLimit",
+			       de->ro_root ? DK_PIDS_LIMIT_GVISOR : DK_PIDS_LIMIT,
+			       "Mounts", dk_mounts(de));
 
 	if (!hc)
 		return NULL;
+	if (de->ro_root) {
+		json_object_set_new(hc, "ReadonlyRootfs", json_true());
+		json_object_set_new(hc, "IpcMode", json_string("none"));
+	}
 	if (p->network == SG_NET_NONE)
 		json_object_set_new(hc, "NetworkMode", json_string("none"));
 	if (p->cpus > 0)
@@ -374,11 +450,6 @@ static json_t *dk_host_config(const struct dk_env *de)
 	}
 	if (dk_runtime(p))
 		json_object_set_new(hc, "Runtime", json_string(dk_runtime(p)));
-	if (p->host_workspace)
-		json_object_set_new(hc, "Mounts",
-				    json_pack("[{s:s, s:s, s:s, s:b}]", "Type", "bind", "Source",
-					      p->host_workspace, "Target", de->rm.base.root,
-					      "ReadOnly", p->mount_read_only));
 	return hc;
 }
 
@@ -515,14 +586,19 @@ static sg_err dk_create_once(struct dk_env *de, json_t *body, bool *no_image,
  * the user's, unless host_workspace is bound there), sg-helper and its
  * marker, so that the set-up installs it at once.  Before the start,
  * because gVisor puts a tmpfs of its own over an empty /tmp and sees
- * only what the rootfs held when it began.
+ * only what the rootfs held when it began.  A read-only root takes two:
+ * the root's volume made the user's, then /tmp's files.  That first entry
+ * is named "/": Docker skips one named "." but gives a "/" entry's owner
+ * and mode to the directory it unpacks at.
  */
 static sg_err dk_send_helper(struct dk_env *de, struct sg_cancel *cancel, struct sg_errinfo *err)
 {
 	const struct sg_env *env = &de->rm.base;
-	struct sg_install in = { .dir = "/tmp", .nonce = de->rm.nonce };
-	struct sg_targz_entry e[3];
-	size_t n = 0;
+	struct sg_install in = { .dir = DK_TMP, .nonce = de->rm.nonce };
+	struct sg_targz_entry e[3], dot = { .name = "/", .mode = 0700, .dir = true };
+	const char *dir;
+	size_t n = 0, skip;
+	int requests = 1;
 	sg_err rc = sg_helper_bin_open(env->helper_host, &de->bin, err);
 
 	if (!rc)
@@ -531,14 +607,21 @@ static sg_err dk_send_helper(struct dk_env *de, struct sg_cancel *cancel, struct
 		rc = sg_helper_bin_load(&de->bin, err);
 	if (rc)
 		return rc;
-	if (!env->profile->host_workspace && env->root[1])
-		e[n++] = (struct sg_targz_entry){ .name = env->root + 1, .mode = 0700, .dir = true };
-	e[n++] = (struct sg_targz_entry){ .name = de->up + 1, .mode = 0700, .data = de->bin.data,
-					  .len = (size_t)de->bin.size };
-	e[n++] = (struct sg_targz_entry){ .name = de->mark + 1, .mode = 0600, .data = "" };
 	sg_progress_update("copying sg-helper in");
-	rc = dk_put(de, e, n, cancel, err);
-	de->install = (struct sg_install_cost){ .bytes = de->bin.size, .requests = 1 };
+	if (!env->profile->host_workspace && env->root[1] && de->ro_root) {
+		rc = dk_put(de, env->root, &dot, 1, cancel, err);
+		requests++;
+	} else if (!env->profile->host_workspace && env->root[1]) {
+		e[n++] = (struct sg_targz_entry){ .name = env->root + 1, .mode = 0700, .dir = true };
+	}
+	dir = dk_archive_dir(de, de->up);
+	skip = strlen(dir) + (dir[1] != '\0');
+	e[n++] = (struct sg_targz_entry){ .name = de->up + skip, .mode = 0700,
+					  .data = de->bin.data, .len = (size_t)de->bin.size };
+	e[n++] = (struct sg_targz_entry){ .name = de->mark + skip, .mode = 0600, .data = "" };
+	if (!rc)
+		rc = dk_put(de, dir, e, n, cancel, err);
+	de->install = (struct sg_install_cost){ .bytes = de->bin.size, .requests = requests };
 	return rc;
 }
 
@@ -688,7 +771,7 @@ static sg_err dk_setup(struct sg_remote *rm, struct sg_cancel *cancel, struct sg
 {
 	struct dk_env *de = (struct dk_env *)rm;
 	struct sg_env *env = &rm->base;
-	struct sg_install in = { .ctx = de, .dir = "/tmp", .nonce = rm->nonce,
+	struct sg_install in = { .ctx = de, .dir = DK_TMP, .nonce = rm->nonce,
 				 .run = sg_remote_install_run, .upload = dk_install_upload };
 	char *reply = NULL, *text = NULL, *k;
 	json_t *vars = NULL;
@@ -732,6 +815,9 @@ static sg_err dk_check_found(struct dk_env *de, const json_t *got, struct sg_err
 		return sg_err_set(err, SG_E_UNSUPPORTED,
 				  "container %s runs on runtime \"%s\", not the \"%s\" profile \"%s\" asks for; remove it (sandgate envs destroy) to make it again",
 				  de->rm.name, have ? have : "?", want, env->profile->name);
+	/* As it was made (an older sandgate made runsc's writable). */
+	de->ro_root = json_is_true(
+		json_object_get(json_object_get(got, "HostConfig"), "ReadonlyRootfs"));
 	return SG_OK;
 }
 
@@ -812,6 +898,7 @@ static sg_err dk_provision(struct sg_env *env, struct sg_cancel *cancel, struct 
 				env->root);
 	if (!rc)
 		rc = dk_user(env->profile, de->user, sizeof(de->user), err);
+	de->ro_root = dk_wants_ro_root(env->profile);
 	if (!rc) {
 		int end = 0;
 

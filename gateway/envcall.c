@@ -484,6 +484,9 @@ sg_err sg_envcall_can_confine(struct sg_session *s, enum sg_confine mode,
 	 */
 	if (mode == SG_CONFINE_NONE || s->landlock_abi >= 3 || s->landlock_abi == SG_LANDLOCK_UNSEEN)
 		return SG_OK;
+	/* sg-helper confine checks the mounts again at every command. */
+	if (mode == SG_CONFINE_STANDARD && s->standard_by_mounts)
+		return SG_OK;
 	return sg_err_set(err, SG_E_PERMISSION,
 			  "permission mode %s needs commands confined, and this environment cannot (Landlock ABI %d; 3 or newer is needed)",
 			  sg_confine_word(mode), s->landlock_abi);

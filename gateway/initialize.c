@@ -200,6 +200,8 @@ json_t *sg_init_facts(json_t *probe, json_t *adapter)
 		json_object_set_new(f, "toolchains",
 				    merge_objects(json_object_get(probe, "toolchains"), NULL));
 	json_object_set(f, "landlock_abi", json_object_get(probe, "landlock_abi"));
+	if (json_object_get(probe, "confinement"))
+		json_object_set(f, "confinement", json_object_get(probe, "confinement"));
 	/* Nothing was observed inside yet: the set-up runs beside the first command. */
 	if (json_is_true(json_object_get(probe, "deferred")))
 		json_object_set_new(f, "probe", json_string("deferred"));
@@ -505,10 +507,15 @@ sg_err sg_init_bring_up(struct sg_op *op, json_t *binding, const char *name,
 		goto out;
 	}
 	rc = observe(op, toolchains, probe);
-	if (!rc)
+	if (!rc) {
+		const char *std = json_string_value(
+			json_object_get(json_object_get(*probe, "confinement"), "standard"));
+
 		s->landlock_abi = json_is_integer(json_object_get(*probe, "landlock_abi"))
 					  ? (int)json_integer_value(json_object_get(*probe, "landlock_abi"))
 					  : SG_LANDLOCK_UNSEEN;
+		s->standard_by_mounts = std && strcmp(std, "read_only_root") == 0;
+	}
 out:
 	if (rc && *fatal)
 		sg_init_undo(s, provisioned);
@@ -536,6 +543,7 @@ void sg_init_reset(struct sg_session *s)
 	s->identity = s->root = s->session_id = NULL;
 	sg_strv_release(&s->base_env);
 	s->landlock_abi = 0;
+	s->standard_by_mounts = false;
 }
 
 sg_err sg_init_run(struct sg_op *op, json_t **out)

@@ -73,6 +73,8 @@ struct sg_session {
 	struct sg_env *env;
 	int landlock_abi;            /* observed inside the environment, or: */
 #define SG_LANDLOCK_UNSEEN (-1)      /* not yet: sg-helper confine decides there */
+	/* Without Landlock, a read-only / confines standard (helper/confine.c). */
+	bool standard_by_mounts;
 	struct sg_strv base_env;     /* a command's minimal environment */
 	json_t *forwarded;           /* binding.environment: {NAME: value}, checked */
 	char *tmp_dir;               /* inside the environment: TMPDIR */

@@ -24,6 +24,15 @@
  * names").  Reading the configuration first cannot promise that, since the
  * files may change between the check and the run.
  *
+ * Where the kernel has no Landlock (gVisor implements none), "standard"
+ * still runs when the file system itself keeps its writes in: / mounted
+ * read-only, and every other mount the command could write beneath the
+ * root or an --allow-write directory (confine_by_mounts; the docker
+ * backend makes gVisor's containers so).  That is checked again at every
+ * command, and nothing narrower than a mount can be: "read_only", which
+ * must keep the writable workspace from the command, and --exec-only are
+ * refused there.
+ *
  * sg_confine_apply runs between fork() and exec() in the process
  * supervisor of a multi-threaded gateway, where another thread may hold
  * the allocator's lock: it uses only syscalls and stack buffers.
@@ -76,6 +85,20 @@ static const char *const confine_devices[] = {
 static const char *const confine_loaders[] = {
 	"/lib64/ld-linux-x86-64.so.2", "/lib/ld-linux-aarch64.so.1", NULL,
 };
+
+/*
+ * Kernel file systems with no files a command stores data in: their
+ * writable entries are the kernel's interfaces (/proc/self/..., ptys),
+ * and Landlock's standard mode does not govern them either.
+ */
+static const char *const confine_pseudo_fs[] = {
+	"proc", "sysfs", "devpts", "mqueue", "cgroup", "cgroup2", "securityfs",
+	"debugfs", "tracefs", "bpf", "pstore", "fusectl", "configfs", "nsfs",
+	NULL,
+};
+
+/* One line of /proc/self/mountinfo at most (a mount point is a path). */
+#define CONFINE_MOUNT_LINE (2 * SG_PATH_MAX)
 
 /* A bounded message under construction; always terminated. */
 struct confine_msg {
@@ -182,24 +205,224 @@ out:
 	return rc;
 }
 
-/* Enforce ruleset on this process, no_new_privs first: 0, or -1 with m. */
-static int confine_restrict(int ruleset, struct confine_msg *m)
+/*
+ * no_new_privs: 0, or -1 with m.  Without it an unprivileged process may
+ * not restrict itself, and a setuid program could otherwise shed the
+ * ruleset (or, confined by the mounts, become a user who may write more).
+ */
+static int confine_restrict_nnp(struct confine_msg *m)
 {
-	/*
-	 * Without no_new_privs an unprivileged process may not restrict
-	 * itself, and a setuid program could otherwise shed the ruleset.
-	 */
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1L, 0L, 0L, 0L) != 0) {
 		msg_add(m, "cannot set no_new_privs: ");
 		msg_add_errno(m, errno);
 		return -1;
 	}
+	return 0;
+}
+
+/* Enforce ruleset on this process, no_new_privs first: 0, or -1 with m. */
+static int confine_restrict(int ruleset, struct confine_msg *m)
+{
+	if (confine_restrict_nnp(m) != 0)
+		return -1;
 	if (sg_landlock_restrict_self(ruleset) != 0) {
 		msg_add(m, "cannot enforce the Landlock ruleset: ");
 		msg_add_errno(m, errno);
 		return -1;
 	}
 	return 0;
+}
+
+/* Is path dir itself or beneath it (both absolute, as mountinfo spells them)? */
+static bool confine_beneath(const char *path, const char *dir)
+{
+	size_t n = strlen(dir);
+
+	while (n > 1 && dir[n - 1] == '/')
+		n--;
+	if (n == 1 && dir[0] == '/')
+		return true;
+	return strncmp(path, dir, n) == 0 && (path[n] == '\0' || path[n] == '/');
+}
+
+/* mountinfo's octal escapes (\040 for a space ...) undone in place. */
+static void confine_unescape(char *s)
+{
+	char *o = s;
+
+	for (; *s; s++) {
+		if (s[0] == '\\' && s[1] >= '0' && s[1] <= '3' && s[2] >= '0' && s[2] <= '7' &&
+		    s[3] >= '0' && s[3] <= '7') {
+			*o++ = (char)((s[1] - '0') * 64 + (s[2] - '0') * 8 + (s[3] - '0'));
+			s += 3;
+		} else {
+			*o++ = *s;
+		}
+	}
+	*o = '\0';
+}
+
+/* One mount of mountinfo: its mount point (unescaped), options and type. */
+struct confine_mount {
+	const char *at, *opts, *fs;
+};
+
+/* Split a mountinfo line into mt; false for a line without those fields. */
+static bool confine_mount_parse(char *line, struct confine_mount *mt)
+{
+	char *f[6], *sep = strstr(line, " - "), *end;
+	int n = 0;
+
+	if (!sep)
+		return false;
+	*sep = '\0';
+	mt->fs = sep + 3;
+	if ((end = strchr(sep + 3, ' ')))
+		*end = '\0';
+	for (char *p = line; n < 6 && p; n++) {
+		f[n] = p;
+		if ((p = strchr(p, ' ')))
+			*p++ = '\0';
+	}
+	if (n < 6)
+		return false;
+	confine_unescape(f[4]);
+	mt->at = f[4];
+	mt->opts = f[5];
+	return true;
+}
+
+static bool confine_mount_rw(const struct confine_mount *mt)
+{
+	return strncmp(mt->opts, "rw", 2) == 0 && (mt->opts[2] == '\0' || mt->opts[2] == ',');
+}
+
+/*
+ * Call fn on every mount of /proc/self/mountinfo, in order, until it
+ * returns nonzero: that, 0 after the last, -1 when the file cannot be
+ * read whole.  In pieces into stack buffers, since it runs between fork
+ * and exec.
+ */
+static int confine_mounts_each(int (*fn)(const struct confine_mount *mt, void *ctx), void *ctx)
+{
+	char buf[1024], line[CONFINE_MOUNT_LINE];
+	struct confine_mount mt;
+	size_t len = 0;
+	ssize_t got = 0;
+	int fd = open("/proc/self/mountinfo", O_RDONLY | O_CLOEXEC), rc = 0;
+
+	if (fd < 0)
+		return -1;
+	while (rc == 0 && (got = read(fd, buf, sizeof(buf))) > 0) {
+		for (ssize_t i = 0; rc == 0 && i < got; i++) {
+			if (buf[i] != '\n' && len + 1 < sizeof(line)) {
+				line[len++] = buf[i];
+				continue;
+			}
+			/* A line too long for a path is no mount we can judge. */
+			line[len] = '\0';
+			len = 0;
+			if (buf[i] != '\n')
+				rc = -1;
+			else if (confine_mount_parse(line, &mt))
+				rc = fn(&mt, ctx);
+		}
+	}
+	close(fd);
+	return rc == 0 && (got < 0 || len > 0) ? -1 : rc;
+}
+
+/* What confine_by_mounts looks for, and found. */
+struct confine_scan {
+	const char *root;
+	const char *const *allow;
+	bool root_ro;           /* the last mount at / is read-only */
+	struct confine_msg *m;
+};
+
+/*
+ * One mount: 0 when it keeps standard mode's promise (read-only, a kernel
+ * file system, beneath root or an allowed directory, or its top not
+ * writable to this process: what lies below was made by the runtime, as
+ * root), else 1 with m naming it.  / is judged after the last mount at /.
+ */
+static int confine_mount_judge(const struct confine_mount *mt, void *ctx)
+{
+	struct confine_scan *sc = ctx;
+
+	if (strcmp(mt->at, "/") == 0) {
+		sc->root_ro = !confine_mount_rw(mt);
+		return 0;
+	}
+	if (!sc->m || !confine_mount_rw(mt))
+		return 0;
+	for (size_t i = 0; confine_pseudo_fs[i]; i++)
+		if (strcmp(mt->fs, confine_pseudo_fs[i]) == 0)
+			return 0;
+	if (confine_beneath(mt->at, sc->root))
+		return 0;
+	for (size_t i = 0; sc->allow && sc->allow[i]; i++)
+		if (confine_beneath(mt->at, sc->allow[i]))
+			return 0;
+	if (access(mt->at, W_OK) != 0)
+		return 0;
+	msg_add(sc->m, "Landlock is not available in this kernel and ");
+	msg_add(sc->m, mt->at);
+	msg_add(sc->m, " is writable outside the workspace, so a standard command cannot be "
+		       "confined");
+	return 1;
+}
+
+bool sg_confine_root_read_only(void)
+{
+	struct confine_scan sc = { 0 };
+
+	return confine_mounts_each(confine_mount_judge, &sc) == 0 && sc.root_ro;
+}
+
+/*
+ * Without Landlock: does the file system confine a standard command
+ * (see the top of the file)?  0, or -1 with m.
+ */
+static int confine_by_mounts(const char *root, const char *const *allow,
+			     struct confine_msg *m)
+{
+	struct confine_scan sc = { .root = root, .allow = allow, .m = m };
+	int rc = confine_mounts_each(confine_mount_judge, &sc);
+
+	if (rc < 0)
+		msg_add(m, "Landlock is not available in this kernel and the mounts cannot be "
+			   "read, so a standard command cannot be confined");
+	else if (rc == 0 && !sc.root_ro)
+		msg_add(m, "Landlock is not available in this kernel and / is writable, so "
+			   "a standard command cannot be confined");
+	return rc == 0 && sc.root_ro ? 0 : -1;
+}
+
+/*
+ * Without Landlock (abi < 0, errno kept) or too old a one: standard mode
+ * confined by the mounts, else a refusal naming the mode.
+ */
+static int confine_without_landlock(bool standard, int abi, int e, const char *root,
+				    const char *const *allow_write,
+				    const char *const *exec_only, struct confine_msg *m)
+{
+	if (standard && !exec_only && abi < 0)
+		return confine_by_mounts(root, allow_write, m) ||
+		       confine_restrict_nnp(m);
+	if (!standard)
+		msg_add(m, "read_only mode needs Landlock: ");
+	if (abi < 0 && e == EOPNOTSUPP) {
+		msg_add(m, "Landlock is disabled in this kernel, so commands cannot be confined");
+	} else if (abi < 0) {
+		msg_add(m, "Landlock is not available in this kernel");
+	} else {
+		msg_add(m, "Landlock ABI ");
+		msg_add_int(m, CONFINE_MIN_ABI);
+		msg_add(m, " or newer is required to confine commands; this kernel has ABI ");
+		msg_add_int(m, abi);
+	}
+	return -1;
 }
 
 int sg_confine_scope_domain(char *msg, size_t msglen)
@@ -270,21 +493,9 @@ int sg_confine_apply_exec(const char *mode, const char *root,
 	}
 
 	abi = sg_landlock_abi();
-	if (abi < 0) {
-		if (errno == EOPNOTSUPP)
-			msg_add(&m, "Landlock is disabled in this kernel, so "
-				    "commands cannot be confined");
-		else
-			msg_add(&m, "Landlock is not available in this "
-				    "kernel");
-		goto out;
-	}
 	if (abi < CONFINE_MIN_ABI) {
-		msg_add(&m, "Landlock ABI ");
-		msg_add_int(&m, CONFINE_MIN_ABI);
-		msg_add(&m, " or newer is required to confine commands; this "
-			    "kernel has ABI ");
-		msg_add_int(&m, abi);
+		rc = confine_without_landlock(standard, abi, errno, root, allow_write,
+					      exec_only, &m);
 		goto out;
 	}
 
@@ -450,12 +661,15 @@ static int reader_limits(void)
  */
 static int reader_become_fs_user(void)
 {
-	uid_t uid = (uid_t)syscall(SYS_setfsuid, -1);
-	gid_t gid = (gid_t)syscall(SYS_setfsgid, -1);
+	long uid = syscall(SYS_setfsuid, -1L), gid = syscall(SYS_setfsgid, -1L);
 
-	if (uid == geteuid() && gid == getegid())
+	/*
+	 * gVisor (20221219) has no setfsuid(2) (ENOSYS): nothing can have
+	 * changed the ids there, so they are the effective ones.
+	 */
+	if (uid == -1 || gid == -1 || ((uid_t)uid == geteuid() && (gid_t)gid == getegid()))
 		return 0;
-	return sg_helper_become(uid, gid);
+	return sg_helper_become((uid_t)uid, (gid_t)gid);
 }
 
 pid_t sg_confine_spawn_reader(const char *prog, char *const *av, int dirfd,

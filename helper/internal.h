@@ -70,6 +70,8 @@ extern void (*sg_helper_overdue)(void);
  */
 extern void (*sg_helper_answer)(const char *reply, size_t n, bool on);
 int sg_confine_apply(const char *mode, const char *root, const char *const *allow_write, char *msg, size_t msglen);
+/* Is / mounted read-only (mountinfo: gVisor's statvfs does not say)? */
+bool sg_confine_root_read_only(void);
 /*
  * Keep this process and what it runs inside its environment, whatever its
  * permission mode: no setuid or setgid bit set on any file

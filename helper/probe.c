@@ -38,6 +38,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/types.h>
@@ -804,6 +805,13 @@ static sg_err probe_write(struct sg_buf *out, struct sg_buf *scratch,
 		if (v)
 			seccomp = v[0] != '0' ? PROBE_YES : PROBE_NO;
 	}
+	/* gVisor's status has no NoNewPrivs line; prctl tells everywhere. */
+	if (nnp == PROBE_UNKNOWN) {
+		int v = prctl(PR_GET_NO_NEW_PRIVS, 0L, 0L, 0L, 0L);
+
+		if (v >= 0)
+			nnp = v == 1 ? PROBE_YES : PROBE_NO;
+	}
 	/*
 	 * NSpid lists our pid in each namespace from the one /proc was
 	 * mounted for down to ours, so a container that mounted its own
@@ -824,8 +832,16 @@ static sg_err probe_write(struct sg_buf *out, struct sg_buf *scratch,
 	rc = sg_reply_ok(out);
 	if (rc)
 		goto out;
-	rc = sg_buf_addf(out, ",\"landlock_abi\":%d,\"isolation\":{",
-			 abi > 0 ? abi : 0);
+	/*
+	 * How each permission mode is confined here (helper/confine.c):
+	 * Landlock, or for standard without it a read-only / (each command
+	 * checks the mounts again), or not at all: the mode is refused.
+	 */
+	rc = sg_buf_addf(out, ",\"landlock_abi\":%d,\"confinement\":{\"standard\":\"%s\","
+			 "\"read_only\":\"%s\"},\"isolation\":{", abi > 0 ? abi : 0,
+			 abi >= 3 ? "landlock" : abi < 0 && sg_confine_root_read_only() ? "read_only_root"
+										  : "refused",
+			 abi >= 3 ? "landlock" : "refused");
 	if (rc)
 		goto out;
 	first = 1;

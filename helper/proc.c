@@ -1037,14 +1037,24 @@ out:
 	return rc;
 }
 
-/* The inode of a pid namespace ("self" or a pid), 0 when unknown. */
+/*
+ * The inode of a pid namespace ("self" or a pid), 0 when unknown.  It is
+ * looked at twice: gVisor (release 20221219) gives the link a new inode at
+ * every look, which names no namespace, and an unknown namespace is one
+ * rec_foreign() does not hold against a record (every process of a
+ * container shares its one pid namespace; group_ours() still bounds what
+ * a stop signals).
+ */
 static int64_t pid_ns_of(const char *who)
 {
 	char path[64];
-	struct stat st;
+	struct stat a, b;
 
 	snprintf(path, sizeof(path), "/proc/%s/ns/pid", who);
-	return stat(path, &st) == 0 ? (int64_t)st.st_ino : 0;
+	if (stat(path, &a) != 0 || stat(path, &b) != 0 || a.st_dev != b.st_dev ||
+	    a.st_ino != b.st_ino)
+		return 0;
+	return (int64_t)a.st_ino;
 }
 
 /*

@@ -4,7 +4,8 @@
 # new directory in /tmp, no bridge and no iptables rules (so it never
 # touches another daemon's network), runsc registered as a runtime when
 # it is installed (--network=none, --platform=ptrace: what runs here), and
-# the test image sandgate-test:1 imported from tests/docker/rootfs.sh.
+# the test image sandgate-test:1 imported from tests/docker/rootfs.sh (with
+# runsc, also sandgate-test-gvisor:1: that image with statx-shim.c).
 #
 # start prints shell assignments (DOCKER_DIR, DOCKER_HOST, DOCKER_RUNSC=1
 # when runsc is registered); stop DIR stops that daemon (SIGTERM, then
@@ -57,6 +58,16 @@ start)
 	done
 	sh "$here/rootfs.sh" "$d/rootfs.tar" >&2
 	docker import "$d/rootfs.tar" sandgate-test:1 >/dev/null
+	# gVisor's image: the same, and statx-shim.c preloaded (its comment
+	# says what Debian's runsc refuses and why dropping the flag is safe).
+	if [ -n "$runsc" ] && command -v cc >/dev/null; then
+		mkdir -p "$d/shim/usr/lib" "$d/shim/etc"
+		cc -shared -fPIC -O2 -o "$d/shim/usr/lib/libsg-statx.so" "$here/statx-shim.c"
+		echo /usr/lib/libsg-statx.so >"$d/shim/etc/ld.so.preload"
+		tar -C "$d/shim" -rf "$d/rootfs.tar" ./usr/lib/libsg-statx.so ./etc/ld.so.preload
+		docker import "$d/rootfs.tar" sandgate-test-gvisor:1 >/dev/null
+		rm -rf "$d/shim"
+	fi
 	rm -f "$d/rootfs.tar"
 	echo "DOCKER_DIR=$d"
 	echo "DOCKER_HOST=unix://$d/docker.sock"

@@ -11,6 +11,9 @@ PATH=/usr/bin:/bin:/usr/sbin:/sbin:$PATH
 out=$1
 root=$(mktemp -d)
 trap 'rm -rf "$root"' EXIT
+# The image's / is the tar's "./": mktemp's 0700 would shut every user but
+# root out of the whole file system (Podman keeps it; Docker does not).
+chmod 755 "$root"
 progs="sh bash dash cat ls cp mv rm mkdir rmdir chmod chown ln touch stat head tail cut
 sort uniq wc tr tee env id uname sleep true false printf echo test expr date dirname
 basename readlink realpath mktemp sha256sum md5sum od base64 kill ps find xargs grep egrep
@@ -46,8 +49,11 @@ py=$(python3 -c 'import sys; print(sys.prefix + "/lib/python%d.%d" % sys.version
 	rm -rf "$root/usr/lib/${py##*/}/test" "$root/usr/lib/${py##*/}"/*/test "$root/usr/lib/${py##*/}/__pycache__"
 [ -d /usr/lib/git-core ] && cp -a /usr/lib/git-core "$root/usr/lib/"
 [ -d /usr/share/git-core ] && mkdir -p "$root/usr/share" && cp -a /usr/share/git-core "$root/usr/share/"
-mkdir -p "$root/etc" "$root/tmp" "$root/proc" "$root/sys" "$root/dev" "$root/root" "$root/workspace"
-chmod 1777 "$root/tmp"
+mkdir -p "$root/etc" "$root/tmp" "$root/var/tmp" "$root/run" "$root/proc" "$root/sys" "$root/dev" "$root/root" \
+	"$root/workspace"
+# World-writable, as Debian's are: outside the workspace, only the
+# permission modes keep a command from writing /var/tmp (test_docker).
+chmod 1777 "$root/tmp" "$root/var/tmp"
 printf 'root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n' >"$root/etc/passwd"
 printf 'root:x:0:\nnogroup:x:65534:\n' >"$root/etc/group"
 tar -C "$root" -cf "$out" .

@@ -83,6 +83,21 @@ PROCESS_REQUEST_TIMEOUT = 35.0
 DISCONNECTED = "execution transport disconnected; the last operation may have completed"
 
 
+# The refusal of a read_only command where the environment observed it
+# cannot confine one (facts.confinement.read_only is "refused": gVisor has
+# no Landlock, docs/docker.md).  A test that meets it there is skipped,
+# saying so; anywhere else the refusal fails the test as before.
+READ_ONLY_REFUSAL = "permission mode read_only needs commands confined"
+
+
+def skip_if_read_only_refused(error, facts):
+    conf = (facts or {}).get("confinement") or {}
+    if READ_ONLY_REFUSAL in str(error) and conf.get("read_only") == "refused":
+        raise unittest.SkipTest("read_only commands are refused in this environment: it has no "
+                                "Landlock to confine them (facts.confinement.read_only is "
+                                "\"refused\", docs/docker.md)")
+
+
 # ---- errors --------------------------------------------------------------
 
 class CallError(Exception):
@@ -881,7 +896,12 @@ class HostEnvironment:
         req["call"] = call
         req["permission_mode"] = mode
         req["actor"] = actor if actor is not None else self.session
-        data = client.call("execute", req, ctx)
+        try:
+            data = client.call("execute", req, ctx)
+        except CallError as e:
+            facts = ((self.init_reply or {}).get("environment") or {}).get("facts")
+            skip_if_read_only_refused(e, facts)
+            raise
         try:
             go_decode(data, TOOL_RESULT, "toolresult.Result")
         except _GoDecodeError as e:

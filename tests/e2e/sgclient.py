@@ -57,6 +57,8 @@ import time
 import unittest
 import uuid
 
+from hostdriver import skip_if_read_only_refused
+
 BIN = os.environ.get("SANDGATE_BIN", "")
 CONFIG = os.environ.get("SANDGATE_TEST_CONFIG") or None
 PROFILE = os.environ.get("SANDGATE_TEST_PROFILE") or None
@@ -712,7 +714,10 @@ class Gateway:
 
     def execute(self, tool, args, mode=None, timeout=DEFAULT_TIMEOUT, **kw):
         """The reply message of one execute (data or error)."""
-        return self.wait_reply(self.execute_req(tool, args, mode, **kw), timeout)
+        r = self.wait_reply(self.execute_req(tool, args, mode, **kw), timeout)
+        if "error" in r:
+            skip_if_read_only_refused(r["error"], self.facts)
+        return r
 
     def tool(self, tool, args, mode=None, timeout=DEFAULT_TIMEOUT, **kw):
         """The ToolResult of an execute that must not fail (an error reply

@@ -137,6 +137,15 @@ class HugeFiles(GatewayTestCase):
         gw = self.gw
         name = unique("sparse")
         gw.sh_ok("seq -f 'line %%04g' 3000 > %s && truncate -s 1T %s" % (name, name))
+        # Where the file system reports no holes (SEEK_HOLE answers the end:
+        # gVisor's gofer), nothing can skip them, and a read past the text
+        # reads a terabyte of zeros.
+        hole = gw.sh_ok("python3 -c 'import os, sys; print(os.lseek(os.open(sys.argv[1], "
+                        "os.O_RDONLY), 0, os.SEEK_HOLE))' %s 2>/dev/null || echo 0" % name)
+        if int(hole.split()[-1]) == 1 << 40:
+            gw.sh_ok("rm %s" % name)
+            self.skipTest("this file system reports no holes (SEEK_HOLE answers the end of "
+                          "the file), so none can be skipped")
         started = time.monotonic()
         r = gw.execute("read_file", {"path": name, "offset": 5000, "limit": 10},
                        timeout=30 * SLACK)
