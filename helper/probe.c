@@ -486,6 +486,25 @@ static enum probe_tri probe_userns(void)
 }
 
 /*
+ * Whether PR_SET_CHILD_SUBREAPER takes effect here.  The process
+ * supervisor relies on it to catch what a command setsid'd or
+ * double-forked away; gVisor (release 20221219) refuses it for any process
+ * but the container's init, and such escapes then outlive a stop.  The
+ * probe is a process of its own that ends at once, so setting the flag on
+ * it changes nothing else.
+ */
+static enum probe_tri probe_subreaper(void)
+{
+	int on = 0;
+
+	if (prctl(PR_SET_CHILD_SUBREAPER, 1L, 0L, 0L, 0L) != 0)
+		return PROBE_NO;
+	if (prctl(PR_GET_CHILD_SUBREAPER, (unsigned long)&on, 0L, 0L, 0L) != 0)
+		return PROBE_UNKNOWN;
+	return on ? PROBE_YES : PROBE_NO;
+}
+
+/*
  * The first version-looking token of the first line: a run of digits and
  * dots with at least one dot ("go1.22.1" gives 1.22.1, while the "12" of
  * "g++-12" is passed over), else the first run of digits.  Written to v.
@@ -872,6 +891,8 @@ static sg_err probe_write(struct sg_buf *out, struct sg_buf *scratch,
 		goto out;
 	first = 0;
 	rc = probe_bool(out, "user_namespace", &first, probe_userns());
+	if (!rc)
+		rc = probe_bool(out, "child_subreaper", &first, probe_subreaper());
 	if (rc)
 		goto out;
 	rc = mem ? sg_buf_addf(out, ",\"memory_limit_bytes\":%llu",

@@ -108,6 +108,10 @@ class Processes(GatewayTestCase):
         count = live_checker(self.gw)
         if count is None:
             self.skipTest("this backend's processes cannot be seen from here")
+        if self.gw.facts.get("observed", {}).get("child_subreaper") is False:
+            # Observed, not assumed: gVisor's 2022 release refuses the
+            # flag, so an escape is not the supervisor's to find there.
+            self.skipTest("the facts say no child subreaper can be made here")
         m = Marker()
         args["command"] = command % m.command
         rid = self.gw.execute_req("bash", args)
