@@ -883,26 +883,36 @@ static sg_err on_output(const uint8_t *data, size_t len, void *payload)
 	return rc;
 }
 
+/* The readers of a result's two streams; the stdout one ends at stop (may be NULL). */
+static struct reader out_reader(struct mdl_exec_result *res, const char *stop)
+{
+	return (struct reader){ .buf = &res->out, .total = &res->out_total, .fd = res->out_fd,
+				.stop = stop, .stopped = &res->stopped };
+}
+
+static struct reader err_reader(struct mdl_exec_result *res)
+{
+	return (struct reader){ .buf = &res->err, .total = &res->err_total, .fd = -1,
+				.stopped = &res->stopped };
+}
+
 /*
- * Read one output stream to its end, reconnecting at the offset reached;
- * deadline 0: none (the cancel token bounds it).  The reconnects are
- * counted since the last byte that came, so a long command's stream may
- * be cut any number of times as long as each piece brings something.
- * *refused (may be NULL): the read failed with the router's own status,
- * before any message.
+ * Read stream fd (0 stdout, 1 stderr) to its end into rd, reconnecting at
+ * the offset reached; deadline 0: none (the cancel token bounds it).  The
+ * reconnects are counted since the last byte that came, so a long
+ * command's stream may be cut any number of times as long as each piece
+ * brings something.  *refused (may be NULL): the read failed with the
+ * router's own status, before any message.
  */
-static sg_err read_stream(struct mdl_router *r, const char *exec_id, int fd,
-			  struct sg_buf *buf, int out_fd, uint64_t *total, int64_t deadline,
-			  int *calls, bool *refused, struct mdl_exec_result *stop_in,
-			  const char *stop, struct sg_cancel *cancel, struct sg_errinfo *err)
+static sg_err read_stream(struct mdl_router *r, const char *exec_id, int fd, struct reader *rd,
+			  int64_t deadline, int *calls, bool *refused, struct sg_cancel *cancel,
+			  struct sg_errinfo *err)
 {
 	const char *md[2] = { r->auth_line, NULL };
-	struct reader rd = { .buf = buf, .total = total, .fd = out_fd, .stop = stop,
-			     .stopped = &stop_in->stopped };
 	sg_err rc = SG_OK;
 
 	for (int tries = 0;; tries++) {
-		uint64_t at = *total;
+		uint64_t at = *rd->total;
 		Modal__TaskCommandRouter__TaskExecStdioReadRequest req =
 			MODAL__TASK_COMMAND_ROUTER__TASK_EXEC_STDIO_READ_REQUEST__INIT;
 		uint8_t msg[512];
@@ -910,7 +920,7 @@ static sg_err read_stream(struct mdl_router *r, const char *exec_id, int fd,
 		struct sg_errinfo e1 = { 0 };
 		struct sg_grpc_call call = {
 			.method = "/modal.task_command_router.TaskCommandRouter/TaskExecStdioRead",
-			.metadata = md, .on_msg = on_output, .payload = &rd,
+			.metadata = md, .on_msg = on_output, .payload = rd,
 			.timeout_ms = deadline ? deadline - sg_now_ms() : 0,
 		};
 
@@ -919,7 +929,7 @@ static sg_err read_stream(struct mdl_router *r, const char *exec_id, int fd,
 					  "the command's output did not end in time");
 		req.task_id = r->task_id;
 		req.exec_id = (char *)exec_id;
-		req.offset = *total;
+		req.offset = *rd->total;
 		req.file_descriptor = fd;
 		call.req = msg;
 		call.req_len = protobuf_c_message_pack(&req.base, msg);
@@ -929,9 +939,9 @@ static sg_err read_stream(struct mdl_router *r, const char *exec_id, int fd,
 		if (refused)
 			*refused = rc && res.from_server && res.messages == 0;
 		sg_grpc_result_release(&res);
-		if (rc == SG_OK || stop_in->stopped)
+		if (rc == SG_OK || *rd->stopped)
 			return SG_OK;
-		if (*total > at)
+		if (*rd->total > at)
 			tries = 0;
 		if (rc != SG_E_UNAVAILABLE || tries >= SG_MODAL_READ_RETRIES ||
 		    sg_cancel_check(cancel)) {
@@ -1013,14 +1023,15 @@ static sg_err side_read_run(void *arg, struct sg_cancel *stop)
 	struct mdl_exec_result *res = s->res;
 	struct pollfd p[2] = { { .fd = sg_cancel_fd(&s->started), .events = POLLIN },
 			       { .fd = sg_cancel_fd(stop), .events = POLLIN } };
+	struct reader rd = out_reader(res, s->stop_mark);
 	bool refused = false;
 	sg_err rc;
 
 	/* The start leaves first: on its way, it is registered first. */
 	if (sg_cancel_sleep(stop, SG_MODAL_READ_LAG_MS))
 		return sg_cancel_check(stop);
-	rc = read_stream(s->r, s->exec_id, 0, &res->out, res->out_fd, &res->out_total,
-			 s->deadline, &s->calls, &refused, res, s->stop_mark, stop, &s->err);
+	rc = read_stream(s->r, s->exec_id, 0, &rd, s->deadline, &s->calls, &refused, stop,
+			 &s->err);
 	if (!refused || res->out_total > 0 || sg_cancel_check(stop))
 		return rc;
 	while (!sg_cancel_check(&s->started) && !sg_cancel_check(stop))
@@ -1028,8 +1039,7 @@ static sg_err side_read_run(void *arg, struct sg_cancel *stop)
 	if (sg_cancel_check(stop))
 		return sg_cancel_check(stop);
 	sg_err_clear(&s->err);
-	return read_stream(s->r, s->exec_id, 0, &res->out, res->out_fd, &res->out_total,
-			   s->deadline, &s->calls, NULL, res, s->stop_mark, stop, &s->err);
+	return read_stream(s->r, s->exec_id, 0, &rd, s->deadline, &s->calls, NULL, stop, &s->err);
 }
 
 /*
@@ -1094,6 +1104,7 @@ sg_err mdl_run(struct mdl_client *c, struct mdl_router *r,
 	Modal__TaskCommandRouter__TaskExecStartRequest__EnvEntry *entries = NULL;
 	Modal__TaskCommandRouter__TaskExecStartRequest__EnvEntry **env = NULL;
 	int64_t deadline = x->wait_ms > 0 ? sg_now_ms() + x->wait_ms : 0;
+	struct reader out = out_reader(res, x->stop_mark), errs = err_reader(res);
 	char exec_id[37];
 	size_t argc = 0, envc = 0;
 	bool side = false;
@@ -1160,15 +1171,14 @@ sg_err mdl_run(struct mdl_client *c, struct mdl_router *r,
 		if (!rc && x->stdin_data)
 			rc = write_stdin(r, exec_id, x, &res->router_calls, cancel, err);
 		if (!rc)
-			rc = read_stream(r, exec_id, 0, &res->out, res->out_fd, &res->out_total,
-					 deadline, &res->router_calls, NULL, res, x->stop_mark, cancel,
-					 err);
+			rc = read_stream(r, exec_id, 0, &out, deadline, &res->router_calls, NULL,
+					 cancel, err);
 	}
 	if (rc)
 		goto out;
 	if (!rc && !x->merge)
-		rc = read_stream(r, exec_id, 1, &res->err, -1, &res->err_total,
-				 deadline, &res->router_calls, NULL, res, NULL, cancel, err);
+		rc = read_stream(r, exec_id, 1, &errs, deadline, &res->router_calls, NULL, cancel,
+				 err);
 	if (rc || x->no_wait)
 		goto out;
 	{
