@@ -67,22 +67,19 @@ class Concurrency(GatewayTestCase):
             gw.stop(pid)
 
     def test_many_long_polls_do_not_starve(self):
+        # Judged by order, not by a stopwatch: a list sent behind twelve
+        # long polls must answer while every poll still waits.  Queued
+        # behind them it could only come after their 30 s; under gVisor's
+        # ptrace platform on a loaded machine a list alone takes seconds,
+        # so how long it takes is not this test's to judge.
         gw = self.gw
-        pids = [gw.start("sleep 20")["id"] for _ in range(12)]
+        pids = [gw.start("sleep 120")["id"] for _ in range(12)]
         try:
-            # What a list costs here with the twelve processes running and
-            # no poll: under gVisor's ptrace platform on a loaded machine a
-            # command alone can take seconds, and only the polls' share is
-            # this test's to judge.
-            alone = min(self.timed_list() for _ in range(2))
-            rids = [gw.request("process/read", poll(p, 5)) for p in pids]
+            rids = [gw.request("process/read", poll(p, 30)) for p in pids]
             time.sleep(0.2)
             took = self.timed_list()
-            self.assertLess(took, alone + 0.5 * SLACK,
-                            "list_files took %.3f s behind 12 long polls (%.3f s alone)"
-                            % (took, alone))
-            # Queued behind them, it would have come after their 5 s.
-            self.assertFalse(any(gw.has_reply(r) for r in rids))
+            answered = [r for r in rids if gw.has_reply(r)]
+            self.assertEqual(answered, [], "list_files (%.3f s) came after long polls" % took)
         finally:
             for p in pids:
                 gw.stop(p)
