@@ -199,7 +199,7 @@
 #define SG_MODAL_IMAGE_CACHE 16    /* image ids remembered per reference */
 #define SG_MODAL_SWEEP_MIN 1440    /* run/ leftovers older than a day go at set-up */
 #define SG_MODAL_STDIN_CHUNK (512 * SG_KiB) /* one TaskExecStdinWrite */
-#define SG_MODAL_READ_LAG_MS 5     /* an exec's output read leaves this long after its start */
+#define SG_MODAL_READ_LAG_MS 5     /* an exec's output read leaves this long after its start, or at its answer */
 
 
 /* The vercel backend (vercel/). */

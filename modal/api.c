@@ -1027,8 +1027,13 @@ static sg_err side_read_run(void *arg, struct sg_cancel *stop)
 	bool refused = false;
 	sg_err rc;
 
-	/* The start leaves first: on its way, it is registered first. */
-	if (sg_cancel_sleep(stop, SG_MODAL_READ_LAG_MS))
+	/*
+	 * The start leaves first: on its way, it is registered first.  A
+	 * start that answers within the lag (a router close by) sends the
+	 * read at once: the lag hides in a long round trip, not in a short one.
+	 */
+	(void)poll(p, 2, SG_MODAL_READ_LAG_MS);
+	if (sg_cancel_check(stop))
 		return sg_cancel_check(stop);
 	rc = read_stream(s->r, s->exec_id, 0, &rd, s->deadline, &s->calls, &refused, stop,
 			 &s->err);
