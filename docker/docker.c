@@ -49,6 +49,7 @@
 #include "adapters/cloudkit.h"
 #include "adapters/install.h"
 #include "adapters/remote.h"
+#include "core/path.h"
 #include "core/targz.h"
 #include "base/cancel.h"
 #include "base/limits.h"
@@ -339,16 +340,19 @@ static void dk_kill(struct sg_remote *rm, const char *dir)
  */
 static const char *dk_archive_dir(const struct dk_env *de, const char *path)
 {
-	const char *root = de->rm.base.root;
-	size_t n = strlen(root);
-
 	if (!de->ro_root)
 		return "/";
 	if (strncmp(path, DK_TMP "/", sizeof(DK_TMP)) == 0)
 		return DK_TMP;
-	if (strncmp(path, root, n) == 0 && (path[n] == '/' || path[n] == '\0'))
-		return root;
+	if (sg_path_under(path, de->rm.base.root))
+		return de->rm.base.root;
 	return "/";
+}
+
+/* path's name in an archive unpacked at dir (dk_archive_dir's). */
+static const char *dk_archive_name(const char *dir, const char *path)
+{
+	return path + strlen(dir) + (dir[1] != '\0');
 }
 
 /* PUT the n entries (a gzip'd tar, names relative to dir), given to the container's user. */
@@ -393,8 +397,8 @@ static sg_err dk_upload(struct sg_remote *rm, const char *path, const void *data
 			unsigned mode, struct sg_cancel *cancel, struct sg_errinfo *err)
 {
 	const char *dir = dk_archive_dir((struct dk_env *)rm, path);
-	struct sg_targz_entry e = { .name = path + strlen(dir) + (dir[1] != '\0'), .mode = mode,
-				    .data = data, .len = len };
+	struct sg_targz_entry e = { .name = dk_archive_name(dir, path), .mode = mode, .data = data,
+				    .len = len };
 
 	if (path[0] != '/')
 		return sg_err_set(err, SG_E_INTERNAL, "%s is not an absolute path", path);
@@ -597,7 +601,7 @@ static sg_err dk_send_helper(struct dk_env *de, struct sg_cancel *cancel, struct
 	struct sg_install in = { .dir = DK_TMP, .nonce = de->rm.nonce };
 	struct sg_targz_entry e[3], dot = { .name = "/", .mode = 0700, .dir = true };
 	const char *dir;
-	size_t n = 0, skip;
+	size_t n = 0;
 	int requests = 1;
 	sg_err rc = sg_helper_bin_open(env->helper_host, &de->bin, err);
 
@@ -615,10 +619,10 @@ static sg_err dk_send_helper(struct dk_env *de, struct sg_cancel *cancel, struct
 		e[n++] = (struct sg_targz_entry){ .name = env->root + 1, .mode = 0700, .dir = true };
 	}
 	dir = dk_archive_dir(de, de->up);
-	skip = strlen(dir) + (dir[1] != '\0');
-	e[n++] = (struct sg_targz_entry){ .name = de->up + skip, .mode = 0700,
+	e[n++] = (struct sg_targz_entry){ .name = dk_archive_name(dir, de->up), .mode = 0700,
 					  .data = de->bin.data, .len = (size_t)de->bin.size };
-	e[n++] = (struct sg_targz_entry){ .name = de->mark + skip, .mode = 0600, .data = "" };
+	e[n++] = (struct sg_targz_entry){ .name = dk_archive_name(dir, de->mark), .mode = 0600,
+					  .data = "" };
 	if (!rc)
 		rc = dk_put(de, dir, e, n, cancel, err);
 	de->install = (struct sg_install_cost){ .bytes = de->bin.size, .requests = requests };

@@ -59,6 +59,7 @@
 
 #include "base/fsutil.h"
 #include "base/limits.h"
+#include "core/path.h"
 #include "helper/landlock.h"
 
 /* The oldest ABI that can refuse truncation (LANDLOCK_ACCESS_FS_TRUNCATE). */
@@ -233,18 +234,6 @@ static int confine_restrict(int ruleset, struct confine_msg *m)
 	return 0;
 }
 
-/* Is path dir itself or beneath it (both absolute, as mountinfo spells them)? */
-static bool confine_beneath(const char *path, const char *dir)
-{
-	size_t n = strlen(dir);
-
-	while (n > 1 && dir[n - 1] == '/')
-		n--;
-	if (n == 1 && dir[0] == '/')
-		return true;
-	return strncmp(path, dir, n) == 0 && (path[n] == '\0' || path[n] == '/');
-}
-
 /* mountinfo's octal escapes (\040 for a space ...) undone in place. */
 static void confine_unescape(char *s)
 {
@@ -359,10 +348,10 @@ static int confine_mount_judge(const struct confine_mount *mt, void *ctx)
 	for (size_t i = 0; confine_pseudo_fs[i]; i++)
 		if (strcmp(mt->fs, confine_pseudo_fs[i]) == 0)
 			return 0;
-	if (confine_beneath(mt->at, sc->root))
+	if (sg_path_under(mt->at, sc->root))
 		return 0;
 	for (size_t i = 0; sc->allow && sc->allow[i]; i++)
-		if (confine_beneath(mt->at, sc->allow[i]))
+		if (sg_path_under(mt->at, sc->allow[i]))
 			return 0;
 	if (access(mt->at, W_OK) != 0)
 		return 0;
@@ -373,11 +362,21 @@ static int confine_mount_judge(const struct confine_mount *mt, void *ctx)
 	return 1;
 }
 
-bool sg_confine_root_read_only(void)
+/* Is / mounted read-only (mountinfo: gVisor's statvfs does not say)? */
+static bool confine_root_read_only(void)
 {
 	struct confine_scan sc = { 0 };
 
 	return confine_mounts_each(confine_mount_judge, &sc) == 0 && sc.root_ro;
+}
+
+const char *sg_confine_mechanism(bool standard, int abi)
+{
+	if (abi >= CONFINE_MIN_ABI)
+		return "landlock";
+	if (standard && abi < 0 && confine_root_read_only())
+		return "read_only_root";
+	return "refused";
 }
 
 /*

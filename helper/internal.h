@@ -70,8 +70,12 @@ extern void (*sg_helper_overdue)(void);
  */
 extern void (*sg_helper_answer)(const char *reply, size_t n, bool on);
 int sg_confine_apply(const char *mode, const char *root, const char *const *allow_write, char *msg, size_t msglen);
-/* Is / mounted read-only (mountinfo: gVisor's statvfs does not say)? */
-bool sg_confine_root_read_only(void);
+/*
+ * How a mode (standard, else read_only) is confined where Landlock has ABI
+ * abi (sg_landlock_abi): "landlock", "read_only_root" (standard on a
+ * read-only /, see confine.c), or "refused".  For the probe's facts.
+ */
+const char *sg_confine_mechanism(bool standard, int abi);
 /*
  * Keep this process and what it runs inside its environment, whatever its
  * permission mode: no setuid or setgid bit set on any file

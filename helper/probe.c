@@ -858,9 +858,7 @@ static sg_err probe_write(struct sg_buf *out, struct sg_buf *scratch,
 	 */
 	rc = sg_buf_addf(out, ",\"landlock_abi\":%d,\"confinement\":{\"standard\":\"%s\","
 			 "\"read_only\":\"%s\"},\"isolation\":{", abi > 0 ? abi : 0,
-			 abi >= 3 ? "landlock" : abi < 0 && sg_confine_root_read_only() ? "read_only_root"
-										  : "refused",
-			 abi >= 3 ? "landlock" : "refused");
+			 sg_confine_mechanism(true, abi), sg_confine_mechanism(false, abi));
 	if (rc)
 		goto out;
 	first = 1;

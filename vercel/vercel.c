@@ -1187,12 +1187,13 @@ static sg_err vcl_prep_pack(struct vcl_prep *pp, struct sg_errinfo *err)
 {
 	static const char *const sub[] = { "", "/ctl", "/ctl/proc", "/ctl/home", "/ctl/tmp",
 					   "/run" };
-	struct sg_targz_entry files[8];
-	char *dirs[6] = { 0 };
+	enum { NSUB = sizeof(sub) / sizeof(sub[0]) };
+	struct sg_targz_entry files[NSUB + 2];
+	char *dirs[NSUB] = { 0 };
 	size_t n = 0;
 	sg_err rc = SG_OK;
 
-	for (size_t k = 0; pp->dir && k < 6 && !rc; k++) {
+	for (size_t k = 0; pp->dir && k < NSUB && !rc; k++) {
 		if (asprintf(&dirs[k], "%s%s", pp->dir + 1, sub[k]) < 0) {
 			dirs[k] = NULL;
 			rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
@@ -1209,7 +1210,7 @@ static sg_err vcl_prep_pack(struct vcl_prep *pp, struct sg_errinfo *err)
 		rc = vcl_pack(files, n, &pp->tgz, err);
 	if (rc)
 		sg_buf_reset(&pp->tgz);
-	for (size_t k = 0; k < 6; k++)
+	for (size_t k = 0; k < NSUB; k++)
 		free(dirs[k]);
 	return rc;
 }
