@@ -1160,6 +1160,88 @@ static sg_err may_attach(const struct sing_env *se, const struct sg_sing_start *
 	return rc;
 }
 
+/* Stop the instance after a failed start, naming only in the log why that failed too. */
+static void stop_quietly(struct sing_env *se)
+{
+	struct sg_errinfo ignore = { 0 };
+
+	if (stop_instance(se->runtime, sg_strv_get(&se->cli_env), se->name, NULL, &ignore))
+		sg_log_warn("%s", ignore.msg);
+}
+
+/*
+ * The argv of one try at `instance start`, into *av; also into *first when
+ * that is not NULL (the first try's is the one the record keeps).
+ */
+static sg_err start_try_argv(const struct sing_env *se, const struct sg_sing_start *s,
+			     struct sg_strv *av, struct sg_strv *first, struct sg_errinfo *err)
+{
+	sg_err rc;
+
+	sg_strv_release(av);
+	rc = sg_sing_start_argv(s, av);
+	if (rc == SG_E_INVALID_ARGUMENT)
+		rc = sg_err_set(err, rc,
+				"a path to bind into instance %s contains ',', ':', '^', a backslash or edge white space, which apptainer reads as more binds",
+				se->name);
+	else if (rc || (first && sg_strv_addv(first, sg_strv_get(av))))
+		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
+	return rc;
+}
+
+/*
+ * SingularityCE starts without limits after a WARNING where Apptainer
+ * stops: never accept that silently.  Such a start is stopped again and
+ * counted as refused (exit 255), naming the limit field in *field.
+ */
+static void refuse_unlimited(struct sing_env *se, const struct sg_sing_start *s,
+			     struct sg_exec_result *r, const char **field)
+{
+	if (r->exit_code != 0 || !(s->cpus > 0 || s->memory_mb > 0) || !r->err.p ||
+	    !strstr(r->err.p, "does not support cgroup management"))
+		return;
+	*field = se->h.base.profile->cpus > 0 ? "cpus" : "memory_mb";
+	stop_quietly(se);
+	r->exit_code = 255;
+}
+
+/*
+ * Drop the refused field from the next try when the profile lists it as
+ * best-effort and it is still asked for: false when there is nothing to
+ * drop, and the refusal stands.
+ */
+static bool drop_best_effort(const struct sg_profile *p, struct sg_sing_start *s,
+			     const char *field, const struct sg_exec_result *r)
+{
+	bool net = strcmp(field, "network") == 0;
+
+	if (!sg_profile_best_effort(p, field) ||
+	    (net ? !s->network_none : !(s->cpus > 0 || s->memory_mb > 0)))
+		return false;
+	sg_log_warn("%s cannot be enforced on this host (best-effort): %s", field, fatal_text(r));
+	if (net)
+		s->network_none = false;
+	else
+		s->cpus = 0, s->memory_mb = 0;
+	return true;
+}
+
+/* Why `instance start` failed for good, as the error a session sees. */
+static sg_err start_refused(const struct sing_env *se, const char *field,
+			    const struct sg_exec_result *r, struct sg_errinfo *err)
+{
+	if (r->err.p && strstr(r->err.p, "user namespace"))
+		return sg_err_set(err, SG_E_UNSUPPORTED,
+				  "%s cannot start instance %s in a user namespace, and the singularity backend runs no command with this host's privileges: %.300s",
+				  se->runtime, se->name, fatal_text(r));
+	if (field)
+		return sg_err_set(err, SG_E_UNSUPPORTED,
+				  "field \"%s\" (profile \"%s\") cannot be enforced on this host: %.300s",
+				  field, se->h.base.profile->name, fatal_text(r));
+	return sg_err_set(err, SG_E_PROVIDER, "%s instance start failed (exit %d): %.300s",
+			  se->runtime, r->exit_code, fatal_text(r));
+}
+
 /*
  * Start the instance.  *limits and *net say whether --cpus/--memory and
  * --network none were applied: a best-effort field the site refuses is
@@ -1169,8 +1251,7 @@ static sg_err start_instance(struct sing_env *se, const char *image, const char 
 			     const char *ctl, bool *limits, bool *net, struct sg_cancel *cancel,
 			     struct sg_errinfo *err)
 {
-	const struct sg_env *env = &se->h.base;
-	const struct sg_profile *p = env->profile;
+	const struct sg_profile *p = se->h.base.profile;
 	struct sg_sing_start s = start_spec(se, image, overlay, ctl);
 	struct sg_strv av = SG_STRV_INIT, first = SG_STRV_INIT;
 	struct sg_exec_result r;
@@ -1180,77 +1261,27 @@ static sg_err start_instance(struct sing_env *se, const char *image, const char 
 	sg_exec_result_init(&r, 4096);
 	/* At most three tries: as asked, without limits, without the network. */
 	for (int tries = 0; tries < 3; tries++) {
-		sg_strv_release(&av);
-		rc = sg_sing_start_argv(&s, &av);
-		if (rc == SG_E_INVALID_ARGUMENT) {
-			rc = sg_err_set(err, rc,
-					"a path to bind into instance %s contains ',', ':', '^', a backslash or edge white space, which apptainer reads as more binds",
-					se->name);
+		rc = start_try_argv(se, &s, &av, tries == 0 ? &first : NULL, err);
+		if (rc)
 			break;
-		}
-		if (rc) {
-			rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
-			break;
-		}
-		if (tries == 0 && sg_strv_addv(&first, sg_strv_get(&av))) {
-			rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
-			break;
-		}
 		rc = run_cli(sg_strv_get(&av), sg_strv_get(&se->cli_env), SG_SING_START_MS, &r,
 			     cancel, err);
 		field = rc || r.exit_code == 0 ? NULL : refused_field(p, r.err.p ? r.err.p : "");
-		/*
-		 * SingularityCE starts without limits after a WARNING where
-		 * Apptainer stops: never accept that silently.
-		 */
-		if (!rc && r.exit_code == 0 && (s.cpus > 0 || s.memory_mb > 0) && r.err.p &&
-		    strstr(r.err.p, "does not support cgroup management")) {
-			struct sg_errinfo ignore = { 0 };
-
-			field = p->cpus > 0 ? "cpus" : "memory_mb";
-			if (stop_instance(se->runtime, sg_strv_get(&se->cli_env), se->name, NULL,
-					  &ignore))
-				sg_log_warn("%s", ignore.msg);
-			r.exit_code = 255;
-		}
-		if (rc || r.exit_code == 0 || !field || !sg_profile_best_effort(p, field))
+		if (!rc)
+			refuse_unlimited(se, &s, &r, &field);
+		if (rc || r.exit_code == 0 || !field || !drop_best_effort(p, &s, field, &r))
 			break;
-		if (strcmp(field, "network") == 0 ? !s.network_none : !(s.cpus > 0 || s.memory_mb > 0))
-			break;
-		sg_log_warn("%s cannot be enforced on this host (best-effort): %s", field,
-			    fatal_text(&r));
-		if (strcmp(field, "network") == 0)
-			s.network_none = false;
-		else
-			s.cpus = 0, s.memory_mb = 0;
 	}
 	*limits = s.cpus > 0 || s.memory_mb > 0;
 	*net = s.network_none;
 	if (!rc && r.exit_code == 0) {
 		rc = record_instance(se, &first, *limits, *net, err);
-		if (rc) {
-			struct sg_errinfo ignore = { 0 };
-
-			/* Never left running unrecorded: no session could join it. */
-			if (stop_instance(se->runtime, sg_strv_get(&se->cli_env), se->name, NULL,
-					  &ignore))
-				sg_log_warn("%s", ignore.msg);
-		}
+		/* Never left running unrecorded: no session could join it. */
+		if (rc)
+			stop_quietly(se);
+	} else if (!rc) {
+		rc = start_refused(se, field, &r, err);
 	}
-	if (rc || r.exit_code == 0)
-		goto out;
-	if (r.err.p && strstr(r.err.p, "user namespace"))
-		rc = sg_err_set(err, SG_E_UNSUPPORTED,
-				"%s cannot start instance %s in a user namespace, and the singularity backend runs no command with this host's privileges: %.300s",
-				se->runtime, se->name, fatal_text(&r));
-	else if (field)
-		rc = sg_err_set(err, SG_E_UNSUPPORTED,
-				"field \"%s\" (profile \"%s\") cannot be enforced on this host: %.300s",
-				field, p->name, fatal_text(&r));
-	else
-		rc = sg_err_set(err, SG_E_PROVIDER, "%s instance start failed (exit %d): %.300s",
-				se->runtime, r.exit_code, fatal_text(&r));
-out:
 	sg_exec_result_release(&r);
 	sg_strv_release(&av);
 	sg_strv_release(&first);
@@ -1306,125 +1337,138 @@ static void find_proc_ro(struct sing_env *se)
 	se->proc_ro[n] = NULL;
 }
 
-static sg_err sing_provision(struct sg_env *env, struct sg_cancel *cancel,
-			     struct sg_errinfo *err)
+/* The environment's directory, instance name, ctl and (when persistent) overlay. */
+static sg_err name_paths(struct sing_env *se, const char *slug, const char *base, char **ctl,
+			 char **overlay, struct sg_errinfo *err)
 {
-	struct sing_env *se = (struct sing_env *)env;
-	const struct sg_profile *p = env->profile;
-	char *slug = env_name(env->identity), *base = envs_dir(p, env->state_dir);
-	char *ctl = NULL, *overlay = NULL, *image = NULL;
-	json_t *live = NULL, *requested = json_object(), *applied = json_object();
-	bool fresh = false, limits = false, net = false, attach = false;
-	sg_err rc = SG_OK;
-
 	if (!slug || !base || asprintf(&se->h.dir, "%s/%s", base, slug) < 0 ||
-	    asprintf(&se->name, "sg-%s", slug) < 0 || asprintf(&ctl, "%s/ctl", se->h.dir) < 0 ||
-	    (p->persistent && asprintf(&overlay, "%s/overlay", se->h.dir) < 0)) {
-		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
-		goto out;
-	}
+	    asprintf(&se->name, "sg-%s", slug) < 0 || asprintf(ctl, "%s/ctl", se->h.dir) < 0 ||
+	    (se->h.base.profile->persistent && asprintf(overlay, "%s/overlay", se->h.dir) < 0))
+		return sg_err_set(err, SG_E_INTERNAL, "out of memory");
+	return SG_OK;
+}
+
+/*
+ * The runtime and how this session drives it: the image pull policy, the
+ * program, the /proc paths bound read-only, the CLI's environment and the
+ * runtime's version.
+ */
+static sg_err find_runtime(struct sing_env *se, struct sg_errinfo *err)
+{
+	const struct sg_profile *p = se->h.base.profile;
+	sg_err rc;
+
 	se->cache_age_s = -1;
-	if (!sg_sing_pull_parse(sg_profile_str(p, "image_pull_policy"),
-				&se->pull)) {
-		rc = sg_err_set(err, SG_E_INVALID_ARGUMENT, "field \"image_pull_policy\" is not valid");
-		goto out;
-	}
+	if (!sg_sing_pull_parse(sg_profile_str(p, "image_pull_policy"), &se->pull))
+		return sg_err_set(err, SG_E_INVALID_ARGUMENT,
+				  "field \"image_pull_policy\" is not valid");
 	se->runtime = runtime_of(p);
-	if (!se->runtime) {
-		rc = sg_err_set(err, SG_E_UNSUPPORTED, "apptainer or singularity is not installed");
-		goto out;
-	}
+	if (!se->runtime)
+		return sg_err_set(err, SG_E_UNSUPPORTED, "apptainer or singularity is not installed");
 	find_proc_ro(se);
 	rc = cli_env(&se->cli_env, false);
 	if (!rc)
 		rc = probe_version(se->runtime, sg_strv_get(&se->cli_env), &se->ver, err);
-	if (rc)
-		goto out;
-	rc = sg_host_find_env(&se->h, err);
-	if (rc)
-		goto out;
-	/* A persistent environment whose overlay is gone or broken is lost, never fresh. */
-	if (env->resumed && overlay && !overlay_intact(overlay)) {
-		rc = sg_err_set(err, SG_E_WORKSPACE_LOST,
-				"the overlay of identity \"%s\" (%s) is missing or corrupt",
-				env->identity, overlay);
-		goto out;
-	}
-	rc = sg_host_workspace(&se->h, err);
-	if (rc)
-		goto out;
-	/*
-	 * Apptainer splits a --bind value at ',' and ':': a root such as
-	 * "/work,/etc:/x" would bind the host's /etc into the container.
-	 */
-	if (!sg_sing_bind_path_ok(env->root)) {
-		rc = sg_err_set(err, SG_E_INVALID_ARGUMENT,
-				"binding root %.200s cannot be bound by apptainer: it contains ',', ':', '^', a backslash or edge white space, which the runtime reads as more binds",
-				env->root);
-		goto out;
-	}
+	return rc;
+}
+
+/*
+ * Apptainer splits a --bind value at ',' and ':': a root such as
+ * "/work,/etc:/x" would bind the host's /etc into the container.  So
+ * every path bound into the instance is refused when it reads as more.
+ */
+static sg_err check_binds(const struct sing_env *se, struct sg_errinfo *err)
+{
+	const struct sg_env *env = &se->h.base;
+
+	if (!sg_sing_bind_path_ok(env->root))
+		return sg_err_set(err, SG_E_INVALID_ARGUMENT,
+				  "binding root %.200s cannot be bound by apptainer: it contains ',', ':', '^', a backslash or edge white space, which the runtime reads as more binds",
+				  env->root);
 	if (!sg_sing_bind_path_ok(se->h.workspace) || !sg_sing_bind_path_ok(se->h.dir) ||
-	    !sg_sing_bind_path_ok(env->helper_host)) {
-		rc = sg_err_set(err, SG_E_INVALID_ARGUMENT,
-				"the workspace %.200s, the state directory %.200s or sg-helper %.200s contains ',', ':', '^', a backslash or edge white space, which apptainer reads as more binds",
-				se->h.workspace, se->h.dir,
-				env->helper_host ? env->helper_host : "(none)");
-		goto out;
-	}
-	if (env->resumed && env->require_existing && !p->host_workspace && !is_dir(se->h.workspace)) {
-		rc = sg_err_set(err, SG_E_WORKSPACE_LOST, "the workspace %s is gone", se->h.workspace);
-		goto out;
-	}
-	fresh = !env->resumed;
+	    !sg_sing_bind_path_ok(env->helper_host))
+		return sg_err_set(err, SG_E_INVALID_ARGUMENT,
+				  "the workspace %.200s, the state directory %.200s or sg-helper %.200s contains ',', ':', '^', a backslash or edge white space, which apptainer reads as more binds",
+				  se->h.workspace, se->h.dir,
+				  env->helper_host ? env->helper_host : "(none)");
+	return SG_OK;
+}
+
+/*
+ * Find the environment's directory and workspace, and refuse one that
+ * cannot be provisioned: lost (its overlay or workspace gone), or not
+ * bindable.  Nothing is created yet.
+ */
+static sg_err find_paths(struct sing_env *se, const char *overlay, struct sg_errinfo *err)
+{
+	const struct sg_env *env = &se->h.base;
+	sg_err rc = sg_host_find_env(&se->h, err);
+
+	if (rc)
+		return rc;
+	/* A persistent environment whose overlay is gone or broken is lost, never fresh. */
+	if (env->resumed && overlay && !overlay_intact(overlay))
+		return sg_err_set(err, SG_E_WORKSPACE_LOST,
+				  "the overlay of identity \"%s\" (%s) is missing or corrupt",
+				  env->identity, overlay);
+	rc = sg_host_workspace(&se->h, err);
+	if (!rc)
+		rc = check_binds(se, err);
+	if (!rc && env->resumed && env->require_existing && !env->profile->host_workspace &&
+	    !is_dir(se->h.workspace))
+		rc = sg_err_set(err, SG_E_WORKSPACE_LOST, "the workspace %s is gone",
+				se->h.workspace);
+	return rc;
+}
+
+/* The environment's directory, workspace and overlay, made when missing. */
+static sg_err make_dirs(const struct sing_env *se, const char *overlay, struct sg_errinfo *err)
+{
 	if (sg_mkdir_p(se->h.dir, 0700) || sg_mkdir_p(se->h.workspace, 0755) ||
-	    (overlay && sg_mkdir_p(overlay, 0700))) {
-		rc = sg_err_set(err, SG_E_INTERNAL, "cannot create %s: %s", se->h.dir, strerror(errno));
-		goto out;
-	}
-	rc = sg_host_make_ctl(ctl, err);
-	if (!rc)
-		rc = resolve_image(se, &image, cancel, err);
-	/* An instance of this identity still running: a crashed gateway's ghost. */
-	if (!rc)
-		rc = list_instances(se->runtime, sg_strv_get(&se->cli_env), &live, cancel, err);
-	/*
-	 * An instance of this identity still running: a shared environment
-	 * another session uses (attach to it), or else a crashed gateway's
-	 * ghost, since the gateway refuses a second session of an unshared
-	 * identity (stop it and start afresh).
-	 */
-	attach = !rc && p->shared && env->resumed && instance_listed(live, se->name);
-	if (!rc && !attach && instance_listed(live, se->name)) {
+	    (overlay && sg_mkdir_p(overlay, 0700)))
+		return sg_err_set(err, SG_E_INTERNAL, "cannot create %s: %s", se->h.dir,
+				  strerror(errno));
+	return SG_OK;
+}
+
+/*
+ * An instance of this identity still running: a shared environment
+ * another session uses (*attach: join it), or else a crashed gateway's
+ * ghost, since the gateway refuses a second session of an unshared
+ * identity (stop it and start afresh).
+ */
+static sg_err find_running(struct sing_env *se, bool *attach, struct sg_cancel *cancel,
+			   struct sg_errinfo *err)
+{
+	const struct sg_env *env = &se->h.base;
+	json_t *live = NULL;
+	sg_err rc = list_instances(se->runtime, sg_strv_get(&se->cli_env), &live, cancel, err);
+
+	*attach = !rc && env->profile->shared && env->resumed && instance_listed(live, se->name);
+	if (!rc && !*attach && instance_listed(live, se->name)) {
 		sg_log_warn("instance %s was left running by an earlier session; restarting it",
 			    se->name);
 		rc = stop_instance(se->runtime, sg_strv_get(&se->cli_env), se->name, cancel, err);
 	}
-	snprintf(env->id, sizeof(env->id), "singularity-%.100s", slug);
-	if (!rc && fresh) {
-		json_t *instance = json_pack("{s:s}", "instance", se->name);
+	json_decref(live);
+	return rc;
+}
 
-		rc = instance ? sg_host_write_marker(&se->h, instance, err)
-			      : sg_err_set(err, SG_E_INTERNAL, "out of memory");
-		json_decref(instance);
-	}
-	if (attach) {
-		struct sg_sing_start s = start_spec(se, image, overlay, ctl);
+/* A new environment's marker, naming its instance (for `envs list` and gc). */
+static sg_err write_instance_marker(const struct sing_env *se, struct sg_errinfo *err)
+{
+	json_t *instance = json_pack("{s:s}", "instance", se->name);
+	sg_err rc = instance ? sg_host_write_marker(&se->h, instance, err)
+			     : sg_err_set(err, SG_E_INTERNAL, "out of memory");
 
-		rc = may_attach(se, &s, &limits, &net, err);
-	}
-	if (!rc && !attach) {
-		sg_progress_begin("create", "starting instance %s", se->name);
-		rc = start_instance(se, image, overlay, ctl, &limits, &net, cancel, err);
-		se->started = !rc;
-		if (!rc)
-			rc = check_unprivileged(se, cancel, err);
-		sg_progress_end(rc);
-	}
-	if (rc)
-		goto out;
+	json_decref(instance);
+	return rc;
+}
 
-	se->started = !attach;
-	sg_crashpoint("adapter:created");
+/* The facts' resources: what the profile asks for, and what the instance applies. */
+static void add_resources(const struct sg_profile *p, bool limits, json_t *requested,
+			  json_t *applied)
+{
 	if (p->cpus > 0) {
 		json_object_set_new(requested, "cpus", json_real(p->cpus));
 		if (limits)
@@ -1435,60 +1479,143 @@ static sg_err sing_provision(struct sg_env *env, struct sg_cancel *cancel,
 		if (limits)
 			json_object_set_new(applied, "memory_mb", json_integer(p->memory_mb));
 	}
+}
+
+/* The facts' runtime beyond its program and flavour, into rt (borrowed). */
+static void add_runtime_facts(const struct sing_env *se, json_t *rt, bool net)
+{
+	json_object_set_new(rt, "network_namespace", json_boolean(net));
+	/* Checked by check_unprivileged() (or by the session that started it). */
+	json_object_set_new(rt, "user_namespace", json_true());
+	json_object_set_new(rt, "version",
+			    json_sprintf("%d.%d.%d", se->ver.major, se->ver.minor, se->ver.patch));
+	/* Which image a docker:// or oras:// reference named this time. */
+	if (se->digest[0]) {
+		json_object_set_new(rt, "image_digest", json_string(se->digest));
+		json_object_set_new(rt, "image_pull_policy",
+				    json_string(se->pull == SG_SING_PULL_IF_NOT_PRESENT
+							? "if_not_present"
+							: "always"));
+	}
+	/* Taken from the cache without the registry: how stale it may be. */
+	if (se->cache_age_s >= 0)
+		json_object_set_new(rt, "image_cache_age_s", json_integer(se->cache_age_s));
+}
+
+/* The environment's facts (new reference, or NULL when out of memory). */
+static json_t *env_facts(const struct sing_env *se, const char *image, bool limits, bool net)
+{
+	json_t *requested = json_object(), *applied = json_object(), *facts;
+
+	add_resources(se->h.base.profile, limits, requested, applied);
+	facts = json_pack("{s:{s:b, s:b}, s:{s:O, s:O}, s:s, s:s, s:{s:s, s:s, s:s}}",
+			  "isolation", "host_filesystem_restricted", true,
+			  "processes_die_with_session", true, "resources", "requested", requested,
+			  "applied", applied, "safety_class", "container", "mechanism",
+			  "apptainer-instance", "runtime", "program", se->runtime, "flavour",
+			  se->ver.flavour == SG_SING_APPTAINER ? "apptainer"
+			  : se->ver.flavour == SG_SING_SINGULARITY_CE ? "singularity-ce"
+								      : "singularity",
+			  "image", image);
+	if (facts)
+		add_runtime_facts(se, json_object_get(facts, "runtime"), net);
+	json_decref(requested);
+	json_decref(applied);
+	return facts;
+}
+
+/*
+ * Hand the running environment to the gateway: where sg-helper and ctl
+ * are inside the instance and on this host (taking *ctl), and its facts.
+ */
+static sg_err publish_env(struct sing_env *se, const char *image, char **ctl, bool limits,
+			  bool net, struct sg_errinfo *err)
+{
+	struct sg_env *env = &se->h.base;
+
 	env->helper = strdup(SING_HELPER);
 	env->ctl_dir = strdup(SING_CTL);
 	/* --containall gives the instance a /tmp of its own. */
 	env->own_tmp = true;
 	env->host_root = strdup(se->h.workspace);
-	env->host_ctl = ctl;
-	ctl = NULL;
-	env->facts = json_pack("{s:{s:b, s:b}, s:{s:O, s:O}, s:s, s:s, s:{s:s, s:s, s:s}}",
-			       "isolation", "host_filesystem_restricted", true,
-			       "processes_die_with_session", true, "resources", "requested",
-			       requested, "applied", applied, "safety_class", "container",
-			       "mechanism", "apptainer-instance", "runtime", "program",
-			       se->runtime, "flavour",
-			       se->ver.flavour == SG_SING_APPTAINER ? "apptainer"
-			       : se->ver.flavour == SG_SING_SINGULARITY_CE ? "singularity-ce"
-									   : "singularity",
-			       "image", image);
-	if (env->facts) {
-		json_t *rt = json_object_get(env->facts, "runtime");
-
-		json_object_set_new(rt, "network_namespace", json_boolean(net));
-		/* Checked by check_unprivileged() (or by the session that started it). */
-		json_object_set_new(rt, "user_namespace", json_true());
-		json_object_set_new(rt, "version",
-				    json_sprintf("%d.%d.%d", se->ver.major, se->ver.minor,
-						 se->ver.patch));
-		/* Which image a docker:// or oras:// reference named this time. */
-		if (se->digest[0]) {
-			json_object_set_new(rt, "image_digest", json_string(se->digest));
-			json_object_set_new(rt, "image_pull_policy",
-					    json_string(se->pull == SG_SING_PULL_IF_NOT_PRESENT
-								? "if_not_present"
-								: "always"));
-		}
-		/* Taken from the cache without the registry: how stale it may be. */
-		if (se->cache_age_s >= 0)
-			json_object_set_new(rt, "image_cache_age_s", json_integer(se->cache_age_s));
-	}
+	env->host_ctl = *ctl;
+	*ctl = NULL;
+	env->facts = env_facts(se, image, limits, net);
 	if (!env->helper || !env->ctl_dir || !env->host_root || !env->facts)
-		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
-out:
-	if (rc && se->started) {
-		struct sg_errinfo ignore = { 0 };
+		return sg_err_set(err, SG_E_INTERNAL, "out of memory");
+	return SG_OK;
+}
 
-		if (stop_instance(se->runtime, sg_strv_get(&se->cli_env), se->name, NULL, &ignore))
-			sg_log_warn("%s", ignore.msg);
+/*
+ * After a failed provision: stop the instance this session started, and
+ * remove a new environment's directory, so a failed create leaves nothing
+ * behind.
+ */
+static void undo_provision(struct sing_env *se, bool fresh)
+{
+	if (se->started) {
+		stop_quietly(se);
 		se->started = false;
 	}
-	/* A failed create leaves nothing behind. */
-	if (rc && fresh && se->h.dir)
+	if (fresh && se->h.dir)
 		sg_host_rm_tree(se->h.dir);
-	json_decref(live);
-	json_decref(requested);
-	json_decref(applied);
+}
+
+/*
+ * Find or make the environment's directories, then join its running
+ * instance (a shared one) or start a new one.  Only a new environment's
+ * directory is removed again on failure (fresh is set once the checks
+ * that create nothing have passed).
+ */
+static sg_err sing_provision(struct sg_env *env, struct sg_cancel *cancel,
+			     struct sg_errinfo *err)
+{
+	struct sing_env *se = (struct sing_env *)env;
+	const struct sg_profile *p = env->profile;
+	char *slug = env_name(env->identity), *base = envs_dir(p, env->state_dir);
+	char *ctl = NULL, *overlay = NULL, *image = NULL;
+	bool fresh = false, limits = false, net = false, attach = false;
+	sg_err rc;
+
+	rc = name_paths(se, slug, base, &ctl, &overlay, err);
+	if (!rc)
+		rc = find_runtime(se, err);
+	if (!rc)
+		rc = find_paths(se, overlay, err);
+	if (rc)
+		goto out;
+	fresh = !env->resumed;
+	rc = make_dirs(se, overlay, err);
+	if (rc)
+		goto out;
+	rc = sg_host_make_ctl(ctl, err);
+	if (!rc)
+		rc = resolve_image(se, &image, cancel, err);
+	if (!rc)
+		rc = find_running(se, &attach, cancel, err);
+	snprintf(env->id, sizeof(env->id), "singularity-%.100s", slug);
+	if (!rc && fresh)
+		rc = write_instance_marker(se, err);
+	if (!rc && attach) {
+		struct sg_sing_start s = start_spec(se, image, overlay, ctl);
+
+		rc = may_attach(se, &s, &limits, &net, err);
+	} else if (!rc) {
+		sg_progress_begin("create", "starting instance %s", se->name);
+		rc = start_instance(se, image, overlay, ctl, &limits, &net, cancel, err);
+		se->started = !rc;
+		if (!rc)
+			rc = check_unprivileged(se, cancel, err);
+		sg_progress_end(rc);
+	}
+	if (rc)
+		goto out;
+	se->started = !attach;
+	sg_crashpoint("adapter:created");
+	rc = publish_env(se, image, &ctl, limits, net, err);
+out:
+	if (rc)
+		undo_provision(se, fresh);
 	free(slug);
 	free(base);
 	free(ctl);
