@@ -524,6 +524,91 @@ static sg_err vcl_create_body(struct vcl_env *ve, json_t **out, struct sg_errinf
 }
 
 /*
+ * What a create left in doubt: it failed (a reply lost, a 5xx, a 429) or
+ * met a conflict (a 409), possibly after being sent more than once.
+ */
+struct vcl_doubt {
+	sg_err rc;              /* the create's own failure, or SG_OK (a 409) */
+	struct sg_errinfo once; /* its sentence when rc is set */
+	int sent;               /* how many times the create went out */
+};
+
+/*
+ * The name holds a sandbox after a create in doubt (*got, which the
+ * lookup gave): adopt it when it is ours, else drop it.
+ */
+static sg_err vcl_create_adopt(struct vcl_env *ve, json_t **got, const struct vcl_look *lk,
+			       struct sg_errinfo *err)
+{
+	struct sg_errinfo ignore = { 0 };
+	sg_err rc = vcl_check_owner(ve, *got, err);
+	const char *sess = vcl_str(json_object_get(json_object_get(*got, "sandbox"), "tags"),
+				   VCL_T_SESSION);
+
+	/* A foreign sandbox that the lookup woke is stopped again. */
+	if (!rc)
+		rc = vcl_check_woken(ve, *got, lk, err);
+	else
+		(void)vcl_check_woken(ve, *got, lk, &ignore);
+	if (rc) {
+		json_decref(*got);
+		*got = NULL;
+		return rc;
+	}
+	/* Our own create, repeated: this session's tag is on it. */
+	ve->rm.fresh = sess && strncmp(sess, ve->rm.base.session, VCL_TAG_MAX) == 0;
+	return SG_OK;
+}
+
+/*
+ * The lookup after a create in doubt found nothing to adopt (lr, *look):
+ * the error to give, and whether what the create did may remain.
+ */
+static sg_err vcl_create_unsettled(struct vcl_env *ve, const struct vcl_doubt *d, sg_err lr,
+				   const struct sg_errinfo *look, struct sg_errinfo *err)
+{
+	/* An expired snapshot: vcl_obtain decides what that means. */
+	if (!d->rc && lr == SG_E_WORKSPACE_LOST)
+		return sg_err_set(err, lr, "%s", look->msg);
+	if (!d->rc && d->sent > 1) {
+		ve->rm.base.may_remain = true;
+		return sg_err_set(err, lr == SG_E_NOT_FOUND ? SG_E_PROVIDER : lr,
+				  "creating the sandbox met a conflict after it was sent %d times, so the sandbox of that name may be this create's own, and %s",
+				  d->sent, look->msg[0] ? look->msg : "the name is not found");
+	}
+	if (d->rc) {
+		/*
+		 * A create whose answer was lost may still land after
+		 * this lookup: the gateway settles it by the tags.
+		 */
+		ve->rm.base.may_remain = true;
+		if (lr == SG_E_NOT_FOUND)
+			return sg_err_set(err, d->once.code,
+					  "%s (and no sandbox of that name appeared)", d->once.msg);
+		return sg_err_set(err, d->once.code, "%s; whether it was made is not known: %s",
+				  d->once.msg, look->msg);
+	}
+	return sg_err_set(err, lr == SG_E_NOT_FOUND ? SG_E_PROVIDER : lr,
+			  "creating the sandbox met a conflict, but %s",
+			  look->msg[0] ? look->msg : "the name is not found");
+}
+
+/* A conflict or a doubt: what does the name hold now?  It is looked up once. */
+static sg_err vcl_create_settle(struct vcl_env *ve, const struct vcl_doubt *d, json_t **got,
+				struct sg_cancel *cancel, struct sg_errinfo *err)
+{
+	struct sg_errinfo look = { 0 };
+	struct vcl_look lk;
+	sg_err lr = vcl_get(&ve->cl, ve->rm.name, true, 0, got, &lk, cancel, &look);
+
+	if (lk.unknown)
+		ve->doubt_ms = lk.sent_ms;
+	if (lr == SG_OK)
+		return vcl_create_adopt(ve, got, &lk, err);
+	return vcl_create_unsettled(ve, d, lr, &look, err);
+}
+
+/*
  * Create the named sandbox.  The name makes the create safe to repeat, so
  * the HTTP layer retries it on 429 and 5xx as the SDK does; a 409 means
  * the name exists (a repeat, or another gateway's), and it is adopted if
@@ -535,9 +620,8 @@ static sg_err vcl_create(struct sg_remote *rm, json_t **got, struct sg_cancel *c
 {
 	struct vcl_env *ve = (struct vcl_env *)rm;
 	struct vcl_reply r = { 0 };
-	struct sg_errinfo once = { 0 };
+	struct vcl_doubt d = { 0 };
 	json_t *body = NULL;
-	int sent;
 	sg_err rc;
 
 	*got = NULL;
@@ -548,7 +632,7 @@ static sg_err vcl_create(struct sg_remote *rm, json_t **got, struct sg_cancel *c
 		    &(struct vcl_call){ .method = "POST", .path = "/v3/sandboxes", .body = body,
 					.idempotent = true, .timeout_ms = SG_VERCEL_CREATE_MS,
 					.what = "creating the sandbox" },
-		    &r, cancel, &once);
+		    &r, cancel, &d.once);
 	json_decref(body);
 	if (!rc && r.status == 200 && json_is_object(json_object_get(r.json, "session"))) {
 		*got = r.json;
@@ -564,71 +648,20 @@ static sg_err vcl_create(struct sg_remote *rm, json_t **got, struct sg_cancel *c
 		return rc;
 	}
 	if (!rc && r.status != 409)
-		rc = vcl_fail(&ve->cl, "creating the sandbox", &r, SG_OK, &once);
+		rc = vcl_fail(&ve->cl, "creating the sandbox", &r, SG_OK, &d.once);
 	/*
 	 * Sent more than once (a reply lost, a 5xx, a 429): a 409 may be
 	 * about this create's own earlier copy, which landed.  Until a lookup
 	 * says whose the sandbox is, it may be ours.
 	 */
-	sent = r.attempts;
+	d.rc = rc;
+	d.sent = r.attempts;
 	vcl_reply_release(&r);
 	if (sg_cancel_check(cancel)) {
-		ve->rm.base.may_remain = rc != SG_OK || sent > 1;
+		ve->rm.base.may_remain = d.rc != SG_OK || d.sent > 1;
 		return sg_err_set(err, sg_cancel_check(cancel), "creating the sandbox was cancelled");
 	}
-	/* A conflict or a doubt: what does the name hold now? */
-	{
-		struct sg_errinfo look = { 0 };
-		struct vcl_look lk;
-		sg_err lr = vcl_get(&ve->cl, ve->rm.name, true, 0, got, &lk, cancel, &look);
-
-		if (lk.unknown)
-			ve->doubt_ms = lk.sent_ms;
-		if (lr == SG_OK) {
-			sg_err orc = vcl_check_owner(ve, *got, err);
-			const char *sess = vcl_str(json_object_get(json_object_get(*got, "sandbox"),
-								   "tags"),
-						   VCL_T_SESSION);
-
-			/* A foreign sandbox that the lookup woke is stopped again. */
-			if (!orc)
-				orc = vcl_check_woken(ve, *got, &lk, err);
-			else
-				(void)vcl_check_woken(ve, *got, &lk, &look);
-			if (orc) {
-				json_decref(*got);
-				*got = NULL;
-				return orc;
-			}
-			/* Our own create, repeated: this session's tag is on it. */
-			ve->rm.fresh = sess && strncmp(sess, ve->rm.base.session, VCL_TAG_MAX) == 0;
-			return SG_OK;
-		}
-		/* An expired snapshot: vcl_obtain decides what that means. */
-		if (!rc && lr == SG_E_WORKSPACE_LOST)
-			return sg_err_set(err, lr, "%s", look.msg);
-		if (!rc && sent > 1) {
-			ve->rm.base.may_remain = true;
-			return sg_err_set(err, lr == SG_E_NOT_FOUND ? SG_E_PROVIDER : lr,
-					  "creating the sandbox met a conflict after it was sent %d times, so the sandbox of that name may be this create's own, and %s",
-					  sent, look.msg[0] ? look.msg : "the name is not found");
-		}
-		if (rc) {
-			/*
-			 * A create whose answer was lost may still land after
-			 * this lookup: the gateway settles it by the tags.
-			 */
-			ve->rm.base.may_remain = true;
-			if (lr == SG_E_NOT_FOUND)
-				return sg_err_set(err, once.code, "%s (and no sandbox of that name appeared)",
-						  once.msg);
-			return sg_err_set(err, once.code,
-					  "%s; whether it was made is not known: %s", once.msg,
-					  look.msg);
-		}
-		return sg_err_set(err, lr == SG_E_NOT_FOUND ? SG_E_PROVIDER : lr,
-				  "creating the sandbox met a conflict, but %s", look.msg[0] ? look.msg : "the name is not found");
-	}
+	return vcl_create_settle(ve, &d, got, cancel, err);
 }
 
 /* The session of a reply (borrowed), and its status. */
