@@ -474,10 +474,6 @@ static json_t *vcl_tags(const struct vcl_env *ve)
 }
 
 /*
- * The sandbox's Vercel timeout: lifetime_seconds, but never so short that
- * the keep-alive (a third of it) would have to call all the time.
- */
-/*
  * Does this environment's workspace outlive the session?  A persistent
  * profile's does, and so does one the binding keeps (remove_on_exit off):
  * on Vercel only a persistent sandbox keeps its files across a stop.
@@ -487,6 +483,10 @@ static bool vcl_keeps(const struct sg_env *env)
 	return env->profile->persistent || !env->remove_on_exit;
 }
 
+/*
+ * The sandbox's Vercel timeout: lifetime_seconds, but never so short that
+ * the keep-alive (a third of it) would have to call all the time.
+ */
 static int64_t vcl_timeout_ms(const struct sg_profile *p)
 {
 	return p->lifetime_seconds * 1000 > SG_VERCEL_MIN_TIMEOUT_MS ? p->lifetime_seconds * 1000
