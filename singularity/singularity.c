@@ -1052,11 +1052,25 @@ static bool overlay_intact(const char *overlay)
 	return ok;
 }
 
+/*
+ * The limit field a refusal of cgroups names: the first one set that is
+ * not best-effort, since --cpus and --memory are dropped together and a
+ * best-effort cpus must never take a required memory_mb with it.
+ */
+static const char *limit_field(const struct sg_profile *p)
+{
+	if (p->cpus > 0 && !sg_profile_best_effort(p, "cpus"))
+		return "cpus";
+	if (p->memory_mb > 0 && !sg_profile_best_effort(p, "memory_mb"))
+		return "memory_mb";
+	return p->cpus > 0 ? "cpus" : "memory_mb";
+}
+
 /* Which profile field a failed `instance start` could not enforce, or NULL. */
 static const char *refused_field(const struct sg_profile *p, const char *text)
 {
 	if (strstr(text, "cgroup"))
-		return p->cpus > 0 ? "cpus" : "memory_mb";
+		return limit_field(p);
 	if (p->network == SG_NET_NONE && strstr(text, "network"))
 		return "network";
 	return NULL;
@@ -1200,7 +1214,7 @@ static void refuse_unlimited(struct sing_env *se, const struct sg_sing_start *s,
 	if (r->exit_code != 0 || !(s->cpus > 0 || s->memory_mb > 0) || !r->err.p ||
 	    !strstr(r->err.p, "does not support cgroup management"))
 		return;
-	*field = se->h.base.profile->cpus > 0 ? "cpus" : "memory_mb";
+	*field = limit_field(se->h.base.profile);
 	stop_quietly(se);
 	r->exit_code = 255;
 }

@@ -94,6 +94,27 @@ class SingularityBackend(ApptainerFixture, GatewayTestCase):
                                                 "FAKE_APPTAINER_VERSION": "4.1.0"}), "cpus")
         self.assertEqual(self.instances(), [])
 
+    def test_best_effort_cpus_never_drops_a_required_memory_limit(self):
+        # --cpus and --memory are dropped together, so when cgroups cannot be
+        # used a best-effort cpus must not take memory_mb, which is not
+        # best-effort, with it: the start is refused naming memory_mb.
+        no_cgroups = [{"FAKE_APPTAINER_NO_CGROUPS": "1"},
+                      # SingularityCE only warns and starts without limits.
+                      {"FAKE_APPTAINER_NO_CGROUPS": "1", "FAKE_APPTAINER_FLAVOUR": "singularity-ce",
+                       "FAKE_APPTAINER_VERSION": "4.1.0"}]
+        for knobs in no_cgroups:
+            self.refused(self.gw_with({"cpus": 1, "memory_mb": 128, "best_effort": ["cpus"]},
+                                      knobs), "memory_mb")
+            self.assertEqual(self.instances(), [])
+        # Both best-effort: the instance starts without limits, and says so.
+        for knobs in no_cgroups:
+            gw = self.gw_with({"cpus": 1, "memory_mb": 128, "best_effort": ["cpus", "memory_mb"]},
+                              knobs)
+            res = gw.initialize()["environment"]["facts"]["resources"]
+            self.assertEqual(res["requested"], {"cpus": 1, "memory_mb": 128})
+            self.assertEqual(res["applied"], {})
+            gw.shutdown()
+
     def test_persistence_and_loss(self):
         state = os.path.join(self.dir, "pstate")
         gw = self.gw_with({"persistent": True}, state=state)
