@@ -617,7 +617,8 @@ static sg_err image_join_once(struct mdl_client *c, const char *image_id, struct
 	Modal__Client__ImageJoinStreamingRequest jr =
 		MODAL__CLIENT__IMAGE_JOIN_STREAMING_REQUEST__INIT;
 	struct sg_grpc_result res;
-	uint8_t buf[512];
+	uint8_t *buf = NULL;
+	size_t len;
 	char *auth = NULL;
 	char id[MDL_FIELD_MAX + 32], secret[MDL_FIELD_MAX + 32];
 	const char *md[8];
@@ -631,11 +632,16 @@ static sg_err image_join_once(struct mdl_client *c, const char *image_id, struct
 	jr.image_id = (char *)image_id;
 	jr.timeout = SG_MODAL_JOIN_S;
 	jr.last_entry_id = j->entry;
+	/* Sized from the request: the image id is Modal's, of any length. */
+	len = protobuf_c_message_get_packed_size(&jr.base);
+	buf = malloc(len ? len : 1);
+	if (!buf)
+		return sg_err_set(err, SG_E_INTERNAL, "out of memory");
 	call.req = buf;
 	call.req_len = protobuf_c_message_pack(&jr.base, buf);
 	rc = auth_line(c, &auth, cancel, err);
 	if (rc)
-		return rc;
+		goto out;
 	base_metadata(c, md, id, secret, sizeof(id));
 	md[4] = auth;
 	md[5] = NULL;
@@ -650,6 +656,8 @@ static sg_err image_join_once(struct mdl_client *c, const char *image_id, struct
 	mdl_wipe(id, sizeof(id));
 	mdl_wipe(secret, sizeof(secret));
 	free(auth);
+out:
+	free(buf);
 	return rc;
 }
 
