@@ -576,6 +576,37 @@ static sg_err dtn_wait(const struct dtn_client *cl, const char *id,
 enum dtn_op { DTN_START, DTN_STOP, DTN_DELETE };
 
 /*
+ * A stop refused with 400 ("not in a stoppable state"), which is fine
+ * when the sandbox is already down: *settled when it is (stopped,
+ * archived, gone) or when nothing is moving it or the tries are spent
+ * (an error); otherwise a transition runs and the stop is tried again
+ * after it.
+ */
+static sg_err dtn_stop_refused(const struct dtn_client *cl, const char *id, int tries,
+			       bool *settled, struct sg_cancel *cancel, struct sg_errinfo *err)
+{
+	json_t *dto = NULL;
+	sg_err rc = dtn_get(cl, id, &dto, cancel, err);
+
+	*settled = true;
+	if (rc == SG_E_NOT_FOUND) {
+		sg_err_clear(err);
+		return SG_OK;
+	}
+	if (rc)
+		return rc;
+	if (strcmp(dtn_state(dto), "stopped") == 0 || strcmp(dtn_state(dto), "archived") == 0)
+		rc = SG_OK;
+	else if (!dtn_in_transition(dto) || tries >= 8)
+		rc = sg_err_set(err, SG_E_PROVIDER, "stopping the sandbox failed: it is %s",
+				dtn_state(dto));
+	else
+		*settled = false;
+	json_decref(dto);
+	return rc;
+}
+
+/*
  * Start, stop or delete the sandbox, waiting out the 409 Daytona answers
  * while another transition runs, and repeating the call after it.  A stop
  * of a sandbox that is already stopped (or archived) and a delete of one
@@ -619,29 +650,12 @@ static sg_err dtn_lifecycle(const struct dtn_client *cl, const char *id, enum dt
 			break;
 		}
 		if (r.status == 400 && op == DTN_STOP) {
-			/* "not in a stoppable state": fine when it is already down. */
+			bool settled;
+
 			dtn_reply_release(&r);
-			rc = dtn_get(cl, id, &dto, cancel, err);
-			if (rc == SG_E_NOT_FOUND) {
-				sg_err_clear(err);
-				rc = SG_OK;
+			rc = dtn_stop_refused(cl, id, tries, &settled, cancel, err);
+			if (settled)
 				break;
-			}
-			if (rc)
-				break;
-			if (strcmp(dtn_state(dto), "stopped") == 0 ||
-			    strcmp(dtn_state(dto), "archived") == 0) {
-				json_decref(dto);
-				break;
-			}
-			if (!dtn_in_transition(dto) || tries >= 8) {
-				rc = sg_err_set(err, SG_E_PROVIDER,
-						"stopping the sandbox failed: it is %s",
-						dtn_state(dto));
-				json_decref(dto);
-				break;
-			}
-			json_decref(dto);
 		} else if (r.status != 409 || tries >= 8) {
 			rc = dtn_fail(cl, what[op], &r, SG_OK, err);
 			dtn_reply_release(&r);
