@@ -861,15 +861,107 @@ static json_int_t lifetime_of(const json_t *v)
  * Check the binding against the profile prof: types first
  * (SG_E_INVALID_ARGUMENT), then that it only narrows (SG_E_PERMISSION).
  */
+/*
+ * One field of the host's profile (bv, under key) against the operator's
+ * (pv, or NULL where it does not set it): may the host's have it?  f is
+ * the field's entry (NULL for a field the table does not know, which
+ * must be equal).
+ */
+static sg_err narrow_field(const struct cfg_field *f, const char *key, json_t *pv, json_t *bv,
+			   struct sg_errinfo *err)
+{
+	char sh[SHOWN_MAX + 8];
+	json_t *x;
+	size_t i;
+	sg_err rc;
+
+	switch (f ? f->narrow : CN_EQUAL) {
+	case CN_EQUAL:
+		if (!pv)
+			return sg_err_set(err, SG_E_PERMISSION,
+					  HOST_PROFILE ": field \"%s\": "
+					  "the operator's profile does not "
+					  "set it, and the host's may not "
+					  "add it",
+					  shown(key, sh, sizeof(sh)));
+		if (!json_equal(pv, bv))
+			return sg_err_set(err, SG_E_PERMISSION,
+					  HOST_PROFILE ": field \"%s\": "
+					  "differs from the operator's "
+					  "profile, which the host's may "
+					  "only narrow",
+					  shown(key, sh, sizeof(sh)));
+		break;
+	case CN_LOWER:
+		if (!pv || json_number_value(bv) <= json_number_value(pv))
+			break;
+		if (json_is_integer(bv) && json_is_integer(pv))
+			return sg_err_set(err, SG_E_PERMISSION,
+					  HOST_PROFILE ": field \"%s\": "
+					  "%lld exceeds the operator's "
+					  "profile's %lld", key,
+					  (long long)json_integer_value(bv),
+					  (long long)json_integer_value(pv));
+		return sg_err_set(err, SG_E_PERMISSION,
+				  HOST_PROFILE ": field \"%s\": %g "
+				  "exceeds the operator's profile's %g",
+				  key,
+				  json_number_value(bv),
+				  json_number_value(pv));
+	case CN_SHORTER:
+		if (json_integer_value(bv) <= lifetime_of(pv))
+			break;
+		return sg_err_set(err, SG_E_PERMISSION,
+				  HOST_PROFILE ": field \"%s\": %lld exceeds the "
+				  "operator's profile's %lld", key,
+				  (long long)json_integer_value(bv),
+				  (long long)lifetime_of(pv));
+	case CN_NETWORK:
+		rc = narrow_network(pv, bv, err);
+		if (rc)
+			return rc;
+		break;
+	case CN_ALLOW:
+		if (json_is_true(bv) && !json_is_true(pv))
+			return sg_err_set(err, SG_E_PERMISSION,
+					  HOST_PROFILE ": field \"%s\": the "
+					  "operator's profile is not %s, and "
+					  "the host's may not make it so",
+					  key, key);
+		break;
+	case CN_TURN_ON:
+		if (json_is_true(pv) && !json_is_true(bv))
+			return sg_err_set(err, SG_E_PERMISSION,
+					  HOST_PROFILE ": field \"%s\": "
+					  "false would lift the operator's "
+					  "profile's", key);
+		break;
+	case CN_SUBSET:
+		json_array_foreach(bv, i, x)
+			if (!array_has(pv, json_string_value(x)))
+				return sg_err_set(
+					err, SG_E_PERMISSION,
+					HOST_PROFILE ": field \"%s\": "
+					"adds \"%s\", which the operator's "
+					"profile does not mark best-effort",
+					key,
+					shown(json_string_value(x), sh,
+					      sizeof(sh)));
+		break;
+	case CN_TAKE:
+	case CN_IGNORE:
+		break;
+	}
+	return SG_OK;
+}
+
 static sg_err narrow_check(const json_t *prof, const json_t *env,
 			   struct sg_errinfo *err)
 {
 	static const struct cfg_where bw = { NULL, NULL };
-	char sh[SHOWN_MAX + 8];
 	const struct cfg_field *f;
 	const char *key;
-	json_t *bv, *pv, *x;
-	size_t i;
+	json_t *bv;
 	sg_err rc;
 
 	json_object_foreach((json_t *)env, key, bv) {
@@ -881,84 +973,9 @@ static sg_err narrow_check(const json_t *prof, const json_t *env,
 			if (rc)
 				return rc;
 		}
-		pv = json_object_get(prof, key);
-		switch (f ? f->narrow : CN_EQUAL) {
-		case CN_EQUAL:
-			if (!pv)
-				return sg_err_set(err, SG_E_PERMISSION,
-						  HOST_PROFILE ": field \"%s\": "
-						  "the operator's profile does not "
-						  "set it, and the host's may not "
-						  "add it",
-						  shown(key, sh, sizeof(sh)));
-			if (!json_equal(pv, bv))
-				return sg_err_set(err, SG_E_PERMISSION,
-						  HOST_PROFILE ": field \"%s\": "
-						  "differs from the operator's "
-						  "profile, which the host's may "
-						  "only narrow",
-						  shown(key, sh, sizeof(sh)));
-			break;
-		case CN_LOWER:
-			if (!pv || json_number_value(bv) <= json_number_value(pv))
-				break;
-			if (json_is_integer(bv) && json_is_integer(pv))
-				return sg_err_set(err, SG_E_PERMISSION,
-						  HOST_PROFILE ": field \"%s\": "
-						  "%lld exceeds the operator's "
-						  "profile's %lld", key,
-						  (long long)json_integer_value(bv),
-						  (long long)json_integer_value(pv));
-			return sg_err_set(err, SG_E_PERMISSION,
-					  HOST_PROFILE ": field \"%s\": %g "
-					  "exceeds the operator's profile's %g",
-					  key,
-					  json_number_value(bv),
-					  json_number_value(pv));
-		case CN_SHORTER:
-			if (json_integer_value(bv) <= lifetime_of(pv))
-				break;
-			return sg_err_set(err, SG_E_PERMISSION,
-					  HOST_PROFILE ": field \"%s\": %lld exceeds the "
-					  "operator's profile's %lld", key,
-					  (long long)json_integer_value(bv),
-					  (long long)lifetime_of(pv));
-		case CN_NETWORK:
-			rc = narrow_network(pv, bv, err);
-			if (rc)
-				return rc;
-			break;
-		case CN_ALLOW:
-			if (json_is_true(bv) && !json_is_true(pv))
-				return sg_err_set(err, SG_E_PERMISSION,
-						  HOST_PROFILE ": field \"%s\": the "
-						  "operator's profile is not %s, and "
-						  "the host's may not make it so",
-						  key, key);
-			break;
-		case CN_TURN_ON:
-			if (json_is_true(pv) && !json_is_true(bv))
-				return sg_err_set(err, SG_E_PERMISSION,
-						  HOST_PROFILE ": field \"%s\": "
-						  "false would lift the operator's "
-						  "profile's", key);
-			break;
-		case CN_SUBSET:
-			json_array_foreach(bv, i, x)
-				if (!array_has(pv, json_string_value(x)))
-					return sg_err_set(
-						err, SG_E_PERMISSION,
-						HOST_PROFILE ": field \"%s\": "
-						"adds \"%s\", which the operator's "
-						"profile does not mark best-effort",
-						key,
-						shown(json_string_value(x), sh,
-						      sizeof(sh)));
-			break;
-		case CN_TAKE:
-		case CN_IGNORE:
-			break;
-		}
+		rc = narrow_field(f, key, json_object_get(prof, key), bv, err);
+		if (rc)
+			return rc;
 	}
 	return SG_OK;
 }

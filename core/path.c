@@ -412,16 +412,72 @@ static sg_err step(struct walk *w, const char *c, size_t n, const char *rest,
 	return rc;
 }
 
+/*
+ * A walk of path beneath rootn (new; NULL when out of memory), nothing
+ * open yet.  Three path buffers are too much for a worker's stack frame.
+ */
+static struct walk *walk_new(const char *rootn, enum sg_path_mode mode, const char *path)
+{
+	struct walk *w = calloc(1, sizeof(*w));
+	size_t n = strlen(path);
+
+	if (!w)
+		return NULL;
+	w->root = rootn;
+	w->mode = mode;
+	w->curfd = -1;
+	w->rootfd = -1;
+	/* Sentences hold SG_ERR_MSG bytes: a long path is shown by its head. */
+	if (n > sizeof(w->user) - 1) {
+		n = sizeof(w->user) - 4;
+		memcpy(w->user + n, "...", 4);
+	} else {
+		w->user[n] = '\0';
+	}
+	memcpy(w->user, path, n);
+	return w;
+}
+
+/*
+ * Take the pending components one at a time from the root: "." stays,
+ * ".." goes up (never above the root), anything else steps down, and a
+ * symlink met on the way puts its target's components first.
+ */
+static sg_err walk_all(struct walk *w, struct sg_errinfo *err)
+{
+	const char *p = w->pend[w->cur];
+	bool done = false;
+	size_t n;
+
+	while (!done && (p = next_comp(p, &n)) != NULL) {
+		int before = w->cur;
+		sg_err rc;
+
+		if (is_dot(p, n)) {
+			p += n;
+			continue;
+		}
+		if (is_dotdot(p, n))
+			rc = up(w, err);
+		else
+			rc = step(w, p, n, p + n, &done, err);
+		if (rc)
+			return rc;
+		/* A symlink swaps the pending buffer; otherwise move on. */
+		p = w->cur != before ? w->pend[w->cur] : p + n;
+	}
+	return SG_OK;
+}
+
 sg_err sg_path_resolve(const char *root, const char *host_root,
 		       const char *path, enum sg_path_mode mode,
 		       struct sg_buf *out, struct sg_errinfo *err)
 {
 	char rootn[SG_PATH_MAX + 2];
 	struct walk *w = NULL;
-	const char *p, *start;
-	bool abs, done = false;
-	size_t rlen, n;
-	int before;
+	const char *start;
+	bool abs;
+	size_t rlen;
 	sg_err rc;
 
 	/*
@@ -442,23 +498,9 @@ sg_err sg_path_resolve(const char *root, const char *host_root,
 				  "the workspace root must be an absolute path");
 	rootn[0] = '/';
 
-	/* Three path buffers are too much for a worker's stack frame. */
-	w = calloc(1, sizeof(*w));
+	w = walk_new(rootn, mode, path);
 	if (!w)
 		return sg_err_set(err, SG_E_INTERNAL, "out of memory");
-	w->root = rootn;
-	w->mode = mode;
-	w->curfd = -1;
-	w->rootfd = -1;
-	/* Sentences hold SG_ERR_MSG bytes: a long path is shown by its head. */
-	n = strlen(path);
-	if (n > sizeof(w->user) - 1) {
-		n = sizeof(w->user) - 4;
-		memcpy(w->user + n, "...", 4);
-	} else {
-		w->user[n] = '\0';
-	}
-	memcpy(w->user, path, n);
 	start = path;
 	if (path[0] == '/') {
 		start = strip_root(rootn, path);
@@ -483,23 +525,9 @@ sg_err sg_path_resolve(const char *root, const char *host_root,
 	}
 	w->curfd = w->rootfd;
 	memcpy(w->pend[0], start, strlen(start) + 1);
-
-	p = w->pend[w->cur];
-	while (!done && (p = next_comp(p, &n)) != NULL) {
-		if (is_dot(p, n)) {
-			p += n;
-			continue;
-		}
-		before = w->cur;
-		if (is_dotdot(p, n))
-			rc = up(w, err);
-		else
-			rc = step(w, p, n, p + n, &done, err);
-		if (rc)
-			goto out;
-		/* A symlink swaps the pending buffer; otherwise move on. */
-		p = w->cur != before ? w->pend[w->cur] : p + n;
-	}
+	rc = walk_all(w, err);
+	if (rc)
+		goto out;
 	sg_buf_reset(out);
 	rc = sg_buf_add(out, w->res, w->reslen);
 	if (rc)

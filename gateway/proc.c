@@ -352,40 +352,54 @@ static sg_err spawn_args(struct sg_op *op, const struct sg_proc_start *st, const
 	return SG_OK;
 }
 
-sg_err sg_proc_spawn(struct sg_op *op, const struct sg_proc_start *st, json_t **reply)
+/*
+ * Where and with what a start runs, and its name: the working directory
+ * (*cwd, new), the command's environment (envp) and a new id ("proc-"
+ * and 8 hex digits, into id of 16 bytes).  The mode must be one the
+ * environment can confine.
+ */
+static sg_err spawn_place(struct sg_op *op, const struct sg_proc_start *st, char **cwd,
+			  struct sg_strv *envp, char *id)
 {
 	struct sg_session *s = op->s;
-	struct sg_procs *p = s->procs;
-	struct sg_strv av = SG_STRV_INIT, envp = SG_STRV_INIT;
-	bool fg = st->wait_ms >= 0;
 	unsigned char rnd[4];
-	char id[16], *cwd = NULL;
-	const char *status;
-	json_t *rec;
-	sg_err rc;
+	sg_err rc = sg_envcall_can_confine(s, st->mode, &op->err);
 
-	*reply = NULL;
-	rc = sg_envcall_can_confine(s, st->mode, &op->err);
 	/*
 	 * Without a cwd the root is the cwd: no round trip to resolve it.
 	 * Unconfined, a cwd is taken as it is (relative to root), as the
 	 * host's unconfined boundary takes any path.
 	 */
 	if (!rc && st->cwd && st->cwd[0] && st->mode != SG_CONFINE_NONE)
-		rc = sg_envcall_resolve(s, st->cwd, false, &cwd, &op->cancel, &op->err);
-	else if (!rc && !(cwd = strdup(st->cwd && st->cwd[0] ? st->cwd : s->root)))
+		rc = sg_envcall_resolve(s, st->cwd, false, cwd, &op->cancel, &op->err);
+	else if (!rc && !(*cwd = strdup(st->cwd && st->cwd[0] ? st->cwd : s->root)))
 		rc = oom(op);
 	if (!rc)
-		rc = sg_envcall_command_env(s, st->env, &envp, &op->err);
+		rc = sg_envcall_command_env(s, st->env, envp, &op->err);
 	if (rc)
-		goto out;
-	if (RAND_bytes(rnd, sizeof(rnd)) != 1) {
-		rc = sg_err_set(&op->err, SG_E_INTERNAL, "no randomness for an id");
-		goto out;
-	}
+		return rc;
+	if (RAND_bytes(rnd, sizeof(rnd)) != 1)
+		return sg_err_set(&op->err, SG_E_INTERNAL, "no randomness for an id");
 	memcpy(id, "proc-", 5);
 	sg_hex(rnd, sizeof(rnd), id + 5);
-	rc = spawn_args(op, st, id, cwd, &av);
+	return SG_OK;
+}
+
+sg_err sg_proc_spawn(struct sg_op *op, const struct sg_proc_start *st, json_t **reply)
+{
+	struct sg_session *s = op->s;
+	struct sg_procs *p = s->procs;
+	struct sg_strv av = SG_STRV_INIT, envp = SG_STRV_INIT;
+	bool fg = st->wait_ms >= 0;
+	char id[16], *cwd = NULL;
+	const char *status;
+	json_t *rec;
+	sg_err rc;
+
+	*reply = NULL;
+	rc = spawn_place(op, st, &cwd, &envp, id);
+	if (!rc)
+		rc = spawn_args(op, st, id, cwd, &av);
 	if (rc)
 		goto out;
 	/* The id is "starting" before the spawn so the watcher parks its end. */

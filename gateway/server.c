@@ -302,19 +302,18 @@ static void session_release(struct server *sv)
 	json_decref(sv->no_id);
 }
 
-int sg_server_run(const struct sg_server_opts *o)
+/*
+ * A server for o, its session filled in from the options (new).  NULL
+ * when it cannot be made; *status is then the exit status that says why.
+ */
+static struct server *server_new(const struct sg_server_opts *o, int *status)
 {
 	struct server *sv = calloc(1, sizeof(*sv));
-	struct sigaction sa = { 0 };
-	const char *why = "end of input";
 	struct sg_errinfo err = { 0 };
-	int out_fd = o->in_fd || o->out_fd ? o->out_fd : 1;
-	int64_t budget, until, left;
-	bool stuck;
-	int status;
 
+	*status = 70;
 	if (!sv)
-		return 70;
+		return NULL;
 	sv->o = o;
 	sv->no_id = json_string("");
 	pthread_mutex_init(&sv->s.lock, NULL);
@@ -333,9 +332,49 @@ int sg_server_run(const struct sg_server_opts *o)
 		fprintf(stderr, "sandgate: %s\n", err.msg);
 		json_decref(sv->no_id);
 		free(sv);
-		return SG_EXIT_CANTCREAT;
+		*status = SG_EXIT_CANTCREAT;
+		return NULL;
 	}
 	sg_pool_init(&sv->pool, &sv->s, sv->audit);
+	return sv;
+}
+
+/*
+ * Read and dispatch frames until the input ends or fails; returns why
+ * the session ends (a sentence in err when the input failed).
+ */
+static const char *server_serve(struct server *sv, struct sg_errinfo *err)
+{
+	for (;;) {
+		json_t *frame = NULL;
+		sg_err rc = sg_wire_read(sv->s.wire, &frame, err);
+
+		if (rc == SG_E_NOT_FOUND)
+			return "end of input";
+		if (rc == SG_E_CANCELLED)
+			return "stopped (signal or dead output)";
+		if (rc) {
+			fprintf(stderr, "sandgate: %s; shutting down\n", err->msg);
+			return err->msg;
+		}
+		dispatch(sv, frame);
+	}
+}
+
+int sg_server_run(const struct sg_server_opts *o)
+{
+	struct sigaction sa = { 0 };
+	struct sg_errinfo err = { 0 };
+	int out_fd = o->in_fd || o->out_fd ? o->out_fd : 1;
+	struct server *sv;
+	const char *why;
+	int64_t budget, until, left;
+	bool stuck;
+	int status;
+
+	sv = server_new(o, &status);
+	if (!sv)
+		return status;
 	/* A dead host must show up as EPIPE on write, not kill us mid-cleanup. */
 	signal(SIGPIPE, SIG_IGN);
 	/*
@@ -354,26 +393,10 @@ int sg_server_run(const struct sg_server_opts *o)
 	sa.sa_handler = on_signal;
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGINT, &sa, NULL);
-
-	for (;;) {
-		json_t *frame = NULL;
-		sg_err rc = sg_wire_read(sv->s.wire, &frame, &err);
-
-		if (rc) {
-			if (rc != SG_E_NOT_FOUND) {
-				why = rc == SG_E_CANCELLED ? "stopped (signal or dead output)"
-							   : err.msg;
-				if (rc != SG_E_CANCELLED)
-					fprintf(stderr, "sandgate: %s; shutting down\n", err.msg);
-			}
-			break;
-		}
-		dispatch(sv, frame);
-	}
+	why = server_serve(sv, &err);
 	budget = budget_ms(sv);
 	until = sg_now_ms() + budget;
 	status = sg_shutdown_run(&sv->s, &sv->pool, budget, why);
-
 	/*
 	 * A handler that ignores its cancel token must not hang exit, nor
 	 * hold it past the budget by more than the moment idle workers need

@@ -355,6 +355,45 @@ static bool session_ready(struct sg_session *s)
 	return ready;
 }
 
+/*
+ * The shutdown's last steps, whatever came before: the exit status made
+ * to say a budget overrun, the replies flushed within what is left of the
+ * budget, the deadline thread stopped.  Returns the exit status.
+ */
+static int shutdown_end(struct sg_session *s, struct deadline *d, int64_t start, int64_t exit_ms,
+			int status)
+{
+	int64_t took = sg_now_ms() - start;
+
+	/*
+	 * Past the budget the exit says so even when every step succeeded
+	 * (protocol section 9): the deadline thread fires the token at the
+	 * budget, but a loaded machine can run it late, after steps that never
+	 * waited on it had already finished.
+	 */
+	if (status == 0 && took > exit_ms) {
+		fprintf(stderr, "sandgate: the shutdown took %lld ms, past its budget of %lld ms\n",
+			(long long)took, (long long)exit_ms);
+		status = SG_EXIT_UNAVAILABLE;
+	}
+	/*
+	 * The replies get what is left of the budget, a second at most: a
+	 * host that does not read its stdout must not hold the exit past the
+	 * budget, which counts from EOF to exit.
+	 */
+	if (!sg_wire_flush(s->wire, start + exit_ms < sg_now_ms() + 1000 ? start + exit_ms
+									: sg_now_ms() + 1000) &&
+	    !sg_wire_dead(s->wire))
+		sg_log_warn("replies could not all be written before exit");
+	sg_cancel_fire(&d->done, SG_E_CANCELLED);
+	if (!pthread_equal(d->thread, pthread_self()))
+		pthread_join(d->thread, NULL);
+	sg_cancel_release(&d->token);
+	sg_cancel_release(&d->optional);
+	sg_cancel_release(&d->done);
+	return status;
+}
+
 int sg_shutdown_run(struct sg_session *s, struct sg_pool *pool, int64_t budget_ms,
 		    const char *why)
 {
@@ -365,7 +404,7 @@ int sg_shutdown_run(struct sg_session *s, struct sg_pool *pool, int64_t budget_m
 	bool ready = session_ready(s), fits = true, marked = false, handoff = false;
 	bool can_hand_off = exit_ms < budget_ms;
 	int status = 0, stopped = 0;
-	int64_t t0, start = sg_now_ms(), late_optional, took;
+	int64_t t0, start = sg_now_ms(), late_optional;
 	struct hand_over over = { can_hand_off, budget_ms, start + budget_ms, start + exit_ms };
 	sg_err rc = SG_OK;
 
@@ -426,32 +465,5 @@ int sg_shutdown_run(struct sg_session *s, struct sg_pool *pool, int64_t budget_m
 	}
 	if (settle_pending(s, &d.token, &over))
 		status = SG_EXIT_UNAVAILABLE;
-	/*
-	 * Past the budget the exit says so even when every step succeeded
-	 * (protocol section 9): the deadline thread fires the token at the
-	 * budget, but a loaded machine can run it late, after steps that never
-	 * waited on it had already finished.
-	 */
-	took = sg_now_ms() - start;
-	if (status == 0 && took > exit_ms) {
-		fprintf(stderr, "sandgate: the shutdown took %lld ms, past its budget of %lld ms\n",
-			(long long)took, (long long)exit_ms);
-		status = SG_EXIT_UNAVAILABLE;
-	}
-	/*
-	 * The replies get what is left of the budget, a second at most: a
-	 * host that does not read its stdout must not hold the exit past the
-	 * budget, which counts from EOF to exit.
-	 */
-	if (!sg_wire_flush(s->wire, start + exit_ms < sg_now_ms() + 1000 ? start + exit_ms
-									: sg_now_ms() + 1000) &&
-	    !sg_wire_dead(s->wire))
-		sg_log_warn("replies could not all be written before exit");
-	sg_cancel_fire(&d.done, SG_E_CANCELLED);
-	if (!pthread_equal(d.thread, pthread_self()))
-		pthread_join(d.thread, NULL);
-	sg_cancel_release(&d.token);
-	sg_cancel_release(&d.optional);
-	sg_cancel_release(&d.done);
-	return status;
+	return shutdown_end(s, &d, start, exit_ms, status);
 }

@@ -1932,89 +1932,98 @@ static sg_err mark_due(const char *ctl, const char *session, struct proc_rec **o
 		       size_t *count, size_t *marked, const struct sg_cancel *cancel,
 		       struct sg_errinfo *err);
 
+/*
+ * Wait until a record of session changed after *since, or until deadline:
+ * *v and *n (new) are the changed records, *stamp the sequence they were
+ * read at.  Each turn first turns dead supervisors' records into `lost`
+ * and watches the live ones, changed or not, then looks under the shared
+ * lock, where stamps are settled.  seq is the sequence file the wait
+ * watches.
+ */
+static sg_err wait_changes(const char *ctl, const char *session, const char *seq,
+			   int64_t *since, int64_t deadline, struct proc_rec **v, size_t *n,
+			   uint64_t *stamp, const struct sg_cancel *cancel, struct sg_errinfo *err)
+{
+	struct proc_waiter w;
+	sg_err rc;
+
+	waiter_init(&w);
+	for (;;) {
+		int fd;
+
+		scan_free(*v, *n);
+		rc = scan(ctl, session, -1, true, v, n, cancel, err);
+		if (rc)
+			break;
+		waiter_forget_pids(&w);
+		for (size_t i = 0; i < *n; i++)
+			waiter_watch_sup(&w, &(*v)[i]);
+		scan_free(*v, *n);
+		*v = NULL;
+		*n = 0;
+		fd = seq_lock(ctl, LOCK_SH, cancel, err);
+		if (fd < 0) {
+			rc = err->code;
+			break;
+		}
+		*stamp = seq_value(fd);
+		/* A stamp from the future means the directory was made anew. */
+		if ((uint64_t)*since > *stamp)
+			*since = 0;
+		rc = scan(ctl, session, *since, false, v, n, cancel, err);
+		close(fd);
+		if (rc || *n > 0 || sg_now_ns() >= deadline)
+			break;
+		if (w.ino < 0) {
+			rc = waiter_arm(&w, seq, IN_MODIFY, err);
+			if (rc)
+				break;
+			continue;
+		}
+		rc = waiter_wait(&w, deadline, cancel, err);
+		if (rc)
+			break;
+	}
+	waiter_release(&w);
+	return rc;
+}
+
 static sg_err cmd_wait(struct sg_args *a, struct sg_buf *reply,
 		       const struct sg_cancel *cancel, struct sg_errinfo *err)
 {
 	const char *ctl, *id, *session = sg_args_str(a, "session", NULL);
 	char path[SG_PATH_MAX];
-	struct proc_waiter w;
 	struct proc_rec *v = NULL, *due = NULL;
 	size_t n = 0, ndue = 0, marked = 0;
-	int64_t since, timeout, deadline;
+	int64_t since, timeout;
 	uint64_t stamp = 0;
 	bool want_due = sg_args_flag(a, "recheck-due");
 	sg_err rc;
 
-	waiter_init(&w);
 	rc = args_ctl_id(a, false, &ctl, &id, err);
 	if (!rc && !session)
-		rc = sg_err_set(err, SG_E_INVALID_ARGUMENT,
-				"--session is required");
+		rc = sg_err_set(err, SG_E_INVALID_ARGUMENT, "--session is required");
 	if (!rc && !sg_args_str(a, "since", NULL))
-		rc = sg_err_set(err, SG_E_INVALID_ARGUMENT,
-				"--since is required");
+		rc = sg_err_set(err, SG_E_INVALID_ARGUMENT, "--since is required");
 	if (!rc)
 		rc = sg_args_int(a, "since", 0, INT64_MAX, &since, err);
 	if (!rc)
-		rc = sg_args_int(a, "timeout-ms", 0, INT64_MAX / 1000000,
-				 &timeout, err);
+		rc = sg_args_int(a, "timeout-ms", 0, INT64_MAX / 1000000, &timeout, err);
 	if (!rc)
 		rc = args_done(a, err);
 	if (!rc && mkdir(ctl, 0700) < 0 && errno != EEXIST)
-		rc = sg_err_set(err, SG_E_INTERNAL, "cannot create %s: %s", ctl,
-				strerror(errno));
+		rc = sg_err_set(err, SG_E_INTERNAL, "cannot create %s: %s", ctl, strerror(errno));
 	if (!rc)
 		rc = path_join(path, sizeof(path), ctl, ".seq", NULL, err);
 	/* Marked before the stamp is read, so their marks are among the changes. */
 	if (!rc && want_due)
 		rc = mark_due(ctl, session, &due, &ndue, &marked, cancel, err);
-	if (rc)
-		goto out;
-	deadline = sat_add(sg_now_ns(), timeout * 1000000);
-	for (;;) {
-		int fd;
-
-		/*
-		 * First turn dead supervisors' records into `lost` and watch
-		 * the live ones, changed or not ...
-		 */
-		scan_free(v, n);
-		rc = scan(ctl, session, -1, true, &v, &n, cancel, err);
-		if (rc)
-			goto out;
-		waiter_forget_pids(&w);
-		for (size_t i = 0; i < n; i++)
-			waiter_watch_sup(&w, &v[i]);
-		scan_free(v, n);
-		v = NULL;
-		n = 0;
-		/* ... then look under the shared lock: stamps are settled. */
-		fd = seq_lock(ctl, LOCK_SH, cancel, err);
-		if (fd < 0) {
-			rc = err->code;
-			goto out;
-		}
-		stamp = seq_value(fd);
-		/* A stamp from the future means the directory was made anew. */
-		if ((uint64_t)since > stamp)
-			since = 0;
-		rc = scan(ctl, session, since, false, &v, &n, cancel, err);
-		close(fd);
-		if (rc || n > 0 || sg_now_ns() >= deadline)
-			break;
-		if (w.ino < 0) {
-			rc = waiter_arm(&w, path, IN_MODIFY, err);
-			if (rc)
-				goto out;
-			continue;
-		}
-		rc = waiter_wait(&w, deadline, cancel, err);
-		if (rc)
-			goto out;
-	}
-	if (rc)
-		goto out;
-	rc = sg_reply_ok(reply);
+	if (!rc)
+		rc = wait_changes(ctl, session, path, &since,
+				  sat_add(sg_now_ns(), timeout * 1000000), &v, &n, &stamp, cancel,
+				  err);
+	if (!rc)
+		rc = sg_reply_ok(reply);
 	if (!rc)
 		rc = sg_jw_key(reply, "stamp", 0);
 	if (!rc)
@@ -2025,10 +2034,8 @@ static sg_err cmd_wait(struct sg_args *a, struct sg_buf *reply,
 		rc = reply_recs(reply, "due", due, marked);
 	if (!rc)
 		rc = sg_reply_end(reply);
-out:
 	scan_free(v, n);
 	scan_free(due, ndue);
-	waiter_release(&w);
 	return rc;
 }
 
@@ -2066,109 +2073,144 @@ static sg_err reply_read(struct sg_buf *reply, const struct proc_rec *r,
  * --min-dwell-ns has passed since the call began), the process ends, or
  * the deadline passes (TimedOut).
  */
+/* One proc read: its request, and what it has seen of the process. */
+struct proc_read {
+	const char *ctl, *id;
+	int64_t offset, max, wait_ns, dwell_ns;
+	bool tail, timed_out;
+	uint64_t n;       /* the window: the most bytes the read may return */
+	int dirfd;        /* the process directory */
+	char dir[64];     /* its /proc/self/fd path, for the watch */
+	struct proc_rec r;
+	struct proc_snap s;
+	struct proc_waiter w;
+};
+
+static sg_err read_request(struct sg_args *a, struct proc_read *pr, struct sg_errinfo *err)
+{
+	sg_err rc = args_ctl_id(a, true, &pr->ctl, &pr->id, err);
+
+	if (!rc)
+		rc = sg_args_int(a, "offset", 0, INT64_MAX, &pr->offset, err);
+	if (!rc)
+		rc = sg_args_int(a, "max", 0, INT64_MAX, &pr->max, err);
+	if (!rc)
+		rc = sg_args_int(a, "wait-ns", 0, INT64_MAX, &pr->wait_ns, err);
+	if (!rc)
+		rc = sg_args_int(a, "min-dwell-ns", 0, INT64_MAX, &pr->dwell_ns, err);
+	if (!rc)
+		pr->tail = sg_args_flag(a, "tail");
+	if (!rc)
+		rc = args_done(a, err);
+	return rc;
+}
+
+/*
+ * Wait until the read has something to return: a whole character at its
+ * offset (and then until the dwell ends or the window is full), the
+ * process no longer running, or the wait's deadline (pr->timed_out).  A
+ * tail read waits for nothing: its offset becomes where the last n bytes
+ * begin.  pr->r is the record as last loaded.
+ */
+static sg_err read_settle(struct proc_read *pr, const struct sg_cancel *cancel,
+			  struct sg_errinfo *err)
+{
+	int64_t now = sg_now_ns();
+	int64_t deadline = sat_add(now, pr->tail ? 0 : pr->wait_ns);
+	int64_t dwell_end = sat_add(now, pr->dwell_ns);
+	uint64_t probe = pr->n < 4 ? pr->n : 4;
+	sg_err rc;
+
+	for (;;) {
+		bool ready;
+
+		rec_release(&pr->r);
+		rc = rec_load_shown(pr->ctl, pr->id, &pr->r, cancel, err);
+		if (rc)
+			return rc;
+		if (pr->tail) {
+			/* The total now tells where the last n bytes begin. */
+			rc = snap_take(pr->dirfd, pr->id, SPOOL_ALL, (uint64_t)pr->r.retain, 0, 0,
+				       &pr->s, err);
+			if (!rc)
+				pr->offset = pr->s.total > pr->n ? (int64_t)(pr->s.total - pr->n) : 0;
+			return rc;
+		}
+		if (pr->r.status != PS_RUNNING || pr->wait_ns == 0)
+			return SG_OK;
+		/* A few bytes tell whether a whole character can be returned yet. */
+		rc = snap_take(pr->dirfd, pr->id, SPOOL_ALL, (uint64_t)pr->r.retain,
+			       (uint64_t)pr->offset, probe, &pr->s, err);
+		if (rc)
+			return rc;
+		ready = snap_keep(&pr->s, probe, true) > 0;
+		now = sg_now_ns();
+		/* A full window needs no more dwelling. */
+		if (ready && (now >= dwell_end || pr->s.total - pr->s.start >= pr->n))
+			return SG_OK;
+		if (!ready && now >= deadline) {
+			pr->timed_out = true;
+			return SG_OK;
+		}
+		if (pr->w.ino < 0) {
+			/* Armed before the next look, so no write is missed. */
+			rc = waiter_arm(&pr->w, pr->dir, IN_MODIFY | IN_MOVED_TO | IN_CLOSE_WRITE,
+					err);
+			if (rc)
+				return rc;
+			waiter_watch_sup(&pr->w, &pr->r);
+			continue;
+		}
+		rc = waiter_wait(&pr->w, ready ? dwell_end : deadline, cancel, err);
+		if (rc)
+			return rc;
+	}
+}
+
 static sg_err cmd_read(struct sg_args *a, struct sg_buf *reply,
 		       const struct sg_cancel *cancel, struct sg_errinfo *err)
 {
-	struct proc_snap s = { .data = SG_BUF_INIT(SG_READ_CAP + 4) };
-	struct proc_waiter w;
-	struct proc_rec r;
-	const char *ctl, *id;
-	char dir[64];
-	int64_t offset, max, wait_ns, dwell_ns, now, deadline, dwell_end;
-	int dirfd = -1;
-	bool tail = false, timed_out = false;
-	uint64_t n;
+	struct proc_read pr = { .s = { .data = SG_BUF_INIT(SG_READ_CAP + 4) }, .dirfd = -1 };
+	bool more;
 	size_t k;
 	sg_err rc;
 
-	rec_init(&r);
-	waiter_init(&w);
-	rc = args_ctl_id(a, true, &ctl, &id, err);
-	if (!rc)
-		rc = sg_args_int(a, "offset", 0, INT64_MAX, &offset, err);
-	if (!rc)
-		rc = sg_args_int(a, "max", 0, INT64_MAX, &max, err);
-	if (!rc)
-		rc = sg_args_int(a, "wait-ns", 0, INT64_MAX, &wait_ns, err);
-	if (!rc)
-		rc = sg_args_int(a, "min-dwell-ns", 0, INT64_MAX, &dwell_ns, err);
-	if (!rc)
-		tail = sg_args_flag(a, "tail");
-	if (!rc)
-		rc = args_done(a, err);
+	rec_init(&pr.r);
+	waiter_init(&pr.w);
+	rc = read_request(a, &pr, err);
 	if (rc)
 		goto out;
 	/* The spool and the watch go through this one directory, never a link. */
-	dirfd = id_dir_open(ctl, id, err);
-	if (dirfd < 0) {
+	pr.dirfd = id_dir_open(pr.ctl, pr.id, err);
+	if (pr.dirfd < 0) {
 		rc = err->code;
 		goto out;
 	}
-	fd_path(dir, sizeof(dir), dirfd);
-	n = sg_ring_max((uint64_t)max);
-	now = sg_now_ns();
-	deadline = sat_add(now, tail ? 0 : wait_ns);
-	dwell_end = sat_add(now, dwell_ns);
-	for (;;) {
-		uint64_t probe = n < 4 ? n : 4;
-		bool ready;
-
-		rec_release(&r);
-		rc = rec_load_shown(ctl, id, &r, cancel, err);
-		if (rc)
-			goto out;
-		if (tail) {
-			/* The total now tells where the last n bytes begin. */
-			rc = snap_take(dirfd, id, SPOOL_ALL, (uint64_t)r.retain, 0, 0, &s, err);
-			if (rc)
-				goto out;
-			offset = s.total > n ? (int64_t)(s.total - n) : 0;
-			break;
-		}
-		if (r.status != PS_RUNNING || wait_ns == 0)
-			break;
-		/* A few bytes tell whether a whole character can be returned yet. */
-		rc = snap_take(dirfd, id, SPOOL_ALL, (uint64_t)r.retain, (uint64_t)offset, probe,
-			       &s, err);
-		if (rc)
-			goto out;
-		ready = snap_keep(&s, probe, true) > 0;
-		now = sg_now_ns();
-		/* A full window needs no more dwelling. */
-		if (ready && (now >= dwell_end || s.total - s.start >= n))
-			break;
-		if (!ready && now >= deadline) {
-			timed_out = true;
-			break;
-		}
-		if (w.ino < 0) {
-			/* Armed before the next look, so no write is missed. */
-			rc = waiter_arm(&w, dir, IN_MODIFY | IN_MOVED_TO | IN_CLOSE_WRITE, err);
-			if (rc)
-				goto out;
-			waiter_watch_sup(&w, &r);
-			continue;
-		}
-		rc = waiter_wait(&w, ready ? dwell_end : deadline, cancel, err);
-		if (rc)
-			goto out;
-	}
-	rc = snap_take(dirfd, id, SPOOL_ALL, (uint64_t)r.retain, (uint64_t)offset, n, &s, err);
+	fd_path(pr.dir, sizeof(pr.dir), pr.dirfd);
+	pr.n = sg_ring_max((uint64_t)pr.max);
+	rc = read_settle(&pr, cancel, err);
+	if (!rc)
+		rc = snap_take(pr.dirfd, pr.id, SPOOL_ALL, (uint64_t)pr.r.retain,
+			       (uint64_t)pr.offset, pr.n, &pr.s, err);
 	if (rc)
 		goto out;
-	k = snap_keep(&s, n, r.status == PS_RUNNING);
+	k = snap_keep(&pr.s, pr.n, pr.r.status == PS_RUNNING);
 	/* Escapes can make Output much larger than its bytes: shrink to fit. */
-	while ((rc = reply_read(reply, &r, &s, k, tail ? s.start > 0 : s.start + k < s.total,
-				timed_out)) == SG_E_TOO_LARGE && k > 0)
-		k = sg_utf8_clip(s.data.p, k, k / 2);
+	for (;;) {
+		more = pr.tail ? pr.s.start > 0 : pr.s.start + k < pr.s.total;
+		rc = reply_read(reply, &pr.r, &pr.s, k, more, pr.timed_out);
+		if (rc != SG_E_TOO_LARGE || k == 0)
+			break;
+		k = sg_utf8_clip(pr.s.data.p, k, k / 2);
+	}
 	if (rc)
-		sg_err_set(err, rc, "the read of %s does not fit the reply", id);
+		sg_err_set(err, rc, "the read of %s does not fit the reply", pr.id);
 out:
-	sg_buf_release(&s.data);
-	waiter_release(&w);
-	rec_release(&r);
-	if (dirfd >= 0)
-		close(dirfd);
+	sg_buf_release(&pr.s.data);
+	waiter_release(&pr.w);
+	rec_release(&pr.r);
+	if (pr.dirfd >= 0)
+		close(pr.dirfd);
 	return rc;
 }
 
@@ -3109,25 +3151,33 @@ static void sup_due(struct proc_spawn *sp, bool exited, int64_t answer_at)
 		sg_helper_overdue();
 }
 
-/* The supervisor: never returns. */
-static void sup_run(struct proc_spawn *sp)
-{
-	char msg[SG_ERR_MSG], state;
-	int64_t boot_ticks;
-	int pipes[4][2] = { { -1, -1 }, { -1, -1 }, { -1, -1 }, { -1, -1 } };
-	struct proc_stdio cio = { .in = -1, .out = -1, .err = -1, .tty = -1, .fail = -1 };
-	struct sup_io io;
-	int dirfd, sfd, devnull, status = 0;
-	struct sg_errinfo err = { 0 };
-	bool split = sp->rec.split > 0;
-	int64_t term_at = 0, kill_at = 0, drain_until = 0, start, answer_at = 0;
-	bool exited = false, timed_out = false, stored;
-	sigset_t chld;
-	char *buf;
-	ssize_t k;
-	pid_t pid;
+/* The supervisor's deadlines and what it has seen of its command. */
+struct sup_run {
+	pid_t pid;          /* the command, the leader of its group */
+	int sfd;            /* the signalfd: SIGCHLD, and SIGTERM for a spawner */
+	int dirfd;          /* the process directory */
+	int status;         /* the command's wait status, once exited */
+	bool exited, timed_out;
+	int64_t term_at;     /* the timeout: SIGTERM to the group (0: none) */
+	int64_t kill_at;     /* SIGKILL to the group after a SIGTERM (0: none due) */
+	int64_t drain_until; /* after the exit: how long output is still read */
+	int64_t answer_at;   /* a spawner's answer, when the command still runs */
+};
 
-	sup_io_init(&io);
+/*
+ * The supervisor's own session and signals: a new session away from the
+ * spawner's terminal, the standard descriptors it does not answer on
+ * pointed at /dev/null, SIGCHLD (and a spawner's SIGTERM) through a
+ * signalfd, and whatever leaves the command's group still ours to kill
+ * (kill_descendants).  Returns the signalfd, -1 on failure.
+ */
+static int sup_enter(struct proc_spawn *sp)
+{
+	int devnull, sfd;
+	char state;
+	int64_t boot_ticks;
+	sigset_t chld;
+
 	setsid();
 	signal(SIGPIPE, SIG_IGN);
 	devnull = open("/dev/null", O_RDWR);
@@ -3149,174 +3199,265 @@ static void sup_run(struct proc_spawn *sp)
 	/* Blocked so that the signalfd, not a handler, reports the child. */
 	sigprocmask(SIG_BLOCK, &chld, NULL);
 	sfd = signalfd(-1, &chld, SFD_CLOEXEC | SFD_NONBLOCK);
-	/* What leaves the command's group stays ours to kill (kill_descendants). */
 	prctl(PR_SET_CHILD_SUBREAPER, 1L, 0L, 0L, 0L);
-	buf = malloc(SG_PROC_CHUNK);
-	/* The spool's directory, never a link put in its place (id_dir_open). */
-	dirfd = id_dir_open(sp->ctl, sp->rec.id, &err);
-	if (sfd < 0 || !buf || dirfd < 0 || sup_prepare(sp, dirfd, &io, &cio, pipes)) {
-		snprintf(msg, sizeof(msg), "cannot set up the supervisor: %s",
-			 strerror(errno));
-		sup_fail(sp, msg);
+	return sfd;
+}
+
+/*
+ * What the child wrote on its failure pipe before it exec'd: nothing
+ * (0) once the exec closed the pipe, else the sentence in msg.
+ */
+static ssize_t sup_exec_report(int fd, char *msg, size_t n)
+{
+	ssize_t k = 0;
+
+	for (;;) {
+		ssize_t r = read(fd, msg + k, n - 1 - (size_t)k);
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0 || (size_t)(k += r) == n - 1)
+			break;
 	}
+	close(fd);
+	return k;
+}
+
+/*
+ * Start the command and record it running: fork, the group made on both
+ * sides, the child's ends closed here, its exec confirmed, the record
+ * stored.  A failure is reported and ends the supervisor (sup_fail).
+ * The spawner is answered at once unless it waits for the command.
+ */
+static void sup_launch(struct proc_spawn *sp, struct sup_run *run, struct proc_stdio *cio,
+		       int pipes[4][2])
+{
+	char msg[SG_ERR_MSG];
+	struct sg_errinfo err = { 0 };
+	int64_t start;
+	ssize_t k;
+
 	utc_now(sp->rec.started_at, sizeof(sp->rec.started_at));
 	start = sg_now_ns();
-	pid = fork();
-	if (pid < 0) {
+	run->pid = fork();
+	if (run->pid < 0) {
 		snprintf(msg, sizeof(msg), "cannot fork: %s", strerror(errno));
 		sup_fail(sp, msg);
 	}
-	if (pid == 0)
-		child_run(sp, &cio);
+	if (run->pid == 0)
+		child_run(sp, cio);
 	/* Both sides set the group, so it exists before anyone signals it
 	 * (a terminal's child makes a session of its own instead). */
-	if (cio.tty < 0)
-		setpgid(pid, pid);
+	if (cio->tty < 0)
+		setpgid(run->pid, run->pid);
 	for (int i = 0; i < 4; i++) {
 		if (i != 2 && pipes[i][1] >= 0)
 			close(pipes[i][1]);
 	}
 	if (pipes[2][0] >= 0)
 		close(pipes[2][0]);
-	k = 0;
-	for (;;) {
-		ssize_t r = read(pipes[3][0], msg + k, sizeof(msg) - 1 - (size_t)k);
-
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0 || (size_t)(k += r) == sizeof(msg) - 1)
-			break;
-	}
-	close(pipes[3][0]);
+	k = sup_exec_report(pipes[3][0], msg, sizeof(msg));
 	/* The child has exec'd (or failed): the terminal is its alone now. */
-	if (cio.tty >= 0)
-		close(cio.tty);
+	if (cio->tty >= 0)
+		close(cio->tty);
 	if (k > 0) {
 		msg[k] = '\0';
-		while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+		while (waitpid(run->pid, &run->status, 0) < 0 && errno == EINTR)
 			;
 		sup_fail(sp, msg);
 	}
-	sp->rec.pid = sp->rec.pgid = pid;
+	sp->rec.pid = sp->rec.pgid = run->pid;
 	sp->rec.status = PS_RUNNING;
 	if (rec_store(sp->ctl, &sp->rec, &err)) {
-		kill(-pid, SIGKILL);
+		kill(-run->pid, SIGKILL);
 		sup_fail(sp, err.msg);
 	}
 	if (!sp->here || sp->wait_ms < 0)
 		sup_report(sp, NULL);
 	else
-		answer_at = sat_add(start, sp->wait_ms * 1000000);
+		run->answer_at = sat_add(start, sp->wait_ms * 1000000);
 	if (sp->rec.timeout_ms > 0)
-		term_at = sat_add(start, sp->rec.timeout_ms * 1000000);
+		run->term_at = sat_add(start, sp->rec.timeout_ms * 1000000);
+}
 
-	while (!exited || ((!io.eof[0] || (io.src[1] >= 0 && !io.eof[1])) &&
-			   sg_now_ns() < drain_until)) {
-		bool want_in = !exited && io.to >= 0;
-		struct pollfd pfd[6] = {
-			{ .fd = io.eof[0] ? -1 : io.src[0], .events = POLLIN },
-			{ .fd = io.src[1] < 0 || io.eof[1] ? -1 : io.src[1], .events = POLLIN },
-			{ .fd = sfd, .events = POLLIN },
-			{ .fd = want_in && io.pend_len == 0 ? io.fifo : -1, .events = POLLIN },
-			{ .fd = want_in && io.pend_len > 0 ? io.to : -1, .events = POLLOUT },
-			{ .fd = exited ? -1 : io.winch, .events = POLLIN },
-		};
-		int64_t now = sg_now_ns(), next = INT64_MAX, ms;
-		siginfo_t si;
+/* Until the first of the supervisor's deadlines, in poll's milliseconds. */
+static int sup_poll_ms(const struct proc_spawn *sp, const struct sup_run *run)
+{
+	int64_t now = sg_now_ns(), next = INT64_MAX, ms;
 
-		if (term_at && !timed_out && term_at < next)
-			next = term_at;
-		if (kill_at && !exited && kill_at < next)
-			next = kill_at;
-		if (exited && drain_until < next)
-			next = drain_until;
-		if (!sp->answered && answer_at && answer_at < next)
-			next = answer_at;
-		if (sp->here && sg_helper_due && sg_helper_due < next)
-			next = sg_helper_due;
-		ms = next == INT64_MAX ? -1
-		     : next <= now	? 0
-					: (next - now + 999999) / 1000000;
-		if (poll(pfd, 6, ms > INT32_MAX ? INT32_MAX : (int)ms) > 0) {
-			for (int i = 0; i < 2; i++) {
-				if (!(pfd[i].revents & (POLLIN | POLLHUP | POLLERR)))
-					continue;
-				k = read(io.src[i], buf, sup_chunk((uint64_t)sp->rec.retain));
-				if (k > 0)
-					sup_store(&io, i, split, buf, (size_t)k);
-				/* A terminal whose slave side is closed reads EIO. */
-				else if (k == 0 || (errno != EINTR && errno != EAGAIN))
-					io.eof[i] = true;
-			}
-			if (want_in)
-				sup_input(&io, pfd[3].revents, pfd[4].revents);
-			if (pfd[5].revents & POLLIN)
-				sup_winch(&io);
-		}
-		if (pfd[2].revents & POLLIN) {
-			struct signalfd_siginfo ssi;
+	if (run->term_at && !run->timed_out && run->term_at < next)
+		next = run->term_at;
+	if (run->kill_at && !run->exited && run->kill_at < next)
+		next = run->kill_at;
+	if (run->exited && run->drain_until < next)
+		next = run->drain_until;
+	if (!sp->answered && run->answer_at && run->answer_at < next)
+		next = run->answer_at;
+	if (sp->here && sg_helper_due && sg_helper_due < next)
+		next = sg_helper_due;
+	ms = next == INT64_MAX ? -1 : next <= now ? 0 : (next - now + 999999) / 1000000;
+	return ms > INT32_MAX ? INT32_MAX : (int)ms;
+}
 
-			while (read(sfd, &ssi, sizeof(ssi)) > 0)
-				if (ssi.ssi_signo == SIGTERM && !exited && !kill_at)
-					kill_at = sup_stop(dirfd, pid);
-			/* Orphans reparented to us that ended meanwhile. */
-			if (!exited)
-				reap_others(pid);
-		}
-		memset(&si, 0, sizeof(si));
-		if (!exited &&
-		    waitid(P_PID, (id_t)pid, &si,
-			   WEXITED | WNOHANG | WNOWAIT) == 0 &&
-		    si.si_pid == pid) {
-			/* Kill what the child left in its group while its pid
-			 * (and so the group id) is still held by the zombie. */
-			kill(-pid, SIGKILL);
-			while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-				;
-			kill_descendants(sfd);
-			exited = true;
-			drain_until = sat_add(sg_now_ns(),
-					      (int64_t)SG_PROC_DRAIN_MS * 1000000);
-		}
-		now = sg_now_ns();
-		if (!exited && term_at && !timed_out && now >= term_at) {
-			timed_out = true;
-			kill(-pid, SIGTERM);
-			kill_at = sat_add(now, (int64_t)SG_PROC_GRACE_MS * 1000000);
-		}
-		if (!exited && kill_at && now >= kill_at) {
-			kill(-pid, SIGKILL);
-			kill_at = 0;
-		}
-		sup_due(sp, exited, answer_at);
+/* The signalfd's news: a spawner's stop, and orphans that ended meanwhile. */
+static void sup_signals(struct sup_run *run)
+{
+	struct signalfd_siginfo ssi;
+
+	while (read(run->sfd, &ssi, sizeof(ssi)) > 0)
+		if (ssi.ssi_signo == SIGTERM && !run->exited && !run->kill_at)
+			run->kill_at = sup_stop(run->dirfd, run->pid);
+	/* Orphans reparented to us that ended meanwhile. */
+	if (!run->exited)
+		reap_others(run->pid);
+}
+
+/*
+ * Has the command ended?  Then everything it left is killed: its group
+ * while the zombie still holds the group id, then whatever left the
+ * group (kill_descendants), and its output is drained a little longer.
+ */
+static void sup_reap(struct sup_run *run)
+{
+	siginfo_t si;
+
+	memset(&si, 0, sizeof(si));
+	if (run->exited ||
+	    waitid(P_PID, (id_t)run->pid, &si, WEXITED | WNOHANG | WNOWAIT) != 0 ||
+	    si.si_pid != run->pid)
+		return;
+	kill(-run->pid, SIGKILL);
+	while (waitpid(run->pid, &run->status, 0) < 0 && errno == EINTR)
+		;
+	kill_descendants(run->sfd);
+	run->exited = true;
+	run->drain_until = sat_add(sg_now_ns(), (int64_t)SG_PROC_DRAIN_MS * 1000000);
+}
+
+/* The timeout: SIGTERM to the group, SIGKILL after the grace. */
+static void sup_timers(struct sup_run *run)
+{
+	int64_t now = sg_now_ns();
+
+	if (!run->exited && run->term_at && !run->timed_out && now >= run->term_at) {
+		run->timed_out = true;
+		kill(-run->pid, SIGTERM);
+		run->kill_at = sat_add(now, (int64_t)SG_PROC_GRACE_MS * 1000000);
 	}
+	if (!run->exited && run->kill_at && now >= run->kill_at) {
+		kill(-run->pid, SIGKILL);
+		run->kill_at = 0;
+	}
+}
 
-	sp->rec.status = timed_out || faccessat(dirfd, "stop", F_OK, AT_SYMLINK_NOFOLLOW) == 0
-				 ? PS_STOPPED
-				 : PS_EXITED;
-	if (WIFEXITED(status)) {
-		sp->rec.exit_code = WEXITSTATUS(status);
-	} else if (WIFSIGNALED(status)) {
+/*
+ * One turn of the supervisor's loop: wait for output, input, a terminal
+ * size, a signal or the next deadline, and act on what came.
+ */
+static void sup_turn(struct proc_spawn *sp, struct sup_run *run, struct sup_io *io, char *buf)
+{
+	bool want_in = !run->exited && io->to >= 0;
+	struct pollfd pfd[6] = {
+		{ .fd = io->eof[0] ? -1 : io->src[0], .events = POLLIN },
+		{ .fd = io->src[1] < 0 || io->eof[1] ? -1 : io->src[1], .events = POLLIN },
+		{ .fd = run->sfd, .events = POLLIN },
+		{ .fd = want_in && io->pend_len == 0 ? io->fifo : -1, .events = POLLIN },
+		{ .fd = want_in && io->pend_len > 0 ? io->to : -1, .events = POLLOUT },
+		{ .fd = run->exited ? -1 : io->winch, .events = POLLIN },
+	};
+
+	if (poll(pfd, 6, sup_poll_ms(sp, run)) > 0) {
+		for (int i = 0; i < 2; i++) {
+			ssize_t k;
+
+			if (!(pfd[i].revents & (POLLIN | POLLHUP | POLLERR)))
+				continue;
+			k = read(io->src[i], buf, sup_chunk((uint64_t)sp->rec.retain));
+			if (k > 0)
+				sup_store(io, i, sp->rec.split > 0, buf, (size_t)k);
+			/* A terminal whose slave side is closed reads EIO. */
+			else if (k == 0 || (errno != EINTR && errno != EAGAIN))
+				io->eof[i] = true;
+		}
+		if (want_in)
+			sup_input(io, pfd[3].revents, pfd[4].revents);
+		if (pfd[5].revents & POLLIN)
+			sup_winch(io);
+	}
+	if (pfd[2].revents & POLLIN)
+		sup_signals(run);
+	sup_reap(run);
+	sup_timers(run);
+	sup_due(sp, run->exited, run->answer_at);
+}
+
+/*
+ * The command has ended: its final record (how it ended, and what the
+ * host changed meanwhile), the FIFOs gone, a spawner answered.  Never
+ * returns.
+ */
+static void sup_finish(struct proc_spawn *sp, struct sup_run *run, struct sup_io *io)
+{
+	struct sg_errinfo err = { 0 };
+	bool stopped = run->timed_out ||
+		       faccessat(run->dirfd, "stop", F_OK, AT_SYMLINK_NOFOLLOW) == 0;
+	bool stored;
+
+	sp->rec.status = stopped ? PS_STOPPED : PS_EXITED;
+	if (WIFEXITED(run->status)) {
+		sp->rec.exit_code = WEXITSTATUS(run->status);
+	} else if (WIFSIGNALED(run->status)) {
 		sp->rec.exit_code = -1;
-		signal_name(WTERMSIG(status), sp->rec.signal,
-			    sizeof(sp->rec.signal));
+		signal_name(WTERMSIG(run->status), sp->rec.signal, sizeof(sp->rec.signal));
 	}
 	utc_now(sp->rec.ended_at, sizeof(sp->rec.ended_at));
-	if (timed_out)
+	if (run->timed_out)
 		sp->rec.message = "the process reached its timeout";
-	sp->rec.log_base = (int64_t)sg_ring_oldest(io.spool[SPOOL_ALL].total,
+	sp->rec.log_base = (int64_t)sg_ring_oldest(io->spool[SPOOL_ALL].total,
 						   (uint64_t)sp->rec.retain);
 	/*
 	 * The FIFOs end with the process: nothing reads them any more, and a
 	 * snapshot of the environment (a provider's copy may refuse a FIFO)
 	 * must not meet them.  A later proc write finds no input to write to.
 	 */
-	unlinkat(dirfd, "in", 0);
-	unlinkat(dirfd, "winch", 0);
+	unlinkat(run->dirfd, "in", 0);
+	unlinkat(run->dirfd, "winch", 0);
 	stored = sup_store_final(sp, &err) == SG_OK;
 	if (sp->here && !sp->answered)
 		sup_answer(sp, false);
 	_exit(stored ? 0 : 1);
+}
+
+/*
+ * The supervisor: never returns.  It runs until the command has exited
+ * and its output is drained (every stream at its end, or the drain's
+ * time up).
+ */
+static void sup_run(struct proc_spawn *sp)
+{
+	int pipes[4][2] = { { -1, -1 }, { -1, -1 }, { -1, -1 }, { -1, -1 } };
+	struct proc_stdio cio = { .in = -1, .out = -1, .err = -1, .tty = -1, .fail = -1 };
+	struct sup_run run = { .pid = -1 };
+	struct sg_errinfo err = { 0 };
+	struct sup_io io;
+	char *buf;
+
+	sup_io_init(&io);
+	run.sfd = sup_enter(sp);
+	buf = malloc(SG_PROC_CHUNK);
+	/* The spool's directory, never a link put in its place (id_dir_open). */
+	run.dirfd = id_dir_open(sp->ctl, sp->rec.id, &err);
+	if (run.sfd < 0 || !buf || run.dirfd < 0 || sup_prepare(sp, run.dirfd, &io, &cio, pipes)) {
+		char msg[SG_ERR_MSG];
+
+		snprintf(msg, sizeof(msg), "cannot set up the supervisor: %s", strerror(errno));
+		sup_fail(sp, msg);
+	}
+	sup_launch(sp, &run, &cio, pipes);
+	while (!run.exited || ((!io.eof[0] || (io.src[1] >= 0 && !io.eof[1])) &&
+			       sg_now_ns() < run.drain_until))
+		sup_turn(sp, &run, &io, buf);
+	sup_finish(sp, &run, &io);
 }
 
 /* Make a path absolute against base (or the current directory). */
@@ -3676,132 +3817,157 @@ static sg_err spawn_options(struct sg_args *a, struct proc_spawn *sp, struct sg_
 	return SG_OK;
 }
 
+/*
+ * The spawn's request into sp: its options, the wait and output limit a
+ * spawner that waits answers with, the control directory and working
+ * directory made absolute (into ctl and cwd, SG_PATH_MAX each), the
+ * command's words, and the paths of its process directory.
+ */
+static sg_err spawn_request(struct sg_args *a, struct proc_spawn *sp, char *ctl, char *cwd,
+			    struct sg_errinfo *err)
+{
+	const char *id, *cwd_arg, *raw_ctl;
+	sg_err rc;
+
+	sp->wait_ms = -1;
+	rc = args_ctl_id(a, true, &raw_ctl, &id, err);
+	if (!rc && sg_args_str(a, "wait-ms", NULL))
+		rc = sg_args_int(a, "wait-ms", 0, INT64_MAX / 1000000, &sp->wait_ms, err);
+	if (!rc)
+		rc = sg_args_int(a, "output-max", SG_PROC_OUTPUT_MAX, SG_READ_CAP, &sp->out_max,
+				 err);
+	if (!rc)
+		rc = spawn_options(a, sp, err);
+	if (rc)
+		return rc;
+	sp->rec.id = id;
+	/* A foreground run: no reply shows it until it is promoted. */
+	sp->rec.hidden = sp->rec.split = sp->wait_ms >= 0;
+	sp->revision_root = sg_args_flag(a, "revision") ? sp->root : NULL;
+	cwd_arg = sg_args_str(a, "cwd", NULL);
+	rc = sg_args_unused(a, err);
+	if (!rc)
+		rc = absolute(ctl, SG_PATH_MAX, raw_ctl, NULL, err);
+	if (!rc)
+		rc = absolute(cwd, SG_PATH_MAX, cwd_arg ? cwd_arg : "", sp->root, err);
+	if (rc)
+		return rc;
+	sp->ctl = ctl;
+	sp->rec.cwd = cwd;
+	/* The record keeps the command as given; only the shell sees the launcher. */
+	if (sp->attribute && sp->rec.command && sp->login) {
+		rc = sg_gitwrap_command(ctl, sp->rec.command, &sp->shell, err);
+		if (rc)
+			return rc;
+	}
+	if (a->nrest > 0) {
+		sp->argv = a->rest;
+		sp->rec.argv = calloc((size_t)a->nrest + 1, sizeof(char *));
+		if (!sp->rec.argv)
+			return sg_err_set(err, SG_E_INTERNAL, "out of memory");
+		for (int i = 0; i < a->nrest; i++)
+			sp->rec.argv[i] = a->rest[i];
+	}
+	rc = path_join(sp->dir, sizeof(sp->dir), ctl, id, NULL, err);
+	if (!rc)
+		rc = path_join(sp->tmpdir, sizeof(sp->tmpdir), ctl, ".tmp", NULL, err);
+	if (!rc)
+		rc = path_join(sp->log_path, sizeof(sp->log_path), sp->dir, "out", NULL, err);
+	sp->rec.log_path = sp->log_path;
+	return rc;
+}
+
+/*
+ * The process directory, new (an id already there is refused), and the
+ * files the supervisor and the host meet in.
+ */
+static sg_err spawn_dir(const struct proc_spawn *sp, struct sg_errinfo *err)
+{
+	int dirfd;
+	sg_err rc;
+
+	if ((mkdir(sp->ctl, 0700) < 0 && errno != EEXIST) ||
+	    (mkdir(sp->tmpdir, 0700) < 0 && errno != EEXIST))
+		return sg_err_set(err, SG_E_INTERNAL, "cannot create %s: %s", sp->ctl,
+				  strerror(errno));
+	if (mkdir(sp->dir, 0700) < 0)
+		return sg_err_set(err, errno == EEXIST ? SG_E_INVALID_ARGUMENT : SG_E_INTERNAL,
+				  errno == EEXIST ? "process %s already exists"
+						  : "cannot create process %s",
+				  sp->rec.id);
+	dirfd = id_dir_open(sp->ctl, sp->rec.id, err);
+	if (dirfd < 0)
+		return err->code;
+	rc = make_files(dirfd, sp, err);
+	close(dirfd);
+	return rc;
+}
+
+/*
+ * Fork the supervisor and take its report into reply; with a wait, the
+ * reply is spawn_wait's.  A supervisor that could not be forked, or died
+ * before it reported, is recorded as a failed process and replied as one.
+ */
+static sg_err spawn_supervisor(struct proc_spawn *sp, struct sg_buf *reply,
+			       struct sg_errinfo *err)
+{
+	int pipefd[2] = { -1, -1 };
+	pid_t pid;
+	sg_err rc;
+
+	if (pipe2(pipefd, O_CLOEXEC) < 0)
+		return sg_err_set(err, SG_E_INTERNAL, "cannot make a pipe: %s", strerror(errno));
+	pid = fork();
+	if (pid == 0) {
+		close(pipefd[0]);
+		sp->report = pipefd[1];
+		sup_run(sp);
+	}
+	close(pipefd[1]);
+	sg_buf_reset(reply);
+	if (pid > 0 && sg_read_all(pipefd[0], reply) == SG_OK && reply->len > 0) {
+		rc = sp->wait_ms >= 0 ? spawn_wait(sp->ctl, sp->rec.id, sp->wait_ms, sp->out_max,
+						   sp->revision_root, reply, err)
+				      : SG_OK;
+		goto out;
+	}
+	/* No supervisor, or it died before reporting: record the failure. */
+	sp->rec.status = PS_FAILED;
+	sp->rec.hidden = 0;
+	utc_now(sp->rec.started_at, sizeof(sp->rec.started_at));
+	utc_now(sp->rec.ended_at, sizeof(sp->rec.ended_at));
+	sp->rec.message = pid < 0 ? "cannot fork the supervisor"
+				  : "the supervisor ended before reporting";
+	rc = rec_store(sp->ctl, &sp->rec, err);
+	if (!rc)
+		rc = reply_rec(reply, "process", &sp->rec, sp->rec.message);
+out:
+	close(pipefd[0]);
+	return rc;
+}
+
 static sg_err cmd_spawn(struct sg_args *a, struct sg_buf *reply,
 			struct sg_errinfo *err)
 {
 	char ctl[SG_PATH_MAX], cwd[SG_PATH_MAX];
 	struct proc_spawn sp;
-	const char *id, *cwd_arg, *raw_ctl;
-	int pipefd[2] = { -1, -1 }, dirfd = -1;
-	int64_t wait_ms = -1, out_max = SG_PROC_OUTPUT_MAX;
-	pid_t pid;
 	sg_err rc;
 
 	memset(&sp, 0, sizeof(sp));
 	rec_init(&sp.rec);
 	sp.report = -1;
-	rc = args_ctl_id(a, true, &raw_ctl, &id, err);
-	if (!rc && sg_args_str(a, "wait-ms", NULL))
-		rc = sg_args_int(a, "wait-ms", 0, INT64_MAX / 1000000, &wait_ms, err);
+	rc = spawn_request(a, &sp, ctl, cwd, err);
 	if (!rc)
-		rc = sg_args_int(a, "output-max", SG_PROC_OUTPUT_MAX, SG_READ_CAP, &out_max, err);
-	if (!rc)
-		rc = spawn_options(a, &sp, err);
-	if (rc)
-		goto out;
-	sp.rec.id = id;
-	/* A foreground run: no reply shows it until it is promoted. */
-	sp.rec.hidden = sp.rec.split = wait_ms >= 0;
-	cwd_arg = sg_args_str(a, "cwd", NULL);
-	rc = sg_args_unused(a, err);
-	if (!rc)
-		rc = absolute(ctl, sizeof(ctl), raw_ctl, NULL, err);
-	if (!rc)
-		rc = absolute(cwd, sizeof(cwd), cwd_arg ? cwd_arg : "",
-			      sp.root, err);
-	if (rc)
-		goto out;
-	sp.ctl = ctl;
-	sp.rec.cwd = cwd;
-	/* The record keeps the command as given; only the shell sees the launcher. */
-	if (sp.attribute && sp.rec.command && sp.login) {
-		rc = sg_gitwrap_command(ctl, sp.rec.command, &sp.shell, err);
-		if (rc)
-			goto out;
-	}
-	if (a->nrest > 0) {
-		sp.argv = a->rest;
-		sp.rec.argv = calloc((size_t)a->nrest + 1, sizeof(char *));
-		if (!sp.rec.argv) {
-			rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
-			goto out;
-		}
-		for (int i = 0; i < a->nrest; i++)
-			sp.rec.argv[i] = a->rest[i];
-	}
-	rc = path_join(sp.dir, sizeof(sp.dir), ctl, id, NULL, err);
-	if (!rc)
-		rc = path_join(sp.tmpdir, sizeof(sp.tmpdir), ctl, ".tmp", NULL,
-			       err);
-	if (!rc)
-		rc = path_join(sp.log_path, sizeof(sp.log_path), sp.dir, "out", NULL, err);
-	if (rc)
-		goto out;
-	sp.rec.log_path = sp.log_path;
-	if ((mkdir(ctl, 0700) < 0 && errno != EEXIST) ||
-	    (mkdir(sp.tmpdir, 0700) < 0 && errno != EEXIST)) {
-		rc = sg_err_set(err, SG_E_INTERNAL, "cannot create %s: %s", ctl,
-				strerror(errno));
-		goto out;
-	}
-	if (mkdir(sp.dir, 0700) < 0) {
-		rc = sg_err_set(err, errno == EEXIST ? SG_E_INVALID_ARGUMENT
-						     : SG_E_INTERNAL,
-				errno == EEXIST ? "process %s already exists"
-						: "cannot create process %s",
-				id);
-		goto out;
-	}
-	dirfd = id_dir_open(ctl, id, err);
-	if (dirfd < 0) {
-		rc = err->code;
-		goto out;
-	}
-	rc = make_files(dirfd, &sp, err);
-	close(dirfd);
+		rc = spawn_dir(&sp, err);
 	if (rc)
 		goto out;
 	if (sg_helper_answer) {
 		/* No supervisor of its own: this process is it (job.c's --linger). */
 		sp.here = true;
-		sp.wait_ms = wait_ms;
-		sp.out_max = out_max;
-		sp.revision_root = sg_args_flag(a, "revision") ? sp.root : NULL;
 		sup_run(&sp);
 	}
-	if (pipe2(pipefd, O_CLOEXEC) < 0) {
-		rc = sg_err_set(err, SG_E_INTERNAL, "cannot make a pipe: %s",
-				strerror(errno));
-		goto out;
-	}
-	pid = fork();
-	if (pid == 0) {
-		close(pipefd[0]);
-		sp.report = pipefd[1];
-		sup_run(&sp);
-	}
-	close(pipefd[1]);
-	pipefd[1] = -1;
-	sg_buf_reset(reply);
-	if (pid > 0 && sg_read_all(pipefd[0], reply) == SG_OK && reply->len > 0) {
-		rc = wait_ms >= 0 ? spawn_wait(ctl, id, wait_ms, out_max,
-					       sg_args_flag(a, "revision") ? sp.root : NULL, reply, err)
-				  : SG_OK;
-		goto out;
-	}
-	/* No supervisor, or it died before reporting: record the failure. */
-	sp.rec.status = PS_FAILED;
-	sp.rec.hidden = 0;
-	utc_now(sp.rec.started_at, sizeof(sp.rec.started_at));
-	utc_now(sp.rec.ended_at, sizeof(sp.rec.ended_at));
-	sp.rec.message = pid < 0 ? "cannot fork the supervisor"
-				 : "the supervisor ended before reporting";
-	rc = rec_store(ctl, &sp.rec, err);
-	if (!rc)
-		rc = reply_rec(reply, "process", &sp.rec, sp.rec.message);
+	rc = spawn_supervisor(&sp, reply, err);
 out:
-	if (pipefd[0] >= 0)
-		close(pipefd[0]);
 	free(sp.rec.argv);
 	free(sp.shell);
 	return rc;
