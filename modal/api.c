@@ -655,6 +655,7 @@ static sg_err image_join_once(struct mdl_client *c, const char *image_id, struct
 	sg_grpc_result_release(&res);
 	mdl_wipe(id, sizeof(id));
 	mdl_wipe(secret, sizeof(secret));
+	mdl_wipe(auth, strlen(auth));
 	free(auth);
 out:
 	free(buf);
