@@ -126,6 +126,8 @@
 
 /* Naming bounds; the waits and sizes are in base/limits.h. */
 #define DTN_GARBAGE_BATCH 16 /* finished execs whose files one rm removes */
+/* Lookups of an identity's sandbox while what is found keeps going away (dtn_obtain). */
+#define DTN_OBTAIN_ROUNDS 4
 
 /* Label keys: the cloud adapters' one vocabulary (adapters/cloudkit.h). */
 #define DTN_L_MANAGED SG_CLOUD_TAG_MANAGED
@@ -2069,21 +2071,23 @@ static sg_err dtn_start_up(struct dtn_env *de, json_t **dto, struct sg_cancel *c
 static sg_err dtn_obtain(struct dtn_env *de, json_t **dto, struct sg_cancel *cancel,
 			 struct sg_errinfo *err)
 {
+	bool again = true;
 	sg_err rc = SG_OK;
 
 	*dto = NULL;
-	for (int round = 0; round < 4; round++) {
-		bool again = false;
-
+	for (int round = 0; again && round < DTN_OBTAIN_ROUNDS; round++) {
 		json_decref(*dto);
 		*dto = NULL;
 		rc = dtn_find(de, round, dto, cancel, err);
 		if (rc)
 			return rc;
 		rc = dtn_clear_way(de, *dto, &again, cancel, err);
-		if (!again)
-			break;
 	}
+	/* What is found is gone or replaced every time: say so, never start it. */
+	if (again)
+		return sg_err_set(err, SG_E_UNAVAILABLE,
+				  "sandbox %s was still being removed or replaced after %d lookups",
+				  de->rm.base.id, DTN_OBTAIN_ROUNDS);
 	if (rc)
 		return rc;
 	return dtn_start_up(de, dto, cancel, err);
