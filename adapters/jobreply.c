@@ -323,109 +323,163 @@ void sg_job_result(const struct sg_job_reply *r, const char *text, size_t len,
 
 /* ---- The driver ------------------------------------------------------------ */
 
+/* A drive's state between its trips (sg_job_drive). */
+struct drive {
+	const struct sg_job_driver *d;
+	struct sg_cancel *cancel;
+	struct sg_errinfo *err;
+	int64_t start; /* the drive's start (sg_now_ms), for pending_ms */
+	int fails;     /* failed trips, or replies without a trailer, in a row */
+	int missing;   /* replies that found the job's files gone */
+	bool attach;   /* the next trip attaches instead of starting */
+	bool seen;     /* something showed that the start arrived */
+};
+
+/* What a trip's outcome asks of the drive next. */
+enum drive_next {
+	DRIVE_AGAIN,     /* another trip */
+	DRIVE_END,       /* the drive is over, with its result in *rc */
+	DRIVE_CANCELLED, /* the token fired: the job is killed (drive_cancelled) */
+};
+
+/*
+ * A trip that failed: retried after a backoff, the start sent again only
+ * while nothing showed it arrived; after d->fails in a row, the error.
+ */
+static enum drive_next drive_failed(struct drive *s, const struct sg_errinfo *once, sg_err *rc)
+{
+	const struct sg_job_driver *d = s->d;
+
+	if (sg_cancel_check(s->cancel))
+		return DRIVE_CANCELLED;
+	if (++s->fails >= d->fails) {
+		/*
+		 * A request may have reached the sandbox and only its reply
+		 * got lost: never assume it did not run.
+		 */
+		*rc = sg_err_set(s->err, once->code ? once->code : SG_E_UNAVAILABLE,
+				 "%s; the command may have run (no reply came back)", once->msg);
+		if (s->seen || d->kill_unseen)
+			d->kill(d->ctx);
+		return DRIVE_END;
+	}
+	if ((*rc = sg_cancel_sleep(s->cancel, d->backoff_ms * s->fails)))
+		return DRIVE_CANCELLED;
+	s->attach = s->seen;
+	return DRIVE_AGAIN;
+}
+
+/* A reply without a trailer: attach again, d->fails times in a row at most. */
+static enum drive_next drive_no_trailer(struct drive *s, const char *text, sg_err *rc)
+{
+	s->seen = true;
+	s->attach = true;
+	if (++s->fails >= s->d->fails) {
+		*rc = sg_err_set(s->err, SG_E_PROVIDER,
+				 "the sandbox gave no result for the command: %.200s",
+				 text ? text : "");
+		s->d->kill(s->d->ctx);
+		return DRIVE_END;
+	}
+	return DRIVE_AGAIN;
+}
+
+/*
+ * The job is still running: attach again, unless it is pending past
+ * d->pending_ms (then killed, a timeout) or the token fired.
+ */
+static enum drive_next drive_pending(struct drive *s, struct sg_exec_result *out, sg_err *rc)
+{
+	const struct sg_job_driver *d = s->d;
+
+	s->attach = true;
+	if (d->pending_ms > 0 && sg_now_ms() - s->start > d->pending_ms) {
+		/* The job's own timer should have ended it. */
+		d->kill(d->ctx);
+		out->timed_out = true;
+		out->signal = 9;
+		*rc = SG_OK;
+		return DRIVE_END;
+	}
+	if ((*rc = sg_cancel_check(s->cancel)))
+		return DRIVE_CANCELLED;
+	return DRIVE_AGAIN;
+}
+
+/* A trip's reply read back: the result, or what the drive does next. */
+static enum drive_next drive_reply(struct drive *s, const char *text, size_t len,
+				   size_t max_output, struct sg_exec_result *out, sg_err *rc)
+{
+	struct sg_job_reply jr;
+
+	sg_job_parse(text ? text : "", len, s->d->mark, &jr);
+	if (jr.state == SG_JOB_NONE)
+		return drive_no_trailer(s, text, rc);
+	s->seen = true;
+	s->fails = 0;
+	if (jr.state == SG_JOB_IS_PENDING)
+		return drive_pending(s, out, rc);
+	if (jr.state == SG_JOB_IS_MISSING) {
+		if (++s->missing > 3) {
+			*rc = sg_err_set(s->err, SG_E_PROVIDER,
+					 "the command's state in the sandbox disappeared");
+			return DRIVE_END;
+		}
+		s->attach = false;
+		s->seen = false;
+		return DRIVE_AGAIN;
+	}
+	if (jr.state != SG_JOB_IS_DONE) {
+		*rc = sg_err_set(s->err, SG_E_PROVIDER, "the sandbox gave an unreadable result");
+		s->d->kill(s->d->ctx);
+		return DRIVE_END;
+	}
+	sg_job_result(&jr, text, len, max_output, out);
+	*rc = SG_OK;
+	return DRIVE_END;
+}
+
+/* The token fired: the job is killed, and err says why. */
+static sg_err drive_cancelled(struct drive *s)
+{
+	sg_err rc = sg_cancel_check(s->cancel) ? sg_cancel_check(s->cancel) : SG_E_CANCELLED;
+
+	s->d->kill(s->d->ctx);
+	sg_err_clear(s->err);
+	sg_err_set(s->err, rc, "the command was %s in the sandbox",
+		   rc == SG_E_TIMEOUT ? "stopped by a deadline" : "cancelled");
+	return rc;
+}
+
 sg_err sg_job_drive(const struct sg_job_driver *d, size_t max_output,
 		    struct sg_exec_result *out, struct sg_cancel *cancel, struct sg_errinfo *err)
 {
-	int64_t start = sg_now_ms();
-	int fails = 0, missing = 0;
-	bool attach = false, seen = false;
+	struct drive s = { .d = d, .cancel = cancel, .err = err, .start = sg_now_ms() };
+	enum drive_next next = DRIVE_AGAIN;
 	sg_err rc = SG_OK;
 
-	for (;;) {
+	while (next == DRIVE_AGAIN) {
 		struct sg_errinfo once = { 0 };
-		struct sg_job_reply jr;
 		const char *text = NULL;
 		size_t len = 0;
-		enum sg_job_trip t = d->trip(d->ctx, attach, &text, &len, cancel, &once);
+		enum sg_job_trip t = d->trip(d->ctx, s.attach, &text, &len, cancel, &once);
 
 		if (t == SG_JOB_TRIP_LIVES) {
-			seen = true;
-			attach = true;
-			continue;
-		}
-		if (t == SG_JOB_TRIP_RESTART) {
-			attach = false;
-			seen = false;
-			continue;
-		}
-		if (t == SG_JOB_TRIP_FATAL) {
+			s.seen = true;
+			s.attach = true;
+		} else if (t == SG_JOB_TRIP_RESTART) {
+			s.attach = false;
+			s.seen = false;
+		} else if (t == SG_JOB_TRIP_FATAL) {
 			rc = sg_err_set(err, once.code ? once.code : SG_E_PROVIDER, "%s", once.msg);
-			goto out;
+			next = DRIVE_END;
+		} else if (t == SG_JOB_TRIP_FAILED) {
+			next = drive_failed(&s, &once, &rc);
+		} else {
+			next = drive_reply(&s, text, len, max_output, out, &rc);
 		}
-		if (t == SG_JOB_TRIP_FAILED) {
-			if (sg_cancel_check(cancel))
-				goto cancelled;
-			if (++fails >= d->fails) {
-				/*
-				 * A request may have reached the sandbox and only
-				 * its reply got lost: never assume it did not run.
-				 */
-				rc = sg_err_set(err, once.code ? once.code : SG_E_UNAVAILABLE,
-						"%s; the command may have run (no reply came back)",
-						once.msg);
-				if (seen || d->kill_unseen)
-					d->kill(d->ctx);
-				goto out;
-			}
-			if ((rc = sg_cancel_sleep(cancel, d->backoff_ms * fails)))
-				goto cancelled;
-			attach = seen;
-			continue;
-		}
-		sg_job_parse(text ? text : "", len, d->mark, &jr);
-		if (jr.state == SG_JOB_NONE) {
-			seen = true;
-			attach = true;
-			if (++fails >= d->fails) {
-				rc = sg_err_set(err, SG_E_PROVIDER,
-						"the sandbox gave no result for the command: %.200s",
-						text ? text : "");
-				d->kill(d->ctx);
-				goto out;
-			}
-			continue;
-		}
-		seen = true;
-		fails = 0;
-		if (jr.state == SG_JOB_IS_PENDING) {
-			attach = true;
-			if (d->pending_ms > 0 && sg_now_ms() - start > d->pending_ms) {
-				/* The job's own timer should have ended it. */
-				d->kill(d->ctx);
-				out->timed_out = true;
-				out->signal = 9;
-				rc = SG_OK;
-				goto out;
-			}
-			if ((rc = sg_cancel_check(cancel)))
-				goto cancelled;
-			continue;
-		}
-		if (jr.state == SG_JOB_IS_MISSING) {
-			if (++missing > 3) {
-				rc = sg_err_set(err, SG_E_PROVIDER,
-						"the command's state in the sandbox disappeared");
-				goto out;
-			}
-			attach = false;
-			seen = false;
-			continue;
-		}
-		if (jr.state != SG_JOB_IS_DONE) {
-			rc = sg_err_set(err, SG_E_PROVIDER, "the sandbox gave an unreadable result");
-			d->kill(d->ctx);
-			goto out;
-		}
-		sg_job_result(&jr, text, len, max_output, out);
-		rc = SG_OK;
-		goto out;
 	}
-cancelled:
-	rc = sg_cancel_check(cancel) ? sg_cancel_check(cancel) : SG_E_CANCELLED;
-	d->kill(d->ctx);
-	sg_err_clear(err);
-	sg_err_set(err, rc, "the command was %s in the sandbox",
-		   rc == SG_E_TIMEOUT ? "stopped by a deadline" : "cancelled");
-out:
+	if (next == DRIVE_CANCELLED)
+		rc = drive_cancelled(&s);
 	return rc;
 }

@@ -126,6 +126,8 @@
 
 /* Naming bounds; the waits and sizes are in base/limits.h. */
 #define DTN_GARBAGE_BATCH 16 /* finished execs whose files one rm removes */
+/* Lookups of an identity's sandbox while what is found keeps going away (dtn_obtain). */
+#define DTN_OBTAIN_ROUNDS 4
 
 /* Label keys: the cloud adapters' one vocabulary (adapters/cloudkit.h). */
 #define DTN_L_MANAGED SG_CLOUD_TAG_MANAGED
@@ -408,6 +410,126 @@ static json_t *dtn_wait_events(struct dtn_events *ev, const char *id, const json
 }
 
 /*
+ * The state of one wait for a sandbox: what was seen, what came by event,
+ * and the poll's timers.
+ */
+struct dtn_poll {
+	int64_t max_ms, deadline, delay;
+	const json_t *first; /* the create's answer, standing for the first poll */
+	json_t *cur;         /* the sandbox as last seen (new) */
+	json_t *heard;       /* news from the event stream, not yet judged (new) */
+	unsigned gen;        /* the event stream's generation, for dtn_events_wait */
+	bool polled;         /* an API answer was seen, so events may be waited on */
+	bool from_event;     /* cur came from the event stream */
+};
+
+/* What a wait does after judging the state it saw. */
+enum dtn_poll_next { DTN_POLL_SETTLED, DTN_POLL_RECHECK, DTN_POLL_PAUSE };
+
+/* The sandbox's next state: the create's answer, an event's, or a GET's. */
+static sg_err dtn_poll_next(const struct dtn_client *cl, const char *id, struct dtn_poll *w,
+			    struct sg_cancel *cancel, struct sg_errinfo *err)
+{
+	sg_err rc;
+
+	json_decref(w->cur);
+	w->cur = NULL;
+	w->from_event = false;
+	if (w->first) {
+		/* An API answer, not an event: as good as this poll. */
+		w->cur = json_deep_copy(w->first);
+		w->first = NULL;
+		w->polled = true;
+		return w->cur ? SG_OK : sg_err_set(err, SG_E_INTERNAL, "out of memory");
+	}
+	if (w->heard) {
+		/* The event stream's word for it: as good as a GET for a state
+		 * we wait for, not for giving up (dtn_poll_judge). */
+		w->cur = w->heard;
+		w->heard = NULL;
+		w->from_event = true;
+		return SG_OK;
+	}
+	rc = dtn_get(cl, id, &w->cur, cancel, err);
+	if (!rc)
+		w->polled = true;
+	return rc;
+}
+
+/*
+ * Judge the state just seen: wanted (settled), failed for good (an
+ * error), or still to be waited for, at once when an event's word must
+ * be checked with the API first.
+ */
+static sg_err dtn_poll_judge(const struct dtn_client *cl, const char *id,
+			     const char *const *want, const struct dtn_poll *w,
+			     enum dtn_poll_next *next, struct sg_errinfo *err)
+{
+	const char *st = dtn_state(w->cur);
+
+	*next = DTN_POLL_PAUSE;
+	dtn_mark(w->from_event ? "state from an event" : "state from the API");
+	sg_progress_update("sandbox %s is %s", id, st);
+	if (want ? dtn_in(want, st) : !dtn_in_transition(w->cur)) {
+		*next = DTN_POLL_SETTLED;
+		return SG_OK;
+	}
+	if (strcmp(st, "error") == 0 || strcmp(st, "build_failed") == 0) {
+		const char *why = dtn_str(w->cur, "errorReason");
+		char msg[200];
+
+		snprintf(msg, sizeof(msg), "%s", why ? why : "no reason given");
+		sg_cloud_scrub(msg, cl->rest.secret);
+		return sg_err_set(err, SG_E_PROVIDER, "sandbox %s is in state %s: %s", id, st,
+				  msg);
+	}
+	if (want && !dtn_in_transition(w->cur) && w->from_event) {
+		/*
+		 * Events can arrive late and out of order (the "stopped" of a
+		 * stop just before our start): ask the sandbox itself before
+		 * deciding nothing is moving it.
+		 */
+		*next = DTN_POLL_RECHECK;
+		return SG_OK;
+	}
+	if (want && !dtn_in_transition(w->cur))
+		return sg_err_set(err, SG_E_PROVIDER,
+				  "sandbox %s is %s and nothing is moving it to %s", id, st,
+				  want[0]);
+	return SG_OK;
+}
+
+/*
+ * Wait before the next look: on the event stream once an API answer was
+ * seen (as the SDK learns of a change), else a sleep that grows by half
+ * up to SG_DAYTONA_POLL_MAX_MS; a timeout once the next look would come
+ * after the deadline.
+ */
+static sg_err dtn_poll_pause(const struct dtn_client *cl, const char *id, struct dtn_poll *w,
+			     struct sg_cancel *cancel, struct sg_errinfo *err)
+{
+	sg_err rc;
+
+	if (sg_now_ms() + w->delay > w->deadline)
+		return sg_err_set(err, SG_E_TIMEOUT, "sandbox %s was still %s after %lld s", id,
+				  dtn_state(w->cur), (long long)(w->max_ms / 1000));
+	if (cl->events && w->polled && dtn_events_wanted(cl->events)) {
+		/* Learn of the change as the SDK does; poll now and then anyway. */
+		w->heard = dtn_wait_events(cl->events, id, w->cur, &w->gen, cancel);
+		rc = sg_cancel_check(cancel);
+		if (rc)
+			sg_err_set(err, rc, "waiting for sandbox %s was cancelled", id);
+		return rc;
+	}
+	rc = sg_cancel_sleep(cancel, w->delay);
+	if (rc)
+		return sg_err_set(err, rc, "waiting for sandbox %s was cancelled", id);
+	w->delay = w->delay * 3 / 2 > SG_DAYTONA_POLL_MAX_MS ? SG_DAYTONA_POLL_MAX_MS
+							     : w->delay * 3 / 2;
+	return SG_OK;
+}
+
+/*
  * Poll the sandbox until it reaches a state in want (NULL: any state
  * outside a transition), within max_ms.  error and build_failed end the
  * wait with SG_E_PROVIDER unless wanted; a stable state that is not
@@ -420,98 +542,29 @@ static sg_err dtn_wait_from(const struct dtn_client *cl, const char *id,
 			    const char *const *want, int64_t max_ms, const json_t *first,
 			    json_t **dto, struct sg_cancel *cancel, struct sg_errinfo *err)
 {
-	int64_t deadline = sg_now_ms() + max_ms, delay = SG_DAYTONA_POLL_FIRST_MS;
-	json_t *cur = NULL, *heard = NULL;
-	unsigned gen = 0;
-	bool polled = false;
+	struct dtn_poll w = { .max_ms = max_ms, .deadline = sg_now_ms() + max_ms,
+			      .delay = SG_DAYTONA_POLL_FIRST_MS, .first = first };
+	enum dtn_poll_next next = DTN_POLL_PAUSE;
 	sg_err rc;
 
 	*dto = NULL;
 	for (;;) {
-		const char *st;
-		bool from_event = false;
-
-		json_decref(cur);
-		cur = NULL;
-		if (first) {
-			/* An API answer, not an event: as good as this poll. */
-			cur = json_deep_copy(first);
-			first = NULL;
-			polled = true;
-			if (!cur) {
-				rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
-				break;
-			}
-		} else if (heard) {
-			/* The event stream's word for it: as good as a GET for
-			 * a state we wait for, not for giving up (below). */
-			cur = heard;
-			heard = NULL;
-			from_event = true;
-		} else {
-			rc = dtn_get(cl, id, &cur, cancel, err);
-			if (rc)
-				break;
-			polled = true;
-		}
-		st = dtn_state(cur);
-		dtn_mark(from_event ? "state from an event" : "state from the API");
-		sg_progress_update("sandbox %s is %s", id, st);
-		if (want ? dtn_in(want, st) : !dtn_in_transition(cur))
+		rc = dtn_poll_next(cl, id, &w, cancel, err);
+		if (!rc)
+			rc = dtn_poll_judge(cl, id, want, &w, &next, err);
+		if (rc || next == DTN_POLL_SETTLED)
 			break;
-		if (strcmp(st, "error") == 0 || strcmp(st, "build_failed") == 0) {
-			const char *why = dtn_str(cur, "errorReason");
-			char msg[200];
-
-			snprintf(msg, sizeof(msg), "%s", why ? why : "no reason given");
-			sg_cloud_scrub(msg, cl->rest.secret);
-			rc = sg_err_set(err, SG_E_PROVIDER, "sandbox %s is in state %s: %s", id,
-					st, msg);
-			break;
-		}
-		if (want && !dtn_in_transition(cur) && from_event) {
-			/*
-			 * Events can arrive late and out of order (the "stopped"
-			 * of a stop just before our start): ask the sandbox
-			 * itself before deciding nothing is moving it.
-			 */
+		if (next == DTN_POLL_RECHECK)
 			continue;
-		}
-		if (want && !dtn_in_transition(cur)) {
-			rc = sg_err_set(err, SG_E_PROVIDER,
-					"sandbox %s is %s and nothing is moving it to %s", id, st,
-					want[0]);
+		rc = dtn_poll_pause(cl, id, &w, cancel, err);
+		if (rc)
 			break;
-		}
-		if (sg_now_ms() + delay > deadline) {
-			rc = sg_err_set(err, SG_E_TIMEOUT,
-					"sandbox %s was still %s after %lld s", id, st,
-					(long long)(max_ms / 1000));
-			break;
-		}
-		if (cl->events && polled && dtn_events_wanted(cl->events)) {
-			/* Learn of the change as the SDK does; poll now and then anyway. */
-			heard = dtn_wait_events(cl->events, id, cur, &gen, cancel);
-			rc = sg_cancel_check(cancel);
-			if (rc) {
-				sg_err_set(err, rc, "waiting for sandbox %s was cancelled", id);
-				break;
-			}
-			continue;
-		}
-		rc = sg_cancel_sleep(cancel, delay);
-		if (rc) {
-			sg_err_set(err, rc, "waiting for sandbox %s was cancelled", id);
-			break;
-		}
-		delay = delay * 3 / 2 > SG_DAYTONA_POLL_MAX_MS ? SG_DAYTONA_POLL_MAX_MS
-							       : delay * 3 / 2;
 	}
-	json_decref(heard);
+	json_decref(w.heard);
 	if (rc)
-		json_decref(cur);
+		json_decref(w.cur);
 	else
-		*dto = cur;
+		*dto = w.cur;
 	return rc;
 }
 
@@ -523,6 +576,37 @@ static sg_err dtn_wait(const struct dtn_client *cl, const char *id,
 }
 
 enum dtn_op { DTN_START, DTN_STOP, DTN_DELETE };
+
+/*
+ * A stop refused with 400 ("not in a stoppable state"), which is fine
+ * when the sandbox is already down: *settled when it is (stopped,
+ * archived, gone) or when nothing is moving it or the tries are spent
+ * (an error); otherwise a transition runs and the stop is tried again
+ * after it.
+ */
+static sg_err dtn_stop_refused(const struct dtn_client *cl, const char *id, int tries,
+			       bool *settled, struct sg_cancel *cancel, struct sg_errinfo *err)
+{
+	json_t *dto = NULL;
+	sg_err rc = dtn_get(cl, id, &dto, cancel, err);
+
+	*settled = true;
+	if (rc == SG_E_NOT_FOUND) {
+		sg_err_clear(err);
+		return SG_OK;
+	}
+	if (rc)
+		return rc;
+	if (strcmp(dtn_state(dto), "stopped") == 0 || strcmp(dtn_state(dto), "archived") == 0)
+		rc = SG_OK;
+	else if (!dtn_in_transition(dto) || tries >= 8)
+		rc = sg_err_set(err, SG_E_PROVIDER, "stopping the sandbox failed: it is %s",
+				dtn_state(dto));
+	else
+		*settled = false;
+	json_decref(dto);
+	return rc;
+}
 
 /*
  * Start, stop or delete the sandbox, waiting out the 409 Daytona answers
@@ -568,29 +652,12 @@ static sg_err dtn_lifecycle(const struct dtn_client *cl, const char *id, enum dt
 			break;
 		}
 		if (r.status == 400 && op == DTN_STOP) {
-			/* "not in a stoppable state": fine when it is already down. */
+			bool settled;
+
 			dtn_reply_release(&r);
-			rc = dtn_get(cl, id, &dto, cancel, err);
-			if (rc == SG_E_NOT_FOUND) {
-				sg_err_clear(err);
-				rc = SG_OK;
+			rc = dtn_stop_refused(cl, id, tries, &settled, cancel, err);
+			if (settled)
 				break;
-			}
-			if (rc)
-				break;
-			if (strcmp(dtn_state(dto), "stopped") == 0 ||
-			    strcmp(dtn_state(dto), "archived") == 0) {
-				json_decref(dto);
-				break;
-			}
-			if (!dtn_in_transition(dto) || tries >= 8) {
-				rc = sg_err_set(err, SG_E_PROVIDER,
-						"stopping the sandbox failed: it is %s",
-						dtn_state(dto));
-				json_decref(dto);
-				break;
-			}
-			json_decref(dto);
 		} else if (r.status != 409 || tries >= 8) {
 			rc = dtn_fail(cl, what[op], &r, SG_OK, err);
 			dtn_reply_release(&r);
@@ -853,6 +920,143 @@ static bool dtn_create_refused(long status)
 	return status >= 400 && status < 500 && status != 408;
 }
 
+/* One create of the sandbox, across its attempts. */
+struct dtn_creating {
+	char *url;     /* POST /sandbox */
+	json_t *body;  /* the same body for every attempt */
+	int attempt;   /* from 1 */
+	bool doubted;  /* some attempt may have made a sandbox */
+	bool foreign;  /* the name holds a sandbox whose labels name another owner */
+};
+
+/* What a create attempt calls for next. */
+enum dtn_create_next { DTN_CREATE_END, DTN_CREATE_AGAIN, DTN_CREATE_LOOK };
+
+/*
+ * A 429: wait as long as Daytona asks (1 s per attempt when it does not
+ * say), unless that is longer than any retry waits.  Releases r.
+ */
+static sg_err dtn_create_backoff(struct dtn_reply *r, int attempt, struct sg_cancel *cancel,
+				 struct sg_errinfo *err)
+{
+	int64_t wait = r->retry_after_ms >= 0 ? r->retry_after_ms : 1000 * attempt;
+	sg_err rc;
+
+	dtn_reply_release(r);
+	if (wait > SG_HTTP_RETRY_MAX_DELAY_MS)
+		return sg_err_set(err, SG_E_UNAVAILABLE,
+				  "creating the sandbox failed: Daytona's rate limit asks to wait %lld s",
+				  (long long)(wait / 1000));
+	rc = sg_cancel_sleep(cancel, wait);
+	if (rc)
+		sg_err_set(err, rc, "creating the sandbox was cancelled");
+	return rc;
+}
+
+/*
+ * One POST of the create and what its answer calls for: the sandbox
+ * (*dto, new), a refusal that ends the create, another attempt after a
+ * 429, or a look at the name (a doubtful outcome, or a 409).  *once holds
+ * a doubtful attempt's own failure, *doubt says whether it was one.
+ */
+static sg_err dtn_create_post(struct dtn_env *de, struct dtn_creating *c, json_t **dto,
+			      struct sg_errinfo *once, bool *doubt, enum dtn_create_next *next,
+			      struct sg_cancel *cancel, struct sg_errinfo *err)
+{
+	struct dtn_reply r;
+	sg_err rc;
+
+	*next = DTN_CREATE_END;
+	rc = dtn_do(&de->cl,
+		    &(struct dtn_call){ .method = "POST", .url = c->url, .body = c->body,
+					.timeout_ms = SG_DAYTONA_CREATE_MS,
+					.what = "creating the sandbox" },
+		    &r, cancel, once);
+	/* Never sent (out of memory, a body too large): nothing landed. */
+	if (rc && !r.sent)
+		return sg_err_set(err, rc, "%s", once->msg);
+	if (!rc && r.status == 200 && json_is_object(r.json)) {
+		*dto = r.json;
+		r.json = NULL;
+		de->rm.fresh = true;
+		dtn_reply_release(&r);
+		return SG_OK;
+	}
+	*doubt = rc || !dtn_create_refused(r.status);
+	c->doubted = c->doubted || *doubt;
+	if (!rc && r.status == 429 && c->attempt < 4) {
+		*next = DTN_CREATE_AGAIN;
+		return dtn_create_backoff(&r, c->attempt, cancel, err);
+	}
+	if (!rc && !*doubt && r.status != 409) {
+		rc = dtn_fail(&de->cl, "creating the sandbox", &r, SG_OK, err);
+		dtn_reply_release(&r);
+		return rc;
+	}
+	if (!rc && *doubt)
+		dtn_fail(&de->cl, "creating the sandbox", &r, SG_OK, once);
+	if (!rc)
+		dtn_reply_release(&r);
+	/*
+	 * Cancelled (a cancel request, or the shutdown): no waiting here,
+	 * beyond the token.  What the create did is for the gateway to
+	 * settle within its budget (may_remain, dtn_create).
+	 */
+	if (sg_cancel_check(cancel))
+		return sg_err_set(err, sg_cancel_check(cancel), "creating the sandbox was cancelled");
+	*next = DTN_CREATE_LOOK;
+	return SG_OK;
+}
+
+/*
+ * The name holds a sandbox after a doubtful create or a 409: adopt it
+ * when it is this identity's (*dto, new), and note whether this very
+ * provision made it.
+ */
+static sg_err dtn_create_adopt(struct dtn_env *de, struct dtn_creating *c, json_t **dto,
+			       struct sg_cancel *cancel, struct sg_errinfo *err)
+{
+	bool read;
+	sg_err rc = dtn_check_owner(de, *dto, &read, err);
+
+	de->rm.fresh = !rc && dtn_made_here(de, *dto);
+	/* Only labels that were read and name another owner. */
+	c->foreign = rc && read;
+	if (rc) {
+		json_decref(*dto);
+		*dto = NULL;
+	} else if (sg_cancel_check(cancel)) {
+		rc = sg_err_set(err, sg_cancel_check(cancel), "creating the sandbox was cancelled");
+	}
+	return rc;
+}
+
+/*
+ * Doubt or 409: what does the name hold now?  A sandbox is adopted; a
+ * name still free after a doubtful attempt is created again (*again)
+ * after a short wait, at most three attempts in all.
+ */
+static sg_err dtn_create_look(struct dtn_env *de, struct dtn_creating *c,
+			      const struct sg_errinfo *once, bool doubt, json_t **dto,
+			      bool *again, struct sg_cancel *cancel, struct sg_errinfo *err)
+{
+	struct sg_errinfo look = { 0 };
+	sg_err lr = dtn_get(&de->cl, de->rm.name, dto, cancel, &look), rc;
+
+	*again = false;
+	if (lr == SG_OK)
+		return dtn_create_adopt(de, c, dto, cancel, err);
+	if (sg_cancel_check(cancel))
+		return sg_err_set(err, sg_cancel_check(cancel), "creating the sandbox was cancelled");
+	if (lr != SG_E_NOT_FOUND || c->attempt >= 3)
+		return dtn_create_failed(once, doubt, lr, &look, err);
+	rc = sg_cancel_sleep(cancel, SG_HTTP_RETRY_BASE_MS * c->attempt);
+	if (rc)
+		sg_err_set(err, rc, "creating the sandbox was cancelled");
+	*again = true;
+	return rc;
+}
+
 /*
  * Create the sandbox.  Daytona has no idempotency key, so a create whose
  * outcome is unknown (the connection dropped, a 5xx, a reply that cannot
@@ -867,115 +1071,34 @@ static sg_err dtn_create(struct sg_remote *rm, json_t **dto, struct sg_cancel *c
 			 struct sg_errinfo *err)
 {
 	struct dtn_env *de = (struct dtn_env *)rm;
-	char *url = dtn_sandbox_url(&de->cl, NULL, NULL);
-	json_t *body = NULL;
-	bool doubted = false, foreign = false;
+	struct dtn_creating c = { .url = dtn_sandbox_url(&de->cl, NULL, NULL) };
 	sg_err rc;
 
 	*dto = NULL;
-	rc = url ? dtn_create_body(de, &body, err)
-		 : sg_err_set(err, SG_E_INTERNAL, "out of memory");
-	for (int attempt = 1; !rc; attempt++) {
+	rc = c.url ? dtn_create_body(de, &c.body, err)
+		   : sg_err_set(err, SG_E_INTERNAL, "out of memory");
+	for (c.attempt = 1; !rc; c.attempt++) {
 		struct sg_errinfo once = { 0 };
-		struct dtn_reply r;
-		bool doubt;
+		enum dtn_create_next next = DTN_CREATE_END;
+		bool doubt = false, again = false;
 
-		rc = dtn_do(&de->cl,
-			    &(struct dtn_call){ .method = "POST", .url = url, .body = body,
-						.timeout_ms = SG_DAYTONA_CREATE_MS,
-						.what = "creating the sandbox" },
-			    &r, cancel, &once);
-		/* Never sent (out of memory, a body too large): nothing landed. */
-		if (rc && !r.sent) {
-			sg_err_set(err, rc, "%s", once.msg);
+		rc = dtn_create_post(de, &c, dto, &once, &doubt, &next, cancel, err);
+		if (rc || next == DTN_CREATE_END)
 			break;
-		}
-		if (!rc && r.status == 200 && json_is_object(r.json)) {
-			*dto = r.json;
-			r.json = NULL;
-			de->rm.fresh = true;
-			dtn_reply_release(&r);
-			break;
-		}
-		doubt = rc || !dtn_create_refused(r.status);
-		doubted = doubted || doubt;
-		if (!rc && r.status == 429 && attempt < 4) {
-			int64_t wait = r.retry_after_ms >= 0 ? r.retry_after_ms : 1000 * attempt;
-
-			dtn_reply_release(&r);
-			if (wait > SG_HTTP_RETRY_MAX_DELAY_MS) {
-				rc = sg_err_set(err, SG_E_UNAVAILABLE,
-						"creating the sandbox failed: Daytona's rate limit asks to wait %lld s",
-						(long long)(wait / 1000));
-				break;
-			}
-			rc = sg_cancel_sleep(cancel, wait);
-			if (rc)
-				sg_err_set(err, rc, "creating the sandbox was cancelled");
+		if (next == DTN_CREATE_AGAIN)
 			continue;
-		}
-		if (!rc && !doubt && r.status != 409) {
-			rc = dtn_fail(&de->cl, "creating the sandbox", &r, SG_OK, err);
-			dtn_reply_release(&r);
+		rc = dtn_create_look(de, &c, &once, doubt, dto, &again, cancel, err);
+		if (!again)
 			break;
-		}
-		if (!rc && doubt)
-			dtn_fail(&de->cl, "creating the sandbox", &r, SG_OK, &once);
-		if (!rc)
-			dtn_reply_release(&r);
-		/*
-		 * Cancelled (a cancel request, or the shutdown): no waiting
-		 * here, beyond the token.  What the create did is for the
-		 * gateway to settle within its budget (may_remain, below).
-		 */
-		if (sg_cancel_check(cancel)) {
-			rc = sg_err_set(err, sg_cancel_check(cancel),
-					"creating the sandbox was cancelled");
-			break;
-		}
-		/* Doubt or 409: what does the name hold now? */
-		{
-			struct sg_errinfo look = { 0 };
-			sg_err lr = dtn_get(&de->cl, de->rm.name, dto, cancel, &look);
-
-			if (lr == SG_OK) {
-				bool read;
-
-				rc = dtn_check_owner(de, *dto, &read, err);
-				de->rm.fresh = !rc && dtn_made_here(de, *dto);
-				/* Only labels that were read and name another owner. */
-				foreign = rc && read;
-				if (rc) {
-					json_decref(*dto);
-					*dto = NULL;
-				} else if (sg_cancel_check(cancel)) {
-					rc = sg_err_set(err, sg_cancel_check(cancel),
-							"creating the sandbox was cancelled");
-				}
-				break;
-			}
-			if (sg_cancel_check(cancel)) {
-				rc = sg_err_set(err, sg_cancel_check(cancel),
-						"creating the sandbox was cancelled");
-				break;
-			}
-			if (lr != SG_E_NOT_FOUND || attempt >= 3) {
-				rc = dtn_create_failed(&once, doubt, lr, &look, err);
-				break;
-			}
-			rc = sg_cancel_sleep(cancel, SG_HTTP_RETRY_BASE_MS * attempt);
-			if (rc)
-				sg_err_set(err, rc, "creating the sandbox was cancelled");
-		}
 	}
 	/*
 	 * No sandbox in hand after a create that may have been carried out:
 	 * it may still land.  The gateway settles it (adapter.h, may_remain).
 	 */
-	if (rc && !*dto && doubted && !foreign)
+	if (rc && !*dto && c.doubted && !c.foreign)
 		de->rm.base.may_remain = true;
-	json_decref(body);
-	free(url);
+	json_decref(c.body);
+	free(c.url);
 	return rc;
 }
 
@@ -1810,119 +1933,164 @@ static sg_err dtn_toolbox_base(struct dtn_env *de, const json_t *dto,
 }
 
 /*
+ * Look the identity's sandbox up by name, or create it when it is
+ * missing, and check that a found one is this identity's.  env->id is
+ * then the sandbox's id; *dto (new) the sandbox.
+ */
+static sg_err dtn_find(struct dtn_env *de, int round, json_t **dto, struct sg_cancel *cancel,
+		       struct sg_errinfo *err)
+{
+	struct sg_env *env = &de->rm.base;
+	sg_err rc;
+
+	/*
+	 * Nothing of this identity in the registry: create at once.  A
+	 * sandbox of that name made elsewhere (another state directory, a
+	 * lost registry) makes the create a 409, and dtn_create looks the
+	 * name up then and checks its owner as this lookup would.  Only the
+	 * first round: a later one follows a sandbox seen here.
+	 */
+	if (round == 0 && !env->known && !env->require_existing)
+		rc = SG_E_NOT_FOUND;
+	else
+		rc = dtn_get(&de->cl, de->rm.name, dto, cancel, err);
+	if (rc == SG_E_NOT_FOUND) {
+		bool made;
+
+		rc = sg_remote_create(&de->rm, de->rm.name, dto, &made, cancel, err);
+		if (rc)
+			return rc;
+		env->resumed = !de->rm.fresh;
+	} else if (rc) {
+		return rc;
+	} else {
+		bool read;
+
+		rc = dtn_check_owner(de, *dto, &read, err);
+		if (rc)
+			return rc;
+		env->resumed = true;
+	}
+	snprintf(env->id, sizeof(env->id), "%s",
+		 dtn_str(*dto, "id") ? dtn_str(*dto, "id") : de->rm.name);
+	return SG_OK;
+}
+
+/*
+ * A sandbox found in no state to be used: one on its way out is waited
+ * for until it is gone, a kept scratch one that broke is deleted, and
+ * *again says to look for the sandbox once more.  A wait that ends in
+ * 404 returns SG_E_NOT_FOUND with *again; the next round replaces it.
+ */
+static sg_err dtn_clear_way(struct dtn_env *de, const json_t *dto, bool *again,
+			    struct sg_cancel *cancel, struct sg_errinfo *err)
+{
+	struct sg_env *env = &de->rm.base;
+	const char *st = dtn_state(dto);
+	sg_err rc;
+
+	*again = false;
+	if (strcmp(st, "destroying") == 0 || strcmp(st, "destroyed") == 0) {
+		/* On its way out: wait until it is gone, then decide again. */
+		json_t *last = NULL;
+
+		rc = dtn_wait(&de->cl, env->id, (const char *const[]){ "destroyed", NULL },
+			      SG_DAYTONA_START_MS, &last, cancel, err);
+		json_decref(last);
+		if (rc && rc != SG_E_NOT_FOUND)
+			return rc;
+		sg_err_clear(err);
+		de->rm.fresh = false;
+		*again = true;
+		return rc;
+	}
+	if ((strcmp(st, "error") == 0 || strcmp(st, "build_failed") == 0) && !de->rm.fresh &&
+	    !env->profile->persistent && !env->require_existing) {
+		/* A kept scratch sandbox that broke: replace it. */
+		rc = dtn_lifecycle(&de->cl, env->id, DTN_DELETE, SG_DAYTONA_START_MS, cancel,
+				   err);
+		*again = !rc;
+		return rc;
+	}
+	return SG_OK;
+}
+
+/*
+ * Bring the sandbox in *dto (new, replaced) to `started`: let a
+ * transition elsewhere settle, start it when it is down, and wait for it.
+ */
+static sg_err dtn_start_up(struct dtn_env *de, json_t **dto, struct sg_cancel *cancel,
+			   struct sg_errinfo *err)
+{
+	static const char *const started[] = { "started", NULL };
+	struct sg_env *env = &de->rm.base;
+	const char *desired = dtn_str(*dto, "desiredState");
+	json_t *cur = NULL;
+	/* The sandbox as just answered, unless a start made it stale. */
+	const json_t *seen = *dto;
+	sg_err rc;
+
+	if (strcmp(dtn_state(*dto), "started") == 0)
+		return SG_OK;
+	/* Closed by dtn_provision, whichever way this ends. */
+	sg_progress_begin("ready", "waiting for sandbox %s to start", env->id);
+	if (dtn_in_transition(*dto) && strcmp(desired ? desired : "", "started") != 0) {
+		rc = dtn_wait(&de->cl, env->id, NULL, SG_DAYTONA_START_MS, &cur, cancel, err);
+		if (rc)
+			return rc;
+		json_decref(*dto);
+		*dto = cur;
+		seen = cur;
+		cur = NULL;
+	}
+	if (dtn_in((const char *const[]){ "stopped", "archived", "paused", NULL },
+		   dtn_state(*dto))) {
+		/* Before the call: a start whose reply is lost may have run. */
+		de->started = true;
+		rc = dtn_lifecycle(&de->cl, env->id, DTN_START, SG_DAYTONA_START_MS, cancel, err);
+		if (rc)
+			return rc;
+		seen = NULL;
+	}
+	rc = dtn_wait_from(&de->cl, env->id, started, SG_DAYTONA_START_MS, seen, &cur, cancel,
+			   err);
+	if (rc == SG_E_NOT_FOUND)
+		rc = sg_err_set(err, env->resumed ? SG_E_WORKSPACE_LOST : SG_E_PROVIDER,
+				"sandbox %s disappeared while it was starting", env->id);
+	if (rc)
+		return rc;
+	json_decref(*dto);
+	*dto = cur;
+	return SG_OK;
+}
+
+/*
  * Find the identity's sandbox, or create it; bring it to `started`.  *dto
  * (new) is the sandbox as last seen.
  */
 static sg_err dtn_obtain(struct dtn_env *de, json_t **dto, struct sg_cancel *cancel,
 			 struct sg_errinfo *err)
 {
-	struct sg_env *env = &de->rm.base;
-	const struct sg_profile *p = env->profile;
-	static const char *const started[] = { "started", NULL };
+	bool again = true;
 	sg_err rc = SG_OK;
 
 	*dto = NULL;
-	for (int round = 0; round < 4; round++) {
-		const char *st;
-
+	for (int round = 0; again && round < DTN_OBTAIN_ROUNDS; round++) {
 		json_decref(*dto);
 		*dto = NULL;
-		/*
-		 * Nothing of this identity in the registry: create at once.  A
-		 * sandbox of that name made elsewhere (another state directory,
-		 * a lost registry) makes the create a 409, and dtn_create looks
-		 * the name up then and checks its owner as this lookup would.
-		 * Only the first round: a later one follows a sandbox seen here.
-		 */
-		if (round == 0 && !env->known && !env->require_existing)
-			rc = SG_E_NOT_FOUND;
-		else
-			rc = dtn_get(&de->cl, de->rm.name, dto, cancel, err);
-		if (rc == SG_E_NOT_FOUND) {
-			bool made;
-
-			rc = sg_remote_create(&de->rm, de->rm.name, dto, &made, cancel, err);
-			if (rc)
-				return rc;
-			env->resumed = !de->rm.fresh;
-		} else if (rc) {
-			return rc;
-		} else {
-			bool read;
-
-			rc = dtn_check_owner(de, *dto, &read, err);
-			if (rc)
-				return rc;
-			env->resumed = true;
-		}
-		snprintf(env->id, sizeof(env->id), "%s",
-			 dtn_str(*dto, "id") ? dtn_str(*dto, "id") : de->rm.name);
-		st = dtn_state(*dto);
-		if (strcmp(st, "destroying") == 0 || strcmp(st, "destroyed") == 0) {
-			/* On its way out: wait until it is gone, then decide again. */
-			json_t *last = NULL;
-
-			rc = dtn_wait(&de->cl, env->id, (const char *const[]){ "destroyed", NULL },
-				      SG_DAYTONA_START_MS, &last, cancel, err);
-			json_decref(last);
-			if (rc && rc != SG_E_NOT_FOUND)
-				return rc;
-			sg_err_clear(err);
-			de->rm.fresh = false;
-			continue;
-		}
-		if ((strcmp(st, "error") == 0 || strcmp(st, "build_failed") == 0) && !de->rm.fresh &&
-		    !p->persistent && !env->require_existing) {
-			/* A kept scratch sandbox that broke: replace it. */
-			rc = dtn_lifecycle(&de->cl, env->id, DTN_DELETE, SG_DAYTONA_START_MS,
-					   cancel, err);
-			if (rc)
-				return rc;
-			continue;
-		}
-		break;
-	}
-	if (rc)
-		return rc;
-	if (strcmp(dtn_state(*dto), "started") != 0) {
-		json_t *cur = NULL;
-		/* The sandbox as just answered, unless a start made it stale. */
-		const json_t *seen = *dto;
-
-		/* Closed by dtn_provision, whichever way this ends. */
-		sg_progress_begin("ready", "waiting for sandbox %s to start", env->id);
-		if (dtn_in_transition(*dto) &&
-		    strcmp(dtn_str(*dto, "desiredState") ? dtn_str(*dto, "desiredState") : "",
-			   "started") != 0) {
-			rc = dtn_wait(&de->cl, env->id, NULL, SG_DAYTONA_START_MS, &cur, cancel, err);
-			if (rc)
-				return rc;
-			json_decref(*dto);
-			*dto = cur;
-			seen = cur;
-			cur = NULL;
-		}
-		if (dtn_in((const char *const[]){ "stopped", "archived", "paused", NULL },
-			   dtn_state(*dto))) {
-			/* Before the call: a start whose reply is lost may have run. */
-			de->started = true;
-			rc = dtn_lifecycle(&de->cl, env->id, DTN_START, SG_DAYTONA_START_MS, cancel,
-					   err);
-			if (rc)
-				return rc;
-			seen = NULL;
-		}
-		rc = dtn_wait_from(&de->cl, env->id, started, SG_DAYTONA_START_MS, seen, &cur,
-				   cancel, err);
-		if (rc == SG_E_NOT_FOUND)
-			rc = sg_err_set(err, env->resumed ? SG_E_WORKSPACE_LOST : SG_E_PROVIDER,
-					"sandbox %s disappeared while it was starting", env->id);
+		rc = dtn_find(de, round, dto, cancel, err);
 		if (rc)
 			return rc;
-		json_decref(*dto);
-		*dto = cur;
+		rc = dtn_clear_way(de, *dto, &again, cancel, err);
 	}
-	return SG_OK;
+	/* What is found is gone or replaced every time: say so, never start it. */
+	if (again)
+		return sg_err_set(err, SG_E_UNAVAILABLE,
+				  "sandbox %s was still being removed or replaced after %d lookups",
+				  de->rm.base.id, DTN_OBTAIN_ROUNDS);
+	if (rc)
+		return rc;
+	return dtn_start_up(de, dto, cancel, err);
 }
 
 /*

@@ -464,6 +464,53 @@ int sg_confine_apply(const char *mode, const char *root,
 				     msglen);
 }
 
+/*
+ * The rules of a Landlock domain that handles handled: read everywhere,
+ * execute everywhere or (exec_only) only the programs named and the
+ * loaders, the usual devices as files, and with standard every right
+ * beneath root and the allow_write directories.  -1 with m said on a
+ * failure.
+ */
+static int confine_rules(int ruleset, uint64_t handled, bool standard, const char *root,
+			 const char *const *allow_write, const char *const *exec_only,
+			 struct confine_msg *m)
+{
+	uint64_t dev_access, run, noexec;
+
+	/*
+	 * With exec_only, no rule but the programs' own grants EXECUTE, so
+	 * the kernel refuses execve() of anything else, whatever its path.
+	 */
+	noexec = exec_only ? LANDLOCK_ACCESS_FS_EXECUTE : 0;
+	if (confine_rule(ruleset, "/", SG_LANDLOCK_READ & handled & ~noexec,
+			 false, m))
+		return -1;
+	run = SG_LANDLOCK_READ & handled;
+	for (size_t i = 0; exec_only && exec_only[i]; i++)
+		if (confine_rule(ruleset, exec_only[i], run, true, m))
+			return -1;
+	for (size_t i = 0; exec_only && confine_loaders[i]; i++)
+		if (confine_rule(ruleset, confine_loaders[i], run, true, m))
+			return -1;
+	dev_access = (LANDLOCK_ACCESS_FS_READ_FILE |
+		      LANDLOCK_ACCESS_FS_WRITE_FILE |
+		      LANDLOCK_ACCESS_FS_TRUNCATE |
+		      LANDLOCK_ACCESS_FS_IOCTL_DEV) & handled;
+	for (size_t i = 0; confine_devices[i]; i++)
+		if (confine_rule(ruleset, confine_devices[i], dev_access, true,
+				 m))
+			return -1;
+	if (standard) {
+		if (confine_rule(ruleset, root, handled & ~noexec, false, m))
+			return -1;
+		for (size_t i = 0; allow_write && allow_write[i]; i++)
+			if (confine_rule(ruleset, allow_write[i],
+					 handled & ~noexec, true, m))
+				return -1;
+	}
+	return 0;
+}
+
 int sg_confine_apply_exec(const char *mode, const char *root,
 			  const char *const *allow_write,
 			  const char *const *exec_only, char *msg,
@@ -471,7 +518,7 @@ int sg_confine_apply_exec(const char *mode, const char *root,
 {
 	struct confine_msg m = { .p = msg, .cap = msglen, .len = 0 };
 	struct sg_landlock_attr attr;
-	uint64_t handled, dev_access, run, noexec;
+	uint64_t handled;
 	bool standard;
 	int abi, ruleset = -1, rc = -1;
 
@@ -515,40 +562,8 @@ int sg_confine_apply_exec(const char *mode, const char *root,
 		msg_add_errno(&m, errno);
 		goto out;
 	}
-
-	/*
-	 * With exec_only, no rule but the programs' own grants EXECUTE, so
-	 * the kernel refuses execve() of anything else, whatever its path.
-	 */
-	noexec = exec_only ? LANDLOCK_ACCESS_FS_EXECUTE : 0;
-	if (confine_rule(ruleset, "/", SG_LANDLOCK_READ & handled & ~noexec,
-			 false, &m))
-		goto out;
-	run = SG_LANDLOCK_READ & handled;
-	for (size_t i = 0; exec_only && exec_only[i]; i++)
-		if (confine_rule(ruleset, exec_only[i], run, true, &m))
-			goto out;
-	for (size_t i = 0; exec_only && confine_loaders[i]; i++)
-		if (confine_rule(ruleset, confine_loaders[i], run, true, &m))
-			goto out;
-	dev_access = (LANDLOCK_ACCESS_FS_READ_FILE |
-		      LANDLOCK_ACCESS_FS_WRITE_FILE |
-		      LANDLOCK_ACCESS_FS_TRUNCATE |
-		      LANDLOCK_ACCESS_FS_IOCTL_DEV) & handled;
-	for (size_t i = 0; confine_devices[i]; i++)
-		if (confine_rule(ruleset, confine_devices[i], dev_access, true,
-				 &m))
-			goto out;
-	if (standard) {
-		if (confine_rule(ruleset, root, handled & ~noexec, false, &m))
-			goto out;
-		for (size_t i = 0; allow_write && allow_write[i]; i++)
-			if (confine_rule(ruleset, allow_write[i],
-					 handled & ~noexec, true, &m))
-				goto out;
-	}
-
-	if (confine_restrict(ruleset, &m) != 0)
+	if (confine_rules(ruleset, handled, standard, root, allow_write, exec_only, &m) != 0 ||
+	    confine_restrict(ruleset, &m) != 0)
 		goto out;
 	rc = 0;
 out:
@@ -882,109 +897,151 @@ static bool confine_overlaps(const char *a, const char *b)
 	       (na == nb || (na < nb ? rb[n] : ra[n]) == '/');
 }
 
-int sg_helper_confine(int argc, char *const *argv)
-{
-	struct sg_errinfo err = { 0 };
-	struct sg_args a;
+/* What `sg-helper confine` is asked to run, and its scratch space. */
+struct confine_cmd {
+	const char *mode, *root;
 	const char *allow[SG_ARGS_MAX + 1];
 	/* --exec-only's, the command, git's exec-path, the interpreter. */
 	const char *exec[SG_ARGS_MAX + 4];
-	const char *mode, *root;
+	int nallow, nexec;
+	bool git;
+	bool only; /* the command may execute only the programs in exec */
 	char msg[SG_ERR_MSG], prog[PATH_MAX], exec_path[PATH_MAX];
 	char interp[PATH_MAX];
-	int nallow = 0, nexec = 0;
-	bool git, only;
+};
+
+/* The options into k: --mode, --root, --git and the repeatable ones. */
+static void confine_options(struct sg_args *a, struct confine_cmd *k)
+{
+	k->mode = sg_args_str(a, "mode", NULL);
+	k->root = sg_args_str(a, "root", NULL);
+	k->git = sg_args_flag(a, "git");
+	/*
+	 * sg_args keeps every occurrence in opt[] but answers only the last
+	 * one, while --allow-write and --exec-only are repeatable: collect
+	 * them all here.
+	 */
+	for (int i = 0; i < a->nopt; i++) {
+		if (strcmp(a->opt[i].name, "allow-write") == 0) {
+			a->opt[i].used = true;
+			k->allow[k->nallow++] = a->opt[i].value;
+		} else if (strcmp(a->opt[i].name, "exec-only") == 0) {
+			a->opt[i].used = true;
+			k->exec[k->nexec++] = a->opt[i].value;
+		}
+	}
+	k->allow[k->nallow] = NULL;
+	k->only = k->git || k->nexec > 0;
+}
+
+/* --mode scope: the scoping alone, then the command; its status on failure. */
+static int confine_scoped(const struct sg_args *a, struct confine_cmd *k)
+{
+	if (k->root || k->nallow || k->only || a->npos > 0 || !a->rest || a->nrest < 1)
+		return confine_fail("confine --mode scope takes only the "
+				    "command, after --");
+	if (sg_confine_scope(k->msg, sizeof(k->msg)) != 0)
+		return confine_fail(k->msg);
+	execvp(a->rest[0], a->rest);
+	fprintf(stderr, "sg-helper: %s: %s\n", a->rest[0], strerror(errno));
+	return 127;
+}
+
+/*
+ * The standard and read_only modes' arguments: 0 when they are whole,
+ * else the failure's status.  Checked before --git asks git anything
+ * under the mode's rules.
+ */
+static int confine_check(const struct sg_args *a, struct confine_cmd *k)
+{
+	if (strcmp(k->mode, "standard") != 0 && strcmp(k->mode, "read_only") != 0)
+		return confine_fail("the confinement mode must be standard or "
+				    "read_only");
+	if (!k->root)
+		return confine_fail("confine needs --root");
+	if (a->npos > 0) {
+		snprintf(k->msg, sizeof(k->msg),
+			 "unexpected argument %s: the command goes after --",
+			 a->pos[0]);
+		return confine_fail(k->msg);
+	}
+	if (!a->rest || a->nrest < 1)
+		return confine_fail("confine needs the command after --");
+	return 0;
+}
+
+/*
+ * With --git or --exec-only: the command itself must be executable to
+ * start at all, and so must the interpreter the kernel loads it with;
+ * both join k->exec.  0, or 127 when the command is not found.
+ */
+static int confine_programs(const struct sg_args *a, struct confine_cmd *k)
+{
+	if (confine_which(a->rest[0], k->prog, sizeof(k->prog)) != 0) {
+		fprintf(stderr, "sg-helper: %s: %s\n", a->rest[0],
+			strerror(errno));
+		return 127;
+	}
+	k->exec[k->nexec++] = k->prog;
+	if (confine_interp(k->prog, k->interp, sizeof(k->interp)) == 0)
+		k->exec[k->nexec++] = k->interp;
+	k->exec[k->nexec] = NULL;
+	return 0;
+}
+
+/* --git: git's exec-path joins k->exec; 0, or the failure's status. */
+static int confine_git(struct confine_cmd *k)
+{
+	if (confine_git_exec_path(k->prog, k->mode, k->root, k->allow, k->exec,
+				  k->exec_path, sizeof(k->exec_path), k->msg,
+				  sizeof(k->msg)) != 0)
+		return confine_fail(k->msg);
+	/*
+	 * Everything beneath the exec-path becomes executable: a
+	 * GIT_EXEC_PATH of / or of the workspace would undo the rule.
+	 */
+	if (confine_overlaps(k->exec_path, k->root))
+		return confine_fail("git's exec-path contains the "
+				    "workspace or lies inside it, so "
+				    "git cannot be confined to its own "
+				    "programs");
+	k->exec[k->nexec++] = k->exec_path;
+	k->exec[k->nexec] = NULL;
+	return 0;
+}
+
+int sg_helper_confine(int argc, char *const *argv)
+{
+	struct sg_errinfo err = { 0 };
+	struct confine_cmd k = { 0 };
+	struct sg_args a;
+	int rc;
 
 	/* argv[0] is the command word "confine". */
 	if (argc < 1)
 		return confine_fail("confine needs its arguments");
 	if (sg_args_parse(&a, argc - 1, argv + 1, "git", &err))
 		return confine_fail(err.msg);
-	mode = sg_args_str(&a, "mode", NULL);
-	root = sg_args_str(&a, "root", NULL);
-	git = sg_args_flag(&a, "git");
-	/*
-	 * sg_args keeps every occurrence in opt[] but answers only the last
-	 * one, while --allow-write and --exec-only are repeatable: collect
-	 * them all here.
-	 */
-	for (int i = 0; i < a.nopt; i++) {
-		if (strcmp(a.opt[i].name, "allow-write") == 0) {
-			a.opt[i].used = true;
-			allow[nallow++] = a.opt[i].value;
-		} else if (strcmp(a.opt[i].name, "exec-only") == 0) {
-			a.opt[i].used = true;
-			exec[nexec++] = a.opt[i].value;
-		}
-	}
-	allow[nallow] = NULL;
-	only = git || nexec > 0;
+	confine_options(&a, &k);
 	if (sg_args_unused(&a, &err))
 		return confine_fail(err.msg);
-	if (!mode)
+	if (!k.mode)
 		return confine_fail("confine needs --mode standard, read_only "
 				    "or scope");
-	if (strcmp(mode, "scope") == 0) {
-		if (root || nallow || only || a.npos > 0 || !a.rest || a.nrest < 1)
-			return confine_fail("confine --mode scope takes only the "
-					    "command, after --");
-		if (sg_confine_scope(msg, sizeof(msg)) != 0)
-			return confine_fail(msg);
-		execvp(a.rest[0], a.rest);
-		fprintf(stderr, "sg-helper: %s: %s\n", a.rest[0], strerror(errno));
-		return 127;
-	}
-	/* Checked before --git asks git anything under the mode's rules. */
-	if (strcmp(mode, "standard") != 0 && strcmp(mode, "read_only") != 0)
-		return confine_fail("the confinement mode must be standard or "
-				    "read_only");
-	if (!root)
-		return confine_fail("confine needs --root");
-	if (a.npos > 0) {
-		snprintf(msg, sizeof(msg),
-			 "unexpected argument %s: the command goes after --",
-			 a.pos[0]);
-		return confine_fail(msg);
-	}
-	if (!a.rest || a.nrest < 1)
-		return confine_fail("confine needs the command after --");
-	if (only) {
-		/*
-		 * The command itself must be executable to start at all, and
-		 * so must the interpreter the kernel loads it with.
-		 */
-		if (confine_which(a.rest[0], prog, sizeof(prog)) != 0) {
-			fprintf(stderr, "sg-helper: %s: %s\n", a.rest[0],
-				strerror(errno));
-			return 127;
-		}
-		exec[nexec++] = prog;
-		if (confine_interp(prog, interp, sizeof(interp)) == 0)
-			exec[nexec++] = interp;
-		exec[nexec] = NULL;
-	}
-	if (git) {
-		if (confine_git_exec_path(prog, mode, root, allow, exec,
-					  exec_path, sizeof(exec_path), msg,
-					  sizeof(msg)) != 0)
-			return confine_fail(msg);
-		/*
-		 * Everything beneath the exec-path becomes executable: a
-		 * GIT_EXEC_PATH of / or of the workspace would undo the rule.
-		 */
-		if (confine_overlaps(exec_path, root))
-			return confine_fail("git's exec-path contains the "
-					    "workspace or lies inside it, so "
-					    "git cannot be confined to its own "
-					    "programs");
-		exec[nexec++] = exec_path;
-		exec[nexec] = NULL;
-	}
-	if (sg_confine_apply_exec(mode, root, allow, only ? exec : NULL, msg,
-				  sizeof(msg)) != 0)
-		return confine_fail(msg);
-	if (only)
-		execv(prog, a.rest);
+	if (strcmp(k.mode, "scope") == 0)
+		return confine_scoped(&a, &k);
+	rc = confine_check(&a, &k);
+	if (!rc && k.only)
+		rc = confine_programs(&a, &k);
+	if (!rc && k.git)
+		rc = confine_git(&k);
+	if (rc)
+		return rc;
+	if (sg_confine_apply_exec(k.mode, k.root, k.allow, k.only ? k.exec : NULL, k.msg,
+				  sizeof(k.msg)) != 0)
+		return confine_fail(k.msg);
+	if (k.only)
+		execv(k.prog, a.rest);
 	else
 		execvp(a.rest[0], a.rest);
 	fprintf(stderr, "sg-helper: %s: %s\n", a.rest[0], strerror(errno));

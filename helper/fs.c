@@ -1391,6 +1391,42 @@ out:
 }
 
 /*
+ * A byte range's reply: the file's size and digest (hex), the segment's
+ * end, where the data starts, and the data (show) in base64.
+ */
+static sg_err bytes_reply(struct fs *c, const struct sg_buf *shown, const char *hex,
+			  int64_t size, int64_t seg, int64_t offset, const struct sg_buf *show)
+{
+	sg_err rc = sg_reply_ok(c->out);
+
+	if (!rc)
+		rc = sg_fs_kv_str(c->out, "kind", "bytes");
+	if (!rc)
+		rc = sg_fs_kv_strn(c->out, "path", shown->p, shown->len);
+	if (!rc)
+		rc = sg_fs_kv_str(c->out, "content_sha256", hex);
+	if (!rc)
+		rc = sg_fs_kv_int(c->out, "total_bytes", (long long)size);
+	if (!rc)
+		rc = sg_fs_kv_int(c->out, "segment_end_offset", (long long)seg);
+	if (!rc)
+		rc = sg_fs_kv_int(c->out, "byte_offset", (long long)offset);
+	if (!rc)
+		rc = sg_fs_kv_revision(c);
+	if (!rc)
+		rc = sg_jw_key(c->out, "data", 0);
+	if (!rc)
+		rc = sg_buf_addc(c->out, '"');
+	if (!rc)
+		rc = b64_encode(c->out, (const unsigned char *)show->p, show->len);
+	if (!rc)
+		rc = sg_buf_addc(c->out, '"');
+	if (!rc)
+		rc = sg_reply_end(c->out);
+	return rc;
+}
+
+/*
  * A byte window [offset, offset + limit) of the segment [offset, end)
  * (end 0: the file's end), the host's byte_range: the whole file is
  * hashed, the window read with a few bytes more so that a character cut
@@ -1458,31 +1494,7 @@ static sg_err read_bytes(struct fs *c, int fd, const struct stat *st,
 		show = &masked;
 	}
 	sg_sha256_final_hex(&h, hex);
-	rc = sg_reply_ok(c->out);
-	if (!rc)
-		rc = sg_fs_kv_str(c->out, "kind", "bytes");
-	if (!rc)
-		rc = sg_fs_kv_strn(c->out, "path", shown->p, shown->len);
-	if (!rc)
-		rc = sg_fs_kv_str(c->out, "content_sha256", hex);
-	if (!rc)
-		rc = sg_fs_kv_int(c->out, "total_bytes", (long long)size);
-	if (!rc)
-		rc = sg_fs_kv_int(c->out, "segment_end_offset", (long long)seg);
-	if (!rc)
-		rc = sg_fs_kv_int(c->out, "byte_offset", (long long)offset);
-	if (!rc)
-		rc = sg_fs_kv_revision(c);
-	if (!rc)
-		rc = sg_jw_key(c->out, "data", 0);
-	if (!rc)
-		rc = sg_buf_addc(c->out, '"');
-	if (!rc)
-		rc = b64_encode(c->out, (const unsigned char *)show->p, show->len);
-	if (!rc)
-		rc = sg_buf_addc(c->out, '"');
-	if (!rc)
-		rc = sg_reply_end(c->out);
+	rc = bytes_reply(c, shown, hex, size, seg, offset, show);
 out:
 	free(chunk);
 	sg_buf_release(&masked);
@@ -1888,6 +1900,50 @@ static void heap_up(char **v, size_t i)
 }
 
 /*
+ * Keep the name s in ns, which holds at most keep names (0: no bound).
+ * Full, it is a max-heap: a name after the largest kept one is left out,
+ * and a smaller one takes the largest one's place.  0, or ENOMEM.
+ */
+static int names_keep(struct names *ns, size_t keep, const char *s)
+{
+	size_t len;
+	char *name;
+
+	if (keep && ns->n == keep) {
+		ns->more = true;
+		if (strcmp(s, ns->v[0]) >= 0)
+			return 0;
+	}
+	if (ns->n == ns->cap && (!keep || ns->n < keep)) {
+		size_t cap = ns->cap ? ns->cap * 2 : 32;
+		char **v;
+
+		if (keep && cap > keep)
+			cap = keep;
+		v = realloc(ns->v, cap * sizeof(*v));
+		if (!v)
+			return ENOMEM;
+		ns->v = v;
+		ns->cap = cap;
+	}
+	len = strlen(s);
+	name = malloc(len + 1);
+	if (!name)
+		return ENOMEM;
+	memcpy(name, s, len + 1);
+	if (keep && ns->n == keep) {
+		free(ns->v[0]);
+		ns->v[0] = name;
+		heap_down(ns->v, ns->n, 0);
+	} else {
+		ns->v[ns->n++] = name;
+		if (keep)
+			heap_up(ns->v, ns->n - 1);
+	}
+	return 0;
+}
+
+/*
  * The entries of directory dirfd (borrowed), sorted, "." and ".." left
  * out, and dot names too unless hidden.  sieve (borrowed, NULL for none)
  * drops entries as they are read.  keep > 0 holds at most the keep
@@ -1912,9 +1968,6 @@ int sg_fs_names_read(int dirfd, bool hidden, const struct names_sieve *sieve,
 		return e;
 	}
 	for (;;) {
-		size_t len;
-		char *name;
-
 		errno = 0;
 		d = readdir(dir);
 		if (!d) {
@@ -1934,42 +1987,9 @@ int sg_fs_names_read(int dirfd, bool hidden, const struct names_sieve *sieve,
 			if (!want)
 				continue;
 		}
-		if (keep && ns->n == keep) {
-			/* Full: a name after the largest kept one is left out. */
-			ns->more = true;
-			if (strcmp(d->d_name, ns->v[0]) >= 0)
-				continue;
-		}
-		if (ns->n == ns->cap && (!keep || ns->n < keep)) {
-			size_t cap = ns->cap ? ns->cap * 2 : 32;
-			char **v;
-
-			if (keep && cap > keep)
-				cap = keep;
-			v = realloc(ns->v, cap * sizeof(*v));
-			if (!v) {
-				e = ENOMEM;
-				break;
-			}
-			ns->v = v;
-			ns->cap = cap;
-		}
-		len = strlen(d->d_name);
-		name = malloc(len + 1);
-		if (!name) {
-			e = ENOMEM;
+		e = names_keep(ns, keep, d->d_name);
+		if (e)
 			break;
-		}
-		memcpy(name, d->d_name, len + 1);
-		if (keep && ns->n == keep) {
-			free(ns->v[0]);
-			ns->v[0] = name;
-			heap_down(ns->v, ns->n, 0);
-		} else {
-			ns->v[ns->n++] = name;
-			if (keep)
-				heap_up(ns->v, ns->n - 1);
-		}
 	}
 	closedir(dir);
 	if (e) {
@@ -2179,6 +2199,95 @@ static sg_err list_page(struct lister *l, int dirfd, const struct names *ns, int
 }
 
 /*
+ * list's options (*offset), then its path (*path: PATH or ".") resolved
+ * into rel and shown and opened as a directory into *dirfd.  A sensitive
+ * path is refused before it is opened.
+ */
+static sg_err list_open(struct fs *c, int64_t *offset, const char **path, struct sg_buf *rel,
+			struct sg_buf *shown, int *dirfd)
+{
+	const char *why;
+	sg_err rc;
+
+	rc = sg_args_int(&c->a, "offset", 0, INT64_MAX - LIST_PAGE, offset, &c->err);
+	if (!rc)
+		rc = sg_fs_args_done(c, 0, 1);
+	*path = c->npos ? c->pos[0] : ".";
+	if (!rc)
+		rc = sg_fs_resolve(c, *path, SG_PATH_EXISTING, rel);
+	if (rc == SG_E_NOT_FOUND) {
+		sg_err_clear(&c->err);
+		rc = sg_fs_fail(c, "stat path: %s: no such file or directory", *path);
+	}
+	if (rc)
+		return rc;
+	sg_fs_display(c, rel, shown);
+	why = rel->len ? sg_fs_sensitive(shown->p) : NULL;
+	if (why)
+		return sg_err_set(&c->err, SG_E_PERMISSION, "list_files refuses to list sensitive "
+				  "path \"%s\" (%s). This guard applies in every permission mode, "
+				  "including unconfined, and chat approval does not lift it. Edit the "
+				  "file outside the session", shown->p, why);
+	*dirfd = sg_fs_open_rel(c, rel, O_RDONLY | O_DIRECTORY | O_NONBLOCK);
+	if (*dirfd < 0 && errno == ENOTDIR)
+		return sg_fs_fail(c, "path is not a directory: %s. Use read_file to inspect files",
+				  *path);
+	if (*dirfd < 0)
+		return sg_fs_fail(c, "list directory: %s: %s", *path, sg_fs_errstr(errno));
+	return SG_OK;
+}
+
+/*
+ * The listing's digest, into hex: the count of visible entries, then the
+ * sum of their digests, so it changes when any visible entry does.
+ */
+static void list_digest(const struct lister *l, char hex[2 * SG_SHA256_LEN + 1])
+{
+	struct sg_sha256 h;
+	char head[64];
+
+	sg_sha256_init(&h);
+	snprintf(head, sizeof(head), "list_files%c%lld%c", '\0', l->visible, '\0');
+	sg_sha256_update(&h, head, 11 + strlen(head + 11) + 1);
+	sg_sha256_update(&h, l->sum, sizeof(l->sum));
+	sg_sha256_final_hex(&h, hex);
+}
+
+/* list's reply: the path, revision, digest, counts, and the page's entries. */
+static sg_err list_reply(struct fs *c, const struct lister *l, const struct sg_buf *shown,
+			 const char *hex, int64_t offset, long long returned,
+			 const struct sg_buf *page)
+{
+	sg_err rc = sg_reply_ok(c->out);
+
+	if (!rc)
+		rc = sg_fs_kv_strn(c->out, "path", shown->p, shown->len);
+	if (!rc)
+		rc = sg_fs_kv_revision(c);
+	if (!rc)
+		rc = sg_fs_kv_str(c->out, "listing", hex);
+	if (!rc)
+		rc = sg_fs_kv_int(c->out, "total", l->total);
+	if (!rc)
+		rc = sg_fs_kv_int(c->out, "visible_total", l->visible);
+	if (!rc)
+		rc = sg_fs_kv_int(c->out, "omitted_protected", l->protected_);
+	if (!rc)
+		rc = sg_fs_kv_bool(c->out, "has_more", l->visible > offset + returned);
+	if (!rc)
+		rc = sg_jw_key(c->out, "entries", 0);
+	if (!rc)
+		rc = sg_buf_addc(c->out, '[');
+	if (!rc)
+		rc = sg_buf_add(c->out, page->p, page->len);
+	if (!rc)
+		rc = sg_buf_addc(c->out, ']');
+	if (!rc)
+		rc = sg_reply_end(c->out);
+	return rc;
+}
+
+/*
  * fs list [PATH] [--offset N]: one level of a directory, the host's
  * list_files.  The reply has the page's entries, the counts, the
  * workspace revision and `listing`: the digest of every visible entry,
@@ -2190,10 +2299,9 @@ static sg_err fs_list(struct fs *c)
 	struct sg_buf abs = SG_BUF_INIT(2 * SG_PATH_MAX + 2), page = SG_BUF_INIT(SG_ENVTOOL_REPLY);
 	struct lister l = { .c = c, .rel = &rel };
 	struct names_sieve sieve = { .keep = list_sift, .ctx = &l };
-	char hex[2 * SG_SHA256_LEN + 1], head[64];
-	struct sg_sha256 h;
+	char hex[2 * SG_SHA256_LEN + 1];
 	struct names ns = { 0 };
-	const char *path, *why;
+	const char *path;
 	long long returned = 0;
 	int64_t offset = 0;
 	int dirfd = -1, e;
@@ -2202,37 +2310,9 @@ static sg_err fs_list(struct fs *c)
 	sg_buf_init(&l.entry, 2 * SG_PATH_MAX + 128);
 	sg_buf_init(&l.path, SG_PATH_MAX);
 	sg_buf_init(&l.rel_entry, SG_PATH_MAX);
-	rc = sg_args_int(&c->a, "offset", 0, INT64_MAX - LIST_PAGE, &offset, &c->err);
-	if (!rc)
-		rc = sg_fs_args_done(c, 0, 1);
-	path = c->npos ? c->pos[0] : ".";
-	if (!rc)
-		rc = sg_fs_resolve(c, path, SG_PATH_EXISTING, &rel);
-	if (rc == SG_E_NOT_FOUND) {
-		sg_err_clear(&c->err);
-		rc = sg_fs_fail(c, "stat path: %s: no such file or directory", path);
-	}
+	rc = list_open(c, &offset, &path, &rel, &shown, &dirfd);
 	if (rc)
 		goto out;
-	sg_fs_display(c, &rel, &shown);
-	why = rel.len ? sg_fs_sensitive(shown.p) : NULL;
-	if (why) {
-		rc = sg_err_set(&c->err, SG_E_PERMISSION, "list_files refuses to list sensitive "
-				"path \"%s\" (%s). This guard applies in every permission mode, "
-				"including unconfined, and chat approval does not lift it. Edit the "
-				"file outside the session", shown.p, why);
-		goto out;
-	}
-	dirfd = sg_fs_open_rel(c, &rel, O_RDONLY | O_DIRECTORY | O_NONBLOCK);
-	if (dirfd < 0 && errno == ENOTDIR) {
-		rc = sg_fs_fail(c, "path is not a directory: %s. Use read_file to inspect files",
-				path);
-		goto out;
-	}
-	if (dirfd < 0) {
-		rc = sg_fs_fail(c, "list directory: %s: %s", path, sg_fs_errstr(errno));
-		goto out;
-	}
 	if (sg_buf_addf(&abs, "%s/%s", c->root, rel.p)) {
 		rc = SG_E_TOO_LARGE;
 		goto out;
@@ -2250,36 +2330,8 @@ static sg_err fs_list(struct fs *c)
 	rc = list_page(&l, dirfd, &ns, offset, &page, &returned);
 	if (rc)
 		goto out;
-	sg_sha256_init(&h);
-	snprintf(head, sizeof(head), "list_files%c%lld%c", '\0', l.visible, '\0');
-	sg_sha256_update(&h, head, 11 + strlen(head + 11) + 1);
-	sg_sha256_update(&h, l.sum, sizeof(l.sum));
-	sg_sha256_final_hex(&h, hex);
-	rc = sg_reply_ok(c->out);
-	if (!rc)
-		rc = sg_fs_kv_strn(c->out, "path", shown.p, shown.len);
-	if (!rc)
-		rc = sg_fs_kv_revision(c);
-	if (!rc)
-		rc = sg_fs_kv_str(c->out, "listing", hex);
-	if (!rc)
-		rc = sg_fs_kv_int(c->out, "total", l.total);
-	if (!rc)
-		rc = sg_fs_kv_int(c->out, "visible_total", l.visible);
-	if (!rc)
-		rc = sg_fs_kv_int(c->out, "omitted_protected", l.protected_);
-	if (!rc)
-		rc = sg_fs_kv_bool(c->out, "has_more", l.visible > offset + returned);
-	if (!rc)
-		rc = sg_jw_key(c->out, "entries", 0);
-	if (!rc)
-		rc = sg_buf_addc(c->out, '[');
-	if (!rc)
-		rc = sg_buf_add(c->out, page.p, page.len);
-	if (!rc)
-		rc = sg_buf_addc(c->out, ']');
-	if (!rc)
-		rc = sg_reply_end(c->out);
+	list_digest(&l, hex);
+	rc = list_reply(c, &l, &shown, hex, offset, returned, &page);
 out:
 	sg_fs_names_free(&ns);
 	sg_fs_close(&dirfd);

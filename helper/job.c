@@ -878,6 +878,126 @@ static void relay_report(const struct job *j, struct relay *r, int st, bool time
 }
 
 /*
+ * The first deadline of a --rm job: --timeout-ms, and a --wait-ms that is
+ * not 0 (no one could attach later), whichever comes first.
+ */
+static int64_t relay_limit(const struct job *j)
+{
+	int64_t limit = INT64_MAX / 4; /* none */
+
+	if (j->wait_ms > 0 && j->wait_ms < limit)
+		limit = j->wait_ms;
+	if (j->timeout_ms > 0 && j->timeout_ms < limit)
+		limit = j->timeout_ms;
+	return limit;
+}
+
+/*
+ * Make the pipes, the ring and the signalfd, then fork the command in a
+ * session of its own.  The command's pid, or -1 with the failure reported
+ * into *rc.  in is closed either way; what stays open (r's read ends, or
+ * the pipes on a failure, and *sfd) is the caller's to close.
+ */
+static pid_t relay_spawn(const struct job *j, struct relay *r, int in, char **envp,
+			 char *const *argv, int outp[2], int errp[2], int *sfd, int *rc)
+{
+	sigset_t sigs;
+	pid_t cmd;
+
+	sigemptyset(&sigs);
+	sigaddset(&sigs, SIGCHLD);
+	sigaddset(&sigs, SIGHUP);
+	if ((r->tail && !(r->ring = malloc(r->tail))) || pipe2(outp, O_CLOEXEC) != 0 ||
+	    (!j->merge && pipe2(errp, O_CLOEXEC) != 0) ||
+	    (*sfd = signalfd(-1, &sigs, SFD_CLOEXEC | SFD_NONBLOCK)) < 0) {
+		close(in);
+		*rc = job_fail(j, "cannot make the command's pipes: %s", strerror(errno));
+		return -1;
+	}
+	/* A reader that has left must not kill us before the group is killed. */
+	signal(SIGPIPE, SIG_IGN);
+	cmd = fork();
+	if (cmd == 0) {
+		setsid();
+		job_exec(j, in, outp[1], j->merge ? outp[1] : errp[1], envp, argv);
+	}
+	close(in);
+	close(outp[1]);
+	outp[1] = -1;
+	if (errp[1] >= 0)
+		close(errp[1]);
+	errp[1] = -1;
+	if (cmd < 0) {
+		*rc = job_fail(j, "cannot fork: %s", strerror(errno));
+		return -1;
+	}
+	r->fd[0] = outp[0];
+	r->fd[1] = errp[0];
+	outp[0] = errp[0] = -1;
+	return cmd;
+}
+
+/*
+ * Relay the command's output until it ends (not yet reaped), killing its
+ * group once at limit.  False when no one is left to hear the result: the
+ * group is then killed and reaped and .cancel written, and nothing is
+ * reported.
+ */
+static bool relay_wait(const struct job *j, struct relay *r, int sfd, pid_t cmd,
+		       int64_t limit, bool *timed_out)
+{
+	struct timespec end = sg_time_after(CLOCK_MONOTONIC, limit);
+	bool ended = false;
+	siginfo_t si;
+
+	while (!ended) {
+		struct signalfd_siginfo ssi;
+		int64_t left = job_ms_until(&end);
+
+		relay_poll(r, sfd, *timed_out || left > 1000000 ? 1000000 : (int)left);
+		while (read(sfd, &ssi, sizeof(ssi)) == (ssize_t)sizeof(ssi))
+			if (ssi.ssi_signo == SIGHUP)
+				job_orphaned = true;
+		if (job_orphaned || r->broken) {
+			/* Nobody is left to hear the result: nothing may outlive it. */
+			job_put(j, ".cancel", "1\n");
+			job_kill_group(cmd);
+			waitpid(cmd, NULL, 0);
+			return false;
+		}
+		/* Ended, not yet reaped: its group id cannot be reused meanwhile. */
+		si.si_pid = 0;
+		ended = waitid(P_PID, (id_t)cmd, &si, WEXITED | WNOHANG | WNOWAIT) == 0 &&
+			si.si_pid == cmd;
+		if (!ended && !*timed_out && job_ms_until(&end) == 0) {
+			*timed_out = true;
+			job_kill_group(cmd);
+		}
+	}
+	return true;
+}
+
+/*
+ * The ended command: kill what it left in its group, reap it, relay the
+ * rest of the output (until EOF or the drain's end), report and remove
+ * the job's files.
+ */
+static void relay_end(const struct job *j, struct relay *r, pid_t cmd, bool timed_out)
+{
+	struct timespec end;
+	int st = 0;
+
+	job_kill_group(cmd);
+	waitpid(cmd, &st, 0);
+	end = sg_time_after(CLOCK_MONOTONIC, JOB_DRAIN_MS);
+	while ((r->fd[0] >= 0 || r->fd[1] >= 0) && job_ms_until(&end) > 0)
+		relay_poll(r, -1, (int)job_ms_until(&end));
+	relay_hand_off(r);
+	relay_report(j, r, st, timed_out);
+	job_remove(j);
+}
+
+/*
  * Run a --rm job's command under this process, its output through pipes:
  * one fork and the command's exec, nothing in files but .s (taken by the
  * start) and .pid (for `job --kill`).  The command leads a session of its
@@ -894,85 +1014,18 @@ static int job_relay(const struct job *j, int in, char **envp, char *const *argv
 		.head = j->keep_tail ? j->max_out - j->max_out / 2 : j->max_out,
 		.tail = j->keep_tail ? j->max_out / 2 : 0,
 	};
-	int outp[2] = { -1, -1 }, errp[2] = { -1, -1 }, sfd = -1, st = 0, rc = 0;
-	int64_t limit = INT64_MAX / 4; /* none */
-	struct timespec end;
-	bool timed_out = false, ended = false;
-	sigset_t sigs;
-	siginfo_t si;
+	int outp[2] = { -1, -1 }, errp[2] = { -1, -1 }, sfd = -1, rc = 0;
+	bool timed_out = false;
 	pid_t cmd;
 
-	if (j->wait_ms > 0 && j->wait_ms < limit)
-		limit = j->wait_ms;
-	if (j->timeout_ms > 0 && j->timeout_ms < limit)
-		limit = j->timeout_ms;
-	sigemptyset(&sigs);
-	sigaddset(&sigs, SIGCHLD);
-	sigaddset(&sigs, SIGHUP);
-	if ((r.tail && !(r.ring = malloc(r.tail))) || pipe2(outp, O_CLOEXEC) != 0 ||
-	    (!j->merge && pipe2(errp, O_CLOEXEC) != 0) ||
-	    (sfd = signalfd(-1, &sigs, SFD_CLOEXEC | SFD_NONBLOCK)) < 0) {
-		close(in);
-		rc = job_fail(j, "cannot make the command's pipes: %s", strerror(errno));
+	cmd = relay_spawn(j, &r, in, envp, argv, outp, errp, &sfd, &rc);
+	if (cmd < 0)
 		goto out;
-	}
-	/* A reader that has left must not kill us before the group is killed. */
-	signal(SIGPIPE, SIG_IGN);
-	cmd = fork();
-	if (cmd == 0) {
-		setsid();
-		job_exec(j, in, outp[1], j->merge ? outp[1] : errp[1], envp, argv);
-	}
-	close(in);
-	close(outp[1]);
-	outp[1] = -1;
-	if (errp[1] >= 0)
-		close(errp[1]);
-	errp[1] = -1;
-	if (cmd < 0) {
-		rc = job_fail(j, "cannot fork: %s", strerror(errno));
-		goto out;
-	}
-	r.fd[0] = outp[0];
-	r.fd[1] = errp[0];
-	outp[0] = errp[0] = -1;
 	job_put(j, ".pid", "%d\n", (int)cmd);
 	if (job_exists(j, ".cancel"))
 		job_kill_group(cmd);
-	end = sg_time_after(CLOCK_MONOTONIC, limit);
-	while (!ended) {
-		struct signalfd_siginfo ssi;
-		int64_t left = job_ms_until(&end);
-
-		relay_poll(&r, sfd, timed_out || left > 1000000 ? 1000000 : (int)left);
-		while (read(sfd, &ssi, sizeof(ssi)) == (ssize_t)sizeof(ssi))
-			if (ssi.ssi_signo == SIGHUP)
-				job_orphaned = true;
-		if (job_orphaned || r.broken) {
-			/* Nobody is left to hear the result: nothing may outlive it. */
-			job_put(j, ".cancel", "1\n");
-			job_kill_group(cmd);
-			waitpid(cmd, NULL, 0);
-			goto out;
-		}
-		/* Ended, not yet reaped: its group id cannot be reused meanwhile. */
-		si.si_pid = 0;
-		ended = waitid(P_PID, (id_t)cmd, &si, WEXITED | WNOHANG | WNOWAIT) == 0 &&
-			si.si_pid == cmd;
-		if (!ended && !timed_out && job_ms_until(&end) == 0) {
-			timed_out = true;
-			job_kill_group(cmd);
-		}
-	}
-	job_kill_group(cmd);
-	waitpid(cmd, &st, 0);
-	/* The rest of the output, until EOF or the drain's end. */
-	end = sg_time_after(CLOCK_MONOTONIC, JOB_DRAIN_MS);
-	while ((r.fd[0] >= 0 || r.fd[1] >= 0) && job_ms_until(&end) > 0)
-		relay_poll(&r, -1, (int)job_ms_until(&end));
-	relay_hand_off(&r);
-	relay_report(j, &r, st, timed_out);
-	job_remove(j);
+	if (relay_wait(j, &r, sfd, cmd, relay_limit(j), &timed_out))
+		relay_end(j, &r, cmd, timed_out);
 out:
 	for (int i = 0; i < 2; i++) {
 		if (r.fd[i] >= 0)
@@ -1408,19 +1461,135 @@ static int job_attach(const struct job *j)
 	}
 }
 
+/*
+ * The options of a job that starts or attaches, after --dir, into j, and
+ * --gc and --spec-stdin into *gc and *spec_stdin; they are asked in the
+ * order the usage names them, so the first bad one is the one reported.
+ * False when one is missing or wrong (e says why when it can).
+ */
+static bool job_options(struct sg_args *a, struct job *j, const char **gc, bool *spec_stdin,
+			struct sg_errinfo *e)
+{
+	int64_t max_out, max_err;
+
+	if (!(j->mark = sg_args_str(a, "mark", NULL)) ||
+	    sg_args_int(a, "wait-ms", 0, INT64_MAX / 2, &j->wait_ms, e) ||
+	    sg_args_int(a, "timeout-ms", 0, INT64_MAX / 2, &j->timeout_ms, e) ||
+	    sg_args_int(a, "max-out", 0, INT64_MAX / 2, &max_out, e) ||
+	    sg_args_int(a, "max-err", SG_HELPER_STDERR, INT64_MAX / 2, &max_err, e))
+		return false;
+	*gc = sg_args_str(a, "gc", NULL); /* used only once all is checked */
+	j->max_out = (size_t)max_out;
+	j->max_err = (size_t)max_err;
+	j->merge = sg_args_flag(a, "merge");
+	j->detach = sg_args_flag(a, "detach");
+	j->keep_tail = sg_args_flag(a, "keep-tail");
+	j->tie = sg_args_flag(a, "tie");
+	j->rm = sg_args_flag(a, "rm");
+	j->linger = sg_args_flag(a, "linger") && !j->tie;
+	j->netns = sg_args_flag(a, "netns");
+	j->bind = sg_args_str(a, "bind", NULL);
+	j->bind_to = sg_args_str(a, "bind-to", NULL);
+	j->tmp = sg_args_str(a, "tmp", NULL);
+	j->cgroups = sg_args_str(a, "cgroups", NULL);
+	*spec_stdin = sg_args_flag(a, "spec-stdin");
+	if (!j->bind != !j->bind_to || (j->bind && (j->bind[0] != '/' || j->bind_to[0] != '/'))) {
+		sg_err_set(e, SG_E_INVALID_ARGUMENT,
+			   "--bind and --bind-to go together, as absolute paths");
+		return false;
+	}
+	if (j->tmp && (!j->bind || j->tmp[0] != '/')) {
+		sg_err_set(e, SG_E_INVALID_ARGUMENT, "--tmp goes with --bind, as an absolute path");
+		return false;
+	}
+	return true;
+}
+
+/*
+ * SIGCHLD at its default (a caller that ignores it would make every
+ * child vanish unwaited) and blocked, so that waits can sleep on it
+ * (job_wait); SIGHUP blocked too, as a tied job's parent-death signal.
+ */
+static void job_signals(const struct job *j)
+{
+	sigset_t chld;
+
+	signal(SIGCHLD, SIG_DFL);
+	sigemptyset(&chld);
+	sigaddset(&chld, SIGCHLD);
+	sigaddset(&chld, SIGHUP);
+	sigprocmask(SIG_BLOCK, &chld, NULL);
+	if (j->tie) {
+		/* Already orphaned (the connection went before we got here)? */
+		if (prctl(PR_SET_PDEATHSIG, SIGHUP) != 0 || getppid() == 1)
+			job_orphaned = true;
+	}
+}
+
+/*
+ * The rest: NAME=VALUE... -- ARGV..., on the line or, with spec_stdin, on
+ * stdin (its text into *spec and its words into *words, new).  The
+ * environment into *envp (a new array of borrowed words), the command
+ * into *cmd.  False when the words are not there (e says why when it can).
+ */
+static bool job_command(const struct sg_args *a, bool spec_stdin, char **spec, char ***words,
+			char ***envp, char *const **cmd, struct sg_errinfo *e)
+{
+	char *const *rest = a->rest;
+	int nrest = a->nrest, nenv = 0;
+
+	if (spec_stdin) {
+		if (nrest > 0 || !job_read_spec(spec, words, &nrest)) {
+			sg_err_set(e, SG_E_INVALID_ARGUMENT,
+				   "--spec-stdin needs \"<n>\\n\" and n bytes of NUL-terminated words on stdin, and nothing after the options");
+			return false;
+		}
+		rest = *words;
+	}
+	while (nenv < nrest && strcmp(rest[nenv], "--") != 0)
+		nenv++;
+	if (nenv >= nrest - 1)
+		return false;
+	*cmd = rest + nenv + 1;
+	*envp = calloc((size_t)nenv + 1, sizeof(**envp));
+	if (!*envp)
+		return false;
+	for (int i = 0; i < nenv; i++)
+		(*envp)[i] = rest[i];
+	return true;
+}
+
+/*
+ * Remove the finished jobs of gc, take the job's .s and start its
+ * command; a request resent after an earlier copy took .s attaches to
+ * that copy's job instead of starting the command twice.
+ */
+static int job_begin(struct job *j, const char *gc, const char *cwd, const char *in_vars,
+		     const char *in_file, bool spec_stdin, char **envp, char *const *cmd)
+{
+	int guard;
+
+	if (j->bind)
+		j->cwd = cwd;
+	job_collect(gc);
+	guard = job_open(j, ".s", O_WRONLY | O_CREAT | O_EXCL);
+	if (guard < 0)
+		return job_attach(j);
+	close(guard);
+	j->self = job_is_self(cmd[0]);
+	return job_start(j, cwd, in_vars, in_file, spec_stdin, envp, cmd);
+}
+
 int sg_helper_job(int argc, char *const *argv)
 {
 	struct sg_errinfo e = { 0 };
 	struct sg_args a;
 	struct job j = { 0 };
-	int64_t max_out, max_err;
 	char **envp = NULL, *spec = NULL, **words = NULL;
-	char *const *rest;
 	char *const *cmd = NULL;
-	const char *gc;
-	int nenv = 0, nrest, rc = 126, guard;
+	const char *gc, *cwd, *in_vars, *in_file;
+	int rc = 126;
 	bool spec_stdin;
-	sigset_t chld;
 
 	if (sg_args_parse(&a, argc - 1, argv + 1,
 			  "attach merge detach keep-tail tie spec-stdin netns kill rm linger", &e) ||
@@ -1436,51 +1605,9 @@ int sg_helper_job(int argc, char *const *argv)
 		rc = job_kill(&j);
 		goto out;
 	}
-	if (!(j.mark = sg_args_str(&a, "mark", NULL)) ||
-	    sg_args_int(&a, "wait-ms", 0, INT64_MAX / 2, &j.wait_ms, &e) ||
-	    sg_args_int(&a, "timeout-ms", 0, INT64_MAX / 2, &j.timeout_ms, &e) ||
-	    sg_args_int(&a, "max-out", 0, INT64_MAX / 2, &max_out, &e) ||
-	    sg_args_int(&a, "max-err", SG_HELPER_STDERR, INT64_MAX / 2, &max_err, &e))
+	if (!job_options(&a, &j, &gc, &spec_stdin, &e))
 		goto usage;
-	gc = sg_args_str(&a, "gc", NULL); /* used only once all is checked */
-	j.max_out = (size_t)max_out;
-	j.max_err = (size_t)max_err;
-	j.merge = sg_args_flag(&a, "merge");
-	j.detach = sg_args_flag(&a, "detach");
-	j.keep_tail = sg_args_flag(&a, "keep-tail");
-	j.tie = sg_args_flag(&a, "tie");
-	j.rm = sg_args_flag(&a, "rm");
-	j.linger = sg_args_flag(&a, "linger") && !j.tie;
-	j.netns = sg_args_flag(&a, "netns");
-	j.bind = sg_args_str(&a, "bind", NULL);
-	j.bind_to = sg_args_str(&a, "bind-to", NULL);
-	j.tmp = sg_args_str(&a, "tmp", NULL);
-	j.cgroups = sg_args_str(&a, "cgroups", NULL);
-	spec_stdin = sg_args_flag(&a, "spec-stdin");
-	if (!j.bind != !j.bind_to || (j.bind && (j.bind[0] != '/' || j.bind_to[0] != '/'))) {
-		sg_err_set(&e, SG_E_INVALID_ARGUMENT,
-			   "--bind and --bind-to go together, as absolute paths");
-		goto usage;
-	}
-	if (j.tmp && (!j.bind || j.tmp[0] != '/')) {
-		sg_err_set(&e, SG_E_INVALID_ARGUMENT, "--tmp goes with --bind, as an absolute path");
-		goto usage;
-	}
-	/*
-	 * SIGCHLD at its default (a caller that ignores it would make every
-	 * child vanish unwaited) and blocked, so that waits can sleep on it
-	 * (job_wait); SIGHUP blocked too, as a tied job's parent-death signal.
-	 */
-	signal(SIGCHLD, SIG_DFL);
-	sigemptyset(&chld);
-	sigaddset(&chld, SIGCHLD);
-	sigaddset(&chld, SIGHUP);
-	sigprocmask(SIG_BLOCK, &chld, NULL);
-	if (j.tie) {
-		/* Already orphaned (the connection went before we got here)? */
-		if (prctl(PR_SET_PDEATHSIG, SIGHUP) != 0 || getppid() == 1)
-			job_orphaned = true;
-	}
+	job_signals(&j);
 	if (sg_args_flag(&a, "attach")) {
 		if (sg_args_unused(&a, &e))
 			goto usage;
@@ -1488,52 +1615,18 @@ int sg_helper_job(int argc, char *const *argv)
 		rc = job_attach(&j);
 		goto out;
 	}
-	/* The rest: NAME=VALUE... -- ARGV..., on the line or on stdin. */
-	rest = a.rest;
-	nrest = a.nrest;
-	if (spec_stdin) {
-		if (nrest > 0 || !job_read_spec(&spec, &words, &nrest)) {
-			sg_err_set(&e, SG_E_INVALID_ARGUMENT,
-				   "--spec-stdin needs \"<n>\\n\" and n bytes of NUL-terminated words on stdin, and nothing after the options");
-			goto usage;
-		}
-		rest = words;
-	}
-	while (nenv < nrest && strcmp(rest[nenv], "--") != 0)
-		nenv++;
-	if (nenv >= nrest - 1)
+	if (!job_command(&a, spec_stdin, &spec, &words, &envp, &cmd, &e))
 		goto usage;
-	cmd = rest + nenv + 1;
-	envp = calloc((size_t)nenv + 1, sizeof(*envp));
-	if (!envp)
+	cwd = sg_args_str(&a, "cwd", NULL);
+	in_vars = sg_args_str(&a, "stdin-env", NULL);
+	in_file = sg_args_str(&a, "stdin-file", NULL);
+	if (sg_args_unused(&a, &e))
 		goto usage;
-	for (int i = 0; i < nenv; i++)
-		envp[i] = rest[i];
-	{
-		const char *cwd = sg_args_str(&a, "cwd", NULL);
-		const char *in_vars = sg_args_str(&a, "stdin-env", NULL);
-		const char *in_file = sg_args_str(&a, "stdin-file", NULL);
-
-		if (sg_args_unused(&a, &e))
-			goto usage;
-		if (in_vars && in_file) {
-			sg_err_set(&e, SG_E_INVALID_ARGUMENT,
-				   "--stdin-env and --stdin-file exclude each other");
-			goto usage;
-		}
-		if (j.bind)
-			j.cwd = cwd;
-		job_collect(gc);
-		guard = job_open(&j, ".s", O_WRONLY | O_CREAT | O_EXCL);
-		if (guard < 0) {
-			/* Started by an earlier copy of this request. */
-			rc = job_attach(&j);
-			goto out;
-		}
-		close(guard);
-		j.self = job_is_self(cmd[0]);
-		rc = job_start(&j, cwd, in_vars, in_file, spec_stdin, envp, cmd);
+	if (in_vars && in_file) {
+		sg_err_set(&e, SG_E_INVALID_ARGUMENT, "--stdin-env and --stdin-file exclude each other");
+		goto usage;
 	}
+	rc = job_begin(&j, gc, cwd, in_vars, in_file, spec_stdin, envp, cmd);
 	goto out;
 usage:
 	dprintf(2, "sg-helper: %s\nusage: job --dir PREFIX --mark WORD --wait-ms N "

@@ -798,38 +798,43 @@ static enum probe_tri probe_hidden(char *const *paths, int n)
 	return r;
 }
 
-static sg_err probe_write(struct sg_buf *out, struct sg_buf *scratch,
-			  const struct probe_run *runs, enum probe_tri hidden)
+/* What /proc and the cgroup files say about this process (probe_observe). */
+struct probe_facts {
+	enum probe_tri contained, nnp, seccomp;
+	uint64_t mem;  /* the memory limit in bytes, 0: none found */
+	double cpu;    /* the CPU limit in CPUs, 0: none found */
+};
+
+/*
+ * Observe the isolation facts and the cgroup's limits into f; scratch
+ * holds each file read.  Whatever cannot be read stays unknown (or 0).
+ */
+static void probe_observe(struct sg_buf *scratch, struct probe_facts *f)
 {
 	struct sg_buf cgroups = SG_BUF_INIT(SG_PROBE_FILE_MAX);
-	enum probe_tri contained = PROBE_UNKNOWN, nnp = PROBE_UNKNOWN;
-	enum probe_tri seccomp = PROBE_UNKNOWN;
-	struct utsname u;
 	struct stat st;
-	uint64_t mem = 0;
-	double cpu = 0;
-	int abi, first;
-	sg_err rc;
 
+	*f = (struct probe_facts){ .contained = PROBE_UNKNOWN, .nnp = PROBE_UNKNOWN,
+				   .seccomp = PROBE_UNKNOWN };
 	if (probe_read("/proc/self/status", scratch) == SG_OK) {
 		const char *v;
 
 		v = probe_field(scratch->p, "NSpid");
 		if (v)
-			contained = probe_words(v) > 1 ? PROBE_YES : PROBE_NO;
+			f->contained = probe_words(v) > 1 ? PROBE_YES : PROBE_NO;
 		v = probe_field(scratch->p, "NoNewPrivs");
 		if (v)
-			nnp = v[0] == '1' ? PROBE_YES : PROBE_NO;
+			f->nnp = v[0] == '1' ? PROBE_YES : PROBE_NO;
 		v = probe_field(scratch->p, "Seccomp");
 		if (v)
-			seccomp = v[0] != '0' ? PROBE_YES : PROBE_NO;
+			f->seccomp = v[0] != '0' ? PROBE_YES : PROBE_NO;
 	}
 	/* gVisor's status has no NoNewPrivs line; prctl tells everywhere. */
-	if (nnp == PROBE_UNKNOWN) {
+	if (f->nnp == PROBE_UNKNOWN) {
 		int v = prctl(PR_GET_NO_NEW_PRIVS, 0L, 0L, 0L, 0L);
 
 		if (v >= 0)
-			nnp = v == 1 ? PROBE_YES : PROBE_NO;
+			f->nnp = v == 1 ? PROBE_YES : PROBE_NO;
 	}
 	/*
 	 * NSpid lists our pid in each namespace from the one /proc was
@@ -840,17 +845,25 @@ static sg_err probe_write(struct sg_buf *out, struct sg_buf *scratch,
 	 */
 	if (stat("/proc/self/ns/pid", &st) == 0 &&
 	    st.st_ino != PROBE_PID_INIT_INO)
-		contained = PROBE_YES;
+		f->contained = PROBE_YES;
 	if (probe_read("/proc/self/cgroup", &cgroups) == SG_OK &&
 	    probe_read("/proc/self/mountinfo", scratch) == SG_OK) {
-		mem = probe_memory_limit(scratch->p, cgroups.p);
-		cpu = probe_cpu_limit(scratch->p, cgroups.p);
+		f->mem = probe_memory_limit(scratch->p, cgroups.p);
+		f->cpu = probe_cpu_limit(scratch->p, cgroups.p);
 	}
+	sg_buf_release(&cgroups);
+}
 
-	abi = sg_landlock_abi();
-	rc = sg_reply_ok(out);
-	if (rc)
-		goto out;
+/*
+ * ,"landlock_abi", "confinement" and "isolation":{...}, its brace left
+ * open.  The network is looked at only now, in scratch.
+ */
+static sg_err probe_write_isolation(struct sg_buf *out, struct sg_buf *scratch, int abi,
+				    const struct probe_facts *f, enum probe_tri hidden)
+{
+	int first = 1;
+	sg_err rc;
+
 	/*
 	 * How each permission mode is confined here (helper/confine.c):
 	 * Landlock, or for standard without it a read-only / (each command
@@ -860,60 +873,78 @@ static sg_err probe_write(struct sg_buf *out, struct sg_buf *scratch,
 			 "\"read_only\":\"%s\"},\"isolation\":{", abi > 0 ? abi : 0,
 			 sg_confine_mechanism(true, abi), sg_confine_mechanism(false, abi));
 	if (rc)
-		goto out;
-	first = 1;
-	rc = probe_bool(out, "process_contained", &first, contained);
+		return rc;
+	rc = probe_bool(out, "process_contained", &first, f->contained);
 	if (!rc)
 		rc = probe_bool(out, "privilege_escalation_blocked", &first,
-				nnp);
+				f->nnp);
 	if (!rc)
-		rc = probe_bool(out, "syscalls_restricted", &first, seccomp);
+		rc = probe_bool(out, "syscalls_restricted", &first, f->seccomp);
 	if (!rc)
 		rc = probe_bool(out, "network_isolated", &first,
 				probe_network_isolated(scratch));
 	if (!rc)
 		rc = probe_bool(out, "host_filesystem_restricted", &first, hidden);
-	if (rc)
-		goto out;
+	return rc;
+}
 
-	/* Without runs the toolchains were not asked: no key, not an empty one. */
-	rc = sg_buf_addc(out, '}');
-	if (!rc && runs)
-		rc = probe_write_toolchains(out, runs);
-	if (rc)
-		goto out;
+/* ,"observed":{...}: what this process sees of itself, its limits and kernel. */
+static sg_err probe_write_observed(struct sg_buf *out, const struct probe_facts *f)
+{
+	struct utsname u;
+	int first;
+	sg_err rc;
 
 	rc = sg_buf_addf(out, ",\"observed\":{\"uid\":%lu",
 			 (unsigned long)getuid());
 	if (rc)
-		goto out;
+		return rc;
 	first = 0;
 	rc = probe_bool(out, "user_namespace", &first, probe_userns());
 	if (!rc)
 		rc = probe_bool(out, "child_subreaper", &first, probe_subreaper());
 	if (rc)
-		goto out;
-	rc = mem ? sg_buf_addf(out, ",\"memory_limit_bytes\":%llu",
-			       (unsigned long long)mem)
-		 : sg_buf_adds(out, ",\"memory_limit_bytes\":null");
+		return rc;
+	rc = f->mem ? sg_buf_addf(out, ",\"memory_limit_bytes\":%llu",
+				  (unsigned long long)f->mem)
+		    : sg_buf_adds(out, ",\"memory_limit_bytes\":null");
 	if (rc)
-		goto out;
-	rc = cpu > 0 ? sg_buf_addf(out, ",\"cpu_limit\":%.4g", cpu)
-		     : sg_buf_adds(out, ",\"cpu_limit\":null");
+		return rc;
+	rc = f->cpu > 0 ? sg_buf_addf(out, ",\"cpu_limit\":%.4g", f->cpu)
+			: sg_buf_adds(out, ",\"cpu_limit\":null");
 	if (rc)
-		goto out;
+		return rc;
 	if (uname(&u) == 0) {
 		rc = sg_jw_key(out, "kernel", 0);
 		if (!rc)
 			rc = sg_jw_str(out, u.release, strlen(u.release));
 		if (rc)
-			goto out;
+			return rc;
 	}
-	rc = sg_buf_addc(out, '}');
+	return sg_buf_addc(out, '}');
+}
+
+static sg_err probe_write(struct sg_buf *out, struct sg_buf *scratch,
+			  const struct probe_run *runs, enum probe_tri hidden)
+{
+	struct probe_facts f;
+	int abi;
+	sg_err rc;
+
+	probe_observe(scratch, &f);
+	abi = sg_landlock_abi();
+	rc = sg_reply_ok(out);
+	if (!rc)
+		rc = probe_write_isolation(out, scratch, abi, &f, hidden);
+	/* Without runs the toolchains were not asked: no key, not an empty one. */
+	if (!rc)
+		rc = sg_buf_addc(out, '}');
+	if (!rc && runs)
+		rc = probe_write_toolchains(out, runs);
+	if (!rc)
+		rc = probe_write_observed(out, &f);
 	if (!rc)
 		rc = sg_reply_end(out);
-out:
-	sg_buf_release(&cgroups);
 	return rc;
 }
 

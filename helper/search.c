@@ -1225,6 +1225,73 @@ static bool find_in_path(const char *prog, char *dst, size_t cap)
 }
 
 /*
+ * One read of the engine's stdout (fed to g) or stderr (its head kept);
+ * *fd is closed at its end or on an error.  False when g has enough lines.
+ */
+static bool grep_take(struct grepper *g, int *fd, char *chunk, bool err)
+{
+	ssize_t r = read(*fd, chunk, FS_CHUNK);
+
+	if (r > 0 && err)
+		sg_buf_add_clipped(&g->errtext, chunk, (size_t)r);
+	else if (r > 0)
+		grep_feed(g, chunk, (size_t)r, false);
+	else if (r == 0 || errno != EINTR)
+		sg_fs_close(fd);
+	return err || !g->stop;
+}
+
+/*
+ * One wait of grep_run's: for the engine's open pipes (*outfd, *errfd:
+ * closed and -1 at their end) and the cancel token, until g->deadline.
+ * What came is read (stdout cut into g's lines, stderr kept).  False when
+ * the engine must be stopped: its time is up (g->late), the token fired or
+ * the wait failed (*rc set), or g has enough lines.
+ */
+static bool grep_step(struct fs *c, struct grepper *g, const char *prog, int *outfd,
+		      int *errfd, char *chunk, sg_err *rc)
+{
+	struct pollfd pf[3];
+	int n = 0, io = -1, ie = -1, ic = -1, ready;
+	int64_t left;
+
+	if (*outfd >= 0) {
+		io = n;
+		pf[n++] = (struct pollfd){ .fd = *outfd, .events = POLLIN };
+	}
+	if (*errfd >= 0) {
+		ie = n;
+		pf[n++] = (struct pollfd){ .fd = *errfd, .events = POLLIN };
+	}
+	if (sg_cancel_fd(c->cancel) >= 0) {
+		ic = n;
+		pf[n++] = (struct pollfd){ .fd = sg_cancel_fd(c->cancel), .events = POLLIN };
+	}
+	left = g->deadline - sg_now_ms();
+	ready = left <= 0 ? 0 : poll(pf, (nfds_t)n, left > INT_MAX ? INT_MAX : (int)left);
+	if (ready < 0 && errno == EINTR)
+		return true;
+	if (ready == 0) {
+		g->late = true;
+		return false;
+	}
+	if (ready < 0) {
+		*rc = sg_err_set(&c->err, SG_E_INTERNAL, "waiting for %s failed: %s", prog,
+				 sg_fs_errstr(errno));
+		return false;
+	}
+	if ((ic >= 0 && pf[ic].revents) || sg_cancel_check(c->cancel)) {
+		*rc = sg_fs_cancelled(c, "the search");
+		return false;
+	}
+	if (io >= 0 && pf[io].revents && !grep_take(g, outfd, chunk, false))
+		return false;
+	if (ie >= 0 && pf[ie].revents)
+		grep_take(g, errfd, chunk, true);
+	return true;
+}
+
+/*
  * Run the search program prog (an absolute path) with cwd = cwdfd
  * (borrowed), its stdout cut into g's lines and stderr kept for a message,
  * until both close, g has enough lines, the cancel token fires or
@@ -1263,65 +1330,8 @@ static sg_err grep_run(struct fs *c, struct grepper *g, const char *prog,
 		rc = sg_fs_fail(c, "cannot run %s: %s", prog, sg_fs_errstr(e));
 		goto out;
 	}
-	while (outp[0] >= 0 || errp[0] >= 0) {
-		struct pollfd pf[3];
-		int n = 0, io = -1, ie = -1, ic = -1, ready;
-		int64_t left;
-		ssize_t r;
-
-		if (outp[0] >= 0) {
-			io = n;
-			pf[n++] = (struct pollfd){ .fd = outp[0], .events = POLLIN };
-		}
-		if (errp[0] >= 0) {
-			ie = n;
-			pf[n++] = (struct pollfd){ .fd = errp[0], .events = POLLIN };
-		}
-		if (sg_cancel_fd(c->cancel) >= 0) {
-			ic = n;
-			pf[n++] = (struct pollfd){ .fd = sg_cancel_fd(c->cancel),
-						   .events = POLLIN };
-		}
-		left = g->deadline - sg_now_ms();
-		ready = left <= 0 ? 0
-				  : poll(pf, (nfds_t)n, left > INT_MAX ? INT_MAX : (int)left);
-		if (ready < 0 && errno == EINTR)
-			continue;
-		if (ready == 0) {
-			g->late = stop = true;
-			break;
-		}
-		if (ready < 0) {
-			rc = sg_err_set(&c->err, SG_E_INTERNAL,
-					"waiting for %s failed: %s", prog,
-					sg_fs_errstr(errno));
-			stop = true;
-			break;
-		}
-		if ((ic >= 0 && pf[ic].revents) || sg_cancel_check(c->cancel)) {
-			rc = sg_fs_cancelled(c, "the search");
-			stop = true;
-			break;
-		}
-		if (io >= 0 && pf[io].revents) {
-			r = read(outp[0], chunk, FS_CHUNK);
-			if (r > 0)
-				grep_feed(g, chunk, (size_t)r, false);
-			else if (r == 0 || errno != EINTR)
-				sg_fs_close(&outp[0]);
-			if (g->stop) {
-				stop = true;
-				break;
-			}
-		}
-		if (ie >= 0 && pf[ie].revents) {
-			r = read(errp[0], chunk, FS_CHUNK);
-			if (r > 0)
-				sg_buf_add_clipped(&g->errtext, chunk, (size_t)r);
-			else if (r == 0 || errno != EINTR)
-				sg_fs_close(&errp[0]);
-		}
-	}
+	while (!stop && (outp[0] >= 0 || errp[0] >= 0))
+		stop = !grep_step(c, g, prog, &outp[0], &errp[0], chunk, &rc);
 	if (!stop)
 		grep_feed(g, NULL, 0, true);
 out:
@@ -1560,6 +1570,60 @@ static sg_err grep_outcome(struct fs *c, struct grepper *g, const char *engine, 
 }
 
 /*
+ * Where the engine runs (*cwdfd) and what it searches (*target) for the
+ * resolved rel: a directory is searched as "." inside it, so the paths
+ * come out short, and a file by its name inside its parent.  g->prefix is
+ * the place relative to root; for a file it points into parent (cap
+ * bytes), which must live as long as g.
+ */
+static sg_err grep_place(struct fs *c, const char *path, const struct sg_buf *rel,
+			 struct grepper *g, char *parent, size_t cap, const char **target,
+			 int *cwdfd)
+{
+	struct stat st;
+
+	*cwdfd = sg_fs_open_rel(c, rel, O_PATH);
+	if (*cwdfd < 0 || fstat(*cwdfd, &st) != 0)
+		return sg_fs_fail(c, "%s: %s", path, sg_fs_errstr(errno));
+	/*
+	 * Decided on the descriptor resolved above, as read_file does: the
+	 * engine would open a FIFO and wait for a writer until cancelled,
+	 * and a device is no file to search.
+	 */
+	if (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode))
+		return sg_fs_fail(c, "%s is not a regular file", path);
+	if (S_ISDIR(st.st_mode)) {
+		g->prefix = rel->p;
+	} else {
+		sg_fs_split_rel(rel->p, parent, cap);
+		g->prefix = strcmp(parent, ".") ? parent : "";
+		sg_fs_close(cwdfd);
+		*cwdfd = sg_fs_open_parent(c, rel, target);
+	}
+	if (*cwdfd < 0)
+		return sg_fs_fail(c, "%s: %s", path, sg_fs_errstr(errno));
+	return SG_OK;
+}
+
+/*
+ * The engine, "rg" or "grep", into *engine and its absolute path into prog
+ * (cap bytes); for grep, --glob becomes its --include option in include.
+ */
+static sg_err grep_engine(struct fs *c, const char *glob, struct sg_buf *include, char *prog,
+			  size_t cap, const char **engine)
+{
+	/* rg walks by path: on this host only where it can be confined. */
+	*engine = find_in_path("rg", prog, cap) &&
+				  (!c->on_host || sg_confine_reader_ok()) ? "rg" : "grep";
+	if (glob && strcmp(*engine, "grep") == 0 &&
+	    sg_buf_addf(include, "--include=%s", glob))
+		return sg_err_set(&c->err, SG_E_INVALID_ARGUMENT, "--glob is too long");
+	if (strcmp(*engine, "grep") == 0 && !find_in_path("grep", prog, cap))
+		return sg_fs_fail(c, "grep cannot search here: neither rg nor grep is installed");
+	return SG_OK;
+}
+
+/*
  * fs grep PATTERN [--path PATH] [--glob G] [--ignore-case] [--mode M]
  * [--offset N] [--page N]: the matching lines (or files, or counts per
  * file) beneath PATH, sorted by path then line, the page from offset.
@@ -1578,7 +1642,6 @@ sg_err sg_fs_grep(struct fs *c)
 	int64_t offset = 0, page = 0;
 	char *av[32];
 	int cwdfd = -1, status = 0;
-	struct stat st;
 	sg_err rc;
 
 	sg_buf_init(&g.pending, SG_GREP_LINE_READ);
@@ -1596,46 +1659,12 @@ sg_err sg_fs_grep(struct fs *c)
 	if (rc)
 		goto out;
 	g.max = offset + page;
-	cwdfd = sg_fs_open_rel(c, &rel, O_PATH);
-	if (cwdfd < 0 || fstat(cwdfd, &st) != 0) {
-		rc = sg_fs_fail(c, "%s: %s", path, sg_fs_errstr(errno));
+	rc = grep_place(c, path, &rel, &g, parent, sizeof(parent), &target, &cwdfd);
+	if (!rc)
+		rc = grep_engine(c, glob, &include, prog, sizeof(prog), &engine);
+	if (rc)
 		goto out;
-	}
-	/*
-	 * Decided on the descriptor resolved above, as read_file does: the
-	 * engine would open a FIFO and wait for a writer until cancelled,
-	 * and a device is no file to search.
-	 */
-	if (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode)) {
-		rc = sg_fs_fail(c, "%s is not a regular file", path);
-		goto out;
-	}
-	if (S_ISDIR(st.st_mode)) {
-		/* Search "." in the directory so the paths come out short. */
-		g.prefix = rel.p;
-	} else {
-		sg_fs_split_rel(rel.p, parent, sizeof(parent));
-		g.prefix = strcmp(parent, ".") ? parent : "";
-		sg_fs_close(&cwdfd);
-		cwdfd = sg_fs_open_parent(c, &rel, &target);
-	}
-	if (cwdfd < 0) {
-		rc = sg_fs_fail(c, "%s: %s", path, sg_fs_errstr(errno));
-		goto out;
-	}
 	g.dirfd = cwdfd;
-	/* rg walks by path: on this host only where it can be confined. */
-	engine = find_in_path("rg", prog, sizeof(prog)) &&
-				 (!c->on_host || sg_confine_reader_ok()) ? "rg" : "grep";
-	if (glob && strcmp(engine, "grep") == 0 &&
-	    sg_buf_addf(&include, "--include=%s", glob)) {
-		rc = sg_err_set(&c->err, SG_E_INVALID_ARGUMENT, "--glob is too long");
-		goto out;
-	}
-	if (strcmp(engine, "grep") == 0 && !find_in_path("grep", prog, sizeof(prog))) {
-		rc = sg_fs_fail(c, "grep cannot search here: neither rg nor grep is installed");
-		goto out;
-	}
 	g.columns = strcmp(engine, "rg") == 0;
 	g.deadline = sg_now_ms() + grep_deadline_ms();
 	grep_argv(engine, icase, glob, include.p, c->pos[0], target, av);

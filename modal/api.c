@@ -577,16 +577,118 @@ static sg_err on_join(const uint8_t *data, size_t len, void *payload)
 	return SG_OK;
 }
 
+/*
+ * ImageGetOrCreate for the one-line Dockerfile `from`, with the builder
+ * version the environment asks for; *resp (new) is Modal's answer.
+ */
+static sg_err image_get_or_create(struct mdl_client *c, const char *app_id, char *from,
+				  Modal__Client__ImageGetOrCreateResponse **resp,
+				  struct sg_cancel *cancel, struct sg_errinfo *err)
+{
+	Modal__Client__ImageGetOrCreateRequest req =
+		MODAL__CLIENT__IMAGE_GET_OR_CREATE_REQUEST__INIT;
+	Modal__Client__Image img = MODAL__CLIENT__IMAGE__INIT;
+	char builder[sizeof(c->builder)];
+	char *cmds[1] = { from };
+	sg_err rc;
+
+	*resp = NULL;
+	rc = builder_version(c, builder, sizeof(builder), cancel, err);
+	if (rc)
+		return rc;
+	img.n_dockerfile_commands = 1;
+	img.dockerfile_commands = cmds;
+	req.image = &img;
+	req.app_id = (char *)app_id;
+	req.builder_version = builder;
+	return mdl_call(c, "ImageGetOrCreate", &req.base,
+			&modal__client__image_get_or_create_response__descriptor,
+			(ProtobufCMessage **)resp, 0, NULL, cancel, err);
+}
+
+/*
+ * One ImageJoinStreaming call: the build's news from the last entry j
+ * has seen on, into j.  A join that broke off (unavailable, timed out)
+ * is no failure: the caller joins again from the last entry.
+ */
+static sg_err image_join_once(struct mdl_client *c, const char *image_id, struct join *j,
+			      struct sg_cancel *cancel, struct sg_errinfo *err)
+{
+	Modal__Client__ImageJoinStreamingRequest jr =
+		MODAL__CLIENT__IMAGE_JOIN_STREAMING_REQUEST__INIT;
+	struct sg_grpc_result res;
+	uint8_t *buf = NULL;
+	size_t len;
+	char *auth = NULL;
+	char id[MDL_FIELD_MAX + 32], secret[MDL_FIELD_MAX + 32];
+	const char *md[8];
+	struct sg_grpc_call call = {
+		.method = "/modal.client.ModalClient/ImageJoinStreaming",
+		.timeout_ms = (SG_MODAL_JOIN_S + 10) * 1000,
+		.on_msg = on_join, .payload = j,
+	};
+	sg_err rc;
+
+	jr.image_id = (char *)image_id;
+	jr.timeout = SG_MODAL_JOIN_S;
+	jr.last_entry_id = j->entry;
+	/* Sized from the request: the image id is Modal's, of any length. */
+	len = protobuf_c_message_get_packed_size(&jr.base);
+	buf = malloc(len ? len : 1);
+	if (!buf)
+		return sg_err_set(err, SG_E_INTERNAL, "out of memory");
+	call.req = buf;
+	call.req_len = protobuf_c_message_pack(&jr.base, buf);
+	rc = auth_line(c, &auth, cancel, err);
+	if (rc)
+		goto out;
+	base_metadata(c, md, id, secret, sizeof(id));
+	md[4] = auth;
+	md[5] = NULL;
+	call.metadata = md;
+	sg_grpc_result_init(&res);
+	rc = sg_grpc_invoke(c->ctl, &call, &res, cancel, err);
+	if (rc == SG_E_UNAVAILABLE || rc == SG_E_TIMEOUT) {
+		sg_err_clear(err);
+		rc = SG_OK;
+	}
+	sg_grpc_result_release(&res);
+	mdl_wipe(id, sizeof(id));
+	mdl_wipe(secret, sizeof(secret));
+	mdl_wipe(auth, strlen(auth));
+	free(auth);
+out:
+	free(buf);
+	return rc;
+}
+
+/*
+ * Join the build of image_id until it reports a status, as long as the
+ * deadline (timeout_ms from when mdl_image began) has not passed.
+ */
+static sg_err image_join(struct mdl_client *c, const char *image_id, const char *ref,
+			 int64_t timeout_ms, int64_t deadline, struct join *j,
+			 struct sg_cancel *cancel, struct sg_errinfo *err)
+{
+	sg_err rc;
+
+	while (j->status == 0) {
+		if (sg_now_ms() > deadline)
+			return sg_err_set(err, SG_E_TIMEOUT, "image %s was not built within %lld s",
+					  ref, (long long)(timeout_ms / 1000));
+		rc = image_join_once(c, image_id, j, cancel, err);
+		if (rc)
+			return rc;
+	}
+	return SG_OK;
+}
+
 sg_err mdl_image(struct mdl_client *c, const char *app_id, const char *ref,
 		 int64_t timeout_ms, char **image_id, struct sg_cancel *cancel,
 		 struct sg_errinfo *err)
 {
-	Modal__Client__ImageGetOrCreateRequest req =
-		MODAL__CLIENT__IMAGE_GET_OR_CREATE_REQUEST__INIT;
 	Modal__Client__ImageGetOrCreateResponse *resp = NULL;
-	Modal__Client__Image img = MODAL__CLIENT__IMAGE__INIT;
-	char from[SG_PATH_MAX], builder[sizeof(c->builder)];
-	char *cmds[1] = { from };
+	char from[SG_PATH_MAX];
 	struct join j = { 0 };
 	int64_t deadline = sg_now_ms() + timeout_ms;
 	sg_err rc;
@@ -597,67 +699,14 @@ sg_err mdl_image(struct mdl_client *c, const char *app_id, const char *ref,
 	    snprintf(from, sizeof(from), "FROM %s", ref) >= (int)sizeof(from))
 		return sg_err_set(err, SG_E_INVALID_ARGUMENT,
 				  "image: a registry reference is one word");
-	rc = builder_version(c, builder, sizeof(builder), cancel, err);
-	if (rc)
-		goto out;
-	img.n_dockerfile_commands = 1;
-	img.dockerfile_commands = cmds;
-	req.image = &img;
-	req.app_id = (char *)app_id;
-	req.builder_version = builder;
-	rc = mdl_call(c, "ImageGetOrCreate", &req.base,
-		      &modal__client__image_get_or_create_response__descriptor,
-		      (ProtobufCMessage **)&resp, 0, NULL, cancel, err);
+	rc = image_get_or_create(c, app_id, from, &resp, cancel, err);
 	if (rc)
 		goto out;
 	if (resp->result)
 		j.status = resp->result->status;
-	while (j.status == 0) {
-		Modal__Client__ImageJoinStreamingRequest jr =
-			MODAL__CLIENT__IMAGE_JOIN_STREAMING_REQUEST__INIT;
-		struct sg_grpc_result res;
-		uint8_t buf[512];
-		char *auth = NULL;
-		char id[MDL_FIELD_MAX + 32], secret[MDL_FIELD_MAX + 32];
-		const char *md[8];
-		struct sg_grpc_call call = {
-			.method = "/modal.client.ModalClient/ImageJoinStreaming",
-			.timeout_ms = (SG_MODAL_JOIN_S + 10) * 1000,
-			.on_msg = on_join, .payload = &j,
-		};
-
-		if (sg_now_ms() > deadline) {
-			rc = sg_err_set(err, SG_E_TIMEOUT,
-					"image %s was not built within %lld s", ref,
-					(long long)(timeout_ms / 1000));
-			goto out;
-		}
-		jr.image_id = resp->image_id;
-		jr.timeout = SG_MODAL_JOIN_S;
-		jr.last_entry_id = j.entry;
-		call.req = buf;
-		call.req_len = protobuf_c_message_pack(&jr.base, buf);
-		rc = auth_line(c, &auth, cancel, err);
-		if (rc)
-			goto out;
-		base_metadata(c, md, id, secret, sizeof(id));
-		md[4] = auth;
-		md[5] = NULL;
-		call.metadata = md;
-		sg_grpc_result_init(&res);
-		rc = sg_grpc_invoke(c->ctl, &call, &res, cancel, err);
-		/* A join that broke off is joined again from the last entry. */
-		if (rc == SG_E_UNAVAILABLE || rc == SG_E_TIMEOUT) {
-			sg_err_clear(err);
-			rc = SG_OK;
-		}
-		sg_grpc_result_release(&res);
-		mdl_wipe(id, sizeof(id));
-		mdl_wipe(secret, sizeof(secret));
-		free(auth);
-		if (rc)
-			goto out;
-	}
+	rc = image_join(c, resp->image_id, ref, timeout_ms, deadline, &j, cancel, err);
+	if (rc)
+		goto out;
 	if (j.status != MODAL__CLIENT__GENERIC_RESULT__GENERIC_STATUS__GENERIC_STATUS_SUCCESS) {
 		rc = sg_err_set(err, SG_E_PROVIDER, "image %s failed to build: %s",
 				ref, j.why[0] ? j.why : "(no reason given)");
@@ -1098,123 +1147,165 @@ static sg_err start_beside_read(struct mdl_router *r, const ProtobufCMessage *st
 	return rc;
 }
 
+/* A start request's environment, made from an exec's "NAME=value" list. */
+struct run_env {
+	Modal__TaskCommandRouter__TaskExecStartRequest__EnvEntry *entries; /* keys owned */
+	Modal__TaskCommandRouter__TaskExecStartRequest__EnvEntry **list;  /* into entries */
+	size_t n;
+};
+
+/* Split each NAME=value; the values stay the caller's. */
+static sg_err run_env_init(struct run_env *e, const char *const *vars, struct sg_errinfo *err)
+{
+	*e = (struct run_env){ 0 };
+	while (vars && vars[e->n])
+		e->n++;
+	e->entries = calloc(e->n + 1, sizeof(*e->entries));
+	e->list = calloc(e->n + 1, sizeof(*e->list));
+	if (!e->entries || !e->list)
+		return sg_err_set(err, SG_E_INTERNAL, "out of memory");
+	for (size_t i = 0; i < e->n; i++) {
+		const char *eq = strchr(vars[i], '=');
+
+		if (!eq || eq == vars[i])
+			return sg_err_set(err, SG_E_INVALID_ARGUMENT,
+					  "an environment entry is not NAME=value");
+		modal__task_command_router__task_exec_start_request__env_entry__init(&e->entries[i]);
+		e->entries[i].key = strndup(vars[i], (size_t)(eq - vars[i]));
+		e->entries[i].value = (char *)eq + 1;
+		e->list[i] = &e->entries[i];
+		if (!e->entries[i].key)
+			return sg_err_set(err, SG_E_INTERNAL, "out of memory");
+	}
+	return SG_OK;
+}
+
+static void run_env_release(struct run_env *e)
+{
+	for (size_t i = 0; e->entries && i < e->n; i++)
+		free(e->entries[i].key);
+	free(e->entries);
+	free(e->list);
+}
+
+/* The start request of exec x; it borrows x's strings, exec_id and env. */
+static void run_request(Modal__TaskCommandRouter__TaskExecStartRequest *req,
+			const struct mdl_router *r, const struct mdl_exec *x, char *exec_id,
+			const struct run_env *env)
+{
+	size_t argc = 0;
+
+	while (x->argv[argc])
+		argc++;
+	req->task_id = (char *)r->task_id;
+	req->exec_id = exec_id;
+	req->n_command_args = argc;
+	req->command_args = (char **)x->argv;
+	req->stdout_config = MODAL__TASK_COMMAND_ROUTER__TASK_EXEC_STDOUT_CONFIG__TASK_EXEC_STDOUT_CONFIG_PIPE;
+	req->stderr_config = x->merge
+		? MODAL__TASK_COMMAND_ROUTER__TASK_EXEC_STDERR_CONFIG__TASK_EXEC_STDERR_CONFIG_STDOUT
+		: MODAL__TASK_COMMAND_ROUTER__TASK_EXEC_STDERR_CONFIG__TASK_EXEC_STDERR_CONFIG_PIPE;
+	if (x->timeout_secs) {
+		req->_timeout_secs_case =
+			MODAL__TASK_COMMAND_ROUTER__TASK_EXEC_START_REQUEST___TIMEOUT_SECS_TIMEOUT_SECS;
+		req->timeout_secs = x->timeout_secs;
+	}
+	if (x->workdir) {
+		req->_workdir_case =
+			MODAL__TASK_COMMAND_ROUTER__TASK_EXEC_START_REQUEST___WORKDIR_WORKDIR;
+		req->workdir = (char *)x->workdir;
+	}
+	req->n_env = env->n;
+	req->env = env->list;
+}
+
+/*
+ * The start, the stdin's writes and the read of stdout one after the
+ * other (start_beside_read sends them side by side when it can).
+ */
+static sg_err run_start_then_read(struct mdl_router *r, const ProtobufCMessage *start,
+				  const char *exec_id, const struct mdl_exec *x,
+				  struct mdl_exec_result *res, int64_t deadline,
+				  struct sg_cancel *cancel, struct sg_errinfo *err)
+{
+	ProtobufCMessage *sresp = NULL;
+	struct reader out = out_reader(res, x->stop_mark);
+	sg_err rc;
+
+	rc = router_call(r, "TaskExecStart", start,
+			 &modal__task_command_router__task_exec_start_response__descriptor, &sresp,
+			 0, cancel, err);
+	res->router_calls++;
+	if (sresp)
+		protobuf_c_message_free_unpacked(sresp, NULL);
+	if (!rc && x->stdin_data)
+		rc = write_stdin(r, exec_id, x, &res->router_calls, cancel, err);
+	if (!rc)
+		rc = read_stream(r, exec_id, 0, &out, deadline, &res->router_calls, NULL, cancel,
+				 err);
+	return rc;
+}
+
+/* TaskExecWait: how the command ended, into res (a code or a signal). */
+static sg_err run_wait(struct mdl_router *r, char *exec_id, int64_t deadline,
+		       struct mdl_exec_result *res, struct sg_cancel *cancel,
+		       struct sg_errinfo *err)
+{
+	Modal__TaskCommandRouter__TaskExecWaitRequest wq =
+		MODAL__TASK_COMMAND_ROUTER__TASK_EXEC_WAIT_REQUEST__INIT;
+	Modal__TaskCommandRouter__TaskExecWaitResponse *wresp = NULL;
+	sg_err rc;
+
+	wq.task_id = r->task_id;
+	wq.exec_id = exec_id;
+	rc = router_call(r, "TaskExecWait", &wq.base,
+			 &modal__task_command_router__task_exec_wait_response__descriptor,
+			 (ProtobufCMessage **)&wresp, deadline ? deadline - sg_now_ms() : 0, cancel,
+			 err);
+	res->router_calls++;
+	if (rc)
+		return rc;
+	if (wresp->exit_status_case ==
+	    MODAL__TASK_COMMAND_ROUTER__TASK_EXEC_WAIT_RESPONSE__EXIT_STATUS_SIGNAL)
+		res->signal = wresp->signal;
+	else
+		res->code = wresp->code;
+	protobuf_c_message_free_unpacked(&wresp->base, NULL);
+	return SG_OK;
+}
+
 sg_err mdl_run(struct mdl_client *c, struct mdl_router *r,
 	       const struct mdl_exec *x, struct mdl_exec_result *res,
 	       struct sg_cancel *cancel, struct sg_errinfo *err)
 {
 	Modal__TaskCommandRouter__TaskExecStartRequest req =
 		MODAL__TASK_COMMAND_ROUTER__TASK_EXEC_START_REQUEST__INIT;
-	Modal__TaskCommandRouter__TaskExecStartResponse *sresp = NULL;
-	Modal__TaskCommandRouter__TaskExecWaitResponse *wresp = NULL;
-	Modal__TaskCommandRouter__TaskExecStartRequest__EnvEntry *entries = NULL;
-	Modal__TaskCommandRouter__TaskExecStartRequest__EnvEntry **env = NULL;
 	int64_t deadline = x->wait_ms > 0 ? sg_now_ms() + x->wait_ms : 0;
-	struct reader out = out_reader(res, x->stop_mark), errs = err_reader(res);
+	struct reader errs = err_reader(res);
+	struct run_env env;
 	char exec_id[37];
-	size_t argc = 0, envc = 0;
 	bool side = false;
-	sg_err rc = SG_OK;
+	sg_err rc;
 
 	(void)c;
-	while (x->argv[argc])
-		argc++;
-	while (x->env && x->env[envc])
-		envc++;
-	entries = calloc(envc + 1, sizeof(*entries));
-	env = calloc(envc + 1, sizeof(*env));
-	if (!entries || !env) {
-		rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
+	rc = run_env_init(&env, x->env, err);
+	if (rc)
 		goto out;
-	}
-	for (size_t i = 0; i < envc; i++) {
-		const char *eq = strchr(x->env[i], '=');
-
-		if (!eq || eq == x->env[i]) {
-			rc = sg_err_set(err, SG_E_INVALID_ARGUMENT,
-					"an environment entry is not NAME=value");
-			goto out;
-		}
-		modal__task_command_router__task_exec_start_request__env_entry__init(&entries[i]);
-		entries[i].key = strndup(x->env[i], (size_t)(eq - x->env[i]));
-		entries[i].value = (char *)eq + 1;
-		env[i] = &entries[i];
-		if (!entries[i].key) {
-			rc = sg_err_set(err, SG_E_INTERNAL, "out of memory");
-			goto out;
-		}
-	}
 	sg_grpc_uuid(exec_id);
-	req.task_id = r->task_id;
-	req.exec_id = exec_id;
-	req.n_command_args = argc;
-	req.command_args = (char **)x->argv;
-	req.stdout_config = MODAL__TASK_COMMAND_ROUTER__TASK_EXEC_STDOUT_CONFIG__TASK_EXEC_STDOUT_CONFIG_PIPE;
-	req.stderr_config = x->merge
-		? MODAL__TASK_COMMAND_ROUTER__TASK_EXEC_STDERR_CONFIG__TASK_EXEC_STDERR_CONFIG_STDOUT
-		: MODAL__TASK_COMMAND_ROUTER__TASK_EXEC_STDERR_CONFIG__TASK_EXEC_STDERR_CONFIG_PIPE;
-	if (x->timeout_secs) {
-		req._timeout_secs_case =
-			MODAL__TASK_COMMAND_ROUTER__TASK_EXEC_START_REQUEST___TIMEOUT_SECS_TIMEOUT_SECS;
-		req.timeout_secs = x->timeout_secs;
-	}
-	if (x->workdir) {
-		req._workdir_case =
-			MODAL__TASK_COMMAND_ROUTER__TASK_EXEC_START_REQUEST___WORKDIR_WORKDIR;
-		req.workdir = (char *)x->workdir;
-	}
-	req.n_env = envc;
-	req.env = env;
+	run_request(&req, r, x, exec_id, &env);
 	/* With stderr apart it is read after stdout, once the start has answered. */
 	if (x->merge)
 		rc = start_beside_read(r, &req.base, exec_id, x, res, deadline, &side, cancel,
 				       err);
-	if (!side) {
-		rc = router_call(r, "TaskExecStart", &req.base,
-				 &modal__task_command_router__task_exec_start_response__descriptor,
-				 (ProtobufCMessage **)&sresp, 0, cancel, err);
-		res->router_calls++;
-		if (!rc && x->stdin_data)
-			rc = write_stdin(r, exec_id, x, &res->router_calls, cancel, err);
-		if (!rc)
-			rc = read_stream(r, exec_id, 0, &out, deadline, &res->router_calls, NULL,
-					 cancel, err);
-	}
-	if (rc)
-		goto out;
+	if (!side)
+		rc = run_start_then_read(r, &req.base, exec_id, x, res, deadline, cancel, err);
 	if (!rc && !x->merge)
 		rc = read_stream(r, exec_id, 1, &errs, deadline, &res->router_calls, NULL, cancel,
 				 err);
-	if (rc || x->no_wait)
-		goto out;
-	{
-		Modal__TaskCommandRouter__TaskExecWaitRequest wq =
-			MODAL__TASK_COMMAND_ROUTER__TASK_EXEC_WAIT_REQUEST__INIT;
-
-		wq.task_id = r->task_id;
-		wq.exec_id = exec_id;
-		rc = router_call(r, "TaskExecWait", &wq.base,
-				 &modal__task_command_router__task_exec_wait_response__descriptor,
-				 (ProtobufCMessage **)&wresp,
-				 deadline ? deadline - sg_now_ms() : 0,
-				 cancel, err);
-		res->router_calls++;
-	}
-	if (rc)
-		goto out;
-	if (wresp->exit_status_case ==
-	    MODAL__TASK_COMMAND_ROUTER__TASK_EXEC_WAIT_RESPONSE__EXIT_STATUS_SIGNAL)
-		res->signal = wresp->signal;
-	else
-		res->code = wresp->code;
+	if (!rc && !x->no_wait)
+		rc = run_wait(r, exec_id, deadline, res, cancel, err);
 out:
-	for (size_t i = 0; entries && i < envc; i++)
-		free(entries[i].key);
-	free(entries);
-	free(env);
-	if (sresp)
-		protobuf_c_message_free_unpacked(&sresp->base, NULL);
-	if (wresp)
-		protobuf_c_message_free_unpacked(&wresp->base, NULL);
+	run_env_release(&env);
 	return rc;
 }
 

@@ -1419,6 +1419,16 @@ static void test_keep_resume_lost_remove(void **state)
 	assert_string_equal(e.env->id, e2.env->id);
 	sh(&e2, "cat /workspace/note", &r);
 	assert_string_equal(r.out.p, "kept\n");
+	/*
+	 * Stopped meanwhile (Daytona's auto-stop): keeping it is a stop that
+	 * Daytona refuses with 400, which is fine when the sandbox is down.
+	 */
+	snprintf(path, sizeof(path), "/__fake/sandboxes/%s/state", e2.env->id);
+	json_decref(admin("POST", path, json_pack("{s:s}", "state", "stopped")));
+	assert_int_equal(A->teardown(e2.env, SG_FATE_KEEP, NULL, &err), SG_OK);
+	sb = sandbox(e2.env->id);
+	assert_string_equal(json_string_value(json_object_get(sb, "state")), "stopped");
+	json_decref(sb);
 	/* The sandbox vanishes (deleted from the dashboard): workspace_lost. */
 	snprintf(path, sizeof(path), "/__fake/sandboxes/%s", e2.env->id);
 	json_decref(admin("DELETE", path, NULL));
@@ -1427,6 +1437,12 @@ static void test_keep_resume_lost_remove(void **state)
 	/* Without require_existing a new one is made, and REMOVE deletes it. */
 	assert_int_equal(env_up(t, id, false, &e3, &err), SG_OK);
 	assert_false(e3.env->resumed);
+	/* Broken (state error): the stop is refused, and nothing will move it. */
+	snprintf(path, sizeof(path), "/__fake/sandboxes/%s/state", e3.env->id);
+	json_decref(admin("POST", path, json_pack("{s:s}", "state", "error")));
+	assert_int_equal(A->teardown(e3.env, SG_FATE_KEEP, NULL, &err), SG_E_PROVIDER);
+	assert_string_equal(err.msg, "stopping the sandbox failed: it is error");
+	sg_err_clear(&err);
 	assert_int_equal(A->teardown(e3.env, SG_FATE_REMOVE, NULL, &err), SG_OK);
 	assert_true(wait_destroyed(e3.env->id));
 	sg_exec_result_release(&r);

@@ -733,6 +733,40 @@ static void test_token_refresh(void **state)
 	mdl_client_release(&c);
 }
 
+/*
+ * An image id longer than any Modal gives today: the build is still
+ * joined with the whole id, and the image is the one the fake made (the
+ * join's request holds the id, so nothing may bound it but the id).
+ */
+static void test_long_image_id(void **state)
+{
+	struct mdl_client c;
+	struct sg_errinfo err = { 0 };
+	char *app = NULL, *image = NULL;
+	json_t *st, *im;
+	size_t i, found = 0;
+
+	(void)state;
+	json_decref(admin("POST", "/__fake/image-id-pad", "{\"n\": 4000}"));
+	json_decref(admin("POST", "/__fake/log/clear", NULL));
+	client(&c);
+	assert_int_equal(mdl_app(&c, "sandgate-test", &app, NULL, &err), SG_OK);
+	/* A reference of its own: a new image, built, so its build is joined. */
+	assert_int_equal(mdl_image(&c, app, "busybox:long-image-id", 60000, &image, NULL, &err),
+			 SG_OK);
+	json_decref(admin("POST", "/__fake/image-id-pad", "{\"n\": 0}"));
+	assert_true(logged("ImageJoinStreaming", NULL) >= 1);
+	assert_int_equal(strlen(image), strlen("im-") + 22 + 4000);
+	st = admin("GET", "/__fake/state", NULL);
+	json_array_foreach(json_object_get(st, "images"), i, im)
+		found += strcmp(json_string_value(json_object_get(im, "id")), image) == 0;
+	json_decref(st);
+	assert_int_equal(found, 1);
+	free(image);
+	free(app);
+	mdl_client_release(&c);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -742,6 +776,7 @@ int main(void)
 		cmocka_unit_test(test_faults),
 		cmocka_unit_test(test_cancel),
 		cmocka_unit_test(test_token_refresh),
+		cmocka_unit_test(test_long_image_id),
 	};
 
 	return cmocka_run_group_tests(tests, start_fake, stop_fake);

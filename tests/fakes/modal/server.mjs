@@ -40,7 +40,7 @@ function parseArgs(argv) {
     port: 0, adminPort: 0, tokenId: 'ak-test', tokenSecret: 'as-test', stateDir: null,
     execMode: 'tmpdir', readyMs: 0, buildMs: 0, delayMs: 0, listPage: 100, requestLog: null,
     stdinWatch: true, authTtlS: 3600, routerTtlS: 3600, snapshotTtlOptional: false,
-    logRequests: false,
+    logRequests: false, imageIdPad: 0,
   };
   const num = (name, v) => {
     const n = Number(v);
@@ -712,7 +712,7 @@ const CONTROL = {
       return;
     }
     if (!id) {
-      id = newId('im');
+      id = newId('im') + 'x'.repeat(OPTS.imageIdPad);
       STATE.imageKeys.set(key, id);
       STATE.images.set(id, { id, key, dir: null, built: false, builtAt: Date.now() + OPTS.buildMs });
     }
@@ -1135,6 +1135,12 @@ function adminServer() {
       if (req.method === 'POST' && u === '/__fake/delay') {
         OPTS.delayMs = Number(j.ms) || 0;
         return reply(200, { delayMs: OPTS.delayMs });
+      }
+      // Modal's image ids are short; a client must not count on it.
+      if (req.method === 'POST' && u === '/__fake/image-id-pad') {
+        if (!Number.isInteger(j.n) || j.n < 0) return reply(400, { error: 'n must be a non-negative integer' });
+        OPTS.imageIdPad = j.n;
+        return reply(200, { n: OPTS.imageIdPad });
       }
       if (req.method === 'POST' && u === '/__fake/token-ttl') {
         for (const [k, o] of [['auth_s', 'authTtlS'], ['router_s', 'routerTtlS']]) {
