@@ -861,6 +861,22 @@ static json_int_t lifetime_of(const json_t *v)
  * Check the binding against the profile prof: types first
  * (SG_E_INVALID_ARGUMENT), then that it only narrows (SG_E_PERMISSION).
  */
+/* A number the host's profile may only lower (pv: the operator's, or NULL). */
+static sg_err narrow_lower(const char *key, const json_t *pv, const json_t *bv,
+			   struct sg_errinfo *err)
+{
+	if (!pv || json_number_value(bv) <= json_number_value(pv))
+		return SG_OK;
+	if (json_is_integer(bv) && json_is_integer(pv))
+		return sg_err_set(err, SG_E_PERMISSION,
+				  HOST_PROFILE ": field \"%s\": %lld exceeds the operator's profile's %lld",
+				  key, (long long)json_integer_value(bv),
+				  (long long)json_integer_value(pv));
+	return sg_err_set(err, SG_E_PERMISSION,
+			  HOST_PROFILE ": field \"%s\": %g exceeds the operator's profile's %g", key,
+			  json_number_value(bv), json_number_value(pv));
+}
+
 /*
  * One field of the host's profile (bv, under key) against the operator's
  * (pv, or NULL where it does not set it): may the host's have it?  f is
@@ -893,21 +909,7 @@ static sg_err narrow_field(const struct cfg_field *f, const char *key, json_t *p
 					  shown(key, sh, sizeof(sh)));
 		break;
 	case CN_LOWER:
-		if (!pv || json_number_value(bv) <= json_number_value(pv))
-			break;
-		if (json_is_integer(bv) && json_is_integer(pv))
-			return sg_err_set(err, SG_E_PERMISSION,
-					  HOST_PROFILE ": field \"%s\": "
-					  "%lld exceeds the operator's "
-					  "profile's %lld", key,
-					  (long long)json_integer_value(bv),
-					  (long long)json_integer_value(pv));
-		return sg_err_set(err, SG_E_PERMISSION,
-				  HOST_PROFILE ": field \"%s\": %g "
-				  "exceeds the operator's profile's %g",
-				  key,
-				  json_number_value(bv),
-				  json_number_value(pv));
+		return narrow_lower(key, pv, bv, err);
 	case CN_SHORTER:
 		if (json_integer_value(bv) <= lifetime_of(pv))
 			break;

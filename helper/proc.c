@@ -1235,12 +1235,6 @@ struct proc_snap {
 };
 
 /*
- * Copy the window a read of n bytes from offset receives, plus up to 3 bytes
- * past it so that a character at the edge can be judged whole.  The copy
- * is checked against the writer afterwards: bytes the writer may have
- * overwritten meanwhile are dropped from the front (start moves forward).
- */
-/*
  * The spools of a process: the merged output every read sees, then, for a
  * foreground run (split), its stdout alone and its stderr alone.
  */
@@ -1248,6 +1242,39 @@ enum { SPOOL_ALL, SPOOL_OUT, SPOOL_ERR, SPOOL_COUNT };
 static const char *const spool_data[SPOOL_COUNT] = { "out", "out1", "out2" };
 static const char *const spool_progress[SPOOL_COUNT] = { "progress", "progress1", "progress2" };
 
+/*
+ * Copy the spool's bytes [from, to) into data (replaced), from the one or
+ * two places they lie in the ring of retain bytes.
+ */
+static sg_err snap_copy(int outfd, const char *id, uint64_t from, uint64_t to, uint64_t retain,
+			struct sg_buf *data, struct sg_errinfo *err)
+{
+	struct sg_ring_seg seg[2];
+	int nseg = sg_ring_segments(from, to, retain, seg);
+	char *dst;
+	sg_err rc;
+
+	sg_buf_reset(data);
+	rc = sg_buf_reserve(data, (size_t)(to - from), &dst);
+	if (rc)
+		return sg_err_set(err, rc, "a read of %llu bytes is too large",
+				  (unsigned long long)(to - from));
+	for (int i = 0; i < nseg; i++) {
+		if (pread(outfd, dst, seg[i].len, (off_t)seg[i].pos) != (ssize_t)seg[i].len)
+			return sg_err_set(err, SG_E_INTERNAL, "the spool of process %s is short",
+					  id);
+		dst += seg[i].len;
+	}
+	sg_buf_commit(data, (size_t)(to - from));
+	return SG_OK;
+}
+
+/*
+ * Copy the window a read of n bytes from offset receives, plus up to 3 bytes
+ * past it so that a character at the edge can be judged whole.  The copy
+ * is checked against the writer afterwards: bytes the writer may have
+ * overwritten meanwhile are dropped from the front (start moves forward).
+ */
 static sg_err snap_take(int dirfd, const char *id, int spool, uint64_t retain, uint64_t offset,
 			uint64_t n, struct proc_snap *s, struct sg_errinfo *err)
 {
@@ -1273,10 +1300,7 @@ static sg_err snap_take(int dirfd, const char *id, int spool, uint64_t retain, u
 	}
 	for (int attempt = 0; attempt < 16; attempt++) {
 		struct sg_ring_window w;
-		struct sg_ring_seg seg[2];
 		uint64_t ext, safe;
-		int nseg;
-		char *dst;
 
 		if (!progress_get(progfd, &total, &reserve))
 			break;
@@ -1291,24 +1315,9 @@ static sg_err snap_take(int dirfd, const char *id, int spool, uint64_t retain, u
 				       : 0,
 			       offset, n, &w);
 		ext = total - w.start > n + 3 ? w.start + n + 3 : total;
-		nseg = sg_ring_segments(w.start, ext, retain, seg);
-		sg_buf_reset(&s->data);
-		rc = sg_buf_reserve(&s->data, (size_t)(ext - w.start), &dst);
-		if (rc) {
-			sg_err_set(err, rc, "a read of %llu bytes is too large",
-				   (unsigned long long)(ext - w.start));
+		rc = snap_copy(outfd, id, w.start, ext, retain, &s->data, err);
+		if (rc)
 			goto out;
-		}
-		for (int i = 0; i < nseg; i++) {
-			if (pread(outfd, dst, seg[i].len, (off_t)seg[i].pos) !=
-			    (ssize_t)seg[i].len) {
-				rc = sg_err_set(err, SG_E_INTERNAL,
-						"the spool of process %s is short", id);
-				goto out;
-			}
-			dst += seg[i].len;
-		}
-		sg_buf_commit(&s->data, (size_t)(ext - w.start));
 		if (!progress_get(progfd, &reserve, &reserve))
 			break;
 		/* Bytes below safe may have been overwritten during the copy. */

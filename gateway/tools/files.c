@@ -850,14 +850,50 @@ static const char *list_suggestion(int64_t total, int64_t returned, bool more)
 	       "editing";
 }
 
+/*
+ * list_files' view of sg-helper's list reply (borrowed), as the host's
+ * worker shows a page of offset: its counts, the page and its next
+ * continuation bound to revision, and what to try next (new; NULL when
+ * out of memory).
+ */
+static json_t *list_view(json_t *reply, json_t *entries, const char *revision, int64_t offset)
+{
+	int64_t visible, returned;
+	bool more;
+	json_t *page;
+
+	visible = json_integer_value(json_object_get(reply, "visible_total"));
+	returned = (int64_t)json_array_size(entries);
+	more = json_is_true(json_object_get(reply, "has_more"));
+	page = json_pack("{s:I, s:I, s:b, s:s}", "offset", (json_int_t)offset, "returned",
+			 (json_int_t)returned, "has_more", more, "snapshot_token", revision);
+	if (page && more && returned > 0)
+		json_object_set_new(page, "next",
+				    json_pack("{s:I, s:s}", "offset", (json_int_t)(offset + returned),
+					      "expected_revision", revision));
+	return json_pack("{s:s, s:O, s:s, s:O, s:I, s:I, s:I, s:b, s:o, s:b, s:I, s:O, s:O,"
+			 " s:[s]}",
+			 "action", "list", "path", json_object_get(reply, "path"),
+			 "workspace_revision", revision, "total", json_object_get(reply, "total"),
+			 "visible_total", (json_int_t)visible, "offset", (json_int_t)offset,
+			 "returned_count", (json_int_t)returned, "has_more", more, "page", page,
+			 "truncated", more, "omitted_entry_count",
+			 (json_int_t)(visible - offset - returned > 0 ? visible - offset - returned
+								      : 0),
+			 "omitted_protected", json_object_get(reply, "omitted_protected"),
+			 "entries", entries, "next_suggestions",
+			 list_suggestion(json_integer_value(json_object_get(reply, "total")),
+					 returned, more));
+}
+
 sg_err sg_tool_list_files(struct sg_tool_call *t, json_t **result)
 {
 	const char *path = NULL, *expected = NULL, *wr, *listing;
 	struct sg_strv argv = SG_STRV_INIT;
-	json_t *reply = NULL, *entries, *page, *view;
+	json_t *reply = NULL, *entries, *view;
 	char *revision = NULL;
-	int64_t offset = 0, visible, returned;
-	bool given, more;
+	int64_t offset = 0;
+	bool given;
 	sg_err rc;
 
 	*result = NULL;
@@ -905,28 +941,7 @@ sg_err sg_tool_list_files(struct sg_tool_call *t, json_t **result)
 				  "\"%s\" to \"%s\"; restart at offset 0", expected, revision);
 		goto out;
 	}
-	visible = json_integer_value(json_object_get(reply, "visible_total"));
-	returned = (int64_t)json_array_size(entries);
-	more = json_is_true(json_object_get(reply, "has_more"));
-	page = json_pack("{s:I, s:I, s:b, s:s}", "offset", (json_int_t)offset, "returned",
-			 (json_int_t)returned, "has_more", more, "snapshot_token", revision);
-	if (page && more && returned > 0)
-		json_object_set_new(page, "next",
-				    json_pack("{s:I, s:s}", "offset", (json_int_t)(offset + returned),
-					      "expected_revision", revision));
-	view = json_pack("{s:s, s:O, s:s, s:O, s:I, s:I, s:I, s:b, s:o, s:b, s:I, s:O, s:O,"
-			 " s:[s]}",
-			 "action", "list", "path", json_object_get(reply, "path"),
-			 "workspace_revision", revision, "total", json_object_get(reply, "total"),
-			 "visible_total", (json_int_t)visible, "offset", (json_int_t)offset,
-			 "returned_count", (json_int_t)returned, "has_more", more, "page", page,
-			 "truncated", more, "omitted_entry_count",
-			 (json_int_t)(visible - offset - returned > 0 ? visible - offset - returned
-								      : 0),
-			 "omitted_protected", json_object_get(reply, "omitted_protected"),
-			 "entries", entries, "next_suggestions",
-			 list_suggestion(json_integer_value(json_object_get(reply, "total")),
-					 returned, more));
+	view = list_view(reply, entries, revision, offset);
 	*result = view ? sg_tool_result(view, NULL) : NULL;
 	if (!*result)
 		rc = sg_err_set(&t->op->err, SG_E_INTERNAL, "out of memory");
