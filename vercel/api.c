@@ -173,6 +173,30 @@ void vcl_reply_release(struct vcl_reply *r)
 	memset(r, 0, sizeof(*r));
 }
 
+/* The call's URL: the API, its path, the team, and its own query. */
+static bool vcl_url(const struct vcl_client *c, const struct vcl_call *call, struct sg_buf *url)
+{
+	return sg_buf_adds(url, c->rest.api) || sg_buf_adds(url, call->path) ||
+	       sg_buf_adds(url, "?teamId=") || sg_cloud_urlenc(url, c->team) ||
+	       (call->query && (sg_buf_addc(url, '&') || sg_buf_adds(url, call->query)));
+}
+
+/* What a reply says besides its body: status, Retry-After, Date, the error's code. */
+static void vcl_reply_take(const struct sg_http_response *resp, struct vcl_reply *out)
+{
+	const char *code;
+
+	out->status = resp->status;
+	out->retry_after_ms = sg_http_retry_after_ms(resp);
+	out->date_ms = vcl_http_date_ms(sg_http_header(resp, "Date"));
+	/* A body that is not JSON leaves json NULL: callers report the status. */
+	if (resp->body.len > 0 &&
+	    sg_json_parse(resp->body.p, resp->body.len, SG_JSON_ALLOW_NUL, &out->json, NULL))
+		out->json = NULL;
+	code = vcl_str(json_object_get(out->json, "error"), "code");
+	snprintf(out->code, sizeof(out->code), "%s", code ? code : "");
+}
+
 sg_err vcl_do(struct vcl_client *c, const struct vcl_call *call, struct vcl_reply *out,
 	      struct sg_cancel *cancel, struct sg_errinfo *err)
 {
@@ -204,9 +228,7 @@ sg_err vcl_do(struct vcl_client *c, const struct vcl_call *call, struct vcl_repl
 		body_len = call->raw_len;
 		type = call->raw_type;
 	}
-	if (!rc && (sg_buf_adds(&url, c->rest.api) || sg_buf_adds(&url, call->path) ||
-		    sg_buf_adds(&url, "?teamId=") || sg_cloud_urlenc(&url, c->team) ||
-		    (call->query && (sg_buf_addc(&url, '&') || sg_buf_adds(&url, call->query)))))
+	if (!rc && vcl_url(c, call, &url))
 		rc = SG_E_INTERNAL;
 	if (rc) {
 		rc = sg_rest_failed(rc, "Vercel", NULL, NULL, NULL, err);
@@ -241,17 +263,7 @@ sg_err vcl_do(struct vcl_client *c, const struct vcl_call *call, struct vcl_repl
 		rc = sg_rest_failed(rc, "Vercel", call->what, "a Vercel call", &inner, err);
 		goto out;
 	}
-	out->status = resp.status;
-	out->retry_after_ms = sg_http_retry_after_ms(&resp);
-	out->date_ms = vcl_http_date_ms(sg_http_header(&resp, "Date"));
-	/* A body that is not JSON leaves json NULL: callers report the status. */
-	if (resp.body.len > 0 &&
-	    sg_json_parse(resp.body.p, resp.body.len, SG_JSON_ALLOW_NUL, &out->json, NULL))
-		out->json = NULL;
-	snprintf(out->code, sizeof(out->code), "%s",
-		 vcl_str(json_object_get(out->json, "error"), "code")
-			 ? vcl_str(json_object_get(out->json, "error"), "code")
-			 : "");
+	vcl_reply_take(&resp, out);
 out:
 	sg_buf_release(&text);
 	sg_buf_release(&url);
