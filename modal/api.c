@@ -945,6 +945,21 @@ static struct reader err_reader(struct mdl_exec_result *res)
 				.stopped = &res->stopped };
 }
 
+/* The exec's start, one router call (counted); its answer holds nothing we use. */
+static sg_err exec_start(struct mdl_router *r, const ProtobufCMessage *start, int *calls,
+			 struct sg_cancel *cancel, struct sg_errinfo *err)
+{
+	ProtobufCMessage *sresp = NULL;
+	sg_err rc = router_call(r, "TaskExecStart", start,
+				&modal__task_command_router__task_exec_start_response__descriptor,
+				&sresp, 0, cancel, err);
+
+	(*calls)++;
+	if (sresp)
+		protobuf_c_message_free_unpacked(sresp, NULL);
+	return rc;
+}
+
 /*
  * Read stream fd (0 stdout, 1 stderr) to its end into rd, reconnecting at
  * the offset reached; deadline 0: none (the cancel token bounds it).  The
@@ -1113,7 +1128,6 @@ static sg_err start_beside_read(struct mdl_router *r, const ProtobufCMessage *st
 	struct sg_leg read = { .run = side_read_run, .arg = &s };
 	struct pollfd p[2] = { { .fd = -1, .events = POLLIN },
 			       { .fd = sg_cancel_fd(cancel), .events = POLLIN } };
-	ProtobufCMessage *sresp = NULL;
 	sg_err rc;
 
 	*side = sg_cancel_init(&s.started) == SG_OK;
@@ -1123,12 +1137,7 @@ static sg_err start_beside_read(struct mdl_router *r, const ProtobufCMessage *st
 	}
 	if (!*side)
 		return SG_OK;
-	rc = router_call(r, "TaskExecStart", start,
-			 &modal__task_command_router__task_exec_start_response__descriptor, &sresp,
-			 0, cancel, err);
-	res->router_calls++;
-	if (sresp)
-		protobuf_c_message_free_unpacked(sresp, NULL);
+	rc = exec_start(r, start, &res->router_calls, cancel, err);
 	if (!rc)
 		sg_cancel_fire(&s.started, SG_E_CANCELLED);
 	if (!rc && x->stdin_data)
@@ -1228,16 +1237,10 @@ static sg_err run_start_then_read(struct mdl_router *r, const ProtobufCMessage *
 				  struct mdl_exec_result *res, int64_t deadline,
 				  struct sg_cancel *cancel, struct sg_errinfo *err)
 {
-	ProtobufCMessage *sresp = NULL;
 	struct reader out = out_reader(res, x->stop_mark);
 	sg_err rc;
 
-	rc = router_call(r, "TaskExecStart", start,
-			 &modal__task_command_router__task_exec_start_response__descriptor, &sresp,
-			 0, cancel, err);
-	res->router_calls++;
-	if (sresp)
-		protobuf_c_message_free_unpacked(sresp, NULL);
+	rc = exec_start(r, start, &res->router_calls, cancel, err);
 	if (!rc && x->stdin_data)
 		rc = write_stdin(r, exec_id, x, &res->router_calls, cancel, err);
 	if (!rc)
