@@ -13,6 +13,7 @@ import subprocess
 import tempfile
 import time
 import unittest
+import urllib.error
 import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -36,8 +37,15 @@ class FakeServer:
         data = json.dumps(body).encode() if body is not None else None
         req = urllib.request.Request(self.base + path, data=data, method=method,
                                      headers={"Content-Type": "application/json"})
-        with urllib.request.urlopen(req, timeout=30) as r:
-            text = r.read()
+        try:
+            with urllib.request.urlopen(req, timeout=30) as r:
+                text = r.read()
+        except urllib.error.HTTPError as e:
+            # The fake's own sentence (an internal error's cause included),
+            # since its stderr is not kept.
+            raise AssertionError("the fake answered %s %s with %d: %s"
+                                 % (method, path, e.code,
+                                    e.read().decode(errors="replace")[:2000])) from None
         return json.loads(text) if text else None
 
     def fault(self, *faults):

@@ -225,12 +225,23 @@ class VercelFaults(GatewayTestCase):
         t = threading.Thread(target=lambda: urllib.request.urlopen(req, timeout=30).read())
         t.start()
         try:
-            import time
-            time.sleep(0.3)
+            # The command must meet the stop under way, however late a loaded
+            # machine serves the stop: wait until the fake says so.
+            deadline = time.monotonic() + 20
+            while self.session_status(sid) == "running" and time.monotonic() < deadline:
+                time.sleep(0.02)
+            self.assertIn(self.session_status(sid), ("stopping", "snapshotting"))
             self.assertEqual(gw.sh_ok("cat g.txt").strip(), "g")
         finally:
             t.join()
             self.fake.admin("POST", "/__fake/config", {"stopMs": 0})
+
+    def session_status(self, sid):
+        for sb in self.fake.state()["sandboxes"]:
+            for ss in sb["sessions"]:
+                if ss["id"] == sid:
+                    return ss["status"]
+        return None
 
     def api(self, method, path, body=None):
         """One call on the fake's Vercel API, as a client of our own."""

@@ -461,6 +461,13 @@ function dirSize(dir) {
   return total;
 }
 
+// A stopped session's files. The killed sandbox's processes can still be making files for a
+// moment (a syscall in progress completes before SIGKILL lands, and killAll's wait is
+// bounded): a directory not yet empty is tried again, not a stop failing with a 500.
+function removeSessionRoot(ss) {
+  fs.rmSync(path.dirname(ss._.root), { recursive: true, force: true, maxRetries: 20, retryDelay: 50 });
+}
+
 // Stops a session: `stopping` (CONFIG.stopMs), then for a persistent sandbox or an explicit
 // snapshot `snapshotting` (CONFIG.snapshotMs) and the copy, then `stopped` with the files gone.
 // Concurrent stops share one run. Resolves to the snapshot taken, if any.
@@ -487,7 +494,7 @@ function stopSession(ss, { reason = 'stop', snapshot = false, expiration } = {})
     ss.duration = ss.stoppedAt - ss.startedAt;
     if (sb) sb.totalDurationMs += ss.duration;
     setStatus(ss, 'stopped');
-    fs.rmSync(path.dirname(ss._.root), { recursive: true, force: true });
+    removeSessionRoot(ss);
     // Commands and their output go with the session (later calls get 410).
     for (const cmd of ss._.commands.values()) cmd.logs = [];
     return sn;
@@ -505,7 +512,7 @@ async function failSession(ss) {
   ss.stoppedAt = now();
   ss.duration = ss.stoppedAt - ss.startedAt;
   setStatus(ss, 'failed');
-  fs.rmSync(path.dirname(ss._.root), { recursive: true, force: true });
+  removeSessionRoot(ss);
 }
 
 // Ends a session without a snapshot (delete, reset, a vanished sandbox): `stopping` while its
@@ -520,7 +527,7 @@ async function killSession(ss) {
   ss.stoppedAt = now();
   ss.duration = ss.stoppedAt - ss.startedAt;
   setStatus(ss, 'stopped');
-  fs.rmSync(path.dirname(ss._.root), { recursive: true, force: true });
+  removeSessionRoot(ss);
 }
 
 // The session a per-session call addresses, which must be running: 410 once stopped, 422
