@@ -1138,6 +1138,16 @@ static sg_err rec_load(const char *ctl, const char *id, struct proc_rec *r,
 
 	if (rc || r->status != PS_RUNNING || sup_alive(r))
 		return rc;
+	/*
+	 * A supervisor stores its final record before it exits: one that
+	 * ended between the read and the look at it is found out by reading
+	 * again, without the lock, which a process of the environment may
+	 * hold (only a record still running after that is judged under it).
+	 */
+	rec_release(r);
+	rc = rec_read(ctl, id, r, err);
+	if (rc || r->status != PS_RUNNING)
+		return rc;
 	rec_release(r);
 	fd = seq_lock(ctl, LOCK_EX, cancel, err);
 	if (fd < 0)
