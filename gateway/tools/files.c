@@ -865,12 +865,7 @@ static json_t *list_view(json_t *reply, json_t *entries, const char *revision, i
 	visible = json_integer_value(json_object_get(reply, "visible_total"));
 	returned = (int64_t)json_array_size(entries);
 	more = json_is_true(json_object_get(reply, "has_more"));
-	page = json_pack("{s:I, s:I, s:b, s:s}", "offset", (json_int_t)offset, "returned",
-			 (json_int_t)returned, "has_more", more, "snapshot_token", revision);
-	if (page && more && returned > 0)
-		json_object_set_new(page, "next",
-				    json_pack("{s:I, s:s}", "offset", (json_int_t)(offset + returned),
-					      "expected_revision", revision));
+	page = sg_tool_page(offset, returned, more, revision);
 	return json_pack("{s:s, s:O, s:s, s:O, s:I, s:I, s:I, s:b, s:o, s:b, s:I, s:O, s:O,"
 			 " s:[s]}",
 			 "action", "list", "path", json_object_get(reply, "path"),
@@ -930,12 +925,12 @@ sg_err sg_tool_list_files(struct sg_tool_call *t, json_t **result)
 		goto out;
 	}
 	/* The host binds a page to the workspace and to the listing itself. */
-	if (asprintf(&revision, "%s%sresult:%s", wr, *wr ? ";" : "", listing) < 0) {
-		revision = NULL;
+	revision = sg_tool_page_revision(wr, listing);
+	if (!revision) {
 		rc = sg_err_set(&t->op->err, SG_E_INTERNAL, "out of memory");
 		goto out;
 	}
-	if (expected && strcmp(expected, revision)) {
+	if (expected && !sg_tool_page_current(expected, revision)) {
 		rc = sg_tool_fail(t, SG_E_INVALID_ARGUMENT,
 				  "list_files continuation is stale: result revision changed from "
 				  "\"%s\" to \"%s\"; restart at offset 0", expected, revision);

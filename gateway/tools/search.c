@@ -7,16 +7,14 @@
  *   beneath root inside the environment, sorts by path (then line), and
  *   returns one page of records with the totals and a fingerprint of the
  *   whole result.  Nothing here opens a user's path.
- * - A page is bound to its result: workspace_revision is the tree's
- *   revision, ";", and "result:<fingerprint>" (the host's snapshot
- *   revision), and page.next carries it as expected_revision;
- *   a continuation whose result changed is refused, as the host refuses
- *   it, and offset 0 always searches afresh.
+ * - A page is bound to its result by the revision sg_tool_page_revision()
+ *   makes (tool.h), and page.next carries it as expected_revision; a
+ *   continuation whose result changed is refused, as the host refuses it,
+ *   and offset 0 always searches afresh.
  * - grep's content view never exceeds GREP_RESULT_BUDGET bytes of compact
  *   JSON: the matches that do not fit are counted in omitted_match_count
  *   and left for the next page.
  */
-#define _GNU_SOURCE /* asprintf */
 #include "gateway/tools/tool.h"
 
 #include <inttypes.h>
@@ -85,21 +83,6 @@ static json_t *search_suggestions(const char *tool, const char *mode, int64_t to
 	return json_pack("[s]", s);
 }
 
-/* The host's continuationPage: where this page sits and how to go on. */
-static json_t *search_page(int64_t offset, int64_t returned, bool more, const char *revision)
-{
-	json_t *page = json_pack("{s:I, s:I, s:b, s:s}", "offset", (json_int_t)offset,
-				 "returned", (json_int_t)returned, "has_more", more,
-				 "snapshot_token", revision);
-
-	if (page && more && returned > 0)
-		json_object_set_new(page, "next",
-				    json_pack("{s:I, s:s}", "offset",
-					      (json_int_t)(offset + returned),
-					      "expected_revision", revision));
-	return page;
-}
-
 /* The arguments both tools share, checked the way the host checks them. */
 static sg_err search_args(struct sg_tool_call *t, struct search *q)
 {
@@ -146,25 +129,17 @@ static sg_err search_run(struct sg_tool_call *t, struct search *q, struct sg_str
 		return rc;
 	hash = json_string_value(json_object_get(q->reply, "result_hash"));
 	ws = json_string_value(json_object_get(q->reply, "workspace_revision"));
-	/* The host's continuationSnapshotRevision: the tree's, then the result's. */
-	if (!hash || asprintf(&q->revision, "%s%sresult:%s", ws && *ws ? ws : "",
-			      ws && *ws ? ";" : "", hash) < 0) {
-		q->revision = NULL;
+	if (!hash)
 		return sg_err_set(&t->op->err, SG_E_INTERNAL,
 				  "the search's reply has no result fingerprint");
-	}
-	/* expected_revision is compared trimmed, as the host compares it. */
-	if (q->expected) {
-		size_t lead = strspn(q->expected, " \t\r\n"), n = strlen(q->expected + lead);
-
-		while (n && strchr(" \t\r\n", q->expected[lead + n - 1]))
-			n--;
-		if (strlen(q->revision) != n || strncmp(q->expected + lead, q->revision, n) != 0)
-			return sg_tool_fail(t, SG_E_INVALID_ARGUMENT,
-					    "%s continuation is stale: result revision changed "
-					    "from \"%.*s\" to \"%s\"; restart at offset 0",
-					    q->tool, (int)n, q->expected + lead, q->revision);
-	}
+	q->revision = sg_tool_page_revision(ws, hash);
+	if (!q->revision)
+		return sg_err_set(&t->op->err, SG_E_INTERNAL, "out of memory");
+	if (q->expected && !sg_tool_page_current(q->expected, q->revision))
+		return sg_tool_fail(t, SG_E_INVALID_ARGUMENT,
+				    "%s continuation is stale: result revision changed "
+				    "from \"%s\" to \"%s\"; restart at offset 0",
+				    q->tool, q->expected, q->revision);
 	return SG_OK;
 }
 
@@ -205,7 +180,7 @@ static json_t *search_list_view(const struct search *q, const char *key, json_t 
 		return NULL;
 	json_object_set_new(v, "returned_count", json_integer(returned));
 	json_object_set_new(v, "has_more", json_boolean(more));
-	json_object_set_new(v, "page", search_page(q->offset, returned, more, q->revision));
+	json_object_set_new(v, "page", sg_tool_page(q->offset, returned, more, q->revision));
 	json_object_set_new(v, "truncated", json_boolean(more || over));
 	json_object_set(v, key, records);
 	json_object_set_new(v, "next_suggestions",
@@ -231,7 +206,7 @@ static json_t *grep_content_view(const struct search *q, int64_t total, int64_t 
 	json_object_set_new(v, "result_budget_bytes", json_integer(GREP_RESULT_BUDGET));
 	json_object_set_new(v, "returned_match_count", json_integer(shown));
 	json_object_set_new(v, "returned_count", json_integer(shown));
-	json_object_set_new(v, "page", search_page(q->offset, shown, more, q->revision));
+	json_object_set_new(v, "page", sg_tool_page(q->offset, shown, more, q->revision));
 	return v;
 }
 

@@ -23,6 +23,7 @@
 
 #include <jansson.h>
 #include <stdbool.h>
+#include <stdint.h>
 
 #include "gateway/session.h"
 
@@ -68,6 +69,33 @@ sg_err sg_tool_git_read_only(struct sg_tool_call *t) SG_MUST_CHECK;
  * marker key is removed either way, and op->err is left as it was.
  */
 void sg_tool_revision(struct sg_tool_call *t, json_t *reply);
+
+/* ---- paging (tools.c): list_files, grep and glob ---- */
+
+/*
+ * A page is bound to its result by a revision: the tree's workspace
+ * revision, ";", and "result:<digest of the whole result>" (the host's
+ * continuationSnapshotRevision); the tree's part is absent when the tree
+ * could not be read in time.  New string, NULL when out of memory.
+ */
+char *sg_tool_page_revision(const char *tree, const char *result);
+
+/*
+ * Whether a continuation's expected_revision (surrounding blanks ignored)
+ * still holds for the page's current revision.  The results must be the
+ * same; the trees must be the same where both were read.  A tree left
+ * unread (the helper's walk gave up on a loaded machine) is unknown, not
+ * changed: the result digest already covers every entry the pages serve,
+ * so it is what a continuation is refused for.
+ */
+bool sg_tool_page_current(const char *expected, const char *revision);
+
+/*
+ * The host's continuationPage: {offset, returned, has_more,
+ * snapshot_token} and, when more follows, next = {offset,
+ * expected_revision}.  New, NULL when out of memory.
+ */
+json_t *sg_tool_page(int64_t offset, int64_t returned, bool more, const char *revision);
 
 /* ---- building results (tools.c) ---- */
 

@@ -8,7 +8,7 @@
  * `permission_mode`, `git_attribution_enabled`) and builds what every tool
  * shares: ToolResults, helper steps, commands.
  */
-#define _GNU_SOURCE /* vasprintf */
+#define _GNU_SOURCE /* asprintf, vasprintf, memmem */
 #include "gateway/tools/tool.h"
 
 #include <stdarg.h>
@@ -70,6 +70,77 @@ json_t *sg_tools_names(void)
 	for (size_t i = 0; i < sizeof(catalogue) / sizeof(catalogue[0]); i++)
 		json_array_append_new(names, json_string(catalogue[i].name));
 	return names;
+}
+
+/* ---- paging ---- */
+
+char *sg_tool_page_revision(const char *tree, const char *result)
+{
+	char *r;
+
+	if (asprintf(&r, "%s%sresult:%s", tree ? tree : "", tree && *tree ? ";" : "",
+		     result) < 0)
+		return NULL;
+	return r;
+}
+
+/*
+ * A revision's two parts.  Neither tree form ("fs:worktree:<hex>",
+ * "git:<HEAD>:worktree:<digest>") holds ";result:", so the first one
+ * ends the tree's part.
+ */
+struct page_rev {
+	const char *tree, *result;
+	size_t tree_len, result_len;
+};
+
+static bool page_rev_split(const char *s, size_t n, struct page_rev *p)
+{
+	const char *sep = memmem(s, n, ";result:", 8);
+
+	p->tree = s;
+	p->tree_len = 0;
+	if (n >= 7 && memcmp(s, "result:", 7) == 0)
+		sep = s - 1;
+	else if (!sep)
+		return false;
+	else
+		p->tree_len = (size_t)(sep - s);
+	p->result = sep + 1;
+	p->result_len = n - (size_t)(p->result - s);
+	return true;
+}
+
+bool sg_tool_page_current(const char *expected, const char *revision)
+{
+	size_t n, lead = strspn(expected, " \t\r\n");
+	struct page_rev e, c;
+
+	expected += lead;
+	n = strlen(expected);
+	while (n && strchr(" \t\r\n", expected[n - 1]))
+		n--;
+	if (n == strlen(revision) && memcmp(expected, revision, n) == 0)
+		return true;
+	if (!page_rev_split(expected, n, &e) || !page_rev_split(revision, strlen(revision), &c))
+		return false;
+	if (e.result_len != c.result_len || memcmp(e.result, c.result, c.result_len) != 0)
+		return false;
+	return e.tree_len == 0 || c.tree_len == 0;
+}
+
+json_t *sg_tool_page(int64_t offset, int64_t returned, bool more, const char *revision)
+{
+	json_t *page = json_pack("{s:I, s:I, s:b, s:s}", "offset", (json_int_t)offset,
+				 "returned", (json_int_t)returned, "has_more", more,
+				 "snapshot_token", revision);
+
+	if (page && more && returned > 0)
+		json_object_set_new(page, "next",
+				    json_pack("{s:I, s:s}", "offset",
+					      (json_int_t)(offset + returned),
+					      "expected_revision", revision));
+	return page;
 }
 
 /* ---- results ---- */
