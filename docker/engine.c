@@ -211,7 +211,7 @@ static sg_err dk_exec_create(struct dk_client *cl, const char *id, const struct 
 	char *path = dk_path("/containers/", id, "/exec");
 	json_t *env = json_array(), *body, *v;
 	struct dk_call c = { .method = "POST", .path = path, .what = "starting a command" };
-	struct dk_reply r;
+	struct dk_reply r = { 0 }; /* released on every path, dk_do or not */
 	const char *k;
 	sg_err rc;
 

@@ -2841,7 +2841,9 @@ static void scan_links(struct proc_link **v, size_t *n, size_t *cap)
 		(*v)[(*n)++] = (struct proc_link){ (pid_t)pid, ppid, false };
 	}
 	closedir(d);
-	qsort(*v, *n, sizeof(**v), link_by_pid);
+	/* qsort of no array (*v still NULL) is undefined. */
+	if (*n > 1)
+		qsort(*v, *n, sizeof(**v), link_by_pid);
 }
 
 /*
