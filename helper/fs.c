@@ -627,7 +627,7 @@ static void rev_walk(struct rev *r, int dirfd, int level)
 
 sg_err sg_fs_revision(struct fs *c, char out[SG_FS_REVISION_SIZE])
 {
-	struct rev *r = calloc(2, sizeof(*r)), *x = r + 1;
+	struct rev *r = calloc(2, sizeof(*r)), *x;
 	unsigned char md[SG_SHA256_LEN];
 	char hex[2 * SG_SHA256_LEN + 1], sum[96];
 	int fd;
@@ -636,6 +636,7 @@ sg_err sg_fs_revision(struct fs *c, char out[SG_FS_REVISION_SIZE])
 	c->rev_extra[0] = '\0';
 	if (!r)
 		return SG_E_INTERNAL;
+	x = r + 1;
 	r->c = x->c = c;
 	r->deadline_ms = x->deadline_ms = mono_ms() + REV_DEADLINE_MS;
 	sg_sha256_init(&r->h);

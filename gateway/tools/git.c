@@ -1310,11 +1310,12 @@ static void git_sanitize(const char *sub, struct git_out *o)
 	bool diff = is_one_of(sub, diffs), grep = strcmp(sub, "grep") == 0;
 	struct sg_buf out = SG_BUF_INIT(o->text.max);
 	char one[SG_PATH_MAX + 1];
-	const char *p = o->text.p, *end = p + o->text.len;
+	const char *p = o->text.p, *end;
 	bool skip = false, ok = true;
 
 	if ((!diff && !grep) || !p)
 		return;
+	end = p + o->text.len;
 	while (ok && p < end) {
 		const char *nl = memchr(p, '\n', (size_t)(end - p)), *why = NULL;
 		size_t n = nl ? (size_t)(nl - p) + 1 : (size_t)(end - p);
