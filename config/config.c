@@ -189,7 +189,7 @@ static const char *shown(const char *s, char *out, size_t n)
 {
 	size_t i;
 
-	for (i = 0; s[i] && i < SHOWN_MAX && i + 4 < n; i++) {
+	for (i = 0; i < SHOWN_MAX && i + 4 < n && s[i]; i++) {
 		unsigned char c = (unsigned char)s[i];
 
 		out[i] = (c < 0x20 || c > 0x7e || c == '"' || c == '\\')

@@ -81,6 +81,8 @@ static sg_err patch_text(struct sg_tool_call *t, const char **s, size_t *n)
 /* Go's word for a JSON value's kind, as its decoder names it in errors. */
 static const char *go_kind(json_t *v)
 {
+	if (!v)
+		return "null";
 	switch (json_typeof(v)) {
 	case JSON_OBJECT:
 		return "object";
