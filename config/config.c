@@ -857,10 +857,6 @@ static json_int_t lifetime_of(const json_t *v)
 	return json_integer_value(v) > 0 ? json_integer_value(v) : SG_LIFETIME_DEFAULT_S;
 }
 
-/*
- * Check the binding against the profile prof: types first
- * (SG_E_INVALID_ARGUMENT), then that it only narrows (SG_E_PERMISSION).
- */
 /* A number the host's profile may only lower (pv: the operator's, or NULL). */
 static sg_err narrow_lower(const char *key, const json_t *pv, const json_t *bv,
 			   struct sg_errinfo *err)
@@ -957,6 +953,10 @@ static sg_err narrow_field(const struct cfg_field *f, const char *key, json_t *p
 	return SG_OK;
 }
 
+/*
+ * Check the binding against the profile prof: types first
+ * (SG_E_INVALID_ARGUMENT), then that it only narrows (SG_E_PERMISSION).
+ */
 static sg_err narrow_check(const json_t *prof, const json_t *env,
 			   struct sg_errinfo *err)
 {

@@ -85,48 +85,41 @@ char *sg_tool_page_revision(const char *tree, const char *result)
 }
 
 /*
- * A revision's two parts.  Neither tree form ("fs:worktree:<hex>",
+ * Where a revision's "result:" part starts, NULL when it has none; *tree:
+ * a tree's part precedes it.  Neither tree form ("fs:worktree:<hex>",
  * "git:<HEAD>:worktree:<digest>") holds ";result:", so the first one
  * ends the tree's part.
  */
-struct page_rev {
-	const char *tree, *result;
-	size_t tree_len, result_len;
-};
-
-static bool page_rev_split(const char *s, size_t n, struct page_rev *p)
+static const char *page_result(const char *s, size_t n, bool *tree)
 {
-	const char *sep = memmem(s, n, ";result:", 8);
+	const char *sep;
 
-	p->tree = s;
-	p->tree_len = 0;
-	if (n >= 7 && memcmp(s, "result:", 7) == 0)
-		sep = s - 1;
-	else if (!sep)
-		return false;
-	else
-		p->tree_len = (size_t)(sep - s);
-	p->result = sep + 1;
-	p->result_len = n - (size_t)(p->result - s);
-	return true;
+	*tree = !(n >= 7 && memcmp(s, "result:", 7) == 0);
+	if (!*tree)
+		return s;
+	sep = memmem(s, n, ";result:", 8);
+	return sep ? sep + 1 : NULL;
 }
 
 bool sg_tool_page_current(const char *expected, const char *revision)
 {
-	size_t n, lead = strspn(expected, " \t\r\n");
-	struct page_rev e, c;
+	size_t n, rn = strlen(revision), lead = strspn(expected, " \t\r\n");
+	const char *e, *c;
+	bool etree, ctree;
 
 	expected += lead;
 	n = strlen(expected);
 	while (n && strchr(" \t\r\n", expected[n - 1]))
 		n--;
-	if (n == strlen(revision) && memcmp(expected, revision, n) == 0)
+	if (n == rn && memcmp(expected, revision, n) == 0)
 		return true;
-	if (!page_rev_split(expected, n, &e) || !page_rev_split(revision, strlen(revision), &c))
+	e = page_result(expected, n, &etree);
+	c = page_result(revision, rn, &ctree);
+	if (!e || !c || (size_t)(expected + n - e) != (size_t)(revision + rn - c) ||
+	    memcmp(e, c, (size_t)(revision + rn - c)) != 0)
 		return false;
-	if (e.result_len != c.result_len || memcmp(e.result, c.result, c.result_len) != 0)
-		return false;
-	return e.tree_len == 0 || c.tree_len == 0;
+	/* Equal results: only two trees both read can still differ. */
+	return !etree || !ctree;
 }
 
 json_t *sg_tool_page(int64_t offset, int64_t returned, bool more, const char *revision)
